@@ -1,0 +1,207 @@
+// Package httperr turns provider HTTP failures into [*model.Error] values.
+// It is shared by the provider adapters below model/ and holds the one place
+// where status codes, error codes and message texts are classified, so that
+// OpenAI, every OpenAI-compatible endpoint and Anthropic agree on what is
+// retryable, a rate limit, an authentication problem or a context overflow.
+package httperr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/keel-run/keel/model"
+)
+
+// Problem is one failed provider call as the adapter saw it.
+type Problem struct {
+	// Provider names the adapter ("openai", "anthropic").
+	Provider string
+	// Status is the HTTP status, 0 when no response arrived.
+	Status int
+	// Header is the response header, nil when no response arrived.
+	Header http.Header
+	// Type and Code are the provider's error type and code
+	// ("invalid_request_error", "context_length_exceeded"), if any.
+	Type, Code string
+	// Message is the provider's error message, if any.
+	Message string
+	// Err is the underlying error.
+	Err error
+}
+
+// maxMessage bounds the provider text kept in [model.Error.Message].
+const maxMessage = 400
+
+// Classify returns the [*model.Error] for p. The rules, applied in order:
+//
+//   - 413, the OpenAI code context_length_exceeded, or a message saying the
+//     prompt exceeds the context window (Anthropic "prompt is too long",
+//     OpenAI/vLLM/DeepSeek "maximum context length") → KindContextOverflow;
+//   - 429, 529 or the Anthropic type overloaded_error → KindRateLimited,
+//     with RetryAfter from the retry-after-ms / retry-after headers;
+//   - 401, 403 → KindAuth;
+//   - 408, 409, 5xx → KindRetryable (what the SDKs themselves retry);
+//   - any other 4xx → KindInvalidRequest;
+//   - no status at all (connection refused, reset, TLS) → KindRetryable.
+func Classify(p Problem) *model.Error {
+	e := &model.Error{Provider: p.Provider, StatusCode: p.Status, Err: p.Err}
+	e.Message = safeText(p)
+	switch {
+	case p.Status == http.StatusRequestEntityTooLarge || (p.Status >= 400 && p.Status < 500 && IsOverflow(p.Code, p.Message)):
+		e.Kind = model.KindContextOverflow
+	case p.Status == http.StatusTooManyRequests || p.Status == 529 || p.Type == "overloaded_error":
+		e.Kind = model.KindRateLimited
+		e.RetryAfter = RetryAfter(p.Header, time.Now())
+	case p.Status == http.StatusUnauthorized || p.Status == http.StatusForbidden:
+		e.Kind = model.KindAuth
+	case p.Status == http.StatusRequestTimeout || p.Status == http.StatusConflict || p.Status >= 500:
+		e.Kind = model.KindRetryable
+		e.RetryAfter = RetryAfter(p.Header, time.Now())
+	case p.Status >= 400:
+		e.Kind = model.KindInvalidRequest
+	default:
+		e.Kind = model.KindRetryable
+	}
+	return e
+}
+
+// Transport classifies an error that came without an HTTP response. A
+// cancelled or expired ctx gives KindUnknown wrapping the context's cause
+// (so errors.Is(err, context.Canceled) holds); an [*model.Error] already in
+// err's chain (a stall from the idle transport) is kept, with provider
+// set; anything else is a connection failure, KindRetryable.
+func Transport(ctx context.Context, provider string, err error) *model.Error {
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		return &model.Error{Kind: model.KindUnknown, Provider: provider, Message: "request canceled: " + cause.Error(), Err: errors.Join(cause, err)}
+	}
+	var me *model.Error
+	if errors.As(err, &me) {
+		c := *me
+		c.Provider = provider
+		return &c
+	}
+	return &model.Error{Kind: model.KindRetryable, Provider: provider, Message: "connection failed: " + redact(err.Error()), Err: err}
+}
+
+// overflowText matches the context-window errors of the providers we know:
+// Anthropic "prompt is too long: 208732 tokens > 200000 maximum" and
+// "input length and `max_tokens` exceed context limit", OpenAI, vLLM and
+// DeepSeek "This model's maximum context length is 65536 tokens", llama.cpp
+// "exceeds the available context size", and "context window" phrasings.
+var overflowText = regexp.MustCompile(`(?i)prompt is too long|maximum context length|context length exceeded|context_length_exceeded|exceeds? (the )?(available )?context (size|window|limit)|exceed context limit|too many tokens|input is too long`)
+
+// IsOverflow reports whether an error code or message says the prompt does
+// not fit the model's context window.
+func IsOverflow(code, message string) bool {
+	return code == "context_length_exceeded" || code == "prompt_too_long" || overflowText.MatchString(message)
+}
+
+// RetryAfter returns the delay a response asks for: retry-after-ms in
+// milliseconds, else retry-after in seconds or as an HTTP date (RFC 9110
+// section 10.2.3), relative to now. It returns 0 when there is none or the
+// value is malformed or in the past.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	if h == nil {
+		return 0
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e12 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s <= 0 || s > 1e9 {
+			return 0
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// secret matches strings shaped like API keys (sk-..., sk-ant-..., pk-...),
+// including the partially masked ones OpenAI echoes in 401 messages.
+var secret = regexp.MustCompile(`\b(sk|pk)-[A-Za-z0-9_\-*]{6,}`)
+
+func redact(s string) string { return secret.ReplaceAllString(s, "$1-***") }
+
+// safeText is the user-safe summary of p: type, code and message, with key
+// shapes redacted and the length bounded.
+func safeText(p Problem) string {
+	var parts []string
+	for _, s := range []string{p.Type, p.Code} {
+		if s != "" && !strings.Contains(strings.Join(parts, " "), s) {
+			parts = append(parts, s)
+		}
+	}
+	msg := strings.TrimSpace(p.Message)
+	if msg == "" && p.Status != 0 {
+		msg = http.StatusText(p.Status)
+	}
+	if msg != "" {
+		parts = append(parts, msg)
+	}
+	s := redact(strings.Join(parts, ": "))
+	if len(s) > maxMessage {
+		s = s[:maxMessage] + "…"
+	}
+	return s
+}
+
+// Middleware is the shape of an SDK middleware; both SDKs declare their
+// option.Middleware as an alias of this function type.
+type Middleware = func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error)
+
+// StopStallRetry returns a per-call SDK middleware that ends the SDK's own
+// retry loop after a stall.
+//
+// The idle transport (package model/idle) already repeats a stalled
+// request StallRetries times; without this middleware the SDK would take
+// its final [model.KindStalled] error for a connection error and run the
+// whole cycle again MaxRetries times. The middleware stores the stall in *stall and
+// answers the SDK with a synthetic 504 carrying "x-should-retry: false",
+// which both SDKs honour; the adapter then returns *stall instead of the
+// SDK's error. Every failed attempt (status >= 400 or transport error) is
+// logged at debug level with the model name, so retries done by the SDK are
+// visible.
+func StopStallRetry(stall *error, logger *slog.Logger, modelName string) Middleware {
+	return func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+		res, err := next(req)
+		var me *model.Error
+		if err != nil && errors.As(err, &me) && me.Kind == model.KindStalled {
+			*stall = me
+			return &http.Response{
+				Status:     "504 Gateway Timeout",
+				StatusCode: http.StatusGatewayTimeout,
+				Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{
+					"Content-Type":   {"application/json"},
+					"X-Should-Retry": {"false"},
+				},
+				Body:    http.NoBody,
+				Request: req,
+			}, nil
+		}
+		switch {
+		case err != nil:
+			logger.Debug("model http attempt failed: "+redact(err.Error()), "model", modelName)
+		case res.StatusCode >= 400:
+			logger.Debug(fmt.Sprintf("model http attempt failed: HTTP %d", res.StatusCode), "model", modelName)
+		}
+		return res, err
+	}
+}

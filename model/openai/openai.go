@@ -1,0 +1,202 @@
+// Package openai is Keel's [model.Model] for the OpenAI Chat Completions API
+// with function calling, and for every OpenAI-compatible endpoint (Ollama,
+// vLLM, llama.cpp, DeepSeek, Qwen, OpenRouter...) through [Options.BaseURL].
+//
+// It is built on github.com/openai/openai-go/v3 and uses non-streaming
+// requests. Retries of 429, 408/409, 5xx and connection errors are the SDK's
+// own (with backoff and the provider's Retry-After); a response that stalls
+// is abandoned and repeated by [idle.Transport]. Every failure is an
+// [*model.Error].
+//
+// Mapping (Keel → wire): [model.Request.System] becomes the first system
+// message; assistant messages carry tool_calls with their ids and raw
+// argument strings; tool messages carry tool_call_id. OpenAI has no
+// is_error flag, so an error tool result is sent as its text. Arguments that
+// are not valid JSON are sent as "{}" so that one malformed call recorded in
+// the history cannot make every later request fail (the runtime has already
+// answered that call with an error result). Usage (wire → Keel):
+// prompt_tokens → InputTokens, completion_tokens → OutputTokens,
+// prompt_tokens_details.cached_tokens → CachedInputTokens, or DeepSeek's
+// prompt_cache_hit_tokens when cached_tokens is absent.
+//
+// The package never reads the environment: the API key and base URL come
+// from [Options] (internal/cli reads OPENAI_API_KEY).
+package openai
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/model/idle"
+	"github.com/keel-run/keel/model/internal/httperr"
+)
+
+// ErrNoAPIKey is returned by [New] when the api.openai.com endpoint is used
+// without a key. Its text names the environment variable the CLI reads.
+var ErrNoAPIKey = errors.New("openai: no API key: set OPENAI_API_KEY")
+
+// ErrNoModel is returned by [New] when [Options.Model] is empty.
+var ErrNoModel = errors.New("openai: no model name")
+
+// provider is the [model.Error.Provider] of this package's errors.
+const provider = "openai"
+
+// Options configures [New].
+type Options struct {
+	// APIKey is sent as a bearer token. Required for api.openai.com (an
+	// empty key gives [ErrNoAPIKey]); optional with BaseURL, since local
+	// servers such as Ollama need none.
+	APIKey string
+	// BaseURL selects an OpenAI-compatible endpoint, for example
+	// "http://127.0.0.1:11434/v1" or "https://api.deepseek.com". Empty
+	// means https://api.openai.com/v1.
+	BaseURL string
+	// Model is the model name sent with each request ("gpt-4o",
+	// "deepseek-chat"). Required.
+	Model string
+	// HTTPClient is the client to send with; its Transport is wrapped in a
+	// [idle.Transport]. nil means a client on a clone of
+	// http.DefaultTransport.
+	HTTPClient *http.Client
+	// MaxRetries is how many times the SDK repeats a request after 429,
+	// 408, 409, 5xx or a connection error, with exponential backoff and
+	// the provider's Retry-After. 0 means the SDK default (2); negative
+	// means no retry.
+	MaxRetries int
+	// IdleTimeout abandons a response that sends no byte for this long.
+	// 0 means [idle.DefaultTimeout] (2 minutes); negative disables.
+	// A long non-streaming generation sends nothing until it is done, so
+	// raise this for very long outputs.
+	IdleTimeout time.Duration
+	// StallRetries is how many times a stalled request is repeated before
+	// [model.KindStalled]. 0 means [idle.DefaultStallRetries] (2);
+	// negative means none.
+	StallRetries int
+	// Logger receives stall warnings and SDK retry attempts (debug). nil
+	// discards.
+	Logger *slog.Logger
+}
+
+// Model is an OpenAI or OpenAI-compatible chat model. It is safe for
+// concurrent use.
+type Model struct {
+	svc        openai.ChatCompletionService
+	name       string
+	baseURL    string
+	compatible bool
+	logger     *slog.Logger
+}
+
+var (
+	_ model.Model = (*Model)(nil)
+	_ model.Namer = (*Model)(nil)
+)
+
+// New returns a [Model] for opts. It returns [ErrNoModel] without a model
+// name and [ErrNoAPIKey] when the official endpoint has no key.
+func New(opts *Options) (*Model, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Model == "" {
+		return nil, ErrNoModel
+	}
+	if o.APIKey == "" && o.BaseURL == "" {
+		return nil, ErrNoAPIKey
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	client := &http.Client{}
+	if o.HTTPClient != nil {
+		c := *o.HTTPClient
+		client = &c
+	}
+	base := client.Transport
+	if base == nil {
+		base = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	client.Transport = idle.NewTransport(base, &idle.Options{
+		IdleTimeout: o.IdleTimeout, StallRetries: o.StallRetries, Logger: o.Logger,
+	})
+	// NewChatCompletionService, unlike openai.NewClient, reads no
+	// environment variables: the library takes its settings from Options.
+	ropts := []option.RequestOption{
+		option.WithEnvironmentProduction(),
+		option.WithHTTPClient(client),
+	}
+	if o.BaseURL != "" {
+		ropts = append(ropts, option.WithBaseURL(o.BaseURL))
+	}
+	if o.APIKey != "" {
+		ropts = append(ropts, option.WithAPIKey(o.APIKey))
+	}
+	switch {
+	case o.MaxRetries > 0:
+		ropts = append(ropts, option.WithMaxRetries(o.MaxRetries))
+	case o.MaxRetries < 0:
+		ropts = append(ropts, option.WithMaxRetries(0))
+	}
+	return &Model{
+		svc:        openai.NewChatCompletionService(ropts...),
+		name:       o.Model,
+		baseURL:    o.BaseURL,
+		compatible: o.BaseURL != "",
+		logger:     o.Logger,
+	}, nil
+}
+
+// Name returns the model in spec syntax: "openai:MODEL", or
+// "openai-compatible:MODEL@BASE_URL" when a base URL was given.
+func (m *Model) Name() string {
+	if m.compatible {
+		return model.Spec{Provider: "openai-compatible", Name: m.name, BaseURL: m.baseURL}.String()
+	}
+	return model.Spec{Provider: provider, Name: m.name}.String()
+}
+
+// Generate sends req as one Chat Completions request and returns the
+// assistant message. Errors are [*model.Error]: a request Keel cannot map is
+// KindInvalidRequest before anything is sent; HTTP failures are classified
+// by status and code (429 rate limited with RetryAfter from retry-after-ms
+// or retry-after; 401/403 auth; code context_length_exceeded, a "maximum
+// context length" message or 413 context overflow; 408/409/5xx and
+// connection errors retryable, after the SDK's own retries; other 4xx
+// invalid request); a stall is KindStalled; a cancelled ctx gives
+// KindUnknown wrapping its cause.
+func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	params, err := m.params(req)
+	if err != nil {
+		return nil, &model.Error{Kind: model.KindInvalidRequest, Provider: provider, Message: err.Error(), Err: err}
+	}
+	var stall error
+	cc, err := m.svc.New(ctx, params, option.WithMiddleware(httperr.StopStallRetry(&stall, m.logger, m.name)))
+	if err != nil {
+		return nil, classify(ctx, err, stall)
+	}
+	return response(cc)
+}
+
+// classify maps an SDK error to an [*model.Error].
+func classify(ctx context.Context, err, stall error) *model.Error {
+	if stall != nil && ctx.Err() == nil {
+		return httperr.Transport(ctx, provider, stall)
+	}
+	var ae *openai.Error
+	if errors.As(err, &ae) {
+		p := httperr.Problem{Provider: provider, Status: ae.StatusCode, Type: ae.Type, Code: ae.Code, Message: ae.Message, Err: err}
+		if ae.Response != nil {
+			p.Header = ae.Response.Header
+		}
+		return httperr.Classify(p)
+	}
+	return httperr.Transport(ctx, provider, err)
+}

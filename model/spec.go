@@ -1,0 +1,67 @@
+package model
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Spec is a parsed model spec string. The accepted forms (DESIGN.md,
+// "Contract — model messages") are:
+//
+//	openai:MODEL                       OpenAI Chat Completions
+//	anthropic:MODEL                    Anthropic Messages
+//	openai-compatible:MODEL@BASE_URL   any OpenAI-compatible endpoint
+//	replay:PATH                        a recorded trajectory file
+//
+// A scripted demonstration model is also available as "scripted:demo" for
+// `keel demo`.
+type Spec struct {
+	// Provider is "openai", "anthropic", "openai-compatible", "replay" or
+	// "scripted".
+	Provider string
+	// Name is the provider's model name ("gpt-4o", "deepseek-chat"); for
+	// replay it is the trajectory path.
+	Name string
+	// BaseURL is set for openai-compatible specs (for example
+	// "http://127.0.0.1:11434/v1").
+	BaseURL string
+}
+
+// String formats s back into spec syntax.
+func (s Spec) String() string {
+	if s.Provider == "openai-compatible" {
+		return s.Provider + ":" + s.Name + "@" + s.BaseURL
+	}
+	return s.Provider + ":" + s.Name
+}
+
+// ParseSpec parses a model spec string. It returns an error that names the
+// accepted forms when s is malformed.
+func ParseSpec(s string) (Spec, error) {
+	provider, rest, ok := strings.Cut(s, ":")
+	if !ok || rest == "" {
+		return Spec{}, fmt.Errorf("model: bad spec %q: want PROVIDER:MODEL (openai:MODEL, anthropic:MODEL, openai-compatible:MODEL@BASE_URL, replay:PATH)", s)
+	}
+	switch provider {
+	case "openai", "anthropic", "scripted":
+		return Spec{Provider: provider, Name: rest}, nil
+	case "replay":
+		return Spec{Provider: provider, Name: rest}, nil
+	case "openai-compatible":
+		// The model name may itself contain '@' (rare); the URL starts at
+		// the last '@' followed by a scheme.
+		i := strings.LastIndex(rest, "@")
+		if i <= 0 || i == len(rest)-1 {
+			return Spec{}, fmt.Errorf("model: bad spec %q: want openai-compatible:MODEL@BASE_URL", s)
+		}
+		name, base := rest[:i], rest[i+1:]
+		u, err := url.Parse(base)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return Spec{}, fmt.Errorf("model: bad spec %q: base URL %q is not an http(s) URL", s, base)
+		}
+		return Spec{Provider: provider, Name: name, BaseURL: base}, nil
+	default:
+		return Spec{}, fmt.Errorf("model: bad spec %q: unknown provider %q (want openai, anthropic, openai-compatible or replay)", s, provider)
+	}
+}
