@@ -1,0 +1,173 @@
+// Package journal is Keel's source of truth: an append-only, hash-chained
+// sequence of events per run.
+//
+// A run's state is a fold over its events (see package agent). Events of
+// one run have gap-free sequence numbers starting at 1; each carries a
+// type, a time, a JSON payload and hash = SHA-256(prev_hash ‖ canonical
+// event), where prev_hash of the first event is 32 zero bytes and the
+// canonical event is defined by [Canonical]. A journal whose chain fails
+// [Verify] is reported as corrupt ([*CorruptError]), never silently
+// repaired.
+//
+// Backends implement [Store]: [github.com/keel-run/keel/journal/sqlite] is
+// the default. Every backend must pass the conformance suite in
+// [github.com/keel-run/keel/journal/journaltest].
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Type is an event type such as "run.created". Types are dotted
+// "subject.verb" names; the set below is DESIGN.md's contract, and
+// backends store any type verbatim.
+type Type string
+
+// Event types written by the runtime.
+const (
+	RunCreated        Type = "run.created"
+	RunResumed        Type = "run.resumed"
+	RunPaused         Type = "run.paused"
+	RunCompleted      Type = "run.completed"
+	RunFailed         Type = "run.failed"
+	RunCanceled       Type = "run.canceled"
+	SetupFinished     Type = "setup.finished"
+	ModelResponded    Type = "model.responded"
+	ModelFailed       Type = "model.failed"
+	GateDecided       Type = "gate.decided"
+	ApprovalRequested Type = "approval.requested"
+	ApprovalResolved  Type = "approval.resolved"
+	ToolStarted       Type = "tool.started"
+	ToolFinished      Type = "tool.finished"
+	ContextCompacted  Type = "context.compacted"
+	UserMessage       Type = "user.message"
+)
+
+// Event is one journal record.
+type Event struct {
+	RunID string `json:"run_id"`
+	// Seq is the 1-based, gap-free position of the event in its run.
+	Seq  int64 `json:"seq"`
+	Type Type  `json:"type"`
+	// Time is when the event was appended, as given by the writer's
+	// injected clock; stored with nanosecond precision in UTC.
+	Time time.Time `json:"time"`
+	// Payload is compact JSON (an object). Backends store it byte for
+	// byte, so the hash of a stored event is reproducible.
+	Payload json.RawMessage `json:"payload"`
+	// PrevHash and Hash are lowercase hex SHA-256 digests.
+	PrevHash string `json:"prev_hash"`
+	Hash     string `json:"hash"`
+}
+
+// Draft is an event to append: the store assigns Seq, PrevHash and Hash.
+type Draft struct {
+	Type    Type
+	Time    time.Time
+	Payload json.RawMessage
+}
+
+// RunSummary is a store's index entry for one run.
+type RunSummary struct {
+	RunID   string    `json:"run_id"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	// LastSeq and LastType describe the newest event.
+	LastSeq  int64 `json:"last_seq"`
+	LastType Type  `json:"last_type"`
+	// Status is [StatusOf](LastType).
+	Status Status `json:"status"`
+}
+
+// Status is a run's lifecycle state as derived from its newest event.
+type Status string
+
+// Run statuses.
+const (
+	StatusRunning   Status = "running"
+	StatusPaused    Status = "paused"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusCanceled  Status = "canceled"
+)
+
+// StatusOf derives a run's status from the type of its newest event:
+// run.completed, run.failed, run.canceled and run.paused map to their
+// status, approval.requested to paused, anything else to running.
+func StatusOf(t Type) Status {
+	switch t {
+	case RunCompleted:
+		return StatusCompleted
+	case RunFailed:
+		return StatusFailed
+	case RunCanceled:
+		return StatusCanceled
+	case RunPaused, ApprovalRequested:
+		return StatusPaused
+	}
+	return StatusRunning
+}
+
+// Terminal reports whether s is completed, failed or canceled.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCanceled
+}
+
+// ListParams filters [Store.Runs]. The zero value lists every run, newest
+// first.
+type ListParams struct {
+	// Status, when non-empty, keeps only runs with one of these statuses.
+	Status []Status
+	// Limit caps the number of runs returned; 0 means no cap.
+	Limit int
+}
+
+// Store is a journal backend.
+//
+// Implementations are safe for concurrent use. Append is atomic: either
+// every draft is stored or none is. Close is idempotent.
+type Store interface {
+	// Append stores drafts as the next events of run, after the event
+	// with sequence number after (0 for a new run). It returns the stored
+	// events. If the run's newest event is not after, Append stores
+	// nothing and returns an error wrapping [ErrConflict]: this is how
+	// two writers of one run are kept apart.
+	Append(ctx context.Context, runID string, after int64, drafts ...Draft) ([]Event, error)
+	// Read returns the events of run with Seq >= from, in order. An
+	// unknown run returns an error wrapping [ErrNotFound].
+	Read(ctx context.Context, runID string, from int64) ([]Event, error)
+	// Runs lists runs, newest created first.
+	Runs(ctx context.Context, p *ListParams) ([]RunSummary, error)
+	Close() error
+}
+
+// Notifier is an optional interface of a [Store] that can wake readers
+// when run gains events. The returned channel receives (lossily: a full
+// channel is skipped) after each append in this process; stop releases
+// it. Readers that need events written by other processes must also poll.
+type Notifier interface {
+	Notify(runID string) (ch <-chan struct{}, stop func())
+}
+
+// Errors callers branch on.
+var (
+	ErrConflict = errors.New("journal: append conflict")
+	ErrNotFound = errors.New("journal: run not found")
+)
+
+// CorruptError reports a journal that fails its hash chain or cannot be
+// decoded. Seq is the first bad event (0 when the run itself is unusable).
+type CorruptError struct {
+	RunID  string
+	Seq    int64
+	Reason string
+}
+
+// Error implements error.
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("journal: run %s is corrupt at event %d: %s", e.RunID, e.Seq, e.Reason)
+}
