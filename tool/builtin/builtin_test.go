@@ -1,0 +1,110 @@
+package builtin_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/tool"
+	"github.com/keel-run/keel/tool/builtin"
+)
+
+func TestRegister(t *testing.T) {
+	t.Parallel()
+	r := tool.NewRegistry()
+	builtin.Register(r, nil)
+	want := []string{"bash", "edit_file", "fetch_url", "list_directory", "read_file", "search_files", "write_file"}
+	if diff := cmp.Diff(want, r.Names()); diff != "" {
+		t.Errorf("Names (-want +got):\n%s", diff)
+	}
+	for _, s := range r.Specs() {
+		if len(s.Description) < 100 || !json.Valid(s.Parameters) {
+			t.Errorf("%s: description %d chars, schema valid %v", s.Name, len(s.Description), json.Valid(s.Parameters))
+		}
+	}
+	r2 := tool.NewRegistry()
+	builtin.Register(r2, &builtin.Options{NoShell: true, NoWeb: true})
+	if got := len(r2.Names()); got != 5 {
+		t.Errorf("without shell and web: %d tools, want 5", got)
+	}
+}
+
+// TestToolcallMalformedArgs is TOOLCALL/malformed-args at the registry
+// level: c1-c3 are refused before anything runs, each with its own error
+// result naming the parser's message and a bounded preview; c4 runs.
+func TestToolcallMalformedArgs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("x\n"), 0o644)
+	ws, err := tool.NewWorkspace(dir, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	r := tool.NewRegistry()
+	builtin.Register(r, nil)
+	huge := `{"path":"a.txt","old_string":"` + strings.Repeat("y", 5000)
+	calls := []struct {
+		call model.ToolCall
+		want string // "" means valid
+	}{
+		{model.ToolCall{ID: "c1", Name: "edit_file", Arguments: `{"path":"a.txt","old_string":"x`}, "the arguments of edit_file are not a valid JSON object: unexpected end of JSON input; received: {\"path\":\"a.txt\",\"old_string\":\"x"},
+		{model.ToolCall{ID: "c2", Name: "edit_file", Arguments: `{"path":"a.txt",}`}, "the arguments of edit_file are not a valid JSON object: invalid character '}' looking for beginning of object key string; received: {\"path\":\"a.txt\",}"},
+		{model.ToolCall{ID: "c3", Name: "read_file", Arguments: `["a.txt"]`}, "the arguments of read_file must be a JSON object, got an array; received: [\"a.txt\"]"},
+		{model.ToolCall{ID: "c5", Name: "edit_file", Arguments: huge}, "more bytes]"},
+		{model.ToolCall{ID: "c6", Name: "edit_file", Arguments: `{"path":"a.txt"}`}, "do not match its schema"},
+		{model.ToolCall{ID: "c7", Name: "edit", Arguments: `{}`}, `unknown tool "edit"; the available tools are: bash, edit_file, fetch_url, list_directory, read_file, search_files, write_file`},
+		{model.ToolCall{ID: "c4", Name: "read_file", Arguments: `{"path":"a.txt"}`}, ""},
+	}
+	for _, c := range calls {
+		args, res := r.Validate(c.call)
+		if c.want == "" {
+			if res != nil {
+				t.Fatalf("%s: valid call refused: %q", c.call.ID, res.Content)
+			}
+			out, err := r.Run(t.Context(), c.call.Name, &tool.Request{RunID: "r", CallID: c.call.ID, Arguments: args, Env: &tool.Env{Workspace: ws}})
+			if err != nil || out.IsError || out.Content != "     1\tx\n" {
+				t.Errorf("%s: Run = %v, %v", c.call.ID, out, err)
+			}
+			continue
+		}
+		if res == nil || !res.IsError {
+			t.Errorf("%s: malformed call accepted (args %s)", c.call.ID, args)
+			continue
+		}
+		if !strings.Contains(res.Content, c.want) {
+			t.Errorf("%s: result = %q, want it to contain %q", c.call.ID, res.Content, c.want)
+		}
+		if len(res.Content) > tool.MaxPreview+400 {
+			t.Errorf("%s: result is %d bytes; the preview must be bounded", c.call.ID, len(res.Content))
+		}
+		if b, err := json.Marshal(res); err != nil || !json.Valid(b) {
+			t.Errorf("%s: result is not valid JSON", c.call.ID)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "x\n" {
+		t.Errorf("a malformed call changed a.txt: %q", b)
+	}
+}
+
+func ExampleRegister() {
+	r := tool.NewRegistry()
+	builtin.Register(r, nil)
+	for _, name := range r.Names() {
+		fmt.Println(name, r.Tool(name).Effect)
+	}
+	// Output:
+	// bash external
+	// edit_file workspace_write
+	// fetch_url external
+	// list_directory read_only
+	// read_file read_only
+	// search_files read_only
+	// write_file workspace_write
+}

@@ -1,0 +1,135 @@
+// Package tool defines what a Keel agent can do: a [Tool] (name,
+// description, JSON Schema of its arguments, effect class), its [Handler],
+// and the [Registry] that validates a model's tool call before anything
+// runs.
+//
+// Errors have two channels, as in MCP's tool handlers: a tool failure is a
+// [Result] with IsError set, which the model sees and can correct; a Go
+// error from a [Handler] means the runtime itself failed and the step
+// aborts.
+//
+// Built-in tools live in [github.com/keel-run/keel/tool/builtin].
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/keel-run/keel/sandbox"
+)
+
+// Effect classifies what a tool may change. The gate uses it for risk, the
+// executor for concurrency, and resume for deciding whether an interrupted
+// call may run again (DESIGN.md, "Contract — side effects").
+type Effect int
+
+// Effect classes, from least to most dangerous.
+const (
+	// ReadOnly tools change nothing; an interrupted call is re-run.
+	ReadOnly Effect = iota
+	// WorkspaceWrite tools change files in the workspace only.
+	WorkspaceWrite
+	// External tools may change anything the sandbox allows, including
+	// the outside world (a shell, a network request).
+	External
+)
+
+// String returns "read_only", "workspace_write" or "external".
+func (e Effect) String() string {
+	switch e {
+	case ReadOnly:
+		return "read_only"
+	case WorkspaceWrite:
+		return "workspace_write"
+	default:
+		return "external"
+	}
+}
+
+// Tool describes one tool offered to the model.
+type Tool struct {
+	// Name is what the model calls; unique in a [Registry].
+	Name string
+	// Description tells the model what the tool does and when to use it.
+	Description string
+	// InputSchema is the JSON Schema of the arguments object. It must
+	// have "type": "object".
+	InputSchema json.RawMessage
+	// Effect is the tool's effect class.
+	Effect Effect
+	// Idempotent declares that running a call twice has the same effect
+	// as running it once, so an interrupted call may be re-run on resume
+	// even when Effect is not ReadOnly.
+	Idempotent bool
+	// Scope returns the workspace paths (as the model wrote them) that a
+	// call reads or, unless Effect is ReadOnly, writes. The executor runs
+	// calls of one turn concurrently unless their scopes conflict. A nil
+	// Scope means the call may touch the whole workspace; a Scope that
+	// returns an empty list touches none of it.
+	Scope func(args json.RawMessage) []string
+}
+
+// Handler runs one validated call. It returns a [Result] for anything the
+// model should see (including failures) and an error only when the
+// runtime cannot continue.
+type Handler func(ctx context.Context, req *Request) (*Result, error)
+
+// Request is one validated tool call.
+type Request struct {
+	// RunID and CallID identify the call (for artifacts and logs).
+	RunID  string
+	CallID string
+	// Arguments is the validated JSON object.
+	Arguments json.RawMessage
+	// Env is the run's environment; never nil.
+	Env *Env
+}
+
+// Env is what a tool may use during a run. Its fields are owned by the
+// runtime and shared by concurrent calls; tools must not modify them.
+type Env struct {
+	// Sandbox runs commands; nil when the run has none (file tools still
+	// work, shell tools return an error result).
+	Sandbox sandbox.Sandbox
+	// Workspace resolves and guards paths; never nil in a run.
+	Workspace *Workspace
+	// Network is the run's egress policy; the zero value allows nothing.
+	Network sandbox.Network
+	// CommandTimeout is the default wall time of a shell command; 0 means
+	// 60 seconds.
+	CommandTimeout time.Duration
+	// MaxResultChars bounds [Result.Content]; 0 means
+	// [DefaultMaxResultChars].
+	MaxResultChars int
+}
+
+// DefaultMaxResultChars is the default bound of what the model sees of one
+// tool result: about 10,000 characters, head and tail, as mini-swe-agent
+// shows them.
+const DefaultMaxResultChars = 10000
+
+// Result is the outcome of one tool call as the model sees it.
+type Result struct {
+	// Content is the text the model sees: bounded, valid UTF-8.
+	Content string `json:"content"`
+	// IsError marks a failed call.
+	IsError bool `json:"is_error,omitempty"`
+	// ExitCode is set by tools that run a command.
+	ExitCode *int `json:"exit_code,omitempty"`
+	// TimedOut is set when a time limit ended the call.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Artifact is the workspace-relative path of the whole output when
+	// Content shows only part of it.
+	Artifact string `json:"artifact,omitempty"`
+	// OutputBytes is the size of the whole output before bounding.
+	OutputBytes int64 `json:"output_bytes,omitempty"`
+}
+
+// Errorf returns an error [Result] with the formatted message.
+func Errorf(format string, args ...any) *Result {
+	return &Result{Content: sprintf(format, args...), IsError: true}
+}
+
+// Text returns a successful [Result] with content s.
+func Text(s string) *Result { return &Result{Content: s} }

@@ -1,0 +1,353 @@
+package tool
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/keel-run/keel/sandbox"
+)
+
+// Workspace is a run's persistent directory, as seen by file tools. It maps
+// the paths a model writes (relative, or absolute under the sandbox mount
+// path) to host paths, follows symbolic links the way the kernel does, and
+// refuses any path whose real location is outside the workspace or, for
+// writes, inside a protected path.
+//
+// Checking a path and then opening it by name would leave a window in
+// which a process in the sandbox swaps a link in. Tools therefore resolve
+// a path with [Workspace.Resolve] or [Workspace.ResolveWrite] and then
+// access the resolved path only through [Workspace.FS], an [os.Root] that
+// cannot leave the workspace whatever the links say.
+//
+// A Workspace is safe for concurrent use.
+type Workspace struct {
+	root      string // host real path, absolute, cleaned
+	mount     string // in-sandbox mount path, e.g. /workspace
+	protected []string
+	fs        *os.Root
+}
+
+// ErrOutside is wrapped by errors for paths whose real location is outside
+// the workspace (through "..", an absolute path or a symbolic link).
+var ErrOutside = errors.New("path is outside the workspace")
+
+// ErrProtected is wrapped by errors for writes to a protected path
+// (.git/hooks, .git/config, .keel/ and any path the run's policy names).
+var ErrProtected = errors.New("path is protected")
+
+// NewWorkspace opens the host directory dir as a workspace mounted at
+// mountPath inside the sandbox (default [sandbox.DefaultMountPath]; it must
+// be absolute). Protected lists workspace-relative paths that file tools
+// must not write; [sandbox.DefaultProtected] is always included. It
+// returns an error if dir does not exist or is not a directory.
+func NewWorkspace(dir, mountPath string, protected []string) (*Workspace, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("tool: workspace %s: %w", dir, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("tool: workspace %s: %w", dir, err)
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return nil, fmt.Errorf("tool: workspace %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("tool: workspace %s is not a directory", dir)
+	}
+	if mountPath == "" {
+		mountPath = sandbox.DefaultMountPath
+	}
+	if !path.IsAbs(mountPath) {
+		return nil, fmt.Errorf("tool: workspace mount path %q is not absolute", mountPath)
+	}
+	r, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, fmt.Errorf("tool: workspace %s: %w", dir, err)
+	}
+	w := &Workspace{root: real, mount: path.Clean(mountPath), fs: r}
+	seen := map[string]bool{}
+	for _, p := range append(append([]string(nil), sandbox.DefaultProtected...), protected...) {
+		c := path.Clean(strings.TrimPrefix(filepath.ToSlash(p), "/"))
+		if c == "." || c == ".." || strings.HasPrefix(c, "../") || seen[c] {
+			continue
+		}
+		seen[c] = true
+		w.protected = append(w.protected, c)
+	}
+	return w, nil
+}
+
+// Root returns the workspace's real host path.
+func (w *Workspace) Root() string { return w.root }
+
+// MountPath returns where the workspace appears inside the sandbox.
+func (w *Workspace) MountPath() string { return w.mount }
+
+// FS returns the workspace as an [os.Root]: every access through it stays
+// inside the workspace even if links change underneath.
+func (w *Workspace) FS() *os.Root { return w.fs }
+
+// Close releases the workspace's directory handle.
+func (w *Workspace) Close() error { return w.fs.Close() }
+
+// Rel maps a path as the model wrote it to a clean workspace-relative
+// slash path ("." for the root), lexically, without touching the file
+// system; use [Workspace.Resolve] before accessing anything, since ".."
+// after a symbolic link does not mean what it seems. Relative paths are
+// relative to the workspace; absolute paths must lie under the mount path
+// (or the host root). Paths are used literally: spaces and any Unicode are
+// kept byte for byte, never normalised (NFC and NFD spellings are
+// different files). It returns an error wrapping [ErrOutside] for a path
+// that leaves the workspace, and an error for an empty path or one with a
+// NUL byte.
+func (w *Workspace) Rel(p string) (string, error) {
+	parts, err := w.split(p)
+	if err != nil {
+		return "", err
+	}
+	var out []string
+	for _, part := range parts {
+		if part == ".." {
+			if len(out) == 0 {
+				return "", fmt.Errorf("%s: %w", p, ErrOutside)
+			}
+			out = out[:len(out)-1]
+			continue
+		}
+		out = append(out, part)
+	}
+	return joinRel(out), nil
+}
+
+// split returns the components of p below the workspace root, uncleaned
+// ("." and empty components dropped, ".." kept).
+func (w *Workspace) split(p string) ([]string, error) {
+	if p == "" {
+		return nil, errors.New("empty path")
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return nil, errors.New("path contains a NUL byte")
+	}
+	parts := components(p)
+	if !path.IsAbs(p) {
+		return parts, nil
+	}
+	for _, base := range []string{w.mount, w.root} {
+		if bp := components(base); hasPrefix(parts, bp) {
+			return parts[len(bp):], nil
+		}
+	}
+	return nil, fmt.Errorf("%s: %w (the workspace is %s)", p, ErrOutside, w.mount)
+}
+
+// components splits a slash path into its non-empty, non-"." parts.
+func components(p string) []string {
+	var out []string
+	for part := range strings.SplitSeq(p, "/") {
+		if part != "" && part != "." {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+func equalParts(a, b []string) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+func joinRel(parts []string) string {
+	if len(parts) == 0 {
+		return "."
+	}
+	return strings.Join(parts, "/")
+}
+
+// Resolve maps a path as the model wrote it to the workspace-relative
+// slash path of its real location, resolving it as the kernel would:
+// component by component, following every symbolic link (including the
+// final component and dangling links), and applying ".." to the real
+// directory reached so far, not to the text. Components that do not exist
+// yet are kept as written, so a new file under a linked directory resolves
+// through the link. It returns an error wrapping [ErrOutside] when the real
+// location is outside the workspace, and an error for a link loop (more
+// than 40 links, as Linux's MAXSYMLINKS), a non-directory used as a
+// directory, or an empty path.
+func (w *Workspace) Resolve(p string) (string, error) {
+	parts, err := w.split(p)
+	if err != nil {
+		return "", err
+	}
+	out, err := w.resolve(parts)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", p, err)
+	}
+	return out, nil
+}
+
+const maxLinks = 40 // as Linux's MAXSYMLINKS
+
+// resolve walks queue from the workspace root in host path space, as the
+// kernel's path walk does, and returns the real location relative to the
+// root. The walk may pass outside the root (a link to "../ws/sub" that
+// comes back in); only the final location must be inside. Absolute link
+// targets under the mount path mean the workspace, as inside the sandbox.
+func (w *Workspace) resolve(queue []string) (string, error) {
+	rootParts := components(w.root)
+	mountParts := components(w.mount)
+	cur := append([]string(nil), rootParts...) // absolute host components
+	links := 0
+	missing := false // a component did not exist: nothing below can be a link
+	queue = append([]string(nil), queue...)
+	for len(queue) > 0 {
+		part := queue[0]
+		queue = queue[1:]
+		if part == ".." {
+			if missing {
+				return "", fmt.Errorf("%s: %w", hostRel(cur, rootParts), fs.ErrNotExist)
+			}
+			if len(cur) > 0 {
+				cur = cur[:len(cur)-1]
+			}
+			continue
+		}
+		next := append(cur[:len(cur):len(cur)], part)
+		if missing {
+			cur = next
+			continue
+		}
+		host := "/" + strings.Join(next, "/")
+		fi, err := os.Lstat(host)
+		if errors.Is(err, fs.ErrNotExist) {
+			missing = true
+			cur = next
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", hostRel(next, rootParts), unwrapPathError(err))
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if !fi.IsDir() && hasName(queue) {
+				return "", fmt.Errorf("%s: %w", hostRel(next, rootParts), errNotDir)
+			}
+			cur = next
+			continue
+		}
+		links++
+		if links > maxLinks {
+			return "", errors.New("too many levels of symbolic links")
+		}
+		target, err := os.Readlink(host)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", hostRel(next, rootParts), unwrapPathError(err))
+		}
+		if target == "" {
+			return "", fmt.Errorf("%s: empty symbolic link", hostRel(next, rootParts))
+		}
+		tparts := components(target)
+		if path.IsAbs(target) {
+			cur = nil
+			if hasPrefix(tparts, mountParts) {
+				cur = append(cur, rootParts...)
+				tparts = tparts[len(mountParts):]
+			}
+		}
+		queue = append(tparts, queue...)
+	}
+	if !hasPrefix(cur, rootParts) {
+		return "", ErrOutside
+	}
+	return joinRel(cur[len(rootParts):]), nil
+}
+
+var errNotDir = errors.New("not a directory")
+
+// hostRel names host components for an error message: relative to the
+// root when inside it, otherwise "(outside the workspace)".
+func hostRel(parts, rootParts []string) string {
+	if hasPrefix(parts, rootParts) {
+		return joinRel(parts[len(rootParts):])
+	}
+	return "(outside the workspace)"
+}
+
+func hasPrefix(parts, prefix []string) bool {
+	return len(parts) >= len(prefix) && equalParts(parts[:len(prefix)], prefix)
+}
+
+// hasName reports whether parts contain a component other than "..".
+func hasName(parts []string) bool {
+	for _, p := range parts {
+		if p != ".." {
+			return true
+		}
+	}
+	return false
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Path, pe.Err)
+	}
+	return err
+}
+
+// Protected reports whether the resolved workspace-relative path rel is,
+// or lies under, a protected path. A protected path counts under its
+// literal name and under the real location it resolves to, so linking
+// .git/hooks elsewhere does not open a way around the rule.
+func (w *Workspace) Protected(rel string) bool {
+	for _, p := range w.protected {
+		if under(rel, p) {
+			return true
+		}
+		if real, err := w.resolve(strings.Split(p, "/")); err == nil && real != "." && under(rel, real) {
+			return true
+		}
+	}
+	return false
+}
+
+func under(rel, p string) bool { return rel == p || strings.HasPrefix(rel, p+"/") }
+
+// ResolveWrite is [Workspace.Resolve] for a path about to be written: it
+// also refuses protected paths with an error wrapping [ErrProtected], and
+// the workspace root itself.
+func (w *Workspace) ResolveWrite(p string) (string, error) {
+	rel, err := w.Resolve(p)
+	if err != nil {
+		return "", err
+	}
+	if rel == "." {
+		return "", fmt.Errorf("%s: is the workspace root, not a file", p)
+	}
+	if w.Protected(rel) {
+		return "", fmt.Errorf("%s: %w (read-only for the agent)", p, ErrProtected)
+	}
+	return rel, nil
+}
+
+// HostPath returns the host path of a resolved workspace-relative path.
+func (w *Workspace) HostPath(rel string) string {
+	return filepath.Join(w.root, filepath.FromSlash(rel))
+}
+
+// SandboxPath returns the in-sandbox path of a workspace-relative path.
+func (w *Workspace) SandboxPath(rel string) string {
+	if rel == "." {
+		return w.mount
+	}
+	return path.Join(w.mount, rel)
+}
