@@ -1,0 +1,131 @@
+package linux
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strings"
+)
+
+// Options configures a [Sandbox]. The zero value is valid.
+type Options struct {
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+	// OnEgress is called for every connection the egress proxy allows or
+	// refuses, so the runtime can journal it. It is called from the
+	// proxy's goroutines and must be safe for concurrent use; nil
+	// ignores decisions.
+	OnEgress func(EgressDecision)
+	// EgressDial connects the proxy to an allowed destination; nil means
+	// a dialer that resolves the name on the host and refuses loopback,
+	// private, link-local and other non-public addresses. Tests use it to
+	// point allowed names at local servers.
+	EgressDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// UID is the host user id the sandbox's root runs as when Keel runs
+	// as root; 0 means [DefaultUID]. The workspace is mounted with an
+	// ID mapping, so files keep their owner on the host. When Keel is not
+	// root, the sandbox's root is the invoking user.
+	UID int
+	// ReadOnlyPaths are extra host paths (files or directories) visible
+	// read-only at the same path inside, beyond the system directories.
+	ReadOnlyPaths []string
+	// TmpSize bounds each private tmpfs (/tmp, /var/tmp, /dev/shm, HOME)
+	// in bytes; 0 means 1 GiB.
+	TmpSize int64
+	// Hostname is the sandbox's host name; "" means "keel".
+	Hostname string
+	// NoCgroups disables cgroups even where the machine has them: limits
+	// fall back to rlimits and process trees are tracked by session.
+	// For tests of the fallback and for hosts whose cgroups Keel must not
+	// touch.
+	NoCgroups bool
+	// NoLandlock and NoSeccomp disable those layers (reported in
+	// [Mechanisms]); for diagnosing a program the filters break.
+	NoLandlock bool
+	NoSeccomp  bool
+}
+
+// DefaultUID is the host uid of the sandbox's root when Keel runs as
+// root: a high id that owns no file on the host.
+const DefaultUID = 2000000000
+
+// Home is HOME inside the sandbox: a private, empty, writable tmpfs.
+const Home = "/root"
+
+// Mechanisms says how a [Sandbox] isolates on this machine, so the CLI
+// can print it and tests can check it. Every field is a short phrase;
+// nothing here is silent: a layer that could not be applied says why.
+type Mechanisms struct {
+	// Namespaces lists the namespaces every command runs in.
+	Namespaces []string `json:"namespaces"`
+	// Identity says which host user the sandbox's root is.
+	Identity string `json:"identity"`
+	// Limits maps each limit ("memory", "processes", "cpu_share",
+	// "cpu_time", "file_size", "open_files", "output") to what enforces
+	// it: "cgroup v1", "cgroup v2", "rlimit", "keel" (counted by Keel) or
+	// "none: <reason>".
+	Limits map[string]string `json:"limits"`
+	// Tracking is how a command's process tree is found and killed:
+	// "cgroup v2", "cgroup v1 freezer", "cgroup v1 pids", or "session"
+	// (the init kills the command's session; a process that starts its
+	// own session escapes until the sandbox closes).
+	Tracking string `json:"tracking"`
+	// Seccomp is "on" with the count of refused system calls, or why not.
+	Seccomp string `json:"seccomp"`
+	// Landlock is "ABI n" or why it is missing.
+	Landlock string `json:"landlock"`
+	// NoNewPrivs is true when commands run with no_new_privs.
+	NoNewPrivs bool `json:"no_new_privs"`
+	// NestedNamespaces is "blocked" when nothing inside can create a
+	// namespace, or why not.
+	NestedNamespaces string `json:"nested_namespaces"`
+	// Network is "none" or the egress allowlist served by the proxy.
+	Network string `json:"network"`
+	// Warnings lists anything weaker than the defaults.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// String renders m on a few lines, for `keel` to print at the start of a
+// run.
+func (m Mechanisms) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "namespaces: %s\n", strings.Join(m.Namespaces, ", "))
+	fmt.Fprintf(&b, "identity: %s\n", m.Identity)
+	keys := make([]string, 0, len(m.Limits))
+	for k := range m.Limits {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var lims []string
+	for _, k := range keys {
+		lims = append(lims, k+"="+m.Limits[k])
+	}
+	fmt.Fprintf(&b, "limits: %s\n", strings.Join(lims, ", "))
+	fmt.Fprintf(&b, "process tracking: %s\n", m.Tracking)
+	fmt.Fprintf(&b, "seccomp: %s; landlock: %s; no_new_privs: %v; nested namespaces: %s\n", m.Seccomp, m.Landlock, m.NoNewPrivs, m.NestedNamespaces)
+	fmt.Fprintf(&b, "network: %s", m.Network)
+	for _, w := range m.Warnings {
+		fmt.Fprintf(&b, "\nwarning: %s", w)
+	}
+	return b.String()
+}
+
+// EgressDecision is one decision of the egress proxy, for the journal.
+type EgressDecision struct {
+	// Phase is "agent" or "setup" (see [Sandbox.Setup]).
+	Phase string `json:"phase"`
+	// Method is "CONNECT" for a tunnel (HTTPS and anything else), or the
+	// method of a plain-HTTP request.
+	Method string `json:"method"`
+	// Host and Port are the destination the sandboxed program asked for.
+	Host string `json:"host"`
+	Port int    `json:"port"`
+	// Allowed says whether the proxy connected it.
+	Allowed bool `json:"allowed"`
+	// Reason says which rule allowed it, or why it was refused.
+	Reason string `json:"reason"`
+	// Addr is the address connected to, when allowed.
+	Addr string `json:"addr,omitempty"`
+}

@@ -1,0 +1,591 @@
+//go:build linux
+
+package linux
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/keel-run/keel/sandbox"
+	"golang.org/x/sys/unix"
+)
+
+// systemDirs are the host directories bound read-only at the same path.
+var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/var"}
+
+// reservedMountPaths may not hold the workspace (or contain it).
+var reservedMountPaths = []string{"/proc", "/dev", "/sys", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/var"}
+
+// secretMasks are host files hidden even where the sandbox's identity
+// could read them (globs allowed).
+var secretMasks = []string{
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+	"/etc/ssh/ssh_host_*_key", "/etc/ssl/private", "/etc/security/opasswd",
+}
+
+// Sandbox is a Linux sandbox for one run: one init process in fresh user,
+// mount, PID, network, IPC and UTS namespaces that forks each command.
+// Exec is safe for concurrent use; Close is idempotent.
+type Sandbox struct {
+	spec sandbox.Spec
+	opts Options
+	log  *slog.Logger
+	mech Mechanisms
+
+	init      *exec.Cmd
+	initDone  chan struct{} // closed when the init process has exited
+	initErr   *tailBuffer
+	ctl       *conn
+	cg        *cgroupHost
+	rg        *runGroup
+	wsRoot    string // host real path of the workspace
+	placehold []string
+
+	phase sync.RWMutex // Exec holds it shared, Setup exclusively
+
+	mu       sync.Mutex
+	inflight sync.WaitGroup // registered calls; Add under mu while open
+	calls    map[uint64]*call
+	nextID   uint64
+	closed   bool
+	dead     chan struct{} // closed when the control socket fails
+	deadErr  error
+
+	proxy    *egressProxy
+	proxyMu  sync.Mutex
+	bg       sync.WaitGroup
+	closeOne sync.Once
+}
+
+var _ sandbox.Sandbox = (*Sandbox)(nil)
+
+// call is one command in flight.
+type call struct {
+	started  chan *msg
+	exited   chan *exitStatus
+	signaled chan struct{}
+	listener chan listenerMsg
+}
+
+type listenerMsg struct {
+	m *msg
+	f *os.File
+}
+
+// New starts a sandbox for spec. It returns an error wrapping
+// [sandbox.ErrUnavailable] when this machine cannot isolate (the message
+// says why and which setting to change), and other errors for a bad spec
+// (a missing workspace, a reserved mount path, a protected path that is a
+// symbolic link). New never falls back to less isolation than it
+// reports: what it could not apply is in [Sandbox.Mechanisms].
+func New(spec *sandbox.Spec, opts *Options) (*Sandbox, error) {
+	if spec == nil {
+		return nil, errors.New("sandbox/linux: nil spec")
+	}
+	if !initCalled.Load() {
+		return nil, errors.New("sandbox/linux: linux.Init was not called first in main (or TestMain); the sandbox re-executes this binary as its init and needs that hook (see the package documentation)")
+	}
+	s := &Sandbox{spec: *spec, calls: map[uint64]*call{}, dead: make(chan struct{}), initDone: make(chan struct{})}
+	s.spec.Env = slices.Clone(spec.Env)
+	s.spec.Protected = slices.Clone(spec.Protected)
+	s.spec.Network.Allow = slices.Clone(spec.Network.Allow)
+	if opts != nil {
+		s.opts = *opts
+		s.opts.ReadOnlyPaths = slices.Clone(opts.ReadOnlyPaths)
+	}
+	s.log = s.opts.Logger
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.opts.TmpSize <= 0 {
+		s.opts.TmpSize = 1 << 30
+	}
+	if s.opts.Hostname == "" {
+		s.opts.Hostname = "keel"
+	}
+	if s.opts.UID <= 0 {
+		s.opts.UID = DefaultUID
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	if err := probe(); err != nil {
+		return nil, err
+	}
+	if _, err := parseAllow(s.spec.Network.Allow); err != nil {
+		return nil, err
+	}
+	if err := s.start(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if len(s.spec.Network.Allow) > 0 {
+		if err := s.ensureProxy(); err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.proxy.setPolicy("agent", s.spec.Network)
+		s.mech.Network = "egress proxy: " + strings.Join(s.spec.Network.Allow, ", ")
+	}
+	return s, nil
+}
+
+// validate checks the spec and fills in defaults.
+func (s *Sandbox) validate() error {
+	if s.spec.Workspace == "" {
+		return errors.New("sandbox/linux: spec has no workspace")
+	}
+	abs, err := filepath.Abs(s.spec.Workspace)
+	if err != nil {
+		return fmt.Errorf("sandbox/linux: workspace %s: %w", s.spec.Workspace, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return fmt.Errorf("sandbox/linux: workspace %s: %w", s.spec.Workspace, err)
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return fmt.Errorf("sandbox/linux: workspace %s is not a directory", s.spec.Workspace)
+	}
+	s.wsRoot = real
+	if s.spec.MountPath == "" {
+		s.spec.MountPath = sandbox.DefaultMountPath
+	}
+	mp := s.spec.MountPath
+	if !path.IsAbs(mp) || path.Clean(mp) != mp || mp == "/" {
+		return fmt.Errorf("sandbox/linux: mount path %q must be an absolute, clean path other than /", mp)
+	}
+	for _, r := range reservedMountPaths {
+		if mp == r || strings.HasPrefix(mp, r+"/") {
+			return fmt.Errorf("sandbox/linux: mount path %s is inside %s, which the sandbox provides itself", mp, r)
+		}
+	}
+	for _, r := range []string{"/tmp", "/run", Home, "/home", "/mnt"} {
+		if mp == r {
+			return fmt.Errorf("sandbox/linux: mount path %s is a directory the sandbox provides itself; use a path below it", mp)
+		}
+	}
+	for _, p := range s.opts.ReadOnlyPaths {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("sandbox/linux: read-only path %q is not absolute", p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("sandbox/linux: read-only path: %w", err)
+		}
+	}
+	return nil
+}
+
+// protectedPaths returns DefaultProtected plus the spec's, cleaned and
+// deduplicated, in order.
+func (s *Sandbox) protectedPaths() []string {
+	var out []string
+	for _, p := range append(slices.Clone(sandbox.DefaultProtected), s.spec.Protected...) {
+		c := path.Clean("/" + filepath.ToSlash(p))[1:]
+		if c == "" || slices.Contains(out, c) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// start launches the init and waits until it is ready.
+func (s *Sandbox) start() error {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("sandbox/linux: socketpair: %w", err)
+	}
+	host := os.NewFile(uintptr(pair[0]), "keel-control")
+	child := os.NewFile(uintptr(pair[1]), "keel-control-init")
+	defer child.Close()
+	if s.ctl, err = newConn(host); err != nil {
+		return err
+	}
+
+	root := os.Geteuid() == 0
+	hostUID, hostGID := os.Geteuid(), os.Getegid()
+	if root {
+		hostUID, hostGID = s.opts.UID, s.opts.UID
+	}
+	s.initErr = &tailBuffer{max: 8 << 10}
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{"keel-sandbox-init"},
+		Env:        []string{initEnv + "=" + initVersion},
+		ExtraFiles: []*os.File{child},
+		Stderr:     s.initErr,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostUID, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostGID, Size: 1}},
+			// Root may drop its supplementary groups in the child; an
+			// unprivileged user may not call setgroups in a user
+			// namespace it creates.
+			GidMappingsEnableSetgroups: root,
+			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}, NoSetGroups: !root},
+			// No Pdeathsig: it fires when the creating OS thread exits,
+			// not the process. If Keel dies, the kernel closes the control
+			// socket and the init exits on its end.
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		return startError(err)
+	}
+	s.init = cmd
+	go func() {
+		_ = cmd.Wait()
+		close(s.initDone)
+	}()
+	ready := make(chan *msg, 1)
+	go s.reader(ready)
+
+	cfg := &initConfig{
+		MountPath: s.spec.MountPath,
+		Protected: s.protectedPaths(),
+		System:    systemDirs,
+		Hostname:  s.opts.Hostname,
+		Home:      Home,
+		TmpSize:   s.opts.TmpSize,
+		Landlock:  !s.opts.NoLandlock,
+		Seccomp:   !s.opts.NoSeccomp,
+	}
+	for _, g := range secretMasks {
+		m, _ := filepath.Glob(g)
+		cfg.Masks = append(cfg.Masks, m...)
+	}
+	var files []*os.File
+	defer func() { closeAll(files) }()
+
+	s.mech.Namespaces = []string{"user", "mount", "pid", "net", "ipc", "uts"}
+	if root {
+		ws, idmapNote, err := s.workspaceTree(cmd.Process.Pid)
+		if err != nil {
+			return err
+		}
+		if ws != nil {
+			files = append(files, ws)
+			s.mech.Identity = fmt.Sprintf("sandbox root is host uid %d; workspace mounted with an ID mapping (%s)", s.opts.UID, idmapNote)
+		} else {
+			cfg.HostWorkspace = s.wsRoot
+			s.mech.Identity = fmt.Sprintf("sandbox root is host uid %d; workspace bound without ID mapping (%s), so writes need it to be writable by that uid", s.opts.UID, idmapNote)
+			s.mech.Warnings = append(s.mech.Warnings, "idmapped workspace unavailable: "+idmapNote)
+		}
+		for _, p := range s.opts.ReadOnlyPaths {
+			t, err := roTree(p)
+			if err != nil {
+				return err
+			}
+			files = append(files, t)
+			cfg.ReadOnlyTrees = append(cfg.ReadOnlyTrees, p)
+		}
+	} else {
+		cfg.HostWorkspace = s.wsRoot
+		cfg.ReadOnly = s.opts.ReadOnlyPaths
+		s.mech.Identity = fmt.Sprintf("sandbox root is the invoking user (host uid %d), without capabilities", hostUID)
+	}
+
+	s.cg = &cgroupHost{v1: map[string]string{}}
+	if !s.opts.NoCgroups {
+		s.cg = detectCgroups()
+	}
+	delegate := -1
+	if root {
+		delegate = s.opts.UID
+	}
+	if s.cg.tracking() != "" {
+		s.cg.sweepStale()
+		name := fmt.Sprintf("keel-%d-%d", os.Getpid(), cmd.Process.Pid)
+		rg, err := newRunGroup(s.cg, name, delegate)
+		if err != nil {
+			s.mech.Warnings = append(s.mech.Warnings, err.Error())
+			s.cg = &cgroupHost{v1: map[string]string{}}
+		} else {
+			s.rg = rg
+			if err := rg.addInit(cmd.Process.Pid); err != nil {
+				return err
+			}
+			tasks, err := rg.initTasks()
+			if err != nil {
+				return err
+			}
+			files = append(files, tasks...)
+			cfg.RunTasks = len(tasks)
+		}
+	}
+	if err := s.ctl.Send(&msg{Op: opConfig, Config: cfg}, files...); err != nil {
+		return s.unavailableOr(err)
+	}
+	var m *msg
+	select {
+	case m = <-ready:
+	case <-time.After(60 * time.Second):
+		return fmt.Errorf("sandbox/linux: init did not become ready in 60s: %s", s.initErr.String())
+	}
+	if m == nil {
+		return s.unavailableOr(fmt.Errorf("sandbox/linux: init exited during setup: %w", s.deadErr))
+	}
+	if m.Op == opFatal {
+		return setupError(m.Message)
+	}
+	s.placehold = m.Report.Placeholders
+	s.describe(m.Report)
+	return nil
+}
+
+// workspaceTree returns the workspace as a detached mount with an ID
+// mapping from its owner to the sandbox's uid, or nil and the reason when
+// the kernel or file system cannot do that.
+func (s *Sandbox) workspaceTree(initPid int) (*os.File, string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(s.wsRoot, &st); err != nil {
+		return nil, "", fmt.Errorf("sandbox/linux: stat workspace: %w", err)
+	}
+	usernsPath := fmt.Sprintf("/proc/%d/ns/user", initPid)
+	note := "owner uid 0"
+	if st.Uid != 0 || st.Gid != 0 {
+		holder, err := idmapHolder(int(st.Uid), int(st.Gid), s.opts.UID)
+		if err != nil {
+			return nil, err.Error(), nil
+		}
+		defer holder.release()
+		usernsPath = holder.nsPath
+		note = fmt.Sprintf("owner uid %d", st.Uid)
+	}
+	ns, err := os.Open(usernsPath)
+	if err != nil {
+		return nil, "", fmt.Errorf("sandbox/linux: open %s: %w", usernsPath, err)
+	}
+	defer ns.Close()
+	for _, rec := range []uint{unix.AT_RECURSIVE, 0} {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, s.wsRoot, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|rec)
+		if err != nil {
+			return nil, "open_tree: " + err.Error(), nil
+		}
+		attr := &unix.MountAttr{
+			Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
+			Userns_fd: uint64(ns.Fd()),
+		}
+		err = unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|rec, attr)
+		if err == nil {
+			return os.NewFile(uintptr(fd), "workspace"), note, nil
+		}
+		unix.Close(fd)
+		note = "mount_setattr(MOUNT_ATTR_IDMAP): " + err.Error()
+	}
+	return nil, note, nil
+}
+
+// roTree returns host path p as a detached, read-only mount.
+func roTree(p string) (*os.File, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox/linux: read-only path %s: %w", p, err)
+	}
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("sandbox/linux: read-only path %s: %w", p, err)
+	}
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// reader dispatches the init's messages until the socket fails.
+func (s *Sandbox) reader(ready chan<- *msg) {
+	defer func() {
+		s.mu.Lock()
+		if s.deadErr == nil {
+			s.deadErr = errors.New("init exited")
+		}
+		close(s.dead)
+		s.mu.Unlock()
+		select {
+		case ready <- nil:
+		default:
+		}
+	}()
+	for {
+		m, files, err := s.ctl.Recv()
+		if err != nil {
+			<-s.initDoneOrTimeout()
+			s.mu.Lock()
+			if tail := strings.TrimSpace(s.initErr.String()); tail != "" {
+				s.deadErr = fmt.Errorf("%w: %s", err, tail)
+			} else {
+				s.deadErr = err
+			}
+			s.mu.Unlock()
+			return
+		}
+		switch m.Op {
+		case opReady, opFatal:
+			closeAll(files)
+			ready <- m
+			continue
+		}
+		s.mu.Lock()
+		c := s.calls[m.ID]
+		s.mu.Unlock()
+		if c == nil {
+			closeAll(files)
+			continue
+		}
+		switch m.Op {
+		case opStarted, opStartErr:
+			c.started <- m
+		case opExited:
+			c.exited <- m.Exit
+		case opSignaled:
+			c.signaled <- struct{}{}
+		case opListener:
+			var f *os.File
+			if len(files) > 0 {
+				f, files = files[0], files[1:]
+			}
+			c.listener <- listenerMsg{m: m, f: f}
+		}
+		closeAll(files)
+	}
+}
+
+func (s *Sandbox) initDoneOrTimeout() <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		select {
+		case <-s.initDone:
+		case <-time.After(2 * time.Second):
+		}
+		close(ch)
+	}()
+	return ch
+}
+
+// register allocates a request id.
+func (s *Sandbox) register() (uint64, *call, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, nil, errors.New("sandbox/linux: sandbox is closed")
+	}
+	select {
+	case <-s.dead:
+		return 0, nil, fmt.Errorf("sandbox/linux: sandbox init is gone: %w", s.deadErr)
+	default:
+	}
+	s.nextID++
+	c := &call{
+		started:  make(chan *msg, 1),
+		exited:   make(chan *exitStatus, 1),
+		signaled: make(chan struct{}, 8),
+		listener: make(chan listenerMsg, 1),
+	}
+	s.calls[s.nextID] = c
+	s.inflight.Add(1)
+	return s.nextID, c, nil
+}
+
+func (s *Sandbox) unregister(id uint64) {
+	s.mu.Lock()
+	delete(s.calls, id)
+	s.mu.Unlock()
+	s.inflight.Done()
+}
+
+// deadError is the error for a call cut short by the init's death.
+func (s *Sandbox) deadError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("sandbox/linux: sandbox closed while the command ran")
+	}
+	return fmt.Errorf("sandbox/linux: sandbox init is gone: %w", s.deadErr)
+}
+
+// Close kills every process of the sandbox (ending the init ends its PID
+// namespace), removes its cgroups and the protected-path placeholders it
+// created, and stops the egress proxy. It is idempotent and returns nil
+// after the first call.
+func (s *Sandbox) Close() error {
+	var err error
+	s.closeOne.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		if s.ctl != nil {
+			s.ctl.Close()
+		}
+		if s.init != nil && s.init.Process != nil {
+			select {
+			case <-s.initDone:
+			case <-time.After(2 * time.Second):
+				_ = s.init.Process.Kill()
+				<-s.initDone
+			}
+		}
+		// Calls in flight see the init gone and return; then their
+		// background cgroup removals can be waited for.
+		s.inflight.Wait()
+		s.proxyMu.Lock()
+		if s.proxy != nil {
+			s.proxy.close()
+		}
+		s.proxyMu.Unlock()
+		s.bg.Wait()
+		if s.rg != nil {
+			s.rg.remove()
+		}
+		s.removePlaceholders()
+	})
+	return err
+}
+
+// removePlaceholders deletes the protected-path placeholders the init
+// created, deepest first, if they are still empty.
+func (s *Sandbox) removePlaceholders() {
+	ps := slices.Clone(s.placehold)
+	sort.Slice(ps, func(i, j int) bool { return len(ps[i]) > len(ps[j]) })
+	for _, p := range ps {
+		full := filepath.Join(s.wsRoot, filepath.FromSlash(p))
+		fi, err := os.Lstat(full)
+		if err != nil {
+			continue
+		}
+		if fi.IsDir() || fi.Size() == 0 {
+			_ = os.Remove(full)
+		}
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(bytes.TrimSpace(t.b))
+}
