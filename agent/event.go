@@ -1,0 +1,251 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/tool"
+)
+
+// The payloads below are the JSON bodies of journal events. They are a
+// stored format: fields may be added, never renamed or removed.
+
+// RunCreated is the payload of journal.RunCreated: everything the step
+// function needs to decide, fixed at creation so that a replay of the
+// journal yields the same decisions.
+type RunCreated struct {
+	Task   string `json:"task"`
+	System string `json:"system"`
+	// Model is the model spec string ("openai:gpt-4o", "replay:PATH").
+	Model string `json:"model"`
+	// Tools are the tools offered, sorted by name.
+	Tools  []ToolInfo `json:"tools"`
+	Limits Limits     `json:"limits"`
+	// CompletionMarker, when non-empty, completes the run when a tool
+	// result's output starts with this line; the rest of that output is
+	// the run's final output.
+	CompletionMarker string `json:"completion_marker,omitempty"`
+	// MaxInvalidCalls stops the run after this many consecutive model
+	// turns whose tool calls were all invalid (0: DefaultMaxInvalidCalls).
+	MaxInvalidCalls int `json:"max_invalid_calls,omitempty"`
+	// Workspace is the host directory; MountPath where the sandbox sees it.
+	Workspace string `json:"workspace"`
+	MountPath string `json:"mount_path"`
+	// Sandbox names the backend ("linux", "none").
+	Sandbox string `json:"sandbox,omitempty"`
+	// Env lists KEY=VALUE entries passed into the sandbox. They are
+	// stored so that a resume recreates the same environment; do not pass
+	// secrets this way.
+	Env []string `json:"env,omitempty"`
+	// Setup is a script run in the sandbox before the first model call.
+	Setup string `json:"setup,omitempty"`
+	// Principal is the agent the run executes as; OnBehalfOf the user it
+	// acts for, if any.
+	Principal  string `json:"principal,omitempty"`
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+	// Network lists the hosts the run may reach (empty: none).
+	Network []string `json:"network,omitempty"`
+	// Labels are free-form user annotations.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// ToolInfo is a tool as recorded at run creation.
+type ToolInfo struct {
+	model.ToolSpec
+	Effect     string `json:"effect"`
+	Idempotent bool   `json:"idempotent,omitempty"`
+}
+
+// Limits stop a run. Zero fields mean no limit.
+type Limits struct {
+	// MaxSteps bounds the number of model calls.
+	MaxSteps int `json:"max_steps,omitempty"`
+	// MaxTokens bounds input+output tokens summed over all model calls.
+	MaxTokens int64 `json:"max_tokens,omitempty"`
+	// MaxCost bounds the summed model cost in US dollars.
+	MaxCost float64 `json:"max_cost,omitempty"`
+	// Timeout bounds the wall time of one execution of the run (a resume
+	// starts a new one).
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// Duration is a time.Duration that encodes as a Go duration string in
+// JSON ("1m30s").
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON implements json.Unmarshaler; it accepts a duration string
+// or a number of nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("agent: duration must be a string like \"90s\": %w", err)
+	}
+	*d = Duration(n)
+	return nil
+}
+
+// SetupFinished is the payload of journal.SetupFinished.
+type SetupFinished struct {
+	ExitCode   int    `json:"exit_code"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+	Output     string `json:"output"`
+	Artifact   string `json:"artifact,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// ModelResponded is the payload of journal.ModelResponded.
+type ModelResponded struct {
+	Message model.Message `json:"message"`
+	Usage   model.Usage   `json:"usage"`
+	// Cost is this call's cost in US dollars (0 when the price is unknown).
+	Cost       float64 `json:"cost"`
+	Model      string  `json:"model,omitempty"`
+	ResponseID string  `json:"response_id,omitempty"`
+	StopReason string  `json:"stop_reason,omitempty"`
+	DurationMS int64   `json:"duration_ms"`
+}
+
+// ModelFailed is the payload of journal.ModelFailed.
+type ModelFailed struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// GateDecided is the payload of journal.GateDecided.
+type GateDecided struct {
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	policy.Decision
+	// Paths are the resolved workspace paths the decision covered.
+	Paths []string `json:"paths,omitempty"`
+}
+
+// ApprovalRequested is the payload of journal.ApprovalRequested.
+type ApprovalRequested struct {
+	CallID    string          `json:"call_id"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	Reason    string          `json:"reason,omitempty"`
+}
+
+// ApprovalResolved is the payload of journal.ApprovalResolved.
+type ApprovalResolved struct {
+	CallID   string        `json:"call_id"`
+	Decision policy.Effect `json:"decision"` // allow or deny
+	By       string        `json:"by,omitempty"`
+	Reason   string        `json:"reason,omitempty"`
+	Remember string        `json:"remember,omitempty"`
+}
+
+// ToolStarted is the payload of journal.ToolStarted, appended before the
+// tool runs.
+type ToolStarted struct {
+	CallID    string          `json:"call_id"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	// Attempt is 1 for the first run of a call, 2 for a re-run of an
+	// interrupted idempotent call, and so on.
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// ToolFinished is the payload of journal.ToolFinished: the one result of a
+// tool call, real or synthetic.
+type ToolFinished struct {
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	tool.Result
+	DurationMS int64 `json:"duration_ms"`
+	// Synthetic marks a result the runtime wrote without running the tool
+	// (invalid call, denied, interrupted, canceled).
+	Synthetic bool `json:"synthetic,omitempty"`
+}
+
+// RunEnded is the payload of journal.RunCompleted, RunFailed, RunCanceled
+// and RunPaused.
+type RunEnded struct {
+	// Reason is a short machine-readable cause: "answer", "marker",
+	// "max_steps", "max_tokens", "max_cost", "timeout", "model_error",
+	// "invalid_calls", "user", "approval", "revoked"...
+	Reason string `json:"reason"`
+	// Message explains the reason to a person.
+	Message string `json:"message,omitempty"`
+	// Output is the run's final answer or submission (completed runs).
+	Output string `json:"output,omitempty"`
+}
+
+// RunResumed is the payload of journal.RunResumed.
+type RunResumed struct {
+	// Interrupted lists calls found started but unfinished.
+	Interrupted []string `json:"interrupted,omitempty"`
+	Model       string   `json:"model,omitempty"`
+}
+
+// UserMessage is the payload of journal.UserMessage: a message from a
+// person added to the conversation (for example "continue").
+type UserMessage struct {
+	Content string `json:"content"`
+}
+
+func marshal(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Payload types are plain structs; failure is a programmer error.
+		panic(fmt.Sprintf("agent: marshal %T: %v", v, err))
+	}
+	return b
+}
+
+// Decode unmarshals an event's payload into the payload type of its event
+// type and returns it (for example *RunCreated for run.created). Unknown
+// types return (nil, nil) so that newer journals stay readable.
+func Decode(e *journal.Event) (any, error) {
+	var v any
+	switch e.Type {
+	case journal.RunCreated:
+		v = new(RunCreated)
+	case journal.RunResumed:
+		v = new(RunResumed)
+	case journal.SetupFinished:
+		v = new(SetupFinished)
+	case journal.ModelResponded:
+		v = new(ModelResponded)
+	case journal.ModelFailed:
+		v = new(ModelFailed)
+	case journal.GateDecided:
+		v = new(GateDecided)
+	case journal.ApprovalRequested:
+		v = new(ApprovalRequested)
+	case journal.ApprovalResolved:
+		v = new(ApprovalResolved)
+	case journal.ToolStarted:
+		v = new(ToolStarted)
+	case journal.ToolFinished:
+		v = new(ToolFinished)
+	case journal.RunCompleted, journal.RunFailed, journal.RunCanceled, journal.RunPaused:
+		v = new(RunEnded)
+	case journal.UserMessage:
+		v = new(UserMessage)
+	default:
+		return nil, nil
+	}
+	if err := json.Unmarshal(e.Payload, v); err != nil {
+		return nil, &journal.CorruptError{RunID: e.RunID, Seq: e.Seq, Reason: fmt.Sprintf("%s payload does not decode: %v", e.Type, err)}
+	}
+	return v, nil
+}

@@ -1,0 +1,320 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/tool"
+)
+
+// BuildRequest returns the model request for the next turn of s: the
+// system prompt, the conversation and the tools, sorted by name so that
+// the prefix stays stable between steps (provider prompt caching).
+func BuildRequest(s *State, maxOutput int) *model.Request {
+	tools := make([]model.ToolSpec, len(s.Created.Tools))
+	for i, t := range s.Created.Tools {
+		tools[i] = t.ToolSpec
+	}
+	return &model.Request{System: s.Created.System, Messages: s.Conversation(), Tools: tools, MaxOutputTokens: maxOutput}
+}
+
+func (x *executor) since(start int64) int64 { return x.rt.clock().UnixMilli() - start }
+func (x *executor) now() int64              { return x.rt.clock().UnixMilli() }
+
+func (x *executor) setup(ctx context.Context) error {
+	sb := x.p.Env.Sandbox
+	if sb == nil {
+		return x.append(ctx, journal.SetupFinished, &SetupFinished{ExitCode: -1, Output: "no sandbox configured: the setup script cannot run"})
+	}
+	var out cappedBuffer
+	out.max = 64 << 10
+	start := x.now()
+	res, err := sb.Exec(ctx, &sandbox.Cmd{Args: []string{"bash", "-c", x.st.Created.Setup}, Stdout: &out})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // the loop records the stop
+		}
+		return x.appendMany(ctx, []journal.Type{journal.SetupFinished, journal.RunFailed}, []any{
+			&SetupFinished{ExitCode: -1, Output: err.Error(), DurationMS: x.since(start)},
+			&RunEnded{Reason: "setup", Message: "the sandbox could not run the setup script: " + err.Error()},
+		})
+	}
+	sf := &SetupFinished{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Output: tool.Sanitize(out.String()), DurationMS: x.since(start)}
+	if res.ExitCode != 0 || res.TimedOut {
+		return x.appendMany(ctx, []journal.Type{journal.SetupFinished, journal.RunFailed}, []any{sf,
+			&RunEnded{Reason: "setup", Message: fmt.Sprintf("the setup script failed with exit code %d", res.ExitCode)}})
+	}
+	return x.append(ctx, journal.SetupFinished, sf)
+}
+
+// recover repairs calls that were started and never finished: read-only
+// and idempotent tools run again; the others get a result saying the
+// outcome is unknown, so a non-idempotent action never runs twice
+// unbeknown to the model.
+func (x *executor) recover(ctx context.Context, ids []string) error {
+	var rerun []string
+	var types []journal.Type
+	var payloads []any
+	for _, id := range ids {
+		c := x.st.call(id)
+		info := x.toolInfo(c.Name)
+		if info != nil && (info.Effect == tool.ReadOnly.String() || info.Idempotent) {
+			rerun = append(rerun, id)
+			continue
+		}
+		types = append(types, journal.ToolFinished)
+		payloads = append(payloads, &ToolFinished{CallID: id, Tool: c.Name, Synthetic: true, Result: tool.Result{IsError: true,
+			Content: "this call was interrupted: the runtime stopped while it ran, so its outcome is unknown (it may or may not have taken effect). Check the current state before repeating it."}})
+	}
+	if len(types) > 0 {
+		if err := x.appendMany(ctx, types, payloads); err != nil {
+			return err
+		}
+	}
+	if len(rerun) > 0 {
+		return x.runTools(ctx, rerun)
+	}
+	return nil
+}
+
+func (x *executor) toolInfo(name string) *ToolInfo {
+	for i := range x.st.Created.Tools {
+		if x.st.Created.Tools[i].Name == name {
+			return &x.st.Created.Tools[i]
+		}
+	}
+	return nil
+}
+
+// scope is what one call touches, for conflict detection.
+type scope struct {
+	whole bool // may touch the whole workspace
+	write bool
+	paths []string
+}
+
+func (a scope) conflicts(b scope) bool {
+	if !a.write && !b.write {
+		return false
+	}
+	if (a.whole && (b.whole || len(b.paths) > 0 || b.write)) || (b.whole && (len(a.paths) > 0 || a.write)) {
+		return true
+	}
+	for _, p := range a.paths {
+		for _, q := range b.paths {
+			if overlaps(p, q) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func overlaps(p, q string) bool {
+	if p == "." || q == "." || p == q {
+		return true
+	}
+	return strings.HasPrefix(p, q+"/") || strings.HasPrefix(q, p+"/")
+}
+
+// runTools runs calls, concurrently where their scopes do not conflict:
+// each call waits for every earlier call of the turn that conflicts with
+// it, so mutations of one path apply in the order the model gave them.
+func (x *executor) runTools(ctx context.Context, ids []string) error {
+	type job struct {
+		c     *Call
+		sc    scope
+		done  chan struct{}
+		after []*job
+	}
+	jobs := make([]*job, len(ids))
+	for i, id := range ids {
+		c := x.st.call(id)
+		j := &job{c: c, done: make(chan struct{})}
+		if t := x.p.Tools.Tool(c.Name); t != nil {
+			j.sc.write = t.Effect != tool.ReadOnly
+			j.sc.whole = t.Scope == nil
+		}
+		if c.Decision != nil {
+			j.sc.paths = c.Decision.Paths
+		}
+		for _, prev := range jobs[:i] {
+			if prev.sc.conflicts(j.sc) {
+				j.after = append(j.after, prev)
+			}
+		}
+		jobs[i] = j
+	}
+	var g errgroup.Group
+	g.SetLimit(x.p.Concurrency)
+	var once sync.Once
+	var firstErr error
+	for _, j := range jobs {
+		g.Go(func() error {
+			defer close(j.done)
+			for _, dep := range j.after {
+				<-dep.done
+			}
+			if err := x.runOne(ctx, j.c); err != nil {
+				once.Do(func() { firstErr = err })
+				return err
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return firstErr
+}
+
+func (x *executor) runOne(ctx context.Context, c *Call) error {
+	args, res := x.p.Tools.Validate(c.ToolCall)
+	x.mu.Lock()
+	attempt := c.Attempts + 1
+	x.mu.Unlock()
+	if err := x.append(ctx, journal.ToolStarted, &ToolStarted{CallID: c.ID, Tool: c.Name, Arguments: args, Attempt: attempt}); err != nil {
+		return err
+	}
+	start := x.now()
+	if res == nil {
+		if ctx.Err() != nil {
+			res = &tool.Result{IsError: true, Content: "this call did not run: the run was stopped"}
+		} else {
+			var err error
+			res, err = x.p.Tools.Run(ctx, c.Name, &tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Env: x.p.Env})
+			if err != nil {
+				// The runtime failed, not the tool: the model still gets a
+				// result so the conversation stays valid.
+				res = &tool.Result{IsError: true, Content: "the runtime could not run this call: " + err.Error()}
+			}
+			if res == nil {
+				res = &tool.Result{IsError: true, Content: "the tool returned no result"}
+			}
+			if ctx.Err() != nil {
+				res.IsError = true
+				res.Content += "\n[interrupted: the run was stopped while this call ran]"
+			}
+		}
+	}
+	r := *res
+	r.Content = boundText(tool.Sanitize(r.Content), x.maxChars())
+	return x.append(ctx, journal.ToolFinished, &ToolFinished{CallID: c.ID, Tool: c.Name, Result: r, DurationMS: x.since(start)})
+}
+
+func (x *executor) maxChars() int {
+	if x.p.Env.MaxResultChars > 0 {
+		return x.p.Env.MaxResultChars
+	}
+	return tool.DefaultMaxResultChars
+}
+
+func (x *executor) callModel(ctx context.Context) error {
+	req := BuildRequest(x.st, x.p.MaxOutputTokens)
+	start := x.now()
+	resp, err := x.p.Model.Generate(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // the loop records the stop
+		}
+		kind := model.KindOf(err)
+		return x.appendMany(ctx, []journal.Type{journal.ModelFailed, journal.RunFailed}, []any{
+			&ModelFailed{Kind: kind.String(), Message: err.Error()},
+			&RunEnded{Reason: "model_error", Message: err.Error()},
+		})
+	}
+	msg := resp.Message
+	msg.Role = model.RoleAssistant
+	msg.ToolCalls = normalizeIDs(msg.ToolCalls, x.st.Steps+1)
+	var cost float64
+	if x.p.Price != nil {
+		cost = x.p.Price(resp.Usage)
+	}
+	return x.append(ctx, journal.ModelResponded, &ModelResponded{Message: msg, Usage: resp.Usage, Cost: cost,
+		Model: resp.Model, ResponseID: resp.ID, StopReason: resp.StopReason, DurationMS: x.since(start)})
+}
+
+// normalizeIDs gives every call a unique id: some OpenAI-compatible
+// servers send none, or repeat them.
+func normalizeIDs(calls []model.ToolCall, step int) []model.ToolCall {
+	seen := map[string]bool{}
+	out := make([]model.ToolCall, len(calls))
+	for i, c := range calls {
+		if c.ID == "" || seen[c.ID] {
+			c.ID = fmt.Sprintf("call_keel_%d_%d", step, i)
+		}
+		seen[c.ID] = true
+		out[i] = c
+	}
+	return out
+}
+
+func (x *executor) finish(ctx context.Context, e *End) error {
+	out := e.Output
+	if e.Reason == "marker" && e.CallID != "" {
+		// The model saw a bounded view; the run's output is the whole of
+		// it, read back from the artifact.
+		if c := x.st.call(e.CallID); c != nil && c.Finished.Artifact != "" {
+			if b, err := x.p.Env.Workspace.FS().ReadFile(c.Finished.Artifact); err == nil {
+				full := strings.TrimLeft(string(b), " \t\r\n")
+				if _, rest, ok := strings.Cut(full, "\n"); ok {
+					out = tool.Sanitize(rest)
+				}
+			}
+		}
+	}
+	return x.append(ctx, e.Type, &RunEnded{Reason: e.Reason, Message: e.Message, Output: out})
+}
+
+// cappedBuffer keeps the first max bytes written and counts the rest.
+type cappedBuffer struct {
+	max     int
+	buf     bytes.Buffer
+	dropped int64
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.buf.Len(); room > 0 {
+		if len(p) <= room {
+			b.buf.Write(p)
+		} else {
+			b.buf.Write(p[:room])
+			b.dropped += int64(len(p) - room)
+		}
+	} else {
+		b.dropped += int64(len(p))
+	}
+	return len(p), nil
+}
+
+func (b *cappedBuffer) String() string {
+	if b.dropped == 0 {
+		return b.buf.String()
+	}
+	return fmt.Sprintf("%s\n[… %d more bytes not kept]", b.buf.String(), b.dropped)
+}
+
+// boundText keeps at most max bytes of s: the head and the tail, with a
+// marker saying how much was elided. It is the runtime's safety net; tools
+// bound their own output first.
+func boundText(s string, max int) string {
+	if len(s) <= max || max <= 0 {
+		return s
+	}
+	head, tail := max/2, max/2
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	start := len(s) - tail
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return fmt.Sprintf("%s\n[… %d bytes elided …]\n%s", s[:head], start-head, s[start:])
+}

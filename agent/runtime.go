@@ -1,0 +1,325 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/tool"
+)
+
+// Sentinel errors of the runtime.
+var (
+	// ErrRunCompleted is returned when asked to execute a completed run.
+	ErrRunCompleted = errors.New("agent: run already completed")
+	// ErrRunBusy is returned when another process appended to the run
+	// while this one executed it (journal.ErrConflict underneath).
+	ErrRunBusy = errors.New("agent: run is being executed elsewhere")
+	// ErrUserCanceled is the cancel cause for a person stopping a run
+	// (Ctrl-C); the run ends canceled.
+	ErrUserCanceled = errors.New("agent: canceled by user")
+	// ErrTimeLimit is the cancel cause when Limits.Timeout expires; the
+	// run ends failed with reason "timeout".
+	ErrTimeLimit = errors.New("agent: time limit reached")
+	// ErrShutdown is the cancel cause for a process shutting down; the
+	// run ends paused and can be resumed.
+	ErrShutdown = errors.New("agent: runtime shutting down")
+)
+
+// Runtime creates and executes runs whose source of truth is a journal.
+// It is safe for concurrent use; each run is executed by one goroutine
+// (and one process: a second executor of the same run gets
+// [ErrRunBusy]).
+type Runtime struct {
+	store  journal.Store
+	clock  journal.Clock
+	newID  func() string
+	logger *slog.Logger
+}
+
+// RuntimeOptions configures a [Runtime]. The zero value is valid.
+type RuntimeOptions struct {
+	// Clock gives event times; nil means time.Now.
+	Clock journal.Clock
+	// NewID returns a new run id; nil means a ULID.
+	NewID func() string
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// NewRuntime returns a runtime that journals to store.
+func NewRuntime(store journal.Store, opts *RuntimeOptions) *Runtime {
+	rt := &Runtime{store: store, clock: time.Now, newID: func() string { return strings.ToLower(ulid.Make().String()) }, logger: slog.New(slog.DiscardHandler)}
+	if opts != nil {
+		if opts.Clock != nil {
+			rt.clock = opts.Clock
+		}
+		if opts.NewID != nil {
+			rt.newID = opts.NewID
+		}
+		if opts.Logger != nil {
+			rt.logger = opts.Logger
+		}
+	}
+	return rt
+}
+
+// Store returns the runtime's journal.
+func (rt *Runtime) Store() journal.Store { return rt.store }
+
+// Create journals a new run and returns its id. It does not execute it;
+// call [Runtime.Execute].
+func (rt *Runtime) Create(ctx context.Context, c *RunCreated) (string, error) {
+	if strings.TrimSpace(c.Task) == "" {
+		return "", errors.New("agent: create run: empty task")
+	}
+	id := rt.newID()
+	if _, err := rt.store.Append(ctx, id, 0, journal.Draft{Type: journal.RunCreated, Time: rt.clock(), Payload: marshal(c)}); err != nil {
+		return "", fmt.Errorf("agent: create run: %w", err)
+	}
+	return id, nil
+}
+
+// Load reads, verifies and folds a run's journal.
+func (rt *Runtime) Load(ctx context.Context, runID string) (*State, []journal.Event, error) {
+	events, err := rt.store.Read(ctx, runID, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := journal.Verify(runID, events); err != nil {
+		return nil, events, err
+	}
+	st, err := Fold(runID, events)
+	if err != nil {
+		return nil, events, err
+	}
+	return st, events, nil
+}
+
+// ExecParams are the live parts of an execution: what cannot be stored in
+// the journal (a model client, a sandbox, callbacks).
+type ExecParams struct {
+	// Model answers model calls; required.
+	Model model.Model
+	// ModelName is recorded in run.resumed (the spec string).
+	ModelName string
+	// Price returns the dollar cost of one call's usage; nil means 0.
+	Price func(u model.Usage) float64
+	// Tools holds the run's tools; required.
+	Tools *tool.Registry
+	// Env is passed to every tool call; required (Workspace non-nil).
+	Env *tool.Env
+	// Policy decides each valid call; nil means [policy.AllowAll].
+	Policy policy.Policy
+	// Concurrency bounds tool calls of one turn that run at once; 0
+	// means 4.
+	Concurrency int
+	// MaxOutputTokens is passed to the model; 0 means its default.
+	MaxOutputTokens int
+	// OnEvent, if set, is called with each event after it is appended,
+	// in journal order, never concurrently.
+	OnEvent func(journal.Event)
+	// Message, if non-empty, is added to the conversation as a user
+	// message before execution continues (for example "continue").
+	Message string
+}
+
+// Outcome is where an execution stopped.
+type Outcome struct {
+	Status journal.Status
+	// End is the terminal or pause payload (nil if the run waits for an
+	// approval without a pause event).
+	End   *RunEnded
+	State *State
+}
+
+// Execute runs the run until it completes, fails, is canceled or pauses.
+// It verifies and folds the journal first, so it also resumes a run after
+// a crash, a pause or a cancel: interrupted tool calls are repaired as
+// DESIGN.md's side-effect contract says. Cancelling ctx with cause
+// [ErrUserCanceled] (or no cause) ends the run canceled; [ErrShutdown]
+// pauses it; [ErrTimeLimit] (also set by Limits.Timeout) fails it. Every
+// tool call gets a result in each case.
+//
+// Errors are for the runtime (journal failures, a corrupt journal,
+// [ErrRunBusy], [ErrRunCompleted]); a failed run is an Outcome.
+func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*Outcome, error) {
+	if p == nil || p.Model == nil || p.Tools == nil || p.Env == nil || p.Env.Workspace == nil {
+		return nil, errors.New("agent: execute: ExecParams needs Model, Tools and Env with a Workspace")
+	}
+	st, _, err := rt.Load(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("agent: execute run %s: %w", runID, err)
+	}
+	if st.Status == journal.StatusCompleted {
+		return nil, fmt.Errorf("agent: execute run %s: %w", runID, ErrRunCompleted)
+	}
+	x := &executor{rt: rt, p: p, st: st, runID: runID}
+	if x.p.Policy == nil {
+		x.p.Policy = policy.AllowAll
+	}
+	if x.p.Concurrency <= 0 {
+		x.p.Concurrency = 4
+	}
+	if st.LastType != journal.RunCreated {
+		var interrupted []string
+		if t := st.LastTurn(); t != nil {
+			for _, c := range t.Calls {
+				if c.Running() {
+					interrupted = append(interrupted, c.ID)
+				}
+			}
+		}
+		if err := x.append(ctx, journal.RunResumed, &RunResumed{Interrupted: interrupted, Model: p.ModelName}); err != nil {
+			return nil, err
+		}
+	}
+	if p.Message != "" {
+		if t := st.LastTurn(); t == nil || allDone(t) {
+			if err := x.append(ctx, journal.UserMessage, &UserMessage{Content: p.Message}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if to := time.Duration(st.Created.Limits.Timeout); to > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, to, ErrTimeLimit)
+		defer cancel()
+	}
+	return x.loop(ctx)
+}
+
+// executor is one execution of one run. The lock order is: mu, then the
+// store's own locks.
+type executor struct {
+	rt    *Runtime
+	p     *ExecParams
+	runID string
+
+	mu sync.Mutex // guards st and appends
+	st *State
+}
+
+// append journals one event (ignoring ctx cancellation: a stop must still
+// be recorded) and folds it.
+func (x *executor) append(ctx context.Context, t journal.Type, payload any) error {
+	return x.appendMany(ctx, []journal.Type{t}, []any{payload})
+}
+
+func (x *executor) appendMany(ctx context.Context, types []journal.Type, payloads []any) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	now := x.rt.clock()
+	drafts := make([]journal.Draft, len(types))
+	for i := range types {
+		drafts[i] = journal.Draft{Type: types[i], Time: now, Payload: marshal(payloads[i])}
+	}
+	evs, err := x.rt.store.Append(context.WithoutCancel(ctx), x.runID, x.st.LastSeq, drafts...)
+	if err != nil {
+		if errors.Is(err, journal.ErrConflict) {
+			return fmt.Errorf("agent: run %s: %w (%v)", x.runID, ErrRunBusy, err)
+		}
+		return fmt.Errorf("agent: run %s: append %s: %w", x.runID, types[0], err)
+	}
+	for i := range evs {
+		if err := x.st.Apply(&evs[i]); err != nil {
+			return fmt.Errorf("agent: run %s: fold own event: %w", x.runID, err)
+		}
+		if x.p.OnEvent != nil {
+			x.p.OnEvent(evs[i])
+		}
+	}
+	return nil
+}
+
+func (x *executor) loop(ctx context.Context) (*Outcome, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			if err := x.stop(ctx); err != nil {
+				return nil, err
+			}
+			return x.outcome(), nil
+		}
+		a := Step(x.st)
+		x.rt.logger.Debug("step", "run_id", x.runID, "action", a.Kind.String(), "calls", a.Calls)
+		var err error
+		switch a.Kind {
+		case ActNone:
+			return x.outcome(), nil
+		case ActWait:
+			if x.st.Status != journal.StatusPaused || x.st.LastType == journal.RunResumed {
+				err = x.append(ctx, journal.RunPaused, &RunEnded{Reason: "approval", Message: fmt.Sprintf("waiting for approval of %s", strings.Join(a.Calls, ", "))})
+			}
+			if err == nil {
+				return x.outcome(), nil
+			}
+		case ActSetup:
+			err = x.setup(ctx)
+		case ActRecover:
+			err = x.recover(ctx, a.Calls)
+		case ActGate:
+			err = x.gate(ctx, a.Calls)
+		case ActReject:
+			err = x.reject(ctx, a.Calls)
+		case ActAsk:
+			err = x.ask(ctx, a.Calls)
+		case ActRunTools:
+			err = x.runTools(ctx, a.Calls)
+		case ActCallModel:
+			err = x.callModel(ctx)
+		case ActFinish:
+			err = x.finish(ctx, a.End)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (x *executor) outcome() *Outcome {
+	return &Outcome{Status: x.st.Status, End: x.st.Ended, State: x.st}
+}
+
+// stop records why ctx ended: every call of the open turn gets a result,
+// then the run ends canceled, failed (time limit) or paused (shutdown).
+func (x *executor) stop(ctx context.Context) error {
+	cause := context.Cause(ctx)
+	if x.st.Status.Terminal() {
+		return nil
+	}
+	reason, typ, msg := "user", journal.RunCanceled, "canceled by user"
+	switch {
+	case errors.Is(cause, ErrTimeLimit):
+		reason, typ, msg = "timeout", journal.RunFailed, fmt.Sprintf("time limit reached (%s)", time.Duration(x.st.Created.Limits.Timeout))
+	case errors.Is(cause, ErrShutdown):
+		reason, typ, msg = "shutdown", journal.RunPaused, "the runtime shut down; resume the run to continue"
+	}
+	if typ != journal.RunPaused {
+		if t := x.st.LastTurn(); t != nil {
+			var types []journal.Type
+			var payloads []any
+			for _, c := range t.Calls {
+				if c.Finished == nil {
+					types = append(types, journal.ToolFinished)
+					payloads = append(payloads, &ToolFinished{CallID: c.ID, Tool: c.Name, Synthetic: true,
+						Result: tool.Result{IsError: true, Content: "this call did not run: the run was stopped (" + msg + ")"}})
+				}
+			}
+			if len(types) > 0 {
+				if err := x.appendMany(ctx, types, payloads); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return x.append(ctx, typ, &RunEnded{Reason: reason, Message: msg})
+}

@@ -1,0 +1,280 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
+)
+
+// State is a run folded from its journal. The step function reads it;
+// only [State.Apply] changes it.
+type State struct {
+	RunID   string
+	Created *RunCreated
+	// LastSeq and LastType describe the newest folded event.
+	LastSeq  int64
+	LastType journal.Type
+	// Status is the run's lifecycle state; Ended holds the payload of the
+	// terminal or pause event that set it, if any.
+	Status journal.Status
+	Ended  *RunEnded
+	// Setup is the setup script's outcome, nil until it ran.
+	Setup *SetupFinished
+	// Messages is the conversation after the system prompt, in order:
+	// the task, assistant turns, and user messages. Tool results live in
+	// the calls of each turn (see [State.Conversation]).
+	Messages []model.Message
+	// Turns indexes the assistant messages with tool calls.
+	Turns []*Turn
+	// Steps counts model responses; Usage and Cost sum them.
+	Steps int
+	Usage model.Usage
+	Cost  float64
+	// InvalidStreak counts consecutive model turns whose tool calls were
+	// all rejected before running (malformed or unknown).
+	InvalidStreak int
+	// ModelFailures counts model.failed events since the last response.
+	ModelFailures int
+}
+
+// Turn is one assistant message that requested tool calls.
+type Turn struct {
+	// Index is the position of the assistant message in State.Messages.
+	Index int
+	Calls []*Call
+}
+
+// Call is the state of one tool call.
+type Call struct {
+	model.ToolCall
+	Decision *GateDecided
+	Approval *ApprovalRequested
+	Resolved *ApprovalResolved
+	// Started is the newest start; Attempts counts starts.
+	Started  *ToolStarted
+	Attempts int
+	Finished *ToolFinished
+}
+
+// Pending reports whether c still needs a result.
+func (c *Call) Pending() bool { return c.Finished == nil }
+
+// Running reports whether c was started and has no result: after a crash,
+// such a call was interrupted.
+func (c *Call) Running() bool { return c.Started != nil && c.Finished == nil }
+
+// Fold applies events in order to a new State and returns it. It returns a
+// [*journal.CorruptError] when the events do not form a valid run.
+func Fold(runID string, events []journal.Event) (*State, error) {
+	s := &State{RunID: runID}
+	for i := range events {
+		if err := s.Apply(&events[i]); err != nil {
+			return nil, err
+		}
+	}
+	if s.Created == nil {
+		return nil, &journal.CorruptError{RunID: runID, Seq: 1, Reason: "run has no run.created event"}
+	}
+	return s, nil
+}
+
+// LastTurn returns the newest turn with tool calls, or nil. Its calls are
+// the only ones that can still lack a result.
+func (s *State) LastTurn() *Turn {
+	if len(s.Turns) == 0 {
+		return nil
+	}
+	return s.Turns[len(s.Turns)-1]
+}
+
+// call returns the call with id in the newest turn that has it.
+func (s *State) call(id string) *Call {
+	for i := len(s.Turns) - 1; i >= 0; i-- {
+		for _, c := range s.Turns[i].Calls {
+			if c.ID == id {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// Apply folds one event into s. Events must arrive in sequence order.
+func (s *State) Apply(e *journal.Event) error {
+	bad := func(format string, args ...any) error {
+		return &journal.CorruptError{RunID: s.RunID, Seq: e.Seq, Reason: fmt.Sprintf(format, args...)}
+	}
+	if e.Seq != s.LastSeq+1 {
+		return bad("expected event %d, found %d", s.LastSeq+1, e.Seq)
+	}
+	if s.Created == nil && e.Type != journal.RunCreated {
+		return bad("first event is %s, want run.created", e.Type)
+	}
+	if s.Status == journal.StatusCompleted {
+		return bad("%s after run.completed", e.Type)
+	}
+	v, err := Decode(e)
+	if err != nil {
+		return err
+	}
+	switch p := v.(type) {
+	case *RunCreated:
+		if s.Created != nil {
+			return bad("second run.created")
+		}
+		s.Created = p
+		s.Status = journal.StatusRunning
+		s.Messages = append(s.Messages, model.Message{Role: model.RoleUser, Content: p.Task})
+	case *RunResumed:
+		s.Status, s.Ended = journal.StatusRunning, nil
+	case *SetupFinished:
+		s.Setup = p
+	case *ModelResponded:
+		if t := s.LastTurn(); t != nil {
+			for _, c := range t.Calls {
+				if c.Pending() {
+					return bad("model.responded while call %s has no result", c.ID)
+				}
+			}
+		}
+		msg := p.Message
+		msg.Role = model.RoleAssistant
+		s.Messages = append(s.Messages, msg)
+		s.Steps++
+		s.Usage = s.Usage.Add(p.Usage)
+		s.Cost += p.Cost
+		s.ModelFailures = 0
+		if len(msg.ToolCalls) > 0 {
+			t := &Turn{Index: len(s.Messages) - 1}
+			seen := map[string]bool{}
+			for _, tc := range msg.ToolCalls {
+				if seen[tc.ID] {
+					return bad("duplicate tool call id %q in one turn", tc.ID)
+				}
+				seen[tc.ID] = true
+				t.Calls = append(t.Calls, &Call{ToolCall: tc})
+			}
+			s.Turns = append(s.Turns, t)
+		}
+	case *ModelFailed:
+		s.ModelFailures++
+	case *GateDecided:
+		c := s.call(p.CallID)
+		if c == nil {
+			return bad("gate.decided for unknown call %q", p.CallID)
+		}
+		c.Decision = p
+	case *ApprovalRequested:
+		c := s.call(p.CallID)
+		if c == nil {
+			return bad("approval.requested for unknown call %q", p.CallID)
+		}
+		c.Approval = p
+		s.Status = journal.StatusPaused
+	case *ApprovalResolved:
+		c := s.call(p.CallID)
+		if c == nil || c.Approval == nil {
+			return bad("approval.resolved for call %q with no request", p.CallID)
+		}
+		c.Resolved = p
+	case *ToolStarted:
+		c := s.call(p.CallID)
+		if c == nil {
+			return bad("tool.started for unknown call %q", p.CallID)
+		}
+		if c.Finished != nil {
+			return bad("tool.started for finished call %q", p.CallID)
+		}
+		c.Started = p
+		c.Attempts++
+	case *ToolFinished:
+		c := s.call(p.CallID)
+		if c == nil {
+			return bad("tool.finished for unknown call %q", p.CallID)
+		}
+		if c.Finished != nil {
+			return bad("second tool.finished for call %q", p.CallID)
+		}
+		c.Finished = p
+		if t := s.Turns[len(s.Turns)-1]; t.Index == len(s.Messages)-1 && allDone(t) {
+			if allInvalid(t) {
+				s.InvalidStreak++
+			} else {
+				s.InvalidStreak = 0
+			}
+		}
+	case *UserMessage:
+		if t := s.LastTurn(); t != nil {
+			for _, c := range t.Calls {
+				if c.Pending() {
+					return bad("user.message while call %s has no result", c.ID)
+				}
+			}
+		}
+		s.Messages = append(s.Messages, model.Message{Role: model.RoleUser, Content: p.Content})
+	case *RunEnded:
+		s.Ended = p
+		s.Status = journal.StatusOf(e.Type)
+	}
+	s.LastSeq, s.LastType = e.Seq, e.Type
+	return nil
+}
+
+func allDone(t *Turn) bool {
+	for _, c := range t.Calls {
+		if c.Pending() {
+			return false
+		}
+	}
+	return true
+}
+
+// allInvalid reports whether every call of t was refused by validation.
+func allInvalid(t *Turn) bool {
+	for _, c := range t.Calls {
+		if c.Decision == nil || !c.Decision.Invalid() {
+			return false
+		}
+	}
+	return len(t.Calls) > 0
+}
+
+// Invalid reports whether the decision rejected a malformed call (bad
+// JSON, schema violation or unknown tool) rather than a policy outcome.
+func (d *GateDecided) Invalid() bool {
+	return d.Effect == policy.Deny && len(d.Policies) == 1 && d.Policies[0] == PolicyValidate
+}
+
+// PolicyValidate is the policy id of decisions that reject malformed calls.
+const PolicyValidate = "keel.validate"
+
+// Conversation returns the messages to send to the model after the system
+// prompt: each assistant message with tool calls is followed by one tool
+// message per call, in call order. Calls without a result (a run that is
+// mid-turn) are left out, so callers build requests only when a turn is
+// complete. Tool-call arguments that are not a JSON object are replaced by
+// "{}" (the error result quotes them), so a malformed call never breaks a
+// later request.
+func (s *State) Conversation() []model.Message {
+	out := make([]model.Message, 0, len(s.Messages)*2)
+	ti := 0
+	for i, m := range s.Messages {
+		if ti < len(s.Turns) && s.Turns[ti].Index == i {
+			t := s.Turns[ti]
+			ti++
+			m.ToolCalls = sanitizeCalls(m.ToolCalls)
+			out = append(out, m)
+			for _, c := range t.Calls {
+				if c.Finished == nil {
+					continue
+				}
+				out = append(out, model.Message{Role: model.RoleTool, ToolCallID: c.ID, Content: c.Finished.Content, IsError: c.Finished.IsError})
+			}
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}

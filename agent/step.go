@@ -1,0 +1,205 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/tool"
+)
+
+// ActionKind says what the executor must do next.
+type ActionKind int
+
+// Action kinds, in the order the step function considers them.
+const (
+	// ActNone: nothing to do (the run ended, or waits for a person).
+	ActNone ActionKind = iota
+	// ActSetup: run the setup script.
+	ActSetup
+	// ActRecover: Calls were started and never finished (the runtime
+	// died): re-run the read-only or idempotent ones, give the others a
+	// result saying their outcome is unknown.
+	ActRecover
+	// ActGate: validate and decide Calls.
+	ActGate
+	// ActReject: give denied Calls their error result.
+	ActReject
+	// ActAsk: request approval for Calls and pause.
+	ActAsk
+	// ActRunTools: run Calls (allowed, not started).
+	ActRunTools
+	// ActWait: Calls wait for an approval; the run is paused.
+	ActWait
+	// ActCallModel: ask the model for the next turn.
+	ActCallModel
+	// ActFinish: end the run as End says.
+	ActFinish
+)
+
+var actionNames = [...]string{"none", "setup", "recover", "gate", "reject", "ask", "run_tools", "wait", "call_model", "finish"}
+
+// String returns the action kind's snake_case name.
+func (k ActionKind) String() string {
+	if int(k) < len(actionNames) {
+		return actionNames[k]
+	}
+	return fmt.Sprintf("action(%d)", int(k))
+}
+
+// Action is the step function's decision.
+type Action struct {
+	Kind ActionKind
+	// Calls are tool call ids, in the order the model emitted them.
+	Calls []string
+	// End is set for ActFinish.
+	End *End
+}
+
+// End describes how a run ends.
+type End struct {
+	// Type is journal.RunCompleted or journal.RunFailed.
+	Type    journal.Type
+	Reason  string
+	Message string
+	// Output is the final answer (reason "answer") or, for reason
+	// "marker", the rest of the output of call CallID.
+	Output string
+	CallID string
+}
+
+// DefaultMaxInvalidCalls is how many consecutive model turns made only of
+// malformed tool calls stop a run.
+const DefaultMaxInvalidCalls = 5
+
+// Step decides the next action from a folded run. It is pure: it reads
+// only s (no clock, no randomness, no map order), so replaying a journal
+// yields the same decisions (DESIGN.md, "Contract — determinism").
+func Step(s *State) Action {
+	if s.Status.Terminal() {
+		return Action{Kind: ActNone}
+	}
+	if s.Created.Setup != "" && s.Setup == nil {
+		return Action{Kind: ActSetup}
+	}
+	if t := s.LastTurn(); t != nil && !allDone(t) {
+		var running, undecided, rejected, ask, runnable, waiting []string
+		for _, c := range t.Calls {
+			switch {
+			case c.Finished != nil:
+			case c.Running():
+				running = append(running, c.ID)
+			case c.Decision == nil:
+				undecided = append(undecided, c.ID)
+			case c.Decision.Effect == policy.Deny:
+				rejected = append(rejected, c.ID)
+			case c.Decision.Effect == policy.Ask && c.Approval == nil:
+				ask = append(ask, c.ID)
+			case c.Decision.Effect == policy.Ask && c.Resolved == nil:
+				waiting = append(waiting, c.ID)
+			case c.Decision.Effect == policy.Ask && c.Resolved.Decision != policy.Allow:
+				rejected = append(rejected, c.ID)
+			default:
+				runnable = append(runnable, c.ID)
+			}
+		}
+		switch {
+		case len(running) > 0:
+			return Action{Kind: ActRecover, Calls: running}
+		case len(undecided) > 0:
+			return Action{Kind: ActGate, Calls: undecided}
+		case len(rejected) > 0:
+			return Action{Kind: ActReject, Calls: rejected}
+		case len(runnable) > 0:
+			return Action{Kind: ActRunTools, Calls: runnable}
+		case len(ask) > 0:
+			return Action{Kind: ActAsk, Calls: ask}
+		default:
+			return Action{Kind: ActWait, Calls: waiting}
+		}
+	}
+	last := s.Messages[len(s.Messages)-1]
+	if last.Role == model.RoleAssistant && len(last.ToolCalls) == 0 {
+		return finish(journal.RunCompleted, "answer", "the model answered without calling a tool", last.Content, "")
+	}
+	if t := s.LastTurn(); t != nil && t.Index == len(s.Messages)-1 {
+		if m := s.Created.CompletionMarker; m != "" {
+			for _, c := range t.Calls {
+				if out, ok := afterMarker(c.Finished, m); ok {
+					a := finish(journal.RunCompleted, "marker", "a tool result began with the completion marker "+m, out, c.ID)
+					return a
+				}
+			}
+		}
+		max := s.Created.MaxInvalidCalls
+		if max == 0 {
+			max = DefaultMaxInvalidCalls
+		}
+		if s.InvalidStreak >= max {
+			return finish(journal.RunFailed, "invalid_calls", fmt.Sprintf("the model sent only invalid tool calls %d turns in a row", s.InvalidStreak), "", "")
+		}
+	}
+	l := s.Created.Limits
+	switch {
+	case l.MaxSteps > 0 && s.Steps >= l.MaxSteps:
+		return finish(journal.RunFailed, "max_steps", fmt.Sprintf("step limit reached: %d model calls", s.Steps), "", "")
+	case l.MaxTokens > 0 && s.Usage.Total() >= l.MaxTokens:
+		return finish(journal.RunFailed, "max_tokens", fmt.Sprintf("token limit reached: %d of %d tokens", s.Usage.Total(), l.MaxTokens), "", "")
+	case l.MaxCost > 0 && s.Cost >= l.MaxCost:
+		return finish(journal.RunFailed, "max_cost", fmt.Sprintf("cost limit reached: $%.4f of $%.4f", s.Cost, l.MaxCost), "", "")
+	}
+	return Action{Kind: ActCallModel}
+}
+
+func finish(t journal.Type, reason, msg, out, callID string) Action {
+	return Action{Kind: ActFinish, End: &End{Type: t, Reason: reason, Message: msg, Output: out, CallID: callID}}
+}
+
+// ResultOutput returns the output part of a tool result's content: for
+// results with an exit code (command tools), the content after the
+// one-line "exit code: N" header; otherwise the whole content.
+func ResultOutput(r *tool.Result) string {
+	if r.ExitCode == nil {
+		return r.Content
+	}
+	_, rest, ok := strings.Cut(r.Content, "\n")
+	if !ok {
+		return ""
+	}
+	return rest
+}
+
+// afterMarker reports whether the output of f starts with the line marker,
+// and returns the rest of the output.
+func afterMarker(f *ToolFinished, marker string) (string, bool) {
+	if f == nil || f.IsError || f.Synthetic {
+		return "", false
+	}
+	out := strings.TrimLeft(ResultOutput(&f.Result), " \t\r\n")
+	first, rest, _ := strings.Cut(out, "\n")
+	if strings.TrimSpace(first) != marker {
+		return "", false
+	}
+	return rest, true
+}
+
+func sanitizeCalls(calls []model.ToolCall) []model.ToolCall {
+	var out []model.ToolCall
+	for i, c := range calls {
+		var v map[string]any
+		if json.Unmarshal([]byte(c.Arguments), &v) == nil && v != nil {
+			continue
+		}
+		if out == nil {
+			out = append([]model.ToolCall(nil), calls...)
+		}
+		out[i].Arguments = "{}"
+	}
+	if out == nil {
+		return calls
+	}
+	return out
+}
