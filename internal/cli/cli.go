@@ -1,0 +1,155 @@
+// Package cli is the keel command: it reads flags, files and the
+// environment, wires the library packages together and prints results.
+// No library package reads flags or environment; this one does.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/internal/config"
+	"github.com/keel-run/keel/journal"
+	_ "github.com/keel-run/keel/journal/sqlite" // registers the sqlite backend
+)
+
+// Version is the keel version, set at build time with
+// -ldflags "-X github.com/keel-run/keel/internal/cli.Version=v0.1.0".
+var Version = "dev"
+
+// app holds what every command shares.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	db             string // --db flag
+	home           string
+	cfg            *config.Config
+}
+
+// exitError carries a process exit code through cobra.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// Main runs the keel command line with args (without the program name)
+// and returns the process exit code: 0 success, 1 a failed command or
+// run, 2 a usage error, 3 a run that paused, 130 a run canceled by
+// Ctrl-C.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	ctx, cancel := signalContext(ctx)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintln(stderr, "keel:", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+}
+
+// usageError marks a bad command line.
+type usageError struct{ error }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(format, args...)} }
+
+// signalContext cancels ctx with agent.ErrUserCanceled on the first
+// SIGINT/SIGTERM; a second signal exits at once.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ch:
+			cancel(errCanceledBySignal)
+		case <-done:
+			return
+		}
+		select {
+		case <-ch:
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); close(done); cancel(nil) }
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "keel",
+		Short: "Keel runs agents: a model, tools in a sandbox, and a journal of everything",
+		Long: `Keel is an agent runtime. A run drives a model through tools (shell, files,
+search, fetch) executed in an isolated sandbox on a workspace directory, and
+journals every model call, tool call and decision in an append-only,
+hash-chained journal (SQLite by default), so a run survives crashes and can
+be resumed, inspected and audited.`,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		Version:           Version,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return a.init() },
+	}
+	root.PersistentFlags().StringVar(&a.db, "db", "", "journal database (default ~/.keel/keel.db, or db in config.toml)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.AddCommand(a.runCmd(), a.runsCmd(), a.demoCmd(), a.modelCmd())
+	return root
+}
+
+func (a *app) init() error {
+	home, err := config.Home(a.getenv)
+	if err != nil {
+		return err
+	}
+	a.home = home
+	cfg, err := config.Load(home)
+	if err != nil {
+		return err
+	}
+	a.cfg = cfg
+	return nil
+}
+
+func (a *app) dbPath() string {
+	switch {
+	case a.db != "":
+		return a.db
+	case a.cfg != nil && a.cfg.DB != "":
+		return a.cfg.DB
+	}
+	return filepath.Join(a.home, "keel.db")
+}
+
+// openStore opens the journal named by --db, creating its directory.
+func (a *app) openStore(ctx context.Context) (journal.Store, error) {
+	p := a.dbPath()
+	if dir := filepath.Dir(p); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("journal directory: %w", err)
+		}
+	}
+	s, err := journal.Open(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", p, err)
+	}
+	return s, nil
+}

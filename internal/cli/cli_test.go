@@ -1,0 +1,251 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/cli"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/sqlite"
+	"github.com/keel-run/keel/sandbox/linux"
+)
+
+func TestMain(m *testing.M) {
+	linux.Init()
+	// The crash test re-executes this binary as the keel command.
+	if args := os.Getenv("KEEL_TEST_MAIN"); args != "" {
+		var argv []string
+		if err := json.Unmarshal([]byte(args), &argv); err != nil {
+			panic(err)
+		}
+		os.Exit(cli.Main(context.Background(), argv, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+var trajectory = filepath.Join("..", "..", "testdata", "trajectories", "deepseek_chat_dev.traj.json")
+
+func keel(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = cli.Main(t.Context(), args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func setup(t *testing.T) string {
+	t.Helper()
+	home := t.TempDir()
+	t.Setenv("KEEL_HOME", home)
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	return filepath.Join(home, "keel.db")
+}
+
+func TestDemo(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	code, out, errOut := keel(t, "demo")
+	if code != 0 {
+		t.Fatalf("keel demo = %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"SCRIPTED DEMONSTRATION MODEL", "-    return len(text.split(\" \"))", "+    return len(text.split())", "hash chain verified", "run.completed"} {
+		if !strings.Contains(out+errOut, want) {
+			t.Errorf("demo output lacks %q\nstdout:\n%s\nstderr:\n%s", want, out, errOut)
+		}
+	}
+	if !strings.Contains(errOut, "OK") && !strings.Contains(errOut, "exit 0") {
+		t.Errorf("the final test run should pass:\n%s", errOut)
+	}
+	// The run is in the default journal.
+	code, out, _ = keel(t, "runs", "list")
+	if code != 0 || !strings.Contains(out, "completed") {
+		t.Errorf("runs list = %d:\n%s", code, out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	setup(t)
+	ws := t.TempDir()
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no model", []string{"run", "task"}, 2, "keel demo"},
+		{"bad spec", []string{"run", "--model", "gpt4", "task"}, 2, "PROVIDER:MODEL"},
+		{"unknown provider", []string{"run", "--model", "foo:bar", "task"}, 2, "unknown provider"},
+		{"missing openai key", []string{"run", "--model", "openai:gpt-4o", "--workspace", ws, "task"}, 1, "OPENAI_API_KEY"},
+		{"missing anthropic key", []string{"run", "--model", "anthropic:claude-sonnet-4-5", "--workspace", ws, "task"}, 1, "ANTHROPIC_API_KEY"},
+		{"bad env", []string{"run", "--model", "openai:x", "--env", "NOEQUALS", "--workspace", ws, "task"}, 2, "KEY=VALUE"},
+		{"workspace missing", []string{"run", "--model", "openai:x", "--workspace", "/nonexistent/dir", "task"}, 2, "not a directory"},
+		{"relative mount", []string{"run", "--model", "openai:x", "--workspace", ws, "--mount-path", "rel", "task"}, 2, "absolute"},
+		{"bad sandbox", []string{"run", "--model", "openai:x", "--workspace", ws, "--sandbox", "docker", "task"}, 2, "linux or none"},
+		{"no task", []string{"run", "--model", "openai:x", "--workspace", ws}, 2, "no task"},
+		{"bad flag", []string{"run", "--no-such-flag"}, 2, "unknown flag"},
+		{"missing trajectory", []string{"run", "--model", "replay:/nonexistent.json", "--workspace", ws}, 1, "nonexistent"},
+		{"unknown run", []string{"runs", "show", "nosuchrun"}, 1, "not found"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := keel(t, tt.args...)
+			if code != tt.code || !strings.Contains(errOut, tt.want) {
+				t.Errorf("keel %v = %d, stderr %q; want %d containing %q", tt.args, code, errOut, tt.code, tt.want)
+			}
+		})
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("KEEL_HOME", home)
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("modle = \"openai:x\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := keel(t, "runs", "list")
+	if code != 1 || !strings.Contains(errOut, `unknown key "modle"`) {
+		t.Errorf("keel with a typo in config.toml = %d %q", code, errOut)
+	}
+}
+
+func lastRun(t *testing.T, db string) (string, *agent.State) {
+	t.Helper()
+	s, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	runs, err := s.Runs(t.Context(), &journal.ListParams{Limit: 1})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs: %v %v", runs, err)
+	}
+	st, _, err := agent.NewRuntime(s, nil).Load(t.Context(), runs[0].RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runs[0].RunID, st
+}
+
+func checkOneResultPerCall(t *testing.T, st *agent.State) {
+	t.Helper()
+	n := 0
+	for _, turn := range st.Turns {
+		for _, c := range turn.Calls {
+			n++
+			if c.Finished == nil {
+				t.Errorf("call %s has no result", c.ID)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no tool calls")
+	}
+}
+
+// A recorded 74-turn trajectory replayed on an empty workspace: the
+// commands fail for real (there is no repository), the run still follows
+// the recording to its completion marker.
+func TestReplayRun(t *testing.T) {
+	db := setup(t)
+	ws := t.TempDir()
+	code, out, errOut := keel(t, "run", "--model", "replay:"+trajectory, "--workspace", ws, "--mount-path", "/testbed", "--env", "PYTHONPATH=/testbed/src", "--json")
+	if code != 0 {
+		t.Fatalf("keel run = %d\n%s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var first, last journal.Event
+	json.Unmarshal([]byte(lines[0]), &first)
+	json.Unmarshal([]byte(lines[len(lines)-1]), &last)
+	if first.Type != journal.RunCreated || last.Type != journal.RunCompleted || first.Seq != 1 || last.Seq != int64(len(lines)) {
+		t.Errorf("--json stream: first %s #%d, last %s #%d of %d lines", first.Type, first.Seq, last.Type, last.Seq, len(lines))
+	}
+	id, st := lastRun(t, db)
+	if st.Steps != 74 || st.Ended.Reason != "marker" {
+		t.Errorf("steps %d, end %+v", st.Steps, st.Ended)
+	}
+	checkOneResultPerCall(t, st)
+	code, out, _ = keel(t, "runs", "show", id)
+	if code != 0 || !strings.Contains(out, "hash chain verified") || !strings.Contains(out, "74 steps") {
+		t.Errorf("runs show = %d:\n%s", code, out)
+	}
+}
+
+// kill -9 of a real keel process in the middle of a replayed run, then
+// `keel runs resume`: the run completes and every tool call has exactly
+// one result.
+func TestKillAndResume(t *testing.T) {
+	setup(t)
+	for _, killAt := range []int64{3, 40, 150} {
+		t.Run(fmt.Sprint("after_event_", killAt), func(t *testing.T) {
+			ws := t.TempDir()
+			db := filepath.Join(t.TempDir(), "kill.db")
+			args, _ := json.Marshal([]string{"run", "--db", db, "--model", "replay:" + trajectory, "--workspace", ws, "--mount-path", "/testbed", "-q"})
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args))
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			id := waitForEvent(t, db, killAt)
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			code, _, errOut := keel(t, "runs", "resume", "--db", db, id)
+			if code != 0 {
+				t.Fatalf("resume = %d\n%s", code, errOut)
+			}
+			_, st := lastRun(t, db)
+			if st.Status != journal.StatusCompleted || st.Steps != 74 {
+				t.Errorf("after resume: %s, %d steps", st.Status, st.Steps)
+			}
+			checkOneResultPerCall(t, st)
+		})
+	}
+}
+
+// waitForEvent follows the newest run in db until it has at least n
+// events, and returns its id.
+func waitForEvent(t *testing.T, db string, n int64) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var s *sqlite.Store
+	for s == nil {
+		if _, err := os.Stat(db); err == nil {
+			s, _ = sqlite.Open(db, nil)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("journal never appeared")
+		}
+		runtimeGosched()
+	}
+	defer s.Close()
+	for {
+		runs, _ := s.Runs(ctx, &journal.ListParams{Limit: 1})
+		if len(runs) == 1 {
+			for e, err := range journal.Follow(ctx, s, runs[0].RunID, 1, 5*time.Millisecond) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e.Seq >= n {
+					return runs[0].RunID
+				}
+			}
+			t.Fatal("run ended before the kill point")
+		}
+		if ctx.Err() != nil {
+			t.Fatal("no run appeared")
+		}
+		runtimeGosched()
+	}
+}

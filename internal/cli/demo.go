@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/demo"
+)
+
+func (a *app) demoCmd() *cobra.Command {
+	var sb string
+	var keep bool
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run a bundled example task offline with a scripted demonstration model",
+		Long: `Demo runs a small bundled project with a failing test through Keel's real
+sandbox, tools and journal. The model is SCRIPTED: its turns are fixed in
+the keel binary and no AI model is called, so it needs no API key and no
+network. It then prints the run's timeline and the diff it made.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), sb, keep) },
+	}
+	cmd.Flags().StringVar(&sb, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
+	cmd.Flags().BoolVar(&keep, "keep", true, "keep the demo workspace after the run")
+	return cmd
+}
+
+func (a *app) demo(ctx context.Context, sbFlag string, keep bool) error {
+	sbKind, err := a.sandboxKind(sbFlag)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stderr, "keel demo:", demo.Label)
+	ws, err := os.MkdirTemp("", "keel-demo-")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(ws)
+	}
+	if err := demo.WriteProject(ws); err != nil {
+		return err
+	}
+	haveGit := gitInit(ws) == nil
+	created := &agent.RunCreated{
+		Task: demo.Task, System: defaultSystemPrompt("/workspace"), Model: "scripted:demo",
+		Limits:    agent.Limits{MaxSteps: 20},
+		Workspace: ws, MountPath: "/workspace", Sandbox: sbKind, Principal: "keel-demo",
+		CompletionMarker: DefaultCompletionMarker,
+	}
+	live := &liveOptions{commandTimeout: 60e9, concurrency: 4, maxResultChars: 10000}
+	w, err := a.newWiring(ctx, created, live)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	created.Tools = toolInfos(w.tools)
+	store, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	rt := agent.NewRuntime(store, nil)
+	runID, err := rt.Create(ctx, created)
+	if err != nil {
+		return err
+	}
+	execErr := a.execute(ctx, rt, runID, w, false, false, "")
+	events, err := store.Read(ctx, runID, 1)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "\n== timeline (keel runs show %s --db %s) ==\n", runID, a.dbPath())
+	if err := a.showTimeline(runID, events); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "\n== diff made in %s ==\n", ws)
+	if haveGit {
+		out, err := exec.Command("git", "-C", ws, "diff").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(a.stdout, "(git diff failed: %v)\n", err)
+		}
+		a.stdout.Write(out)
+	} else {
+		fmt.Fprintln(a.stdout, "(git is not installed: compare textstats.py yourself)")
+	}
+	fmt.Fprintln(a.stdout, "\nThe model in this demo was scripted, not an AI model. Run a real one with:")
+	fmt.Fprintln(a.stdout, "  OPENAI_API_KEY=... keel run --model openai:gpt-4o --workspace DIR 'your task'")
+	return execErr
+}
+
+// gitInit makes dir a git repository with one commit, so the demo can show
+// its diff. It uses a fixed identity and no user config.
+func gitInit(dir string) error {
+	for _, args := range [][]string{
+		{"init", "-q"},
+		{"add", "-A"},
+		{"-c", "user.name=keel demo", "-c", "user.email=demo@keel.invalid", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "textstats before the demo"},
+	} {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %v: %v: %s", args, err, out)
+		}
+	}
+	return nil
+}

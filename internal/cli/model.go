@@ -1,0 +1,155 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/model/replay"
+)
+
+func (a *app) modelCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "model", Short: "Model utilities: serve a recorded trajectory as an OpenAI-compatible endpoint"}
+	var addr string
+	serve := &cobra.Command{
+		Use:   "serve-replay TRAJECTORY",
+		Short: "Serve a recorded trajectory on a local OpenAI-compatible HTTP endpoint",
+		Long: `serve-replay answers POST /v1/chat/completions with the recorded raw
+provider responses of TRAJECTORY, the k-th request getting the k-th
+response (k = assistant messages in the request), so that the real OpenAI
+client path runs end to end offline:
+
+  keel model serve-replay traj.json --addr 127.0.0.1:8421 &
+  keel run --model openai-compatible:deepseek-chat@http://127.0.0.1:8421/v1 ...`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.serveReplay(cmd.Context(), args[0], addr)
+		},
+	}
+	serve.Flags().StringVar(&addr, "addr", "127.0.0.1:8421", "address to listen on (port 0 picks a free one)")
+	cmd.AddCommand(serve)
+	return cmd
+}
+
+func (a *app) serveReplay(ctx context.Context, path, addr string) error {
+	tr, err := replay.Load(path)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: replay.NewHandler(tr), ReadHeaderTimeout: 10 * time.Second}
+	url := "http://" + ln.Addr().String() + "/v1"
+	fmt.Fprintf(a.stderr, "keel: serving %d recorded turns of %s at %s\n", tr.Len(), path, url)
+	fmt.Fprintf(a.stderr, "keel: use --model openai-compatible:%s@%s\n", tr.Model(), url)
+	fmt.Fprintln(a.stdout, url)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
+}
+
+func (a *app) runsCompareCmd() *cobra.Command {
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "compare RUN TRAJECTORY",
+		Short: "Compare a replayed run's tool results with the recorded ones",
+		Long: `compare matches each tool call of RUN with the recorded result of the same
+call id in TRAJECTORY and reports how many gave the same exit code and the
+same output. The whole output is compared: the artifact when the model saw
+only part of it.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.compare(cmd.Context(), args[0], args[1], verbose)
+		},
+	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show every differing call")
+	return cmd
+}
+
+func (a *app) compare(ctx context.Context, runID, path string, verbose bool) error {
+	tr, err := replay.Load(path)
+	if err != nil {
+		return err
+	}
+	store, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	st, _, err := agent.NewRuntime(store, nil).Load(ctx, runID)
+	if err != nil {
+		return err
+	}
+	var total, sameCode, sameOut, both, unrecorded int
+	for _, t := range st.Turns {
+		for _, c := range t.Calls {
+			rec, ok := tr.ToolResult(c.ID)
+			if !ok {
+				unrecorded++
+				continue
+			}
+			total++
+			f := c.Finished
+			if f == nil {
+				continue
+			}
+			out := agent.ResultOutput(&f.Result)
+			if f.OutputBytes == 0 {
+				out = "" // the model saw a "(no output)" note
+			}
+			if f.Artifact != "" {
+				if b, err := readArtifact(st.Created.Workspace, f.Artifact); err == nil {
+					out = string(b)
+				}
+			}
+			codeOK := f.ExitCode != nil && *f.ExitCode == rec.ExitCode
+			outOK := out == rec.RawOutput
+			if codeOK {
+				sameCode++
+			}
+			if outOK {
+				sameOut++
+			}
+			if codeOK && outOK {
+				both++
+			} else if verbose {
+				code := "none"
+				if f.ExitCode != nil {
+					code = fmt.Sprint(*f.ExitCode)
+				}
+				fmt.Fprintf(a.stdout, "%s %s\n  exit: recorded %d, got %s\n", c.ID, callSummary(c.Name, c.Arguments), rec.ExitCode, code)
+				if !outOK {
+					fmt.Fprintf(a.stdout, "  output: recorded %d bytes %q\n          got      %d bytes %q\n", len(rec.RawOutput), clip(rec.RawOutput, 160), len(out), clip(out, 160))
+				}
+			}
+		}
+	}
+	fmt.Fprintf(a.stdout, "%d recorded tool calls compared: %d same exit code, %d same output, %d same both", total, sameCode, sameOut, both)
+	if unrecorded > 0 {
+		fmt.Fprintf(a.stdout, " (%d calls without a recorded result, such as the submitting call)", unrecorded)
+	}
+	fmt.Fprintln(a.stdout)
+	if sub := tr.Submission(); sub != "" && st.Ended != nil {
+		fmt.Fprintf(a.stdout, "final output equals the recorded submission: %v\n", strings.TrimSpace(st.Ended.Output) == strings.TrimSpace(sub))
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+)
+
+type eventT = journal.Event
+
+// printer streams a run's events as human lines to stderr, or as JSON
+// lines to stdout.
+type printer struct {
+	mu      sync.Mutex
+	err     io.Writer
+	out     io.Writer
+	json    bool
+	quiet   bool
+	steps   int
+	tokens  int64
+	cost    float64
+	started time.Time
+	calls   map[string]string // call id → one-line summary
+}
+
+func newPrinter(stderr, stdout io.Writer, jsonOut, quiet bool) *printer {
+	return &printer{err: stderr, out: stdout, json: jsonOut, quiet: quiet, calls: map[string]string{}}
+}
+
+func (p *printer) header(runID string, c *agent.RunCreated, w *wiring) {
+	if p.quiet {
+		return
+	}
+	sb := c.Sandbox
+	if w != nil && w.sbNote != "" {
+		sb = w.sbNote
+	}
+	fmt.Fprintf(p.err, "keel: run %s · model %s · workspace %s → %s · sandbox %s\n", runID, c.Model, c.Workspace, c.MountPath, sb)
+	if w != nil && !w.priced && !strings.HasPrefix(c.Model, "scripted:") {
+		fmt.Fprintf(p.err, "keel: no price known for %s: cost shows $0 (add [prices] to config.toml)\n", c.Model)
+	}
+}
+
+func (p *printer) event(e journal.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started.IsZero() {
+		p.started = e.Time
+	}
+	if p.json {
+		b, _ := json.Marshal(e)
+		fmt.Fprintf(p.out, "%s\n", b)
+	}
+	v, err := agent.Decode(&e)
+	if err != nil || v == nil {
+		return
+	}
+	switch x := v.(type) {
+	case *agent.ModelResponded:
+		p.steps++
+		p.tokens += x.Usage.Total()
+		p.cost += x.Cost
+		for _, c := range x.Message.ToolCalls {
+			p.calls[c.ID] = callSummary(c.Name, c.Arguments)
+		}
+	}
+	if p.quiet || p.json {
+		return
+	}
+	switch x := v.(type) {
+	case *agent.RunResumed:
+		fmt.Fprintf(p.err, "resumed")
+		if len(x.Interrupted) > 0 {
+			fmt.Fprintf(p.err, " (interrupted calls: %s)", strings.Join(x.Interrupted, ", "))
+		}
+		fmt.Fprintln(p.err)
+	case *agent.SetupFinished:
+		fmt.Fprintf(p.err, "setup: exit %d (%s)\n", x.ExitCode, ms(x.DurationMS))
+		if x.ExitCode != 0 {
+			fmt.Fprintln(p.err, indent(tail(x.Output, 20)))
+		}
+	case *agent.ModelResponded:
+		fmt.Fprintf(p.err, "step %d · %s tok", p.steps, num(x.Usage.Total()))
+		if x.Usage.CachedInputTokens > 0 {
+			fmt.Fprintf(p.err, " (%s cached)", num(x.Usage.CachedInputTokens))
+		}
+		fmt.Fprintf(p.err, " · %s · total %s tok $%.4f\n", ms(x.DurationMS), num(p.tokens), p.cost)
+		if t := strings.TrimSpace(x.Message.Content); t != "" {
+			fmt.Fprintln(p.err, indent(clip(t, 400)))
+		}
+	case *agent.GateDecided:
+		if x.Effect != "allow" {
+			fmt.Fprintf(p.err, "  %s %s: %s\n", x.Effect, p.calls[x.CallID], firstLine(x.Reason))
+		}
+	case *agent.ApprovalRequested:
+		fmt.Fprintf(p.err, "  approval needed for %s: keel approve %s %s\n", p.calls[x.CallID], e.RunID, x.CallID)
+	case *agent.ToolStarted:
+		fmt.Fprintf(p.err, "  %s\n", p.calls[x.CallID])
+	case *agent.ToolFinished:
+		if x.Synthetic {
+			fmt.Fprintf(p.err, "  ✗ %s: %s\n", p.calls[x.CallID], firstLine(x.Content))
+			return
+		}
+		fmt.Fprintf(p.err, "    → %s\n", resultSummary(x))
+	case *agent.UserMessage:
+		fmt.Fprintf(p.err, "user: %s\n", clip(x.Content, 200))
+	case *agent.ModelFailed:
+		fmt.Fprintf(p.err, "model error (%s): %s\n", x.Kind, x.Message)
+	}
+}
+
+func (p *printer) footer(runID string, o *agent.Outcome) {
+	st := o.State
+	if !p.quiet && !p.json {
+		msg := ""
+		if o.End != nil {
+			msg = o.End.Reason
+			if o.End.Message != "" && o.Status != journal.StatusCompleted {
+				msg += ": " + o.End.Message
+			}
+		}
+		fmt.Fprintf(p.err, "keel: run %s %s (%s) · %d steps · %s tok · $%.4f\n", runID, o.Status, msg, st.Steps, num(st.Usage.Total()), st.Cost)
+		if o.Status == journal.StatusPaused {
+			fmt.Fprintf(p.err, "keel: resume with: keel runs resume %s\n", runID)
+		}
+	}
+	if !p.json && o.Status == journal.StatusCompleted && o.End != nil && o.End.Output != "" {
+		fmt.Fprint(p.out, o.End.Output)
+		if !strings.HasSuffix(o.End.Output, "\n") {
+			fmt.Fprintln(p.out)
+		}
+	}
+}
+
+// callSummary renders a tool call on one line: the command of a shell
+// call, the path of a file call, else the raw arguments, clipped.
+func callSummary(name, args string) string {
+	var m map[string]any
+	if json.Unmarshal([]byte(args), &m) == nil {
+		for _, k := range []string{"command", "path", "pattern", "url", "code"} {
+			if s, ok := m[k].(string); ok {
+				return name + " " + clip(oneLine(s), 120)
+			}
+		}
+	}
+	return name + " " + clip(oneLine(args), 120)
+}
+
+func resultSummary(x *agent.ToolFinished) string {
+	var b strings.Builder
+	if x.ExitCode != nil {
+		fmt.Fprintf(&b, "exit %d", *x.ExitCode)
+	} else if x.IsError {
+		b.WriteString("error: " + clip(firstLine(x.Content), 100))
+	} else {
+		b.WriteString("ok")
+	}
+	if x.TimedOut {
+		b.WriteString(" · timed out")
+	}
+	out := agent.ResultOutput(&x.Result)
+	if n := strings.Count(out, "\n"); n > 0 || out != "" {
+		fmt.Fprintf(&b, " · %d lines", n+boolInt(!strings.HasSuffix(out, "\n") && out != ""))
+	}
+	if x.OutputBytes > int64(len(x.Content)) {
+		fmt.Fprintf(&b, " · %s bytes (full: %s)", num(x.OutputBytes), x.Artifact)
+	}
+	fmt.Fprintf(&b, " · %s", ms(x.DurationMS))
+	return b.String()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func ms(d int64) string {
+	return (time.Duration(d) * time.Millisecond).Round(time.Millisecond).String()
+}
+
+func num(n int64) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return l
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+func tail(s string, lines int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > lines {
+		ls = ls[len(ls)-lines:]
+	}
+	return strings.Join(ls, "\n")
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}

@@ -1,0 +1,280 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+)
+
+var errCanceledBySignal = agent.ErrUserCanceled
+
+// DefaultCompletionMarker completes a run when a command's output starts
+// with this line (the convention of mini-swe-agent, whose recorded
+// trajectories Keel replays).
+const DefaultCompletionMarker = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+// runFlags are the flags of `keel run`. Their names are an interface other
+// tools script against: keep them.
+type runFlags struct {
+	model            string
+	apiKey           string
+	workspace        string
+	mountPath        string
+	env              []string
+	setup            string
+	taskFile         string
+	system           string
+	systemFile       string
+	json             bool
+	quiet            bool
+	maxSteps         int
+	maxTokens        int64
+	maxCost          float64
+	timeout          time.Duration
+	commandTimeout   time.Duration
+	sandbox          string
+	network          []string
+	completionMarker string
+	maxOutputTokens  int
+	concurrency      int
+	maxResultChars   int
+	idleTimeout      time.Duration
+	commandIdle      time.Duration
+	stallRetries     int
+}
+
+func (a *app) runCmd() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run [flags] TASK",
+		Short: "Run an agent on a task in a sandboxed workspace",
+		Long: `Run drives the model through tools in a sandbox on the workspace until the
+task is done or a limit stops it. Each step is printed to stderr as it
+happens; --json writes the journal events to stdout as JSON lines.
+
+The model is a spec string: openai:MODEL, anthropic:MODEL,
+openai-compatible:MODEL@BASE_URL or replay:TRAJECTORY.json. Keys come from
+OPENAI_API_KEY / ANTHROPIC_API_KEY (or --api-key).
+
+Exit codes: 0 completed, 1 failed, 3 paused (waiting for approval), 130
+canceled.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.run(cmd.Context(), f, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.model, "model", "m", "", "model spec: openai:MODEL, anthropic:MODEL, openai-compatible:MODEL@URL, replay:PATH (default from config.toml)")
+	fl.StringVar(&f.apiKey, "api-key", "", "API key (default from OPENAI_API_KEY or ANTHROPIC_API_KEY)")
+	fl.StringVarP(&f.workspace, "workspace", "w", ".", "host directory the agent works in (mounted read-write)")
+	fl.StringVar(&f.mountPath, "mount-path", "/workspace", "where the workspace appears inside the sandbox")
+	fl.StringArrayVarP(&f.env, "env", "e", nil, "KEY=VALUE passed into the sandbox (repeatable; stored in the journal, not for secrets)")
+	fl.StringVar(&f.setup, "setup", "", "shell script run in the sandbox before the agent starts")
+	fl.StringVar(&f.taskFile, "task-file", "", "read the task from this file ('-' for stdin)")
+	fl.StringVar(&f.system, "system", "", "system prompt (default: Keel's)")
+	fl.StringVar(&f.systemFile, "system-file", "", "read the system prompt from this file")
+	fl.BoolVar(&f.json, "json", false, "write the journal events to stdout as JSON lines")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print only the final result")
+	fl.IntVar(&f.maxSteps, "max-steps", 100, "stop after this many model calls (0: no limit)")
+	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop after this many input+output tokens (0: no limit)")
+	fl.Float64Var(&f.maxCost, "max-cost", 0, "stop after this many US dollars of model cost (0: no limit)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "stop after this wall time, e.g. 30m (0: no limit)")
+	fl.DurationVar(&f.commandTimeout, "command-timeout", 60*time.Second, "default wall time of one shell command")
+	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 2*time.Minute, "end a shell command that prints nothing for this long (negative: never)")
+	fl.StringVar(&f.sandbox, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
+	fl.StringArrayVar(&f.network, "allow-host", nil, "host (or host:port) the sandbox may reach through Keel's egress proxy (repeatable; default none)")
+	fl.StringVar(&f.completionMarker, "completion-marker", DefaultCompletionMarker, "a command output starting with this line completes the run ('' disables)")
+	fl.IntVar(&f.maxOutputTokens, "max-output-tokens", 0, "completion token limit per model call (0: provider default)")
+	fl.IntVar(&f.concurrency, "concurrency", 4, "tool calls of one turn that may run at once")
+	fl.IntVar(&f.maxResultChars, "max-result-chars", 10000, "characters of one tool result the model sees (head and tail)")
+	fl.DurationVar(&f.idleTimeout, "model-idle-timeout", 120*time.Second, "abandon a model response that sends no bytes for this long")
+	fl.IntVar(&f.stallRetries, "model-stall-retries", 2, "retries of a stalled model response before the step fails")
+	return cmd
+}
+
+func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
+	spec, err := a.modelSpec(f.model)
+	if err != nil {
+		return err
+	}
+	task, err := readTask(f, args)
+	if err != nil {
+		return err
+	}
+	system := f.system
+	if f.systemFile != "" {
+		b, err := os.ReadFile(f.systemFile)
+		if err != nil {
+			return usagef("--system-file: %v", err)
+		}
+		system = string(b)
+	}
+	var rec *recording
+	if spec.Provider == "replay" {
+		rec, err = loadRecording(spec.Name)
+		if err != nil {
+			return err
+		}
+		if task == "" {
+			task = rec.Task()
+		}
+		if system == "" {
+			system = rec.System()
+		}
+	}
+	if strings.TrimSpace(task) == "" {
+		return usagef("no task: give TASK as an argument or --task-file")
+	}
+	ws, err := filepath.Abs(f.workspace)
+	if err != nil {
+		return usagef("--workspace: %v", err)
+	}
+	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
+		return usagef("--workspace %s is not a directory", f.workspace)
+	}
+	for _, e := range f.env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			return usagef("--env %q: want KEY=VALUE", e)
+		}
+	}
+	if !strings.HasPrefix(f.mountPath, "/") {
+		return usagef("--mount-path %q must be absolute", f.mountPath)
+	}
+	sbKind, err := a.sandboxKind(f.sandbox)
+	if err != nil {
+		return err
+	}
+	if system == "" {
+		system = defaultSystemPrompt(f.mountPath)
+	}
+	created := &agent.RunCreated{
+		Task:             task,
+		System:           system,
+		Model:            spec.String(),
+		Limits:           agent.Limits{MaxSteps: f.maxSteps, MaxTokens: f.maxTokens, MaxCost: f.maxCost, Timeout: agent.Duration(f.timeout)},
+		CompletionMarker: f.completionMarker,
+		Workspace:        ws,
+		MountPath:        f.mountPath,
+		Sandbox:          sbKind,
+		Env:              f.env,
+		Setup:            f.setup,
+		Network:          f.network,
+		Principal:        "keel-cli",
+	}
+	live := &liveOptions{apiKey: f.apiKey, commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
+		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, recording: rec}
+	w, err := a.newWiring(ctx, created, live)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	created.Tools = toolInfos(w.tools)
+
+	store, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	rt := agent.NewRuntime(store, nil)
+	runID, err := rt.Create(ctx, created)
+	if err != nil {
+		return err
+	}
+	return a.execute(ctx, rt, runID, w, f.json, f.quiet, "")
+}
+
+// execute runs (or resumes) runID with the wiring w, printing progress,
+// and maps the outcome to an exit code.
+func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *wiring, jsonOut, quiet bool, message string) error {
+	p := newPrinter(a.stderr, a.stdout, jsonOut, quiet)
+	st, _, err := rt.Load(ctx, runID)
+	if err != nil {
+		return err
+	}
+	p.header(runID, st.Created, w)
+	if jsonOut {
+		evs, err := rt.Store().Read(ctx, runID, 1)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			p.event(e)
+		}
+	}
+	params := w.execParams(p.event)
+	params.Message = message
+	out, err := rt.Execute(ctx, runID, params)
+	if err != nil {
+		return err
+	}
+	p.footer(runID, out)
+	switch out.Status {
+	case journal.StatusCompleted:
+		return nil
+	case journal.StatusPaused:
+		return &exitError{3}
+	case journal.StatusCanceled:
+		return &exitError{130}
+	default:
+		return &exitError{1}
+	}
+}
+
+func readTask(f *runFlags, args []string) (string, error) {
+	if f.taskFile != "" && len(args) > 0 {
+		return "", usagef("give the task as an argument or with --task-file, not both")
+	}
+	if f.taskFile != "" {
+		var b []byte
+		var err error
+		if f.taskFile == "-" {
+			b, err = readAllStdin()
+		} else {
+			b, err = os.ReadFile(f.taskFile)
+		}
+		if err != nil {
+			return "", usagef("--task-file: %v", err)
+		}
+		return string(b), nil
+	}
+	if len(args) == 1 {
+		return args[0], nil
+	}
+	return "", nil
+}
+
+func readAllStdin() ([]byte, error) { return io.ReadAll(os.Stdin) }
+
+func (a *app) modelSpec(flag string) (model.Spec, error) {
+	s := flag
+	if s == "" && a.cfg != nil {
+		s = a.cfg.Model
+	}
+	if s == "" {
+		return model.Spec{}, usagef("no model: pass --model (openai:MODEL, anthropic:MODEL, openai-compatible:MODEL@URL, replay:PATH) or set model in %s/config.toml; `keel demo` runs without one", a.home)
+	}
+	spec, err := model.ParseSpec(s)
+	if err != nil {
+		return model.Spec{}, &usageError{err}
+	}
+	return spec, nil
+}
+
+func defaultSystemPrompt(mount string) string {
+	return fmt.Sprintf(`You are an autonomous software engineering agent running in Keel, a sandboxed Linux environment.
+The workspace is %s; shell commands start there, each in a fresh bash (cd and exports do not persist; chain with &&).
+There is no network unless the task says otherwise, and no terminal: commands must not wait for input.
+Work in small steps: inspect, change, then verify by running the code or its tests.
+Prefer the file tools to read and edit files. Long outputs are cut; the full text is saved to the file the result names.
+When the task is done, reply with a short summary of what you changed and call no tool.`, mount)
+}

@@ -1,0 +1,281 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/tool"
+)
+
+func (a *app) runsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "runs", Short: "List, show, resume and compare runs"}
+	cmd.AddCommand(a.runsListCmd(), a.runsShowCmd(), a.runsResumeCmd(), a.runsCompareCmd())
+	return cmd
+}
+
+func (a *app) runsListCmd() *cobra.Command {
+	var status []string
+	var limit int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List runs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			store, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			p := &journal.ListParams{Limit: limit}
+			for _, s := range status {
+				p.Status = append(p.Status, journal.Status(s))
+			}
+			runs, err := store.Runs(ctx, p)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				for _, r := range runs {
+					if err := enc.Encode(r); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tSTATUS\tCREATED\tEVENTS\tSTEPS\tCOST\tTASK")
+			for _, r := range runs {
+				steps, cost, task := "", "", ""
+				if st, _, err := agent.NewRuntime(store, nil).Load(ctx, r.RunID); err == nil {
+					steps, cost = fmt.Sprint(st.Steps), fmt.Sprintf("$%.4f", st.Cost)
+					task = clip(oneLine(st.Created.Task), 50)
+				} else {
+					task = "(" + clip(err.Error(), 60) + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.RunID, r.Status, r.Created.Local().Format("2006-01-02 15:04"), r.LastSeq, steps, cost, task)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses (running, paused, completed, failed, canceled)")
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs (0: all)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
+	return cmd
+}
+
+func (a *app) runsShowCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show RUN",
+		Short: "Show a run's timeline: steps, tool calls, tokens, cost, durations",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			store, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			events, err := store.Read(ctx, args[0], 1)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				for _, e := range events {
+					if err := enc.Encode(e); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			return a.showTimeline(args[0], events)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON lines")
+	return cmd
+}
+
+func (a *app) showTimeline(runID string, events []journal.Event) error {
+	verr := journal.Verify(runID, events)
+	st, ferr := agent.Fold(runID, events)
+	w := a.stdout
+	if st != nil {
+		c := st.Created
+		fmt.Fprintf(w, "run %s · %s", runID, st.Status)
+		if st.Ended != nil {
+			fmt.Fprintf(w, " (%s)", st.Ended.Reason)
+		}
+		fmt.Fprintf(w, "\nmodel %s · workspace %s → %s · sandbox %s\n", c.Model, c.Workspace, c.MountPath, c.Sandbox)
+		fmt.Fprintf(w, "task: %s\n", clip(oneLine(c.Task), 200))
+		d := events[len(events)-1].Time.Sub(events[0].Time).Round(time.Millisecond)
+		fmt.Fprintf(w, "%d events · %d steps · %s tok (%s in, %s out, %s cached) · $%.4f · %s\n\n", len(events), st.Steps,
+			num(st.Usage.Total()), num(st.Usage.InputTokens), num(st.Usage.OutputTokens), num(st.Usage.CachedInputTokens), st.Cost, d)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tSTEP\tEVENT\tDETAIL")
+	step := 0
+	calls := map[string]string{}
+	for i := range events {
+		e := &events[i]
+		v, err := agent.Decode(e)
+		detail := ""
+		switch x := v.(type) {
+		case *agent.RunCreated:
+			detail = fmt.Sprintf("%d tools, limits %s", len(x.Tools), limitsString(x.Limits))
+		case *agent.SetupFinished:
+			detail = fmt.Sprintf("exit %d · %s", x.ExitCode, ms(x.DurationMS))
+		case *agent.ModelResponded:
+			step++
+			detail = fmt.Sprintf("%s tok in (%s cached) · %s out · $%.5f · %s", num(x.Usage.InputTokens), num(x.Usage.CachedInputTokens), num(x.Usage.OutputTokens), x.Cost, ms(x.DurationMS))
+			for _, c := range x.Message.ToolCalls {
+				calls[c.ID] = callSummary(c.Name, c.Arguments)
+			}
+			if len(x.Message.ToolCalls) == 0 {
+				detail += " · answer: " + clip(oneLine(x.Message.Content), 80)
+			}
+		case *agent.GateDecided:
+			detail = fmt.Sprintf("%s %s (%s)", x.Effect, x.CallID, strings.Join(x.Policies, ","))
+		case *agent.ApprovalRequested:
+			detail = fmt.Sprintf("%s %s", x.CallID, clip(string(x.Arguments), 80))
+		case *agent.ApprovalResolved:
+			detail = fmt.Sprintf("%s %s by %s", x.CallID, x.Decision, x.By)
+		case *agent.ToolStarted:
+			detail = calls[x.CallID]
+		case *agent.ToolFinished:
+			detail = resultSummary(x)
+			if x.Synthetic {
+				detail = "synthetic: " + clip(firstLine(x.Content), 100)
+			}
+		case *agent.RunEnded:
+			detail = x.Reason
+			if x.Message != "" {
+				detail += ": " + clip(x.Message, 100)
+			}
+		case *agent.RunResumed:
+			detail = strings.Join(x.Interrupted, ",")
+		case *agent.UserMessage:
+			detail = clip(oneLine(x.Content), 80)
+		case *agent.ModelFailed:
+			detail = x.Kind + ": " + clip(x.Message, 100)
+		}
+		if err != nil {
+			detail = "(" + err.Error() + ")"
+		}
+		stepCol := ""
+		if step > 0 {
+			stepCol = fmt.Sprint(step)
+		}
+		fmt.Fprintf(tw, "%d\t+%s\t%s\t%s\t%s\n", e.Seq, e.Time.Sub(events[0].Time).Round(time.Millisecond), stepCol, e.Type, detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if st != nil && st.Ended != nil && st.Ended.Output != "" {
+		fmt.Fprintf(w, "\noutput:\n%s\n", strings.TrimRight(st.Ended.Output, "\n"))
+	}
+	switch {
+	case verr != nil:
+		fmt.Fprintf(w, "\njournal: CORRUPT: %v\n", verr)
+		return &exitError{1}
+	case ferr != nil:
+		fmt.Fprintf(w, "\njournal: does not fold: %v\n", ferr)
+		return &exitError{1}
+	}
+	fmt.Fprintf(w, "\njournal: %d events, hash chain verified\n", len(events))
+	return nil
+}
+
+func limitsString(l agent.Limits) string {
+	var parts []string
+	if l.MaxSteps > 0 {
+		parts = append(parts, fmt.Sprintf("%d steps", l.MaxSteps))
+	}
+	if l.MaxTokens > 0 {
+		parts = append(parts, num(l.MaxTokens)+" tok")
+	}
+	if l.MaxCost > 0 {
+		parts = append(parts, fmt.Sprintf("$%.2f", l.MaxCost))
+	}
+	if l.Timeout > 0 {
+		parts = append(parts, time.Duration(l.Timeout).String())
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (a *app) runsResumeCmd() *cobra.Command {
+	var f runFlags
+	var message string
+	cmd := &cobra.Command{
+		Use:   "resume RUN",
+		Short: "Resume a run that was interrupted, paused, canceled or failed",
+		Long: `Resume continues a run from its journal. Tool calls that were running when
+the runtime died are repaired first: read-only and idempotent calls run
+again; any other call gets a result telling the model its outcome is
+unknown, so nothing with side effects runs twice unannounced.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.resume(cmd.Context(), args[0], &f, message)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.apiKey, "api-key", "", "API key (default from the environment)")
+	fl.BoolVar(&f.json, "json", false, "write the journal events to stdout as JSON lines")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print only the final result")
+	fl.StringVar(&message, "message", "", "add this user message before continuing (for example \"continue\")")
+	fl.DurationVar(&f.commandTimeout, "command-timeout", 60*time.Second, "default wall time of one shell command")
+	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 2*time.Minute, "end a shell command that prints nothing for this long (negative: never)")
+	fl.IntVar(&f.concurrency, "concurrency", 4, "tool calls of one turn that may run at once")
+	fl.IntVar(&f.maxResultChars, "max-result-chars", 10000, "characters of one tool result the model sees")
+	fl.IntVar(&f.maxOutputTokens, "max-output-tokens", 0, "completion token limit per model call")
+	fl.DurationVar(&f.idleTimeout, "model-idle-timeout", 120*time.Second, "abandon a model response that sends no bytes for this long")
+	fl.IntVar(&f.stallRetries, "model-stall-retries", 2, "retries of a stalled model response")
+	return cmd
+}
+
+func (a *app) resume(ctx context.Context, runID string, f *runFlags, message string) error {
+	store, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	rt := agent.NewRuntime(store, nil)
+	st, _, err := rt.Load(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if st.Status == journal.StatusCompleted {
+		return fmt.Errorf("run %s already completed; nothing to resume", runID)
+	}
+	live := &liveOptions{apiKey: f.apiKey, commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
+		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries}
+	w, err := a.newWiring(ctx, st.Created, live)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	return a.execute(ctx, rt, runID, w, f.json, f.quiet, message)
+}
+
+func readArtifact(workspace, rel string) ([]byte, error) {
+	ws, err := tool.NewWorkspace(workspace, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.Close()
+	return ws.FS().ReadFile(rel)
+}

@@ -1,0 +1,228 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/model/anthropic"
+	"github.com/keel-run/keel/model/openai"
+	"github.com/keel-run/keel/model/replay"
+	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/linux"
+	"github.com/keel-run/keel/sandbox/none"
+	"github.com/keel-run/keel/tool"
+	"github.com/keel-run/keel/tool/builtin"
+	"github.com/keel-run/keel/tool/builtin/shell"
+)
+
+// liveOptions are per-execution settings that are not journaled.
+type liveOptions struct {
+	apiKey          string
+	commandTimeout  time.Duration
+	commandIdle     time.Duration
+	concurrency     int
+	maxResultChars  int
+	maxOutputTokens int
+	idleTimeout     time.Duration
+	stallRetries    int
+	recording       *recording
+}
+
+// wiring is everything live an execution of a run needs.
+type wiring struct {
+	model     model.Model
+	modelName string
+	price     func(model.Usage) float64
+	priced    bool
+	tools     *tool.Registry
+	env       *tool.Env
+	sb        sandbox.Sandbox
+	sbNote    string
+	ws        *tool.Workspace
+	live      *liveOptions
+}
+
+func (w *wiring) Close() {
+	if w.sb != nil {
+		w.sb.Close()
+	}
+	if w.ws != nil {
+		w.ws.Close()
+	}
+}
+
+func (w *wiring) execParams(onEvent func(e eventT)) *agent.ExecParams {
+	return &agent.ExecParams{
+		Model:           w.model,
+		ModelName:       w.modelName,
+		Price:           w.price,
+		Tools:           w.tools,
+		Env:             w.env,
+		Concurrency:     w.live.concurrency,
+		MaxOutputTokens: w.live.maxOutputTokens,
+		OnEvent:         onEvent,
+	}
+}
+
+// sandboxKind validates --sandbox and applies the default.
+func (a *app) sandboxKind(flag string) (string, error) {
+	k := flag
+	if k == "" && a.cfg != nil {
+		k = a.cfg.Sandbox
+	}
+	if k == "" {
+		k = "linux"
+	}
+	switch k {
+	case "linux", "none":
+		return k, nil
+	}
+	return "", usagef("--sandbox %q: want linux or none", k)
+}
+
+// newWiring builds the model, sandbox, workspace and tools for a run as
+// its run.created payload describes them.
+func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOptions) (_ *wiring, err error) {
+	w := &wiring{live: live}
+	defer func() {
+		if err != nil {
+			w.Close()
+		}
+	}()
+	spec, err := model.ParseSpec(c.Model)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.newModel(spec, w); err != nil {
+		return nil, err
+	}
+	ws, err := tool.NewWorkspace(c.Workspace, c.MountPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	w.ws = ws
+	sspec := &sandbox.Spec{
+		Workspace: ws.Root(),
+		MountPath: c.MountPath,
+		Env:       c.Env,
+		Limits:    sandbox.Limits{WallTime: live.commandTimeout},
+		Network:   sandbox.Network{Allow: c.Network},
+	}
+	switch c.Sandbox {
+	case "none":
+		fmt.Fprintln(a.stderr, "keel: WARNING: --sandbox none: commands run directly on this machine with NO isolation (your files, network and credentials are reachable)")
+		sb, err := none.New(sspec)
+		if err != nil {
+			return nil, err
+		}
+		w.sb, w.sbNote = sb, "none (NO isolation)"
+	default:
+		if runtime.GOOS != "linux" {
+			return nil, fmt.Errorf("the linux sandbox needs Linux; on %s pass --sandbox none to run without isolation", runtime.GOOS)
+		}
+		sb, err := linux.New(sspec, nil)
+		if err != nil {
+			if errors.Is(err, sandbox.ErrUnavailable) {
+				return nil, fmt.Errorf("%w\nKeel will not run tools without isolation unless you pass --sandbox none", err)
+			}
+			return nil, err
+		}
+		w.sb, w.sbNote = sb, "linux"
+	}
+	w.tools = tool.NewRegistry()
+	builtin.Register(w.tools, &builtin.Options{Shell: &shell.Options{IdleTimeout: live.commandIdle}})
+	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: live.commandTimeout, MaxResultChars: live.maxResultChars}
+	return w, nil
+}
+
+// newModel builds the model client for spec, with keys from the flags or
+// the environment.
+func (a *app) newModel(spec model.Spec, w *wiring) error {
+	w.modelName = spec.String()
+	prices := a.cfg.PriceTable()
+	name := spec.Name
+	switch spec.Provider {
+	case "openai", "openai-compatible":
+		key := w.live.apiKey
+		if key == "" {
+			key = a.getenv("OPENAI_API_KEY")
+		}
+		if key == "" && spec.Provider == "openai" {
+			return fmt.Errorf("no API key for %s: set OPENAI_API_KEY or pass --api-key", spec)
+		}
+		if key == "" {
+			key = "keel-no-key" // local servers (Ollama, vLLM) accept any key
+		}
+		m, err := openai.New(&openai.Options{APIKey: key, BaseURL: spec.BaseURL, Model: spec.Name, IdleTimeout: w.live.idleTimeout, StallRetries: w.live.stallRetries})
+		if err != nil {
+			return err
+		}
+		w.model = m
+	case "anthropic":
+		key := w.live.apiKey
+		if key == "" {
+			key = a.getenv("ANTHROPIC_API_KEY")
+		}
+		if key == "" {
+			return fmt.Errorf("no API key for %s: set ANTHROPIC_API_KEY or pass --api-key", spec)
+		}
+		m, err := anthropic.New(&anthropic.Options{APIKey: key, Model: spec.Name, IdleTimeout: w.live.idleTimeout, StallRetries: w.live.stallRetries})
+		if err != nil {
+			return err
+		}
+		w.model = m
+	case "replay":
+		rec := w.live.recording
+		if rec == nil {
+			var err error
+			if rec, err = loadRecording(spec.Name); err != nil {
+				return err
+			}
+		}
+		w.model = replay.New(rec.Trajectory, nil)
+		name = rec.Model()
+	case "scripted":
+		if spec.Name != "demo" {
+			return fmt.Errorf("unknown scripted model %q (only scripted:demo exists)", spec.Name)
+		}
+		w.model = demo.NewModel()
+		w.price = func(model.Usage) float64 { return 0 }
+		return nil
+	default:
+		return fmt.Errorf("unknown model provider %q", spec.Provider)
+	}
+	if p, ok := prices.Lookup(name); ok {
+		w.price, w.priced = p.Cost, true
+	} else {
+		w.price = func(model.Usage) float64 { return 0 }
+	}
+	return nil
+}
+
+// recording is a loaded replay trajectory.
+type recording struct {
+	*replay.Trajectory
+}
+
+func loadRecording(path string) (*recording, error) {
+	tr, err := replay.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return &recording{tr}, nil
+}
+
+func toolInfos(r *tool.Registry) []agent.ToolInfo {
+	var out []agent.ToolInfo
+	for _, s := range r.Specs() {
+		t := r.Tool(s.Name)
+		out = append(out, agent.ToolInfo{ToolSpec: s, Effect: t.Effect.String(), Idempotent: t.Idempotent})
+	}
+	return out
+}

@@ -1,0 +1,112 @@
+// Package demo holds `keel demo`: a small bundled project with a failing
+// test, and a scripted demonstration model that fixes it through Keel's
+// real sandbox, tools and journal. The model is scripted: its turns are
+// fixed in this package, and no AI model is called.
+package demo
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/keel-run/keel/model"
+)
+
+//go:embed project
+var project embed.FS
+
+// Task is the demo run's task.
+const Task = "The tests of textstats fail: `python3 -m unittest` reports that word_count miscounts text with runs of whitespace or empty text. Fix word_count and check that every test passes."
+
+// Label says plainly what the demo's model is; `keel demo` prints it.
+const Label = "SCRIPTED DEMONSTRATION MODEL: the model's turns are fixed in the keel binary; no AI model is called. Everything else (sandbox, tools, journal) is real."
+
+// WriteProject copies the bundled project into dir, which must exist.
+func WriteProject(dir string) error {
+	return fs.WalkDir(project, "project", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("project", p)
+		dst := filepath.Join(dir, rel)
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		b, err := project.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+}
+
+// Model is the scripted demonstration model. It answers the k-th request
+// with the k-th scripted turn, where k counts the assistant messages
+// already in the request, so a resumed demo run continues where it
+// stopped. It reports zero token usage.
+type Model struct{}
+
+// NewModel returns the scripted demonstration model.
+func NewModel() *Model { return &Model{} }
+
+// Name implements model.Namer.
+func (*Model) Name() string { return "scripted:demo" }
+
+func call(id, name, args string) model.ToolCall {
+	return model.ToolCall{ID: id, Name: name, Arguments: args}
+}
+
+var script = []model.Message{
+	{Content: "[scripted] I will look at the project first.", ToolCalls: []model.ToolCall{
+		call("demo_1", "list_directory", `{"path": "."}`),
+	}},
+	{Content: "[scripted] Read the code and run the tests to see the failure.", ToolCalls: []model.ToolCall{
+		call("demo_2", "read_file", `{"path": "textstats.py"}`),
+		call("demo_3", "bash", `{"command": "python3 -m unittest"}`),
+	}},
+	{Content: "[scripted] split(\" \") yields empty strings for runs of spaces and for empty text; split() with no argument splits on any whitespace and drops empty parts.", ToolCalls: []model.ToolCall{
+		call("demo_4", "edit_file", `{"path": "textstats.py", "old_string": "    return len(text.split(\" \"))", "new_string": "    return len(text.split())"}`),
+	}},
+	{Content: "[scripted] Run the tests again.", ToolCalls: []model.ToolCall{
+		call("demo_5", "bash", `{"command": "python3 -m unittest -v"}`),
+	}},
+	{Content: "[scripted] word_count now uses str.split() with no separator, so runs of whitespace and empty text are counted correctly; all tests pass."},
+}
+
+// Generate implements model.Model.
+func (*Model) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	k := 0
+	for _, m := range req.Messages {
+		if m.Role == model.RoleAssistant {
+			k++
+		}
+	}
+	if k >= len(script) {
+		return nil, &model.Error{Kind: model.KindExhausted, Provider: "scripted", Message: fmt.Sprintf("the demo script has %d turns", len(script))}
+	}
+	offered := map[string]bool{}
+	for _, t := range req.Tools {
+		offered[t.Name] = true
+	}
+	msg := script[k]
+	for _, c := range msg.ToolCalls {
+		if !offered[c.Name] {
+			return nil, &model.Error{Kind: model.KindMismatch, Provider: "scripted", Message: "the demo needs the tool " + c.Name}
+		}
+	}
+	msg.Role = model.RoleAssistant
+	return &model.Response{Message: msg, Model: "scripted:demo", StopReason: stop(msg)}, nil
+}
+
+func stop(m model.Message) string {
+	if len(m.ToolCalls) > 0 {
+		return "tool_calls"
+	}
+	return "stop"
+}
