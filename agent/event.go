@@ -8,6 +8,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -43,6 +44,11 @@ type RunCreated struct {
 	Env []string `json:"env,omitempty"`
 	// Setup is a script run in the sandbox before the first model call.
 	Setup string `json:"setup,omitempty"`
+	// SetupNetwork lists the hosts the setup script may reach (its own
+	// allowlist, separate from the agent phase's Network).
+	SetupNetwork []string `json:"setup_network,omitempty"`
+	// SandboxLimits are the resource limits of every command.
+	SandboxLimits sandbox.Limits `json:"sandbox_limits"`
 	// Principal is the agent the run executes as; OnBehalfOf the user it
 	// acts for, if any.
 	Principal  string `json:"principal,omitempty"`
@@ -102,11 +108,24 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // SetupFinished is the payload of journal.SetupFinished.
 type SetupFinished struct {
-	ExitCode   int    `json:"exit_code"`
-	TimedOut   bool   `json:"timed_out,omitempty"`
+	ExitCode int  `json:"exit_code"`
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Limit names a resource limit the script hit, if any.
+	Limit      string `json:"limit,omitempty"`
 	Output     string `json:"output"`
 	Artifact   string `json:"artifact,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
+}
+
+// SandboxEgress is the payload of journal.SandboxEgress: one decision of
+// the sandbox's egress proxy.
+type SandboxEgress struct {
+	// Phase is "setup" or "agent".
+	Phase   string `json:"phase"`
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // ModelResponded is the payload of journal.ModelResponded.
@@ -241,6 +260,8 @@ func Decode(e *journal.Event) (any, error) {
 		v = new(RunEnded)
 	case journal.UserMessage:
 		v = new(UserMessage)
+	case journal.SandboxEgress:
+		v = new(SandboxEgress)
 	default:
 		return nil, nil
 	}

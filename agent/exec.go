@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
-	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -29,32 +27,6 @@ func BuildRequest(s *State, maxOutput int) *model.Request {
 
 func (x *executor) since(start int64) int64 { return x.rt.clock().UnixMilli() - start }
 func (x *executor) now() int64              { return x.rt.clock().UnixMilli() }
-
-func (x *executor) setup(ctx context.Context) error {
-	sb := x.p.Env.Sandbox
-	if sb == nil {
-		return x.append(ctx, journal.SetupFinished, &SetupFinished{ExitCode: -1, Output: "no sandbox configured: the setup script cannot run"})
-	}
-	var out cappedBuffer
-	out.max = 64 << 10
-	start := x.now()
-	res, err := sb.Exec(ctx, &sandbox.Cmd{Args: []string{"bash", "-c", x.st.Created.Setup}, Stdout: &out})
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // the loop records the stop
-		}
-		return x.appendMany(ctx, []journal.Type{journal.SetupFinished, journal.RunFailed}, []any{
-			&SetupFinished{ExitCode: -1, Output: err.Error(), DurationMS: x.since(start)},
-			&RunEnded{Reason: "setup", Message: "the sandbox could not run the setup script: " + err.Error()},
-		})
-	}
-	sf := &SetupFinished{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Output: tool.Sanitize(out.String()), DurationMS: x.since(start)}
-	if res.ExitCode != 0 || res.TimedOut {
-		return x.appendMany(ctx, []journal.Type{journal.SetupFinished, journal.RunFailed}, []any{sf,
-			&RunEnded{Reason: "setup", Message: fmt.Sprintf("the setup script failed with exit code %d", res.ExitCode)}})
-	}
-	return x.append(ctx, journal.SetupFinished, sf)
-}
 
 // recover repairs calls that were started and never finished: read-only
 // and idempotent tools run again; the others get a result saying the
@@ -271,34 +243,6 @@ func (x *executor) finish(ctx context.Context, e *End) error {
 		}
 	}
 	return x.append(ctx, e.Type, &RunEnded{Reason: e.Reason, Message: e.Message, Output: out})
-}
-
-// cappedBuffer keeps the first max bytes written and counts the rest.
-type cappedBuffer struct {
-	max     int
-	buf     bytes.Buffer
-	dropped int64
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.buf.Len(); room > 0 {
-		if len(p) <= room {
-			b.buf.Write(p)
-		} else {
-			b.buf.Write(p[:room])
-			b.dropped += int64(len(p) - room)
-		}
-	} else {
-		b.dropped += int64(len(p))
-	}
-	return len(p), nil
-}
-
-func (b *cappedBuffer) String() string {
-	if b.dropped == 0 {
-		return b.buf.String()
-	}
-	return fmt.Sprintf("%s\n[… %d more bytes not kept]", b.buf.String(), b.dropped)
 }
 
 // boundText keeps at most max bytes of s: the head and the tail, with a

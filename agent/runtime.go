@@ -131,6 +131,9 @@ type ExecParams struct {
 	// Message, if non-empty, is added to the conversation as a user
 	// message before execution continues (for example "continue").
 	Message string
+	// Recorder, if set, is bound to this execution while it runs, so that
+	// code outside the loop can journal events of the run.
+	Recorder *Recorder
 }
 
 // Outcome is where an execution stopped.
@@ -164,6 +167,10 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, ErrRunCompleted)
 	}
 	x := &executor{rt: rt, p: p, st: st, runID: runID}
+	if p.Recorder != nil {
+		p.Recorder.bind(x)
+		defer p.Recorder.bind(nil)
+	}
 	if x.p.Policy == nil {
 		x.p.Policy = policy.AllowAll
 	}

@@ -45,6 +45,7 @@ const (
 	ToolFinished      Type = "tool.finished"
 	ContextCompacted  Type = "context.compacted"
 	UserMessage       Type = "user.message"
+	SandboxEgress     Type = "sandbox.egress"
 )
 
 // Event is one journal record.

@@ -111,7 +111,7 @@ be resumed, inspected and audited.`,
 	}
 	root.PersistentFlags().StringVar(&a.db, "db", "", "journal database (default ~/.keel/keel.db, or db in config.toml)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
-	root.AddCommand(a.runCmd(), a.runsCmd(), a.demoCmd(), a.modelCmd())
+	root.AddCommand(a.runCmd(), a.runsCmd(), a.demoCmd(), a.modelCmd(), a.sandboxCmd())
 	return root
 }
 

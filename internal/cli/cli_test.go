@@ -249,3 +249,60 @@ func waitForEvent(t *testing.T, db string, n int64) string {
 		runtimeGosched()
 	}
 }
+
+// Egress decisions of the sandbox's proxy are journaled in the run: an
+// allowed host name and a refused raw IP address.
+func TestEgressDecisionsJournaled(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("SKIPPED LOUDLY: curl is not installed (.ci/run installs it)")
+	}
+	db := setup(t)
+	ws := t.TempDir()
+	fixture := filepath.Join("..", "..", "testdata", "trajectories", "egress.traj.json")
+	code, _, errOut := keel(t, "run", "--model", "replay:"+fixture, "--workspace", ws, "--allow-host", "example.com")
+	if code != 0 {
+		t.Fatalf("keel run = %d\n%s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	s, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	evs, err := journal.ReadVerified(t.Context(), s, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		if e.Type != journal.SandboxEgress {
+			continue
+		}
+		var d agent.SandboxEgress
+		json.Unmarshal(e.Payload, &d)
+		got = append(got, fmt.Sprintf("%s:%d allowed=%v", d.Host, d.Port, d.Allowed))
+	}
+	want := []string{"example.com:443 allowed=true", "93.184.215.14:80 allowed=false"}
+	if strings.Join(got, ";") != strings.Join(want, ";") {
+		t.Errorf("egress events = %v, want %v", got, want)
+	}
+}
+
+func TestLimitFlags(t *testing.T) {
+	setup(t)
+	ws := t.TempDir()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--memory", "lots"}, "--memory"},
+		{[]string{"--memory", "1MiB"}, "too small"},
+		{[]string{"--processes", "-1"}, "negative"},
+	} {
+		args := append([]string{"run", "--model", "replay:" + trajectory, "--workspace", ws}, tt.args...)
+		code, _, errOut := keel(t, args...)
+		if code != 2 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("keel %v = %d %q, want 2 and %q", tt.args, code, errOut, tt.want)
+		}
+	}
+}

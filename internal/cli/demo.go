@@ -53,6 +53,9 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool) error {
 		Workspace: ws, MountPath: "/workspace", Sandbox: sbKind, Principal: "keel-demo",
 		CompletionMarker: DefaultCompletionMarker,
 	}
+	if created.SandboxLimits, err = (&limitFlags{memory: defaultMemory, processes: defaultProcesses, fileSize: defaultFileSize, openFiles: defaultOpenFiles, output: defaultOutput}).parse(); err != nil {
+		return err
+	}
 	live := &liveOptions{commandTimeout: 60e9, concurrency: 4, maxResultChars: 10000}
 	w, err := a.newWiring(ctx, created, live)
 	if err != nil {

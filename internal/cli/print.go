@@ -42,6 +42,13 @@ func (p *printer) header(runID string, c *agent.RunCreated, w *wiring) {
 		sb = w.sbNote
 	}
 	fmt.Fprintf(p.err, "keel: run %s · model %s · workspace %s → %s · sandbox %s\n", runID, c.Model, c.Workspace, c.MountPath, sb)
+	if w != nil {
+		for _, l := range strings.Split(w.mechanisms, "\n") {
+			if strings.HasPrefix(l, "warning: ") {
+				fmt.Fprintf(p.err, "keel: sandbox %s\n", l)
+			}
+		}
+	}
 	if w != nil && !w.priced && !strings.HasPrefix(c.Model, "scripted:") {
 		fmt.Fprintf(p.err, "keel: no price known for %s: cost shows $0 (add [prices] to config.toml)\n", c.Model)
 	}
@@ -112,6 +119,8 @@ func (p *printer) event(e journal.Event) {
 		fmt.Fprintf(p.err, "user: %s\n", clip(x.Content, 200))
 	case *agent.ModelFailed:
 		fmt.Fprintf(p.err, "model error (%s): %s\n", x.Kind, x.Message)
+	case *agent.SandboxEgress:
+		fmt.Fprintf(p.err, "    network: %s\n", egressSummary(x))
 	}
 }
 

@@ -44,6 +44,8 @@ type runFlags struct {
 	commandTimeout   time.Duration
 	sandbox          string
 	network          []string
+	setupNetwork     []string
+	limits           limitFlags
 	completionMarker string
 	maxOutputTokens  int
 	concurrency      int
@@ -93,6 +95,8 @@ canceled.`,
 	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 2*time.Minute, "end a shell command that prints nothing for this long (negative: never)")
 	fl.StringVar(&f.sandbox, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
 	fl.StringArrayVar(&f.network, "allow-host", nil, "host (or host:port) the sandbox may reach through Keel's egress proxy (repeatable; default none)")
+	fl.StringArrayVar(&f.setupNetwork, "setup-allow-host", nil, "host (or host:port) the --setup script may reach (repeatable; default none)")
+	f.limits.register(fl)
 	fl.StringVar(&f.completionMarker, "completion-marker", DefaultCompletionMarker, "a command output starting with this line completes the run ('' disables)")
 	fl.IntVar(&f.maxOutputTokens, "max-output-tokens", 0, "completion token limit per model call (0: provider default)")
 	fl.IntVar(&f.concurrency, "concurrency", 4, "tool calls of one turn that may run at once")
@@ -154,6 +158,10 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	limits, err := f.limits.parse()
+	if err != nil {
+		return err
+	}
 	if system == "" {
 		system = defaultSystemPrompt(f.mountPath)
 	}
@@ -165,9 +173,11 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		CompletionMarker: f.completionMarker,
 		Workspace:        ws,
 		MountPath:        f.mountPath,
+		SandboxLimits:    limits,
 		Sandbox:          sbKind,
 		Env:              f.env,
 		Setup:            f.setup,
+		SetupNetwork:     f.setupNetwork,
 		Network:          f.network,
 		Principal:        "keel-cli",
 	}

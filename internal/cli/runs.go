@@ -169,6 +169,8 @@ func (a *app) showTimeline(runID string, events []journal.Event) error {
 			detail = clip(oneLine(x.Content), 80)
 		case *agent.ModelFailed:
 			detail = x.Kind + ": " + clip(x.Message, 100)
+		case *agent.SandboxEgress:
+			detail = egressSummary(x)
 		}
 		if err != nil {
 			detail = "(" + err.Error() + ")"
@@ -278,4 +280,16 @@ func readArtifact(workspace, rel string) ([]byte, error) {
 	}
 	defer ws.Close()
 	return ws.FS().ReadFile(rel)
+}
+
+func egressSummary(x *agent.SandboxEgress) string {
+	verdict := "refused"
+	if x.Allowed {
+		verdict = "allowed"
+	}
+	s := fmt.Sprintf("%s %s:%d (%s phase)", verdict, x.Host, x.Port, x.Phase)
+	if x.Reason != "" {
+		s += ": " + x.Reason
+	}
+	return s
 }

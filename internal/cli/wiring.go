@@ -9,6 +9,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/anthropic"
 	"github.com/keel-run/keel/model/openai"
@@ -44,8 +45,12 @@ type wiring struct {
 	env       *tool.Env
 	sb        sandbox.Sandbox
 	sbNote    string
-	ws        *tool.Workspace
-	live      *liveOptions
+	// mechanisms describes how the linux sandbox isolates (printed by
+	// `keel run -v`); recorder journals its egress decisions.
+	mechanisms string
+	recorder   *agent.Recorder
+	ws         *tool.Workspace
+	live       *liveOptions
 }
 
 func (w *wiring) Close() {
@@ -67,6 +72,7 @@ func (w *wiring) execParams(onEvent func(e eventT)) *agent.ExecParams {
 		Concurrency:     w.live.concurrency,
 		MaxOutputTokens: w.live.maxOutputTokens,
 		OnEvent:         onEvent,
+		Recorder:        w.recorder,
 	}
 }
 
@@ -111,7 +117,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		Workspace: ws.Root(),
 		MountPath: c.MountPath,
 		Env:       c.Env,
-		Limits:    sandbox.Limits{WallTime: live.commandTimeout},
+		Limits:    c.SandboxLimits,
 		Network:   sandbox.Network{Allow: c.Network},
 	}
 	switch c.Sandbox {
@@ -126,7 +132,14 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		if runtime.GOOS != "linux" {
 			return nil, fmt.Errorf("the linux sandbox needs Linux; on %s pass --sandbox none to run without isolation", runtime.GOOS)
 		}
-		sb, err := linux.New(sspec, nil)
+		w.recorder = &agent.Recorder{}
+		rec := w.recorder
+		sb, err := linux.New(sspec, &linux.Options{OnEgress: func(d linux.EgressDecision) {
+			// Journal each decision of the egress proxy in the run. The
+			// proxy serves connections from its own goroutines; Record
+			// serialises with the executor's appends.
+			_ = rec.Record(context.Background(), journal.SandboxEgress, &agent.SandboxEgress{Phase: d.Phase, Host: d.Host, Port: d.Port, Allowed: d.Allowed, Reason: d.Reason})
+		}})
 		if err != nil {
 			if errors.Is(err, sandbox.ErrUnavailable) {
 				return nil, fmt.Errorf("%w\nKeel will not run tools without isolation unless you pass --sandbox none", err)
@@ -134,6 +147,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 			return nil, err
 		}
 		w.sb, w.sbNote = sb, "linux"
+		w.mechanisms = sb.Mechanisms().String()
 	}
 	w.tools = tool.NewRegistry()
 	builtin.Register(w.tools, &builtin.Options{Shell: &shell.Options{IdleTimeout: live.commandIdle}})

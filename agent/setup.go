@@ -1,0 +1,100 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/tool"
+)
+
+// setuper is implemented by sandboxes that can run the setup phase with
+// its own network allowlist (sandbox/linux). Others run it with Exec.
+type setuper interface {
+	Setup(ctx context.Context, cmd *sandbox.Cmd, network sandbox.Network) (*sandbox.Result, error)
+}
+
+// SetupTimeout bounds the wall time of the setup script.
+const SetupTimeout = 30 * time.Minute
+
+// setupOutputChars bounds the setup output kept in the journal; the whole
+// output goes to an artifact.
+const setupOutputChars = 16000
+
+func (x *executor) setup(ctx context.Context) error {
+	sb := x.p.Env.Sandbox
+	if sb == nil {
+		return x.appendMany(ctx, []journal.Type{journal.SetupFinished, journal.RunFailed}, []any{
+			&SetupFinished{ExitCode: -1, Output: "no sandbox configured: the setup script cannot run"},
+			&RunEnded{Reason: "setup", Message: "no sandbox configured: the setup script cannot run"},
+		})
+	}
+	out := tool.NewOutput(x.p.Env.Workspace, x.runID, "setup", setupOutputChars)
+	cmd := &sandbox.Cmd{Args: []string{"bash", "-c", x.st.Created.Setup}, Stdout: out, Timeout: SetupTimeout}
+	start := x.now()
+	var res *sandbox.Result
+	var err error
+	if s, ok := sb.(setuper); ok {
+		res, err = s.Setup(ctx, cmd, sandbox.Network{Allow: x.st.Created.SetupNetwork})
+	} else {
+		res, err = sb.Exec(ctx, cmd)
+	}
+	out.Close()
+	if ctx.Err() != nil {
+		return nil // the loop records the stop; setup runs again on resume
+	}
+	if err != nil {
+		return x.appendMany(ctx, []journal.Type{journal.SetupFinished, journal.RunFailed}, []any{
+			&SetupFinished{ExitCode: -1, Output: err.Error(), DurationMS: x.since(start)},
+			&RunEnded{Reason: "setup", Message: "the sandbox could not run the setup script: " + err.Error()},
+		})
+	}
+	sf := &SetupFinished{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Limit: res.Limit, Output: out.View(), Artifact: out.Artifact(), DurationMS: x.since(start)}
+	if res.ExitCode != 0 || res.TimedOut {
+		msg := fmt.Sprintf("the setup script failed with exit code %d", res.ExitCode)
+		switch {
+		case res.TimedOut:
+			msg = "the setup script timed out"
+		case res.Limit != "":
+			msg += " (" + res.Limit + " limit)"
+		}
+		return x.appendMany(ctx, []journal.Type{journal.SetupFinished, journal.RunFailed}, []any{sf, &RunEnded{Reason: "setup", Message: msg}})
+	}
+	return x.append(ctx, journal.SetupFinished, sf)
+}
+
+// ErrNotExecuting is returned by [Recorder.Record] when no execution of
+// the run is in progress.
+var ErrNotExecuting = errors.New("agent: run is not executing")
+
+// Recorder lets code outside the loop journal events of the run being
+// executed, such as the sandbox's egress decisions, without racing the
+// executor's own appends. Bind it to an execution with
+// [ExecParams].Recorder; it is safe for concurrent use.
+type Recorder struct {
+	mu sync.Mutex
+	x  *executor
+}
+
+// Record appends one event of type t with payload (a JSON-marshalable
+// struct) to the run being executed. It returns [ErrNotExecuting] when no
+// execution is bound, or the append's error.
+func (r *Recorder) Record(ctx context.Context, t journal.Type, payload any) error {
+	r.mu.Lock()
+	x := r.x
+	r.mu.Unlock()
+	if x == nil {
+		return ErrNotExecuting
+	}
+	return x.append(ctx, t, payload)
+}
+
+func (r *Recorder) bind(x *executor) {
+	r.mu.Lock()
+	r.x = x
+	r.mu.Unlock()
+}
