@@ -57,23 +57,15 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool) error {
 		return err
 	}
 	live := &liveOptions{commandTimeout: 60e9, concurrency: 4, maxResultChars: 10000}
-	w, err := a.newWiring(ctx, created, live)
-	if err != nil {
-		return err
+	runID, execErr := a.createAndExecute(ctx, created, live, false, false)
+	if runID == "" {
+		return execErr
 	}
-	defer w.Close()
-	created.Tools = toolInfos(w.tools)
 	store, err := a.openStore(ctx)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	rt := agent.NewRuntime(store, nil)
-	runID, err := rt.Create(ctx, created)
-	if err != nil {
-		return err
-	}
-	execErr := a.execute(ctx, rt, runID, w, false, false, "")
 	events, err := store.Read(ctx, runID, 1)
 	if err != nil {
 		return err

@@ -183,24 +183,31 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	}
 	live := &liveOptions{apiKey: f.apiKey, commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
 		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, recording: rec}
+	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
+	return err
+}
+
+// createAndExecute wires a run as created describes it, journals it and
+// executes it, printing progress. It returns the run id (empty if the run
+// could not be created) and the execution's error or exit status.
+func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, live *liveOptions, jsonOut, quiet bool) (string, error) {
 	w, err := a.newWiring(ctx, created, live)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer w.Close()
 	created.Tools = toolInfos(w.tools)
-
 	store, err := a.openStore(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer store.Close()
 	rt := agent.NewRuntime(store, nil)
 	runID, err := rt.Create(ctx, created)
 	if err != nil {
-		return err
+		return "", err
 	}
-	return a.execute(ctx, rt, runID, w, f.json, f.quiet, "")
+	return runID, a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
 }
 
 // execute runs (or resumes) runID with the wiring w, printing progress,
