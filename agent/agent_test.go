@@ -547,3 +547,36 @@ func mustJSON(v any) json.RawMessage {
 	}
 	return b
 }
+
+// A second executor of a run that is executing is refused before it
+// touches the journal.
+func TestSecondExecutorRefused(t *testing.T) {
+	e := newEnv(t)
+	started := make(chan struct{})
+	release := make(chan struct{})
+	tool.Add(e.reg, &tool.Tool{Name: "hold", Description: "block", Effect: tool.External},
+		func(ctx context.Context, req *tool.Request, in echoArgs) (*tool.Result, error) {
+			close(started)
+			<-release
+			return tool.Text("held"), nil
+		})
+	m := &script{turns: []model.Message{calls(tc("h", "hold", `{"text":""}`)), answer("done")}}
+	id := e.create(&agent.RunCreated{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.rt.Execute(context.Background(), id, e.params(m))
+		done <- err
+	}()
+	<-started
+	before := len(e.events(id))
+	if _, err := e.rt.Execute(context.Background(), id, e.params(m)); !errors.Is(err, agent.ErrRunBusy) {
+		t.Errorf("second Execute = %v, want ErrRunBusy", err)
+	}
+	if after := len(e.events(id)); after != before {
+		t.Errorf("the refused executor appended %d events", after-before)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -47,16 +47,39 @@ type RunCreated struct {
 	// SetupNetwork lists the hosts the setup script may reach (its own
 	// allowlist, separate from the agent phase's Network).
 	SetupNetwork []string `json:"setup_network,omitempty"`
+	// SetupTimeout bounds the setup script's wall time; 0 means
+	// [SetupTimeout] (30 minutes).
+	SetupTimeout Duration `json:"setup_timeout,omitempty"`
 	// SandboxLimits are the resource limits of every command.
 	SandboxLimits sandbox.Limits `json:"sandbox_limits"`
 	// Principal is the agent the run executes as; OnBehalfOf the user it
 	// acts for, if any.
 	Principal  string `json:"principal,omitempty"`
 	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+	// Policy is the policy the run's calls are decided by (nil: the
+	// executor's ExecParams.Policy); see [PolicyRef].
+	Policy *PolicyRef `json:"policy,omitempty"`
+	// Approval holds the run's approval timeout and default decision
+	// (nil: approvals wait as long as it takes).
+	Approval *ApprovalSettings `json:"approval,omitempty"`
 	// Network lists the hosts the run may reach (empty: none).
 	Network []string `json:"network,omitempty"`
 	// Labels are free-form user annotations.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Memory is text from memory files (AGENTS.md, KEEL.md) appended to
+	// System in every request; the caller reads and caps the files.
+	Memory string `json:"memory,omitempty"`
+	// Context configures the context window and compaction (see
+	// docs/context.md); nil means no compaction.
+	Context *ContextConfig `json:"context,omitempty"`
+	// FormatError, when non-empty, puts the run in text-action mode: the
+	// model's actions are code blocks in its text (see model/codeact), an
+	// assistant message without any is a format error, and this text is
+	// sent back to the model as a user message. Such a run completes only
+	// through CompletionMarker.
+	FormatError string `json:"format_error,omitempty"`
+	// Health configures loop detection; nil means the defaults.
+	Health *HealthConfig `json:"health,omitempty"`
 }
 
 // ToolInfo is a tool as recorded at run creation.
@@ -138,6 +161,9 @@ type ModelResponded struct {
 	ResponseID string  `json:"response_id,omitempty"`
 	StopReason string  `json:"stop_reason,omitempty"`
 	DurationMS int64   `json:"duration_ms"`
+	// EstimatedInputTokens is Keel's estimate of the request's prompt
+	// tokens (see [EstimateRequest]), to compare with Usage.InputTokens.
+	EstimatedInputTokens int64 `json:"estimated_input_tokens,omitempty"`
 }
 
 // ModelFailed is the payload of journal.ModelFailed.
@@ -161,6 +187,15 @@ type ApprovalRequested struct {
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
 	Reason    string          `json:"reason,omitempty"`
+	// Action is the exact action to approve, raw: the command line, the
+	// URL, the tool and path.
+	Action string `json:"action,omitempty"`
+	// Parts are the parts of the call that asked (a bash command line's
+	// other parts were allowed).
+	Parts []policy.Part `json:"parts,omitempty"`
+	// Expires, when set, is the deadline after which Default applies.
+	Expires *time.Time    `json:"expires,omitempty"`
+	Default policy.Effect `json:"default,omitempty"`
 }
 
 // ApprovalResolved is the payload of journal.ApprovalResolved.
@@ -170,6 +205,10 @@ type ApprovalResolved struct {
 	By       string        `json:"by,omitempty"`
 	Reason   string        `json:"reason,omitempty"`
 	Remember string        `json:"remember,omitempty"`
+	// Prefix is the word prefix a person stated to remember (with
+	// Remember); Grants the remembered approvals this decision made.
+	Prefix []string       `json:"prefix,omitempty"`
+	Grants []policy.Grant `json:"grants,omitempty"`
 }
 
 // ToolStarted is the payload of journal.ToolStarted, appended before the
@@ -213,12 +252,25 @@ type RunResumed struct {
 	// Interrupted lists calls found started but unfinished.
 	Interrupted []string `json:"interrupted,omitempty"`
 	Model       string   `json:"model,omitempty"`
+	// ContextWindow, when positive, replaces the run's context window
+	// from here on (in tokens).
+	ContextWindow int `json:"context_window,omitempty"`
+	// Handoff asks for a handoff: the next step continues in a fresh
+	// context from a summary and the workspace notes.
+	Handoff bool `json:"handoff,omitempty"`
+	// Limits, when set, replace the run's limits from here on (a person
+	// raising --max-steps to let a stopped run continue).
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // UserMessage is the payload of journal.UserMessage: a message from a
 // person added to the conversation (for example "continue").
 type UserMessage struct {
 	Content string `json:"content"`
+	// Source is empty for a person's message, or names the part of Keel
+	// that wrote it: "keel.health" (a loop nudge), "keel.format" (a
+	// text-action format error).
+	Source string `json:"source,omitempty"`
 }
 
 func marshal(v any) json.RawMessage {
@@ -260,6 +312,8 @@ func Decode(e *journal.Event) (any, error) {
 		v = new(RunEnded)
 	case journal.UserMessage:
 		v = new(UserMessage)
+	case journal.ContextCompacted:
+		v = new(ContextCompacted)
 	case journal.SandboxEgress:
 		v = new(SandboxEgress)
 	default:

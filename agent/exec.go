@@ -14,17 +14,6 @@ import (
 	"github.com/keel-run/keel/tool"
 )
 
-// BuildRequest returns the model request for the next turn of s: the
-// system prompt, the conversation and the tools, sorted by name so that
-// the prefix stays stable between steps (provider prompt caching).
-func BuildRequest(s *State, maxOutput int) *model.Request {
-	tools := make([]model.ToolSpec, len(s.Created.Tools))
-	for i, t := range s.Created.Tools {
-		tools[i] = t.ToolSpec
-	}
-	return &model.Request{System: s.Created.System, Messages: s.Conversation(), Tools: tools, MaxOutputTokens: maxOutput}
-}
-
 func (x *executor) since(start int64) int64 { return x.rt.clock().UnixMilli() - start }
 func (x *executor) now() int64              { return x.rt.clock().UnixMilli() }
 
@@ -148,6 +137,9 @@ func (x *executor) runTools(ctx context.Context, ids []string) error {
 }
 
 func (x *executor) runOne(ctx context.Context, c *Call) error {
+	if !x.mayRun(ctx) {
+		return nil // the principal was revoked meanwhile: the loop pauses the run
+	}
 	args, res := x.p.Tools.Validate(c.ToolCall)
 	x.mu.Lock()
 	attempt := c.Attempts + 1
@@ -177,7 +169,7 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 		}
 	}
 	r := *res
-	r.Content = boundText(tool.Sanitize(r.Content), x.maxChars())
+	x.boundResult(&r, c.ID)
 	return x.append(ctx, journal.ToolFinished, &ToolFinished{CallID: c.ID, Tool: c.Name, Result: r, DurationMS: x.since(start)})
 }
 
@@ -189,7 +181,7 @@ func (x *executor) maxChars() int {
 }
 
 func (x *executor) callModel(ctx context.Context) error {
-	req := BuildRequest(x.st, x.p.MaxOutputTokens)
+	req, est := buildRequest(x.st, x.p.MaxOutputTokens)
 	start := x.now()
 	resp, err := x.p.Model.Generate(ctx, req)
 	if err != nil {
@@ -205,12 +197,24 @@ func (x *executor) callModel(ctx context.Context) error {
 	msg := resp.Message
 	msg.Role = model.RoleAssistant
 	msg.ToolCalls = normalizeIDs(msg.ToolCalls, x.st.Steps+1)
+	if n := messageSize(&msg); n > MaxResponseBytes {
+		// A response this large is a broken or hostile endpoint, not a
+		// model turn: storing it would bloat the journal and every later
+		// request.
+		m := fmt.Sprintf("the model's response is %d bytes, over the %d-byte limit; it was not stored", n, MaxResponseBytes)
+		return x.appendMany(ctx, []journal.Type{journal.ModelFailed, journal.RunFailed}, []any{
+			&ModelFailed{Kind: model.KindInvalidRequest.String(), Message: m},
+			&RunEnded{Reason: "model_error", Message: m},
+		})
+	}
+	usage := clampUsage(resp.Usage)
 	var cost float64
 	if x.p.Price != nil {
-		cost = x.p.Price(resp.Usage)
+		cost = max(0, x.p.Price(usage))
 	}
-	return x.append(ctx, journal.ModelResponded, &ModelResponded{Message: msg, Usage: resp.Usage, Cost: cost,
-		Model: resp.Model, ResponseID: resp.ID, StopReason: resp.StopReason, DurationMS: x.since(start)})
+	return x.append(ctx, journal.ModelResponded, &ModelResponded{Message: msg, Usage: usage, Cost: cost,
+		Model: resp.Model, ResponseID: resp.ID, StopReason: resp.StopReason, DurationMS: x.since(start),
+		EstimatedInputTokens: int64(est)})
 }
 
 // normalizeIDs gives every call a unique id: some OpenAI-compatible
@@ -261,4 +265,26 @@ func boundText(s string, max int) string {
 		start++
 	}
 	return fmt.Sprintf("%s\n[… %d bytes elided …]\n%s", s[:head], start-head, s[start:])
+}
+
+// MaxResponseBytes bounds one model response (text plus tool-call
+// arguments): 4 MiB, far above any real completion.
+const MaxResponseBytes = 4 << 20
+
+func messageSize(m *model.Message) int {
+	n := len(m.Content)
+	for _, c := range m.ToolCalls {
+		n += len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	return n
+}
+
+// clampUsage replaces negative token counts (a broken or hostile endpoint)
+// by 0, so that budgets can only grow.
+func clampUsage(u model.Usage) model.Usage {
+	u.InputTokens = max(0, u.InputTokens)
+	u.OutputTokens = max(0, u.OutputTokens)
+	u.CachedInputTokens = max(0, min(u.CachedInputTokens, u.InputTokens))
+	u.CacheWriteTokens = max(0, min(u.CacheWriteTokens, u.InputTokens))
+	return u
 }

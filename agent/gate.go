@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/keel-run/keel/journal"
@@ -9,20 +11,133 @@ import (
 	"github.com/keel-run/keel/tool"
 )
 
+// PolicyRef is the policy a run is decided by, fixed in run.created so
+// that a resumed or replayed run decides by the same rules whatever the
+// policy file says later.
+type PolicyRef struct {
+	// Name is where the policy came from: a file path as given, or
+	// policy.DefaultName for the built-in default.
+	Name string `json:"name"`
+	// SHA256 is the hex SHA-256 of Source.
+	SHA256 string `json:"sha256"`
+	// Source is the policy file's content (TOML, or Cedar when Name ends
+	// in ".cedar").
+	Source string `json:"source"`
+}
+
+// NewPolicyRef returns the reference to record in [RunCreated].Policy for
+// a compiled policy.
+func NewPolicyRef(e *policy.Engine) *PolicyRef {
+	return &PolicyRef{Name: e.Name(), SHA256: e.Hash(), Source: string(e.Source())}
+}
+
+// ErrPolicy is wrapped by the error of an execution whose journaled policy
+// cannot be used: it does not compile, or its hash does not match.
+var ErrPolicy = errors.New("agent: the run's policy cannot be used")
+
+// RunPolicy compiles the policy recorded in c (what [Runtime.Execute]
+// decides by), checking its hash. It returns nil and no error when c
+// records no policy: the execution then uses [ExecParams].Policy.
+func RunPolicy(c *RunCreated) (*policy.Engine, error) {
+	if c.Policy == nil {
+		return nil, nil
+	}
+	e, err := policy.Parse(c.Policy.Name, []byte(c.Policy.Source))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPolicy, err)
+	}
+	if c.Policy.SHA256 != "" && e.Hash() != c.Policy.SHA256 {
+		return nil, fmt.Errorf("%w: its source does not match its recorded hash", ErrPolicy)
+	}
+	return e, nil
+}
+
+// gateState is what one execution keeps for its gate.
+type gateState struct {
+	compiled bool
+	decide   policy.Policy
+	// grants are the principal's standing approvals, as returned by the
+	// newest principal check.
+	grants []policy.Grant
+}
+
+// policy returns the policy the execution decides by: the run's own,
+// compiled once, or ExecParams.Policy for runs created without one.
+func (x *executor) policy() (policy.Policy, error) {
+	if !x.gs.compiled {
+		e, err := RunPolicy(x.st.Created)
+		if err != nil {
+			return nil, fmt.Errorf("agent: run %s: %w", x.runID, err)
+		}
+		x.gs.decide = x.p.Policy
+		if e != nil {
+			x.gs.decide = e.Decide
+		}
+		x.gs.compiled = true
+	}
+	return x.gs.decide, nil
+}
+
+// checkPrincipal runs the principal check before an action that decides
+// or runs tools. It returns true when the run was paused because the
+// principal may not act (revoked or unknown): no tool runs, and every
+// call keeps waiting for a decision it gets when the run resumes or ends.
+func (x *executor) checkPrincipal(ctx context.Context, a Action) (bool, error) {
+	if x.p.Principals == nil {
+		return false, nil
+	}
+	switch a.Kind {
+	case ActGate, ActRunTools, ActRecover:
+	default:
+		return false, nil
+	}
+	c := x.st.Created
+	grants, err := x.p.Principals(ctx, c.Principal, c.OnBehalfOf)
+	if err == nil {
+		x.gs.grants = grants
+		return false, nil
+	}
+	if !errors.Is(err, policy.ErrRevoked) {
+		return false, fmt.Errorf("agent: run %s: check principal %q: %w", x.runID, c.Principal, err)
+	}
+	msg := fmt.Sprintf("agent %q may no longer act: %v", c.Principal, err)
+	if err := x.append(ctx, journal.RunPaused, &RunEnded{Reason: "revoked", Message: msg}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// mayRun re-checks the principal right before a tool starts, so that a
+// revocation also stops the calls of a turn that were decided before it.
+// A call that may not run is left unstarted: the next step pauses the run
+// (checkPrincipal) or reports the check's error.
+func (x *executor) mayRun(ctx context.Context) bool {
+	if x.p.Principals == nil {
+		return true
+	}
+	c := x.st.Created
+	_, err := x.p.Principals(ctx, c.Principal, c.OnBehalfOf)
+	return err == nil
+}
+
 // gate validates each call and asks the policy, journaling one
 // gate.decided per call in one atomic append.
 func (x *executor) gate(ctx context.Context, ids []string) error {
+	decide, err := x.policy()
+	if err != nil {
+		return err
+	}
 	types := make([]journal.Type, 0, len(ids))
 	payloads := make([]any, 0, len(ids))
 	for _, id := range ids {
 		c := x.st.call(id)
 		types = append(types, journal.GateDecided)
-		payloads = append(payloads, x.decide(ctx, c))
+		payloads = append(payloads, x.decide(ctx, decide, c))
 	}
 	return x.appendMany(ctx, types, payloads)
 }
 
-func (x *executor) decide(ctx context.Context, c *Call) *GateDecided {
+func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *GateDecided {
 	d := &GateDecided{CallID: c.ID, Tool: c.Name}
 	if x.toolInfo(c.Name) == nil && x.p.Tools.Tool(c.Name) != nil {
 		// Offered now but not when the run was created: refuse, the model
@@ -52,9 +167,12 @@ func (x *executor) decide(ctx context.Context, c *Call) *GateDecided {
 			d.Paths = append(d.Paths, rel)
 		}
 	}
-	d.Decision = x.p.Policy(ctx, &policy.Call{
-		RunID: x.runID, CallID: c.ID, Principal: x.st.Created.Principal, OnBehalfOf: x.st.Created.OnBehalfOf,
+	cr := x.st.Created
+	grants := append(append([]policy.Grant(nil), x.st.Grants...), x.gs.grants...)
+	d.Decision = decide(ctx, &policy.Call{
+		RunID: x.runID, CallID: c.ID, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf,
 		Tool: c.Name, Effect: t.Effect.String(), Arguments: args, Paths: d.Paths,
+		Workspace: cr.Workspace, MountPath: cr.MountPath, Sandbox: cr.Sandbox, Network: cr.Network, Grants: grants,
 	})
 	return d
 }
@@ -69,6 +187,9 @@ func (x *executor) reject(ctx context.Context, ids []string) error {
 		case c.Decision.Invalid():
 		case c.Resolved != nil && c.Resolved.Decision != policy.Allow:
 			msg = "a person denied this call"
+			if c.Resolved.By == ByTimeout {
+				msg = "nobody approved this call in time, so it was denied"
+			}
 			if c.Resolved.Reason != "" {
 				msg += ": " + c.Resolved.Reason
 			}
@@ -81,14 +202,47 @@ func (x *executor) reject(ctx context.Context, ids []string) error {
 	return x.appendMany(ctx, types, payloads)
 }
 
+// ask journals approval.requested for each call, with the exact action
+// shown raw, the parts that asked, and the deadline and default decision
+// of the run's approval settings.
 func (x *executor) ask(ctx context.Context, ids []string) error {
 	types := make([]journal.Type, 0, len(ids))
 	payloads := make([]any, 0, len(ids))
+	set := x.st.Created.Approval
 	for _, id := range ids {
 		c := x.st.call(id)
 		args, _ := x.p.Tools.Validate(c.ToolCall)
+		r := &ApprovalRequested{CallID: id, Tool: c.Name, Arguments: args, Reason: c.Decision.Reason, Action: rawAction(c.Name, args)}
+		for _, p := range c.Decision.Parts {
+			if p.Effect == policy.Ask {
+				r.Parts = append(r.Parts, p)
+			}
+		}
+		if set != nil && set.Timeout > 0 {
+			exp := x.rt.clock().Add(set.Timeout.D()).UTC()
+			r.Expires = &exp
+			r.Default = set.DefaultDecision()
+		}
 		types = append(types, journal.ApprovalRequested)
-		payloads = append(payloads, &ApprovalRequested{CallID: id, Tool: c.Name, Arguments: args, Reason: c.Decision.Reason})
+		payloads = append(payloads, r)
 	}
 	return x.appendMany(ctx, types, payloads)
+}
+
+// rawAction is what a person approves, exactly as the model asked for it:
+// the command line of bash, the URL of fetch_url, the path of a file tool,
+// otherwise the arguments.
+func rawAction(toolName string, args json.RawMessage) string {
+	var in map[string]any
+	if json.Unmarshal(args, &in) == nil {
+		for _, k := range []string{"command", "url", "path"} {
+			if s, ok := in[k].(string); ok && s != "" {
+				if k == "path" {
+					return toolName + " " + s
+				}
+				return s
+			}
+		}
+	}
+	return string(args)
 }

@@ -98,6 +98,9 @@ func (rt *Runtime) Load(ctx context.Context, runID string) (*State, []journal.Ev
 	if err := journal.Verify(runID, events); err != nil {
 		return nil, events, err
 	}
+	if err := journal.CheckHead(ctx, rt.store, runID, events); err != nil {
+		return nil, events, err
+	}
 	st, err := Fold(runID, events)
 	if err != nil {
 		return nil, events, err
@@ -118,7 +121,9 @@ type ExecParams struct {
 	Tools *tool.Registry
 	// Env is passed to every tool call; required (Workspace non-nil).
 	Env *tool.Env
-	// Policy decides each valid call; nil means [policy.AllowAll].
+	// Policy decides each valid call of a run created without a policy
+	// of its own (RunCreated.Policy, which always wins); nil means
+	// [policy.AllowAll].
 	Policy policy.Policy
 	// Concurrency bounds tool calls of one turn that run at once; 0
 	// means 4.
@@ -134,6 +139,35 @@ type ExecParams struct {
 	// Recorder, if set, is bound to this execution while it runs, so that
 	// code outside the loop can journal events of the run.
 	Recorder *Recorder
+	// Limits, when set on a resume, replace the run's limits from here on
+	// (journaled in run.resumed).
+	Limits *Limits
+	// ContextWindow, when positive, replaces the run's context window
+	// (tokens) from this execution on; it is journaled in run.resumed.
+	ContextWindow int
+	// Principals, if set, is asked before every gate decision and tool
+	// run whether the run's principal may still act; a revoked principal
+	// pauses the run with reason "revoked" (identity.Directory.Check).
+	Principals policy.PrincipalCheck
+	// Wait keeps Execute running when the run waits for an approval: it
+	// follows the journal until every waiting call is decided (by any
+	// process sharing the journal) or its deadline passes, then
+	// continues. Without Wait, Execute returns the paused run at once.
+	// Canceling ctx while waiting leaves the run paused.
+	Wait bool
+	// OnWait, if set, is called with the pending approvals when Execute
+	// starts waiting (with Wait).
+	OnWait func([]PendingApproval)
+	// IfLastSeq, when positive, makes Execute continue the run only if
+	// its newest event is still event IfLastSeq, and return [ErrRunBusy]
+	// otherwise: a process that recorded a decision continues the run
+	// only if no other process (one waiting for that decision) already
+	// did.
+	IfLastSeq int64
+	// Handoff continues a resumed run in a fresh context: its turns are
+	// replaced by a summary, the plan and the workspace notes before
+	// anything else happens (docs/context.md).
+	Handoff bool
 }
 
 // Outcome is where an execution stopped.
@@ -159,12 +193,27 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if p == nil || p.Model == nil || p.Tools == nil || p.Env == nil || p.Env.Workspace == nil {
 		return nil, errors.New("agent: execute: ExecParams needs Model, Tools and Env with a Workspace")
 	}
+	if l, ok := rt.store.(journal.Locker); ok {
+		// One executor per run: a second one (a resume of a run that is in
+		// fact still running) must not declare live calls interrupted.
+		unlock, err := l.Lock(ctx, runID)
+		if err != nil {
+			if errors.Is(err, journal.ErrLocked) {
+				return nil, fmt.Errorf("agent: execute run %s: %w: %v", runID, ErrRunBusy, err)
+			}
+			return nil, fmt.Errorf("agent: execute run %s: %w", runID, err)
+		}
+		defer unlock()
+	}
 	st, _, err := rt.Load(ctx, runID)
 	if err != nil {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, err)
 	}
 	if st.Status == journal.StatusCompleted {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, ErrRunCompleted)
+	}
+	if p.IfLastSeq > 0 && st.LastSeq != p.IfLastSeq {
+		return nil, fmt.Errorf("agent: execute run %s: %w (it moved on after event %d)", runID, ErrRunBusy, p.IfLastSeq)
 	}
 	x := &executor{rt: rt, p: p, st: st, runID: runID}
 	if p.Recorder != nil {
@@ -186,7 +235,10 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 				}
 			}
 		}
-		if err := x.append(ctx, journal.RunResumed, &RunResumed{Interrupted: interrupted, Model: p.ModelName}); err != nil {
+		if err := x.append(ctx, journal.RunResumed, &RunResumed{Interrupted: interrupted, Model: p.ModelName, ContextWindow: p.ContextWindow, Handoff: p.Handoff, Limits: p.Limits}); err != nil {
+			return nil, err
+		}
+		if err := x.handoffNow(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -197,7 +249,7 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 			}
 		}
 	}
-	if to := time.Duration(st.Created.Limits.Timeout); to > 0 {
+	if to := time.Duration(st.Limits.Timeout); to > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, to, ErrTimeLimit)
 		defer cancel()
@@ -214,6 +266,7 @@ type executor struct {
 
 	mu sync.Mutex // guards st and appends
 	st *State
+	gs gateState // gate.go
 }
 
 // append journals one event (ignoring ctx cancellation: a stop must still
@@ -258,15 +311,19 @@ func (x *executor) loop(ctx context.Context) (*Outcome, error) {
 		}
 		a := Step(x.st)
 		x.rt.logger.Debug("step", "run_id", x.runID, "action", a.Kind.String(), "calls", a.Calls)
+		if paused, err := x.checkPrincipal(ctx, a); err != nil || paused {
+			if err != nil {
+				return nil, err
+			}
+			return x.outcome(), nil
+		}
 		var err error
 		switch a.Kind {
 		case ActNone:
 			return x.outcome(), nil
 		case ActWait:
-			if x.st.Status != journal.StatusPaused || x.st.LastType == journal.RunResumed {
-				err = x.append(ctx, journal.RunPaused, &RunEnded{Reason: "approval", Message: fmt.Sprintf("waiting for approval of %s", strings.Join(a.Calls, ", "))})
-			}
-			if err == nil {
+			var done bool
+			if done, err = x.wait(ctx, a.Calls); err == nil && done {
 				return x.outcome(), nil
 			}
 		case ActSetup:
@@ -285,6 +342,10 @@ func (x *executor) loop(ctx context.Context) (*Outcome, error) {
 			err = x.callModel(ctx)
 		case ActFinish:
 			err = x.finish(ctx, a.End)
+		case ActCompact:
+			err = x.compact(ctx, a.Compact)
+		case ActNudge:
+			err = x.append(ctx, journal.UserMessage, a.Nudge)
 		}
 		if err != nil {
 			return nil, err
@@ -306,7 +367,7 @@ func (x *executor) stop(ctx context.Context) error {
 	reason, typ, msg := "user", journal.RunCanceled, "canceled by user"
 	switch {
 	case errors.Is(cause, ErrTimeLimit):
-		reason, typ, msg = "timeout", journal.RunFailed, fmt.Sprintf("time limit reached (%s)", time.Duration(x.st.Created.Limits.Timeout))
+		reason, typ, msg = "timeout", journal.RunFailed, fmt.Sprintf("time limit reached (%s)", time.Duration(x.st.Limits.Timeout))
 	case errors.Is(cause, ErrShutdown):
 		reason, typ, msg = "shutdown", journal.RunPaused, "the runtime shut down; resume the run to continue"
 	}

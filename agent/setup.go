@@ -34,7 +34,11 @@ func (x *executor) setup(ctx context.Context) error {
 		})
 	}
 	out := tool.NewOutput(x.p.Env.Workspace, x.runID, "setup", setupOutputChars)
-	cmd := &sandbox.Cmd{Args: []string{"bash", "-c", x.st.Created.Setup}, Stdout: out, Timeout: SetupTimeout}
+	timeout := time.Duration(x.st.Created.SetupTimeout)
+	if timeout <= 0 {
+		timeout = SetupTimeout
+	}
+	cmd := &sandbox.Cmd{Args: []string{"bash", "-c", x.st.Created.Setup}, Stdout: out, Timeout: timeout}
 	start := x.now()
 	var res *sandbox.Result
 	var err error
@@ -58,7 +62,7 @@ func (x *executor) setup(ctx context.Context) error {
 		msg := fmt.Sprintf("the setup script failed with exit code %d", res.ExitCode)
 		switch {
 		case res.TimedOut:
-			msg = "the setup script timed out"
+			msg = fmt.Sprintf("the setup script timed out after %s", timeout)
 		case res.Limit != "":
 			msg += " (" + res.Limit + " limit)"
 		}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
@@ -28,6 +29,9 @@ type State struct {
 	Messages []model.Message
 	// Turns indexes the assistant messages with tool calls.
 	Turns []*Turn
+	// Limits are the run's limits: those of run.created, or of the newest
+	// run.resumed that replaced them.
+	Limits Limits
 	// Steps counts model responses; Usage and Cost sum them.
 	Steps int
 	Usage model.Usage
@@ -37,6 +41,12 @@ type State struct {
 	InvalidStreak int
 	// ModelFailures counts model.failed events since the last response.
 	ModelFailures int
+	// Grants are the approvals remembered in this run (approval.resolved
+	// with remember), in order; the gate applies them to later calls.
+	Grants []policy.Grant
+	// ctx is the folded context: compactions, plan and loop health
+	// (context.go, health.go).
+	ctx contextState
 }
 
 // Turn is one assistant message that requested tool calls.
@@ -56,6 +66,9 @@ type Call struct {
 	Started  *ToolStarted
 	Attempts int
 	Finished *ToolFinished
+	// approvalSeq and approvalTime locate the approval.requested event.
+	approvalSeq  int64
+	approvalTime time.Time
 }
 
 // Pending reports whether c still needs a result.
@@ -125,10 +138,14 @@ func (s *State) Apply(e *journal.Event) error {
 			return bad("second run.created")
 		}
 		s.Created = p
+		s.Limits = p.Limits
 		s.Status = journal.StatusRunning
 		s.Messages = append(s.Messages, model.Message{Role: model.RoleUser, Content: p.Task})
 	case *RunResumed:
 		s.Status, s.Ended = journal.StatusRunning, nil
+		if p.Limits != nil {
+			s.Limits = *p.Limits
+		}
 	case *SetupFinished:
 		s.Setup = p
 	case *ModelResponded:
@@ -172,6 +189,7 @@ func (s *State) Apply(e *journal.Event) error {
 			return bad("approval.requested for unknown call %q", p.CallID)
 		}
 		c.Approval = p
+		c.approvalSeq, c.approvalTime = e.Seq, e.Time
 		s.Status = journal.StatusPaused
 	case *ApprovalResolved:
 		c := s.call(p.CallID)
@@ -179,6 +197,7 @@ func (s *State) Apply(e *journal.Event) error {
 			return bad("approval.resolved for call %q with no request", p.CallID)
 		}
 		c.Resolved = p
+		s.Grants = append(s.Grants, p.Grants...)
 	case *ToolStarted:
 		c := s.call(p.CallID)
 		if c == nil {
@@ -217,6 +236,9 @@ func (s *State) Apply(e *journal.Event) error {
 	case *RunEnded:
 		s.Ended = p
 		s.Status = journal.StatusOf(e.Type)
+	}
+	if err := s.applyContext(e, v); err != nil {
+		return err
 	}
 	s.LastSeq, s.LastType = e.Seq, e.Type
 	return nil

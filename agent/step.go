@@ -38,9 +38,15 @@ const (
 	ActCallModel
 	// ActFinish: end the run as End says.
 	ActFinish
+	// ActCompact: summarise older turns so that they leave the view, as
+	// Compact says (context.go).
+	ActCompact
+	// ActNudge: add Nudge to the conversation as a user message (loop
+	// health, text-action format errors; health.go).
+	ActNudge
 )
 
-var actionNames = [...]string{"none", "setup", "recover", "gate", "reject", "ask", "run_tools", "wait", "call_model", "finish"}
+var actionNames = [...]string{"none", "setup", "recover", "gate", "reject", "ask", "run_tools", "wait", "call_model", "finish", "compact", "nudge"}
 
 // String returns the action kind's snake_case name.
 func (k ActionKind) String() string {
@@ -57,6 +63,10 @@ type Action struct {
 	Calls []string
 	// End is set for ActFinish.
 	End *End
+	// Compact is set for ActCompact.
+	Compact *Compaction
+	// Nudge is set for ActNudge.
+	Nudge *UserMessage
 }
 
 // End describes how a run ends.
@@ -121,6 +131,9 @@ func Step(s *State) Action {
 			return Action{Kind: ActWait, Calls: waiting}
 		}
 	}
+	if a, ok := formatAction(s); ok {
+		return a
+	}
 	last := s.Messages[len(s.Messages)-1]
 	if last.Role == model.RoleAssistant && len(last.ToolCalls) == 0 {
 		return finish(journal.RunCompleted, "answer", "the model answered without calling a tool", last.Content, "")
@@ -142,7 +155,7 @@ func Step(s *State) Action {
 			return finish(journal.RunFailed, "invalid_calls", fmt.Sprintf("the model sent only invalid tool calls %d turns in a row", s.InvalidStreak), "", "")
 		}
 	}
-	l := s.Created.Limits
+	l := s.Limits
 	switch {
 	case l.MaxSteps > 0 && s.Steps >= l.MaxSteps:
 		return finish(journal.RunFailed, "max_steps", fmt.Sprintf("step limit reached: %d model calls", s.Steps), "", "")
@@ -150,6 +163,12 @@ func Step(s *State) Action {
 		return finish(journal.RunFailed, "max_tokens", fmt.Sprintf("token limit reached: %d of %d tokens", s.Usage.Total(), l.MaxTokens), "", "")
 	case l.MaxCost > 0 && s.Cost >= l.MaxCost:
 		return finish(journal.RunFailed, "max_cost", fmt.Sprintf("cost limit reached: $%.4f of $%.4f", s.Cost, l.MaxCost), "", "")
+	}
+	if a, ok := healthAction(s); ok {
+		return a
+	}
+	if a, ok := contextAction(s); ok {
+		return a
 	}
 	return Action{Kind: ActCallModel}
 }

@@ -34,6 +34,9 @@ func ReadVerified(ctx context.Context, s Store, runID string) ([]Event, error) {
 	if err := Verify(runID, events); err != nil {
 		return nil, err
 	}
+	if err := CheckHead(ctx, s, runID, events); err != nil {
+		return nil, err
+	}
 	return events, nil
 }
 

@@ -79,7 +79,27 @@ type Request struct {
 	MaxOutputTokens int `json:"max_output_tokens,omitempty"`
 	// Temperature is passed through when non-nil.
 	Temperature *float64 `json:"temperature,omitempty"`
+	// PriorTurns is the number of assistant turns of the conversation
+	// that precede Messages but are not in it, because the runtime
+	// compacted them into a summary. Providers ignore it; a replay model
+	// adds it to the assistant messages it counts, so that it still
+	// answers with the right recorded turn.
+	PriorTurns int `json:"prior_turns,omitempty"`
+	// Purpose says what the call is for: "" (PurposeTurn) is the next
+	// turn of the agent loop, [PurposeSummary] a request to summarise
+	// the conversation for compaction. Providers ignore it; a replay
+	// model refuses summary requests rather than spend a recorded turn.
+	Purpose string `json:"purpose,omitempty"`
 }
+
+// Request purposes (see [Request].Purpose).
+const (
+	// PurposeTurn is a request for the next turn of the agent loop.
+	PurposeTurn = ""
+	// PurposeSummary is a request to summarise earlier turns so that
+	// they can leave the context window.
+	PurposeSummary = "summary"
+)
 
 // Usage counts the tokens of one model call as reported by the provider.
 type Usage struct {

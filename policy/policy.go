@@ -1,11 +1,31 @@
 // Package policy decides whether a tool call may run: allow, ask a person,
-// or deny. It holds the decision types and rule evaluation; it does no I/O
-// (DESIGN.md, "Contract — the gate").
+// or deny (DESIGN.md, "Contract — the gate"). It holds the decision types,
+// a shell-command analyser ([ParseBash]) that splits a bash command line
+// into the simple commands it would run, and an [Engine] that evaluates
+// Cedar policies (github.com/cedar-policy/cedar-go) over each of them.
+//
+// # Decisions
+//
+// A call is decided part by part: one part per simple command of a bash
+// command line (pipes, lists, subshells, command substitutions, nested
+// "bash -c" scripts), one per path of a file tool, one for any other tool.
+// The call's decision is the strictest of its parts (deny over ask over
+// allow), so approving one part never approves another, and the journaled
+// [Decision] lists every part's own decision.
+//
+// # Purity
+//
+// Nothing here does I/O: a policy is compiled from bytes the caller read
+// ([Parse]), and [Engine.Decide] reads only its [Call], so that a replayed
+// run yields the same decisions. Standing approvals ([Grant]) and
+// revocation ([ErrRevoked]) reach the gate through the [Call] and through
+// the caller's [PrincipalCheck].
 package policy
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 )
 
 // Effect is a policy outcome.
@@ -18,6 +38,26 @@ const (
 	Deny  Effect = "deny"
 )
 
+// rank orders effects by strictness.
+func (e Effect) rank() int {
+	switch e {
+	case Allow:
+		return 0
+	case Ask:
+		return 1
+	}
+	return 2 // deny, and anything unknown: fail closed
+}
+
+// Stricter returns the stricter of a and b: deny over ask over allow. An
+// unknown effect counts as deny.
+func Stricter(a, b Effect) Effect {
+	if b.rank() > a.rank() {
+		return b
+	}
+	return a
+}
+
 // Decision is the outcome of evaluating one tool call.
 type Decision struct {
 	Effect Effect `json:"decision"`
@@ -25,6 +65,38 @@ type Decision struct {
 	Policies []string `json:"policies,omitempty"`
 	// Reason is a short, user-safe explanation.
 	Reason string `json:"reason,omitempty"`
+	// Parts are the per-part decisions the outcome is the strictest of
+	// (see the package documentation); empty for decisions that did not
+	// look inside the call (a malformed call, [AllowAll]).
+	Parts []Part `json:"parts,omitempty"`
+}
+
+// Part is the decision on one part of a call: one simple command of a
+// bash command line, one path of a file tool, or the whole call of any
+// other tool.
+type Part struct {
+	// Index is the part's 0-based position in the call.
+	Index int `json:"index"`
+	// Text is the part exactly as the model wrote it (for bash, the
+	// source text of the simple command and its redirections).
+	Text string `json:"text"`
+	// Command is the program a bash part runs (argv[0] as written, after
+	// wrappers such as env, timeout or xargs); empty for other tools.
+	Command string `json:"command,omitempty"`
+	// Words are the part's literal argument words, unquoted, for bash
+	// parts whose every word is a literal; a remembered approval can only
+	// match such a part.
+	Words []string `json:"words,omitempty"`
+	// Via lists what wraps the command, outermost first ("bash -c",
+	// "$(...)", "xargs", "env"...).
+	Via    []string `json:"via,omitempty"`
+	Effect Effect   `json:"decision"`
+	// Policies are the ids of the rules that determined this part.
+	Policies []string `json:"policies,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
+	// Grant is the id of the remembered approval that turned an ask into
+	// an allow, if any.
+	Grant string `json:"grant,omitempty"`
 }
 
 // Call is what a policy sees of one tool call.
@@ -44,6 +116,20 @@ type Call struct {
 	// Paths are the workspace-relative real paths the call touches, as
 	// resolved by the runtime (empty when the tool declares none).
 	Paths []string
+	// Workspace is the host directory of the workspace; MountPath is where
+	// commands see it (default "/workspace"), against which the absolute
+	// paths in a command line are classified.
+	Workspace string
+	MountPath string
+	// Sandbox names the run's sandbox backend ("linux", "none"); with
+	// "none", nothing but the policy stands between a command and the
+	// host.
+	Sandbox string
+	// Network lists the hosts the run's sandbox may reach (empty: none).
+	Network []string
+	// Grants are the standing approvals in force for this call: those
+	// remembered in the run and those of the principal.
+	Grants []Grant
 }
 
 // Policy evaluates a call. It must be deterministic and free of I/O, so a
@@ -55,3 +141,16 @@ type Policy func(ctx context.Context, c *Call) Decision
 func AllowAll(context.Context, *Call) Decision {
 	return Decision{Effect: Allow, Policies: []string{"keel.allow_all"}, Reason: "no policy configured: all tool calls allowed"}
 }
+
+// ErrRevoked is wrapped by a [PrincipalCheck]'s error when the principal
+// may not act: revoked, or not known. The runtime then pauses the run with
+// reason "revoked" instead of deciding its calls.
+var ErrRevoked = errors.New("policy: principal is revoked or unknown")
+
+// PrincipalCheck is called by the gate before each decision with the run's
+// principal and the user it acts for. It returns the principal's standing
+// approvals ([Grant] with Scope "agent") when it may act, an error
+// wrapping [ErrRevoked] when it may not, or another error when the check
+// itself failed (the runtime then stops without running anything: fail
+// closed). identity.Directory.Check is the implementation Keel wires.
+type PrincipalCheck func(ctx context.Context, principal, onBehalfOf string) ([]Grant, error)

@@ -45,13 +45,21 @@ type Cmd struct {
 	Dir string
 	// Env adds KEY=VALUE entries on top of the sandbox environment.
 	Env []string
+	// Stdin, when non-nil, is the command's standard input instead of
+	// EOF, for interactive processes such as a language kernel. An
+	// *os.File is handed to the command as it is; any other reader is
+	// copied into a pipe by a goroutine that ends when the reader
+	// returns an error or EOF (Exec does not wait for it). Backends
+	// implement it with [StdinFile].
+	Stdin io.Reader
 	// Stdout receives the command's standard output. If Stderr is nil,
 	// standard error goes to Stdout too, interleaved in the order the
 	// command wrote it (one pipe). Nil discards.
 	Stdout io.Writer
 	Stderr io.Writer
 	// Timeout is the wall-time limit; 0 means [Spec.Limits].WallTime, and
-	// if that is 0 too, no limit beyond ctx. At the limit the whole process
+	// if that is 0 too, no limit beyond ctx. A negative Timeout means no
+	// wall-time limit (a long-lived process such as a kernel). At the limit the whole process
 	// tree receives SIGTERM, then SIGKILL after [Limits].KillGrace.
 	Timeout time.Duration
 	// IdleTimeout kills the process tree when the command writes no

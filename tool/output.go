@@ -213,6 +213,11 @@ func (o *Output) failArtifact(err error) {
 	o.art, o.artBuf, o.artRel = nil, nil, ""
 }
 
+// SafeName maps s to a file name of [A-Za-z0-9._-] of at most 64 bytes
+// (other bytes become '_'), as [Output] names artifacts; it returns def
+// for an empty result or a dot name.
+func SafeName(s, def string) string { return safeName(s, def) }
+
 // safeName maps s to a file name of [A-Za-z0-9._-] of at most 64 bytes;
 // it returns def for an empty result or a dot name.
 func safeName(s, def string) string {

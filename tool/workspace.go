@@ -36,8 +36,10 @@ type Workspace struct {
 // the workspace (through "..", an absolute path or a symbolic link).
 var ErrOutside = errors.New("path is outside the workspace")
 
-// ErrProtected is wrapped by errors for writes to a protected path
-// (.git/hooks, .git/config, .keel/ and any path the run's policy names).
+// ErrProtected is wrapped by errors for writes to a protected path: any
+// path with a .git component (a repository's metadata at any depth, and
+// the .git file of a worktree or submodule checkout), .keel/ and any path
+// the run's policy names.
 var ErrProtected = errors.New("path is protected")
 
 // NewWorkspace opens the host directory dir as a workspace mounted at
@@ -305,10 +307,22 @@ func unwrapPathError(err error) error {
 }
 
 // Protected reports whether the resolved workspace-relative path rel is,
-// or lies under, a protected path. A protected path counts under its
-// literal name and under the real location it resolves to, so linking
-// .git/hooks elsewhere does not open a way around the rule.
+// or lies under, a protected path, or has a component named .git (in
+// any letter case). A protected path counts under its literal name and
+// under the real location it resolves to, so linking .git/hooks
+// elsewhere does not open a way around the rule.
+//
+// File tools never write git's metadata: many files in a git directory
+// make the host's git run a program or read another repository's
+// configuration (config, config.worktree, hooks, commondir, the .git file
+// of a worktree, submodule git directories), so the simplest rule that
+// covers all of them, in every repository nested in the workspace, is the
+// component itself. The agent changes a repository through git in the
+// sandbox instead (docs/sandbox.md).
 func (w *Workspace) Protected(rel string) bool {
+	if hasGitComponent(rel) {
+		return true
+	}
 	for _, p := range w.protected {
 		if under(rel, p) {
 			return true
@@ -322,9 +336,22 @@ func (w *Workspace) Protected(rel string) bool {
 
 func under(rel, p string) bool { return rel == p || strings.HasPrefix(rel, p+"/") }
 
+// hasGitComponent reports whether the slash path rel has a component
+// named .git, compared without letter case (as git does on
+// case-insensitive file systems).
+func hasGitComponent(rel string) bool {
+	for part := range strings.SplitSeq(rel, "/") {
+		if strings.EqualFold(part, ".git") {
+			return true
+		}
+	}
+	return false
+}
+
 // ResolveWrite is [Workspace.Resolve] for a path about to be written: it
-// also refuses protected paths with an error wrapping [ErrProtected], and
-// the workspace root itself.
+// also refuses protected paths with an error wrapping [ErrProtected]
+// (checking the path as written as well as its real location, so a
+// link named .git elsewhere counts too), and the workspace root itself.
 func (w *Workspace) ResolveWrite(p string) (string, error) {
 	rel, err := w.Resolve(p)
 	if err != nil {
@@ -332,6 +359,9 @@ func (w *Workspace) ResolveWrite(p string) (string, error) {
 	}
 	if rel == "." {
 		return "", fmt.Errorf("%s: is the workspace root, not a file", p)
+	}
+	if lex, err := w.Rel(p); hasGitComponent(rel) || err == nil && hasGitComponent(lex) {
+		return "", fmt.Errorf("%s: %w (git's metadata is read-only for file tools; change the repository with git through the bash tool)", p, ErrProtected)
 	}
 	if w.Protected(rel) {
 		return "", fmt.Errorf("%s: %w (read-only for the agent)", p, ErrProtected)

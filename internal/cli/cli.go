@@ -29,6 +29,7 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	db             string // --db flag
+	server, token  string // --server and --token flags (client.go)
 	home           string
 	cfg            *config.Config
 }
@@ -112,6 +113,11 @@ be resumed, inspected and audited.`,
 	root.PersistentFlags().StringVar(&a.db, "db", "", "journal database (default ~/.keel/keel.db, or db in config.toml)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(a.runCmd(), a.runsCmd(), a.demoCmd(), a.modelCmd(), a.sandboxCmd())
+	root.AddCommand(a.agentsCmd(), a.policyCmd(), a.approvalsCmd(), a.approveCmd(), a.denyCmd(), a.auditCmd())
+	root.PersistentFlags().StringVar(&a.server, "server", "", "talk to this team server (keel serve) instead of the local journal, e.g. http://127.0.0.1:8420 (default $KEEL_SERVER)")
+	root.PersistentFlags().StringVar(&a.token, "token", "", "API token for --server (default $KEEL_TOKEN, else the one keel serve saved in $KEEL_HOME/server-token)")
+	root.AddCommand(a.serveCmd(), a.tokensCmd())
+	a.clientMode(root)
 	return root
 }
 
@@ -147,9 +153,10 @@ func (a *app) openStore(ctx context.Context) (journal.Store, error) {
 			return nil, fmt.Errorf("journal directory: %w", err)
 		}
 	}
+	a.warnTornWAL(p)
 	s, err := journal.Open(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("open journal %s: %w", p, err)
 	}
-	return s, nil
+	return a.debugStore(s)
 }

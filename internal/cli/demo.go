@@ -51,7 +51,6 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool) error {
 		Task: demo.Task, System: defaultSystemPrompt("/workspace"), Model: "scripted:demo",
 		Limits:    agent.Limits{MaxSteps: 20},
 		Workspace: ws, MountPath: "/workspace", Sandbox: sbKind, Principal: "keel-demo",
-		CompletionMarker: DefaultCompletionMarker,
 	}
 	if created.SandboxLimits, err = (&limitFlags{memory: defaultMemory, processes: defaultProcesses, fileSize: defaultFileSize, openFiles: defaultOpenFiles, output: defaultOutput}).parse(); err != nil {
 		return err
@@ -71,7 +70,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "\n== timeline (keel runs show %s --db %s) ==\n", runID, a.dbPath())
-	if err := a.showTimeline(runID, events); err != nil {
+	if err := a.showTimeline(runID, events, verifyRun(ctx, store, runID, events)); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "\n== diff made in %s ==\n", ws)

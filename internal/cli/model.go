@@ -34,7 +34,19 @@ client path runs end to end offline:
 		},
 	}
 	serve.Flags().StringVar(&addr, "addr", "127.0.0.1:8421", "address to listen on (port 0 picks a free one)")
-	cmd.AddCommand(serve)
+	cmd.AddCommand(serve, &cobra.Command{
+		Use:   "replay-task TRAJECTORY",
+		Short: "Print the task recorded in a trajectory (to pipe into keel run --task-file -)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tr, err := replay.Load(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(a.stdout, tr.Task())
+			return nil
+		},
+	})
 	return cmd
 }
 
@@ -50,7 +62,11 @@ func (a *app) serveReplay(ctx context.Context, path, addr string) error {
 	srv := &http.Server{Handler: replay.NewHandler(tr), ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String() + "/v1"
 	fmt.Fprintf(a.stderr, "keel: serving %d recorded turns of %s at %s\n", tr.Len(), path, url)
-	fmt.Fprintf(a.stderr, "keel: use --model openai-compatible:%s@%s\n", tr.Model(), url)
+	name := tr.Model()
+	if name == "" {
+		name = "replay"
+	}
+	fmt.Fprintf(a.stderr, "keel: use --model openai-compatible:%s@%s --completion-marker %s, and the recorded task (keel model replay-task %s)\n", name, url, DefaultCompletionMarker, path)
 	fmt.Fprintln(a.stdout, url)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -148,6 +164,10 @@ func (a *app) compare(ctx context.Context, runID, path string, verbose bool) err
 		fmt.Fprintf(a.stdout, " (%d calls without a recorded result, such as the submitting call)", unrecorded)
 	}
 	fmt.Fprintln(a.stdout)
+	if total == 0 {
+		fmt.Fprintf(a.stderr, "keel: no tool call of run %s has a recorded result in %s: is it a replay of this trajectory?\n", runID, path)
+		return &exitError{1}
+	}
 	if sub := tr.Submission(); sub != "" && st.Ended != nil {
 		fmt.Fprintf(a.stdout, "final output equals the recorded submission: %v\n", strings.TrimSpace(st.Ended.Output) == strings.TrimSpace(sub))
 	}

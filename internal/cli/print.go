@@ -30,7 +30,10 @@ type printer struct {
 }
 
 func newPrinter(stderr, stdout io.Writer, jsonOut, quiet bool) *printer {
-	return &printer{err: stderr, out: stdout, json: jsonOut, quiet: quiet, calls: map[string]string{}}
+	if !jsonOut && isTerminal(stdout) {
+		stdout = escWriter{stdout}
+	}
+	return &printer{err: escWriter{stderr}, out: stdout, json: jsonOut, quiet: quiet, calls: map[string]string{}}
 }
 
 func (p *printer) header(runID string, c *agent.RunCreated, w *wiring) {
@@ -116,7 +119,13 @@ func (p *printer) event(e journal.Event) {
 		}
 		fmt.Fprintf(p.err, "    → %s\n", resultSummary(x))
 	case *agent.UserMessage:
-		fmt.Fprintf(p.err, "user: %s\n", clip(x.Content, 200))
+		who := "user"
+		if x.Source != "" {
+			who = x.Source
+		}
+		fmt.Fprintf(p.err, "%s: %s\n", who, clip(x.Content, 200))
+	case *agent.ContextCompacted:
+		fmt.Fprintf(p.err, "context compacted: %s\n", compactionDetail(x))
 	case *agent.ModelFailed:
 		fmt.Fprintf(p.err, "model error (%s): %s\n", x.Kind, x.Message)
 	case *agent.SandboxEgress:
@@ -124,8 +133,31 @@ func (p *printer) event(e journal.Event) {
 	}
 }
 
+// prime records what events (a run's history) say about calls and totals,
+// printing nothing.
+func (p *printer) prime(events []journal.Event) {
+	q := p.quiet
+	p.quiet = true
+	for _, e := range events {
+		p.event(e)
+	}
+	p.quiet = q
+}
+
 func (p *printer) footer(runID string, o *agent.Outcome) {
 	st := o.State
+	if p.quiet && !p.json && o.Status != journal.StatusCompleted {
+		// Quiet still says why a run did not complete.
+		msg := string(o.Status)
+		if o.End != nil {
+			msg += " (" + o.End.Reason
+			if o.End.Message != "" {
+				msg += ": " + o.End.Message
+			}
+			msg += ")"
+		}
+		fmt.Fprintf(p.err, "keel: run %s %s\n", runID, msg)
+	}
 	if !p.quiet && !p.json {
 		msg := ""
 		if o.End != nil {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,8 +13,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
 )
 
 var errCanceledBySignal = agent.ErrUserCanceled
@@ -45,6 +48,7 @@ type runFlags struct {
 	sandbox          string
 	network          []string
 	setupNetwork     []string
+	setupTimeout     time.Duration
 	limits           limitFlags
 	completionMarker string
 	maxOutputTokens  int
@@ -53,6 +57,12 @@ type runFlags struct {
 	idleTimeout      time.Duration
 	commandIdle      time.Duration
 	stallRetries     int
+	// ctx holds the context, memory and action-mode flags (context.go);
+	// handoff is set by keel runs handoff.
+	ctx     contextFlags
+	handoff bool
+	// gate holds the policy, principal and approval flags (policy.go).
+	gate gateFlags
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -96,13 +106,16 @@ canceled.`,
 	fl.StringVar(&f.sandbox, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
 	fl.StringArrayVar(&f.network, "allow-host", nil, "host (or host:port) the sandbox may reach through Keel's egress proxy (repeatable; default none)")
 	fl.StringArrayVar(&f.setupNetwork, "setup-allow-host", nil, "host (or host:port) the --setup script may reach (repeatable; default none)")
+	fl.DurationVar(&f.setupTimeout, "setup-timeout", agent.SetupTimeout, "wall-time limit of the --setup script")
 	f.limits.register(fl)
-	fl.StringVar(&f.completionMarker, "completion-marker", DefaultCompletionMarker, "a command output starting with this line completes the run ('' disables)")
+	fl.StringVar(&f.completionMarker, "completion-marker", "", "complete the run when a command's output starts with this line (default: none; "+DefaultCompletionMarker+" for replay: models, whose recordings use it)")
 	fl.IntVar(&f.maxOutputTokens, "max-output-tokens", 0, "completion token limit per model call (0: provider default)")
 	fl.IntVar(&f.concurrency, "concurrency", 4, "tool calls of one turn that may run at once")
 	fl.IntVar(&f.maxResultChars, "max-result-chars", 10000, "characters of one tool result the model sees (head and tail)")
 	fl.DurationVar(&f.idleTimeout, "model-idle-timeout", 120*time.Second, "abandon a model response that sends no bytes for this long")
 	fl.IntVar(&f.stallRetries, "model-stall-retries", 2, "retries of a stalled model response before the step fails")
+	f.ctx.register(fl)
+	f.gate.register(cmd)
 	return cmd
 }
 
@@ -110,6 +123,13 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	spec, err := a.modelSpec(f.model)
 	if err != nil {
 		return err
+	}
+	if spec.Provider == "replay" {
+		// Journal an absolute path, so that a resume from another
+		// directory finds the trajectory.
+		if abs, err := filepath.Abs(spec.Name); err == nil {
+			spec.Name = abs
+		}
 	}
 	task, err := readTask(f, args)
 	if err != nil {
@@ -124,6 +144,12 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		system = string(b)
 	}
 	var rec *recording
+	if spec.Provider == "replay" && f.completionMarker == "" {
+		// Recorded mini-swe-agent trajectories end with this marker. For a
+		// live model it stays off unless asked for: any file or test
+		// output could otherwise end the run with text of its choosing.
+		f.completionMarker = DefaultCompletionMarker
+	}
 	if spec.Provider == "replay" {
 		rec, err = loadRecording(spec.Name)
 		if err != nil {
@@ -162,6 +188,9 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := f.validate(); err != nil {
+		return err
+	}
 	if system == "" {
 		system = defaultSystemPrompt(f.mountPath)
 	}
@@ -178,11 +207,23 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		Env:              f.env,
 		Setup:            f.setup,
 		SetupNetwork:     f.setupNetwork,
+		SetupTimeout:     agent.Duration(f.setupTimeout),
 		Network:          f.network,
 		Principal:        "keel-cli",
 	}
+	familyName := spec.Name
+	if rec != nil {
+		familyName = rec.Model()
+	}
+	if err := f.ctx.apply(a, created, familyName); err != nil {
+		return err
+	}
+	if err := f.gate.apply(created); err != nil {
+		return err
+	}
 	live := &liveOptions{apiKey: f.apiKey, commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
-		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, recording: rec}
+		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, recording: rec,
+		gate: f.gate}
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
 }
@@ -202,6 +243,12 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 		return "", err
 	}
 	defer store.Close()
+	if created.Policy == nil {
+		created.Policy = agent.NewPolicyRef(policy.Default())
+	}
+	if err := checkPrincipal(ctx, identity.NewDirectory(store, nil), created); err != nil {
+		return "", err
+	}
 	rt := agent.NewRuntime(store, nil)
 	runID, err := rt.Create(ctx, created)
 	if err != nil {
@@ -219,18 +266,29 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 		return err
 	}
 	p.header(runID, st.Created, w)
+	evs, err := rt.Store().Read(ctx, runID, 1)
+	if err != nil {
+		return err
+	}
 	if jsonOut {
-		evs, err := rt.Store().Read(ctx, runID, 1)
-		if err != nil {
-			return err
-		}
 		for _, e := range evs {
 			p.event(e)
 		}
+	} else {
+		// A resumed run: learn the earlier calls and steps without
+		// printing them again, so that lines name their tools and the
+		// step counter goes on.
+		p.prime(evs)
 	}
 	params := w.execParams(p.event)
 	params.Message = message
+	params.Principals = identity.NewDirectory(rt.Store(), nil).Check
+	params.OnWait = a.onWait
 	out, err := rt.Execute(ctx, runID, params)
+	if errors.Is(err, agent.ErrRunBusy) {
+		fmt.Fprintf(a.stderr, "keel: run %s continues in another process (%v)\n", runID, err)
+		return &exitError{3}
+	}
 	if err != nil {
 		return err
 	}
@@ -252,15 +310,24 @@ func readTask(f *runFlags, args []string) (string, error) {
 		return "", usagef("give the task as an argument or with --task-file, not both")
 	}
 	if f.taskFile != "" {
-		var b []byte
-		var err error
-		if f.taskFile == "-" {
-			b, err = readAllStdin()
-		} else {
-			b, err = os.ReadFile(f.taskFile)
+		var r io.Reader = os.Stdin
+		if f.taskFile != "-" {
+			file, err := os.Open(f.taskFile)
+			if err != nil {
+				return "", usagef("--task-file: %v", err)
+			}
+			defer file.Close()
+			r = file
 		}
+		b, err := io.ReadAll(io.LimitReader(r, maxTaskBytes+1))
 		if err != nil {
 			return "", usagef("--task-file: %v", err)
+		}
+		if len(b) > maxTaskBytes {
+			return "", usagef("--task-file: the task is over %d bytes; put large material in the workspace and refer to it", maxTaskBytes)
+		}
+		if strings.TrimSpace(string(b)) == "" {
+			return "", usagef("--task-file %s: the task is empty", f.taskFile)
 		}
 		return string(b), nil
 	}
@@ -270,7 +337,8 @@ func readTask(f *runFlags, args []string) (string, error) {
 	return "", nil
 }
 
-func readAllStdin() ([]byte, error) { return io.ReadAll(os.Stdin) }
+// maxTaskBytes bounds a task read from a file: 1 MiB.
+const maxTaskBytes = 1 << 20
 
 func (a *app) modelSpec(flag string) (model.Spec, error) {
 	s := flag
@@ -293,5 +361,32 @@ The workspace is %s; shell commands start there, each in a fresh bash (cd and ex
 There is no network unless the task says otherwise, and no terminal: commands must not wait for input.
 Work in small steps: inspect, change, then verify by running the code or its tests.
 Prefer the file tools to read and edit files. Long outputs are cut; the full text is saved to the file the result names.
+On long tasks keep your plan with the todo tool and notes in .keel-notes.md: older turns are summarised when the context fills up.
 When the task is done, reply with a short summary of what you changed and call no tool.`, mount)
+}
+
+// validate refuses negative and nonsensical numeric flags: a limit of -1
+// must not silently mean "no limit".
+func (f *runFlags) validate() error {
+	switch {
+	case f.maxSteps < 0:
+		return usagef("--max-steps %d: want 0 (no limit) or more", f.maxSteps)
+	case f.maxTokens < 0:
+		return usagef("--max-tokens %d: want 0 (no limit) or more", f.maxTokens)
+	case f.maxCost < 0:
+		return usagef("--max-cost %g: want 0 (no limit) or more", f.maxCost)
+	case f.setupTimeout <= 0:
+		return usagef("--setup-timeout %s: want a positive duration", f.setupTimeout)
+	case f.timeout < 0:
+		return usagef("--timeout %s: want 0 (no limit) or more", f.timeout)
+	case f.commandTimeout <= 0:
+		return usagef("--command-timeout %s: want a positive duration", f.commandTimeout)
+	case f.concurrency < 1:
+		return usagef("--concurrency %d: want at least 1", f.concurrency)
+	case f.maxResultChars < 1000:
+		return usagef("--max-result-chars %d: want at least 1000", f.maxResultChars)
+	case f.maxOutputTokens < 0:
+		return usagef("--max-output-tokens %d: want 0 (provider default) or more", f.maxOutputTokens)
+	}
+	return nil
 }

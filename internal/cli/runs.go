@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/tool"
 )
@@ -18,6 +21,7 @@ import (
 func (a *app) runsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "runs", Short: "List, show, resume and compare runs"}
 	cmd.AddCommand(a.runsListCmd(), a.runsShowCmd(), a.runsResumeCmd(), a.runsCompareCmd())
+	cmd.AddCommand(a.runsTokensCmd(), a.runsHandoffCmd())
 	return cmd
 }
 
@@ -44,6 +48,8 @@ func (a *app) runsListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// System streams (the agent directory) are not runs.
+			runs = slices.DeleteFunc(runs, func(r journal.RunSummary) bool { return identity.Reserved(r.RunID) })
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				for _, r := range runs {
@@ -63,7 +69,7 @@ func (a *app) runsListCmd() *cobra.Command {
 				} else {
 					task = "(" + clip(err.Error(), 60) + ")"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.RunID, r.Status, r.Created.Local().Format("2006-01-02 15:04"), r.LastSeq, steps, cost, task)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.RunID, liveStatus(ctx, store, r), r.Created.Local().Format("2006-01-02 15:04"), r.LastSeq, steps, cost, termSafe(task))
 			}
 			return tw.Flush()
 		},
@@ -98,19 +104,33 @@ func (a *app) runsShowCmd() *cobra.Command {
 						return err
 					}
 				}
+				// The events are printed as stored; a broken chain is still
+				// reported, on stderr, with a failing exit status.
+				if err := verifyRun(ctx, store, args[0], events); err != nil {
+					fmt.Fprintf(a.stderr, "keel: journal of run %s is CORRUPT: %v\n", args[0], err)
+					return &exitError{1}
+				}
 				return nil
 			}
-			return a.showTimeline(args[0], events)
+			return a.showTimeline(args[0], events, verifyRun(ctx, store, args[0], events))
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON lines")
 	return cmd
 }
 
-func (a *app) showTimeline(runID string, events []journal.Event) error {
-	verr := journal.Verify(runID, events)
+// verifyRun checks events (the whole journal of run) against its hash
+// chain and the store's index of the newest event.
+func verifyRun(ctx context.Context, store journal.Store, runID string, events []journal.Event) error {
+	if err := journal.Verify(runID, events); err != nil {
+		return err
+	}
+	return journal.CheckHead(ctx, store, runID, events)
+}
+
+func (a *app) showTimeline(runID string, events []journal.Event, verr error) error {
 	st, ferr := agent.Fold(runID, events)
-	w := a.stdout
+	w := escWriter{a.stdout}
 	if st != nil {
 		c := st.Created
 		fmt.Fprintf(w, "run %s · %s", runID, st.Status)
@@ -149,6 +169,9 @@ func (a *app) showTimeline(runID string, events []journal.Event) error {
 			detail = fmt.Sprintf("%s %s (%s)", x.Effect, x.CallID, strings.Join(x.Policies, ","))
 		case *agent.ApprovalRequested:
 			detail = fmt.Sprintf("%s %s", x.CallID, clip(string(x.Arguments), 80))
+			if x.Action != "" {
+				detail = fmt.Sprintf("%s %s", x.CallID, clip(oneLine(x.Action), 80))
+			}
 		case *agent.ApprovalResolved:
 			detail = fmt.Sprintf("%s %s by %s", x.CallID, x.Decision, x.By)
 		case *agent.ToolStarted:
@@ -165,8 +188,20 @@ func (a *app) showTimeline(runID string, events []journal.Event) error {
 			}
 		case *agent.RunResumed:
 			detail = strings.Join(x.Interrupted, ",")
+			if x.ContextWindow > 0 {
+				detail += fmt.Sprintf(" context window %s", num(int64(x.ContextWindow)))
+			}
+			if x.Handoff {
+				detail += " handoff"
+			}
+			detail = strings.TrimSpace(detail)
 		case *agent.UserMessage:
 			detail = clip(oneLine(x.Content), 80)
+			if x.Source != "" {
+				detail = x.Source + ": " + detail
+			}
+		case *agent.ContextCompacted:
+			detail = compactionDetail(x)
 		case *agent.ModelFailed:
 			detail = x.Kind + ": " + clip(x.Message, 100)
 		case *agent.SandboxEgress:
@@ -183,6 +218,9 @@ func (a *app) showTimeline(runID string, events []journal.Event) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if st != nil {
+		showContext(w, st)
 	}
 	if st != nil && st.Ended != nil && st.Ended.Output != "" {
 		fmt.Fprintf(w, "\noutput:\n%s\n", strings.TrimRight(st.Ended.Output, "\n"))
@@ -234,11 +272,17 @@ unknown, so nothing with side effects runs twice unannounced.`,
 			return a.resume(cmd.Context(), args[0], &f, message)
 		},
 	}
-	fl := cmd.Flags()
+	registerResumeFlags(cmd.Flags(), &f, &message)
+	return cmd
+}
+
+// registerResumeFlags registers the flags of keel runs resume (and
+// handoff) on fl.
+func registerResumeFlags(fl *pflag.FlagSet, f *runFlags, message *string) {
 	fl.StringVar(&f.apiKey, "api-key", "", "API key (default from the environment)")
 	fl.BoolVar(&f.json, "json", false, "write the journal events to stdout as JSON lines")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print only the final result")
-	fl.StringVar(&message, "message", "", "add this user message before continuing (for example \"continue\")")
+	fl.StringVar(message, "message", "", "add this user message before continuing (for example \"continue\")")
 	fl.DurationVar(&f.commandTimeout, "command-timeout", 60*time.Second, "default wall time of one shell command")
 	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 2*time.Minute, "end a shell command that prints nothing for this long (negative: never)")
 	fl.IntVar(&f.concurrency, "concurrency", 4, "tool calls of one turn that may run at once")
@@ -246,7 +290,12 @@ unknown, so nothing with side effects runs twice unannounced.`,
 	fl.IntVar(&f.maxOutputTokens, "max-output-tokens", 0, "completion token limit per model call")
 	fl.DurationVar(&f.idleTimeout, "model-idle-timeout", 120*time.Second, "abandon a model response that sends no bytes for this long")
 	fl.IntVar(&f.stallRetries, "model-stall-retries", 2, "retries of a stalled model response")
-	return cmd
+	fl.IntVar(&f.ctx.window, "context-window", 0, "replace the run's context window (tokens) from now on (0: keep it)")
+	fl.IntVar(&f.maxSteps, "max-steps", 0, "replace the run's step limit from now on, e.g. to continue a run stopped by it (0: keep it)")
+	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "replace the run's token limit from now on (0: keep it)")
+	fl.Float64Var(&f.maxCost, "max-cost", 0, "replace the run's cost limit in US dollars from now on (0: keep it)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "replace the run's wall-time limit from now on (0: keep it)")
+	registerWaitFlags(fl, &f.gate)
 }
 
 func (a *app) resume(ctx context.Context, runID string, f *runFlags, message string) error {
@@ -264,7 +313,30 @@ func (a *app) resume(ctx context.Context, runID string, f *runFlags, message str
 		return fmt.Errorf("run %s already completed; nothing to resume", runID)
 	}
 	live := &liveOptions{apiKey: f.apiKey, commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
-		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries}
+		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries,
+		handoff: f.handoff, contextWindow: f.ctx.window, gate: f.gate}
+	if f.ctx.window < 0 || f.ctx.window > 0 && f.ctx.window < 512 {
+		return usagef("--context-window %d: want 0 (keep) or at least 512 tokens", f.ctx.window)
+	}
+	if f.maxSteps < 0 || f.maxTokens < 0 || f.maxCost < 0 || f.timeout < 0 {
+		return usagef("limits must not be negative")
+	}
+	if f.maxSteps > 0 || f.maxTokens > 0 || f.maxCost > 0 || f.timeout > 0 {
+		l := st.Limits
+		if f.maxSteps > 0 {
+			l.MaxSteps = f.maxSteps
+		}
+		if f.maxTokens > 0 {
+			l.MaxTokens = f.maxTokens
+		}
+		if f.maxCost > 0 {
+			l.MaxCost = f.maxCost
+		}
+		if f.timeout > 0 {
+			l.Timeout = agent.Duration(f.timeout)
+		}
+		live.limits = &l
+	}
 	w, err := a.newWiring(ctx, st.Created, live)
 	if err != nil {
 		return err
@@ -292,4 +364,19 @@ func egressSummary(x *agent.SandboxEgress) string {
 		s += ": " + x.Reason
 	}
 	return s
+}
+
+// liveStatus refines a "running" status with the run's lease: a run that
+// nobody executes was interrupted (a crash, a kill) and waits for
+// `keel runs resume`.
+func liveStatus(ctx context.Context, store journal.Store, r journal.RunSummary) string {
+	if r.Status != journal.StatusRunning {
+		return string(r.Status)
+	}
+	if l, ok := store.(journal.Locker); ok {
+		if h, err := l.Holder(ctx, r.RunID); err == nil && h == "" {
+			return "interrupted"
+		}
+	}
+	return string(r.Status)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/anthropic"
+	"github.com/keel-run/keel/model/codeact"
 	"github.com/keel-run/keel/model/openai"
 	"github.com/keel-run/keel/model/replay"
 	"github.com/keel-run/keel/sandbox"
@@ -33,6 +34,13 @@ type liveOptions struct {
 	idleTimeout     time.Duration
 	stallRetries    int
 	recording       *recording
+	// limits, on a resume, replace the run's limits (journaled).
+	limits *agent.Limits
+	// handoff and contextWindow are passed to agent.ExecParams.
+	handoff       bool
+	contextWindow int
+	// gate holds the approval-wait flags (policy.go).
+	gate gateFlags
 }
 
 // wiring is everything live an execution of a run needs.
@@ -73,6 +81,11 @@ func (w *wiring) execParams(onEvent func(e eventT)) *agent.ExecParams {
 		MaxOutputTokens: w.live.maxOutputTokens,
 		OnEvent:         onEvent,
 		Recorder:        w.recorder,
+		Handoff:         w.live.handoff,
+		ContextWindow:   w.live.contextWindow,
+		Wait:            w.live.gate.waiting(),
+		IfLastSeq:       w.live.gate.ifLastSeq,
+		Limits:          w.live.limits,
 	}
 }
 
@@ -108,7 +121,14 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	if err := a.newModel(spec, w); err != nil {
 		return nil, err
 	}
-	ws, err := tool.NewWorkspace(c.Workspace, c.MountPath, nil)
+	if c.FormatError != "" {
+		// Text-action mode: code blocks in the model's text are its calls.
+		w.model = codeact.New(w.model, nil)
+	}
+	if err := checkJournalOutside(a.dbPath(), c.Workspace); err != nil {
+		return nil, err
+	}
+	ws, err := tool.NewWorkspace(c.Workspace, c.MountPath, protectedPaths(c))
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +139,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		Env:       c.Env,
 		Limits:    c.SandboxLimits,
 		Network:   sandbox.Network{Allow: c.Network},
+		Protected: protectedPaths(c),
 	}
 	switch c.Sandbox {
 	case "none":
@@ -149,10 +170,17 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		w.sb, w.sbNote = sb, "linux"
 		w.mechanisms = sb.Mechanisms().String()
 	}
-	w.tools = tool.NewRegistry()
-	builtin.Register(w.tools, &builtin.Options{Shell: &shell.Options{IdleTimeout: live.commandIdle}})
+	w.tools = newTools(live)
 	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: live.commandTimeout, MaxResultChars: live.maxResultChars}
 	return w, nil
+}
+
+// newTools returns the tools of a run (also used to record them in
+// run.created without starting a sandbox).
+func newTools(live *liveOptions) *tool.Registry {
+	r := tool.NewRegistry()
+	builtin.Register(r, &builtin.Options{Shell: &shell.Options{IdleTimeout: live.commandIdle}})
+	return r
 }
 
 // newModel builds the model client for spec, with keys from the flags or

@@ -71,6 +71,15 @@ func Load(dir string) (*Config, error) {
 	if und := md.Undecoded(); len(und) > 0 {
 		return nil, fmt.Errorf("config: %s: unknown key %q", p, und[0].String())
 	}
+	for name, pr := range c.Prices {
+		if pr.Input < 0 || pr.Output < 0 || pr.CachedInput < 0 || pr.CacheWrite < 0 {
+			return nil, fmt.Errorf("config: %s: prices.%q: prices must not be negative", p, name)
+		}
+	}
+	if c.DB != "" && !filepath.IsAbs(c.DB) {
+		// Relative to the config file, not to wherever keel runs.
+		c.DB = filepath.Join(dir, c.DB)
+	}
 	return &c, nil
 }
 

@@ -34,6 +34,42 @@ type Store struct {
 	mu     sync.RWMutex
 	runs   map[string]*run
 	closed bool
+
+	lockMu sync.Mutex
+	locks  map[string]bool
+}
+
+var _ journal.Locker = (*Store)(nil)
+
+// Lock implements [journal.Locker] within this process.
+func (s *Store) Lock(ctx context.Context, runID string) (func(), error) {
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	if s.locks[runID] {
+		return nil, fmt.Errorf("%w: run %s is executing (this process)", journal.ErrLocked, runID)
+	}
+	if s.locks == nil {
+		s.locks = map[string]bool{}
+	}
+	s.locks[runID] = true
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.lockMu.Lock()
+			delete(s.locks, runID)
+			s.lockMu.Unlock()
+		})
+	}, nil
+}
+
+// Holder implements [journal.Locker].
+func (s *Store) Holder(ctx context.Context, runID string) (string, error) {
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	if s.locks[runID] {
+		return "this process", nil
+	}
+	return "", nil
 }
 
 type run struct {

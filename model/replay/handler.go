@@ -93,7 +93,7 @@ func (h *handler) complete(w http.ResponseWriter, r *http.Request) {
 	for i, t := range req.Tools {
 		offered[i] = t.Function.Name
 	}
-	t, merr := h.tr.answer(history, offered, Options{})
+	t, merr := h.tr.answer(0, history, offered, Options{})
 	if merr != nil {
 		code := "replay_mismatch"
 		if merr.Kind == model.KindExhausted {

@@ -50,7 +50,10 @@ func (m *Model) Name() string { return model.Spec{Provider: provider, Name: m.tr
 func (m *Model) Trajectory() *Trajectory { return m.tr }
 
 // Generate answers req with recorded turn k, k being the number of assistant
-// messages in req. The response carries the recorded content, tool call ids,
+// messages in req plus req.PriorTurns (turns compacted out of the
+// request). A request whose Purpose is [model.PurposeSummary] gets a
+// KindInvalidRequest error: a recording cannot summarise, and the
+// runtime falls back to a mechanical summary without consuming a turn. The response carries the recorded content, tool call ids,
 // names and argument strings, usage, model name, response id and finish
 // reason. Errors are [*model.Error]: KindExhausted when the trajectory has
 // no turn k ("trajectory has N assistant turns; request asks for turn
@@ -64,6 +67,12 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 	}
 	if req == nil {
 		return nil, &model.Error{Kind: model.KindInvalidRequest, Provider: provider, Message: "nil request"}
+	}
+	if req.Purpose == model.PurposeSummary {
+		// A recording holds only the agent's turns: writing a summary
+		// would need new text, and answering with a recorded turn would
+		// shift every later turn.
+		return nil, &model.Error{Kind: model.KindInvalidRequest, Provider: provider, Message: "a replay cannot write a summary: the trajectory records only the agent's turns"}
 	}
 	var history [][]string
 	for _, msg := range req.Messages {
@@ -80,7 +89,10 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 	for i, t := range req.Tools {
 		offered[i] = t.Name
 	}
-	t, err := m.tr.answer(history, offered, m.opts)
+	if req.PriorTurns < 0 {
+		return nil, &model.Error{Kind: model.KindInvalidRequest, Provider: provider, Message: fmt.Sprintf("negative prior turns %d", req.PriorTurns)}
+	}
+	t, err := m.tr.answer(req.PriorTurns, history, offered, m.opts)
 	if err != nil {
 		return nil, err
 	}
@@ -94,23 +106,27 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 }
 
 // answer returns the turn for a request whose assistant messages carry the
-// tool call ids in history and which offers the tools named in offered.
-func (tr *Trajectory) answer(history [][]string, offered []string, opts Options) (Turn, *model.Error) {
-	k := len(history)
+// tool call ids in history, preceded by prior compacted turns, and which
+// offers the tools named in offered.
+func (tr *Trajectory) answer(prior int, history [][]string, offered []string, opts Options) (Turn, *model.Error) {
+	k := prior + len(history)
 	if k >= len(tr.turns) {
 		return Turn{}, &model.Error{Kind: model.KindExhausted, Provider: provider,
 			Message: fmt.Sprintf("trajectory has %d assistant turns; request asks for turn %d", len(tr.turns), k+1)}
 	}
 	if !opts.IgnoreHistory {
 		for i, ids := range history {
-			want := tr.turns[i].Message.ToolCalls
+			if prior+i >= len(tr.turns) {
+				break
+			}
+			want := tr.turns[prior+i].Message.ToolCalls
 			got := make([]string, len(want))
 			for j, c := range want {
 				got[j] = c.ID
 			}
 			if !slices.Equal(ids, got) {
 				return Turn{}, &model.Error{Kind: model.KindMismatch, Provider: provider,
-					Message: fmt.Sprintf("request's assistant turn %d has tool call ids [%s] but the trajectory recorded [%s]", i+1, strings.Join(ids, ", "), strings.Join(got, ", "))}
+					Message: fmt.Sprintf("request's assistant turn %d has tool call ids [%s] but the trajectory recorded [%s]", prior+i+1, strings.Join(ids, ", "), strings.Join(got, ", "))}
 			}
 		}
 	}

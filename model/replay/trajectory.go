@@ -18,8 +18,12 @@
 // byte for byte as recorded, for `keel model serve-replay` and for testing
 // the OpenAI adapter end to end.
 //
-// Because k counts assistant messages, a replay cannot follow a run whose
-// history was compacted (assistant messages removed).
+// A run whose history was compacted (assistant turns replaced by a
+// summary) says how many turns it left out in [model.Request].PriorTurns,
+// and [Model] adds them to k. The HTTP handler has no such field, so a
+// compacting run cannot be served by `keel model serve-replay`. Summary
+// requests ([model.PurposeSummary]) are refused: the runtime then writes a
+// mechanical summary instead of consuming a recorded turn.
 package replay
 
 import (

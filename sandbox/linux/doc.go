@@ -26,7 +26,8 @@
 //     /dev and a fresh /proc; no /sys content, no host home directories;
 //   - no network but its own loopback, unless Spec.Network lists hosts,
 //     which are then reachable only through Keel's egress proxy;
-//   - stdin at EOF and only the environment Keel sets;
+//   - stdin at EOF (unless the caller gives one, [sandbox.Cmd].Stdin) and
+//     only the environment Keel sets;
 //   - no capabilities, no_new_privs, a seccomp filter and Landlock rules.
 //
 // [Sandbox.Mechanisms] reports which of these layers and which limit

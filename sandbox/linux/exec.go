@@ -153,6 +153,21 @@ func (s *Sandbox) run(ctx context.Context, c *sandbox.Cmd, ph phase) (*sandbox.R
 	} else {
 		stderr = stdout
 	}
+	stdinSent := func() {}
+	if c.Stdin != nil {
+		in, sent, err := sandbox.StdinFile(c.Stdin)
+		if err != nil {
+			cleanup()
+			closeAll(readers)
+			cg.removeAsync(&s.bg)
+			return nil, err
+		}
+		// The init holds its own copy once the request is sent.
+		stdinSent = sent
+		defer sent()
+		send = append(send, in)
+		req.Stdin = true
+	}
 	if cg != nil {
 		v1, v2, err := cg.files()
 		if err != nil {
@@ -182,6 +197,7 @@ func (s *Sandbox) run(ctx context.Context, c *sandbox.Cmd, ph phase) (*sandbox.R
 	start := time.Now()
 	err = s.ctl.Send(&msg{Op: opExec, ID: id, Exec: req}, send...)
 	cleanup()
+	stdinSent()
 	if err != nil {
 		out.abandon()
 		cg.removeAsync(&s.bg)
@@ -291,6 +307,8 @@ func (s *Sandbox) run(ctx context.Context, c *sandbox.Cmd, ph phase) (*sandbox.R
 		res.Limit = rlimitHit(res, exit, lim)
 	}
 	cg.removeAsync(&s.bg)
+	// The host's git must not find code the command planted.
+	s.afterCommand(stderr)
 	return res, nil
 }
 

@@ -71,7 +71,9 @@ type initConfig struct {
 	// HostWorkspace is the workspace's host path, bound by path; empty
 	// when the workspace arrives as a detached mount (the first file).
 	HostWorkspace string `json:"host_workspace,omitempty"`
-	// Protected are workspace-relative paths made read-only.
+	// Protected are workspace-relative paths made read-only; each
+	// exists (the host checked), and one that is missing now fails the
+	// setup rather than being created.
 	Protected []string `json:"protected"`
 	// System are host directories bound read-only at the same path.
 	System []string `json:"system"`
@@ -103,7 +105,6 @@ type initReport struct {
 	SeccompNote  string   `json:"seccomp_note,omitempty"`
 	NoNewPrivs   bool     `json:"no_new_privs"`
 	NestedNS     bool     `json:"nested_ns_blocked"`
-	Placeholders []string `json:"placeholders,omitempty"`
 	Warnings     []string `json:"warnings,omitempty"`
 }
 

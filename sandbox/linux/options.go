@@ -18,6 +18,12 @@ type Options struct {
 	// proxy's goroutines and must be safe for concurrent use; nil
 	// ignores decisions.
 	OnEgress func(EgressDecision)
+	// OnQuarantine is called for every path the git guard moves out of
+	// the way (after a command, at Close, or at New for what a sandbox
+	// that died without closing left), so the runtime can journal it.
+	// It may be called concurrently; nil ignores them (they are still
+	// logged and, after a command, written to its output).
+	OnQuarantine func(Quarantine)
 	// EgressDial connects the proxy to an allowed destination; nil means
 	// a dialer that resolves the name on the host and refuses loopback,
 	// private, link-local and other non-public addresses. Tests use it to

@@ -71,25 +71,6 @@ func TestStartError(t *testing.T) {
 	}
 }
 
-func TestPlaceholderIsFile(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		dir  bool
-		want bool
-	}{
-		{"config", false, true},
-		{"hooks", false, false},
-		{".keel", false, false},
-		{"secrets.env", false, true},
-		{".env.local", false, true},
-		{"secrets.env", true, false},
-	} {
-		if got := placeholderIsFile(tt.name, tt.dir); got != tt.want {
-			t.Errorf("placeholderIsFile(%q, %v) = %v, want %v", tt.name, tt.dir, got, tt.want)
-		}
-	}
-}
-
 func TestSeccompPolicyAssembles(t *testing.T) {
 	pol, err := seccompPolicy()
 	if err != nil {

@@ -155,11 +155,9 @@ func buildRoot(cfg *initConfig, ws *os.File, trees []*os.File, rep *initReport) 
 		return fmt.Errorf("sandbox/linux: bind workspace at %s: %w", cfg.MountPath, err)
 	}
 	for _, p := range cfg.Protected {
-		created, err := protect(wsDir, p)
-		if err != nil {
+		if err := protect(wsDir, p); err != nil {
 			return err
 		}
-		rep.Placeholders = append(rep.Placeholders, created...)
 	}
 
 	// Extra read-only paths.
@@ -254,22 +252,18 @@ func mkMountPoint(dst string, src int) error {
 	return f.Close()
 }
 
-// protect makes the workspace-relative path rel read-only inside the
-// sandbox, even if it does not exist yet: missing components are created
-// as placeholders (see placeholderIsFile),
-// every existing ancestor below the workspace root becomes a mount point
-// so it cannot be renamed or removed to get around the protection, and
-// the path itself is bound read-only. It refuses symbolic links on the
-// way. It returns the placeholders it created, relative to the
-// workspace.
-func protect(wsDir, rel string) ([]string, error) {
-	dirHint := strings.HasSuffix(rel, "/")
+// protect makes the existing workspace-relative path rel read-only
+// inside the sandbox: every ancestor below the workspace root becomes a
+// mount point, so it cannot be renamed or removed to get around the
+// protection, and the path itself is bound read-only. It refuses symbolic
+// links on the way and a path that no longer exists (the host checked it
+// just before; nothing is created here, see workspace.go).
+func protect(wsDir, rel string) error {
 	rel = path.Clean("/" + rel)[1:]
 	if rel == "" || strings.HasPrefix(rel, "..") {
-		return nil, nil
+		return nil
 	}
 	parts := strings.Split(rel, "/")
-	var created []string
 	cur := wsDir
 	for i, part := range parts {
 		cur = filepath.Join(cur, part)
@@ -277,44 +271,22 @@ func protect(wsDir, rel string) ([]string, error) {
 		fi, err := os.Lstat(cur)
 		switch {
 		case err == nil && fi.Mode()&os.ModeSymlink != 0:
-			return created, fmt.Errorf("sandbox/linux: protected path %s: %s is a symbolic link; refusing to run with it", rel, strings.Join(parts[:i+1], "/"))
+			return fmt.Errorf("sandbox/linux: protected path %s: %s is a symbolic link; refusing to run with it", rel, strings.Join(parts[:i+1], "/"))
 		case err == nil && !fi.IsDir() && !last:
 			// An ancestor that is a file (a git worktree's .git file):
 			// protect the file itself, which is what git would follow.
-			return created, roBind(cur)
-		case errors.Is(err, os.ErrNotExist):
-			if last && placeholderIsFile(part, dirHint) {
-				f, err := os.OpenFile(cur, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-				if err != nil {
-					return created, fmt.Errorf("sandbox/linux: protected placeholder %s: %w", rel, err)
-				}
-				f.Close()
-			} else if err := os.Mkdir(cur, 0o755); err != nil {
-				return created, fmt.Errorf("sandbox/linux: protected placeholder %s: %w", rel, err)
-			}
-			created = append(created, strings.Join(parts[:i+1], "/"))
+			return roBind(cur)
 		case err != nil:
-			return created, fmt.Errorf("sandbox/linux: protected path %s: %w", rel, err)
+			return fmt.Errorf("sandbox/linux: protected path %s changed while the sandbox started: %w", rel, err)
 		}
 		if last {
-			return created, roBind(cur)
+			return roBind(cur)
 		}
 		if err := selfBind(cur); err != nil {
-			return created, fmt.Errorf("sandbox/linux: pin %s: %w", strings.Join(parts[:i+1], "/"), err)
+			return fmt.Errorf("sandbox/linux: pin %s: %w", strings.Join(parts[:i+1], "/"), err)
 		}
 	}
-	return created, nil
-}
-
-// placeholderIsFile decides the kind of a missing protected path's
-// placeholder: a directory when the path was given with a trailing slash
-// or its name has no extension (".keel", ".git/hooks"), an empty file for
-// "config" (.git/config) and names with an extension ("secrets.env").
-func placeholderIsFile(name string, dirHint bool) bool {
-	if dirHint {
-		return false
-	}
-	return name == "config" || strings.Contains(strings.TrimPrefix(name, "."), ".")
+	return nil
 }
 
 // selfBind makes dir a mount point of itself (writable), so it can be

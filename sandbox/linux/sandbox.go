@@ -12,7 +12,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,14 +43,15 @@ type Sandbox struct {
 	log  *slog.Logger
 	mech Mechanisms
 
-	init      *exec.Cmd
-	initDone  chan struct{} // closed when the init process has exited
-	initErr   *tailBuffer
-	ctl       *conn
-	cg        *cgroupHost
-	rg        *runGroup
-	wsRoot    string // host real path of the workspace
-	placehold []string
+	init     *exec.Cmd
+	initDone chan struct{} // closed when the init process has exited
+	initErr  *tailBuffer
+	ctl      *conn
+	cg       *cgroupHost
+	rg       *runGroup
+	wsRoot   string   // host real path of the workspace
+	root     *os.Root // the workspace, for host-side checks
+	guard    *guard   // the git guard (guard.go)
 
 	phase sync.RWMutex // Exec holds it shared, Setup exclusively
 
@@ -127,7 +127,12 @@ func New(spec *sandbox.Spec, opts *Options) (*Sandbox, error) {
 	if _, err := parseAllow(s.spec.Network.Allow); err != nil {
 		return nil, err
 	}
-	if err := s.start(); err != nil {
+	protected, err := s.prepareWorkspace()
+	if err != nil {
+		s.closeGuard()
+		return nil, err
+	}
+	if err := s.start(protected); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -201,8 +206,9 @@ func (s *Sandbox) protectedPaths() []string {
 	return out
 }
 
-// start launches the init and waits until it is ready.
-func (s *Sandbox) start() error {
+// start launches the init, which binds the workspace paths protected
+// read-only, and waits until it is ready.
+func (s *Sandbox) start(protected []string) error {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("sandbox/linux: socketpair: %w", err)
@@ -253,7 +259,7 @@ func (s *Sandbox) start() error {
 
 	cfg := &initConfig{
 		MountPath: s.spec.MountPath,
-		Protected: s.protectedPaths(),
+		Protected: protected,
 		System:    systemDirs,
 		Hostname:  s.opts.Hostname,
 		Home:      Home,
@@ -339,7 +345,6 @@ func (s *Sandbox) start() error {
 	if m.Op == opFatal {
 		return setupError(m.Message)
 	}
-	s.placehold = m.Report.Placeholders
 	s.describe(m.Report)
 	return nil
 }
@@ -513,9 +518,10 @@ func (s *Sandbox) deadError() error {
 }
 
 // Close kills every process of the sandbox (ending the init ends its PID
-// namespace), removes its cgroups and the protected-path placeholders it
-// created, and stops the egress proxy. It is idempotent and returns nil
-// after the first call.
+// namespace), removes its cgroups, stops the egress proxy and runs the
+// git guard's last check (see [Quarantine]); it removes nothing else
+// from the workspace. It is idempotent and returns nil after the first
+// call.
 func (s *Sandbox) Close() error {
 	var err error
 	s.closeOne.Do(func() {
@@ -545,26 +551,9 @@ func (s *Sandbox) Close() error {
 		if s.rg != nil {
 			s.rg.remove()
 		}
-		s.removePlaceholders()
+		s.closeGuard()
 	})
 	return err
-}
-
-// removePlaceholders deletes the protected-path placeholders the init
-// created, deepest first, if they are still empty.
-func (s *Sandbox) removePlaceholders() {
-	ps := slices.Clone(s.placehold)
-	sort.Slice(ps, func(i, j int) bool { return len(ps[i]) > len(ps[j]) })
-	for _, p := range ps {
-		full := filepath.Join(s.wsRoot, filepath.FromSlash(p))
-		fi, err := os.Lstat(full)
-		if err != nil {
-			continue
-		}
-		if fi.IsDir() || fi.Size() == 0 {
-			_ = os.Remove(full)
-		}
-	}
 }
 
 // tailBuffer keeps the last max bytes written to it.

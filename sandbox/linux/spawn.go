@@ -55,6 +55,15 @@ func (st *initState) start(job *spawnJob, tid []byte, runTasks []*os.File) {
 	if req.SplitStderr {
 		nOut = 2
 	}
+	stdin := st.devNull
+	if req.Stdin {
+		if len(job.files) <= nOut {
+			fail(unix.EINVAL, "malformed exec request")
+			return
+		}
+		stdin = job.files[nOut]
+		nOut++
+	}
 	need := nOut + req.V1Tasks
 	if req.V2Dir {
 		need++
@@ -101,7 +110,7 @@ func (st *initState) start(job *spawnJob, tid []byte, runTasks []*os.File) {
 	attr := &syscall.ProcAttr{
 		Dir:   req.Dir,
 		Env:   req.Env,
-		Files: []uintptr{st.devNull.Fd(), stdout.Fd(), stderr.Fd()},
+		Files: []uintptr{stdin.Fd(), stdout.Fd(), stderr.Fd()},
 		Sys:   sys,
 	}
 	restore := preForkLimits(req.Rlimits)

@@ -60,8 +60,8 @@ type msg struct {
 }
 
 // execRequest asks the init to start one command. File descriptors arrive
-// in this order: stdout, then stderr when SplitStderr, then the cgroup
-// files named by Cgroup.
+// in this order: stdout, then stderr when SplitStderr, then stdin when
+// Stdin, then the cgroup files named by Cgroup.
 type execRequest struct {
 	Path        string   `json:"path"` // resolved in the sandbox; may be ""
 	Args        []string `json:"args"`
@@ -69,6 +69,9 @@ type execRequest struct {
 	Env         []string `json:"env"`
 	SplitStderr bool     `json:"split_stderr,omitempty"`
 	Rlimits     []rlimit `json:"rlimits,omitempty"`
+	// Stdin is true when the command's standard input follows the
+	// output pipes (otherwise it is /dev/null).
+	Stdin bool `json:"stdin,omitempty"`
 	// V1Tasks is the number of cgroup v1 "tasks" files passed after the
 	// output pipes; the spawner thread joins them to fork the command.
 	V1Tasks int `json:"v1_tasks,omitempty"`

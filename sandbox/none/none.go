@@ -11,9 +11,10 @@
 // What it does keep is the non-interactive execution contract of
 // [sandbox.Sandbox], so tools behave the same as under a real backend:
 //
-//   - stdin is /dev/null, and the command runs in its own session (and so
-//     its own process group) with no controlling terminal, so programs that
-//     prompt see EOF and programs that open /dev/tty fail at once;
+//   - stdin is /dev/null (unless [sandbox.Cmd].Stdin gives one), and the
+//     command runs in its own session (and so its own process group) with
+//     no controlling terminal, so programs that prompt see EOF and
+//     programs that open /dev/tty fail at once;
 //   - the environment is exactly [sandbox.BaseEnv] (HOME is a private
 //     temporary directory), then [sandbox.Spec].Env, then [sandbox.Cmd].Env
 //     (later entries win), plus the [MarkerVar] that tags the command's
@@ -397,6 +398,16 @@ func (s *Sandbox) Exec(ctx context.Context, cmd *sandbox.Cmd) (*sandbox.Result, 
 		if pw2 != nil {
 			pw2.Close()
 		}
+	}
+	if cmd.Stdin != nil {
+		in, sent, err := sandbox.StdinFile(cmd.Stdin)
+		if err != nil {
+			closeWrite()
+			closeAll(pipes)
+			return nil, fmt.Errorf("sandbox/none: exec: %w", err)
+		}
+		defer sent()
+		c.Stdin = in // an *os.File: exec.Cmd hands it over without a copier
 	}
 	r := &run{start: time.Now(), maxOut: lim.OutputBytes, overLimit: make(chan struct{})}
 	s.mu.Lock()

@@ -156,7 +156,7 @@ func escapeCases() []escapeCase {
 	homeScript += `; do [ -e "$f" ] && echo "ESCAPED: host home entry $f is visible"; done; echo checked`
 	orphan := fmt.Sprintf("keel-escape-orphan-%d", os.Getpid())
 
-	return []escapeCase{
+	cases := []escapeCase{
 		// Host files.
 		{name: "read_etc_shadow", area: "host files", want: []string{kindDenied, kindMasked, kindAbsent},
 			script: `grep -q '^root:' /etc/shadow && echo ESCAPED; cat /etc/shadow | head -c 200; [ -s /etc/shadow ] || echo MASKED`},
@@ -376,9 +376,6 @@ PY`,
 			check:  hostHas(".git/config", "[core]\n\trepositoryformatversion = 0\n")},
 		{name: "hooks_symlink_swap", area: "protected paths", want: []string{kindBusy, kindReadOnly, kindDenied}, prepare: prepareGit,
 			script: `rm -rf .git/hooks && ln -s /tmp .git/hooks && echo ESCAPED`},
-		{name: "protected_before_git_exists", area: "protected paths", want: []string{kindReadOnly, kindDenied},
-			script: `mkdir -p .git/hooks && echo x > .git/hooks/pre-commit && echo ESCAPED; echo '[core]' > .git/config && echo ESCAPED`,
-			check:  hostLacks(func(e *escapeEnv) string { return filepath.Join(e.ws, ".git/hooks/pre-commit") })},
 		{name: "policy_protected_path", area: "protected paths", want: []string{kindReadOnly, kindDenied},
 			edit:    func(s *sandbox.Spec, _ *escapeEnv) { s.Protected = []string{"deploy/secrets.env"} },
 			prepare: writeHost("deploy/secrets.env", "TOKEN=keep\n"),
@@ -423,4 +420,5 @@ PY`,
 		{name: "signal_init", area: "init", want: []string{kindContained},
 			script: `kill -KILL 1; kill -TERM 1; kill -STOP 1; kill -INT 1; echo sent`, check: stillWorks},
 	}
+	return append(cases, gitCases()...)
 }

@@ -32,6 +32,7 @@ const (
 	kindDiskFull     = "disk-full"      // ENOSPC
 	kindTooManyFiles = "too-many-files" // EMFILE
 	kindUnmapped     = "unmapped"       // EINVAL: the id does not exist in the sandbox's user namespace
+	kindQuarantined  = "quarantined"    // the backend moved a planted file aside after the command and said so
 )
 
 // refusalPatterns recognise each kind in output (C.UTF-8 messages).
@@ -48,6 +49,7 @@ var refusalPatterns = map[string]*regexp.Regexp{
 	kindDiskFull:     regexp.MustCompile(`(?i)no space left on device|ENOSPC`),
 	kindTooManyFiles: regexp.MustCompile(`(?i)too many open files|EMFILE`),
 	kindUnmapped:     regexp.MustCompile(`(?i)invalid argument|EINVAL`),
+	kindQuarantined:  regexp.MustCompile(`(?i)\bquarantined\b`),
 }
 
 // escapeCase is one escape attempt.
@@ -63,6 +65,10 @@ type escapeCase struct {
 	// the command (with the sandbox still open).
 	prepare func(t *testing.T, e *escapeEnv)
 	check   func(t *testing.T, e *escapeEnv, res *sandbox.Result, out string)
+	// sibling starts a second sandbox on the same workspace before the
+	// case's own and closes it before the script runs (two runs sharing
+	// a workspace, the first one ending).
+	sibling bool
 }
 
 // escapeEnv is what the host side of the suite prepared.
@@ -106,6 +112,7 @@ func RunEscapes(t *testing.T, newFn NewFunc) {
 				}
 			}
 			e := *host
+			var sibling sandbox.Sandbox
 			sb, spec := newSandbox(t, newFn, func(s *sandbox.Spec) {
 				e.spec, e.ws = s, s.Workspace
 				if c.edit != nil {
@@ -114,7 +121,17 @@ func RunEscapes(t *testing.T, newFn NewFunc) {
 				if c.prepare != nil {
 					c.prepare(t, &e)
 				}
+				if c.sibling {
+					sib := *s
+					sib.Protected = append([]string(nil), s.Protected...)
+					sibling = newFn(t, &sib)
+				}
 			})
+			if sibling != nil {
+				if err := sibling.Close(); err != nil {
+					t.Fatalf("closing the sibling sandbox: %v", err)
+				}
+			}
 			e.sb = sb
 			script := strings.ReplaceAll(c.script, "$HOSTPORT", fmt.Sprint(e.hostPort))
 			script = strings.NewReplacer("$OUTSIDE", e.outside, "$ABSTRACT", e.abstract, "$CANARY", e.canary,
@@ -227,5 +244,5 @@ func noConnection(t *testing.T, ln net.Listener) {
 var escapeAreas = []string{
 	"host files", "host environment", "write outside", "links", "/proc and /sys",
 	"devices", "ptrace", "mounts", "namespaces", "privileges", "kernel interfaces",
-	"network", "protected paths", "resources", "orphans", "init",
+	"network", "protected paths", "host git", "resources", "orphans", "init",
 }

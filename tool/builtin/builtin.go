@@ -7,6 +7,8 @@
 //	list_directory  list a directory                      ([fs])
 //	search_files    regex search, .gitignore-aware        ([fs])
 //	fetch_url       HTTP GET of an allowlisted URL        ([web])
+//	python          persistent Python interpreter          ([python])
+//	todo            the model's plan                       ([todo])
 //
 // Each tool's package documents its arguments and can register it alone.
 package builtin
@@ -14,7 +16,9 @@ package builtin
 import (
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin/fs"
+	"github.com/keel-run/keel/tool/builtin/python"
 	"github.com/keel-run/keel/tool/builtin/shell"
+	"github.com/keel-run/keel/tool/builtin/todo"
 	"github.com/keel-run/keel/tool/builtin/web"
 )
 
@@ -32,6 +36,12 @@ type Options struct {
 	// NoWeb leaves fetch_url out. Even when registered it fetches only
 	// what the run's network policy allows, which by default is nothing.
 	NoWeb bool
+	// Python configures python; nil means defaults.
+	Python *python.Options
+	// NoPython leaves python out (no persistent interpreter).
+	NoPython bool
+	// NoTodo leaves todo (the plan) out.
+	NoTodo bool
 }
 
 // Register adds the built-in tools to r. opts may be nil. It panics if r
@@ -47,5 +57,12 @@ func Register(r *tool.Registry, opts *Options) {
 	}
 	if !o.NoWeb {
 		web.Register(r, o.Web)
+	}
+	if !o.NoPython {
+		// Its kernels end with the run's sandbox, and forget themselves.
+		python.Register(r, o.Python)
+	}
+	if !o.NoTodo {
+		todo.Register(r)
 	}
 }

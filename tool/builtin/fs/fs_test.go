@@ -189,6 +189,42 @@ func TestProtectedPaths(t *testing.T) {
 	wantOK(t, e.call(fs.ReadName, map[string]any{"path": ".git/config"}), "[core]")
 }
 
+// TestGitMetadataReadOnly is the git-indirection fault: in a worktree or
+// submodule checkout .git is a file ("gitdir: ..."), and rewriting it (or
+// any other file git follows: commondir, config.worktree, a submodule's
+// or a nested repository's config and hooks) would make the host's git
+// read a config the agent wrote. File tools refuse every path with a
+// .git component, through links too, and leave the files as they were.
+func TestGitMetadataReadOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.write(".git", "gitdir: ../main/.git/worktrees/w\n")
+	e.write("vendor/lib/.git/config", "[core]\n")
+	if err := os.Symlink("vendor/lib/.git", filepath.Join(e.dir, "meta")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{".git", "./.git", ".GIT", "vendor/lib/.git/config", "vendor/lib/.git/commondir",
+		"vendor/lib/.git/hooks/pre-commit", "vendor/lib/.git/config.worktree", "meta/config", "x/.git/modules/m/config", "new/.git"} {
+		wantErr(t, e.call(fs.WriteName, map[string]any{"path": p, "content": "gitdir: ./evil/g\n"}), "protected")
+	}
+	wantErr(t, e.call(fs.EditName, map[string]any{"path": ".git", "old_string": "../main", "new_string": "./evil"}), "protected")
+	wantErr(t, e.call(fs.EditName, map[string]any{"path": "meta/config", "old_string": "[core]", "new_string": "[core]\n\tfsmonitor = x"}), "protected")
+	if got := e.read(".git"); got != "gitdir: ../main/.git/worktrees/w\n" {
+		t.Errorf(".git = %q, changed", got)
+	}
+	if got := e.read("vendor/lib/.git/config"); got != "[core]\n" {
+		t.Errorf("vendor/lib/.git/config = %q, changed", got)
+	}
+	for _, p := range []string{"x", "new", "vendor/lib/.git/commondir"} {
+		if _, err := os.Lstat(filepath.Join(e.dir, p)); err == nil {
+			t.Errorf("%s was created", p)
+		}
+	}
+	// Files whose names merely start with .git are the agent's.
+	wantOK(t, e.call(fs.WriteName, map[string]any{"path": ".gitignore", "content": "*.o\n"}))
+	wantOK(t, e.call(fs.WriteName, map[string]any{"path": ".github/workflows/ci.yml", "content": "on: push\n"}))
+}
+
 // TestUnicodeNames checks that names are used literally: NFC and NFD
 // spellings are different files, spaces are kept.
 func TestUnicodeNames(t *testing.T) {

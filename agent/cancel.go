@@ -1,0 +1,58 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/tool"
+)
+
+// Cancel ends a run that no one is executing (paused, failed, or
+// interrupted) as canceled, without a model or sandbox: every call of its
+// open turn gets a synthetic result first, as when an execution is
+// canceled, so no call is left without one. by names who canceled it (a
+// person), recorded in the run.canceled message; "" means "user".
+//
+// It returns [ErrRunCompleted] for a completed run, nil for a run already
+// canceled, and an error wrapping [ErrRunBusy] if another process appended
+// to the run meanwhile. To cancel a run that is executing, cancel the
+// context of its [Runtime.Execute] with cause [ErrUserCanceled] instead.
+func (rt *Runtime) Cancel(ctx context.Context, runID, by string) (*State, error) {
+	st, _, err := rt.Load(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("agent: cancel run %s: %w", runID, err)
+	}
+	switch st.Status {
+	case journal.StatusCompleted:
+		return st, fmt.Errorf("agent: cancel run %s: %w", runID, ErrRunCompleted)
+	case journal.StatusCanceled:
+		return st, nil
+	}
+	x := &executor{rt: rt, p: &ExecParams{}, st: st, runID: runID}
+	who := by
+	if who == "" {
+		who = "user"
+	}
+	msg := "canceled by " + who
+	if t := st.LastTurn(); t != nil {
+		var types []journal.Type
+		var payloads []any
+		for _, c := range t.Calls {
+			if c.Finished == nil {
+				types = append(types, journal.ToolFinished)
+				payloads = append(payloads, &ToolFinished{CallID: c.ID, Tool: c.Name, Synthetic: true,
+					Result: tool.Result{IsError: true, Content: "this call did not run: the run was stopped (" + msg + ")"}})
+			}
+		}
+		if len(types) > 0 {
+			if err := x.appendMany(ctx, types, payloads); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := x.append(ctx, journal.RunCanceled, &RunEnded{Reason: "user", Message: msg}); err != nil {
+		return nil, err
+	}
+	return x.st, nil
+}

@@ -1,0 +1,399 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+)
+
+// The model request is a view over the journal (docs/context.md): the
+// system prompt and memory, the tool schemas, the task, the summary of
+// compacted turns (with the plan), and the turns since. When the view's
+// estimate passes the threshold, the step function returns ActCompact;
+// the executor has the model summarise the oldest turns and journals
+// context.compacted, after which those turns leave the view. The
+// workspace and the journal keep everything.
+
+// Defaults of [ContextConfig].
+const (
+	// DefaultCompactThreshold is the fraction of the window at which a
+	// run compacts.
+	DefaultCompactThreshold = 0.8
+	// DefaultKeepRecent is the fraction of the window kept verbatim
+	// (the newest turns) when a run compacts.
+	DefaultKeepRecent = 0.25
+	// DefaultNotesFile is the workspace file whose content a handoff
+	// carries into the fresh context.
+	DefaultNotesFile = ".keel-notes.md"
+	// maxNotesBytes bounds the notes a handoff carries.
+	maxNotesBytes = 8 << 10
+)
+
+// ContextConfig configures a run's context window and compaction. It is
+// fixed in run.created (a resume may replace Window, see
+// [RunResumed].ContextWindow), so that the step function's decisions
+// replay.
+type ContextConfig struct {
+	// Window is the model's context window in tokens; 0 disables
+	// compaction.
+	Window int `json:"window,omitempty"`
+	// Threshold is the fraction of Window at which the run compacts;
+	// 0 means [DefaultCompactThreshold].
+	Threshold float64 `json:"threshold,omitempty"`
+	// Family names the model family whose token estimate applies (see
+	// [LookupFamily]); "" means [GenericFamily].
+	Family string `json:"family,omitempty"`
+	// KeepRecent is the fraction of Window kept verbatim after a
+	// compaction (the newest turns); 0 means [DefaultKeepRecent].
+	KeepRecent float64 `json:"keep_recent,omitempty"`
+	// SummaryTokens bounds the summary's length in tokens; 0 means
+	// Window/8, at most 2,000.
+	SummaryTokens int `json:"summary_tokens,omitempty"`
+	// HandoffAfter makes every HandoffAfter-th compaction a handoff (a
+	// fresh context from the summary, the plan and the workspace notes);
+	// 0 means never.
+	HandoffAfter int `json:"handoff_after,omitempty"`
+	// NotesFile is the workspace-relative notes file a handoff carries;
+	// "" means [DefaultNotesFile].
+	NotesFile string `json:"notes_file,omitempty"`
+}
+
+// ContextCompacted is the payload of journal.ContextCompacted: turns
+// [From, To) of State.Messages left the view, replaced by Summary.
+// Summary covers everything before To (it includes the previous
+// summary), so the view holds only the newest one.
+type ContextCompacted struct {
+	// From and To delimit the messages compacted by this event (indexes
+	// into State.Messages; message 0, the task, always stays). From is
+	// where the previous compaction stopped.
+	From int `json:"from"`
+	To   int `json:"to"`
+	// FirstStep and LastStep number the assistant turns (steps, from 1)
+	// the range holds; 0 when it holds none.
+	FirstStep int `json:"first_step,omitempty"`
+	LastStep  int `json:"last_step,omitempty"`
+	// Summary replaces the compacted turns in the view.
+	Summary string `json:"summary"`
+	// Mechanical is set when Keel wrote Summary itself because the model
+	// could not (see Attempts); such a summary lists the calls and their
+	// outcomes.
+	Mechanical bool `json:"mechanical,omitempty"`
+	// Handoff marks a fresh context: every turn left the view, and Notes
+	// (the workspace's NotesFile) joined the summary.
+	Handoff   bool   `json:"handoff,omitempty"`
+	Notes     string `json:"notes,omitempty"`
+	NotesFile string `json:"notes_file,omitempty"`
+	// Plan is the plan (todo list) when the compaction happened; the
+	// view shows it with the summary.
+	Plan []PlanItem `json:"plan,omitempty"`
+	// Reason is "threshold" (the estimate passed it), "handoff" (the
+	// automatic handoff after ContextConfig.HandoffAfter compactions) or
+	// "requested" (keel runs handoff).
+	Reason string `json:"reason"`
+	// TokensBefore and TokensAfter estimate the next request before and
+	// after; Window is the window they were measured against.
+	TokensBefore int `json:"tokens_before"`
+	TokensAfter  int `json:"tokens_after"`
+	Window       int `json:"window"`
+	// Attempts lists failed summary requests, in order.
+	Attempts []SummaryAttempt `json:"attempts,omitempty"`
+	// Usage, Cost, Model and DurationMS describe the summary call that
+	// succeeded (zero for a mechanical summary).
+	Usage      model.Usage `json:"usage"`
+	Cost       float64     `json:"cost,omitempty"`
+	Model      string      `json:"model,omitempty"`
+	DurationMS int64       `json:"duration_ms"`
+}
+
+// SummaryAttempt is one failed request for a summary.
+type SummaryAttempt struct {
+	// Kind is the model error kind ("context_overflow") or "empty".
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+	// BudgetTokens is the input budget the request was built for.
+	BudgetTokens int `json:"budget_tokens"`
+}
+
+// Compaction is the step function's decision to compact (ActCompact).
+type Compaction struct {
+	// From and To delimit the messages to compact, as in
+	// [ContextCompacted].
+	From, To int
+	Handoff  bool
+	// Reason is as in [ContextCompacted].
+	Reason string
+	// Estimate is the estimated tokens of the next request now.
+	Estimate int
+}
+
+// contextState is the part of [State] the context builder folds.
+type contextState struct {
+	// viewStart is the first message of State.Messages shown verbatim
+	// (after the task); messages [1, viewStart) are summarised.
+	viewStart int
+	// compactions are the context.compacted events, in order.
+	compactions []*ContextCompacted
+	// sinceHandoff counts compactions since the last handoff.
+	sinceHandoff int
+	// window overrides ContextConfig.Window when positive.
+	window int
+	// handoffRequested is set by a run.resumed asking for a handoff.
+	handoffRequested bool
+	// plan is the newest plan (see [State.Plan]).
+	plan []PlanItem
+	// pieces[i] is the estimate, in pieces (see [EstimateText]), of
+	// s.Messages[i] as the view renders it, with its tool results; kept
+	// up to date by applyContext so that the step function's estimate is
+	// a sum.
+	pieces []int
+	// prefixPieces is the estimate of the system prompt and tools.
+	prefixPieces int
+	healthState
+}
+
+// Compactions returns the run's context.compacted payloads, oldest
+// first. The slice is shared; do not modify it.
+func (s *State) Compactions() []*ContextCompacted { return s.ctx.compactions }
+
+// ViewStart returns the index in s.Messages of the first message the
+// model still sees verbatim after the task (1 when nothing was
+// compacted).
+func (s *State) ViewStart() int {
+	if s.ctx.viewStart == 0 {
+		return 1
+	}
+	return s.ctx.viewStart
+}
+
+// ContextWindow returns the run's effective context window in tokens (0:
+// no compaction).
+func (s *State) ContextWindow() int {
+	if s.ctx.window > 0 {
+		return s.ctx.window
+	}
+	if c := s.Created.Context; c != nil {
+		return c.Window
+	}
+	return 0
+}
+
+// Family returns the model family whose token estimate the run uses.
+func (s *State) Family() Family {
+	if c := s.Created.Context; c != nil && c.Family != "" {
+		return familyByName(c.Family)
+	}
+	return LookupFamily(s.Created.Model)
+}
+
+func (s *State) contextConfig() ContextConfig {
+	var c ContextConfig
+	if s.Created.Context != nil {
+		c = *s.Created.Context
+	}
+	c.Window = s.ContextWindow()
+	if c.Threshold <= 0 || c.Threshold > 1 {
+		c.Threshold = DefaultCompactThreshold
+	}
+	if c.KeepRecent <= 0 || c.KeepRecent >= 1 {
+		c.KeepRecent = DefaultKeepRecent
+	}
+	if c.SummaryTokens <= 0 {
+		c.SummaryTokens = min(2000, max(c.Window/8, 64))
+	}
+	if c.NotesFile == "" {
+		c.NotesFile = DefaultNotesFile
+	}
+	return c
+}
+
+// applyContext folds the context-related parts of an event: compactions,
+// window overrides and handoff requests, the plan, and loop health. It
+// runs after [State.Apply]'s own handling of the event.
+func (s *State) applyContext(e *journal.Event, v any) error {
+	bad := func(format string, args ...any) error {
+		return &journal.CorruptError{RunID: s.RunID, Seq: e.Seq, Reason: fmt.Sprintf(format, args...)}
+	}
+	if e.Type == journal.RunCreated {
+		s.ctx.prefixPieces = perRequestPieces + EstimateText(systemPrompt(s.Created)) + estimateTools(toolSpecs(s.Created))
+	}
+	for len(s.ctx.pieces) < len(s.Messages) {
+		m := s.Messages[len(s.ctx.pieces)]
+		m.ToolCalls = sanitizeCalls(m.ToolCalls)
+		s.ctx.pieces = append(s.ctx.pieces, estimateMessage(&m))
+	}
+	switch p := v.(type) {
+	case *ContextCompacted:
+		if t := s.LastTurn(); t != nil && !allDone(t) {
+			return bad("context.compacted while a tool call has no result")
+		}
+		if p.From != s.ViewStart() || p.To <= p.From || p.To > len(s.Messages) {
+			return bad("context.compacted range [%d, %d) does not continue the view at %d of %d messages", p.From, p.To, s.ViewStart(), len(s.Messages))
+		}
+		s.ctx.viewStart = p.To
+		s.ctx.compactions = append(s.ctx.compactions, p)
+		s.ctx.sinceHandoff++
+		if p.Handoff {
+			s.ctx.sinceHandoff = 0
+			s.ctx.handoffRequested = false
+		}
+		s.Usage = s.Usage.Add(p.Usage)
+		s.Cost += p.Cost
+	case *RunResumed:
+		if p.ContextWindow > 0 {
+			s.ctx.window = p.ContextWindow
+		}
+		if p.Handoff {
+			s.ctx.handoffRequested = true
+		}
+	case *ModelResponded:
+		s.noteResponse(&p.Message)
+	case *ToolFinished:
+		if t := s.turnOf(p.CallID); t != nil && t.Index < len(s.ctx.pieces) {
+			s.ctx.pieces[t.Index] += perMessagePieces + EstimateText(p.Content)
+		}
+		s.notePlan(p)
+		s.noteTurnDone()
+	}
+	return nil
+}
+
+// turnOf returns the newest turn with a call of that id.
+func (s *State) turnOf(id string) *Turn {
+	for i := len(s.Turns) - 1; i >= 0; i-- {
+		for _, c := range s.Turns[i].Calls {
+			if c.ID == id {
+				return s.Turns[i]
+			}
+		}
+	}
+	return nil
+}
+
+// NextRequestTokens returns the estimated prompt tokens of the next
+// request before any trimming: the step function compares it with the
+// compaction threshold. It is a sum of per-message estimates folded with
+// the journal.
+func (s *State) NextRequestTokens() int { return estimateView(s) }
+
+// systemPrompt returns the system prompt of every request: the run's
+// system prompt, then its memory files.
+func systemPrompt(c *RunCreated) string {
+	if strings.TrimSpace(c.Memory) == "" {
+		return c.System
+	}
+	if c.System == "" {
+		return c.Memory
+	}
+	return c.System + "\n\n" + c.Memory
+}
+
+func toolSpecs(c *RunCreated) []model.ToolSpec {
+	tools := make([]model.ToolSpec, len(c.Tools))
+	for i, t := range c.Tools {
+		tools[i] = t.ToolSpec
+	}
+	return tools
+}
+
+// BuildRequest returns the model request for the next turn of s, a view
+// over its journal: the system prompt with memory, the tools sorted by
+// name (this prefix stays the same between steps, so provider prompt
+// caching applies), the task, the newest compaction summary with the
+// plan, and the turns since. When the estimate still exceeds the window
+// (less a reserve for the answer), older tool results and texts are
+// trimmed in the request, never in the journal, so the request fits.
+// PriorTurns counts the compacted assistant turns.
+func BuildRequest(s *State, maxOutput int) *model.Request {
+	req, _ := buildRequest(s, maxOutput)
+	return req
+}
+
+// buildRequest is BuildRequest, also returning the request's estimate.
+func buildRequest(s *State, maxOutput int) (*model.Request, int) {
+	req := &model.Request{System: systemPrompt(s.Created), Tools: toolSpecs(s.Created), MaxOutputTokens: maxOutput}
+	req.Messages, req.PriorTurns = viewMessages(s)
+	est := estimateView(s)
+	if w := s.ContextWindow(); w > 0 && est > w-outputReserve(w, maxOutput) {
+		fitRequest(req, s.Family(), w-outputReserve(w, maxOutput))
+		est = EstimateRequest(req, s.Family())
+	}
+	return req, est
+}
+
+// outputReserve is the part of the window kept free for the answer.
+func outputReserve(window, maxOutput int) int {
+	if maxOutput > 0 && maxOutput < window/2 {
+		return maxOutput
+	}
+	return min(window/10, 8192)
+}
+
+// viewMessages returns the messages of the view and the number of
+// assistant turns compacted out of it.
+func viewMessages(s *State) ([]model.Message, int) {
+	start := s.ViewStart()
+	out := make([]model.Message, 0, 2+2*(len(s.Messages)-start))
+	out = append(out, s.Messages[0])
+	prior := 0
+	if n := len(s.ctx.compactions); n > 0 {
+		for _, m := range s.Messages[1:min(start, len(s.Messages))] {
+			if m.Role == model.RoleAssistant {
+				prior++
+			}
+		}
+		out = append(out, model.Message{Role: model.RoleUser, Content: summaryMessage(s.ctx.compactions[n-1])})
+	}
+	return appendConversation(out, s, start), prior
+}
+
+// appendConversation appends s.Messages[start:] to out as
+// [State.Conversation] renders them: each turn followed by its results.
+func appendConversation(out []model.Message, s *State, start int) []model.Message {
+	ti := 0
+	for ti < len(s.Turns) && s.Turns[ti].Index < start {
+		ti++
+	}
+	for i := start; i < len(s.Messages); i++ {
+		m := s.Messages[i]
+		if ti < len(s.Turns) && s.Turns[ti].Index == i {
+			t := s.Turns[ti]
+			ti++
+			m.ToolCalls = sanitizeCalls(m.ToolCalls)
+			out = append(out, m)
+			for _, c := range t.Calls {
+				if c.Finished == nil {
+					continue
+				}
+				out = append(out, model.Message{Role: model.RoleTool, ToolCallID: c.ID, Content: c.Finished.Content, IsError: c.Finished.IsError})
+			}
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// summaryMessage renders a compaction for the view.
+func summaryMessage(c *ContextCompacted) string {
+	var b strings.Builder
+	if c.Handoff {
+		b.WriteString("[Keel: handoff. You continue this task in a fresh context. Everything before this message was replaced by the summary below; ")
+	} else {
+		b.WriteString("[Keel: context compacted. Earlier turns were replaced by the summary below; ")
+	}
+	if c.LastStep > 0 {
+		fmt.Fprintf(&b, "it covers steps 1–%d. ", c.LastStep)
+	}
+	b.WriteString("The workspace still holds all their changes, and long outputs remain in the files their results named.]\n\n")
+	b.WriteString(strings.TrimSpace(c.Summary))
+	if c.Notes != "" {
+		fmt.Fprintf(&b, "\n\nYour notes (%s):\n%s", c.NotesFile, strings.TrimSpace(c.Notes))
+	}
+	if len(c.Plan) > 0 {
+		b.WriteString("\n\nPlan (todo) at that point:\n")
+		b.WriteString(RenderPlan(c.Plan))
+	}
+	return b.String()
+}

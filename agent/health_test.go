@@ -1,0 +1,147 @@
+package agent_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/model/codeact"
+	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/none"
+	"github.com/keel-run/keel/tool"
+	"github.com/keel-run/keel/tool/builtin/shell"
+)
+
+// userMessages returns the user.message events of a run as "source: first line".
+func userMessages(t *testing.T, evs []journal.Event) []string {
+	var out []string
+	for i := range evs {
+		v, err := agent.Decode(&evs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u, ok := v.(*agent.UserMessage); ok {
+			out = append(out, u.Source+": "+firstLineOf(u.Content))
+		}
+	}
+	return out
+}
+
+// The same call with the same result, turn after turn, gets a nudge and
+// then stops the run; a call whose result changes does not.
+func TestRepeatedCallsNudgeThenStop(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		texts  []string
+		status journal.Status
+		reason string
+		nudges int
+	}{
+		{"same call and result", []string{"x", "x", "x", "x", "x", "x", "x"}, journal.StatusFailed, "repeated_calls", 1},
+		{"results differ", []string{"a", "b", "a", "b", "a", "b", "a"}, journal.StatusCompleted, "answer", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			var turns []model.Message
+			for i, x := range tt.texts {
+				turns = append(turns, calls(tc("c"+string(rune('a'+i)), "echo", `{"text":"`+x+`"}`)))
+			}
+			m := &script{turns: append(turns, answer("done"))}
+			id := e.create(&agent.RunCreated{})
+			out, err := e.rt.Execute(context.Background(), id, e.params(m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != tt.status || out.End.Reason != tt.reason {
+				t.Fatalf("outcome %v %+v", out.Status, out.End)
+			}
+			nudges := userMessages(t, e.events(id))
+			if len(nudges) != tt.nudges {
+				t.Fatalf("nudges %q, want %d", nudges, tt.nudges)
+			}
+			if tt.nudges > 0 {
+				if !strings.HasPrefix(nudges[0], "keel.health: [Keel: you have made the same tool call 3 times") {
+					t.Errorf("nudge %q", nudges[0])
+				}
+				if out.State.Steps != agent.DefaultMaxRepeats {
+					t.Errorf("stopped after %d steps, want %d", out.State.Steps, agent.DefaultMaxRepeats)
+				}
+			}
+		})
+	}
+}
+
+// In text-action mode a reply without an action is a format error sent
+// back to the model; after three in a row the run stops.
+func TestFormatErrorsNudgeThenStop(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		replies []string
+		status  journal.Status
+		reason  string
+		errors  int
+	}{
+		{"recovers", []string{"thinking…", "```bash\necho hi\n```", "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\necho result\n```"}, journal.StatusCompleted, "marker", 1},
+		{"keeps failing", []string{"a", "b", "c", "d"}, journal.StatusFailed, "format_errors", 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.reg = tool.NewRegistry()
+			shell.Register(e.reg, nil)
+			sb, err := none.New(&sandbox.Spec{Workspace: e.ws.Root(), MountPath: "/workspace"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sb.Close() })
+			var turns []model.Message
+			for _, r := range tt.replies {
+				turns = append(turns, model.Message{Content: r})
+			}
+			m := codeact.New(&textScript{turns: turns}, nil)
+			id := e.create(&agent.RunCreated{FormatError: codeact.FormatError(nil, "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"), CompletionMarker: "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"})
+			p := e.params(m)
+			p.Env.Sandbox = sb
+			out, err := e.rt.Execute(context.Background(), id, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != tt.status || out.End.Reason != tt.reason {
+				t.Fatalf("outcome %v %+v", out.Status, out.End)
+			}
+			var want []string
+			for range tt.errors {
+				want = append(want, "keel.format: Format error: your reply has no action. Every reply must contain at least one fenced ```bash or ```python block; for example:")
+			}
+			if diff := cmp.Diff(want, userMessages(t, e.events(id))); diff != "" {
+				t.Errorf("format errors (-want +got):\n%s", diff)
+			}
+			if tt.status == journal.StatusCompleted && out.End.Output != "result\n" {
+				t.Errorf("output %q", out.End.Output)
+			}
+		})
+	}
+}
+
+// textScript answers the k-th request with turns[k], k counting the
+// assistant messages (a model without function calling).
+type textScript struct{ turns []model.Message }
+
+func (s *textScript) Generate(_ context.Context, req *model.Request) (*model.Response, error) {
+	k := req.PriorTurns
+	for _, m := range req.Messages {
+		if m.Role == model.RoleAssistant {
+			k++
+		}
+	}
+	if k >= len(s.turns) {
+		return nil, &model.Error{Kind: model.KindExhausted, Message: "exhausted"}
+	}
+	m := s.turns[k]
+	m.Role = model.RoleAssistant
+	return &model.Response{Message: m}, nil
+}

@@ -1,0 +1,166 @@
+// Package audit checks and exports journals: it verifies every run's hash
+// chain, its agreement with the store's run index (a cut-off tail), and
+// that its events fold into a valid run, and reports the first bad event;
+// it exports runs as JSON lines with their hashes, which anyone can check
+// again with journal.ReadJSONL and journal.Verify.
+//
+// The identity stream (package identity) is audited like a run.
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
+)
+
+// Report is the audit of one stream.
+type Report struct {
+	RunID string `json:"run_id"`
+	// Kind is "run", or "identity" for the identity stream.
+	Kind string `json:"kind"`
+	// Events is the number of events read.
+	Events int `json:"events"`
+	// OK is true when the stream verified and folded.
+	OK bool `json:"ok"`
+	// FirstBad is the sequence number of the first bad event (0 when OK,
+	// or when the stream cannot be read at all).
+	FirstBad int64 `json:"first_bad,omitempty"`
+	// Reason says what is wrong.
+	Reason string `json:"reason,omitempty"`
+	// Status is the run's status as folded (runs only).
+	Status journal.Status `json:"status,omitempty"`
+	// Head is the hash of the newest event: with the event count, what a
+	// person can write down to check later that nothing was appended or
+	// cut.
+	Head string `json:"head,omitempty"`
+}
+
+// Verify audits one stream of store: it reads the events, checks the hash
+// chain from the first event, compares the newest event with the store's
+// run index when the run is listed there, and folds the events (a run, or
+// the identity directory). It returns the report; an error only when the
+// store cannot be asked at all (a run that does not exist is an error
+// wrapping journal.ErrNotFound).
+func Verify(ctx context.Context, store journal.Store, runID string) (Report, error) {
+	runs, err := store.Runs(ctx, nil)
+	if err != nil {
+		return Report{}, fmt.Errorf("audit: list runs: %w", err)
+	}
+	var sum *journal.RunSummary
+	for i := range runs {
+		if runs[i].RunID == runID {
+			sum = &runs[i]
+		}
+	}
+	return verify(ctx, store, runID, sum)
+}
+
+// VerifyAll audits every stream the store lists, runs and the identity
+// stream, in the store's order (newest run first).
+func VerifyAll(ctx context.Context, store journal.Store) ([]Report, error) {
+	runs, err := store.Runs(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("audit: list runs: %w", err)
+	}
+	out := make([]Report, 0, len(runs))
+	for i := range runs {
+		r, err := verify(ctx, store, runs[i].RunID, &runs[i])
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func verify(ctx context.Context, store journal.Store, runID string, sum *journal.RunSummary) (Report, error) {
+	r := Report{RunID: runID, Kind: "run"}
+	if identity.Reserved(runID) {
+		r.Kind = "identity"
+	}
+	fail := func(err error) (Report, error) {
+		var ce *journal.CorruptError
+		if errors.As(err, &ce) {
+			r.FirstBad, r.Reason = ce.Seq, ce.Reason
+			return r, nil
+		}
+		if errors.Is(err, journal.ErrNotFound) {
+			return r, fmt.Errorf("audit: %w", err)
+		}
+		r.Reason = err.Error()
+		return r, nil
+	}
+	events, err := store.Read(ctx, runID, 1)
+	if err != nil {
+		return fail(err)
+	}
+	r.Events = len(events)
+	if len(events) == 0 {
+		return fail(&journal.CorruptError{RunID: runID, Seq: 1, Reason: "the run exists but has no events"})
+	}
+	if err := journal.Verify(runID, events); err != nil {
+		return fail(err)
+	}
+	last := events[len(events)-1]
+	r.Head = last.Hash
+	if sum != nil && sum.LastSeq != last.Seq {
+		return fail(&journal.CorruptError{RunID: runID, Seq: min(sum.LastSeq, last.Seq) + 1,
+			Reason: fmt.Sprintf("the run index ends at event %d but the journal at event %d: events were cut off or added behind Keel's back", sum.LastSeq, last.Seq)})
+	}
+	if sum != nil && sum.LastType != last.Type {
+		return fail(&journal.CorruptError{RunID: runID, Seq: last.Seq,
+			Reason: fmt.Sprintf("the run index says the newest event is %s, the journal has %s", sum.LastType, last.Type)})
+	}
+	if r.Kind == "identity" {
+		if _, err := identity.NewDirectory(store, nil).List(ctx); err != nil {
+			return fail(err)
+		}
+	} else {
+		st, err := agent.Fold(runID, events)
+		if err != nil {
+			return fail(err)
+		}
+		r.Status = st.Status
+	}
+	r.OK = true
+	return r, nil
+}
+
+// ExportOptions configure [Export]. The zero value is valid.
+type ExportOptions struct {
+	// Unverified exports runs even when they fail verification (the
+	// export then carries the bad events as stored). By default a run
+	// that fails is not written and Export returns its error.
+	Unverified bool
+}
+
+// Export writes the events of runIDs to w as JSON lines with their hashes
+// (the format of journal.WriteJSONL), each run verified first. It returns
+// the first error: a run that does not verify (a *journal.CorruptError,
+// unless opts.Unverified), a store error, or a write error.
+func Export(ctx context.Context, store journal.Store, runIDs []string, w io.Writer, opts *ExportOptions) error {
+	if opts == nil {
+		opts = &ExportOptions{}
+	}
+	for _, id := range runIDs {
+		var events []journal.Event
+		var err error
+		if opts.Unverified {
+			events, err = store.Read(ctx, id, 1)
+		} else {
+			events, err = journal.ReadVerified(ctx, store, id)
+		}
+		if err != nil {
+			return fmt.Errorf("audit: export %s: %w", id, err)
+		}
+		if err := journal.WriteJSONL(w, events); err != nil {
+			return fmt.Errorf("audit: export %s: %w", id, err)
+		}
+	}
+	return nil
+}

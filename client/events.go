@@ -1,0 +1,161 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+)
+
+// EventsParams configures [Client.Events]. The zero value replays every
+// event and then follows the run until ctx is done.
+type EventsParams struct {
+	// From is the first sequence number; 0 means 1.
+	From int64
+	// NoFollow ends after the events stored now.
+	NoFollow bool
+	// UntilStopped ends after the next event that stops an execution
+	// (run.paused, run.completed, run.failed, run.canceled).
+	UntilStopped bool
+}
+
+// Events yields run id's events in order, each once, starting at p.From.
+// It reads the server's Server-Sent Events stream; when the connection
+// breaks it reconnects after [Options.Retry] with Last-Event-ID, so no
+// event is lost or repeated. Each event's hash link to the previous one
+// is checked (the first event's is checked against the genesis hash when
+// From is 1); a broken link ends the sequence with a
+// *journal.CorruptError. Server errors (an unknown run) end it with an
+// *api.Error; when ctx is done it ends without an error.
+func (c *Client) Events(ctx context.Context, id string, p *EventsParams) iter.Seq2[journal.Event, error] {
+	var o EventsParams
+	if p != nil {
+		o = *p
+	}
+	return func(yield func(journal.Event, error) bool) {
+		next := max(o.From, 1)
+		prev := ""
+		if next == 1 {
+			prev = journal.GenesisHash
+		}
+		for {
+			done, err := c.streamOnce(ctx, id, &o, next, func(e journal.Event) bool {
+				if e.Seq < next {
+					return true // a replayed duplicate
+				}
+				link := prev
+				if link == "" {
+					link = e.PrevHash
+				}
+				if err := journal.VerifyFrom(id, link, next, []journal.Event{e}); err != nil {
+					yield(journal.Event{}, err)
+					return false
+				}
+				next, prev = e.Seq+1, e.Hash
+				return yield(e, nil)
+			})
+			if done {
+				if err != nil {
+					yield(journal.Event{}, err)
+				}
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			var ae *api.Error
+			if errors.As(err, &ae) && ae.Status < 500 {
+				yield(journal.Event{}, err)
+				return
+			}
+			// The connection broke (or the server restarts): reconnect
+			// after a pause, from where we are.
+			t := time.NewTimer(c.retry)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// streamOnce reads one SSE connection. It returns done when the stream
+// ended on purpose (an "end" message, or the consumer stopped), with an
+// error if the server ended it because of one, and an error without done
+// when the connection failed.
+func (c *Client) streamOnce(ctx context.Context, id string, o *EventsParams, from int64, deliver func(journal.Event) bool) (done bool, err error) {
+	q := url.Values{}
+	if o.NoFollow {
+		q.Set("follow", "false")
+	}
+	if o.UntilStopped {
+		q.Set("until", "stopped")
+	}
+	h := http.Header{}
+	h.Set("Accept", "text/event-stream")
+	h.Set("Last-Event-ID", strconv.FormatInt(from-1, 10))
+	resp, err := c.send(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/events", q, nil, h)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReaderSize(resp.Body, 64<<10)
+	var event string
+	var data strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return false, fmt.Errorf("client: event stream of run %s: %w", id, err)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "":
+			if data.Len() == 0 {
+				event = ""
+				continue
+			}
+			if event == "end" {
+				var end struct{ Reason string }
+				_ = json.Unmarshal([]byte(data.String()), &end)
+				if msg, ok := strings.CutPrefix(end.Reason, "error: "); ok {
+					return true, &api.Error{Code: api.CodeInternal, Status: http.StatusInternalServerError, Message: "the server ended the event stream: " + msg}
+				}
+				return true, nil
+			}
+			var e journal.Event
+			if err := json.Unmarshal([]byte(data.String()), &e); err != nil {
+				return false, fmt.Errorf("client: event stream of run %s: bad event: %w", id, err)
+			}
+			data.Reset()
+			event = ""
+			if !deliver(e) {
+				return true, nil
+			}
+		case strings.HasPrefix(line, ":"):
+			// a comment (keep-alive)
+		case strings.HasPrefix(line, "event:"):
+			event = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case strings.HasPrefix(line, "data:"):
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+	}
+}

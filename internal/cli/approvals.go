@@ -1,0 +1,255 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
+)
+
+// parseDuration is time.ParseDuration that also accepts whole days
+// ("3d"), since approvals may wait that long.
+func parseDuration(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("want a duration such as 30m, 12h or 3d")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("want a duration such as 30m, 12h or 3d")
+	}
+	return d, nil
+}
+
+// onWait prints what a waiting run needs from a person.
+func (a *app) onWait(pending []agent.PendingApproval) {
+	for _, p := range pending {
+		fmt.Fprintf(a.stderr, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, p.CallID, p.Tool)
+		for _, line := range strings.Split(p.Action, "\n") {
+			fmt.Fprintf(a.stderr, "    │ %s\n", line)
+		}
+		for _, part := range p.Parts {
+			fmt.Fprintf(a.stderr, "  asks: %s — %s\n", clip(oneLine(part.Text), 80), part.Reason)
+		}
+		if p.Expires != nil {
+			fmt.Fprintf(a.stderr, "  deadline %s, then: %s\n", p.Expires.Local().Format("2006-01-02 15:04:05"), p.Default)
+		}
+		fmt.Fprintf(a.stderr, "  approve: keel approve %s %s [--remember run|agent]\n  deny:    keel deny %s %s --reason '...'\n", p.RunID, p.CallID, p.RunID, p.CallID)
+	}
+	fmt.Fprintln(a.stderr, "keel: waiting (any process sharing the journal may decide; Ctrl-C leaves the run paused)")
+}
+
+func (a *app) approvalsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "approvals", Short: "List the tool calls waiting for a person's approval"}
+	var run string
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List pending approvals across runs, oldest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			store, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			pending, err := agent.NewRuntime(store, nil).Approvals(ctx, &agent.ApprovalsParams{RunID: run})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				for _, p := range pending {
+					if err := enc.Encode(p); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if len(pending) == 0 {
+				fmt.Fprintln(a.stdout, "no pending approvals")
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tCALL\tAGENT\tSINCE\tDEADLINE\tTOOL\tACTION")
+			for _, p := range pending {
+				who := p.Principal
+				if p.OnBehalfOf != "" {
+					who += " for " + p.OnBehalfOf
+				}
+				deadline := "none"
+				if p.Expires != nil {
+					deadline = p.Expires.Local().Format("01-02 15:04") + " → " + string(p.Default)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, p.CallID, who, p.Time.Local().Format("01-02 15:04"), deadline, p.Tool, clip(oneLine(p.Action), 70))
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().StringVar(&run, "run", "", "only this run")
+	list.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
+	cmd.AddCommand(list)
+	return cmd
+}
+
+// decideFlags are the flags of approve and deny.
+type decideFlags struct {
+	by, reason, remember, prefix string
+	noResume                     bool
+	resume                       runFlags
+}
+
+func (d *decideFlags) register(cmd *cobra.Command, approve bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&d.by, "by", "", "who decides (default: $USER)")
+	fl.BoolVar(&d.noResume, "no-resume", false, "only record the decision; do not continue the run in this process")
+	fl.BoolVarP(&d.resume.quiet, "quiet", "q", false, "print only the run's final result")
+	fl.BoolVar(&d.resume.json, "json", false, "write the run's journal events to stdout as JSON lines")
+	fl.StringVar(&d.resume.apiKey, "api-key", "", "API key for continuing the run (default from the environment)")
+	registerWaitFlags(fl, &d.resume.gate)
+	if approve {
+		fl.StringVar(&d.reason, "reason", "", "why (recorded)")
+		fl.StringVar(&d.remember, "remember", "", "also allow matching calls from now on: run (this run) or agent (every run of the agent); only the exact command that asked, or --prefix")
+		fl.StringVar(&d.prefix, "prefix", "", "with --remember: allow commands starting with these words (e.g. 'git push origin'), which must start every part that asked")
+	} else {
+		fl.StringVar(&d.reason, "reason", "", "why (recorded, and shown to the model); required")
+	}
+	d.resume.commandTimeout, d.resume.commandIdle, d.resume.concurrency = 60*time.Second, 2*time.Minute, 4
+	d.resume.maxResultChars, d.resume.idleTimeout, d.resume.stallRetries = 10000, 120*time.Second, 2
+}
+
+func (a *app) approveCmd() *cobra.Command {
+	d := &decideFlags{}
+	cmd := &cobra.Command{
+		Use:   "approve RUN CALL",
+		Short: "Approve a tool call a run waits for, and continue the run",
+		Long: `Approve records a person's approval of a waiting call (see keel approvals
+list) in the run's journal. Unless --no-resume, the run then continues in
+this process; if another process already continues it (a keel run that was
+waiting), that is fine too.
+
+--remember run|agent also allows matching calls without asking again: in
+this run, or in every run of the agent. Only the exact simple command that
+asked is remembered, or the word prefix given with --prefix; never more.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.decide(cmd.Context(), args[0], args[1], policy.Allow, d)
+		},
+	}
+	d.register(cmd, true)
+	return cmd
+}
+
+func (a *app) denyCmd() *cobra.Command {
+	d := &decideFlags{}
+	cmd := &cobra.Command{
+		Use:   "deny RUN CALL --reason TEXT",
+		Short: "Deny a tool call a run waits for; the model is told why",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(d.reason) == "" {
+				return usagef("deny needs --reason: the model is told why")
+			}
+			return a.decide(cmd.Context(), args[0], args[1], policy.Deny, d)
+		},
+	}
+	d.register(cmd, false)
+	return cmd
+}
+
+func (a *app) decide(ctx context.Context, runID, callID string, dec policy.Effect, d *decideFlags) error {
+	if d.remember != "" && d.remember != policy.ScopeRun && d.remember != policy.ScopeAgent {
+		return usagef("--remember %q: want run or agent", d.remember)
+	}
+	if d.prefix != "" && d.remember == "" {
+		return usagef("--prefix needs --remember run or --remember agent")
+	}
+	var prefix []string
+	if d.prefix != "" {
+		prefix = strings.Fields(d.prefix)
+	}
+	store, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	rt := agent.NewRuntime(store, nil)
+	st, _, err := rt.Load(ctx, runID)
+	if err != nil {
+		store.Close()
+		return err
+	}
+	res := &agent.ApprovalResolved{Decision: dec, By: a.person(d.by), Reason: d.reason, Remember: d.remember, Prefix: prefix}
+	if err := rt.Resolve(ctx, runID, callID, res); err != nil {
+		store.Close()
+		if errors.Is(err, agent.ErrNoApproval) {
+			return fmt.Errorf("%w (see keel approvals list --run %s)", err, runID)
+		}
+		if errors.Is(err, policy.ErrBadPrefix) || errors.Is(err, policy.ErrNotRememberable) {
+			return &usageError{err}
+		}
+		return err
+	}
+	verb := map[policy.Effect]string{policy.Allow: "approved", policy.Deny: "denied"}[dec]
+	fmt.Fprintf(a.stderr, "keel: %s call %s of run %s\n", verb, callID, runID)
+	for _, g := range res.Grants {
+		what := "exactly: " + g.Exact
+		if len(g.Prefix) > 0 {
+			what = "commands starting: " + strings.Join(g.Prefix, " ")
+		}
+		fmt.Fprintf(a.stderr, "keel: remembered for the %s (%s %s)\n", g.Scope, g.Tool, what)
+		if g.Scope == policy.ScopeAgent {
+			if err := identity.NewDirectory(store, nil).Grant(ctx, st.Created.Principal, g); err != nil {
+				store.Close()
+				return fmt.Errorf("the approval is recorded, but the standing approval for agent %s was not stored: %w", st.Created.Principal, err)
+			}
+		}
+	}
+	// Continue the run only if nobody else did: a keel run waiting for
+	// this decision continues it itself, and the run may still wait for
+	// other calls.
+	now, events, err := rt.Load(ctx, runID)
+	store.Close()
+	if err != nil {
+		return err
+	}
+	var mine int64
+	for _, e := range events[st.LastSeq:] {
+		if e.Type != journal.ApprovalResolved {
+			continue
+		}
+		if v, err := agent.Decode(&e); err == nil && v.(*agent.ApprovalResolved).CallID == callID {
+			mine = e.Seq
+			break
+		}
+	}
+	if n := len(now.Pending()); n > 0 {
+		fmt.Fprintf(a.stderr, "keel: run %s still waits for %d more approval(s): keel approvals list --run %s\n", runID, n, runID)
+		return nil
+	}
+	if d.noResume {
+		fmt.Fprintf(a.stderr, "keel: the run continues when it is resumed (keel runs resume %s) or in the process waiting for it\n", runID)
+		return nil
+	}
+	d.resume.gate.ifLastSeq = mine
+	err = a.resume(ctx, runID, &d.resume, "")
+	if errors.Is(err, agent.ErrRunBusy) {
+		fmt.Fprintf(a.stderr, "keel: run %s continues in another process\n", runID)
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,751 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/audit"
+	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
+)
+
+// serverURL returns the team server the command line talks to: --server,
+// else $KEEL_SERVER; "" means none (work on the local journal).
+func (a *app) serverURL() string {
+	if a.server != "" {
+		return a.server
+	}
+	return a.getenv("KEEL_SERVER")
+}
+
+// apiClient returns a client of the team server with the caller's token:
+// --token, else $KEEL_TOKEN, else the token `keel serve` saved in
+// $KEEL_HOME/server-token.
+func (a *app) apiClient() (*client.Client, error) {
+	tok := a.token
+	if tok == "" {
+		tok = a.getenv("KEEL_TOKEN")
+	}
+	if tok == "" {
+		if b, err := os.ReadFile(a.serverTokenFile()); err == nil {
+			tok = strings.TrimSpace(string(b))
+		}
+	}
+	if tok == "" {
+		return nil, usagef("no API token for %s: pass --token or set KEEL_TOKEN (create one with `keel tokens create` on the server)", a.serverURL())
+	}
+	c, err := client.New(a.serverURL(), &client.Options{Token: tok})
+	if err != nil {
+		return nil, usagef("--server: %v", err)
+	}
+	return c, nil
+}
+
+// clientMode makes the commands that have a server form talk to the team
+// server when one is named (--server or KEEL_SERVER), with the same
+// output as their local form. The other commands stay local.
+func (a *app) clientMode(root *cobra.Command) {
+	impl := map[string]func(*cobra.Command, []string) error{
+		"keel run":            a.clientRun,
+		"keel demo":           a.clientDemo,
+		"keel runs list":      a.clientRunsList,
+		"keel runs show":      a.clientRunsShow,
+		"keel runs resume":    a.clientRunsResume,
+		"keel approvals list": a.clientApprovalsList,
+		"keel approve":        func(c *cobra.Command, args []string) error { return a.clientDecide(c, args, policy.Allow) },
+		"keel deny":           func(c *cobra.Command, args []string) error { return a.clientDecide(c, args, policy.Deny) },
+		"keel agents list":    a.clientAgentsList,
+		"keel agents show":    a.clientAgentsShow,
+		"keel agents create":  a.clientAgentsCreate,
+		"keel agents revoke":  a.clientAgentsRevoke,
+		"keel audit verify":   a.clientAuditVerify,
+		"keel tokens create":  a.clientTokensCreate,
+		"keel tokens list":    a.clientTokensList,
+		"keel tokens revoke":  a.clientTokensRevoke,
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if f, ok := impl[c.CommandPath()]; ok && c.RunE != nil {
+			local := c.RunE
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				if a.serverURL() == "" {
+					return local(cmd, args)
+				}
+				return f(cmd, args)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// flagValues reads flags of a wrapped command by name.
+type flagValues struct {
+	fs  *pflag.FlagSet
+	err error
+}
+
+func (f *flagValues) str(name string) string {
+	v, err := f.fs.GetString(name)
+	f.err = errors.Join(f.err, err)
+	return v
+}
+
+func (f *flagValues) strs(name string) []string {
+	v, err := f.fs.GetStringArray(name)
+	if err != nil {
+		v, err = f.fs.GetStringSlice(name)
+	}
+	f.err = errors.Join(f.err, err)
+	return v
+}
+
+func (f *flagValues) boolean(name string) bool {
+	v, err := f.fs.GetBool(name)
+	f.err = errors.Join(f.err, err)
+	return v
+}
+
+func (f *flagValues) integer(name string) int {
+	v, err := f.fs.GetInt(name)
+	f.err = errors.Join(f.err, err)
+	return v
+}
+
+// only refuses flags set on the command line that the server form does
+// not support: they configure this process, and the server's settings
+// apply.
+func only(cmd *cobra.Command, supported ...string) error {
+	var bad []string
+	cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed && !slices.Contains(supported, f.Name) {
+			bad = append(bad, "--"+f.Name)
+		}
+	})
+	if len(bad) > 0 {
+		return usagef("with --server, %s cannot be used: the server's own settings apply", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+func (a *app) clientRun(cmd *cobra.Command, args []string) error {
+	fs := cmd.Flags()
+	if err := only(cmd, "model", "workspace", "mount-path", "env", "setup", "task-file", "system", "system-file", "json", "quiet",
+		"max-steps", "max-tokens", "max-cost", "timeout", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait"); err != nil {
+		return err
+	}
+	fv := &flagValues{fs: fs}
+	f := &runFlags{taskFile: fv.str("task-file")}
+	task, err := readTask(f, args)
+	if err != nil {
+		return err
+	}
+	req := &api.CreateRun{Task: task, Model: fv.str("model"), MountPath: fv.str("mount-path"), Env: fv.strs("env"), Setup: fv.str("setup"),
+		System: fv.str("system"), Sandbox: fv.str("sandbox"), Network: fv.strs("allow-host"), Agent: fv.str("agent"), OnBehalfOf: fv.str("on-behalf-of")}
+	if fs.Changed("workspace") || req.Workspace == "" {
+		if req.Workspace, err = filepath.Abs(fv.str("workspace")); err != nil {
+			return usagef("--workspace: %v", err)
+		}
+	}
+	if sf := fv.str("system-file"); sf != "" {
+		b, err := os.ReadFile(sf)
+		if err != nil {
+			return usagef("--system-file: %v", err)
+		}
+		req.System = string(b)
+	}
+	if pf := fv.str("policy"); pf != "" && pf != "default" {
+		b, err := os.ReadFile(pf)
+		if err != nil {
+			return usagef("--policy: %v", err)
+		}
+		req.Policy = string(b)
+	}
+	if fs.Changed("completion-marker") {
+		m := fv.str("completion-marker")
+		req.CompletionMarker = &m
+	}
+	req.Limits.MaxSteps = fv.integer("max-steps")
+	if req.Limits.MaxTokens, err = fs.GetInt64("max-tokens"); err != nil {
+		return err
+	}
+	if req.Limits.MaxCost, err = fs.GetFloat64("max-cost"); err != nil {
+		return err
+	}
+	if d, err := fs.GetDuration("timeout"); err == nil && d > 0 {
+		req.Limits.Timeout = d.String()
+	}
+	jsonOut, quiet, noWait := fv.boolean("json"), fv.boolean("quiet"), fv.boolean("no-wait")
+	if fv.err != nil {
+		return fmt.Errorf("keel run --server: %w", fv.err)
+	}
+	ctx := cmd.Context()
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	run, err := cl.CreateRun(context.WithoutCancel(ctx), req)
+	if err != nil {
+		return err
+	}
+	return a.follow(ctx, cl, run.ID, 1, jsonOut, quiet, noWait)
+}
+
+func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {
+	if err := only(cmd); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stderr, "keel demo:", demo.Label)
+	run, err := cl.CreateRun(context.WithoutCancel(ctx), &api.CreateRun{Demo: true})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "keel demo: run %s on %s; watch it at %s/ui/runs/%s\n", run.ID, cl.URL(), cl.URL(), run.ID)
+	return a.follow(ctx, cl, run.ID, 1, false, false, false)
+}
+
+// follow prints run id's events from sequence number from on, as `keel
+// run` prints an execution, until the run ends; while it waits for an
+// approval it says how to give it (unless noWait: then it returns at
+// once with exit status 3). Ctrl-C cancels an executing run and leaves a
+// paused one paused.
+func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int64, jsonOut, quiet, noWait bool) error {
+	p := newPrinter(a.stderr, a.stdout, jsonOut, quiet)
+	st := &agent.State{RunID: id}
+	prompted := map[string]bool{}
+	stop := func(st *agent.State) error {
+		p.footer(id, &agent.Outcome{Status: st.Status, End: st.Ended, State: st})
+		switch st.Status {
+		case journal.StatusCompleted:
+			return nil
+		case journal.StatusPaused:
+			return &exitError{3}
+		case journal.StatusCanceled:
+			return &exitError{130}
+		}
+		return &exitError{1}
+	}
+	for e, err := range cl.Events(ctx, id, &client.EventsParams{UntilStopped: noWait}) {
+		if err != nil {
+			return err
+		}
+		if err := st.Apply(&e); err != nil {
+			return err
+		}
+		if e.Seq == 1 {
+			p.header(id, st.Created, nil)
+		}
+		if e.Seq >= from || jsonOut {
+			p.event(e)
+		}
+		if e.Seq < from {
+			continue
+		}
+		switch {
+		case st.Status.Terminal():
+			return stop(st)
+		case e.Type == journal.RunPaused && st.Ended != nil && st.Ended.Reason == "revoked":
+			return stop(st)
+		case e.Type == journal.RunPaused && st.Ended != nil && st.Ended.Reason == "shutdown":
+			fmt.Fprintf(a.stderr, "keel: the server shut down; run %s continues when it starts again (waiting; Ctrl-C leaves it paused)\n", id)
+		case e.Type == journal.ApprovalRequested && !noWait && !quiet && !jsonOut:
+			a.promptApprovals(context.WithoutCancel(ctx), cl, id, prompted)
+		}
+	}
+	if ctx.Err() == nil {
+		if noWait && st.Status == journal.StatusPaused {
+			return stop(st)
+		}
+		return fmt.Errorf("the event stream of run %s ended early", id)
+	}
+	// Ctrl-C: cancel an executing run; a paused one stays paused.
+	bg := context.WithoutCancel(ctx)
+	run, err := cl.Run(bg, id)
+	if err != nil {
+		return err
+	}
+	if run.Status == string(journal.StatusPaused) {
+		fmt.Fprintf(a.stderr, "keel: run %s stays paused on the server\n", id)
+		return &exitError{3}
+	}
+	if _, err := cl.Cancel(bg, id); err != nil && !client.IsCode(err, api.CodeRunCompleted) {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "keel: canceled run %s on the server\n", id)
+	return &exitError{130}
+}
+
+// promptApprovals prints, once per call, what a run waits for and how to
+// decide it (as keel run does when it waits), with the web UI's inbox.
+func (a *app) promptApprovals(ctx context.Context, cl *client.Client, id string, prompted map[string]bool) {
+	run, err := cl.Run(ctx, id)
+	if err != nil {
+		return
+	}
+	var fresh []agent.PendingApproval
+	for _, ap := range run.Pending {
+		if !prompted[ap.CallID] {
+			prompted[ap.CallID] = true
+			fresh = append(fresh, pendingOf(ap))
+		}
+	}
+	if len(fresh) > 0 {
+		a.onWait(fresh)
+		fmt.Fprintf(a.stderr, "keel: or in the web UI: %s/ui/approvals\n", cl.URL())
+	}
+}
+
+// pendingOf converts the API's approval to the runtime's.
+func pendingOf(ap api.Approval) agent.PendingApproval {
+	return agent.PendingApproval{RunID: ap.RunID, Seq: ap.Seq, Time: ap.Requested, Principal: ap.Agent, OnBehalfOf: ap.OnBehalfOf, Task: ap.Task,
+		ApprovalRequested: agent.ApprovalRequested{CallID: ap.CallID, Tool: ap.Tool, Arguments: ap.Arguments, Reason: ap.Reason,
+			Action: ap.Action, Parts: ap.Parts, Expires: ap.Expires, Default: policy.Effect(ap.Default)}}
+}
+
+func (a *app) clientRunsList(cmd *cobra.Command, _ []string) error {
+	fv := &flagValues{fs: cmd.Flags()}
+	status, limit, asJSON := fv.strs("status"), fv.integer("limit"), fv.boolean("json")
+	if fv.err != nil {
+		return fv.err
+	}
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	runs, err := cl.Runs(cmd.Context(), &client.RunsParams{Status: status, Limit: limit})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, r := range runs {
+			s := journal.RunSummary{RunID: r.ID, Created: r.Created, Updated: r.Updated, LastSeq: r.Events, LastType: journal.Type(r.LastType), Status: journal.Status(r.Status)}
+			if err := enc.Encode(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATUS\tCREATED\tEVENTS\tSTEPS\tCOST\tTASK")
+	for _, r := range runs {
+		steps, cost, task := fmt.Sprint(r.Steps), fmt.Sprintf("$%.4f", r.Cost), clip(oneLine(r.Task), 50)
+		if r.Task == "" && r.Error != "" {
+			steps, cost, task = "", "", "("+clip(r.Error, 60)+")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Status, r.Created.Local().Format("2006-01-02 15:04"), r.Events, steps, cost, task)
+	}
+	return tw.Flush()
+}
+
+// allEvents reads run id's stored events from the server.
+func allEvents(ctx context.Context, cl *client.Client, id string) ([]journal.Event, error) {
+	var out []journal.Event
+	for e, err := range cl.Events(ctx, id, &client.EventsParams{NoFollow: true}) {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (a *app) clientRunsShow(cmd *cobra.Command, args []string) error {
+	fv := &flagValues{fs: cmd.Flags()}
+	asJSON := fv.boolean("json")
+	if fv.err != nil {
+		return fv.err
+	}
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	events, err := allEvents(cmd.Context(), cl, args[0])
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, e := range events {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return a.showTimeline(args[0], events, journal.Verify(args[0], events))
+}
+
+func (a *app) clientRunsResume(cmd *cobra.Command, args []string) error {
+	fs := cmd.Flags()
+	if err := only(cmd, "message", "json", "quiet", "no-wait"); err != nil {
+		return err
+	}
+	fv := &flagValues{fs: fs}
+	message, jsonOut, quiet, noWait := fv.str("message"), fv.boolean("json"), fv.boolean("quiet"), fv.boolean("no-wait")
+	if fv.err != nil {
+		return fv.err
+	}
+	ctx := cmd.Context()
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	run, err := cl.Resume(context.WithoutCancel(ctx), args[0], &api.ResumeRun{Message: message})
+	if err != nil {
+		return err
+	}
+	return a.follow(ctx, cl, run.ID, run.Events+1, jsonOut, quiet, noWait)
+}
+
+func (a *app) clientApprovalsList(cmd *cobra.Command, _ []string) error {
+	fv := &flagValues{fs: cmd.Flags()}
+	run, asJSON := fv.str("run"), fv.boolean("json")
+	if fv.err != nil {
+		return fv.err
+	}
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	list, err := cl.Approvals(cmd.Context())
+	if err != nil {
+		return err
+	}
+	var pending []agent.PendingApproval
+	for _, ap := range list {
+		if run == "" || ap.RunID == run {
+			pending = append(pending, pendingOf(ap))
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, p := range pending {
+			if err := enc.Encode(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(pending) == 0 {
+		fmt.Fprintln(a.stdout, "no pending approvals")
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tCALL\tAGENT\tSINCE\tDEADLINE\tTOOL\tACTION")
+	for _, p := range pending {
+		who := p.Principal
+		if p.OnBehalfOf != "" {
+			who += " for " + p.OnBehalfOf
+		}
+		deadline := "none"
+		if p.Expires != nil {
+			deadline = p.Expires.Local().Format("01-02 15:04") + " → " + string(p.Default)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, p.CallID, who, p.Time.Local().Format("01-02 15:04"), deadline, p.Tool, clip(oneLine(p.Action), 70))
+	}
+	return tw.Flush()
+}
+
+func (a *app) clientDecide(cmd *cobra.Command, args []string, dec policy.Effect) error {
+	fs := cmd.Flags()
+	if err := only(cmd, "reason", "remember", "prefix", "no-resume", "quiet", "json", "no-wait"); err != nil {
+		return err
+	}
+	fv := &flagValues{fs: fs}
+	req := &api.Decide{Reason: fv.str("reason")}
+	if dec == policy.Allow {
+		req.Remember = fv.str("remember")
+		if p := fv.str("prefix"); p != "" {
+			req.Prefix = strings.Fields(p)
+		}
+	}
+	noResume, quiet, jsonOut, noWait := fv.boolean("no-resume"), fv.boolean("quiet"), fv.boolean("json"), fv.boolean("no-wait")
+	if fv.err != nil {
+		return fv.err
+	}
+	if dec == policy.Deny && strings.TrimSpace(req.Reason) == "" {
+		return usagef("deny needs --reason: the model is told why")
+	}
+	ctx := cmd.Context()
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	runID, callID := args[0], args[1]
+	decide := cl.Approve
+	if dec == policy.Deny {
+		decide = cl.Deny
+	}
+	run, err := decide(context.WithoutCancel(ctx), runID, callID, req)
+	if client.IsCode(err, api.CodeNoApproval) {
+		return fmt.Errorf("%w (see keel approvals list --run %s)", err, runID)
+	}
+	if err != nil {
+		return err
+	}
+	verb := map[policy.Effect]string{policy.Allow: "approved", policy.Deny: "denied"}[dec]
+	fmt.Fprintf(a.stderr, "keel: %s call %s of run %s\n", verb, callID, runID)
+	if n := len(run.Pending); n > 0 {
+		fmt.Fprintf(a.stderr, "keel: run %s still waits for %d more approval(s): keel approvals list --run %s\n", runID, n, runID)
+		return nil
+	}
+	if noResume {
+		fmt.Fprintf(a.stderr, "keel: the server continues run %s\n", runID)
+		return nil
+	}
+	return a.follow(ctx, cl, runID, run.Events+1, jsonOut, quiet, noWait)
+}
+
+// agentOf converts the API's agent to the directory's (standing approvals
+// are counted by the API, not listed: they come back empty).
+func agentOf(ag api.Agent) identity.Agent {
+	out := identity.Agent{Name: ag.Name, Kind: identity.Kind(ag.Kind), Description: ag.Description, Created: ag.Created, CreatedBy: ag.CreatedBy,
+		Builtin: ag.Builtin, Revoked: ag.Revoked, RevokedBy: ag.RevokedBy, RevokeReason: ag.RevokeReason}
+	if ag.RevokedAt != nil {
+		out.RevokedAt = *ag.RevokedAt
+	}
+	return out
+}
+
+func (a *app) clientAgentsList(cmd *cobra.Command, _ []string) error {
+	fv := &flagValues{fs: cmd.Flags()}
+	asJSON := fv.boolean("json")
+	if fv.err != nil {
+		return fv.err
+	}
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	agents, err := cl.Agents(cmd.Context())
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, ag := range agents {
+			if err := enc.Encode(agentOf(ag)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tKIND\tSTATUS\tCREATED\tGRANTS\tDESCRIPTION")
+	for _, ag := range agents {
+		status, created := "active", "built in"
+		if ag.Revoked && ag.RevokedAt != nil {
+			status = "revoked " + ag.RevokedAt.Local().Format("2006-01-02 15:04")
+		}
+		if !ag.Builtin {
+			created = ag.Created.Local().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ag.Name, ag.Kind, status, created, ag.Grants, clip(ag.Description, 50))
+	}
+	return tw.Flush()
+}
+
+func (a *app) clientAgentsShow(cmd *cobra.Command, args []string) error {
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	agents, err := cl.Agents(cmd.Context())
+	if err != nil {
+		return err
+	}
+	for _, ag := range agents {
+		if ag.Name != args[0] {
+			continue
+		}
+		fmt.Fprintf(a.stdout, "agent %s (%s)\n", ag.Name, ag.Kind)
+		if ag.Description != "" {
+			fmt.Fprintf(a.stdout, "  %s\n", ag.Description)
+		}
+		if ag.Revoked && ag.RevokedAt != nil {
+			fmt.Fprintf(a.stdout, "REVOKED %s by %s: %s\n", ag.RevokedAt.Local().Format("2006-01-02 15:04"), ag.RevokedBy, ag.RevokeReason)
+		}
+		fmt.Fprintf(a.stdout, "standing approvals: %d\n", ag.Grants)
+		return nil
+	}
+	return fmt.Errorf("%w: %s", identity.ErrUnknown, args[0])
+}
+
+func (a *app) clientAgentsCreate(cmd *cobra.Command, args []string) error {
+	fs := cmd.Flags()
+	if err := only(cmd, "kind", "description"); err != nil {
+		return err
+	}
+	fv := &flagValues{fs: fs}
+	req := &api.CreateAgent{Name: args[0], Kind: fv.str("kind"), Description: fv.str("description")}
+	if fv.err != nil {
+		return fv.err
+	}
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	ag, err := cl.CreateAgent(cmd.Context(), req)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "created %s agent %s\n", ag.Kind, ag.Name)
+	return nil
+}
+
+func (a *app) clientAgentsRevoke(cmd *cobra.Command, args []string) error {
+	fs := cmd.Flags()
+	if err := only(cmd, "reason"); err != nil {
+		return err
+	}
+	fv := &flagValues{fs: fs}
+	reason := fv.str("reason")
+	if fv.err != nil {
+		return fv.err
+	}
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	ag, err := cl.RevokeAgent(cmd.Context(), args[0], reason)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "revoked agent %s; its runs pause at their next gate decision\n", ag.Name)
+	return nil
+}
+
+func (a *app) clientAuditVerify(cmd *cobra.Command, args []string) error {
+	fv := &flagValues{fs: cmd.Flags()}
+	all, asJSON := fv.boolean("all"), fv.boolean("json")
+	if fv.err != nil {
+		return fv.err
+	}
+	if all == (len(args) > 0) {
+		return usagef("give RUN ids or --all")
+	}
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	rep, err := cl.VerifyAudit(cmd.Context(), &api.VerifyAudit{Runs: args})
+	if err != nil {
+		return err
+	}
+	bad := 0
+	enc := json.NewEncoder(a.stdout)
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	if !asJSON {
+		fmt.Fprintln(tw, "STREAM\tKIND\tEVENTS\tSTATUS\tRESULT")
+	}
+	for _, j := range rep.Journals {
+		r := audit.Report{RunID: j.ID, Kind: j.Kind, Events: j.Events, OK: j.OK, FirstBad: j.FirstBad, Reason: j.Reason, Status: journal.Status(j.Status), Head: j.Head}
+		if !r.OK {
+			bad++
+		}
+		if asJSON {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+			continue
+		}
+		res := "ok · head " + short(r.Head)
+		if !r.OK {
+			res = fmt.Sprintf("BAD at event %d: %s", r.FirstBad, r.Reason)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.RunID, r.Kind, r.Events, r.Status, res)
+	}
+	if !asJSON {
+		tw.Flush()
+		fmt.Fprintf(a.stdout, "%d of %d streams verified\n", len(rep.Journals)-bad, len(rep.Journals))
+	}
+	if bad > 0 {
+		return &exitError{1}
+	}
+	return nil
+}
+
+func (a *app) clientTokensCreate(cmd *cobra.Command, _ []string) error {
+	fs := cmd.Flags()
+	if err := only(cmd, "name", "scope"); err != nil {
+		return err
+	}
+	fv := &flagValues{fs: fs}
+	req := &api.CreateToken{Name: fv.str("name"), Scopes: fv.strs("scope")}
+	if fv.err != nil {
+		return fv.err
+	}
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	tok, err := cl.CreateToken(cmd.Context(), req)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "keel: created token %s for %s (%s); it is shown only this once:\n", tok.ID, tok.Name, strings.Join(tok.Scopes, ", "))
+	fmt.Fprintln(a.stdout, tok.Secret)
+	return nil
+}
+
+func (a *app) clientTokensList(cmd *cobra.Command, _ []string) error {
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	toks, err := cl.Tokens(cmd.Context())
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOKEN\tNAME\tSCOPES\tCREATED\tBY\tSTATUS")
+	for _, t := range toks {
+		status := "active"
+		if t.Revoked != nil {
+			status = "revoked " + t.Revoked.Local().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, strings.Join(t.Scopes, ","), t.Created.Local().Format("2006-01-02 15:04"), t.CreatedBy, status)
+	}
+	return tw.Flush()
+}
+
+func (a *app) clientTokensRevoke(cmd *cobra.Command, args []string) error {
+	if err := only(cmd); err != nil {
+		return err
+	}
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	if _, err := cl.RevokeToken(cmd.Context(), args[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "revoked token %s\n", args[0])
+	return nil
+}
+
+var _ = time.Second

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
+)
+
+// debugKnobs are unstable test toggles read from KEEL_DEBUG, a
+// comma-separated list of key=value (STYLE.md: one knob variable, read
+// only here). Known keys:
+//
+//	crash_after_event=N   SIGKILL this process right after the append that
+//	                      stores event N of a run (the crash-safety harness)
+type debugKnobs struct {
+	crashAfterEvent int64
+}
+
+func parseDebug(s string) (debugKnobs, error) {
+	var k debugKnobs
+	for kv := range strings.SplitSeq(s, ",") {
+		kv = strings.TrimSpace(kv)
+		if kv == "" {
+			continue
+		}
+		key, val, _ := strings.Cut(kv, "=")
+		switch key {
+		case "crash_after_event":
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil || n < 1 {
+				return k, fmt.Errorf("KEEL_DEBUG: crash_after_event=%q: want a positive event number", val)
+			}
+			k.crashAfterEvent = n
+		default:
+			return k, fmt.Errorf("KEEL_DEBUG: unknown knob %q", key)
+		}
+	}
+	return k, nil
+}
+
+// debugStore applies KEEL_DEBUG to the journal store s.
+func (a *app) debugStore(s journal.Store) (journal.Store, error) {
+	v := a.getenv("KEEL_DEBUG")
+	if v == "" {
+		return s, nil
+	}
+	k, err := parseDebug(v)
+	if err != nil {
+		return nil, err
+	}
+	if k.crashAfterEvent > 0 {
+		return &crashStore{Store: s, after: k.crashAfterEvent}, nil
+	}
+	return s, nil
+}
+
+// crashStore kills the process, as kill -9 would, right after the append
+// that stores event number after of a run: the append is durable, and
+// nothing that follows it in the runtime happens.
+type crashStore struct {
+	journal.Store
+	after int64
+}
+
+func (s *crashStore) Append(ctx context.Context, runID string, after int64, drafts ...journal.Draft) ([]journal.Event, error) {
+	evs, err := s.Store.Append(ctx, runID, after, drafts...)
+	if err == nil && len(evs) > 0 && !identity.Reserved(runID) && evs[0].Seq <= s.after && s.after <= evs[len(evs)-1].Seq {
+		syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}
+	return evs, err
+}
+
+// Notify passes wake-ups through, so that Follow stays prompt.
+func (s *crashStore) Notify(runID string) (<-chan struct{}, func()) {
+	if n, ok := s.Store.(journal.Notifier); ok {
+		return n.Notify(runID)
+	}
+	return nil, func() {}
+}

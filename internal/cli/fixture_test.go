@@ -1,0 +1,169 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/sqlite"
+)
+
+// fcall is one tool call of a fixture trajectory.
+type fcall struct {
+	tool string
+	args map[string]any
+}
+
+func sh(cmd string) fcall { return fcall{"bash", map[string]any{"command": cmd}} }
+
+// writeTrajectory writes a mini-swe-agent trajectory whose k-th assistant
+// turn makes the calls of turns[k] (an empty turn is a final answer with
+// no call), and returns its path. Recorded tool outputs are placeholders:
+// the replay model ignores them.
+func writeTrajectory(t testing.TB, task string, turns ...[]fcall) string {
+	t.Helper()
+	msgs := []map[string]any{
+		{"role": "system", "content": "You run commands for the test."},
+		{"role": "user", "content": task},
+	}
+	for i, turn := range turns {
+		if len(turn) == 0 {
+			msgs = append(msgs, map[string]any{"role": "assistant", "content": "done"})
+			continue
+		}
+		var tcs []map[string]any
+		for j, c := range turn {
+			args, _ := json.Marshal(c.args)
+			tcs = append(tcs, map[string]any{"id": fmt.Sprintf("call_%d_%d", i, j), "type": "function",
+				"function": map[string]any{"name": c.tool, "arguments": string(args)}})
+		}
+		msgs = append(msgs, map[string]any{"role": "assistant", "content": fmt.Sprintf("step %d", i+1), "tool_calls": tcs})
+		for j := range turn {
+			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": fmt.Sprintf("call_%d_%d", i, j), "content": "recorded"})
+		}
+	}
+	b, err := json.Marshal(map[string]any{"trajectory_format": "mini-swe-agent-1.1", "instance_id": "fixture", "messages": msgs,
+		"info": map[string]any{"exit_status": "Submitted", "submission": ""}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "fixture.traj.json")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// child starts this test binary as the keel command with args and extra
+// environment, in the background.
+func child(t testing.TB, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	b, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), "KEEL_TEST_MAIN="+string(b)), env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// killedBySignal reports whether a finished child died of SIGKILL.
+func killedBySignal(err error) bool {
+	ee, ok := err.(*exec.ExitError)
+	if !ok {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// openDB opens a journal file for the test's own checks.
+func openDB(t *testing.T, db string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// onlyRun returns the id of the only run in db.
+func onlyRun(t *testing.T, db string) string {
+	t.Helper()
+	s := openDB(t, db)
+	runs, err := s.Runs(t.Context(), &journal.ListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range runs {
+		if r.RunID[0] != '_' {
+			ids = append(ids, r.RunID)
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("runs in %s: %v", db, ids)
+	}
+	return ids[0]
+}
+
+// waitForType follows the only run of db until an event of type typ
+// appears, and returns the run id and that event.
+func waitForType(t *testing.T, db string, typ journal.Type) (string, journal.Event) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for {
+		if _, err := os.Stat(db); err == nil {
+			s, err := sqlite.Open(db, nil)
+			if err == nil {
+				runs, _ := s.Runs(ctx, &journal.ListParams{})
+				for _, r := range runs {
+					if r.RunID[0] == '_' {
+						continue
+					}
+					for e, err := range journal.Follow(ctx, s, r.RunID, 1, 5*time.Millisecond) {
+						if err != nil {
+							s.Close()
+							t.Fatal(err)
+						}
+						if e.Type == typ {
+							s.Close()
+							return r.RunID, e
+						}
+						if st := journal.StatusOf(e.Type); st.Terminal() {
+							s.Close()
+							t.Fatalf("run ended (%s) before a %s event", e.Type, typ)
+						}
+					}
+				}
+				s.Close()
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no %s event appeared", typ)
+		}
+		runtimeGosched()
+	}
+}
+
+// loadRun reads, verifies and folds a run.
+func loadRun(t *testing.T, db, id string) (*agent.State, []journal.Event) {
+	t.Helper()
+	s := openDB(t, db)
+	st, evs, err := agent.NewRuntime(s, nil).Load(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, evs
+}

@@ -1,0 +1,351 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/policy"
+)
+
+// gateFlags are the flags of `keel run` that configure the gate.
+type gateFlags struct {
+	policy          string
+	agent           string
+	onBehalfOf      string
+	approvalTimeout string
+	approvalDefault string
+	wait, noWait    bool
+	// ifLastSeq, when set, continues a run only if its newest event is
+	// still this one (keel approve; see agent.ExecParams.IfLastSeq).
+	ifLastSeq int64
+}
+
+func (g *gateFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&g.policy, "policy", "", "policy file deciding every tool call (TOML or .cedar; default: Keel's laptop-safe policy, see `keel policy default`)")
+	fl.StringVar(&g.agent, "agent", identity.LocalAgent, "agent (principal) the run executes as (see `keel agents`)")
+	fl.StringVar(&g.onBehalfOf, "on-behalf-of", "", "user an assistant agent acts for")
+	fl.StringVar(&g.approvalTimeout, "approval-timeout", "", "how long an approval may wait before --approval-default applies, e.g. 30m (default: the policy file's, else forever)")
+	fl.StringVar(&g.approvalDefault, "approval-default", "", "decision at the approval timeout: deny (default) or allow")
+	registerWaitFlags(fl, g)
+}
+
+// registerWaitFlags registers --wait and --no-wait.
+func registerWaitFlags(fl *pflag.FlagSet, g *gateFlags) {
+	fl.BoolVar(&g.wait, "wait", false, "on an approval, keep running and wait for a decision by `keel approve`/`keel deny` from any process (default when stdin is a terminal)")
+	fl.BoolVar(&g.noWait, "no-wait", false, "on an approval, pause the run and exit 3 (default when stdin is not a terminal)")
+}
+
+// waiting reports whether an execution waits for approvals: --wait,
+// --no-wait, else whether a person is at the terminal, so that an
+// unattended run never hangs on a question nobody sees.
+func (g *gateFlags) waiting() bool {
+	switch {
+	case g.noWait:
+		return false
+	case g.wait:
+		return true
+	}
+	fi, err := os.Stdin.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// loadPolicy compiles the policy named by flag: "" or "default" is the
+// built-in default; anything else is a file, whose own test cases must
+// pass.
+func loadPolicy(flag string) (*policy.Engine, error) {
+	if flag == "" || flag == "default" {
+		return policy.Default(), nil
+	}
+	abs, err := filepath.Abs(flag)
+	if err != nil {
+		return nil, usagef("--policy: %v", err)
+	}
+	b, err := os.ReadFile(abs)
+	if err != nil {
+		return nil, usagef("--policy: %v", err)
+	}
+	e, err := policy.Parse(abs, b)
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	var failed []string
+	for _, r := range e.Test(context.Background()) {
+		if r.Problem != "" {
+			failed = append(failed, fmt.Sprintf("%s: %s", r.Case.Name, r.Problem))
+		}
+	}
+	if len(failed) > 0 {
+		return nil, usagef("--policy %s: %d of its test cases fail (run `keel policy test %s`):\n  %s", flag, len(failed), flag, strings.Join(failed, "\n  "))
+	}
+	return e, nil
+}
+
+// applyGate fills the gate fields of created from the flags.
+func (g *gateFlags) apply(created *agent.RunCreated) error {
+	e, err := loadPolicy(g.policy)
+	if err != nil {
+		return err
+	}
+	created.Policy = agent.NewPolicyRef(e)
+	set := &agent.ApprovalSettings{Timeout: agent.Duration(e.Approval().Timeout), Default: e.Approval().Default}
+	if g.approvalTimeout != "" {
+		d, err := parseDuration(g.approvalTimeout)
+		if err != nil {
+			return usagef("--approval-timeout %q: %v", g.approvalTimeout, err)
+		}
+		set.Timeout = agent.Duration(d)
+	}
+	switch policy.Effect(g.approvalDefault) {
+	case "":
+	case policy.Allow, policy.Deny:
+		set.Default = policy.Effect(g.approvalDefault)
+	default:
+		return usagef("--approval-default %q: want deny or allow", g.approvalDefault)
+	}
+	if set.Timeout > 0 || set.Default == policy.Allow {
+		created.Approval = set
+	}
+	if err := identity.CheckName(g.agent); err != nil {
+		return usagef("--agent: %v", err)
+	}
+	created.Principal, created.OnBehalfOf = g.agent, g.onBehalfOf
+	return nil
+}
+
+// checkPrincipal refuses to start a run whose principal may not act.
+func checkPrincipal(ctx context.Context, dir *identity.Directory, c *agent.RunCreated) error {
+	if _, err := dir.Check(ctx, c.Principal, c.OnBehalfOf); err != nil {
+		if errors.Is(err, policy.ErrRevoked) {
+			return usagef("--agent %s cannot run: %v (see `keel agents list`)", c.Principal, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// realPath resolves p's symbolic links, also when p (but not its
+// directory) does not exist yet.
+func realPath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(r, filepath.Base(abs))
+	}
+	return abs
+}
+
+func inside(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// checkJournalOutside refuses a journal database inside the run's
+// workspace: the workspace is writable from the sandbox, and nothing
+// inside it may change the journal, the approvals or the policy.
+func checkJournalOutside(db, workspace string) error {
+	if inside(realPath(db), realPath(workspace)) {
+		return usagef("the journal %s is inside the workspace %s, where the agent's commands could change it; pass --db with a path outside the workspace", db, workspace)
+	}
+	return nil
+}
+
+// protectedPaths returns the workspace-relative paths that must stay
+// read-only for the run: its policy file, when it lies in the workspace.
+func protectedPaths(c *agent.RunCreated) []string {
+	if c.Policy == nil || !filepath.IsAbs(c.Policy.Name) {
+		return nil
+	}
+	ws, p := realPath(c.Workspace), realPath(c.Policy.Name)
+	if !inside(p, ws) {
+		return nil
+	}
+	rel, err := filepath.Rel(ws, p)
+	if err != nil || rel == "." {
+		return nil
+	}
+	return []string{filepath.ToSlash(rel)}
+}
+
+func (a *app) policyCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "policy", Short: "Check calls against a policy, run a policy's tests, print the default policy"}
+	cmd.AddCommand(a.policyCheckCmd(), a.policyTestCmd(), a.policyDefaultCmd())
+	return cmd
+}
+
+func (a *app) policyDefaultCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "default",
+		Short: "Print Keel's default policy (TOML with Cedar rules and test cases) to start your own",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := a.stdout.Write(policy.DefaultSource())
+			return err
+		},
+	}
+}
+
+func (a *app) policyCheckCmd() *cobra.Command {
+	var file, principal, obo, tool, args, mount, sandbox string
+	var network, paths []string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "check --tool TOOL --args JSON",
+		Short: "Decide one tool call offline and show every part's decision",
+		Long: `Check evaluates one call against a policy (default: Keel's) without running
+anything, and prints the decision of the call and of each of its parts: the
+simple commands of a bash command line, the paths of a file tool.
+
+  keel policy check --tool bash --args '{"command":"ls && rm -rf /"}'
+  keel policy check --policy team.toml --principal ci-bot --tool bash --command 'git push origin main' --allow-host github.com
+
+Exit status: 0 allow, 1 deny, 4 ask.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := loadPolicyNoTests(file)
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("command") {
+				if args != "" {
+					return usagef("give --command or --args, not both")
+				}
+				b, _ := json.Marshal(map[string]string{"command": cmd.Flag("command").Value.String()})
+				args = string(b)
+			}
+			if args == "" {
+				return usagef("give the call's arguments with --args JSON (or --command for bash)")
+			}
+			var obj map[string]any
+			if err := json.Unmarshal([]byte(args), &obj); err != nil {
+				return usagef("--args: not a JSON object: %v", err)
+			}
+			c := policy.Case{Tool: tool, Args: json.RawMessage(args), Paths: paths, Principal: principal, OnBehalfOf: obo,
+				Network: network, Sandbox: sandbox, Mount: mount}
+			d := e.Decide(cmd.Context(), c.Call())
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(d); err != nil {
+					return err
+				}
+			} else {
+				printDecision(a.stdout, e, &d)
+			}
+			switch d.Effect {
+			case policy.Allow:
+				return nil
+			case policy.Ask:
+				return &exitError{4}
+			}
+			return &exitError{1}
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&file, "policy", "", "policy file (default: Keel's default policy)")
+	fl.StringVar(&principal, "principal", identity.LocalAgent, "agent making the call")
+	fl.StringVar(&obo, "on-behalf-of", "", "user the agent acts for")
+	fl.StringVar(&tool, "tool", "bash", "tool name")
+	fl.StringVar(&args, "args", "", "the call's arguments, a JSON object")
+	fl.String("command", "", "shorthand for --tool bash --args '{\"command\": ...}'")
+	fl.StringArrayVar(&paths, "path", nil, "resolved workspace path a file tool touches (repeatable; default: the args' path)")
+	fl.StringArrayVar(&network, "allow-host", nil, "the run's network allowlist (repeatable)")
+	fl.StringVar(&sandbox, "sandbox", "linux", "the run's sandbox backend")
+	fl.StringVar(&mount, "mount-path", "/workspace", "the run's mount path")
+	fl.BoolVar(&asJSON, "json", false, "print the decision as JSON")
+	return cmd
+}
+
+// loadPolicyNoTests compiles a policy without running its test cases (for
+// checking a policy that is being written).
+func loadPolicyNoTests(flag string) (*policy.Engine, error) {
+	if flag == "" || flag == "default" {
+		return policy.Default(), nil
+	}
+	b, err := os.ReadFile(flag)
+	if err != nil {
+		return nil, usagef("--policy: %v", err)
+	}
+	e, err := policy.Parse(flag, b)
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	return e, nil
+}
+
+func printDecision(w io.Writer, e *policy.Engine, d *policy.Decision) {
+	fmt.Fprintf(w, "%s  (%s)\n", strings.ToUpper(string(d.Effect)), d.Reason)
+	fmt.Fprintf(w, "policy %s · sha256 %s · %d rules\n", e.Name(), e.Hash()[:12], e.Len())
+	if len(d.Parts) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PART\tDECISION\tPOLICIES\tTEXT\tREASON")
+	for _, p := range d.Parts {
+		text := clip(oneLine(p.Text), 60)
+		if len(p.Via) > 0 {
+			text += "  [via " + strings.Join(p.Via, " > ") + "]"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", p.Index+1, p.Effect, strings.Join(p.Policies, ","), text, p.Reason)
+	}
+	tw.Flush()
+}
+
+func (a *app) policyTestCmd() *cobra.Command {
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "test FILE...",
+		Short: "Run the test cases a policy file carries ([[test]] entries)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			failed, total := 0, 0
+			for _, f := range files {
+				e, err := loadPolicyNoTests(f)
+				if err != nil {
+					return err
+				}
+				res := e.Test(cmd.Context())
+				if len(res) == 0 {
+					fmt.Fprintf(a.stdout, "%s: no test cases\n", f)
+				}
+				for _, r := range res {
+					total++
+					switch {
+					case r.Problem != "":
+						failed++
+						fmt.Fprintf(a.stdout, "FAIL %s: %s: %s\n", f, r.Case.Name, r.Problem)
+						for _, p := range r.Got.Parts {
+							fmt.Fprintf(a.stdout, "       part %d %s %q: %s\n", p.Index+1, p.Effect, clip(oneLine(p.Text), 60), p.Reason)
+						}
+					case verbose:
+						fmt.Fprintf(a.stdout, "ok   %s: %s (%s)\n", f, r.Case.Name, r.Got.Effect)
+					}
+				}
+			}
+			fmt.Fprintf(a.stdout, "%d of %d test cases passed\n", total-failed, total)
+			if failed > 0 {
+				return &exitError{1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list passing cases too")
+	return cmd
+}

@@ -1,0 +1,179 @@
+package cli_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/keel-run/keel/audit"
+	"github.com/keel-run/keel/policy"
+)
+
+func TestPolicyCommands(t *testing.T) {
+	setup(t)
+	dir := t.TempDir()
+	code, def, _ := keel(t, "policy", "default")
+	if code != 0 || !strings.Contains(def, "[[test]]") {
+		t.Fatalf("policy default = %d", code)
+	}
+	defFile := filepath.Join(dir, "mine.toml")
+	os.WriteFile(defFile, []byte(def), 0o644)
+	code, out, _ := keel(t, "policy", "test", defFile)
+	if code != 0 || !strings.Contains(out, "test cases passed") || strings.Contains(out, "FAIL") {
+		t.Errorf("policy test default = %d\n%s", code, out)
+	}
+	broken := filepath.Join(dir, "broken.toml")
+	os.WriteFile(broken, []byte(`version = 1
+cedar = '@id("p") permit(principal, action, resource);'
+[[test]]
+name = "rm must be denied"
+command = "ls && rm -rf /"
+expect = "deny"
+`), 0o644)
+	code, out, _ = keel(t, "policy", "test", broken)
+	if code != 1 || !strings.Contains(out, "FAIL") || !strings.Contains(out, "rm must be denied") || !strings.Contains(out, "0 of 1") {
+		t.Errorf("policy test broken = %d\n%s", code, out)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"compound denied", []string{"--command", "ls && rm -rf /"}, 1, []string{"DENY", "workspace               ls", "outside,writes-outside  rm -rf /"}},
+		{"allowed", []string{"--command", "go test ./... 2>&1 | tail -5"}, 0, []string{"ALLOW"}},
+		{"network without a sandbox asks", []string{"--command", "curl https://example.com", "--sandbox", "none"}, 4, []string{"ASK", "uses the network"}},
+		{"file tool", []string{"--tool", "write_file", "--args", `{"path":"src/x.go","content":""}`}, 0, []string{"ALLOW"}},
+		{"other policy", []string{"--policy", broken, "--command", "rm -rf /"}, 0, []string{"ALLOW", "broken.toml"}},
+		{"bad args", []string{"--args", "[1]"}, 2, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := keel(t, append([]string{"policy", "check"}, tt.args...)...)
+			if code != tt.code {
+				t.Errorf("policy check %v = %d, want %d\n%s%s", tt.args, code, tt.code, out, errOut)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("policy check %v lacks %q:\n%s", tt.args, w, out)
+				}
+			}
+		})
+	}
+	code, out, _ = keel(t, "policy", "check", "--json", "--command", "cat /etc/passwd | wc -l")
+	var d policy.Decision
+	if err := json.Unmarshal([]byte(out), &d); err != nil || d.Effect != policy.Deny || len(d.Parts) != 2 {
+		t.Errorf("policy check --json = %d %s (%v)", code, out, err)
+	}
+}
+
+func TestRunRefusals(t *testing.T) {
+	setup(t)
+	ws := t.TempDir()
+	failing := filepath.Join(t.TempDir(), "failing.toml")
+	os.WriteFile(failing, []byte(`version = 1
+cedar = '@id("p") permit(principal, action, resource);'
+[[test]]
+name = "must deny"
+command = "rm -rf /"
+expect = "deny"
+`), 0o644)
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"journal inside the workspace", []string{"--db", filepath.Join(ws, "sub", "keel.db")}, "inside the workspace"},
+		{"policy whose tests fail", []string{"--policy", failing}, "test cases fail"},
+		{"missing policy", []string{"--policy", "/nonexistent.toml"}, "--policy"},
+		{"unknown agent", []string{"--agent", "ghost"}, "cannot run"},
+		{"bad approval timeout", []string{"--approval-timeout", "soon"}, "--approval-timeout"},
+		{"bad approval default", []string{"--approval-default", "maybe"}, "--approval-default"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"run", "--model", "replay:" + trajectory, "--workspace", ws}, tt.args...)
+			code, _, errOut := keel(t, args...)
+			if code != 2 || !strings.Contains(errOut, tt.want) {
+				t.Errorf("keel %v = %d %q, want 2 and %q", tt.args, code, errOut, tt.want)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(ws, "sub", "keel.db")); err == nil {
+		t.Error("a journal was created inside the workspace")
+	}
+}
+
+// Nothing inside the sandbox can change the policy, the approvals or the
+// journal. The run's policy file lies in the workspace and permits
+// everything, so that only the sandbox and the gate's protections stand
+// in the way; the recorded model then tries, with real commands in the
+// Linux sandbox and with the file tools, to rewrite, replace or delete the
+// policy, to write Keel's state directory, and to reach the journal.
+func TestNothingInsideCanChangePolicyOrJournal(t *testing.T) {
+	db := setup(t)
+	ws := t.TempDir()
+	pol := filepath.Join(ws, "policy.cedar")
+	src := []byte("@id(\"everything\") permit(principal, action, resource);\n")
+	if err := os.WriteFile(pol, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dbDir := filepath.Dir(db)
+	traj := writeTrajectory(t, "try to escape the gate",
+		[]fcall{sh("echo 'forbid(principal, action, resource);' >> policy.cedar")},
+		[]fcall{sh("rm -f policy.cedar || mv policy.cedar gone.cedar || ln -sf /dev/null policy.cedar")},
+		[]fcall{sh("cp /dev/null policy.cedar; truncate -s 0 policy.cedar; chmod 000 policy.cedar")},
+		[]fcall{{"write_file", map[string]any{"path": "policy.cedar", "content": "forbid(principal, action, resource);"}}},
+		[]fcall{{"edit_file", map[string]any{"path": "policy.cedar", "old_text": "permit", "new_text": "forbid"}}},
+		[]fcall{sh("mkdir -p .keel/approvals && echo approve-all > .keel/approvals/all")},
+		[]fcall{sh("ls -la " + dbDir + "; echo junk >> " + db + "; sqlite3 " + db + " 'DELETE FROM events'")},
+		[]fcall{sh("find / -name 'keel.db*' 2>/dev/null | head; echo done")},
+		[]fcall{sh("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")},
+	)
+	code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", ws, "--policy", pol, "--sandbox", "linux", "-q", "--no-wait")
+	if code != 0 {
+		t.Fatalf("keel run = %d\n%s", code, errOut)
+	}
+	got, err := os.ReadFile(pol)
+	if err != nil || string(got) != string(src) {
+		t.Fatalf("the policy file changed: %q, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".keel", "approvals", "all")); err == nil {
+		t.Error("the sandbox wrote into .keel")
+	}
+	id, st := lastRun(t, db)
+	sum := sha256.Sum256(src)
+	if st.Created.Policy == nil || st.Created.Policy.SHA256 != hex.EncodeToString(sum[:]) || st.Created.Policy.Source != string(src) {
+		t.Errorf("run.created policy = %+v", st.Created.Policy)
+	}
+	// Every attempt failed: a command error or a refusal by the gate.
+	for i, turn := range st.Turns[:7] {
+		c := turn.Calls[0]
+		res := c.Finished
+		failed := res.IsError || (res.ExitCode != nil && *res.ExitCode != 0)
+		if !failed {
+			t.Errorf("attempt %d (%s %s) succeeded: %s", i+1, c.Name, c.Arguments, res.Content)
+		}
+	}
+	if d := st.Turns[3].Calls[0].Decision; d.Effect != policy.Deny || d.Policies[0] != "keel.workspace" {
+		t.Errorf("write_file of the policy: %+v", d.Decision)
+	}
+	if out := st.Turns[7].Calls[0].Finished.Content; strings.Contains(out, "keel.db") {
+		t.Errorf("the sandbox can see the journal:\n%s", out)
+	}
+	reports, err := audit.VerifyAll(t.Context(), openDB(t, db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reports {
+		if !r.OK {
+			t.Errorf("audit %+v", r)
+		}
+	}
+	if code, out, _ := keel(t, "audit", "verify", id); code != 0 || !strings.Contains(out, "1 of 1 streams verified") {
+		t.Errorf("keel audit verify = %d\n%s", code, out)
+	}
+
+}

@@ -1,0 +1,242 @@
+package cli_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/server/api"
+)
+
+// serveProc is `keel serve` running as a child process (this test binary
+// re-executed as the keel command).
+type serveProc struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *strings.Builder
+	done   chan struct{}
+}
+
+// startServe starts `keel serve` on a free port with the KEEL_HOME of the
+// test and waits until it listens.
+func startServe(t testing.TB, extra ...string) *serveProc {
+	t.Helper()
+	args, _ := json.Marshal(append([]string{"serve", "--addr", "127.0.0.1:0", "--workers", "2"}, extra...))
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args))
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serveProc{cmd: cmd, stderr: &strings.Builder{}, done: make(chan struct{})}
+	listening := make(chan string, 1)
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			line := sc.Text()
+			p.stderr.WriteString(line + "\n")
+			if rest, ok := strings.CutPrefix(line, "keel serve: listening on "); ok {
+				listening <- strings.Fields(rest)[0]
+			}
+		}
+		_, _ = io.Copy(io.Discard, pipe)
+		_ = cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	select {
+	case p.url = <-listening:
+	case <-p.done:
+		t.Fatalf("keel serve exited before listening:\n%s", p.stderr)
+	case <-time.After(time.Minute):
+		t.Fatalf("keel serve did not listen within a minute:\n%s", p.stderr)
+	}
+	return p
+}
+
+// apiClient returns a client of p with the token keel serve saved.
+func (p *serveProc) apiClient(t testing.TB) *client.Client {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(os.Getenv("KEEL_HOME"), "server-token"))
+	if err != nil {
+		t.Fatalf("keel serve saved no token: %v\n%s", err, p.stderr)
+	}
+	c, err := client.New(p.url, &client.Options{Token: strings.TrimSpace(string(b)), Retry: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// untilStopped follows run id until it stops (paused or ended) and
+// returns the last event.
+func untilStopped(t *testing.T, c *client.Client, id string, from int64) journal.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var last journal.Event
+	for e, err := range c.Events(ctx, id, &client.EventsParams{From: from, UntilStopped: true}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = e
+	}
+	return last
+}
+
+// The acceptance scenario: a run waits for approval; the server is
+// killed (SIGKILL, no shutdown); a new server starts on the same
+// journal; an approval through the API completes the run.
+func TestServeKilledWhileWaitingForApproval(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	s1 := startServe(t)
+	c := s1.apiClient(t)
+	run, err := c.CreateRun(t.Context(), &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := untilStopped(t, c, run.ID, 1)
+	if asked.Type != journal.ApprovalRequested {
+		t.Fatalf("the demo run stopped with %s, want approval.requested\n%s", asked.Type, s1.stderr)
+	}
+	if err := s1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-s1.done
+
+	s2 := startServe(t)
+	c = s2.apiClient(t)
+	pending, err := c.Approvals(t.Context())
+	if err != nil || len(pending) != 1 || pending[0].RunID != run.ID {
+		t.Fatalf("after the restart: Approvals() = %+v, %v", pending, err)
+	}
+	if _, err := c.Approve(t.Context(), run.ID, pending[0].CallID, &api.Decide{Reason: "after the crash"}); err != nil {
+		t.Fatal(err)
+	}
+	if end := untilStopped(t, c, run.ID, asked.Seq+1); end.Type != journal.RunCompleted {
+		t.Fatalf("after approval the run stopped with %s\n%s", end.Type, s2.stderr)
+	}
+	rep, err := c.VerifyAudit(t.Context(), nil)
+	if err != nil || !rep.OK {
+		t.Errorf("audit after the crash: %+v, %v", rep, err)
+	}
+}
+
+// With --server, the listing and inspection commands print what they
+// print on the local journal.
+func TestClientOutputMatchesLocal(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	s := startServe(t)
+	c := s.apiClient(t)
+	var ids []string
+	for range 2 {
+		run, err := c.CreateRun(t.Context(), &api.CreateRun{Demo: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		untilStopped(t, c, run.ID, 1)
+		ids = append(ids, run.ID)
+	}
+	// Complete the first, through the command line.
+	if code, _, errOut := keel(t, "--server", s.url, "approve", ids[0], "demo_4", "--reason", "ok"); code != 0 {
+		t.Fatalf("keel --server approve = %d\n%s", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"runs", "list"},
+		{"runs", "list", "--json"},
+		{"runs", "show", ids[0]},
+		{"runs", "show", ids[1], "--json"},
+		{"approvals", "list"},
+		{"approvals", "list", "--json"},
+		{"agents", "list"},
+		{"audit", "verify", "--all"},
+		{"audit", "verify", ids[0]},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			lcode, local, lerr := keel(t, args...)
+			rcode, remote, rerr := keel(t, append([]string{"--server", s.url}, args...)...)
+			if lcode != rcode || local != remote {
+				t.Errorf("local (exit %d):\n%s%s\nwith --server (exit %d):\n%s%s", lcode, local, lerr, rcode, remote, rerr)
+			}
+		})
+	}
+	// The approval names the token's person; the run completed.
+	code, out, _ := keel(t, "runs", "show", ids[0])
+	if code != 0 || !strings.Contains(out, "run.completed") || !strings.Contains(out, "demo_4 allow by") {
+		t.Errorf("runs show after approve:\n%s", out)
+	}
+}
+
+// keel run --server creates the run on the server, streams its progress
+// like a local run, waits for the approval, and exits with the run's
+// status; flags that configure only this process are refused.
+func TestClientRunAndUsage(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	s := startServe(t)
+	ws := t.TempDir()
+	code, _, errOut := keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", ws, "--concurrency", "2", "task")
+	if code != 2 || !strings.Contains(errOut, "--concurrency cannot be used") {
+		t.Errorf("unsupported flag: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = keel(t, "--server", s.url, "--token", "keel_bogus_x", "runs", "list")
+	if code != 1 || !strings.Contains(errOut, "unauthenticated") {
+		t.Errorf("bad token: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "--policy", "default", "--no-wait", "fix it")
+	if code != 0 {
+		// The default policy does not ask for edits: the demo completes.
+		t.Errorf("keel --server run = %d\n%s", code, errOut)
+	}
+	for _, want := range []string{"step 1", "list_directory", "completed (answer)"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("progress lacks %q:\n%s", want, errOut)
+		}
+	}
+	// With the demo policy (sent as the file's content) the edit asks;
+	// --no-wait stops there with exit 3, like a local run.
+	pol := filepath.Join(t.TempDir(), "demo.toml")
+	if err := os.WriteFile(pol, server.DemoPolicy().Source(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "--policy", pol, "--no-wait", "fix it")
+	if code != 3 || !strings.Contains(errOut, "approval needed for edit_file") {
+		t.Errorf("keel --server run --no-wait with an ask = %d\n%s", code, errOut)
+	}
+}
+
+// demoProject returns a fresh copy of the demo project.
+func demoProject(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := demo.WriteProject(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

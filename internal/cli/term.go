@@ -1,0 +1,38 @@
+package cli
+
+import (
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/keel-run/keel/tool"
+)
+
+// termSafe returns s with every control character except newline and tab
+// shown as a visible escape, so that text from a model, a tool or a task
+// file cannot move the cursor, retitle the terminal or fake Keel's own
+// status lines.
+func termSafe(s string) string { return tool.Escape(s) }
+
+// escWriter escapes control characters of everything written through it
+// (see termSafe). Keel's own output uses none, so it only ever changes
+// text that came from a model or a tool.
+type escWriter struct{ w io.Writer }
+
+func (e escWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(e.w, termSafe(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

@@ -1,0 +1,111 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Case is one test case of a policy file ([[test]] in the TOML format): a
+// call and the decision the policy must reach for it.
+type Case struct {
+	Name string
+	// Tool and Args are the call (Args a JSON object).
+	Tool string
+	Args json.RawMessage
+	// Paths are the resolved workspace-relative paths of a file tool's
+	// call; when empty, Args' "path" is used.
+	Paths                 []string
+	Principal, OnBehalfOf string
+	// Network is the run's host allowlist; Sandbox its backend ("linux"
+	// unless set); Mount its mount path ("/workspace" unless set).
+	Network []string
+	Sandbox string
+	Mount   string
+	// Expect is the call's expected decision; Parts, if given, the
+	// expected decision of each part in order.
+	Expect Effect
+	Parts  []Effect
+}
+
+// Call returns the call c describes.
+func (c *Case) Call() *Call {
+	call := &Call{RunID: "test", CallID: "test", Principal: c.Principal, OnBehalfOf: c.OnBehalfOf, Tool: c.Tool,
+		Effect: toolEffect(c.Tool), Arguments: c.Args, Paths: c.Paths, MountPath: c.Mount, Sandbox: c.Sandbox, Network: c.Network}
+	if call.Principal == "" {
+		call.Principal = "keel-cli"
+	}
+	if call.Sandbox == "" {
+		call.Sandbox = "linux"
+	}
+	if call.MountPath == "" {
+		call.MountPath = "/workspace"
+	}
+	if len(call.Paths) == 0 && c.Tool != "bash" && c.Tool != "fetch_url" {
+		var in struct {
+			Path string `json:"path"`
+		}
+		if json.Unmarshal(c.Args, &in) == nil && in.Path != "" {
+			call.Paths = []string{strings.TrimPrefix(path.Clean(strings.TrimPrefix(in.Path, call.MountPath)), "/")}
+		}
+	}
+	return call
+}
+
+// toolEffect returns the effect class of Keel's built-in tools, for test
+// cases; unknown tools count as external.
+func toolEffect(tool string) string {
+	switch tool {
+	case "read_file", "list_directory", "search_files":
+		return "read_only"
+	case "write_file", "edit_file":
+		return "workspace_write"
+	}
+	return "external"
+}
+
+// CaseResult is the outcome of one [Case].
+type CaseResult struct {
+	Case Case
+	Got  Decision
+	// Problem is empty when the case passed, else what differed.
+	Problem string
+}
+
+// Cases returns the policy file's test cases.
+func (e *Engine) Cases() []Case { return slices.Clone(e.cases) }
+
+// Test runs the policy file's own test cases and returns one result per
+// case, in file order.
+func (e *Engine) Test(ctx context.Context) []CaseResult {
+	out := make([]CaseResult, 0, len(e.cases))
+	for _, c := range e.cases {
+		out = append(out, e.RunCase(ctx, &c))
+	}
+	return out
+}
+
+// RunCase evaluates one case and reports whether the decision is the
+// expected one.
+func (e *Engine) RunCase(ctx context.Context, c *Case) CaseResult {
+	d := e.Decide(ctx, c.Call())
+	r := CaseResult{Case: *c, Got: d}
+	var problems []string
+	if d.Effect != c.Expect {
+		problems = append(problems, fmt.Sprintf("decision %s, want %s (%s)", d.Effect, c.Expect, d.Reason))
+	}
+	if len(c.Parts) > 0 {
+		got := make([]Effect, len(d.Parts))
+		for i, p := range d.Parts {
+			got[i] = p.Effect
+		}
+		if !slices.Equal(got, c.Parts) {
+			problems = append(problems, fmt.Sprintf("parts %v, want %v", got, c.Parts))
+		}
+	}
+	r.Problem = strings.Join(problems, "; ")
+	return r
+}

@@ -1,0 +1,33 @@
+package policy
+
+import (
+	_ "embed"
+	"fmt"
+)
+
+//go:embed default.toml
+var defaultSource []byte
+
+// DefaultName is the name of the built-in default policy, as recorded in
+// runs that use it.
+const DefaultName = "keel:default"
+
+var defaultEngine = func() *Engine {
+	e, err := Parse(DefaultName, defaultSource)
+	if err != nil {
+		panic(fmt.Sprintf("policy: the built-in default policy does not compile: %v", err))
+	}
+	return e
+}()
+
+// Default returns Keel's built-in default policy, safe on a laptop:
+// reads and writes in the workspace (and the sandbox's scratch space) are
+// allowed, reading system directories is allowed, the network asks when
+// the run can reach it, commands only known at run time ask, and
+// anything else outside the workspace is denied. Its source, with its
+// test cases, is [DefaultSource].
+func Default() *Engine { return defaultEngine }
+
+// DefaultSource returns the TOML source of [Default], a starting point for
+// custom policies.
+func DefaultSource() []byte { return append([]byte(nil), defaultSource...) }

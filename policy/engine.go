@@ -1,0 +1,584 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/cedar-policy/cedar-go"
+)
+
+// Engine evaluates a compiled policy file; [Engine.Decide] is a [Policy].
+// An Engine is immutable and safe for concurrent use.
+type Engine struct {
+	name, desc string
+	src        []byte
+	hash       string
+	scratch    []string
+	system     []string
+	approval   Approval
+	// The policies, split by kind, each in file order.
+	forbid, forbidAsk, permit, permitAsk ordered
+	reasons                              map[cedar.PolicyID]string
+	count                                int
+	cases                                []Case
+}
+
+// Approval holds a policy file's approval settings.
+type Approval struct {
+	// Timeout is how long an approval may wait before Default applies; 0
+	// means it waits as long as it takes.
+	Timeout time.Duration
+	// Default is the decision applied at the timeout: Deny (the default)
+	// or Allow.
+	Default Effect
+}
+
+// ordered is a policy list that cedar.Authorize iterates in file order,
+// so that decisions list their policies deterministically.
+type ordered []idPolicy
+
+type idPolicy struct {
+	id cedar.PolicyID
+	p  *cedar.Policy
+}
+
+func (o ordered) All() iter.Seq2[cedar.PolicyID, *cedar.Policy] {
+	return func(yield func(cedar.PolicyID, *cedar.Policy) bool) {
+		for _, e := range o {
+			if !yield(e.id, e.p) {
+				return
+			}
+		}
+	}
+}
+
+// fileFormat is the TOML form of a policy file.
+type fileFormat struct {
+	Version     int    `toml:"version"`
+	Description string `toml:"description"`
+	Approval    struct {
+		Timeout string `toml:"timeout"`
+		Default string `toml:"default"`
+	} `toml:"approval"`
+	Paths struct {
+		Scratch *[]string `toml:"scratch"`
+		System  *[]string `toml:"system"`
+	} `toml:"paths"`
+	Cedar string     `toml:"cedar"`
+	Tests []caseToml `toml:"test"`
+}
+
+type caseToml struct {
+	Name       string         `toml:"name"`
+	Tool       string         `toml:"tool"`
+	Command    string         `toml:"command"`
+	Args       map[string]any `toml:"args"`
+	Paths      []string       `toml:"paths"`
+	Principal  string         `toml:"principal"`
+	OnBehalfOf string         `toml:"on_behalf_of"`
+	Network    []string       `toml:"network"`
+	Sandbox    string         `toml:"sandbox"`
+	Mount      string         `toml:"mount"`
+	Expect     string         `toml:"expect"`
+	Parts      []string       `toml:"parts"`
+}
+
+// DefaultScratch are the paths outside the workspace that the default
+// policy treats as the sandbox's private scratch space: readable and
+// writable without asking.
+var DefaultScratch = []string{"/tmp", "/var/tmp", "/dev/shm", "/run", "/root", "~", "/dev/null", "/dev/zero", "/dev/full",
+	"/dev/random", "/dev/urandom", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/fd", "/dev/tty", "/proc/self"}
+
+// DefaultSystem are the read-only system directories the default policy
+// lets commands read (programs and libraries), never write.
+var DefaultSystem = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt"}
+
+// Parse compiles a policy file named name (the name is used in error
+// messages and [Engine.Name]). A name ending in ".cedar" is a bare Cedar
+// policy set with default settings; anything else is Keel's TOML policy
+// format (docs/policy.md): version, description, [approval] timeout and
+// default, [paths] scratch and system, the Cedar text in cedar, and
+// [[test]] cases. It returns an error naming the problem and, for Cedar
+// syntax errors, the line and column.
+func Parse(name string, src []byte) (*Engine, error) {
+	e := &Engine{name: name, src: bytes.Clone(src), scratch: DefaultScratch, system: DefaultSystem, approval: Approval{Default: Deny},
+		reasons: map[cedar.PolicyID]string{}}
+	sum := sha256.Sum256(src)
+	e.hash = hex.EncodeToString(sum[:])
+	cedarText := string(src)
+	if !strings.HasSuffix(name, ".cedar") {
+		var f fileFormat
+		md, err := toml.Decode(string(src), &f)
+		if err != nil {
+			return nil, fmt.Errorf("policy: %s: %w", name, err)
+		}
+		if und := md.Undecoded(); len(und) > 0 {
+			return nil, fmt.Errorf("policy: %s: unknown key %q", name, und[0].String())
+		}
+		if f.Version != 1 {
+			return nil, fmt.Errorf("policy: %s: version = %d, want 1", name, f.Version)
+		}
+		e.desc = f.Description
+		if f.Approval.Timeout != "" {
+			d, err := time.ParseDuration(f.Approval.Timeout)
+			if err != nil || d < 0 {
+				return nil, fmt.Errorf("policy: %s: approval.timeout %q: want a duration such as 30m or 24h", name, f.Approval.Timeout)
+			}
+			e.approval.Timeout = d
+		}
+		switch Effect(f.Approval.Default) {
+		case "", Deny:
+		case Allow:
+			e.approval.Default = Allow
+		default:
+			return nil, fmt.Errorf("policy: %s: approval.default %q: want deny or allow", name, f.Approval.Default)
+		}
+		if f.Paths.Scratch != nil {
+			e.scratch = cleanPaths(*f.Paths.Scratch)
+		}
+		if f.Paths.System != nil {
+			e.system = cleanPaths(*f.Paths.System)
+		}
+		if strings.TrimSpace(f.Cedar) == "" {
+			return nil, fmt.Errorf("policy: %s: no cedar policies (the cedar key is empty)", name)
+		}
+		cedarText = f.Cedar
+		for i, t := range f.Tests {
+			c, err := t.compile()
+			if err != nil {
+				return nil, fmt.Errorf("policy: %s: test %d (%s): %w", name, i+1, t.Name, err)
+			}
+			e.cases = append(e.cases, c)
+		}
+	}
+	list, err := cedar.NewPolicyListFromBytes(name, []byte(cedarText))
+	if err != nil {
+		return nil, fmt.Errorf("policy: %s: %w", name, err)
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("policy: %s: no policies", name)
+	}
+	seen := map[cedar.PolicyID]bool{}
+	for i, p := range list {
+		ann := p.Annotations()
+		id := cedar.PolicyID(fmt.Sprintf("policy%d", i))
+		if v, ok := ann["id"]; ok {
+			if v == "" || strings.HasPrefix(string(v), "keel.") {
+				return nil, fmt.Errorf("policy: %s: policy %d: @id %q is empty or uses the reserved prefix keel.", name, i+1, v)
+			}
+			id = cedar.PolicyID(v)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("policy: %s: two policies have the id %q", name, id)
+		}
+		seen[id] = true
+		if v, ok := ann["reason"]; ok {
+			e.reasons[id] = string(v)
+		}
+		_, ask := ann["ask"]
+		entry := idPolicy{id: id, p: p}
+		switch {
+		case p.Effect() == cedar.Forbid && ask:
+			e.forbidAsk = append(e.forbidAsk, entry)
+		case p.Effect() == cedar.Forbid:
+			e.forbid = append(e.forbid, entry)
+		case ask:
+			e.permitAsk = append(e.permitAsk, entry)
+		default:
+			e.permit = append(e.permit, entry)
+		}
+		e.count++
+	}
+	return e, nil
+}
+
+func cleanPaths(ps []string) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		if p == "~" || strings.HasPrefix(p, "~/") || strings.HasPrefix(p, "/") {
+			out = append(out, path.Clean(p))
+		}
+	}
+	return out
+}
+
+// Name returns the name the policy was parsed under.
+func (e *Engine) Name() string { return e.name }
+
+// Description returns the policy file's description.
+func (e *Engine) Description() string { return e.desc }
+
+// Source returns the policy file's bytes.
+func (e *Engine) Source() []byte { return bytes.Clone(e.src) }
+
+// Hash returns the hex SHA-256 of the policy file's bytes.
+func (e *Engine) Hash() string { return e.hash }
+
+// Len returns the number of Cedar policies.
+func (e *Engine) Len() int { return e.count }
+
+// Approval returns the file's approval settings.
+func (e *Engine) Approval() Approval { return e.approval }
+
+// request is one part to evaluate.
+type request struct {
+	part  Part
+	req   cedar.Request
+	ents  cedar.EntityMap
+	facts *facts
+}
+
+// Decide evaluates c: it splits the call into parts (see the package
+// documentation), evaluates every part against the policies and returns
+// the strictest outcome with every part's decision. Per part: a failing
+// policy (an evaluation error) denies; a matching forbid denies; no
+// matching permit denies (policy id "keel.default_deny"); a matching
+// @ask policy asks, unless a [Grant] in c matches the part; otherwise the
+// part is allowed. It does no I/O and reads nothing but c and e.
+func (e *Engine) Decide(_ context.Context, c *Call) Decision {
+	reqs := e.requests(c)
+	d := Decision{Effect: Allow}
+	for i := range reqs {
+		r := &reqs[i]
+		p := r.part
+		p.Index = i
+		p.Effect, p.Policies, p.Reason = e.eval(r)
+		if p.Effect == Ask {
+			for gi := range c.Grants {
+				if g := &c.Grants[gi]; g.Matches(c.Tool, &p) {
+					p.Effect, p.Grant = Allow, g.ID
+					p.Policies = []string{"keel.grant"}
+					p.Reason = fmt.Sprintf("remembered approval (%s scope)", g.Scope)
+					if g.By != "" {
+						p.Reason += " by " + g.By
+					}
+					break
+				}
+			}
+		}
+		d.Effect = Stricter(d.Effect, p.Effect)
+		d.Parts = append(d.Parts, p)
+	}
+	for _, p := range d.Parts {
+		if p.Effect != d.Effect {
+			continue
+		}
+		for _, id := range p.Policies {
+			if !slices.Contains(d.Policies, id) {
+				d.Policies = append(d.Policies, id)
+			}
+		}
+		if d.Reason == "" {
+			d.Reason = p.Reason
+			if len(d.Parts) > 1 {
+				d.Reason = fmt.Sprintf("part %d of %d (%s): %s", p.Index+1, len(d.Parts), clip(p.Text), p.Reason)
+			}
+		}
+	}
+	return d
+}
+
+// eval evaluates one part.
+func (e *Engine) eval(r *request) (Effect, []string, string) {
+	var errs []string
+	var errIDs []string
+	run := func(o ordered) []string {
+		if len(o) == 0 {
+			return nil
+		}
+		_, diag := cedar.Authorize(o, r.ents, r.req)
+		for _, de := range diag.Errors {
+			errIDs = append(errIDs, string(de.PolicyID))
+			errs = append(errs, fmt.Sprintf("%s: %s", de.PolicyID, de.Message))
+		}
+		var ids []string
+		for _, rs := range diag.Reasons {
+			ids = append(ids, string(rs.PolicyID))
+		}
+		return ids
+	}
+	forbid, forbidAsk, permit, permitAsk := run(e.forbid), run(e.forbidAsk), run(e.permit), run(e.permitAsk)
+	switch {
+	case len(errs) > 0:
+		return Deny, errIDs, "a policy could not be evaluated (failing closed): " + strings.Join(errs, "; ")
+	case len(forbid) > 0:
+		return Deny, forbid, e.reason(forbid[0], "forbidden by policy "+forbid[0])
+	case len(permit)+len(permitAsk) == 0:
+		return Deny, []string{"keel.default_deny"}, "no policy permits this"
+	case len(forbidAsk)+len(permitAsk) > 0:
+		ids := append(forbidAsk, permitAsk...)
+		return Ask, ids, e.reason(ids[0], "policy "+ids[0]+" asks for approval")
+	}
+	return Allow, permit, e.reason(permit[0], "permitted by policy "+permit[0])
+}
+
+func (e *Engine) reason(id, fallback string) string {
+	if r := e.reasons[cedar.PolicyID(id)]; r != "" {
+		return r
+	}
+	return fallback
+}
+
+// Entity types of the Cedar schema (docs/policy.md).
+const (
+	typeAgent   = cedar.EntityType("Keel::Agent")
+	typeAction  = cedar.EntityType("Keel::Action")
+	typeCommand = cedar.EntityType("Keel::Command")
+	typePath    = cedar.EntityType("Keel::Path")
+	typeHost    = cedar.EntityType("Keel::Host")
+	typeTool    = cedar.EntityType("Keel::Tool")
+)
+
+// actionGroups returns the action groups a tool belongs to.
+func actionGroups(tool, effect string) []string {
+	var g []string
+	switch effect {
+	case "read_only":
+		g = append(g, "read")
+	case "workspace_write":
+		g = append(g, "write")
+	default:
+		g = append(g, "external")
+	}
+	switch tool {
+	case "bash":
+		g = append(g, "exec")
+	case "fetch_url":
+		g = append(g, "network")
+	}
+	return g
+}
+
+// requests splits c into the parts to evaluate.
+func (e *Engine) requests(c *Call) []request {
+	mount := c.MountPath
+	if mount == "" {
+		mount = "/workspace"
+	}
+	loc := &locator{mount: path.Clean(mount), scratch: e.scratch, system: e.system}
+	if c.Sandbox == "none" {
+		// Without a sandbox, /tmp and HOME are the host's own: only the
+		// device files stay harmless.
+		loc.scratch = nil
+		for _, s := range e.scratch {
+			if under(s, "/dev") || under(s, "/proc/self") {
+				loc.scratch = append(loc.scratch, s)
+			}
+		}
+	}
+	kind := "employee"
+	if c.OnBehalfOf != "" {
+		kind = "assistant"
+	}
+	principal := cedar.NewEntityUID(typeAgent, cedar.String(c.Principal))
+	action := cedar.NewEntityUID(typeAction, cedar.String(c.Tool))
+	base := cedar.EntityMap{
+		principal: {UID: principal, Attributes: cedar.NewRecord(cedar.RecordMap{
+			"name": cedar.String(c.Principal), "kind": cedar.String(kind)})},
+	}
+	var parents []cedar.EntityUID
+	for _, g := range actionGroups(c.Tool, c.Effect) {
+		uid := cedar.NewEntityUID(typeAction, cedar.String(g))
+		parents = append(parents, uid)
+		base[uid] = cedar.Entity{UID: uid}
+	}
+	base[action] = cedar.Entity{UID: action, Parents: cedar.NewEntityUIDSet(parents...)}
+	networkAllowed := len(c.Network) > 0 || c.Sandbox == "none"
+
+	var out []request
+	add := func(p Part, res cedar.Entity, f *facts, readOnlyProgram bool) {
+		ents := make(cedar.EntityMap, len(base)+1)
+		for k, v := range base {
+			ents[k] = v
+		}
+		ents[res.UID] = res
+		nested := len(p.Via) > 0
+		ctx := cedar.RecordMap{
+			"run": cedar.String(c.RunID), "call": cedar.String(c.CallID), "tool": cedar.String(c.Tool),
+			"effect": cedar.String(c.Effect), "risk": cedar.String(f.risk(readOnlyProgram)),
+			"workspace": cedar.String(c.Workspace), "mount": cedar.String(loc.mount), "sandbox": cedar.String(c.Sandbox),
+			"user": cedar.String(c.OnBehalfOf), "delegated": cedar.Boolean(c.OnBehalfOf != ""),
+			"network": cedar.Boolean(f.network), "network_allowed": cedar.Boolean(networkAllowed), "hosts": strSet(f.hosts),
+			"outside": cedar.Boolean(len(f.outside) > 0), "writes_outside": cedar.Boolean(len(f.writesOutside) > 0),
+			"outside_paths": strSet(f.outside), "writes": cedar.Boolean(f.writes), "dynamic": cedar.Boolean(f.dynamic),
+			"nested": cedar.Boolean(nested), "via": cedar.String(strings.Join(p.Via, " > ")),
+			"reads": strSet(f.reads), "written": strSet(f.written),
+			"part": cedar.Long(len(out)), "parts": cedar.Long(0),
+		}
+		out = append(out, request{part: p, ents: ents, facts: f,
+			req: cedar.Request{Principal: principal, Action: action, Resource: res.UID, Context: cedar.NewRecord(ctx)}})
+	}
+
+	switch {
+	case c.Tool == "bash":
+		var in struct {
+			Command string `json:"command"`
+		}
+		_ = json.Unmarshal(c.Arguments, &in)
+		cmds, err := ParseBash(in.Command)
+		if err != nil {
+			f := &facts{dynamic: true, why: err.Error()}
+			p := Part{Text: in.Command, Command: "(unparsed)"}
+			add(p, commandEntity(&Command{Text: in.Command}, ""), f, false)
+			break
+		}
+		if len(cmds) == 0 {
+			add(Part{Text: in.Command}, commandEntity(&Command{Text: in.Command}, ""), &facts{}, true)
+			break
+		}
+		cwd := loc.mount
+		for i := range cmds {
+			cmd := &cmds[i]
+			f := loc.analyse(cmd, cwd)
+			if n := cmd.Name(); n == "cd" || n == "pushd" {
+				if d, ok := loc.cd(cmd, cwd); ok {
+					cwd = d
+				} else {
+					cwd = ""
+					f.dynamic, f.why = true, "changes to a directory only known at run time"
+				}
+			} else if n == "popd" {
+				cwd = ""
+			}
+			p := Part{Text: cmd.Text, Via: cmd.Via}
+			if cmd.Prog < len(cmd.Words) {
+				p.Command = cmd.Words[cmd.Prog]
+			}
+			if cmd.AllLiteral() {
+				p.Words = append([]string{}, cmd.Words...)
+			}
+			add(p, commandEntity(cmd, p.Command), f, readOnly[cmd.Name()])
+		}
+	case c.Tool == "fetch_url":
+		var in struct {
+			URL string `json:"url"`
+		}
+		_ = json.Unmarshal(c.Arguments, &in)
+		f := &facts{network: true}
+		attrs := cedar.RecordMap{"url": cedar.String(in.URL), "host": cedar.String(""), "scheme": cedar.String(""), "port": cedar.Long(0)}
+		host := ""
+		if u, err := url.Parse(in.URL); err == nil {
+			host = strings.ToLower(u.Hostname())
+			attrs["host"], attrs["scheme"] = cedar.String(host), cedar.String(u.Scheme)
+			port := map[string]int64{"http": 80, "https": 443}[u.Scheme]
+			if ps := u.Port(); ps != "" {
+				fmt.Sscan(ps, &port)
+			}
+			attrs["port"] = cedar.Long(port)
+		}
+		if host != "" {
+			f.hosts = []string{host}
+		}
+		uid := cedar.NewEntityUID(typeHost, cedar.String(host))
+		add(Part{Text: in.URL}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(attrs)}, f, false)
+	case len(c.Paths) > 0:
+		write := c.Effect != "read_only"
+		for _, rel := range c.Paths {
+			f := &facts{}
+			abs := path.Join(loc.mount, rel)
+			if write {
+				f.writes, f.written = true, []string{abs}
+			} else {
+				f.reads = []string{abs}
+			}
+			uid := cedar.NewEntityUID(typePath, cedar.String(rel))
+			add(Part{Text: rel}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(cedar.RecordMap{
+				"path": cedar.String(rel), "abs": cedar.String(abs)})}, f, !write)
+		}
+	default:
+		args := string(c.Arguments)
+		uid := cedar.NewEntityUID(typeTool, cedar.String(c.Tool))
+		f := &facts{writes: c.Effect != "read_only"}
+		add(Part{Text: args}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(cedar.RecordMap{
+			"name": cedar.String(c.Tool), "args": cedar.String(args)})}, f, c.Effect == "read_only")
+	}
+	for i := range out {
+		ctx := out[i].req.Context.Map()
+		ctx["parts"] = cedar.Long(len(out))
+		out[i].req.Context = cedar.NewRecord(ctx)
+	}
+	return out
+}
+
+func commandEntity(c *Command, prog string) cedar.Entity {
+	var args []cedar.Value
+	for _, a := range c.Args() {
+		args = append(args, cedar.String(a))
+	}
+	var assigns []cedar.Value
+	for _, a := range c.Assigns {
+		assigns = append(assigns, cedar.String(a))
+	}
+	line := ""
+	if c.Prog < len(c.Words) {
+		line = strings.Join(c.Words[c.Prog:], " ")
+	}
+	uid := cedar.NewEntityUID(typeCommand, cedar.String(c.Text))
+	return cedar.Entity{UID: uid, Attributes: cedar.NewRecord(cedar.RecordMap{
+		"name": cedar.String(c.Name()), "argv0": cedar.String(prog), "args": cedar.NewSet(args...),
+		"line": cedar.String(line), "text": cedar.String(c.Text), "assigns": cedar.NewSet(assigns...),
+		"literal": cedar.Boolean(c.AllLiteral()),
+	})}
+}
+
+func strSet(ss []string) cedar.Set {
+	vs := make([]cedar.Value, len(ss))
+	for i, s := range ss {
+		vs[i] = cedar.String(s)
+	}
+	return cedar.NewSet(vs...)
+}
+
+var errNoArgs = errors.New("give command (for bash) or args")
+
+func (t *caseToml) compile() (Case, error) {
+	c := Case{Name: t.Name, Tool: t.Tool, Paths: t.Paths, Principal: t.Principal, OnBehalfOf: t.OnBehalfOf,
+		Network: t.Network, Sandbox: t.Sandbox, Mount: t.Mount, Expect: Effect(t.Expect)}
+	if c.Tool == "" {
+		c.Tool = "bash"
+	}
+	switch {
+	case t.Command != "" && t.Args != nil:
+		return c, errors.New("give command or args, not both")
+	case t.Command != "":
+		if c.Tool != "bash" {
+			return c, errors.New("command is only for the bash tool; give args")
+		}
+		b, _ := json.Marshal(map[string]string{"command": t.Command})
+		c.Args = b
+	case t.Args != nil:
+		b, err := json.Marshal(t.Args)
+		if err != nil {
+			return c, err
+		}
+		c.Args = b
+	default:
+		return c, errNoArgs
+	}
+	switch c.Expect {
+	case Allow, Ask, Deny:
+	default:
+		return c, fmt.Errorf("expect = %q, want allow, ask or deny", t.Expect)
+	}
+	for _, p := range t.Parts {
+		switch Effect(p) {
+		case Allow, Ask, Deny:
+			c.Parts = append(c.Parts, Effect(p))
+		default:
+			return c, fmt.Errorf("parts: %q, want allow, ask or deny", p)
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,336 @@
+package policy_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/keel-run/keel/policy"
+)
+
+func bashCall(cmd string) *policy.Call {
+	b, _ := json.Marshal(map[string]string{"command": cmd})
+	return &policy.Call{RunID: "r", CallID: "c", Principal: "dev", Tool: "bash", Effect: "external", Arguments: b,
+		MountPath: "/workspace", Sandbox: "linux", Network: []string{"pypi.org"}}
+}
+
+// unsandboxed is a call of a run with --sandbox none, where the default
+// policy asks before any network use.
+func unsandboxed(cmd string) *policy.Call {
+	c := bashCall(cmd)
+	c.Sandbox = "none"
+	return c
+}
+
+func mustParse(t testing.TB, name, src string) *policy.Engine {
+	t.Helper()
+	e, err := policy.Parse(name, []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	const ok = "version = 1\ncedar = 'permit(principal, action, resource);'\n"
+	for _, tt := range []struct {
+		name, file, src, want string
+	}{
+		{"toml syntax", "p.toml", "version = \n", "p.toml"},
+		{"unknown key", "p.toml", ok + "colour = 1\n", `unknown key "colour"`},
+		{"no version", "p.toml", "cedar = 'permit(principal, action, resource);'\n", "version = 0, want 1"},
+		{"empty cedar", "p.toml", "version = 1\n", "no cedar policies"},
+		{"cedar syntax with position", "p.toml", "version = 1\ncedar = '''\npermit(principal, action, resource)\nforbid(x);\n'''\n", "p.toml:"},
+		{"duplicate id", "p.cedar", "@id(\"a\") permit(principal, action, resource);\n@id(\"a\") forbid(principal, action, resource);", `two policies have the id "a"`},
+		{"reserved id", "p.cedar", "@id(\"keel.x\") permit(principal, action, resource);", "reserved prefix"},
+		{"bad timeout", "p.toml", ok + "[approval]\ntimeout = \"soon\"\n", "approval.timeout"},
+		{"bad default", "p.toml", ok + "[approval]\ndefault = \"maybe\"\n", "approval.default"},
+		{"bad expectation", "p.toml", ok + "[[test]]\ncommand = \"ls\"\nexpect = \"yes\"\n", "expect"},
+		{"test without a call", "p.toml", ok + "[[test]]\nexpect = \"allow\"\n", "give command"},
+		{"no policies", "p.cedar", "// nothing\n", "no policies"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := policy.Parse(tt.file, []byte(tt.src))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseSettings(t *testing.T) {
+	t.Parallel()
+	e := mustParse(t, "p.toml", `version = 1
+description = "strict"
+cedar = 'permit(principal, action, resource);'
+[approval]
+timeout = "90m"
+default = "allow"
+[paths]
+scratch = ["/tmp"]
+system = []
+`)
+	if diff := cmp.Diff(policy.Approval{Timeout: 90 * time.Minute, Default: policy.Allow}, e.Approval()); diff != "" {
+		t.Error(diff)
+	}
+	if e.Description() != "strict" || e.Len() != 1 || len(e.Hash()) != 64 {
+		t.Errorf("description %q, len %d, hash %q", e.Description(), e.Len(), e.Hash())
+	}
+	// With an empty system list, reading /usr is outside.
+	e2 := mustParse(t, "p2.toml", `version = 1
+cedar = '''
+permit(principal, action, resource);
+@id("out") forbid(principal, action, resource) when { context.outside };
+'''
+[paths]
+system = []
+`)
+	if d := e2.Decide(t.Context(), bashCall("cat /usr/share/dict/words")); d.Effect != policy.Deny {
+		t.Errorf("with no system paths, reading /usr = %s", d.Effect)
+	}
+	if d := policy.Default().Decide(t.Context(), bashCall("cat /usr/share/dict/words")); d.Effect != policy.Allow {
+		t.Errorf("default: reading /usr = %s (%s)", d.Effect, d.Reason)
+	}
+}
+
+// The combination rules: forbid > @ask > permit > default deny, errors
+// fail closed, policies are listed in file order.
+func TestDecisionRules(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, cedar, cmd string
+		want             policy.Effect
+		policies         []string
+	}{
+		{"no policy permits", `@id("f") forbid(principal, action, resource) when { false };`, "ls", policy.Deny, []string{"keel.default_deny"}},
+		{"permit", `@id("p") permit(principal, action, resource);`, "ls", policy.Allow, []string{"p"}},
+		{"ask permit", `@id("p") @ask permit(principal, action, resource);`, "ls", policy.Ask, []string{"p"}},
+		{"ask permit beats permit", `@id("p") permit(principal, action, resource);
+@id("a") @ask permit(principal, action, resource) when { resource.name == "rm" };`, "rm x", policy.Ask, []string{"a"}},
+		{"ask forbid needs a permit", `@id("a") @ask forbid(principal, action, resource);`, "ls", policy.Deny, []string{"keel.default_deny"}},
+		{"ask forbid", `@id("p") permit(principal, action, resource);
+@id("a") @ask forbid(principal, action, resource) when { context.network };`, "curl https://pypi.org", policy.Ask, []string{"a"}},
+		{"forbid beats ask", `@id("p") permit(principal, action, resource);
+@id("a") @ask forbid(principal, action, resource);
+@id("f") forbid(principal, action, resource) when { resource.args.contains("-rf") };`, "rm -rf x", policy.Deny, []string{"f"}},
+		{"an erroring policy fails closed", `@id("p") permit(principal, action, resource);
+@id("bad") forbid(principal, action, resource) when { resource.no_such_attribute == 1 };`, "ls", policy.Deny, []string{"bad"}},
+		{"file order", `@id("z") permit(principal, action, resource);
+@id("a") permit(principal, action, resource);
+@id("m") permit(principal, action, resource);`, "ls", policy.Allow, []string{"z", "a", "m"}},
+		{"action groups", `@id("exec") permit(principal, action in Keel::Action::"exec", resource);`, "ls", policy.Allow, []string{"exec"}},
+		{"principal", `@id("dev") permit(principal == Keel::Agent::"dev", action, resource);`, "ls", policy.Allow, []string{"dev"}},
+		{"other principal", `@id("ops") permit(principal == Keel::Agent::"ops", action, resource);`, "ls", policy.Deny, []string{"keel.default_deny"}},
+		{"line pattern", `@id("p") permit(principal, action, resource);
+@id("push") forbid(principal, action, resource) when { resource.line like "git push*" };`, "git status && git push -f origin main", policy.Deny, []string{"push"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := mustParse(t, "t.cedar", tt.cedar)
+			d := e.Decide(t.Context(), bashCall(tt.cmd))
+			if d.Effect != tt.want || !slices.Equal(d.Policies, tt.policies) {
+				t.Errorf("Decide(%q) = %s %v (%s), want %s %v", tt.cmd, d.Effect, d.Policies, d.Reason, tt.want, tt.policies)
+			}
+		})
+	}
+}
+
+func TestDecisionListsParts(t *testing.T) {
+	t.Parallel()
+	d := policy.Default().Decide(t.Context(), unsandboxed("ls && pip install x; cat /etc/shadow"))
+	want := []struct {
+		Text   string
+		Effect policy.Effect
+	}{{"ls", policy.Allow}, {"pip install x", policy.Ask}, {"cat /etc/shadow", policy.Deny}}
+	var got []struct {
+		Text   string
+		Effect policy.Effect
+	}
+	for _, p := range d.Parts {
+		got = append(got, struct {
+			Text   string
+			Effect policy.Effect
+		}{p.Text, p.Effect})
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("parts (-want +got):\n%s", diff)
+	}
+	if d.Effect != policy.Deny || !strings.Contains(d.Reason, "part 3 of 3") {
+		t.Errorf("decision %s %q", d.Effect, d.Reason)
+	}
+	// Deterministic: the same call decides the same, byte for byte.
+	a, _ := json.Marshal(d)
+	for range 20 {
+		b, _ := json.Marshal(policy.Default().Decide(t.Context(), unsandboxed("ls && pip install x; cat /etc/shadow")))
+		if string(a) != string(b) {
+			t.Fatalf("decisions differ:\n%s\n%s", a, b)
+		}
+	}
+}
+
+func TestUnparsableCommandAsks(t *testing.T) {
+	t.Parallel()
+	d := policy.Default().Decide(t.Context(), bashCall("echo 'unterminated"))
+	if d.Effect != policy.Ask || len(d.Parts) != 1 {
+		t.Errorf("unparsable command: %s %+v", d.Effect, d.Parts)
+	}
+}
+
+func TestOtherTools(t *testing.T) {
+	t.Parallel()
+	e := mustParse(t, "t.cedar", `
+@id("reads") permit(principal, action in Keel::Action::"read", resource);
+@id("src") permit(principal, action in Keel::Action::"write", resource) when { resource.path like "src/*" };
+@id("docs") @ask permit(principal, action == Keel::Action::"fetch_url", resource) when { resource.host == "docs.python.org" };
+@id("mcp") permit(principal, action == Keel::Action::"mcp_search", resource) when { resource.args like "*\"q\"*" };
+`)
+	for _, tt := range []struct {
+		name, tool, effect, args string
+		paths                    []string
+		want                     policy.Effect
+	}{
+		{"read anywhere", "read_file", "read_only", `{"path":"x"}`, []string{"x"}, policy.Allow},
+		{"write in src", "write_file", "workspace_write", `{"path":"src/a.go"}`, []string{"src/a.go"}, policy.Allow},
+		{"write elsewhere", "write_file", "workspace_write", `{"path":"a.go"}`, []string{"a.go"}, policy.Deny},
+		{"fetch docs", "fetch_url", "external", `{"url":"https://docs.python.org/3/"}`, nil, policy.Ask},
+		{"fetch other", "fetch_url", "external", `{"url":"https://evil.example/"}`, nil, policy.Deny},
+		{"other tool", "mcp_search", "external", `{"q":"x"}`, nil, policy.Allow},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := e.Decide(t.Context(), &policy.Call{Principal: "dev", Tool: tt.tool, Effect: tt.effect, Arguments: json.RawMessage(tt.args), Paths: tt.paths})
+			if d.Effect != tt.want {
+				t.Errorf("%s %s = %s (%s)", tt.tool, tt.args, d.Effect, d.Reason)
+			}
+		})
+	}
+}
+
+func TestGrants(t *testing.T) {
+	t.Parallel()
+	e := policy.Default()
+	call := func(cmd string, grants ...policy.Grant) policy.Decision {
+		c := unsandboxed(cmd)
+		c.Grants = grants
+		return e.Decide(t.Context(), c)
+	}
+	d := call("ls && pip install requests")
+	if d.Effect != policy.Ask {
+		t.Fatalf("without a grant: %s", d.Effect)
+	}
+	exact, err := policy.GrantsFor("run1/c1", policy.ScopeRun, "bash", &d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]policy.Grant{{ID: "run1/c1#0", Scope: "run", Tool: "bash", Exact: "pip install requests"}}, exact); diff != "" {
+		t.Fatalf("GrantsFor exact (-want +got):\n%s", diff)
+	}
+	prefix, err := policy.GrantsFor("run1/c1", policy.ScopeAgent, "bash", &d, []string{"pip", "install"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name   string
+		cmd    string
+		grants []policy.Grant
+		want   policy.Effect
+	}{
+		{"exact grant allows the same part", "pip install requests", exact, policy.Allow},
+		{"exact grant in another compound", "cd src && pip install requests", exact, policy.Allow},
+		{"exact grant does not cover other parts", "pip install requests && curl https://pypi.org", exact, policy.Ask},
+		{"exact grant does not cover other arguments", "pip install requests evil", exact, policy.Ask},
+		{"prefix grant", "pip install numpy", prefix, policy.Allow},
+		{"prefix is by words", "curl https://pypi.org.evil.example/x", []policy.Grant{{ID: "g", Tool: "bash", Prefix: []string{"curl", "https://pypi.org"}}}, policy.Ask},
+		{"prefix by words matches", "curl https://pypi.org -o x", []policy.Grant{{ID: "g", Tool: "bash", Prefix: []string{"curl", "https://pypi.org"}}}, policy.Allow},
+		{"grants never override a deny", "pip install requests && cat /etc/shadow", exact, policy.Deny},
+		{"grant for another tool", "pip install requests", []policy.Grant{{ID: "g", Tool: "fetch_url", Exact: "pip install requests"}}, policy.Ask},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := call(tt.cmd, tt.grants...)
+			if d.Effect != tt.want {
+				t.Errorf("Decide(%q) = %s (%s)", tt.cmd, d.Effect, d.Reason)
+			}
+			if tt.want == policy.Allow {
+				found := false
+				for _, p := range d.Parts {
+					found = found || p.Grant != ""
+				}
+				if !found {
+					t.Errorf("no part records the grant: %+v", d.Parts)
+				}
+			}
+		})
+	}
+	// A dynamic part cannot be remembered, a bad prefix is refused.
+	dyn := call("$PIP install x")
+	if _, err := policy.GrantsFor("r", policy.ScopeRun, "bash", &dyn, nil); !errors.Is(err, policy.ErrNotRememberable) {
+		t.Errorf("GrantsFor(dynamic) = %v", err)
+	}
+	if _, err := policy.GrantsFor("r", policy.ScopeRun, "bash", &d, []string{"pip", "uninstall"}); !errors.Is(err, policy.ErrBadPrefix) {
+		t.Errorf("GrantsFor(bad prefix) = %v", err)
+	}
+	if _, err := policy.GrantsFor("r", "forever", "bash", &d, nil); err == nil {
+		t.Error("GrantsFor(bad scope) = nil")
+	}
+}
+
+// A failing case is reported, so `keel policy test` can fail.
+func TestCasesReportFailures(t *testing.T) {
+	t.Parallel()
+	e := mustParse(t, "p.toml", `version = 1
+cedar = '@id("p") permit(principal, action, resource);'
+[[test]]
+name = "passes"
+command = "ls"
+expect = "allow"
+[[test]]
+name = "fails"
+command = "ls && rm x"
+expect = "deny"
+parts = ["allow", "deny"]
+`)
+	res := e.Test(t.Context())
+	if len(res) != 2 || res[0].Problem != "" || !strings.Contains(res[1].Problem, "decision allow, want deny") || !strings.Contains(res[1].Problem, "parts [allow allow]") {
+		t.Errorf("results: %+v", res)
+	}
+}
+
+// hundredRules is a 100-policy file in the style of a team policy:
+// per-program rules, path rules and network rules.
+func hundredRules() string {
+	var b strings.Builder
+	b.WriteString("@id(\"base\") permit(principal, action, resource);\n")
+	for i := range 33 {
+		fmt.Fprintf(&b, "@id(\"prog%d\") forbid(principal, action == Keel::Action::\"bash\", resource) when { resource.name == \"tool%d\" };\n", i, i)
+		fmt.Fprintf(&b, "@id(\"path%d\") forbid(principal, action, resource) when { context.outside_paths.contains(\"/srv/data%d\") };\n", i, i)
+		fmt.Fprintf(&b, "@id(\"net%d\") @ask forbid(principal, action, resource) when { context.hosts.contains(\"host%d.example\") && context.network_allowed };\n", i, i)
+	}
+	return b.String()
+}
+
+func BenchmarkDecide100Rules(b *testing.B) {
+	e := mustParse(b, "hundred.cedar", hundredRules())
+	if e.Len() != 100 {
+		b.Fatalf("%d rules", e.Len())
+	}
+	c := bashCall("cd src && grep -rn TODO . | head -20 && python -m pytest -x tests/test_api.py 2>&1 | tail -30")
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		d := e.Decide(b.Context(), c)
+		lat = append(lat, time.Since(t0))
+		if d.Effect != policy.Allow {
+			b.Fatal(d.Reason)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}

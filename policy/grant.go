@@ -1,0 +1,116 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Grant scopes.
+const (
+	// ScopeRun grants apply to later calls of the same run.
+	ScopeRun = "run"
+	// ScopeAgent grants apply to every later call of the principal, in
+	// any run.
+	ScopeAgent = "agent"
+)
+
+// Grant is a remembered approval: a person approved a call and asked that
+// matching parts be allowed from then on instead of asked about. Grants
+// are narrow by construction: a grant names one tool and either the exact
+// text of one part or a word prefix the person stated; it is never
+// inferred from a compound command, it only turns an ask into an allow
+// (never a deny), and it never matches a bash part whose words are not all
+// literals.
+type Grant struct {
+	// ID identifies the grant (recorded in the decisions it makes).
+	ID string `json:"id"`
+	// Scope is [ScopeRun] or [ScopeAgent].
+	Scope string `json:"scope"`
+	// Tool is the tool the grant applies to.
+	Tool string `json:"tool"`
+	// Exact, when non-empty, matches a part whose Text is exactly this.
+	Exact string `json:"exact,omitempty"`
+	// Prefix, when non-empty, matches a bash part whose literal words
+	// (Part.Words) start with these words.
+	Prefix []string `json:"prefix,omitempty"`
+	// By is who approved; Run and Call the approval it came from.
+	By   string `json:"by,omitempty"`
+	Run  string `json:"run,omitempty"`
+	Call string `json:"call,omitempty"`
+}
+
+// ErrBadPrefix is wrapped by [GrantsFor]'s error when a stated prefix does
+// not fit every part that asked.
+var ErrBadPrefix = errors.New("policy: the prefix does not match the command")
+
+// ErrNotRememberable is wrapped by [GrantsFor]'s error when a part cannot
+// be remembered: it is not fully literal (what runs is only known at run
+// time), or the decision has no parts.
+var ErrNotRememberable = errors.New("policy: this call cannot be remembered")
+
+// Matches reports whether g allows part p of a call of tool.
+func (g *Grant) Matches(tool string, p *Part) bool {
+	if g.Tool != tool {
+		return false
+	}
+	literal := p.Words != nil || p.Command == ""
+	switch {
+	case g.Exact != "":
+		return literal && p.Text == g.Exact
+	case len(g.Prefix) > 0:
+		return p.Words != nil && len(p.Words) >= len(g.Prefix) && slices.Equal(p.Words[:len(g.Prefix)], g.Prefix)
+	}
+	return false
+}
+
+// GrantsFor returns the grants that remember an approval of a call of tool
+// decided d: one per part that asked (the exact part, or, when prefix is
+// non-empty, that word prefix once). The grants get ids idBase#0,
+// idBase#1.... It returns an error wrapping [ErrBadPrefix] when prefix is
+// not a word prefix of every asking part, and [ErrNotRememberable] when an
+// asking part is not fully literal or d has no parts.
+func GrantsFor(idBase, scope, tool string, d *Decision, prefix []string) ([]Grant, error) {
+	if scope != ScopeRun && scope != ScopeAgent {
+		return nil, fmt.Errorf("policy: remember %q: want %q or %q", scope, ScopeRun, ScopeAgent)
+	}
+	if len(d.Parts) == 0 {
+		return nil, fmt.Errorf("%w: the decision lists no parts", ErrNotRememberable)
+	}
+	var out []Grant
+	for i := range d.Parts {
+		p := &d.Parts[i]
+		if p.Effect != Ask {
+			continue
+		}
+		if p.Command != "" && p.Words == nil {
+			return nil, fmt.Errorf("%w: part %d (%s) is only known at run time", ErrNotRememberable, p.Index+1, clip(p.Text))
+		}
+		if len(prefix) > 0 {
+			if p.Words == nil || len(p.Words) < len(prefix) || !slices.Equal(p.Words[:len(prefix)], prefix) {
+				return nil, fmt.Errorf("%w: %q is not a prefix of part %d (%s)", ErrBadPrefix, strings.Join(prefix, " "), p.Index+1, clip(p.Text))
+			}
+			continue
+		}
+		out = append(out, Grant{Scope: scope, Tool: tool, Exact: p.Text})
+	}
+	if len(prefix) > 0 {
+		out = []Grant{{Scope: scope, Tool: tool, Prefix: slices.Clone(prefix)}}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no part of the call asked for approval", ErrNotRememberable)
+	}
+	for i := range out {
+		out[i].ID = fmt.Sprintf("%s#%d", idBase, i)
+	}
+	return out, nil
+}
+
+func clip(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 60 {
+		return s[:57] + "..."
+	}
+	return s
+}

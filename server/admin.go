@@ -1,0 +1,210 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/keel-run/keel/audit"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+)
+
+// agentView converts a directory entry to its API form.
+func agentView(a *identity.Agent) api.Agent {
+	out := api.Agent{Name: a.Name, Kind: string(a.Kind), Description: a.Description, Created: a.Created, CreatedBy: a.CreatedBy,
+		Builtin: a.Builtin, Revoked: a.Revoked, RevokedBy: a.RevokedBy, RevokeReason: a.RevokeReason, Grants: len(a.Grants)}
+	if a.Revoked {
+		t := a.RevokedAt
+		out.RevokedAt = &t
+	}
+	return out
+}
+
+// agents lists the directory's agents.
+func (h *Handler) agents(ctx context.Context) ([]api.Agent, error) {
+	list, err := h.opts.Directory.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Agent, 0, len(list))
+	for i := range list {
+		out = append(out, agentView(&list[i]))
+	}
+	return out, nil
+}
+
+// identityError maps the directory's errors to API errors.
+func identityError(err error) error {
+	switch {
+	case errors.Is(err, identity.ErrUnknown):
+		return notFound("%s", strings.TrimPrefix(err.Error(), "identity: "))
+	case errors.Is(err, identity.ErrExists), errors.Is(err, identity.ErrRevokedAgent):
+		return conflict(api.CodeConflict, "%s", strings.TrimPrefix(err.Error(), "identity: "))
+	case errors.Is(err, identity.ErrInvalid):
+		return badRequest("%s", strings.TrimPrefix(err.Error(), "identity: "))
+	}
+	return err
+}
+
+func (h *Handler) listAgents(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	list, err := h.agents(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.AgentList{Agents: list})
+	return nil
+}
+
+func (h *Handler) createAgent(w http.ResponseWriter, r *http.Request, who *caller) error {
+	var req api.CreateAgent
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	a, err := h.newAgent(r.Context(), &req, who)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, a)
+	return nil
+}
+
+func (h *Handler) newAgent(ctx context.Context, req *api.CreateAgent, who *caller) (api.Agent, error) {
+	a, err := h.opts.Directory.Create(ctx, &identity.CreateParams{Name: req.Name, Kind: identity.Kind(req.Kind), Description: req.Description, By: who.Name})
+	if err != nil {
+		return api.Agent{}, identityError(err)
+	}
+	if err := h.record(ctx, who, action{Action: "agent.create", Target: a.Name, Detail: string(a.Kind)}); err != nil {
+		return api.Agent{}, err
+	}
+	return agentView(a), nil
+}
+
+func (h *Handler) revokeAgent(w http.ResponseWriter, r *http.Request, who *caller) error {
+	var req api.Revoke
+	if err := decode(r, &req, true); err != nil {
+		return err
+	}
+	a, err := h.revoke(r.Context(), r.PathValue("id"), req.Reason, who)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a)
+	return nil
+}
+
+// revoke revokes agent name: its runs stop at their next gate decision
+// (the executor's principal check), in this server and in every process
+// sharing the journal.
+func (h *Handler) revoke(ctx context.Context, name, reason string, who *caller) (api.Agent, error) {
+	a, err := h.opts.Directory.Revoke(ctx, name, &identity.RevokeParams{By: who.Name, Reason: reason})
+	if err != nil {
+		return api.Agent{}, identityError(err)
+	}
+	if err := h.record(ctx, who, action{Action: "agent.revoke", Target: name, Detail: reason}); err != nil {
+		return api.Agent{}, err
+	}
+	return agentView(a), nil
+}
+
+func (h *Handler) verifyAudit(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	var req api.VerifyAudit
+	if err := decode(r, &req, true); err != nil {
+		return err
+	}
+	rep, err := h.audit(r.Context(), req.Runs)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rep)
+	return nil
+}
+
+// audit verifies the journals named in ids, or every journal (runs and
+// system streams) when ids is empty, with package audit: hash chain from
+// the first event, agreement with the store's index, and folding.
+func (h *Handler) audit(ctx context.Context, ids []string) (*api.AuditReport, error) {
+	store := h.rt.Store()
+	var reps []audit.Report
+	if len(ids) == 0 {
+		var err error
+		if reps, err = audit.VerifyAll(ctx, store); err != nil {
+			return nil, err
+		}
+	}
+	for _, id := range ids {
+		r, err := audit.Verify(ctx, store, id)
+		if errors.Is(err, journal.ErrNotFound) {
+			r = audit.Report{RunID: id, Kind: "run", Reason: "no such journal"}
+		} else if err != nil {
+			return nil, err
+		}
+		reps = append(reps, r)
+	}
+	out := &api.AuditReport{OK: true, Journals: []api.AuditJournal{}}
+	for _, r := range reps {
+		out.Streams++
+		out.Events += int64(r.Events)
+		out.Journals = append(out.Journals, api.AuditJournal{ID: r.RunID, Kind: r.Kind, Events: r.Events, OK: r.OK,
+			FirstBad: r.FirstBad, Reason: r.Reason, Status: string(r.Status), Head: r.Head})
+		if !r.OK {
+			out.OK = false
+			out.Problems = append(out.Problems, api.AuditProblem{Stream: r.RunID, Seq: r.FirstBad, Reason: r.Reason})
+		}
+	}
+	return out, nil
+}
+
+func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	list, err := h.tokens.List(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.TokenList{Tokens: list})
+	return nil
+}
+
+func (h *Handler) createToken(w http.ResponseWriter, r *http.Request, who *caller) error {
+	var req api.CreateToken
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Name) == "" {
+		return badRequest("name: a token needs the name of the person or system using it")
+	}
+	if err := CheckScopes(req.Scopes); err != nil {
+		return badRequest("%s", strings.TrimPrefix(err.Error(), "server: "))
+	}
+	tok, err := h.tokens.Create(r.Context(), req.Name, req.Scopes, who.Name)
+	if err != nil {
+		return err
+	}
+	if err := h.record(r.Context(), who, action{Action: "token.create", Target: tok.ID, Detail: req.Name}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, tok)
+	return nil
+}
+
+func (h *Handler) revokeToken(w http.ResponseWriter, r *http.Request, who *caller) error {
+	id := r.PathValue("id")
+	if err := h.tokens.Revoke(r.Context(), id, who.Name); err != nil {
+		return err
+	}
+	if err := h.record(r.Context(), who, action{Action: "token.revoke", Target: id}); err != nil {
+		return err
+	}
+	list, err := h.tokens.List(r.Context())
+	if err != nil {
+		return err
+	}
+	for _, t := range list {
+		if t.ID == id {
+			writeJSON(w, http.StatusOK, t)
+			return nil
+		}
+	}
+	return notFound("no such token %s", id)
+}

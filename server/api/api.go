@@ -1,0 +1,346 @@
+// Package api holds the JSON types of Keel's HTTP API (/v1), shared by
+// the server (package server) and the Go client (package client). They
+// are a wire format: fields may be added, never renamed or removed.
+//
+// The OpenAPI document served at /v1/openapi.json describes the same
+// shapes; a test in package server keeps the two in step.
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/keel-run/keel/policy"
+)
+
+// Version is the API's path prefix.
+const Version = "/v1"
+
+// Error codes of [Error.Code]. They are stable: clients branch on them.
+const (
+	// CodeInvalidRequest: the request body, a parameter or a path value is
+	// malformed or inconsistent (HTTP 400).
+	CodeInvalidRequest = "invalid_request"
+	// CodeUnauthenticated: no token, or an unknown or revoked one (401).
+	CodeUnauthenticated = "unauthenticated"
+	// CodeForbidden: the token lacks the scope the action needs (403).
+	CodeForbidden = "forbidden"
+	// CodeNotFound: no such run, approval, agent, token or route (404).
+	CodeNotFound = "not_found"
+	// CodeConflict: the action does not fit the run's state, for example
+	// resuming a run that is executing (409).
+	CodeConflict = "conflict"
+	// CodeRunCompleted: the run completed; it cannot be resumed or
+	// canceled (409).
+	CodeRunCompleted = "run_completed"
+	// CodeNoApproval: the call has no pending approval (409).
+	CodeNoApproval = "no_approval"
+	// CodeCorrupt: the run's journal fails its hash chain or does not
+	// fold (500); the journal is reported, never repaired.
+	CodeCorrupt = "journal_corrupt"
+	// CodeUnavailable: the server is shutting down or the feature is not
+	// configured (503).
+	CodeUnavailable = "unavailable"
+	// CodeInternal: anything else (500); details are in the server log.
+	CodeInternal = "internal"
+)
+
+// ErrorBody is the body of every error response:
+// {"error": {"code": "...", "message": "..."}}.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// Error is an API error. Message is safe to show to a person; Code is one
+// of the Code constants.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Status is the HTTP status code of the response (set by the client
+	// from the response when decoding).
+	Status int `json:"status"`
+}
+
+// Error implements error: "CODE: MESSAGE".
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Limits stop a run; zero fields mean no limit (see agent.Limits).
+type Limits struct {
+	MaxSteps  int     `json:"max_steps,omitempty"`
+	MaxTokens int64   `json:"max_tokens,omitempty"`
+	MaxCost   float64 `json:"max_cost,omitempty"`
+	// Timeout is a Go duration string ("30m") bounding one execution.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// CreateRun is the body of POST /v1/runs.
+type CreateRun struct {
+	// Task is what the agent should do; required unless Demo is set or
+	// the model is a replay (which brings its recorded task).
+	Task string `json:"task,omitempty"`
+	// Model is a model spec ("openai:gpt-4o", "replay:PATH",
+	// "scripted:demo"); default: the server's.
+	Model string `json:"model,omitempty"`
+	// Agent is the principal the run executes as; OnBehalfOf the user it
+	// acts for, if any.
+	Agent      string `json:"agent,omitempty"`
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+	// Workspace is a directory on the server's machine; MountPath where
+	// the sandbox sees it (default /workspace).
+	Workspace string `json:"workspace,omitempty"`
+	MountPath string `json:"mount_path,omitempty"`
+	// Sandbox is "linux" (default) or "none".
+	Sandbox string   `json:"sandbox,omitempty"`
+	Env     []string `json:"env,omitempty"`
+	Setup   string   `json:"setup,omitempty"`
+	Network []string `json:"network,omitempty"`
+	System  string   `json:"system,omitempty"`
+	Limits  Limits   `json:"limits,omitempty"`
+	// Policy names or holds the run's tool-call policy, as the server's
+	// configuration understands it (empty: the server's default).
+	Policy string `json:"policy,omitempty"`
+	// CompletionMarker overrides the default completion marker line; nil
+	// keeps the default, "" disables it.
+	CompletionMarker *string `json:"completion_marker,omitempty"`
+	// Demo creates the bundled demonstration run: a fresh copy of the
+	// demo project and the scripted demo model, with a policy that asks a
+	// person before the agent edits a file.
+	Demo   bool              `json:"demo,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Run is a run as the API shows it: its summary folded from the journal,
+// plus what the server knows about its execution.
+type Run struct {
+	ID         string    `json:"id"`
+	Status     string    `json:"status"`
+	Task       string    `json:"task"`
+	Model      string    `json:"model"`
+	Agent      string    `json:"agent,omitempty"`
+	OnBehalfOf string    `json:"on_behalf_of,omitempty"`
+	Workspace  string    `json:"workspace"`
+	Sandbox    string    `json:"sandbox,omitempty"`
+	Created    time.Time `json:"created"`
+	Updated    time.Time `json:"updated"`
+	// Events is the sequence number of the newest event; LastType its
+	// type.
+	Events   int64  `json:"events"`
+	LastType string `json:"last_type"`
+	// Steps counts model calls; Tokens sums their input and output
+	// tokens; Cost their cost in US dollars.
+	Steps  int     `json:"steps"`
+	Tokens int64   `json:"tokens"`
+	Cost   float64 `json:"cost"`
+	// DurationMS is the time from the first to the newest event.
+	DurationMS int64 `json:"duration_ms"`
+	// Reason, Message and Output come from the terminal or pause event.
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	Output  string `json:"output,omitempty"`
+	// Pending lists the approvals the run waits for.
+	Pending []Approval `json:"pending,omitempty"`
+	// Executing is true while the server runs it; Queued while it waits
+	// for a worker.
+	Executing bool `json:"executing,omitempty"`
+	Queued    bool `json:"queued,omitempty"`
+	// Error is the server's last failure to execute the run (for
+	// example a missing API key), if any.
+	Error string `json:"error,omitempty"`
+	// ForkOf is "RUN@SEQ" for a run forked from another.
+	ForkOf string `json:"fork_of,omitempty"`
+}
+
+// RunList is the body of GET /v1/runs.
+type RunList struct {
+	Runs []Run `json:"runs"`
+}
+
+// ResumeRun is the body of POST /v1/runs/{id}/resume; it may be empty.
+type ResumeRun struct {
+	// Message, if set, is added as a user message before continuing.
+	Message string `json:"message,omitempty"`
+}
+
+// ForkRun is the body of POST /v1/runs/{id}/fork.
+type ForkRun struct {
+	// Seq is the last event of the source run copied into the fork;
+	// 0 means the source's newest event.
+	Seq int64 `json:"seq,omitempty"`
+	// Workspace, if set, replaces the source's workspace directory (for
+	// example a copy of it); otherwise the fork works in the same one.
+	Workspace string `json:"workspace,omitempty"`
+	// Start executes the fork at once (with Message, if set).
+	Start   bool   `json:"start,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Approval is a tool call waiting for a person's decision.
+type Approval struct {
+	RunID  string `json:"run_id"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Arguments is the call's raw JSON arguments, as the model sent them
+	// after validation.
+	Arguments json.RawMessage `json:"arguments"`
+	// Action is the exact action to approve, raw: the command line, the
+	// URL, the tool and path.
+	Action string `json:"action,omitempty"`
+	// Reason is the policy's reason for asking.
+	Reason string `json:"reason,omitempty"`
+	// Parts are the parts of the call that asked, each with the rule
+	// and reason (a bash command line's other parts were allowed).
+	Parts []policy.Part `json:"parts,omitempty"`
+	// Expires, when set, is the deadline after which Default (allow or
+	// deny) applies.
+	Expires *time.Time `json:"expires,omitempty"`
+	Default string     `json:"default,omitempty"`
+	// Seq is the sequence number of the approval.requested event.
+	Seq       int64     `json:"seq"`
+	Requested time.Time `json:"requested"`
+	// Task, Agent and OnBehalfOf describe the run, for an inbox.
+	Task       string `json:"task,omitempty"`
+	Agent      string `json:"agent,omitempty"`
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+}
+
+// ApprovalList is the body of GET /v1/approvals.
+type ApprovalList struct {
+	Approvals []Approval `json:"approvals"`
+}
+
+// Decide is the body of POST .../approve and .../deny; it may be empty.
+type Decide struct {
+	// Reason is shown to the model with a denial, and journaled.
+	Reason string `json:"reason,omitempty"`
+	// Remember ("run" or "agent", approvals only) also allows matching
+	// calls from now on, in this run or in every run of the agent: the
+	// exact command that asked, or the word prefix in Prefix.
+	Remember string   `json:"remember,omitempty"`
+	Prefix   []string `json:"prefix,omitempty"`
+}
+
+// Agent is a principal runs execute as: an employee agent acting as
+// itself, or an assistant agent acting on behalf of a user.
+type Agent struct {
+	Name        string    `json:"name"`
+	Kind        string    `json:"kind"`
+	Description string    `json:"description,omitempty"`
+	Created     time.Time `json:"created"`
+	CreatedBy   string    `json:"created_by,omitempty"`
+	// Builtin marks an agent that exists without being created
+	// (keel-cli, keel-demo).
+	Builtin bool `json:"builtin,omitempty"`
+	Revoked bool `json:"revoked,omitempty"`
+	// RevokedAt, RevokedBy and RevokeReason are set for a revoked agent.
+	RevokedAt    *time.Time `json:"revoked_at,omitempty"`
+	RevokedBy    string     `json:"revoked_by,omitempty"`
+	RevokeReason string     `json:"revoke_reason,omitempty"`
+	// Grants counts the agent's standing approvals.
+	Grants int `json:"grants,omitempty"`
+}
+
+// AgentList is the body of GET /v1/agents.
+type AgentList struct {
+	Agents []Agent `json:"agents"`
+}
+
+// CreateAgent is the body of POST /v1/agents.
+type CreateAgent struct {
+	Name string `json:"name"`
+	// Kind is "employee" (acts as itself) or "assistant" (acts on behalf
+	// of a user).
+	Kind        string `json:"kind"`
+	Description string `json:"description,omitempty"`
+}
+
+// Revoke is the body of POST .../revoke; it may be empty.
+type Revoke struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// VerifyAudit is the body of POST /v1/audit/verify; it may be empty.
+type VerifyAudit struct {
+	// Runs limits the check to these runs; empty checks every journal.
+	Runs []string `json:"runs,omitempty"`
+}
+
+// AuditReport is the result of an audit verification: every journal's
+// hash chain checked from its first event, against the store's index,
+// and folded.
+type AuditReport struct {
+	OK bool `json:"ok"`
+	// Streams counts the journals checked and Events their events.
+	Streams int   `json:"streams"`
+	Events  int64 `json:"events"`
+	// Problems lists every journal that failed, with its first bad event.
+	Problems []AuditProblem `json:"problems,omitempty"`
+	// Journals has one entry per journal checked.
+	Journals []AuditJournal `json:"journals,omitempty"`
+}
+
+// AuditProblem is one journal that failed verification.
+type AuditProblem struct {
+	Stream string `json:"stream"`
+	Seq    int64  `json:"seq"`
+	Reason string `json:"reason"`
+}
+
+// AuditJournal is the audit of one journal.
+type AuditJournal struct {
+	ID string `json:"id"`
+	// Kind is "run", or "identity" for a system stream.
+	Kind   string `json:"kind"`
+	Events int    `json:"events"`
+	OK     bool   `json:"ok"`
+	// FirstBad is the first bad event (0 when OK).
+	FirstBad int64  `json:"first_bad,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// Status is a run's folded status.
+	Status string `json:"status,omitempty"`
+	// Head is the hash of the newest event.
+	Head string `json:"head,omitempty"`
+}
+
+// Scopes of API tokens. A token with [ScopeAdmin] may do everything.
+const (
+	ScopeRunsRead       = "runs:read"
+	ScopeRunsWrite      = "runs:write"
+	ScopeApprovalsWrite = "approvals:write"
+	ScopeAdmin          = "admin"
+)
+
+// Token describes an API token (never its secret).
+type Token struct {
+	ID     string   `json:"id"`
+	Name   string   `json:"name"`
+	Scopes []string `json:"scopes"`
+	// CreatedBy is the name of the person (or "keel serve") who created it.
+	CreatedBy string     `json:"created_by,omitempty"`
+	Created   time.Time  `json:"created"`
+	Revoked   *time.Time `json:"revoked,omitempty"`
+}
+
+// TokenList is the body of GET /v1/tokens.
+type TokenList struct {
+	Tokens []Token `json:"tokens"`
+}
+
+// CreateToken is the body of POST /v1/tokens.
+type CreateToken struct {
+	// Name is the person or system the token is for; it is recorded as
+	// "who" for every action taken with the token.
+	Name   string   `json:"name"`
+	Scopes []string `json:"scopes"`
+}
+
+// NewToken is the response to POST /v1/tokens: the only time the secret
+// is shown.
+type NewToken struct {
+	Token
+	Secret string `json:"secret"`
+}
+
+// Whoami is the body of GET /v1/whoami: the caller's token.
+type Whoami struct {
+	Token
+}

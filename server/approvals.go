@@ -1,0 +1,109 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
+)
+
+// approvals returns every pending approval, oldest request first.
+func (h *Handler) approvals(ctx context.Context) ([]api.Approval, error) {
+	runs, err := h.runs(ctx, []journal.Status{journal.StatusPaused}, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := []api.Approval{}
+	for _, r := range runs {
+		out = append(out, r.Pending...)
+	}
+	slices.SortStableFunc(out, func(a, b api.Approval) int { return a.Requested.Compare(b.Requested) })
+	return out, nil
+}
+
+func (h *Handler) listApprovals(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	list, err := h.approvals(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.ApprovalList{Approvals: list})
+	return nil
+}
+
+func (h *Handler) approve(w http.ResponseWriter, r *http.Request, who *caller) error {
+	return h.decideHTTP(w, r, who, policy.Allow)
+}
+
+func (h *Handler) deny(w http.ResponseWriter, r *http.Request, who *caller) error {
+	return h.decideHTTP(w, r, who, policy.Deny)
+}
+
+func (h *Handler) decideHTTP(w http.ResponseWriter, r *http.Request, who *caller, d policy.Effect) error {
+	var req api.Decide
+	if err := decode(r, &req, true); err != nil {
+		return err
+	}
+	run, err := h.decide(r.Context(), r.PathValue("id"), r.PathValue("call"), d, &req, who)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, run)
+	return nil
+}
+
+// decide records a person's decision on a pending approval (the journal's
+// approval.resolved names them) and, once the run waits for no other
+// approval, submits it for execution.
+func (h *Handler) decide(ctx context.Context, runID, callID string, d policy.Effect, req *api.Decide, who *caller) (api.Run, error) {
+	if _, err := h.run(ctx, runID, 0); err != nil {
+		return api.Run{}, err
+	}
+	switch req.Remember {
+	case "", policy.ScopeRun, policy.ScopeAgent:
+	default:
+		return api.Run{}, badRequest("remember %q: want run or agent", req.Remember)
+	}
+	if len(req.Prefix) > 0 && req.Remember == "" {
+		return api.Run{}, badRequest("prefix needs remember run or agent")
+	}
+	res := &agent.ApprovalResolved{Decision: d, By: who.Name, Reason: req.Reason, Remember: req.Remember, Prefix: req.Prefix}
+	err := h.rt.Resolve(ctx, runID, callID, res)
+	if errors.Is(err, policy.ErrBadPrefix) || errors.Is(err, policy.ErrNotRememberable) {
+		return api.Run{}, badRequest("%v", err)
+	}
+	if err != nil {
+		return api.Run{}, err
+	}
+	rerr := h.record(ctx, who, action{Action: "approval." + string(d), RunID: runID, CallID: callID, Detail: req.Reason})
+	run, err := h.run(ctx, runID, 0)
+	if err != nil {
+		return run, err
+	}
+	// A remembered approval for the agent applies to its other runs too:
+	// store it with the agent.
+	for _, g := range res.Grants {
+		if g.Scope != policy.ScopeAgent {
+			continue
+		}
+		if err := h.opts.Directory.Grant(ctx, run.Agent, g); err != nil {
+			return run, fmt.Errorf("server: the approval is recorded, but the standing approval for agent %s was not stored: %w", run.Agent, err)
+		}
+	}
+	// Execute the run once it waits for nothing else. If another process
+	// executes it (a `keel run` waiting for the decision), the journal
+	// lets only one of the two continue; the other stops with
+	// agent.ErrRunBusy and nothing is torn.
+	if len(run.Pending) == 0 {
+		if err := h.pool.submit(runID, ""); err != nil {
+			return run, err
+		}
+		run.Queued = !run.Executing
+	}
+	return run, rerr
+}

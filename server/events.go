@@ -1,0 +1,195 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/keel-run/keel/journal"
+)
+
+// runEvents streams a run's events as Server-Sent Events:
+//
+//	id: SEQ
+//	event: TYPE
+//	data: {"run_id": ..., "seq": SEQ, "type": TYPE, "time": ..., "payload": {...}, "prev_hash": ..., "hash": ...}
+//
+// It replays the stored events from ?from=SEQ (default 1; a
+// Last-Event-ID header, which browsers send when they reconnect, means
+// "from that id plus one" and wins), then follows the run live. With
+// ?follow=false it ends after the stored events; with ?until=stopped it
+// ends after the next event that leaves the run stopped (run.paused,
+// approval.requested with the rest of its batch, or a terminal event). Either way the stream's last message is "event: end".
+// Each event is checked against its hash chain as it is read; idle
+// streams get a comment line every Heartbeat.
+func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if _, err := h.run(ctx, id, 0); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	from := int64(1)
+	if s := q.Get("from"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 {
+			return badRequest("from %q: want a sequence number >= 1", s)
+		}
+		from = n
+	}
+	if s := r.Header.Get("Last-Event-ID"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("Last-Event-ID %q: want a sequence number", s)
+		}
+		from = n + 1
+	}
+	follow := q.Get("follow") != "false"
+	untilStopped := q.Get("until") == "stopped"
+	if s := q.Get("until"); s != "" && s != "stopped" {
+		return badRequest("until %q: the only value is \"stopped\"", s)
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		return fmt.Errorf("server: response writer cannot flush")
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
+
+	write := func(e *journal.Event) error {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, b)
+		return err
+	}
+	end := func(reason string) {
+		fmt.Fprintf(w, "event: end\ndata: {\"reason\":%q}\n\n", reason)
+		fl.Flush()
+	}
+	if !follow {
+		events, err := h.rt.Store().Read(ctx, id, from)
+		if err != nil {
+			end("error: " + err.Error())
+			return nil
+		}
+		prev := ""
+		for i := range events {
+			if err := checkLink(id, from, prev, &events[i]); err != nil {
+				end("error: " + err.Error())
+				return nil
+			}
+			prev = events[i].Hash
+			if err := write(&events[i]); err != nil {
+				return nil
+			}
+		}
+		end("replayed")
+		return nil
+	}
+	return h.followEvents(ctx, w, fl, id, from, untilStopped, write, end)
+}
+
+// checkLink verifies one event of a replay that starts at from.
+func checkLink(id string, from int64, prev string, e *journal.Event) error {
+	if prev == "" {
+		prev = e.PrevHash // the first event's link is checked by a full verification, not here
+		if from == 1 {
+			prev = journal.GenesisHash
+		}
+	}
+	return journal.VerifyFrom(id, prev, e.Seq, []journal.Event{*e})
+}
+
+// followEvents forwards journal.Follow to the stream. Follow runs in its
+// own goroutine so that the handler can write heartbeats while it waits;
+// the goroutine ends with the request's context.
+func (h *Handler) followEvents(ctx context.Context, w http.ResponseWriter, fl http.Flusher, id string, from int64, untilStopped bool,
+	write func(*journal.Event) error, end func(string)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type item struct {
+		e   journal.Event
+		err error
+	}
+	ch := make(chan item, 64)
+	go func() {
+		defer close(ch)
+		for e, err := range journal.Follow(ctx, h.rt.Store(), id, from, h.opts.Poll) {
+			select {
+			case ch <- item{e, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	beat := time.NewTicker(h.opts.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-beat.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return nil
+			}
+			fl.Flush()
+		case it, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			if it.err != nil {
+				end("error: " + it.err.Error())
+				return nil
+			}
+			if err := write(&it.e); err != nil {
+				return nil
+			}
+			// Flush once the burst is written: replays go out in large
+			// writes, live events one by one.
+			if len(ch) == 0 {
+				fl.Flush()
+			}
+			if untilStopped && stops(it.e.Type) {
+				// A stop may be one of several events appended at once
+				// (approval.requested for each call of a turn): send the
+				// rest of the batch, already stored, before ending.
+				last := it.e
+				more, err := h.rt.Store().Read(ctx, id, last.Seq+1)
+				if err == nil {
+					for i := range more {
+						if checkLink(id, last.Seq+1, last.Hash, &more[i]) != nil || write(&more[i]) != nil {
+							break
+						}
+						last = more[i]
+					}
+				}
+				fl.Flush()
+				if stops(last.Type) {
+					end(string(journal.StatusOf(last.Type)))
+					return nil
+				}
+				// The run moved on meanwhile: keep following after the
+				// events just sent.
+				return h.followEvents(ctx, w, fl, id, last.Seq+1, untilStopped, write, end)
+			}
+		}
+	}
+}
+
+// stops reports whether an event of type t leaves the run stopped:
+// paused (run.paused, approval.requested) or ended.
+func stops(t journal.Type) bool {
+	st := journal.StatusOf(t)
+	return st == journal.StatusPaused || st.Terminal()
+}

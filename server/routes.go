@@ -1,0 +1,33 @@
+package server
+
+import "github.com/keel-run/keel/server/api"
+
+// routes is the API. The OpenAPI document (openapi.json) describes exactly
+// these; TestOpenAPIMatchesRoutes keeps the two in step.
+var routes = []route{
+	{"GET", "/v1/openapi.json", "", (*Handler).openAPI},
+	{"GET", "/v1/whoami", api.ScopeRunsRead, (*Handler).whoami},
+
+	{"GET", "/v1/runs", api.ScopeRunsRead, (*Handler).listRuns},
+	{"POST", "/v1/runs", api.ScopeRunsWrite, (*Handler).createRun},
+	{"GET", "/v1/runs/{id}", api.ScopeRunsRead, (*Handler).getRun},
+	{"POST", "/v1/runs/{id}/cancel", api.ScopeRunsWrite, (*Handler).cancelRun},
+	{"POST", "/v1/runs/{id}/resume", api.ScopeRunsWrite, (*Handler).resumeRun},
+	{"POST", "/v1/runs/{id}/fork", api.ScopeRunsWrite, (*Handler).forkRun},
+	{"GET", "/v1/runs/{id}/events", api.ScopeRunsRead, (*Handler).runEvents},
+	{"GET", "/v1/runs/{id}/artifacts/{path...}", api.ScopeRunsRead, (*Handler).artifact},
+
+	{"GET", "/v1/approvals", api.ScopeRunsRead, (*Handler).listApprovals},
+	{"POST", "/v1/runs/{id}/approvals/{call}/approve", api.ScopeApprovalsWrite, (*Handler).approve},
+	{"POST", "/v1/runs/{id}/approvals/{call}/deny", api.ScopeApprovalsWrite, (*Handler).deny},
+
+	{"GET", "/v1/agents", api.ScopeRunsRead, (*Handler).listAgents},
+	{"POST", "/v1/agents", api.ScopeAdmin, (*Handler).createAgent},
+	{"POST", "/v1/agents/{id}/revoke", api.ScopeAdmin, (*Handler).revokeAgent},
+
+	{"POST", "/v1/audit/verify", api.ScopeRunsRead, (*Handler).verifyAudit},
+
+	{"GET", "/v1/tokens", api.ScopeAdmin, (*Handler).listTokens},
+	{"POST", "/v1/tokens", api.ScopeAdmin, (*Handler).createToken},
+	{"POST", "/v1/tokens/{id}/revoke", api.ScopeAdmin, (*Handler).revokeToken},
+}

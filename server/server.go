@@ -1,0 +1,358 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+)
+
+// Options configures [NewHandler]. The zero value serves a read-only
+// API: creating runs needs Prepare, executing them needs Wire.
+type Options struct {
+	// Wire builds the live parts of one execution of a run from its
+	// run.created payload (model client, tools, sandbox, policy). Without
+	// it, runs are journaled but never executed.
+	Wire WireFunc
+	// Prepare turns a create request into a run.created payload:
+	// validates it and fills in defaults (system prompt, tools,
+	// completion marker, sandbox), creating a workspace for a demo run.
+	// Errors it returns wrapped in [ErrInvalid] are the caller's fault
+	// (HTTP 400). Without it, POST /v1/runs answers 503.
+	Prepare func(ctx context.Context, req *api.CreateRun) (*agent.RunCreated, error)
+	// Workers bounds the runs executing at once; 0 means 4. Further runs
+	// queue in submission order.
+	Workers int
+	// Tokens authenticates requests; nil means [NewTokens] on the
+	// runtime's store.
+	Tokens *Tokens
+	// Directory is the agent directory behind /v1/agents and the gate's
+	// principal checks; nil means identity.NewDirectory on the runtime's
+	// store (the directory lives in the journal).
+	Directory *identity.Directory
+	// ExpiryInterval is how often the server looks for approvals whose
+	// deadline passed, to apply their default decision; 0 means 10
+	// seconds.
+	ExpiryInterval time.Duration
+	// Logger receives the server's log; nil discards it.
+	Logger *slog.Logger
+	// Clock gives the times of the server's own events; nil means
+	// time.Now.
+	Clock journal.Clock
+	// Poll is how often event streams re-read a run that no in-process
+	// append woke (appends by other processes); 0 means
+	// journal.DefaultPoll.
+	Poll time.Duration
+	// Heartbeat is the interval of keep-alive comments on idle event
+	// streams; 0 means 15 seconds.
+	Heartbeat time.Duration
+}
+
+// ErrInvalid marks an error from [Options.Prepare] that is the request's
+// fault; the API answers 400 with its message.
+var ErrInvalid = errors.New("server: invalid request")
+
+// Handler is Keel's team server: the HTTP API under /v1, the web UI under
+// /ui, and the worker pool that executes runs. It implements
+// [http.Handler]. Call [Handler.Start] to resume runs interrupted by a
+// previous stop, and [Handler.Shutdown] to pause executions cleanly.
+type Handler struct {
+	rt      *agent.Runtime
+	opts    Options
+	mux     *http.ServeMux
+	pool    *pool
+	sums    *summaries
+	tokens  *Tokens
+	actions *stream
+	logger  *slog.Logger
+	ui      *uiPages
+
+	stopOnce sync.Once
+	stop     chan struct{} // closed by Shutdown
+	sweeping sync.WaitGroup
+}
+
+// NewHandler returns the server for rt. opts may be nil. The worker pool
+// starts at once (idle until runs are submitted).
+func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
+	h := &Handler{rt: rt}
+	if opts != nil {
+		h.opts = *opts
+	}
+	if h.opts.Workers <= 0 {
+		h.opts.Workers = 4
+	}
+	if h.opts.Clock == nil {
+		h.opts.Clock = time.Now
+	}
+	if h.opts.Heartbeat <= 0 {
+		h.opts.Heartbeat = 15 * time.Second
+	}
+	h.logger = h.opts.Logger
+	if h.logger == nil {
+		h.logger = slog.New(slog.DiscardHandler)
+	}
+	h.tokens = h.opts.Tokens
+	if h.tokens == nil {
+		h.tokens = NewTokens(rt.Store(), &TokensOptions{Clock: h.opts.Clock})
+	}
+	if h.opts.Directory == nil {
+		h.opts.Directory = identity.NewDirectory(rt.Store(), &identity.Options{Clock: h.opts.Clock})
+	}
+	if h.opts.ExpiryInterval <= 0 {
+		h.opts.ExpiryInterval = 10 * time.Second
+	}
+	h.stop = make(chan struct{})
+	h.sums = newSummaries(rt.Store())
+	h.actions = &stream{store: rt.Store(), id: ActionStream, clock: h.opts.Clock, apply: func(*journal.Event) error { return nil }}
+	wire := h.opts.Wire
+	if wire == nil {
+		wire = func(context.Context, *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
+			return nil, nil, errors.New("this server executes no runs (no wiring configured)")
+		}
+	}
+	h.pool = newPool(rt, wire, h.opts.Directory.Check, h.sums.created, h.opts.Workers, h.logger)
+	h.ui = newUIPages()
+	h.mux = http.NewServeMux()
+	for _, rt := range routes {
+		h.mux.Handle(rt.method+" "+rt.pattern, h.endpoint(rt))
+	}
+	h.mux.HandleFunc("/v1/", h.noRoute)
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	h.registerUI(h.mux)
+	return h
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	h.mux.ServeHTTP(w, r)
+}
+
+// Tokens returns the server's token set.
+func (h *Handler) Tokens() *Tokens { return h.tokens }
+
+// Start submits for execution every run that was executing when the
+// server (or another process) stopped: runs whose newest event is not
+// terminal or a pause, and runs paused by a shutdown. Runs paused for an
+// approval stay paused until someone decides. It returns the ids
+// submitted, oldest first.
+func (h *Handler) Start(ctx context.Context) ([]string, error) {
+	runs, err := h.rt.Store().Runs(ctx, &journal.ListParams{Status: []journal.Status{journal.StatusRunning, journal.StatusPaused}})
+	if err != nil {
+		return nil, fmt.Errorf("server: start: %w", err)
+	}
+	var ids []string
+	for _, r := range slices.Backward(runs) {
+		if IsSystemStream(r.RunID) {
+			continue
+		}
+		if r.Status == journal.StatusPaused {
+			s, err := h.sums.get(ctx, r.RunID, r.LastSeq)
+			if err != nil || s.Reason != "shutdown" || len(s.Pending) > 0 {
+				continue
+			}
+		}
+		if err := h.pool.submit(r.RunID, ""); err != nil {
+			return ids, err
+		}
+		ids = append(ids, r.RunID)
+	}
+	if len(ids) > 0 {
+		h.logger.Info("resuming interrupted runs", "runs", len(ids))
+	}
+	h.sweeping.Add(1)
+	go h.sweep()
+	return ids, nil
+}
+
+// sweep applies approval deadlines every ExpiryInterval until Shutdown.
+func (h *Handler) sweep() {
+	defer h.sweeping.Done()
+	t := time.NewTicker(h.opts.ExpiryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+			if _, err := h.ExpireApprovals(context.Background()); err != nil {
+				h.logger.Error("apply approval deadlines", "err", err)
+			}
+		}
+	}
+}
+
+// ExpireApprovals submits for execution every run with an approval whose
+// deadline (approval.requested's expires) has passed, so that its
+// executor journals the default decision and goes on. [Handler.Start]
+// runs it every [Options.ExpiryInterval]. It returns the runs submitted.
+func (h *Handler) ExpireApprovals(ctx context.Context) ([]string, error) {
+	list, err := h.approvals(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := h.opts.Clock()
+	var ids []string
+	for _, a := range list {
+		if a.Expires == nil || now.Before(*a.Expires) || slices.Contains(ids, a.RunID) {
+			continue
+		}
+		if err := h.pool.submit(a.RunID, ""); err != nil {
+			return ids, err
+		}
+		ids = append(ids, a.RunID)
+	}
+	return ids, nil
+}
+
+// Shutdown stops taking work and pauses every executing run: each
+// execution is canceled with cause [agent.ErrShutdown], so its executor
+// journals run.paused (never a torn state) and the next [Handler.Start]
+// resumes it. It waits for the executions until ctx is done. Stop the
+// HTTP server first (http.Server.Shutdown) so no request submits more
+// work; event streams end when their requests' contexts do.
+func (h *Handler) Shutdown(ctx context.Context) error {
+	h.stopOnce.Do(func() { close(h.stop) })
+	h.sweeping.Wait()
+	return h.pool.shutdown(ctx)
+}
+
+// caller is the authenticated identity of a request.
+type caller = api.Token
+
+// route is one API endpoint.
+type route struct {
+	method, pattern string
+	// scope is the token scope the endpoint needs ("" for none).
+	scope string
+	serve func(h *Handler, w http.ResponseWriter, r *http.Request, who *caller) error
+}
+
+// endpoint wraps a route with authentication, its scope check and error
+// mapping.
+func (h *Handler) endpoint(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var who *caller
+		if rt.scope != "" {
+			var err error
+			who, err = h.authenticate(r)
+			if err != nil {
+				h.fail(w, r, err)
+				return
+			}
+			if !HasScope(who, rt.scope) {
+				writeError(w, &apiError{http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("this needs the %s scope; token %s (%s) has %s", rt.scope, who.ID, who.Name, strings.Join(who.Scopes, ", "))})
+				return
+			}
+		}
+		if err := rt.serve(h, w, r, who); err != nil {
+			h.fail(w, r, err)
+		}
+	})
+}
+
+// fail writes err as an API error, logging internal ones.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e, internal := classify(err)
+	if internal {
+		h.logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeError(w, e)
+}
+
+// noRoute answers requests under /v1/ that match no route: 405 with an
+// Allow header when the path exists for other methods, else 404.
+func (h *Handler) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, pat := h.mux.Handler(r2); pat != "/v1/" && pat != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, &apiError{http.StatusMethodNotAllowed, api.CodeInvalidRequest, fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))})
+		return
+	}
+	writeError(w, &apiError{http.StatusNotFound, api.CodeNotFound, "no API route " + r.Method + " " + r.URL.Path})
+}
+
+// cookieName is the cookie the web UI keeps the token in.
+const cookieName = "keel_token"
+
+// authenticate finds the request's token: "Authorization: Bearer
+// keel_...", or the web UI's cookie. A cookie authenticates a request
+// that changes state only if the browser says it comes from this site
+// (Sec-Fetch-Site or Origin), so another site cannot act with it.
+func (h *Handler) authenticate(r *http.Request) (*caller, error) {
+	if a := r.Header.Get("Authorization"); a != "" {
+		secret, ok := strings.CutPrefix(a, "Bearer ")
+		if !ok {
+			return nil, &apiError{http.StatusUnauthorized, api.CodeUnauthenticated, `the Authorization header must be "Bearer TOKEN"`}
+		}
+		return h.tokens.Authenticate(r.Context(), strings.TrimSpace(secret))
+	}
+	c, err := r.Cookie(cookieName)
+	if err != nil {
+		return nil, &apiError{http.StatusUnauthorized, api.CodeUnauthenticated, "no API token: send Authorization: Bearer TOKEN (create one with `keel tokens create`)"}
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
+		return nil, &apiError{http.StatusForbidden, api.CodeForbidden, "cross-site request refused"}
+	}
+	return h.tokens.Authenticate(r.Context(), c.Value)
+}
+
+// sameOrigin reports whether a browser request comes from this server's
+// own pages.
+func sameOrigin(r *http.Request) bool {
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
+		return s == "same-origin"
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		return strings.TrimPrefix(strings.TrimPrefix(o, "http://"), "https://") == r.Host
+	}
+	return true // not a browser, or an old one; SameSite=Strict still applies
+}
+
+// action is the payload of an api.action event in [ActionStream].
+type action struct {
+	// By is the token's name (the person); Token its id.
+	By     string `json:"by"`
+	Token  string `json:"token"`
+	Action string `json:"action"`
+	RunID  string `json:"run_id,omitempty"`
+	CallID string `json:"call_id,omitempty"`
+	Target string `json:"target,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// record journals a state-changing API action with who did it. A failure
+// to record is logged and returned: the action happened, but the caller
+// should know the record is missing.
+func (h *Handler) record(ctx context.Context, who *caller, a action) error {
+	if who != nil {
+		a.By, a.Token = who.Name, who.ID
+	}
+	if _, err := h.actions.append(ctx, APIAction, &a, nil); err != nil {
+		h.logger.Error("record api action", "action", a.Action, "err", err)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+)
+
+// summaries caches each run's [api.Run] summary, folded incrementally:
+// a request reads only the events appended since the cached one, and
+// verifies their links to it. It keeps a few hundred bytes per run rather
+// than the whole state, so listing thousands of runs stays cheap.
+type summaries struct {
+	store journal.Store
+	mu    sync.Mutex
+	runs  map[string]*summary
+}
+
+// summary is one run's folded summary.
+type summary struct {
+	mu       sync.Mutex
+	run      api.Run
+	lastHash string
+	first    journal.Event // times only
+	// created is the run's run.created payload (shared, read-only).
+	created *agent.RunCreated
+	// pending lists the open approvals of the newest turn.
+	pending []api.Approval
+}
+
+func newSummaries(store journal.Store) *summaries {
+	return &summaries{store: store, runs: map[string]*summary{}}
+}
+
+// get returns run id's summary brought up to date with the journal; an
+// unknown run returns an error wrapping journal.ErrNotFound and a journal
+// that fails its chain a *journal.CorruptError. knownSeq, if positive, is
+// the run's newest sequence number as the caller saw it in the store's
+// index: a cached summary at that sequence number is returned without a
+// read.
+func (c *summaries) get(ctx context.Context, id string, knownSeq int64) (api.Run, error) {
+	c.mu.Lock()
+	s := c.runs[id]
+	if s == nil {
+		s = &summary{}
+		c.runs[id] = s
+	}
+	c.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if knownSeq > 0 && s.run.Events >= knownSeq {
+		return s.copy(), nil
+	}
+	events, err := c.store.Read(ctx, id, s.run.Events+1)
+	if err != nil {
+		if s.run.Events == 0 {
+			c.mu.Lock()
+			delete(c.runs, id)
+			c.mu.Unlock()
+		}
+		return api.Run{}, err
+	}
+	if s.run.Events == 0 && len(events) == 0 {
+		return api.Run{}, &journal.CorruptError{RunID: id, Seq: 1, Reason: "the run exists but has no events"}
+	}
+	prev := s.lastHash
+	if s.run.Events == 0 {
+		prev = journal.GenesisHash
+	}
+	if err := journal.VerifyFrom(id, prev, s.run.Events+1, events); err != nil {
+		return api.Run{}, err
+	}
+	for i := range events {
+		if err := s.apply(&events[i]); err != nil {
+			return api.Run{}, err
+		}
+	}
+	return s.copy(), nil
+}
+
+func (s *summary) copy() api.Run {
+	r := s.run
+	r.Pending = slices.Clone(s.pending)
+	return r
+}
+
+// apply folds one event into the summary, the way agent.Fold does for the
+// fields a summary shows.
+func (s *summary) apply(e *journal.Event) error {
+	v, err := agent.Decode(e)
+	if err != nil {
+		return err
+	}
+	r := &s.run
+	if e.Seq == 1 {
+		c, ok := v.(*agent.RunCreated)
+		if !ok {
+			return &journal.CorruptError{RunID: e.RunID, Seq: 1, Reason: fmt.Sprintf("first event is %s, want run.created", e.Type)}
+		}
+		s.first = journal.Event{Time: e.Time}
+		s.created = c
+		r.ID, r.Task, r.Model, r.Agent, r.OnBehalfOf = e.RunID, c.Task, c.Model, c.Principal, c.OnBehalfOf
+		r.Workspace, r.Sandbox, r.Created = c.Workspace, c.Sandbox, e.Time
+		r.ForkOf = c.Labels[LabelForkOf]
+	}
+	switch x := v.(type) {
+	case *agent.ModelResponded:
+		r.Steps++
+		r.Tokens += x.Usage.Total()
+		r.Cost += x.Cost
+		if len(x.Message.ToolCalls) > 0 {
+			s.pending = nil // a new turn: older approvals are settled
+		}
+	case *agent.ApprovalRequested:
+		s.pending = append(s.pending, api.Approval{RunID: e.RunID, CallID: x.CallID, Tool: x.Tool, Arguments: x.Arguments,
+			Action: x.Action, Reason: x.Reason, Parts: x.Parts, Expires: x.Expires, Default: string(x.Default),
+			Seq: e.Seq, Requested: e.Time, Task: r.Task, Agent: r.Agent, OnBehalfOf: r.OnBehalfOf})
+	case *agent.ApprovalResolved:
+		s.drop(x.CallID)
+	case *agent.ToolFinished:
+		s.drop(x.CallID)
+	case *agent.RunResumed:
+		r.Reason, r.Message, r.Output = "", "", ""
+	case *agent.RunEnded:
+		r.Reason, r.Message, r.Output = x.Reason, x.Message, x.Output
+	}
+	r.Events, r.LastType, r.Updated = e.Seq, string(e.Type), e.Time
+	r.Status = string(journal.StatusOf(e.Type))
+	r.DurationMS = e.Time.Sub(s.first.Time).Milliseconds()
+	s.lastHash = e.Hash
+	return nil
+}
+
+func (s *summary) drop(callID string) {
+	s.pending = slices.DeleteFunc(s.pending, func(a api.Approval) bool { return a.CallID == callID })
+}
+
+// created returns run id's run.created payload, brought up to date as
+// [summaries.get] does. The caller must not modify it.
+func (c *summaries) created(ctx context.Context, id string) (*agent.RunCreated, error) {
+	if _, err := c.get(ctx, id, 0); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	s := c.runs[id]
+	c.mu.Unlock()
+	if s == nil {
+		return nil, fmt.Errorf("server: run %s: %w", id, journal.ErrNotFound)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.created, nil
+}

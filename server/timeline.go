@@ -1,0 +1,288 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+)
+
+// row is one event of a run's timeline, rendered for the web UI.
+type row struct {
+	Seq    int64
+	Offset string
+	Type   journal.Type
+	// Class groups rows for styling: model, tool, gate, approval, end...
+	Class string
+	// Detail is HTML built by rowRenderer from escaped parts.
+	Detail template.HTML
+}
+
+// Bounds of what one timeline row shows; the rest is one click away (the
+// artifact link, or the raw event in the API).
+const (
+	rowTextChars   = 600
+	rowOutputChars = 4000
+)
+
+// rowRenderer renders the events of one run in order. It remembers what
+// later rows refer to: the first event's time, the step number, and each
+// call's one-line summary.
+type rowRenderer struct {
+	runID string
+	start time.Time
+	step  int
+	calls map[string]string
+}
+
+func newRowRenderer(runID string) *rowRenderer {
+	return &rowRenderer{runID: runID, calls: map[string]string{}}
+}
+
+// html builds a row's detail from literal markup and escaped text.
+type html struct{ b strings.Builder }
+
+func (h *html) raw(s string)  { h.b.WriteString(s) }
+func (h *html) text(s string) { h.b.WriteString(template.HTMLEscapeString(s)) }
+func (h *html) tag(tag, class, s string) {
+	fmt.Fprintf(&h.b, `<%s class="%s">`, tag, class)
+	h.text(s)
+	fmt.Fprintf(&h.b, `</%s>`, tag)
+}
+func (h *html) pre(s string, limit int) {
+	if s == "" {
+		return
+	}
+	if len(s) > limit {
+		h.raw(`<details><summary>`)
+		h.text(fmt.Sprintf("output (%d bytes; first %d shown)", len(s), limit))
+		h.raw(`</summary><pre>`)
+		h.text(headTail(s, limit))
+		h.raw(`</pre></details>`)
+		return
+	}
+	h.raw(`<pre>`)
+	h.text(s)
+	h.raw(`</pre>`)
+}
+
+func (r *rowRenderer) render(e *journal.Event) row {
+	if r.start.IsZero() {
+		r.start = e.Time
+	}
+	out := row{Seq: e.Seq, Type: e.Type, Offset: e.Time.Sub(r.start).Round(time.Millisecond).String(), Class: strings.SplitN(string(e.Type), ".", 2)[0]}
+	var h html
+	v, err := agent.Decode(e)
+	if err != nil {
+		h.tag("span", "bad", err.Error())
+		out.Detail = template.HTML(h.b.String())
+		return out
+	}
+	switch x := v.(type) {
+	case *agent.RunCreated:
+		h.text(fmt.Sprintf("%d tools · model %s · sandbox %s", len(x.Tools), x.Model, x.Sandbox))
+		if x.Principal != "" {
+			h.text(" · agent " + x.Principal)
+		}
+		h.raw(`<div class="task">`)
+		h.text(clip(x.Task, rowTextChars))
+		h.raw(`</div>`)
+	case *agent.SetupFinished:
+		h.text(fmt.Sprintf("setup script: exit %d · %s", x.ExitCode, ms(x.DurationMS)))
+		h.pre(x.Output, rowOutputChars)
+	case *agent.ModelResponded:
+		r.step++
+		out.Class = "model"
+		h.tag("strong", "", fmt.Sprintf("step %d", r.step))
+		h.text(fmt.Sprintf(" · %s tokens in, %s out · $%.5f · %s", groupDigits(x.Usage.InputTokens), groupDigits(x.Usage.OutputTokens), x.Cost, ms(x.DurationMS)))
+		if t := strings.TrimSpace(x.Message.Content); t != "" {
+			h.raw(`<div class="say">`)
+			h.text(clip(t, rowTextChars))
+			h.raw(`</div>`)
+		}
+		for _, c := range x.Message.ToolCalls {
+			s := callSummary(c.Name, c.Arguments)
+			r.calls[c.ID] = s
+			h.raw(`<div class="call">→ `)
+			h.tag("code", "", s)
+			h.raw(`</div>`)
+		}
+	case *agent.ModelFailed:
+		out.Class = "bad"
+		h.text(x.Kind + ": " + clip(x.Message, rowTextChars))
+	case *agent.GateDecided:
+		out.Class = "gate"
+		h.tag("span", "effect "+string(x.Effect), string(x.Effect))
+		h.text(" " + r.call(x.CallID, x.Tool))
+		if len(x.Policies) > 0 {
+			h.text(" · " + strings.Join(x.Policies, ", "))
+		}
+		if x.Reason != "" {
+			h.raw(`<div class="reason">`)
+			h.text(clip(x.Reason, rowTextChars))
+			h.raw(`</div>`)
+		}
+	case *agent.ApprovalRequested:
+		out.Class = "approval"
+		h.text("waiting for a person to approve ")
+		h.tag("code", "", r.call(x.CallID, x.Tool))
+		h.raw(` · <a href="/ui/approvals">inbox</a>`)
+	case *agent.ApprovalResolved:
+		out.Class = "approval"
+		h.tag("span", "effect "+string(x.Decision), string(x.Decision))
+		h.text(" " + r.call(x.CallID, "") + " by ")
+		h.tag("strong", "by", orDash(x.By))
+		if x.Reason != "" {
+			h.text(": " + x.Reason)
+		}
+		if x.Remember != "" {
+			h.text(" (remembered for this " + x.Remember + ")")
+		}
+	case *agent.ToolStarted:
+		out.Class = "tool"
+		h.tag("code", "", r.call(x.CallID, x.Tool))
+		if x.Attempt > 1 {
+			h.text(fmt.Sprintf(" (attempt %d)", x.Attempt))
+		}
+	case *agent.ToolFinished:
+		out.Class = "tool"
+		switch {
+		case x.Synthetic:
+			out.Class = "bad"
+			h.text("no run: ")
+		case x.ExitCode != nil:
+			h.text(fmt.Sprintf("exit %d", *x.ExitCode))
+		case x.IsError:
+			out.Class = "bad"
+			h.text("error")
+		default:
+			h.text("ok")
+		}
+		if x.TimedOut {
+			h.text(" · timed out")
+		}
+		h.text(" · " + ms(x.DurationMS) + " · " + r.call(x.CallID, x.Tool))
+		if x.Artifact != "" {
+			h.raw(fmt.Sprintf(` · <a href="/ui/runs/%s/artifacts/%s">full output`, url.PathEscape(r.runID), escapePath(x.Artifact)))
+			if x.OutputBytes > 0 {
+				h.text(fmt.Sprintf(" (%s bytes)", groupDigits(x.OutputBytes)))
+			}
+			h.raw(`</a>`)
+		}
+		h.pre(x.Content, rowOutputChars)
+	case *agent.RunEnded:
+		out.Class = "end " + string(journal.StatusOf(e.Type))
+		h.tag("strong", "", x.Reason)
+		if x.Message != "" {
+			h.text(": " + clip(x.Message, rowTextChars))
+		}
+		h.pre(x.Output, rowOutputChars)
+	case *agent.RunResumed:
+		h.text("resumed")
+		if x.Model != "" {
+			h.text(" with " + x.Model)
+		}
+		if len(x.Interrupted) > 0 {
+			h.text(" · interrupted calls repaired: " + strings.Join(x.Interrupted, ", "))
+		}
+	case *agent.UserMessage:
+		h.text("user: " + clip(x.Content, rowTextChars))
+	default:
+		renderGeneric(&h, e)
+	}
+	out.Detail = template.HTML(h.b.String())
+	return out
+}
+
+// renderGeneric shows an event this renderer has no layout for (a
+// context compaction, an egress decision, a newer event type) as its
+// top-level fields, each value clipped.
+func renderGeneric(h *html, e *journal.Event) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(e.Payload, &m) != nil {
+		h.text(clip(string(e.Payload), rowTextChars))
+		return
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		if i > 0 {
+			h.text(" · ")
+		}
+		var s string
+		if json.Unmarshal(m[k], &s) != nil {
+			s = string(m[k])
+		}
+		h.tag("span", "k", k)
+		h.text(" " + clip(s, 300))
+	}
+}
+
+func (r *rowRenderer) call(id, tool string) string {
+	if s, ok := r.calls[id]; ok {
+		return s
+	}
+	if tool != "" {
+		return tool + " " + id
+	}
+	return id
+}
+
+// callSummary renders a tool call on one line: the command of a shell
+// call, the path of a file call, else the raw arguments, clipped.
+func callSummary(name, args string) string {
+	var m map[string]any
+	if json.Unmarshal([]byte(args), &m) == nil {
+		for _, k := range []string{"command", "path", "pattern", "url", "code"} {
+			if s, ok := m[k].(string); ok {
+				return name + " " + clip(oneLine(s), 160)
+			}
+		}
+	}
+	return name + " " + clip(oneLine(args), 160)
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+func headTail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n/2]) + "\n[…]\n" + string(r[len(r)-n/2:])
+}
+
+func ms(d int64) string { return (time.Duration(d) * time.Millisecond).String() }
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func escapePath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}

@@ -1,0 +1,286 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base32"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+)
+
+// Token errors.
+var (
+	// ErrBadToken is returned for a token that is malformed, unknown or
+	// revoked.
+	ErrBadToken = errors.New("server: invalid or revoked API token")
+	// ErrTokenNotFound is returned when revoking an unknown token id.
+	ErrTokenNotFound = errors.New("server: no such token")
+)
+
+// Scopes lists every token scope, in the order they are documented.
+var Scopes = []string{api.ScopeRunsRead, api.ScopeRunsWrite, api.ScopeApprovalsWrite, api.ScopeAdmin}
+
+// TokenPrefix starts every API token secret: "keel_" + id + "_" + secret.
+const TokenPrefix = "keel_"
+
+// Tokens is the set of API tokens. They live in the journal as the system
+// stream [TokenStream] (token.created, token.revoked), so they survive
+// restarts, are shared by every process that opens the same journal (the
+// CLI's `keel tokens create` and a running server), and are hash-chained
+// like runs. Only a SHA-256 digest of each secret is stored: a token is
+// 160 random bits, so a fast hash is enough (there is nothing to
+// brute-force as with passwords).
+//
+// A Tokens is safe for concurrent use. Tokens created or revoked by
+// another process are seen within [TokensOptions.Refresh].
+type Tokens struct {
+	s       *stream
+	refresh time.Duration
+	clock   journal.Clock
+
+	mu      sync.RWMutex
+	byID    map[string]*tokenRec
+	checked time.Time // last refresh from the store
+}
+
+type tokenRec struct {
+	api.Token
+	hash string // hex SHA-256 of the whole token string
+}
+
+// TokensOptions configures [NewTokens]. The zero value is valid.
+type TokensOptions struct {
+	// Clock gives event times; nil means time.Now.
+	Clock journal.Clock
+	// Refresh is how stale the in-memory view may be before a request
+	// re-reads the stream (to see tokens revoked by another process);
+	// 0 means one second.
+	Refresh time.Duration
+}
+
+// tokenCreated and tokenRevoked are the payloads of the token stream.
+type tokenCreated struct {
+	ID        string   `json:"id"`
+	Name      string   `json:"name"`
+	Scopes    []string `json:"scopes"`
+	Hash      string   `json:"sha256"`
+	CreatedBy string   `json:"created_by,omitempty"`
+}
+
+type tokenRevoked struct {
+	ID string `json:"id"`
+	By string `json:"by,omitempty"`
+}
+
+// NewTokens returns the token set kept in store's [TokenStream]. It reads
+// nothing until first used.
+func NewTokens(store journal.Store, opts *TokensOptions) *Tokens {
+	t := &Tokens{byID: map[string]*tokenRec{}, refresh: time.Second, clock: time.Now}
+	if opts != nil {
+		if opts.Clock != nil {
+			t.clock = opts.Clock
+		}
+		if opts.Refresh > 0 {
+			t.refresh = opts.Refresh
+		}
+	}
+	t.s = &stream{store: store, id: TokenStream, clock: t.clock, apply: t.apply}
+	return t
+}
+
+// apply folds one token event (called with the stream's lock held).
+func (t *Tokens) apply(e *journal.Event) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch e.Type {
+	case TokenCreated:
+		var p tokenCreated
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			return err
+		}
+		t.byID[p.ID] = &tokenRec{Token: api.Token{ID: p.ID, Name: p.Name, Scopes: p.Scopes, CreatedBy: p.CreatedBy, Created: e.Time}, hash: p.Hash}
+	case TokenRevoked:
+		var p tokenRevoked
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			return err
+		}
+		if r := t.byID[p.ID]; r != nil {
+			tm := e.Time
+			r.Revoked = &tm
+		}
+	}
+	return nil
+}
+
+// CheckScopes returns an error naming the first scope that is not one of
+// [Scopes], or nil; an empty list is an error too.
+func CheckScopes(scopes []string) error {
+	if len(scopes) == 0 {
+		return fmt.Errorf("server: a token needs at least one scope (%s)", strings.Join(Scopes, ", "))
+	}
+	for _, s := range scopes {
+		if !slices.Contains(Scopes, s) {
+			return fmt.Errorf("server: unknown scope %q (want %s)", s, strings.Join(Scopes, ", "))
+		}
+	}
+	return nil
+}
+
+// Create makes a token for name with scopes, recorded as created by by,
+// and returns it with its secret, which is not stored and cannot be shown
+// again. Names are free text (a person's name or e-mail); scopes must be
+// among [Scopes].
+func (t *Tokens) Create(ctx context.Context, name string, scopes []string, by string) (*api.NewToken, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return nil, errors.New("server: a token needs a name (the person or system using it)")
+	}
+	if err := CheckScopes(scopes); err != nil {
+		return nil, err
+	}
+	id, err := randomString(8)
+	if err != nil {
+		return nil, err
+	}
+	secretPart, err := randomString(20)
+	if err != nil {
+		return nil, err
+	}
+	secret := TokenPrefix + id + "_" + secretPart
+	p := tokenCreated{ID: id, Name: name, Scopes: slices.Clone(scopes), Hash: digest(secret), CreatedBy: by}
+	_, err = t.s.append(ctx, TokenCreated, &p, func() error {
+		t.mu.RLock()
+		defer t.mu.RUnlock()
+		if t.byID[id] != nil {
+			return fmt.Errorf("server: token id %s already exists; try again", id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.mu.RLock()
+	tok := t.byID[id].Token
+	t.mu.RUnlock()
+	return &api.NewToken{Token: tok, Secret: secret}, nil
+}
+
+// Revoke revokes token id, recording by as the person who did it. It
+// returns [ErrTokenNotFound] for an unknown id; revoking twice is not an
+// error.
+func (t *Tokens) Revoke(ctx context.Context, id, by string) error {
+	_, err := t.s.append(ctx, TokenRevoked, &tokenRevoked{ID: id, By: by}, func() error {
+		t.mu.RLock()
+		defer t.mu.RUnlock()
+		if t.byID[id] == nil {
+			return fmt.Errorf("%w: %s", ErrTokenNotFound, id)
+		}
+		return nil
+	})
+	return err
+}
+
+// List returns every token (revoked ones included), oldest first.
+func (t *Tokens) List(ctx context.Context) ([]api.Token, error) {
+	if err := t.s.refresh(ctx); err != nil {
+		return nil, err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]api.Token, 0, len(t.byID))
+	for _, r := range t.byID {
+		tok := r.Token
+		tok.Scopes = slices.Clone(r.Scopes)
+		out = append(out, tok)
+	}
+	slices.SortFunc(out, func(a, b api.Token) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+// Authenticate returns the token whose secret is secret, or an error
+// wrapping [ErrBadToken]. It re-reads the stream when its view is older
+// than the refresh interval or the token id is unknown, so a token made
+// or revoked by another process takes effect within that interval.
+func (t *Tokens) Authenticate(ctx context.Context, secret string) (*api.Token, error) {
+	rest, ok := strings.CutPrefix(secret, TokenPrefix)
+	id, _, ok2 := strings.Cut(rest, "_")
+	if !ok || !ok2 || id == "" {
+		return nil, ErrBadToken
+	}
+	t.mu.RLock()
+	r, stale := t.byID[id], t.clock().Sub(t.checked) > t.refresh
+	t.mu.RUnlock()
+	if r == nil || stale {
+		if err := t.s.refresh(ctx); err != nil {
+			return nil, err
+		}
+		t.mu.Lock()
+		t.checked = t.clock()
+		r = t.byID[id]
+		t.mu.Unlock()
+	}
+	if r == nil {
+		return nil, ErrBadToken
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if subtle.ConstantTimeCompare([]byte(r.hash), []byte(digest(secret))) != 1 || r.Revoked != nil {
+		return nil, ErrBadToken
+	}
+	tok := r.Token
+	tok.Scopes = slices.Clone(r.Scopes)
+	return &tok, nil
+}
+
+// Count returns the number of tokens that are not revoked.
+func (t *Tokens) Count(ctx context.Context) (int, error) {
+	if err := t.s.refresh(ctx); err != nil {
+		return 0, err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	n := 0
+	for _, r := range t.byID {
+		if r.Revoked == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// HasScope reports whether tok grants scope (admin grants every scope).
+func HasScope(tok *api.Token, scope string) bool {
+	return slices.Contains(tok.Scopes, api.ScopeAdmin) || slices.Contains(tok.Scopes, scope)
+}
+
+func digest(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+var b32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// randomString returns n random bytes as lowercase base32.
+func randomString(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("server: random: %w", err)
+	}
+	return b32.EncodeToString(b), nil
+}

@@ -1,0 +1,561 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
+)
+
+//go:embed ui/pages.html
+var pagesHTML string
+
+//go:embed ui/static
+var staticFS embed.FS
+
+// uiPages holds the web UI's parsed templates.
+type uiPages struct {
+	t *template.Template
+}
+
+func newUIPages() *uiPages {
+	funcs := template.FuncMap{
+		"short":  func(id string) string { return shortID(id) },
+		"clip":   clip,
+		"cost":   func(c float64) string { return fmt.Sprintf("$%.4f", c) },
+		"dur":    func(ms int64) string { return (time.Duration(ms) * time.Millisecond).Round(time.Millisecond).String() },
+		"num":    func(n int64) string { return groupDigits(n) },
+		"num64":  func(n int64) string { return groupDigits(n) },
+		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"ago":    func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") },
+		"join":   strings.Join,
+		"action": approvalAction,
+	}
+	return &uiPages{t: template.Must(template.New("pages").Funcs(funcs).Parse(pagesHTML))}
+}
+
+// page is what every page template gets.
+type page struct {
+	Title, Nav string
+	Who        *caller
+	Inbox      int
+	Flash      *flash
+	CanWrite   bool
+	IsAdmin    bool
+
+	Runs      []api.Run
+	Run       api.Run
+	Rows      []row
+	Next      int64
+	Approvals []api.Approval
+	Agents    []api.Agent
+	AgentsErr string
+	Report    *api.AuditReport
+}
+
+type flash struct{ Kind, Text string }
+
+// registerUI adds the web UI's routes to mux.
+func (h *Handler) registerUI(mux *http.ServeMux) {
+	static, _ := fs.Sub(staticFS, "ui/static")
+	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", staticHandler(static)))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/runs", http.StatusSeeOther) })
+	mux.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/runs", http.StatusSeeOther) })
+	mux.HandleFunc("GET /ui/login", h.uiLogin)
+	mux.HandleFunc("POST /ui/login", h.uiLogin)
+	mux.HandleFunc("POST /ui/logout", h.uiLogout)
+	for _, p := range []struct {
+		pattern, scope string
+		serve          func(w http.ResponseWriter, r *http.Request, who *caller) error
+	}{
+		{"GET /ui/runs", api.ScopeRunsRead, h.uiRuns},
+		{"POST /ui/runs/demo", api.ScopeRunsWrite, h.uiDemo},
+		{"POST /ui/runs/new", api.ScopeRunsWrite, h.uiNewRun},
+		{"GET /ui/runs/{id}", api.ScopeRunsRead, h.uiRun},
+		{"GET /ui/runs/{id}/stream", api.ScopeRunsRead, h.uiStream},
+		{"GET /ui/runs/{id}/artifacts/{path...}", api.ScopeRunsRead, h.uiArtifact},
+		{"POST /ui/runs/{id}/cancel", api.ScopeRunsWrite, h.uiCancel},
+		{"POST /ui/runs/{id}/resume", api.ScopeRunsWrite, h.uiResume},
+		{"POST /ui/runs/{id}/fork", api.ScopeRunsWrite, h.uiFork},
+		{"GET /ui/approvals", api.ScopeRunsRead, h.uiApprovals},
+		{"POST /ui/approvals/{id}/{call}", api.ScopeApprovalsWrite, h.uiDecide},
+		{"GET /ui/agents", api.ScopeRunsRead, h.uiAgents},
+		{"POST /ui/agents", api.ScopeAdmin, h.uiCreateAgent},
+		{"POST /ui/agents/{name}/revoke", api.ScopeAdmin, h.uiRevokeAgent},
+		{"GET /ui/audit", api.ScopeRunsRead, h.uiAudit},
+		{"POST /ui/audit", api.ScopeRunsRead, h.uiAudit},
+	} {
+		mux.Handle(p.pattern, h.uiEndpoint(p.scope, p.serve))
+	}
+}
+
+func staticHandler(static fs.FS) http.Handler {
+	fsrv := http.FileServerFS(static)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		fsrv.ServeHTTP(w, r)
+	})
+}
+
+// uiEndpoint authenticates a UI request by its cookie (redirecting to the
+// sign-in page without one), checks the scope and renders errors as a
+// page.
+func (h *Handler) uiEndpoint(scope string, serve func(http.ResponseWriter, *http.Request, *caller) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+		w.Header().Set("Referrer-Policy", "same-origin")
+		who, err := h.authenticate(r)
+		if err != nil {
+			e, _ := classify(err)
+			if e.status == http.StatusUnauthorized {
+				http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			h.uiError(w, r, nil, e)
+			return
+		}
+		if !HasScope(who, scope) {
+			h.uiError(w, r, who, &apiError{http.StatusForbidden, api.CodeForbidden, "your token (" + who.Name + ") lacks the " + scope + " scope"})
+			return
+		}
+		if err := serve(w, r, who); err != nil {
+			e, internal := classify(err)
+			if internal {
+				h.logger.Error("ui request failed", "path", r.URL.Path, "err", err)
+			}
+			h.uiError(w, r, who, e)
+		}
+	})
+}
+
+func (h *Handler) uiError(w http.ResponseWriter, r *http.Request, who *caller, e *apiError) {
+	p := h.newPage(r.Context(), who, "Error", "")
+	p.Flash = &flash{"bad", e.msg}
+	h.render(w, e.status, "error", p)
+}
+
+// newPage fills the parts of a page every template shows.
+func (h *Handler) newPage(ctx context.Context, who *caller, title, nav string) *page {
+	p := &page{Title: title, Nav: nav, Who: who}
+	if who != nil {
+		p.CanWrite = HasScope(who, api.ScopeRunsWrite)
+		p.IsAdmin = HasScope(who, api.ScopeAdmin)
+		if list, err := h.approvals(ctx); err == nil {
+			p.Inbox = len(list)
+		}
+	}
+	return p
+}
+
+// render executes template name into a buffer first, so that a template
+// error becomes a clean 500 rather than half a page.
+func (h *Handler) render(w http.ResponseWriter, status int, name string, p *page) {
+	var b bytes.Buffer
+	if err := h.ui.t.ExecuteTemplate(&b, name, p); err != nil {
+		h.logger.Error("render page", "page", name, "err", err)
+		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// fragment renders one named template alone (for the pages' refreshes).
+func (h *Handler) fragment(w http.ResponseWriter, name string, data any) error {
+	var b bytes.Buffer
+	if err := h.ui.t.ExecuteTemplate(&b, name, data); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b.Bytes())
+	return nil
+}
+
+// uiLogin shows the sign-in form, or takes a token (form field, or
+// ?token= in the link `keel serve` prints), checks it, and keeps it in an
+// HttpOnly, SameSite=Strict cookie.
+func (h *Handler) uiLogin(w http.ResponseWriter, r *http.Request) {
+	secret := r.URL.Query().Get("token")
+	if r.Method == http.MethodPost {
+		if !sameOrigin(r) {
+			http.Error(w, "cross-site request refused", http.StatusForbidden)
+			return
+		}
+		secret = r.PostFormValue("token")
+	}
+	p := h.newPage(r.Context(), nil, "Sign in", "")
+	if secret == "" {
+		h.render(w, http.StatusOK, "login", p)
+		return
+	}
+	if _, err := h.tokens.Authenticate(r.Context(), strings.TrimSpace(secret)); err != nil {
+		p.Flash = &flash{"bad", "That token is not valid (unknown or revoked)."}
+		h.render(w, http.StatusUnauthorized, "login", p)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: strings.TrimSpace(secret), Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 30 * 24 * 3600})
+	next := r.URL.Query().Get("next")
+	if !strings.HasPrefix(next, "/ui/") {
+		next = "/ui/runs"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (h *Handler) uiLogout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+func (h *Handler) uiRuns(w http.ResponseWriter, r *http.Request, who *caller) error {
+	runs, err := h.runs(r.Context(), nil, 200)
+	if err != nil {
+		return err
+	}
+	if r.URL.Query().Get("fragment") != "" {
+		return h.fragment(w, "runrows", &page{Runs: runs})
+	}
+	p := h.newPage(r.Context(), who, "Runs", "runs")
+	p.Runs = runs
+	h.render(w, http.StatusOK, "runs", p)
+	return nil
+}
+
+func (h *Handler) uiDemo(w http.ResponseWriter, r *http.Request, who *caller) error {
+	run, err := h.create(r.Context(), &api.CreateRun{Demo: true}, who)
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/runs/"+run.ID, http.StatusSeeOther)
+	return nil
+}
+
+func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) error {
+	req := &api.CreateRun{Task: r.PostFormValue("task"), Model: r.PostFormValue("model"), Workspace: r.PostFormValue("workspace"),
+		Agent: r.PostFormValue("agent"), Sandbox: r.PostFormValue("sandbox")}
+	if s := r.PostFormValue("max_steps"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return badRequest("max steps %q is not a number", s)
+		}
+		req.Limits.MaxSteps = n
+	}
+	run, err := h.create(r.Context(), req, who)
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/runs/"+run.ID, http.StatusSeeOther)
+	return nil
+}
+
+func (h *Handler) uiRun(w http.ResponseWriter, r *http.Request, who *caller) error {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	run, err := h.run(ctx, id, 0)
+	if err != nil {
+		return err
+	}
+	events, err := h.rt.Store().Read(ctx, id, 1)
+	if err != nil {
+		return err
+	}
+	rr := newRowRenderer(id)
+	p := h.newPage(ctx, who, "Run "+shortID(id), "runs")
+	p.Run = run
+	for i := range events {
+		p.Rows = append(p.Rows, rr.render(&events[i]))
+	}
+	p.Next = int64(len(events)) + 1
+	h.render(w, http.StatusOK, "run", p)
+	return nil
+}
+
+// uiStream is the timeline's live feed: Server-Sent Events whose "row"
+// messages carry rendered table rows and whose "summary" messages carry
+// the run's rendered header, after each burst of events. Browsers
+// reconnect with Last-Event-ID and get only what they missed.
+func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if _, err := h.run(ctx, id, 0); err != nil {
+		return err
+	}
+	from, _ := strconv.ParseInt(r.URL.Query().Get("from"), 10, 64)
+	if s := r.Header.Get("Last-Event-ID"); s != "" {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			from = n + 1
+		}
+	}
+	from = max(from, 1)
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		return errors.New("server: response writer cannot flush")
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
+	rr := newRowRenderer(id)
+	send := func(event, id string, html []byte) {
+		if id != "" {
+			fmt.Fprintf(w, "id: %s\n", id)
+		}
+		fmt.Fprintf(w, "event: %s\n", event)
+		for _, line := range bytes.Split(bytes.TrimRight(html, "\n"), []byte("\n")) {
+			fmt.Fprintf(w, "data: %s\n", line)
+		}
+		fmt.Fprint(w, "\n")
+	}
+	summary := func() {
+		run, err := h.run(ctx, id, 0)
+		if err != nil {
+			return
+		}
+		var b bytes.Buffer
+		if err := h.ui.t.ExecuteTemplate(&b, "summary", run); err == nil {
+			send("summary", "", b.Bytes())
+		}
+		fl.Flush()
+	}
+	// Follow from the first event so that the renderer knows the run
+	// (step numbers, calls), but send only the rows from `from` on.
+	write := func(e *journal.Event) error {
+		row := rr.render(e)
+		if e.Seq < from {
+			return nil
+		}
+		var b bytes.Buffer
+		if err := h.ui.t.ExecuteTemplate(&b, "row", row); err != nil {
+			return err
+		}
+		send("row", strconv.FormatInt(e.Seq, 10), b.Bytes())
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := make(chan journal.Event, 64)
+	go func() {
+		defer close(ch)
+		for e, err := range journal.Follow(ctx, h.rt.Store(), id, 1, h.opts.Poll) {
+			if err != nil {
+				return
+			}
+			select {
+			case ch <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	beat := time.NewTicker(h.opts.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-beat.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+			fl.Flush()
+		case e, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			if err := write(&e); err != nil {
+				return nil
+			}
+			if len(ch) == 0 && e.Seq >= from {
+				summary()
+			}
+		}
+	}
+}
+
+func (h *Handler) uiArtifact(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	b, err := h.readArtifact(r.Context(), r.PathValue("id"), r.PathValue("path"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "sandbox")
+	_, _ = w.Write(b)
+	return nil
+}
+
+func (h *Handler) uiCancel(w http.ResponseWriter, r *http.Request, who *caller) error {
+	rec := &discardWriter{h: http.Header{}}
+	if err := h.cancelRun(rec, r, who); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/runs/"+r.PathValue("id"), http.StatusSeeOther)
+	return nil
+}
+
+func (h *Handler) uiResume(w http.ResponseWriter, r *http.Request, who *caller) error {
+	if _, err := h.resume(r.Context(), r.PathValue("id"), r.PostFormValue("message"), who); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/runs/"+r.PathValue("id"), http.StatusSeeOther)
+	return nil
+}
+
+func (h *Handler) uiFork(w http.ResponseWriter, r *http.Request, who *caller) error {
+	seq, err := strconv.ParseInt(r.PostFormValue("seq"), 10, 64)
+	if err != nil {
+		return badRequest("event %q is not a number", r.PostFormValue("seq"))
+	}
+	src := r.PathValue("id")
+	id, err := h.fork(r.Context(), src, &api.ForkRun{Seq: seq})
+	if err != nil {
+		return err
+	}
+	if err := h.record(r.Context(), who, action{Action: "run.fork", RunID: id, Target: src, Detail: strconv.FormatInt(seq, 10)}); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/runs/"+id, http.StatusSeeOther)
+	return nil
+}
+
+func (h *Handler) uiApprovals(w http.ResponseWriter, r *http.Request, who *caller) error {
+	list, err := h.approvals(r.Context())
+	if err != nil {
+		return err
+	}
+	if r.URL.Query().Get("fragment") != "" {
+		return h.fragment(w, "inbox", &page{Approvals: list})
+	}
+	p := h.newPage(r.Context(), who, "Approvals", "approvals")
+	p.Approvals = list
+	h.render(w, http.StatusOK, "approvals", p)
+	return nil
+}
+
+func (h *Handler) uiDecide(w http.ResponseWriter, r *http.Request, who *caller) error {
+	var d policy.Effect
+	switch r.PostFormValue("decision") {
+	case "allow":
+		d = policy.Allow
+	case "deny":
+		d = policy.Deny
+	default:
+		return badRequest("decision must be allow or deny")
+	}
+	id := r.PathValue("id")
+	if _, err := h.decide(r.Context(), id, r.PathValue("call"), d, &api.Decide{Reason: r.PostFormValue("reason")}, who); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/runs/"+id, http.StatusSeeOther)
+	return nil
+}
+
+func (h *Handler) uiAgents(w http.ResponseWriter, r *http.Request, who *caller) error {
+	p := h.newPage(r.Context(), who, "Agents", "agents")
+	list, err := h.agents(r.Context())
+	if err != nil {
+		e, _ := classify(err)
+		p.AgentsErr = e.msg
+	}
+	p.Agents = list
+	h.render(w, http.StatusOK, "agents", p)
+	return nil
+}
+
+func (h *Handler) uiCreateAgent(w http.ResponseWriter, r *http.Request, who *caller) error {
+	req := &api.CreateAgent{Name: r.PostFormValue("name"), Kind: r.PostFormValue("kind"), Description: r.PostFormValue("description")}
+	if _, err := h.newAgent(r.Context(), req, who); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/agents", http.StatusSeeOther)
+	return nil
+}
+
+func (h *Handler) uiRevokeAgent(w http.ResponseWriter, r *http.Request, who *caller) error {
+	if _, err := h.revoke(r.Context(), r.PathValue("name"), r.PostFormValue("reason"), who); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/agents", http.StatusSeeOther)
+	return nil
+}
+
+func (h *Handler) uiAudit(w http.ResponseWriter, r *http.Request, who *caller) error {
+	p := h.newPage(r.Context(), who, "Audit", "audit")
+	if r.Method == http.MethodPost {
+		rep, err := h.audit(r.Context(), nil)
+		if err != nil {
+			return err
+		}
+		p.Report = rep
+	}
+	h.render(w, http.StatusOK, "audit", p)
+	return nil
+}
+
+// discardWriter is a ResponseWriter for reusing an API handler's logic
+// from a UI form handler that redirects instead.
+type discardWriter struct{ h http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+
+// approvalAction renders the raw action a person approves: the action
+// as the policy saw it (the command line, the URL, the tool and path),
+// then the tool and its arguments, indented.
+func approvalAction(a api.Approval) string {
+	var b bytes.Buffer
+	if a.Action != "" {
+		b.WriteString(a.Action)
+		b.WriteString("\n\n")
+	}
+	b.WriteString(a.Tool + " ")
+	if err := json.Indent(&b, a.Arguments, "", "  "); err != nil {
+		b.Write(a.Arguments)
+	}
+	return b.String()
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:4] + "…" + id[len(id)-6:]
+	}
+	return id
+}
+
+func clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
+
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	if n < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
