@@ -151,6 +151,17 @@ type SandboxEgress struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
+// SandboxQuarantine is the payload of journal.SandboxQuarantine: a file
+// the sandbox's git guard moved out of the workspace's way because host
+// git would have run code from it.
+type SandboxQuarantine struct {
+	Path    string `json:"path"`
+	MovedTo string `json:"moved_to,omitempty"`
+	Reason  string `json:"reason"`
+	// Error is set when the file could be neither moved nor removed.
+	Error string `json:"error,omitempty"`
+}
+
 // ModelResponded is the payload of journal.ModelResponded.
 type ModelResponded struct {
 	Message model.Message `json:"message"`
@@ -316,6 +327,8 @@ func Decode(e *journal.Event) (any, error) {
 		v = new(ContextCompacted)
 	case journal.SandboxEgress:
 		v = new(SandboxEgress)
+	case journal.SandboxQuarantine:
+		v = new(SandboxQuarantine)
 	default:
 		return nil, nil
 	}

@@ -230,19 +230,15 @@ func (x *executor) ask(ctx context.Context, ids []string) error {
 }
 
 // rawAction is what a person approves, exactly as the model asked for it:
-// the command line of bash, the URL of fetch_url, the path of a file tool,
-// otherwise the arguments.
+// the command line of bash, the URL of fetch_url, otherwise the tool's
+// name and its whole arguments (a file write shows its content).
 func rawAction(toolName string, args json.RawMessage) string {
 	var in map[string]any
 	if json.Unmarshal(args, &in) == nil {
-		for _, k := range []string{"command", "url", "path"} {
-			if s, ok := in[k].(string); ok && s != "" {
-				if k == "path" {
-					return toolName + " " + s
-				}
-				return s
-			}
+		key := map[string]string{"bash": "command", "fetch_url": "url"}[toolName]
+		if s, ok := in[key].(string); ok && key != "" {
+			return s
 		}
 	}
-	return string(args)
+	return toolName + " " + string(args)
 }

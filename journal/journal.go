@@ -46,6 +46,7 @@ const (
 	ContextCompacted  Type = "context.compacted"
 	UserMessage       Type = "user.message"
 	SandboxEgress     Type = "sandbox.egress"
+	SandboxQuarantine Type = "sandbox.quarantine"
 )
 
 // Event is one journal record.

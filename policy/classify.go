@@ -46,6 +46,9 @@ type locator struct {
 	mount   string
 	scratch []string
 	system  []string
+	// homeSet is set when the command line assigns HOME: "~" then means
+	// whatever it was set to.
+	homeSet bool
 }
 
 // abs resolves word against cwd ("" means unknown) into an absolute,
@@ -91,6 +94,12 @@ func (l *locator) class(p string) string {
 
 // note records a path the part reads or writes.
 func (l *locator) note(f *facts, cwd, word string, write bool) {
+	if l.homeSet && strings.HasPrefix(word, "~") {
+		f.dynamic = true
+		if f.why == "" {
+			f.why = "HOME is set on the same command line, so " + word + " is only known at run time"
+		}
+	}
 	p, ok := l.abs(cwd, word)
 	c := locUnknown
 	if ok {

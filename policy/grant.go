@@ -21,8 +21,9 @@ const (
 // are narrow by construction: a grant names one tool and either the exact
 // text of one part or a word prefix the person stated; it is never
 // inferred from a compound command, it only turns an ask into an allow
-// (never a deny), and it never matches a bash part whose words are not all
-// literals.
+// (never a deny), it never matches a bash part whose words are not all
+// literals, and a prefix never matches a part that sets environment
+// variables for its program.
 type Grant struct {
 	// ID identifies the grant (recorded in the decisions it makes).
 	ID string `json:"id"`
@@ -60,7 +61,7 @@ func (g *Grant) Matches(tool string, p *Part) bool {
 	case g.Exact != "":
 		return literal && p.Text == g.Exact
 	case len(g.Prefix) > 0:
-		return p.Words != nil && len(p.Words) >= len(g.Prefix) && slices.Equal(p.Words[:len(g.Prefix)], g.Prefix)
+		return p.Words != nil && len(p.Assigns) == 0 && len(p.Words) >= len(g.Prefix) && slices.Equal(p.Words[:len(g.Prefix)], g.Prefix)
 	}
 	return false
 }
@@ -88,6 +89,9 @@ func GrantsFor(idBase, scope, tool string, d *Decision, prefix []string) ([]Gran
 			return nil, fmt.Errorf("%w: part %d (%s) is only known at run time", ErrNotRememberable, p.Index+1, clip(p.Text))
 		}
 		if len(prefix) > 0 {
+			if len(p.Assigns) > 0 {
+				return nil, fmt.Errorf("%w: part %d (%s) sets environment variables (%s); approve it without --prefix", ErrNotRememberable, p.Index+1, clip(p.Text), strings.Join(p.Assigns, ", "))
+			}
 			if p.Words == nil || len(p.Words) < len(prefix) || !slices.Equal(p.Words[:len(prefix)], prefix) {
 				return nil, fmt.Errorf("%w: %q is not a prefix of part %d (%s)", ErrBadPrefix, strings.Join(prefix, " "), p.Index+1, clip(p.Text))
 			}

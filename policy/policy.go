@@ -87,6 +87,10 @@ type Part struct {
 	// parts whose every word is a literal; a remembered approval can only
 	// match such a part.
 	Words []string `json:"words,omitempty"`
+	// Assigns are the environment variables the part sets for its
+	// program ("GIT_SSH_COMMAND=... git push"); a remembered prefix never
+	// matches such a part.
+	Assigns []string `json:"assigns,omitempty"`
 	// Via lists what wraps the command, outermost first ("bash -c",
 	// "$(...)", "xargs", "env"...).
 	Via    []string `json:"via,omitempty"`

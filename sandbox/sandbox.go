@@ -83,7 +83,10 @@ type Result struct {
 	// Idle is true when IdleTimeout ended the command.
 	Idle bool `json:"idle,omitempty"`
 	// Limit names the resource limit the command hit ("memory",
-	// "processes", "file_size", "cpu_time", "output"), if any.
+	// "processes", "file_size", "cpu_time", "output"), if any. Hitting a
+	// limit does not always end the command (only forks fail at the
+	// process limit; the memory limit may kill a child the command
+	// survives); Signal says how the command's own process ended.
 	Limit string `json:"limit,omitempty"`
 	// Duration is the wall time from start to exit.
 	Duration time.Duration `json:"duration"`

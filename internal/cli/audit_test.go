@@ -61,3 +61,15 @@ func TestAuditCommands(t *testing.T) {
 		t.Errorf("audit verify without arguments = %d %q", code, errOut)
 	}
 }
+
+func TestDebugKnobErrors(t *testing.T) {
+	for _, v := range []string{"nonsense=1", "crash_after_event=0", "crash_after_event=x"} {
+		t.Run(v, func(t *testing.T) {
+			setup(t)
+			t.Setenv("KEEL_DEBUG", v)
+			if code, _, errOut := keel(t, "runs", "list"); code != 1 || !strings.Contains(errOut, "KEEL_DEBUG") {
+				t.Errorf("KEEL_DEBUG=%s: %d %q", v, code, errOut)
+			}
+		})
+	}
+}

@@ -306,3 +306,40 @@ func TestLimitFlags(t *testing.T) {
 		}
 	}
 }
+
+// The sandbox's git guard quarantines a config that would make host git
+// run code, and the run's journal records it.
+func TestGitPlantQuarantinedAndJournaled(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("SKIPPED LOUDLY: git is not installed (.ci/run installs it)")
+	}
+	db := setup(t)
+	ws := t.TempDir()
+	fixture := filepath.Join("..", "..", "testdata", "trajectories", "git-plant.traj.json")
+	code, _, errOut := keel(t, "run", "--model", "replay:"+fixture, "--workspace", ws)
+	if code != 0 {
+		t.Fatalf("keel run = %d\n%s", code, errOut)
+	}
+	id, st := lastRun(t, db)
+	s, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	evs, err := journal.ReadVerified(t.Context(), s, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range evs {
+		if e.Type == journal.SandboxQuarantine && strings.Contains(string(e.Payload), "sub/.git/config") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no sandbox.quarantine event for sub/.git/config; result: %q", st.Turns[0].Calls[0].Finished.Content)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "sub", ".git", "config")); err == nil && strings.Contains(string(b), "fsmonitor") {
+		t.Errorf("the planted config is still in place:\n%s", b)
+	}
+}

@@ -63,8 +63,10 @@ func (f *contextFlags) apply(a *app, c *agent.RunCreated, modelName string) erro
 	switch f.actionMode {
 	case "tools", "":
 	case "text":
+		// A run in text mode completes only through its marker: the
+		// convention of mini-swe-agent unless the user set another.
 		if c.CompletionMarker == "" {
-			return usagef("--action-mode text needs a --completion-marker: a run in text mode completes only through it")
+			c.CompletionMarker = DefaultCompletionMarker
 		}
 		c.FormatError = codeact.FormatError(nil, c.CompletionMarker)
 	default:

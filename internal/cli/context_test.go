@@ -167,3 +167,27 @@ func TestHandoffAndWindowOnResume(t *testing.T) {
 	}
 	checkOneResultPerCall(t, st)
 }
+
+// Bad context flags are usage errors (exit 2) that name the flag.
+func TestContextFlagErrors(t *testing.T) {
+	setup(t)
+	ws := t.TempDir()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--action-mode", "json"}, "--action-mode"},
+		{[]string{"--compact-threshold", "1.5"}, "--compact-threshold"},
+		{[]string{"--context-window", "100"}, "--context-window"},
+		{[]string{"--handoff-after", "-1"}, "--handoff-after"},
+	} {
+		args := append([]string{"run", "--model", "replay:" + trajectory, "--workspace", ws}, tt.args...)
+		code, _, errOut := keel(t, args...)
+		if code != 2 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("keel %v = %d, %q; want 2 naming %s", tt.args, code, errOut, tt.want)
+		}
+	}
+	if code, _, errOut := keel(t, "runs", "resume", "nosuchrun", "--context-window", "10"); code != 2 || !strings.Contains(errOut, "--context-window 10") {
+		t.Errorf("resume with a bad window = %d, %q", code, errOut)
+	}
+}

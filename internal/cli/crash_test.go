@@ -101,11 +101,9 @@ func crashHarness(t *testing.T, traj string, extra []string, wantCalls int, fixt
 			}
 			boundaries[before.LastSeq] = true
 			outcome := "completed before the kill"
+			code, errOut := 0, ""
 			if before.Status != journal.StatusCompleted {
-				code, _, errOut := keel(t, "runs", "resume", "--db", db, id, "-q", "--no-wait")
-				if code != 0 {
-					t.Fatalf("resume = %d\n%s", code, errOut)
-				}
+				code, _, errOut = keel(t, "runs", "resume", "--db", db, id, "-q", "--no-wait")
 				outcome = "resumed"
 			}
 			st, evs := loadRun(t, db, id)
@@ -115,8 +113,8 @@ func crashHarness(t *testing.T, traj string, extra []string, wantCalls int, fixt
 			marker := st.Status == journal.StatusCompleted && st.Ended.Reason == "marker" && st.Steps == clean.Steps
 			answered := st.Status == journal.StatusCompleted && st.Ended.Reason == "answer" && st.Steps == clean.Steps+1
 			exhausted := !fixtureLog && st.Status == journal.StatusFailed && st.Ended.Reason == "model_error" && st.Steps == clean.Steps
-			if !marker && !answered && !exhausted {
-				t.Fatalf("after resume: %s %+v, %d steps (clean run: %d)", st.Status, st.Ended, st.Steps, clean.Steps)
+			if !marker && !answered && !exhausted || code != 0 && !exhausted {
+				t.Fatalf("after resume (exit %d): %s %+v, %d steps (clean run: %d)\n%s", code, st.Status, st.Ended, st.Steps, clean.Steps, errOut)
 			}
 			if exhausted {
 				outcome += " (the submission's outcome unknown; the recording has no next turn)"
@@ -139,7 +137,7 @@ func crashHarness(t *testing.T, traj string, extra []string, wantCalls int, fixt
 	}
 	sort.Strings(keys)
 	t.Logf("recorded run: %d events; %d kill points (%d distinct append boundaries); outcomes:\n%s",
-		n, n, len(boundaries), strings.Join(keys, "\n"))
+		n, len(summary), len(boundaries), strings.Join(keys, "\n"))
 	if os.Getenv("KEEL_CRASH_REPORT") != "" {
 		t.Logf("per kill point: %s", strings.Join(summary, " "))
 	}

@@ -128,6 +128,8 @@ func (p *printer) event(e journal.Event) {
 		fmt.Fprintf(p.err, "context compacted: %s\n", compactionDetail(x))
 	case *agent.ModelFailed:
 		fmt.Fprintf(p.err, "model error (%s): %s\n", x.Kind, x.Message)
+	case *agent.SandboxQuarantine:
+		fmt.Fprintf(p.err, "    quarantined %s → %s: %s\n", x.Path, x.MovedTo, x.Reason)
 	case *agent.SandboxEgress:
 		fmt.Fprintf(p.err, "    network: %s\n", egressSummary(x))
 	}

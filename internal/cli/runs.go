@@ -206,6 +206,8 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error) err
 			detail = x.Kind + ": " + clip(x.Message, 100)
 		case *agent.SandboxEgress:
 			detail = egressSummary(x)
+		case *agent.SandboxQuarantine:
+			detail = fmt.Sprintf("%s → %s: %s", x.Path, x.MovedTo, x.Reason)
 		}
 		if err != nil {
 			detail = "(" + err.Error() + ")"
@@ -299,6 +301,9 @@ func registerResumeFlags(fl *pflag.FlagSet, f *runFlags, message *string) {
 }
 
 func (a *app) resume(ctx context.Context, runID string, f *runFlags, message string) error {
+	if f.ctx.window < 0 || f.ctx.window > 0 && f.ctx.window < 512 {
+		return usagef("--context-window %d: want 0 (keep) or at least 512 tokens", f.ctx.window)
+	}
 	store, err := a.openStore(ctx)
 	if err != nil {
 		return err
@@ -315,9 +320,6 @@ func (a *app) resume(ctx context.Context, runID string, f *runFlags, message str
 	live := &liveOptions{apiKey: f.apiKey, commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
 		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries,
 		handoff: f.handoff, contextWindow: f.ctx.window, gate: f.gate}
-	if f.ctx.window < 0 || f.ctx.window > 0 && f.ctx.window < 512 {
-		return usagef("--context-window %d: want 0 (keep) or at least 512 tokens", f.ctx.window)
-	}
 	if f.maxSteps < 0 || f.maxTokens < 0 || f.maxCost < 0 || f.timeout < 0 {
 		return usagef("limits must not be negative")
 	}

@@ -111,15 +111,12 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	defer store.Close()
-	// The server appends for many runs at once: in arrival order (see
-	// server.FairAppends).
-	fair := server.FairAppends(store)
-	rt := agent.NewRuntime(fair, &agent.RuntimeOptions{Logger: logger})
-	tokens := server.NewTokens(fair, nil)
+	rt := agent.NewRuntime(store, &agent.RuntimeOptions{Logger: logger})
+	tokens := server.NewTokens(store, nil)
 	live := &liveOptions{commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
 		maxResultChars: f.maxResultChars, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries}
 	live.gate.noWait = true
-	sp := &serverPrep{a: a, f: f, store: fair, sandbox: sbKind, policy: defaultPolicy, live: live, recordings: map[string]*recording{}}
+	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, recordings: map[string]*recording{}}
 	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Workers: f.workers, Tokens: tokens, Logger: logger})
 
 	ln, err := net.Listen("tcp", f.addr)

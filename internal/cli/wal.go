@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"database/sql"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -139,13 +141,19 @@ func sqlitePath(dsn string) string {
 }
 
 // warnTornWAL reports a torn tail of the journal's write-ahead log on
-// stderr, before SQLite's recovery silently drops it.
+// stderr, before SQLite's recovery silently drops it. Another process may
+// be in the middle of an append, which looks the same from outside; so a
+// tail that looks torn is inspected again while holding the database's
+// write lock, when no append can be in progress.
 func (a *app) warnTornWAL(dsn string) {
 	p := sqlitePath(dsn)
 	if p == "" {
 		return
 	}
 	t, err := inspectWAL(p)
+	if err == nil && t != nil && t.Torn > 0 {
+		t, err = inspectWALLocked(p)
+	}
 	if err != nil {
 		fmt.Fprintf(a.stderr, "keel: warning: %v\n", err)
 		return
@@ -155,4 +163,20 @@ func (a *app) warnTornWAL(dsn string) {
 			"They are an append cut off by a crash; SQLite ignores them and every event before them is kept (keel audit verify --all checks the chains).\n",
 			p, t.Torn, t.End, t.Reason)
 	}
+}
+
+// inspectWALLocked is inspectWAL under the database's write lock (a
+// BEGIN IMMEDIATE transaction that is rolled back).
+func inspectWALLocked(p string) (*walTail, error) {
+	db, err := sql.Open("sqlite", "file:"+p+"?_pragma=busy_timeout(10000)&_txlock=immediate&mode=rw")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("check the journal's write-ahead log: %w", err)
+	}
+	defer tx.Rollback()
+	return inspectWAL(p)
 }

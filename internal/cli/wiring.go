@@ -160,6 +160,14 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 			// proxy serves connections from its own goroutines; Record
 			// serialises with the executor's appends.
 			_ = rec.Record(context.Background(), journal.SandboxEgress, &agent.SandboxEgress{Phase: d.Phase, Host: d.Host, Port: d.Port, Allowed: d.Allowed, Reason: d.Reason})
+		}, OnQuarantine: func(q linux.Quarantine) {
+			// The git guard moved a planted file out of the way: journal it
+			// (a quarantine at New, before any execution, is only logged).
+			p := &agent.SandboxQuarantine{Path: q.Path, MovedTo: q.MovedTo, Reason: q.Reason}
+			if q.Err != nil {
+				p.Error = q.Err.Error()
+			}
+			_ = rec.Record(context.Background(), journal.SandboxQuarantine, p)
 		}})
 		if err != nil {
 			if errors.Is(err, sandbox.ErrUnavailable) {

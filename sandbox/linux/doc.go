@@ -18,8 +18,14 @@
 // # What a command sees
 //
 //   - the workspace, read-write, at [sandbox.Spec].MountPath (default
-//     /workspace), with [sandbox.DefaultProtected] and Spec.Protected
-//     read-only even before they exist;
+//     /workspace), with .keel, Spec.Protected and the control files of the
+//     workspace's git repository (config, hooks, commondir, the .git file
+//     of a worktree, submodule and worktree git directories) read-only;
+//     what a command creates that would make the host's git run a program
+//     (a new repository's hook, a config key such as core.fsmonitor, a
+//     commondir) is moved to .keel/quarantine after the command by the
+//     git guard (see [Quarantine]), and a policy path that did not exist
+//     may not be created;
 //   - the host's /usr, /bin, /sbin, /lib*, /etc, /opt and /var
 //     read-only (so the host's packages work), minus a few secret files;
 //   - a private /tmp, /var/tmp, /run, /dev/shm and HOME (/root), a minimal

@@ -82,6 +82,17 @@ func setOf(items ...string) map[string]bool {
 // section header line, a value continued onto the next line, a stray
 // carriage return or NUL byte, an unterminated quote).
 func configProblem(data []byte) string {
+	return walkConfig(data, func(section, sub string, hasSub bool, key, _ string) string {
+		if !keyInert(section, sub, hasSub, key) {
+			return keyProblem(section, sub, hasSub, key)
+		}
+		return ""
+	})
+}
+
+// walkConfig parses a git config strictly and calls fn for every key in
+// order; it stops at the first problem, of the text or returned by fn.
+func walkConfig(data []byte, fn func(section, sub string, hasSub bool, key, value string) string) string {
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	section, sub, hasSub := "", "", false
 	for n, line := range strings.Split(string(data), "\n") {
@@ -101,15 +112,15 @@ func configProblem(data []byte) string {
 			}
 			continue
 		}
-		key, ok := parseKeyLine(line)
+		key, value, ok := parseKeyLine(line)
 		if !ok {
 			return fmt.Sprintf("line %d is not a plain 'key = value' line on one line", n+1)
 		}
 		if section == "" {
 			return fmt.Sprintf("line %d sets a key outside any section", n+1)
 		}
-		if !keyInert(section, sub, hasSub, key) {
-			return keyProblem(section, sub, hasSub, key)
+		if p := fn(section, sub, hasSub, key, value); p != "" {
+			return p
 		}
 	}
 	return ""
@@ -191,38 +202,79 @@ func parseSectionHeader(line string) (section, sub string, hasSub, ok bool) {
 }
 
 // parseKeyLine parses "key", "key = value" (value on this line only) and
-// returns the lower-case key.
-func parseKeyLine(line string) (string, bool) {
+// returns the lower-case key and the value as git decodes it (quotes
+// removed, escapes applied, comment and surrounding blanks dropped).
+func parseKeyLine(line string) (string, string, bool) {
 	i := 0
 	for i < len(line) && (isAlnum(line[i]) || (i > 0 && line[i] == '-')) {
 		i++
 	}
 	if i == 0 || !isAlpha(line[0]) {
-		return "", false
+		return "", "", false
 	}
 	key := strings.ToLower(line[:i])
 	rest := strings.TrimLeft(line[i:], " \t")
 	if rest == "" {
-		return key, true
+		return key, "true", true
 	}
 	if rest[0] != '=' {
-		return "", false
+		return "", "", false
 	}
+	var b strings.Builder
 	quoted := false
+	pending := "" // blanks outside quotes, kept only if more text follows
 	for j := 1; j < len(rest); j++ {
-		switch c := rest[j]; {
+		c := rest[j]
+		switch {
 		case c == '\\':
 			if j == len(rest)-1 {
-				return "", false // continues onto the next line
+				return "", "", false // continues onto the next line
 			}
 			j++
+			b.WriteString(pending)
+			pending = ""
+			switch rest[j] {
+			case 'n':
+				b.WriteByte('\n')
+			case 't':
+				b.WriteByte('\t')
+			case 'b':
+				b.WriteByte('\b')
+			default:
+				b.WriteByte(rest[j])
+			}
 		case c == '"':
 			quoted = !quoted
 		case (c == '#' || c == ';') && !quoted:
-			return key, true
+			return key, b.String(), true
+		case (c == ' ' || c == '\t') && !quoted:
+			if b.Len() > 0 {
+				pending += string(c)
+			}
+		default:
+			b.WriteString(pending)
+			pending = ""
+			b.WriteByte(c)
 		}
 	}
-	return key, !quoted
+	return key, b.String(), !quoted
+}
+
+// configIncludes returns the paths a git config includes (include.path
+// and every includeIf.<condition>.path), as written, in order; nil when
+// the config does not parse (configProblem says why).
+func configIncludes(data []byte) []string {
+	var out []string
+	err := walkConfig(data, func(section, sub string, hasSub bool, key, value string) string {
+		if key == "path" && (section == "include" && !hasSub || section == "includeif" && hasSub) {
+			out = append(out, value)
+		}
+		return ""
+	})
+	if err != "" {
+		return nil
+	}
+	return out
 }
 
 func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }

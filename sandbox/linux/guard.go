@@ -106,9 +106,16 @@ type guard struct {
 	mu     sync.Mutex
 	snap   map[string]fileID // control files at the start
 	absent []string          // policy paths missing at the start
+	incl   []string          // missing files that a config present at the start includes
 	dirs   []string          // git directories at the start
+	unread map[string]bool   // directories the start walk could not read
 	record string            // the persisted state's name in .keel/sandbox ("" if none)
 	seq    int
+	cache  map[string]*dirCache // the walker's view of the last walk
+	// passed holds the control files found safe by the last check, so
+	// unchanged ones are not read again; passing collects this check's.
+	passed, passing map[string]fileID
+	margin          time.Duration // racyMargin; benchmarks lower it
 }
 
 // controlNames are the entries of a git directory that make git run a
@@ -120,12 +127,16 @@ var controlNames = []string{"config", "config.worktree", "commondir", "hooks"}
 // root): every git directory and the identity of its control files.
 // absent lists the policy's protected paths that do not exist.
 func newGuard(root *os.Root, dir string, absent []string) (*guard, error) {
-	g := &guard{root: root, dir: dir, snap: map[string]fileID{}, absent: slices.Clone(absent)}
-	dirs, _, err := g.gitDirs()
+	g := &guard{root: root, dir: dir, snap: map[string]fileID{}, absent: slices.Clone(absent), margin: racyMargin}
+	dirs, unread, err := g.gitDirs()
 	if err != nil {
 		return nil, err
 	}
 	g.dirs = dirs
+	g.unread = map[string]bool{}
+	for _, u := range unread {
+		g.unread[u] = true
+	}
 	for _, d := range dirs {
 		for _, p := range g.controlPaths(d) {
 			if fi, err := root.Lstat(p); err == nil {
@@ -163,13 +174,17 @@ func (g *guard) controlPaths(d string) []string {
 func (g *guard) check() ([]Quarantine, []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.passing = map[string]fileID{}
+	defer func() { g.passed, g.passing = g.passing, nil }()
 	dirs, unread, err := g.gitDirs()
 	var warn []string
 	if err != nil {
 		warn = append(warn, "keel: the git check could not walk the workspace: "+err.Error())
 	}
 	for _, u := range unread {
-		warn = append(warn, "keel: the git check could not read "+u+"; a git repository there would not be checked")
+		if !g.unread[u] {
+			warn = append(warn, "keel: the git check could not read "+u+"; a git repository there would not be checked")
+		}
 	}
 	type finding struct{ path, reason string }
 	var found []finding
@@ -181,6 +196,11 @@ func (g *guard) check() ([]Quarantine, []string) {
 	for _, p := range g.absent {
 		if _, err := g.root.Lstat(p); err == nil {
 			found = append(found, finding{p, "it is a protected path of this run, which did not exist when the sandbox started and may not be created"})
+		}
+	}
+	for _, p := range g.incl {
+		if _, err := g.root.Lstat(p); err == nil {
+			found = append(found, finding{p, "a git config of this workspace includes this file, so the host's git would read it as configuration; it may not be created"})
 		}
 	}
 	if len(found) == 0 {
@@ -239,10 +259,25 @@ func (g *guard) checkDir(d string) [][2]string {
 	return bad
 }
 
-// same reports whether p is the file it was at the start.
+// same reports whether p is the file it was at the start, or the file
+// the last check found safe.
 func (g *guard) same(p string, fi fs.FileInfo) bool {
-	id, ok := g.snap[p]
-	return ok && id == idOf(fi)
+	id := idOf(fi)
+	if old, ok := g.snap[p]; ok && old == id {
+		return true
+	}
+	if old, ok := g.passed[p]; ok && old == id {
+		g.pass(p, id)
+		return true
+	}
+	return false
+}
+
+// pass records that p, as id, was found safe in this check.
+func (g *guard) pass(p string, id fileID) {
+	if g.passing != nil {
+		g.passing[p] = id
+	}
 }
 
 // maxConfig is the largest config the guard reads; larger ones are
@@ -258,14 +293,12 @@ func (g *guard) checkConfig(p string) string {
 	if !fi.Mode().IsRegular() {
 		return "it is a symbolic link or special file where git reads a config file"
 	}
-	f, err := g.root.Open(p)
+	data, err := readSmall(g.root, p, maxConfig)
+	if errors.Is(err, errNotRegular) {
+		return "it is a symbolic link or special file where git reads a config file"
+	}
 	if err != nil {
 		return "" // gone meanwhile
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfig+1))
-	if err != nil {
-		return ""
 	}
 	if len(data) > maxConfig {
 		return "it is a git config file larger than 1 MiB"
@@ -273,6 +306,7 @@ func (g *guard) checkConfig(p string) string {
 	if r := configProblem(data); r != "" {
 		return "it is a git config file the host's git would read, and " + r
 	}
+	g.pass(p, idOf(fi))
 	return ""
 }
 
@@ -283,13 +317,17 @@ func (g *guard) commondirProblem(d, p string, fi fs.FileInfo) string {
 	if !fi.Mode().IsRegular() || fi.Size() > 4096 {
 		return why
 	}
-	b, err := g.root.ReadFile(p)
+	b, err := readSmall(g.root, p, 4096)
+	if errors.Is(err, errNotRegular) || len(b) > 4096 {
+		return why
+	}
 	if err != nil {
 		return ""
 	}
 	if strings.TrimSpace(string(b)) != "../.." || path.Base(path.Dir(d)) != "worktrees" {
 		return why + " (" + strings.TrimSpace(string(b)) + ")"
 	}
+	g.pass(p, idOf(fi))
 	return ""
 }
 
@@ -299,7 +337,7 @@ func (g *guard) quarantine(stamp, p, reason string) Quarantine {
 	q := Quarantine{Path: p, Reason: reason}
 	base := path.Join(".keel", "quarantine", stamp)
 	dst := path.Join(base, p)
-	err := g.root.MkdirAll(path.Dir(dst), 0o755)
+	err := mkdirAllLike(g.root, path.Dir(dst), ".keel")
 	if err == nil {
 		err = g.root.Rename(p, dst)
 	}
@@ -323,8 +361,11 @@ func (g *guard) gitDirs() ([]string, []string, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("sandbox/linux: git check: open workspace: %w", err)
 	}
-	w := &walker{}
-	w.walk(fd, ".")
+	defer unix.Close(fd)
+	w := &walker{rootfd: fd, prev: g.cache, next: map[string]*dirCache{},
+		since: time.Now().Add(-g.margin).UnixNano()}
+	w.visit(".")
+	g.cache = w.next
 	set := map[string]bool{}
 	queue := slices.Clone(w.dirs)
 	for _, l := range w.links {
@@ -367,8 +408,8 @@ func (g *guard) target(p string, gitfile bool) string {
 	case fi.Mode()&fs.ModeSymlink != 0 && gitfile:
 		to = host
 	case fi.Mode().IsRegular() && fi.Size() <= 4096:
-		b, err := os.ReadFile(host)
-		if err != nil {
+		b, err := readSmall(g.root, p, 4096)
+		if err != nil || len(b) > 4096 {
 			return ""
 		}
 		s := strings.TrimSpace(string(b))
@@ -403,27 +444,104 @@ func (g *guard) target(p string, gitfile bool) string {
 	return filepath.ToSlash(rel)
 }
 
-// walker finds git directories by reading every directory of the
-// workspace once, through descriptors opened relative to their parent
-// without following symbolic links, so a link swapped in cannot lead it
-// out of the workspace.
-type walker struct {
-	dirs   []string // git directories
-	links  []string // ".git" files and symbolic links
-	unread []string // directories that could not be read
-	err    error
+// racyMargin is how recent a directory's change time may be for its
+// listing to be trusted in the next check. File times come from a coarse
+// clock (a tick of up to 10 ms), so an entry added in the same tick as
+// the change the walker saw would leave the time unchanged; a directory
+// changed within this margin of a walk is read again the next time (as
+// git treats "racily clean" index entries).
+const racyMargin = time.Second
+
+// dirCache is what the walker keeps of one directory between checks.
+type dirCache struct {
+	ino, dev     uint64
+	ctime, mtime int64
+	racy         bool     // changed too close to the walk to be trusted
+	git          bool     // it is a git directory
+	subdirs      []string // names of the subdirectories to walk
+	links        []string // names of its ".git" entries that are not directories
 }
 
-// walk reads the directory at fd (rel to the workspace) and below, and
-// closes fd. It holds one descriptor per level of depth.
-func (w *walker) walk(fd int, rel string) {
+// walker finds git directories. The first walk reads every directory of
+// the workspace; later walks read again only the directories whose
+// identity or change time differs from the last walk (adding, removing
+// or renaming an entry changes a directory's change time, which no
+// program can set), and stat the others. Every path is opened beneath
+// the workspace without following symbolic links (openat2
+// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), so a link swapped in cannot lead
+// it out of the workspace.
+type walker struct {
+	rootfd     int
+	prev, next map[string]*dirCache
+	since      int64    // change times from this on (ns) are racy
+	dirs       []string // git directories
+	links      []string // ".git" files and symbolic links
+	unread     []string // directories that could not be read
+	err        error
+}
+
+// visit walks the directory rel and below.
+func (w *walker) visit(rel string) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(w.rootfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+			w.unread = append(w.unread, rel)
+		}
+		return
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return
+	}
+	c := w.prev[rel]
+	if c == nil || c.racy || c.ino != st.Ino || c.dev != st.Dev || c.ctime != st.Ctim.Nano() || c.mtime != st.Mtim.Nano() {
+		if c = w.read(rel); c == nil {
+			return
+		}
+	}
+	w.next[rel] = c
+	if c.git {
+		w.dirs = append(w.dirs, rel)
+	}
+	for _, l := range c.links {
+		w.links = append(w.links, path.Join(rel, l))
+	}
+	for _, d := range c.subdirs {
+		w.visit(path.Join(rel, d))
+	}
+}
+
+// read lists directory rel and returns what the walker keeps of it, or
+// nil (noting why) when it cannot be read.
+func (w *walker) read(rel string) *dirCache {
+	fd, err := unix.Openat2(w.rootfd, rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.EXDEV) {
+			w.unread = append(w.unread, rel)
+			if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+				w.err = fmt.Errorf("too many open files at %s: %w", rel, err)
+			}
+		}
+		return nil
+	}
 	f := os.NewFile(uintptr(fd), rel)
 	defer f.Close()
+	// The identity of what is read, taken before reading: a change after
+	// this moment changes the change time again.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		w.unread = append(w.unread, rel)
+		return nil
+	}
 	ents, err := f.ReadDir(-1)
 	if err != nil {
 		w.unread = append(w.unread, rel)
-		return
+		return nil
 	}
+	c := &dirCache{ino: st.Ino, dev: st.Dev, ctime: st.Ctim.Nano(), mtime: st.Mtim.Nano()}
+	c.racy = c.ctime >= w.since || c.mtime >= w.since
 	var head, objects, commondir bool
 	for _, e := range ents {
 		switch e.Name() {
@@ -435,40 +553,51 @@ func (w *walker) walk(fd int, rel string) {
 			commondir = true
 		}
 	}
-	git := path.Base(rel) == ".git" || head && (objects || commondir)
-	if git {
-		w.dirs = append(w.dirs, rel)
-	}
+	c.git = path.Base(rel) == ".git" || head && (objects || commondir)
 	for _, e := range ents {
 		name := e.Name()
-		child := path.Join(rel, name)
-		if name == ".git" && !e.IsDir() {
-			w.links = append(w.links, child)
-			continue
+		switch {
+		case name == ".git" && !e.IsDir():
+			c.links = append(c.links, name)
+		case !e.IsDir(), rel == "." && name == ".keel", c.git && (name == "objects" || name == "lfs"):
+		default:
+			c.subdirs = append(c.subdirs, name)
 		}
-		if !e.IsDir() || rel == "." && name == ".keel" || git && (name == "objects" || name == "lfs") {
-			continue
-		}
-		cfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.ENOTDIR) {
-				w.unread = append(w.unread, child)
-				if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
-					w.err = fmt.Errorf("too many open files below %s: %w", rel, err)
-				}
-			}
-			continue
-		}
-		w.walk(cfd, child)
 	}
+	return c
 }
 
 // readDirNames lists the names in directory p of root.
 func readDirNames(root *os.Root, p string) ([]string, error) {
-	f, err := root.Open(p)
+	f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	return f.Readdirnames(-1)
+}
+
+// errNotRegular is readSmall's error for anything but a regular file.
+var errNotRegular = errors.New("not a regular file")
+
+// readSmall reads at most max+1 bytes of the regular file p in root,
+// without following a final symbolic link and without blocking on a FIFO
+// or device swapped in meanwhile; a longer file returns max+1 bytes.
+func readSmall(root *os.Root, p string, max int64) ([]byte, error) {
+	f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, errNotRegular
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
+	return io.ReadAll(io.LimitReader(f, max+1))
 }

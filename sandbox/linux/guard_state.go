@@ -25,6 +25,7 @@ type guardState struct {
 	Boot    string            `json:"boot"`  // the kernel's boot id
 	Snap    map[string]fileID `json:"snapshot"`
 	Absent  []string          `json:"absent,omitempty"`
+	Incl    []string          `json:"includes,omitempty"`
 }
 
 // persist writes g's start state to .keel/sandbox/guard-<pid>-<random>.json
@@ -35,7 +36,7 @@ func (g *guard) persist() error {
 	if err != nil {
 		return err
 	}
-	st := guardState{Version: guardVersion, PID: os.Getpid(), Start: start, Boot: bootID(), Snap: g.snap, Absent: g.absent}
+	st := guardState{Version: guardVersion, PID: os.Getpid(), Start: start, Boot: bootID(), Snap: g.snap, Absent: g.absent, Incl: g.incl}
 	data, err := json.Marshal(&st)
 	if err != nil {
 		return fmt.Errorf("sandbox/linux: git guard state: %w", err)
@@ -43,7 +44,7 @@ func (g *guard) persist() error {
 	var rnd [6]byte
 	rand.Read(rnd[:])
 	name := path.Join(guardDir, fmt.Sprintf("guard-%d-%s.json", os.Getpid(), hex.EncodeToString(rnd[:])))
-	if err := g.root.MkdirAll(guardDir, 0o755); err != nil {
+	if err := mkdirAllLike(g.root, guardDir, ".keel"); err != nil {
 		return fmt.Errorf("sandbox/linux: git guard state: %w", err)
 	}
 	tmp := name + ".tmp"
@@ -83,7 +84,7 @@ func recoverStale(root *os.Root, dir string) ([]Quarantine, []string) {
 			continue
 		}
 		p := path.Join(guardDir, n)
-		data, err := root.ReadFile(p)
+		data, err := readSmall(root, p, 64<<20)
 		if err != nil {
 			continue
 		}
@@ -98,7 +99,7 @@ func recoverStale(root *os.Root, dir string) ([]Quarantine, []string) {
 				continue // its sandbox may still be running
 			}
 		}
-		g := &guard{root: root, dir: dir, snap: st.Snap, absent: st.Absent}
+		g := &guard{root: root, dir: dir, snap: st.Snap, absent: st.Absent, incl: st.Incl, margin: racyMargin}
 		if g.snap == nil {
 			g.snap = map[string]fileID{}
 		}

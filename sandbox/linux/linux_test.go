@@ -288,6 +288,12 @@ func TestWorkspaceOwnedByOtherUser(t *testing.T) {
 	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 1234 {
 		t.Errorf("new.txt owner on the host = %d, want 1234", st.Uid)
 	}
+	// What Keel makes in the workspace belongs to its owner too.
+	for _, p := range []string{".keel", ".keel/sandbox"} {
+		if fi, err := os.Stat(filepath.Join(ws, p)); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 1234 {
+			t.Errorf("%s on the host: %v, want owner 1234", p, err)
+		}
+	}
 }
 
 func TestReadOnlyPaths(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -84,6 +85,13 @@ func (s *Sandbox) prepareWorkspace() ([]string, error) {
 	}
 	s.guard = g
 	bind = append(bind, repoControlPaths(g, gitDir)...)
+	for _, inc := range configIncludesIn(g) {
+		if _, err := root.Lstat(inc); err == nil {
+			bind = append(bind, inc)
+		} else {
+			g.incl = append(g.incl, inc)
+		}
+	}
 	if err := g.persist(); err != nil {
 		s.mech.Warnings = append(s.mech.Warnings, "the git guard could not save its state in .keel/sandbox, so a crash of Keel would leave it unchecked: "+err.Error())
 	}
@@ -126,6 +134,78 @@ func repoControlPaths(g *guard, gitDir bool) []string {
 		}
 	}
 	return out
+}
+
+// maxIncludeDepth bounds how deep configIncludesIn follows includes of
+// includes (git's own limit is 10).
+const maxIncludeDepth = 10
+
+// configIncludesIn returns the workspace files that the configs of the
+// git directories present at the start include (include.path,
+// includeIf.*.path), and the files those include: a project that shares
+// its git settings through a file in the workspace ("git config
+// include.path ../.gitconfig") would otherwise let the sandbox rewrite
+// them. Paths starting with "~" (the home directory of whoever runs git)
+// are not followed.
+func configIncludesIn(g *guard) []string {
+	var out []string
+	seen := map[string]bool{}
+	var follow func(cfg string, depth int)
+	follow = func(cfg string, depth int) {
+		if depth > maxIncludeDepth || seen[cfg] {
+			return
+		}
+		seen[cfg] = true
+		data, err := readSmall(g.root, cfg, maxConfig)
+		if err != nil || len(data) > maxConfig {
+			return
+		}
+		for _, inc := range configIncludes(data) {
+			if inc == "" || strings.HasPrefix(inc, "~") {
+				continue
+			}
+			host := inc
+			if !filepath.IsAbs(host) {
+				host = filepath.Join(g.dir, filepath.FromSlash(path.Dir(cfg)), host)
+			}
+			rel, ok := insideWorkspace(g.dir, host)
+			if !ok {
+				continue
+			}
+			out = append(out, rel)
+			follow(rel, depth+1)
+		}
+	}
+	for _, d := range g.dirs {
+		for _, n := range []string{"config", "config.worktree"} {
+			follow(path.Join(d, n), 0)
+		}
+	}
+	return out
+}
+
+// insideWorkspace maps a host path to its workspace-relative real path,
+// resolving symbolic links of its longest existing part, and reports
+// whether it lies inside the workspace dir.
+func insideWorkspace(dir, host string) (string, bool) {
+	host = filepath.Clean(host)
+	rest := ""
+	real, err := filepath.EvalSymlinks(host)
+	for err != nil {
+		parent := filepath.Dir(host)
+		if parent == host {
+			return "", false
+		}
+		rest = filepath.Join(filepath.Base(host), rest)
+		host = parent
+		real, err = filepath.EvalSymlinks(host)
+	}
+	real = filepath.Join(real, rest)
+	rel, err := filepath.Rel(dir, real)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return filepath.ToSlash(rel), true
 }
 
 // ensureDir makes directory p in root if it is missing, owned like
@@ -178,6 +258,24 @@ func ownLike(root *os.Root, p, like string) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		root.Lchown(p, int(st.Uid), int(st.Gid))
 	}
+}
+
+// mkdirAllLike makes directory p and its missing parents in root, each
+// owned like the directory like (when Keel runs as root), so the person
+// who owns .keel can remove what Keel puts in it.
+func mkdirAllLike(root *os.Root, p, like string) error {
+	cur := ""
+	for part := range strings.SplitSeq(path.Clean(p), "/") {
+		cur = path.Join(cur, part)
+		err := root.Mkdir(cur, 0o755)
+		switch {
+		case err == nil:
+			ownLike(root, cur, like)
+		case !errors.Is(err, fs.ErrExist):
+			return err
+		}
+	}
+	return nil
 }
 
 // isNotDir reports an error from a path whose parent is not a directory.

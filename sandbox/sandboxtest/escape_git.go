@@ -219,6 +219,18 @@ printf '[alias]\n\tkeelprobe = "!touch $OUTSIDE/pwned-include"\n' > evil.cfg; ec
 				hostFileLacks(t, e, "sub2/.git/config", "include")
 				hostGitClean(t, filepath.Join(e.ws, "sub2"), marker(e, "include"), "keelprobe")
 			}},
+		{name: "git_include_of_workspace_file", area: "host git", want: []string{kindReadOnly, kindDenied, kindQuarantined},
+			prepare: func(t *testing.T, e *escapeEnv) {
+				prepareRepo(baseGitConfig+"[include]\n\tpath = ../.gitconfig.shared\n\tpath = ../tools/missing.cfg\n")(t, e)
+				writeHost(".gitconfig.shared", "[user]\n\tname = k\n")(t, e)
+			},
+			script: `printf '` + fsmonitorConfig("$OUTSIDE/pwned-incl") + `' >> .gitconfig.shared
+mkdir -p tools && printf '` + fsmonitorConfig("$OUTSIDE/pwned-incl") + `' > tools/missing.cfg; echo attempted`,
+			check: func(t *testing.T, e *escapeEnv, r *sandbox.Result, out string) {
+				hostHas(".gitconfig.shared", "[user]\n\tname = k\n")(t, e, r, out)
+				hostFileLacks(t, e, "tools/missing.cfg", "fsmonitor")
+				hostGitClean(t, e.ws, marker(e, "incl"), "status")
+			}},
 		{name: "shared_workspace_placeholders", area: "host git", want: refused, sibling: true,
 			script: `mkdir -p .git/hooks; printf '#!/bin/sh\ntouch $OUTSIDE/pwned-shared\n' > .git/hooks/pre-commit
 printf '` + fsmonitorConfig("$OUTSIDE/pwned-shared") + `' > .git/config; echo attempted`,

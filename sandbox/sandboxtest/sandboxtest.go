@@ -10,11 +10,16 @@
 // calls and Close.
 //
 // [RunEscapes] is the escape suite for isolating backends only: more than
-// forty attempts to read host files and environment, write outside the
-// workspace, abuse symbolic and hard links, probe /proc and /sys, trace
-// processes, mount, create namespaces, gain privileges, reach the network,
-// write protected paths, and exhaust processes, memory and disk. Every
-// case must fail, and fail the expected way.
+// a hundred attempts to read host files and environment, write outside
+// the workspace, abuse symbolic and hard links, probe /proc and /sys,
+// trace processes, mount, create namespaces, gain privileges, reach the
+// network, write protected paths, make the host's git run a planted
+// program, and exhaust processes, memory and disk. Every case must fail,
+// and fail the expected way. For git files that cannot be read-only
+// before they exist, a backend may let the write happen and move the file
+// aside when the command ends; it must then say "quarantined" in the
+// command's output, and the case's host-side check (which runs the host's
+// git as a person would) decides.
 //
 // Usage, in a backend's tests:
 //

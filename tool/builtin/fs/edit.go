@@ -125,10 +125,14 @@ type edit struct {
 // text with CRLF pairs read as LF (a leading byte-order mark aside), and
 // positions are mapped back to the original bytes, so bytes outside the
 // replaced regions never change: CRLF endings, tabs, the BOM and the
-// end-of-file newline state are kept. Line breaks in newS take the ending
-// style of the region they replace (or the file's, when the region has
-// none). It returns a failure message for the model instead when there is
-// nothing to do, no match, or several matches without all.
+// end-of-file newline state are kept. Inside a region, a line of newS
+// that is also a line of the region keeps that line's own ending, so a
+// file with mixed endings keeps each kept line's; only new line breaks
+// take a style, that of the lines the region touches (the majority of
+// their endings, the file's majority on a tie or when the region is
+// inside one line ending at the end of the file), see restyle. It
+// returns a failure message for the model instead when there is nothing
+// to do, no match, or several matches without all.
 func applyEdit(data []byte, oldS, newS string, all bool) (*edit, string) {
 	var prefix []byte
 	body := data
@@ -172,17 +176,8 @@ func applyEdit(data []byte, oldS, newS string, all bool) (*edit, string) {
 			continue // overlaps the previous replacement
 		}
 		a, z := orig(s), orig(s+len(old))
-		region := body[a:z]
-		crlf := fileCRLF
-		if nl := bytes.Count(region, []byte("\n")); nl > 0 {
-			cr := bytes.Count(region, []byte("\r\n"))
-			crlf = cr*2 > nl || (cr*2 == nl && fileCRLF)
-		}
-		text := repl
-		if crlf {
-			text = strings.ReplaceAll(repl, "\n", "\r\n")
-			ed.crlf = ed.crlf || strings.Contains(repl, "\n")
-		}
+		text := restyle(body[a:z], repl, regionCRLF(body, a, z, fileCRLF))
+		ed.crlf = ed.crlf || strings.Contains(text, "\r\n")
 		out = append(out, body[prev:a]...)
 		out = append(out, text...)
 		prev, next = z, s+len(old)
@@ -192,6 +187,125 @@ func applyEdit(data []byte, oldS, newS string, all bool) (*edit, string) {
 	ed.out = out
 	ed.snippet = snippet(out[len(prefix):], ed.firstLine, strings.Count(repl, "\n"))
 	return ed, ""
+}
+
+// regionCRLF decides the line-break style of new text replacing
+// body[a:z]: CRLF when most lines the region touches end with CRLF (its
+// own line breaks, and the end of the line it ends in), LF when most end
+// with LF, and the file's majority (fileCRLF) on a tie or when none has
+// an ending.
+func regionCRLF(body []byte, a, z int, fileCRLF bool) bool {
+	nl := bytes.Count(body[a:z], []byte("\n"))
+	cr := bytes.Count(body[a:z], []byte("\r\n"))
+	if z == a || body[z-1] != '\n' {
+		if i := bytes.IndexByte(body[z:], '\n'); i >= 0 {
+			nl++
+			if z+i > 0 && body[z+i-1] == '\r' && z+i-1 >= a {
+				cr++
+			}
+		}
+	}
+	if nl == 0 || cr*2 == nl {
+		return fileCRLF
+	}
+	return cr*2 > nl
+}
+
+// maxAlign bounds the line-alignment table of restyle (old lines times
+// new lines); larger edits keep only the endings of the lines they leave
+// the same at their start and end.
+const maxAlign = 1 << 20
+
+// restyle returns repl (LF line breaks) as it goes in place of region
+// (the original bytes): each line of repl that is also a line of region,
+// in order (a longest common subsequence of lines, the final unbroken
+// line included), keeps that line's original ending, CRLF or LF; every
+// other line break is CRLF when crlf, else LF.
+func restyle(region []byte, repl string, crlf bool) string {
+	type line struct {
+		text string // without its ending
+		nl   bool   // ends with a line break
+		end  string // the original ending ("\r\n", "\n" or "")
+	}
+	var olds []line
+	for rest := string(region); rest != ""; {
+		i := strings.IndexByte(rest, '\n')
+		if i < 0 {
+			olds = append(olds, line{text: rest})
+			break
+		}
+		l := line{text: rest[:i], nl: true, end: "\n"}
+		if strings.HasSuffix(l.text, "\r") {
+			l.text, l.end = l.text[:len(l.text)-1], "\r\n"
+		}
+		olds = append(olds, l)
+		rest = rest[i+1:]
+	}
+	var news []line
+	for rest := repl; rest != ""; {
+		i := strings.IndexByte(rest, '\n')
+		if i < 0 {
+			news = append(news, line{text: rest})
+			break
+		}
+		news = append(news, line{text: rest[:i], nl: true})
+		rest = rest[i+1:]
+	}
+	same := func(o, n line) bool { return o.text == n.text && o.nl == n.nl }
+	// match[j] is the old line new line j keeps the ending of, or -1.
+	match := make([]int, len(news))
+	for j := range match {
+		match[j] = -1
+	}
+	n, m := len(olds), len(news)
+	if n*m <= maxAlign {
+		// lcs[i*(m+1)+j] is the length of an LCS of olds[i:] and news[j:].
+		lcs := make([]int32, (n+1)*(m+1))
+		for i := n - 1; i >= 0; i-- {
+			for j := m - 1; j >= 0; j-- {
+				switch {
+				case same(olds[i], news[j]):
+					lcs[i*(m+1)+j] = lcs[(i+1)*(m+1)+j+1] + 1
+				default:
+					lcs[i*(m+1)+j] = max(lcs[(i+1)*(m+1)+j], lcs[i*(m+1)+j+1])
+				}
+			}
+		}
+		for i, j := 0, 0; i < n && j < m; {
+			switch {
+			case same(olds[i], news[j]):
+				match[j] = i
+				i++
+				j++
+			case lcs[(i+1)*(m+1)+j] >= lcs[i*(m+1)+j+1]:
+				i++
+			default:
+				j++
+			}
+		}
+	} else {
+		for k := 0; k < n && k < m && same(olds[k], news[k]); k++ {
+			match[k] = k
+		}
+		for k := 1; k <= n && k <= m && match[m-k] < 0 && same(olds[n-k], news[m-k]); k++ {
+			match[m-k] = n - k
+		}
+	}
+	var b strings.Builder
+	b.Grow(len(repl) + len(repl)/8)
+	for j, l := range news {
+		b.WriteString(l.text)
+		switch {
+		case !l.nl:
+		case match[j] >= 0:
+			b.WriteString(olds[match[j]].end)
+		case crlf:
+			b.WriteString("\r\n")
+		default:
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // normalizeCRLF returns body with each CRLF pair as LF, and the sorted

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -54,6 +55,34 @@ func FuzzApplyEdit(f *testing.F) {
 			t.Fatalf("bytes outside the region changed: %q -> %q", body, outBody)
 		}
 	})
+}
+
+// TestRestyleLargeEdit checks the fallback for edits too large to align
+// line by line: the lines kept at the start and the end still keep their
+// own endings.
+func TestRestyleLargeEdit(t *testing.T) {
+	var region, repl strings.Builder
+	for i := range 1100 {
+		end := "\n"
+		if i%2 == 0 {
+			end = "\r\n"
+		}
+		fmt.Fprintf(&region, "line %d%s", i, end)
+		if i < 5 || i >= 1100-5 {
+			fmt.Fprintf(&repl, "line %d\n", i)
+		} else if i < 1000 {
+			fmt.Fprintf(&repl, "new %d\n", i)
+		}
+	}
+	got := restyle([]byte(region.String()), repl.String(), false)
+	for _, want := range []string{"line 0\r\nline 1\nline 2\r\n", "new 5\nnew 6\n", "line 1098\r\nline 1099\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("restyle lost %q", want)
+		}
+	}
+	if n, m := 1100, strings.Count(repl.String(), "\n"); n*m <= maxAlign {
+		t.Fatalf("the case is small enough to align (%d×%d); make it larger", n, m)
+	}
 }
 
 // rawBounds maps normalised offsets to raw offsets the slow way.

@@ -38,6 +38,16 @@ func TestEditFile(t *testing.T) {
 		{name: "crlf old given with crlf", file: "x\r\ny\r\n", old: "x\r\ny", new: "z", want: "z\r\n"},
 		{name: "crlf single line", file: "p = 1\r\nq = 2\r\n", old: "q = 2", new: "q = 3", want: "p = 1\r\nq = 3\r\n"},
 		{name: "mixed endings keep the region's", file: "a\nb\r\nc\r\nd\n", old: "b\nc", new: "B\nC\nC2", want: "a\nB\r\nC\r\nC2\r\nd\n"},
+		// Mixed endings (EDIT-FIDELITY/mixed-eol): lines the edit keeps keep
+		// their own ending; new line breaks follow the lines the region
+		// touches, the file's majority on a tie.
+		{name: "mixed kept lines keep their endings", file: "a\r\nb\nc\r\n", old: "a\nb\n", new: "a\nb\nz\n", want: "a\r\nb\nz\r\nc\r\n"},
+		{name: "mixed new line in an lf region", file: "x\ny\r\nz\n", old: "x\ny\nz\n", new: "x\nNEW\ny\nz\n", want: "x\nNEW\ny\r\nz\n"},
+		{name: "mixed region inside an lf line", file: "a\r\nbcd\ne\r\n", old: "c", new: "1\n2", want: "a\r\nb1\n2d\ne\r\n"},
+		{name: "mixed changed lf line stays lf", file: "p\r\nq\nr\r\n", old: "q\n", new: "Q\n", want: "p\r\nQ\nr\r\n"},
+		{name: "mixed replace all per region", file: "k\r\nk\n", old: "k\n", new: "k2\n", all: true, want: "k2\r\nk2\n", msg: "replaced 2 occurrences"},
+		{name: "mixed reordered lines", file: "1\r\n2\n3\r\n", old: "1\n2\n3\n", new: "3\n1\n2\n", want: "3\r\n1\r\n2\n"},
+		{name: "mixed tie uses file majority", file: "a\nb\r\nc\n", old: "a\nb\n", new: "A\nB\n", want: "A\nB\nc\n"},
 		{name: "lone cr is data", file: "a\rb\n", old: "a\rb", new: "ab", want: "ab\n"},
 		{name: "bom kept", file: "\xef\xbb\xbfone\ntwo\n", old: "one", new: "1", want: "\xef\xbb\xbf1\ntwo\n"},
 		{name: "bom and crlf at file start", file: "\xef\xbb\xbfone\r\ntwo\r\n", old: "one\ntwo", new: "1\n2", want: "\xef\xbb\xbf1\r\n2\r\n"},

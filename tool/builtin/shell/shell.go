@@ -185,8 +185,10 @@ func (b *bash) handle(ctx context.Context, req *tool.Request) (*tool.Result, err
 		note = fmt.Sprintf(" (killed: no output for %s, likely waiting for input; process tree killed)", idle)
 		r.IsError = true
 	case res.Limit != "":
-		note = " (killed: " + limitText(res.Limit) + ")"
-		r.IsError = true
+		var killed bool
+		note, killed = limitNote(res)
+		note = " (" + note + ")"
+		r.IsError = killed
 	case res.Signal != "":
 		note = " (ended by signal " + res.Signal + ")"
 	}
@@ -198,19 +200,48 @@ func (b *bash) handle(ctx context.Context, req *tool.Request) (*tool.Result, err
 	return r, nil
 }
 
-// limitText names a [sandbox.Result].Limit for the model.
-func limitText(limit string) string {
+// limitNote words a [sandbox.Result].Limit for the model and reports
+// whether the limit ended the command. A backend reports a limit the
+// command reached, which does not always end it: at the process limit
+// only the forks beyond it fail; at the memory limit the kernel kills
+// one process, maybe not the command's own; a file size or CPU time
+// limit stops the process that crossed it, maybe a child whose failure
+// the command survives; the output limit kills the whole tree. So
+// "killed: ..." is said only when the command's own process ended by the
+// signal that limit sends, else "... reached: <what happened>", after
+// the signal that did end it, if any.
+func limitNote(res *sandbox.Result) (string, bool) {
+	name, killedBy, reached := limitText(res.Limit)
+	for _, sig := range killedBy {
+		if res.Signal == sig {
+			return "killed: " + name, true
+		}
+	}
+	if res.Limit == "file_size" && res.ExitCode == 128+25 || res.Limit == "cpu_time" && res.ExitCode == 128+24 {
+		reached = "a process of the command was stopped by it"
+	}
+	note := name + " reached: " + reached
+	if res.Signal != "" {
+		note = "ended by signal " + res.Signal + "; " + note
+	}
+	return note, false
+}
+
+// limitText names a limit, the signals with which it kills the process
+// that crosses it, and what reaching it without ending the command
+// means.
+func limitText(limit string) (name string, killedBy []string, reached string) {
 	switch limit {
 	case "memory":
-		return "memory limit"
+		return "memory limit", []string{"SIGKILL"}, "a process of the command was killed for lack of memory"
 	case "processes":
-		return "process limit"
+		return "process limit", nil, "some forks failed"
 	case "output":
-		return "output size limit"
+		return "output size limit", []string{"SIGKILL", "SIGTERM"}, "output beyond it was dropped"
 	case "file_size":
-		return "file size limit"
+		return "file size limit", []string{"SIGXFSZ"}, "a write past it failed"
 	case "cpu_time":
-		return "CPU time limit"
+		return "CPU time limit", []string{"SIGXCPU", "SIGKILL"}, "a process of the command was stopped by it"
 	}
-	return limit + " limit"
+	return limit + " limit", []string{"SIGKILL", "SIGTERM"}, "the command went on"
 }
