@@ -40,8 +40,8 @@ type pool struct {
 	// created returns a run's run.created payload (from the summaries,
 	// without reading the whole journal again).
 	created func(ctx context.Context, runID string) (*agent.RunCreated, error)
-	logger     *slog.Logger
-	base       context.Context // cancelled with agent.ErrShutdown
+	logger  *slog.Logger
+	base    context.Context // cancelled with agent.ErrShutdown
 
 	mu      sync.Mutex
 	cond    *sync.Cond

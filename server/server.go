@@ -51,8 +51,8 @@ type Options struct {
 	// time.Now.
 	Clock journal.Clock
 	// Poll is how often event streams re-read a run that no in-process
-	// append woke (appends by other processes); 0 means
-	// journal.DefaultPoll.
+	// append woke, to see appends by other processes; 0 means one
+	// second. Appends through this server wake streams at once.
 	Poll time.Duration
 	// Heartbeat is the interval of keep-alive comments on idle event
 	// streams; 0 means 15 seconds.
@@ -95,6 +95,9 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 	}
 	if h.opts.Clock == nil {
 		h.opts.Clock = time.Now
+	}
+	if h.opts.Poll <= 0 {
+		h.opts.Poll = time.Second
 	}
 	if h.opts.Heartbeat <= 0 {
 		h.opts.Heartbeat = 15 * time.Second

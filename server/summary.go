@@ -27,7 +27,9 @@ type summary struct {
 	run      api.Run
 	lastHash string
 	first    journal.Event // times only
-	// created is the run's run.created payload (shared, read-only).
+	// created is the run's run.created payload (shared, read-only) while
+	// the run has not ended; it is dropped when the run ends, to keep the
+	// cache small (an ended run that is resumed is read again).
 	created *agent.RunCreated
 	// pending lists the open approvals of the newest turn.
 	pending []api.Approval
@@ -131,6 +133,9 @@ func (s *summary) apply(e *journal.Event) error {
 	}
 	r.Events, r.LastType, r.Updated = e.Seq, string(e.Type), e.Time
 	r.Status = string(journal.StatusOf(e.Type))
+	if journal.StatusOf(e.Type).Terminal() {
+		s.created = nil
+	}
 	r.DurationMS = e.Time.Sub(s.first.Time).Milliseconds()
 	s.lastHash = e.Hash
 	return nil
@@ -140,8 +145,9 @@ func (s *summary) drop(callID string) {
 	s.pending = slices.DeleteFunc(s.pending, func(a api.Approval) bool { return a.CallID == callID })
 }
 
-// created returns run id's run.created payload, brought up to date as
-// [summaries.get] does. The caller must not modify it.
+// created returns run id's run.created payload: from the cache while the
+// run has not ended, else read from the journal. The caller must not
+// modify it.
 func (c *summaries) created(ctx context.Context, id string) (*agent.RunCreated, error) {
 	if _, err := c.get(ctx, id, 0); err != nil {
 		return nil, err
@@ -149,10 +155,25 @@ func (c *summaries) created(ctx context.Context, id string) (*agent.RunCreated, 
 	c.mu.Lock()
 	s := c.runs[id]
 	c.mu.Unlock()
-	if s == nil {
-		return nil, fmt.Errorf("server: run %s: %w", id, journal.ErrNotFound)
+	if s != nil {
+		s.mu.Lock()
+		created := s.created
+		s.mu.Unlock()
+		if created != nil {
+			return created, nil
+		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.created, nil
+	events, err := journal.ReadVerified(ctx, c.store, id)
+	if err != nil {
+		return nil, err
+	}
+	v, err := agent.Decode(&events[0])
+	if err != nil {
+		return nil, err
+	}
+	created, ok := v.(*agent.RunCreated)
+	if !ok {
+		return nil, &journal.CorruptError{RunID: id, Seq: 1, Reason: fmt.Sprintf("first event is %s, want run.created", events[0].Type)}
+	}
+	return created, nil
 }

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -747,5 +746,3 @@ func (a *app) clientTokensRevoke(cmd *cobra.Command, args []string) error {
 	fmt.Fprintf(a.stdout, "revoked token %s\n", args[0])
 	return nil
 }
-
-var _ = time.Second

@@ -1,0 +1,77 @@
+package cli_test
+
+import (
+	"context"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/keel-run/keel/journal"
+)
+
+// The README's first steps, as a newcomer takes them: `keel serve`
+// prints a sign-in link; in the browser, start the demo run, approve its
+// edit in the inbox, and watch the run finish in its timeline. The real
+// command, its wiring, the linux sandbox and the demo policy.
+func TestServeNewcomerInBrowser(t *testing.T) {
+	var chrome string
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			chrome = p
+			break
+		}
+	}
+	if chrome == "" {
+		t.Skip("no chromium: .ci/run installs Debian's chromium package")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	s := startServe(t)
+	link := regexp.MustCompile(`sign in to the web UI:\s+(\S+)`).FindStringSubmatch(s.stderr.String())
+	if link == nil {
+		t.Fatalf("keel serve printed no sign-in link:\n%s", s.stderr)
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(chrome), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()))
+	defer cancelAlloc()
+	ctx, cancelTab := chromedp.NewContext(actx)
+	defer cancelTab()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+
+	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(link[1]),
+		chromedp.Click(css(`#start-demo`)),
+		chromedp.WaitVisible(css(`#timeline tr.ev.approval`)),
+	); err != nil {
+		t.Fatalf("sign in and start the demo: %v\n%s", err, s.stderr)
+	}
+	runURL, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := runURL[strings.LastIndex(runURL, "/")+1:]
+	card := `section.approval[data-run="` + runID + `"]`
+	if err := chromedp.Do(ctx,
+		chromedp.Click(css(`#nav-approvals`)),
+		chromedp.WaitVisible(css(card)),
+		chromedp.Click(css(card+` button.approve`)),
+		chromedp.WaitVisible(css(`#timeline tr.ev.end.completed`)),
+	); err != nil {
+		t.Fatalf("approve and watch: %v\n%s", err, s.stderr)
+	}
+	// The journal agrees: completed, the approval by the token's person.
+	code, out, _ := keel(t, "runs", "show", runID)
+	if code != 0 || !strings.Contains(out, string(journal.RunCompleted)) || !strings.Contains(out, "approval.resolved") {
+		t.Errorf("runs show %s = %d:\n%s", runID, code, out)
+	}
+}

@@ -1,0 +1,45 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/journal/mem"
+	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/server/api"
+)
+
+// A server over a journal, a token for a person, and the Go client. With
+// no Options.Prepare and Options.Wire this server only reads; `keel
+// serve` supplies both from the CLI's wiring.
+func ExampleNewHandler() {
+	ctx := context.Background()
+	rt := agent.NewRuntime(mem.New(), nil)
+	h := server.NewHandler(rt, nil)
+	defer h.Shutdown(ctx)
+	tok, err := h.Tokens().Create(ctx, "ada", []string{api.ScopeRunsRead}, "example")
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	c, _ := client.New(srv.URL, &client.Options{Token: tok.Secret})
+	who, _ := c.Whoami(ctx)
+	fmt.Println(who.Name, who.Scopes)
+	runs, _ := c.Runs(ctx, nil)
+	fmt.Println(len(runs), "runs")
+	_, err = c.CreateRun(ctx, &api.CreateRun{Task: "fix the tests"})
+	var apiErr *api.Error
+	if errors.As(err, &apiErr) {
+		fmt.Println(apiErr.Status, apiErr.Code)
+	}
+	// Output:
+	// ada [runs:read]
+	// 0 runs
+	// 403 forbidden
+}
