@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -148,9 +149,13 @@ func (a *app) dbPath() string {
 // openStore opens the journal named by --db, creating its directory.
 func (a *app) openStore(ctx context.Context) (journal.Store, error) {
 	p := a.dbPath()
-	if dir := filepath.Dir(p); dir != "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("journal directory: %w", err)
+	// A plain path (not a DSN such as sqlite:///x?sync=normal or
+	// postgres://...) gets its directory created.
+	if !strings.Contains(p, ":") {
+		if dir := filepath.Dir(p); dir != "" {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("journal directory: %w", err)
+			}
 		}
 	}
 	a.warnTornWAL(p)
