@@ -580,3 +580,27 @@ func TestSecondExecutorRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Tool-call ids that could name another call in a URL or a path are
+// replaced by safe ones, consistently in the journal and later requests.
+func TestUnsafeCallIDsReplaced(t *testing.T) {
+	e := newEnv(t)
+	m := &script{turns: []model.Message{
+		calls(tc("A", "echo", `{"text":"a"}`), tc("B/../A", "echo", `{"text":"b"}`), tc("q?x=1#f", "echo", `{"text":"c"}`), tc("A", "echo", `{"text":"d"}`)),
+		answer("done"),
+	}}
+	id := e.create(&agent.RunCreated{})
+	out, err := e.rt.Execute(context.Background(), id, e.params(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range out.State.Turns[0].Calls {
+		ids = append(ids, c.ID)
+	}
+	want := []string{"A", "call_keel_1_1", "call_keel_1_2", "call_keel_1_3"}
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("ids (-want +got):\n%s", diff)
+	}
+	checkPairs(t, m.reqs)
+}

@@ -219,11 +219,17 @@ func (x *executor) callModel(ctx context.Context) error {
 
 // normalizeIDs gives every call a unique id: some OpenAI-compatible
 // servers send none, or repeat them.
+//
+// An id that is not a short run of letters, digits, '_' and '-' (the
+// charset Anthropic's tool_use ids allow) is replaced too: ids end up in
+// URLs, file names and approval forms, where "B/../A" or "q?x#y" could
+// name another call. The journal keeps the replacement, and every later
+// request uses it consistently.
 func normalizeIDs(calls []model.ToolCall, step int) []model.ToolCall {
 	seen := map[string]bool{}
 	out := make([]model.ToolCall, len(calls))
 	for i, c := range calls {
-		if c.ID == "" || seen[c.ID] {
+		if !safeID(c.ID) || seen[c.ID] {
 			c.ID = fmt.Sprintf("call_keel_%d_%d", step, i)
 		}
 		seen[c.ID] = true
@@ -287,4 +293,17 @@ func clampUsage(u model.Usage) model.Usage {
 	u.CachedInputTokens = max(0, min(u.CachedInputTokens, u.InputTokens))
 	u.CacheWriteTokens = max(0, min(u.CacheWriteTokens, u.InputTokens))
 	return u
+}
+
+// safeID reports whether id is 1 to 64 characters of [A-Za-z0-9_-].
+func safeID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
 }
