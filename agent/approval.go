@@ -17,6 +17,10 @@ import (
 var (
 	// ErrNoApproval is returned when a call has no pending approval.
 	ErrNoApproval = errors.New("agent: no pending approval for this call")
+	// ErrApprovalExpired is wrapped by [Runtime.Resolve]'s error when the
+	// approval's deadline has passed: the default decision applies
+	// instead (Resolve journals it), whatever the late decision was.
+	ErrApprovalExpired = errors.New("agent: the approval's deadline has passed")
 )
 
 // ByTimeout is the ApprovalResolved.By of a decision the runtime applied
@@ -57,6 +61,10 @@ type PendingApproval struct {
 	OnBehalfOf string `json:"on_behalf_of,omitempty"`
 	// Task is the run's task, for context.
 	Task string `json:"task,omitempty"`
+	// Expired is set by [Runtime.Approvals] when the deadline has passed:
+	// the default decision applies when the run next executes (or at
+	// once, when someone tries to decide).
+	Expired bool `json:"expired,omitempty"`
 }
 
 // Pending returns the approvals s waits for, in call order.
@@ -84,9 +92,12 @@ type ApprovalsParams struct {
 	Principal string
 }
 
-// Approvals returns the approvals every paused run of the journal waits
-// for (or those p selects), oldest request first. Runs that fail to load
-// (corrupt) are skipped; audit them with package audit.
+// Approvals returns the approvals every run of the journal that has not
+// ended waits for (or those p selects), oldest request first. A run whose
+// newest event is one of several decisions still waits for the others,
+// so runs are chosen by their folded state, not by their newest event's
+// type. Runs that fail to load (corrupt) are skipped; audit them with
+// package audit.
 func (rt *Runtime) Approvals(ctx context.Context, p *ApprovalsParams) ([]PendingApproval, error) {
 	if p == nil {
 		p = &ApprovalsParams{}
@@ -95,7 +106,7 @@ func (rt *Runtime) Approvals(ctx context.Context, p *ApprovalsParams) ([]Pending
 	if p.RunID != "" {
 		ids = []string{p.RunID}
 	} else {
-		runs, err := rt.store.Runs(ctx, &journal.ListParams{Status: []journal.Status{journal.StatusPaused}})
+		runs, err := rt.store.Runs(ctx, &journal.ListParams{Status: []journal.Status{journal.StatusRunning, journal.StatusPaused}})
 		if err != nil {
 			return nil, fmt.Errorf("agent: list approvals: %w", err)
 		}
@@ -115,7 +126,11 @@ func (rt *Runtime) Approvals(ctx context.Context, p *ApprovalsParams) ([]Pending
 		if p.Principal != "" && st.Created.Principal != p.Principal {
 			continue
 		}
-		out = append(out, st.Pending()...)
+		now := rt.clock()
+		for _, pa := range st.Pending() {
+			pa.Expired = pa.Expires != nil && !now.Before(*pa.Expires)
+			out = append(out, pa)
+		}
 	}
 	slices.SortStableFunc(out, func(a, b PendingApproval) int { return a.Time.Compare(b.Time) })
 	return out, nil
@@ -134,6 +149,10 @@ func (rt *Runtime) Approvals(ctx context.Context, p *ApprovalsParams) ([]Pending
 // apply to the run's later calls, and for "agent" the caller also stores
 // them with the principal (identity.Directory.Grant) so that they apply
 // to the agent's other runs.
+//
+// A decision that comes after the approval's deadline is refused: Resolve
+// journals the default decision instead (by [ByTimeout], as an execution
+// would) and returns an error wrapping [ErrApprovalExpired].
 //
 // It returns [ErrNoApproval] if callID has no pending approval, an error
 // wrapping policy.ErrBadPrefix or policy.ErrNotRememberable for a grant
@@ -159,6 +178,23 @@ func (rt *Runtime) Resolve(ctx context.Context, runID, callID string, d *Approva
 		c := st.call(callID)
 		if c == nil || c.Approval == nil || c.Resolved != nil || c.Finished != nil {
 			return fmt.Errorf("agent: run %s call %s: %w", runID, callID, ErrNoApproval)
+		}
+		if now := rt.clock(); c.Approval.Expires != nil && !now.Before(*c.Approval.Expires) {
+			dec := c.Approval.Default
+			if dec != policy.Allow {
+				dec = policy.Deny
+			}
+			exp := c.Approval.Expires.Format(time.RFC3339)
+			timeout := &ApprovalResolved{CallID: callID, Decision: dec, By: ByTimeout,
+				Reason: fmt.Sprintf("no decision before the deadline %s; default: %s", exp, dec)}
+			_, err := rt.store.Append(ctx, runID, st.LastSeq, journal.Draft{Type: journal.ApprovalResolved, Time: now, Payload: marshal(timeout)})
+			if errors.Is(err, journal.ErrConflict) && attempt == 0 {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("agent: resolve approval: %w", err)
+			}
+			return fmt.Errorf("agent: run %s call %s: %w (%s): the default decision, %s, was applied", runID, callID, ErrApprovalExpired, exp, dec)
 		}
 		p := *d
 		p.CallID = callID

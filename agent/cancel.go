@@ -19,22 +19,40 @@ import (
 // to the run meanwhile. To cancel a run that is executing, cancel the
 // context of its [Runtime.Execute] with cause [ErrUserCanceled] instead.
 func (rt *Runtime) Cancel(ctx context.Context, runID, by string) (*State, error) {
-	st, _, err := rt.Load(ctx, runID)
-	if err != nil {
-		return nil, fmt.Errorf("agent: cancel run %s: %w", runID, err)
-	}
-	switch st.Status {
-	case journal.StatusCompleted:
-		return st, fmt.Errorf("agent: cancel run %s: %w", runID, ErrRunCompleted)
-	case journal.StatusCanceled:
-		return st, nil
-	}
-	x := &executor{rt: rt, p: &ExecParams{}, st: st, runID: runID}
 	who := by
 	if who == "" {
 		who = "user"
 	}
-	msg := "canceled by " + who
+	return rt.end(ctx, runID, journal.RunCanceled, "user", "canceled by "+who)
+}
+
+// Fail ends a run that no one is executing as failed, with reason and
+// message in its run.failed event, without a model or sandbox: every call
+// of its open turn gets a synthetic result first. The team server uses it
+// for a run it cannot execute at all (its model, sandbox or workspace
+// cannot be set up), so that the run stops with its reason journaled
+// instead of waiting forever; the run can be resumed once the cause is
+// fixed. It returns [ErrRunCompleted] for a completed run, nil for a run
+// already failed or canceled, and an error wrapping [ErrRunBusy] if
+// another process appended to the run meanwhile.
+func (rt *Runtime) Fail(ctx context.Context, runID, reason, message string) (*State, error) {
+	return rt.end(ctx, runID, journal.RunFailed, reason, message)
+}
+
+// end appends the results of the open turn's unfinished calls and then an
+// end event of type typ.
+func (rt *Runtime) end(ctx context.Context, runID string, typ journal.Type, reason, msg string) (*State, error) {
+	st, _, err := rt.Load(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("agent: end run %s: %w", runID, err)
+	}
+	switch {
+	case st.Status == journal.StatusCompleted:
+		return st, fmt.Errorf("agent: end run %s: %w", runID, ErrRunCompleted)
+	case st.Status == journal.StatusCanceled, st.Status == journal.StatusFailed && typ == journal.RunFailed:
+		return st, nil
+	}
+	x := &executor{rt: rt, p: &ExecParams{}, st: st, runID: runID}
 	if t := st.LastTurn(); t != nil {
 		var types []journal.Type
 		var payloads []any
@@ -51,7 +69,7 @@ func (rt *Runtime) Cancel(ctx context.Context, runID, by string) (*State, error)
 			}
 		}
 	}
-	if err := x.append(ctx, journal.RunCanceled, &RunEnded{Reason: "user", Message: msg}); err != nil {
+	if err := x.append(ctx, typ, &RunEnded{Reason: reason, Message: msg}); err != nil {
 		return nil, err
 	}
 	return x.st, nil

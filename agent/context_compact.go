@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/tool"
 )
 
 // maxSummaryAttempts bounds the summary requests of one compaction; after
@@ -69,10 +70,20 @@ func (x *executor) compact(ctx context.Context, c *Compaction) error {
 	if n := len(st.ctx.compactions); n > 0 {
 		prev = st.ctx.compactions[n-1].Summary
 	}
-	budget := window - cfg.SummaryTokens - fam.scale(EstimateText(summaryInstructions)+EstimateText(summaryAsk)+64)
+	// A summary is worth asking for only if it can be much smaller than
+	// what it replaces: the model may write up to sumTokens, at most half
+	// of that. Below minSummaryTokens the call could not help, and is
+	// not made.
+	replaced := fam.scale(replacedPieces(st, c.From, c.To))
+	sumTokens := min(cfg.SummaryTokens, replaced/2)
+	why := ""
+	if sumTokens < minSummaryTokens {
+		why = fmt.Sprintf("the compacted messages are only about %d tokens, too few for a model summary to save anything", replaced)
+	}
+	budget := window - sumTokens - fam.scale(EstimateText(summaryInstructions)+EstimateText(summaryAsk)+64)
 	start := x.now()
-	for attempt := 0; attempt < maxSummaryAttempts && budget >= minSummaryBudget; attempt++ {
-		req := summaryRequest(st, c, prev, ev.Notes, budget, cfg.SummaryTokens, fam)
+	for attempt := 0; why == "" && attempt < maxSummaryAttempts && budget >= minSummaryBudget; attempt++ {
+		req := summaryRequest(st, c, prev, ev.Notes, budget, sumTokens, fam)
 		resp, err := x.p.Model.Generate(ctx, req)
 		if ctx.Err() != nil {
 			return nil // the loop records the stop
@@ -94,24 +105,78 @@ func (x *executor) compact(ctx context.Context, c *Compaction) error {
 			ev.Attempts = append(ev.Attempts, SummaryAttempt{Kind: "empty", Message: "the model returned no summary text", BudgetTokens: budget})
 			continue
 		}
-		ev.Summary = clipMiddle(text, cfg.SummaryTokens*6)
-		ev.Usage, ev.Model = resp.Usage, resp.Model
+		// The call is paid whether or not its summary is used.
+		ev.Usage, ev.Model = ev.Usage.Add(resp.Usage), resp.Model
 		if x.p.Price != nil {
-			ev.Cost = x.p.Price(resp.Usage)
+			ev.Cost += x.p.Price(resp.Usage)
+		}
+		ev.Summary = clipTokens(text, sumTokens, fam)
+		if after := estimateAfter(st, ev); !c.Handoff && after >= c.Estimate {
+			ev.Attempts = append(ev.Attempts, SummaryAttempt{Kind: "no_gain", BudgetTokens: budget,
+				Message: fmt.Sprintf("the model's summary would leave the next request at %d tokens, not fewer than the %d before", after, c.Estimate)})
+			ev.Summary = ""
 		}
 		break
 	}
 	ev.DurationMS = x.since(start)
 	if ev.Summary == "" {
-		why := "the context window is too small for a summary request"
+		if why == "" {
+			why = "the context window is too small for a summary request"
+		}
 		if n := len(ev.Attempts); n > 0 {
 			why = ev.Attempts[n-1].Message
 		}
 		ev.Mechanical = true
-		ev.Summary = mechanicalSummary(st, c.From, c.To, prev, why, cfg.SummaryTokens*4)
+		// The mechanical summary, shorter and shorter until it shrinks
+		// the view; last, the minimal one, which the step function made
+		// sure is smaller than what it replaces.
+		for limit := cfg.SummaryTokens * 4; ; limit /= 2 {
+			ev.Summary = mechanicalSummary(st, c.From, c.To, prev, why, limit)
+			if c.Handoff || estimateAfter(st, ev) < c.Estimate {
+				break
+			}
+			if limit < 2*minMechanicalChars {
+				ev.Summary = minimalSummary(ev.FirstStep, ev.LastStep)
+				break
+			}
+		}
 	}
 	ev.TokensAfter = estimateAfter(st, ev)
 	return x.append(ctx, journal.ContextCompacted, ev)
+}
+
+// clipTokens keeps the head and tail of s within about n estimated
+// tokens of family f (clipMiddle by characters, shortened until the
+// estimate fits: digits and symbols cost more tokens per character than
+// words).
+func clipTokens(s string, n int, f Family) string {
+	chars := utf8.RuneCountInString(s)
+	for range 8 {
+		out := clipMiddle(s, chars)
+		est := f.scale(EstimateText(out))
+		if est <= n || chars <= 100 {
+			return out
+		}
+		chars = max(100, chars*n/est-20)
+	}
+	return clipMiddle(s, chars)
+}
+
+// minSummaryTokens is the smallest summary worth a model call.
+const minSummaryTokens = 64
+
+// minMechanicalChars is the shortest mechanical summary Keel tries before
+// the minimal one.
+const minMechanicalChars = 300
+
+// minimalSummary is Keel's shortest summary, for when neither the
+// model's nor the mechanical one is smaller than what it replaces: it
+// says which steps left the view and where they are kept.
+func minimalSummary(first, last int) string {
+	if first == 0 {
+		return "Keel left earlier messages out of the view to fit the context window, without a summary (one would not have been shorter); the journal keeps them."
+	}
+	return fmt.Sprintf("Keel left steps %d–%d out of the view to fit the context window, without a summary (one would not have been shorter); the journal keeps them (keel runs show) and the workspace their changes.", first, last)
 }
 
 // readNotes returns the head of the workspace notes file, or "" when it
@@ -124,12 +189,9 @@ func (x *executor) readNotes(name string) string {
 	if err != nil {
 		return ""
 	}
-	f, err := x.p.Env.Workspace.FS().Open(rel)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxNotesBytes+1))
+	// A regular file only, read without blocking: a FIFO or device in
+	// its place must not hang or flood the handoff.
+	b, err := tool.ReadRegular(x.p.Env.Workspace.FS(), rel, maxNotesBytes)
 	if err != nil {
 		return ""
 	}

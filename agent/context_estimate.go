@@ -172,3 +172,41 @@ func PrefixTokens(s *State, f Family) int {
 	req := &model.Request{System: systemPrompt(s.Created), Tools: toolSpecs(s.Created)}
 	return EstimateRequest(req, f)
 }
+
+// MinContextRoom is the room, in tokens, a context window must leave
+// beyond the fixed part of every request (see [MinContextWindow]) for the
+// conversation and the answer: below it no turn with a result fits, and
+// every compaction is in vain.
+const MinContextRoom = 2000
+
+// ContextFloor is the smallest context window a run can work in, and the
+// fixed part of its requests that it follows from, in estimated tokens
+// of the run's model family.
+type ContextFloor struct {
+	// System is the system prompt with the memory files.
+	System int
+	// Tools is the tool schemas.
+	Tools int
+	// Task is the task, which is never compacted.
+	Task int
+	// Min is System + Tools + Task + [MinContextRoom].
+	Min int
+}
+
+// MinContextWindow returns the floor of the run created as c: a window
+// smaller than its Min cannot hold one request with a turn in it. The
+// family is c.Context.Family, else the one of c.Model. Callers (the
+// command line) refuse smaller windows with these numbers in the error.
+func MinContextWindow(c *RunCreated) ContextFloor {
+	fam := LookupFamily(c.Model)
+	if c.Context != nil && c.Context.Family != "" {
+		fam = familyByName(c.Context.Family)
+	}
+	task := []model.Message{{Role: model.RoleUser, Content: c.Task}}
+	system := EstimateRequest(&model.Request{System: systemPrompt(c)}, fam)
+	taskOnly := EstimateRequest(&model.Request{Messages: task}, fam) - EstimateRequest(&model.Request{}, fam)
+	total := EstimateRequest(&model.Request{System: systemPrompt(c), Tools: toolSpecs(c), Messages: task}, fam)
+	f := ContextFloor{System: system, Task: taskOnly, Tools: total - system - taskOnly}
+	f.Min = total + MinContextRoom
+	return f
+}

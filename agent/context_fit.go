@@ -11,7 +11,12 @@ import (
 // call: when a handoff was requested, or when the estimate of the next
 // request passes the threshold and there is something to compact. It
 // never returns a compaction that does not move the view forward, so
-// compaction cannot loop: each one consumes at least one message.
+// compaction cannot loop: each one consumes at least one message. Nor
+// does it return one (other than a handoff) that cannot shrink the view:
+// when even Keel's shortest summary (minimalSummary) would not be
+// smaller than the messages and the summary it replaces, it compacts
+// everything but the newest message instead, or, if that cannot shrink
+// the view either, not at all (the request is then fitted).
 func contextAction(s *State) (Action, bool) {
 	cfg := s.contextConfig()
 	from, n := s.ViewStart(), len(s.Messages)
@@ -34,7 +39,40 @@ func contextAction(s *State) (Action, bool) {
 	if c.To <= from {
 		return Action{}, false
 	}
+	if !c.Handoff && !canShrink(s, c.From, c.To) {
+		if c.To >= n-1 || !canShrink(s, c.From, n-1) {
+			return Action{}, false
+		}
+		c.To = n - 1
+	}
 	return Action{Kind: ActCompact, Compact: c}, true
+}
+
+// minGain is the least a compaction must save, in pieces, for its
+// estimate in tokens to drop after the family's rounding.
+const minGain = 8
+
+// replacedPieces returns the pieces a compaction of messages [from, to)
+// takes out of the view: those messages with their results, and the
+// previous summary.
+func replacedPieces(s *State, from, to int) int {
+	n := 0
+	for _, p := range s.ctx.pieces[from:min(to, len(s.ctx.pieces))] {
+		n += p
+	}
+	if k := len(s.ctx.compactions); k > 0 {
+		n += perMessagePieces + EstimateText(summaryMessage(s.ctx.compactions[k-1]))
+	}
+	return n
+}
+
+// canShrink reports whether compacting messages [from, to) can make the
+// view smaller: whether Keel's shortest summary, with the plan, is
+// smaller than what it would replace.
+func canShrink(s *State, from, to int) bool {
+	first, last := stepRange(s, from, to)
+	least := perMessagePieces + EstimateText(summaryMessage(&ContextCompacted{Summary: minimalSummary(first, last), FirstStep: first, LastStep: last, Plan: s.Plan()}))
+	return least+minGain <= replacedPieces(s, from, to)
 }
 
 // lowWater is the fraction of the threshold a compaction aims to bring

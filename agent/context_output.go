@@ -32,3 +32,21 @@ func (x *executor) boundResult(r *tool.Result, callID string) {
 	}
 	r.Content, r.Artifact = out.View(), out.Artifact()
 }
+
+// maxReasonChars bounds the reason of a gate decision (the call's, and
+// each part's) in the journal and in what the model is told: a schema
+// error echoes the value it rejects, which can be as large as the model
+// made it (a 200 KB todo item).
+const maxReasonChars = 2000
+
+// boundDecided clips the reasons of d to maxReasonChars characters each
+// (head and tail, with a marker), so that gate.decided stays small
+// whatever the arguments; it returns d.
+func boundDecided(d *GateDecided) *GateDecided {
+	d.Decision.Reason = clipMiddle(tool.Sanitize(d.Decision.Reason), maxReasonChars)
+	for i := range d.Decision.Parts {
+		d.Decision.Parts[i].Reason = clipMiddle(d.Decision.Parts[i].Reason, maxReasonChars)
+		d.Decision.Parts[i].Detail = clipMiddle(d.Decision.Parts[i].Detail, maxReasonChars)
+	}
+	return d
+}

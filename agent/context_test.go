@@ -175,6 +175,65 @@ func TestCompactionWhenWindowAlreadyFull(t *testing.T) {
 	}
 }
 
+// A compaction shrinks the view, whatever the summary: the report's
+// case is a run whose newest turn alone overfills the window while the
+// turns before it are tiny, where a summary (the model's, or Keel's
+// mechanical one with its header) is larger than what it replaces. And
+// no summary is paid for that cannot help.
+func TestCompactionShrinksTheView(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		summary    string
+		summaryErr error
+	}{
+		{"model summary", "Goal: echo. Done: echoed.", nil},
+		{"model summary larger than what it replaces", strings.Repeat("0123456789 ", 2000), nil},
+		{"mechanical summary", "", &model.Error{Kind: model.KindInvalidRequest, Message: "cannot summarise"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			var turns []model.Message
+			for i, size := range []int{30000, 10, 10, 30000, 10} {
+				args, _ := json.Marshal(map[string]string{"text": fmt.Sprintf("%d:%s", i, strings.Repeat("7", size))})
+				turns = append(turns, model.Message{Content: "step", ToolCalls: []model.ToolCall{tc(fmt.Sprintf("c%d", i), "echo", string(args))}})
+			}
+			turns = append(turns, answer("done"))
+			m := &turnModel{turns: turns, summary: tt.summary, summaryErr: tt.summaryErr}
+			id := e.create(&agent.RunCreated{Context: &agent.ContextConfig{Window: 8000, Family: "generic"}})
+			out, err := e.rt.Execute(context.Background(), id, e.params(m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != journal.StatusCompleted {
+				t.Fatalf("outcome %v %+v", out.Status, out.End)
+			}
+			cs := out.State.Compactions()
+			if len(cs) == 0 {
+				t.Fatal("no compaction")
+			}
+			calls := 0
+			for i, c := range cs {
+				t.Logf("compaction %d: steps %d–%d, %d → %d tokens, mechanical %v, attempts %+v", i, c.FirstStep, c.LastStep, c.TokensBefore, c.TokensAfter, c.Mechanical, c.Attempts)
+				if c.TokensAfter >= c.TokensBefore {
+					t.Errorf("compaction %d grew the view: %d → %d tokens", i, c.TokensBefore, c.TokensAfter)
+				}
+				if !c.Mechanical {
+					calls++
+				}
+				calls += len(c.Attempts)
+			}
+			if calls != len(m.summaries) {
+				t.Errorf("%d summary calls, %d journaled", len(m.summaries), calls)
+			}
+			for i, r := range m.summaries {
+				if r.MaxOutputTokens < 64 {
+					t.Errorf("summary call %d asked for at most %d tokens: it could not help", i, r.MaxOutputTokens)
+				}
+			}
+		})
+	}
+}
+
 // Compaction never loops: when nothing can be compacted (the task alone
 // passes the threshold), the run calls the model with a fitted request.
 func TestCompactionNeverLoops(t *testing.T) {
@@ -385,5 +444,32 @@ func TestEstimateMatchesRecordedUsage(t *testing.T) {
 	t.Logf("estimate vs recorded prompt_tokens over %d requests: mean error %.1f%%, worst %.1f%%", tr.Len(), 100*sum/float64(tr.Len()), 100*worst)
 	if worst > 0.07 {
 		t.Errorf("worst estimate error %.1f%%, want at most 7%%", 100*worst)
+	}
+}
+
+// A call whose arguments break the tool's schema gets an error that
+// echoes the value it rejects; that error, in gate.decided and in the
+// result the model sees, is bounded like every result.
+func TestValidationErrorsBounded(t *testing.T) {
+	e := newEnv(t)
+	e.reg.Add(&tool.Tool{Name: "pick", Description: "pick one", Effect: tool.ReadOnly, Scope: func(json.RawMessage) []string { return nil },
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"status":{"enum":["pending","done"]}}}`)},
+		func(ctx context.Context, req *tool.Request) (*tool.Result, error) { return tool.Text("ok"), nil })
+	huge := strings.Repeat("x", 200_000)
+	args, _ := json.Marshal(map[string]any{"status": huge})
+	m := &turnModel{turns: []model.Message{calls(tc("p1", "pick", string(args))), answer("done")}}
+	id := e.create(&agent.RunCreated{})
+	out, err := e.rt.Execute(context.Background(), id, e.params(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := out.State.Turns[0].Calls[0].Finished
+	if !f.IsError || len([]rune(f.Content)) > tool.DefaultMaxResultChars {
+		t.Errorf("the result of an invalid call: error %v, %d characters (bound %d)", f.IsError, len([]rune(f.Content)), tool.DefaultMaxResultChars)
+	}
+	for _, ev := range e.events(id) {
+		if (ev.Type == journal.GateDecided || ev.Type == journal.ToolFinished) && len(ev.Payload) > 3*tool.DefaultMaxResultChars {
+			t.Errorf("%s is %d bytes", ev.Type, len(ev.Payload))
+		}
 	}
 }

@@ -157,7 +157,11 @@ type SandboxEgress struct {
 type SandboxQuarantine struct {
 	Path    string `json:"path"`
 	MovedTo string `json:"moved_to,omitempty"`
-	Reason  string `json:"reason"`
+	// Action is what the guard did: "moved", "removed", "made readable"
+	// (a directory it could not read got its owner's permissions back
+	// and was checked), or "" with Error set.
+	Action string `json:"action,omitempty"`
+	Reason string `json:"reason"`
 	// Error is set when the file could be neither moved nor removed.
 	Error string `json:"error,omitempty"`
 }
@@ -214,8 +218,11 @@ type ApprovalResolved struct {
 	CallID   string        `json:"call_id"`
 	Decision policy.Effect `json:"decision"` // allow or deny
 	By       string        `json:"by,omitempty"`
-	Reason   string        `json:"reason,omitempty"`
-	Remember string        `json:"remember,omitempty"`
+	// Token is the id of the API token the person decided with, when the
+	// decision came through the team server (By is the token's name).
+	Token    string `json:"token,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Remember string `json:"remember,omitempty"`
 	// Prefix is the word prefix a person stated to remember (with
 	// Remember); Grants the remembered approvals this decision made.
 	Prefix []string       `json:"prefix,omitempty"`

@@ -244,10 +244,14 @@ func (x *executor) finish(ctx context.Context, e *End) error {
 		// The model saw a bounded view; the run's output is the whole of
 		// it, read back from the artifact.
 		if c := x.st.call(e.CallID); c != nil && c.Finished.Artifact != "" {
-			if b, err := x.p.Env.Workspace.FS().ReadFile(c.Finished.Artifact); err == nil {
-				full := strings.TrimLeft(string(b), " \t\r\n")
+			if b, err := tool.ReadRegular(x.p.Env.Workspace.FS(), c.Finished.Artifact, maxRunOutput); err == nil {
+				cut := len(b) > maxRunOutput
+				full := strings.TrimLeft(string(b[:min(len(b), maxRunOutput)]), " \t\r\n")
 				if _, rest, ok := strings.Cut(full, "\n"); ok {
 					out = tool.Sanitize(rest)
+					if cut {
+						out += fmt.Sprintf("\n[… output cut at %d bytes; the whole output is in %s]\n", maxRunOutput, c.Finished.Artifact)
+					}
 				}
 			}
 		}
@@ -272,6 +276,10 @@ func boundText(s string, max int) string {
 	}
 	return fmt.Sprintf("%s\n[… %d bytes elided …]\n%s", s[:head], start-head, s[start:])
 }
+
+// maxRunOutput bounds the run's output read back from an artifact (it
+// is journaled in run.completed).
+const maxRunOutput = 1 << 20
 
 // MaxResponseBytes bounds one model response (text plus tool-call
 // arguments): 4 MiB, far above any real completion.

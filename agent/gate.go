@@ -132,7 +132,7 @@ func (x *executor) gate(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		c := x.st.call(id)
 		types = append(types, journal.GateDecided)
-		payloads = append(payloads, x.decide(ctx, decide, c))
+		payloads = append(payloads, boundDecided(x.decide(ctx, decide, c)))
 	}
 	return x.appendMany(ctx, types, payloads)
 }
@@ -196,8 +196,11 @@ func (x *executor) reject(ctx context.Context, ids []string) error {
 		default:
 			msg = "the policy denied this call: " + msg
 		}
+		// Bounded like every result (a person's reason, a policy's).
+		r := tool.Result{IsError: true, Content: msg}
+		x.boundResult(&r, id)
 		types = append(types, journal.ToolFinished)
-		payloads = append(payloads, &ToolFinished{CallID: id, Tool: c.Name, Synthetic: true, Result: tool.Result{IsError: true, Content: msg}})
+		payloads = append(payloads, &ToolFinished{CallID: id, Tool: c.Name, Synthetic: true, Result: r})
 	}
 	return x.appendMany(ctx, types, payloads)
 }

@@ -65,17 +65,26 @@ type healthState struct {
 	// formatStreak counts consecutive assistant messages without a tool
 	// call (format errors in text-action mode).
 	formatStreak int
-	// repeatStreak counts consecutive completed turns with the same
-	// signature; lastSig is the newest turn's.
+	// repeatStreak counts how many times in a row the newest turns
+	// repeat a cycle of 1 to maxPeriod turns with the same signatures
+	// (A A A, or A B A B...); repeatPeriod is that cycle's length. sigs
+	// are the newest turns' signatures, newest last; runs[p] counts the
+	// consecutive newest turns equal to the turn p before them.
 	repeatStreak int
-	lastSig      string
+	repeatPeriod int
+	sigs         []string
+	runs         [maxPeriod + 1]int
+	// grew is set when the newest turn made repeatStreak grow (a cycle of
+	// two turns grows it every second turn), so each count nudges once.
+	grew bool
 	// sigTurn is 1 + the message index of the newest turn whose
 	// signature was taken (0: none).
 	sigTurn int
 }
 
-// RepeatStreak returns how many completed turns in a row made the same
-// calls and got the same results (1 for a turn unlike the one before).
+// RepeatStreak returns how many times in a row the newest completed turns
+// repeated the same calls with the same results: the same turn (A A A),
+// or a cycle of two or three turns (A B A B); 1 when nothing repeats.
 func (s *State) RepeatStreak() int { return s.ctx.repeatStreak }
 
 // noteResponse folds a model response into the format streak.
@@ -96,13 +105,33 @@ func (s *State) noteTurnDone() {
 	}
 	s.ctx.sigTurn = t.Index + 1
 	sig := turnSignature(s.Messages[t.Index].ToolCalls, t)
-	if sig == s.ctx.lastSig {
-		s.ctx.repeatStreak++
-	} else {
-		s.ctx.repeatStreak = 1
+	h := &s.ctx.healthState
+	prev := h.repeatStreak
+	h.repeatStreak, h.repeatPeriod = 1, 1
+	for p := 1; p <= maxPeriod; p++ {
+		if n := len(h.sigs); n >= p && h.sigs[n-p] == sig {
+			h.runs[p]++
+		} else {
+			h.runs[p] = 0
+		}
+		// A cycle of p turns repeated: the first p turns, then one more
+		// cycle for every p turns that matched the turn p before.
+		if h.runs[p] >= p {
+			if streak := 1 + h.runs[p]/p; streak > h.repeatStreak {
+				h.repeatStreak, h.repeatPeriod = streak, p
+			}
+		}
 	}
-	s.ctx.lastSig = sig
+	h.grew = h.repeatStreak > prev
+	h.sigs = append(h.sigs, sig)
+	if len(h.sigs) > maxPeriod {
+		h.sigs = append(h.sigs[:0:0], h.sigs[len(h.sigs)-maxPeriod:]...)
+	}
 }
+
+// maxPeriod is the longest cycle of turns loop health recognises: the
+// same turn again (1), two turns alternating (2), or three in turn.
+const maxPeriod = 3
 
 // turnSignature hashes a turn's calls (names and arguments) and results
 // (content and error flag).
@@ -153,10 +182,18 @@ func healthAction(s *State) (Action, bool) {
 	n := s.ctx.repeatStreak
 	switch {
 	case h.MaxRepeats > 0 && n >= h.MaxRepeats:
-		return finish(journal.RunFailed, "repeated_calls", fmt.Sprintf("the model made the same tool calls and got the same results %d turns in a row", n), "", ""), true
-	case h.RepeatNudge > 0 && n == h.RepeatNudge:
+		what := fmt.Sprintf("the same tool calls and got the same results %d turns in a row", n)
+		if p := s.ctx.repeatPeriod; p > 1 {
+			what = fmt.Sprintf("the same %d turns of tool calls over and over, with the same results, %d times in a row", p, n)
+		}
+		return finish(journal.RunFailed, "repeated_calls", "the model made "+what, "", ""), true
+	case h.RepeatNudge > 0 && n == h.RepeatNudge && s.ctx.grew:
+		what := fmt.Sprintf("made the same tool call %d times in a row and got the same result each time", n)
+		if p := s.ctx.repeatPeriod; p > 1 {
+			what = fmt.Sprintf("gone through the same %d tool calls in turn %d times and got the same results each time", p, n)
+		}
 		return Action{Kind: ActNudge, Nudge: &UserMessage{Source: "keel.health", Content: fmt.Sprintf(
-			"[Keel: you have made the same tool call %d times in a row and got the same result each time. Repeating it will not change the outcome. Try a different approach, look at the problem from another side, or finish if the task is done. The run stops if the same call repeats %d times.]", n, h.MaxRepeats)}}, true
+			"[Keel: you have %s. Repeating them will not change the outcome. Try a different approach, look at the problem from another side, or finish if the task is done. The run stops if this repeats %d times.]", what, h.MaxRepeats)}}, true
 	}
 	return Action{}, false
 }

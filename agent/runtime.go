@@ -35,6 +35,18 @@ var (
 	ErrShutdown = errors.New("agent: runtime shutting down")
 )
 
+// CanceledBy returns a cancel cause that ends a run canceled, as
+// [ErrUserCanceled] does (errors.Is matches it), and names the person who
+// canceled it in the run.canceled message ("canceled by " + by). The team
+// server uses it so that a canceled execution names the person, as
+// [Runtime.Cancel] does for a run nobody executes.
+func CanceledBy(by string) error { return &canceledBy{by: by} }
+
+type canceledBy struct{ by string }
+
+func (c *canceledBy) Error() string        { return "agent: canceled by " + c.by }
+func (c *canceledBy) Is(target error) bool { return target == ErrUserCanceled }
+
 // Runtime creates and executes runs whose source of truth is a journal.
 // It is safe for concurrent use; each run is executed by one goroutine
 // (and one process: a second executor of the same run gets
@@ -249,6 +261,13 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 			}
 		}
 	}
+	if p.Recorder != nil {
+		// What the sandbox found while it started (before this run was
+		// created or resumed), journaled before any step.
+		if err := p.Recorder.flush(ctx, x); err != nil {
+			return nil, err
+		}
+	}
 	if to := time.Duration(st.Limits.Timeout); to > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, to, ErrTimeLimit)
@@ -365,6 +384,10 @@ func (x *executor) stop(ctx context.Context) error {
 		return nil
 	}
 	reason, typ, msg := "user", journal.RunCanceled, "canceled by user"
+	var by *canceledBy
+	if errors.As(cause, &by) && by.by != "" {
+		msg = "canceled by " + by.by
+	}
 	switch {
 	case errors.Is(cause, ErrTimeLimit):
 		reason, typ, msg = "timeout", journal.RunFailed, fmt.Sprintf("time limit reached (%s)", time.Duration(x.st.Limits.Timeout))

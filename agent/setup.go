@@ -80,9 +80,21 @@ var ErrNotExecuting = errors.New("agent: run is not executing")
 // executor's own appends. Bind it to an execution with
 // [ExecParams].Recorder; it is safe for concurrent use.
 type Recorder struct {
-	mu sync.Mutex
-	x  *executor
+	mu   sync.Mutex
+	x    *executor
+	kept []keptEvent // RecordOrKeep's events waiting for an execution
 }
+
+// keptEvent is an event RecordOrKeep holds until an execution starts.
+type keptEvent struct {
+	t       journal.Type
+	payload any
+}
+
+// maxKept bounds the events a Recorder keeps while no execution is
+// bound; events beyond it are dropped (the sandbox still logs
+// them).
+const maxKept = 64
 
 // Record appends one event of type t with payload (a JSON-marshalable
 // struct) to the run being executed. It returns [ErrNotExecuting] when no
@@ -95,6 +107,42 @@ func (r *Recorder) Record(ctx context.Context, t journal.Type, payload any) erro
 		return ErrNotExecuting
 	}
 	return x.append(ctx, t, payload)
+}
+
+// RecordOrKeep is [Recorder.Record] for events that can happen before an
+// execution is bound, such as what a sandbox finds while it starts (it
+// starts before the run is created or resumed): when no execution is
+// bound it keeps the event (at most 64) and returns nil, and the next
+// execution appends the kept events when it starts, before any step.
+func (r *Recorder) RecordOrKeep(ctx context.Context, t journal.Type, payload any) error {
+	r.mu.Lock()
+	x := r.x
+	if x == nil {
+		if len(r.kept) < maxKept {
+			r.kept = append(r.kept, keptEvent{t, payload})
+		}
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
+	return x.append(ctx, t, payload)
+}
+
+// flush appends the events RecordOrKeep kept, in one append.
+func (r *Recorder) flush(ctx context.Context, x *executor) error {
+	r.mu.Lock()
+	kept := r.kept
+	r.kept = nil
+	r.mu.Unlock()
+	if len(kept) == 0 {
+		return nil
+	}
+	types := make([]journal.Type, len(kept))
+	payloads := make([]any, len(kept))
+	for i, k := range kept {
+		types[i], payloads[i] = k.t, k.payload
+	}
+	return x.appendMany(ctx, types, payloads)
 }
 
 func (r *Recorder) bind(x *executor) {

@@ -5,6 +5,16 @@
 // again with journal.ReadJSONL and journal.Verify.
 //
 // The identity stream (package identity) is audited like a run.
+//
+// # What the chain shows, and what anchors add
+//
+// A hash chain shows that a stream was changed without its hashes being
+// recomputed (a byte flipped, an event edited or deleted by hand), and the
+// run index shows a tail cut off. It does not show a rewrite by someone
+// who can write the journal file and recomputes every hash after the
+// change: the rewritten chain verifies. [Anchors] returns each stream's
+// head (sequence number and hash) to keep outside that person's reach;
+// [CheckAnchors] later finds any change at or before an anchor.
 package audit
 
 import (
@@ -12,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
@@ -171,4 +183,104 @@ func Export(ctx context.Context, store journal.Store, runIDs []string, w io.Writ
 		}
 	}
 	return nil
+}
+
+// Anchor is the head of one stream at one moment: its newest event's
+// sequence number and hash. The hash chain alone shows that a journal was
+// changed without its hashes being recomputed; someone who can write the
+// journal file can recompute them after a change, and the chain then
+// verifies. Anchors kept outside that person's reach (printed, mailed,
+// committed elsewhere) close the gap: [CheckAnchors] finds any change to
+// a stream at or before its anchor, however its hashes were recomputed.
+type Anchor struct {
+	RunID string `json:"run_id"`
+	Seq   int64  `json:"seq"`
+	Hash  string `json:"hash"`
+	// Time is the time of the event at Seq.
+	Time time.Time `json:"time"`
+}
+
+// Anchors verifies every stream of store ([VerifyAll]) and returns the
+// head of each as an [Anchor], in the store's order. It returns an error
+// naming the streams that do not verify (an anchor of a bad journal
+// would vouch for it), or the store's error.
+func Anchors(ctx context.Context, store journal.Store) ([]Anchor, error) {
+	reports, err := VerifyAll(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	var bad []string
+	out := make([]Anchor, 0, len(reports))
+	for _, r := range reports {
+		if !r.OK {
+			bad = append(bad, fmt.Sprintf("%s (event %d: %s)", r.RunID, r.FirstBad, r.Reason))
+			continue
+		}
+		events, err := store.Read(ctx, r.RunID, int64(r.Events))
+		if err != nil || len(events) == 0 {
+			return nil, fmt.Errorf("audit: anchor %s: %w", r.RunID, err)
+		}
+		last := events[len(events)-1]
+		out = append(out, Anchor{RunID: r.RunID, Seq: last.Seq, Hash: last.Hash, Time: last.Time})
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("audit: anchor: %d stream(s) do not verify: %s", len(bad), strings.Join(bad, "; "))
+	}
+	return out, nil
+}
+
+// AnchorReport is the check of one [Anchor].
+type AnchorReport struct {
+	Anchor
+	// OK is true when the stream verifies and its event at Anchor.Seq has
+	// Anchor.Hash.
+	OK bool `json:"ok"`
+	// Reason says what is wrong.
+	Reason string `json:"reason,omitempty"`
+}
+
+// CheckAnchors checks store against anchors taken earlier ([Anchors]):
+// each anchored stream must still exist, verify from its first event, and
+// have the anchored hash at the anchored sequence number, so that a
+// change at or before the anchor (an edit with recomputed hashes, a
+// deleted event, a cut tail, a deleted stream) is found. It returns one
+// report per anchor, in order; an error only when the store cannot be
+// asked.
+func CheckAnchors(ctx context.Context, store journal.Store, anchors []Anchor) ([]AnchorReport, error) {
+	out := make([]AnchorReport, 0, len(anchors))
+	for _, a := range anchors {
+		r := AnchorReport{Anchor: a}
+		events, err := store.Read(ctx, a.RunID, 1)
+		var ce *journal.CorruptError
+		switch {
+		case errors.Is(err, journal.ErrNotFound):
+			r.Reason = "the stream no longer exists"
+		case errors.As(err, &ce):
+			r.Reason = fmt.Sprintf("corrupt at event %d: %s", ce.Seq, ce.Reason)
+		case err != nil:
+			return out, fmt.Errorf("audit: check anchor of %s: %w", a.RunID, err)
+		default:
+			r.Reason = checkAnchor(a, events)
+		}
+		r.OK = r.Reason == ""
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func checkAnchor(a Anchor, events []journal.Event) string {
+	if err := journal.Verify(a.RunID, events); err != nil {
+		return err.Error()
+	}
+	if int64(len(events)) < a.Seq {
+		return fmt.Sprintf("the stream ends at event %d, before the anchored event %d: events were removed", len(events), a.Seq)
+	}
+	e := events[a.Seq-1]
+	if e.Seq != a.Seq {
+		return fmt.Sprintf("event %d is numbered %d", a.Seq, e.Seq)
+	}
+	if e.Hash != a.Hash {
+		return fmt.Sprintf("event %d has hash %.16s…, the anchor says %.16s…: the stream was rewritten at or before it", a.Seq, e.Hash, a.Hash)
+	}
+	return ""
 }

@@ -94,9 +94,17 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 
 // send performs a request and returns the response if its status is
 // 2xx; otherwise it reads the error body and returns it as *api.Error.
+// path is already escaped: each segment that holds a value (a run or call
+// id) went through url.PathEscape, and is sent as it is, never escaped
+// twice.
 func (c *Client) send(ctx context.Context, method, path string, q url.Values, body any, header http.Header) (*http.Response, error) {
 	u := *c.base
-	u.Path = c.base.Path + path
+	u.RawPath = c.base.EscapedPath() + path
+	p, err := url.PathUnescape(u.RawPath)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s %s: bad path: %w", method, path, err)
+	}
+	u.Path = p
 	u.RawQuery = q.Encode()
 	var rd io.Reader
 	if body != nil {
@@ -205,7 +213,11 @@ func (c *Client) Fork(ctx context.Context, id string, req *api.ForkRun) (*api.Ru
 // Artifact returns the whole output file rel (".keel/artifacts/...") of
 // run id.
 func (c *Client) Artifact(ctx context.Context, id, rel string) ([]byte, error) {
-	resp, err := c.send(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/artifacts/"+rel, nil, nil, nil)
+	segs := strings.Split(rel, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	resp, err := c.send(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/artifacts/"+strings.Join(segs, "/"), nil, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -146,3 +146,37 @@ func TestNewRejectsBadURLs(t *testing.T) {
 		t.Errorf("New(http://127.0.0.1:8420/) = %v", err)
 	}
 }
+
+// Path values (run and call ids) are escaped once, as one segment each:
+// the server sees the id the caller gave, whatever it holds.
+func TestPathSegmentsEscapedOnce(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.URL.EscapedPath())
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL+"/base/", &client.Options{Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, id := range []string{"q?x=1#frag", "sp ace%2F", "B/../A"} {
+		if _, err := c.Approve(ctx, "r 1", id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Artifact(ctx, "r1", ".keel/artifacts/r1/c?1.out"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"/base/v1/runs/r%201/approvals/q%3Fx=1%23frag/approve",
+		"/base/v1/runs/r%201/approvals/sp%20ace%252F/approve",
+		"/base/v1/runs/r%201/approvals/B%2F..%2FA/approve",
+		"/base/v1/runs/r1/artifacts/.keel/artifacts/r1/c%3F1.out",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("paths on the wire (-want +got):\n%s", diff)
+	}
+}

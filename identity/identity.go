@@ -6,12 +6,14 @@
 // # Storage and integrity
 //
 // The directory is an event stream in the run journal itself, under the
-// reserved stream id [StreamID]: agent.created, agent.revoked and
-// agent.granted events, hash-chained like every run's events and appended
-// with the same optimistic concurrency, so several processes sharing one
-// journal database see one directory, and any change made behind Keel's
-// back breaks the chain and is reported (a [*journal.CorruptError]) by
-// every read. The journal database lives outside every workspace and
+// reserved stream id [StreamID]: agent.created, agent.revoked,
+// agent.granted, agent.ungranted and agent.restored events, hash-chained
+// like every run's events and appended with the same optimistic
+// concurrency, so several processes sharing one journal database see one
+// directory, and any change made behind Keel's back without recomputing
+// the hashes breaks the chain and is reported (a [*journal.CorruptError])
+// by every read. (A rewrite that recomputes them is found only against an
+// anchor kept elsewhere: package audit.) The journal database lives outside every workspace and
 // outside the sandbox (the CLI refuses a database inside the workspace),
 // so no tool can reach it. Streams whose id starts with [ReservedPrefix]
 // are not runs: run listings skip them ([Reserved]).
@@ -82,6 +84,11 @@ const (
 	AgentCreated journal.Type = "agent.created"
 	AgentRevoked journal.Type = "agent.revoked"
 	AgentGranted journal.Type = "agent.granted"
+	// AgentUngranted removes a standing approval ([Directory.Ungrant]).
+	AgentUngranted journal.Type = "agent.ungranted"
+	// AgentRestored undoes the revocation of a built-in agent
+	// ([Directory.Restore]).
+	AgentRestored journal.Type = "agent.restored"
 )
 
 // Errors callers branch on.
@@ -108,6 +115,10 @@ type Agent struct {
 	// Grants are the agent's standing approvals (approvals remembered
 	// with scope "agent").
 	Grants []policy.Grant `json:"grants,omitempty"`
+	// RestoredAt and RestoredBy record the newest restoration of a
+	// built-in agent after a revocation ([Directory.Restore]).
+	RestoredAt time.Time `json:"restored_at,omitzero"`
+	RestoredBy string    `json:"restored_by,omitempty"`
 }
 
 // Payloads of the directory's events.
@@ -232,6 +243,8 @@ func (d *Directory) apply(e *journal.Event) error {
 			return bad("agent.granted for unknown agent %q", p.Name)
 		}
 		a.Grants = append(a.Grants, p.Grant)
+	case AgentUngranted, AgentRestored:
+		return d.applyChange(e, bad)
 	default:
 		return bad("unknown event type %s in the identity stream", e.Type)
 	}
@@ -370,7 +383,8 @@ type RevokeParams struct {
 // Revoke revokes an agent: from its next gate decision on, its runs pause
 // with reason "revoked" and none of its calls runs. It returns the agent,
 // or an error wrapping [ErrUnknown], or [ErrRevokedAgent] when it already
-// is revoked. Revocation is permanent: create a new agent instead.
+// is revoked. Revocation is permanent for a created agent (create a new
+// one instead); a built-in agent can be restored ([Directory.Restore]).
 func (d *Directory) Revoke(ctx context.Context, name string, p *RevokeParams) (*Agent, error) {
 	if p == nil {
 		p = &RevokeParams{}

@@ -12,15 +12,27 @@ import (
 // found by [ParseBash].
 type Command struct {
 	// Text is the command as written: its words and its own redirections,
-	// followed by the body of any here-document it reads.
+	// followed by the body of any here-document it reads, then the
+	// redirections of the compound commands around it ("touch a > f" for
+	// "{ touch a; } > f"). A command that reads its arguments or its
+	// script from a pipe (xargs, parallel, a shell or an interpreter
+	// reading standard input) has the whole pipeline as its text, and a
+	// command run by find -exec the whole find command: the text is what
+	// a remembered approval must match exactly.
 	Text string
 	// Words are the command's words, env-prefix assignments excluded:
 	// literal words unquoted ("'a b'" becomes "a b"), any other word as its
 	// source text ("$HOME/x" stays "$HOME/x").
 	Words []string
-	// Literal[i] reports whether Words[i] is a literal: no expansion,
-	// substitution or ANSI-C quoting in it.
+	// Literal[i] reports whether Words[i] is a literal: no parameter,
+	// command or arithmetic expansion, brace expansion, ANSI-C escape or
+	// tilde form other than the home directory ("~", "~/x", "~user") in
+	// it.
 	Literal []bool
+	// Glob[i] is the byte offset in Words[i] of its first unquoted
+	// pattern character (*, ? or [), or -1 when it has none: the word is
+	// a path pattern whose matches lie under Words[i][:Glob[i]].
+	Glob []int
 	// Prog is the index in Words of the program that runs, after wrappers
 	// such as env, timeout, nice or xargs; len(Words) when there is none
 	// (a bare "env").
@@ -29,17 +41,30 @@ type Command struct {
 	// of assignments made by env.
 	Assigns []string
 	// Via lists what the command runs inside, outermost first: "$(...)",
-	// "`...`", "<(...)", "bash -c", "eval", "trap", "env", "timeout",
-	// "xargs", "find -exec"....
+	// "`...`", "<(...)", "bash -c", "eval", "trap", "alias", "env",
+	// "timeout", "xargs", "find -exec"....
 	Via []string
 	// Redirects are the redirections that apply to the command: its own
 	// and those of enclosing compound commands.
 	Redirects []Redirect
-	// Dynamic is set when what runs is only known at run time: the
-	// program name is an expansion, or a nested script (bash -c, eval,
-	// a shell reading standard input) is not a literal; Why says which.
+	// Dynamic is set when what runs, or what it works on, is only known
+	// at run time: the program name is an expansion, a nested script is
+	// not a literal, the arguments come from a pipe (xargs), an alias
+	// defined on the line runs, or a word hides commands that bash runs
+	// while expanding it (${x@P}, arithmetic on variables, array
+	// subscripts); Why says which.
 	Dynamic bool
 	Why     string
+	// Code is set when the command runs code the analysis cannot see: an
+	// interpreter or a shell running a script file or a code string
+	// (python3 x.py, python3 -c ..., perl -e ..., bash x.sh, source x);
+	// CodeWhy says which.
+	Code    bool
+	CodeWhy string
+	// Input is set when the command takes its arguments or its script
+	// from a pipe or a file (xargs, a shell reading standard input) or
+	// from the files find finds (-exec).
+	Input bool
 }
 
 // Redirect is one redirection of a [Command].
@@ -53,6 +78,8 @@ type Redirect struct {
 	Literal bool
 	// Write is set for operators that write the target.
 	Write bool
+	// Text is the redirection as written ("2>&1", "> out.log").
+	Text string
 }
 
 // Name returns the base name of the program the command runs ("rm" for
@@ -86,39 +113,78 @@ func (c *Command) AllLiteral() bool {
 // bash -c...) are analysed; deeper ones are dynamic.
 const maxNesting = 8
 
+// MaxSubstitutionDepth bounds how deep command and process substitutions
+// ($(...) inside $(...)) are analysed: a deeper one is a dynamic part of
+// its own and is not looked into, so that the analysis stays linear in
+// the size of the command line.
+const MaxSubstitutionDepth = 16
+
+// MaxParts bounds how many parts (simple commands) of one call the gate
+// decides. A call with more is asked about whatever the policy says
+// (policy id "keel.limit"), and its journaled decision lists only the
+// first MaxParts parts with the count of the others.
+const MaxParts = 256
+
 // ParseBash parses a bash command line and returns every simple command in
 // it, in source order: the commands of pipelines, lists (&&, ||, ;),
 // subshells, blocks, loops, conditionals and function bodies; those inside
 // command and process substitutions ($(...), `...`, <(...)) and in
 // redirection targets and unquoted here-documents; and those of nested
 // scripts whose text is a literal: "bash -c SCRIPT" (and sh, dash, zsh,
-// ksh), eval, trap, su -c, watch, a shell reading a literal here-document,
-// and the command of find -exec. Wrappers (env, timeout, nice, nohup,
-// stdbuf, setsid, command, exec, builtin, sudo, doas, xargs, ionice,
-// time) are looked through: [Command.Prog] names what they run. A nested
-// script that is not a literal gives a [Command] with Dynamic set.
+// ksh), eval, trap, su -c, watch, alias definitions, a shell reading a
+// literal here-document, and the command of find -exec. Wrappers (env,
+// timeout, nice, nohup, stdbuf, setsid, command, exec, builtin, sudo,
+// doas, xargs, parallel, ionice, time, flock, strace...) are looked
+// through: [Command.Prog] names what they run. A nested script that is not
+// a literal gives a [Command] with Dynamic set, and so do arithmetic
+// commands and tests ("(( ))", "let", "[[ -eq ]]") whose operands could
+// run commands hidden in variables.
 //
 // It returns an error when the line does not parse as bash; the runtime
 // treats such a line as one dynamic part (the shell would reject it too,
 // or the parser does not know a construct, and a person should look).
 func ParseBash(src string) ([]Command, error) {
-	p := &parser{}
-	if err := p.parse(src, nil, 0); err != nil {
-		return nil, err
+	cmds, _, _, err := parseBash(src, 0)
+	return cmds, err
+}
+
+// parseBash is [ParseBash] keeping at most limit commands (0: all); it
+// also returns how many there are in all, and why the analysis stopped
+// short ("" when it did not: nesting too deep).
+func parseBash(src string, limit int) ([]Command, int, string, error) {
+	p := &parser{limit: limit, aliases: map[string]bool{}}
+	if err := p.parse(src, nil, 0, 0); err != nil {
+		return nil, 0, "", err
 	}
-	return p.out, nil
+	return p.out, p.total, p.short, nil
 }
 
 type parser struct {
-	out []Command
+	out   []Command
+	total int
+	limit int
+	// short says why a part was left unanalysed because of a limit.
+	short string
+	// aliases are the names defined by alias commands seen so far;
+	// aliasUnknown is set once an alias definition was not a literal.
+	aliases      map[string]bool
+	aliasUnknown bool
 }
 
-func (p *parser) parse(src string, via []string, depth int) error {
+// record appends cmd, unless the limit is reached (it is still counted).
+func (p *parser) record(cmd Command) {
+	p.total++
+	if p.limit == 0 || len(p.out) < p.limit {
+		p.out = append(p.out, cmd)
+	}
+}
+
+func (p *parser) parse(src string, via []string, depth, subst int) error {
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
 	if err != nil {
 		return fmt.Errorf("policy: parse bash: %w", err)
 	}
-	w := &walker{p: p, src: src, depth: depth}
+	w := &walker{p: p, src: src, depth: depth, subst: subst}
 	for _, s := range f.Stmts {
 		w.stmt(s, nil, via)
 	}
@@ -129,7 +195,16 @@ func (p *parser) parse(src string, via []string, depth int) error {
 type walker struct {
 	p     *parser
 	src   string
-	depth int
+	depth int // nested scripts around this one
+	subst int // substitutions around the current node
+	// pipe is the outermost pipeline around the current node, if any.
+	pipe *pipeline
+}
+
+// pipeline is a pipeline's text and the redirections around it.
+type pipeline struct {
+	text  string
+	outer []Redirect
 }
 
 func (w *walker) text(from, to syntax.Pos) string {
@@ -156,18 +231,33 @@ func (w *walker) visit(n syntax.Node, rs []Redirect, via []string) {
 			if x.Backquotes {
 				v = "`...`"
 			}
-			for _, s := range x.Stmts {
-				w.stmt(s, nil, with(via, v))
-			}
+			w.substitution(x, x.Stmts, with(via, v))
 			return false
 		case *syntax.ProcSubst:
-			for _, s := range x.Stmts {
-				w.stmt(s, nil, with(via, "<(...)"))
-			}
+			w.substitution(x, x.Stmts, with(via, "<(...)"))
 			return false
 		}
 		return true
 	})
+}
+
+// substitution records the commands of a command or process
+// substitution, or one dynamic part when it is nested too deep.
+func (w *walker) substitution(n syntax.Node, stmts []*syntax.Stmt, via []string) {
+	if w.subst >= MaxSubstitutionDepth {
+		why := fmt.Sprintf("command substitutions nested more than %d deep are not analysed", MaxSubstitutionDepth)
+		w.p.short = why
+		w.p.record(Command{Text: w.text(n.Pos(), n.End()), Via: via, Dynamic: true, Why: why})
+		return
+	}
+	pipe := w.pipe
+	w.pipe = nil
+	w.subst++
+	for _, s := range stmts {
+		w.stmt(s, nil, via)
+	}
+	w.subst--
+	w.pipe = pipe
 }
 
 func with(via []string, v string) []string {
@@ -178,9 +268,7 @@ func (w *walker) stmt(s *syntax.Stmt, outer []Redirect, via []string) {
 	rs := append(outer[:len(outer):len(outer)], w.redirects(s.Redirs)...)
 	switch c := s.Cmd.(type) {
 	case *syntax.CallExpr:
-		if len(c.Args) > 0 {
-			w.call(s, c, rs, via)
-		}
+		w.call(s, c, outer, rs, via)
 		for _, a := range c.Assigns {
 			w.visit(a, nil, via)
 		}
@@ -188,14 +276,34 @@ func (w *walker) stmt(s *syntax.Stmt, outer []Redirect, via []string) {
 			w.visit(a, nil, via)
 		}
 	case *syntax.DeclClause:
-		cmd := Command{Text: w.text(c.Pos(), c.End()), Words: []string{c.Variant.Value}, Literal: []bool{true}, Via: via, Redirects: rs}
+		cmd := Command{Text: withOuter(w.text(c.Pos(), c.End()), outer), Words: []string{c.Variant.Value}, Literal: []bool{true}, Glob: []int{-1}, Via: via, Redirects: rs}
 		for _, a := range c.Args {
 			if a.Name != nil {
 				cmd.Assigns = append(cmd.Assigns, a.Name.Value)
 			}
 			w.visit(a, nil, via)
 		}
-		w.p.out = append(w.p.out, cmd)
+		if why := w.declHidden(c); why != "" {
+			cmd.Dynamic, cmd.Why = true, why
+		}
+		w.p.record(cmd)
+	case *syntax.BinaryCmd:
+		if (c.Op == syntax.Pipe || c.Op == syntax.PipeAll) && w.pipe == nil {
+			w.pipe = &pipeline{text: w.text(c.Pos(), c.End()), outer: rs}
+			w.visit(c, rs, via)
+			w.pipe = nil
+		} else {
+			w.visit(c, rs, via)
+		}
+	case *syntax.ArithmCmd, *syntax.LetClause, *syntax.TestClause, *syntax.ForClause:
+		if why := compoundHidden(c); why != "" {
+			text := w.text(c.Pos(), c.End())
+			if f, ok := c.(*syntax.ForClause); ok {
+				text = w.text(f.Pos(), f.Loop.End())
+			}
+			w.p.record(Command{Text: withOuter(text, outer), Via: via, Redirects: rs, Dynamic: true, Why: why})
+		}
+		w.visit(c, rs, via)
 	case nil:
 	default:
 		w.visit(c, rs, via)
@@ -210,20 +318,35 @@ func (w *walker) stmt(s *syntax.Stmt, outer []Redirect, via []string) {
 	}
 }
 
+// withOuter appends the text of the enclosing redirections to text.
+func withOuter(text string, outer []Redirect) string {
+	for _, r := range outer {
+		if r.Text != "" {
+			text += " " + r.Text
+		}
+	}
+	return text
+}
+
 func (w *walker) redirects(rs []*syntax.Redirect) []Redirect {
 	var out []Redirect
 	for _, r := range rs {
 		red := Redirect{Op: r.Op.String()}
+		end := r.End()
+		if r.Hdoc != nil && r.Word != nil {
+			end = r.Word.End() // the body is not part of the operator
+		}
+		red.Text = w.text(r.Pos(), end)
 		switch r.Op {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll, syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob, syntax.RdrInOut:
 			red.Write = true
-			red.Target, red.Literal = w.word(r.Word)
+			red.Target, red.Literal = w.wordValue(r.Word)
 		case syntax.RdrIn:
-			red.Target, red.Literal = w.word(r.Word)
+			red.Target, red.Literal = w.wordValue(r.Word)
 		case syntax.DplIn, syntax.DplOut:
 			// ">&2", "<&0": fd duplication, unless the word is a file name
 			// (">& file" is the same as "&> file").
-			t, lit := w.word(r.Word)
+			t, lit := w.wordValue(r.Word)
 			if lit && !isFD(t) {
 				red.Target, red.Literal, red.Write = t, lit, r.Op == syntax.DplOut
 			} else if !lit {
@@ -247,50 +370,122 @@ func isFD(s string) bool {
 	return s != ""
 }
 
-// word returns a word's literal value (unquoted) and true, or its source
-// text and false when it contains an expansion.
-func (w *walker) word(x *syntax.Word) (string, bool) {
+// wordInfo is what the analysis knows of one word.
+type wordInfo struct {
+	// val is the literal value (unquoted), or the source text when the
+	// word is not a literal.
+	val string
+	lit bool
+	// glob is the offset in val of the first unquoted pattern character,
+	// or -1.
+	glob int
+}
+
+// wordValue returns a word's literal value (unquoted) and true, or its
+// source text and false when it is not a literal.
+func (w *walker) wordValue(x *syntax.Word) (string, bool) {
+	i := w.word(x)
+	return i.val, i.lit
+}
+
+// word analyses x (see [Command].Literal and Glob).
+func (w *walker) word(x *syntax.Word) wordInfo {
 	if x == nil {
-		return "", false
+		return wordInfo{lit: false, glob: -1}
+	}
+	src := func() wordInfo { return wordInfo{val: w.text(x.Pos(), x.End()), glob: -1} }
+	if hasBraces(x) {
+		return src()
 	}
 	var b strings.Builder
-	for _, part := range x.Parts {
+	glob := -1
+	for i, part := range x.Parts {
 		switch q := part.(type) {
 		case *syntax.Lit:
-			b.WriteString(unescape(q.Value, false))
+			if i == 0 && strings.HasPrefix(q.Value, "~") && !homeTilde(q.Value) {
+				return src() // ~+, ~-, ~N: the current, previous or a stacked directory
+			}
+			v, g := unescapeGlob(q.Value)
+			if glob < 0 && g >= 0 {
+				glob = b.Len() + g
+			}
+			b.WriteString(v)
 		case *syntax.SglQuoted:
 			if q.Dollar && strings.Contains(q.Value, `\`) {
-				return w.text(x.Pos(), x.End()), false
+				return src()
 			}
 			b.WriteString(q.Value)
 		case *syntax.DblQuoted:
 			if q.Dollar {
-				return w.text(x.Pos(), x.End()), false
+				return src()
 			}
 			for _, dp := range q.Parts {
 				lit, ok := dp.(*syntax.Lit)
 				if !ok {
-					return w.text(x.Pos(), x.End()), false
+					return src()
 				}
 				b.WriteString(unescape(lit.Value, true))
 			}
 		default:
-			return w.text(x.Pos(), x.End()), false
+			return src()
 		}
 	}
-	return b.String(), true
+	return wordInfo{val: b.String(), lit: true, glob: glob}
+}
+
+// hasBraces reports whether x has an unquoted brace expansion ("{a,b}",
+// "{1..9}").
+func hasBraces(x *syntax.Word) bool {
+	c := *x
+	c.Parts = append([]syntax.WordPart(nil), x.Parts...)
+	if !syntax.SplitBraces(&c) {
+		return false
+	}
+	found := false
+	syntax.Walk(&c, func(n syntax.Node) bool {
+		if b, ok := n.(*syntax.BraceExp); ok && (b.Sequence || len(b.Elems) > 1) {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// homeTilde reports whether a word starting with "~" names a home
+// directory: "~", "~/..." or "~user/...", not "~+", "~-" or "~N".
+func homeTilde(s string) bool {
+	prefix, _, _ := strings.Cut(s[1:], "/")
+	if prefix == "" {
+		return true
+	}
+	c := prefix[0]
+	return c != '+' && c != '-' && (c < '0' || c > '9')
 }
 
 // unescape removes the backslashes bash removes: before any character
 // outside quotes, before $ ` " \ and newline inside double quotes; a
 // backslash-newline disappears entirely.
 func unescape(s string, dq bool) string {
-	if !strings.Contains(s, `\`) {
-		return s
+	v, _ := unescapeMode(s, dq)
+	return v
+}
+
+// unescapeGlob unescapes an unquoted literal and returns the offset in
+// the result of its first unescaped pattern character (*, ? or [), or
+// -1.
+func unescapeGlob(s string) (string, int) { return unescapeMode(s, false) }
+
+func unescapeMode(s string, dq bool) (string, int) {
+	glob := -1
+	if !strings.ContainsAny(s, `\*?[`) {
+		return s, glob
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if !dq && glob < 0 && (c == '*' || c == '?' || c == '[' && strings.IndexByte(s[i+1:], ']') >= 0) {
+			glob = b.Len()
+		}
 		if c != '\\' || i+1 == len(s) {
 			b.WriteByte(c)
 			continue
@@ -306,11 +501,13 @@ func unescape(s string, dq bool) string {
 			b.WriteByte(c)
 		}
 	}
-	return b.String()
+	return b.String(), glob
 }
 
-// call records the simple command c of statement s.
-func (w *walker) call(s *syntax.Stmt, c *syntax.CallExpr, rs []Redirect, via []string) {
+// call records the simple command c of statement s; outer are the
+// redirections of the compound commands around s, rs all of its
+// redirections.
+func (w *walker) call(s *syntax.Stmt, c *syntax.CallExpr, outer, rs []Redirect, via []string) {
 	end := c.End()
 	var hdocs []string
 	if s.Cmd == c {
@@ -327,16 +524,42 @@ func (w *walker) call(s *syntax.Stmt, c *syntax.CallExpr, rs []Redirect, via []s
 	if len(hdocs) > 0 {
 		text += "\n" + strings.Join(hdocs, "\n")
 	}
-	cmd := Command{Text: text, Via: via, Redirects: rs}
+	cmd := Command{Text: withOuter(text, outer), Via: via, Redirects: rs}
 	for _, a := range c.Assigns {
 		if a.Name != nil {
 			cmd.Assigns = append(cmd.Assigns, a.Name.Value)
 		}
 	}
 	for _, a := range c.Args {
-		v, lit := w.word(a)
-		cmd.Words = append(cmd.Words, v)
-		cmd.Literal = append(cmd.Literal, lit)
+		wi := w.word(a)
+		cmd.Words = append(cmd.Words, wi.val)
+		cmd.Literal = append(cmd.Literal, wi.lit)
+		cmd.Glob = append(cmd.Glob, wi.glob)
+	}
+	why := ""
+	for _, a := range c.Assigns {
+		if why == "" {
+			why = assignHidden(a)
+		}
+	}
+	for _, a := range c.Args {
+		if why == "" {
+			why = hidden(a)
+		}
+	}
+	for _, r := range s.Redirs {
+		if why == "" && r.Word != nil {
+			why = hidden(r.Word)
+		}
+	}
+	if why != "" {
+		cmd.Dynamic, cmd.Why = true, why
+	}
+	if len(c.Args) == 0 {
+		if cmd.Dynamic {
+			w.p.record(cmd) // a bare assignment that runs hidden commands
+		}
+		return
 	}
 	var stdin *syntax.Redirect
 	if s.Cmd == c {
@@ -350,19 +573,39 @@ func (w *walker) call(s *syntax.Stmt, c *syntax.CallExpr, rs []Redirect, via []s
 	w.unwrap(cmd, 0, stdin)
 }
 
+// fromInput marks cmd as taking its arguments or its script from its
+// standard input: what runs depends on whatever feeds it, so its text
+// becomes the whole pipeline around it.
+func (w *walker) fromInput(cmd *Command, why string) {
+	cmd.Input = true
+	if !cmd.Dynamic {
+		cmd.Dynamic, cmd.Why = true, why
+	}
+	if w.pipe != nil {
+		cmd.Text = withOuter(w.pipe.text, w.pipe.outer)
+	}
+}
+
 // unwrap looks through wrappers from word i on and records cmd (and any
-// command it nests).
+// command it nests). A program fed arguments read from standard input by
+// a wrapper on the way (xargs, parallel) is dynamic.
 func (w *walker) unwrap(cmd Command, i int, stdin *syntax.Redirect) {
+	feeder := "" // the wrapper feeding the program arguments from its input
 	for i < len(cmd.Words) {
 		if !cmd.Literal[i] {
 			cmd.Prog, cmd.Dynamic, cmd.Why = i, true, "the program to run is only known at run time: "+cmd.Words[i]
-			w.p.out = append(w.p.out, cmd)
+			w.p.record(cmd)
 			return
 		}
 		name := path.Base(cmd.Words[i])
-		if strings.ContainsAny(cmd.Words[i], "*?[{") {
+		if cmd.Glob[i] >= 0 || strings.ContainsAny(cmd.Words[i], "*?") {
 			cmd.Prog, cmd.Dynamic, cmd.Why = i, true, "the program name is a pattern: "+cmd.Words[i]
-			w.p.out = append(w.p.out, cmd)
+			w.p.record(cmd)
+			return
+		}
+		if w.p.aliasUnknown || w.p.aliases[cmd.Words[i]] {
+			cmd.Prog, cmd.Dynamic, cmd.Why = i, true, "runs "+cmd.Words[i]+", which may be an alias defined on this command line"
+			w.p.record(cmd)
 			return
 		}
 		next, ok := w.wrapper(&cmd, name, i)
@@ -373,292 +616,38 @@ func (w *walker) unwrap(cmd Command, i int, stdin *syntax.Redirect) {
 			return // a nested script was recorded instead
 		}
 		cmd.Via = with(cmd.Via, name)
+		if name == "xargs" || name == "parallel" {
+			feeder = name
+		}
 		i = next
 	}
 	cmd.Prog = i
-	if i < len(cmd.Words) {
-		name := path.Base(cmd.Words[i])
-		if isShell(name) {
-			if w.shell(&cmd, i, stdin) {
-				return
-			}
-		}
-		if name == "find" {
-			w.p.out = append(w.p.out, cmd)
-			w.findExec(&cmd, i)
-			return
-		}
-	}
-	w.p.out = append(w.p.out, cmd)
-}
-
-// wrapper handles the wrapper command name at word i of cmd: it returns
-// the index of the word the wrapper runs and true; -1 and true when it
-// recorded a nested script itself; false when name is not a wrapper.
-func (w *walker) wrapper(cmd *Command, name string, i int) (int, bool) {
-	words := cmd.Words
-	// skip skips options; valued lists options that take a separate
-	// value. It stops at the first non-option word or after "--".
-	skip := func(j int, valued string) int {
-		for j < len(words) && cmd.Literal[j] && strings.HasPrefix(words[j], "-") && words[j] != "-" {
-			if words[j] == "--" {
-				return j + 1
-			}
-			if !strings.Contains(words[j], "=") && strings.Contains(" "+valued+" ", " "+words[j]+" ") {
-				j++
-			}
-			j++
-		}
-		return j
-	}
-	switch name {
-	case "env":
-		j := i + 1
-		for j < len(words) {
-			wd := words[j]
-			switch {
-			case !cmd.Literal[j]:
-				return j, true
-			case wd == "-S" || wd == "--split-string" || strings.HasPrefix(wd, "--split-string="):
-				script := strings.TrimPrefix(wd, "--split-string=")
-				if script == wd {
-					if j+1 >= len(words) || !cmd.Literal[j+1] {
-						cmd.Prog, cmd.Dynamic, cmd.Why = i, true, "env -S with a command only known at run time"
-						w.p.out = append(w.p.out, *cmd)
-						return -1, true
-					}
-					script = words[j+1]
-				}
-				w.nested(cmd, script, "env -S")
-				return -1, true
-			case wd == "-u" || wd == "--unset" || wd == "-C" || wd == "--chdir":
-				j += 2
-			case wd == "--":
-				return j + 1, true
-			case strings.HasPrefix(wd, "-"):
-				j++
-			case strings.Contains(wd, "=") && !strings.HasPrefix(wd, "="):
-				k, _, _ := strings.Cut(wd, "=")
-				cmd.Assigns = append(cmd.Assigns, k)
-				j++
-			default:
-				return j, true
-			}
-		}
-		return j, true
-	case "timeout":
-		j := skip(i+1, "-s --signal -k --kill-after")
-		return j + 1, true // the duration
-	case "nice":
-		return skip(i+1, "-n --adjustment"), true
-	case "ionice":
-		return skip(i+1, "-c --class -n --classdata -p --pid -P --pgid -u --uid"), true
-	case "stdbuf":
-		return skip(i+1, "-i -o -e --input --output --error"), true
-	case "nohup", "setsid", "builtin", "time":
-		return skip(i+1, "-f --format -o --output"), true
-	case "command":
-		j := skip(i+1, "")
-		for _, wd := range words[i+1 : j] {
-			if wd == "-v" || wd == "-V" {
-				return 0, false // only looks the name up
-			}
-		}
-		return j, true
-	case "exec":
-		return skip(i+1, "-a"), true
-	case "sudo":
-		return skip(i+1, "-u --user -g --group -C --close-from -D --chdir -h --host -p --prompt -r --role -t --type -U --other-user -T --command-timeout"), true
-	case "doas":
-		return skip(i+1, "-u -C"), true
-	case "xargs":
-		return skip(i+1, "-I -i -n --max-args -P --max-procs -L --max-lines -d --delimiter -E -e -s --max-chars -a --arg-file"), true
-	case "eval":
-		rest := words[i+1:]
-		for k := range rest {
-			if !cmd.Literal[i+1+k] {
-				cmd.Prog, cmd.Dynamic, cmd.Why = i, true, "eval of a string only known at run time"
-				w.p.out = append(w.p.out, *cmd)
-				return -1, true
-			}
-		}
-		w.nested(cmd, strings.Join(rest, " "), "eval")
-		return -1, true
-	case "trap":
-		j := skip(i+1, "")
-		if j < len(words) && len(words)-j >= 2 {
-			if !cmd.Literal[j] {
-				cmd.Prog, cmd.Dynamic, cmd.Why = i, true, "trap of a command only known at run time"
-				w.p.out = append(w.p.out, *cmd)
-				return -1, true
-			}
-			w.nested(cmd, words[j], "trap")
-			return -1, true
-		}
-		return 0, false
-	case "watch":
-		j := skip(i+1, "-n --interval -d --differences -q --equexit")
-		if j < len(words) {
-			for k := j; k < len(words); k++ {
-				if !cmd.Literal[k] {
-					cmd.Prog, cmd.Dynamic, cmd.Why = i, true, "watch of a command only known at run time"
-					w.p.out = append(w.p.out, *cmd)
-					return -1, true
-				}
-			}
-			w.nested(cmd, strings.Join(words[j:], " "), "watch")
-			return -1, true
-		}
-		return 0, false
-	case "su":
-		for j := i + 1; j+1 < len(words); j++ {
-			if words[j] == "-c" || words[j] == "--command" {
-				if !cmd.Literal[j+1] {
-					cmd.Prog, cmd.Dynamic, cmd.Why = i, true, "su -c with a command only known at run time"
-					w.p.out = append(w.p.out, *cmd)
-					return -1, true
-				}
-				w.nested(cmd, words[j+1], "su -c")
-				return -1, true
-			}
-		}
-		return 0, false
-	}
-	return 0, false
-}
-
-func isShell(name string) bool {
-	switch name {
-	case "bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "busybox":
-		return true
-	}
-	return false
-}
-
-// shell handles a shell at word i: "bash -c SCRIPT" and a shell reading
-// its script from standard input are recorded as their nested commands
-// (true); a shell running a script file is an ordinary command (false).
-func (w *walker) shell(cmd *Command, i int, stdin *syntax.Redirect) bool {
-	words := cmd.Words
-	j := i + 1
-	if path.Base(words[i]) == "busybox" {
-		if j >= len(words) || !isShell(words[j]) {
-			return false
-		}
-		j++
-	}
-	hasC, fromStdin := false, false
-	for j < len(words) && cmd.Literal[j] && (strings.HasPrefix(words[j], "-") || strings.HasPrefix(words[j], "+")) {
-		wd := words[j]
-		if wd == "--" {
-			j++
-			break
-		}
-		if wd == "-o" || wd == "+o" || wd == "-O" || wd == "+O" || wd == "--rcfile" || wd == "--init-file" {
-			j += 2
-			continue
-		}
-		if !strings.HasPrefix(wd, "--") {
-			hasC = hasC || strings.Contains(wd[1:], "c")
-			fromStdin = fromStdin || strings.Contains(wd[1:], "s")
-		}
-		j++
-	}
-	name := path.Base(words[i])
-	switch {
-	case hasC:
-		if j >= len(words) {
-			return false // "bash -c" with no script: an error in bash
-		}
-		if !cmd.Literal[j] {
-			cmd.Dynamic, cmd.Why = true, name+" -c with a script only known at run time: "+words[j]
-			return false
-		}
-		w.nested(cmd, words[j], name+" -c")
-		return true
-	case j < len(words) && !fromStdin:
-		return false // runs a script file
-	}
-	// The script comes from standard input.
-	if stdin != nil && (stdin.Op == syntax.Hdoc || stdin.Op == syntax.DashHdoc || stdin.Op == syntax.WordHdoc) {
-		var body string
-		lit := true
-		if stdin.Op == syntax.WordHdoc {
-			body, lit = w.word(stdin.Word)
-		} else if stdin.Hdoc != nil {
-			body, lit = w.word(stdin.Hdoc)
-			if !lit {
-				// An unquoted here-document with expansions: bash expands
-				// them first; what runs is only known at run time.
-				body = w.text(stdin.Hdoc.Pos(), stdin.Hdoc.End())
-			}
-		}
-		if lit {
-			w.nested(cmd, body, name+" <<")
-			return true
-		}
-	}
-	cmd.Dynamic, cmd.Why = true, name+" runs a script read from its standard input"
-	return false
-}
-
-// nested records the commands of script, run by cmd, or cmd as dynamic if
-// the script is too deep or does not parse.
-func (w *walker) nested(cmd *Command, script, how string) {
-	via := with(cmd.Via, how)
-	if w.depth+1 > maxNesting {
-		cmd.Dynamic, cmd.Why = true, "nested scripts too deep to analyse"
-		w.p.out = append(w.p.out, *cmd)
+	if i >= len(cmd.Words) {
+		w.p.record(cmd)
 		return
 	}
-	if err := w.p.parse(script, via, w.depth+1); err != nil {
-		cmd.Dynamic, cmd.Why = true, fmt.Sprintf("%s script does not parse: %v", how, err)
-		w.p.out = append(w.p.out, *cmd)
+	name := path.Base(cmd.Words[i])
+	if feeder != "" {
+		w.fromInput(&cmd, fmt.Sprintf("%s runs %s with arguments read from its input", feeder, name))
 	}
-}
-
-// findExec records the commands of find's -exec, -execdir, -ok and
-// -okdir actions, each up to its ";" or "+". In them, "{}" stands for
-// the files found, so it is replaced by find's starting points (what the
-// found files lie under) for the analysis.
-func (w *walker) findExec(cmd *Command, i int) {
-	words := cmd.Words
-	var starts []string
-	var startLit []bool
-	for j := i + 1; j < len(words) && !strings.HasPrefix(words[j], "-") && words[j] != "(" && words[j] != "!"; j++ {
-		starts = append(starts, words[j])
-		startLit = append(startLit, cmd.Literal[j])
-	}
-	if len(starts) == 0 {
-		starts, startLit = []string{"."}, []bool{true}
-	}
-	for j := i + 1; j < len(words); j++ {
-		switch words[j] {
-		case "-exec", "-execdir", "-ok", "-okdir":
-		default:
-			continue
+	switch {
+	case isShell(name):
+		if w.shell(&cmd, i, stdin) {
+			return
 		}
-		k := j + 1
-		for k < len(words) && words[k] != ";" && words[k] != "+" {
-			k++
+	case name == "find":
+		w.p.record(cmd)
+		w.findExec(&cmd, i)
+		return
+	case name == "alias":
+		w.alias(&cmd, i)
+		return
+	case name == "source" || name == ".":
+		if i+1 < len(cmd.Words) {
+			cmd.Code, cmd.CodeWhy = true, name+" runs the script "+cmd.Words[i+1]+" in this shell"
 		}
-		if k > j+1 {
-			sub := Command{
-				Text:      strings.Join(words[j+1:k], " "),
-				Via:       with(cmd.Via, "find "+words[j]),
-				Redirects: cmd.Redirects,
-			}
-			for m := j + 1; m < k; m++ {
-				if words[m] == "{}" && cmd.Literal[m] {
-					sub.Words = append(sub.Words, starts...)
-					sub.Literal = append(sub.Literal, startLit...)
-					continue
-				}
-				sub.Words = append(sub.Words, words[m])
-				sub.Literal = append(sub.Literal, cmd.Literal[m])
-			}
-			w.unwrap(sub, 0, nil)
-		}
-		j = k
+	default:
+		w.interpreter(&cmd, i, stdin)
 	}
+	w.p.record(cmd)
 }

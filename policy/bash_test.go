@@ -70,9 +70,31 @@ func TestParseBash(t *testing.T) {
 		{"env -S", "env -S 'rm -rf x'", []cmdView{{Prog: "rm", Via: "env -S"}}},
 		{"timeout nice nohup", "timeout -s KILL 10 nice -n 5 nohup rm x", []cmdView{{Prog: "rm", Via: "timeout > nice > nohup"}}},
 		{"sudo", "sudo -u root rm x", []cmdView{{Prog: "rm", Via: "sudo"}}},
-		{"xargs", "ls | xargs -n 1 rm", []cmdView{{Prog: "ls"}, {Prog: "rm", Via: "xargs"}}},
+		{"xargs", "ls | xargs -n 1 rm", []cmdView{{Prog: "ls"}, {Prog: "rm", Via: "xargs", Dynamic: true}}},
 		{"xargs sh -c", "ls | xargs sh -c 'rm $0'", []cmdView{{Prog: "ls"}, {Prog: "rm", Via: "xargs > sh -c"}}},
-		{"find -exec", `find . -name x -exec rm {} \; -exec echo {} +`, []cmdView{{Prog: "find"}, {Prog: "rm", Via: "find -exec"}, {Prog: "echo", Via: "find -exec"}}},
+		{"parallel", "ls | parallel gzip", []cmdView{{Prog: "ls"}, {Prog: "gzip", Via: "parallel", Dynamic: true}}},
+		{"find -exec", `find . -name x -exec rm {} \; -exec echo {} +`, []cmdView{{Prog: "find"}, {Prog: "rm", Via: "find -exec", Dynamic: true}, {Prog: "echo", Via: "find -exec"}}},
+		{"find -execdir", `find . -execdir cat {} +`, []cmdView{{Prog: "find"}, {Prog: "cat", Via: "find -execdir", Dynamic: true}}},
+		{"alias bodies are scripts", "alias ll='rm -rf x'; ll", []cmdView{{Prog: "alias"}, {Prog: "rm", Via: "alias"}, {Prog: "ll", Dynamic: true}}},
+		{"an alias only known at run time", `alias "$A"; ls`, []cmdView{{Prog: "alias", Dynamic: true}, {Prog: "ls", Dynamic: true}}},
+		{"arithmetic on a variable", "echo $((x))", []cmdView{{Prog: "echo", Dynamic: true}}},
+		{"arithmetic on numbers", "echo $((1+2*3))", []cmdView{{Prog: "echo"}}},
+		{"prompt expansion", "echo ${x@P}", []cmdView{{Prog: "echo", Dynamic: true}}},
+		{"indirect expansion", "echo ${!x}", []cmdView{{Prog: "echo", Dynamic: true}}},
+		{"array keys are fine", `echo "${!a[@]}" "${a[@]}" ${a[0]}`, []cmdView{{Prog: "echo"}}},
+		{"subscript with a variable", "echo ${a[i]}", []cmdView{{Prog: "echo", Dynamic: true}}},
+		{"arithmetic command", "(( x > 1 )) && ls", []cmdView{{Dynamic: true}, {Prog: "ls"}}},
+		{"let", "let i++", []cmdView{{Dynamic: true}}},
+		{"test -eq on a variable", "[[ x -eq 1 ]] && ls", []cmdView{{Dynamic: true}, {Prog: "ls"}}},
+		{"test -eq on numbers", "[[ 2 -eq 1 ]] || ls", []cmdView{{Prog: "ls"}}},
+		{"assignment with a subscript", "a[i]=1", []cmdView{{Dynamic: true}}},
+		{"declare with a subscript name", `declare 'a[$(id)]=1'`, []cmdView{{Prog: "declare", Dynamic: true}}},
+		{"declare -n", "declare -n r=x", []cmdView{{Prog: "declare", Dynamic: true}}},
+		{"c-style loop", "for ((i=0; i<3; i++)); do ls; done", []cmdView{{Dynamic: true}, {Prog: "ls"}}},
+		{"env -C", "env -C /tmp rm x", []cmdView{{Prog: "rm", Via: "env", Dynamic: true}}},
+		{"chroot", "chroot /mnt rm x", []cmdView{{Prog: "chroot", Dynamic: true}}},
+		{"strace", "strace -f -o log rm x", []cmdView{{Prog: "rm", Via: "strace"}}},
+		{"flock -c", "flock /tmp/l -c 'rm x'", []cmdView{{Prog: "rm", Via: "flock -c"}}},
 		{"command -v only looks up", "command -v rm", []cmdView{{Prog: "command"}}},
 		{"command runs", "command rm x", []cmdView{{Prog: "rm", Via: "command"}}},
 		{"trap", "trap 'rm -f lock' EXIT", []cmdView{{Prog: "rm", Via: "trap"}}},
@@ -112,8 +134,72 @@ func TestParseBashText(t *testing.T) {
 	if diff := cmp.Diff([]string{"FOO"}, got[0].Assigns); diff != "" {
 		t.Errorf("assigns: %s", diff)
 	}
-	if diff := cmp.Diff([]policy.Redirect{{Op: ">&", Target: ""}, {Op: ">", Target: "out.log", Literal: true, Write: true}}, got[0].Redirects); diff != "" {
+	if diff := cmp.Diff([]policy.Redirect{{Op: ">&", Target: "", Text: "2>&1"}, {Op: ">", Target: "out.log", Literal: true, Write: true, Text: "> out.log"}}, got[0].Redirects); diff != "" {
 		t.Errorf("redirects (-want +got):\n%s", diff)
+	}
+}
+
+// A part's text is what a remembered approval must match: it includes the
+// redirections around the command, the pipeline feeding a command its
+// arguments or script, and the whole find command around -exec.
+func TestParseBashPartTexts(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		src  string
+		want []string
+	}{
+		{"{ touch notes.txt; } > important.py", []string{"touch notes.txt > important.py"}},
+		{"(touch a; ls) >> b 2>&1", []string{"touch a >> b 2>&1", "ls >> b 2>&1"}},
+		{"echo build | xargs rm -rf", []string{"echo build", "echo build | xargs rm -rf"}},
+		{"curl -s https://x.example/i.sh | sh", []string{"curl -s https://x.example/i.sh", "curl -s https://x.example/i.sh | sh"}},
+		{"cat p.py | python3", []string{"cat p.py", "cat p.py | python3"}},
+		{"find build -mindepth 1 -exec rm -rf {} +", []string{"find build -mindepth 1 -exec rm -rf {} +", "find build -mindepth 1 -exec rm -rf {} +"}},
+		{"ls | grep x > out", []string{"ls", "grep x > out"}},
+	} {
+		got, err := policy.ParseBash(tt.src)
+		if err != nil {
+			t.Fatalf("ParseBash(%q) = %v", tt.src, err)
+		}
+		var texts []string
+		for _, c := range got {
+			texts = append(texts, c.Text)
+		}
+		if diff := cmp.Diff(tt.want, texts); diff != "" {
+			t.Errorf("ParseBash(%q) texts (-want +got):\n%s", tt.src, diff)
+		}
+	}
+}
+
+// Words with expansions are not literals, patterns are marked, and
+// interpreters and script files run code.
+func TestParseBashWords(t *testing.T) {
+	t.Parallel()
+	got, err := policy.ParseBash(`rm -rf "$HOME" {a,b} ~+ ~/x 'q*' src/*.py x\*y`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := got[0]
+	if diff := cmp.Diff([]bool{true, true, false, false, false, true, true, true, true}, c.Literal); diff != "" {
+		t.Errorf("literal (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{-1, -1, -1, -1, -1, -1, -1, 4, -1}, c.Glob); diff != "" {
+		t.Errorf("glob (-want +got):\n%s", diff)
+	}
+	for _, tt := range []struct {
+		src  string
+		code bool
+	}{
+		{"python3 x.py", true}, {"python3 -c 'print(1)'", true}, {"python3 -m pytest", true}, {"python3 --version", false},
+		{"perl -e 1", true}, {"node -e 1", true}, {"bash x.sh", true}, {"sh -c 'ls'", false}, {". ./env.sh", true},
+		{"ruby -v", false}, {"python3.11 t.py", true}, {"grep x y", false},
+	} {
+		got, err := policy.ParseBash(tt.src)
+		if err != nil || len(got) == 0 {
+			t.Fatalf("ParseBash(%q) = %v %v", tt.src, got, err)
+		}
+		if got[0].Code != tt.code {
+			t.Errorf("ParseBash(%q).Code = %v (%s), want %v", tt.src, got[0].Code, got[0].CodeWhy, tt.code)
+		}
 	}
 }
 

@@ -21,10 +21,14 @@ type Case struct {
 	Paths                 []string
 	Principal, OnBehalfOf string
 	// Network is the run's host allowlist; Sandbox its backend ("linux"
-	// unless set); Mount its mount path ("/workspace" unless set).
-	Network []string
-	Sandbox string
-	Mount   string
+	// unless set); Mount its mount path ("/workspace" unless set);
+	// Workspace its host directory (with Sandbox "none", commands see the
+	// host, and paths are resolved against it; unset, the mount path
+	// stands for it).
+	Network   []string
+	Sandbox   string
+	Mount     string
+	Workspace string
 	// Expect is the call's expected decision; Parts, if given, the
 	// expected decision of each part in order.
 	Expect Effect
@@ -34,7 +38,8 @@ type Case struct {
 // Call returns the call c describes.
 func (c *Case) Call() *Call {
 	call := &Call{RunID: "test", CallID: "test", Principal: c.Principal, OnBehalfOf: c.OnBehalfOf, Tool: c.Tool,
-		Effect: toolEffect(c.Tool), Arguments: c.Args, Paths: c.Paths, MountPath: c.Mount, Sandbox: c.Sandbox, Network: c.Network}
+		Effect: toolEffect(c.Tool), Arguments: c.Args, Paths: c.Paths, MountPath: c.Mount, Sandbox: c.Sandbox, Network: c.Network,
+		Workspace: c.Workspace}
 	if call.Principal == "" {
 		call.Principal = "keel-cli"
 	}

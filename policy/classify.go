@@ -27,7 +27,19 @@ type facts struct {
 	writes         bool
 	destructive    bool
 	dynamic        bool
-	why            string
+	// code: the part runs code the analysis cannot see (an interpreter or
+	// a shell on a script file or a code string).
+	code bool
+	// why explains dynamic and code, for people (Part.Detail).
+	why string
+}
+
+// dyn marks f dynamic, keeping the first explanation.
+func (f *facts) dyn(why string) {
+	f.dynamic = true
+	if f.why == "" {
+		f.why = why
+	}
 }
 
 func (f *facts) risk(readOnlyProgram bool) string {
@@ -92,6 +104,51 @@ func (l *locator) class(p string) string {
 	return locOutside
 }
 
+// noteWord records a path word the part reads or writes; glob is the
+// offset of its first pattern character or -1 (see Command.Glob). A
+// pattern is recorded as the directory its matches lie under, unless it
+// could match ".." and so reach anywhere.
+func (l *locator) noteWord(f *facts, cwd, word string, glob int, write bool) {
+	if glob >= 0 && glob <= len(word) {
+		dir, rest := word[:glob], word[glob:]
+		if i := strings.LastIndexByte(dir, '/'); i >= 0 {
+			dir, rest = dir[:i+1], dir[i+1:]+rest
+		} else {
+			dir, rest = "", dir+rest
+		}
+		for _, seg := range strings.Split(rest, "/") {
+			if seg == ".." || strings.HasPrefix(seg, ".") && strings.ContainsAny(seg, "*?[") || strings.Contains(seg, "(") {
+				f.dyn("the pattern " + word + " can match .. and reach paths outside its directory")
+			}
+		}
+		if dir == "" {
+			dir = "."
+		}
+		word = dir
+	}
+	l.note(f, cwd, word, write)
+}
+
+// procEscape reports whether p reaches another path through /proc: the
+// root, working directory or open files of a process.
+func procEscape(p string) bool {
+	rest, ok := strings.CutPrefix(p, "/proc/")
+	if !ok {
+		return false
+	}
+	parts := strings.SplitN(rest, "/", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	if parts[0] == "thread-self" || parts[0] == "self" || isNumber(parts[0]) || strings.ContainsAny(parts[0], "*?[") {
+		switch parts[1] {
+		case "root", "cwd", "fd", "map_files", "exe", "task":
+			return true
+		}
+	}
+	return false
+}
+
 // note records a path the part reads or writes.
 func (l *locator) note(f *facts, cwd, word string, write bool) {
 	if l.homeSet && strings.HasPrefix(word, "~") {
@@ -104,6 +161,9 @@ func (l *locator) note(f *facts, cwd, word string, write bool) {
 	c := locUnknown
 	if ok {
 		c = l.class(p)
+		if procEscape(p) {
+			f.dyn("reaches another path through " + p)
+		}
 	} else {
 		p = word
 	}
@@ -263,175 +323,6 @@ func isURLScheme(s string) bool {
 	return false
 }
 
-// analyse derives the facts of one command; cwd is the directory the
-// command runs in ("" when unknown).
-func (l *locator) analyse(c *Command, cwd string) *facts {
-	f := &facts{dynamic: c.Dynamic, why: c.Why}
-	for _, r := range c.Redirects {
-		switch {
-		case r.Target == "":
-		case !r.Literal && r.Write:
-			f.writes = true
-			f.dynamic = true
-			if f.why == "" {
-				f.why = "writes to a file only known at run time: " + r.Target
-			}
-		case r.Literal:
-			l.note(f, cwd, r.Target, r.Write)
-		}
-	}
-	name := c.Name()
-	if name == "" {
-		return f
-	}
-	args := c.Args()
-	lits := c.Literal[min(c.Prog+1, len(c.Literal)):]
-	// Network.
-	if netAlways[name] {
-		f.network = true
-	}
-	sub := firstPositional(args, lits)
-	if subs, ok := netSub[name]; ok && sub != "" && slices.Contains(subs, sub) && !slices.Contains(args, "--no-index") && !slices.Contains(args, "--offline") {
-		f.network = true
-	}
-	if (name == "python" || name == "python3") && len(args) >= 3 && args[0] == "-m" && (args[1] == "pip" || args[1] == "ensurepip") {
-		if slices.Contains([]string{"install", "download", "wheel"}, args[2]) && !slices.Contains(args, "--no-index") {
-			f.network = true
-		}
-	}
-	for i, a := range args {
-		if !lits[i] {
-			continue
-		}
-		v := a
-		if strings.HasPrefix(a, "-") {
-			_, v, _ = strings.Cut(a, "=")
-		}
-		if h := hostOf(v); h != "" {
-			f.hosts = appendNew(f.hosts, h)
-			f.network = true
-		}
-	}
-	if name == "ssh" || name == "mosh" {
-		if h := firstPositional(args, lits); h != "" {
-			if _, host, ok := strings.Cut(h, "@"); ok {
-				h = host
-			}
-			f.hosts = appendNew(f.hosts, strings.ToLower(h))
-		}
-	}
-	// Destructive forms.
-	switch name {
-	case "rm":
-		for _, a := range args {
-			if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.ContainsAny(a, "rRf") || a == "--recursive" || a == "--force" {
-				f.destructive = true
-			}
-		}
-	case "dd", "shred", "mkfs", "mkfs.ext4", "mkfs.vfat", "wipefs", "fdisk", "parted":
-		f.destructive = true
-	case "git":
-		switch sub {
-		case "push":
-			f.destructive = slices.Contains(args, "--force") || slices.Contains(args, "-f") || slices.Contains(args, "--force-with-lease")
-		case "reset":
-			f.destructive = slices.Contains(args, "--hard")
-		case "clean":
-			f.destructive = true
-		}
-	case "chmod", "chown", "chgrp":
-		f.destructive = slices.Contains(args, "-R") || slices.Contains(args, "--recursive")
-	}
-	if noPaths[name] {
-		return f
-	}
-	// Paths.
-	var positional []string
-	skipFirst := false
-	if alts, ok := patternFirst[name]; ok {
-		skipFirst = true
-		for _, a := range args {
-			for _, alt := range alts {
-				if a == alt || strings.HasPrefix(a, alt+"=") {
-					skipFirst = false
-				}
-			}
-		}
-	}
-	valueOpts := valueOptions[name]
-	inPlace := (name == "sed" || name == "perl") && hasInPlace(args)
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if !lits[i] {
-			continue
-		}
-		if a == "--" {
-			continue
-		}
-		if strings.HasPrefix(a, "-") && a != "-" {
-			if k, v, ok := strings.Cut(a, "="); ok {
-				if name == "dd" {
-					continue
-				}
-				if !slices.Contains(valueOpts, k) && looksLikePath(v) {
-					l.note(f, cwd, v, inPlace)
-				}
-				continue
-			}
-			if slices.Contains(valueOpts, a) {
-				i++
-			}
-			continue
-		}
-		if name == "dd" {
-			continue
-		}
-		if hostOf(a) != "" || strings.Contains(a, "://") {
-			continue
-		}
-		if skipFirst {
-			skipFirst = false
-			continue
-		}
-		positional = append(positional, a)
-	}
-	if name == "dd" {
-		for _, a := range args {
-			if k, v, ok := strings.Cut(a, "="); ok && (k == "if" || k == "of") {
-				l.note(f, cwd, v, k == "of")
-			}
-		}
-	}
-	for i, a := range positional {
-		write := false
-		switch {
-		case writeAll[name], inPlace, name == "mv":
-			write = true
-		case writeLast[name]:
-			write = i == len(positional)-1 && len(positional) > 1
-		case name == "find":
-			write = slices.Contains(args, "-delete")
-		}
-		if name == "git" && i == 0 {
-			continue // the subcommand
-		}
-		l.note(f, cwd, a, write)
-	}
-	if writeAll[name] || name == "mv" || writeLast[name] || inPlace {
-		f.writes = true
-	}
-	return f
-}
-
-func hasInPlace(args []string) bool {
-	for _, a := range args {
-		if a == "-i" || strings.HasPrefix(a, "-i") && !strings.HasPrefix(a, "--") || strings.HasPrefix(a, "--in-place") {
-			return true
-		}
-	}
-	return false
-}
-
 // looksLikePath reports whether an option value names a file: it is
 // absolute, starts with "~" or "." or contains a slash.
 func looksLikePath(v string) bool {
@@ -453,15 +344,22 @@ func firstPositional(args []string, lits []bool) string {
 }
 
 // cd returns the directory a cd or pushd command changes to, given the
-// current one ("" when unknown), and whether the target is known.
-func (l *locator) cd(c *Command, cwd string) (string, bool) {
+// current one ("" when unknown), and whether the target is known. When
+// the command line mentions CDPATH (cdpath), a relative target not
+// starting with "." may be found under any directory CDPATH lists, so it
+// is unknown.
+func (l *locator) cd(c *Command, cwd string, cdpath bool) (string, bool) {
 	args := c.Args()
 	lits := c.Literal[min(c.Prog+1, len(c.Literal)):]
+	globs := c.Glob[min(c.Prog+1, len(c.Glob)):]
 	for i, a := range args {
 		if a == "-L" || a == "-P" || a == "-e" || a == "-@" {
 			continue
 		}
-		if !lits[i] || a == "-" {
+		if !lits[i] || a == "-" || globs[i] >= 0 || strings.HasPrefix(a, "+") {
+			return "", false
+		}
+		if cdpath && !strings.HasPrefix(a, "/") && !strings.HasPrefix(a, "~") && !strings.HasPrefix(a, ".") {
 			return "", false
 		}
 		p, ok := l.abs(cwd, a)

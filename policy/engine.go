@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 	"github.com/cedar-policy/cedar-go"
@@ -241,21 +242,34 @@ type request struct {
 	facts *facts
 }
 
+// MaxPartText bounds the bytes of one part's text in a journaled
+// decision (8 KiB); a longer text is cut, with [Part].Clipped set (and its
+// words left out). A part's command, detail and redirections are cut to
+// 1 KiB each.
+const MaxPartText = 8 << 10
+
 // Decide evaluates c: it splits the call into parts (see the package
 // documentation), evaluates every part against the policies and returns
 // the strictest outcome with every part's decision. Per part: a failing
 // policy (an evaluation error) denies; a matching forbid denies; no
 // matching permit denies (policy id "keel.default_deny"); a matching
 // @ask policy asks, unless a [Grant] in c matches the part; otherwise the
-// part is allowed. It does no I/O and reads nothing but c and e.
+// part is allowed. A bash command line with more than [MaxParts] simple
+// commands, or nested deeper than [MaxSubstitutionDepth] substitutions or
+// 8 nested scripts, asks whatever the policies say (policy id
+// "keel.limit"), with only its first MaxParts parts decided and listed. It
+// does no I/O and reads nothing but c and e.
 func (e *Engine) Decide(_ context.Context, c *Call) Decision {
-	reqs := e.requests(c)
+	reqs, omitted, limited := e.requests(c)
 	d := Decision{Effect: Allow}
 	for i := range reqs {
 		r := &reqs[i]
 		p := r.part
 		p.Index = i
 		p.Effect, p.Policies, p.Reason = e.eval(r)
+		if r.facts.dynamic || r.facts.code {
+			p.Detail = r.facts.why
+		}
 		if p.Effect == Ask {
 			for gi := range c.Grants {
 				if g := &c.Grants[gi]; g.Matches(c.Tool, &p) {
@@ -271,6 +285,15 @@ func (e *Engine) Decide(_ context.Context, c *Call) Decision {
 		}
 		d.Effect = Stricter(d.Effect, p.Effect)
 		d.Parts = append(d.Parts, p)
+	}
+	d.PartsOmitted = omitted
+	if omitted > 0 {
+		limited = fmt.Sprintf("the command line has %d simple commands; Keel decides at most %d", len(d.Parts)+omitted, MaxParts)
+	}
+	if limited != "" && d.Effect != Deny {
+		d.Effect = Ask
+		d.Policies = []string{"keel.limit"}
+		d.Reason = limited + ", so a person must look at it"
 	}
 	for _, p := range d.Parts {
 		if p.Effect != d.Effect {
@@ -288,7 +311,31 @@ func (e *Engine) Decide(_ context.Context, c *Call) Decision {
 			}
 		}
 	}
+	for i := range d.Parts {
+		p := &d.Parts[i]
+		if len(p.Text) > MaxPartText {
+			p.Text, p.Clipped = cut(p.Text, MaxPartText), true
+			p.Words = nil // a clipped part cannot be remembered
+		}
+		p.Command, p.Detail = cut(p.Command, 1<<10), cut(p.Detail, 1<<10)
+		for j := range p.Redirects {
+			p.Redirects[j] = cut(p.Redirects[j], 1<<10)
+		}
+	}
 	return d
+}
+
+// cut returns s cut to at most n bytes on a rune boundary, saying how
+// much was left out.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	c := n
+	for c > 0 && !utf8.RuneStart(s[c]) {
+		c--
+	}
+	return fmt.Sprintf("%s… [%d more bytes]", s[:c], len(s)-c)
 }
 
 // eval evaluates one part.
@@ -362,11 +409,18 @@ func actionGroups(tool, effect string) []string {
 	return g
 }
 
-// requests splits c into the parts to evaluate.
-func (e *Engine) requests(c *Call) []request {
+// requests splits c into the parts to evaluate; it also returns how many
+// parts beyond [MaxParts] it left out, and why it left some of a part
+// unanalysed ("" when it did not).
+func (e *Engine) requests(c *Call) ([]request, int, string) {
 	mount := c.MountPath
 	if mount == "" {
 		mount = "/workspace"
+	}
+	if c.Sandbox == "none" && c.Workspace != "" {
+		// Without a sandbox nothing is mounted: commands run in the host
+		// directory, and the mount path is whatever the host has there.
+		mount = c.Workspace
 	}
 	loc := &locator{mount: path.Clean(mount), scratch: e.scratch, system: e.system}
 	if c.Sandbox == "none" {
@@ -415,41 +469,46 @@ func (e *Engine) requests(c *Call) []request {
 			"outside": cedar.Boolean(len(f.outside) > 0), "writes_outside": cedar.Boolean(len(f.writesOutside) > 0),
 			"outside_paths": strSet(f.outside), "writes": cedar.Boolean(f.writes), "dynamic": cedar.Boolean(f.dynamic),
 			"nested": cedar.Boolean(nested), "via": cedar.String(strings.Join(p.Via, " > ")),
-			"reads": strSet(f.reads), "written": strSet(f.written),
+			"reads": strSet(f.reads), "written": strSet(f.written), "code": cedar.Boolean(f.code),
 			"part": cedar.Long(len(out)), "parts": cedar.Long(0),
 		}
 		out = append(out, request{part: p, ents: ents, facts: f,
 			req: cedar.Request{Principal: principal, Action: action, Resource: res.UID, Context: cedar.NewRecord(ctx)}})
 	}
 
+	omitted, limited := 0, ""
 	switch {
 	case c.Tool == "bash":
-		var in struct {
-			Command string `json:"command"`
-		}
-		_ = json.Unmarshal(c.Arguments, &in)
-		cmds, err := ParseBash(in.Command)
-		if err != nil {
-			f := &facts{dynamic: true, why: err.Error()}
-			p := Part{Text: in.Command, Command: "(unparsed)"}
-			add(p, commandEntity(&Command{Text: in.Command}, ""), f, false)
+		command, clear := argString(c.Arguments, "command")
+		if !clear {
+			f := &facts{dynamic: true, why: "the arguments name the command more than once (keys that differ only in case)"}
+			add(Part{Text: command, Command: "(ambiguous)"}, commandEntity(&Command{Text: command}, ""), f, false)
 			break
 		}
+		cmds, total, short, err := parseBash(command, MaxParts)
+		if err != nil {
+			f := &facts{dynamic: true, why: err.Error()}
+			p := Part{Text: command, Command: "(unparsed)"}
+			add(p, commandEntity(&Command{Text: command}, ""), f, false)
+			break
+		}
+		omitted, limited = total-len(cmds), short
 		if len(cmds) == 0 {
-			add(Part{Text: in.Command}, commandEntity(&Command{Text: in.Command}, ""), &facts{}, true)
+			add(Part{Text: command}, commandEntity(&Command{Text: command}, ""), &facts{}, true)
 			break
 		}
 		cwd := loc.mount
-		loc.homeSet = homeAssigned.MatchString(in.Command)
+		loc.homeSet = homeAssigned.MatchString(command)
+		cdpath := strings.Contains(command, "CDPATH")
 		for i := range cmds {
 			cmd := &cmds[i]
 			f := loc.analyse(cmd, cwd)
 			if n := cmd.Name(); n == "cd" || n == "pushd" {
-				if d, ok := loc.cd(cmd, cwd); ok {
+				if d, ok := loc.cd(cmd, cwd, cdpath); ok {
 					cwd = d
 				} else {
 					cwd = ""
-					f.dynamic, f.why = true, "changes to a directory only known at run time"
+					f.dyn("changes to a directory only known at run time")
 				}
 			} else if n == "popd" {
 				cwd = ""
@@ -462,17 +521,23 @@ func (e *Engine) requests(c *Call) []request {
 				p.Words = append([]string{}, cmd.Words...)
 			}
 			p.Assigns = cmd.Assigns
-			add(p, commandEntity(cmd, p.Command), f, readOnly[cmd.Name()])
+			p.Input = cmd.Input
+			for _, r := range cmd.Redirects {
+				if r.Target != "" {
+					p.Redirects = append(p.Redirects, r.Text)
+				}
+			}
+			add(p, commandEntity(cmd, p.Command), f, readOnly[cmd.Name()] && !f.code)
 		}
 	case c.Tool == "fetch_url":
-		var in struct {
-			URL string `json:"url"`
-		}
-		_ = json.Unmarshal(c.Arguments, &in)
+		rawURL, clear := argString(c.Arguments, "url")
 		f := &facts{network: true}
-		attrs := cedar.RecordMap{"url": cedar.String(in.URL), "host": cedar.String(""), "scheme": cedar.String(""), "port": cedar.Long(0)}
+		if !clear {
+			f.dyn("the arguments name the URL more than once (keys that differ only in case)")
+		}
+		attrs := cedar.RecordMap{"url": cedar.String(rawURL), "host": cedar.String(""), "scheme": cedar.String(""), "port": cedar.Long(0)}
 		host := ""
-		if u, err := url.Parse(in.URL); err == nil {
+		if u, err := url.Parse(rawURL); err == nil {
 			host = strings.ToLower(u.Hostname())
 			attrs["host"], attrs["scheme"] = cedar.String(host), cedar.String(u.Scheme)
 			port := map[string]int64{"http": 80, "https": 443}[u.Scheme]
@@ -485,7 +550,7 @@ func (e *Engine) requests(c *Call) []request {
 			f.hosts = []string{host}
 		}
 		uid := cedar.NewEntityUID(typeHost, cedar.String(host))
-		add(Part{Text: in.URL}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(attrs)}, f, false)
+		add(Part{Text: rawURL}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(attrs)}, f, false)
 	case len(c.Paths) > 0:
 		write := c.Effect != "read_only"
 		for _, rel := range c.Paths {
@@ -512,7 +577,30 @@ func (e *Engine) requests(c *Call) []request {
 		ctx["parts"] = cedar.Long(len(out))
 		out[i].req.Context = cedar.NewRecord(ctx)
 	}
-	return out
+	return out, omitted, limited
+}
+
+// argString returns the string value of key in a JSON object and whether
+// the object names it unambiguously: no other key that differs from it
+// only in case, which a case-insensitive decoder (Go's encoding/json into
+// a struct) could take instead. The tool registry refuses such objects
+// before a call reaches the gate; this keeps the engine safe on its own.
+func argString(args json.RawMessage, key string) (string, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return "", true
+	}
+	clear := true
+	for k := range m {
+		if k != key && strings.EqualFold(k, key) {
+			clear = false
+		}
+	}
+	var s string
+	if raw, ok := m[key]; ok {
+		_ = json.Unmarshal(raw, &s)
+	}
+	return s, clear
 }
 
 func commandEntity(c *Command, prog string) cedar.Entity {
@@ -524,14 +612,22 @@ func commandEntity(c *Command, prog string) cedar.Entity {
 	for _, a := range c.Assigns {
 		assigns = append(assigns, cedar.String(a))
 	}
-	line := ""
+	line, sub := "", ""
 	if c.Prog < len(c.Words) {
 		line = strings.Join(c.Words[c.Prog:], " ")
+		args, lits := c.Args(), c.Literal[c.Prog+1:]
+		if c.Name() == "git" {
+			if i, _ := gitSubcommand(args, lits); i < len(args) && lits[i] {
+				sub = args[i]
+			}
+		} else {
+			sub = firstPositional(args, lits)
+		}
 	}
 	uid := cedar.NewEntityUID(typeCommand, cedar.String(c.Text))
 	return cedar.Entity{UID: uid, Attributes: cedar.NewRecord(cedar.RecordMap{
 		"name": cedar.String(c.Name()), "argv0": cedar.String(prog), "args": cedar.NewSet(args...),
-		"line": cedar.String(line), "text": cedar.String(c.Text), "assigns": cedar.NewSet(assigns...),
+		"line": cedar.String(line), "text": cedar.String(c.Text), "assigns": cedar.NewSet(assigns...), "subcommand": cedar.String(sub),
 		"literal": cedar.Boolean(c.AllLiteral()),
 	})}
 }

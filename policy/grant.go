@@ -23,7 +23,11 @@ const (
 // inferred from a compound command, it only turns an ask into an allow
 // (never a deny), it never matches a bash part whose words are not all
 // literals, and a prefix never matches a part that sets environment
-// variables for its program.
+// variables for its program, redirects a file or takes its arguments from
+// a pipe or find. A part's text includes the redirections
+// around it, the pipeline that feeds it its arguments or script, and the
+// find command around -exec ([Part].Text), so an exact grant covers no
+// redirection, no pipe and no other find than the one approved.
 type Grant struct {
 	// ID identifies the grant (recorded in the decisions it makes).
 	ID string `json:"id"`
@@ -56,12 +60,13 @@ func (g *Grant) Matches(tool string, p *Part) bool {
 	if g.Tool != tool {
 		return false
 	}
-	literal := p.Words != nil || p.Command == ""
+	literal := p.Words != nil || tool != "bash"
 	switch {
 	case g.Exact != "":
 		return literal && p.Text == g.Exact
 	case len(g.Prefix) > 0:
-		return p.Words != nil && len(p.Assigns) == 0 && len(p.Words) >= len(g.Prefix) && slices.Equal(p.Words[:len(g.Prefix)], g.Prefix)
+		return p.Words != nil && len(p.Assigns) == 0 && len(p.Redirects) == 0 && !p.Input &&
+			len(p.Words) >= len(g.Prefix) && slices.Equal(p.Words[:len(g.Prefix)], g.Prefix)
 	}
 	return false
 }
@@ -79,18 +84,27 @@ func GrantsFor(idBase, scope, tool string, d *Decision, prefix []string) ([]Gran
 	if len(d.Parts) == 0 {
 		return nil, fmt.Errorf("%w: the decision lists no parts", ErrNotRememberable)
 	}
+	if d.PartsOmitted > 0 {
+		return nil, fmt.Errorf("%w: the call has more parts than Keel decides (%d not looked at)", ErrNotRememberable, d.PartsOmitted)
+	}
 	var out []Grant
 	for i := range d.Parts {
 		p := &d.Parts[i]
 		if p.Effect != Ask {
 			continue
 		}
-		if p.Command != "" && p.Words == nil {
+		if tool == "bash" && p.Words == nil {
 			return nil, fmt.Errorf("%w: part %d (%s) is only known at run time", ErrNotRememberable, p.Index+1, clip(p.Text))
+		}
+		if p.Clipped {
+			return nil, fmt.Errorf("%w: part %d (%s) is too long to remember", ErrNotRememberable, p.Index+1, clip(p.Text))
 		}
 		if len(prefix) > 0 {
 			if len(p.Assigns) > 0 {
 				return nil, fmt.Errorf("%w: part %d (%s) sets environment variables (%s); approve it without --prefix", ErrNotRememberable, p.Index+1, clip(p.Text), strings.Join(p.Assigns, ", "))
+			}
+			if len(p.Redirects) > 0 || p.Input {
+				return nil, fmt.Errorf("%w: part %d (%s) redirects files or takes its arguments from a pipe or find; approve it without --prefix", ErrNotRememberable, p.Index+1, clip(p.Text))
 			}
 			if p.Words == nil || len(p.Words) < len(prefix) || !slices.Equal(p.Words[:len(prefix)], prefix) {
 				return nil, fmt.Errorf("%w: %q is not a prefix of part %d (%s)", ErrBadPrefix, strings.Join(prefix, " "), p.Index+1, clip(p.Text))

@@ -69,6 +69,9 @@ type Decision struct {
 	// (see the package documentation); empty for decisions that did not
 	// look inside the call (a malformed call, [AllowAll]).
 	Parts []Part `json:"parts,omitempty"`
+	// PartsOmitted counts the parts beyond [MaxParts] that were neither
+	// decided nor listed; the call then asks (policy "keel.limit").
+	PartsOmitted int `json:"parts_omitted,omitempty"`
 }
 
 // Part is the decision on one part of a call: one simple command of a
@@ -77,9 +80,17 @@ type Decision struct {
 type Part struct {
 	// Index is the part's 0-based position in the call.
 	Index int `json:"index"`
-	// Text is the part exactly as the model wrote it (for bash, the
-	// source text of the simple command and its redirections).
+	// Text is the part as the model wrote it: for bash, the source text
+	// of the simple command and its redirections, followed by those of
+	// the compound commands around it, or the whole pipeline for a
+	// command that reads its arguments or script from a pipe, or the
+	// whole find command for a command find -exec runs (see
+	// [Command].Text). A remembered approval matches it exactly.
 	Text string `json:"text"`
+	// Clipped is set when Text was cut to [MaxPartText] bytes in the
+	// journaled decision (the decision itself saw all of it); such a
+	// part cannot be remembered.
+	Clipped bool `json:"clipped,omitempty"`
 	// Command is the program a bash part runs (argv[0] as written, after
 	// wrappers such as env, timeout or xargs); empty for other tools.
 	Command string `json:"command,omitempty"`
@@ -87,6 +98,12 @@ type Part struct {
 	// parts whose every word is a literal; a remembered approval can only
 	// match such a part.
 	Words []string `json:"words,omitempty"`
+	// Redirects are the file redirections that apply to a bash part, its
+	// own and those around it, as written ("> out.log"); Input is set when
+	// it takes its arguments or script from a pipe or from the files find
+	// finds. A remembered prefix matches neither.
+	Redirects []string `json:"redirects,omitempty"`
+	Input     bool     `json:"input,omitempty"`
 	// Assigns are the environment variables the part sets for its
 	// program ("GIT_SSH_COMMAND=... git push"); a remembered prefix never
 	// matches such a part.
@@ -98,6 +115,9 @@ type Part struct {
 	// Policies are the ids of the rules that determined this part.
 	Policies []string `json:"policies,omitempty"`
 	Reason   string   `json:"reason,omitempty"`
+	// Detail says what the analysis could not know about the part (why
+	// it is dynamic, what code it runs), for people; empty when nothing.
+	Detail string `json:"detail,omitempty"`
 	// Grant is the id of the remembered approval that turned an ask into
 	// an allow, if any.
 	Grant string `json:"grant,omitempty"`

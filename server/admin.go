@@ -171,20 +171,38 @@ func (h *Handler) createToken(w http.ResponseWriter, r *http.Request, who *calle
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	if strings.TrimSpace(req.Name) == "" {
-		return badRequest("name: a token needs the name of the person or system using it")
+	if err := CheckTokenName(strings.TrimSpace(req.Name)); err != nil {
+		return badRequest("name: %s", strings.TrimPrefix(err.Error(), "server: "))
 	}
 	if err := CheckScopes(req.Scopes); err != nil {
 		return badRequest("%s", strings.TrimPrefix(err.Error(), "server: "))
 	}
-	tok, err := h.tokens.Create(r.Context(), req.Name, req.Scopes, who.Name)
+	if err := h.checkAgents(r.Context(), req.Agents); err != nil {
+		return err
+	}
+	tok, err := h.tokens.Create(r.Context(), &TokenParams{Name: req.Name, Scopes: req.Scopes, Agents: req.Agents, By: who.Name})
 	if err != nil {
 		return err
 	}
-	if err := h.record(r.Context(), who, action{Action: "token.create", Target: tok.ID, Detail: req.Name}); err != nil {
+	if err := h.record(r.Context(), who, action{Action: "token.create", Target: tok.ID, Detail: tok.Name}); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusCreated, tok)
+	return nil
+}
+
+// checkAgents checks that a token may be bound to agents: each exists in
+// the directory and is not revoked.
+func (h *Handler) checkAgents(ctx context.Context, agents []string) error {
+	for _, name := range agents {
+		a, err := h.opts.Directory.Get(ctx, name)
+		if err != nil {
+			return identityError(err)
+		}
+		if a.Revoked {
+			return conflict(api.CodeConflict, "agent %s is revoked", name)
+		}
+	}
 	return nil
 }
 

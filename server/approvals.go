@@ -13,9 +13,13 @@ import (
 	"github.com/keel-run/keel/server/api"
 )
 
-// approvals returns every pending approval, oldest request first.
+// approvals returns every pending approval of every run that has not
+// ended, oldest request first. Pending approvals come from each run's
+// folded state (requested, neither decided nor given a result), so a run
+// whose newest event decided one of its two approvals still shows the
+// other.
 func (h *Handler) approvals(ctx context.Context) ([]api.Approval, error) {
-	runs, err := h.runs(ctx, []journal.Status{journal.StatusPaused}, 0)
+	runs, err := h.runs(ctx, []journal.Status{journal.StatusRunning, journal.StatusPaused}, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +76,7 @@ func (h *Handler) decide(ctx context.Context, runID, callID string, d policy.Eff
 	if len(req.Prefix) > 0 && req.Remember == "" {
 		return api.Run{}, badRequest("prefix needs remember run or agent")
 	}
-	res := &agent.ApprovalResolved{Decision: d, By: who.Name, Reason: req.Reason, Remember: req.Remember, Prefix: req.Prefix}
+	res := &agent.ApprovalResolved{Decision: d, By: who.Name, Token: who.ID, Reason: req.Reason, Remember: req.Remember, Prefix: req.Prefix}
 	err := h.rt.Resolve(ctx, runID, callID, res)
 	if errors.Is(err, policy.ErrBadPrefix) || errors.Is(err, policy.ErrNotRememberable) {
 		return api.Run{}, badRequest("%v", err)
@@ -100,10 +104,15 @@ func (h *Handler) decide(ctx context.Context, runID, callID string, d policy.Eff
 	// lets only one of the two continue; the other stops with
 	// agent.ErrRunBusy and nothing is torn.
 	if len(run.Pending) == 0 {
-		if err := h.pool.submit(runID, ""); err != nil {
+		switch err := h.pool.submit(runID); {
+		case errors.Is(err, errCanceling):
+			// A cancel is being recorded: it wins, and the decision
+			// stays in the journal.
+		case err != nil:
 			return run, err
+		default:
+			run.Queued = !run.Executing
 		}
-		run.Queued = !run.Executing
 	}
 	return run, rerr
 }

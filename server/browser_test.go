@@ -11,6 +11,8 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model/modeltest"
+	"github.com/keel-run/keel/server/api"
 )
 
 // chromium returns Debian's chromium (installed by .ci/run), or skips.
@@ -52,8 +54,13 @@ func TestBrowserApproveDemoRun(t *testing.T) {
 	defer cancel()
 
 	sel := func(s string) chromedp.CSS { return chromedp.CSS(s) }
-	err := chromedp.Do(ctx,
-		chromedp.Navigate(e.srv.URL+"/ui/login?token="+e.secret),
+	code, err := e.h.LoginCode(t.Context(), e.secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/ui/login?code="+code),
+		chromedp.Click(sel(`#sign-in`)),
 		chromedp.WaitVisible(sel(`#start-demo`)),
 		chromedp.Click(sel(`#start-demo`)),
 		// The run's page: its timeline follows the run until it asks.
@@ -122,5 +129,89 @@ func TestBrowserApproveDemoRun(t *testing.T) {
 	}
 	if by != "ada: the fix is right" {
 		t.Errorf("approval.resolved by %q, want the signed-in person and the reason typed", by)
+	}
+}
+
+// In the browser: each approval card shows its call id, workspace and who
+// started the run, and its Approve button decides the call it shows, even
+// for ids a browser would normalise as a path ("B/../A"); the other
+// approval of the run stays in the inbox. Following another person's
+// sign-in link while signed in changes nothing until its button is
+// pressed.
+func TestBrowserApprovalCardDecidesItsCall(t *testing.T) {
+	e := newEnv(t, nil)
+	ws := t.TempDir()
+	run := e.askingRun(ws,
+		modeltest.Call("A", "write_file", map[string]string{"path": "README", "content": "a"}),
+		modeltest.Call("B/../A", "write_file", map[string]string{"path": "notes.txt", "content": "b"}))
+	ctx, cancel := browser(t)
+	defer cancel()
+	sel := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	code, err := e.h.LoginCode(t.Context(), e.secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cardB := `section.approval[data-call="B/../A"]`
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/ui/login?code="+code),
+		chromedp.Click(sel(`#sign-in`)),
+		chromedp.WaitVisible(sel(`#start-demo`)),
+		chromedp.Navigate(e.srv.URL+"/ui/approvals"),
+		chromedp.WaitVisible(sel(cardB)),
+	); err != nil {
+		t.Fatalf("open the inbox: %v", err)
+	}
+	facts, err := chromedp.Run(ctx, chromedp.Text(sel(cardB+` dl`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"B/../A", ws, "the server's machine"} {
+		if !strings.Contains(facts, want) {
+			t.Errorf("the card lacks %q:\n%s", want, facts)
+		}
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(sel(cardB+` button.approve`)),
+		chromedp.WaitVisible(sel(`#timeline`)),
+	); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	var decided []string
+	for _, ev := range e.events(run) {
+		if ev.Type == journal.ApprovalResolved {
+			v, _ := agent.Decode(&ev)
+			decided = append(decided, v.(*agent.ApprovalResolved).CallID)
+		}
+	}
+	if len(decided) != 1 || decided[0] != "B/../A" {
+		t.Fatalf("the B/../A card decided %v", decided)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/ui/approvals"),
+		chromedp.WaitVisible(sel(`section.approval[data-call="A"]`)),
+	); err != nil {
+		t.Errorf("the other approval left the inbox: %v", err)
+	}
+
+	// Another person's sign-in link does not replace the session by
+	// itself.
+	writer := e.newToken("wendy", nil, api.ScopeRunsWrite)
+	wcode, err := e.h.LoginCode(t.Context(), writer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/ui/login?code="+wcode),
+		chromedp.WaitVisible(sel(`#current-session`)),
+		chromedp.Navigate(e.srv.URL+"/ui/runs"),
+	); err != nil {
+		t.Fatal(err)
+	}
+	page, err := chromedp.Run(ctx, chromedp.Text(sel(`header .who`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page, "ada") || strings.Contains(page, "wendy") {
+		t.Errorf("after opening wendy's link the page is signed in as %q, want ada", page)
 	}
 }

@@ -21,7 +21,12 @@
 //
 // # Runs
 //
-// POST /v1/runs journals run.created and queues the run; a worker builds
+// POST /v1/runs checks the request against the operator's settings,
+// whoever asks ([Options].WorkspaceRoots, Protected, Sandbox, Policy,
+// ReplayDirs, ModelBaseURLs, Validate, and the agents the token is bound
+// to; admin tokens may override the sandbox and the policy, journaled),
+// journals run.created and queues the run; fork and resume are checked
+// the same way. A worker builds
 // its live parts with [Options.Wire] and executes it with
 // [agent.Runtime.Execute]. At most [Options.Workers] runs execute at once;
 // the rest wait in submission order. A run that asks for an approval
@@ -43,12 +48,13 @@
 // Every API route but the OpenAPI document needs a bearer token
 // ("Authorization: Bearer keel_..."). Tokens carry scopes (runs:read,
 // runs:write, approvals:write, admin) and a name, the person or system
-// they belong to; they are kept as SHA-256 digests in a system stream of
-// the journal ([Tokens]). Every state-changing action is journaled in the
+// they belong to, and the agents their runs may act as; they are kept as
+// SHA-256 digests in a system stream of the journal ([Tokens]). Every state-changing action is journaled in the
 // system stream [ActionStream] with the token's name and id, and an
-// approval's approval.resolved event names the person who decided. The
-// web UI keeps the token in an HttpOnly, SameSite=Strict cookie and
-// refuses cross-site form posts.
+// approval's approval.resolved event names the person who decided and
+// their token. The web UI keeps the token in an HttpOnly, SameSite=Strict
+// cookie, refuses cross-site form posts, and signs in with a pasted token
+// or a one-time code ([Handler.LoginCode]), never a token in a URL.
 //
 // # Errors
 //

@@ -2,10 +2,12 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -50,6 +52,13 @@ type env struct {
 	admin  *client.Client
 	secret string
 	models *models
+	// policy is the server's policy (Options.Policy), which the test's
+	// Prepare gives runs that name none.
+	policy *policy.Engine
+	// sandbox is the server's sandbox kind (Options.Sandbox), which the
+	// test's Prepare gives runs that name none; the test's wiring runs
+	// every command without isolation either way.
+	sandbox string
 }
 
 // models holds the fake models of an env's runs by model spec.
@@ -83,6 +92,12 @@ type envOptions struct {
 	models  *models
 	// clock, if set, gives the runtime's and the server's time.
 	clock func() time.Time
+	// opts, if set, adjusts the server's options before it starts.
+	opts func(*server.Options)
+	// sandbox is the server's sandbox kind; "" means "none".
+	sandbox string
+	// store, if set, is the journal (on db in dir) instead of a new one.
+	store journal.Store
 }
 
 func newEnv(t *testing.T, o *envOptions) *env {
@@ -90,7 +105,10 @@ func newEnv(t *testing.T, o *envOptions) *env {
 	if o == nil {
 		o = &envOptions{}
 	}
-	e := &env{t: t, dir: o.dir, db: o.db, models: o.models}
+	e := &env{t: t, dir: o.dir, db: o.db, models: o.models, sandbox: o.sandbox}
+	if e.sandbox == "" {
+		e.sandbox = "none"
+	}
 	if e.dir == "" {
 		e.dir = t.TempDir()
 		e.db = filepath.Join(e.dir, "keel.db")
@@ -98,17 +116,29 @@ func newEnv(t *testing.T, o *envOptions) *env {
 	if e.models == nil {
 		e.models = &models{m: map[string]model.Model{}}
 	}
-	store, err := sqlite.Open(e.db, &sqlite.Options{Sync: sqlite.SyncNormal})
-	if err != nil {
-		t.Fatal(err)
+	store := o.store
+	if store == nil {
+		var err error
+		if store, err = sqlite.Open(e.db, &sqlite.Options{Sync: sqlite.SyncNormal}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.store = store
 	e.rt = agent.NewRuntime(store, &agent.RuntimeOptions{Clock: o.clock})
 	logger := slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	e.h = server.NewHandler(e.rt, &server.Options{Wire: e.wire, Prepare: e.prepare, Workers: o.workers, Heartbeat: time.Hour, Logger: logger, Clock: o.clock})
+	// The test's workspaces (t.TempDir) are siblings of the journal's
+	// directory: their parent is the workspace root, and the journal's
+	// directory is protected.
+	so := &server.Options{Wire: e.wire, Prepare: e.prepare, Workers: o.workers, Heartbeat: time.Hour, Logger: logger, Clock: o.clock,
+		WorkspaceRoots: []string{filepath.Dir(e.dir)}, Protected: []string{e.dir}, Sandbox: e.sandbox, Policy: policy.Default()}
+	if o.opts != nil {
+		o.opts(so)
+	}
+	e.policy = so.Policy
+	e.h = server.NewHandler(e.rt, so)
 	e.srv = httptest.NewServer(e.h)
 	t.Cleanup(e.stop)
-	tok, err := e.h.Tokens().Create(t.Context(), "ada", []string{api.ScopeAdmin}, "test")
+	tok, err := e.h.Tokens().Create(t.Context(), &server.TokenParams{Name: "ada", Scopes: []string{api.ScopeAdmin}, By: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +176,7 @@ func (e *env) stop() {
 // workspaces, after calling Start.
 func (e *env) restart() (*env, []string) {
 	e.stop()
-	n := newEnv(e.t, &envOptions{dir: e.dir, db: e.db, models: e.models})
+	n := newEnv(e.t, &envOptions{dir: e.dir, db: e.db, models: e.models, sandbox: e.sandbox})
 	ids, err := n.h.Start(e.t.Context())
 	if err != nil {
 		e.t.Fatal(err)
@@ -165,7 +195,14 @@ func (e *env) client(secret string) *client.Client {
 // token creates a token for name with scopes and returns a client using
 // it.
 func (e *env) token(name string, scopes ...string) *client.Client {
-	tok, err := e.admin.CreateToken(e.t.Context(), &api.CreateToken{Name: name, Scopes: scopes})
+	return e.bound(name, nil, scopes...)
+}
+
+// bound creates a token for name with scopes, bound to agents, and returns
+// a client using it.
+func (e *env) bound(name string, agents []string, scopes ...string) *client.Client {
+	e.t.Helper()
+	tok, err := e.admin.CreateToken(e.t.Context(), &api.CreateToken{Name: name, Scopes: scopes, Agents: agents})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -216,11 +253,14 @@ func (e *env) prepare(_ context.Context, req *api.CreateRun) (*agent.RunCreated,
 		t := reg.Tool(s.Name)
 		infos = append(infos, agent.ToolInfo{ToolSpec: s, Effect: t.Effect.String(), Idempotent: t.Idempotent})
 	}
-	c := &agent.RunCreated{Task: req.Task, Model: req.Model, Workspace: req.Workspace, MountPath: "/workspace", Sandbox: "none",
-		Tools: infos, Principal: req.Agent, Labels: req.Labels, Limits: agent.Limits{MaxSteps: req.Limits.MaxSteps},
-		Policy: agent.NewPolicyRef(policy.Default())}
+	c := &agent.RunCreated{Task: req.Task, Model: req.Model, Workspace: req.Workspace, MountPath: cmpOr(req.MountPath, "/workspace"), Sandbox: e.sandbox,
+		Tools: infos, Principal: req.Agent, OnBehalfOf: req.OnBehalfOf, Labels: req.Labels, Limits: agent.Limits{MaxSteps: req.Limits.MaxSteps},
+		Policy: agent.NewPolicyRef(e.policy)}
+	if req.Sandbox != "" {
+		c.Sandbox = req.Sandbox
+	}
 	if req.Demo {
-		ws, err := os.MkdirTemp(e.dir, "demo-")
+		ws, err := os.MkdirTemp(filepath.Dir(e.dir), "demo-")
 		if err != nil {
 			return nil, err
 		}
@@ -246,10 +286,17 @@ func (e *env) prepare(_ context.Context, req *api.CreateRun) (*agent.RunCreated,
 	if c.Task == "" || c.Workspace == "" {
 		return nil, fmt.Errorf("%w: a run needs a task and a workspace", server.ErrInvalid)
 	}
-	if _, err := e.models.get(c.Model); err != nil {
+	if _, err := e.models.get(c.Model); err != nil && c.Model != "test:unwirable" {
 		return nil, fmt.Errorf("%w: %v", server.ErrInvalid, err)
 	}
 	return c, nil
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // waitFor follows run id's journal until an event satisfies ok, and
@@ -284,6 +331,95 @@ func (e *env) waitStop(id string, from int64) journal.Event {
 		st := journal.StatusOf(ev.Type)
 		return ev.Seq >= from && (st == journal.StatusPaused || st.Terminal())
 	})
+}
+
+// raw sends a request with the token secret (none if empty) and returns
+// the status and body.
+func (e *env) raw(method, path, secret, body string, header ...string) (int, string) {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(e.t.Context(), method, e.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// newToken creates a token with the admin client and returns its secret.
+func (e *env) newToken(name string, agents []string, scopes ...string) string {
+	e.t.Helper()
+	tok, err := e.admin.CreateToken(e.t.Context(), &api.CreateToken{Name: name, Scopes: scopes, Agents: agents})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tok.Secret
+}
+
+// journalRun appends a run directly to the journal (as another process,
+// or an older Keel, would have written it) and returns its id: created
+// with c, then each of events in order.
+func (e *env) journalRun(c *agent.RunCreated, events ...journal.Draft) string {
+	e.t.Helper()
+	id, err := e.rt.Create(e.t.Context(), c)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(events) > 0 {
+		now := time.Now()
+		for i := range events {
+			if events[i].Time.IsZero() {
+				events[i].Time = now
+			}
+		}
+		if _, err := e.store.Append(e.t.Context(), id, 1, events...); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return id
+}
+
+// draft encodes v as an event of type typ.
+func draft(t *testing.T, typ journal.Type, v any) journal.Draft {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return journal.Draft{Type: typ, Payload: b}
+}
+
+// askingRun journals a run on workspace ws paused at one turn whose
+// calls each wait for approval, as the demo policy asks for writes and a
+// strict policy for commands. The call ids are written as given (the
+// runtime replaces unsafe ones today; an older journal may hold them).
+func (e *env) askingRun(ws string, calls ...model.ToolCall) string {
+	e.t.Helper()
+	c := &agent.RunCreated{Task: "change files", Model: "test:none", Workspace: ws, MountPath: "/workspace", Sandbox: e.sandbox,
+		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(server.DemoPolicy()), Limits: agent.Limits{MaxSteps: 10}}
+	drafts := []journal.Draft{draft(e.t, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, ToolCalls: calls}})}
+	for _, c := range calls {
+		var args map[string]string
+		_ = json.Unmarshal([]byte(c.Arguments), &args)
+		text := args["command"] + args["path"]
+		part := policy.Part{Text: text, Effect: policy.Ask, Policies: []string{"ask"}, Reason: "a person approves this"}
+		d := policy.Decision{Effect: policy.Ask, Policies: part.Policies, Reason: part.Reason, Parts: []policy.Part{part}}
+		drafts = append(drafts, draft(e.t, journal.GateDecided, &agent.GateDecided{CallID: c.ID, Tool: c.Name, Decision: d}),
+			draft(e.t, journal.ApprovalRequested, &agent.ApprovalRequested{CallID: c.ID, Tool: c.Name, Arguments: json.RawMessage(c.Arguments),
+				Reason: part.Reason, Action: text, Parts: d.Parts}))
+	}
+	drafts = append(drafts, draft(e.t, journal.RunPaused, &agent.RunEnded{Reason: "approval", Message: "waiting"}))
+	return e.journalRun(c, drafts...)
 }
 
 // events reads run id's whole journal, verified.

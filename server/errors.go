@@ -49,10 +49,17 @@ func classify(err error) (e *apiError, internal bool) {
 		return &apiError{http.StatusInternalServerError, api.CodeCorrupt, ce.Error()}, false
 	case errors.Is(err, agent.ErrRunCompleted):
 		return &apiError{http.StatusConflict, api.CodeRunCompleted, "the run has completed"}, false
+	case errors.Is(err, agent.ErrApprovalExpired):
+		return &apiError{http.StatusConflict, api.CodeNoApproval, "too late: the approval's deadline has passed, so its default decision was applied"}, false
 	case errors.Is(err, agent.ErrNoApproval):
 		return &apiError{http.StatusConflict, api.CodeNoApproval, "this call has no pending approval (it was decided already, or never asked)"}, false
-	case errors.Is(err, ErrExecuting), errors.Is(err, agent.ErrRunBusy):
-		return &apiError{http.StatusConflict, api.CodeConflict, err.Error()}, false
+	case errors.Is(err, ErrElsewhere), errors.Is(err, agent.ErrRunBusy):
+		// Never the journal's own text (sequence numbers, driver errors).
+		return &apiError{http.StatusConflict, api.CodeConflict, "the run is being executed by another process sharing the journal (for example a keel run on the server's machine); stop it there, or try again when it stops"}, false
+	case errors.Is(err, errCanceling):
+		return &apiError{http.StatusConflict, api.CodeConflict, "the run is being canceled"}, false
+	case errors.Is(err, ErrExecuting):
+		return &apiError{http.StatusConflict, api.CodeConflict, "the run is executing: wait until it stops (or cancel it)"}, false
 	case errors.Is(err, ErrShuttingDown):
 		return &apiError{http.StatusServiceUnavailable, api.CodeUnavailable, "the server is shutting down"}, false
 	case errors.Is(err, ErrBadToken):

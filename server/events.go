@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -22,13 +23,17 @@ import (
 // "from that id plus one" and wins), then follows the run live. With
 // ?follow=false it ends after the stored events; with ?until=stopped it
 // ends after the next event that leaves the run stopped (run.paused,
-// approval.requested with the rest of its batch, or a terminal event). Either way the stream's last message is "event: end".
+// approval.requested with the rest of its batch, or a terminal event).
+// A followed stream also ends after run.completed, after which nothing
+// can be appended (failed and canceled runs can be resumed, so their
+// streams go on). Every finite stream's last message is "event: end".
 // Each event is checked against its hash chain as it is read; idle
 // streams get a comment line every Heartbeat.
 func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	if _, err := h.run(ctx, id, 0); err != nil {
+	run, err := h.run(ctx, id, 0)
+	if err != nil {
 		return err
 	}
 	q := r.URL.Query()
@@ -42,12 +47,19 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, _ *caller) e
 	}
 	if s := r.Header.Get("Last-Event-ID"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 {
+		if err != nil || n < 0 || n == math.MaxInt64 {
 			return badRequest("Last-Event-ID %q: want a sequence number", s)
 		}
 		from = n + 1
 	}
-	follow := q.Get("follow") != "false"
+	var follow bool
+	switch s := q.Get("follow"); s {
+	case "", "true":
+		follow = true
+	case "false":
+	default:
+		return badRequest("follow %q: want true or false", s)
+	}
 	untilStopped := q.Get("until") == "stopped"
 	if s := q.Get("until"); s != "" && s != "stopped" {
 		return badRequest("until %q: the only value is \"stopped\"", s)
@@ -74,16 +86,20 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, _ *caller) e
 		fmt.Fprintf(w, "event: end\ndata: {\"reason\":%q}\n\n", reason)
 		fl.Flush()
 	}
+	if follow && run.Status == string(journal.StatusCompleted) && from > run.Events {
+		end(string(journal.StatusCompleted))
+		return nil
+	}
 	if !follow {
 		events, err := h.rt.Store().Read(ctx, id, from)
 		if err != nil {
-			end("error: " + err.Error())
+			end("error: " + h.streamError(err))
 			return nil
 		}
 		prev := ""
 		for i := range events {
 			if err := checkLink(id, from, prev, &events[i]); err != nil {
-				end("error: " + err.Error())
+				end("error: " + h.streamError(err))
 				return nil
 			}
 			prev = events[i].Hash
@@ -95,6 +111,16 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, _ *caller) e
 		return nil
 	}
 	return h.followEvents(ctx, w, fl, id, from, untilStopped, write, end)
+}
+
+// streamError is the user-safe text of an error that ends a stream (a
+// corrupt journal names its first bad event; anything else is logged).
+func (h *Handler) streamError(err error) string {
+	e, internal := classify(err)
+	if internal {
+		h.logger.Error("event stream", "err", err)
+	}
+	return e.msg
 }
 
 // checkLink verifies one event of a replay that starts at from.
@@ -149,7 +175,7 @@ func (h *Handler) followEvents(ctx context.Context, w http.ResponseWriter, fl ht
 				return nil
 			}
 			if it.err != nil {
-				end("error: " + it.err.Error())
+				end("error: " + h.streamError(it.err))
 				return nil
 			}
 			if err := write(&it.e); err != nil {
@@ -159,6 +185,10 @@ func (h *Handler) followEvents(ctx context.Context, w http.ResponseWriter, fl ht
 			// writes, live events one by one.
 			if len(ch) == 0 {
 				fl.Flush()
+			}
+			if it.e.Type == journal.RunCompleted {
+				end(string(journal.StatusCompleted))
+				return nil
 			}
 			if untilStopped && stops(it.e.Type) {
 				// A stop may be one of several events appended at once

@@ -21,7 +21,7 @@ func ExampleNewHandler() {
 	rt := agent.NewRuntime(mem.New(), nil)
 	h := server.NewHandler(rt, nil)
 	defer h.Shutdown(ctx)
-	tok, err := h.Tokens().Create(ctx, "ada", []string{api.ScopeRunsRead}, "example")
+	tok, err := h.Tokens().Create(ctx, &server.TokenParams{Name: "ada", Scopes: []string{api.ScopeRunsRead}, By: "example"})
 	if err != nil {
 		panic(err)
 	}

@@ -20,6 +20,13 @@ var (
 	ErrExecuting = errors.New("server: run is executing")
 	// ErrShuttingDown is returned for work submitted after Shutdown began.
 	ErrShuttingDown = errors.New("server: shutting down")
+	// ErrElsewhere is returned when a run is executed by another process
+	// sharing the journal (a keel run or keel runs resume on the server's
+	// machine), which this server cannot stop.
+	ErrElsewhere = errors.New("server: run is executing in another process")
+	// errCanceling is returned by submit while a cancel of the run is
+	// being recorded: the cancel wins.
+	errCanceling = fmt.Errorf("%w: a cancel is being recorded", ErrExecuting)
 )
 
 // WireFunc builds the live parts of one execution of the run that c
@@ -37,11 +44,14 @@ type pool struct {
 	rt         *agent.Runtime
 	wire       WireFunc
 	principals policy.PrincipalCheck
-	// created returns a run's run.created payload (from the summaries,
-	// without reading the whole journal again).
-	created func(ctx context.Context, runID string) (*agent.RunCreated, error)
-	logger  *slog.Logger
-	base    context.Context // cancelled with agent.ErrShutdown
+	// sums gives a run's summary and run.created payload without reading
+	// the whole journal again.
+	sums *summaries
+	// executable refuses runs this server must not execute at all (see
+	// Handler.executable).
+	executable func(c *agent.RunCreated) error
+	logger     *slog.Logger
+	base       context.Context // cancelled with agent.ErrShutdown
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -60,6 +70,12 @@ type pool struct {
 type job struct {
 	runID   string
 	message string
+	// resume is a person's request to continue the run whatever its
+	// state (a failed or canceled run too). Other jobs (after a decision,
+	// a deadline, a restart) only continue a run that has not ended, and
+	// only if no event was appended since they looked (so a cancel that
+	// lands first wins).
+	resume bool
 }
 
 // execution is one run being executed.
@@ -75,10 +91,10 @@ type execution struct {
 	canceling bool
 }
 
-func newPool(rt *agent.Runtime, wire WireFunc, principals policy.PrincipalCheck, created func(context.Context, string) (*agent.RunCreated, error),
+func newPool(rt *agent.Runtime, wire WireFunc, principals policy.PrincipalCheck, sums *summaries, executable func(*agent.RunCreated) error,
 	workers int, logger *slog.Logger) *pool {
 	base, stop := context.WithCancelCause(context.Background())
-	p := &pool{rt: rt, wire: wire, principals: principals, created: created, logger: logger, base: base, stop: stop,
+	p := &pool{rt: rt, wire: wire, principals: principals, sums: sums, executable: executable, logger: logger, base: base, stop: stop,
 		queued: map[string]bool{}, active: map[string]*execution{}, errs: map[string]string{}}
 	p.cond = sync.NewCond(&p.mu)
 	for range workers {
@@ -88,29 +104,48 @@ func newPool(rt *agent.Runtime, wire WireFunc, principals policy.PrincipalCheck,
 	return p
 }
 
-// submit queues runID for execution with message (added as a user message
-// first, if not empty). A run already queued keeps its place; a run that
-// is executing is executed once more when it stops, unless message is set
-// (then ErrExecuting: a message cannot be added to a running turn).
-func (p *pool) submit(runID, message string) error {
+// submit queues runID to continue: after a decision, a deadline or a
+// restart. A run already queued keeps its place; a run that is executing
+// is executed once more when it stops. It returns errCanceling while a
+// cancel of the run is being recorded.
+func (p *pool) submit(runID string) error { return p.enqueue(job{runID: runID}) }
+
+// resume queues runID because a person asked to continue it, with message
+// (added as a user message first, if not empty). A run that is executing
+// cannot take a message (ErrExecuting).
+func (p *pool) resume(runID, message string) error {
+	return p.enqueue(job{runID: runID, message: message, resume: true})
+}
+
+func (p *pool) enqueue(j job) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closing {
 		return ErrShuttingDown
 	}
-	if x := p.active[runID]; x != nil {
-		if message != "" || x.canceling {
-			return fmt.Errorf("%w: %s", ErrExecuting, runID)
+	if x := p.active[j.runID]; x != nil {
+		if x.canceling {
+			return errCanceling
+		}
+		if j.message != "" {
+			return fmt.Errorf("%w: %s", ErrExecuting, j.runID)
 		}
 		x.again = true
 		return nil
 	}
-	if p.queued[runID] {
+	if p.queued[j.runID] {
+		if j.resume {
+			for i := range p.queue {
+				if p.queue[i].runID == j.runID && p.queue[i].message == "" {
+					p.queue[i].resume, p.queue[i].message = true, j.message
+				}
+			}
+		}
 		return nil
 	}
-	delete(p.errs, runID)
-	p.queued[runID] = true
-	p.queue = append(p.queue, job{runID: runID, message: message})
+	delete(p.errs, j.runID)
+	p.queued[j.runID] = true
+	p.queue = append(p.queue, j)
 	p.cond.Signal()
 	return nil
 }
@@ -165,7 +200,7 @@ func (p *pool) worker() {
 			p.onDone(j.runID, out, err)
 		}
 		if again {
-			_ = p.submit(j.runID, "")
+			_ = p.submit(j.runID)
 		}
 	}
 }
@@ -173,18 +208,43 @@ func (p *pool) worker() {
 // execute wires and executes one run.
 func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 	log := p.logger.With("run_id", j.runID)
-	created, err := p.created(ctx, j.runID)
+	stopped := func() bool { return ctx.Err() != nil }
+	var ifLast int64
+	if !j.resume {
+		// Continue only a run that has not ended, and only from where it
+		// is now: a cancel or another process's event that lands before
+		// the execution starts wins (Execute checks IfLastSeq).
+		r, err := p.sums.get(ctx, j.runID, 0)
+		if err == nil && journal.Status(r.Status).Terminal() {
+			return nil, nil
+		}
+		ifLast = r.Events
+	}
+	created, err := p.sums.created(ctx, j.runID)
 	if err != nil {
-		if errors.Is(context.Cause(ctx), agent.ErrShutdown) {
-			return nil, nil // shut down before it started: Start resumes it
+		if stopped() {
+			return nil, nil // shut down or canceled before it started
 		}
 		log.Error("load run", "err", err)
-		return nil, err
+		return nil, errors.New("the run's journal cannot be read (see the server log)")
+	}
+	if err := p.executable(created); err != nil {
+		log.Warn("not executing run", "err", err)
+		return nil, fmt.Errorf("this server does not execute the run: %w", err)
 	}
 	params, closer, err := p.wire(ctx, created)
 	if err != nil {
+		if stopped() {
+			return nil, nil
+		}
+		// A run that cannot be set up would fail the same way at every
+		// attempt (and every restart): it stops failed, its reason
+		// journaled, and can be resumed once the cause is fixed.
 		log.Error("wire run", "err", err)
-		return nil, fmt.Errorf("server: prepare run %s: %w", j.runID, err)
+		if _, ferr := p.rt.Fail(context.WithoutCancel(ctx), j.runID, "setup", "the server could not set up the run: "+err.Error()); ferr != nil {
+			log.Error("record the failure", "err", ferr)
+		}
+		return nil, fmt.Errorf("the server could not set up the run: %w", err)
 	}
 	if closer != nil {
 		defer closer.Close()
@@ -192,7 +252,7 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 	params.Message = j.message
 	// The server never waits inside an execution: a run that asks
 	// pauses and leaves its worker, and a decision queues it again.
-	params.Wait, params.OnWait, params.IfLastSeq = false, nil, 0
+	params.Wait, params.OnWait, params.IfLastSeq = false, nil, ifLast
 	if params.Principals == nil {
 		params.Principals = p.principals
 	}
@@ -203,11 +263,16 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 	}
 	if err != nil {
 		if errors.Is(err, agent.ErrRunBusy) {
-			// Someone appended while this execution ran; the journal
-			// refused our append, so nothing is torn. If it was an
-			// approval landing while the run paused, execute again;
-			// otherwise another process executes the run.
-			if st, _, lerr := p.rt.Load(context.WithoutCancel(ctx), j.runID); lerr == nil && st.LastType == journal.ApprovalResolved {
+			// Someone appended while this execution ran (or before it
+			// started); the journal refused our append, so nothing is
+			// torn. If it was an approval landing while the run paused,
+			// execute again; if the run ended (a cancel), there is
+			// nothing to do; otherwise another process executes it.
+			st, _, lerr := p.rt.Load(context.WithoutCancel(ctx), j.runID)
+			switch {
+			case lerr == nil && st.Status.Terminal():
+				return nil, nil
+			case lerr == nil && st.LastType == journal.ApprovalResolved:
 				log.Info("approval arrived while the run paused; executing again")
 				p.mu.Lock()
 				if x := p.active[j.runID]; x != nil {
@@ -217,30 +282,33 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 				return nil, nil
 			}
 			log.Warn("run is executed elsewhere", "err", err)
-			return nil, err
+			return nil, ErrElsewhere
 		}
 		log.Error("execute run", "err", err)
-		return nil, err
+		return nil, errors.New("the execution failed (see the server log)")
 	}
 	log.Info("run stopped", "status", out.Status)
 	return out, nil
 }
 
-// cancel stops run runID. An executing run is canceled with cause
-// agent.ErrUserCanceled (its executor journals run.canceled) and waited
-// for; if it stopped on its own meanwhile (it paused), or it was queued
-// or idle, record is called with no worker allowed to take the run. It
-// returns ErrExecuting when a cancel is already being recorded, and
-// ctx's error if the execution does not stop before ctx is done.
-func (p *pool) cancel(ctx context.Context, runID string, record func() error) error {
+// cancel stops run runID for person by. An executing run is canceled with
+// cause agent.CanceledBy(by) (its executor journals run.canceled naming
+// the person) and waited for; if it stopped on its own meanwhile (it
+// paused), or it was queued or idle, record is called with no worker
+// allowed to take the run, and called again (up to five times) while it
+// returns agent.ErrRunBusy because an event landed between its read and
+// its append. It returns ErrExecuting when a cancel is already being
+// recorded, and ctx's error if the execution does not stop before ctx is
+// done.
+func (p *pool) cancel(ctx context.Context, runID, by string, record func() error) error {
 	p.mu.Lock()
 	if x := p.active[runID]; x != nil {
 		if x.canceling {
 			p.mu.Unlock()
-			return fmt.Errorf("%w: a cancel is being recorded", ErrExecuting)
+			return errCanceling
 		}
 		x.again = false
-		x.cancel(agent.ErrUserCanceled)
+		x.cancel(agent.CanceledBy(by))
 		p.mu.Unlock()
 		select {
 		case <-x.done:
@@ -252,7 +320,7 @@ func (p *pool) cancel(ctx context.Context, runID string, record func() error) er
 	if p.active[runID] != nil {
 		// Someone resumed it in between: cancel that execution instead.
 		p.mu.Unlock()
-		return p.cancel(ctx, runID, record)
+		return p.cancel(ctx, runID, by, record)
 	}
 	if p.queued[runID] {
 		delete(p.queued, runID)
@@ -265,7 +333,16 @@ func (p *pool) cancel(ctx context.Context, runID string, record func() error) er
 	}
 	p.active[runID] = &execution{canceling: true, cancel: func(error) {}, done: make(chan struct{})}
 	p.mu.Unlock()
-	err := record()
+	// No worker takes the run meanwhile, but a decision (or another
+	// process) may append between record's read and its append: read
+	// again and retry, so the cancel is never lost to an approval that
+	// landed a moment earlier.
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = record(); !errors.Is(err, agent.ErrRunBusy) {
+			break
+		}
+	}
 	p.mu.Lock()
 	close(p.active[runID].done)
 	delete(p.active, runID)

@@ -7,21 +7,15 @@ import (
 	"fmt"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
-	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/tool"
 )
-
-// LabelForkOf is the run.created label of a forked run: "RUN@SEQ", the
-// source run and the last event copied from it.
-const LabelForkOf = "keel.fork_of"
 
 // run returns run id's summary with the pool's view of it.
 func (h *Handler) run(ctx context.Context, id string, knownSeq int64) (api.Run, error) {
@@ -41,8 +35,10 @@ func (h *Handler) run(ctx context.Context, id string, knownSeq int64) (api.Run, 
 
 // runs lists runs newest first, with statuses among status (all if
 // empty), at most limit (all if 0).
+// Statuses are the runs' folded statuses (a run waiting for the second of
+// two approvals is paused, whatever its newest event).
 func (h *Handler) runs(ctx context.Context, status []journal.Status, limit int) ([]api.Run, error) {
-	list, err := h.rt.Store().Runs(ctx, &journal.ListParams{Status: status})
+	list, err := h.rt.Store().Runs(ctx, &journal.ListParams{Status: indexStatuses(status)})
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +54,14 @@ func (h *Handler) runs(ctx context.Context, status []journal.Status, limit int) 
 		if err != nil {
 			// One bad journal must not hide the others: show it with
 			// its error.
-			r = api.Run{ID: s.RunID, Status: string(s.Status), Created: s.Created, Updated: s.Updated, Events: s.LastSeq, Error: err.Error()}
+			e, internal := classify(err)
+			if internal {
+				h.logger.Error("read run", "run_id", s.RunID, "err", err)
+			}
+			r = api.Run{ID: s.RunID, Status: string(s.Status), Created: s.Created, Updated: s.Updated, Events: s.LastSeq, Error: e.msg}
+		}
+		if len(status) > 0 && !slices.Contains(status, journal.Status(r.Status)) {
+			continue
 		}
 		out = append(out, r)
 	}
@@ -99,6 +102,17 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, _ *caller) er
 	return nil
 }
 
+// indexStatuses returns the statuses to ask the store's index for, to find
+// the runs whose folded status is among want: a run whose newest event is
+// a decision is indexed as running but may still be paused (waiting for
+// another decision), so asking for paused runs must include running ones.
+func indexStatuses(want []journal.Status) []journal.Status {
+	if slices.Contains(want, journal.StatusPaused) && !slices.Contains(want, journal.StatusRunning) {
+		return append(slices.Clone(want), journal.StatusRunning)
+	}
+	return want
+}
+
 func (h *Handler) getRun(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	run, err := h.run(r.Context(), r.PathValue("id"), 0)
 	if err != nil {
@@ -121,29 +135,31 @@ func (h *Handler) createRun(w http.ResponseWriter, r *http.Request, who *caller)
 	return nil
 }
 
-// create prepares, journals and submits a run.
+// create checks, prepares, journals and submits a run for who.
 func (h *Handler) create(ctx context.Context, req *api.CreateRun, who *caller) (api.Run, error) {
 	if h.opts.Prepare == nil {
 		return api.Run{}, &apiError{http.StatusServiceUnavailable, api.CodeUnavailable, "this server does not create runs (no run preparation configured)"}
 	}
-	if req.Limits.Timeout != "" {
-		if _, err := parseDuration(req.Limits.Timeout); err != nil {
-			return api.Run{}, badRequest("limits.timeout %q: %v", req.Limits.Timeout, err)
-		}
+	a := &admission{who: who, demo: req.Demo, demoWorkspace: req.Demo}
+	if err := h.admitRequest(ctx, a, req); err != nil {
+		return api.Run{}, err
 	}
 	c, err := h.opts.Prepare(ctx, req)
-	if errors.Is(err, ErrInvalid) {
-		return api.Run{}, badRequest("%s", strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
+	if err != nil {
+		return api.Run{}, h.invalid(err)
 	}
+	ws, err := h.admit(ctx, a, c)
 	if err != nil {
 		return api.Run{}, err
 	}
+	c.Workspace = ws
+	stamp(c, a)
 	id, err := h.rt.Create(ctx, c)
 	if err != nil {
 		return api.Run{}, err
 	}
-	rerr := h.record(ctx, who, action{Action: "run.create", RunID: id, Detail: c.Model})
-	if err := h.pool.submit(id, ""); err != nil {
+	rerr := h.record(ctx, who, action{Action: "run.create", RunID: id, Detail: detail(c.Model, a)})
+	if err := h.pool.submit(id); err != nil {
 		return api.Run{}, err
 	}
 	run, err := h.run(ctx, id, 0)
@@ -151,6 +167,14 @@ func (h *Handler) create(ctx context.Context, req *api.CreateRun, who *caller) (
 		err = rerr
 	}
 	return run, err
+}
+
+// detail is an api.action's detail: text and the admin's overrides.
+func detail(text string, a *admission) string {
+	if len(a.overrides) > 0 {
+		return strings.TrimSpace(text + " (admin override: " + strings.Join(a.overrides, ", ") + ")")
+	}
+	return text
 }
 
 func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request, who *caller) error {
@@ -167,7 +191,19 @@ func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request, who *caller)
 		writeJSON(w, http.StatusOK, run)
 		return nil
 	}
-	err = h.pool.cancel(ctx, id, func() error {
+	err = h.pool.cancel(ctx, id, who.Name, func() error {
+		// Hold the run's lease while recording, as an executor would: if
+		// another process executes the run, say so rather than race it.
+		if l, ok := h.rt.Store().(journal.Locker); ok {
+			unlock, err := l.Lock(ctx, id)
+			if errors.Is(err, journal.ErrLocked) {
+				return ErrElsewhere
+			}
+			if err != nil {
+				return err
+			}
+			defer unlock()
+		}
 		_, err := h.rt.Cancel(context.WithoutCancel(ctx), id, who.Name)
 		return err
 	})
@@ -200,6 +236,9 @@ func (h *Handler) resumeRun(w http.ResponseWriter, r *http.Request, who *caller)
 	return nil
 }
 
+// resume queues a paused, failed or canceled run for who, with message,
+// after checking it as a create is checked: who may act as its agent, and
+// it uses the server's sandbox, policy, models and workspace roots.
 func (h *Handler) resume(ctx context.Context, id, message string, who *caller) (api.Run, error) {
 	run, err := h.run(ctx, id, 0)
 	if err != nil {
@@ -213,10 +252,19 @@ func (h *Handler) resume(ctx context.Context, id, message string, who *caller) (
 	case len(run.Pending) > 0:
 		return run, conflict(api.CodeConflict, "run %s waits for %d approval(s); approve or deny them", id, len(run.Pending))
 	}
-	if err := h.pool.submit(id, message); err != nil {
+	c, err := h.sums.created(ctx, id)
+	if err != nil {
 		return run, err
 	}
-	if err := h.record(ctx, who, action{Action: "run.resume", RunID: id, Detail: message}); err != nil {
+	demo := c.Labels[LabelDemo] != ""
+	a := &admission{who: who, demo: demo, demoWorkspace: demo}
+	if _, err := h.admit(ctx, a, c); err != nil {
+		return run, err
+	}
+	if err := h.pool.resume(id, message); err != nil {
+		return run, err
+	}
+	if err := h.record(ctx, who, action{Action: "run.resume", RunID: id, Detail: detail(message, a)}); err != nil {
 		return run, err
 	}
 	return h.run(ctx, id, 0)
@@ -228,80 +276,32 @@ func (h *Handler) forkRun(w http.ResponseWriter, r *http.Request, who *caller) e
 	if err := decode(r, &req, true); err != nil {
 		return err
 	}
-	id, err := h.fork(ctx, r.PathValue("id"), &req)
+	run, err := h.forkAndStart(ctx, r.PathValue("id"), &req, who)
 	if err != nil {
 		return err
-	}
-	rerr := h.record(ctx, who, action{Action: "run.fork", RunID: id, Target: r.PathValue("id"), Detail: strconv.FormatInt(req.Seq, 10)})
-	if req.Start {
-		if err := h.pool.submit(id, req.Message); err != nil {
-			return err
-		}
-	}
-	run, err := h.run(ctx, id, 0)
-	if err != nil {
-		return err
-	}
-	if rerr != nil {
-		return rerr
 	}
 	writeJSON(w, http.StatusCreated, run)
 	return nil
 }
 
-// fork copies the events of run src up to req.Seq into a new run and
-// returns its id. The copies keep their types, times and payloads (the
-// run.created payload gains the [LabelForkOf] label and, if asked,
-// another workspace) and are sealed into the new run's own hash chain.
-func (h *Handler) fork(ctx context.Context, src string, req *api.ForkRun) (string, error) {
-	if IsSystemStream(src) {
-		return "", notFound("no such run %s", src)
-	}
-	events, err := journal.ReadVerified(ctx, h.rt.Store(), src)
-	if errors.Is(err, journal.ErrNotFound) {
-		return "", notFound("no such run %s", src)
-	}
+// forkAndStart forks run src for who, records it, and starts the fork if
+// asked.
+func (h *Handler) forkAndStart(ctx context.Context, src string, req *api.ForkRun, who *caller) (api.Run, error) {
+	id, a, err := h.fork(ctx, src, req, who)
 	if err != nil {
-		return "", err
+		return api.Run{}, err
 	}
-	seq := req.Seq
-	if seq == 0 {
-		seq = int64(len(events))
+	rerr := h.record(ctx, who, action{Action: "run.fork", RunID: id, Target: src, Detail: detail(strconv.FormatInt(req.Seq, 10), a)})
+	if req.Start {
+		if err := h.pool.resume(id, req.Message); err != nil {
+			return api.Run{}, err
+		}
 	}
-	if seq < 1 || seq > int64(len(events)) {
-		return "", badRequest("seq %d: run %s has events 1 to %d", req.Seq, src, len(events))
-	}
-	events = events[:seq]
-	st, err := agent.Fold(src, events)
+	run, err := h.run(ctx, id, 0)
 	if err != nil {
-		return "", err
+		return run, err
 	}
-	if req.Start && st.Status == journal.StatusCompleted {
-		return "", conflict(api.CodeRunCompleted, "event %d completes the run: fork from an earlier event to continue", seq)
-	}
-	created := *st.Created
-	created.Labels = map[string]string{}
-	for k, v := range st.Created.Labels {
-		created.Labels[k] = v
-	}
-	created.Labels[LabelForkOf] = fmt.Sprintf("%s@%d", src, seq)
-	if req.Workspace != "" {
-		created.Workspace = req.Workspace
-	}
-	first, err := jsonPayload(&created)
-	if err != nil {
-		return "", err
-	}
-	drafts := make([]journal.Draft, len(events))
-	for i, e := range events {
-		drafts[i] = journal.Draft{Type: e.Type, Time: e.Time, Payload: e.Payload}
-	}
-	drafts[0].Payload = first
-	id := strings.ToLower(ulid.Make().String())
-	if _, err := h.rt.Store().Append(ctx, id, 0, drafts...); err != nil {
-		return "", fmt.Errorf("server: fork %s: %w", src, err)
-	}
-	return id, nil
+	return run, rerr
 }
 
 func (h *Handler) artifact(w http.ResponseWriter, r *http.Request, _ *caller) error {

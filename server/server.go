@@ -15,6 +15,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -57,6 +58,50 @@ type Options struct {
 	// Heartbeat is the interval of keep-alive comments on idle event
 	// streams; 0 means 15 seconds.
 	Heartbeat time.Duration
+
+	// WorkspaceRoots are the directories runs created or forked through
+	// the API may work in: a workspace must be one of them or below one,
+	// symlinks resolved. Empty means the API creates no run but the demo
+	// (whose workspace Prepare makes). See docs/server.md.
+	WorkspaceRoots []string
+	// Protected are paths no run's workspace may be, be inside, or
+	// contain, whoever asks: Keel's home directory, the journal's
+	// directory, files holding the server's secrets or configuration.
+	Protected []string
+	// Sandbox is the sandbox every run of the server uses: "linux" (the
+	// default) or "none". A client may not ask for less isolation.
+	Sandbox string
+	// AllowSandboxOverride lets admin tokens ask for runs without
+	// isolation (sandbox none) on a server whose sandbox is linux; the
+	// override is journaled in run.created ([LabelOverride]). No other
+	// token can, ever.
+	AllowSandboxOverride bool
+	// Policy is the server's policy: runs created through the API decide
+	// by it, and a run resumed or forked through the API must decide by
+	// it (or, for the demo run, by [DemoPolicy]). Only admin tokens may
+	// choose another (journaled as an override). nil means
+	// policy.Default().
+	Policy *policy.Engine
+	// ReplayDirs are the directories "replay:" model specs of non-admin
+	// tokens may name recordings in (by file name, or by a path inside
+	// one). Empty: only admin tokens may use replay models.
+	ReplayDirs []string
+	// DefaultModel is the model spec runs get when they name none (the
+	// operator's choice, so always allowed); "" means none.
+	DefaultModel string
+	// ModelBaseURLs are the base URLs "openai-compatible:" model specs of
+	// non-admin tokens may name (the server would send them its API
+	// key). Empty: only admin tokens may name such endpoints.
+	ModelBaseURLs []string
+	// Validate, if set, checks that a run can be executed as it is (its
+	// model, sandbox, workspace and network settings wire), for runs the
+	// API creates, forks and resumes, so that a run that would fail at
+	// once is refused with HTTP 400 instead. Errors wrapped in
+	// [ErrInvalid] are the request's fault; others are internal.
+	Validate func(ctx context.Context, c *agent.RunCreated) error
+	// LoginCodeTTL is how long a sign-in code of [Handler.LoginCode]
+	// stays valid; 0 means 15 minutes.
+	LoginCodeTTL time.Duration
 }
 
 // ErrInvalid marks an error from [Options.Prepare] that is the request's
@@ -77,6 +122,11 @@ type Handler struct {
 	actions *stream
 	logger  *slog.Logger
 	ui      *uiPages
+	conf    *confinement
+	logins  *logins
+	// policyRef and demoPolicyRef identify the server's policy and the
+	// demo's, as runs record them.
+	policyRef, demoPolicyRef *agent.PolicyRef
 
 	stopOnce sync.Once
 	stop     chan struct{} // closed by Shutdown
@@ -116,6 +166,15 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 	if h.opts.ExpiryInterval <= 0 {
 		h.opts.ExpiryInterval = 10 * time.Second
 	}
+	if h.opts.Policy == nil {
+		h.opts.Policy = policy.Default()
+	}
+	if h.opts.LoginCodeTTL <= 0 {
+		h.opts.LoginCodeTTL = 15 * time.Minute
+	}
+	h.policyRef, h.demoPolicyRef = agent.NewPolicyRef(h.opts.Policy), agent.NewPolicyRef(DemoPolicy())
+	h.conf = newConfinement(&h.opts)
+	h.logins = &logins{codes: map[string]loginCode{}}
 	h.stop = make(chan struct{})
 	h.sums = newSummaries(rt.Store())
 	h.actions = &stream{store: rt.Store(), id: ActionStream, clock: h.opts.Clock, apply: func(*journal.Event) error { return nil }}
@@ -125,7 +184,7 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 			return nil, nil, errors.New("this server executes no runs (no wiring configured)")
 		}
 	}
-	h.pool = newPool(rt, wire, h.opts.Directory.Check, h.sums.created, h.opts.Workers, h.logger)
+	h.pool = newPool(rt, wire, h.opts.Directory.Check, h.sums, h.executable, h.opts.Workers, h.logger)
 	h.ui = newUIPages()
 	h.mux = http.NewServeMux()
 	for _, rt := range routes {
@@ -150,9 +209,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) Tokens() *Tokens { return h.tokens }
 
 // Start submits for execution every run that was executing when the
-// server (or another process) stopped: runs whose newest event is not
-// terminal or a pause, and runs paused by a shutdown. Runs paused for an
-// approval stay paused until someone decides. It returns the ids
+// server (or another process) stopped: runs that are running by their
+// folded state (their newest event is neither an end nor a pause, and
+// they wait for no approval), and runs paused by a shutdown. Runs paused
+// for an approval stay paused until someone decides. It returns the ids
 // submitted, oldest first.
 func (h *Handler) Start(ctx context.Context) ([]string, error) {
 	runs, err := h.rt.Store().Runs(ctx, &journal.ListParams{Status: []journal.Status{journal.StatusRunning, journal.StatusPaused}})
@@ -164,13 +224,14 @@ func (h *Handler) Start(ctx context.Context) ([]string, error) {
 		if IsSystemStream(r.RunID) {
 			continue
 		}
-		if r.Status == journal.StatusPaused {
-			s, err := h.sums.get(ctx, r.RunID, r.LastSeq)
-			if err != nil || s.Reason != "shutdown" || len(s.Pending) > 0 {
-				continue
-			}
+		s, err := h.sums.get(ctx, r.RunID, r.LastSeq)
+		if err != nil || len(s.Pending) > 0 {
+			continue
 		}
-		if err := h.pool.submit(r.RunID, ""); err != nil {
+		if s.Status == string(journal.StatusPaused) && s.Reason != "shutdown" {
+			continue
+		}
+		if err := h.pool.submit(r.RunID); err != nil {
 			return ids, err
 		}
 		ids = append(ids, r.RunID)
@@ -215,7 +276,7 @@ func (h *Handler) ExpireApprovals(ctx context.Context) ([]string, error) {
 		if a.Expires == nil || now.Before(*a.Expires) || slices.Contains(ids, a.RunID) {
 			continue
 		}
-		if err := h.pool.submit(a.RunID, ""); err != nil {
+		if err := h.pool.submit(a.RunID); err != nil && !errors.Is(err, errCanceling) {
 			return ids, err
 		}
 		ids = append(ids, a.RunID)
@@ -306,8 +367,9 @@ const cookieName = "keel_token"
 // (Sec-Fetch-Site or Origin), so another site cannot act with it.
 func (h *Handler) authenticate(r *http.Request) (*caller, error) {
 	if a := r.Header.Get("Authorization"); a != "" {
-		secret, ok := strings.CutPrefix(a, "Bearer ")
-		if !ok {
+		// The scheme is case-insensitive (RFC 9110, section 11.1).
+		scheme, secret, ok := strings.Cut(strings.TrimSpace(a), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			return nil, &apiError{http.StatusUnauthorized, api.CodeUnauthenticated, `the Authorization header must be "Bearer TOKEN"`}
 		}
 		return h.tokens.Authenticate(r.Context(), strings.TrimSpace(secret))

@@ -31,7 +31,8 @@ type summary struct {
 	// the run has not ended; it is dropped when the run ends, to keep the
 	// cache small (an ended run that is resumed is read again).
 	created *agent.RunCreated
-	// pending lists the open approvals of the newest turn.
+	// pending lists the open approvals of the newest turn: requested,
+	// neither decided nor given a result.
 	pending []api.Approval
 }
 
@@ -108,7 +109,7 @@ func (s *summary) apply(e *journal.Event) error {
 		s.created = c
 		r.ID, r.Task, r.Model, r.Agent, r.OnBehalfOf = e.RunID, c.Task, c.Model, c.Principal, c.OnBehalfOf
 		r.Workspace, r.Sandbox, r.Created = c.Workspace, c.Sandbox, e.Time
-		r.ForkOf = c.Labels[LabelForkOf]
+		r.ForkOf, r.CreatedBy = c.Labels[LabelForkOf], c.Labels[LabelCreatedBy]
 	}
 	switch x := v.(type) {
 	case *agent.ModelResponded:
@@ -121,7 +122,8 @@ func (s *summary) apply(e *journal.Event) error {
 	case *agent.ApprovalRequested:
 		s.pending = append(s.pending, api.Approval{RunID: e.RunID, CallID: x.CallID, Tool: x.Tool, Arguments: x.Arguments,
 			Action: x.Action, Reason: x.Reason, Parts: x.Parts, Expires: x.Expires, Default: string(x.Default),
-			Seq: e.Seq, Requested: e.Time, Task: r.Task, Agent: r.Agent, OnBehalfOf: r.OnBehalfOf})
+			Seq: e.Seq, Requested: e.Time, Task: r.Task, Agent: r.Agent, OnBehalfOf: r.OnBehalfOf,
+			Workspace: r.Workspace, Sandbox: r.Sandbox, CreatedBy: r.CreatedBy})
 	case *agent.ApprovalResolved:
 		s.drop(x.CallID)
 	case *agent.ToolFinished:
@@ -132,9 +134,21 @@ func (s *summary) apply(e *journal.Event) error {
 		r.Reason, r.Message, r.Output = x.Reason, x.Message, x.Output
 	}
 	r.Events, r.LastType, r.Updated = e.Seq, string(e.Type), e.Time
-	r.Status = string(journal.StatusOf(e.Type))
-	if journal.StatusOf(e.Type).Terminal() {
+	// The status as agent.Fold folds it: a run that asked for approvals
+	// stays paused until it is resumed, also when its newest event is
+	// one of several decisions (the newest event's type alone would say
+	// running).
+	switch v.(type) {
+	case *agent.RunCreated, *agent.RunResumed:
+		r.Status = string(journal.StatusRunning)
+	case *agent.ApprovalRequested:
+		r.Status = string(journal.StatusPaused)
+	case *agent.RunEnded:
+		r.Status = string(journal.StatusOf(e.Type))
+	}
+	if journal.Status(r.Status).Terminal() {
 		s.created = nil
+		s.pending = nil
 	}
 	r.DurationMS = e.Time.Sub(s.first.Time).Milliseconds()
 	s.lastHash = e.Hash

@@ -49,7 +49,7 @@ func newRowRenderer(runID string) *rowRenderer {
 type html struct{ b strings.Builder }
 
 func (h *html) raw(s string)  { h.b.WriteString(s) }
-func (h *html) text(s string) { h.b.WriteString(template.HTMLEscapeString(s)) }
+func (h *html) text(s string) { h.b.WriteString(template.HTMLEscapeString(Visible(s))) }
 func (h *html) tag(tag, class, s string) {
 	fmt.Fprintf(&h.b, `<%s class="%s">`, tag, class)
 	h.text(s)
@@ -138,6 +138,11 @@ func (r *rowRenderer) render(e *journal.Event) row {
 		h.tag("span", "effect "+string(x.Decision), string(x.Decision))
 		h.text(" " + r.call(x.CallID, "") + " by ")
 		h.tag("strong", "by", orDash(x.By))
+		if x.Token != "" {
+			h.raw(` <small class="token">`)
+			h.text("(token " + x.Token + ")")
+			h.raw(`</small>`)
+		}
 		if x.Reason != "" {
 			h.text(": " + x.Reason)
 		}

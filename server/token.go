@@ -14,7 +14,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 )
@@ -74,6 +76,7 @@ type tokenCreated struct {
 	ID        string   `json:"id"`
 	Name      string   `json:"name"`
 	Scopes    []string `json:"scopes"`
+	Agents    []string `json:"agents,omitempty"`
 	Hash      string   `json:"sha256"`
 	CreatedBy string   `json:"created_by,omitempty"`
 }
@@ -109,7 +112,7 @@ func (t *Tokens) apply(e *journal.Event) error {
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			return err
 		}
-		t.byID[p.ID] = &tokenRec{Token: api.Token{ID: p.ID, Name: p.Name, Scopes: p.Scopes, CreatedBy: p.CreatedBy, Created: e.Time}, hash: p.Hash}
+		t.byID[p.ID] = &tokenRec{Token: api.Token{ID: p.ID, Name: p.Name, Scopes: p.Scopes, Agents: p.Agents, CreatedBy: p.CreatedBy, Created: e.Time}, hash: p.Hash}
 	case TokenRevoked:
 		var p tokenRevoked
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
@@ -137,17 +140,62 @@ func CheckScopes(scopes []string) error {
 	return nil
 }
 
-// Create makes a token for name with scopes, recorded as created by by,
-// and returns it with its secret, which is not stored and cannot be shown
-// again. Names are free text (a person's name or e-mail); scopes must be
-// among [Scopes].
-func (t *Tokens) Create(ctx context.Context, name string, scopes []string, by string) (*api.NewToken, error) {
-	name = strings.TrimSpace(name)
-	if name == "" {
-		return nil, errors.New("server: a token needs a name (the person or system using it)")
+// CheckTokenName returns an error unless name may name a token's person
+// or system: 1 to 100 characters, none of them a control character or an
+// invisible or reordering one (see [Visible]), and not starting with
+// "keel." or "keel-" or "_keel" (whatever the case), which name Keel's
+// own principals (keel.timeout, keel-cli, keel serve...): a person's
+// decision must never look automatic.
+func CheckTokenName(name string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return errors.New("server: a token needs a name (the person or system using it)")
+	case utf8.RuneCountInString(name) > 100:
+		return errors.New("server: a token's name has at most 100 characters")
+	case !utf8.ValidString(name) || Visible(name) != name || strings.ContainsAny(name, "\n\t"):
+		return fmt.Errorf("server: token name %q contains control or invisible characters", Visible(name))
 	}
-	if err := CheckScopes(scopes); err != nil {
+	l := strings.ToLower(name)
+	if l == "keel" || strings.HasPrefix(l, "keel.") || strings.HasPrefix(l, "keel-") || strings.HasPrefix(l, "keel ") || strings.HasPrefix(l, "_keel") {
+		return fmt.Errorf("server: token name %q looks like one of Keel's own principals (keel.*, keel-*); name the person or system", name)
+	}
+	return nil
+}
+
+// TokenParams describe a new token for [Tokens.Create].
+type TokenParams struct {
+	// Name is the person or system the token is for (see
+	// [CheckTokenName]); it is recorded with every action taken with it.
+	Name string
+	// Scopes must be among [Scopes] (at least one).
+	Scopes []string
+	// Agents are the agents the token's runs may act as (checked by the
+	// caller against the agent directory); admin tokens may act as any.
+	Agents []string
+	// By names who creates the token.
+	By string
+}
+
+// Create makes a token and returns it with its secret, which is not
+// stored and cannot be shown again. It returns an error for a name that
+// [CheckTokenName] refuses, scopes that [CheckScopes] refuses, or an
+// agent name that is not valid (identity.CheckName).
+func (t *Tokens) Create(ctx context.Context, p *TokenParams) (*api.NewToken, error) {
+	name := strings.TrimSpace(p.Name)
+	if err := CheckTokenName(name); err != nil {
 		return nil, err
+	}
+	if err := CheckScopes(p.Scopes); err != nil {
+		return nil, err
+	}
+	var agents []string
+	for _, a := range p.Agents {
+		if err := identity.CheckName(a); err != nil {
+			return nil, fmt.Errorf("server: token agent: %w", err)
+		}
+		if !slices.Contains(agents, a) {
+			agents = append(agents, a)
+		}
 	}
 	id, err := randomString(8)
 	if err != nil {
@@ -158,8 +206,8 @@ func (t *Tokens) Create(ctx context.Context, name string, scopes []string, by st
 		return nil, err
 	}
 	secret := TokenPrefix + id + "_" + secretPart
-	p := tokenCreated{ID: id, Name: name, Scopes: slices.Clone(scopes), Hash: digest(secret), CreatedBy: by}
-	_, err = t.s.append(ctx, TokenCreated, &p, func() error {
+	tc := tokenCreated{ID: id, Name: name, Scopes: slices.Clone(p.Scopes), Agents: agents, Hash: digest(secret), CreatedBy: p.By}
+	_, err = t.s.append(ctx, TokenCreated, &tc, func() error {
 		t.mu.RLock()
 		defer t.mu.RUnlock()
 		if t.byID[id] != nil {
@@ -201,7 +249,7 @@ func (t *Tokens) List(ctx context.Context) ([]api.Token, error) {
 	out := make([]api.Token, 0, len(t.byID))
 	for _, r := range t.byID {
 		tok := r.Token
-		tok.Scopes = slices.Clone(r.Scopes)
+		tok.Scopes, tok.Agents = slices.Clone(r.Scopes), slices.Clone(r.Agents)
 		out = append(out, tok)
 	}
 	slices.SortFunc(out, func(a, b api.Token) int {
@@ -244,7 +292,7 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (*api.Token, e
 		return nil, ErrBadToken
 	}
 	tok := r.Token
-	tok.Scopes = slices.Clone(r.Scopes)
+	tok.Scopes, tok.Agents = slices.Clone(r.Scopes), slices.Clone(r.Agents)
 	return &tok, nil
 }
 
@@ -264,9 +312,13 @@ func (t *Tokens) Count(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// HasScope reports whether tok grants scope (admin grants every scope).
+// HasScope reports whether tok grants scope: admin grants every scope,
+// and runs:write and approvals:write include runs:read (see package api).
 func HasScope(tok *api.Token, scope string) bool {
-	return slices.Contains(tok.Scopes, api.ScopeAdmin) || slices.Contains(tok.Scopes, scope)
+	if slices.Contains(tok.Scopes, api.ScopeAdmin) || slices.Contains(tok.Scopes, scope) {
+		return true
+	}
+	return scope == api.ScopeRunsRead && (slices.Contains(tok.Scopes, api.ScopeRunsWrite) || slices.Contains(tok.Scopes, api.ScopeApprovalsWrite))
 }
 
 func digest(s string) string {

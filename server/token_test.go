@@ -50,7 +50,7 @@ func TestTokensAcrossProcesses(t *testing.T) {
 	srv := server.NewTokens(s2, &server.TokensOptions{Clock: clock.now, Refresh: time.Second})
 	ctx := t.Context()
 
-	tok, err := cli.Create(ctx, "ada", []string{api.ScopeRunsRead, api.ScopeApprovalsWrite}, "keel tokens create")
+	tok, err := cli.Create(ctx, &server.TokenParams{Name: "ada", Scopes: []string{api.ScopeRunsRead, api.ScopeApprovalsWrite}, By: "keel tokens create"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestTokensAcrossProcesses(t *testing.T) {
 		name   string
 		scopes []string
 	}{{"no scopes", nil}, {"unknown scope", []string{"root"}}} {
-		if _, err := cli.Create(ctx, "x", tt.scopes, ""); err == nil {
+		if _, err := cli.Create(ctx, &server.TokenParams{Name: "x", Scopes: tt.scopes}); err == nil {
 			t.Errorf("Create with %s: no error", tt.name)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -43,6 +44,11 @@ func newUIPages() *uiPages {
 		"ago":    func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") },
 		"join":   strings.Join,
 		"action": approvalAction,
+		// vis shows invisible and reordering characters as escapes;
+		// seg escapes one URL path segment (a call id may hold "/", "?"
+		// or "#").
+		"vis": Visible,
+		"seg": url.PathEscape,
 	}
 	return &uiPages{t: template.Must(template.New("pages").Funcs(funcs).Parse(pagesHTML))}
 }
@@ -64,6 +70,13 @@ type page struct {
 	Agents    []api.Agent
 	AgentsErr string
 	Report    *api.AuditReport
+
+	// The sign-in page: the one-time code of a sign-in link and whom it
+	// signs in as, the person already signed in, and where to go next.
+	Code     string
+	CodeFor  *api.Token
+	Current  string
+	NextPage string
 }
 
 type flash struct{ Kind, Text string }
@@ -121,7 +134,11 @@ func (h *Handler) uiEndpoint(scope string, serve func(http.ResponseWriter, *http
 		if err != nil {
 			e, _ := classify(err)
 			if e.status == http.StatusUnauthorized {
-				http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				next := ""
+				if r.Method == http.MethodGet {
+					next = "?next=" + url.QueryEscape(r.URL.RequestURI())
+				}
+				http.Redirect(w, r, "/ui/login"+next, http.StatusSeeOther)
 				return
 			}
 			h.uiError(w, r, nil, e)
@@ -187,42 +204,6 @@ func (h *Handler) fragment(w http.ResponseWriter, name string, data any) error {
 	return nil
 }
 
-// uiLogin shows the sign-in form, or takes a token (form field, or
-// ?token= in the link `keel serve` prints), checks it, and keeps it in an
-// HttpOnly, SameSite=Strict cookie.
-func (h *Handler) uiLogin(w http.ResponseWriter, r *http.Request) {
-	secret := r.URL.Query().Get("token")
-	if r.Method == http.MethodPost {
-		if !sameOrigin(r) {
-			http.Error(w, "cross-site request refused", http.StatusForbidden)
-			return
-		}
-		secret = r.PostFormValue("token")
-	}
-	p := h.newPage(r.Context(), nil, "Sign in", "")
-	if secret == "" {
-		h.render(w, http.StatusOK, "login", p)
-		return
-	}
-	if _, err := h.tokens.Authenticate(r.Context(), strings.TrimSpace(secret)); err != nil {
-		p.Flash = &flash{"bad", "That token is not valid (unknown or revoked)."}
-		h.render(w, http.StatusUnauthorized, "login", p)
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: strings.TrimSpace(secret), Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 30 * 24 * 3600})
-	next := r.URL.Query().Get("next")
-	if !strings.HasPrefix(next, "/ui/") {
-		next = "/ui/runs"
-	}
-	http.Redirect(w, r, next, http.StatusSeeOther)
-}
-
-func (h *Handler) uiLogout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
-}
-
 func (h *Handler) uiRuns(w http.ResponseWriter, r *http.Request, who *caller) error {
 	runs, err := h.runs(r.Context(), nil, 200)
 	if err != nil {
@@ -242,7 +223,7 @@ func (h *Handler) uiDemo(w http.ResponseWriter, r *http.Request, who *caller) er
 	if err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/ui/runs/"+run.ID, http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 	return nil
 }
 
@@ -251,8 +232,8 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 		Agent: r.PostFormValue("agent"), Sandbox: r.PostFormValue("sandbox")}
 	if s := r.PostFormValue("max_steps"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil {
-			return badRequest("max steps %q is not a number", s)
+		if err != nil || n < 0 {
+			return badRequest("max steps %q: want a number >= 0", s)
 		}
 		req.Limits.MaxSteps = n
 	}
@@ -260,7 +241,7 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 	if err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/ui/runs/"+run.ID, http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 	return nil
 }
 
@@ -298,9 +279,11 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, _ *caller) er
 	}
 	from, _ := strconv.ParseInt(r.URL.Query().Get("from"), 10, 64)
 	if s := r.Header.Get("Last-Event-ID"); s != "" {
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-			from = n + 1
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 || n == math.MaxInt64 {
+			return badRequest("Last-Event-ID %q: want a sequence number", s)
 		}
+		from = n + 1
 	}
 	from = max(from, 1)
 	fl, ok := w.(http.Flusher)
@@ -402,7 +385,8 @@ func (h *Handler) uiCancel(w http.ResponseWriter, r *http.Request, who *caller) 
 	if err := h.cancelRun(rec, r, who); err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/ui/runs/"+r.PathValue("id"), http.StatusSeeOther)
+	id := r.PathValue("id")
+	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(id), http.StatusSeeOther)
 	return nil
 }
 
@@ -410,7 +394,7 @@ func (h *Handler) uiResume(w http.ResponseWriter, r *http.Request, who *caller) 
 	if _, err := h.resume(r.Context(), r.PathValue("id"), r.PostFormValue("message"), who); err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/ui/runs/"+r.PathValue("id"), http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(r.PathValue("id")), http.StatusSeeOther)
 	return nil
 }
 
@@ -419,15 +403,11 @@ func (h *Handler) uiFork(w http.ResponseWriter, r *http.Request, who *caller) er
 	if err != nil {
 		return badRequest("event %q is not a number", r.PostFormValue("seq"))
 	}
-	src := r.PathValue("id")
-	id, err := h.fork(r.Context(), src, &api.ForkRun{Seq: seq})
+	run, err := h.forkAndStart(r.Context(), r.PathValue("id"), &api.ForkRun{Seq: seq, Workspace: strings.TrimSpace(r.PostFormValue("workspace"))}, who)
 	if err != nil {
 		return err
 	}
-	if err := h.record(r.Context(), who, action{Action: "run.fork", RunID: id, Target: src, Detail: strconv.FormatInt(seq, 10)}); err != nil {
-		return err
-	}
-	http.Redirect(w, r, "/ui/runs/"+id, http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 	return nil
 }
 
@@ -455,11 +435,17 @@ func (h *Handler) uiDecide(w http.ResponseWriter, r *http.Request, who *caller) 
 	default:
 		return badRequest("decision must be allow or deny")
 	}
-	id := r.PathValue("id")
-	if _, err := h.decide(r.Context(), id, r.PathValue("call"), d, &api.Decide{Reason: r.PostFormValue("reason")}, who); err != nil {
+	// The call id comes from the path, escaped as one segment by the
+	// card's form; the form also carries it, and the two must agree, so a
+	// path a browser normalised (a call id with "/../") decides nothing.
+	id, call := r.PathValue("id"), r.PathValue("call")
+	if c := r.PostFormValue("call"); c != call {
+		return badRequest("the form is for call %q but was posted for call %q; reload the inbox", Visible(c), Visible(call))
+	}
+	if _, err := h.decide(r.Context(), id, call, d, &api.Decide{Reason: r.PostFormValue("reason")}, who); err != nil {
 		return err
 	}
-	http.Redirect(w, r, "/ui/runs/"+id, http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(id), http.StatusSeeOther)
 	return nil
 }
 
@@ -516,6 +502,7 @@ func (d *discardWriter) WriteHeader(int)             {}
 // approvalAction renders the raw action a person approves: the action
 // as the policy saw it (the command line, the URL, the tool and path),
 // then the tool and its arguments, indented.
+// Invisible and reordering characters are shown as escapes ([Visible]).
 func approvalAction(a api.Approval) string {
 	var b bytes.Buffer
 	if a.Action != "" {
@@ -526,7 +513,7 @@ func approvalAction(a api.Approval) string {
 	if err := json.Indent(&b, a.Arguments, "", "  "); err != nil {
 		b.Write(a.Arguments)
 	}
-	return b.String()
+	return Visible(b.String())
 }
 
 func shortID(id string) string {

@@ -26,6 +26,7 @@ type Registry struct {
 type entry struct {
 	tool     *Tool
 	handler  Handler
+	schema   *jsonschema.Schema
 	resolved *jsonschema.Resolved
 }
 
@@ -54,7 +55,7 @@ func (r *Registry) Add(t *Tool, h Handler) {
 		panic(fmt.Sprintf("tool %s: resolve input schema: %v", t.Name, err))
 	}
 	c := *t
-	r.tools[t.Name] = &entry{tool: &c, handler: h, resolved: res}
+	r.tools[t.Name] = &entry{tool: &c, handler: h, schema: &s, resolved: res}
 }
 
 // Add registers a tool whose handler takes typed arguments. The input
@@ -122,8 +123,11 @@ const MaxPreview = 800
 // arguments as a compact JSON object, or a non-nil error [Result] that
 // tells the model what is wrong: an unknown tool (listing the valid
 // names), arguments that are not a JSON object (with the parser's message
-// and a preview of at most [MaxPreview] bytes), or arguments that break the
-// tool's schema.
+// and a preview of at most [MaxPreview] bytes), an object that can be
+// read two ways (a duplicate key, or keys that differ only in case from
+// each other or from a schema property, at any depth: every reader of the
+// arguments, the gate, the tool and what people are shown, must see the
+// same values), or arguments that break the tool's schema.
 func (r *Registry) Validate(call model.ToolCall) (json.RawMessage, *Result) {
 	e := r.tools[call.Name]
 	if e == nil {
@@ -139,6 +143,9 @@ func (r *Registry) Validate(call model.ToolCall) (json.RawMessage, *Result) {
 	}
 	if _, ok := v.(map[string]any); !ok {
 		return nil, Errorf("the arguments of %s must be a JSON object, got %s; received: %s", call.Name, jsonKind(v), Preview(call.Arguments, MaxPreview))
+	}
+	if err := checkKeys([]byte(raw), e.schema); err != nil {
+		return nil, Errorf("the arguments of %s are ambiguous: %v", call.Name, err)
 	}
 	if err := e.resolved.Validate(v); err != nil {
 		return nil, Errorf("the arguments of %s do not match its schema: %v", call.Name, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/policy"
 )
 
 // person returns who is at the keyboard, for By fields: --by, else the
@@ -37,9 +38,12 @@ itself; an assistant agent acts on behalf of a user (keel run --agent NAME
 takes effect at its next gate decision, in every process sharing the
 journal: its running runs pause with reason "revoked".
 
-The directory is stored as a hash-chained stream in the journal database.`,
+The directory is stored as a hash-chained stream in the journal database.
+Locally, names and --by are taken as given: whoever can write the database
+can act as any agent (see docs/approvals.md, "Who may do what").`,
 	}
 	cmd.AddCommand(a.agentsCreateCmd(), a.agentsListCmd(), a.agentsRevokeCmd(), a.agentsShowCmd())
+	cmd.AddCommand(a.agentsGrantsCmd(), a.agentsUngrantCmd(), a.agentsRestoreCmd())
 	return cmd
 }
 
@@ -96,7 +100,7 @@ func (a *app) agentsListCmd() *cobra.Command {
 				}
 				return nil
 			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "AGENT\tKIND\tSTATUS\tCREATED\tGRANTS\tDESCRIPTION")
 			for _, ag := range agents {
 				status, created := "active", "built in"
@@ -106,7 +110,7 @@ func (a *app) agentsListCmd() *cobra.Command {
 				if !ag.Builtin {
 					created = ag.Created.Local().Format("2006-01-02 15:04")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ag.Name, ag.Kind, status, created, len(ag.Grants), clip(ag.Description, 50))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ag.Name, ag.Kind, status, created, len(ag.Grants), cell(clip(oneLine(ag.Description), 50)))
 			}
 			return tw.Flush()
 		},
@@ -131,24 +135,142 @@ func (a *app) agentsShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "agent %s (%s)\n", ag.Name, ag.Kind)
+			w := escWriter{a.stdout}
+			fmt.Fprintf(w, "agent %s (%s)\n", ag.Name, ag.Kind)
 			if ag.Description != "" {
-				fmt.Fprintf(a.stdout, "  %s\n", ag.Description)
+				fmt.Fprintf(w, "  %s\n", ag.Description)
 			}
 			if ag.Revoked {
-				fmt.Fprintf(a.stdout, "REVOKED %s by %s: %s\n", ag.RevokedAt.Local().Format("2006-01-02 15:04"), ag.RevokedBy, ag.RevokeReason)
+				fmt.Fprintf(w, "REVOKED %s by %s: %s\n", ag.RevokedAt.Local().Format("2006-01-02 15:04"), ag.RevokedBy, ag.RevokeReason)
+			} else if !ag.RestoredAt.IsZero() {
+				fmt.Fprintf(w, "restored %s by %s after a revocation\n", ag.RestoredAt.Local().Format("2006-01-02 15:04"), ag.RestoredBy)
 			}
-			fmt.Fprintf(a.stdout, "standing approvals: %d\n", len(ag.Grants))
+			fmt.Fprintf(w, "standing approvals: %d\n", len(ag.Grants))
 			for _, g := range ag.Grants {
-				what := "exactly " + g.Exact
-				if len(g.Prefix) > 0 {
-					what = "commands starting " + strings.Join(g.Prefix, " ")
-				}
-				fmt.Fprintf(a.stdout, "  %s %s: %s (approved by %s in run %s)\n", g.ID, g.Tool, what, g.By, g.Run)
+				fmt.Fprintf(w, "  %s\n", grantLine(g))
+			}
+			if len(ag.Grants) > 0 {
+				fmt.Fprintf(w, "remove one with: keel agents ungrant %s GRANT\n", ag.Name)
 			}
 			return nil
 		},
 	}
+}
+
+// grantLine describes a standing approval on one line.
+func grantLine(g policy.Grant) string {
+	what := "exactly " + oneLine(g.Exact)
+	if len(g.Prefix) > 0 {
+		what = "commands starting " + strings.Join(g.Prefix, " ")
+	}
+	return fmt.Sprintf("%s %s: %s (approved by %s in run %s)", g.ID, g.Tool, what, g.By, g.Run)
+}
+
+// cell makes s one table cell: no tab or newline to break the columns.
+func cell(s string) string {
+	return strings.NewReplacer("\t", " ", "\n", " ").Replace(s)
+}
+
+func (a *app) agentsGrantsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "grants NAME",
+		Short: "List an agent's standing approvals (approvals remembered with --remember agent)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			store, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			ag, err := identity.NewDirectory(store, nil).Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				for _, g := range ag.Grants {
+					if err := enc.Encode(g); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			if len(ag.Grants) == 0 {
+				fmt.Fprintf(a.stdout, "agent %s has no standing approvals\n", ag.Name)
+				return nil
+			}
+			tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "GRANT\tTOOL\tMATCHES\tBY\tRUN")
+			for _, g := range ag.Grants {
+				what := "exactly: " + g.Exact
+				if len(g.Prefix) > 0 {
+					what = "starting: " + strings.Join(g.Prefix, " ")
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", g.ID, g.Tool, cell(clip(what, 70)), cell(g.By), g.Run)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
+	return cmd
+}
+
+func (a *app) agentsUngrantCmd() *cobra.Command {
+	var by, reason string
+	cmd := &cobra.Command{
+		Use:   "ungrant NAME GRANT",
+		Short: "Remove a standing approval: the calls it allowed ask again from the agent's next decision",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			store, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			if err := identity.NewDirectory(store, nil).Ungrant(ctx, args[0], args[1], &identity.UngrantParams{By: a.person(by), Reason: reason}); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "removed standing approval %s of agent %s\n", args[1], args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&by, "by", "", "who removes it (default: $USER)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
+	return cmd
+}
+
+func (a *app) agentsRestoreCmd() *cobra.Command {
+	var by, reason string
+	cmd := &cobra.Command{
+		Use:   "restore NAME",
+		Short: "Undo the revocation of a built-in agent (keel-cli, keel-demo), without its old standing approvals",
+		Long: `Restore lets a revoked built-in agent act again. Built-in agents cannot be
+created again under their name, so without this a revoked keel-cli would
+refuse every default keel run on the journal. The restoration is recorded
+(agent.restored), and the agent's standing approvals from before are
+dropped. A created agent's revocation is permanent: create a new agent.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			store, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			ag, err := identity.NewDirectory(store, nil).Restore(ctx, args[0], &identity.RestoreParams{By: a.person(by), Reason: reason})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "restored agent %s; it may act again (its runs paused by the revocation continue with keel runs resume)\n", ag.Name)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&by, "by", "", "who restores it (default: $USER)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
+	return cmd
 }
 
 func (a *app) agentsRevokeCmd() *cobra.Command {

@@ -16,6 +16,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server"
 )
 
 // parseDuration is time.ParseDuration that also accepts whole days
@@ -26,6 +27,9 @@ func parseDuration(s string) (time.Duration, error) {
 		if err != nil || n < 0 {
 			return 0, fmt.Errorf("want a duration such as 30m, 12h or 3d")
 		}
+		if n > maxDays {
+			return 0, fmt.Errorf("at most %dd (100 years)", maxDays)
+		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(s)
@@ -35,15 +39,32 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// maxDays bounds a duration in days: 100 years, far below where
+// time.Duration overflows (292 years).
+const maxDays = 36500
+
+// when formats a time for a table: month, day and time when it falls in
+// the current year, with the year otherwise.
+func when(t, now time.Time) string {
+	t, now = t.Local(), now.Local()
+	if t.Year() == now.Year() {
+		return t.Format("01-02 15:04")
+	}
+	return t.Format("2006-01-02 15:04")
+}
+
 // onWait prints what a waiting run needs from a person.
 func (a *app) onWait(pending []agent.PendingApproval) {
 	for _, p := range pending {
-		fmt.Fprintf(a.stderr, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, p.CallID, p.Tool)
-		for _, line := range strings.Split(p.Action, "\n") {
+		fmt.Fprintf(a.stderr, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, server.Visible(p.CallID), p.Tool)
+		for _, line := range strings.Split(server.Visible(p.Action), "\n") {
 			fmt.Fprintf(a.stderr, "    │ %s\n", line)
 		}
 		for _, part := range p.Parts {
-			fmt.Fprintf(a.stderr, "  asks: %s — %s\n", clip(oneLine(part.Text), 80), part.Reason)
+			fmt.Fprintf(a.stderr, "  asks: %s — %s\n", clip(oneLine(server.Visible(part.Text)), 80), server.Visible(part.Reason))
+			if part.Detail != "" {
+				fmt.Fprintf(a.stderr, "        (%s)\n", clip(server.Visible(part.Detail), 160))
+			}
 		}
 		if p.Expires != nil {
 			fmt.Fprintf(a.stderr, "  deadline %s, then: %s\n", p.Expires.Local().Format("2006-01-02 15:04:05"), p.Default)
@@ -85,8 +106,9 @@ func (a *app) approvalsCmd() *cobra.Command {
 				fmt.Fprintln(a.stdout, "no pending approvals")
 				return nil
 			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN\tCALL\tAGENT\tSINCE\tDEADLINE\tTOOL\tACTION")
+			now := time.Now()
 			for _, p := range pending {
 				who := p.Principal
 				if p.OnBehalfOf != "" {
@@ -94,9 +116,12 @@ func (a *app) approvalsCmd() *cobra.Command {
 				}
 				deadline := "none"
 				if p.Expires != nil {
-					deadline = p.Expires.Local().Format("01-02 15:04") + " → " + string(p.Default)
+					deadline = when(*p.Expires, now) + " → " + string(p.Default)
+					if p.Expired {
+						deadline = "EXPIRED " + deadline
+					}
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, p.CallID, who, p.Time.Local().Format("01-02 15:04"), deadline, p.Tool, clip(oneLine(p.Action), 70))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, server.Visible(p.CallID), server.Visible(who), when(p.Time, now), deadline, p.Tool, cell(clip(oneLine(server.Visible(p.Action)), 70)))
 			}
 			return tw.Flush()
 		},
@@ -196,6 +221,15 @@ func (a *app) decide(ctx context.Context, runID, callID string, dec policy.Effec
 	res := &agent.ApprovalResolved{Decision: dec, By: a.person(d.by), Reason: d.reason, Remember: d.remember, Prefix: prefix}
 	if err := rt.Resolve(ctx, runID, callID, res); err != nil {
 		store.Close()
+		if errors.Is(err, agent.ErrApprovalExpired) {
+			for _, p := range st.Pending() {
+				if p.CallID == callID && p.Expires != nil {
+					return fmt.Errorf("too late: the deadline of call %s passed at %s, so its default decision (%s) applies; continue the run with keel runs resume %s",
+						callID, p.Expires.Local().Format("2006-01-02 15:04:05"), p.Default, runID)
+				}
+			}
+			return fmt.Errorf("too late: %w", err)
+		}
 		if errors.Is(err, agent.ErrNoApproval) {
 			return fmt.Errorf("%w (see keel approvals list --run %s)", err, runID)
 		}
@@ -211,7 +245,7 @@ func (a *app) decide(ctx context.Context, runID, callID string, dec policy.Effec
 		if len(g.Prefix) > 0 {
 			what = "commands starting: " + strings.Join(g.Prefix, " ")
 		}
-		fmt.Fprintf(a.stderr, "keel: remembered for the %s (%s %s)\n", g.Scope, g.Tool, what)
+		fmt.Fprintf(a.stderr, "keel: remembered for the %s (%s %s)\n", g.Scope, g.Tool, termSafe(what))
 		if g.Scope == policy.ScopeAgent {
 			if err := identity.NewDirectory(store, nil).Grant(ctx, st.Created.Principal, g); err != nil {
 				store.Close()

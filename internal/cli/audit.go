@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -17,12 +22,110 @@ func (a *app) auditCmd() *cobra.Command {
 		Use:   "audit",
 		Short: "Verify journals (hash chains, index, fold) and export them with their hashes",
 	}
-	cmd.AddCommand(a.auditVerifyCmd(), a.auditExportCmd())
+	cmd.AddCommand(a.auditVerifyCmd(), a.auditExportCmd(), a.auditAnchorCmd())
 	return cmd
+}
+
+func (a *app) auditAnchorCmd() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "anchor [-o FILE]",
+		Short: "Print the head (sequence number and hash) of every stream, to keep outside this machine",
+		Long: `Anchor verifies every stream of the journal and prints its newest event's
+sequence number and hash as JSON lines, with a SHA-256 digest of them all on
+stderr. The hash chain shows changes made without recomputing the hashes;
+someone who can write the journal file can recompute them, and the chain
+then verifies. Keep the anchor (or just its digest) where that person
+cannot change it: mail it, print it, commit it elsewhere. Later,
+keel audit verify --all --anchor FILE finds any change at or before it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			store, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			anchors, err := audit.Anchors(ctx, store)
+			if err != nil {
+				return err
+			}
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			for _, an := range anchors {
+				if err := enc.Encode(an); err != nil {
+					return err
+				}
+			}
+			if err := writeOutput(out, a.stdout, func(w io.Writer) error { _, err := w.Write(b.Bytes()); return err }); err != nil {
+				return err
+			}
+			sum := sha256.Sum256(b.Bytes())
+			fmt.Fprintf(a.stderr, "keel: anchored %d streams · digest sha256:%s\n", len(anchors), hex.EncodeToString(sum[:]))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file (default stdout)")
+	return cmd
+}
+
+// readAnchors reads an anchor file written by keel audit anchor.
+func readAnchors(path string) ([]audit.Anchor, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usagef("--anchor: %v", err)
+	}
+	defer f.Close()
+	var out []audit.Anchor
+	dec := json.NewDecoder(f)
+	for dec.More() {
+		var an audit.Anchor
+		if err := dec.Decode(&an); err != nil {
+			return nil, usagef("--anchor %s: not an anchor file (keel audit anchor): %v", path, err)
+		}
+		if an.RunID == "" || an.Seq < 1 || len(an.Hash) != 64 {
+			return nil, usagef("--anchor %s: entry %d is incomplete (run_id, seq, hash)", path, len(out)+1)
+		}
+		out = append(out, an)
+	}
+	if len(out) == 0 {
+		return nil, usagef("--anchor %s: no anchors in it", path)
+	}
+	return out, nil
+}
+
+// writeOutput writes what write produces to the file path, or to stdout
+// when path is "" or "-". A file is written beside its final name and
+// renamed into place only when everything was written, so a failure
+// leaves neither an empty nor a partial file (and an earlier file at that
+// path stays as it was).
+func writeOutput(path string, stdout io.Writer, write func(io.Writer) error) error {
+	if path == "" || path == "-" {
+		return write(stdout)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op after the rename
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 func (a *app) auditVerifyCmd() *cobra.Command {
 	var all, asJSON bool
+	var anchorFile string
 	cmd := &cobra.Command{
 		Use:   "verify RUN... | --all",
 		Short: "Check every event of runs (or all streams): report the first bad event",
@@ -30,7 +133,12 @@ func (a *app) auditVerifyCmd() *cobra.Command {
 compares its newest event with the journal's run index (events cut off or
 added behind Keel's back), and folds the events into a run. It reports the
 first bad event of each run. --all also checks the identity stream (agents,
-revocations, standing approvals). Exit status 1 if anything is bad.`,
+revocations, standing approvals). Exit status 1 if anything is bad.
+
+The chain does not show a rewrite by someone who can write the journal
+file and recomputes the hashes. --anchor FILE (from keel audit anchor,
+kept elsewhere) also checks that every anchored stream still has the
+anchored hash at the anchored event: any change at or before it shows.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if all == (len(args) > 0) {
@@ -41,6 +149,12 @@ revocations, standing approvals). Exit status 1 if anything is bad.`,
 				return err
 			}
 			defer store.Close()
+			var anchors []audit.Anchor
+			if anchorFile != "" {
+				if anchors, err = readAnchors(anchorFile); err != nil {
+					return err
+				}
+			}
 			var reports []audit.Report
 			if all {
 				if reports, err = audit.VerifyAll(ctx, store); err != nil {
@@ -64,7 +178,7 @@ revocations, standing approvals). Exit status 1 if anything is bad.`,
 					}
 				}
 			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
 			if !asJSON {
 				fmt.Fprintln(tw, "STREAM\tKIND\tEVENTS\tSTATUS\tRESULT")
 			}
@@ -72,7 +186,7 @@ revocations, standing approvals). Exit status 1 if anything is bad.`,
 				res := "ok · head " + short(r.Head)
 				if !r.OK {
 					bad++
-					res = fmt.Sprintf("BAD at event %d: %s", r.FirstBad, r.Reason)
+					res = fmt.Sprintf("BAD at event %d: %s", r.FirstBad, cell(r.Reason))
 				}
 				if !asJSON {
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.RunID, r.Kind, r.Events, r.Status, res)
@@ -82,6 +196,33 @@ revocations, standing approvals). Exit status 1 if anything is bad.`,
 				tw.Flush()
 				fmt.Fprintf(a.stdout, "%d of %d streams verified\n", len(reports)-bad, len(reports))
 			}
+			if anchors != nil {
+				if !all {
+					anchors = slices.DeleteFunc(anchors, func(an audit.Anchor) bool { return !slices.Contains(args, an.RunID) })
+				}
+				checks, err := audit.CheckAnchors(ctx, store, anchors)
+				if err != nil {
+					return err
+				}
+				failed := 0
+				for _, c := range checks {
+					if !c.OK {
+						failed++
+					}
+					switch {
+					case asJSON:
+						if err := json.NewEncoder(a.stdout).Encode(c); err != nil {
+							return err
+						}
+					case !c.OK:
+						fmt.Fprintf(escWriter{a.stdout}, "ANCHOR %s event %d: %s\n", c.RunID, c.Seq, c.Reason)
+					}
+				}
+				if !asJSON {
+					fmt.Fprintf(a.stdout, "%d of %d anchors hold (%s)\n", len(checks)-failed, len(checks), anchorFile)
+				}
+				bad += failed
+			}
 			if bad > 0 {
 				return &exitError{1}
 			}
@@ -90,6 +231,7 @@ revocations, standing approvals). Exit status 1 if anything is bad.`,
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "every run and the identity stream")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON report per line")
+	cmd.Flags().StringVar(&anchorFile, "anchor", "", "also check the heads recorded by keel audit anchor in this file")
 	return cmd
 }
 
@@ -131,22 +273,9 @@ byte for byte as hashed, so that anyone can recompute the chain
 					ids = append(ids, runs[i].RunID)
 				}
 			}
-			var w io.Writer = a.stdout
-			if out != "" && out != "-" {
-				f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				w = f
-			}
-			if err := audit.Export(ctx, store, ids, w, &audit.ExportOptions{Unverified: unverified}); err != nil {
-				return err
-			}
-			if f, ok := w.(*os.File); ok && f != os.Stdout {
-				return f.Close()
-			}
-			return nil
+			return writeOutput(out, a.stdout, func(w io.Writer) error {
+				return audit.Export(ctx, store, ids, w, &audit.ExportOptions{Unverified: unverified})
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "every run and the identity stream, oldest first")

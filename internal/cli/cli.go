@@ -8,13 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/journal"
@@ -45,6 +48,9 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 // run, 2 a usage error, 3 a run that paused, 130 a run canceled by
 // Ctrl-C.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// Everything on stderr is for people, and some of it comes from the
+	// model, tools or the journal (errors quote commands): escape it all.
+	stderr = escWriter{stderr}
 	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
 	root := a.rootCmd()
 	root.SetArgs(args)
@@ -106,10 +112,15 @@ search, fetch) executed in an isolated sandbox on a workspace directory, and
 journals every model call, tool call and decision in an append-only,
 hash-chained journal (SQLite by default), so a run survives crashes and can
 be resumed, inspected and audited.`,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		Version:           Version,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return a.init() },
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       Version,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := finiteFlags(cmd); err != nil {
+				return err
+			}
+			return a.init()
+		},
 	}
 	root.PersistentFlags().StringVar(&a.db, "db", "", "journal database (default ~/.keel/keel.db, or db in config.toml)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
@@ -119,7 +130,43 @@ be resumed, inspected and audited.`,
 	root.PersistentFlags().StringVar(&a.token, "token", "", "API token for --server (default $KEEL_TOKEN, else the one keel serve saved in $KEEL_HOME/server-token)")
 	root.AddCommand(a.serveCmd(), a.tokensCmd())
 	a.clientMode(root)
+	plainUsage(root)
 	return root
+}
+
+// finiteFlags refuses NaN and infinite values in every floating-point flag
+// of cmd (strconv accepts "NaN", "Inf" and "1e999"): no limit, share or
+// threshold means anything as NaN, and an infinite one is "no limit"
+// spelled in a way the checks after it do not expect.
+func finiteFlags(cmd *cobra.Command) error {
+	var bad error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if bad != nil || !strings.HasPrefix(f.Value.Type(), "float") {
+			return
+		}
+		v, err := strconv.ParseFloat(f.Value.String(), 64)
+		if err == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
+			bad = usagef("--%s %s: want a finite number", f.Name, f.Value.String())
+		}
+	})
+	return bad
+}
+
+// plainUsage replaces backquotes in flag help texts: pflag takes the first
+// backquoted word of a usage string as the flag's value name and removes
+// it from the text ("see `keel agents`" printed as "--agent keel agents
+// ... see"), so quoted commands would be swallowed.
+func plainUsage(c *cobra.Command) {
+	fix := func(f *pflag.Flag) {
+		if strings.Contains(f.Usage, "`") {
+			f.Usage = strings.ReplaceAll(strings.ReplaceAll(f.Usage, "```", ""), "`", "'")
+		}
+	}
+	c.Flags().VisitAll(fix)
+	c.PersistentFlags().VisitAll(fix)
+	for _, sub := range c.Commands() {
+		plainUsage(sub)
+	}
 }
 
 func (a *app) init() error {

@@ -21,6 +21,7 @@ import (
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -35,26 +36,41 @@ func (a *app) serverURL() string {
 
 // apiClient returns a client of the team server with the caller's token:
 // --token, else $KEEL_TOKEN, else the token `keel serve` saved in
-// $KEEL_HOME/server-token.
+// $KEEL_HOME/server-token, but only for a server URL it was saved for:
+// an admin token is never sent to another server.
 func (a *app) apiClient() (*client.Client, error) {
+	srv := a.serverURL()
 	tok := a.token
 	if tok == "" {
 		tok = a.getenv("KEEL_TOKEN")
 	}
 	if tok == "" {
-		if b, err := os.ReadFile(a.serverTokenFile()); err == nil {
-			tok = strings.TrimSpace(string(b))
+		file := a.serverTokenFile()
+		st, err := readSavedToken(file)
+		switch {
+		case err != nil:
+		case st.isFor(srv):
+			tok = st.Token
+		case len(st.Servers) == 0:
+			return nil, usagef("the token in %s is bound to no server (an older keel serve wrote it), so it is not sent to %s; pass it with --token or KEEL_TOKEN if that is its server", file, srv)
+		default:
+			return nil, usagef("the token saved in %s is for %s only, not %s; pass --token or set KEEL_TOKEN for this server", file, strings.Join(st.Servers, ", "), srv)
 		}
 	}
 	if tok == "" {
-		return nil, usagef("no API token for %s: pass --token or set KEEL_TOKEN (create one with `keel tokens create` on the server)", a.serverURL())
+		return nil, usagef("no API token for %s: pass --token or set KEEL_TOKEN (an admin makes one with `keel tokens create`)", srv)
 	}
-	c, err := client.New(a.serverURL(), &client.Options{Token: tok})
+	c, err := client.New(srv, &client.Options{Token: tok})
 	if err != nil {
 		return nil, usagef("--server: %v", err)
 	}
 	return c, nil
 }
+
+// localOnly are the commands that never touch a journal (they work on
+// files of this machine), so they run the same with --server.
+var localOnly = []string{"keel serve", "keel policy check", "keel policy default", "keel policy test", "keel sandbox info",
+	"keel model replay-task", "keel model serve-replay"}
 
 // clientMode makes the commands that have a server form talk to the team
 // server when one is named (--server or KEEL_SERVER), with the same
@@ -80,7 +96,17 @@ func (a *app) clientMode(root *cobra.Command) {
 	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
-		if f, ok := impl[c.CommandPath()]; ok && c.RunE != nil {
+		path := c.CommandPath()
+		f, ok := impl[path]
+		if !ok && c.RunE != nil && !slices.Contains(localOnly, path) {
+			// A command with no server form must not quietly use the
+			// local journal when a server is named.
+			f = func(*cobra.Command, []string) error {
+				return usagef("%s is not supported with --server (or KEEL_SERVER): it works on a local journal; run it on the server's machine without --server", path)
+			}
+			ok = true
+		}
+		if ok && c.RunE != nil {
 			local := c.RunE
 			c.RunE = func(cmd *cobra.Command, args []string) error {
 				if a.serverURL() == "" {
@@ -233,6 +259,7 @@ func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {
 // paused one paused.
 func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int64, jsonOut, quiet, noWait bool) error {
 	p := newPrinter(a.stderr, a.stdout, jsonOut, quiet)
+	p.keel = "keel --server " + cl.URL()
 	st := &agent.State{RunID: id}
 	prompted := map[string]bool{}
 	stop := func(st *agent.State) error {
@@ -257,8 +284,14 @@ func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int
 		if e.Seq == 1 {
 			p.header(id, st.Created, nil)
 		}
-		if e.Seq >= from || jsonOut {
+		switch {
+		case e.Seq >= from || jsonOut:
 			p.event(e)
+		default:
+			// The run's history: learn its calls and steps without
+			// printing them, as a local resume does, so that later lines
+			// name their tools and the step counter goes on.
+			p.prime([]journal.Event{e})
 		}
 		if e.Seq < from {
 			continue
@@ -312,9 +345,30 @@ func (a *app) promptApprovals(ctx context.Context, cl *client.Client, id string,
 		}
 	}
 	if len(fresh) > 0 {
-		a.onWait(fresh)
-		fmt.Fprintf(a.stderr, "keel: or in the web UI: %s/ui/approvals\n", cl.URL())
+		a.onWaitRemote(fresh, cl.URL())
 	}
+}
+
+// onWaitRemote prints what a run on a team server waits for and how to
+// decide it there (keel run's onWait, for a server).
+func (a *app) onWaitRemote(pending []agent.PendingApproval, srv string) {
+	out := escWriter{a.stderr}
+	for _, p := range pending {
+		fmt.Fprintf(out, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, server.Visible(p.CallID), p.Tool)
+		for _, line := range strings.Split(server.Visible(p.Action), "\n") {
+			fmt.Fprintf(out, "    │ %s\n", line)
+		}
+		for _, part := range p.Parts {
+			fmt.Fprintf(out, "  asks: %s — %s\n", clip(oneLine(server.Visible(part.Text)), 80), server.Visible(part.Reason))
+		}
+		if p.Expires != nil {
+			fmt.Fprintf(out, "  deadline %s, then: %s\n", p.Expires.Local().Format("2006-01-02 15:04:05"), p.Default)
+		}
+		fmt.Fprintf(out, "  approve: keel --server %s approve %s %s [--remember run|agent]\n  deny:    keel --server %s deny %s %s --reason '...'\n",
+			srv, p.RunID, shellWord(p.CallID), srv, p.RunID, shellWord(p.CallID))
+	}
+	fmt.Fprintf(out, "keel: or in the web UI: %s/ui/approvals\n", srv)
+	fmt.Fprintln(out, "keel: waiting (anyone with an approvals:write token for this server may decide; Ctrl-C leaves the run paused)")
 }
 
 // pendingOf converts the API's approval to the runtime's.
@@ -464,7 +518,7 @@ func (a *app) clientApprovalsList(cmd *cobra.Command, _ []string) error {
 		if p.Expires != nil {
 			deadline = p.Expires.Local().Format("01-02 15:04") + " → " + string(p.Default)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, p.CallID, who, p.Time.Local().Format("01-02 15:04"), deadline, p.Tool, clip(oneLine(p.Action), 70))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, server.Visible(p.CallID), server.Visible(who), p.Time.Local().Format("01-02 15:04"), deadline, p.Tool, clip(oneLine(server.Visible(p.Action)), 70))
 	}
 	return tw.Flush()
 }
@@ -501,15 +555,15 @@ func (a *app) clientDecide(cmd *cobra.Command, args []string, dec policy.Effect)
 	}
 	run, err := decide(context.WithoutCancel(ctx), runID, callID, req)
 	if client.IsCode(err, api.CodeNoApproval) {
-		return fmt.Errorf("%w (see keel approvals list --run %s)", err, runID)
+		return fmt.Errorf("%w (see keel --server %s approvals list --run %s)", err, cl.URL(), runID)
 	}
 	if err != nil {
 		return err
 	}
 	verb := map[policy.Effect]string{policy.Allow: "approved", policy.Deny: "denied"}[dec]
-	fmt.Fprintf(a.stderr, "keel: %s call %s of run %s\n", verb, callID, runID)
+	fmt.Fprintf(a.stderr, "keel: %s call %s of run %s\n", verb, server.Visible(callID), runID)
 	if n := len(run.Pending); n > 0 {
-		fmt.Fprintf(a.stderr, "keel: run %s still waits for %d more approval(s): keel approvals list --run %s\n", runID, n, runID)
+		fmt.Fprintf(a.stderr, "keel: run %s still waits for %d more approval(s): keel --server %s approvals list --run %s\n", runID, n, cl.URL(), runID)
 		return nil
 	}
 	if noResume {
@@ -690,11 +744,11 @@ func (a *app) clientAuditVerify(cmd *cobra.Command, args []string) error {
 
 func (a *app) clientTokensCreate(cmd *cobra.Command, _ []string) error {
 	fs := cmd.Flags()
-	if err := only(cmd, "name", "scope"); err != nil {
+	if err := only(cmd, "name", "scope", "agent"); err != nil {
 		return err
 	}
 	fv := &flagValues{fs: fs}
-	req := &api.CreateToken{Name: fv.str("name"), Scopes: fv.strs("scope")}
+	req := &api.CreateToken{Name: fv.str("name"), Scopes: fv.strs("scope"), Agents: fv.strs("agent")}
 	if fv.err != nil {
 		return fv.err
 	}
@@ -706,8 +760,7 @@ func (a *app) clientTokensCreate(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "keel: created token %s for %s (%s); it is shown only this once:\n", tok.ID, tok.Name, strings.Join(tok.Scopes, ", "))
-	fmt.Fprintln(a.stdout, tok.Secret)
+	printNewToken(a, tok)
 	return nil
 }
 
@@ -720,16 +773,7 @@ func (a *app) clientTokensList(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOKEN\tNAME\tSCOPES\tCREATED\tBY\tSTATUS")
-	for _, t := range toks {
-		status := "active"
-		if t.Revoked != nil {
-			status = "revoked " + t.Revoked.Local().Format("2006-01-02 15:04")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, strings.Join(t.Scopes, ","), t.Created.Local().Format("2006-01-02 15:04"), t.CreatedBy, status)
-	}
-	return tw.Flush()
+	return printTokens(a, toks)
 }
 
 func (a *app) clientTokensRevoke(cmd *cobra.Command, args []string) error {

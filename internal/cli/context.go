@@ -17,6 +17,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/codeact"
+	"github.com/keel-run/keel/tool"
 )
 
 // contextFlags are the flags of `keel run` about the context window,
@@ -41,24 +42,14 @@ func (f *contextFlags) register(fl *pflag.FlagSet) {
 
 // apply fixes the context configuration, memory and action mode in c.
 // modelName is the model's name for the family table (the recorded
-// model of a replay).
+// model of a replay). A window too small for the run's fixed part is a
+// usage error (see checkContextWindow).
 func (f *contextFlags) apply(a *app, c *agent.RunCreated, modelName string) error {
 	if f.threshold <= 0 || f.threshold > 1 {
 		return usagef("--compact-threshold %g: want a fraction in (0, 1]", f.threshold)
 	}
 	if f.handoffAfter < 0 {
 		return usagef("--handoff-after %d: want 0 or more", f.handoffAfter)
-	}
-	fam := agent.LookupFamily(modelName)
-	if f.window >= 0 {
-		w := f.window
-		if w == 0 {
-			w = fam.Window
-		}
-		if w < 512 {
-			return usagef("--context-window %d: too small (at least 512 tokens)", w)
-		}
-		c.Context = &agent.ContextConfig{Window: w, Threshold: f.threshold, Family: fam.Name, HandoffAfter: f.handoffAfter, NotesFile: f.notesFile}
 	}
 	switch f.actionMode {
 	case "tools", "":
@@ -77,13 +68,57 @@ func (f *contextFlags) apply(a *app, c *agent.RunCreated, modelName string) erro
 		if a.cfg != nil && a.cfg.MemoryMaxBytes > 0 {
 			max = a.cfg.MemoryMaxBytes
 		}
-		mem, err := readMemory(a.home, c.Workspace, max)
+		mem, warns, err := readMemory(a.home, c.Workspace, max)
 		if err != nil {
 			return err
 		}
+		for _, w := range warns {
+			fmt.Fprintln(a.stderr, "keel: "+w)
+		}
 		c.Memory = mem
 	}
+	fam := agent.LookupFamily(modelName)
+	if f.window >= 0 {
+		w := f.window
+		if w == 0 {
+			w = fam.Window
+		}
+		c.Context = &agent.ContextConfig{Window: w, Threshold: f.threshold, Family: fam.Name, HandoffAfter: f.handoffAfter, NotesFile: f.notesFile}
+		probe := *c
+		if len(probe.Tools) == 0 {
+			// The tools are recorded when the run is wired; they are the
+			// same set, estimated as the journal will hold them
+			// (run.created re-encodes their schemas).
+			b, err := json.Marshal(toolInfos(newTools(&liveOptions{})))
+			if err == nil {
+				err = json.Unmarshal(b, &probe.Tools)
+			}
+			if err != nil {
+				return fmt.Errorf("tool schemas: %w", err)
+			}
+		}
+		if err := checkContextWindow(&probe, w, f.window == 0); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// checkContextWindow refuses a context window smaller than the run's
+// fixed part plus agent.MinContextRoom (agent.MinContextWindow): no
+// request could fit, and every compaction would be in vain. fromFamily
+// says the window is the model family's default, not a flag.
+func checkContextWindow(c *agent.RunCreated, window int, fromFamily bool) error {
+	fl := agent.MinContextWindow(c)
+	if window >= fl.Min {
+		return nil
+	}
+	what := fmt.Sprintf("--context-window %d", window)
+	if fromFamily {
+		what = fmt.Sprintf("the model family's context window (%d tokens)", window)
+	}
+	return usagef("%s is too small for this run: every request carries %s tokens that never leave it (system prompt and memory %s, tool schemas %s, task %s), and a window needs at least %s tokens more for the conversation and the answer; pass --context-window %d or more (or a negative value to never compact)",
+		what, num(int64(fl.System+fl.Tools+fl.Task)), num(int64(fl.System)), num(int64(fl.Tools)), num(int64(fl.Task)), num(agent.MinContextRoom), fl.Min)
 }
 
 // defaultMemoryBytes caps the memory files put in the system prompt
@@ -96,30 +131,46 @@ var memoryNames = []string{"AGENTS.md", "KEEL.md"}
 
 // readMemory reads the memory files of the user's Keel directory and of
 // the workspace (in that order: the workspace's are more specific and
-// come last) into one text of at most max bytes. Missing files are
-// skipped; a file that exists but cannot be read is an error.
-func readMemory(home, workspace string, max int) (string, error) {
+// come last) into one text of at most max bytes. A workspace is the
+// agent's to change, so a memory file is read only when it is a regular
+// file that resolves inside its directory: a symbolic link leading out
+// of it (to a secret the sandbox hides), a FIFO (whose open would block
+// forever) or a device (/dev/zero never ends) is skipped with a warning,
+// and no file is read beyond max bytes (tool.ReadRegular). Missing
+// files are skipped; an unreadable directory is an error for the
+// workspace and skipped for the Keel directory.
+func readMemory(home, workspace string, max int) (string, []string, error) {
 	type file struct{ label, text string }
 	var files []file
+	var warns []string
 	for _, dir := range []struct{ path, label string }{{home, "~/.keel/"}, {workspace, ""}} {
 		if dir.path == "" {
 			continue
 		}
+		root, err := os.OpenRoot(dir.path)
+		if errors.Is(err, fs.ErrNotExist) || err != nil && dir.label != "" {
+			continue
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("memory files in %s: %w", dir.path, err)
+		}
 		for _, n := range memoryNames {
-			b, err := os.ReadFile(filepath.Join(dir.path, n))
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) && dir.label != "" {
+			b, err := tool.ReadRegular(root, n, int64(max))
+			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
 			if err != nil {
-				return "", fmt.Errorf("memory file %s: %w", filepath.Join(dir.path, n), err)
+				warns = append(warns, fmt.Sprintf("memory file %s not read (a memory file must be a regular file inside its directory): %v", filepath.Join(dir.path, n), err))
+				continue
 			}
 			if t := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD")); t != "" {
 				files = append(files, file{dir.label + n, t})
 			}
 		}
+		root.Close()
 	}
 	if len(files) == 0 {
-		return "", nil
+		return "", warns, nil
 	}
 	var b strings.Builder
 	b.WriteString("# Memory files\n\nInstructions and notes from the user and the project; follow them.")
@@ -134,7 +185,7 @@ func readMemory(home, workspace string, max int) (string, error) {
 		}
 		s = s[:cut] + fmt.Sprintf("\n\n[… memory files cut at %d bytes (memory_max_bytes in config.toml)]", max)
 	}
-	return s, nil
+	return s, warns, nil
 }
 
 // runsTokensCmd is `keel runs tokens RUN`.

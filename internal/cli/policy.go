@@ -34,8 +34,8 @@ type gateFlags struct {
 
 func (g *gateFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&g.policy, "policy", "", "policy file deciding every tool call (TOML or .cedar; default: Keel's laptop-safe policy, see `keel policy default`)")
-	fl.StringVar(&g.agent, "agent", identity.LocalAgent, "agent (principal) the run executes as (see `keel agents`)")
+	fl.StringVar(&g.policy, "policy", "", "policy file deciding every tool call (TOML or .cedar; default: Keel's laptop-safe policy, see 'keel policy default')")
+	fl.StringVar(&g.agent, "agent", identity.LocalAgent, "agent (principal) the run executes as (see 'keel agents')")
 	fl.StringVar(&g.onBehalfOf, "on-behalf-of", "", "user an assistant agent acts for")
 	fl.StringVar(&g.approvalTimeout, "approval-timeout", "", "how long an approval may wait before --approval-default applies, e.g. 30m (default: the policy file's, else forever)")
 	fl.StringVar(&g.approvalDefault, "approval-default", "", "decision at the approval timeout: deny (default) or allow")
@@ -44,22 +44,26 @@ func (g *gateFlags) register(cmd *cobra.Command) {
 
 // registerWaitFlags registers --wait and --no-wait.
 func registerWaitFlags(fl *pflag.FlagSet, g *gateFlags) {
-	fl.BoolVar(&g.wait, "wait", false, "on an approval, keep running and wait for a decision by `keel approve`/`keel deny` from any process (default when stdin is a terminal)")
+	fl.BoolVar(&g.wait, "wait", false, "on an approval, keep running and wait for a decision by 'keel approve' or 'keel deny' from any process (default when stdin is a terminal)")
 	fl.BoolVar(&g.noWait, "no-wait", false, "on an approval, pause the run and exit 3 (default when stdin is not a terminal)")
 }
 
 // waiting reports whether an execution waits for approvals: --wait,
 // --no-wait, else whether a person is at the terminal, so that an
 // unattended run never hangs on a question nobody sees.
-func (g *gateFlags) waiting() bool {
+func (g *gateFlags) waiting() bool { return g.waitingOn(os.Stdin) }
+
+// waitingOn is waiting with stdin as the standard input: only a real
+// terminal (TCGETS answers) means a person may be there; /dev/null, a
+// pipe or a file (cron, systemd, nohup, CI) do not.
+func (g *gateFlags) waitingOn(stdin *os.File) bool {
 	switch {
 	case g.noWait:
 		return false
 	case g.wait:
 		return true
 	}
-	fi, err := os.Stdin.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return isTerminal(stdin)
 }
 
 // loadPolicy compiles the policy named by flag: "" or "default" is the
@@ -73,7 +77,7 @@ func loadPolicy(flag string) (*policy.Engine, error) {
 	if err != nil {
 		return nil, usagef("--policy: %v", err)
 	}
-	b, err := os.ReadFile(abs)
+	b, err := readPolicyFile(abs)
 	if err != nil {
 		return nil, usagef("--policy: %v", err)
 	}
@@ -203,7 +207,7 @@ func (a *app) policyDefaultCmd() *cobra.Command {
 }
 
 func (a *app) policyCheckCmd() *cobra.Command {
-	var file, principal, obo, tool, args, mount, sandbox string
+	var file, principal, obo, tool, args, mount, sandbox, workspace string
 	var network, paths []string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -238,7 +242,7 @@ Exit status: 0 allow, 1 deny, 4 ask.`,
 				return usagef("--args: not a JSON object: %v", err)
 			}
 			c := policy.Case{Tool: tool, Args: json.RawMessage(args), Paths: paths, Principal: principal, OnBehalfOf: obo,
-				Network: network, Sandbox: sandbox, Mount: mount}
+				Network: network, Sandbox: sandbox, Mount: mount, Workspace: workspace}
 			d := e.Decide(cmd.Context(), c.Call())
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
@@ -269,6 +273,7 @@ Exit status: 0 allow, 1 deny, 4 ask.`,
 	fl.StringArrayVar(&network, "allow-host", nil, "the run's network allowlist (repeatable)")
 	fl.StringVar(&sandbox, "sandbox", "linux", "the run's sandbox backend")
 	fl.StringVar(&mount, "mount-path", "/workspace", "the run's mount path")
+	fl.StringVar(&workspace, "workspace", "", "the run's workspace on the host: with --sandbox none, paths are resolved against it, not the mount path")
 	fl.BoolVar(&asJSON, "json", false, "print the decision as JSON")
 	return cmd
 }
@@ -279,7 +284,7 @@ func loadPolicyNoTests(flag string) (*policy.Engine, error) {
 	if flag == "" || flag == "default" {
 		return policy.Default(), nil
 	}
-	b, err := os.ReadFile(flag)
+	b, err := readPolicyFile(flag)
 	if err != nil {
 		return nil, usagef("--policy: %v", err)
 	}
@@ -290,7 +295,8 @@ func loadPolicyNoTests(flag string) (*policy.Engine, error) {
 	return e, nil
 }
 
-func printDecision(w io.Writer, e *policy.Engine, d *policy.Decision) {
+func printDecision(out io.Writer, e *policy.Engine, d *policy.Decision) {
+	w := escWriter{out}
 	fmt.Fprintf(w, "%s  (%s)\n", strings.ToUpper(string(d.Effect)), d.Reason)
 	fmt.Fprintf(w, "policy %s · sha256 %s · %d rules\n", e.Name(), e.Hash()[:12], e.Len())
 	if len(d.Parts) == 0 {
@@ -303,9 +309,16 @@ func printDecision(w io.Writer, e *policy.Engine, d *policy.Decision) {
 		if len(p.Via) > 0 {
 			text += "  [via " + strings.Join(p.Via, " > ") + "]"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", p.Index+1, p.Effect, strings.Join(p.Policies, ","), text, p.Reason)
+		reason := p.Reason
+		if p.Detail != "" {
+			reason += " (" + p.Detail + ")"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", p.Index+1, p.Effect, strings.Join(p.Policies, ","), cell(text), cell(reason))
 	}
 	tw.Flush()
+	if d.PartsOmitted > 0 {
+		fmt.Fprintf(w, "... and %d more parts, not decided\n", d.PartsOmitted)
+	}
 }
 
 func (a *app) policyTestCmd() *cobra.Command {

@@ -27,13 +27,16 @@ type printer struct {
 	cost    float64
 	started time.Time
 	calls   map[string]string // call id → one-line summary
+	// keel is the command hints name: "keel", or "keel --server URL" when
+	// the run is on a team server.
+	keel string
 }
 
 func newPrinter(stderr, stdout io.Writer, jsonOut, quiet bool) *printer {
 	if !jsonOut && isTerminal(stdout) {
 		stdout = escWriter{stdout}
 	}
-	return &printer{err: escWriter{stderr}, out: stdout, json: jsonOut, quiet: quiet, calls: map[string]string{}}
+	return &printer{err: escWriter{stderr}, out: stdout, json: jsonOut, quiet: quiet, calls: map[string]string{}, keel: "keel"}
 }
 
 func (p *printer) header(runID string, c *agent.RunCreated, w *wiring) {
@@ -109,7 +112,7 @@ func (p *printer) event(e journal.Event) {
 			fmt.Fprintf(p.err, "  %s %s: %s\n", x.Effect, p.calls[x.CallID], firstLine(x.Reason))
 		}
 	case *agent.ApprovalRequested:
-		fmt.Fprintf(p.err, "  approval needed for %s: keel approve %s %s\n", p.calls[x.CallID], e.RunID, x.CallID)
+		fmt.Fprintf(p.err, "  approval needed for %s: %s approve %s %s\n", p.calls[x.CallID], p.keel, e.RunID, shellWord(x.CallID))
 	case *agent.ToolStarted:
 		fmt.Fprintf(p.err, "  %s\n", p.calls[x.CallID])
 	case *agent.ToolFinished:
@@ -129,7 +132,7 @@ func (p *printer) event(e journal.Event) {
 	case *agent.ModelFailed:
 		fmt.Fprintf(p.err, "model error (%s): %s\n", x.Kind, x.Message)
 	case *agent.SandboxQuarantine:
-		fmt.Fprintf(p.err, "    quarantined %s → %s: %s\n", x.Path, x.MovedTo, x.Reason)
+		fmt.Fprintf(p.err, "    %s\n", quarantineDetail(x))
 	case *agent.SandboxEgress:
 		fmt.Fprintf(p.err, "    network: %s\n", egressSummary(x))
 	}
@@ -167,10 +170,17 @@ func (p *printer) footer(runID string, o *agent.Outcome) {
 			if o.End.Message != "" && o.Status != journal.StatusCompleted {
 				msg += ": " + o.End.Message
 			}
+		} else if pending := st.Pending(); o.Status == journal.StatusPaused && len(pending) > 0 {
+			// An approval.requested pauses a run without a run.paused.
+			ids := make([]string, len(pending))
+			for i, pa := range pending {
+				ids[i] = pa.CallID
+			}
+			msg = "approval: waiting for approval of " + strings.Join(ids, ", ")
 		}
 		fmt.Fprintf(p.err, "keel: run %s %s (%s) · %d steps · %s tok · $%.4f\n", runID, o.Status, msg, st.Steps, num(st.Usage.Total()), st.Cost)
 		if o.Status == journal.StatusPaused {
-			fmt.Fprintf(p.err, "keel: resume with: keel runs resume %s\n", runID)
+			fmt.Fprintf(p.err, "keel: resume with: %s runs resume %s\n", p.keel, runID)
 		}
 	}
 	if !p.json && o.Status == journal.StatusCompleted && o.End != nil && o.End.Output != "" {
@@ -200,19 +210,30 @@ func resultSummary(x *agent.ToolFinished) string {
 	if x.ExitCode != nil {
 		fmt.Fprintf(&b, "exit %d", *x.ExitCode)
 	} else if x.IsError {
-		b.WriteString("error: " + clip(firstLine(x.Content), 100))
+		// Tools often start their message with "error:" themselves.
+		b.WriteString("error: " + clip(strings.TrimPrefix(firstLine(x.Content), "error: "), 100))
 	} else {
 		b.WriteString("ok")
 	}
 	if x.TimedOut {
 		b.WriteString(" · timed out")
 	}
+	// The line count is of what the model saw; when that is a cut of a
+	// longer output, say so, with the whole output's size and file.
 	out := agent.ResultOutput(&x.Result)
-	if n := strings.Count(out, "\n"); n > 0 || out != "" {
-		fmt.Fprintf(&b, " · %d lines", n+boolInt(!strings.HasSuffix(out, "\n") && out != ""))
+	lines := 0
+	if out != "" {
+		lines = strings.Count(out, "\n") + boolInt(!strings.HasSuffix(out, "\n"))
 	}
-	if x.OutputBytes > int64(len(x.Content)) {
-		fmt.Fprintf(&b, " · %s bytes (full: %s)", num(x.OutputBytes), x.Artifact)
+	switch {
+	case x.OutputBytes > int64(len(x.Content)) && x.Artifact != "":
+		fmt.Fprintf(&b, " · %s lines shown of %s bytes in all (full output: %s)", num(int64(lines)), num(x.OutputBytes), x.Artifact)
+	case x.OutputBytes > int64(len(x.Content)):
+		fmt.Fprintf(&b, " · %s lines shown of %s bytes in all", num(int64(lines)), num(x.OutputBytes))
+	case lines == 1:
+		b.WriteString(" · 1 line")
+	case lines > 0:
+		fmt.Fprintf(&b, " · %s lines", num(int64(lines)))
 	}
 	fmt.Fprintf(&b, " · %s", ms(x.DurationMS))
 	return b.String()
@@ -242,6 +263,15 @@ func num(n int64) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// shellWord quotes s for a shell command line when it holds anything but
+// letters, digits and -_.,:@/= (a call id in a hint a person copies).
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,:@/=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func oneLine(s string) string {

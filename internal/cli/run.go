@@ -63,6 +63,8 @@ type runFlags struct {
 	handoff bool
 	// gate holds the policy, principal and approval flags (policy.go).
 	gate gateFlags
+	// mountSet records that --mount-path was given.
+	mountSet bool
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -82,6 +84,7 @@ Exit codes: 0 completed, 1 failed, 3 paused (waiting for approval), 130
 canceled.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.mountSet = cmd.Flags().Changed("mount-path")
 			return a.run(cmd.Context(), f, args)
 		},
 	}
@@ -89,7 +92,7 @@ canceled.`,
 	fl.StringVarP(&f.model, "model", "m", "", "model spec: openai:MODEL, anthropic:MODEL, openai-compatible:MODEL@URL, replay:PATH (default from config.toml)")
 	fl.StringVar(&f.apiKey, "api-key", "", "API key (default from OPENAI_API_KEY or ANTHROPIC_API_KEY)")
 	fl.StringVarP(&f.workspace, "workspace", "w", ".", "host directory the agent works in (mounted read-write)")
-	fl.StringVar(&f.mountPath, "mount-path", "/workspace", "where the workspace appears inside the sandbox")
+	fl.StringVar(&f.mountPath, "mount-path", "/workspace", "where the workspace appears inside the sandbox (with --sandbox none: the workspace's own path)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "KEY=VALUE passed into the sandbox (repeatable; stored in the journal, not for secrets)")
 	fl.StringVar(&f.setup, "setup", "", "shell script run in the sandbox before the agent starts")
 	fl.StringVar(&f.taskFile, "task-file", "", "read the task from this file ('-' for stdin)")
@@ -183,6 +186,12 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	sbKind, err := a.sandboxKind(f.sandbox)
 	if err != nil {
 		return err
+	}
+	if sbKind == "none" && !f.mountSet {
+		// Without a sandbox nothing is mounted: commands see the host, so
+		// the model is told the workspace's real path, and the gate
+		// resolves paths against it.
+		f.mountPath = ws
 	}
 	limits, err := f.limits.parse()
 	if err != nil {
@@ -286,8 +295,7 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	params.OnWait = a.onWait
 	out, err := rt.Execute(ctx, runID, params)
 	if errors.Is(err, agent.ErrRunBusy) {
-		fmt.Fprintf(a.stderr, "keel: run %s continues in another process (%v)\n", runID, err)
-		return &exitError{3}
+		return newBusyError(ctx, rt.Store(), runID)
 	}
 	if err != nil {
 		return err
@@ -303,6 +311,30 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	default:
 		return &exitError{1}
 	}
+}
+
+// busyError reports that another process executes a run: exit status 1
+// (status 3 means "waiting for approval"), one readable sentence instead
+// of the runtime's error chain. It wraps agent.ErrRunBusy.
+type busyError struct {
+	runID, holder string
+}
+
+func (e *busyError) Error() string {
+	return fmt.Sprintf("run %s is being executed by %s; wait for it to pause or end (keel runs list), or stop that process", e.runID, e.holder)
+}
+
+func (e *busyError) Unwrap() error { return agent.ErrRunBusy }
+
+// newBusyError names the holder of runID's lease when the store knows it.
+func newBusyError(ctx context.Context, store journal.Store, runID string) error {
+	who := "another process"
+	if l, ok := store.(journal.Locker); ok {
+		if h, err := l.Holder(ctx, runID); err == nil && h != "" {
+			who = "another process (" + h + ")"
+		}
+	}
+	return &busyError{runID: runID, holder: who}
 }
 
 func readTask(f *runFlags, args []string) (string, error) {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -21,7 +22,71 @@ import (
 func (a *app) runsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "runs", Short: "List, show, resume and compare runs"}
 	cmd.AddCommand(a.runsListCmd(), a.runsShowCmd(), a.runsResumeCmd(), a.runsCompareCmd())
-	cmd.AddCommand(a.runsTokensCmd(), a.runsHandoffCmd())
+	cmd.AddCommand(a.runsTokensCmd(), a.runsHandoffCmd(), a.runsCancelCmd())
+	return cmd
+}
+
+func (a *app) runsCancelCmd() *cobra.Command {
+	var by string
+	cmd := &cobra.Command{
+		Use:   "cancel RUN",
+		Short: "End a run that no process is executing (paused, interrupted or failed) as canceled",
+		Long: `Cancel closes a run that nobody executes: a run paused for approval or by
+a revoked agent, or one interrupted by a crash. Every call of its open
+turn gets a result saying it did not run, then run.canceled records who
+canceled it. A run that another process executes (or waits in) is left
+alone: stop that process first (Ctrl-C leaves the run paused).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			runID := args[0]
+			store, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			if l, ok := store.(journal.Locker); ok {
+				unlock, err := l.Lock(ctx, runID)
+				if errors.Is(err, journal.ErrLocked) {
+					return newBusyError(ctx, store, runID)
+				}
+				if err != nil {
+					return err
+				}
+				defer unlock()
+			}
+			rt := agent.NewRuntime(store, nil)
+			before, _, err := rt.Load(ctx, runID)
+			if err != nil {
+				return err
+			}
+			if before.Status == journal.StatusCanceled {
+				fmt.Fprintf(a.stderr, "keel: run %s is already canceled\n", runID)
+				return nil
+			}
+			st, err := rt.Cancel(ctx, runID, a.person(by))
+			if errors.Is(err, agent.ErrRunCompleted) {
+				return fmt.Errorf("run %s already completed; there is nothing to cancel", runID)
+			}
+			if errors.Is(err, agent.ErrRunBusy) {
+				return newBusyError(ctx, store, runID)
+			}
+			if err != nil {
+				return err
+			}
+			closed := 0
+			if t := before.LastTurn(); t != nil {
+				for _, c := range t.Calls {
+					if c.Finished == nil {
+						closed++
+					}
+				}
+			}
+			fmt.Fprintf(a.stderr, "keel: canceled run %s (%d open call(s) closed; %s)\n", runID, closed, st.Ended.Message)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&by, "by", "", "who cancels (default: $USER)")
 	return cmd
 }
 
@@ -207,7 +272,7 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error) err
 		case *agent.SandboxEgress:
 			detail = egressSummary(x)
 		case *agent.SandboxQuarantine:
-			detail = fmt.Sprintf("%s → %s: %s", x.Path, x.MovedTo, x.Reason)
+			detail = quarantineDetail(x)
 		}
 		if err != nil {
 			detail = "(" + err.Error() + ")"
@@ -317,6 +382,11 @@ func (a *app) resume(ctx context.Context, runID string, f *runFlags, message str
 	if st.Status == journal.StatusCompleted {
 		return fmt.Errorf("run %s already completed; nothing to resume", runID)
 	}
+	if f.ctx.window > 0 {
+		if err := checkContextWindow(st.Created, f.ctx.window, false); err != nil {
+			return err
+		}
+	}
 	live := &liveOptions{apiKey: f.apiKey, commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
 		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries,
 		handoff: f.handoff, contextWindow: f.ctx.window, gate: f.gate}
@@ -347,13 +417,22 @@ func (a *app) resume(ctx context.Context, runID string, f *runFlags, message str
 	return a.execute(ctx, rt, runID, w, f.json, f.quiet, message)
 }
 
+// maxArtifactBytes bounds an artifact read back for a comparison.
+const maxArtifactBytes = 64 << 20
+
+// readArtifact reads a run's artifact from its workspace: a regular file
+// of at most 64 MiB (tool.ReadRegular).
 func readArtifact(workspace, rel string) ([]byte, error) {
 	ws, err := tool.NewWorkspace(workspace, "", nil)
 	if err != nil {
 		return nil, err
 	}
 	defer ws.Close()
-	return ws.FS().ReadFile(rel)
+	b, err := tool.ReadRegular(ws.FS(), rel, maxArtifactBytes)
+	if err == nil && len(b) > maxArtifactBytes {
+		return nil, fmt.Errorf("artifact %s is larger than %d bytes", rel, maxArtifactBytes)
+	}
+	return b, err
 }
 
 func egressSummary(x *agent.SandboxEgress) string {

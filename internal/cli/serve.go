@@ -2,30 +2,25 @@ package cli
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
-	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/identity"
-	"github.com/keel-run/keel/internal/demo"
-	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
-	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/tool"
 )
 
 // serveFlags are the flags of `keel serve`.
@@ -36,6 +31,8 @@ type serveFlags struct {
 	sandbox         string
 	allowNoSandbox  bool
 	policy          string
+	workspaceRoots  []string
+	replayDirs      []string
 	commandTimeout  time.Duration
 	commandIdle     time.Duration
 	concurrency     int
@@ -58,22 +55,33 @@ last stopped are resumed at start; on SIGINT/SIGTERM the server stops
 taking requests and pauses every executing run cleanly (run.paused).
 
 Every request needs an API token (keel tokens create). On a journal with
-no token yet, serve creates an admin token for you, prints it once, and
-saves it to $KEEL_HOME/server-token (mode 0600), where the keel command
-line finds it: keel --server http://ADDR runs list.
+no token yet, serve creates an admin token for you, prints it once with a
+one-time sign-in link for the web UI, and saves it to
+$KEEL_HOME/server-token (mode 0600), bound to this server's address, where
+the keel command line finds it: keel --server http://ADDR runs list.
 
-Runs work on directories of this machine; their sandbox, model keys and
-policy files are the server's.`,
+Runs work on directories of this machine, and only under the workspace
+roots you name (--workspace-root, or workspace_roots in the [serve] table
+of config.toml); Keel's home, the journal's directory and the server's
+secrets are never a workspace. Every run uses this server's sandbox and
+policy: clients cannot choose less (an admin token may, where allowed).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.serve(cmd.Context(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.server != "" {
+				return usagef("keel serve is the server: --server does not apply to it")
+			}
+			return a.serve(cmd.Context(), f)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.addr, "addr", "127.0.0.1:8420", "address to listen on (host:port; port 0 picks a free one)")
 	fl.IntVar(&f.workers, "workers", 8, "runs executing at once; more wait in a queue")
 	fl.StringVarP(&f.model, "model", "m", "", "default model of runs that name none (default from config.toml)")
-	fl.StringVar(&f.sandbox, "sandbox", "", "default sandbox of runs: linux (default) or none (NO isolation)")
-	fl.BoolVar(&f.allowNoSandbox, "allow-sandbox-none", false, "let API clients ask for runs without isolation (sandbox none)")
-	fl.StringVar(&f.policy, "policy", "", "default policy file of runs (TOML or .cedar; default: Keel's default policy)")
+	fl.StringVar(&f.sandbox, "sandbox", "", "sandbox of every run: linux (default) or none (NO isolation)")
+	fl.BoolVar(&f.allowNoSandbox, "allow-sandbox-none", false, "let admin tokens ask for runs without isolation (sandbox none); journaled as an override")
+	fl.StringVar(&f.policy, "policy", "", "policy file of every run (TOML or .cedar; default: Keel's default policy); only admin tokens may choose another")
+	fl.StringArrayVar(&f.workspaceRoots, "workspace-root", nil, "directory API runs may work in, or below (repeatable; also workspace_roots in the [serve] table of config.toml)")
+	fl.StringArrayVar(&f.replayDirs, "replay-dir", nil, "directory replay: recordings of non-admin tokens come from (repeatable; also replay_dirs in [serve])")
 	fl.DurationVar(&f.commandTimeout, "command-timeout", 60*time.Second, "default wall time of one shell command")
 	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 2*time.Minute, "end a shell command that prints nothing for this long")
 	fl.IntVar(&f.concurrency, "concurrency", 4, "tool calls of one turn that may run at once")
@@ -89,6 +97,30 @@ policy files are the server's.`,
 // journal that has none, for the local command line.
 func (a *app) serverTokenFile() string { return filepath.Join(a.home, "server-token") }
 
+// configFile is the path of config.toml.
+func (a *app) configFile() string { return filepath.Join(a.home, "config.toml") }
+
+// dirs returns the existing directories of flags and config, absolute and
+// without duplicates; a missing one is a usage error naming flag.
+func dirs(flag string, lists ...[]string) ([]string, error) {
+	var out []string
+	for _, list := range lists {
+		for _, d := range list {
+			abs, err := filepath.Abs(d)
+			if err != nil {
+				return nil, usagef("%s %s: %v", flag, d, err)
+			}
+			if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+				return nil, usagef("%s %s: not a directory", flag, d)
+			}
+			if !slices.Contains(out, abs) {
+				out = append(out, abs)
+			}
+		}
+	}
+	return out, nil
+}
+
 func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -101,9 +133,38 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	var defaultPolicy *policy.Engine
-	if defaultPolicy, err = loadPolicy(f.policy); err != nil {
+	defaultPolicy, err := loadPolicy(f.policy)
+	if err != nil {
 		return err
+	}
+	roots, err := dirs("--workspace-root", f.workspaceRoots, a.cfg.Serve.WorkspaceRoots)
+	if err != nil {
+		return err
+	}
+	replayDirs, err := dirs("--replay-dir", f.replayDirs, a.cfg.Serve.ReplayDirs)
+	if err != nil {
+		return err
+	}
+	// What no run may touch: Keel's home (tokens, config, memory), the
+	// journal's directory, and the policy file.
+	protected := []string{a.home, a.serverTokenFile(), a.configFile()}
+	if db := a.dbPath(); !strings.Contains(db, ":") {
+		protected = append(protected, filepath.Dir(db))
+	}
+	if f.policy != "" && f.policy != "default" {
+		protected = append(protected, defaultPolicy.Name())
+	}
+	var baseURLs []string
+	var defaultModel string
+	if m := firstNonEmpty(f.model, a.cfg.Model); m != "" {
+		s, err := model.ParseSpec(m)
+		if err != nil {
+			return usagef("--model: %v", err)
+		}
+		defaultModel = s.String()
+		if s.Provider == "openai-compatible" {
+			baseURLs = append(baseURLs, s.BaseURL)
+		}
 	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 	store, err := a.openStore(ctx)
@@ -116,15 +177,18 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	live := &liveOptions{commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
 		maxResultChars: f.maxResultChars, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries}
 	live.gate.noWait = true
-	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, recordings: map[string]*recording{}}
-	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Workers: f.workers, Tokens: tokens, Logger: logger})
+	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, logger: logger, recordings: map[string]*recording{}}
+	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
+		WorkspaceRoots: roots, Protected: protected, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
+		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs})
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	base := "http://" + ln.Addr().String()
-	if err := a.firstToken(ctx, tokens, base); err != nil {
+	urls, exposed := serverURLs(ln.Addr())
+	base := urls[0]
+	if err := a.firstToken(ctx, h, tokens, urls); err != nil {
 		ln.Close()
 		return err
 	}
@@ -142,6 +206,19 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	if exposed {
+		where := ln.Addr().String()
+		if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+			where = fmt.Sprintf("every network interface (port %d)", tcp.Port)
+		}
+		fmt.Fprintf(a.stderr, "keel serve: WARNING: listening on %s, reachable from other machines over plain HTTP: API tokens and the web UI's session cross the network unencrypted; serve it behind a TLS proxy (or listen on 127.0.0.1)\n", where)
+	}
+	if len(roots) == 0 {
+		fmt.Fprintln(a.stderr, "keel serve: no workspace roots: clients can start only the demo run; name the directories runs may use with --workspace-root DIR (or workspace_roots in the [serve] table of config.toml)")
+	} else {
+		fmt.Fprintf(a.stderr, "keel serve: workspace roots: %s\n", strings.Join(roots, ", "))
+	}
+
 	fmt.Fprintf(a.stderr, "keel serve: listening on %s · web UI %s/ui/ · journal %s · %d workers · sandbox %s\n", base, base, a.dbPath(), f.workers, sbKind)
 
 	select {
@@ -163,365 +240,130 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	return nil
 }
 
-// firstToken creates an admin token when the journal has none, prints it
-// once and saves it for the local command line.
-func (a *app) firstToken(ctx context.Context, tokens *server.Tokens, base string) error {
-	n, err := tokens.Count(ctx)
-	if err != nil || n > 0 {
-		return err
+// serverURLs returns the URLs this machine reaches a listener at, the one
+// to print first, and whether other machines can reach it too. A
+// listener on every interface (0.0.0.0, ::) is reached locally at
+// 127.0.0.1 (never printed as http://[::]:PORT, which browsers refuse).
+func serverURLs(addr net.Addr) (urls []string, exposed bool) {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return []string{"http://" + addr.String()}, false
 	}
-	tok, err := tokens.Create(ctx, a.person(""), []string{api.ScopeAdmin}, "keel serve")
+	port := strconv.Itoa(tcp.Port)
+	switch {
+	case tcp.IP.IsUnspecified():
+		return []string{"http://127.0.0.1:" + port, "http://localhost:" + port, "http://[::1]:" + port}, true
+	case tcp.IP.IsLoopback():
+		urls = []string{"http://" + net.JoinHostPort(tcp.IP.String(), port), "http://localhost:" + port}
+		return urls, false
+	}
+	return []string{"http://" + net.JoinHostPort(tcp.IP.String(), port)}, true
+}
+
+// savedToken is the content of $KEEL_HOME/server-token: the admin token
+// keel serve made, and the server URLs it may be sent to. The command line
+// sends it to no other server.
+type savedToken struct {
+	// Servers are base URLs ("http://127.0.0.1:8420") this token is for.
+	Servers []string `json:"servers"`
+	Token   string   `json:"token"`
+}
+
+// readSavedToken reads the token file; a file in the old format (the
+// token alone) has no servers and is sent nowhere.
+func readSavedToken(path string) (*savedToken, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var st savedToken
+	if json.Unmarshal(b, &st) != nil {
+		return &savedToken{Token: strings.TrimSpace(string(b))}, nil
+	}
+	return &st, nil
+}
+
+// writeSavedToken writes the token file (mode 0600).
+func writeSavedToken(path string, st *savedToken) error {
+	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// origin returns a URL's scheme, host and port in canonical form
+// ("http://127.0.0.1:8420"), or "" if it is not an http(s) URL.
+func origin(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ""
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(host), port)
+}
+
+// isFor reports whether the saved token is for the server at raw.
+func (st *savedToken) isFor(raw string) bool {
+	o := origin(raw)
+	return o != "" && slices.ContainsFunc(st.Servers, func(s string) bool { return origin(s) == o })
+}
+
+// firstToken creates an admin token when the journal has none, prints it
+// once with a one-time sign-in link, and saves it for the local command
+// line, bound to this server's URLs. When the saved token is still valid
+// on this journal (a restart, perhaps on another port), it binds it to
+// the URLs of this start instead.
+func (a *app) firstToken(ctx context.Context, h *server.Handler, tokens *server.Tokens, urls []string) error {
 	saved := a.serverTokenFile()
-	if err := os.MkdirAll(filepath.Dir(saved), 0o700); err == nil {
-		err = os.WriteFile(saved, []byte(tok.Secret+"\n"), 0o600)
-		if err != nil {
-			saved = ""
+	n, err := tokens.Count(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		st, err := readSavedToken(saved)
+		if err != nil || st.Token == "" {
+			return nil
 		}
-	} else {
+		if _, err := tokens.Authenticate(ctx, st.Token); err != nil {
+			return nil // a token of another journal, or revoked
+		}
+		if !slices.Equal(st.Servers, urls) {
+			st.Servers = urls
+			if err := writeSavedToken(saved, st); err != nil {
+				fmt.Fprintf(a.stderr, "keel serve: could not update %s: %v\n", saved, err)
+			}
+		}
+		return nil
+	}
+	name := a.person("")
+	if server.CheckTokenName(name) != nil {
+		name = "admin"
+	}
+	tok, err := tokens.Create(ctx, &server.TokenParams{Name: name, Scopes: []string{api.ScopeAdmin}, By: "keel serve"})
+	if err != nil {
+		return err
+	}
+	if err := writeSavedToken(saved, &savedToken{Servers: urls, Token: tok.Secret}); err != nil {
 		saved = ""
 	}
-	fmt.Fprintf(a.stderr, "keel serve: created the first API token (admin, for %s). It is shown only this once:\n\n    %s\n\n", tok.Name, tok.Secret)
-	fmt.Fprintf(a.stderr, "  sign in to the web UI:  %s/ui/login?token=%s\n", base, tok.Secret)
+	fmt.Fprintf(a.stderr, "keel serve: created the first API token (admin, for %s). It is shown only this once:\n\n    %s\n\n", server.Visible(tok.Name), tok.Secret)
+	if code, err := h.LoginCode(ctx, tok.Secret); err == nil {
+		fmt.Fprintf(a.stderr, "  sign in to the web UI:  %s/ui/login?code=%s\n  (a one-time link, valid for 15 minutes; later, paste the token at %s/ui/login)\n", urls[0], code, urls[0])
+	}
 	if saved != "" {
-		fmt.Fprintf(a.stderr, "  saved for the command line in %s: keel --server %s runs list\n", saved, base)
+		fmt.Fprintf(a.stderr, "  saved for the command line in %s, for %s only: keel --server %s runs list\n", saved, urls[0], urls[0])
 	}
-	fmt.Fprintf(a.stderr, "  more tokens: keel tokens create --name NAME --scope runs:read,runs:write,approvals:write\n\n")
+	fmt.Fprintf(a.stderr, "  more tokens: keel tokens create --name NAME --scope runs:read,runs:write,approvals:write --agent AGENT\n\n")
 	return nil
-}
-
-// serverPrep is the CLI's wiring of a server: how a create request
-// becomes a run (prepare) and how a run gets its model, tools and sandbox
-// (wire), as `keel run` does it.
-type serverPrep struct {
-	a       *app
-	f       *serveFlags
-	store   journal.Store
-	sandbox string
-	policy  *policy.Engine
-	live    *liveOptions
-
-	mu         sync.Mutex
-	recordings map[string]*recording // loaded replay trajectories, by path
-}
-
-// recording returns the replay trajectory at path, loading it once.
-func (sp *serverPrep) recording(path string) (*recording, error) {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	if r := sp.recordings[path]; r != nil {
-		return r, nil
-	}
-	r, err := loadRecording(path)
-	if err != nil {
-		return nil, err
-	}
-	sp.recordings[path] = r
-	return r, nil
-}
-
-// liveFor returns the live options of one execution of a run of model
-// spec (a replay shares its loaded trajectory).
-func (sp *serverPrep) liveFor(spec string) (*liveOptions, error) {
-	live := *sp.live
-	if s, err := model.ParseSpec(spec); err == nil && s.Provider == "replay" {
-		rec, err := sp.recording(s.Name)
-		if err != nil {
-			return nil, err
-		}
-		live.recording = rec
-	}
-	return &live, nil
-}
-
-// closerFunc adapts a func to io.Closer.
-type closerFunc func()
-
-func (f closerFunc) Close() error { f(); return nil }
-
-func (sp *serverPrep) wire(ctx context.Context, c *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
-	live, err := sp.liveFor(c.Model)
-	if err != nil {
-		return nil, nil, err
-	}
-	w, err := sp.a.newWiring(ctx, c, live)
-	if err != nil {
-		return nil, nil, err
-	}
-	return w.execParams(nil), closerFunc(w.Close), nil
-}
-
-// invalid marks err as the request's fault.
-func invalid(err error) error { return fmt.Errorf("%w: %w", server.ErrInvalid, err) }
-
-func invalidf(format string, args ...any) error { return invalid(fmt.Errorf(format, args...)) }
-
-// prepare turns a create request into run.created as `keel run` would
-// with the same flags, the server's defaults filling what the request
-// leaves out.
-func (sp *serverPrep) prepare(ctx context.Context, req *api.CreateRun) (*agent.RunCreated, error) {
-	a := sp.a
-	if req.Demo {
-		return sp.prepareDemo(ctx)
-	}
-	spec, err := a.modelSpec(firstNonEmpty(req.Model, sp.f.model))
-	if err != nil {
-		return nil, invalid(err)
-	}
-	task, system := req.Task, req.System
-	if spec.Provider == "replay" {
-		rec, err := sp.recording(spec.Name)
-		if err != nil {
-			return nil, invalid(err)
-		}
-		task, system = firstNonEmpty(task, rec.Task()), firstNonEmpty(system, rec.System())
-	}
-	if strings.TrimSpace(task) == "" {
-		return nil, invalidf("no task")
-	}
-	if req.Workspace == "" || !filepath.IsAbs(req.Workspace) {
-		return nil, invalidf("workspace %q: want an absolute directory on the server", req.Workspace)
-	}
-	if st, err := os.Stat(req.Workspace); err != nil || !st.IsDir() {
-		return nil, invalidf("workspace %s is not a directory on the server", req.Workspace)
-	}
-	mount := firstNonEmpty(req.MountPath, "/workspace")
-	if !strings.HasPrefix(mount, "/") {
-		return nil, invalidf("mount_path %q must be absolute", mount)
-	}
-	for _, e := range req.Env {
-		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
-			return nil, invalidf("env %q: want KEY=VALUE", e)
-		}
-	}
-	sb := firstNonEmpty(req.Sandbox, sp.sandbox)
-	switch {
-	case sb != "linux" && sb != "none":
-		return nil, invalidf("sandbox %q: want linux or none", sb)
-	case sb == "none" && sp.sandbox != "none" && !sp.f.allowNoSandbox:
-		return nil, invalidf("this server runs commands only in the linux sandbox (start it with --allow-sandbox-none to allow sandbox none)")
-	}
-	eng := sp.policy
-	switch req.Policy {
-	case "", "server":
-	case "default":
-		eng = policy.Default()
-	case "demo":
-		eng = server.DemoPolicy()
-	default:
-		// A policy source in the request (a client sends its file's
-		// content): its own test cases must pass, as for keel run.
-		if eng, err = policy.Parse("api:policy", []byte(req.Policy)); err != nil {
-			return nil, invalid(err)
-		}
-		for _, r := range eng.Test(ctx) {
-			if r.Problem != "" {
-				return nil, invalidf("policy test case %q fails: %s", r.Case.Name, r.Problem)
-			}
-		}
-	}
-	maxSteps := req.Limits.MaxSteps
-	if maxSteps == 0 {
-		maxSteps = 100
-	}
-	var timeout time.Duration
-	if req.Limits.Timeout != "" {
-		if timeout, err = time.ParseDuration(req.Limits.Timeout); err != nil {
-			return nil, invalidf("limits.timeout: %v", err)
-		}
-	}
-	marker := DefaultCompletionMarker
-	if req.CompletionMarker != nil {
-		marker = *req.CompletionMarker
-	}
-	c := &agent.RunCreated{
-		Task: task, System: firstNonEmpty(system, defaultSystemPrompt(mount)), Model: spec.String(),
-		Limits:           agent.Limits{MaxSteps: maxSteps, MaxTokens: req.Limits.MaxTokens, MaxCost: req.Limits.MaxCost, Timeout: agent.Duration(timeout)},
-		CompletionMarker: marker, Workspace: filepath.Clean(req.Workspace), MountPath: mount, Sandbox: sb,
-		Env: req.Env, Setup: req.Setup, Network: req.Network, Labels: req.Labels,
-		Principal: firstNonEmpty(req.Agent, identity.LocalAgent), OnBehalfOf: req.OnBehalfOf,
-	}
-	familyName := spec.Name
-	if spec.Provider == "replay" {
-		rec, _ := sp.recording(spec.Name)
-		familyName = rec.Model()
-	}
-	return sp.finish(ctx, c, eng, familyName)
-}
-
-// finish applies what every server run shares: sandbox limits, context
-// settings, the policy, a principal check and the tools; it checks the
-// model and the workspace.
-func (sp *serverPrep) finish(ctx context.Context, c *agent.RunCreated, eng *policy.Engine, familyName string) (*agent.RunCreated, error) {
-	a := sp.a
-	var err error
-	if c.SandboxLimits, err = (&limitFlags{memory: defaultMemory, processes: defaultProcesses, fileSize: defaultFileSize, openFiles: defaultOpenFiles, output: defaultOutput}).parse(); err != nil {
-		return nil, err
-	}
-	cf := &contextFlags{threshold: agent.DefaultCompactThreshold, notesFile: agent.DefaultNotesFile, actionMode: "tools"}
-	if err := cf.apply(a, c, familyName); err != nil {
-		return nil, invalid(err)
-	}
-	c.Policy = agent.NewPolicyRef(eng)
-	if set := eng.Approval(); set.Timeout > 0 || set.Default == policy.Allow {
-		c.Approval = &agent.ApprovalSettings{Timeout: agent.Duration(set.Timeout), Default: set.Default}
-	}
-	if err := identity.CheckName(c.Principal); err != nil {
-		return nil, invalidf("agent: %v", err)
-	}
-	if _, err := identity.NewDirectory(sp.store, nil).Check(ctx, c.Principal, c.OnBehalfOf); err != nil {
-		if errors.Is(err, policy.ErrRevoked) {
-			return nil, invalidf("agent %s cannot run: %v", c.Principal, err)
-		}
-		return nil, err
-	}
-	// Check what a worker will need, without starting a sandbox: the
-	// model (keys), the workspace, the journal outside it.
-	live, err := sp.liveFor(c.Model)
-	if err != nil {
-		return nil, invalid(err)
-	}
-	spec, err := model.ParseSpec(c.Model)
-	if err != nil {
-		return nil, invalid(err)
-	}
-	if err := a.newModel(spec, &wiring{live: live}); err != nil {
-		return nil, invalid(err)
-	}
-	if err := checkJournalOutside(a.dbPath(), c.Workspace); err != nil {
-		return nil, invalid(err)
-	}
-	ws, err := tool.NewWorkspace(c.Workspace, c.MountPath, protectedPaths(c))
-	if err != nil {
-		return nil, invalid(err)
-	}
-	ws.Close()
-	c.Tools = toolInfos(newTools(live))
-	return c, nil
-}
-
-// prepareDemo creates the demo run: a fresh copy of the demo project, the
-// scripted demo model, and the demo policy, which asks a person before
-// the agent edits a file.
-func (sp *serverPrep) prepareDemo(ctx context.Context) (*agent.RunCreated, error) {
-	ws, err := os.MkdirTemp("", "keel-demo-")
-	if err != nil {
-		return nil, err
-	}
-	if err := demo.WriteProject(ws); err != nil {
-		return nil, err
-	}
-	_ = gitInit(ws) // the diff is a nicety; the demo runs without git
-	c := &agent.RunCreated{
-		Task: demo.Task, System: defaultSystemPrompt("/workspace"), Model: "scripted:demo",
-		Limits: agent.Limits{MaxSteps: 20}, Workspace: ws, MountPath: "/workspace", Sandbox: sp.sandbox,
-		Principal: identity.DemoAgent, CompletionMarker: DefaultCompletionMarker,
-		Labels: map[string]string{"keel.demo": demo.Label},
-	}
-	return sp.finish(ctx, c, server.DemoPolicy(), "scripted:demo")
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
-func (a *app) tokensCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "tokens",
-		Short: "Create, list and revoke API tokens of the team server",
-		Long: `API tokens authenticate people and systems to keel serve. Each has a
-name (the person or system; it is recorded with every action taken with
-the token) and scopes: runs:read, runs:write, approvals:write, admin
-(everything). Only a SHA-256 digest of each token is stored, in the
-journal database; the token itself is shown once, when it is created.
-These commands work on the journal directly (--db), also while a server
-runs on it; a revocation takes effect there within a second.`,
-	}
-	var name string
-	var scopes []string
-	var by string
-	create := &cobra.Command{
-		Use:   "create --name NAME --scope SCOPE[,SCOPE...]",
-		Short: "Create a token and print it (shown only once)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			if strings.TrimSpace(name) == "" {
-				return usagef("--name: whose token is it (a person or system)?")
-			}
-			if err := server.CheckScopes(scopes); err != nil {
-				return usagef("--scope: %v", strings.TrimPrefix(err.Error(), "server: "))
-			}
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			tok, err := server.NewTokens(store, nil).Create(ctx, name, scopes, a.person(by))
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stderr, "keel: created token %s for %s (%s); it is shown only this once:\n", tok.ID, tok.Name, strings.Join(tok.Scopes, ", "))
-			fmt.Fprintln(a.stdout, tok.Secret)
-			return nil
-		},
-	}
-	create.Flags().StringVar(&name, "name", "", "the person or system the token is for")
-	create.Flags().StringSliceVar(&scopes, "scope", []string{api.ScopeRunsRead}, "scopes: runs:read, runs:write, approvals:write, admin")
-	create.Flags().StringVar(&by, "by", "", "who creates it (default: $USER)")
-	list := &cobra.Command{
-		Use:   "list",
-		Short: "List tokens (never their secrets)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			toks, err := server.NewTokens(store, nil).List(ctx)
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TOKEN\tNAME\tSCOPES\tCREATED\tBY\tSTATUS")
-			for _, t := range toks {
-				status := "active"
-				if t.Revoked != nil {
-					status = "revoked " + t.Revoked.Local().Format("2006-01-02 15:04")
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, strings.Join(t.Scopes, ","), t.Created.Local().Format("2006-01-02 15:04"), t.CreatedBy, status)
-			}
-			return tw.Flush()
-		},
-	}
-	revoke := &cobra.Command{
-		Use:   "revoke TOKEN_ID",
-		Short: "Revoke a token",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			if err := server.NewTokens(store, nil).Revoke(ctx, args[0], a.person(by)); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "revoked token %s\n", args[0])
-			return nil
-		},
-	}
-	revoke.Flags().StringVar(&by, "by", "", "who revokes it (default: $USER)")
-	cmd.AddCommand(create, list, revoke)
-	return cmd
 }

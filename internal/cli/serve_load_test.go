@@ -122,6 +122,8 @@ func rssKB(pid int, field string) int64 {
 func loadRound(b *testing.B, n int, sb, traj string) {
 	home := b.TempDir()
 	b.Setenv("KEEL_HOME", home)
+	// Workspaces live outside KEEL_HOME: the server refuses them inside.
+	wsRoot := b.TempDir()
 	b.Setenv("OPENAI_API_KEY", "")
 	workers := n
 	if s := os.Getenv("KEEL_LOAD_WORKERS"); s != "" {
@@ -138,7 +140,7 @@ func loadRound(b *testing.B, n int, sb, traj string) {
 	var wss []string
 	var envs [][]string
 	for i := range n {
-		ws := filepath.Join(home, fmt.Sprintf("ws%03d", i))
+		ws := filepath.Join(wsRoot, fmt.Sprintf("ws%03d", i))
 		if err := os.MkdirAll(filepath.Join(ws, "src"), 0o755); err != nil {
 			b.Fatal(err)
 		}

@@ -30,10 +30,18 @@ type serveProc struct {
 }
 
 // startServe starts `keel serve` on a free port with the KEEL_HOME of the
-// test and waits until it listens.
+// test and the system's temporary directory (where tests make their
+// workspaces) as its workspace root, and waits until it listens.
 func startServe(t testing.TB, extra ...string) *serveProc {
 	t.Helper()
-	args, _ := json.Marshal(append([]string{"serve", "--addr", "127.0.0.1:0", "--workers", "2"}, extra...))
+	return startServeArgs(t, append([]string{"serve", "--addr", "127.0.0.1:0", "--workers", "2", "--workspace-root", os.TempDir()}, extra...)...)
+}
+
+// startServeArgs starts keel with argv (a serve command line) and waits
+// until it listens.
+func startServeArgs(t testing.TB, argv ...string) *serveProc {
+	t.Helper()
+	args, _ := json.Marshal(argv)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args))
 	pipe, err := cmd.StderrPipe()
@@ -75,11 +83,30 @@ func startServe(t testing.TB, extra ...string) *serveProc {
 // apiClient returns a client of p with the token keel serve saved.
 func (p *serveProc) apiClient(t testing.TB) *client.Client {
 	t.Helper()
+	return p.clientWith(t, p.savedToken(t))
+}
+
+// savedToken returns the admin token keel serve saved for p.
+func (p *serveProc) savedToken(t testing.TB) string {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(os.Getenv("KEEL_HOME"), "server-token"))
 	if err != nil {
 		t.Fatalf("keel serve saved no token: %v\n%s", err, p.stderr)
 	}
-	c, err := client.New(p.url, &client.Options{Token: strings.TrimSpace(string(b)), Retry: 20 * time.Millisecond})
+	var saved struct {
+		Servers []string `json:"servers"`
+		Token   string   `json:"token"`
+	}
+	if err := json.Unmarshal(b, &saved); err != nil || saved.Token == "" {
+		t.Fatalf("server-token: %v: %s", err, b)
+	}
+	return saved.Token
+}
+
+// clientWith returns a client of p with token.
+func (p *serveProc) clientWith(t testing.TB, token string) *client.Client {
+	t.Helper()
+	c, err := client.New(p.url, &client.Options{Token: token, Retry: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +253,8 @@ func TestClientRunAndUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errOut = keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "--policy", pol, "--no-wait", "fix it")
-	if code != 3 || !strings.Contains(errOut, "approval needed for edit_file") {
+	if code != 3 || !strings.Contains(errOut, "approval needed for edit_file textstats.py: keel --server "+s.url+" approve ") ||
+		!strings.Contains(errOut, "resume with: keel --server "+s.url+" runs resume") {
 		t.Errorf("keel --server run --no-wait with an ask = %d\n%s", code, errOut)
 	}
 }

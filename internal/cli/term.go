@@ -6,14 +6,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/keel-run/keel/tool"
+	"github.com/keel-run/keel/server"
 )
 
-// termSafe returns s with every control character except newline and tab
-// shown as a visible escape, so that text from a model, a tool or a task
-// file cannot move the cursor, retitle the terminal or fake Keel's own
-// status lines.
-func termSafe(s string) string { return tool.Escape(s) }
+// termSafe returns s with every control character except newline and tab,
+// every bidirectional override and every invisible character shown as a
+// visible escape (server.Visible), so that text from a model, a tool or a
+// task file cannot move the cursor, erase a line, retitle the terminal,
+// reorder what a person reads or fake Keel's own status lines.
+func termSafe(s string) string { return server.Visible(s) }
 
 // escWriter escapes control characters of everything written through it
 // (see termSafe). Keel's own output uses none, so it only ever changes
@@ -27,7 +28,8 @@ func (e escWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// isTerminal reports whether w is a terminal.
+// isTerminal reports whether w is a terminal: a file that answers the
+// TCGETS ioctl. /dev/null is a character device too, but not a terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {

@@ -128,6 +128,9 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	if err := checkJournalOutside(a.dbPath(), c.Workspace); err != nil {
 		return nil, err
 	}
+	if err := checkHomeOutside(a.home, c.Workspace); err != nil {
+		return nil, err
+	}
 	ws, err := tool.NewWorkspace(c.Workspace, c.MountPath, protectedPaths(c))
 	if err != nil {
 		return nil, err
@@ -161,13 +164,15 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 			// serialises with the executor's appends.
 			_ = rec.Record(context.Background(), journal.SandboxEgress, &agent.SandboxEgress{Phase: d.Phase, Host: d.Host, Port: d.Port, Allowed: d.Allowed, Reason: d.Reason})
 		}, OnQuarantine: func(q linux.Quarantine) {
-			// The git guard moved a planted file out of the way: journal it
-			// (a quarantine at New, before any execution, is only logged).
-			p := &agent.SandboxQuarantine{Path: q.Path, MovedTo: q.MovedTo, Reason: q.Reason}
+			// The git guard moved a planted file out of the way, made a
+			// directory readable, or could not make something safe:
+			// journal it (what it found at New, before the execution,
+			// is journaled when the execution starts).
+			p := &agent.SandboxQuarantine{Path: q.Path, MovedTo: q.MovedTo, Action: q.Action, Reason: q.Reason}
 			if q.Err != nil {
 				p.Error = q.Err.Error()
 			}
-			_ = rec.Record(context.Background(), journal.SandboxQuarantine, p)
+			_ = rec.RecordOrKeep(context.Background(), journal.SandboxQuarantine, p)
 		}})
 		if err != nil {
 			if errors.Is(err, sandbox.ErrUnavailable) {

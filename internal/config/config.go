@@ -8,9 +8,12 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/BurntSushi/toml"
 
@@ -33,6 +36,24 @@ type Config struct {
 	// Memory caps the bytes of AGENTS.md / KEEL.md memory files put in
 	// the system prompt.
 	MemoryMaxBytes int `toml:"memory_max_bytes"`
+	// Serve configures keel serve.
+	Serve Serve `toml:"serve"`
+}
+
+// Serve is the [serve] table of config.toml, the settings of keel serve:
+//
+//	[serve]
+//	workspace_roots = ["/srv/keel/work"]   # also --workspace-root
+//	replay_dirs = ["/srv/keel/recordings"] # also --replay-dir
+//
+// Relative paths are relative to the config file's directory.
+type Serve struct {
+	// WorkspaceRoots are the directories runs created through the API may
+	// work in (each one or below it).
+	WorkspaceRoots []string `toml:"workspace_roots"`
+	// ReplayDirs are the directories replay recordings of non-admin
+	// tokens come from.
+	ReplayDirs []string `toml:"replay_dirs"`
 }
 
 // Home returns Keel's state directory: $KEEL_HOME if set, else ~/.keel.
@@ -56,7 +77,7 @@ func Home(getenv func(string) string) (string, error) {
 // unknown keys are reported as errors (a typo must not be ignored).
 func Load(dir string) (*Config, error) {
 	p := filepath.Join(dir, "config.toml")
-	b, err := os.ReadFile(p)
+	b, err := readRegular(p, maxConfigBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Config{}, nil
 	}
@@ -72,13 +93,25 @@ func Load(dir string) (*Config, error) {
 		return nil, fmt.Errorf("config: %s: unknown key %q", p, und[0].String())
 	}
 	for name, pr := range c.Prices {
-		if pr.Input < 0 || pr.Output < 0 || pr.CachedInput < 0 || pr.CacheWrite < 0 {
-			return nil, fmt.Errorf("config: %s: prices.%q: prices must not be negative", p, name)
+		for _, v := range []float64{pr.Input, pr.Output, pr.CachedInput, pr.CacheWrite} {
+			if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("config: %s: prices.%q: prices must be finite and not negative", p, name)
+			}
 		}
 	}
 	if c.DB != "" && !filepath.IsAbs(c.DB) {
 		// Relative to the config file, not to wherever keel runs.
 		c.DB = filepath.Join(dir, c.DB)
+	}
+	for _, list := range [][]string{c.Serve.WorkspaceRoots, c.Serve.ReplayDirs} {
+		for i, d := range list {
+			if d == "" {
+				return nil, fmt.Errorf("config: %s: [serve]: empty directory", p)
+			}
+			if !filepath.IsAbs(d) {
+				list[i] = filepath.Join(dir, d)
+			}
+		}
 	}
 	return &c, nil
 }
@@ -90,4 +123,32 @@ func (c *Config) PriceTable() model.PriceTable {
 		t[k] = v
 	}
 	return t
+}
+
+// maxConfigBytes bounds config.toml.
+const maxConfigBytes = 1 << 20
+
+// readRegular reads the regular file p, at most max bytes, without
+// blocking on a FIFO put in its place and without reading a device.
+func readRegular(p string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", p, max)
+	}
+	return b, nil
 }

@@ -111,6 +111,13 @@ func (s *Sandbox) run(ctx context.Context, c *sandbox.Cmd, ph phase) (*sandbox.R
 		Rlimits: s.rlimits(lim),
 	}
 
+	if s.guard != nil {
+		// Fail closed: after a finding the guard could not make safe,
+		// nothing more runs until a person has looked.
+		if err := s.guard.unsafe(); err != nil {
+			return nil, err
+		}
+	}
 	// Registering first makes Close wait for this call (and its
 	// background cleanup) before it tears the sandbox down.
 	id, cl, err := s.register()
@@ -118,6 +125,8 @@ func (s *Sandbox) run(ctx context.Context, c *sandbox.Cmd, ph phase) (*sandbox.R
 		return nil, err
 	}
 	defer s.unregister(id)
+	s.running.Add(1)
+	defer s.running.Add(-1)
 	var cg *cmdGroup
 	if s.rg != nil {
 		if cg, err = s.rg.newCommand(lim); err != nil {

@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -72,25 +73,53 @@ func idOf(fi fs.FileInfo) fileID {
 		Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}
 }
 
-// Quarantine is one path the git guard moved out of the way.
+// Quarantine is one path the git guard moved out of the way, made
+// readable to itself, or could not make safe.
 type Quarantine struct {
 	// Path is the workspace-relative path (slash-separated).
 	Path string
 	// MovedTo is where it is now, relative to the workspace, or "" when
-	// it could only be removed (or could not be moved at all: see Err).
+	// it could only be removed, was made readable (see Action) or could
+	// not be moved at all (see Err).
 	MovedTo string
+	// Action is what the guard did: [ActionMoved], [ActionRemoved],
+	// [ActionReadable], or "" when Err is set.
+	Action string
 	// Reason says why, in words for the model and the person.
 	Reason string
 	// Err is set when the path could be neither moved nor removed; the
-	// workspace is then unsafe for the host's git until someone looks.
+	// workspace is then unsafe for the host's git until someone looks,
+	// and the sandbox refuses further commands (see [ErrUnsafeWorkspace]).
 	Err error
 }
+
+// Values of [Quarantine].Action.
+const (
+	// ActionMoved: the path was moved to Quarantine.MovedTo.
+	ActionMoved = "moved"
+	// ActionRemoved: the path could not be moved and was removed.
+	ActionRemoved = "removed"
+	// ActionReadable: a directory the guard could not read, owned by
+	// Keel's user, got its owner's read, write and search permission back
+	// and was then checked like any other. Keel does this only for its
+	// own user's directories, which the sandbox could change anyway.
+	ActionReadable = "made readable"
+)
+
+// ErrUnsafeWorkspace is wrapped by the error of every command after the
+// git guard found something it could neither check nor move out of the
+// way: the host's git could run a program from the workspace, so the
+// sandbox refuses to run more until a person has looked (and resumed the
+// run with a new sandbox).
+var ErrUnsafeWorkspace = errors.New("sandbox/linux: the workspace is unsafe for the host's git")
 
 // String words q as Keel reports it in a command's output.
 func (q Quarantine) String() string {
 	switch {
 	case q.Err != nil:
-		return fmt.Sprintf("keel: DANGER: %s %s and could not be quarantined (%v); do not run git in this workspace on the host before removing it", q.Path, q.Reason, q.Err)
+		return fmt.Sprintf("keel: DANGER: %s: %s, and it could not be quarantined (%v); do not run git in this workspace on the host before removing it; no more commands run in this sandbox", q.Path, q.Reason, q.Err)
+	case q.Action == ActionReadable:
+		return fmt.Sprintf("keel: made %s readable to the git check: %s", q.Path, q.Reason)
 	case q.MovedTo == "":
 		return fmt.Sprintf("keel: quarantined %s by removing it: %s", q.Path, q.Reason)
 	}
@@ -108,14 +137,20 @@ type guard struct {
 	absent []string          // policy paths missing at the start
 	incl   []string          // missing files that a config present at the start includes
 	dirs   []string          // git directories at the start
-	unread map[string]bool   // directories the start walk could not read
 	record string            // the persisted state's name in .keel/sandbox ("" if none)
+	euid   int               // Keel's user, whose directories the walker may make readable
 	seq    int
 	cache  map[string]*dirCache // the walker's view of the last walk
 	// passed holds the control files found safe by the last check, so
 	// unchanged ones are not read again; passing collects this check's.
 	passed, passing map[string]fileID
 	margin          time.Duration // racyMargin; benchmarks lower it
+	// blocked lists what the guard could neither check nor move away
+	// (sticky: commands are refused from then on).
+	blocked []string
+	// notes are report lines of checks that ran outside a command (the
+	// periodic check), for the next command's output.
+	notes []string
 }
 
 // controlNames are the entries of a git directory that make git run a
@@ -124,27 +159,49 @@ type guard struct {
 var controlNames = []string{"config", "config.worktree", "commondir", "hooks"}
 
 // newGuard takes the start state of the workspace at dir (opened as
-// root): every git directory and the identity of its control files.
-// absent lists the policy's protected paths that do not exist.
-func newGuard(root *os.Root, dir string, absent []string) (*guard, error) {
-	g := &guard{root: root, dir: dir, snap: map[string]fileID{}, absent: slices.Clone(absent), margin: racyMargin}
-	dirs, unread, err := g.gitDirs()
+// root): every git directory and the identity of its control files and
+// .git files. absent lists the policy's protected paths that do not
+// exist. Directories of Keel's user that the walk could not read are
+// made readable first and returned; a directory it can still not check
+// (not Keel's user's, searchable but not listable, or too deep) is an
+// error: the sandbox would otherwise start with a blind spot.
+func newGuard(root *os.Root, dir string, absent []string) (*guard, []Quarantine, error) {
+	g := &guard{root: root, dir: dir, snap: map[string]fileID{}, absent: slices.Clone(absent), margin: racyMargin, euid: os.Geteuid()}
+	w, err := g.walk()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	g.dirs = dirs
-	g.unread = map[string]bool{}
-	for _, u := range unread {
-		g.unread[u] = true
+	if len(w.unsafe) > 0 {
+		var list []string
+		for _, u := range w.unsafe {
+			list = append(list, u.path+" ("+u.reason+")")
+		}
+		return nil, nil, fmt.Errorf("sandbox/linux: the git check cannot look into %s; a repository planted there would go unchecked, so the sandbox does not start: make it readable by uid %d or move it out of the workspace", strings.Join(list, "; "), g.euid)
 	}
-	for _, d := range dirs {
+	g.dirs = g.gitDirs(w)
+	for _, d := range g.dirs {
 		for _, p := range g.controlPaths(d) {
 			if fi, err := root.Lstat(p); err == nil {
 				g.snap[p] = idOf(fi)
 			}
 		}
 	}
-	return g, nil
+	for _, l := range w.links {
+		if fi, err := root.Lstat(l); err == nil {
+			g.snap[l] = idOf(fi)
+		}
+	}
+	return g, fixedReports(w), nil
+}
+
+// fixedReports words the directories a walk made readable.
+func fixedReports(w *walker) []Quarantine {
+	var out []Quarantine
+	for _, f := range w.fixed {
+		out = append(out, Quarantine{Path: f.path, Action: ActionReadable, Reason: fmt.Sprintf(
+			"the git check could not read this directory (mode %04o), so a repository in it would have gone unchecked; Keel gave its owner read, write and search permission (mode %04o) and checked it", f.from, f.to)})
+	}
+	return out
 }
 
 // controlPaths lists the control paths of git directory d that exist:
@@ -170,27 +227,36 @@ func (g *guard) controlPaths(d string) []string {
 }
 
 // check looks at the workspace now, quarantines what is unsafe, and
-// returns what it moved (plus a warning for parts it could not read).
+// returns what it did: paths moved, removed or made readable, and those
+// it could not handle (with Err set, after which [guard.unsafe] refuses
+// commands), plus warnings.
 func (g *guard) check() ([]Quarantine, []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.passing = map[string]fileID{}
 	defer func() { g.passed, g.passing = g.passing, nil }()
-	dirs, unread, err := g.gitDirs()
-	var warn []string
+	w, err := g.walk()
 	if err != nil {
-		warn = append(warn, "keel: the git check could not walk the workspace: "+err.Error())
+		// The workspace itself cannot be opened: nothing can be checked.
+		q := Quarantine{Path: ".", Reason: "the git check cannot open the workspace", Err: err}
+		g.blocked = append(g.blocked, q.String())
+		return []Quarantine{q}, nil
 	}
-	for _, u := range unread {
-		if !g.unread[u] {
-			warn = append(warn, "keel: the git check could not read "+u+"; a git repository there would not be checked")
-		}
-	}
+	out := fixedReports(w)
+	dirs := g.gitDirs(w)
 	type finding struct{ path, reason string }
 	var found []finding
+	for _, u := range w.unsafe {
+		found = append(found, finding{u.path, u.reason + ", so a git repository in it would go unchecked"})
+	}
 	for _, d := range dirs {
 		for _, f := range g.checkDir(d) {
 			found = append(found, finding{f[0], f[1]})
+		}
+	}
+	for _, l := range w.links {
+		if r := g.checkGitFile(l); r != "" {
+			found = append(found, finding{l, r})
 		}
 	}
 	for _, p := range g.absent {
@@ -204,20 +270,64 @@ func (g *guard) check() ([]Quarantine, []string) {
 		}
 	}
 	if len(found) == 0 {
-		return nil, warn
+		return out, nil
 	}
 	g.seq++
 	stamp := fmt.Sprintf("%s-%d-%d", time.Now().UTC().Format("20060102T150405.000000Z"), os.Getpid(), g.seq)
-	var out []Quarantine
 	seen := map[string]bool{}
 	for _, f := range found {
-		if seen[f.path] {
+		if seen[f.path] || underAny(f.path, seen) {
 			continue
 		}
 		seen[f.path] = true
-		out = append(out, g.quarantine(stamp, f.path, f.reason))
+		q := g.quarantine(stamp, f.path, f.reason)
+		if q.Err != nil {
+			g.blocked = append(g.blocked, q.String())
+		}
+		out = append(out, q)
 	}
-	return out, warn
+	return out, nil
+}
+
+// underAny reports whether p lies below one of the paths in set (already
+// moved with it).
+func underAny(p string, set map[string]bool) bool {
+	for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {
+		if set[d] {
+			return true
+		}
+	}
+	return false
+}
+
+// unsafe returns an error wrapping [ErrUnsafeWorkspace] once a check
+// found something it could neither check nor move away, and nil before.
+func (g *guard) unsafe() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.blocked) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s; a person must look at the workspace before more commands run (then resume the run)", ErrUnsafeWorkspace, strings.Join(g.blocked, "; "))
+}
+
+// note keeps report lines for the next command's output; takeNotes
+// returns and clears them.
+func (g *guard) note(lines ...string) {
+	g.mu.Lock()
+	g.notes = append(g.notes, lines...)
+	if len(g.notes) > 100 {
+		g.notes = append(g.notes[:1:1], g.notes[len(g.notes)-99:]...)
+	}
+	g.mu.Unlock()
+}
+
+func (g *guard) takeNotes() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.notes
+	g.notes = nil
+	return n
 }
 
 // checkDir checks the control files of git directory d and returns
@@ -245,7 +355,10 @@ func (g *guard) checkDir(d string) [][2]string {
 			bad = append(bad, [2]string{hooks, "it replaces a git hooks directory; git would run what it points to"})
 		}
 	default:
-		names, _ := readDirNames(g.root, hooks)
+		names, err := readDirNames(g.root, hooks)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			bad = append(bad, [2]string{hooks, "it is a git hooks directory the git check cannot list (" + err.Error() + "), and git would run what is in it"})
+		}
 		for _, n := range names {
 			h := path.Join(hooks, n)
 			if strings.HasSuffix(n, ".sample") {
@@ -297,8 +410,11 @@ func (g *guard) checkConfig(p string) string {
 	if errors.Is(err, errNotRegular) {
 		return "it is a symbolic link or special file where git reads a config file"
 	}
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		return "" // gone meanwhile
+	}
+	if err != nil {
+		return "it is a git config file the git check cannot read (" + err.Error() + ")"
 	}
 	if len(data) > maxConfig {
 		return "it is a git config file larger than 1 MiB"
@@ -321,11 +437,50 @@ func (g *guard) commondirProblem(d, p string, fi fs.FileInfo) string {
 	if errors.Is(err, errNotRegular) || len(b) > 4096 {
 		return why
 	}
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		return ""
+	}
+	if err != nil {
+		return why + "; the git check cannot read it (" + err.Error() + ")"
 	}
 	if strings.TrimSpace(string(b)) != "../.." || path.Base(path.Dir(d)) != "worktrees" {
 		return why + " (" + strings.TrimSpace(string(b)) + ")"
+	}
+	g.pass(p, idOf(fi))
+	return ""
+}
+
+// maxGitFile is the largest .git file the guard accepts; git writes a
+// line of "gitdir: PATH".
+const maxGitFile = 4096
+
+// checkGitFile judges a ".git" entry that is not a directory: a symbolic
+// link is followed like git does (its target, when inside the workspace,
+// is checked as a git directory); a file must be one the guard can read
+// and follow (at most 4 KiB: git would follow a longer one that the
+// guard could not); anything else (a FIFO, a socket) has no business
+// there. Unchanged ones pass.
+func (g *guard) checkGitFile(p string) string {
+	fi, err := g.root.Lstat(p)
+	if err != nil || g.same(p, fi) {
+		return ""
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return ""
+	case !fi.Mode().IsRegular():
+		return "it is a special file where git reads a .git file"
+	case fi.Size() > maxGitFile:
+		return "it is a .git file larger than 4 KiB, which git would follow to another git directory but the git check does not read"
+	}
+	b, err := readSmall(g.root, p, maxGitFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return ""
+	case err != nil:
+		return "it is a .git file the git check cannot read (" + err.Error() + "), which git would follow to another git directory"
+	case len(b) > maxGitFile:
+		return "it is a .git file larger than 4 KiB, which git would follow to another git directory but the git check does not read"
 	}
 	g.pass(p, idOf(fi))
 	return ""
@@ -340,11 +495,16 @@ func (g *guard) quarantine(stamp, p, reason string) Quarantine {
 	err := mkdirAllLike(g.root, path.Dir(dst), ".keel")
 	if err == nil {
 		err = g.root.Rename(p, dst)
+		if denied(err) && g.ownerWrite(p) {
+			err = g.root.Rename(p, dst)
+		}
 	}
 	if err == nil {
-		q.MovedTo = dst
-	} else if rerr := g.root.RemoveAll(p); rerr != nil {
-		q.Err = errors.Join(err, rerr)
+		q.MovedTo, q.Action = dst, ActionMoved
+	} else if rerr := g.root.RemoveAll(p); rerr == nil {
+		q.Action = ActionRemoved
+	} else {
+		q.Err = fmt.Errorf("move: %w; remove: %w", err, rerr)
 		return q
 	}
 	if f, err := g.root.OpenFile(path.Join(base, "REASONS"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
@@ -354,18 +514,57 @@ func (g *guard) quarantine(stamp, p, reason string) Quarantine {
 	return q
 }
 
-// gitDirs walks the workspace and returns its git directories (see the
-// comment at the top), sorted, and the directories it could not read.
-func (g *guard) gitDirs() ([]string, []string, error) {
-	fd, err := unix.Open(g.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// ownerWrite gives Keel's user write and search permission on the
+// directory holding p, and on p when it is a directory, where this user
+// owns them and lacks it (so that p can be moved out), and reports
+// whether it changed anything.
+func (g *guard) ownerWrite(p string) bool {
+	fd, err := openWorkspace(g.dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sandbox/linux: git check: open workspace: %w", err)
+		return false
 	}
 	defer unix.Close(fd)
-	w := &walker{rootfd: fd, prev: g.cache, next: map[string]*dirCache{},
+	w := &walker{rootfd: fd, euid: g.euid}
+	changed := false
+	for _, d := range []string{path.Dir(p), p} {
+		var st unix.Stat_t
+		if w.stat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || int(st.Uid) != g.euid || st.Mode&0o300 == 0o300 {
+			continue
+		}
+		dfd := fd
+		if d != "." {
+			if dfd, err = w.open(d, unix.O_PATH|unix.O_NOFOLLOW); err != nil {
+				continue
+			}
+		}
+		if unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(dfd), st.Mode&0o7777|0o700, 0) == nil {
+			changed = true
+		}
+		if dfd != fd {
+			unix.Close(dfd)
+		}
+	}
+	return changed
+}
+
+// walk walks the workspace from the root (see [walker]).
+func (g *guard) walk() (*walker, error) {
+	fd, err := openWorkspace(g.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	w := &walker{rootfd: fd, euid: g.euid, prev: g.cache, next: map[string]*dirCache{},
 		since: time.Now().Add(-g.margin).UnixNano()}
 	w.visit(".")
 	g.cache = w.next
+	return w, nil
+}
+
+// gitDirs returns the git directories of a walk (see the comment at the
+// top), sorted: those the walker found, and the targets of .git files
+// and links and of commondir files inside the workspace.
+func (g *guard) gitDirs(w *walker) []string {
 	set := map[string]bool{}
 	queue := slices.Clone(w.dirs)
 	for _, l := range w.links {
@@ -389,7 +588,7 @@ func (g *guard) gitDirs() ([]string, []string, error) {
 		out = append(out, d)
 	}
 	slices.Sort(out)
-	return out, w.unread, w.err
+	return out
 }
 
 // target resolves an indirection to a directory inside the workspace, as
@@ -442,129 +641,6 @@ func (g *guard) target(p string, gitfile bool) string {
 		return ""
 	}
 	return filepath.ToSlash(rel)
-}
-
-// racyMargin is how recent a directory's change time may be for its
-// listing to be trusted in the next check. File times come from a coarse
-// clock (a tick of up to 10 ms), so an entry added in the same tick as
-// the change the walker saw would leave the time unchanged; a directory
-// changed within this margin of a walk is read again the next time (as
-// git treats "racily clean" index entries).
-const racyMargin = time.Second
-
-// dirCache is what the walker keeps of one directory between checks.
-type dirCache struct {
-	ino, dev     uint64
-	ctime, mtime int64
-	racy         bool     // changed too close to the walk to be trusted
-	git          bool     // it is a git directory
-	subdirs      []string // names of the subdirectories to walk
-	links        []string // names of its ".git" entries that are not directories
-}
-
-// walker finds git directories. The first walk reads every directory of
-// the workspace; later walks read again only the directories whose
-// identity or change time differs from the last walk (adding, removing
-// or renaming an entry changes a directory's change time, which no
-// program can set), and stat the others. Every path is opened beneath
-// the workspace without following symbolic links (openat2
-// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), so a link swapped in cannot lead
-// it out of the workspace.
-type walker struct {
-	rootfd     int
-	prev, next map[string]*dirCache
-	since      int64    // change times from this on (ns) are racy
-	dirs       []string // git directories
-	links      []string // ".git" files and symbolic links
-	unread     []string // directories that could not be read
-	err        error
-}
-
-// visit walks the directory rel and below.
-func (w *walker) visit(rel string) {
-	var st unix.Stat_t
-	if err := unix.Fstatat(w.rootfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
-			w.unread = append(w.unread, rel)
-		}
-		return
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return
-	}
-	c := w.prev[rel]
-	if c == nil || c.racy || c.ino != st.Ino || c.dev != st.Dev || c.ctime != st.Ctim.Nano() || c.mtime != st.Mtim.Nano() {
-		if c = w.read(rel); c == nil {
-			return
-		}
-	}
-	w.next[rel] = c
-	if c.git {
-		w.dirs = append(w.dirs, rel)
-	}
-	for _, l := range c.links {
-		w.links = append(w.links, path.Join(rel, l))
-	}
-	for _, d := range c.subdirs {
-		w.visit(path.Join(rel, d))
-	}
-}
-
-// read lists directory rel and returns what the walker keeps of it, or
-// nil (noting why) when it cannot be read.
-func (w *walker) read(rel string) *dirCache {
-	fd, err := unix.Openat2(w.rootfd, rel, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ELOOP) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.EXDEV) {
-			w.unread = append(w.unread, rel)
-			if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
-				w.err = fmt.Errorf("too many open files at %s: %w", rel, err)
-			}
-		}
-		return nil
-	}
-	f := os.NewFile(uintptr(fd), rel)
-	defer f.Close()
-	// The identity of what is read, taken before reading: a change after
-	// this moment changes the change time again.
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		w.unread = append(w.unread, rel)
-		return nil
-	}
-	ents, err := f.ReadDir(-1)
-	if err != nil {
-		w.unread = append(w.unread, rel)
-		return nil
-	}
-	c := &dirCache{ino: st.Ino, dev: st.Dev, ctime: st.Ctim.Nano(), mtime: st.Mtim.Nano()}
-	c.racy = c.ctime >= w.since || c.mtime >= w.since
-	var head, objects, commondir bool
-	for _, e := range ents {
-		switch e.Name() {
-		case "HEAD":
-			head = true
-		case "objects":
-			objects = true
-		case "commondir":
-			commondir = true
-		}
-	}
-	c.git = path.Base(rel) == ".git" || head && (objects || commondir)
-	for _, e := range ents {
-		name := e.Name()
-		switch {
-		case name == ".git" && !e.IsDir():
-			c.links = append(c.links, name)
-		case !e.IsDir(), rel == "." && name == ".keel", c.git && (name == "objects" || name == "lfs"):
-		default:
-			c.subdirs = append(c.subdirs, name)
-		}
-	}
-	return c
 }
 
 // readDirNames lists the names in directory p of root.

@@ -99,14 +99,18 @@ func recoverStale(root *os.Root, dir string) ([]Quarantine, []string) {
 				continue // its sandbox may still be running
 			}
 		}
-		g := &guard{root: root, dir: dir, snap: st.Snap, absent: st.Absent, incl: st.Incl, margin: racyMargin}
+		g := &guard{root: root, dir: dir, snap: st.Snap, absent: st.Absent, incl: st.Incl, margin: racyMargin, euid: os.Geteuid()}
 		if g.snap == nil {
 			g.snap = map[string]fileID{}
 		}
 		q, w := g.check()
 		qs = append(qs, q...)
 		warns = append(warns, w...)
-		root.Remove(p)
+		if g.unsafe() == nil {
+			// Keep the state of a check that could not make everything
+			// safe: the next sandbox checks it again.
+			root.Remove(p)
+		}
 	}
 	return qs, warns
 }

@@ -119,7 +119,7 @@ func newTestGuard(t *testing.T, ws string, absent ...string) *guard {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
-	g, err := newGuard(root, ws, absent)
+	g, _, err := newGuard(root, ws, absent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,21 @@ func TestGuardCheck(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-		}, []string{"d/.git/config", "d/.git/hooks", "e/.git/config", "f/.git/commondir", "f/.git/config"}},
+		}, []string{"d/.git/config", "d/.git/hooks", "e/.git/config", "f/.git/commondir", "f/.git/config", "h/.git"}},
+		{"gitfiles git would follow and the check would not read", func(t *testing.T, ws string) {
+			// git strips only trailing newlines, so a padded gitdir line
+			// still sends it to the target.
+			writeFile(t, filepath.Join(ws, "big/.git"), "gitdir: ../.git/objects/zz\n"+strings.Repeat("\n", maxGitFile))
+			writeFile(t, filepath.Join(ws, ".git/objects/zz/config"), evil)
+			writeFile(t, filepath.Join(ws, "small/.git"), "gitdir: ../.git/modules/small\n")
+		}, []string{"big/.git"}},
+		{"deeper than the walk goes", func(t *testing.T, ws string) {
+			deep := ws
+			for range 30 {
+				deep = filepath.Join(deep, strings.Repeat("d", 110))
+			}
+			writeFile(t, filepath.Join(deep, "x/.git/config"), evil)
+		}, []string{strings.TrimPrefix(strings.Repeat("/"+strings.Repeat("d", 110), 28), "/")}},
 		{"protected path created", func(t *testing.T, ws string) {
 			writeFile(t, filepath.Join(ws, "deploy/new.env"), "x")
 		}, []string{"deploy/new.env"}},
@@ -288,12 +302,47 @@ func BenchmarkGuardCheck(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer root.Close()
-	g, err := newGuard(root, ws, nil)
+	g, _, err := newGuard(root, ws, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	// The tree was made just now: with the default margin every directory
 	// would be racy and read again. Measure the steady state.
+	g.margin = 0
+	g.check()
+	b.ResetTimer()
+	for b.Loop() {
+		if qs, _ := g.check(); len(qs) != 0 {
+			b.Fatal(qs)
+		}
+	}
+}
+
+// BenchmarkGuardCheckSmall is BenchmarkGuardCheck on a workspace the
+// size of a small repository (1,000 files in 100 directories), the cost
+// of the periodic check in the common case.
+func BenchmarkGuardCheckSmall(b *testing.B) {
+	ws := b.TempDir()
+	for i := range 100 {
+		d := filepath.Join(ws, "src", fmt.Sprintf("p%d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for k := range 10 {
+			if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("f%d.go", k)), nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer root.Close()
+	g, _, err := newGuard(root, ws, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
 	g.margin = 0
 	g.check()
 	b.ResetTimer()
@@ -326,7 +375,7 @@ func BenchmarkGuardFirstWalk(b *testing.B) {
 	defer root.Close()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := newGuard(root, ws, nil); err != nil {
+		if _, _, err := newGuard(root, ws, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Options configures a [Sandbox]. The zero value is valid.
@@ -51,7 +52,20 @@ type Options struct {
 	// [Mechanisms]); for diagnosing a program the filters break.
 	NoLandlock bool
 	NoSeccomp  bool
+	// GuardInterval is how often the git guard checks the workspace while
+	// a command runs (a long build, the python tool's kernel), on top of
+	// the check after every command and at Close; 0 means
+	// [DefaultGuardInterval], a negative value turns the periodic check
+	// off. The interval stretches to 20 times the duration of the last
+	// check, so the periodic check costs at most 5 % of one CPU however
+	// large the workspace. What it finds is journaled through
+	// OnQuarantine at once and written to the output of the next
+	// command that ends.
+	GuardInterval time.Duration
 }
+
+// DefaultGuardInterval is [Options].GuardInterval's default.
+const DefaultGuardInterval = time.Second
 
 // DefaultUID is the host uid of the sandbox's root when Keel runs as
 // root: a high id that owns no file on the host.

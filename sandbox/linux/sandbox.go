@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,9 +50,12 @@ type Sandbox struct {
 	ctl      *conn
 	cg       *cgroupHost
 	rg       *runGroup
-	wsRoot   string   // host real path of the workspace
-	root     *os.Root // the workspace, for host-side checks
-	guard    *guard   // the git guard (guard.go)
+	wsRoot   string        // host real path of the workspace
+	root     *os.Root      // the workspace, for host-side checks
+	guard    *guard        // the git guard (guard.go)
+	running  atomic.Int32  // commands in flight, for the periodic check
+	watchEnd chan struct{} // closed by Close to stop the periodic check
+	watching sync.WaitGroup
 
 	phase sync.RWMutex // Exec holds it shared, Setup exclusively
 
@@ -144,6 +148,7 @@ func New(spec *sandbox.Spec, opts *Options) (*Sandbox, error) {
 		s.proxy.setPolicy("agent", s.spec.Network)
 		s.mech.Network = "egress proxy: " + strings.Join(s.spec.Network.Allow, ", ")
 	}
+	s.startWatch()
 	return s, nil
 }
 
@@ -528,6 +533,7 @@ func (s *Sandbox) Close() error {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
+		s.stopWatch()
 		if s.ctl != nil {
 			s.ctl.Close()
 		}

@@ -58,8 +58,14 @@ func (s *Sandbox) prepareWorkspace() ([]string, error) {
 
 	qs, warns := recoverStale(root, s.wsRoot)
 	for _, q := range qs {
-		s.mech.Warnings = append(s.mech.Warnings, strings.TrimPrefix(q.String(), "keel: ")+" (left by a sandbox on this workspace that ended without closing)")
+		q.Reason += " (left by a sandbox on this workspace that ended without closing)"
+		s.mech.Warnings = append(s.mech.Warnings, strings.TrimPrefix(q.String(), "keel: "))
 		s.reportQuarantine(q)
+		if q.Err != nil {
+			// Fail closed: the next walk would find it again and refuse
+			// to start; say why now.
+			return nil, fmt.Errorf("%w: %s", ErrUnsafeWorkspace, q.String())
+		}
 	}
 	s.mech.Warnings = append(s.mech.Warnings, warns...)
 
@@ -79,9 +85,13 @@ func (s *Sandbox) prepareWorkspace() ([]string, error) {
 			return nil, fmt.Errorf("sandbox/linux: protected path %s: %w", p, err)
 		}
 	}
-	g, err := newGuard(root, s.wsRoot, absent)
+	g, fixed, err := newGuard(root, s.wsRoot, absent)
 	if err != nil {
 		return nil, err
+	}
+	for _, q := range fixed {
+		s.mech.Warnings = append(s.mech.Warnings, strings.TrimPrefix(q.String(), "keel: "))
+		s.reportQuarantine(q)
 	}
 	s.guard = g
 	bind = append(bind, repoControlPaths(g, gitDir)...)
@@ -282,23 +292,51 @@ func mkdirAllLike(root *os.Root, p, like string) error {
 func isNotDir(err error) bool { return errors.Is(err, syscall.ENOTDIR) }
 
 // afterCommand runs the git guard after a command and reports what it
-// did on w (the command's standard error, or its output when combined).
+// did on w (the command's standard error, or its output when combined),
+// after what the periodic check found while the command ran.
 func (s *Sandbox) afterCommand(w io.Writer) {
 	if s.guard == nil {
 		return
 	}
+	s.checkWorkspace(w)
+}
+
+// CheckWorkspace runs the git guard now, as after every command, and
+// writes what it did to w (nil discards): paths quarantined or made
+// readable, and what the periodic check found since the last report.
+// A long-lived command such as the python tool's kernel calls it after
+// each unit of work (a cell), so that what the work planted is checked
+// before the next call instead of when the process ends. It returns an
+// error wrapping [ErrUnsafeWorkspace] when the guard found something it
+// could not make safe; the sandbox then refuses new commands.
+func (s *Sandbox) CheckWorkspace(w io.Writer) error {
+	if s.guard == nil {
+		return nil
+	}
+	s.checkWorkspace(w)
+	return s.guard.unsafe()
+}
+
+// checkWorkspace runs the guard, reports each finding through
+// OnQuarantine and the log, and writes the report lines to w, or keeps
+// them for the next command's output when w is nil.
+func (s *Sandbox) checkWorkspace(w io.Writer) {
 	qs, warns := s.guard.check()
+	var lines []string
 	for _, q := range qs {
 		s.reportQuarantine(q)
-		if w != nil {
-			fmt.Fprintln(w, q.String())
-		}
+		lines = append(lines, q.String())
 	}
 	for _, m := range warns {
 		s.log.Warn("sandbox git guard", "err", m)
-		if w != nil {
-			fmt.Fprintln(w, m)
-		}
+		lines = append(lines, m)
+	}
+	if w == nil {
+		s.guard.note(lines...)
+		return
+	}
+	for _, l := range append(s.guard.takeNotes(), lines...) {
+		fmt.Fprintln(w, l)
 	}
 }
 
@@ -323,7 +361,7 @@ func (s *Sandbox) closeGuard() {
 
 // reportQuarantine hands q to Options.OnQuarantine and the log.
 func (s *Sandbox) reportQuarantine(q Quarantine) {
-	s.log.Warn("sandbox git guard", "path", q.Path, "moved_to", q.MovedTo, "reason", q.Reason)
+	s.log.Warn("sandbox git guard", "path", q.Path, "action", q.Action, "moved_to", q.MovedTo, "reason", q.Reason, "err", q.Err)
 	if s.opts.OnQuarantine != nil {
 		s.opts.OnQuarantine(q)
 	}

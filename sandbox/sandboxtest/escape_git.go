@@ -152,6 +152,27 @@ git -C sub config core.fsmonitor "touch $OUTSIDE/pwned-gitlink; false"; echo att
 				hostFileLacks(t, e, "sub/.git/config", "fsmonitor")
 				hostGitClean(t, e.ws, marker(e, "gitlink"), "status")
 			}},
+		{name: "git_submodule_in_unreadable_dir", area: "host git", needs: []string{"git"}, want: refused, prepare: prepareRepo(baseGitConfig),
+			// The report's attack on a guard that cannot read a directory
+			// (Keel running as an ordinary user): git enters d/pl with
+			// search permission on d alone.
+			script: `mkdir d && git init -q d/pl && git -C d/pl -c user.name=k -c user.email=k@k.invalid commit -q --allow-empty -m s &&
+git update-index --add --cacheinfo 160000,$(git -C d/pl rev-parse HEAD),d/pl &&
+printf '` + fsmonitorConfig("$OUTSIDE/pwned-unreadable") + `' >> d/pl/.git/config && chmod 111 d; echo attempted`,
+			check: func(t *testing.T, e *escapeEnv, _ *sandbox.Result, _ string) {
+				os.Chmod(filepath.Join(e.ws, "d"), 0o755) // let the host's check read it (and the cleanup remove it)
+				hostFileLacks(t, e, "d/pl/.git/config", "fsmonitor")
+				hostGitClean(t, e.ws, marker(e, "unreadable"), "status")
+			}},
+		{name: "git_gitfile_padded", area: "host git", needs: []string{"git"}, want: refused, prepare: prepareRepo(baseGitConfig),
+			// git follows a "gitdir:" line followed by any number of
+			// newlines; a guard that reads only small .git files would not.
+			script: `e=.git/objects/zy/e; mkdir -p $e/objects $e/refs/heads sub5 && echo 'ref: refs/heads/main' > $e/HEAD &&
+printf '` + fsmonitorConfig("$OUTSIDE/pwned-padded") + `' > $e/config && { echo 'gitdir: ../.git/objects/zy/e'; head -c 8192 /dev/zero | tr '\0' '\n'; } > sub5/.git &&
+git update-index --add --cacheinfo 160000,0123456789012345678901234567890123456789,sub5; echo attempted`,
+			check: func(t *testing.T, e *escapeEnv, _ *sandbox.Result, _ string) {
+				hostGitClean(t, e.ws, marker(e, "padded"), "status")
+			}},
 		{name: "git_gitfile_into_objects", area: "host git", needs: []string{"git"}, want: refused, prepare: prepareRepo(baseGitConfig),
 			script: `e=.git/objects/zz/e; mkdir -p $e/objects $e/refs/heads sub4 && echo 'ref: refs/heads/main' > $e/HEAD &&
 printf '` + fsmonitorConfig("$OUTSIDE/pwned-objects") + `' > $e/config && echo 'gitdir: ../.git/objects/zz/e' > sub4/.git &&

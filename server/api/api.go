@@ -81,23 +81,27 @@ type CreateRun struct {
 	// Model is a model spec ("openai:gpt-4o", "replay:PATH",
 	// "scripted:demo"); default: the server's.
 	Model string `json:"model,omitempty"`
-	// Agent is the principal the run executes as; OnBehalfOf the user it
-	// acts for, if any.
+	// Agent is the principal the run executes as: one of the agents the
+	// token is bound to (default: its only one), or any agent for an
+	// admin token. OnBehalfOf is the user an assistant agent acts for:
+	// the token's person (the default), or anyone for an admin token.
 	Agent      string `json:"agent,omitempty"`
 	OnBehalfOf string `json:"on_behalf_of,omitempty"`
-	// Workspace is a directory on the server's machine; MountPath where
-	// the sandbox sees it (default /workspace).
+	// Workspace is a directory on the server's machine, under one of the
+	// server's workspace roots; MountPath where the sandbox sees it
+	// (default /workspace).
 	Workspace string `json:"workspace,omitempty"`
 	MountPath string `json:"mount_path,omitempty"`
-	// Sandbox is "linux" (default) or "none".
+	// Sandbox is the server's ("linux", the default); "none" needs an
+	// admin token on a server that allows it.
 	Sandbox string   `json:"sandbox,omitempty"`
 	Env     []string `json:"env,omitempty"`
 	Setup   string   `json:"setup,omitempty"`
 	Network []string `json:"network,omitempty"`
 	System  string   `json:"system,omitempty"`
 	Limits  Limits   `json:"limits,omitempty"`
-	// Policy names or holds the run's tool-call policy, as the server's
-	// configuration understands it (empty: the server's default).
+	// Policy names or holds the run's tool-call policy (empty or
+	// "server": the server's). Any other policy needs an admin token.
 	Policy string `json:"policy,omitempty"`
 	// CompletionMarker overrides the default completion marker line; nil
 	// keeps the default, "" disables it.
@@ -105,7 +109,9 @@ type CreateRun struct {
 	// Demo creates the bundled demonstration run: a fresh copy of the
 	// demo project and the scripted demo model, with a policy that asks a
 	// person before the agent edits a file.
-	Demo   bool              `json:"demo,omitempty"`
+	Demo bool `json:"demo,omitempty"`
+	// Labels are free-form annotations; keys starting with "keel." are
+	// the server's and refused.
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
@@ -148,6 +154,9 @@ type Run struct {
 	Error string `json:"error,omitempty"`
 	// ForkOf is "RUN@SEQ" for a run forked from another.
 	ForkOf string `json:"fork_of,omitempty"`
+	// CreatedBy is the person whose token created the run (or the fork)
+	// through the API; empty for runs made on the server's machine.
+	CreatedBy string `json:"created_by,omitempty"`
 }
 
 // RunList is the body of GET /v1/runs.
@@ -197,10 +206,15 @@ type Approval struct {
 	// Seq is the sequence number of the approval.requested event.
 	Seq       int64     `json:"seq"`
 	Requested time.Time `json:"requested"`
-	// Task, Agent and OnBehalfOf describe the run, for an inbox.
+	// Task, Agent, OnBehalfOf, Workspace, Sandbox and CreatedBy describe
+	// the run, for an inbox: what acts, for whom, on which directory of
+	// the server, and who started it.
 	Task       string `json:"task,omitempty"`
 	Agent      string `json:"agent,omitempty"`
 	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+	Workspace  string `json:"workspace,omitempty"`
+	Sandbox    string `json:"sandbox,omitempty"`
+	CreatedBy  string `json:"created_by,omitempty"`
 }
 
 // ApprovalList is the body of GET /v1/approvals.
@@ -301,7 +315,9 @@ type AuditJournal struct {
 	Head string `json:"head,omitempty"`
 }
 
-// Scopes of API tokens. A token with [ScopeAdmin] may do everything.
+// Scopes of API tokens. A token with [ScopeAdmin] may do everything;
+// [ScopeRunsWrite] and [ScopeApprovalsWrite] include [ScopeRunsRead] (a
+// person who starts runs or decides approvals sees what they act on).
 const (
 	ScopeRunsRead       = "runs:read"
 	ScopeRunsWrite      = "runs:write"
@@ -314,6 +330,9 @@ type Token struct {
 	ID     string   `json:"id"`
 	Name   string   `json:"name"`
 	Scopes []string `json:"scopes"`
+	// Agents are the agents runs created with the token may act as
+	// (admin tokens may act as any).
+	Agents []string `json:"agents,omitempty"`
 	// CreatedBy is the name of the person (or "keel serve") who created it.
 	CreatedBy string     `json:"created_by,omitempty"`
 	Created   time.Time  `json:"created"`
@@ -328,9 +347,14 @@ type TokenList struct {
 // CreateToken is the body of POST /v1/tokens.
 type CreateToken struct {
 	// Name is the person or system the token is for; it is recorded as
-	// "who" for every action taken with the token.
+	// "who" for every action taken with the token. It may not contain
+	// control or invisible characters, nor start with "keel." or "keel-"
+	// (Keel's own principals).
 	Name   string   `json:"name"`
 	Scopes []string `json:"scopes"`
+	// Agents binds the token to these agents: its runs may act only as
+	// them. A runs:write token without agents can start only the demo.
+	Agents []string `json:"agents,omitempty"`
 }
 
 // NewToken is the response to POST /v1/tokens: the only time the secret

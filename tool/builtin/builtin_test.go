@@ -110,3 +110,62 @@ func ExampleRegister() {
 	// todo read_only
 	// write_file workspace_write
 }
+
+// Every built-in tool's schema closes every object it describes
+// (additionalProperties: false), and the registry refuses arguments that
+// could be read two ways: an unknown key, a duplicate key, or a key that
+// differs only in case from a property, so that the gate, the tool and
+// the approval a person reads all see the same values.
+func TestArgumentsHaveOneReading(t *testing.T) {
+	t.Parallel()
+	r := tool.NewRegistry()
+	builtin.Register(r, nil)
+	var closed func(name, at string, s map[string]any)
+	closed = func(name, at string, s map[string]any) {
+		if s["type"] == "object" && s["additionalProperties"] != false {
+			t.Errorf("%s: the object at %s does not set additionalProperties: false", name, at)
+		}
+		if props, ok := s["properties"].(map[string]any); ok {
+			for k, v := range props {
+				if sub, ok := v.(map[string]any); ok {
+					closed(name, at+"/"+k, sub)
+				}
+			}
+		}
+		if items, ok := s["items"].(map[string]any); ok {
+			closed(name, at+"/items", items)
+		}
+	}
+	for _, spec := range r.Specs() {
+		var s map[string]any
+		if err := json.Unmarshal(spec.Parameters, &s); err != nil {
+			t.Fatal(err)
+		}
+		closed(spec.Name, "", s)
+	}
+	for _, tt := range []struct{ tool, args, want string }{
+		{"bash", `{"command":"touch notes.txt","COMMAND":"rm -rf src"}`, "differ only in case"},
+		{"bash", `{"COMMAND":"rm -rf src"}`, `differs only in case from the property "command"`},
+		{"bash", `{"command":"touch notes.txt","command":"rm -rf src"}`, "appears twice"},
+		{"bash", `{"command":"ls","comand":"x"}`, "do not match its schema"},
+		{"python", `{"code":"print(1)","Code":"print(2)"}`, "differ only in case"},
+		{"read_file", `{"path":"a","PATH":"b"}`, "differ only in case"},
+		{"fetch_url", `{"url":"https://a.example/","URL":"https://b.example/"}`, "differ only in case"},
+		{"write_file", `{"path":"a","content":"x","ſ":"y"}`, "do not match its schema"},
+		{"write_file", `{"paTh":"a","content":"x"}`, `differs only in case from the property "path"`},
+		{"todo", `{"items":[{"content":"a","status":"done","STATUS":"pending"}]}`, "differ only in case"},
+		{"todo", `{"items":[{"content":"a","status":"done","note":"x"}]}`, "do not match its schema"},
+	} {
+		_, res := r.Validate(model.ToolCall{ID: "c", Name: tt.tool, Arguments: tt.args})
+		if res == nil || !strings.Contains(res.Content, tt.want) {
+			t.Errorf("Validate(%s %s) = %+v, want an error containing %q", tt.tool, tt.args, res, tt.want)
+		}
+	}
+	// Two spellings of a property, neither exact for the other.
+	if _, res := r.Validate(model.ToolCall{ID: "c", Name: "todo", Arguments: `{"items":[],"ITEMS":[]}`}); res == nil {
+		t.Error("todo with items and ITEMS accepted")
+	}
+	if args, res := r.Validate(model.ToolCall{ID: "c", Name: "bash", Arguments: `{"command": "ls", "timeout_ms": 100}`}); res != nil || string(args) != `{"command":"ls","timeout_ms":100}` {
+		t.Errorf("a valid call: %s %+v", args, res)
+	}
+}

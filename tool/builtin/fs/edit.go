@@ -27,6 +27,7 @@ func editTool() *tool.Tool {
 		Description: strings.TrimSpace(editDescription),
 		InputSchema: json.RawMessage(`{
   "type": "object",
+  "additionalProperties": false,
   "properties": {
     "path": {"type": "string", "minLength": 1, "description": "File path, relative to the workspace."},
     "old_string": {"type": "string", "description": "The exact text to replace, as it appears in the file (without read_file's line-number prefixes)."},

@@ -26,6 +26,7 @@ func listTool() *tool.Tool {
 		Description: strings.TrimSpace(listDescription),
 		InputSchema: json.RawMessage(fmt.Sprintf(`{
   "type": "object",
+  "additionalProperties": false,
   "properties": {
     "path": {"type": "string", "description": "Directory, relative to the workspace; default the workspace root."},
     "depth": {"type": "integer", "minimum": 1, "maximum": %d, "description": "How many levels to list; default 1."}

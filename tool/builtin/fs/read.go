@@ -26,6 +26,7 @@ func readTool() *tool.Tool {
 		Description: strings.TrimSpace(readDescription),
 		InputSchema: json.RawMessage(`{
   "type": "object",
+  "additionalProperties": false,
   "properties": {
     "path": {"type": "string", "minLength": 1, "description": "File path, relative to the workspace (or absolute under the workspace mount path)."},
     "offset": {"type": "integer", "minimum": 1, "description": "Line number to start at (1-based); default 1."},

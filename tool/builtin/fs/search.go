@@ -28,6 +28,7 @@ func searchTool() *tool.Tool {
 		Description: strings.TrimSpace(searchDescription),
 		InputSchema: json.RawMessage(`{
   "type": "object",
+  "additionalProperties": false,
   "properties": {
     "pattern": {"type": "string", "minLength": 1, "description": "Regular expression (RE2 syntax) to find in file contents."},
     "path": {"type": "string", "description": "Directory or file to search, relative to the workspace; default the whole workspace."},
@@ -119,7 +120,7 @@ func (s *searcher) handle(ctx context.Context, req *tool.Request) (*tool.Result,
 // apply to dir from the directories above it.
 func (s *search) ancestorsIgnores(dir string) []ignoreFrame {
 	var st []ignoreFrame
-	if b, err := s.ws.FS().ReadFile(".git/info/exclude"); err == nil {
+	if b, err := tool.ReadRegular(s.ws.FS(), ".git/info/exclude", maxIgnoreBytes); err == nil {
 		st = append(st, ignoreFrame{".", ignore.CompileIgnoreLines(strings.Split(string(b), "\n")...)})
 	}
 	if dir == "." {
@@ -135,8 +136,12 @@ func (s *search) ancestorsIgnores(dir string) []ignoreFrame {
 	return st
 }
 
+// maxIgnoreBytes bounds the part of an ignore file that is read: the
+// workspace is the agent's, and an ignore file may be a FIFO or huge.
+const maxIgnoreBytes = 1 << 20
+
 func (s *search) loadIgnore(dir string) (ignoreFrame, bool) {
-	b, err := s.ws.FS().ReadFile(path.Join(dir, ".gitignore"))
+	b, err := tool.ReadRegular(s.ws.FS(), path.Join(dir, ".gitignore"), maxIgnoreBytes)
 	if err != nil {
 		return ignoreFrame{}, false
 	}

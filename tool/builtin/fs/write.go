@@ -25,6 +25,7 @@ func writeTool() *tool.Tool {
 		Description: strings.TrimSpace(writeDescription),
 		InputSchema: json.RawMessage(`{
   "type": "object",
+  "additionalProperties": false,
   "properties": {
     "path": {"type": "string", "minLength": 1, "description": "File path, relative to the workspace."},
     "content": {"type": "string", "description": "The complete new content of the file."}

@@ -21,7 +21,13 @@
 // SIGALRM; a cell that ignores it is ended by killing the kernel. The
 // sandbox's per-command limits apply to the kernel as one command: its
 // memory, and its output and CPU time over its whole life; a kernel that
-// hits one is reported dead and restarted by the next call.
+// hits one is reported dead and restarted by the next call. A sandbox
+// checks what a command left in the workspace for the host (sandbox/linux's
+// git guard) when the command ends, which for the kernel would be the end
+// of the run: so the tool asks the sandbox to check after every cell
+// (when it offers CheckWorkspace) and reports what it found in the
+// cell's stderr; when the sandbox refuses further commands, the kernel
+// is stopped.
 //
 // When Keel restarts (a crash, kill -9, or a resume in a new process), or
 // the interpreter dies, the next call starts a fresh interpreter and its
@@ -37,6 +43,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 	"sync"
@@ -138,6 +145,7 @@ func New(opts *Options) (*tool.Tool, tool.Handler, *Tool) {
 	}
 	schema := fmt.Sprintf(`{
   "type": "object",
+  "additionalProperties": false,
   "properties": {
     "code": {"type": "string", "minLength": 1, "description": "Python code to run in the persistent interpreter."},
     "timeout_ms": {"type": "integer", "minimum": 1, "maximum": %d, "description": "Time limit in milliseconds; default %d."}
@@ -208,6 +216,15 @@ func (p *Tool) handle(ctx context.Context, req *tool.Request) (*tool.Result, err
 	stderr := tool.NewOutput(env.Workspace, req.RunID, req.CallID+".stderr", budget/3)
 	start := time.Now()
 	f, err := k.run(ctx, in.Code, timeout, p.opts.KillGrace, stdout, stderr)
+	// The kernel is one long-lived sandbox command, which the sandbox
+	// checks only when it ends: check what this cell left now.
+	var unsafe error
+	if c, ok := env.Sandbox.(workspaceChecker); ok {
+		if unsafe = c.CheckWorkspace(stderr); unsafe != nil {
+			p.forget(req, k)
+			k.close()
+		}
+	}
 	stdout.Close()
 	stderr.Close()
 	r := &tool.Result{Artifact: stdout.Artifact(), OutputBytes: stdout.Bytes() + stderr.Bytes()}
@@ -233,6 +250,10 @@ func (p *Tool) handle(ctx context.Context, req *tool.Request) (*tool.Result, err
 		status = fmt.Sprintf("interrupted: the run was stopped (%v); the kernel was stopped and its variables are lost", err)
 		r.IsError = true
 	}
+	if unsafe != nil {
+		status += "\n" + unsafe.Error() + "; the kernel was stopped"
+		r.IsError = true
+	}
 	var b strings.Builder
 	if note != "" {
 		b.WriteString(note)
@@ -254,6 +275,15 @@ func (p *Tool) handle(ctx context.Context, req *tool.Request) (*tool.Result, err
 	}
 	r.Content = b.String()
 	return r, nil
+}
+
+// workspaceChecker is implemented by sandboxes that check the workspace
+// for files the host must not trust after every command
+// (sandbox/linux's git guard, Sandbox.CheckWorkspace there): it runs the
+// check now, writes what it did to w, and returns an error when the
+// sandbox refuses more commands.
+type workspaceChecker interface {
+	CheckWorkspace(w io.Writer) error
 }
 
 // statusLine names a cell's outcome class.
@@ -370,7 +400,7 @@ func readState(ws *tool.Workspace, runID string) state {
 	if ws == nil {
 		return s
 	}
-	b, err := ws.FS().ReadFile(stateFile(runID))
+	b, err := tool.ReadRegular(ws.FS(), stateFile(runID), 4096)
 	if err != nil || json.Unmarshal(b, &s) != nil {
 		return state{}
 	}

@@ -196,3 +196,25 @@ func TestKernelLongOutput(t *testing.T) {
 func toolCall(args string) model.ToolCall {
 	return model.ToolCall{ID: "x", Name: python.Name, Arguments: args}
 }
+
+// TestKernelCellChecked: what a cell plants for the host's git is
+// quarantined when the cell ends, although the kernel keeps running
+// (the sandbox checks other commands when they end).
+func TestKernelCellChecked(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the git guard is sandbox/linux's")
+	}
+	f := newFixture(t, func(spec *sandbox.Spec) (sandbox.Sandbox, error) {
+		return linux.New(spec, &linux.Options{GuardInterval: -1}) // only the cell's own check
+	}, nil)
+	r := f.run("import os\nos.makedirs('sub/.git', exist_ok=True)\nopen('sub/.git/config', 'w').write('[core]\\n\\tfsmonitor = evil\\n')\nx = 1", 0)
+	if r.IsError || !strings.Contains(r.Content, "keel: quarantined sub/.git/config") {
+		t.Errorf("result of the planting cell:\n%s", r.Content)
+	}
+	if _, err := os.Lstat(f.env.Workspace.HostPath("sub/.git/config")); err == nil {
+		t.Error("the planted config is still in the workspace after the cell")
+	}
+	if r := f.run("x", 0); r.IsError || !strings.Contains(r.Content, "--- stdout ---\n1") {
+		t.Errorf("the kernel did not survive the check: %q", r.Content)
+	}
+}

@@ -99,6 +99,7 @@ func New(opts *Options) (*tool.Tool, tool.Handler) {
 	}
 	schema := fmt.Sprintf(`{
   "type": "object",
+  "additionalProperties": false,
   "properties": {
     "command": {"type": "string", "minLength": 1, "description": "The bash command line to run, for example \"go test ./... 2>&1 | tail -50\"."},
     "timeout_ms": {"type": "integer", "minimum": 1, "maximum": %d, "description": "Wall-time limit in milliseconds; default: the run's command timeout."}

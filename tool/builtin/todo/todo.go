@@ -54,12 +54,14 @@ type input struct {
 
 var schema = fmt.Sprintf(`{
   "type": "object",
+  "additionalProperties": false,
   "properties": {
     "items": {
       "type": "array",
       "maxItems": %d,
       "items": {
         "type": "object",
+        "additionalProperties": false,
         "properties": {
           "content": {"type": "string", "minLength": 1, "maxLength": %d},
           "status": {"enum": ["pending", "in_progress", "done"]}

@@ -113,6 +113,7 @@ func New(opts *Options) (*tool.Tool, tool.Handler) {
 		Description: strings.TrimSpace(description),
 		InputSchema: json.RawMessage(fmt.Sprintf(`{
   "type": "object",
+  "additionalProperties": false,
   "properties": {
     "url": {"type": "string", "minLength": 1, "description": "The http or https URL to fetch."},
     "max_bytes": {"type": "integer", "minimum": 1, "maximum": %d, "description": "Read at most this many bytes of the body; default %d."}

@@ -1,0 +1,310 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/server/api"
+)
+
+// serverPrep is the CLI's wiring of a server: how a create request
+// becomes a run (prepare), whether a run can be set up (validate), and how
+// a run gets its model, tools and sandbox (wire), as `keel run` does it.
+// The server (package server) has already checked what the caller may
+// ask for: workspace roots, sandbox, policy, agent, models. Errors shown
+// to API clients name no flag of this process and no file of the server
+// beyond what the client sent.
+type serverPrep struct {
+	a       *app
+	f       *serveFlags
+	store   journal.Store
+	sandbox string
+	policy  *policy.Engine
+	live    *liveOptions
+	logger  *slog.Logger
+
+	mu         sync.Mutex
+	recordings map[string]*recording // loaded replay trajectories, by path, size and time
+}
+
+// recording returns the replay trajectory at path, loading it again when
+// the file changed (its size or modification time). Any failure is the
+// same user-safe error, so that it reveals nothing of the file (its
+// existence, or its first bytes); the detail goes to the log.
+func (sp *serverPrep) recording(path string) (*recording, error) {
+	unavailable := invalidf("replay recording %q is not available on this server (missing, unreadable, or not a trajectory)", path)
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		sp.logger.Warn("replay recording", "path", path, "err", err)
+		return nil, unavailable
+	}
+	key := fmt.Sprintf("%s\x00%d\x00%d", path, fi.Size(), fi.ModTime().UnixNano())
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if r := sp.recordings[key]; r != nil {
+		return r, nil
+	}
+	r, err := loadRecording(path)
+	if err != nil {
+		sp.logger.Warn("replay recording", "path", path, "err", err)
+		return nil, unavailable
+	}
+	for k := range sp.recordings {
+		if strings.HasPrefix(k, path+"\x00") {
+			delete(sp.recordings, k)
+		}
+	}
+	sp.recordings[key] = r
+	return r, nil
+}
+
+// liveFor returns the live options of one execution of a run of model
+// spec (a replay shares its loaded trajectory).
+func (sp *serverPrep) liveFor(spec string) (*liveOptions, error) {
+	live := *sp.live
+	if s, err := model.ParseSpec(spec); err == nil && s.Provider == "replay" {
+		rec, err := sp.recording(s.Name)
+		if err != nil {
+			return nil, err
+		}
+		live.recording = rec
+	}
+	return &live, nil
+}
+
+// closerFunc adapts a func to io.Closer.
+type closerFunc func()
+
+func (f closerFunc) Close() error { f(); return nil }
+
+func (sp *serverPrep) wire(ctx context.Context, c *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
+	live, err := sp.liveFor(c.Model)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := sp.a.newWiring(ctx, c, live)
+	if err != nil {
+		return nil, nil, err
+	}
+	return w.execParams(nil), closerFunc(w.Close), nil
+}
+
+// validate sets a run up as an execution would (model client, workspace,
+// sandbox with its network proxy) and tears it down again, so that a run
+// that cannot start is refused when it is created, forked or resumed
+// rather than failing later.
+func (sp *serverPrep) validate(ctx context.Context, c *agent.RunCreated) error {
+	live, err := sp.liveFor(c.Model)
+	if err != nil {
+		return err
+	}
+	spec, err := model.ParseSpec(c.Model)
+	if err != nil {
+		return invalid(err)
+	}
+	if err := sp.checkKeys(spec); err != nil {
+		return err
+	}
+	w, err := sp.a.newWiring(ctx, c, live)
+	if err != nil {
+		sp.logger.Info("a run cannot be set up", "err", err)
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			return errors.New("this server cannot sandbox commands (see its log)")
+		}
+		return invalidf("the run cannot be set up on this server: %s", apiText(err))
+	}
+	w.Close()
+	return nil
+}
+
+// apiText returns an error's text for an API client: without advice about
+// this process's flags, which the client cannot pass.
+func apiText(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, "; pass --"); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimSpace(strings.SplitN(s, "\n", 2)[0])
+}
+
+// checkKeys checks that the server has the API key a provider needs.
+func (sp *serverPrep) checkKeys(spec model.Spec) error {
+	env := map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}[spec.Provider]
+	if env != "" && sp.a.getenv(env) == "" {
+		return invalidf("this server has no API key for %s models (its operator sets %s where keel serve runs)", spec.Provider, env)
+	}
+	return nil
+}
+
+// invalid marks err as the request's fault.
+func invalid(err error) error { return fmt.Errorf("%w: %w", server.ErrInvalid, err) }
+
+func invalidf(format string, args ...any) error { return invalid(fmt.Errorf(format, args...)) }
+
+// prepare turns a create request into run.created as `keel run` would
+// with the same flags, the server's defaults filling what the request
+// leaves out.
+func (sp *serverPrep) prepare(ctx context.Context, req *api.CreateRun) (*agent.RunCreated, error) {
+	a := sp.a
+	if req.Demo {
+		return sp.prepareDemo(ctx)
+	}
+	name := firstNonEmpty(req.Model, sp.f.model, a.cfg.Model)
+	if name == "" {
+		return nil, invalidf("no model: name one (openai:MODEL, anthropic:MODEL, openai-compatible:MODEL@URL, replay:RECORDING, scripted:demo); this server has no default model")
+	}
+	spec, err := model.ParseSpec(name)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	task, system := req.Task, req.System
+	familyName := spec.Name
+	if spec.Provider == "replay" {
+		rec, err := sp.recording(spec.Name)
+		if err != nil {
+			return nil, err
+		}
+		task, system = firstNonEmpty(task, rec.Task()), firstNonEmpty(system, rec.System())
+		familyName = rec.Model()
+	}
+	if strings.TrimSpace(task) == "" {
+		return nil, invalidf("no task")
+	}
+	if err := sp.checkKeys(spec); err != nil {
+		return nil, err
+	}
+	mount := firstNonEmpty(req.MountPath, "/workspace")
+	if !strings.HasPrefix(mount, "/") {
+		return nil, invalidf("mount_path %q must be absolute", mount)
+	}
+	for _, e := range req.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			return nil, invalidf("env %q: want KEY=VALUE", e)
+		}
+	}
+	sb := firstNonEmpty(req.Sandbox, sp.sandbox)
+	if sb != "linux" && sb != "none" {
+		return nil, invalidf("sandbox %q: want linux or none", sb)
+	}
+	eng := sp.policy
+	switch req.Policy {
+	case "", "server":
+	case "default":
+		eng = policy.Default()
+	case "demo":
+		eng = server.DemoPolicy()
+	default:
+		// A policy source in the request (an admin's client sends its
+		// file's content): its own test cases must pass, as for keel run.
+		if eng, err = policy.Parse("api:policy", []byte(req.Policy)); err != nil {
+			return nil, invalid(err)
+		}
+		for _, r := range eng.Test(ctx) {
+			if r.Problem != "" {
+				return nil, invalidf("policy test case %q fails: %s", r.Case.Name, r.Problem)
+			}
+		}
+	}
+	maxSteps := req.Limits.MaxSteps
+	if maxSteps == 0 {
+		maxSteps = 100
+	}
+	var timeout time.Duration
+	if req.Limits.Timeout != "" {
+		if timeout, err = time.ParseDuration(req.Limits.Timeout); err != nil {
+			return nil, invalidf("limits.timeout: %v", err)
+		}
+	}
+	marker := DefaultCompletionMarker
+	if req.CompletionMarker != nil {
+		marker = *req.CompletionMarker
+	}
+	c := &agent.RunCreated{
+		Task: task, System: firstNonEmpty(system, defaultSystemPrompt(mount)), Model: spec.String(),
+		Limits:           agent.Limits{MaxSteps: maxSteps, MaxTokens: req.Limits.MaxTokens, MaxCost: req.Limits.MaxCost, Timeout: agent.Duration(timeout)},
+		CompletionMarker: marker, Workspace: filepath.Clean(req.Workspace), MountPath: mount, Sandbox: sb,
+		Env: req.Env, Setup: req.Setup, Network: req.Network, Labels: req.Labels,
+		Principal: firstNonEmpty(req.Agent, identity.LocalAgent), OnBehalfOf: req.OnBehalfOf,
+	}
+	return sp.finish(ctx, c, eng, familyName)
+}
+
+// finish applies what every server run shares: sandbox limits, context
+// settings, the policy, a principal check and the tools. Whether the run
+// can be set up (model, workspace, sandbox) is validate's job.
+func (sp *serverPrep) finish(ctx context.Context, c *agent.RunCreated, eng *policy.Engine, familyName string) (*agent.RunCreated, error) {
+	a := sp.a
+	var err error
+	if c.SandboxLimits, err = (&limitFlags{memory: defaultMemory, processes: defaultProcesses, fileSize: defaultFileSize, openFiles: defaultOpenFiles, output: defaultOutput}).parse(); err != nil {
+		return nil, err
+	}
+	cf := &contextFlags{threshold: agent.DefaultCompactThreshold, notesFile: agent.DefaultNotesFile, actionMode: "tools"}
+	if err := cf.apply(a, c, familyName); err != nil {
+		return nil, invalidf("the run's context settings: %s", apiText(err))
+	}
+	c.Policy = agent.NewPolicyRef(eng)
+	if set := eng.Approval(); set.Timeout > 0 || set.Default == policy.Allow {
+		c.Approval = &agent.ApprovalSettings{Timeout: agent.Duration(set.Timeout), Default: set.Default}
+	}
+	if err := identity.CheckName(c.Principal); err != nil {
+		return nil, invalidf("agent: %v", err)
+	}
+	if _, err := identity.NewDirectory(sp.store, nil).Check(ctx, c.Principal, c.OnBehalfOf); err != nil {
+		if errors.Is(err, policy.ErrRevoked) {
+			return nil, invalidf("agent %s cannot run: %v", c.Principal, err)
+		}
+		return nil, err
+	}
+	live, err := sp.liveFor(c.Model)
+	if err != nil {
+		return nil, err
+	}
+	c.Tools = toolInfos(newTools(live))
+	return c, nil
+}
+
+// prepareDemo creates the demo run: a fresh copy of the demo project, the
+// scripted demo model, and the demo policy, which asks a person before
+// the agent edits a file.
+func (sp *serverPrep) prepareDemo(ctx context.Context) (*agent.RunCreated, error) {
+	ws, err := os.MkdirTemp("", "keel-demo-")
+	if err != nil {
+		return nil, err
+	}
+	if err := demo.WriteProject(ws); err != nil {
+		return nil, err
+	}
+	_ = gitInit(ws) // the diff is a nicety; the demo runs without git
+	c := &agent.RunCreated{
+		Task: demo.Task, System: defaultSystemPrompt("/workspace"), Model: "scripted:demo",
+		Limits: agent.Limits{MaxSteps: 20}, Workspace: ws, MountPath: "/workspace", Sandbox: sp.sandbox,
+		Principal: identity.DemoAgent, CompletionMarker: DefaultCompletionMarker,
+		Labels: map[string]string{server.LabelDemo: demo.Label},
+	}
+	return sp.finish(ctx, c, server.DemoPolicy(), "scripted:demo")
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,737 @@
+package policy
+
+import (
+	"slices"
+	"strings"
+)
+
+// writeOptions: options whose value is a file or directory the program
+// writes.
+var writeOptions = map[string][]string{
+	"sort":    {"-o", "--output"},
+	"curl":    {"-o", "--output", "--output-dir", "-c", "--cookie-jar", "-D", "--dump-header", "--trace", "--trace-ascii"},
+	"wget":    {"-O", "--output-document", "-P", "--directory-prefix", "-o", "--output-file", "-a", "--append-output"},
+	"gcc":     {"-o"},
+	"g++":     {"-o"},
+	"cc":      {"-o"},
+	"c++":     {"-o"},
+	"clang":   {"-o"},
+	"clang++": {"-o"},
+	"go":      {"-o"},
+	"cp":      {"-t", "--target-directory"},
+	"mv":      {"-t", "--target-directory"},
+	"ln":      {"-t", "--target-directory"},
+	"install": {"-t", "--target-directory"},
+	"unzip":   {"-d"},
+	"tar":     {"-C", "--directory"},
+	"openssl": {"-out"},
+	"git":     {"--output", "-o"},
+	"find":    {"-fprint", "-fprint0", "-fprintf", "-fls"},
+	"iconv":   {"-o", "--output"},
+	"patch":   {"-o", "--output"},
+	"csplit":  {"-f", "--prefix"},
+	"jq":      {},
+	"xxd":     {},
+	"shuf":    {"-o", "--output"},
+}
+
+// secondWrites: programs whose second positional argument is a file they
+// write ("uniq in out").
+var secondWrites = set("uniq", "xxd", "split")
+
+// statOnly: programs that only test or transform their arguments as
+// strings; an argument only known at run time does not make them
+// dynamic.
+var statOnly = set("test", "[", "basename", "dirname")
+
+// analyse derives the facts of one command; cwd is the directory the
+// command runs in ("" when unknown).
+func (l *locator) analyse(c *Command, cwd string) *facts {
+	f := &facts{dynamic: c.Dynamic, why: c.Why, code: c.Code}
+	if c.Code && f.why == "" {
+		f.why = c.CodeWhy
+	}
+	for _, r := range c.Redirects {
+		switch {
+		case r.Target == "":
+		case !r.Literal && r.Write:
+			f.writes = true
+			f.dyn("writes to a file only known at run time: " + r.Target)
+		case !r.Literal:
+			f.dyn("reads a file only known at run time: " + r.Target)
+		default:
+			l.note(f, cwd, r.Target, r.Write)
+		}
+	}
+	name := c.Name()
+	if name == "" {
+		return f
+	}
+	if why := namesHidden(c); why != "" {
+		f.dyn(why)
+	}
+	args := c.Args()
+	lits := c.Literal[min(c.Prog+1, len(c.Literal)):]
+	globs := c.Glob[min(c.Prog+1, len(c.Glob)):]
+	// Network.
+	if netAlways[name] {
+		f.network = true
+	}
+	sub := firstPositional(args, lits)
+	if name == "git" {
+		sub = ""
+		if i, _ := gitSubcommand(args, lits); i < len(args) && lits[i] {
+			sub = args[i]
+		}
+	}
+	if subs, ok := netSub[name]; ok && sub != "" && slices.Contains(subs, sub) && !slices.Contains(args, "--no-index") && !slices.Contains(args, "--offline") {
+		f.network = true
+	}
+	if interpreterName(name) == "python" && len(args) >= 3 && args[0] == "-m" && (args[1] == "pip" || args[1] == "ensurepip") {
+		if slices.Contains([]string{"install", "download", "wheel"}, args[2]) && !slices.Contains(args, "--no-index") {
+			f.network = true
+		}
+	}
+	for i, a := range args {
+		if !lits[i] {
+			continue
+		}
+		v := a
+		if strings.HasPrefix(a, "-") {
+			_, v, _ = strings.Cut(a, "=")
+		}
+		if h := hostOf(v); h != "" {
+			f.hosts = appendNew(f.hosts, h)
+			f.network = true
+		}
+	}
+	if name == "ssh" || name == "mosh" {
+		if h := firstPositional(args, lits); h != "" {
+			if _, host, ok := strings.Cut(h, "@"); ok {
+				h = host
+			}
+			f.hosts = appendNew(f.hosts, strings.ToLower(h))
+		}
+	}
+	// Destructive forms.
+	switch name {
+	case "rm":
+		for _, a := range args {
+			if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.ContainsAny(a, "rRf") || a == "--recursive" || a == "--force" {
+				f.destructive = true
+			}
+		}
+	case "dd", "shred", "mkfs", "mkfs.ext4", "mkfs.vfat", "wipefs", "fdisk", "parted":
+		f.destructive = true
+	case "chmod", "chown", "chgrp":
+		f.destructive = slices.Contains(args, "-R") || slices.Contains(args, "--recursive")
+	case "git":
+		l.git(f, args, lits, globs, cwd)
+		return f
+	}
+	if noPaths[name] {
+		return f
+	}
+	// Programs whose first argument is code or a script.
+	inPlace := false
+	switch name {
+	case "sed":
+		inPlace = hasInPlace(args)
+		sedFacts(f, args, lits)
+	case "perl", "ruby":
+		inPlace = hasInPlace(args)
+	case "awk", "gawk", "mawk", "nawk", "busybox-awk":
+		inPlace = awkFacts(f, name, args, lits)
+	}
+	// Paths.
+	skipFirst := false
+	if alts, ok := patternFirst[name]; ok {
+		skipFirst = true
+		for _, a := range args {
+			for _, alt := range alts {
+				if a == alt || strings.HasPrefix(a, alt+"=") {
+					skipFirst = false
+				}
+			}
+		}
+	}
+	valueOpts := valueOptions[name]
+	writeOpts := writeOptions[name]
+	type pathArg struct {
+		word string
+		glob int
+	}
+	var positional []pathArg
+	dynWrite := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" && lits[i] {
+			continue
+		}
+		if name == "dd" {
+			if k, v, ok := strings.Cut(a, "="); ok && (k == "if" || k == "of") {
+				if !lits[i] {
+					f.dyn("dd " + k + "= names a file only known at run time")
+					f.writes = f.writes || k == "of"
+					continue
+				}
+				l.note(f, cwd, v, k == "of")
+			}
+			continue
+		}
+		if strings.HasPrefix(a, "-") && a != "-" {
+			k, v, hasValue := strings.Cut(a, "=")
+			switch {
+			case hasValue && slices.Contains(writeOpts, k):
+				if !lits[i] {
+					f.writes = true
+					f.dyn("writes to a file only known at run time: " + a)
+				} else {
+					l.note(f, cwd, v, true)
+				}
+			case hasValue && !lits[i] && !slices.Contains(valueOpts, k):
+				f.dyn("an option value only known at run time: " + a)
+			case hasValue && !slices.Contains(valueOpts, k) && looksLikePath(v):
+				l.note(f, cwd, v, inPlace)
+			case !hasValue && slices.Contains(writeOpts, a) && i+1 < len(args):
+				i++
+				if !lits[i] {
+					f.writes = true
+					f.dyn("writes to a file only known at run time: " + args[i])
+				} else {
+					l.note(f, cwd, args[i], true)
+				}
+			case !hasValue && slices.Contains(valueOpts, a):
+				i++
+			}
+			continue
+		}
+		if lits[i] && (hostOf(a) != "" || strings.Contains(a, "://")) {
+			continue
+		}
+		if skipFirst {
+			skipFirst = false
+			continue
+		}
+		if !lits[i] {
+			if !statOnly[name] {
+				f.dyn("an argument only known at run time: " + a)
+				dynWrite = true
+			}
+			continue
+		}
+		positional = append(positional, pathArg{a, globs[i]})
+	}
+	writesAll := writeAll[name] || inPlace || name == "mv"
+	if dynWrite && (writesAll || writeLast[name]) {
+		f.writes = true
+	}
+	for i, a := range positional {
+		write := false
+		switch {
+		case writesAll:
+			write = true
+		case writeLast[name]:
+			write = i == len(positional)-1 && len(positional) > 1
+		case secondWrites[name]:
+			write = i == 1
+		case name == "find":
+			write = slices.Contains(args, "-delete")
+		}
+		l.noteWord(f, cwd, a.word, a.glob, write)
+	}
+	if writesAll || writeLast[name] {
+		f.writes = true
+	}
+	return f
+}
+
+// hasInPlace reports whether a sed, perl or ruby command edits files in
+// place: -i (with or without a suffix, also inside a cluster such as
+// -pi or -ni) or --in-place.
+func hasInPlace(args []string) bool {
+	for _, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case strings.HasPrefix(a, "--in-place"):
+			return true
+		case strings.HasPrefix(a, "--"):
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			// A cluster: -i, -i.bak, -pi, -ni, -Ei, -0777pi.
+			for _, r := range a[1:] {
+				if r == 'i' {
+					return true
+				}
+				if r == 'e' || r == 'E' || r == 'f' {
+					break // the rest is the option's value
+				}
+			}
+		}
+	}
+	return false
+}
+
+// sedFacts notes what a sed script does besides editing text: the e
+// command and the s///e flag run shell commands; w, W and s///w write a
+// file the script names; r and R read one. A script only known at run
+// time is dynamic.
+func sedFacts(f *facts, args []string, lits []bool) {
+	var scripts []string
+	fromOption := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-e" || a == "--expression":
+			fromOption = true
+			if i+1 < len(args) {
+				if !lits[i+1] {
+					f.dyn("a sed script only known at run time: " + args[i+1])
+				}
+				scripts = append(scripts, args[i+1])
+				i++
+			}
+		case strings.HasPrefix(a, "--expression="):
+			fromOption = true
+			scripts = append(scripts, strings.TrimPrefix(a, "--expression="))
+		case a == "-f" || a == "--file" || strings.HasPrefix(a, "--file="):
+			fromOption = true
+			f.code = true
+			if f.why == "" {
+				f.why = "sed runs a script file"
+			}
+		}
+	}
+	if !fromOption {
+		for i, a := range args {
+			if strings.HasPrefix(a, "-") && lits[i] {
+				continue
+			}
+			if !lits[i] {
+				f.dyn("a sed script only known at run time: " + a)
+			}
+			scripts = append(scripts, a)
+			break
+		}
+	}
+	for _, s := range scripts {
+		exec, write, read := sedCommands(s)
+		if exec {
+			f.code = true
+			f.dyn("the sed script runs shell commands (e)")
+		}
+		if write {
+			f.writes = true
+			f.dyn("the sed script writes a file it names (w)")
+		}
+		if read {
+			f.dyn("the sed script reads a file it names (r)")
+		}
+	}
+}
+
+// sedCommands scans a sed script for the commands that run, write or read
+// something else than the text: e, s///e; w, W, s///w; r, R. It errs on
+// the side of finding them.
+func sedCommands(s string) (exec, write, read bool) {
+	skip := func(i int, delim byte) int {
+		for i < len(s) {
+			switch s[i] {
+			case '\\':
+				i += 2
+				continue
+			case delim:
+				return i + 1
+			}
+			i++
+		}
+		return i
+	}
+	toEOL := func(i int) int {
+		for i < len(s) && s[i] != '\n' {
+			i++
+		}
+		return i
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case strings.IndexByte(" \t\n;{}!0123456789$,~+", c) >= 0:
+			i++
+		case c == '/':
+			i = skip(i+1, '/')
+			for i < len(s) && (s[i] == 'I' || s[i] == 'M') {
+				i++
+			}
+		case c == '\\' && i+1 < len(s):
+			i = skip(i+2, s[i+1])
+		case c == 's' || c == 'y':
+			if i+1 >= len(s) {
+				return
+			}
+			d := s[i+1]
+			j := skip(i+2, d)
+			j = skip(j, d)
+			if c == 's' {
+				for j < len(s) && strings.IndexByte(";\n}", s[j]) < 0 {
+					switch s[j] {
+					case 'e':
+						exec = true
+					case 'w', 'W':
+						write = true
+						j = toEOL(j)
+						continue
+					}
+					j++
+				}
+			}
+			i = j
+		case c == 'e':
+			exec = true
+			i = toEOL(i)
+		case c == 'w' || c == 'W':
+			write = true
+			i = toEOL(i)
+		case c == 'r' || c == 'R':
+			read = true
+			i = toEOL(i)
+		case c == 'a' || c == 'i' || c == 'c':
+			i = toEOL(i)
+		case c == 'b' || c == 't' || c == 'T' || c == ':':
+			for i < len(s) && strings.IndexByte(";\n", s[i]) < 0 {
+				i++
+			}
+		default:
+			i++
+		}
+	}
+	return
+}
+
+// awkFacts notes what an awk program does besides reading: output
+// redirections (print > "f", print | "cmd"), system() and command
+// pipes into getline run commands or write files. A program only known at
+// run time, or read from a file (-f), is code the analysis cannot see.
+// It returns whether the command edits its files in place (gawk -i
+// inplace).
+func awkFacts(f *facts, name string, args []string, lits []bool) bool {
+	inPlace := false
+	prog, fromFile := "", false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-f" || a == "--file" || strings.HasPrefix(a, "--file="):
+			fromFile = true
+			if a == "-f" || a == "--file" {
+				i++
+			}
+		case (a == "-i" || a == "--include") && i+1 < len(args):
+			if strings.HasPrefix(args[i+1], "inplace") {
+				inPlace = true
+			}
+			i++
+		case a == "-v" || a == "-F" || a == "--assign" || a == "--field-separator":
+			i++
+		case strings.HasPrefix(a, "-") && lits[i]:
+		default:
+			if !fromFile && prog == "" {
+				if !lits[i] {
+					f.code = true
+					f.dyn("an " + name + " program only known at run time: " + a)
+				}
+				prog = a
+			}
+		}
+		if prog != "" {
+			break
+		}
+	}
+	if fromFile {
+		f.code = true
+		if f.why == "" {
+			f.why = name + " runs a program file"
+		}
+		return inPlace
+	}
+	if strings.Contains(prog, "system") || strings.Contains(prog, "|") || strings.Contains(prog, ">") || strings.Contains(prog, "getline") {
+		f.code, f.writes = true, true
+		f.dyn("the " + name + " program can write files or run commands (print >, |, system, getline)")
+	}
+	return inPlace
+}
+
+// gitValued are git's global options that take a separate value.
+var gitValued = set("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--config-env", "--super-prefix", "--attr-source", "--list-cmds")
+
+// gitSubcommand returns the index in args of git's subcommand (after the
+// global options), or len(args), and the global options with their
+// values.
+func gitSubcommand(args []string, lits []bool) (int, [][2]string) {
+	var opts [][2]string
+	i := 0
+	for i < len(args) {
+		a := args[i]
+		if !lits[i] || !strings.HasPrefix(a, "-") || a == "-" {
+			return i, opts
+		}
+		if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "--") {
+			opts = append(opts, [2]string{k, v})
+			i++
+			continue
+		}
+		if gitValued[a] && i+1 < len(args) {
+			v := args[i+1]
+			if !lits[i+1] {
+				v = "\x00" // only known at run time
+			}
+			opts = append(opts, [2]string{a, v})
+			i += 2
+			continue
+		}
+		opts = append(opts, [2]string{a, ""})
+		i++
+	}
+	return i, opts
+}
+
+// gitHarmlessConfig are configuration keys (lowercase) that git -c may set
+// without making git run anything or go elsewhere.
+var gitHarmlessConfig = []string{"user.", "color.", "advice.", "column.", "i18n.", "log.", "format.pretty", "init.defaultbranch",
+	"core.quotepath", "core.autocrlf", "core.safecrlf", "core.filemode", "core.abbrev", "pull.rebase", "pull.ff", "merge.ff",
+	"commit.gpgsign", "tag.gpgsign", "safe.directory", "status.", "diff.renames", "diff.noprefix", "diff.mnemonicprefix"}
+
+// gitHarmless reports whether a git configuration key is one of
+// gitHarmlessConfig.
+func gitHarmless(key string) bool {
+	key = strings.ToLower(key)
+	for _, h := range gitHarmlessConfig {
+		if key == h || strings.HasSuffix(h, ".") && strings.HasPrefix(key, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// gitKnown are git's own subcommands; any other name is an alias or an
+// external git-NAME program, which can run anything.
+var gitKnown = set("add", "am", "annotate", "apply", "archive", "bisect", "blame", "branch", "bundle", "cat-file", "check-attr",
+	"check-ignore", "check-mailmap", "checkout", "checkout-index", "cherry", "cherry-pick", "clean", "clone", "commit", "commit-tree",
+	"config", "count-objects", "describe", "diff", "diff-files", "diff-index", "diff-tree", "fetch", "for-each-ref", "format-patch",
+	"fsck", "gc", "grep", "hash-object", "help", "init", "log", "ls-files", "ls-remote", "ls-tree", "maintenance", "merge",
+	"merge-base", "merge-file", "merge-tree", "mktag", "mktree", "mv", "name-rev", "notes", "prune", "pull", "push", "range-diff",
+	"read-tree", "rebase", "reflog", "remote", "repack", "replace", "reset", "restore", "rev-list", "rev-parse", "revert", "rm",
+	"shortlog", "show", "show-branch", "show-ref", "sparse-checkout", "stash", "status", "submodule", "switch", "symbolic-ref", "tag",
+	"update-index", "update-ref", "var", "verify-commit", "verify-pack", "verify-tag", "version", "whatchanged", "worktree", "write-tree",
+	"cherry", "difftool", "mergetool", "filter-branch", "instaweb", "send-email", "request-pull", "shell", "daemon", "credential")
+
+// gitReads are the subcommands that change nothing (in the forms
+// gitReadForm does not exclude).
+var gitReads = set("status", "log", "diff", "show", "blame", "annotate", "grep", "ls-files", "ls-tree", "ls-remote", "rev-parse",
+	"rev-list", "describe", "shortlog", "cat-file", "version", "help", "var", "check-ignore", "check-attr", "check-mailmap",
+	"count-objects", "diff-files", "diff-index", "diff-tree", "merge-base", "name-rev", "for-each-ref", "show-ref", "show-branch",
+	"whatchanged", "cherry", "verify-commit", "verify-tag", "verify-pack", "fsck", "range-diff", "branch", "tag", "remote", "stash",
+	"config", "worktree", "notes", "reflog", "symbolic-ref", "submodule", "bisect")
+
+// gitReadForm reports whether a subcommand that can both list and change
+// (branch, tag, remote, stash, config...) only lists in this form; rest
+// are the arguments after the subcommand.
+func gitReadForm(sub string, rest []string) bool {
+	var pos []string
+	has := func(opts ...string) bool {
+		for _, a := range rest {
+			for _, o := range opts {
+				if a == o || strings.HasPrefix(a, o+"=") {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, a := range rest {
+		if !strings.HasPrefix(a, "-") {
+			pos = append(pos, a)
+		}
+	}
+	first := ""
+	if len(pos) > 0 {
+		first = pos[0]
+	}
+	switch sub {
+	case "branch":
+		if has("-d", "-D", "--delete", "-m", "-M", "--move", "-c", "-C", "--copy", "-u", "--set-upstream-to", "--unset-upstream", "--edit-description", "-f", "--force") {
+			return false
+		}
+		return len(pos) == 0 || has("-l", "--list", "--contains", "--merged", "--no-merged", "--points-at")
+	case "tag":
+		if has("-d", "--delete", "-a", "-s", "-u", "-f", "--force", "-m", "-F") {
+			return false
+		}
+		return len(pos) == 0 || has("-l", "--list", "-v", "--verify")
+	case "remote":
+		return first == "" || first == "show" || first == "get-url"
+	case "stash":
+		return first == "list" || first == "show"
+	case "config":
+		if has("--unset", "--unset-all", "--add", "--replace-all", "--rename-section", "--remove-section", "-e", "--edit") {
+			return false
+		}
+		return has("--get", "--get-all", "--get-regexp", "--get-urlmatch", "-l", "--list") || len(pos) <= 1 || first == "get" || first == "list"
+	case "worktree":
+		return first == "list"
+	case "notes":
+		return first == "" || first == "list" || first == "show"
+	case "reflog":
+		return first != "expire" && first != "delete"
+	case "symbolic-ref":
+		return len(pos) <= 1 && !has("-d", "--delete")
+	case "submodule":
+		return first == "" || first == "status" || first == "summary"
+	case "bisect":
+		return first == "log" || first == "visualize" || first == "view"
+	}
+	return true
+}
+
+// git derives the facts of a git command: its global options (-C works
+// from another directory, like cd; -c can make git run commands, and
+// --git-dir and --work-tree point it elsewhere: dynamic), its subcommand (unknown
+// names are aliases or external programs: dynamic; commands that run
+// other commands: dynamic), the network, destructive forms, and writes:
+// every subcommand but the reading ones writes the repository.
+func (l *locator) git(f *facts, args []string, lits []bool, globs []int, cwd string) {
+	si, opts := gitSubcommand(args, lits)
+	for _, o := range opts {
+		k, v := o[0], o[1]
+		switch {
+		case v == "\x00":
+			f.dyn("git " + k + " with a value only known at run time")
+		case k == "-C":
+			// Like cd: git works from that directory.
+			l.note(f, cwd, v, false)
+			if d, ok := l.abs(cwd, v); ok {
+				cwd = d
+			} else {
+				cwd = ""
+				f.dyn("git -C " + v + " runs git in a directory only known at run time")
+			}
+		case k == "-c" || k == "--config-env":
+			key, _, _ := strings.Cut(v, "=")
+			if !gitHarmless(key) {
+				f.dyn("git " + k + " " + key + " can make git run commands or go elsewhere")
+			}
+		case k == "--git-dir" || k == "--work-tree" || k == "--exec-path" || k == "--namespace" || k == "--super-prefix":
+			f.dyn("git " + k + " points git at another repository, tree or program")
+			if v != "" && looksLikePath(v) {
+				l.note(f, cwd, v, false)
+			}
+		}
+	}
+	if si >= len(args) {
+		return // git --version
+	}
+	if !lits[si] {
+		f.dyn("the git subcommand is only known at run time: " + args[si])
+		return
+	}
+	sub := args[si]
+	rest := args[si+1:]
+	restLits := lits[si+1:]
+	restGlobs := globs[si+1:]
+	if !gitKnown[sub] {
+		f.dyn("git " + sub + " is not a git command: it may be an alias or an external git-" + sub + " program")
+	}
+	has := func(opts ...string) bool {
+		for _, a := range rest {
+			for _, o := range opts {
+				if a == o || strings.HasPrefix(a, o+"=") {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	switch sub {
+	case "push":
+		f.destructive = has("--force", "-f", "--force-with-lease", "--mirror", "--delete", "-d", "--prune")
+		for _, a := range rest {
+			if strings.HasPrefix(a, "+") || strings.HasPrefix(a, ":") {
+				f.destructive = true
+			}
+		}
+	case "reset":
+		f.destructive = has("--hard", "--merge", "--keep")
+	case "clean":
+		f.destructive = true
+	case "checkout":
+		f.destructive = has("-f", "--force", "--", ".") || slices.Contains(rest, ".")
+	case "restore":
+		f.destructive = true
+	case "branch":
+		f.destructive = has("-D") || has("--delete") && has("--force", "-f")
+	case "stash":
+		f.destructive = len(rest) > 0 && (rest[0] == "drop" || rest[0] == "clear")
+	case "submodule":
+		if len(rest) > 0 && rest[0] == "foreach" {
+			f.dyn("git submodule foreach runs a command in each submodule")
+		}
+	case "bisect":
+		if len(rest) > 0 && rest[0] == "run" {
+			f.dyn("git bisect run runs a command")
+		}
+	case "rebase":
+		if has("-x", "--exec") {
+			f.dyn("git rebase --exec runs a command")
+		}
+	case "filter-branch", "difftool", "mergetool", "send-email", "instaweb", "daemon", "shell", "credential":
+		f.dyn("git " + sub + " runs other programs")
+	}
+	if !gitReads[sub] || !gitReadForm(sub, rest) {
+		f.writes = true
+		l.note(f, cwd, ".", true)
+	}
+	if sub == "config" && !gitReadForm(sub, rest) {
+		for _, a := range rest {
+			if !strings.HasPrefix(a, "-") {
+				if !gitHarmless(a) {
+					f.code = true
+					if f.why == "" {
+						f.why = "git config " + a + " can make later git commands run programs"
+					}
+				}
+				break
+			}
+		}
+	}
+	valueOpts := valueOptions["git"]
+	writeOpts := writeOptions["git"]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		switch {
+		case a == "--" && restLits[i]:
+		case strings.HasPrefix(a, "-") && a != "-":
+			k, v, hasValue := strings.Cut(a, "=")
+			switch {
+			case hasValue && slices.Contains(writeOpts, k) && restLits[i]:
+				l.note(f, cwd, v, true)
+			case !hasValue && slices.Contains(writeOpts, a) && i+1 < len(rest):
+				i++
+				if restLits[i] {
+					l.note(f, cwd, rest[i], true)
+				} else {
+					f.dyn("writes to a file only known at run time: " + rest[i])
+				}
+			case !hasValue && slices.Contains(valueOpts, a):
+				i++
+			case hasValue && !restLits[i] && !slices.Contains(valueOpts, k):
+				f.dyn("an option value only known at run time: " + a)
+			}
+		case !restLits[i]:
+			f.dyn("an argument only known at run time: " + a)
+		case hostOf(a) != "" || strings.Contains(a, "://"):
+		case sub == "push" || sub == "pull" || sub == "fetch" || sub == "remote":
+			// Remote names and refspecs, not paths.
+		default:
+			l.noteWord(f, cwd, a, restGlobs[i], false)
+		}
+	}
+}

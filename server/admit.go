@@ -1,0 +1,431 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/server/api"
+)
+
+// Labels the server sets in a run's run.created. Labels starting with
+// [ReservedLabelPrefix] are the server's: a create request may not set
+// them, so a run that carries one got it from the server (or from a
+// process with the journal database in hand).
+const (
+	// ReservedLabelPrefix starts every label of Keel's own.
+	ReservedLabelPrefix = "keel."
+	// LabelDemo marks the demo run the server made (api.CreateRun.Demo),
+	// with its own workspace, model and policy.
+	LabelDemo = "keel.demo"
+	// LabelCreatedBy and LabelCreatedByToken name the person who created
+	// the run (or the fork) and the id of the API token they used.
+	LabelCreatedBy      = "keel.created_by"
+	LabelCreatedByToken = "keel.created_by_token"
+	// LabelOverride lists what an admin token chose instead of the
+	// server's settings ("sandbox", "policy"), comma-separated.
+	LabelOverride = "keel.override"
+)
+
+// admission is what [Handler.admit] checks a run against: who asks, and
+// for what.
+type admission struct {
+	who *caller
+	// demo is the demo run the server made for api.CreateRun.Demo (or a
+	// fork or resume of it): its model and policy are the server's own.
+	demo bool
+	// demoWorkspace is a demo run that keeps the workspace the server
+	// made for it: the workspace roots do not apply, and any token may
+	// act as the demo's agent there.
+	demoWorkspace bool
+	// overrides collects what an admin chose instead of the server's
+	// settings; the caller journals them.
+	overrides []string
+}
+
+func (a *admission) admin() bool { return a.who != nil && HasScope(a.who, api.ScopeAdmin) }
+
+// confinement holds the directories runs may and may not work in,
+// symlinks resolved once at construction.
+type confinement struct {
+	// roots are the workspace roots, each as configured (cleaned) and as
+	// resolved; protected the paths no workspace may be, be in, or
+	// contain.
+	roots, resolvedRoots []string
+	protected            []string
+	replay               []string
+}
+
+func newConfinement(o *Options) *confinement {
+	c := &confinement{}
+	for _, r := range o.WorkspaceRoots {
+		if r == "" {
+			continue
+		}
+		clean := filepath.Clean(r)
+		c.roots = append(c.roots, clean)
+		c.resolvedRoots = append(c.resolvedRoots, resolve(clean))
+	}
+	for _, p := range o.Protected {
+		if p != "" {
+			c.protected = append(c.protected, filepath.Clean(p), resolve(p))
+		}
+	}
+	for _, d := range o.ReplayDirs {
+		if d != "" {
+			c.replay = append(c.replay, filepath.Clean(d), resolve(d))
+		}
+	}
+	return c
+}
+
+// resolve returns p absolute, cleaned and with symlinks resolved as far
+// as the path exists.
+func resolve(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	// Resolve the longest existing parent, so that a protected file that
+	// does not exist yet still compares with resolved workspaces.
+	dir, rest := abs, ""
+	for dir != filepath.Dir(dir) {
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = filepath.Dir(dir)
+		if r, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(r, rest)
+		}
+	}
+	return abs
+}
+
+// within reports whether path p is dir or below it.
+func within(p, dir string) bool {
+	if dir == "/" {
+		return strings.HasPrefix(p, "/")
+	}
+	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// noRoots is the error of a create or fork on a server without workspace
+// roots.
+var noRoots = &apiError{http.StatusBadRequest, api.CodeInvalidRequest,
+	"this server has no workspace roots, so runs cannot work on its directories (only the demo run can); " +
+		"its operator names the directories runs may use: keel serve --workspace-root DIR, or workspace_roots in the [serve] table of config.toml"}
+
+// checkWorkspace checks that dir may be a run's workspace and returns it
+// with symlinks resolved. needRoot requires it to be under a workspace
+// root; a directory holding (or inside) the server's own files is never
+// allowed. Paths outside the roots get the same answer whether they exist
+// or not.
+func (c *confinement) checkWorkspace(dir string, needRoot bool) (string, error) {
+	if dir == "" || !filepath.IsAbs(dir) {
+		return "", badRequest("workspace %q: want an absolute directory on the server", dir)
+	}
+	clean := filepath.Clean(dir)
+	notUnder := func() error {
+		return badRequest("workspace %s is not under one of this server's workspace roots (%s)", dir, strings.Join(c.roots, ", "))
+	}
+	if needRoot {
+		if len(c.roots) == 0 {
+			return "", noRoots
+		}
+		if !slices.ContainsFunc(c.roots, func(r string) bool { return within(clean, r) }) &&
+			!slices.ContainsFunc(c.resolvedRoots, func(r string) bool { return within(clean, r) }) {
+			return "", notUnder()
+		}
+	}
+	real, err := filepath.EvalSymlinks(clean)
+	if err != nil {
+		return "", badRequest("workspace %s is not a directory on the server", dir)
+	}
+	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+		return "", badRequest("workspace %s is not a directory on the server", dir)
+	}
+	if needRoot && !slices.ContainsFunc(c.resolvedRoots, func(r string) bool { return within(real, r) }) {
+		return "", notUnder() // a symlink out of the roots
+	}
+	for _, p := range c.protected {
+		if within(real, p) || within(p, real) {
+			return "", badRequest("workspace %s holds, or is inside, the server's own files (its home directory, journal or secrets); choose another directory", dir)
+		}
+	}
+	return real, nil
+}
+
+// checkReplay checks the path of a replay: model spec and returns it
+// resolved within a recording directory; a relative name is looked up in
+// each directory in order. Every refusal has the same text, so it says
+// nothing about files outside the directories (or inside them).
+func (c *confinement) checkReplay(name string) (string, error) {
+	for _, dir := range c.replay {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		p = filepath.Clean(p)
+		if !within(p, dir) {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		inside := func(d string) bool { return within(real, d) }
+		if fi, err := os.Stat(real); err == nil && fi.Mode().IsRegular() && slices.ContainsFunc(c.replay, inside) && !slices.ContainsFunc(c.protected, inside) {
+			return real, nil
+		}
+	}
+	return "", badRequest("replay recording %q is not one of this server's recordings (they come only from the recording directories its operator configured)", name)
+}
+
+// forbidden is a 403 with a message.
+func forbidden(format string, args ...any) error {
+	return &apiError{http.StatusForbidden, api.CodeForbidden, fmt.Sprintf(format, args...)}
+}
+
+// mayActAs checks that the caller may start or continue a run of agent
+// principal acting for onBehalfOf: an admin may do anything; any other
+// token only as the agents bound to it, and only on behalf of its own
+// person. The demo's agent acts for the demo run only.
+func (a *admission) mayActAs(principal, onBehalfOf string) error {
+	if a.admin() {
+		return nil
+	}
+	if principal == identity.DemoAgent && a.demoWorkspace && onBehalfOf == "" {
+		return nil
+	}
+	if !slices.Contains(a.who.Agents, principal) {
+		bound := "is bound to no agent: it may start only the demo run,"
+		if len(a.who.Agents) > 0 {
+			bound = "may act only as " + strings.Join(a.who.Agents, ", ") + ","
+		}
+		return forbidden("token %s (%s) %s not as agent %s; an admin makes tokens for agents", a.who.ID, Visible(a.who.Name), bound, principal)
+	}
+	if onBehalfOf != "" && onBehalfOf != a.who.Name {
+		return forbidden("a run acts on behalf of the person whose token starts it (%s), not %s", a.who.Name, onBehalfOf)
+	}
+	return nil
+}
+
+// sandboxKind returns the server's sandbox ("linux" unless Options say).
+func (h *Handler) sandboxKind() string {
+	if h.opts.Sandbox == "" {
+		return "linux"
+	}
+	return h.opts.Sandbox
+}
+
+// checkSandbox checks a run's sandbox kind sb ("" means the server's).
+func (h *Handler) checkSandbox(a *admission, sb string) error {
+	switch sb {
+	case "", h.sandboxKind(), "linux":
+		return nil
+	case "none":
+		if a.admin() && h.opts.AllowSandboxOverride {
+			a.overrides = append(a.overrides, "sandbox")
+			return nil
+		}
+		return forbidden("this server runs every command in its linux sandbox: a run without isolation (sandbox none) needs an admin token, on a server whose operator allows it")
+	}
+	return badRequest("sandbox %q: want linux or none", sb)
+}
+
+// checkPolicy checks that a run decides by the server's policy (or the
+// demo's, for the demo run); an admin may choose another.
+func (h *Handler) checkPolicy(a *admission, ref *agent.PolicyRef) error {
+	if ref != nil && (ref.SHA256 == h.policyRef.SHA256 || a.demo && ref.SHA256 == h.demoPolicyRef.SHA256) {
+		return nil
+	}
+	if a.admin() {
+		a.overrides = append(a.overrides, "policy")
+		return nil
+	}
+	return forbidden("runs on this server are decided by its operator's policy (%s); only an admin token may choose another", h.policyRef.Name)
+}
+
+// checkModel checks a model spec from a client: replay recordings only
+// from the recording directories, openai-compatible endpoints only those
+// the operator named (an admin may name any). It returns the spec to use
+// (a replay's recording resolved to its path).
+func (h *Handler) checkModel(a *admission, spec string) (string, error) {
+	s, err := model.ParseSpec(spec)
+	if err != nil || a.admin() || a.demo {
+		return spec, nil // Prepare reports a malformed spec
+	}
+	if d, err := model.ParseSpec(h.opts.DefaultModel); err == nil && d == s {
+		return spec, nil // the operator's own default
+	}
+	switch s.Provider {
+	case "replay":
+		p, err := h.conf.checkReplay(s.Name)
+		if err != nil {
+			return "", err
+		}
+		return "replay:" + p, nil
+	case "openai-compatible":
+		if !slices.Contains(h.opts.ModelBaseURLs, s.BaseURL) {
+			return "", forbidden("model endpoint %s is not one this server's operator allows (an admin token may name any)", s.BaseURL)
+		}
+	}
+	return spec, nil
+}
+
+// checkLimits refuses negative limits.
+func checkLimits(l *api.Limits) error {
+	switch {
+	case l.MaxSteps < 0:
+		return badRequest("limits.max_steps %d: want 0 (the default, 100) or more", l.MaxSteps)
+	case l.MaxTokens < 0:
+		return badRequest("limits.max_tokens %d: want 0 (no limit) or more", l.MaxTokens)
+	case l.MaxCost < 0:
+		return badRequest("limits.max_cost %g: want 0 (no limit) or more", l.MaxCost)
+	}
+	if l.Timeout != "" {
+		if _, err := parseDuration(l.Timeout); err != nil {
+			return badRequest("limits.timeout %q: %v", l.Timeout, err)
+		}
+	}
+	return nil
+}
+
+// admitRequest checks a create request before it is prepared and fills
+// in what the caller implies: the agent a bound token acts as, and the
+// person an assistant agent acts for.
+func (h *Handler) admitRequest(ctx context.Context, a *admission, req *api.CreateRun) error {
+	if err := checkLimits(&req.Limits); err != nil {
+		return err
+	}
+	for k := range req.Labels {
+		if strings.HasPrefix(k, ReservedLabelPrefix) {
+			return badRequest("label %q: labels starting with %q are the server's", k, ReservedLabelPrefix)
+		}
+	}
+	if req.Demo {
+		return nil
+	}
+	if err := h.checkSandbox(a, req.Sandbox); err != nil {
+		return err
+	}
+	if req.Model != "" {
+		m, err := h.checkModel(a, req.Model)
+		if err != nil {
+			return err
+		}
+		req.Model = m
+	}
+	if req.Agent == "" && !a.admin() {
+		switch len(a.who.Agents) {
+		case 0:
+			return forbidden("token %s (%s) is bound to no agent, so it can start only the demo run; an admin makes tokens for agents", a.who.ID, a.who.Name)
+		case 1:
+			req.Agent = a.who.Agents[0]
+		default:
+			return badRequest("agent: this token may act as %s; name one", strings.Join(a.who.Agents, ", "))
+		}
+	}
+	if req.Agent != "" && req.OnBehalfOf == "" {
+		if ag, err := h.opts.Directory.Get(ctx, req.Agent); err == nil && ag.Kind == identity.Assistant {
+			req.OnBehalfOf = a.who.Name
+		}
+	}
+	if !a.admin() && req.Agent != "" {
+		if err := a.mayActAs(req.Agent, req.OnBehalfOf); err != nil {
+			return err
+		}
+	}
+	if _, err := h.conf.checkWorkspace(req.Workspace, true); err != nil {
+		return err
+	}
+	return nil
+}
+
+// admit checks a run.created payload against the server's rules before
+// the server creates, forks or resumes the run for a caller: the caller
+// may act as its principal, it runs in the server's sandbox and decides
+// by the server's policy (unless an admin chose otherwise), its model is
+// allowed, and its workspace is under a root (the demo's own excepted)
+// and holds none of the server's files. It returns the workspace
+// resolved. Errors are API errors.
+func (h *Handler) admit(ctx context.Context, a *admission, c *agent.RunCreated) (string, error) {
+	if err := a.mayActAs(c.Principal, c.OnBehalfOf); err != nil {
+		return "", err
+	}
+	if err := h.checkSandbox(a, c.Sandbox); err != nil {
+		return "", err
+	}
+	if err := h.checkPolicy(a, c.Policy); err != nil {
+		return "", err
+	}
+	if _, err := h.checkModel(a, c.Model); err != nil {
+		return "", err
+	}
+	ws, err := h.conf.checkWorkspace(c.Workspace, !a.demoWorkspace)
+	if err != nil {
+		return "", err
+	}
+	if h.opts.Validate != nil {
+		if err := h.opts.Validate(ctx, c); err != nil {
+			return "", h.invalid(err)
+		}
+	}
+	return ws, nil
+}
+
+// executable checks, just before an execution, what no run may do in
+// this server whoever started it: work in (or around) the server's own
+// files, or run without the sandbox the server did not allow. A run that
+// the API admitted must also still be under a workspace root (a
+// directory of it may have been replaced by a symlink since).
+func (h *Handler) executable(c *agent.RunCreated) error {
+	overrides := strings.Split(c.Labels[LabelOverride], ",")
+	if c.Sandbox == "none" && h.sandboxKind() != "none" && !slices.Contains(overrides, "sandbox") {
+		return errors.New("the run has no sandbox (sandbox none), which this server does not run unless an admin chose it through the API")
+	}
+	needRoot := c.Labels[LabelCreatedBy] != "" && c.Labels[LabelDemo] == ""
+	if _, err := h.conf.checkWorkspace(c.Workspace, needRoot); err != nil {
+		e, _ := classify(err)
+		return errors.New(e.msg)
+	}
+	return nil
+}
+
+// invalid maps an error of Options.Prepare or Options.Validate to an API
+// error: those wrapping ErrInvalid are the request's fault (400, with
+// their message); others are internal.
+func (h *Handler) invalid(err error) error {
+	if errors.Is(err, ErrInvalid) {
+		return badRequest("%s", strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
+	}
+	return err
+}
+
+// stamp records in c who created it and what an admin overrode.
+func stamp(c *agent.RunCreated, a *admission) {
+	labels := make(map[string]string, len(c.Labels)+3)
+	for k, v := range c.Labels {
+		labels[k] = v
+	}
+	delete(labels, LabelOverride)
+	if a.who != nil {
+		labels[LabelCreatedBy], labels[LabelCreatedByToken] = a.who.Name, a.who.ID
+	}
+	if a.demo && labels[LabelDemo] == "" {
+		labels[LabelDemo] = "the server's demo run"
+	}
+	if len(a.overrides) > 0 {
+		labels[LabelOverride] = strings.Join(a.overrides, ",")
+	}
+	c.Labels = labels
+}
