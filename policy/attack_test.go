@@ -92,6 +92,38 @@ func TestUnsandboxedPathsAreTheHosts(t *testing.T) {
 	}
 }
 
+// With --sandbox none a symbolic link in the workspace (a cloned
+// repository may hold one, a command may check one out) is followed on
+// the host, as the file tools do: a path through it is where it leads.
+func TestUnsandboxedSymlinksAreFollowed(t *testing.T) {
+	t.Parallel()
+	ws, out := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(ws, "src"), 0o755)
+	os.Symlink(out, filepath.Join(ws, "lnk"))
+	os.Symlink("..", filepath.Join(ws, "up"))
+	os.Symlink("src", filepath.Join(ws, "inner"))
+	for _, tt := range []struct {
+		cmd  string
+		want policy.Effect
+	}{
+		{"cat lnk/secret.txt", policy.Deny},
+		{"echo pwn > lnk/written.txt", policy.Deny},
+		{"ls up", policy.Deny},
+		{"cd lnk && cat secret.txt", policy.Deny},
+		{"cat up/" + filepath.Base(ws) + "/src/a.py", policy.Allow}, // back inside
+		{"cat src/../lnk/x", policy.Deny},
+		{"cat inner/a.py && echo x > inner/new.py", policy.Allow}, // a link within the workspace
+		{"cat src/a.py", policy.Allow},
+	} {
+		c := unsandboxed(tt.cmd)
+		c.Workspace = ws
+		c.MountPath = ws
+		if d := policy.Default().Decide(t.Context(), c); d.Effect != tt.want {
+			t.Errorf("Decide(%q) = %s (%s), want %s", tt.cmd, d.Effect, d.Reason, tt.want)
+		}
+	}
+}
+
 // Every command of the recorded 74-turn SWE-bench trajectory is still
 // allowed by the default policy in the sandbox: the analysis asks about
 // what it cannot know, not about ordinary work.

@@ -3,6 +3,7 @@ package policy
 import (
 	"net/url"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -61,6 +62,42 @@ type locator struct {
 	// homeSet is set when the command line assigns HOME: "~" then means
 	// whatever it was set to.
 	homeSet bool
+	// host is the workspace's host directory, symbolic links resolved,
+	// when commands run without a sandbox: a path word under the mount
+	// path is then also resolved on the host file system, so that a
+	// symbolic link in the workspace cannot lead a command outside it.
+	host string
+}
+
+// hostResolve resolves the path raw (absolute, not cleaned: "link/.."
+// is the link target's parent, as the kernel reads it) on the host file
+// system, following symbolic links as far as the path exists; the part
+// that does not exist yet is appended as written.
+func hostResolve(raw string) string {
+	p, suffix := raw, ""
+	for p != "" && p != "/" {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(r, suffix)
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			break
+		}
+		suffix = path.Join(p[i+1:], suffix)
+		p = p[:i]
+	}
+	return path.Clean(raw)
+}
+
+// hostClass classifies a path resolved on the host (see locator.host).
+func (l *locator) hostClass(r string) string {
+	if under(r, l.host) {
+		return locWorkspace
+	}
+	m := l.mount
+	l.mount = l.host
+	defer func() { l.mount = m }()
+	return l.class(r)
 }
 
 // abs resolves word against cwd ("" means unknown) into an absolute,
@@ -163,6 +200,16 @@ func (l *locator) note(f *facts, cwd, word string, write bool) {
 		c = l.class(p)
 		if procEscape(p) {
 			f.dyn("reaches another path through " + p)
+		}
+		if c == locWorkspace && l.host != "" {
+			raw := word
+			if !strings.HasPrefix(raw, "/") {
+				raw = cwd + "/" + word
+			}
+			if r := hostResolve(raw); l.hostClass(r) != locWorkspace {
+				// A symbolic link in the workspace leads out of it.
+				p, c = r, l.hostClass(r)
+			}
 		}
 	} else {
 		p = word

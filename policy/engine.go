@@ -423,6 +423,9 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		mount = c.Workspace
 	}
 	loc := &locator{mount: path.Clean(mount), scratch: e.scratch, system: e.system}
+	if c.Sandbox == "none" && c.Workspace != "" {
+		loc.host = hostResolve(path.Clean(c.Workspace))
+	}
 	if c.Sandbox == "none" {
 		// Without a sandbox, /tmp and HOME are the host's own: only the
 		// device files stay harmless.

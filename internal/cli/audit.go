@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/audit"
+	"github.com/keel-run/keel/journal"
 )
 
 func (a *app) auditCmd() *cobra.Command {
@@ -189,7 +190,12 @@ anchored hash at the anchored event: any change at or before it shows.`,
 					res = fmt.Sprintf("BAD at event %d: %s", r.FirstBad, cell(r.Reason))
 				}
 				if !asJSON {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.RunID, r.Kind, r.Events, r.Status, res)
+					status := string(r.Status)
+					if r.Status == journal.StatusRunning {
+						// As `runs list` says it: nobody executing it.
+						status = liveStatus(ctx, store, journal.RunSummary{RunID: r.RunID, Status: r.Status})
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.RunID, r.Kind, r.Events, status, res)
 				}
 			}
 			if !asJSON {

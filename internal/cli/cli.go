@@ -81,11 +81,17 @@ type usageError struct{ error }
 func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(format, args...)} }
 
 // signalContext cancels ctx with agent.ErrUserCanceled on the first
-// SIGINT/SIGTERM; a second signal exits at once.
+// SIGINT, SIGTERM or SIGHUP (the terminal closed); a second signal exits
+// at once. SIGHUP is left alone when it is ignored (`nohup keel run`):
+// signal.Notify would stop ignoring it.
 func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	ch := make(chan os.Signal, 2)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	signal.Notify(ch, sigs...)
 	done := make(chan struct{})
 	go func() {
 		select {

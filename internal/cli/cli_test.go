@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -341,5 +342,40 @@ func TestGitPlantQuarantinedAndJournaled(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "sub", ".git", "config")); err == nil && strings.Contains(string(b), "fsmonitor") {
 		t.Errorf("the planted config is still in place:\n%s", b)
+	}
+}
+
+// SIGINT, SIGTERM and SIGHUP (the terminal closed) in the middle of a run
+// cancel it cleanly: exit status 130, the run canceled, every tool call
+// with its result; `keel runs resume` then completes it.
+func TestSignalsCancelCleanly(t *testing.T) {
+	setup(t)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			ws := t.TempDir()
+			db := filepath.Join(t.TempDir(), "sig.db")
+			args, _ := json.Marshal([]string{"run", "--db", db, "--model", "replay:" + trajectory, "--workspace", ws, "--mount-path", "/testbed", "-q"})
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args))
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			id := waitForEvent(t, db, 20)
+			cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+				t.Fatalf("after %s: %v, want exit status 130", sig, err)
+			}
+			_, st := lastRun(t, db)
+			if st.Status != journal.StatusCanceled {
+				t.Errorf("after %s: run %s", sig, st.Status)
+			}
+			checkOneResultPerCall(t, st)
+			if code, _, errOut := keel(t, "runs", "resume", "--db", db, id); code != 0 {
+				t.Fatalf("resume = %d\n%s", code, errOut)
+			}
+		})
 	}
 }

@@ -262,6 +262,11 @@ type tokenReportT struct {
 	// steps that have both, as fractions.
 	MeanError  float64 `json:"mean_error"`
 	WorstError float64 `json:"worst_error"`
+	// GrowthKeel and GrowthRecorded are the mean growth per step, in
+	// tokens, of Keel's estimate and of the recorded count, over pairs of
+	// consecutive steps with no compaction between them (0 without any).
+	GrowthKeel     float64 `json:"growth_per_step_keel"`
+	GrowthRecorded float64 `json:"growth_per_step_recorded"`
 }
 
 // toolTokens is one tool schema's estimated size.
@@ -341,6 +346,20 @@ func tokenReport(runID string, events []journal.Event) (*tokenReportT, error) {
 	if n > 0 {
 		rep.MeanError = sum / float64(n)
 	}
+	var pairs int
+	var gk, gr int64
+	for i := 1; i < len(rep.Rows); i++ {
+		a, b := rep.Rows[i-1], rep.Rows[i]
+		if a.Compaction != "" || b.Compaction != "" || a.Recorded == 0 || b.Recorded == 0 {
+			continue
+		}
+		pairs++
+		gk += int64(b.Estimate - a.Estimate)
+		gr += b.Recorded - a.Recorded
+	}
+	if pairs > 0 {
+		rep.GrowthKeel, rep.GrowthRecorded = float64(gk)/float64(pairs), float64(gr)/float64(pairs)
+	}
 	return rep, nil
 }
 
@@ -374,7 +393,14 @@ func (r *tokenReportT) print(w interface{ Write([]byte) (int, error) }) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nestimate vs recorded: mean %.1f%%, worst %.1f%%\n", 100*r.MeanError, 100*r.WorstError)
+	what := "estimate vs recorded"
+	if r.Replay {
+		what = "estimate vs recorded (different prompts: the gap includes the difference of fixed prefixes)"
+	}
+	fmt.Fprintf(w, "\n%s: mean %.1f%%, worst %.1f%%\n", what, 100*r.MeanError, 100*r.WorstError)
+	if r.GrowthKeel != 0 || r.GrowthRecorded != 0 {
+		fmt.Fprintf(w, "growth per step (steps with no compaction between them): Keel %+.0f tokens, recorded %+.0f tokens\n", r.GrowthKeel, r.GrowthRecorded)
+	}
 	return nil
 }
 

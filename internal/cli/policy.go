@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -141,14 +142,31 @@ func checkPrincipal(ctx context.Context, dir *identity.Directory, c *agent.RunCr
 }
 
 // realPath resolves p's symbolic links, also when p (but not its
-// directory) does not exist yet.
+// directory) does not exist yet, and when p is a dangling symbolic link
+// (its target, resolved the same way: SQLite creates a journal through a
+// link to a file that does not exist yet). It follows at most 40 links,
+// as Linux does (path_resolution(7)).
 func realPath(p string) string {
 	abs, err := filepath.Abs(p)
 	if err != nil {
 		return p
 	}
-	if r, err := filepath.EvalSymlinks(abs); err == nil {
-		return r
+	for range 40 {
+		if r, err := filepath.EvalSymlinks(abs); err == nil {
+			return r
+		}
+		fi, err := os.Lstat(abs)
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			break
+		}
+		target, err := os.Readlink(abs)
+		if err != nil {
+			break
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(abs), target)
+		}
+		abs = filepath.Clean(target)
 	}
 	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
 		return filepath.Join(r, filepath.Base(abs))
@@ -163,10 +181,32 @@ func inside(p, dir string) bool {
 
 // checkJournalOutside refuses a journal database inside the run's
 // workspace: the workspace is writable from the sandbox, and nothing
-// inside it may change the journal, the approvals or the policy.
+// inside it may change the journal, the approvals or the policy. The
+// database and the files SQLite and Keel keep beside it (-wal, -shm,
+// -journal, .locks) are checked with symbolic links followed, dangling
+// ones too, and a database with another hard link on the workspace's file
+// system is refused (the link may be inside it).
 func checkJournalOutside(db, workspace string) error {
-	if inside(realPath(db), realPath(workspace)) {
+	ws := realPath(workspace)
+	if inside(realPath(db), ws) {
 		return usagef("the journal %s is inside the workspace %s, where the agent's commands could change it; pass --db with a path outside the workspace", db, workspace)
+	}
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal", ".locks"} {
+		p := db + suffix
+		if r := realPath(p); inside(r, ws) {
+			return usagef("%s leads into the workspace %s (a symbolic link to %s), where the agent's commands could change the journal; pass --db with a path outside the workspace", p, workspace, r)
+		}
+	}
+	var wsDev uint64
+	if fi, err := os.Stat(ws); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			wsDev = uint64(st.Dev)
+		}
+	}
+	if fi, err := os.Stat(db); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() && st.Nlink > 1 && uint64(st.Dev) == wsDev {
+			return usagef("the journal %s has %d hard links on the file system of the workspace %s, so one of them may be inside it, where the agent's commands could change it; give it a file of its own (copy it while no run uses it)", db, st.Nlink, workspace)
+		}
 	}
 	return nil
 }

@@ -73,6 +73,19 @@ expect = "deny"
 func TestRunRefusals(t *testing.T) {
 	setup(t)
 	ws := t.TempDir()
+	outside := t.TempDir()
+	// A journal reached through links into the workspace: a dangling link
+	// (SQLite would create the file inside), a link beside the database,
+	// and a hard link.
+	dangling := filepath.Join(outside, "dangling.db")
+	os.Symlink(filepath.Join(ws, "j.db"), dangling)
+	walLinked := filepath.Join(outside, "wal.db")
+	os.Symlink(filepath.Join(ws, "j.db-wal"), walLinked+"-wal")
+	hard := filepath.Join(outside, "hard.db")
+	os.WriteFile(hard, nil, 0o644)
+	if err := os.Link(hard, filepath.Join(ws, "hard.db")); err != nil {
+		t.Fatal(err)
+	}
 	failing := filepath.Join(t.TempDir(), "failing.toml")
 	os.WriteFile(failing, []byte(`version = 1
 cedar = '@id("p") permit(principal, action, resource);'
@@ -87,6 +100,9 @@ expect = "deny"
 		want string
 	}{
 		{"journal inside the workspace", []string{"--db", filepath.Join(ws, "sub", "keel.db")}, "inside the workspace"},
+		{"journal is a dangling link into the workspace", []string{"--db", dangling}, "inside the workspace"},
+		{"journal's -wal leads into the workspace", []string{"--db", walLinked}, "wal.db-wal leads into the workspace"},
+		{"journal with a hard link", []string{"--db", hard}, "2 hard links"},
 		{"policy whose tests fail", []string{"--policy", failing}, "test cases fail"},
 		{"missing policy", []string{"--policy", "/nonexistent.toml"}, "--policy"},
 		{"unknown agent", []string{"--agent", "ghost"}, "cannot run"},
@@ -101,8 +117,10 @@ expect = "deny"
 			}
 		})
 	}
-	if _, err := os.Stat(filepath.Join(ws, "sub", "keel.db")); err == nil {
-		t.Error("a journal was created inside the workspace")
+	for _, name := range []string{"sub/keel.db", "j.db", "j.db-wal"} {
+		if _, err := os.Stat(filepath.Join(ws, name)); err == nil {
+			t.Errorf("a journal file %s was created inside the workspace", name)
+		}
 	}
 }
 

@@ -149,8 +149,16 @@ func (p *printer) prime(events []journal.Event) {
 	p.quiet = q
 }
 
+// limitFlag maps a limit's end reason to the flag that raises it.
+var limitFlag = map[string]string{"max_steps": "--max-steps", "max_tokens": "--max-tokens", "max_cost": "--max-cost", "timeout": "--timeout"}
+
 func (p *printer) footer(runID string, o *agent.Outcome) {
 	st := o.State
+	if !p.json && o.Status == journal.StatusFailed && o.End != nil && limitFlag[o.End.Reason] != "" {
+		// Resuming (or handing off) under the same limit would stop again
+		// at once.
+		defer fmt.Fprintf(p.err, "keel: to go on, raise the limit: %s runs resume %s %s N\n", p.keel, runID, limitFlag[o.End.Reason])
+	}
 	if p.quiet && !p.json && o.Status != journal.StatusCompleted {
 		// Quiet still says why a run did not complete.
 		msg := string(o.Status)

@@ -146,10 +146,16 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	// What no run may touch: Keel's home (tokens, config, memory), the
-	// journal's directory, and the policy file.
+	// journal's directory (and, when the database or a file beside it is
+	// a symbolic link, its target's), and the policy file.
 	protected := []string{a.home, a.serverTokenFile(), a.configFile()}
 	if db := a.dbPath(); !strings.Contains(db, ":") {
 		protected = append(protected, filepath.Dir(db))
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal", ".locks"} {
+			if r := realPath(db + suffix); filepath.Dir(r) != filepath.Dir(db) {
+				protected = append(protected, filepath.Dir(r))
+			}
+		}
 	}
 	if f.policy != "" && f.policy != "default" {
 		protected = append(protected, defaultPolicy.Name())

@@ -91,9 +91,9 @@ func (w *wiring) execParams(onEvent func(e eventT)) *agent.ExecParams {
 
 // sandboxKind validates --sandbox and applies the default.
 func (a *app) sandboxKind(flag string) (string, error) {
-	k := flag
+	k, from := flag, ""
 	if k == "" && a.cfg != nil {
-		k = a.cfg.Sandbox
+		k, from = a.cfg.Sandbox, a.configFile()
 	}
 	if k == "" {
 		k = "linux"
@@ -101,6 +101,9 @@ func (a *app) sandboxKind(flag string) (string, error) {
 	switch k {
 	case "linux", "none":
 		return k, nil
+	}
+	if from != "" {
+		return "", usagef("sandbox = %q in %s: want linux or none", k, from)
 	}
 	return "", usagef("--sandbox %q: want linux or none", k)
 }
