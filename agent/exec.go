@@ -230,7 +230,7 @@ func normalizeIDs(calls []model.ToolCall, step int) []model.ToolCall {
 	out := make([]model.ToolCall, len(calls))
 	for i, c := range calls {
 		if !safeID(c.ID) || seen[c.ID] {
-			c.ID = fmt.Sprintf("call_keel_%d_%d", step, i)
+			c.ID = model.ReplacementCallID(step, i)
 		}
 		seen[c.ID] = true
 		out[i] = c

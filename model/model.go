@@ -15,6 +15,9 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
 )
 
 // Role is the author of a [Message]. The values match the OpenAI Chat
@@ -56,6 +59,28 @@ type ToolCall struct {
 	// usually a JSON object but may be malformed; the runtime validates it
 	// before anything runs.
 	Arguments string `json:"arguments"`
+}
+
+// ReplacementCallID returns the id the runtime gives the i-th call (from
+// 0) of step (from 1) when the provider's id is missing, repeated or not
+// a short run of letters, digits, '_' and '-': "call_keel_STEP_I". The
+// journal and every later request carry the replacement.
+func ReplacementCallID(step, i int) string { return fmt.Sprintf("call_keel_%d_%d", step, i) }
+
+// IsReplacementCallID reports whether id is a [ReplacementCallID] of the
+// i-th call of some step: a recorded trajectory (model/replay) accepts it
+// in place of the id it recorded there.
+func IsReplacementCallID(id string, i int) bool {
+	rest, ok := strings.CutPrefix(id, "call_keel_")
+	if !ok {
+		return false
+	}
+	step, idx, ok := strings.Cut(rest, "_")
+	if !ok || idx != strconv.Itoa(i) {
+		return false
+	}
+	n, err := strconv.Atoi(step)
+	return err == nil && n > 0 && strconv.Itoa(n) == step
 }
 
 // ToolSpec describes a tool offered to the model.

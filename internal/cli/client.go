@@ -184,7 +184,11 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	req := &api.CreateRun{Task: task, Model: fv.str("model"), MountPath: fv.str("mount-path"), Env: fv.strs("env"), Setup: fv.str("setup"),
-		System: fv.str("system"), Sandbox: fv.str("sandbox"), Network: fv.strs("allow-host"), Agent: fv.str("agent"), OnBehalfOf: fv.str("on-behalf-of")}
+		System: fv.str("system"), Sandbox: fv.str("sandbox"), Network: fv.strs("allow-host"), OnBehalfOf: fv.str("on-behalf-of")}
+	if fs.Changed("agent") {
+		// Otherwise the server picks: the token's agent, else its default.
+		req.Agent = fv.str("agent")
+	}
 	if fs.Changed("workspace") || req.Workspace == "" {
 		if req.Workspace, err = filepath.Abs(fv.str("workspace")); err != nil {
 			return usagef("--workspace: %v", err)

@@ -49,7 +49,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -142,7 +144,8 @@ var (
 
 // Open opens the journal database at path, creating the file and its
 // schema if it does not exist (the parent directory must exist). A nil
-// opts means the zero [Options]. It returns an error wrapping
+// opts means the zero [Options]. A new file is created with mode 0600
+// (owner only). It returns an error wrapping
 // [ErrNotJournal] for a file that is not a Keel journal (including one that
 // is not SQLite), [ErrDamaged] for a file SQLite finds malformed (a
 // truncated journal, typically; an empty file is a valid new database),
@@ -170,6 +173,15 @@ func open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	}
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("journal/sqlite: open %q: want a file path (use journal/mem for an in-memory journal)", path)
+	}
+	// A new journal is readable by its owner only: it holds every tool
+	// output, a run's environment and setup script. SQLite gives the -wal
+	// and -shm files the database file's mode. An existing file keeps the
+	// mode its owner gave it.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, dbError("open "+path, err)
 	}
 	s := &Store{path: path}
 	w, err := sql.Open("sqlite", connString(path, &o, true))

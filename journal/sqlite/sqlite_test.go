@@ -1,8 +1,10 @@
 package sqlite_test
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/journaltest"
@@ -34,4 +36,33 @@ func TestConformanceSyncNormal(t *testing.T) {
 		s, _ := openTemp(t, &sqlite.Options{Sync: sqlite.SyncNormal})
 		return s
 	})
+}
+
+// A new journal and the files SQLite keeps beside it are readable by
+// their owner only (they hold tool outputs, run environments and setup
+// scripts); an existing file keeps its mode.
+func TestNewJournalIsPrivate(t *testing.T) {
+	s, path := openTemp(t, nil)
+	if _, err := s.Append(t.Context(), "r1", 0, journal.Draft{Type: journal.RunCreated, Time: time.Unix(1, 0), Payload: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode().Perm(); m != 0o600 {
+			t.Errorf("%s: mode %o, want 600", filepath.Base(p), m)
+		}
+	}
+	shared := filepath.Join(t.TempDir(), "shared.db")
+	os.WriteFile(shared, nil, 0o640)
+	s2, err := sqlite.Open(shared, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	if fi, _ := os.Stat(shared); fi.Mode().Perm() != 0o640 {
+		t.Errorf("existing file: mode %o, want 640 kept", fi.Mode().Perm())
+	}
 }

@@ -124,7 +124,13 @@ func (tr *Trajectory) answer(prior int, history [][]string, offered []string, op
 			for j, c := range want {
 				got[j] = c.ID
 			}
-			if !slices.Equal(ids, got) {
+			same := len(ids) == len(got)
+			for j := 0; same && j < len(ids); j++ {
+				// The runtime replaces ids that are unsafe or repeated
+				// (model.ReplacementCallID); the recording keeps them.
+				same = ids[j] == got[j] || model.IsReplacementCallID(ids[j], j)
+			}
+			if !same {
 				return Turn{}, &model.Error{Kind: model.KindMismatch, Provider: provider,
 					Message: fmt.Sprintf("request's assistant turn %d has tool call ids [%s] but the trajectory recorded [%s]", prior+i+1, strings.Join(ids, ", "), strings.Join(got, ", "))}
 			}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -188,6 +189,11 @@ func TestReplayMismatch(t *testing.T) {
 		{name: "history differs", req: &model.Request{Messages: wrongHistory, Tools: bashTool()},
 			want: "model replay: mismatch: request's assistant turn 1 has tool call ids [call_other] but the trajectory recorded [" + first.Message.ToolCalls[0].ID + "]"},
 		{name: "history ignored", opts: &replay.Options{IgnoreHistory: true}, req: &model.Request{Messages: wrongHistory, Tools: bashTool()}},
+		// The runtime's replacement of an unsafe or repeated id stands for
+		// the recorded one at its position, not at another.
+		{name: "replacement id", req: &model.Request{Messages: withID(wrongHistory, model.ReplacementCallID(1, 0)), Tools: bashTool()}},
+		{name: "replacement id of another position", req: &model.Request{Messages: withID(wrongHistory, model.ReplacementCallID(1, 1)), Tools: bashTool()},
+			want: "model replay: mismatch: request's assistant turn 1 has tool call ids [call_keel_1_1] but the trajectory recorded [" + first.Message.ToolCalls[0].ID + "]"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -294,5 +300,35 @@ func TestName(t *testing.T) {
 	want := "replay:" + filepath.Join("..", "..", "testdata", "trajectories", "deepseek_chat_dev.traj.json")
 	if got := replay.New(tr, nil).Name(); got != want {
 		t.Errorf("Name() = %q, want %q", got, want)
+	}
+}
+
+// withID returns msgs with the id of its one tool call replaced by id.
+func withID(msgs []model.Message, id string) []model.Message {
+	out := slices.Clone(msgs)
+	out[1].ToolCalls = []model.ToolCall{{ID: id, Name: "bash", Arguments: "{}"}}
+	out[2].ToolCallID = id
+	return out
+}
+
+func TestIsReplacementCallID(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		id   string
+		i    int
+		want bool
+	}{
+		{model.ReplacementCallID(3, 0), 0, true},
+		{model.ReplacementCallID(12, 2), 2, true},
+		{model.ReplacementCallID(12, 2), 1, false},
+		{"call_keel_0_0", 0, false},
+		{"call_keel_01_0", 0, false},
+		{"call_keel_x_0", 0, false},
+		{"call_keel_1", 0, false},
+		{"call_00_abc", 0, false},
+	} {
+		if got := model.IsReplacementCallID(tt.id, tt.i); got != tt.want {
+			t.Errorf("IsReplacementCallID(%q, %d) = %v, want %v", tt.id, tt.i, got, tt.want)
+		}
 	}
 }
