@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -279,9 +280,13 @@ byte for byte as hashed, so that anyone can recompute the chain
 					ids = append(ids, runs[i].RunID)
 				}
 			}
-			return writeOutput(out, a.stdout, func(w io.Writer) error {
+			err = writeOutput(out, a.stdout, func(w io.Writer) error {
 				return audit.Export(ctx, store, ids, w, &audit.ExportOptions{Unverified: unverified})
 			})
+			if ce := (*journal.CorruptError)(nil); errors.As(err, &ce) && !unverified {
+				return fmt.Errorf("%w\n(nothing was written; to examine the events as stored, bad ones included: keel audit export --unverified)", err)
+			}
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "every run and the identity stream, oldest first")

@@ -54,8 +54,13 @@ func TestAuditCommands(t *testing.T) {
 	if code != 1 || !strings.Contains(outText, "BAD at event 40") {
 		t.Errorf("audit verify after tampering = %d\n%s", code, outText)
 	}
-	if code, _, errOut := keel(t, "audit", "export", id); code != 1 || !strings.Contains(errOut, "corrupt at event 40") {
+	if code, _, errOut := keel(t, "audit", "export", id); code != 1 || !strings.Contains(errOut, "corrupt at event 40") || !strings.Contains(errOut, "--unverified") {
 		t.Errorf("export of a corrupt run = %d %q", code, errOut)
+	}
+	// For forensics, the events as stored, the bad one included.
+	code, all, errOut := keel(t, "audit", "export", "--unverified", id)
+	if code != 0 || strings.Count(all, "\n") < 40 {
+		t.Errorf("export --unverified of a corrupt run = %d (%d lines) %q", code, strings.Count(all, "\n"), errOut)
 	}
 	if code, _, errOut := keel(t, "audit", "verify"); code != 2 || !strings.Contains(errOut, "--all") {
 		t.Errorf("audit verify without arguments = %d %q", code, errOut)
