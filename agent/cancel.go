@@ -19,11 +19,18 @@ import (
 // to the run meanwhile. To cancel a run that is executing, cancel the
 // context of its [Runtime.Execute] with cause [ErrUserCanceled] instead.
 func (rt *Runtime) Cancel(ctx context.Context, runID, by string) (*State, error) {
+	return rt.CancelByToken(ctx, runID, by, "")
+}
+
+// CancelByToken is [Runtime.Cancel] that also records, in the
+// run.canceled event's By and Token fields, the person and the id of the
+// API token they canceled with (the team server).
+func (rt *Runtime) CancelByToken(ctx context.Context, runID, by, token string) (*State, error) {
 	who := by
 	if who == "" {
 		who = "user"
 	}
-	return rt.end(ctx, runID, journal.RunCanceled, "user", "canceled by "+who)
+	return rt.end(ctx, runID, journal.RunCanceled, &RunEnded{Reason: "user", Message: "canceled by " + who, By: by, Token: token})
 }
 
 // Fail ends a run that no one is executing as failed, with reason and
@@ -36,12 +43,13 @@ func (rt *Runtime) Cancel(ctx context.Context, runID, by string) (*State, error)
 // already failed or canceled, and an error wrapping [ErrRunBusy] if
 // another process appended to the run meanwhile.
 func (rt *Runtime) Fail(ctx context.Context, runID, reason, message string) (*State, error) {
-	return rt.end(ctx, runID, journal.RunFailed, reason, message)
+	return rt.end(ctx, runID, journal.RunFailed, &RunEnded{Reason: reason, Message: message})
 }
 
 // end appends the results of the open turn's unfinished calls and then an
 // end event of type typ.
-func (rt *Runtime) end(ctx context.Context, runID string, typ journal.Type, reason, msg string) (*State, error) {
+func (rt *Runtime) end(ctx context.Context, runID string, typ journal.Type, ended *RunEnded) (*State, error) {
+	msg := ended.Message
 	st, _, err := rt.Load(ctx, runID)
 	if err != nil {
 		return nil, fmt.Errorf("agent: end run %s: %w", runID, err)
@@ -69,7 +77,7 @@ func (rt *Runtime) end(ctx context.Context, runID string, typ journal.Type, reas
 			}
 		}
 	}
-	if err := x.append(ctx, typ, &RunEnded{Reason: reason, Message: msg}); err != nil {
+	if err := x.append(ctx, typ, ended); err != nil {
 		return nil, err
 	}
 	return x.st, nil

@@ -263,6 +263,11 @@ type RunEnded struct {
 	Message string `json:"message,omitempty"`
 	// Output is the run's final answer or submission (completed runs).
 	Output string `json:"output,omitempty"`
+	// By and Token name the person who stopped the run (a cancel) and
+	// the id of the API token they used, when it came through the team
+	// server.
+	By    string `json:"by,omitempty"`
+	Token string `json:"token,omitempty"`
 }
 
 // RunResumed is the payload of journal.RunResumed.
@@ -279,6 +284,11 @@ type RunResumed struct {
 	// Limits, when set, replace the run's limits from here on (a person
 	// raising --max-steps to let a stopped run continue).
 	Limits *Limits `json:"limits,omitempty"`
+	// By and Token name the person who asked for this execution and the
+	// id of the API token they used, when it came through the team
+	// server (see [ExecParams].By).
+	By    string `json:"by,omitempty"`
+	Token string `json:"token,omitempty"`
 }
 
 // UserMessage is the payload of journal.UserMessage: a message from a
@@ -289,6 +299,10 @@ type UserMessage struct {
 	// that wrote it: "keel.health" (a loop nudge), "keel.format" (a
 	// text-action format error).
 	Source string `json:"source,omitempty"`
+	// By and Token name the person who wrote a message sent through the
+	// team server and the id of their API token.
+	By    string `json:"by,omitempty"`
+	Token string `json:"token,omitempty"`
 }
 
 func marshal(v any) json.RawMessage {

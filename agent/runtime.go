@@ -42,7 +42,12 @@ var (
 // [Runtime.Cancel] does for a run nobody executes.
 func CanceledBy(by string) error { return &canceledBy{by: by} }
 
-type canceledBy struct{ by string }
+// CanceledByToken is [CanceledBy] that also records, in the run.canceled
+// event's By and Token fields, the person and the id of the API token
+// they canceled with (the team server).
+func CanceledByToken(by, token string) error { return &canceledBy{by: by, token: token} }
+
+type canceledBy struct{ by, token string }
 
 func (c *canceledBy) Error() string        { return "agent: canceled by " + c.by }
 func (c *canceledBy) Is(target error) bool { return target == ErrUserCanceled }
@@ -148,6 +153,10 @@ type ExecParams struct {
 	// Message, if non-empty, is added to the conversation as a user
 	// message before execution continues (for example "continue").
 	Message string
+	// By and Token, if set, name the person who asked for this execution
+	// and the id of their API token (the team server): they are recorded
+	// in run.resumed and in the user.message of Message.
+	By, Token string
 	// Recorder, if set, is bound to this execution while it runs, so that
 	// code outside the loop can journal events of the run.
 	Recorder *Recorder
@@ -247,7 +256,7 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 				}
 			}
 		}
-		if err := x.append(ctx, journal.RunResumed, &RunResumed{Interrupted: interrupted, Model: p.ModelName, ContextWindow: p.ContextWindow, Handoff: p.Handoff, Limits: p.Limits}); err != nil {
+		if err := x.append(ctx, journal.RunResumed, &RunResumed{Interrupted: interrupted, Model: p.ModelName, ContextWindow: p.ContextWindow, Handoff: p.Handoff, Limits: p.Limits, By: p.By, Token: p.Token}); err != nil {
 			return nil, err
 		}
 		if err := x.handoffNow(ctx); err != nil {
@@ -256,7 +265,7 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	}
 	if p.Message != "" {
 		if t := st.LastTurn(); t == nil || allDone(t) {
-			if err := x.append(ctx, journal.UserMessage, &UserMessage{Content: p.Message}); err != nil {
+			if err := x.append(ctx, journal.UserMessage, &UserMessage{Content: p.Message, By: p.By, Token: p.Token}); err != nil {
 				return nil, err
 			}
 		}
@@ -384,9 +393,11 @@ func (x *executor) stop(ctx context.Context) error {
 		return nil
 	}
 	reason, typ, msg := "user", journal.RunCanceled, "canceled by user"
+	end := &RunEnded{}
 	var by *canceledBy
 	if errors.As(cause, &by) && by.by != "" {
 		msg = "canceled by " + by.by
+		end.By, end.Token = by.by, by.token
 	}
 	switch {
 	case errors.Is(cause, ErrTimeLimit):
@@ -412,5 +423,6 @@ func (x *executor) stop(ctx context.Context) error {
 			}
 		}
 	}
-	return x.append(ctx, typ, &RunEnded{Reason: reason, Message: msg})
+	end.Reason, end.Message = reason, msg
+	return x.append(ctx, typ, end)
 }

@@ -267,6 +267,21 @@ func (c *Client) RevokeAgent(ctx context.Context, name, reason string) (*api.Age
 	return &out, c.do(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(name)+"/revoke", nil, &api.Revoke{Reason: reason}, &out)
 }
 
+// Grants returns agent name's standing approvals (approvals remembered
+// with remember "agent"), oldest first.
+func (c *Client) Grants(ctx context.Context, name string) (*api.GrantList, error) {
+	var out api.GrantList
+	return &out, c.do(ctx, http.MethodGet, "/v1/agents/"+url.PathEscape(name)+"/grants", nil, nil, &out)
+}
+
+// Ungrant removes standing approval grant (an id from [Client.Grants])
+// of agent name, with reason (may be empty), and returns the agent's
+// remaining grants. It needs the approvals:write scope.
+func (c *Client) Ungrant(ctx context.Context, name, grant, reason string) (*api.GrantList, error) {
+	var out api.GrantList
+	return &out, c.do(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(name)+"/grants/"+url.PathEscape(grant)+"/revoke", nil, &api.Revoke{Reason: reason}, &out)
+}
+
 // VerifyAudit verifies the journals' hash chains (all if req is nil or
 // names no runs).
 func (c *Client) VerifyAudit(ctx context.Context, req *api.VerifyAudit) (*api.AuditReport, error) {

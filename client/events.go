@@ -36,7 +36,8 @@ type EventsParams struct {
 // event is lost or repeated. Each event's hash link to the previous one
 // is checked (the first event's is checked against the genesis hash when
 // From is 1); a broken link ends the sequence with a
-// *journal.CorruptError. Server errors (an unknown run) end it with an
+// *journal.CorruptError. Server errors (an unknown run, or a token
+// revoked while the stream is open: code unauthenticated) end it with an
 // *api.Error; when ctx is done it ends without an error.
 func (c *Client) Events(ctx context.Context, id string, p *EventsParams) iter.Seq2[journal.Event, error] {
 	var o EventsParams
@@ -131,10 +132,15 @@ func (c *Client) streamOnce(ctx context.Context, id string, o *EventsParams, fro
 				continue
 			}
 			if event == "end" {
-				var end struct{ Reason string }
+				var end struct{ Reason, Code string }
 				_ = json.Unmarshal([]byte(data.String()), &end)
 				if msg, ok := strings.CutPrefix(end.Reason, "error: "); ok {
-					return true, &api.Error{Code: api.CodeInternal, Status: http.StatusInternalServerError, Message: "the server ended the event stream: " + msg}
+					e := &api.Error{Code: api.CodeInternal, Status: http.StatusInternalServerError, Message: "the server ended the event stream: " + msg}
+					if end.Code == api.CodeUnauthenticated {
+						// The token was revoked while the stream was open.
+						e.Code, e.Status = end.Code, http.StatusUnauthorized
+					}
+					return true, e
 				}
 				return true, nil
 			}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/keel-run/keel/audit"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -107,6 +109,66 @@ func (h *Handler) revoke(ctx context.Context, name, reason string, who *caller) 
 		return api.Agent{}, err
 	}
 	return agentView(a), nil
+}
+
+func (h *Handler) listGrants(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	list, err := h.grants(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// grants returns agent name's standing approvals.
+func (h *Handler) grants(ctx context.Context, name string) (api.GrantList, error) {
+	a, err := h.opts.Directory.Get(ctx, name)
+	if err != nil {
+		return api.GrantList{}, identityError(err)
+	}
+	out := api.GrantList{Agent: a.Name, Grants: a.Grants}
+	if out.Grants == nil {
+		out.Grants = []policy.Grant{}
+	}
+	return out, nil
+}
+
+func (h *Handler) revokeGrant(w http.ResponseWriter, r *http.Request, who *caller) error {
+	var req api.Revoke
+	if err := decode(r, &req, true); err != nil {
+		return err
+	}
+	list, err := h.ungrant(r.Context(), r.PathValue("id"), r.PathValue("grant"), req.Reason, who)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, list)
+	return nil
+}
+
+// ungrant removes standing approval grant of agent name for who (an
+// agent.ungranted event names them): the calls it allowed ask again from
+// the agent's next gate decision, in every process sharing the journal.
+// It returns the agent's remaining grants.
+func (h *Handler) ungrant(ctx context.Context, name, grant, reason string, who *caller) (api.GrantList, error) {
+	list, err := h.grants(ctx, name)
+	if err != nil {
+		return list, err
+	}
+	if !slices.ContainsFunc(list.Grants, func(g policy.Grant) bool { return g.ID == grant }) {
+		return list, notFound("agent %s has no standing approval %s (list them at /v1/agents/%s/grants)", name, Visible(grant), name)
+	}
+	if err := h.opts.Directory.Ungrant(ctx, name, grant, &identity.UngrantParams{By: who.Name, Reason: reason}); err != nil {
+		return api.GrantList{}, identityError(err)
+	}
+	d := grant
+	if reason != "" {
+		d += ": " + reason
+	}
+	if err := h.record(ctx, who, action{Action: "agent.ungrant", Target: name, Detail: d}); err != nil {
+		return api.GrantList{}, err
+	}
+	return h.grants(ctx, name)
 }
 
 func (h *Handler) verifyAudit(w http.ResponseWriter, r *http.Request, _ *caller) error {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/model"
@@ -258,11 +260,22 @@ func (h *Handler) checkPolicy(a *admission, ref *agent.PolicyRef) error {
 // checkModel checks a model spec from a client: replay recordings only
 // from the recording directories, openai-compatible endpoints only those
 // the operator named (an admin may name any). It returns the spec to use
-// (a replay's recording resolved to its path).
+// (a replay's recording resolved to its path). A recording's file name
+// is looked up in the recording directories for every token; an admin
+// may also name any path (an absolute one, or one relative to the
+// server's directory that is in no recording directory).
 func (h *Handler) checkModel(a *admission, spec string) (string, error) {
 	s, err := model.ParseSpec(spec)
-	if err != nil || a.admin() || a.demo {
+	if err != nil || a.demo {
 		return spec, nil // Prepare reports a malformed spec
+	}
+	if a.admin() {
+		if s.Provider == "replay" && !filepath.IsAbs(s.Name) {
+			if p, err := h.conf.checkReplay(s.Name); err == nil {
+				return "replay:" + p, nil
+			}
+		}
+		return spec, nil
 	}
 	if d, err := model.ParseSpec(h.opts.DefaultModel); err == nil && d == s {
 		return spec, nil // the operator's own default
@@ -308,11 +321,16 @@ func (h *Handler) admitRequest(ctx context.Context, a *admission, req *api.Creat
 		return err
 	}
 	for k := range req.Labels {
-		if strings.HasPrefix(k, ReservedLabelPrefix) {
-			return badRequest("label %q: labels starting with %q are the server's", k, ReservedLabelPrefix)
+		// Whatever the case, and through compatibility look-alikes
+		// ("ＫEEL.created_by"), as token names are checked.
+		if strings.HasPrefix(strings.ToLower(norm.NFKC.String(k)), ReservedLabelPrefix) {
+			return badRequest("label %q: labels starting with %q (in any case) are the server's", Visible(k), ReservedLabelPrefix)
 		}
 	}
 	if req.Demo {
+		if set := demoExtras(req); len(set) > 0 {
+			return badRequest("the demo run has its own task, model, agent, workspace, sandbox, policy and limits and takes none of them: remove %s (or leave out demo to create another run)", strings.Join(set, ", "))
+		}
 		return nil
 	}
 	if err := h.checkSandbox(a, req.Sandbox); err != nil {
@@ -349,6 +367,26 @@ func (h *Handler) admitRequest(ctx context.Context, a *admission, req *api.Creat
 		return err
 	}
 	return nil
+}
+
+// demoExtras returns the fields of a demo create request that the demo
+// does not take (everything but labels).
+func demoExtras(req *api.CreateRun) []string {
+	var set []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"task", req.Task != ""}, {"model", req.Model != ""}, {"agent", req.Agent != ""}, {"on_behalf_of", req.OnBehalfOf != ""},
+		{"workspace", req.Workspace != ""}, {"mount_path", req.MountPath != ""}, {"sandbox", req.Sandbox != ""},
+		{"env", len(req.Env) > 0}, {"setup", req.Setup != ""}, {"network", len(req.Network) > 0}, {"system", req.System != ""},
+		{"limits", req.Limits != api.Limits{}}, {"policy", req.Policy != ""}, {"completion_marker", req.CompletionMarker != nil},
+	} {
+		if f.set {
+			set = append(set, f.name)
+		}
+	}
+	return set
 }
 
 // admit checks a run.created payload against the server's rules before
@@ -396,10 +434,14 @@ func (h *Handler) executable(c *agent.RunCreated) error {
 	needRoot := c.Labels[LabelCreatedBy] != "" && c.Labels[LabelDemo] == ""
 	if _, err := h.conf.checkWorkspace(c.Workspace, needRoot); err != nil {
 		e, _ := classify(err)
-		return errors.New(e.msg)
+		return fmt.Errorf("%w: %s", errUnconfined, e.msg)
 	}
 	return nil
 }
+
+// errUnconfined marks a run whose workspace fails the confinement check
+// at execution: the pool ends it failed (reason "setup").
+var errUnconfined = errors.New("its workspace is not allowed")
 
 // invalid maps an error of Options.Prepare or Options.Validate to an API
 // error: those wrapping ErrInvalid are the request's fault (400, with

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
@@ -65,7 +66,8 @@ func (h *Handler) decideHTTP(w http.ResponseWriter, r *http.Request, who *caller
 // approval.resolved names them) and, once the run waits for no other
 // approval, submits it for execution.
 func (h *Handler) decide(ctx context.Context, runID, callID string, d policy.Effect, req *api.Decide, who *caller) (api.Run, error) {
-	if _, err := h.run(ctx, runID, 0); err != nil {
+	before, err := h.run(ctx, runID, 0)
+	if err != nil {
 		return api.Run{}, err
 	}
 	switch req.Remember {
@@ -73,18 +75,24 @@ func (h *Handler) decide(ctx context.Context, runID, callID string, d policy.Eff
 	default:
 		return api.Run{}, badRequest("remember %q: want run or agent", req.Remember)
 	}
+	if req.Remember == policy.ScopeAgent && before.Agent == identity.DemoAgent {
+		// Every token may start demo runs: a standing approval of the
+		// demo's agent would skip the approval of everyone's demo.
+		return api.Run{}, badRequest("remember agent: %s is the shared agent of every demo run, so its approvals cannot be remembered for the agent (remember run applies to this run only)", identity.DemoAgent)
+	}
 	if len(req.Prefix) > 0 && req.Remember == "" {
 		return api.Run{}, badRequest("prefix needs remember run or agent")
 	}
 	res := &agent.ApprovalResolved{Decision: d, By: who.Name, Token: who.ID, Reason: req.Reason, Remember: req.Remember, Prefix: req.Prefix}
-	err := h.rt.Resolve(ctx, runID, callID, res)
+	err = h.rt.Resolve(ctx, runID, callID, res)
 	if errors.Is(err, policy.ErrBadPrefix) || errors.Is(err, policy.ErrNotRememberable) {
 		return api.Run{}, badRequest("%v", err)
 	}
 	if err != nil {
 		return api.Run{}, err
 	}
-	rerr := h.record(ctx, who, action{Action: "approval." + string(d), RunID: runID, CallID: callID, Detail: req.Reason})
+	rerr := h.record(ctx, who, action{Action: "approval." + string(d), RunID: runID, CallID: callID, Detail: req.Reason,
+		Remember: req.Remember, Prefix: req.Prefix})
 	run, err := h.run(ctx, runID, 0)
 	if err != nil {
 		return run, err

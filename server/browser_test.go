@@ -105,10 +105,12 @@ func TestBrowserApproveDemoRun(t *testing.T) {
 	}
 
 	// The first tab was never reloaded: its timeline shows the rest of
-	// the run as it happens.
+	// the run as it happens, and its summary stops saying "executing"
+	// once the execution ends (no event follows run.completed).
 	if err := chromedp.Do(ctx,
 		chromedp.WaitVisible(sel(`#timeline tr.ev.end.completed`)),
 		chromedp.WaitVisible(sel(`#run-status[data-status="completed"]`)),
+		chromedp.WaitNotPresent(sel(`#run-status .status.executing`)),
 	); err != nil {
 		t.Fatalf("watch the run complete: %v", err)
 	}

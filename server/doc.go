@@ -41,7 +41,8 @@
 // stored events from a sequence number, then new ones as they are
 // appended (journal.Follow), resumable with Last-Event-ID. Delivery is at
 // least once and in order across reconnects; each event carries its
-// hash, so a client can verify the chain.
+// hash, so a client can verify the chain. A stream ends when its token
+// is revoked ([Options].TokenCheck).
 //
 // # Authentication
 //

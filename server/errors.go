@@ -104,7 +104,7 @@ func decode(r *http.Request, v any, optional bool) error {
 		}
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return badRequest("request body over %d bytes", maxBody)
+			return &apiError{http.StatusRequestEntityTooLarge, api.CodeTooLarge, fmt.Sprintf("request body over %d bytes", maxBody)}
 		}
 		return badRequest("request body: %v", err)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -28,8 +29,10 @@ import (
 // can be appended (failed and canceled runs can be resumed, so their
 // streams go on). Every finite stream's last message is "event: end".
 // Each event is checked against its hash chain as it is read; idle
-// streams get a comment line every Heartbeat.
-func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, _ *caller) error {
+// streams get a comment line every Heartbeat. A stream ends, with
+// "event: end" and the reason "error: invalid or revoked API token", as
+// soon as its token is revoked (see [Options].TokenCheck).
+func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, who *caller) error {
 	ctx := r.Context()
 	id := r.PathValue("id")
 	run, err := h.run(ctx, id, 0)
@@ -110,7 +113,37 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, _ *caller) e
 		end("replayed")
 		return nil
 	}
-	return h.followEvents(ctx, w, fl, id, from, untilStopped, write, end)
+	return h.followEvents(ctx, w, fl, id, from, untilStopped, h.newTokenGuard(who), write, end)
+}
+
+// revokedEnd is the end message of a stream whose token was revoked.
+const revokedEnd = "event: end\ndata: {\"reason\":\"error: invalid or revoked API token\",\"code\":\"unauthenticated\"}\n\n"
+
+// tokenGuard tells an open event stream when its token stops being
+// valid: at once for a revocation this server folds, and within a tick
+// (Options.TokenCheck) for one by another process.
+type tokenGuard struct {
+	h    *Handler
+	id   string
+	tick *time.Ticker
+	// revoked is closed at the next revocation the server folds.
+	revoked <-chan struct{}
+}
+
+// newTokenGuard returns the guard of a stream opened with token who;
+// stop it when the stream ends.
+func (h *Handler) newTokenGuard(who *caller) *tokenGuard {
+	return &tokenGuard{h: h, id: who.ID, tick: time.NewTicker(h.opts.TokenCheck), revoked: h.tokens.revocations()}
+}
+
+func (g *tokenGuard) stop() { g.tick.Stop() }
+
+// valid reports whether the token is still valid (an error reading the
+// token stream counts as valid: the stream's own reads will fail). It
+// re-arms the revocation channel first, so no revocation is missed.
+func (g *tokenGuard) valid(ctx context.Context) bool {
+	g.revoked = g.h.tokens.revocations()
+	return !errors.Is(g.h.tokens.Active(ctx, g.id), ErrBadToken)
 }
 
 // streamError is the user-safe text of an error that ends a stream (a
@@ -138,9 +171,18 @@ func checkLink(id string, from int64, prev string, e *journal.Event) error {
 // own goroutine so that the handler can write heartbeats while it waits;
 // the goroutine ends with the request's context.
 func (h *Handler) followEvents(ctx context.Context, w http.ResponseWriter, fl http.Flusher, id string, from int64, untilStopped bool,
-	write func(*journal.Event) error, end func(string)) error {
+	guard *tokenGuard, write func(*journal.Event) error, end func(string)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer guard.stop()
+	revoked := func() error {
+		fmt.Fprint(w, revokedEnd)
+		fl.Flush()
+		return nil
+	}
+	if !guard.valid(ctx) {
+		return revoked()
+	}
 	type item struct {
 		e   journal.Event
 		err error
@@ -165,6 +207,14 @@ func (h *Handler) followEvents(ctx context.Context, w http.ResponseWriter, fl ht
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-guard.revoked:
+			if !guard.valid(ctx) {
+				return revoked()
+			}
+		case <-guard.tick.C:
+			if !guard.valid(ctx) {
+				return revoked()
+			}
 		case <-beat.C:
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return nil
@@ -177,6 +227,9 @@ func (h *Handler) followEvents(ctx context.Context, w http.ResponseWriter, fl ht
 			if it.err != nil {
 				end("error: " + h.streamError(it.err))
 				return nil
+			}
+			if !guard.valid(ctx) {
+				return revoked()
 			}
 			if err := write(&it.e); err != nil {
 				return nil
@@ -211,7 +264,7 @@ func (h *Handler) followEvents(ctx context.Context, w http.ResponseWriter, fl ht
 				}
 				// The run moved on meanwhile: keep following after the
 				// events just sent.
-				return h.followEvents(ctx, w, fl, id, last.Seq+1, untilStopped, write, end)
+				return h.followEvents(ctx, w, fl, id, last.Seq+1, untilStopped, h.newTokenGuard(&caller{ID: guard.id}), write, end)
 			}
 		}
 	}

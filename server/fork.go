@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 
@@ -17,6 +18,11 @@ import (
 // LabelForkOf is the run.created label of a forked run: "RUN@SEQ", the
 // source run and the last event copied from it.
 const LabelForkOf = "keel.fork_of"
+
+// ReasonForked is the reason of the run.paused event that ends a fork
+// that was not started: it waits, paused, until someone resumes it (a
+// restart does not execute it).
+const ReasonForked = "forked"
 
 // fork copies the events of run src up to req.Seq into a new run for who
 // and returns its id and what was admitted. The copies keep their types,
@@ -33,9 +39,21 @@ const LabelForkOf = "keel.fork_of"
 //     another workspace);
 //   - remembered approvals (remember: run) are dropped from the copied
 //     decisions: they were given for the source run.
+//
+// The fork's workspace: the one the request names; else, for a demo
+// run, a fresh copy of the demo project ([Options.Prepare], as for a new
+// demo); else the source's, but only if the forker started the source
+// run (a fork never silently shares another person's workspace). A fork
+// that is not started (req.Start false) and neither ended nor waits for
+// an approval at the fork point ends with run.paused (reason
+// [ReasonForked]), so that it says it has not started and no restart
+// executes it.
 func (h *Handler) fork(ctx context.Context, src string, req *api.ForkRun, who *caller) (string, *admission, error) {
 	if IsSystemStream(src) {
 		return "", nil, notFound("no such run %s", src)
+	}
+	if req.Message != "" && !req.Start {
+		return "", nil, badRequest("message is sent when the fork starts: set start, or resume the fork later with the message")
 	}
 	events, err := journal.ReadVerified(ctx, h.rt.Store(), src)
 	if errors.Is(err, journal.ErrNotFound) {
@@ -60,16 +78,16 @@ func (h *Handler) fork(ctx context.Context, src string, req *api.ForkRun, who *c
 		return "", nil, conflict(api.CodeRunCompleted, "event %d completes the run: fork from an earlier event to continue", seq)
 	}
 	created := *st.Created
-	sameWorkspace := req.Workspace == "" || filepath.Clean(req.Workspace) == filepath.Clean(created.Workspace) ||
-		resolve(req.Workspace) == resolve(created.Workspace)
-	demo := created.Labels[LabelDemo] != ""
-	a := &admission{who: who, demo: demo, demoWorkspace: demo && sameWorkspace}
-	if req.Workspace != "" {
-		created.Workspace = req.Workspace
+	a, unshared, err := h.forkWorkspace(ctx, src, &created, req, who)
+	if err != nil {
+		return "", nil, err
 	}
 	ws, err := h.admit(ctx, a, &created)
 	if err != nil {
 		return "", nil, err
+	}
+	if unshared != nil {
+		return "", nil, unshared
 	}
 	created.Workspace = ws
 	created.Labels = map[string]string{}
@@ -87,10 +105,84 @@ func (h *Handler) fork(ctx context.Context, src string, req *api.ForkRun, who *c
 		return "", nil, err
 	}
 	id := strings.ToLower(ulid.Make().String())
+	if !req.Start {
+		paused, err := h.notStarted(id, src, seq, drafts)
+		if err != nil {
+			return "", nil, err
+		}
+		drafts = append(drafts, paused...)
+	}
 	if _, err := h.rt.Store().Append(ctx, id, 0, drafts...); err != nil {
 		return "", nil, fmt.Errorf("server: fork %s: %w", src, err)
 	}
 	return id, a, nil
+}
+
+// forkWorkspace sets the workspace of created, a fork of run src, as
+// [Handler.fork] says, and returns what to admit it as. unshared is the
+// refusal to share another person's workspace that was not named, to
+// return once the fork passed the other checks (which say more).
+func (h *Handler) forkWorkspace(ctx context.Context, src string, created *agent.RunCreated, req *api.ForkRun, who *caller) (a *admission, unshared, err error) {
+	demo := created.Labels[LabelDemo] != ""
+	a = &admission{who: who, demo: demo}
+	owner := created.Labels[LabelCreatedBy]
+	mine := owner != "" && owner == who.Name
+	named := req.Workspace != ""
+	same := named && (filepath.Clean(req.Workspace) == filepath.Clean(created.Workspace) || resolve(req.Workspace) == resolve(created.Workspace))
+	startedBy := "on the server's machine"
+	if owner != "" {
+		startedBy = "by " + Visible(owner)
+	}
+	switch {
+	case demo && !named:
+		// As a new demo run: a fresh copy of the demo project.
+		if h.opts.Prepare == nil {
+			return nil, nil, &apiError{http.StatusServiceUnavailable, api.CodeUnavailable, "this server does not create runs (no run preparation configured)"}
+		}
+		fresh, err := h.opts.Prepare(ctx, &api.CreateRun{Demo: true})
+		if err != nil {
+			return nil, nil, h.invalid(err)
+		}
+		created.Workspace, a.demoWorkspace = fresh.Workspace, true
+	case demo && same:
+		// The demo workspace the server made for the source run: the
+		// roots do not apply, so only its creator (or an admin) may
+		// share it.
+		if !mine && !a.admin() {
+			return nil, nil, forbidden("the workspace of demo run %s belongs to the person who started it (%s); fork without a workspace to get a fresh copy of the demo project", src, strings.TrimPrefix(startedBy, "by "))
+		}
+		a.demoWorkspace = true
+	case !named && !mine:
+		unshared = badRequest("run %s (started %s) works in %s: a fork does not share another person's workspace unless asked; name the workspace of the fork (that one, to share it, or another under a workspace root)", src, startedBy, Visible(created.Workspace))
+	}
+	if named {
+		created.Workspace = req.Workspace
+	}
+	return a, unshared, nil
+}
+
+// notStarted returns the run.paused draft that ends fork id (of run src
+// at event seq, made of drafts) when it is not started, or none when the
+// fork ended or waits for an approval at the fork point (it says so
+// already, and a restart executes neither).
+func (h *Handler) notStarted(id, src string, seq int64, drafts []journal.Draft) ([]journal.Draft, error) {
+	events := make([]journal.Event, len(drafts))
+	for i, d := range drafts {
+		events[i] = journal.Event{RunID: id, Seq: int64(i + 1), Type: d.Type, Time: d.Time, Payload: d.Payload}
+	}
+	st, err := agent.Fold(id, events)
+	if err != nil {
+		return nil, err
+	}
+	if st.Status.Terminal() || len(st.Pending()) > 0 {
+		return nil, nil
+	}
+	p, err := jsonPayload(&agent.RunEnded{Reason: ReasonForked,
+		Message: fmt.Sprintf("not started: forked from run %s at event %d; resume it to start", src, seq)})
+	if err != nil {
+		return nil, err
+	}
+	return []journal.Draft{{Type: journal.RunPaused, Time: h.opts.Clock(), Payload: p}}, nil
 }
 
 // forkDrafts returns the drafts of a fork of events (a run's events 1 to

@@ -320,8 +320,12 @@ func TestCancelNamesThePerson(t *testing.T) {
 	}
 	end := e.waitType(run.ID, journal.RunCanceled)
 	v, _ := agent.Decode(&end)
-	if r := v.(*agent.RunEnded); r.Message != "canceled by bob" {
-		t.Errorf("run.canceled %q, want canceled by bob", r.Message)
+	me, err := bob.Whoami(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := v.(*agent.RunEnded); r.Message != "canceled by bob" || r.By != "bob" || r.Token != me.ID {
+		t.Errorf("run.canceled %+v, want canceled by bob with token %s", r, me.ID)
 	}
 	if !errors.Is(agent.CanceledBy("bob"), agent.ErrUserCanceled) {
 		t.Errorf("CanceledBy is not ErrUserCanceled")

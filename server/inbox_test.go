@@ -249,7 +249,9 @@ func TestApprovalShowsHiddenCharacters(t *testing.T) {
 // nothing that looks like one of Keel's own principals.
 func TestTokenNames(t *testing.T) {
 	e := newEnv(t, nil)
-	for _, name := range []string{"eve\x1b[2K\rroot", "keel.timeout", "Keel-cli", "keel serve", "ali\u202ece", "a\u200bb", "x\ny", strings.Repeat("n", 101)} {
+	for _, name := range []string{"eve\x1b[2K\rroot", "keel.timeout", "Keel-cli", "keel serve", "ali\u202ece", "a\u200bb", "x\ny", strings.Repeat("n", 101),
+		// Look-alikes: a Cyrillic е, fullwidth and mathematical letters.
+		"k\u0435el.timeout", "\uff2bEEL.timeout", "\U0001d424eel-cli", "\uff4b\uff45\uff45\uff4c\uff0etimeout", "P\u0430ul"} {
 		_, err := e.admin.CreateToken(t.Context(), &api.CreateToken{Name: name, Scopes: []string{api.ScopeRunsRead}})
 		if !client.IsCode(err, api.CodeInvalidRequest) {
 			t.Errorf("CreateToken(%q) = %v, want invalid_request", name, err)
@@ -258,7 +260,7 @@ func TestTokenNames(t *testing.T) {
 			t.Errorf("Tokens.Create(%q): no error", name)
 		}
 	}
-	for _, name := range []string{"eve", "Ada Lovelace <ada@example.com>", "zoë", "keelan"} {
+	for _, name := range []string{"eve", "Ada Lovelace <ada@example.com>", "zoë", "keelan", "Алёна", "José Núñez", "李雷", "ci-bot 2"} {
 		if _, err := e.admin.CreateToken(t.Context(), &api.CreateToken{Name: name, Scopes: []string{api.ScopeRunsRead}}); err != nil {
 			t.Errorf("CreateToken(%q) = %v", name, err)
 		}

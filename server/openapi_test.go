@@ -84,7 +84,7 @@ func TestOpenAPIRoutesAreServed(t *testing.T) {
 	defer h.Shutdown(t.Context())
 	for p, ops := range loadOpenAPI(t).Paths {
 		for m := range ops {
-			path := strings.NewReplacer("{id}", "x", "{call}", "c", "{path}", ".keel/artifacts/x/c.out").Replace(p)
+			path := strings.NewReplacer("{id}", "x", "{call}", "c", "{grant}", "g", "{path}", ".keel/artifacts/x/c.out").Replace(p)
 			req := httptest.NewRequest(strings.ToUpper(m), path, nil)
 			if _, pat := h.mux.Handler(req); pat == "/v1/" || pat == "" {
 				t.Errorf("%s %s is documented but not served", strings.ToUpper(m), p)
@@ -107,8 +107,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Approval": api.Approval{}, "ApprovalList": api.ApprovalList{}, "Decide": api.Decide{},
 		"Agent": api.Agent{}, "AgentList": api.AgentList{}, "CreateAgent": api.CreateAgent{}, "Revoke": api.Revoke{},
 		"VerifyAudit": api.VerifyAudit{}, "AuditReport": api.AuditReport{}, "AuditProblem": api.AuditProblem{}, "AuditJournal": api.AuditJournal{},
-		"PolicyPart": policy.Part{},
-		"Token":      api.Token{}, "TokenList": api.TokenList{}, "CreateToken": api.CreateToken{}, "NewToken": api.NewToken{},
+		"PolicyPart": policy.Part{}, "Grant": policy.Grant{}, "GrantList": api.GrantList{},
+		"Token": api.Token{}, "TokenList": api.TokenList{}, "CreateToken": api.CreateToken{}, "NewToken": api.NewToken{},
 		"Whoami": api.Whoami{}, "Event": journal.Event{},
 	}
 	doc := loadOpenAPI(t)

@@ -53,14 +53,17 @@ type pool struct {
 	logger     *slog.Logger
 	base       context.Context // cancelled with agent.ErrShutdown
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	queue   []job
-	queued  map[string]bool
-	active  map[string]*execution
-	errs    map[string]string // last execution error per run
-	closing bool
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queue  []job
+	queued map[string]bool
+	active map[string]*execution
+	errs   map[string]string // last execution error per run
+	// watchers are closed when a run's place in the pool changes (queued,
+	// executing, idle), so that live summaries show it (see watch).
+	watchers map[string]chan struct{}
+	closing  bool
+	wg       sync.WaitGroup
 
 	stop context.CancelCauseFunc
 	// onDone, if set, is called after each execution (tests and metrics).
@@ -70,6 +73,9 @@ type pool struct {
 type job struct {
 	runID   string
 	message string
+	// by and token name the person who asked for the execution and the
+	// id of their API token (journaled in run.resumed and the message).
+	by, token string
 	// resume is a person's request to continue the run whatever its
 	// state (a failed or canceled run too). Other jobs (after a decision,
 	// a deadline, a restart) only continue a run that has not ended, and
@@ -95,7 +101,7 @@ func newPool(rt *agent.Runtime, wire WireFunc, principals policy.PrincipalCheck,
 	workers int, logger *slog.Logger) *pool {
 	base, stop := context.WithCancelCause(context.Background())
 	p := &pool{rt: rt, wire: wire, principals: principals, sums: sums, executable: executable, logger: logger, base: base, stop: stop,
-		queued: map[string]bool{}, active: map[string]*execution{}, errs: map[string]string{}}
+		queued: map[string]bool{}, active: map[string]*execution{}, errs: map[string]string{}, watchers: map[string]chan struct{}{}}
 	p.cond = sync.NewCond(&p.mu)
 	for range workers {
 		p.wg.Add(1)
@@ -110,11 +116,41 @@ func newPool(rt *agent.Runtime, wire WireFunc, principals policy.PrincipalCheck,
 // cancel of the run is being recorded.
 func (p *pool) submit(runID string) error { return p.enqueue(job{runID: runID}) }
 
-// resume queues runID because a person asked to continue it, with message
-// (added as a user message first, if not empty). A run that is executing
-// cannot take a message (ErrExecuting).
-func (p *pool) resume(runID, message string) error {
-	return p.enqueue(job{runID: runID, message: message, resume: true})
+// resume queues runID because person who asked to continue it, with
+// message (added as a user message first, if not empty). A run that is
+// executing cannot take a message (ErrExecuting).
+func (p *pool) resume(runID, message string, who *caller) error {
+	j := job{runID: runID, message: message, resume: true}
+	if who != nil {
+		j.by, j.token = who.Name, who.ID
+	}
+	return p.enqueue(j)
+}
+
+// changedLocked wakes the watchers of runID; p.mu is held.
+func (p *pool) changedLocked(runID string) {
+	if ch := p.watchers[runID]; ch != nil {
+		close(ch)
+		delete(p.watchers, runID)
+	}
+}
+
+// watch returns a channel that is closed when runID's place in the pool
+// next changes, or nil when the run is neither queued nor executing (an
+// idle run changes only when something submits it, which also appends to
+// its journal).
+func (p *pool) watch(runID string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.queued[runID] && p.active[runID] == nil {
+		return nil
+	}
+	ch := p.watchers[runID]
+	if ch == nil {
+		ch = make(chan struct{})
+		p.watchers[runID] = ch
+	}
+	return ch
 }
 
 func (p *pool) enqueue(j job) error {
@@ -138,6 +174,7 @@ func (p *pool) enqueue(j job) error {
 			for i := range p.queue {
 				if p.queue[i].runID == j.runID && p.queue[i].message == "" {
 					p.queue[i].resume, p.queue[i].message = true, j.message
+					p.queue[i].by, p.queue[i].token = j.by, j.token
 				}
 			}
 		}
@@ -146,6 +183,7 @@ func (p *pool) enqueue(j job) error {
 	delete(p.errs, j.runID)
 	p.queued[j.runID] = true
 	p.queue = append(p.queue, j)
+	p.changedLocked(j.runID)
 	p.cond.Signal()
 	return nil
 }
@@ -183,6 +221,7 @@ func (p *pool) worker() {
 		ctx, cancel := context.WithCancelCause(p.base)
 		x := &execution{cancel: cancel, done: make(chan struct{})}
 		p.active[j.runID] = x
+		p.changedLocked(j.runID)
 		p.mu.Unlock()
 
 		out, err := p.execute(ctx, j)
@@ -195,6 +234,7 @@ func (p *pool) worker() {
 		}
 		again := x.again && !p.closing
 		close(x.done)
+		p.changedLocked(j.runID)
 		p.mu.Unlock()
 		if p.onDone != nil {
 			p.onDone(j.runID, out, err)
@@ -230,7 +270,15 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 	}
 	if err := p.executable(created); err != nil {
 		log.Warn("not executing run", "err", err)
-		return nil, fmt.Errorf("this server does not execute the run: %w", err)
+		err = fmt.Errorf("this server does not execute the run: %w", err)
+		if errors.Is(err, errUnconfined) {
+			// Its workspace no longer passes the confinement check (a
+			// directory was swapped for a symlink since it was admitted):
+			// that does not fix itself, so the run stops failed with the
+			// cause journaled, as for any setup failure.
+			p.failSetup(ctx, j.runID, err.Error())
+		}
+		return nil, err
 	}
 	params, closer, err := p.wire(ctx, created)
 	if err != nil {
@@ -241,15 +289,13 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 		// attempt (and every restart): it stops failed, its reason
 		// journaled, and can be resumed once the cause is fixed.
 		log.Error("wire run", "err", err)
-		if _, ferr := p.rt.Fail(context.WithoutCancel(ctx), j.runID, "setup", "the server could not set up the run: "+err.Error()); ferr != nil {
-			log.Error("record the failure", "err", ferr)
-		}
+		p.failSetup(ctx, j.runID, "the server could not set up the run: "+err.Error())
 		return nil, fmt.Errorf("the server could not set up the run: %w", err)
 	}
 	if closer != nil {
 		defer closer.Close()
 	}
-	params.Message = j.message
+	params.Message, params.By, params.Token = j.message, j.by, j.token
 	// The server never waits inside an execution: a run that asks
 	// pauses and leaves its worker, and a decision queues it again.
 	params.Wait, params.OnWait, params.IfLastSeq = false, nil, ifLast
@@ -291,16 +337,35 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 	return out, nil
 }
 
-// cancel stops run runID for person by. An executing run is canceled with
-// cause agent.CanceledBy(by) (its executor journals run.canceled naming
-// the person) and waited for; if it stopped on its own meanwhile (it
+// failSetup ends run runID failed with reason "setup" and message, under
+// the run's lease (so a run that another process executes is left to
+// it); a failure to record is logged.
+func (p *pool) failSetup(ctx context.Context, runID, message string) {
+	ctx = context.WithoutCancel(ctx)
+	log := p.logger.With("run_id", runID)
+	if l, ok := p.rt.Store().(journal.Locker); ok {
+		unlock, err := l.Lock(ctx, runID)
+		if err != nil {
+			log.Warn("not recording the setup failure: the run's lease is held", "err", err)
+			return
+		}
+		defer unlock()
+	}
+	if _, err := p.rt.Fail(ctx, runID, "setup", message); err != nil {
+		log.Error("record the failure", "err", err)
+	}
+}
+
+// cancel stops run runID for person who. An executing run is canceled
+// with cause agent.CanceledByToken (its executor journals run.canceled
+// naming the person and their token) and waited for; if it stopped on its own meanwhile (it
 // paused), or it was queued or idle, record is called with no worker
 // allowed to take the run, and called again (up to five times) while it
 // returns agent.ErrRunBusy because an event landed between its read and
 // its append. It returns ErrExecuting when a cancel is already being
 // recorded, and ctx's error if the execution does not stop before ctx is
 // done.
-func (p *pool) cancel(ctx context.Context, runID, by string, record func() error) error {
+func (p *pool) cancel(ctx context.Context, runID string, who *caller, record func() error) error {
 	p.mu.Lock()
 	if x := p.active[runID]; x != nil {
 		if x.canceling {
@@ -308,7 +373,7 @@ func (p *pool) cancel(ctx context.Context, runID, by string, record func() error
 			return errCanceling
 		}
 		x.again = false
-		x.cancel(agent.CanceledBy(by))
+		x.cancel(agent.CanceledByToken(who.Name, who.ID))
 		p.mu.Unlock()
 		select {
 		case <-x.done:
@@ -320,7 +385,7 @@ func (p *pool) cancel(ctx context.Context, runID, by string, record func() error
 	if p.active[runID] != nil {
 		// Someone resumed it in between: cancel that execution instead.
 		p.mu.Unlock()
-		return p.cancel(ctx, runID, by, record)
+		return p.cancel(ctx, runID, who, record)
 	}
 	if p.queued[runID] {
 		delete(p.queued, runID)
@@ -332,6 +397,7 @@ func (p *pool) cancel(ctx context.Context, runID, by string, record func() error
 		}
 	}
 	p.active[runID] = &execution{canceling: true, cancel: func(error) {}, done: make(chan struct{})}
+	p.changedLocked(runID)
 	p.mu.Unlock()
 	// No worker takes the run meanwhile, but a decision (or another
 	// process) may append between record's read and its append: read
@@ -346,6 +412,7 @@ func (p *pool) cancel(ctx context.Context, runID, by string, record func() error
 	p.mu.Lock()
 	close(p.active[runID].done)
 	delete(p.active, runID)
+	p.changedLocked(runID)
 	p.mu.Unlock()
 	return err
 }

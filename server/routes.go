@@ -24,6 +24,8 @@ var routes = []route{
 	{"GET", "/v1/agents", api.ScopeRunsRead, (*Handler).listAgents},
 	{"POST", "/v1/agents", api.ScopeAdmin, (*Handler).createAgent},
 	{"POST", "/v1/agents/{id}/revoke", api.ScopeAdmin, (*Handler).revokeAgent},
+	{"GET", "/v1/agents/{id}/grants", api.ScopeRunsRead, (*Handler).listGrants},
+	{"POST", "/v1/agents/{id}/grants/{grant}/revoke", api.ScopeApprovalsWrite, (*Handler).revokeGrant},
 
 	{"POST", "/v1/audit/verify", api.ScopeRunsRead, (*Handler).verifyAudit},
 

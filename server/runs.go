@@ -191,7 +191,7 @@ func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request, who *caller)
 		writeJSON(w, http.StatusOK, run)
 		return nil
 	}
-	err = h.pool.cancel(ctx, id, who.Name, func() error {
+	err = h.pool.cancel(ctx, id, who, func() error {
 		// Hold the run's lease while recording, as an executor would: if
 		// another process executes the run, say so rather than race it.
 		if l, ok := h.rt.Store().(journal.Locker); ok {
@@ -204,7 +204,7 @@ func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request, who *caller)
 			}
 			defer unlock()
 		}
-		_, err := h.rt.Cancel(context.WithoutCancel(ctx), id, who.Name)
+		_, err := h.rt.CancelByToken(context.WithoutCancel(ctx), id, who.Name, who.ID)
 		return err
 	})
 	if err != nil {
@@ -261,7 +261,7 @@ func (h *Handler) resume(ctx context.Context, id, message string, who *caller) (
 	if _, err := h.admit(ctx, a, c); err != nil {
 		return run, err
 	}
-	if err := h.pool.resume(id, message); err != nil {
+	if err := h.pool.resume(id, message, who); err != nil {
 		return run, err
 	}
 	if err := h.record(ctx, who, action{Action: "run.resume", RunID: id, Detail: detail(message, a)}); err != nil {
@@ -285,7 +285,7 @@ func (h *Handler) forkRun(w http.ResponseWriter, r *http.Request, who *caller) e
 }
 
 // forkAndStart forks run src for who, records it, and starts the fork if
-// asked.
+// asked (a fork not started is journaled paused, see Handler.fork).
 func (h *Handler) forkAndStart(ctx context.Context, src string, req *api.ForkRun, who *caller) (api.Run, error) {
 	id, a, err := h.fork(ctx, src, req, who)
 	if err != nil {
@@ -293,7 +293,7 @@ func (h *Handler) forkAndStart(ctx context.Context, src string, req *api.ForkRun
 	}
 	rerr := h.record(ctx, who, action{Action: "run.fork", RunID: id, Target: src, Detail: detail(strconv.FormatInt(req.Seq, 10), a)})
 	if req.Start {
-		if err := h.pool.resume(id, req.Message); err != nil {
+		if err := h.pool.resume(id, req.Message, who); err != nil {
 			return api.Run{}, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,12 @@ type Options struct {
 	// Heartbeat is the interval of keep-alive comments on idle event
 	// streams; 0 means 15 seconds.
 	Heartbeat time.Duration
+	// TokenCheck is how often an open event stream (API or web UI)
+	// checks that its token is still valid, besides before each batch
+	// of events; 0 means one second. A revocation through this server
+	// ends the token's streams at once; one by another process sharing
+	// the journal within TokenCheck plus the token refresh (one second).
+	TokenCheck time.Duration
 
 	// WorkspaceRoots are the directories runs created or forked through
 	// the API may work in: a workspace must be one of them or below one,
@@ -152,6 +159,9 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 	if h.opts.Heartbeat <= 0 {
 		h.opts.Heartbeat = 15 * time.Second
 	}
+	if h.opts.TokenCheck <= 0 {
+		h.opts.TokenCheck = time.Second
+	}
 	h.logger = h.opts.Logger
 	if h.logger == nil {
 		h.logger = slog.New(slog.DiscardHandler)
@@ -184,7 +194,7 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 			return nil, nil, errors.New("this server executes no runs (no wiring configured)")
 		}
 	}
-	h.pool = newPool(rt, wire, h.opts.Directory.Check, h.sums, h.executable, h.opts.Workers, h.logger)
+	h.pool = newPool(rt, wire, principals(h.opts.Directory), h.sums, h.executable, h.opts.Workers, h.logger)
 	h.ui = newUIPages()
 	h.mux = http.NewServeMux()
 	for _, rt := range routes {
@@ -197,6 +207,21 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 	})
 	h.registerUI(h.mux)
 	return h
+}
+
+// principals is the gate's principal check of the server's runs: the
+// directory's, except that the shared demo agent has no standing
+// approvals here (every token may start demo runs, so one person's
+// remembered approval would skip the approval of everyone's demo; the
+// API refuses to make such grants, and this ignores older ones).
+func principals(d *identity.Directory) policy.PrincipalCheck {
+	return func(ctx context.Context, principal, onBehalfOf string) ([]policy.Grant, error) {
+		grants, err := d.Check(ctx, principal, onBehalfOf)
+		if principal == identity.DemoAgent {
+			grants = nil
+		}
+		return grants, err
+	}
 }
 
 // ServeHTTP implements http.Handler.
@@ -212,7 +237,9 @@ func (h *Handler) Tokens() *Tokens { return h.tokens }
 // server (or another process) stopped: runs that are running by their
 // folded state (their newest event is neither an end nor a pause, and
 // they wait for no approval), and runs paused by a shutdown. Runs paused
-// for an approval stay paused until someone decides. It returns the ids
+// for an approval stay paused until someone decides, and forks that were
+// not started stay so (also those made before forks were journaled
+// paused: a fork with no event past its fork point). It returns the ids
 // submitted, oldest first.
 func (h *Handler) Start(ctx context.Context) ([]string, error) {
 	runs, err := h.rt.Store().Runs(ctx, &journal.ListParams{Status: []journal.Status{journal.StatusRunning, journal.StatusPaused}})
@@ -229,6 +256,11 @@ func (h *Handler) Start(ctx context.Context) ([]string, error) {
 			continue
 		}
 		if s.Status == string(journal.StatusPaused) && s.Reason != "shutdown" {
+			continue
+		}
+		if _, at, ok := strings.Cut(s.ForkOf, "@"); ok && at == strconv.FormatInt(s.Events, 10) {
+			// A fork that never executed: made without start by a server
+			// that did not yet journal such forks paused (ReasonForked).
 			continue
 		}
 		if err := h.pool.submit(r.RunID); err != nil {
@@ -406,6 +438,10 @@ type action struct {
 	CallID string `json:"call_id,omitempty"`
 	Target string `json:"target,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Remember and Prefix are an approval's remembered scope and stated
+	// word prefix (api.Decide).
+	Remember string   `json:"remember,omitempty"`
+	Prefix   []string `json:"prefix,omitempty"`
 }
 
 // record journals a state-changing API action with who did it. A failure

@@ -11,6 +11,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/policy"
@@ -513,7 +514,11 @@ func TestApprovalDeadline(t *testing.T) {
 	ctx := t.Context()
 	src := string(server.DemoPolicy().Source())
 	src = strings.Replace(src, "[approval]\ndefault = \"deny\"", "[approval]\ndefault = \"deny\"\ntimeout = \"1h\"", 1)
-	run, err := e.admin.CreateRun(ctx, &api.CreateRun{Demo: true, Policy: src})
+	// The demo's project, model and policy, with a deadline (an admin's
+	// policy; the demo run itself takes no policy).
+	ws := t.TempDir()
+	writeDemo(t, ws)
+	run, err := e.admin.CreateRun(ctx, &api.CreateRun{Task: demo.Task, Model: "scripted:demo", Workspace: ws, Policy: src})
 	if err != nil {
 		t.Fatal(err)
 	}

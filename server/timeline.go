@@ -55,6 +55,17 @@ func (h *html) tag(tag, class, s string) {
 	h.text(s)
 	fmt.Fprintf(&h.b, `</%s>`, tag)
 }
+
+// token shows the id of the API token a person acted with, if any.
+func (h *html) token(id string) {
+	if id == "" {
+		return
+	}
+	h.raw(` <small class="token">`)
+	h.text("(token " + id + ")")
+	h.raw(`</small>`)
+}
+
 func (h *html) pre(s string, limit int) {
 	if s == "" {
 		return
@@ -138,11 +149,7 @@ func (r *rowRenderer) render(e *journal.Event) row {
 		h.tag("span", "effect "+string(x.Decision), string(x.Decision))
 		h.text(" " + r.call(x.CallID, "") + " by ")
 		h.tag("strong", "by", orDash(x.By))
-		if x.Token != "" {
-			h.raw(` <small class="token">`)
-			h.text("(token " + x.Token + ")")
-			h.raw(`</small>`)
-		}
+		h.token(x.Token)
 		if x.Reason != "" {
 			h.text(": " + x.Reason)
 		}
@@ -187,9 +194,15 @@ func (r *rowRenderer) render(e *journal.Event) row {
 		if x.Message != "" {
 			h.text(": " + clip(x.Message, rowTextChars))
 		}
+		h.token(x.Token)
 		h.pre(x.Output, rowOutputChars)
 	case *agent.RunResumed:
 		h.text("resumed")
+		if x.By != "" {
+			h.text(" by ")
+			h.tag("strong", "by", x.By)
+			h.token(x.Token)
+		}
 		if x.Model != "" {
 			h.text(" with " + x.Model)
 		}
@@ -197,6 +210,12 @@ func (r *rowRenderer) render(e *journal.Event) row {
 			h.text(" · interrupted calls repaired: " + strings.Join(x.Interrupted, ", "))
 		}
 	case *agent.UserMessage:
+		if x.By != "" {
+			h.tag("strong", "by", x.By)
+			h.token(x.Token)
+			h.text(": " + clip(x.Content, rowTextChars))
+			break
+		}
 		h.text("user: " + clip(x.Content, rowTextChars))
 	default:
 		renderGeneric(&h, e)

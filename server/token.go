@@ -14,7 +14,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
@@ -54,6 +57,11 @@ type Tokens struct {
 	mu      sync.RWMutex
 	byID    map[string]*tokenRec
 	checked time.Time // last refresh from the store
+	// revoked is closed (and replaced) whenever a revocation is folded,
+	// so that open event streams end at once.
+	revoked chan struct{}
+	// refreshing serialises refreshIfStale's reads of the stream.
+	refreshing sync.Mutex
 }
 
 type tokenRec struct {
@@ -89,7 +97,7 @@ type tokenRevoked struct {
 // NewTokens returns the token set kept in store's [TokenStream]. It reads
 // nothing until first used.
 func NewTokens(store journal.Store, opts *TokensOptions) *Tokens {
-	t := &Tokens{byID: map[string]*tokenRec{}, refresh: time.Second, clock: time.Now}
+	t := &Tokens{byID: map[string]*tokenRec{}, refresh: time.Second, clock: time.Now, revoked: make(chan struct{})}
 	if opts != nil {
 		if opts.Clock != nil {
 			t.clock = opts.Clock
@@ -122,6 +130,8 @@ func (t *Tokens) apply(e *journal.Event) error {
 			tm := e.Time
 			r.Revoked = &tm
 		}
+		close(t.revoked)
+		t.revoked = make(chan struct{})
 	}
 	return nil
 }
@@ -145,7 +155,11 @@ func CheckScopes(scopes []string) error {
 // invisible or reordering one (see [Visible]), and not starting with
 // "keel." or "keel-" or "_keel" (whatever the case), which name Keel's
 // own principals (keel.timeout, keel-cli, keel serve...): a person's
-// decision must never look automatic.
+// decision must never look automatic. The check sees through look-alikes:
+// the name is compared in its Unicode compatibility form (NFKC, so a
+// fullwidth "Ｋeel." is "Keel."), and a name whose first five characters
+// mix Latin letters with letters of another script (a Cyrillic "е" in
+// "kеel.timeout") is refused too.
 func CheckTokenName(name string) error {
 	switch {
 	case strings.TrimSpace(name) == "":
@@ -155,11 +169,34 @@ func CheckTokenName(name string) error {
 	case !utf8.ValidString(name) || Visible(name) != name || strings.ContainsAny(name, "\n\t"):
 		return fmt.Errorf("server: token name %q contains control or invisible characters", Visible(name))
 	}
-	l := strings.ToLower(name)
+	l := strings.ToLower(norm.NFKC.String(name))
+	if mixedScripts(l, 5) {
+		return fmt.Errorf("server: token name %q mixes Latin letters with letters of another script in its first characters (a look-alike); write it in one script", name)
+	}
 	if l == "keel" || strings.HasPrefix(l, "keel.") || strings.HasPrefix(l, "keel-") || strings.HasPrefix(l, "keel ") || strings.HasPrefix(l, "_keel") {
 		return fmt.Errorf("server: token name %q looks like one of Keel's own principals (keel.*, keel-*); name the person or system", name)
 	}
 	return nil
+}
+
+// mixedScripts reports whether the first n characters of s hold Latin
+// letters and letters of another script (characters of no script, such
+// as digits, punctuation and combining marks, do not count).
+func mixedScripts(s string, n int) bool {
+	latin, other := false, false
+	for i, r := range []rune(s) {
+		if i == n {
+			break
+		}
+		switch {
+		case !unicode.IsLetter(r):
+		case unicode.Is(unicode.Latin, r):
+			latin = true
+		default:
+			other = true
+		}
+	}
+	return latin && other
 }
 
 // TokenParams describe a new token for [Tokens.Create].
@@ -294,6 +331,58 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (*api.Token, e
 	tok := r.Token
 	tok.Scopes, tok.Agents = slices.Clone(r.Scopes), slices.Clone(r.Agents)
 	return &tok, nil
+}
+
+// Active returns nil if token id exists and is not revoked, re-reading
+// the stream when its view is older than the refresh interval (so a
+// revocation by another process is seen within it), and an error
+// wrapping [ErrBadToken] otherwise. Open event streams call it on a short
+// tick and before each batch of events, so a revoked token stops
+// receiving events as its other requests stop working.
+func (t *Tokens) Active(ctx context.Context, id string) error {
+	if err := t.refreshIfStale(ctx); err != nil {
+		return err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if r := t.byID[id]; r == nil || r.Revoked != nil {
+		return ErrBadToken
+	}
+	return nil
+}
+
+// refreshIfStale re-reads the stream when the view is older than the
+// refresh interval, once for all the callers that find it stale at the
+// same time (every open event stream checks its token every second).
+func (t *Tokens) refreshIfStale(ctx context.Context) error {
+	stale := func() bool {
+		t.mu.RLock()
+		defer t.mu.RUnlock()
+		return t.clock().Sub(t.checked) > t.refresh
+	}
+	if !stale() {
+		return nil
+	}
+	t.refreshing.Lock()
+	defer t.refreshing.Unlock()
+	if !stale() {
+		return nil // another caller refreshed meanwhile
+	}
+	if err := t.s.refresh(ctx); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.checked = t.clock()
+	t.mu.Unlock()
+	return nil
+}
+
+// revocations returns a channel that is closed at the next revocation
+// this Tokens folds (made here, or read from the stream).
+func (t *Tokens) revocations() <-chan struct{} {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.revoked
 }
 
 // Count returns the number of tokens that are not revoked.

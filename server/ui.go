@@ -269,9 +269,12 @@ func (h *Handler) uiRun(w http.ResponseWriter, r *http.Request, who *caller) err
 
 // uiStream is the timeline's live feed: Server-Sent Events whose "row"
 // messages carry rendered table rows and whose "summary" messages carry
-// the run's rendered header, after each burst of events. Browsers
-// reconnect with Last-Event-ID and get only what they missed.
-func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, _ *caller) error {
+// the run's rendered header, after each burst of events and whenever the
+// run starts or stops executing (which appends no event of its own).
+// Browsers reconnect with Last-Event-ID and get only what they missed.
+// When the session's token is revoked the feed sends "end" and stops
+// (the page then reloads, to the sign-in page).
+func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) error {
 	ctx := r.Context()
 	id := r.PathValue("id")
 	if _, err := h.run(ctx, id, 0); err != nil {
@@ -305,16 +308,31 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, _ *caller) er
 		}
 		fmt.Fprint(w, "\n")
 	}
+	// busy is closed when the run's place in the pool changes while the
+	// last summary sent showed it executing or queued; nil otherwise.
+	var busy <-chan struct{}
+	var last []byte
 	summary := func() {
-		run, err := h.run(ctx, id, 0)
-		if err != nil {
-			return
+		for {
+			// Watch before reading, so that a change in between is not
+			// missed: it closes the channel and the next turn sends again.
+			ch := h.pool.watch(id)
+			run, err := h.run(ctx, id, 0)
+			if err != nil {
+				return
+			}
+			var b bytes.Buffer
+			if err := h.ui.t.ExecuteTemplate(&b, "summary", run); err == nil && !bytes.Equal(b.Bytes(), last) {
+				send("summary", "", b.Bytes())
+				last = b.Bytes()
+			}
+			fl.Flush()
+			busy = ch
+			if ch != nil || !run.Executing && !run.Queued {
+				return
+			}
+			// It became busy after the watch: watch again.
 		}
-		var b bytes.Buffer
-		if err := h.ui.t.ExecuteTemplate(&b, "summary", run); err == nil {
-			send("summary", "", b.Bytes())
-		}
-		fl.Flush()
 	}
 	// Follow from the first event so that the renderer knows the run
 	// (step numbers, calls), but send only the rows from `from` on.
@@ -328,6 +346,13 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, _ *caller) er
 			return err
 		}
 		send("row", strconv.FormatInt(e.Seq, 10), b.Bytes())
+		return nil
+	}
+	guard := h.newTokenGuard(who)
+	defer guard.stop()
+	revoked := func() error {
+		fmt.Fprint(w, "event: end\ndata: unauthenticated\n\n")
+		fl.Flush()
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -352,12 +377,25 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, _ *caller) er
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-guard.revoked:
+			if !guard.valid(ctx) {
+				return revoked()
+			}
+		case <-guard.tick.C:
+			if !guard.valid(ctx) {
+				return revoked()
+			}
+		case <-busy:
+			summary()
 		case <-beat.C:
 			fmt.Fprint(w, ": keep-alive\n\n")
 			fl.Flush()
 		case e, ok := <-ch:
 			if !ok {
 				return nil
+			}
+			if !guard.valid(ctx) {
+				return revoked()
 			}
 			if err := write(&e); err != nil {
 				return nil
@@ -403,7 +441,10 @@ func (h *Handler) uiFork(w http.ResponseWriter, r *http.Request, who *caller) er
 	if err != nil {
 		return badRequest("event %q is not a number", r.PostFormValue("seq"))
 	}
-	run, err := h.forkAndStart(r.Context(), r.PathValue("id"), &api.ForkRun{Seq: seq, Workspace: strings.TrimSpace(r.PostFormValue("workspace"))}, who)
+	// "start it" is checked by default; unchecked, the fork waits, paused
+	// and "not started", with a Start button.
+	req := &api.ForkRun{Seq: seq, Workspace: strings.TrimSpace(r.PostFormValue("workspace")), Start: r.PostFormValue("start") != ""}
+	run, err := h.forkAndStart(r.Context(), r.PathValue("id"), req, who)
 	if err != nil {
 		return err
 	}

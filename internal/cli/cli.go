@@ -136,6 +136,7 @@ be resumed, inspected and audited.`,
 	root.PersistentFlags().StringVar(&a.token, "token", "", "API token for --server (default $KEEL_TOKEN, else the one keel serve saved in $KEEL_HOME/server-token)")
 	root.AddCommand(a.serveCmd(), a.tokensCmd())
 	a.clientMode(root)
+	a.clientGrantsMode(root)
 	plainUsage(root)
 	return root
 }

@@ -386,6 +386,16 @@ func TestServeReplayRecordings(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not one of this server's recordings") {
 		t.Errorf("a recording outside the directories: %v", err)
 	}
+	// The operator's admin token finds recordings by name too, and may
+	// name any path.
+	admin := s.apiClient(t)
+	run, err = admin.CreateRun(ctx, &api.CreateRun{Model: "replay:" + filepath.Base(first), Workspace: t.TempDir()})
+	if err != nil || run.Model != "replay:"+first {
+		t.Errorf("an admin's recording by name: %+v, %v", run, err)
+	}
+	if _, err := admin.CreateRun(ctx, &api.CreateRun{Model: "replay:" + outside, Workspace: t.TempDir()}); err != nil {
+		t.Errorf("an admin's recording by path: %v", err)
+	}
 }
 
 // After one of a run's two approvals is decided, the other is still

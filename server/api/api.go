@@ -41,6 +41,9 @@ const (
 	// CodeUnavailable: the server is shutting down or the feature is not
 	// configured (503).
 	CodeUnavailable = "unavailable"
+	// CodeTooLarge: the request body is over the server's limit of
+	// 1 MiB (413).
+	CodeTooLarge = "too_large"
 	// CodeInternal: anything else (500); details are in the server log.
 	CodeInternal = "internal"
 )
@@ -108,10 +111,11 @@ type CreateRun struct {
 	CompletionMarker *string `json:"completion_marker,omitempty"`
 	// Demo creates the bundled demonstration run: a fresh copy of the
 	// demo project and the scripted demo model, with a policy that asks a
-	// person before the agent edits a file.
+	// person before the agent edits a file. It takes no other field but
+	// Labels (a request that sets one is refused).
 	Demo bool `json:"demo,omitempty"`
-	// Labels are free-form annotations; keys starting with "keel." are
-	// the server's and refused.
+	// Labels are free-form annotations; keys starting with "keel." (in
+	// any case) are the server's and refused.
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
@@ -176,10 +180,16 @@ type ForkRun struct {
 	// 0 means the source's newest event.
 	Seq int64 `json:"seq,omitempty"`
 	// Workspace, if set, replaces the source's workspace directory (for
-	// example a copy of it); otherwise the fork works in the same one.
+	// example a copy of it). Otherwise a demo run's fork gets a fresh
+	// copy of the demo project, and another run's fork works in the
+	// source's workspace, which only the person who started the source
+	// run may leave implicit (anyone else names it to share it).
 	Workspace string `json:"workspace,omitempty"`
-	// Start executes the fork at once (with Message, if set).
-	Start   bool   `json:"start,omitempty"`
+	// Start executes the fork at once (with Message, if set). Without
+	// it the fork is journaled paused (reason "forked", not started)
+	// and waits for a resume; a restart does not execute it.
+	Start bool `json:"start,omitempty"`
+	// Message is a user message sent when the fork starts (needs Start).
 	Message string `json:"message,omitempty"`
 }
 
@@ -228,7 +238,8 @@ type Decide struct {
 	Reason string `json:"reason,omitempty"`
 	// Remember ("run" or "agent", approvals only) also allows matching
 	// calls from now on, in this run or in every run of the agent: the
-	// exact command that asked, or the word prefix in Prefix.
+	// exact command that asked, or the word prefix in Prefix. "agent" is
+	// refused for the shared demo agent (keel-demo).
 	Remember string   `json:"remember,omitempty"`
 	Prefix   []string `json:"prefix,omitempty"`
 }
@@ -256,6 +267,15 @@ type Agent struct {
 // AgentList is the body of GET /v1/agents.
 type AgentList struct {
 	Agents []Agent `json:"agents"`
+}
+
+// GrantList is the body of GET /v1/agents/{id}/grants and of the answer
+// to POST /v1/agents/{id}/grants/{grant}/revoke: an agent's standing
+// approvals (approvals remembered with remember "agent"), oldest first.
+// Each grant's ID is what the revoke route takes.
+type GrantList struct {
+	Agent  string         `json:"agent"`
+	Grants []policy.Grant `json:"grants"`
 }
 
 // CreateAgent is the body of POST /v1/agents.

@@ -12,6 +12,12 @@ function followTimeline(table) {
     const tr = tbody.lastElementChild;
     if (tr) tr.classList.add("new");
   });
+  // The session's token was revoked: stop, and reload (to the sign-in
+  // page) instead of reconnecting.
+  es.addEventListener("end", () => {
+    es.close();
+    location.reload();
+  });
   es.addEventListener("summary", (e) => {
     const box = document.getElementById("summary");
     if (box.contains(document.activeElement)) return; // someone is typing a reason

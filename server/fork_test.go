@@ -1,0 +1,236 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/model/modeltest"
+	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/server/api"
+)
+
+// lastEnded returns the payload of run id's newest event, which must be
+// an end or a pause.
+func (e *env) lastEnded(id string) (journal.Type, *agent.RunEnded) {
+	e.t.Helper()
+	evs := e.events(id)
+	last := evs[len(evs)-1]
+	v, err := agent.Decode(&last)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r, ok := v.(*agent.RunEnded)
+	if !ok {
+		e.t.Fatalf("run %s ends with %s, not a stop", id, last.Type)
+	}
+	return last.Type, r
+}
+
+// A fork that is not started says so (paused, reason "forked") and stays
+// so across a restart; it runs when someone resumes it. Started, it runs
+// at once. A message without start is refused.
+func TestUnstartedForkWaits(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	run, err := e.admin.CreateRun(ctx, &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := e.waitStop(run.ID, 1)
+	// Before the approval was asked: the fork would go on by itself.
+	at := asked.Seq - 1
+	var forks []string
+	for _, tt := range []struct {
+		name string
+		req  *api.ForkRun
+	}{
+		{"start omitted", &api.ForkRun{Seq: at}},
+		{"start false", &api.ForkRun{Seq: at, Start: false}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fork, err := e.admin.Fork(ctx, run.ID, tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fork.Status != "paused" || fork.Reason != server.ReasonForked || fork.Executing || fork.Queued || fork.Events != at+1 {
+				t.Errorf("unstarted fork = status %s, reason %q, executing %v, queued %v, %d events; want paused (forked) with %d events",
+					fork.Status, fork.Reason, fork.Executing, fork.Queued, fork.Events, at+1)
+			}
+			typ, end := e.lastEnded(fork.ID)
+			if typ != journal.RunPaused || end.Reason != server.ReasonForked || !strings.Contains(end.Message, "not started") {
+				t.Errorf("the fork ends with %s %+v, want run.paused (forked, not started)", typ, end)
+			}
+			forks = append(forks, fork.ID)
+		})
+	}
+	_, err = e.admin.Fork(ctx, run.ID, &api.ForkRun{Seq: at, Message: "go on"})
+	wantAPIError(t, err, api.CodeInvalidRequest, "set start")
+
+	// The web UI's Fork button: "start it" unchecked makes an unstarted
+	// fork whose page offers Start; checked, the fork runs.
+	ui := func(form url.Values) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/ui/runs/"+run.ID+"/fork", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		req.AddCookie(&http.Cookie{Name: "keel_token", Value: e.secret})
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/runs/") {
+			t.Fatalf("fork form: %d to %q", resp.StatusCode, loc)
+		}
+		return strings.TrimPrefix(loc, "/ui/runs/")
+	}
+	unstarted := ui(url.Values{"seq": {itoa(at)}})
+	forks = append(forks, unstarted)
+	page := e.page("/ui/runs/" + unstarted)
+	if !strings.Contains(page, "not started") || !strings.Contains(page, `<button id="resume">Start</button>`) {
+		t.Errorf("the unstarted fork's page shows no \"not started\" and Start button:\n%s", page)
+	}
+	started := ui(url.Values{"seq": {itoa(at)}, "start": {"1"}})
+	if ev := e.waitType(started, journal.ApprovalRequested); ev.Seq <= at {
+		t.Errorf("the started fork asked at %d", ev.Seq)
+	}
+
+	// A fork made without start by an older server: "running", with no
+	// event past its fork point.
+	legacy := e.journalRun(&agent.RunCreated{Task: "t", Model: "test:none", Workspace: t.TempDir(), MountPath: "/workspace", Sandbox: e.sandbox,
+		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(e.policy), Labels: map[string]string{server.LabelForkOf: run.ID + "@2"}},
+		draft(t, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, Content: "thinking"}}))
+
+	// A restart does not execute the unstarted forks.
+	e2, resumed := e.restart()
+	for _, r := range resumed {
+		if r == legacy {
+			t.Errorf("Start() executed the older server's unstarted fork %s", legacy)
+		}
+	}
+	for _, id := range forks {
+		for _, r := range resumed {
+			if r == id {
+				t.Errorf("Start() executed the unstarted fork %s", id)
+			}
+		}
+		got, err := e2.admin.Run(ctx, id)
+		if err != nil || got.Status != "paused" || got.Reason != server.ReasonForked || got.Events != at+1 {
+			t.Errorf("after a restart the fork is %+v, %v; want still paused (forked) with %d events", got, err, at+1)
+		}
+	}
+	// Resumed, it runs (to the demo's approval).
+	if _, err := e2.admin.Resume(ctx, forks[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if ev := e2.waitType(forks[0], journal.ApprovalRequested); ev.Seq <= at+1 {
+		t.Errorf("the resumed fork asked at %d", ev.Seq)
+	}
+}
+
+// page GETs a web UI page with the admin's cookie and returns its body.
+func (e *env) page(path string) string {
+	e.t.Helper()
+	req, _ := http.NewRequestWithContext(e.t.Context(), http.MethodGet, e.srv.URL+path, nil)
+	req.AddCookie(&http.Cookie{Name: "keel_token", Value: e.secret})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A fork never silently works in another person's workspace: a demo
+// run's fork gets a fresh copy of the demo project; another run's fork
+// keeps the workspace only for the person who started that run, and
+// anyone else names it (to share it, under a root) or another.
+func TestForkWorkspaces(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	bob := e.bound("bob", []string{identity.LocalAgent}, api.ScopeRunsWrite)
+	carol := e.bound("carol", []string{identity.LocalAgent}, api.ScopeRunsWrite)
+	dave := e.token("dave", api.ScopeRunsWrite) // bound to no agent: demos only
+
+	demoRun, err := bob.CreateRun(ctx, &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitStop(demoRun.ID, 1)
+	e.models.set("test:idle", modeltest.NewScripted([]modeltest.Turn{modeltest.Text("done")}, nil))
+	ws := t.TempDir()
+	plain, err := bob.CreateRun(ctx, &api.CreateRun{Task: "t", Model: "test:idle", Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitStop(plain.ID, 1)
+	resolvedWS, _ := filepath.EvalSymlinks(ws)
+
+	for _, tt := range []struct {
+		name string
+		who  string
+		src  string
+		req  api.ForkRun
+		// want is "fresh" (a new copy of the demo project), "same" (the
+		// source's workspace), or an error's code and words.
+		want, code, says string
+	}{
+		{name: "a demo fork by another token gets a fresh copy", who: "dave", src: demoRun.ID, want: "fresh"},
+		{name: "a demo fork by its creator gets a fresh copy too", who: "bob", src: demoRun.ID, want: "fresh"},
+		{name: "another person may not name the demo's workspace", who: "dave", src: demoRun.ID, req: api.ForkRun{Workspace: demoRun.Workspace},
+			code: api.CodeForbidden, says: "belongs to the person who started it (bob)"},
+		{name: "the demo's creator may name its workspace", who: "bob", src: demoRun.ID, req: api.ForkRun{Workspace: demoRun.Workspace}, want: "same"},
+		{name: "the creator's fork keeps the workspace", who: "bob", src: plain.ID, want: "same"},
+		{name: "another person's fork does not share it unasked", who: "carol", src: plain.ID,
+			code: api.CodeInvalidRequest, says: "does not share another person's workspace"},
+		{name: "another person may share it by naming it", who: "carol", src: plain.ID, req: api.ForkRun{Workspace: ws}, want: "same"},
+		{name: "an admin does not share it unasked either", who: "ada", src: plain.ID,
+			code: api.CodeInvalidRequest, says: "started by bob"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := map[string]*client.Client{"bob": bob, "carol": carol, "dave": dave, "ada": e.admin}[tt.who]
+			req := tt.req
+			req.Seq = 3
+			fork, err := c.Fork(ctx, tt.src, &req)
+			if tt.code != "" {
+				wantAPIError(t, err, tt.code, tt.says)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, _ := e.admin.Run(ctx, tt.src)
+			switch tt.want {
+			case "fresh":
+				if fork.Workspace == src.Workspace {
+					t.Fatalf("the demo fork works in the source's workspace %s", src.Workspace)
+				}
+				if _, err := os.Stat(filepath.Join(fork.Workspace, "textstats.py")); err != nil {
+					t.Errorf("the fork's workspace %s holds no demo project: %v", fork.Workspace, err)
+				}
+			case "same":
+				if fork.Workspace != src.Workspace && fork.Workspace != resolvedWS {
+					t.Errorf("the fork works in %s, want the source's %s", fork.Workspace, src.Workspace)
+				}
+			}
+			if fork.CreatedBy != tt.who {
+				t.Errorf("fork created by %q, want %s", fork.CreatedBy, tt.who)
+			}
+		})
+	}
+}
