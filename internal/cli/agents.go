@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 )
 
@@ -55,17 +56,14 @@ func (a *app) agentsCreateCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			ag, err := identity.NewDirectory(store, nil).Create(ctx, &identity.CreateParams{Name: args[0], Kind: identity.Kind(kind), Description: desc, By: a.person(by)})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "created %s agent %s\n", ag.Kind, ag.Name)
-			return nil
+			return a.withStore(ctx, func(store journal.Store) error {
+				ag, err := identity.NewDirectory(store, nil).Create(ctx, &identity.CreateParams{Name: args[0], Kind: identity.Kind(kind), Description: desc, By: a.person(by)})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "created %s agent %s\n", ag.Kind, ag.Name)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&kind, "kind", "employee", "employee (acts as itself) or assistant (acts on behalf of a user)")
@@ -82,37 +80,34 @@ func (a *app) agentsListCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			agents, err := identity.NewDirectory(store, nil).List(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, ag := range agents {
-					if err := enc.Encode(ag); err != nil {
-						return err
+			return a.withStore(ctx, func(store journal.Store) error {
+				agents, err := identity.NewDirectory(store, nil).List(ctx)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					enc := json.NewEncoder(a.stdout)
+					for _, ag := range agents {
+						if err := enc.Encode(ag); err != nil {
+							return err
+						}
 					}
+					return nil
 				}
-				return nil
-			}
-			tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AGENT\tKIND\tSTATUS\tCREATED\tGRANTS\tDESCRIPTION")
-			for _, ag := range agents {
-				status, created := "active", "built in"
-				if ag.Revoked {
-					status = "revoked " + ag.RevokedAt.Local().Format("2006-01-02 15:04")
+				tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "AGENT\tKIND\tSTATUS\tCREATED\tGRANTS\tDESCRIPTION")
+				for _, ag := range agents {
+					status, created := "active", "built in"
+					if ag.Revoked {
+						status = "revoked " + ag.RevokedAt.Local().Format("2006-01-02 15:04")
+					}
+					if !ag.Builtin {
+						created = ag.Created.Local().Format("2006-01-02 15:04")
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ag.Name, ag.Kind, status, created, len(ag.Grants), cell(clip(oneLine(ag.Description), 50)))
 				}
-				if !ag.Builtin {
-					created = ag.Created.Local().Format("2006-01-02 15:04")
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ag.Name, ag.Kind, status, created, len(ag.Grants), cell(clip(oneLine(ag.Description), 50)))
-			}
-			return tw.Flush()
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
@@ -126,33 +121,30 @@ func (a *app) agentsShowCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			ag, err := identity.NewDirectory(store, nil).Get(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			w := escWriter{a.stdout}
-			fmt.Fprintf(w, "agent %s (%s)\n", ag.Name, ag.Kind)
-			if ag.Description != "" {
-				fmt.Fprintf(w, "  %s\n", ag.Description)
-			}
-			if ag.Revoked {
-				fmt.Fprintf(w, "REVOKED %s by %s: %s\n", ag.RevokedAt.Local().Format("2006-01-02 15:04"), ag.RevokedBy, ag.RevokeReason)
-			} else if !ag.RestoredAt.IsZero() {
-				fmt.Fprintf(w, "restored %s by %s after a revocation\n", ag.RestoredAt.Local().Format("2006-01-02 15:04"), ag.RestoredBy)
-			}
-			fmt.Fprintf(w, "standing approvals: %d\n", len(ag.Grants))
-			for _, g := range ag.Grants {
-				fmt.Fprintf(w, "  %s\n", grantLine(g))
-			}
-			if len(ag.Grants) > 0 {
-				fmt.Fprintf(w, "remove one with: keel agents ungrant %s GRANT\n", ag.Name)
-			}
-			return nil
+			return a.withStore(ctx, func(store journal.Store) error {
+				ag, err := identity.NewDirectory(store, nil).Get(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				w := escWriter{a.stdout}
+				fmt.Fprintf(w, "agent %s (%s)\n", ag.Name, ag.Kind)
+				if ag.Description != "" {
+					fmt.Fprintf(w, "  %s\n", ag.Description)
+				}
+				if ag.Revoked {
+					fmt.Fprintf(w, "REVOKED %s by %s: %s\n", ag.RevokedAt.Local().Format("2006-01-02 15:04"), ag.RevokedBy, ag.RevokeReason)
+				} else if !ag.RestoredAt.IsZero() {
+					fmt.Fprintf(w, "restored %s by %s after a revocation\n", ag.RestoredAt.Local().Format("2006-01-02 15:04"), ag.RestoredBy)
+				}
+				fmt.Fprintf(w, "standing approvals: %d\n", len(ag.Grants))
+				for _, g := range ag.Grants {
+					fmt.Fprintf(w, "  %s\n", grantLine(g))
+				}
+				if len(ag.Grants) > 0 {
+					fmt.Fprintf(w, "remove one with: keel agents ungrant %s GRANT\n", ag.Name)
+				}
+				return nil
+			})
 		},
 	}
 }
@@ -179,38 +171,13 @@ func (a *app) agentsGrantsCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			ag, err := identity.NewDirectory(store, nil).Get(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, g := range ag.Grants {
-					if err := enc.Encode(g); err != nil {
-						return err
-					}
+			return a.withStore(ctx, func(store journal.Store) error {
+				ag, err := identity.NewDirectory(store, nil).Get(ctx, args[0])
+				if err != nil {
+					return err
 				}
-				return nil
-			}
-			if len(ag.Grants) == 0 {
-				fmt.Fprintf(a.stdout, "agent %s has no standing approvals\n", ag.Name)
-				return nil
-			}
-			tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "GRANT\tTOOL\tMATCHES\tBY\tRUN")
-			for _, g := range ag.Grants {
-				what := "exactly: " + g.Exact
-				if len(g.Prefix) > 0 {
-					what = "starting: " + strings.Join(g.Prefix, " ")
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", g.ID, g.Tool, cell(clip(what, 70)), cell(g.By), g.Run)
-			}
-			return tw.Flush()
+				return a.printGrants(ag.Name, ag.Grants, asJSON)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
@@ -225,16 +192,13 @@ func (a *app) agentsUngrantCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			if err := identity.NewDirectory(store, nil).Ungrant(ctx, args[0], args[1], &identity.UngrantParams{By: a.person(by), Reason: reason}); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "removed standing approval %s of agent %s\n", args[1], args[0])
-			return nil
+			return a.withStore(ctx, func(store journal.Store) error {
+				if err := identity.NewDirectory(store, nil).Ungrant(ctx, args[0], args[1], &identity.UngrantParams{By: a.person(by), Reason: reason}); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "removed standing approval %s of agent %s\n", args[1], args[0])
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&by, "by", "", "who removes it (default: $USER)")
@@ -255,17 +219,14 @@ dropped. A created agent's revocation is permanent: create a new agent.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			ag, err := identity.NewDirectory(store, nil).Restore(ctx, args[0], &identity.RestoreParams{By: a.person(by), Reason: reason})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "restored agent %s; it may act again (its runs paused by the revocation continue with keel runs resume)\n", ag.Name)
-			return nil
+			return a.withStore(ctx, func(store journal.Store) error {
+				ag, err := identity.NewDirectory(store, nil).Restore(ctx, args[0], &identity.RestoreParams{By: a.person(by), Reason: reason})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "restored agent %s; it may act again (its runs paused by the revocation continue with keel runs resume)\n", ag.Name)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&by, "by", "", "who restores it (default: $USER)")
@@ -281,20 +242,46 @@ func (a *app) agentsRevokeCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			ag, err := identity.NewDirectory(store, nil).Revoke(ctx, args[0], &identity.RevokeParams{By: a.person(by), Reason: reason})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "revoked agent %s; its runs pause at their next gate decision\n", ag.Name)
-			return nil
+			return a.withStore(ctx, func(store journal.Store) error {
+				ag, err := identity.NewDirectory(store, nil).Revoke(ctx, args[0], &identity.RevokeParams{By: a.person(by), Reason: reason})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "revoked agent %s; its runs pause at their next gate decision\n", ag.Name)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
 	cmd.Flags().StringVar(&by, "by", "", "who revokes it (default: $USER)")
 	return cmd
+}
+
+// printGrants prints an agent's standing approvals: JSON lines, or a
+// table (or a sentence when there are none). Local and --server output
+// are the same.
+func (a *app) printGrants(agentName string, grants []policy.Grant, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, g := range grants {
+			if err := enc.Encode(g); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(grants) == 0 {
+		fmt.Fprintf(a.stdout, "agent %s has no standing approvals\n", agentName)
+		return nil
+	}
+	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GRANT\tTOOL\tMATCHES\tBY\tRUN")
+	for _, g := range grants {
+		what := "exactly: " + g.Exact
+		if len(g.Prefix) > 0 {
+			what = "starting: " + strings.Join(g.Prefix, " ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", g.ID, g.Tool, cell(clip(what, 70)), cell(g.By), g.Run)
+	}
+	return tw.Flush()
 }

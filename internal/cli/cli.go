@@ -136,7 +136,6 @@ be resumed, inspected and audited.`,
 	root.PersistentFlags().StringVar(&a.token, "token", "", "API token for --server (default $KEEL_TOKEN, else the one keel serve saved in $KEEL_HOME/server-token)")
 	root.AddCommand(a.serveCmd(), a.tokensCmd())
 	a.clientMode(root)
-	a.clientGrantsMode(root)
 	plainUsage(root)
 	return root
 }
@@ -218,4 +217,15 @@ func (a *app) openStore(ctx context.Context) (journal.Store, error) {
 		return nil, fmt.Errorf("open journal %s: %w", p, err)
 	}
 	return a.debugStore(s)
+}
+
+// withStore opens the journal (see openStore), calls fn with it and
+// closes it; it returns fn's error, or the error of opening.
+func (a *app) withStore(ctx context.Context, fn func(journal.Store) error) error {
+	store, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	return fn(store)
 }

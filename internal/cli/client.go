@@ -89,6 +89,8 @@ func (a *app) clientMode(root *cobra.Command) {
 		"keel agents show":    a.clientAgentsShow,
 		"keel agents create":  a.clientAgentsCreate,
 		"keel agents revoke":  a.clientAgentsRevoke,
+		"keel agents grants":  a.clientAgentsGrants,
+		"keel agents ungrant": a.clientAgentsUngrant,
 		"keel audit verify":   a.clientAuditVerify,
 		"keel tokens create":  a.clientTokensCreate,
 		"keel tokens list":    a.clientTokensList,

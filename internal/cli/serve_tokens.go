@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 )
@@ -75,16 +76,13 @@ runs on it; a revocation takes effect there within a second.`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			toks, err := server.NewTokens(store, nil).List(ctx)
-			if err != nil {
-				return err
-			}
-			return printTokens(a, toks)
+			return a.withStore(ctx, func(store journal.Store) error {
+				toks, err := server.NewTokens(store, nil).List(ctx)
+				if err != nil {
+					return err
+				}
+				return printTokens(a, toks)
+			})
 		},
 	}
 	revoke := &cobra.Command{
@@ -93,16 +91,13 @@ runs on it; a revocation takes effect there within a second.`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			if err := server.NewTokens(store, nil).Revoke(ctx, args[0], a.person(by)); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "revoked token %s\n", args[0])
-			return nil
+			return a.withStore(ctx, func(store journal.Store) error {
+				if err := server.NewTokens(store, nil).Revoke(ctx, args[0], a.person(by)); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "revoked token %s\n", args[0])
+				return nil
+			})
 		},
 	}
 	revoke.Flags().StringVar(&by, "by", "", "who revokes it (default: $USER)")
