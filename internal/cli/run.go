@@ -274,6 +274,13 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	if err != nil {
 		return err
 	}
+	// Say so before the header when another process executes the run
+	// (Execute refuses it too, should one start meanwhile).
+	if l, ok := rt.Store().(journal.Locker); ok {
+		if h, err := l.Holder(ctx, runID); err == nil && h != "" {
+			return newBusyError(ctx, rt.Store(), runID)
+		}
+	}
 	p.header(runID, st.Created, w)
 	evs, err := rt.Store().Read(ctx, runID, 1)
 	if err != nil {
