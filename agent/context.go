@@ -2,10 +2,12 @@ package agent
 
 import (
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/tool"
 )
 
 // The model request is a view over the journal (docs/context.md): the
@@ -80,8 +82,9 @@ type ContextCompacted struct {
 	// could not (see Attempts); such a summary lists the calls and their
 	// outcomes.
 	Mechanical bool `json:"mechanical,omitempty"`
-	// Handoff marks a fresh context: every turn left the view, and Notes
-	// (the workspace's NotesFile) joined the summary.
+	// Handoff marks a fresh context: every turn left the view (an
+	// automatic handoff keeps a newest turn the model has not answered),
+	// and Notes (the workspace's NotesFile) joined the summary.
 	Handoff   bool   `json:"handoff,omitempty"`
 	Notes     string `json:"notes,omitempty"`
 	NotesFile string `json:"notes_file,omitempty"`
@@ -99,8 +102,11 @@ type ContextCompacted struct {
 	Window       int `json:"window"`
 	// Attempts lists failed summary requests, in order.
 	Attempts []SummaryAttempt `json:"attempts,omitempty"`
-	// Usage, Cost, Model and DurationMS describe the summary call that
-	// succeeded (zero for a mechanical summary).
+	// Usage and Cost sum every summary call of this compaction, the
+	// failed attempts included (each also in its attempt): every call a
+	// provider reports usage for is paid, so the run's totals and limits
+	// count it. Model and DurationMS describe the calls (zero when none
+	// was made).
 	Usage      model.Usage `json:"usage"`
 	Cost       float64     `json:"cost,omitempty"`
 	Model      string      `json:"model,omitempty"`
@@ -109,11 +115,18 @@ type ContextCompacted struct {
 
 // SummaryAttempt is one failed request for a summary.
 type SummaryAttempt struct {
-	// Kind is the model error kind ("context_overflow") or "empty".
+	// Kind is the model error kind ("context_overflow"), "empty" (no
+	// text), "tool_call" (a tool call instead of text) or "no_gain" (a
+	// summary that would not shrink the view).
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 	// BudgetTokens is the input budget the request was built for.
 	BudgetTokens int `json:"budget_tokens"`
+	// Usage and Cost are what the provider reported for the call (nil
+	// and 0 when it reported none); they are part of the event's Usage
+	// and Cost.
+	Usage *model.Usage `json:"usage,omitempty"`
+	Cost  float64      `json:"cost,omitempty"`
 }
 
 // Compaction is the step function's decision to compact (ActCompact).
@@ -231,6 +244,12 @@ func (s *State) applyContext(e *journal.Event, v any) error {
 		if p.From != s.ViewStart() || p.To <= p.From || p.To > len(s.Messages) {
 			return bad("context.compacted range [%d, %d) does not continue the view at %d of %d messages", p.From, p.To, s.ViewStart(), len(s.Messages))
 		}
+		if p.To > answeredEnd(s) {
+			// The newest turn left the view before the model saw its
+			// results (a requested handoff): the model's next calls
+			// cannot repeat "the same call with the same result".
+			s.ctx.forgetRepeats()
+		}
 		s.ctx.viewStart = p.To
 		s.ctx.compactions = append(s.ctx.compactions, p)
 		s.ctx.sinceHandoff++
@@ -257,6 +276,13 @@ func (s *State) applyContext(e *journal.Event, v any) error {
 		s.noteTurnDone()
 	}
 	return nil
+}
+
+// forgetRepeats restarts loop health's count of repeated turns (see
+// [State.RepeatStreak]): the turns before now no longer count.
+func (c *contextState) forgetRepeats() {
+	h := &c.healthState
+	h.repeatStreak, h.repeatPeriod, h.sigs, h.runs, h.grew = 0, 0, nil, [maxPeriod + 1]int{}, false
 }
 
 // turnOf returns the newest turn with a call of that id.
@@ -302,24 +328,58 @@ func toolSpecs(c *RunCreated) []model.ToolSpec {
 // name (this prefix stays the same between steps, so provider prompt
 // caching applies), the task, the newest compaction summary with the
 // plan, and the turns since. When the estimate still exceeds the window
-// (less a reserve for the answer), older tool results and texts are
-// trimmed in the request, never in the journal, so the request fits.
-// PriorTurns counts the compacted assistant turns.
+// (less a reserve for the answer), the request is fitted, never the
+// journal: older tool results and texts are trimmed first, and each
+// result of the newest turn, which the model has not seen yet, is
+// bounded to its share of the room left, naming the file with the whole
+// result (its artifact, or the one the executor saves for it: see
+// [ResultArtifact]). PriorTurns counts the compacted assistant turns.
 func BuildRequest(s *State, maxOutput int) *model.Request {
-	req, _ := buildRequest(s, maxOutput)
+	req, _, _ := fittedRequest(s, maxOutput, nil)
 	return req
 }
 
-// buildRequest is BuildRequest, also returning the request's estimate.
-func buildRequest(s *State, maxOutput int) (*model.Request, int) {
+// fittedRequest is BuildRequest, also returning the request's estimate
+// and the calls of the newest turn whose results it cut and that have
+// no artifact yet: the executor saves them before it sends the request.
+// canSave says whether a call's result can be saved; nil means every
+// one can. A cut result that cannot be saved names no file.
+func fittedRequest(s *State, maxOutput int, canSave func(id string) bool) (*model.Request, int, []*Call) {
 	req := &model.Request{System: systemPrompt(s.Created), Tools: toolSpecs(s.Created), MaxOutputTokens: maxOutput}
 	req.Messages, req.PriorTurns = viewMessages(s)
 	est := estimateView(s)
-	if w := s.ContextWindow(); w > 0 && est > w-outputReserve(w, maxOutput) {
-		fitRequest(req, s.Family(), w-outputReserve(w, maxOutput))
-		est = EstimateRequest(req, s.Family())
+	w := s.ContextWindow()
+	if w <= 0 || est <= w-outputReserve(w, maxOutput) {
+		return req, est, nil
 	}
-	return req, est
+	artifacts := map[string]string{}
+	byID := map[string]*Call{}
+	if t := s.LastTurn(); t != nil {
+		for _, c := range t.Calls {
+			switch {
+			case c.Finished == nil:
+			case c.Finished.Artifact != "":
+				artifacts[c.ID] = c.Finished.Artifact
+			case canSave == nil || canSave(c.ID):
+				artifacts[c.ID] = ResultArtifact(s.RunID, c.ID)
+				byID[c.ID] = c
+			}
+		}
+	}
+	var save []*Call
+	for _, id := range fitRequest(req, s.Family(), w-outputReserve(w, maxOutput), artifacts) {
+		if c := byID[id]; c != nil {
+			save = append(save, c)
+		}
+	}
+	return req, EstimateRequest(req, s.Family()), save
+}
+
+// ResultArtifact returns the workspace-relative file in which the whole
+// result of call callID of run runID is saved: the artifact path
+// [tool.Output] uses, .keel/artifacts/RUN/CALL.out.
+func ResultArtifact(runID, callID string) string {
+	return path.Join(tool.ArtifactDir, tool.SafeName(runID, "run"), tool.SafeName(callID, "call")+".out")
 }
 
 // outputReserve is the part of the window kept free for the answer.

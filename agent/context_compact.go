@@ -88,9 +88,32 @@ func (x *executor) compact(ctx context.Context, c *Compaction) error {
 		if ctx.Err() != nil {
 			return nil // the loop records the stop
 		}
+		// Every call that reports usage is paid, whether or not its
+		// summary is used: its usage and cost join the event's (and so
+		// the run's totals and limits) and the failed attempt's.
+		var usage *model.Usage
+		var cost float64
+		if resp != nil {
+			u := clampUsage(resp.Usage)
+			usage = &u
+			if x.p.Price != nil {
+				cost = max(0, x.p.Price(u))
+			}
+			ev.Usage, ev.Cost = ev.Usage.Add(u), ev.Cost+cost
+			if resp.Model != "" {
+				ev.Model = resp.Model
+			}
+		}
+		failed := func(kind, msg string) {
+			a := SummaryAttempt{Kind: kind, Message: msg, BudgetTokens: budget, Cost: cost}
+			if usage != nil && usage.Total() > 0 {
+				a.Usage = usage
+			}
+			ev.Attempts = append(ev.Attempts, a)
+		}
 		if err != nil {
 			kind := model.KindOf(err)
-			ev.Attempts = append(ev.Attempts, SummaryAttempt{Kind: kind.String(), Message: clipMiddle(err.Error(), 500), BudgetTokens: budget})
+			failed(kind.String(), clipMiddle(err.Error(), 500))
 			if kind == model.KindContextOverflow {
 				budget /= 2
 				continue
@@ -102,18 +125,16 @@ func (x *executor) compact(ctx context.Context, c *Compaction) error {
 		}
 		text := strings.TrimSpace(resp.Message.Content)
 		if text == "" {
-			ev.Attempts = append(ev.Attempts, SummaryAttempt{Kind: "empty", Message: "the model returned no summary text", BudgetTokens: budget})
+			if len(resp.Message.ToolCalls) > 0 {
+				failed("tool_call", fmt.Sprintf("the model answered with a call of %s instead of a summary", oneLineClip(resp.Message.ToolCalls[0].Name, 60)))
+			} else {
+				failed("empty", "the model returned no summary text")
+			}
 			continue
-		}
-		// The call is paid whether or not its summary is used.
-		ev.Usage, ev.Model = ev.Usage.Add(resp.Usage), resp.Model
-		if x.p.Price != nil {
-			ev.Cost += x.p.Price(resp.Usage)
 		}
 		ev.Summary = clipTokens(text, sumTokens, fam)
 		if after := estimateAfter(st, ev); !c.Handoff && after >= c.Estimate {
-			ev.Attempts = append(ev.Attempts, SummaryAttempt{Kind: "no_gain", BudgetTokens: budget,
-				Message: fmt.Sprintf("the model's summary would leave the next request at %d tokens, not fewer than the %d before", after, c.Estimate)})
+			failed("no_gain", fmt.Sprintf("the model's summary would leave the next request at %d tokens, not fewer than the %d before", after, c.Estimate))
 			ev.Summary = ""
 		}
 		break

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/keel-run/keel/model"
@@ -9,14 +11,19 @@ import (
 
 // contextAction decides whether the run compacts before its next model
 // call: when a handoff was requested, or when the estimate of the next
-// request passes the threshold and there is something to compact. It
-// never returns a compaction that does not move the view forward, so
+// request passes the threshold and there is something to compact.
+//
+// Only messages the model has answered leave the view: those before its
+// newest assistant message (answeredEnd). The newest turn and its
+// results, which the model has not seen yet, always reach it at least
+// once, fitted into the request when they do not fit (fitRequest).
+//
+// It never returns a compaction that does not move the view forward, so
 // compaction cannot loop: each one consumes at least one message. Nor
-// does it return one (other than a handoff) that cannot shrink the view:
-// when even Keel's shortest summary (minimalSummary) would not be
-// smaller than the messages and the summary it replaces, it compacts
-// everything but the newest message instead, or, if that cannot shrink
-// the view either, not at all (the request is then fitted).
+// does it return one (other than a handoff) whose saving is tiny
+// (worthCompacting): then it compacts everything the model has
+// answered instead, or, if that cannot save enough either, nothing (the
+// request is then fitted).
 func contextAction(s *State) (Action, bool) {
 	cfg := s.contextConfig()
 	from, n := s.ViewStart(), len(s.Messages)
@@ -30,27 +37,54 @@ func contextAction(s *State) (Action, bool) {
 	if float64(est) <= cfg.Threshold*float64(cfg.Window) {
 		return Action{}, false
 	}
+	end := answeredEnd(s)
+	if end <= from {
+		return Action{}, false
+	}
 	c := &Compaction{From: from, Reason: "threshold", Estimate: est}
 	if cfg.HandoffAfter > 0 && s.ctx.sinceHandoff >= cfg.HandoffAfter {
-		c.To, c.Handoff, c.Reason = n, true, "handoff"
+		c.To, c.Handoff, c.Reason = end, true, "handoff"
 	} else {
-		c.To = chooseBoundary(s, from, keepBudget(s, cfg))
+		c.To = chooseBoundary(s, from, end, keepBudget(s, cfg))
 	}
 	if c.To <= from {
 		return Action{}, false
 	}
-	if !c.Handoff && !canShrink(s, c.From, c.To) {
-		if c.To >= n-1 || !canShrink(s, c.From, n-1) {
+	if !c.Handoff && !worthCompacting(s, c.From, c.To) {
+		if c.To >= end || !worthCompacting(s, c.From, end) {
 			return Action{}, false
 		}
-		c.To = n - 1
+		c.To = end
 	}
 	return Action{Kind: ActCompact, Compact: c}, true
+}
+
+// answeredEnd returns the index in s.Messages of the newest assistant
+// message (0 when there is none): the messages before it are the ones
+// the model has answered, the only ones a compaction may take out of
+// the view. The newest turn's results, and any message after them, the
+// model has not seen yet.
+func answeredEnd(s *State) int {
+	for i := len(s.Messages) - 1; i > 0; i-- {
+		if s.Messages[i].Role == model.RoleAssistant {
+			return i
+		}
+	}
+	return 0
 }
 
 // minGain is the least a compaction must save, in pieces, for its
 // estimate in tokens to drop after the family's rounding.
 const minGain = 8
+
+// minCompactionGain returns the least a compaction must be able to save,
+// in tokens, for a run with this window to make one: a 32nd of the
+// window, at least 128 tokens. Below it the compaction (and the summary
+// call it may pay for) changes nearly nothing; the request is fitted
+// instead. The report behind it: a compaction of one short message
+// that took a paid summary call to go from 35,808 to 35,728 tokens of
+// a 32,768-token window.
+func minCompactionGain(window int) int { return max(2*minSummaryTokens, window/32) }
 
 // replacedPieces returns the pieces a compaction of messages [from, to)
 // takes out of the view: those messages with their results, and the
@@ -66,13 +100,20 @@ func replacedPieces(s *State, from, to int) int {
 	return n
 }
 
-// canShrink reports whether compacting messages [from, to) can make the
-// view smaller: whether Keel's shortest summary, with the plan, is
-// smaller than what it would replace.
-func canShrink(s *State, from, to int) bool {
+// shrinkPieces returns how many pieces compacting messages [from, to)
+// saves at most: what it replaces less Keel's shortest summary, with
+// the plan.
+func shrinkPieces(s *State, from, to int) int {
 	first, last := stepRange(s, from, to)
 	least := perMessagePieces + EstimateText(summaryMessage(&ContextCompacted{Summary: minimalSummary(first, last), FirstStep: first, LastStep: last, Plan: s.Plan()}))
-	return least+minGain <= replacedPieces(s, from, to)
+	return replacedPieces(s, from, to) - least
+}
+
+// worthCompacting reports whether compacting messages [from, to) can
+// shrink the view by at least minCompactionGain tokens.
+func worthCompacting(s *State, from, to int) bool {
+	g := shrinkPieces(s, from, to)
+	return g >= minGain && s.Family().scale(g) >= minCompactionGain(s.ContextWindow())
 }
 
 // lowWater is the fraction of the threshold a compaction aims to bring
@@ -107,81 +148,105 @@ func estimateView(s *State) int {
 	return s.Family().scale(n)
 }
 
-// chooseBoundary returns the smallest message index to in (from, n] such
-// that messages [to, n) with their results fit in keep tokens. When even
-// the newest message does not fit, it keeps only that one (to = n-1) if
-// that still compacts something, else compacts everything (to = n).
-func chooseBoundary(s *State, from, keep int) int {
-	n := len(s.Messages)
+// chooseBoundary returns the smallest message index to in (from, end]
+// such that messages [to, n) with their results fit in keep tokens; end
+// is answeredEnd, so the newest turn always stays. When even the
+// messages from end on do not fit, it compacts everything before end.
+func chooseBoundary(s *State, from, end, keep int) int {
 	f := s.Family()
-	groups := s.ctx.pieces[from:]
-	to := n
 	tail := 0
-	for i := n - 1; i > from; i-- {
-		tail += f.scale(groups[i-from])
+	for _, p := range s.ctx.pieces[end:] {
+		tail += f.scale(p)
+	}
+	to := end
+	for i := end - 1; i > from && tail <= keep; i-- {
+		tail += f.scale(s.ctx.pieces[i])
 		if tail > keep {
 			break
 		}
 		to = i
 	}
-	if to == n && n-1 > from {
-		to = n - 1
-	}
 	return to
 }
 
 // fitRequest trims req's messages, in passes of increasing severity,
-// until its estimate is at most budget tokens: older tool results, then
-// older assistant texts, then the newest results, then everything to a
-// few hundred characters, and last whole turns from the oldest (their
-// count is added to PriorTurns). The task and the newest turn are kept
-// as long as anything else can give way. It is deterministic.
-func fitRequest(req *model.Request, f Family, budget int) {
+// until its estimate is at most budget tokens, and returns the call ids
+// of the newest turn's results it cut. The newest turn's results are
+// the ones the model has not seen, so they give way last: first older
+// tool results and assistant texts are clipped (1,000 and 500
+// characters); then each result of the newest turn is bounded to its
+// share of the room left (fitNewest), with a note naming the file that
+// holds the whole result (artifacts[call id], when there is one); then
+// older messages are clipped harder (300 characters), then whole older
+// turns are left out from the oldest (their count is added to
+// PriorTurns), and last the other messages after the task are clipped.
+// The task is never trimmed. It is deterministic.
+func fitRequest(req *model.Request, f Family, budget int, artifacts map[string]string) []string {
 	if EstimateRequest(req, f) <= budget {
-		return
+		return nil
 	}
-	msgs := append([]model.Message(nil), req.Messages...)
-	req.Messages = msgs
-	last := lastAssistant(msgs)
-	passes := []struct {
-		role   model.Role
-		before bool // only messages before the newest turn
-		max    int
-	}{
-		{model.RoleTool, true, 1000},
-		{model.RoleAssistant, true, 500},
-		{model.RoleTool, false, 2000},
-		{model.RoleTool, false, 300},
-		{model.RoleAssistant, false, 300},
-		{model.RoleUser, false, 2000},
+	req.Messages = append([]model.Message(nil), req.Messages...)
+	// The newest turn's results, whole, to fit again after each pass.
+	var newest []newestResult
+	for i := lastAssistant(req.Messages) + 1; i < len(req.Messages); i++ {
+		if m := req.Messages[i]; m.Role == model.RoleTool {
+			newest = append(newest, newestResult{id: m.ToolCallID, content: m.Content, artifact: artifacts[m.ToolCallID]})
+		}
 	}
-	for _, p := range passes {
-		for i := 1; i < len(msgs); i++ {
-			if msgs[i].Role != p.role || (p.before && i >= last) {
-				continue
+	clipOlder := func(toolMax, textMax int) {
+		msgs := req.Messages
+		last := lastAssistant(msgs)
+		for i := 1; i < last; i++ {
+			switch msgs[i].Role {
+			case model.RoleTool:
+				msgs[i].Content = clipMiddle(msgs[i].Content, toolMax)
+			case model.RoleAssistant:
+				msgs[i].Content = clipMiddle(msgs[i].Content, textMax)
+				msgs[i].ToolCalls = clipCallArgs(msgs[i].ToolCalls, textMax)
 			}
-			msgs[i].Content = clipMiddle(msgs[i].Content, p.max)
-		}
-		if EstimateRequest(req, f) <= budget {
-			return
 		}
 	}
-	// Drop the oldest turns (an assistant message with its results, or a
-	// user message) after the task and the summary, keeping the newest.
+	clipNewestCalls := func(n int) {
+		if last := lastAssistant(req.Messages); last < len(req.Messages) {
+			req.Messages[last].ToolCalls = clipCallArgs(req.Messages[last].ToolCalls, n)
+		}
+	}
+	var cut []string
+	fits := func() bool {
+		cut = fitNewest(req, f, budget, newest)
+		return EstimateRequest(req, f) <= budget
+	}
+	clipOlder(1000, 500)
+	if EstimateRequest(req, f) <= budget {
+		return nil
+	}
+	// The newest calls' long arguments (the model wrote them) give way
+	// before their results (which it has not seen).
+	clipNewestCalls(2000)
+	if EstimateRequest(req, f) <= budget || fits() {
+		return cut
+	}
+	clipOlder(300, 300)
+	if fits() {
+		return cut
+	}
+	// Leave out the oldest turns (an assistant message with its results,
+	// or a user message) after the task and the summary, keeping the
+	// newest.
 	keepFrom := 1
-	if len(msgs) > 1 && msgs[1].Role == model.RoleUser {
+	if len(req.Messages) > 1 && req.Messages[1].Role == model.RoleUser {
 		keepFrom = 2
 	}
 	note := model.Message{Role: model.RoleUser, Content: "[Keel: older turns were left out of this request to fit the context window.]"}
 	noted := false
-	for EstimateRequest(req, f) > budget {
+	for {
 		msgs := req.Messages
 		start := keepFrom
 		if noted {
 			start++
 		}
 		if start >= lastAssistant(msgs) {
-			return
+			break
 		}
 		end := start + 1
 		if msgs[start].Role == model.RoleAssistant {
@@ -197,7 +262,157 @@ func fitRequest(req *model.Request, f Family, budget int) {
 			noted = true
 		}
 		req.Messages = append(out, msgs[end:]...)
+		if EstimateRequest(req, f) <= budget {
+			// Share the room this freed among the newest results.
+			fits()
+			return cut
+		}
 	}
+	// Last: everything after the task but the newest results.
+	for i := 1; i < len(req.Messages); i++ {
+		switch m := &req.Messages[i]; m.Role {
+		case model.RoleUser:
+			m.Content = clipMiddle(m.Content, 2000)
+		case model.RoleAssistant:
+			m.Content = clipMiddle(m.Content, 300)
+		}
+	}
+	clipNewestCalls(300)
+	fits()
+	return cut
+}
+
+// clipCallArgs returns calls with every string in their JSON arguments
+// longer than n characters clipped to n (head and tail, with a marker),
+// so that the arguments stay valid JSON. Arguments that are not a JSON
+// object are left as they are. calls itself is not modified.
+func clipCallArgs(calls []model.ToolCall, n int) []model.ToolCall {
+	var out []model.ToolCall
+	for i, c := range calls {
+		if utf8.RuneCountInString(c.Arguments) <= n {
+			continue
+		}
+		var v map[string]any
+		if json.Unmarshal([]byte(c.Arguments), &v) != nil || v == nil {
+			continue
+		}
+		b, err := json.Marshal(clipStrings(v, n))
+		if err != nil {
+			continue
+		}
+		if out == nil {
+			out = append([]model.ToolCall(nil), calls...)
+		}
+		out[i].Arguments = string(b)
+	}
+	if out == nil {
+		return calls
+	}
+	return out
+}
+
+// clipStrings clips every string in the decoded JSON value v to n
+// characters (clipMiddle).
+func clipStrings(v any, n int) any {
+	switch x := v.(type) {
+	case string:
+		return clipMiddle(x, n)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = clipStrings(e, n)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = clipStrings(e, n)
+		}
+	}
+	return v
+}
+
+// newestResult is a result of the newest turn as the view holds it.
+type newestResult struct {
+	id, content string
+	// artifact is the workspace file holding the whole result, or "".
+	artifact string
+}
+
+// minResultShare is the least a result of the newest turn is given when
+// the request is fitted, in tokens: the note naming its file and a few
+// lines.
+const minResultShare = 120
+
+// fitNewest bounds the newest turn's results in req so that the request
+// fits in budget tokens: the room left by every other message is shared
+// among them, the smaller results first, each kept whole when it fits
+// in its share (what it leaves over goes to the others), the others cut
+// to their share, head and tail, with a note naming the file that holds
+// the whole result. It starts from the whole results each time, and
+// returns the ids of those it cut.
+func fitNewest(req *model.Request, f Family, budget int, newest []newestResult) []string {
+	if len(newest) == 0 {
+		return nil
+	}
+	at := map[string]int{}
+	for i := lastAssistant(req.Messages) + 1; i < len(req.Messages); i++ {
+		if req.Messages[i].Role == model.RoleTool {
+			at[req.Messages[i].ToolCallID] = i
+			req.Messages[i].Content = ""
+		}
+	}
+	room := budget - EstimateRequest(req, f)
+	order := make([]int, len(newest))
+	cost := make([]int, len(newest))
+	for i := range newest {
+		order[i] = i
+		cost[i] = f.scale(EstimateText(newest[i].content))
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cost[a] - cost[b] })
+	var cut []string
+	for k, i := range order {
+		r := newest[i]
+		share := room / (len(order) - k)
+		content := r.content
+		if cost[i] > share {
+			content = clipResult(r.content, max(share, minResultShare), r.artifact, f)
+			cut = append(cut, r.id)
+		}
+		room -= f.scale(EstimateText(content))
+		if j, ok := at[r.id]; ok {
+			req.Messages[j].Content = content
+		}
+	}
+	return cut
+}
+
+// clipResult keeps the head and tail of a result within about tokens
+// estimated tokens of family f, with a note in the middle saying how
+// much was left out and where the whole result is.
+func clipResult(s string, tokens int, artifact string, f Family) string {
+	n := utf8.RuneCountInString(s)
+	where := "Repeat the call with a narrower range to see the rest."
+	if artifact != "" {
+		where = fmt.Sprintf("The whole result is in %s: read the rest from it in parts (read_file with offset and limit, grep, sed -n).", artifact)
+	}
+	note := func(left int) string {
+		return fmt.Sprintf("\n[Keel: %d of this result's %d characters were left out of this request to fit the context window. %s]\n", left, n, where)
+	}
+	r := []rune(s)
+	clip := func(chars int) string {
+		head, tail := chars*2/3, chars/3
+		return string(r[:head]) + note(n-head-tail) + string(r[n-tail:])
+	}
+	// The most characters whose clip fits: a binary search, as the
+	// estimate grows with the characters kept.
+	lo, hi := 0, n-1
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if f.scale(EstimateText(clip(mid))) <= tokens {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return clip(lo)
 }
 
 // lastAssistant returns the index of the newest assistant message in

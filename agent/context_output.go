@@ -3,6 +3,7 @@ package agent
 import (
 	"unicode/utf8"
 
+	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -49,4 +50,33 @@ func boundDecided(d *GateDecided) *GateDecided {
 		d.Decision.Parts[i].Detail = clipMiddle(d.Decision.Parts[i].Detail, maxReasonChars)
 	}
 	return d
+}
+
+// request builds the next model request (see [BuildRequest]) and saves
+// the whole content of each result of the newest turn that the fit cut
+// and that has no artifact yet, to the file the request names
+// ([ResultArtifact]), so that the model can read the rest. The file's
+// content is the tool.finished event's, so the journal already holds
+// it. A result that cannot be saved (no workspace, or it fails) is
+// fitted again naming no file.
+func (x *executor) request() (*model.Request, int) {
+	var ws *tool.Workspace
+	if x.p.Env != nil {
+		ws = x.p.Env.Workspace
+	}
+	failed := map[string]bool{}
+	canSave := func(id string) bool { return ws != nil && !failed[id] }
+	req, est, save := fittedRequest(x.st, x.p.MaxOutputTokens, canSave)
+	for _, c := range save {
+		out := tool.NewOutput(ws, x.runID, c.ID, 1)
+		_, _ = out.Write([]byte(c.Finished.Content))
+		_ = out.Close()
+		if out.Artifact() != ResultArtifact(x.runID, c.ID) {
+			failed[c.ID] = true
+		}
+	}
+	if len(failed) > 0 {
+		req, est, _ = fittedRequest(x.st, x.p.MaxOutputTokens, canSave)
+	}
+	return req, est
 }

@@ -29,8 +29,10 @@ type turnModel struct {
 	turns      []model.Message
 	summary    string
 	summaryErr error
-	reqs       []*model.Request
-	summaries  []*model.Request
+	// summaryFn, when set, answers summary requests instead.
+	summaryFn func() (*model.Response, error)
+	reqs      []*model.Request
+	summaries []*model.Request
 }
 
 func (m *turnModel) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
@@ -38,6 +40,9 @@ func (m *turnModel) Generate(ctx context.Context, req *model.Request) (*model.Re
 	defer m.mu.Unlock()
 	if req.Purpose == model.PurposeSummary {
 		m.summaries = append(m.summaries, req)
+		if m.summaryFn != nil {
+			return m.summaryFn()
+		}
 		if m.summaryErr != nil {
 			return nil, m.summaryErr
 		}

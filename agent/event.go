@@ -179,12 +179,19 @@ type ModelResponded struct {
 	// EstimatedInputTokens is Keel's estimate of the request's prompt
 	// tokens (see [EstimateRequest]), to compare with Usage.InputTokens.
 	EstimatedInputTokens int64 `json:"estimated_input_tokens,omitempty"`
+	// UsageEstimated is set when the provider reported no usage and
+	// Usage (and so Cost) is Keel's estimate: EstimatedInputTokens in,
+	// and the response's own estimate out.
+	UsageEstimated bool `json:"usage_estimated,omitempty"`
 }
 
 // ModelFailed is the payload of journal.ModelFailed.
 type ModelFailed struct {
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
+	// ResponseBytes is set when the response was dropped for being over
+	// MaxResponseBytes: its size in bytes.
+	ResponseBytes int64 `json:"response_bytes,omitempty"`
 }
 
 // GateDecided is the payload of journal.GateDecided.
@@ -257,7 +264,8 @@ type ToolFinished struct {
 type RunEnded struct {
 	// Reason is a short machine-readable cause: "answer", "marker",
 	// "max_steps", "max_tokens", "max_cost", "timeout", "model_error",
-	// "invalid_calls", "user", "approval", "revoked"...
+	// "invalid_calls", "user", "approval", "revoked", "output_limit",
+	// "empty_answers", "response_too_large"...
 	Reason string `json:"reason"`
 	// Message explains the reason to a person.
 	Message string `json:"message,omitempty"`
@@ -297,7 +305,9 @@ type UserMessage struct {
 	Content string `json:"content"`
 	// Source is empty for a person's message, or names the part of Keel
 	// that wrote it: "keel.health" (a loop nudge), "keel.format" (a
-	// text-action format error).
+	// text-action format error), "keel.output" (a response cut at the
+	// output-token limit, or empty), "keel.limit" (a response over
+	// MaxResponseBytes).
 	Source string `json:"source,omitempty"`
 	// By and Token name the person who wrote a message sent through the
 	// team server and the id of their API token.

@@ -181,7 +181,7 @@ func (x *executor) maxChars() int {
 }
 
 func (x *executor) callModel(ctx context.Context) error {
-	req, est := buildRequest(x.st, x.p.MaxOutputTokens)
+	req, est := x.request()
 	start := x.now()
 	resp, err := x.p.Model.Generate(ctx, req)
 	if err != nil {
@@ -196,41 +196,93 @@ func (x *executor) callModel(ctx context.Context) error {
 	}
 	msg := resp.Message
 	msg.Role = model.RoleAssistant
-	msg.ToolCalls = normalizeIDs(msg.ToolCalls, x.st.Steps+1)
+	msg.ToolCalls = normalizeIDs(msg.ToolCalls, x.st.Steps+1, x.usedIDs())
 	if n := messageSize(&msg); n > MaxResponseBytes {
-		// A response this large is a broken or hostile endpoint, not a
-		// model turn: storing it would bloat the journal and every later
-		// request.
-		m := fmt.Sprintf("the model's response is %d bytes, over the %d-byte limit; it was not stored", n, MaxResponseBytes)
-		return x.appendMany(ctx, []journal.Type{journal.ModelFailed, journal.RunFailed}, []any{
-			&ModelFailed{Kind: model.KindInvalidRequest.String(), Message: m},
-			&RunEnded{Reason: "model_error", Message: m},
-		})
+		return x.oversize(ctx, n)
 	}
 	usage := clampUsage(resp.Usage)
+	estimated := false
+	if usage.InputTokens == 0 && usage.OutputTokens == 0 {
+		// The provider reported no usage: count Keel's own estimate, so
+		// that totals and --max-tokens / --max-cost still work.
+		usage = model.Usage{InputTokens: int64(est), OutputTokens: int64(estimateOutput(&msg, x.st.Family()))}
+		estimated = true
+	}
 	var cost float64
 	if x.p.Price != nil {
 		cost = max(0, x.p.Price(usage))
 	}
 	return x.append(ctx, journal.ModelResponded, &ModelResponded{Message: msg, Usage: usage, Cost: cost,
 		Model: resp.Model, ResponseID: resp.ID, StopReason: resp.StopReason, DurationMS: x.since(start),
-		EstimatedInputTokens: int64(est)})
+		EstimatedInputTokens: int64(est), UsageEstimated: estimated})
 }
 
-// normalizeIDs gives every call a unique id: some OpenAI-compatible
-// servers send none, or repeat them.
+// estimateOutput returns Keel's estimate of the output tokens of msg
+// for family f (the character-class estimate of [EstimateText]), for a
+// provider that reports no usage.
+func estimateOutput(msg *model.Message, f Family) int {
+	return f.scale(estimateMessage(msg))
+}
+
+// oversize drops a model response of n bytes, over [MaxResponseBytes]: a
+// response this large is a runaway or broken generation, and storing it
+// would bloat the journal and every later request. The model is told
+// (its response was not stored and nothing in it ran) and tries again;
+// [DefaultMaxOversize] in a row stop the run.
+func (x *executor) oversize(ctx context.Context, n int) error {
+	m := fmt.Sprintf("the model's response is %d bytes, over the %d-byte limit; it was not stored and nothing in it ran", n, MaxResponseBytes)
+	failed := &ModelFailed{Kind: model.KindInvalidRequest.String(), Message: m, ResponseBytes: int64(n)}
+	if x.st.OversizeStreak()+1 >= DefaultMaxOversize {
+		return x.appendMany(ctx, []journal.Type{journal.ModelFailed, journal.RunFailed}, []any{
+			failed, &RunEnded{Reason: "response_too_large", Message: fmt.Sprintf("%s (%d responses in a row)", m, x.st.OversizeStreak()+1)},
+		})
+	}
+	note := &UserMessage{Source: "keel.limit", Content: fmt.Sprintf("[Keel: your last response was %d bytes, over the limit of %d bytes for one response. It was not stored and nothing in it ran. Send smaller responses: write a large file in parts (create it, then append to it in several calls), or generate it with a short script. The run stops after %d such responses in a row.]", n, MaxResponseBytes, DefaultMaxOversize)}
+	return x.appendMany(ctx, []journal.Type{journal.ModelFailed, journal.UserMessage}, []any{failed, note})
+}
+
+// cut gives each call of a response cut at the output-token limit a
+// result saying that nothing ran ([CutResult]).
+func (x *executor) cut(ctx context.Context, ids []string) error {
+	types := make([]journal.Type, len(ids))
+	payloads := make([]any, len(ids))
+	for i, id := range ids {
+		types[i] = journal.ToolFinished
+		payloads[i] = &ToolFinished{CallID: id, Tool: x.st.call(id).Name, Synthetic: true, Result: tool.Result{IsError: true, Content: CutResult}}
+	}
+	return x.appendMany(ctx, types, payloads)
+}
+
+// usedIDs returns the tool call ids of the run so far.
+func (x *executor) usedIDs() map[string]bool {
+	used := map[string]bool{}
+	for _, t := range x.st.Turns {
+		for _, c := range t.Calls {
+			used[c.ID] = true
+		}
+	}
+	return used
+}
+
+// normalizeIDs gives every call an id unique in the run: some
+// OpenAI-compatible servers send none, or repeat them within a turn or
+// in every turn ("call_0"). used holds the ids of earlier turns.
 //
 // An id that is not a short run of letters, digits, '_' and '-' (the
 // charset Anthropic's tool_use ids allow) is replaced too: ids end up in
-// URLs, file names and approval forms, where "B/../A" or "q?x#y" could
-// name another call. The journal keeps the replacement, and every later
-// request uses it consistently.
-func normalizeIDs(calls []model.ToolCall, step int) []model.ToolCall {
+// URLs, file names (.keel/artifacts/RUN/ID.out) and approval forms
+// (keel approve RUN CALL), where "B/../A" or "q?x#y" could name another
+// call. So is an id in the replacements' namespace ("call_keel_...")
+// that is not this very call's replacement, so that a replacement never
+// meets a provider's id. The journal keeps the replacement, and every
+// later request uses it consistently.
+func normalizeIDs(calls []model.ToolCall, step int, used map[string]bool) []model.ToolCall {
 	seen := map[string]bool{}
 	out := make([]model.ToolCall, len(calls))
 	for i, c := range calls {
-		if !safeID(c.ID) || seen[c.ID] {
-			c.ID = model.ReplacementCallID(step, i)
+		repl := model.ReplacementCallID(step, i)
+		if !safeID(c.ID) || seen[c.ID] || used[c.ID] || (strings.HasPrefix(c.ID, "call_keel_") && c.ID != repl) {
+			c.ID = repl
 		}
 		seen[c.ID] = true
 		out[i] = c

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
@@ -28,7 +29,23 @@ const (
 	// DefaultMaxFormatErrors is the number of consecutive text-action
 	// format errors that stops the run (reason "format_errors").
 	DefaultMaxFormatErrors = 3
+	// DefaultMaxIncomplete is the number of consecutive incomplete model
+	// responses (cut at the output-token limit, or empty) that stops the
+	// run (reason "output_limit" or "empty_answers"); the ones before it
+	// are answered with a note and the model tries again.
+	DefaultMaxIncomplete = 3
+	// DefaultMaxOversize is the number of consecutive model responses over
+	// [MaxResponseBytes] that stops the run (reason
+	// "response_too_large"); the ones before it are dropped and the model
+	// is told to write less at once.
+	DefaultMaxOversize = 3
 )
+
+// StopLength is the normalised [model.Response].StopReason of a response
+// cut at the output-token limit (OpenAI finish_reason "length",
+// Anthropic stop_reason "max_tokens"): it is not a completion, and its
+// tool calls never run.
+const StopLength = "length"
 
 // HealthConfig configures loop detection; zero fields take the defaults.
 type HealthConfig struct {
@@ -80,6 +97,100 @@ type healthState struct {
 	// sigTurn is 1 + the message index of the newest turn whose
 	// signature was taken (0: none).
 	sigTurn int
+	// incomplete counts consecutive model responses that were cut at the
+	// output-token limit or empty; lastCut says the newest one was cut,
+	// and cutTurn is 1 + the message index of a cut response (0: the
+	// newest response was not cut), whose calls never run.
+	incomplete int
+	lastCut    bool
+	cutTurn    int
+	// oversize counts model responses over MaxResponseBytes since the
+	// newest stored response (model.failed with ResponseBytes set).
+	oversize int
+}
+
+// applyHealth folds the loop-health parts of an event that
+// [State.applyContext] does not: incomplete (cut or empty) responses and
+// oversize responses. It runs after [State.Apply]'s own handling.
+func (s *State) applyHealth(v any) {
+	h := &s.ctx.healthState
+	switch p := v.(type) {
+	case *ModelResponded:
+		h.oversize = 0
+		cut := p.StopReason == StopLength
+		empty := len(p.Message.ToolCalls) == 0 && strings.TrimSpace(p.Message.Content) == ""
+		h.cutTurn = 0
+		if cut {
+			h.cutTurn = len(s.Messages)
+		}
+		if cut || empty {
+			h.incomplete++
+			h.lastCut = cut
+		} else {
+			h.incomplete, h.lastCut = 0, false
+		}
+	case *ModelFailed:
+		if p.ResponseBytes > 0 {
+			h.oversize++
+		}
+	case *RunResumed:
+		// A person resumed the run (perhaps with a larger
+		// --max-output-tokens): the model gets the whole allowance again.
+		// An incomplete newest response still counts once, so that it is
+		// answered with a note rather than taken for an answer.
+		h.oversize = 0
+		h.incomplete = min(h.incomplete, 1)
+	}
+}
+
+// OversizeStreak returns how many model responses in a row, since the
+// newest stored one, were over [MaxResponseBytes] and dropped.
+func (s *State) OversizeStreak() int { return s.ctx.oversize }
+
+// cutCalls returns the calls of t that still need a result when t is a
+// response cut at the output-token limit (none of them may run), or nil.
+func (s *State) cutCalls(t *Turn) []string {
+	if s.ctx.cutTurn != t.Index+1 {
+		return nil
+	}
+	var ids []string
+	for _, c := range t.Calls {
+		if c.Finished == nil && !c.Running() {
+			ids = append(ids, c.ID)
+		}
+	}
+	return ids
+}
+
+// CutResult is the content of the result every tool call of a response
+// cut at the output-token limit gets: none of them ran.
+const CutResult = "this call did not run: your response was cut at the output-token limit, so nothing in it ran (not even calls whose arguments look complete). Send a shorter response: fewer calls at once, and write large files in parts."
+
+// incompleteAction answers a model response that is not a completion: one
+// cut at the output-token limit, or an empty one (no text, no tool call).
+// The first ones get a note and the model tries again (a cut turn's calls
+// already got [CutResult]); [DefaultMaxIncomplete] in a row stop the run.
+func incompleteAction(s *State) (Action, bool) {
+	h := &s.ctx.healthState
+	last := s.Messages[len(s.Messages)-1]
+	if last.Role != model.RoleAssistant || h.incomplete == 0 {
+		return Action{}, false
+	}
+	if h.incomplete >= DefaultMaxIncomplete {
+		if h.lastCut {
+			return finish(journal.RunFailed, "output_limit", fmt.Sprintf("the model's response was cut at the output-token limit %d times in a row (raise --max-output-tokens, or ask for shorter steps)", h.incomplete), "", ""), true
+		}
+		return finish(journal.RunFailed, "empty_answers", fmt.Sprintf("the model's response was incomplete %d times in a row; the last was empty (no text and no tool call)", h.incomplete), "", ""), true
+	}
+	if len(last.ToolCalls) > 0 {
+		return Action{}, false // each call's result says the response was cut
+	}
+	msg := "[Keel: your response was empty: no text and no tool call. That does not finish the task. Continue with the next step"
+	if h.lastCut {
+		msg = "[Keel: your response was cut at the output-token limit before it was complete, so it does not count as your answer. Continue more briefly"
+	}
+	msg += fmt.Sprintf(", and keep each response short. The run stops after %d incomplete responses in a row.]", DefaultMaxIncomplete)
+	return Action{Kind: ActNudge, Nudge: &UserMessage{Source: "keel.output", Content: msg}}, true
 }
 
 // RepeatStreak returns how many times in a row the newest completed turns
@@ -142,7 +253,13 @@ func turnSignature(calls []model.ToolCall, t *Turn) string {
 		if i < len(t.Calls) && t.Calls[i].Finished != nil {
 			f := t.Calls[i].Finished
 			h.Write([]byte(strconv.FormatBool(f.IsError)))
-			h.Write([]byte(f.Content))
+			// The artifact's name differs from call to call (it holds the
+			// call id); the same output is the same result.
+			content := f.Content
+			if f.Artifact != "" {
+				content = strings.ReplaceAll(content, f.Artifact, "")
+			}
+			h.Write([]byte(content))
 		}
 		h.Write([]byte{0})
 	}

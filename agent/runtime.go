@@ -374,6 +374,8 @@ func (x *executor) loop(ctx context.Context) (*Outcome, error) {
 			err = x.compact(ctx, a.Compact)
 		case ActNudge:
 			err = x.append(ctx, journal.UserMessage, a.Nudge)
+		case ActCut:
+			err = x.cut(ctx, a.Calls)
 		}
 		if err != nil {
 			return nil, err

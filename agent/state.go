@@ -240,6 +240,7 @@ func (s *State) Apply(e *journal.Event) error {
 	if err := s.applyContext(e, v); err != nil {
 		return err
 	}
+	s.applyHealth(v)
 	s.LastSeq, s.LastType = e.Seq, e.Type
 	return nil
 }

@@ -44,9 +44,12 @@ const (
 	// ActNudge: add Nudge to the conversation as a user message (loop
 	// health, text-action format errors; health.go).
 	ActNudge
+	// ActCut: give Calls, the calls of a response cut at the output-token
+	// limit, a result saying nothing ran ([CutResult]).
+	ActCut
 )
 
-var actionNames = [...]string{"none", "setup", "recover", "gate", "reject", "ask", "run_tools", "wait", "call_model", "finish", "compact", "nudge"}
+var actionNames = [...]string{"none", "setup", "recover", "gate", "reject", "ask", "run_tools", "wait", "call_model", "finish", "compact", "nudge", "cut"}
 
 // String returns the action kind's snake_case name.
 func (k ActionKind) String() string {
@@ -96,6 +99,11 @@ func Step(s *State) Action {
 		return Action{Kind: ActSetup}
 	}
 	if t := s.LastTurn(); t != nil && !allDone(t) {
+		if cut := s.cutCalls(t); len(cut) > 0 {
+			// A response cut at the output-token limit is not a
+			// completion: none of its calls run, even complete ones.
+			return Action{Kind: ActCut, Calls: cut}
+		}
 		var running, undecided, rejected, ask, runnable, waiting []string
 		for _, c := range t.Calls {
 			switch {
@@ -130,6 +138,9 @@ func Step(s *State) Action {
 		default:
 			return Action{Kind: ActWait, Calls: waiting}
 		}
+	}
+	if a, ok := incompleteAction(s); ok {
+		return a
 	}
 	if a, ok := formatAction(s); ok {
 		return a

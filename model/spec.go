@@ -11,6 +11,7 @@ import (
 //
 //	openai:MODEL                       OpenAI Chat Completions
 //	anthropic:MODEL                    Anthropic Messages
+//	anthropic:MODEL@BASE_URL           an Anthropic-compatible endpoint
 //	openai-compatible:MODEL@BASE_URL   any OpenAI-compatible endpoint
 //	replay:PATH                        a recorded trajectory file
 //
@@ -24,13 +25,14 @@ type Spec struct {
 	// replay it is the trajectory path.
 	Name string
 	// BaseURL is set for openai-compatible specs (for example
-	// "http://127.0.0.1:11434/v1").
+	// "http://127.0.0.1:11434/v1") and for anthropic specs that name an
+	// endpoint ("https://gateway.example/anthropic").
 	BaseURL string
 }
 
 // String formats s back into spec syntax.
 func (s Spec) String() string {
-	if s.Provider == "openai-compatible" {
+	if s.BaseURL != "" {
 		return s.Provider + ":" + s.Name + "@" + s.BaseURL
 	}
 	return s.Provider + ":" + s.Name
@@ -43,8 +45,27 @@ func ParseSpec(s string) (Spec, error) {
 	if !ok || rest == "" {
 		return Spec{}, fmt.Errorf("model: bad spec %q: want PROVIDER:MODEL (openai:MODEL, anthropic:MODEL, openai-compatible:MODEL@BASE_URL, replay:PATH)", s)
 	}
+	// "@http://" or "@https://" names an endpoint; any other '@' is part
+	// of the model name (Vertex AI names such as claude-3-5-sonnet@20240620).
+	name, base := rest, ""
+	if i := strings.LastIndex(rest, "@"); i > 0 && (strings.HasPrefix(rest[i+1:], "http://") || strings.HasPrefix(rest[i+1:], "https://")) {
+		name, base = rest[:i], rest[i+1:]
+	}
 	switch provider {
-	case "openai", "anthropic", "scripted":
+	case "openai":
+		if base != "" {
+			return Spec{}, fmt.Errorf("model: bad spec %q: for an endpoint of your own use openai-compatible:%s@%s", s, name, base)
+		}
+		return Spec{Provider: provider, Name: rest}, nil
+	case "anthropic":
+		if base != "" {
+			u, err := url.Parse(base)
+			if err != nil || u.Host == "" {
+				return Spec{}, fmt.Errorf("model: bad spec %q: base URL %q is not an http(s) URL", s, base)
+			}
+		}
+		return Spec{Provider: provider, Name: name, BaseURL: base}, nil
+	case "scripted":
 		return Spec{Provider: provider, Name: rest}, nil
 	case "replay":
 		return Spec{Provider: provider, Name: rest}, nil

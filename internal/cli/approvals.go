@@ -156,6 +156,7 @@ func (d *decideFlags) register(cmd *cobra.Command, approve bool) {
 	}
 	d.resume.commandTimeout, d.resume.commandIdle, d.resume.concurrency = 60*time.Second, 2*time.Minute, 4
 	d.resume.maxResultChars, d.resume.idleTimeout, d.resume.stallRetries = 10000, 120*time.Second, 2
+	d.resume.retries = defaultModelRetries
 }
 
 func (a *app) approveCmd() *cobra.Command {

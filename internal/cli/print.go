@@ -82,6 +82,11 @@ func (p *printer) event(e journal.Event) {
 		for _, c := range x.Message.ToolCalls {
 			p.calls[c.ID] = callSummary(c.Name, c.Arguments)
 		}
+	case *agent.ContextCompacted:
+		// Summary calls are paid too (their failed attempts included):
+		// the running total is the run's, as the final line says.
+		p.tokens += x.Usage.Total()
+		p.cost += x.Cost
 	}
 	if p.quiet || p.json {
 		return

@@ -57,6 +57,7 @@ type runFlags struct {
 	idleTimeout      time.Duration
 	commandIdle      time.Duration
 	stallRetries     int
+	retries          int
 	// ctx holds the context, memory and action-mode flags (context.go);
 	// handoff is set by keel runs handoff.
 	ctx     contextFlags
@@ -117,6 +118,7 @@ canceled.`,
 	fl.IntVar(&f.maxResultChars, "max-result-chars", 10000, "characters of one tool result the model sees (head and tail)")
 	fl.DurationVar(&f.idleTimeout, "model-idle-timeout", 120*time.Second, "abandon a model response that sends no bytes for this long")
 	fl.IntVar(&f.stallRetries, "model-stall-retries", 2, "retries of a stalled model response before the step fails")
+	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
 	f.ctx.register(fl)
 	f.gate.register(cmd)
 	return cmd
@@ -202,6 +204,9 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	}
 	if system == "" {
 		system = defaultSystemPrompt(f.mountPath)
+		if f.ctx.actionMode == "text" {
+			system = textSystemPrompt(f.mountPath)
+		}
 	}
 	created := &agent.RunCreated{
 		Task:             task,
@@ -231,7 +236,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		return err
 	}
 	live := &liveOptions{apiKey: f.apiKey, commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
-		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, recording: rec,
+		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, retries: f.retries, recording: rec,
 		gate: f.gate}
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
@@ -297,6 +302,9 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 		p.prime(evs)
 	}
 	params := w.execParams(p.event)
+	if !jsonOut {
+		params.OnEvent = estimatedUsageNote(a.stderr, params.OnEvent)
+	}
 	params.Message = message
 	params.Principals = identity.NewDirectory(rt.Store(), nil).Check
 	params.OnWait = a.onWait
@@ -402,6 +410,20 @@ Work in small steps: inspect, change, then verify by running the code or its tes
 Prefer the file tools to read and edit files. Long outputs are cut; the full text is saved to the file the result names.
 On long tasks keep your plan with the todo tool and notes in .keel-notes.md: older turns are summarised when the context fills up.
 When the task is done, reply with a short summary of what you changed and call no tool.`, mount)
+}
+
+// textSystemPrompt is the default system prompt of a run in text-action
+// mode (--action-mode text): the environment, without the tool-mode
+// advice (file tools, the todo tool, "call no tool" to finish) a model
+// without function calling cannot follow. model/codeact appends the
+// actions and how to finish (the completion marker) to every request.
+func textSystemPrompt(mount string) string {
+	return fmt.Sprintf(`You are an autonomous software engineering agent running in Keel, a sandboxed Linux environment.
+The workspace is %s; each bash block starts there in a fresh bash (cd and exports do not persist between blocks; chain with &&).
+There is no network unless the task says otherwise, and no terminal: commands must not wait for input.
+Work in small steps: inspect, change, then verify by running the code or its tests. Edit files with commands (sed, a heredoc, or a short script).
+Long outputs are cut; the full text is saved to the file the result names.
+On long tasks keep notes in .keel-notes.md: older turns are summarised when the context fills up.`, mount)
 }
 
 // validate refuses negative and nonsensical numeric flags: a limit of -1

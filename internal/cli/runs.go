@@ -210,7 +210,7 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error) err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME\tSTEP\tEVENT\tDETAIL")
-	step := 0
+	step, estimated := 0, 0
 	calls := map[string]string{}
 	for i := range events {
 		e := &events[i]
@@ -224,6 +224,10 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error) err
 		case *agent.ModelResponded:
 			step++
 			detail = fmt.Sprintf("%s tok in (%s cached) · %s out · $%.5f · %s", num(x.Usage.InputTokens), num(x.Usage.CachedInputTokens), num(x.Usage.OutputTokens), x.Cost, ms(x.DurationMS))
+			if x.UsageEstimated {
+				estimated++
+				detail += " · usage estimated"
+			}
 			for _, c := range x.Message.ToolCalls {
 				calls[c.ID] = callSummary(c.Name, c.Arguments)
 			}
@@ -285,6 +289,9 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error) err
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if estimated > 0 {
+		fmt.Fprintf(w, "\nusage: the provider reported no token usage for %d of %d steps; their tokens and cost are Keel's estimates\n", estimated, step)
 	}
 	if st != nil {
 		showContext(w, st)
@@ -357,6 +364,7 @@ func registerResumeFlags(fl *pflag.FlagSet, f *runFlags, message *string) {
 	fl.IntVar(&f.maxOutputTokens, "max-output-tokens", 0, "completion token limit per model call")
 	fl.DurationVar(&f.idleTimeout, "model-idle-timeout", 120*time.Second, "abandon a model response that sends no bytes for this long")
 	fl.IntVar(&f.stallRetries, "model-stall-retries", 2, "retries of a stalled model response")
+	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
 	fl.IntVar(&f.ctx.window, "context-window", 0, "replace the run's context window (tokens) from now on (0: keep it)")
 	fl.IntVar(&f.maxSteps, "max-steps", 0, "replace the run's step limit from now on, e.g. to continue a run stopped by it (0: keep it)")
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "replace the run's token limit from now on (0: keep it)")
@@ -388,7 +396,7 @@ func (a *app) resume(ctx context.Context, runID string, f *runFlags, message str
 		}
 	}
 	live := &liveOptions{apiKey: f.apiKey, commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
-		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries,
+		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, retries: f.retries,
 		handoff: f.handoff, contextWindow: f.ctx.window, gate: f.gate}
 	if f.maxSteps < 0 || f.maxTokens < 0 || f.maxCost < 0 || f.timeout < 0 {
 		return usagef("limits must not be negative")

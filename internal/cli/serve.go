@@ -39,6 +39,7 @@ type serveFlags struct {
 	maxResultChars  int
 	idleTimeout     time.Duration
 	stallRetries    int
+	retries         int
 	shutdownTimeout time.Duration
 	logLevel        string
 }
@@ -88,6 +89,7 @@ policy: clients cannot choose less (an admin token may, where allowed).`,
 	fl.IntVar(&f.maxResultChars, "max-result-chars", 10000, "characters of one tool result the model sees")
 	fl.DurationVar(&f.idleTimeout, "model-idle-timeout", 120*time.Second, "abandon a model response that sends no bytes for this long")
 	fl.IntVar(&f.stallRetries, "model-stall-retries", 2, "retries of a stalled model response")
+	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", time.Minute, "how long a shutdown waits for executions to pause")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
@@ -181,7 +183,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	rt := agent.NewRuntime(store, &agent.RuntimeOptions{Logger: logger})
 	tokens := server.NewTokens(store, nil)
 	live := &liveOptions{commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
-		maxResultChars: f.maxResultChars, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries}
+		maxResultChars: f.maxResultChars, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, retries: f.retries}
 	live.gate.noWait = true
 	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, logger: logger, recordings: map[string]*recording{}}
 	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,

@@ -33,7 +33,10 @@ type liveOptions struct {
 	maxOutputTokens int
 	idleTimeout     time.Duration
 	stallRetries    int
-	recording       *recording
+	// retries is --model-retries: the provider SDK's retries of a
+	// request (negative: none).
+	retries   int
+	recording *recording
 	// limits, on a resume, replace the run's limits (journaled).
 	limits *agent.Limits
 	// handoff and contextWindow are passed to agent.ExecParams.
@@ -126,7 +129,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	}
 	if c.FormatError != "" {
 		// Text-action mode: code blocks in the model's text are its calls.
-		w.model = codeact.New(w.model, nil)
+		w.model = codeact.New(w.model, &codeact.Options{CompletionMarker: c.CompletionMarker})
 	}
 	if err := checkJournalOutside(a.dbPath(), c.Workspace); err != nil {
 		return nil, err
@@ -217,7 +220,12 @@ func (a *app) newModel(spec model.Spec, w *wiring) error {
 		if key == "" {
 			key = "keel-no-key" // local servers (Ollama, vLLM) accept any key
 		}
-		m, err := openai.New(&openai.Options{APIKey: key, BaseURL: spec.BaseURL, Model: spec.Name, IdleTimeout: w.live.idleTimeout, StallRetries: w.live.stallRetries})
+		base := spec.BaseURL
+		if base == "" && spec.Provider == "openai" {
+			// The SDK's own variable (an OpenAI-compatible gateway).
+			base = a.getenv("OPENAI_BASE_URL")
+		}
+		m, err := openai.New(&openai.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: w.live.idleTimeout, StallRetries: w.live.stallRetries, MaxRetries: sdkRetries(w.live.retries)})
 		if err != nil {
 			return err
 		}
@@ -230,7 +238,12 @@ func (a *app) newModel(spec model.Spec, w *wiring) error {
 		if key == "" {
 			return fmt.Errorf("no API key for %s: set ANTHROPIC_API_KEY or pass --api-key", spec)
 		}
-		m, err := anthropic.New(&anthropic.Options{APIKey: key, Model: spec.Name, IdleTimeout: w.live.idleTimeout, StallRetries: w.live.stallRetries})
+		base := spec.BaseURL
+		if base == "" {
+			// The SDK's own variable (an Anthropic-compatible gateway).
+			base = a.getenv("ANTHROPIC_BASE_URL")
+		}
+		m, err := anthropic.New(&anthropic.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: w.live.idleTimeout, StallRetries: w.live.stallRetries, MaxRetries: sdkRetries(w.live.retries)})
 		if err != nil {
 			return err
 		}
@@ -283,4 +296,18 @@ func toolInfos(r *tool.Registry) []agent.ToolInfo {
 		out = append(out, agent.ToolInfo{ToolSpec: s, Effect: t.Effect.String(), Idempotent: t.Idempotent})
 	}
 	return out
+}
+
+// defaultModelRetries is --model-retries' default: with the SDKs'
+// exponential backoff (0.5 s doubling, at most 8 s, or the provider's
+// Retry-After) four retries wait about 7.5 s in all before a step fails.
+const defaultModelRetries = 4
+
+// sdkRetries maps --model-retries to the providers' MaxRetries, where 0
+// means the SDK's default and a negative value none.
+func sdkRetries(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }

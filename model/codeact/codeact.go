@@ -15,7 +15,9 @@
 // A reply without any action has no tool calls; a run in text-action
 // mode (agent.RunCreated.FormatError, set from [FormatError]) treats it
 // as a format error and sends the message back, and stops after a few in
-// a row. Such a run completes through its completion marker.
+// a row. Such a run completes through its completion marker, which the
+// instructions state from the first request ([Options].CompletionMarker):
+// a ```bash block whose output starts with that line.
 package codeact
 
 import (
@@ -48,6 +50,11 @@ var DefaultActions = []Action{
 type Options struct {
 	// Actions replaces DefaultActions when non-empty.
 	Actions []Action
+	// CompletionMarker is the run's completion marker
+	// (agent.RunCreated.CompletionMarker): the instructions tell the model
+	// from the first request to finish with a ```bash block that echoes
+	// it. "" leaves the finishing rule out.
+	CompletionMarker string
 }
 
 // Model is a [model.Model] that turns code blocks into tool calls. It is
@@ -55,6 +62,7 @@ type Options struct {
 type Model struct {
 	inner   model.Model
 	actions []Action
+	marker  string
 }
 
 var (
@@ -67,6 +75,9 @@ func New(inner model.Model, opts *Options) *Model {
 	m := &Model{inner: inner, actions: DefaultActions}
 	if opts != nil && len(opts.Actions) > 0 {
 		m.actions = opts.Actions
+	}
+	if opts != nil {
+		m.marker = opts.CompletionMarker
 	}
 	return m
 }
@@ -90,7 +101,7 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 	out.Tools = nil
 	out.Messages = flatten(req.Messages)
 	if req.Purpose != model.PurposeSummary {
-		out.System = joinText(req.System, Instructions(offered))
+		out.System = joinText(req.System, Instructions(offered, m.marker))
 	}
 	resp, err := m.inner.Generate(ctx, &out)
 	if err != nil || req.Purpose == model.PurposeSummary {
@@ -98,7 +109,9 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 	}
 	r := *resp
 	r.Message.ToolCalls = Parse(r.Message.Content, offered)
-	if len(r.Message.ToolCalls) > 0 {
+	if len(r.Message.ToolCalls) > 0 && r.StopReason != "length" {
+		// A reply cut at the output-token limit stays cut: the runtime
+		// runs none of its blocks, even the closed ones.
 		r.StopReason = "tool_calls"
 	}
 	return &r, nil
@@ -119,8 +132,12 @@ func (m *Model) offered(tools []model.ToolSpec) []Action {
 }
 
 // Instructions returns the system prompt section that teaches the model
-// the action format for actions.
-func Instructions(actions []Action) string {
+// the action format for actions and, when marker is not empty, how to
+// finish: a ```bash block whose output starts with the line marker. Only
+// a bash block finishes a run (the runtime matches the marker against a
+// command's output; a ```python block's result has a header before its
+// output), and the text says so.
+func Instructions(actions []Action, marker string) string {
 	if len(actions) == 0 {
 		return ""
 	}
@@ -129,8 +146,23 @@ func Instructions(actions []Action) string {
 	for _, a := range actions {
 		fmt.Fprintf(&b, "- a ```%s block %s;\n", a.Languages[0], a.Description)
 	}
-	b.WriteString("Every such block in your reply runs, in order, and you see the results in the next message. Blocks in other languages (```text, ```diff) do not run. Explain your reasoning in plain text, then give at least one action block. A reply without an action block is a format error.")
+	b.WriteString("Every such block in your reply runs, in order, and you see the results in the next message. Blocks in other languages (```text, ```diff) do not run. Explain your reasoning in plain text, then give at least one action block. A reply without an action block is a format error, even when the task is done.")
+	if marker != "" && hasTool(actions, "bash") {
+		fmt.Fprintf(&b, "\n\n# How to finish\n\nWhen the task is done, finish with a ```bash block whose first line of output is %[1]s; everything the block prints after that line is your final output. For example:\n\n```bash\necho %[1]s\n```\n\nor, to submit your changes, `echo %[1]s && git diff`. The run ends once that reply's blocks have run.", marker)
+		if hasTool(actions, "python") {
+			b.WriteString(" Only a ```bash block finishes the run: a ```python block that prints the marker does not.")
+		}
+	}
 	return b.String()
+}
+
+func hasTool(actions []Action, name string) bool {
+	for _, a := range actions {
+		if a.Tool == name {
+			return true
+		}
+	}
+	return false
 }
 
 // FormatError returns the message a text-action run sends back when a
@@ -146,7 +178,7 @@ func FormatError(actions []Action, marker string) string {
 	}
 	msg := fmt.Sprintf("Format error: your reply has no action. Every reply must contain at least one fenced %s block; for example:\n\n```%s\nls -la\n```", strings.Join(langs, " or "), actions[0].Languages[0])
 	if marker != "" {
-		msg += fmt.Sprintf("\n\nWhen the task is done, finish with a block whose output starts with the line %s, for example:\n\n```bash\necho %s\n```", marker, marker)
+		msg += fmt.Sprintf("\n\nWhen the task is done, finish with a ```bash block (not ```python) whose output starts with the line %s, for example:\n\n```bash\necho %s\n```", marker, marker)
 	}
 	return msg
 }

@@ -42,11 +42,16 @@ func TestParse(t *testing.T) {
 type fake struct {
 	req   *model.Request
 	reply string
+	stop  string // "" means "stop"
 }
 
 func (f *fake) Generate(_ context.Context, req *model.Request) (*model.Response, error) {
 	f.req = req
-	return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: f.reply}, StopReason: "stop"}, nil
+	stop := f.stop
+	if stop == "" {
+		stop = "stop"
+	}
+	return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: f.reply}, StopReason: stop}, nil
 }
 
 func TestModel(t *testing.T) {
@@ -96,9 +101,65 @@ func TestModel(t *testing.T) {
 
 func TestFormatError(t *testing.T) {
 	msg := codeact.FormatError(nil, "DONE_MARK")
-	for _, want := range []string{"no action", "```bash", "```python", "echo DONE_MARK"} {
+	for _, want := range []string{"no action", "```bash", "```python", "echo DONE_MARK", "```bash block (not ```python)"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("FormatError lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+// The instructions state the completion marker from the first request,
+// and that only a bash block finishes the run.
+func TestInstructionsFinish(t *testing.T) {
+	bash, python := codeact.DefaultActions[0], codeact.DefaultActions[1]
+	for _, tt := range []struct {
+		name    string
+		actions []codeact.Action
+		marker  string
+		want    []string
+		not     []string
+	}{
+		{"bash and python", []codeact.Action{bash, python}, "DONE_MARK",
+			[]string{"# How to finish", "first line of output is DONE_MARK", "```bash\necho DONE_MARK\n```", "a ```python block that prints the marker does not"}, nil},
+		{"bash only", []codeact.Action{bash}, "DONE_MARK", []string{"echo DONE_MARK"}, []string{"python"}},
+		{"python only: no way to finish by marker", []codeact.Action{python}, "DONE_MARK", []string{"```python block"}, []string{"DONE_MARK", "How to finish"}},
+		{"no marker", []codeact.Action{bash, python}, "", []string{"```bash block"}, []string{"How to finish"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fake{reply: "```bash\nls\n```"}
+			m := codeact.New(f, &codeact.Options{CompletionMarker: tt.marker})
+			var tools []model.ToolSpec
+			for _, a := range tt.actions {
+				tools = append(tools, model.ToolSpec{Name: a.Tool})
+			}
+			if _, err := m.Generate(context.Background(), &model.Request{System: "sys", Tools: tools, Messages: []model.Message{{Role: model.RoleUser, Content: "task"}}}); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(f.req.System, w) {
+					t.Errorf("system prompt lacks %q:\n%s", w, f.req.System)
+				}
+			}
+			for _, w := range tt.not {
+				if strings.Contains(f.req.System, w) {
+					t.Errorf("system prompt has %q:\n%s", w, f.req.System)
+				}
+			}
+		})
+	}
+}
+
+// A reply cut at the output-token limit keeps its stop reason, so that
+// the runtime runs none of its blocks; a complete one becomes tool_calls.
+func TestCutReplyStaysCut(t *testing.T) {
+	for _, tt := range []struct{ stop, want string }{{"length", "length"}, {"stop", "tool_calls"}} {
+		f := &fake{reply: "```bash\necho pwned > p.txt\n```\nand now ```bash\nrm", stop: tt.stop}
+		resp, err := codeact.New(f, nil).Generate(context.Background(), &model.Request{Tools: []model.ToolSpec{{Name: "bash"}}, Messages: []model.Message{{Role: model.RoleUser, Content: "task"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StopReason != tt.want || len(resp.Message.ToolCalls) != 1 {
+			t.Errorf("stop %s: got %q with %d calls, want %q", tt.stop, resp.StopReason, len(resp.Message.ToolCalls), tt.want)
 		}
 	}
 }

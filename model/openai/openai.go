@@ -25,7 +25,10 @@ package openai
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -82,6 +85,12 @@ type Options struct {
 	// Logger receives stall warnings and SDK retry attempts (debug). nil
 	// discards.
 	Logger *slog.Logger
+	// RetryBackoff is the wait before the n-th (from 0) repeat of a
+	// request whose HTTP 200 answer was unusable (no choices, an error
+	// object, a body that is not JSON), which the SDK does not retry;
+	// such answers are repeated as often as MaxRetries says. nil means
+	// 0.5 s doubling, at most 8 s (the SDK's own backoff).
+	RetryBackoff func(n int) time.Duration
 }
 
 // Model is an OpenAI or OpenAI-compatible chat model. It is safe for
@@ -92,6 +101,8 @@ type Model struct {
 	baseURL    string
 	compatible bool
 	logger     *slog.Logger
+	retries    int
+	backoff    func(int) time.Duration
 }
 
 var (
@@ -145,7 +156,19 @@ func New(opts *Options) (*Model, error) {
 	case o.MaxRetries < 0:
 		ropts = append(ropts, option.WithMaxRetries(0))
 	}
+	retries := 2 // the SDK's default
+	switch {
+	case o.MaxRetries > 0:
+		retries = o.MaxRetries
+	case o.MaxRetries < 0:
+		retries = 0
+	}
+	if o.RetryBackoff == nil {
+		o.RetryBackoff = func(n int) time.Duration { return min(500*time.Millisecond<<n, 8*time.Second) }
+	}
 	return &Model{
+		retries:    retries,
+		backoff:    o.RetryBackoff,
 		svc:        openai.NewChatCompletionService(ropts...),
 		name:       o.Model,
 		baseURL:    o.BaseURL,
@@ -177,12 +200,49 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 	if err != nil {
 		return nil, &model.Error{Kind: model.KindInvalidRequest, Provider: provider, Message: err.Error(), Err: err}
 	}
-	var stall error
-	cc, err := m.svc.New(ctx, params, option.WithMiddleware(httperr.StopStallRetry(&stall, m.logger, m.name)))
-	if err != nil {
-		return nil, classify(ctx, err, stall)
+	for attempt := 0; ; attempt++ {
+		var stall error
+		cc, err := m.svc.New(ctx, params, option.WithMiddleware(httperr.StopStallRetry(&stall, m.logger, m.name)))
+		var resp *model.Response
+		var merr *model.Error
+		switch {
+		case err != nil && unusableBody(err) && stall == nil && ctx.Err() == nil:
+			merr = &model.Error{Kind: model.KindRetryable, Provider: provider, StatusCode: 200, Message: "the answer is not a JSON chat completion: " + err.Error(), Err: err}
+		case err != nil:
+			return nil, classify(ctx, err, stall)
+		default:
+			var rerr error
+			if resp, rerr = response(cc); rerr == nil {
+				return resp, nil
+			}
+			if !errors.As(rerr, &merr) || merr.StatusCode != 200 {
+				return nil, rerr
+			}
+		}
+		// HTTP 200 with nothing usable: the SDK does not repeat it.
+		if attempt >= m.retries {
+			merr.Message += fmt.Sprintf(" (after %d attempts)", attempt+1)
+			return nil, merr
+		}
+		m.logger.Debug("model answer unusable, retrying", "model", m.name, "attempt", attempt+1, "error", merr.Message)
+		t := time.NewTimer(m.backoff(attempt))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, classify(ctx, ctx.Err(), nil)
+		case <-t.C:
+		}
 	}
-	return response(cc)
+}
+
+// unusableBody reports whether err is the SDK failing to decode a whole
+// answer body (HTTP 200 with an HTML page, typically a proxy's). A body
+// cut short by the connection is a connection error, which the SDK
+// itself retries.
+func unusableBody(err error) bool {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	return (errors.As(err, &se) || errors.As(err, &te)) && !errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // classify maps an SDK error to an [*model.Error].

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
@@ -112,7 +113,23 @@ func parameters(schema json.RawMessage) (shared.FunctionParameters, error) {
 // the runtime could use.
 func response(cc *openai.ChatCompletion) (*model.Response, error) {
 	if len(cc.Choices) == 0 {
-		return nil, &model.Error{Kind: model.KindRetryable, Provider: provider, StatusCode: 200, Message: "response has no choices"}
+		msg := "response has no choices"
+		// Some OpenAI-compatible servers answer HTTP 200 with an error
+		// object: keep the provider's words.
+		var body struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal([]byte(cc.RawJSON()), &body) == nil && len(body.Error) > 0 && string(body.Error) != "null" {
+			var e struct {
+				Message string `json:"message"`
+			}
+			if json.Unmarshal(body.Error, &e) == nil && e.Message != "" {
+				msg += ": error: " + e.Message
+			} else {
+				msg += ": error: " + clipText(string(body.Error), 500)
+			}
+		}
+		return nil, &model.Error{Kind: model.KindRetryable, Provider: provider, StatusCode: 200, Message: msg}
 	}
 	ch := cc.Choices[0]
 	msg := model.Message{Role: model.RoleAssistant, Content: ch.Message.Content}
@@ -181,4 +198,15 @@ func idSafe(s string) string {
 		return "keel"
 	}
 	return b.String()
+}
+
+// clipText cuts s to at most n bytes, on a rune boundary, marking the cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

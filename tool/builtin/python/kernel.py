@@ -79,19 +79,64 @@ class _Pump(threading.Thread):
             _send({"t": self.tag, "id": _current[0], "d": data.decode("latin-1")})
 
 
+def _above_std(fd):
+    """Returns a copy of fd numbered above 2 (closing fd): a pipe made
+    while fd 1 or 2 is closed would otherwise take its number."""
+    held = []
+    while fd <= 2:
+        held.append(fd)
+        fd = os.dup(fd)
+    for h in held:
+        os.close(h)
+    return fd
+
+
 def _redirect(fd, name):
     r, w = os.pipe()
+    r, w = _above_std(r), _above_std(w)
     os.dup2(w, fd)
     os.close(w)
     p = _Pump(name, r)
+    p.ident_fd = _ident(fd)
     p.start()
     return p
 
 
+def _ident(fd):
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _stream(fd):
+    return os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
+
+
 _pumps = [_redirect(1, "out"), _redirect(2, "err")]
-sys.stdout = os.fdopen(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
-sys.stderr = os.fdopen(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)
+sys.stdout, sys.stderr = _stream(1), _stream(2)
 sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+
+
+def _repair():
+    """Reconnects fd 1 and 2 and sys.stdout/stderr when a cell closed or
+    replaced them (os.close(1), sys.stdout.close()): later cells' output
+    must still reach Keel. Returns the names of the channels repaired."""
+    fixed = []
+    for i, (fd, name) in enumerate(((1, "out"), (2, "err"))):
+        if _ident(fd) != _pumps[i].ident_fd:
+            _pumps[i] = _redirect(fd, name)
+            fixed.append(name)
+    for attr, fd, name in (("stdout", 1, "out"), ("stderr", 2, "err")):
+        f = getattr(sys, attr)
+        if name in fixed or getattr(f, "closed", True):
+            f = _stream(fd)
+            setattr(sys, attr, f)
+            setattr(sys, "__%s__" % attr, f)
+            if name not in fixed:
+                fixed.append(name)
+    return fixed
 
 _globals = {"__name__": "__main__", "__builtins__": __builtins__}
 
@@ -174,10 +219,14 @@ def main():
         cell_id = int(req.get("id", 0))
         _current[0] = cell_id
         res = _run(cell_id, req.get("code", ""), float(req.get("timeout", 0)))
+        fixed = _repair()
         try:
             _sync()
         except KernelTimeout:
             pass
+        if fixed:
+            # The note goes after the cell's own output.
+            _send({"t": "err", "id": cell_id, "d": "[keel: the cell closed the kernel's %s; Keel reconnected it for the next cells]\n" % " and ".join({"out": "stdout", "err": "stderr"}[n] for n in fixed)})
         _send(res)
 
 

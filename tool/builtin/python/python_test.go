@@ -218,3 +218,27 @@ func TestKernelCellChecked(t *testing.T) {
 		t.Errorf("the kernel did not survive the check: %q", r.Content)
 	}
 }
+
+// A cell that closes the kernel's output (os.close(1), sys.stdout.close(),
+// os.close(2)) does not break later cells: the kernel reconnects it,
+// keeps its variables and says so in the cell's stderr.
+func TestKernelOutputClosed(t *testing.T) {
+	for _, tt := range []struct{ name, code, note string }{
+		{"close fd 1", "import os\nos.close(1)", "closed the kernel's stdout"},
+		{"close sys.stdout", "import sys\nsys.stdout.close()", "closed the kernel's stdout"},
+		{"close fd 2", "import os\nos.close(2)", "closed the kernel's stderr"},
+		{"replace fd 1 with a file", "import os\nfd = os.open('f.txt', os.O_WRONLY|os.O_CREAT)\nos.dup2(fd, 1)", "closed the kernel's stdout"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, backends(t)["none"], nil)
+			f.run("x = 7", 0)
+			if r := f.run(tt.code, 0); !strings.Contains(r.Content, tt.note) {
+				t.Errorf("closing cell: %q", r.Content)
+			}
+			r := f.run("import sys\nprint('back', x)\nprint('err', file=sys.stderr)", 0)
+			if r.IsError || !strings.Contains(r.Content, "--- stdout ---\nback 7") || !strings.Contains(r.Content, "--- stderr ---\nerr") || strings.Contains(r.Content, "restarted") {
+				t.Errorf("next cell: %q", r.Content)
+			}
+		})
+	}
+}

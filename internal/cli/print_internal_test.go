@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+)
+
+// The running total on each step line includes the summary calls of
+// compactions (failed attempts included), so the last step line agrees
+// with the final line: the report saw "total 56,405 tok $0.0601" on the
+// last step and "96,565 tok · $0.1016" at the end.
+func TestStepTotalsCountSummaryCalls(t *testing.T) {
+	var errOut, out bytes.Buffer
+	p := &printer{err: &errOut, out: &out, calls: map[string]string{}, keel: "keel"}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seq := int64(0)
+	emit := func(typ journal.Type, v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		p.event(journal.Event{RunID: "r1", Seq: seq, Time: at, Type: typ, Payload: b})
+	}
+	emit(journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, Content: "one"}, Usage: model.Usage{InputTokens: 3000, OutputTokens: 50}, Cost: 0.0035})
+	failed := model.Usage{InputTokens: 5000, OutputTokens: 2000}
+	emit(journal.ContextCompacted, &agent.ContextCompacted{From: 1, To: 2, FirstStep: 1, LastStep: 1, Summary: "s", Mechanical: true, Reason: "threshold",
+		Attempts: []agent.SummaryAttempt{{Kind: "empty", Usage: &failed, Cost: 0.025}, {Kind: "empty", Usage: &failed, Cost: 0.025}},
+		Usage:    failed.Add(failed), Cost: 0.05})
+	emit(journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, Content: "two"}, Usage: model.Usage{InputTokens: 4000, OutputTokens: 50}, Cost: 0.0045})
+	var got []string
+	for _, m := range regexp.MustCompile(`(?m)^step \d+ .* total (.*)$`).FindAllStringSubmatch(errOut.String(), -1) {
+		got = append(got, m[1])
+	}
+	want := []string{"3,050 tok $0.0035", "21,100 tok $0.0580"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("step totals (-want +got):\n%s\n%s", diff, errOut.String())
+	}
+}

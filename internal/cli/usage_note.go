@@ -1,0 +1,32 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+)
+
+// estimatedUsageNote returns onEvent, which also prints one line on w at
+// the first model.responded of the execution whose usage Keel estimated
+// because the provider reported none (agent.ModelResponded.UsageEstimated):
+// the step lines' tokens and cost, and the token and cost limits, then
+// rest on estimates.
+func estimatedUsageNote(w io.Writer, onEvent func(journal.Event)) func(journal.Event) {
+	said := false
+	return func(e journal.Event) {
+		if onEvent != nil {
+			onEvent(e)
+		}
+		if said || e.Type != journal.ModelResponded {
+			return
+		}
+		if v, err := agent.Decode(&e); err == nil {
+			if r, ok := v.(*agent.ModelResponded); ok && r.UsageEstimated {
+				said = true
+				fmt.Fprintln(w, "keel: the provider reported no token usage; tokens and cost are Keel's estimates (counted in --max-tokens and --max-cost)")
+			}
+		}
+	}
+}
