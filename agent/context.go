@@ -95,11 +95,22 @@ type ContextCompacted struct {
 	// automatic handoff after ContextConfig.HandoffAfter compactions) or
 	// "requested" (keel runs handoff).
 	Reason string `json:"reason"`
-	// TokensBefore and TokensAfter estimate the next request before and
-	// after; Window is the window they were measured against.
-	TokensBefore int `json:"tokens_before"`
-	TokensAfter  int `json:"tokens_after"`
-	Window       int `json:"window"`
+	// TokensBefore and TokensAfter estimate the next request sent (the
+	// view fitted to the window, see [BuildRequest]) before and after;
+	// Window is the window they were measured against. ViewTokensBefore
+	// and ViewTokensAfter estimate the view before fitting (whole tool
+	// results), which may be far larger than the window; zero in events
+	// journaled before they were recorded.
+	TokensBefore     int `json:"tokens_before"`
+	TokensAfter      int `json:"tokens_after"`
+	ViewTokensBefore int `json:"view_tokens_before,omitempty"`
+	ViewTokensAfter  int `json:"view_tokens_after,omitempty"`
+	Window           int `json:"window"`
+	// Carried marks a handoff whose Summary carries the compacted turns
+	// as they were (as text), because they were shorter than any
+	// summary of them; such a handoff may still grow the request by its
+	// header, notes and plan.
+	Carried bool `json:"carried,omitempty"`
 	// Attempts lists failed summary requests, in order.
 	Attempts []SummaryAttempt `json:"attempts,omitempty"`
 	// Usage and Cost sum every summary call of this compaction, the
@@ -137,7 +148,8 @@ type Compaction struct {
 	Handoff  bool
 	// Reason is as in [ContextCompacted].
 	Reason string
-	// Estimate is the estimated tokens of the next request now.
+	// Estimate is the estimated tokens of the next request sent now (the
+	// view fitted to the window for the default output reserve).
 	Estimate int
 }
 
@@ -347,10 +359,17 @@ func BuildRequest(s *State, maxOutput int) *model.Request {
 func fittedRequest(s *State, maxOutput int, canSave func(id string) bool) (*model.Request, int, []*Call) {
 	req := &model.Request{System: systemPrompt(s.Created), Tools: toolSpecs(s.Created), MaxOutputTokens: maxOutput}
 	req.Messages, req.PriorTurns = viewMessages(s)
-	est := estimateView(s)
+	est, save := fitView(s, req, estimateView(s), maxOutput, canSave)
+	return req, est, save
+}
+
+// fitView fits req, a view of s whose estimate is est, into the window
+// as [BuildRequest] does, and returns its estimate and the calls of the
+// newest turn whose results it cut and that have no artifact yet.
+func fitView(s *State, req *model.Request, est, maxOutput int, canSave func(id string) bool) (int, []*Call) {
 	w := s.ContextWindow()
 	if w <= 0 || est <= w-outputReserve(w, maxOutput) {
-		return req, est, nil
+		return est, nil
 	}
 	artifacts := map[string]string{}
 	byID := map[string]*Call{}
@@ -372,7 +391,24 @@ func fittedRequest(s *State, maxOutput int, canSave func(id string) bool) (*mode
 			save = append(save, c)
 		}
 	}
-	return req, EstimateRequest(req, s.Family()), save
+	return EstimateRequest(req, s.Family()), save
+}
+
+// sentTokens returns the estimate of the request the next model call
+// sends as the view stands: fitted into the window (see [BuildRequest])
+// for an answer of at most maxOutput tokens (0: the default reserve).
+func sentTokens(s *State, maxOutput int) int {
+	_, est, _ := fittedRequest(s, maxOutput, nil)
+	return est
+}
+
+// sentTokensAfter returns the estimate of the request the next model
+// call would send once ev is folded, fitted as [sentTokens] does.
+func sentTokensAfter(s *State, ev *ContextCompacted, maxOutput int) int {
+	req := &model.Request{System: systemPrompt(s.Created), Tools: toolSpecs(s.Created), MaxOutputTokens: maxOutput}
+	req.Messages = appendConversation([]model.Message{s.Messages[0], {Role: model.RoleUser, Content: summaryMessage(ev)}}, s, ev.To)
+	est, _ := fitView(s, req, EstimateRequest(req, s.Family()), maxOutput, nil)
+	return est
 }
 
 // ResultArtifact returns the workspace-relative file in which the whole
@@ -438,9 +474,12 @@ func appendConversation(out []model.Message, s *State, start int) []model.Messag
 // summaryMessage renders a compaction for the view.
 func summaryMessage(c *ContextCompacted) string {
 	var b strings.Builder
-	if c.Handoff {
+	switch {
+	case c.Handoff && c.Carried:
+		b.WriteString("[Keel: handoff. You continue this task in a fresh context. Everything before this message is below, as text (it was shorter than a summary); ")
+	case c.Handoff:
 		b.WriteString("[Keel: handoff. You continue this task in a fresh context. Everything before this message was replaced by the summary below; ")
-	} else {
+	default:
 		b.WriteString("[Keel: context compacted. Earlier turns were replaced by the summary below; ")
 	}
 	if c.LastStep > 0 {

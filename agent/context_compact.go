@@ -60,7 +60,12 @@ func (x *executor) compact(ctx context.Context, c *Compaction) error {
 	if window <= 0 {
 		window = fam.Window
 	}
-	ev := &ContextCompacted{From: c.From, To: c.To, Handoff: c.Handoff, Reason: c.Reason, TokensBefore: c.Estimate, Window: cfg.Window, Plan: st.Plan()}
+	// The estimates are of the requests sent (fitted to the window for
+	// this executor's output limit), before and after; the view's
+	// (unfitted) estimates are kept beside them.
+	maxOut := x.p.MaxOutputTokens
+	before := sentTokens(st, maxOut)
+	ev := &ContextCompacted{From: c.From, To: c.To, Handoff: c.Handoff, Reason: c.Reason, TokensBefore: before, ViewTokensBefore: estimateView(st), Window: cfg.Window, Plan: st.Plan()}
 	ev.FirstStep, ev.LastStep = stepRange(st, c.From, c.To)
 	if c.Handoff {
 		ev.NotesFile = cfg.NotesFile
@@ -75,7 +80,7 @@ func (x *executor) compact(ctx context.Context, c *Compaction) error {
 	// of that. Below minSummaryTokens the call could not help, and is
 	// not made.
 	replaced := fam.scale(replacedPieces(st, c.From, c.To))
-	sumTokens := min(cfg.SummaryTokens, replaced/2)
+	sumTokens := summaryTokens(st, c.From, c.To)
 	why := ""
 	if sumTokens < minSummaryTokens {
 		why = fmt.Sprintf("the compacted messages are only about %d tokens, too few for a model summary to save anything", replaced)
@@ -133,8 +138,8 @@ func (x *executor) compact(ctx context.Context, c *Compaction) error {
 			continue
 		}
 		ev.Summary = clipTokens(text, sumTokens, fam)
-		if after := estimateAfter(st, ev); !c.Handoff && after >= c.Estimate {
-			failed("no_gain", fmt.Sprintf("the model's summary would leave the next request at %d tokens, not fewer than the %d before", after, c.Estimate))
+		if after := sentTokensAfter(st, ev, maxOut); !c.Handoff && after >= before {
+			failed("no_gain", fmt.Sprintf("the model's summary would leave the next request at %d tokens, not fewer than the %d before", after, before))
 			ev.Summary = ""
 		}
 		break
@@ -148,12 +153,13 @@ func (x *executor) compact(ctx context.Context, c *Compaction) error {
 			why = ev.Attempts[n-1].Message
 		}
 		ev.Mechanical = true
-		// The mechanical summary, shorter and shorter until it shrinks
-		// the view; last, the minimal one, which the step function made
-		// sure is smaller than what it replaces.
+		// The mechanical summary, shorter and shorter until the request
+		// sent shrinks by what the step function counted on; last, the
+		// minimal one, with which the step function measured that gain.
+		least := minCompactionGain(st.ContextWindow())
 		for limit := cfg.SummaryTokens * 4; ; limit /= 2 {
 			ev.Summary = mechanicalSummary(st, c.From, c.To, prev, why, limit)
-			if c.Handoff || estimateAfter(st, ev) < c.Estimate {
+			if c.Handoff || before-sentTokensAfter(st, ev, maxOut) >= least {
 				break
 			}
 			if limit < 2*minMechanicalChars {
@@ -162,8 +168,33 @@ func (x *executor) compact(ctx context.Context, c *Compaction) error {
 			}
 		}
 	}
-	ev.TokensAfter = estimateAfter(st, ev)
+	ev.TokensAfter = sentTokensAfter(st, ev, maxOut)
+	if c.Handoff && ev.TokensAfter >= before {
+		// Turns shorter than any summary: the handoff carries them as
+		// they were (as text, clipped like a summary request's
+		// transcript) when that is smaller. What can still grow the
+		// request is the handoff's header, notes and plan.
+		carried := *ev
+		carried.Summary, carried.Carried, carried.Mechanical = carriedSummary(st, c.From, c.To, prev), true, true
+		if n := sentTokensAfter(st, &carried, maxOut); n < ev.TokensAfter {
+			*ev = carried
+			ev.TokensAfter = n
+		}
+	}
+	ev.ViewTokensAfter = estimateAfter(st, ev)
 	return x.append(ctx, journal.ContextCompacted, ev)
+}
+
+// carriedSummary is the summary of a handoff whose turns are shorter
+// than any summary of them: the previous summary, then the turns
+// [from, to) themselves, as a summary request's transcript renders them.
+func carriedSummary(s *State, from, to int, prev string) string {
+	var b strings.Builder
+	if prev != "" {
+		fmt.Fprintf(&b, "[summary of the turns before]\n%s\n\n", strings.TrimSpace(prev))
+	}
+	b.WriteString(strings.Join(transcript(s, from, to), ""))
+	return strings.TrimSpace(b.String())
 }
 
 // clipTokens keeps the head and tail of s within about n estimated

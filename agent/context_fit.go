@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/keel-run/keel/model"
@@ -23,12 +24,17 @@ import (
 // does it return one (other than a handoff) whose saving is tiny
 // (worthCompacting): then it compacts everything the model has
 // answered instead, or, if that cannot save enough either, nothing (the
-// request is then fitted).
+// request is then fitted). The saving is measured on what is sent: the
+// fitted request now against the fitted request after the compaction,
+// with a summary of its budgeted size. (With large tool results the
+// view may be far over the window while the fitted request already
+// clips the older results; compacting them then shrinks the view but
+// not the request, and a summary call would be paid for nothing.)
 func contextAction(s *State) (Action, bool) {
 	cfg := s.contextConfig()
 	from, n := s.ViewStart(), len(s.Messages)
 	if s.ctx.handoffRequested && from < n {
-		return Action{Kind: ActCompact, Compact: &Compaction{From: from, To: n, Handoff: true, Reason: "requested", Estimate: estimateView(s)}}, true
+		return Action{Kind: ActCompact, Compact: &Compaction{From: from, To: n, Handoff: true, Reason: "requested", Estimate: sentTokens(s, 0)}}, true
 	}
 	if cfg.Window <= 0 || from >= n {
 		return Action{}, false
@@ -41,7 +47,7 @@ func contextAction(s *State) (Action, bool) {
 	if end <= from {
 		return Action{}, false
 	}
-	c := &Compaction{From: from, Reason: "threshold", Estimate: est}
+	c := &Compaction{From: from, Reason: "threshold"}
 	if cfg.HandoffAfter > 0 && s.ctx.sinceHandoff >= cfg.HandoffAfter {
 		c.To, c.Handoff, c.Reason = end, true, "handoff"
 	} else {
@@ -50,8 +56,9 @@ func contextAction(s *State) (Action, bool) {
 	if c.To <= from {
 		return Action{}, false
 	}
-	if !c.Handoff && !worthCompacting(s, c.From, c.To) {
-		if c.To >= end || !worthCompacting(s, c.From, end) {
+	c.Estimate = sentTokens(s, 0)
+	if !c.Handoff && !worthCompacting(s, c.From, c.To, c.Estimate) {
+		if c.To >= end || !worthCompacting(s, c.From, end, c.Estimate) {
 			return Action{}, false
 		}
 		c.To = end
@@ -110,10 +117,48 @@ func shrinkPieces(s *State, from, to int) int {
 }
 
 // worthCompacting reports whether compacting messages [from, to) can
-// shrink the view by at least minCompactionGain tokens.
-func worthCompacting(s *State, from, to int) bool {
+// shrink the view, and the request sent (sent tokens now: see
+// [sentTokens]), by at least minCompactionGain tokens. The view's
+// saving, a sum, is checked first; the request's is the estimate of the
+// fitted request after the compaction with a summary of the size the
+// executor budgets for it ([budgetedSummary]).
+func worthCompacting(s *State, from, to, sent int) bool {
 	g := shrinkPieces(s, from, to)
-	return g >= minGain && s.Family().scale(g) >= minCompactionGain(s.ContextWindow())
+	least := minCompactionGain(s.ContextWindow())
+	if g < minGain || s.Family().scale(g) < least {
+		return false
+	}
+	first, last := stepRange(s, from, to)
+	ev := &ContextCompacted{From: from, To: to, FirstStep: first, LastStep: last, Plan: s.Plan(), Summary: budgetedSummary(s, from, to)}
+	return sent-sentTokensAfter(s, ev, 0) >= least
+}
+
+// summaryTokens returns the most tokens the summary of a compaction of
+// messages [from, to) may take: the run's summary budget, at most half
+// of what it replaces (a summary worth a paid call is much smaller than
+// what it replaces; see [executor.compact]).
+func summaryTokens(s *State, from, to int) int {
+	return min(s.contextConfig().SummaryTokens, s.Family().scale(replacedPieces(s, from, to))/2)
+}
+
+// budgetedSummary returns a stand-in for the summary of a compaction of
+// messages [from, to) as large as the executor allows it to be
+// ([summaryTokens]), and at least Keel's shortest summary, the one a
+// compaction falls back to last: the step function measures a
+// compaction's saving with it.
+func budgetedSummary(s *State, from, to int) string {
+	first, last := stepRange(s, from, to)
+	least := minimalSummary(first, last)
+	// Each "words " is one piece (see EstimateText).
+	scale := s.Family().Scale
+	if scale <= 0 {
+		scale = 1
+	}
+	pieces := int(float64(summaryTokens(s, from, to)) / scale)
+	if pieces <= EstimateText(least) {
+		return least
+	}
+	return strings.Repeat("words ", pieces)
 }
 
 // lowWater is the fraction of the threshold a compaction aims to bring

@@ -383,3 +383,74 @@ func TestHandoffForgetsRepeats(t *testing.T) {
 		t.Errorf("repeat streak %d after the handoff, want 1", n)
 	}
 }
+
+// A compaction is decided on the request sent, not on the view: the
+// report's case is a turn per step whose result (a 14 KB seq) passes the
+// window by itself. The view, with whole results, grew far over the
+// window while the fitted request (older results clipped, the newest
+// given the room left) stayed at about 5,220 tokens: a paid summary call
+// on nearly every step compacted the view from 18,845 to 11,342 tokens
+// and left the request as it was. Now no compaction is made that does
+// not shrink the request sent by a 32nd of the window, and the numbers
+// journaled are those of the requests sent.
+func TestCompactionDecidedOnRequestSent(t *testing.T) {
+	e := newEnv(t)
+	withDump(e)
+	events := onSQLite(t, e)
+	var turns []model.Message
+	for i := range 12 {
+		turns = append(turns, calls(dumpCall(fmt.Sprintf("s%d", i), i, 14000)))
+	}
+	turns = append(turns, answer("done"))
+	m := &turnModel{turns: turns, summary: "SUMMARY"}
+	const window = 5800
+	id := e.create(&agent.RunCreated{Context: &agent.ContextConfig{Window: window, Family: "generic"}})
+	p := e.params(m)
+	p.Env.MaxResultChars = 20000
+	out, err := e.rt.Execute(context.Background(), id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != journal.StatusCompleted {
+		t.Fatalf("outcome %v %+v", out.Status, out.End)
+	}
+	evs := events(id)
+	var pending *agent.ContextCompacted
+	compactions := 0
+	for i := range evs {
+		v, err := agent.Decode(&evs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch x := v.(type) {
+		case *agent.ContextCompacted:
+			compactions++
+			t.Logf("compaction steps %d–%d: sent %d → %d, view %d → %d", x.FirstStep, x.LastStep, x.TokensBefore, x.TokensAfter, x.ViewTokensBefore, x.ViewTokensAfter)
+			if x.TokensBefore > window || x.TokensBefore-x.TokensAfter < window/32 {
+				t.Errorf("compaction of steps %d–%d: the request sent went from %d to %d tokens of %d", x.FirstStep, x.LastStep, x.TokensBefore, x.TokensAfter, window)
+			}
+			pending = x
+		case *agent.ModelResponded:
+			if x.EstimatedInputTokens > window {
+				t.Errorf("a request was estimated at %d tokens, window %d", x.EstimatedInputTokens, window)
+			}
+			if pending != nil && int64(pending.TokensAfter) != x.EstimatedInputTokens {
+				t.Errorf("compaction of steps %d–%d reported %d tokens after, the next request sent was estimated at %d", pending.FirstStep, pending.LastStep, pending.TokensAfter, x.EstimatedInputTokens)
+			}
+			pending = nil
+		}
+	}
+	if calls := len(m.summaries); calls > compactions {
+		t.Errorf("%d summary calls for %d compactions", calls, compactions)
+	}
+	if len(m.summaries) > 2 {
+		t.Errorf("%d summary calls in %d steps: the fitted request did not need them", len(m.summaries), len(turns))
+	}
+	// Every newest result reached the model, fitted, naming its file.
+	for i, r := range m.reqs[1:] {
+		last := r.Messages[len(r.Messages)-1]
+		if last.Role != model.RoleTool || last.ToolCallID != fmt.Sprintf("s%d", i) || !fittedNote.MatchString(last.Content) {
+			t.Errorf("request %d does not end with the fitted result of s%d: %.200q", i+2, i, last.Content)
+		}
+	}
+}

@@ -139,14 +139,16 @@ func TestCompactionKeepsRequestsInWindow(t *testing.T) {
 	}
 }
 
-// A run whose next request is already bigger than the window when it
-// compacts (one huge result) still compacts with a summary request that
-// fits, and completes.
+// A run whose view is already bigger than the window when it compacts
+// (one huge result, answered) still compacts with a summary request
+// that fits, and completes. (While the huge result is the newest, the
+// request is fitted: a compaction of the small turns before it would
+// not shrink what is sent, the newest result taking the room it frees.)
 func TestCompactionWhenWindowAlreadyFull(t *testing.T) {
 	e := newEnv(t)
 	turns := echoTurns(3, 300)
 	big, _ := json.Marshal(map[string]string{"text": strings.Repeat("word ", 2500)})
-	turns = append(turns[:3:3], model.Message{ToolCalls: []model.ToolCall{tc("big", "echo", string(big))}}, answer("finished"))
+	turns = append(turns[:3:3], model.Message{ToolCalls: []model.ToolCall{tc("big", "echo", string(big))}}, echoTurns(1, 20)[0], answer("finished"))
 	m := &turnModel{turns: turns, summary: "Summary: four echoes."}
 	const window = 2500
 	id := e.create(&agent.RunCreated{Context: &agent.ContextConfig{Window: window, Family: "generic"}, Task: "echo, then echo a lot"})
@@ -161,7 +163,7 @@ func TestCompactionWhenWindowAlreadyFull(t *testing.T) {
 	}
 	full := false
 	for _, c := range out.State.Compactions() {
-		if c.TokensBefore > window {
+		if c.ViewTokensBefore > window && c.TokensBefore <= window && c.TokensAfter < c.TokensBefore {
 			full = true
 		}
 	}
@@ -476,5 +478,57 @@ func TestValidationErrorsBounded(t *testing.T) {
 		if (ev.Type == journal.GateDecided || ev.Type == journal.ToolFinished) && len(ev.Payload) > 3*tool.DefaultMaxResultChars {
 			t.Errorf("%s is %d bytes", ev.Type, len(ev.Payload))
 		}
+	}
+}
+
+// A handoff of a run whose turns are shorter than any summary of them
+// carries the turns as they were: the report's case was a tiny run that
+// a handoff grew from 3,810 to 3,931 tokens with a mechanical summary
+// larger than the one turn it replaced. What the handoff adds is only
+// its header (no notes, no plan here).
+func TestHandoffOfShortTurnsCarriesThem(t *testing.T) {
+	e := newEnv(t)
+	events := onSQLite(t, e)
+	turns := []model.Message{{Content: "I echo once.", ToolCalls: []model.ToolCall{tc("c0", "echo", `{"text":"hello"}`)}}, answer("done")}
+	first := &turnModel{turns: turns[:1]}
+	id := e.create(&agent.RunCreated{Context: &agent.ContextConfig{Window: 32768, Family: "generic"}})
+	if out, err := e.rt.Execute(context.Background(), id, e.params(first)); err != nil || out.End.Reason != "model_error" {
+		t.Fatalf("first execution: %+v, %v", out.End, err)
+	}
+	m := &turnModel{turns: turns, summaryErr: &model.Error{Kind: model.KindInvalidRequest, Message: "cannot summarise"}}
+	p := e.params(m)
+	p.Handoff = true
+	out, err := e.rt.Execute(context.Background(), id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := out.State.Compactions()
+	if len(cs) != 1 || !cs[0].Handoff {
+		t.Fatalf("compactions = %+v", cs)
+	}
+	c := cs[0]
+	t.Logf("handoff: %d → %d tokens, carried %v, %d summary calls", c.TokensBefore, c.TokensAfter, c.Carried, len(m.summaries))
+	header := agent.EstimateText("[Keel: handoff. You continue this task in a fresh context. Everything before this message is below, as text (it was shorter than a summary); it covers steps 1–1. The workspace still holds all their changes, and long outputs remain in the files their results named.]")
+	// The header is a message of its own (4 pieces), and the carried
+	// turn's labels ("[step 1: assistant]", "[call echo]", "[result]")
+	// cost about what its messages' framing did.
+	if most := header + 4 + 8; !c.Carried || c.TokensAfter-c.TokensBefore > most {
+		t.Errorf("handoff of one short turn: %d → %d tokens (carried %v), it may add at most %d tokens, its header's", c.TokensBefore, c.TokensAfter, c.Carried, most)
+	}
+	sum := m.reqs[len(m.reqs)-1].Messages[1].Content
+	if !strings.Contains(sum, "I echo once.") || !strings.Contains(sum, `{"text":"hello"}`) || !strings.Contains(sum, "[result]\nhello") {
+		t.Errorf("the fresh context does not carry the turn:\n%s", sum)
+	}
+	var sent int64
+	evs := events(id)
+	for i := range evs {
+		ev := &evs[i]
+		if ev.Type == journal.ModelResponded {
+			v, _ := agent.Decode(ev)
+			sent = v.(*agent.ModelResponded).EstimatedInputTokens
+		}
+	}
+	if sent != int64(c.TokensAfter) {
+		t.Errorf("the handoff reported %d tokens after, the request sent was estimated at %d", c.TokensAfter, sent)
 	}
 }

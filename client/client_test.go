@@ -180,3 +180,39 @@ func TestPathSegmentsEscapedOnce(t *testing.T) {
 		t.Errorf("paths on the wire (-want +got):\n%s", diff)
 	}
 }
+
+// A server that goes away: the client says so once, keeps reconnecting,
+// and gives up with the connection error after EventsParams.GiveUp.
+func TestEventsGiveUpOnAGoneServer(t *testing.T) {
+	good := chain(t, "r1", 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sse(w, good, "") // then the connection ends without "end"
+	}))
+	c, err := client.New(srv.URL, &client.Options{Token: "keel_x_y", Retry: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	var gotErr error
+	var disconnects []error
+	p := &client.EventsParams{GiveUp: 20 * time.Millisecond, OnDisconnect: func(err error) { disconnects = append(disconnects, err) }}
+	for e, err := range c.Events(t.Context(), "r1", p) {
+		if err != nil {
+			gotErr = err
+			break
+		}
+		got = append(got, e.Seq)
+		if e.Seq == 2 {
+			srv.Close() // the server dies after the second event
+		}
+	}
+	if diff := cmp.Diff([]int64{1, 2}, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if gotErr == nil || !strings.Contains(gotErr.Error(), "the server has not answered for") {
+		t.Errorf("error %v, want the give-up", gotErr)
+	}
+	if len(disconnects) == 0 || disconnects[0] == nil {
+		t.Errorf("OnDisconnect calls %v, want the first with the error", disconnects)
+	}
+}

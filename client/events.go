@@ -28,6 +28,14 @@ type EventsParams struct {
 	// UntilStopped ends after the next event that stops an execution
 	// (run.paused, run.completed, run.failed, run.canceled).
 	UntilStopped bool
+	// OnDisconnect, if set, is called with the error each time the
+	// stream breaks and the client is about to reconnect, and with nil
+	// when a reconnection succeeded after that.
+	OnDisconnect func(err error)
+	// GiveUp, if positive, ends the sequence with the last connection
+	// error when reconnecting has failed for this long (the server is
+	// gone); 0 means reconnect until ctx is done.
+	GiveUp time.Duration
 }
 
 // Events yields run id's events in order, each once, starting at p.From.
@@ -50,8 +58,17 @@ func (c *Client) Events(ctx context.Context, id string, p *EventsParams) iter.Se
 		if next == 1 {
 			prev = journal.GenesisHash
 		}
+		var downSince time.Time // zero while connected
 		for {
-			done, err := c.streamOnce(ctx, id, &o, next, func(e journal.Event) bool {
+			connected := func() {
+				if !downSince.IsZero() {
+					downSince = time.Time{}
+					if o.OnDisconnect != nil {
+						o.OnDisconnect(nil)
+					}
+				}
+			}
+			done, err := c.streamOnce(ctx, id, &o, next, connected, func(e journal.Event) bool {
 				if e.Seq < next {
 					return true // a replayed duplicate
 				}
@@ -82,6 +99,16 @@ func (c *Client) Events(ctx context.Context, id string, p *EventsParams) iter.Se
 			}
 			// The connection broke (or the server restarts): reconnect
 			// after a pause, from where we are.
+			if downSince.IsZero() {
+				downSince = time.Now()
+			}
+			if o.GiveUp > 0 && time.Since(downSince) >= o.GiveUp {
+				yield(journal.Event{}, fmt.Errorf("client: the server has not answered for %s: %w", time.Since(downSince).Round(time.Second), err))
+				return
+			}
+			if o.OnDisconnect != nil {
+				o.OnDisconnect(err)
+			}
 			t := time.NewTimer(c.retry)
 			select {
 			case <-ctx.Done():
@@ -97,7 +124,7 @@ func (c *Client) Events(ctx context.Context, id string, p *EventsParams) iter.Se
 // ended on purpose (an "end" message, or the consumer stopped), with an
 // error if the server ended it because of one, and an error without done
 // when the connection failed.
-func (c *Client) streamOnce(ctx context.Context, id string, o *EventsParams, from int64, deliver func(journal.Event) bool) (done bool, err error) {
+func (c *Client) streamOnce(ctx context.Context, id string, o *EventsParams, from int64, connected func(), deliver func(journal.Event) bool) (done bool, err error) {
 	q := url.Values{}
 	if o.NoFollow {
 		q.Set("follow", "false")
@@ -113,6 +140,7 @@ func (c *Client) streamOnce(ctx context.Context, id string, o *EventsParams, fro
 		return false, err
 	}
 	defer resp.Body.Close()
+	connected()
 	r := bufio.NewReaderSize(resp.Body, 64<<10)
 	var event string
 	var data strings.Builder

@@ -205,7 +205,11 @@ func TestForkDoesNotInheritApprovals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := e.waitFor(fork.ID, func(ev journal.Event) bool { return ev.Type == journal.RunPaused })
+	// The fork decides demo_4 again: the gate asks (approval.requested
+	// pauses the run without a run.paused).
+	stop := e.waitFor(fork.ID, func(ev journal.Event) bool {
+		return ev.Type == journal.RunPaused || ev.Type == journal.ApprovalRequested
+	})
 	st, err := agent.Fold(fork.ID, e.events(fork.ID))
 	if err != nil {
 		t.Fatal(err)

@@ -186,8 +186,9 @@ func (h *Handler) notStarted(id, src string, seq int64, drafts []journal.Draft) 
 }
 
 // forkDrafts returns the drafts of a fork of events (a run's events 1 to
-// the fork point), with first as the run.created payload: decisions and
-// starts of calls that have no result by the fork point are left out, and
+// the fork point), with first as the run.created payload: the gate's
+// decisions, approvals and starts of calls that have no result by the
+// fork point are left out (the fork decides and runs them again), and
 // copied decisions lose their remembered approvals.
 func forkDrafts(events []journal.Event, first []byte) ([]journal.Draft, error) {
 	// Only the newest turn can have calls without a result (a model call
@@ -211,34 +212,38 @@ func forkDrafts(events []journal.Event, first []byte) ([]journal.Draft, error) {
 			finished[v.(*agent.ToolFinished).CallID] = true
 		}
 	}
-	undecided := map[string]bool{} // calls whose decision is left out
 	drafts := make([]journal.Draft, 0, len(events))
 	for i, e := range events {
 		payload := e.Payload
 		switch e.Type {
-		case journal.ApprovalResolved:
+		case journal.GateDecided, journal.ApprovalRequested, journal.ApprovalResolved, journal.ToolStarted:
 			v, err := agent.Decode(&e)
 			if err != nil {
 				return nil, err
 			}
-			d := *v.(*agent.ApprovalResolved)
-			if i > turn && !finished[d.CallID] {
-				undecided[d.CallID] = true
+			var call string
+			switch x := v.(type) {
+			case *agent.GateDecided:
+				call = x.CallID
+			case *agent.ApprovalRequested:
+				call = x.CallID
+			case *agent.ApprovalResolved:
+				call = x.CallID
+			case *agent.ToolStarted:
+				call = x.CallID
+			}
+			if i > turn && !finished[call] {
+				// A call without a result by the fork point is decided
+				// and run again in the fork, which is told nothing of a
+				// start that never ran in its workspace.
 				continue
 			}
-			if d.Remember != "" || len(d.Grants) > 0 {
-				d.Remember, d.Prefix, d.Grants = "", nil, nil
-				if payload, err = jsonPayload(&d); err != nil {
+			if d, ok := v.(*agent.ApprovalResolved); ok && (d.Remember != "" || len(d.Grants) > 0) {
+				c := *d
+				c.Remember, c.Prefix, c.Grants = "", nil, nil
+				if payload, err = jsonPayload(&c); err != nil {
 					return nil, err
 				}
-			}
-		case journal.ToolStarted:
-			v, err := agent.Decode(&e)
-			if err != nil {
-				return nil, err
-			}
-			if i > turn && undecided[v.(*agent.ToolStarted).CallID] {
-				continue
 			}
 		}
 		drafts = append(drafts, journal.Draft{Type: e.Type, Time: e.Time, Payload: payload})

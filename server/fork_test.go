@@ -47,8 +47,10 @@ func TestUnstartedForkWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	asked := e.waitStop(run.ID, 1)
-	// Before the approval was asked: the fork would go on by itself.
-	at := asked.Seq - 1
+	// Before the gate asked (event asked.Seq-1 is its decision, which a
+	// fork would leave out: the call has no result yet): the fork would go
+	// on by itself.
+	at := asked.Seq - 2
 	var forks []string
 	for _, tt := range []struct {
 		name string

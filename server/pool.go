@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 
 	"github.com/keel-run/keel/agent"
@@ -224,7 +225,7 @@ func (p *pool) worker() {
 		p.changedLocked(j.runID)
 		p.mu.Unlock()
 
-		out, err := p.execute(ctx, j)
+		out, err := p.safeExecute(ctx, j)
 		cancel(nil)
 
 		p.mu.Lock()
@@ -243,6 +244,25 @@ func (p *pool) worker() {
 			_ = p.submit(j.runID)
 		}
 	}
+}
+
+// safeExecute is execute, except that a panic in it (a bug, say a model
+// answer no one foresaw) ends that run failed with reason "internal"
+// instead of the server: otherwise the run, resumed at every start, would
+// crash the server again each time.
+func (p *pool) safeExecute(ctx context.Context, j job) (out *agent.Outcome, err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		stack := debug.Stack()
+		p.logger.Error("execution panicked; the run ends failed", "run_id", j.runID, "panic", fmt.Sprint(r), "stack", string(stack))
+		msg := fmt.Sprintf("Keel failed executing this run (panic: %v); the server went on. Please report it with the server log.", r)
+		p.failRun(ctx, j.runID, "internal", msg)
+		out, err = nil, fmt.Errorf("server: execute run %s: panic: %v", j.runID, r)
+	}()
+	return p.execute(ctx, j)
 }
 
 // execute wires and executes one run.
@@ -341,6 +361,12 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 // the run's lease (so a run that another process executes is left to
 // it); a failure to record is logged.
 func (p *pool) failSetup(ctx context.Context, runID, message string) {
+	p.failRun(ctx, runID, "setup", message)
+}
+
+// failRun ends run runID failed with reason and message, under its lease,
+// whatever ctx's state.
+func (p *pool) failRun(ctx context.Context, runID, reason, message string) {
 	ctx = context.WithoutCancel(ctx)
 	log := p.logger.With("run_id", runID)
 	if l, ok := p.rt.Store().(journal.Locker); ok {
@@ -351,7 +377,7 @@ func (p *pool) failSetup(ctx context.Context, runID, message string) {
 		}
 		defer unlock()
 	}
-	if _, err := p.rt.Fail(ctx, runID, "setup", message); err != nil {
+	if _, err := p.rt.Fail(ctx, runID, reason, message); err != nil {
 		log.Error("record the failure", "err", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -258,6 +259,11 @@ func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {
 	return a.follow(ctx, cl, run.ID, 1, false, false, false)
 }
 
+// followGiveUp is how long following a run keeps reconnecting to a
+// server that does not answer (a restart takes seconds; a crashed server
+// needs a person) before it exits 1.
+const followGiveUp = 10 * time.Minute
+
 // follow prints run id's events from sequence number from on, as `keel
 // run` prints an execution, until the run ends; while it waits for an
 // approval it says how to give it (unless noWait: then it returns at
@@ -280,7 +286,18 @@ func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int
 		}
 		return &exitError{1}
 	}
-	for e, err := range cl.Events(ctx, id, &client.EventsParams{UntilStopped: noWait}) {
+	lost := false
+	onDisconnect := func(err error) {
+		switch {
+		case err != nil && !lost:
+			lost = true
+			fmt.Fprintf(a.stderr, "keel: lost the server (%s); reconnecting every second for up to %s — the run goes on on the server (Ctrl-C stops following)\n", cell(clip(err.Error(), 200)), followGiveUp)
+		case err == nil && lost:
+			lost = false
+			fmt.Fprintln(a.stderr, "keel: reconnected to the server")
+		}
+	}
+	for e, err := range cl.Events(ctx, id, &client.EventsParams{UntilStopped: noWait, OnDisconnect: onDisconnect, GiveUp: followGiveUp}) {
 		if err != nil {
 			return err
 		}

@@ -167,9 +167,9 @@ func TestHandoffAndWindowOnResume(t *testing.T) {
 	if st.Steps != 74 || len(cs) < 2 || !cs[0].Handoff || cs[0].Reason != "requested" || cs[0].LastStep != 40 {
 		t.Fatalf("steps %d, compactions %d, first %+v", st.Steps, len(cs), cs[0])
 	}
-	t.Logf("handoff at %d tokens, %d compactions", cs[0].TokensBefore, len(cs))
-	if cs[0].TokensBefore <= 7500 {
-		t.Errorf("the handoff started at %d tokens: the view should already exceed the 7,500-token window", cs[0].TokensBefore)
+	t.Logf("handoff at %d tokens (view %d), %d compactions", cs[0].TokensBefore, cs[0].ViewTokensBefore, len(cs))
+	if cs[0].ViewTokensBefore <= 7500 {
+		t.Errorf("the handoff started at a view of %d tokens: the view should already exceed the 7,500-token window", cs[0].ViewTokensBefore)
 	}
 	if st.ContextWindow() != 7500 {
 		t.Errorf("window %d, want 7500", st.ContextWindow())

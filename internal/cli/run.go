@@ -81,8 +81,9 @@ The model is a spec string: openai:MODEL, anthropic:MODEL,
 openai-compatible:MODEL@BASE_URL or replay:TRAJECTORY.json. Keys come from
 OPENAI_API_KEY / ANTHROPIC_API_KEY (or --api-key).
 
-Exit codes: 0 completed, 1 failed, 3 paused (waiting for approval), 130
-canceled.`,
+Exit codes: 0 completed, 1 failed, 2 bad command line or configuration
+(nothing ran), 3 paused (waiting for approval), 130 canceled (Ctrl-C,
+SIGTERM, SIGHUP).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.mountSet = cmd.Flags().Changed("mount-path")
@@ -303,7 +304,7 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	}
 	params := w.execParams(p.event)
 	if !jsonOut {
-		params.OnEvent = estimatedUsageNote(a.stderr, params.OnEvent)
+		params.OnEvent = estimatedUsageNote(a.stderr, st.Created.Model, params.OnEvent)
 	}
 	params.Message = message
 	params.Principals = identity.NewDirectory(rt.Store(), nil).Check

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
@@ -13,7 +14,10 @@ import (
 // because the provider reported none (agent.ModelResponded.UsageEstimated):
 // the step lines' tokens and cost, and the token and cost limits, then
 // rest on estimates.
-func estimatedUsageNote(w io.Writer, onEvent func(journal.Event)) func(journal.Event) {
+//
+// modelSpec is the run's model: a scripted model (the demo) has no
+// provider to report usage, and the note says so.
+func estimatedUsageNote(w io.Writer, modelSpec string, onEvent func(journal.Event)) func(journal.Event) {
 	said := false
 	return func(e journal.Event) {
 		if onEvent != nil {
@@ -25,7 +29,11 @@ func estimatedUsageNote(w io.Writer, onEvent func(journal.Event)) func(journal.E
 		if v, err := agent.Decode(&e); err == nil {
 			if r, ok := v.(*agent.ModelResponded); ok && r.UsageEstimated {
 				said = true
-				fmt.Fprintln(w, "keel: the provider reported no token usage; tokens and cost are Keel's estimates (counted in --max-tokens and --max-cost)")
+				if strings.HasPrefix(modelSpec, "scripted:") {
+					fmt.Fprintln(w, "keel: a scripted model has no token usage; the tokens shown are Keel's estimates of what a real model would read and write")
+				} else {
+					fmt.Fprintln(w, "keel: the provider reported no token usage; tokens and cost are Keel's estimates (counted in --max-tokens and --max-cost)")
+				}
 			}
 		}
 	}

@@ -191,6 +191,11 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 	if err != nil {
 		return nil, classify(ctx, err, stall)
 	}
+	if msg == nil || msg.Type != "message" && len(msg.Content) == 0 && msg.StopReason == "" {
+		// HTTP 200 whose body is not a message (null, another object):
+		// a provider or gateway fault the runtime cannot use.
+		return nil, &model.Error{Kind: model.KindRetryable, Provider: provider, StatusCode: 200, Message: "the answer is not a Messages API message"}
+	}
 	return response(msg), nil
 }
 

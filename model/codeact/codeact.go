@@ -108,7 +108,7 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 		return resp, err
 	}
 	r := *resp
-	r.Message.ToolCalls = Parse(r.Message.Content, offered)
+	r.Message.ToolCalls = untilMarker(Parse(r.Message.Content, offered), m.marker)
 	if len(r.Message.ToolCalls) > 0 && r.StopReason != "length" {
 		// A reply cut at the output-token limit stays cut: the runtime
 		// runs none of its blocks, even the closed ones.
@@ -319,4 +319,21 @@ func joinText(a, b string) string {
 		return a
 	}
 	return a + "\n\n" + b
+}
+
+// untilMarker drops the blocks after the first bash block that names the
+// completion marker: that block finishes the run, and a block after it
+// would change the workspace after the submission was printed (a diff
+// that no longer matches). If the marker block does not finish the run
+// after all, the results show the model which blocks ran.
+func untilMarker(calls []model.ToolCall, marker string) []model.ToolCall {
+	if marker == "" {
+		return calls
+	}
+	for i, c := range calls {
+		if c.Name == "bash" && strings.Contains(c.Arguments, marker) {
+			return calls[:i+1]
+		}
+	}
+	return calls
 }

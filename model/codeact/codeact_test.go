@@ -163,3 +163,23 @@ func TestCutReplyStaysCut(t *testing.T) {
 		}
 	}
 }
+
+// Blocks after the bash block that prints the completion marker do not
+// run: they would change the workspace after the submission.
+func TestBlocksAfterTheMarkerDoNotRun(t *testing.T) {
+	const marker = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+	reply := "```bash\nls\n```\n```bash\necho " + marker + " && git diff\n```\n```bash\necho AFTER > after.txt\n```\n"
+	for _, tt := range []struct {
+		marker string
+		want   int
+	}{{marker, 2}, {"", 3}} {
+		f := &fake{reply: reply, stop: "stop"}
+		resp, err := codeact.New(f, &codeact.Options{CompletionMarker: tt.marker}).Generate(context.Background(), &model.Request{Tools: []model.ToolSpec{{Name: "bash"}}, Messages: []model.Message{{Role: model.RoleUser, Content: "task"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(resp.Message.ToolCalls); got != tt.want {
+			t.Errorf("marker %q: %d calls, want %d", tt.marker, got, tt.want)
+		}
+	}
+}

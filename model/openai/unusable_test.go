@@ -25,6 +25,10 @@ func TestUnusableAnswersAreRetried(t *testing.T) {
 		`{"id":"x","object":"chat.completion","choices":[]}`,
 		`<html><body>502 Bad Gateway</body></html>`,
 		`{"error":{"message":"upstream overloaded, try again","type":"server_error"}}`,
+		`null`,
+		`{"id":"x","choices":[null]}`,
+		`{"id":"x","choices":[{"index":0}]}`,
+		`{"id":"x","choices":[{"index":0,"message":null}]}`,
 	}
 	serve := func(t *testing.T, bodies []string) (*atomic.Int32, *httptest.Server) {
 		var n atomic.Int32
@@ -46,13 +50,13 @@ func TestUnusableAnswersAreRetried(t *testing.T) {
 	t.Run("recovers", func(t *testing.T) {
 		t.Parallel()
 		n, srv := serve(t, unusable)
-		m := newModel(t, srv, &openai.Options{Model: "deepseek-chat", APIKey: "k", MaxRetries: 3, RetryBackoff: noWait})
+		m := newModel(t, srv, &openai.Options{Model: "deepseek-chat", APIKey: "k", MaxRetries: len(unusable), RetryBackoff: noWait})
 		resp, err := m.Generate(t.Context(), userRequest())
 		if err != nil {
 			t.Fatalf("Generate: %v", err)
 		}
-		if got := n.Load(); got != 4 || len(resp.Message.ToolCalls) != len(first.Message.ToolCalls) {
-			t.Errorf("%d requests, %d tool calls; want 4 and the recorded answer", got, len(resp.Message.ToolCalls))
+		if got := n.Load(); int(got) != len(unusable)+1 || len(resp.Message.ToolCalls) != len(first.Message.ToolCalls) {
+			t.Errorf("%d requests, %d tool calls; want %d and the recorded answer", got, len(resp.Message.ToolCalls), len(unusable)+1)
 		}
 	})
 	t.Run("gives up with the provider's words", func(t *testing.T) {

@@ -112,6 +112,16 @@ func parameters(schema json.RawMessage) (shared.FunctionParameters, error) {
 // without choices is KindRetryable: the provider answered, but with nothing
 // the runtime could use.
 func response(cc *openai.ChatCompletion) (*model.Response, error) {
+	if cc == nil {
+		// The body was JSON null.
+		return nil, &model.Error{Kind: model.KindRetryable, Provider: provider, StatusCode: 200, Message: "the answer is null, not a chat completion"}
+	}
+	if len(cc.Choices) > 0 && !hasMessage(cc.RawJSON()) {
+		// choices: [null], [{"index": 0}], [{"message": null}]: the
+		// decoder leaves a zero message, which would read as an empty
+		// answer.
+		return nil, &model.Error{Kind: model.KindRetryable, Provider: provider, StatusCode: 200, Message: "the answer's first choice has no message"}
+	}
 	if len(cc.Choices) == 0 {
 		msg := "response has no choices"
 		// Some OpenAI-compatible servers answer HTTP 200 with an error
@@ -209,4 +219,23 @@ func clipText(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// hasMessage reports whether the raw chat completion's first choice holds
+// a message object. An answer whose raw text is not kept (built in code,
+// not decoded) is taken as it is.
+func hasMessage(raw string) bool {
+	if raw == "" {
+		return true
+	}
+	var body struct {
+		Choices []struct {
+			Message json.RawMessage `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(raw), &body); err != nil || len(body.Choices) == 0 {
+		return false
+	}
+	m := strings.TrimSpace(string(body.Choices[0].Message))
+	return strings.HasPrefix(m, "{")
 }

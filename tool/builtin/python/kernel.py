@@ -117,6 +117,10 @@ def _stream(fd):
 _pumps = [_redirect(1, "out"), _redirect(2, "err")]
 sys.stdout, sys.stderr = _stream(1), _stream(2)
 sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+# The kernel's own stream objects: a cell that assigns another object to
+# sys.stdout (open('/dev/null', 'w'), io.StringIO()) and leaves it there
+# gets ours back after the cell, with a note.
+_own = {"stdout": sys.stdout, "stderr": sys.stderr}
 
 
 def _repair():
@@ -130,12 +134,17 @@ def _repair():
             fixed.append(name)
     for attr, fd, name in (("stdout", 1, "out"), ("stderr", 2, "err")):
         f = getattr(sys, attr)
-        if name in fixed or getattr(f, "closed", True):
+        if name in fixed or getattr(f, "closed", True) or getattr(_own[attr], "closed", True):
             f = _stream(fd)
+            _own[attr] = f
             setattr(sys, attr, f)
             setattr(sys, "__%s__" % attr, f)
             if name not in fixed:
                 fixed.append(name)
+        elif f is not _own[attr]:
+            setattr(sys, attr, _own[attr])
+            setattr(sys, "__%s__" % attr, _own[attr])
+            fixed.append(name)
     return fixed
 
 _globals = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -226,7 +235,7 @@ def main():
             pass
         if fixed:
             # The note goes after the cell's own output.
-            _send({"t": "err", "id": cell_id, "d": "[keel: the cell closed the kernel's %s; Keel reconnected it for the next cells]\n" % " and ".join({"out": "stdout", "err": "stderr"}[n] for n in fixed)})
+            _send({"t": "err", "id": cell_id, "d": "[keel: the cell closed or replaced the kernel's %s; Keel reconnected it for the next cells]\n" % " and ".join({"out": "stdout", "err": "stderr"}[n] for n in fixed)})
         _send(res)
 
 

@@ -219,15 +219,18 @@ func TestKernelCellChecked(t *testing.T) {
 	}
 }
 
-// A cell that closes the kernel's output (os.close(1), sys.stdout.close(),
-// os.close(2)) does not break later cells: the kernel reconnects it,
+// A cell that closes or replaces the kernel's output (os.close(1),
+// sys.stdout.close(), os.close(2), sys.stdout = open(os.devnull)) does not
+// break later cells: the kernel reconnects it,
 // keeps its variables and says so in the cell's stderr.
 func TestKernelOutputClosed(t *testing.T) {
 	for _, tt := range []struct{ name, code, note string }{
-		{"close fd 1", "import os\nos.close(1)", "closed the kernel's stdout"},
-		{"close sys.stdout", "import sys\nsys.stdout.close()", "closed the kernel's stdout"},
-		{"close fd 2", "import os\nos.close(2)", "closed the kernel's stderr"},
-		{"replace fd 1 with a file", "import os\nfd = os.open('f.txt', os.O_WRONLY|os.O_CREAT)\nos.dup2(fd, 1)", "closed the kernel's stdout"},
+		{"close fd 1", "import os\nos.close(1)", "closed or replaced the kernel's stdout"},
+		{"close sys.stdout", "import sys\nsys.stdout.close()", "closed or replaced the kernel's stdout"},
+		{"close fd 2", "import os\nos.close(2)", "closed or replaced the kernel's stderr"},
+		{"replace fd 1 with a file", "import os\nfd = os.open('f.txt', os.O_WRONLY|os.O_CREAT)\nos.dup2(fd, 1)", "closed or replaced the kernel's stdout"},
+		{"replace sys.stdout", "import sys\nsys.stdout = open('/dev/null', 'w')\nprint('hidden')", "closed or replaced the kernel's stdout"},
+		{"replace sys.stderr", "import sys, io\nsys.stderr = io.StringIO()", "closed or replaced the kernel's stderr"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, backends(t)["none"], nil)
