@@ -437,6 +437,18 @@ func (a *app) clientRunsList(cmd *cobra.Command, _ []string) error {
 	return tw.Flush()
 }
 
+// jsonClient reads a wrapped command's --json flag and returns it with
+// the client for --server.
+func (a *app) jsonClient(cmd *cobra.Command) (bool, *client.Client, error) {
+	fv := &flagValues{fs: cmd.Flags()}
+	asJSON := fv.boolean("json")
+	if fv.err != nil {
+		return false, nil, fv.err
+	}
+	cl, err := a.apiClient()
+	return asJSON, cl, err
+}
+
 // allEvents reads run id's stored events from the server.
 func allEvents(ctx context.Context, cl *client.Client, id string) ([]journal.Event, error) {
 	var out []journal.Event
@@ -450,12 +462,7 @@ func allEvents(ctx context.Context, cl *client.Client, id string) ([]journal.Eve
 }
 
 func (a *app) clientRunsShow(cmd *cobra.Command, args []string) error {
-	fv := &flagValues{fs: cmd.Flags()}
-	asJSON := fv.boolean("json")
-	if fv.err != nil {
-		return fv.err
-	}
-	cl, err := a.apiClient()
+	asJSON, cl, err := a.jsonClient(cmd)
 	if err != nil {
 		return err
 	}
@@ -608,12 +615,7 @@ func agentOf(ag api.Agent) identity.Agent {
 }
 
 func (a *app) clientAgentsList(cmd *cobra.Command, _ []string) error {
-	fv := &flagValues{fs: cmd.Flags()}
-	asJSON := fv.boolean("json")
-	if fv.err != nil {
-		return fv.err
-	}
-	cl, err := a.apiClient()
+	asJSON, cl, err := a.jsonClient(cmd)
 	if err != nil {
 		return err
 	}

@@ -9,12 +9,7 @@ import (
 // clientAgentsGrants lists an agent's standing approvals on the server,
 // as `keel agents grants` does locally.
 func (a *app) clientAgentsGrants(cmd *cobra.Command, args []string) error {
-	fv := &flagValues{fs: cmd.Flags()}
-	asJSON := fv.boolean("json")
-	if fv.err != nil {
-		return fv.err
-	}
-	cl, err := a.apiClient()
+	asJSON, cl, err := a.jsonClient(cmd)
 	if err != nil {
 		return err
 	}
