@@ -1,12 +1,14 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,11 +71,38 @@ func child(t testing.TB, env []string, args ...string) *exec.Cmd {
 	b, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(append(os.Environ(), "KEEL_TEST_MAIN="+string(b)), env...)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("keel %v stderr:\n%s", args, stderr.String())
+		}
+	})
 	return cmd
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader in
+// different goroutines (a child's stderr, read when a test fails).
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // killedBySignal reports whether a finished child died of SIGKILL.
