@@ -324,7 +324,6 @@ func (s *Sandbox) checkWorkspace(w io.Writer) {
 	qs, warns := s.guard.check()
 	var lines []string
 	for _, q := range qs {
-		s.reportQuarantine(q)
 		lines = append(lines, q.String())
 	}
 	for _, m := range warns {
@@ -332,7 +331,14 @@ func (s *Sandbox) checkWorkspace(w io.Writer) {
 		lines = append(lines, m)
 	}
 	if w == nil {
+		// Noted before anyone hears of them: a command that ends as soon
+		// as OnQuarantine fires still reports them in its output.
 		s.guard.note(lines...)
+	}
+	for _, q := range qs {
+		s.reportQuarantine(q)
+	}
+	if w == nil {
 		return
 	}
 	for _, l := range append(s.guard.takeNotes(), lines...) {
