@@ -144,8 +144,8 @@ var (
 
 // Open opens the journal database at path, creating the file and its
 // schema if it does not exist (the parent directory must exist). A nil
-// opts means the zero [Options]. A new file is created with mode 0600
-// (owner only). It returns an error wrapping
+// opts means the zero [Options]. A new file is given mode 0600 (owner
+// only). It returns an error wrapping
 // [ErrNotJournal] for a file that is not a Keel journal (including one that
 // is not SQLite), [ErrDamaged] for a file SQLite finds malformed (a
 // truncated journal, typically; an empty file is a valid new database),
@@ -174,15 +174,12 @@ func open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("journal/sqlite: open %q: want a file path (use journal/mem for an in-memory journal)", path)
 	}
-	// A new journal is readable by its owner only: it holds every tool
-	// output, a run's environment and setup script. SQLite gives the -wal
-	// and -shm files the database file's mode. An existing file keeps the
-	// mode its owner gave it.
-	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
-		f.Close()
-	} else if !errors.Is(err, fs.ErrExist) {
-		return nil, dbError("open "+path, err)
-	}
+	// A new journal is made readable by its owner only once its schema
+	// exists (below): it holds every tool output, a run's environment and
+	// setup script. (Creating the empty file first, with its mode, let
+	// another process open it before the schema and race for WAL mode.)
+	_, statErr := os.Stat(path)
+	created := errors.Is(statErr, fs.ErrNotExist)
 	s := &Store{path: path}
 	w, err := sql.Open("sqlite", connString(path, &o, true))
 	if err != nil {
@@ -193,9 +190,37 @@ func open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s.w = w
-	if err := s.initSchema(ctx); err != nil {
-		w.Close()
-		return nil, err
+	// Another process opening the same new file at the same moment holds
+	// the lock that switching it to WAL mode needs, and SQLite answers
+	// SQLITE_BUSY at once instead of waiting busy_timeout: try again
+	// until busy_timeout has passed.
+	deadline := time.Now().Add(o.BusyTimeout)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := s.initSchema(ctx)
+		if err == nil {
+			break
+		}
+		if !isBusy(err) || time.Now().After(deadline) {
+			w.Close()
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			w.Close()
+			return nil, err
+		case <-time.After(wait):
+		}
+	}
+	if created {
+		// SQLite gives -wal and -shm files the database file's mode when
+		// it creates them; those it already made are changed too. An
+		// existing journal keeps the mode its owner gave it.
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				w.Close()
+				return nil, dbError("open "+path, err)
+			}
+		}
 	}
 	r, err := sql.Open("sqlite", connString(path, &o, false))
 	if err != nil {
@@ -348,6 +373,12 @@ func sqliteCode(err error) int {
 		return se.Code() & 0xff
 	}
 	return 0
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (or one of its
+// extended codes).
+func isBusy(err error) bool {
+	return sqliteCode(err) == sqlite3.SQLITE_BUSY
 }
 
 // dbError wraps err from operation op (such as "append run X") with the

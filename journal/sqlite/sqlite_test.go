@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -64,5 +65,30 @@ func TestNewJournalIsPrivate(t *testing.T) {
 	s2.Close()
 	if fi, _ := os.Stat(shared); fi.Mode().Perm() != 0o640 {
 		t.Errorf("existing file: mode %o, want 640 kept", fi.Mode().Perm())
+	}
+}
+
+// Several processes may open a journal that does not exist yet at the
+// same moment (keel run creating it while keel approve or a test reads
+// it): every open succeeds, and the file gets one schema.
+func TestConcurrentFirstOpen(t *testing.T) {
+	for round := range 20 {
+		path := filepath.Join(t.TempDir(), "new.db")
+		errs := make(chan error, 4)
+		for i := range 4 {
+			go func() {
+				s, err := sqlite.Open(path, nil)
+				if err == nil {
+					_, err = s.Append(t.Context(), "r"+strconv.Itoa(i), 0, journal.Draft{Type: journal.RunCreated, Time: time.Unix(1, 0), Payload: []byte(`{}`)})
+					s.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
 	}
 }
