@@ -1,6 +1,4 @@
-//go:build linux
-
-package linux_test
+package sandboxtest
 
 import (
 	"bufio"
@@ -13,14 +11,15 @@ import (
 	"github.com/keel-run/keel/sandbox"
 )
 
-// A command given Cmd.Stdin reads it: a reader is copied in, and an
-// *os.File serves an interactive exchange (line in, line out) while the
-// command runs, with no wall-time limit when Timeout is negative.
-func TestStdin(t *testing.T) {
+// testStdin checks that a command given Cmd.Stdin reads it: a reader is
+// copied in, an *os.File serves an interactive exchange (line in, line
+// out) while the command runs, with no wall-time limit when Timeout is
+// negative, and a nil Stdin reads as end of file.
+func testStdin(t *testing.T, newFn NewFunc) {
 	t.Parallel()
-	sb := newSB(t, &sandbox.Spec{}, nil)
+	sb, _ := newSandbox(t, newFn, nil)
 	t.Run("reader", func(t *testing.T) {
-		res, out := sh(t, sb, "tr a-z A-Z", func(c *sandbox.Cmd) { c.Stdin = strings.NewReader("hello\n") })
+		res, out := run(t, sb, sandbox.Cmd{Args: []string{"tr", "a-z", "A-Z"}, Stdin: strings.NewReader("hello\n")})
 		if res.ExitCode != 0 || out != "HELLO\n" {
 			t.Errorf("tr = exit %d, %q; want 0, %q", res.ExitCode, out, "HELLO\n")
 		}
@@ -35,7 +34,7 @@ func TestStdin(t *testing.T) {
 		done := make(chan *sandbox.Result, 1)
 		go func() {
 			res, err := sb.Exec(context.Background(), &sandbox.Cmd{
-				Args:    []string{"bash", "-c", `while read -r l; do echo "got $l"; done; echo bye`},
+				Args:    bash(`while read -r l; do echo "got $l"; done; echo bye`),
 				Stdin:   inR,
 				Stdout:  outW,
 				Timeout: -1,
@@ -66,7 +65,7 @@ func TestStdin(t *testing.T) {
 		}
 	})
 	t.Run("nil is EOF", func(t *testing.T) {
-		res, out := sh(t, sb, "cat; echo end")
+		res, out := run(t, sb, sandbox.Cmd{Args: bash("cat; echo end")})
 		if res.ExitCode != 0 || out != "end\n" {
 			t.Errorf("cat = exit %d, %q", res.ExitCode, out)
 		}
