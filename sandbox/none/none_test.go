@@ -19,6 +19,7 @@ import (
 
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/none"
+	"github.com/keel-run/keel/sandbox/sandboxtest"
 	"github.com/keel-run/keel/tool/builtin/shell/shelltest"
 )
 
@@ -226,4 +227,9 @@ func TestNewErrors(t *testing.T) {
 	if _, err := sb.Exec(t.Context(), &sandbox.Cmd{}); err == nil {
 		t.Errorf("Exec of an empty command succeeded")
 	}
+}
+
+// The stdin contract of every backend (sandboxtest.RunStdin).
+func TestStdin(t *testing.T) {
+	sandboxtest.RunStdin(t, newSandbox)
 }

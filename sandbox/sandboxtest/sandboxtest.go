@@ -206,7 +206,7 @@ func Run(t *testing.T, newFn NewFunc) {
 	})
 
 	t.Run("EnvironmentAllowlist", func(t *testing.T) { testEnv(t, newFn) })
-	t.Run("Stdin", func(t *testing.T) { testStdin(t, newFn) })
+	t.Run("Stdin", func(t *testing.T) { RunStdin(t, newFn) })
 
 	t.Run("WorkingDirectory", func(t *testing.T) {
 		t.Parallel()

@@ -11,11 +11,13 @@ import (
 	"github.com/keel-run/keel/sandbox"
 )
 
-// testStdin checks that a command given Cmd.Stdin reads it: a reader is
-// copied in, an *os.File serves an interactive exchange (line in, line
-// out) while the command runs, with no wall-time limit when Timeout is
-// negative, and a nil Stdin reads as end of file.
-func testStdin(t *testing.T, newFn NewFunc) {
+// RunStdin checks that a command given Cmd.Stdin reads it: a reader is
+// copied in, and an *os.File serves an interactive exchange (line in,
+// line out) while the command runs, with no wall-time limit when Timeout
+// is negative; a nil Stdin reads as end of file. [Run] includes it; a
+// backend that cannot pass Run's isolation checks (sandbox/none) runs it
+// alone.
+func RunStdin(t *testing.T, newFn NewFunc) {
 	t.Parallel()
 	sb, _ := newSandbox(t, newFn, nil)
 	t.Run("reader", func(t *testing.T) {
