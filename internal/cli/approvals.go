@@ -213,7 +213,12 @@ func (a *app) decide(ctx context.Context, runID, callID string, dec policy.Effec
 	if err != nil {
 		return err
 	}
-	rt := agent.NewRuntime(store, nil)
+	rt, flush, err := a.newRuntime(ctx, store, nil, nil)
+	if err != nil {
+		store.Close()
+		return err
+	}
+	defer flush()
 	st, _, err := rt.Load(ctx, runID)
 	if err != nil {
 		store.Close()

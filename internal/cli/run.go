@@ -264,7 +264,11 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 	if err := checkPrincipal(ctx, identity.NewDirectory(store, nil), created); err != nil {
 		return "", err
 	}
-	rt := agent.NewRuntime(store, nil)
+	rt, flush, err := a.newRuntime(ctx, store, nil, nil)
+	if err != nil {
+		return "", err
+	}
+	defer flush()
 	runID, err := rt.Create(ctx, created)
 	if err != nil {
 		return "", err

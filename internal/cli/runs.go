@@ -22,7 +22,7 @@ import (
 func (a *app) runsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "runs", Short: "List, show, resume and compare runs"}
 	cmd.AddCommand(a.runsListCmd(), a.runsShowCmd(), a.runsResumeCmd(), a.runsCompareCmd())
-	cmd.AddCommand(a.runsTokensCmd(), a.runsHandoffCmd(), a.runsCancelCmd())
+	cmd.AddCommand(a.runsTokensCmd(), a.runsHandoffCmd(), a.runsCancelCmd(), a.runsTraceCmd())
 	return cmd
 }
 
@@ -55,7 +55,11 @@ alone: stop that process first (Ctrl-C leaves the run paused).`,
 				}
 				defer unlock()
 			}
-			rt := agent.NewRuntime(store, nil)
+			rt, flush, err := a.newRuntime(ctx, store, nil, nil)
+			if err != nil {
+				return err
+			}
+			defer flush()
 			before, _, err := rt.Load(ctx, runID)
 			if err != nil {
 				return err
@@ -382,7 +386,11 @@ func (a *app) resume(ctx context.Context, runID string, f *runFlags, message str
 		return err
 	}
 	defer store.Close()
-	rt := agent.NewRuntime(store, nil)
+	rt, flush, err := a.newRuntime(ctx, store, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer flush()
 	st, _, err := rt.Load(ctx, runID)
 	if err != nil {
 		return err

@@ -38,6 +38,8 @@ type Config struct {
 	MemoryMaxBytes int `toml:"memory_max_bytes"`
 	// Serve configures keel serve.
 	Serve Serve `toml:"serve"`
+	// Telemetry configures trace export (see docs/telemetry.md).
+	Telemetry Telemetry `toml:"telemetry"`
 }
 
 // Serve is the [serve] table of config.toml, the settings of keel serve:

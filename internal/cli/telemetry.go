@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/config"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/telemetry"
+)
+
+// telemetryFlush bounds how long a command waits, when it ends, for its
+// last spans to reach the collector.
+const telemetryFlush = 3 * time.Second
+
+// telemetryConfig returns the trace export settings (config.toml and the
+// OTEL_* environment).
+func (a *app) telemetryConfig() (*telemetry.Config, error) {
+	cfg := a.cfg
+	if cfg == nil {
+		cfg = &config.Config{}
+	}
+	tc, err := cfg.TelemetryConfig(a.getenv)
+	if err != nil {
+		return nil, err
+	}
+	tc.Version = Version
+	return tc, nil
+}
+
+// newRuntime returns a runtime on store whose appends are exported as
+// spans when tracing is configured, and counted by metrics (keel serve).
+// The returned function flushes the export; call it before closing the
+// store.
+func (a *app) newRuntime(ctx context.Context, store journal.Store, opts *agent.RuntimeOptions, metrics *telemetry.Metrics) (*agent.Runtime, func(), error) {
+	tc, err := a.telemetryConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	var exp *telemetry.Exporter
+	if tc.Enabled() {
+		exp, err = telemetry.NewExporter(ctx, tc)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if exp == nil && metrics == nil {
+		return agent.NewRuntime(store, opts), func() {}, nil
+	}
+	live := telemetry.NewLive(&telemetry.LiveOptions{Exporter: exp, Metrics: metrics, Read: store.Read})
+	o := agent.RuntimeOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	o.OnAppend = live.Appended
+	done := func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlush)
+		defer cancel()
+		err := live.Close(fctx)
+		if exp == nil {
+			return
+		}
+		st := exp.Stats()
+		if st.Dropped > 0 || st.Failed > 0 || live.Dropped() > 0 || errors.Is(err, context.DeadlineExceeded) {
+			fmt.Fprintf(a.stderr, "keel: telemetry: %d spans exported, %d failed, %d dropped (queue full), %d events dropped to %s%s\n",
+				st.Exported, st.Failed, st.Dropped, live.Dropped(), tc.Endpoint, timeoutNote(err))
+		}
+	}
+	return agent.NewRuntime(store, &o), done, nil
+}
+
+func timeoutNote(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("; gave up waiting for the collector after %s (keel runs trace RUN exports a run again)", telemetryFlush)
+	}
+	return ""
+}
+
+func (a *app) runsTraceCmd() *cobra.Command {
+	var endpoint, protocol string
+	var content bool
+	cmd := &cobra.Command{
+		Use:   "trace RUN",
+		Short: "Export a run's trace (OpenTelemetry, GenAI conventions) to an OTLP collector",
+		Long: `Trace derives the run's spans from its journal (invoke_agent, chat,
+execute_tool, approvals, compactions) and sends them over OTLP. The ids are
+derived from the run id and journal positions, so exporting a run again
+sends the same spans, and they join the spans keel exported live.
+
+The collector is --otlp, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+OTEL_EXPORTER_OTLP_ENDPOINT or [telemetry] endpoint in config.toml
+(see docs/telemetry.md).`,
+		Example: `  keel runs trace 01J... --otlp http://127.0.0.1:4318
+  keel runs trace 01J... --otlp http://127.0.0.1:4317 --protocol grpc`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			tc, err := a.telemetryConfig()
+			if err != nil {
+				return err
+			}
+			if protocol != "" {
+				tc.Protocol = protocol
+			}
+			if endpoint != "" {
+				tc.Endpoint = config.TracesURL(endpoint, tc.Protocol)
+			}
+			if cmd.Flags().Changed("content") {
+				tc.Content = content
+			}
+			if err := tc.Validate(); err != nil {
+				return &usageError{err}
+			}
+			if !tc.Enabled() {
+				return usagef("no OTLP collector: pass --otlp URL or set OTEL_EXPORTER_OTLP_ENDPOINT")
+			}
+			return a.withStore(ctx, func(store journal.Store) error {
+				runID := args[0]
+				evs, err := store.Read(ctx, runID, 1)
+				if err != nil {
+					return err
+				}
+				if err := journal.Verify(runID, evs); err != nil {
+					return err
+				}
+				exp, err := telemetry.NewExporter(ctx, tc)
+				if err != nil {
+					return err
+				}
+				n, err := exp.ExportRun(ctx, runID, evs)
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlush)
+				defer cancel()
+				_ = exp.Shutdown(sctx)
+				if err != nil {
+					return fmt.Errorf("export trace of run %s: %w", runID, err)
+				}
+				st := exp.Stats()
+				if st.Failed > 0 || st.Dropped > 0 {
+					return fmt.Errorf("export trace of run %s to %s: %d of %d spans failed (is the collector up?)", runID, tc.Endpoint, st.Failed+st.Dropped, n)
+				}
+				fmt.Fprintf(a.stdout, "%s\n", telemetry.TraceID(runID))
+				fmt.Fprintf(a.stderr, "keel: exported %d spans of run %s (trace %s) to %s\n", n, runID, telemetry.TraceID(runID), tc.Endpoint)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&endpoint, "otlp", "", "OTLP collector base URL, e.g. http://127.0.0.1:4318 (default: the OTEL_* environment or config.toml)")
+	cmd.Flags().StringVar(&protocol, "protocol", "", "OTLP protocol: http/protobuf (default) or grpc")
+	cmd.Flags().BoolVar(&content, "content", false, "put prompt and completion text in the spans (secrets redacted)")
+	return cmd
+}
