@@ -22,6 +22,7 @@ import (
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/journal"
 	_ "github.com/keel-run/keel/journal/sqlite" // registers the sqlite backend
+	"github.com/keel-run/keel/telemetry"
 )
 
 // Version is the keel version, set at build time with
@@ -36,6 +37,8 @@ type app struct {
 	server, token  string // --server and --token flags (client.go)
 	home           string
 	cfg            *config.Config
+	// metrics, set by keel serve, counts what the server's runs do.
+	metrics *telemetry.Metrics
 }
 
 // exitError carries a process exit code through cobra.

@@ -9,8 +9,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/telemetry"
 )
 
@@ -153,4 +155,32 @@ OTEL_EXPORTER_OTLP_ENDPOINT or [telemetry] endpoint in config.toml
 	cmd.Flags().StringVar(&protocol, "protocol", "", "OTLP protocol: http/protobuf (default) or grpc")
 	cmd.Flags().BoolVar(&content, "content", false, "put prompt and completion text in the spans (secrets redacted)")
 	return cmd
+}
+
+// serverSnapshot reads the run gauges of keel serve's /metrics: runs by
+// status from the journal's index, the runs the server's workers execute,
+// and the approvals waiting (with their request times).
+func serverSnapshot(ctx context.Context, store journal.Store, h *server.Handler) telemetry.Snapshot {
+	s := telemetry.Snapshot{ByStatus: map[string]int{}}
+	if h != nil {
+		s.Active, _ = h.Load()
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if runs, err := store.Runs(ctx, nil); err == nil {
+		for _, r := range runs {
+			if !identity.Reserved(r.RunID) {
+				s.ByStatus[string(r.Status)]++
+			}
+		}
+	}
+	if pending, err := agent.NewRuntime(store, nil).Approvals(ctx, nil); err == nil {
+		waiting := map[string]bool{}
+		for _, p := range pending {
+			waiting[p.RunID] = true
+			s.Approvals = append(s.Approvals, p.Time)
+		}
+		s.Waiting = len(waiting)
+	}
+	return s
 }

@@ -150,6 +150,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		Network:   sandbox.Network{Allow: c.Network},
 		Protected: protectedPaths(c),
 	}
+	sbStart := time.Now()
 	switch c.Sandbox {
 	case "none":
 		fmt.Fprintln(a.stderr, "keel: WARNING: --sandbox none: commands run directly on this machine with NO isolation (your files, network and credentials are reachable)")
@@ -188,6 +189,9 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		}
 		w.sb, w.sbNote = sb, "linux"
 		w.mechanisms = sb.Mechanisms().String()
+	}
+	if a.metrics != nil {
+		a.metrics.ObserveSandboxStart(time.Since(sbStart))
 	}
 	w.tools = newTools(live)
 	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: live.commandTimeout, MaxResultChars: live.maxResultChars}
