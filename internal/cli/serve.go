@@ -20,8 +20,8 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server"
-	"github.com/keel-run/keel/telemetry"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/telemetry"
 )
 
 // serveFlags are the flags of `keel serve`.
