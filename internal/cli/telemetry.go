@@ -2,8 +2,12 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -183,4 +187,94 @@ func serverSnapshot(ctx context.Context, store journal.Store, h *server.Handler)
 		s.Waiting = len(waiting)
 	}
 	return s
+}
+
+// parseLabels parses --label KEY=VALUE flags. Keys starting with "keel."
+// are Keel's own.
+func parseLabels(flags []string) (map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range flags {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		switch {
+		case !ok || k == "":
+			return nil, usagef("--label %q: want KEY=VALUE", kv)
+		case strings.HasPrefix(k, "keel."):
+			return nil, usagef("--label %q: keys starting with keel. are reserved", kv)
+		case len(k) > 128 || len(v) > 1024:
+			return nil, usagef("--label %q: keys are at most 128 bytes, values 1024", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (a *app) costCmd() *cobra.Command {
+	var by, since string
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "cost",
+		Short: "Model cost by agent, user, model, task label or run",
+		Long: `Cost sums the cost of every model call in the journal (summary calls of
+compactions included), grouped by --by. Each figure is the one journaled
+when the call was made: the provider's reported usage at Keel's prices
+(cached input tokens at the cached price, cache writes at the write
+price). SOURCE says where the tokens came from: provider (reported by the
+provider), estimate (the provider reported none; Keel estimated them),
+mixed, or unpriced (no price known for the model: set one under
+[prices."MODEL"] in config.toml).`,
+		Example: `  keel cost
+  keel cost --by user --since 7d
+  keel cost --by label --since 2026-11-01 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			t, err := telemetry.ParseSince(since, time.Now())
+			if err != nil {
+				return &usageError{err}
+			}
+			if _, err := telemetry.NewCostAccumulator(by); err != nil {
+				return &usageError{err}
+			}
+			return a.withStore(ctx, func(store journal.Store) error {
+				rep, err := telemetry.Costs(ctx, store, &telemetry.CostParams{By: by, Since: t})
+				if err != nil {
+					return err
+				}
+				if jsonOut {
+					enc := json.NewEncoder(a.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(rep)
+				}
+				printCost(a.stdout, rep)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&by, "by", "agent", "group by agent, user (acted for), model, label (KEY=VALUE) or run")
+	cmd.Flags().StringVar(&since, "since", "", "only runs created since: a duration (7d, 36h, 2w) or a date (2026-11-01)")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func printCost(w io.Writer, rep *telemetry.CostReport) {
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s\tRUNS\tCALLS\tINPUT\tCACHED\tOUTPUT\tCOST USD\tSOURCE\n", strings.ToUpper(rep.By))
+	row := func(r *telemetry.CostRow) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.4f\t%s\n", termSafe(r.Key), r.Runs, r.Calls, r.Usage.InputTokens, r.Usage.CachedInputTokens, r.Usage.OutputTokens, r.Cost, r.Source)
+	}
+	for i := range rep.Rows {
+		row(&rep.Rows[i])
+	}
+	row(&rep.Total)
+	tw.Flush()
+	if rep.Total.UnpricedCalls > 0 {
+		fmt.Fprintf(w, "%d model calls have no price (cost 0): add [prices.\"MODEL\"] to config.toml; the journal keeps their tokens\n", rep.Total.UnpricedCalls)
+	}
+	if rep.By == "label" {
+		fmt.Fprintln(w, "a run with several labels counts in each of their rows, once in the total")
+	}
 }

@@ -405,3 +405,47 @@ func TestTraceKilledRunIsOneTrace(t *testing.T) {
 	}
 	checkTrace(t, id, j2.traceSpans(t, telemetry.TraceID(id).String(), len(want)), totalsOf(t, evs), st.Usage.InputTokens, st.Usage.OutputTokens)
 }
+
+// keel cost groups the journal's model calls; a run's figures equal the
+// sums of its model.responded events, and say where the tokens came from.
+func TestCostCommand(t *testing.T) {
+	db := setup(t)
+	traj := crashFixture(t)
+	for _, label := range []string{"task=A", "task=B"} {
+		if code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(), "-q", "--label", label); code != 0 {
+			t.Fatalf("run: %d\n%s", code, errOut)
+		}
+	}
+	code, out, errOut := keel(t, "cost", "--by", "label", "--since", "1d", "--json")
+	if code != 0 {
+		t.Fatalf("cost = %d\n%s", code, errOut)
+	}
+	var rep telemetry.CostReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := openDB(t, db).Runs(t.Context(), nil)
+	var calls int
+	var cost float64
+	for _, r := range runs {
+		st, _ := loadRun(t, db, r.RunID)
+		calls += st.Steps
+		cost += st.Cost
+	}
+	if len(rep.Rows) != 2 || rep.Rows[0].Runs != 1 || rep.Total.Runs != 2 || rep.Total.Calls != calls || fmt.Sprintf("%.9f", rep.Total.Cost) != fmt.Sprintf("%.9f", cost) {
+		t.Errorf("report %+v; the journal has %d calls costing %v", rep, calls, cost)
+	}
+	if rep.Total.Source == "" {
+		t.Error("no source")
+	}
+	code, out, _ = keel(t, "cost")
+	if code != 0 || !strings.Contains(out, "keel-cli") || !strings.Contains(out, "SOURCE") {
+		t.Errorf("keel cost = %d:\n%s", code, out)
+	}
+	if code, _, errOut := keel(t, "cost", "--by", "weather"); code != 2 {
+		t.Errorf("--by weather = %d: %s", code, errOut)
+	}
+	if code, _, _ := keel(t, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(), "--label", "keel.x=1"); code != 2 {
+		t.Errorf("--label keel.x = %d, want a usage error", code)
+	}
+}
