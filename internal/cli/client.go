@@ -93,6 +93,7 @@ func (a *app) clientMode(root *cobra.Command) {
 		"keel agents grants":  a.clientAgentsGrants,
 		"keel agents ungrant": a.clientAgentsUngrant,
 		"keel audit verify":   a.clientAuditVerify,
+		"keel cost":           a.clientCost,
 		"keel tokens create":  a.clientTokensCreate,
 		"keel tokens list":    a.clientTokensList,
 		"keel tokens revoke":  a.clientTokensRevoke,

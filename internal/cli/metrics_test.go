@@ -240,6 +240,16 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 	if len(got) != len(costByAgent) {
 		t.Errorf("cost by agent: %v, want agents %v", got, costByAgent)
 	}
+	// The API's cost report agrees with Prometheus and the journals.
+	rep, err := c.Cost(ctx, "agent", "1d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Rows {
+		if math.Abs(r.CostUSD-costByAgent[r.Key]) > 1e-9 || r.Runs != runs/2 || r.Source != "provider" {
+			t.Errorf("GET /v1/cost row %+v; the journals say $%v", r, costByAgent[r.Key])
+		}
+	}
 	p99 := pr.query(t, "histogram_quantile(0.99, sum by (le) (keel_tool_duration_seconds_bucket))")[""]
 	slices.Sort(durations)
 	exact := durations[int(math.Ceil(0.99*float64(len(durations))))-1]

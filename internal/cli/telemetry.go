@@ -16,7 +16,9 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/telemetry"
 )
 
@@ -277,4 +279,37 @@ func printCost(w io.Writer, rep *telemetry.CostReport) {
 	if rep.By == "label" {
 		fmt.Fprintln(w, "a run with several labels counts in each of their rows, once in the total")
 	}
+}
+
+// clientCost is keel cost --server: the server's GET /v1/cost.
+func (a *app) clientCost(cmd *cobra.Command, _ []string) error {
+	fv := &flagValues{fs: cmd.Flags()}
+	by, since, asJSON := fv.str("by"), fv.str("since"), fv.boolean("json")
+	if fv.err != nil {
+		return fv.err
+	}
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	rep, err := cl.Cost(cmd.Context(), by, since)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	conv := func(r *api.CostRow) telemetry.CostRow {
+		return telemetry.CostRow{Key: r.Key, Runs: r.Runs, Calls: r.Calls, Usage: model.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
+			CachedInputTokens: r.CachedInputTokens, CacheWriteTokens: r.CacheWriteTokens}, Cost: r.CostUSD, ProviderCost: r.ProviderCostUSD,
+			EstimatedCost: r.EstimatedCostUSD, UnpricedCalls: r.UnpricedCalls, Source: r.Source}
+	}
+	local := &telemetry.CostReport{By: rep.By, Total: conv(&rep.Total)}
+	for i := range rep.Rows {
+		local.Rows = append(local.Rows, conv(&rep.Rows[i]))
+	}
+	printCost(a.stdout, local)
+	return nil
 }
