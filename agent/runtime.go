@@ -207,6 +207,11 @@ type ExecParams struct {
 	// only if no other process (one waiting for that decision) already
 	// did.
 	IfLastSeq int64
+	// Trace, if set, gives the context of each model call and tool run
+	// (telemetry puts the operation's trace context in it, so that the
+	// provider request, shell commands and HTTP calls carry a W3C
+	// traceparent of the run's trace).
+	Trace func(ctx context.Context, op Operation) context.Context
 	// Handoff continues a resumed run in a fresh context: its turns are
 	// replaced by a summary, the plan and the workspace notes before
 	// anything else happens (docs/context.md).

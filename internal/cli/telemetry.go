@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -312,4 +313,22 @@ func (a *app) clientCost(cmd *cobra.Command, _ []string) error {
 	}
 	printCost(a.stdout, local)
 	return nil
+}
+
+// tracing reports whether trace export is configured: then model
+// requests, shell commands and HTTP calls carry the run's W3C trace
+// context.
+func (a *app) tracing() bool {
+	tc, err := a.telemetryConfig()
+	return err == nil && tc.Enabled()
+}
+
+// modelHTTPClient is the HTTP client of the provider adapters: nil (their
+// default) unless tracing is on, then one whose requests carry the model
+// call's traceparent.
+func (a *app) modelHTTPClient() *http.Client {
+	if !a.tracing() {
+		return nil
+	}
+	return &http.Client{Transport: telemetry.Transport(http.DefaultTransport.(*http.Transport).Clone())}
 }

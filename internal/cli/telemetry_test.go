@@ -6,17 +6,20 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model/replay"
 	"github.com/keel-run/keel/telemetry"
 )
 
@@ -447,5 +450,82 @@ func TestCostCommand(t *testing.T) {
 	}
 	if code, _, _ := keel(t, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(), "--label", "keel.x=1"); code != 2 {
 		t.Errorf("--label keel.x = %d, want a usage error", code)
+	}
+}
+
+// With tracing on, each model request carries the traceparent of its
+// chat span (the recorded raw responses of the replayed trajectory served
+// as an OpenAI-compatible endpoint) and each shell command the
+// TRACEPARENT of its execute_tool span: the ids of the run's derived
+// trace. A collector that is not there fails the export, not the run.
+func TestTraceContextPropagated(t *testing.T) {
+	db := setup(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	tr, err := replay.Load(trajectory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []string
+	h := replay.NewHandler(tr)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			mu.Lock()
+			seen = append(seen, r.Header.Get("traceparent"))
+			mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	code, _, errOut := keel(t, "run", "--model", "openai-compatible:deepseek-chat@"+srv.URL+"/v1", "--workspace", t.TempDir(), "-q",
+		"--max-steps", "3", "--sandbox", "none", tr.Task())
+	if code != 1 || !strings.Contains(errOut, "max_steps") {
+		t.Fatalf("run = %d, want the step limit\n%s", code, errOut)
+	}
+	if !strings.Contains(errOut, "failed") {
+		t.Errorf("no report of the failed export:\n%s", errOut)
+	}
+	chats := func() []string {
+		id, _ := lastRun(t, db)
+		_, evs := loadRun(t, db, id)
+		spans, err := telemetry.Derive(id, evs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range spans {
+			if strings.HasPrefix(s.Name, "chat ") {
+				out = append(out, fmt.Sprintf("00-%s-%s-01", s.TraceID, s.SpanID))
+			}
+		}
+		return out
+	}()
+	mu.Lock()
+	if strings.Join(seen, " ") != strings.Join(chats, " ") || len(seen) != 3 {
+		t.Errorf("model requests carried %v, the chat spans are %v", seen, chats)
+	}
+	mu.Unlock()
+
+	traj := writeTrajectory(t, "show the trace context",
+		[]fcall{sh("echo \"$TRACEPARENT\" > tp.txt")},
+		[]fcall{sh("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat tp.txt")},
+	)
+	ws := t.TempDir()
+	if code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", ws, "-q"); code != 0 {
+		t.Fatalf("run = %d\n%s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	_, evs := loadRun(t, db, id)
+	spans, _ := telemetry.Derive(id, evs, nil)
+	var toolTP string
+	for _, s := range spans {
+		if s.Name == "execute_tool bash" {
+			toolTP = fmt.Sprintf("00-%s-%s-01", s.TraceID, s.SpanID)
+			break
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "tp.txt"))
+	if err != nil || strings.TrimSpace(string(b)) != toolTP {
+		t.Errorf("TRACEPARENT in the command = %q (%v), the execute_tool span is %s", b, err, toolTP)
 	}
 }

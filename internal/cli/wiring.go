@@ -18,6 +18,7 @@ import (
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/linux"
 	"github.com/keel-run/keel/sandbox/none"
+	"github.com/keel-run/keel/telemetry"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin"
 	"github.com/keel-run/keel/tool/builtin/shell"
@@ -62,6 +63,9 @@ type wiring struct {
 	recorder   *agent.Recorder
 	ws         *tool.Workspace
 	live       *liveOptions
+	// trace, when tracing is on, gives model calls and tool runs their
+	// trace context (telemetry.TraceContext).
+	trace func(context.Context, agent.Operation) context.Context
 }
 
 func (w *wiring) Close() {
@@ -89,6 +93,7 @@ func (w *wiring) execParams(onEvent func(e eventT)) *agent.ExecParams {
 		Wait:            w.live.gate.waiting(),
 		IfLastSeq:       w.live.gate.ifLastSeq,
 		Limits:          w.live.limits,
+		Trace:           w.trace,
 	}
 }
 
@@ -115,6 +120,9 @@ func (a *app) sandboxKind(flag string) (string, error) {
 // its run.created payload describes them.
 func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOptions) (_ *wiring, err error) {
 	w := &wiring{live: live}
+	if a.tracing() {
+		w.trace = telemetry.TraceContext
+	}
 	defer func() {
 		if err != nil {
 			w.Close()
@@ -229,7 +237,8 @@ func (a *app) newModel(spec model.Spec, w *wiring) error {
 			// The SDK's own variable (an OpenAI-compatible gateway).
 			base = a.getenv("OPENAI_BASE_URL")
 		}
-		m, err := openai.New(&openai.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: w.live.idleTimeout, StallRetries: w.live.stallRetries, MaxRetries: sdkRetries(w.live.retries)})
+		m, err := openai.New(&openai.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: w.live.idleTimeout, StallRetries: w.live.stallRetries, MaxRetries: sdkRetries(w.live.retries),
+			HTTPClient: a.modelHTTPClient()})
 		if err != nil {
 			return err
 		}
@@ -247,7 +256,8 @@ func (a *app) newModel(spec model.Spec, w *wiring) error {
 			// The SDK's own variable (an Anthropic-compatible gateway).
 			base = a.getenv("ANTHROPIC_BASE_URL")
 		}
-		m, err := anthropic.New(&anthropic.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: w.live.idleTimeout, StallRetries: w.live.stallRetries, MaxRetries: sdkRetries(w.live.retries)})
+		m, err := anthropic.New(&anthropic.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: w.live.idleTimeout, StallRetries: w.live.stallRetries, MaxRetries: sdkRetries(w.live.retries),
+			HTTPClient: a.modelHTTPClient()})
 		if err != nil {
 			return err
 		}
