@@ -224,12 +224,17 @@ func (d *Deriver) text(s string) string { return d.opts.Redact(s) }
 
 // Add folds event e and returns the spans it ended.
 func (d *Deriver) Add(e *journal.Event) ([]Span, error) {
-	if e.Seq != d.lastSeq+1 {
-		return nil, fmt.Errorf("telemetry: run %s: event %d after %d", d.runID, e.Seq, d.lastSeq)
-	}
 	p, err := agent.Decode(e)
 	if err != nil {
 		return nil, err
+	}
+	return d.add(e, p)
+}
+
+// add folds e whose decoded payload is p.
+func (d *Deriver) add(e *journal.Event, p any) ([]Span, error) {
+	if e.Seq != d.lastSeq+1 {
+		return nil, fmt.Errorf("telemetry: run %s: event %d after %d", d.runID, e.Seq, d.lastSeq)
 	}
 	prev := d.last
 	if prev.IsZero() {

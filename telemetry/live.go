@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -198,7 +199,13 @@ func (l *Live) process(b batch) {
 		if e.Seq <= r.d.LastSeq() {
 			continue
 		}
-		spans, err := r.d.Add(e)
+		p, err := agent.Decode(e)
+		if err != nil {
+			l.errs.Add(1)
+			delete(l.runs, runID)
+			return
+		}
+		spans, err := r.d.add(e, p)
 		if err != nil {
 			l.errs.Add(1)
 			delete(l.runs, runID)
@@ -208,7 +215,7 @@ func (l *Live) process(b batch) {
 			l.o.Exporter.Export(spans)
 		}
 		if l.o.Metrics != nil {
-			l.o.Metrics.observe(r.d.created, r.d.spec, e, r.approvals)
+			l.o.Metrics.observe(r.d.created, r.d.spec, e, p, r.approvals)
 		}
 		if r.d.ended {
 			delete(l.runs, runID)

@@ -90,17 +90,13 @@ func (m *Metrics) ObserveSandboxStart(d time.Duration) { m.sandboxStart.Observe(
 func (m *Metrics) ObserveAppend(d time.Duration) { m.appendLatency.Observe(d.Seconds()) }
 
 // observe counts one event of a run whose run.created is c.
-func (m *Metrics) observe(c *agent.RunCreated, spec model.Spec, e *journal.Event, approvals map[string]time.Time) {
+func (m *Metrics) observe(c *agent.RunCreated, spec model.Spec, e *journal.Event, p any, approvals map[string]time.Time) {
 	agentName, user := "keel", ""
 	if c != nil {
 		if c.Principal != "" {
 			agentName = c.Principal
 		}
 		user = c.OnBehalfOf
-	}
-	p, err := agent.Decode(e)
-	if err != nil || p == nil {
-		return
 	}
 	switch p := p.(type) {
 	case *agent.ModelResponded:
