@@ -180,11 +180,9 @@ func (j *jaeger) traceSpans(t *testing.T, id string, want int) []jSpan {
 	}
 }
 
-// runTotals counts a run's model calls and tool calls and sums its tokens
-// from the journal.
+// runTotals counts a run's model calls and tool calls in the journal.
 type runTotals struct {
 	modelCalls, toolCalls int
-	input, output, cached int64
 }
 
 func totalsOf(t *testing.T, evs []journal.Event) runTotals {
