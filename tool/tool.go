@@ -72,6 +72,9 @@ type Tool struct {
 	// ("" for built-ins). The gate shows it to the policy as the call's
 	// resource.
 	Server string
+	// Pin, for a tool from outside Keel, is the SHA-256 of its definition
+	// as its server gave it; it is journaled with the run's tools.
+	Pin string
 	// Facts, when set, returns what the gate shows the policy about a
 	// call beyond its arguments: a connector's statement kind and tables,
 	// an MCP tool's annotations (as hints). Values are strings, booleans,

@@ -391,6 +391,7 @@ func (c *Client) Register(r *tool.Registry, pinned map[string]Pinned) ([]Registe
 			want, old = p.Pin, shown{Description: p.Description, InputSchema: p.InputSchema}
 		}
 		kt.Hold = c.holder(remote, want, old)
+		kt.Pin = want
 		if err := r.TryAdd(kt, c.handler(remote, want)); err != nil {
 			notes = append(notes, fmt.Sprintf("mcp server %s: tool %s left out: %v", c.srv.Name, remote, err))
 			continue
