@@ -87,4 +87,3 @@ func only(cmd *cobra.Command, supported ...string) error {
 	}
 	return nil
 }
-
