@@ -277,6 +277,11 @@ func checkRef(root, dir string, top map[string]bool, ref string, inGo bool) stri
 		return ""
 	}
 	ref = strings.TrimPrefix(ref, "./")
+	// A Go name qualified by its package's path (internal/testenv.Program)
+	// cites the package's directory.
+	if m := goNameRE.FindStringSubmatch(ref); m != nil {
+		ref = m[1]
+	}
 	first, _, hasDir := strings.Cut(ref, "/")
 	switch {
 	case hasDir && top[first]:
@@ -297,6 +302,9 @@ func checkRef(root, dir string, top map[string]bool, ref string, inGo bool) stri
 
 // citedExt are the extensions of files a comment or document cites.
 var citedExt = map[string]bool{".md": true, ".go": true, ".py": true, ".sh": true, ".json": true, ".jsonl": true, ".txt": true, ".txtar": true, ".cedar": true, ".yaml": true, ".yml": true, ".toml": true}
+
+// goNameRE matches a package path followed by an exported Go name.
+var goNameRE = regexp.MustCompile(`^(.*/[a-z0-9_]+)\.[A-Z][A-Za-z0-9_]*(\.[A-Z][A-Za-z0-9_]*)?$`)
 
 // sourceExt are the extensions for which an absolute path is a file on
 // somebody's disk rather than a URL path such as /v1/openapi.json.
@@ -366,6 +374,9 @@ func TestCheckRef(t *testing.T) {
 		{"tool", "/workspace/src", true, false},
 		{"tool", "/etc/passwd", true, false},
 		{"tool", "allow/deny", true, false},
+		{"tool", "internal/testenv.Program", true, false},
+		{"tool", "internal/nosuch.Program", true, true},
+		{"tool", "tool/builtin/fs/read_file.md", true, false},
 	} {
 		why := checkRef(root, filepath.Join(root, tt.dir), top, tt.ref, tt.inGo)
 		if (why != "") != tt.bad {
