@@ -71,19 +71,19 @@ func (w *wiring) Close() {
 
 func (w *wiring) execParams(onEvent func(e eventT)) *agent.ExecParams {
 	return &agent.ExecParams{
-		Model:           w.model,
-		ModelName:       w.modelName,
-		Price:           w.price,
-		Tools:           w.tools,
-		Env:             w.env,
-		OnEvent:         onEvent,
-		Recorder:        w.recorder,
-		Handoff:         w.live.handoff,
-		ContextWindow:   w.live.contextWindow,
-		Wait:            w.live.gate.waiting(),
-		IfLastSeq:       w.live.gate.ifLastSeq,
-		Limits:          w.live.limits,
-		Settings:        w.live.settings,
+		Model:         w.model,
+		ModelName:     w.modelName,
+		Price:         w.price,
+		Tools:         w.tools,
+		Env:           w.env,
+		OnEvent:       onEvent,
+		Recorder:      w.recorder,
+		Handoff:       w.live.handoff,
+		ContextWindow: w.live.contextWindow,
+		Wait:          w.live.gate.waiting(),
+		IfLastSeq:     w.live.gate.ifLastSeq,
+		Limits:        w.live.limits,
+		Settings:      w.live.settings,
 	}
 }
 
