@@ -455,7 +455,6 @@ func minus(a, b []string) []string {
 	return out
 }
 
-
 func decodeJSON(b []byte, v any) error {
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("credential: a vault record does not decode: %w", err)
