@@ -203,8 +203,9 @@ type Outcome struct {
 // Execute runs the run until it completes, fails, is canceled or pauses.
 // It verifies and folds the journal first, so it also resumes a run after
 // a crash, a pause or a cancel: interrupted tool calls are repaired as
-// DESIGN.md's side-effect contract says. Cancelling ctx with cause
-// [ErrUserCanceled] (or no cause) ends the run canceled; [ErrShutdown]
+// the side-effect contract says (docs/architecture.md, "Contract — side
+// effects"). Cancelling ctx with cause [ErrUserCanceled] (or no cause)
+// ends the run canceled; [ErrShutdown]
 // pauses it; [ErrTimeLimit] (also set by Limits.Timeout) fails it. Every
 // tool call gets a result in each case.
 //

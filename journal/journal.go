@@ -23,8 +23,9 @@ import (
 )
 
 // Type is an event type such as "run.created". Types are dotted
-// "subject.verb" names; the set below is DESIGN.md's contract, and
-// backends store any type verbatim.
+// "subject.verb" names; the set below is the journal contract
+// (docs/architecture.md, "Contract — journal"), and backends store any
+// type verbatim.
 type Type string
 
 // Event types written by the runtime.

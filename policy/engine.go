@@ -486,6 +486,9 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		if !clear {
 			f := &facts{dynamic: true, why: "the arguments name the command more than once (keys that differ only in case)"}
 			add(Part{Text: command, Command: "(ambiguous)"}, commandEntity(&Command{Text: command}, ""), f, false)
+			// Two readers would run different commands: a person looks,
+			// whatever the policy says.
+			limited = f.why
 			break
 		}
 		cmds, total, short, err := parseBash(command, MaxParts)

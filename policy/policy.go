@@ -1,5 +1,5 @@
 // Package policy decides whether a tool call may run: allow, ask a person,
-// or deny (DESIGN.md, "Contract — the gate"). It holds the decision types,
+// or deny (docs/architecture.md, "Contract — the gate"). It holds the decision types,
 // a shell-command analyser ([ParseBash]) that splits a bash command line
 // into the simple commands it would run, and an [Engine] that evaluates
 // Cedar policies (github.com/cedar-policy/cedar-go) over each of them.

@@ -20,7 +20,7 @@ import (
 const ArtifactDir = ".keel/artifacts"
 
 // Output is an [io.Writer] that bounds what a model sees of a command's
-// output while keeping the whole of it (DESIGN.md, "Contract — tool
+// output while keeping the whole of it (docs/architecture.md, "Contract — tool
 // results"). Memory stays bounded whatever is written: Output keeps a head
 // buffer and a ring buffer for the tail, each of about four times the
 // character bound, and streams the raw bytes to a workspace artifact

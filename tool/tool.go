@@ -21,7 +21,7 @@ import (
 
 // Effect classifies what a tool may change. The gate uses it for risk, the
 // executor for concurrency, and resume for deciding whether an interrupted
-// call may run again (DESIGN.md, "Contract — side effects").
+// call may run again (docs/architecture.md, "Contract — side effects").
 type Effect int
 
 // Effect classes, from least to most dangerous.

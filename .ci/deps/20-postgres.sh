@@ -1,4 +1,4 @@
-# PostgreSQL 15 (Debian) for journal/postgres and the cluster tests. Each
+# PostgreSQL 15 (Debian) for the PostgreSQL journal backend and the cluster tests. Each
 # test binary starts a private cluster of its own (internal/testenv.Postgres);
 # nothing is started here. The package's own main cluster, if apt starts one,
 # is not used.

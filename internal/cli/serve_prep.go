@@ -221,11 +221,17 @@ func (sp *serverPrep) prepare(ctx context.Context, req *api.CreateRun) (*agent.R
 			}
 		}
 	}
-	maxSteps := req.Limits.MaxSteps
+	maxSteps, maxTokens, maxCost := req.Limits.MaxSteps, req.Limits.MaxTokens, req.Limits.MaxCost
 	if maxSteps == 0 {
-		maxSteps = 100
+		maxSteps = defaultMaxSteps
 	}
-	var timeout time.Duration
+	if maxTokens == 0 {
+		maxTokens = defaultMaxTokens
+	}
+	if maxCost == 0 {
+		maxCost = defaultMaxCost
+	}
+	timeout := defaultTimeout
 	if req.Limits.Timeout != "" {
 		if timeout, err = time.ParseDuration(req.Limits.Timeout); err != nil {
 			return nil, invalidf("limits.timeout: %v", err)
@@ -237,7 +243,7 @@ func (sp *serverPrep) prepare(ctx context.Context, req *api.CreateRun) (*agent.R
 	}
 	c := &agent.RunCreated{
 		Task: task, System: firstNonEmpty(system, defaultSystemPrompt(mount)), Model: spec.String(),
-		Limits:           agent.Limits{MaxSteps: maxSteps, MaxTokens: req.Limits.MaxTokens, MaxCost: req.Limits.MaxCost, Timeout: agent.Duration(timeout)},
+		Limits:           agent.Limits{MaxSteps: maxSteps, MaxTokens: maxTokens, MaxCost: maxCost, Timeout: agent.Duration(timeout)},
 		CompletionMarker: marker, Workspace: filepath.Clean(req.Workspace), MountPath: mount, Sandbox: sb,
 		Env: req.Env, Setup: req.Setup, Network: req.Network, Labels: req.Labels,
 		Principal: firstNonEmpty(req.Agent, identity.LocalAgent), OnBehalfOf: req.OnBehalfOf,
