@@ -157,6 +157,14 @@ type Call struct {
 	// Credential is the credential the call would use if allowed (nil:
 	// none), as its tool describes it before the gate decides.
 	Credential *CredentialUse
+	// Server names the MCP server or connector that provides the tool
+	// ("" for built-ins); it is the resource of the call
+	// (Keel::Server::"NAME").
+	Server string
+	// Facts are what the tool tells the policy about the call beyond its
+	// arguments (context.facts): a connector's statement kind and tables,
+	// an MCP tool's annotations as hints.
+	Facts map[string]any
 }
 
 // CredentialUse describes the credential a call would be given: which
