@@ -233,6 +233,9 @@ type GateDecided struct {
 	policy.Decision
 	// Paths are the resolved workspace paths the decision covered.
 	Paths []string `json:"paths,omitempty"`
+	// Credential is the credential the call would use, as the policy saw
+	// it (no secret: provider, resource, method, scopes).
+	Credential *policy.CredentialUse `json:"credential,omitempty"`
 }
 
 // ApprovalRequested is the payload of journal.ApprovalRequested.
@@ -382,6 +385,10 @@ func Decode(e *journal.Event) (any, error) {
 		v = new(ApprovalRequested)
 	case journal.ApprovalResolved:
 		v = new(ApprovalResolved)
+	case journal.AuthRequired:
+		v = new(AuthRequired)
+	case journal.AuthResolved:
+		v = new(AuthResolved)
 	case journal.ToolStarted:
 		v = new(ToolStarted)
 	case journal.ToolFinished:

@@ -479,6 +479,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			"reads": strSet(f.reads), "written": strSet(f.written), "code": cedar.Boolean(f.code),
 			"part": cedar.Long(len(out)), "parts": cedar.Long(0),
 		}
+		credentialContext(ctx, c.Credential)
 		out = append(out, request{part: p, ents: ents, facts: f,
 			req: cedar.Request{Principal: principal, Action: action, Resource: res.UID, Context: cedar.NewRecord(ctx)}})
 	}
@@ -539,7 +540,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			}
 			add(p, commandEntity(cmd, p.Command), f, readOnly[cmd.Name()] && !f.code)
 		}
-	case c.Tool == "fetch_url":
+	case c.Tool == "fetch_url" || c.Tool == "http_request":
 		rawURL, clear := argString(c.Arguments, "url")
 		f := &facts{network: true}
 		if !clear {
