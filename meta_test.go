@@ -2,10 +2,14 @@ package keel_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"go/parser"
 	"go/token"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -118,5 +122,268 @@ func TestDependencyBoundaries(t *testing.T) {
 				t.Errorf("library package %s imports %s", p.ImportPath, imp)
 			}
 		}
+	}
+}
+
+// Nothing in the repository cites a file that is not in it: the design
+// of record is docs/architecture.md, not a document beside the clone. The
+// test reads the comments of every .go file and the whole of every .md,
+// .sh and .py file (outside testdata) and checks each path-like word:
+//
+//   - a path under a top-level entry of the repository (agent/step.go,
+//     docs/policy.md, tool/builtin/{fs,shell}, internal/cli/...) must
+//     exist, relative to the root or to the citing file's directory;
+//   - a project document named in capitals (README.md, AGENTS.md) must
+//     exist beside the citing file, in a parent directory or at the root;
+//     the memory files Keel reads from a user's workspace are the only
+//     exception ([workspaceFiles]);
+//   - a path that climbs out with "../" must stay inside the repository
+//     and exist (in comments, only when it names a document or source
+//     file: "../.." in a comment about git's commondir is not a citation);
+//   - an absolute path must not lead into the team's machine (its shared
+//     work directory) or to a document or source file (a ".md" or ".go"
+//     outside the clone is somebody else's file).
+//
+// URLs are skipped: they are how to cite something outside.
+func TestNoDanglingFileReferences(t *testing.T) {
+	root, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := map[string]bool{}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if n := e.Name(); n != ".git" {
+			top[n] = true
+		}
+	}
+	var bad []string
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); p != root && (n == ".git" || n == "testdata" || strings.HasPrefix(n, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		var texts []string
+		switch filepath.Ext(p) {
+		case ".go":
+			texts, err = goComments(p)
+			if err != nil {
+				return err
+			}
+		case ".md", ".sh", ".py":
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			texts = []string{string(b)}
+		default:
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		for _, text := range texts {
+			for _, ref := range pathRefs(text) {
+				if why := checkRef(root, filepath.Dir(p), top, ref, filepath.Ext(p) == ".go"); why != "" {
+					bad = append(bad, fmt.Sprintf("%s: %q %s", rel, ref, why))
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bad {
+		t.Error(b)
+	}
+	if len(bad) > 0 {
+		t.Log("cite docs/architecture.md (or another file in the repository) instead, or spell the path as a URL if it is outside")
+	}
+}
+
+// goComments returns the comments of a Go file.
+func goComments(path string) ([]string, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, parser.ParseComments)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, g := range f.Comments {
+		for _, c := range g.List {
+			out = append(out, c.Text)
+		}
+	}
+	return out, nil
+}
+
+var (
+	urlRE = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s<>()"'` + "`" + `]*`)
+	// A path-like word: no spaces, at least one "/" or a ".md" suffix.
+	wordRE = regexp.MustCompile(`[A-Za-z0-9_.~*{},/@-]+`)
+)
+
+// pathRefs returns the path-like words of text, trailing punctuation
+// trimmed.
+func pathRefs(text string) []string {
+	text = urlRE.ReplaceAllString(text, " ")
+	var out []string
+	for _, w := range wordRE.FindAllString(text, -1) {
+		w = strings.TrimRight(w, ".,:;")
+		if i := strings.Index(w, "#"); i >= 0 {
+			w = w[:i]
+		}
+		if strings.Contains(w, "/") || strings.HasSuffix(w, ".md") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// checkRef returns why ref, found in a file in dir (a comment of a Go
+// file when inGo), is dangling, or "".
+func checkRef(root, dir string, top map[string]bool, ref string, inGo bool) string {
+	switch {
+	case strings.HasPrefix(ref, "/"):
+		if first, _, _ := strings.Cut(ref[1:], "/"); first == "work" {
+			return "is a path on the machine the code was written on"
+		}
+		if sourceExt[filepath.Ext(ref)] {
+			return "is a file outside the repository"
+		}
+		return ""
+	case strings.HasPrefix(ref, "../"):
+		if inGo && !citedExt[filepath.Ext(ref)] {
+			return ""
+		}
+		p := filepath.Join(dir, ref)
+		if r, err := filepath.Rel(root, p); err != nil || r == ".." || strings.HasPrefix(r, "../") {
+			return "leads outside the repository"
+		}
+		if !exists(p) {
+			return "does not exist"
+		}
+		return ""
+	}
+	ref = strings.TrimPrefix(ref, "./")
+	// A Go name qualified by its package's path (internal/testenv.Program)
+	// cites the package's directory.
+	if m := goNameRE.FindStringSubmatch(ref); m != nil {
+		ref = m[1]
+	}
+	first, _, hasDir := strings.Cut(ref, "/")
+	switch {
+	case hasDir && top[first]:
+	case !hasDir && projectDocRE.MatchString(ref) && !workspaceFiles[ref]:
+	default:
+		return ""
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if exists(filepath.Join(d, ref)) {
+			return ""
+		}
+		if d == root || len(d) < len(root) {
+			break
+		}
+	}
+	return "does not exist in the repository"
+}
+
+// citedExt are the extensions of files a comment or document cites.
+var citedExt = map[string]bool{".md": true, ".go": true, ".py": true, ".sh": true, ".json": true, ".jsonl": true, ".txt": true, ".txtar": true, ".cedar": true, ".yaml": true, ".yml": true, ".toml": true}
+
+// goNameRE matches a package path followed by an exported Go name.
+var goNameRE = regexp.MustCompile(`^(.*/[a-z0-9_]+)\.[A-Z][A-Za-z0-9_]*(\.[A-Z][A-Za-z0-9_]*)?$`)
+
+// sourceExt are the extensions for which an absolute path is a file on
+// somebody's disk rather than a URL path such as /v1/openapi.json.
+var sourceExt = map[string]bool{".md": true, ".go": true, ".py": true, ".sh": true, ".txtar": true}
+
+// projectDocRE matches a project document's name, such as README.md.
+var projectDocRE = regexp.MustCompile(`^[A-Z][A-Z0-9_-]*\.md$`)
+
+// workspaceFiles are memory files Keel reads from a user's workspace
+// (agent/context.go), named in docs without being files of the repository.
+var workspaceFiles = map[string]bool{"KEEL.md": true, "CLAUDE.md": true}
+
+// exists reports whether p, which may hold glob characters, "{a,b}"
+// alternatives or a trailing "/...", names something on disk.
+func exists(p string) bool {
+	p = strings.TrimSuffix(strings.TrimSuffix(p, "/..."), "/")
+	if i := strings.Index(p, "{"); i >= 0 {
+		if j := strings.Index(p[i:], "}"); j > 0 {
+			for _, alt := range strings.Split(p[i+1:i+j], ",") {
+				if !exists(p[:i] + alt + p[i+j+1:]) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	if strings.ContainsAny(p, "*?[") {
+		m, _ := filepath.Glob(p)
+		return len(m) > 0
+	}
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// The reference checker flags what it should and nothing else.
+func TestCheckRef(t *testing.T) {
+	root, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := map[string]bool{"agent": true, "docs": true, "tool": true, "internal": true}
+	for _, tt := range []struct {
+		dir, ref string
+		inGo     bool
+		bad      bool
+	}{
+		{"agent", "docs/architecture.md", true, false},
+		{"agent", "agent/step.go", true, false},
+		{"agent", "tool/builtin/{fs,shell}", true, false},
+		{"agent", "tool/builtin/{fs,nosuch}", true, true},
+		{"agent", "internal/cli/...", true, false},
+		{"agent", "agent/nosuch.go", true, true},
+		{"docs", "DESIGN.md", false, true},
+		{"docs", "STYLE.md", true, true},
+		{"docs", "AGENTS.md", false, false},
+		{"docs", "KEEL.md", false, false},
+		{"docs", "notes.md", false, false},
+		{"docs", "../shared/DESIGN.md", false, true},
+		{"docs", "../AGENTS.md", false, false},
+		{"docs", "../../x", false, true},
+		{"sandbox", "../..", true, false},
+		{"sandbox", "../.gitconfig", true, false},
+		{"tool", "/work/shared/bug-cases.md", true, true},
+		{"tool", "/work/shared/eval", true, true},
+		{"tool", "/home/ada/DESIGN.md", true, true},
+		{"tool", "/v1/openapi.json", false, false},
+		{"tool", "/workspace/src", true, false},
+		{"tool", "/etc/passwd", true, false},
+		{"tool", "allow/deny", true, false},
+		{"tool", "internal/testenv.Program", true, false},
+		{"tool", "internal/nosuch.Program", true, true},
+		{"tool", "tool/builtin/fs/read_file.md", true, false},
+	} {
+		why := checkRef(root, filepath.Join(root, tt.dir), top, tt.ref, tt.inGo)
+		if (why != "") != tt.bad {
+			t.Errorf("checkRef(%s, %q) = %q, want dangling %v", tt.dir, tt.ref, why, tt.bad)
+		}
+	}
+	if got, want := pathRefs("see (docs/policy.md#rules), https://example.com/x/DESIGN.md and STYLE.md."), []string{"docs/policy.md", "STYLE.md"}; !slices.Equal(got, want) {
+		t.Errorf("pathRefs = %q, want %q", got, want)
 	}
 }

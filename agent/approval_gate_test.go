@@ -395,7 +395,7 @@ func TestExpiredApprovalAppliedOnResume(t *testing.T) {
 }
 
 // Replaying a journal with its recorded policy yields the recorded
-// decisions (DESIGN.md, "Contract — determinism").
+// decisions (docs/architecture.md, "Contract — determinism").
 func TestRecordedDecisionsReplay(t *testing.T) {
 	e := newEnv(t)
 	withBash(e)

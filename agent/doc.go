@@ -18,7 +18,7 @@
 // decides, the executor acts and appends the outcome as events, and the
 // new events are folded in. Because Step reads only the folded state (no
 // clock, no randomness, no map order), replaying a journal yields the same
-// decisions (DESIGN.md, "Contract — determinism").
+// decisions (docs/architecture.md, "Contract — determinism").
 //
 // # Side effects
 //
@@ -27,7 +27,7 @@
 // finished is re-run only if its tool is read-only or idempotent;
 // otherwise the model receives a result saying the outcome is unknown.
 // Every call ends with exactly one result, real or synthetic, so a
-// conversation never holds an orphan call (DESIGN.md, "Contract — side
+// conversation never holds an orphan call (docs/architecture.md, "Contract — side
 // effects").
 //
 // # The gate

@@ -141,6 +141,14 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 		return nil // the principal was revoked meanwhile: the loop pauses the run
 	}
 	args, res := x.p.Tools.Validate(c.ToolCall)
+	cr := x.st.Created
+	req := &tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf, Env: x.p.Env}
+	if res == nil && ctx.Err() == nil {
+		if ar := x.authorize(ctx, c, req); ar != nil {
+			// A person must authorize first: the call waits, unstarted.
+			return x.append(ctx, journal.AuthRequired, ar)
+		}
+	}
 	x.mu.Lock()
 	attempt := c.Attempts + 1
 	x.mu.Unlock()
@@ -157,7 +165,7 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 			if x.p.Trace != nil {
 				tctx = x.p.Trace(ctx, Operation{RunID: x.runID, CallID: c.ID})
 			}
-			res, err = x.p.Tools.Run(tctx, c.Name, &tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Env: x.p.Env})
+			res, err = x.p.Tools.Run(tctx, c.Name, req)
 			if err != nil {
 				// The runtime failed, not the tool: the model still gets a
 				// result so the conversation stays valid.

@@ -19,7 +19,8 @@ import (
 
 // Sentinel errors of the runtime.
 var (
-	// ErrRunCompleted is returned when asked to execute a completed run.
+	// ErrRunCompleted is returned when asked to execute a completed run
+	// without a message (with one, the run continues as a follow-up).
 	ErrRunCompleted = errors.New("agent: run already completed")
 	// ErrRunBusy is returned when another process appended to the run
 	// while this one executed it (journal.ErrConflict underneath).
@@ -165,15 +166,23 @@ type ExecParams struct {
 	// [policy.AllowAll].
 	Policy policy.Policy
 	// Concurrency bounds tool calls of one turn that run at once; 0
-	// means 4.
+	// means the run's Settings.Concurrency.
 	Concurrency int
-	// MaxOutputTokens is passed to the model; 0 means its default.
+	// MaxOutputTokens is passed to the model; 0 means the run's
+	// Settings.MaxOutputTokens.
 	MaxOutputTokens int
 	// OnEvent, if set, is called with each event after it is appended,
 	// in journal order, never concurrently.
 	OnEvent func(journal.Event)
-	// Message, if non-empty, is added to the conversation as a user
-	// message before execution continues (for example "continue").
+	// Message, if non-empty, is a person's message added to the
+	// conversation before execution continues (for example "continue").
+	// It is never dropped: it is journaled (with run.resumed, in one
+	// append) before anything else happens; if calls of the newest turn
+	// still wait for results (a run killed mid-turn, or paused for an
+	// approval), the model reads it right after those results; a
+	// completed run continues with it as a follow-up (run.resumed with
+	// FollowUp). Every later request carries it verbatim, like the task,
+	// also after compaction (docs/context.md).
 	Message string
 	// By and Token, if set, name the person who asked for this execution
 	// and the id of their API token (the team server): they are recorded
@@ -185,6 +194,10 @@ type ExecParams struct {
 	// Limits, when set on a resume, replace the run's limits from here on
 	// (journaled in run.resumed).
 	Limits *Limits
+	// Settings, when set on a resume, replace the run's execution
+	// settings from here on (journaled in run.resumed); the caller built
+	// the tools and the model client with them.
+	Settings *Settings
 	// ContextWindow, when positive, replaces the run's context window
 	// (tokens) from this execution on; it is journaled in run.resumed.
 	ContextWindow int
@@ -230,8 +243,9 @@ type Outcome struct {
 // Execute runs the run until it completes, fails, is canceled or pauses.
 // It verifies and folds the journal first, so it also resumes a run after
 // a crash, a pause or a cancel: interrupted tool calls are repaired as
-// DESIGN.md's side-effect contract says. Cancelling ctx with cause
-// [ErrUserCanceled] (or no cause) ends the run canceled; [ErrShutdown]
+// the side-effect contract says (docs/architecture.md, "Contract — side
+// effects"). Cancelling ctx with cause [ErrUserCanceled] (or no cause)
+// ends the run canceled; [ErrShutdown]
 // pauses it; [ErrTimeLimit] (also set by Limits.Timeout) fails it. Every
 // tool call gets a result in each case.
 //
@@ -257,13 +271,15 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if err != nil {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, err)
 	}
-	if st.Status == journal.StatusCompleted {
+	followUp := st.Status == journal.StatusCompleted
+	if followUp && p.Message == "" {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, ErrRunCompleted)
 	}
 	if p.IfLastSeq > 0 && st.LastSeq != p.IfLastSeq {
 		return nil, fmt.Errorf("agent: execute run %s: %w (it moved on after event %d)", runID, ErrRunBusy, p.IfLastSeq)
 	}
 	x := &executor{rt: rt, p: p, st: st, runID: runID}
+	message := p.Message
 	if p.Recorder != nil {
 		p.Recorder.bind(x)
 		defer p.Recorder.bind(nil)
@@ -271,10 +287,11 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if x.p.Policy == nil {
 		x.p.Policy = policy.AllowAll
 	}
-	if x.p.Concurrency <= 0 {
-		x.p.Concurrency = 4
-	}
 	if st.LastType != journal.RunCreated {
+		settings := p.Settings
+		if settings != nil && *settings == st.Settings {
+			settings = nil // unchanged: nothing to journal
+		}
 		var interrupted []string
 		if t := st.LastTurn(); t != nil {
 			for _, c := range t.Calls {
@@ -283,18 +300,38 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 				}
 			}
 		}
-		if err := x.append(ctx, journal.RunResumed, &RunResumed{Interrupted: interrupted, Model: p.ModelName, ContextWindow: p.ContextWindow, Handoff: p.Handoff, Limits: p.Limits, By: p.By, Token: p.Token}); err != nil {
+		resumed := &RunResumed{Interrupted: interrupted, Model: p.ModelName, ContextWindow: p.ContextWindow, Handoff: p.Handoff, Limits: p.Limits,
+			Settings: settings, FollowUp: followUp, By: p.By, Token: p.Token}
+		types, payloads := []journal.Type{journal.RunResumed}, []any{resumed}
+		if p.Message != "" && (!p.Handoff || followUp) {
+			// The person's message is journaled with the resume, in one
+			// append: a crash cannot separate them.
+			types = append(types, journal.UserMessage)
+			payloads = append(payloads, &UserMessage{Content: p.Message, By: p.By, Token: p.Token})
+			message = ""
+		}
+		if err := x.appendMany(ctx, types, payloads); err != nil {
 			return nil, err
 		}
 		if err := x.handoffNow(ctx); err != nil {
 			return nil, err
 		}
 	}
-	if p.Message != "" {
-		if t := st.LastTurn(); t == nil || allDone(t) {
-			if err := x.append(ctx, journal.UserMessage, &UserMessage{Content: p.Message, By: p.By, Token: p.Token}); err != nil {
-				return nil, err
-			}
+	// The run's settings (as this execution may just have replaced them)
+	// apply where the caller left a parameter zero.
+	if x.p.Concurrency <= 0 {
+		x.p.Concurrency = max(1, x.st.Settings.Concurrency)
+	}
+	if x.p.MaxOutputTokens <= 0 {
+		x.p.MaxOutputTokens = x.st.Settings.MaxOutputTokens
+	}
+	if message != "" {
+		// Never dropped: when calls of the newest turn still wait for
+		// results (a run killed mid-turn, or waiting for an approval),
+		// the message is journaled now and the model reads it after
+		// those results.
+		if err := x.append(ctx, journal.UserMessage, &UserMessage{Content: message, By: p.By, Token: p.Token}); err != nil {
+			return nil, err
 		}
 	}
 	if p.Recorder != nil {

@@ -14,7 +14,12 @@ import (
 // ActionKind says what the executor must do next.
 type ActionKind int
 
-// Action kinds, in the order the step function considers them.
+// Action kinds. Their order here is not their precedence: for a run that
+// has not ended, [Step] considers the setup script first, then the calls
+// of the last turn (cut, recover, gate, reject, run tools, ask, wait),
+// then a nudge or an end for an incomplete or malformed answer, the end
+// of the run (answer, completion marker, invalid calls, limits), a
+// loop-health nudge or end, compaction, and last a model call.
 const (
 	// ActNone: nothing to do (the run ended, or waits for a person).
 	ActNone ActionKind = iota
@@ -90,7 +95,7 @@ const DefaultMaxInvalidCalls = 5
 
 // Step decides the next action from a folded run. It is pure: it reads
 // only s (no clock, no randomness, no map order), so replaying a journal
-// yields the same decisions (DESIGN.md, "Contract — determinism").
+// yields the same decisions (docs/architecture.md, "Contract — determinism").
 func Step(s *State) Action {
 	if s.Status.Terminal() {
 		return Action{Kind: ActNone}
@@ -120,6 +125,10 @@ func Step(s *State) Action {
 				waiting = append(waiting, c.ID)
 			case c.Decision.Effect == policy.Ask && c.Resolved.Decision != policy.Allow:
 				rejected = append(rejected, c.ID)
+			case c.authDeclined():
+				rejected = append(rejected, c.ID)
+			case c.authWaiting():
+				waiting = append(waiting, c.ID)
 			default:
 				runnable = append(runnable, c.ID)
 			}

@@ -1,7 +1,7 @@
 // Package identity holds Keel's principals: the agents runs execute as,
 // their kind (an employee agent acting as itself, or an assistant agent
 // acting on behalf of a user), their revocation, and their standing
-// approvals (DESIGN.md, "Contract — principals").
+// approvals (docs/architecture.md, "Contract — principals").
 //
 // # Storage and integrity
 //

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Spec is a parsed model spec string. The accepted forms (DESIGN.md,
+// Spec is a parsed model spec string. The accepted forms (docs/architecture.md,
 // "Contract — model messages") are:
 //
 //	openai:MODEL                       OpenAI Chat Completions

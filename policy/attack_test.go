@@ -124,40 +124,52 @@ func TestUnsandboxedSymlinksAreFollowed(t *testing.T) {
 	}
 }
 
-// Every command of the recorded 74-turn SWE-bench trajectory is still
-// allowed by the default policy in the sandbox: the analysis asks about
-// what it cannot know, not about ordinary work.
+// Every command of the recorded SWE-bench trajectories is allowed by the
+// default policy in the sandbox: the default asks only about effects that
+// leave the sandbox, not about ordinary work. Without a sandbox the strict
+// asks stay; their count is logged (go test -v), not asserted.
 func TestDefaultPolicyAllowsRecordedWork(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "trajectories", "deepseek_chat_dev.traj.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tr struct {
-		Messages []struct {
-			ToolCalls []struct {
-				Function struct{ Arguments string } `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(b, &tr); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, m := range tr.Messages {
-		for _, tc := range m.ToolCalls {
-			c := bashCall("")
-			c.Arguments = json.RawMessage(tc.Function.Arguments)
-			c.MountPath = "/testbed"
-			c.Network = nil
-			n++
-			if d := policy.Default().Decide(t.Context(), c); d.Effect != policy.Allow {
-				t.Errorf("%s: %s (%s)", tc.Function.Arguments, d.Effect, d.Reason)
+	for _, tt := range []struct {
+		file  string
+		calls int
+	}{
+		{"deepseek_chat_dev.traj.json", 74},
+		{"deepseek_chat_dev_rerun.traj.json", 93},
+	} {
+		b, err := os.ReadFile(filepath.Join("..", "testdata", "trajectories", tt.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tr struct {
+			Messages []struct {
+				ToolCalls []struct {
+					Function struct{ Arguments string } `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(b, &tr); err != nil {
+			t.Fatal(err)
+		}
+		n, strict := 0, map[policy.Effect]int{}
+		for _, m := range tr.Messages {
+			for _, tc := range m.ToolCalls {
+				c := bashCall("")
+				c.Arguments = json.RawMessage(tc.Function.Arguments)
+				c.MountPath = "/testbed"
+				c.Network = nil
+				n++
+				if d := policy.Default().Decide(t.Context(), c); d.Effect != policy.Allow {
+					t.Errorf("%s: %s: %s (%s)", tt.file, tc.Function.Arguments, d.Effect, d.Reason)
+				}
+				c.Sandbox = "none"
+				strict[policy.Default().Decide(t.Context(), c).Effect]++
 			}
 		}
-	}
-	if n < 70 {
-		t.Errorf("%d calls, want the trajectory's 73", n)
+		if n != tt.calls {
+			t.Errorf("%s: %d calls, want %d", tt.file, n, tt.calls)
+		}
+		t.Logf("%s: %d calls, all allowed in the sandbox; with --sandbox none: %v", tt.file, n, strict)
 	}
 }
 
@@ -175,6 +187,11 @@ when { (context.writes || context.code || context.dynamic) && !context.outside &
 	decide := func(e *policy.Engine, cmd string, grants ...policy.Grant) policy.Decision {
 		c := bashCall(cmd)
 		c.Grants = grants
+		if e == policy.Default() {
+			// The default asks about dynamic commands only without a
+			// sandbox.
+			c.Sandbox = "none"
+		}
 		return e.Decide(t.Context(), c)
 	}
 	remember := func(e *policy.Engine, cmd string) []policy.Grant {
@@ -328,7 +345,7 @@ func TestAmbiguousArguments(t *testing.T) {
 	c := bashCall("")
 	c.Arguments = json.RawMessage(`{"command":"touch notes.txt","COMMAND":"rm -rf src"}`)
 	d := policy.Default().Decide(t.Context(), c)
-	if d.Effect != policy.Ask || d.Parts[0].Text != "touch notes.txt" {
+	if d.Effect != policy.Ask || d.Parts[0].Text != "touch notes.txt" || d.Policies[0] != "keel.limit" {
 		t.Errorf("ambiguous arguments: %s %+v", d.Effect, d.Parts)
 	}
 }

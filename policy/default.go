@@ -23,8 +23,9 @@ var defaultEngine = func() *Engine {
 // Default returns Keel's built-in default policy, safe on a laptop:
 // reads and writes in the workspace (and the sandbox's scratch space) are
 // allowed, reading system directories is allowed, the network asks when
-// the run can reach it, commands only known at run time ask, and
-// anything else outside the workspace is denied. Its source, with its
+// the run can reach it without a sandbox, commands only known at run
+// time run in the sandbox and ask without one, and anything else outside
+// the workspace is denied. Its source, with its
 // test cases, is [DefaultSource].
 func Default() *Engine { return defaultEngine }
 

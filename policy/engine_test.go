@@ -174,11 +174,17 @@ func TestDecisionListsParts(t *testing.T) {
 	}
 }
 
-func TestUnparsableCommandAsks(t *testing.T) {
+// A command line that does not parse is one dynamic part: bash rejects it
+// in the sandbox, and without a sandbox the default asks.
+func TestUnparsableCommandIsDynamic(t *testing.T) {
 	t.Parallel()
-	d := policy.Default().Decide(t.Context(), bashCall("echo 'unterminated"))
+	d := policy.Default().Decide(t.Context(), unsandboxed("echo 'unterminated"))
 	if d.Effect != policy.Ask || len(d.Parts) != 1 {
-		t.Errorf("unparsable command: %s %+v", d.Effect, d.Parts)
+		t.Errorf("unparsable command without a sandbox: %s %+v", d.Effect, d.Parts)
+	}
+	d = policy.Default().Decide(t.Context(), bashCall("echo 'unterminated"))
+	if d.Effect != policy.Allow || len(d.Parts) != 1 || d.Parts[0].Detail == "" {
+		t.Errorf("unparsable command in the sandbox: %s %+v", d.Effect, d.Parts)
 	}
 }
 

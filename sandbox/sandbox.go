@@ -1,7 +1,7 @@
 // Package sandbox defines the isolated place where Keel runs commands: the
 // [Sandbox] interface, its [Spec] and [Limits].
 //
-// The contract (DESIGN.md, "Contract — sandbox"): commands run with no
+// The contract (docs/architecture.md, "Contract — sandbox"): commands run with no
 // network, no host secrets, stdin at EOF, a non-interactive environment
 // (PAGER=cat, GIT_PAGER=cat, TERM=dumb, CI=1), limits on wall time, memory,
 // processes and output size, and the whole process tree killed at the

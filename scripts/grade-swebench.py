@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Grade a workspace against a SWE-bench task spec, as ../shared/eval/README.md says.
+"""Grade a workspace against a SWE-bench task spec (the JSON a SWE-bench task is published as).
 
 usage: grade-swebench.py SPEC.json TRAJECTORY.json WORKSPACE
 

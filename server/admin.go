@@ -22,6 +22,10 @@ func agentView(a *identity.Agent) api.Agent {
 		t := a.RevokedAt
 		out.RevokedAt = &t
 	}
+	if !a.RestoredAt.IsZero() {
+		t := a.RestoredAt
+		out.RestoredAt, out.RestoredBy = &t, a.RestoredBy
+	}
 	return out
 }
 

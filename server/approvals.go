@@ -25,8 +25,13 @@ func (h *Handler) approvals(ctx context.Context) ([]api.Approval, error) {
 		return nil, err
 	}
 	out := []api.Approval{}
+	now := h.opts.Clock()
 	for _, r := range runs {
-		out = append(out, r.Pending...)
+		for _, ap := range r.Pending {
+			// As agent.Runtime.Approvals says it.
+			ap.Expired = ap.Expires != nil && !now.Before(*ap.Expires)
+			out = append(out, ap)
+		}
 	}
 	slices.SortStableFunc(out, func(a, b api.Approval) int { return a.Requested.Compare(b.Requested) })
 	return out, nil

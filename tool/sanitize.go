@@ -13,7 +13,7 @@ import (
 // other control character shown as a visible escape: NUL as \0, other C0
 // controls and DEL as \xNN, C1 controls and bidirectional-override
 // characters as \uNNNN. Newlines and tabs are kept. The result is always
-// safe inside a JSON string (DESIGN.md, "Contract — tool results").
+// safe inside a JSON string (docs/architecture.md, "Contract — tool results").
 //
 // Sanitize does not bound its result; use [Output] for that.
 func Sanitize(s string) string {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/user"
@@ -51,19 +52,23 @@ can act as any agent (see docs/approvals.md, "Who may do what").`,
 func (a *app) agentsCreateCmd() *cobra.Command {
 	var kind, desc, by string
 	cmd := &cobra.Command{
-		Use:   "create NAME",
-		Short: "Create an agent",
-		Args:  cobra.ExactArgs(1),
+		Use:         "create NAME",
+		Short:       "Create an agent",
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(store journal.Store) error {
-				ag, err := identity.NewDirectory(store, nil).Create(ctx, &identity.CreateParams{Name: args[0], Kind: identity.Kind(kind), Description: desc, By: a.person(by)})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(a.stdout, "created %s agent %s\n", ag.Kind, ag.Name)
-				return nil
-			})
+			b, err := a.open(ctx, cmd, "kind", "description")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			ag, err := b.CreateAgent(ctx, &identity.CreateParams{Name: args[0], Kind: identity.Kind(kind), Description: desc, By: a.person(by)})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(escWriter{a.stdout}, "created %s agent %s\n", ag.Kind, ag.Name)
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&kind, "kind", "employee", "employee (acts as itself) or assistant (acts on behalf of a user)")
@@ -75,39 +80,22 @@ func (a *app) agentsCreateCmd() *cobra.Command {
 func (a *app) agentsListCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List agents, revoked ones included",
-		Args:  cobra.NoArgs,
+		Use:         "list",
+		Short:       "List agents, revoked ones included",
+		Args:        cobra.NoArgs,
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(store journal.Store) error {
-				agents, err := identity.NewDirectory(store, nil).List(ctx)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					enc := json.NewEncoder(a.stdout)
-					for _, ag := range agents {
-						if err := enc.Encode(ag); err != nil {
-							return err
-						}
-					}
-					return nil
-				}
-				tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "AGENT\tKIND\tSTATUS\tCREATED\tGRANTS\tDESCRIPTION")
-				for _, ag := range agents {
-					status, created := "active", "built in"
-					if ag.Revoked {
-						status = "revoked " + ag.RevokedAt.Local().Format("2006-01-02 15:04")
-					}
-					if !ag.Builtin {
-						created = ag.Created.Local().Format("2006-01-02 15:04")
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ag.Name, ag.Kind, status, created, len(ag.Grants), cell(clip(oneLine(ag.Description), 50)))
-				}
-				return tw.Flush()
-			})
+			b, err := a.open(ctx, cmd, "json")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			agents, err := b.Agents(ctx)
+			if err != nil {
+				return err
+			}
+			return a.printAgents(agents, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
@@ -116,36 +104,85 @@ func (a *app) agentsListCmd() *cobra.Command {
 
 func (a *app) agentsShowCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show NAME",
-		Short: "Show an agent and its standing approvals",
-		Args:  cobra.ExactArgs(1),
+		Use:         "show NAME",
+		Short:       "Show an agent and its standing approvals",
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(store journal.Store) error {
-				ag, err := identity.NewDirectory(store, nil).Get(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				w := escWriter{a.stdout}
-				fmt.Fprintf(w, "agent %s (%s)\n", ag.Name, ag.Kind)
-				if ag.Description != "" {
-					fmt.Fprintf(w, "  %s\n", ag.Description)
-				}
-				if ag.Revoked {
-					fmt.Fprintf(w, "REVOKED %s by %s: %s\n", ag.RevokedAt.Local().Format("2006-01-02 15:04"), ag.RevokedBy, ag.RevokeReason)
-				} else if !ag.RestoredAt.IsZero() {
-					fmt.Fprintf(w, "restored %s by %s after a revocation\n", ag.RestoredAt.Local().Format("2006-01-02 15:04"), ag.RestoredBy)
-				}
-				fmt.Fprintf(w, "standing approvals: %d\n", len(ag.Grants))
-				for _, g := range ag.Grants {
-					fmt.Fprintf(w, "  %s\n", grantLine(g))
-				}
-				if len(ag.Grants) > 0 {
-					fmt.Fprintf(w, "remove one with: keel agents ungrant %s GRANT\n", ag.Name)
-				}
-				return nil
-			})
+			b, err := a.open(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			ag, err := b.Agent(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			a.printAgent(ag)
+			return nil
 		},
+	}
+}
+
+// agentsBackend is what the agent commands need of a journal or a team
+// server.
+type agentsBackend interface {
+	// Agents lists the directory, revoked agents included, each with its
+	// standing approvals.
+	Agents(ctx context.Context) ([]identity.Agent, error)
+	// Agent returns one agent with its standing approvals, or an error
+	// wrapping identity.ErrUnknown.
+	Agent(ctx context.Context, name string) (*identity.Agent, error)
+	CreateAgent(ctx context.Context, p *identity.CreateParams) (*identity.Agent, error)
+	RevokeAgent(ctx context.Context, name string, p *identity.RevokeParams) (*identity.Agent, error)
+	Ungrant(ctx context.Context, name, grant string, p *identity.UngrantParams) error
+}
+
+// printAgents prints keel agents list: JSON lines, or a table.
+func (a *app) printAgents(agents []identity.Agent, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, ag := range agents {
+			if err := enc.Encode(ag); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tKIND\tSTATUS\tCREATED\tGRANTS\tDESCRIPTION")
+	for _, ag := range agents {
+		status, created := "active", "built in"
+		if ag.Revoked {
+			status = "revoked " + ag.RevokedAt.Local().Format("2006-01-02 15:04")
+		}
+		if !ag.Builtin {
+			created = ag.Created.Local().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ag.Name, ag.Kind, status, created, len(ag.Grants), cell(clip(oneLine(ag.Description), 50)))
+	}
+	return tw.Flush()
+}
+
+// printAgent prints keel agents show.
+func (a *app) printAgent(ag *identity.Agent) {
+	w := escWriter{a.stdout}
+	fmt.Fprintf(w, "agent %s (%s)\n", ag.Name, ag.Kind)
+	if ag.Description != "" {
+		fmt.Fprintf(w, "  %s\n", ag.Description)
+	}
+	if ag.Revoked {
+		fmt.Fprintf(w, "REVOKED %s by %s: %s\n", ag.RevokedAt.Local().Format("2006-01-02 15:04"), ag.RevokedBy, ag.RevokeReason)
+	} else if !ag.RestoredAt.IsZero() {
+		fmt.Fprintf(w, "restored %s by %s after a revocation\n", ag.RestoredAt.Local().Format("2006-01-02 15:04"), ag.RestoredBy)
+	}
+	fmt.Fprintf(w, "standing approvals: %d\n", len(ag.Grants))
+	for _, g := range ag.Grants {
+		fmt.Fprintf(w, "  %s\n", grantLine(g))
+	}
+	if len(ag.Grants) > 0 {
+		fmt.Fprintf(w, "remove one with: keel agents ungrant %s GRANT\n", ag.Name)
 	}
 }
 
@@ -166,18 +203,22 @@ func cell(s string) string {
 func (a *app) agentsGrantsCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "grants NAME",
-		Short: "List an agent's standing approvals (approvals remembered with --remember agent)",
-		Args:  cobra.ExactArgs(1),
+		Use:         "grants NAME",
+		Short:       "List an agent's standing approvals (approvals remembered with --remember agent)",
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(store journal.Store) error {
-				ag, err := identity.NewDirectory(store, nil).Get(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				return a.printGrants(ag.Name, ag.Grants, asJSON)
-			})
+			b, err := a.open(ctx, cmd, "json")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			ag, err := b.Agent(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return a.printGrants(ag.Name, ag.Grants, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
@@ -187,18 +228,24 @@ func (a *app) agentsGrantsCmd() *cobra.Command {
 func (a *app) agentsUngrantCmd() *cobra.Command {
 	var by, reason string
 	cmd := &cobra.Command{
-		Use:   "ungrant NAME GRANT",
-		Short: "Remove a standing approval: the calls it allowed ask again from the agent's next decision",
-		Args:  cobra.ExactArgs(2),
+		Use:         "ungrant NAME GRANT",
+		Short:       "Remove a standing approval: the calls it allowed ask again from the agent's next decision",
+		Args:        cobra.ExactArgs(2),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(store journal.Store) error {
-				if err := identity.NewDirectory(store, nil).Ungrant(ctx, args[0], args[1], &identity.UngrantParams{By: a.person(by), Reason: reason}); err != nil {
-					return err
-				}
-				fmt.Fprintf(a.stdout, "removed standing approval %s of agent %s\n", args[1], args[0])
-				return nil
-			})
+			// With --server, the server records the token's person as who
+			// removed it (so --by is refused).
+			b, err := a.open(ctx, cmd, "reason")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			if err := b.Ungrant(ctx, args[0], args[1], &identity.UngrantParams{By: a.person(by), Reason: reason}); err != nil {
+				return err
+			}
+			fmt.Fprintf(escWriter{a.stdout}, "removed standing approval %s of agent %s\n", args[1], args[0])
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&by, "by", "", "who removes it (default: $USER)")
@@ -237,19 +284,23 @@ dropped. A created agent's revocation is permanent: create a new agent.`,
 func (a *app) agentsRevokeCmd() *cobra.Command {
 	var reason, by string
 	cmd := &cobra.Command{
-		Use:   "revoke NAME",
-		Short: "Revoke an agent: its runs pause at their next gate decision",
-		Args:  cobra.ExactArgs(1),
+		Use:         "revoke NAME",
+		Short:       "Revoke an agent: its runs pause at their next gate decision",
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return a.withStore(ctx, func(store journal.Store) error {
-				ag, err := identity.NewDirectory(store, nil).Revoke(ctx, args[0], &identity.RevokeParams{By: a.person(by), Reason: reason})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(a.stdout, "revoked agent %s; its runs pause at their next gate decision\n", ag.Name)
-				return nil
-			})
+			b, err := a.open(ctx, cmd, "reason")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			ag, err := b.RevokeAgent(ctx, args[0], &identity.RevokeParams{By: a.person(by), Reason: reason})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(escWriter{a.stdout}, "revoked agent %s; its runs pause at their next gate decision\n", ag.Name)
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")

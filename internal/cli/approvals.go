@@ -79,57 +79,72 @@ func (a *app) approvalsCmd() *cobra.Command {
 	var run string
 	var asJSON bool
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "List pending approvals across runs, oldest first",
-		Args:  cobra.NoArgs,
+		Use:         "list",
+		Short:       "List pending approvals across runs, oldest first",
+		Args:        cobra.NoArgs,
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
+			b, err := a.open(ctx, cmd, "run", "json")
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			pending, err := agent.NewRuntime(store, nil).Approvals(ctx, &agent.ApprovalsParams{RunID: run})
+			defer b.Close()
+			pending, err := b.Approvals(ctx, run)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, p := range pending {
-					if err := enc.Encode(p); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			if len(pending) == 0 {
-				fmt.Fprintln(a.stdout, "no pending approvals")
-				return nil
-			}
-			tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tCALL\tAGENT\tSINCE\tDEADLINE\tTOOL\tACTION")
-			now := time.Now()
-			for _, p := range pending {
-				who := p.Principal
-				if p.OnBehalfOf != "" {
-					who += " for " + p.OnBehalfOf
-				}
-				deadline := "none"
-				if p.Expires != nil {
-					deadline = when(*p.Expires, now) + " → " + string(p.Default)
-					if p.Expired {
-						deadline = "EXPIRED " + deadline
-					}
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, server.Visible(p.CallID), server.Visible(who), when(p.Time, now), deadline, p.Tool, cell(clip(oneLine(server.Visible(p.Action)), 70)))
-			}
-			return tw.Flush()
+			return a.printApprovals(pending, asJSON, time.Now())
 		},
 	}
 	list.Flags().StringVar(&run, "run", "", "only this run")
 	list.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
 	cmd.AddCommand(list)
 	return cmd
+}
+
+// approvalsBackend is what the approval commands need of a journal or a
+// team server.
+type approvalsBackend interface {
+	// Approvals lists the pending approvals of run runID (of every run
+	// when it is ""), oldest first, with Expired set.
+	Approvals(ctx context.Context, runID string) ([]agent.PendingApproval, error)
+}
+
+// printApprovals prints pending approvals as keel approvals list does:
+// JSON lines, or a table (a sentence when there are none) with times
+// relative to now's year.
+func (a *app) printApprovals(pending []agent.PendingApproval, asJSON bool, now time.Time) error {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, p := range pending {
+			if err := enc.Encode(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(pending) == 0 {
+		fmt.Fprintln(a.stdout, "no pending approvals")
+		return nil
+	}
+	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tCALL\tAGENT\tSINCE\tDEADLINE\tTOOL\tACTION")
+	for _, p := range pending {
+		who := p.Principal
+		if p.OnBehalfOf != "" {
+			who += " for " + p.OnBehalfOf
+		}
+		deadline := "none"
+		if p.Expires != nil {
+			deadline = when(*p.Expires, now) + " → " + string(p.Default)
+			if p.Expired {
+				deadline = "EXPIRED " + deadline
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, server.Visible(p.CallID), server.Visible(who), when(p.Time, now), deadline, p.Tool, cell(clip(oneLine(server.Visible(p.Action)), 70)))
+	}
+	return tw.Flush()
 }
 
 // decideFlags are the flags of approve and deny.
@@ -154,9 +169,7 @@ func (d *decideFlags) register(cmd *cobra.Command, approve bool) {
 	} else {
 		fl.StringVar(&d.reason, "reason", "", "why (recorded, and shown to the model); required")
 	}
-	d.resume.commandTimeout, d.resume.commandIdle, d.resume.concurrency = 60*time.Second, 2*time.Minute, 4
-	d.resume.maxResultChars, d.resume.idleTimeout, d.resume.stallRetries = 10000, 120*time.Second, 2
-	d.resume.retries = defaultModelRetries
+	// Continuing the run uses its own settings (d.resume.changed is nil).
 }
 
 func (a *app) approveCmd() *cobra.Command {

@@ -18,7 +18,6 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/audit"
 	"github.com/keel-run/keel/client"
-	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
@@ -68,6 +67,14 @@ func (a *app) apiClient() (*client.Client, error) {
 	return c, nil
 }
 
+// serverForm is the annotation of a command written once against a
+// backend (see backend.go): it works on the local journal and on a team
+// server alike.
+const serverForm = "keel.server-form"
+
+// bothForms annotates a command that has a server form.
+var bothForms = map[string]string{serverForm: "yes"}
+
 // localOnly are the commands that never touch a journal (they work on
 // files of this machine), so they run the same with --server.
 var localOnly = []string{"keel serve", "keel policy check", "keel policy default", "keel policy test", "keel sandbox info",
@@ -78,31 +85,27 @@ var localOnly = []string{"keel serve", "keel policy check", "keel policy default
 // output as their local form. The other commands stay local.
 func (a *app) clientMode(root *cobra.Command) {
 	impl := map[string]func(*cobra.Command, []string) error{
-		"keel run":            a.clientRun,
-		"keel demo":           a.clientDemo,
-		"keel runs list":      a.clientRunsList,
-		"keel runs show":      a.clientRunsShow,
-		"keel runs resume":    a.clientRunsResume,
-		"keel approvals list": a.clientApprovalsList,
-		"keel approve":        func(c *cobra.Command, args []string) error { return a.clientDecide(c, args, policy.Allow) },
-		"keel deny":           func(c *cobra.Command, args []string) error { return a.clientDecide(c, args, policy.Deny) },
-		"keel agents list":    a.clientAgentsList,
-		"keel agents show":    a.clientAgentsShow,
-		"keel agents create":  a.clientAgentsCreate,
-		"keel agents revoke":  a.clientAgentsRevoke,
-		"keel agents grants":  a.clientAgentsGrants,
-		"keel agents ungrant": a.clientAgentsUngrant,
-		"keel audit verify":   a.clientAuditVerify,
-		"keel cost":           a.clientCost,
-		"keel tokens create":  a.clientTokensCreate,
-		"keel tokens list":    a.clientTokensList,
-		"keel tokens revoke":  a.clientTokensRevoke,
+		"keel run":           a.clientRun,
+		"keel demo":          a.clientDemo,
+		"keel runs list":     a.clientRunsList,
+		"keel runs show":     a.clientRunsShow,
+		"keel runs resume":   a.clientRunsResume,
+		"keel approve":       func(c *cobra.Command, args []string) error { return a.clientDecide(c, args, policy.Allow) },
+		"keel deny":          func(c *cobra.Command, args []string) error { return a.clientDecide(c, args, policy.Deny) },
+		"keel audit verify":  a.clientAuditVerify,
+		"keel cost":          a.clientCost,
+		"keel tokens create": a.clientTokensCreate,
+		"keel tokens list":   a.clientTokensList,
+		"keel tokens revoke": a.clientTokensRevoke,
 	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		path := c.CommandPath()
 		f, ok := impl[path]
-		if !ok && c.RunE != nil && !slices.Contains(localOnly, path) {
+		if c.Annotations[serverForm] != "" {
+			// Written once against a backend (backend.go).
+			ok = false
+		} else if !ok && c.RunE != nil && !slices.Contains(localOnly, path) {
 			// A command with no server form must not quietly use the
 			// local journal when a server is named.
 			f = func(*cobra.Command, []string) error {
@@ -157,22 +160,6 @@ func (f *flagValues) integer(name string) int {
 	v, err := f.fs.GetInt(name)
 	f.err = errors.Join(f.err, err)
 	return v
-}
-
-// only refuses flags set on the command line that the server form does
-// not support: they configure this process, and the server's settings
-// apply.
-func only(cmd *cobra.Command, supported ...string) error {
-	var bad []string
-	cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
-		if f.Changed && !slices.Contains(supported, f.Name) {
-			bad = append(bad, "--"+f.Name)
-		}
-	})
-	if len(bad) > 0 {
-		return usagef("with --server, %s cannot be used: the server's own settings apply", strings.Join(bad, ", "))
-	}
-	return nil
 }
 
 func (a *app) clientRun(cmd *cobra.Command, args []string) error {
@@ -395,13 +382,6 @@ func (a *app) onWaitRemote(pending []agent.PendingApproval, srv string) {
 	fmt.Fprintln(out, "keel: waiting (anyone with an approvals:write token for this server may decide; Ctrl-C leaves the run paused)")
 }
 
-// pendingOf converts the API's approval to the runtime's.
-func pendingOf(ap api.Approval) agent.PendingApproval {
-	return agent.PendingApproval{RunID: ap.RunID, Seq: ap.Seq, Time: ap.Requested, Principal: ap.Agent, OnBehalfOf: ap.OnBehalfOf, Task: ap.Task,
-		ApprovalRequested: agent.ApprovalRequested{CallID: ap.CallID, Tool: ap.Tool, Arguments: ap.Arguments, Reason: ap.Reason,
-			Action: ap.Action, Parts: ap.Parts, Expires: ap.Expires, Default: policy.Effect(ap.Default)}}
-}
-
 func (a *app) clientRunsList(cmd *cobra.Command, _ []string) error {
 	fv := &flagValues{fs: cmd.Flags()}
 	status, limit, asJSON := fv.strs("status"), fv.integer("limit"), fv.boolean("json")
@@ -505,55 +485,6 @@ func (a *app) clientRunsResume(cmd *cobra.Command, args []string) error {
 	return a.follow(ctx, cl, run.ID, run.Events+1, jsonOut, quiet, noWait)
 }
 
-func (a *app) clientApprovalsList(cmd *cobra.Command, _ []string) error {
-	fv := &flagValues{fs: cmd.Flags()}
-	run, asJSON := fv.str("run"), fv.boolean("json")
-	if fv.err != nil {
-		return fv.err
-	}
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	list, err := cl.Approvals(cmd.Context())
-	if err != nil {
-		return err
-	}
-	var pending []agent.PendingApproval
-	for _, ap := range list {
-		if run == "" || ap.RunID == run {
-			pending = append(pending, pendingOf(ap))
-		}
-	}
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, p := range pending {
-			if err := enc.Encode(p); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if len(pending) == 0 {
-		fmt.Fprintln(a.stdout, "no pending approvals")
-		return nil
-	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tCALL\tAGENT\tSINCE\tDEADLINE\tTOOL\tACTION")
-	for _, p := range pending {
-		who := p.Principal
-		if p.OnBehalfOf != "" {
-			who += " for " + p.OnBehalfOf
-		}
-		deadline := "none"
-		if p.Expires != nil {
-			deadline = p.Expires.Local().Format("01-02 15:04") + " → " + string(p.Default)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, server.Visible(p.CallID), server.Visible(who), p.Time.Local().Format("01-02 15:04"), deadline, p.Tool, clip(oneLine(server.Visible(p.Action)), 70))
-	}
-	return tw.Flush()
-}
-
 func (a *app) clientDecide(cmd *cobra.Command, args []string, dec policy.Effect) error {
 	fs := cmd.Flags()
 	if err := only(cmd, "reason", "remember", "prefix", "no-resume", "quiet", "json", "no-wait"); err != nil {
@@ -602,120 +533,6 @@ func (a *app) clientDecide(cmd *cobra.Command, args []string, dec policy.Effect)
 		return nil
 	}
 	return a.follow(ctx, cl, runID, run.Events+1, jsonOut, quiet, noWait)
-}
-
-// agentOf converts the API's agent to the directory's (standing approvals
-// are counted by the API, not listed: they come back empty).
-func agentOf(ag api.Agent) identity.Agent {
-	out := identity.Agent{Name: ag.Name, Kind: identity.Kind(ag.Kind), Description: ag.Description, Created: ag.Created, CreatedBy: ag.CreatedBy,
-		Builtin: ag.Builtin, Revoked: ag.Revoked, RevokedBy: ag.RevokedBy, RevokeReason: ag.RevokeReason}
-	if ag.RevokedAt != nil {
-		out.RevokedAt = *ag.RevokedAt
-	}
-	return out
-}
-
-func (a *app) clientAgentsList(cmd *cobra.Command, _ []string) error {
-	asJSON, cl, err := a.jsonClient(cmd)
-	if err != nil {
-		return err
-	}
-	agents, err := cl.Agents(cmd.Context())
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, ag := range agents {
-			if err := enc.Encode(agentOf(ag)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tKIND\tSTATUS\tCREATED\tGRANTS\tDESCRIPTION")
-	for _, ag := range agents {
-		status, created := "active", "built in"
-		if ag.Revoked && ag.RevokedAt != nil {
-			status = "revoked " + ag.RevokedAt.Local().Format("2006-01-02 15:04")
-		}
-		if !ag.Builtin {
-			created = ag.Created.Local().Format("2006-01-02 15:04")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ag.Name, ag.Kind, status, created, ag.Grants, clip(ag.Description, 50))
-	}
-	return tw.Flush()
-}
-
-func (a *app) clientAgentsShow(cmd *cobra.Command, args []string) error {
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	agents, err := cl.Agents(cmd.Context())
-	if err != nil {
-		return err
-	}
-	for _, ag := range agents {
-		if ag.Name != args[0] {
-			continue
-		}
-		fmt.Fprintf(a.stdout, "agent %s (%s)\n", ag.Name, ag.Kind)
-		if ag.Description != "" {
-			fmt.Fprintf(a.stdout, "  %s\n", ag.Description)
-		}
-		if ag.Revoked && ag.RevokedAt != nil {
-			fmt.Fprintf(a.stdout, "REVOKED %s by %s: %s\n", ag.RevokedAt.Local().Format("2006-01-02 15:04"), ag.RevokedBy, ag.RevokeReason)
-		}
-		fmt.Fprintf(a.stdout, "standing approvals: %d\n", ag.Grants)
-		return nil
-	}
-	return fmt.Errorf("%w: %s", identity.ErrUnknown, args[0])
-}
-
-func (a *app) clientAgentsCreate(cmd *cobra.Command, args []string) error {
-	fs := cmd.Flags()
-	if err := only(cmd, "kind", "description"); err != nil {
-		return err
-	}
-	fv := &flagValues{fs: fs}
-	req := &api.CreateAgent{Name: args[0], Kind: fv.str("kind"), Description: fv.str("description")}
-	if fv.err != nil {
-		return fv.err
-	}
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	ag, err := cl.CreateAgent(cmd.Context(), req)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "created %s agent %s\n", ag.Kind, ag.Name)
-	return nil
-}
-
-func (a *app) clientAgentsRevoke(cmd *cobra.Command, args []string) error {
-	fs := cmd.Flags()
-	if err := only(cmd, "reason"); err != nil {
-		return err
-	}
-	fv := &flagValues{fs: fs}
-	reason := fv.str("reason")
-	if fv.err != nil {
-		return fv.err
-	}
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	ag, err := cl.RevokeAgent(cmd.Context(), args[0], reason)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "revoked agent %s; its runs pause at their next gate decision\n", ag.Name)
-	return nil
 }
 
 func (a *app) clientAuditVerify(cmd *cobra.Command, args []string) error {

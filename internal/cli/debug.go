@@ -12,8 +12,8 @@ import (
 )
 
 // debugKnobs are unstable test toggles read from KEEL_DEBUG, a
-// comma-separated list of key=value (STYLE.md: one knob variable, read
-// only here). Known keys:
+// comma-separated list of key=value (docs/architecture.md, "Conventions":
+// one knob variable, read only here). Known keys:
 //
 //	crash_after_event=N   SIGKILL this process right after the append that
 //	                      stores event N of a run (the crash-safety harness)

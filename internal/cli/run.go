@@ -66,8 +66,13 @@ type runFlags struct {
 	handoff bool
 	// gate holds the policy, principal and approval flags (policy.go).
 	gate gateFlags
+	// mcp holds --mcp and --no-mcp (mcp.go).
+	mcp mcpFlags
 	// mountSet records that --mount-path was given.
 	mountSet bool
+	// changed reports whether a flag was given (keel runs resume: only
+	// the settings flags given replace the run's own); nil: none was.
+	changed func(name string) bool
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -105,10 +110,10 @@ SIGTERM, SIGHUP).`,
 	fl.StringVar(&f.systemFile, "system-file", "", "read the system prompt from this file")
 	fl.BoolVar(&f.json, "json", false, "write the journal events to stdout as JSON lines")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print only the final result")
-	fl.IntVar(&f.maxSteps, "max-steps", 100, "stop after this many model calls (0: no limit)")
-	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop after this many input+output tokens (0: no limit)")
-	fl.Float64Var(&f.maxCost, "max-cost", 0, "stop after this many US dollars of model cost (0: no limit)")
-	fl.DurationVar(&f.timeout, "timeout", 0, "stop after this wall time, e.g. 30m (0: no limit)")
+	fl.IntVar(&f.maxSteps, "max-steps", defaultMaxSteps, "stop after this many model calls (0: no limit)")
+	fl.Int64Var(&f.maxTokens, "max-tokens", defaultMaxTokens, "stop after this many input+output tokens, summed over all model calls (0: no limit)")
+	fl.Float64Var(&f.maxCost, "max-cost", defaultMaxCost, "stop after this many US dollars of model cost, for models with a known price (0: no limit)")
+	fl.DurationVar(&f.timeout, "timeout", defaultTimeout, "stop after this wall time of one execution, e.g. 30m (0: no limit)")
 	fl.DurationVar(&f.commandTimeout, "command-timeout", 60*time.Second, "default wall time of one shell command")
 	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 2*time.Minute, "end a shell command that prints nothing for this long (negative: never)")
 	fl.StringVar(&f.sandbox, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
@@ -125,6 +130,7 @@ SIGTERM, SIGHUP).`,
 	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
 	f.ctx.register(fl)
 	f.gate.register(cmd)
+	f.mcp.register(fl)
 	return cmd
 }
 
@@ -206,6 +212,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
+	settings := f.settings()
 	if system == "" {
 		system = defaultSystemPrompt(f.mountPath)
 		if f.ctx.actionMode == "text" {
@@ -228,6 +235,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		SetupTimeout:     agent.Duration(f.setupTimeout),
 		Network:          f.network,
 		Principal:        "keel-cli",
+		Settings:         &settings,
 	}
 	if created.Labels, err = parseLabels(f.labels); err != nil {
 		return err
@@ -242,9 +250,10 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err := f.gate.apply(created); err != nil {
 		return err
 	}
-	live := &liveOptions{apiKey: f.apiKey, commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
-		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, retries: f.retries, recording: rec,
-		gate: f.gate}
+	if created.MCP, err = a.mcpServers(&f.mcp); err != nil {
+		return err
+	}
+	live := &liveOptions{apiKey: f.apiKey, recording: rec, gate: f.gate}
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
 }
@@ -294,7 +303,7 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	// (Execute refuses it too, should one start meanwhile).
 	if l, ok := rt.Store().(journal.Locker); ok {
 		if h, err := l.Holder(ctx, runID); err == nil && h != "" {
-			return newBusyError(ctx, rt.Store(), runID)
+			return withMessage(newBusyError(ctx, rt.Store(), runID), message)
 		}
 	}
 	p.header(runID, st.Created, w)
@@ -321,12 +330,20 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	params.OnWait = a.onWait
 	out, err := rt.Execute(ctx, runID, params)
 	if errors.Is(err, agent.ErrRunBusy) {
-		return newBusyError(ctx, rt.Store(), runID)
+		return withMessage(newBusyError(ctx, rt.Store(), runID), message)
 	}
 	if err != nil {
 		return err
 	}
 	p.footer(runID, out)
+	if pending := out.State.Pending(); message != "" && len(pending) > 0 && unread(out.State, message) {
+		ids := make([]string, len(pending))
+		for i, pa := range pending {
+			ids[i] = pa.CallID
+		}
+		fmt.Fprintf(a.stderr, "keel: your message is journaled; the model reads it once %s %s decided (keel approve|deny %s CALL)\n",
+			strings.Join(ids, ", "), map[bool]string{true: "is", false: "are"}[len(ids) == 1], runID)
+	}
 	switch out.Status {
 	case journal.StatusCompleted:
 		return nil
@@ -344,10 +361,33 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 // of the runtime's error chain. It wraps agent.ErrRunBusy.
 type busyError struct {
 	runID, holder string
+	message       bool
 }
 
 func (e *busyError) Error() string {
-	return fmt.Sprintf("run %s is being executed by %s; wait for it to pause or end (keel runs list), or stop that process", e.runID, e.holder)
+	s := fmt.Sprintf("run %s is being executed by %s; wait for it to pause or end (keel runs list), or stop that process", e.runID, e.holder)
+	if e.message {
+		s += "; your --message was NOT delivered: give it again then"
+	}
+	return s
+}
+
+// unread reports whether message is the newest message of st and comes
+// after its newest turn: the model has not read it yet.
+func unread(st *agent.State, message string) bool {
+	n := len(st.Messages)
+	t := st.LastTurn()
+	return n > 0 && st.Messages[n-1].Content == message && (t == nil || t.Index < n-1)
+}
+
+// withMessage marks a busyError of an execution given a person's message:
+// the message was not journaled, and the error says so.
+func withMessage(err error, message string) error {
+	var b *busyError
+	if message != "" && errors.As(err, &b) {
+		b.message = true
+	}
+	return err
 }
 
 func (e *busyError) Unwrap() error { return agent.ErrRunBusy }
@@ -435,6 +475,21 @@ There is no network unless the task says otherwise, and no terminal: commands mu
 Work in small steps: inspect, change, then verify by running the code or its tests. Edit files with commands (sed, a heredoc, or a short script).
 Long outputs are cut; the full text is saved to the file the result names.
 On long tasks keep notes in .keel-notes.md: older turns are summarised when the context fills up.`, mount)
+}
+
+// settings returns the execution settings the flags give (journaled in
+// run.created).
+func (f *runFlags) settings() agent.Settings {
+	return agent.Settings{
+		CommandTimeout:     agent.Duration(f.commandTimeout),
+		CommandIdleTimeout: agent.Duration(f.commandIdle),
+		Concurrency:        f.concurrency,
+		MaxResultChars:     f.maxResultChars,
+		MaxOutputTokens:    f.maxOutputTokens,
+		ModelIdleTimeout:   agent.Duration(f.idleTimeout),
+		ModelStallRetries:  f.stallRetries,
+		ModelRetries:       f.retries,
+	}
 }
 
 // validate refuses negative and nonsensical numeric flags: a limit of -1

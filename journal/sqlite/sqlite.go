@@ -13,9 +13,9 @@
 // is kept in PRAGMA user_version and the file is marked with PRAGMA
 // application_id, so that a newer schema ([ErrSchemaTooNew]) or someone
 // else's database ([ErrNotJournal]) is refused with a clear error instead
-// of being misread. A PostgreSQL backend mirrors the same tables with
-// payload as bytea (never jsonb, which would reorder keys and break the
-// hash).
+// of being misread. Any other backend must keep the payload as bytes in
+// the same way (in PostgreSQL, bytea, never jsonb, which would reorder
+// keys and break the hash).
 //
 // # Durability and concurrency
 //

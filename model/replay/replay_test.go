@@ -16,7 +16,7 @@ import (
 	"github.com/keel-run/keel/model/replay"
 )
 
-// The two recorded runs of /work/shared/eval, copied to the repository.
+// The two recorded real trajectories in testdata/trajectories.
 var trajectories = []struct {
 	file  string
 	turns int

@@ -1,5 +1,5 @@
 // Package sandboxtest checks that a [sandbox.Sandbox] backend keeps the
-// sandbox contract (DESIGN.md, "Contract — sandbox"), in the manner of
+// sandbox contract (docs/architecture.md, "Contract — sandbox"), in the manner of
 // testing/slogtest.
 //
 // [Run] checks the execution contract every backend keeps, sandbox/none

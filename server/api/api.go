@@ -213,6 +213,10 @@ type Approval struct {
 	// deny) applies.
 	Expires *time.Time `json:"expires,omitempty"`
 	Default string     `json:"default,omitempty"`
+	// Expired is set in lists when the deadline has passed: Default
+	// applies when the run next executes, or at once when someone tries
+	// to decide.
+	Expired bool `json:"expired,omitempty"`
 	// Seq is the sequence number of the approval.requested event.
 	Seq       int64     `json:"seq"`
 	Requested time.Time `json:"requested"`
@@ -260,6 +264,10 @@ type Agent struct {
 	RevokedAt    *time.Time `json:"revoked_at,omitempty"`
 	RevokedBy    string     `json:"revoked_by,omitempty"`
 	RevokeReason string     `json:"revoke_reason,omitempty"`
+	// RestoredAt and RestoredBy are set for a built-in agent restored
+	// after a revocation.
+	RestoredAt *time.Time `json:"restored_at,omitempty"`
+	RestoredBy string     `json:"restored_by,omitempty"`
 	// Grants counts the agent's standing approvals.
 	Grants int `json:"grants,omitempty"`
 }

@@ -1,8 +1,10 @@
 // Package shelltest is a test kit of shell behaviours every sandbox
-// backend must show through Keel's bash tool: the tool-layer cases of
-// /work/shared/bug-cases.md (SHELL-HANG, PROCESS-TREE, OUTPUT-FLOOD,
-// OUTPUT-BYTES) and their relatives, each run as a model would run it,
-// through [tool.Registry.Validate] and the registered bash tool.
+// backend must show through Keel's bash tool: a command that waits on a
+// pager or an open stdin (SHELL-HANG), processes left behind at a timeout
+// (PROCESS-TREE), output that floods the context (OUTPUT-FLOOD), bytes
+// that would break a JSON request (OUTPUT-BYTES) and their relatives,
+// each run as a model would run it, through [tool.Registry.Validate] and
+// the registered bash tool.
 //
 // A backend's test calls [Run] with a factory:
 //

@@ -1,0 +1,29 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/keel-run/keel/identity"
+)
+
+func (l *local) directory() *identity.Directory { return identity.NewDirectory(l.store, nil) }
+
+func (l *local) Agents(ctx context.Context) ([]identity.Agent, error) {
+	return l.directory().List(ctx)
+}
+
+func (l *local) Agent(ctx context.Context, name string) (*identity.Agent, error) {
+	return l.directory().Get(ctx, name)
+}
+
+func (l *local) CreateAgent(ctx context.Context, p *identity.CreateParams) (*identity.Agent, error) {
+	return l.directory().Create(ctx, p)
+}
+
+func (l *local) RevokeAgent(ctx context.Context, name string, p *identity.RevokeParams) (*identity.Agent, error) {
+	return l.directory().Revoke(ctx, name, p)
+}
+
+func (l *local) Ungrant(ctx context.Context, name, grant string, p *identity.UngrantParams) error {
+	return l.directory().Ungrant(ctx, name, grant, p)
+}

@@ -1,0 +1,140 @@
+package cli_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model/modeltest"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/tool"
+)
+
+// pausedRun creates a run of the keel-cli agent that asks for approval
+// of the bash command cmd at the time clock gives, with a deadline of
+// timeout (0: none), and returns its id.
+func pausedRun(t *testing.T, store journal.Store, clock func() time.Time, cmd string, timeout time.Duration) string {
+	t.Helper()
+	rt := agent.NewRuntime(store, &agent.RuntimeOptions{Clock: clock})
+	reg := tool.NewRegistry()
+	tool.Add(reg, &tool.Tool{Name: "bash", Description: "run", Effect: tool.External}, func(context.Context, *tool.Request, struct {
+		Command string `json:"command"`
+	}) (*tool.Result, error) {
+		t.Error("the call ran")
+		return tool.Text("ran"), nil
+	})
+	var infos []agent.ToolInfo
+	for _, sp := range reg.Specs() {
+		infos = append(infos, agent.ToolInfo{ToolSpec: sp, Effect: "external"})
+	}
+	pol, err := policy.Parse("ask.cedar", []byte(askRmPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &agent.RunCreated{Task: "clean\tup " + cmd, Tools: infos, Workspace: t.TempDir(), MountPath: "/workspace", Principal: identity.LocalAgent,
+		Policy: agent.NewPolicyRef(pol)}
+	if timeout > 0 {
+		rc.Approval = &agent.ApprovalSettings{Timeout: agent.Duration(timeout)}
+	}
+	id, err := rt.Create(t.Context(), rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := tool.NewWorkspace(rc.Workspace, "/workspace", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	m := modeltest.NewScripted([]modeltest.Turn{modeltest.Calls("", modeltest.Call("c1", "bash", map[string]string{"command": cmd}))}, nil)
+	out, err := rt.Execute(t.Context(), id, &agent.ExecParams{Model: m, Tools: reg, Env: &tool.Env{Workspace: w}})
+	if err != nil || out.Status != journal.StatusPaused {
+		t.Fatalf("Execute = %+v %v", out, err)
+	}
+	return id
+}
+
+// Every command written once against a backend prints the same, to the
+// byte, on the local journal and through a team server on that journal:
+// one table, both backends.
+func TestLocalAndServerOutputSame(t *testing.T) {
+	db := setup(t)
+	mustKeel := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := keel(t, args...)
+		if code != 0 {
+			t.Fatalf("keel %s = %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+		return out
+	}
+	mustKeel("agents", "create", "--db", db, "bot", "--kind", "assistant", "--description", "files\ttickets \x1b[31mred\x1b[0m")
+	mustKeel("agents", "create", "--db", db, "gone")
+	mustKeel("agents", "revoke", "--db", db, "gone", "--reason", "left\tthe team")
+	store := openDB(t, db)
+	// An approval asked for more than a year ago, long expired; one
+	// remembered for the agent; one waiting with no deadline.
+	old := time.Now().AddDate(-1, 0, -3)
+	expired := pausedRun(t, store, func() time.Time { return old }, "rm old.log", time.Hour)
+	granted := pausedRun(t, store, time.Now, "rm 'a\tb'", 0)
+	mustKeel("approve", "--db", db, granted, "c1", "--remember", "agent", "--no-resume")
+	waiting := pausedRun(t, store, time.Now, "rm \x1b[2Jx", 0)
+	store.Close()
+
+	s := startServe(t)
+	cases := [][]string{
+		{"approvals", "list"},
+		{"approvals", "list", "--json"},
+		{"approvals", "list", "--run", expired},
+		{"approvals", "list", "--run", waiting, "--json"},
+		{"agents", "list"},
+		{"agents", "list", "--json"},
+		{"agents", "show", identity.LocalAgent},
+		{"agents", "show", "gone"},
+		{"agents", "show", "bot"},
+		{"agents", "grants", identity.LocalAgent},
+		{"agents", "grants", identity.LocalAgent, "--json"},
+		{"agents", "grants", "bot"},
+	}
+	for _, args := range cases {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			lcode, lout, lerr := keel(t, append(args, "--db", db)...)
+			rcode, rout, rerr := keel(t, append(args, "--server", s.url)...)
+			if lcode != 0 || rcode != 0 {
+				t.Fatalf("exit local %d, server %d\n%s\n%s", lcode, rcode, lerr, rerr)
+			}
+			if diff := cmp.Diff(lout, rout); diff != "" {
+				t.Errorf("local and server output differ (-local +server):\n%s", diff)
+			}
+		})
+	}
+	// Commands that change something print the same too (with the names
+	// they were given).
+	changes := [][]string{
+		{"agents", "create", "NAME", "--kind", "assistant", "--description", "d\te"},
+		{"agents", "revoke", "NAME", "--reason", "r"},
+	}
+	for _, args := range changes {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			named := func(name string) []string {
+				out := make([]string, len(args))
+				for i, a := range args {
+					out[i] = strings.ReplaceAll(a, "NAME", name)
+				}
+				return out
+			}
+			lcode, lout, lerr := keel(t, append(named("local-1"), "--db", db)...)
+			rcode, rout, rerr := keel(t, append(named("server-1"), "--server", s.url)...)
+			if lcode != 0 || rcode != 0 {
+				t.Fatalf("exit local %d, server %d\n%s\n%s", lcode, rcode, lerr, rerr)
+			}
+			if diff := cmp.Diff(strings.ReplaceAll(lout, "local-1", "NAME"), strings.ReplaceAll(rout, "server-1", "NAME")); diff != "" {
+				t.Errorf("local and server output differ (-local +server):\n%s", diff)
+			}
+		})
+	}
+}
