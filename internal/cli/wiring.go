@@ -37,6 +37,9 @@ type liveOptions struct {
 	// execution settings (journaled).
 	limits   *agent.Limits
 	settings *agent.Settings
+	// sqlDSN are the full connection strings of --sql, passwords
+	// included, for this process only.
+	sqlDSN map[string]string
 	// handoff and contextWindow are passed to agent.ExecParams.
 	handoff       bool
 	contextWindow int
@@ -63,13 +66,18 @@ type wiring struct {
 	// trace, when tracing is on, gives model calls and tool runs their
 	// trace context (telemetry.TraceContext).
 	trace func(context.Context, agent.Operation) context.Context
-	// mcp are the run's MCP connections (closed with the wiring).
-	mcp []*mcp.Client
+	// mcp are the run's MCP connections, closers its connectors' (closed
+	// with the wiring).
+	mcp     []*mcp.Client
+	closers []func() error
 }
 
 func (w *wiring) Close() {
 	for _, c := range w.mcp {
 		c.Close()
+	}
+	for _, c := range w.closers {
+		c()
 	}
 	if w.sb != nil {
 		w.sb.Close()
