@@ -62,7 +62,7 @@ func TraceID(runID string) trace.TraceID {
 }
 
 // SpanID is the id of the span of run named by key ("run", "chat/3",
-// "tool/CALL", ...): the first 8 bytes of SHA-256 of
+// "tool/" + call id, ...): the first 8 bytes of SHA-256 of
 // "keel/span/" + run id + "/" + key.
 func SpanID(runID, key string) trace.SpanID {
 	h := sha256.Sum256([]byte("keel/span/" + runID + "/" + key))
