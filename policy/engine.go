@@ -360,7 +360,7 @@ func (e *Engine) eval(r *request) (Effect, []string, string) {
 	forbid, forbidAsk, permit, permitAsk := run(e.forbid), run(e.forbidAsk), run(e.permit), run(e.permitAsk)
 	switch {
 	case len(errs) > 0:
-		return Deny, errIDs, "a policy could not be evaluated (failing closed): " + strings.Join(errs, "; ")
+		return Deny, errIDs, evalFailed + strings.Join(errs, "; ")
 	case len(forbid) > 0:
 		return Deny, forbid, e.reason(forbid[0], "forbidden by policy "+forbid[0])
 	case len(permit)+len(permitAsk) == 0:

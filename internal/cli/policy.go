@@ -368,15 +368,21 @@ func (a *app) policyTestCmd() *cobra.Command {
 		Short: "Run the test cases a policy file carries ([[test]] entries)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			failed, total := 0, 0
+			failed, total, problems := 0, 0, 0
 			for _, f := range files {
 				e, err := loadPolicyNoTests(f)
 				if err != nil {
 					return err
 				}
+				// A policy's own cases can all pass (or be none) while a
+				// rule is broken or nothing can run: say so, and fail.
+				for _, p := range e.Lint(cmd.Context()) {
+					problems++
+					fmt.Fprintf(a.stdout, "FAIL %s: %s\n", f, p)
+				}
 				res := e.Test(cmd.Context())
 				if len(res) == 0 {
-					fmt.Fprintf(a.stdout, "%s: no test cases\n", f)
+					fmt.Fprintf(a.stdout, "%s: no test cases of its own (a TOML policy carries them as [[test]] entries)\n", f)
 				}
 				for _, r := range res {
 					total++
@@ -392,8 +398,16 @@ func (a *app) policyTestCmd() *cobra.Command {
 					}
 				}
 			}
-			fmt.Fprintf(a.stdout, "%d of %d test cases passed\n", total-failed, total)
-			if failed > 0 {
+			switch {
+			case total > 0:
+				fmt.Fprintf(a.stdout, "%d of %d test cases passed\n", total-failed, total)
+			default:
+				fmt.Fprintln(a.stdout, "no test cases ran")
+			}
+			if problems > 0 {
+				fmt.Fprintf(a.stdout, "%d problem(s) found by Keel's checks of ordinary calls\n", problems)
+			}
+			if failed > 0 || problems > 0 {
 				return &exitError{1}
 			}
 			return nil

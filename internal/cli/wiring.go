@@ -215,7 +215,7 @@ func (a *app) newModel(spec model.Spec, w *wiring) error {
 			key = a.getenv("OPENAI_API_KEY")
 		}
 		if key == "" && spec.Provider == "openai" {
-			return fmt.Errorf("no API key for %s: set OPENAI_API_KEY or pass --api-key", spec)
+			return usagef("no API key for %s: set OPENAI_API_KEY or pass --api-key", spec)
 		}
 		if key == "" {
 			key = "keel-no-key" // local servers (Ollama, vLLM) accept any key
@@ -236,7 +236,7 @@ func (a *app) newModel(spec model.Spec, w *wiring) error {
 			key = a.getenv("ANTHROPIC_API_KEY")
 		}
 		if key == "" {
-			return fmt.Errorf("no API key for %s: set ANTHROPIC_API_KEY or pass --api-key", spec)
+			return usagef("no API key for %s: set ANTHROPIC_API_KEY or pass --api-key", spec)
 		}
 		base := spec.BaseURL
 		if base == "" {
