@@ -80,6 +80,13 @@ type RunCreated struct {
 	FormatError string `json:"format_error,omitempty"`
 	// Health configures loop detection; nil means the defaults.
 	Health *HealthConfig `json:"health,omitempty"`
+	// MCP lists the MCP servers whose tools the run offers (see
+	// [MCPServer]); a resume connects to the same servers.
+	MCP []MCPServer `json:"mcp,omitempty"`
+	// Settings are the run's execution settings (timeouts, concurrency,
+	// result size, model retries); nil, in journals written before they
+	// were recorded, means [DefaultSettings].
+	Settings *Settings `json:"settings,omitempty"`
 }
 
 // ToolInfo is a tool as recorded at run creation.
@@ -87,6 +94,31 @@ type ToolInfo struct {
 	model.ToolSpec
 	Effect     string `json:"effect"`
 	Idempotent bool   `json:"idempotent,omitempty"`
+	// Server names the MCP server or connector of the tool ("" for
+	// built-ins); Pin is the SHA-256 of the tool's definition as the
+	// server gave it (name, description, input schema), against which
+	// later definitions are checked.
+	Server string `json:"server,omitempty"`
+	Pin    string `json:"pin,omitempty"`
+}
+
+// MCPServer is an MCP server of a run as journaled in run.created: how to
+// reach it, never a secret (credentials come from the vault at run time).
+type MCPServer struct {
+	Name string `json:"name"`
+	// Command is the argv of a stdio server, started inside the run's
+	// sandbox; URL the endpoint of a streamable-HTTP server, reached
+	// from Keel through the run's network allowlist. One of the two.
+	Command []string `json:"command,omitempty"`
+	URL     string   `json:"url,omitempty"`
+	// Env adds KEY=VALUE entries to a stdio server's environment.
+	Env []string `json:"env,omitempty"`
+	// Tools, when non-empty, are the only tools of the server offered
+	// (by the server's names).
+	Tools []string `json:"tools,omitempty"`
+	// ReadOnly are host paths a stdio server needs to see inside the
+	// sandbox (its installation), bound read-only.
+	ReadOnly []string `json:"read_only,omitempty"`
 }
 
 // Limits stop a run. Zero fields mean no limit.
@@ -292,6 +324,10 @@ type RunResumed struct {
 	// Limits, when set, replace the run's limits from here on (a person
 	// raising --max-steps to let a stopped run continue).
 	Limits *Limits `json:"limits,omitempty"`
+	// Settings, when set, replace the run's execution settings from here
+	// on (a person passing --command-timeout to a resume); see
+	// [Settings].
+	Settings *Settings `json:"settings,omitempty"`
 	// By and Token name the person who asked for this execution and the
 	// id of the API token they used, when it came through the team
 	// server (see [ExecParams].By).

@@ -173,8 +173,27 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 		RunID: x.runID, CallID: c.ID, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf,
 		Tool: c.Name, Effect: t.Effect.String(), Arguments: args, Paths: d.Paths,
 		Workspace: cr.Workspace, MountPath: cr.MountPath, Sandbox: cr.Sandbox, Network: cr.Network, Grants: grants,
+		Server: t.Server, Facts: facts(t, args),
 	})
+	if t.Hold != nil && d.Decision.Effect != policy.Deny {
+		// A tool whose definition changed since it was pinned waits for
+		// a person, whatever the policy allows (grants included).
+		if why := t.Hold(); why != "" {
+			d.Decision = policy.Decision{Effect: policy.Ask, Policies: []string{PolicyPin}, Reason: why}
+		}
+	}
 	return d
+}
+
+// PolicyPin is the policy id of a call held because its tool's
+// definition changed since it was pinned (an MCP server's tool).
+const PolicyPin = "keel.pin"
+
+func facts(t *tool.Tool, args json.RawMessage) map[string]any {
+	if t.Facts == nil {
+		return nil
+	}
+	return t.Facts(args)
 }
 
 func (x *executor) reject(ctx context.Context, ids []string) error {

@@ -154,6 +154,14 @@ type Call struct {
 	// Grants are the standing approvals in force for this call: those
 	// remembered in the run and those of the principal.
 	Grants []Grant
+	// Server names the MCP server or connector that provides the tool
+	// ("" for built-ins); it is the resource of the call
+	// (Keel::Server::"NAME").
+	Server string
+	// Facts are what the tool tells the policy about the call beyond its
+	// arguments (context.facts): a connector's statement kind and tables,
+	// an MCP tool's annotations as hints.
+	Facts map[string]any
 }
 
 // Policy evaluates a call. It must be deterministic and free of I/O, so a

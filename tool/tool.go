@@ -68,6 +68,23 @@ type Tool struct {
 	// Scope means the call may touch the whole workspace; a Scope that
 	// returns an empty list touches none of it.
 	Scope func(args json.RawMessage) []string
+	// Server names the MCP server or connector that provides the tool
+	// ("" for built-ins). The gate shows it to the policy as the call's
+	// resource.
+	Server string
+	// Pin, for a tool from outside Keel, is the SHA-256 of its definition
+	// as its server gave it; it is journaled with the run's tools.
+	Pin string
+	// Facts, when set, returns what the gate shows the policy about a
+	// call beyond its arguments: a connector's statement kind and tables,
+	// an MCP tool's annotations (as hints). Values are strings, booleans,
+	// integers and lists of strings.
+	Facts func(args json.RawMessage) map[string]any
+	// Hold, when set, is asked by the gate before every call: a non-empty
+	// answer (why, with what changed) makes the call wait for a person's
+	// approval whatever the policy allows. MCP tools use it for a tool
+	// whose definition changed since it was pinned.
+	Hold func() string
 }
 
 // Handler runs one validated call. It returns a [Result] for anything the

@@ -64,8 +64,13 @@ type runFlags struct {
 	handoff bool
 	// gate holds the policy, principal and approval flags (policy.go).
 	gate gateFlags
+	// mcp holds --mcp and --no-mcp (mcp.go).
+	mcp mcpFlags
 	// mountSet records that --mount-path was given.
 	mountSet bool
+	// changed reports whether a flag was given (keel runs resume: only
+	// the settings flags given replace the run's own); nil: none was.
+	changed func(name string) bool
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -122,6 +127,7 @@ SIGTERM, SIGHUP).`,
 	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
 	f.ctx.register(fl)
 	f.gate.register(cmd)
+	f.mcp.register(fl)
 	return cmd
 }
 
@@ -203,6 +209,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
+	settings := f.settings()
 	if system == "" {
 		system = defaultSystemPrompt(f.mountPath)
 		if f.ctx.actionMode == "text" {
@@ -225,6 +232,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		SetupTimeout:     agent.Duration(f.setupTimeout),
 		Network:          f.network,
 		Principal:        "keel-cli",
+		Settings:         &settings,
 	}
 	familyName := spec.Name
 	if rec != nil {
@@ -236,9 +244,10 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err := f.gate.apply(created); err != nil {
 		return err
 	}
-	live := &liveOptions{apiKey: f.apiKey, commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
-		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, retries: f.retries, recording: rec,
-		gate: f.gate}
+	if created.MCP, err = a.mcpServers(&f.mcp); err != nil {
+		return err
+	}
+	live := &liveOptions{apiKey: f.apiKey, recording: rec, gate: f.gate}
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
 }
@@ -425,6 +434,21 @@ There is no network unless the task says otherwise, and no terminal: commands mu
 Work in small steps: inspect, change, then verify by running the code or its tests. Edit files with commands (sed, a heredoc, or a short script).
 Long outputs are cut; the full text is saved to the file the result names.
 On long tasks keep notes in .keel-notes.md: older turns are summarised when the context fills up.`, mount)
+}
+
+// settings returns the execution settings the flags give (journaled in
+// run.created).
+func (f *runFlags) settings() agent.Settings {
+	return agent.Settings{
+		CommandTimeout:     agent.Duration(f.commandTimeout),
+		CommandIdleTimeout: agent.Duration(f.commandIdle),
+		Concurrency:        f.concurrency,
+		MaxResultChars:     f.maxResultChars,
+		MaxOutputTokens:    f.maxOutputTokens,
+		ModelIdleTimeout:   agent.Duration(f.idleTimeout),
+		ModelStallRetries:  f.stallRetries,
+		ModelRetries:       f.retries,
+	}
 }
 
 // validate refuses negative and nonsensical numeric flags: a limit of -1

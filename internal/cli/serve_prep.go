@@ -37,7 +37,10 @@ type serverPrep struct {
 	sandbox string
 	policy  *policy.Engine
 	live    *liveOptions
-	logger  *slog.Logger
+	// settings are the execution settings of the runs the server
+	// creates (its flags).
+	settings agent.Settings
+	logger   *slog.Logger
 
 	mu         sync.Mutex
 	recordings map[string]*recording // loaded replay trajectories, by path, size and time
@@ -277,11 +280,12 @@ func (sp *serverPrep) finish(ctx context.Context, c *agent.RunCreated, eng *poli
 		}
 		return nil, err
 	}
-	live, err := sp.liveFor(c.Model)
-	if err != nil {
+	if _, err := sp.liveFor(c.Model); err != nil {
 		return nil, err
 	}
-	c.Tools = toolInfos(newTools(live))
+	set := sp.settings
+	c.Settings = &set
+	c.Tools = toolInfos(newTools(set))
 	return c, nil
 }
 
