@@ -213,6 +213,17 @@ func checkJournalOutside(db, workspace string) error {
 
 // protectedPaths returns the workspace-relative paths that must stay
 // read-only for the run: its policy file, when it lies in the workspace.
+// deniedPaths returns the [paths] deny list of the run's policy: the
+// sandbox masks these paths and the file tools refuse them, so that the
+// policy holds on routes the gate cannot see (grep -r, tar, python).
+func deniedPaths(c *agent.RunCreated) ([]string, error) {
+	e, err := agent.RunPolicy(c)
+	if err != nil || e == nil {
+		return nil, err
+	}
+	return e.DeniedPaths(), nil
+}
+
 func protectedPaths(c *agent.RunCreated) []string {
 	if c.Policy == nil || !filepath.IsAbs(c.Policy.Name) {
 		return nil

@@ -146,6 +146,11 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	if err != nil {
 		return nil, err
 	}
+	hidden, err := deniedPaths(c)
+	if err != nil {
+		return nil, err
+	}
+	ws.Hide(hidden)
 	w.ws = ws
 	sspec := &sandbox.Spec{
 		Workspace: ws.Root(),
@@ -154,6 +159,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		Limits:    c.SandboxLimits,
 		Network:   sandbox.Network{Allow: c.Network},
 		Protected: protectedPaths(c),
+		Hidden:    hidden,
 	}
 	switch c.Sandbox {
 	case "none":
