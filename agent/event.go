@@ -233,6 +233,9 @@ type GateDecided struct {
 	policy.Decision
 	// Paths are the resolved workspace paths the decision covered.
 	Paths []string `json:"paths,omitempty"`
+	// Credential is the credential the call would use, as the policy saw
+	// it (no secret: provider, resource, method, scopes).
+	Credential *policy.CredentialUse `json:"credential,omitempty"`
 }
 
 // ApprovalRequested is the payload of journal.ApprovalRequested.
@@ -321,6 +324,9 @@ type RunResumed struct {
 	// Handoff asks for a handoff: the next step continues in a fresh
 	// context from a summary and the workspace notes.
 	Handoff bool `json:"handoff,omitempty"`
+	// FollowUp marks the continuation of a completed run: a person's
+	// user.message follows at once, and the run goes on from it.
+	FollowUp bool `json:"follow_up,omitempty"`
 	// Limits, when set, replace the run's limits from here on (a person
 	// raising --max-steps to let a stopped run continue).
 	Limits *Limits `json:"limits,omitempty"`
@@ -382,6 +388,10 @@ func Decode(e *journal.Event) (any, error) {
 		v = new(ApprovalRequested)
 	case journal.ApprovalResolved:
 		v = new(ApprovalResolved)
+	case journal.AuthRequired:
+		v = new(AuthRequired)
+	case journal.AuthResolved:
+		v = new(AuthResolved)
 	case journal.ToolStarted:
 		v = new(ToolStarted)
 	case journal.ToolFinished:

@@ -191,7 +191,7 @@ func Parse(name string, src []byte) (*Engine, error) {
 		id := cedar.PolicyID(fmt.Sprintf("policy%d", i))
 		if v, ok := ann["id"]; ok {
 			if v == "" || strings.HasPrefix(string(v), "keel.") {
-				return nil, fmt.Errorf("policy: %s: policy %d: @id %q is empty or uses the reserved prefix keel.", name, i+1, v)
+				return nil, fmt.Errorf("policy: %s: policy %d: @id %q is empty or uses the reserved prefix \"keel.\"", name, i+1, v)
 			}
 			id = cedar.PolicyID(v)
 		}
@@ -497,6 +497,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			"reads": strSet(f.reads), "written": strSet(f.written), "code": cedar.Boolean(f.code),
 			"part": cedar.Long(len(out)), "parts": cedar.Long(0),
 		}
+		credentialContext(ctx, c.Credential)
 		out = append(out, request{part: p, ents: ents, facts: f, mount: loc.mount,
 			req: cedar.Request{Principal: principal, Action: action, Resource: res.UID, Context: cedar.NewRecord(ctx)}})
 	}
@@ -557,7 +558,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			}
 			add(p, commandEntity(cmd, p.Command), f, readOnly[cmd.Name()] && !f.code)
 		}
-	case c.Tool == "fetch_url":
+	case c.Tool == "fetch_url" || c.Tool == "http_request":
 		rawURL, clear := argString(c.Arguments, "url")
 		f := &facts{network: true}
 		if !clear {

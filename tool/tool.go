@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/sandbox"
 )
 
@@ -68,6 +69,18 @@ type Tool struct {
 	// Scope means the call may touch the whole workspace; a Scope that
 	// returns an empty list touches none of it.
 	Scope func(args json.RawMessage) []string
+	// Authorize, when set, is called after the gate allowed a call and
+	// before it starts, to obtain what the call needs from a person
+	// first: it returns an [*AuthRequiredError] (possibly wrapped) when
+	// someone must authorize, and the runtime then waits durably instead
+	// of running the call. Any other error is ignored here (the handler
+	// meets it again and reports it as a result). Nil: nothing to
+	// authorize.
+	Authorize func(ctx context.Context, req *Request) error
+	// Credential, when set, describes the credential a call would use
+	// (nil: none), for the gate: the policy sees it, and gate.decided
+	// records it. It must not fetch a token.
+	Credential func(ctx context.Context, req *Request) *policy.CredentialUse
 	// Server names the MCP server or connector that provides the tool
 	// ("" for built-ins). The gate shows it to the policy as the call's
 	// resource.
@@ -99,6 +112,10 @@ type Request struct {
 	CallID string
 	// Arguments is the validated JSON object.
 	Arguments json.RawMessage
+	// Principal is the agent the run executes as; OnBehalfOf the user an
+	// assistant agent acts for ("" for an employee agent). Tools that
+	// obtain credentials ask for them as this pair.
+	Principal, OnBehalfOf string
 	// Env is the run's environment; never nil.
 	Env *Env
 }
