@@ -206,6 +206,44 @@ func (v *Vault) Rekey(ctx context.Context, key *Key) (int, error) {
 			n++
 		}
 	}
+	// Agent signing keys: one sealed private key per entry.
+	recs, err := v.records.ListRecords(ctx, kindAgentKey)
+	if err != nil {
+		return n, err
+	}
+	for _, rec := range recs {
+		var ar agentKeyRecord
+		if err := decodeJSON(rec.Value, &ar); err != nil {
+			return n, err
+		}
+		changed := 0
+		for i := range ar.Keys {
+			e := &ar.Keys[i]
+			aad := ar.Agent + "/" + e.ID
+			if e.Private == nil || e.Private.KeyID == key.ID() {
+				continue
+			}
+			var seed []byte
+			if err := open(keys, kindAgentKey, aad, e.Private, &seed); err != nil {
+				return n, err
+			}
+			if e.Private, err = key.seal(kindAgentKey, aad, seed); err != nil {
+				return n, err
+			}
+			changed++
+		}
+		if changed == 0 {
+			continue
+		}
+		b, err := jsonMarshal(ar)
+		if err != nil {
+			return n, err
+		}
+		if _, err := v.records.PutRecord(ctx, kindAgentKey, rec.Key, b, rec.Version); err != nil {
+			return n, fmt.Errorf("credential: re-seal the keys of agent %s (changed meanwhile; run the rotation again): %w", ar.Agent, err)
+		}
+		n += changed
+	}
 	old := ""
 	if len(v.opts.Keys) > 0 {
 		old = v.opts.Keys[0].ID()

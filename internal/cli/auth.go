@@ -151,8 +151,8 @@ gave yet waits (auth.required) until someone runs keel auth connect.`,
 	providers := &cobra.Command{Use: "providers", Short: "Authorization servers Keel may obtain tokens from"}
 	providers.AddCommand(a.authProvidersAddCmd(), a.authProvidersListCmd())
 	key := &cobra.Command{Use: "key", Short: "The vault key"}
-	key.AddCommand(a.authKeyGenerateCmd(), a.authKeyRotateCmd())
-	cmd.AddCommand(providers, key, a.authConnectCmd(), a.authListCmd(), a.authRevokeCmd(), a.authWaitsCmd())
+	key.AddCommand(a.authKeyGenerateCmd(), a.authKeyRotateCmd(), a.authKeyRotateAgentCmd())
+	cmd.AddCommand(providers, key, a.authConnectCmd(), a.authListCmd(), a.authRevokeCmd(), a.authWaitsCmd(), a.authTokenCmd())
 	return cmd
 }
 
@@ -606,4 +606,74 @@ func (a *app) revokeAgentGrants(ctx context.Context, store journal.Store, agentN
 		fmt.Fprintf(a.stderr, "keel: revoked %d grant(s) of %s\n", len(gs), agentName)
 	}
 	return nil
+}
+
+// withJWKS serves the agents' public keys at /.well-known/jwks.json
+// beside h (keel serve), when the journal can hold a vault.
+func (a *app) withJWKS(h http.Handler, store journal.Store) http.Handler {
+	v, err := a.openVault(store)
+	if err != nil {
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /.well-known/jwks.json", v.JWKSHandler())
+	mux.Handle("/", h)
+	return mux
+}
+
+func (a *app) authTokenCmd() *cobra.Command {
+	var p credential.AgentTokenParams
+	cmd := &cobra.Command{
+		Use:   "token --agent A [--user U] --audience URL",
+		Short: "Issue a short-lived signed agent credential (JWT)",
+		Long: `Signs a JWT with the agent's Ed25519 key (created on first use, sealed
+under the vault key): iss (--issuer), sub (the agent, or the user it acts
+for with the agent in the act claim, RFC 8693), aud, iat, nbf, exp and jti.
+Resource servers verify it with the keys keel serve publishes at
+/.well-known/jwks.json. The issuance is journaled (never the token). A
+revoked agent gets none.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if p.Agent == "" || p.Audience == "" {
+				return usagef("--agent and --audience are required")
+			}
+			if p.Issuer == "" {
+				p.Issuer = firstNonEmpty(a.getenv("KEEL_ISSUER"), a.serverURL(), "urn:keel:local")
+			}
+			return a.withVault(cmd.Context(), func(_ journal.Store, v *credential.Vault) error {
+				tok, c, err := v.IssueAgentToken(cmd.Context(), &p)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(a.stdout, tok)
+				fmt.Fprintf(a.stderr, "keel: agent credential %s for %s, audience %s, expires %s\n", c.ID, whoFor(p.Agent, p.User), p.Audience, c.Expiry.Time().Local().Format(time.TimeOnly))
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&p.Agent, "agent", "", "the agent")
+	f.StringVar(&p.User, "user", "", "the user an assistant agent acts for")
+	f.StringVar(&p.Audience, "audience", "", "the resource the token is for")
+	f.StringVar(&p.Issuer, "issuer", "", "this deployment's URL (default $KEEL_ISSUER, else --server, else urn:keel:local)")
+	f.DurationVar(&p.TTL, "ttl", 5*time.Minute, "lifetime (at most 1h)")
+	return cmd
+}
+
+func (a *app) authKeyRotateAgentCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rotate-agent NAME",
+		Short: "Give an agent a new signing key (the previous one stays published until the next rotation)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withVault(cmd.Context(), func(_ journal.Store, v *credential.Vault) error {
+				kid, err := v.RotateAgentKey(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "agent %s now signs with key %s\n", args[0], kid)
+				return nil
+			})
+		},
+	}
 }

@@ -49,7 +49,7 @@ func TestAuthConnectResumesWaitingRun(t *testing.T) {
 	var outputs bytes.Buffer
 	run := func(want int, args ...string) string {
 		t.Helper()
-		code, out, errOut := keel(t, append(args, "--db", db)...)
+		code, out, errOut := keel(t, args...) // the journal is $KEEL_HOME/keel.db
 		outputs.WriteString(out + errOut)
 		if code != want {
 			t.Fatalf("keel %s = %d, want %d\n%s%s", strings.Join(args, " "), code, want, out, errOut)
@@ -83,7 +83,7 @@ func TestAuthConnectResumesWaitingRun(t *testing.T) {
 	done := make(chan int, 1)
 	var connErr bytes.Buffer
 	go func() {
-		done <- cli.Main(ctx, []string{"auth", "connect", "--run", id, "--db", db}, pw, &connErr)
+		done <- cli.Main(ctx, []string{"auth", "connect", "--run", id}, pw, &connErr)
 		pw.Close()
 	}()
 	sc := bufio.NewScanner(pr)
@@ -142,6 +142,14 @@ func TestAuthConnectResumesWaitingRun(t *testing.T) {
 	}
 	checkOneResultPerCall(t, st)
 	_ = agent.AuthResolved{}
+	// keel audit calls: who made the external call, for whom, with which
+	// scopes, under which decision.
+	out := run(0, "audit", "calls", "--user", "ann")
+	for _, want := range []string{id, c.ID, "helper", "ann", "op", "GET " + base + "/api/me", "offline_access openid", "allow", "ok"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("audit calls lacks %q:\n%s", want, out)
+		}
+	}
 
 	// Canary: every token the OP issued, searched everywhere Keel writes.
 	issued := op.Issued()
