@@ -37,6 +37,9 @@ type liveOptions struct {
 	// execution settings (journaled).
 	limits   *agent.Limits
 	settings *agent.Settings
+	// sqlDSN are the full connection strings of --sql, passwords
+	// included, for this process only.
+	sqlDSN map[string]string
 	// handoff and contextWindow are passed to agent.ExecParams.
 	handoff       bool
 	contextWindow int
@@ -60,8 +63,10 @@ type wiring struct {
 	recorder   *agent.Recorder
 	ws         *tool.Workspace
 	live       *liveOptions
-	// mcp are the run's MCP connections (closed with the wiring).
-	mcp []*mcp.Client
+	// mcp are the run's MCP connections, closers its connectors' (closed
+	// with the wiring).
+	mcp     []*mcp.Client
+	closers []func() error
 	// vault gives http_request its credentials (opened on first use).
 	vault *lazyVault
 }
@@ -72,6 +77,9 @@ func (w *wiring) Close() {
 	}
 	for _, c := range w.mcp {
 		c.Close()
+	}
+	for _, c := range w.closers {
+		c()
 	}
 	if w.sb != nil {
 		w.sb.Close()
