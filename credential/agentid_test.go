@@ -55,7 +55,7 @@ func TestAgentTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := credential.VerifyAgentToken(tok, fetch(), iss, aud, e.clock.Now())
-	if err != nil || c.Subject != "ops-bot" || c.Act != nil || c.ID == "" || (c.Expiry.Time().Sub(e.clock.Now()) - 5*time.Minute).Abs() > time.Second {
+	if err != nil || c.Subject != "ops-bot" || c.Act != nil || c.ID == "" || (c.Expiry.Time().Sub(e.clock.Now())-5*time.Minute).Abs() > time.Second {
 		t.Fatalf("employee token: %+v, %v", c, err)
 	}
 	atok, _, err := v.IssueAgentToken(ctx, &credential.AgentTokenParams{Issuer: iss, Agent: "helper", User: "ann", Audience: aud})
