@@ -160,6 +160,11 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	if err != nil {
 		return nil, err
 	}
+	hidden, err := deniedPaths(c)
+	if err != nil {
+		return nil, err
+	}
+	ws.Hide(hidden)
 	w.ws = ws
 	sspec := &sandbox.Spec{
 		Workspace: ws.Root(),
@@ -168,6 +173,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		Limits:    c.SandboxLimits,
 		Network:   sandbox.Network{Allow: c.Network},
 		Protected: protectedPaths(c),
+		Hidden:    hidden,
 	}
 	switch c.Sandbox {
 	case "none":
@@ -255,7 +261,7 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 			key = a.getenv("OPENAI_API_KEY")
 		}
 		if key == "" && spec.Provider == "openai" {
-			return fmt.Errorf("no API key for %s: set OPENAI_API_KEY or pass --api-key", spec)
+			return usagef("no API key for %s: set OPENAI_API_KEY or pass --api-key", spec)
 		}
 		if key == "" {
 			key = "keel-no-key" // local servers (Ollama, vLLM) accept any key
@@ -276,7 +282,7 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 			key = a.getenv("ANTHROPIC_API_KEY")
 		}
 		if key == "" {
-			return fmt.Errorf("no API key for %s: set ANTHROPIC_API_KEY or pass --api-key", spec)
+			return usagef("no API key for %s: set ANTHROPIC_API_KEY or pass --api-key", spec)
 		}
 		base := spec.BaseURL
 		if base == "" {
