@@ -229,7 +229,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	defer stopRequests()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
-	mux.Handle("/", h)
+	mux.Handle("/", a.withJWKS(h, store))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return reqCtx },
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
