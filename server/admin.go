@@ -12,6 +12,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
 )
 
 // agentView converts a directory entry to its API form.
@@ -160,7 +161,7 @@ func (h *Handler) ungrant(ctx context.Context, name, grant, reason string, who *
 		return list, err
 	}
 	if !slices.ContainsFunc(list.Grants, func(g policy.Grant) bool { return g.ID == grant }) {
-		return list, notFound("agent %s has no standing approval %s (list them at /v1/agents/%s/grants)", name, Visible(grant), name)
+		return list, notFound("agent %s has no standing approval %s (list them at /v1/agents/%s/grants)", name, visible.String(grant), name)
 	}
 	if err := h.opts.Directory.Ungrant(ctx, name, grant, &identity.UngrantParams{By: who.Name, Reason: reason}); err != nil {
 		return api.GrantList{}, identityError(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
 )
 
 // Labels the server sets in a run's run.created. Labels starting with
@@ -213,7 +214,7 @@ func (a *admission) mayActAs(principal, onBehalfOf string) error {
 		if len(a.who.Agents) > 0 {
 			bound = "may act only as " + strings.Join(a.who.Agents, ", ") + ","
 		}
-		return forbidden("token %s (%s) %s not as agent %s; an admin makes tokens for agents", a.who.ID, Visible(a.who.Name), bound, principal)
+		return forbidden("token %s (%s) %s not as agent %s; an admin makes tokens for agents", a.who.ID, visible.String(a.who.Name), bound, principal)
 	}
 	if onBehalfOf != "" && onBehalfOf != a.who.Name {
 		return forbidden("a run acts on behalf of the person whose token starts it (%s), not %s", a.who.Name, onBehalfOf)
@@ -324,7 +325,7 @@ func (h *Handler) admitRequest(ctx context.Context, a *admission, req *api.Creat
 		// Whatever the case, and through compatibility look-alikes
 		// ("ＫEEL.created_by"), as token names are checked.
 		if strings.HasPrefix(strings.ToLower(norm.NFKC.String(k)), ReservedLabelPrefix) {
-			return badRequest("label %q: labels starting with %q (in any case) are the server's", Visible(k), ReservedLabelPrefix)
+			return badRequest("label %q: labels starting with %q (in any case) are the server's", visible.String(k), ReservedLabelPrefix)
 		}
 	}
 	if req.Demo {

@@ -13,6 +13,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
 )
 
 // LabelForkOf is the run.created label of a forked run: "RUN@SEQ", the
@@ -131,7 +132,7 @@ func (h *Handler) forkWorkspace(ctx context.Context, src string, created *agent.
 	same := named && (filepath.Clean(req.Workspace) == filepath.Clean(created.Workspace) || resolve(req.Workspace) == resolve(created.Workspace))
 	startedBy := "on the server's machine"
 	if owner != "" {
-		startedBy = "by " + Visible(owner)
+		startedBy = "by " + visible.String(owner)
 	}
 	switch {
 	case demo && !named:
@@ -153,7 +154,7 @@ func (h *Handler) forkWorkspace(ctx context.Context, src string, created *agent.
 		}
 		a.demoWorkspace = true
 	case !named && !mine:
-		unshared = badRequest("run %s (started %s) works in %s: a fork does not share another person's workspace unless asked; name the workspace of the fork (that one, to share it, or another under a workspace root)", src, startedBy, Visible(created.Workspace))
+		unshared = badRequest("run %s (started %s) works in %s: a fork does not share another person's workspace unless asked; name the workspace of the fork (that one, to share it, or another under a workspace root)", src, startedBy, visible.String(created.Workspace))
 	}
 	if named {
 		created.Workspace = req.Workspace

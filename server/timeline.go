@@ -11,6 +11,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/visible"
 )
 
 // row is one event of a run's timeline, rendered for the web UI.
@@ -49,7 +50,7 @@ func newRowRenderer(runID string) *rowRenderer {
 type html struct{ b strings.Builder }
 
 func (h *html) raw(s string)  { h.b.WriteString(s) }
-func (h *html) text(s string) { h.b.WriteString(template.HTMLEscapeString(Visible(s))) }
+func (h *html) text(s string) { h.b.WriteString(template.HTMLEscapeString(visible.String(s))) }
 func (h *html) tag(tag, class, s string) {
 	fmt.Fprintf(&h.b, `<%s class="%s">`, tag, class)
 	h.text(s)

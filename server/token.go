@@ -22,6 +22,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
 )
 
 // Token errors.
@@ -152,7 +153,7 @@ func CheckScopes(scopes []string) error {
 
 // CheckTokenName returns an error unless name may name a token's person
 // or system: 1 to 100 characters, none of them a control character or an
-// invisible or reordering one (see [Visible]), and not starting with
+// invisible or reordering one (see [visible.String]), and not starting with
 // "keel." or "keel-" or "_keel" (whatever the case), which name Keel's
 // own principals (keel.timeout, keel-cli, keel serve...): a person's
 // decision must never look automatic. The check sees through look-alikes:
@@ -166,8 +167,8 @@ func CheckTokenName(name string) error {
 		return errors.New("server: a token needs a name (the person or system using it)")
 	case utf8.RuneCountInString(name) > 100:
 		return errors.New("server: a token's name has at most 100 characters")
-	case !utf8.ValidString(name) || Visible(name) != name || strings.ContainsAny(name, "\n\t"):
-		return fmt.Errorf("server: token name %q contains control or invisible characters", Visible(name))
+	case !utf8.ValidString(name) || visible.String(name) != name || strings.ContainsAny(name, "\n\t"):
+		return fmt.Errorf("server: token name %q contains control or invisible characters", visible.String(name))
 	}
 	l := strings.ToLower(norm.NFKC.String(name))
 	if mixedScripts(l, 5) {

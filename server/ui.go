@@ -19,6 +19,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
 )
 
 //go:embed ui/pages.html
@@ -47,7 +48,7 @@ func newUIPages() *uiPages {
 		// vis shows invisible and reordering characters as escapes;
 		// seg escapes one URL path segment (a call id may hold "/", "?"
 		// or "#").
-		"vis": Visible,
+		"vis": visible.String,
 		"seg": url.PathEscape,
 	}
 	return &uiPages{t: template.Must(template.New("pages").Funcs(funcs).Parse(pagesHTML))}
@@ -481,7 +482,7 @@ func (h *Handler) uiDecide(w http.ResponseWriter, r *http.Request, who *caller) 
 	// path a browser normalised (a call id with "/../") decides nothing.
 	id, call := r.PathValue("id"), r.PathValue("call")
 	if c := r.PostFormValue("call"); c != call {
-		return badRequest("the form is for call %q but was posted for call %q; reload the inbox", Visible(c), Visible(call))
+		return badRequest("the form is for call %q but was posted for call %q; reload the inbox", visible.String(c), visible.String(call))
 	}
 	if _, err := h.decide(r.Context(), id, call, d, &api.Decide{Reason: r.PostFormValue("reason")}, who); err != nil {
 		return err
@@ -543,7 +544,7 @@ func (d *discardWriter) WriteHeader(int)             {}
 // approvalAction renders the raw action a person approves: the action
 // as the policy saw it (the command line, the URL, the tool and path),
 // then the tool and its arguments, indented.
-// Invisible and reordering characters are shown as escapes ([Visible]).
+// Invisible and reordering characters are shown as escapes ([visible.String]).
 func approvalAction(a api.Approval) string {
 	var b bytes.Buffer
 	if a.Action != "" {
@@ -554,7 +555,7 @@ func approvalAction(a api.Approval) string {
 	if err := json.Indent(&b, a.Arguments, "", "  "); err != nil {
 		b.Write(a.Arguments)
 	}
-	return Visible(b.String())
+	return visible.String(b.String())
 }
 
 func shortID(id string) string {

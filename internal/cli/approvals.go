@@ -16,7 +16,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
-	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/visible"
 )
 
 // parseDuration is time.ParseDuration that also accepts whole days
@@ -56,14 +56,14 @@ func when(t, now time.Time) string {
 // onWait prints what a waiting run needs from a person.
 func (a *app) onWait(pending []agent.PendingApproval) {
 	for _, p := range pending {
-		fmt.Fprintf(a.stderr, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, server.Visible(p.CallID), p.Tool)
-		for _, line := range strings.Split(server.Visible(p.Action), "\n") {
+		fmt.Fprintf(a.stderr, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, visible.String(p.CallID), p.Tool)
+		for _, line := range strings.Split(visible.String(p.Action), "\n") {
 			fmt.Fprintf(a.stderr, "    │ %s\n", line)
 		}
 		for _, part := range p.Parts {
-			fmt.Fprintf(a.stderr, "  asks: %s — %s\n", clip(oneLine(server.Visible(part.Text)), 80), server.Visible(part.Reason))
+			fmt.Fprintf(a.stderr, "  asks: %s — %s\n", clip(oneLine(visible.String(part.Text)), 80), visible.String(part.Reason))
 			if part.Detail != "" {
-				fmt.Fprintf(a.stderr, "        (%s)\n", clip(server.Visible(part.Detail), 160))
+				fmt.Fprintf(a.stderr, "        (%s)\n", clip(visible.String(part.Detail), 160))
 			}
 		}
 		if p.Expires != nil {
@@ -142,7 +142,7 @@ func (a *app) printApprovals(pending []agent.PendingApproval, asJSON bool, now t
 				deadline = "EXPIRED " + deadline
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, server.Visible(p.CallID), server.Visible(who), when(p.Time, now), deadline, p.Tool, cell(clip(oneLine(server.Visible(p.Action)), 70)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, visible.String(p.CallID), visible.String(who), when(p.Time, now), deadline, p.Tool, cell(clip(oneLine(visible.String(p.Action)), 70)))
 	}
 	return tw.Flush()
 }
@@ -261,7 +261,7 @@ func (a *app) decide(ctx context.Context, runID, callID string, dec policy.Effec
 		if len(g.Prefix) > 0 {
 			what = "commands starting: " + strings.Join(g.Prefix, " ")
 		}
-		fmt.Fprintf(a.stderr, "keel: remembered for the %s (%s %s)\n", g.Scope, g.Tool, termSafe(what))
+		fmt.Fprintf(a.stderr, "keel: remembered for the %s (%s %s)\n", g.Scope, g.Tool, visible.String(what))
 		if g.Scope == policy.ScopeAgent {
 			if err := identity.NewDirectory(store, nil).Grant(ctx, st.Created.Principal, g); err != nil {
 				store.Close()

@@ -21,8 +21,8 @@ import (
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
 )
 
 // serverURL returns the team server the command line talks to: --server,
@@ -364,12 +364,12 @@ func (a *app) promptApprovals(ctx context.Context, cl *client.Client, id string,
 func (a *app) onWaitRemote(pending []agent.PendingApproval, srv string) {
 	out := escWriter{a.stderr}
 	for _, p := range pending {
-		fmt.Fprintf(out, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, server.Visible(p.CallID), p.Tool)
-		for _, line := range strings.Split(server.Visible(p.Action), "\n") {
+		fmt.Fprintf(out, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, visible.String(p.CallID), p.Tool)
+		for _, line := range strings.Split(visible.String(p.Action), "\n") {
 			fmt.Fprintf(out, "    │ %s\n", line)
 		}
 		for _, part := range p.Parts {
-			fmt.Fprintf(out, "  asks: %s — %s\n", clip(oneLine(server.Visible(part.Text)), 80), server.Visible(part.Reason))
+			fmt.Fprintf(out, "  asks: %s — %s\n", clip(oneLine(visible.String(part.Text)), 80), visible.String(part.Reason))
 		}
 		if p.Expires != nil {
 			fmt.Fprintf(out, "  deadline %s, then: %s\n", p.Expires.Local().Format("2006-01-02 15:04:05"), p.Default)
@@ -522,7 +522,7 @@ func (a *app) clientDecide(cmd *cobra.Command, args []string, dec policy.Effect)
 		return err
 	}
 	verb := map[policy.Effect]string{policy.Allow: "approved", policy.Deny: "denied"}[dec]
-	fmt.Fprintf(a.stderr, "keel: %s call %s of run %s\n", verb, server.Visible(callID), runID)
+	fmt.Fprintf(a.stderr, "keel: %s call %s of run %s\n", verb, visible.String(callID), runID)
 	if n := len(run.Pending); n > 0 {
 		fmt.Fprintf(a.stderr, "keel: run %s still waits for %d more approval(s): keel --server %s approvals list --run %s\n", runID, n, cl.URL(), runID)
 		return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/tool"
+	"github.com/keel-run/keel/visible"
 )
 
 func (a *app) runsCmd() *cobra.Command {
@@ -134,7 +135,7 @@ func (a *app) runsListCmd() *cobra.Command {
 				} else {
 					task = "(" + clip(err.Error(), 60) + ")"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.RunID, liveStatus(ctx, store, r), r.Created.Local().Format("2006-01-02 15:04"), r.LastSeq, steps, cost, termSafe(task))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.RunID, liveStatus(ctx, store, r), r.Created.Local().Format("2006-01-02 15:04"), r.LastSeq, steps, cost, visible.String(task))
 			}
 			return tw.Flush()
 		},

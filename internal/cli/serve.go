@@ -21,6 +21,7 @@ import (
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
 )
 
 // serveFlags are the flags of `keel serve`.
@@ -365,7 +366,7 @@ func (a *app) firstToken(ctx context.Context, h *server.Handler, tokens *server.
 	if err := writeSavedToken(saved, &savedToken{Servers: urls, Token: tok.Secret}); err != nil {
 		saved = ""
 	}
-	fmt.Fprintf(a.stderr, "keel serve: created the first API token (admin, for %s). It is shown only this once:\n\n    %s\n\n", server.Visible(tok.Name), tok.Secret)
+	fmt.Fprintf(a.stderr, "keel serve: created the first API token (admin, for %s). It is shown only this once:\n\n    %s\n\n", visible.String(tok.Name), tok.Secret)
 	if code, err := h.LoginCode(ctx, tok.Secret); err == nil {
 		fmt.Fprintf(a.stderr, "  sign in to the web UI:  %s/ui/login?code=%s\n  (a one-time link, valid for 15 minutes; later, paste the token at %s/ui/login)\n", urls[0], code, urls[0])
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
 )
 
 func (a *app) tokensCmd() *cobra.Command {
@@ -112,7 +113,7 @@ func printNewToken(a *app, tok *api.NewToken) {
 	if len(tok.Agents) > 0 {
 		agents = "; acts as " + strings.Join(tok.Agents, ", ")
 	}
-	fmt.Fprintf(a.stderr, "keel: created token %s for %s (%s%s); it is shown only this once:\n", tok.ID, server.Visible(tok.Name), strings.Join(tok.Scopes, ", "), agents)
+	fmt.Fprintf(a.stderr, "keel: created token %s for %s (%s%s); it is shown only this once:\n", tok.ID, visible.String(tok.Name), strings.Join(tok.Scopes, ", "), agents)
 	fmt.Fprintln(a.stdout, tok.Secret)
 }
 
@@ -130,8 +131,8 @@ func printTokens(a *app, toks []api.Token) error {
 		if agents == "" {
 			agents = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, server.Visible(t.Name), strings.Join(t.Scopes, ","), agents,
-			t.Created.Local().Format("2006-01-02 15:04"), server.Visible(t.CreatedBy), status)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, visible.String(t.Name), strings.Join(t.Scopes, ","), agents,
+			t.Created.Local().Format("2006-01-02 15:04"), visible.String(t.CreatedBy), status)
 	}
 	return tw.Flush()
 }
