@@ -16,6 +16,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -54,7 +55,7 @@ type admission struct {
 	overrides []string
 }
 
-func (a *admission) admin() bool { return a.who != nil && HasScope(a.who, api.ScopeAdmin) }
+func (a *admission) admin() bool { return a.who != nil && token.HasScope(a.who, api.ScopeAdmin) }
 
 // confinement holds the directories runs may and may not work in,
 // symlinks resolved once at construction.

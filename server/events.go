@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/token"
 )
 
 // runEvents streams a run's events as Server-Sent Events:
@@ -133,7 +134,7 @@ type tokenGuard struct {
 // newTokenGuard returns the guard of a stream opened with token who;
 // stop it when the stream ends.
 func (h *Handler) newTokenGuard(who *caller) *tokenGuard {
-	return &tokenGuard{h: h, id: who.ID, tick: time.NewTicker(h.opts.TokenCheck), revoked: h.tokens.revocations()}
+	return &tokenGuard{h: h, id: who.ID, tick: time.NewTicker(h.opts.TokenCheck), revoked: h.tokens.Revocations()}
 }
 
 func (g *tokenGuard) stop() { g.tick.Stop() }
@@ -142,8 +143,8 @@ func (g *tokenGuard) stop() { g.tick.Stop() }
 // token stream counts as valid: the stream's own reads will fail). It
 // re-arms the revocation channel first, so no revocation is missed.
 func (g *tokenGuard) valid(ctx context.Context) bool {
-	g.revoked = g.h.tokens.revocations()
-	return !errors.Is(g.h.tokens.Active(ctx, g.id), ErrBadToken)
+	g.revoked = g.h.tokens.Revocations()
+	return !errors.Is(g.h.tokens.Active(ctx, g.id), token.ErrBad)
 }
 
 // streamError is the user-safe text of an error that ends a stream (a

@@ -50,7 +50,7 @@ const ReasonForked = "forked"
 // [ReasonForked]), so that it says it has not started and no restart
 // executes it.
 func (h *Handler) fork(ctx context.Context, src string, req *api.ForkRun, who *caller) (string, *admission, error) {
-	if IsSystemStream(src) {
+	if journal.IsSystem(src) {
 		return "", nil, notFound("no such run %s", src)
 	}
 	if req.Message != "" && !req.Start {

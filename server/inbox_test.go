@@ -19,6 +19,7 @@ import (
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -257,7 +258,7 @@ func TestTokenNames(t *testing.T) {
 		if !client.IsCode(err, api.CodeInvalidRequest) {
 			t.Errorf("CreateToken(%q) = %v, want invalid_request", name, err)
 		}
-		if _, err := e.h.Tokens().Create(t.Context(), &server.TokenParams{Name: name, Scopes: []string{api.ScopeRunsRead}}); err == nil {
+		if _, err := e.h.Tokens().Create(t.Context(), &token.Params{Name: name, Scopes: []string{api.ScopeRunsRead}}); err == nil {
 			t.Errorf("Tokens.Create(%q): no error", name)
 		}
 	}

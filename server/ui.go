@@ -19,6 +19,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -145,7 +146,7 @@ func (h *Handler) uiEndpoint(scope string, serve func(http.ResponseWriter, *http
 			h.uiError(w, r, nil, e)
 			return
 		}
-		if !HasScope(who, scope) {
+		if !token.HasScope(who, scope) {
 			h.uiError(w, r, who, &apiError{http.StatusForbidden, api.CodeForbidden, "your token (" + who.Name + ") lacks the " + scope + " scope"})
 			return
 		}
@@ -169,8 +170,8 @@ func (h *Handler) uiError(w http.ResponseWriter, r *http.Request, who *caller, e
 func (h *Handler) newPage(ctx context.Context, who *caller, title, nav string) *page {
 	p := &page{Title: title, Nav: nav, Who: who}
 	if who != nil {
-		p.CanWrite = HasScope(who, api.ScopeRunsWrite)
-		p.IsAdmin = HasScope(who, api.ScopeAdmin)
+		p.CanWrite = token.HasScope(who, api.ScopeRunsWrite)
+		p.IsAdmin = token.HasScope(who, api.ScopeAdmin)
 		if list, err := h.approvals(ctx); err == nil {
 			p.Inbox = len(list)
 		}

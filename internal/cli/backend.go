@@ -29,6 +29,7 @@ import (
 type backend interface {
 	approvalsBackend
 	agentsBackend
+	tokensBackend
 	// Close releases the journal (local) or nothing (remote).
 	Close() error
 }

@@ -85,17 +85,14 @@ var localOnly = []string{"keel serve", "keel policy check", "keel policy default
 // output as their local form. The other commands stay local.
 func (a *app) clientMode(root *cobra.Command) {
 	impl := map[string]func(*cobra.Command, []string) error{
-		"keel run":           a.clientRun,
-		"keel demo":          a.clientDemo,
-		"keel runs list":     a.clientRunsList,
-		"keel runs show":     a.clientRunsShow,
-		"keel runs resume":   a.clientRunsResume,
-		"keel approve":       func(c *cobra.Command, args []string) error { return a.clientDecide(c, args, policy.Allow) },
-		"keel deny":          func(c *cobra.Command, args []string) error { return a.clientDecide(c, args, policy.Deny) },
-		"keel audit verify":  a.clientAuditVerify,
-		"keel tokens create": a.clientTokensCreate,
-		"keel tokens list":   a.clientTokensList,
-		"keel tokens revoke": a.clientTokensRevoke,
+		"keel run":          a.clientRun,
+		"keel demo":         a.clientDemo,
+		"keel runs list":    a.clientRunsList,
+		"keel runs show":    a.clientRunsShow,
+		"keel runs resume":  a.clientRunsResume,
+		"keel approve":      func(c *cobra.Command, args []string) error { return a.clientDecide(c, args, policy.Allow) },
+		"keel deny":         func(c *cobra.Command, args []string) error { return a.clientDecide(c, args, policy.Deny) },
+		"keel audit verify": a.clientAuditVerify,
 	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
@@ -581,54 +578,5 @@ func (a *app) clientAuditVerify(cmd *cobra.Command, args []string) error {
 	if bad > 0 {
 		return &exitError{1}
 	}
-	return nil
-}
-
-func (a *app) clientTokensCreate(cmd *cobra.Command, _ []string) error {
-	fs := cmd.Flags()
-	if err := only(cmd, "name", "scope", "agent"); err != nil {
-		return err
-	}
-	fv := &flagValues{fs: fs}
-	req := &api.CreateToken{Name: fv.str("name"), Scopes: fv.strs("scope"), Agents: fv.strs("agent")}
-	if fv.err != nil {
-		return fv.err
-	}
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	tok, err := cl.CreateToken(cmd.Context(), req)
-	if err != nil {
-		return err
-	}
-	printNewToken(a, tok)
-	return nil
-}
-
-func (a *app) clientTokensList(cmd *cobra.Command, _ []string) error {
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	toks, err := cl.Tokens(cmd.Context())
-	if err != nil {
-		return err
-	}
-	return printTokens(a, toks)
-}
-
-func (a *app) clientTokensRevoke(cmd *cobra.Command, args []string) error {
-	if err := only(cmd); err != nil {
-		return err
-	}
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	if _, err := cl.RevokeToken(cmd.Context(), args[0]); err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "revoked token %s\n", args[0])
 	return nil
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/visible"
@@ -115,7 +114,7 @@ func (a *app) runsListCmd() *cobra.Command {
 				return err
 			}
 			// System streams (the agent directory) are not runs.
-			runs = slices.DeleteFunc(runs, func(r journal.RunSummary) bool { return identity.Reserved(r.RunID) })
+			runs = slices.DeleteFunc(runs, func(r journal.RunSummary) bool { return journal.IsSystem(r.RunID) })
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				for _, r := range runs {

@@ -21,6 +21,7 @@ import (
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -182,7 +183,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	defer store.Close()
 	rt := agent.NewRuntime(store, &agent.RuntimeOptions{Logger: logger})
-	tokens := server.NewTokens(store, nil)
+	tokens := token.New(store, nil)
 	live := &liveOptions{commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
 		maxResultChars: f.maxResultChars, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, retries: f.retries}
 	live.gate.noWait = true
@@ -333,7 +334,7 @@ func (st *savedToken) isFor(raw string) bool {
 // line, bound to this server's URLs. When the saved token is still valid
 // on this journal (a restart, perhaps on another port), it binds it to
 // the URLs of this start instead.
-func (a *app) firstToken(ctx context.Context, h *server.Handler, tokens *server.Tokens, urls []string) error {
+func (a *app) firstToken(ctx context.Context, h *server.Handler, tokens *token.Set, urls []string) error {
 	saved := a.serverTokenFile()
 	n, err := tokens.Count(ctx)
 	if err != nil {
@@ -356,10 +357,10 @@ func (a *app) firstToken(ctx context.Context, h *server.Handler, tokens *server.
 		return nil
 	}
 	name := a.person("")
-	if server.CheckTokenName(name) != nil {
+	if token.CheckName(name) != nil {
 		name = "admin"
 	}
-	tok, err := tokens.Create(ctx, &server.TokenParams{Name: name, Scopes: []string{api.ScopeAdmin}, By: "keel serve"})
+	tok, err := tokens.Create(ctx, &token.Params{Name: name, Scopes: []string{api.ScopeAdmin}, By: "keel serve"})
 	if err != nil {
 		return err
 	}
