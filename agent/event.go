@@ -80,6 +80,10 @@ type RunCreated struct {
 	FormatError string `json:"format_error,omitempty"`
 	// Health configures loop detection; nil means the defaults.
 	Health *HealthConfig `json:"health,omitempty"`
+	// Settings are the run's execution settings (timeouts, concurrency,
+	// result size, model retries); nil, in journals written before they
+	// were recorded, means [DefaultSettings].
+	Settings *Settings `json:"settings,omitempty"`
 }
 
 // ToolInfo is a tool as recorded at run creation.
@@ -292,6 +296,10 @@ type RunResumed struct {
 	// Limits, when set, replace the run's limits from here on (a person
 	// raising --max-steps to let a stopped run continue).
 	Limits *Limits `json:"limits,omitempty"`
+	// Settings, when set, replace the run's execution settings from here
+	// on (a person passing --command-timeout to a resume); see
+	// [Settings].
+	Settings *Settings `json:"settings,omitempty"`
 	// By and Token name the person who asked for this execution and the
 	// id of the API token they used, when it came through the team
 	// server (see [ExecParams].By).

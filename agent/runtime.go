@@ -143,9 +143,10 @@ type ExecParams struct {
 	// [policy.AllowAll].
 	Policy policy.Policy
 	// Concurrency bounds tool calls of one turn that run at once; 0
-	// means 4.
+	// means the run's Settings.Concurrency.
 	Concurrency int
-	// MaxOutputTokens is passed to the model; 0 means its default.
+	// MaxOutputTokens is passed to the model; 0 means the run's
+	// Settings.MaxOutputTokens.
 	MaxOutputTokens int
 	// OnEvent, if set, is called with each event after it is appended,
 	// in journal order, never concurrently.
@@ -163,6 +164,10 @@ type ExecParams struct {
 	// Limits, when set on a resume, replace the run's limits from here on
 	// (journaled in run.resumed).
 	Limits *Limits
+	// Settings, when set on a resume, replace the run's execution
+	// settings from here on (journaled in run.resumed); the caller built
+	// the tools and the model client with them.
+	Settings *Settings
 	// ContextWindow, when positive, replaces the run's context window
 	// (tokens) from this execution on; it is journaled in run.resumed.
 	ContextWindow int
@@ -245,10 +250,11 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if x.p.Policy == nil {
 		x.p.Policy = policy.AllowAll
 	}
-	if x.p.Concurrency <= 0 {
-		x.p.Concurrency = 4
-	}
 	if st.LastType != journal.RunCreated {
+		settings := p.Settings
+		if settings != nil && *settings == st.Settings {
+			settings = nil // unchanged: nothing to journal
+		}
 		var interrupted []string
 		if t := st.LastTurn(); t != nil {
 			for _, c := range t.Calls {
@@ -257,12 +263,20 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 				}
 			}
 		}
-		if err := x.append(ctx, journal.RunResumed, &RunResumed{Interrupted: interrupted, Model: p.ModelName, ContextWindow: p.ContextWindow, Handoff: p.Handoff, Limits: p.Limits, By: p.By, Token: p.Token}); err != nil {
+		if err := x.append(ctx, journal.RunResumed, &RunResumed{Interrupted: interrupted, Model: p.ModelName, ContextWindow: p.ContextWindow, Handoff: p.Handoff, Limits: p.Limits, Settings: settings, By: p.By, Token: p.Token}); err != nil {
 			return nil, err
 		}
 		if err := x.handoffNow(ctx); err != nil {
 			return nil, err
 		}
+	}
+	// The run's settings (as this execution may just have replaced them)
+	// apply where the caller left a parameter zero.
+	if x.p.Concurrency <= 0 {
+		x.p.Concurrency = max(1, x.st.Settings.Concurrency)
+	}
+	if x.p.MaxOutputTokens <= 0 {
+		x.p.MaxOutputTokens = x.st.Settings.MaxOutputTokens
 	}
 	if p.Message != "" {
 		if t := st.LastTurn(); t == nil || allDone(t) {

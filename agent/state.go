@@ -32,6 +32,10 @@ type State struct {
 	// Limits are the run's limits: those of run.created, or of the newest
 	// run.resumed that replaced them.
 	Limits Limits
+	// Settings are the run's execution settings: those of run.created
+	// ([DefaultSettings] when it has none), or of the newest run.resumed
+	// that replaced them.
+	Settings Settings
 	// Steps counts model responses; Usage and Cost sum them.
 	Steps int
 	Usage model.Usage
@@ -139,12 +143,19 @@ func (s *State) Apply(e *journal.Event) error {
 		}
 		s.Created = p
 		s.Limits = p.Limits
+		s.Settings = DefaultSettings()
+		if p.Settings != nil {
+			s.Settings = *p.Settings
+		}
 		s.Status = journal.StatusRunning
 		s.Messages = append(s.Messages, model.Message{Role: model.RoleUser, Content: p.Task})
 	case *RunResumed:
 		s.Status, s.Ended = journal.StatusRunning, nil
 		if p.Limits != nil {
 			s.Limits = *p.Limits
+		}
+		if p.Settings != nil {
+			s.Settings = *p.Settings
 		}
 	case *SetupFinished:
 		s.Setup = p

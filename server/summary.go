@@ -130,6 +130,9 @@ func (s *summary) apply(e *journal.Event) error {
 		s.drop(x.CallID)
 	case *agent.RunResumed:
 		r.Reason, r.Message, r.Output = "", "", ""
+		if x.Settings != nil && s.created != nil {
+			s.created = withSettings(s.created, x.Settings)
+		}
 	case *agent.RunEnded:
 		r.Reason, r.Message, r.Output = x.Reason, x.Message, x.Output
 	}
@@ -159,9 +162,17 @@ func (s *summary) drop(callID string) {
 	s.pending = slices.DeleteFunc(s.pending, func(a api.Approval) bool { return a.CallID == callID })
 }
 
-// created returns run id's run.created payload: from the cache while the
-// run has not ended, else read from the journal. The caller must not
-// modify it.
+// withSettings returns a copy of c with the execution settings set.
+func withSettings(c *agent.RunCreated, set *agent.Settings) *agent.RunCreated {
+	n := *c
+	n.Settings = set
+	return &n
+}
+
+// created returns run id's run.created payload, with the execution
+// settings the run has now (a resume may have replaced those of
+// run.created, see agent.Settings): from the cache while the run has not
+// ended, else read from the journal. The caller must not modify it.
 func (c *summaries) created(ctx context.Context, id string) (*agent.RunCreated, error) {
 	if _, err := c.get(ctx, id, 0); err != nil {
 		return nil, err
@@ -188,6 +199,14 @@ func (c *summaries) created(ctx context.Context, id string) (*agent.RunCreated, 
 	created, ok := v.(*agent.RunCreated)
 	if !ok {
 		return nil, &journal.CorruptError{RunID: id, Seq: 1, Reason: fmt.Sprintf("first event is %s, want run.created", events[0].Type)}
+	}
+	for i := range events[1:] {
+		if events[1+i].Type != journal.RunResumed {
+			continue
+		}
+		if v, err := agent.Decode(&events[1+i]); err == nil && v.(*agent.RunResumed).Settings != nil {
+			created = withSettings(created, v.(*agent.RunResumed).Settings)
+		}
 	}
 	return created, nil
 }

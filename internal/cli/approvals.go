@@ -169,9 +169,7 @@ func (d *decideFlags) register(cmd *cobra.Command, approve bool) {
 	} else {
 		fl.StringVar(&d.reason, "reason", "", "why (recorded, and shown to the model); required")
 	}
-	d.resume.commandTimeout, d.resume.commandIdle, d.resume.concurrency = 60*time.Second, 2*time.Minute, 4
-	d.resume.maxResultChars, d.resume.idleTimeout, d.resume.stallRetries = 10000, 120*time.Second, 2
-	d.resume.retries = defaultModelRetries
+	// Continuing the run uses its own settings (d.resume.changed is nil).
 }
 
 func (a *app) approveCmd() *cobra.Command {

@@ -89,7 +89,7 @@ func (f *contextFlags) apply(a *app, c *agent.RunCreated, modelName string) erro
 			// The tools are recorded when the run is wired; they are the
 			// same set, estimated as the journal will hold them
 			// (run.created re-encodes their schemas).
-			b, err := json.Marshal(toolInfos(newTools(&liveOptions{})))
+			b, err := json.Marshal(toolInfos(newTools(agent.DefaultSettings())))
 			if err == nil {
 				err = json.Unmarshal(b, &probe.Tools)
 			}
@@ -418,6 +418,7 @@ workspace keep everything; only what the model sees is renewed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.handoff = true
+			f.changed = cmd.Flags().Changed
 			return a.resume(cmd.Context(), args[0], &f, message)
 		},
 	}

@@ -55,7 +55,9 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool) error {
 	if created.SandboxLimits, err = (&limitFlags{memory: defaultMemory, processes: defaultProcesses, fileSize: defaultFileSize, openFiles: defaultOpenFiles, output: defaultOutput}).parse(); err != nil {
 		return err
 	}
-	live := &liveOptions{commandTimeout: 60e9, concurrency: 4, maxResultChars: 10000}
+	set := agent.DefaultSettings()
+	created.Settings = &set
+	live := &liveOptions{}
 	runID, execErr := a.createAndExecute(ctx, created, live, false, false)
 	if runID == "" {
 		return execErr

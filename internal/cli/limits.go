@@ -20,6 +20,18 @@ const (
 	defaultOutput    = "1GiB"
 )
 
+// Default limits of a run (docs/limits.md says why): high enough that a
+// run of hours finishes (real coding runs take 100-190 model calls and
+// 1-7 million tokens), low enough that a runaway stops within a working
+// day and a bounded bill. Loop detection (agent.DefaultMaxRepeats) stops
+// a model repeating itself long before any of them.
+const (
+	defaultMaxSteps  = 500
+	defaultMaxTokens = 100_000_000
+	defaultMaxCost   = 50.0
+	defaultTimeout   = 12 * time.Hour
+)
+
 // limitFlags are the resource-limit flags of `keel run`.
 type limitFlags struct {
 	memory, fileSize, output string

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -157,12 +158,30 @@ func (p *printer) prime(events []journal.Event) {
 // limitFlag maps a limit's end reason to the flag that raises it.
 var limitFlag = map[string]string{"max_steps": "--max-steps", "max_tokens": "--max-tokens", "max_cost": "--max-cost", "timeout": "--timeout"}
 
+// continueHint says how to go on with a run stopped by the limit reason:
+// resuming (or handing off) under the same step, token or cost limit
+// would stop again at once, so it names the flag and a doubled value; the
+// wall-time limit counts one execution, so a plain resume starts afresh.
+func continueHint(keel, runID, reason string, l agent.Limits) string {
+	flag := limitFlag[reason]
+	value := "N"
+	switch reason {
+	case "max_steps":
+		value = strconv.Itoa(2 * l.MaxSteps)
+	case "max_tokens":
+		value = strconv.FormatInt(2*l.MaxTokens, 10)
+	case "max_cost":
+		value = strconv.FormatFloat(2*l.MaxCost, 'f', -1, 64)
+	case "timeout":
+		return fmt.Sprintf("the wall-time limit (%s) counts one execution: go on with %s runs resume %s (or a longer %s)", time.Duration(l.Timeout), keel, runID, flag)
+	}
+	return fmt.Sprintf("to go on, raise the limit: %s runs resume %s %s %s", keel, runID, flag, value)
+}
+
 func (p *printer) footer(runID string, o *agent.Outcome) {
 	st := o.State
 	if !p.json && o.Status == journal.StatusFailed && o.End != nil && limitFlag[o.End.Reason] != "" {
-		// Resuming (or handing off) under the same limit would stop again
-		// at once.
-		defer fmt.Fprintf(p.err, "keel: to go on, raise the limit: %s runs resume %s %s N\n", p.keel, runID, limitFlag[o.End.Reason])
+		defer fmt.Fprintf(p.err, "keel: %s\n", continueHint(p.keel, runID, o.End.Reason, st.Limits))
 	}
 	if p.quiet && !p.json && o.Status != journal.StatusCompleted {
 		// Quiet still says why a run did not complete.

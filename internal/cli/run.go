@@ -66,6 +66,9 @@ type runFlags struct {
 	gate gateFlags
 	// mountSet records that --mount-path was given.
 	mountSet bool
+	// changed reports whether a flag was given (keel runs resume: only
+	// the settings flags given replace the run's own); nil: none was.
+	changed func(name string) bool
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -102,10 +105,10 @@ SIGTERM, SIGHUP).`,
 	fl.StringVar(&f.systemFile, "system-file", "", "read the system prompt from this file")
 	fl.BoolVar(&f.json, "json", false, "write the journal events to stdout as JSON lines")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print only the final result")
-	fl.IntVar(&f.maxSteps, "max-steps", 100, "stop after this many model calls (0: no limit)")
-	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "stop after this many input+output tokens (0: no limit)")
-	fl.Float64Var(&f.maxCost, "max-cost", 0, "stop after this many US dollars of model cost (0: no limit)")
-	fl.DurationVar(&f.timeout, "timeout", 0, "stop after this wall time, e.g. 30m (0: no limit)")
+	fl.IntVar(&f.maxSteps, "max-steps", defaultMaxSteps, "stop after this many model calls (0: no limit)")
+	fl.Int64Var(&f.maxTokens, "max-tokens", defaultMaxTokens, "stop after this many input+output tokens, summed over all model calls (0: no limit)")
+	fl.Float64Var(&f.maxCost, "max-cost", defaultMaxCost, "stop after this many US dollars of model cost, for models with a known price (0: no limit)")
+	fl.DurationVar(&f.timeout, "timeout", defaultTimeout, "stop after this wall time of one execution, e.g. 30m (0: no limit)")
 	fl.DurationVar(&f.commandTimeout, "command-timeout", 60*time.Second, "default wall time of one shell command")
 	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 2*time.Minute, "end a shell command that prints nothing for this long (negative: never)")
 	fl.StringVar(&f.sandbox, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
@@ -203,6 +206,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
+	settings := f.settings()
 	if system == "" {
 		system = defaultSystemPrompt(f.mountPath)
 		if f.ctx.actionMode == "text" {
@@ -225,6 +229,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		SetupTimeout:     agent.Duration(f.setupTimeout),
 		Network:          f.network,
 		Principal:        "keel-cli",
+		Settings:         &settings,
 	}
 	familyName := spec.Name
 	if rec != nil {
@@ -236,9 +241,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err := f.gate.apply(created); err != nil {
 		return err
 	}
-	live := &liveOptions{apiKey: f.apiKey, commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
-		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, retries: f.retries, recording: rec,
-		gate: f.gate}
+	live := &liveOptions{apiKey: f.apiKey, recording: rec, gate: f.gate}
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
 }
@@ -425,6 +428,21 @@ There is no network unless the task says otherwise, and no terminal: commands mu
 Work in small steps: inspect, change, then verify by running the code or its tests. Edit files with commands (sed, a heredoc, or a short script).
 Long outputs are cut; the full text is saved to the file the result names.
 On long tasks keep notes in .keel-notes.md: older turns are summarised when the context fills up.`, mount)
+}
+
+// settings returns the execution settings the flags give (journaled in
+// run.created).
+func (f *runFlags) settings() agent.Settings {
+	return agent.Settings{
+		CommandTimeout:     agent.Duration(f.commandTimeout),
+		CommandIdleTimeout: agent.Duration(f.commandIdle),
+		Concurrency:        f.concurrency,
+		MaxResultChars:     f.maxResultChars,
+		MaxOutputTokens:    f.maxOutputTokens,
+		ModelIdleTimeout:   agent.Duration(f.idleTimeout),
+		ModelStallRetries:  f.stallRetries,
+		ModelRetries:       f.retries,
+	}
 }
 
 // validate refuses negative and nonsensical numeric flags: a limit of -1

@@ -212,6 +212,7 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error) err
 	fmt.Fprintln(tw, "SEQ\tTIME\tSTEP\tEVENT\tDETAIL")
 	step, estimated := 0, 0
 	calls := map[string]string{}
+	settings := agent.DefaultSettings()
 	for i := range events {
 		e := &events[i]
 		v, err := agent.Decode(e)
@@ -219,6 +220,9 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error) err
 		switch x := v.(type) {
 		case *agent.RunCreated:
 			detail = fmt.Sprintf("%d tools, limits %s", len(x.Tools), limitsString(x.Limits))
+			if x.Settings != nil {
+				settings = *x.Settings
+			}
 		case *agent.SetupFinished:
 			detail = fmt.Sprintf("exit %d · %s", x.ExitCode, ms(x.DurationMS))
 		case *agent.ModelResponded:
@@ -262,6 +266,15 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error) err
 			}
 			if x.Handoff {
 				detail += " handoff"
+			}
+			if x.Limits != nil {
+				detail += " limits " + limitsString(*x.Limits)
+			}
+			if x.Settings != nil {
+				if ch := x.Settings.Changes(settings); len(ch) > 0 {
+					detail += " settings " + strings.Join(ch, ", ")
+				}
+				settings = *x.Settings
 			}
 			detail = strings.TrimSpace(detail)
 		case *agent.UserMessage:
@@ -343,6 +356,7 @@ again; any other call gets a result telling the model its outcome is
 unknown, so nothing with side effects runs twice unannounced.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.changed = cmd.Flags().Changed
 			return a.resume(cmd.Context(), args[0], &f, message)
 		},
 	}
@@ -357,14 +371,17 @@ func registerResumeFlags(fl *pflag.FlagSet, f *runFlags, message *string) {
 	fl.BoolVar(&f.json, "json", false, "write the journal events to stdout as JSON lines")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print only the final result")
 	fl.StringVar(message, "message", "", "add this user message before continuing (for example \"continue\")")
-	fl.DurationVar(&f.commandTimeout, "command-timeout", 60*time.Second, "default wall time of one shell command")
-	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 2*time.Minute, "end a shell command that prints nothing for this long (negative: never)")
-	fl.IntVar(&f.concurrency, "concurrency", 4, "tool calls of one turn that may run at once")
-	fl.IntVar(&f.maxResultChars, "max-result-chars", 10000, "characters of one tool result the model sees")
-	fl.IntVar(&f.maxOutputTokens, "max-output-tokens", 0, "completion token limit per model call")
-	fl.DurationVar(&f.idleTimeout, "model-idle-timeout", 120*time.Second, "abandon a model response that sends no bytes for this long")
-	fl.IntVar(&f.stallRetries, "model-stall-retries", 2, "retries of a stalled model response")
-	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
+	// The execution settings are the run's own (fixed when it was
+	// created); a flag given here replaces one from now on, journaled.
+	const own = " (default: the run's own setting; a change is journaled)"
+	fl.DurationVar(&f.commandTimeout, "command-timeout", 0, "default wall time of one shell command"+own)
+	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 0, "end a shell command that prints nothing for this long, negative: never"+own)
+	fl.IntVar(&f.concurrency, "concurrency", 0, "tool calls of one turn that may run at once"+own)
+	fl.IntVar(&f.maxResultChars, "max-result-chars", 0, "characters of one tool result the model sees"+own)
+	fl.IntVar(&f.maxOutputTokens, "max-output-tokens", 0, "completion token limit per model call, 0: provider default"+own)
+	fl.DurationVar(&f.idleTimeout, "model-idle-timeout", 0, "abandon a model response that sends no bytes for this long"+own)
+	fl.IntVar(&f.stallRetries, "model-stall-retries", 0, "retries of a stalled model response"+own)
+	fl.IntVar(&f.retries, "model-retries", 0, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer"+own)
 	fl.IntVar(&f.ctx.window, "context-window", 0, "replace the run's context window (tokens) from now on (0: keep it)")
 	fl.IntVar(&f.maxSteps, "max-steps", 0, "replace the run's step limit from now on, e.g. to continue a run stopped by it (0: keep it)")
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "replace the run's token limit from now on (0: keep it)")
@@ -387,6 +404,10 @@ func (a *app) resume(ctx context.Context, runID string, f *runFlags, message str
 	if err != nil {
 		return err
 	}
+	set, err := f.resumeSettings(st.Settings)
+	if err != nil {
+		return err
+	}
 	if st.Status == journal.StatusCompleted {
 		return fmt.Errorf("run %s already completed; nothing to resume", runID)
 	}
@@ -395,9 +416,11 @@ func (a *app) resume(ctx context.Context, runID string, f *runFlags, message str
 			return err
 		}
 	}
-	live := &liveOptions{apiKey: f.apiKey, commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
-		maxResultChars: f.maxResultChars, maxOutputTokens: f.maxOutputTokens, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, retries: f.retries,
-		handoff: f.handoff, contextWindow: f.ctx.window, gate: f.gate}
+	live := &liveOptions{apiKey: f.apiKey, handoff: f.handoff, contextWindow: f.ctx.window, gate: f.gate}
+	if changes := set.Changes(st.Settings); len(changes) > 0 {
+		live.settings = &set
+		fmt.Fprintf(a.stderr, "keel: settings changed from now on (journaled): %s\n", strings.Join(changes, ", "))
+	}
 	if f.maxSteps < 0 || f.maxTokens < 0 || f.maxCost < 0 || f.timeout < 0 {
 		return usagef("limits must not be negative")
 	}
@@ -417,12 +440,49 @@ func (a *app) resume(ctx context.Context, runID string, f *runFlags, message str
 		}
 		live.limits = &l
 	}
-	w, err := a.newWiring(ctx, st.Created, live)
+	w, err := a.newWiring(ctx, runAsNow(st), live)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
 	return a.execute(ctx, rt, runID, w, f.json, f.quiet, message)
+}
+
+// runAsNow returns the run's run.created payload with the execution
+// settings it has now (a resume may have replaced them).
+func runAsNow(st *agent.State) *agent.RunCreated {
+	c := *st.Created
+	set := st.Settings
+	c.Settings = &set
+	return &c
+}
+
+// resumeSettings returns the run's settings cur with the settings flags
+// given to a resume (f.changed) applied, checked.
+func (f *runFlags) resumeSettings(cur agent.Settings) (agent.Settings, error) {
+	if f.changed == nil {
+		return cur, nil
+	}
+	given := f.settings()
+	set := cur
+	for name, apply := range map[string]func(){
+		"command-timeout":      func() { set.CommandTimeout = given.CommandTimeout },
+		"command-idle-timeout": func() { set.CommandIdleTimeout = given.CommandIdleTimeout },
+		"concurrency":          func() { set.Concurrency = given.Concurrency },
+		"max-result-chars":     func() { set.MaxResultChars = given.MaxResultChars },
+		"max-output-tokens":    func() { set.MaxOutputTokens = given.MaxOutputTokens },
+		"model-idle-timeout":   func() { set.ModelIdleTimeout = given.ModelIdleTimeout },
+		"model-stall-retries":  func() { set.ModelStallRetries = given.ModelStallRetries },
+		"model-retries":        func() { set.ModelRetries = given.ModelRetries },
+	} {
+		if f.changed(name) {
+			apply()
+		}
+	}
+	if err := set.Validate(); err != nil {
+		return cur, usagef("%v", err)
+	}
+	return set, nil
 }
 
 // maxArtifactBytes bounds an artifact read back for a comparison.

@@ -184,10 +184,16 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	defer store.Close()
 	rt := agent.NewRuntime(store, &agent.RuntimeOptions{Logger: logger})
 	tokens := token.New(store, nil)
-	live := &liveOptions{commandTimeout: f.commandTimeout, commandIdle: f.commandIdle, concurrency: f.concurrency,
-		maxResultChars: f.maxResultChars, idleTimeout: f.idleTimeout, stallRetries: f.stallRetries, retries: f.retries}
+	live := &liveOptions{}
 	live.gate.noWait = true
-	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, logger: logger, recordings: map[string]*recording{}}
+	// The settings of the runs this server creates; a run keeps its own
+	// when it is resumed (here or elsewhere).
+	settings := agent.Settings{CommandTimeout: agent.Duration(f.commandTimeout), CommandIdleTimeout: agent.Duration(f.commandIdle), Concurrency: f.concurrency,
+		MaxResultChars: f.maxResultChars, ModelIdleTimeout: agent.Duration(f.idleTimeout), ModelStallRetries: f.stallRetries, ModelRetries: f.retries}
+	if err := settings.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, settings: settings, logger: logger, recordings: map[string]*recording{}}
 	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
 		WorkspaceRoots: roots, Protected: protected, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
 		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs})

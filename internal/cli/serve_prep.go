@@ -37,7 +37,10 @@ type serverPrep struct {
 	sandbox string
 	policy  *policy.Engine
 	live    *liveOptions
-	logger  *slog.Logger
+	// settings are the execution settings of the runs the server
+	// creates (its flags).
+	settings agent.Settings
+	logger   *slog.Logger
 
 	mu         sync.Mutex
 	recordings map[string]*recording // loaded replay trajectories, by path, size and time
@@ -221,11 +224,17 @@ func (sp *serverPrep) prepare(ctx context.Context, req *api.CreateRun) (*agent.R
 			}
 		}
 	}
-	maxSteps := req.Limits.MaxSteps
+	maxSteps, maxTokens, maxCost := req.Limits.MaxSteps, req.Limits.MaxTokens, req.Limits.MaxCost
 	if maxSteps == 0 {
-		maxSteps = 100
+		maxSteps = defaultMaxSteps
 	}
-	var timeout time.Duration
+	if maxTokens == 0 {
+		maxTokens = defaultMaxTokens
+	}
+	if maxCost == 0 {
+		maxCost = defaultMaxCost
+	}
+	timeout := defaultTimeout
 	if req.Limits.Timeout != "" {
 		if timeout, err = time.ParseDuration(req.Limits.Timeout); err != nil {
 			return nil, invalidf("limits.timeout: %v", err)
@@ -237,7 +246,7 @@ func (sp *serverPrep) prepare(ctx context.Context, req *api.CreateRun) (*agent.R
 	}
 	c := &agent.RunCreated{
 		Task: task, System: firstNonEmpty(system, defaultSystemPrompt(mount)), Model: spec.String(),
-		Limits:           agent.Limits{MaxSteps: maxSteps, MaxTokens: req.Limits.MaxTokens, MaxCost: req.Limits.MaxCost, Timeout: agent.Duration(timeout)},
+		Limits:           agent.Limits{MaxSteps: maxSteps, MaxTokens: maxTokens, MaxCost: maxCost, Timeout: agent.Duration(timeout)},
 		CompletionMarker: marker, Workspace: filepath.Clean(req.Workspace), MountPath: mount, Sandbox: sb,
 		Env: req.Env, Setup: req.Setup, Network: req.Network, Labels: req.Labels,
 		Principal: firstNonEmpty(req.Agent, identity.LocalAgent), OnBehalfOf: req.OnBehalfOf,
@@ -271,11 +280,12 @@ func (sp *serverPrep) finish(ctx context.Context, c *agent.RunCreated, eng *poli
 		}
 		return nil, err
 	}
-	live, err := sp.liveFor(c.Model)
-	if err != nil {
+	if _, err := sp.liveFor(c.Model); err != nil {
 		return nil, err
 	}
-	c.Tools = toolInfos(newTools(live))
+	set := sp.settings
+	c.Settings = &set
+	c.Tools = toolInfos(newTools(set))
 	return c, nil
 }
 

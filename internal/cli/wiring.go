@@ -23,22 +23,18 @@ import (
 	"github.com/keel-run/keel/tool/builtin/shell"
 )
 
-// liveOptions are per-execution settings that are not journaled.
+// liveOptions are what an execution needs beyond the run's journal: the
+// API key, a loaded recording, and what a resume changes (journaled in
+// run.resumed). The execution settings (timeouts, concurrency, result
+// size, model retries) are the run's own: newWiring reads them from
+// RunCreated.Settings (see settingsOf).
 type liveOptions struct {
-	apiKey          string
-	commandTimeout  time.Duration
-	commandIdle     time.Duration
-	concurrency     int
-	maxResultChars  int
-	maxOutputTokens int
-	idleTimeout     time.Duration
-	stallRetries    int
-	// retries is --model-retries: the provider SDK's retries of a
-	// request (negative: none).
-	retries   int
+	apiKey    string
 	recording *recording
-	// limits, on a resume, replace the run's limits (journaled).
-	limits *agent.Limits
+	// limits and settings, on a resume, replace the run's limits and
+	// execution settings (journaled).
+	limits   *agent.Limits
+	settings *agent.Settings
 	// handoff and contextWindow are passed to agent.ExecParams.
 	handoff       bool
 	contextWindow int
@@ -75,20 +71,19 @@ func (w *wiring) Close() {
 
 func (w *wiring) execParams(onEvent func(e eventT)) *agent.ExecParams {
 	return &agent.ExecParams{
-		Model:           w.model,
-		ModelName:       w.modelName,
-		Price:           w.price,
-		Tools:           w.tools,
-		Env:             w.env,
-		Concurrency:     w.live.concurrency,
-		MaxOutputTokens: w.live.maxOutputTokens,
-		OnEvent:         onEvent,
-		Recorder:        w.recorder,
-		Handoff:         w.live.handoff,
-		ContextWindow:   w.live.contextWindow,
-		Wait:            w.live.gate.waiting(),
-		IfLastSeq:       w.live.gate.ifLastSeq,
-		Limits:          w.live.limits,
+		Model:         w.model,
+		ModelName:     w.modelName,
+		Price:         w.price,
+		Tools:         w.tools,
+		Env:           w.env,
+		OnEvent:       onEvent,
+		Recorder:      w.recorder,
+		Handoff:       w.live.handoff,
+		ContextWindow: w.live.contextWindow,
+		Wait:          w.live.gate.waiting(),
+		IfLastSeq:     w.live.gate.ifLastSeq,
+		Limits:        w.live.limits,
+		Settings:      w.live.settings,
 	}
 }
 
@@ -115,6 +110,10 @@ func (a *app) sandboxKind(flag string) (string, error) {
 // its run.created payload describes them.
 func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOptions) (_ *wiring, err error) {
 	w := &wiring{live: live}
+	set := settingsOf(c)
+	if live.settings != nil {
+		set = *live.settings
+	}
 	defer func() {
 		if err != nil {
 			w.Close()
@@ -124,7 +123,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	if err != nil {
 		return nil, err
 	}
-	if err := a.newModel(spec, w); err != nil {
+	if err := a.newModel(spec, w, set); err != nil {
 		return nil, err
 	}
 	if c.FormatError != "" {
@@ -189,22 +188,31 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		w.sb, w.sbNote = sb, "linux"
 		w.mechanisms = sb.Mechanisms().String()
 	}
-	w.tools = newTools(live)
-	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: live.commandTimeout, MaxResultChars: live.maxResultChars}
+	w.tools = newTools(set)
+	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
 	return w, nil
 }
 
-// newTools returns the tools of a run (also used to record them in
-// run.created without starting a sandbox).
-func newTools(live *liveOptions) *tool.Registry {
+// settingsOf returns the execution settings run.created fixed: Keel's
+// defaults for a run created before settings were journaled.
+func settingsOf(c *agent.RunCreated) agent.Settings {
+	if c.Settings != nil {
+		return *c.Settings
+	}
+	return agent.DefaultSettings()
+}
+
+// newTools returns the tools of a run with settings s (also used to
+// record them in run.created without starting a sandbox).
+func newTools(s agent.Settings) *tool.Registry {
 	r := tool.NewRegistry()
-	builtin.Register(r, &builtin.Options{Shell: &shell.Options{IdleTimeout: live.commandIdle}})
+	builtin.Register(r, &builtin.Options{Shell: &shell.Options{IdleTimeout: time.Duration(s.CommandIdleTimeout)}})
 	return r
 }
 
 // newModel builds the model client for spec, with keys from the flags or
 // the environment.
-func (a *app) newModel(spec model.Spec, w *wiring) error {
+func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 	w.modelName = spec.String()
 	prices := a.cfg.PriceTable()
 	name := spec.Name
@@ -225,7 +233,7 @@ func (a *app) newModel(spec model.Spec, w *wiring) error {
 			// The SDK's own variable (an OpenAI-compatible gateway).
 			base = a.getenv("OPENAI_BASE_URL")
 		}
-		m, err := openai.New(&openai.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: w.live.idleTimeout, StallRetries: w.live.stallRetries, MaxRetries: sdkRetries(w.live.retries)})
+		m, err := openai.New(&openai.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: time.Duration(set.ModelIdleTimeout), StallRetries: set.ModelStallRetries, MaxRetries: sdkRetries(set.ModelRetries)})
 		if err != nil {
 			return err
 		}
@@ -243,7 +251,7 @@ func (a *app) newModel(spec model.Spec, w *wiring) error {
 			// The SDK's own variable (an Anthropic-compatible gateway).
 			base = a.getenv("ANTHROPIC_BASE_URL")
 		}
-		m, err := anthropic.New(&anthropic.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: w.live.idleTimeout, StallRetries: w.live.stallRetries, MaxRetries: sdkRetries(w.live.retries)})
+		m, err := anthropic.New(&anthropic.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: time.Duration(set.ModelIdleTimeout), StallRetries: set.ModelStallRetries, MaxRetries: sdkRetries(set.ModelRetries)})
 		if err != nil {
 			return err
 		}

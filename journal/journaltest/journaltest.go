@@ -71,6 +71,7 @@ func Run(t *testing.T, open func(t *testing.T) journal.Store) {
 		{"Ownership", checkOwnership},
 		{"Notify", checkNotify},
 		{"CanceledContext", checkCanceledContext},
+		{"Records", checkRecords},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -37,6 +37,8 @@ type Store struct {
 
 	lockMu sync.Mutex
 	locks  map[string]bool
+
+	rec records
 }
 
 var _ journal.Locker = (*Store)(nil)

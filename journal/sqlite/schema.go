@@ -14,7 +14,7 @@ const applicationID = 0x4b45454c
 
 // schemaVersion is the PRAGMA user_version this code writes and reads.
 // Bump it with a migration in migrate when the schema changes.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // schemaV1 creates version 1. Times are TEXT in journal.TimeFormat (fixed
 // width UTC, so text order is time order); payload is a BLOB holding the
@@ -42,6 +42,19 @@ CREATE TABLE runs (
 CREATE INDEX runs_by_created ON runs (created DESC, run_id DESC);
 `
 
+// schemaV2 adds the side table of mutable records (journal.Records): the
+// credential vault's encrypted grants and providers, never events.
+const schemaV2 = `
+CREATE TABLE records (
+	kind    TEXT    NOT NULL,
+	key     TEXT    NOT NULL,
+	value   BLOB    NOT NULL,
+	version INTEGER NOT NULL CHECK (version >= 1),
+	updated TEXT    NOT NULL,
+	PRIMARY KEY (kind, key)
+);
+`
+
 // initSchema checks the file's identity and schema version and creates the
 // schema in a new file, all in one write transaction so that two processes
 // opening a new file at once create it once.
@@ -65,7 +78,7 @@ func (s *Store) initSchema(ctx context.Context) error {
 	switch {
 	case appID == 0 && version == 0 && objects == 0:
 		// A new (or empty) database: create the schema.
-		if _, err := tx.ExecContext(ctx, schemaV1); err != nil {
+		if _, err := tx.ExecContext(ctx, schemaV1+schemaV2); err != nil {
 			return wrap(err)
 		}
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
@@ -78,8 +91,17 @@ func (s *Store) initSchema(ctx context.Context) error {
 		return fmt.Errorf("%w: %s: a SQLite database of another application (application_id %#x, %d schema objects)", ErrNotJournal, s.path, appID, objects)
 	case version > schemaVersion:
 		return fmt.Errorf("%w: %s has schema version %d, this keel knows up to %d", ErrSchemaTooNew, s.path, version, schemaVersion)
+	case version == 1:
+		// Version 1 lacks the records table; adding it changes nothing
+		// else, and an older keel refuses the file afterwards
+		// (ErrSchemaTooNew) rather than ignore the vault.
+		if _, err := tx.ExecContext(ctx, schemaV2); err != nil {
+			return wrap(err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+			return wrap(err)
+		}
 	case version < schemaVersion:
-		// No older schema has existed yet; a future version migrates here.
 		return fmt.Errorf("journal/sqlite: open %s: unknown schema version %d", s.path, version)
 	}
 	if err := tx.Commit(); err != nil {

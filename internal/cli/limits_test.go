@@ -1,0 +1,48 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+)
+
+// A run without limit flags gets the documented defaults (docs/limits.md):
+// room for runs of hours, a bound on runaways.
+func TestDefaultRunLimits(t *testing.T) {
+	db := setup(t)
+	traj := writeTrajectory(t, "answer", nil)
+	if code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(), "-q"); code != 0 {
+		t.Fatalf("keel run = %d\n%s", code, errOut)
+	}
+	_, st := lastRun(t, db)
+	want := agent.Limits{MaxSteps: 500, MaxTokens: 100_000_000, MaxCost: 50, Timeout: agent.Duration(12 * time.Hour)}
+	if st.Created.Limits != want {
+		t.Errorf("limits = %+v, want %+v", st.Created.Limits, want)
+	}
+}
+
+// A run stopped by a limit says which one and the command that goes on;
+// that command continues the run to its end.
+func TestLimitStopSaysHowToGoOn(t *testing.T) {
+	db := setup(t)
+	traj := writeTrajectory(t, "three steps", []fcall{sh("true")}, []fcall{sh("true")}, []fcall{sh("true")}, nil)
+	ws := t.TempDir()
+	code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", ws, "--max-steps", "2")
+	if code != 1 {
+		t.Fatalf("keel run --max-steps 2 = %d, want 1\n%s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	for _, want := range []string{"step limit reached: 2 model calls", "to go on, raise the limit: keel runs resume " + id + " --max-steps 4"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if code, _, errOut := keel(t, "runs", "resume", id, "--max-steps", "4"); code != 0 {
+		t.Fatalf("keel runs resume --max-steps 4 = %d\n%s", code, errOut)
+	}
+	if _, st := lastRun(t, db); st.Ended == nil || st.Ended.Reason != "answer" || st.Steps != 4 {
+		t.Errorf("after the resume: %+v, %d steps", st.Ended, st.Steps)
+	}
+}
