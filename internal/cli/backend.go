@@ -30,6 +30,9 @@ type backend interface {
 	approvalsBackend
 	agentsBackend
 	tokensBackend
+	auditBackend
+	runsBackend
+	execBackend
 	// Close releases the journal (local) or nothing (remote).
 	Close() error
 }

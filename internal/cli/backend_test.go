@@ -104,6 +104,14 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 		{"agents", "grants", identity.LocalAgent, "--json"},
 		{"agents", "grants", "bot"},
 		{"tokens", "list"},
+		{"runs", "list"},
+		{"runs", "list", "--json"},
+		{"runs", "list", "--status", "paused", "--limit", "2"},
+		{"runs", "show", expired},
+		{"runs", "show", waiting, "--json"},
+		{"audit", "verify", expired, granted},
+		{"audit", "verify", "--all"},
+		{"audit", "verify", "--all", "--json"},
 	}
 	for _, args := range cases {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/tool"
-	"github.com/keel-run/keel/visible"
 )
 
 func (a *app) runsCmd() *cobra.Command {
@@ -95,48 +93,26 @@ func (a *app) runsListCmd() *cobra.Command {
 	var limit int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List runs, newest first",
-		Args:  cobra.NoArgs,
+		Use:         "list",
+		Short:       "List runs, newest first",
+		Args:        cobra.NoArgs,
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
+			b, err := a.open(ctx, cmd, "status", "limit", "json")
 			if err != nil {
 				return err
 			}
-			defer store.Close()
+			defer b.Close()
 			p := &journal.ListParams{Limit: limit}
 			for _, s := range status {
 				p.Status = append(p.Status, journal.Status(s))
 			}
-			runs, err := store.Runs(ctx, p)
+			runs, err := b.Runs(ctx, p)
 			if err != nil {
 				return err
 			}
-			// System streams (the agent directory) are not runs.
-			runs = slices.DeleteFunc(runs, func(r journal.RunSummary) bool { return journal.IsSystem(r.RunID) })
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, r := range runs {
-					if err := enc.Encode(r); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tSTATUS\tCREATED\tEVENTS\tSTEPS\tCOST\tTASK")
-			for _, r := range runs {
-				steps, cost, task := "", "", ""
-				if st, _, err := agent.NewRuntime(store, nil).Load(ctx, r.RunID); err == nil {
-					steps, cost = fmt.Sprint(st.Steps), fmt.Sprintf("$%.4f", st.Cost)
-					task = clip(oneLine(st.Created.Task), 50)
-				} else {
-					task = "(" + clip(err.Error(), 60) + ")"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.RunID, liveStatus(ctx, store, r), r.Created.Local().Format("2006-01-02 15:04"), r.LastSeq, steps, cost, visible.String(task))
-			}
-			return tw.Flush()
+			return a.printRuns(runs, asJSON)
 		},
 	}
 	cmd.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses (running, paused, completed, failed, canceled)")
@@ -148,20 +124,22 @@ func (a *app) runsListCmd() *cobra.Command {
 func (a *app) runsShowCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "show RUN",
-		Short: "Show a run's timeline: steps, tool calls, tokens, cost, durations",
-		Args:  cobra.ExactArgs(1),
+		Use:         "show RUN",
+		Short:       "Show a run's timeline: steps, tool calls, tokens, cost, durations",
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
+			b, err := a.open(ctx, cmd, "json")
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			events, err := store.Read(ctx, args[0], 1)
+			defer b.Close()
+			events, err := b.Events(ctx, args[0])
 			if err != nil {
 				return err
 			}
+			verr := b.VerifyEvents(ctx, args[0], events)
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				for _, e := range events {
@@ -171,17 +149,67 @@ func (a *app) runsShowCmd() *cobra.Command {
 				}
 				// The events are printed as stored; a broken chain is still
 				// reported, on stderr, with a failing exit status.
-				if err := verifyRun(ctx, store, args[0], events); err != nil {
-					fmt.Fprintf(a.stderr, "keel: journal of run %s is CORRUPT: %v\n", args[0], err)
+				if verr != nil {
+					fmt.Fprintf(a.stderr, "keel: journal of run %s is CORRUPT: %v\n", args[0], verr)
 					return &exitError{1}
 				}
 				return nil
 			}
-			return a.showTimeline(args[0], events, verifyRun(ctx, store, args[0], events))
+			return a.showTimeline(args[0], events, verr)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON lines")
 	return cmd
+}
+
+// runsBackend is what the run commands that read need of a journal or a
+// team server.
+type runsBackend interface {
+	// Runs lists runs (not system streams), newest first.
+	Runs(ctx context.Context, p *journal.ListParams) ([]runRow, error)
+	// Events returns every stored event of run id, as stored.
+	Events(ctx context.Context, id string) ([]journal.Event, error)
+	// VerifyEvents checks events (the whole journal of run id) against
+	// its hash chain and, where the backend can, the store's index of
+	// the newest event.
+	VerifyEvents(ctx context.Context, id string, events []journal.Event) error
+}
+
+// runRow is one run of keel runs list.
+type runRow struct {
+	journal.RunSummary
+	// shown is the status as a person reads it: a running run that
+	// nobody executes is interrupted.
+	shown string
+	steps int
+	cost  float64
+	task  string
+	// err says why the run's journal could not be read or folded.
+	err string
+}
+
+// printRuns prints keel runs list: JSON lines of the summaries, or a
+// table.
+func (a *app) printRuns(runs []runRow, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, r := range runs {
+			if err := enc.Encode(r.RunSummary); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATUS\tCREATED\tEVENTS\tSTEPS\tCOST\tTASK")
+	for _, r := range runs {
+		steps, cost, task := fmt.Sprint(r.steps), fmt.Sprintf("$%.4f", r.cost), clip(oneLine(r.task), 50)
+		if r.err != "" {
+			steps, cost, task = "", "", "("+clip(r.err, 60)+")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.RunID, r.shown, r.Created.Local().Format("2006-01-02 15:04"), r.LastSeq, steps, cost, cell(task))
+	}
+	return tw.Flush()
 }
 
 // verifyRun checks events (the whole journal of run) against its hash
@@ -354,10 +382,17 @@ func (a *app) runsResumeCmd() *cobra.Command {
 the runtime died are repaired first: read-only and idempotent calls run
 again; any other call gets a result telling the model its outcome is
 unknown, so nothing with side effects runs twice unannounced.`,
-		Args: cobra.ExactArgs(1),
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			f.changed = cmd.Flags().Changed
-			return a.resume(cmd.Context(), args[0], &f, message)
+			b, err := a.open(ctx, cmd, "message", "json", "quiet", "no-wait")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			return b.Continue(ctx, args[0], &continuation{f: &f, message: message})
 		},
 	}
 	registerResumeFlags(cmd.Flags(), &f, &message)
@@ -390,15 +425,22 @@ func registerResumeFlags(fl *pflag.FlagSet, f *runFlags, message *string) {
 	registerWaitFlags(fl, &f.gate)
 }
 
+// resume continues run runID from its journal in this process (keel runs
+// handoff).
 func (a *app) resume(ctx context.Context, runID string, f *runFlags, message string) error {
-	if f.ctx.window < 0 || f.ctx.window > 0 && f.ctx.window < 512 {
-		return usagef("--context-window %d: want 0 (keep) or at least 512 tokens", f.ctx.window)
-	}
 	store, err := a.openStore(ctx)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	return a.resumeOn(ctx, store, runID, f, message)
+}
+
+// resumeOn is resume on an open journal.
+func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f *runFlags, message string) error {
+	if f.ctx.window < 0 || f.ctx.window > 0 && f.ctx.window < 512 {
+		return usagef("--context-window %d: want 0 (keep) or at least 512 tokens", f.ctx.window)
+	}
 	rt := agent.NewRuntime(store, nil)
 	st, _, err := rt.Load(ctx, runID)
 	if err != nil {
