@@ -11,6 +11,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/visible"
@@ -129,7 +130,7 @@ func (h *Handler) forkWorkspace(ctx context.Context, src string, created *agent.
 	owner := created.Labels[LabelCreatedBy]
 	mine := owner != "" && owner == who.Name
 	named := req.Workspace != ""
-	same := named && (filepath.Clean(req.Workspace) == filepath.Clean(created.Workspace) || resolve(req.Workspace) == resolve(created.Workspace))
+	same := named && (filepath.Clean(req.Workspace) == filepath.Clean(created.Workspace) || realpath.Resolve(req.Workspace) == realpath.Resolve(created.Workspace))
 	startedBy := "on the server's machine"
 	if owner != "" {
 		startedBy = "by " + visible.String(owner)

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
@@ -156,7 +157,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	if db := a.dbPath(); !strings.Contains(db, ":") {
 		protected = append(protected, filepath.Dir(db))
 		for _, suffix := range []string{"", "-wal", "-shm", "-journal", ".locks"} {
-			if r := realPath(db + suffix); filepath.Dir(r) != filepath.Dir(db) {
+			if r := realpath.Resolve(db + suffix); filepath.Dir(r) != filepath.Dir(db) {
 				protected = append(protected, filepath.Dir(r))
 			}
 		}
