@@ -73,6 +73,12 @@ type Call struct {
 	// approvalSeq and approvalTime locate the approval.requested event.
 	approvalSeq  int64
 	approvalTime time.Time
+	// Auth is the newest authorization wait (auth.required), and
+	// AuthResolved its end, if it ended.
+	Auth         *AuthRequired
+	AuthResolved *AuthResolved
+	authSeq      int64
+	authTime     time.Time
 }
 
 // Pending reports whether c still needs a result.
@@ -209,6 +215,10 @@ func (s *State) Apply(e *journal.Event) error {
 		}
 		c.Resolved = p
 		s.Grants = append(s.Grants, p.Grants...)
+	case *AuthRequired, *AuthResolved:
+		if err := s.applyAuth(e, v, bad); err != nil {
+			return err
+		}
 	case *ToolStarted:
 		c := s.call(p.CallID)
 		if c == nil {

@@ -110,8 +110,11 @@ func validScheme(s string) bool {
 	return true
 }
 
-// redact hides a password in a URL-shaped dsn ("postgres://u:pw@h/db")
-// before it goes into an error message.
+// Redact hides a password in a URL-shaped dsn ("postgres://u:pw@h/db"
+// becomes "postgres://u:xxxxx@h/db") before it goes into a message or a
+// log.
+func Redact(dsn string) string { return redact(dsn) }
+
 func redact(dsn string) string {
 	scheme, rest, ok := strings.Cut(dsn, "://")
 	if !ok {

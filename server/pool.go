@@ -338,7 +338,7 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 			switch {
 			case lerr == nil && st.Status.Terminal():
 				return nil, nil
-			case lerr == nil && st.LastType == journal.ApprovalResolved:
+			case lerr == nil && (st.LastType == journal.ApprovalResolved || st.LastType == journal.AuthResolved):
 				log.Info("approval arrived while the run paused; executing again")
 				p.mu.Lock()
 				if x := p.active[j.runID]; x != nil {

@@ -214,7 +214,7 @@ func (a *app) openStore(ctx context.Context) (journal.Store, error) {
 	a.warnTornWAL(p)
 	s, err := journal.Open(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("open journal %s: %w", p, err)
+		return nil, fmt.Errorf("open journal %s: %w", journal.Redact(p), err)
 	}
 	return a.debugStore(s)
 }

@@ -64,6 +64,8 @@ type runFlags struct {
 	handoff bool
 	// gate holds the policy, principal and approval flags (policy.go).
 	gate gateFlags
+	// mcp holds --mcp and --no-mcp (mcp.go).
+	mcp mcpFlags
 	// mountSet records that --mount-path was given.
 	mountSet bool
 	// changed reports whether a flag was given (keel runs resume: only
@@ -125,6 +127,7 @@ SIGTERM, SIGHUP).`,
 	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
 	f.ctx.register(fl)
 	f.gate.register(cmd)
+	f.mcp.register(fl)
 	return cmd
 }
 
@@ -239,6 +242,9 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		return err
 	}
 	if err := f.gate.apply(created); err != nil {
+		return err
+	}
+	if created.MCP, err = a.mcpServers(&f.mcp); err != nil {
 		return err
 	}
 	live := &liveOptions{apiKey: f.apiKey, recording: rec, gate: f.gate}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/realpath"
+	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
@@ -236,7 +237,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		fmt.Fprintf(a.stderr, "keel serve: workspace roots: %s\n", strings.Join(roots, ", "))
 	}
 
-	fmt.Fprintf(a.stderr, "keel serve: listening on %s · web UI %s/ui/ · journal %s · %d workers · sandbox %s\n", base, base, a.dbPath(), f.workers, sbKind)
+	fmt.Fprintf(a.stderr, "keel serve: listening on %s · web UI %s/ui/ · journal %s · %d workers · sandbox %s\n", base, base, journal.Redact(a.dbPath()), f.workers, sbKind)
 
 	select {
 	case <-ctx.Done():

@@ -153,3 +153,19 @@ func (b *Broker) Publish(runID string) {
 		}
 	}
 }
+
+// PublishAll wakes every subscriber of every run, as after a gap in which
+// wake-ups may have been lost (a backend's notification connection
+// reconnecting).
+func (b *Broker) PublishAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range b.subs {
+		for ch := range m {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
+)
+
+// runsExportCmd and runsImportCmd move runs between journals (a laptop's
+// SQLite file and a team's PostgreSQL database, either way) as JSON lines
+// with their hashes.
+func (a *app) runsExportCmd() *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "export RUN...",
+		Short: "Write runs, chain verified, as JSON lines for keel runs import",
+		Long: `Export writes each run's events, verified first, as JSON lines with their
+hashes (the format of keel audit export). keel runs import reads them into
+another journal, for example from a laptop's SQLite file to a team's
+PostgreSQL database:
+
+  keel runs export RUN --db ~/.keel/keel.db -o run.jsonl
+  keel runs import run.jsonl --db postgres://keel@db/keel
+
+The workspace is not part of the journal: copy it too if the run is to be
+resumed in the other place.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			return a.withStore(ctx, func(store journal.Store) error {
+				var all []journal.Event
+				for _, id := range args {
+					evs, err := journal.ReadVerified(ctx, store, id)
+					if err != nil {
+						return fmt.Errorf("run %s: %w (nothing was written)", id, err)
+					}
+					all = append(all, evs...)
+				}
+				return writeOutput(out, a.stdout, func(w io.Writer) error { return journal.WriteJSONL(w, all) })
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file (default stdout)")
+	return cmd
+}
+
+func (a *app) runsImportCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "import FILE...",
+		Short: "Store runs exported by keel runs export (or keel audit export) in this journal",
+		Long: `Import reads JSON lines written by keel runs export ("-" reads stdin) and
+stores each run in the journal named by --db with its sequence numbers,
+times, payloads and hashes unchanged. Each run's chain is verified before
+anything is stored and again as it is stored; a run is stored whole or
+not at all. A run already present with the same events is skipped; one
+with other events under the same id is refused. System streams (` + identity.ReservedPrefix + `*)
+belong to their journal and are not imported.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			var runs [][]journal.Event
+			for _, name := range args {
+				evs, err := readJSONLFile(name)
+				if err != nil {
+					return err
+				}
+				byRun := map[string]int{}
+				for _, e := range evs {
+					i, ok := byRun[e.RunID]
+					if !ok {
+						if identity.Reserved(e.RunID) {
+							return fmt.Errorf("%s: %s is a system stream of the journal it came from; it is not imported (nothing was stored)", name, e.RunID)
+						}
+						i = len(runs)
+						byRun[e.RunID] = i
+						runs = append(runs, nil)
+					}
+					runs[i] = append(runs[i], e)
+				}
+			}
+			// Every run's chain first, so that a bad file stores nothing.
+			for _, evs := range runs {
+				if err := journal.Verify(evs[0].RunID, evs); err != nil {
+					return fmt.Errorf("%w (nothing was stored)", err)
+				}
+			}
+			return a.withStore(ctx, func(store journal.Store) error {
+				for _, evs := range runs {
+					stored, err := journal.Import(ctx, store, evs)
+					if err != nil {
+						return err
+					}
+					st := journal.StatusOf(evs[len(evs)-1].Type)
+					if stored {
+						fmt.Fprintf(a.stdout, "imported run %s: %d events, chain verified, %s\n", evs[0].RunID, len(evs), st)
+					} else {
+						fmt.Fprintf(a.stdout, "run %s is already in this journal (%d events, the same chain)\n", evs[0].RunID, len(evs))
+					}
+				}
+				return nil
+			})
+		},
+	}
+	return cmd
+}
+
+func readJSONLFile(name string) ([]journal.Event, error) {
+	var r io.Reader
+	if name == "-" {
+		r = os.Stdin
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	evs, torn, err := journal.ReadJSONL(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (nothing was stored)", name, err)
+	}
+	if torn != nil {
+		return nil, fmt.Errorf("%s: %s: the export was cut short; export the run again (nothing was stored)", name, torn)
+	}
+	if len(evs) == 0 {
+		return nil, fmt.Errorf("%s: no events", name)
+	}
+	return evs, nil
+}
