@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
@@ -575,17 +576,5 @@ func clip(s string, n int) string {
 	return string(r[:n]) + "…"
 }
 
-func groupDigits(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	if n < 0 {
-		return s
-	}
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// groupDigits writes n with thousands separators.
+var groupDigits = agent.Num

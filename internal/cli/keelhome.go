@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/tool"
 )
@@ -45,20 +44,6 @@ func checkHomeOutside(home, workspace string) error {
 		}
 	}
 	return nil
-}
-
-// quarantineDetail words a sandbox.quarantine event on one line: what
-// the git guard moved, removed or made readable, or could not make safe.
-func quarantineDetail(x *agent.SandboxQuarantine) string {
-	switch {
-	case x.Error != "":
-		return fmt.Sprintf("DANGER: could not quarantine %s: %s (%s); commands were refused from then on", x.Path, x.Reason, x.Error)
-	case x.Action == "made readable":
-		return fmt.Sprintf("made %s readable to the git check: %s", x.Path, x.Reason)
-	case x.MovedTo == "":
-		return fmt.Sprintf("quarantined %s by removing it: %s", x.Path, x.Reason)
-	}
-	return fmt.Sprintf("quarantined %s → %s: %s", x.Path, x.MovedTo, x.Reason)
 }
 
 // maxPolicyBytes bounds a policy file.

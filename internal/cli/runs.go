@@ -246,79 +246,35 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error) err
 		e := &events[i]
 		v, err := agent.Decode(e)
 		detail := ""
+		if p, ok := v.(agent.Payload); ok {
+			detail = p.Detail()
+		}
+		// What the timeline keeps track of: steps, estimated usage, and
+		// each call's summary, which names the tool at its start.
 		switch x := v.(type) {
 		case *agent.RunCreated:
-			detail = fmt.Sprintf("%d tools, limits %s", len(x.Tools), limitsString(x.Limits))
 			if x.Settings != nil {
 				settings = *x.Settings
 			}
-		case *agent.SetupFinished:
-			detail = fmt.Sprintf("exit %d · %s", x.ExitCode, ms(x.DurationMS))
+		case *agent.RunResumed:
+			// The settings a resume changed, compared with the run's
+			// settings before it.
+			if x.Settings != nil {
+				if ch := x.Settings.Changes(settings); len(ch) > 0 {
+					detail = strings.TrimSpace(detail + " settings " + strings.Join(ch, ", "))
+				}
+				settings = *x.Settings
+			}
 		case *agent.ModelResponded:
 			step++
-			detail = fmt.Sprintf("%s tok in (%s cached) · %s out · $%.5f · %s", num(x.Usage.InputTokens), num(x.Usage.CachedInputTokens), num(x.Usage.OutputTokens), x.Cost, ms(x.DurationMS))
 			if x.UsageEstimated {
 				estimated++
-				detail += " · usage estimated"
 			}
 			for _, c := range x.Message.ToolCalls {
 				calls[c.ID] = callSummary(c.Name, c.Arguments)
 			}
-			if len(x.Message.ToolCalls) == 0 {
-				detail += " · answer: " + clip(oneLine(x.Message.Content), 80)
-			}
-		case *agent.GateDecided:
-			detail = fmt.Sprintf("%s %s (%s)", x.Effect, x.CallID, strings.Join(x.Policies, ","))
-		case *agent.ApprovalRequested:
-			detail = fmt.Sprintf("%s %s", x.CallID, clip(string(x.Arguments), 80))
-			if x.Action != "" {
-				detail = fmt.Sprintf("%s %s", x.CallID, clip(oneLine(x.Action), 80))
-			}
-		case *agent.ApprovalResolved:
-			detail = fmt.Sprintf("%s %s by %s", x.CallID, x.Decision, x.By)
 		case *agent.ToolStarted:
 			detail = calls[x.CallID]
-		case *agent.ToolFinished:
-			detail = resultSummary(x)
-			if x.Synthetic {
-				detail = "synthetic: " + clip(firstLine(x.Content), 100)
-			}
-		case *agent.RunEnded:
-			detail = x.Reason
-			if x.Message != "" {
-				detail += ": " + clip(x.Message, 100)
-			}
-		case *agent.RunResumed:
-			detail = strings.Join(x.Interrupted, ",")
-			if x.ContextWindow > 0 {
-				detail += fmt.Sprintf(" context window %s", num(int64(x.ContextWindow)))
-			}
-			if x.Handoff {
-				detail += " handoff"
-			}
-			if x.Limits != nil {
-				detail += " limits " + limitsString(*x.Limits)
-			}
-			if x.Settings != nil {
-				if ch := x.Settings.Changes(settings); len(ch) > 0 {
-					detail += " settings " + strings.Join(ch, ", ")
-				}
-				settings = *x.Settings
-			}
-			detail = strings.TrimSpace(detail)
-		case *agent.UserMessage:
-			detail = clip(oneLine(x.Content), 80)
-			if x.Source != "" {
-				detail = x.Source + ": " + detail
-			}
-		case *agent.ContextCompacted:
-			detail = compactionDetail(x)
-		case *agent.ModelFailed:
-			detail = x.Kind + ": " + clip(x.Message, 100)
-		case *agent.SandboxEgress:
-			detail = egressSummary(x)
-		case *agent.SandboxQuarantine:
-			detail = quarantineDetail(x)
 		}
 		if err != nil {
 			detail = "(" + err.Error() + ")"
@@ -351,26 +307,6 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error) err
 	}
 	fmt.Fprintf(w, "\njournal: %d events, hash chain verified\n", len(events))
 	return nil
-}
-
-func limitsString(l agent.Limits) string {
-	var parts []string
-	if l.MaxSteps > 0 {
-		parts = append(parts, fmt.Sprintf("%d steps", l.MaxSteps))
-	}
-	if l.MaxTokens > 0 {
-		parts = append(parts, num(l.MaxTokens)+" tok")
-	}
-	if l.MaxCost > 0 {
-		parts = append(parts, fmt.Sprintf("$%.2f", l.MaxCost))
-	}
-	if l.Timeout > 0 {
-		parts = append(parts, time.Duration(l.Timeout).String())
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
 }
 
 func (a *app) runsResumeCmd() *cobra.Command {
@@ -544,18 +480,6 @@ func readArtifact(workspace, rel string) ([]byte, error) {
 		return nil, fmt.Errorf("artifact %s is larger than %d bytes", rel, maxArtifactBytes)
 	}
 	return b, err
-}
-
-func egressSummary(x *agent.SandboxEgress) string {
-	verdict := "refused"
-	if x.Allowed {
-		verdict = "allowed"
-	}
-	s := fmt.Sprintf("%s %s:%d (%s phase)", verdict, x.Host, x.Port, x.Phase)
-	if x.Reason != "" {
-		s += ": " + x.Reason
-	}
-	return s
 }
 
 // liveStatus refines a "running" status with the run's lease: a run that
