@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
 )
 
 // openPTY opens a pseudo-terminal pair and returns its terminal side.
