@@ -323,6 +323,9 @@ type RunResumed struct {
 	// Handoff asks for a handoff: the next step continues in a fresh
 	// context from a summary and the workspace notes.
 	Handoff bool `json:"handoff,omitempty"`
+	// FollowUp marks the continuation of a completed run: a person's
+	// user.message follows at once, and the run goes on from it.
+	FollowUp bool `json:"follow_up,omitempty"`
 	// Limits, when set, replace the run's limits from here on (a person
 	// raising --max-steps to let a stopped run continue).
 	Limits *Limits `json:"limits,omitempty"`

@@ -180,7 +180,7 @@ func Parse(name string, src []byte) (*Engine, error) {
 		id := cedar.PolicyID(fmt.Sprintf("policy%d", i))
 		if v, ok := ann["id"]; ok {
 			if v == "" || strings.HasPrefix(string(v), "keel.") {
-				return nil, fmt.Errorf("policy: %s: policy %d: @id %q is empty or uses the reserved prefix keel.", name, i+1, v)
+				return nil, fmt.Errorf("policy: %s: policy %d: @id %q is empty or uses the reserved prefix \"keel.\"", name, i+1, v)
 			}
 			id = cedar.PolicyID(v)
 		}

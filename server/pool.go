@@ -198,13 +198,6 @@ func (p *pool) state(runID string) (queued, executing bool, lastErr string) {
 	return p.queued[runID], x != nil && !x.canceling, p.errs[runID]
 }
 
-// counts returns the number of queued and executing runs.
-func (p *pool) counts() (queued, executing int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.queue), len(p.active)
-}
-
 func (p *pool) worker() {
 	defer p.wg.Done()
 	for {

@@ -287,3 +287,78 @@ func TestMCPKillDuringCall(t *testing.T) {
 		t.Error("the long call is not in the run")
 	}
 }
+
+// inspector calls the MCP Inspector CLI (npm @modelcontextprotocol/inspector)
+// on `keel mcp serve` (this test binary as keel) and returns the text of
+// the tool result.
+func inspector(t *testing.T, dir, wrapper string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("node", append([]string{filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "cli", "build", "cli.js"), "--cli", wrapper}, args...)...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("inspector %v: %v\n%s", args, err, out)
+	}
+	var res struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		IsError bool `json:"isError"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Content) == 0 {
+		t.Fatalf("inspector %v: %v\n%s", args, err, out)
+	}
+	if res.IsError {
+		t.Fatalf("inspector %v: tool error: %s", args, res.Content[0].Text)
+	}
+	return res.Content[0].Text
+}
+
+// keel mcp serve, driven by the MCP Inspector CLI (a separate server
+// process per call, as the Inspector runs it): start the demo run, see
+// it wait for its approval, answer it, see it complete.
+func TestMCPServeWithInspector(t *testing.T) {
+	dir := mcpNpm(t)
+	js := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "cli", "build", "cli.js")
+	if _, err := os.Stat(js); err != nil {
+		t.Fatalf("the Inspector CLI is not installed: %v", err)
+	}
+	db := setup(t)
+	tmp := t.TempDir()
+	wrapper := filepath.Join(t.TempDir(), "keel")
+	os.WriteFile(wrapper, []byte("#!/bin/sh\nexec "+os.Args[0]+" -test.run='^$' \"$@\"\n"), 0o755)
+	argv, _ := json.Marshal([]string{"--db", db, "mcp", "serve"})
+	env := append(os.Environ(), "KEEL_TEST_MAIN="+string(argv), "TMPDIR="+tmp)
+	var st struct {
+		RunID   string `json:"run_id"`
+		Status  string `json:"status"`
+		Output  string `json:"output"`
+		Waiting []struct {
+			CallID string `json:"call_id"`
+			Tool   string `json:"tool"`
+		} `json:"waiting_for_approval"`
+	}
+	out := inspector(t, dir, wrapper, env, "--method", "tools/call", "--tool-name", "start_run", "--tool-arg", "demo=true")
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("start_run: %v\n%s", err, out)
+	}
+	if st.Status != "paused" || len(st.Waiting) != 1 || st.Waiting[0].Tool != "edit_file" {
+		t.Fatalf("start_run: %s", out)
+	}
+	out = inspector(t, dir, wrapper, env, "--method", "tools/call", "--tool-name", "list_approvals")
+	if !strings.Contains(out, st.RunID) || !strings.Contains(out, st.Waiting[0].CallID) {
+		t.Fatalf("list_approvals: %s", out)
+	}
+	out = inspector(t, dir, wrapper, env, "--method", "tools/call", "--tool-name", "answer_approval",
+		"--tool-arg", "run_id="+st.RunID, "--tool-arg", "call_id="+st.Waiting[0].CallID, "--tool-arg", "decision=approve")
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("answer_approval: %v\n%s", err, out)
+	}
+	if st.Status != "completed" || !strings.Contains(st.Output, "all tests pass") {
+		t.Fatalf("after the approval: %s", out)
+	}
+	out = inspector(t, dir, wrapper, env, "--method", "tools/call", "--tool-name", "run_timeline", "--tool-arg", "run_id="+st.RunID)
+	if !strings.Contains(out, "edit_file") || !strings.Contains(out, "approv") {
+		t.Errorf("run_timeline: %s", out)
+	}
+}

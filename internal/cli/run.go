@@ -293,7 +293,7 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	// (Execute refuses it too, should one start meanwhile).
 	if l, ok := rt.Store().(journal.Locker); ok {
 		if h, err := l.Holder(ctx, runID); err == nil && h != "" {
-			return newBusyError(ctx, rt.Store(), runID)
+			return withMessage(newBusyError(ctx, rt.Store(), runID), message)
 		}
 	}
 	p.header(runID, st.Created, w)
@@ -320,12 +320,20 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	params.OnWait = a.onWait
 	out, err := rt.Execute(ctx, runID, params)
 	if errors.Is(err, agent.ErrRunBusy) {
-		return newBusyError(ctx, rt.Store(), runID)
+		return withMessage(newBusyError(ctx, rt.Store(), runID), message)
 	}
 	if err != nil {
 		return err
 	}
 	p.footer(runID, out)
+	if pending := out.State.Pending(); message != "" && len(pending) > 0 && unread(out.State, message) {
+		ids := make([]string, len(pending))
+		for i, pa := range pending {
+			ids[i] = pa.CallID
+		}
+		fmt.Fprintf(a.stderr, "keel: your message is journaled; the model reads it once %s %s decided (keel approve|deny %s CALL)\n",
+			strings.Join(ids, ", "), map[bool]string{true: "is", false: "are"}[len(ids) == 1], runID)
+	}
 	switch out.Status {
 	case journal.StatusCompleted:
 		return nil
@@ -343,10 +351,33 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 // of the runtime's error chain. It wraps agent.ErrRunBusy.
 type busyError struct {
 	runID, holder string
+	message       bool
 }
 
 func (e *busyError) Error() string {
-	return fmt.Sprintf("run %s is being executed by %s; wait for it to pause or end (keel runs list), or stop that process", e.runID, e.holder)
+	s := fmt.Sprintf("run %s is being executed by %s; wait for it to pause or end (keel runs list), or stop that process", e.runID, e.holder)
+	if e.message {
+		s += "; your --message was NOT delivered: give it again then"
+	}
+	return s
+}
+
+// unread reports whether message is the newest message of st and comes
+// after its newest turn: the model has not read it yet.
+func unread(st *agent.State, message string) bool {
+	n := len(st.Messages)
+	t := st.LastTurn()
+	return n > 0 && st.Messages[n-1].Content == message && (t == nil || t.Index < n-1)
+}
+
+// withMessage marks a busyError of an execution given a person's message:
+// the message was not journaled, and the error says so.
+func withMessage(err error, message string) error {
+	var b *busyError
+	if message != "" && errors.As(err, &b) {
+		b.message = true
+	}
+	return err
 }
 
 func (e *busyError) Unwrap() error { return agent.ErrRunBusy }
