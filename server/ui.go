@@ -5,11 +5,9 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -284,33 +282,16 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 		return err
 	}
 	from, _ := strconv.ParseInt(r.URL.Query().Get("from"), 10, 64)
-	if s := r.Header.Get("Last-Event-ID"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 || n == math.MaxInt64 {
-			return badRequest("Last-Event-ID %q: want a sequence number", s)
-		}
-		from = n + 1
+	from, err := resumeFrom(r, from)
+	if err != nil {
+		return err
 	}
 	from = max(from, 1)
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		return errors.New("server: response writer cannot flush")
+	out, err := startSSE(w)
+	if err != nil {
+		return err
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	fl.Flush()
 	rr := newRowRenderer(id)
-	send := func(event, id string, html []byte) {
-		if id != "" {
-			fmt.Fprintf(w, "id: %s\n", id)
-		}
-		fmt.Fprintf(w, "event: %s\n", event)
-		for _, line := range bytes.Split(bytes.TrimRight(html, "\n"), []byte("\n")) {
-			fmt.Fprintf(w, "data: %s\n", line)
-		}
-		fmt.Fprint(w, "\n")
-	}
 	// busy is closed when the run's place in the pool changes while the
 	// last summary sent showed it executing or queued; nil otherwise.
 	var busy <-chan struct{}
@@ -326,10 +307,10 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 			}
 			var b bytes.Buffer
 			if err := h.ui.t.ExecuteTemplate(&b, "summary", run); err == nil && !bytes.Equal(b.Bytes(), last) {
-				send("summary", "", b.Bytes())
+				_ = out.send("", "summary", b.Bytes())
 				last = b.Bytes()
 			}
-			fl.Flush()
+			out.flush()
 			busy = ch
 			if ch != nil || !run.Executing && !run.Queued {
 				return
@@ -348,66 +329,24 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 		if err := h.ui.t.ExecuteTemplate(&b, "row", row); err != nil {
 			return err
 		}
-		send("row", strconv.FormatInt(e.Seq, 10), b.Bytes())
-		return nil
+		return out.send(strconv.FormatInt(e.Seq, 10), "row", b.Bytes())
 	}
-	guard := h.newTokenGuard(who)
-	defer guard.stop()
-	revoked := func() error {
-		fmt.Fprint(w, "event: end\ndata: unauthenticated\n\n")
-		fl.Flush()
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ch := make(chan journal.Event, 64)
-	go func() {
-		defer close(ch)
-		for e, err := range journal.Follow(ctx, h.rt.Store(), id, 1, h.opts.Poll) {
-			if err != nil {
-				return
+	// Follow from the first event (see write); the stream ends when the
+	// session's token is revoked.
+	return h.follow(ctx, out, id, 1, h.newTokenGuard(who), &follower{
+		revoked: "event: end\ndata: unauthenticated\n\n",
+		event: func(e *journal.Event, more bool) (bool, error) {
+			if err := write(e); err != nil {
+				return true, err
 			}
-			select {
-			case ch <- e:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	beat := time.NewTicker(h.opts.Heartbeat)
-	defer beat.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-guard.revoked:
-			if !guard.valid(ctx) {
-				return revoked()
-			}
-		case <-guard.tick.C:
-			if !guard.valid(ctx) {
-				return revoked()
-			}
-		case <-busy:
-			summary()
-		case <-beat.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
-			fl.Flush()
-		case e, ok := <-ch:
-			if !ok {
-				return nil
-			}
-			if !guard.valid(ctx) {
-				return revoked()
-			}
-			if err := write(&e); err != nil {
-				return nil
-			}
-			if len(ch) == 0 && e.Seq >= from {
+			if !more && e.Seq >= from {
 				summary()
 			}
-		}
-	}
+			return false, nil
+		},
+		wake:   func() <-chan struct{} { return busy },
+		onWake: summary,
+	})
 }
 
 func (h *Handler) uiArtifact(w http.ResponseWriter, r *http.Request, _ *caller) error {
