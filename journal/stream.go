@@ -90,6 +90,12 @@ func (s *Stream) foldLocked(events []Event) error {
 	return nil
 }
 
+// maxConflicts bounds the retries of one append that other processes
+// keep beating (each conflict means another append succeeded, so the
+// stream moves on; the bound only guards against a store that always
+// reports a conflict).
+const maxConflicts = 100
+
 // Append journals one event of type t with payload v (encoded as JSON)
 // and folds it. check, if set, runs with the stream up to date and may
 // refuse the append (for example a name another process just took); it
@@ -113,7 +119,7 @@ func (s *Stream) Append(ctx context.Context, t Type, v any, check func() error) 
 			}
 		}
 		evs, err := s.store.Append(context.WithoutCancel(ctx), s.id, s.last, Draft{Type: t, Time: s.clock(), Payload: payload})
-		if errors.Is(err, ErrConflict) && attempt < 5 {
+		if errors.Is(err, ErrConflict) && attempt < maxConflicts {
 			continue // another process appended: fold its events, retry
 		}
 		if err != nil {

@@ -83,17 +83,13 @@ func (a *app) approvalsCmd() *cobra.Command {
 		Args:        cobra.NoArgs,
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			b, err := a.open(ctx, cmd, "run", "json")
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			pending, err := b.Approvals(ctx, run)
-			if err != nil {
-				return err
-			}
-			return a.printApprovals(pending, asJSON, time.Now())
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				pending, err := b.Approvals(ctx, run)
+				if err != nil {
+					return err
+				}
+				return a.printApprovals(pending, asJSON, time.Now())
+			}, "run", "json")
 		},
 	}
 	list.Flags().StringVar(&run, "run", "", "only this run")

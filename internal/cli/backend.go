@@ -91,3 +91,15 @@ func only(cmd *cobra.Command, supported ...string) error {
 	}
 	return nil
 }
+
+// withBackend calls fn with the backend of cmd (see open, with
+// remoteFlags) and closes it.
+func (a *app) withBackend(cmd *cobra.Command, fn func(ctx context.Context, b backend) error, remoteFlags ...string) error {
+	ctx := cmd.Context()
+	b, err := a.open(ctx, cmd, remoteFlags...)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return fn(ctx, b)
+}

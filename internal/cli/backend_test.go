@@ -72,7 +72,7 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 		}
 		return out
 	}
-	mustKeel("agents", "create", "--db", db, "bot", "--kind", "assistant", "--description", "files\ttickets \x1b[31mred\x1b[0m")
+	mustKeel("agents", "create", "--db", db, "--create-db", "bot", "--kind", "assistant", "--description", "files\ttickets \x1b[31mred\x1b[0m")
 	mustKeel("agents", "create", "--db", db, "gone")
 	mustKeel("agents", "revoke", "--db", db, "gone", "--reason", "left\tthe team")
 	store := openDB(t, db)

@@ -99,21 +99,17 @@ func (a *app) runsListCmd() *cobra.Command {
 		Args:        cobra.NoArgs,
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			b, err := a.open(ctx, cmd, "status", "limit", "json")
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			p := &journal.ListParams{Limit: limit}
-			for _, s := range status {
-				p.Status = append(p.Status, journal.Status(s))
-			}
-			runs, err := b.Runs(ctx, p)
-			if err != nil {
-				return err
-			}
-			return a.printRuns(runs, asJSON)
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				p := &journal.ListParams{Limit: limit}
+				for _, s := range status {
+					p.Status = append(p.Status, journal.Status(s))
+				}
+				runs, err := b.Runs(ctx, p)
+				if err != nil {
+					return err
+				}
+				return a.printRuns(runs, asJSON)
+			}, "status", "limit", "json")
 		},
 	}
 	cmd.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses (running, paused, completed, failed, canceled)")
@@ -130,33 +126,29 @@ func (a *app) runsShowCmd() *cobra.Command {
 		Args:        cobra.ExactArgs(1),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			b, err := a.open(ctx, cmd, "json")
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			events, err := b.Events(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			verr := b.VerifyEvents(ctx, args[0], events)
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, e := range events {
-					if err := enc.Encode(e); err != nil {
-						return err
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				events, err := b.Events(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				verr := b.VerifyEvents(ctx, args[0], events)
+				if asJSON {
+					enc := json.NewEncoder(a.stdout)
+					for _, e := range events {
+						if err := enc.Encode(e); err != nil {
+							return err
+						}
 					}
+					// The events are printed as stored; a broken chain is still
+					// reported, on stderr, with a failing exit status.
+					if verr != nil {
+						fmt.Fprintf(a.stderr, "keel: journal of run %s is CORRUPT: %v\n", args[0], verr)
+						return &exitError{1}
+					}
+					return nil
 				}
-				// The events are printed as stored; a broken chain is still
-				// reported, on stderr, with a failing exit status.
-				if verr != nil {
-					fmt.Fprintf(a.stderr, "keel: journal of run %s is CORRUPT: %v\n", args[0], verr)
-					return &exitError{1}
-				}
-				return nil
-			}
-			return a.showTimeline(args[0], events, verr)
+				return a.showTimeline(args[0], events, verr)
+			}, "json")
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON lines")

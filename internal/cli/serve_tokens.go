@@ -78,17 +78,13 @@ runs on it; a revocation takes effect there within a second. With
 		Args:        cobra.NoArgs,
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			b, err := a.open(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			toks, err := b.Tokens(ctx)
-			if err != nil {
-				return err
-			}
-			return a.printTokens(toks)
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				toks, err := b.Tokens(ctx)
+				if err != nil {
+					return err
+				}
+				return a.printTokens(toks)
+			})
 		},
 	}
 	revoke := &cobra.Command{
@@ -97,17 +93,13 @@ runs on it; a revocation takes effect there within a second. With
 		Args:        cobra.ExactArgs(1),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			b, err := a.open(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			if err := b.RevokeToken(ctx, args[0], a.person(by)); err != nil {
-				return err
-			}
-			fmt.Fprintf(escWriter{a.stdout}, "revoked token %s\n", args[0])
-			return nil
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				if err := b.RevokeToken(ctx, args[0], a.person(by)); err != nil {
+					return err
+				}
+				fmt.Fprintf(escWriter{a.stdout}, "revoked token %s\n", args[0])
+				return nil
+			})
 		},
 	}
 	revoke.Flags().StringVar(&by, "by", "", "who revokes it (default: $USER)")
