@@ -210,7 +210,7 @@ func (a *app) denyCmd() *cobra.Command {
 
 // decisionFlags are the flags of approve and deny that the server form
 // accepts (the server records the token's person as who decided).
-var decisionFlags = []string{"reason", "remember", "prefix", "no-resume", "quiet", "json", "no-wait"}
+var decisionFlags = []string{"reason", "remember", "prefix", "no-resume", "quiet", "json", "no-wait", "wait"}
 
 func (a *app) decide(cmd *cobra.Command, runID, callID string, dec policy.Effect, d *decideFlags) error {
 	ctx := cmd.Context()

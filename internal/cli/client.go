@@ -142,6 +142,19 @@ func (f *flagValues) boolean(name string) bool {
 	return v
 }
 
+// noWait reports whether the command stops at an approval (exit 3)
+// instead of waiting for it, decided as the local form decides it:
+// --no-wait, --wait, else whether stdin is a terminal, so that an
+// unattended `keel --server URL run` never waits on a question nobody
+// sees.
+func (f *flagValues) noWait() bool {
+	g := gateFlags{noWait: f.boolean("no-wait")}
+	if f.fs.Lookup("wait") != nil {
+		g.wait = f.boolean("wait")
+	}
+	return !g.waiting()
+}
+
 func (f *flagValues) integer(name string) int {
 	v, err := f.fs.GetInt(name)
 	f.err = errors.Join(f.err, err)
@@ -151,7 +164,7 @@ func (f *flagValues) integer(name string) int {
 func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
 	if err := only(cmd, "model", "workspace", "mount-path", "env", "setup", "task-file", "system", "system-file", "json", "quiet",
-		"max-steps", "max-tokens", "max-cost", "timeout", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait"); err != nil {
+		"max-steps", "max-tokens", "max-cost", "timeout", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait"); err != nil {
 		return err
 	}
 	fv := &flagValues{fs: fs}
@@ -199,7 +212,7 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	if d, err := fs.GetDuration("timeout"); err == nil && d > 0 {
 		req.Limits.Timeout = d.String()
 	}
-	jsonOut, quiet, noWait := fv.boolean("json"), fv.boolean("quiet"), fv.boolean("no-wait")
+	jsonOut, quiet, noWait := fv.boolean("json"), fv.boolean("quiet"), fv.noWait()
 	if fv.err != nil {
 		return fmt.Errorf("keel run --server: %w", fv.err)
 	}

@@ -35,7 +35,9 @@ func (r *remote) Continue(ctx context.Context, runID string, c *continuation) er
 		}
 		from = run.Events + 1
 	}
-	return r.a.follow(ctx, r.cl, runID, from, c.f.json, c.f.quiet, c.f.gate.noWait)
+	// Stop at an approval as the local form does: --no-wait, --wait, else
+	// whether stdin is a terminal.
+	return r.a.follow(ctx, r.cl, runID, from, c.f.json, c.f.quiet, !c.f.gate.waiting())
 }
 
 func (r *remote) ContinuesLater(runID string) string {

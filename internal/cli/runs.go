@@ -329,7 +329,7 @@ change is journaled.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			f.changed = cmd.Flags().Changed
-			b, err := a.open(ctx, cmd, "message", "json", "quiet", "no-wait")
+			b, err := a.open(ctx, cmd, "message", "json", "quiet", "no-wait", "wait")
 			if err != nil {
 				return err
 			}
