@@ -358,3 +358,38 @@ func TestProviderBadInput(t *testing.T) {
 	}
 	_ = context.Background
 }
+
+// Rekey: every secret (client secret, grant tokens, agent keys) opens
+// with the new key alone afterwards, and not with the old one.
+func TestRekey(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	if _, err := e.vault.AddProvider(ctx, &credential.ProviderParams{Name: "svc", Issuer: e.op.Issuer, ClientID: oauthtest.ServiceClient,
+		ClientSecret: oauthtest.ServiceSecret, Resources: []string{"http://svc.test/"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.addProvider(t, e.vault)
+	e.connect(t, e.vault, "helper", "ann")
+	if _, _, err := e.vault.IssueAgentToken(ctx, &credential.AgentTokenParams{Issuer: "urn:keel:test", Agent: "helper", User: "ann", Audience: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	nk, _ := credential.ParseKey(credential.GenerateKey())
+	n, err := e.vault.Rekey(ctx, nk)
+	if err != nil || n != 3 {
+		t.Fatalf("Rekey = %d, %v; want 3 secrets (client secret, grant, agent key)", n, err)
+	}
+	fresh, _ := credential.New(e.store, &credential.Options{Keys: []*credential.Key{nk}, Clock: e.clock.Now})
+	if _, err := fresh.Credential(ctx, &credential.Request{Agent: "helper", User: "ann", Resource: "http://api.test/v1"}); err != nil {
+		t.Errorf("grant under the new key: %v", err)
+	}
+	if _, err := fresh.Credential(ctx, &credential.Request{Agent: "ops", Resource: "http://svc.test/x"}); err != nil {
+		t.Errorf("client secret under the new key: %v", err)
+	}
+	if _, _, err := fresh.IssueAgentToken(ctx, &credential.AgentTokenParams{Issuer: "urn:keel:test", Agent: "helper", User: "ann", Audience: "x"}); err != nil {
+		t.Errorf("agent key under the new key: %v", err)
+	}
+	old, _ := credential.New(e.store, &credential.Options{Keys: []*credential.Key{e.key}, Clock: e.clock.Now})
+	if _, err := old.Credential(ctx, &credential.Request{Agent: "helper", User: "ann", Resource: "http://api.test/v1"}); !errors.Is(err, credential.ErrWrongKey) {
+		t.Errorf("old key after rotation: %v, want ErrWrongKey", err)
+	}
+}
