@@ -427,7 +427,7 @@ func actionGroups(tool, effect string) []string {
 	switch tool {
 	case "bash":
 		g = append(g, "exec")
-	case "fetch_url":
+	case "fetch_url", "http_request":
 		g = append(g, "network")
 	}
 	return g
