@@ -310,10 +310,8 @@ type ToolFinished struct {
 // RunEnded is the payload of journal.RunCompleted, RunFailed, RunCanceled
 // and RunPaused.
 type RunEnded struct {
-	// Reason is a short machine-readable cause: "answer", "marker",
-	// "max_steps", "max_tokens", "max_cost", "timeout", "model_error",
-	// "invalid_calls", "user", "approval", "revoked", "output_limit",
-	// "empty_answers", "response_too_large"...
+	// Reason is a short machine-readable cause, one of the Reason
+	// constants ([ReasonAnswer], [ReasonMaxSteps], [ReasonApproval] ...).
 	Reason string `json:"reason"`
 	// Message explains the reason to a person.
 	Message string `json:"message,omitempty"`
