@@ -21,6 +21,7 @@ import (
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/telemetry"
+	"github.com/keel-run/keel/visible"
 )
 
 // telemetryFlush bounds how long a command waits, when it ends, for its
@@ -267,7 +268,7 @@ func printCost(w io.Writer, rep *telemetry.CostReport) {
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s\tRUNS\tCALLS\tINPUT\tCACHED\tOUTPUT\tCOST USD\tSOURCE\n", strings.ToUpper(rep.By))
 	row := func(r *telemetry.CostRow) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.4f\t%s\n", termSafe(r.Key), r.Runs, r.Calls, r.Usage.InputTokens, r.Usage.CachedInputTokens, r.Usage.OutputTokens, r.Cost, r.Source)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.4f\t%s\n", visible.String(r.Key), r.Runs, r.Calls, r.Usage.InputTokens, r.Usage.CachedInputTokens, r.Usage.OutputTokens, r.Cost, r.Source)
 	}
 	for i := range rep.Rows {
 		row(&rep.Rows[i])
