@@ -158,6 +158,10 @@ func (p *printer) prime(events []journal.Event) {
 // limitFlag maps a limit's end reason to the flag that raises it.
 var limitFlag = map[string]string{"max_steps": "--max-steps", "max_tokens": "--max-tokens", "max_cost": "--max-cost", "timeout": "--timeout"}
 
+// healthStop are the end reasons of loop detection (agent/health.go).
+var healthStop = map[string]bool{"repeated_calls": true, "format_errors": true, "output_limit": true, "empty_answers": true,
+	"invalid_calls": true, "response_too_large": true}
+
 // continueHint says how to go on with a run stopped by the limit reason:
 // resuming (or handing off) under the same step, token or cost limit
 // would stop again at once, so it names the flag and a doubled value; the
@@ -180,8 +184,14 @@ func continueHint(keel, runID, reason string, l agent.Limits) string {
 
 func (p *printer) footer(runID string, o *agent.Outcome) {
 	st := o.State
-	if !p.json && o.Status == journal.StatusFailed && o.End != nil && limitFlag[o.End.Reason] != "" {
+	switch {
+	case p.json || o.Status != journal.StatusFailed || o.End == nil:
+	case limitFlag[o.End.Reason] != "":
 		defer fmt.Fprintf(p.err, "keel: %s\n", continueHint(p.keel, runID, o.End.Reason, st.Limits))
+	case healthStop[o.End.Reason]:
+		// Loop detection stopped the model: a plain resume would stop
+		// again at once; a person's message starts it afresh.
+		defer fmt.Fprintf(p.err, "keel: to go on, tell the model what to do differently: %s runs resume %s --message TEXT\n", p.keel, runID)
 	}
 	if p.quiet && !p.json && o.Status != journal.StatusCompleted {
 		// Quiet still says why a run did not complete.
