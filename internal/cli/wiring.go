@@ -20,6 +20,7 @@ import (
 	"github.com/keel-run/keel/sandbox/none"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin"
+	"github.com/keel-run/keel/tool/builtin/httpreq"
 	"github.com/keel-run/keel/tool/builtin/shell"
 	"github.com/keel-run/keel/tool/mcp"
 )
@@ -66,9 +67,14 @@ type wiring struct {
 	// with the wiring).
 	mcp     []*mcp.Client
 	closers []func() error
+	// vault gives http_request its credentials (opened on first use).
+	vault *lazyVault
 }
 
 func (w *wiring) Close() {
+	if w.vault != nil {
+		w.vault.Close()
+	}
 	for _, c := range w.mcp {
 		c.Close()
 	}
@@ -154,6 +160,11 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	if err != nil {
 		return nil, err
 	}
+	hidden, err := deniedPaths(c)
+	if err != nil {
+		return nil, err
+	}
+	ws.Hide(hidden)
 	w.ws = ws
 	sspec := &sandbox.Spec{
 		Workspace: ws.Root(),
@@ -162,6 +173,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		Limits:    c.SandboxLimits,
 		Network:   sandbox.Network{Allow: c.Network},
 		Protected: protectedPaths(c),
+		Hidden:    hidden,
 	}
 	switch c.Sandbox {
 	case "none":
@@ -202,7 +214,8 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		w.sb, w.sbNote = sb, "linux"
 		w.mechanisms = sb.Mechanisms().String()
 	}
-	w.tools = newTools(set)
+	w.vault = &lazyVault{a: a}
+	w.tools = newToolsWith(set, w.vault)
 	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
 	if err := a.connectMCP(ctx, w, c); err != nil {
 		return nil, err
@@ -221,9 +234,17 @@ func settingsOf(c *agent.RunCreated) agent.Settings {
 
 // newTools returns the tools of a run with settings s (also used to
 // record them in run.created without starting a sandbox).
-func newTools(s agent.Settings) *tool.Registry {
+func newTools(s agent.Settings) *tool.Registry { return newToolsWith(s, nil) }
+
+// newToolsWith is newTools with http_request's credentials from vault
+// (nil: none).
+func newToolsWith(s agent.Settings, vault httpreq.Vault) *tool.Registry {
 	r := tool.NewRegistry()
-	builtin.Register(r, &builtin.Options{Shell: &shell.Options{IdleTimeout: time.Duration(s.CommandIdleTimeout)}})
+	o := &builtin.Options{Shell: &shell.Options{IdleTimeout: time.Duration(s.CommandIdleTimeout)}}
+	if vault != nil {
+		o.HTTP = &httpreq.Options{Vault: vault}
+	}
+	builtin.Register(r, o)
 	return r
 }
 
@@ -240,7 +261,7 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 			key = a.getenv("OPENAI_API_KEY")
 		}
 		if key == "" && spec.Provider == "openai" {
-			return fmt.Errorf("no API key for %s: set OPENAI_API_KEY or pass --api-key", spec)
+			return usagef("no API key for %s: set OPENAI_API_KEY or pass --api-key", spec)
 		}
 		if key == "" {
 			key = "keel-no-key" // local servers (Ollama, vLLM) accept any key
@@ -261,7 +282,7 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 			key = a.getenv("ANTHROPIC_API_KEY")
 		}
 		if key == "" {
-			return fmt.Errorf("no API key for %s: set ANTHROPIC_API_KEY or pass --api-key", spec)
+			return usagef("no API key for %s: set ANTHROPIC_API_KEY or pass --api-key", spec)
 		}
 		base := spec.BaseURL
 		if base == "" {
