@@ -335,14 +335,7 @@ func loadRecording(path string) (*recording, error) {
 	return &recording{tr}, nil
 }
 
-func toolInfos(r *tool.Registry) []agent.ToolInfo {
-	var out []agent.ToolInfo
-	for _, s := range r.Specs() {
-		t := r.Tool(s.Name)
-		out = append(out, agent.ToolInfo{ToolSpec: s, Effect: t.Effect.String(), Idempotent: t.Idempotent, Server: t.Server, Pin: t.Pin})
-	}
-	return out
-}
+func toolInfos(r *tool.Registry) []agent.ToolInfo { return agent.ToolInfos(r) }
 
 // defaultModelRetries is --model-retries' default: with the SDKs'
 // exponential backoff (0.5 s doubling, at most 8 s, or the provider's
