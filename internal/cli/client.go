@@ -380,4 +380,3 @@ func (a *app) onWaitRemote(pending []agent.PendingApproval, srv string) {
 	fmt.Fprintf(out, "keel: or in the web UI: %s/ui/approvals\n", srv)
 	fmt.Fprintln(out, "keel: waiting (anyone with an approvals:write token for this server may decide; Ctrl-C leaves the run paused)")
 }
-
