@@ -43,6 +43,8 @@ type serveFlags struct {
 	retries         int
 	shutdownTimeout time.Duration
 	logLevel        string
+	adopt           time.Duration
+	adoptSet        bool
 }
 
 func (a *app) serveCmd() *cobra.Command {
@@ -72,6 +74,7 @@ policy: clients cannot choose less (an admin token may, where allowed).`,
 			if a.server != "" {
 				return usagef("keel serve is the server: --server does not apply to it")
 			}
+			f.adoptSet = cmd.Flags().Changed("adopt")
 			return a.serve(cmd.Context(), f)
 		},
 	}
@@ -93,6 +96,7 @@ policy: clients cannot choose less (an admin token may, where allowed).`,
 	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", time.Minute, "how long a shutdown waits for executions to pause")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.DurationVar(&f.adopt, "adopt", 0, "how often to take over runs whose executing process died, for several servers on one journal (default 5s on PostgreSQL, off on SQLite; 0 is off)")
 	return cmd
 }
 
@@ -195,7 +199,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, settings: settings, logger: logger, recordings: map[string]*recording{}}
 	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
 		WorkspaceRoots: roots, Protected: protected, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
-		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs})
+		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Adopt: f.adoptInterval(a.dbPath())})
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
