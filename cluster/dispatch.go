@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -33,16 +34,28 @@ func (d *Dispatcher) Dispatch(ctx context.Context, runID string) error {
 	return nil
 }
 
-// Dial connects to the Temporal frontend at hostPort (namespace default).
+// Dial connects to the Temporal frontend at hostPort (namespace default),
+// trying again for up to a minute while it is not reachable or not healthy
+// yet (servers, workers and Temporal starting together).
 func Dial(ctx context.Context, hostPort string, opts *client.Options) (client.Client, error) {
 	o := client.Options{}
 	if opts != nil {
 		o = *opts
 	}
 	o.HostPort = hostPort
-	c, err := client.DialContext(ctx, o)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: connect to temporal at %s: %w", hostPort, err)
+	deadline := time.Now().Add(time.Minute)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		c, err := client.DialContext(ctx, o)
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("cluster: connect to temporal at %s: %w", hostPort, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster: connect to temporal at %s: %w", hostPort, err)
+		case <-time.After(wait):
+		}
 	}
-	return c, nil
 }

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
 )
 
 // Several servers may share one journal (a PostgreSQL database; also one
@@ -196,3 +198,8 @@ func (p *pool) cancelHere(runID string, cause error) bool {
 	x.cancel(cause)
 	return true
 }
+
+// Principals is the gate's principal check of a server's runs over the
+// identity directory d, for processes that execute them on the server's
+// behalf (keel worker).
+func Principals(d *identity.Directory) policy.PrincipalCheck { return principals(d) }

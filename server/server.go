@@ -117,6 +117,11 @@ type Options struct {
 	// CancelWait bounds how long a cancel of a run that another server
 	// executes waits for that server to record it; 0 means 30 seconds.
 	CancelWait time.Duration
+	// Dispatch, if set, hands runs to other processes instead of
+	// executing them here: each run the server would execute is passed
+	// to Dispatch (keel serve --temporal signals the run's Temporal
+	// workflow; see package cluster). Wire is then unused.
+	Dispatch func(ctx context.Context, runID string) error
 }
 
 // ErrInvalid marks an error from [Options.Prepare] that is the request's
@@ -205,6 +210,7 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 		}
 	}
 	h.pool = newPool(rt, wire, principals(h.opts.Directory), h.sums, h.executable, h.opts.Workers, h.logger)
+	h.pool.dispatch = h.opts.Dispatch
 	h.ui = newUIPages()
 	h.mux = http.NewServeMux()
 	for _, rt := range routes {
