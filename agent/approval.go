@@ -257,8 +257,11 @@ func (x *executor) wait(ctx context.Context, ids []string) (bool, error) {
 		return false, err
 	}
 	if x.st.Status != journal.StatusPaused || x.st.LastType == journal.RunResumed {
-		msg := fmt.Sprintf("waiting for approval of %s", strings.Join(ids, ", "))
-		if err := x.append(ctx, journal.RunPaused, &RunEnded{Reason: "approval", Message: msg}); err != nil {
+		reason, msg := "approval", fmt.Sprintf("waiting for approval of %s", strings.Join(ids, ", "))
+		if auths := x.st.PendingAuths(); len(auths) > 0 && len(x.st.Pending()) == 0 {
+			reason, msg = "auth", fmt.Sprintf("waiting for authorization: %s (%s)", auths[0].Error(), auths[0].Hint)
+		}
+		if err := x.append(ctx, journal.RunPaused, &RunEnded{Reason: reason, Message: msg}); err != nil {
 			return false, err
 		}
 	}
@@ -297,11 +300,11 @@ func (x *executor) wait(ctx context.Context, ids []string) (bool, error) {
 		if x.p.OnEvent != nil {
 			x.p.OnEvent(e)
 		}
-		if e.Type != journal.ApprovalResolved {
+		if e.Type != journal.ApprovalResolved && e.Type != journal.AuthResolved {
 			// Another process is executing the run.
 			return false, fmt.Errorf("agent: run %s: %w (it continued after the approval)", x.runID, ErrRunBusy)
 		}
-		if len(x.st.Pending()) == 0 {
+		if len(x.st.Pending()) == 0 && len(x.st.PendingAuths()) == 0 {
 			// Every call is decided: this execution continues the run.
 			return false, x.append(ctx, journal.RunResumed, &RunResumed{Model: x.p.ModelName})
 		}

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/keel-run/keel/journal"
@@ -358,15 +359,19 @@ func BuildRequest(s *State, maxOutput int) *model.Request {
 // one can. A cut result that cannot be saved names no file.
 func fittedRequest(s *State, maxOutput int, canSave func(id string) bool) (*model.Request, int, []*Call) {
 	req := &model.Request{System: systemPrompt(s.Created), Tools: toolSpecs(s.Created), MaxOutputTokens: maxOutput}
-	req.Messages, req.PriorTurns = viewMessages(s)
-	est, save := fitView(s, req, estimateView(s), maxOutput, canSave)
+	var pins []bool
+	req.Messages, pins, req.PriorTurns = viewMessages(s)
+	est, save := fitView(s, req, pins, estimateView(s), maxOutput, canSave)
 	return req, est, save
 }
 
 // fitView fits req, a view of s whose estimate is est, into the window
 // as [BuildRequest] does, and returns its estimate and the calls of the
 // newest turn whose results it cut and that have no artifact yet.
-func fitView(s *State, req *model.Request, est, maxOutput int, canSave func(id string) bool) (int, []*Call) {
+//
+// pins marks the messages of req that fitting keeps whole: the task and
+// the person's messages.
+func fitView(s *State, req *model.Request, pins []bool, est, maxOutput int, canSave func(id string) bool) (int, []*Call) {
 	w := s.ContextWindow()
 	if w <= 0 || est <= w-outputReserve(w, maxOutput) {
 		return est, nil
@@ -386,7 +391,7 @@ func fitView(s *State, req *model.Request, est, maxOutput int, canSave func(id s
 		}
 	}
 	var save []*Call
-	for _, id := range fitRequest(req, s.Family(), w-outputReserve(w, maxOutput), artifacts) {
+	for _, id := range fitRequest(req, pins, s.Family(), w-outputReserve(w, maxOutput), artifacts) {
 		if c := byID[id]; c != nil {
 			save = append(save, c)
 		}
@@ -406,8 +411,10 @@ func sentTokens(s *State, maxOutput int) int {
 // call would send once ev is folded, fitted as [sentTokens] does.
 func sentTokensAfter(s *State, ev *ContextCompacted, maxOutput int) int {
 	req := &model.Request{System: systemPrompt(s.Created), Tools: toolSpecs(s.Created), MaxOutputTokens: maxOutput}
-	req.Messages = appendConversation([]model.Message{s.Messages[0], {Role: model.RoleUser, Content: summaryMessage(ev)}}, s, ev.To)
-	est, _ := fitView(s, req, EstimateRequest(req, s.Family()), maxOutput, nil)
+	var pins []bool
+	req.Messages, pins = viewHead(s, ev.To, summaryMessage(ev))
+	req.Messages, pins = appendConversation(req.Messages, pins, s, ev.To)
+	est, _ := fitView(s, req, pins, EstimateRequest(req, s.Family()), maxOutput, nil)
 	return est
 }
 
@@ -426,27 +433,69 @@ func outputReserve(window, maxOutput int) int {
 	return min(window/10, 8192)
 }
 
-// viewMessages returns the messages of the view and the number of
-// assistant turns compacted out of it.
-func viewMessages(s *State) ([]model.Message, int) {
+// viewMessages returns the messages of the view, which of them fitting
+// keeps whole (see [fitView]), and the number of assistant turns
+// compacted out of it.
+func viewMessages(s *State) ([]model.Message, []bool, int) {
 	start := s.ViewStart()
-	out := make([]model.Message, 0, 2+2*(len(s.Messages)-start))
-	out = append(out, s.Messages[0])
-	prior := 0
+	prior, summary := 0, ""
 	if n := len(s.ctx.compactions); n > 0 {
 		for _, m := range s.Messages[1:min(start, len(s.Messages))] {
 			if m.Role == model.RoleAssistant {
 				prior++
 			}
 		}
-		out = append(out, model.Message{Role: model.RoleUser, Content: summaryMessage(s.ctx.compactions[n-1])})
+		summary = summaryMessage(s.ctx.compactions[n-1])
 	}
-	return appendConversation(out, s, start), prior
+	out, pins := viewHead(s, start, summary)
+	out, pins = appendConversation(out, pins, s, start)
+	return out, pins, prior
+}
+
+// viewHead returns the fixed head of a view whose verbatim part starts
+// at message start: the task, the messages a person sent before start
+// (verbatim, like the task: compaction never takes them out of the
+// view), then summary unless it is empty; and the pins of those
+// messages (see [fitView]).
+func viewHead(s *State, start int, summary string) ([]model.Message, []bool) {
+	out := make([]model.Message, 0, 2+2*(len(s.Messages)-start))
+	pins := make([]bool, 0, cap(out))
+	out, pins = append(out, s.Messages[0]), append(pins, true)
+	for _, i := range s.person {
+		if i >= start {
+			break
+		}
+		out, pins = append(out, s.Messages[i]), append(pins, true)
+	}
+	if summary != "" {
+		out, pins = append(out, model.Message{Role: model.RoleUser, Content: summary}), append(pins, false)
+	}
+	return out, pins
+}
+
+// personPieces returns the estimate, in pieces, of the messages a person
+// sent in [from, to): those a compaction of that range keeps in the view.
+func (s *State) personPieces(from, to int) int {
+	n := 0
+	for _, i := range s.person {
+		if i >= from && i < to && i < len(s.ctx.pieces) {
+			n += s.ctx.pieces[i]
+		}
+	}
+	return n
+}
+
+// isPerson reports whether s.Messages[i] is a person's message after the
+// task.
+func (s *State) isPerson(i int) bool {
+	_, ok := slices.BinarySearch(s.person, i)
+	return ok
 }
 
 // appendConversation appends s.Messages[start:] to out as
-// [State.Conversation] renders them: each turn followed by its results.
-func appendConversation(out []model.Message, s *State, start int) []model.Message {
+// [State.Conversation] renders them: each turn followed by its results;
+// pins, parallel to out, is extended to mark the person's messages.
+func appendConversation(out []model.Message, pins []bool, s *State, start int) ([]model.Message, []bool) {
 	ti := 0
 	for ti < len(s.Turns) && s.Turns[ti].Index < start {
 		ti++
@@ -457,18 +506,19 @@ func appendConversation(out []model.Message, s *State, start int) []model.Messag
 			t := s.Turns[ti]
 			ti++
 			m.ToolCalls = sanitizeCalls(m.ToolCalls)
-			out = append(out, m)
+			out, pins = append(out, m), append(pins, false)
 			for _, c := range t.Calls {
 				if c.Finished == nil {
 					continue
 				}
 				out = append(out, model.Message{Role: model.RoleTool, ToolCallID: c.ID, Content: c.Finished.Content, IsError: c.Finished.IsError})
+				pins = append(pins, false)
 			}
 			continue
 		}
-		out = append(out, m)
+		out, pins = append(out, m), append(pins, s.isPerson(i))
 	}
-	return out
+	return out, pins
 }
 
 // summaryMessage renders a compaction for the view.

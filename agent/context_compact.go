@@ -286,8 +286,8 @@ func stepsBefore(s *State, i int) int {
 
 // estimateAfter returns the estimated next request once ev is folded.
 func estimateAfter(s *State, ev *ContextCompacted) int {
-	msgs := []model.Message{s.Messages[0], {Role: model.RoleUser, Content: summaryMessage(ev)}}
-	msgs = appendConversation(msgs, s, ev.To)
+	msgs, pins := viewHead(s, ev.To, summaryMessage(ev))
+	msgs, _ = appendConversation(msgs, pins, s, ev.To)
 	return EstimateRequest(&model.Request{System: systemPrompt(s.Created), Tools: toolSpecs(s.Created), Messages: msgs}, s.Family())
 }
 

@@ -101,6 +101,7 @@ func replacedPieces(s *State, from, to int) int {
 	for _, p := range s.ctx.pieces[from:min(to, len(s.ctx.pieces))] {
 		n += p
 	}
+	n -= s.personPieces(from, to) // they stay
 	if k := len(s.ctx.compactions); k > 0 {
 		n += perMessagePieces + EstimateText(summaryMessage(s.ctx.compactions[k-1]))
 	}
@@ -184,6 +185,7 @@ func estimateView(s *State) int {
 	if len(s.ctx.pieces) > 0 {
 		n += s.ctx.pieces[0]
 	}
+	n += s.personPieces(1, start)
 	if k := len(s.ctx.compactions); k > 0 {
 		n += perMessagePieces + EstimateText(summaryMessage(s.ctx.compactions[k-1]))
 	}
@@ -225,12 +227,18 @@ func chooseBoundary(s *State, from, end, keep int) int {
 // older messages are clipped harder (300 characters), then whole older
 // turns are left out from the oldest (their count is added to
 // PriorTurns), and last the other messages after the task are clipped.
-// The task is never trimmed. It is deterministic.
-func fitRequest(req *model.Request, f Family, budget int, artifacts map[string]string) []string {
+// The task and the messages pins marks (a person's, parallel to
+// req.Messages; nil marks none) are never trimmed nor left out. It is
+// deterministic.
+func fitRequest(req *model.Request, pins []bool, f Family, budget int, artifacts map[string]string) []string {
 	if EstimateRequest(req, f) <= budget {
 		return nil
 	}
 	req.Messages = append([]model.Message(nil), req.Messages...)
+	pins = append([]bool(nil), pins...)
+	for len(pins) < len(req.Messages) {
+		pins = append(pins, false)
+	}
 	// The newest turn's results, whole, to fit again after each pass.
 	var newest []newestResult
 	for i := lastAssistant(req.Messages) + 1; i < len(req.Messages); i++ {
@@ -276,11 +284,15 @@ func fitRequest(req *model.Request, f Family, budget int, artifacts map[string]s
 		return cut
 	}
 	// Leave out the oldest turns (an assistant message with its results,
-	// or a user message) after the task and the summary, keeping the
-	// newest.
+	// or a user message) after the task, the person's messages before
+	// the view and the summary, keeping the newest and every person's
+	// message.
 	keepFrom := 1
-	if len(req.Messages) > 1 && req.Messages[1].Role == model.RoleUser {
-		keepFrom = 2
+	for keepFrom < len(pins) && pins[keepFrom] {
+		keepFrom++
+	}
+	if len(req.Messages) > keepFrom && req.Messages[keepFrom].Role == model.RoleUser {
+		keepFrom++
 	}
 	note := model.Message{Role: model.RoleUser, Content: "[Keel: older turns were left out of this request to fit the context window.]"}
 	noted := false
@@ -288,6 +300,9 @@ func fitRequest(req *model.Request, f Family, budget int, artifacts map[string]s
 		msgs := req.Messages
 		start := keepFrom
 		if noted {
+			start++
+		}
+		for start < len(msgs) && pins[start] {
 			start++
 		}
 		if start >= lastAssistant(msgs) {
@@ -301,12 +316,15 @@ func fitRequest(req *model.Request, f Family, budget int, artifacts map[string]s
 			}
 		}
 		out := make([]model.Message, 0, len(msgs)-(end-start)+1)
-		out = append(out, msgs[:start]...)
+		kept := make([]bool, 0, cap(out))
 		if !noted {
-			out = append(out, note)
+			out = append(append(append(out, msgs[:keepFrom]...), note), msgs[keepFrom:start]...)
+			kept = append(append(append(kept, pins[:keepFrom]...), false), pins[keepFrom:start]...)
 			noted = true
+		} else {
+			out, kept = append(out, msgs[:start]...), append(kept, pins[:start]...)
 		}
-		req.Messages = append(out, msgs[end:]...)
+		req.Messages, pins = append(out, msgs[end:]...), append(kept, pins[end:]...)
 		if EstimateRequest(req, f) <= budget {
 			// Share the room this freed among the newest results.
 			fits()
@@ -315,6 +333,9 @@ func fitRequest(req *model.Request, f Family, budget int, artifacts map[string]s
 	}
 	// Last: everything after the task but the newest results.
 	for i := 1; i < len(req.Messages); i++ {
+		if pins[i] {
+			continue
+		}
 		switch m := &req.Messages[i]; m.Role {
 		case model.RoleUser:
 			m.Content = clipMiddle(m.Content, 2000)

@@ -80,6 +80,9 @@ type RunCreated struct {
 	FormatError string `json:"format_error,omitempty"`
 	// Health configures loop detection; nil means the defaults.
 	Health *HealthConfig `json:"health,omitempty"`
+	// MCP lists the MCP servers whose tools the run offers (see
+	// [MCPServer]); a resume connects to the same servers.
+	MCP []MCPServer `json:"mcp,omitempty"`
 	// Settings are the run's execution settings (timeouts, concurrency,
 	// result size, model retries); nil, in journals written before they
 	// were recorded, means [DefaultSettings].
@@ -91,6 +94,31 @@ type ToolInfo struct {
 	model.ToolSpec
 	Effect     string `json:"effect"`
 	Idempotent bool   `json:"idempotent,omitempty"`
+	// Server names the MCP server or connector of the tool ("" for
+	// built-ins); Pin is the SHA-256 of the tool's definition as the
+	// server gave it (name, description, input schema), against which
+	// later definitions are checked.
+	Server string `json:"server,omitempty"`
+	Pin    string `json:"pin,omitempty"`
+}
+
+// MCPServer is an MCP server of a run as journaled in run.created: how to
+// reach it, never a secret (credentials come from the vault at run time).
+type MCPServer struct {
+	Name string `json:"name"`
+	// Command is the argv of a stdio server, started inside the run's
+	// sandbox; URL the endpoint of a streamable-HTTP server, reached
+	// from Keel through the run's network allowlist. One of the two.
+	Command []string `json:"command,omitempty"`
+	URL     string   `json:"url,omitempty"`
+	// Env adds KEY=VALUE entries to a stdio server's environment.
+	Env []string `json:"env,omitempty"`
+	// Tools, when non-empty, are the only tools of the server offered
+	// (by the server's names).
+	Tools []string `json:"tools,omitempty"`
+	// ReadOnly are host paths a stdio server needs to see inside the
+	// sandbox (its installation), bound read-only.
+	ReadOnly []string `json:"read_only,omitempty"`
 }
 
 // Limits stop a run. Zero fields mean no limit.
@@ -205,6 +233,9 @@ type GateDecided struct {
 	policy.Decision
 	// Paths are the resolved workspace paths the decision covered.
 	Paths []string `json:"paths,omitempty"`
+	// Credential is the credential the call would use, as the policy saw
+	// it (no secret: provider, resource, method, scopes).
+	Credential *policy.CredentialUse `json:"credential,omitempty"`
 }
 
 // ApprovalRequested is the payload of journal.ApprovalRequested.
@@ -293,6 +324,9 @@ type RunResumed struct {
 	// Handoff asks for a handoff: the next step continues in a fresh
 	// context from a summary and the workspace notes.
 	Handoff bool `json:"handoff,omitempty"`
+	// FollowUp marks the continuation of a completed run: a person's
+	// user.message follows at once, and the run goes on from it.
+	FollowUp bool `json:"follow_up,omitempty"`
 	// Limits, when set, replace the run's limits from here on (a person
 	// raising --max-steps to let a stopped run continue).
 	Limits *Limits `json:"limits,omitempty"`
@@ -354,6 +388,10 @@ func Decode(e *journal.Event) (any, error) {
 		v = new(ApprovalRequested)
 	case journal.ApprovalResolved:
 		v = new(ApprovalResolved)
+	case journal.AuthRequired:
+		v = new(AuthRequired)
+	case journal.AuthResolved:
+		v = new(AuthResolved)
 	case journal.ToolStarted:
 		v = new(ToolStarted)
 	case journal.ToolFinished:

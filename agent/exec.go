@@ -141,6 +141,14 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 		return nil // the principal was revoked meanwhile: the loop pauses the run
 	}
 	args, res := x.p.Tools.Validate(c.ToolCall)
+	cr := x.st.Created
+	req := &tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf, Env: x.p.Env}
+	if res == nil && ctx.Err() == nil {
+		if ar := x.authorize(ctx, c, req); ar != nil {
+			// A person must authorize first: the call waits, unstarted.
+			return x.append(ctx, journal.AuthRequired, ar)
+		}
+	}
 	x.mu.Lock()
 	attempt := c.Attempts + 1
 	x.mu.Unlock()
@@ -153,7 +161,7 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 			res = &tool.Result{IsError: true, Content: "this call did not run: the run was stopped"}
 		} else {
 			var err error
-			res, err = x.p.Tools.Run(ctx, c.Name, &tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Env: x.p.Env})
+			res, err = x.p.Tools.Run(ctx, c.Name, req)
 			if err != nil {
 				// The runtime failed, not the tool: the model still gets a
 				// result so the conversation stays valid.

@@ -169,12 +169,35 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 	}
 	cr := x.st.Created
 	grants := append(append([]policy.Grant(nil), x.st.Grants...), x.gs.grants...)
+	if t.Credential != nil {
+		d.Credential = t.Credential(ctx, &tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf, Env: x.p.Env})
+	}
 	d.Decision = decide(ctx, &policy.Call{
 		RunID: x.runID, CallID: c.ID, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf,
 		Tool: c.Name, Effect: t.Effect.String(), Arguments: args, Paths: d.Paths,
 		Workspace: cr.Workspace, MountPath: cr.MountPath, Sandbox: cr.Sandbox, Network: cr.Network, Grants: grants,
+		Credential: d.Credential,
+		Server:     t.Server, Facts: facts(t, args),
 	})
+	if t.Hold != nil && d.Decision.Effect != policy.Deny {
+		// A tool whose definition changed since it was pinned waits for
+		// a person, whatever the policy allows (grants included).
+		if why := t.Hold(); why != "" {
+			d.Decision = policy.Decision{Effect: policy.Ask, Policies: []string{PolicyPin}, Reason: why}
+		}
+	}
 	return d
+}
+
+// PolicyPin is the policy id of a call held because its tool's
+// definition changed since it was pinned (an MCP server's tool).
+const PolicyPin = "keel.pin"
+
+func facts(t *tool.Tool, args json.RawMessage) map[string]any {
+	if t.Facts == nil {
+		return nil
+	}
+	return t.Facts(args)
 }
 
 func (x *executor) reject(ctx context.Context, ids []string) error {
@@ -185,6 +208,11 @@ func (x *executor) reject(ctx context.Context, ids []string) error {
 		msg := c.Decision.Reason
 		switch {
 		case c.Decision.Invalid():
+		case c.authDeclined():
+			msg = fmt.Sprintf("the authorization this call needs (provider %s) was declined", c.Auth.Provider)
+			if c.AuthResolved.Reason != "" {
+				msg += ": " + c.AuthResolved.Reason
+			}
 		case c.Resolved != nil && c.Resolved.Decision != policy.Allow:
 			msg = "a person denied this call"
 			if c.Resolved.By == ByTimeout {

@@ -19,7 +19,8 @@ import (
 
 // Sentinel errors of the runtime.
 var (
-	// ErrRunCompleted is returned when asked to execute a completed run.
+	// ErrRunCompleted is returned when asked to execute a completed run
+	// without a message (with one, the run continues as a follow-up).
 	ErrRunCompleted = errors.New("agent: run already completed")
 	// ErrRunBusy is returned when another process appended to the run
 	// while this one executed it (journal.ErrConflict underneath).
@@ -151,8 +152,15 @@ type ExecParams struct {
 	// OnEvent, if set, is called with each event after it is appended,
 	// in journal order, never concurrently.
 	OnEvent func(journal.Event)
-	// Message, if non-empty, is added to the conversation as a user
-	// message before execution continues (for example "continue").
+	// Message, if non-empty, is a person's message added to the
+	// conversation before execution continues (for example "continue").
+	// It is never dropped: it is journaled (with run.resumed, in one
+	// append) before anything else happens; if calls of the newest turn
+	// still wait for results (a run killed mid-turn, or paused for an
+	// approval), the model reads it right after those results; a
+	// completed run continues with it as a follow-up (run.resumed with
+	// FollowUp). Every later request carries it verbatim, like the task,
+	// also after compaction (docs/context.md).
 	Message string
 	// By and Token, if set, name the person who asked for this execution
 	// and the id of their API token (the team server): they are recorded
@@ -247,13 +255,15 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if err != nil {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, err)
 	}
-	if st.Status == journal.StatusCompleted {
+	followUp := st.Status == journal.StatusCompleted
+	if followUp && p.Message == "" {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, ErrRunCompleted)
 	}
 	if p.IfLastSeq > 0 && st.LastSeq != p.IfLastSeq {
 		return nil, fmt.Errorf("agent: execute run %s: %w (it moved on after event %d)", runID, ErrRunBusy, p.IfLastSeq)
 	}
 	x := &executor{rt: rt, p: p, st: st, runID: runID}
+	message := p.Message
 	if p.Recorder != nil {
 		p.Recorder.bind(x)
 		defer p.Recorder.bind(nil)
@@ -274,7 +284,17 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 				}
 			}
 		}
-		if err := x.append(ctx, journal.RunResumed, &RunResumed{Interrupted: interrupted, Model: p.ModelName, ContextWindow: p.ContextWindow, Handoff: p.Handoff, Limits: p.Limits, Settings: settings, By: p.By, Token: p.Token}); err != nil {
+		resumed := &RunResumed{Interrupted: interrupted, Model: p.ModelName, ContextWindow: p.ContextWindow, Handoff: p.Handoff, Limits: p.Limits,
+			Settings: settings, FollowUp: followUp, By: p.By, Token: p.Token}
+		types, payloads := []journal.Type{journal.RunResumed}, []any{resumed}
+		if p.Message != "" && (!p.Handoff || followUp) {
+			// The person's message is journaled with the resume, in one
+			// append: a crash cannot separate them.
+			types = append(types, journal.UserMessage)
+			payloads = append(payloads, &UserMessage{Content: p.Message, By: p.By, Token: p.Token})
+			message = ""
+		}
+		if err := x.appendMany(ctx, types, payloads); err != nil {
 			return nil, err
 		}
 		if err := x.handoffNow(ctx); err != nil {
@@ -289,11 +309,13 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if x.p.MaxOutputTokens <= 0 {
 		x.p.MaxOutputTokens = x.st.Settings.MaxOutputTokens
 	}
-	if p.Message != "" {
-		if t := st.LastTurn(); t == nil || allDone(t) {
-			if err := x.append(ctx, journal.UserMessage, &UserMessage{Content: p.Message, By: p.By, Token: p.Token}); err != nil {
-				return nil, err
-			}
+	if message != "" {
+		// Never dropped: when calls of the newest turn still wait for
+		// results (a run killed mid-turn, or waiting for an approval),
+		// the message is journaled now and the model reads it after
+		// those results.
+		if err := x.append(ctx, journal.UserMessage, &UserMessage{Content: message, By: p.By, Token: p.Token}); err != nil {
+			return nil, err
 		}
 	}
 	if p.Recorder != nil {

@@ -48,6 +48,15 @@ type State struct {
 	// Grants are the approvals remembered in this run (approval.resolved
 	// with remember), in order; the gate applies them to later calls.
 	Grants []policy.Grant
+	// FollowUps counts the times the run continued after it completed
+	// (a person's message to a completed run).
+	FollowUps int
+	// person indexes, in Messages, the messages a person sent after the
+	// task (user.message without a Source): every request shows them
+	// verbatim, like the task, also once their turns were compacted.
+	person []int
+	// followUp is set while the newest event is a follow-up run.resumed.
+	followUp bool
 	// ctx is the folded context: compactions, plan and loop health
 	// (context.go, health.go).
 	ctx contextState
@@ -73,6 +82,12 @@ type Call struct {
 	// approvalSeq and approvalTime locate the approval.requested event.
 	approvalSeq  int64
 	approvalTime time.Time
+	// Auth is the newest authorization wait (auth.required), and
+	// AuthResolved its end, if it ended.
+	Auth         *AuthRequired
+	AuthResolved *AuthResolved
+	authSeq      int64
+	authTime     time.Time
 }
 
 // Pending reports whether c still needs a result.
@@ -129,12 +144,21 @@ func (s *State) Apply(e *journal.Event) error {
 	if s.Created == nil && e.Type != journal.RunCreated {
 		return bad("first event is %s, want run.created", e.Type)
 	}
-	if s.Status == journal.StatusCompleted {
-		return bad("%s after run.completed", e.Type)
-	}
 	v, err := Decode(e)
 	if err != nil {
 		return err
+	}
+	if s.Status == journal.StatusCompleted {
+		// A completed run continues only as a follow-up: run.resumed
+		// with FollowUp, then the person's message (appended together).
+		if r, ok := v.(*RunResumed); !ok || !r.FollowUp {
+			return bad("%s after run.completed", e.Type)
+		}
+	}
+	if s.LastType == journal.RunResumed && s.followUp {
+		if u, ok := v.(*UserMessage); !ok || u.Source != "" {
+			return bad("follow-up run.resumed not followed by a person's user.message")
+		}
 	}
 	switch p := v.(type) {
 	case *RunCreated:
@@ -151,6 +175,10 @@ func (s *State) Apply(e *journal.Event) error {
 		s.Messages = append(s.Messages, model.Message{Role: model.RoleUser, Content: p.Task})
 	case *RunResumed:
 		s.Status, s.Ended = journal.StatusRunning, nil
+		s.followUp = p.FollowUp
+		if p.FollowUp {
+			s.FollowUps++
+		}
 		if p.Limits != nil {
 			s.Limits = *p.Limits
 		}
@@ -209,6 +237,10 @@ func (s *State) Apply(e *journal.Event) error {
 		}
 		c.Resolved = p
 		s.Grants = append(s.Grants, p.Grants...)
+	case *AuthRequired, *AuthResolved:
+		if err := s.applyAuth(e, v, bad); err != nil {
+			return err
+		}
 	case *ToolStarted:
 		c := s.call(p.CallID)
 		if c == nil {
@@ -236,12 +268,19 @@ func (s *State) Apply(e *journal.Event) error {
 			}
 		}
 	case *UserMessage:
-		if t := s.LastTurn(); t != nil {
+		if t := s.LastTurn(); t != nil && p.Source != "" {
+			// Keel's own messages come between turns. A person's may
+			// arrive while calls of the newest turn wait for results (a
+			// resume of a run killed mid-turn or waiting for an
+			// approval): the request shows it after those results.
 			for _, c := range t.Calls {
 				if c.Pending() {
 					return bad("user.message while call %s has no result", c.ID)
 				}
 			}
+		}
+		if p.Source == "" {
+			s.person = append(s.person, len(s.Messages))
 		}
 		s.Messages = append(s.Messages, model.Message{Role: model.RoleUser, Content: p.Content})
 	case *RunEnded:

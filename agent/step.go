@@ -125,6 +125,10 @@ func Step(s *State) Action {
 				waiting = append(waiting, c.ID)
 			case c.Decision.Effect == policy.Ask && c.Resolved.Decision != policy.Allow:
 				rejected = append(rejected, c.ID)
+			case c.authDeclined():
+				rejected = append(rejected, c.ID)
+			case c.authWaiting():
+				waiting = append(waiting, c.ID)
 			default:
 				runnable = append(runnable, c.ID)
 			}

@@ -461,3 +461,11 @@ func decodeJSON(b []byte, v any) error {
 	}
 	return nil
 }
+
+// ProviderFor returns the provider whose resources cover the URL (the
+// longest match), or an error wrapping [ErrNoProvider]. It fetches no
+// token; the gate uses it to tell a policy which provider a call would
+// use.
+func (v *Vault) ProviderFor(ctx context.Context, resource string) (*Provider, error) {
+	return v.providerFor(ctx, "", resource)
+}

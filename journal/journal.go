@@ -48,6 +48,10 @@ const (
 	UserMessage       Type = "user.message"
 	SandboxEgress     Type = "sandbox.egress"
 	SandboxQuarantine Type = "sandbox.quarantine"
+	// AuthRequired pauses a call until a person authorizes a credential;
+	// AuthResolved ends that wait.
+	AuthRequired Type = "auth.required"
+	AuthResolved Type = "auth.resolved"
 )
 
 // Event is one journal record.
@@ -100,7 +104,8 @@ const (
 
 // StatusOf derives a run's status from the type of its newest event:
 // run.completed, run.failed, run.canceled and run.paused map to their
-// status, approval.requested to paused, anything else to running.
+// status, approval.requested and auth.required to paused, anything else
+// to running.
 func StatusOf(t Type) Status {
 	switch t {
 	case RunCompleted:
@@ -109,7 +114,7 @@ func StatusOf(t Type) Status {
 		return StatusFailed
 	case RunCanceled:
 		return StatusCanceled
-	case RunPaused, ApprovalRequested:
+	case RunPaused, ApprovalRequested, AuthRequired:
 		return StatusPaused
 	}
 	return StatusRunning

@@ -178,7 +178,7 @@ func Parse(name string, src []byte) (*Engine, error) {
 		id := cedar.PolicyID(fmt.Sprintf("policy%d", i))
 		if v, ok := ann["id"]; ok {
 			if v == "" || strings.HasPrefix(string(v), "keel.") {
-				return nil, fmt.Errorf("policy: %s: policy %d: @id %q is empty or uses the reserved prefix keel.", name, i+1, v)
+				return nil, fmt.Errorf("policy: %s: policy %d: @id %q is empty or uses the reserved prefix \"keel.\"", name, i+1, v)
 			}
 			id = cedar.PolicyID(v)
 		}
@@ -400,6 +400,10 @@ func actionGroups(tool, effect string) []string {
 	default:
 		g = append(g, "external")
 	}
+	if i := strings.Index(tool, "__"); i > 0 {
+		// NAME__TOOL: a tool of the MCP server or connector NAME.
+		g = append(g, "mcp")
+	}
 	switch tool {
 	case "bash":
 		g = append(g, "exec")
@@ -475,6 +479,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			"reads": strSet(f.reads), "written": strSet(f.written), "code": cedar.Boolean(f.code),
 			"part": cedar.Long(len(out)), "parts": cedar.Long(0),
 		}
+		credentialContext(ctx, c.Credential)
 		out = append(out, request{part: p, ents: ents, facts: f,
 			req: cedar.Request{Principal: principal, Action: action, Resource: res.UID, Context: cedar.NewRecord(ctx)}})
 	}
@@ -535,7 +540,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			}
 			add(p, commandEntity(cmd, p.Command), f, readOnly[cmd.Name()] && !f.code)
 		}
-	case c.Tool == "fetch_url":
+	case c.Tool == "fetch_url" || c.Tool == "http_request":
 		rawURL, clear := argString(c.Arguments, "url")
 		f := &facts{network: true}
 		if !clear {
@@ -557,6 +562,20 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		}
 		uid := cedar.NewEntityUID(typeHost, cedar.String(host))
 		add(Part{Text: rawURL}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(attrs)}, f, false)
+	case c.Server != "":
+		// An MCP tool or a connector: the resource is its server, the
+		// arguments are a record the policy can match field by field.
+		args := string(c.Arguments)
+		uid := cedar.NewEntityUID(typeServer, cedar.String(c.Server))
+		f := &facts{writes: c.Effect != "read_only"}
+		add(Part{Text: args}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(cedar.RecordMap{
+			"name": cedar.String(c.Server)})}, f, false)
+		ctx := out[len(out)-1].req.Context.Map()
+		ctx["server"] = cedar.String(c.Server)
+		ctx["args"] = cedar.String(args)
+		ctx["arguments"] = jsonRecord(c.Arguments)
+		ctx["facts"] = factsRecord(c.Facts)
+		out[len(out)-1].req.Context = cedar.NewRecord(ctx)
 	case len(c.Paths) > 0:
 		write := c.Effect != "read_only"
 		for _, rel := range c.Paths {

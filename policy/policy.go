@@ -154,6 +154,30 @@ type Call struct {
 	// Grants are the standing approvals in force for this call: those
 	// remembered in the run and those of the principal.
 	Grants []Grant
+	// Credential is the credential the call would use if allowed (nil:
+	// none), as its tool describes it before the gate decides.
+	Credential *CredentialUse
+	// Server names the MCP server or connector that provides the tool
+	// ("" for built-ins); it is the resource of the call
+	// (Keel::Server::"NAME").
+	Server string
+	// Facts are what the tool tells the policy about the call beyond its
+	// arguments (context.facts): a connector's statement kind and tables,
+	// an MCP tool's annotations as hints.
+	Facts map[string]any
+}
+
+// CredentialUse describes the credential a call would be given: which
+// provider's grant (for [Call].Principal acting for OnBehalfOf), for
+// which resource URL, with which scopes and HTTP method. Cedar policies
+// see it in the context as provider, resource_url, scopes, method and
+// credential (whether any is used), so that they can ask for writes
+// (POST, PUT, PATCH, DELETE) or for chosen scopes.
+type CredentialUse struct {
+	Provider string   `json:"provider"`
+	Resource string   `json:"resource,omitempty"`
+	Method   string   `json:"method,omitempty"`
+	Scopes   []string `json:"scopes,omitempty"`
 }
 
 // Policy evaluates a call. It must be deterministic and free of I/O, so a

@@ -16,8 +16,8 @@ import (
 type panicking struct{}
 
 func (panicking) Generate(context.Context, *model.Request) (*model.Response, error) {
-	var m map[string]int
-	m["boom"]++ // a nil-map write: a runtime panic
+	var calls []model.ToolCall
+	_ = calls[len(calls)] // an index out of range: a runtime panic
 	return nil, nil
 }
 

@@ -200,13 +200,6 @@ func (p *pool) state(runID string) (queued, executing bool, lastErr string) {
 	return p.queued[runID], x != nil && !x.canceling, p.errs[runID]
 }
 
-// counts returns the number of queued and executing runs.
-func (p *pool) counts() (queued, executing int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.queue), len(p.active)
-}
-
 func (p *pool) worker() {
 	defer p.wg.Done()
 	for {
@@ -351,7 +344,7 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 			switch {
 			case lerr == nil && st.Status.Terminal():
 				return nil, nil
-			case lerr == nil && st.LastType == journal.ApprovalResolved:
+			case lerr == nil && (st.LastType == journal.ApprovalResolved || st.LastType == journal.AuthResolved):
 				log.Info("approval arrived while the run paused; executing again")
 				p.mu.Lock()
 				if x := p.active[j.runID]; x != nil {

@@ -160,28 +160,39 @@ func (o *Output) openArtifact() {
 		o.artErr = errNoWorkspace
 		return
 	}
-	root := o.ws.FS()
-	dir := path.Join(ArtifactDir, safeName(o.runID, "run"))
-	if err := root.MkdirAll(dir, 0o755); err != nil {
+	f, rel, err := createArtifact(o.ws, o.runID, safeName(o.callID, "call")+".out")
+	if err != nil {
 		o.artErr = err
 		return
+	}
+	o.art, o.artRel = f, rel
+	o.artBuf = bufio.NewWriterSize(f, 64<<10)
+	if _, err := o.artBuf.Write(o.head); err != nil {
+		o.failArtifact(err)
+	}
+}
+
+// createArtifact creates (or replaces) the artifact base of runID in ws
+// and returns it open for writing with its workspace-relative path.
+func createArtifact(ws *Workspace, runID, base string) (*os.File, string, error) {
+	root := ws.FS()
+	dir := path.Join(ArtifactDir, safeName(runID, "run"))
+	if err := root.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", err
 	}
 	// Hold the directory, then check it is the real one: a link swapped
 	// in by a command cannot send the output elsewhere in the workspace.
 	d, err := root.OpenRoot(dir)
 	if err != nil {
-		o.artErr = err
-		return
+		return nil, "", err
 	}
 	defer d.Close()
 	held, err1 := d.Stat(".")
 	now, err2 := root.Lstat(dir)
-	real, err3 := o.ws.Resolve(dir)
+	real, err3 := ws.Resolve(dir)
 	if err1 != nil || err2 != nil || err3 != nil || real != dir || !os.SameFile(held, now) {
-		o.artErr = errors.New("the artifact directory is not a plain directory")
-		return
+		return nil, "", errors.New("the artifact directory is not a plain directory")
 	}
-	base := safeName(o.callID, "call") + ".out"
 	rel := path.Join(dir, base)
 	// O_EXCL never follows a link, so a link planted at rel cannot
 	// redirect the write; a stale file from an earlier attempt of the
@@ -193,14 +204,33 @@ func (o *Output) openArtifact() {
 		}
 	}
 	if err != nil {
-		o.artErr = err
-		return
+		return nil, "", err
 	}
-	o.art, o.artRel = f, rel
-	o.artBuf = bufio.NewWriterSize(f, 64<<10)
-	if _, err := o.artBuf.Write(o.head); err != nil {
-		o.failArtifact(err)
+	return f, rel, nil
+}
+
+// WriteArtifact saves data whole as the artifact name (mapped by
+// [SafeName]) of runID in ws, under [ArtifactDir], and returns its
+// workspace-relative path. Tools use it for results that are not text
+// (an image, a resource an MCP server returned).
+func WriteArtifact(ws *Workspace, runID, name string, data []byte) (string, error) {
+	if ws == nil {
+		return "", errNoWorkspace
 	}
+	f, rel, err := createArtifact(ws, runID, safeName(name, "artifact"))
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		ws.FS().Remove(rel)
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		ws.FS().Remove(rel)
+		return "", err
+	}
+	return rel, nil
 }
 
 // failArtifact records err, closes and removes the incomplete artifact.

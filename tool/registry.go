@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -40,22 +41,36 @@ func (r *Registry) Add(t *Tool, h Handler) {
 	if t == nil || t.Name == "" || h == nil {
 		panic("tool: Add needs a named tool and a handler")
 	}
+	if err := r.TryAdd(t, h); err != nil {
+		panic(err.Error())
+	}
+}
+
+// TryAdd is [Registry.Add] for tools that come from outside the program
+// (an MCP server, an OpenAPI document): it returns an error instead of
+// panicking for a duplicate name or an input schema that does not compile
+// or is not of "type": "object".
+func (r *Registry) TryAdd(t *Tool, h Handler) error {
+	if t == nil || t.Name == "" || h == nil {
+		return errors.New("tool: Add needs a named tool and a handler")
+	}
 	if _, dup := r.tools[t.Name]; dup {
-		panic("tool: duplicate tool name " + t.Name)
+		return fmt.Errorf("tool: duplicate tool name %s", t.Name)
 	}
 	var s jsonschema.Schema
 	if err := json.Unmarshal(t.InputSchema, &s); err != nil {
-		panic(fmt.Sprintf("tool %s: bad input schema: %v", t.Name, err))
+		return fmt.Errorf("tool %s: bad input schema: %v", t.Name, err)
 	}
 	if s.Type != "object" {
-		panic(fmt.Sprintf("tool %s: input schema type is %q, want \"object\"", t.Name, s.Type))
+		return fmt.Errorf("tool %s: input schema type is %q, want \"object\"", t.Name, s.Type)
 	}
 	res, err := s.Resolve(nil)
 	if err != nil {
-		panic(fmt.Sprintf("tool %s: resolve input schema: %v", t.Name, err))
+		return fmt.Errorf("tool %s: resolve input schema: %v", t.Name, err)
 	}
 	c := *t
 	r.tools[t.Name] = &entry{tool: &c, handler: h, schema: &s, resolved: res}
+	return nil
 }
 
 // Add registers a tool whose handler takes typed arguments. The input

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/sandbox"
 )
 
@@ -68,6 +69,35 @@ type Tool struct {
 	// Scope means the call may touch the whole workspace; a Scope that
 	// returns an empty list touches none of it.
 	Scope func(args json.RawMessage) []string
+	// Authorize, when set, is called after the gate allowed a call and
+	// before it starts, to obtain what the call needs from a person
+	// first: it returns an [*AuthRequiredError] (possibly wrapped) when
+	// someone must authorize, and the runtime then waits durably instead
+	// of running the call. Any other error is ignored here (the handler
+	// meets it again and reports it as a result). Nil: nothing to
+	// authorize.
+	Authorize func(ctx context.Context, req *Request) error
+	// Credential, when set, describes the credential a call would use
+	// (nil: none), for the gate: the policy sees it, and gate.decided
+	// records it. It must not fetch a token.
+	Credential func(ctx context.Context, req *Request) *policy.CredentialUse
+	// Server names the MCP server or connector that provides the tool
+	// ("" for built-ins). The gate shows it to the policy as the call's
+	// resource.
+	Server string
+	// Pin, for a tool from outside Keel, is the SHA-256 of its definition
+	// as its server gave it; it is journaled with the run's tools.
+	Pin string
+	// Facts, when set, returns what the gate shows the policy about a
+	// call beyond its arguments: a connector's statement kind and tables,
+	// an MCP tool's annotations (as hints). Values are strings, booleans,
+	// integers and lists of strings.
+	Facts func(args json.RawMessage) map[string]any
+	// Hold, when set, is asked by the gate before every call: a non-empty
+	// answer (why, with what changed) makes the call wait for a person's
+	// approval whatever the policy allows. MCP tools use it for a tool
+	// whose definition changed since it was pinned.
+	Hold func() string
 }
 
 // Handler runs one validated call. It returns a [Result] for anything the
@@ -82,6 +112,10 @@ type Request struct {
 	CallID string
 	// Arguments is the validated JSON object.
 	Arguments json.RawMessage
+	// Principal is the agent the run executes as; OnBehalfOf the user an
+	// assistant agent acts for ("" for an employee agent). Tools that
+	// obtain credentials ask for them as this pair.
+	Principal, OnBehalfOf string
 	// Env is the run's environment; never nil.
 	Env *Env
 }

@@ -117,7 +117,7 @@ func TestWaitingProcessPicksUpDecision(t *testing.T) {
 			ws, db, traj, pol := approvalSetup(t)
 			args := []string{"run", "--db", db, "--model", "replay:" + traj, "--workspace", ws, "--policy", pol, "--wait", "-q"}
 			if tt.agent != "" {
-				if code, _, errOut := keel(t, "agents", "create", "--db", db, tt.agent); code != 0 {
+				if code, _, errOut := keel(t, "agents", "create", "--db", db, "--create-db", tt.agent); code != 0 {
 					t.Fatal(errOut)
 				}
 				args = append(args, "--agent", tt.agent)

@@ -33,6 +33,8 @@ type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
 	db             string // --db flag
+	createDB       bool   // --create-db flag (dbpath.go)
+	cmdPath        string // the command being run, "keel runs list"
 	server, token  string // --server and --token flags (client.go)
 	home           string
 	cfg            *config.Config
@@ -125,16 +127,18 @@ be resumed, inspected and audited.`,
 			if err := finiteFlags(cmd); err != nil {
 				return err
 			}
+			a.cmdPath = cmd.CommandPath()
 			return a.init()
 		},
 	}
 	root.PersistentFlags().StringVar(&a.db, "db", "", "journal database (default ~/.keel/keel.db, or db in config.toml)")
+	root.PersistentFlags().BoolVar(&a.createDB, "create-db", false, "create the --db journal if it does not exist (keel run, demo and serve create it anyway, and say so)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(a.runCmd(), a.runsCmd(), a.demoCmd(), a.modelCmd(), a.sandboxCmd())
 	root.AddCommand(a.agentsCmd(), a.policyCmd(), a.approvalsCmd(), a.approveCmd(), a.denyCmd(), a.auditCmd())
 	root.PersistentFlags().StringVar(&a.server, "server", "", "talk to this team server (keel serve) instead of the local journal, e.g. http://127.0.0.1:8420 (default $KEEL_SERVER)")
 	root.PersistentFlags().StringVar(&a.token, "token", "", "API token for --server (default $KEEL_TOKEN, else the one keel serve saved in $KEEL_HOME/server-token)")
-	root.AddCommand(a.serveCmd(), a.tokensCmd())
+	root.AddCommand(a.serveCmd(), a.tokensCmd(), a.mcpCmd())
 	root.AddCommand(a.workerCmd())
 	a.clientMode(root)
 	plainUsage(root)
@@ -200,13 +204,18 @@ func (a *app) dbPath() string {
 	return filepath.Join(a.home, "keel.db")
 }
 
-// openStore opens the journal named by --db, creating its directory.
+// openStore opens the journal named by --db; a missing one is created
+// (with its directory) only as checkJournalPath allows.
 func (a *app) openStore(ctx context.Context) (journal.Store, error) {
 	p := a.dbPath()
 	// A plain path (not a DSN such as sqlite:///x?sync=normal or
-	// postgres://...) gets its directory created.
+	// postgres://...) must exist or be one Keel may create.
 	if !strings.Contains(p, ":") {
-		if dir := filepath.Dir(p); dir != "" {
+		create, err := a.checkJournalPath(p)
+		if err != nil {
+			return nil, err
+		}
+		if dir := filepath.Dir(p); create && dir != "" {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return nil, fmt.Errorf("journal directory: %w", err)
 			}

@@ -26,7 +26,10 @@ func TestClientRunTakesTheTokensAgent(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "completed (answer)") {
 		t.Fatalf("run with an agent-bound token = %d\n%s", code, errOut)
 	}
-	code, out, _ := keel(t, "--server", s.url, "runs", "list", "--json")
+	code, out, errOut := keel(t, "--server", s.url, "runs", "list", "--json")
+	if code != 0 {
+		t.Fatalf("runs list = %d %s", code, errOut)
+	}
 	id, _, _ := strings.Cut(strings.TrimPrefix(out, `{"run_id":"`), `"`)
 	code, out, _ = keel(t, "--server", s.url, "runs", "show", "--json", id)
 	if code != 0 || !strings.Contains(out, `"principal":"ci-bot"`) {

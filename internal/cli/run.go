@@ -64,6 +64,8 @@ type runFlags struct {
 	handoff bool
 	// gate holds the policy, principal and approval flags (policy.go).
 	gate gateFlags
+	// mcp holds --mcp and --no-mcp (mcp.go).
+	mcp mcpFlags
 	// mountSet records that --mount-path was given.
 	mountSet bool
 	// changed reports whether a flag was given (keel runs resume: only
@@ -125,6 +127,7 @@ SIGTERM, SIGHUP).`,
 	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
 	f.ctx.register(fl)
 	f.gate.register(cmd)
+	f.mcp.register(fl)
 	return cmd
 }
 
@@ -241,6 +244,9 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err := f.gate.apply(created); err != nil {
 		return err
 	}
+	if created.MCP, err = a.mcpServers(&f.mcp); err != nil {
+		return err
+	}
 	live := &liveOptions{apiKey: f.apiKey, recording: rec, gate: f.gate}
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
@@ -287,7 +293,7 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	// (Execute refuses it too, should one start meanwhile).
 	if l, ok := rt.Store().(journal.Locker); ok {
 		if h, err := l.Holder(ctx, runID); err == nil && h != "" {
-			return newBusyError(ctx, rt.Store(), runID)
+			return withMessage(newBusyError(ctx, rt.Store(), runID), message)
 		}
 	}
 	p.header(runID, st.Created, w)
@@ -314,12 +320,20 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	params.OnWait = a.onWait
 	out, err := rt.Execute(ctx, runID, params)
 	if errors.Is(err, agent.ErrRunBusy) {
-		return newBusyError(ctx, rt.Store(), runID)
+		return withMessage(newBusyError(ctx, rt.Store(), runID), message)
 	}
 	if err != nil {
 		return err
 	}
 	p.footer(runID, out)
+	if pending := out.State.Pending(); message != "" && len(pending) > 0 && unread(out.State, message) {
+		ids := make([]string, len(pending))
+		for i, pa := range pending {
+			ids[i] = pa.CallID
+		}
+		fmt.Fprintf(a.stderr, "keel: your message is journaled; the model reads it once %s %s decided (keel approve|deny %s CALL)\n",
+			strings.Join(ids, ", "), map[bool]string{true: "is", false: "are"}[len(ids) == 1], runID)
+	}
 	switch out.Status {
 	case journal.StatusCompleted:
 		return nil
@@ -337,10 +351,33 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 // of the runtime's error chain. It wraps agent.ErrRunBusy.
 type busyError struct {
 	runID, holder string
+	message       bool
 }
 
 func (e *busyError) Error() string {
-	return fmt.Sprintf("run %s is being executed by %s; wait for it to pause or end (keel runs list), or stop that process", e.runID, e.holder)
+	s := fmt.Sprintf("run %s is being executed by %s; wait for it to pause or end (keel runs list), or stop that process", e.runID, e.holder)
+	if e.message {
+		s += "; your --message was NOT delivered: give it again then"
+	}
+	return s
+}
+
+// unread reports whether message is the newest message of st and comes
+// after its newest turn: the model has not read it yet.
+func unread(st *agent.State, message string) bool {
+	n := len(st.Messages)
+	t := st.LastTurn()
+	return n > 0 && st.Messages[n-1].Content == message && (t == nil || t.Index < n-1)
+}
+
+// withMessage marks a busyError of an execution given a person's message:
+// the message was not journaled, and the error says so.
+func withMessage(err error, message string) error {
+	var b *busyError
+	if message != "" && errors.As(err, &b) {
+		b.message = true
+	}
+	return err
 }
 
 func (e *busyError) Unwrap() error { return agent.ErrRunBusy }

@@ -350,11 +350,24 @@ func (a *app) runsResumeCmd() *cobra.Command {
 	var message string
 	cmd := &cobra.Command{
 		Use:   "resume RUN",
-		Short: "Resume a run that was interrupted, paused, canceled or failed",
+		Short: "Resume a run that was interrupted, paused, canceled or failed; continue a completed one with --message",
 		Long: `Resume continues a run from its journal. Tool calls that were running when
 the runtime died are repaired first: read-only and idempotent calls run
 again; any other call gets a result telling the model its outcome is
-unknown, so nothing with side effects runs twice unannounced.`,
+unknown, so nothing with side effects runs twice unannounced.
+
+--message is never dropped: it is journaled before anything else. On a
+run killed in the middle of a turn, or waiting for an approval, the model
+reads it right after the open calls' results (approve or deny them to go
+on); a completed run continues with it as a follow-up. A run that
+another process executes is refused, and the message is not journaled.
+Every later request carries the message verbatim, like the task, also
+after compaction.
+
+The run keeps the settings it was created with (limits, environment,
+allowlist, policy, sandbox limits, timeouts, concurrency, result size,
+model retries); a flag given here changes that one from now on, and the
+change is journaled.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.changed = cmd.Flags().Changed
@@ -410,7 +423,10 @@ func (a *app) resume(ctx context.Context, runID string, f *runFlags, message str
 		return err
 	}
 	if st.Status == journal.StatusCompleted {
-		return fmt.Errorf("run %s already completed; nothing to resume", runID)
+		if message == "" {
+			return fmt.Errorf("run %s already completed; nothing to resume (to continue it with a follow-up, give --message TEXT)", runID)
+		}
+		fmt.Fprintf(a.stderr, "keel: run %s completed; it continues with your message as a follow-up\n", runID)
 	}
 	if f.ctx.window > 0 {
 		if err := checkContextWindow(st.Created, f.ctx.window, false); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin"
 	"github.com/keel-run/keel/tool/builtin/shell"
+	"github.com/keel-run/keel/tool/mcp"
 )
 
 // liveOptions are what an execution needs beyond the run's journal: the
@@ -58,9 +59,14 @@ type wiring struct {
 	recorder   *agent.Recorder
 	ws         *tool.Workspace
 	live       *liveOptions
+	// mcp are the run's MCP connections (closed with the wiring).
+	mcp []*mcp.Client
 }
 
 func (w *wiring) Close() {
+	for _, c := range w.mcp {
+		c.Close()
+	}
 	if w.sb != nil {
 		w.sb.Close()
 	}
@@ -163,7 +169,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		}
 		w.recorder = &agent.Recorder{}
 		rec := w.recorder
-		sb, err := linux.New(sspec, &linux.Options{OnEgress: func(d linux.EgressDecision) {
+		sb, err := linux.New(sspec, &linux.Options{ReadOnlyPaths: mcpReadOnly(c.MCP), OnEgress: func(d linux.EgressDecision) {
 			// Journal each decision of the egress proxy in the run. The
 			// proxy serves connections from its own goroutines; Record
 			// serialises with the executor's appends.
@@ -190,6 +196,9 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	}
 	w.tools = newTools(set)
 	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
+	if err := a.connectMCP(ctx, w, c); err != nil {
+		return nil, err
+	}
 	return w, nil
 }
 
@@ -301,7 +310,7 @@ func toolInfos(r *tool.Registry) []agent.ToolInfo {
 	var out []agent.ToolInfo
 	for _, s := range r.Specs() {
 		t := r.Tool(s.Name)
-		out = append(out, agent.ToolInfo{ToolSpec: s, Effect: t.Effect.String(), Idempotent: t.Idempotent})
+		out = append(out, agent.ToolInfo{ToolSpec: s, Effect: t.Effect.String(), Idempotent: t.Idempotent, Server: t.Server, Pin: t.Pin})
 	}
 	return out
 }

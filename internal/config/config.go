@@ -38,6 +38,34 @@ type Config struct {
 	MemoryMaxBytes int `toml:"memory_max_bytes"`
 	// Serve configures keel serve.
 	Serve Serve `toml:"serve"`
+	// MCP lists the MCP servers every run offers the tools of.
+	MCP MCP `toml:"mcp"`
+}
+
+// MCP is the [mcp] table of config.toml:
+//
+//	[[mcp.servers]]
+//	name = "everything"                       # tools are everything__TOOL
+//	command = ["node", "/opt/mcp/everything/dist/index.js", "stdio"]
+//	read_only = ["/opt/mcp"]                  # host paths the server needs in the sandbox
+//	env = { LOG_LEVEL = "warn" }
+//	tools = ["echo", "get-sum"]               # only these (default: all)
+//
+//	[[mcp.servers]]
+//	name = "tickets"
+//	url = "https://mcp.example.com/mcp"       # its host must be in --allow-host
+type MCP struct {
+	Servers []MCPServer `toml:"servers"`
+}
+
+// MCPServer is one [[mcp.servers]] entry.
+type MCPServer struct {
+	Name     string            `toml:"name"`
+	Command  []string          `toml:"command"`
+	URL      string            `toml:"url"`
+	Env      map[string]string `toml:"env"`
+	Tools    []string          `toml:"tools"`
+	ReadOnly []string          `toml:"read_only"`
 }
 
 // Serve is the [serve] table of config.toml, the settings of keel serve:
@@ -110,6 +138,20 @@ func Load(dir string) (*Config, error) {
 			}
 			if !filepath.IsAbs(d) {
 				list[i] = filepath.Join(dir, d)
+			}
+		}
+	}
+	for i := range c.MCP.Servers {
+		s := &c.MCP.Servers[i]
+		if s.Name == "" {
+			return nil, fmt.Errorf("config: %s: [[mcp.servers]] entry %d has no name", p, i+1)
+		}
+		if (len(s.Command) == 0) == (s.URL == "") {
+			return nil, fmt.Errorf("config: %s: mcp server %q: give command or url (one of them)", p, s.Name)
+		}
+		for j, d := range s.ReadOnly {
+			if !filepath.IsAbs(d) {
+				s.ReadOnly[j] = filepath.Join(dir, d)
 			}
 		}
 	}

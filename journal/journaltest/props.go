@@ -337,13 +337,13 @@ func checkOwnership(ctx context.Context, s journal.Store) error {
 	payload := []byte(`{"k":"original"}`)
 	got, err := s.Append(ctx, run, 0, journal.Draft{Type: journal.RunCreated, Time: T0, Payload: payload})
 	if err != nil {
-		return fmt.Errorf("Append = %w", err)
+		return fmt.Errorf("append: %w", err)
 	}
 	copy(payload, `{"k":"CHANGED!"}`)
 	copy(got[0].Payload, `{"k":"changed2"}`)
 	read, err := s.Read(ctx, run, 1)
 	if err != nil {
-		return fmt.Errorf("Read = %w", err)
+		return fmt.Errorf("read: %w", err)
 	}
 	if string(read[0].Payload) != `{"k":"original"}` {
 		v.add("changing the draft's or the returned payload changed the stored one: %s", read[0].Payload)
@@ -378,7 +378,7 @@ func checkNotify(ctx context.Context, s journal.Store) error {
 	}
 	for i := range 3 {
 		if _, err := s.Append(ctx, run, int64(i), draft(journal.ModelResponded, i)); err != nil {
-			return fmt.Errorf("Append = %w", err)
+			return fmt.Errorf("append: %w", err)
 		}
 	}
 	if !pending(ch) {
@@ -393,7 +393,7 @@ func checkNotify(ctx context.Context, s journal.Store) error {
 	stop()
 	stop() // idempotent
 	if _, err := s.Append(ctx, run, 3, draft(journal.ModelResponded, 3)); err != nil {
-		return fmt.Errorf("Append = %w", err)
+		return fmt.Errorf("append: %w", err)
 	}
 	if pending(ch) {
 		v.add("a stopped subscription was woken")

@@ -16,10 +16,7 @@ func FuzzApplyEdit(f *testing.F) {
 	f.Add([]byte("\xef\xbb\xbfa\nb"), 3, 1, "A\nA")
 	f.Add([]byte("a\r\nb\nc\r\n"), 0, 4, "z\n")
 	f.Fuzz(func(t *testing.T, data []byte, start, n int, repl string) {
-		body := data
-		if bytes.HasPrefix(body, bom) {
-			body = body[len(bom):]
-		}
+		body := bytes.TrimPrefix(data, bom)
 		norm, _ := normalizeCRLF(body)
 		if len(norm) == 0 || start < 0 || n <= 0 {
 			return

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// createsJournal are the commands that start runs or a server, and so
+// create their journal when it is missing, saying so: a first `keel run
+// --db team.db` is how a journal comes to be. Every other command reads
+// or changes an existing journal, and a missing one is refused unless
+// --create-db is given: a mistyped --db would otherwise show "no runs"
+// from a new, empty file beside the real one, and leave that file behind.
+var createsJournal = map[string]bool{"keel run": true, "keel demo": true, "keel serve": true}
+
+// checkJournalPath decides what to do when the journal p (a plain path,
+// not a DSN) does not exist: the default path and the config file's are
+// created silently (the first use of Keel); --create-db and the commands
+// of createsJournal create it and say so; anything else is a usage error.
+// It returns whether p must be created.
+func (a *app) checkJournalPath(p string) (create bool, err error) {
+	_, err = os.Stat(p)
+	switch {
+	case err == nil:
+		return false, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("journal %s: %w", p, err)
+	case a.db == "":
+		return true, nil
+	case a.createDB || createsJournal[a.cmdPath]:
+		fmt.Fprintf(a.stderr, "keel: %s did not exist: created a new journal there\n", p)
+		return true, nil
+	}
+	hint := ""
+	if dir := filepath.Dir(p); dir != "" {
+		if m, _ := filepath.Glob(filepath.Join(dir, "*.db")); len(m) > 0 {
+			hint = " (journals in " + dir + ": " + strings.Join(baseNames(m, 5), ", ") + ")"
+		}
+	}
+	return false, usagef("no journal at %s%s: check --db, or pass --create-db to start a new one there", p, hint)
+}
+
+func baseNames(paths []string, max int) []string {
+	var out []string
+	for i, p := range paths {
+		if i == max {
+			out = append(out, "…")
+			break
+		}
+		out = append(out, filepath.Base(p))
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A --db that names no file is a mistyped path more often than a new
+// journal: commands that read or change a journal refuse it (and create
+// nothing), naming the journals that are there; --create-db, and the
+// commands that start runs, create it and say so; the default path is
+// created silently on first use.
+func TestMistypedDBPath(t *testing.T) {
+	setup(t)
+	dir := t.TempDir()
+	team := filepath.Join(dir, "team.db")
+	ws := demoProject(t)
+	code, _, errOut := keel(t, "run", "--db", team, "--model", "scripted:demo", "--workspace", ws, "-q", "fix it")
+	if code != 0 || !strings.Contains(errOut, "keel: "+team+" did not exist: created a new journal there") {
+		t.Fatalf("first run into a new --db = %d\n%s", code, errOut)
+	}
+	if code, out, errOut := keel(t, "runs", "list", "--db", team); code != 0 || !strings.Contains(out, "completed") || strings.Contains(errOut, "created") {
+		t.Fatalf("runs list of the journal = %d\n%s%s", code, out, errOut)
+	}
+
+	tema := filepath.Join(dir, "tema.db")
+	for _, args := range [][]string{
+		{"runs", "list", "--db", tema},
+		{"audit", "verify", "--all", "--db", tema},
+		{"approvals", "list", "--db", tema},
+		{"agents", "list", "--db", tema},
+	} {
+		code, out, errOut := keel(t, args...)
+		want := "keel: no journal at " + tema + " (journals in " + dir + ": team.db): check --db, or pass --create-db to start a new one there\n"
+		if code != 2 || out != "" || errOut != want {
+			t.Errorf("keel %s = %d\nstdout %q\nstderr %q\nwant stderr %q", strings.Join(args, " "), code, out, errOut, want)
+		}
+		if _, err := os.Stat(tema); !os.IsNotExist(err) {
+			t.Fatalf("keel %s left a file at the mistyped path: %v", strings.Join(args, " "), err)
+		}
+	}
+
+	fresh := filepath.Join(dir, "sub", "fresh.db")
+	if code, out, errOut := keel(t, "runs", "list", "--db", fresh, "--create-db"); code != 0 || !strings.Contains(errOut, "created a new journal") {
+		t.Fatalf("runs list --create-db = %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("--create-db created nothing: %v", err)
+	}
+
+	// The default journal (KEEL_HOME/keel.db) comes to be on first use.
+	if code, out, errOut := keel(t, "runs", "list"); code != 0 || errOut != "" {
+		t.Fatalf("runs list on a new KEEL_HOME = %d\n%s%s", code, out, errOut)
+	}
+}

@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"mvdan.cc/sh/v3/shell"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/tool/mcp"
+)
+
+// mcpFlags are the MCP flags of keel run.
+type mcpFlags struct {
+	servers []string
+	none    bool
+}
+
+func (f *mcpFlags) register(fl *pflag.FlagSet) {
+	fl.StringArrayVar(&f.servers, "mcp", nil, "MCP server whose tools the run offers as NAME__TOOL: NAME='COMMAND ARGS...' (stdio, started inside the sandbox) or NAME=URL (streamable HTTP; its host must be in --allow-host) (repeatable; adds to config.toml's [[mcp.servers]])")
+	fl.BoolVar(&f.none, "no-mcp", false, "leave out the MCP servers of config.toml")
+}
+
+// mcpServers returns the run's MCP servers: config.toml's (unless
+// --no-mcp), then --mcp's, a later one replacing an earlier one of the
+// same name.
+func (a *app) mcpServers(f *mcpFlags) ([]agent.MCPServer, error) {
+	var out []agent.MCPServer
+	put := func(s agent.MCPServer) {
+		for i := range out {
+			if out[i].Name == s.Name {
+				out[i] = s
+				return
+			}
+		}
+		out = append(out, s)
+	}
+	if a.cfg != nil && !f.none {
+		for _, c := range a.cfg.MCP.Servers {
+			s := agent.MCPServer{Name: c.Name, Command: c.Command, URL: c.URL, Tools: c.Tools, ReadOnly: c.ReadOnly}
+			keys := make([]string, 0, len(c.Env))
+			for k := range c.Env {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				s.Env = append(s.Env, k+"="+c.Env[k])
+			}
+			if err := checkMCPServer(&s); err != nil {
+				return nil, usagef("%s: %v", a.configFile(), err)
+			}
+			put(s)
+		}
+	}
+	for _, v := range f.servers {
+		name, spec, ok := strings.Cut(v, "=")
+		if !ok || strings.TrimSpace(spec) == "" {
+			return nil, usagef("--mcp %q: want NAME=COMMAND... or NAME=URL", v)
+		}
+		s := agent.MCPServer{Name: name}
+		if strings.HasPrefix(spec, "http://") || strings.HasPrefix(spec, "https://") {
+			s.URL = spec
+		} else {
+			argv, err := shell.Fields(spec, func(string) string { return "" })
+			if err != nil || len(argv) == 0 {
+				return nil, usagef("--mcp %s: cannot split the command %q: %v", name, spec, err)
+			}
+			s.Command = argv
+			s.ReadOnly = installPaths(argv)
+		}
+		if err := checkMCPServer(&s); err != nil {
+			return nil, usagef("--mcp: %v", err)
+		}
+		put(s)
+	}
+	return out, nil
+}
+
+func checkMCPServer(s *agent.MCPServer) error {
+	if err := mcp.CheckName(s.Name); err != nil {
+		return err
+	}
+	if (len(s.Command) == 0) == (s.URL == "") {
+		return fmt.Errorf("mcp server %s: give a command or a URL", s.Name)
+	}
+	for _, p := range s.ReadOnly {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("mcp server %s: read_only path %q is not absolute", s.Name, p)
+		}
+	}
+	return nil
+}
+
+// installPaths returns the host paths a stdio server named by argv needs
+// to see in the sandbox: each absolute argument that is an existing
+// file outside the system directories, as its node_modules tree when it
+// lies in one, else its directory. Directories named on the command line
+// are not bound (they may be data the server should not see); config.toml
+// can list more in read_only.
+func installPaths(argv []string) []string {
+	var out []string
+	for _, a := range argv {
+		if !filepath.IsAbs(a) {
+			continue
+		}
+		fi, err := os.Stat(a)
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		dir := filepath.Dir(a)
+		if i := strings.LastIndex(a, string(filepath.Separator)+"node_modules"+string(filepath.Separator)); i >= 0 {
+			dir = a[:i+len("/node_modules")]
+		}
+		if systemDir(dir) || slices.Contains(out, dir) {
+			continue
+		}
+		out = append(out, dir)
+	}
+	return out
+}
+
+func systemDir(p string) bool {
+	for _, d := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/opt", "/var"} {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// mcpReadOnly are the host paths the run's stdio servers need bound.
+func mcpReadOnly(servers []agent.MCPServer) []string {
+	var out []string
+	for _, s := range servers {
+		if len(s.Command) == 0 {
+			continue
+		}
+		for _, p := range s.ReadOnly {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// connectMCP connects the run's MCP servers and registers their tools.
+// For a run being resumed, the definitions journaled in run.created are
+// the pins a changed tool is held against.
+func (a *app) connectMCP(ctx context.Context, w *wiring, c *agent.RunCreated) error {
+	if len(c.MCP) == 0 {
+		return nil
+	}
+	pinned := map[string]mcp.Pinned{}
+	for _, t := range c.Tools {
+		if t.Server != "" {
+			pinned[t.Name] = mcp.Pinned{Pin: t.Pin, Description: t.Description, InputSchema: t.Parameters}
+		}
+	}
+	for _, s := range c.MCP {
+		cl, err := mcp.Connect(ctx, mcp.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Tools: s.Tools},
+			&mcp.Options{Sandbox: w.sb, Network: w.env.Network, CallTimeout: w.env.CommandTimeout})
+		if err != nil {
+			return err
+		}
+		w.mcp = append(w.mcp, cl)
+		_, notes := cl.Register(w.tools, pinned)
+		for _, n := range notes {
+			fmt.Fprintf(a.stderr, "keel: %s\n", n)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,364 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/testenv"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/sqlite"
+)
+
+// scriptedCall is one tool call of a scripted model turn.
+type scriptedCall struct{ id, name, args string }
+
+// scriptedModel is a fake OpenAI-compatible model that answers the k-th
+// request of a run with the k-th scripted turn (k counts the assistant
+// messages it is sent, so a resumed run continues), then with a final
+// answer. It records the tool names it was offered.
+type scriptedModel struct {
+	turns [][]scriptedCall
+
+	mu    sync.Mutex
+	tools []string
+}
+
+func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+		Tools []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	k := 0
+	for _, msg := range req.Messages {
+		if msg.Role == "assistant" {
+			k++
+		}
+	}
+	m.mu.Lock()
+	m.tools = m.tools[:0]
+	for _, t := range req.Tools {
+		m.tools = append(m.tools, t.Function.Name)
+	}
+	m.mu.Unlock()
+	msg := map[string]any{"role": "assistant", "content": "Done: every scripted call was made."}
+	finish := "stop"
+	if k < len(m.turns) {
+		var calls []any
+		for _, c := range m.turns[k] {
+			calls = append(calls, map[string]any{"id": c.id, "type": "function", "function": map[string]any{"name": c.name, "arguments": c.args}})
+		}
+		msg = map[string]any{"role": "assistant", "content": fmt.Sprintf("turn %d", k+1), "tool_calls": calls}
+		finish = "tool_calls"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{
+		"id": "r", "object": "chat.completion", "model": "scripted",
+		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
+		"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+	})
+}
+
+func mcpNpm(t *testing.T) string {
+	t.Helper()
+	d := testenv.Dir(t, "KEEL_TEST_MCP_DIR")
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed")
+	}
+	return d
+}
+
+func mcpJS(dir, pkg string) string {
+	return filepath.Join(dir, "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js")
+}
+
+// startEverythingHTTP starts server-everything's streamable-HTTP
+// transport on a free port and returns the port.
+func startEverythingHTTP(t *testing.T, dir string) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command("node", mcpJS(dir, "server-everything"), "streamableHttp")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err == nil {
+			conn.Close()
+			return port
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server-everything (HTTP) did not listen: %s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+const mcpPolicy = `version = 1
+description = "MCP test: everything allowed but writes through the filesystem server"
+cedar = '''
+@id("all")
+@reason("allowed")
+permit (principal, action, resource);
+
+@id("no-fs-writes")
+@reason("the filesystem server may not write")
+forbid (principal, action == Keel::Action::"fs__write_file", resource == Keel::Server::"fs");
+
+@id("no-secret-echo")
+@reason("no secrets through echo")
+forbid (principal, action in Keel::Action::"mcp", resource)
+when { context.arguments has message && context.arguments.message like "*secret*" };
+'''
+`
+
+// A scripted run uses tools of server-everything (stdio, in the
+// sandbox), server-everything over streamable HTTP (through the
+// allowlist) and server-filesystem (stdio): every call is gated and
+// journaled, and the policy's denials (by tool and by argument) hold.
+func TestMCPRunGatedAndJournaled(t *testing.T) {
+	dir := mcpNpm(t)
+	db := setup(t)
+	port := startEverythingHTTP(t, dir)
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("notes for the agent\n"), 0o644)
+	pol := filepath.Join(t.TempDir(), "policy.toml")
+	os.WriteFile(pol, []byte(mcpPolicy), 0o644)
+	m := &scriptedModel{turns: [][]scriptedCall{
+		{
+			{"c1", "everything__echo", `{"message":"hello over stdio"}`},
+			{"c2", "remote__get-sum", `{"a":20,"b":22}`},
+			{"c3", "fs__read_text_file", `{"path":"/workspace/notes.txt"}`},
+		},
+		{
+			{"c4", "fs__write_file", `{"path":"/workspace/evil.txt","content":"x"}`},
+			{"c5", "everything__echo", `{"message":"my secret"}`},
+			{"c6", "everything__get-sum", `{"a":"not a number","b":1}`},
+		},
+	}}
+	srv := httptest.NewServer(m)
+	t.Cleanup(srv.Close)
+	code, _, errOut := keel(t, "run", "--model", "openai-compatible:scripted@"+srv.URL+"/v1", "--workspace", ws, "--policy", pol,
+		"--mcp", "everything=node "+mcpJS(dir, "server-everything")+" stdio",
+		"--mcp", "fs=node "+mcpJS(dir, "server-filesystem")+" /workspace",
+		"--mcp", fmt.Sprintf("remote=http://localhost:%d/mcp", port), "--allow-host", fmt.Sprintf("localhost:%d", port),
+		"use the tools")
+	if code != 0 {
+		t.Fatalf("run = %d\n%s", code, errOut)
+	}
+	id, st := lastRun(t, db)
+	if len(st.Created.MCP) != 3 {
+		t.Errorf("run.created MCP servers: %+v", st.Created.MCP)
+	}
+	pins := 0
+	for _, ti := range st.Created.Tools {
+		if ti.Server != "" {
+			if ti.Pin == "" || !strings.HasPrefix(ti.Name, ti.Server+"__") || ti.Effect != "external" {
+				t.Errorf("tool %+v", ti)
+			}
+			pins++
+		}
+	}
+	if pins < 20 {
+		t.Errorf("%d MCP tools journaled with pins", pins)
+	}
+	decided, finished := map[string]agent.GateDecided{}, map[string]agent.ToolFinished{}
+	s, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	evs, err := s.Read(t.Context(), id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		switch e.Type {
+		case journal.GateDecided:
+			var d agent.GateDecided
+			json.Unmarshal(e.Payload, &d)
+			decided[d.CallID] = d
+		case journal.ToolFinished:
+			var f agent.ToolFinished
+			json.Unmarshal(e.Payload, &f)
+			finished[f.CallID] = f
+		}
+	}
+	for _, c := range []struct {
+		id, effect, contains string
+	}{
+		{"c1", "allow", "hello over stdio"},
+		{"c2", "allow", "42"},
+		{"c3", "allow", "notes for the agent"},
+		{"c4", "deny", "the filesystem server may not write"},
+		{"c5", "deny", "no secrets through echo"},
+		{"c6", "deny", "do not match its schema"},
+	} {
+		d, ok := decided[c.id]
+		if !ok || string(d.Decision.Effect) != c.effect {
+			t.Errorf("%s: decision %+v", c.id, d)
+		}
+		f, ok := finished[c.id]
+		if !ok || !strings.Contains(f.Result.Content, c.contains) {
+			t.Errorf("%s: result %+v", c.id, f)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "evil.txt")); err == nil {
+		t.Error("the denied write happened")
+	}
+}
+
+// kill -9 during an MCP call: the resumed run gives the call the
+// outcome-unknown result (MCP tools are external) and completes.
+func TestMCPKillDuringCall(t *testing.T) {
+	dir := mcpNpm(t)
+	setup(t)
+	ws := t.TempDir()
+	db := filepath.Join(t.TempDir(), "kill.db")
+	m := &scriptedModel{turns: [][]scriptedCall{{{"long1", "everything__trigger-long-running-operation", `{"duration":60,"steps":60}`}}}}
+	srv := httptest.NewServer(m)
+	t.Cleanup(srv.Close)
+	args, _ := json.Marshal([]string{"run", "--db", db, "--model", "openai-compatible:scripted@" + srv.URL + "/v1", "--workspace", ws, "-q",
+		"--mcp", "everything=node " + mcpJS(dir, "server-everything") + " stdio", "run the long operation"})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	id, _ := waitForType(t, db, journal.ToolStarted)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	code, _, errOut := keel(t, "runs", "resume", "--db", db, id)
+	if code != 0 {
+		t.Fatalf("resume = %d\n%s", code, errOut)
+	}
+	_, st := lastRun(t, db)
+	if st.Status != journal.StatusCompleted {
+		t.Fatalf("after resume: %s", st.Status)
+	}
+	var found bool
+	for _, turn := range st.Turns {
+		for _, call := range turn.Calls {
+			if call.ID != "long1" {
+				continue
+			}
+			found = true
+			if call.Finished == nil || !call.Finished.Synthetic || !strings.Contains(call.Finished.Result.Content, "outcome is unknown") {
+				t.Errorf("interrupted MCP call: %+v", call.Finished)
+			}
+		}
+	}
+	if !found {
+		t.Error("the long call is not in the run")
+	}
+}
+
+// inspector calls the MCP Inspector CLI (npm @modelcontextprotocol/inspector)
+// on `keel mcp serve` (this test binary as keel) and returns the text of
+// the tool result.
+func inspector(t *testing.T, dir, wrapper string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("node", append([]string{filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "cli", "build", "cli.js"), "--cli", wrapper}, args...)...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("inspector %v: %v\n%s", args, err, out)
+	}
+	var res struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		IsError bool `json:"isError"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Content) == 0 {
+		t.Fatalf("inspector %v: %v\n%s", args, err, out)
+	}
+	if res.IsError {
+		t.Fatalf("inspector %v: tool error: %s", args, res.Content[0].Text)
+	}
+	return res.Content[0].Text
+}
+
+// keel mcp serve, driven by the MCP Inspector CLI (a separate server
+// process per call, as the Inspector runs it): start the demo run, see
+// it wait for its approval, answer it, see it complete.
+func TestMCPServeWithInspector(t *testing.T) {
+	dir := mcpNpm(t)
+	js := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "cli", "build", "cli.js")
+	if _, err := os.Stat(js); err != nil {
+		t.Fatalf("the Inspector CLI is not installed: %v", err)
+	}
+	db := setup(t)
+	tmp := t.TempDir()
+	wrapper := filepath.Join(t.TempDir(), "keel")
+	os.WriteFile(wrapper, []byte("#!/bin/sh\nexec "+os.Args[0]+" -test.run='^$' \"$@\"\n"), 0o755)
+	argv, _ := json.Marshal([]string{"--db", db, "mcp", "serve"})
+	env := append(os.Environ(), "KEEL_TEST_MAIN="+string(argv), "TMPDIR="+tmp)
+	var st struct {
+		RunID   string `json:"run_id"`
+		Status  string `json:"status"`
+		Output  string `json:"output"`
+		Waiting []struct {
+			CallID string `json:"call_id"`
+			Tool   string `json:"tool"`
+		} `json:"waiting_for_approval"`
+	}
+	out := inspector(t, dir, wrapper, env, "--method", "tools/call", "--tool-name", "start_run", "--tool-arg", "demo=true")
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("start_run: %v\n%s", err, out)
+	}
+	if st.Status != "paused" || len(st.Waiting) != 1 || st.Waiting[0].Tool != "edit_file" {
+		t.Fatalf("start_run: %s", out)
+	}
+	out = inspector(t, dir, wrapper, env, "--method", "tools/call", "--tool-name", "list_approvals")
+	if !strings.Contains(out, st.RunID) || !strings.Contains(out, st.Waiting[0].CallID) {
+		t.Fatalf("list_approvals: %s", out)
+	}
+	out = inspector(t, dir, wrapper, env, "--method", "tools/call", "--tool-name", "answer_approval",
+		"--tool-arg", "run_id="+st.RunID, "--tool-arg", "call_id="+st.Waiting[0].CallID, "--tool-arg", "decision=approve")
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("answer_approval: %v\n%s", err, out)
+	}
+	if st.Status != "completed" || !strings.Contains(st.Output, "all tests pass") {
+		t.Fatalf("after the approval: %s", out)
+	}
+	out = inspector(t, dir, wrapper, env, "--method", "tools/call", "--tool-name", "run_timeline", "--tool-arg", "run_id="+st.RunID)
+	if !strings.Contains(out, "edit_file") || !strings.Contains(out, "approv") {
+		t.Errorf("run_timeline: %s", out)
+	}
+}

@@ -1,0 +1,836 @@
+// Package mcp turns the tools of MCP servers into Keel tools, on the
+// official MCP Go SDK (github.com/modelcontextprotocol/go-sdk).
+//
+// A stdio server is started inside the run's sandbox, as one long-lived
+// command (its limits and network policy apply; its stdin and stdout are
+// the protocol); a streamable-HTTP server is reached from Keel, only when
+// its host is in the run's network allowlist (the same rule as
+// fetch_url). Each tool TOOL of server NAME becomes the Keel tool
+// NAME__TOOL: its arguments are validated against the server's schema by
+// the registry, each call passes the gate with the server as its
+// resource, and its result is bounded and sanitised like a built-in's,
+// with images and embedded resources saved as workspace artifacts.
+//
+// The server's annotations are hints: every MCP tool has the external
+// effect class (an interrupted call is never run again; its outcome is
+// unknown), and the annotations reach the policy as facts
+// (read_only_hint, destructive_hint, ...).
+//
+// Pinning: each tool's definition (name, description, input schema) is
+// hashed ([Pin]); the hash is journaled with the run's tools. When the
+// server later offers a different definition (a notification mid-run, or
+// a resume), the tool is held: its calls wait for a person's approval,
+// whose request shows the difference. Descriptions are sanitised (hidden
+// Unicode removed, instruction-like text flagged) and bounded before the
+// model sees them.
+package mcp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/tool"
+	"github.com/keel-run/keel/tool/builtin/web"
+)
+
+// Server describes how to reach one MCP server.
+type Server struct {
+	// Name is the prefix of the server's tools (NAME__TOOL): letters,
+	// digits, '-' and '_', without "__".
+	Name string
+	// Command is the argv of a stdio server; URL the endpoint of a
+	// streamable-HTTP server. Exactly one is set.
+	Command []string
+	URL     string
+	// Env adds KEY=VALUE entries to a stdio server's environment.
+	Env []string
+	// Tools, when non-empty, are the only tools offered (server names).
+	Tools []string
+}
+
+// Options configures a connection.
+type Options struct {
+	// Sandbox runs stdio servers; required for them.
+	Sandbox sandbox.Sandbox
+	// Dir is a stdio server's working directory in the sandbox ("" is
+	// the sandbox's default, the workspace).
+	Dir string
+	// Network is the run's egress policy, which an HTTP server's URL must
+	// pass.
+	Network sandbox.Network
+	// HTTPClient, when set, carries HTTP requests (for example with the
+	// vault's credentials); its redirects are checked against Network too.
+	HTTPClient *http.Client
+	// StartTimeout bounds starting and initialising the server; 0 means
+	// 30 seconds.
+	StartTimeout time.Duration
+	// CallTimeout bounds one tool call; 0 means 2 minutes.
+	CallTimeout time.Duration
+	// MaxDescription bounds a description the model sees; 0 means 2,000
+	// characters.
+	MaxDescription int
+}
+
+// Name and size limits.
+const (
+	// MaxToolName is the longest Keel tool name (the providers' limit).
+	MaxToolName = 64
+	// maxSchemaBytes bounds one tool's input schema.
+	maxSchemaBytes = 64 << 10
+	// maxTools bounds the tools taken from one server.
+	maxTools = 200
+	// maxStderr is how much of a stdio server's standard error is kept
+	// for error messages.
+	maxStderr = 8 << 10
+)
+
+// Client is a connection to one MCP server. It is safe for concurrent use.
+type Client struct {
+	srv  Server
+	opts Options
+
+	mu       sync.Mutex
+	session  *sdk.ClientSession
+	proc     *process // stdio only
+	live     map[string]*sdk.Tool
+	accepted map[string]string // server tool name → pin approved in this process
+	closed   bool
+}
+
+// Connect starts or reaches the server, initialises the session and lists
+// its tools. The error says what went wrong (with the end of a stdio
+// server's standard error).
+func Connect(ctx context.Context, srv Server, opts *Options) (*Client, error) {
+	if err := srv.check(); err != nil {
+		return nil, err
+	}
+	c := &Client{srv: srv, accepted: map[string]string{}}
+	if opts != nil {
+		c.opts = *opts
+	}
+	if c.opts.StartTimeout <= 0 {
+		c.opts.StartTimeout = 30 * time.Second
+	}
+	if c.opts.CallTimeout <= 0 {
+		c.opts.CallTimeout = 2 * time.Minute
+	}
+	if c.opts.MaxDescription <= 0 {
+		c.opts.MaxDescription = 2000
+	}
+	if err := c.connect(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (s *Server) check() error {
+	if err := CheckName(s.Name); err != nil {
+		return err
+	}
+	switch {
+	case len(s.Command) > 0 && s.URL != "":
+		return fmt.Errorf("mcp server %s: give a command or a URL, not both", s.Name)
+	case len(s.Command) == 0 && s.URL == "":
+		return fmt.Errorf("mcp server %s: give a command or a URL", s.Name)
+	}
+	for _, e := range s.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			return fmt.Errorf("mcp server %s: env %q: want KEY=VALUE", s.Name, e)
+		}
+	}
+	return nil
+}
+
+// CheckName reports whether name can prefix tool names: 1 to 32 letters,
+// digits, '-' and '_', without "__" and not ending in '_'.
+func CheckName(name string) error {
+	if name == "" || len(name) > 32 {
+		return fmt.Errorf("mcp server name %q: want 1 to 32 characters", name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return fmt.Errorf("mcp server name %q: only letters, digits, '-' and '_'", name)
+		}
+	}
+	if strings.Contains(name, "__") || strings.HasSuffix(name, "_") {
+		return fmt.Errorf("mcp server name %q: must not contain \"__\" or end in '_' (tools are named NAME__TOOL)", name)
+	}
+	return nil
+}
+
+// connect (re)establishes the session; c.mu need not be held, it is
+// taken to install the session.
+func (c *Client) connect(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
+	defer cancel()
+	var (
+		t    sdk.Transport
+		proc *process
+		err  error
+	)
+	if len(c.srv.Command) > 0 {
+		if c.opts.Sandbox == nil {
+			return fmt.Errorf("mcp server %s: a stdio server needs the run's sandbox", c.srv.Name)
+		}
+		proc, err = startProcess(c.opts.Sandbox, c.opts.Dir, c.srv.Command, c.srv.Env)
+		if err != nil {
+			return fmt.Errorf("mcp server %s: %w", c.srv.Name, err)
+		}
+		t = &sdk.IOTransport{Reader: proc.stdout, Writer: proc.stdin}
+	} else {
+		u, err := url.Parse(c.srv.URL)
+		if err != nil {
+			return fmt.Errorf("mcp server %s: URL %q: %v", c.srv.Name, c.srv.URL, err)
+		}
+		if err := web.Allowed(c.opts.Network, u); err != nil {
+			return fmt.Errorf("mcp server %s: %s: %w (allow its host with --allow-host)", c.srv.Name, c.srv.URL, err)
+		}
+		t = &sdk.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: c.httpClient(), MaxRetries: -1}
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "keel", Version: "1"}, &sdk.ClientOptions{
+		Capabilities: &sdk.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			// Learn the new definitions off the SDK's goroutine; a
+			// changed tool is held by the gate until approved.
+			go c.Refresh(context.Background())
+		},
+	})
+	cs, err := client.Connect(ctx, t, nil)
+	if err != nil {
+		if proc != nil {
+			proc.close()
+			return fmt.Errorf("mcp server %s (%s) did not start: %v%s", c.srv.Name, strings.Join(c.srv.Command, " "), err, proc.note())
+		}
+		return fmt.Errorf("mcp server %s (%s): %v", c.srv.Name, c.srv.URL, err)
+	}
+	tools, err := listTools(ctx, cs)
+	if err != nil {
+		cs.Close()
+		if proc != nil {
+			proc.close()
+			return fmt.Errorf("mcp server %s: list tools: %v%s", c.srv.Name, err, proc.note())
+		}
+		return fmt.Errorf("mcp server %s: list tools: %v", c.srv.Name, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		cs.Close()
+		if proc != nil {
+			proc.close()
+		}
+		return errClosed
+	}
+	c.session, c.proc, c.live = cs, proc, tools
+	return nil
+}
+
+var errClosed = errors.New("mcp: client closed")
+
+func (c *Client) httpClient() *http.Client {
+	base := c.opts.HTTPClient
+	if base == nil {
+		base = &http.Client{Transport: &http.Transport{Proxy: nil, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 4}}
+	}
+	hc := *base
+	network := c.opts.Network
+	hc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 5 {
+			return errors.New("too many redirects")
+		}
+		return web.Allowed(network, req.URL)
+	}
+	return &hc
+}
+
+func listTools(ctx context.Context, cs *sdk.ClientSession) (map[string]*sdk.Tool, error) {
+	out := map[string]*sdk.Tool{}
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, err
+		}
+		if len(out) >= maxTools {
+			break
+		}
+		out[t.Name] = t
+	}
+	return out, nil
+}
+
+// Refresh lists the server's tools again (after a change notification).
+func (c *Client) Refresh(ctx context.Context) error {
+	c.mu.Lock()
+	cs := c.session
+	c.mu.Unlock()
+	if cs == nil {
+		return errClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
+	defer cancel()
+	tools, err := listTools(ctx, cs)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.live = tools
+	c.mu.Unlock()
+	return nil
+}
+
+// Close ends the session and a stdio server's process. It is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.session != nil {
+		c.session.Close()
+		c.session = nil
+	}
+	if c.proc != nil {
+		c.proc.close()
+		c.proc = nil
+	}
+	return nil
+}
+
+// Name returns the server's name.
+func (c *Client) Name() string { return c.srv.Name }
+
+// Pin returns the SHA-256 (hex) of a tool definition: its name,
+// description and input schema, as canonical JSON.
+func Pin(t *sdk.Tool) string {
+	b, _ := json.Marshal(definition(t))
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+type def struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	InputSchema any    `json:"inputSchema"`
+}
+
+// definition is what a pin covers; InputSchema is decoded JSON (maps
+// marshal with sorted keys).
+func definition(t *sdk.Tool) def {
+	var schema any = t.InputSchema
+	if b, err := json.Marshal(t.InputSchema); err == nil {
+		var v any
+		if json.Unmarshal(b, &v) == nil {
+			schema = v
+		}
+	}
+	return def{Name: t.Name, Description: t.Description, InputSchema: schema}
+}
+
+// Registered is a tool [Client.Register] added.
+type Registered struct {
+	Name   string // the Keel name, NAME__TOOL
+	Remote string // the server's name for it
+	Pin    string // the hash of the definition registered
+}
+
+// Pinned is a tool definition as journaled when a run was created.
+type Pinned struct {
+	Pin         string
+	Description string          // as the model was shown it
+	InputSchema json.RawMessage // as the model was shown it
+}
+
+// Register adds the server's tools to r as NAME__TOOL and returns them
+// sorted, with notes on the tools it left out (a name that does not fit,
+// a schema that does not compile, a tool not in Server.Tools). pinned maps
+// Keel names to the definitions journaled when the run was created (nil
+// for a new run): a tool whose definition no longer matches its pin is
+// held until a person approves a call of it.
+func (c *Client) Register(r *tool.Registry, pinned map[string]Pinned) ([]Registered, []string) {
+	c.mu.Lock()
+	names := make([]string, 0, len(c.live))
+	for n := range c.live {
+		names = append(names, n)
+	}
+	c.mu.Unlock()
+	slices.Sort(names)
+	var out []Registered
+	var notes []string
+	for _, remote := range names {
+		if len(c.srv.Tools) > 0 && !slices.Contains(c.srv.Tools, remote) {
+			continue
+		}
+		c.mu.Lock()
+		t := c.live[remote]
+		c.mu.Unlock()
+		name, err := c.keelName(remote)
+		if err != nil {
+			notes = append(notes, err.Error())
+			continue
+		}
+		kt, err := c.keelTool(name, t)
+		if err != nil {
+			notes = append(notes, err.Error())
+			continue
+		}
+		pin := Pin(t)
+		want, old := pin, shown{Description: kt.Description, InputSchema: kt.InputSchema}
+		if p, ok := pinned[name]; ok && p.Pin != "" {
+			want, old = p.Pin, shown{Description: p.Description, InputSchema: p.InputSchema}
+		}
+		kt.Hold = c.holder(remote, want, old)
+		kt.Pin = want
+		if err := r.TryAdd(kt, c.handler(remote, want)); err != nil {
+			notes = append(notes, fmt.Sprintf("mcp server %s: tool %s left out: %v", c.srv.Name, remote, err))
+			continue
+		}
+		out = append(out, Registered{Name: name, Remote: remote, Pin: want})
+	}
+	for _, want := range c.srv.Tools {
+		if !slices.Contains(names, want) {
+			notes = append(notes, fmt.Sprintf("mcp server %s offers no tool %q (it offers: %s)", c.srv.Name, want, strings.Join(names, ", ")))
+		}
+	}
+	return out, notes
+}
+
+// shown is a tool definition as the model sees it.
+type shown struct {
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+func (c *Client) keelName(remote string) (string, error) {
+	var b strings.Builder
+	b.WriteString(c.srv.Name)
+	b.WriteString("__")
+	for _, r := range remote {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	name := b.String()
+	if len(name) > MaxToolName {
+		return "", fmt.Errorf("mcp server %s: tool %q left out: %s is longer than %d characters", c.srv.Name, remote, name, MaxToolName)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for other := range c.live {
+		if other != remote && other < remote && mapName(other) == mapName(remote) {
+			return "", fmt.Errorf("mcp server %s: tool %q left out: its name maps to %s like %q's", c.srv.Name, remote, name, other)
+		}
+	}
+	return name, nil
+}
+
+func mapName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// keelTool builds the Keel description of a server tool.
+func (c *Client) keelTool(name string, t *sdk.Tool) (*tool.Tool, error) {
+	schema, err := json.Marshal(t.InputSchema)
+	if err != nil || len(schema) == 0 || string(schema) == "null" {
+		schema = []byte(`{"type":"object"}`)
+	}
+	if len(schema) > maxSchemaBytes {
+		return nil, fmt.Errorf("mcp server %s: tool %q left out: its input schema is %d bytes (at most %d)", c.srv.Name, t.Name, len(schema), maxSchemaBytes)
+	}
+	facts := annotationFacts(t.Annotations)
+	kt := &tool.Tool{
+		Name:        name,
+		Description: c.describe(t),
+		InputSchema: schema,
+		// Annotations are hints from the server, which may lie: an MCP
+		// call is never assumed read-only or idempotent.
+		Effect: tool.External,
+		Scope:  func(json.RawMessage) []string { return []string{} },
+		Server: c.srv.Name,
+		Facts:  func(json.RawMessage) map[string]any { return facts },
+	}
+	return kt, nil
+}
+
+// describe returns the description of t the model sees: the title and
+// the sanitised, bounded description, and where the tool comes from.
+func (c *Client) describe(t *sdk.Tool) string {
+	desc := Describe(t.Description, c.opts.MaxDescription)
+	if title := toolTitle(t); title != "" && !strings.Contains(desc, title) {
+		desc = SanitizeText(title, 200) + ": " + desc
+	}
+	return strings.TrimSpace(fmt.Sprintf("%s\n\n(Tool %q of the MCP server %s.)", desc, SanitizeText(t.Name, 200), c.srv.Name))
+}
+
+func toolTitle(t *sdk.Tool) string {
+	if t.Title != "" {
+		return t.Title
+	}
+	if t.Annotations != nil {
+		return t.Annotations.Title
+	}
+	return ""
+}
+
+// annotationFacts turns a tool's annotations into policy facts; unknown
+// hints are absent (the policy tests with `has`).
+func annotationFacts(a *sdk.ToolAnnotations) map[string]any {
+	f := map[string]any{"annotated": a != nil}
+	if a == nil {
+		return f
+	}
+	f["read_only_hint"] = a.ReadOnlyHint
+	f["idempotent_hint"] = a.IdempotentHint
+	if a.DestructiveHint != nil {
+		f["destructive_hint"] = *a.DestructiveHint
+	}
+	if a.OpenWorldHint != nil {
+		f["open_world_hint"] = *a.OpenWorldHint
+	}
+	return f
+}
+
+// holder returns the tool's Hold: a reason with the difference when the
+// server's current definition does not match the pin and no person
+// approved the new one in this process.
+func (c *Client) holder(remote, pin string, old shown) func() string {
+	return func() string {
+		c.mu.Lock()
+		t := c.live[remote]
+		accepted := c.accepted[remote]
+		c.mu.Unlock()
+		if t == nil {
+			return "" // the call fails with "no longer offered"
+		}
+		now := Pin(t)
+		if now == pin || now == accepted {
+			return ""
+		}
+		cur := shown{Description: c.describe(t)}
+		cur.InputSchema, _ = json.Marshal(t.InputSchema)
+		return holdReason(c.srv.Name, remote, pin, now, old, cur)
+	}
+}
+
+// holdReason describes a changed definition for the person who approves.
+func holdReason(server, remote, oldPin, newPin string, old, now shown) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "the definition of tool %q of MCP server %s changed since it was pinned (%.12s… → %.12s…); approve to use the new definition:\n", remote, server, oldPin, newPin)
+	b.WriteString(Diff(old, now))
+	return b.String()
+}
+
+// handler returns the handler of remote: the call goes to the server,
+// and its result becomes a Keel result.
+func (c *Client) handler(remote, pin string) tool.Handler {
+	return func(ctx context.Context, req *tool.Request) (*tool.Result, error) {
+		c.mu.Lock()
+		t := c.live[remote]
+		cs := c.session
+		proc := c.proc
+		if t != nil && Pin(t) != pin {
+			// The gate held the changed tool and a person approved this
+			// call: the new definition is accepted from now on.
+			c.accepted[remote] = Pin(t)
+		}
+		c.mu.Unlock()
+		if t == nil {
+			return tool.Errorf("the MCP server %s no longer offers the tool %q", c.srv.Name, remote), nil
+		}
+		if cs == nil || (proc != nil && !proc.alive()) {
+			note := ""
+			if proc != nil {
+				note = proc.note()
+			}
+			if err := c.reconnect(ctx); err != nil {
+				return tool.Errorf("the MCP server %s is not running and could not be restarted: %v", c.srv.Name, err), nil
+			}
+			c.mu.Lock()
+			cs = c.session
+			c.mu.Unlock()
+			_ = note
+		}
+		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+		defer cancel()
+		res, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: remote, Arguments: json.RawMessage(req.Arguments)})
+		if err != nil {
+			msg := err.Error()
+			switch {
+			case errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+				msg = fmt.Sprintf("no answer within %s", c.opts.CallTimeout)
+			case ctx.Err() != nil:
+				return nil, ctx.Err()
+			}
+			r := tool.Errorf("the MCP server %s failed to run %s: %s%s", c.srv.Name, remote, tool.Preview(msg, 2000), c.deathNote())
+			r.TimedOut = errors.Is(cctx.Err(), context.DeadlineExceeded)
+			return r, nil
+		}
+		return convert(req, res), nil
+	}
+}
+
+// deathNote says how a stdio server ended, when it did.
+func (c *Client) deathNote() string {
+	c.mu.Lock()
+	p := c.proc
+	c.mu.Unlock()
+	if p == nil || p.alive() {
+		return ""
+	}
+	return "; the server exited" + p.note()
+}
+
+// reconnect replaces a dead session with a new one.
+func (c *Client) reconnect(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return errClosed
+	}
+	if c.session != nil {
+		c.session.Close()
+	}
+	if c.proc != nil {
+		c.proc.close()
+	}
+	c.session, c.proc = nil, nil
+	old := c.live
+	c.mu.Unlock()
+	if err := c.connect(ctx); err != nil {
+		c.mu.Lock()
+		if c.live == nil {
+			c.live = old
+		}
+		c.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// convert turns a tool result into a Keel result: text through
+// [tool.Output] (bounded, sanitised, the whole kept as an artifact),
+// images, audio and resource blobs saved as artifacts and named.
+func convert(req *tool.Request, res *sdk.CallToolResult) *tool.Result {
+	var ws *tool.Workspace
+	maxChars := 0
+	if req.Env != nil {
+		ws, maxChars = req.Env.Workspace, req.Env.MaxResultChars
+	}
+	out := tool.NewOutput(ws, req.RunID, req.CallID, maxChars)
+	n := 0
+	save := func(kind, mime string, data []byte) {
+		n++
+		name := fmt.Sprintf("%s-%d%s", req.CallID, n, extension(mime))
+		rel, err := tool.WriteArtifact(ws, req.RunID, name, data)
+		if err != nil {
+			fmt.Fprintf(out, "[%s %s, %d bytes, not saved: %v]\n", kind, mime, len(data), err)
+			return
+		}
+		fmt.Fprintf(out, "[%s %s, %d bytes, saved to %s]\n", kind, mime, len(data), rel)
+	}
+	for _, ct := range res.Content {
+		switch x := ct.(type) {
+		case *sdk.TextContent:
+			io.WriteString(out, x.Text)
+			if !strings.HasSuffix(x.Text, "\n") {
+				io.WriteString(out, "\n")
+			}
+		case *sdk.ImageContent:
+			save("image", x.MIMEType, x.Data)
+		case *sdk.AudioContent:
+			save("audio", x.MIMEType, x.Data)
+		case *sdk.ResourceLink:
+			fmt.Fprintf(out, "[resource link %s", x.URI)
+			if x.Name != "" {
+				fmt.Fprintf(out, " %q", x.Name)
+			}
+			if x.MIMEType != "" {
+				fmt.Fprintf(out, " %s", x.MIMEType)
+			}
+			io.WriteString(out, "]\n")
+			if x.Description != "" {
+				fmt.Fprintf(out, "%s\n", x.Description)
+			}
+		case *sdk.EmbeddedResource:
+			r := x.Resource
+			if r == nil {
+				continue
+			}
+			if r.Text != "" {
+				fmt.Fprintf(out, "[resource %s %s]\n%s\n", r.URI, r.MIMEType, r.Text)
+			}
+			if len(r.Blob) > 0 {
+				save("resource "+r.URI, r.MIMEType, r.Blob)
+			}
+		default:
+			b, _ := json.Marshal(ct)
+			fmt.Fprintf(out, "%s\n", b)
+		}
+	}
+	if len(res.Content) == 0 && res.StructuredContent != nil {
+		b, _ := json.MarshalIndent(res.StructuredContent, "", "  ")
+		out.Write(b)
+	}
+	out.Close()
+	return &tool.Result{Content: out.View(), IsError: res.IsError, Artifact: out.Artifact(), OutputBytes: out.Bytes()}
+}
+
+func extension(mime string) string {
+	switch mime {
+	case "image/png":
+		return ".png"
+	case "image/jpeg":
+		return ".jpg"
+	case "image/gif":
+		return ".gif"
+	case "image/webp":
+		return ".webp"
+	case "image/svg+xml":
+		return ".svg"
+	case "audio/wav", "audio/x-wav":
+		return ".wav"
+	case "audio/mpeg":
+		return ".mp3"
+	case "application/json":
+		return ".json"
+	case "application/gzip":
+		return ".gz"
+	}
+	if strings.HasPrefix(mime, "text/") {
+		return ".txt"
+	}
+	return ".bin"
+}
+
+// process is a stdio server running in the sandbox.
+type process struct {
+	stdin  *os.File      // write end of the server's stdin
+	stdout io.ReadCloser // what the server writes
+	cancel context.CancelFunc
+	exited chan struct{}
+	stderr *tail
+
+	mu  sync.Mutex
+	res *sandbox.Result
+	err error
+}
+
+func startProcess(sb sandbox.Sandbox, dir string, argv, env []string) (*process, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &process{stdin: inW, stdout: outR, cancel: cancel, exited: make(chan struct{}), stderr: &tail{max: maxStderr}}
+	cmd := &sandbox.Cmd{
+		Args:    argv,
+		Dir:     dir,
+		Env:     env,
+		Stdin:   inR,
+		Stdout:  outW,
+		Stderr:  p.stderr,
+		Timeout: -1, // the server lives as long as the run; calls have their own limit
+	}
+	go func() {
+		res, err := sb.Exec(ctx, cmd)
+		inR.Close()
+		p.mu.Lock()
+		p.res, p.err = res, err
+		p.mu.Unlock()
+		close(p.exited)
+		outW.CloseWithError(io.EOF)
+	}()
+	return p, nil
+}
+
+func (p *process) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *process) close() {
+	p.stdin.Close()
+	p.cancel()
+}
+
+// note describes how the process ended and what it last wrote on
+// standard error ("" when nothing is known).
+func (p *process) note() string {
+	var b strings.Builder
+	p.mu.Lock()
+	switch {
+	case p.err != nil:
+		fmt.Fprintf(&b, " (%v)", p.err)
+	case p.res != nil && p.res.Signal != "":
+		fmt.Fprintf(&b, " (killed by %s", p.res.Signal)
+		if p.res.Limit != "" {
+			fmt.Fprintf(&b, ", %s limit", p.res.Limit)
+		}
+		b.WriteString(")")
+	case p.res != nil:
+		fmt.Fprintf(&b, " (exit code %d", p.res.ExitCode)
+		if p.res.Limit != "" {
+			fmt.Fprintf(&b, ", %s limit", p.res.Limit)
+		}
+		b.WriteString(")")
+	}
+	p.mu.Unlock()
+	if s := strings.TrimSpace(p.stderr.String()); s != "" {
+		fmt.Fprintf(&b, "; its standard error ends with:\n%s", tool.Sanitize(tool.Preview(lastLines(s, 15), 2000)))
+	}
+	return b.String()
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
