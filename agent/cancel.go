@@ -30,7 +30,7 @@ func (rt *Runtime) CancelByToken(ctx context.Context, runID, by, token string) (
 	if who == "" {
 		who = "user"
 	}
-	return rt.end(ctx, runID, journal.RunCanceled, &RunEnded{Reason: "user", Message: "canceled by " + who, By: by, Token: token})
+	return rt.end(ctx, runID, journal.RunCanceled, &RunEnded{Reason: ReasonUser, Message: "canceled by " + who, By: by, Token: token})
 }
 
 // Fail ends a run that no one is executing as failed, with reason and

@@ -83,6 +83,9 @@ type RunCreated struct {
 	// MCP lists the MCP servers whose tools the run offers (see
 	// [MCPServer]); a resume connects to the same servers.
 	MCP []MCPServer `json:"mcp,omitempty"`
+	// SQL lists the databases of the run's sql_query tools (connection
+	// strings without their passwords).
+	SQL []SQLDatabase `json:"sql,omitempty"`
 	// Settings are the run's execution settings (timeouts, concurrency,
 	// result size, model retries); nil, in journals written before they
 	// were recorded, means [DefaultSettings].
@@ -100,6 +103,16 @@ type ToolInfo struct {
 	// later definitions are checked.
 	Server string `json:"server,omitempty"`
 	Pin    string `json:"pin,omitempty"`
+}
+
+// SQLDatabase is a database of a run's NAME__sql_query tool as journaled
+// in run.created. DSN never holds a password: it comes from the
+// configuration, PGPASSWORD or ~/.pgpass when the run executes.
+type SQLDatabase struct {
+	Name        string `json:"name"`
+	DSN         string `json:"dsn"`
+	AllowWrites bool   `json:"allow_writes,omitempty"`
+	MaxRows     int    `json:"max_rows,omitempty"`
 }
 
 // MCPServer is an MCP server of a run as journaled in run.created: how to
@@ -297,10 +310,8 @@ type ToolFinished struct {
 // RunEnded is the payload of journal.RunCompleted, RunFailed, RunCanceled
 // and RunPaused.
 type RunEnded struct {
-	// Reason is a short machine-readable cause: "answer", "marker",
-	// "max_steps", "max_tokens", "max_cost", "timeout", "model_error",
-	// "invalid_calls", "user", "approval", "revoked", "output_limit",
-	// "empty_answers", "response_too_large"...
+	// Reason is a short machine-readable cause, one of the Reason
+	// constants ([ReasonAnswer], [ReasonMaxSteps], [ReasonApproval] ...).
 	Reason string `json:"reason"`
 	// Message explains the reason to a person.
 	Message string `json:"message,omitempty"`

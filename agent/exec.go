@@ -199,7 +199,7 @@ func (x *executor) callModel(ctx context.Context) error {
 		kind := model.KindOf(err)
 		return x.appendMany(ctx, []journal.Type{journal.ModelFailed, journal.RunFailed}, []any{
 			&ModelFailed{Kind: kind.String(), Message: err.Error()},
-			&RunEnded{Reason: "model_error", Message: err.Error()},
+			&RunEnded{Reason: ReasonModelError, Message: err.Error()},
 		})
 	}
 	msg := resp.Message
@@ -242,7 +242,7 @@ func (x *executor) oversize(ctx context.Context, n int) error {
 	failed := &ModelFailed{Kind: model.KindInvalidRequest.String(), Message: m, ResponseBytes: int64(n)}
 	if x.st.OversizeStreak()+1 >= DefaultMaxOversize {
 		return x.appendMany(ctx, []journal.Type{journal.ModelFailed, journal.RunFailed}, []any{
-			failed, &RunEnded{Reason: "response_too_large", Message: fmt.Sprintf("%s (%d responses in a row)", m, x.st.OversizeStreak()+1)},
+			failed, &RunEnded{Reason: ReasonResponseTooLarge, Message: fmt.Sprintf("%s (%d responses in a row)", m, x.st.OversizeStreak()+1)},
 		})
 	}
 	note := &UserMessage{Source: "keel.limit", Content: fmt.Sprintf("[Keel: your last response was %d bytes, over the limit of %d bytes for one response. It was not stored and nothing in it ran. Send smaller responses: write a large file in parts (create it, then append to it in several calls), or generate it with a short script. The run stops after %d such responses in a row.]", n, MaxResponseBytes, DefaultMaxOversize)}
@@ -300,7 +300,7 @@ func normalizeIDs(calls []model.ToolCall, step int, used map[string]bool) []mode
 
 func (x *executor) finish(ctx context.Context, e *End) error {
 	out := e.Output
-	if e.Reason == "marker" && e.CallID != "" {
+	if e.Reason == ReasonMarker && e.CallID != "" {
 		// The model saw a bounded view; the run's output is the whole of
 		// it, read back from the artifact.
 		if c := x.st.call(e.CallID); c != nil && c.Finished.Artifact != "" {

@@ -445,7 +445,7 @@ func (x *executor) stop(ctx context.Context) error {
 	if x.st.Status.Terminal() {
 		return nil
 	}
-	reason, typ, msg := "user", journal.RunCanceled, "canceled by user"
+	reason, typ, msg := ReasonUser, journal.RunCanceled, "canceled by user"
 	end := &RunEnded{}
 	var by *canceledBy
 	if errors.As(cause, &by) && by.by != "" {
@@ -454,9 +454,9 @@ func (x *executor) stop(ctx context.Context) error {
 	}
 	switch {
 	case errors.Is(cause, ErrTimeLimit):
-		reason, typ, msg = "timeout", journal.RunFailed, fmt.Sprintf("time limit reached (%s)", time.Duration(x.st.Limits.Timeout))
+		reason, typ, msg = ReasonTimeout, journal.RunFailed, fmt.Sprintf("time limit reached (%s)", time.Duration(x.st.Limits.Timeout))
 	case errors.Is(cause, ErrShutdown):
-		reason, typ, msg = "shutdown", journal.RunPaused, "the runtime shut down; resume the run to continue"
+		reason, typ, msg = ReasonShutdown, journal.RunPaused, "the runtime shut down; resume the run to continue"
 	}
 	if typ != journal.RunPaused {
 		if t := x.st.LastTurn(); t != nil {

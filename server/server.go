@@ -334,6 +334,9 @@ func (h *Handler) sweep() {
 			if _, err := h.ExpireApprovals(context.Background()); err != nil {
 				h.logger.Error("apply approval deadlines", "err", err)
 			}
+			if _, err := h.ResumeAuthorized(context.Background()); err != nil {
+				h.logger.Error("resume authorized runs", "err", err)
+			}
 		}
 	}
 }
@@ -357,6 +360,28 @@ func (h *Handler) ExpireApprovals(ctx context.Context) ([]string, error) {
 			return ids, err
 		}
 		ids = append(ids, a.RunID)
+	}
+	return ids, nil
+}
+
+// ResumeAuthorized submits every run whose newest event is
+// auth.resolved: a person authorized what it waited for, with keel auth
+// connect in another process sharing the journal. [Handler.Start] runs it
+// every [Options.ExpiryInterval]. It returns the runs submitted.
+func (h *Handler) ResumeAuthorized(ctx context.Context) ([]string, error) {
+	runs, err := h.rt.Store().Runs(ctx, &journal.ListParams{Status: []journal.Status{journal.StatusRunning}})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, r := range runs {
+		if r.LastType != journal.AuthResolved {
+			continue
+		}
+		if err := h.pool.submit(r.RunID); err != nil && !errors.Is(err, errCanceling) {
+			return ids, err
+		}
+		ids = append(ids, r.RunID)
 	}
 	return ids, nil
 }

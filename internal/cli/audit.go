@@ -24,7 +24,7 @@ func (a *app) auditCmd() *cobra.Command {
 		Use:   "audit",
 		Short: "Verify journals (hash chains, index, fold) and export them with their hashes",
 	}
-	cmd.AddCommand(a.auditVerifyCmd(), a.auditExportCmd(), a.auditAnchorCmd())
+	cmd.AddCommand(a.auditVerifyCmd(), a.auditExportCmd(), a.auditAnchorCmd(), a.auditCallsCmd())
 	return cmd
 }
 

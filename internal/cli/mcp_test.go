@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
@@ -139,6 +141,11 @@ permit (principal, action, resource);
 @reason("the filesystem server may not write")
 forbid (principal, action == Keel::Action::"fs__write_file", resource == Keel::Server::"fs");
 
+@id("no-secrets-table")
+@reason("the secrets table is off limits")
+forbid (principal, action, resource == Keel::Server::"shop")
+when { context.facts has tables && context.facts.tables.contains("public.secrets") };
+
 @id("no-secret-echo")
 @reason("no secrets through echo")
 forbid (principal, action in Keel::Action::"mcp", resource)
@@ -158,7 +165,26 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("notes for the agent\n"), 0o644)
 	pol := filepath.Join(t.TempDir(), "policy.toml")
 	os.WriteFile(pol, []byte(mcpPolicy), 0o644)
+	dsn := testenv.Postgres(t)
+	pg, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`CREATE TABLE orders (id int, total int)`, `INSERT INTO orders VALUES (1, 10), (2, 32)`, `CREATE TABLE secrets (v text)`} {
+		if _, err := pg.Exec(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pg.Close(t.Context())
+	// A password in the connection string (the test cluster trusts
+	// keel): it must reach the database, never the journal.
+	pwDSN := strings.Replace(dsn, "postgres://keel@", "postgres://keel:canary-pw-4711@", 1)
 	m := &scriptedModel{turns: [][]scriptedCall{
+		{
+			{"s1", "shop__sql_query", `{"sql":"SELECT sum(total) AS total FROM orders"}`},
+			{"s2", "shop__sql_query", `{"sql":"DELETE FROM orders"}`},
+			{"s3", "shop__sql_query", `{"sql":"SELECT * FROM secrets"}`},
+		},
 		{
 			{"c1", "everything__echo", `{"message":"hello over stdio"}`},
 			{"c2", "remote__get-sum", `{"a":20,"b":22}`},
@@ -176,17 +202,21 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 		"--mcp", "everything=node "+mcpJS(dir, "server-everything")+" stdio",
 		"--mcp", "fs=node "+mcpJS(dir, "server-filesystem")+" /workspace",
 		"--mcp", fmt.Sprintf("remote=http://localhost:%d/mcp", port), "--allow-host", fmt.Sprintf("localhost:%d", port),
+		"--sql", "shop="+pwDSN,
 		"use the tools")
 	if code != 0 {
 		t.Fatalf("run = %d\n%s", code, errOut)
 	}
 	id, st := lastRun(t, db)
+	if len(st.Created.SQL) != 1 || strings.Contains(st.Created.SQL[0].DSN, "canary") {
+		t.Errorf("run.created SQL: %+v", st.Created.SQL)
+	}
 	if len(st.Created.MCP) != 3 {
 		t.Errorf("run.created MCP servers: %+v", st.Created.MCP)
 	}
 	pins := 0
 	for _, ti := range st.Created.Tools {
-		if ti.Server != "" {
+		if ti.Server != "" && ti.Server != "shop" {
 			if ti.Pin == "" || !strings.HasPrefix(ti.Name, ti.Server+"__") || ti.Effect != "external" {
 				t.Errorf("tool %+v", ti)
 			}
@@ -207,6 +237,9 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range evs {
+		if strings.Contains(string(e.Payload), "canary-pw-4711") {
+			t.Errorf("the database password is in event %d (%s)", e.Seq, e.Type)
+		}
 		switch e.Type {
 		case journal.GateDecided:
 			var d agent.GateDecided
@@ -221,6 +254,9 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 	for _, c := range []struct {
 		id, effect, contains string
 	}{
+		{"s1", "allow", "42"},
+		{"s2", "allow", "read-only"},
+		{"s3", "deny", "the secrets table is off limits"},
 		{"c1", "allow", "hello over stdio"},
 		{"c2", "allow", "42"},
 		{"c3", "allow", "notes for the agent"},

@@ -237,7 +237,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	reqCtx, stopRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRequests()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return reqCtx },
+	srv := &http.Server{Handler: a.withJWKS(h, store), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return reqCtx },
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
