@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/sandbox"
@@ -375,53 +374,4 @@ func marshal(v any) json.RawMessage {
 		panic(fmt.Sprintf("agent: marshal %T: %v", v, err))
 	}
 	return b
-}
-
-// Decode unmarshals an event's payload into the payload type of its event
-// type and returns it (for example *RunCreated for run.created). Unknown
-// types return (nil, nil) so that newer journals stay readable.
-func Decode(e *journal.Event) (any, error) {
-	var v any
-	switch e.Type {
-	case journal.RunCreated:
-		v = new(RunCreated)
-	case journal.RunResumed:
-		v = new(RunResumed)
-	case journal.SetupFinished:
-		v = new(SetupFinished)
-	case journal.ModelResponded:
-		v = new(ModelResponded)
-	case journal.ModelFailed:
-		v = new(ModelFailed)
-	case journal.GateDecided:
-		v = new(GateDecided)
-	case journal.ApprovalRequested:
-		v = new(ApprovalRequested)
-	case journal.ApprovalResolved:
-		v = new(ApprovalResolved)
-	case journal.AuthRequired:
-		v = new(AuthRequired)
-	case journal.AuthResolved:
-		v = new(AuthResolved)
-	case journal.ToolStarted:
-		v = new(ToolStarted)
-	case journal.ToolFinished:
-		v = new(ToolFinished)
-	case journal.RunCompleted, journal.RunFailed, journal.RunCanceled, journal.RunPaused:
-		v = new(RunEnded)
-	case journal.UserMessage:
-		v = new(UserMessage)
-	case journal.ContextCompacted:
-		v = new(ContextCompacted)
-	case journal.SandboxEgress:
-		v = new(SandboxEgress)
-	case journal.SandboxQuarantine:
-		v = new(SandboxQuarantine)
-	default:
-		return nil, nil
-	}
-	if err := json.Unmarshal(e.Payload, v); err != nil {
-		return nil, &journal.CorruptError{RunID: e.RunID, Seq: e.Seq, Reason: fmt.Sprintf("%s payload does not decode: %v", e.Type, err)}
-	}
-	return v, nil
 }

@@ -459,21 +459,8 @@ func (x *executor) stop(ctx context.Context) error {
 		reason, typ, msg = ReasonShutdown, journal.RunPaused, "the runtime shut down; resume the run to continue"
 	}
 	if typ != journal.RunPaused {
-		if t := x.st.LastTurn(); t != nil {
-			var types []journal.Type
-			var payloads []any
-			for _, c := range t.Calls {
-				if c.Finished == nil {
-					types = append(types, journal.ToolFinished)
-					payloads = append(payloads, &ToolFinished{CallID: c.ID, Tool: c.Name, Synthetic: true,
-						Result: tool.Result{IsError: true, Content: "this call did not run: the run was stopped (" + msg + ")"}})
-				}
-			}
-			if len(types) > 0 {
-				if err := x.appendMany(ctx, types, payloads); err != nil {
-					return err
-				}
-			}
+		if err := x.closeOpenCalls(ctx, msg); err != nil {
+			return err
 		}
 	}
 	end.Reason, end.Message = reason, msg

@@ -19,6 +19,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/cedar-policy/cedar-go"
+
+	"github.com/keel-run/keel/internal/realpath"
 )
 
 // Engine evaluates a compiled policy file; [Engine.Decide] is a [Policy].
@@ -446,7 +448,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 	}
 	loc := &locator{mount: path.Clean(mount), scratch: e.scratch, system: e.system}
 	if c.Sandbox == "none" && c.Workspace != "" {
-		loc.host = hostResolve(path.Clean(c.Workspace))
+		loc.host = realpath.Resolve(path.Clean(c.Workspace))
 	}
 	if c.Sandbox == "none" {
 		// Without a sandbox, /tmp and HOME are the host's own: only the

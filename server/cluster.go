@@ -111,7 +111,7 @@ func (h *Handler) cancelElsewhere(ctx context.Context, id string, who *caller, r
 	if who != nil {
 		req.By, req.Token = who.Name, who.ID
 	}
-	if _, err := h.control.append(ctx, CancelRequested, req, nil); err != nil {
+	if _, err := h.control.Append(ctx, CancelRequested, req, nil); err != nil {
 		return err
 	}
 	wait := h.opts.CancelWait

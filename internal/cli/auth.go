@@ -269,6 +269,7 @@ key; it is never printed or journaled.`,
 	f.StringArrayVar(&p.Resources, "resource", nil, "resource URL its tokens are for (repeatable)")
 	f.StringVar(&by, "by", "", "who adds it (default: $USER)")
 	f.BoolVar(&replace, "replace", false, "replace a provider of the same name")
+	f.BoolVar(&p.Delegate, "delegate", false, "assistant agents use a token exchanged for the user's (RFC 8693), limited to each call's scopes")
 	return cmd
 }
 

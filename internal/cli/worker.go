@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/cluster"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server"
 )
@@ -112,9 +112,9 @@ func (a *app) runWorker(ctx context.Context, f *serveFlags, rt *agent.Runtime, s
 // underRoot reports whether dir (symbolic links resolved) is one of roots
 // or below one. No roots: nothing is.
 func underRoot(dir string, roots []string) bool {
-	d := realPath(dir)
+	d := realpath.Resolve(dir)
 	for _, r := range roots {
-		if rel, err := filepath.Rel(realPath(r), d); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		if realpath.Within(d, realpath.Resolve(r)) {
 			return true
 		}
 	}
