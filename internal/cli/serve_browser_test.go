@@ -32,6 +32,7 @@ func TestServeNewcomerInBrowser(t *testing.T) {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
 	setup(t)
+	demoTempDir(t)
 	s := startServe(t)
 	link := regexp.MustCompile(`sign in to the web UI:\s+(\S+)`).FindStringSubmatch(s.stderr.String())
 	if link == nil {
