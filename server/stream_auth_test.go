@@ -16,7 +16,6 @@ import (
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/server/token"
 )
 
 // sseMsg is one Server-Sent Events message.
@@ -114,7 +113,7 @@ func TestRevokedTokenEndsItsStreams(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer other.Close()
-				if err := token.New(other, nil).Revoke(t.Context(), tok.ID, "ada"); err != nil {
+				if err := server.NewTokens(other, nil).Revoke(t.Context(), tok.ID, "ada"); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/sandbox"
 )
 
@@ -199,8 +198,21 @@ func configIncludesIn(g *guard) []string {
 // resolving symbolic links of its longest existing part, and reports
 // whether it lies inside the workspace dir.
 func insideWorkspace(dir, host string) (string, bool) {
-	rel, ok := realpath.Rel(dir, realpath.Resolve(filepath.Clean(host)))
-	if !ok || rel == "." {
+	host = filepath.Clean(host)
+	rest := ""
+	real, err := filepath.EvalSymlinks(host)
+	for err != nil {
+		parent := filepath.Dir(host)
+		if parent == host {
+			return "", false
+		}
+		rest = filepath.Join(filepath.Base(host), rest)
+		host = parent
+		real, err = filepath.EvalSymlinks(host)
+	}
+	real = filepath.Join(real, rest)
+	rel, err := filepath.Rel(dir, real)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 		return "", false
 	}
 	return filepath.ToSlash(rel), true
