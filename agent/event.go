@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/sandbox"
@@ -83,6 +82,11 @@ type RunCreated struct {
 	// MCP lists the MCP servers whose tools the run offers (see
 	// [MCPServer]); a resume connects to the same servers.
 	MCP []MCPServer `json:"mcp,omitempty"`
+	// SQL lists the databases of the run's sql_query tools (connection
+	// strings without their passwords).
+	SQL []SQLDatabase `json:"sql,omitempty"`
+	// OpenAPI lists the APIs whose operations the run offers as tools.
+	OpenAPI []OpenAPI `json:"openapi,omitempty"`
 	// Settings are the run's execution settings (timeouts, concurrency,
 	// result size, model retries); nil, in journals written before they
 	// were recorded, means [DefaultSettings].
@@ -100,6 +104,29 @@ type ToolInfo struct {
 	// later definitions are checked.
 	Server string `json:"server,omitempty"`
 	Pin    string `json:"pin,omitempty"`
+}
+
+// SQLDatabase is a database of a run's NAME__sql_query tool as journaled
+// in run.created. DSN never holds a password: it comes from the
+// configuration, PGPASSWORD or ~/.pgpass when the run executes.
+type SQLDatabase struct {
+	Name        string `json:"name"`
+	DSN         string `json:"dsn"`
+	AllowWrites bool   `json:"allow_writes,omitempty"`
+	MaxRows     int    `json:"max_rows,omitempty"`
+}
+
+// OpenAPI is an API of a run (an OpenAPI 3 document) as journaled in
+// run.created. TokenEnv names the environment variable of the bearer
+// token, never the token.
+type OpenAPI struct {
+	Name           string   `json:"name"`
+	Document       string   `json:"document"`
+	BaseURL        string   `json:"base_url,omitempty"`
+	Tags           []string `json:"tags,omitempty"`
+	Operations     []string `json:"operations,omitempty"`
+	TokenEnv       string   `json:"token_env,omitempty"`
+	WritesByPolicy bool     `json:"writes_by_policy,omitempty"`
 }
 
 // MCPServer is an MCP server of a run as journaled in run.created: how to
@@ -297,10 +324,8 @@ type ToolFinished struct {
 // RunEnded is the payload of journal.RunCompleted, RunFailed, RunCanceled
 // and RunPaused.
 type RunEnded struct {
-	// Reason is a short machine-readable cause: "answer", "marker",
-	// "max_steps", "max_tokens", "max_cost", "timeout", "model_error",
-	// "invalid_calls", "user", "approval", "revoked", "output_limit",
-	// "empty_answers", "response_too_large"...
+	// Reason is a short machine-readable cause, one of the Reason
+	// constants ([ReasonAnswer], [ReasonMaxSteps], [ReasonApproval] ...).
 	Reason string `json:"reason"`
 	// Message explains the reason to a person.
 	Message string `json:"message,omitempty"`
@@ -364,53 +389,4 @@ func marshal(v any) json.RawMessage {
 		panic(fmt.Sprintf("agent: marshal %T: %v", v, err))
 	}
 	return b
-}
-
-// Decode unmarshals an event's payload into the payload type of its event
-// type and returns it (for example *RunCreated for run.created). Unknown
-// types return (nil, nil) so that newer journals stay readable.
-func Decode(e *journal.Event) (any, error) {
-	var v any
-	switch e.Type {
-	case journal.RunCreated:
-		v = new(RunCreated)
-	case journal.RunResumed:
-		v = new(RunResumed)
-	case journal.SetupFinished:
-		v = new(SetupFinished)
-	case journal.ModelResponded:
-		v = new(ModelResponded)
-	case journal.ModelFailed:
-		v = new(ModelFailed)
-	case journal.GateDecided:
-		v = new(GateDecided)
-	case journal.ApprovalRequested:
-		v = new(ApprovalRequested)
-	case journal.ApprovalResolved:
-		v = new(ApprovalResolved)
-	case journal.AuthRequired:
-		v = new(AuthRequired)
-	case journal.AuthResolved:
-		v = new(AuthResolved)
-	case journal.ToolStarted:
-		v = new(ToolStarted)
-	case journal.ToolFinished:
-		v = new(ToolFinished)
-	case journal.RunCompleted, journal.RunFailed, journal.RunCanceled, journal.RunPaused:
-		v = new(RunEnded)
-	case journal.UserMessage:
-		v = new(UserMessage)
-	case journal.ContextCompacted:
-		v = new(ContextCompacted)
-	case journal.SandboxEgress:
-		v = new(SandboxEgress)
-	case journal.SandboxQuarantine:
-		v = new(SandboxQuarantine)
-	default:
-		return nil, nil
-	}
-	if err := json.Unmarshal(e.Payload, v); err != nil {
-		return nil, &journal.CorruptError{RunID: e.RunID, Seq: e.Seq, Reason: fmt.Sprintf("%s payload does not decode: %v", e.Type, err)}
-	}
-	return v, nil
 }

@@ -83,8 +83,8 @@ type End struct {
 	Type    journal.Type
 	Reason  string
 	Message string
-	// Output is the final answer (reason "answer") or, for reason
-	// "marker", the rest of the output of call CallID.
+	// Output is the final answer ([ReasonAnswer]) or, for
+	// [ReasonMarker], the rest of the output of call CallID.
 	Output string
 	CallID string
 }
@@ -156,13 +156,17 @@ func Step(s *State) Action {
 	}
 	last := s.Messages[len(s.Messages)-1]
 	if last.Role == model.RoleAssistant && len(last.ToolCalls) == 0 {
-		return finish(journal.RunCompleted, "answer", "the model answered without calling a tool", last.Content, "")
+		if n := deniedOnly(s); n > 0 {
+			// An answer after nothing could run is no completion.
+			return finish(journal.RunFailed, ReasonAllDenied, fmt.Sprintf("every one of the run's %d tool calls was denied (by the policy or a person), so nothing ran; the model then answered without a tool (check the policy with `keel policy check`)", n), last.Content, "")
+		}
+		return finish(journal.RunCompleted, ReasonAnswer, "the model answered without calling a tool", last.Content, "")
 	}
 	if t := s.LastTurn(); t != nil && t.Index == len(s.Messages)-1 {
 		if m := s.Created.CompletionMarker; m != "" {
 			for _, c := range t.Calls {
 				if out, ok := afterMarker(c.Finished, m); ok {
-					a := finish(journal.RunCompleted, "marker", "a tool result began with the completion marker "+m, out, c.ID)
+					a := finish(journal.RunCompleted, ReasonMarker, "a tool result began with the completion marker "+m, out, c.ID)
 					return a
 				}
 			}
@@ -172,17 +176,17 @@ func Step(s *State) Action {
 			max = DefaultMaxInvalidCalls
 		}
 		if s.InvalidStreak >= max {
-			return finish(journal.RunFailed, "invalid_calls", fmt.Sprintf("the model sent only invalid tool calls %d turns in a row", s.InvalidStreak), "", "")
+			return finish(journal.RunFailed, ReasonInvalidCalls, fmt.Sprintf("the model sent only invalid tool calls %d turns in a row", s.InvalidStreak), "", "")
 		}
 	}
 	l := s.Limits
 	switch {
 	case l.MaxSteps > 0 && s.Steps >= l.MaxSteps:
-		return finish(journal.RunFailed, "max_steps", fmt.Sprintf("step limit reached: %d model calls", s.Steps), "", "")
+		return finish(journal.RunFailed, ReasonMaxSteps, fmt.Sprintf("step limit reached: %d model calls", s.Steps), "", "")
 	case l.MaxTokens > 0 && s.Usage.Total() >= l.MaxTokens:
-		return finish(journal.RunFailed, "max_tokens", fmt.Sprintf("token limit reached: %d of %d tokens", s.Usage.Total(), l.MaxTokens), "", "")
+		return finish(journal.RunFailed, ReasonMaxTokens, fmt.Sprintf("token limit reached: %d of %d tokens", s.Usage.Total(), l.MaxTokens), "", "")
 	case l.MaxCost > 0 && s.Cost >= l.MaxCost:
-		return finish(journal.RunFailed, "max_cost", fmt.Sprintf("cost limit reached: $%.4f of $%.4f", s.Cost, l.MaxCost), "", "")
+		return finish(journal.RunFailed, ReasonMaxCost, fmt.Sprintf("cost limit reached: $%.4f of $%.4f", s.Cost, l.MaxCost), "", "")
 	}
 	if a, ok := healthAction(s); ok {
 		return a
@@ -241,4 +245,29 @@ func sanitizeCalls(calls []model.ToolCall) []model.ToolCall {
 		return calls
 	}
 	return out
+}
+
+// deniedOnly returns the number of the run's tool calls when none of them
+// ran and at least one was denied by the gate or by a person (calls
+// refused as malformed count as not run), else 0.
+func deniedOnly(s *State) int {
+	n, denied := 0, false
+	for _, t := range s.Turns {
+		for _, c := range t.Calls {
+			n++
+			if c.Attempts > 0 {
+				return 0
+			}
+			switch {
+			case c.Decision != nil && c.Decision.Effect == policy.Deny && !c.Decision.Invalid():
+				denied = true
+			case c.Resolved != nil && c.Resolved.Decision == policy.Deny:
+				denied = true
+			}
+		}
+	}
+	if !denied {
+		return 0
+	}
+	return n
 }

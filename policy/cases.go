@@ -49,7 +49,7 @@ func (c *Case) Call() *Call {
 	if call.MountPath == "" {
 		call.MountPath = "/workspace"
 	}
-	if len(call.Paths) == 0 && c.Tool != "bash" && c.Tool != "fetch_url" {
+	if len(call.Paths) == 0 && c.Tool != "bash" && c.Tool != "fetch_url" && c.Tool != "http_request" {
 		var in struct {
 			Path string `json:"path"`
 		}
@@ -101,6 +101,9 @@ func (e *Engine) RunCase(ctx context.Context, c *Case) CaseResult {
 	var problems []string
 	if d.Effect != c.Expect {
 		problems = append(problems, fmt.Sprintf("decision %s, want %s (%s)", d.Effect, c.Expect, d.Reason))
+	} else if p := evalProblem(&d); p != "" {
+		// The expected deny came from a broken rule, not from the rules.
+		problems = append(problems, "the decision is right only because "+p)
 	}
 	if len(c.Parts) > 0 {
 		got := make([]Effect, len(d.Parts))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/policy"
 )
 
@@ -141,44 +142,6 @@ func checkPrincipal(ctx context.Context, dir *identity.Directory, c *agent.RunCr
 	return nil
 }
 
-// realPath resolves p's symbolic links, also when p (but not its
-// directory) does not exist yet, and when p is a dangling symbolic link
-// (its target, resolved the same way: SQLite creates a journal through a
-// link to a file that does not exist yet). It follows at most 40 links,
-// as Linux does (path_resolution(7)).
-func realPath(p string) string {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return p
-	}
-	for range 40 {
-		if r, err := filepath.EvalSymlinks(abs); err == nil {
-			return r
-		}
-		fi, err := os.Lstat(abs)
-		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
-			break
-		}
-		target, err := os.Readlink(abs)
-		if err != nil {
-			break
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(abs), target)
-		}
-		abs = filepath.Clean(target)
-	}
-	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
-		return filepath.Join(r, filepath.Base(abs))
-	}
-	return abs
-}
-
-func inside(p, dir string) bool {
-	rel, err := filepath.Rel(dir, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
-}
-
 // checkJournalOutside refuses a journal database inside the run's
 // workspace: the workspace is writable from the sandbox, and nothing
 // inside it may change the journal, the approvals or the policy. The
@@ -187,13 +150,13 @@ func inside(p, dir string) bool {
 // ones too, and a database with another hard link on the workspace's file
 // system is refused (the link may be inside it).
 func checkJournalOutside(db, workspace string) error {
-	ws := realPath(workspace)
-	if inside(realPath(db), ws) {
+	ws := realpath.Resolve(workspace)
+	if realpath.Within(realpath.Resolve(db), ws) {
 		return usagef("the journal %s is inside the workspace %s, where the agent's commands could change it; pass --db with a path outside the workspace", db, workspace)
 	}
 	for _, suffix := range []string{"", "-wal", "-shm", "-journal", ".locks"} {
 		p := db + suffix
-		if r := realPath(p); inside(r, ws) {
+		if r := realpath.Resolve(p); realpath.Within(r, ws) {
 			return usagef("%s leads into the workspace %s (a symbolic link to %s), where the agent's commands could change the journal; pass --db with a path outside the workspace", p, workspace, r)
 		}
 	}
@@ -213,12 +176,37 @@ func checkJournalOutside(db, workspace string) error {
 
 // protectedPaths returns the workspace-relative paths that must stay
 // read-only for the run: its policy file, when it lies in the workspace.
+// warnPolicy warns on stderr about what Engine.Lint finds in the run's
+// policy (a rule that cannot be evaluated, a policy that denies every
+// ordinary call): its own test cases may pass, and the run would still
+// end all_denied.
+func (a *app) warnPolicy(ctx context.Context, c *agent.RunCreated) {
+	e, err := agent.RunPolicy(c)
+	if err != nil || e == nil || e == policy.Default() || c.Policy.Name == policy.DefaultName {
+		return
+	}
+	for _, p := range e.Lint(ctx) {
+		fmt.Fprintf(a.stderr, "keel: WARNING: policy %s: %s (keel policy test says more)\n", c.Policy.Name, p)
+	}
+}
+
+// deniedPaths returns the [paths] deny list of the run's policy: the
+// sandbox masks these paths and the file tools refuse them, so that the
+// policy holds on routes the gate cannot see (grep -r, tar, python).
+func deniedPaths(c *agent.RunCreated) ([]string, error) {
+	e, err := agent.RunPolicy(c)
+	if err != nil || e == nil {
+		return nil, err
+	}
+	return e.DeniedPaths(), nil
+}
+
 func protectedPaths(c *agent.RunCreated) []string {
 	if c.Policy == nil || !filepath.IsAbs(c.Policy.Name) {
 		return nil
 	}
-	ws, p := realPath(c.Workspace), realPath(c.Policy.Name)
-	if !inside(p, ws) {
+	ws, p := realpath.Resolve(c.Workspace), realpath.Resolve(c.Policy.Name)
+	if !realpath.Within(p, ws) {
 		return nil
 	}
 	rel, err := filepath.Rel(ws, p)
@@ -368,15 +356,21 @@ func (a *app) policyTestCmd() *cobra.Command {
 		Short: "Run the test cases a policy file carries ([[test]] entries)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			failed, total := 0, 0
+			failed, total, problems := 0, 0, 0
 			for _, f := range files {
 				e, err := loadPolicyNoTests(f)
 				if err != nil {
 					return err
 				}
+				// A policy's own cases can all pass (or be none) while a
+				// rule is broken or nothing can run: say so, and fail.
+				for _, p := range e.Lint(cmd.Context()) {
+					problems++
+					fmt.Fprintf(a.stdout, "FAIL %s: %s\n", f, p)
+				}
 				res := e.Test(cmd.Context())
 				if len(res) == 0 {
-					fmt.Fprintf(a.stdout, "%s: no test cases\n", f)
+					fmt.Fprintf(a.stdout, "%s: no test cases of its own (a TOML policy carries them as [[test]] entries)\n", f)
 				}
 				for _, r := range res {
 					total++
@@ -392,8 +386,16 @@ func (a *app) policyTestCmd() *cobra.Command {
 					}
 				}
 			}
-			fmt.Fprintf(a.stdout, "%d of %d test cases passed\n", total-failed, total)
-			if failed > 0 {
+			switch {
+			case total > 0:
+				fmt.Fprintf(a.stdout, "%d of %d test cases passed\n", total-failed, total)
+			default:
+				fmt.Fprintln(a.stdout, "no test cases ran")
+			}
+			if problems > 0 {
+				fmt.Fprintf(a.stdout, "%d problem(s) found by Keel's checks of ordinary calls\n", problems)
+			}
+			if failed > 0 || problems > 0 {
 				return &exitError{1}
 			}
 			return nil

@@ -20,6 +20,7 @@ import (
 	"github.com/keel-run/keel/sandbox/none"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin"
+	"github.com/keel-run/keel/tool/builtin/httpreq"
 	"github.com/keel-run/keel/tool/builtin/shell"
 	"github.com/keel-run/keel/tool/mcp"
 )
@@ -36,6 +37,9 @@ type liveOptions struct {
 	// execution settings (journaled).
 	limits   *agent.Limits
 	settings *agent.Settings
+	// sqlDSN are the full connection strings of --sql, passwords
+	// included, for this process only.
+	sqlDSN map[string]string
 	// handoff and contextWindow are passed to agent.ExecParams.
 	handoff       bool
 	contextWindow int
@@ -59,13 +63,23 @@ type wiring struct {
 	recorder   *agent.Recorder
 	ws         *tool.Workspace
 	live       *liveOptions
-	// mcp are the run's MCP connections (closed with the wiring).
-	mcp []*mcp.Client
+	// mcp are the run's MCP connections, closers its connectors' (closed
+	// with the wiring).
+	mcp     []*mcp.Client
+	closers []func() error
+	// vault gives http_request its credentials (opened on first use).
+	vault *lazyVault
 }
 
 func (w *wiring) Close() {
+	if w.vault != nil {
+		w.vault.Close()
+	}
 	for _, c := range w.mcp {
 		c.Close()
+	}
+	for _, c := range w.closers {
+		c()
 	}
 	if w.sb != nil {
 		w.sb.Close()
@@ -146,6 +160,11 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	if err != nil {
 		return nil, err
 	}
+	hidden, err := deniedPaths(c)
+	if err != nil {
+		return nil, err
+	}
+	ws.Hide(hidden)
 	w.ws = ws
 	sspec := &sandbox.Spec{
 		Workspace: ws.Root(),
@@ -154,6 +173,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		Limits:    c.SandboxLimits,
 		Network:   sandbox.Network{Allow: c.Network},
 		Protected: protectedPaths(c),
+		Hidden:    hidden,
 	}
 	switch c.Sandbox {
 	case "none":
@@ -194,7 +214,8 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		w.sb, w.sbNote = sb, "linux"
 		w.mechanisms = sb.Mechanisms().String()
 	}
-	w.tools = newTools(set)
+	w.vault = &lazyVault{a: a}
+	w.tools = newToolsWith(set, w.vault)
 	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
 	if err := a.connectMCP(ctx, w, c); err != nil {
 		return nil, err
@@ -213,9 +234,17 @@ func settingsOf(c *agent.RunCreated) agent.Settings {
 
 // newTools returns the tools of a run with settings s (also used to
 // record them in run.created without starting a sandbox).
-func newTools(s agent.Settings) *tool.Registry {
+func newTools(s agent.Settings) *tool.Registry { return newToolsWith(s, nil) }
+
+// newToolsWith is newTools with http_request's credentials from vault
+// (nil: none).
+func newToolsWith(s agent.Settings, vault httpreq.Vault) *tool.Registry {
 	r := tool.NewRegistry()
-	builtin.Register(r, &builtin.Options{Shell: &shell.Options{IdleTimeout: time.Duration(s.CommandIdleTimeout)}})
+	o := &builtin.Options{Shell: &shell.Options{IdleTimeout: time.Duration(s.CommandIdleTimeout)}}
+	if vault != nil {
+		o.HTTP = &httpreq.Options{Vault: vault}
+	}
+	builtin.Register(r, o)
 	return r
 }
 
@@ -232,7 +261,7 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 			key = a.getenv("OPENAI_API_KEY")
 		}
 		if key == "" && spec.Provider == "openai" {
-			return fmt.Errorf("no API key for %s: set OPENAI_API_KEY or pass --api-key", spec)
+			return usagef("no API key for %s: set OPENAI_API_KEY or pass --api-key", spec)
 		}
 		if key == "" {
 			key = "keel-no-key" // local servers (Ollama, vLLM) accept any key
@@ -253,7 +282,7 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 			key = a.getenv("ANTHROPIC_API_KEY")
 		}
 		if key == "" {
-			return fmt.Errorf("no API key for %s: set ANTHROPIC_API_KEY or pass --api-key", spec)
+			return usagef("no API key for %s: set ANTHROPIC_API_KEY or pass --api-key", spec)
 		}
 		base := spec.BaseURL
 		if base == "" {
@@ -306,14 +335,7 @@ func loadRecording(path string) (*recording, error) {
 	return &recording{tr}, nil
 }
 
-func toolInfos(r *tool.Registry) []agent.ToolInfo {
-	var out []agent.ToolInfo
-	for _, s := range r.Specs() {
-		t := r.Tool(s.Name)
-		out = append(out, agent.ToolInfo{ToolSpec: s, Effect: t.Effect.String(), Idempotent: t.Idempotent, Server: t.Server, Pin: t.Pin})
-	}
-	return out
-}
+func toolInfos(r *tool.Registry) []agent.ToolInfo { return agent.ToolInfos(r) }
 
 // defaultModelRetries is --model-retries' default: with the SDKs'
 // exponential backoff (0.5 s doubling, at most 8 s, or the provider's
