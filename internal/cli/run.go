@@ -244,11 +244,15 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err := f.gate.apply(created); err != nil {
 		return err
 	}
+	a.warnPolicy(ctx, created)
 	if created.MCP, err = a.mcpServers(&f.mcp); err != nil {
 		return err
 	}
 	var sqlDSN map[string]string
 	if created.SQL, sqlDSN, err = a.sqlDatabases(&f.mcp); err != nil {
+		return err
+	}
+	if created.OpenAPI, err = a.openAPIs(&f.mcp); err != nil {
 		return err
 	}
 	live := &liveOptions{apiKey: f.apiKey, recording: rec, gate: f.gate, sqlDSN: sqlDSN}
