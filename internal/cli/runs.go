@@ -505,15 +505,21 @@ func (f *runFlags) resumeSettings(cur agent.Settings) (agent.Settings, error) {
 // maxArtifactBytes bounds an artifact read back for a comparison.
 const maxArtifactBytes = 64 << 20
 
-// readArtifact reads a run's artifact from its workspace: a regular file
-// of at most 64 MiB (tool.ReadRegular).
-func readArtifact(workspace, rel string) ([]byte, error) {
-	ws, err := tool.NewWorkspace(workspace, "", nil)
+// readArtifact reads a run's artifact from its state directory (or, for
+// older runs, its workspace): a regular file of at most 64 MiB
+// (tool.ReadArtifact).
+func readArtifact(c *agent.RunCreated, rel string) ([]byte, error) {
+	ws, err := tool.NewWorkspace(c.Workspace, "", nil)
 	if err != nil {
 		return nil, err
 	}
 	defer ws.Close()
-	b, err := tool.ReadRegular(ws.FS(), rel, maxArtifactBytes)
+	if c.StateDir != "" {
+		if err := ws.SetState(c.StateDir); err != nil {
+			return nil, err
+		}
+	}
+	b, err := tool.ReadArtifact(ws, rel, maxArtifactBytes)
 	if err == nil && len(b) > maxArtifactBytes {
 		return nil, fmt.Errorf("artifact %s is larger than %d bytes", rel, maxArtifactBytes)
 	}
