@@ -71,7 +71,12 @@ func TestLateDecisionAfterDeadline(t *testing.T) {
 			if err := e.rt.Resolve(t.Context(), id, "c1", &agent.ApprovalResolved{Decision: late, By: "ann"}); !errors.Is(err, agent.ErrNoApproval) {
 				t.Errorf("a second late Resolve = %v", err)
 			}
-			if out, err := e.rt.Execute(t.Context(), id, e.params(m)); err != nil || out.Status != journal.StatusCompleted {
+			// Denied, the run's only call never ran: no completion.
+			wantStatus := journal.StatusCompleted
+			if tt.ran == 0 {
+				wantStatus = journal.StatusFailed
+			}
+			if out, err := e.rt.Execute(t.Context(), id, e.params(m)); err != nil || out.Status != wantStatus {
 				t.Fatalf("resume: %v %v", out, err)
 			}
 			if got := len(e.log.get()); got != tt.ran {

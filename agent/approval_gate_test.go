@@ -143,8 +143,10 @@ func TestDenialReachesTheModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Status != journal.StatusCompleted || len(e.log.get()) != 0 {
-		t.Fatalf("status %s, ran %v", out.Status, e.log.get())
+	// The run's only call was denied: the answer after it is no
+	// completion, and the run says so.
+	if out.Status != journal.StatusFailed || out.End.Reason != "all_denied" || !strings.Contains(out.End.Message, "every one of the run's 1 tool calls was denied") || len(e.log.get()) != 0 {
+		t.Fatalf("status %s %+v, ran %v", out.Status, out.End, e.log.get())
 	}
 	res := m.reqs[1].Messages[2]
 	if !res.IsError || !strings.Contains(res.Content, "the policy denied this call") || !strings.Contains(res.Content, "cat ../../etc/passwd") {
@@ -322,9 +324,10 @@ func TestApprovalTimeout(t *testing.T) {
 		name string
 		def  policy.Effect
 		ran  []string
+		want journal.Status // the only call denied: no completion
 	}{
-		{"default deny", "", nil},
-		{"default allow", policy.Allow, []string{"bash rm x"}},
+		{"default deny", "", nil, journal.StatusFailed},
+		{"default allow", policy.Allow, []string{"bash rm x"}, journal.StatusCompleted},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -342,7 +345,7 @@ func TestApprovalTimeout(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if out.Status != journal.StatusCompleted || time.Since(start) < time.Hour {
+				if out.Status != tt.want || time.Since(start) < time.Hour {
 					t.Fatalf("status %s after %s", out.Status, time.Since(start))
 				}
 				if diff := cmp.Diff(tt.ran, e.log.get()); diff != "" {
@@ -385,8 +388,10 @@ func TestExpiredApprovalAppliedOnResume(t *testing.T) {
 		t.Fatalf("a day later: %v %v", out.Status, err)
 	}
 	now.Add(int64(49 * time.Hour))
-	if out, err = e.rt.Execute(t.Context(), id, e.params(m)); err != nil || out.Status != journal.StatusCompleted {
-		t.Fatalf("after the deadline: %v %v", out.Status, err)
+	// The only call was denied at the deadline, so the model's answer is
+	// no completion.
+	if out, err = e.rt.Execute(t.Context(), id, e.params(m)); err != nil || out.Status != journal.StatusFailed || out.End.Reason != "all_denied" {
+		t.Fatalf("after the deadline: %v %v %v", out.Status, out.End, err)
 	}
 	if len(e.log.get()) != 0 {
 		t.Errorf("ran %v", e.log.get())

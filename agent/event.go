@@ -89,6 +89,9 @@ type RunCreated struct {
 	// MCP lists the MCP servers whose tools the run offers (see
 	// [MCPServer]); a resume connects to the same servers.
 	MCP []MCPServer `json:"mcp,omitempty"`
+	// SQL lists the databases of the run's sql_query tools (connection
+	// strings without their passwords).
+	SQL []SQLDatabase `json:"sql,omitempty"`
 	// Settings are the run's execution settings (timeouts, concurrency,
 	// result size, model retries); nil, in journals written before they
 	// were recorded, means [DefaultSettings].
@@ -106,6 +109,16 @@ type ToolInfo struct {
 	// later definitions are checked.
 	Server string `json:"server,omitempty"`
 	Pin    string `json:"pin,omitempty"`
+}
+
+// SQLDatabase is a database of a run's NAME__sql_query tool as journaled
+// in run.created. DSN never holds a password: it comes from the
+// configuration, PGPASSWORD or ~/.pgpass when the run executes.
+type SQLDatabase struct {
+	Name        string `json:"name"`
+	DSN         string `json:"dsn"`
+	AllowWrites bool   `json:"allow_writes,omitempty"`
+	MaxRows     int    `json:"max_rows,omitempty"`
 }
 
 // MCPServer is an MCP server of a run as journaled in run.created: how to

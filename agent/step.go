@@ -156,6 +156,10 @@ func Step(s *State) Action {
 	}
 	last := s.Messages[len(s.Messages)-1]
 	if last.Role == model.RoleAssistant && len(last.ToolCalls) == 0 {
+		if n := deniedOnly(s); n > 0 {
+			// An answer after nothing could run is no completion.
+			return finish(journal.RunFailed, "all_denied", fmt.Sprintf("every one of the run's %d tool calls was denied (by the policy or a person), so nothing ran; the model then answered without a tool (check the policy with `keel policy check`)", n), last.Content, "")
+		}
 		return finish(journal.RunCompleted, "answer", "the model answered without calling a tool", last.Content, "")
 	}
 	if t := s.LastTurn(); t != nil && t.Index == len(s.Messages)-1 {
@@ -241,4 +245,29 @@ func sanitizeCalls(calls []model.ToolCall) []model.ToolCall {
 		return calls
 	}
 	return out
+}
+
+// deniedOnly returns the number of the run's tool calls when none of them
+// ran and at least one was denied by the gate or by a person (calls
+// refused as malformed count as not run), else 0.
+func deniedOnly(s *State) int {
+	n, denied := 0, false
+	for _, t := range s.Turns {
+		for _, c := range t.Calls {
+			n++
+			if c.Attempts > 0 {
+				return 0
+			}
+			switch {
+			case c.Decision != nil && c.Decision.Effect == policy.Deny && !c.Decision.Invalid():
+				denied = true
+			case c.Resolved != nil && c.Resolved.Decision == policy.Deny:
+				denied = true
+			}
+		}
+	}
+	if !denied {
+		return 0
+	}
+	return n
 }

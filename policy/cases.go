@@ -101,6 +101,9 @@ func (e *Engine) RunCase(ctx context.Context, c *Case) CaseResult {
 	var problems []string
 	if d.Effect != c.Expect {
 		problems = append(problems, fmt.Sprintf("decision %s, want %s (%s)", d.Effect, c.Expect, d.Reason))
+	} else if p := evalProblem(&d); p != "" {
+		// The expected deny came from a broken rule, not from the rules.
+		problems = append(problems, "the decision is right only because "+p)
 	}
 	if len(c.Parts) > 0 {
 		got := make([]Effect, len(d.Parts))

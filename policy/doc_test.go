@@ -34,6 +34,9 @@ func TestDocExamples(t *testing.T) {
 				t.Errorf("example %d (%s): %s: %s", i+1, e.Description(), r.Case.Name, r.Problem)
 			}
 		}
+		for _, p := range e.Lint(t.Context()) {
+			t.Errorf("example %d (%s): %s", i+1, e.Description(), p)
+		}
 	}
 	if n < 3 {
 		t.Errorf("found %d complete examples, want at least 3", n)

@@ -29,7 +29,10 @@ type Engine struct {
 	hash       string
 	scratch    []string
 	system     []string
-	approval   Approval
+	// deny are the paths of [paths] deny: workspace-relative, or
+	// absolute (see DeniedPaths).
+	deny     []string
+	approval Approval
 	// The policies, split by kind, each in file order.
 	forbid, forbidAsk, permit, permitAsk ordered
 	reasons                              map[cedar.PolicyID]string
@@ -77,6 +80,7 @@ type fileFormat struct {
 	Paths struct {
 		Scratch *[]string `toml:"scratch"`
 		System  *[]string `toml:"system"`
+		Deny    []string  `toml:"deny"`
 	} `toml:"paths"`
 	Cedar string     `toml:"cedar"`
 	Tests []caseToml `toml:"test"`
@@ -152,6 +156,15 @@ func Parse(name string, src []byte) (*Engine, error) {
 		}
 		if f.Paths.System != nil {
 			e.system = cleanPaths(*f.Paths.System)
+		}
+		for _, d := range f.Paths.Deny {
+			c, err := denyPath(d)
+			if err != nil {
+				return nil, fmt.Errorf("policy: %s: paths.deny %q: %w", name, d, err)
+			}
+			if !slices.Contains(e.deny, c) {
+				e.deny = append(e.deny, c)
+			}
 		}
 		if strings.TrimSpace(f.Cedar) == "" {
 			return nil, fmt.Errorf("policy: %s: no cedar policies (the cedar key is empty)", name)
@@ -240,6 +253,7 @@ type request struct {
 	req   cedar.Request
 	ents  cedar.EntityMap
 	facts *facts
+	mount string // the workspace as the part sees it
 }
 
 // MaxPartText bounds the bytes of one part's text in a journaled
@@ -267,6 +281,10 @@ func (e *Engine) Decide(_ context.Context, c *Call) Decision {
 		p := r.part
 		p.Index = i
 		p.Effect, p.Policies, p.Reason = e.eval(r)
+		if hit := e.deniedHit(r); hit != "" {
+			p.Effect, p.Policies = Deny, []string{PolicyPaths}
+			p.Reason = fmt.Sprintf("the policy forbids the path %s ([paths] deny)", hit)
+		}
 		if r.facts.dynamic || r.facts.code {
 			p.Detail = r.facts.why
 		}
@@ -360,7 +378,7 @@ func (e *Engine) eval(r *request) (Effect, []string, string) {
 	forbid, forbidAsk, permit, permitAsk := run(e.forbid), run(e.forbidAsk), run(e.permit), run(e.permitAsk)
 	switch {
 	case len(errs) > 0:
-		return Deny, errIDs, "a policy could not be evaluated (failing closed): " + strings.Join(errs, "; ")
+		return Deny, errIDs, evalFailed + strings.Join(errs, "; ")
 	case len(forbid) > 0:
 		return Deny, forbid, e.reason(forbid[0], "forbidden by policy "+forbid[0])
 	case len(permit)+len(permitAsk) == 0:
@@ -483,7 +501,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			"part": cedar.Long(len(out)), "parts": cedar.Long(0),
 		}
 		credentialContext(ctx, c.Credential)
-		out = append(out, request{part: p, ents: ents, facts: f,
+		out = append(out, request{part: p, ents: ents, facts: f, mount: loc.mount,
 			req: cedar.Request{Principal: principal, Action: action, Resource: res.UID, Context: cedar.NewRecord(ctx)}})
 	}
 

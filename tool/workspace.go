@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/keel-run/keel/sandbox"
@@ -29,6 +30,7 @@ type Workspace struct {
 	root      string // host real path, absolute, cleaned
 	mount     string // in-sandbox mount path, e.g. /workspace
 	protected []string
+	hidden    []string
 	fs        *os.Root
 	// state and stateDir are the state directory (state.go), if any.
 	state    *os.Root
@@ -44,6 +46,11 @@ var ErrOutside = errors.New("path is outside the workspace")
 // the .git file of a worktree or submodule checkout), .keel/ and any path
 // the run's policy names.
 var ErrProtected = errors.New("path is protected")
+
+// ErrHidden is wrapped by errors for paths the run's policy forbids
+// ([Workspace.Hide]): file tools neither read nor write them, and walks
+// skip them.
+var ErrHidden = errors.New("path is forbidden by the run's policy")
 
 // NewWorkspace opens the host directory dir as a workspace mounted at
 // mountPath inside the sandbox (default [sandbox.DefaultMountPath]; it must
@@ -194,6 +201,10 @@ func joinRel(parts []string) string {
 // location is outside the workspace, and an error for a link loop (more
 // than 40 links, as Linux's MAXSYMLINKS), a non-directory used as a
 // directory, or an empty path.
+//
+// A path the run's policy forbids ([Workspace.Hide]) is refused with an
+// error wrapping [ErrHidden], under its name as written and under its real
+// location (a link to it is refused too).
 func (w *Workspace) Resolve(p string) (string, error) {
 	parts, err := w.split(p)
 	if err != nil {
@@ -203,7 +214,38 @@ func (w *Workspace) Resolve(p string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", p, err)
 	}
+	if lex, lerr := w.Rel(p); w.Hidden(out) || lerr == nil && w.Hidden(lex) {
+		return "", fmt.Errorf("%s: %w", p, ErrHidden)
+	}
 	return out, nil
+}
+
+// Hide makes file tools treat the workspace-relative paths as absent
+// (absolute paths are ignored): the [paths] deny list of the run's
+// policy. Call it before the workspace is used.
+func (w *Workspace) Hide(paths []string) {
+	for _, p := range paths {
+		c := path.Clean(filepath.ToSlash(p))
+		if c == "." || strings.HasPrefix(c, "/") || c == ".." || strings.HasPrefix(c, "../") || slices.Contains(w.hidden, c) {
+			continue
+		}
+		w.hidden = append(w.hidden, c)
+	}
+}
+
+// Hidden reports whether the workspace-relative path rel is, or lies
+// under, a path given to [Workspace.Hide], or is where one of them
+// really is (through a link).
+func (w *Workspace) Hidden(rel string) bool {
+	for _, h := range w.hidden {
+		if under(rel, h) {
+			return true
+		}
+		if real, err := w.resolve(strings.Split(h, "/")); err == nil && real != "." && real != h && under(rel, real) {
+			return true
+		}
+	}
+	return false
 }
 
 const maxLinks = 40 // as Linux's MAXSYMLINKS

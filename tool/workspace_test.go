@@ -251,3 +251,31 @@ func TestNewWorkspaceErrors(t *testing.T) {
 		t.Errorf("Root, MountPath = %q, %q; want %q, /workspace", w.Root(), w.MountPath(), dir)
 	}
 }
+
+// Hidden paths (the policy's [paths] deny) are refused by name, through
+// links, and below them; their neighbours are not.
+func TestWorkspaceHide(t *testing.T) {
+	w, _ := linkFixture(t)
+	w.Hide([]string{"sub/deep", "/etc/passwd", "..", "."})
+	for _, tt := range []struct {
+		path   string
+		hidden bool
+	}{
+		{"sub/deep", true},
+		{"sub/deep/x.txt", true},
+		{"inlink/deep", true},  // through a link to sub
+		{"inlink2", true},      // a link to it
+		{"sub/deep/up2", true}, // below it, whatever it leads to
+		{"sub/f.txt", false},
+		{"sub/deeper", false},
+		{"abs-etc", false}, // outside anyway: ErrOutside, not hidden
+	} {
+		_, err := w.Resolve(tt.path)
+		if got := errors.Is(err, ErrHidden); got != tt.hidden {
+			t.Errorf("Resolve(%q) = %v; hidden %v, want %v", tt.path, err, got, tt.hidden)
+		}
+	}
+	if !w.Hidden("sub/deep") || w.Hidden("sub") || w.Hidden(".") {
+		t.Errorf("Hidden: %v %v %v", w.Hidden("sub/deep"), w.Hidden("sub"), w.Hidden("."))
+	}
+}

@@ -155,6 +155,19 @@ func (f *flagValues) boolean(name string) bool {
 	return v
 }
 
+// noWait reports whether the command stops at an approval (exit 3)
+// instead of waiting for it, decided as the local form decides it:
+// --no-wait, --wait, else whether stdin is a terminal, so that an
+// unattended `keel --server URL run` never waits on a question nobody
+// sees.
+func (f *flagValues) noWait() bool {
+	g := gateFlags{noWait: f.boolean("no-wait")}
+	if f.fs.Lookup("wait") != nil {
+		g.wait = f.boolean("wait")
+	}
+	return !g.waiting()
+}
+
 func (f *flagValues) integer(name string) int {
 	v, err := f.fs.GetInt(name)
 	f.err = errors.Join(f.err, err)
@@ -164,7 +177,7 @@ func (f *flagValues) integer(name string) int {
 func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
 	if err := only(cmd, "model", "workspace", "mount-path", "env", "setup", "task-file", "system", "system-file", "json", "quiet",
-		"max-steps", "max-tokens", "max-cost", "timeout", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait"); err != nil {
+		"max-steps", "max-tokens", "max-cost", "timeout", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait"); err != nil {
 		return err
 	}
 	fv := &flagValues{fs: fs}
@@ -212,7 +225,7 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	if d, err := fs.GetDuration("timeout"); err == nil && d > 0 {
 		req.Limits.Timeout = d.String()
 	}
-	jsonOut, quiet, noWait := fv.boolean("json"), fv.boolean("quiet"), fv.boolean("no-wait")
+	jsonOut, quiet, noWait := fv.boolean("json"), fv.boolean("quiet"), fv.noWait()
 	if fv.err != nil {
 		return fmt.Errorf("keel run --server: %w", fv.err)
 	}
@@ -464,11 +477,11 @@ func (a *app) clientRunsShow(cmd *cobra.Command, args []string) error {
 
 func (a *app) clientRunsResume(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
-	if err := only(cmd, "message", "json", "quiet", "no-wait"); err != nil {
+	if err := only(cmd, "message", "json", "quiet", "no-wait", "wait"); err != nil {
 		return err
 	}
 	fv := &flagValues{fs: fs}
-	message, jsonOut, quiet, noWait := fv.str("message"), fv.boolean("json"), fv.boolean("quiet"), fv.boolean("no-wait")
+	message, jsonOut, quiet, noWait := fv.str("message"), fv.boolean("json"), fv.boolean("quiet"), fv.noWait()
 	if fv.err != nil {
 		return fv.err
 	}
@@ -486,7 +499,7 @@ func (a *app) clientRunsResume(cmd *cobra.Command, args []string) error {
 
 func (a *app) clientDecide(cmd *cobra.Command, args []string, dec policy.Effect) error {
 	fs := cmd.Flags()
-	if err := only(cmd, "reason", "remember", "prefix", "no-resume", "quiet", "json", "no-wait"); err != nil {
+	if err := only(cmd, "reason", "remember", "prefix", "no-resume", "quiet", "json", "no-wait", "wait"); err != nil {
 		return err
 	}
 	fv := &flagValues{fs: fs}
@@ -497,7 +510,7 @@ func (a *app) clientDecide(cmd *cobra.Command, args []string, dec policy.Effect)
 			req.Prefix = strings.Fields(p)
 		}
 	}
-	noResume, quiet, jsonOut, noWait := fv.boolean("no-resume"), fv.boolean("quiet"), fv.boolean("json"), fv.boolean("no-wait")
+	noResume, quiet, jsonOut, noWait := fv.boolean("no-resume"), fv.boolean("quiet"), fv.boolean("json"), fv.noWait()
 	if fv.err != nil {
 		return fv.err
 	}

@@ -18,13 +18,17 @@ import (
 
 // mcpFlags are the MCP flags of keel run.
 type mcpFlags struct {
-	servers []string
-	none    bool
+	servers   []string
+	sql       []string
+	sqlWrites bool
+	none      bool
 }
 
 func (f *mcpFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.servers, "mcp", nil, "MCP server whose tools the run offers as NAME__TOOL: NAME='COMMAND ARGS...' (stdio, started inside the sandbox) or NAME=URL (streamable HTTP; its host must be in --allow-host) (repeatable; adds to config.toml's [[mcp.servers]])")
-	fl.BoolVar(&f.none, "no-mcp", false, "leave out the MCP servers of config.toml")
+	fl.BoolVar(&f.none, "no-mcp", false, "leave out the MCP servers and databases of config.toml")
+	fl.StringArrayVar(&f.sql, "sql", nil, "PostgreSQL database the run may query with NAME__sql_query: NAME=DSN (postgres://user@host/db; the password is never journaled: PGPASSWORD or ~/.pgpass for a resume) (repeatable)")
+	fl.BoolVar(&f.sqlWrites, "sql-allow-writes", false, "let --sql statements that write run when the policy allows them (default: every statement runs in a READ ONLY transaction)")
 }
 
 // mcpServers returns the run's MCP servers: config.toml's (unless
@@ -154,6 +158,9 @@ func mcpReadOnly(servers []agent.MCPServer) []string {
 // For a run being resumed, the definitions journaled in run.created are
 // the pins a changed tool is held against.
 func (a *app) connectMCP(ctx context.Context, w *wiring, c *agent.RunCreated) error {
+	if err := a.connectSQL(ctx, w, c); err != nil {
+		return err
+	}
 	if len(c.MCP) == 0 {
 		return nil
 	}

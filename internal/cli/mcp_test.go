@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
@@ -139,6 +141,11 @@ permit (principal, action, resource);
 @reason("the filesystem server may not write")
 forbid (principal, action == Keel::Action::"fs__write_file", resource == Keel::Server::"fs");
 
+@id("no-secrets-table")
+@reason("the secrets table is off limits")
+forbid (principal, action, resource == Keel::Server::"shop")
+when { context.facts has tables && context.facts.tables.contains("public.secrets") };
+
 @id("no-secret-echo")
 @reason("no secrets through echo")
 forbid (principal, action in Keel::Action::"mcp", resource)
@@ -158,7 +165,26 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("notes for the agent\n"), 0o644)
 	pol := filepath.Join(t.TempDir(), "policy.toml")
 	os.WriteFile(pol, []byte(mcpPolicy), 0o644)
+	dsn := testenv.Postgres(t)
+	pg, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`CREATE TABLE orders (id int, total int)`, `INSERT INTO orders VALUES (1, 10), (2, 32)`, `CREATE TABLE secrets (v text)`} {
+		if _, err := pg.Exec(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pg.Close(t.Context())
+	// A password in the connection string (the test cluster trusts
+	// keel): it must reach the database, never the journal.
+	pwDSN := strings.Replace(dsn, "postgres://keel@", "postgres://keel:canary-pw-4711@", 1)
 	m := &scriptedModel{turns: [][]scriptedCall{
+		{
+			{"s1", "shop__sql_query", `{"sql":"SELECT sum(total) AS total FROM orders"}`},
+			{"s2", "shop__sql_query", `{"sql":"DELETE FROM orders"}`},
+			{"s3", "shop__sql_query", `{"sql":"SELECT * FROM secrets"}`},
+		},
 		{
 			{"c1", "everything__echo", `{"message":"hello over stdio"}`},
 			{"c2", "remote__get-sum", `{"a":20,"b":22}`},
@@ -176,17 +202,21 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 		"--mcp", "everything=node "+mcpJS(dir, "server-everything")+" stdio",
 		"--mcp", "fs=node "+mcpJS(dir, "server-filesystem")+" /workspace",
 		"--mcp", fmt.Sprintf("remote=http://localhost:%d/mcp", port), "--allow-host", fmt.Sprintf("localhost:%d", port),
+		"--sql", "shop="+pwDSN,
 		"use the tools")
 	if code != 0 {
 		t.Fatalf("run = %d\n%s", code, errOut)
 	}
 	id, st := lastRun(t, db)
+	if len(st.Created.SQL) != 1 || strings.Contains(st.Created.SQL[0].DSN, "canary") {
+		t.Errorf("run.created SQL: %+v", st.Created.SQL)
+	}
 	if len(st.Created.MCP) != 3 {
 		t.Errorf("run.created MCP servers: %+v", st.Created.MCP)
 	}
 	pins := 0
 	for _, ti := range st.Created.Tools {
-		if ti.Server != "" {
+		if ti.Server != "" && ti.Server != "shop" {
 			if ti.Pin == "" || !strings.HasPrefix(ti.Name, ti.Server+"__") || ti.Effect != "external" {
 				t.Errorf("tool %+v", ti)
 			}
@@ -207,6 +237,9 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range evs {
+		if strings.Contains(string(e.Payload), "canary-pw-4711") {
+			t.Errorf("the database password is in event %d (%s)", e.Seq, e.Type)
+		}
 		switch e.Type {
 		case journal.GateDecided:
 			var d agent.GateDecided
@@ -221,6 +254,9 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 	for _, c := range []struct {
 		id, effect, contains string
 	}{
+		{"s1", "allow", "42"},
+		{"s2", "allow", "read-only"},
+		{"s3", "deny", "the secrets table is off limits"},
 		{"c1", "allow", "hello over stdio"},
 		{"c2", "allow", "42"},
 		{"c3", "allow", "notes for the agent"},
@@ -285,5 +321,80 @@ func TestMCPKillDuringCall(t *testing.T) {
 	}
 	if !found {
 		t.Error("the long call is not in the run")
+	}
+}
+
+// inspector calls the MCP Inspector CLI (npm @modelcontextprotocol/inspector)
+// on `keel mcp serve` (this test binary as keel) and returns the text of
+// the tool result.
+func inspector(t *testing.T, dir, wrapper string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("node", append([]string{filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "cli", "build", "cli.js"), "--cli", wrapper}, args...)...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("inspector %v: %v\n%s", args, err, out)
+	}
+	var res struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		IsError bool `json:"isError"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Content) == 0 {
+		t.Fatalf("inspector %v: %v\n%s", args, err, out)
+	}
+	if res.IsError {
+		t.Fatalf("inspector %v: tool error: %s", args, res.Content[0].Text)
+	}
+	return res.Content[0].Text
+}
+
+// keel mcp serve, driven by the MCP Inspector CLI (a separate server
+// process per call, as the Inspector runs it): start the demo run, see
+// it wait for its approval, answer it, see it complete.
+func TestMCPServeWithInspector(t *testing.T) {
+	dir := mcpNpm(t)
+	js := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector", "cli", "build", "cli.js")
+	if _, err := os.Stat(js); err != nil {
+		t.Fatalf("the Inspector CLI is not installed: %v", err)
+	}
+	db := setup(t)
+	tmp := t.TempDir()
+	wrapper := filepath.Join(t.TempDir(), "keel")
+	os.WriteFile(wrapper, []byte("#!/bin/sh\nexec "+os.Args[0]+" -test.run='^$' \"$@\"\n"), 0o755)
+	argv, _ := json.Marshal([]string{"--db", db, "mcp", "serve"})
+	env := append(os.Environ(), "KEEL_TEST_MAIN="+string(argv), "TMPDIR="+tmp)
+	var st struct {
+		RunID   string `json:"run_id"`
+		Status  string `json:"status"`
+		Output  string `json:"output"`
+		Waiting []struct {
+			CallID string `json:"call_id"`
+			Tool   string `json:"tool"`
+		} `json:"waiting_for_approval"`
+	}
+	out := inspector(t, dir, wrapper, env, "--method", "tools/call", "--tool-name", "start_run", "--tool-arg", "demo=true")
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("start_run: %v\n%s", err, out)
+	}
+	if st.Status != "paused" || len(st.Waiting) != 1 || st.Waiting[0].Tool != "edit_file" {
+		t.Fatalf("start_run: %s", out)
+	}
+	out = inspector(t, dir, wrapper, env, "--method", "tools/call", "--tool-name", "list_approvals")
+	if !strings.Contains(out, st.RunID) || !strings.Contains(out, st.Waiting[0].CallID) {
+		t.Fatalf("list_approvals: %s", out)
+	}
+	out = inspector(t, dir, wrapper, env, "--method", "tools/call", "--tool-name", "answer_approval",
+		"--tool-arg", "run_id="+st.RunID, "--tool-arg", "call_id="+st.Waiting[0].CallID, "--tool-arg", "decision=approve")
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("answer_approval: %v\n%s", err, out)
+	}
+	if st.Status != "completed" || !strings.Contains(st.Output, "all tests pass") {
+		t.Fatalf("after the approval: %s", out)
+	}
+	out = inspector(t, dir, wrapper, env, "--method", "tools/call", "--tool-name", "run_timeline", "--tool-arg", "run_id="+st.RunID)
+	if !strings.Contains(out, "edit_file") || !strings.Contains(out, "approv") {
+		t.Errorf("run_timeline: %s", out)
 	}
 }

@@ -213,6 +213,17 @@ func checkJournalOutside(db, workspace string) error {
 
 // protectedPaths returns the workspace-relative paths that must stay
 // read-only for the run: its policy file, when it lies in the workspace.
+// deniedPaths returns the [paths] deny list of the run's policy: the
+// sandbox masks these paths and the file tools refuse them, so that the
+// policy holds on routes the gate cannot see (grep -r, tar, python).
+func deniedPaths(c *agent.RunCreated) ([]string, error) {
+	e, err := agent.RunPolicy(c)
+	if err != nil || e == nil {
+		return nil, err
+	}
+	return e.DeniedPaths(), nil
+}
+
 func protectedPaths(c *agent.RunCreated) []string {
 	if c.Policy == nil || !filepath.IsAbs(c.Policy.Name) {
 		return nil
@@ -368,15 +379,21 @@ func (a *app) policyTestCmd() *cobra.Command {
 		Short: "Run the test cases a policy file carries ([[test]] entries)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			failed, total := 0, 0
+			failed, total, problems := 0, 0, 0
 			for _, f := range files {
 				e, err := loadPolicyNoTests(f)
 				if err != nil {
 					return err
 				}
+				// A policy's own cases can all pass (or be none) while a
+				// rule is broken or nothing can run: say so, and fail.
+				for _, p := range e.Lint(cmd.Context()) {
+					problems++
+					fmt.Fprintf(a.stdout, "FAIL %s: %s\n", f, p)
+				}
 				res := e.Test(cmd.Context())
 				if len(res) == 0 {
-					fmt.Fprintf(a.stdout, "%s: no test cases\n", f)
+					fmt.Fprintf(a.stdout, "%s: no test cases of its own (a TOML policy carries them as [[test]] entries)\n", f)
 				}
 				for _, r := range res {
 					total++
@@ -392,8 +409,16 @@ func (a *app) policyTestCmd() *cobra.Command {
 					}
 				}
 			}
-			fmt.Fprintf(a.stdout, "%d of %d test cases passed\n", total-failed, total)
-			if failed > 0 {
+			switch {
+			case total > 0:
+				fmt.Fprintf(a.stdout, "%d of %d test cases passed\n", total-failed, total)
+			default:
+				fmt.Fprintln(a.stdout, "no test cases ran")
+			}
+			if problems > 0 {
+				fmt.Fprintf(a.stdout, "%d problem(s) found by Keel's checks of ordinary calls\n", problems)
+			}
+			if failed > 0 || problems > 0 {
 				return &exitError{1}
 			}
 			return nil

@@ -211,7 +211,15 @@ func (p *printer) footer(runID string, o *agent.Outcome) {
 			msg = "approval: waiting for approval of " + strings.Join(ids, ", ")
 		}
 		fmt.Fprintf(p.err, "keel: run %s %s (%s) · %d steps · %s tok · $%.4f\n", runID, o.Status, msg, st.Steps, num(st.Usage.Total()), st.Cost)
-		if o.Status == journal.StatusPaused {
+		switch pending := st.Pending(); {
+		case o.Status == journal.StatusPaused && len(pending) > 0:
+			// Resuming a run that waits for a person only waits again:
+			// say how to decide (the run goes on after the decision).
+			for _, pa := range pending {
+				fmt.Fprintf(p.err, "keel: decide with: %s approve %s %s   or   %s deny %s %s --reason TEXT\n",
+					p.keel, runID, shellWord(pa.CallID), p.keel, runID, shellWord(pa.CallID))
+			}
+		case o.Status == journal.StatusPaused:
 			fmt.Fprintf(p.err, "keel: resume with: %s runs resume %s\n", p.keel, runID)
 		}
 	}

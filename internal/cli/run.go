@@ -248,7 +248,11 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if created.MCP, err = a.mcpServers(&f.mcp); err != nil {
 		return err
 	}
-	live := &liveOptions{apiKey: f.apiKey, recording: rec, gate: f.gate}
+	var sqlDSN map[string]string
+	if created.SQL, sqlDSN, err = a.sqlDatabases(&f.mcp); err != nil {
+		return err
+	}
+	live := &liveOptions{apiKey: f.apiKey, recording: rec, gate: f.gate, sqlDSN: sqlDSN}
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
 }

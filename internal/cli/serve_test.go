@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
@@ -254,8 +256,19 @@ func TestClientRunAndUsage(t *testing.T) {
 	}
 	code, _, errOut = keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "--policy", pol, "--no-wait", "fix it")
 	if code != 3 || !strings.Contains(errOut, "approval needed for edit_file textstats.py: keel --server "+s.url+" approve ") ||
-		!strings.Contains(errOut, "resume with: keel --server "+s.url+" runs resume") {
+		!strings.Contains(errOut, "decide with: keel --server "+s.url+" approve ") || strings.Contains(errOut, "runs resume") {
 		t.Errorf("keel --server run --no-wait with an ask = %d\n%s", code, errOut)
+	}
+	// Without --no-wait, a standard input that is not a terminal (nobody
+	// to ask) decides the same, as for a local run, instead of waiting
+	// forever.
+	if _, err := unix.IoctlGetTermios(int(os.Stdin.Fd()), unix.TCGETS); err == nil {
+		t.Log("stdin is a terminal: the unattended form is not checked")
+		return
+	}
+	code, _, errOut = keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "--policy", pol, "fix it")
+	if code != 3 || !strings.Contains(errOut, "decide with: keel --server "+s.url+" approve ") {
+		t.Errorf("keel --server run with an ask, stdin not a terminal = %d\n%s", code, errOut)
 	}
 }
 

@@ -36,6 +36,9 @@ type liveOptions struct {
 	// execution settings (journaled).
 	limits   *agent.Limits
 	settings *agent.Settings
+	// sqlDSN are the full connection strings of --sql, passwords
+	// included, for this process only.
+	sqlDSN map[string]string
 	// handoff and contextWindow are passed to agent.ExecParams.
 	handoff       bool
 	contextWindow int
@@ -59,13 +62,18 @@ type wiring struct {
 	recorder   *agent.Recorder
 	ws         *tool.Workspace
 	live       *liveOptions
-	// mcp are the run's MCP connections (closed with the wiring).
-	mcp []*mcp.Client
+	// mcp are the run's MCP connections, closers its connectors' (closed
+	// with the wiring).
+	mcp     []*mcp.Client
+	closers []func() error
 }
 
 func (w *wiring) Close() {
 	for _, c := range w.mcp {
 		c.Close()
+	}
+	for _, c := range w.closers {
+		c()
 	}
 	if w.sb != nil {
 		w.sb.Close()
@@ -146,6 +154,11 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	if err != nil {
 		return nil, err
 	}
+	hidden, err := deniedPaths(c)
+	if err != nil {
+		return nil, err
+	}
+	ws.Hide(hidden)
 	w.ws = ws
 	readOnly := mcpReadOnly(c.MCP)
 	if c.StateDir != "" {
@@ -163,6 +176,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		Limits:    c.SandboxLimits,
 		Network:   sandbox.Network{Allow: c.Network},
 		Protected: protectedPaths(c),
+		Hidden:    hidden,
 	}
 	switch c.Sandbox {
 	case "none":
@@ -241,7 +255,7 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 			key = a.getenv("OPENAI_API_KEY")
 		}
 		if key == "" && spec.Provider == "openai" {
-			return fmt.Errorf("no API key for %s: set OPENAI_API_KEY or pass --api-key", spec)
+			return usagef("no API key for %s: set OPENAI_API_KEY or pass --api-key", spec)
 		}
 		if key == "" {
 			key = "keel-no-key" // local servers (Ollama, vLLM) accept any key
@@ -262,7 +276,7 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 			key = a.getenv("ANTHROPIC_API_KEY")
 		}
 		if key == "" {
-			return fmt.Errorf("no API key for %s: set ANTHROPIC_API_KEY or pass --api-key", spec)
+			return usagef("no API key for %s: set ANTHROPIC_API_KEY or pass --api-key", spec)
 		}
 		base := spec.BaseURL
 		if base == "" {

@@ -40,6 +40,27 @@ type Config struct {
 	Serve Serve `toml:"serve"`
 	// MCP lists the MCP servers every run offers the tools of.
 	MCP MCP `toml:"mcp"`
+	// SQL lists the databases every run offers NAME__sql_query for.
+	SQL SQL `toml:"sql"`
+}
+
+// SQL is the [sql] table of config.toml:
+//
+//	[[sql.databases]]
+//	name = "shop"                              # the tool is shop__sql_query
+//	dsn = "postgres://agent@db.internal/shop"  # the password from PGPASSWORD or ~/.pgpass
+//	allow_writes = false                       # default: every statement read-only
+//	max_rows = 500
+type SQL struct {
+	Databases []SQLDatabase `toml:"databases"`
+}
+
+// SQLDatabase is one [[sql.databases]] entry.
+type SQLDatabase struct {
+	Name        string `toml:"name"`
+	DSN         string `toml:"dsn"`
+	AllowWrites bool   `toml:"allow_writes"`
+	MaxRows     int    `toml:"max_rows"`
 }
 
 // MCP is the [mcp] table of config.toml:

@@ -90,6 +90,10 @@ ON CONFLICT (run_id) DO UPDATE SET
 	return events, nil
 }
 
+// advisoryClass is the first key of the per-run transaction locks taken
+// by appends ("keel" in ASCII).
+const advisoryClass int32 = 0x6b65656c
+
 // head begins a transaction on conn, locks run's index row and returns the sequence number and hash of
 // its newest event (0 and the genesis hash for a new run), checking that
 // the events table and the index agree.
@@ -101,6 +105,13 @@ func head(ctx context.Context, conn *pgxpool.Conn, runID string) (int64, string,
 	)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
+	// The row lock below serializes writers of a run that is indexed; a
+	// new run has no row to lock, so writers also take a transaction
+	// advisory lock on the run id (two-key form: it cannot collide with
+	// the single-key lease locks). Without it a second writer could read
+	// "no index row" and then see the first writer's committed event, and
+	// report a conflict as corruption.
+	b.Queue(`SELECT pg_advisory_xact_lock($1, hashtext($2))`, advisoryClass, runID)
 	b.Queue(`SELECT last_seq, last_hash FROM keel_runs WHERE run_id = $1 FOR UPDATE`, runID).QueryRow(func(r pgx.Row) error {
 		err := r.Scan(&idxSeq, &idxHash)
 		if errors.Is(err, pgx.ErrNoRows) {

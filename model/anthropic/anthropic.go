@@ -81,6 +81,10 @@ type Options struct {
 	// A non-streaming response sends nothing until it is complete, so
 	// raise this for very long outputs.
 	IdleTimeout time.Duration
+	// ResponseTimeout bounds one attempt, headers and whole body, however
+	// steadily bytes arrive (a keepalive trickle). 0 means
+	// [idle.DefaultResponseTimeout] (10 minutes); negative disables.
+	ResponseTimeout time.Duration
 	// StallRetries is how many times a stalled request is repeated before
 	// [model.KindStalled]. 0 means [idle.DefaultStallRetries] (2);
 	// negative means none.
@@ -135,7 +139,7 @@ func New(opts *Options) (*Model, error) {
 		base = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	it := idle.NewTransport(base, &idle.Options{
-		IdleTimeout: o.IdleTimeout, StallRetries: o.StallRetries, Logger: o.Logger,
+		IdleTimeout: o.IdleTimeout, ResponseTimeout: o.ResponseTimeout, StallRetries: o.StallRetries, Logger: o.Logger,
 	})
 	client.Transport = it
 	var budget time.Duration

@@ -29,6 +29,13 @@ const (
 	// byte (request body written, response headers or body read) before it
 	// is abandoned.
 	DefaultTimeout = 2 * time.Minute
+	// DefaultResponseTimeout is the longest one attempt may take from
+	// sending the request to the end of the response body, however
+	// steadily bytes arrive: a provider (or a proxy) that keeps the
+	// connection alive with a byte every few seconds never trips the idle
+	// timeout, and would otherwise hold a step forever. It is the
+	// official OpenAI and Anthropic SDKs' default request timeout.
+	DefaultResponseTimeout = 10 * time.Minute
 	// DefaultStallRetries is how many times a stalled request is sent again
 	// before [Transport] gives up with [model.KindStalled].
 	DefaultStallRetries = 2
@@ -43,6 +50,11 @@ type Options struct {
 	// direction. 0 means [DefaultTimeout]; a negative value disables
 	// the watchdog (bodies are still buffered and bounded).
 	IdleTimeout time.Duration
+	// ResponseTimeout is the longest one attempt may take, headers and
+	// whole body, bytes moving or not. 0 means [DefaultResponseTimeout];
+	// a negative value disables it. An attempt over it counts as a stall
+	// (repeated, then [model.KindStalled]).
+	ResponseTimeout time.Duration
 	// StallRetries is how many times a stalled request is repeated. 0
 	// means [DefaultStallRetries]; a negative value means no repeat.
 	StallRetries int
@@ -75,6 +87,7 @@ type Options struct {
 type Transport struct {
 	base     http.RoundTripper
 	idle     time.Duration
+	deadline time.Duration
 	retries  int
 	maxBytes int64
 	logger   *slog.Logger
@@ -92,9 +105,12 @@ func NewTransport(base http.RoundTripper, opts *Options) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	t := &Transport{base: base, idle: o.IdleTimeout, retries: o.StallRetries, maxBytes: o.MaxResponseBytes, logger: o.Logger}
+	t := &Transport{base: base, idle: o.IdleTimeout, deadline: o.ResponseTimeout, retries: o.StallRetries, maxBytes: o.MaxResponseBytes, logger: o.Logger}
 	if t.idle == 0 {
 		t.idle = DefaultTimeout
+	}
+	if t.deadline == 0 {
+		t.deadline = DefaultResponseTimeout
 	}
 	switch {
 	case t.retries == 0:
@@ -114,11 +130,24 @@ func NewTransport(base http.RoundTripper, opts *Options) *Transport {
 // Timeout returns the effective idle timeout (negative when disabled).
 func (t *Transport) Timeout() time.Duration { return t.idle }
 
+// ResponseTimeout returns the effective per-attempt deadline (negative
+// when disabled).
+func (t *Transport) ResponseTimeout() time.Duration { return t.deadline }
+
 // StallRetries returns the effective number of repeats after a stall.
 func (t *Transport) StallRetries() int { return t.retries }
 
-// errIdle is the cancellation cause of an attempt abandoned by the watchdog.
-var errIdle = errors.New("idle: timeout")
+// errIdle is the cancellation cause of an attempt abandoned by the
+// watchdog; errDeadline of one that went on longer than the response
+// timeout.
+var (
+	errIdle     = errors.New("idle: timeout")
+	errDeadline = errors.New("idle: response timeout")
+)
+
+// abandoned reports whether err ended an attempt abandoned by the
+// transport itself (idle or over the deadline).
+func abandoned(err error) bool { return errors.Is(err, errIdle) || errors.Is(err, errDeadline) }
 
 // RoundTrip implements [http.RoundTripper]. It returns the response with its
 // body fully read (unless streaming), the base transport's error, an error
@@ -129,16 +158,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	body := req.Body
 	for n := 1; ; n++ {
 		res, err := t.attempt(req, body)
-		if !errors.Is(err, errIdle) {
+		if !abandoned(err) {
 			return res, err
 		}
-		t.logger.Warn(fmt.Sprintf("model request stalled: no bytes for %s (attempt %d of %d)", t.idle, n, attempts))
+		over := errors.Is(err, errDeadline)
+		if over {
+			t.logger.Warn(fmt.Sprintf("model request abandoned: no complete response within %s (attempt %d of %d)", t.deadline, n, attempts))
+		} else {
+			t.logger.Warn(fmt.Sprintf("model request stalled: no bytes for %s (attempt %d of %d)", t.idle, n, attempts))
+		}
 		if n == attempts {
-			return nil, t.stalled(n)
+			return nil, t.stalled(n, over)
 		}
 		if req.Body != nil && req.Body != http.NoBody {
 			if req.GetBody == nil {
-				return nil, t.stalled(n)
+				return nil, t.stalled(n, over)
 			}
 			if body, err = req.GetBody(); err != nil {
 				return nil, fmt.Errorf("idle: replay request body after stall: %w", err)
@@ -147,10 +181,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-func (t *Transport) stalled(attempts int) *model.Error {
+// stalled is the error after attempts abandoned attempts, the last one
+// over the response deadline when over, else idle.
+func (t *Transport) stalled(attempts int, over bool) *model.Error {
 	unit := "attempts"
 	if attempts == 1 {
 		unit = "attempt"
+	}
+	if over {
+		return &model.Error{Kind: model.KindStalled, Message: fmt.Sprintf("no complete response within %s on %d %s (the provider kept the connection open without finishing)", t.deadline, attempts, unit)}
 	}
 	return &model.Error{Kind: model.KindStalled, Message: fmt.Sprintf("no bytes for %s on %d %s", t.idle, attempts, unit)}
 }
@@ -161,14 +200,15 @@ func (t *Transport) attempt(req *http.Request, body io.ReadCloser) (*http.Respon
 	parent := req.Context()
 	ctx, cancel := context.WithCancelCause(parent)
 	dog := newWatchdog(t.idle, func() { cancel(errIdle) })
+	end := newWatchdog(t.deadline, func() { cancel(errDeadline) })
 	r := req.Clone(ctx)
 	r.Body = body
 	if body != nil && body != http.NoBody {
 		r.Body = &progressReader{rc: body, dog: dog}
 	}
 	idle := func(err error) error {
-		if parent.Err() == nil && errors.Is(context.Cause(ctx), errIdle) {
-			return fmt.Errorf("%w: %v", errIdle, err)
+		if cause := context.Cause(ctx); parent.Err() == nil && abandoned(cause) {
+			return fmt.Errorf("%w: %v", cause, err)
 		}
 		return err
 	}
@@ -176,22 +216,24 @@ func (t *Transport) attempt(req *http.Request, body io.ReadCloser) (*http.Respon
 	res, err := t.base.RoundTrip(r)
 	if err != nil {
 		dog.stop()
+		end.stop()
 		err = idle(err)
 		cancel(nil)
 		return nil, err
 	}
 	dog.kick()
 	if isStream(res.Header) {
-		res.Body = &watchedBody{rc: res.Body, dog: dog, ctx: ctx, cancel: cancel, parent: parent, idle: t.idle}
+		res.Body = &watchedBody{rc: res.Body, dog: dog, end: end, ctx: ctx, cancel: cancel, parent: parent, idle: t.idle, deadline: t.deadline}
 		return res, nil
 	}
 	data, err := io.ReadAll(io.LimitReader(&progressReader{rc: res.Body, dog: dog}, t.maxBytes+1))
 	dog.stop()
+	end.stop()
 	res.Body.Close()
 	if err != nil {
 		err = idle(err)
 		cancel(nil)
-		if errors.Is(err, errIdle) {
+		if abandoned(err) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("idle: read response body: %w", err)
@@ -266,13 +308,17 @@ func (p *progressReader) Read(b []byte) (int, error) {
 func (p *progressReader) Close() error { return p.rc.Close() }
 
 // watchedBody is a streaming response body under the watchdog.
+// A streaming response is under the response deadline as a whole: past
+// it, a read fails with [model.KindStalled], without a repeat (part of it
+// was consumed).
 type watchedBody struct {
-	rc     io.ReadCloser
-	dog    *watchdog
-	ctx    context.Context
-	parent context.Context
-	cancel context.CancelCauseFunc
-	idle   time.Duration
+	rc       io.ReadCloser
+	dog, end *watchdog
+	ctx      context.Context
+	parent   context.Context
+	cancel   context.CancelCauseFunc
+	idle     time.Duration
+	deadline time.Duration
 }
 
 func (w *watchedBody) Read(b []byte) (int, error) {
@@ -280,14 +326,20 @@ func (w *watchedBody) Read(b []byte) (int, error) {
 	if n > 0 {
 		w.dog.kick()
 	}
-	if err != nil && err != io.EOF && w.parent.Err() == nil && errors.Is(context.Cause(w.ctx), errIdle) {
-		return n, &model.Error{Kind: model.KindStalled, Message: fmt.Sprintf("no bytes for %s in a streaming response", w.idle), Err: err}
+	if err != nil && err != io.EOF && w.parent.Err() == nil {
+		switch cause := context.Cause(w.ctx); {
+		case errors.Is(cause, errIdle):
+			return n, &model.Error{Kind: model.KindStalled, Message: fmt.Sprintf("no bytes for %s in a streaming response", w.idle), Err: err}
+		case errors.Is(cause, errDeadline):
+			return n, &model.Error{Kind: model.KindStalled, Message: fmt.Sprintf("streaming response not complete within %s", w.deadline), Err: err}
+		}
 	}
 	return n, err
 }
 
 func (w *watchedBody) Close() error {
 	w.dog.stop()
+	w.end.stop()
 	err := w.rc.Close()
 	w.cancel(nil)
 	return err

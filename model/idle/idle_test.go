@@ -280,7 +280,90 @@ func TestTransportNoGetBody(t *testing.T) {
 func TestTransportDefaults(t *testing.T) {
 	t.Parallel()
 	tr := idle.NewTransport(nil, nil)
-	if tr.Timeout() != 2*time.Minute || tr.StallRetries() != 2 {
+	if tr.Timeout() != 2*time.Minute || tr.StallRetries() != 2 || tr.ResponseTimeout() != 10*time.Minute {
 		t.Errorf("defaults = %v, %d; want 2m0s, 2", tr.Timeout(), tr.StallRetries())
+	}
+}
+
+// trickle answers with headers and then one byte every few milliseconds,
+// never finishing: a keepalive that never trips the idle timeout.
+func trickle(rec **recorder, contentType string) func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-(*rec).release:
+				return
+			case <-tick.C:
+				if _, err := io.WriteString(w, " "); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		}
+	}
+}
+
+// A provider that keeps the connection alive with a byte every few
+// milliseconds cannot hold a step forever: each attempt ends at the
+// response deadline, is repeated, and then fails with a clear stall.
+func TestTransportByteTrickle(t *testing.T) {
+	t.Parallel()
+	var rec *recorder
+	rec, srv := newRecorder(t, trickle(&rec, "application/json"))
+	tr := idle.NewTransport(nil, &idle.Options{IdleTimeout: healthyIdle, ResponseTimeout: 100 * time.Millisecond, StallRetries: 1})
+	res, err := post(t, tr, srv.URL, `{"q":1}`)
+	if err == nil {
+		res.Body.Close()
+		t.Fatalf("RoundTrip = HTTP %d, nil; want a stall", res.StatusCode)
+	}
+	var me *model.Error
+	if !errors.As(err, &me) || me.Kind != model.KindStalled {
+		t.Fatalf("RoundTrip error = %v; want a *model.Error of kind stalled", err)
+	}
+	if want := "no complete response within 100ms on 2 attempts (the provider kept the connection open without finishing)"; me.Message != want {
+		t.Errorf("message = %q, want %q", me.Message, want)
+	}
+	if n := len(rec.requests()); n != 2 {
+		t.Errorf("server saw %d attempts, want 2", n)
+	}
+}
+
+// After a trickling attempt, a healthy answer is used.
+func TestTransportRecoversAfterTrickle(t *testing.T) {
+	t.Parallel()
+	var rec *recorder
+	rec, srv := newRecorder(t, trickle(&rec, "application/json"), complete)
+	tr := idle.NewTransport(nil, &idle.Options{IdleTimeout: healthyIdle, ResponseTimeout: 200 * time.Millisecond})
+	res, err := post(t, tr, srv.URL, "body")
+	if err != nil {
+		t.Fatalf("RoundTrip error = %v", err)
+	}
+	defer res.Body.Close()
+	if got, err := io.ReadAll(res.Body); err != nil || string(got) != fullBody {
+		t.Errorf("body = %q, %v; want the second answer", got, err)
+	}
+}
+
+// A trickling stream ends at the deadline with a stall error.
+func TestTransportStreamTrickle(t *testing.T) {
+	t.Parallel()
+	var rec *recorder
+	rec, srv := newRecorder(t, trickle(&rec, "text/event-stream"))
+	tr := idle.NewTransport(nil, &idle.Options{IdleTimeout: healthyIdle, ResponseTimeout: 100 * time.Millisecond})
+	res, err := post(t, tr, srv.URL, "x")
+	if err != nil {
+		t.Fatalf("RoundTrip error = %v", err)
+	}
+	defer res.Body.Close()
+	_, err = io.ReadAll(res.Body)
+	if model.KindOf(err) != model.KindStalled || !strings.Contains(err.Error(), "not complete within 100ms") {
+		t.Errorf("read error = %v, want a stall at the deadline", err)
 	}
 }

@@ -277,6 +277,16 @@ func (s *Sandbox) start(protected []string) error {
 		m, _ := filepath.Glob(g)
 		cfg.Masks = append(cfg.Masks, m...)
 	}
+	// Paths the run's policy forbids are masked like secrets: those in
+	// the workspace at the mount path, others at their host path.
+	for _, h := range s.spec.Hidden {
+		switch c := path.Clean(filepath.ToSlash(h)); {
+		case path.IsAbs(c):
+			cfg.Masks = append(cfg.Masks, c)
+		case c != "." && c != ".." && !strings.HasPrefix(c, "../"):
+			cfg.Masks = append(cfg.Masks, path.Join(s.spec.MountPath, c))
+		}
+	}
 	var files []*os.File
 	defer func() { closeAll(files) }()
 

@@ -108,6 +108,9 @@ func (e *editor) handle(ctx context.Context, req *tool.Request) (*tool.Result, e
 	if ed.crlf {
 		b.WriteString("; CRLF line endings kept")
 	}
+	if n := links(fi); n > 1 {
+		fmt.Fprintf(&b, "; edited in place: the file has %d hard links, and every one sees the change", n)
+	}
 	b.WriteString(". The changed region now reads:\n")
 	b.WriteString(ed.snippet)
 	return tool.Text(b.String()), nil
@@ -141,8 +144,18 @@ func applyEdit(data []byte, oldS, newS string, all bool) (*edit, string) {
 		prefix, body = bom, body[len(bom):]
 	}
 	norm, crlfAt := normalizeCRLF(body)
-	old := strings.TrimPrefix(strings.ReplaceAll(oldS, "\r\n", "\n"), string(bom))
+	old := strings.ReplaceAll(oldS, "\r\n", "\n")
 	repl := strings.ReplaceAll(newS, "\r\n", "\n")
+	if strings.HasPrefix(old, string(bom)) {
+		// The model copied the file's start, BOM included: the BOM is
+		// the file's (kept above, or absent), never part of the text
+		// replaced, so a BOM leading new_string too is the same one.
+		old = strings.TrimPrefix(old, string(bom))
+		repl = strings.TrimPrefix(repl, string(bom))
+	} else if prefix != nil && strings.HasPrefix(repl, string(bom)) {
+		// The file has its BOM already; a second one would be text.
+		repl = strings.TrimPrefix(repl, string(bom))
+	}
 	switch {
 	case old == "":
 		return nil, "old_string is empty; to create a file or replace all of it, use write_file"

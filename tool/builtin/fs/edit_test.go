@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/keel-run/keel/tool/builtin/fs"
@@ -50,6 +51,12 @@ func TestEditFile(t *testing.T) {
 		{name: "mixed tie uses file majority", file: "a\nb\r\nc\n", old: "a\nb\n", new: "A\nB\n", want: "A\nB\nc\n"},
 		{name: "lone cr is data", file: "a\rb\n", old: "a\rb", new: "ab", want: "ab\n"},
 		{name: "bom kept", file: "\xef\xbb\xbfone\ntwo\n", old: "one", new: "1", want: "\xef\xbb\xbf1\ntwo\n"},
+		// A BOM copied into old_string and new_string is the file's own,
+		// never doubled; nor is one leading new_string in a file that has
+		// one.
+		{name: "bom in old and new", file: "\xef\xbb\xbfone\ntwo\n", old: "\ufeffone", new: "\ufeff1", want: "\xef\xbb\xbf1\ntwo\n"},
+		{name: "bom only in new", file: "\xef\xbb\xbfone\ntwo\n", old: "one", new: "\ufeff1", want: "\xef\xbb\xbf1\ntwo\n"},
+		{name: "bom in old and new, none in the file", file: "one\ntwo\n", old: "\ufeffone", new: "\ufeff1", want: "1\ntwo\n"},
 		{name: "bom and crlf at file start", file: "\xef\xbb\xbfone\r\ntwo\r\n", old: "one\ntwo", new: "1\n2", want: "\xef\xbb\xbf1\r\n2\r\n"},
 		{name: "tabs kept", file: "\tif x {\n\t\ty()\n\t}\n", old: "\t\ty()", new: "\t\tz()", want: "\tif x {\n\t\tz()\n\t}\n"},
 		{name: "delete lines", file: "a\nb\nc\n", old: "b\n", new: "", want: "a\nc\n"},
@@ -203,5 +210,63 @@ func TestEditKeepsModeAndLinks(t *testing.T) {
 	}
 	if fi, _ := os.Lstat(filepath.Join(e.dir, "link.sh")); fi.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("link.sh is no longer a link")
+	}
+}
+
+// A file with several hard links is edited in place: the same inode, so
+// every link sees the change, with its mode and owner; write_file too.
+func TestEditHardLinks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.write("a.py", "x = 1\n")
+	a, b := filepath.Join(e.dir, "a.py"), filepath.Join(e.dir, "b.py")
+	if err := os.Link(a, b); err != nil {
+		t.Skip(err)
+	}
+	os.Chmod(a, 0o640)
+	asRoot := os.Geteuid() == 0
+	if asRoot {
+		if err := os.Chown(a, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _ := os.Stat(a)
+	wantOK(t, e.call(fs.EditName, map[string]any{"path": "a.py", "old_string": "x = 1", "new_string": "x = 2"}),
+		"edited in place: the file has 2 hard links")
+	wantOK(t, e.call(fs.WriteName, map[string]any{"path": "b.py", "content": "x = 3\ny = 4\n"}))
+	wantOK(t, e.call(fs.EditName, map[string]any{"path": "b.py", "old_string": "x = 3\ny = 4\n", "new_string": "z\n"}))
+	for _, p := range []string{a, b} {
+		got, _ := os.ReadFile(p)
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != "z\n" || !os.SameFile(fi, before) || fi.Mode().Perm() != 0o640 {
+			t.Errorf("%s = %q, same inode %v, mode %v; want %q, the same inode, 0640", filepath.Base(p), got, os.SameFile(fi, before), fi.Mode().Perm(), "z\n")
+		}
+		if st := fi.Sys().(*syscall.Stat_t); asRoot && (st.Uid != 65534 || st.Gid != 65534) {
+			t.Errorf("%s owner = %d:%d, want 65534:65534", filepath.Base(p), st.Uid, st.Gid)
+		}
+	}
+	assertNoTemp(t, e.dir)
+}
+
+// A file owned by another user keeps its owner when edited (as root,
+// through the rename; a user who cannot give files away writes in place).
+func TestEditKeepsOwner(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("only root can make a file owned by another user here")
+	}
+	e := newEnv(t)
+	e.write("o.txt", "old\n")
+	p := filepath.Join(e.dir, "o.txt")
+	if err := os.Chown(p, 65534, 65533); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, e.call(fs.EditName, map[string]any{"path": "o.txt", "old_string": "old", "new_string": "new"}))
+	fi, _ := os.Stat(p)
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 || st.Gid != 65533 || e.read("o.txt") != "new\n" {
+		t.Errorf("owner %d:%d, content %q", st.Uid, st.Gid, e.read("o.txt"))
 	}
 }

@@ -184,6 +184,8 @@ func describeErr(err error) string {
 		return msg + "; file tools work only inside the workspace"
 	case errors.Is(err, tool.ErrProtected):
 		return msg
+	case errors.Is(err, tool.ErrHidden):
+		return "the run's policy forbids this path ([paths] deny); it is not readable or writable by any tool"
 	case errors.Is(err, iofs.ErrNotExist):
 		return "no such file or directory"
 	case errors.Is(err, iofs.ErrPermission):

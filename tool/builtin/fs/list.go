@@ -141,6 +141,8 @@ func (w *listWalk) walk(ctx context.Context, dir string, level, depth int) error
 		name := tool.Escape(e.Name())
 		child := path.Join(dir, e.Name())
 		switch {
+		case w.ws.Hidden(child):
+			continue // forbidden by the run's policy
 		case e.Type()&iofs.ModeSymlink != 0:
 			target, err := w.ws.FS().Readlink(child)
 			if err != nil {

@@ -191,6 +191,8 @@ func (s *search) walk(ctx context.Context, dir string, stack []ignoreFrame) erro
 		switch {
 		case e.Name() == ".git" && e.IsDir():
 			continue
+		case s.ws.Hidden(child):
+			continue // forbidden by the run's policy
 		case e.Type()&iofs.ModeSymlink != 0:
 			s.links++
 			continue

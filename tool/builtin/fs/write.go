@@ -150,7 +150,16 @@ func openTarget(ws *tool.Workspace, rel string, mkdir bool) (*target, error) {
 // or the new content. old is rel's current info, or nil for a new file
 // (mode 0644). On any error the temporary file is removed and rel is
 // untouched.
+//
+// A rename makes a new file: a file with other hard links would be split
+// from them (the other names keep the old content), and a file whose
+// owner this process cannot give away would change owner. Such a file is
+// rewritten in place instead (see writeInPlace): same inode, every link
+// sees the change, mode and owner untouched.
 func writeAtomic(root *os.Root, rel string, data []byte, old os.FileInfo) (err error) {
+	if old != nil && links(old) > 1 {
+		return writeInPlace(root, rel, data, old)
+	}
 	dir, base := path.Split(rel)
 	if len(base) > 200 {
 		base = base[:200]
@@ -174,7 +183,11 @@ func writeAtomic(root *os.Root, rel string, data []byte, old os.FileInfo) (err e
 	mode := os.FileMode(0o644)
 	if old != nil {
 		mode = old.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
-		keepOwner(f, old)
+		if !keepOwner(f, old) {
+			f.Close()
+			root.Remove(tmp)
+			return writeInPlace(root, rel, data, old)
+		}
 	}
 	if err = f.Chmod(mode); err != nil {
 		return err
@@ -193,4 +206,33 @@ func writeAtomic(root *os.Root, rel string, data []byte, old os.FileInfo) (err e
 		d.Close()
 	}
 	return nil
+}
+
+// writeInPlace overwrites the existing file rel with data through its
+// own inode, after checking that rel is still the file old describes (a
+// file swapped in meanwhile is not written: errChanged). It is not
+// atomic: a crash in the middle leaves part of the new content.
+func writeInPlace(root *os.Root, rel string, data []byte, old os.FileInfo) error {
+	f, err := root.OpenFile(rel, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	now, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(now, old) || !now.Mode().IsRegular() {
+		return errChanged
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return err
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return f.Close()
 }

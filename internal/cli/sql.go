@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"context"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/tool/mcp"
+	"github.com/keel-run/keel/tool/sqlquery"
+)
+
+// sqlServers returns the run's databases: config.toml's (unless --no-mcp),
+// then --sql NAME=DSN. The journaled DSN has no password; the full one is
+// kept in secrets for this process.
+func (a *app) sqlDatabases(f *mcpFlags) ([]agent.SQLDatabase, map[string]string, error) {
+	var out []agent.SQLDatabase
+	secrets := map[string]string{}
+	put := func(d agent.SQLDatabase, full string) {
+		secrets[d.Name] = full
+		for i := range out {
+			if out[i].Name == d.Name {
+				out[i] = d
+				return
+			}
+		}
+		out = append(out, d)
+	}
+	if a.cfg != nil && !f.none {
+		for _, c := range a.cfg.SQL.Databases {
+			if err := mcp.CheckName(c.Name); err != nil {
+				return nil, nil, usagef("%s: [[sql.databases]]: %v", a.configFile(), err)
+			}
+			put(agent.SQLDatabase{Name: c.Name, DSN: redactDSN(c.DSN), AllowWrites: c.AllowWrites, MaxRows: c.MaxRows}, c.DSN)
+		}
+	}
+	for _, v := range f.sql {
+		name, dsn, ok := strings.Cut(v, "=")
+		if !ok || dsn == "" {
+			return nil, nil, usagef("--sql %q: want NAME=DSN (postgres://user@host/db)", v)
+		}
+		if err := mcp.CheckName(name); err != nil {
+			return nil, nil, usagef("--sql: %v", err)
+		}
+		put(agent.SQLDatabase{Name: name, DSN: redactDSN(dsn), AllowWrites: f.sqlWrites}, dsn)
+	}
+	return out, secrets, nil
+}
+
+var dsnPassword = regexp.MustCompile(`(?i)(^|\s)password\s*=\s*('(\\'|[^'])*'|\S+)`)
+
+// redactDSN removes the password from a connection string.
+func redactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		if u.User != nil {
+			if _, has := u.User.Password(); has {
+				u.User = url.User(u.User.Username())
+			}
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Del("password")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	return strings.TrimSpace(dsnPassword.ReplaceAllString(dsn, "$1"))
+}
+
+// connectSQL opens the run's databases and registers their tools. The
+// connection string with its password comes from this process (the
+// flags) or config.toml; the journaled one otherwise.
+func (a *app) connectSQL(ctx context.Context, w *wiring, c *agent.RunCreated) error {
+	for _, d := range c.SQL {
+		dsn := d.DSN
+		if full, ok := w.live.sqlDSN[d.Name]; ok {
+			dsn = full
+		} else if a.cfg != nil {
+			for _, cd := range a.cfg.SQL.Databases {
+				if cd.Name == d.Name && redactDSN(cd.DSN) == d.DSN {
+					dsn = cd.DSN
+				}
+			}
+		}
+		db, err := sqlquery.Open(ctx, sqlquery.Options{Name: d.Name, DSN: dsn, AllowWrites: d.AllowWrites, MaxRows: d.MaxRows, StatementTimeout: w.env.CommandTimeout})
+		if err != nil {
+			return err
+		}
+		w.closers = append(w.closers, db.Close)
+		t, h := db.Tool()
+		if err := w.tools.TryAdd(t, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
