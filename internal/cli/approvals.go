@@ -295,7 +295,9 @@ func (a *app) decide(ctx context.Context, runID, callID string, dec policy.Effec
 	}
 	d.resume.gate.ifLastSeq = mine
 	err = a.resume(ctx, runID, &d.resume, "")
-	if errors.Is(err, agent.ErrRunBusy) {
+	if errors.Is(err, agent.ErrRunBusy) || errors.Is(err, agent.ErrRunCompleted) {
+		// The process that waited for the decision took the run on (and
+		// may have completed it before this one looked).
 		fmt.Fprintf(a.stderr, "keel: run %s continues in another process\n", runID)
 		return nil
 	}

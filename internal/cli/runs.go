@@ -424,7 +424,7 @@ func (a *app) resume(ctx context.Context, runID string, f *runFlags, message str
 	}
 	if st.Status == journal.StatusCompleted {
 		if message == "" {
-			return fmt.Errorf("run %s already completed; nothing to resume (to continue it with a follow-up, give --message TEXT)", runID)
+			return &completedError{runID}
 		}
 		fmt.Fprintf(a.stderr, "keel: run %s completed; it continues with your message as a follow-up\n", runID)
 	}
@@ -464,6 +464,16 @@ func (a *app) resume(ctx context.Context, runID string, f *runFlags, message str
 	defer w.Close()
 	return a.execute(ctx, rt, runID, w, f.json, f.quiet, message)
 }
+
+// completedError refuses to resume a completed run without a message. It
+// wraps agent.ErrRunCompleted.
+type completedError struct{ runID string }
+
+func (e *completedError) Error() string {
+	return fmt.Sprintf("run %s already completed; nothing to resume (to continue it with a follow-up, give --message TEXT)", e.runID)
+}
+
+func (e *completedError) Unwrap() error { return agent.ErrRunCompleted }
 
 // runAsNow returns the run's run.created payload with the execution
 // settings it has now (a resume may have replaced them).
