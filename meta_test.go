@@ -282,6 +282,15 @@ func checkRef(root, dir string, top map[string]bool, ref string, inGo bool) stri
 	if m := goNameRE.FindStringSubmatch(ref); m != nil {
 		ref = m[1]
 	}
+	// A component in capitals is a placeholder: sandbox/NAME is any
+	// directory of sandbox.
+	parts := strings.Split(ref, "/")
+	for i, c := range parts {
+		if i > 0 && placeholderRE.MatchString(c) {
+			parts[i] = "*"
+		}
+	}
+	ref = strings.Join(parts, "/")
 	first, _, hasDir := strings.Cut(ref, "/")
 	switch {
 	case hasDir && top[first]:
@@ -305,6 +314,9 @@ var citedExt = map[string]bool{".md": true, ".go": true, ".py": true, ".sh": tru
 
 // goNameRE matches a package path followed by an exported Go name.
 var goNameRE = regexp.MustCompile(`^(.*/[a-z0-9_]+)\.[A-Z][A-Za-z0-9_]*(\.[A-Z][A-Za-z0-9_]*)?$`)
+
+// placeholderRE matches a placeholder component of a path: NAME, RUN_ID.
+var placeholderRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]+$`)
 
 // sourceExt are the extensions for which an absolute path is a file on
 // somebody's disk rather than a URL path such as /v1/openapi.json.
@@ -377,6 +389,8 @@ func TestCheckRef(t *testing.T) {
 		{"tool", "internal/testenv.Program", true, false},
 		{"tool", "internal/nosuch.Program", true, true},
 		{"tool", "tool/builtin/fs/read_file.md", true, false},
+		{"tool", "tool/builtin/NAME", false, false},
+		{"tool", "tool/NOSUCH/x.go", false, true},
 	} {
 		why := checkRef(root, filepath.Join(root, tt.dir), top, tt.ref, tt.inGo)
 		if (why != "") != tt.bad {

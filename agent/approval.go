@@ -257,9 +257,9 @@ func (x *executor) wait(ctx context.Context, ids []string) (bool, error) {
 		return false, err
 	}
 	if x.st.Status != journal.StatusPaused || x.st.LastType == journal.RunResumed {
-		reason, msg := "approval", fmt.Sprintf("waiting for approval of %s", strings.Join(ids, ", "))
+		reason, msg := ReasonApproval, fmt.Sprintf("waiting for approval of %s", strings.Join(ids, ", "))
 		if auths := x.st.PendingAuths(); len(auths) > 0 && len(x.st.Pending()) == 0 {
-			reason, msg = "auth", fmt.Sprintf("waiting for authorization: %s (%s)", auths[0].Error(), auths[0].Hint)
+			reason, msg = ReasonAuth, fmt.Sprintf("waiting for authorization: %s (%s)", auths[0].Error(), auths[0].Hint)
 		}
 		if err := x.append(ctx, journal.RunPaused, &RunEnded{Reason: reason, Message: msg}); err != nil {
 			return false, err

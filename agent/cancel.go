@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/tool"
 )
 
 // Cancel ends a run that no one is executing (paused, failed, or
@@ -30,7 +29,7 @@ func (rt *Runtime) CancelByToken(ctx context.Context, runID, by, token string) (
 	if who == "" {
 		who = "user"
 	}
-	return rt.end(ctx, runID, journal.RunCanceled, &RunEnded{Reason: "user", Message: "canceled by " + who, By: by, Token: token})
+	return rt.end(ctx, runID, journal.RunCanceled, &RunEnded{Reason: ReasonUser, Message: "canceled by " + who, By: by, Token: token})
 }
 
 // Fail ends a run that no one is executing as failed, with reason and
@@ -61,21 +60,8 @@ func (rt *Runtime) end(ctx context.Context, runID string, typ journal.Type, ende
 		return st, nil
 	}
 	x := &executor{rt: rt, p: &ExecParams{}, st: st, runID: runID}
-	if t := st.LastTurn(); t != nil {
-		var types []journal.Type
-		var payloads []any
-		for _, c := range t.Calls {
-			if c.Finished == nil {
-				types = append(types, journal.ToolFinished)
-				payloads = append(payloads, &ToolFinished{CallID: c.ID, Tool: c.Name, Synthetic: true,
-					Result: tool.Result{IsError: true, Content: "this call did not run: the run was stopped (" + msg + ")"}})
-			}
-		}
-		if len(types) > 0 {
-			if err := x.appendMany(ctx, types, payloads); err != nil {
-				return nil, err
-			}
-		}
+	if err := x.closeOpenCalls(ctx, msg); err != nil {
+		return nil, err
 	}
 	if err := x.append(ctx, typ, ended); err != nil {
 		return nil, err

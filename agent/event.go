@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/sandbox"
@@ -316,10 +315,8 @@ type ToolFinished struct {
 // RunEnded is the payload of journal.RunCompleted, RunFailed, RunCanceled
 // and RunPaused.
 type RunEnded struct {
-	// Reason is a short machine-readable cause: "answer", "marker",
-	// "max_steps", "max_tokens", "max_cost", "timeout", "model_error",
-	// "invalid_calls", "user", "approval", "revoked", "output_limit",
-	// "empty_answers", "response_too_large"...
+	// Reason is a short machine-readable cause, one of the Reason
+	// constants ([ReasonAnswer], [ReasonMaxSteps], [ReasonApproval] ...).
 	Reason string `json:"reason"`
 	// Message explains the reason to a person.
 	Message string `json:"message,omitempty"`
@@ -383,53 +380,4 @@ func marshal(v any) json.RawMessage {
 		panic(fmt.Sprintf("agent: marshal %T: %v", v, err))
 	}
 	return b
-}
-
-// Decode unmarshals an event's payload into the payload type of its event
-// type and returns it (for example *RunCreated for run.created). Unknown
-// types return (nil, nil) so that newer journals stay readable.
-func Decode(e *journal.Event) (any, error) {
-	var v any
-	switch e.Type {
-	case journal.RunCreated:
-		v = new(RunCreated)
-	case journal.RunResumed:
-		v = new(RunResumed)
-	case journal.SetupFinished:
-		v = new(SetupFinished)
-	case journal.ModelResponded:
-		v = new(ModelResponded)
-	case journal.ModelFailed:
-		v = new(ModelFailed)
-	case journal.GateDecided:
-		v = new(GateDecided)
-	case journal.ApprovalRequested:
-		v = new(ApprovalRequested)
-	case journal.ApprovalResolved:
-		v = new(ApprovalResolved)
-	case journal.AuthRequired:
-		v = new(AuthRequired)
-	case journal.AuthResolved:
-		v = new(AuthResolved)
-	case journal.ToolStarted:
-		v = new(ToolStarted)
-	case journal.ToolFinished:
-		v = new(ToolFinished)
-	case journal.RunCompleted, journal.RunFailed, journal.RunCanceled, journal.RunPaused:
-		v = new(RunEnded)
-	case journal.UserMessage:
-		v = new(UserMessage)
-	case journal.ContextCompacted:
-		v = new(ContextCompacted)
-	case journal.SandboxEgress:
-		v = new(SandboxEgress)
-	case journal.SandboxQuarantine:
-		v = new(SandboxQuarantine)
-	default:
-		return nil, nil
-	}
-	if err := json.Unmarshal(e.Payload, v); err != nil {
-		return nil, &journal.CorruptError{RunID: e.RunID, Seq: e.Seq, Reason: fmt.Sprintf("%s payload does not decode: %v", e.Type, err)}
-	}
-	return v, nil
 }

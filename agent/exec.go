@@ -22,29 +22,54 @@ func (x *executor) now() int64              { return x.rt.clock().UnixMilli() }
 // outcome is unknown, so a non-idempotent action never runs twice
 // unbeknown to the model.
 func (x *executor) recover(ctx context.Context, ids []string) error {
-	var rerun []string
-	var types []journal.Type
-	var payloads []any
+	var rerun, unknown []string
 	for _, id := range ids {
-		c := x.st.call(id)
-		info := x.toolInfo(c.Name)
+		info := x.toolInfo(x.st.call(id).Name)
 		if info != nil && (info.Effect == tool.ReadOnly.String() || info.Idempotent) {
 			rerun = append(rerun, id)
 			continue
 		}
-		types = append(types, journal.ToolFinished)
-		payloads = append(payloads, &ToolFinished{CallID: id, Tool: c.Name, Synthetic: true, Result: tool.Result{IsError: true,
-			Content: "this call was interrupted: the runtime stopped while it ran, so its outcome is unknown (it may or may not have taken effect). Check the current state before repeating it."}})
+		unknown = append(unknown, id)
 	}
-	if len(types) > 0 {
-		if err := x.appendMany(ctx, types, payloads); err != nil {
-			return err
-		}
+	if err := x.closeCalls(ctx, unknown, "this call was interrupted: the runtime stopped while it ran, so its outcome is unknown (it may or may not have taken effect). Check the current state before repeating it."); err != nil {
+		return err
 	}
 	if len(rerun) > 0 {
 		return x.runTools(ctx, rerun)
 	}
 	return nil
+}
+
+// closeCalls gives each call ids a synthetic error result with content,
+// in one append: the one way a call that did not run (or whose outcome
+// is unknown) gets its result, so that every call ends with exactly one.
+func (x *executor) closeCalls(ctx context.Context, ids []string, content string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	types := make([]journal.Type, len(ids))
+	payloads := make([]any, len(ids))
+	for i, id := range ids {
+		types[i] = journal.ToolFinished
+		payloads[i] = &ToolFinished{CallID: id, Tool: x.st.call(id).Name, Synthetic: true, Result: tool.Result{IsError: true, Content: content}}
+	}
+	return x.appendMany(ctx, types, payloads)
+}
+
+// closeOpenCalls gives every unfinished call of the open turn a result
+// saying it did not run because the run was stopped for why.
+func (x *executor) closeOpenCalls(ctx context.Context, why string) error {
+	t := x.st.LastTurn()
+	if t == nil {
+		return nil
+	}
+	var open []string
+	for _, c := range t.Calls {
+		if c.Finished == nil {
+			open = append(open, c.ID)
+		}
+	}
+	return x.closeCalls(ctx, open, "this call did not run: the run was stopped ("+why+")")
 }
 
 func (x *executor) toolInfo(name string) *ToolInfo {
@@ -199,7 +224,7 @@ func (x *executor) callModel(ctx context.Context) error {
 		kind := model.KindOf(err)
 		return x.appendMany(ctx, []journal.Type{journal.ModelFailed, journal.RunFailed}, []any{
 			&ModelFailed{Kind: kind.String(), Message: err.Error()},
-			&RunEnded{Reason: "model_error", Message: err.Error()},
+			&RunEnded{Reason: ReasonModelError, Message: err.Error()},
 		})
 	}
 	msg := resp.Message
@@ -242,7 +267,7 @@ func (x *executor) oversize(ctx context.Context, n int) error {
 	failed := &ModelFailed{Kind: model.KindInvalidRequest.String(), Message: m, ResponseBytes: int64(n)}
 	if x.st.OversizeStreak()+1 >= DefaultMaxOversize {
 		return x.appendMany(ctx, []journal.Type{journal.ModelFailed, journal.RunFailed}, []any{
-			failed, &RunEnded{Reason: "response_too_large", Message: fmt.Sprintf("%s (%d responses in a row)", m, x.st.OversizeStreak()+1)},
+			failed, &RunEnded{Reason: ReasonResponseTooLarge, Message: fmt.Sprintf("%s (%d responses in a row)", m, x.st.OversizeStreak()+1)},
 		})
 	}
 	note := &UserMessage{Source: "keel.limit", Content: fmt.Sprintf("[Keel: your last response was %d bytes, over the limit of %d bytes for one response. It was not stored and nothing in it ran. Send smaller responses: write a large file in parts (create it, then append to it in several calls), or generate it with a short script. The run stops after %d such responses in a row.]", n, MaxResponseBytes, DefaultMaxOversize)}
@@ -252,13 +277,7 @@ func (x *executor) oversize(ctx context.Context, n int) error {
 // cut gives each call of a response cut at the output-token limit a
 // result saying that nothing ran ([CutResult]).
 func (x *executor) cut(ctx context.Context, ids []string) error {
-	types := make([]journal.Type, len(ids))
-	payloads := make([]any, len(ids))
-	for i, id := range ids {
-		types[i] = journal.ToolFinished
-		payloads[i] = &ToolFinished{CallID: id, Tool: x.st.call(id).Name, Synthetic: true, Result: tool.Result{IsError: true, Content: CutResult}}
-	}
-	return x.appendMany(ctx, types, payloads)
+	return x.closeCalls(ctx, ids, CutResult)
 }
 
 // usedIDs returns the tool call ids of the run so far.
@@ -300,7 +319,7 @@ func normalizeIDs(calls []model.ToolCall, step int, used map[string]bool) []mode
 
 func (x *executor) finish(ctx context.Context, e *End) error {
 	out := e.Output
-	if e.Reason == "marker" && e.CallID != "" {
+	if e.Reason == ReasonMarker && e.CallID != "" {
 		// The model saw a bounded view; the run's output is the whole of
 		// it, read back from the artifact.
 		if c := x.st.call(e.CallID); c != nil && c.Finished.Artifact != "" {

@@ -102,7 +102,7 @@ func (x *executor) checkPrincipal(ctx context.Context, a Action) (bool, error) {
 		return false, fmt.Errorf("agent: run %s: check principal %q: %w", x.runID, c.Principal, err)
 	}
 	msg := fmt.Sprintf("agent %q may no longer act: %v", c.Principal, err)
-	if err := x.append(ctx, journal.RunPaused, &RunEnded{Reason: "revoked", Message: msg}); err != nil {
+	if err := x.append(ctx, journal.RunPaused, &RunEnded{Reason: ReasonRevoked, Message: msg}); err != nil {
 		return false, err
 	}
 	return true, nil

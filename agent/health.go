@@ -178,9 +178,9 @@ func incompleteAction(s *State) (Action, bool) {
 	}
 	if h.incomplete >= DefaultMaxIncomplete {
 		if h.lastCut {
-			return finish(journal.RunFailed, "output_limit", fmt.Sprintf("the model's response was cut at the output-token limit %d times in a row (raise --max-output-tokens, or ask for shorter steps)", h.incomplete), "", ""), true
+			return finish(journal.RunFailed, ReasonOutputLimit, fmt.Sprintf("the model's response was cut at the output-token limit %d times in a row (raise --max-output-tokens, or ask for shorter steps)", h.incomplete), "", ""), true
 		}
-		return finish(journal.RunFailed, "empty_answers", fmt.Sprintf("the model's response was incomplete %d times in a row; the last was empty (no text and no tool call)", h.incomplete), "", ""), true
+		return finish(journal.RunFailed, ReasonEmptyAnswers, fmt.Sprintf("the model's response was incomplete %d times in a row; the last was empty (no text and no tool call)", h.incomplete), "", ""), true
 	}
 	if len(last.ToolCalls) > 0 {
 		return Action{}, false // each call's result says the response was cut
@@ -279,7 +279,7 @@ func formatAction(s *State) (Action, bool) {
 	}
 	h := s.healthConfig()
 	if s.ctx.formatStreak >= h.MaxFormatErrors {
-		return finish(journal.RunFailed, "format_errors", fmt.Sprintf("the model answered %d times in a row without an action in the required format", s.ctx.formatStreak), "", ""), true
+		return finish(journal.RunFailed, ReasonFormatErrors, fmt.Sprintf("the model answered %d times in a row without an action in the required format", s.ctx.formatStreak), "", ""), true
 	}
 	msg := s.Created.FormatError
 	if left := h.MaxFormatErrors - s.ctx.formatStreak; left == 1 {
@@ -303,7 +303,7 @@ func healthAction(s *State) (Action, bool) {
 		if p := s.ctx.repeatPeriod; p > 1 {
 			what = fmt.Sprintf("the same %d turns of tool calls over and over, with the same results, %d times in a row", p, n)
 		}
-		return finish(journal.RunFailed, "repeated_calls", "the model made "+what, "", ""), true
+		return finish(journal.RunFailed, ReasonRepeatedCalls, "the model made "+what, "", ""), true
 	case h.RepeatNudge > 0 && n == h.RepeatNudge && s.ctx.grew:
 		what := fmt.Sprintf("made the same tool call %d times in a row and got the same result each time", n)
 		if p := s.ctx.repeatPeriod; p > 1 {

@@ -431,7 +431,7 @@ func (x *executor) stop(ctx context.Context) error {
 	if x.st.Status.Terminal() {
 		return nil
 	}
-	reason, typ, msg := "user", journal.RunCanceled, "canceled by user"
+	reason, typ, msg := ReasonUser, journal.RunCanceled, "canceled by user"
 	end := &RunEnded{}
 	var by *canceledBy
 	if errors.As(cause, &by) && by.by != "" {
@@ -440,26 +440,13 @@ func (x *executor) stop(ctx context.Context) error {
 	}
 	switch {
 	case errors.Is(cause, ErrTimeLimit):
-		reason, typ, msg = "timeout", journal.RunFailed, fmt.Sprintf("time limit reached (%s)", time.Duration(x.st.Limits.Timeout))
+		reason, typ, msg = ReasonTimeout, journal.RunFailed, fmt.Sprintf("time limit reached (%s)", time.Duration(x.st.Limits.Timeout))
 	case errors.Is(cause, ErrShutdown):
-		reason, typ, msg = "shutdown", journal.RunPaused, "the runtime shut down; resume the run to continue"
+		reason, typ, msg = ReasonShutdown, journal.RunPaused, "the runtime shut down; resume the run to continue"
 	}
 	if typ != journal.RunPaused {
-		if t := x.st.LastTurn(); t != nil {
-			var types []journal.Type
-			var payloads []any
-			for _, c := range t.Calls {
-				if c.Finished == nil {
-					types = append(types, journal.ToolFinished)
-					payloads = append(payloads, &ToolFinished{CallID: c.ID, Tool: c.Name, Synthetic: true,
-						Result: tool.Result{IsError: true, Content: "this call did not run: the run was stopped (" + msg + ")"}})
-				}
-			}
-			if len(types) > 0 {
-				if err := x.appendMany(ctx, types, payloads); err != nil {
-					return err
-				}
-			}
+		if err := x.closeOpenCalls(ctx, msg); err != nil {
+			return err
 		}
 	}
 	end.Reason, end.Message = reason, msg

@@ -30,7 +30,7 @@ func (x *executor) setup(ctx context.Context) error {
 	if sb == nil {
 		return x.appendMany(ctx, []journal.Type{journal.SetupFinished, journal.RunFailed}, []any{
 			&SetupFinished{ExitCode: -1, Output: "no sandbox configured: the setup script cannot run"},
-			&RunEnded{Reason: "setup", Message: "no sandbox configured: the setup script cannot run"},
+			&RunEnded{Reason: ReasonSetup, Message: "no sandbox configured: the setup script cannot run"},
 		})
 	}
 	out := tool.NewOutput(x.p.Env.Workspace, x.runID, "setup", setupOutputChars)
@@ -54,7 +54,7 @@ func (x *executor) setup(ctx context.Context) error {
 	if err != nil {
 		return x.appendMany(ctx, []journal.Type{journal.SetupFinished, journal.RunFailed}, []any{
 			&SetupFinished{ExitCode: -1, Output: err.Error(), DurationMS: x.since(start)},
-			&RunEnded{Reason: "setup", Message: "the sandbox could not run the setup script: " + err.Error()},
+			&RunEnded{Reason: ReasonSetup, Message: "the sandbox could not run the setup script: " + err.Error()},
 		})
 	}
 	sf := &SetupFinished{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Limit: res.Limit, Output: out.View(), Artifact: out.Artifact(), DurationMS: x.since(start)}
@@ -66,7 +66,7 @@ func (x *executor) setup(ctx context.Context) error {
 		case res.Limit != "":
 			msg += " (" + res.Limit + " limit)"
 		}
-		return x.appendMany(ctx, []journal.Type{journal.SetupFinished, journal.RunFailed}, []any{sf, &RunEnded{Reason: "setup", Message: msg}})
+		return x.appendMany(ctx, []journal.Type{journal.SetupFinished, journal.RunFailed}, []any{sf, &RunEnded{Reason: ReasonSetup, Message: msg}})
 	}
 	return x.append(ctx, journal.SetupFinished, sf)
 }

@@ -83,8 +83,8 @@ type End struct {
 	Type    journal.Type
 	Reason  string
 	Message string
-	// Output is the final answer (reason "answer") or, for reason
-	// "marker", the rest of the output of call CallID.
+	// Output is the final answer ([ReasonAnswer]) or, for
+	// [ReasonMarker], the rest of the output of call CallID.
 	Output string
 	CallID string
 }
@@ -158,15 +158,15 @@ func Step(s *State) Action {
 	if last.Role == model.RoleAssistant && len(last.ToolCalls) == 0 {
 		if n := deniedOnly(s); n > 0 {
 			// An answer after nothing could run is no completion.
-			return finish(journal.RunFailed, "all_denied", fmt.Sprintf("every one of the run's %d tool calls was denied (by the policy or a person), so nothing ran; the model then answered without a tool (check the policy with `keel policy check`)", n), last.Content, "")
+			return finish(journal.RunFailed, ReasonAllDenied, fmt.Sprintf("every one of the run's %d tool calls was denied (by the policy or a person), so nothing ran; the model then answered without a tool (check the policy with `keel policy check`)", n), last.Content, "")
 		}
-		return finish(journal.RunCompleted, "answer", "the model answered without calling a tool", last.Content, "")
+		return finish(journal.RunCompleted, ReasonAnswer, "the model answered without calling a tool", last.Content, "")
 	}
 	if t := s.LastTurn(); t != nil && t.Index == len(s.Messages)-1 {
 		if m := s.Created.CompletionMarker; m != "" {
 			for _, c := range t.Calls {
 				if out, ok := afterMarker(c.Finished, m); ok {
-					a := finish(journal.RunCompleted, "marker", "a tool result began with the completion marker "+m, out, c.ID)
+					a := finish(journal.RunCompleted, ReasonMarker, "a tool result began with the completion marker "+m, out, c.ID)
 					return a
 				}
 			}
@@ -176,17 +176,17 @@ func Step(s *State) Action {
 			max = DefaultMaxInvalidCalls
 		}
 		if s.InvalidStreak >= max {
-			return finish(journal.RunFailed, "invalid_calls", fmt.Sprintf("the model sent only invalid tool calls %d turns in a row", s.InvalidStreak), "", "")
+			return finish(journal.RunFailed, ReasonInvalidCalls, fmt.Sprintf("the model sent only invalid tool calls %d turns in a row", s.InvalidStreak), "", "")
 		}
 	}
 	l := s.Limits
 	switch {
 	case l.MaxSteps > 0 && s.Steps >= l.MaxSteps:
-		return finish(journal.RunFailed, "max_steps", fmt.Sprintf("step limit reached: %d model calls", s.Steps), "", "")
+		return finish(journal.RunFailed, ReasonMaxSteps, fmt.Sprintf("step limit reached: %d model calls", s.Steps), "", "")
 	case l.MaxTokens > 0 && s.Usage.Total() >= l.MaxTokens:
-		return finish(journal.RunFailed, "max_tokens", fmt.Sprintf("token limit reached: %d of %d tokens", s.Usage.Total(), l.MaxTokens), "", "")
+		return finish(journal.RunFailed, ReasonMaxTokens, fmt.Sprintf("token limit reached: %d of %d tokens", s.Usage.Total(), l.MaxTokens), "", "")
 	case l.MaxCost > 0 && s.Cost >= l.MaxCost:
-		return finish(journal.RunFailed, "max_cost", fmt.Sprintf("cost limit reached: $%.4f of $%.4f", s.Cost, l.MaxCost), "", "")
+		return finish(journal.RunFailed, ReasonMaxCost, fmt.Sprintf("cost limit reached: $%.4f of $%.4f", s.Cost, l.MaxCost), "", "")
 	}
 	if a, ok := healthAction(s); ok {
 		return a

@@ -96,7 +96,7 @@ func verify(ctx context.Context, store journal.Store, runID string, sum *journal
 	switch {
 	case runID == identity.StreamID:
 		r.Kind = "identity"
-	case identity.Reserved(runID):
+	case journal.IsSystem(runID):
 		// Another system stream (API tokens, the API action log): its
 		// chain and index are audited; it has no fold of its own here.
 		r.Kind = "system"

@@ -42,10 +42,13 @@ type Provider struct {
 	GrantTypes []string `json:"grant_types_supported,omitempty"`
 	// IssParameter is set when the server sends iss in authorization
 	// responses (RFC 9207 authorization_response_iss_parameter_supported).
-	IssParameter bool      `json:"iss_parameter,omitempty"`
-	HasSecret    bool      `json:"has_secret,omitempty"`
-	Added        time.Time `json:"added"`
-	AddedBy      string    `json:"added_by,omitempty"`
+	IssParameter bool `json:"iss_parameter,omitempty"`
+	HasSecret    bool `json:"has_secret,omitempty"`
+	// Delegate: an assistant agent's calls use a token exchanged for the
+	// user's (RFC 8693), limited to the call's scopes.
+	Delegate bool      `json:"delegate,omitempty"`
+	Added    time.Time `json:"added"`
+	AddedBy  string    `json:"added_by,omitempty"`
 
 	secret *sealed
 }
@@ -73,6 +76,10 @@ type ProviderParams struct {
 	By string
 	// Replace allows replacing a provider of the same name.
 	Replace bool
+	// Delegate asks for RFC 8693 delegation (see [Provider].Delegate); the
+	// server must list the token-exchange grant and the client have a
+	// secret.
+	Delegate bool
 }
 
 var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
@@ -111,6 +118,12 @@ func (v *Vault) AddProvider(ctx context.Context, pp *ProviderParams) (*Provider,
 	}
 	if len(p.GrantTypes) == 0 {
 		p.GrantTypes = []string{"authorization_code", "implicit"} // RFC 8414 §2 default
+	}
+	if pp.Delegate {
+		if !slices.Contains(p.GrantTypes, grantTypeTokenExchange) || pp.ClientSecret == "" {
+			return nil, fmt.Errorf("%w: provider %s: delegation needs a server that offers token exchange (RFC 8693) and a client secret", ErrInvalid, pp.Name)
+		}
+		p.Delegate = true
 	}
 	rec := providerRecord{Provider: *p}
 	if pp.ClientSecret != "" {

@@ -2,6 +2,7 @@ package credential
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -148,3 +149,106 @@ type revokeCaller struct {
 
 func (c revokeCaller) GetRevokeEndpoint() string { return c.url }
 func (c revokeCaller) HttpClient() *http.Client  { return c.client }
+
+// Rekey seals every secret of the vault (client secrets, grants, pending
+// authorizations) again under key, which then comes first in the
+// vault's keys. Secrets are opened with the keys the vault has; one that
+// does not open stops the rotation with an error wrapping [ErrWrongKey]
+// or [ErrNoKey] (what was re-sealed before stays valid under the new
+// key, which the caller keeps either way). It returns the number of
+// secrets re-sealed and journals credential.rekeyed (key ids only).
+func (v *Vault) Rekey(ctx context.Context, key *Key) (int, error) {
+	keys := append([]*Key{key}, v.opts.Keys...)
+	n := 0
+	for _, kind := range []string{kindProvider, kindGrant, kindPending} {
+		recs, err := v.records.ListRecords(ctx, kind)
+		if err != nil {
+			return n, err
+		}
+		for _, rec := range recs {
+			var m map[string]json.RawMessage
+			if err := decodeJSON(rec.Value, &m); err != nil {
+				return n, err
+			}
+			field := "secret"
+			if kind == kindPending {
+				field = "Verifier"
+			}
+			raw, ok := m[field]
+			if !ok || string(raw) == "null" {
+				continue
+			}
+			var s sealed
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return n, fmt.Errorf("credential: %s %s: %w", kind, rec.Key, err)
+			}
+			if s.KeyID == key.ID() {
+				continue
+			}
+			var plain json.RawMessage
+			if err := open(keys, kind, rec.Key, &s, &plain); err != nil {
+				return n, err
+			}
+			ns, err := key.seal(kind, rec.Key, plain)
+			if err != nil {
+				return n, err
+			}
+			if m[field], err = json.Marshal(ns); err != nil {
+				return n, err
+			}
+			b, err := json.Marshal(m)
+			if err != nil {
+				return n, err
+			}
+			if _, err := v.records.PutRecord(ctx, kind, rec.Key, b, rec.Version); err != nil {
+				return n, fmt.Errorf("credential: re-seal %s %s (changed meanwhile; run the rotation again): %w", kind, rec.Key, err)
+			}
+			n++
+		}
+	}
+	// Agent signing keys: one sealed private key per entry.
+	recs, err := v.records.ListRecords(ctx, kindAgentKey)
+	if err != nil {
+		return n, err
+	}
+	for _, rec := range recs {
+		var ar agentKeyRecord
+		if err := decodeJSON(rec.Value, &ar); err != nil {
+			return n, err
+		}
+		changed := 0
+		for i := range ar.Keys {
+			e := &ar.Keys[i]
+			aad := ar.Agent + "/" + e.ID
+			if e.Private == nil || e.Private.KeyID == key.ID() {
+				continue
+			}
+			var seed []byte
+			if err := open(keys, kindAgentKey, aad, e.Private, &seed); err != nil {
+				return n, err
+			}
+			if e.Private, err = key.seal(kindAgentKey, aad, seed); err != nil {
+				return n, err
+			}
+			changed++
+		}
+		if changed == 0 {
+			continue
+		}
+		b, err := jsonMarshal(ar)
+		if err != nil {
+			return n, err
+		}
+		if _, err := v.records.PutRecord(ctx, kindAgentKey, rec.Key, b, rec.Version); err != nil {
+			return n, fmt.Errorf("credential: re-seal the keys of agent %s (changed meanwhile; run the rotation again): %w", ar.Agent, err)
+		}
+		n += changed
+	}
+	old := ""
+	if len(v.opts.Keys) > 0 {
+		old = v.opts.Keys[0].ID()
+	}
+	v.opts.Keys = keys
+	v.audit(ctx, EventRekeyed, map[string]any{"key": key.ID(), "old_key": old, "secrets": n})
+	return n, nil
+}

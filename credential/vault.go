@@ -75,6 +75,9 @@ type Options struct {
 	// provider (nil: any the user granted); the effective scopes of a
 	// call are the requested ∩ the granted ∩ these, never wider.
 	AllowedScopes func(agent, provider string) []string
+	// MaxDelegationDepth caps the actor chain of a delegated call (the
+	// agent and [Request].Actors); default [DefaultMaxDelegationDepth].
+	MaxDelegationDepth int
 	// Logger receives diagnostics (never a secret); nil discards.
 	Logger *slog.Logger
 }
@@ -91,6 +94,7 @@ type Vault struct {
 	log     *slog.Logger
 
 	auditMu sync.Mutex // serialises this process's appends to StreamID
+	deleg   delegations
 }
 
 // New returns the vault kept in store, which must implement
@@ -145,6 +149,9 @@ type Request struct {
 	// RunID, CallID and Method identify the use for the audit trail and
 	// bind an authorization the call waits for to it.
 	RunID, CallID, Method string
+	// Actors are the agents Agent acts for in turn, nearest first (a
+	// sub-agent's parent), for a delegated call's actor chain.
+	Actors []string
 }
 
 // Credential is a token for one call. Its token is a secret: give it only
@@ -160,6 +167,9 @@ type Credential struct {
 	Expiry time.Time
 	// TokenHash names the token in events ([TokenHash]).
 	TokenHash string
+	// Actors is the actor chain of a delegated token (RFC 8693): the
+	// agent first; empty when the user's own token is used.
+	Actors []string
 
 	tokenType, token string
 }
@@ -292,6 +302,9 @@ func (v *Vault) Credential(ctx context.Context, r *Request) (*Credential, error)
 			return nil, fmt.Errorf("%w: %w", ErrNotAllowed, err)
 		}
 	}
+	if err := v.checkDepth(r); err != nil {
+		return nil, err
+	}
 	want := r.Scopes
 	if len(want) == 0 {
 		want = p.Scopes
@@ -326,10 +339,13 @@ func (v *Vault) Credential(ctx context.Context, r *Request) (*Credential, error)
 	}
 	c := &Credential{GrantID: g.ID, Provider: p.Name, Issuer: p.Issuer, Scopes: want, Granted: slices.Clone(g.Scopes),
 		Expiry: g.Expiry, TokenHash: g.TokenHash, tokenType: sec.TokenType, token: sec.AccessToken}
+	if c, err = v.delegate(ctx, p, r, c); err != nil {
+		return nil, err
+	}
 	if r.RunID != "" {
 		// No credential leaves the vault without its trace.
 		err = v.audit(ctx, EventUsed, &usedPayload{Grant: g.ID, Provider: p.Name, Agent: r.Agent, User: r.User, Run: r.RunID, Call: r.CallID,
-			Method: r.Method, Resource: redactURL(r.Resource), Scopes: want, TokenHash: g.TokenHash})
+			Method: r.Method, Resource: redactURL(r.Resource), Scopes: c.Scopes, TokenHash: c.TokenHash, Actor: c.Actors})
 		if err != nil {
 			return nil, err
 		}

@@ -45,7 +45,17 @@ type env struct {
 	vault *credential.Vault
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvTB(t) }
+
+// newEnvB is newEnv for a benchmark, with a grant of helper for ann.
+func newEnvB(b *testing.B) *env {
+	e := newEnvTB(b)
+	e.addProvider(b, e.vault)
+	e.connect(b, e.vault, "helper", "ann")
+	return e
+}
+
+func newEnvTB(t testing.TB) *env {
 	t.Helper()
 	e := &env{op: oauthtest.Start(t), path: filepath.Join(t.TempDir(), "keel.db"), clock: &fakeClock{t: time.Now()}}
 	var err error
@@ -57,28 +67,28 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-func (e *env) open(t *testing.T) journal.Store {
-	t.Helper()
+func (e *env) open(t testing.TB) journal.Store {
 	s, err := sqlite.Open(e.path, nil)
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	if t != nil {
+		t.Cleanup(func() { s.Close() })
+	}
 	return s
 }
 
-func (e *env) newVault(t *testing.T, s journal.Store) *credential.Vault {
-	t.Helper()
+func (e *env) newVault(_ testing.TB, s journal.Store) *credential.Vault {
 	v, err := credential.New(s, &credential.Options{Keys: []*credential.Key{e.key}, Clock: e.clock.Now})
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
 	return v
 }
 
 // addProvider registers the OP as provider "op" with the web client, for
 // resource http://api.test/.
-func (e *env) addProvider(t *testing.T, v *credential.Vault) *credential.Provider {
+func (e *env) addProvider(t testing.TB, v *credential.Vault) *credential.Provider {
 	t.Helper()
 	p, err := v.AddProvider(t.Context(), &credential.ProviderParams{Name: "op", Issuer: e.op.Issuer, ClientID: oauthtest.NativeClient,
 		Scopes: []string{"openid", "offline_access"}, Resources: []string{"http://api.test/v1"}})
@@ -90,7 +100,7 @@ func (e *env) addProvider(t *testing.T, v *credential.Vault) *credential.Provide
 
 // connect runs authorization code + PKCE for agent acting for the OP's
 // admin user and returns the grant.
-func (e *env) connect(t *testing.T, v *credential.Vault, agent, user string, scopes ...string) *credential.Grant {
+func (e *env) connect(t testing.TB, v *credential.Vault, agent, user string, scopes ...string) *credential.Grant {
 	t.Helper()
 	pend, err := v.BeginConnect(t.Context(), &credential.ConnectParams{Provider: "op", Agent: agent, User: user, Scopes: scopes,
 		RedirectURL: "http://127.0.0.1:49152/callback", RunID: "run1", CallID: "call1"})
@@ -357,4 +367,39 @@ func TestProviderBadInput(t *testing.T) {
 		t.Errorf("providers after bad input: %+v", ps)
 	}
 	_ = context.Background
+}
+
+// Rekey: every secret (client secret, grant tokens, agent keys) opens
+// with the new key alone afterwards, and not with the old one.
+func TestRekey(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	if _, err := e.vault.AddProvider(ctx, &credential.ProviderParams{Name: "svc", Issuer: e.op.Issuer, ClientID: oauthtest.ServiceClient,
+		ClientSecret: oauthtest.ServiceSecret, Resources: []string{"http://svc.test/"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.addProvider(t, e.vault)
+	e.connect(t, e.vault, "helper", "ann")
+	if _, _, err := e.vault.IssueAgentToken(ctx, &credential.AgentTokenParams{Issuer: "urn:keel:test", Agent: "helper", User: "ann", Audience: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	nk, _ := credential.ParseKey(credential.GenerateKey())
+	n, err := e.vault.Rekey(ctx, nk)
+	if err != nil || n != 3 {
+		t.Fatalf("Rekey = %d, %v; want 3 secrets (client secret, grant, agent key)", n, err)
+	}
+	fresh, _ := credential.New(e.store, &credential.Options{Keys: []*credential.Key{nk}, Clock: e.clock.Now})
+	if _, err := fresh.Credential(ctx, &credential.Request{Agent: "helper", User: "ann", Resource: "http://api.test/v1"}); err != nil {
+		t.Errorf("grant under the new key: %v", err)
+	}
+	if _, err := fresh.Credential(ctx, &credential.Request{Agent: "ops", Resource: "http://svc.test/x"}); err != nil {
+		t.Errorf("client secret under the new key: %v", err)
+	}
+	if _, _, err := fresh.IssueAgentToken(ctx, &credential.AgentTokenParams{Issuer: "urn:keel:test", Agent: "helper", User: "ann", Audience: "x"}); err != nil {
+		t.Errorf("agent key under the new key: %v", err)
+	}
+	old, _ := credential.New(e.store, &credential.Options{Keys: []*credential.Key{e.key}, Clock: e.clock.Now})
+	if _, err := old.Credential(ctx, &credential.Request{Agent: "helper", User: "ann", Resource: "http://api.test/v1"}); !errors.Is(err, credential.ErrWrongKey) {
+		t.Errorf("old key after rotation: %v, want ErrWrongKey", err)
+	}
 }

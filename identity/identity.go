@@ -48,10 +48,14 @@ const StreamID = ReservedPrefix + "identity"
 
 // ReservedPrefix starts the ids of Keel's system streams, which are not
 // runs.
-const ReservedPrefix = "_keel."
+//
+// Deprecated: use [journal.SystemPrefix].
+const ReservedPrefix = journal.SystemPrefix
 
 // Reserved reports whether id names a system stream rather than a run.
-func Reserved(id string) bool { return strings.HasPrefix(id, ReservedPrefix) }
+//
+// Deprecated: use [journal.IsSystem].
+func Reserved(id string) bool { return journal.IsSystem(id) }
 
 // LocalAgent is the implicit employee agent of the local command line
 // (keel run without --agent). It exists without being created, and can be
@@ -150,21 +154,20 @@ type Options struct {
 // concurrent use, and several Directories (in several processes) may share
 // a journal: each read catches up with the stream's newest events.
 type Directory struct {
-	store journal.Store
-	clock journal.Clock
+	s *journal.Stream
 
-	mu     sync.Mutex // guards the fields below
-	last   int64      // newest folded event
-	hash   string     // its hash
+	mu     sync.Mutex // guards agents; taken before the stream's lock
 	agents map[string]*Agent
 }
 
 // NewDirectory returns the directory stored in store.
 func NewDirectory(store journal.Store, opts *Options) *Directory {
-	d := &Directory{store: store, clock: time.Now, hash: journal.GenesisHash, agents: map[string]*Agent{}}
-	if opts != nil && opts.Clock != nil {
-		d.clock = opts.Clock
+	d := &Directory{agents: map[string]*Agent{}}
+	var clock journal.Clock
+	if opts != nil {
+		clock = opts.Clock
 	}
+	d.s = journal.NewStream(store, StreamID, clock, d.apply)
 	return d
 }
 
@@ -184,30 +187,9 @@ func CheckName(name string) error {
 	return nil
 }
 
-// sync catches up with the stream, verifying each new event's hash and
-// its link to the last one. Callers hold d.mu.
-func (d *Directory) sync(ctx context.Context) error {
-	events, err := d.store.Read(ctx, StreamID, d.last+1)
-	if errors.Is(err, journal.ErrNotFound) {
-		if d.last > 0 {
-			return &journal.CorruptError{RunID: StreamID, Seq: 1, Reason: "the identity stream disappeared"}
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("identity: read directory: %w", err)
-	}
-	if err := journal.VerifyFrom(StreamID, d.hash, d.last+1, events); err != nil {
-		return err
-	}
-	for i := range events {
-		if err := d.apply(&events[i]); err != nil {
-			return err
-		}
-		d.last, d.hash = events[i].Seq, events[i].Hash
-	}
-	return nil
-}
+// sync catches up with the stream (journal.Stream.Sync). Callers hold
+// d.mu.
+func (d *Directory) sync(ctx context.Context) error { return d.s.Sync(ctx) }
 
 func (d *Directory) apply(e *journal.Event) error {
 	bad := func(format string, args ...any) error {
@@ -265,36 +247,12 @@ func (d *Directory) lookup(name string) *Agent {
 	return nil
 }
 
-// append journals one event, catching up and retrying when another
-// process appended first; check validates it against the current state
-// each time.
+// append journals one event (journal.Stream.Append); check validates it
+// against the current state, again after another process appended
+// first. Callers hold d.mu.
 func (d *Directory) append(ctx context.Context, typ journal.Type, payload any, check func() error) error {
-	b, err := json.Marshal(payload)
-	if err != nil {
-		return fmt.Errorf("identity: %w", err)
-	}
-	for attempt := 0; ; attempt++ {
-		if err := d.sync(ctx); err != nil {
-			return err
-		}
-		if err := check(); err != nil {
-			return err
-		}
-		evs, err := d.store.Append(ctx, StreamID, d.last, journal.Draft{Type: typ, Time: d.clock(), Payload: b})
-		if errors.Is(err, journal.ErrConflict) && attempt < 5 {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("identity: append %s: %w", typ, err)
-		}
-		for i := range evs {
-			if err := d.apply(&evs[i]); err != nil {
-				return err
-			}
-			d.last, d.hash = evs[i].Seq, evs[i].Hash
-		}
-		return nil
-	}
+	_, err := d.s.Append(ctx, typ, payload, check)
+	return err
 }
 
 // CreateParams describe a new agent.

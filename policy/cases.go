@@ -49,7 +49,7 @@ func (c *Case) Call() *Call {
 	if call.MountPath == "" {
 		call.MountPath = "/workspace"
 	}
-	if len(call.Paths) == 0 && c.Tool != "bash" && c.Tool != "fetch_url" {
+	if len(call.Paths) == 0 && c.Tool != "bash" && c.Tool != "fetch_url" && c.Tool != "http_request" {
 		var in struct {
 			Path string `json:"path"`
 		}

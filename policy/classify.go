@@ -3,9 +3,10 @@ package policy
 import (
 	"net/url"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/keel-run/keel/internal/realpath"
 )
 
 // Location classes of a path, from the policy's point of view.
@@ -67,26 +68,6 @@ type locator struct {
 	// path is then also resolved on the host file system, so that a
 	// symbolic link in the workspace cannot lead a command outside it.
 	host string
-}
-
-// hostResolve resolves the path raw (absolute, not cleaned: "link/.."
-// is the link target's parent, as the kernel reads it) on the host file
-// system, following symbolic links as far as the path exists; the part
-// that does not exist yet is appended as written.
-func hostResolve(raw string) string {
-	p, suffix := raw, ""
-	for p != "" && p != "/" {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Join(r, suffix)
-		}
-		i := strings.LastIndexByte(p, '/')
-		if i < 0 {
-			break
-		}
-		suffix = path.Join(p[i+1:], suffix)
-		p = p[:i]
-	}
-	return path.Clean(raw)
 }
 
 // hostClass classifies a path resolved on the host (see locator.host).
@@ -206,7 +187,7 @@ func (l *locator) note(f *facts, cwd, word string, write bool) {
 			if !strings.HasPrefix(raw, "/") {
 				raw = cwd + "/" + word
 			}
-			if r := hostResolve(raw); l.hostClass(r) != locWorkspace {
+			if r := realpath.Resolve(raw); l.hostClass(r) != locWorkspace {
 				// A symbolic link in the workspace leads out of it.
 				p, c = r, l.hostClass(r)
 			}

@@ -19,6 +19,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/cedar-policy/cedar-go"
+
+	"github.com/keel-run/keel/internal/realpath"
 )
 
 // Engine evaluates a compiled policy file; [Engine.Decide] is a [Policy].
@@ -425,7 +427,7 @@ func actionGroups(tool, effect string) []string {
 	switch tool {
 	case "bash":
 		g = append(g, "exec")
-	case "fetch_url":
+	case "fetch_url", "http_request":
 		g = append(g, "network")
 	}
 	return g
@@ -449,7 +451,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		loc.system = append(cleanPaths(c.ReadOnly), e.system...)
 	}
 	if c.Sandbox == "none" && c.Workspace != "" {
-		loc.host = hostResolve(path.Clean(c.Workspace))
+		loc.host = realpath.Resolve(path.Clean(c.Workspace))
 	}
 	if c.Sandbox == "none" {
 		// Without a sandbox, /tmp and HOME are the host's own: only the

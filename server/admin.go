@@ -12,6 +12,8 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/visible"
 )
 
 // agentView converts a directory entry to its API form.
@@ -160,7 +162,7 @@ func (h *Handler) ungrant(ctx context.Context, name, grant, reason string, who *
 		return list, err
 	}
 	if !slices.ContainsFunc(list.Grants, func(g policy.Grant) bool { return g.ID == grant }) {
-		return list, notFound("agent %s has no standing approval %s (list them at /v1/agents/%s/grants)", name, Visible(grant), name)
+		return list, notFound("agent %s has no standing approval %s (list them at /v1/agents/%s/grants)", name, visible.String(grant), name)
 	}
 	if err := h.opts.Directory.Ungrant(ctx, name, grant, &identity.UngrantParams{By: who.Name, Reason: reason}); err != nil {
 		return api.GrantList{}, identityError(err)
@@ -237,16 +239,16 @@ func (h *Handler) createToken(w http.ResponseWriter, r *http.Request, who *calle
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	if err := CheckTokenName(strings.TrimSpace(req.Name)); err != nil {
+	if err := token.CheckName(strings.TrimSpace(req.Name)); err != nil {
 		return badRequest("name: %s", strings.TrimPrefix(err.Error(), "server: "))
 	}
-	if err := CheckScopes(req.Scopes); err != nil {
+	if err := token.CheckScopes(req.Scopes); err != nil {
 		return badRequest("%s", strings.TrimPrefix(err.Error(), "server: "))
 	}
 	if err := h.checkAgents(r.Context(), req.Agents); err != nil {
 		return err
 	}
-	tok, err := h.tokens.Create(r.Context(), &TokenParams{Name: req.Name, Scopes: req.Scopes, Agents: req.Agents, By: who.Name})
+	tok, err := h.tokens.Create(r.Context(), &token.Params{Name: req.Name, Scopes: req.Scopes, Agents: req.Agents, By: who.Name})
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,11 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/visible"
 )
 
 // Labels the server sets in a run's run.created. Labels starting with
@@ -53,7 +56,7 @@ type admission struct {
 	overrides []string
 }
 
-func (a *admission) admin() bool { return a.who != nil && HasScope(a.who, api.ScopeAdmin) }
+func (a *admission) admin() bool { return a.who != nil && token.HasScope(a.who, api.ScopeAdmin) }
 
 // confinement holds the directories runs may and may not work in,
 // symlinks resolved once at construction.
@@ -74,50 +77,19 @@ func newConfinement(o *Options) *confinement {
 		}
 		clean := filepath.Clean(r)
 		c.roots = append(c.roots, clean)
-		c.resolvedRoots = append(c.resolvedRoots, resolve(clean))
+		c.resolvedRoots = append(c.resolvedRoots, realpath.Resolve(clean))
 	}
 	for _, p := range o.Protected {
 		if p != "" {
-			c.protected = append(c.protected, filepath.Clean(p), resolve(p))
+			c.protected = append(c.protected, filepath.Clean(p), realpath.Resolve(p))
 		}
 	}
 	for _, d := range o.ReplayDirs {
 		if d != "" {
-			c.replay = append(c.replay, filepath.Clean(d), resolve(d))
+			c.replay = append(c.replay, filepath.Clean(d), realpath.Resolve(d))
 		}
 	}
 	return c
-}
-
-// resolve returns p absolute, cleaned and with symlinks resolved as far
-// as the path exists.
-func resolve(p string) string {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return filepath.Clean(p)
-	}
-	if r, err := filepath.EvalSymlinks(abs); err == nil {
-		return r
-	}
-	// Resolve the longest existing parent, so that a protected file that
-	// does not exist yet still compares with resolved workspaces.
-	dir, rest := abs, ""
-	for dir != filepath.Dir(dir) {
-		rest = filepath.Join(filepath.Base(dir), rest)
-		dir = filepath.Dir(dir)
-		if r, err := filepath.EvalSymlinks(dir); err == nil {
-			return filepath.Join(r, rest)
-		}
-	}
-	return abs
-}
-
-// within reports whether path p is dir or below it.
-func within(p, dir string) bool {
-	if dir == "/" {
-		return strings.HasPrefix(p, "/")
-	}
-	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
 }
 
 // noRoots is the error of a create or fork on a server without workspace
@@ -143,8 +115,8 @@ func (c *confinement) checkWorkspace(dir string, needRoot bool) (string, error) 
 		if len(c.roots) == 0 {
 			return "", noRoots
 		}
-		if !slices.ContainsFunc(c.roots, func(r string) bool { return within(clean, r) }) &&
-			!slices.ContainsFunc(c.resolvedRoots, func(r string) bool { return within(clean, r) }) {
+		if !slices.ContainsFunc(c.roots, func(r string) bool { return realpath.Within(clean, r) }) &&
+			!slices.ContainsFunc(c.resolvedRoots, func(r string) bool { return realpath.Within(clean, r) }) {
 			return "", notUnder()
 		}
 	}
@@ -155,11 +127,11 @@ func (c *confinement) checkWorkspace(dir string, needRoot bool) (string, error) 
 	if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
 		return "", badRequest("workspace %s is not a directory on the server", dir)
 	}
-	if needRoot && !slices.ContainsFunc(c.resolvedRoots, func(r string) bool { return within(real, r) }) {
+	if needRoot && !slices.ContainsFunc(c.resolvedRoots, func(r string) bool { return realpath.Within(real, r) }) {
 		return "", notUnder() // a symlink out of the roots
 	}
 	for _, p := range c.protected {
-		if within(real, p) || within(p, real) {
+		if realpath.Within(real, p) || realpath.Within(p, real) {
 			return "", badRequest("workspace %s holds, or is inside, the server's own files (its home directory, journal or secrets); choose another directory", dir)
 		}
 	}
@@ -177,14 +149,14 @@ func (c *confinement) checkReplay(name string) (string, error) {
 			p = filepath.Join(dir, p)
 		}
 		p = filepath.Clean(p)
-		if !within(p, dir) {
+		if !realpath.Within(p, dir) {
 			continue
 		}
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil {
 			continue
 		}
-		inside := func(d string) bool { return within(real, d) }
+		inside := func(d string) bool { return realpath.Within(real, d) }
 		if fi, err := os.Stat(real); err == nil && fi.Mode().IsRegular() && slices.ContainsFunc(c.replay, inside) && !slices.ContainsFunc(c.protected, inside) {
 			return real, nil
 		}
@@ -213,7 +185,7 @@ func (a *admission) mayActAs(principal, onBehalfOf string) error {
 		if len(a.who.Agents) > 0 {
 			bound = "may act only as " + strings.Join(a.who.Agents, ", ") + ","
 		}
-		return forbidden("token %s (%s) %s not as agent %s; an admin makes tokens for agents", a.who.ID, Visible(a.who.Name), bound, principal)
+		return forbidden("token %s (%s) %s not as agent %s; an admin makes tokens for agents", a.who.ID, visible.String(a.who.Name), bound, principal)
 	}
 	if onBehalfOf != "" && onBehalfOf != a.who.Name {
 		return forbidden("a run acts on behalf of the person whose token starts it (%s), not %s", a.who.Name, onBehalfOf)
@@ -324,7 +296,7 @@ func (h *Handler) admitRequest(ctx context.Context, a *admission, req *api.Creat
 		// Whatever the case, and through compatibility look-alikes
 		// ("ＫEEL.created_by"), as token names are checked.
 		if strings.HasPrefix(strings.ToLower(norm.NFKC.String(k)), ReservedLabelPrefix) {
-			return badRequest("label %q: labels starting with %q (in any case) are the server's", Visible(k), ReservedLabelPrefix)
+			return badRequest("label %q: labels starting with %q (in any case) are the server's", visible.String(k), ReservedLabelPrefix)
 		}
 	}
 	if req.Demo {

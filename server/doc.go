@@ -50,7 +50,7 @@
 // ("Authorization: Bearer keel_..."). Tokens carry scopes (runs:read,
 // runs:write, approvals:write, admin) and a name, the person or system
 // they belong to, and the agents their runs may act as; they are kept as
-// SHA-256 digests in a system stream of the journal ([Tokens]). Every state-changing action is journaled in the
+// SHA-256 digests in a system stream of the journal (package server/token). Every state-changing action is journaled in the
 // system stream [ActionStream] with the token's name and id, and an
 // approval's approval.resolved event names the person who decided and
 // their token. The web UI keeps the token in an HttpOnly, SameSite=Strict

@@ -30,6 +30,7 @@ import (
 	"github.com/keel-run/keel/sandbox/none"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin"
 )
@@ -138,7 +139,7 @@ func newEnv(t *testing.T, o *envOptions) *env {
 	e.h = server.NewHandler(e.rt, so)
 	e.srv = httptest.NewServer(e.h)
 	t.Cleanup(e.stop)
-	tok, err := e.h.Tokens().Create(t.Context(), &server.TokenParams{Name: "ada", Scopes: []string{api.ScopeAdmin}, By: "test"})
+	tok, err := e.h.Tokens().Create(t.Context(), &token.Params{Name: "ada", Scopes: []string{api.ScopeAdmin}, By: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,4 +431,21 @@ func (e *env) events(id string) []journal.Event {
 		e.t.Fatal(err)
 	}
 	return evs
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }

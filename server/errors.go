@@ -10,6 +10,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
 )
 
 // apiError is an error with its API code, HTTP status and user-safe
@@ -62,9 +63,9 @@ func classify(err error) (e *apiError, internal bool) {
 		return &apiError{http.StatusConflict, api.CodeConflict, "the run is executing: wait until it stops (or cancel it)"}, false
 	case errors.Is(err, ErrShuttingDown):
 		return &apiError{http.StatusServiceUnavailable, api.CodeUnavailable, "the server is shutting down"}, false
-	case errors.Is(err, ErrBadToken):
+	case errors.Is(err, token.ErrBad):
 		return &apiError{http.StatusUnauthorized, api.CodeUnauthenticated, "invalid or revoked API token"}, false
-	case errors.Is(err, ErrTokenNotFound):
+	case errors.Is(err, token.ErrNotFound):
 		return &apiError{http.StatusNotFound, api.CodeNotFound, err.Error()}, false
 	}
 	return &apiError{http.StatusInternalServerError, api.CodeInternal, "internal error (see the server log)"}, true

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/token"
 )
 
 // runEvents streams a run's events as Server-Sent Events:
@@ -48,12 +48,8 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, who *caller)
 		}
 		from = n
 	}
-	if s := r.Header.Get("Last-Event-ID"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 || n == math.MaxInt64 {
-			return badRequest("Last-Event-ID %q: want a sequence number", s)
-		}
-		from = n + 1
+	if from, err = resumeFrom(r, from); err != nil {
+		return err
 	}
 	var follow bool
 	switch s := q.Get("follow"); s {
@@ -67,27 +63,20 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, who *caller)
 	if s := q.Get("until"); s != "" && s != "stopped" {
 		return badRequest("until %q: the only value is \"stopped\"", s)
 	}
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		return fmt.Errorf("server: response writer cannot flush")
+	out, err := startSSE(w)
+	if err != nil {
+		return err
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fl.Flush()
-
 	write := func(e *journal.Event) error {
 		b, err := json.Marshal(e)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, b)
-		return err
+		return out.send(strconv.FormatInt(e.Seq, 10), string(e.Type), b)
 	}
 	end := func(reason string) {
-		fmt.Fprintf(w, "event: end\ndata: {\"reason\":%q}\n\n", reason)
-		fl.Flush()
+		_ = out.send("", "end", fmt.Appendf(nil, "{\"reason\":%q}", reason))
+		out.flush()
 	}
 	if follow && run.Status == string(journal.StatusCompleted) && from > run.Events {
 		end(string(journal.StatusCompleted))
@@ -113,7 +102,7 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, who *caller)
 		end("replayed")
 		return nil
 	}
-	return h.followEvents(ctx, w, fl, id, from, untilStopped, h.newTokenGuard(who), write, end)
+	return h.followEvents(ctx, out, id, from, untilStopped, h.newTokenGuard(who), write, end)
 }
 
 // revokedEnd is the end message of a stream whose token was revoked.
@@ -133,7 +122,7 @@ type tokenGuard struct {
 // newTokenGuard returns the guard of a stream opened with token who;
 // stop it when the stream ends.
 func (h *Handler) newTokenGuard(who *caller) *tokenGuard {
-	return &tokenGuard{h: h, id: who.ID, tick: time.NewTicker(h.opts.TokenCheck), revoked: h.tokens.revocations()}
+	return &tokenGuard{h: h, id: who.ID, tick: time.NewTicker(h.opts.TokenCheck), revoked: h.tokens.Revocations()}
 }
 
 func (g *tokenGuard) stop() { g.tick.Stop() }
@@ -142,8 +131,8 @@ func (g *tokenGuard) stop() { g.tick.Stop() }
 // token stream counts as valid: the stream's own reads will fail). It
 // re-arms the revocation channel first, so no revocation is missed.
 func (g *tokenGuard) valid(ctx context.Context) bool {
-	g.revoked = g.h.tokens.revocations()
-	return !errors.Is(g.h.tokens.Active(ctx, g.id), ErrBadToken)
+	g.revoked = g.h.tokens.Revocations()
+	return !errors.Is(g.h.tokens.Active(ctx, g.id), token.ErrBad)
 }
 
 // streamError is the user-safe text of an error that ends a stream (a
@@ -167,107 +156,57 @@ func checkLink(id string, from int64, prev string, e *journal.Event) error {
 	return journal.VerifyFrom(id, prev, e.Seq, []journal.Event{*e})
 }
 
-// followEvents forwards journal.Follow to the stream. Follow runs in its
-// own goroutine so that the handler can write heartbeats while it waits;
-// the goroutine ends with the request's context.
-func (h *Handler) followEvents(ctx context.Context, w http.ResponseWriter, fl http.Flusher, id string, from int64, untilStopped bool,
+// followEvents follows the run for the API's stream (see runEvents).
+func (h *Handler) followEvents(ctx context.Context, out *sse, id string, from int64, untilStopped bool,
 	guard *tokenGuard, write func(*journal.Event) error, end func(string)) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer guard.stop()
-	revoked := func() error {
-		fmt.Fprint(w, revokedEnd)
-		fl.Flush()
-		return nil
-	}
-	if !guard.valid(ctx) {
-		return revoked()
-	}
-	type item struct {
-		e   journal.Event
-		err error
-	}
-	ch := make(chan item, 64)
-	go func() {
-		defer close(ch)
-		for e, err := range journal.Follow(ctx, h.rt.Store(), id, from, h.opts.Poll) {
-			select {
-			case ch <- item{e, err}:
-			case <-ctx.Done():
-				return
+	var sent int64 // the newest event sent (a stop's batch is read ahead)
+	return h.follow(ctx, out, id, from, guard, &follower{
+		revoked: revokedEnd,
+		failed:  func(err error) { end("error: " + h.streamError(err)) },
+		event: func(e *journal.Event, more bool) (bool, error) {
+			if e.Seq <= sent {
+				return false, nil
 			}
-			if err != nil {
-				return
+			if err := write(e); err != nil {
+				return true, err
 			}
-		}
-	}()
-	beat := time.NewTicker(h.opts.Heartbeat)
-	defer beat.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-guard.revoked:
-			if !guard.valid(ctx) {
-				return revoked()
-			}
-		case <-guard.tick.C:
-			if !guard.valid(ctx) {
-				return revoked()
-			}
-		case <-beat.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-				return nil
-			}
-			fl.Flush()
-		case it, ok := <-ch:
-			if !ok {
-				return nil
-			}
-			if it.err != nil {
-				end("error: " + h.streamError(it.err))
-				return nil
-			}
-			if !guard.valid(ctx) {
-				return revoked()
-			}
-			if err := write(&it.e); err != nil {
-				return nil
-			}
+			sent = e.Seq
 			// Flush once the burst is written: replays go out in large
 			// writes, live events one by one.
-			if len(ch) == 0 {
-				fl.Flush()
+			if !more {
+				out.flush()
 			}
-			if it.e.Type == journal.RunCompleted {
+			if e.Type == journal.RunCompleted {
 				end(string(journal.StatusCompleted))
-				return nil
+				return true, nil
 			}
-			if untilStopped && stops(it.e.Type) {
-				// A stop may be one of several events appended at once
-				// (approval.requested for each call of a turn): send the
-				// rest of the batch, already stored, before ending.
-				last := it.e
-				more, err := h.rt.Store().Read(ctx, id, last.Seq+1)
-				if err == nil {
-					for i := range more {
-						if checkLink(id, last.Seq+1, last.Hash, &more[i]) != nil || write(&more[i]) != nil {
-							break
-						}
-						last = more[i]
+			if !untilStopped || !stops(e.Type) {
+				return false, nil
+			}
+			// A stop may be one of several events appended at once
+			// (approval.requested for each call of a turn): send the
+			// rest of the batch, already stored, before ending.
+			last := *e
+			rest, err := h.rt.Store().Read(ctx, id, last.Seq+1)
+			if err == nil {
+				for i := range rest {
+					if checkLink(id, last.Seq+1, last.Hash, &rest[i]) != nil || write(&rest[i]) != nil {
+						break
 					}
+					last = rest[i]
 				}
-				fl.Flush()
-				if stops(last.Type) {
-					end(string(journal.StatusOf(last.Type)))
-					return nil
-				}
-				// The run moved on meanwhile: keep following after the
-				// events just sent.
-				return h.followEvents(ctx, w, fl, id, last.Seq+1, untilStopped, h.newTokenGuard(&caller{ID: guard.id}), write, end)
 			}
-		}
-	}
+			sent = last.Seq
+			out.flush()
+			if stops(last.Type) {
+				end(string(journal.StatusOf(last.Type)))
+				return true, nil
+			}
+			// The run moved on meanwhile: keep following after the
+			// events just sent.
+			return false, nil
+		},
+	})
 }
 
 // stops reports whether an event of type t leaves the run stopped:

@@ -11,6 +11,7 @@ import (
 	"github.com/keel-run/keel/journal/mem"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
 )
 
 // A server over a journal, a token for a person, and the Go client. With
@@ -21,7 +22,7 @@ func ExampleNewHandler() {
 	rt := agent.NewRuntime(mem.New(), nil)
 	h := server.NewHandler(rt, nil)
 	defer h.Shutdown(ctx)
-	tok, err := h.Tokens().Create(ctx, &server.TokenParams{Name: "ada", Scopes: []string{api.ScopeRunsRead}, By: "example"})
+	tok, err := h.Tokens().Create(ctx, &token.Params{Name: "ada", Scopes: []string{api.ScopeRunsRead}, By: "example"})
 	if err != nil {
 		panic(err)
 	}

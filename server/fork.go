@@ -11,8 +11,10 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
 )
 
 // LabelForkOf is the run.created label of a forked run: "RUN@SEQ", the
@@ -49,7 +51,7 @@ const ReasonForked = "forked"
 // [ReasonForked]), so that it says it has not started and no restart
 // executes it.
 func (h *Handler) fork(ctx context.Context, src string, req *api.ForkRun, who *caller) (string, *admission, error) {
-	if IsSystemStream(src) {
+	if journal.IsSystem(src) {
 		return "", nil, notFound("no such run %s", src)
 	}
 	if req.Message != "" && !req.Start {
@@ -128,10 +130,10 @@ func (h *Handler) forkWorkspace(ctx context.Context, src string, created *agent.
 	owner := created.Labels[LabelCreatedBy]
 	mine := owner != "" && owner == who.Name
 	named := req.Workspace != ""
-	same := named && (filepath.Clean(req.Workspace) == filepath.Clean(created.Workspace) || resolve(req.Workspace) == resolve(created.Workspace))
+	same := named && (filepath.Clean(req.Workspace) == filepath.Clean(created.Workspace) || realpath.Resolve(req.Workspace) == realpath.Resolve(created.Workspace))
 	startedBy := "on the server's machine"
 	if owner != "" {
-		startedBy = "by " + Visible(owner)
+		startedBy = "by " + visible.String(owner)
 	}
 	switch {
 	case demo && !named:
@@ -153,7 +155,7 @@ func (h *Handler) forkWorkspace(ctx context.Context, src string, created *agent.
 		}
 		a.demoWorkspace = true
 	case !named && !mine:
-		unshared = badRequest("run %s (started %s) works in %s: a fork does not share another person's workspace unless asked; name the workspace of the fork (that one, to share it, or another under a workspace root)", src, startedBy, Visible(created.Workspace))
+		unshared = badRequest("run %s (started %s) works in %s: a fork does not share another person's workspace unless asked; name the workspace of the fork (that one, to share it, or another under a workspace root)", src, startedBy, visible.String(created.Workspace))
 	}
 	if named {
 		created.Workspace = req.Workspace

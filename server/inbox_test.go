@@ -19,6 +19,8 @@ import (
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/visible"
 )
 
 // pendingCalls returns the call ids of list for run id.
@@ -240,8 +242,8 @@ func TestApprovalShowsHiddenCharacters(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Action != cmd || list[0].RunID != run {
 		t.Errorf("API approval: %+v, %v; want the raw action", list, err)
 	}
-	if got := server.Visible("a\u202eb\u2066c\u200dd\ufeffe\x1bf\ng"); got != `a\u202eb\u2066c\u200dd\ufeffe\x1bf`+"\ng" {
-		t.Errorf("Visible() = %q", got)
+	if got := visible.String("a\u202eb\u2066c\u200dd\ufeffe\x1bf\ng"); got != `a\u202eb\u2066c\u200dd\ufeffe\x1bf`+"\ng" {
+		t.Errorf("visible.String() = %q", got)
 	}
 }
 
@@ -256,7 +258,7 @@ func TestTokenNames(t *testing.T) {
 		if !client.IsCode(err, api.CodeInvalidRequest) {
 			t.Errorf("CreateToken(%q) = %v, want invalid_request", name, err)
 		}
-		if _, err := e.h.Tokens().Create(t.Context(), &server.TokenParams{Name: name, Scopes: []string{api.ScopeRunsRead}}); err == nil {
+		if _, err := e.h.Tokens().Create(t.Context(), &token.Params{Name: name, Scopes: []string{api.ScopeRunsRead}}); err == nil {
 			t.Errorf("Tokens.Create(%q): no error", name)
 		}
 	}

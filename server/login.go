@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/keel-run/keel/server/token"
 )
 
 // logins holds the one-time sign-in codes of the web UI: a code stands for
@@ -26,12 +28,12 @@ type loginCode struct {
 // a button, and pressing it (a same-site POST) exchanges the code for the
 // session cookie. The code is valid once, for [Options.LoginCodeTTL]
 // (default 15 minutes), and only in this process. It returns an error
-// wrapping [ErrBadToken] if secret is not a valid token.
+// wrapping [token.ErrBad] if secret is not a valid token.
 func (h *Handler) LoginCode(ctx context.Context, secret string) (string, error) {
 	if _, err := h.tokens.Authenticate(ctx, secret); err != nil {
 		return "", err
 	}
-	code, err := randomString(20)
+	code, err := token.Random(20)
 	if err != nil {
 		return "", err
 	}

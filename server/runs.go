@@ -19,7 +19,7 @@ import (
 
 // run returns run id's summary with the pool's view of it.
 func (h *Handler) run(ctx context.Context, id string, knownSeq int64) (api.Run, error) {
-	if IsSystemStream(id) {
+	if journal.IsSystem(id) {
 		return api.Run{}, notFound("no such run %s", id)
 	}
 	r, err := h.sums.get(ctx, id, knownSeq)
@@ -44,7 +44,7 @@ func (h *Handler) runs(ctx context.Context, status []journal.Status, limit int) 
 	}
 	out := []api.Run{}
 	for _, s := range list {
-		if IsSystemStream(s.RunID) {
+		if journal.IsSystem(s.RunID) {
 			continue
 		}
 		if limit > 0 && len(out) == limit {

@@ -18,6 +18,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
 )
 
 // Options configures [NewHandler]. The zero value serves a read-only
@@ -36,9 +37,9 @@ type Options struct {
 	// Workers bounds the runs executing at once; 0 means 4. Further runs
 	// queue in submission order.
 	Workers int
-	// Tokens authenticates requests; nil means [NewTokens] on the
+	// Tokens authenticates requests; nil means [token.New] on the
 	// runtime's store.
-	Tokens *Tokens
+	Tokens *token.Set
 	// Directory is the agent directory behind /v1/agents and the gate's
 	// principal checks; nil means identity.NewDirectory on the runtime's
 	// store (the directory lives in the journal).
@@ -125,8 +126,8 @@ type Handler struct {
 	mux     *http.ServeMux
 	pool    *pool
 	sums    *summaries
-	tokens  *Tokens
-	actions *stream
+	tokens  *token.Set
+	actions *journal.Stream
 	logger  *slog.Logger
 	ui      *uiPages
 	conf    *confinement
@@ -168,7 +169,7 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 	}
 	h.tokens = h.opts.Tokens
 	if h.tokens == nil {
-		h.tokens = NewTokens(rt.Store(), &TokensOptions{Clock: h.opts.Clock})
+		h.tokens = token.New(rt.Store(), &token.Options{Clock: h.opts.Clock})
 	}
 	if h.opts.Directory == nil {
 		h.opts.Directory = identity.NewDirectory(rt.Store(), &identity.Options{Clock: h.opts.Clock})
@@ -187,7 +188,7 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 	h.logins = &logins{codes: map[string]loginCode{}}
 	h.stop = make(chan struct{})
 	h.sums = newSummaries(rt.Store())
-	h.actions = &stream{store: rt.Store(), id: ActionStream, clock: h.opts.Clock, apply: func(*journal.Event) error { return nil }}
+	h.actions = journal.NewStream(rt.Store(), ActionStream, h.opts.Clock, func(*journal.Event) error { return nil })
 	wire := h.opts.Wire
 	if wire == nil {
 		wire = func(context.Context, *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
@@ -231,7 +232,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Tokens returns the server's token set.
-func (h *Handler) Tokens() *Tokens { return h.tokens }
+func (h *Handler) Tokens() *token.Set { return h.tokens }
 
 // Start submits for execution every run that was executing when the
 // server (or another process) stopped: runs that are running by their
@@ -248,7 +249,7 @@ func (h *Handler) Start(ctx context.Context) ([]string, error) {
 	}
 	var ids []string
 	for _, r := range slices.Backward(runs) {
-		if IsSystemStream(r.RunID) {
+		if journal.IsSystem(r.RunID) {
 			continue
 		}
 		s, err := h.sums.get(ctx, r.RunID, r.LastSeq)
@@ -289,6 +290,9 @@ func (h *Handler) sweep() {
 			if _, err := h.ExpireApprovals(context.Background()); err != nil {
 				h.logger.Error("apply approval deadlines", "err", err)
 			}
+			if _, err := h.ResumeAuthorized(context.Background()); err != nil {
+				h.logger.Error("resume authorized runs", "err", err)
+			}
 		}
 	}
 }
@@ -312,6 +316,28 @@ func (h *Handler) ExpireApprovals(ctx context.Context) ([]string, error) {
 			return ids, err
 		}
 		ids = append(ids, a.RunID)
+	}
+	return ids, nil
+}
+
+// ResumeAuthorized submits every run whose newest event is
+// auth.resolved: a person authorized what it waited for, with keel auth
+// connect in another process sharing the journal. [Handler.Start] runs it
+// every [Options.ExpiryInterval]. It returns the runs submitted.
+func (h *Handler) ResumeAuthorized(ctx context.Context) ([]string, error) {
+	runs, err := h.rt.Store().Runs(ctx, &journal.ListParams{Status: []journal.Status{journal.StatusRunning}})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, r := range runs {
+		if r.LastType != journal.AuthResolved {
+			continue
+		}
+		if err := h.pool.submit(r.RunID); err != nil && !errors.Is(err, errCanceling) {
+			return ids, err
+		}
+		ids = append(ids, r.RunID)
 	}
 	return ids, nil
 }
@@ -351,7 +377,7 @@ func (h *Handler) endpoint(rt route) http.Handler {
 				h.fail(w, r, err)
 				return
 			}
-			if !HasScope(who, rt.scope) {
+			if !token.HasScope(who, rt.scope) {
 				writeError(w, &apiError{http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("this needs the %s scope; token %s (%s) has %s", rt.scope, who.ID, who.Name, strings.Join(who.Scopes, ", "))})
 				return
 			}
@@ -451,7 +477,7 @@ func (h *Handler) record(ctx context.Context, who *caller, a action) error {
 	if who != nil {
 		a.By, a.Token = who.Name, who.ID
 	}
-	if _, err := h.actions.append(ctx, APIAction, &a, nil); err != nil {
+	if _, err := h.actions.Append(ctx, APIAction, &a, nil); err != nil {
 		h.logger.Error("record api action", "action", a.Action, "err", err)
 		return err
 	}

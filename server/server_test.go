@@ -17,6 +17,7 @@ import (
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
 )
 
 // The demo run asks before its edit: it pauses, shows in the inbox with
@@ -175,7 +176,7 @@ func TestAuthAndScopes(t *testing.T) {
 		t.Errorf("revoked token: %v, want unauthenticated", err)
 	}
 	// The secret is not stored; only its digest is.
-	for _, ev := range e.events(server.TokenStream) {
+	for _, ev := range e.events(token.StreamID) {
 		if strings.Contains(string(ev.Payload), tok.Secret) || strings.Contains(string(ev.Payload), e.secret) {
 			t.Errorf("token stream event %d holds a secret: %s", ev.Seq, ev.Payload)
 		}
@@ -218,7 +219,7 @@ func TestErrorShape(t *testing.T) {
 		code                     string
 	}{
 		{"unknown run", "GET", "/v1/runs/nosuchrun", "", 404, api.CodeNotFound},
-		{"system stream is not a run", "GET", "/v1/runs/" + server.TokenStream, "", 404, api.CodeNotFound},
+		{"system stream is not a run", "GET", "/v1/runs/" + token.StreamID, "", 404, api.CodeNotFound},
 		{"unknown route", "GET", "/v1/nothing", "", 404, api.CodeNotFound},
 		{"wrong method", "DELETE", "/v1/runs", "", 405, api.CodeInvalidRequest},
 		{"bad json", "POST", "/v1/runs", "{", 400, api.CodeInvalidRequest},

@@ -16,6 +16,7 @@ import (
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
 )
 
 // sseMsg is one Server-Sent Events message.
@@ -113,7 +114,7 @@ func TestRevokedTokenEndsItsStreams(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer other.Close()
-				if err := server.NewTokens(other, nil).Revoke(t.Context(), tok.ID, "ada"); err != nil {
+				if err := token.New(other, nil).Revoke(t.Context(), tok.ID, "ada"); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/visible"
 )
 
 // row is one event of a run's timeline, rendered for the web UI.
@@ -49,7 +50,7 @@ func newRowRenderer(runID string) *rowRenderer {
 type html struct{ b strings.Builder }
 
 func (h *html) raw(s string)  { h.b.WriteString(s) }
-func (h *html) text(s string) { h.b.WriteString(template.HTMLEscapeString(Visible(s))) }
+func (h *html) text(s string) { h.b.WriteString(template.HTMLEscapeString(visible.String(s))) }
 func (h *html) tag(tag, class, s string) {
 	fmt.Fprintf(&h.b, `<%s class="%s">`, tag, class)
 	h.text(s)
@@ -118,7 +119,7 @@ func (r *rowRenderer) render(e *journal.Event) row {
 			h.raw(`</div>`)
 		}
 		for _, c := range x.Message.ToolCalls {
-			s := callSummary(c.Name, c.Arguments)
+			s := agent.CallSummary(c.Name, c.Arguments)
 			r.calls[c.ID] = s
 			h.raw(`<div class="call">→ `)
 			h.tag("code", "", s)
@@ -217,6 +218,9 @@ func (r *rowRenderer) render(e *journal.Event) row {
 			break
 		}
 		h.text("user: " + clip(x.Content, rowTextChars))
+	case agent.Payload:
+		// No layout of its own: the event's one-line detail.
+		h.text(clip(x.Detail(), rowTextChars))
 	default:
 		renderGeneric(&h, e)
 	}
@@ -224,9 +228,8 @@ func (r *rowRenderer) render(e *journal.Event) row {
 	return out
 }
 
-// renderGeneric shows an event this renderer has no layout for (a
-// context compaction, an egress decision, a newer event type) as its
-// top-level fields, each value clipped.
+// renderGeneric shows an event of a type this version does not know (a
+// newer journal) as its top-level fields, each value clipped.
 func renderGeneric(h *html, e *journal.Event) {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(e.Payload, &m) != nil {
@@ -259,28 +262,6 @@ func (r *rowRenderer) call(id, tool string) string {
 		return tool + " " + id
 	}
 	return id
-}
-
-// callSummary renders a tool call on one line: the command of a shell
-// call, the path of a file call, else the raw arguments, clipped.
-func callSummary(name, args string) string {
-	var m map[string]any
-	if json.Unmarshal([]byte(args), &m) == nil {
-		for _, k := range []string{"command", "path", "pattern", "url", "code"} {
-			if s, ok := m[k].(string); ok {
-				return name + " " + clip(oneLine(s), 160)
-			}
-		}
-	}
-	return name + " " + clip(oneLine(args), 160)
-}
-
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " …"
-	}
-	return s
 }
 
 func headTail(s string, n int) string {

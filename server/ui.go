@@ -5,20 +5,21 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/visible"
 )
 
 //go:embed ui/pages.html
@@ -47,7 +48,7 @@ func newUIPages() *uiPages {
 		// vis shows invisible and reordering characters as escapes;
 		// seg escapes one URL path segment (a call id may hold "/", "?"
 		// or "#").
-		"vis": Visible,
+		"vis": visible.String,
 		"seg": url.PathEscape,
 	}
 	return &uiPages{t: template.Must(template.New("pages").Funcs(funcs).Parse(pagesHTML))}
@@ -144,7 +145,7 @@ func (h *Handler) uiEndpoint(scope string, serve func(http.ResponseWriter, *http
 			h.uiError(w, r, nil, e)
 			return
 		}
-		if !HasScope(who, scope) {
+		if !token.HasScope(who, scope) {
 			h.uiError(w, r, who, &apiError{http.StatusForbidden, api.CodeForbidden, "your token (" + who.Name + ") lacks the " + scope + " scope"})
 			return
 		}
@@ -168,8 +169,8 @@ func (h *Handler) uiError(w http.ResponseWriter, r *http.Request, who *caller, e
 func (h *Handler) newPage(ctx context.Context, who *caller, title, nav string) *page {
 	p := &page{Title: title, Nav: nav, Who: who}
 	if who != nil {
-		p.CanWrite = HasScope(who, api.ScopeRunsWrite)
-		p.IsAdmin = HasScope(who, api.ScopeAdmin)
+		p.CanWrite = token.HasScope(who, api.ScopeRunsWrite)
+		p.IsAdmin = token.HasScope(who, api.ScopeAdmin)
 		if list, err := h.approvals(ctx); err == nil {
 			p.Inbox = len(list)
 		}
@@ -281,33 +282,16 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 		return err
 	}
 	from, _ := strconv.ParseInt(r.URL.Query().Get("from"), 10, 64)
-	if s := r.Header.Get("Last-Event-ID"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 0 || n == math.MaxInt64 {
-			return badRequest("Last-Event-ID %q: want a sequence number", s)
-		}
-		from = n + 1
+	from, err := resumeFrom(r, from)
+	if err != nil {
+		return err
 	}
 	from = max(from, 1)
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		return errors.New("server: response writer cannot flush")
+	out, err := startSSE(w)
+	if err != nil {
+		return err
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	fl.Flush()
 	rr := newRowRenderer(id)
-	send := func(event, id string, html []byte) {
-		if id != "" {
-			fmt.Fprintf(w, "id: %s\n", id)
-		}
-		fmt.Fprintf(w, "event: %s\n", event)
-		for _, line := range bytes.Split(bytes.TrimRight(html, "\n"), []byte("\n")) {
-			fmt.Fprintf(w, "data: %s\n", line)
-		}
-		fmt.Fprint(w, "\n")
-	}
 	// busy is closed when the run's place in the pool changes while the
 	// last summary sent showed it executing or queued; nil otherwise.
 	var busy <-chan struct{}
@@ -323,10 +307,10 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 			}
 			var b bytes.Buffer
 			if err := h.ui.t.ExecuteTemplate(&b, "summary", run); err == nil && !bytes.Equal(b.Bytes(), last) {
-				send("summary", "", b.Bytes())
+				_ = out.send("", "summary", b.Bytes())
 				last = b.Bytes()
 			}
-			fl.Flush()
+			out.flush()
 			busy = ch
 			if ch != nil || !run.Executing && !run.Queued {
 				return
@@ -345,66 +329,24 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 		if err := h.ui.t.ExecuteTemplate(&b, "row", row); err != nil {
 			return err
 		}
-		send("row", strconv.FormatInt(e.Seq, 10), b.Bytes())
-		return nil
+		return out.send(strconv.FormatInt(e.Seq, 10), "row", b.Bytes())
 	}
-	guard := h.newTokenGuard(who)
-	defer guard.stop()
-	revoked := func() error {
-		fmt.Fprint(w, "event: end\ndata: unauthenticated\n\n")
-		fl.Flush()
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ch := make(chan journal.Event, 64)
-	go func() {
-		defer close(ch)
-		for e, err := range journal.Follow(ctx, h.rt.Store(), id, 1, h.opts.Poll) {
-			if err != nil {
-				return
+	// Follow from the first event (see write); the stream ends when the
+	// session's token is revoked.
+	return h.follow(ctx, out, id, 1, h.newTokenGuard(who), &follower{
+		revoked: "event: end\ndata: unauthenticated\n\n",
+		event: func(e *journal.Event, more bool) (bool, error) {
+			if err := write(e); err != nil {
+				return true, err
 			}
-			select {
-			case ch <- e:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	beat := time.NewTicker(h.opts.Heartbeat)
-	defer beat.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-guard.revoked:
-			if !guard.valid(ctx) {
-				return revoked()
-			}
-		case <-guard.tick.C:
-			if !guard.valid(ctx) {
-				return revoked()
-			}
-		case <-busy:
-			summary()
-		case <-beat.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
-			fl.Flush()
-		case e, ok := <-ch:
-			if !ok {
-				return nil
-			}
-			if !guard.valid(ctx) {
-				return revoked()
-			}
-			if err := write(&e); err != nil {
-				return nil
-			}
-			if len(ch) == 0 && e.Seq >= from {
+			if !more && e.Seq >= from {
 				summary()
 			}
-		}
-	}
+			return false, nil
+		},
+		wake:   func() <-chan struct{} { return busy },
+		onWake: summary,
+	})
 }
 
 func (h *Handler) uiArtifact(w http.ResponseWriter, r *http.Request, _ *caller) error {
@@ -481,7 +423,7 @@ func (h *Handler) uiDecide(w http.ResponseWriter, r *http.Request, who *caller) 
 	// path a browser normalised (a call id with "/../") decides nothing.
 	id, call := r.PathValue("id"), r.PathValue("call")
 	if c := r.PostFormValue("call"); c != call {
-		return badRequest("the form is for call %q but was posted for call %q; reload the inbox", Visible(c), Visible(call))
+		return badRequest("the form is for call %q but was posted for call %q; reload the inbox", visible.String(c), visible.String(call))
 	}
 	if _, err := h.decide(r.Context(), id, call, d, &api.Decide{Reason: r.PostFormValue("reason")}, who); err != nil {
 		return err
@@ -543,7 +485,7 @@ func (d *discardWriter) WriteHeader(int)             {}
 // approvalAction renders the raw action a person approves: the action
 // as the policy saw it (the command line, the URL, the tool and path),
 // then the tool and its arguments, indented.
-// Invisible and reordering characters are shown as escapes ([Visible]).
+// Invisible and reordering characters are shown as escapes ([visible.String]).
 func approvalAction(a api.Approval) string {
 	var b bytes.Buffer
 	if a.Action != "" {
@@ -554,7 +496,7 @@ func approvalAction(a api.Approval) string {
 	if err := json.Indent(&b, a.Arguments, "", "  "); err != nil {
 		b.Write(a.Arguments)
 	}
-	return Visible(b.String())
+	return visible.String(b.String())
 }
 
 func shortID(id string) string {
@@ -573,17 +515,5 @@ func clip(s string, n int) string {
 	return string(r[:n]) + "…"
 }
 
-func groupDigits(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	if n < 0 {
-		return s
-	}
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// groupDigits writes n with thousands separators.
+var groupDigits = agent.Num

@@ -57,18 +57,14 @@ func (a *app) agentsCreateCmd() *cobra.Command {
 		Args:        cobra.ExactArgs(1),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			b, err := a.open(ctx, cmd, "kind", "description")
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			ag, err := b.CreateAgent(ctx, &identity.CreateParams{Name: args[0], Kind: identity.Kind(kind), Description: desc, By: a.person(by)})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(escWriter{a.stdout}, "created %s agent %s\n", ag.Kind, ag.Name)
-			return nil
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				ag, err := b.CreateAgent(ctx, &identity.CreateParams{Name: args[0], Kind: identity.Kind(kind), Description: desc, By: a.person(by)})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(escWriter{a.stdout}, "created %s agent %s\n", ag.Kind, ag.Name)
+				return nil
+			}, "kind", "description")
 		},
 	}
 	cmd.Flags().StringVar(&kind, "kind", "employee", "employee (acts as itself) or assistant (acts on behalf of a user)")
@@ -85,17 +81,13 @@ func (a *app) agentsListCmd() *cobra.Command {
 		Args:        cobra.NoArgs,
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			b, err := a.open(ctx, cmd, "json")
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			agents, err := b.Agents(ctx)
-			if err != nil {
-				return err
-			}
-			return a.printAgents(agents, asJSON)
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				agents, err := b.Agents(ctx)
+				if err != nil {
+					return err
+				}
+				return a.printAgents(agents, asJSON)
+			}, "json")
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
@@ -109,18 +101,14 @@ func (a *app) agentsShowCmd() *cobra.Command {
 		Args:        cobra.ExactArgs(1),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			b, err := a.open(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			ag, err := b.Agent(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			a.printAgent(ag)
-			return nil
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				ag, err := b.Agent(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				a.printAgent(ag)
+				return nil
+			})
 		},
 	}
 }
@@ -208,17 +196,13 @@ func (a *app) agentsGrantsCmd() *cobra.Command {
 		Args:        cobra.ExactArgs(1),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			b, err := a.open(ctx, cmd, "json")
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			ag, err := b.Agent(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return a.printGrants(ag.Name, ag.Grants, asJSON)
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				ag, err := b.Agent(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return a.printGrants(ag.Name, ag.Grants, asJSON)
+			}, "json")
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
@@ -289,18 +273,14 @@ func (a *app) agentsRevokeCmd() *cobra.Command {
 		Args:        cobra.ExactArgs(1),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			b, err := a.open(ctx, cmd, "reason")
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			ag, err := b.RevokeAgent(ctx, args[0], &identity.RevokeParams{By: a.person(by), Reason: reason})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(escWriter{a.stdout}, "revoked agent %s; its runs pause at their next gate decision\n", ag.Name)
-			return nil
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				ag, err := b.RevokeAgent(ctx, args[0], &identity.RevokeParams{By: a.person(by), Reason: reason})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(escWriter{a.stdout}, "revoked agent %s; its runs pause at their next gate decision\n", ag.Name)
+				return nil
+			}, "reason")
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")

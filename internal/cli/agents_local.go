@@ -21,7 +21,15 @@ func (l *local) CreateAgent(ctx context.Context, p *identity.CreateParams) (*ide
 }
 
 func (l *local) RevokeAgent(ctx context.Context, name string, p *identity.RevokeParams) (*identity.Agent, error) {
-	return l.directory().Revoke(ctx, name, p)
+	ag, err := l.directory().Revoke(ctx, name, p)
+	if err != nil {
+		return nil, err
+	}
+	// Its grants too, here and at their servers (RFC 7009).
+	if err := l.a.revokeAgentGrants(ctx, l.store, name, p); err != nil {
+		return ag, err
+	}
+	return ag, nil
 }
 
 func (l *local) Ungrant(ctx context.Context, name, grant string, p *identity.UngrantParams) error {

@@ -13,10 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
-	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/visible"
 )
 
 // parseDuration is time.ParseDuration that also accepts whole days
@@ -56,14 +55,14 @@ func when(t, now time.Time) string {
 // onWait prints what a waiting run needs from a person.
 func (a *app) onWait(pending []agent.PendingApproval) {
 	for _, p := range pending {
-		fmt.Fprintf(a.stderr, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, server.Visible(p.CallID), p.Tool)
-		for _, line := range strings.Split(server.Visible(p.Action), "\n") {
+		fmt.Fprintf(a.stderr, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, visible.String(p.CallID), p.Tool)
+		for _, line := range strings.Split(visible.String(p.Action), "\n") {
 			fmt.Fprintf(a.stderr, "    │ %s\n", line)
 		}
 		for _, part := range p.Parts {
-			fmt.Fprintf(a.stderr, "  asks: %s — %s\n", clip(oneLine(server.Visible(part.Text)), 80), server.Visible(part.Reason))
+			fmt.Fprintf(a.stderr, "  asks: %s — %s\n", clip(oneLine(visible.String(part.Text)), 80), visible.String(part.Reason))
 			if part.Detail != "" {
-				fmt.Fprintf(a.stderr, "        (%s)\n", clip(server.Visible(part.Detail), 160))
+				fmt.Fprintf(a.stderr, "        (%s)\n", clip(visible.String(part.Detail), 160))
 			}
 		}
 		if p.Expires != nil {
@@ -84,17 +83,13 @@ func (a *app) approvalsCmd() *cobra.Command {
 		Args:        cobra.NoArgs,
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			b, err := a.open(ctx, cmd, "run", "json")
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			pending, err := b.Approvals(ctx, run)
-			if err != nil {
-				return err
-			}
-			return a.printApprovals(pending, asJSON, time.Now())
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				pending, err := b.Approvals(ctx, run)
+				if err != nil {
+					return err
+				}
+				return a.printApprovals(pending, asJSON, time.Now())
+			}, "run", "json")
 		},
 	}
 	list.Flags().StringVar(&run, "run", "", "only this run")
@@ -142,7 +137,7 @@ func (a *app) printApprovals(pending []agent.PendingApproval, asJSON bool, now t
 				deadline = "EXPIRED " + deadline
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, server.Visible(p.CallID), server.Visible(who), when(p.Time, now), deadline, p.Tool, cell(clip(oneLine(server.Visible(p.Action)), 70)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, visible.String(p.CallID), visible.String(who), when(p.Time, now), deadline, p.Tool, cell(clip(oneLine(visible.String(p.Action)), 70)))
 	}
 	return tw.Flush()
 }
@@ -185,9 +180,10 @@ waiting), that is fine too.
 --remember run|agent also allows matching calls without asking again: in
 this run, or in every run of the agent. Only the exact simple command that
 asked is remembered, or the word prefix given with --prefix; never more.`,
-		Args: cobra.ExactArgs(2),
+		Args:        cobra.ExactArgs(2),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.decide(cmd.Context(), args[0], args[1], policy.Allow, d)
+			return a.decide(cmd, args[0], args[1], policy.Allow, d)
 		},
 	}
 	d.register(cmd, true)
@@ -197,21 +193,27 @@ asked is remembered, or the word prefix given with --prefix; never more.`,
 func (a *app) denyCmd() *cobra.Command {
 	d := &decideFlags{}
 	cmd := &cobra.Command{
-		Use:   "deny RUN CALL --reason TEXT",
-		Short: "Deny a tool call a run waits for; the model is told why",
-		Args:  cobra.ExactArgs(2),
+		Use:         "deny RUN CALL --reason TEXT",
+		Short:       "Deny a tool call a run waits for; the model is told why",
+		Args:        cobra.ExactArgs(2),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(d.reason) == "" {
 				return usagef("deny needs --reason: the model is told why")
 			}
-			return a.decide(cmd.Context(), args[0], args[1], policy.Deny, d)
+			return a.decide(cmd, args[0], args[1], policy.Deny, d)
 		},
 	}
 	d.register(cmd, false)
 	return cmd
 }
 
-func (a *app) decide(ctx context.Context, runID, callID string, dec policy.Effect, d *decideFlags) error {
+// decisionFlags are the flags of approve and deny that the server form
+// accepts (the server records the token's person as who decided).
+var decisionFlags = []string{"reason", "remember", "prefix", "no-resume", "quiet", "json", "no-wait", "wait"}
+
+func (a *app) decide(cmd *cobra.Command, runID, callID string, dec policy.Effect, d *decideFlags) error {
+	ctx := cmd.Context()
 	if d.remember != "" && d.remember != policy.ScopeRun && d.remember != policy.ScopeAgent {
 		return usagef("--remember %q: want run or agent", d.remember)
 	}
@@ -222,35 +224,35 @@ func (a *app) decide(ctx context.Context, runID, callID string, dec policy.Effec
 	if d.prefix != "" {
 		prefix = strings.Fields(d.prefix)
 	}
-	store, err := a.openStore(ctx)
+	b, err := a.open(ctx, cmd, decisionFlags...)
 	if err != nil {
 		return err
 	}
-	rt := agent.NewRuntime(store, nil)
-	st, _, err := rt.Load(ctx, runID)
-	if err != nil {
-		store.Close()
-		return err
-	}
+	defer b.Close()
 	res := &agent.ApprovalResolved{Decision: dec, By: a.person(d.by), Reason: d.reason, Remember: d.remember, Prefix: prefix}
-	if err := rt.Resolve(ctx, runID, callID, res); err != nil {
-		store.Close()
-		if errors.Is(err, agent.ErrApprovalExpired) {
-			for _, p := range st.Pending() {
-				if p.CallID == callID && p.Expires != nil {
-					return fmt.Errorf("too late: the deadline of call %s passed at %s, so its default decision (%s) applies; continue the run with keel runs resume %s",
-						callID, p.Expires.Local().Format("2006-01-02 15:04:05"), p.Default, runID)
-				}
-			}
-			return fmt.Errorf("too late: %w", err)
-		}
-		if errors.Is(err, agent.ErrNoApproval) {
-			return fmt.Errorf("%w (see keel approvals list --run %s)", err, runID)
-		}
-		if errors.Is(err, policy.ErrBadPrefix) || errors.Is(err, policy.ErrNotRememberable) {
-			return &usageError{err}
-		}
+	if err := b.Decide(ctx, runID, callID, res); err != nil {
 		return err
+	}
+	// What the decision did, from the journal: the remembered approvals,
+	// the approvals the run still waits for, and the decision's event,
+	// after which the run continues.
+	events, err := b.Events(ctx, runID)
+	if err != nil {
+		return err
+	}
+	st, err := agent.Fold(runID, events)
+	if err != nil {
+		return err
+	}
+	var mine int64
+	for i := len(events) - 1; i >= 0 && mine == 0; i-- {
+		if events[i].Type != journal.ApprovalResolved {
+			continue
+		}
+		if v, err := agent.Decode(&events[i]); err == nil && v.(*agent.ApprovalResolved).CallID == callID {
+			mine = events[i].Seq
+			res = v.(*agent.ApprovalResolved)
+		}
 	}
 	verb := map[policy.Effect]string{policy.Allow: "approved", policy.Deny: "denied"}[dec]
 	fmt.Fprintf(a.stderr, "keel: %s call %s of run %s\n", verb, callID, runID)
@@ -259,42 +261,20 @@ func (a *app) decide(ctx context.Context, runID, callID string, dec policy.Effec
 		if len(g.Prefix) > 0 {
 			what = "commands starting: " + strings.Join(g.Prefix, " ")
 		}
-		fmt.Fprintf(a.stderr, "keel: remembered for the %s (%s %s)\n", g.Scope, g.Tool, termSafe(what))
-		if g.Scope == policy.ScopeAgent {
-			if err := identity.NewDirectory(store, nil).Grant(ctx, st.Created.Principal, g); err != nil {
-				store.Close()
-				return fmt.Errorf("the approval is recorded, but the standing approval for agent %s was not stored: %w", st.Created.Principal, err)
-			}
-		}
+		fmt.Fprintf(a.stderr, "keel: remembered for the %s (%s %s)\n", g.Scope, g.Tool, visible.String(what))
 	}
 	// Continue the run only if nobody else did: a keel run waiting for
-	// this decision continues it itself, and the run may still wait for
-	// other calls.
-	now, events, err := rt.Load(ctx, runID)
-	store.Close()
-	if err != nil {
-		return err
-	}
-	var mine int64
-	for _, e := range events[st.LastSeq:] {
-		if e.Type != journal.ApprovalResolved {
-			continue
-		}
-		if v, err := agent.Decode(&e); err == nil && v.(*agent.ApprovalResolved).CallID == callID {
-			mine = e.Seq
-			break
-		}
-	}
-	if n := len(now.Pending()); n > 0 {
-		fmt.Fprintf(a.stderr, "keel: run %s still waits for %d more approval(s): keel approvals list --run %s\n", runID, n, runID)
+	// this decision continues it itself (a server always does), and the
+	// run may still wait for other calls.
+	if n := len(st.Pending()); n > 0 {
+		fmt.Fprintf(a.stderr, "keel: run %s still waits for %d more approval(s): %s approvals list --run %s\n", runID, n, b.Keel(), runID)
 		return nil
 	}
 	if d.noResume {
-		fmt.Fprintf(a.stderr, "keel: the run continues when it is resumed (keel runs resume %s) or in the process waiting for it\n", runID)
+		fmt.Fprintf(a.stderr, "keel: %s\n", b.ContinuesLater(runID))
 		return nil
 	}
-	d.resume.gate.ifLastSeq = mine
-	err = a.resume(ctx, runID, &d.resume, "")
+	err = b.Continue(ctx, runID, &continuation{f: &d.resume, after: mine})
 	if errors.Is(err, agent.ErrRunBusy) || errors.Is(err, agent.ErrRunCompleted) {
 		// The process that waited for the decision took the run on (and
 		// may have completed it before this one looked).
@@ -302,4 +282,37 @@ func (a *app) decide(ctx context.Context, runID, callID string, dec policy.Effec
 		return nil
 	}
 	return err
+}
+
+// execBackend is what the commands that decide on and continue runs
+// need of a journal or a team server.
+type execBackend interface {
+	// Decide records a person's decision on a pending approval of run
+	// runID; the local backend also stores the standing approvals it
+	// makes for the agent.
+	Decide(ctx context.Context, runID, callID string, res *agent.ApprovalResolved) error
+	// Continue continues run runID (locally: executes it in this
+	// process; remotely: the server does) and prints its events as keel
+	// run does until it ends or waits.
+	Continue(ctx context.Context, runID string, c *continuation) error
+	// ContinuesLater says what becomes of a decided run that this
+	// process does not continue (--no-resume).
+	ContinuesLater(runID string) string
+	// Keel is how hints name the command: "keel", or "keel --server URL".
+	Keel() string
+}
+
+// continuation says how to continue a run.
+type continuation struct {
+	// f has the flags of keel runs resume (the server form uses json,
+	// quiet and no-wait).
+	f *runFlags
+	// message, when set, is a user message added first (keel runs
+	// resume --message).
+	message string
+	// after is the sequence number of the decision this process made
+	// (0: none, keel runs resume): the run is continued only if nothing
+	// came after it (another process continues it otherwise), and events
+	// are printed from the next one on.
+	after int64
 }

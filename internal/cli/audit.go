@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -24,7 +25,7 @@ func (a *app) auditCmd() *cobra.Command {
 		Use:   "audit",
 		Short: "Verify journals (hash chains, index, fold) and export them with their hashes",
 	}
-	cmd.AddCommand(a.auditVerifyCmd(), a.auditExportCmd(), a.auditAnchorCmd())
+	cmd.AddCommand(a.auditVerifyCmd(), a.auditExportCmd(), a.auditAnchorCmd(), a.auditCallsCmd())
 	return cmd
 }
 
@@ -141,73 +142,38 @@ The chain does not show a rewrite by someone who can write the journal
 file and recomputes the hashes. --anchor FILE (from keel audit anchor,
 kept elsewhere) also checks that every anchored stream still has the
 anchored hash at the anchored event: any change at or before it shows.`,
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if all == (len(args) > 0) {
 				return usagef("give RUN ids or --all")
 			}
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
 			var anchors []audit.Anchor
 			if anchorFile != "" {
+				var err error
 				if anchors, err = readAnchors(anchorFile); err != nil {
 					return err
 				}
 			}
-			var reports []audit.Report
-			if all {
-				if reports, err = audit.VerifyAll(ctx, store); err != nil {
-					return err
-				}
-			} else {
-				for _, id := range args {
-					r, err := audit.Verify(ctx, store, id)
-					if err != nil {
-						return err
-					}
-					reports = append(reports, r)
-				}
+			b, err := a.open(ctx, cmd, "all", "json")
+			if err != nil {
+				return err
 			}
-			bad := 0
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, r := range reports {
-					if err := enc.Encode(r); err != nil {
-						return err
-					}
-				}
+			defer b.Close()
+			rows, err := b.Verify(ctx, args)
+			if err != nil {
+				return err
 			}
-			tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
-			if !asJSON {
-				fmt.Fprintln(tw, "STREAM\tKIND\tEVENTS\tSTATUS\tRESULT")
-			}
-			for _, r := range reports {
-				res := "ok · head " + short(r.Head)
-				if !r.OK {
-					bad++
-					res = fmt.Sprintf("BAD at event %d: %s", r.FirstBad, cell(r.Reason))
-				}
-				if !asJSON {
-					status := string(r.Status)
-					if r.Status == journal.StatusRunning {
-						// As `runs list` says it: nobody executing it.
-						status = liveStatus(ctx, store, journal.RunSummary{RunID: r.RunID, Status: r.Status})
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.RunID, r.Kind, r.Events, status, res)
-				}
-			}
-			if !asJSON {
-				tw.Flush()
-				fmt.Fprintf(a.stdout, "%d of %d streams verified\n", len(reports)-bad, len(reports))
+			bad, err := a.printAudit(rows, asJSON)
+			if err != nil {
+				return err
 			}
 			if anchors != nil {
 				if !all {
 					anchors = slices.DeleteFunc(anchors, func(an audit.Anchor) bool { return !slices.Contains(args, an.RunID) })
 				}
-				checks, err := audit.CheckAnchors(ctx, store, anchors)
+				// --anchor is refused with --server: the backend is local.
+				checks, err := audit.CheckAnchors(ctx, b.(*local).store, anchors)
 				if err != nil {
 					return err
 				}
@@ -240,6 +206,55 @@ anchored hash at the anchored event: any change at or before it shows.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON report per line")
 	cmd.Flags().StringVar(&anchorFile, "anchor", "", "also check the heads recorded by keel audit anchor in this file")
 	return cmd
+}
+
+// auditBackend is what keel audit verify needs of a journal or a team
+// server.
+type auditBackend interface {
+	// Verify audits runs ids, or every stream (runs and system streams)
+	// when ids is empty.
+	Verify(ctx context.Context, ids []string) ([]auditRow, error)
+}
+
+// auditRow is one stream's audit with its status as keel runs list says
+// it (a running run that nobody executes is interrupted).
+type auditRow struct {
+	audit.Report
+	shown string
+}
+
+// printAudit prints the reports of keel audit verify (JSON lines, or a
+// table and a count) and returns how many are bad.
+func (a *app) printAudit(rows []auditRow, asJSON bool) (bad int, err error) {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, r := range rows {
+			if err := enc.Encode(r.Report); err != nil {
+				return 0, err
+			}
+		}
+	}
+	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	if !asJSON {
+		fmt.Fprintln(tw, "STREAM\tKIND\tEVENTS\tSTATUS\tRESULT")
+	}
+	for _, r := range rows {
+		res := "ok · head " + short(r.Head)
+		if !r.OK {
+			bad++
+			res = fmt.Sprintf("BAD at event %d: %s", r.FirstBad, cell(r.Reason))
+		}
+		if !asJSON {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.RunID, r.Kind, r.Events, r.shown, res)
+		}
+	}
+	if !asJSON {
+		if err := tw.Flush(); err != nil {
+			return bad, err
+		}
+		fmt.Fprintf(a.stdout, "%d of %d streams verified\n", len(rows)-bad, len(rows))
+	}
+	return bad, nil
 }
 
 func short(h string) string {

@@ -29,6 +29,10 @@ import (
 type backend interface {
 	approvalsBackend
 	agentsBackend
+	tokensBackend
+	auditBackend
+	runsBackend
+	execBackend
 	// Close releases the journal (local) or nothing (remote).
 	Close() error
 }
@@ -86,4 +90,16 @@ func only(cmd *cobra.Command, supported ...string) error {
 		return usagef("with --server, %s cannot be used: the server's own settings apply", strings.Join(bad, ", "))
 	}
 	return nil
+}
+
+// withBackend calls fn with the backend of cmd (see open, with
+// remoteFlags) and closes it.
+func (a *app) withBackend(cmd *cobra.Command, fn func(ctx context.Context, b backend) error, remoteFlags ...string) error {
+	ctx := cmd.Context()
+	b, err := a.open(ctx, cmd, remoteFlags...)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return fn(ctx, b)
 }

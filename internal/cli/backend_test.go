@@ -72,7 +72,7 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 		}
 		return out
 	}
-	mustKeel("agents", "create", "--db", db, "bot", "--kind", "assistant", "--description", "files\ttickets \x1b[31mred\x1b[0m")
+	mustKeel("agents", "create", "--db", db, "--create-db", "bot", "--kind", "assistant", "--description", "files\ttickets \x1b[31mred\x1b[0m")
 	mustKeel("agents", "create", "--db", db, "gone")
 	mustKeel("agents", "revoke", "--db", db, "gone", "--reason", "left\tthe team")
 	store := openDB(t, db)
@@ -84,6 +84,10 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 	mustKeel("approve", "--db", db, granted, "c1", "--remember", "agent", "--no-resume")
 	waiting := pausedRun(t, store, time.Now, "rm \x1b[2Jx", 0)
 	store.Close()
+	admin := strings.TrimSpace(mustKeel("tokens", "create", "--db", db, "--name", "root", "--scope", "admin"))
+	mustKeel("tokens", "create", "--db", db, "--name", "ann", "--scope", "runs:write", "--agent", "bot")
+	gone := strings.TrimSpace(mustKeel("tokens", "create", "--db", db, "--name", "old\u00a0ci"))
+	mustKeel("tokens", "revoke", "--db", db, strings.Split(gone, "_")[1])
 
 	s := startServe(t)
 	cases := [][]string{
@@ -99,11 +103,20 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 		{"agents", "grants", identity.LocalAgent},
 		{"agents", "grants", identity.LocalAgent, "--json"},
 		{"agents", "grants", "bot"},
+		{"tokens", "list"},
+		{"runs", "list"},
+		{"runs", "list", "--json"},
+		{"runs", "list", "--status", "paused", "--limit", "2"},
+		{"runs", "show", expired},
+		{"runs", "show", waiting, "--json"},
+		{"audit", "verify", expired, granted},
+		{"audit", "verify", "--all"},
+		{"audit", "verify", "--all", "--json"},
 	}
 	for _, args := range cases {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			lcode, lout, lerr := keel(t, append(args, "--db", db)...)
-			rcode, rout, rerr := keel(t, append(args, "--server", s.url)...)
+			rcode, rout, rerr := keel(t, append(args, "--server", s.url, "--token", admin)...)
 			if lcode != 0 || rcode != 0 {
 				t.Fatalf("exit local %d, server %d\n%s\n%s", lcode, rcode, lerr, rerr)
 			}
@@ -128,7 +141,7 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 				return out
 			}
 			lcode, lout, lerr := keel(t, append(named("local-1"), "--db", db)...)
-			rcode, rout, rerr := keel(t, append(named("server-1"), "--server", s.url)...)
+			rcode, rout, rerr := keel(t, append(named("server-1"), "--server", s.url, "--token", admin)...)
 			if lcode != 0 || rcode != 0 {
 				t.Fatalf("exit local %d, server %d\n%s\n%s", lcode, rcode, lerr, rerr)
 			}

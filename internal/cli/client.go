@@ -2,27 +2,23 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/audit"
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/policy"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
 )
 
 // serverURL returns the team server the command line talks to: --server,
@@ -85,17 +81,8 @@ var localOnly = []string{"keel serve", "keel policy check", "keel policy default
 // output as their local form. The other commands stay local.
 func (a *app) clientMode(root *cobra.Command) {
 	impl := map[string]func(*cobra.Command, []string) error{
-		"keel run":           a.clientRun,
-		"keel demo":          a.clientDemo,
-		"keel runs list":     a.clientRunsList,
-		"keel runs show":     a.clientRunsShow,
-		"keel runs resume":   a.clientRunsResume,
-		"keel approve":       func(c *cobra.Command, args []string) error { return a.clientDecide(c, args, policy.Allow) },
-		"keel deny":          func(c *cobra.Command, args []string) error { return a.clientDecide(c, args, policy.Deny) },
-		"keel audit verify":  a.clientAuditVerify,
-		"keel tokens create": a.clientTokensCreate,
-		"keel tokens list":   a.clientTokensList,
-		"keel tokens revoke": a.clientTokensRevoke,
+		"keel run":  a.clientRun,
+		"keel demo": a.clientDemo,
 	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
@@ -377,12 +364,12 @@ func (a *app) promptApprovals(ctx context.Context, cl *client.Client, id string,
 func (a *app) onWaitRemote(pending []agent.PendingApproval, srv string) {
 	out := escWriter{a.stderr}
 	for _, p := range pending {
-		fmt.Fprintf(out, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, server.Visible(p.CallID), p.Tool)
-		for _, line := range strings.Split(server.Visible(p.Action), "\n") {
+		fmt.Fprintf(out, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, visible.String(p.CallID), p.Tool)
+		for _, line := range strings.Split(visible.String(p.Action), "\n") {
 			fmt.Fprintf(out, "    │ %s\n", line)
 		}
 		for _, part := range p.Parts {
-			fmt.Fprintf(out, "  asks: %s — %s\n", clip(oneLine(server.Visible(part.Text)), 80), server.Visible(part.Reason))
+			fmt.Fprintf(out, "  asks: %s — %s\n", clip(oneLine(visible.String(part.Text)), 80), visible.String(part.Reason))
 		}
 		if p.Expires != nil {
 			fmt.Fprintf(out, "  deadline %s, then: %s\n", p.Expires.Local().Format("2006-01-02 15:04:05"), p.Default)
@@ -392,42 +379,6 @@ func (a *app) onWaitRemote(pending []agent.PendingApproval, srv string) {
 	}
 	fmt.Fprintf(out, "keel: or in the web UI: %s/ui/approvals\n", srv)
 	fmt.Fprintln(out, "keel: waiting (anyone with an approvals:write token for this server may decide; Ctrl-C leaves the run paused)")
-}
-
-func (a *app) clientRunsList(cmd *cobra.Command, _ []string) error {
-	fv := &flagValues{fs: cmd.Flags()}
-	status, limit, asJSON := fv.strs("status"), fv.integer("limit"), fv.boolean("json")
-	if fv.err != nil {
-		return fv.err
-	}
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	runs, err := cl.Runs(cmd.Context(), &client.RunsParams{Status: status, Limit: limit})
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, r := range runs {
-			s := journal.RunSummary{RunID: r.ID, Created: r.Created, Updated: r.Updated, LastSeq: r.Events, LastType: journal.Type(r.LastType), Status: journal.Status(r.Status)}
-			if err := enc.Encode(s); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTATUS\tCREATED\tEVENTS\tSTEPS\tCOST\tTASK")
-	for _, r := range runs {
-		steps, cost, task := fmt.Sprint(r.Steps), fmt.Sprintf("$%.4f", r.Cost), clip(oneLine(r.Task), 50)
-		if r.Task == "" && r.Error != "" {
-			steps, cost, task = "", "", "("+clip(r.Error, 60)+")"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Status, r.Created.Local().Format("2006-01-02 15:04"), r.Events, steps, cost, task)
-	}
-	return tw.Flush()
 }
 
 // jsonClient reads a wrapped command's --json flag and returns it with
@@ -440,208 +391,4 @@ func (a *app) jsonClient(cmd *cobra.Command) (bool, *client.Client, error) {
 	}
 	cl, err := a.apiClient()
 	return asJSON, cl, err
-}
-
-// allEvents reads run id's stored events from the server.
-func allEvents(ctx context.Context, cl *client.Client, id string) ([]journal.Event, error) {
-	var out []journal.Event
-	for e, err := range cl.Events(ctx, id, &client.EventsParams{NoFollow: true}) {
-		if err != nil {
-			return out, err
-		}
-		out = append(out, e)
-	}
-	return out, nil
-}
-
-func (a *app) clientRunsShow(cmd *cobra.Command, args []string) error {
-	asJSON, cl, err := a.jsonClient(cmd)
-	if err != nil {
-		return err
-	}
-	events, err := allEvents(cmd.Context(), cl, args[0])
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, e := range events {
-			if err := enc.Encode(e); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return a.showTimeline(args[0], events, journal.Verify(args[0], events))
-}
-
-func (a *app) clientRunsResume(cmd *cobra.Command, args []string) error {
-	fs := cmd.Flags()
-	if err := only(cmd, "message", "json", "quiet", "no-wait", "wait"); err != nil {
-		return err
-	}
-	fv := &flagValues{fs: fs}
-	message, jsonOut, quiet, noWait := fv.str("message"), fv.boolean("json"), fv.boolean("quiet"), fv.noWait()
-	if fv.err != nil {
-		return fv.err
-	}
-	ctx := cmd.Context()
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	run, err := cl.Resume(context.WithoutCancel(ctx), args[0], &api.ResumeRun{Message: message})
-	if err != nil {
-		return err
-	}
-	return a.follow(ctx, cl, run.ID, run.Events+1, jsonOut, quiet, noWait)
-}
-
-func (a *app) clientDecide(cmd *cobra.Command, args []string, dec policy.Effect) error {
-	fs := cmd.Flags()
-	if err := only(cmd, "reason", "remember", "prefix", "no-resume", "quiet", "json", "no-wait", "wait"); err != nil {
-		return err
-	}
-	fv := &flagValues{fs: fs}
-	req := &api.Decide{Reason: fv.str("reason")}
-	if dec == policy.Allow {
-		req.Remember = fv.str("remember")
-		if p := fv.str("prefix"); p != "" {
-			req.Prefix = strings.Fields(p)
-		}
-	}
-	noResume, quiet, jsonOut, noWait := fv.boolean("no-resume"), fv.boolean("quiet"), fv.boolean("json"), fv.noWait()
-	if fv.err != nil {
-		return fv.err
-	}
-	if dec == policy.Deny && strings.TrimSpace(req.Reason) == "" {
-		return usagef("deny needs --reason: the model is told why")
-	}
-	ctx := cmd.Context()
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	runID, callID := args[0], args[1]
-	decide := cl.Approve
-	if dec == policy.Deny {
-		decide = cl.Deny
-	}
-	run, err := decide(context.WithoutCancel(ctx), runID, callID, req)
-	if client.IsCode(err, api.CodeNoApproval) {
-		return fmt.Errorf("%w (see keel --server %s approvals list --run %s)", err, cl.URL(), runID)
-	}
-	if err != nil {
-		return err
-	}
-	verb := map[policy.Effect]string{policy.Allow: "approved", policy.Deny: "denied"}[dec]
-	fmt.Fprintf(a.stderr, "keel: %s call %s of run %s\n", verb, server.Visible(callID), runID)
-	if n := len(run.Pending); n > 0 {
-		fmt.Fprintf(a.stderr, "keel: run %s still waits for %d more approval(s): keel --server %s approvals list --run %s\n", runID, n, cl.URL(), runID)
-		return nil
-	}
-	if noResume {
-		fmt.Fprintf(a.stderr, "keel: the server continues run %s\n", runID)
-		return nil
-	}
-	return a.follow(ctx, cl, runID, run.Events+1, jsonOut, quiet, noWait)
-}
-
-func (a *app) clientAuditVerify(cmd *cobra.Command, args []string) error {
-	fv := &flagValues{fs: cmd.Flags()}
-	all, asJSON := fv.boolean("all"), fv.boolean("json")
-	if fv.err != nil {
-		return fv.err
-	}
-	if all == (len(args) > 0) {
-		return usagef("give RUN ids or --all")
-	}
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	rep, err := cl.VerifyAudit(cmd.Context(), &api.VerifyAudit{Runs: args})
-	if err != nil {
-		return err
-	}
-	bad := 0
-	enc := json.NewEncoder(a.stdout)
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	if !asJSON {
-		fmt.Fprintln(tw, "STREAM\tKIND\tEVENTS\tSTATUS\tRESULT")
-	}
-	for _, j := range rep.Journals {
-		r := audit.Report{RunID: j.ID, Kind: j.Kind, Events: j.Events, OK: j.OK, FirstBad: j.FirstBad, Reason: j.Reason, Status: journal.Status(j.Status), Head: j.Head}
-		if !r.OK {
-			bad++
-		}
-		if asJSON {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-			continue
-		}
-		res := "ok · head " + short(r.Head)
-		if !r.OK {
-			res = fmt.Sprintf("BAD at event %d: %s", r.FirstBad, r.Reason)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.RunID, r.Kind, r.Events, r.Status, res)
-	}
-	if !asJSON {
-		tw.Flush()
-		fmt.Fprintf(a.stdout, "%d of %d streams verified\n", len(rep.Journals)-bad, len(rep.Journals))
-	}
-	if bad > 0 {
-		return &exitError{1}
-	}
-	return nil
-}
-
-func (a *app) clientTokensCreate(cmd *cobra.Command, _ []string) error {
-	fs := cmd.Flags()
-	if err := only(cmd, "name", "scope", "agent"); err != nil {
-		return err
-	}
-	fv := &flagValues{fs: fs}
-	req := &api.CreateToken{Name: fv.str("name"), Scopes: fv.strs("scope"), Agents: fv.strs("agent")}
-	if fv.err != nil {
-		return fv.err
-	}
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	tok, err := cl.CreateToken(cmd.Context(), req)
-	if err != nil {
-		return err
-	}
-	printNewToken(a, tok)
-	return nil
-}
-
-func (a *app) clientTokensList(cmd *cobra.Command, _ []string) error {
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	toks, err := cl.Tokens(cmd.Context())
-	if err != nil {
-		return err
-	}
-	return printTokens(a, toks)
-}
-
-func (a *app) clientTokensRevoke(cmd *cobra.Command, args []string) error {
-	if err := only(cmd); err != nil {
-		return err
-	}
-	cl, err := a.apiClient()
-	if err != nil {
-		return err
-	}
-	if _, err := cl.RevokeToken(cmd.Context(), args[0]); err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "revoked token %s\n", args[0])
-	return nil
 }

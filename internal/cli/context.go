@@ -439,23 +439,3 @@ func showContext(w interface{ Write([]byte) (int, error) }, st *agent.State) {
 		fmt.Fprintf(w, "\nplan:\n%s\n", indent(agent.RenderPlan(p)))
 	}
 }
-
-// compactionDetail is the timeline line of a context.compacted event.
-func compactionDetail(c *agent.ContextCompacted) string {
-	kind := "steps"
-	if c.Handoff {
-		kind = "handoff: steps"
-	}
-	how := "summary"
-	if c.Mechanical {
-		how = "mechanical summary"
-	}
-	s := fmt.Sprintf("%s %d–%d → %s · %s → %s tok", kind, c.FirstStep, c.LastStep, how, num(int64(c.TokensBefore)), num(int64(c.TokensAfter)))
-	if c.Window > 0 {
-		s += " of " + num(int64(c.Window))
-	}
-	if c.Usage.InputTokens > 0 {
-		s += fmt.Sprintf(" · summary call %s in / %s out · %s", num(c.Usage.InputTokens), num(c.Usage.OutputTokens), ms(c.DurationMS))
-	}
-	return s
-}

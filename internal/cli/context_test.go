@@ -158,7 +158,7 @@ func TestHandoffAndWindowOnResume(t *testing.T) {
 	// The whole recording under the same path, a handoff and a window
 	// smaller than the view already is.
 	os.WriteFile(cut, data, 0o644)
-	code, _, errOut := keel(t, "runs", "handoff", id, "--context-window", "7500", "-q")
+	code, _, errOut := keel(t, "runs", "handoff", id, "--context-window", "8000", "-q")
 	if code != 0 {
 		t.Fatalf("runs handoff = %d\n%s", code, errOut)
 	}
@@ -168,11 +168,11 @@ func TestHandoffAndWindowOnResume(t *testing.T) {
 		t.Fatalf("steps %d, compactions %d, first %+v", st.Steps, len(cs), cs[0])
 	}
 	t.Logf("handoff at %d tokens (view %d), %d compactions", cs[0].TokensBefore, cs[0].ViewTokensBefore, len(cs))
-	if cs[0].ViewTokensBefore <= 7500 {
-		t.Errorf("the handoff started at a view of %d tokens: the view should already exceed the 7,500-token window", cs[0].ViewTokensBefore)
+	if cs[0].ViewTokensBefore <= 8000 {
+		t.Errorf("the handoff started at a view of %d tokens: the view should already exceed the 8,000-token window", cs[0].ViewTokensBefore)
 	}
-	if st.ContextWindow() != 7500 {
-		t.Errorf("window %d, want 7500", st.ContextWindow())
+	if st.ContextWindow() != 8000 {
+		t.Errorf("window %d, want 8000", st.ContextWindow())
 	}
 	checkOneResultPerCall(t, st)
 }

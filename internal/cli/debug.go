@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -69,7 +68,7 @@ type crashStore struct {
 
 func (s *crashStore) Append(ctx context.Context, runID string, after int64, drafts ...journal.Draft) ([]journal.Event, error) {
 	evs, err := s.Store.Append(ctx, runID, after, drafts...)
-	if err == nil && len(evs) > 0 && !identity.Reserved(runID) && evs[0].Seq <= s.after && s.after <= evs[len(evs)-1].Seq {
+	if err == nil && len(evs) > 0 && !journal.IsSystem(runID) && evs[0].Seq <= s.after && s.after <= evs[len(evs)-1].Seq {
 		syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
 	}

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -20,8 +20,8 @@ import (
 // linux sandbox the workspace is the only host directory commands can
 // write; with --sandbox none nothing is protected.
 func checkHomeOutside(home, workspace string) error {
-	ws := realPath(workspace)
-	if inside(realPath(home), ws) {
+	ws := realpath.Resolve(workspace)
+	if realpath.Within(realpath.Resolve(home), ws) {
 		return usagef("Keel's directory %s (KEEL_HOME) is inside the workspace %s, where the agent's commands could change its config.toml (for example to turn the sandbox off) and read its server token; set KEEL_HOME to a directory outside the workspace", home, workspace)
 	}
 	var wsDev uint64
@@ -32,8 +32,8 @@ func checkHomeOutside(home, workspace string) error {
 	}
 	for _, name := range []string{"config.toml", "server-token"} {
 		p := filepath.Join(home, name)
-		if inside(realPath(p), ws) {
-			return usagef("%s leads into the workspace %s (a symbolic link to %s), where the agent's commands could change it; replace it with a file outside the workspace", p, workspace, realPath(p))
+		if realpath.Within(realpath.Resolve(p), ws) {
+			return usagef("%s leads into the workspace %s (a symbolic link to %s), where the agent's commands could change it; replace it with a file outside the workspace", p, workspace, realpath.Resolve(p))
 		}
 		fi, err := os.Lstat(p)
 		if err != nil {
@@ -44,20 +44,6 @@ func checkHomeOutside(home, workspace string) error {
 		}
 	}
 	return nil
-}
-
-// quarantineDetail words a sandbox.quarantine event on one line: what
-// the git guard moved, removed or made readable, or could not make safe.
-func quarantineDetail(x *agent.SandboxQuarantine) string {
-	switch {
-	case x.Error != "":
-		return fmt.Sprintf("DANGER: could not quarantine %s: %s (%s); commands were refused from then on", x.Path, x.Reason, x.Error)
-	case x.Action == "made readable":
-		return fmt.Sprintf("made %s readable to the git check: %s", x.Path, x.Reason)
-	case x.MovedTo == "":
-		return fmt.Sprintf("quarantined %s by removing it: %s", x.Path, x.Reason)
-	}
-	return fmt.Sprintf("quarantined %s → %s: %s", x.Path, x.MovedTo, x.Reason)
 }
 
 // maxPolicyBytes bounds a policy file.

@@ -46,3 +46,23 @@ func TestLimitStopSaysHowToGoOn(t *testing.T) {
 		t.Errorf("after the resume: %+v, %d steps", st.Ended, st.Steps)
 	}
 }
+
+// A run stopped by loop detection says how to go on; a person's message
+// lets the model continue.
+func TestLoopStopSaysHowToGoOn(t *testing.T) {
+	db := setup(t)
+	same := []fcall{sh("echo same")}
+	traj := writeTrajectory(t, "loop", same, same, same, same, same, []fcall{sh("echo different")}, nil)
+	code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", t.TempDir())
+	if code != 1 {
+		t.Fatalf("keel run = %d, want 1\n%s", code, errOut)
+	}
+	id, st := lastRun(t, db)
+	want := "to go on, tell the model what to do differently: keel runs resume " + id + " --message TEXT"
+	if st.Ended == nil || st.Ended.Reason != "repeated_calls" || !strings.Contains(errOut, want) {
+		t.Fatalf("ended %+v; stderr lacks %q:\n%s", st.Ended, want, errOut)
+	}
+	if code, _, errOut := keel(t, "runs", "resume", id, "--message", "try something else"); code != 0 {
+		t.Fatalf("keel runs resume --message = %d\n%s", code, errOut)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/policy"
 )
 
@@ -141,44 +142,6 @@ func checkPrincipal(ctx context.Context, dir *identity.Directory, c *agent.RunCr
 	return nil
 }
 
-// realPath resolves p's symbolic links, also when p (but not its
-// directory) does not exist yet, and when p is a dangling symbolic link
-// (its target, resolved the same way: SQLite creates a journal through a
-// link to a file that does not exist yet). It follows at most 40 links,
-// as Linux does (path_resolution(7)).
-func realPath(p string) string {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return p
-	}
-	for range 40 {
-		if r, err := filepath.EvalSymlinks(abs); err == nil {
-			return r
-		}
-		fi, err := os.Lstat(abs)
-		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
-			break
-		}
-		target, err := os.Readlink(abs)
-		if err != nil {
-			break
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(abs), target)
-		}
-		abs = filepath.Clean(target)
-	}
-	if r, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
-		return filepath.Join(r, filepath.Base(abs))
-	}
-	return abs
-}
-
-func inside(p, dir string) bool {
-	rel, err := filepath.Rel(dir, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
-}
-
 // checkJournalOutside refuses a journal database inside the run's
 // workspace: the workspace is writable from the sandbox, and nothing
 // inside it may change the journal, the approvals or the policy. The
@@ -187,13 +150,13 @@ func inside(p, dir string) bool {
 // ones too, and a database with another hard link on the workspace's file
 // system is refused (the link may be inside it).
 func checkJournalOutside(db, workspace string) error {
-	ws := realPath(workspace)
-	if inside(realPath(db), ws) {
+	ws := realpath.Resolve(workspace)
+	if realpath.Within(realpath.Resolve(db), ws) {
 		return usagef("the journal %s is inside the workspace %s, where the agent's commands could change it; pass --db with a path outside the workspace", db, workspace)
 	}
 	for _, suffix := range []string{"", "-wal", "-shm", "-journal", ".locks"} {
 		p := db + suffix
-		if r := realPath(p); inside(r, ws) {
+		if r := realpath.Resolve(p); realpath.Within(r, ws) {
 			return usagef("%s leads into the workspace %s (a symbolic link to %s), where the agent's commands could change the journal; pass --db with a path outside the workspace", p, workspace, r)
 		}
 	}
@@ -228,8 +191,8 @@ func protectedPaths(c *agent.RunCreated) []string {
 	if c.Policy == nil || !filepath.IsAbs(c.Policy.Name) {
 		return nil
 	}
-	ws, p := realPath(c.Workspace), realPath(c.Policy.Name)
-	if !inside(p, ws) {
+	ws, p := realpath.Resolve(c.Workspace), realpath.Resolve(c.Policy.Name)
+	if !realpath.Within(p, ws) {
 		return nil
 	}
 	rel, err := filepath.Rel(ws, p)

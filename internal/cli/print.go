@@ -126,7 +126,7 @@ func (p *printer) event(e journal.Event) {
 			fmt.Fprintf(p.err, "  ✗ %s: %s\n", p.calls[x.CallID], firstLine(x.Content))
 			return
 		}
-		fmt.Fprintf(p.err, "    → %s\n", resultSummary(x))
+		fmt.Fprintf(p.err, "    → %s\n", x.Detail())
 	case *agent.UserMessage:
 		who := "user"
 		if x.Source != "" {
@@ -134,13 +134,13 @@ func (p *printer) event(e journal.Event) {
 		}
 		fmt.Fprintf(p.err, "%s: %s\n", who, clip(x.Content, 200))
 	case *agent.ContextCompacted:
-		fmt.Fprintf(p.err, "context compacted: %s\n", compactionDetail(x))
+		fmt.Fprintf(p.err, "context compacted: %s\n", x.Detail())
 	case *agent.ModelFailed:
 		fmt.Fprintf(p.err, "model error (%s): %s\n", x.Kind, x.Message)
 	case *agent.SandboxQuarantine:
-		fmt.Fprintf(p.err, "    %s\n", quarantineDetail(x))
+		fmt.Fprintf(p.err, "    %s\n", x.Detail())
 	case *agent.SandboxEgress:
-		fmt.Fprintf(p.err, "    network: %s\n", egressSummary(x))
+		fmt.Fprintf(p.err, "    network: %s\n", x.Detail())
 	}
 }
 
@@ -157,6 +157,10 @@ func (p *printer) prime(events []journal.Event) {
 
 // limitFlag maps a limit's end reason to the flag that raises it.
 var limitFlag = map[string]string{"max_steps": "--max-steps", "max_tokens": "--max-tokens", "max_cost": "--max-cost", "timeout": "--timeout"}
+
+// healthStop are the end reasons of loop detection (agent/health.go).
+var healthStop = map[string]bool{"repeated_calls": true, "format_errors": true, "output_limit": true, "empty_answers": true,
+	"invalid_calls": true, "response_too_large": true}
 
 // continueHint says how to go on with a run stopped by the limit reason:
 // resuming (or handing off) under the same step, token or cost limit
@@ -180,8 +184,14 @@ func continueHint(keel, runID, reason string, l agent.Limits) string {
 
 func (p *printer) footer(runID string, o *agent.Outcome) {
 	st := o.State
-	if !p.json && o.Status == journal.StatusFailed && o.End != nil && limitFlag[o.End.Reason] != "" {
+	switch {
+	case p.json || o.Status != journal.StatusFailed || o.End == nil:
+	case limitFlag[o.End.Reason] != "":
 		defer fmt.Fprintf(p.err, "keel: %s\n", continueHint(p.keel, runID, o.End.Reason, st.Limits))
+	case healthStop[o.End.Reason]:
+		// Loop detection stopped the model: a plain resume would stop
+		// again at once; a person's message starts it afresh.
+		defer fmt.Fprintf(p.err, "keel: to go on, tell the model what to do differently: %s runs resume %s --message TEXT\n", p.keel, runID)
 	}
 	if p.quiet && !p.json && o.Status != journal.StatusCompleted {
 		// Quiet still says why a run did not complete.
@@ -231,79 +241,13 @@ func (p *printer) footer(runID string, o *agent.Outcome) {
 	}
 }
 
-// callSummary renders a tool call on one line: the command of a shell
-// call, the path of a file call, else the raw arguments, clipped.
-func callSummary(name, args string) string {
-	var m map[string]any
-	if json.Unmarshal([]byte(args), &m) == nil {
-		for _, k := range []string{"command", "path", "pattern", "url", "code"} {
-			if s, ok := m[k].(string); ok {
-				return name + " " + clip(oneLine(s), 120)
-			}
-		}
-	}
-	return name + " " + clip(oneLine(args), 120)
-}
-
-func resultSummary(x *agent.ToolFinished) string {
-	var b strings.Builder
-	if x.ExitCode != nil {
-		fmt.Fprintf(&b, "exit %d", *x.ExitCode)
-	} else if x.IsError {
-		// Tools often start their message with "error:" themselves.
-		b.WriteString("error: " + clip(strings.TrimPrefix(firstLine(x.Content), "error: "), 100))
-	} else {
-		b.WriteString("ok")
-	}
-	if x.TimedOut {
-		b.WriteString(" · timed out")
-	}
-	// The line count is of what the model saw; when that is a cut of a
-	// longer output, say so, with the whole output's size and file.
-	out := agent.ResultOutput(&x.Result)
-	lines := 0
-	if out != "" {
-		lines = strings.Count(out, "\n") + boolInt(!strings.HasSuffix(out, "\n"))
-	}
-	switch {
-	case x.OutputBytes > int64(len(x.Content)) && x.Artifact != "":
-		fmt.Fprintf(&b, " · %s lines shown of %s bytes in all (full output: %s)", num(int64(lines)), num(x.OutputBytes), x.Artifact)
-	case x.OutputBytes > int64(len(x.Content)):
-		fmt.Fprintf(&b, " · %s lines shown of %s bytes in all", num(int64(lines)), num(x.OutputBytes))
-	case lines == 1:
-		b.WriteString(" · 1 line")
-	case lines > 0:
-		fmt.Fprintf(&b, " · %s lines", num(int64(lines)))
-	}
-	fmt.Fprintf(&b, " · %s", ms(x.DurationMS))
-	return b.String()
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func ms(d int64) string {
-	return (time.Duration(d) * time.Millisecond).Round(time.Millisecond).String()
-}
-
-func num(n int64) string {
-	s := fmt.Sprint(n)
-	if n < 0 {
-		return s
-	}
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// Text helpers shared with the event details of package agent.
+var (
+	num, ms       = agent.Num, agent.MS
+	clip, oneLine = agent.Clip, agent.OneLine
+	firstLine     = agent.FirstLine
+	callSummary   = agent.CallSummary
+)
 
 // shellWord quotes s for a shell command line when it holds anything but
 // letters, digits and -_.,:@/= (a call id in a hint a person copies).
@@ -312,27 +256,6 @@ func shellWord(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " …"
-	}
-	return s
-}
-
-func firstLine(s string) string {
-	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return l
-}
-
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }
 
 func tail(s string, lines int) string {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/tool"
 )
@@ -96,48 +94,22 @@ func (a *app) runsListCmd() *cobra.Command {
 	var limit int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List runs, newest first",
-		Args:  cobra.NoArgs,
+		Use:         "list",
+		Short:       "List runs, newest first",
+		Args:        cobra.NoArgs,
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			p := &journal.ListParams{Limit: limit}
-			for _, s := range status {
-				p.Status = append(p.Status, journal.Status(s))
-			}
-			runs, err := store.Runs(ctx, p)
-			if err != nil {
-				return err
-			}
-			// System streams (the agent directory) are not runs.
-			runs = slices.DeleteFunc(runs, func(r journal.RunSummary) bool { return identity.Reserved(r.RunID) })
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, r := range runs {
-					if err := enc.Encode(r); err != nil {
-						return err
-					}
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				p := &journal.ListParams{Limit: limit}
+				for _, s := range status {
+					p.Status = append(p.Status, journal.Status(s))
 				}
-				return nil
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tSTATUS\tCREATED\tEVENTS\tSTEPS\tCOST\tTASK")
-			for _, r := range runs {
-				steps, cost, task := "", "", ""
-				if st, _, err := agent.NewRuntime(store, nil).Load(ctx, r.RunID); err == nil {
-					steps, cost = fmt.Sprint(st.Steps), fmt.Sprintf("$%.4f", st.Cost)
-					task = clip(oneLine(st.Created.Task), 50)
-				} else {
-					task = "(" + clip(err.Error(), 60) + ")"
+				runs, err := b.Runs(ctx, p)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.RunID, liveStatus(ctx, store, r), r.Created.Local().Format("2006-01-02 15:04"), r.LastSeq, steps, cost, termSafe(task))
-			}
-			return tw.Flush()
+				return a.printRuns(runs, asJSON)
+			}, "status", "limit", "json")
 		},
 	}
 	cmd.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses (running, paused, completed, failed, canceled)")
@@ -149,40 +121,88 @@ func (a *app) runsListCmd() *cobra.Command {
 func (a *app) runsShowCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "show RUN",
-		Short: "Show a run's timeline: steps, tool calls, tokens, cost, durations",
-		Args:  cobra.ExactArgs(1),
+		Use:         "show RUN",
+		Short:       "Show a run's timeline: steps, tool calls, tokens, cost, durations",
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			events, err := store.Read(ctx, args[0], 1)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, e := range events {
-					if err := enc.Encode(e); err != nil {
-						return err
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				events, err := b.Events(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				verr := b.VerifyEvents(ctx, args[0], events)
+				if asJSON {
+					enc := json.NewEncoder(a.stdout)
+					for _, e := range events {
+						if err := enc.Encode(e); err != nil {
+							return err
+						}
 					}
+					// The events are printed as stored; a broken chain is still
+					// reported, on stderr, with a failing exit status.
+					if verr != nil {
+						fmt.Fprintf(a.stderr, "keel: journal of run %s is CORRUPT: %v\n", args[0], verr)
+						return &exitError{1}
+					}
+					return nil
 				}
-				// The events are printed as stored; a broken chain is still
-				// reported, on stderr, with a failing exit status.
-				if err := verifyRun(ctx, store, args[0], events); err != nil {
-					fmt.Fprintf(a.stderr, "keel: journal of run %s is CORRUPT: %v\n", args[0], err)
-					return &exitError{1}
-				}
-				return nil
-			}
-			return a.showTimeline(args[0], events, verifyRun(ctx, store, args[0], events))
+				return a.showTimeline(args[0], events, verr)
+			}, "json")
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON lines")
 	return cmd
+}
+
+// runsBackend is what the run commands that read need of a journal or a
+// team server.
+type runsBackend interface {
+	// Runs lists runs (not system streams), newest first.
+	Runs(ctx context.Context, p *journal.ListParams) ([]runRow, error)
+	// Events returns every stored event of run id, as stored.
+	Events(ctx context.Context, id string) ([]journal.Event, error)
+	// VerifyEvents checks events (the whole journal of run id) against
+	// its hash chain and, where the backend can, the store's index of
+	// the newest event.
+	VerifyEvents(ctx context.Context, id string, events []journal.Event) error
+}
+
+// runRow is one run of keel runs list.
+type runRow struct {
+	journal.RunSummary
+	// shown is the status as a person reads it: a running run that
+	// nobody executes is interrupted.
+	shown string
+	steps int
+	cost  float64
+	task  string
+	// err says why the run's journal could not be read or folded.
+	err string
+}
+
+// printRuns prints keel runs list: JSON lines of the summaries, or a
+// table.
+func (a *app) printRuns(runs []runRow, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, r := range runs {
+			if err := enc.Encode(r.RunSummary); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATUS\tCREATED\tEVENTS\tSTEPS\tCOST\tTASK")
+	for _, r := range runs {
+		steps, cost, task := fmt.Sprint(r.steps), fmt.Sprintf("$%.4f", r.cost), clip(oneLine(r.task), 50)
+		if r.err != "" {
+			steps, cost, task = "", "", "("+clip(r.err, 60)+")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.RunID, r.shown, r.Created.Local().Format("2006-01-02 15:04"), r.LastSeq, steps, cost, cell(task))
+	}
+	return tw.Flush()
 }
 
 // verifyRun checks events (the whole journal of run) against its hash
@@ -218,79 +238,35 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error) err
 		e := &events[i]
 		v, err := agent.Decode(e)
 		detail := ""
+		if p, ok := v.(agent.Payload); ok {
+			detail = p.Detail()
+		}
+		// What the timeline keeps track of: steps, estimated usage, and
+		// each call's summary, which names the tool at its start.
 		switch x := v.(type) {
 		case *agent.RunCreated:
-			detail = fmt.Sprintf("%d tools, limits %s", len(x.Tools), limitsString(x.Limits))
 			if x.Settings != nil {
 				settings = *x.Settings
 			}
-		case *agent.SetupFinished:
-			detail = fmt.Sprintf("exit %d · %s", x.ExitCode, ms(x.DurationMS))
+		case *agent.RunResumed:
+			// The settings a resume changed, compared with the run's
+			// settings before it.
+			if x.Settings != nil {
+				if ch := x.Settings.Changes(settings); len(ch) > 0 {
+					detail = strings.TrimSpace(detail + " settings " + strings.Join(ch, ", "))
+				}
+				settings = *x.Settings
+			}
 		case *agent.ModelResponded:
 			step++
-			detail = fmt.Sprintf("%s tok in (%s cached) · %s out · $%.5f · %s", num(x.Usage.InputTokens), num(x.Usage.CachedInputTokens), num(x.Usage.OutputTokens), x.Cost, ms(x.DurationMS))
 			if x.UsageEstimated {
 				estimated++
-				detail += " · usage estimated"
 			}
 			for _, c := range x.Message.ToolCalls {
 				calls[c.ID] = callSummary(c.Name, c.Arguments)
 			}
-			if len(x.Message.ToolCalls) == 0 {
-				detail += " · answer: " + clip(oneLine(x.Message.Content), 80)
-			}
-		case *agent.GateDecided:
-			detail = fmt.Sprintf("%s %s (%s)", x.Effect, x.CallID, strings.Join(x.Policies, ","))
-		case *agent.ApprovalRequested:
-			detail = fmt.Sprintf("%s %s", x.CallID, clip(string(x.Arguments), 80))
-			if x.Action != "" {
-				detail = fmt.Sprintf("%s %s", x.CallID, clip(oneLine(x.Action), 80))
-			}
-		case *agent.ApprovalResolved:
-			detail = fmt.Sprintf("%s %s by %s", x.CallID, x.Decision, x.By)
 		case *agent.ToolStarted:
 			detail = calls[x.CallID]
-		case *agent.ToolFinished:
-			detail = resultSummary(x)
-			if x.Synthetic {
-				detail = "synthetic: " + clip(firstLine(x.Content), 100)
-			}
-		case *agent.RunEnded:
-			detail = x.Reason
-			if x.Message != "" {
-				detail += ": " + clip(x.Message, 100)
-			}
-		case *agent.RunResumed:
-			detail = strings.Join(x.Interrupted, ",")
-			if x.ContextWindow > 0 {
-				detail += fmt.Sprintf(" context window %s", num(int64(x.ContextWindow)))
-			}
-			if x.Handoff {
-				detail += " handoff"
-			}
-			if x.Limits != nil {
-				detail += " limits " + limitsString(*x.Limits)
-			}
-			if x.Settings != nil {
-				if ch := x.Settings.Changes(settings); len(ch) > 0 {
-					detail += " settings " + strings.Join(ch, ", ")
-				}
-				settings = *x.Settings
-			}
-			detail = strings.TrimSpace(detail)
-		case *agent.UserMessage:
-			detail = clip(oneLine(x.Content), 80)
-			if x.Source != "" {
-				detail = x.Source + ": " + detail
-			}
-		case *agent.ContextCompacted:
-			detail = compactionDetail(x)
-		case *agent.ModelFailed:
-			detail = x.Kind + ": " + clip(x.Message, 100)
-		case *agent.SandboxEgress:
-			detail = egressSummary(x)
-		case *agent.SandboxQuarantine:
-			detail = quarantineDetail(x)
 		}
 		if err != nil {
 			detail = "(" + err.Error() + ")"
@@ -325,26 +301,6 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error) err
 	return nil
 }
 
-func limitsString(l agent.Limits) string {
-	var parts []string
-	if l.MaxSteps > 0 {
-		parts = append(parts, fmt.Sprintf("%d steps", l.MaxSteps))
-	}
-	if l.MaxTokens > 0 {
-		parts = append(parts, num(l.MaxTokens)+" tok")
-	}
-	if l.MaxCost > 0 {
-		parts = append(parts, fmt.Sprintf("$%.2f", l.MaxCost))
-	}
-	if l.Timeout > 0 {
-		parts = append(parts, time.Duration(l.Timeout).String())
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
-}
-
 func (a *app) runsResumeCmd() *cobra.Command {
 	var f runFlags
 	var message string
@@ -368,10 +324,17 @@ The run keeps the settings it was created with (limits, environment,
 allowlist, policy, sandbox limits, timeouts, concurrency, result size,
 model retries); a flag given here changes that one from now on, and the
 change is journaled.`,
-		Args: cobra.ExactArgs(1),
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
 			f.changed = cmd.Flags().Changed
-			return a.resume(cmd.Context(), args[0], &f, message)
+			b, err := a.open(ctx, cmd, "message", "json", "quiet", "no-wait", "wait")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			return b.Continue(ctx, args[0], &continuation{f: &f, message: message})
 		},
 	}
 	registerResumeFlags(cmd.Flags(), &f, &message)
@@ -404,15 +367,22 @@ func registerResumeFlags(fl *pflag.FlagSet, f *runFlags, message *string) {
 	registerWaitFlags(fl, &f.gate)
 }
 
+// resume continues run runID from its journal in this process (keel runs
+// handoff).
 func (a *app) resume(ctx context.Context, runID string, f *runFlags, message string) error {
-	if f.ctx.window < 0 || f.ctx.window > 0 && f.ctx.window < 512 {
-		return usagef("--context-window %d: want 0 (keep) or at least 512 tokens", f.ctx.window)
-	}
 	store, err := a.openStore(ctx)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	return a.resumeOn(ctx, store, runID, f, message)
+}
+
+// resumeOn is resume on an open journal.
+func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f *runFlags, message string) error {
+	if f.ctx.window < 0 || f.ctx.window > 0 && f.ctx.window < 512 {
+		return usagef("--context-window %d: want 0 (keep) or at least 512 tokens", f.ctx.window)
+	}
 	rt := agent.NewRuntime(store, nil)
 	st, _, err := rt.Load(ctx, runID)
 	if err != nil {
@@ -534,18 +504,6 @@ func readArtifact(c *agent.RunCreated, rel string) ([]byte, error) {
 		return nil, fmt.Errorf("artifact %s is larger than %d bytes", rel, maxArtifactBytes)
 	}
 	return b, err
-}
-
-func egressSummary(x *agent.SandboxEgress) string {
-	verdict := "refused"
-	if x.Allowed {
-		verdict = "allowed"
-	}
-	s := fmt.Sprintf("%s %s:%d (%s phase)", verdict, x.Host, x.Port, x.Phase)
-	if x.Reason != "" {
-		s += ": " + x.Reason
-	}
-	return s
 }
 
 // liveStatus refines a "running" status with the run's lease: a run that

@@ -18,10 +18,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/visible"
 )
 
 // serveFlags are the flags of `keel serve`.
@@ -155,7 +158,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	if db := a.dbPath(); !strings.Contains(db, ":") {
 		protected = append(protected, filepath.Dir(db))
 		for _, suffix := range []string{"", "-wal", "-shm", "-journal", ".locks"} {
-			if r := realPath(db + suffix); filepath.Dir(r) != filepath.Dir(db) {
+			if r := realpath.Resolve(db + suffix); filepath.Dir(r) != filepath.Dir(db) {
 				protected = append(protected, filepath.Dir(r))
 			}
 		}
@@ -182,7 +185,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	defer store.Close()
 	rt := agent.NewRuntime(store, &agent.RuntimeOptions{Logger: logger})
-	tokens := server.NewTokens(store, nil)
+	tokens := token.New(store, nil)
 	live := &liveOptions{}
 	live.gate.noWait = true
 	// The settings of the runs this server creates; a run keeps its own
@@ -217,7 +220,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	reqCtx, stopRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRequests()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return reqCtx },
+	srv := &http.Server{Handler: a.withJWKS(h, store), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return reqCtx },
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -339,7 +342,7 @@ func (st *savedToken) isFor(raw string) bool {
 // line, bound to this server's URLs. When the saved token is still valid
 // on this journal (a restart, perhaps on another port), it binds it to
 // the URLs of this start instead.
-func (a *app) firstToken(ctx context.Context, h *server.Handler, tokens *server.Tokens, urls []string) error {
+func (a *app) firstToken(ctx context.Context, h *server.Handler, tokens *token.Set, urls []string) error {
 	saved := a.serverTokenFile()
 	n, err := tokens.Count(ctx)
 	if err != nil {
@@ -362,17 +365,17 @@ func (a *app) firstToken(ctx context.Context, h *server.Handler, tokens *server.
 		return nil
 	}
 	name := a.person("")
-	if server.CheckTokenName(name) != nil {
+	if token.CheckName(name) != nil {
 		name = "admin"
 	}
-	tok, err := tokens.Create(ctx, &server.TokenParams{Name: name, Scopes: []string{api.ScopeAdmin}, By: "keel serve"})
+	tok, err := tokens.Create(ctx, &token.Params{Name: name, Scopes: []string{api.ScopeAdmin}, By: "keel serve"})
 	if err != nil {
 		return err
 	}
 	if err := writeSavedToken(saved, &savedToken{Servers: urls, Token: tok.Secret}); err != nil {
 		saved = ""
 	}
-	fmt.Fprintf(a.stderr, "keel serve: created the first API token (admin, for %s). It is shown only this once:\n\n    %s\n\n", server.Visible(tok.Name), tok.Secret)
+	fmt.Fprintf(a.stderr, "keel serve: created the first API token (admin, for %s). It is shown only this once:\n\n    %s\n\n", visible.String(tok.Name), tok.Secret)
 	if code, err := h.LoginCode(ctx, tok.Secret); err == nil {
 		fmt.Fprintf(a.stderr, "  sign in to the web UI:  %s/ui/login?code=%s\n  (a one-time link, valid for 15 minutes; later, paste the token at %s/ui/login)\n", urls[0], code, urls[0])
 	}

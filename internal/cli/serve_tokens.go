@@ -1,17 +1,27 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/keel-run/keel/identity"
-	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/visible"
 )
+
+// tokensBackend is what the token commands need of a journal or a team
+// server.
+type tokensBackend interface {
+	// CreateToken makes a token and returns it with its secret.
+	CreateToken(ctx context.Context, p *token.Params) (*api.NewToken, error)
+	// Tokens lists every token, revoked ones included, oldest first.
+	Tokens(ctx context.Context) ([]api.Token, error)
+	RevokeToken(ctx context.Context, id, by string) error
+}
 
 func (a *app) tokensCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -23,46 +33,38 @@ the token) and scopes: runs:read, runs:write, approvals:write, admin
 (everything). Only a SHA-256 digest of each token is stored, in the
 journal database; the token itself is shown once, when it is created.
 These commands work on the journal directly (--db), also while a server
-runs on it; a revocation takes effect there within a second.`,
+runs on it; a revocation takes effect there within a second. With
+--server they ask that server (with an admin token).`,
 	}
 	var name string
 	var scopes, agents []string
 	var by string
 	create := &cobra.Command{
-		Use:   "create --name NAME --scope SCOPE[,SCOPE...]",
-		Short: "Create a token and print it (shown only once)",
-		Args:  cobra.NoArgs,
+		Use:         "create --name NAME --scope SCOPE[,SCOPE...]",
+		Short:       "Create a token and print it (shown only once)",
+		Args:        cobra.NoArgs,
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if strings.TrimSpace(name) == "" {
 				return usagef("--name: whose token is it (a person or system)?")
 			}
-			if err := server.CheckTokenName(strings.TrimSpace(name)); err != nil {
-				return usagef("--name: %v", strings.TrimPrefix(err.Error(), "server: "))
+			if err := token.CheckName(strings.TrimSpace(name)); err != nil {
+				return usagef("--name: %v", strings.TrimPrefix(err.Error(), "token: "))
 			}
-			if err := server.CheckScopes(scopes); err != nil {
-				return usagef("--scope: %v", strings.TrimPrefix(err.Error(), "server: "))
+			if err := token.CheckScopes(scopes); err != nil {
+				return usagef("--scope: %v", strings.TrimPrefix(err.Error(), "token: "))
 			}
-			store, err := a.openStore(ctx)
+			b, err := a.open(ctx, cmd, "name", "scope", "agent")
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			dir := identity.NewDirectory(store, nil)
-			for _, ag := range agents {
-				got, err := dir.Get(ctx, ag)
-				if err != nil {
-					return usagef("--agent %s: %v (create it with keel agents create)", ag, strings.TrimPrefix(err.Error(), "identity: "))
-				}
-				if got.Revoked {
-					return usagef("--agent %s: the agent is revoked", ag)
-				}
-			}
-			tok, err := server.NewTokens(store, nil).Create(ctx, &server.TokenParams{Name: name, Scopes: scopes, Agents: agents, By: a.person(by)})
+			defer b.Close()
+			tok, err := b.CreateToken(ctx, &token.Params{Name: name, Scopes: scopes, Agents: agents, By: a.person(by)})
 			if err != nil {
 				return err
 			}
-			printNewToken(a, tok)
+			a.printNewToken(tok)
 			return nil
 		},
 	}
@@ -71,31 +73,31 @@ runs on it; a revocation takes effect there within a second.`,
 	create.Flags().StringSliceVar(&agents, "agent", nil, "agents the token's runs may act as (repeatable; runs:write tokens need one to start runs other than the demo)")
 	create.Flags().StringVar(&by, "by", "", "who creates it (default: $USER)")
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "List tokens (never their secrets)",
-		Args:  cobra.NoArgs,
+		Use:         "list",
+		Short:       "List tokens (never their secrets)",
+		Args:        cobra.NoArgs,
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			return a.withStore(ctx, func(store journal.Store) error {
-				toks, err := server.NewTokens(store, nil).List(ctx)
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				toks, err := b.Tokens(ctx)
 				if err != nil {
 					return err
 				}
-				return printTokens(a, toks)
+				return a.printTokens(toks)
 			})
 		},
 	}
 	revoke := &cobra.Command{
-		Use:   "revoke TOKEN_ID",
-		Short: "Revoke a token",
-		Args:  cobra.ExactArgs(1),
+		Use:         "revoke TOKEN_ID",
+		Short:       "Revoke a token",
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			return a.withStore(ctx, func(store journal.Store) error {
-				if err := server.NewTokens(store, nil).Revoke(ctx, args[0], a.person(by)); err != nil {
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				if err := b.RevokeToken(ctx, args[0], a.person(by)); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "revoked token %s\n", args[0])
+				fmt.Fprintf(escWriter{a.stdout}, "revoked token %s\n", args[0])
 				return nil
 			})
 		},
@@ -107,19 +109,19 @@ runs on it; a revocation takes effect there within a second.`,
 
 // printNewToken prints a token just created: what it is on stderr, its
 // secret alone on stdout.
-func printNewToken(a *app, tok *api.NewToken) {
+func (a *app) printNewToken(tok *api.NewToken) {
 	agents := ""
 	if len(tok.Agents) > 0 {
 		agents = "; acts as " + strings.Join(tok.Agents, ", ")
 	}
-	fmt.Fprintf(a.stderr, "keel: created token %s for %s (%s%s); it is shown only this once:\n", tok.ID, server.Visible(tok.Name), strings.Join(tok.Scopes, ", "), agents)
+	fmt.Fprintf(a.stderr, "keel: created token %s for %s (%s%s); it is shown only this once:\n", tok.ID, visible.String(tok.Name), strings.Join(tok.Scopes, ", "), agents)
 	fmt.Fprintln(a.stdout, tok.Secret)
 }
 
 // printTokens prints the token table of keel tokens list (names and the
 // creators' names with invisible and control characters escaped).
-func printTokens(a *app, toks []api.Token) error {
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+func (a *app) printTokens(toks []api.Token) error {
+	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOKEN\tNAME\tSCOPES\tAGENTS\tCREATED\tBY\tSTATUS")
 	for _, t := range toks {
 		status := "active"
@@ -130,8 +132,8 @@ func printTokens(a *app, toks []api.Token) error {
 		if agents == "" {
 			agents = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, server.Visible(t.Name), strings.Join(t.Scopes, ","), agents,
-			t.Created.Local().Format("2006-01-02 15:04"), server.Visible(t.CreatedBy), status)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, cell(t.Name), strings.Join(t.Scopes, ","), agents,
+			t.Created.Local().Format("2006-01-02 15:04"), cell(t.CreatedBy), status)
 	}
 	return tw.Flush()
 }

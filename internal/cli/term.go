@@ -6,23 +6,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/visible"
 )
 
-// termSafe returns s with every control character except newline and tab,
-// every bidirectional override and every invisible character shown as a
-// visible escape (server.Visible), so that text from a model, a tool or a
-// task file cannot move the cursor, erase a line, retitle the terminal,
-// reorder what a person reads or fake Keel's own status lines.
-func termSafe(s string) string { return server.Visible(s) }
-
 // escWriter escapes control characters of everything written through it
-// (see termSafe). Keel's own output uses none, so it only ever changes
+// (visible.String), so that text from a model, a tool or a task file
+// cannot move the cursor, erase a line, retitle the terminal, reorder
+// what a person reads or fake Keel's own status lines. Keel's own output uses none, so it only ever changes
 // text that came from a model or a tool.
 type escWriter struct{ w io.Writer }
 
 func (e escWriter) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(e.w, termSafe(string(p))); err != nil {
+	if _, err := io.WriteString(e.w, visible.String(string(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

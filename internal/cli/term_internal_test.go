@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/keel-run/keel/agent"
 )
 
 // openPTY opens a pseudo-terminal pair and returns its terminal side.
@@ -70,14 +68,5 @@ func TestWaitingNeedsATerminal(t *testing.T) {
 		if got := tt.g.waitingOn(tt.stdin); got != tt.want {
 			t.Errorf("%s: waiting = %v, want %v", tt.name, got, tt.want)
 		}
-	}
-}
-
-// A tool's "error:" is not repeated after the summary's own.
-func TestResultSummaryError(t *testing.T) {
-	x := &agent.ToolFinished{}
-	x.CallID, x.IsError, x.Content = "c", true, "error: BlockingIOError: [Errno 11] would block\nTraceback ..."
-	if got := resultSummary(x); got != "error: BlockingIOError: [Errno 11] would block · 2 lines · 0s" {
-		t.Errorf("resultSummary = %q", got)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/keel-run/keel/sandbox/none"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin"
+	"github.com/keel-run/keel/tool/builtin/httpreq"
 	"github.com/keel-run/keel/tool/builtin/shell"
 	"github.com/keel-run/keel/tool/mcp"
 )
@@ -66,9 +67,14 @@ type wiring struct {
 	// with the wiring).
 	mcp     []*mcp.Client
 	closers []func() error
+	// vault gives http_request its credentials (opened on first use).
+	vault *lazyVault
 }
 
 func (w *wiring) Close() {
+	if w.vault != nil {
+		w.vault.Close()
+	}
 	for _, c := range w.mcp {
 		c.Close()
 	}
@@ -217,7 +223,8 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		w.sb, w.sbNote = sb, "linux"
 		w.mechanisms = sb.Mechanisms().String()
 	}
-	w.tools = newTools(set)
+	w.vault = &lazyVault{a: a}
+	w.tools = newToolsWith(set, w.vault)
 	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
 	if err := a.connectMCP(ctx, w, c); err != nil {
 		return nil, err
@@ -236,9 +243,17 @@ func settingsOf(c *agent.RunCreated) agent.Settings {
 
 // newTools returns the tools of a run with settings s (also used to
 // record them in run.created without starting a sandbox).
-func newTools(s agent.Settings) *tool.Registry {
+func newTools(s agent.Settings) *tool.Registry { return newToolsWith(s, nil) }
+
+// newToolsWith is newTools with http_request's credentials from vault
+// (nil: none).
+func newToolsWith(s agent.Settings, vault httpreq.Vault) *tool.Registry {
 	r := tool.NewRegistry()
-	builtin.Register(r, &builtin.Options{Shell: &shell.Options{IdleTimeout: time.Duration(s.CommandIdleTimeout)}})
+	o := &builtin.Options{Shell: &shell.Options{IdleTimeout: time.Duration(s.CommandIdleTimeout)}}
+	if vault != nil {
+		o.HTTP = &httpreq.Options{Vault: vault}
+	}
+	builtin.Register(r, o)
 	return r
 }
 
@@ -329,14 +344,7 @@ func loadRecording(path string) (*recording, error) {
 	return &recording{tr}, nil
 }
 
-func toolInfos(r *tool.Registry) []agent.ToolInfo {
-	var out []agent.ToolInfo
-	for _, s := range r.Specs() {
-		t := r.Tool(s.Name)
-		out = append(out, agent.ToolInfo{ToolSpec: s, Effect: t.Effect.String(), Idempotent: t.Idempotent, Server: t.Server, Pin: t.Pin})
-	}
-	return out
-}
+func toolInfos(r *tool.Registry) []agent.ToolInfo { return agent.ToolInfos(r) }
 
 // defaultModelRetries is --model-retries' default: with the SDKs'
 // exponential backoff (0.5 s doubling, at most 8 s, or the provider's

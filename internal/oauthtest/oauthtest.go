@@ -52,7 +52,27 @@ type OP struct {
 	// Requests counts HTTP requests by path.
 	mu       sync.Mutex
 	requests map[string]int
+	issued   []string
 	srv      *http.Server
+}
+
+// Issued returns every token (access, refresh, ID) the OP's token
+// endpoint has issued so far, for canary searches.
+func (op *OP) Issued() []string {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	return append([]string(nil), op.issued...)
+}
+
+// tokenRecorder keeps the body of a token endpoint's answer.
+type tokenRecorder struct {
+	http.ResponseWriter
+	body []byte
+}
+
+func (r *tokenRecorder) Write(b []byte) (int, error) {
+	r.body = append(r.body, b...)
+	return r.ResponseWriter.Write(b)
 }
 
 // Start runs an OP on a random loopback port until the test ends.
@@ -73,7 +93,22 @@ func Start(t testing.TB) *OP {
 		op.mu.Lock()
 		op.requests[r.URL.Path]++
 		op.mu.Unlock()
-		router.ServeHTTP(w, r)
+		if r.URL.Path != "/oauth/token" && r.URL.Path != "/oauth/device_authorization" {
+			router.ServeHTTP(w, r)
+			return
+		}
+		rec := &tokenRecorder{ResponseWriter: w}
+		router.ServeHTTP(rec, r)
+		var tr map[string]any
+		if json.Unmarshal(rec.body, &tr) == nil {
+			op.mu.Lock()
+			for _, k := range []string{"access_token", "refresh_token", "id_token", "device_code"} {
+				if v, ok := tr[k].(string); ok && v != "" {
+					op.issued = append(op.issued, v)
+				}
+			}
+			op.mu.Unlock()
+		}
 	}), ErrorLog: nil}
 	go op.srv.Serve(ln)
 	t.Cleanup(func() { op.srv.Close() })

@@ -328,8 +328,9 @@ func isMountPoint(p string) (bool, error) {
 	return a.Mnt_id != b.Mnt_id, nil
 }
 
-// mask hides p: an empty read-only tmpfs over a directory, /dev/null over
-// anything else. A missing p is skipped.
+// mask hides p: an empty read-only tmpfs over a directory, an
+// unopenable /dev/null (nodev) over anything else. A missing p is
+// skipped.
 func mask(p string) error {
 	fi, err := os.Lstat(p)
 	if err != nil {
@@ -346,6 +347,12 @@ func mask(p string) error {
 	}
 	if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("sandbox/linux: mask %s: %w", strings.TrimPrefix(p, newRoot), err)
+	}
+	// nodev and read-only: opening it fails (EACCES), so a write fails
+	// instead of vanishing into /dev/null (a masked file in the
+	// workspace would seem written) and a read says it is unreadable.
+	if err := unix.Mount("", p, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("sandbox/linux: mask %s read-only: %w", strings.TrimPrefix(p, newRoot), err)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/sandbox"
 )
 
@@ -218,21 +219,8 @@ func configIncludesIn(g *guard) []string {
 // resolving symbolic links of its longest existing part, and reports
 // whether it lies inside the workspace dir.
 func insideWorkspace(dir, host string) (string, bool) {
-	host = filepath.Clean(host)
-	rest := ""
-	real, err := filepath.EvalSymlinks(host)
-	for err != nil {
-		parent := filepath.Dir(host)
-		if parent == host {
-			return "", false
-		}
-		rest = filepath.Join(filepath.Base(host), rest)
-		host = parent
-		real, err = filepath.EvalSymlinks(host)
-	}
-	real = filepath.Join(real, rest)
-	rel, err := filepath.Rel(dir, real)
-	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+	rel, ok := realpath.Rel(dir, realpath.Resolve(filepath.Clean(host)))
+	if !ok || rel == "." {
 		return "", false
 	}
 	return filepath.ToSlash(rel), true

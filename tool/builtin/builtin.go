@@ -7,6 +7,7 @@
 //	list_directory  list a directory                      ([fs])
 //	search_files    regex search, .gitignore-aware        ([fs])
 //	fetch_url       HTTP GET of an allowlisted URL        ([web])
+//	http_request    an API request, credentials injected  ([httpreq])
 //	python          persistent Python interpreter          ([python])
 //	todo            the model's plan                       ([todo])
 //
@@ -16,6 +17,7 @@ package builtin
 import (
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin/fs"
+	"github.com/keel-run/keel/tool/builtin/httpreq"
 	"github.com/keel-run/keel/tool/builtin/python"
 	"github.com/keel-run/keel/tool/builtin/shell"
 	"github.com/keel-run/keel/tool/builtin/todo"
@@ -36,6 +38,12 @@ type Options struct {
 	// NoWeb leaves fetch_url out. Even when registered it fetches only
 	// what the run's network policy allows, which by default is nothing.
 	NoWeb bool
+	// HTTP configures http_request (its credential vault); nil means
+	// defaults: requests without credentials.
+	HTTP *httpreq.Options
+	// NoHTTP leaves http_request out. Like fetch_url, it reaches only
+	// the hosts the run's network policy allows.
+	NoHTTP bool
 	// Python configures python; nil means defaults.
 	Python *python.Options
 	// NoPython leaves python out (no persistent interpreter).
@@ -57,6 +65,9 @@ func Register(r *tool.Registry, opts *Options) {
 	}
 	if !o.NoWeb {
 		web.Register(r, o.Web)
+	}
+	if !o.NoHTTP {
+		httpreq.Register(r, o.HTTP)
 	}
 	if !o.NoPython {
 		// Its kernels end with the run's sandbox, and forget themselves.

@@ -19,7 +19,7 @@ func TestRegister(t *testing.T) {
 	t.Parallel()
 	r := tool.NewRegistry()
 	builtin.Register(r, nil)
-	want := []string{"bash", "edit_file", "fetch_url", "list_directory", "python", "read_file", "search_files", "todo", "write_file"}
+	want := []string{"bash", "edit_file", "fetch_url", "http_request", "list_directory", "python", "read_file", "search_files", "todo", "write_file"}
 	if diff := cmp.Diff(want, r.Names()); diff != "" {
 		t.Errorf("Names (-want +got):\n%s", diff)
 	}
@@ -29,7 +29,7 @@ func TestRegister(t *testing.T) {
 		}
 	}
 	r2 := tool.NewRegistry()
-	builtin.Register(r2, &builtin.Options{NoShell: true, NoWeb: true, NoPython: true, NoTodo: true})
+	builtin.Register(r2, &builtin.Options{NoShell: true, NoWeb: true, NoHTTP: true, NoPython: true, NoTodo: true})
 	if got := len(r2.Names()); got != 5 {
 		t.Errorf("without shell and web: %d tools, want 5", got)
 	}
@@ -59,7 +59,7 @@ func TestToolcallMalformedArgs(t *testing.T) {
 		{model.ToolCall{ID: "c3", Name: "read_file", Arguments: `["a.txt"]`}, "the arguments of read_file must be a JSON object, got an array; received: [\"a.txt\"]"},
 		{model.ToolCall{ID: "c5", Name: "edit_file", Arguments: huge}, "more bytes]"},
 		{model.ToolCall{ID: "c6", Name: "edit_file", Arguments: `{"path":"a.txt"}`}, "do not match its schema"},
-		{model.ToolCall{ID: "c7", Name: "edit", Arguments: `{}`}, `unknown tool "edit"; the available tools are: bash, edit_file, fetch_url, list_directory, python, read_file, search_files, todo, write_file`},
+		{model.ToolCall{ID: "c7", Name: "edit", Arguments: `{}`}, `unknown tool "edit"; the available tools are: bash, edit_file, fetch_url, http_request, list_directory, python, read_file, search_files, todo, write_file`},
 		{model.ToolCall{ID: "c4", Name: "read_file", Arguments: `{"path":"a.txt"}`}, ""},
 	}
 	for _, c := range calls {
@@ -103,6 +103,7 @@ func ExampleRegister() {
 	// bash external
 	// edit_file workspace_write
 	// fetch_url external
+	// http_request external
 	// list_directory read_only
 	// python external
 	// read_file read_only

@@ -4,8 +4,8 @@
 // (package credential), after the gate allowed the call.
 //
 // Arguments: {"method": "GET"|"HEAD"|"POST"|"PUT"|"PATCH"|"DELETE"
-// (default GET), "url": string (required), "headers": {string: string},
-// "body": string, "max_bytes": integer}.
+// (default GET), "url": string (required), "headers": ["Name: value",
+// ...], "body": string, "max_bytes": integer}.
 //
 // # Credentials
 //
@@ -96,11 +96,11 @@ func Register(r *tool.Registry, opts *Options) {
 type requester struct{ opts Options }
 
 type input struct {
-	Method   string            `json:"method"`
-	URL      string            `json:"url"`
-	Headers  map[string]string `json:"headers"`
-	Body     string            `json:"body"`
-	MaxBytes float64           `json:"max_bytes"`
+	Method   string   `json:"method"`
+	URL      string   `json:"url"`
+	Headers  []string `json:"headers"`
+	Body     string   `json:"body"`
+	MaxBytes float64  `json:"max_bytes"`
 }
 
 var methods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
@@ -135,7 +135,7 @@ func New(opts *Options) (*tool.Tool, tool.Handler) {
   "properties": {
     "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"], "description": "The HTTP method; default GET."},
     "url": {"type": "string", "minLength": 1, "description": "The http or https URL."},
-    "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Request headers (never credentials: Keel adds them)."},
+    "headers": {"type": "array", "items": {"type": "string"}, "maxItems": 50, "description": "Request headers as \"Name: value\" strings, e.g. \"Accept: application/json\" (never credentials: Keel adds them)."},
     "body": {"type": "string", "maxLength": %d, "description": "The request body."},
     "max_bytes": {"type": "integer", "minimum": 1, "maximum": %d, "description": "Read at most this many bytes of the response body; default %d."}
   },
@@ -248,7 +248,12 @@ func (rq *requester) handle(ctx context.Context, req *tool.Request) (*tool.Resul
 	if rq.opts.Vault != nil {
 		covered, _ = rq.opts.Vault.ProviderFor(ctx, u.String())
 	}
-	for k, v := range in.Headers {
+	for _, line := range in.Headers {
+		k, v, ok := strings.Cut(line, ":")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" || strings.ContainsAny(k, " \t\r\n") || strings.ContainsAny(v, "\r\n") {
+			return tool.Errorf("http_request: header %q is not \"Name: value\"", line), nil
+		}
 		ck := http.CanonicalHeaderKey(k)
 		if covered != nil && (ck == "Authorization" || ck == "Proxy-Authorization" || ck == "Cookie") {
 			return tool.Errorf("http_request: do not set %s for %s: Keel adds the credential of provider %s itself", ck, redact(u), covered.Name), nil
@@ -256,7 +261,7 @@ func (rq *requester) handle(ctx context.Context, req *tool.Request) (*tool.Resul
 		if ck == "Host" || ck == "Content-Length" || ck == "Transfer-Encoding" || ck == "Connection" {
 			return tool.Errorf("http_request: header %s is set by Keel", ck), nil
 		}
-		hreq.Header.Set(k, v)
+		hreq.Header.Add(k, v)
 	}
 	var cred *credential.Credential
 	if rq.opts.Vault != nil {

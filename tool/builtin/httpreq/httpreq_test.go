@@ -89,7 +89,7 @@ func TestHTTPRequestInjectsCredential(t *testing.T) {
 		t.Errorf("the token reached the result")
 	}
 	// The model may not set the Authorization header for a provider's resource.
-	res, _ = h(ctx, req(`{"url":"`+base+`/api/x","headers":{"authorization":"Bearer mine"}}`))
+	res, _ = h(ctx, req(`{"url":"`+base+`/api/x","headers":["authorization: Bearer mine"]}`))
 	if !res.IsError || !strings.Contains(res.Content, "Keel adds the credential") {
 		t.Errorf("model-set Authorization: %+v", res)
 	}

@@ -1,4 +1,9 @@
-package server
+// Package visible makes text safe to show a person: every character that
+// could hide or reorder what a person reads (control characters, escape
+// sequences, bidirectional overrides, zero-width characters) becomes a
+// visible escape. The web UI, the command line and the checks of names
+// that people read (token names) use it.
+package visible
 
 import (
 	"strconv"
@@ -7,7 +12,7 @@ import (
 	"github.com/keel-run/keel/tool"
 )
 
-// Visible returns s with every character that could hide or reorder what
+// String returns s with every character that could hide or reorder what
 // a person reads shown as a visible escape: control characters (except
 // newline and tab), bidirectional overrides and isolates (as
 // [tool.Escape] does), and zero-width and other invisible format
@@ -16,7 +21,7 @@ import (
 // web UI and the command line show approvals, reasons and names through
 // it, so that "rm -rf ./data \u202e# pmt eht naelc\u202c" cannot read as
 // something else.
-func Visible(s string) string {
+func String(s string) string {
 	s = tool.Escape(s)
 	if !strings.ContainsFunc(s, invisible) {
 		return s

@@ -1,35 +1,18 @@
-package server_test
+package token_test
 
 import (
 	"errors"
 	"path/filepath"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/keel-run/keel/journal/sqlite"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
 )
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // Two processes on one journal: a token created by one authenticates in
 // the other at once; a revocation takes effect within the refresh time.
@@ -45,12 +28,14 @@ func TestTokensAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
-	clock := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	cli := server.NewTokens(s1, &server.TokensOptions{Clock: clock.now})
-	srv := server.NewTokens(s2, &server.TokensOptions{Clock: clock.now, Refresh: time.Second})
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var elapsed atomic.Int64
+	now := func() time.Time { return t0.Add(time.Duration(elapsed.Load())) }
+	cli := token.New(s1, &token.Options{Clock: now})
+	srv := token.New(s2, &token.Options{Clock: now, Refresh: time.Second})
 	ctx := t.Context()
 
-	tok, err := cli.Create(ctx, &server.TokenParams{Name: "ada", Scopes: []string{api.ScopeRunsRead, api.ScopeApprovalsWrite}, By: "keel tokens create"})
+	tok, err := cli.Create(ctx, &token.Params{Name: "ada", Scopes: []string{api.ScopeRunsRead, api.ScopeApprovalsWrite}, By: "keel tokens create"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +43,11 @@ func TestTokensAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := api.Token{ID: tok.ID, Name: "ada", Scopes: []string{api.ScopeRunsRead, api.ScopeApprovalsWrite}, CreatedBy: "keel tokens create", Created: clock.now()}
+	want := api.Token{ID: tok.ID, Name: "ada", Scopes: []string{api.ScopeRunsRead, api.ScopeApprovalsWrite}, CreatedBy: "keel tokens create", Created: now()}
 	if diff := cmp.Diff(want, *got); diff != "" {
 		t.Errorf("Authenticate (-want +got):\n%s", diff)
 	}
-	if !server.HasScope(got, api.ScopeApprovalsWrite) || server.HasScope(got, api.ScopeRunsWrite) {
+	if !token.HasScope(got, api.ScopeApprovalsWrite) || token.HasScope(got, api.ScopeRunsWrite) {
 		t.Errorf("scopes of %v", got.Scopes)
 	}
 	if err := cli.Revoke(ctx, tok.ID, "ada"); err != nil {
@@ -71,23 +56,23 @@ func TestTokensAcrossProcesses(t *testing.T) {
 	if _, err := srv.Authenticate(ctx, tok.Secret); err != nil {
 		t.Errorf("within the refresh interval the server's view may be stale: %v", err)
 	}
-	clock.add(2 * time.Second)
-	if _, err := srv.Authenticate(ctx, tok.Secret); !errors.Is(err, server.ErrBadToken) {
+	elapsed.Add(int64(2 * time.Second))
+	if _, err := srv.Authenticate(ctx, tok.Secret); !errors.Is(err, token.ErrBad) {
 		t.Errorf("after the refresh interval: %v, want ErrBadToken", err)
 	}
 	for _, bad := range []string{"", "keel_", "keel__x", tok.Secret + "x", "Bearer " + tok.Secret, "keel_" + tok.ID + "_wrong"} {
-		if _, err := srv.Authenticate(ctx, bad); !errors.Is(err, server.ErrBadToken) {
+		if _, err := srv.Authenticate(ctx, bad); !errors.Is(err, token.ErrBad) {
 			t.Errorf("Authenticate(%q) = %v, want ErrBadToken", bad, err)
 		}
 	}
-	if err := cli.Revoke(ctx, "nosuch", "ada"); !errors.Is(err, server.ErrTokenNotFound) {
+	if err := cli.Revoke(ctx, "nosuch", "ada"); !errors.Is(err, token.ErrNotFound) {
 		t.Errorf("Revoke(unknown) = %v", err)
 	}
 	for _, tt := range []struct {
 		name   string
 		scopes []string
 	}{{"no scopes", nil}, {"unknown scope", []string{"root"}}} {
-		if _, err := cli.Create(ctx, &server.TokenParams{Name: "x", Scopes: tt.scopes}); err == nil {
+		if _, err := cli.Create(ctx, &token.Params{Name: "x", Scopes: tt.scopes}); err == nil {
 			t.Errorf("Create with %s: no error", tt.name)
 		}
 	}

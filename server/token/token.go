@@ -1,4 +1,9 @@
-package server
+// Package token is the set of API tokens of the team server: secrets
+// shown once and stored as SHA-256 digests, scopes, the agents a token's
+// runs may act as, and revocation. Tokens live in the journal as the
+// system stream [StreamID], so every process on one journal (keel serve
+// and keel tokens) shares them.
+package token
 
 import (
 	"context"
@@ -22,35 +27,45 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
+)
+
+// StreamID is the system stream that holds the tokens.
+const StreamID = journal.SystemPrefix + "tokens"
+
+// Event types of the token stream.
+const (
+	Created journal.Type = "token.created"
+	Revoked journal.Type = "token.revoked"
 )
 
 // Token errors.
 var (
-	// ErrBadToken is returned for a token that is malformed, unknown or
+	// ErrBad is returned for a token that is malformed, unknown or
 	// revoked.
-	ErrBadToken = errors.New("server: invalid or revoked API token")
-	// ErrTokenNotFound is returned when revoking an unknown token id.
-	ErrTokenNotFound = errors.New("server: no such token")
+	ErrBad = errors.New("token: invalid or revoked API token")
+	// ErrNotFound is returned when revoking an unknown token id.
+	ErrNotFound = errors.New("token: no such token")
 )
 
 // Scopes lists every token scope, in the order they are documented.
 var Scopes = []string{api.ScopeRunsRead, api.ScopeRunsWrite, api.ScopeApprovalsWrite, api.ScopeAdmin}
 
-// TokenPrefix starts every API token secret: "keel_" + id + "_" + secret.
-const TokenPrefix = "keel_"
+// Prefix starts every API token secret: "keel_" + id + "_" + secret.
+const Prefix = "keel_"
 
-// Tokens is the set of API tokens. They live in the journal as the system
-// stream [TokenStream] (token.created, token.revoked), so they survive
+// Set is the set of API tokens. They live in the journal as the system
+// stream [StreamID] (token.created, token.revoked), so they survive
 // restarts, are shared by every process that opens the same journal (the
 // CLI's `keel tokens create` and a running server), and are hash-chained
 // like runs. Only a SHA-256 digest of each secret is stored: a token is
 // 160 random bits, so a fast hash is enough (there is nothing to
 // brute-force as with passwords).
 //
-// A Tokens is safe for concurrent use. Tokens created or revoked by
-// another process are seen within [TokensOptions.Refresh].
-type Tokens struct {
-	s       *stream
+// A Set is safe for concurrent use. Tokens created or revoked by another
+// process are seen within [Options.Refresh].
+type Set struct {
+	s       *journal.Stream
 	refresh time.Duration
 	clock   journal.Clock
 
@@ -69,8 +84,8 @@ type tokenRec struct {
 	hash string // hex SHA-256 of the whole token string
 }
 
-// TokensOptions configures [NewTokens]. The zero value is valid.
-type TokensOptions struct {
+// Options configures [New]. The zero value is valid.
+type Options struct {
 	// Clock gives event times; nil means time.Now.
 	Clock journal.Clock
 	// Refresh is how stale the in-memory view may be before a request
@@ -94,10 +109,10 @@ type tokenRevoked struct {
 	By string `json:"by,omitempty"`
 }
 
-// NewTokens returns the token set kept in store's [TokenStream]. It reads
-// nothing until first used.
-func NewTokens(store journal.Store, opts *TokensOptions) *Tokens {
-	t := &Tokens{byID: map[string]*tokenRec{}, refresh: time.Second, clock: time.Now, revoked: make(chan struct{})}
+// New returns the token set kept in store's [StreamID]. It reads nothing
+// until first used.
+func New(store journal.Store, opts *Options) *Set {
+	t := &Set{byID: map[string]*tokenRec{}, refresh: time.Second, clock: time.Now, revoked: make(chan struct{})}
 	if opts != nil {
 		if opts.Clock != nil {
 			t.clock = opts.Clock
@@ -106,22 +121,22 @@ func NewTokens(store journal.Store, opts *TokensOptions) *Tokens {
 			t.refresh = opts.Refresh
 		}
 	}
-	t.s = &stream{store: store, id: TokenStream, clock: t.clock, apply: t.apply}
+	t.s = journal.NewStream(store, StreamID, t.clock, t.apply)
 	return t
 }
 
 // apply folds one token event (called with the stream's lock held).
-func (t *Tokens) apply(e *journal.Event) error {
+func (t *Set) apply(e *journal.Event) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch e.Type {
-	case TokenCreated:
+	case Created:
 		var p tokenCreated
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			return err
 		}
 		t.byID[p.ID] = &tokenRec{Token: api.Token{ID: p.ID, Name: p.Name, Scopes: p.Scopes, Agents: p.Agents, CreatedBy: p.CreatedBy, Created: e.Time}, hash: p.Hash}
-	case TokenRevoked:
+	case Revoked:
 		var p tokenRevoked
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			return err
@@ -140,19 +155,19 @@ func (t *Tokens) apply(e *journal.Event) error {
 // [Scopes], or nil; an empty list is an error too.
 func CheckScopes(scopes []string) error {
 	if len(scopes) == 0 {
-		return fmt.Errorf("server: a token needs at least one scope (%s)", strings.Join(Scopes, ", "))
+		return fmt.Errorf("token: a token needs at least one scope (%s)", strings.Join(Scopes, ", "))
 	}
 	for _, s := range scopes {
 		if !slices.Contains(Scopes, s) {
-			return fmt.Errorf("server: unknown scope %q (want %s)", s, strings.Join(Scopes, ", "))
+			return fmt.Errorf("token: unknown scope %q (want %s)", s, strings.Join(Scopes, ", "))
 		}
 	}
 	return nil
 }
 
-// CheckTokenName returns an error unless name may name a token's person
+// CheckName returns an error unless name may name a token's person
 // or system: 1 to 100 characters, none of them a control character or an
-// invisible or reordering one (see [Visible]), and not starting with
+// invisible or reordering one (see [visible.String]), and not starting with
 // "keel." or "keel-" or "_keel" (whatever the case), which name Keel's
 // own principals (keel.timeout, keel-cli, keel serve...): a person's
 // decision must never look automatic. The check sees through look-alikes:
@@ -160,21 +175,21 @@ func CheckScopes(scopes []string) error {
 // fullwidth "Ｋeel." is "Keel."), and a name whose first five characters
 // mix Latin letters with letters of another script (a Cyrillic "е" in
 // "kеel.timeout") is refused too.
-func CheckTokenName(name string) error {
+func CheckName(name string) error {
 	switch {
 	case strings.TrimSpace(name) == "":
-		return errors.New("server: a token needs a name (the person or system using it)")
+		return errors.New("token: a token needs a name (the person or system using it)")
 	case utf8.RuneCountInString(name) > 100:
-		return errors.New("server: a token's name has at most 100 characters")
-	case !utf8.ValidString(name) || Visible(name) != name || strings.ContainsAny(name, "\n\t"):
-		return fmt.Errorf("server: token name %q contains control or invisible characters", Visible(name))
+		return errors.New("token: a token's name has at most 100 characters")
+	case !utf8.ValidString(name) || visible.String(name) != name || strings.ContainsAny(name, "\n\t"):
+		return fmt.Errorf("token: token name %q contains control or invisible characters", visible.String(name))
 	}
 	l := strings.ToLower(norm.NFKC.String(name))
 	if mixedScripts(l, 5) {
-		return fmt.Errorf("server: token name %q mixes Latin letters with letters of another script in its first characters (a look-alike); write it in one script", name)
+		return fmt.Errorf("token: token name %q mixes Latin letters with letters of another script in its first characters (a look-alike); write it in one script", name)
 	}
 	if l == "keel" || strings.HasPrefix(l, "keel.") || strings.HasPrefix(l, "keel-") || strings.HasPrefix(l, "keel ") || strings.HasPrefix(l, "_keel") {
-		return fmt.Errorf("server: token name %q looks like one of Keel's own principals (keel.*, keel-*); name the person or system", name)
+		return fmt.Errorf("token: token name %q looks like one of Keel's own principals (keel.*, keel-*); name the person or system", name)
 	}
 	return nil
 }
@@ -199,10 +214,10 @@ func mixedScripts(s string, n int) bool {
 	return latin && other
 }
 
-// TokenParams describe a new token for [Tokens.Create].
-type TokenParams struct {
+// Params describe a new token for [Set.Create].
+type Params struct {
 	// Name is the person or system the token is for (see
-	// [CheckTokenName]); it is recorded with every action taken with it.
+	// [CheckName]); it is recorded with every action taken with it.
 	Name string
 	// Scopes must be among [Scopes] (at least one).
 	Scopes []string
@@ -215,11 +230,11 @@ type TokenParams struct {
 
 // Create makes a token and returns it with its secret, which is not
 // stored and cannot be shown again. It returns an error for a name that
-// [CheckTokenName] refuses, scopes that [CheckScopes] refuses, or an
+// [CheckName] refuses, scopes that [CheckScopes] refuses, or an
 // agent name that is not valid (identity.CheckName).
-func (t *Tokens) Create(ctx context.Context, p *TokenParams) (*api.NewToken, error) {
+func (t *Set) Create(ctx context.Context, p *Params) (*api.NewToken, error) {
 	name := strings.TrimSpace(p.Name)
-	if err := CheckTokenName(name); err != nil {
+	if err := CheckName(name); err != nil {
 		return nil, err
 	}
 	if err := CheckScopes(p.Scopes); err != nil {
@@ -228,27 +243,27 @@ func (t *Tokens) Create(ctx context.Context, p *TokenParams) (*api.NewToken, err
 	var agents []string
 	for _, a := range p.Agents {
 		if err := identity.CheckName(a); err != nil {
-			return nil, fmt.Errorf("server: token agent: %w", err)
+			return nil, fmt.Errorf("token: token agent: %w", err)
 		}
 		if !slices.Contains(agents, a) {
 			agents = append(agents, a)
 		}
 	}
-	id, err := randomString(8)
+	id, err := Random(8)
 	if err != nil {
 		return nil, err
 	}
-	secretPart, err := randomString(20)
+	secretPart, err := Random(20)
 	if err != nil {
 		return nil, err
 	}
-	secret := TokenPrefix + id + "_" + secretPart
+	secret := Prefix + id + "_" + secretPart
 	tc := tokenCreated{ID: id, Name: name, Scopes: slices.Clone(p.Scopes), Agents: agents, Hash: digest(secret), CreatedBy: p.By}
-	_, err = t.s.append(ctx, TokenCreated, &tc, func() error {
+	_, err = t.s.Append(ctx, Created, &tc, func() error {
 		t.mu.RLock()
 		defer t.mu.RUnlock()
 		if t.byID[id] != nil {
-			return fmt.Errorf("server: token id %s already exists; try again", id)
+			return fmt.Errorf("token: token id %s already exists; try again", id)
 		}
 		return nil
 	})
@@ -262,14 +277,14 @@ func (t *Tokens) Create(ctx context.Context, p *TokenParams) (*api.NewToken, err
 }
 
 // Revoke revokes token id, recording by as the person who did it. It
-// returns [ErrTokenNotFound] for an unknown id; revoking twice is not an
+// returns [ErrNotFound] for an unknown id; revoking twice is not an
 // error.
-func (t *Tokens) Revoke(ctx context.Context, id, by string) error {
-	_, err := t.s.append(ctx, TokenRevoked, &tokenRevoked{ID: id, By: by}, func() error {
+func (t *Set) Revoke(ctx context.Context, id, by string) error {
+	_, err := t.s.Append(ctx, Revoked, &tokenRevoked{ID: id, By: by}, func() error {
 		t.mu.RLock()
 		defer t.mu.RUnlock()
 		if t.byID[id] == nil {
-			return fmt.Errorf("%w: %s", ErrTokenNotFound, id)
+			return fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		return nil
 	})
@@ -277,8 +292,8 @@ func (t *Tokens) Revoke(ctx context.Context, id, by string) error {
 }
 
 // List returns every token (revoked ones included), oldest first.
-func (t *Tokens) List(ctx context.Context) ([]api.Token, error) {
-	if err := t.s.refresh(ctx); err != nil {
+func (t *Set) List(ctx context.Context) ([]api.Token, error) {
+	if err := t.s.Sync(ctx); err != nil {
 		return nil, err
 	}
 	t.mu.RLock()
@@ -299,20 +314,20 @@ func (t *Tokens) List(ctx context.Context) ([]api.Token, error) {
 }
 
 // Authenticate returns the token whose secret is secret, or an error
-// wrapping [ErrBadToken]. It re-reads the stream when its view is older
+// wrapping [ErrBad]. It re-reads the stream when its view is older
 // than the refresh interval or the token id is unknown, so a token made
 // or revoked by another process takes effect within that interval.
-func (t *Tokens) Authenticate(ctx context.Context, secret string) (*api.Token, error) {
-	rest, ok := strings.CutPrefix(secret, TokenPrefix)
+func (t *Set) Authenticate(ctx context.Context, secret string) (*api.Token, error) {
+	rest, ok := strings.CutPrefix(secret, Prefix)
 	id, _, ok2 := strings.Cut(rest, "_")
 	if !ok || !ok2 || id == "" {
-		return nil, ErrBadToken
+		return nil, ErrBad
 	}
 	t.mu.RLock()
 	r, stale := t.byID[id], t.clock().Sub(t.checked) > t.refresh
 	t.mu.RUnlock()
 	if r == nil || stale {
-		if err := t.s.refresh(ctx); err != nil {
+		if err := t.s.Sync(ctx); err != nil {
 			return nil, err
 		}
 		t.mu.Lock()
@@ -321,12 +336,12 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (*api.Token, e
 		t.mu.Unlock()
 	}
 	if r == nil {
-		return nil, ErrBadToken
+		return nil, ErrBad
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if subtle.ConstantTimeCompare([]byte(r.hash), []byte(digest(secret))) != 1 || r.Revoked != nil {
-		return nil, ErrBadToken
+		return nil, ErrBad
 	}
 	tok := r.Token
 	tok.Scopes, tok.Agents = slices.Clone(r.Scopes), slices.Clone(r.Agents)
@@ -336,17 +351,17 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (*api.Token, e
 // Active returns nil if token id exists and is not revoked, re-reading
 // the stream when its view is older than the refresh interval (so a
 // revocation by another process is seen within it), and an error
-// wrapping [ErrBadToken] otherwise. Open event streams call it on a short
+// wrapping [ErrBad] otherwise. Open event streams call it on a short
 // tick and before each batch of events, so a revoked token stops
 // receiving events as its other requests stop working.
-func (t *Tokens) Active(ctx context.Context, id string) error {
+func (t *Set) Active(ctx context.Context, id string) error {
 	if err := t.refreshIfStale(ctx); err != nil {
 		return err
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if r := t.byID[id]; r == nil || r.Revoked != nil {
-		return ErrBadToken
+		return ErrBad
 	}
 	return nil
 }
@@ -354,7 +369,7 @@ func (t *Tokens) Active(ctx context.Context, id string) error {
 // refreshIfStale re-reads the stream when the view is older than the
 // refresh interval, once for all the callers that find it stale at the
 // same time (every open event stream checks its token every second).
-func (t *Tokens) refreshIfStale(ctx context.Context) error {
+func (t *Set) refreshIfStale(ctx context.Context) error {
 	stale := func() bool {
 		t.mu.RLock()
 		defer t.mu.RUnlock()
@@ -368,7 +383,7 @@ func (t *Tokens) refreshIfStale(ctx context.Context) error {
 	if !stale() {
 		return nil // another caller refreshed meanwhile
 	}
-	if err := t.s.refresh(ctx); err != nil {
+	if err := t.s.Sync(ctx); err != nil {
 		return err
 	}
 	t.mu.Lock()
@@ -377,17 +392,18 @@ func (t *Tokens) refreshIfStale(ctx context.Context) error {
 	return nil
 }
 
-// revocations returns a channel that is closed at the next revocation
-// this Tokens folds (made here, or read from the stream).
-func (t *Tokens) revocations() <-chan struct{} {
+// Revocations returns a channel that is closed at the next revocation
+// this Set folds (made here, or read from the stream), so that open
+// event streams can end at once.
+func (t *Set) Revocations() <-chan struct{} {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.revoked
 }
 
 // Count returns the number of tokens that are not revoked.
-func (t *Tokens) Count(ctx context.Context) (int, error) {
-	if err := t.s.refresh(ctx); err != nil {
+func (t *Set) Count(ctx context.Context) (int, error) {
+	if err := t.s.Sync(ctx); err != nil {
 		return 0, err
 	}
 	t.mu.RLock()
@@ -417,11 +433,12 @@ func digest(s string) string {
 
 var b32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// randomString returns n random bytes as lowercase base32.
-func randomString(n int) (string, error) {
+// Random returns n random bytes as lowercase base32: the id and secret
+// of a token, and other one-time secrets (the server's sign-in codes).
+func Random(n int) (string, error) {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("server: random: %w", err)
+		return "", fmt.Errorf("token: random: %w", err)
 	}
 	return b32.EncodeToString(b), nil
 }

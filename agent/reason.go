@@ -1,0 +1,36 @@
+package agent
+
+// Reasons a run ends or pauses with ([RunEnded.Reason], [End.Reason]).
+// They are stored in journals and matched by clients, so a reason's
+// spelling never changes; a new way of ending gets a new constant.
+const (
+	// Completed.
+	ReasonAnswer = "answer" // the model answered without a tool call
+	ReasonMarker = "marker" // a tool result began with the completion marker
+
+	// Failed: limits.
+	ReasonMaxSteps  = "max_steps"
+	ReasonMaxTokens = "max_tokens"
+	ReasonMaxCost   = "max_cost"
+	ReasonTimeout   = "timeout" // the wall-time limit of an execution
+
+	// Failed: the model or the loop's health.
+	ReasonModelError       = "model_error"        // the model failed beyond its retries
+	ReasonResponseTooLarge = "response_too_large" // a response the journal cannot hold
+	ReasonInvalidCalls     = "invalid_calls"      // only malformed calls, turn after turn
+	ReasonAllDenied        = "all_denied"         // every call denied, turn after turn
+	ReasonOutputLimit      = "output_limit"       // responses cut at the output-token limit
+	ReasonEmptyAnswers     = "empty_answers"      // incomplete, empty responses
+	ReasonFormatErrors     = "format_errors"      // text-action mode: no action in the format
+	ReasonRepeatedCalls    = "repeated_calls"     // the same calls again and again
+	ReasonSetup            = "setup"              // the setup script failed or could not run
+
+	// Canceled.
+	ReasonUser = "user" // a person canceled the run
+
+	// Paused.
+	ReasonApproval = "approval" // waiting for a person's approval
+	ReasonAuth     = "auth"     // waiting for a person's authorization of a credential
+	ReasonRevoked  = "revoked"  // the run's principal was revoked
+	ReasonShutdown = "shutdown" // the runtime shut down during the run
+)

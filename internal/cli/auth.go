@@ -1,0 +1,680 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/credential"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
+)
+
+// vaultKeyPath is the default vault key file, $KEEL_HOME/vault.key.
+func (a *app) vaultKeyPath() string {
+	if p := a.getenv("KEEL_VAULT_KEY_FILE"); p != "" {
+		return p
+	}
+	return filepath.Join(a.home, "vault.key")
+}
+
+// vaultKeys returns the vault keys: KEEL_VAULT_KEY (the key text), else
+// the key file (KEEL_VAULT_KEY_FILE, else $KEEL_HOME/vault.key), then
+// KEEL_VAULT_OLD_KEY_FILE (during a rotation, to open what the old key
+// sealed). No key is not an error: listings work, issuing does not.
+func (a *app) vaultKeys() ([]*credential.Key, error) {
+	var keys []*credential.Key
+	if s := a.getenv("KEEL_VAULT_KEY"); s != "" {
+		k, err := credential.ParseKey([]byte(s))
+		if err != nil {
+			return nil, fmt.Errorf("KEEL_VAULT_KEY: %w", err)
+		}
+		keys = append(keys, k)
+	} else if k, err := readKeyFile(a.vaultKeyPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	} else if k != nil {
+		keys = append(keys, k)
+	}
+	if p := a.getenv("KEEL_VAULT_OLD_KEY_FILE"); p != "" {
+		k, err := readKeyFile(p)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+func readKeyFile(p string) (*credential.Key, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("vault key: %w", err)
+	}
+	k, err := credential.ParseKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("vault key %s: %w", p, err)
+	}
+	return k, nil
+}
+
+// openVault returns the vault of store, with the keys, and the agent
+// directory's check (a revoked agent gets no credential).
+func (a *app) openVault(store journal.Store) (*credential.Vault, error) {
+	keys, err := a.vaultKeys()
+	if err != nil {
+		return nil, err
+	}
+	dir := identity.NewDirectory(store, nil)
+	return credential.New(store, &credential.Options{Keys: keys, Check: func(ctx context.Context, agent, user string) error {
+		_, err := dir.Check(ctx, agent, user)
+		return err
+	}})
+}
+
+// lazyVault is the vault of a run's tools: it opens the journal and the
+// vault on first use, so that runs that never make an authorized request
+// need no vault key.
+type lazyVault struct {
+	a     *app
+	once  sync.Once
+	v     *credential.Vault
+	store journal.Store
+	err   error
+}
+
+func (l *lazyVault) get() (*credential.Vault, error) {
+	l.once.Do(func() {
+		l.store, l.err = journal.Open(context.Background(), l.a.dbPath())
+		if l.err == nil {
+			l.v, l.err = l.a.openVault(l.store)
+		}
+	})
+	return l.v, l.err
+}
+
+// Credential implements httpreq.Vault.
+func (l *lazyVault) Credential(ctx context.Context, r *credential.Request) (*credential.Credential, error) {
+	v, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return v.Credential(ctx, r)
+}
+
+// ProviderFor implements httpreq.Vault.
+func (l *lazyVault) ProviderFor(ctx context.Context, url string) (*credential.Provider, error) {
+	v, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return v.ProviderFor(ctx, url)
+}
+
+func (l *lazyVault) Close() {
+	if l.store != nil {
+		l.store.Close()
+	}
+}
+
+func (a *app) withVault(ctx context.Context, fn func(journal.Store, *credential.Vault) error) error {
+	return a.withStore(ctx, func(s journal.Store) error {
+		v, err := a.openVault(s)
+		if err != nil {
+			return err
+		}
+		return fn(s, v)
+	})
+}
+
+func (a *app) authCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "auth",
+		Short: "OAuth providers, grants and the credential vault",
+		Long: `Keel keeps OAuth grants per (agent, user, provider) in its journal database,
+encrypted under the vault key ($KEEL_HOME/vault.key, KEEL_VAULT_KEY_FILE or
+KEEL_VAULT_KEY). Tools such as http_request get credentials from it at
+execution time; the model never sees one. A call that needs a grant nobody
+gave yet waits (auth.required) until someone runs keel auth connect.`,
+	}
+	providers := &cobra.Command{Use: "providers", Short: "Authorization servers Keel may obtain tokens from"}
+	providers.AddCommand(a.authProvidersAddCmd(), a.authProvidersListCmd())
+	key := &cobra.Command{Use: "key", Short: "The vault key"}
+	key.AddCommand(a.authKeyGenerateCmd(), a.authKeyRotateCmd(), a.authKeyRotateAgentCmd())
+	cmd.AddCommand(providers, key, a.authConnectCmd(), a.authListCmd(), a.authRevokeCmd(), a.authWaitsCmd(), a.authTokenCmd())
+	return cmd
+}
+
+func (a *app) authKeyGenerateCmd() *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "generate",
+		Short: "Create the vault key file ($KEEL_HOME/vault.key, mode 0600)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p := a.vaultKeyPath()
+			flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+			if force {
+				flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+			}
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(p, flags, 0o600)
+			if errors.Is(err, os.ErrExist) {
+				return usagef("%s exists; a new key cannot open what the old one sealed (rotate with keel auth key rotate, or pass --force to discard it)", p)
+			}
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if _, err := f.Write(credential.GenerateKey()); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "wrote a new vault key to %s (keep a copy outside this machine: without it the grants cannot be used)\n", p)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing key (the grants it sealed become unusable)")
+	return cmd
+}
+
+func (a *app) authKeyRotateCmd() *cobra.Command {
+	var newFile string
+	cmd := &cobra.Command{
+		Use:   "rotate --new-key-file FILE",
+		Short: "Re-encrypt every secret of the vault under a new key",
+		Long: `Opens every sealed secret with the current key (and KEEL_VAULT_OLD_KEY_FILE,
+if set) and seals it again under the key in FILE (make one with
+'keel auth key generate' and KEEL_VAULT_KEY_FILE=FILE). Afterwards, make FILE
+the vault key (replace $KEEL_HOME/vault.key or point KEEL_VAULT_KEY_FILE at
+it). A secret that does not open is reported and left as it was.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if newFile == "" {
+				return usagef("--new-key-file is required")
+			}
+			nk, err := readKeyFile(newFile)
+			if err != nil {
+				return err
+			}
+			return a.withVault(cmd.Context(), func(_ journal.Store, v *credential.Vault) error {
+				n, err := v.Rekey(cmd.Context(), nk)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "re-encrypted %d secrets under key %s; now make %s the vault key\n", n, nk.ID(), newFile)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&newFile, "new-key-file", "", "the new key")
+	return cmd
+}
+
+func (a *app) authProvidersAddCmd() *cobra.Command {
+	var p credential.ProviderParams
+	var secretFile, by string
+	var replace bool
+	cmd := &cobra.Command{
+		Use:   "add NAME --issuer URL --client-id ID",
+		Short: "Register an OAuth 2.1 / OpenID Connect authorization server",
+		Long: `Reads the server's metadata (OpenID Connect discovery, then RFC 8414) and
+registers it. --resource names the resource URLs its tokens are for (RFC
+8707): Keel adds a credential only to requests these cover. The client
+secret, if any, is read from --client-secret-file and sealed under the vault
+key; it is never printed or journaled.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p.Name, p.By, p.Replace = args[0], a.person(by), replace
+			if p.Issuer == "" || p.ClientID == "" {
+				return usagef("--issuer and --client-id are required")
+			}
+			if secretFile != "" {
+				b, err := os.ReadFile(secretFile)
+				if err != nil {
+					return err
+				}
+				p.ClientSecret = strings.TrimSpace(string(b))
+			}
+			return a.withVault(cmd.Context(), func(_ journal.Store, v *credential.Vault) error {
+				pr, err := v.AddProvider(cmd.Context(), &p)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "added provider %s (issuer %s, token endpoint %s)\n", pr.Name, pr.Issuer, pr.TokenURL)
+				if len(pr.Resources) == 0 {
+					fmt.Fprintln(a.stderr, "keel: note: no --resource given: its tokens are added to no request yet")
+				}
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&p.Issuer, "issuer", "", "the issuer URL (https; http only on loopback)")
+	f.StringVar(&p.ClientID, "client-id", "", "Keel's OAuth client id at that server")
+	f.StringVar(&secretFile, "client-secret-file", "", "file holding the client secret (none: a public client with PKCE)")
+	f.StringArrayVar(&p.Scopes, "scope", nil, "default scope to ask for (repeatable)")
+	f.StringArrayVar(&p.Resources, "resource", nil, "resource URL its tokens are for (repeatable)")
+	f.StringVar(&by, "by", "", "who adds it (default: $USER)")
+	f.BoolVar(&replace, "replace", false, "replace a provider of the same name")
+	f.BoolVar(&p.Delegate, "delegate", false, "assistant agents use a token exchanged for the user's (RFC 8693), limited to each call's scopes")
+	return cmd
+}
+
+func (a *app) authProvidersListCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the registered providers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withVault(cmd.Context(), func(_ journal.Store, v *credential.Vault) error {
+				ps, err := v.Providers(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return json.NewEncoder(a.stdout).Encode(ps)
+				}
+				tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tISSUER\tCLIENT\tSCOPES\tRESOURCES")
+				for _, p := range ps {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Issuer, p.ClientID, strings.Join(p.Scopes, " "), strings.Join(p.Resources, " "))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) authConnectCmd() *cobra.Command {
+	var cp credential.ConnectParams
+	var device bool
+	var port int
+	cmd := &cobra.Command{
+		Use:   "connect PROVIDER [--agent A] [--user U] [--scope S]...",
+		Short: "Authorize Keel at a provider for an agent (acting for a user)",
+		Long: `Runs authorization code with PKCE: prints a URL to open in a browser, waits
+on a loopback redirect (http://127.0.0.1:PORT/callback) for the answer,
+checks its state and issuer, and stores the grant. With --device, runs the
+device flow instead (a code to enter on another device). With --run, the
+agent, user, provider and scopes are those the run's call waits for.
+Afterwards every run waiting for this (agent, user, provider) is resumed
+at its next execution (keel runs resume, or at once under keel serve).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if len(args) == 1 {
+				cp.Provider = args[0]
+			}
+			return a.withVault(ctx, func(store journal.Store, v *credential.Vault) error {
+				rt := agent.NewRuntime(store, nil)
+				if cp.RunID != "" {
+					if err := fillFromWait(ctx, rt, &cp); err != nil {
+						return err
+					}
+				}
+				if cp.Provider == "" {
+					return usagef("name the provider (or --run RUN of a run that waits for one)")
+				}
+				if cp.Agent == "" {
+					cp.Agent = identity.LocalAgent
+				}
+				var g *credential.Grant
+				var err error
+				if device {
+					g, err = v.ConnectDevice(ctx, &cp, func(uri, code string) {
+						fmt.Fprintf(a.stdout, "open %s and enter the code %s\n", uri, code)
+					})
+				} else {
+					g, err = a.connectLoopback(ctx, v, &cp, port)
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "connected: grant %s of %s for %s, scopes %s\n", g.ID, g.Provider, whoFor(g.Agent, g.User), strings.Join(g.Scopes, " "))
+				n, err := resolveWaits(ctx, rt, g, a.person(""))
+				if err != nil {
+					return err
+				}
+				if n > 0 {
+					fmt.Fprintf(a.stdout, "%d waiting call(s) may now run (keel runs resume RUN)\n", n)
+				}
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cp.Agent, "agent", "", "the agent the grant is for (default: "+identity.LocalAgent+")")
+	f.StringVar(&cp.User, "user", "", "the user an assistant agent acts for")
+	f.StringArrayVar(&cp.Scopes, "scope", nil, "scope to ask for (repeatable; default: the provider's)")
+	f.StringVar(&cp.RunID, "run", "", "connect what this run waits for")
+	f.StringVar(&cp.CallID, "call", "", "with --run: the call (default: the first waiting one)")
+	f.BoolVar(&device, "device", false, "use the device flow (RFC 8628)")
+	f.IntVar(&port, "port", 0, "loopback port of the redirect (default: any free port)")
+	return cmd
+}
+
+func whoFor(agent, user string) string {
+	if user == "" {
+		return agent
+	}
+	return agent + " acting for " + user
+}
+
+// fillFromWait takes provider, agent, user and scopes from the run's
+// waiting call.
+func fillFromWait(ctx context.Context, rt *agent.Runtime, cp *credential.ConnectParams) error {
+	st, _, err := rt.Load(ctx, cp.RunID)
+	if err != nil {
+		return err
+	}
+	for _, w := range st.PendingAuths() {
+		if cp.CallID == "" || w.CallID == cp.CallID {
+			cp.CallID = w.CallID
+			if cp.Provider == "" {
+				cp.Provider = w.Provider
+			}
+			cp.Agent, cp.User = w.Agent, w.User
+			if len(cp.Scopes) == 0 {
+				cp.Scopes = w.Scopes
+			}
+			return nil
+		}
+	}
+	return usagef("run %s waits for no authorization%s", cp.RunID, map[bool]string{true: " of call " + cp.CallID}[cp.CallID != ""])
+}
+
+// resolveWaits ends the waits of every call that waits for g's (agent,
+// user, provider).
+func resolveWaits(ctx context.Context, rt *agent.Runtime, g *credential.Grant, by string) (int, error) {
+	waits, err := rt.AuthWaits(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, w := range waits {
+		if w.Provider != g.Provider || w.Agent != g.Agent || w.User != g.User {
+			continue
+		}
+		err := rt.ResolveAuth(ctx, w.RunID, w.CallID, &agent.AuthResolved{Grant: g.ID, By: by})
+		if err != nil && !errors.Is(err, agent.ErrNoAuthWait) {
+			return n, err
+		}
+		if err == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// connectLoopback runs authorization code + PKCE with a loopback
+// redirect (RFC 8252 §7.3): a listener on 127.0.0.1 serves /callback
+// until one valid response arrived or ctx ends.
+func (a *app) connectLoopback(ctx context.Context, v *credential.Vault, cp *credential.ConnectParams, port int) (*credential.Grant, error) {
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return nil, fmt.Errorf("loopback redirect: %w", err)
+	}
+	defer ln.Close()
+	cp.RedirectURL = fmt.Sprintf("http://%s/callback", ln.Addr())
+	pend, err := v.BeginConnect(ctx, cp)
+	if err != nil {
+		return nil, err
+	}
+	type outcome struct {
+		g   *credential.Grant
+		err error
+	}
+	done := make(chan outcome, 1)
+	mux := http.NewServeMux()
+	mux.Handle("GET /callback", v.CallbackHandler(func(g *credential.Grant, err error) {
+		if errors.Is(err, credential.ErrBadState) {
+			return // a stray or replayed request: keep waiting for ours
+		}
+		select {
+		case done <- outcome{g, err}:
+		default:
+		}
+	}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	fmt.Fprintf(a.stdout, "open this URL in a browser to authorize %s at %s:\n\n  %s\n\nwaiting for the answer on %s (until %s) ...\n",
+		whoFor(cp.Agent, cp.User), cp.Provider, pend.URL, cp.RedirectURL, pend.Expires.Local().Format(time.Kitchen))
+	wctx, cancel := context.WithDeadline(ctx, pend.Expires)
+	defer cancel()
+	select {
+	case o := <-done:
+		return o.g, o.err
+	case <-wctx.Done():
+		return nil, fmt.Errorf("no authorization arrived: %w", wctx.Err())
+	}
+}
+
+func (a *app) authListCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the grants (never a token: ids, scopes, expiry, token hashes)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withVault(cmd.Context(), func(_ journal.Store, v *credential.Vault) error {
+				gs, err := v.Grants(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					enc := json.NewEncoder(a.stdout)
+					for _, g := range gs {
+						if err := enc.Encode(g); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+				if len(gs) == 0 {
+					fmt.Fprintln(a.stdout, "no grants (keel auth connect PROVIDER makes one)")
+					return nil
+				}
+				tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "GRANT\tAGENT\tUSER\tPROVIDER\tSTATUS\tSCOPES\tEXPIRES\tREFRESHES")
+				for _, g := range gs {
+					exp := "-"
+					if !g.Expiry.IsZero() {
+						exp = g.Expiry.Local().Format(time.DateTime)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d (%d rotated)\n", g.ID, g.Agent, orDash(g.User), g.Provider, g.Status, strings.Join(g.Scopes, " "), exp, g.Refreshes, g.Rotations)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON lines")
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (a *app) authRevokeCmd() *cobra.Command {
+	var sel credential.Selector
+	var by, reason string
+	cmd := &cobra.Command{
+		Use:   "revoke [GRANT] [--agent A] [--user U]",
+		Short: "Revoke grants here and at the provider (RFC 7009)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				sel.GrantID = args[0]
+			}
+			if sel == (credential.Selector{}) {
+				return usagef("name a grant, or --agent or --user")
+			}
+			return a.withVault(cmd.Context(), func(store journal.Store, v *credential.Vault) error {
+				gs, err := v.Revoke(cmd.Context(), sel, &credential.RevokeParams{By: a.person(by), Reason: reason})
+				if err != nil {
+					return err
+				}
+				for _, g := range gs {
+					fmt.Fprintf(a.stdout, "revoked %s (%s, %s for %s)\n", g.ID, g.Provider, g.Agent, orDash(g.User))
+				}
+				if len(gs) == 0 {
+					fmt.Fprintln(a.stdout, "no active grant matched")
+				}
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&sel.Agent, "agent", "", "every grant of this agent")
+	f.StringVar(&sel.User, "user", "", "every grant for this user")
+	f.StringVar(&by, "by", "", "who revokes (default: $USER)")
+	f.StringVar(&reason, "reason", "", "why (recorded)")
+	return cmd
+}
+
+func (a *app) authWaitsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "waits",
+		Short: "List the calls waiting for an authorization",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withStore(cmd.Context(), func(store journal.Store) error {
+				waits, err := agent.NewRuntime(store, nil).AuthWaits(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					enc := json.NewEncoder(a.stdout)
+					for _, w := range waits {
+						if err := enc.Encode(w); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+				if len(waits) == 0 {
+					fmt.Fprintln(a.stdout, "no call waits for an authorization")
+					return nil
+				}
+				for _, w := range waits {
+					fmt.Fprintf(escWriter{a.stdout}, "run %s call %s: %s\n  run: keel auth connect --run %s\n", w.RunID, w.CallID, w.Error(), w.RunID)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON lines")
+	return cmd
+}
+
+// revokeAgentGrants revokes every grant of agent (keel agents revoke):
+// issuance stopped with the revocation itself (the vault asks the
+// directory), and the tokens are revoked at their servers.
+func (a *app) revokeAgentGrants(ctx context.Context, store journal.Store, agentName string, p *identity.RevokeParams) error {
+	v, err := a.openVault(store)
+	if errors.Is(err, credential.ErrNoRecords) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	gs, err := v.Revoke(ctx, credential.Selector{Agent: agentName}, &credential.RevokeParams{By: p.By, Reason: "agent revoked: " + p.Reason})
+	if err != nil {
+		return fmt.Errorf("the agent is revoked, but revoking its grants failed: %w", err)
+	}
+	if len(gs) > 0 {
+		fmt.Fprintf(a.stderr, "keel: revoked %d grant(s) of %s\n", len(gs), agentName)
+	}
+	return nil
+}
+
+// withJWKS serves the agents' public keys at /.well-known/jwks.json
+// beside h (keel serve), when the journal can hold a vault.
+func (a *app) withJWKS(h http.Handler, store journal.Store) http.Handler {
+	v, err := a.openVault(store)
+	if err != nil {
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /.well-known/jwks.json", v.JWKSHandler())
+	mux.Handle("/", h)
+	return mux
+}
+
+func (a *app) authTokenCmd() *cobra.Command {
+	var p credential.AgentTokenParams
+	cmd := &cobra.Command{
+		Use:   "token --agent A [--user U] --audience URL",
+		Short: "Issue a short-lived signed agent credential (JWT)",
+		Long: `Signs a JWT with the agent's Ed25519 key (created on first use, sealed
+under the vault key): iss (--issuer), sub (the agent, or the user it acts
+for with the agent in the act claim, RFC 8693), aud, iat, nbf, exp and jti.
+Resource servers verify it with the keys keel serve publishes at
+/.well-known/jwks.json. The issuance is journaled (never the token). A
+revoked agent gets none.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if p.Agent == "" || p.Audience == "" {
+				return usagef("--agent and --audience are required")
+			}
+			if p.Issuer == "" {
+				p.Issuer = firstNonEmpty(a.getenv("KEEL_ISSUER"), a.serverURL(), "urn:keel:local")
+			}
+			return a.withVault(cmd.Context(), func(_ journal.Store, v *credential.Vault) error {
+				tok, c, err := v.IssueAgentToken(cmd.Context(), &p)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(a.stdout, tok)
+				fmt.Fprintf(a.stderr, "keel: agent credential %s for %s, audience %s, expires %s\n", c.ID, whoFor(p.Agent, p.User), p.Audience, c.Expiry.Time().Local().Format(time.TimeOnly))
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&p.Agent, "agent", "", "the agent")
+	f.StringVar(&p.User, "user", "", "the user an assistant agent acts for")
+	f.StringVar(&p.Audience, "audience", "", "the resource the token is for")
+	f.StringVar(&p.Issuer, "issuer", "", "this deployment's URL (default $KEEL_ISSUER, else --server, else urn:keel:local)")
+	f.DurationVar(&p.TTL, "ttl", 5*time.Minute, "lifetime (at most 1h)")
+	return cmd
+}
+
+func (a *app) authKeyRotateAgentCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rotate-agent NAME",
+		Short: "Give an agent a new signing key (the previous one stays published until the next rotation)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withVault(cmd.Context(), func(_ journal.Store, v *credential.Vault) error {
+				kid, err := v.RotateAgentKey(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "agent %s now signs with key %s\n", args[0], kid)
+				return nil
+			})
+		},
+	}
+}
