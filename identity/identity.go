@@ -103,7 +103,11 @@ var (
 	ErrInvalid      = errors.New("identity: invalid agent")
 )
 
-// Agent is one principal.
+// Agent is one principal: a named identity that runs execute as
+// (RunCreated.Principal in package agent), acting as itself (an employee
+// agent) or on behalf of one user (an assistant agent). The package agent
+// is the run loop, not an identity: every run of it executes as some
+// identity.Agent (a local `keel run` as the built-in [LocalAgent]).
 type Agent struct {
 	Name        string    `json:"name"`
 	Kind        Kind      `json:"kind"`

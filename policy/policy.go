@@ -28,7 +28,9 @@ import (
 	"errors"
 )
 
-// Effect is a policy outcome.
+// Effect is a policy outcome for one call: allow, ask or deny (Cedar's
+// word for what a policy decides). What a tool may change, fixed when it
+// is registered, is tool.Effect, its effect class.
 type Effect string
 
 // Policy outcomes.

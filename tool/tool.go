@@ -23,6 +23,9 @@ import (
 // Effect classifies what a tool may change. The gate uses it for risk, the
 // executor for concurrency, and resume for deciding whether an interrupted
 // call may run again (docs/architecture.md, "Contract — side effects").
+// It is a property of the tool, fixed when it is registered; the gate's
+// outcome for one call (allow, ask, deny) is policy.Effect, Cedar's word
+// for a policy's outcome.
 type Effect int
 
 // Effect classes, from least to most dangerous.

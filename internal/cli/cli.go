@@ -132,7 +132,7 @@ be resumed, inspected and audited.`,
 		},
 	}
 	root.PersistentFlags().StringVar(&a.db, "db", "", "journal database (default ~/.keel/keel.db, or db in config.toml)")
-	root.PersistentFlags().BoolVar(&a.createDB, "create-db", false, "create the --db journal if it does not exist (keel run, demo and serve create it anyway, and say so)")
+	root.PersistentFlags().BoolVar(&a.createDB, "create-db", false, "create the --db journal if it does not exist (commands that add a run, an agent or a token create it anyway, and say so)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(a.runCmd(), a.runsCmd(), a.demoCmd(), a.modelCmd(), a.sandboxCmd())
 	root.AddCommand(a.agentsCmd(), a.policyCmd(), a.approvalsCmd(), a.approveCmd(), a.denyCmd(), a.auditCmd())

@@ -9,13 +9,18 @@ import (
 	"strings"
 )
 
-// createsJournal are the commands that start runs or a server, and so
-// create their journal when it is missing, saying so: a first `keel run
-// --db team.db` is how a journal comes to be. Every other command reads
-// or changes an existing journal, and a missing one is refused unless
-// --create-db is given: a mistyped --db would otherwise show "no runs"
-// from a new, empty file beside the real one, and leave that file behind.
-var createsJournal = map[string]bool{"keel run": true, "keel demo": true, "keel serve": true}
+// createsJournal are the commands that add something new to a journal (a
+// run, a server, imported runs, an agent, a token), and so create the
+// journal when it is missing, saying so: a first `keel run --db team.db`
+// or `keel agents create --db team.db ci-bot` is how a journal comes to
+// be. Every other command reads or changes what a journal already holds,
+// and a missing one is refused unless --create-db is given: a mistyped
+// --db would otherwise show "no runs" from a new, empty file beside the
+// real one, and leave that file behind.
+var createsJournal = map[string]bool{
+	"keel run": true, "keel demo": true, "keel serve": true, "keel runs import": true,
+	"keel agents create": true, "keel tokens create": true,
+}
 
 // checkJournalPath decides what to do when the journal p (a plain path,
 // not a DSN) does not exist: the default path and the config file's are

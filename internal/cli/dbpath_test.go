@@ -10,8 +10,8 @@ import (
 // A --db that names no file is a mistyped path more often than a new
 // journal: commands that read or change a journal refuse it (and create
 // nothing), naming the journals that are there; --create-db, and the
-// commands that start runs, create it and say so; the default path is
-// created silently on first use.
+// commands that add runs, agents or tokens, create it and say so; the
+// default path is created silently on first use.
 func TestMistypedDBPath(t *testing.T) {
 	setup(t)
 	dir := t.TempDir()
@@ -48,6 +48,14 @@ func TestMistypedDBPath(t *testing.T) {
 	}
 	if _, err := os.Stat(fresh); err != nil {
 		t.Fatalf("--create-db created nothing: %v", err)
+	}
+
+	agents := filepath.Join(dir, "agents.db")
+	if code, _, errOut := keel(t, "agents", "create", "--db", agents, "ci-bot"); code != 0 || !strings.Contains(errOut, "created a new journal") {
+		t.Fatalf("agents create into a new --db = %d\n%s", code, errOut)
+	}
+	if code, out, errOut := keel(t, "agents", "revoke", "--db", filepath.Join(dir, "agent.db"), "ci-bot"); code != 2 || !strings.Contains(errOut, "no journal at") {
+		t.Fatalf("agents revoke in a mistyped --db = %d\n%s%s", code, out, errOut)
 	}
 
 	// The default journal (KEEL_HOME/keel.db) comes to be on first use.
