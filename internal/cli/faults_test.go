@@ -83,6 +83,14 @@ func TestAllCallsDeniedIsNoCompletion(t *testing.T) {
 	if _, st := lastRun(t, db); st.Ended == nil || st.Ended.Reason != "all_denied" {
 		t.Errorf("ended %+v", st.Ended)
 	}
+	// A policy that denies every ordinary call is named before the run.
+	pol := filepath.Join(t.TempDir(), "nothing.cedar")
+	os.WriteFile(pol, []byte(`@id("no") forbid (principal, action, resource);`+"\n"+`@id("all") permit (principal, action, resource);`), 0o644)
+	traj = writeTrajectory(t, "list", []fcall{sh("ls")}, nil)
+	code, _, errOut = keel(t, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(), "--policy", pol)
+	if code != 1 || !strings.Contains(errOut, "WARNING: policy "+pol+": it denies every one of 13 ordinary calls") || !strings.Contains(errOut, "all_denied") {
+		t.Errorf("keel run --policy (denies everything) = %d\n%s", code, errOut)
+	}
 }
 
 // A missing API key is a configuration error: exit 2, and no run.

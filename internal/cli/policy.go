@@ -176,6 +176,20 @@ func checkJournalOutside(db, workspace string) error {
 
 // protectedPaths returns the workspace-relative paths that must stay
 // read-only for the run: its policy file, when it lies in the workspace.
+// warnPolicy warns on stderr about what Engine.Lint finds in the run's
+// policy (a rule that cannot be evaluated, a policy that denies every
+// ordinary call): its own test cases may pass, and the run would still
+// end all_denied.
+func (a *app) warnPolicy(ctx context.Context, c *agent.RunCreated) {
+	e, err := agent.RunPolicy(c)
+	if err != nil || e == nil || e == policy.Default() || c.Policy.Name == policy.DefaultName {
+		return
+	}
+	for _, p := range e.Lint(ctx) {
+		fmt.Fprintf(a.stderr, "keel: WARNING: policy %s: %s (keel policy test says more)\n", c.Policy.Name, p)
+	}
+}
+
 // deniedPaths returns the [paths] deny list of the run's policy: the
 // sandbox masks these paths and the file tools refuse them, so that the
 // policy holds on routes the gate cannot see (grep -r, tar, python).

@@ -245,6 +245,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err := f.gate.apply(created); err != nil {
 		return err
 	}
+	a.warnPolicy(ctx, created)
 	if created.MCP, err = a.mcpServers(&f.mcp); err != nil {
 		return err
 	}
