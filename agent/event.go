@@ -91,6 +91,8 @@ type RunCreated struct {
 	// SQL lists the databases of the run's sql_query tools (connection
 	// strings without their passwords).
 	SQL []SQLDatabase `json:"sql,omitempty"`
+	// OpenAPI lists the APIs whose operations the run offers as tools.
+	OpenAPI []OpenAPI `json:"openapi,omitempty"`
 	// Settings are the run's execution settings (timeouts, concurrency,
 	// result size, model retries); nil, in journals written before they
 	// were recorded, means [DefaultSettings].
@@ -118,6 +120,19 @@ type SQLDatabase struct {
 	DSN         string `json:"dsn"`
 	AllowWrites bool   `json:"allow_writes,omitempty"`
 	MaxRows     int    `json:"max_rows,omitempty"`
+}
+
+// OpenAPI is an API of a run (an OpenAPI 3 document) as journaled in
+// run.created. TokenEnv names the environment variable of the bearer
+// token, never the token.
+type OpenAPI struct {
+	Name           string   `json:"name"`
+	Document       string   `json:"document"`
+	BaseURL        string   `json:"base_url,omitempty"`
+	Tags           []string `json:"tags,omitempty"`
+	Operations     []string `json:"operations,omitempty"`
+	TokenEnv       string   `json:"token_env,omitempty"`
+	WritesByPolicy bool     `json:"writes_by_policy,omitempty"`
 }
 
 // MCPServer is an MCP server of a run as journaled in run.created: how to

@@ -179,8 +179,15 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 	// A password in the connection string (the test cluster trusts
 	// keel): it must reach the database, never the journal.
 	pwDSN := strings.Replace(dsn, "postgres://keel@", "postgres://keel:canary-pw-4711@", 1)
+	// Keel's own API as the OpenAPI connector's real, token-protected
+	// server.
+	serve := startServe(t)
+	apiHost := strings.Replace(strings.TrimPrefix(serve.url, "http://"), "127.0.0.1", "localhost", 1)
+	t.Setenv("KEEL_OPENAPI_TOKEN_KEELAPI", serve.savedToken(t))
 	m := &scriptedModel{turns: [][]scriptedCall{
 		{
+			{"o1", "keelapi__whoami", `{}`},
+			{"o2", "keelapi__listRuns", `{"limit":5}`},
 			{"s1", "shop__sql_query", `{"sql":"SELECT sum(total) AS total FROM orders"}`},
 			{"s2", "shop__sql_query", `{"sql":"DELETE FROM orders"}`},
 			{"s3", "shop__sql_query", `{"sql":"SELECT * FROM secrets"}`},
@@ -195,6 +202,9 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 			{"c5", "everything__echo", `{"message":"my secret"}`},
 			{"c6", "everything__get-sum", `{"a":"not a number","b":1}`},
 		},
+		{
+			{"o3", "keelapi__createToken", `{"body":{"name":"agent-made","scopes":["admin"]}}`},
+		},
 	}}
 	srv := httptest.NewServer(m)
 	t.Cleanup(srv.Close)
@@ -203,11 +213,23 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 		"--mcp", "fs=node "+mcpJS(dir, "server-filesystem")+" /workspace",
 		"--mcp", fmt.Sprintf("remote=http://localhost:%d/mcp", port), "--allow-host", fmt.Sprintf("localhost:%d", port),
 		"--sql", "shop="+pwDSN,
-		"use the tools")
-	if code != 0 {
+		"--openapi", "keelapi=http://"+apiHost+"/v1/openapi.json", "--allow-host", apiHost,
+		"--no-wait", "use the tools")
+	// The POST of the OpenAPI connector asks: the run pauses for it.
+	if code != 3 {
 		t.Fatalf("run = %d\n%s", code, errOut)
 	}
 	id, st := lastRun(t, db)
+	if p := st.Pending(); len(p) != 1 || p[0].CallID != "o3" || !strings.Contains(p[0].Reason, "writes ask") {
+		t.Fatalf("pending: %+v", st.Pending())
+	}
+	if code, _, errOut := keel(t, "deny", id, "o3", "--reason", "no new tokens", "--no-wait"); code != 0 {
+		t.Fatalf("deny = %d\n%s", code, errOut)
+	}
+	id, st = lastRun(t, db)
+	if st.Status != journal.StatusCompleted {
+		t.Fatalf("after the denial: %s", st.Status)
+	}
 	if len(st.Created.SQL) != 1 || strings.Contains(st.Created.SQL[0].DSN, "canary") {
 		t.Errorf("run.created SQL: %+v", st.Created.SQL)
 	}
@@ -216,7 +238,7 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 	}
 	pins := 0
 	for _, ti := range st.Created.Tools {
-		if ti.Server != "" && ti.Server != "shop" {
+		if ti.Server != "" && ti.Server != "shop" && ti.Server != "keelapi" {
 			if ti.Pin == "" || !strings.HasPrefix(ti.Name, ti.Server+"__") || ti.Effect != "external" {
 				t.Errorf("tool %+v", ti)
 			}
@@ -237,6 +259,9 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range evs {
+		if strings.Contains(string(e.Payload), os.Getenv("KEEL_OPENAPI_TOKEN_KEELAPI")) {
+			t.Errorf("the API token is in event %d (%s)", e.Seq, e.Type)
+		}
 		if strings.Contains(string(e.Payload), "canary-pw-4711") {
 			t.Errorf("the database password is in event %d (%s)", e.Seq, e.Type)
 		}
@@ -254,6 +279,9 @@ func TestMCPRunGatedAndJournaled(t *testing.T) {
 	for _, c := range []struct {
 		id, effect, contains string
 	}{
+		{"o1", "allow", "HTTP 200"},
+		{"o2", "allow", "HTTP 200"},
+		{"o3", "ask", "a person denied this call"},
 		{"s1", "allow", "42"},
 		{"s2", "allow", "read-only"},
 		{"s3", "deny", "the secrets table is off limits"},

@@ -253,6 +253,9 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if created.SQL, sqlDSN, err = a.sqlDatabases(&f.mcp); err != nil {
 		return err
 	}
+	if created.OpenAPI, err = a.openAPIs(&f.mcp); err != nil {
+		return err
+	}
 	live := &liveOptions{apiKey: f.apiKey, recording: rec, gate: f.gate, sqlDSN: sqlDSN}
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err

@@ -42,6 +42,32 @@ type Config struct {
 	MCP MCP `toml:"mcp"`
 	// SQL lists the databases every run offers NAME__sql_query for.
 	SQL SQL `toml:"sql"`
+	// OpenAPI lists the APIs every run offers the operations of.
+	OpenAPI OpenAPIs `toml:"openapi"`
+}
+
+// OpenAPIs is the [openapi] table of config.toml:
+//
+//	[[openapi.apis]]
+//	name = "tickets"                           # tools are tickets__OPERATION
+//	document = "https://tickets.example.com/openapi.json"   # or a file
+//	base_url = "https://tickets.example.com/"  # default: the document's server
+//	tags = ["issues"]                          # only these (or operations = [...])
+//	token_env = "TICKETS_TOKEN"                # bearer token from this variable
+//	writes = "ask"                             # or "policy": the policy alone decides writes
+type OpenAPIs struct {
+	APIs []OpenAPIAPI `toml:"apis"`
+}
+
+// OpenAPIAPI is one [[openapi.apis]] entry.
+type OpenAPIAPI struct {
+	Name       string   `toml:"name"`
+	Document   string   `toml:"document"`
+	BaseURL    string   `toml:"base_url"`
+	Tags       []string `toml:"tags"`
+	Operations []string `toml:"operations"`
+	TokenEnv   string   `toml:"token_env"`
+	Writes     string   `toml:"writes"`
 }
 
 // SQL is the [sql] table of config.toml:
