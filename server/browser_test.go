@@ -37,6 +37,8 @@ func browser(t *testing.T) (context.Context, context.CancelFunc) {
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium leaves org.chromium.Chromium.* files in its TMPDIR.
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)

@@ -57,7 +57,7 @@ func TestDemo(t *testing.T) {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
 	setup(t)
-	code, out, errOut := keel(t, "demo")
+	code, out, errOut := keel(t, "demo", "--keep=false")
 	if code != 0 {
 		t.Fatalf("keel demo = %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

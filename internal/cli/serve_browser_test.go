@@ -32,6 +32,7 @@ func TestServeNewcomerInBrowser(t *testing.T) {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
 	setup(t)
+	demoTempDir(t)
 	s := startServe(t)
 	link := regexp.MustCompile(`sign in to the web UI:\s+(\S+)`).FindStringSubmatch(s.stderr.String())
 	if link == nil {
@@ -40,7 +41,8 @@ func TestServeNewcomerInBrowser(t *testing.T) {
 	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
 		chromedp.ExecPath(chrome), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()))
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()),
+		chromedp.Env("TMPDIR="+t.TempDir())) // Chromium leaves org.chromium.Chromium.* files in its TMPDIR
 	defer cancelAlloc()
 	ctx, cancelTab := chromedp.NewContext(actx)
 	defer cancelTab()

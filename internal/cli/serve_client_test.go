@@ -159,6 +159,7 @@ func TestClientOutputLikeLocal(t *testing.T) {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
 	setup(t)
+	demoTempDir(t)
 	s := startServe(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
