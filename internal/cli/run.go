@@ -236,6 +236,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		Network:          f.network,
 		Principal:        "keel-cli",
 		Settings:         &settings,
+		StateDir:         a.stateDir(ws),
 	}
 	if created.Labels, err = parseLabels(f.labels); err != nil {
 		return err
