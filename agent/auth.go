@@ -105,7 +105,7 @@ func (rt *Runtime) AuthWaits(ctx context.Context) ([]PendingAuth, error) {
 	}
 	var out []PendingAuth
 	for _, r := range runs {
-		if r.RunID == "" || r.RunID[0] == '_' {
+		if journal.IsSystem(r.RunID) {
 			continue
 		}
 		st, _, err := rt.Load(ctx, r.RunID)

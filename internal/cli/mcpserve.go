@@ -24,7 +24,7 @@ import (
 
 func (a *app) mcpCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "mcp", Short: "Keel as an MCP server: hand work to Keel from any MCP client"}
-	cmd.AddCommand(a.mcpServeCmd())
+	cmd.AddCommand(a.mcpServeCmd(), a.mcpCallCmd())
 	return cmd
 }
 

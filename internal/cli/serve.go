@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/cluster"
 	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
@@ -46,10 +47,18 @@ type serveFlags struct {
 	retries         int
 	shutdownTimeout time.Duration
 	logLevel        string
+	adopt           time.Duration
+	adoptSet        bool
+	temporal        string
+	worker          bool           // keel worker (worker.go)
+	driver          cluster.Driver // keel worker's workflow settings
 }
 
-func (a *app) serveCmd() *cobra.Command {
-	f := &serveFlags{}
+func (a *app) serveCmd() *cobra.Command { return a.serveCommand(&serveFlags{}) }
+
+// serveCommand is keel serve with f as its flags (keel worker shares
+// them).
+func (a *app) serveCommand(f *serveFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the team API and web UI, executing runs in this process",
@@ -75,6 +84,7 @@ policy: clients cannot choose less (an admin token may, where allowed).`,
 			if a.server != "" {
 				return usagef("keel serve is the server: --server does not apply to it")
 			}
+			f.adoptSet = cmd.Flags().Changed("adopt")
 			return a.serve(cmd.Context(), f)
 		},
 	}
@@ -96,6 +106,8 @@ policy: clients cannot choose less (an admin token may, where allowed).`,
 	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", time.Minute, "how long a shutdown waits for executions to pause")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.temporal, "temporal", "", "Temporal frontend HOST:PORT: hand runs to keel worker processes instead of executing them here (docs/deploy.md)")
+	fl.DurationVar(&f.adopt, "adopt", 0, "how often to take over runs whose executing process died, for several servers on one journal (default 5s on PostgreSQL, off on SQLite; 0 is off)")
 	return cmd
 }
 
@@ -196,9 +208,17 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return usagef("%v", err)
 	}
 	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, settings: settings, logger: logger, recordings: map[string]*recording{}}
+	if f.worker {
+		return a.runWorker(ctx, f, rt, sp, logger)
+	}
+	dispatch, closeDispatch, err := a.dispatcher(ctx, f, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDispatch()
 	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
 		WorkspaceRoots: roots, Protected: protected, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
-		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs})
+		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Adopt: f.adoptInterval(a.dbPath()), Dispatch: dispatch})
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {

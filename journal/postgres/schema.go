@@ -34,6 +34,18 @@ CREATE TABLE keel_runs (
 CREATE INDEX keel_runs_by_created ON keel_runs (created DESC, run_id DESC);
 CREATE INDEX keel_runs_by_status ON keel_runs (status, created DESC, run_id DESC);
 `,
+	// 2: the side table of mutable records (journal.Records): the
+	// credential vault's sealed grants and providers, never events.
+	`
+CREATE TABLE keel_records (
+	kind    text COLLATE "C" NOT NULL,
+	key     text COLLATE "C" NOT NULL,
+	value   bytea NOT NULL,
+	version bigint NOT NULL CHECK (version >= 1),
+	updated timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (kind, key)
+);
+`,
 }
 
 // SchemaVersion is the schema version this package writes and reads.

@@ -41,6 +41,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/keel-run/keel/sandbox"
@@ -84,6 +85,11 @@ type Options struct {
 	// MaxDescription bounds a description the model sees; 0 means 2,000
 	// characters.
 	MaxDescription int
+	// OAuth, when set, authorizes an HTTP server's requests (MCP
+	// authorization: protected resource metadata, PKCE, resource
+	// indicators, the issuer check), for example the SDK's
+	// auth.NewAuthorizationCodeHandler.
+	OAuth auth.OAuthHandler
 }
 
 // Name and size limits.
@@ -200,7 +206,7 @@ func (c *Client) connect(ctx context.Context) error {
 		if err := web.Allowed(c.opts.Network, u); err != nil {
 			return fmt.Errorf("mcp server %s: %s: %w (allow its host with --allow-host)", c.srv.Name, c.srv.URL, err)
 		}
-		t = &sdk.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: c.httpClient(), MaxRetries: -1}
+		t = &sdk.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: c.httpClient(), MaxRetries: -1, OAuthHandler: c.opts.OAuth}
 	}
 	client := sdk.NewClient(&sdk.Implementation{Name: "keel", Version: "1"}, &sdk.ClientOptions{
 		Capabilities: &sdk.ClientCapabilities{},
@@ -306,6 +312,18 @@ func (c *Client) Close() error {
 		c.proc = nil
 	}
 	return nil
+}
+
+// Tools returns the names of the server's tools, sorted.
+func (c *Client) Tools() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.live))
+	for n := range c.live {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Name returns the server's name.

@@ -1,0 +1,61 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+)
+
+// Dispatcher hands runs to the workers: the server's side.
+type Dispatcher struct {
+	c client.Client
+}
+
+// NewDispatcher returns a dispatcher over a Temporal client.
+func NewDispatcher(c client.Client) *Dispatcher { return &Dispatcher{c: c} }
+
+// Dispatch makes run runID's workflow look at its journal: it signals
+// the workflow with [WakeSignal], starting it first if it is not running
+// (a new run, a run resumed after it ended, a workflow that failed).
+func (d *Dispatcher) Dispatch(ctx context.Context, runID string) error {
+	_, err := d.c.SignalWithStartWorkflow(ctx, WorkflowID(runID), WakeSignal, nil,
+		client.StartWorkflowOptions{
+			ID:                    WorkflowID(runID),
+			TaskQueue:             TaskQueue,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		},
+		WorkflowName, RunInput{RunID: runID})
+	if err != nil {
+		return fmt.Errorf("cluster: hand run %s to the workers: %w", runID, err)
+	}
+	return nil
+}
+
+// Dial connects to the Temporal frontend at hostPort (namespace default),
+// trying again for up to a minute while it is not reachable or not healthy
+// yet (servers, workers and Temporal starting together).
+func Dial(ctx context.Context, hostPort string, opts *client.Options) (client.Client, error) {
+	o := client.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.HostPort = hostPort
+	deadline := time.Now().Add(time.Minute)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		c, err := client.DialContext(ctx, o)
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("cluster: connect to temporal at %s: %w", hostPort, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster: connect to temporal at %s: %w", hostPort, err)
+		case <-time.After(wait):
+		}
+	}
+}

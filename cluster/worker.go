@@ -1,0 +1,360 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
+)
+
+// WireFunc builds the live parts of a run's execution (model, tools,
+// sandbox, policy), as the server's does; the Closer, if not nil, is
+// closed when the worker lets the run go.
+type WireFunc func(ctx context.Context, c *agent.RunCreated) (*agent.ExecParams, io.Closer, error)
+
+// WorkerOptions configure [NewWorker].
+type WorkerOptions struct {
+	// Wire is required.
+	Wire WireFunc
+	// Principals is the gate's principal check (the identity directory).
+	Principals policy.PrincipalCheck
+	// Driver is the workflow's configuration; it must be the same on
+	// every worker.
+	Driver Driver
+	// Slots is the number of steps this worker executes at once;
+	// default 8.
+	Slots int
+	// ControlStream, if set, is followed for cancel requests of the runs
+	// this worker executes (server.ControlStream).
+	ControlStream string
+	// CancelType is the event type of a cancel request in ControlStream.
+	CancelType journal.Type
+	Logger     *slog.Logger
+}
+
+// Worker executes runs' steps. Its Claim and Step methods are the
+// activities; [Worker.Run] polls Temporal.
+type Worker struct {
+	rt    *agent.Runtime
+	opts  WorkerOptions
+	queue string
+	log   *slog.Logger
+
+	mu sync.Mutex
+	// live holds the wired execution of each run this worker holds
+	// (pinned to it): its sandbox stays up between steps.
+	live map[string]*liveRun
+	// active cancels each executing step.
+	active map[string]context.CancelCauseFunc
+}
+
+type liveRun struct {
+	params *agent.ExecParams
+	closer io.Closer
+}
+
+// NewWorker returns a worker over rt's journal. Its own task queue is
+// "keel-worker-HOST-PID-RANDOM".
+func NewWorker(rt *agent.Runtime, opts *WorkerOptions) *Worker {
+	w := &Worker{rt: rt, opts: *opts, live: map[string]*liveRun{}, active: map[string]context.CancelCauseFunc{}}
+	host, _ := os.Hostname()
+	var b [4]byte
+	rand.Read(b[:])
+	w.queue = fmt.Sprintf("keel-worker-%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	w.log = opts.Logger
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	if w.opts.Slots <= 0 {
+		w.opts.Slots = 8
+	}
+	return w
+}
+
+// Queue returns the worker's own task queue.
+func (w *Worker) Queue() string { return w.queue }
+
+// Register registers the workflow and the claim activity on the shared
+// worker and the step activity on the pinned one (both may be the same
+// registry, as in tests).
+func (w *Worker) Register(shared, pinned worker.Registry) {
+	d := w.opts.Driver
+	shared.RegisterWorkflowWithOptions(d.Run, workflow.RegisterOptions{Name: WorkflowName})
+	shared.RegisterActivityWithOptions(w.Claim, activity.RegisterOptions{Name: ClaimActivity})
+	pinned.RegisterActivityWithOptions(w.Step, activity.RegisterOptions{Name: StepActivity})
+}
+
+// Claim is the claim activity: the run is pinned to this worker, whose
+// task queue it returns.
+func (w *Worker) Claim(ctx context.Context, runID string) (string, error) {
+	return w.queue, nil
+}
+
+// Step is the step activity: it executes run in.RunID from its journal
+// until the next model call or gate-and-tools batch after the first one
+// (or until the run pauses or ends), and returns where the journal ends.
+// It is idempotent by sequence number: a retry finds the events an
+// earlier attempt appended and goes on from them.
+func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
+	attempt := activity.GetInfo(ctx).Attempt
+	fresh := in.Fresh || attempt > 1
+	// The journal must hold what the workflow saw last.
+	if in.AfterSeq > 0 {
+		evs, err := w.rt.Store().Read(ctx, in.RunID, in.AfterSeq)
+		if err != nil && !errors.Is(err, journal.ErrNotFound) {
+			return StepResult{}, err
+		}
+		if len(evs) == 0 || (in.AfterHash != "" && evs[0].Hash != in.AfterHash) {
+			return StepResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("run %s: the journal does not hold event %d as the workflow saw it", in.RunID, in.AfterSeq), fatalError, err)
+		}
+	}
+	lr, err := w.wired(ctx, in.RunID, fresh)
+	if err != nil {
+		var ce *journal.CorruptError
+		if errors.As(err, &ce) {
+			return StepResult{}, temporal.NewNonRetryableApplicationError(err.Error(), fatalError, err)
+		}
+		return StepResult{}, err
+	}
+	// The execution's own context: Temporal canceling the activity (a
+	// timeout, the worker stopping) pauses the run; a person's cancel
+	// (the control stream) cancels it.
+	xctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	stop := context.AfterFunc(ctx, func() { cancel(agent.ErrShutdown) })
+	defer stop()
+	w.mu.Lock()
+	w.active[in.RunID] = cancel
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.active, in.RunID)
+		w.mu.Unlock()
+	}()
+	hbDone := make(chan struct{})
+	defer close(hbDone)
+	go func() {
+		t := time.NewTicker(max(orDefault(w.opts.Driver.Heartbeat, 20*time.Second)/4, 100*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-hbDone:
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	p := *lr.params
+	p.Wait, p.OnWait, p.Continue = false, nil, !fresh
+	if p.Principals == nil {
+		p.Principals = w.opts.Principals
+	}
+	batches := 0
+	p.Yield = func(a agent.Action) bool {
+		switch a.Kind {
+		case agent.ActCallModel, agent.ActGate, agent.ActRecover:
+			if batches > 0 {
+				return true
+			}
+			batches++
+		}
+		return false
+	}
+	out, err := w.rt.Execute(xctx, in.RunID, &p)
+	if errors.Is(err, agent.ErrRunCompleted) {
+		err = nil
+	}
+	if err != nil {
+		w.release(in.RunID)
+		if errors.Is(err, agent.ErrRunBusy) {
+			return StepResult{}, fmt.Errorf("run %s is executed elsewhere now: %w", in.RunID, err)
+		}
+		return StepResult{}, err
+	}
+	st, _, err := w.rt.Load(ctx, in.RunID)
+	if err != nil {
+		return StepResult{}, err
+	}
+	res := StepResult{LastSeq: st.LastSeq, LastHash: lastHash(ctx, w.rt.Store(), in.RunID, st.LastSeq), Status: st.Status}
+	if st.Ended != nil {
+		res.Reason = st.Ended.Reason
+	}
+	if out == nil || res.Status != journal.StatusRunning {
+		// Paused or ended: the run holds nothing here while it waits.
+		w.release(in.RunID)
+	}
+	return res, nil
+}
+
+func lastHash(ctx context.Context, s journal.Store, runID string, seq int64) string {
+	if seq <= 0 {
+		return ""
+	}
+	evs, err := s.Read(ctx, runID, seq)
+	if err != nil || len(evs) == 0 {
+		return ""
+	}
+	return evs[0].Hash
+}
+
+// wired returns the run's live execution on this worker, wiring it when
+// there is none (the first step here, or after a pause). A fresh step
+// wires anew: whatever a previous holder left is not trusted.
+func (w *Worker) wired(ctx context.Context, runID string, fresh bool) (*liveRun, error) {
+	w.mu.Lock()
+	lr := w.live[runID]
+	w.mu.Unlock()
+	if lr != nil && !fresh {
+		return lr, nil
+	}
+	w.release(runID)
+	evs, err := w.rt.Store().Read(ctx, runID, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) == 0 || evs[0].Type != journal.RunCreated {
+		return nil, &journal.CorruptError{RunID: runID, Seq: 1, Reason: "the run does not start with run.created"}
+	}
+	var c agent.RunCreated
+	if err := json.Unmarshal(evs[0].Payload, &c); err != nil {
+		return nil, &journal.CorruptError{RunID: runID, Seq: 1, Reason: err.Error()}
+	}
+	params, closer, err := w.opts.Wire(ctx, &c)
+	if err != nil {
+		return nil, fmt.Errorf("wire run %s: %w", runID, err)
+	}
+	lr = &liveRun{params: params, closer: closer}
+	w.mu.Lock()
+	w.live[runID] = lr
+	w.mu.Unlock()
+	return lr, nil
+}
+
+// release closes the run's live execution on this worker, if any.
+func (w *Worker) release(runID string) {
+	w.mu.Lock()
+	lr := w.live[runID]
+	delete(w.live, runID)
+	w.mu.Unlock()
+	if lr != nil && lr.closer != nil {
+		lr.closer.Close()
+	}
+}
+
+// cancelRun cancels the step executing runID here with cause.
+func (w *Worker) cancelRun(runID string, cause error) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c := w.active[runID]; c != nil {
+		c(cause)
+		return true
+	}
+	return false
+}
+
+// Run polls Temporal through c until ctx is done: the shared queue
+// (workflows and claims) and this worker's own queue (steps). At the end
+// it pauses the steps executing here (each journals run.paused with
+// reason shutdown, and its workflow moves the run to another worker) and
+// closes the sandboxes it holds.
+func (w *Worker) Run(ctx context.Context, c client.Client) error {
+	shared := worker.New(c, TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: w.opts.Slots})
+	pinned := worker.New(c, w.queue, worker.Options{MaxConcurrentActivityExecutionSize: w.opts.Slots})
+	w.Register(shared, pinned)
+	if err := pinned.Start(); err != nil {
+		return fmt.Errorf("cluster: start worker: %w", err)
+	}
+	if err := shared.Start(); err != nil {
+		pinned.Stop()
+		return fmt.Errorf("cluster: start worker: %w", err)
+	}
+	var wg sync.WaitGroup
+	if w.opts.ControlStream != "" {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.followControl(ctx) }()
+	}
+	<-ctx.Done()
+	w.mu.Lock()
+	for _, cancel := range w.active {
+		cancel(agent.ErrShutdown)
+	}
+	w.mu.Unlock()
+	shared.Stop()
+	pinned.Stop()
+	wg.Wait()
+	w.mu.Lock()
+	ids := make([]string, 0, len(w.live))
+	for id := range w.live {
+		ids = append(ids, id)
+	}
+	w.mu.Unlock()
+	for _, id := range ids {
+		w.release(id)
+	}
+	return nil
+}
+
+// cancelRequest is the control stream's cancel payload (as the server
+// writes it).
+type cancelRequest struct {
+	RunID string `json:"run_id"`
+	By    string `json:"by,omitempty"`
+	Token string `json:"token,omitempty"`
+}
+
+// followControl cancels the runs executing here that a server asks to
+// cancel, from the control stream's end at the start until ctx is done.
+func (w *Worker) followControl(ctx context.Context) {
+	store := w.rt.Store()
+	from := int64(1)
+	if evs, err := store.Read(ctx, w.opts.ControlStream, 1); err == nil {
+		from = int64(len(evs)) + 1
+	}
+	for ctx.Err() == nil {
+		for e, err := range journal.Follow(ctx, store, w.opts.ControlStream, from, time.Second) {
+			if err != nil {
+				w.log.Error("follow the control stream", "err", err)
+				break
+			}
+			from = e.Seq + 1
+			if e.Type != w.opts.CancelType {
+				continue
+			}
+			var req cancelRequest
+			if json.Unmarshal(e.Payload, &req) == nil && w.cancelRun(req.RunID, agent.CanceledByToken(req.By, req.Token)) {
+				w.log.Info("canceling run at a server's request", "run_id", req.RunID, "by", req.By)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Holding returns the number of runs whose sandbox this worker keeps
+// (runs pinned to it between steps).
+func (w *Worker) Holding() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.live)
+}

@@ -1,0 +1,210 @@
+// Package cluster runs Keel's runs on Temporal (go.temporal.io/sdk): the
+// cluster shape, with `keel serve --temporal` handing runs to `keel
+// worker` processes that share one PostgreSQL journal.
+//
+// The journal stays the system of record. A run's workflow is a thin
+// driver: each of its activities ([Worker.Step]) performs the next batch
+// of the run's step function — one model call, or one gate-and-tools
+// batch — by executing the run from its journal until the next such
+// batch ([agent.ExecParams.Yield]), so an activity retried after a crash
+// continues from what the journal holds and never redoes a recorded
+// action (a tool call started but unrecorded is recovered as any
+// crashed run's is: read-only tools run again, others get an "outcome
+// unknown" result the model sees). Only ids, sequence numbers, hashes and
+// statuses pass through Temporal: never prompts, messages or tool output.
+// A workflow continues as new every [Driver.MaxSteps] activities, so no
+// run meets Temporal's history limits, and it is deterministic by
+// construction (no clock, no randomness, no journal reads), so a Keel
+// upgrade mid-run replays its history unchanged.
+//
+// A paused run (waiting for a person's approval) holds no worker: its
+// workflow waits for the wake signal ([WakeSignal], which the server
+// sends when a decision is recorded) or a durable timer. A run's sandbox
+// and workspace are pinned to the worker that holds them: the first
+// activity ([Worker.Claim], on the shared task queue [TaskQueue]) returns
+// that worker's own task queue, and every later step is scheduled there,
+// reusing the sandbox (and the Python kernel) it keeps. When that worker
+// dies, the step's heartbeat times out and its retry finds no poller on
+// the dead worker's queue; after [Driver.PinTimeout] the workflow claims
+// the run afresh on the shared queue and another worker continues it
+// from the journal, in a new sandbox over the same workspace path. That
+// is correct when the workspaces are on storage every worker mounts at
+// the same path (the documented cluster shape); with worker-local
+// workspaces, set PinTimeout long, and the run waits for its worker.
+package cluster
+
+import (
+	"errors"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/keel-run/keel/journal"
+)
+
+// Names shared by the server, the workers and the workflow history.
+// Changing one breaks runs in flight.
+const (
+	// TaskQueue is the shared task queue: workflow tasks and claims.
+	TaskQueue = "keel"
+	// WorkflowName is the registered name of [Driver.Run].
+	WorkflowName = "keel.run"
+	// WakeSignal tells a run's workflow to look at the journal again (a
+	// decision was recorded, a person resumed the run).
+	WakeSignal = "keel.wake"
+	// ClaimActivity and StepActivity are the activities' names.
+	ClaimActivity = "keel.claim"
+	StepActivity  = "keel.step"
+	// fatalError is the application error type of a step that must not
+	// be retried (a corrupt journal).
+	fatalError = "keel.fatal"
+)
+
+// WorkflowID is the workflow id of run runID: one workflow per run.
+func WorkflowID(runID string) string { return "keel-run-" + runID }
+
+// RunInput is the workflow's input and continue-as-new state.
+type RunInput struct {
+	RunID string `json:"run_id"`
+	// Queue is the task queue of the worker holding the run ("" until a
+	// worker claims it).
+	Queue string `json:"queue,omitempty"`
+	// AfterSeq and AfterHash are the newest event the workflow has seen.
+	AfterSeq  int64  `json:"after_seq,omitempty"`
+	AfterHash string `json:"after_hash,omitempty"`
+}
+
+// StepInput is a step activity's input.
+type StepInput struct {
+	RunID     string `json:"run_id"`
+	AfterSeq  int64  `json:"after_seq"`
+	AfterHash string `json:"after_hash,omitempty"`
+	// Fresh marks the first step of a workflow execution, or the first
+	// on a newly claimed worker: it journals run.resumed (a step that
+	// continues the previous one does not).
+	Fresh bool `json:"fresh,omitempty"`
+}
+
+// StepResult is a step activity's result: where the run's journal ends
+// and what state the run is in.
+type StepResult struct {
+	LastSeq  int64          `json:"last_seq"`
+	LastHash string         `json:"last_hash"`
+	Status   journal.Status `json:"status"`
+	// Reason is the pause reason of a paused run ("approval",
+	// "shutdown", ...).
+	Reason string `json:"reason,omitempty"`
+}
+
+// Driver is the workflow. Its fields must be equal on every worker (they
+// shape the workflow's commands).
+type Driver struct {
+	// MaxSteps is the number of step activities after which a workflow
+	// continues as new; default 500 (about 1,500 history events).
+	MaxSteps int
+	// PinTimeout is how long a step waits for the worker holding the
+	// run (ScheduleToStart) before the run is claimed afresh; default 1m.
+	PinTimeout time.Duration
+	// StepTimeout bounds one step (a model call, or a batch of tool
+	// calls); default 2h.
+	StepTimeout time.Duration
+	// Heartbeat is a step's heartbeat timeout: a worker that dies is
+	// noticed after it; default 20s.
+	Heartbeat time.Duration
+	// Recheck is how long a paused run waits without a wake signal
+	// before looking at its journal again; default 24h. A run paused by a
+	// worker's shutdown looks again after ShutdownRetry (default 2s).
+	Recheck, ShutdownRetry time.Duration
+	// RetryWait is the pause after a failed step before the next try;
+	// default 5s.
+	RetryWait time.Duration
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Run drives run in.RunID to its end (see the package documentation).
+func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
+	maxSteps := d.MaxSteps
+	if maxSteps <= 0 {
+		maxSteps = 500
+	}
+	log := workflow.GetLogger(ctx)
+	wake := workflow.GetSignalChannel(ctx, WakeSignal)
+	fresh := true
+	for n := 0; ; n++ {
+		if n >= maxSteps {
+			return workflow.NewContinueAsNewError(ctx, WorkflowName, in)
+		}
+		if in.Queue == "" {
+			cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+				TaskQueue: TaskQueue, StartToCloseTimeout: time.Minute,
+				RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
+			})
+			if err := workflow.ExecuteActivity(cctx, ClaimActivity, in.RunID).Get(ctx, &in.Queue); err != nil {
+				return err
+			}
+			fresh = true
+		}
+		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue:              in.Queue,
+			ScheduleToStartTimeout: orDefault(d.PinTimeout, time.Minute),
+			StartToCloseTimeout:    orDefault(d.StepTimeout, 2*time.Hour),
+			HeartbeatTimeout:       orDefault(d.Heartbeat, 20*time.Second),
+			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second,
+				MaximumAttempts: 5, NonRetryableErrorTypes: []string{fatalError}},
+		})
+		var res StepResult
+		err := workflow.ExecuteActivity(sctx, StepActivity, StepInput{RunID: in.RunID, AfterSeq: in.AfterSeq, AfterHash: in.AfterHash, Fresh: fresh}).Get(ctx, &res)
+		fresh = false
+		if err != nil {
+			var te *temporal.TimeoutError
+			var ae *temporal.ApplicationError
+			switch {
+			case errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
+				// No worker polls the pinned queue: its worker is gone.
+				log.Warn("the worker holding the run is gone; claiming it afresh", "run_id", in.RunID, "queue", in.Queue)
+				in.Queue = ""
+				continue
+			case errors.As(err, &ae) && ae.Type() == fatalError:
+				return err
+			}
+			log.Warn("step failed; trying again", "run_id", in.RunID, "err", err)
+			if err := workflow.Sleep(ctx, orDefault(d.RetryWait, 5*time.Second)); err != nil {
+				return err
+			}
+			in.Queue, fresh = "", true
+			continue
+		}
+		in.AfterSeq, in.AfterHash = res.LastSeq, res.LastHash
+		switch {
+		case res.Status == journal.StatusRunning:
+			continue
+		case res.Status.Terminal():
+			return nil
+		}
+		// Paused: wait, holding no worker, for a wake-up or the timer.
+		wait := orDefault(d.Recheck, 24*time.Hour)
+		if res.Reason == "shutdown" {
+			// The worker is leaving: let another one take the run.
+			wait, in.Queue = orDefault(d.ShutdownRetry, 2*time.Second), ""
+		}
+		tctx, cancel := workflow.WithCancel(ctx)
+		timer := workflow.NewTimer(tctx, wait)
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+		sel.AddFuture(timer, func(workflow.Future) {})
+		sel.Select(ctx)
+		cancel()
+		for wake.ReceiveAsync(nil) {
+			// Wake-ups that queued meanwhile are answered by this look.
+		}
+		fresh = true
+	}
+}
