@@ -113,7 +113,7 @@ func replayRecorded(t *testing.T, path string) (string, []string) {
 			fmt.Fprintf(&b, "\nerror: import: %v\n", err)
 			continue
 		}
-		if identity.Reserved(id) {
+		if journal.IsSystem(id) {
 			foldSystem(t.Context(), &b, store, id, evs)
 			continue
 		}

@@ -380,15 +380,3 @@ func (a *app) onWaitRemote(pending []agent.PendingApproval, srv string) {
 	fmt.Fprintf(out, "keel: or in the web UI: %s/ui/approvals\n", srv)
 	fmt.Fprintln(out, "keel: waiting (anyone with an approvals:write token for this server may decide; Ctrl-C leaves the run paused)")
 }
-
-// jsonClient reads a wrapped command's --json flag and returns it with
-// the client for --server.
-func (a *app) jsonClient(cmd *cobra.Command) (bool, *client.Client, error) {
-	fv := &flagValues{fs: cmd.Flags()}
-	asJSON := fv.boolean("json")
-	if fv.err != nil {
-		return false, nil, fv.err
-	}
-	cl, err := a.apiClient()
-	return asJSON, cl, err
-}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -58,7 +57,7 @@ stores each run in the journal named by --db with its sequence numbers,
 times, payloads and hashes unchanged. Each run's chain is verified before
 anything is stored and again as it is stored; a run is stored whole or
 not at all. A run already present with the same events is skipped; one
-with other events under the same id is refused. System streams (` + identity.ReservedPrefix + `*)
+with other events under the same id is refused. System streams (` + journal.SystemPrefix + `*)
 belong to their journal and are not imported.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -73,7 +72,7 @@ belong to their journal and are not imported.`,
 				for _, e := range evs {
 					i, ok := byRun[e.RunID]
 					if !ok {
-						if identity.Reserved(e.RunID) {
+						if journal.IsSystem(e.RunID) {
 							return fmt.Errorf("%s: %s is a system stream of the journal it came from; it is not imported (nothing was stored)", name, e.RunID)
 						}
 						i = len(runs)
