@@ -385,7 +385,7 @@ func fitView(s *State, req *model.Request, pins []bool, est, maxOutput int, canS
 			case c.Finished.Artifact != "":
 				artifacts[c.ID] = c.Finished.Artifact
 			case canSave == nil || canSave(c.ID):
-				artifacts[c.ID] = ResultArtifact(s.RunID, c.ID)
+				artifacts[c.ID] = s.ResultArtifact(c.ID)
 				byID[c.ID] = c
 			}
 		}
@@ -419,10 +419,21 @@ func sentTokensAfter(s *State, ev *ContextCompacted, maxOutput int) int {
 }
 
 // ResultArtifact returns the workspace-relative file in which the whole
-// result of call callID of run runID is saved: the artifact path
-// [tool.Output] uses, .keel/artifacts/RUN/CALL.out.
+// result of call callID of run runID is saved when the run has no state
+// directory: the artifact path [tool.Output] uses, .keel/artifacts/RUN/CALL.out.
 func ResultArtifact(runID, callID string) string {
 	return path.Join(tool.ArtifactDir, tool.SafeName(runID, "run"), tool.SafeName(callID, "call")+".out")
+}
+
+// ResultArtifact returns the file in which the whole result of call
+// callID is saved, as [tool.Output] names it: in the run's state
+// directory (RunCreated.StateDir), or as the package-level
+// [ResultArtifact] for a run without one.
+func (s *State) ResultArtifact(callID string) string {
+	if d := s.Created.StateDir; d != "" {
+		return path.Join(d, tool.StateArtifacts, tool.SafeName(s.RunID, "run"), tool.SafeName(callID, "call")+".out")
+	}
+	return ResultArtifact(s.RunID, callID)
 }
 
 // outputReserve is the part of the window kept free for the answer.

@@ -10,7 +10,8 @@ import (
 // boundResult bounds what the model sees of any tool's result: the
 // runtime's safety net behind the tools' own bounds. Content within the
 // bound is only sanitised. Longer content is written whole to the
-// workspace artifact .keel/artifacts/RUN/CALL.out through [tool.Output],
+// run's artifact file (in its state directory, or .keel/artifacts/RUN/CALL.out
+// of the workspace for older runs) through [tool.Output],
 // and the result shows its head and tail and names the artifact, so the
 // journal links the result to the whole output. A result that already
 // names an artifact (its tool saved the whole output) is only cut.
@@ -71,7 +72,7 @@ func (x *executor) request() (*model.Request, int) {
 		out := tool.NewOutput(ws, x.runID, c.ID, 1)
 		_, _ = out.Write([]byte(c.Finished.Content))
 		_ = out.Close()
-		if out.Artifact() != ResultArtifact(x.runID, c.ID) {
+		if out.Artifact() != x.st.ResultArtifact(c.ID) {
 			failed[c.ID] = true
 		}
 	}

@@ -37,6 +37,12 @@ type RunCreated struct {
 	MountPath string `json:"mount_path"`
 	// Sandbox names the backend ("linux", "none").
 	Sandbox string `json:"sandbox,omitempty"`
+	// StateDir is the host directory of Keel's own files for the run
+	// (whole outputs, kernel records), outside the workspace and shown
+	// read-only at the same path in the sandbox (tool.Workspace.SetState);
+	// empty in runs journaled before it existed, whose files are in the
+	// workspace's .keel directory.
+	StateDir string `json:"state_dir,omitempty"`
 	// Env lists KEY=VALUE entries passed into the sandbox. They are
 	// stored so that a resume recreates the same environment; do not pass
 	// secrets this way.

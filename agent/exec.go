@@ -323,7 +323,7 @@ func (x *executor) finish(ctx context.Context, e *End) error {
 		// The model saw a bounded view; the run's output is the whole of
 		// it, read back from the artifact.
 		if c := x.st.call(e.CallID); c != nil && c.Finished.Artifact != "" {
-			if b, err := tool.ReadRegular(x.p.Env.Workspace.FS(), c.Finished.Artifact, maxRunOutput); err == nil {
+			if b, err := tool.ReadArtifact(x.p.Env.Workspace, c.Finished.Artifact, maxRunOutput); err == nil {
 				cut := len(b) > maxRunOutput
 				full := strings.TrimLeft(string(b[:min(len(b), maxRunOutput)]), " \t\r\n")
 				if _, rest, ok := strings.Cut(full, "\n"); ok {

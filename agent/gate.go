@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
@@ -155,6 +156,11 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 		for _, raw := range t.Scope(args) {
 			var rel string
 			var err error
+			if _, ok := x.p.Env.Workspace.ArtifactRel(raw); ok && t.Effect == tool.ReadOnly {
+				// A whole output Keel saved outside the workspace (named
+				// in a result): readable, and no workspace path.
+				continue
+			}
 			if t.Effect == tool.ReadOnly {
 				rel, err = x.p.Env.Workspace.Resolve(raw)
 			} else {
@@ -175,7 +181,7 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 	d.Decision = decide(ctx, &policy.Call{
 		RunID: x.runID, CallID: c.ID, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf,
 		Tool: c.Name, Effect: t.Effect.String(), Arguments: args, Paths: d.Paths,
-		Workspace: cr.Workspace, MountPath: cr.MountPath, Sandbox: cr.Sandbox, Network: cr.Network, Grants: grants,
+		Workspace: cr.Workspace, MountPath: cr.MountPath, Sandbox: cr.Sandbox, Network: cr.Network, Grants: grants, ReadOnly: stateReadOnly(cr),
 		Credential: d.Credential,
 		Server:     t.Server, Facts: facts(t, args),
 	})
@@ -272,4 +278,13 @@ func rawAction(toolName string, args json.RawMessage) string {
 		}
 	}
 	return toolName + " " + string(args)
+}
+
+// stateReadOnly returns the paths of c's state directory the sandbox shows
+// read-only: its whole outputs (see RunCreated.StateDir).
+func stateReadOnly(c *RunCreated) []string {
+	if c.StateDir == "" {
+		return nil
+	}
+	return []string{path.Join(c.StateDir, tool.StateArtifacts)}
 }

@@ -447,6 +447,9 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		mount = c.Workspace
 	}
 	loc := &locator{mount: path.Clean(mount), scratch: e.scratch, system: e.system}
+	if len(c.ReadOnly) > 0 {
+		loc.system = append(cleanPaths(c.ReadOnly), e.system...)
+	}
 	if c.Sandbox == "none" && c.Workspace != "" {
 		loc.host = realpath.Resolve(path.Clean(c.Workspace))
 	}

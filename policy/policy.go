@@ -153,6 +153,11 @@ type Call struct {
 	Sandbox string
 	// Network lists the hosts the run's sandbox may reach (empty: none).
 	Network []string
+	// ReadOnly are extra absolute paths the sandbox shows read-only (Keel's
+	// state directory of the run, whose whole outputs a result names):
+	// commands may read them without asking, like the policy's system
+	// directories, never write them.
+	ReadOnly []string
 	// Grants are the standing approvals in force for this call: those
 	// remembered in the run and those of the principal.
 	Grants []Grant

@@ -325,6 +325,9 @@ func (h *Handler) artifact(w http.ResponseWriter, r *http.Request, _ *caller) er
 // workspace (see tool.Output).
 const artifactDir = ".keel/artifacts/"
 
+// maxServedArtifact bounds an artifact the server sends: 64 MiB.
+const maxServedArtifact = 64 << 20
+
 // readArtifact reads a run's artifact: only files under
 // .keel/artifacts/ of the run's workspace are served.
 func (h *Handler) readArtifact(ctx context.Context, id, rel string) ([]byte, error) {
@@ -333,17 +336,30 @@ func (h *Handler) readArtifact(ctx context.Context, id, rel string) ([]byte, err
 		return nil, err
 	}
 	clean := path.Clean(rel)
-	if !strings.HasPrefix(clean, artifactDir) || strings.Contains(clean, "..") {
-		return nil, badRequest("only artifacts under %s are served", artifactDir)
+	c, err := h.sums.created(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.StateDir != "" && !strings.HasPrefix(clean, "/") {
+		// The UI's links drop the leading slash of the path.
+		clean = "/" + clean
 	}
 	ws, err := tool.NewWorkspace(run.Workspace, "", nil)
 	if err != nil {
 		return nil, notFound("the run's workspace is not available: %v", err)
 	}
 	defer ws.Close()
-	b, err := ws.FS().ReadFile(clean)
-	if err != nil {
-		return nil, notFound("artifact %s is not in the run's workspace", clean)
+	if c.StateDir != "" {
+		if err := ws.SetState(c.StateDir); err != nil {
+			return nil, notFound("the run's state directory is not available")
+		}
+	}
+	if _, ok := ws.ArtifactRel(clean); !ok && (!strings.HasPrefix(clean, artifactDir) || strings.Contains(clean, "..")) {
+		return nil, badRequest("only the run's artifacts are served")
+	}
+	b, err := tool.ReadArtifact(ws, clean, maxServedArtifact)
+	if err != nil || len(b) > maxServedArtifact {
+		return nil, notFound("artifact %s is not available", rel)
 	}
 	return b, nil
 }

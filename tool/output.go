@@ -14,9 +14,11 @@ import (
 )
 
 // ArtifactDir is the workspace-relative directory under which [Output]
-// stores whole outputs, one subdirectory per run. It lies inside the
-// protected .keel directory, so file tools and the sandbox cannot change
-// it.
+// stores whole outputs when the workspace has no state directory (see
+// [Workspace.SetState]); with one they go to its [StateArtifacts]
+// directory. Either way there is one subdirectory per run. ArtifactDir
+// lies inside the protected .keel directory, so file tools and the
+// sandbox cannot change it.
 const ArtifactDir = ".keel/artifacts"
 
 // Output is an [io.Writer] that bounds what a model sees of a command's
@@ -175,6 +177,19 @@ func (o *Output) openArtifact() {
 // createArtifact creates (or replaces) the artifact base of runID in ws
 // and returns it open for writing with its workspace-relative path.
 func createArtifact(ws *Workspace, runID, base string) (*os.File, string, error) {
+	if ws.state != nil {
+		// Outside the workspace: nothing in it can redirect the write.
+		dir := path.Join(StateArtifacts, safeName(runID, "run"))
+		if err := ws.state.MkdirAll(dir, 0o755); err != nil {
+			return nil, "", err
+		}
+		rel := path.Join(dir, base)
+		f, err := ws.state.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return nil, "", err
+		}
+		return f, ws.stateDir + "/" + rel, nil
+	}
 	root := ws.FS()
 	dir := path.Join(ArtifactDir, safeName(runID, "run"))
 	if err := root.MkdirAll(dir, 0o755); err != nil {
@@ -223,11 +238,11 @@ func WriteArtifact(ws *Workspace, runID, name string, data []byte) (string, erro
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		ws.FS().Remove(rel)
+		removeArtifact(ws, rel)
 		return "", err
 	}
 	if err := f.Close(); err != nil {
-		ws.FS().Remove(rel)
+		removeArtifact(ws, rel)
 		return "", err
 	}
 	return rel, nil
@@ -238,7 +253,7 @@ func (o *Output) failArtifact(err error) {
 	o.artErr = err
 	if o.art != nil {
 		o.art.Close()
-		o.ws.FS().Remove(o.artRel)
+		removeArtifact(o.ws, o.artRel)
 	}
 	o.art, o.artBuf, o.artRel = nil, nil, ""
 }

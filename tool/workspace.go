@@ -32,6 +32,9 @@ type Workspace struct {
 	protected []string
 	hidden    []string
 	fs        *os.Root
+	// state and stateDir are the state directory (state.go), if any.
+	state    *os.Root
+	stateDir string
 }
 
 // ErrOutside is wrapped by errors for paths whose real location is outside
@@ -104,7 +107,12 @@ func (w *Workspace) MountPath() string { return w.mount }
 func (w *Workspace) FS() *os.Root { return w.fs }
 
 // Close releases the workspace's directory handle.
-func (w *Workspace) Close() error { return w.fs.Close() }
+func (w *Workspace) Close() error {
+	if w.state != nil {
+		w.state.Close()
+	}
+	return w.fs.Close()
+}
 
 // Rel maps a path as the model wrote it to a clean workspace-relative
 // slash path ("." for the root), lexically, without touching the file

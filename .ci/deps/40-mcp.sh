@@ -1,6 +1,12 @@
 # MCP reference servers, the Inspector CLI and the conformance suite (npm,
 # Node 20), installed once into $KEEL_CI_CACHE/mcp. Tests find the prefix
 # through KEEL_TEST_MCP_DIR (internal/testenv.Dir).
+if ! command -v npm >/dev/null 2>&1; then
+  echo "ci: installing nodejs and npm"
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
 mcp_dir="$KEEL_CI_CACHE/mcp"
 mcp_pkgs=(
   @modelcontextprotocol/server-everything@2026.8.31

@@ -275,7 +275,9 @@ func (a *app) decide(cmd *cobra.Command, runID, callID string, dec policy.Effect
 		return nil
 	}
 	err = b.Continue(ctx, runID, &continuation{f: &d.resume, after: mine})
-	if errors.Is(err, agent.ErrRunBusy) {
+	if errors.Is(err, agent.ErrRunBusy) || errors.Is(err, agent.ErrRunCompleted) {
+		// The process that waited for the decision took the run on (and
+		// may have completed it before this one looked).
 		fmt.Fprintf(a.stderr, "keel: run %s continues in another process\n", runID)
 		return nil
 	}

@@ -57,6 +57,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool) error {
 	}
 	set := agent.DefaultSettings()
 	created.Settings = &set
+	created.StateDir = a.stateDir(ws)
 	live := &liveOptions{}
 	runID, execErr := a.createAndExecute(ctx, created, live, false, false)
 	if runID == "" {

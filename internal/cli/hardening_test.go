@@ -153,7 +153,7 @@ func TestResultLineCounts(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("keel run = %d\n%s", code, errOut)
 	}
-	if !regexp.MustCompile(`exit 0 · [\d,]+ lines shown of 13,893 bytes in all \(full output: \.keel/artifacts/\S+\)`).MatchString(errOut) {
+	if !regexp.MustCompile(`exit 0 · [\d,]+ lines shown of 13,893 bytes in all \(full output: /\S+/state/\S+/artifacts/\S+/call_0_0\.out\)`).MatchString(errOut) {
 		t.Errorf("the result line of seq 1 3000 does not say what it counts:\n%s", errOut)
 	}
 	if !strings.Contains(errOut, "exit 0 · 3 lines ·") {

@@ -133,7 +133,7 @@ func (a *app) compare(ctx context.Context, runID, path string, verbose bool) err
 				out = "" // the model saw a "(no output)" note
 			}
 			if f.Artifact != "" {
-				if b, err := readArtifact(st.Created.Workspace, f.Artifact); err == nil {
+				if b, err := readArtifact(st.Created, f.Artifact); err == nil {
 					out = string(b)
 				}
 			}

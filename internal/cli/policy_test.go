@@ -147,7 +147,11 @@ func TestNothingInsideCanChangePolicyOrJournal(t *testing.T) {
 		[]fcall{{"edit_file", map[string]any{"path": "policy.cedar", "old_text": "permit", "new_text": "forbid"}}},
 		[]fcall{sh("mkdir -p .keel/approvals && echo approve-all > .keel/approvals/all")},
 		[]fcall{sh("ls -la " + dbDir + "; echo junk >> " + db + "; sqlite3 " + db + " 'DELETE FROM events'")},
-		[]fcall{sh("find / -name 'keel.db*' 2>/dev/null | head; echo done")},
+		// Keel's state directory is bound at its host path, so the
+		// journal's directory exists inside too (empty, on the sandbox's
+		// own /tmp, where the echo above may create a file): look for
+		// the journal's content, not its name.
+		[]fcall{sh("find / -name 'keel.db*' 2>/dev/null | head | xargs -r grep -l 'SQLite format 3'; echo done")},
 		[]fcall{sh("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")},
 	)
 	code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", ws, "--policy", pol, "--sandbox", "linux", "-q", "--no-wait")

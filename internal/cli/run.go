@@ -233,6 +233,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		Network:          f.network,
 		Principal:        "keel-cli",
 		Settings:         &settings,
+		StateDir:         a.stateDir(ws),
 	}
 	familyName := spec.Name
 	if rec != nil {

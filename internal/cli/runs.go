@@ -394,7 +394,7 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	}
 	if st.Status == journal.StatusCompleted {
 		if message == "" {
-			return fmt.Errorf("run %s already completed; nothing to resume (to continue it with a follow-up, give --message TEXT)", runID)
+			return &completedError{runID}
 		}
 		fmt.Fprintf(a.stderr, "keel: run %s completed; it continues with your message as a follow-up\n", runID)
 	}
@@ -434,6 +434,16 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	defer w.Close()
 	return a.execute(ctx, rt, runID, w, f.json, f.quiet, message)
 }
+
+// completedError refuses to resume a completed run without a message. It
+// wraps agent.ErrRunCompleted.
+type completedError struct{ runID string }
+
+func (e *completedError) Error() string {
+	return fmt.Sprintf("run %s already completed; nothing to resume (to continue it with a follow-up, give --message TEXT)", e.runID)
+}
+
+func (e *completedError) Unwrap() error { return agent.ErrRunCompleted }
 
 // runAsNow returns the run's run.created payload with the execution
 // settings it has now (a resume may have replaced them).
@@ -475,15 +485,21 @@ func (f *runFlags) resumeSettings(cur agent.Settings) (agent.Settings, error) {
 // maxArtifactBytes bounds an artifact read back for a comparison.
 const maxArtifactBytes = 64 << 20
 
-// readArtifact reads a run's artifact from its workspace: a regular file
-// of at most 64 MiB (tool.ReadRegular).
-func readArtifact(workspace, rel string) ([]byte, error) {
-	ws, err := tool.NewWorkspace(workspace, "", nil)
+// readArtifact reads a run's artifact from its state directory (or, for
+// older runs, its workspace): a regular file of at most 64 MiB
+// (tool.ReadArtifact).
+func readArtifact(c *agent.RunCreated, rel string) ([]byte, error) {
+	ws, err := tool.NewWorkspace(c.Workspace, "", nil)
 	if err != nil {
 		return nil, err
 	}
 	defer ws.Close()
-	b, err := tool.ReadRegular(ws.FS(), rel, maxArtifactBytes)
+	if c.StateDir != "" {
+		if err := ws.SetState(c.StateDir); err != nil {
+			return nil, err
+		}
+	}
+	b, err := tool.ReadArtifact(ws, rel, maxArtifactBytes)
 	if err == nil && len(b) > maxArtifactBytes {
 		return nil, fmt.Errorf("artifact %s is larger than %d bytes", rel, maxArtifactBytes)
 	}

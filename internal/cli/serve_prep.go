@@ -285,6 +285,7 @@ func (sp *serverPrep) finish(ctx context.Context, c *agent.RunCreated, eng *poli
 	}
 	set := sp.settings
 	c.Settings = &set
+	c.StateDir = a.stateDir(c.Workspace)
 	c.Tools = toolInfos(newTools(set))
 	return c, nil
 }

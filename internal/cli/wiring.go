@@ -166,6 +166,15 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	}
 	ws.Hide(hidden)
 	w.ws = ws
+	readOnly := mcpReadOnly(c.MCP)
+	if c.StateDir != "" {
+		// Keel's own files, outside the workspace; the sandbox shows
+		// them read-only at the same path (whole outputs a result names).
+		if err := ws.SetState(c.StateDir); err != nil {
+			return nil, err
+		}
+		readOnly = append(readOnly, ws.StateDir())
+	}
 	sspec := &sandbox.Spec{
 		Workspace: ws.Root(),
 		MountPath: c.MountPath,
@@ -189,7 +198,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		}
 		w.recorder = &agent.Recorder{}
 		rec := w.recorder
-		sb, err := linux.New(sspec, &linux.Options{ReadOnlyPaths: mcpReadOnly(c.MCP), OnEgress: func(d linux.EgressDecision) {
+		sb, err := linux.New(sspec, &linux.Options{ReadOnlyPaths: readOnly, StateDir: c.StateDir, OnEgress: func(d linux.EgressDecision) {
 			// Journal each decision of the egress proxy in the run. The
 			// proxy serves connections from its own goroutines; Record
 			// serialises with the executor's appends.

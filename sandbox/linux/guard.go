@@ -137,7 +137,8 @@ type guard struct {
 	absent []string          // policy paths missing at the start
 	incl   []string          // missing files that a config present at the start includes
 	dirs   []string          // git directories at the start
-	record string            // the persisted state's name in .keel/sandbox ("" if none)
+	record string            // the persisted state's name in store ("" if none)
+	store  stateStore        // where the start state is persisted
 	euid   int               // Keel's user, whose directories the walker may make readable
 	seq    int
 	cache  map[string]*dirCache // the walker's view of the last walk
@@ -166,7 +167,8 @@ var controlNames = []string{"config", "config.worktree", "commondir", "hooks"}
 // (not Keel's user's, searchable but not listable, or too deep) is an
 // error: the sandbox would otherwise start with a blind spot.
 func newGuard(root *os.Root, dir string, absent []string) (*guard, []Quarantine, error) {
-	g := &guard{root: root, dir: dir, snap: map[string]fileID{}, absent: slices.Clone(absent), margin: racyMargin, euid: os.Geteuid()}
+	g := &guard{root: root, dir: dir, snap: map[string]fileID{}, absent: slices.Clone(absent), margin: racyMargin, euid: os.Geteuid(),
+		store: stateStore{root: root, dir: guardDir, inWorkspace: true}}
 	w, err := g.walk()
 	if err != nil {
 		return nil, nil, err

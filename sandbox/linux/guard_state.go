@@ -14,8 +14,25 @@ import (
 )
 
 // guardDir holds the persisted start states of the workspace's live
-// sandboxes (read-only inside every sandbox, like all of .keel).
+// sandboxes when the sandbox has no state directory (read-only inside
+// every sandbox, like all of .keel); with one ([Options].StateDir) they
+// are in its "sandbox" directory, outside the workspace.
 const guardDir = ".keel/sandbox"
+
+// stateStore is where guard states are persisted: a directory of root.
+type stateStore struct {
+	root *os.Root
+	dir  string
+	// inWorkspace is set when root is the workspace (guardDir).
+	inWorkspace bool
+}
+
+func (s stateStore) mkdir() error {
+	if s.inWorkspace {
+		return mkdirAllLike(s.root, s.dir, ".keel")
+	}
+	return s.root.MkdirAll(s.dir, 0o755)
+}
 
 // guardState is a guard's start state as persisted.
 type guardState struct {
@@ -43,16 +60,17 @@ func (g *guard) persist() error {
 	}
 	var rnd [6]byte
 	rand.Read(rnd[:])
-	name := path.Join(guardDir, fmt.Sprintf("guard-%d-%s.json", os.Getpid(), hex.EncodeToString(rnd[:])))
-	if err := mkdirAllLike(g.root, guardDir, ".keel"); err != nil {
+	st2 := g.store
+	name := path.Join(st2.dir, fmt.Sprintf("guard-%d-%s.json", os.Getpid(), hex.EncodeToString(rnd[:])))
+	if err := st2.mkdir(); err != nil {
 		return fmt.Errorf("sandbox/linux: git guard state: %w", err)
 	}
 	tmp := name + ".tmp"
-	if err := g.root.WriteFile(tmp, data, 0o644); err != nil {
+	if err := st2.root.WriteFile(tmp, data, 0o644); err != nil {
 		return fmt.Errorf("sandbox/linux: git guard state: %w", err)
 	}
-	if err := g.root.Rename(tmp, name); err != nil {
-		g.root.Remove(tmp)
+	if err := st2.root.Rename(tmp, name); err != nil {
+		st2.root.Remove(tmp)
 		return fmt.Errorf("sandbox/linux: git guard state: %w", err)
 	}
 	g.record = name
@@ -62,7 +80,7 @@ func (g *guard) persist() error {
 // forget removes g's persisted state (after its last check).
 func (g *guard) forget() {
 	if g.record != "" {
-		g.root.Remove(g.record)
+		g.store.root.Remove(g.record)
 		g.record = ""
 	}
 }
@@ -71,8 +89,8 @@ func (g *guard) forget() {
 // sandbox whose process is gone without closing it (killed, crashed),
 // quarantines what those left, and removes their states. It returns the
 // quarantines and warnings for paths it could not handle.
-func recoverStale(root *os.Root, dir string) ([]Quarantine, []string) {
-	names, err := readDirNames(root, guardDir)
+func recoverStale(root *os.Root, dir string, store stateStore) ([]Quarantine, []string) {
+	names, err := readDirNames(store.root, store.dir)
 	if err != nil {
 		return nil, nil
 	}
@@ -83,15 +101,15 @@ func recoverStale(root *os.Root, dir string) ([]Quarantine, []string) {
 		if !strings.HasPrefix(n, "guard-") || !strings.HasSuffix(n, ".json") {
 			continue
 		}
-		p := path.Join(guardDir, n)
-		data, err := readSmall(root, p, 64<<20)
+		p := path.Join(store.dir, n)
+		data, err := readSmall(store.root, p, 64<<20)
 		if err != nil {
 			continue
 		}
 		var st guardState
 		if err := json.Unmarshal(data, &st); err != nil || st.Version != guardVersion {
 			warns = append(warns, fmt.Sprintf("ignoring unreadable git guard state %s: %v", p, err))
-			root.Remove(p)
+			store.root.Remove(p)
 			continue
 		}
 		if st.Boot == boot {
@@ -109,7 +127,7 @@ func recoverStale(root *os.Root, dir string) ([]Quarantine, []string) {
 		if g.unsafe() == nil {
 			// Keep the state of a check that could not make everything
 			// safe: the next sandbox checks it again.
-			root.Remove(p)
+			store.root.Remove(p)
 		}
 	}
 	return qs, warns

@@ -257,7 +257,7 @@ func TestGuardStaleState(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(ws, "sub/.git/config"), "[core]\n\tfsmonitor = evil\n")
 	root := g.root
-	if qs, _ := recoverStale(root, ws); len(qs) != 0 {
+	if qs, _ := recoverStale(root, ws, stateStore{root: root, dir: guardDir, inWorkspace: true}); len(qs) != 0 {
 		t.Fatalf("a live sandbox's state was treated as stale: %v", qs)
 	}
 	// Make the state look like a dead process's.
@@ -269,7 +269,7 @@ func TestGuardStaleState(t *testing.T) {
 	if err := root.WriteFile(g.record, []byte(dead), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	qs, _ := recoverStale(root, ws)
+	qs, _ := recoverStale(root, ws, stateStore{root: root, dir: guardDir, inWorkspace: true})
 	if len(qs) != 1 || qs[0].Path != "sub/.git/config" {
 		t.Errorf("recoverStale = %+v, want sub/.git/config quarantined", qs)
 	}

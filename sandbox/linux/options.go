@@ -38,6 +38,11 @@ type Options struct {
 	// ReadOnlyPaths are extra host paths (files or directories) visible
 	// read-only at the same path inside, beyond the system directories.
 	ReadOnlyPaths []string
+	// StateDir, if set, is a host directory outside the workspace where
+	// the sandbox keeps its own state (the git guard's start state), so
+	// that nothing of Keel's is in the workspace; "" keeps it in the
+	// workspace's .keel/sandbox.
+	StateDir string
 	// TmpSize bounds each private tmpfs (/tmp, /var/tmp, /dev/shm, HOME)
 	// in bytes; 0 means 1 GiB.
 	TmpSize int64

@@ -44,18 +44,19 @@ type Sandbox struct {
 	log  *slog.Logger
 	mech Mechanisms
 
-	init     *exec.Cmd
-	initDone chan struct{} // closed when the init process has exited
-	initErr  *tailBuffer
-	ctl      *conn
-	cg       *cgroupHost
-	rg       *runGroup
-	wsRoot   string        // host real path of the workspace
-	root     *os.Root      // the workspace, for host-side checks
-	guard    *guard        // the git guard (guard.go)
-	running  atomic.Int32  // commands in flight, for the periodic check
-	watchEnd chan struct{} // closed by Close to stop the periodic check
-	watching sync.WaitGroup
+	init      *exec.Cmd
+	initDone  chan struct{} // closed when the init process has exited
+	initErr   *tailBuffer
+	ctl       *conn
+	cg        *cgroupHost
+	rg        *runGroup
+	wsRoot    string        // host real path of the workspace
+	root      *os.Root      // the workspace, for host-side checks
+	stateRoot *os.Root      // Options.StateDir, if set
+	guard     *guard        // the git guard (guard.go)
+	running   atomic.Int32  // commands in flight, for the periodic check
+	watchEnd  chan struct{} // closed by Close to stop the periodic check
+	watching  sync.WaitGroup
 
 	phase sync.RWMutex // Exec holds it shared, Setup exclusively
 

@@ -57,7 +57,26 @@ func (s *Sandbox) prepareWorkspace() ([]string, error) {
 		}
 	}
 
-	qs, warns := recoverStale(root, s.wsRoot)
+	// Guard states: in the state directory, and those an older Keel (or
+	// a sandbox without one) left in the workspace.
+	stores := []stateStore{{root: root, dir: guardDir, inWorkspace: true}}
+	if s.opts.StateDir != "" {
+		if err := os.MkdirAll(s.opts.StateDir, 0o755); err != nil {
+			return nil, fmt.Errorf("sandbox/linux: state directory: %w", err)
+		}
+		sr, err := os.OpenRoot(s.opts.StateDir)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox/linux: state directory: %w", err)
+		}
+		s.stateRoot = sr
+		stores = append(stores, stateStore{root: sr, dir: "sandbox"})
+	}
+	var qs []Quarantine
+	var warns []string
+	for _, st := range stores {
+		q, w := recoverStale(root, s.wsRoot, st)
+		qs, warns = append(qs, q...), append(warns, w...)
+	}
 	for _, q := range qs {
 		q.Reason += " (left by a sandbox on this workspace that ended without closing)"
 		s.mech.Warnings = append(s.mech.Warnings, strings.TrimPrefix(q.String(), "keel: "))
@@ -95,6 +114,7 @@ func (s *Sandbox) prepareWorkspace() ([]string, error) {
 		s.reportQuarantine(q)
 	}
 	s.guard = g
+	g.store = stores[len(stores)-1]
 	bind = append(bind, repoControlPaths(g, gitDir)...)
 	for _, inc := range configIncludesIn(g) {
 		if _, err := root.Lstat(inc); err == nil {
@@ -350,6 +370,9 @@ func (s *Sandbox) closeGuard() {
 	}
 	if s.root != nil {
 		s.root.Close()
+		if s.stateRoot != nil {
+			s.stateRoot.Close()
+		}
 	}
 }
 

@@ -112,11 +112,16 @@ func (r *reader) handle(ctx context.Context, req *tool.Request) (*tool.Result, e
 		return tool.Errorf("invalid arguments for read_file: %v", err), nil
 	}
 	shown := tool.Escape(in.Path)
-	rel, err := ws.Resolve(in.Path)
-	if err != nil {
+	root := ws.FS()
+	rel, inState := ws.ArtifactRel(in.Path)
+	var err error
+	if inState {
+		// A whole output in Keel's state directory, named in a result.
+		root = ws.State()
+	} else if rel, err = ws.Resolve(in.Path); err != nil {
 		return tool.Errorf("cannot read %s: %s", shown, describeErr(err)), nil
 	}
-	f, fi, res := openRegular(ws.FS(), rel, shown)
+	f, fi, res := openRegular(root, rel, shown)
 	if res != nil {
 		return res, nil
 	}

@@ -44,6 +44,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"strings"
 	"sync"
@@ -72,9 +73,22 @@ const (
 	defaultKillGrace = 5 * time.Second
 )
 
-// StateDir is the workspace directory (inside the protected .keel) where
-// the tool records that a run's kernel was started.
+// StateDir is the directory where the tool records that a run's kernel
+// was started: in the workspace's state directory
+// ([tool.Workspace.SetState]), or, without one, in the workspace (inside
+// the protected .keel).
 const StateDir = ".keel/kernels"
+
+// stateKernels is StateDir's counterpart in a state directory.
+const stateKernels = "kernels"
+
+// stateRoot returns where ws keeps kernel records and their directory.
+func stateRoot(ws *tool.Workspace) (*os.Root, string) {
+	if r := ws.State(); r != nil {
+		return r, stateKernels
+	}
+	return ws.FS(), StateDir
+}
 
 // Options configures the python tool. The zero value is valid.
 type Options struct {
@@ -389,8 +403,8 @@ type state struct {
 	Instance string `json:"instance"`
 }
 
-func stateFile(runID string) string {
-	return path.Join(StateDir, tool.SafeName(runID, "run")+".json")
+func stateFile(dir, runID string) string {
+	return path.Join(dir, tool.SafeName(runID, "run")+".json")
 }
 
 // readState returns the run's kernel state (zero when the state file is
@@ -400,7 +414,8 @@ func readState(ws *tool.Workspace, runID string) state {
 	if ws == nil {
 		return s
 	}
-	b, err := tool.ReadRegular(ws.FS(), stateFile(runID), 4096)
+	root, dir := stateRoot(ws)
+	b, err := tool.ReadRegular(root, stateFile(dir, runID), 4096)
 	if err != nil || json.Unmarshal(b, &s) != nil {
 		return state{}
 	}
@@ -413,9 +428,10 @@ func writeState(ws *tool.Workspace, runID string, s state) {
 	if ws == nil {
 		return
 	}
-	if err := ws.FS().MkdirAll(StateDir, 0o755); err != nil {
+	root, dir := stateRoot(ws)
+	if err := root.MkdirAll(dir, 0o755); err != nil {
 		return
 	}
 	b, _ := json.Marshal(s)
-	_ = ws.FS().WriteFile(stateFile(runID), b, 0o644)
+	_ = root.WriteFile(stateFile(dir, runID), b, 0o644)
 }
