@@ -187,6 +187,10 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 		case res.Status == journal.StatusRunning:
 			continue
 		case res.Status.Terminal():
+			// Wake-ups that arrived while it ran (the one that started
+			// it, a late decision) need no answer now.
+			for wake.ReceiveAsync(nil) {
+			}
 			return nil
 		}
 		// Paused: wait, holding no worker, for a wake-up or the timer.

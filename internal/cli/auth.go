@@ -129,13 +129,20 @@ func (l *lazyVault) Close() {
 }
 
 func (a *app) withVault(ctx context.Context, fn func(journal.Store, *credential.Vault) error) error {
-	return a.withStore(ctx, func(s journal.Store) error {
+	err := a.withStore(ctx, func(s journal.Store) error {
 		v, err := a.openVault(s)
 		if err != nil {
 			return err
 		}
 		return fn(s, v)
 	})
+	switch {
+	case errors.Is(err, credential.ErrNoKey):
+		return fmt.Errorf("%w\nmake a vault key with 'keel auth key generate' (%s), or point KEEL_VAULT_KEY_FILE at yours", err, a.vaultKeyPath())
+	case errors.Is(err, credential.ErrWrongKey):
+		return fmt.Errorf("%w\nthe vault key in use (%s or KEEL_VAULT_KEY) is not the one that sealed it: nothing was decrypted or changed", err, a.vaultKeyPath())
+	}
+	return err
 }
 
 func (a *app) authCmd() *cobra.Command {

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/internal/cli"
 	"github.com/keel-run/keel/internal/oauthtest"
 	"github.com/keel-run/keel/journal"
@@ -186,4 +187,50 @@ func TestAuthConnectResumesWaitingRun(t *testing.T) {
 		}
 	}
 	t.Logf("canary: %d tokens searched in %d files and the outputs: %d hits", len(issued), len(hay)-1, hits)
+}
+
+// A missing or wrong vault key is a clear error that decrypts and loses
+// nothing; listings work without a key.
+func TestAuthVaultKeyErrors(t *testing.T) {
+	setup(t)
+	op := oauthtest.Start(t)
+	code, _, errOut := keel(t, "auth", "providers", "add", "svc", "--issuer", op.Issuer, "--client-id", oauthtest.ServiceClient,
+		"--client-secret-file", writeFile(t, oauthtest.ServiceSecret), "--resource", "http://svc.test/")
+	if code == 0 || !strings.Contains(errOut, "keel auth key generate") {
+		t.Fatalf("providers add with a secret and no key = %d: %s", code, errOut)
+	}
+	if code, _, errOut := keel(t, "auth", "key", "generate"); code != 0 {
+		t.Fatal(errOut)
+	}
+	if code, _, errOut := keel(t, "auth", "providers", "add", "svc", "--issuer", op.Issuer, "--client-id", oauthtest.ServiceClient,
+		"--client-secret-file", writeFile(t, oauthtest.ServiceSecret), "--resource", "http://svc.test/"); code != 0 {
+		t.Fatal(errOut)
+	}
+	if code, _, errOut := keel(t, "auth", "token", "--agent", "keel-cli", "--audience", "http://svc.test/"); code != 0 {
+		t.Fatalf("auth token = %d: %s", code, errOut)
+	}
+	// Another key: issuing fails clearly, listing still works, and with
+	// the right key back everything is there.
+	other := writeFile(t, string(credential.GenerateKey()))
+	t.Setenv("KEEL_VAULT_KEY_FILE", other)
+	code, _, errOut = keel(t, "auth", "token", "--agent", "keel-cli", "--audience", "http://svc.test/")
+	if code == 0 || !strings.Contains(errOut, "does not open") || !strings.Contains(errOut, "nothing was decrypted") {
+		t.Errorf("auth token with a wrong key = %d: %s", code, errOut)
+	}
+	if code, out, errOut := keel(t, "auth", "providers", "list"); code != 0 || !strings.Contains(out, "svc") {
+		t.Errorf("providers list with a wrong key = %d: %s%s", code, out, errOut)
+	}
+	t.Setenv("KEEL_VAULT_KEY_FILE", "")
+	if code, _, errOut := keel(t, "auth", "token", "--agent", "keel-cli", "--audience", "http://svc.test/"); code != 0 {
+		t.Errorf("auth token with the right key again = %d: %s", code, errOut)
+	}
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

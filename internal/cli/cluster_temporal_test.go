@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -110,22 +112,35 @@ func TestClusterOnTemporal(t *testing.T) {
 		t.Fatalf("after approval the demo stopped with %s", end.Type)
 	}
 
-	const n = 4
+	// KEEL_CLUSTER_RUNS=N runs N replays of the recorded 74-step
+	// trajectory instead (a measurement, not part of the default suite).
+	n, traj := 4, ""
+	if v := os.Getenv("KEEL_CLUSTER_RUNS"); v != "" {
+		fmt.Sscan(v, &n)
+		traj, _ = filepath.Abs(trajectory)
+	}
 	var ids []string
+	var creates []time.Duration
+	began := time.Now()
 	for i := range n {
 		c := c1
 		if i%2 == 1 {
 			c = c2
 		}
-		cmds := make([][]fcall, 0, 7)
-		for k := range 6 {
-			cmds = append(cmds, []fcall{sh(fmt.Sprintf("echo %d >> n && sleep 0.2", k))})
+		tr := traj
+		if tr == "" {
+			cmds := make([][]fcall, 0, 7)
+			for k := range 6 {
+				cmds = append(cmds, []fcall{sh(fmt.Sprintf("echo %d >> n && sleep 0.2", k))})
+			}
+			tr = writeTrajectory(t, "count", append(cmds, []fcall{})...)
 		}
-		traj := writeTrajectory(t, "count", append(cmds, []fcall{})...)
-		run, err := c.CreateRun(ctx, &api.CreateRun{Model: "replay:" + traj, Workspace: t.TempDir()})
+		start := time.Now()
+		run, err := c.CreateRun(ctx, &api.CreateRun{Model: "replay:" + tr, Workspace: t.TempDir(), MountPath: "/testbed"})
 		if err != nil {
 			t.Fatal(err)
 		}
+		creates = append(creates, time.Since(start))
 		ids = append(ids, run.ID)
 	}
 	untilEvent(t, c2, ids[0], journal.ToolFinished)
@@ -155,6 +170,10 @@ func TestClusterOnTemporal(t *testing.T) {
 		checkOneResultPerCall(t, st)
 		t.Logf("run %s: %d events, %d run.resumed (a worker took it over), %d steps", id, len(evs), countType(evs, journal.RunResumed), st.Steps)
 	}
+	took := time.Since(began)
+	slices.Sort(creates)
+	t.Logf("%d runs completed in %s (%.1f runs/min); create p50 %s, p99 %s", n, took.Round(time.Millisecond),
+		float64(n)/took.Minutes(), creates[len(creates)/2], creates[(len(creates)-1)*99/100])
 	rep, err := c2.VerifyAudit(ctx, nil)
 	if err != nil || !rep.OK {
 		t.Errorf("audit: %+v, %v", rep, err)
