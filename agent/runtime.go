@@ -255,12 +255,14 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if err != nil {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, err)
 	}
+	// A run that moved on after IfLastSeq was continued by another
+	// process, also when that process completed it.
+	if p.IfLastSeq > 0 && st.LastSeq != p.IfLastSeq {
+		return nil, fmt.Errorf("agent: execute run %s: %w (it moved on after event %d)", runID, ErrRunBusy, p.IfLastSeq)
+	}
 	followUp := st.Status == journal.StatusCompleted
 	if followUp && p.Message == "" {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, ErrRunCompleted)
-	}
-	if p.IfLastSeq > 0 && st.LastSeq != p.IfLastSeq {
-		return nil, fmt.Errorf("agent: execute run %s: %w (it moved on after event %d)", runID, ErrRunBusy, p.IfLastSeq)
 	}
 	x := &executor{rt: rt, p: p, st: st, runID: runID}
 	message := p.Message

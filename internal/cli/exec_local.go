@@ -48,6 +48,11 @@ func (l *local) Decide(ctx context.Context, runID, callID string, res *agent.App
 // nothing came after it (a keel run waiting for the decision continues
 // the run itself: agent.ErrRunBusy, or a newer event).
 func (l *local) Continue(ctx context.Context, runID string, c *continuation) error {
+	if c.after > 0 {
+		if later, err := l.store.Read(ctx, runID, c.after+1); err == nil && len(later) > 0 {
+			return fmt.Errorf("run %s moved on after the decision: %w", runID, agent.ErrRunBusy)
+		}
+	}
 	c.f.gate.ifLastSeq = c.after
 	return l.a.resumeOn(ctx, l.store, runID, c.f, c.message)
 }
