@@ -10,7 +10,11 @@ import (
 )
 
 func (l *local) Decide(ctx context.Context, runID, callID string, res *agent.ApprovalResolved) error {
-	rt := agent.NewRuntime(l.store, nil)
+	rt, flush, err := l.a.newRuntime(ctx, l.store, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer flush()
 	st, _, err := rt.Load(ctx, runID)
 	if err != nil {
 		return err

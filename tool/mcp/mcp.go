@@ -615,7 +615,12 @@ func (c *Client) handler(remote, pin string) tool.Handler {
 		}
 		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 		defer cancel()
-		res, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: remote, Arguments: json.RawMessage(req.Arguments)})
+		params := &sdk.CallToolParams{Name: remote, Arguments: json.RawMessage(req.Arguments)}
+		if tp := tool.TraceParent(ctx); tp != "" {
+			// W3C trace context in _meta, so the server joins the run's trace.
+			params.Meta = sdk.Meta{"traceparent": tp}
+		}
+		res, err := cs.CallTool(cctx, params)
 		if err != nil {
 			msg := err.Error()
 			switch {
