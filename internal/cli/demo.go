@@ -73,7 +73,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "\n== timeline (keel runs show %s --db %s) ==\n", runID, a.dbPath())
-	if err := a.showTimeline(runID, events, verifyRun(ctx, store, runID, events)); err != nil {
+	if err := a.showTimeline(runID, events, verifyRun(ctx, store, runID, events), nil); err != nil {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "\n== diff made in %s ==\n", ws)
