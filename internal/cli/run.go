@@ -282,12 +282,19 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 	if err := checkPrincipal(ctx, identity.NewDirectory(store, nil), created); err != nil {
 		return "", err
 	}
+	if created.Git == nil {
+		created.Git = gitStart(ctx, created.Workspace)
+	}
 	rt := agent.NewRuntime(store, nil)
 	runID, err := rt.Create(ctx, created)
 	if err != nil {
 		return "", err
 	}
-	return runID, a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
+	err = a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
+	if created.Git != nil && !jsonOut && !quiet {
+		a.endDiff(ctx, runID, created)
+	}
+	return runID, err
 }
 
 // execute runs (or resumes) runID with the wiring w, printing progress,
