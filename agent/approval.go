@@ -187,7 +187,7 @@ func (rt *Runtime) Resolve(ctx context.Context, runID, callID string, d *Approva
 			exp := c.Approval.Expires.Format(time.RFC3339)
 			timeout := &ApprovalResolved{CallID: callID, Decision: dec, By: ByTimeout,
 				Reason: fmt.Sprintf("no decision before the deadline %s; default: %s", exp, dec)}
-			_, err := rt.store.Append(ctx, runID, st.LastSeq, journal.Draft{Type: journal.ApprovalResolved, Time: now, Payload: marshal(timeout)})
+			_, err := rt.append(ctx, runID, st.LastSeq, journal.Draft{Type: journal.ApprovalResolved, Time: now, Payload: marshal(timeout)})
 			if errors.Is(err, journal.ErrConflict) && attempt == 0 {
 				continue
 			}
@@ -209,7 +209,7 @@ func (rt *Runtime) Resolve(ctx context.Context, runID, callID string, d *Approva
 			}
 			p.Grants = grants
 		}
-		_, err = rt.store.Append(ctx, runID, st.LastSeq, journal.Draft{Type: journal.ApprovalResolved, Time: rt.clock(), Payload: marshal(&p)})
+		_, err = rt.append(ctx, runID, st.LastSeq, journal.Draft{Type: journal.ApprovalResolved, Time: rt.clock(), Payload: marshal(&p)})
 		if errors.Is(err, journal.ErrConflict) && attempt == 0 {
 			continue
 		}

@@ -186,7 +186,11 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 			res = &tool.Result{IsError: true, Content: "this call did not run: the run was stopped"}
 		} else {
 			var err error
-			res, err = x.p.Tools.Run(ctx, c.Name, req)
+			tctx := ctx
+			if x.p.Trace != nil {
+				tctx = x.p.Trace(ctx, Operation{RunID: x.runID, CallID: c.ID})
+			}
+			res, err = x.p.Tools.Run(tctx, c.Name, req)
 			if err != nil {
 				// The runtime failed, not the tool: the model still gets a
 				// result so the conversation stays valid.
@@ -216,7 +220,11 @@ func (x *executor) maxChars() int {
 func (x *executor) callModel(ctx context.Context) error {
 	req, est := x.request()
 	start := x.now()
-	resp, err := x.p.Model.Generate(ctx, req)
+	mctx := ctx
+	if x.p.Trace != nil {
+		mctx = x.p.Trace(ctx, Operation{RunID: x.runID, ModelCall: x.st.ModelCalls + 1})
+	}
+	resp, err := x.p.Model.Generate(mctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // the loop records the stop

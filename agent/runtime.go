@@ -62,6 +62,8 @@ type Runtime struct {
 	clock  journal.Clock
 	newID  func() string
 	logger *slog.Logger
+	// onAppend is RuntimeOptions.OnAppend.
+	onAppend func(events []journal.Event, took time.Duration)
 }
 
 // RuntimeOptions configures a [Runtime]. The zero value is valid.
@@ -72,6 +74,12 @@ type RuntimeOptions struct {
 	NewID func() string
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
+	// OnAppend, if set, is called after each append this runtime makes
+	// (creating, executing, resolving approvals, canceling) with the
+	// stored events and the time the append took. It runs on the
+	// appending goroutine, with the run's executor lock held: it must
+	// return quickly (telemetry hands the events to a queue).
+	OnAppend func(events []journal.Event, took time.Duration)
 }
 
 // NewRuntime returns a runtime that journals to store.
@@ -87,6 +95,7 @@ func NewRuntime(store journal.Store, opts *RuntimeOptions) *Runtime {
 		if opts.Logger != nil {
 			rt.logger = opts.Logger
 		}
+		rt.onAppend = opts.OnAppend
 	}
 	return rt
 }
@@ -101,10 +110,23 @@ func (rt *Runtime) Create(ctx context.Context, c *RunCreated) (string, error) {
 		return "", errors.New("agent: create run: empty task")
 	}
 	id := rt.newID()
-	if _, err := rt.store.Append(ctx, id, 0, journal.Draft{Type: journal.RunCreated, Time: rt.clock(), Payload: marshal(c)}); err != nil {
+	if _, err := rt.append(ctx, id, 0, journal.Draft{Type: journal.RunCreated, Time: rt.clock(), Payload: marshal(c)}); err != nil {
 		return "", fmt.Errorf("agent: create run: %w", err)
 	}
 	return id, nil
+}
+
+// append appends to the store and tells OnAppend.
+func (rt *Runtime) append(ctx context.Context, runID string, after int64, drafts ...journal.Draft) ([]journal.Event, error) {
+	if rt.onAppend == nil {
+		return rt.store.Append(ctx, runID, after, drafts...)
+	}
+	start := time.Now()
+	evs, err := rt.store.Append(ctx, runID, after, drafts...)
+	if err == nil {
+		rt.onAppend(evs, time.Since(start))
+	}
+	return evs, err
 }
 
 // Load reads, verifies and folds a run's journal.
@@ -198,6 +220,11 @@ type ExecParams struct {
 	// only if no other process (one waiting for that decision) already
 	// did.
 	IfLastSeq int64
+	// Trace, if set, gives the context of each model call and tool run
+	// (telemetry puts the operation's trace context in it, so that the
+	// provider request, shell commands and HTTP calls carry a W3C
+	// traceparent of the run's trace).
+	Trace func(ctx context.Context, op Operation) context.Context
 	// Handoff continues a resumed run in a fresh context: its turns are
 	// replaced by a summary, the plan and the workspace notes before
 	// anything else happens (docs/context.md).
@@ -255,12 +282,14 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if err != nil {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, err)
 	}
+	// A run that moved on after IfLastSeq was continued by another
+	// process, also when that process completed it.
+	if p.IfLastSeq > 0 && st.LastSeq != p.IfLastSeq {
+		return nil, fmt.Errorf("agent: execute run %s: %w (it moved on after event %d)", runID, ErrRunBusy, p.IfLastSeq)
+	}
 	followUp := st.Status == journal.StatusCompleted
 	if followUp && p.Message == "" {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, ErrRunCompleted)
-	}
-	if p.IfLastSeq > 0 && st.LastSeq != p.IfLastSeq {
-		return nil, fmt.Errorf("agent: execute run %s: %w (it moved on after event %d)", runID, ErrRunBusy, p.IfLastSeq)
 	}
 	x := &executor{rt: rt, p: p, st: st, runID: runID}
 	message := p.Message
@@ -359,7 +388,7 @@ func (x *executor) appendMany(ctx context.Context, types []journal.Type, payload
 	for i := range types {
 		drafts[i] = journal.Draft{Type: types[i], Time: now, Payload: marshal(payloads[i])}
 	}
-	evs, err := x.rt.store.Append(context.WithoutCancel(ctx), x.runID, x.st.LastSeq, drafts...)
+	evs, err := x.rt.append(context.WithoutCancel(ctx), x.runID, x.st.LastSeq, drafts...)
 	if err != nil {
 		if errors.Is(err, journal.ErrConflict) {
 			return fmt.Errorf("agent: run %s: %w (%v)", x.runID, ErrRunBusy, err)

@@ -45,6 +45,9 @@ type State struct {
 	InvalidStreak int
 	// ModelFailures counts model.failed events since the last response.
 	ModelFailures int
+	// ModelCalls counts model.responded and model.failed events (not
+	// compaction summaries): the ordinal of a run's model calls.
+	ModelCalls int
 	// Grants are the approvals remembered in this run (approval.resolved
 	// with remember), in order; the gate applies them to later calls.
 	Grants []policy.Grant
@@ -188,6 +191,7 @@ func (s *State) Apply(e *journal.Event) error {
 	case *SetupFinished:
 		s.Setup = p
 	case *ModelResponded:
+		s.ModelCalls++
 		if t := s.LastTurn(); t != nil {
 			for _, c := range t.Calls {
 				if c.Pending() {
@@ -215,6 +219,7 @@ func (s *State) Apply(e *journal.Event) error {
 			s.Turns = append(s.Turns, t)
 		}
 	case *ModelFailed:
+		s.ModelCalls++
 		s.ModelFailures++
 	case *GateDecided:
 		c := s.call(p.CallID)

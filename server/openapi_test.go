@@ -109,7 +109,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"VerifyAudit": api.VerifyAudit{}, "AuditReport": api.AuditReport{}, "AuditProblem": api.AuditProblem{}, "AuditJournal": api.AuditJournal{},
 		"PolicyPart": policy.Part{}, "Grant": policy.Grant{}, "GrantList": api.GrantList{},
 		"Token": api.Token{}, "TokenList": api.TokenList{}, "CreateToken": api.CreateToken{}, "NewToken": api.NewToken{},
-		"Whoami": api.Whoami{}, "Event": journal.Event{},
+		"Whoami": api.Whoami{}, "Event": journal.Event{}, "CostReport": api.CostReport{}, "CostRow": api.CostRow{},
 	}
 	doc := loadOpenAPI(t)
 	var names []string

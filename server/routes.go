@@ -28,6 +28,7 @@ var routes = []route{
 	{"POST", "/v1/agents/{id}/grants/{grant}/revoke", api.ScopeApprovalsWrite, (*Handler).revokeGrant},
 
 	{"POST", "/v1/audit/verify", api.ScopeRunsRead, (*Handler).verifyAudit},
+	{"GET", "/v1/cost", api.ScopeAdmin, (*Handler).cost},
 
 	{"GET", "/v1/tokens", api.ScopeAdmin, (*Handler).listTokens},
 	{"POST", "/v1/tokens", api.ScopeAdmin, (*Handler).createToken},

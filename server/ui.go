@@ -19,6 +19,7 @@ import (
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/telemetry"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -48,8 +49,9 @@ func newUIPages() *uiPages {
 		// vis shows invisible and reordering characters as escapes;
 		// seg escapes one URL path segment (a call id may hold "/", "?"
 		// or "#").
-		"vis": visible.String,
-		"seg": url.PathEscape,
+		"vis":        visible.String,
+		"seg":        url.PathEscape,
+		"costGroups": func() []string { return telemetry.CostGroups },
 	}
 	return &uiPages{t: template.Must(template.New("pages").Funcs(funcs).Parse(pagesHTML))}
 }
@@ -71,6 +73,10 @@ type page struct {
 	Agents    []api.Agent
 	AgentsErr string
 	Report    *api.AuditReport
+	// Cost is the cost page's report (CostBy its grouping).
+	Cost    *api.CostReport
+	CostBy  string
+	CostErr string
 
 	// The sign-in page: the one-time code of a sign-in link and whom it
 	// signs in as, the person already signed in, and where to go next.
@@ -109,6 +115,7 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"GET /ui/agents", api.ScopeRunsRead, h.uiAgents},
 		{"POST /ui/agents", api.ScopeAdmin, h.uiCreateAgent},
 		{"POST /ui/agents/{name}/revoke", api.ScopeAdmin, h.uiRevokeAgent},
+		{"GET /ui/cost", api.ScopeAdmin, h.uiCost},
 		{"GET /ui/audit", api.ScopeRunsRead, h.uiAudit},
 		{"POST /ui/audit", api.ScopeRunsRead, h.uiAudit},
 	} {

@@ -22,6 +22,7 @@ import (
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/journal"
 	_ "github.com/keel-run/keel/journal/sqlite" // registers the sqlite backend
+	"github.com/keel-run/keel/telemetry"
 )
 
 // Version is the keel version, set at build time with
@@ -38,6 +39,8 @@ type app struct {
 	server, token  string // --server and --token flags (client.go)
 	home           string
 	cfg            *config.Config
+	// metrics, set by keel serve, counts what the server's runs do.
+	metrics *telemetry.Metrics
 }
 
 // exitError carries a process exit code through cobra.
@@ -138,7 +141,7 @@ be resumed, inspected and audited.`,
 	root.AddCommand(a.agentsCmd(), a.policyCmd(), a.approvalsCmd(), a.approveCmd(), a.denyCmd(), a.auditCmd())
 	root.PersistentFlags().StringVar(&a.server, "server", "", "talk to this team server (keel serve) instead of the local journal, e.g. http://127.0.0.1:8420 (default $KEEL_SERVER)")
 	root.PersistentFlags().StringVar(&a.token, "token", "", "API token for --server (default $KEEL_TOKEN, else the one keel serve saved in $KEEL_HOME/server-token)")
-	root.AddCommand(a.serveCmd(), a.tokensCmd(), a.mcpCmd(), a.authCmd())
+	root.AddCommand(a.serveCmd(), a.tokensCmd(), a.mcpCmd(), a.authCmd(), a.costCmd())
 	root.AddCommand(a.workerCmd())
 	a.clientMode(root)
 	plainUsage(root)

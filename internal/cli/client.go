@@ -83,6 +83,7 @@ func (a *app) clientMode(root *cobra.Command) {
 	impl := map[string]func(*cobra.Command, []string) error{
 		"keel run":  a.clientRun,
 		"keel demo": a.clientDemo,
+		"keel cost": a.clientCost,
 	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {

@@ -10,7 +10,11 @@ import (
 )
 
 func (l *local) Decide(ctx context.Context, runID, callID string, res *agent.ApprovalResolved) error {
-	rt := agent.NewRuntime(l.store, nil)
+	rt, flush, err := l.a.newRuntime(ctx, l.store, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer flush()
 	st, _, err := rt.Load(ctx, runID)
 	if err != nil {
 		return err
@@ -48,6 +52,11 @@ func (l *local) Decide(ctx context.Context, runID, callID string, res *agent.App
 // nothing came after it (a keel run waiting for the decision continues
 // the run itself: agent.ErrRunBusy, or a newer event).
 func (l *local) Continue(ctx context.Context, runID string, c *continuation) error {
+	if c.after > 0 {
+		if later, err := l.store.Read(ctx, runID, c.after+1); err == nil && len(later) > 0 {
+			return fmt.Errorf("run %s moved on after the decision: %w", runID, agent.ErrRunBusy)
+		}
+	}
 	c.f.gate.ifLastSeq = c.after
 	return l.a.resumeOn(ctx, l.store, runID, c.f, c.message)
 }

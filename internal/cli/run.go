@@ -29,6 +29,8 @@ const DefaultCompletionMarker = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 // runFlags are the flags of `keel run`. Their names are an interface other
 // tools script against: keep them.
 type runFlags struct {
+	// labels are --label KEY=VALUE annotations (cost reports group by them).
+	labels           []string
 	model            string
 	apiKey           string
 	workspace        string
@@ -100,6 +102,7 @@ SIGTERM, SIGHUP).`,
 	fl.StringVar(&f.apiKey, "api-key", "", "API key (default from OPENAI_API_KEY or ANTHROPIC_API_KEY)")
 	fl.StringVarP(&f.workspace, "workspace", "w", ".", "host directory the agent works in (mounted read-write)")
 	fl.StringVar(&f.mountPath, "mount-path", "/workspace", "where the workspace appears inside the sandbox (with --sandbox none: the workspace's own path)")
+	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE annotation of the run, e.g. task=JIRA-123 (repeatable; keel cost --by label groups by them)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "KEY=VALUE passed into the sandbox (repeatable; stored in the journal, not for secrets)")
 	fl.StringVar(&f.setup, "setup", "", "shell script run in the sandbox before the agent starts")
 	fl.StringVar(&f.taskFile, "task-file", "", "read the task from this file ('-' for stdin)")
@@ -235,6 +238,9 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		Settings:         &settings,
 		StateDir:         a.stateDir(ws),
 	}
+	if created.Labels, err = parseLabels(f.labels); err != nil {
+		return err
+	}
 	familyName := spec.Name
 	if rec != nil {
 		familyName = rec.Model()
@@ -285,7 +291,11 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 	if created.Git == nil {
 		created.Git = gitStart(ctx, created.Workspace)
 	}
-	rt := agent.NewRuntime(store, nil)
+	rt, flush, err := a.newRuntime(ctx, store, nil, nil)
+	if err != nil {
+		return "", err
+	}
+	defer flush()
 	runID, err := rt.Create(ctx, created)
 	if err != nil {
 		return "", err

@@ -20,7 +20,7 @@ import (
 func (a *app) runsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "runs", Short: "List, show, resume and compare runs"}
 	cmd.AddCommand(a.runsListCmd(), a.runsShowCmd(), a.runsResumeCmd(), a.runsCompareCmd())
-	cmd.AddCommand(a.runsTokensCmd(), a.runsHandoffCmd(), a.runsCancelCmd())
+	cmd.AddCommand(a.runsTokensCmd(), a.runsHandoffCmd(), a.runsCancelCmd(), a.runsTraceCmd())
 	cmd.AddCommand(a.runsExportCmd(), a.runsImportCmd(), a.runsDiffCmd())
 	return cmd
 }
@@ -54,7 +54,11 @@ alone: stop that process first (Ctrl-C leaves the run paused).`,
 				}
 				defer unlock()
 			}
-			rt := agent.NewRuntime(store, nil)
+			rt, flush, err := a.newRuntime(ctx, store, nil, nil)
+			if err != nil {
+				return err
+			}
+			defer flush()
 			before, _, err := rt.Load(ctx, runID)
 			if err != nil {
 				return err
@@ -404,7 +408,11 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	if f.ctx.window < 0 || f.ctx.window > 0 && f.ctx.window < 512 {
 		return usagef("--context-window %d: want 0 (keep) or at least 512 tokens", f.ctx.window)
 	}
-	rt := agent.NewRuntime(store, nil)
+	rt, flush, err := a.newRuntime(ctx, store, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer flush()
 	st, _, err := rt.Load(ctx, runID)
 	if err != nil {
 		return err

@@ -25,6 +25,7 @@ import (
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/telemetry"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -196,7 +197,16 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	defer store.Close()
-	rt := agent.NewRuntime(store, &agent.RuntimeOptions{Logger: logger})
+	// Metrics count the events this server appends; the run gauges are
+	// read from the handler and the journal at each scrape.
+	var h *server.Handler
+	metrics := telemetry.NewMetrics(func() telemetry.Snapshot { return serverSnapshot(ctx, store, h) }, nil)
+	a.metrics = metrics
+	rt, flushTelemetry, err := a.newRuntime(ctx, store, &agent.RuntimeOptions{Logger: logger}, metrics)
+	if err != nil {
+		return err
+	}
+	defer flushTelemetry()
 	tokens := token.New(store, nil)
 	live := &liveOptions{}
 	live.gate.noWait = true
@@ -216,7 +226,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	defer closeDispatch()
-	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
+	h = server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
 		WorkspaceRoots: roots, Protected: protected, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
 		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Adopt: f.adoptInterval(a.dbPath()), Dispatch: dispatch})
 
@@ -240,7 +250,10 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	reqCtx, stopRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRequests()
-	srv := &http.Server{Handler: a.withJWKS(h, store), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return reqCtx },
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler())
+	mux.Handle("/", a.withJWKS(h, store))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return reqCtx },
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -126,7 +126,7 @@ func TestResumeChangesOnlyGivenSettings(t *testing.T) {
 	if code, _, errOut := keel(t, "runs", "resume", "--db", db, id, "--max-steps", "2", "-q"); code != 1 {
 		t.Fatalf("resume = %d, want 1\n%s", code, errOut)
 	}
-	st, evs := loadRun(t, db, id)
+	st, _ := loadRun(t, db, id)
 	if st.Settings != nonDefaultSettings || st.Steps != 2 {
 		t.Fatalf("after a resume without settings flags: %+v, %d steps", st.Settings, st.Steps)
 	}
@@ -137,7 +137,7 @@ func TestResumeChangesOnlyGivenSettings(t *testing.T) {
 	if !strings.Contains(errOut, "max_result_chars 5000 → 20000") {
 		t.Errorf("the change was not reported:\n%s", errOut)
 	}
-	st, evs = loadRun(t, db, id)
+	st, evs := loadRun(t, db, id)
 	want := nonDefaultSettings
 	want.MaxResultChars = 20000
 	if st.Status != journal.StatusCompleted || st.Settings != want {

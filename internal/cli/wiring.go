@@ -18,6 +18,7 @@ import (
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/linux"
 	"github.com/keel-run/keel/sandbox/none"
+	"github.com/keel-run/keel/telemetry"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin"
 	"github.com/keel-run/keel/tool/builtin/httpreq"
@@ -63,6 +64,9 @@ type wiring struct {
 	recorder   *agent.Recorder
 	ws         *tool.Workspace
 	live       *liveOptions
+	// trace, when tracing is on, gives model calls and tool runs their
+	// trace context (telemetry.TraceContext).
+	trace func(context.Context, agent.Operation) context.Context
 	// mcp are the run's MCP connections, closers its connectors' (closed
 	// with the wiring).
 	mcp     []*mcp.Client
@@ -104,6 +108,7 @@ func (w *wiring) execParams(onEvent func(e eventT)) *agent.ExecParams {
 		IfLastSeq:     w.live.gate.ifLastSeq,
 		Limits:        w.live.limits,
 		Settings:      w.live.settings,
+		Trace:         w.trace,
 	}
 }
 
@@ -130,6 +135,9 @@ func (a *app) sandboxKind(flag string) (string, error) {
 // its run.created payload describes them.
 func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOptions) (_ *wiring, err error) {
 	w := &wiring{live: live}
+	if a.tracing() {
+		w.trace = telemetry.TraceContext
+	}
 	set := settingsOf(c)
 	if live.settings != nil {
 		set = *live.settings
@@ -184,6 +192,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		Protected: protectedPaths(c),
 		Hidden:    hidden,
 	}
+	sbStart := time.Now()
 	switch c.Sandbox {
 	case "none":
 		fmt.Fprintln(a.stderr, "keel: WARNING: --sandbox none: commands run directly on this machine with NO isolation (your files, network and credentials are reachable)")
@@ -222,6 +231,9 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		}
 		w.sb, w.sbNote = sb, "linux"
 		w.mechanisms = sb.Mechanisms().String()
+	}
+	if a.metrics != nil {
+		a.metrics.ObserveSandboxStart(time.Since(sbStart))
 	}
 	w.vault = &lazyVault{a: a}
 	w.tools = newToolsWith(set, w.vault)
@@ -280,7 +292,8 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 			// The SDK's own variable (an OpenAI-compatible gateway).
 			base = a.getenv("OPENAI_BASE_URL")
 		}
-		m, err := openai.New(&openai.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: time.Duration(set.ModelIdleTimeout), StallRetries: set.ModelStallRetries, MaxRetries: sdkRetries(set.ModelRetries)})
+		m, err := openai.New(&openai.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: time.Duration(set.ModelIdleTimeout), StallRetries: set.ModelStallRetries, MaxRetries: sdkRetries(set.ModelRetries),
+			HTTPClient: a.modelHTTPClient()})
 		if err != nil {
 			return err
 		}
@@ -298,7 +311,8 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 			// The SDK's own variable (an Anthropic-compatible gateway).
 			base = a.getenv("ANTHROPIC_BASE_URL")
 		}
-		m, err := anthropic.New(&anthropic.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: time.Duration(set.ModelIdleTimeout), StallRetries: set.ModelStallRetries, MaxRetries: sdkRetries(set.ModelRetries)})
+		m, err := anthropic.New(&anthropic.Options{APIKey: key, BaseURL: base, Model: spec.Name, IdleTimeout: time.Duration(set.ModelIdleTimeout), StallRetries: set.ModelStallRetries, MaxRetries: sdkRetries(set.ModelRetries),
+			HTTPClient: a.modelHTTPClient()})
 		if err != nil {
 			return err
 		}

@@ -38,6 +38,8 @@ type Config struct {
 	MemoryMaxBytes int `toml:"memory_max_bytes"`
 	// Serve configures keel serve.
 	Serve Serve `toml:"serve"`
+	// Telemetry configures trace export (see docs/telemetry.md).
+	Telemetry Telemetry `toml:"telemetry"`
 	// MCP lists the MCP servers every run offers the tools of.
 	MCP MCP `toml:"mcp"`
 	// SQL lists the databases every run offers NAME__sql_query for.

@@ -36,6 +36,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -407,10 +408,23 @@ func (c *Client) Register(r *tool.Registry, pinned map[string]Pinned) ([]Registe
 		want, old := pin, shown{Description: kt.Description, InputSchema: kt.InputSchema}
 		if p, ok := pinned[name]; ok && p.Pin != "" {
 			want, old = p.Pin, shown{Description: p.Description, InputSchema: p.InputSchema}
+			if want != pin && p.Description != "" {
+				// Until a person approves the change, the model is shown
+				// the definition that was pinned.
+				kt.Description = p.Description
+				if len(p.InputSchema) > 0 {
+					kt.InputSchema = p.InputSchema
+				}
+			}
 		}
 		kt.Hold = c.holder(remote, want, old)
 		kt.Pin = want
-		if err := r.TryAdd(kt, c.handler(remote, want)); err != nil {
+		err = r.TryAdd(kt, c.handler(remote, want))
+		if err != nil && want != pin {
+			kt.InputSchema, _ = json.Marshal(t.InputSchema)
+			err = r.TryAdd(kt, c.handler(remote, want))
+		}
+		if err != nil {
 			notes = append(notes, fmt.Sprintf("mcp server %s: tool %s left out: %v", c.srv.Name, remote, err))
 			continue
 		}
@@ -551,9 +565,22 @@ func (c *Client) holder(remote, pin string, old shown) func() string {
 // holdReason describes a changed definition for the person who approves.
 func holdReason(server, remote, oldPin, newPin string, old, now shown) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "the definition of tool %q of MCP server %s changed since it was pinned (%.12s… → %.12s…); approve to use the new definition:\n", remote, server, oldPin, newPin)
+	fmt.Fprintf(&b, "the definition of tool %q of MCP server %s changed since it was pinned (%.12s… → %.12s…); approve to use the new definition (sha256:%s):\n", remote, server, oldPin, newPin, newPin)
 	b.WriteString(Diff(old, now))
 	return b.String()
+}
+
+// approvedPin matches the new pin in the reason of a hold.
+var approvedPin = regexp.MustCompile(`approve to use the new definition \(sha256:([0-9a-f]{64})\)`)
+
+// ApprovedPin returns the pin a hold's reason proposes ("" when reason is
+// not a hold's): once a person approved the call, that definition is the
+// tool's pin for later runs.
+func ApprovedPin(reason string) string {
+	if m := approvedPin.FindStringSubmatch(reason); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 // handler returns the handler of remote: the call goes to the server,
@@ -588,7 +615,12 @@ func (c *Client) handler(remote, pin string) tool.Handler {
 		}
 		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 		defer cancel()
-		res, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: remote, Arguments: json.RawMessage(req.Arguments)})
+		params := &sdk.CallToolParams{Name: remote, Arguments: json.RawMessage(req.Arguments)}
+		if tp := tool.TraceParent(ctx); tp != "" {
+			// W3C trace context in _meta, so the server joins the run's trace.
+			params.Meta = sdk.Meta{"traceparent": tp}
+		}
+		res, err := cs.CallTool(cctx, params)
 		if err != nil {
 			msg := err.Error()
 			switch {

@@ -244,6 +244,10 @@ func (rq *requester) handle(ctx context.Context, req *tool.Request) (*tool.Resul
 		return tool.Errorf("http_request: %v", err), nil
 	}
 	hreq.Header.Set("User-Agent", rq.opts.UserAgent)
+	if tp := tool.TraceParent(ctx); tp != "" {
+		// The service joins the run's trace (the model may override it).
+		hreq.Header.Set("Traceparent", tp)
+	}
 	var covered *credential.Provider
 	if rq.opts.Vault != nil {
 		covered, _ = rq.opts.Vault.ProviderFor(ctx, u.String())

@@ -159,6 +159,10 @@ func (b *bash) handle(ctx context.Context, req *tool.Request) (*tool.Result, err
 	if env.Workspace != nil {
 		cmd.Dir = env.Workspace.MountPath()
 	}
+	if tp := tool.TraceParent(ctx); tp != "" {
+		// User code and the services it calls join the run's trace.
+		cmd.Env = append(cmd.Env, "TRACEPARENT="+tp)
+	}
 	res, err := env.Sandbox.Exec(ctx, cmd)
 	out.Close()
 	if err != nil {

@@ -1,0 +1,335 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/config"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/telemetry"
+	"github.com/keel-run/keel/visible"
+)
+
+// telemetryFlush bounds how long a command waits, when it ends, for its
+// last spans to reach the collector.
+const telemetryFlush = 3 * time.Second
+
+// telemetryConfig returns the trace export settings (config.toml and the
+// OTEL_* environment).
+func (a *app) telemetryConfig() (*telemetry.Config, error) {
+	cfg := a.cfg
+	if cfg == nil {
+		cfg = &config.Config{}
+	}
+	tc, err := cfg.TelemetryConfig(a.getenv)
+	if err != nil {
+		return nil, err
+	}
+	tc.Version = Version
+	return tc, nil
+}
+
+// newRuntime returns a runtime on store whose appends are exported as
+// spans when tracing is configured, and counted by metrics (keel serve).
+// The returned function flushes the export; call it before closing the
+// store.
+func (a *app) newRuntime(ctx context.Context, store journal.Store, opts *agent.RuntimeOptions, metrics *telemetry.Metrics) (*agent.Runtime, func(), error) {
+	tc, err := a.telemetryConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	var exp *telemetry.Exporter
+	if tc.Enabled() {
+		exp, err = telemetry.NewExporter(ctx, tc)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if exp == nil && metrics == nil {
+		return agent.NewRuntime(store, opts), func() {}, nil
+	}
+	live := telemetry.NewLive(&telemetry.LiveOptions{Exporter: exp, Metrics: metrics, Read: store.Read})
+	o := agent.RuntimeOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	o.OnAppend = live.Appended
+	done := func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlush)
+		defer cancel()
+		err := live.Close(fctx)
+		if exp == nil {
+			return
+		}
+		st := exp.Stats()
+		if st.Dropped > 0 || st.Failed > 0 || live.Dropped() > 0 || errors.Is(err, context.DeadlineExceeded) {
+			fmt.Fprintf(a.stderr, "keel: telemetry: %d spans exported, %d failed, %d dropped (queue full), %d events dropped to %s%s\n",
+				st.Exported, st.Failed, st.Dropped, live.Dropped(), tc.Endpoint, timeoutNote(err))
+		}
+	}
+	return agent.NewRuntime(store, &o), done, nil
+}
+
+func timeoutNote(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("; gave up waiting for the collector after %s (keel runs trace RUN exports a run again)", telemetryFlush)
+	}
+	return ""
+}
+
+func (a *app) runsTraceCmd() *cobra.Command {
+	var endpoint, protocol string
+	var content bool
+	cmd := &cobra.Command{
+		Use:   "trace RUN",
+		Short: "Export a run's trace (OpenTelemetry, GenAI conventions) to an OTLP collector",
+		Long: `Trace derives the run's spans from its journal (invoke_agent, chat,
+execute_tool, approvals, compactions) and sends them over OTLP. The ids are
+derived from the run id and journal positions, so exporting a run again
+sends the same spans, and they join the spans keel exported live.
+
+The collector is --otlp, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+OTEL_EXPORTER_OTLP_ENDPOINT or [telemetry] endpoint in config.toml
+(see docs/telemetry.md).`,
+		Example: `  keel runs trace 01J... --otlp http://127.0.0.1:4318
+  keel runs trace 01J... --otlp http://127.0.0.1:4317 --protocol grpc`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			tc, err := a.telemetryConfig()
+			if err != nil {
+				return err
+			}
+			if protocol != "" {
+				tc.Protocol = protocol
+			}
+			if endpoint != "" {
+				tc.Endpoint = config.TracesURL(endpoint, tc.Protocol)
+			}
+			if cmd.Flags().Changed("content") {
+				tc.Content = content
+			}
+			if err := tc.Validate(); err != nil {
+				return &usageError{err}
+			}
+			if !tc.Enabled() {
+				return usagef("no OTLP collector: pass --otlp URL or set OTEL_EXPORTER_OTLP_ENDPOINT")
+			}
+			return a.withStore(ctx, func(store journal.Store) error {
+				runID := args[0]
+				evs, err := store.Read(ctx, runID, 1)
+				if err != nil {
+					return err
+				}
+				if err := journal.Verify(runID, evs); err != nil {
+					return err
+				}
+				exp, err := telemetry.NewExporter(ctx, tc)
+				if err != nil {
+					return err
+				}
+				n, err := exp.ExportRun(ctx, runID, evs)
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlush)
+				defer cancel()
+				_ = exp.Shutdown(sctx)
+				if err != nil {
+					return fmt.Errorf("export trace of run %s: %w", runID, err)
+				}
+				st := exp.Stats()
+				if st.Failed > 0 || st.Dropped > 0 {
+					return fmt.Errorf("export trace of run %s to %s: %d of %d spans failed (is the collector up?)", runID, tc.Endpoint, st.Failed+st.Dropped, n)
+				}
+				fmt.Fprintf(a.stdout, "%s\n", telemetry.TraceID(runID))
+				fmt.Fprintf(a.stderr, "keel: exported %d spans of run %s (trace %s) to %s\n", n, runID, telemetry.TraceID(runID), tc.Endpoint)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&endpoint, "otlp", "", "OTLP collector base URL, e.g. http://127.0.0.1:4318 (default: the OTEL_* environment or config.toml)")
+	cmd.Flags().StringVar(&protocol, "protocol", "", "OTLP protocol: http/protobuf (default) or grpc")
+	cmd.Flags().BoolVar(&content, "content", false, "put prompt and completion text in the spans (secrets redacted)")
+	return cmd
+}
+
+// serverSnapshot reads the run gauges of keel serve's /metrics: runs by
+// status from the journal's index, the runs the server's workers execute,
+// and the approvals waiting (with their request times).
+func serverSnapshot(ctx context.Context, store journal.Store, h *server.Handler) telemetry.Snapshot {
+	s := telemetry.Snapshot{ByStatus: map[string]int{}}
+	if h != nil {
+		s.Active, _ = h.Load()
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if runs, err := store.Runs(ctx, nil); err == nil {
+		for _, r := range runs {
+			if !identity.Reserved(r.RunID) {
+				s.ByStatus[string(r.Status)]++
+			}
+		}
+	}
+	if pending, err := agent.NewRuntime(store, nil).Approvals(ctx, nil); err == nil {
+		waiting := map[string]bool{}
+		for _, p := range pending {
+			waiting[p.RunID] = true
+			s.Approvals = append(s.Approvals, p.Time)
+		}
+		s.Waiting = len(waiting)
+	}
+	return s
+}
+
+// parseLabels parses --label KEY=VALUE flags. Keys starting with "keel."
+// are Keel's own.
+func parseLabels(flags []string) (map[string]string, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range flags {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		switch {
+		case !ok || k == "":
+			return nil, usagef("--label %q: want KEY=VALUE", kv)
+		case strings.HasPrefix(k, "keel."):
+			return nil, usagef("--label %q: keys starting with keel. are reserved", kv)
+		case len(k) > 128 || len(v) > 1024:
+			return nil, usagef("--label %q: keys are at most 128 bytes, values 1024", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (a *app) costCmd() *cobra.Command {
+	var by, since string
+	var jsonOut bool
+	cmd := &cobra.Command{
+		Use:   "cost",
+		Short: "Model cost by agent, user, model, task label or run",
+		Long: `Cost sums the cost of every model call in the journal (summary calls of
+compactions included), grouped by --by. Each figure is the one journaled
+when the call was made: the provider's reported usage at Keel's prices
+(cached input tokens at the cached price, cache writes at the write
+price). SOURCE says where the tokens came from: provider (reported by the
+provider), estimate (the provider reported none; Keel estimated them),
+mixed, or unpriced (no price known for the model: set one under
+[prices."MODEL"] in config.toml).`,
+		Example: `  keel cost
+  keel cost --by user --since 7d
+  keel cost --by label --since 2026-11-01 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			t, err := telemetry.ParseSince(since, time.Now())
+			if err != nil {
+				return &usageError{err}
+			}
+			if _, err := telemetry.NewCostAccumulator(by); err != nil {
+				return &usageError{err}
+			}
+			return a.withStore(ctx, func(store journal.Store) error {
+				rep, err := telemetry.Costs(ctx, store, &telemetry.CostParams{By: by, Since: t})
+				if err != nil {
+					return err
+				}
+				if jsonOut {
+					enc := json.NewEncoder(a.stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(rep)
+				}
+				printCost(a.stdout, rep)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&by, "by", "agent", "group by agent, user (acted for), model, label (KEY=VALUE) or run")
+	cmd.Flags().StringVar(&since, "since", "", "only runs created since: a duration (7d, 36h, 2w) or a date (2026-11-01)")
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func printCost(w io.Writer, rep *telemetry.CostReport) {
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s\tRUNS\tCALLS\tINPUT\tCACHED\tOUTPUT\tCOST USD\tSOURCE\n", strings.ToUpper(rep.By))
+	row := func(r *telemetry.CostRow) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.4f\t%s\n", visible.String(r.Key), r.Runs, r.Calls, r.Usage.InputTokens, r.Usage.CachedInputTokens, r.Usage.OutputTokens, r.Cost, r.Source)
+	}
+	for i := range rep.Rows {
+		row(&rep.Rows[i])
+	}
+	row(&rep.Total)
+	tw.Flush()
+	if rep.Total.UnpricedCalls > 0 {
+		fmt.Fprintf(w, "%d model calls have no price (cost 0): add [prices.\"MODEL\"] to config.toml; the journal keeps their tokens\n", rep.Total.UnpricedCalls)
+	}
+	if rep.By == "label" {
+		fmt.Fprintln(w, "a run with several labels counts in each of their rows, once in the total")
+	}
+}
+
+// clientCost is keel cost --server: the server's GET /v1/cost.
+func (a *app) clientCost(cmd *cobra.Command, _ []string) error {
+	fv := &flagValues{fs: cmd.Flags()}
+	by, since, asJSON := fv.str("by"), fv.str("since"), fv.boolean("json")
+	if fv.err != nil {
+		return fv.err
+	}
+	cl, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	rep, err := cl.Cost(cmd.Context(), by, since)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	conv := func(r *api.CostRow) telemetry.CostRow {
+		return telemetry.CostRow{Key: r.Key, Runs: r.Runs, Calls: r.Calls, Usage: model.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
+			CachedInputTokens: r.CachedInputTokens, CacheWriteTokens: r.CacheWriteTokens}, Cost: r.CostUSD, ProviderCost: r.ProviderCostUSD,
+			EstimatedCost: r.EstimatedCostUSD, UnpricedCalls: r.UnpricedCalls, Source: r.Source}
+	}
+	local := &telemetry.CostReport{By: rep.By, Total: conv(&rep.Total)}
+	for i := range rep.Rows {
+		local.Rows = append(local.Rows, conv(&rep.Rows[i]))
+	}
+	printCost(a.stdout, local)
+	return nil
+}
+
+// tracing reports whether trace export is configured: then model
+// requests, shell commands and HTTP calls carry the run's W3C trace
+// context.
+func (a *app) tracing() bool {
+	tc, err := a.telemetryConfig()
+	return err == nil && tc.Enabled()
+}
+
+// modelHTTPClient is the HTTP client of the provider adapters: nil (their
+// default) unless tracing is on, then one whose requests carry the model
+// call's traceparent.
+func (a *app) modelHTTPClient() *http.Client {
+	if !a.tracing() {
+		return nil
+	}
+	return &http.Client{Transport: telemetry.Transport(http.DefaultTransport.(*http.Transport).Clone())}
+}

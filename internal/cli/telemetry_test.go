@@ -1,0 +1,529 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/keel-run/keel/internal/testenv"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model/replay"
+	"github.com/keel-run/keel/telemetry"
+)
+
+// jaeger is a real Jaeger v2 (OTLP receiver, in-memory trace store and
+// query API) on loopback ports, stopped when the test ends.
+type jaeger struct {
+	otlp, query string // base URLs
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func startJaeger(t *testing.T) *jaeger {
+	t.Helper()
+	bin := testenv.Program(t, "KEEL_TEST_JAEGER", "jaeger")
+	otlp, qhttp, qgrpc := freePort(t), freePort(t), freePort(t)
+	cfg := fmt.Sprintf(`service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces: {receivers: [otlp], processors: [batch], exporters: [jaeger_storage_exporter]}
+  telemetry:
+    metrics: {level: none}
+    logs: {level: warn}
+extensions:
+  jaeger_query:
+    storage: {traces: mem}
+    http: {endpoint: "127.0.0.1:%d"}
+    grpc: {endpoint: "127.0.0.1:%d"}
+  jaeger_storage:
+    backends: {mem: {memory: {max_traces: 10000}}}
+receivers:
+  otlp:
+    protocols:
+      http: {endpoint: "127.0.0.1:%d"}
+processors:
+  batch: {timeout: 100ms}
+exporters:
+  jaeger_storage_exporter: {trace_storage: mem}
+`, qhttp, qgrpc, otlp)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "jaeger.yaml")
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", p)
+	logf, err := os.Create(filepath.Join(dir, "jaeger.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "jaeger.log"))
+			t.Logf("jaeger log:\n%s", b)
+		}
+	})
+	j := &jaeger{otlp: fmt.Sprintf("http://127.0.0.1:%d", otlp), query: fmt.Sprintf("http://127.0.0.1:%d", qhttp)}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(j.query + "/api/services")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				// The receiver starts with the query service; check it too.
+				if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", otlp)); err == nil {
+					c.Close()
+					return j
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jaeger did not start: %v", err)
+		}
+		waitBriefly()
+	}
+}
+
+// waitBriefly yields for a moment while polling an external server's
+// state (there is no notification to wait on).
+func waitBriefly() { time.Sleep(50 * time.Millisecond) }
+
+type jSpan struct {
+	TraceID       string `json:"traceID"`
+	SpanID        string `json:"spanID"`
+	OperationName string `json:"operationName"`
+	References    []struct {
+		RefType string `json:"refType"`
+		SpanID  string `json:"spanID"`
+	} `json:"references"`
+	StartTime int64 `json:"startTime"`
+	Duration  int64 `json:"duration"`
+	Tags      []struct {
+		Key   string `json:"key"`
+		Value any    `json:"value"`
+	} `json:"tags"`
+}
+
+func (s *jSpan) tag(k string) any {
+	for _, t := range s.Tags {
+		if t.Key == k {
+			return t.Value
+		}
+	}
+	return nil
+}
+
+func (s *jSpan) intTag(k string) int64 {
+	switch v := s.tag(k).(type) {
+	case float64:
+		return int64(v)
+	case json.Number:
+		n, _ := v.Int64()
+		return n
+	}
+	return 0
+}
+
+// traceSpans returns the spans Jaeger holds for trace id, polling until
+// it holds at least want of them (or the deadline passes).
+func (j *jaeger) traceSpans(t *testing.T, id string, want int) []jSpan {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var spans []jSpan
+	for {
+		spans = spans[:0]
+		resp, err := http.Get(j.query + "/api/traces/" + id)
+		if err == nil {
+			var body struct {
+				Data []struct {
+					Spans []jSpan `json:"spans"`
+				} `json:"data"`
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && json.Unmarshal(b, &body) == nil {
+				for _, d := range body.Data {
+					spans = append(spans, d.Spans...)
+				}
+			}
+		}
+		if len(spans) >= want || time.Now().After(deadline) {
+			return spans
+		}
+		waitBriefly()
+	}
+}
+
+// runTotals counts a run's model calls and tool calls in the journal.
+type runTotals struct {
+	modelCalls, toolCalls int
+}
+
+func totalsOf(t *testing.T, evs []journal.Event) runTotals {
+	t.Helper()
+	var r runTotals
+	for _, e := range evs {
+		switch e.Type {
+		case journal.ModelResponded, journal.ModelFailed:
+			r.modelCalls++
+		case journal.ToolFinished:
+			r.toolCalls++
+		}
+	}
+	return r
+}
+
+func checkTrace(t *testing.T, runID string, spans []jSpan, tot runTotals, input, output int64) {
+	t.Helper()
+	ids := map[string]bool{}
+	for _, s := range spans {
+		ids[s.SpanID] = true
+	}
+	var chats, tools int
+	var in, out int64
+	var root *jSpan
+	for i := range spans {
+		s := &spans[i]
+		if s.TraceID != telemetry.TraceID(runID).String() {
+			t.Errorf("span %s in trace %s, want the run's %s", s.OperationName, s.TraceID, telemetry.TraceID(runID))
+		}
+		switch {
+		case strings.HasPrefix(s.OperationName, "chat "):
+			chats++
+			in += s.intTag("gen_ai.usage.input_tokens")
+			out += s.intTag("gen_ai.usage.output_tokens")
+		case strings.HasPrefix(s.OperationName, "execute_tool "):
+			tools++
+			if s.tag("gen_ai.tool.call.id") == nil || s.tag("gen_ai.tool.name") == nil {
+				t.Errorf("execute_tool span without call id or tool name: %+v", s.Tags)
+			}
+		case strings.HasPrefix(s.OperationName, "invoke_agent "):
+			root = s
+		}
+		if len(s.References) == 0 && !strings.HasPrefix(s.OperationName, "invoke_agent ") {
+			t.Errorf("span %s has no parent", s.OperationName)
+		}
+		for _, r := range s.References {
+			if !ids[r.SpanID] {
+				t.Errorf("span %s has a parent %s that is not in the trace", s.OperationName, r.SpanID)
+			}
+		}
+	}
+	if chats != tot.modelCalls || tools != tot.toolCalls {
+		t.Errorf("chat spans %d, execute_tool spans %d; the journal has %d model calls, %d tool calls", chats, tools, tot.modelCalls, tot.toolCalls)
+	}
+	if in != input || out != output {
+		t.Errorf("chat spans sum to %d input, %d output tokens; the run's totals are %d, %d", in, out, input, output)
+	}
+	if root == nil {
+		t.Fatal("no invoke_agent span")
+	}
+	if root.intTag("gen_ai.usage.input_tokens") != input || root.intTag("gen_ai.usage.output_tokens") != output {
+		t.Errorf("root span tokens %d/%d, want %d/%d", root.intTag("gen_ai.usage.input_tokens"), root.intTag("gen_ai.usage.output_tokens"), input, output)
+	}
+	t.Logf("trace %s: %d spans, %d chat (= %d model calls), %d execute_tool (= %d tool calls), tokens %d in / %d out",
+		telemetry.TraceID(runID), len(spans), chats, tot.modelCalls, tools, tot.toolCalls, in, out)
+}
+
+// spanKey identifies a span with everything an exporter decides: ids,
+// name, times, parent and tags.
+func spanKeys(spans []jSpan) []string {
+	var out []string
+	for _, s := range spans {
+		tags := make([]string, 0, len(s.Tags))
+		for _, tg := range s.Tags {
+			if tg.Key == "otel.scope.name" || tg.Key == "otel.scope.version" {
+				continue
+			}
+			tags = append(tags, fmt.Sprintf("%s=%v", tg.Key, tg.Value))
+		}
+		sort.Strings(tags)
+		var parents []string
+		for _, r := range s.References {
+			parents = append(parents, r.SpanID)
+		}
+		out = append(out, fmt.Sprintf("%s %s %s %d %d %v %v", s.TraceID, s.SpanID, s.OperationName, s.StartTime, s.Duration, parents, tags))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// A replayed recorded trajectory exported live to a real Jaeger: one
+// chat span per model call, one execute_tool span per tool call, token
+// attributes that sum to the run's totals; `keel runs trace` exports the
+// same spans again to a second Jaeger.
+func TestTraceReplayToJaeger(t *testing.T) {
+	db := setup(t)
+	j := startJaeger(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", j.otlp)
+	t.Setenv("OTEL_SERVICE_NAME", "keel-test")
+	ws := t.TempDir()
+	code, _, errOut := keel(t, "run", "--model", "replay:"+trajectory, "--workspace", ws, "--mount-path", "/testbed", "--env", "PYTHONPATH=/testbed/src", "-q")
+	if code != 0 {
+		t.Fatalf("keel run = %d\n%s", code, errOut)
+	}
+	id, st := lastRun(t, db)
+	_, evs := loadRun(t, db, id)
+	tot := totalsOf(t, evs)
+	want, err := telemetry.Derive(id, evs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := j.traceSpans(t, telemetry.TraceID(id).String(), len(want))
+	if len(spans) != len(want) {
+		t.Fatalf("jaeger has %d spans of the run, want %d", len(spans), len(want))
+	}
+	checkTrace(t, id, spans, tot, st.Usage.InputTokens, st.Usage.OutputTokens)
+
+	// Export again, from the journal, to a fresh Jaeger: the same spans.
+	j2 := startJaeger(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	code, out, errOut := keel(t, "runs", "trace", id, "--otlp", j2.otlp)
+	if code != 0 || strings.TrimSpace(out) != telemetry.TraceID(id).String() {
+		t.Fatalf("keel runs trace = %d %q\n%s", code, out, errOut)
+	}
+	again := j2.traceSpans(t, telemetry.TraceID(id).String(), len(want))
+	a, b := spanKeys(spans), spanKeys(again)
+	if len(a) != len(b) {
+		t.Fatalf("re-export: %d spans, live: %d", len(b), len(a))
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Errorf("re-exported span differs:\nlive:   %s\nagain:  %s", a[i], b[i])
+			break
+		}
+	}
+}
+
+// A run killed with SIGKILL mid-way and resumed by another process is
+// one trace: every span the two processes exported carries the run's
+// trace id and a parent in it, the root spans the whole run, and a
+// re-export from the journal fills in what the killed process had
+// queued but not sent.
+func TestTraceKilledRunIsOneTrace(t *testing.T) {
+	setup(t)
+	j := startJaeger(t)
+	ws := t.TempDir()
+	db := filepath.Join(t.TempDir(), "kill.db")
+	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + j.otlp, "OTEL_SERVICE_NAME=keel-kill"}
+	cmd := child(t, env, "run", "--db", db, "--model", "replay:"+trajectory, "--workspace", ws, "--mount-path", "/testbed", "-q")
+	id := waitForEvent(t, db, 120)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	before, _ := loadRun(t, db, id)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	code, _, errOut := keel(t, "runs", "resume", "--db", db, id, "-q")
+	if code != 0 {
+		t.Fatalf("resume = %d\n%s", code, errOut)
+	}
+	st, evs := loadRun(t, db, id)
+	if st.Status != journal.StatusCompleted {
+		t.Fatalf("after resume: %s", st.Status)
+	}
+	want, err := telemetry.Derive(id, evs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Spans that ended after the kill were all exported by the resuming
+	// process; those the killed one had queued may be missing.
+	afterKill := 0
+	for _, s := range want {
+		if s.EndSeq > before.LastSeq {
+			afterKill++
+		}
+	}
+	spans := j.traceSpans(t, telemetry.TraceID(id).String(), len(want))
+	if len(spans) < afterKill {
+		t.Fatalf("jaeger has %d spans, want at least the %d that ended after the kill", len(spans), afterKill)
+	}
+	ids := map[string]bool{}
+	var root *jSpan
+	for i, s := range spans {
+		if s.TraceID != telemetry.TraceID(id).String() {
+			t.Errorf("span %s is in trace %s", s.OperationName, s.TraceID)
+		}
+		if ids[s.SpanID] {
+			t.Errorf("span %s %s exported twice", s.OperationName, s.SpanID)
+		}
+		ids[s.SpanID] = true
+		if strings.HasPrefix(s.OperationName, "invoke_agent ") {
+			root = &spans[i]
+		}
+	}
+	if root == nil {
+		t.Fatal("no root span")
+	}
+	if start := time.UnixMicro(root.StartTime); !start.Equal(evs[0].Time.Truncate(time.Microsecond)) {
+		t.Errorf("root starts %s, the run was created %s", start, evs[0].Time)
+	}
+	var resumed bool
+	for _, s := range spans {
+		if s.StartTime+s.Duration > root.StartTime+root.Duration {
+			t.Errorf("span %s ends after the run", s.OperationName)
+		}
+	}
+	for _, e := range evs {
+		if e.Type == journal.RunResumed {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Error("no run.resumed in the journal")
+	}
+	t.Logf("killed after event %d of %d; jaeger holds %d of %d spans (%d ended after the kill)", before.LastSeq, len(evs), len(spans), len(want), afterKill)
+	j2 := startJaeger(t)
+	if code, _, errOut := keel(t, "runs", "trace", "--db", db, id, "--otlp", j2.otlp); code != 0 {
+		t.Fatalf("runs trace = %d\n%s", code, errOut)
+	}
+	checkTrace(t, id, j2.traceSpans(t, telemetry.TraceID(id).String(), len(want)), totalsOf(t, evs), st.Usage.InputTokens, st.Usage.OutputTokens)
+}
+
+// keel cost groups the journal's model calls; a run's figures equal the
+// sums of its model.responded events, and say where the tokens came from.
+func TestCostCommand(t *testing.T) {
+	db := setup(t)
+	traj := crashFixture(t)
+	for _, label := range []string{"task=A", "task=B"} {
+		if code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(), "-q", "--label", label); code != 0 {
+			t.Fatalf("run: %d\n%s", code, errOut)
+		}
+	}
+	code, out, errOut := keel(t, "cost", "--by", "label", "--since", "1d", "--json")
+	if code != 0 {
+		t.Fatalf("cost = %d\n%s", code, errOut)
+	}
+	var rep telemetry.CostReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	runs, _ := openDB(t, db).Runs(t.Context(), nil)
+	var calls int
+	var cost float64
+	for _, r := range runs {
+		st, _ := loadRun(t, db, r.RunID)
+		calls += st.Steps
+		cost += st.Cost
+	}
+	if len(rep.Rows) != 2 || rep.Rows[0].Runs != 1 || rep.Total.Runs != 2 || rep.Total.Calls != calls || fmt.Sprintf("%.9f", rep.Total.Cost) != fmt.Sprintf("%.9f", cost) {
+		t.Errorf("report %+v; the journal has %d calls costing %v", rep, calls, cost)
+	}
+	if rep.Total.Source == "" {
+		t.Error("no source")
+	}
+	code, out, _ = keel(t, "cost")
+	if code != 0 || !strings.Contains(out, "keel-cli") || !strings.Contains(out, "SOURCE") {
+		t.Errorf("keel cost = %d:\n%s", code, out)
+	}
+	if code, _, errOut := keel(t, "cost", "--by", "weather"); code != 2 {
+		t.Errorf("--by weather = %d: %s", code, errOut)
+	}
+	if code, _, _ := keel(t, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(), "--label", "keel.x=1"); code != 2 {
+		t.Errorf("--label keel.x = %d, want a usage error", code)
+	}
+}
+
+// With tracing on, each model request carries the traceparent of its
+// chat span (the recorded raw responses of the replayed trajectory served
+// as an OpenAI-compatible endpoint) and each shell command the
+// TRACEPARENT of its execute_tool span: the ids of the run's derived
+// trace. A collector that is not there fails the export, not the run.
+func TestTraceContextPropagated(t *testing.T) {
+	db := setup(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	tr, err := replay.Load(trajectory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []string
+	h := replay.NewHandler(tr)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			mu.Lock()
+			seen = append(seen, r.Header.Get("traceparent"))
+			mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	code, _, errOut := keel(t, "run", "--model", "openai-compatible:deepseek-chat@"+srv.URL+"/v1", "--workspace", t.TempDir(), "-q",
+		"--max-steps", "3", "--sandbox", "none", tr.Task())
+	if code != 1 || !strings.Contains(errOut, "max_steps") {
+		t.Fatalf("run = %d, want the step limit\n%s", code, errOut)
+	}
+	if !strings.Contains(errOut, "failed") {
+		t.Errorf("no report of the failed export:\n%s", errOut)
+	}
+	chats := func() []string {
+		id, _ := lastRun(t, db)
+		_, evs := loadRun(t, db, id)
+		spans, err := telemetry.Derive(id, evs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range spans {
+			if strings.HasPrefix(s.Name, "chat ") {
+				out = append(out, fmt.Sprintf("00-%s-%s-01", s.TraceID, s.SpanID))
+			}
+		}
+		return out
+	}()
+	mu.Lock()
+	if strings.Join(seen, " ") != strings.Join(chats, " ") || len(seen) != 3 {
+		t.Errorf("model requests carried %v, the chat spans are %v", seen, chats)
+	}
+	mu.Unlock()
+
+	traj := writeTrajectory(t, "show the trace context",
+		[]fcall{sh("echo \"$TRACEPARENT\" > tp.txt")},
+		[]fcall{sh("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat tp.txt")},
+	)
+	ws := t.TempDir()
+	if code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", ws, "-q"); code != 0 {
+		t.Fatalf("run = %d\n%s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	_, evs := loadRun(t, db, id)
+	spans, _ := telemetry.Derive(id, evs, nil)
+	var toolTP string
+	for _, s := range spans {
+		if s.Name == "execute_tool bash" {
+			toolTP = fmt.Sprintf("00-%s-%s-01", s.TraceID, s.SpanID)
+			break
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "tp.txt"))
+	if err != nil || strings.TrimSpace(string(b)) != toolTP {
+		t.Errorf("TRACEPARENT in the command = %q (%v), the execute_tool span is %s", b, err, toolTP)
+	}
+}
