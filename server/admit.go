@@ -271,7 +271,7 @@ func (h *Handler) checkModel(a *admission, spec string) (string, error) {
 func checkLimits(l *api.Limits) error {
 	switch {
 	case l.MaxSteps < 0:
-		return badRequest("limits.max_steps %d: want 0 (the default, 100) or more", l.MaxSteps)
+		return badRequest("limits.max_steps %d: want 0 (the server's default) or more", l.MaxSteps)
 	case l.MaxTokens < 0:
 		return badRequest("limits.max_tokens %d: want 0 (no limit) or more", l.MaxTokens)
 	case l.MaxCost < 0:

@@ -144,20 +144,21 @@ type Deriver struct {
 	opts  Options
 	trace trace.TraceID
 
-	created  *agent.RunCreated
-	root     *Span
-	spec     model.Spec
-	last     time.Time
-	lastSeq  int64
-	calls    int // model calls so far (chat span ordinal)
-	steps    int
-	tools    int
-	usage    model.Usage
-	cost     float64
-	sources  map[string]bool
-	open     map[string]*Span // by span key
-	openKeys []string         // insertion order, for deterministic Flush
-	ended    bool
+	created   *agent.RunCreated
+	root      *Span
+	spec      model.Spec
+	last      time.Time
+	lastSeq   int64
+	calls     int // model calls so far (chat span ordinal)
+	steps     int
+	tools     int
+	usage     model.Usage
+	cost      float64
+	sources   map[string]bool
+	respModel string           // the newest provider-reported model
+	open      map[string]*Span // by span key
+	openKeys  []string         // insertion order, for deterministic Flush
+	ended     bool
 }
 
 // NewDeriver returns a deriver for run.
@@ -310,6 +311,9 @@ func (d *Deriver) add(e *journal.Event, p any) ([]Span, error) {
 		start := e.Time.Add(-time.Duration(p.DurationMS) * time.Millisecond)
 		if start.Before(prev) {
 			start = prev
+		}
+		if p.Model != "" {
+			d.respModel = p.Model
 		}
 		u := p.Usage
 		d.usage = d.usage.Add(u)
@@ -555,7 +559,7 @@ func (d *Deriver) finishRoot() {
 		src = SourceEstimate
 	}
 	d.root.Attrs = append(d.root.Attrs,
-		semconv.GenAIProviderNameKey.String(d.provider("")),
+		semconv.GenAIProviderNameKey.String(d.provider(d.respModel)),
 		semconv.GenAIRequestModel(d.requestModel()),
 		semconv.GenAIUsageInputTokens(int(d.usage.InputTokens)),
 		semconv.GenAIUsageOutputTokens(int(d.usage.OutputTokens)),

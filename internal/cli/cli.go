@@ -131,6 +131,10 @@ be resumed, inspected and audited.`,
 				return err
 			}
 			a.cmdPath = cmd.CommandPath()
+			if f := cmd.Flag("db"); f != nil && f.Changed && a.db == "" {
+				// --db "$UNSET" must not fall back to the default journal.
+				return usagef("--db is empty: name a journal (a path or postgres://...), or leave the flag out for the default")
+			}
 			return a.init()
 		},
 	}
@@ -145,7 +149,27 @@ be resumed, inspected and audited.`,
 	root.AddCommand(a.workerCmd())
 	a.clientMode(root)
 	plainUsage(root)
+	unknownSubcommands(root)
 	return root
+}
+
+// unknownSubcommands makes every command group (a command with
+// subcommands and nothing to run of its own) refuse an unknown
+// subcommand with a usage error (exit 2), instead of cobra's help and
+// exit 0, so a script's typo (`keel runs lsit`) does not pass.
+func unknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		unknownSubcommands(sub)
+	}
+	if c.HasParent() && c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+			}
+			return cmd.Help()
+		}
+	}
 }
 
 // finiteFlags refuses NaN and infinite values in every floating-point flag
@@ -195,6 +219,16 @@ func (a *app) init() error {
 	}
 	a.cfg = cfg
 	return nil
+}
+
+// keelCmd is how hints printed for the user start a command on the same
+// journal: "keel", or "keel --db PATH" when --db named it, so a pasted
+// hint does not open (or create) the default journal instead.
+func (a *app) keelCmd() string {
+	if a.db != "" {
+		return "keel --db " + shellWord(a.db)
+	}
+	return "keel"
 }
 
 func (a *app) dbPath() string {

@@ -62,7 +62,7 @@ func (l *local) Continue(ctx context.Context, runID string, c *continuation) err
 }
 
 func (l *local) ContinuesLater(runID string) string {
-	return fmt.Sprintf("the run continues when it is resumed (keel runs resume %s) or in the process waiting for it", runID)
+	return fmt.Sprintf("the run continues when it is resumed (%s runs resume %s) or in the process waiting for it", l.a.keelCmd(), runID)
 }
 
-func (l *local) Keel() string { return "keel" }
+func (l *local) Keel() string { return l.a.keelCmd() }

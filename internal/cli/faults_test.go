@@ -20,7 +20,8 @@ func TestPausedHintSaysApproveOrDeny(t *testing.T) {
 	if len(pending) != 1 {
 		t.Fatalf("pending = %+v", pending)
 	}
-	want := "keel: decide with: keel approve " + id + " " + pending[0].CallID + "   or   keel deny " + id + " " + pending[0].CallID + " --reason TEXT"
+	k := "keel --db " + db // the hint names the journal it was given
+	want := "keel: decide with: " + k + " approve " + id + " " + pending[0].CallID + "   or   " + k + " deny " + id + " " + pending[0].CallID + " --reason TEXT"
 	if !strings.Contains(errOut, want) || strings.Contains(errOut, "runs resume") {
 		t.Errorf("stderr lacks %q or names runs resume:\n%s", want, errOut)
 	}

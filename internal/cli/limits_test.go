@@ -66,3 +66,22 @@ func TestLoopStopSaysHowToGoOn(t *testing.T) {
 		t.Fatalf("keel runs resume --message = %d\n%s", code, errOut)
 	}
 }
+
+// Hints printed after a run with --db name that journal, so pasting one
+// does not open (or create) the default journal instead; an unknown
+// subcommand and an empty --db are usage errors, not help and exit 0 or
+// the default journal.
+func TestHintsNameTheJournal(t *testing.T) {
+	setup(t)
+	db := t.TempDir() + "/team.db"
+	traj := writeTrajectory(t, "three steps", []fcall{sh("true")}, []fcall{sh("true")}, nil)
+	code, _, errOut := keel(t, "run", "--db", db, "--model", "replay:"+traj, "--workspace", t.TempDir(), "--max-steps", "1")
+	if code != 1 || !strings.Contains(errOut, "keel --db "+db+" runs resume ") {
+		t.Errorf("keel run --db --max-steps 1 = %d, want a hint naming --db:\n%s", code, errOut)
+	}
+	for _, args := range [][]string{{"runs", "lsit", "--db", db}, {"--db=", "runs", "list"}, {"audit", "bogus"}} {
+		if code, _, errOut := keel(t, args...); code != 2 {
+			t.Errorf("keel %q = %d, want 2\n%s", args, code, errOut)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,16 +167,21 @@ var healthStop = map[string]bool{"repeated_calls": true, "format_errors": true, 
 // resuming (or handing off) under the same step, token or cost limit
 // would stop again at once, so it names the flag and a doubled value; the
 // wall-time limit counts one execution, so a plain resume starts afresh.
-func continueHint(keel, runID, reason string, l agent.Limits) string {
+func continueHint(keel, runID, reason string, st *agent.State) string {
+	l := st.Limits
 	flag := limitFlag[reason]
 	value := "N"
+	// Twice the larger of the limit and what is used: a run can pass a
+	// token or cost limit by a whole model call, and a value below the
+	// usage would stop the resumed run at once.
 	switch reason {
 	case "max_steps":
-		value = strconv.Itoa(2 * l.MaxSteps)
+		value = strconv.Itoa(2 * max(l.MaxSteps, st.Steps))
 	case "max_tokens":
-		value = strconv.FormatInt(2*l.MaxTokens, 10)
+		value = strconv.FormatInt(2*max(l.MaxTokens, st.Usage.Total()), 10)
 	case "max_cost":
-		value = strconv.FormatFloat(2*l.MaxCost, 'f', -1, 64)
+		c := 2 * max(l.MaxCost, st.Cost)
+		value = strconv.FormatFloat(math.Ceil(c*100)/100, 'f', -1, 64)
 	case "timeout":
 		return fmt.Sprintf("the wall-time limit (%s) counts one execution: go on with %s runs resume %s (or a longer %s)", time.Duration(l.Timeout), keel, runID, flag)
 	}
@@ -187,7 +193,7 @@ func (p *printer) footer(runID string, o *agent.Outcome) {
 	switch {
 	case p.json || o.Status != journal.StatusFailed || o.End == nil:
 	case limitFlag[o.End.Reason] != "":
-		defer fmt.Fprintf(p.err, "keel: %s\n", continueHint(p.keel, runID, o.End.Reason, st.Limits))
+		defer fmt.Fprintf(p.err, "keel: %s\n", continueHint(p.keel, runID, o.End.Reason, st))
 	case healthStop[o.End.Reason]:
 		// Loop detection stopped the model: a plain resume would stop
 		// again at once; a person's message starts it afresh.

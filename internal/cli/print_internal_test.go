@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,5 +45,27 @@ func TestStepTotalsCountSummaryCalls(t *testing.T) {
 	want := []string{"3,050 tok $0.0035", "21,100 tok $0.0580"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("step totals (-want +got):\n%s\n%s", diff, errOut.String())
+	}
+}
+
+// The hint after a limit stop names a value above both the limit and
+// what the run already used: a run passes a token or cost limit by a
+// whole model call, and half a fix would stop the resumed run at once.
+func TestContinueHintExceedsUsage(t *testing.T) {
+	for _, tt := range []struct {
+		name, reason, want string
+		st                 agent.State
+	}{
+		{"steps", "max_steps", "--max-steps 6", agent.State{Limits: agent.Limits{MaxSteps: 3}, Steps: 3}},
+		{"tokens over", "max_tokens", "--max-tokens 220", agent.State{Limits: agent.Limits{MaxTokens: 50}, Usage: model.Usage{InputTokens: 100, OutputTokens: 10}}},
+		{"tokens at", "max_tokens", "--max-tokens 200", agent.State{Limits: agent.Limits{MaxTokens: 100}, Usage: model.Usage{InputTokens: 90, OutputTokens: 10}}},
+		{"cost over", "max_cost", "--max-cost 0.22", agent.State{Limits: agent.Limits{MaxCost: 0.01}, Cost: 0.11}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := continueHint("keel --db /x/k.db", "R", tt.reason, &tt.st)
+			if want := "keel --db /x/k.db runs resume R " + tt.want; !strings.HasSuffix(got, want) {
+				t.Errorf("continueHint = %q, want it to end %q", got, want)
+			}
+		})
 	}
 }

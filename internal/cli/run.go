@@ -311,6 +311,7 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 // and maps the outcome to an exit code.
 func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *wiring, jsonOut, quiet bool, message string) error {
 	p := newPrinter(a.stderr, a.stdout, jsonOut, quiet)
+	p.keel = a.keelCmd()
 	st, _, err := rt.Load(ctx, runID)
 	if err != nil {
 		return err
