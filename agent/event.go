@@ -97,6 +97,20 @@ type RunCreated struct {
 	// result size, model retries); nil, in journals written before they
 	// were recorded, means [DefaultSettings].
 	Settings *Settings `json:"settings,omitempty"`
+	// Git is the state of the workspace's git repository when the run
+	// was created (nil: not a git repository, or not recorded); keel
+	// runs diff compares the workspace with it.
+	Git *GitStart `json:"git,omitempty"`
+}
+
+// GitStart records where a run started in a git workspace.
+type GitStart struct {
+	// Commit is the HEAD commit.
+	Commit string `json:"commit"`
+	// Dirty lists the tracked files that differed from Commit (changed,
+	// staged or deleted) when the run started: a diff against Commit
+	// includes their earlier changes too.
+	Dirty []string `json:"dirty,omitempty"`
 }
 
 // ToolInfo is a tool as recorded at run creation.

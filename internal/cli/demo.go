@@ -73,16 +73,14 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "\n== timeline (keel runs show %s --db %s) ==\n", runID, a.dbPath())
-	if err := a.showTimeline(runID, events, verifyRun(ctx, store, runID, events)); err != nil {
+	if err := a.showTimeline(runID, events, verifyRun(ctx, store, runID, events), nil); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "\n== diff made in %s ==\n", ws)
+	fmt.Fprintf(a.stdout, "\n== diff made in %s (keel runs diff %s --db %s) ==\n", ws, runID, a.dbPath())
 	if haveGit {
-		out, err := exec.Command("git", "-C", ws, "diff").CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(a.stdout, "(git diff failed: %v)\n", err)
+		if err := a.printRunDiff(ctx, a.stdout, runID, created, false); err != nil {
+			fmt.Fprintf(a.stdout, "(diff failed: %v)\n", err)
 		}
-		a.stdout.Write(out)
 	} else {
 		fmt.Fprintln(a.stdout, "(git is not installed: compare textstats.py yourself)")
 	}

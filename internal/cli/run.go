@@ -288,6 +288,9 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 	if err := checkPrincipal(ctx, identity.NewDirectory(store, nil), created); err != nil {
 		return "", err
 	}
+	if created.Git == nil {
+		created.Git = gitStart(ctx, created.Workspace)
+	}
 	rt, flush, err := a.newRuntime(ctx, store, nil, nil)
 	if err != nil {
 		return "", err
@@ -297,7 +300,11 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 	if err != nil {
 		return "", err
 	}
-	return runID, a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
+	err = a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
+	if created.Git != nil && !jsonOut && !quiet {
+		a.endDiff(ctx, runID, created)
+	}
+	return runID, err
 }
 
 // execute runs (or resumes) runID with the wiring w, printing progress,

@@ -21,7 +21,7 @@ func (a *app) runsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "runs", Short: "List, show, resume and compare runs"}
 	cmd.AddCommand(a.runsListCmd(), a.runsShowCmd(), a.runsResumeCmd(), a.runsCompareCmd())
 	cmd.AddCommand(a.runsTokensCmd(), a.runsHandoffCmd(), a.runsCancelCmd(), a.runsTraceCmd())
-	cmd.AddCommand(a.runsExportCmd(), a.runsImportCmd())
+	cmd.AddCommand(a.runsExportCmd(), a.runsImportCmd(), a.runsDiffCmd())
 	return cmd
 }
 
@@ -123,7 +123,7 @@ func (a *app) runsListCmd() *cobra.Command {
 }
 
 func (a *app) runsShowCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, full, follow bool
 	cmd := &cobra.Command{
 		Use:         "show RUN",
 		Short:       "Show a run's timeline: steps, tool calls, tokens, cost, durations",
@@ -151,11 +151,29 @@ func (a *app) runsShowCmd() *cobra.Command {
 					}
 					return nil
 				}
-				return a.showTimeline(args[0], events, verr)
-			}, "json")
+				o := &showOptions{full: full, artifact: func(c *agent.RunCreated, rel string) ([]byte, error) {
+					return b.Artifact(ctx, args[0], c, rel)
+				}}
+				if follow && len(events) > 0 && !stopsExecution(events[len(events)-1].Type) {
+					o.follow = func(row func(e *journal.Event)) ([]journal.Event, error) {
+						var more []journal.Event
+						for e, err := range b.Follow(ctx, args[0], events[len(events)-1].Seq+1) {
+							if err != nil {
+								return more, err
+							}
+							more = append(more, e)
+							row(&more[len(more)-1])
+						}
+						return more, ctx.Err()
+					}
+				}
+				return a.showTimeline(args[0], events, verr, o)
+			}, "json", "full", "follow")
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON lines")
+	cmd.Flags().BoolVar(&full, "full", false, "print each command's whole output (from the stored artifact when the result was truncated), not its last 20 lines")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow a live run, printing events as they happen, until it ends or pauses")
 	return cmd
 }
 
@@ -170,6 +188,13 @@ type runsBackend interface {
 	// its hash chain and, where the backend can, the store's index of
 	// the newest event.
 	VerifyEvents(ctx context.Context, id string, events []journal.Event) error
+	// Follow yields run id's events from seq from on as they are
+	// appended, until one that stops an execution (run.paused,
+	// run.completed, run.failed, run.canceled) or ctx is done.
+	Follow(ctx context.Context, id string, from int64) func(yield func(journal.Event, error) bool)
+	// Artifact reads the whole output rel of a call of run id (created
+	// is its run.created).
+	Artifact(ctx context.Context, id string, created *agent.RunCreated, rel string) ([]byte, error)
 }
 
 // runRow is one run of keel runs list.
@@ -218,7 +243,23 @@ func verifyRun(ctx context.Context, store journal.Store, runID string, events []
 	return journal.CheckHead(ctx, store, runID, events)
 }
 
-func (a *app) showTimeline(runID string, events []journal.Event, verr error) error {
+// showOptions says how keel runs show prints a run.
+type showOptions struct {
+	// full prints each call's whole output (the stored artifact when the
+	// result was truncated) instead of its last lines.
+	full bool
+	// follow, if set, is called after the stored events' rows with a
+	// function that prints one more row; it follows the live run and
+	// returns the events it printed.
+	follow func(row func(e *journal.Event)) ([]journal.Event, error)
+	// artifact reads a truncated result's whole output (--full).
+	artifact func(created *agent.RunCreated, rel string) ([]byte, error)
+}
+
+func (a *app) showTimeline(runID string, events []journal.Event, verr error, o *showOptions) error {
+	if o == nil {
+		o = &showOptions{}
+	}
 	st, ferr := agent.Fold(runID, events)
 	w := escWriter{a.stdout}
 	if st != nil {
@@ -233,59 +274,39 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error) err
 		fmt.Fprintf(w, "%d events · %d steps · %s tok (%s in, %s out, %s cached) · $%.4f · %s\n\n", len(events), st.Steps,
 			num(st.Usage.Total()), num(st.Usage.InputTokens), num(st.Usage.OutputTokens), num(st.Usage.CachedInputTokens), st.Cost, d)
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tTIME\tSTEP\tEVENT\tDETAIL")
-	step, estimated := 0, 0
-	calls := map[string]string{}
-	settings := agent.DefaultSettings()
+	tl := &timeline{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0), calls: map[string]string{}, settings: agent.DefaultSettings(), opts: o}
+	fmt.Fprintln(tl.tw, "SEQ\tTIME\tSTEP\tEVENT\tDETAIL")
 	for i := range events {
-		e := &events[i]
-		v, err := agent.Decode(e)
-		detail := ""
-		if p, ok := v.(agent.Payload); ok {
-			detail = p.Detail()
-		}
-		// What the timeline keeps track of: steps, estimated usage, and
-		// each call's summary, which names the tool at its start.
-		switch x := v.(type) {
-		case *agent.RunCreated:
-			if x.Settings != nil {
-				settings = *x.Settings
-			}
-		case *agent.RunResumed:
-			// The settings a resume changed, compared with the run's
-			// settings before it.
-			if x.Settings != nil {
-				if ch := x.Settings.Changes(settings); len(ch) > 0 {
-					detail = strings.TrimSpace(detail + " settings " + strings.Join(ch, ", "))
-				}
-				settings = *x.Settings
-			}
-		case *agent.ModelResponded:
-			step++
-			if x.UsageEstimated {
-				estimated++
-			}
-			for _, c := range x.Message.ToolCalls {
-				calls[c.ID] = callSummary(c.Name, c.Arguments)
-			}
-		case *agent.ToolStarted:
-			detail = calls[x.CallID]
-		}
-		if err != nil {
-			detail = "(" + err.Error() + ")"
-		}
-		stepCol := ""
-		if step > 0 {
-			stepCol = fmt.Sprint(step)
-		}
-		fmt.Fprintf(tw, "%d\t+%s\t%s\t%s\t%s\n", e.Seq, e.Time.Sub(events[0].Time).Round(time.Millisecond), stepCol, e.Type, detail)
+		tl.add(&events[i])
 	}
-	if err := tw.Flush(); err != nil {
+	if err := tl.tw.Flush(); err != nil {
 		return err
 	}
-	if estimated > 0 {
-		fmt.Fprintf(w, "\nusage: the provider reported no token usage for %d of %d steps; their tokens and cost are Keel's estimates\n", estimated, step)
+	if o.follow != nil {
+		more, err := o.follow(func(e *journal.Event) {
+			tl.add(e)
+			tl.tw.Flush()
+		})
+		if err != nil {
+			return err
+		}
+		if len(more) > 0 {
+			events = append(events, more...)
+			st, ferr = agent.Fold(runID, events)
+			if st != nil {
+				fmt.Fprintf(w, "\nrun %s · %s", runID, st.Status)
+				if st.Ended != nil {
+					fmt.Fprintf(w, " (%s)", st.Ended.Reason)
+				}
+				fmt.Fprintf(w, " · %d steps · %s tok · $%.4f\n", st.Steps, num(st.Usage.Total()), st.Cost)
+			}
+			if verr == nil {
+				verr = journal.Verify(runID, events)
+			}
+		}
+	}
+	if tl.estimated > 0 {
+		fmt.Fprintf(w, "\nusage: the provider reported no token usage for %d of %d steps; their tokens and cost are Keel's estimates\n", tl.estimated, tl.step)
 	}
 	if st != nil {
 		showContext(w, st)

@@ -287,6 +287,7 @@ func (sp *serverPrep) finish(ctx context.Context, c *agent.RunCreated, eng *poli
 	c.Settings = &set
 	c.StateDir = a.stateDir(c.Workspace)
 	c.Tools = toolInfos(newTools(set))
+	c.Git = gitStart(ctx, c.Workspace) // for keel runs diff on the server's machine
 	return c, nil
 }
 

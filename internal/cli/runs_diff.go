@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/tool/builtin/fs"
+)
+
+func (a *app) runsDiffCmd() *cobra.Command {
+	var at int64
+	var stat bool
+	cmd := &cobra.Command{
+		Use:   "diff RUN",
+		Short: "Show the files a run changed and their unified diff",
+		Long: `Diff compares the run's workspace, as it is now, with the git commit the
+run started on (recorded in run.created), and prints the changed files and
+their unified diff. Only files git does not ignore are compared. When the
+tree had uncommitted changes at the start, the diff includes them; the
+files are named.
+
+--at EVENT lists the file edits (write_file, edit_file) the run made up to
+that event. Keel keeps no snapshot of the workspace at each event yet, so
+the contents at an event, and what shell commands changed before it,
+cannot be shown.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			store, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			events, err := store.Read(ctx, args[0], 1)
+			if err != nil {
+				return err
+			}
+			if at > 0 {
+				return a.editsUpTo(args[0], events, at)
+			}
+			created, err := runCreated(events)
+			if err != nil {
+				return err
+			}
+			return a.printRunDiff(ctx, a.stdout, args[0], created, stat)
+		},
+	}
+	cmd.Flags().Int64Var(&at, "at", 0, "list the file edits made up to this event (its sequence number)")
+	cmd.Flags().BoolVar(&stat, "stat", false, "only the changed files, not their diff")
+	return cmd
+}
+
+// runCreated decodes the run.created event of events.
+func runCreated(events []journal.Event) (*agent.RunCreated, error) {
+	if len(events) == 0 {
+		return nil, errors.New("the run has no events")
+	}
+	v, err := agent.Decode(&events[0])
+	if err != nil {
+		return nil, err
+	}
+	c, ok := v.(*agent.RunCreated)
+	if !ok {
+		return nil, fmt.Errorf("the run's first event is %s, not run.created", events[0].Type)
+	}
+	return c, nil
+}
+
+// printRunDiff prints the changes of the run made by created: a list of
+// files with their added and removed lines, then (unless stat) their
+// diffs.
+func (a *app) printRunDiff(ctx context.Context, out io.Writer, runID string, created *agent.RunCreated, stat bool) error {
+	if created.Git == nil {
+		return fmt.Errorf("run %s recorded no git commit at its start (its workspace %s was not the top of a git repository with a commit, or the run predates the record): there is nothing to compare with", runID, created.Workspace)
+	}
+	skip := func(p string) bool {
+		// Older runs kept Keel's own files in the workspace.
+		return created.StateDir == "" && (p == ".keel" || strings.HasPrefix(p, ".keel/"))
+	}
+	changes, err := gitws.Diff(ctx, created.Workspace, created.Git.Commit, skip)
+	if err != nil {
+		return fmt.Errorf("diff of run %s: %w", runID, err)
+	}
+	w := escWriter{out}
+	short := created.Git.Commit[:min(12, len(created.Git.Commit))]
+	if len(changes) == 0 {
+		fmt.Fprintf(w, "no files changed since %s in %s\n", short, created.Workspace)
+		return nil
+	}
+	added, removed := 0, 0
+	for _, c := range changes {
+		added, removed = added+c.Added, removed+c.Removed
+	}
+	fmt.Fprintf(w, "%d file(s) changed since %s in %s (+%d -%d)\n", len(changes), short, created.Workspace, added, removed)
+	for _, c := range changes {
+		if c.Binary {
+			fmt.Fprintf(w, "  %s %s (binary)\n", c.Status, c.Path)
+			continue
+		}
+		fmt.Fprintf(w, "  %s %s +%d -%d\n", c.Status, c.Path, c.Added, c.Removed)
+	}
+	if len(created.Git.Dirty) > 0 {
+		fmt.Fprintf(w, "note: %d file(s) had uncommitted changes when the run started; their diff includes them: %s\n", len(created.Git.Dirty), strings.Join(created.Git.Dirty, ", "))
+	}
+	if stat {
+		return nil
+	}
+	for _, c := range changes {
+		fmt.Fprintf(w, "\ndiff --git a/%s b/%s\n", c.Path, c.Path)
+		if c.Binary {
+			fmt.Fprintf(w, "Binary files differ\n")
+			continue
+		}
+		io.WriteString(w, c.Patch)
+	}
+	return nil
+}
+
+// editsUpTo prints the file edits of the run up to event seq at: each
+// write_file and edit_file call that succeeded, with its path.
+func (a *app) editsUpTo(runID string, events []journal.Event, at int64) error {
+	if at > events[len(events)-1].Seq {
+		return usagef("run %s has %d events; --at %d is past its end", runID, len(events), at)
+	}
+	w := escWriter{a.stdout}
+	paths := map[string]string{}
+	n := 0
+	for i := range events {
+		e := &events[i]
+		if e.Seq > at {
+			break
+		}
+		v, err := agent.Decode(e)
+		if err != nil {
+			return err
+		}
+		switch x := v.(type) {
+		case *agent.ModelResponded:
+			for _, c := range x.Message.ToolCalls {
+				if c.Name != fs.WriteName && c.Name != fs.EditName {
+					continue
+				}
+				var args struct {
+					Path string `json:"path"`
+				}
+				if json.Unmarshal([]byte(c.Arguments), &args) == nil && args.Path != "" {
+					paths[c.ID] = path.Clean(args.Path)
+				}
+			}
+		case *agent.ToolFinished:
+			p, ok := paths[x.CallID]
+			if !ok || x.IsError || x.Synthetic {
+				continue
+			}
+			n++
+			fmt.Fprintf(w, "%d\t%s\t%s\n", e.Seq, x.Tool, p)
+		}
+	}
+	if n == 0 {
+		fmt.Fprintf(w, "no file edits up to event %d\n", at)
+	}
+	fmt.Fprintf(w, "note: these are the edits of Keel's file tools up to event %d; what shell commands changed, and the files' contents at that event, need workspace snapshots, which Keel does not keep yet\n", at)
+	return nil
+}
+
+// gitStart records the commit a run starts on, when its workspace is
+// the top of a git repository with a commit.
+func gitStart(ctx context.Context, dir string) *agent.GitStart {
+	commit, dirty, err := gitws.Start(ctx, dir)
+	if err != nil {
+		return nil
+	}
+	return &agent.GitStart{Commit: commit, Dirty: dirty}
+}
+
+// endDiff prints, at the end of keel run, the files the run changed
+// (on stderr, with the progress) and how to see their diff.
+func (a *app) endDiff(ctx context.Context, runID string, created *agent.RunCreated) {
+	var b strings.Builder
+	if err := a.printRunDiff(ctx, &b, runID, created, true); err != nil {
+		fmt.Fprintf(a.stderr, "keel: %v\n", err)
+		return
+	}
+	fmt.Fprintf(a.stderr, "\n%s", b.String())
+	if !strings.HasPrefix(b.String(), "no files changed") {
+		fmt.Fprintf(a.stderr, "diff: keel runs diff %s\n", runID)
+	}
+}

@@ -1,0 +1,83 @@
+package cli_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// keel runs diff prints what the demo run changed against the commit it
+// started on; --stat only the files; --at the file edits up to an event;
+// keel run prints the changed files at its end.
+func TestRunsDiff(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	db := setup(t)
+	ws := demoProject(t)
+	gitRepo(t, ws)
+	orig := mustRead(t, filepath.Join(ws, "textstats.py"))
+	code, _, errOut := keel(t, "run", "--model", "scripted:demo", "--workspace", ws, "fix it")
+	if code != 0 || !strings.Contains(errOut, "M textstats.py +1 -1") || !strings.Contains(errOut, "diff: keel runs diff ") {
+		t.Fatalf("keel run = %d: want the changed files at the end\n%s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	code, out, errOut := keel(t, "runs", "diff", id)
+	for _, want := range []string{"M textstats.py +1 -1", "diff --git a/textstats.py b/textstats.py\n--- a/textstats.py\n+++ b/textstats.py\n@@ -3,7 +3,7 @@", "-    return len(text.split(\" \"))\n+    return len(text.split())\n"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("runs diff = %d %s: lacks %q\n%s", code, errOut, want, out)
+		}
+	}
+	if code, out, _ := keel(t, "runs", "diff", "--stat", id); code != 0 || strings.Contains(out, "@@") || !strings.Contains(out, "M textstats.py") {
+		t.Errorf("runs diff --stat = %d:\n%s", code, out)
+	}
+	code, out, _ = keel(t, "runs", "diff", "--at", "22", id)
+	if code != 0 || !strings.Contains(out, "\tedit_file\ttextstats.py\n") || !strings.Contains(out, "workspace snapshots") {
+		t.Errorf("runs diff --at 22 = %d:\n%s", code, out)
+	}
+	if code, out, _ := keel(t, "runs", "diff", "--at", "5", id); code != 0 || !strings.Contains(out, "no file edits up to event 5") {
+		t.Errorf("runs diff --at 5 = %d:\n%s", code, out)
+	}
+	if code, _, errOut := keel(t, "runs", "diff", "--at", "999", id); code != 2 || !strings.Contains(errOut, "past its end") {
+		t.Errorf("runs diff --at 999 = %d:\n%s", code, errOut)
+	}
+	// Undo the edit: nothing is changed any more.
+	if err := os.WriteFile(filepath.Join(ws, "textstats.py"), orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := keel(t, "runs", "diff", "--stat", id); code != 0 || strings.Contains(out, "textstats.py") {
+		t.Errorf("runs diff after undoing the edit = %d:\n%s", code, out)
+	}
+	// A workspace that is not a git repository has no start to compare with.
+	code, _, _ = keel(t, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "-q", "fix it")
+	if code != 0 {
+		t.Fatalf("keel run = %d", code)
+	}
+	id, _ = lastRun(t, db)
+	if code, _, errOut := keel(t, "runs", "diff", id); code != 1 || !strings.Contains(errOut, "recorded no git commit") {
+		t.Errorf("runs diff of a run outside git = %d:\n%s", code, errOut)
+	}
+}
+
+// gitRepo commits everything in dir as a new repository's first commit.
+func gitRepo(t *testing.T, dir string) {
+	t.Helper()
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.name=t", "-c", "user.email=t@t.invalid", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "base"}} {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,148 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/keel-run/keel/internal/cli"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/sqlite"
+)
+
+// bigOutputTrajectory writes a replay trajectory whose one command prints
+// 30,000 lines: more than a result holds, so its whole output is an
+// artifact.
+func bigOutputTrajectory(t *testing.T) string {
+	t.Helper()
+	args, _ := json.Marshal(map[string]string{"command": "seq 1 30000"})
+	tr := map[string]any{
+		"trajectory_format": "mini-swe-agent-1.1", "instance_id": "keel-big-output", "info": map[string]any{"submission": ""},
+		"messages": []map[string]any{
+			{"role": "system", "content": "You are a test fixture."},
+			{"role": "user", "content": "Count."},
+			{"role": "assistant", "content": "Counting.", "tool_calls": []map[string]any{{"id": "call_seq", "type": "function", "function": map[string]string{"name": "bash", "arguments": string(args)}}}},
+			{"role": "tool", "tool_call_id": "call_seq", "content": "x"},
+			{"role": "assistant", "content": "Counted."},
+		},
+	}
+	b, _ := json.Marshal(tr)
+	p := filepath.Join(t.TempDir(), "big.traj.json")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// keel runs show prints the last lines of each command's output and says
+// how many it left out; --full prints all of it from the stored
+// artifact, locally and through a team server.
+func TestRunsShowOutput(t *testing.T) {
+	db := setup(t)
+	code, _, errOut := keel(t, "run", "--model", "replay:"+bigOutputTrajectory(t), "--workspace", t.TempDir(), "-q", "count")
+	if code != 0 {
+		t.Fatalf("keel run = %d\n%s", code, errOut)
+	}
+	id, st := lastRun(t, db)
+	if f := st.LastTurn(); f == nil || len(f.Calls) != 1 || f.Calls[0].Finished == nil || f.Calls[0].Finished.Artifact == "" {
+		t.Fatalf("the call's output should be an artifact: %+v", st.LastTurn())
+	}
+	has := func(out, line string) bool { return strings.Contains(out, "│ "+line+"\n") }
+	code, out, _ := keel(t, "runs", "show", id)
+	if code != 0 || !has(out, "30000") || !has(out, "29981") || has(out, "29980") || !strings.Contains(out, "earlier lines elided (--full prints the whole output from ") {
+		t.Errorf("runs show = %d: want the last 20 lines and a note:\n%s", code, out)
+	}
+	code, full, _ := keel(t, "runs", "show", "--full", id)
+	if code != 0 || !has(full, "1") || !has(full, "15000") || !has(full, "30000") || strings.Contains(full, "elided") {
+		t.Errorf("runs show --full = %d: want every line from the artifact:\n%.2000s", code, full)
+	}
+	s := startServe(t)
+	code, remote, errOut := keel(t, "--server", s.url, "runs", "show", "--full", id)
+	if code != 0 || !has(remote, "15000") || strings.Count(remote, "│ ") != strings.Count(full, "│ ") {
+		t.Errorf("--server runs show --full = %d %s: want the local output:\n%.2000s", code, errOut, remote)
+	}
+}
+
+// waitBuffer is a writer that a test can wait on for some text.
+type waitBuffer struct {
+	mu   sync.Mutex
+	b    strings.Builder
+	want string
+	seen chan struct{}
+}
+
+func (s *waitBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Write(p)
+	if s.seen != nil && strings.Contains(s.b.String(), s.want) {
+		close(s.seen)
+		s.seen = nil
+	}
+	return len(p), nil
+}
+
+func (s *waitBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// keel runs show --follow prints the events of a live run as they are
+// appended and ends with the run: the first half of a real demo run is
+// copied into a new run, the follower prints it, then the rest is
+// appended while it follows.
+func TestRunsShowFollow(t *testing.T) {
+	db := setup(t)
+	code, _, errOut := keel(t, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "-q", "fix it")
+	if code != 0 {
+		t.Fatalf("keel run = %d\n%s", code, errOut)
+	}
+	src, _ := lastRun(t, db)
+	store, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	events, err := store.Read(t.Context(), src, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drafts := make([]journal.Draft, len(events))
+	for i, e := range events {
+		drafts[i] = journal.Draft{Type: e.Type, Time: e.Time, Payload: e.Payload}
+	}
+	const id, half = "followed", 8
+	if _, err := store.Append(t.Context(), id, 0, drafts[:half]...); err != nil {
+		t.Fatal(err)
+	}
+	out := &waitBuffer{want: "\n8 ", seen: make(chan struct{})}
+	seen := out.seen
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	done := make(chan int, 1)
+	var errBuf strings.Builder
+	go func() { done <- cli.Main(ctx, []string{"runs", "show", "--follow", id}, out, &errBuf) }()
+	select {
+	case <-seen:
+	case code := <-done:
+		t.Fatalf("runs show --follow ended before the run did = %d\n%s\n%s", code, out, errBuf.String())
+	}
+	if _, err := store.Append(t.Context(), id, half, drafts[half:]...); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("runs show --follow = %d\n%s\n%s", code, out, errBuf.String())
+	}
+	got := out.String()
+	for _, want := range []string{"\n12 ", "run.completed", "run followed · completed (answer)", "│ OK", "hash chain verified"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("runs show --follow lacks %q:\n%s", want, got)
+		}
+	}
+}

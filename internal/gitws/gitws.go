@@ -1,0 +1,252 @@
+// Package gitws reads what a run changed in a git workspace: the commit
+// a run started on (Start) and the workspace's files compared with that
+// commit (Diff), as unified diffs.
+//
+// Host git is run on a directory an agent could write, so it is run only
+// in ways that execute nothing from the repository: fsmonitor and hooks
+// are off, and the file contents are compared here, not by git diff,
+// which would run the repository's clean filters and external diff
+// drivers. Git reads the commit's tree (ls-tree, cat-file) and the list
+// of files it does not ignore (ls-files).
+package gitws
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/pmezard/go-difflib/difflib"
+)
+
+// maxFile bounds a file whose diff is computed; larger ones are listed.
+const maxFile = 8 << 20
+
+// git runs git in dir with the repository's code-running settings off.
+func git(ctx context.Context, dir string, stdin []byte, args ...string) ([]byte, error) {
+	full := append([]string{"-C", dir, "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false"}, args...)
+	cmd := exec.CommandContext(ctx, "git", full...)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0")
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(errb.String()))
+	}
+	return out, nil
+}
+
+// ErrNotRepository is returned by Start for a directory that is not the
+// top of a git work tree with a commit.
+var ErrNotRepository = errors.New("gitws: not the top directory of a git repository with a commit")
+
+// Start returns the HEAD commit of the repository at dir and the tracked
+// files that differ from it (changed, staged or deleted).
+func Start(ctx context.Context, dir string) (commit string, dirty []string, err error) {
+	if _, err := exec.LookPath("git"); err != nil {
+		return "", nil, ErrNotRepository
+	}
+	top, err := git(ctx, dir, nil, "rev-parse", "--show-toplevel")
+	if err != nil || !sameDir(strings.TrimSpace(string(top)), dir) {
+		return "", nil, ErrNotRepository
+	}
+	head, err := git(ctx, dir, nil, "rev-parse", "--verify", "-q", "HEAD^{commit}")
+	if err != nil {
+		return "", nil, ErrNotRepository
+	}
+	commit = strings.TrimSpace(string(head))
+	changes, err := Diff(ctx, dir, commit, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, c := range changes {
+		if c.Status != Added {
+			dirty = append(dirty, c.Path)
+		}
+	}
+	return commit, dirty, nil
+}
+
+func sameDir(a, b string) bool {
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	return err1 == nil && err2 == nil && ra == rb
+}
+
+// Status says how a file changed.
+type Status string
+
+// The statuses of a [Change].
+const (
+	Added    Status = "A"
+	Modified Status = "M"
+	Deleted  Status = "D"
+)
+
+// Change is one changed file.
+type Change struct {
+	Path   string
+	Status Status
+	// Binary is set when either side is not text (or too large to
+	// compare line by line); Patch is then empty.
+	Binary bool
+	// Patch is the unified diff (with ---/+++ headers, no "diff --git"
+	// line); Added and Removed count its lines.
+	Patch          string
+	Added, Removed int
+}
+
+type entry struct{ mode, sha string }
+
+// Diff compares the files of the work tree at dir with commit: files of
+// the commit that changed or are gone, and files git does not ignore
+// that the commit lacks. skip, if set, leaves out paths it returns true
+// for. Changes are sorted by path.
+func Diff(ctx context.Context, dir, commit string, skip func(path string) bool) ([]Change, error) {
+	tree, err := git(ctx, dir, nil, "ls-tree", "-r", "-z", "--full-tree", commit)
+	if err != nil {
+		return nil, err
+	}
+	base := map[string]entry{}
+	for _, rec := range strings.Split(string(tree), "\x00") {
+		meta, path, ok := strings.Cut(rec, "\t")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(meta) // mode type sha
+		if len(f) != 3 || f[1] != "blob" {
+			continue // submodules
+		}
+		base[path] = entry{f[0], f[2]}
+	}
+	listed, err := git(ctx, dir, nil, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	if err != nil {
+		return nil, err
+	}
+	paths := map[string]bool{}
+	for p := range base {
+		paths[p] = true
+	}
+	for _, p := range strings.Split(string(listed), "\x00") {
+		if p != "" {
+			paths[p] = true
+		}
+	}
+	var out []Change
+	for p := range paths {
+		if skip != nil && skip(p) {
+			continue
+		}
+		cur, exists, err := readSide(filepath.Join(dir, filepath.FromSlash(p)))
+		if err != nil {
+			return nil, err
+		}
+		b, inBase := base[p]
+		switch {
+		case !inBase && !exists:
+			continue // listed in the index, gone from disk and from the commit
+		case inBase && exists && blobSHA(cur) == b.sha:
+			continue
+		}
+		c := Change{Path: p, Status: Modified}
+		var old []byte
+		if inBase {
+			if old, err = git(ctx, dir, nil, "cat-file", "blob", b.sha); err != nil {
+				return nil, err
+			}
+		} else {
+			c.Status = Added
+		}
+		if !exists {
+			c.Status, cur = Deleted, nil
+		}
+		c.patch(old, cur)
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// readSide reads a file of the work tree (a symlink as its target, as
+// git stores it); a missing file returns exists false.
+func readSide(name string) (data []byte, exists bool, err error) {
+	fi, err := os.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		t, err := os.Readlink(name)
+		return []byte(t), true, err
+	case !fi.Mode().IsRegular():
+		return nil, false, nil
+	}
+	b, err := os.ReadFile(name)
+	return b, true, err
+}
+
+// blobSHA is git's object id of a blob with content b (SHA-1 repositories).
+func blobSHA(b []byte) string {
+	h := sha1.New()
+	h.Write([]byte("blob " + strconv.Itoa(len(b)) + "\x00"))
+	h.Write(b)
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+func (c *Change) patch(old, cur []byte) {
+	if isBinary(old) || isBinary(cur) || len(old) > maxFile || len(cur) > maxFile {
+		c.Binary = true
+		return
+	}
+	from, to := "a/"+c.Path, "b/"+c.Path
+	switch c.Status {
+	case Added:
+		from = "/dev/null"
+	case Deleted:
+		to = "/dev/null"
+	}
+	a, b := lines(old), lines(cur)
+	text, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: a, B: b, FromFile: from, ToFile: to, Context: 3})
+	c.Patch = text
+	body := strings.SplitAfter(text, "\n")
+	for _, l := range body[min(2, len(body)):] { // after the ---/+++ headers
+		switch {
+		case strings.HasPrefix(l, "+"):
+			c.Added++
+		case strings.HasPrefix(l, "-"):
+			c.Removed++
+		}
+	}
+}
+
+// lines splits b into lines that keep their newline; a last line
+// without one gets git's marker.
+func lines(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	l := strings.SplitAfter(string(b), "\n")
+	if l[len(l)-1] == "" {
+		l = l[:len(l)-1]
+	} else {
+		l[len(l)-1] += "\n\\ No newline at end of file\n"
+	}
+	return l
+}
+
+func isBinary(b []byte) bool { return bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0 }
