@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
@@ -177,7 +176,7 @@ func serverSnapshot(ctx context.Context, store journal.Store, h *server.Handler)
 	defer cancel()
 	if runs, err := store.Runs(ctx, nil); err == nil {
 		for _, r := range runs {
-			if !identity.Reserved(r.RunID) {
+			if !journal.IsSystem(r.RunID) {
 				s.ByStatus[string(r.Status)]++
 			}
 		}
