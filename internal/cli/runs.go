@@ -143,6 +143,16 @@ func (a *app) runsShowCmd() *cobra.Command {
 							return err
 						}
 					}
+					if follow && verr == nil && len(events) > 0 && !stopsExecution(events[len(events)-1].Type) {
+						for e, err := range b.Follow(ctx, args[0], events[len(events)-1].Seq+1) {
+							if err != nil {
+								return err
+							}
+							if err := enc.Encode(e); err != nil {
+								return err
+							}
+						}
+					}
 					// The events are printed as stored; a broken chain is still
 					// reported, on stderr, with a failing exit status.
 					if verr != nil {

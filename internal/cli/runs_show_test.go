@@ -117,32 +117,49 @@ func TestRunsShowFollow(t *testing.T) {
 	for i, e := range events {
 		drafts[i] = journal.Draft{Type: e.Type, Time: e.Time, Payload: e.Payload}
 	}
-	const id, half = "followed", 8
-	if _, err := store.Append(t.Context(), id, 0, drafts[:half]...); err != nil {
-		t.Fatal(err)
-	}
-	out := &waitBuffer{want: "\n8 ", seen: make(chan struct{})}
-	seen := out.seen
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	done := make(chan int, 1)
-	var errBuf strings.Builder
-	go func() { done <- cli.Main(ctx, []string{"runs", "show", "--follow", id}, out, &errBuf) }()
-	select {
-	case <-seen:
-	case code := <-done:
-		t.Fatalf("runs show --follow ended before the run did = %d\n%s\n%s", code, out, errBuf.String())
-	}
-	if _, err := store.Append(t.Context(), id, half, drafts[half:]...); err != nil {
-		t.Fatal(err)
-	}
-	if code := <-done; code != 0 {
-		t.Fatalf("runs show --follow = %d\n%s\n%s", code, out, errBuf.String())
-	}
-	got := out.String()
-	for _, want := range []string{"\n12 ", "run.completed", "run followed · completed (answer)", "│ OK", "hash chain verified"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("runs show --follow lacks %q:\n%s", want, got)
+	const half = 8
+	for _, tt := range []struct {
+		id, seen string
+		args     []string
+		want     []string
+	}{
+		{"followed", "\n8 ", nil, []string{"\n12 ", "run.completed", "run followed · completed (answer)", "│ OK", "hash chain verified"}},
+		{"followed-json", `"seq":8,`, []string{"--json"}, []string{`"seq":12,`, `"type":"run.completed"`}},
+	} {
+		id := tt.id
+		if _, err := store.Append(t.Context(), id, 0, drafts[:half]...); err != nil {
+			t.Fatal(err)
 		}
+		out := &waitBuffer{want: tt.seen, seen: make(chan struct{})}
+		seen := out.seen
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		done := make(chan int, 1)
+		var errBuf strings.Builder
+		go func() {
+			done <- cli.Main(ctx, append([]string{"runs", "show", "--follow", id}, tt.args...), out, &errBuf)
+		}()
+		select {
+		case <-seen:
+		case code := <-done:
+			t.Fatalf("runs show --follow ended before the run did = %d\n%s\n%s", code, out, errBuf.String())
+		}
+		if _, err := store.Append(t.Context(), id, half, drafts[half:]...); err != nil {
+			t.Fatal(err)
+		}
+		if code := <-done; code != 0 {
+			t.Fatalf("runs show --follow = %d\n%s\n%s", code, out, errBuf.String())
+		}
+		cancel()
+		got := out.String()
+		for _, want := range tt.want {
+			if !strings.Contains(got, want) {
+				t.Errorf("runs show --follow %v lacks %q:\n%s", tt.args, want, got)
+			}
+		}
+	}
+	id := "followed"
+	// --json --follow of a stopped run prints its events and ends.
+	if code, lines, _ := keel(t, "runs", "show", "--json", "--follow", id); code != 0 || strings.Count(lines, "\n") != len(events) {
+		t.Errorf("runs show --json --follow = %d, %d lines, want %d", code, strings.Count(lines, "\n"), len(events))
 	}
 }
