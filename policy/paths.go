@@ -72,6 +72,33 @@ func (e *Engine) deniedHit(r *request) string {
 				return d
 			}
 		}
+		// Words holds literal words only: a REV:PATH whose revision is
+		// computed (git show $(git rev-parse HEAD):secrets/key) is found
+		// in the part's text.
+		if path.Base(r.part.Command) == "git" && !strings.HasPrefix(d, "/") && gitTreePath(r.part.Text, d) {
+			return d
+		}
 	}
 	return ""
+}
+
+// gitTreePath reports whether text names rel (a path relative to the
+// repository's top) as the PATH of a git REV:PATH argument: ":" then rel,
+// optionally after "./", followed by "/", a quote, a space or the end.
+func gitTreePath(text, rel string) bool {
+	rel = strings.TrimPrefix(path.Clean(rel), "./")
+	for _, pre := range []string{":" + rel, ":./" + rel} {
+		for i := 0; ; {
+			j := strings.Index(text[i:], pre)
+			if j < 0 {
+				break
+			}
+			end := i + j + len(pre)
+			if end == len(text) || strings.IndexByte("/'\" \t\n)", text[end]) >= 0 {
+				return true
+			}
+			i = end
+		}
+	}
+	return false
 }

@@ -47,6 +47,21 @@ command = "git show HEAD:secrets/key.txt"
 expect = "deny"
 
 [[test]]
+name = "git's tree at a computed revision"
+command = "git show $(git rev-parse HEAD):secrets/key.txt"
+expect = "deny"
+
+[[test]]
+name = "git's tree at a computed revision, ./ form, quoted"
+command = "git cat-file -p \"$REV:./secrets\""
+expect = "deny"
+
+[[test]]
+name = "git's tree, a name that only starts like it"
+command = "git show $(git rev-parse HEAD):secrets2/x"
+expect = "allow"
+
+[[test]]
 name = "git's tree, another file"
 command = "git show HEAD:src/app.py && git log -p -- src"
 expect = "allow"

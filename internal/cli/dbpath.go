@@ -23,8 +23,8 @@ var createsJournal = map[string]bool{
 }
 
 // checkJournalPath decides what to do when the journal p (a plain path,
-// not a DSN) does not exist: the default path and the config file's are
-// created silently (the first use of Keel); --create-db and the commands
+// not a DSN) does not exist: the default path is created silently (the
+// first use of Keel), the config file's db like --db; --create-db and the commands
 // of createsJournal create it and say so; anything else is a usage error.
 // It returns whether p must be created.
 func (a *app) checkJournalPath(p string) (create bool, err error) {
@@ -34,7 +34,8 @@ func (a *app) checkJournalPath(p string) (create bool, err error) {
 		return false, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return false, fmt.Errorf("journal %s: %w", p, err)
-	case a.db == "":
+	case a.db == "" && (a.cfg == nil || a.cfg.DB == ""):
+		// The default journal: the first use of Keel creates it.
 		return true, nil
 	case a.createDB || createsJournal[a.cmdPath]:
 		fmt.Fprintf(a.stderr, "keel: %s did not exist: created a new journal there\n", p)
@@ -46,7 +47,11 @@ func (a *app) checkJournalPath(p string) (create bool, err error) {
 			hint = " (journals in " + dir + ": " + strings.Join(baseNames(m, 5), ", ") + ")"
 		}
 	}
-	return false, usagef("no journal at %s%s: check --db, or pass --create-db to start a new one there", p, hint)
+	from := "--db"
+	if a.db == "" {
+		from = "db in " + filepath.Join(a.home, "config.toml")
+	}
+	return false, usagef("no journal at %s%s: check %s, or pass --create-db to start a new one there", p, hint, from)
 }
 
 func baseNames(paths []string, max int) []string {

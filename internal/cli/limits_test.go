@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +85,24 @@ func TestHintsNameTheJournal(t *testing.T) {
 		if code, _, errOut := keel(t, args...); code != 2 {
 			t.Errorf("keel %q = %d, want 2\n%s", args, code, errOut)
 		}
+	}
+}
+
+// A mistyped db in config.toml is refused like a mistyped --db, by the
+// commands that only read a journal; the default journal is still
+// created on first use.
+func TestConfigDBTypoRefused(t *testing.T) {
+	setup(t)
+	home := t.TempDir()
+	t.Setenv("KEEL_HOME", home)
+	missing := filepath.Join(t.TempDir(), "nonexist.db")
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("db = \""+missing+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := keel(t, "runs", "list"); code != 2 || !strings.Contains(errOut, "db in ") {
+		t.Errorf("runs list with a mistyped config db = %d, want 2\n%s", code, errOut)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("%s was created", missing)
 	}
 }
