@@ -369,12 +369,12 @@ func TestCheckRef(t *testing.T) {
 		{"agent", "tool/builtin/{fs,nosuch}", true, true},
 		{"agent", "internal/cli/...", true, false},
 		{"agent", "agent/nosuch.go", true, true},
-		{"docs", "DESIGN.md", false, true},
-		{"docs", "STYLE.md", true, true},
+		{"docs", "ROADMAP.md", false, true},
+		{"docs", "GUIDE.md", true, true},
 		{"docs", "AGENTS.md", false, false},
 		{"docs", "KEEL.md", false, false},
 		{"docs", "notes.md", false, false},
-		{"docs", "../shared/DESIGN.md", false, true},
+		{"docs", "../elsewhere/ROADMAP.md", false, true},
 		{"docs", "../AGENTS.md", false, false},
 		{"docs", "../../x", false, true},
 		{"sandbox", "../..", true, false},
@@ -397,7 +397,7 @@ func TestCheckRef(t *testing.T) {
 			t.Errorf("checkRef(%s, %q) = %q, want dangling %v", tt.dir, tt.ref, why, tt.bad)
 		}
 	}
-	if got, want := pathRefs("see (docs/policy.md#rules), https://example.com/x/DESIGN.md and STYLE.md."), []string{"docs/policy.md", "STYLE.md"}; !slices.Equal(got, want) {
+	if got, want := pathRefs("see (docs/policy.md#rules), https://example.com/x/ROADMAP.md and GUIDE.md."), []string{"docs/policy.md", "GUIDE.md"}; !slices.Equal(got, want) {
 		t.Errorf("pathRefs = %q, want %q", got, want)
 	}
 }
