@@ -78,23 +78,14 @@ func (v *Vault) BeginConnect(ctx context.Context, cp *ConnectParams) (*Pending, 
 	if cp.Agent == "" || cp.RedirectURL == "" {
 		return nil, fmt.Errorf("%w: an authorization needs an agent and a redirect URL", ErrInvalid)
 	}
-	if err := checkUser(cp.User); err != nil {
-		return nil, err
-	}
-	if len(v.opts.Keys) == 0 {
-		return nil, fmt.Errorf("%w: the grant would be sealed under the vault key", ErrNoKey)
-	}
-	p, err := v.Provider(ctx, cp.Provider)
+	p, err := v.connectProvider(ctx, cp)
 	if err != nil {
 		return nil, err
 	}
 	if p.AuthURL == "" {
 		return nil, fmt.Errorf("%w: provider %s has no authorization endpoint", ErrInvalid, p.Name)
 	}
-	scopes := normScopes(cp.Scopes)
-	if len(scopes) == 0 {
-		scopes = p.Scopes
-	}
+	scopes := connectScopes(cp, p)
 	ttl := cp.TTL
 	if ttl <= 0 {
 		ttl = 10 * time.Minute
@@ -235,23 +226,14 @@ func (v *Vault) ConnectDevice(ctx context.Context, cp *ConnectParams, show func(
 	if cp.Agent == "" {
 		return nil, fmt.Errorf("%w: an authorization needs an agent", ErrInvalid)
 	}
-	if err := checkUser(cp.User); err != nil {
-		return nil, err
-	}
-	if len(v.opts.Keys) == 0 {
-		return nil, fmt.Errorf("%w: the grant would be sealed under the vault key", ErrNoKey)
-	}
-	p, err := v.Provider(ctx, cp.Provider)
+	p, err := v.connectProvider(ctx, cp)
 	if err != nil {
 		return nil, err
 	}
 	if p.DeviceURL == "" {
 		return nil, fmt.Errorf("%w: provider %s offers no device authorization endpoint", ErrInvalid, p.Name)
 	}
-	scopes := normScopes(cp.Scopes)
-	if len(scopes) == 0 {
-		scopes = p.Scopes
-	}
+	scopes := connectScopes(cp, p)
 	cfg := p.oauth(v, "", scopes)
 	var opts []oauth2.AuthCodeOption
 	for _, r := range p.Resources {
@@ -275,4 +257,24 @@ func (v *Vault) ConnectDevice(ctx context.Context, cp *ConnectParams, show func(
 		return nil, fmt.Errorf("credential: device flow at %s: %w", p.Name, safeErr(err))
 	}
 	return v.storeToken(ctx, p, cp.Agent, cp.User, scopes, tok, "device_code", cp.RunID, cp.CallID)
+}
+
+// connectProvider checks what every way of connecting needs (a valid
+// user, a vault key to seal the grant under) and returns cp's provider.
+func (v *Vault) connectProvider(ctx context.Context, cp *ConnectParams) (*Provider, error) {
+	if err := checkUser(cp.User); err != nil {
+		return nil, err
+	}
+	if len(v.opts.Keys) == 0 {
+		return nil, fmt.Errorf("%w: the grant would be sealed under the vault key", ErrNoKey)
+	}
+	return v.Provider(ctx, cp.Provider)
+}
+
+// connectScopes are the scopes cp asks for, or the provider's own.
+func connectScopes(cp *ConnectParams, p *Provider) []string {
+	if scopes := normScopes(cp.Scopes); len(scopes) > 0 {
+		return scopes
+	}
+	return p.Scopes
 }
