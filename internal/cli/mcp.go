@@ -245,7 +245,7 @@ func (a *app) connectMCP(ctx context.Context, w *wiring, c *agent.RunCreated) er
 	}
 	for _, s := range c.MCP {
 		cl, err := mcp.Connect(ctx, mcp.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Tools: s.Tools},
-			&mcp.Options{Sandbox: w.sb, Network: w.env.Network, CallTimeout: w.env.CommandTimeout})
+			&mcp.Options{Sandbox: w.sb, Network: w.env.Network, CallTimeout: w.env.CommandTimeout, Elicit: w.elicit})
 		if err != nil {
 			return err
 		}
