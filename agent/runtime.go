@@ -278,13 +278,14 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 		}
 		defer unlock()
 	}
-	st, _, err := rt.Load(ctx, runID)
+	st, evs, err := rt.Load(ctx, runID)
 	if err != nil {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, err)
 	}
 	// A run that moved on after IfLastSeq was continued by another
-	// process, also when that process completed it.
-	if p.IfLastSeq > 0 && st.LastSeq != p.IfLastSeq {
+	// process, also when that process completed it; answers to input
+	// requests are appended by people, not executions.
+	if p.IfLastSeq > 0 && st.LastSeq != p.IfLastSeq && !onlyAnswers(evs, p.IfLastSeq) {
 		return nil, fmt.Errorf("agent: execute run %s: %w (it moved on after event %d)", runID, ErrRunBusy, p.IfLastSeq)
 	}
 	followUp := st.Status == journal.StatusCompleted
@@ -414,6 +415,22 @@ func (x *executor) appendMany(ctx context.Context, types []journal.Type, payload
 		}
 	}
 	return nil
+}
+
+// onlyAnswers reports whether every event of evs after seq is an answer
+// to an input request (and there is one).
+func onlyAnswers(evs []journal.Event, seq int64) bool {
+	n := 0
+	for _, e := range evs {
+		if e.Seq <= seq {
+			continue
+		}
+		if e.Type != journal.InputAnswered {
+			return false
+		}
+		n++
+	}
+	return n > 0
 }
 
 // foldForeign folds the events appended after x.st by another process

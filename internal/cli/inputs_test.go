@@ -1,17 +1,25 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
 )
 
 // startRunChild starts `keel run` on db (this test binary as keel) with
@@ -123,5 +131,107 @@ func TestMCPElicitationDurableWait(t *testing.T) {
 	result, starts, asks = elicitResult(t, db2, run2, "ask1")
 	if !strings.Contains(result, "Name: Grace Hopper") || starts != 1 || asks != 1 {
 		t.Errorf("live answer: %d starts, %d asks, result %s", starts, asks, result)
+	}
+}
+
+// On keel serve: a server run's question is listed by the API and shown
+// on the run page with a form; the server is killed (-9) while the call
+// waits and started again; the run resumes and waits on the same
+// question; a wrong answer through the API is refused; the page's form
+// answers; the run completes.
+func TestServeElicitationSurvivesRestart(t *testing.T) {
+	dir := mcpNpm(t)
+	db := setup(t)
+	everything := mcpJS(dir, "server-everything")
+	cfg := fmt.Sprintf("[[mcp.servers]]\nname = \"everything\"\ncommand = [\"node\", %q, \"stdio\"]\nread_only = [%q]\n", everything, filepath.Join(dir, "node_modules"))
+	if err := os.WriteFile(filepath.Join(os.Getenv("KEEL_HOME"), "config.toml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := &scriptedModel{turns: [][]scriptedCall{{{"ask1", "everything__trigger-elicitation-request", `{}`}}}}
+	srv := httptest.NewServer(m)
+	t.Cleanup(srv.Close)
+	model := "openai-compatible:scripted@" + srv.URL + "/v1"
+	s1 := startServe(t, "--model", model)
+	c := s1.apiClient(t)
+	run, err := c.CreateRun(t.Context(), &api.CreateRun{Task: "ask", Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// waitInput waits until the call asks (attempt 1) or, after the
+	// restart, runs again (attempt 2), and returns the open question.
+	waitInput := func(c *client.Client, attempt int) api.Input {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		for e, err := range c.Events(ctx, run.ID, &client.EventsParams{From: 1}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ts agent.ToolStarted
+			if attempt == 1 && e.Type == journal.InputRequested || attempt > 1 && e.Type == journal.ToolStarted && json.Unmarshal(e.Payload, &ts) == nil && ts.Attempt == attempt {
+				break
+			}
+		}
+		list, err := c.Inputs(t.Context())
+		if err != nil || len(list) != 1 || list[0].RunID != run.ID || list[0].ID != "input-1" {
+			_, evs := loadRun(t, db, run.ID)
+			for _, e := range evs[1:] {
+				t.Logf("%d %s %.300s", e.Seq, e.Type, e.Payload)
+			}
+			t.Fatalf("inputs: %+v %v", list, err)
+		}
+		return list[0]
+	}
+	waitInput(c, 1)
+	if err := s1.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-s1.done
+
+	s2 := startServe(t, "--model", model)
+	c = s2.apiClient(t)
+	in := waitInput(c, 2)
+	if !strings.Contains(in.Message, "Please provide") || in.Mode != "form" {
+		t.Errorf("input: %+v", in)
+	}
+	// The executing server re-asked after the restart: the same request
+	// waits (no second input.requested).
+	if _, err := c.AnswerInput(t.Context(), run.ID, in.ID, &api.AnswerInput{Action: "accept", Content: json.RawMessage(`{"check":true}`)}); !client.IsCode(err, api.CodeInvalidRequest) {
+		t.Fatalf("an answer without the required name: %v", err)
+	}
+	tok := s2.savedToken(t)
+	get, _ := http.NewRequest(http.MethodGet, s2.url+"/ui/runs/"+run.ID, nil)
+	get.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(get)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `name="field.name"`) || !strings.Contains(string(page), "/ui/inputs/"+run.ID+"/input-1") {
+		t.Fatalf("the run page has no form for the question:\n%s", page)
+	}
+	form := url.Values{"input": {"input-1"}, "action": {"accept"}, "field.name": {"Ada from the UI"}, "field.check": {"true"}}
+	post, _ := http.NewRequest(http.MethodPost, s2.url+"/ui/inputs/"+run.ID+"/input-1", strings.NewReader(form.Encode()))
+	post.Header.Set("Authorization", "Bearer "+tok)
+	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err = (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(post)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("POST the form = %d", resp.StatusCode)
+	}
+	if end := untilStopped(t, c, run.ID, 1); end.Type != journal.RunCompleted {
+		_, evs := loadRun(t, db, run.ID)
+		for _, e := range evs {
+			t.Logf("%d %s %s", e.Seq, e.Type, e.Payload)
+		}
+		t.Fatalf("the run stopped with %s\n%s", end.Type, s2.stderr)
+	}
+	result, _, asks := elicitResult(t, db, run.ID, "ask1")
+	if !strings.Contains(result, "Name: Ada from the UI") || !strings.Contains(result, "Agreed to terms: true") || asks != 1 {
+		t.Errorf("%d asks, result %s", asks, result)
 	}
 }
