@@ -150,6 +150,10 @@ type Handler struct {
 	// demo's, as runs record them.
 	policyRef, demoPolicyRef *agent.PolicyRef
 
+	// idleWait, if set, is called when a resume starts waiting for an
+	// execution that is ending (tests).
+	idleWait func(runID string)
+
 	stopOnce sync.Once
 	stop     chan struct{} // closed by Shutdown
 	sweeping sync.WaitGroup

@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/cli"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
@@ -452,5 +454,61 @@ func TestApprovalsListAfterOneOfTwo(t *testing.T) {
 	_, remote, _ := keel(t, "--server", s.url, "approvals", "list")
 	if remote != local {
 		t.Errorf("with --server:\n%s\nlocally:\n%s", remote, local)
+	}
+}
+
+// A run on a team server stopped by a limit says how to go on, and the
+// command it prints works: the raised limit goes through the API, is
+// journaled in run.resumed, and the run completes.
+func TestClientLimitHintWorks(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	s := startServe(t)
+	code, _, errOut := keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "--max-steps", "1", "fix it")
+	var runID string
+	limits := []string{}
+	// Each hint doubles the limit; the demo needs a few steps more than
+	// one, so follow the hints until it completes.
+	for range 5 {
+		if code == 0 {
+			break
+		}
+		_, hint, ok := strings.Cut(errOut, "to go on, raise the limit: ")
+		hint, _, _ = strings.Cut(hint, "\n")
+		args := strings.Fields(hint)
+		if code != 1 || !ok || len(args) != 8 || args[0] != "keel" || args[1] != "--server" || args[3] != "runs" || args[4] != "resume" || args[6] != "--max-steps" {
+			t.Fatalf("exit %d, want 1 with a resume hint raising --max-steps:\n%s", code, errOut)
+		}
+		runID = args[5]
+		limits = append(limits, args[7])
+		code, _, errOut = keel(t, args[1:]...)
+	}
+	if code != 0 || !strings.Contains(errOut, "completed (answer)") || len(limits) == 0 {
+		t.Fatalf("following the hints (limits %v) = %d, want the run completed\n%s", limits, code, errOut)
+	}
+	// Each change is journaled, naming the person, as a local resume's.
+	var got []string
+	for e, err := range s.apiClient(t).Events(t.Context(), runID, &client.EventsParams{NoFollow: true}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type != journal.RunResumed {
+			continue
+		}
+		p, err := agent.Decode(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := p.(*agent.RunResumed)
+		if r.Limits == nil || r.By == "" {
+			t.Errorf("run.resumed = %+v, want the new limits and the person", r)
+			continue
+		}
+		got = append(got, strconv.Itoa(r.Limits.MaxSteps))
+	}
+	if strings.Join(got, " ") != strings.Join(limits, " ") {
+		t.Errorf("journaled step limits %v, want %v", got, limits)
 	}
 }
