@@ -230,9 +230,14 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 }
 
 func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {
-	if err := only(cmd); err != nil {
+	if err := only(cmd, "wait", "no-wait"); err != nil {
 		return err
 	}
+	// The server's demo asks before it edits: stop there, as keel run
+	// does, unless a person can answer (see gateFlags.waiting).
+	var g gateFlags
+	g.wait, _ = cmd.Flags().GetBool("wait")
+	g.noWait, _ = cmd.Flags().GetBool("no-wait")
 	ctx := cmd.Context()
 	cl, err := a.apiClient()
 	if err != nil {
@@ -244,7 +249,7 @@ func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	fmt.Fprintf(a.stderr, "keel demo: run %s on %s; watch it at %s/ui/runs/%s\n", run.ID, cl.URL(), cl.URL(), run.ID)
-	return a.follow(ctx, cl, run.ID, 1, false, false, false)
+	return a.follow(ctx, cl, run.ID, 1, false, false, !g.waiting())
 }
 
 // followGiveUp is how long following a run keeps reconnecting to a

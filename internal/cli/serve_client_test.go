@@ -167,7 +167,7 @@ func TestClientOutputLikeLocal(t *testing.T) {
 	defer cancel()
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- cli.Main(ctx, []string{"--server", s.url, "demo"}, &out, &errOut) }()
+	go func() { done <- cli.Main(ctx, []string{"--server", s.url, "demo", "--wait"}, &out, &errOut) }()
 	hint := "approve: keel --server " + s.url + " approve "
 	for !strings.Contains(errOut.String(), hint) {
 		select {
@@ -512,3 +512,20 @@ func TestClientLimitHintWorks(t *testing.T) {
 		t.Errorf("journaled step limits %v, want %v", got, limits)
 	}
 }
+
+// keel --server URL demo with stdin not a terminal (a script, </dev/null)
+// stops at the demo's approval and exits 3 saying how to decide, as keel
+// run does, instead of waiting for an answer nobody can give.
+func TestClientDemoStdinNotTerminal(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	demoTempDir(t)
+	s := startServe(t)
+	code, _, errOut := keel(t, "--server", s.url, "demo")
+	if code != 3 || !strings.Contains(errOut, "decide with: keel --server "+s.url+" approve ") {
+		t.Fatalf("keel --server demo, stdin not a terminal = %d, want 3 with the approve hint\n%s", code, errOut)
+	}
+}
+
