@@ -18,6 +18,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/cli"
+	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
 	"github.com/keel-run/keel/model"
@@ -529,3 +530,40 @@ func TestClientDemoStdinNotTerminal(t *testing.T) {
 	}
 }
 
+// A journal beside the workspace root (/srv/keel.db and /srv/work) does
+// not make the server refuse every workspace: only a workspace that holds
+// the journal's files is refused. A workspace root inside Keel's home,
+// where no run may work, is refused when the server starts, not at each
+// run with a message about the journal.
+func TestServeWorkspaceRootBesideJournal(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	srv := t.TempDir()
+	db, root := filepath.Join(srv, "keel.db"), filepath.Join(srv, "work")
+	ws := filepath.Join(root, "proj")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.WriteProject(ws); err != nil {
+		t.Fatal(err)
+	}
+	s := startServeArgs(t, "serve", "--db", db, "--addr", "127.0.0.1:0", "--workers", "1", "--workspace-root", root, "--workspace-root", srv)
+	code, _, errOut := keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", ws, "fix it")
+	if code != 0 || !strings.Contains(errOut, "completed (answer)") {
+		t.Errorf("a run in %s with the journal at %s = %d\n%s", ws, db, code, errOut)
+	}
+	code, _, errOut = keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", srv, "--no-wait", "fix it")
+	if code != 1 || !strings.Contains(errOut, "holds the server's own files") {
+		t.Errorf("a workspace holding the journal = %d %q, want 1, refused", code, errOut)
+	}
+	inHome := filepath.Join(os.Getenv("KEEL_HOME"), "work")
+	if err := os.Mkdir(inHome, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = keel(t, "serve", "--addr", "127.0.0.1:0", "--workspace-root", inHome)
+	if code != 2 || !strings.Contains(errOut, "--workspace-root "+inHome+" is inside "+os.Getenv("KEEL_HOME")) {
+		t.Errorf("serve with a workspace root inside KEEL_HOME = %d %q, want 2 saying why", code, errOut)
+	}
+}
