@@ -531,8 +531,8 @@ func (c *Client) keelTool(name string, t *sdk.Tool) (*tool.Tool, error) {
 		InputSchema: schema,
 		// Annotations are hints from the server, which may lie: an MCP
 		// call is never assumed read-only or idempotent.
-		Effect: tool.External,
-		Scope:  func(json.RawMessage) []string { return []string{} },
+		Effect:    tool.External,
+		Scope:     func(json.RawMessage) []string { return []string{} },
 		Server:    c.srv.Name,
 		Facts:     func(json.RawMessage) map[string]any { return facts },
 		Authorize: c.authorizeCall,

@@ -2,23 +2,14 @@ package mcp_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/auth"
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/internal/oauthtest"
@@ -29,71 +20,6 @@ import (
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/mcp"
 )
-
-// protected is a real MCP server (the Go SDK's) behind the SDK's bearer
-// middleware, which checks tokens by introspection at a real
-// authorization server (the zitadel/oidc example OP) and answers 401 with
-// its protected resource metadata (RFC 9728).
-type protected struct {
-	op       *oauthtest.OP
-	url      string // the MCP endpoint
-	base     string
-	mu       sync.Mutex
-	tokens   []string // bearer tokens the server received
-	requests atomic.Int64
-}
-
-func startProtected(t testing.TB, op *oauthtest.OP, authServers ...string) *protected {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &protected{op: op, base: fmt.Sprintf("http://localhost:%d", l.Addr().(*net.TCPAddr).Port)}
-	p.url = p.base + "/mcp"
-	if len(authServers) == 0 {
-		authServers = []string{op.Issuer}
-	}
-	s := sdk.NewServer(&sdk.Implementation{Name: "tickets", Version: "1"}, nil)
-	s.AddTool(&sdk.Tool{Name: "whoami", Description: "Says who the token is for.", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-			ti := req.Extra.TokenInfo
-			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "you are " + ti.UserID}}}, nil
-		})
-	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		p.mu.Lock()
-		p.tokens = append(p.tokens, token)
-		p.mu.Unlock()
-		in, err := op.Introspect(ctx, token)
-		if err != nil || !in.Active {
-			return nil, auth.ErrInvalidToken
-		}
-		user := in.Username
-		if user == "" {
-			user = in.Subject
-		}
-		return &auth.TokenInfo{Scopes: strings.Fields(in.Scope), UserID: user, Expiration: time.Now().Add(time.Minute)}, nil
-	}
-	prmURL := p.base + "/.well-known/oauth-protected-resource/mcp"
-	mux := http.NewServeMux()
-	mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-		Resource: p.url, AuthorizationServers: authServers, ScopesSupported: []string{"openid", "offline_access"}}))
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL})(
-		sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)))
-	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.requests.Add(1)
-		mux.ServeHTTP(w, r)
-	})}
-	go hs.Serve(l)
-	t.Cleanup(func() { hs.Close() })
-	return p
-}
-
-func (p *protected) received() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.tokens...)
-}
 
 type clock struct {
 	mu sync.Mutex
@@ -187,7 +113,7 @@ func runCall(t *testing.T, r *tool.Registry, env *tool.Env, id, name, args, agen
 // grant makes the next call wait again, with the tools pinned by the run.
 func TestVaultAuthorizedServer(t *testing.T) {
 	e := newVaultEnv(t)
-	srv := startProtected(t, e.op)
+	srv := oauthtest.StartMCP(t, e.op)
 	ctx := context.Background()
 	dir := t.TempDir()
 	ws, err := tool.NewWorkspace(dir, "/workspace", nil)
@@ -195,17 +121,17 @@ func TestVaultAuthorizedServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Close()
-	network := sandbox.Network{Allow: []string{strings.TrimPrefix(srv.base, "http://")}}
+	network := sandbox.Network{Allow: []string{srv.Host}}
 	env := &tool.Env{Workspace: ws, Network: network}
 	opts := &mcp.Options{Network: network, Auth: &mcp.Auth{Vault: e.vault, Agent: "helper", User: "ann", ClientID: oauthtest.NativeClient}}
 
 	// First contact: no grant yet.
-	c, err := mcp.Connect(ctx, mcp.Server{Name: "tickets", URL: srv.url}, opts)
+	c, err := mcp.Connect(ctx, mcp.Server{Name: "tickets", URL: srv.URL}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ar := c.AuthRequired()
-	if ar == nil || ar.Provider != "mcp-tickets" || ar.Reason != credential.ReasonMissing || ar.Agent != "helper" || ar.User != "ann" || ar.Resource != srv.url {
+	if ar == nil || ar.Provider != "mcp-tickets" || ar.Reason != credential.ReasonMissing || ar.Agent != "helper" || ar.User != "ann" || ar.Resource != srv.URL {
 		t.Fatalf("AuthRequired = %+v", ar)
 	}
 	if !strings.Contains(ar.Hint, "keel auth connect mcp-tickets --agent helper --user ann") {
@@ -215,7 +141,7 @@ func TestVaultAuthorizedServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Issuer != e.op.Issuer || len(p.Resources) != 1 || p.Resources[0] != srv.url || p.ClientID != oauthtest.NativeClient {
+	if p.Issuer != e.op.Issuer || len(p.Resources) != 1 || p.Resources[0] != srv.URL || p.ClientID != oauthtest.NativeClient {
 		t.Fatalf("provider registered on first contact: %+v", p)
 	}
 	reg := tool.NewRegistry()
@@ -225,8 +151,8 @@ func TestVaultAuthorizedServer(t *testing.T) {
 	c.Close()
 
 	// A person connects; the server's tools are listed with the token.
-	e.connect(t, "mcp-tickets", "helper", "ann", srv.url)
-	c, err = mcp.Connect(ctx, mcp.Server{Name: "tickets", URL: srv.url}, opts)
+	e.connect(t, "mcp-tickets", "helper", "ann", srv.URL)
+	c, err = mcp.Connect(ctx, mcp.Server{Name: "tickets", URL: srv.URL}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +171,7 @@ func TestVaultAuthorizedServer(t *testing.T) {
 
 	// The use is journaled with the run and call, without the token.
 	used := credentialEvents(t, e.store, credential.EventUsed)
-	if !strings.Contains(used, `"run":"run-a"`) || !strings.Contains(used, `"call":"c1"`) || !strings.Contains(used, srv.url) {
+	if !strings.Contains(used, `"run":"run-a"`) || !strings.Contains(used, `"call":"c1"`) || !strings.Contains(used, srv.URL) {
 		t.Errorf("credential.used events: %s", used)
 	}
 
@@ -270,13 +196,13 @@ func TestVaultAuthorizedServer(t *testing.T) {
 	if _, err := e.vault.Revoke(ctx, credential.Selector{GrantID: gs[0].ID}, &credential.RevokeParams{By: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	n := srv.requests.Load()
+	n := srv.Requests()
 	_, err = runCall(t, reg, env, "c3", "tickets__whoami", `{}`, "helper", "ann")
 	var tar *tool.AuthRequiredError
 	if !errors.As(err, &tar) || tar.Reason != credential.ReasonRevoked || tar.Provider != "mcp-tickets" {
 		t.Fatalf("after revocation: %v", err)
 	}
-	if srv.requests.Load() != n {
+	if srv.Requests() != n {
 		t.Error("the revoked call reached the server")
 	}
 
@@ -301,17 +227,17 @@ func TestVaultAuthorizedServer(t *testing.T) {
 // person connected.
 func TestVaultAuthorizedPinnedToolsWait(t *testing.T) {
 	e := newVaultEnv(t)
-	srv := startProtected(t, e.op)
+	srv := oauthtest.StartMCP(t, e.op)
 	ctx := context.Background()
-	network := sandbox.Network{Allow: []string{strings.TrimPrefix(srv.base, "http://")}}
+	network := sandbox.Network{Allow: []string{srv.Host}}
 	opts := &mcp.Options{Network: network, Auth: &mcp.Auth{Vault: e.vault, Agent: "helper", ClientID: oauthtest.NativeClient}}
-	c, err := mcp.Connect(ctx, mcp.Server{Name: "tickets", URL: srv.url}, opts)
+	c, err := mcp.Connect(ctx, mcp.Server{Name: "tickets", URL: srv.URL}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
-	g := e.connect(t, "mcp-tickets", "helper", "", srv.url)
-	c, err = mcp.Connect(ctx, mcp.Server{Name: "tickets", URL: srv.url}, opts)
+	g := e.connect(t, "mcp-tickets", "helper", "", srv.URL)
+	c, err = mcp.Connect(ctx, mcp.Server{Name: "tickets", URL: srv.URL}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +254,7 @@ func TestVaultAuthorizedPinnedToolsWait(t *testing.T) {
 	}
 
 	// The resumed run: no grant, the pinned tools are offered.
-	c, err = mcp.Connect(ctx, mcp.Server{Name: "tickets", URL: srv.url}, opts)
+	c, err = mcp.Connect(ctx, mcp.Server{Name: "tickets", URL: srv.URL}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +274,7 @@ func TestVaultAuthorizedPinnedToolsWait(t *testing.T) {
 	if _, err := runCall(t, reg, env, "c1", "tickets__whoami", `{}`, "helper", ""); !errors.As(err, &tar) || tar.Reason != credential.ReasonRevoked {
 		t.Fatalf("pinned tool before authorization: %v", err)
 	}
-	e.connect(t, "mcp-tickets", "helper", "", srv.url)
+	e.connect(t, "mcp-tickets", "helper", "", srv.URL)
 	res, err := runCall(t, reg, env, "c1", "tickets__whoami", `{}`, "helper", "")
 	if err != nil || res.IsError || !strings.Contains(res.Content, "you are") {
 		t.Fatalf("pinned tool after authorization: %v %+v", err, res)
@@ -363,23 +289,22 @@ func TestVaultAuthorizedPinnedToolsWait(t *testing.T) {
 func TestVaultAuthorizationRefusals(t *testing.T) {
 	e := newVaultEnv(t)
 	ctx := context.Background()
-	good := startProtected(t, e.op)
-	hostOf := func(p *protected) string { return strings.TrimPrefix(p.base, "http://") }
-	opts := func(p *protected, a *mcp.Auth) *mcp.Options {
+	good := oauthtest.StartMCP(t, e.op)
+	opts := func(p *oauthtest.MCPServer, a *mcp.Auth) *mcp.Options {
 		a.Vault, a.Agent = e.vault, "helper"
-		return &mcp.Options{Network: sandbox.Network{Allow: []string{hostOf(p)}}, Auth: a}
+		return &mcp.Options{Network: sandbox.Network{Allow: []string{p.Host}}, Auth: a}
 	}
-	c, err := mcp.Connect(ctx, mcp.Server{Name: "good", URL: good.url}, opts(good, &mcp.Auth{ClientID: oauthtest.NativeClient}))
+	c, err := mcp.Connect(ctx, mcp.Server{Name: "good", URL: good.URL}, opts(good, &mcp.Auth{ClientID: oauthtest.NativeClient}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
-	e.connect(t, "mcp-good", "helper", "", good.url)
+	e.connect(t, "mcp-good", "helper", "", good.URL)
 
 	// A second server that names the same authorization server: it
 	// gets a provider of its own, never good's token.
-	other := startProtected(t, e.op)
-	c, err = mcp.Connect(ctx, mcp.Server{Name: "other", URL: other.url}, opts(other, &mcp.Auth{ClientID: oauthtest.NativeClient}))
+	other := oauthtest.StartMCP(t, e.op)
+	c, err = mcp.Connect(ctx, mcp.Server{Name: "other", URL: other.URL}, opts(other, &mcp.Auth{ClientID: oauthtest.NativeClient}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,25 +314,25 @@ func TestVaultAuthorizationRefusals(t *testing.T) {
 	}
 	// Told to use good's provider, it is refused: the provider's
 	// resources do not cover it.
-	_, err = mcp.Connect(ctx, mcp.Server{Name: "other2", URL: other.url}, opts(other, &mcp.Auth{Provider: "mcp-good"}))
+	_, err = mcp.Connect(ctx, mcp.Server{Name: "other2", URL: other.URL}, opts(other, &mcp.Auth{Provider: "mcp-good"}))
 	if err == nil || !strings.Contains(err.Error(), "do not cover") {
 		t.Fatalf("other server with good's provider: %v", err)
 	}
 	// A server whose metadata names another authorization server than
 	// the provider's issuer (a mix-up) is refused.
-	mixed := startProtected(t, e.op, "https://as.example.com/")
-	_, err = mcp.Connect(ctx, mcp.Server{Name: "mixed", URL: mixed.url}, opts(mixed, &mcp.Auth{Provider: "mcp-good"}))
+	mixed := oauthtest.StartMCP(t, e.op, "https://as.example.com/")
+	_, err = mcp.Connect(ctx, mcp.Server{Name: "mixed", URL: mixed.URL}, opts(mixed, &mcp.Auth{Provider: "mcp-good"}))
 	if err == nil || !strings.Contains(err.Error(), "is not an authorization server of") {
 		t.Fatalf("mix-up: %v", err)
 	}
 	// No client configured: a clear error naming what to configure.
-	fresh := startProtected(t, e.op)
-	_, err = mcp.Connect(ctx, mcp.Server{Name: "noclient", URL: fresh.url}, opts(fresh, &mcp.Auth{}))
+	fresh := oauthtest.StartMCP(t, e.op)
+	_, err = mcp.Connect(ctx, mcp.Server{Name: "noclient", URL: fresh.URL}, opts(fresh, &mcp.Auth{}))
 	if err == nil || !strings.Contains(err.Error(), "keel auth providers add mcp-noclient") {
 		t.Fatalf("no client: %v", err)
 	}
 	for _, tok := range e.op.Issued() {
-		for _, got := range append(other.received(), mixed.received()...) {
+		for _, got := range append(other.Received(), mixed.Received()...) {
 			if got == tok {
 				t.Fatal("a token of good's grant reached another server")
 			}
