@@ -31,7 +31,9 @@ func gaugeRuns(t testing.TB, store journal.Store, n int) *agent.Runtime {
 	rt := agent.NewRuntime(store, nil)
 	reg := tool.NewRegistry()
 	tool.Add(reg, &tool.Tool{Name: "echo", Description: "echo text", Effect: tool.ReadOnly},
-		func(ctx context.Context, req *tool.Request, in echoArgs) (*tool.Result, error) { return tool.Text(in.Text), nil })
+		func(ctx context.Context, req *tool.Request, in echoArgs) (*tool.Result, error) {
+			return tool.Text(in.Text), nil
+		})
 	gate := func(_ context.Context, call *policy.Call) policy.Decision {
 		if strings.Contains(string(call.Arguments), "ask") {
 			return policy.Decision{Effect: policy.Ask, Policies: []string{"test.ask"}}
