@@ -214,3 +214,56 @@ func TestWatermarksOnlyGrow(t *testing.T) {
 		}
 	}
 }
+
+// A collector that was down while a run ended: its spans failed, the
+// watermark stayed behind, and the next sweep (once the collector is
+// back) sends them from the journal, in the same process.
+func TestRecoverAfterCollectorOutage(t *testing.T) {
+	ctx := context.Background()
+	id, evs := testRun(t, "x")
+	want, _ := Derive(id, evs, nil)
+	store := mem.New()
+	copyRun(t, store, evs)
+	c := newCollector()
+	l, e := liveOn(store, c)
+	defer l.Close(ctx)
+	l.Appended(evs[:5], 0)
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.set(false, true)
+	l.Appended(evs[5:9], 0)
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.set(false, false)
+	l.Appended(evs[9:], 0) // the run ends; the watermark stays where the failure was
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := NewWatermarks(store).Get(ctx, id); w >= 9 {
+		t.Fatalf("watermark %d passed the failed spans", w)
+	}
+	if e.Stats().Failed == 0 {
+		t.Fatal("nothing failed")
+	}
+	runs, _ := store.Runs(ctx, nil)
+	if n, err := l.RecoverPending(ctx, runs, time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("RecoverPending = %d, %v", n, err)
+	}
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, id := range c.ids() {
+		got[id] = true
+	}
+	for _, s := range want {
+		if !got[s.SpanID.String()] {
+			t.Errorf("span %s missing after the sweep", s.Name)
+		}
+	}
+	if w, _ := NewWatermarks(store).Get(ctx, id); w != int64(len(evs)) {
+		t.Errorf("watermark after the sweep = %d, want %d", w, len(evs))
+	}
+}

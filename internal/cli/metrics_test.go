@@ -329,3 +329,81 @@ func bucketOf(v float64) (lo, hi float64) {
 	}
 	return lo, math.Inf(1)
 }
+
+// The cluster shape's metrics: keel serve --temporal hands runs to a
+// keel worker on one PostgreSQL journal; Prometheus scrapes the server
+// (with a metrics:read token) and the worker (its --metrics-addr). Each
+// event is counted once, by the process that appended it, so sums over
+// both equal the journal; the journal-wide gauges are equal on both.
+func TestMetricsOnTemporalPath(t *testing.T) {
+	setup(t)
+	pg := testenv.Postgres(t)
+	tp := testenv.Temporal(t)
+	sm, wm := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	s := startServe(t, "--db", pg, "--temporal", tp, "--metrics-addr", sm)
+	startWorker(t, "--db", pg, "--temporal", tp, "--workspace-root", os.TempDir(), "--workers", "2", "--metrics-addr", wm)
+	c := s.apiClient(t)
+	ctx := t.Context()
+	tok, err := c.CreateToken(ctx, &api.CreateToken{Name: "prometheus", Scopes: []string{api.ScopeMetricsRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "keel-token")
+	if err := os.WriteFile(tokenFile, []byte(tok.Secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(s.url)
+	pr := startPrometheus(t, scrapeJob{"keel", u.Host, tokenFile}, scrapeJob{"keel-worker", wm, ""})
+	const runs = 3
+	var ids []string
+	for i := range runs {
+		cmds := make([][]fcall, 0, 4)
+		for k := range 3 {
+			cmds = append(cmds, []fcall{sh(fmt.Sprintf("echo %d-%d >> n", i, k))})
+		}
+		tr := writeTrajectory(t, "count", append(cmds, []fcall{})...)
+		run, err := c.CreateRun(ctx, &api.CreateRun{Model: "replay:" + tr, Workspace: t.TempDir(), MountPath: "/testbed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, run.ID)
+	}
+	store, err := journal.Open(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var steps, tools int
+	for _, id := range ids {
+		if end := untilStopped(t, c, id, 1); end.Type != journal.RunCompleted {
+			t.Fatalf("run %s stopped with %s", id, end.Type)
+		}
+		evs, err := journal.ReadVerified(ctx, store, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			switch e.Type {
+			case journal.ModelResponded:
+				steps++
+			case journal.ToolFinished:
+				p, _ := agent.Decode(&e)
+				if !p.(*agent.ToolFinished).Synthetic {
+					tools++
+				}
+			}
+		}
+	}
+	pr.until(t, "sum(keel_steps_total)", func(v float64) bool { return v == float64(steps) }, time.Minute)
+	pr.until(t, "sum(keel_tool_duration_seconds_count)", func(v float64) bool { return v == float64(tools) }, time.Minute)
+	pr.until(t, `sum(keel_runs_ended_total{status="completed"})`, func(v float64) bool { return v == runs }, time.Minute)
+	// The worker executed the steps: its own counters have them.
+	if v := pr.query(t, `sum(keel_steps_total{job="keel-worker"})`)[""]; v != float64(steps) {
+		t.Errorf("worker's steps = %v, want %d (it executed every step)", v, steps)
+	}
+	byJob := pr.until(t, `keel_runs{status="completed"}`, func(v float64) bool { return v == runs }, time.Minute)
+	if len(byJob) != 2 {
+		t.Errorf("keel_runs{status=completed} by job: %v, want the same value from both", byJob)
+	}
+	t.Logf("%d runs on the Temporal path: %d steps, %d tool calls summed over serve and worker; keel_runs %v", runs, steps, tools, byJob)
+}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -199,11 +200,12 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	defer store.Close()
-	// Metrics count the events this server appends; the run gauges are
-	// read from the handler and the journal at each scrape.
-	var h *server.Handler
+	// Metrics count the events this process appends; the run gauges are
+	// read from the journal (incrementally) at each scrape, the active
+	// runs from the handler (or keel worker's runs).
+	var active atomic.Pointer[func() int]
 	gauges := telemetry.NewRunGauges(store)
-	metrics := telemetry.NewMetrics(func() telemetry.Snapshot { return serverSnapshot(ctx, gauges, h) }, nil)
+	metrics := telemetry.NewMetrics(func() telemetry.Snapshot { return serverSnapshot(ctx, gauges, &active) }, nil)
 	a.metrics = metrics
 	rt, flushTelemetry, err := a.newRuntime(ctx, store, &agent.RuntimeOptions{Logger: logger}, metrics)
 	if err != nil {
@@ -221,7 +223,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	if err := settings.Validate(); err != nil {
 		return usagef("%v", err)
 	}
-	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, settings: settings, logger: logger, recordings: map[string]*recording{}}
+	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, settings: settings, logger: logger, recordings: map[string]*recording{}, active: &active}
 	if f.metricsAddr != "" {
 		stop, err := a.serveMetrics(ctx, f.metricsAddr, metrics, logger)
 		if err != nil {
@@ -237,9 +239,11 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	defer closeDispatch()
-	h = server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
+	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
 		WorkspaceRoots: roots, Protected: protected, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
 		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Adopt: f.adoptInterval(a.dbPath()), Dispatch: dispatch})
+	activeRuns := func() int { n, _ := h.Load(); return n }
+	active.Store(&activeRuns)
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {

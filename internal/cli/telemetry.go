@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -18,7 +19,6 @@ import (
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/telemetry"
 	"github.com/keel-run/keel/visible"
@@ -219,14 +219,14 @@ OTEL_EXPORTER_OTLP_ENDPOINT or [telemetry] endpoint in config.toml
 }
 
 // serverSnapshot reads the run gauges of /metrics: the runs this
-// process executes (h, nil for keel worker) and the journal-wide gauges,
-// kept incrementally by g.
-func serverSnapshot(ctx context.Context, g *telemetry.RunGauges, h *server.Handler) telemetry.Snapshot {
+// process executes (active, once set) and the journal-wide gauges, kept
+// incrementally by g.
+func serverSnapshot(ctx context.Context, g *telemetry.RunGauges, active *atomic.Pointer[func() int]) telemetry.Snapshot {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	s, _ := g.Snapshot(ctx)
-	if h != nil {
-		s.Active, _ = h.Load()
+	if f := active.Load(); f != nil {
+		s.Active = (*f)()
 	}
 	return s
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model/replay"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/telemetry"
 )
 
@@ -560,4 +561,57 @@ func TestTraceContextPropagated(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(b)) != toolTP {
 		t.Errorf("TRACEPARENT in the command = %q (%v), the execute_tool span is %s", b, err, toolTP)
 	}
+}
+
+// keel serve killed with SIGKILL while it executes a replayed run, then
+// started again on the same journal: the new server resumes the run and
+// sends the spans the killed one had not got acknowledged, so Jaeger
+// holds the whole trace.
+func TestTraceServeKilledIsOneTrace(t *testing.T) {
+	db := setup(t)
+	j := startJaeger(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", j.otlp)
+	t.Setenv("OTEL_SERVICE_NAME", "keel-serve-kill")
+	traj, err := filepath.Abs(trajectory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(t.TempDir(), "all.cedar")
+	if err := os.WriteFile(pol, []byte(`@id("all") permit(principal, action, resource);`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--sandbox", "none", "--policy", pol}
+	s1 := startServe(t, args...)
+	c := s1.apiClient(t)
+	run, err := c.CreateRun(t.Context(), &api.CreateRun{Model: "replay:" + traj, Workspace: t.TempDir(), MountPath: "/testbed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForEvent(t, db, 150)
+	s1.cmd.Process.Signal(syscall.SIGKILL)
+	<-s1.done
+	before, _ := loadRun(t, db, run.ID)
+	s2 := startServe(t, args...)
+	if end := untilStopped(t, s2.clientWith(t, s1.savedToken(t)), run.ID, 1); end.Type != journal.RunCompleted {
+		t.Fatalf("after the restart the run stopped with %s\n%s", end.Type, s2.stderr)
+	}
+	st, evs := loadRun(t, db, run.ID)
+	want, err := telemetry.Derive(run.ID, evs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := j.traceSpans(t, telemetry.TraceID(run.ID).String(), len(want))
+	ids := map[string]bool{}
+	for _, s := range spans {
+		ids[s.SpanID] = true
+	}
+	missing := 0
+	for _, s := range want {
+		if !ids[s.SpanID.String()] {
+			missing++
+			t.Errorf("span %s (ended at event %d; killed after %d) is missing", s.Name, s.EndSeq, before.LastSeq)
+		}
+	}
+	checkTrace(t, run.ID, spans, totalsOf(t, evs), st.Usage.InputTokens, st.Usage.OutputTokens)
+	t.Logf("keel serve killed after event %d of %d: jaeger holds %d of %d spans (%d missing)", before.LastSeq, len(evs), len(ids), len(want), missing)
 }
