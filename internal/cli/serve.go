@@ -269,6 +269,8 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	// On the API's listener, metrics need a token (metrics:read or
 	// admin), as Prometheus sends with authorization: credentials_file.
 	mux.Handle("GET /metrics", h.RequireScope(api.ScopeMetricsRead, metrics.Handler()))
+	// Keel as an MCP server (streamable HTTP), behind the API's tokens.
+	mux.Handle("/mcp", a.mcpHandler(tokens, base))
 	mux.Handle("/", a.withJWKS(h, store))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return reqCtx },
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
