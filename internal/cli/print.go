@@ -124,7 +124,7 @@ func (p *printer) event(e journal.Event) {
 		fmt.Fprintf(p.err, "  %s asks a person: %s\n    answer: %s inputs answer %s %s --set NAME=VALUE ... (or --decline; %s inputs list shows the form)\n",
 			x.Server, clip(firstLine(x.Message), 200), p.keel, e.RunID, x.ID, p.keel)
 	case *agent.InputAnswered:
-		fmt.Fprintf(p.err, "  input %s: %s\n", x.ID, x.Detail())
+		fmt.Fprintf(p.err, "  input %s\n", x.Detail())
 	case *agent.ToolStarted:
 		fmt.Fprintf(p.err, "  %s\n", p.calls[x.CallID])
 	case *agent.ToolFinished:
