@@ -55,7 +55,8 @@ type Config struct {
 //	document = "https://tickets.example.com/openapi.json"   # or a file
 //	base_url = "https://tickets.example.com/"  # default: the document's server
 //	tags = ["issues"]                          # only these (or operations = [...])
-//	token_env = "TICKETS_TOKEN"                # bearer token from this variable
+//	provider = "tickets"                       # tokens from this vault provider (default: the one covering the URL)
+//	token_env = "TICKETS_TOKEN"                # else a static bearer token from this variable
 //	writes = "ask"                             # or "policy": the policy alone decides writes
 type OpenAPIs struct {
 	APIs []OpenAPIAPI `toml:"apis"`
@@ -69,6 +70,7 @@ type OpenAPIAPI struct {
 	Tags       []string `toml:"tags"`
 	Operations []string `toml:"operations"`
 	TokenEnv   string   `toml:"token_env"`
+	Provider   string   `toml:"provider"`
 	Writes     string   `toml:"writes"`
 }
 
