@@ -134,6 +134,9 @@ type SQLDatabase struct {
 	DSN         string `json:"dsn"`
 	AllowWrites bool   `json:"allow_writes,omitempty"`
 	MaxRows     int    `json:"max_rows,omitempty"`
+	// AsUser: statements run with the connection string of the user the
+	// run acts for (the vault secret sql:NAME of its agent and user).
+	AsUser bool `json:"as_user,omitempty"`
 }
 
 // OpenAPI is an API of a run (an OpenAPI 3 document) as journaled in

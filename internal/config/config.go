@@ -81,6 +81,7 @@ type OpenAPIAPI struct {
 //	dsn = "postgres://agent@db.internal/shop"  # the password from PGPASSWORD or ~/.pgpass
 //	allow_writes = false                       # default: every statement read-only
 //	max_rows = 500
+//	as_user = true                             # run as the end user (their DSN from the vault)
 type SQL struct {
 	Databases []SQLDatabase `toml:"databases"`
 }
@@ -91,6 +92,10 @@ type SQLDatabase struct {
 	DSN         string `toml:"dsn"`
 	AllowWrites bool   `toml:"allow_writes"`
 	MaxRows     int    `toml:"max_rows"`
+	// AsUser: statements of a run acting for a user run with that
+	// user's own connection string, the vault secret sql:NAME (keel
+	// auth secret set).
+	AsUser bool `toml:"as_user"`
 }
 
 // MCP is the [mcp] table of config.toml:
