@@ -420,13 +420,37 @@ func (h *Handler) executable(c *agent.RunCreated) error {
 	if c.Sandbox == "none" && h.sandboxKind() != "none" && !slices.Contains(overrides, "sandbox") {
 		return errors.New("the run has no sandbox (sandbox none), which this server does not run unless an admin chose it through the API")
 	}
-	needRoot := c.Labels[LabelCreatedBy] != "" && c.Labels[LabelDemo] == ""
-	if _, err := h.conf.checkWorkspace(c.Workspace, needRoot); err != nil {
+	// A run started on the server's journal by another process (a local
+	// keel run) is held to the roots too once the server executes it.
+	if _, err := h.conf.checkWorkspace(c.Workspace, c.Labels[LabelDemo] == ""); err != nil {
 		e, _ := classify(err)
 		return fmt.Errorf("%w: %s", errUnconfined, e.msg)
 	}
 	return nil
 }
+
+// foreign reports why the server leaves a run to the process that
+// started it after a decision made through the API: the run was created
+// outside the API (a keel run on the server's journal) and decides by
+// another policy than the server's. The decision stays journaled.
+func (h *Handler) foreign(c *agent.RunCreated) error {
+	if c.Labels[LabelCreatedBy] != "" || c.Labels[LabelDemo] != "" {
+		return nil
+	}
+	if c.Policy != nil && c.Policy.SHA256 == h.policyRef.SHA256 {
+		return nil
+	}
+	name := "none"
+	if c.Policy != nil {
+		name = c.Policy.Name
+	}
+	return fmt.Errorf("%w: it decides by another policy (%s) than the server's (%s)", errNotAdmitted, name, h.policyRef.Name)
+}
+
+// errNotAdmitted marks a run created outside the server's API (a keel run
+// on its journal) that the API would not have admitted: the server leaves
+// it paused for the process that started it.
+var errNotAdmitted = errors.New("it was started outside this server (keel run on its journal) and is continued where it was started (keel runs resume RUN without --server)")
 
 // errUnconfined marks a run whose workspace fails the confinement check
 // at execution: the pool ends it failed (reason "setup").

@@ -117,6 +117,18 @@ func (h *Handler) decide(ctx context.Context, runID, callID string, d policy.Eff
 	// lets only one of the two continue; the other stops with
 	// agent.ErrRunBusy and nothing is torn.
 	if len(run.Pending) == 0 {
+		if created, err := h.sums.created(ctx, runID); err == nil {
+			err := h.foreign(created)
+			if xerr := h.executable(created); err == nil && xerr != nil && !errors.Is(xerr, errUnconfined) {
+				err = xerr // without the server's sandbox
+			}
+			if err != nil {
+				// The decision is journaled; the process that started the
+				// run continues it.
+				h.logger.Info("not executing run", "run_id", runID, "err", err)
+				return run, rerr
+			}
+		}
 		switch err := h.pool.submit(runID); {
 		case errors.Is(err, errCanceling):
 			// A cancel is being recorded: it wins, and the decision

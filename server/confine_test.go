@@ -12,6 +12,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server"
@@ -375,5 +376,48 @@ func writeDemo(t *testing.T, dir string) {
 	t.Helper()
 	if err := demo.WriteProject(dir); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A decision made through the API on a run that a local keel run started
+// on the server's journal with another policy is journaled, but the server
+// does not execute the run: the process that started it continues it.
+func TestApprovalDoesNotExecuteForeignRun(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	ws := t.TempDir()
+	c := &agent.RunCreated{Task: "local", Model: "test:none", Workspace: ws, MountPath: "/workspace", Sandbox: e.sandbox,
+		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(server.DemoPolicy()), Limits: agent.Limits{MaxSteps: 10}}
+	call := modeltest.Call("w1", "write_file", map[string]string{"path": "log.txt", "content": "ran"})
+	part := policy.Part{Text: "log.txt", Effect: policy.Ask, Policies: []string{"ask"}, Reason: "a person approves this"}
+	d := policy.Decision{Effect: policy.Ask, Policies: part.Policies, Reason: part.Reason, Parts: []policy.Part{part}}
+	id := e.journalRun(c,
+		draft(t, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{call}}}),
+		draft(t, journal.GateDecided, &agent.GateDecided{CallID: "w1", Tool: "write_file", Decision: d}),
+		draft(t, journal.ApprovalRequested, &agent.ApprovalRequested{CallID: "w1", Tool: "write_file", Arguments: json.RawMessage(call.Arguments),
+			Reason: part.Reason, Action: "log.txt", Parts: d.Parts}),
+		draft(t, journal.RunPaused, &agent.RunEnded{Reason: "approval", Message: "waiting"}))
+	carol := e.token("carol", api.ScopeRunsRead, api.ScopeApprovalsWrite)
+	run, err := carol.Approve(ctx, id, "w1", &api.Decide{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Queued || run.Executing {
+		t.Errorf("the server queued a run started elsewhere with another policy: %+v", run)
+	}
+	resolved := false
+	for _, ev := range e.events(id) {
+		switch ev.Type {
+		case journal.ApprovalResolved:
+			resolved = true
+		case journal.ToolStarted, journal.RunResumed:
+			t.Errorf("the server executed the foreign run: %s %s", ev.Type, ev.Payload)
+		}
+	}
+	if !resolved {
+		t.Error("the decision was not journaled")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "log.txt")); err == nil {
+		t.Error("the approved write ran on the server")
 	}
 }

@@ -407,7 +407,7 @@ func draft(t *testing.T, typ journal.Type, v any) journal.Draft {
 func (e *env) askingRun(ws string, calls ...model.ToolCall) string {
 	e.t.Helper()
 	c := &agent.RunCreated{Task: "change files", Model: "test:none", Workspace: ws, MountPath: "/workspace", Sandbox: e.sandbox,
-		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(server.DemoPolicy()), Limits: agent.Limits{MaxSteps: 10}}
+		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(e.policy), Limits: agent.Limits{MaxSteps: 10}}
 	drafts := []journal.Draft{draft(e.t, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, ToolCalls: calls}})}
 	for _, c := range calls {
 		var args map[string]string

@@ -99,7 +99,22 @@ func signalContext(parent context.Context) (context.Context, context.CancelFunc)
 		sigs = append(sigs, syscall.SIGHUP)
 	}
 	signal.Notify(ch, sigs...)
+	// A closed pipe on stdout or stderr (keel run ... | head) must not kill
+	// the process mid-call: with SIGPIPE caught, writes to it fail with
+	// EPIPE instead and the run goes on to its end (or to Ctrl-C), every
+	// call with its result. The disposition is not inherited by commands.
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
 	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-pipe:
+			case <-done:
+				return
+			}
+		}
+	}()
 	go func() {
 		select {
 		case <-ch:
@@ -113,7 +128,7 @@ func signalContext(parent context.Context) (context.Context, context.CancelFunc)
 		case <-done:
 		}
 	}()
-	return ctx, func() { signal.Stop(ch); close(done); cancel(nil) }
+	return ctx, func() { signal.Stop(ch); signal.Stop(pipe); close(done); cancel(nil) }
 }
 
 func (a *app) rootCmd() *cobra.Command {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
 )
@@ -44,6 +45,13 @@ func (r *remote) Continue(ctx context.Context, runID string, c *continuation) er
 			return err
 		}
 		from = before.Events + 1
+	} else if run, err := r.cl.Run(ctx, runID); err == nil && run.Status == string(journal.StatusPaused) &&
+		!run.Executing && !run.Queued && len(run.Pending) == 0 && run.Events == c.after {
+		// The server recorded the decision but does not execute the run:
+		// a keel run started it on the server's journal with another
+		// policy, or without the server's sandbox.
+		fmt.Fprintf(r.a.stderr, "keel: the decision is recorded, but the server does not execute run %s: it was started outside the server (keel run on its journal) with another policy or sandbox; continue it where it was started: keel runs resume %s (without --server)\n", runID, runID)
+		return &exitError{3}
 	}
 	// Stop at an approval as the local form does: --no-wait, --wait, else
 	// whether stdin is a terminal.

@@ -206,10 +206,23 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 	}
 	for attempt := 0; ; attempt++ {
 		var stall error
-		cc, err := m.svc.New(ctx, params, option.WithMiddleware(httperr.StopStallRetry(&stall, m.logger, m.name)))
+		var status int // of the last HTTP answer
+		cc, err := m.svc.New(ctx, params, option.WithMiddleware(httperr.StopStallRetry(&stall, m.logger, m.name)),
+			option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+				res, err := next(req)
+				if res != nil {
+					status = res.StatusCode
+				}
+				return res, err
+			}))
 		var resp *model.Response
 		var merr *model.Error
 		switch {
+		case err != nil && unusableBody(err) && stall == nil && ctx.Err() == nil && status >= 400:
+			// An error status whose body is not the API's error object
+			// (some OpenAI-compatible servers): the status decides.
+			return nil, httperr.Classify(httperr.Problem{Provider: provider, Status: status,
+				Message: "the error body is not the API's error format", Err: err})
 		case err != nil && unusableBody(err) && stall == nil && ctx.Err() == nil:
 			merr = &model.Error{Kind: model.KindRetryable, Provider: provider, StatusCode: 200, Message: "the answer is not a JSON chat completion: " + err.Error(), Err: err}
 		case err != nil:

@@ -1,6 +1,7 @@
 package openai_test
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -79,4 +80,31 @@ func TestUnusableAnswersAreRetried(t *testing.T) {
 			t.Errorf("Generate = %v after %d requests, want an error after 1", err, n.Load())
 		}
 	})
+}
+
+// An error status whose body is not the API's error object is reported
+// with its status, not as an unusable HTTP 200.
+func TestErrorStatusWithForeignBody(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		status int
+		kind   model.ErrorKind
+	}{
+		{500, model.KindRetryable},
+		{400, model.KindInvalidRequest},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(tt.status)
+			w.Write([]byte(`{"error":"x"}`))
+		}))
+		t.Cleanup(srv.Close)
+		m := newModel(t, srv, &openai.Options{Model: "deepseek-chat", APIKey: "k", MaxRetries: -1, RetryBackoff: func(int) time.Duration { return 0 }})
+		_, err := m.Generate(t.Context(), userRequest())
+		var me *model.Error
+		if !errors.As(err, &me) || me.StatusCode != tt.status || me.Kind != tt.kind {
+			t.Errorf("HTTP %d: Generate error = %v (%+v), want status %d and kind %s", tt.status, err, me, tt.status, tt.kind)
+		}
+	}
 }
