@@ -68,6 +68,10 @@ type Worker struct {
 type liveRun struct {
 	params *agent.ExecParams
 	closer io.Closer
+	// cp is where the run's previous step here left it: the next step
+	// reads only the journal after it. Only the step executing the run
+	// uses it.
+	cp *agent.Checkpoint
 }
 
 // NewWorker returns a worker over rt's journal. Its own task queue is
@@ -115,17 +119,6 @@ func (w *Worker) Claim(ctx context.Context, runID string) (string, error) {
 func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 	attempt := activity.GetInfo(ctx).Attempt
 	fresh := in.Fresh || attempt > 1
-	// The journal must hold what the workflow saw last.
-	if in.AfterSeq > 0 {
-		evs, err := w.rt.Store().Read(ctx, in.RunID, in.AfterSeq)
-		if err != nil && !errors.Is(err, journal.ErrNotFound) {
-			return StepResult{}, err
-		}
-		if len(evs) == 0 || (in.AfterHash != "" && evs[0].Hash != in.AfterHash) {
-			return StepResult{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("run %s: the journal does not hold event %d as the workflow saw it", in.RunID, in.AfterSeq), fatalError, err)
-		}
-	}
 	lr, err := w.wired(ctx, in.RunID, fresh)
 	if err != nil {
 		var ce *journal.CorruptError
@@ -133,6 +126,25 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 			return StepResult{}, temporal.NewNonRetryableApplicationError(err.Error(), fatalError, err)
 		}
 		return StepResult{}, err
+	}
+	// The journal must hold what the workflow saw last. When this worker
+	// left the run there (the checkpoint of its previous step), the
+	// execution below checks it, reading only what came after it.
+	from := lr.cp
+	lr.cp = nil
+	if from != nil && (from.State.LastSeq != in.AfterSeq || from.Hash != in.AfterHash) {
+		from = nil
+	}
+	if from == nil && in.AfterSeq > 0 {
+		evs, err := w.rt.Store().Read(ctx, in.RunID, in.AfterSeq)
+		if err != nil && !errors.Is(err, journal.ErrNotFound) {
+			return StepResult{}, err
+		}
+		if len(evs) == 0 || (in.AfterHash != "" && evs[0].Hash != in.AfterHash) {
+			w.release(in.RunID)
+			return StepResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("run %s: the journal does not hold event %d as the workflow saw it", in.RunID, in.AfterSeq), fatalError, err)
+		}
 	}
 	// The execution's own context: Temporal canceling the activity (a
 	// timeout, the worker stopping) pauses the run; a person's cancel
@@ -164,7 +176,7 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 		}
 	}()
 	p := *lr.params
-	p.Wait, p.OnWait, p.Continue = false, nil, !fresh
+	p.Wait, p.OnWait, p.Continue, p.From = false, nil, !fresh, from
 	if p.Principals == nil {
 		p.Principals = w.opts.Principals
 	}
@@ -190,30 +202,30 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 		}
 		return StepResult{}, err
 	}
-	st, _, err := w.rt.Load(ctx, in.RunID)
-	if err != nil {
-		return StepResult{}, err
+	var cp *agent.Checkpoint
+	if out != nil {
+		cp = out.Checkpoint
+	} else {
+		// Completed before this step: nothing was executed.
+		st, evs, err := w.rt.Load(ctx, in.RunID)
+		if err != nil {
+			w.release(in.RunID)
+			return StepResult{}, err
+		}
+		cp = &agent.Checkpoint{State: st, Hash: evs[len(evs)-1].Hash}
 	}
-	res := StepResult{LastSeq: st.LastSeq, LastHash: lastHash(ctx, w.rt.Store(), in.RunID, st.LastSeq), Status: st.Status}
+	st := cp.State
+	res := StepResult{LastSeq: st.LastSeq, LastHash: cp.Hash, Status: st.Status}
 	if st.Ended != nil {
 		res.Reason = st.Ended.Reason
 	}
-	if out == nil || res.Status != journal.StatusRunning {
+	if res.Status != journal.StatusRunning {
 		// Paused or ended: the run holds nothing here while it waits.
 		w.release(in.RunID)
+	} else {
+		lr.cp = cp
 	}
 	return res, nil
-}
-
-func lastHash(ctx context.Context, s journal.Store, runID string, seq int64) string {
-	if seq <= 0 {
-		return ""
-	}
-	evs, err := s.Read(ctx, runID, seq)
-	if err != nil || len(evs) == 0 {
-		return ""
-	}
-	return evs[0].Hash
 }
 
 // wired returns the run's live execution on this worker, wiring it when
