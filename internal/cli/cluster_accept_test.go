@@ -45,12 +45,12 @@ exec /usr/bin/python3 "$@"
 
 // procStats samples one process's CPU and resident set.
 type procStats struct {
-	pid             int
-	cpu, children   float64
-	peakKB          int64
-	name            string
-	mu              sync.Mutex
-	stopped, killed bool
+	pid           int
+	cpu, children float64
+	peakKB        int64
+	name          string
+	mu            sync.Mutex
+	stopped       bool
 }
 
 func (p *procStats) sample() {

@@ -146,11 +146,11 @@ func TestClusterWaitingRuns(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	busy := 0
 	for _, id := range ids {
-		d, err := tc.DescribeWorkflowExecution(ctx, cluster.WorkflowID(id), "")
+		d, err := tc.DescribeWorkflow(ctx, cluster.WorkflowID(id), "")
 		if err != nil {
 			t.Fatalf("describe %s: %v", id, err)
 		}
-		if len(d.PendingActivities) > 0 {
+		if len(d.RawResponse.GetPendingActivities()) > 0 {
 			busy++
 		}
 	}
