@@ -94,8 +94,10 @@ func buildKeelAt(t *testing.T, rev string) string {
 	if err := untar.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := archive.CombinedOutput(); err != nil {
-		t.Fatalf("git archive %s: %v\n%s", rev, err, out)
+	var errOut strings.Builder
+	archive.Stderr = &errOut
+	if err := archive.Run(); err != nil {
+		t.Fatalf("git archive %s: %v\n%s", rev, err, errOut.String())
 	}
 	if err := untar.Wait(); err != nil {
 		t.Fatalf("untar: %v", err)
@@ -179,6 +181,7 @@ func TestClusterTwoBuilds(t *testing.T) {
 	oldSrv.cmd.Process.Signal(syscall.SIGTERM)
 	<-oldWrk.done
 	<-oldSrv.done
+	deployed := time.Now()
 	pending, err := cNew.Approvals(ctx)
 	if err != nil || len(pending) != 1 {
 		t.Fatalf("approvals through the new server: %+v, %v", pending, err)
@@ -206,6 +209,19 @@ func TestClusterTwoBuilds(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkOneResultPerCall(t, st)
+		before, after := 0, 0
+		for _, e := range evs {
+			if e.Type == journal.ToolFinished {
+				if e.Time.Before(deployed) {
+					before++
+				} else {
+					after++
+				}
+			}
+		}
+		if before == 0 || after == 0 {
+			t.Errorf("run %d: %d commands finished on the old build, %d on the new; want both", i, before, after)
+		}
 		b, _ := os.ReadFile(filepath.Join(r.ws, "log"))
 		lines := strings.Fields(string(b))
 		for k := range turns {
@@ -224,7 +240,8 @@ func TestClusterTwoBuilds(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("run %d: %d events, %d run.paused, %d run.resumed (moved to the new build)", i, len(evs), countType(evs, journal.RunPaused), countType(evs, journal.RunResumed))
+		t.Logf("run %d: %d events, %d run.paused, %d run.resumed; %d commands on the old build, %d on the new", i, len(evs),
+			countType(evs, journal.RunPaused), countType(evs, journal.RunResumed), before, after)
 	}
 }
 
