@@ -13,6 +13,7 @@ import (
 
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/cluster"
@@ -176,6 +177,7 @@ func benchStep(b *testing.B, tr *replay.Trajectory, store *timedStore, mode stri
 		case "workflow":
 			env := s.NewTestWorkflowEnvironment()
 			env.SetTestTimeout(10 * time.Minute)
+			env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 			w.Register(env, env)
 			env.ExecuteWorkflow(cluster.WorkflowName, cluster.RunInput{RunID: id})
 			if err := env.GetWorkflowError(); err != nil {

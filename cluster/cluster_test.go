@@ -14,6 +14,7 @@ import (
 
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keel-run/keel/agent"
@@ -133,6 +134,8 @@ func (f *fixture) create(t *testing.T, traj, pol string) (string, string) {
 
 func (f *fixture) env(s *testsuite.WorkflowTestSuite) *testsuite.TestWorkflowEnvironment {
 	env := s.NewTestWorkflowEnvironment()
+	// The workflow never blocks; a second's stall is a loaded machine.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 	f.w.Register(env, env)
 	return env
 }

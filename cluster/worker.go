@@ -103,7 +103,12 @@ func (w *Worker) Register(shared, pinned worker.Registry) {
 	shared.RegisterWorkflowWithOptions(d.Run, workflow.RegisterOptions{Name: WorkflowName})
 	shared.RegisterActivityWithOptions(w.Claim, activity.RegisterOptions{Name: ClaimActivity})
 	pinned.RegisterActivityWithOptions(w.Step, activity.RegisterOptions{Name: StepActivity})
+	pinned.RegisterActivityWithOptions(w.Ping, activity.RegisterOptions{Name: PingActivity})
 }
+
+// Ping is the liveness activity, answered on the worker's liveness queue
+// ([AliveSuffix]) while its step slots may all be taken.
+func (w *Worker) Ping(ctx context.Context) error { return nil }
 
 // Claim is the claim activity: the run is pinned to this worker, whose
 // task queue it returns.
@@ -289,9 +294,18 @@ func (w *Worker) cancelRun(runID string, cause error) bool {
 // reason shutdown, and its workflow moves the run to another worker) and
 // closes the sandboxes it holds.
 func (w *Worker) Run(ctx context.Context, c client.Client) error {
-	shared := worker.New(c, TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: w.opts.Slots})
-	pinned := worker.New(c, w.queue, worker.Options{MaxConcurrentActivityExecutionSize: w.opts.Slots})
+	// The workflow never blocks; the SDK's 1 s deadlock detector fails
+	// workflow tasks of a CPU-starved host (retried, but slow), so it is
+	// given longer.
+	shared := worker.New(c, TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: w.opts.Slots, DeadlockDetectionTimeout: 10 * time.Second})
+	pinned := worker.New(c, w.queue, worker.Options{MaxConcurrentActivityExecutionSize: w.opts.Slots, DeadlockDetectionTimeout: 10 * time.Second})
+	alive := worker.New(c, w.queue+AliveSuffix, worker.Options{MaxConcurrentActivityExecutionSize: 16, DeadlockDetectionTimeout: 10 * time.Second})
 	w.Register(shared, pinned)
+	alive.RegisterActivityWithOptions(w.Ping, activity.RegisterOptions{Name: PingActivity})
+	if err := alive.Start(); err != nil {
+		return fmt.Errorf("cluster: start worker: %w", err)
+	}
+	defer alive.Stop()
 	if err := pinned.Start(); err != nil {
 		return fmt.Errorf("cluster: start worker: %w", err)
 	}

@@ -195,7 +195,7 @@ func TestClusterAcceptance(t *testing.T) {
 		dsn = pg
 		srv := append(common, "--db", pg, "--temporal", tp, "--adopt", "2s")
 		wrk := append(common, "--db", pg, "--temporal", tp, "--workspace-root", os.TempDir(),
-			"--workers", strconv.Itoa(slots), "--pin-timeout", "5s", "--step-heartbeat", "10s")
+			"--workers", strconv.Itoa(slots), "--pin-timeout", "10s", "--step-heartbeat", "10s")
 		prof("s1-killed")
 		s1 = startServe(t, srv...)
 		prof("s2")
