@@ -240,7 +240,7 @@ func TestApprovalWaitHoldsNoWorker(t *testing.T) {
 // crosses over is ids and a sequence number.
 func TestContinueAsNew(t *testing.T) {
 	f := newFixture(t, cluster.Driver{MaxSteps: 2})
-	id, _ := f.create(t, trajectory(t, "echo 1", "echo 2", "echo 3", ""), "")
+	id, _ := f.create(t, trajectory(t, "echo 1", "echo 2", "echo 3", "echo 4", "echo 5", "echo 6", ""), "")
 	var s testsuite.WorkflowTestSuite
 	in := cluster.RunInput{RunID: id}
 	for execs := 1; ; execs++ {

@@ -117,8 +117,10 @@ func (w *Worker) Claim(ctx context.Context, runID string) (string, error) {
 }
 
 // Step is the step activity: it executes run in.RunID from its journal
-// until the next model call or gate-and-tools batch after the first one
-// (or until the run pauses or ends), and returns where the journal ends.
+// until the model call after the first one (a model call and the
+// gate-and-tools batch it asks for; first the batch a previous step
+// left, if any), or until the run pauses or ends, and returns where the
+// journal ends.
 // It is idempotent by sequence number: a retry finds the events an
 // earlier attempt appended and goes on from them.
 func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
@@ -185,14 +187,17 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 	if p.Principals == nil {
 		p.Principals = w.opts.Principals
 	}
-	batches := 0
+	// One step: a model call and the gate-and-tools batch it asks for
+	// (or, first, the batch a previous step left). Each activity is
+	// several round trips through Temporal's history; a step per
+	// activity halves them against one action per activity.
+	models := 0
 	p.Yield = func(a agent.Action) bool {
-		switch a.Kind {
-		case agent.ActCallModel, agent.ActGate, agent.ActRecover:
-			if batches > 0 {
+		if a.Kind == agent.ActCallModel {
+			if models > 0 {
 				return true
 			}
-			batches++
+			models++
 		}
 		return false
 	}

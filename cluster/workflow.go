@@ -3,10 +3,10 @@
 // worker` processes that share one PostgreSQL journal.
 //
 // The journal stays the system of record. A run's workflow is a thin
-// driver: each of its activities ([Worker.Step]) performs the next batch
-// of the run's step function — one model call, or one gate-and-tools
-// batch — by executing the run from its journal until the next such
-// batch ([agent.ExecParams.Yield]), so an activity retried after a crash
+// driver: each of its activities ([Worker.Step]) performs the run's next
+// step — one model call and the gate-and-tools batch it asks for — by
+// executing the run from its journal until the next model call
+// ([agent.ExecParams.Yield]), so an activity retried after a crash
 // continues from what the journal holds and never redoes a recorded
 // action (a tool call started but unrecorded is recovered as any
 // crashed run's is: read-only tools run again, others get an "outcome
