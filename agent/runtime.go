@@ -149,13 +149,14 @@ func (rt *Runtime) Load(ctx context.Context, runID string) (*State, []journal.Ev
 }
 
 // loadFrom is [Runtime.Load] that starts from a checkpoint when it fits
-// the journal, and also returns the hash of the newest event.
-func (rt *Runtime) loadFrom(ctx context.Context, runID string, from *Checkpoint) (*State, string, error) {
+// the journal (it then returns only the events after the checkpoint), and
+// also returns the hash of the newest event.
+func (rt *Runtime) loadFrom(ctx context.Context, runID string, from *Checkpoint) (*State, []journal.Event, string, error) {
 	if from != nil && from.State != nil && from.State.RunID == runID && from.State.LastSeq > 0 && from.Hash != "" {
 		seq := from.State.LastSeq
 		tail, err := rt.store.Read(ctx, runID, seq+1)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, "", err
 		}
 		if journal.VerifyFrom(runID, from.Hash, seq+1, tail) == nil {
 			last := journal.Event{RunID: runID, Seq: seq, Hash: from.Hash}
@@ -163,24 +164,24 @@ func (rt *Runtime) loadFrom(ctx context.Context, runID string, from *Checkpoint)
 				last = tail[n-1]
 			}
 			if err := journal.CheckHead(ctx, rt.store, runID, []journal.Event{last}); err != nil {
-				return nil, "", err
+				return nil, nil, "", err
 			}
 			st := from.State
 			for i := range tail {
 				if err := st.Apply(&tail[i]); err != nil {
-					return nil, "", err
+					return nil, nil, "", err
 				}
 			}
-			return st, last.Hash, nil
+			return st, tail, last.Hash, nil
 		}
 		// Not this journal's events after the checkpoint: load it whole,
 		// which reports what is wrong with it, if anything.
 	}
 	st, events, err := rt.Load(ctx, runID)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	return st, events[len(events)-1].Hash, nil
+	return st, events, events[len(events)-1].Hash, nil
 }
 
 // ExecParams are the live parts of an execution: what cannot be stored in
@@ -334,13 +335,18 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 		}
 		defer unlock()
 	}
-	st, head, err := rt.loadFrom(ctx, runID, p.From)
+	from := p.From
+	if p.IfLastSeq > 0 {
+		from = nil // onlyAnswers needs the events after IfLastSeq
+	}
+	st, evs, head, err := rt.loadFrom(ctx, runID, from)
 	if err != nil {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, err)
 	}
 	// A run that moved on after IfLastSeq was continued by another
-	// process, also when that process completed it.
-	if p.IfLastSeq > 0 && st.LastSeq != p.IfLastSeq {
+	// process, also when that process completed it; answers to input
+	// requests are appended by people, not executions.
+	if p.IfLastSeq > 0 && st.LastSeq != p.IfLastSeq && !onlyAnswers(evs, p.IfLastSeq) {
 		return nil, fmt.Errorf("agent: execute run %s: %w (it moved on after event %d)", runID, ErrRunBusy, p.IfLastSeq)
 	}
 	followUp := st.Status == journal.StatusCompleted
@@ -430,6 +436,8 @@ type executor struct {
 	// head is the hash of st's newest event.
 	head string
 	gs   gateState // gate.go
+	// asked counts the questions asked per call attempt (input.go).
+	asked map[string]int
 }
 
 // append journals one event (ignoring ctx cancellation: a stop must still
@@ -447,6 +455,14 @@ func (x *executor) appendMany(ctx context.Context, types []journal.Type, payload
 		drafts[i] = journal.Draft{Type: types[i], Time: now, Payload: marshal(payloads[i])}
 	}
 	evs, err := x.rt.append(context.WithoutCancel(ctx), x.runID, x.st.LastSeq, drafts...)
+	for try := 0; errors.Is(err, journal.ErrConflict) && try < 8; try++ {
+		// A person's answer to an input request is appended by another
+		// process while a call waits: fold it and append after it.
+		if !x.foldForeign(ctx) {
+			break
+		}
+		evs, err = x.rt.append(context.WithoutCancel(ctx), x.runID, x.st.LastSeq, drafts...)
+	}
 	if err != nil {
 		if errors.Is(err, journal.ErrConflict) {
 			return fmt.Errorf("agent: run %s: %w (%v)", x.runID, ErrRunBusy, err)
@@ -463,6 +479,47 @@ func (x *executor) appendMany(ctx context.Context, types []journal.Type, payload
 		}
 	}
 	return nil
+}
+
+// onlyAnswers reports whether every event of evs after seq is an answer
+// to an input request (and there is one).
+func onlyAnswers(evs []journal.Event, seq int64) bool {
+	n := 0
+	for _, e := range evs {
+		if e.Seq <= seq {
+			continue
+		}
+		if e.Type != journal.InputAnswered {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// foldForeign folds the events appended after x.st by another process
+// if each is one a running execution accepts from outside (an answer to
+// an input request); it reports whether it folded any. Callers hold x.mu.
+func (x *executor) foldForeign(ctx context.Context) bool {
+	evs, err := x.rt.store.Read(context.WithoutCancel(ctx), x.runID, x.st.LastSeq+1)
+	if err != nil || len(evs) == 0 {
+		return false
+	}
+	for _, e := range evs {
+		if e.Type != journal.InputAnswered {
+			return false
+		}
+	}
+	for i := range evs {
+		if err := x.st.Apply(&evs[i]); err != nil {
+			return false
+		}
+		x.head = evs[i].Hash
+		if x.p.OnEvent != nil {
+			x.p.OnEvent(evs[i])
+		}
+	}
+	return true
 }
 
 func (x *executor) loop(ctx context.Context) (*Outcome, error) {
