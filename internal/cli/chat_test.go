@@ -262,3 +262,34 @@ forbid(principal, action == Keel::Action::"edit_file", resource);
 		t.Errorf("the run's last event is %s, want run.completed", last)
 	}
 }
+
+// TestLiveCommandOutputInTerminal: while a long command runs, keel run on
+// a terminal shows the command with its elapsed time and the last lines
+// it printed, before its result.
+func TestLiveCommandOutputInTerminal(t *testing.T) {
+	db := setup(t)
+	ws := t.TempDir()
+	traj := writeTrajectory(t, "count slowly",
+		[]fcall{sh("for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo tick $i; sleep 0.25; done")},
+		[]fcall{sh("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")},
+	)
+	args, _ := json.Marshal([]string{"run", "--db", db, "--model", "replay:" + traj, "--sandbox", "none", "--workspace", ws})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args), "TERM=xterm")
+	term := startTerminal(t, cmd)
+	term.expect("  bash for i in")
+	// The status block: the call, its elapsed time and line count, and
+	// its last lines, drawn while the command still runs.
+	live := term.expect("    │ tick 4")
+	if !regexp.MustCompile(`bash for i in 1 2 3 .* · \d+\.\ds · \d+ lines, \d+ B`).MatchString(live) {
+		t.Errorf("no status line with elapsed time and size before tick 4:\n%q", live)
+	}
+	rest := term.expect("→ exit 0")
+	if !strings.Contains(rest, "tick 11") {
+		t.Errorf("the tail did not follow the command to its end:\n%q", rest)
+	}
+	<-term.done
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("keel run: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -68,31 +69,49 @@ type liveCall struct {
 // maxPartial bounds the unfinished line a call's tail keeps.
 const maxPartial = 4096
 
-// Write keeps the tail of what the call printed (tool.Output.Tee).
+// Write keeps the tail of what the call printed (tool.Output.Tee). Only
+// the last lines of a chunk are looked at, so a flood of output costs a
+// count of its newlines.
 func (c *liveCall) Write(p []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.bytes += int64(len(p))
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			if room := maxPartial - len(c.partial); room > 0 {
-				c.partial = append(c.partial, p[:min(room, len(p))]...)
-			}
-			return
-		}
-		if room := maxPartial - len(c.partial); room > 0 {
-			c.partial = append(c.partial, p[:min(room, i)]...)
-		}
-		c.nl++
-		c.lines = append(c.lines, strings.TrimRight(string(c.partial), "\r"))
-		if len(c.lines) > liveTailLines {
-			c.lines = c.lines[len(c.lines)-liveTailLines:]
-		}
-		c.partial = c.partial[:0]
-		p = p[i+1:]
+	end := bytes.LastIndexByte(p, '\n')
+	if end < 0 {
+		c.partial = appendBounded(c.partial, p)
+		return
 	}
+	c.nl += int64(bytes.Count(p, []byte{'\n'}))
+	body, rest := p[:end], p[end+1:]
+	var tail []string // newest first
+	for len(tail) < liveTailLines {
+		i := bytes.LastIndexByte(body, '\n')
+		if i < 0 {
+			// The chunk's first line ends the line being written.
+			tail = append(tail, lineText(appendBounded(c.partial, body)))
+			break
+		}
+		tail = append(tail, lineText(body[i+1:min(len(body), i+1+maxPartial)]))
+		body = body[:i]
+	}
+	slices.Reverse(tail)
+	c.lines = append(c.lines, tail...)
+	if len(c.lines) > liveTailLines {
+		c.lines = slices.Clone(c.lines[len(c.lines)-liveTailLines:])
+	}
+	c.partial = appendBounded(c.partial[:0], rest)
 }
+
+// appendBounded appends p to line up to maxPartial bytes.
+func appendBounded(line, p []byte) []byte {
+	if room := maxPartial - len(line); room > 0 {
+		return append(line, p[:min(room, len(p))]...)
+	}
+	return line
+}
+
+// lineText is a line without the carriage return before its newline.
+func lineText(b []byte) string { return strings.TrimSuffix(string(b), "\r") }
 
 // tail returns the last lines (the unfinished one last) and the counts.
 func (c *liveCall) tail() (lines []string, nl, size int64) {

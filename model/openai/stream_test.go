@@ -3,10 +3,12 @@ package openai_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,5 +162,42 @@ func TestStreamNotAStream(t *testing.T) {
 	}
 	if rec.count() != 2 || len(w.retries) != 1 || w.retries[0].Reason != "unusable answer" {
 		t.Errorf("%d requests, retries told %+v", rec.count(), w.retries)
+	}
+}
+
+// TestStreamTellsBeforeTheEnd: the observer gets the first piece of text
+// while the rest of the answer has not been sent: the server holds the
+// recorded stream after its first text chunk until the observer has it.
+func TestStreamTellsBeforeTheEnd(t *testing.T) {
+	t.Parallel()
+	body := string(loadCassette(t, "stream_text.json").raw())
+	events := strings.SplitAfter(body, "\n\n")
+	seen := make(chan struct{})
+	var early atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i, e := range events {
+			io.WriteString(w, e)
+			w.(http.Flusher).Flush()
+			if i == 1 { // the first chunk with text ("I'm")
+				select {
+				case <-seen:
+					early.Store(true)
+				case <-time.After(30 * time.Second):
+				}
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	m := newModel(t, srv, &openai.Options{Model: "gpt-4o", APIKey: "sk-test"})
+	var once sync.Once
+	obs := &model.Observer{Text: func(string) { once.Do(func() { close(seen) }) }}
+	if _, err := m.Generate(model.WithObserver(context.Background(), obs), &model.Request{
+		Messages: []model.Message{{Role: model.RoleUser, Content: "What's the weather like in SF?"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !early.Load() {
+		t.Error("the observer was told nothing before the whole answer was sent")
 	}
 }
