@@ -50,6 +50,8 @@ type app struct {
 	// in reads the person's answers from stdin (keel chat, inline
 	// approvals), made on first use.
 	in *bufio.Reader
+	// live, set by newRuntime, exports and counts the runtime's appends.
+	live *telemetry.Live
 }
 
 // exitError carries a process exit code through cobra.
@@ -229,7 +231,9 @@ func (a *app) init() error {
 	a.home = home
 	cfg, err := config.Load(home)
 	if err != nil {
-		return err
+		// A config file that does not parse or names an unknown key is
+		// a configuration error, as a bad flag is: exit 2, nothing ran.
+		return &usageError{err}
 	}
 	a.cfg = cfg
 	return nil

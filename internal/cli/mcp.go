@@ -24,6 +24,7 @@ type mcpFlags struct {
 	servers   []string
 	sql       []string
 	sqlWrites bool
+	sqlAsUser bool
 	openapi   []string
 	none      bool
 }
@@ -32,7 +33,8 @@ func (f *mcpFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.servers, "mcp", nil, "MCP server whose tools the run offers as NAME__TOOL: NAME='COMMAND ARGS...' (stdio, started inside the sandbox) or NAME=URL (streamable HTTP; its host must be in --allow-host) (repeatable; adds to config.toml's [[mcp.servers]])")
 	fl.BoolVar(&f.none, "no-mcp", false, "leave out the MCP servers and databases of config.toml")
 	fl.StringArrayVar(&f.sql, "sql", nil, "PostgreSQL database the run may query with NAME__sql_query: NAME=DSN (postgres://user@host/db; the password is never journaled: PGPASSWORD or ~/.pgpass for a resume) (repeatable)")
-	fl.StringArrayVar(&f.openapi, "openapi", nil, "OpenAPI 3 document (URL or file) whose operations the run offers as NAME__OPERATION: NAME=DOCUMENT; GET is read-only, other methods ask; a bearer token comes from $KEEL_OPENAPI_TOKEN_NAME (repeatable)")
+	fl.StringArrayVar(&f.openapi, "openapi", nil, "OpenAPI 3 document (URL or file) whose operations the run offers as NAME__OPERATION: NAME=DOCUMENT; GET is read-only, other methods ask; tokens come from the vault provider whose resources cover the API (a missing grant waits: keel auth connect), else a static bearer token from $KEEL_OPENAPI_TOKEN_NAME (repeatable)")
+	fl.BoolVar(&f.sqlAsUser, "sql-as-user", false, "run --sql statements as the user the run acts for (--on-behalf-of), with their own connection string from the vault (keel auth secret set sql:NAME)")
 	fl.BoolVar(&f.sqlWrites, "sql-allow-writes", false, "let --sql statements that write run when the policy allows them (default: every statement runs in a READ ONLY transaction)")
 }
 
@@ -248,15 +250,28 @@ func (a *app) connectMCP(ctx context.Context, w *wiring, c *agent.RunCreated) er
 		pinned = a.previousPins(ctx, c.MCP)
 	}
 	for _, s := range c.MCP {
-		cl, err := mcp.Connect(ctx, mcp.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Tools: s.Tools},
-			&mcp.Options{Sandbox: w.sb, Network: w.env.Network, CallTimeout: w.env.CommandTimeout})
+		opts := &mcp.Options{Sandbox: w.sb, Network: w.env.Network, CallTimeout: w.env.CommandTimeout}
+		if s.URL != "" {
+			// A server that answers 401 is authorized through the vault.
+			var err error
+			if opts.Auth, err = a.mcpAuth(w, c, s); err != nil {
+				return err
+			}
+		}
+		cl, err := mcp.Connect(ctx, mcp.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Tools: s.Tools}, opts)
 		if err != nil {
 			return err
 		}
 		w.mcp = append(w.mcp, cl)
-		_, notes := cl.Register(w.tools, pinned)
+		regs, notes := cl.Register(w.tools, pinned)
 		for _, n := range notes {
 			fmt.Fprintf(a.stderr, "keel: %s\n", n)
+		}
+		if ar := cl.AuthRequired(); ar != nil {
+			if len(regs) == 0 {
+				return mcpAuthError(s, ar)
+			}
+			fmt.Fprintf(a.stderr, "keel: mcp server %s waits for an authorization (%s); its calls wait until: %s\n", s.Name, ar.Reason, ar.Hint)
 		}
 	}
 	return nil

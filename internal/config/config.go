@@ -103,7 +103,8 @@ func LoadProject(dir string) (*Config, error) {
 //	document = "https://tickets.example.com/openapi.json"   # or a file
 //	base_url = "https://tickets.example.com/"  # default: the document's server
 //	tags = ["issues"]                          # only these (or operations = [...])
-//	token_env = "TICKETS_TOKEN"                # bearer token from this variable
+//	provider = "tickets"                       # tokens from this vault provider (default: the one covering the URL)
+//	token_env = "TICKETS_TOKEN"                # else a static bearer token from this variable
 //	writes = "ask"                             # or "policy": the policy alone decides writes
 type OpenAPIs struct {
 	APIs []OpenAPIAPI `toml:"apis"`
@@ -117,6 +118,7 @@ type OpenAPIAPI struct {
 	Tags       []string `toml:"tags"`
 	Operations []string `toml:"operations"`
 	TokenEnv   string   `toml:"token_env"`
+	Provider   string   `toml:"provider"`
 	Writes     string   `toml:"writes"`
 }
 
@@ -127,6 +129,7 @@ type OpenAPIAPI struct {
 //	dsn = "postgres://agent@db.internal/shop"  # the password from PGPASSWORD or ~/.pgpass
 //	allow_writes = false                       # default: every statement read-only
 //	max_rows = 500
+//	as_user = true                             # run as the end user (their DSN from the vault)
 type SQL struct {
 	Databases []SQLDatabase `toml:"databases"`
 }
@@ -137,6 +140,10 @@ type SQLDatabase struct {
 	DSN         string `toml:"dsn"`
 	AllowWrites bool   `toml:"allow_writes"`
 	MaxRows     int    `toml:"max_rows"`
+	// AsUser: statements of a run acting for a user run with that
+	// user's own connection string, the vault secret sql:NAME (keel
+	// auth secret set).
+	AsUser bool `toml:"as_user"`
 }
 
 // MCP is the [mcp] table of config.toml:
@@ -151,6 +158,9 @@ type SQLDatabase struct {
 //	[[mcp.servers]]
 //	name = "tickets"
 //	url = "https://mcp.example.com/mcp"       # its host must be in --allow-host
+//	client_id = "keel"                        # a client pre-registered at its authorization server
+//	# or: client_metadata_url = "https://keel.example.com/client.json"
+//	# or: provider = "tickets"                # a provider of keel auth providers add
 type MCP struct {
 	Servers []MCPServer `toml:"servers"`
 }
@@ -163,6 +173,17 @@ type MCPServer struct {
 	Env      map[string]string `toml:"env"`
 	Tools    []string          `toml:"tools"`
 	ReadOnly []string          `toml:"read_only"`
+	// Authorization of an HTTP server that asks for it (MCP
+	// authorization through the vault): the vault provider to use, or
+	// the client a provider registered on first contact uses (a
+	// pre-registered ClientID with its secret in ClientSecretFile, or
+	// Keel's client ID metadata document at ClientMetadataURL), and the
+	// scopes it asks for.
+	Provider          string   `toml:"provider"`
+	ClientID          string   `toml:"client_id"`
+	ClientSecretFile  string   `toml:"client_secret_file"`
+	ClientMetadataURL string   `toml:"client_metadata_url"`
+	Scopes            []string `toml:"scopes"`
 }
 
 // Serve is the [serve] table of config.toml, the settings of keel serve:
