@@ -3,9 +3,12 @@ package cli_test
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -282,4 +285,69 @@ max_rows = 20
 		}
 	}
 	t.Logf("canary: %d files and the outputs searched", len(hay)-1)
+}
+
+// An OpenAPI operation's token comes from the vault, end to end: the
+// run's call of a provider's API waits (auth.required) until keel auth
+// connect --run, then keel runs resume makes the request with the
+// grant's token, which the API checks by introspection at the real OP.
+func TestOpenAPITokenFromVault(t *testing.T) {
+	db := setup(t)
+	ws := t.TempDir()
+	op := oauthtest.Start(t)
+	presented := 0
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/openapi.json" {
+			w.Write([]byte(`{"openapi":"3.0.3","info":{"title":"profiles","version":"1"},"servers":[{"url":"/"}],
+"paths":{"/api/me":{"get":{"operationId":"getMe","responses":{"200":{"description":"ok"}}}}}}`))
+			return
+		}
+		op.ResourceServer(func(w http.ResponseWriter, r *http.Request, in *oauthtest.Introspection) {
+			presented++
+			fmt.Fprintf(w, `{"profile":"ann","scope":%q}`, in.Scope)
+		}).ServeHTTP(w, r)
+	}))
+	defer api.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(api.URL, "http://"))
+	base := "http://localhost:" + port
+	var outputs bytes.Buffer
+	run := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := keel(t, args...)
+		outputs.WriteString(out + errOut)
+		if code != want {
+			t.Fatalf("keel %s = %d, want %d\n%s%s", strings.Join(args, " "), code, want, out, errOut)
+		}
+		return out
+	}
+	run(0, "auth", "key", "generate")
+	run(0, "auth", "providers", "add", "profiles", "--issuer", op.Issuer, "--client-id", oauthtest.NativeClient,
+		"--scope", "openid", "--resource", base+"/api")
+	traj := writeTrajectory(t, "read my profile",
+		[]fcall{{"profiles__getMe", map[string]any{}}},
+		[]fcall{sh("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && echo ok")},
+	)
+	run(3, "run", "--model", "replay:"+traj, "--workspace", ws, "--allow-host", "localhost:"+port,
+		"--openapi", "profiles="+base+"/openapi.json", "-q")
+	id, st := lastRun(t, db)
+	if len(st.PendingAuths()) != 1 || st.PendingAuths()[0].Provider != "profiles" || presented != 0 {
+		t.Fatalf("run %s: %s, waits %+v, requests with a token %d", id, st.Status, st.PendingAuths(), presented)
+	}
+	authConnect(t, op, &outputs, "--run", id)
+	run(0, "runs", "resume", id, "-q")
+	st, _ = loadRun(t, db, id)
+	c := st.Turns[0].Calls[0]
+	if st.Status != journal.StatusCompleted || c.Finished == nil || c.Finished.IsError || !strings.Contains(c.Finished.Content, `"scope":"openid"`) || presented != 1 {
+		t.Fatalf("after connect and resume: %s, %+v, requests with a token %d", st.Status, c.Finished, presented)
+	}
+	if out := run(0, "audit", "calls"); !strings.Contains(out, "profiles") || !strings.Contains(out, c.ID) {
+		t.Errorf("audit calls:\n%s", out)
+	}
+	for _, tok := range op.Issued() {
+		b, _ := os.ReadFile(db)
+		w, _ := os.ReadFile(db + "-wal")
+		if bytes.Contains(b, []byte(tok)) || bytes.Contains(w, []byte(tok)) || bytes.Contains(outputs.Bytes(), []byte(tok)) {
+			t.Error("a token is in the journal or an output")
+		}
+	}
 }
