@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -214,6 +216,11 @@ func (a *app) runDefaults(cmd *cobra.Command, f *runFlags) (*runSettings, error)
 	if err != nil {
 		return nil, err
 	}
+	if l != nil && cmd.Name() != "show" {
+		if err := a.checkTrusted(proj, l); err != nil {
+			return nil, err
+		}
+	}
 	if l != nil {
 		if err := l.apply(fl, given, rs); err != nil {
 			return nil, err
@@ -245,7 +252,91 @@ offers are listed with the file that names them.`
 		return a.printSettings(c.Flags(), rs, asJSON)
 	}
 	cmd.AddCommand(show)
+	var trustWS string
+	trust := &cobra.Command{
+		Use:   "trust",
+		Short: "Trust the project file .keel/config.toml of a workspace as it is now",
+		Long: `A project file (.keel/config.toml, committed to a repository) that chooses
+the model, the policy, allowed hosts or MCP servers can loosen what a run may
+do or send your API key elsewhere, so keel run refuses it until you trust it:
+read it (keel config show lists what it sets), then run keel config trust.
+The trust is for the file's exact content; a change asks again.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ws, err := filepath.Abs(trustWS)
+			if err != nil {
+				return usagef("--workspace: %v", err)
+			}
+			p := filepath.Join(ws, filepath.FromSlash(config.ProjectFile))
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return usagef("no project file to trust: %v", err)
+			}
+			if err := a.trustProject(p, b); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "keel: trusted %s (sha256 %x)\n", p, sha256.Sum256(b))
+			return nil
+		},
+	}
+	trust.Flags().StringVar(&trustWS, "workspace", ".", "the workspace whose .keel/config.toml to trust")
+	cmd.AddCommand(trust)
 	return cmd
+}
+
+// trustingKeys are the settings of a project file that are applied only
+// once the person trusts the file: they can loosen what a run may do or
+// send what is the person's (the API key, to a model endpoint) elsewhere.
+var trustingKeys = []string{"model", "policy", "allow-host", "setup-allow-host"}
+
+// trustFile lists the trusted project files, one "SHA256 PATH" a line.
+func (a *app) trustFile() string { return filepath.Join(a.home, "trusted-projects") }
+
+// checkTrusted refuses a project file that sets a trusting key or MCP
+// servers unless its content was trusted with keel config trust.
+func (a *app) checkTrusted(proj *config.Config, l *settingsLayer) error {
+	var sets []string
+	for _, k := range trustingKeys {
+		if _, ok := l.values[k]; ok {
+			sets = append(sets, k)
+		}
+	}
+	if len(proj.MCP.Servers) > 0 {
+		sets = append(sets, "[[mcp.servers]]")
+	}
+	if len(sets) == 0 {
+		return nil
+	}
+	b, err := os.ReadFile(proj.Path)
+	if err != nil {
+		return &usageError{fmt.Errorf("config: %w", err)}
+	}
+	want := fmt.Sprintf("%x %s", sha256.Sum256(b), proj.Path)
+	if t, err := os.ReadFile(a.trustFile()); err == nil && slices.Contains(strings.Split(string(t), "\n"), want) {
+		return nil
+	}
+	return usagef("the project file %s sets %s, which can loosen what a run may do or send your API key elsewhere, and you have not trusted it as it is: read it (keel config show --workspace %s), then trust it: keel config trust --workspace %s",
+		proj.Path, strings.Join(sets, ", "), filepath.Dir(filepath.Dir(proj.Path)), filepath.Dir(filepath.Dir(proj.Path)))
+}
+
+// trustProject records the content b of the project file p as trusted.
+func (a *app) trustProject(p string, b []byte) error {
+	line := fmt.Sprintf("%x %s", sha256.Sum256(b), p)
+	if t, err := os.ReadFile(a.trustFile()); err == nil && slices.Contains(strings.Split(string(t), "\n"), line) {
+		return nil
+	}
+	if err := os.MkdirAll(a.home, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(a.trustFile(), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // notRunSetting are flags of keel config show that are not settings of
