@@ -21,6 +21,10 @@ var routes = []route{
 	{"POST", "/v1/runs/{id}/approvals/{call}/approve", api.ScopeApprovalsWrite, (*Handler).approve},
 	{"POST", "/v1/runs/{id}/approvals/{call}/deny", api.ScopeApprovalsWrite, (*Handler).deny},
 
+	{"GET", "/v1/auth/waits", api.ScopeRunsRead, (*Handler).listAuthWaits},
+	{"POST", "/v1/runs/{id}/auth/{call}/connect", api.ScopeApprovalsWrite, (*Handler).startConnect},
+	{"GET", "/v1/auth/callback", "", (*Handler).authCallback},
+
 	{"GET", "/v1/agents", api.ScopeRunsRead, (*Handler).listAgents},
 	{"POST", "/v1/agents", api.ScopeAdmin, (*Handler).createAgent},
 	{"POST", "/v1/agents/{id}/revoke", api.ScopeAdmin, (*Handler).revokeAgent},

@@ -409,24 +409,8 @@ func fillFromWait(ctx context.Context, rt *agent.Runtime, cp *credential.Connect
 // resolveWaits ends the waits of every call that waits for g's (agent,
 // user, provider).
 func resolveWaits(ctx context.Context, rt *agent.Runtime, g *credential.Grant, by string) (int, error) {
-	waits, err := rt.AuthWaits(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, w := range waits {
-		if w.Provider != g.Provider || w.Agent != g.Agent || w.User != g.User {
-			continue
-		}
-		err := rt.ResolveAuth(ctx, w.RunID, w.CallID, &agent.AuthResolved{Grant: g.ID, By: by})
-		if err != nil && !errors.Is(err, agent.ErrNoAuthWait) {
-			return n, err
-		}
-		if err == nil {
-			n++
-		}
-	}
-	return n, nil
+	ended, err := rt.ResolveAuthsFor(ctx, g.Provider, g.Agent, g.User, &agent.AuthResolved{Grant: g.ID, By: by})
+	return len(ended), err
 }
 
 // connectLoopback runs authorization code + PKCE with a loopback
@@ -634,7 +618,7 @@ func (a *app) authTokenCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token --agent A [--user U] --audience URL",
 		Short: "Issue a short-lived signed agent credential (JWT)",
-		Long: `Signs a JWT with the agent's Ed25519 key (created on first use, sealed
+		Long: `Signs a JWT with the agent's Ed25519 key (made by keel agents create, sealed
 under the vault key): iss (--issuer), sub (the agent, or the user it acts
 for with the agent in the act claim, RFC 8693), aud, iat, nbf, exp and jti.
 Resource servers verify it with the keys keel serve publishes at
