@@ -69,6 +69,11 @@ func readKeyFile(p string) (*credential.Key, error) {
 	return k, nil
 }
 
+// vaultClock is the vaults' clock (token expiry, refresh, leases); nil
+// means time.Now. Tests of this package set it to move time forward by
+// days in every process they start.
+var vaultClock func() time.Time
+
 // openVault returns the vault of store, with the keys, and the agent
 // directory's check (a revoked agent gets no credential).
 func (a *app) openVault(store journal.Store) (*credential.Vault, error) {
@@ -77,7 +82,7 @@ func (a *app) openVault(store journal.Store) (*credential.Vault, error) {
 		return nil, err
 	}
 	dir := identity.NewDirectory(store, nil)
-	return credential.New(store, &credential.Options{Keys: keys, Check: func(ctx context.Context, agent, user string) error {
+	return credential.New(store, &credential.Options{Keys: keys, Clock: vaultClock, Check: func(ctx context.Context, agent, user string) error {
 		_, err := dir.Check(ctx, agent, user)
 		return err
 	}})

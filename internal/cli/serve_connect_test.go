@@ -16,11 +16,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/internal/oauthtest"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
@@ -34,12 +36,26 @@ type connectFixture struct {
 	op                     *oauthtest.OP
 	s                      *serveProc
 	outputs                *bytes.Buffer
+	// served lists the requests the resource server accepted ("METHOD
+	// PATH"), and tokens the distinct tokens they carried (by hash).
+	mu     sync.Mutex
+	served []string
+	tokens map[string]bool
 }
 
-func newConnectFixture(t *testing.T) *connectFixture {
+// newConnectFixture makes the fixture; before, if given, runs after the
+// test's KEEL_HOME is set and before keel serve starts.
+func newConnectFixture(t *testing.T, before ...func()) *connectFixture {
 	t.Helper()
-	f := &connectFixture{db: setup(t), ws: t.TempDir(), op: oauthtest.Start(t), outputs: &bytes.Buffer{}}
+	f := &connectFixture{db: setup(t), ws: t.TempDir(), op: oauthtest.Start(t), outputs: &bytes.Buffer{}, tokens: map[string]bool{}}
+	for _, fn := range before {
+		fn()
+	}
 	rs := httptest.NewServer(f.op.ResourceServer(func(w http.ResponseWriter, r *http.Request, in *oauthtest.Introspection) {
+		f.mu.Lock()
+		f.served = append(f.served, r.Method+" "+r.URL.Path)
+		f.tokens[credential.TokenHash(r.Header.Get("Authorization"))] = true
+		f.mu.Unlock()
 		fmt.Fprintf(w, `{"profile":%q,"scope":%q,"echo":%q}`, in.Username, in.Scope, r.Header.Get("Authorization"))
 	}))
 	t.Cleanup(rs.Close)
@@ -140,6 +156,15 @@ func (f *connectFixture) finish(t *testing.T, id string) {
 			t.Errorf("audit calls lacks %q:\n%s", want, out)
 		}
 	}
+	f.canary(t)
+}
+
+// canary searches every token the OP issued in the database and its WAL,
+// the server's log, every output, the workspace and KEEL_HOME, and
+// returns how many it searched and how many hits there were (each hit
+// is an error).
+func (f *connectFixture) canary(t *testing.T) (tokens, files, hits int) {
+	t.Helper()
 	issued := f.op.Issued()
 	if len(issued) < 2 {
 		t.Fatalf("the OP issued %d tokens", len(issued))
@@ -154,7 +179,6 @@ func (f *connectFixture) finish(t *testing.T, id string) {
 			return nil
 		})
 	}
-	hits := 0
 	for _, tok := range issued {
 		for where, b := range hay {
 			if bytes.Contains(b, []byte(tok)) {
@@ -164,6 +188,7 @@ func (f *connectFixture) finish(t *testing.T, id string) {
 		}
 	}
 	t.Logf("canary: %d tokens searched in %d files, the outputs and the server's log: %d hits", len(issued), len(hay)-2, hits)
+	return len(issued), len(hay) - 2, hits
 }
 
 // Connect through the API, without a browser or the command line: POST
