@@ -442,6 +442,16 @@ func (h *Handler) endpoint(rt route) http.Handler {
 	})
 }
 
+// RequireScope serves next only to requests with an API token (bearer
+// or the web UI's cookie) that has scope, answering others as the API
+// does (401, 403). keel serve puts /metrics behind it.
+func (h *Handler) RequireScope(scope string, next http.Handler) http.Handler {
+	return h.endpoint(route{scope: scope, serve: func(_ *Handler, w http.ResponseWriter, r *http.Request, _ *caller) error {
+		next.ServeHTTP(w, r)
+		return nil
+	}})
+}
+
 // fail writes err as an API error, logging internal ones.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e, internal := classify(err)

@@ -22,7 +22,8 @@ import (
 // the difference), with a bash tool answering from the recording, once
 // with telemetry off and once with live export on: spans derived and sent
 // over OTLP/HTTP to a local receiver, Prometheus metrics counted, trace
-// context on every model call and tool run. The timed region includes
+// context on every model call and tool run, export watermarks advanced
+// (durable export). The timed region includes
 // flushing the export, so the per-step difference is telemetry's whole
 // cost (the work off the run's goroutine too).
 //
@@ -78,7 +79,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				live = NewLive(&LiveOptions{Exporter: exp, Metrics: NewMetrics(nil, nil), Read: store.Read})
+				live = NewLive(&LiveOptions{Exporter: exp, Metrics: NewMetrics(nil, nil), Read: store.Read, Records: store})
 				opts.OnAppend = live.Appended
 			}
 			rt := agent.NewRuntime(store, opts)

@@ -41,6 +41,8 @@ type app struct {
 	cfg            *config.Config
 	// metrics, set by keel serve, counts what the server's runs do.
 	metrics *telemetry.Metrics
+	// live, set by newRuntime, exports and counts the runtime's appends.
+	live *telemetry.Live
 }
 
 // exitError carries a process exit code through cobra.

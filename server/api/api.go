@@ -415,10 +415,13 @@ type AuditJournal struct {
 // Scopes of API tokens. A token with [ScopeAdmin] may do everything;
 // [ScopeRunsWrite] and [ScopeApprovalsWrite] include [ScopeRunsRead] (a
 // person who starts runs or decides approvals sees what they act on).
+// [ScopeMetricsRead] reads only keel serve's Prometheus metrics
+// (GET /metrics), for a scraper's token.
 const (
 	ScopeRunsRead       = "runs:read"
 	ScopeRunsWrite      = "runs:write"
 	ScopeApprovalsWrite = "approvals:write"
+	ScopeMetricsRead    = "metrics:read"
 	ScopeAdmin          = "admin"
 )
 
