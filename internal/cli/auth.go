@@ -381,6 +381,84 @@ at its next execution (keel runs resume, or at once under keel serve).`,
 	return cmd
 }
 
+// clientAuthConnect is keel --server URL auth connect --run R: the
+// server starts the authorization (its callback completes it, stores the
+// grant in the server's vault and continues the run there); this prints
+// the URL to open.
+func (a *app) clientAuthConnect(cmd *cobra.Command, args []string) error {
+	run, _ := cmd.Flags().GetString("run")
+	call, _ := cmd.Flags().GetString("call")
+	if device, _ := cmd.Flags().GetBool("device"); device {
+		return usagef("--device is not supported with --server: the server connects with authorization code (open the URL it gives)")
+	}
+	if run == "" {
+		return usagef("with --server, connect what a run waits for: keel --server %s auth connect --run RUN (keel --server %s auth waits lists them)", a.serverURL(), a.serverURL())
+	}
+	c, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if call == "" {
+		r, err := c.Run(ctx, run)
+		if err != nil {
+			return err
+		}
+		if len(r.AuthWaits) == 0 {
+			return usagef("run %s waits for no authorization", run)
+		}
+		call = r.AuthWaits[0].CallID
+	}
+	if len(args) == 1 {
+		r, err := c.Run(ctx, run)
+		if err != nil {
+			return err
+		}
+		for _, w := range r.AuthWaits {
+			if w.CallID == call && w.Provider != args[0] {
+				return usagef("call %s of run %s waits for provider %s, not %s", call, run, w.Provider, args[0])
+			}
+		}
+	}
+	st, err := c.StartConnect(ctx, run, call)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(escWriter{a.stdout}, "open this URL in a browser to authorize %s at %s:\n\n  %s\n\nthe server completes it at %s (until %s) and continues run %s: keel --server %s runs show %s\n",
+		whoFor(st.Agent, st.User), st.Provider, st.URL, st.RedirectURL, st.Expires.Local().Format(time.Kitchen), run, a.serverURL(), run)
+	return nil
+}
+
+// clientAuthWaits is keel --server URL auth waits.
+func (a *app) clientAuthWaits(cmd *cobra.Command, _ []string) error {
+	c, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	waits, err := c.AuthWaits(cmd.Context())
+	if err != nil {
+		return err
+	}
+	if asJSON, _ := cmd.Flags().GetBool("json"); asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, w := range waits {
+			if err := enc.Encode(w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(waits) == 0 {
+		fmt.Fprintln(a.stdout, "no call waits for an authorization")
+		return nil
+	}
+	for _, w := range waits {
+		fmt.Fprintf(escWriter{a.stdout}, "run %s call %s: authorization required (%s): %s needs a grant of provider %s with scopes %s\n  run: keel --server %s auth connect --run %s (or Connect in the web UI's inbox)\n",
+			w.RunID, w.CallID, w.Reason, whoFor(w.Agent, w.User), w.Provider, strings.Join(w.Scopes, " "), a.serverURL(), w.RunID)
+	}
+	return nil
+}
+
 func whoFor(agent, user string) string {
 	if user == "" {
 		return agent

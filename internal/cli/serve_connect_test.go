@@ -240,11 +240,16 @@ func TestServeConnectThroughAPI(t *testing.T) {
 	}
 	// A response from another issuer (a mix-up, RFC 9207) is refused
 	// before its code is redeemed; the example OP sends no iss itself.
-	var other api.AuthStarted
-	if code := f.api(t, "POST", path, "", &other); code != 200 {
-		t.Fatalf("POST connect = %d", code)
+	// (This one started from the command line, with --server.)
+	out := f.keel(t, 0, "--server", f.s.url, "auth", "waits")
+	if !strings.Contains(out, "run "+run.ID+" call "+call) || !strings.Contains(out, "keel --server "+f.s.url+" auth connect --run "+run.ID) {
+		t.Errorf("keel --server auth waits = %q", out)
 	}
-	state := regexp.MustCompile(`[?&]state=([^&]+)`).FindStringSubmatch(other.URL)
+	out = f.keel(t, 0, "--server", f.s.url, "auth", "connect", "--run", run.ID)
+	if !strings.Contains(out, "the server completes it at "+f.s.url+"/v1/auth/callback") {
+		t.Errorf("keel --server auth connect = %q", out)
+	}
+	state := regexp.MustCompile(`[?&]state=([^&\s]+)`).FindStringSubmatch(out)
 	resp, err = http.Get(f.s.url + "/v1/auth/callback?code=x&iss=" + url.QueryEscape("http://evil.test/") + "&state=" + state[1])
 	if err != nil {
 		t.Fatal(err)
