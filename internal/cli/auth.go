@@ -527,7 +527,15 @@ func (a *app) connectLoopback(ctx context.Context, v *credential.Vault, cp *cred
 	}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	defer srv.Close()
+	defer func() {
+		// Shutdown, not Close: the browser still gets the page of the
+		// response that ended the wait (Close would cut it off).
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+	}()
 	fmt.Fprintf(a.stdout, "open this URL in a browser to authorize %s at %s:\n\n  %s\n\nwaiting for the answer on %s (until %s) ...\n",
 		whoFor(cp.Agent, cp.User), cp.Provider, pend.URL, cp.RedirectURL, pend.Expires.Local().Format(time.Kitchen))
 	wctx, cancel := context.WithDeadline(ctx, pend.Expires)
