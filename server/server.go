@@ -73,9 +73,14 @@ type Options struct {
 	// (whose workspace Prepare makes). See docs/server.md.
 	WorkspaceRoots []string
 	// Protected are paths no run's workspace may be, be inside, or
-	// contain, whoever asks: Keel's home directory, the journal's
-	// directory, files holding the server's secrets or configuration.
+	// contain, whoever asks: Keel's home directory, files holding the
+	// server's secrets or configuration.
 	Protected []string
+	// JournalFiles are the journal's files (the database and the files
+	// beside it: -wal, -shm, the lock directory): no run's workspace may
+	// be or contain one. A workspace may be elsewhere in the journal's
+	// directory (a root /srv/work beside /srv/keel.db).
+	JournalFiles []string
 	// Sandbox is the sandbox every run of the server uses: "linux" (the
 	// default) or "none". A client may not ask for less isolation.
 	Sandbox string
@@ -158,6 +163,10 @@ type Handler struct {
 	// policyRef and demoPolicyRef identify the server's policy and the
 	// demo's, as runs record them.
 	policyRef, demoPolicyRef *agent.PolicyRef
+
+	// idleWait, if set, is called when a resume starts waiting for an
+	// execution that is ending (tests).
+	idleWait func(runID string)
 
 	stopOnce sync.Once
 	stop     chan struct{} // closed by Shutdown

@@ -217,7 +217,9 @@ func (a *app) init() error {
 	a.home = home
 	cfg, err := config.Load(home)
 	if err != nil {
-		return err
+		// A config file that does not parse or names an unknown key is
+		// a configuration error, as a bad flag is: exit 2, nothing ran.
+		return &usageError{err}
 	}
 	a.cfg = cfg
 	return nil

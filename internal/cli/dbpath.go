@@ -28,8 +28,14 @@ var createsJournal = map[string]bool{
 // of createsJournal create it and say so; anything else is a usage error.
 // It returns whether p must be created.
 func (a *app) checkJournalPath(p string) (create bool, err error) {
-	_, err = os.Stat(p)
+	from := "--db"
+	if a.db == "" {
+		from = "db in " + filepath.Join(a.home, "config.toml")
+	}
+	fi, err := os.Stat(p)
 	switch {
+	case err == nil && fi.IsDir():
+		return false, usagef("the journal %s is a directory: %s must name the journal's file (for example %s)", p, from, filepath.Join(p, "keel.db"))
 	case err == nil:
 		return false, nil
 	case !errors.Is(err, fs.ErrNotExist):
@@ -46,10 +52,6 @@ func (a *app) checkJournalPath(p string) (create bool, err error) {
 		if m, _ := filepath.Glob(filepath.Join(dir, "*.db")); len(m) > 0 {
 			hint = " (journals in " + dir + ": " + strings.Join(baseNames(m, 5), ", ") + ")"
 		}
-	}
-	from := "--db"
-	if a.db == "" {
-		from = "db in " + filepath.Join(a.home, "config.toml")
 	}
 	return false, usagef("no journal at %s%s: check %s, or pass --create-db to start a new one there", p, hint, from)
 }

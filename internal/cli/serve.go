@@ -170,19 +170,30 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	// What no run may touch: Keel's home (tokens, config, memory), the
-	// journal's directory (and, when the database or a file beside it is
-	// a symbolic link, its target's), and the policy file.
+	// journal's files (and, when the database or a file beside it is a
+	// symbolic link, its target), and the policy file.
 	protected := []string{a.home, a.serverTokenFile(), a.configFile()}
+	var journalFiles []string
 	if db := a.dbPath(); !strings.Contains(db, ":") {
-		protected = append(protected, filepath.Dir(db))
 		for _, suffix := range []string{"", "-wal", "-shm", "-journal", ".locks"} {
-			if r := realpath.Resolve(db + suffix); filepath.Dir(r) != filepath.Dir(db) {
-				protected = append(protected, filepath.Dir(r))
+			journalFiles = append(journalFiles, db+suffix)
+			if r := realpath.Resolve(db + suffix); r != db+suffix {
+				journalFiles = append(journalFiles, r)
 			}
 		}
 	}
 	if f.policy != "" && f.policy != "default" {
 		protected = append(protected, defaultPolicy.Name())
+	}
+	// A workspace root inside Keel's home or a journal file would refuse
+	// every workspace under it: say so now, not at each run.
+	for _, r := range roots {
+		rr := realpath.Resolve(r)
+		for _, p := range append(slices.Clone(protected), journalFiles...) {
+			if realpath.Within(rr, realpath.Resolve(p)) {
+				return usagef("--workspace-root %s is inside %s, which holds the server's own files (tokens, configuration, journal): no run could work there; choose a directory outside it", r, p)
+			}
+		}
 	}
 	var baseURLs []string
 	var defaultModel string
@@ -265,7 +276,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		vault = v
 	}
 	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
-		WorkspaceRoots: roots, Protected: protected, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
+		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
 		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Adopt: f.adoptInterval(a.dbPath()), Dispatch: dispatch,
 		Vault: vault, PublicURL: publicURL})
 	activeRuns := func() int { n, _ := h.Load(); return n }
