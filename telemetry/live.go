@@ -142,6 +142,10 @@ func (l *Live) Recover(runID string) {
 	}
 }
 
+// Durable reports whether the export is durable (an exporter and
+// Records).
+func (l *Live) Durable() bool { return l.marks != nil }
+
 // Recovered counts the spans exported from the journal because no
 // collector had acknowledged them.
 func (l *Live) Recovered() uint64 { return l.recovered.Load() }

@@ -70,9 +70,10 @@ func TestMistypedDBPath(t *testing.T) {
 func TestDBDirectoryAndBadConfig(t *testing.T) {
 	setup(t)
 	dir := t.TempDir()
+	ws := demoProject(t)
 	for _, args := range [][]string{
 		{"runs", "list", "--db", dir},
-		{"run", "--db", dir, "--model", "scripted:demo", "--workspace", demoProject(t), "fix it"},
+		{"run", "--db", dir, "--model", "scripted:demo", "--workspace", ws, "fix it"},
 	} {
 		code, _, errOut := keel(t, args...)
 		want := "keel: the journal " + dir + " is a directory: --db must name the journal's file (for example " + filepath.Join(dir, "keel.db") + ")\n"
@@ -82,6 +83,9 @@ func TestDBDirectoryAndBadConfig(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Errorf("a refused --db DIR left %d files in it", len(entries))
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".keel")); err == nil {
+		t.Errorf("a refused keel run left .keel in its workspace")
 	}
 	cfg := filepath.Join(os.Getenv("KEEL_HOME"), "config.toml")
 	for _, text := range []string{"sandbox = \"linux\"\n[serve\n", "sandbx = \"linux\"\n"} {

@@ -104,7 +104,7 @@ const (
 // spans are sent from the journal. The returned function stops it.
 func (a *app) recoverSpans(ctx context.Context, store journal.Store, logger *slog.Logger) func() {
 	live := a.live
-	if live == nil {
+	if live == nil || !live.Durable() {
 		return func() {}
 	}
 	stop, done := make(chan struct{}), make(chan struct{})
@@ -200,11 +200,6 @@ OTEL_EXPORTER_OTLP_ENDPOINT or [telemetry] endpoint in config.toml
 				st := exp.Stats()
 				if st.Failed > 0 || st.Dropped > 0 {
 					return fmt.Errorf("export trace of run %s to %s: %d of %d spans failed (is the collector up?)", runID, tc.Endpoint, st.Failed+st.Dropped, n)
-				}
-				if recs, ok := store.(journal.Records); ok && len(evs) > 0 {
-					// Everything up to here reached the collector: nothing
-					// of it is sent again after a crash.
-					_ = telemetry.NewWatermarks(recs).Advance(ctx, runID, evs[len(evs)-1].Seq)
 				}
 				fmt.Fprintf(a.stdout, "%s\n", telemetry.TraceID(runID))
 				fmt.Fprintf(a.stderr, "keel: exported %d spans of run %s (trace %s) to %s\n", n, runID, telemetry.TraceID(runID), tc.Endpoint)
