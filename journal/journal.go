@@ -52,6 +52,11 @@ const (
 	// AuthResolved ends that wait.
 	AuthRequired Type = "auth.required"
 	AuthResolved Type = "auth.resolved"
+	// InputRequested records a question a running call's MCP server asks
+	// a person (elicitation); InputAnswered the person's answer, which
+	// may be appended by another process while the call waits.
+	InputRequested Type = "input.requested"
+	InputAnswered  Type = "input.answered"
 )
 
 // Event is one journal record.

@@ -24,6 +24,8 @@ var routes = []route{
 	{"GET", "/v1/auth/waits", api.ScopeRunsRead, (*Handler).listAuthWaits},
 	{"POST", "/v1/runs/{id}/auth/{call}/connect", api.ScopeApprovalsWrite, (*Handler).startConnect},
 	{"GET", "/v1/auth/callback", "", (*Handler).authCallback},
+	{"GET", "/v1/inputs", api.ScopeRunsRead, (*Handler).listInputs},
+	{"POST", "/v1/runs/{id}/inputs/{input}/answer", api.ScopeApprovalsWrite, (*Handler).answerInput},
 
 	{"GET", "/v1/agents", api.ScopeRunsRead, (*Handler).listAgents},
 	{"POST", "/v1/agents", api.ScopeAdmin, (*Handler).createAgent},

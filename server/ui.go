@@ -73,6 +73,8 @@ type page struct {
 	AuthWaits []api.AuthWait
 	// Connected is the authorization callback's outcome.
 	Connected *connected
+	// Inputs are the questions the run page's run waits for.
+	Inputs    []uiInput
 	Agents    []api.Agent
 	AgentsErr string
 	Report    *api.AuditReport
@@ -116,6 +118,7 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"GET /ui/approvals", api.ScopeRunsRead, h.uiApprovals},
 		{"POST /ui/approvals/{id}/{call}", api.ScopeApprovalsWrite, h.uiDecide},
 		{"POST /ui/runs/{id}/auth/{call}/connect", api.ScopeApprovalsWrite, h.uiConnect},
+		{"POST /ui/inputs/{id}/{input}", api.ScopeApprovalsWrite, h.uiAnswer},
 		{"GET /ui/agents", api.ScopeRunsRead, h.uiAgents},
 		{"POST /ui/agents", api.ScopeAdmin, h.uiCreateAgent},
 		{"POST /ui/agents/{name}/revoke", api.ScopeAdmin, h.uiRevokeAgent},
@@ -278,6 +281,11 @@ func (h *Handler) uiRun(w http.ResponseWriter, r *http.Request, who *caller) err
 		p.Rows = append(p.Rows, rr.render(&events[i]))
 	}
 	p.Next = int64(len(events)) + 1
+	if st, _, err := h.rt.Load(ctx, id); err == nil {
+		for _, in := range st.PendingInputs() {
+			p.Inputs = append(p.Inputs, newUIInput(inputView(in)))
+		}
+	}
 	h.render(w, http.StatusOK, "run", p)
 	return nil
 }
