@@ -250,3 +250,14 @@ func lines(b []byte) []string {
 }
 
 func isBinary(b []byte) bool { return bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0 }
+
+// FileDiff is the unified diff that turns old into cur for the file at
+// path (old nil: the file is added), as a [Change] of [Diff] shows it.
+func FileDiff(path string, old, cur []byte) Change {
+	c := Change{Path: path, Status: Modified}
+	if old == nil {
+		c.Status = Added
+	}
+	c.patch(old, cur)
+	return c
+}
