@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/policy"
@@ -137,5 +136,5 @@ func scrub(s string, cred *credential.Credential) string {
 	if cred == nil || cred.Token() == "" {
 		return s
 	}
-	return strings.ReplaceAll(s, cred.Token(), "[credential redacted]")
+	return credential.Scrub(s, cred.Token())
 }

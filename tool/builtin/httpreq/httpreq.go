@@ -359,7 +359,7 @@ func scrub(s string, cred *credential.Credential) string {
 	if cred == nil || cred.Token() == "" {
 		return s
 	}
-	return strings.ReplaceAll(s, cred.Token(), "[credential redacted]")
+	return credential.Scrub(s, cred.Token())
 }
 
 func isBinary(media string, data []byte) bool {
