@@ -127,15 +127,20 @@ type Agent struct {
 	// built-in agent after a revocation ([Directory.Restore]).
 	RestoredAt time.Time `json:"restored_at,omitzero"`
 	RestoredBy string    `json:"restored_by,omitempty"`
+	// Connectors, when set, are the only MCP servers, databases and APIs
+	// the agent's runs on a team server offer (nil: the server's own;
+	// empty: none).
+	Connectors *Connectors `json:"connectors,omitempty"`
 }
 
 // Payloads of the directory's events.
 type (
 	createdPayload struct {
-		Name        string `json:"name"`
-		Kind        Kind   `json:"kind"`
-		Description string `json:"description,omitempty"`
-		By          string `json:"by,omitempty"`
+		Name        string      `json:"name"`
+		Kind        Kind        `json:"kind"`
+		Description string      `json:"description,omitempty"`
+		By          string      `json:"by,omitempty"`
+		Connectors  *Connectors `json:"connectors,omitempty"`
 	}
 	revokedPayload struct {
 		Name   string `json:"name"`
@@ -208,7 +213,7 @@ func (d *Directory) apply(e *journal.Event) error {
 		if a, ok := d.agents[p.Name]; ok && !a.Builtin {
 			return bad("agent %q created twice", p.Name)
 		}
-		d.agents[p.Name] = &Agent{Name: p.Name, Kind: p.Kind, Description: p.Description, Created: e.Time, CreatedBy: p.By}
+		d.agents[p.Name] = &Agent{Name: p.Name, Kind: p.Kind, Description: p.Description, Created: e.Time, CreatedBy: p.By, Connectors: p.Connectors}
 	case AgentRevoked:
 		var p revokedPayload
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
@@ -267,6 +272,9 @@ type CreateParams struct {
 	Description string
 	// By names who created it (a person).
 	By string
+	// Connectors, when set, are the agent's connectors (see
+	// [Agent.Connectors]).
+	Connectors *Connectors
 }
 
 // Create adds an agent and returns it. It returns an error wrapping
@@ -283,9 +291,14 @@ func (d *Directory) Create(ctx context.Context, p *CreateParams) (*Agent, error)
 	if kind != Employee && kind != Assistant {
 		return nil, fmt.Errorf("%w: kind %q, want employee or assistant", ErrInvalid, p.Kind)
 	}
+	if p.Connectors != nil {
+		if err := p.Connectors.Check(); err != nil {
+			return nil, err
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	err := d.append(ctx, AgentCreated, &createdPayload{Name: p.Name, Kind: kind, Description: p.Description, By: p.By}, func() error {
+	err := d.append(ctx, AgentCreated, &createdPayload{Name: p.Name, Kind: kind, Description: p.Description, By: p.By, Connectors: p.Connectors.clone()}, func() error {
 		if d.lookup(p.Name) != nil {
 			return fmt.Errorf("identity: create %q: %w", p.Name, ErrExists)
 		}
@@ -300,6 +313,7 @@ func (d *Directory) Create(ctx context.Context, p *CreateParams) (*Agent, error)
 func (d *Directory) copy(a *Agent) *Agent {
 	c := *a
 	c.Grants = slices.Clone(a.Grants)
+	c.Connectors = a.Connectors.clone()
 	return &c
 }
 

@@ -20,6 +20,9 @@ import (
 func agentView(a *identity.Agent) api.Agent {
 	out := api.Agent{Name: a.Name, Kind: string(a.Kind), Description: a.Description, Created: a.Created, CreatedBy: a.CreatedBy,
 		Builtin: a.Builtin, Revoked: a.Revoked, RevokedBy: a.RevokedBy, RevokeReason: a.RevokeReason, Grants: len(a.Grants)}
+	if c := a.Connectors; c != nil {
+		out.Connectors = &api.Connectors{MCP: c.MCP, SQL: c.SQL, OpenAPI: c.OpenAPI}
+	}
 	if a.Revoked {
 		t := a.RevokedAt
 		out.RevokedAt = &t
@@ -80,7 +83,11 @@ func (h *Handler) createAgent(w http.ResponseWriter, r *http.Request, who *calle
 }
 
 func (h *Handler) newAgent(ctx context.Context, req *api.CreateAgent, who *caller) (api.Agent, error) {
-	a, err := h.opts.Directory.Create(ctx, &identity.CreateParams{Name: req.Name, Kind: identity.Kind(req.Kind), Description: req.Description, By: who.Name})
+	p := &identity.CreateParams{Name: req.Name, Kind: identity.Kind(req.Kind), Description: req.Description, By: who.Name}
+	if c := req.Connectors; c != nil {
+		p.Connectors = &identity.Connectors{MCP: c.MCP, SQL: c.SQL, OpenAPI: c.OpenAPI}
+	}
+	a, err := h.opts.Directory.Create(ctx, p)
 	if err != nil {
 		return api.Agent{}, identityError(err)
 	}

@@ -353,6 +353,7 @@ func demoExtras(req *api.CreateRun) []string {
 		{"workspace", req.Workspace != ""}, {"mount_path", req.MountPath != ""}, {"sandbox", req.Sandbox != ""},
 		{"env", len(req.Env) > 0}, {"setup", req.Setup != ""}, {"network", len(req.Network) > 0}, {"system", req.System != ""},
 		{"limits", req.Limits != api.Limits{}}, {"policy", req.Policy != ""}, {"completion_marker", req.CompletionMarker != nil},
+		{"connectors", req.Connectors != nil}, {"no_connectors", req.NoConnectors},
 	} {
 		if f.set {
 			set = append(set, f.name)

@@ -51,22 +51,42 @@ can act as any agent (see docs/approvals.md, "Who may do what").`,
 
 func (a *app) agentsCreateCmd() *cobra.Command {
 	var kind, desc, by string
+	var conn identity.Connectors
+	var noConn bool
 	cmd := &cobra.Command{
-		Use:         "create NAME",
-		Short:       "Create an agent",
+		Use:   "create NAME",
+		Short: "Create an agent",
+		Long: `Create an agent. On a team server, an agent's runs offer the tools of the
+server's MCP servers, databases and APIs (the [[mcp.servers]],
+[[sql.databases]] and [[openapi.apis]] of its config.toml); --mcp, --sql
+and --openapi give the agent its own set instead: a NAME of the server's,
+or for --mcp and --openapi NAME=SPEC, the agent's own server
+(NAME='COMMAND ARGS...' started in each run's sandbox, or NAME=URL) or
+document. --no-connectors gives it none.`,
 		Args:        cobra.ExactArgs(1),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			p := &identity.CreateParams{Name: args[0], Kind: identity.Kind(kind), Description: desc, By: a.person(by)}
+			if noConn && len(conn.MCP)+len(conn.SQL)+len(conn.OpenAPI) > 0 {
+				return usagef("--no-connectors and --mcp, --sql or --openapi: give one or the other")
+			}
+			if noConn || len(conn.MCP)+len(conn.SQL)+len(conn.OpenAPI) > 0 {
+				p.Connectors = &conn
+			}
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				ag, err := b.CreateAgent(ctx, &identity.CreateParams{Name: args[0], Kind: identity.Kind(kind), Description: desc, By: a.person(by)})
+				ag, err := b.CreateAgent(ctx, p)
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(escWriter{a.stdout}, "created %s agent %s\n", ag.Kind, ag.Name)
 				return nil
-			}, "kind", "description")
+			}, "kind", "description", "mcp", "sql", "openapi", "no-connectors")
 		},
 	}
+	cmd.Flags().StringArrayVar(&conn.MCP, "mcp", nil, "MCP server the agent's runs on a server offer: NAME (the server's) or NAME='COMMAND ARGS...' / NAME=URL (repeatable; default: all of the server's)")
+	cmd.Flags().StringArrayVar(&conn.SQL, "sql", nil, "database of the server's config.toml the agent's runs may query: NAME (repeatable)")
+	cmd.Flags().StringArrayVar(&conn.OpenAPI, "openapi", nil, "API the agent's runs offer: NAME (the server's) or NAME=DOCUMENT (repeatable)")
+	cmd.Flags().BoolVar(&noConn, "no-connectors", false, "the agent's runs offer no MCP server, database or API")
 	cmd.Flags().StringVar(&kind, "kind", "employee", "employee (acts as itself) or assistant (acts on behalf of a user)")
 	cmd.Flags().StringVar(&desc, "description", "", "what the agent is for")
 	cmd.Flags().StringVar(&by, "by", "", "who creates it (default: $USER)")
@@ -164,6 +184,19 @@ func (a *app) printAgent(ag *identity.Agent) {
 		fmt.Fprintf(w, "REVOKED %s by %s: %s\n", ag.RevokedAt.Local().Format("2006-01-02 15:04"), ag.RevokedBy, ag.RevokeReason)
 	} else if !ag.RestoredAt.IsZero() {
 		fmt.Fprintf(w, "restored %s by %s after a revocation\n", ag.RestoredAt.Local().Format("2006-01-02 15:04"), ag.RestoredBy)
+	}
+	if c := ag.Connectors; c != nil {
+		if len(c.MCP)+len(c.SQL)+len(c.OpenAPI) == 0 {
+			fmt.Fprintf(w, "connectors: none\n")
+		}
+		for _, l := range []struct {
+			kind    string
+			entries []string
+		}{{"mcp", c.MCP}, {"sql", c.SQL}, {"openapi", c.OpenAPI}} {
+			for _, e := range l.entries {
+				fmt.Fprintf(w, "%s: %s\n", l.kind, e)
+			}
+		}
 	}
 	fmt.Fprintf(w, "standing approvals: %d\n", len(ag.Grants))
 	for _, g := range ag.Grants {

@@ -54,7 +54,11 @@ func (r *remote) withGrants(ctx context.Context, ag api.Agent) (*identity.Agent,
 }
 
 func (r *remote) CreateAgent(ctx context.Context, p *identity.CreateParams) (*identity.Agent, error) {
-	ag, err := r.cl.CreateAgent(ctx, &api.CreateAgent{Name: p.Name, Kind: string(p.Kind), Description: p.Description})
+	req := &api.CreateAgent{Name: p.Name, Kind: string(p.Kind), Description: p.Description}
+	if c := p.Connectors; c != nil {
+		req.Connectors = &api.Connectors{MCP: c.MCP, SQL: c.SQL, OpenAPI: c.OpenAPI}
+	}
+	ag, err := r.cl.CreateAgent(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +90,9 @@ func agentOf(ag api.Agent) identity.Agent {
 	}
 	if ag.RestoredAt != nil {
 		out.RestoredAt = *ag.RestoredAt
+	}
+	if c := ag.Connectors; c != nil {
+		out.Connectors = &identity.Connectors{MCP: c.MCP, SQL: c.SQL, OpenAPI: c.OpenAPI}
 	}
 	return out
 }

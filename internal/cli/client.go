@@ -165,7 +165,8 @@ func (f *flagValues) integer(name string) int {
 func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
 	if err := only(cmd, "model", "workspace", "mount-path", "env", "setup", "task-file", "system", "system-file", "json", "quiet",
-		"max-steps", "max-tokens", "max-cost", "timeout", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait"); err != nil {
+		"max-steps", "max-tokens", "max-cost", "timeout", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait",
+		"mcp", "sql", "openapi", "no-mcp"); err != nil {
 		return err
 	}
 	fv := &flagValues{fs: fs}
@@ -176,6 +177,18 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	}
 	req := &api.CreateRun{Task: task, Model: fv.str("model"), MountPath: fv.str("mount-path"), Env: fv.strs("env"), Setup: fv.str("setup"),
 		System: fv.str("system"), Sandbox: fv.str("sandbox"), Network: fv.strs("allow-host"), OnBehalfOf: fv.str("on-behalf-of")}
+	// On a server, connectors are the server's or the agent's: the run
+	// names which of them it offers.
+	conn := &api.Connectors{MCP: fv.strs("mcp"), SQL: fv.strs("sql"), OpenAPI: fv.strs("openapi")}
+	for _, n := range slices.Concat(conn.MCP, conn.SQL, conn.OpenAPI) {
+		if strings.Contains(n, "=") {
+			return usagef("keel run --server: --mcp, --sql and --openapi name the server's connectors (or the agent's): %q defines one (an admin gives an agent its own with keel agents create --mcp NAME=...)", n)
+		}
+	}
+	if len(conn.MCP)+len(conn.SQL)+len(conn.OpenAPI) > 0 {
+		req.Connectors = conn
+	}
+	req.NoConnectors = fv.boolean("no-mcp")
 	if fs.Changed("agent") {
 		// Otherwise the server picks: the token's agent, else its default.
 		req.Agent = fv.str("agent")

@@ -244,15 +244,28 @@ func (a *app) connectMCP(ctx context.Context, w *wiring, c *agent.RunCreated) er
 		pinned = a.previousPins(ctx, c.MCP)
 	}
 	for _, s := range c.MCP {
-		cl, err := mcp.Connect(ctx, mcp.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Tools: s.Tools},
-			&mcp.Options{Sandbox: w.sb, Network: w.env.Network, CallTimeout: w.env.CommandTimeout})
+		opts := &mcp.Options{Sandbox: w.sb, Network: w.env.Network, CallTimeout: w.env.CommandTimeout}
+		if s.URL != "" {
+			// A server that answers 401 is authorized through the vault.
+			var err error
+			if opts.Auth, err = a.mcpAuth(w, c, s); err != nil {
+				return err
+			}
+		}
+		cl, err := mcp.Connect(ctx, mcp.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Tools: s.Tools}, opts)
 		if err != nil {
 			return err
 		}
 		w.mcp = append(w.mcp, cl)
-		_, notes := cl.Register(w.tools, pinned)
+		regs, notes := cl.Register(w.tools, pinned)
 		for _, n := range notes {
 			fmt.Fprintf(a.stderr, "keel: %s\n", n)
+		}
+		if ar := cl.AuthRequired(); ar != nil {
+			if len(regs) == 0 {
+				return mcpAuthError(s, ar)
+			}
+			fmt.Fprintf(a.stderr, "keel: mcp server %s waits for an authorization (%s); its calls wait until: %s\n", s.Name, ar.Reason, ar.Hint)
 		}
 	}
 	return nil

@@ -30,6 +30,7 @@ func (a *app) mcpCmd() *cobra.Command {
 
 func (a *app) mcpServeCmd() *cobra.Command {
 	var wait time.Duration
+	var httpAddr string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve Keel's runs and approvals over MCP on stdin and stdout",
@@ -47,14 +48,22 @@ Runs execute in this process, on the journal of --db, with the policy and
 sandbox of keel run; a run keeps executing while the server runs, and one
 interrupted by the server's end continues with keel runs resume (or the
 next answer_approval). start_run and answer_approval return when the run
-pauses or ends, or after --wait.`,
+pauses or ends, or after --wait.
+
+With --http ADDR it speaks streamable HTTP at http://ADDR/mcp instead, on
+a loopback address only. keel serve offers the same tools at /mcp behind
+its API tokens, acting through the API with the caller's token.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s := &mcpServe{a: a, wait: wait, runs: map[string]chan struct{}{}}
+			if httpAddr != "" {
+				return s.serveHTTP(cmd.Context(), httpAddr)
+			}
 			return s.server().Run(cmd.Context(), &sdk.StdioTransport{})
 		},
 	}
 	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long start_run and answer_approval wait for the run to pause or end before they answer")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve streamable HTTP at http://ADDR/mcp instead of stdio (a loopback address, e.g. 127.0.0.1:8421; keel serve offers /mcp to a team)")
 	return cmd
 }
 

@@ -252,6 +252,8 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	defer stopRequests()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics.Handler())
+	// Keel as an MCP server (streamable HTTP), behind the API's tokens.
+	mux.Handle("/mcp", a.mcpHandler(tokens, base))
 	mux.Handle("/", a.withJWKS(h, store))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return reqCtx },
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}

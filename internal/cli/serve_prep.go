@@ -132,6 +132,10 @@ func (sp *serverPrep) validate(ctx context.Context, c *agent.RunCreated) error {
 		}
 		return invalidf("the run cannot be set up on this server: %s", apiText(err))
 	}
+	if c.Tools == nil {
+		// A new run with connectors: its tools, MCP ones pinned.
+		c.Tools = toolInfos(w.tools)
+	}
 	w.Close()
 	return nil
 }
@@ -251,6 +255,9 @@ func (sp *serverPrep) prepare(ctx context.Context, req *api.CreateRun) (*agent.R
 		Env: req.Env, Setup: req.Setup, Network: req.Network, Labels: req.Labels,
 		Principal: firstNonEmpty(req.Agent, identity.LocalAgent), OnBehalfOf: req.OnBehalfOf,
 	}
+	if err := sp.connectors(ctx, c, req); err != nil {
+		return nil, err
+	}
 	return sp.finish(ctx, c, eng, familyName)
 }
 
@@ -287,6 +294,11 @@ func (sp *serverPrep) finish(ctx context.Context, c *agent.RunCreated, eng *poli
 	c.Settings = &set
 	c.StateDir = a.stateDir(c.Workspace)
 	c.Tools = toolInfos(newTools(set))
+	if len(c.MCP)+len(c.SQL)+len(c.OpenAPI) > 0 {
+		// Known once the servers are reached: validate fills them in,
+		// pinned as keel run pins them.
+		c.Tools = nil
+	}
 	c.Git = gitStart(ctx, c.Workspace) // for keel runs diff on the server's machine
 	return c, nil
 }

@@ -103,6 +103,9 @@ type SQLDatabase struct {
 //	[[mcp.servers]]
 //	name = "tickets"
 //	url = "https://mcp.example.com/mcp"       # its host must be in --allow-host
+//	client_id = "keel"                        # a client pre-registered at its authorization server
+//	# or: client_metadata_url = "https://keel.example.com/client.json"
+//	# or: provider = "tickets"                # a provider of keel auth providers add
 type MCP struct {
 	Servers []MCPServer `toml:"servers"`
 }
@@ -115,6 +118,17 @@ type MCPServer struct {
 	Env      map[string]string `toml:"env"`
 	Tools    []string          `toml:"tools"`
 	ReadOnly []string          `toml:"read_only"`
+	// Authorization of an HTTP server that asks for it (MCP
+	// authorization through the vault): the vault provider to use, or
+	// the client a provider registered on first contact uses (a
+	// pre-registered ClientID with its secret in ClientSecretFile, or
+	// Keel's client ID metadata document at ClientMetadataURL), and the
+	// scopes it asks for.
+	Provider          string   `toml:"provider"`
+	ClientID          string   `toml:"client_id"`
+	ClientSecretFile  string   `toml:"client_secret_file"`
+	ClientMetadataURL string   `toml:"client_metadata_url"`
+	Scopes            []string `toml:"scopes"`
 }
 
 // Serve is the [serve] table of config.toml, the settings of keel serve:

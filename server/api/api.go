@@ -117,6 +117,12 @@ type CreateRun struct {
 	// Labels are free-form annotations; keys starting with "keel." (in
 	// any case) are the server's and refused.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Connectors narrow the run's MCP servers, databases and APIs: each
+	// non-empty list to those names, among the ones its agent may use
+	// (the agent's connectors, else the server's); by default the run
+	// offers all of them. NoConnectors leaves them all out.
+	Connectors   *Connectors `json:"connectors,omitempty"`
+	NoConnectors bool        `json:"no_connectors,omitempty"`
 }
 
 // Run is a run as the API shows it: its summary folded from the journal,
@@ -298,6 +304,20 @@ type Agent struct {
 	RestoredBy string     `json:"restored_by,omitempty"`
 	// Grants counts the agent's standing approvals.
 	Grants int `json:"grants,omitempty"`
+	// Connectors, when set, are the only MCP servers, databases and APIs
+	// the agent's runs offer (absent: the server's; empty: none).
+	Connectors *Connectors `json:"connectors,omitempty"`
+}
+
+// Connectors name the MCP servers, databases and APIs whose tools runs
+// offer. An MCP or OpenAPI entry is the NAME of one of the server's (its
+// config.toml) or, for an agent, NAME=SPEC: its own stdio command
+// ("NAME=node /srv/mcp/server.js") or URL, or OpenAPI document. A SQL
+// entry names one of the server's databases.
+type Connectors struct {
+	MCP     []string `json:"mcp,omitempty"`
+	SQL     []string `json:"sql,omitempty"`
+	OpenAPI []string `json:"openapi,omitempty"`
 }
 
 // AgentList is the body of GET /v1/agents.
@@ -321,6 +341,9 @@ type CreateAgent struct {
 	// of a user).
 	Kind        string `json:"kind"`
 	Description string `json:"description,omitempty"`
+	// Connectors, when set, are the agent's only connectors (see
+	// [Agent.Connectors]).
+	Connectors *Connectors `json:"connectors,omitempty"`
 }
 
 // Revoke is the body of POST .../revoke; it may be empty.

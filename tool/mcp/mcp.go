@@ -45,6 +45,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin/web"
@@ -91,6 +92,9 @@ type Options struct {
 	// indicators, the issuer check), for example the SDK's
 	// auth.NewAuthorizationCodeHandler.
 	OAuth auth.OAuthHandler
+	// Auth, when set (and OAuth is not), authorizes an HTTP server with
+	// tokens from Keel's credential vault ([Auth]).
+	Auth *Auth
 }
 
 // Name and size limits.
@@ -117,6 +121,17 @@ type Client struct {
 	live     map[string]*sdk.Tool
 	accepted map[string]string // server tool name → pin approved in this process
 	closed   bool
+
+	// With Options.Auth: the vault provider of the server's tokens (""
+	// until the server asks for authorization), the scopes its calls
+	// need, and what a person must authorize when Connect could not
+	// list the tools for want of a grant. amu guards them (it is
+	// taken inside mu, never the other way: requests made while mu is
+	// held, such as the session's close, read them).
+	amu      sync.Mutex
+	provider string
+	scopes   []string
+	waiting  *tool.AuthRequiredError
 }
 
 // Connect starts or reaches the server, initialises the session and lists
@@ -139,7 +154,17 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Client, error) {
 	if c.opts.MaxDescription <= 0 {
 		c.opts.MaxDescription = 2000
 	}
+	if c.opts.Auth != nil && (c.opts.OAuth != nil || c.opts.Auth.Vault == nil) {
+		return nil, fmt.Errorf("mcp server %s: give OAuth or Auth with a vault, not both", srv.Name)
+	}
 	if err := c.connect(ctx); err != nil {
+		var ar *credential.AuthRequiredError
+		if c.opts.Auth != nil && errors.As(err, &ar) {
+			// A person must authorize first: the tools pinned by an
+			// earlier run are offered and their calls wait for it.
+			c.setWaiting(toolAuth(err).(*tool.AuthRequiredError))
+			return c, nil
+		}
 		return nil, err
 	}
 	return c, nil
@@ -207,7 +232,15 @@ func (c *Client) connect(ctx context.Context) error {
 		if err := web.Allowed(c.opts.Network, u); err != nil {
 			return fmt.Errorf("mcp server %s: %s: %w (allow its host with --allow-host)", c.srv.Name, c.srv.URL, err)
 		}
-		t = &sdk.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: c.httpClient(), MaxRetries: -1, OAuthHandler: c.opts.OAuth}
+		hc, oh := c.httpClient(), c.opts.OAuth
+		if c.opts.Auth != nil && oh == nil {
+			base := hc.Transport
+			if base == nil {
+				base = http.DefaultTransport
+			}
+			hc.Transport, oh = &vaultTransport{c: c, base: base}, vaultHandler{c}
+		}
+		t = &sdk.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc, MaxRetries: -1, OAuthHandler: oh}
 	}
 	client := sdk.NewClient(&sdk.Implementation{Name: "keel", Version: "1"}, &sdk.ClientOptions{
 		Capabilities: &sdk.ClientCapabilities{},
@@ -223,7 +256,7 @@ func (c *Client) connect(ctx context.Context) error {
 			proc.close()
 			return fmt.Errorf("mcp server %s (%s) did not start: %v%s", c.srv.Name, strings.Join(c.srv.Command, " "), err, proc.note())
 		}
-		return fmt.Errorf("mcp server %s (%s): %v", c.srv.Name, c.srv.URL, err)
+		return fmt.Errorf("mcp server %s (%s): %w", c.srv.Name, c.srv.URL, err)
 	}
 	tools, err := listTools(ctx, cs)
 	if err != nil {
@@ -232,7 +265,7 @@ func (c *Client) connect(ctx context.Context) error {
 			proc.close()
 			return fmt.Errorf("mcp server %s: list tools: %v%s", c.srv.Name, err, proc.note())
 		}
-		return fmt.Errorf("mcp server %s: list tools: %v", c.srv.Name, err)
+		return fmt.Errorf("mcp server %s: list tools: %w", c.srv.Name, err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -244,6 +277,7 @@ func (c *Client) connect(ctx context.Context) error {
 		return errClosed
 	}
 	c.session, c.proc, c.live = cs, proc, tools
+	c.setWaiting(nil)
 	return nil
 }
 
@@ -378,6 +412,9 @@ type Pinned struct {
 // for a new run): a tool whose definition no longer matches its pin is
 // held until a person approves a call of it.
 func (c *Client) Register(r *tool.Registry, pinned map[string]Pinned) ([]Registered, []string) {
+	if c.AuthRequired() != nil {
+		return c.registerPinned(r, pinned)
+	}
 	c.mu.Lock()
 	names := make([]string, 0, len(c.live))
 	for n := range c.live {
@@ -494,10 +531,11 @@ func (c *Client) keelTool(name string, t *sdk.Tool) (*tool.Tool, error) {
 		InputSchema: schema,
 		// Annotations are hints from the server, which may lie: an MCP
 		// call is never assumed read-only or idempotent.
-		Effect: tool.External,
-		Scope:  func(json.RawMessage) []string { return []string{} },
-		Server: c.srv.Name,
-		Facts:  func(json.RawMessage) map[string]any { return facts },
+		Effect:    tool.External,
+		Scope:     func(json.RawMessage) []string { return []string{} },
+		Server:    c.srv.Name,
+		Facts:     func(json.RawMessage) map[string]any { return facts },
+		Authorize: c.authorizeCall,
 	}
 	return kt, nil
 }
@@ -613,7 +651,7 @@ func (c *Client) handler(remote, pin string) tool.Handler {
 			c.mu.Unlock()
 			_ = note
 		}
-		cctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+		cctx, cancel := context.WithTimeout(withCaller(ctx, req), c.opts.CallTimeout)
 		defer cancel()
 		params := &sdk.CallToolParams{Name: remote, Arguments: json.RawMessage(req.Arguments)}
 		if tp := tool.TraceParent(ctx); tp != "" {
