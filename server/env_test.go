@@ -60,6 +60,23 @@ type env struct {
 	// test's Prepare gives runs that name none; the test's wiring runs
 	// every command without isolation either way.
 	sandbox string
+	// sessions are the web UI sessions of e.cookie, by token secret.
+	sessions sync.Map
+}
+
+// cookie returns a web UI session cookie for the token secret, the same
+// one for every call with that secret (a session started while the token
+// was valid); for a token that is not valid, a cookie of no session.
+func (e *env) cookie(secret string) *http.Cookie {
+	if c, ok := e.sessions.Load(secret); ok {
+		return c.(*http.Cookie)
+	}
+	c, err := e.h.Session(e.t.Context(), secret)
+	if err != nil {
+		return &http.Cookie{Name: "keel_session", Value: "no-such-session"}
+	}
+	e.sessions.Store(secret, c)
+	return c
 }
 
 // models holds the fake models of an env's runs by model spec.
