@@ -53,6 +53,12 @@ lists its file edits (write_file, edit_file) up to EVENT instead.`,
 				}
 				changes, from, to, err := checkpoint.Diff(ctx, events, at)
 				if errors.Is(err, checkpoint.ErrNone) {
+					for _, e := range events {
+						if journal.KeepsStatus(e.Type) {
+							fmt.Fprintf(escWriter{a.stdout}, "no files changed up to event %d: the run's first checkpoint (the files it started with) is event %d\n", at, e.Seq)
+							return nil
+						}
+					}
 					return a.editsUpTo(args[0], events, at)
 				}
 				if err != nil {

@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
 )
 
 // files reads every file under dir as path → content (links as their
@@ -33,9 +36,14 @@ func files(t *testing.T, dir string) map[string]string {
 }
 
 // checkpointSeqs returns the events of keel runs checkpoints' rows.
-func checkpointSeqs(t *testing.T, id string) []string {
+func checkpointSeqs(t *testing.T, args ...string) []string {
 	t.Helper()
-	code, out, errOut := keel(t, "runs", "checkpoints", id)
+	if len(args) > 1 {
+		args = []string{args[0], args[1], "runs", "checkpoints", args[2]}
+	} else {
+		args = []string{"runs", "checkpoints", args[0]}
+	}
+	code, out, errOut := keel(t, args...)
 	if code != 0 {
 		t.Fatalf("runs checkpoints = %d: %s", code, errOut)
 	}
@@ -134,4 +142,55 @@ func TestRewindAndFork(t *testing.T) {
 		t.Errorf("fork in place (-before +now):\n%s", d)
 	}
 	_ = st
+}
+
+// The same through a team server: keel --server URL runs checkpoints,
+// rewind and fork act on the server's run and its workspace.
+func TestRewindAndForkWithServer(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	demoTempDir(t)
+	s := startServe(t)
+	c := s.apiClient(t)
+	run, err := c.CreateRun(t.Context(), &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := untilStopped(t, c, run.ID, 1)
+	if _, err := c.Approve(t.Context(), run.ID, "demo_4", &api.Decide{}); err != nil {
+		t.Fatalf("approve: %v (last event %s)", err, last.Type)
+	}
+	if end := untilStopped(t, c, run.ID, last.Seq+1); end.Type != journal.RunCompleted {
+		t.Fatalf("the demo ended with %s", end.Type)
+	}
+	rows := checkpointSeqs(t, "--server", s.url, run.ID)
+	if len(rows) < 3 {
+		t.Fatalf("checkpoints through the server: %q", rows)
+	}
+	first := strings.Fields(rows[0])[0]
+	file := filepath.Join(run.Workspace, "textstats.py")
+	edited := mustRead(t, file)
+	code, out, errOut := keel(t, "--server", s.url, "runs", "rewind", run.ID, "--to", first)
+	if code != 0 || !strings.Contains(out, "M textstats.py") {
+		t.Fatalf("rewind through the server = %d: %s\n%s", code, errOut, out)
+	}
+	if b := mustRead(t, file); !strings.Contains(string(b), `text.split(" ")`) {
+		t.Errorf("the server's workspace was not rewound:\n%s", b)
+	}
+	code, out, errOut = keel(t, "--server", s.url, "runs", "fork", run.ID, "--at", strings.Fields(rows[len(rows)-1])[0], "--no-start")
+	if code != 0 || !strings.Contains(errOut, "the files are those of the checkpoint of event") {
+		t.Fatalf("fork through the server = %d: %s", code, errOut)
+	}
+	fork, err := c.Run(t.Context(), strings.TrimSpace(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fork.Workspace == run.Workspace || string(mustRead(t, filepath.Join(fork.Workspace, "textstats.py"))) != string(edited) {
+		t.Errorf("the fork's workspace %s does not have the edited file", fork.Workspace)
+	}
 }

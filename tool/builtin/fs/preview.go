@@ -1,0 +1,82 @@
+package fs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"strings"
+
+	"github.com/keel-run/keel/tool"
+)
+
+// maxPreview bounds the file a preview reads.
+const maxPreview = 8 << 20
+
+// Preview returns what a write_file or edit_file call with arguments
+// args would make of its file in ws, without writing: the file's path,
+// its content now (nil for a new file) and after the call. A call that
+// would fail says why in problem (as the tool would); other tools
+// return ok false. It is for showing a person the diff of a call that
+// waits for approval: it reads only inside the workspace, as the tools
+// do.
+func Preview(ws *tool.Workspace, name string, args json.RawMessage) (path string, before, after []byte, problem string, ok bool) {
+	var in struct {
+		Path       string  `json:"path"`
+		Content    *string `json:"content"`
+		OldString  string  `json:"old_string"`
+		NewString  string  `json:"new_string"`
+		ReplaceAll bool    `json:"replace_all"`
+	}
+	if name != WriteName && name != EditName {
+		return "", nil, nil, "", false
+	}
+	if err := json.Unmarshal(args, &in); err != nil {
+		return "", nil, nil, fmt.Sprintf("invalid arguments: %v", err), true
+	}
+	path = in.Path
+	rel, err := ws.ResolveWrite(in.Path)
+	if err != nil {
+		return path, nil, nil, describeErr(err), true
+	}
+	before, err = readCurrent(ws, rel)
+	switch {
+	case errors.Is(err, iofs.ErrNotExist):
+		before = nil
+		if name == EditName {
+			return path, nil, nil, "no such file; to create a file use write_file", true
+		}
+	case err != nil:
+		return path, nil, nil, describeErr(err), true
+	}
+	if name == WriteName {
+		if in.Content == nil {
+			return path, before, nil, "no content", true
+		}
+		return path, before, []byte(*in.Content), "", true
+	}
+	ed, failure := applyEdit(before, in.OldString, in.NewString, in.ReplaceAll)
+	if failure != "" {
+		return path, before, nil, failure, true
+	}
+	return path, before, ed.out, "", true
+}
+
+// readCurrent reads the regular file rel of ws, at most maxPreview bytes.
+func readCurrent(ws *tool.Workspace, rel string) ([]byte, error) {
+	tgt, err := openTarget(ws, rel, false)
+	if err != nil {
+		return nil, err
+	}
+	defer tgt.dir.Close()
+	f, _, res := openRegular(tgt.dir, tgt.base, rel)
+	if res != nil {
+		if strings.Contains(res.Content, "no such file") {
+			return nil, iofs.ErrNotExist
+		}
+		return nil, errors.New(res.Content)
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxPreview))
+}
