@@ -237,7 +237,8 @@ type ExecParams struct {
 	Yield func(a Action) bool
 	// Checkpoint, if set, snapshots the workspace's files (a store
 	// outside the workspace; internal/gitws): Execute calls it before its
-	// first step and after each batch of tool calls, the setup script and
+	// first step and after each batch of tool calls that may write (not
+	// only read-only tools), the setup script and
 	// the repair of interrupted calls, with the run's newest checkpoint
 	// (nil before the first). It returns nil when the files are those of
 	// prev; else the payload is journaled. A failed snapshot is logged
@@ -460,7 +461,7 @@ func (x *executor) loop(ctx context.Context) (*Outcome, error) {
 		case ActAsk:
 			err = x.ask(ctx, a.Calls)
 		case ActRunTools:
-			if err = x.runTools(ctx, a.Calls); err == nil {
+			if err = x.runTools(ctx, a.Calls); err == nil && x.mayWrite(a.Calls) {
 				err = x.checkpoint(ctx)
 			}
 		case ActCallModel:
@@ -478,6 +479,23 @@ func (x *executor) loop(ctx context.Context) (*Outcome, error) {
 			return nil, err
 		}
 	}
+}
+
+// mayWrite reports whether any of calls is of a tool that may change
+// files (not read-only): a batch of reads needs no snapshot.
+func (x *executor) mayWrite(ids []string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, id := range ids {
+		c := x.st.call(id)
+		if c == nil {
+			return true
+		}
+		if t := x.p.Tools.Tool(c.Name); t == nil || t.Effect != tool.ReadOnly {
+			return true
+		}
+	}
+	return false
 }
 
 // checkpoint journals a snapshot of the workspace if ExecParams.Checkpoint
