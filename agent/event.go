@@ -134,11 +134,15 @@ type SQLDatabase struct {
 	DSN         string `json:"dsn"`
 	AllowWrites bool   `json:"allow_writes,omitempty"`
 	MaxRows     int    `json:"max_rows,omitempty"`
+	// AsUser: statements run with the connection string of the user the
+	// run acts for (the vault secret sql:NAME of its agent and user).
+	AsUser bool `json:"as_user,omitempty"`
 }
 
 // OpenAPI is an API of a run (an OpenAPI 3 document) as journaled in
-// run.created. TokenEnv names the environment variable of the bearer
-// token, never the token.
+// run.created. Its calls' tokens come from the vault (Provider); TokenEnv
+// names the environment variable of a static bearer token for an API no
+// provider covers, never the token.
 type OpenAPI struct {
 	Name           string   `json:"name"`
 	Document       string   `json:"document"`
@@ -147,6 +151,9 @@ type OpenAPI struct {
 	Operations     []string `json:"operations,omitempty"`
 	TokenEnv       string   `json:"token_env,omitempty"`
 	WritesByPolicy bool     `json:"writes_by_policy,omitempty"`
+	// Provider names the vault provider whose grant authorizes the
+	// calls ("" means the provider whose resources cover the URL).
+	Provider string `json:"provider,omitempty"`
 }
 
 // MCPServer is an MCP server of a run as journaled in run.created: how to

@@ -177,8 +177,9 @@ type Spec struct {
 	Protected []string `json:"protected,omitempty"`
 	// Hidden lists paths commands must not read or write at all (the run
 	// policy's [paths] deny): workspace-relative, or absolute host paths.
-	// The Linux sandbox masks each one that exists (an empty read-only
-	// directory, or /dev/null for a file); the none backend cannot.
+	// The Linux sandbox masks each one that exists (an unreadable
+	// read-only directory, or an unopenable file); the none backend
+	// cannot.
 	Hidden []string `json:"hidden,omitempty"`
 	// Limits apply to every command unless the command overrides them.
 	Limits Limits `json:"limits"`

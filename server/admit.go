@@ -66,7 +66,10 @@ type confinement struct {
 	// contain.
 	roots, resolvedRoots []string
 	protected            []string
-	replay               []string
+	// journal are the journal's files, which no workspace may be or
+	// contain.
+	journal []string
+	replay  []string
 }
 
 func newConfinement(o *Options) *confinement {
@@ -82,6 +85,11 @@ func newConfinement(o *Options) *confinement {
 	for _, p := range o.Protected {
 		if p != "" {
 			c.protected = append(c.protected, filepath.Clean(p), realpath.Resolve(p))
+		}
+	}
+	for _, p := range o.JournalFiles {
+		if p != "" {
+			c.journal = append(c.journal, filepath.Clean(p), realpath.Resolve(p))
 		}
 	}
 	for _, d := range o.ReplayDirs {
@@ -131,8 +139,16 @@ func (c *confinement) checkWorkspace(dir string, needRoot bool) (string, error) 
 		return "", notUnder() // a symlink out of the roots
 	}
 	for _, p := range c.protected {
-		if realpath.Within(real, p) || realpath.Within(p, real) {
-			return "", badRequest("workspace %s holds, or is inside, the server's own files (its home directory, journal or secrets); choose another directory", dir)
+		if realpath.Within(p, real) {
+			return "", badRequest("workspace %s holds the server's own files (its home directory, journal or secrets); choose another directory", dir)
+		}
+		if realpath.Within(real, p) {
+			return "", badRequest("workspace %s is inside the server's own files (its home directory); choose a directory outside it", dir)
+		}
+	}
+	for _, p := range c.journal {
+		if realpath.Within(p, real) || realpath.Within(real, p) {
+			return "", badRequest("workspace %s holds the server's own files (its journal); choose another directory", dir)
 		}
 	}
 	return real, nil

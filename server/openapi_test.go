@@ -103,7 +103,7 @@ func TestOpenAPIRoutesAreServed(t *testing.T) {
 func TestOpenAPISchemasMatchTypes(t *testing.T) {
 	types := map[string]any{
 		"Error": api.Error{}, "ErrorBody": api.ErrorBody{}, "Limits": api.Limits{}, "CreateRun": api.CreateRun{},
-		"Run": api.Run{}, "RunList": api.RunList{}, "ResumeRun": api.ResumeRun{}, "ForkRun": api.ForkRun{},
+		"Run": api.Run{}, "RunList": api.RunList{}, "ResumeRun": api.ResumeRun{}, "Settings": api.Settings{}, "ForkRun": api.ForkRun{},
 		"Approval": api.Approval{}, "ApprovalList": api.ApprovalList{}, "Decide": api.Decide{},
 		"Agent": api.Agent{}, "AgentList": api.AgentList{}, "CreateAgent": api.CreateAgent{}, "Revoke": api.Revoke{},
 		"VerifyAudit": api.VerifyAudit{}, "AuditReport": api.AuditReport{}, "AuditProblem": api.AuditProblem{}, "AuditJournal": api.AuditJournal{},

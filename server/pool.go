@@ -85,6 +85,23 @@ type job struct {
 	// only if no event was appended since they looked (so a cancel that
 	// lands first wins).
 	resume bool
+	// change is what a person's resume replaces from now on (limits,
+	// settings, context window), journaled in run.resumed.
+	change
+}
+
+// change is what a resume replaces in a run from now on (see
+// agent.ExecParams): nil or zero fields change nothing.
+type change struct {
+	limits        *agent.Limits
+	settings      *agent.Settings
+	contextWindow int
+}
+
+// carries reports whether j brings something of a person's that must
+// not be lost: a message or a change.
+func (j *job) carries() bool {
+	return j.message != "" || j.limits != nil || j.settings != nil || j.contextWindow > 0
 }
 
 // execution is one run being executed.
@@ -93,8 +110,11 @@ type execution struct {
 	// done is closed when the execution has ended.
 	done chan struct{}
 	// again asks for another execution when this one ends: an approval
-	// arrived while the run was still pausing.
+	// arrived while the run was still pausing. next, if set, is a
+	// person's resume that arrived while the execution was ending: it is
+	// queued as it is (a plain submit would not continue a failed run).
 	again bool
+	next  *job
 	// canceling marks a run whose cancel is being recorded without a
 	// worker; no worker may take it meanwhile.
 	canceling bool
@@ -120,10 +140,11 @@ func newPool(rt *agent.Runtime, wire WireFunc, principals policy.PrincipalCheck,
 func (p *pool) submit(runID string) error { return p.enqueue(job{runID: runID}) }
 
 // resume queues runID because person who asked to continue it, with
-// message (added as a user message first, if not empty). A run that is
-// executing cannot take a message (ErrExecuting).
-func (p *pool) resume(runID, message string, who *caller) error {
-	j := job{runID: runID, message: message, resume: true}
+// message (added as a user message first, if not empty) and ch applied.
+// A run that is executing cannot take a message or a change
+// (ErrExecuting).
+func (p *pool) resume(runID, message string, ch change, who *caller) error {
+	j := job{runID: runID, message: message, resume: true, change: ch}
 	if who != nil {
 		j.by, j.token = who.Name, who.ID
 	}
@@ -166,19 +187,30 @@ func (p *pool) enqueue(j job) error {
 		if x.canceling {
 			return errCanceling
 		}
-		if j.message != "" {
+		if j.carries() {
 			return fmt.Errorf("%w: %s", ErrExecuting, j.runID)
 		}
 		x.again = true
+		if j.resume {
+			x.next = &j
+		}
 		return nil
 	}
 	if p.queued[j.runID] {
-		if j.resume {
-			for i := range p.queue {
-				if p.queue[i].runID == j.runID && p.queue[i].message == "" {
-					p.queue[i].resume, p.queue[i].message = true, j.message
-					p.queue[i].by, p.queue[i].token = j.by, j.token
-				}
+		if !j.resume {
+			return nil
+		}
+		for i := range p.queue {
+			if p.queue[i].runID != j.runID {
+				continue
+			}
+			if p.queue[i].carries() && j.carries() {
+				// Never merge two people's messages or changes: the
+				// second is refused, loudly.
+				return fmt.Errorf("%w: %s is already queued to resume with a message or a change", ErrExecuting, j.runID)
+			}
+			if j.carries() || !p.queue[i].resume {
+				p.queue[i] = j
 			}
 		}
 		return nil
@@ -228,14 +260,17 @@ func (p *pool) worker() {
 		if err != nil {
 			p.errs[j.runID] = err.Error()
 		}
-		again := x.again && !p.closing
+		again, next := x.again && !p.closing, x.next
 		close(x.done)
 		p.changedLocked(j.runID)
 		p.mu.Unlock()
 		if p.onDone != nil {
 			p.onDone(j.runID, out, err)
 		}
-		if again {
+		switch {
+		case again && next != nil:
+			_ = p.enqueue(*next)
+		case again:
 			_ = p.submit(j.runID)
 		}
 	}
@@ -276,8 +311,8 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 		ifLast = r.Events
 	}
 	if p.dispatch != nil {
-		if j.message != "" {
-			return nil, errors.New("this server hands runs to workers (--temporal), which do not yet take a message with a resume")
+		if j.carries() {
+			return nil, errors.New("this server hands runs to workers (--temporal), which do not yet take a message, limits or settings with a resume")
 		}
 		if err := p.dispatch(ctx, j.runID); err != nil {
 			log.Error("hand the run to a worker", "err", err)
@@ -306,6 +341,10 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 		}
 		return nil, err
 	}
+	if j.settings != nil {
+		// The tools are built with the settings the run has from now on.
+		created = withSettings(created, j.settings)
+	}
 	params, closer, err := p.wire(ctx, created)
 	if err != nil {
 		if stopped() {
@@ -322,6 +361,15 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 		defer closer.Close()
 	}
 	params.Message, params.By, params.Token = j.message, j.by, j.token
+	if j.limits != nil {
+		params.Limits = j.limits
+	}
+	if j.settings != nil {
+		params.Settings = j.settings
+	}
+	if j.contextWindow > 0 {
+		params.ContextWindow = j.contextWindow
+	}
 	// The server never waits inside an execution: a run that asks
 	// pauses and leaves its worker, and a decision queues it again.
 	params.Wait, params.OnWait, params.IfLastSeq = false, nil, ifLast
@@ -404,7 +452,7 @@ func (p *pool) cancel(ctx context.Context, runID string, who *caller, record fun
 			p.mu.Unlock()
 			return errCanceling
 		}
-		x.again = false
+		x.again, x.next = false, nil
 		x.cancel(agent.CanceledByToken(who.Name, who.ID))
 		p.mu.Unlock()
 		select {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/journal"
@@ -37,24 +36,9 @@ func (h *Handler) rewind(ctx context.Context, id string, to int64, who *caller) 
 	if err != nil {
 		return nil, err
 	}
-	// An execution that journaled its stop is finishing: wait a moment
-	// for it to leave its worker.
-	deadline := time.After(5 * time.Second)
-	for (run.Executing || run.Queued) && run.Status != string(journal.StatusRunning) {
-		ch := h.pool.watch(id)
-		if ch == nil {
-			break
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			return nil, conflict(api.CodeConflict, "run %s is still executing: wait until it stops to rewind its files", id)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if run, err = h.run(ctx, id, 0); err != nil {
-			return nil, err
-		}
+	// An execution that journaled its stop is finishing: wait for it.
+	if run, err = h.untilIdle(ctx, run); err != nil {
+		return nil, err
 	}
 	if run.Executing || run.Queued {
 		return nil, conflict(api.CodeConflict, "run %s is executing: cancel it, or wait until it stops, to rewind its files", id)

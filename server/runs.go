@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/tool"
@@ -233,7 +234,7 @@ func (h *Handler) resumeRun(w http.ResponseWriter, r *http.Request, who *caller)
 	if err := decode(r, &req, true); err != nil {
 		return err
 	}
-	run, err := h.resume(ctx, id, req.Message, who)
+	run, err := h.resume(ctx, id, &req, who)
 	if err != nil {
 		return err
 	}
@@ -241,12 +242,17 @@ func (h *Handler) resumeRun(w http.ResponseWriter, r *http.Request, who *caller)
 	return nil
 }
 
-// resume queues a paused, failed or canceled run for who, with message,
-// after checking it as a create is checked: who may act as its agent, and
-// it uses the server's sandbox, policy, models and workspace roots.
-func (h *Handler) resume(ctx context.Context, id, message string, who *caller) (api.Run, error) {
+// resume queues a paused, failed or canceled run for who, with req's
+// message and changes, after checking it as a create is checked: who may
+// act as its agent, and it uses the server's sandbox, policy, models and
+// workspace roots.
+func (h *Handler) resume(ctx context.Context, id string, req *api.ResumeRun, who *caller) (api.Run, error) {
+	message := req.Message
 	run, err := h.run(ctx, id, 0)
 	if err != nil {
+		return run, err
+	}
+	if run, err = h.untilIdle(ctx, run); err != nil {
 		return run, err
 	}
 	switch {
@@ -257,6 +263,10 @@ func (h *Handler) resume(ctx context.Context, id, message string, who *caller) (
 	case len(run.Pending) > 0:
 		return run, conflict(api.CodeConflict, "run %s waits for %d approval(s); approve or deny them", id, len(run.Pending))
 	}
+	ch, err := h.resumeChange(ctx, id, req)
+	if err != nil {
+		return run, err
+	}
 	c, err := h.sums.created(ctx, id)
 	if err != nil {
 		return run, err
@@ -266,10 +276,10 @@ func (h *Handler) resume(ctx context.Context, id, message string, who *caller) (
 	if _, err := h.admit(ctx, a, c); err != nil {
 		return run, err
 	}
-	if err := h.pool.resume(id, message, who); err != nil {
+	if err := h.pool.resume(id, message, ch, who); err != nil {
 		return run, err
 	}
-	if err := h.record(ctx, who, action{Action: "run.resume", RunID: id, Detail: detail(message, a)}); err != nil {
+	if err := h.record(ctx, who, action{Action: "run.resume", RunID: id, Detail: detail(resumeDetail(message, ch), a)}); err != nil {
 		return run, err
 	}
 	return h.run(ctx, id, 0)
@@ -298,7 +308,7 @@ func (h *Handler) forkAndStart(ctx context.Context, src string, req *api.ForkRun
 	}
 	rerr := h.record(ctx, who, action{Action: "run.fork", RunID: id, Target: src, Detail: detail(strconv.FormatInt(req.Seq, 10), a)})
 	if req.Start {
-		if err := h.pool.resume(id, req.Message, who); err != nil {
+		if err := h.pool.resume(id, req.Message, change{}, who); err != nil {
 			return api.Run{}, err
 		}
 	}
@@ -378,4 +388,140 @@ func parseDuration(s string) (time.Duration, error) {
 		err = errors.New("negative duration")
 	}
 	return d, err
+}
+
+// untilIdle waits while run is still executing although its journal says
+// it stopped (paused, failed, canceled): its execution is ending (the
+// sandbox is torn down), and a person who read the stop and resumes at
+// once must not be told the run is executing. It returns the run as it
+// is then.
+func (h *Handler) untilIdle(ctx context.Context, run api.Run) (api.Run, error) {
+	for run.Executing && run.Status != string(journal.StatusRunning) {
+		ch := h.pool.watch(run.ID)
+		if ch == nil {
+			break
+		}
+		if h.idleWait != nil {
+			h.idleWait(run.ID)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return run, ctx.Err()
+		}
+		var err error
+		if run, err = h.run(ctx, run.ID, 0); err != nil {
+			return run, err
+		}
+	}
+	return run, nil
+}
+
+// resumeChange checks the limits, settings and context window a resume
+// asks for and returns them applied to the run's own: what the run has
+// from now on (journaled in run.resumed, as `keel runs resume` locally).
+func (h *Handler) resumeChange(ctx context.Context, id string, req *api.ResumeRun) (change, error) {
+	var ch change
+	if req.Limits == nil && req.Settings == nil && req.ContextWindow == 0 {
+		return ch, nil
+	}
+	if h.pool.dispatch != nil {
+		return ch, conflict(api.CodeConflict, "this server hands runs to workers (--temporal), which do not yet take limits or settings with a resume")
+	}
+	st, _, err := h.rt.Load(ctx, id)
+	if err != nil {
+		return ch, err
+	}
+	if l := req.Limits; l != nil {
+		if l.MaxSteps < 0 || l.MaxTokens < 0 || l.MaxCost < 0 {
+			return ch, badRequest("limits must not be negative")
+		}
+		n := st.Limits
+		if l.MaxSteps > 0 {
+			n.MaxSteps = l.MaxSteps
+		}
+		if l.MaxTokens > 0 {
+			n.MaxTokens = l.MaxTokens
+		}
+		if l.MaxCost > 0 {
+			n.MaxCost = l.MaxCost
+		}
+		if l.Timeout != "" {
+			d, err := parseDuration(l.Timeout)
+			if err != nil {
+				return ch, badRequest("limits.timeout %q: %v", l.Timeout, err)
+			}
+			if d > 0 {
+				n.Timeout = agent.Duration(d)
+			}
+		}
+		if n != st.Limits {
+			ch.limits = &n
+		}
+	}
+	if s := req.Settings; s != nil {
+		set := st.Settings
+		for _, d := range []struct {
+			name string
+			v    string
+			to   *agent.Duration
+			neg  bool
+		}{
+			{"command_timeout", s.CommandTimeout, &set.CommandTimeout, false},
+			{"command_idle_timeout", s.CommandIdleTimeout, &set.CommandIdleTimeout, true},
+			{"model_idle_timeout", s.ModelIdleTimeout, &set.ModelIdleTimeout, false},
+		} {
+			if d.v == "" {
+				continue
+			}
+			v, err := time.ParseDuration(d.v)
+			if err != nil || v < 0 && !d.neg {
+				return ch, badRequest("settings.%s %q: want a Go duration such as 90s", d.name, d.v)
+			}
+			*d.to = agent.Duration(v)
+		}
+		for _, n := range []struct {
+			v  *int
+			to *int
+		}{
+			{s.Concurrency, &set.Concurrency}, {s.MaxResultChars, &set.MaxResultChars}, {s.MaxOutputTokens, &set.MaxOutputTokens},
+			{s.ModelStallRetries, &set.ModelStallRetries}, {s.ModelRetries, &set.ModelRetries},
+		} {
+			if n.v != nil {
+				*n.to = *n.v
+			}
+		}
+		if err := set.Validate(); err != nil {
+			return ch, badRequest("settings: %v", err)
+		}
+		if set != st.Settings {
+			ch.settings = &set
+		}
+	}
+	if w := req.ContextWindow; w != 0 {
+		if fl := agent.MinContextWindow(st.Created); w < fl.Min {
+			return ch, badRequest("context_window %d is too small for this run: want at least %d tokens", w, fl.Min)
+		}
+		ch.contextWindow = w
+	}
+	return ch, nil
+}
+
+// resumeDetail is the audit detail of a resume: the message and what it
+// changes.
+func resumeDetail(message string, ch change) string {
+	var parts []string
+	if message != "" {
+		parts = append(parts, message)
+	}
+	if l := ch.limits; l != nil {
+		parts = append(parts, fmt.Sprintf("limits: max_steps %d, max_tokens %d, max_cost %g, timeout %s", l.MaxSteps, l.MaxTokens, l.MaxCost, time.Duration(l.Timeout)))
+	}
+	if ch.settings != nil {
+		parts = append(parts, "settings changed")
+	}
+	if ch.contextWindow > 0 {
+		parts = append(parts, fmt.Sprintf("context window %d", ch.contextWindow))
+	}
+	return strings.Join(parts, "; ")
 }

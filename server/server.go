@@ -73,9 +73,14 @@ type Options struct {
 	// (whose workspace Prepare makes). See docs/server.md.
 	WorkspaceRoots []string
 	// Protected are paths no run's workspace may be, be inside, or
-	// contain, whoever asks: Keel's home directory, the journal's
-	// directory, files holding the server's secrets or configuration.
+	// contain, whoever asks: Keel's home directory, files holding the
+	// server's secrets or configuration.
 	Protected []string
+	// JournalFiles are the journal's files (the database and the files
+	// beside it: -wal, -shm, the lock directory): no run's workspace may
+	// be or contain one. A workspace may be elsewhere in the journal's
+	// directory (a root /srv/work beside /srv/keel.db).
+	JournalFiles []string
 	// Sandbox is the sandbox every run of the server uses: "linux" (the
 	// default) or "none". A client may not ask for less isolation.
 	Sandbox string
@@ -152,6 +157,10 @@ type Handler struct {
 	// policyRef and demoPolicyRef identify the server's policy and the
 	// demo's, as runs record them.
 	policyRef, demoPolicyRef *agent.PolicyRef
+
+	// idleWait, if set, is called when a resume starts waiting for an
+	// execution that is ending (tests).
+	idleWait func(runID string)
 
 	stopOnce sync.Once
 	stop     chan struct{} // closed by Shutdown
@@ -437,6 +446,16 @@ func (h *Handler) endpoint(rt route) http.Handler {
 			h.fail(w, r, err)
 		}
 	})
+}
+
+// RequireScope serves next only to requests with an API token (bearer
+// or the web UI's cookie) that has scope, answering others as the API
+// does (401, 403). keel serve puts /metrics behind it.
+func (h *Handler) RequireScope(scope string, next http.Handler) http.Handler {
+	return h.endpoint(route{scope: scope, serve: func(_ *Handler, w http.ResponseWriter, r *http.Request, _ *caller) error {
+		next.ServeHTTP(w, r)
+		return nil
+	}})
 }
 
 // fail writes err as an API error, logging internal ones.

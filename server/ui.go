@@ -564,7 +564,7 @@ func (h *Handler) uiCancel(w http.ResponseWriter, r *http.Request, who *caller) 
 }
 
 func (h *Handler) uiResume(w http.ResponseWriter, r *http.Request, who *caller) error {
-	if _, err := h.resume(r.Context(), r.PathValue("id"), r.PostFormValue("message"), who); err != nil {
+	if _, err := h.resume(r.Context(), r.PathValue("id"), &api.ResumeRun{Message: r.PostFormValue("message")}, who); err != nil {
 		return h.formFailed(w, r, who, "resume", err)
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(r.PathValue("id")), http.StatusSeeOther)

@@ -22,7 +22,8 @@ import (
 // the difference), with a bash tool answering from the recording, once
 // with telemetry off and once with live export on: spans derived and sent
 // over OTLP/HTTP to a local receiver, Prometheus metrics counted, trace
-// context on every model call and tool run. The timed region includes
+// context on every model call and tool run, export watermarks advanced
+// (durable export). The timed region includes
 // flushing the export, so the per-step difference is telemetry's whole
 // cost (the work off the run's goroutine too).
 //
@@ -58,12 +59,12 @@ func BenchmarkStepOverhead(b *testing.B) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer collector.Close()
-	for _, on := range []bool{false, true} {
-		name := "export=off"
-		if on {
-			name = "export=on"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, v := range []struct {
+		name         string
+		on, volatile bool
+	}{{"export=off", false, false}, {"export=on", true, false}, {"export=on,watermarks=off", true, true}} {
+		on := v.on
+		b.Run(v.name, func(b *testing.B) {
 			ws, err := tool.NewWorkspace(b.TempDir(), "/testbed", nil)
 			if err != nil {
 				b.Fatal(err)
@@ -78,7 +79,11 @@ func BenchmarkStepOverhead(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				live = NewLive(&LiveOptions{Exporter: exp, Metrics: NewMetrics(nil, nil), Read: store.Read})
+				lo := &LiveOptions{Exporter: exp, Metrics: NewMetrics(nil, nil), Read: store.Read, Records: store}
+				if v.volatile {
+					lo.Records = nil // the export without its durability
+				}
+				live = NewLive(lo)
 				opts.OnAppend = live.Appended
 			}
 			rt := agent.NewRuntime(store, opts)

@@ -194,6 +194,26 @@ func (e *Exporter) Flush(ctx context.Context) error { return e.tp.ForceFlush(ctx
 // Stats returns the exporter's counts so far.
 func (e *Exporter) Stats() Stats { return e.proc.stats() }
 
+// Mark queues a marker after the spans exported so far: once every span
+// of run queued before it has reached the collector, the function given
+// to [Exporter.SetAcknowledged] is called with run's seq. A span of run
+// that was dropped or failed holds back every later marker of run (in
+// this process), so an acknowledged position never skips a lost span.
+func (e *Exporter) Mark(runID string, seq int64) { e.proc.mark(runID, seq) }
+
+// SetAcknowledged sets the function called, on the exporter's goroutine,
+// with the newest acknowledged position of each run (see
+// [Exporter.Mark]). Set it before the first Mark.
+func (e *Exporter) SetAcknowledged(f func(acked map[string]int64)) { e.proc.onAck.Store(&f) }
+
+// lost reports whether a span of run was dropped or failed in this
+// process since the last [Exporter.retry] of run.
+func (e *Exporter) lost(runID string) bool { return e.proc.isPoisoned(TraceID(runID)) }
+
+// retry forgets that spans of run were lost: the caller exports them
+// again.
+func (e *Exporter) retry(runID string) { e.proc.unpoison(TraceID(runID)) }
+
 // Shutdown flushes and stops the exporter.
 func (e *Exporter) Shutdown(ctx context.Context) error { return e.tp.Shutdown(ctx) }
 
@@ -240,7 +260,7 @@ func (e *Exporter) emit(s *Span) {
 // goroutine.
 type queueProcessor struct {
 	exp   sdktrace.SpanExporter
-	q     chan sdktrace.ReadOnlySpan
+	q     chan item
 	delay time.Duration
 	flush chan chan struct{}
 	stop  chan struct{}
@@ -248,13 +268,60 @@ type queueProcessor struct {
 	once  sync.Once
 
 	exported, failed, dropped atomic.Uint64
+
+	onAck atomic.Pointer[func(map[string]int64)]
+	// poisoned holds the traces some of whose spans were dropped or
+	// failed: their markers are not acknowledged.
+	mu       sync.Mutex
+	poisoned map[trace.TraceID]bool
+}
+
+// item is a span, or (span nil) a marker of run at seq.
+type item struct {
+	span  sdktrace.ReadOnlySpan
+	trace trace.TraceID
+	run   string
+	seq   int64
+}
+
+func (p *queueProcessor) poison(id trace.TraceID) {
+	p.mu.Lock()
+	p.poisoned[id] = true
+	p.mu.Unlock()
+}
+
+func (p *queueProcessor) unpoison(id trace.TraceID) {
+	p.mu.Lock()
+	delete(p.poisoned, id)
+	p.mu.Unlock()
+}
+
+func (p *queueProcessor) isPoisoned(id trace.TraceID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.poisoned[id]
+}
+
+func (p *queueProcessor) mark(runID string, seq int64) {
+	id := TraceID(runID)
+	select {
+	case <-p.stop:
+		p.poison(id)
+		return
+	default:
+	}
+	select {
+	case p.q <- item{trace: id, run: runID, seq: seq}:
+	default:
+		p.poison(id)
+	}
 }
 
 const maxBatch = 512
 
 func newQueueProcessor(exp sdktrace.SpanExporter, size int, delay time.Duration) *queueProcessor {
-	p := &queueProcessor{exp: exp, q: make(chan sdktrace.ReadOnlySpan, size), delay: delay,
-		flush: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	p := &queueProcessor{exp: exp, q: make(chan item, size), delay: delay,
+		flush: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), poisoned: map[trace.TraceID]bool{}}
 	go p.loop()
 	return p
 }
@@ -265,43 +332,73 @@ func (p *queueProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	select {
 	case <-p.stop:
 		p.dropped.Add(1)
+		p.poison(s.SpanContext().TraceID())
 		return
 	default:
 	}
 	select {
-	case p.q <- s:
+	case p.q <- item{span: s}:
 	default:
 		p.dropped.Add(1)
+		p.poison(s.SpanContext().TraceID())
 	}
 }
 
 func (p *queueProcessor) loop() {
 	defer close(p.done)
 	batch := make([]sdktrace.ReadOnlySpan, 0, maxBatch)
+	marks := map[string]item{}
 	timer := time.NewTimer(p.delay)
 	defer timer.Stop()
 	send := func() {
-		if len(batch) == 0 {
+		if len(batch) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := p.exp.ExportSpans(ctx, batch)
+			cancel()
+			if err != nil {
+				p.failed.Add(uint64(len(batch)))
+				for _, s := range batch {
+					p.poison(s.SpanContext().TraceID())
+				}
+			} else {
+				p.exported.Add(uint64(len(batch)))
+			}
+			clear(batch)
+			batch = batch[:0]
+		}
+		if len(marks) == 0 {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := p.exp.ExportSpans(ctx, batch)
-		cancel()
-		if err != nil {
-			p.failed.Add(uint64(len(batch)))
-		} else {
-			p.exported.Add(uint64(len(batch)))
+		// Every span queued before these markers has been sent: the
+		// markers of runs none of whose spans was lost are acknowledged.
+		acked := make(map[string]int64, len(marks))
+		for run, m := range marks {
+			if !p.isPoisoned(m.trace) {
+				acked[run] = m.seq
+			}
 		}
-		batch = batch[:0]
+		clear(marks)
+		if f := p.onAck.Load(); f != nil && len(acked) > 0 {
+			(*f)(acked)
+		}
+	}
+	add := func(it item) {
+		if it.span == nil {
+			if it.seq > marks[it.run].seq {
+				marks[it.run] = it
+			}
+			return
+		}
+		batch = append(batch, it.span)
+		if len(batch) == maxBatch {
+			send()
+		}
 	}
 	drain := func() {
 		for {
 			select {
-			case s := <-p.q:
-				batch = append(batch, s)
-				if len(batch) == maxBatch {
-					send()
-				}
+			case it := <-p.q:
+				add(it)
 			default:
 				send()
 				return
@@ -310,11 +407,8 @@ func (p *queueProcessor) loop() {
 	}
 	for {
 		select {
-		case s := <-p.q:
-			batch = append(batch, s)
-			if len(batch) == maxBatch {
-				send()
-			}
+		case it := <-p.q:
+			add(it)
 		case <-timer.C:
 			send()
 			timer.Reset(p.delay)

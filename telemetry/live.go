@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,13 @@ type LiveOptions struct {
 	// QueueSize bounds the appends waiting to be processed; appends past
 	// it are dropped and counted. 0 means 16384.
 	QueueSize int
+	// Records, when not nil, makes the export durable: each run's export
+	// watermark ([Watermarks]) is advanced as the collector acknowledges
+	// its spans, and when this process derives events it did not append
+	// (a resume after kill -9, a restart) it exports the spans of those
+	// after the watermark. Nil: events another process appended are
+	// never exported here.
+	Records journal.Records
 }
 
 // Live turns appended events into spans and metrics, off the appending
@@ -42,6 +50,10 @@ type Live struct {
 	errs    atomic.Uint64
 	closed  atomic.Bool
 
+	marks     *Watermarks // nil: not durable
+	markErrs  atomic.Uint64
+	recovered atomic.Uint64
+
 	runs map[string]*liveRun // worker goroutine only
 }
 
@@ -49,6 +61,9 @@ type batch struct {
 	events []journal.Event
 	took   time.Duration
 	flush  chan struct{}
+	// recover, when set, names a run whose unacknowledged spans are
+	// exported from the journal.
+	recover string
 }
 
 type liveRun struct {
@@ -69,6 +84,18 @@ func NewLive(o *LiveOptions) *Live {
 		n = 16384
 	}
 	l.q = make(chan batch, n)
+	if l.o.Records != nil && l.o.Exporter != nil {
+		l.marks = NewWatermarks(l.o.Records)
+		l.o.Exporter.SetAcknowledged(func(acked map[string]int64) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			for run, seq := range acked {
+				if err := l.marks.Advance(ctx, run, seq); err != nil {
+					l.markErrs.Add(1)
+				}
+			}
+		})
+	}
 	if l.o.Metrics != nil {
 		reg := l.o.Metrics.Registry()
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keel_telemetry_events_dropped_total",
@@ -78,6 +105,8 @@ func NewLive(o *LiveOptions) *Live {
 				prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keel_telemetry_spans_exported_total", Help: "Spans accepted by the OTLP collector."}, func() float64 { return float64(e.Stats().Exported) }),
 				prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keel_telemetry_spans_failed_total", Help: "Spans the OTLP collector rejected or that could not be sent."}, func() float64 { return float64(e.Stats().Failed) }),
 				prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keel_telemetry_spans_dropped_total", Help: "Spans dropped because the export queue was full."}, func() float64 { return float64(e.Stats().Dropped) }),
+				prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keel_telemetry_spans_recovered_total", Help: "Spans of earlier events (not acknowledged by the collector before a crash or restart) exported from the journal."}, func() float64 { return float64(l.recovered.Load()) }),
+				prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "keel_telemetry_watermark_errors_total", Help: "Export watermarks that could not be stored (their spans may be exported again after a restart)."}, func() float64 { return float64(l.markErrs.Load()) }),
 			)
 		}
 	}
@@ -96,6 +125,55 @@ func (l *Live) Appended(events []journal.Event, took time.Duration) {
 	default:
 		l.dropped.Add(uint64(len(events)))
 	}
+}
+
+// Recover queues the export of run's spans that no collector
+// acknowledged (those after its export watermark), derived from the
+// journal. A run this process is exporting live is left alone unless
+// some of its spans were lost here. It does nothing without Records.
+func (l *Live) Recover(runID string) {
+	if l.marks == nil || l.closed.Load() {
+		return
+	}
+	select {
+	case l.q <- batch{recover: runID}:
+	default:
+		l.dropped.Add(1)
+	}
+}
+
+// Durable reports whether the export is durable (an exporter and
+// Records).
+func (l *Live) Durable() bool { return l.marks != nil }
+
+// Recovered counts the spans exported from the journal because no
+// collector had acknowledged them.
+func (l *Live) Recovered() uint64 { return l.recovered.Load() }
+
+// RecoverPending queues [Live.Recover] for each run of runs that is not
+// running, was last appended to before idle, and whose export watermark
+// is behind its newest event (a run that paused or ended in a process
+// killed before its spans were sent). Runs never exported live (no
+// watermark) are left alone. It returns the number queued.
+func (l *Live) RecoverPending(ctx context.Context, runs []journal.RunSummary, idle time.Time) (int, error) {
+	if l.marks == nil {
+		return 0, nil
+	}
+	all, err := l.marks.All(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range runs {
+		r := &runs[i]
+		w, ok := all[r.RunID]
+		if !ok || w >= r.LastSeq || r.Status == journal.StatusRunning || r.Updated.After(idle) {
+			continue
+		}
+		l.Recover(r.RunID)
+		n++
+	}
+	return n, nil
 }
 
 // Dropped counts the events that did not fit the queue.
@@ -144,11 +222,94 @@ func (l *Live) Close(ctx context.Context) error {
 func (l *Live) loop() {
 	defer close(l.done)
 	for b := range l.q {
-		if b.flush != nil {
+		switch {
+		case b.flush != nil:
 			close(b.flush)
-			continue
+		case b.recover != "":
+			l.recoverRun(b.recover)
+		default:
+			l.process(b)
 		}
-		l.process(b)
+	}
+}
+
+func (l *Live) newRun(runID string) *liveRun {
+	if len(l.runs) >= maxLiveRuns {
+		for k := range l.runs {
+			delete(l.runs, k)
+			break
+		}
+	}
+	r := &liveRun{approvals: map[string]time.Time{}}
+	if l.o.Exporter != nil {
+		r.d = NewDeriver(runID, l.o.Exporter.Options())
+	} else {
+		r.d = NewDeriver(runID, nil)
+	}
+	return r
+}
+
+// catchUp folds run's events from r's next one up to (not including)
+// seq until, read from the journal: events this process did not append
+// (earlier executions, or another process). With durable export, the
+// spans of those after the run's watermark are exported; else none.
+func (l *Live) catchUp(r *liveRun, runID string, until int64) error {
+	if l.o.Read == nil {
+		return nil
+	}
+	prior, err := l.o.Read(context.Background(), runID, r.d.LastSeq()+1)
+	if err != nil {
+		return err
+	}
+	wm := int64(-1) // export nothing
+	if l.marks != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		w, err := l.marks.Get(ctx, runID)
+		cancel()
+		if err != nil {
+			l.markErrs.Add(1)
+		} else {
+			wm = w
+		}
+	}
+	exported := false
+	for i := range prior {
+		if prior[i].Seq >= until {
+			break
+		}
+		spans, err := r.d.Add(&prior[i])
+		if err != nil {
+			return err
+		}
+		if wm >= 0 && prior[i].Seq > wm && len(spans) > 0 {
+			l.o.Exporter.Export(spans)
+			l.recovered.Add(uint64(len(spans)))
+			exported = true
+		}
+	}
+	if wm >= 0 && (exported || r.d.LastSeq() > wm) {
+		l.o.Exporter.Mark(runID, r.d.LastSeq())
+	}
+	return nil
+}
+
+// recoverRun exports the spans of run after its watermark (see
+// [Live.Recover]).
+func (l *Live) recoverRun(runID string) {
+	if r := l.runs[runID]; r != nil {
+		if !l.o.Exporter.lost(runID) {
+			return // exported live here, nothing lost
+		}
+		delete(l.runs, runID)
+	}
+	l.o.Exporter.retry(runID)
+	r := l.newRun(runID)
+	if err := l.catchUp(r, runID, math.MaxInt64); err != nil {
+		l.errs.Add(1)
+		return
+	}
+	if r.d.created != nil && !r.d.ended {
+		l.runs[runID] = r
 	}
 }
 
@@ -160,39 +321,18 @@ func (l *Live) process(b batch) {
 	r := l.runs[runID]
 	first := b.events[0].Seq
 	if r == nil {
-		if len(l.runs) >= maxLiveRuns {
-			for k := range l.runs {
-				delete(l.runs, k)
-				break
-			}
-		}
-		r = &liveRun{approvals: map[string]time.Time{}}
-		if l.o.Exporter != nil {
-			r.d = NewDeriver(runID, l.o.Exporter.Options())
-		} else {
-			r.d = NewDeriver(runID, nil)
-		}
+		r = l.newRun(runID)
 		l.runs[runID] = r
 	}
-	if first > r.d.LastSeq()+1 && l.o.Read != nil {
-		// Events this process did not append (earlier executions, or
-		// another process): fold them without exporting.
-		prior, err := l.o.Read(context.Background(), runID, r.d.LastSeq()+1)
-		if err != nil {
+	if first > r.d.LastSeq()+1 {
+		if err := l.catchUp(r, runID, first); err != nil {
 			l.errs.Add(1)
 			delete(l.runs, runID)
 			return
 		}
-		for i := range prior {
-			if prior[i].Seq >= first {
-				break
-			}
-			if _, err := r.d.Add(&prior[i]); err != nil {
-				l.errs.Add(1)
-				delete(l.runs, runID)
-				return
-			}
-		}
+	}
+	if l.marks != nil {
+		defer func() { l.o.Exporter.Mark(runID, r.d.LastSeq()) }()
 	}
 	for i := range b.events {
 		e := &b.events[i]

@@ -159,7 +159,7 @@ gave yet waits (auth.required) until someone runs keel auth connect.`,
 	providers.AddCommand(a.authProvidersAddCmd(), a.authProvidersListCmd())
 	key := &cobra.Command{Use: "key", Short: "The vault key"}
 	key.AddCommand(a.authKeyGenerateCmd(), a.authKeyRotateCmd(), a.authKeyRotateAgentCmd())
-	cmd.AddCommand(providers, key, a.authConnectCmd(), a.authListCmd(), a.authRevokeCmd(), a.authWaitsCmd(), a.authTokenCmd())
+	cmd.AddCommand(providers, key, a.authConnectCmd(), a.authListCmd(), a.authRevokeCmd(), a.authWaitsCmd(), a.authTokenCmd(), a.authSecretCmd())
 	return cmd
 }
 
@@ -585,7 +585,11 @@ func (a *app) authWaitsCmd() *cobra.Command {
 					return nil
 				}
 				for _, w := range waits {
-					fmt.Fprintf(escWriter{a.stdout}, "run %s call %s: %s\n  run: keel auth connect --run %s\n", w.RunID, w.CallID, w.Error(), w.RunID)
+					hint := "keel auth connect --run " + w.RunID
+					if w.Issuer == "" && w.Hint != "" {
+						hint = w.Hint // not an OAuth grant: a secret a person stores
+					}
+					fmt.Fprintf(escWriter{a.stdout}, "run %s call %s: %s\n  run: %s\n", w.RunID, w.CallID, w.Error(), hint)
 				}
 				return nil
 			})

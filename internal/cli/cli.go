@@ -41,6 +41,8 @@ type app struct {
 	cfg            *config.Config
 	// metrics, set by keel serve, counts what the server's runs do.
 	metrics *telemetry.Metrics
+	// live, set by newRuntime, exports and counts the runtime's appends.
+	live *telemetry.Live
 }
 
 // exitError carries a process exit code through cobra.
@@ -215,7 +217,9 @@ func (a *app) init() error {
 	a.home = home
 	cfg, err := config.Load(home)
 	if err != nil {
-		return err
+		// A config file that does not parse or names an unknown key is
+		// a configuration error, as a bad flag is: exit 2, nothing ran.
+		return &usageError{err}
 	}
 	a.cfg = cfg
 	return nil

@@ -115,7 +115,7 @@ func TestBadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errOut := keel(t, "runs", "list")
-	if code != 1 || !strings.Contains(errOut, `unknown key "modle"`) {
+	if code != 2 || !strings.Contains(errOut, `unknown key "modle"`) {
 		t.Errorf("keel with a typo in config.toml = %d %q", code, errOut)
 	}
 }

@@ -243,9 +243,14 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 }
 
 func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {
-	if err := only(cmd); err != nil {
+	if err := only(cmd, "wait", "no-wait"); err != nil {
 		return err
 	}
+	// The server's demo asks before it edits: stop there, as keel run
+	// does, unless a person can answer (see gateFlags.waiting).
+	var g gateFlags
+	g.wait, _ = cmd.Flags().GetBool("wait")
+	g.noWait, _ = cmd.Flags().GetBool("no-wait")
 	ctx := cmd.Context()
 	cl, err := a.apiClient()
 	if err != nil {
@@ -257,7 +262,7 @@ func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	fmt.Fprintf(a.stderr, "keel demo: run %s on %s; watch it at %s/ui/runs/%s\n", run.ID, cl.URL(), cl.URL(), run.ID)
-	return a.follow(ctx, cl, run.ID, 1, false, false, false)
+	return a.follow(ctx, cl, run.ID, 1, false, false, !g.waiting())
 }
 
 // followGiveUp is how long following a run keeps reconnecting to a
@@ -298,9 +303,48 @@ func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int
 			fmt.Fprintln(a.stderr, "keel: reconnected to the server")
 		}
 	}
-	for e, err := range cl.Events(ctx, id, &client.EventsParams{UntilStopped: noWait, OnDisconnect: onDisconnect, GiveUp: followGiveUp}) {
+	// The history before from is read first, without following: a stop
+	// in it (the run.failed that a resume continues) must not end the
+	// stream that follows the run (?until=stopped ends after the next
+	// stop the stream sends).
+	prevHash := ""
+	if from > 1 {
+		for e, err := range cl.Events(ctx, id, &client.EventsParams{NoFollow: true, GiveUp: followGiveUp}) {
+			if err != nil {
+				return err
+			}
+			if e.Seq >= from {
+				break
+			}
+			if err := st.Apply(&e); err != nil {
+				return err
+			}
+			if e.Seq == 1 {
+				p.header(id, st.Created, nil)
+			}
+			if jsonOut {
+				p.event(e)
+			} else {
+				// The run's history: learn its calls and steps without
+				// printing them, as a local resume does, so that later
+				// lines name their tools and the step counter goes on.
+				p.prime([]journal.Event{e})
+			}
+			prevHash = e.Hash
+			if e.Seq == from-1 {
+				break
+			}
+		}
+	}
+	for e, err := range cl.Events(ctx, id, &client.EventsParams{From: st.LastSeq + 1, UntilStopped: noWait, OnDisconnect: onDisconnect, GiveUp: followGiveUp}) {
 		if err != nil {
 			return err
+		}
+		if prevHash != "" {
+			if e.PrevHash != prevHash {
+				return &journal.CorruptError{RunID: id, Seq: e.Seq, Reason: "the event does not link to the one before it"}
+			}
+			prevHash = ""
 		}
 		if err := st.Apply(&e); err != nil {
 			return err

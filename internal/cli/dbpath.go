@@ -28,6 +28,10 @@ var createsJournal = map[string]bool{
 // of createsJournal create it and say so; anything else is a usage error.
 // It returns whether p must be created.
 func (a *app) checkJournalPath(p string) (create bool, err error) {
+	from := a.journalFrom()
+	if err := a.journalNotDir(p); err != nil {
+		return false, err
+	}
 	_, err = os.Stat(p)
 	switch {
 	case err == nil:
@@ -47,10 +51,6 @@ func (a *app) checkJournalPath(p string) (create bool, err error) {
 			hint = " (journals in " + dir + ": " + strings.Join(baseNames(m, 5), ", ") + ")"
 		}
 	}
-	from := "--db"
-	if a.db == "" {
-		from = "db in " + filepath.Join(a.home, "config.toml")
-	}
 	return false, usagef("no journal at %s%s: check %s, or pass --create-db to start a new one there", p, hint, from)
 }
 
@@ -64,4 +64,25 @@ func baseNames(paths []string, max int) []string {
 		out = append(out, filepath.Base(p))
 	}
 	return out
+}
+
+// journalFrom names where the journal's path came from, for messages.
+func (a *app) journalFrom() string {
+	if a.db == "" {
+		return "db in " + filepath.Join(a.home, "config.toml")
+	}
+	return "--db"
+}
+
+// journalNotDir refuses a journal path p (a plain path, not a DSN) that
+// is a directory. Commands that set up a workspace check it first, so a
+// refused command leaves nothing there.
+func (a *app) journalNotDir(p string) error {
+	if strings.Contains(p, ":") {
+		return nil
+	}
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return usagef("the journal %s is a directory: %s must name the journal's file (for example %s)", p, a.journalFrom(), filepath.Join(p, "keel.db"))
+	}
+	return nil
 }

@@ -63,3 +63,38 @@ func TestMistypedDBPath(t *testing.T) {
 		t.Fatalf("runs list on a new KEEL_HOME = %d\n%s%s", code, out, errOut)
 	}
 }
+
+// A --db that names a directory, and a config.toml that does not parse,
+// are configuration errors: exit 2 with a message that says what is wrong
+// and how to fix it, before anything runs.
+func TestDBDirectoryAndBadConfig(t *testing.T) {
+	setup(t)
+	dir := t.TempDir()
+	ws := demoProject(t)
+	for _, args := range [][]string{
+		{"runs", "list", "--db", dir},
+		{"run", "--db", dir, "--model", "scripted:demo", "--workspace", ws, "fix it"},
+	} {
+		code, _, errOut := keel(t, args...)
+		want := "keel: the journal " + dir + " is a directory: --db must name the journal's file (for example " + filepath.Join(dir, "keel.db") + ")\n"
+		if code != 2 || errOut != want {
+			t.Errorf("keel %s = %d %q, want 2 %q", strings.Join(args, " "), code, errOut, want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("a refused --db DIR left %d files in it", len(entries))
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".keel")); err == nil {
+		t.Errorf("a refused keel run left .keel in its workspace")
+	}
+	cfg := filepath.Join(os.Getenv("KEEL_HOME"), "config.toml")
+	for _, text := range []string{"sandbox = \"linux\"\n[serve\n", "sandbx = \"linux\"\n"} {
+		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut := keel(t, "runs", "list")
+		if code != 2 || !strings.Contains(errOut, "keel: config: "+cfg+": ") {
+			t.Errorf("config %q: runs list = %d %q, want 2 naming the file", text, code, errOut)
+		}
+	}
+}

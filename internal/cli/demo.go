@@ -15,22 +15,29 @@ import (
 func (a *app) demoCmd() *cobra.Command {
 	var sb string
 	var keep bool
+	var gate gateFlags
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run a bundled example task offline with a scripted demonstration model",
 		Long: `Demo runs a small bundled project with a failing test through Keel's real
 sandbox, tools and journal. The model is SCRIPTED: its turns are fixed in
 the keel binary and no AI model is called, so it needs no API key and no
-network. It then prints the run's timeline and the diff it made.`,
+network. It then prints the run's timeline and the diff it made.
+
+With --server, the demo runs on the team server, whose demo policy asks a
+person before the agent edits a file: at a terminal the command asks you;
+with stdin not a terminal (a script, </dev/null) it stops there and exits
+3 with the commands that approve or deny (--wait keeps waiting).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), sb, keep) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), sb, keep, gate) },
 	}
 	cmd.Flags().StringVar(&sb, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
 	cmd.Flags().BoolVar(&keep, "keep", true, "keep the demo workspace after the run")
+	registerWaitFlags(cmd.Flags(), &gate)
 	return cmd
 }
 
-func (a *app) demo(ctx context.Context, sbFlag string, keep bool) error {
+func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags) error {
 	sbKind, err := a.sandboxKind(sbFlag)
 	if err != nil {
 		return err
@@ -58,7 +65,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool) error {
 	set := agent.DefaultSettings()
 	created.Settings = &set
 	created.StateDir = a.stateDir(ws)
-	live := &liveOptions{}
+	live := &liveOptions{gate: gate}
 	runID, execErr := a.createAndExecute(ctx, created, live, false, false)
 	if runID == "" {
 		return execErr

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
@@ -29,11 +30,20 @@ func (r *remote) Decide(ctx context.Context, runID, callID string, res *agent.Ap
 func (r *remote) Continue(ctx context.Context, runID string, c *continuation) error {
 	from := c.after + 1
 	if c.after == 0 {
-		run, err := r.cl.Resume(context.WithoutCancel(ctx), runID, &api.ResumeRun{Message: c.message})
+		req, err := resumeRequest(c.f, c.message)
 		if err != nil {
 			return err
 		}
-		from = run.Events + 1
+		// The events to print start after those there are now: the
+		// server may have begun the execution before it answers.
+		before, err := r.cl.Run(ctx, runID)
+		if err != nil {
+			return err
+		}
+		if _, err := r.cl.Resume(context.WithoutCancel(ctx), runID, req); err != nil {
+			return err
+		}
+		from = before.Events + 1
 	}
 	// Stop at an approval as the local form does: --no-wait, --wait, else
 	// whether stdin is a terminal.
@@ -45,3 +55,50 @@ func (r *remote) ContinuesLater(runID string) string {
 }
 
 func (r *remote) Keel() string { return "keel --server " + r.cl.URL() }
+
+// resumeRequest is the API form of the flags of keel runs resume: the
+// message, and the limits and settings given on the command line (the
+// server applies them to the run's own and journals the change).
+func resumeRequest(f *runFlags, message string) (*api.ResumeRun, error) {
+	req := &api.ResumeRun{Message: message}
+	if f.maxSteps < 0 || f.maxTokens < 0 || f.maxCost < 0 || f.timeout < 0 {
+		return nil, usagef("limits must not be negative")
+	}
+	if f.ctx.window < 0 || f.ctx.window > 0 && f.ctx.window < 512 {
+		return nil, usagef("--context-window %d: want 0 (keep) or at least 512 tokens", f.ctx.window)
+	}
+	req.ContextWindow = f.ctx.window
+	if f.maxSteps > 0 || f.maxTokens > 0 || f.maxCost > 0 || f.timeout > 0 {
+		req.Limits = &api.Limits{MaxSteps: f.maxSteps, MaxTokens: f.maxTokens, MaxCost: f.maxCost}
+		if f.timeout > 0 {
+			req.Limits.Timeout = f.timeout.String()
+		}
+	}
+	if f.changed == nil {
+		return req, nil
+	}
+	var s api.Settings
+	set := false
+	dur := func(name string, v time.Duration, to *string) {
+		if f.changed(name) {
+			*to, set = v.String(), true
+		}
+	}
+	num := func(name string, v int, to **int) {
+		if f.changed(name) {
+			*to, set = &v, true
+		}
+	}
+	dur("command-timeout", f.commandTimeout, &s.CommandTimeout)
+	dur("command-idle-timeout", f.commandIdle, &s.CommandIdleTimeout)
+	dur("model-idle-timeout", f.idleTimeout, &s.ModelIdleTimeout)
+	num("concurrency", f.concurrency, &s.Concurrency)
+	num("max-result-chars", f.maxResultChars, &s.MaxResultChars)
+	num("max-output-tokens", f.maxOutputTokens, &s.MaxOutputTokens)
+	num("model-stall-retries", f.stallRetries, &s.ModelStallRetries)
+	num("model-retries", f.retries, &s.ModelRetries)
+	if set {
+		req.Settings = &s
+	}
+	return req, nil
+}

@@ -294,7 +294,7 @@ func TestFloatFlagsFinite(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("KEEL_HOME", home)
 	os.WriteFile(filepath.Join(home, "config.toml"), []byte("[prices.m]\ninput = nan\noutput = 1.0\n"), 0o600)
-	if code, _, errOut := keel(t, "runs", "list"); code != 1 || !strings.Contains(errOut, "finite") {
+	if code, _, errOut := keel(t, "runs", "list"); code != 2 || !strings.Contains(errOut, "finite") {
 		t.Errorf("a NaN price = %d %q", code, errOut)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -22,17 +24,29 @@ import (
 	"github.com/keel-run/keel/server/api"
 )
 
-// prometheus is a real Prometheus scraping one target every 250 ms.
+// prometheus is a real Prometheus scraping its targets every 250 ms.
 type prometheus struct {
 	url, promtool string
 }
 
-func startPrometheus(t *testing.T, target string) *prometheus {
+// scrapeJob is one scrape_configs entry: a job scraping target, with a
+// bearer token read from tokenFile when it is not empty.
+type scrapeJob struct {
+	name, target, tokenFile string
+}
+
+func startPrometheus(t *testing.T, jobs ...scrapeJob) *prometheus {
 	t.Helper()
 	bin := testenv.Program(t, "KEEL_TEST_PROMETHEUS", "prometheus")
 	tool := testenv.Program(t, "KEEL_TEST_PROMTOOL", "promtool")
 	dir := t.TempDir()
-	cfg := fmt.Sprintf("global: {scrape_interval: 250ms, scrape_timeout: 200ms}\nscrape_configs:\n  - job_name: keel\n    metrics_path: /metrics\n    static_configs: [{targets: [%q]}]\n", target)
+	cfg := "global: {scrape_interval: 250ms, scrape_timeout: 200ms}\nscrape_configs:\n"
+	for _, j := range jobs {
+		cfg += fmt.Sprintf("  - job_name: %s\n    metrics_path: /metrics\n    static_configs: [{targets: [%q]}]\n", j.name, j.target)
+		if j.tokenFile != "" {
+			cfg += fmt.Sprintf("    authorization: {type: Bearer, credentials_file: %q}\n", j.tokenFile)
+		}
+	}
 	p := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -57,7 +71,7 @@ func startPrometheus(t *testing.T, target string) *prometheus {
 		}
 	})
 	pr := &prometheus{url: fmt.Sprintf("http://127.0.0.1:%d", port), promtool: tool}
-	// Ready when a query of the target's own "up" answers 1.
+	// Ready when a query of every target's "up" answers 1.
 	pr.until(t, "up", func(v float64) bool { return v == 1 }, time.Minute)
 	return pr
 }
@@ -147,12 +161,55 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 	if err := os.WriteFile(pol, []byte(`@id("all") permit(principal, action, resource);`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := startServe(t, "--workers", strconv.Itoa(runs), "--sandbox", "none", "--policy", pol)
+	private := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	s := startServe(t, "--workers", strconv.Itoa(runs), "--sandbox", "none", "--policy", pol, "--metrics-addr", private)
 	c := s.apiClient(t)
 	u, _ := url.Parse(s.url)
-	pr := startPrometheus(t, u.Host)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
+	// On the API's listener /metrics needs a token with metrics:read
+	// (or admin); the private --metrics-addr listener needs none.
+	scraper, err := c.CreateToken(ctx, &api.CreateToken{Name: "prometheus", Scopes: []string{api.ScopeMetricsRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := c.CreateToken(ctx, &api.CreateToken{Name: "reader", Scopes: []string{api.ScopeRunsRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		url, token string
+		want       int
+	}{
+		{s.url + "/metrics", "", http.StatusUnauthorized},
+		{s.url + "/metrics", reader.Secret, http.StatusForbidden},
+		{s.url + "/metrics", scraper.Secret, http.StatusOK},
+		{s.url + "/metrics", s.savedToken(t), http.StatusOK},
+		{"http://" + private + "/metrics", "", http.StatusOK},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, tt.url, nil)
+		if tt.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tt.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want || tt.want == http.StatusOK && !strings.Contains(string(b), "keel_runs_active") {
+			t.Errorf("GET %s (token %v): %d, want %d\n%s", tt.url, tt.token != "", resp.StatusCode, tt.want, tail(string(b), 300))
+		}
+	}
+	// What the scraper's token reads is only /metrics.
+	if _, err := s.clientWith(t, scraper.Secret).Runs(ctx, nil); err == nil {
+		t.Error("a metrics:read token listed runs")
+	}
+	tokenFile := filepath.Join(t.TempDir(), "keel-token")
+	if err := os.WriteFile(tokenFile, []byte(scraper.Secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pr := startPrometheus(t, scrapeJob{"keel", u.Host, tokenFile}, scrapeJob{"keel-private", private, ""})
 	for _, name := range []string{"alpha", "beta"} {
 		if _, err := c.CreateAgent(ctx, &api.CreateAgent{Name: name, Kind: "employee"}); err != nil {
 			t.Fatal(err)
@@ -171,7 +228,7 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 	}
 	// While they execute, the gauge counts them (all at once: as many
 	// workers as runs).
-	pr.until(t, "keel_runs_active", func(v float64) bool { return v == runs }, 2*time.Minute)
+	pr.until(t, `keel_runs_active{job="keel"}`, func(v float64) bool { return v == runs }, 2*time.Minute)
 	for _, id := range ids {
 		wg.Add(1)
 		go func() {
@@ -197,8 +254,8 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	pr.until(t, `keel_runs{status="completed"}`, func(v float64) bool { return v == runs }, time.Minute)
-	pr.until(t, "keel_runs_active", func(v float64) bool { return v == 0 }, time.Minute)
+	pr.until(t, `keel_runs{job="keel",status="completed"}`, func(v float64) bool { return v == runs }, time.Minute)
+	pr.until(t, "keel_runs_active", func(v float64) bool { return v == 0 }, time.Minute) // both jobs
 
 	// Expected values from the journals.
 	costByAgent := map[string]float64{}
@@ -227,11 +284,11 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 		}
 	}
 	// The counters reach their final values at the next scrape.
-	pr.until(t, "sum(keel_tool_duration_seconds_count)", func(v float64) bool { return v == float64(len(durations)) }, time.Minute)
-	if v := pr.query(t, `sum(keel_gate_decisions_total{effect="allow",policy="all"})`)[""]; v != float64(allowed) || allowed == 0 {
+	pr.until(t, "sum by (job) (keel_tool_duration_seconds_count)", func(v float64) bool { return v == float64(len(durations)) }, time.Minute)
+	if v := pr.query(t, `sum(keel_gate_decisions_total{job="keel",effect="allow",policy="all"})`)[""]; v != float64(allowed) || allowed == 0 {
 		t.Errorf("gate decisions allowed by policy all = %v, the journals have %d", v, allowed)
 	}
-	got := pr.query(t, "sum by (agent) (keel_cost_usd_total)")
+	got := pr.query(t, `sum by (agent) (keel_cost_usd_total{job="keel"})`)
 	for a, want := range costByAgent {
 		if v := got["agent="+a]; math.Abs(v-want) > 1e-9 {
 			t.Errorf("cost of agent %s = %v, the journals say %v", a, v, want)
@@ -250,7 +307,7 @@ func TestMetricsScrapedByPrometheus(t *testing.T) {
 			t.Errorf("GET /v1/cost row %+v; the journals say $%v", r, costByAgent[r.Key])
 		}
 	}
-	p99 := pr.query(t, "histogram_quantile(0.99, sum by (le) (keel_tool_duration_seconds_bucket))")[""]
+	p99 := pr.query(t, `histogram_quantile(0.99, sum by (le) (keel_tool_duration_seconds_bucket{job="keel"}))`)[""]
 	slices.Sort(durations)
 	exact := durations[int(math.Ceil(0.99*float64(len(durations))))-1]
 	lo, hi := bucketOf(exact)
@@ -271,4 +328,82 @@ func bucketOf(v float64) (lo, hi float64) {
 		lo = b
 	}
 	return lo, math.Inf(1)
+}
+
+// The cluster shape's metrics: keel serve --temporal hands runs to a
+// keel worker on one PostgreSQL journal; Prometheus scrapes the server
+// (with a metrics:read token) and the worker (its --metrics-addr). Each
+// event is counted once, by the process that appended it, so sums over
+// both equal the journal; the journal-wide gauges are equal on both.
+func TestMetricsOnTemporalPath(t *testing.T) {
+	setup(t)
+	pg := testenv.Postgres(t)
+	tp := testenv.Temporal(t)
+	sm, wm := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	s := startServe(t, "--db", pg, "--temporal", tp, "--metrics-addr", sm)
+	startWorker(t, "--db", pg, "--temporal", tp, "--workspace-root", os.TempDir(), "--workers", "2", "--metrics-addr", wm)
+	c := s.apiClient(t)
+	ctx := t.Context()
+	tok, err := c.CreateToken(ctx, &api.CreateToken{Name: "prometheus", Scopes: []string{api.ScopeMetricsRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "keel-token")
+	if err := os.WriteFile(tokenFile, []byte(tok.Secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(s.url)
+	pr := startPrometheus(t, scrapeJob{"keel", u.Host, tokenFile}, scrapeJob{"keel-worker", wm, ""})
+	const runs = 3
+	var ids []string
+	for i := range runs {
+		cmds := make([][]fcall, 0, 4)
+		for k := range 3 {
+			cmds = append(cmds, []fcall{sh(fmt.Sprintf("echo %d-%d >> n", i, k))})
+		}
+		tr := writeTrajectory(t, "count", append(cmds, []fcall{})...)
+		run, err := c.CreateRun(ctx, &api.CreateRun{Model: "replay:" + tr, Workspace: t.TempDir(), MountPath: "/testbed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, run.ID)
+	}
+	store, err := journal.Open(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var steps, tools int
+	for _, id := range ids {
+		if end := untilStopped(t, c, id, 1); end.Type != journal.RunCompleted {
+			t.Fatalf("run %s stopped with %s", id, end.Type)
+		}
+		evs, err := journal.ReadVerified(ctx, store, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			switch e.Type {
+			case journal.ModelResponded:
+				steps++
+			case journal.ToolFinished:
+				p, _ := agent.Decode(&e)
+				if !p.(*agent.ToolFinished).Synthetic {
+					tools++
+				}
+			}
+		}
+	}
+	pr.until(t, "sum(keel_steps_total)", func(v float64) bool { return v == float64(steps) }, time.Minute)
+	pr.until(t, "sum(keel_tool_duration_seconds_count)", func(v float64) bool { return v == float64(tools) }, time.Minute)
+	pr.until(t, `sum(keel_runs_ended_total{status="completed"})`, func(v float64) bool { return v == runs }, time.Minute)
+	// The worker executed the steps: its own counters have them.
+	if v := pr.query(t, `sum(keel_steps_total{job="keel-worker"})`)[""]; v != float64(steps) {
+		t.Errorf("worker's steps = %v, want %d (it executed every step)", v, steps)
+	}
+	byJob := pr.until(t, `keel_runs{status="completed"}`, func(v float64) bool { return v == runs }, time.Minute)
+	if len(byJob) != 2 {
+		t.Errorf("keel_runs{status=completed} by job: %v, want the same value from both", byJob)
+	}
+	t.Logf("%d runs on the Temporal path: %d steps, %d tool calls summed over serve and worker; keel_runs %v", runs, steps, tools, byJob)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/tool/mcp"
 	"github.com/keel-run/keel/tool/openapi"
 )
@@ -39,7 +40,7 @@ func (a *app) openAPIs(f *mcpFlags) ([]agent.OpenAPI, error) {
 				return nil, usagef("%s: openapi %s: writes = %q: want ask or policy", a.configFile(), c.Name, c.Writes)
 			}
 			put(agent.OpenAPI{Name: c.Name, Document: absDocument(c.Document), BaseURL: c.BaseURL, Tags: c.Tags, Operations: c.Operations,
-				TokenEnv: c.TokenEnv, WritesByPolicy: c.Writes == "policy"})
+				TokenEnv: c.TokenEnv, WritesByPolicy: c.Writes == "policy", Provider: c.Provider})
 		}
 	}
 	for _, v := range f.openapi {
@@ -81,8 +82,15 @@ func (a *app) connectOpenAPI(ctx context.Context, w *wiring, c *agent.RunCreated
 	}
 	for _, o := range c.OpenAPI {
 		env := o.TokenEnv
+		agentName := c.Principal
+		if agentName == "" {
+			agentName = identity.LocalAgent
+		}
 		api, err := openapi.Load(ctx, openapi.Options{Name: o.Name, Document: o.Document, BaseURL: o.BaseURL, Tags: o.Tags, Operations: o.Operations,
 			WritesByPolicy: o.WritesByPolicy, Network: w.env.Network, Timeout: w.env.CommandTimeout,
+			// Tokens from the vault (the provider covering the API, or
+			// the one it names); the variable only where none does.
+			Vault: w.vault, Provider: o.Provider, Agent: agentName, User: c.OnBehalfOf,
 			Token: func() string {
 				if env == "" {
 					return ""

@@ -271,6 +271,9 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 // executes it, printing progress. It returns the run id (empty if the run
 // could not be created) and the execution's error or exit status.
 func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, live *liveOptions, jsonOut, quiet bool) (string, error) {
+	if err := a.journalNotDir(a.dbPath()); err != nil {
+		return "", err
+	}
 	w, err := a.newWiring(ctx, created, live)
 	if err != nil {
 		return "", err

@@ -365,7 +365,7 @@ change is journaled.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			f.changed = cmd.Flags().Changed
-			b, err := a.open(ctx, cmd, "message", "json", "quiet", "no-wait", "wait")
+			b, err := a.open(ctx, cmd, remoteResumeFlags...)
 			if err != nil {
 				return err
 			}
@@ -376,6 +376,14 @@ change is journaled.`,
 	registerResumeFlags(cmd.Flags(), &f, &message)
 	return cmd
 }
+
+// remoteResumeFlags are the flags of keel runs resume that the server
+// form takes: the limits and settings go to the server with the resume
+// (journaled there as locally); --api-key is the server's own.
+var remoteResumeFlags = []string{"message", "json", "quiet", "no-wait", "wait",
+	"max-steps", "max-tokens", "max-cost", "timeout", "context-window",
+	"command-timeout", "command-idle-timeout", "concurrency", "max-result-chars", "max-output-tokens",
+	"model-idle-timeout", "model-stall-retries", "model-retries"}
 
 // registerResumeFlags registers the flags of keel runs resume (and
 // handoff) on fl.

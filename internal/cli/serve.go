@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,6 +52,7 @@ type serveFlags struct {
 	adopt           time.Duration
 	adoptSet        bool
 	temporal        string
+	metricsAddr     string
 	worker          bool           // keel worker (worker.go)
 	driver          cluster.Driver // keel worker's workflow settings
 }
@@ -107,6 +109,7 @@ policy: clients cannot choose less (an admin token may, where allowed).`,
 	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", time.Minute, "how long a shutdown waits for executions to pause")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "also serve Prometheus metrics at http://ADDR/metrics without a token (a private listener, e.g. 127.0.0.1:9464; keel worker's only metrics endpoint); on --addr /metrics needs a token with the metrics:read scope")
 	fl.StringVar(&f.temporal, "temporal", "", "Temporal frontend HOST:PORT: hand runs to keel worker processes instead of executing them here (docs/deploy.md)")
 	fl.DurationVar(&f.adopt, "adopt", 0, "how often to take over runs whose executing process died, for several servers on one journal (default 5s on PostgreSQL, off on SQLite; 0 is off)")
 	return cmd
@@ -165,19 +168,30 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	// What no run may touch: Keel's home (tokens, config, memory), the
-	// journal's directory (and, when the database or a file beside it is
-	// a symbolic link, its target's), and the policy file.
+	// journal's files (and, when the database or a file beside it is a
+	// symbolic link, its target), and the policy file.
 	protected := []string{a.home, a.serverTokenFile(), a.configFile()}
+	var journalFiles []string
 	if db := a.dbPath(); !strings.Contains(db, ":") {
-		protected = append(protected, filepath.Dir(db))
 		for _, suffix := range []string{"", "-wal", "-shm", "-journal", ".locks"} {
-			if r := realpath.Resolve(db + suffix); filepath.Dir(r) != filepath.Dir(db) {
-				protected = append(protected, filepath.Dir(r))
+			journalFiles = append(journalFiles, db+suffix)
+			if r := realpath.Resolve(db + suffix); r != db+suffix {
+				journalFiles = append(journalFiles, r)
 			}
 		}
 	}
 	if f.policy != "" && f.policy != "default" {
 		protected = append(protected, defaultPolicy.Name())
+	}
+	// A workspace root inside Keel's home or a journal file would refuse
+	// every workspace under it: say so now, not at each run.
+	for _, r := range roots {
+		rr := realpath.Resolve(r)
+		for _, p := range append(slices.Clone(protected), journalFiles...) {
+			if realpath.Within(rr, realpath.Resolve(p)) {
+				return usagef("--workspace-root %s is inside %s, which holds the server's own files (tokens, configuration, journal): no run could work there; choose a directory outside it", r, p)
+			}
+		}
 	}
 	var baseURLs []string
 	var defaultModel string
@@ -197,16 +211,19 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	defer store.Close()
-	// Metrics count the events this server appends; the run gauges are
-	// read from the handler and the journal at each scrape.
-	var h *server.Handler
-	metrics := telemetry.NewMetrics(func() telemetry.Snapshot { return serverSnapshot(ctx, store, h) }, nil)
+	// Metrics count the events this process appends; the run gauges are
+	// read from the journal (incrementally) at each scrape, the active
+	// runs from the handler (or keel worker's runs).
+	var active atomic.Pointer[func() int]
+	gauges := telemetry.NewRunGauges(store)
+	metrics := telemetry.NewMetrics(func() telemetry.Snapshot { return serverSnapshot(ctx, gauges, &active) }, nil)
 	a.metrics = metrics
 	rt, flushTelemetry, err := a.newRuntime(ctx, store, &agent.RuntimeOptions{Logger: logger}, metrics)
 	if err != nil {
 		return err
 	}
 	defer flushTelemetry()
+	defer a.recoverSpans(ctx, store, logger)()
 	tokens := token.New(store, nil)
 	live := &liveOptions{}
 	live.gate.noWait = true
@@ -217,7 +234,14 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	if err := settings.Validate(); err != nil {
 		return usagef("%v", err)
 	}
-	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, settings: settings, logger: logger, recordings: map[string]*recording{}}
+	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, settings: settings, logger: logger, recordings: map[string]*recording{}, active: &active}
+	if f.metricsAddr != "" {
+		stop, err := a.serveMetrics(ctx, f.metricsAddr, metrics, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if f.worker {
 		return a.runWorker(ctx, f, rt, sp, logger)
 	}
@@ -226,9 +250,11 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	defer closeDispatch()
-	h = server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
-		WorkspaceRoots: roots, Protected: protected, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
+	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
+		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
 		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Adopt: f.adoptInterval(a.dbPath()), Dispatch: dispatch})
+	activeRuns := func() int { n, _ := h.Load(); return n }
+	active.Store(&activeRuns)
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
@@ -251,7 +277,9 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	reqCtx, stopRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRequests()
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics.Handler())
+	// On the API's listener, metrics need a token (metrics:read or
+	// admin), as Prometheus sends with authorization: credentials_file.
+	mux.Handle("GET /metrics", h.RequireScope(api.ScopeMetricsRead, metrics.Handler()))
 	// Keel as an MCP server (streamable HTTP), behind the API's tokens.
 	mux.Handle("/mcp", a.mcpHandler(tokens, base))
 	mux.Handle("/", a.withJWKS(h, store))
@@ -291,6 +319,30 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	fmt.Fprintln(a.stderr, "keel serve: stopped; executing runs were paused and resume at the next start")
 	return nil
+}
+
+// serveMetrics serves /metrics, without a token, on a listener of its own
+// at addr (--metrics-addr) until the returned function is called.
+func (a *app) serveMetrics(ctx context.Context, addr string, metrics *telemetry.Metrics, logger *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	go func() { _ = srv.Serve(ln) }()
+	where := ln.Addr().String()
+	if _, exposed := serverURLs(ln.Addr()); exposed {
+		fmt.Fprintf(a.stderr, "keel: metrics at http://%s/metrics without a token, reachable from other machines (agent and user names, counts; never content): keep it on a private network\n", where)
+	} else {
+		fmt.Fprintf(a.stderr, "keel: metrics at http://%s/metrics (no token)\n", where)
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
 }
 
 // serverURLs returns the URLs this machine reaches a listener at, the one

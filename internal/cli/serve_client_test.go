@@ -9,13 +9,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/cli"
+	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
 	"github.com/keel-run/keel/model"
@@ -165,7 +168,7 @@ func TestClientOutputLikeLocal(t *testing.T) {
 	defer cancel()
 	var out, errOut syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- cli.Main(ctx, []string{"--server", s.url, "demo"}, &out, &errOut) }()
+	go func() { done <- cli.Main(ctx, []string{"--server", s.url, "demo", "--wait"}, &out, &errOut) }()
 	hint := "approve: keel --server " + s.url + " approve "
 	for !strings.Contains(errOut.String(), hint) {
 		select {
@@ -452,5 +455,115 @@ func TestApprovalsListAfterOneOfTwo(t *testing.T) {
 	_, remote, _ := keel(t, "--server", s.url, "approvals", "list")
 	if remote != local {
 		t.Errorf("with --server:\n%s\nlocally:\n%s", remote, local)
+	}
+}
+
+// A run on a team server stopped by a limit says how to go on, and the
+// command it prints works: the raised limit goes through the API, is
+// journaled in run.resumed, and the run completes.
+func TestClientLimitHintWorks(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	s := startServe(t)
+	code, _, errOut := keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "--max-steps", "1", "fix it")
+	var runID string
+	limits := []string{}
+	// Each hint doubles the limit; the demo needs a few steps more than
+	// one, so follow the hints until it completes.
+	for range 5 {
+		if code == 0 {
+			break
+		}
+		_, hint, ok := strings.Cut(errOut, "to go on, raise the limit: ")
+		hint, _, _ = strings.Cut(hint, "\n")
+		args := strings.Fields(hint)
+		if code != 1 || !ok || len(args) != 8 || args[0] != "keel" || args[1] != "--server" || args[3] != "runs" || args[4] != "resume" || args[6] != "--max-steps" {
+			t.Fatalf("exit %d, want 1 with a resume hint raising --max-steps:\n%s", code, errOut)
+		}
+		runID = args[5]
+		limits = append(limits, args[7])
+		code, _, errOut = keel(t, args[1:]...)
+	}
+	if code != 0 || !strings.Contains(errOut, "completed (answer)") || len(limits) == 0 {
+		t.Fatalf("following the hints (limits %v) = %d, want the run completed\n%s", limits, code, errOut)
+	}
+	// Each change is journaled, naming the person, as a local resume's.
+	var got []string
+	for e, err := range s.apiClient(t).Events(t.Context(), runID, &client.EventsParams{NoFollow: true}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type != journal.RunResumed {
+			continue
+		}
+		p, err := agent.Decode(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := p.(*agent.RunResumed)
+		if r.Limits == nil || r.By == "" {
+			t.Errorf("run.resumed = %+v, want the new limits and the person", r)
+			continue
+		}
+		got = append(got, strconv.Itoa(r.Limits.MaxSteps))
+	}
+	if strings.Join(got, " ") != strings.Join(limits, " ") {
+		t.Errorf("journaled step limits %v, want %v", got, limits)
+	}
+}
+
+// keel --server URL demo with stdin not a terminal (a script, </dev/null)
+// stops at the demo's approval and exits 3 saying how to decide, as keel
+// run does, instead of waiting for an answer nobody can give.
+func TestClientDemoStdinNotTerminal(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	demoTempDir(t)
+	s := startServe(t)
+	code, _, errOut := keel(t, "--server", s.url, "demo")
+	if code != 3 || !strings.Contains(errOut, "decide with: keel --server "+s.url+" approve ") {
+		t.Fatalf("keel --server demo, stdin not a terminal = %d, want 3 with the approve hint\n%s", code, errOut)
+	}
+}
+
+// A journal beside the workspace root (/srv/keel.db and /srv/work) does
+// not make the server refuse every workspace: only a workspace that holds
+// the journal's files is refused. A workspace root inside Keel's home,
+// where no run may work, is refused when the server starts, not at each
+// run with a message about the journal.
+func TestServeWorkspaceRootBesideJournal(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	srv := t.TempDir()
+	db, root := filepath.Join(srv, "keel.db"), filepath.Join(srv, "work")
+	ws := filepath.Join(root, "proj")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.WriteProject(ws); err != nil {
+		t.Fatal(err)
+	}
+	s := startServeArgs(t, "serve", "--db", db, "--addr", "127.0.0.1:0", "--workers", "1", "--workspace-root", root, "--workspace-root", srv)
+	code, _, errOut := keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", ws, "fix it")
+	if code != 0 || !strings.Contains(errOut, "completed (answer)") {
+		t.Errorf("a run in %s with the journal at %s = %d\n%s", ws, db, code, errOut)
+	}
+	code, _, errOut = keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", srv, "--no-wait", "fix it")
+	if code != 1 || !strings.Contains(errOut, "holds the server's own files") {
+		t.Errorf("a workspace holding the journal = %d %q, want 1, refused", code, errOut)
+	}
+	inHome := filepath.Join(os.Getenv("KEEL_HOME"), "work")
+	if err := os.Mkdir(inHome, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = keel(t, "serve", "--addr", "127.0.0.1:0", "--workspace-root", inHome)
+	if code != 2 || !strings.Contains(errOut, "--workspace-root "+inHome+" is inside "+os.Getenv("KEEL_HOME")) {
+		t.Errorf("serve with a workspace root inside KEEL_HOME = %d %q, want 2 saying why", code, errOut)
 	}
 }

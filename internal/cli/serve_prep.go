@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/keel-run/keel/agent"
@@ -41,6 +42,8 @@ type serverPrep struct {
 	// creates (its flags).
 	settings agent.Settings
 	logger   *slog.Logger
+	// active reports the runs this process executes (keel_runs_active).
+	active *atomic.Pointer[func() int]
 
 	mu         sync.Mutex
 	recordings map[string]*recording // loaded replay trajectories, by path, size and time

@@ -29,8 +29,8 @@ func (a *app) tokensCmd() *cobra.Command {
 		Short: "Create, list and revoke API tokens of the team server",
 		Long: `API tokens authenticate people and systems to keel serve. Each has a
 name (the person or system; it is recorded with every action taken with
-the token) and scopes: runs:read, runs:write, approvals:write, admin
-(everything). Only a SHA-256 digest of each token is stored, in the
+the token) and scopes: runs:read, runs:write, approvals:write,
+metrics:read (a Prometheus scraper: GET /metrics only), admin (everything). Only a SHA-256 digest of each token is stored, in the
 journal database; the token itself is shown once, when it is created.
 These commands work on the journal directly (--db), also while a server
 runs on it; a revocation takes effect there within a second. With

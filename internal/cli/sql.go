@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/tool/mcp"
 	"github.com/keel-run/keel/tool/sqlquery"
 )
@@ -32,7 +33,7 @@ func (a *app) sqlDatabases(f *mcpFlags) ([]agent.SQLDatabase, map[string]string,
 			if err := mcp.CheckName(c.Name); err != nil {
 				return nil, nil, usagef("%s: [[sql.databases]]: %v", a.configFile(), err)
 			}
-			put(agent.SQLDatabase{Name: c.Name, DSN: redactDSN(c.DSN), AllowWrites: c.AllowWrites, MaxRows: c.MaxRows}, c.DSN)
+			put(agent.SQLDatabase{Name: c.Name, DSN: redactDSN(c.DSN), AllowWrites: c.AllowWrites, MaxRows: c.MaxRows, AsUser: c.AsUser}, c.DSN)
 		}
 	}
 	for _, v := range f.sql {
@@ -43,7 +44,7 @@ func (a *app) sqlDatabases(f *mcpFlags) ([]agent.SQLDatabase, map[string]string,
 		if err := mcp.CheckName(name); err != nil {
 			return nil, nil, usagef("--sql: %v", err)
 		}
-		put(agent.SQLDatabase{Name: name, DSN: redactDSN(dsn), AllowWrites: f.sqlWrites}, dsn)
+		put(agent.SQLDatabase{Name: name, DSN: redactDSN(dsn), AllowWrites: f.sqlWrites, AsUser: f.sqlAsUser}, dsn)
 	}
 	return out, secrets, nil
 }
@@ -83,7 +84,16 @@ func (a *app) connectSQL(ctx context.Context, w *wiring, c *agent.RunCreated) er
 				}
 			}
 		}
-		db, err := sqlquery.Open(ctx, sqlquery.Options{Name: d.Name, DSN: dsn, AllowWrites: d.AllowWrites, MaxRows: d.MaxRows, StatementTimeout: w.env.CommandTimeout})
+		o := sqlquery.Options{Name: d.Name, DSN: dsn, AllowWrites: d.AllowWrites, MaxRows: d.MaxRows, StatementTimeout: w.env.CommandTimeout}
+		if d.AsUser {
+			// As the end user: their connection string from the vault.
+			agentName := c.Principal
+			if agentName == "" {
+				agentName = identity.LocalAgent
+			}
+			o.UserDSN = sqlquery.VaultDSN(w.vault, d.Name, agentName, c.OnBehalfOf)
+		}
+		db, err := sqlquery.Open(ctx, o)
 		if err != nil {
 			return err
 		}

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -17,7 +19,6 @@ import (
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/telemetry"
 	"github.com/keel-run/keel/visible"
@@ -61,7 +62,12 @@ func (a *app) newRuntime(ctx context.Context, store journal.Store, opts *agent.R
 	if exp == nil && metrics == nil {
 		return agent.NewRuntime(store, opts), func() {}, nil
 	}
-	live := telemetry.NewLive(&telemetry.LiveOptions{Exporter: exp, Metrics: metrics, Read: store.Read})
+	// With the journal's side table, the export is durable: spans the
+	// collector did not acknowledge before a crash are sent by the next
+	// process that continues (or, in keel serve, finds) the run.
+	recs, _ := store.(journal.Records)
+	live := telemetry.NewLive(&telemetry.LiveOptions{Exporter: exp, Metrics: metrics, Read: store.Read, Records: recs})
+	a.live = live
 	o := agent.RuntimeOptions{}
 	if opts != nil {
 		o = *opts
@@ -81,6 +87,49 @@ func (a *app) newRuntime(ctx context.Context, store journal.Store, opts *agent.R
 		}
 	}
 	return agent.NewRuntime(store, &o), done, nil
+}
+
+// recoverInterval is how often keel serve looks for runs whose spans no
+// collector acknowledged; recoverIdle is how long a run must have been
+// quiet first (so that a process still sending its spans is not
+// duplicated).
+const (
+	recoverInterval = 2 * time.Minute
+	recoverIdle     = time.Minute
+)
+
+// recoverSpans starts keel serve's sweep for runs that paused or ended in
+// a process killed before their spans reached the collector (keel serve
+// itself, keel run, a worker), at start and every recoverInterval; their
+// spans are sent from the journal. The returned function stops it.
+func (a *app) recoverSpans(ctx context.Context, store journal.Store, logger *slog.Logger) func() {
+	live := a.live
+	if live == nil || !live.Durable() {
+		return func() {}
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		idle := 10 * time.Second // at start: nothing of ours is in flight
+		for {
+			if runs, err := store.Runs(ctx, nil); err == nil {
+				if n, err := live.RecoverPending(ctx, runs, time.Now().Add(-idle)); err != nil {
+					logger.Warn("telemetry: reading export watermarks", "err", err)
+				} else if n > 0 {
+					logger.Info("telemetry: exporting spans no collector acknowledged", "runs", n)
+				}
+			}
+			idle = recoverIdle
+			select {
+			case <-ctx.Done():
+				return
+			case <-stop:
+				return
+			case <-time.After(recoverInterval):
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
 }
 
 func timeoutNote(err error) string {
@@ -164,30 +213,15 @@ OTEL_EXPORTER_OTLP_ENDPOINT or [telemetry] endpoint in config.toml
 	return cmd
 }
 
-// serverSnapshot reads the run gauges of keel serve's /metrics: runs by
-// status from the journal's index, the runs the server's workers execute,
-// and the approvals waiting (with their request times).
-func serverSnapshot(ctx context.Context, store journal.Store, h *server.Handler) telemetry.Snapshot {
-	s := telemetry.Snapshot{ByStatus: map[string]int{}}
-	if h != nil {
-		s.Active, _ = h.Load()
-	}
+// serverSnapshot reads the run gauges of /metrics: the runs this
+// process executes (active, once set) and the journal-wide gauges, kept
+// incrementally by g.
+func serverSnapshot(ctx context.Context, g *telemetry.RunGauges, active *atomic.Pointer[func() int]) telemetry.Snapshot {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if runs, err := store.Runs(ctx, nil); err == nil {
-		for _, r := range runs {
-			if !journal.IsSystem(r.RunID) {
-				s.ByStatus[string(r.Status)]++
-			}
-		}
-	}
-	if pending, err := agent.NewRuntime(store, nil).Approvals(ctx, nil); err == nil {
-		waiting := map[string]bool{}
-		for _, p := range pending {
-			waiting[p.RunID] = true
-			s.Approvals = append(s.Approvals, p.Time)
-		}
-		s.Waiting = len(waiting)
+	s, _ := g.Snapshot(ctx)
+	if f := active.Load(); f != nil {
+		s.Active = (*f)()
 	}
 	return s
 }

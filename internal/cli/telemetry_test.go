@@ -20,6 +20,7 @@ import (
 	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model/replay"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/telemetry"
 )
 
@@ -27,6 +28,7 @@ import (
 // query API) on loopback ports, stopped when the test ends.
 type jaeger struct {
 	otlp, query string // base URLs
+	metrics     string // the collector's own Prometheus metrics
 }
 
 func freePort(t *testing.T) int {
@@ -42,13 +44,15 @@ func freePort(t *testing.T) int {
 func startJaeger(t *testing.T) *jaeger {
 	t.Helper()
 	bin := testenv.Program(t, "KEEL_TEST_JAEGER", "jaeger")
-	otlp, qhttp, qgrpc := freePort(t), freePort(t), freePort(t)
+	otlp, qhttp, qgrpc, mport := freePort(t), freePort(t), freePort(t), freePort(t)
 	cfg := fmt.Sprintf(`service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
     traces: {receivers: [otlp], processors: [batch], exporters: [jaeger_storage_exporter]}
   telemetry:
-    metrics: {level: none}
+    metrics:
+      level: basic
+      readers: [{pull: {exporter: {prometheus: {host: "127.0.0.1", port: %d}}}}]
     logs: {level: warn}
 extensions:
   jaeger_query:
@@ -65,7 +69,7 @@ processors:
   batch: {timeout: 100ms}
 exporters:
   jaeger_storage_exporter: {trace_storage: mem}
-`, qhttp, qgrpc, otlp)
+`, mport, qhttp, qgrpc, otlp)
 	dir := t.TempDir()
 	p := filepath.Join(dir, "jaeger.yaml")
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
@@ -89,7 +93,7 @@ exporters:
 			t.Logf("jaeger log:\n%s", b)
 		}
 	})
-	j := &jaeger{otlp: fmt.Sprintf("http://127.0.0.1:%d", otlp), query: fmt.Sprintf("http://127.0.0.1:%d", qhttp)}
+	j := &jaeger{otlp: fmt.Sprintf("http://127.0.0.1:%d", otlp), query: fmt.Sprintf("http://127.0.0.1:%d", qhttp), metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport)}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := http.Get(j.query + "/api/services")
@@ -105,6 +109,43 @@ exporters:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("jaeger did not start: %v", err)
+		}
+		waitBriefly()
+	}
+}
+
+// accepted returns the number of spans Jaeger's OTLP receiver accepted
+// so far (its otelcol_receiver_accepted_spans counter).
+func (j *jaeger) accepted(t *testing.T) int {
+	t.Helper()
+	resp, err := http.Get(j.metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	n := 0.0
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "otelcol_receiver_accepted_spans") {
+			continue
+		}
+		f := strings.Fields(line)
+		var v float64
+		if _, err := fmt.Sscan(f[len(f)-1], &v); err == nil {
+			n += v
+		}
+	}
+	return int(n)
+}
+
+// acceptedAtLeast polls accepted until it reaches n (or a deadline).
+func (j *jaeger) acceptedAtLeast(t *testing.T, n int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := j.accepted(t)
+		if got >= n || time.Now().After(deadline) {
+			return got
 		}
 		waitBriefly()
 	}
@@ -322,89 +363,83 @@ func TestTraceReplayToJaeger(t *testing.T) {
 }
 
 // A run killed with SIGKILL mid-way and resumed by another process is
-// one trace: every span the two processes exported carries the run's
-// trace id and a parent in it, the root spans the whole run, and a
-// re-export from the journal fills in what the killed process had
-// queued but not sent.
+// one whole trace: the resuming process exports the spans the killed one
+// had not got acknowledged (after the run's export watermark), so Jaeger
+// holds every span of the run, each in the run's trace with its parent,
+// and the root spans the whole run. Killed at several points.
 func TestTraceKilledRunIsOneTrace(t *testing.T) {
 	setup(t)
 	j := startJaeger(t)
-	ws := t.TempDir()
-	db := filepath.Join(t.TempDir(), "kill.db")
-	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + j.otlp, "OTEL_SERVICE_NAME=keel-kill"}
-	cmd := child(t, env, "run", "--db", db, "--model", "replay:"+trajectory, "--workspace", ws, "--mount-path", "/testbed", "-q")
-	id := waitForEvent(t, db, 120)
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	before, _ := loadRun(t, db, id)
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
+	for _, killAt := range []int64{40, 122, 251} {
+		t.Run(fmt.Sprintf("killed after event %d", killAt), func(t *testing.T) {
+			ws := t.TempDir()
+			db := filepath.Join(t.TempDir(), "kill.db")
+			env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + j.otlp, "OTEL_SERVICE_NAME=keel-kill"}
+			accepted0 := j.accepted(t)
+			cmd := child(t, env, "run", "--db", db, "--model", "replay:"+trajectory, "--workspace", ws, "--mount-path", "/testbed", "-q")
+			id := waitForEvent(t, db, killAt)
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			before, _ := loadRun(t, db, id)
+			for _, kv := range env {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			code, _, errOut := keel(t, "runs", "resume", "--db", db, id, "-q")
+			if code != 0 {
+				t.Fatalf("resume = %d\n%s", code, errOut)
+			}
+			st, evs := loadRun(t, db, id)
+			if st.Status != journal.StatusCompleted {
+				t.Fatalf("after resume: %s", st.Status)
+			}
+			want, err := telemetry.Derive(id, evs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lostBefore := 0 // what the old live export lost: the unacknowledged spans
+			for _, s := range want {
+				if s.EndSeq <= before.LastSeq {
+					lostBefore++
+				}
+			}
+			spans := j.traceSpans(t, telemetry.TraceID(id).String(), len(want))
+			ids := map[string]bool{}
+			var root *jSpan
+			for i, s := range spans {
+				if s.TraceID != telemetry.TraceID(id).String() {
+					t.Errorf("span %s is in trace %s", s.OperationName, s.TraceID)
+				}
+				ids[s.SpanID] = true
+				if strings.HasPrefix(s.OperationName, "invoke_agent ") {
+					root = &spans[i]
+				}
+			}
+			for _, s := range want {
+				if !ids[s.SpanID.String()] {
+					t.Errorf("span %s %s (ended at event %d, killed after %d) is missing", s.Name, s.SpanID, s.EndSeq, before.LastSeq)
+				}
+			}
+			if root == nil {
+				t.Fatal("no root span")
+			}
+			if start := time.UnixMicro(root.StartTime); !start.Equal(evs[0].Time.Truncate(time.Microsecond)) {
+				t.Errorf("root starts %s, the run was created %s", start, evs[0].Time)
+			}
+			for _, s := range spans {
+				if s.StartTime+s.Duration > root.StartTime+root.Duration {
+					t.Errorf("span %s ends after the run", s.OperationName)
+				}
+			}
+			checkTrace(t, id, spans, totalsOf(t, evs), st.Usage.InputTokens, st.Usage.OutputTokens)
+			// The collector's own count of spans it accepted: every span
+			// once, plus any that the killed process had sent but not yet
+			// recorded as acknowledged.
+			accepted := j.acceptedAtLeast(t, accepted0+len(want)) - accepted0
+			t.Logf("killed after event %d of %d: jaeger holds %d of %d spans (%d ended by the kill); the collector accepted %d spans (%d sent twice)",
+				before.LastSeq, len(evs), len(ids), len(want), lostBefore, accepted, accepted-len(want))
+		})
 	}
-	code, _, errOut := keel(t, "runs", "resume", "--db", db, id, "-q")
-	if code != 0 {
-		t.Fatalf("resume = %d\n%s", code, errOut)
-	}
-	st, evs := loadRun(t, db, id)
-	if st.Status != journal.StatusCompleted {
-		t.Fatalf("after resume: %s", st.Status)
-	}
-	want, err := telemetry.Derive(id, evs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Spans that ended after the kill were all exported by the resuming
-	// process; those the killed one had queued may be missing.
-	afterKill := 0
-	for _, s := range want {
-		if s.EndSeq > before.LastSeq {
-			afterKill++
-		}
-	}
-	spans := j.traceSpans(t, telemetry.TraceID(id).String(), len(want))
-	if len(spans) < afterKill {
-		t.Fatalf("jaeger has %d spans, want at least the %d that ended after the kill", len(spans), afterKill)
-	}
-	ids := map[string]bool{}
-	var root *jSpan
-	for i, s := range spans {
-		if s.TraceID != telemetry.TraceID(id).String() {
-			t.Errorf("span %s is in trace %s", s.OperationName, s.TraceID)
-		}
-		if ids[s.SpanID] {
-			t.Errorf("span %s %s exported twice", s.OperationName, s.SpanID)
-		}
-		ids[s.SpanID] = true
-		if strings.HasPrefix(s.OperationName, "invoke_agent ") {
-			root = &spans[i]
-		}
-	}
-	if root == nil {
-		t.Fatal("no root span")
-	}
-	if start := time.UnixMicro(root.StartTime); !start.Equal(evs[0].Time.Truncate(time.Microsecond)) {
-		t.Errorf("root starts %s, the run was created %s", start, evs[0].Time)
-	}
-	var resumed bool
-	for _, s := range spans {
-		if s.StartTime+s.Duration > root.StartTime+root.Duration {
-			t.Errorf("span %s ends after the run", s.OperationName)
-		}
-	}
-	for _, e := range evs {
-		if e.Type == journal.RunResumed {
-			resumed = true
-		}
-	}
-	if !resumed {
-		t.Error("no run.resumed in the journal")
-	}
-	t.Logf("killed after event %d of %d; jaeger holds %d of %d spans (%d ended after the kill)", before.LastSeq, len(evs), len(spans), len(want), afterKill)
-	j2 := startJaeger(t)
-	if code, _, errOut := keel(t, "runs", "trace", "--db", db, id, "--otlp", j2.otlp); code != 0 {
-		t.Fatalf("runs trace = %d\n%s", code, errOut)
-	}
-	checkTrace(t, id, j2.traceSpans(t, telemetry.TraceID(id).String(), len(want)), totalsOf(t, evs), st.Usage.InputTokens, st.Usage.OutputTokens)
 }
 
 // keel cost groups the journal's model calls; a run's figures equal the
@@ -526,4 +561,57 @@ func TestTraceContextPropagated(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(b)) != toolTP {
 		t.Errorf("TRACEPARENT in the command = %q (%v), the execute_tool span is %s", b, err, toolTP)
 	}
+}
+
+// keel serve killed with SIGKILL while it executes a replayed run, then
+// started again on the same journal: the new server resumes the run and
+// sends the spans the killed one had not got acknowledged, so Jaeger
+// holds the whole trace.
+func TestTraceServeKilledIsOneTrace(t *testing.T) {
+	db := setup(t)
+	j := startJaeger(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", j.otlp)
+	t.Setenv("OTEL_SERVICE_NAME", "keel-serve-kill")
+	traj, err := filepath.Abs(trajectory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(t.TempDir(), "all.cedar")
+	if err := os.WriteFile(pol, []byte(`@id("all") permit(principal, action, resource);`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--sandbox", "none", "--policy", pol}
+	s1 := startServe(t, args...)
+	c := s1.apiClient(t)
+	run, err := c.CreateRun(t.Context(), &api.CreateRun{Model: "replay:" + traj, Workspace: t.TempDir(), MountPath: "/testbed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitForEvent(t, db, 150)
+	s1.cmd.Process.Signal(syscall.SIGKILL)
+	<-s1.done
+	before, _ := loadRun(t, db, run.ID)
+	s2 := startServe(t, args...)
+	if end := untilStopped(t, s2.clientWith(t, s1.savedToken(t)), run.ID, 1); end.Type != journal.RunCompleted {
+		t.Fatalf("after the restart the run stopped with %s\n%s", end.Type, s2.stderr)
+	}
+	st, evs := loadRun(t, db, run.ID)
+	want, err := telemetry.Derive(run.ID, evs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := j.traceSpans(t, telemetry.TraceID(run.ID).String(), len(want))
+	ids := map[string]bool{}
+	for _, s := range spans {
+		ids[s.SpanID] = true
+	}
+	missing := 0
+	for _, s := range want {
+		if !ids[s.SpanID.String()] {
+			missing++
+			t.Errorf("span %s (ended at event %d; killed after %d) is missing", s.Name, s.EndSeq, before.LastSeq)
+		}
+	}
+	checkTrace(t, run.ID, spans, totalsOf(t, evs), st.Usage.InputTokens, st.Usage.OutputTokens)
+	t.Logf("keel serve killed after event %d of %d: jaeger holds %d of %d spans (%d missing)", before.LastSeq, len(evs), len(ids), len(want), missing)
 }

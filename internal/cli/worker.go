@@ -100,6 +100,8 @@ func (a *app) runWorker(ctx context.Context, f *serveFlags, rt *agent.Runtime, s
 	}
 	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Wire: wire, Principals: server.Principals(identity.NewDirectory(rt.Store(), nil)),
 		Driver: f.driver, Slots: f.workers, ControlStream: server.ControlStream, CancelType: server.CancelRequested, Logger: logger})
+	holding := w.Holding
+	sp.active.Store(&holding)
 	fmt.Fprintf(a.stderr, "keel worker: polling Temporal at %s (queues %s and %s) · journal %s · %d slots · workspace roots %s\n",
 		f.temporal, cluster.TaskQueue, w.Queue(), journal.Redact(a.dbPath()), f.workers, strings.Join(roots, ", "))
 	if err := w.Run(ctx, c); err != nil {

@@ -55,7 +55,8 @@ type Config struct {
 //	document = "https://tickets.example.com/openapi.json"   # or a file
 //	base_url = "https://tickets.example.com/"  # default: the document's server
 //	tags = ["issues"]                          # only these (or operations = [...])
-//	token_env = "TICKETS_TOKEN"                # bearer token from this variable
+//	provider = "tickets"                       # tokens from this vault provider (default: the one covering the URL)
+//	token_env = "TICKETS_TOKEN"                # else a static bearer token from this variable
 //	writes = "ask"                             # or "policy": the policy alone decides writes
 type OpenAPIs struct {
 	APIs []OpenAPIAPI `toml:"apis"`
@@ -69,6 +70,7 @@ type OpenAPIAPI struct {
 	Tags       []string `toml:"tags"`
 	Operations []string `toml:"operations"`
 	TokenEnv   string   `toml:"token_env"`
+	Provider   string   `toml:"provider"`
 	Writes     string   `toml:"writes"`
 }
 
@@ -79,6 +81,7 @@ type OpenAPIAPI struct {
 //	dsn = "postgres://agent@db.internal/shop"  # the password from PGPASSWORD or ~/.pgpass
 //	allow_writes = false                       # default: every statement read-only
 //	max_rows = 500
+//	as_user = true                             # run as the end user (their DSN from the vault)
 type SQL struct {
 	Databases []SQLDatabase `toml:"databases"`
 }
@@ -89,6 +92,10 @@ type SQLDatabase struct {
 	DSN         string `toml:"dsn"`
 	AllowWrites bool   `toml:"allow_writes"`
 	MaxRows     int    `toml:"max_rows"`
+	// AsUser: statements of a run acting for a user run with that
+	// user's own connection string, the vault secret sql:NAME (keel
+	// auth secret set).
+	AsUser bool `toml:"as_user"`
 }
 
 // MCP is the [mcp] table of config.toml:

@@ -460,9 +460,88 @@ func (n *notify) Write(p []byte) (int, error) {
 	return n.w.Write(p)
 }
 
+// A hidden directory is unreadable in the sandbox, not empty: git in the
+// workspace cannot read the tracked files in it, says so and skips them,
+// instead of taking them for deleted, so an agent's `git add -A` and
+// `git commit -a` record no deletion of them in the user's repository. A
+// hidden tracked file makes git fail loudly; nothing of it is recorded.
+func TestHiddenPathsNotDeletedByGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	for _, tt := range []struct {
+		name    string
+		hidden  []string
+		probe   string // a command that reads the hidden path
+		denied  string // what it says
+		commits bool   // the agent's commit of its own change succeeds
+	}{
+		{"directory", []string{"secrets"}, "ls secrets", "cannot open directory 'secrets': Permission denied", true},
+		{"file", []string{".env"}, "cat .env", "cat: .env: Permission denied", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := t.TempDir()
+			for rel, content := range map[string]string{"secrets/key.txt": "CANARY\n", "secrets/deep/b.txt": "CANARY\n", ".env": "CANARY\n", "src/a.py": "ok\n"} {
+				os.MkdirAll(filepath.Join(ws, filepath.Dir(rel)), 0o755)
+				if err := os.WriteFile(filepath.Join(ws, rel), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			git := func(args ...string) string {
+				t.Helper()
+				cmd := exec.Command("git", append([]string{"-C", ws, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+				cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+ws)
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("git %v: %v\n%s", args, err, out)
+				}
+				return string(out)
+			}
+			git("init", "-q")
+			git("add", "-A")
+			git("commit", "-qm", "start")
+			sb := newSB(t, &sandbox.Spec{Workspace: ws, Hidden: tt.hidden}, nil)
+			_, out := sh(t, sb, `cd /workspace
+`+tt.probe+`; echo "probe $?"
+echo changed >> src/a.py
+git status --porcelain; echo "status $?"
+git add -A; echo "add $?"
+git -c user.name=agent -c user.email=agent@example.com commit -qam work; echo "commit $?"`)
+			t.Logf("sandbox:\n%s", out)
+			if strings.Contains(out, "CANARY") {
+				t.Errorf("the sandbox read a hidden path:\n%s", out)
+			}
+			if !strings.Contains(out, tt.denied) {
+				t.Errorf("the hidden path is not unreadable:\n%s", out)
+			}
+			if strings.Contains(out, "D secrets") || strings.Contains(out, "D .env") {
+				t.Errorf("git in the sandbox takes the hidden files for deleted:\n%s", out)
+			}
+			if got := strings.Contains(out, "commit 0"); got != tt.commits {
+				t.Errorf("the agent's commit succeeded: %v, want %v:\n%s", got, tt.commits, out)
+			}
+			tree := git("ls-tree", "-r", "--name-only", "HEAD")
+			for _, f := range []string{"secrets/key.txt", "secrets/deep/b.txt", ".env", "src/a.py"} {
+				if !strings.Contains(tree, f+"\n") {
+					t.Errorf("after the agent's commit, HEAD lacks %s:\n%s", f, tree)
+				}
+			}
+			if show := git("show", "HEAD:.env"); show != "CANARY\n" {
+				t.Errorf("HEAD:.env = %q", show)
+			}
+			if log := git("log", "--diff-filter=DMT", "--name-only", "--format=", "--", "secrets", ".env"); strings.TrimSpace(log) != "" {
+				t.Errorf("the agent's commits change %s", log)
+			}
+			if st := git("status", "--porcelain"); strings.Contains(st, "secrets") || strings.Contains(st, ".env") {
+				t.Errorf("on the host, git status shows the hidden files changed:\n%s", st)
+			}
+		})
+	}
+}
+
 // Spec.Hidden masks paths in the workspace and on the host: a file cannot
 // be opened (read or written), removed, renamed or linked; a directory
-// is an empty read-only one; neighbours are untouched.
+// is unreadable; neighbours are untouched.
 func TestHiddenPaths(t *testing.T) {
 	ws := t.TempDir()
 	for rel, content := range map[string]string{"secrets/key.txt": "CANARY\n", ".env": "TOKEN=CANARY\n", "src/a.py": "ok\n"} {

@@ -328,16 +328,24 @@ func isMountPoint(p string) (bool, error) {
 	return a.Mnt_id != b.Mnt_id, nil
 }
 
-// mask hides p: an empty read-only tmpfs over a directory, an
-// unopenable /dev/null (nodev) over anything else. A missing p is
-// skipped.
+// mask hides p: an unreadable read-only tmpfs (mode 000) over a
+// directory, an unopenable /dev/null (nodev) over anything else. A
+// missing p is skipped.
+//
+// A masked directory must be unreadable, not empty: commands run without
+// capabilities, so mode 000 denies even its owner (listing it, and
+// reaching anything below it, fails with EACCES), and the mount is
+// read-only, so the owner cannot chmod it. An empty directory would tell
+// git in the workspace that every tracked file in it was deleted, and an
+// agent's `git add -A` would record that; a lstat that fails with EACCES
+// makes git skip the file instead.
 func mask(p string) error {
 	fi, err := os.Lstat(p)
 	if err != nil {
 		return nil
 	}
 	if fi.IsDir() {
-		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555"); err != nil {
+		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0000"); err != nil {
 			return fmt.Errorf("sandbox/linux: mask %s: %w", strings.TrimPrefix(p, newRoot), err)
 		}
 		return nil

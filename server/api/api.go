@@ -178,6 +178,42 @@ type RunList struct {
 type ResumeRun struct {
 	// Message, if set, is added as a user message before continuing.
 	Message string `json:"message,omitempty"`
+	// Limits, if set, replace the run's limits from now on: each
+	// positive field replaces that limit, a zero field keeps the run's
+	// own (as `keel runs resume --max-steps N` does). Journaled in
+	// run.resumed.
+	Limits *Limits `json:"limits,omitempty"`
+	// Settings, if set, replace the run's execution settings given in
+	// it from now on; a field left out keeps the run's own. Journaled in
+	// run.resumed.
+	Settings *Settings `json:"settings,omitempty"`
+	// ContextWindow, if positive, replaces the run's context window (in
+	// tokens) from now on.
+	ContextWindow int `json:"context_window,omitempty"`
+}
+
+// Settings are a run's execution settings (see agent.Settings), each
+// optional: a field left out (null) is not changed. Durations are Go
+// duration strings ("90s").
+type Settings struct {
+	// CommandTimeout is the default wall time of one shell command.
+	CommandTimeout string `json:"command_timeout,omitempty"`
+	// CommandIdleTimeout ends a shell command that prints nothing for
+	// this long; negative: never.
+	CommandIdleTimeout string `json:"command_idle_timeout,omitempty"`
+	// Concurrency bounds the tool calls of one turn that run at once.
+	Concurrency *int `json:"concurrency,omitempty"`
+	// MaxResultChars bounds what the model sees of one tool result.
+	MaxResultChars *int `json:"max_result_chars,omitempty"`
+	// MaxOutputTokens is the completion token limit of one model call;
+	// 0: the provider's default.
+	MaxOutputTokens *int `json:"max_output_tokens,omitempty"`
+	// ModelIdleTimeout abandons a model response that sends no bytes
+	// for this long; ModelStallRetries retries such a response.
+	ModelIdleTimeout  string `json:"model_idle_timeout,omitempty"`
+	ModelStallRetries *int   `json:"model_stall_retries,omitempty"`
+	// ModelRetries is how often a failed model request is retried.
+	ModelRetries *int `json:"model_retries,omitempty"`
 }
 
 // ForkRun is the body of POST /v1/runs/{id}/fork.
@@ -397,10 +433,13 @@ type AuditJournal struct {
 // Scopes of API tokens. A token with [ScopeAdmin] may do everything;
 // [ScopeRunsWrite] and [ScopeApprovalsWrite] include [ScopeRunsRead] (a
 // person who starts runs or decides approvals sees what they act on).
+// [ScopeMetricsRead] reads only keel serve's Prometheus metrics
+// (GET /metrics), for a scraper's token.
 const (
 	ScopeRunsRead       = "runs:read"
 	ScopeRunsWrite      = "runs:write"
 	ScopeApprovalsWrite = "approvals:write"
+	ScopeMetricsRead    = "metrics:read"
 	ScopeAdmin          = "admin"
 )
 

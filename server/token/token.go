@@ -49,7 +49,7 @@ var (
 )
 
 // Scopes lists every token scope, in the order they are documented.
-var Scopes = []string{api.ScopeRunsRead, api.ScopeRunsWrite, api.ScopeApprovalsWrite, api.ScopeAdmin}
+var Scopes = []string{api.ScopeRunsRead, api.ScopeRunsWrite, api.ScopeApprovalsWrite, api.ScopeMetricsRead, api.ScopeAdmin}
 
 // Prefix starts every API token secret: "keel_" + id + "_" + secret.
 const Prefix = "keel_"

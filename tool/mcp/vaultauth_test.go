@@ -41,7 +41,9 @@ type vaultEnv struct {
 	clock *clock
 }
 
-func newVaultEnv(t *testing.T) *vaultEnv {
+func newVaultEnv(t *testing.T) *vaultEnv { return newVaultEnvTB(t) }
+
+func newVaultEnvTB(t testing.TB) *vaultEnv {
 	t.Helper()
 	e := &vaultEnv{op: oauthtest.Start(t), path: filepath.Join(t.TempDir(), "keel.db"), clock: &clock{t: time.Now()}}
 	var err error
@@ -64,14 +66,19 @@ func newVaultEnv(t *testing.T) *vaultEnv {
 // real login page, the vault's redemption with the iss check.
 func (e *vaultEnv) connect(t *testing.T, provider, agent, user, wantResource string) *credential.Grant {
 	t.Helper()
+	return e.connectTB(t, provider, agent, user, wantResource)
+}
+
+func (e *vaultEnv) connectTB(t testing.TB, provider, agent, user string, wantResource ...string) *credential.Grant {
+	t.Helper()
 	ctx := context.Background()
 	pend, err := e.vault.BeginConnect(ctx, &credential.ConnectParams{Provider: provider, Agent: agent, User: user, RedirectURL: oauthtest.RedirectURL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	au, _ := url.Parse(pend.URL)
-	if got := au.Query().Get("resource"); got != wantResource {
-		t.Errorf("authorization URL resource = %q, want %q (RFC 8707)", got, wantResource)
+	if got := au.Query().Get("resource"); len(wantResource) > 0 && got != wantResource[0] {
+		t.Errorf("authorization URL resource = %q, want %q (RFC 8707)", got, wantResource[0])
 	}
 	if au.Query().Get("code_challenge_method") != "S256" {
 		t.Errorf("authorization URL without PKCE S256: %s", pend.URL)

@@ -39,6 +39,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin/web"
@@ -65,8 +66,18 @@ type Options struct {
 	// Tags and Operations, when set, keep only the operations with one of
 	// the tags or one of the operation ids.
 	Tags, Operations []string
+	// Vault, when set, gives each request its token: the grant of the
+	// call's agent and user at the provider the API names (Provider) or
+	// whose resources cover the request's URL. A missing grant makes the
+	// call wait (auth.required); the token is never sent elsewhere.
+	Vault    Vault
+	Provider string
+	// Agent and User fetch the document when its URL needs a
+	// credential (the calls use their own).
+	Agent, User string
 	// Token, when it returns a non-empty string, is sent as a bearer
-	// token with every request (and the document's fetch).
+	// token with every request (and the document's fetch) whose URL no
+	// vault provider covers.
 	Token func() string
 	// WritesByPolicy lets the policy alone decide calls of operations
 	// other than GET, HEAD and OPTIONS; false (the default) holds each
@@ -154,7 +165,9 @@ func (a *API) fetchDocument(ctx context.Context) ([]byte, *url.URL, error) {
 			return nil, nil, err
 		}
 		req.Header.Set("Accept", "application/json, application/yaml")
-		a.authorize(req)
+		if err := a.authorizeDocument(ctx, req); err != nil {
+			return nil, nil, err
+		}
 		resp, err := a.hc.Do(req)
 		if err != nil {
 			return nil, nil, fmt.Errorf("openapi %s: fetch %s: %v", o.Name, o.Document, err)
@@ -185,14 +198,6 @@ func (a *API) fetchDocument(ctx context.Context) ([]byte, *url.URL, error) {
 		return nil, nil, fmt.Errorf("openapi %s: %s is larger than %d bytes", o.Name, o.Document, MaxDocumentBytes)
 	}
 	return b, nil, nil
-}
-
-func (a *API) authorize(req *http.Request) {
-	if a.opts.Token != nil {
-		if tok := a.opts.Token(); tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
-	}
 }
 
 func (a *API) resolveBase(docURL *url.URL) error {
@@ -423,6 +428,8 @@ func (a *API) tool(name string, o *operation) *tool.Tool {
 		Server:      a.opts.Name,
 		Pin:         o.pin(),
 		Facts:       func(json.RawMessage) map[string]any { return facts },
+		Credential:  a.describe(o),
+		Authorize:   a.authorizeCall(o),
 	}
 }
 
@@ -440,28 +447,7 @@ func (a *API) handler(o *operation) tool.Handler {
 		if err := json.Unmarshal(req.Arguments, &args); err != nil {
 			return tool.Errorf("invalid arguments: %v", err), nil
 		}
-		p := o.path
-		q := url.Values{}
-		hdr := http.Header{}
-		for _, pr := range o.params {
-			raw, ok := args[pr.Name]
-			if !ok {
-				continue
-			}
-			val := scalar(raw)
-			switch pr.In {
-			case "path":
-				p = strings.ReplaceAll(p, "{"+pr.Name+"}", url.PathEscape(val))
-			case "query":
-				q.Set(pr.Name, val)
-			case "header":
-				hdr.Set(pr.Name, val)
-			}
-		}
-		u := a.base.JoinPath(p)
-		if len(q) > 0 {
-			u.RawQuery = q.Encode()
-		}
+		u, hdr := a.request(o, args)
 		if err := web.Allowed(a.opts.Network, u); err != nil {
 			return tool.Errorf("request refused: %v", err), nil
 		}
@@ -482,10 +468,26 @@ func (a *API) handler(o *operation) tool.Handler {
 			hreq.Header[k] = v
 		}
 		hreq.Header.Set("Accept", "application/json, */*;q=0.5")
-		a.authorize(hreq)
-		resp, err := a.hc.Do(hreq)
+		hc := a.hc
+		cred, err := a.credential(ctx, u, o.method, req.Principal, req.OnBehalfOf, req.RunID, req.CallID)
+		var ar *credential.AuthRequiredError
+		switch {
+		case err == nil:
+			cred.Apply(hreq)
+			// A credential is never carried to another URL.
+			c := *a.hc
+			c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+			hc = &c
+		case errors.Is(err, errNoToken):
+			a.staticToken(hreq)
+		case errors.As(err, &ar):
+			return tool.Errorf("this operation needs an authorization a person must give first (%s); ask them to run: %s", ar.Error(), ar.Hint()), nil
+		default:
+			return tool.Errorf("no credential for %s %s: %v", o.method, u.Redacted(), err), nil
+		}
+		resp, err := hc.Do(hreq)
 		if err != nil {
-			r := tool.Errorf("%s %s failed: %v", o.method, u.Redacted(), err)
+			r := tool.Errorf("%s %s failed: %s", o.method, u.Redacted(), scrub(err.Error(), cred))
 			r.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
 			return r, nil
 		}
@@ -496,14 +498,58 @@ func (a *API) handler(o *operation) tool.Handler {
 			ws, maxChars = req.Env.Workspace, req.Env.MaxResultChars
 		}
 		out := tool.NewOutput(ws, req.RunID, req.CallID, maxChars)
-		fmt.Fprintf(out, "HTTP %s\n", resp.Status)
-		n, _ := io.Copy(out, io.LimitReader(resp.Body, maxResponseBytes))
-		if n == maxResponseBytes {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+		fmt.Fprintf(out, "HTTP %s", resp.Status)
+		if cred != nil {
+			fmt.Fprintf(out, " · credential of %s", cred.Provider)
+		}
+		if loc := resp.Header.Get("Location"); loc != "" && cred != nil {
+			fmt.Fprintf(out, "\nLocation: %.300s (not followed with the credential)", loc)
+		}
+		fmt.Fprintf(out, "\n%s", scrub(string(data), cred))
+		if len(data) == maxResponseBytes {
 			fmt.Fprintf(out, "\n[response cut at %d bytes]\n", maxResponseBytes)
 		}
 		out.Close()
 		return &tool.Result{Content: out.View(), IsError: resp.StatusCode >= 400, Artifact: out.Artifact(), OutputBytes: out.Bytes()}, nil
 	}
+}
+
+// request returns the URL and headers of a call of o with args.
+func (a *API) request(o *operation, args map[string]json.RawMessage) (*url.URL, http.Header) {
+	p := o.path
+	q := url.Values{}
+	hdr := http.Header{}
+	for _, pr := range o.params {
+		raw, ok := args[pr.Name]
+		if !ok {
+			continue
+		}
+		val := scalar(raw)
+		switch pr.In {
+		case "path":
+			p = strings.ReplaceAll(p, "{"+pr.Name+"}", url.PathEscape(val))
+		case "query":
+			q.Set(pr.Name, val)
+		case "header":
+			hdr.Set(pr.Name, val)
+		}
+	}
+	u := a.base.JoinPath(p)
+	if len(q) > 0 {
+		u.RawQuery = q.Encode()
+	}
+	return u, hdr
+}
+
+// requestURL is the URL of a call.
+func (a *API) requestURL(o *operation, req *tool.Request) (*url.URL, error) {
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(req.Arguments, &args); err != nil {
+		return nil, err
+	}
+	u, _ := a.request(o, args)
+	return u, nil
 }
 
 // scalar returns a JSON value as a parameter's text.

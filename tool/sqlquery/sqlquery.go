@@ -59,6 +59,14 @@ type Options struct {
 	MaxBytes int
 	// MaxCell bounds one value as shown; 0 means 2,000 bytes.
 	MaxCell int
+	// UserDSN, when set, gives the connection string of the end user an
+	// assistant agent acts for (their own database credential, from the
+	// vault): statements and their plans run on it, as that user, with
+	// the same limits. It must name the same host, port and database as
+	// DSN. run and call, when set, journal the use; an
+	// [*tool.AuthRequiredError] means a person must store it first (the
+	// call waits).
+	UserDSN func(ctx context.Context, run, call string) (string, error)
 }
 
 // DB is a connected database. It is safe for concurrent use (one
@@ -177,6 +185,9 @@ At most %d rows (max_rows for fewer) and %d bytes are returned; a statement is s
   },
   "required": ["sql"]
 }`, d.opts.MaxRows)
+	if d.opts.UserDSN != nil {
+		desc += "\nStatements run as the user you act for, with their own database credential: you see what they may see."
+	}
 	t := &tool.Tool{
 		Name:        d.opts.Name + "__" + ToolName,
 		Description: desc,
@@ -185,8 +196,51 @@ At most %d rows (max_rows for fewer) and %d bytes are returned; a statement is s
 		Scope:       func(json.RawMessage) []string { return []string{} },
 		Server:      d.opts.Name,
 		Facts:       d.facts,
+		Authorize:   d.authorize,
 	}
 	return t, d.handle
+}
+
+// authorize is the tool's Authorize hook: a user credential a person
+// must store first makes the call wait.
+func (d *DB) authorize(ctx context.Context, req *tool.Request) error {
+	if d.opts.UserDSN == nil {
+		return nil
+	}
+	_, err := d.opts.UserDSN(ctx, "", "")
+	var ar *tool.AuthRequiredError
+	if errors.As(err, &ar) {
+		return ar
+	}
+	return nil
+}
+
+// userConn connects with the user's connection string (nil, nil without
+// Options.UserDSN). It must name the database of Options.DSN.
+func (d *DB) userConn(ctx context.Context, run, call string) (*pgx.Conn, error) {
+	if d.opts.UserDSN == nil {
+		return nil, nil
+	}
+	dsn, err := d.opts.UserDSN(ctx, run, call)
+	if err != nil {
+		return nil, fmt.Errorf("sql database %s: no credential of the user: %w", d.opts.Name, err)
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sql database %s: the user's connection string: %v", d.opts.Name, redactErr(err))
+	}
+	if cfg.Host != d.cfg.Host || cfg.Port != d.cfg.Port || cfg.Database != d.cfg.Database {
+		return nil, fmt.Errorf("sql database %s: the user's connection string names %s:%d/%s, not the database %s:%d/%s", d.opts.Name,
+			cfg.Host, cfg.Port, cfg.Database, d.cfg.Host, d.cfg.Port, d.cfg.Database)
+	}
+	cfg.RuntimeParams["application_name"] = "keel sql_query"
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("sql database %s: connect as %s: %v", d.opts.Name, cfg.User, redactErr(err))
+	}
+	return c, nil
 }
 
 // Plan is what PostgreSQL's planner says about a statement.
@@ -207,13 +261,18 @@ type Plan struct {
 // Explain plans sql (with params) in a read-only transaction that is
 // rolled back, and reports its kind and tables.
 func (d *DB) Explain(ctx context.Context, sql string, params []any) Plan {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	c, err := d.conn(ctx)
 	if err != nil {
 		return Plan{Kind: "unknown", Writes: true, Error: err.Error()}
 	}
 	defer d.put(c)
+	return d.plan(ctx, c, sql, params)
+}
+
+// plan is Explain on the connection c.
+func (d *DB) plan(ctx context.Context, c *pgx.Conn, sql string, params []any) Plan {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	tx, err := c.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return Plan{Kind: "unknown", Writes: true, Error: err.Error()}
@@ -283,7 +342,14 @@ func (d *DB) facts(args json.RawMessage) map[string]any {
 	if json.Unmarshal(args, &in) != nil {
 		return map[string]any{"kind": "unknown", "writes": true}
 	}
-	p := d.Explain(context.Background(), in.SQL, in.Params)
+	var p Plan
+	if uc, err := d.userConn(context.Background(), "", ""); err == nil && uc != nil {
+		// Planned as the user: what they may see is what is planned.
+		p = d.plan(context.Background(), uc, in.SQL, in.Params)
+		uc.Close(context.Background())
+	} else {
+		p = d.Explain(context.Background(), in.SQL, in.Params)
+	}
 	f := map[string]any{"kind": p.Kind, "tables": p.Tables, "writes": p.Writes, "allow_writes": d.opts.AllowWrites}
 	if p.Tables == nil {
 		f["tables"] = []string{}
@@ -318,13 +384,20 @@ func (d *DB) handle(ctx context.Context, req *tool.Request) (*tool.Result, error
 	if in.MaxRows > 0 && in.MaxRows < maxRows {
 		maxRows = in.MaxRows
 	}
-	plan := d.Explain(ctx, in.SQL, in.Params)
-	readOnly := !d.opts.AllowWrites || !plan.Writes
-	c, err := d.conn(ctx)
+	var c *pgx.Conn
+	var err error
+	perUser := d.opts.UserDSN != nil
+	if perUser {
+		c, err = d.userConn(ctx, req.RunID, req.CallID)
+	} else {
+		c, err = d.conn(ctx)
+	}
 	if err != nil {
 		return tool.Errorf("%v", err), nil
 	}
-	broken := false
+	plan := d.plan(ctx, c, in.SQL, in.Params)
+	readOnly := !d.opts.AllowWrites || !plan.Writes
+	broken := perUser // a user's connection is not kept
 	defer func() {
 		if broken {
 			c.Close(context.Background())

@@ -1,0 +1,5 @@
+package server
+
+// OnIdleWait sets f to be called when a resume of a run starts waiting for
+// the run's ending execution.
+func OnIdleWait(h *Handler, f func(runID string)) { h.idleWait = f }
