@@ -34,6 +34,8 @@ var payloads = map[journal.Type]func() Payload{
 	journal.ApprovalResolved:  payload[ApprovalResolved],
 	journal.AuthRequired:      payload[AuthRequired],
 	journal.AuthResolved:      payload[AuthResolved],
+	journal.InputRequested:    payload[InputRequested],
+	journal.InputAnswered:     payload[InputAnswered],
 	journal.ToolStarted:       payload[ToolStarted],
 	journal.ToolFinished:      payload[ToolFinished],
 	journal.RunCompleted:      payload[RunEnded],

@@ -18,14 +18,17 @@ func (x *executor) since(start int64) int64 { return x.rt.clock().UnixMilli() - 
 func (x *executor) now() int64              { return x.rt.clock().UnixMilli() }
 
 // recover repairs calls that were started and never finished: read-only
-// and idempotent tools run again; the others get a result saying the
-// outcome is unknown, so a non-idempotent action never runs twice
-// unbeknown to the model.
+// and idempotent tools, and calls that asked a person for input, run
+// again; the others get a result saying the outcome is unknown, so a
+// non-idempotent action never runs twice unbeknown to the model.
 func (x *executor) recover(ctx context.Context, ids []string) error {
 	var rerun, unknown []string
 	for _, id := range ids {
 		info := x.toolInfo(x.st.call(id).Name)
-		if info != nil && (info.Effect == tool.ReadOnly.String() || info.Idempotent) {
+		if info != nil && (info.Effect == tool.ReadOnly.String() || info.Idempotent) || x.st.hasInputs(id) {
+			// A call that asked a person for input runs again: its
+			// server asks the same question, which gets the journaled
+			// answer (or waits for it).
 			rerun = append(rerun, id)
 			continue
 		}

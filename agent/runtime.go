@@ -287,13 +287,14 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 		}
 		defer unlock()
 	}
-	st, _, err := rt.Load(ctx, runID)
+	st, evs, err := rt.Load(ctx, runID)
 	if err != nil {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, err)
 	}
 	// A run that moved on after IfLastSeq was continued by another
-	// process, also when that process completed it.
-	if p.IfLastSeq > 0 && st.LastSeq != p.IfLastSeq {
+	// process, also when that process completed it; answers to input
+	// requests are appended by people, not executions.
+	if p.IfLastSeq > 0 && st.LastSeq != p.IfLastSeq && !onlyAnswers(evs, p.IfLastSeq) {
 		return nil, fmt.Errorf("agent: execute run %s: %w (it moved on after event %d)", runID, ErrRunBusy, p.IfLastSeq)
 	}
 	followUp := st.Status == journal.StatusCompleted
@@ -384,6 +385,8 @@ type executor struct {
 	mu sync.Mutex // guards st and appends
 	st *State
 	gs gateState // gate.go
+	// asked counts the questions asked per call attempt (input.go).
+	asked map[string]int
 }
 
 // append journals one event (ignoring ctx cancellation: a stop must still
@@ -401,6 +404,14 @@ func (x *executor) appendMany(ctx context.Context, types []journal.Type, payload
 		drafts[i] = journal.Draft{Type: types[i], Time: now, Payload: marshal(payloads[i])}
 	}
 	evs, err := x.rt.append(context.WithoutCancel(ctx), x.runID, x.st.LastSeq, drafts...)
+	for try := 0; errors.Is(err, journal.ErrConflict) && try < 8; try++ {
+		// A person's answer to an input request is appended by another
+		// process while a call waits: fold it and append after it.
+		if !x.foldForeign(ctx) {
+			break
+		}
+		evs, err = x.rt.append(context.WithoutCancel(ctx), x.runID, x.st.LastSeq, drafts...)
+	}
 	if err != nil {
 		if errors.Is(err, journal.ErrConflict) {
 			return fmt.Errorf("agent: run %s: %w (%v)", x.runID, ErrRunBusy, err)
@@ -416,6 +427,46 @@ func (x *executor) appendMany(ctx context.Context, types []journal.Type, payload
 		}
 	}
 	return nil
+}
+
+// onlyAnswers reports whether every event of evs after seq is an answer
+// to an input request (and there is one).
+func onlyAnswers(evs []journal.Event, seq int64) bool {
+	n := 0
+	for _, e := range evs {
+		if e.Seq <= seq {
+			continue
+		}
+		if e.Type != journal.InputAnswered {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// foldForeign folds the events appended after x.st by another process
+// if each is one a running execution accepts from outside (an answer to
+// an input request); it reports whether it folded any. Callers hold x.mu.
+func (x *executor) foldForeign(ctx context.Context) bool {
+	evs, err := x.rt.store.Read(context.WithoutCancel(ctx), x.runID, x.st.LastSeq+1)
+	if err != nil || len(evs) == 0 {
+		return false
+	}
+	for _, e := range evs {
+		if e.Type != journal.InputAnswered {
+			return false
+		}
+	}
+	for i := range evs {
+		if err := x.st.Apply(&evs[i]); err != nil {
+			return false
+		}
+		if x.p.OnEvent != nil {
+			x.p.OnEvent(evs[i])
+		}
+	}
+	return true
 }
 
 func (x *executor) loop(ctx context.Context) (*Outcome, error) {

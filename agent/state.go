@@ -58,6 +58,9 @@ type State struct {
 	// workspace.checkpoint or workspace.restored event), nil before the
 	// first.
 	Checkpoint *Checkpoint
+	// Inputs are the questions MCP servers asked a person during calls
+	// (input.requested), in order, each with its answer once given.
+	Inputs []*Input
 	// person indexes, in Messages, the messages a person sent after the
 	// task (user.message without a Source): every request shows them
 	// verbatim, like the task, also once their turns were compacted.
@@ -249,6 +252,10 @@ func (s *State) Apply(e *journal.Event) error {
 		s.Grants = append(s.Grants, p.Grants...)
 	case *AuthRequired, *AuthResolved:
 		if err := s.applyAuth(e, v, bad); err != nil {
+			return err
+		}
+	case *InputRequested, *InputAnswered:
+		if err := s.applyInput(e, v, bad); err != nil {
 			return err
 		}
 	case *ToolStarted:

@@ -322,3 +322,15 @@ func (c *Client) RevokeToken(ctx context.Context, id string) (*api.Token, error)
 	var out api.Token
 	return &out, c.do(ctx, http.MethodPost, "/v1/tokens/"+url.PathEscape(id)+"/revoke", nil, nil, &out)
 }
+
+// Inputs lists the questions MCP servers ask a person during runs' calls.
+func (c *Client) Inputs(ctx context.Context) ([]api.Input, error) {
+	var out api.InputList
+	return out.Inputs, c.do(ctx, http.MethodGet, "/v1/inputs", nil, nil, &out)
+}
+
+// AnswerInput answers input request id of run runID.
+func (c *Client) AnswerInput(ctx context.Context, runID, id string, req *api.AnswerInput) (*api.Run, error) {
+	var out api.Run
+	return &out, c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/inputs/"+url.PathEscape(id)+"/answer", nil, req, &out)
+}

@@ -58,6 +58,11 @@ const (
 	// or the start of a fork).
 	WorkspaceCheckpoint Type = "workspace.checkpoint"
 	WorkspaceRestored   Type = "workspace.restored"
+	// InputRequested records a question a running call's MCP server asks
+	// a person (elicitation); InputAnswered the person's answer, which
+	// may be appended by another process while the call waits.
+	InputRequested Type = "input.requested"
+	InputAnswered  Type = "input.answered"
 )
 
 // Event is one journal record.

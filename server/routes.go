@@ -22,6 +22,9 @@ var routes = []route{
 	{"POST", "/v1/runs/{id}/approvals/{call}/approve", api.ScopeApprovalsWrite, (*Handler).approve},
 	{"POST", "/v1/runs/{id}/approvals/{call}/deny", api.ScopeApprovalsWrite, (*Handler).deny},
 
+	{"GET", "/v1/inputs", api.ScopeRunsRead, (*Handler).listInputs},
+	{"POST", "/v1/runs/{id}/inputs/{input}/answer", api.ScopeApprovalsWrite, (*Handler).answerInput},
+
 	{"GET", "/v1/agents", api.ScopeRunsRead, (*Handler).listAgents},
 	{"POST", "/v1/agents", api.ScopeAdmin, (*Handler).createAgent},
 	{"POST", "/v1/agents/{id}/revoke", api.ScopeAdmin, (*Handler).revokeAgent},

@@ -100,6 +100,8 @@ type page struct {
 	Chart     *runChart
 	Next      int64
 	Approvals []api.Approval
+	// Inputs are the questions the run page's run waits for.
+	Inputs    []uiInput
 	Agents    []api.Agent
 	AgentsErr string
 	Report    *api.AuditReport
@@ -170,6 +172,7 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"GET /ui/runs/{id}/files", api.ScopeRunsRead, h.uiFiles},
 		{"GET /ui/approvals", api.ScopeRunsRead, h.uiApprovals},
 		{"POST /ui/approvals/{id}/{call}", api.ScopeApprovalsWrite, h.uiDecide},
+		{"POST /ui/inputs/{id}/{input}", api.ScopeApprovalsWrite, h.uiAnswer},
 		{"GET /ui/agents", api.ScopeRunsRead, h.uiAgents},
 		{"POST /ui/agents", api.ScopeAdmin, h.uiCreateAgent},
 		{"POST /ui/agents/{name}/revoke", api.ScopeAdmin, h.uiRevokeAgent},
@@ -352,6 +355,11 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 		}
 	}
 	p.Next = int64(len(events)) + 1
+	if st, _, err := h.rt.Load(ctx, id); err == nil {
+		for _, in := range st.PendingInputs() {
+			p.Inputs = append(p.Inputs, newUIInput(inputView(in)))
+		}
+	}
 	p.Files, p.FilesNote = h.runFiles(ctx, events)
 	return p, nil
 }

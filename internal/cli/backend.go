@@ -34,6 +34,7 @@ type backend interface {
 	runsBackend
 	execBackend
 	rewindBackend
+	inputsBackend
 	// Close releases the journal (local) or nothing (remote).
 	Close() error
 }

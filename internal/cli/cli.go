@@ -144,7 +144,7 @@ be resumed, inspected and audited.`,
 	root.PersistentFlags().BoolVar(&a.createDB, "create-db", false, "create the --db journal if it does not exist (commands that add a run, an agent or a token create it anyway, and say so)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	root.AddCommand(a.runCmd(), a.runsCmd(), a.demoCmd(), a.modelCmd(), a.sandboxCmd())
-	root.AddCommand(a.agentsCmd(), a.policyCmd(), a.approvalsCmd(), a.approveCmd(), a.denyCmd(), a.auditCmd())
+	root.AddCommand(a.agentsCmd(), a.policyCmd(), a.approvalsCmd(), a.approveCmd(), a.denyCmd(), a.auditCmd(), a.inputsCmd())
 	root.PersistentFlags().StringVar(&a.server, "server", "", "talk to this team server (keel serve) instead of the local journal, e.g. http://127.0.0.1:8420 (default $KEEL_SERVER)")
 	root.PersistentFlags().StringVar(&a.token, "token", "", "API token for --server (default $KEEL_TOKEN, else the one keel serve saved in $KEEL_HOME/server-token)")
 	root.AddCommand(a.serveCmd(), a.tokensCmd(), a.mcpCmd(), a.authCmd(), a.costCmd())

@@ -246,7 +246,7 @@ func (a *app) connectMCP(ctx context.Context, w *wiring, c *agent.RunCreated) er
 		pinned = a.previousPins(ctx, c.MCP)
 	}
 	for _, s := range c.MCP {
-		opts := &mcp.Options{Sandbox: w.sb, Network: w.env.Network, CallTimeout: w.env.CommandTimeout}
+		opts := &mcp.Options{Sandbox: w.sb, Network: w.env.Network, CallTimeout: w.env.CommandTimeout, Elicit: w.elicit}
 		if s.URL != "" {
 			// A server that answers 401 is authorized through the vault.
 			var err error

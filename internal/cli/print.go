@@ -120,6 +120,11 @@ func (p *printer) event(e journal.Event) {
 		}
 	case *agent.ApprovalRequested:
 		fmt.Fprintf(p.err, "  approval needed for %s: %s approve %s %s\n", p.calls[x.CallID], p.keel, e.RunID, shellWord(x.CallID))
+	case *agent.InputRequested:
+		fmt.Fprintf(p.err, "  %s asks a person: %s\n    answer: %s inputs answer %s %s --set NAME=VALUE ... (or --decline; %s inputs list shows the form)\n",
+			x.Server, clip(firstLine(x.Message), 200), p.keel, e.RunID, x.ID, p.keel)
+	case *agent.InputAnswered:
+		fmt.Fprintf(p.err, "  input %s\n", x.Detail())
 	case *agent.ToolStarted:
 		fmt.Fprintf(p.err, "  %s\n", p.calls[x.CallID])
 	case *agent.ToolFinished:

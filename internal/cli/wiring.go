@@ -237,6 +237,10 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		w.sb, w.sbNote = sb, "linux"
 		w.mechanisms = sb.Mechanisms().String()
 	}
+	if w.recorder == nil {
+		// MCP servers' questions to a person are journaled through it.
+		w.recorder = &agent.Recorder{}
+	}
 	if a.metrics != nil {
 		a.metrics.ObserveSandboxStart(time.Since(sbStart))
 	}

@@ -318,6 +318,39 @@ type Decide struct {
 	Prefix   []string `json:"prefix,omitempty"`
 }
 
+// Input is a question an MCP server asks a person during a run's call
+// (elicitation): the call waits until it is answered.
+type Input struct {
+	RunID  string `json:"run_id"`
+	ID     string `json:"id"`
+	CallID string `json:"call_id,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	Server string `json:"server"`
+	// Mode is "form" (answer with content matching Schema) or "url" (open
+	// URL, then accept).
+	Mode      string          `json:"mode"`
+	Message   string          `json:"message"`
+	Schema    json.RawMessage `json:"schema,omitempty"`
+	URL       string          `json:"url,omitempty"`
+	Seq       int64           `json:"seq"`
+	Requested time.Time       `json:"requested"`
+	Task      string          `json:"task,omitempty"`
+}
+
+// InputList is the body of GET /v1/inputs.
+type InputList struct {
+	Inputs []Input `json:"inputs"`
+}
+
+// AnswerInput is the body of POST /v1/runs/{id}/inputs/{input}/answer.
+type AnswerInput struct {
+	// Action is "accept", "decline" or "cancel".
+	Action string `json:"action"`
+	// Content is an accepted form's answer: a JSON object matching the
+	// request's schema.
+	Content json.RawMessage `json:"content,omitempty"`
+}
+
 // Agent is a principal runs execute as: an employee agent acting as
 // itself, or an assistant agent acting on behalf of a user.
 type Agent struct {

@@ -95,6 +95,21 @@ type Options struct {
 	// Auth, when set (and OAuth is not), authorizes an HTTP server with
 	// tokens from Keel's credential vault ([Auth]).
 	Auth *Auth
+	// Elicit, when set, answers the server's requests for a person's
+	// input during a tool call (elicitation, and the input requests of
+	// multi-round-trip calls): the client then advertises the capability.
+	// It may wait as long as the person takes; the call's timeout is
+	// suspended meanwhile. Nil: such requests are refused.
+	Elicit func(ctx context.Context, q *Question) (*sdk.ElicitResult, error)
+}
+
+// Question is a server's request for a person's input, with the call it
+// came during.
+type Question struct {
+	// RunID and CallID are the call's; Tool its Keel name; Server the
+	// server's name.
+	RunID, CallID, Tool, Server string
+	Params                      *sdk.ElicitParams
 }
 
 // Name and size limits.
@@ -121,6 +136,7 @@ type Client struct {
 	live     map[string]*sdk.Tool
 	accepted map[string]string // server tool name → pin approved in this process
 	closed   bool
+	inflight []*inflight // calls in progress, oldest first
 
 	// With Options.Auth: the vault provider of the server's tokens (""
 	// until the server asks for authorization), the scopes its calls
@@ -132,6 +148,15 @@ type Client struct {
 	provider string
 	scopes   []string
 	waiting  *tool.AuthRequiredError
+}
+
+// inflight is a call in progress: the server's questions are asked for
+// it, with its timeout suspended.
+type inflight struct {
+	req    *tool.Request
+	remote string
+	ctx    context.Context
+	timer  *time.Timer
 }
 
 // Connect starts or reaches the server, initialises the session and lists
@@ -242,14 +267,18 @@ func (c *Client) connect(ctx context.Context) error {
 		}
 		t = &sdk.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc, MaxRetries: -1, OAuthHandler: oh}
 	}
-	client := sdk.NewClient(&sdk.Implementation{Name: "keel", Version: "1"}, &sdk.ClientOptions{
+	copts := &sdk.ClientOptions{
 		Capabilities: &sdk.ClientCapabilities{},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			// Learn the new definitions off the SDK's goroutine; a
 			// changed tool is held by the gate until approved.
 			go c.Refresh(context.Background())
 		},
-	})
+	}
+	if c.opts.Elicit != nil {
+		copts.ElicitationHandler = c.elicit
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "keel", Version: "1"}, copts)
 	cs, err := client.Connect(ctx, t, nil)
 	if err != nil {
 		if proc != nil {
@@ -651,8 +680,20 @@ func (c *Client) handler(remote, pin string) tool.Handler {
 			c.mu.Unlock()
 			_ = note
 		}
-		cctx, cancel := context.WithTimeout(withCaller(ctx, req), c.opts.CallTimeout)
-		defer cancel()
+		// The call's timeout, suspended while the server waits for a
+		// person's input (elicit).
+		cctx, cancel := context.WithCancelCause(withCaller(ctx, req))
+		defer cancel(nil)
+		fl := &inflight{req: req, remote: remote, ctx: cctx, timer: time.AfterFunc(c.opts.CallTimeout, func() { cancel(errCallTimeout) })}
+		defer fl.timer.Stop()
+		c.mu.Lock()
+		c.inflight = append(c.inflight, fl)
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			c.inflight = slices.DeleteFunc(c.inflight, func(x *inflight) bool { return x == fl })
+			c.mu.Unlock()
+		}()
 		params := &sdk.CallToolParams{Name: remote, Arguments: json.RawMessage(req.Arguments)}
 		if tp := tool.TraceParent(ctx); tp != "" {
 			// W3C trace context in _meta, so the server joins the run's trace.
@@ -662,17 +703,48 @@ func (c *Client) handler(remote, pin string) tool.Handler {
 		if err != nil {
 			msg := err.Error()
 			switch {
-			case errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+			case errors.Is(context.Cause(cctx), errCallTimeout) && ctx.Err() == nil:
 				msg = fmt.Sprintf("no answer within %s", c.opts.CallTimeout)
 			case ctx.Err() != nil:
 				return nil, ctx.Err()
 			}
 			r := tool.Errorf("the MCP server %s failed to run %s: %s%s", c.srv.Name, remote, tool.Preview(msg, 2000), c.deathNote())
-			r.TimedOut = errors.Is(cctx.Err(), context.DeadlineExceeded)
+			r.TimedOut = errors.Is(context.Cause(cctx), errCallTimeout)
 			return r, nil
 		}
 		return convert(req, res), nil
 	}
+}
+
+// errCallTimeout is the cause of a call that ran past CallTimeout.
+var errCallTimeout = errors.New("mcp: call timeout")
+
+// elicit answers the server's request for a person's input: it is asked
+// for the oldest call in progress (a server asks during a call; with
+// several at once the request does not say which), with that call's
+// timeout suspended until the answer.
+func (c *Client) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+	c.mu.Lock()
+	var fl *inflight
+	if len(c.inflight) > 0 {
+		fl = c.inflight[0]
+	}
+	c.mu.Unlock()
+	if fl == nil || c.opts.Elicit == nil {
+		return nil, fmt.Errorf("keel asks a person for input only during a tool call")
+	}
+	if !fl.timer.Stop() {
+		return nil, fmt.Errorf("the call already timed out")
+	}
+	defer fl.timer.Reset(c.opts.CallTimeout)
+	name, _ := c.keelName(fl.remote)
+	// The wait ends with the call (a stopped run), or with the server's
+	// request.
+	wctx, cancel := context.WithCancel(fl.ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	return c.opts.Elicit(wctx, &Question{RunID: fl.req.RunID, CallID: fl.req.CallID, Tool: name, Server: c.srv.Name, Params: req.Params})
 }
 
 // deathNote says how a stdio server ended, when it did.

@@ -1,0 +1,243 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/tool/mcp"
+	"github.com/keel-run/keel/visible"
+)
+
+// maxQuestion bounds the message of a server's question a person sees.
+const maxQuestion = 4000
+
+// elicit turns an MCP server's request for a person's input during a
+// call into a durable wait of the run (input.requested), answered with
+// keel inputs answer, the API or the web UI.
+func (w *wiring) elicit(ctx context.Context, q *mcp.Question) (*sdk.ElicitResult, error) {
+	p := q.Params
+	mode := p.Mode
+	if mode == "" {
+		mode = "form"
+	}
+	var schema json.RawMessage
+	if p.RequestedSchema != nil {
+		b, err := json.Marshal(p.RequestedSchema)
+		if err != nil {
+			return nil, fmt.Errorf("the requested schema does not encode: %v", err)
+		}
+		schema = b
+	}
+	msg := visible.String(p.Message)
+	if len(msg) > maxQuestion {
+		msg = msg[:maxQuestion] + " [cut]"
+	}
+	h := sha256.New()
+	for _, s := range []string{q.Server, mode, p.Message, string(schema), p.URL} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	a, err := w.recorder.AskInput(ctx, &agent.InputRequested{CallID: q.CallID, Tool: q.Tool, Server: q.Server, Mode: mode, Message: msg,
+		Schema: schema, URL: p.URL, Fingerprint: hex.EncodeToString(h.Sum(nil))[:16]})
+	if err != nil {
+		return nil, err
+	}
+	res := &sdk.ElicitResult{Action: a.Action}
+	if a.Action == "accept" && len(a.Content) > 0 {
+		if err := json.Unmarshal(a.Content, &res.Content); err != nil {
+			return nil, fmt.Errorf("the journaled answer does not decode: %v", err)
+		}
+	}
+	return res, nil
+}
+
+// inputLine describes a pending input request in one line.
+func inputLine(p agent.PendingInput) string {
+	s := fmt.Sprintf("%s %s  %s asks during %s (%s): %s", p.RunID, p.ID, p.Server, p.CallID, p.Tool, strings.ReplaceAll(p.Message, "\n", " "))
+	if p.URL != "" {
+		s += "  open: " + p.URL
+	}
+	return s
+}
+
+func (a *app) inputsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "inputs", Short: "List and answer the questions MCP servers ask a person during runs",
+		Long: `An MCP server may ask a person for input during a tool call (MCP
+elicitation: a form, or a URL to open). Keel journals the question
+(input.requested) and the call waits, durably: the run survives a
+restart, and the answer (input.answered, journaled with who gave it) is
+delivered to the waiting call, or, when no process executes the run any
+more, to the same question when keel runs resume runs the call again.`}
+	var run string
+	var asJSON bool
+	list := &cobra.Command{
+		Use:         "list",
+		Short:       "List the questions runs wait for, oldest first",
+		Args:        cobra.NoArgs,
+		Annotations: bothForms,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				pending, err := b.Inputs(ctx, run)
+				if err != nil {
+					return err
+				}
+				return a.printInputs(pending, asJSON)
+			}, "run", "json")
+		},
+	}
+	list.Flags().StringVar(&run, "run", "", "only this run")
+	list.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
+	var sets []string
+	var content, by string
+	var decline, cancel bool
+	answer := &cobra.Command{
+		Use:   "answer RUN INPUT",
+		Short: "Answer a question: accept with --set NAME=VALUE or --content JSON, or --decline / --cancel",
+		Long: `Answer input request INPUT of run RUN (keel inputs list shows them). A
+form is accepted with its fields, --set NAME=VALUE (repeatable; values of
+boolean, number and integer fields are parsed as such) or --content with
+the whole JSON object; it must match the form's schema. A URL request is
+accepted once you opened the URL. --decline and --cancel refuse.
+
+The answer is journaled (never type a secret into a form). The execution
+that waits for it continues; if none does (its process stopped), resume
+the run with keel runs resume RUN.`,
+		Args:        cobra.ExactArgs(2),
+		Annotations: bothForms,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ans := &agent.InputAnswered{Action: "accept", By: a.person(by)}
+			switch {
+			case decline && cancel:
+				return usagef("--decline or --cancel, not both")
+			case decline || cancel:
+				if len(sets) > 0 || content != "" {
+					return usagef("--decline and --cancel take no --set or --content")
+				}
+				ans.Action = map[bool]string{true: "decline", false: "cancel"}[decline]
+			}
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				if ans.Action == "accept" {
+					pending, err := b.Inputs(ctx, args[0])
+					if err != nil {
+						return err
+					}
+					var in *agent.PendingInput
+					for i := range pending {
+						if pending[i].ID == args[1] {
+							in = &pending[i]
+						}
+					}
+					if in == nil {
+						return usagef("run %s does not wait for input %s (see %s inputs list)", args[0], args[1], a.keelCmd())
+					}
+					c, err := answerContent(in, sets, content)
+					if err != nil {
+						return err
+					}
+					ans.Content = c
+				}
+				if err := b.AnswerInput(ctx, args[0], args[1], ans); err != nil {
+					return err
+				}
+				fmt.Fprintf(escWriter{a.stdout}, "%s input %s of run %s\n", map[string]string{"accept": "answered", "decline": "declined", "cancel": "canceled"}[ans.Action], args[1], args[0])
+				return nil
+			}, "set", "content", "decline", "cancel")
+		},
+	}
+	answer.Flags().StringArrayVar(&sets, "set", nil, "a form field: NAME=VALUE (repeatable)")
+	answer.Flags().StringVar(&content, "content", "", "the whole answer as a JSON object")
+	answer.Flags().BoolVar(&decline, "decline", false, "decline to answer")
+	answer.Flags().BoolVar(&cancel, "cancel", false, "cancel the question")
+	answer.Flags().StringVar(&by, "by", "", "who answers (default: $USER; on a server, the token's person)")
+	cmd.AddCommand(list, answer)
+	return cmd
+}
+
+// answerContent builds an accepted form's content from --set and
+// --content, typed by the form's schema.
+func answerContent(in *agent.PendingInput, sets []string, content string) (json.RawMessage, error) {
+	if in.Mode == "url" {
+		return nil, nil
+	}
+	obj := map[string]any{}
+	if content != "" {
+		if err := json.Unmarshal([]byte(content), &obj); err != nil {
+			return nil, usagef("--content: want a JSON object: %v", err)
+		}
+	}
+	var schema struct {
+		Properties map[string]struct {
+			Type string `json:"type"`
+		} `json:"properties"`
+	}
+	_ = json.Unmarshal(in.Schema, &schema)
+	for _, s := range sets {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return nil, usagef("--set %q: want NAME=VALUE", s)
+		}
+		switch schema.Properties[k].Type {
+		case "boolean":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, usagef("--set %s: want true or false", k)
+			}
+			obj[k] = b
+		case "number", "integer":
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return nil, usagef("--set %s: want a number", k)
+			}
+			obj[k] = n
+		default:
+			obj[k] = v
+		}
+	}
+	return json.Marshal(obj)
+}
+
+// printInputs prints keel inputs list: JSON lines, or one line each with
+// the form's fields.
+func (a *app) printInputs(pending []agent.PendingInput, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, p := range pending {
+			if err := enc.Encode(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	w := escWriter{a.stdout}
+	if len(pending) == 0 {
+		fmt.Fprintln(w, "no run waits for input")
+		return nil
+	}
+	for _, p := range pending {
+		fmt.Fprintln(w, inputLine(p))
+		if len(p.Schema) > 0 {
+			fmt.Fprintf(w, "    form: %s\n", tailText(string(p.Schema), 2000))
+		}
+		fmt.Fprintf(w, "    answer: %s inputs answer %s %s --set NAME=VALUE ... (or --decline)\n", a.keelCmd(), p.RunID, p.ID)
+	}
+	return nil
+}
+
+// inputsBackend is what the input commands need of a journal or a team
+// server.
+type inputsBackend interface {
+	// Inputs lists the input requests run runID (every run when "")
+	// waits for, oldest first.
+	Inputs(ctx context.Context, runID string) ([]agent.PendingInput, error)
+	// AnswerInput journals an answer (a.ID is set).
+	AnswerInput(ctx context.Context, runID, id string, a *agent.InputAnswered) error
+}
