@@ -340,13 +340,13 @@ func proposedDiff(a api.Approval) *fileDiff {
 		return &fileDiff{Problem: "the workspace is not available: " + err.Error()}
 	}
 	defer ws.Close()
-	path, before, after, problem, ok := fs.Preview(ws, a.Tool, a.Arguments)
+	path, before, after, problem, ok := fs.PreviewIn(ws, a.Tool, a.Arguments)
 	if !ok {
 		return nil
 	}
 	if problem != "" {
 		return &fileDiff{Path: visible.String(path), Problem: problem}
 	}
-	d := newFileDiff(gitws.Patch(path, before, after))
+	d := newFileDiff(gitws.FileDiff(path, before, after))
 	return &d
 }

@@ -58,6 +58,8 @@ type Output struct {
 
 	closed bool
 	view   string
+	// tee, if set, is given each chunk as it is written ([Output.Tee]).
+	tee func([]byte)
 }
 
 // errNoWorkspace is reported in a view when there is nowhere to save the
@@ -86,6 +88,16 @@ func NewOutput(ws *Workspace, runID, callID string, maxChars int) *Output {
 	return &Output{ws: ws, runID: runID, callID: callID, maxChars: maxChars, headCap: capacity, tailCap: capacity}
 }
 
+// Tee has each chunk written from now on also given to fn, in order, as
+// it arrives, before it is recorded: a person can watch a command while
+// it runs ([WithLive]). fn must not keep p and must not block; it does not
+// change what is recorded or what the model sees.
+func (o *Output) Tee(fn func(p []byte)) {
+	o.mu.Lock()
+	o.tee = fn
+	o.mu.Unlock()
+}
+
 // Write records p. It never returns an error before Close; after Close it
 // returns an error and records nothing.
 func (o *Output) Write(p []byte) (int, error) {
@@ -97,6 +109,9 @@ func (o *Output) Write(p []byte) (int, error) {
 	n := len(p)
 	if n == 0 {
 		return 0, nil
+	}
+	if o.tee != nil {
+		o.tee(p)
 	}
 	if o.art == nil && o.artErr == nil && o.total+int64(n) > int64(o.headCap) {
 		o.openArtifact()

@@ -407,3 +407,49 @@ func TestOutputArtifactDirLink(t *testing.T) {
 		t.Errorf("marker = %q", markerLine(v))
 	}
 }
+
+// TestOutputTee: a tee sees every byte in order as it is written, and
+// the view is the same as without one.
+func TestOutputTee(t *testing.T) {
+	t.Parallel()
+	src := bytes.Repeat([]byte("line of a long command's output\n"), 5000)
+	var seen bytes.Buffer
+	teed := NewOutput(nil, "r", "c", 600)
+	teed.Tee(func(p []byte) {
+		if seen.Len() == 0 && len(p) > 0 && teed.total != 0 {
+			t.Error("the tee saw a chunk after it was recorded")
+		}
+		seen.Write(p)
+	})
+	plain := NewOutput(nil, "r", "c", 600)
+	for i := 0; i < len(src); i += 777 {
+		teed.Write(src[i:min(i+777, len(src))])
+		plain.Write(src[i:min(i+777, len(src))])
+	}
+	teed.Close()
+	plain.Close()
+	if !bytes.Equal(seen.Bytes(), src) {
+		t.Errorf("the tee saw %d bytes, want the %d written, in order", seen.Len(), len(src))
+	}
+	if teed.View() != plain.View() {
+		t.Error("a tee changed the view")
+	}
+}
+
+func BenchmarkOutputWriteTee(b *testing.B) {
+	ws, err := NewWorkspace(b.TempDir(), "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	chunk := bytes.Repeat([]byte("filler line for output flood test\n"), 1000)
+	o := NewOutput(ws, "r", "bench", 0)
+	var lines int
+	o.Tee(func(p []byte) { lines += bytes.Count(p, []byte("\n")) })
+	b.SetBytes(int64(len(chunk)))
+	b.ReportAllocs()
+	for b.Loop() {
+		o.Write(chunk)
+	}
+	b.StopTimer()
+	o.Close()
+}

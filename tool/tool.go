@@ -163,6 +163,22 @@ type Result struct {
 	OutputBytes int64 `json:"output_bytes,omitempty"`
 }
 
+type liveKey struct{}
+
+// WithLive returns a context whose tool runs give each chunk of their
+// command's output to fn as it arrives (tools that run commands call
+// [Output.Tee] with [LiveOf] of their context). It is for a person
+// watching: fn must copy what it keeps and must not block.
+func WithLive(ctx context.Context, fn func(p []byte)) context.Context {
+	return context.WithValue(ctx, liveKey{}, fn)
+}
+
+// LiveOf returns the function of [WithLive] in ctx, or nil.
+func LiveOf(ctx context.Context) func(p []byte) {
+	fn, _ := ctx.Value(liveKey{}).(func([]byte))
+	return fn
+}
+
 // Errorf returns an error [Result] with the formatted message.
 func Errorf(format string, args ...any) *Result {
 	return &Result{Content: sprintf(format, args...), IsError: true}

@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,14 @@ type app struct {
 	cfg            *config.Config
 	// metrics, set by keel serve, counts what the server's runs do.
 	metrics *telemetry.Metrics
+	// term is stderr unescaped when it is a terminal, else nil.
+	term io.Writer
+	// project is the workspace's .keel/config.toml of a keel run (nil:
+	// none), whose MCP servers join the user's.
+	project *config.Config
+	// in reads the person's answers from stdin (keel chat, inline
+	// approvals), made on first use.
+	in *bufio.Reader
 	// live, set by newRuntime, exports and counts the runtime's appends.
 	live *telemetry.Live
 }
@@ -57,8 +66,13 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Everything on stderr is for people, and some of it comes from the
 	// model, tools or the journal (errors quote commands): escape it all.
-	stderr = escWriter{stderr}
-	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	a := &app{stdout: stdout, stderr: escWriter{stderr}, getenv: os.Getenv}
+	if isTerminal(stderr) {
+		// keel run's status block draws on it (live.go); its text is
+		// escaped there.
+		a.term = stderr
+	}
+	stderr = a.stderr
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -143,7 +157,7 @@ be resumed, inspected and audited.`,
 	root.PersistentFlags().StringVar(&a.db, "db", "", "journal database (default ~/.keel/keel.db, or db in config.toml)")
 	root.PersistentFlags().BoolVar(&a.createDB, "create-db", false, "create the --db journal if it does not exist (commands that add a run, an agent or a token create it anyway, and say so)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
-	root.AddCommand(a.runCmd(), a.runsCmd(), a.demoCmd(), a.modelCmd(), a.sandboxCmd())
+	root.AddCommand(a.runCmd(), a.chatCmd(), a.configCmd(), a.runsCmd(), a.demoCmd(), a.modelCmd(), a.sandboxCmd())
 	root.AddCommand(a.agentsCmd(), a.policyCmd(), a.approvalsCmd(), a.approveCmd(), a.denyCmd(), a.auditCmd(), a.inputsCmd())
 	root.PersistentFlags().StringVar(&a.server, "server", "", "talk to this team server (keel serve) instead of the local journal, e.g. http://127.0.0.1:8420 (default $KEEL_SERVER)")
 	root.PersistentFlags().StringVar(&a.token, "token", "", "API token for --server (default $KEEL_TOKEN, else the one keel serve saved in $KEEL_HOME/server-token)")

@@ -18,7 +18,7 @@ import (
 // --db would otherwise show "no runs" from a new, empty file beside the
 // real one, and leave that file behind.
 var createsJournal = map[string]bool{
-	"keel run": true, "keel demo": true, "keel serve": true, "keel runs import": true,
+	"keel run": true, "keel chat": true, "keel demo": true, "keel serve": true, "keel runs import": true,
 	"keel agents create": true, "keel tokens create": true,
 }
 

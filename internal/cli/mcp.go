@@ -13,6 +13,7 @@ import (
 	"mvdan.cc/sh/v3/shell"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/tool/mcp"
@@ -51,8 +52,11 @@ func (a *app) mcpServers(f *mcpFlags) ([]agent.MCPServer, error) {
 		}
 		out = append(out, s)
 	}
-	if a.cfg != nil && !f.none {
-		for _, c := range a.cfg.MCP.Servers {
+	for _, cfg := range []*config.Config{a.cfg, a.project} {
+		if cfg == nil || f.none {
+			continue
+		}
+		for _, c := range cfg.MCP.Servers {
 			s := agent.MCPServer{Name: c.Name, Command: c.Command, URL: c.URL, Tools: c.Tools, ReadOnly: c.ReadOnly}
 			keys := make([]string, 0, len(c.Env))
 			for k := range c.Env {
@@ -63,7 +67,7 @@ func (a *app) mcpServers(f *mcpFlags) ([]agent.MCPServer, error) {
 				s.Env = append(s.Env, k+"="+c.Env[k])
 			}
 			if err := checkMCPServer(&s); err != nil {
-				return nil, usagef("%s: %v", a.configFile(), err)
+				return nil, usagef("%s: %v", cfg.Path, err)
 			}
 			put(s)
 		}

@@ -32,13 +32,38 @@ type printer struct {
 	// keel is the command hints name: "keel", or "keel --server URL" when
 	// the run is on a team server.
 	keel string
+	// raw is stderr unescaped (err writes through it); live is the status
+	// block when stderr is a terminal (live.go).
+	raw  io.Writer
+	live *liveView
+	// streamed: the model's text of the current call was printed as it
+	// arrived; lineStart: the next streamed rune starts a line; textOpen:
+	// the cursor is at the end of a streamed line; paused: a question to
+	// the person is on screen.
+	streamed, lineStart, textOpen, paused bool
+	// chat: a conversation (keel chat): answers are printed whole on
+	// stderr as they come, not again on stdout.
+	chat bool
 }
 
 func newPrinter(stderr, stdout io.Writer, jsonOut, quiet bool) *printer {
 	if !jsonOut && isTerminal(stdout) {
 		stdout = escWriter{stdout}
 	}
-	return &printer{err: escWriter{stderr}, out: stdout, json: jsonOut, quiet: quiet, calls: map[string]string{}, keel: "keel"}
+	p := &printer{raw: stderr, out: stdout, json: jsonOut, quiet: quiet, calls: map[string]string{}, keel: "keel"}
+	p.err = escWriter{guarded{p}}
+	return p
+}
+
+// onTerminal draws the status block on term, stderr unescaped (nil: not
+// a terminal).
+func (p *printer) onTerminal(term io.Writer) {
+	if term == nil || p.json || p.quiet {
+		return
+	}
+	if p.live = newLiveView(term); p.live != nil {
+		p.raw = term
+	}
 }
 
 func (p *printer) header(runID string, c *agent.RunCreated, w *wiring) {
@@ -95,6 +120,9 @@ func (p *printer) event(e journal.Event) {
 	}
 	switch x := v.(type) {
 	case *agent.RunResumed:
+		if p.chat && len(x.Interrupted) == 0 {
+			return // the next turn of a conversation
+		}
 		fmt.Fprintf(p.err, "resumed")
 		if len(x.Interrupted) > 0 {
 			fmt.Fprintf(p.err, " (interrupted calls: %s)", strings.Join(x.Interrupted, ", "))
@@ -106,13 +134,21 @@ func (p *printer) event(e journal.Event) {
 			fmt.Fprintln(p.err, indent(tail(x.Output, 20)))
 		}
 	case *agent.ModelResponded:
+		streamed := p.streamed
+		p.streamed = false
+		if p.live != nil {
+			p.live.model = false
+		}
 		fmt.Fprintf(p.err, "step %d · %s tok", p.steps, num(x.Usage.Total()))
 		if x.Usage.CachedInputTokens > 0 {
 			fmt.Fprintf(p.err, " (%s cached)", num(x.Usage.CachedInputTokens))
 		}
 		fmt.Fprintf(p.err, " · %s · total %s tok $%.4f\n", ms(x.DurationMS), num(p.tokens), p.cost)
-		if t := strings.TrimSpace(x.Message.Content); t != "" {
-			fmt.Fprintln(p.err, indent(clip(t, 400)))
+		if t := strings.TrimSpace(x.Message.Content); t != "" && !streamed {
+			if !p.chat {
+				t = clip(t, 400)
+			}
+			fmt.Fprintln(p.err, indent(t))
 		}
 	case *agent.GateDecided:
 		if x.Effect != "allow" {
@@ -128,12 +164,16 @@ func (p *printer) event(e journal.Event) {
 	case *agent.ToolStarted:
 		fmt.Fprintf(p.err, "  %s\n", p.calls[x.CallID])
 	case *agent.ToolFinished:
+		p.callDone(x.CallID)
 		if x.Synthetic {
 			fmt.Fprintf(p.err, "  ✗ %s: %s\n", p.calls[x.CallID], firstLine(x.Content))
 			return
 		}
 		fmt.Fprintf(p.err, "    → %s\n", x.Detail())
 	case *agent.UserMessage:
+		if p.chat && x.Source == "" {
+			return // the person just typed it
+		}
 		who := "user"
 		if x.Source != "" {
 			who = x.Source
@@ -142,6 +182,10 @@ func (p *printer) event(e journal.Event) {
 	case *agent.ContextCompacted:
 		fmt.Fprintf(p.err, "context compacted: %s\n", x.Detail())
 	case *agent.ModelFailed:
+		p.streamed = false
+		if p.live != nil {
+			p.live.model = false
+		}
 		fmt.Fprintf(p.err, "model error (%s): %s\n", x.Kind, x.Message)
 	case *agent.SandboxQuarantine:
 		fmt.Fprintf(p.err, "    %s\n", x.Detail())
@@ -244,7 +288,7 @@ func (p *printer) footer(runID string, o *agent.Outcome) {
 			fmt.Fprintf(p.err, "keel: resume with: %s runs resume %s\n", p.keel, runID)
 		}
 	}
-	if !p.json && o.Status == journal.StatusCompleted && o.End != nil && o.End.Output != "" {
+	if !p.json && !p.chat && o.Status == journal.StatusCompleted && o.End != nil && o.End.Output != "" {
 		fmt.Fprint(p.out, o.End.Output)
 		if !strings.HasSuffix(o.End.Output, "\n") {
 			fmt.Fprintln(p.out)

@@ -70,12 +70,21 @@ type runFlags struct {
 	mcp mcpFlags
 	// mountSet records that --mount-path was given.
 	mountSet bool
+	// interactive is -i (keel chat): a conversation, message after
+	// message, in one run.
+	interactive bool
 	// changed reports whether a flag was given (keel runs resume: only
 	// the settings flags given replace the run's own); nil: none was.
 	changed func(name string) bool
 }
 
 func (a *app) runCmd() *cobra.Command {
+	cmd, _ := a.runCommand()
+	return cmd
+}
+
+// runCommand is keel run and its flags.
+func (a *app) runCommand() (*cobra.Command, *runFlags) {
 	f := &runFlags{}
 	cmd := &cobra.Command{
 		Use:   "run [flags] TASK",
@@ -93,7 +102,12 @@ Exit codes: 0 completed, 1 failed, 2 bad command line or configuration
 SIGTERM, SIGHUP).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f.mountSet = cmd.Flags().Changed("mount-path")
+			rs, err := a.runDefaults(cmd, f)
+			if err != nil {
+				return err
+			}
+			a.project = rs.project
+			f.mountSet = rs.source["mount-path"] != ""
 			return a.run(cmd.Context(), f, args)
 		},
 	}
@@ -131,7 +145,8 @@ SIGTERM, SIGHUP).`,
 	f.ctx.register(fl)
 	f.gate.register(cmd)
 	f.mcp.register(fl)
-	return cmd
+	fl.BoolVarP(&f.interactive, "interactive", "i", false, "after each answer, read the next message from the terminal and continue the run with it (keel chat)")
+	return cmd, f
 }
 
 func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
@@ -175,6 +190,11 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		}
 		if system == "" {
 			system = rec.System()
+		}
+	}
+	if strings.TrimSpace(task) == "" && f.interactive {
+		if task, err = a.firstMessage(); err != nil {
+			return err
 		}
 	}
 	if strings.TrimSpace(task) == "" {
@@ -262,7 +282,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if created.OpenAPI, err = a.openAPIs(&f.mcp); err != nil {
 		return err
 	}
-	live := &liveOptions{apiKey: f.apiKey, recording: rec, gate: f.gate, sqlDSN: sqlDSN}
+	live := &liveOptions{apiKey: f.apiKey, recording: rec, gate: f.gate, sqlDSN: sqlDSN, chat: f.interactive}
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
 }
@@ -304,6 +324,9 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 		return "", err
 	}
 	err = a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
+	if live.chat {
+		err = a.converse(ctx, rt, runID, w, jsonOut, quiet, err)
+	}
 	if created.Git != nil && !jsonOut && !quiet {
 		a.endDiff(ctx, runID, created)
 	}
@@ -314,6 +337,8 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 // and maps the outcome to an exit code.
 func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *wiring, jsonOut, quiet bool, message string) error {
 	p := newPrinter(a.stderr, a.stdout, jsonOut, quiet)
+	p.onTerminal(a.term)
+	p.chat = w.live != nil && w.live.chat
 	p.keel = a.keelCmd()
 	st, _, err := rt.Load(ctx, runID)
 	if err != nil {
@@ -326,7 +351,9 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 			return withMessage(newBusyError(ctx, rt.Store(), runID), message)
 		}
 	}
-	p.header(runID, st.Created, w)
+	if !p.chat || message == "" {
+		p.header(runID, st.Created, w)
+	}
 	evs, err := rt.Store().Read(ctx, runID, 1)
 	if err != nil {
 		return err
@@ -343,12 +370,22 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	}
 	params := w.execParams(p.event)
 	if !jsonOut {
-		params.OnEvent = estimatedUsageNote(a.stderr, st.Created.Model, params.OnEvent)
+		params.OnEvent = estimatedUsageNote(p.err, st.Created.Model, params.OnEvent)
 	}
 	params.Message = message
 	params.Principals = identity.NewDirectory(rt.Store(), nil).Check
-	params.OnWait = a.onWait
+	params.OnWait = func(pending []agent.PendingApproval) {
+		p.pause()
+		defer p.resume()
+		if params.Wait && !jsonOut && a.inline() && a.decideInline(ctx, rt.Store(), st.Created, pending) {
+			return // decided here: the run goes on
+		}
+		a.onWait(pending)
+	}
+	params.Trace = chainTrace(params.Trace, p.callContext)
+	stopLive := p.startLive()
 	out, err := rt.Execute(ctx, runID, params)
+	stopLive()
 	if errors.Is(err, agent.ErrRunBusy) {
 		return withMessage(newBusyError(ctx, rt.Store(), runID), message)
 	}
@@ -373,6 +410,16 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 		return &exitError{130}
 	default:
 		return &exitError{1}
+	}
+}
+
+// chainTrace runs the per-operation hooks first, then second.
+func chainTrace(first, second func(context.Context, agent.Operation) context.Context) func(context.Context, agent.Operation) context.Context {
+	if first == nil {
+		return second
+	}
+	return func(ctx context.Context, op agent.Operation) context.Context {
+		return second(first(ctx, op), op)
 	}
 }
 

@@ -47,6 +47,9 @@ type liveOptions struct {
 	contextWindow int
 	// gate holds the approval-wait flags (policy.go).
 	gate gateFlags
+	// chat is keel chat / keel run -i: after each answer, the person's
+	// next message continues the run.
+	chat bool
 }
 
 // wiring is everything live an execution of a run needs.

@@ -46,6 +46,54 @@ type Config struct {
 	SQL SQL `toml:"sql"`
 	// OpenAPI lists the APIs every run offers the operations of.
 	OpenAPI OpenAPIs `toml:"openapi"`
+	// Run holds defaults of keel run's flags, by flag name (max_steps or
+	// max-steps): a string, number, boolean, or an array for a
+	// repeatable flag. internal/cli checks the names and values against
+	// the flags themselves.
+	Run map[string]any `toml:"run"`
+	// Path is the file this Config was read from ("" when there was
+	// none).
+	Path string `toml:"-"`
+}
+
+// ProjectFile is where a repository keeps its Keel settings, relative to
+// its top directory (the run's workspace). Inside a run the whole .keel
+// directory is read-only to the agent: the sandbox mounts it read-only
+// and the file tools refuse it.
+const ProjectFile = ".keel/config.toml"
+
+// projectKeys are the top-level keys a project file may hold: the
+// settings of runs, not where journals live, prices or the server's.
+var projectKeys = map[string]bool{"model": true, "sandbox": true, "run": true, "mcp": true}
+
+// LoadProject reads the project file of the workspace dir
+// (dir/.keel/config.toml). A missing file is nil, nil. It holds the
+// same keys as config.toml, limited to the settings of runs (model,
+// sandbox, [run], [[mcp.servers]]); any other key is an
+// error naming it. Relative paths in it are relative to dir.
+func LoadProject(dir string) (*Config, error) {
+	p := filepath.Join(dir, filepath.FromSlash(ProjectFile))
+	b, err := readRegular(p, maxConfigBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var top map[string]any
+	if _, err := toml.Decode(string(b), &top); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", p, err)
+	}
+	for k := range top {
+		if !projectKeys[k] {
+			return nil, fmt.Errorf("config: %s: %q is not a project setting (a project file holds model, sandbox, [run] and [[mcp.servers]]; the rest goes in ~/.keel/config.toml)", p, k)
+		}
+	}
+	c, err := parse(p, b, dir)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // OpenAPIs is the [openapi] table of config.toml:
@@ -182,7 +230,14 @@ func Load(dir string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	return parse(p, b, dir)
+}
+
+// parse decodes config file p (content b); relative paths are relative
+// to dir.
+func parse(p string, b []byte, dir string) (*Config, error) {
 	var c Config
+	c.Path = p
 	md, err := toml.Decode(string(b), &c)
 	if err != nil {
 		return nil, fmt.Errorf("config: %s: %w", p, err)

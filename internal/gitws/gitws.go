@@ -251,15 +251,12 @@ func lines(b []byte) []string {
 
 func isBinary(b []byte) bool { return bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0 }
 
-// Patch returns the change of the file at path from old to cur (status
-// Added when old is nil, Deleted when cur is nil) with its unified diff.
-func Patch(path string, old, cur []byte) Change {
+// FileDiff is the unified diff that turns old into cur for the file at
+// path (old nil: the file is added), as a [Change] of [Diff] shows it.
+func FileDiff(path string, old, cur []byte) Change {
 	c := Change{Path: path, Status: Modified}
-	switch {
-	case old == nil:
+	if old == nil {
 		c.Status = Added
-	case cur == nil:
-		c.Status = Deleted
 	}
 	c.patch(old, cur)
 	return c

@@ -1,6 +1,9 @@
 // Package anthropic is Keel's [model.Model] for the Anthropic Messages API
-// with tool use, built on github.com/anthropics/anthropic-sdk-go/v2 with
-// non-streaming requests.
+// with tool use, built on github.com/anthropics/anthropic-sdk-go/v2. A call
+// whose context carries a [model.Observer] streams and tells the observer
+// each piece of text, tool call and retry as it comes; other calls send
+// whole answers. Either way Generate returns the whole message, which is
+// what the runtime journals.
 //
 // Mapping (Keel → wire): [model.Request.System] goes in the system field;
 // assistant tool calls become tool_use blocks; tool messages become
@@ -100,6 +103,7 @@ type Model struct {
 	name      string
 	maxTokens int
 	logger    *slog.Logger
+	retries   int // the SDK's retries of one request
 	// stallBudget is the longest the idle transport can take within one
 	// SDK attempt (every stall retry timing out), 0 when unbounded.
 	stallBudget time.Duration
@@ -161,8 +165,15 @@ func New(opts *Options) (*Model, error) {
 	case o.MaxRetries < 0:
 		ropts = append(ropts, option.WithMaxRetries(0))
 	}
+	retries := 2 // the SDK's default
+	switch {
+	case o.MaxRetries > 0:
+		retries = o.MaxRetries
+	case o.MaxRetries < 0:
+		retries = 0
+	}
 	c := anthropic.NewClient(ropts...)
-	return &Model{svc: c.Messages, name: o.Model, maxTokens: o.MaxTokens, logger: o.Logger, stallBudget: budget}, nil
+	return &Model{svc: c.Messages, name: o.Model, maxTokens: o.MaxTokens, logger: o.Logger, retries: retries, stallBudget: budget}, nil
 }
 
 // Name returns "anthropic:MODEL".
@@ -180,8 +191,9 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 		return nil, &model.Error{Kind: model.KindInvalidRequest, Provider: provider, Message: err.Error(), Err: err}
 	}
 	var stall error
+	obs := model.ObserverOf(ctx)
 	opts := []option.RequestOption{
-		option.WithMiddleware(httperr.StopStallRetry(&stall, m.logger, m.name)),
+		option.WithMiddleware(httperr.Observe(obs, m.retries, 0, httperr.StopStallRetry(&stall, m.logger, m.name))),
 		// An explicit timeout per attempt also stops the SDK from refusing
 		// large max_tokens without streaming; the idle watchdog is what
 		// catches a dead connection, so the timeout leaves it room for
@@ -191,7 +203,14 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 	if req.Temperature != nil {
 		opts = append(opts, option.WithJSONSet("temperature", *req.Temperature))
 	}
-	msg, err := m.svc.New(ctx, params, opts...)
+	var msg *anthropic.Message
+	if obs != nil {
+		var whole []byte
+		opts[0] = option.WithMiddleware(httperr.Chain(httperr.Observe(obs, m.retries, 0, httperr.StopStallRetry(&stall, m.logger, m.name)), httperr.WholeAnswer(&whole)))
+		msg, err = m.stream(ctx, params, obs, &whole, opts...)
+	} else {
+		msg, err = m.svc.New(ctx, params, opts...)
+	}
 	if err != nil {
 		return nil, classify(ctx, err, stall)
 	}
@@ -201,6 +220,60 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 		return nil, &model.Error{Kind: model.KindRetryable, Provider: provider, StatusCode: 200, Message: "the answer is not a Messages API message"}
 	}
 	return response(msg), nil
+}
+
+// stream sends params as a streaming request, tells obs each piece of
+// text and each tool call as it arrives, and returns the message the
+// events add up to (the SDK's own accumulation). A server that ignores
+// "stream" and sends a whole message (*whole, kept by
+// httperr.WholeAnswer) is taken at its word, its text told at once.
+func (m *Model) stream(ctx context.Context, params anthropic.MessageNewParams, obs *model.Observer, whole *[]byte, opts ...option.RequestOption) (*anthropic.Message, error) {
+	s := m.svc.NewStreaming(ctx, params, opts...)
+	defer s.Close()
+	var msg anthropic.Message
+	events, texts := 0, 0
+	for s.Next() {
+		ev := s.Current()
+		events++
+		if err := msg.Accumulate(ev); err != nil {
+			return nil, &model.Error{Kind: model.KindRetryable, Provider: provider, StatusCode: 200, Message: "the event stream does not add up to a message: " + err.Error(), Err: err}
+		}
+		switch ev.Type {
+		case "content_block_start":
+			switch ev.ContentBlock.Type {
+			case "text":
+				if texts > 0 {
+					obs.OnText("\n\n") // as response joins text blocks
+				}
+				texts++
+			case "tool_use":
+				obs.OnCall(ev.ContentBlock.Name)
+			}
+		case "content_block_delta":
+			if ev.Delta.Type == "text_delta" {
+				obs.OnText(ev.Delta.Text)
+			}
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	if events == 0 && *whole != nil {
+		var msg anthropic.Message
+		if err := msg.UnmarshalJSON(*whole); err != nil {
+			return nil, &model.Error{Kind: model.KindRetryable, Provider: provider, StatusCode: 200, Message: "the answer is neither an event stream nor a Messages API message: " + err.Error(), Err: err}
+		}
+		for _, b := range msg.Content {
+			if b.Type == "text" {
+				obs.OnText(b.Text)
+			}
+		}
+		return &msg, nil
+	}
+	if events == 0 {
+		return nil, nil // not a message: Generate says so
+	}
+	return &msg, nil
 }
 
 // requestTimeout is the SDK's own estimate for a non-streaming request (one

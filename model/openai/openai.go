@@ -2,8 +2,11 @@
 // with function calling, and for every OpenAI-compatible endpoint (Ollama,
 // vLLM, llama.cpp, DeepSeek, Qwen, OpenRouter...) through [Options.BaseURL].
 //
-// It is built on github.com/openai/openai-go/v3 and uses non-streaming
-// requests. Retries of 429, 408/409, 5xx and connection errors are the SDK's
+// It is built on github.com/openai/openai-go/v3. A call whose context
+// carries a [model.Observer] streams (stream_options.include_usage on) and
+// tells the observer each piece of text, tool call and retry as it comes;
+// other calls send whole answers. Either way Generate returns the whole
+// response, which is what the runtime journals. Retries of 429, 408/409, 5xx and connection errors are the SDK's
 // own (with backoff and the provider's Retry-After); a response that stalls
 // is abandoned and repeated by [idle.Transport]. Every failure is an
 // [*model.Error].
@@ -204,9 +207,18 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 	if err != nil {
 		return nil, &model.Error{Kind: model.KindInvalidRequest, Provider: provider, Message: err.Error(), Err: err}
 	}
+	obs := model.ObserverOf(ctx)
 	for attempt := 0; ; attempt++ {
 		var stall error
-		cc, err := m.svc.New(ctx, params, option.WithMiddleware(httperr.StopStallRetry(&stall, m.logger, m.name)))
+		mw := httperr.Observe(obs, m.retries, sdkMaxRetryAfter, httperr.StopStallRetry(&stall, m.logger, m.name))
+		var cc *openai.ChatCompletion
+		var err error
+		if obs != nil {
+			var whole []byte
+			cc, err = m.stream(ctx, params, obs, &whole, option.WithMiddleware(httperr.Chain(mw, httperr.WholeAnswer(&whole))))
+		} else {
+			cc, err = m.svc.New(ctx, params, option.WithMiddleware(mw))
+		}
 		var resp *model.Response
 		var merr *model.Error
 		switch {
@@ -229,6 +241,7 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 			return nil, merr
 		}
 		m.logger.Debug("model answer unusable, retrying", "model", m.name, "attempt", attempt+1, "error", merr.Message)
+		obs.OnRetry(model.Retry{Attempt: attempt + 2, Wait: m.backoff(attempt), Reason: "unusable answer"})
 		t := time.NewTimer(m.backoff(attempt))
 		select {
 		case <-ctx.Done():
@@ -239,6 +252,72 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 	}
 }
 
+// sdkMaxRetryAfter is the longest Retry-After the SDK waits out; above
+// it the SDK gives up at once (openai-go's internal limit).
+const sdkMaxRetryAfter = 2 * time.Minute
+
+// stream sends params as a streaming request (with usage in the last
+// chunk), tells obs each piece of text and each tool call as it arrives,
+// and returns the accumulated chat completion. A server that ignores
+// "stream" and sends a whole chat completion (*whole, kept by
+// httperr.WholeAnswer) is taken at its word, its text told at once; a
+// body that is neither is unusable.
+func (m *Model) stream(ctx context.Context, params openai.ChatCompletionNewParams, obs *model.Observer, whole *[]byte, opts ...option.RequestOption) (*openai.ChatCompletion, error) {
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	s := m.svc.NewStreaming(ctx, params, opts...)
+	defer s.Close()
+	var acc openai.ChatCompletionAccumulator
+	var usage *openai.CompletionUsage
+	chunks := 0
+	for s.Next() {
+		ch := s.Current()
+		chunks++
+		acc.AddChunk(ch)
+		if ch.JSON.Usage.Valid() {
+			// The last chunk's usage, as sent: DeepSeek's cache field is
+			// an extra field the accumulator does not keep.
+			u := ch.Usage
+			usage = &u
+		}
+		for _, c := range ch.Choices {
+			if c.Index != 0 {
+				continue
+			}
+			obs.OnText(c.Delta.Content)
+			for _, tc := range c.Delta.ToolCalls {
+				if tc.Function.Name != "" {
+					obs.OnCall(tc.Function.Name)
+				}
+			}
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	if chunks == 0 && *whole != nil {
+		var cc openai.ChatCompletion
+		if err := cc.UnmarshalJSON(*whole); err != nil {
+			return nil, err
+		}
+		if len(cc.Choices) > 0 {
+			obs.OnText(cc.Choices[0].Message.Content)
+		}
+		return &cc, nil
+	}
+	if chunks == 0 {
+		return nil, errNoChunks
+	}
+	cc := acc.ChatCompletion
+	if usage != nil {
+		cc.Usage = *usage
+	}
+	return &cc, nil
+}
+
+// errNoChunks is a streamed answer that held no chat completion chunk
+// (an HTML page, an empty body): retried like an unusable answer.
+var errNoChunks = errors.New("the answer holds no chat completion chunk")
+
 // unusableBody reports whether err is the SDK failing to decode a whole
 // answer body (HTTP 200 with an HTML page, typically a proxy's). A body
 // cut short by the connection is a connection error, which the SDK
@@ -246,7 +325,7 @@ func (m *Model) Generate(ctx context.Context, req *model.Request) (*model.Respon
 func unusableBody(err error) bool {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
-	return (errors.As(err, &se) || errors.As(err, &te)) && !errors.Is(err, io.ErrUnexpectedEOF)
+	return errors.Is(err, errNoChunks) || (errors.As(err, &se) || errors.As(err, &te)) && !errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // classify maps an SDK error to an [*model.Error].

@@ -6,10 +6,13 @@
 package httperr
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -203,5 +206,81 @@ func StopStallRetry(stall *error, logger *slog.Logger, modelName string) Middlew
 			logger.Debug(fmt.Sprintf("model http attempt failed: HTTP %d", res.StatusCode), "model", modelName)
 		}
 		return res, err
+	}
+}
+
+// Observe returns inner wrapped so that each failed attempt the SDK will
+// repeat is told to obs ([model.Observer.Retry]) before the SDK waits:
+// HTTP 408, 409, 429 and 5xx and connection errors, unless the response
+// says x-should-retry: false (a stall, see [StopStallRetry]), while
+// attempts remain of the 1+maxRetries the SDK makes. The wait named is
+// the provider's Retry-After when it gave one, else 0 (the SDK's own
+// backoff, under a second at first). A Retry-After above maxWait (when
+// positive) is not told: the SDK gives up rather than wait that long.
+// A nil obs returns inner.
+func Observe(obs *model.Observer, maxRetries int, maxWait time.Duration, inner Middleware) Middleware {
+	if obs == nil {
+		return inner
+	}
+	attempt := 1
+	return func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+		res, err := inner(req, next)
+		if attempt > maxRetries || req.Context().Err() != nil {
+			return res, err
+		}
+		var r model.Retry
+		switch {
+		case err != nil:
+			r = model.Retry{Reason: model.RetryReason(0)}
+		case res.Header.Get("X-Should-Retry") == "false":
+			return res, err
+		case res.StatusCode == 408 || res.StatusCode == 409 || res.StatusCode == 429 || res.StatusCode >= 500:
+			r = model.Retry{Status: res.StatusCode, Reason: model.RetryReason(res.StatusCode), Wait: RetryAfter(res.Header, time.Now())}
+			if maxWait > 0 && r.Wait > maxWait {
+				return res, err
+			}
+		default:
+			return res, err
+		}
+		attempt++
+		r.Attempt = attempt
+		obs.OnRetry(r)
+		return res, err
+	}
+}
+
+// WholeAnswer returns a middleware for a streaming request that keeps, in
+// *whole, the body of an HTTP 200 answer that is not an event stream (a
+// server that ignores "stream": true and sends the whole answer, or an
+// error page), and hands the SDK an empty event stream in its place: the
+// adapter then decodes *whole as a whole answer (or fails it as
+// unusable). Bodies over 64 MiB are cut.
+func WholeAnswer(whole *[]byte) Middleware {
+	return func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+		res, err := next(req)
+		if err != nil || res.StatusCode != http.StatusOK {
+			return res, err
+		}
+		if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == "text/event-stream" {
+			return res, err
+		}
+		b, rerr := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+		res.Body.Close()
+		if rerr != nil {
+			return nil, rerr
+		}
+		*whole = b
+		res.Header = res.Header.Clone()
+		res.Header.Set("Content-Type", "text/event-stream")
+		res.Body = io.NopCloser(bytes.NewReader(nil))
+		res.ContentLength = 0
+		return res, nil
+	}
+}
+
+// Chain returns outer calling inner around next.
+func Chain(outer, inner Middleware) Middleware {
+	return func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+		return outer(req, func(r *http.Request) (*http.Response, error) { return inner(r, next) })
 	}
 }

@@ -526,3 +526,34 @@ func plural(n int, w string) string {
 	}
 	return strconv.Itoa(n) + " " + w + "s"
 }
+
+// Preview returns the content a file-writing call would leave in a file
+// that now holds data (nil: it does not exist): for "edit_file" the
+// result of its replacement, exactly as the tool would make it, for
+// "write_file" the content given. It returns a message instead when the
+// call would change nothing or fail (the model's own words for it), so
+// that a person approving the call sees the diff it makes.
+func Preview(toolName string, args json.RawMessage, data []byte) ([]byte, string) {
+	switch toolName {
+	case "edit_file":
+		var in editInput
+		if err := json.Unmarshal(args, &in); err != nil {
+			return nil, "the arguments are not valid: " + err.Error()
+		}
+		if data == nil {
+			return nil, "the file does not exist"
+		}
+		ed, msg := applyEdit(data, in.OldString, in.NewString, in.ReplaceAll)
+		if ed == nil {
+			return nil, msg
+		}
+		return ed.out, ""
+	case "write_file":
+		var in writeInput
+		if err := json.Unmarshal(args, &in); err != nil {
+			return nil, "the arguments are not valid: " + err.Error()
+		}
+		return []byte(in.Content), ""
+	}
+	return nil, toolName + " does not write a file"
+}

@@ -14,14 +14,12 @@ import (
 // maxPreview bounds the file a preview reads.
 const maxPreview = 8 << 20
 
-// Preview returns what a write_file or edit_file call with arguments
-// args would make of its file in ws, without writing: the file's path,
-// its content now (nil for a new file) and after the call. A call that
-// would fail says why in problem (as the tool would); other tools
-// return ok false. It is for showing a person the diff of a call that
-// waits for approval: it reads only inside the workspace, as the tools
-// do.
-func Preview(ws *tool.Workspace, name string, args json.RawMessage) (path string, before, after []byte, problem string, ok bool) {
+// PreviewIn is [Preview] on the file of the call in ws: it returns the
+// file's path, its content now (nil for a new file) and after the call,
+// without writing. A call that would fail says why in problem (as the
+// tool would); other tools return ok false. It reads only inside the
+// workspace, as the tools do.
+func PreviewIn(ws *tool.Workspace, name string, args json.RawMessage) (path string, before, after []byte, problem string, ok bool) {
 	var in struct {
 		Path       string  `json:"path"`
 		Content    *string `json:"content"`
@@ -50,17 +48,11 @@ func Preview(ws *tool.Workspace, name string, args json.RawMessage) (path string
 	case err != nil:
 		return path, nil, nil, describeErr(err), true
 	}
-	if name == WriteName {
-		if in.Content == nil {
-			return path, before, nil, "no content", true
-		}
-		return path, before, []byte(*in.Content), "", true
+	if name == WriteName && in.Content == nil {
+		return path, before, nil, "no content", true
 	}
-	ed, failure := applyEdit(before, in.OldString, in.NewString, in.ReplaceAll)
-	if failure != "" {
-		return path, before, nil, failure, true
-	}
-	return path, before, ed.out, "", true
+	after, problem = Preview(name, args, before)
+	return path, before, after, problem, true
 }
 
 // readCurrent reads the regular file rel of ws, at most maxPreview bytes.

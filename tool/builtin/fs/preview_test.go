@@ -10,7 +10,7 @@ import (
 	"github.com/keel-run/keel/tool/builtin/fs"
 )
 
-// Preview shows what a call would make of its file, by the tool's own
+// PreviewIn shows what a call would make of its file, by the tool's own
 // rules, and writes nothing; the tool then makes exactly that.
 func TestPreview(t *testing.T) {
 	e := newEnv(t)
@@ -32,7 +32,7 @@ func TestPreview(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			raw, _ := json.Marshal(tt.args)
-			_, before, after, problem, ok := fs.Preview(e.env.Workspace, tt.tool, raw)
+			_, before, after, problem, ok := fs.PreviewIn(e.env.Workspace, tt.tool, raw)
 			if !ok {
 				t.Fatal("not previewed")
 			}
@@ -53,7 +53,7 @@ func TestPreview(t *testing.T) {
 			}
 		})
 	}
-	if _, _, _, _, ok := fs.Preview(e.env.Workspace, "bash", []byte(`{}`)); ok {
+	if _, _, _, _, ok := fs.PreviewIn(e.env.Workspace, "bash", []byte(`{}`)); ok {
 		t.Error("bash previewed")
 	}
 }

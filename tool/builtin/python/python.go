@@ -228,6 +228,10 @@ func (p *Tool) handle(ctx context.Context, req *tool.Request) (*tool.Result, err
 	budget := max(maxChars-len(note)-400, 1200)
 	stdout := tool.NewOutput(env.Workspace, req.RunID, req.CallID, budget*2/3)
 	stderr := tool.NewOutput(env.Workspace, req.RunID, req.CallID+".stderr", budget/3)
+	if live := tool.LiveOf(ctx); live != nil {
+		stdout.Tee(live)
+		stderr.Tee(live)
+	}
 	start := time.Now()
 	f, err := k.run(ctx, in.Code, timeout, p.opts.KillGrace, stdout, stderr)
 	// The kernel is one long-lived sandbox command, which the sandbox

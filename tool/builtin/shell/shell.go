@@ -150,6 +150,9 @@ func (b *bash) handle(ctx context.Context, req *tool.Request) (*tool.Result, err
 		maxChars = tool.DefaultMaxResultChars
 	}
 	out := tool.NewOutput(env.Workspace, req.RunID, req.CallID, maxChars-headerReserve)
+	if live := tool.LiveOf(ctx); live != nil {
+		out.Tee(live)
+	}
 	cmd := &sandbox.Cmd{
 		Args:        []string{"bash", "-c", in.Command},
 		Stdout:      out, // Stderr nil: one pipe, interleaved in order

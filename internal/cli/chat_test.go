@@ -1,0 +1,295 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+)
+
+// chatServer is an OpenAI-compatible endpoint that plays a short
+// conversation, answering in the shape of the recorded event streams of
+// model/openai/testdata (chat.completion.chunk pieces, then a finish
+// chunk, a usage chunk and [DONE]). Its answer depends on the newest
+// message: a tool result gets "The edit is made."; a person's message
+// asking to fix something gets an edit_file call on notes.txt; any other
+// message gets "Answer N.", N counting the answers so far.
+type chatServer struct {
+	mu      sync.Mutex
+	answers int
+}
+
+func (s *chatServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
+		http.Error(w, "bad request", 400)
+		return
+	}
+	s.mu.Lock()
+	s.answers++
+	n := s.answers
+	s.mu.Unlock()
+	last := req.Messages[len(req.Messages)-1]
+	text, _ := last.Content.(string)
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	chunk := func(delta map[string]any, finish any) {
+		b, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("chatcmpl-keeltest%d", n), "object": "chat.completion.chunk", "created": 1727346180,
+			"model": "chat-test", "choices": []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}})
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		w.(http.Flusher).Flush()
+	}
+	finish := "stop"
+	switch {
+	case last.Role == "tool":
+		chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+		for _, p := range []string{"The", " edit", " is", " made."} {
+			chunk(map[string]any{"content": p}, nil)
+		}
+	case strings.Contains(text, "fix"):
+		chunk(map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"index": 0, "id": fmt.Sprintf("call_fix%d", n), "type": "function",
+			"function": map[string]any{"name": "edit_file", "arguments": ""}}}}, nil)
+		for _, p := range []string{`{"path":"notes.txt",`, `"old_string":"helo wrld",`, `"new_string":"hello world"}`} {
+			chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": p}}}}, nil)
+		}
+		finish = "tool_calls"
+	default:
+		chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+		for _, p := range []string{"Answer", fmt.Sprintf(" %d.", n)} {
+			chunk(map[string]any{"content": p}, nil)
+		}
+	}
+	chunk(map[string]any{}, finish)
+	b, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("chatcmpl-keeltest%d", n), "object": "chat.completion.chunk", "created": 1727346180, "model": "chat-test",
+		"choices": []any{}, "usage": map[string]any{"prompt_tokens": 100 * n, "completion_tokens": 10, "total_tokens": 100*n + 10}})
+	fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
+}
+
+// terminal is a child process on a pseudo-terminal and what it printed.
+type terminal struct {
+	t    *testing.T
+	f    *os.File
+	mu   sync.Mutex
+	out  strings.Builder
+	seen int // what expect has consumed
+	more chan struct{}
+	done chan struct{}
+}
+
+func startTerminal(t *testing.T, cmd *exec.Cmd) *terminal {
+	t.Helper()
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := &terminal{t: t, f: f, more: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(term.done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := f.Read(buf)
+			term.mu.Lock()
+			term.out.Write(buf[:n])
+			term.mu.Unlock()
+			select {
+			case term.more <- struct{}{}:
+			default:
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		f.Close()
+		if t.Failed() {
+			t.Logf("terminal:\n%s", term.text())
+		}
+	})
+	return term
+}
+
+func (term *terminal) text() string {
+	term.mu.Lock()
+	defer term.mu.Unlock()
+	return term.out.String()
+}
+
+// expect waits until s appears after what earlier expects consumed, and
+// consumes through it.
+func (term *terminal) expect(s string) string {
+	term.t.Helper()
+	deadline := time.After(2 * time.Minute)
+	for {
+		all := term.text()
+		if i := strings.Index(all[term.seen:], s); i >= 0 {
+			got := all[term.seen : term.seen+i+len(s)]
+			term.seen += i + len(s)
+			return got
+		}
+		select {
+		case <-term.more:
+		case <-term.done:
+			if !strings.Contains(term.text()[term.seen:], s) {
+				term.t.Fatalf("the program ended before printing %q", s)
+			}
+		case <-deadline:
+			term.t.Fatalf("no %q on the terminal after 2 minutes", s)
+		}
+	}
+}
+
+func (term *terminal) send(line string) {
+	term.t.Helper()
+	if _, err := io.WriteString(term.f, line+"\n"); err != nil {
+		term.t.Fatal(err)
+	}
+}
+
+// TestChatInTerminal is the acceptance of keel chat: on a terminal, a
+// task, two follow-ups, one of which leads to an edit that the policy
+// asks about; the person approves it inline for the rest of the run
+// after reading its diff. Everything is one run in the journal.
+func TestChatInTerminal(t *testing.T) {
+	db := setup(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("first line\nhelo wrld\nlast line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(t.TempDir(), "ask-edits.cedar")
+	if err := os.WriteFile(pol, []byte(`@id("all") permit(principal, action, resource);
+@id("edits") @ask @reason("edits need a person")
+forbid(principal, action == Keel::Action::"edit_file", resource);
+@id("outside") forbid(principal, action, resource) when { context.outside };
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(&chatServer{})
+	defer srv.Close()
+	args, _ := json.Marshal([]string{"chat", "--db", db, "--model", "openai-compatible:chat-test@" + srv.URL + "/v1",
+		"--sandbox", "none", "--workspace", ws, "--policy", pol, "Look at notes.txt"})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args), "TERM=xterm")
+	term := startTerminal(t, cmd)
+
+	head := term.expect("you> ")
+	if !strings.Contains(head, "Answer 1.") {
+		t.Errorf("the first answer is not on the terminal:\n%s", head)
+	}
+	term.send("please fix the typo in notes.txt")
+	ask := term.expect("always for this agent: ")
+	for _, want := range []string{"needs your approval", "edit_file", "asks:", "edits need a person", "-helo wrld", "+hello world", "--- a/notes.txt", "+++ b/notes.txt"} {
+		if !strings.Contains(ask, want) {
+			t.Errorf("the approval question lacks %q:\n%s", want, ask)
+		}
+	}
+	term.send("r")
+	after := term.expect("you> ")
+	for _, want := range []string{"approved, and matching calls from now on in this run", "The edit is made."} {
+		if !strings.Contains(after, want) {
+			t.Errorf("after the approval, no %q:\n%s", want, after)
+		}
+	}
+	term.send("what changed?")
+	if got := term.expect("you> "); !strings.Contains(got, "Answer 4.") {
+		t.Errorf("the second follow-up's answer is missing:\n%s", got)
+	}
+	term.send("/exit")
+	<-term.done
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("keel chat: %v", err)
+	}
+
+	b, err := os.ReadFile(filepath.Join(ws, "notes.txt"))
+	if err != nil || string(b) != "first line\nhello world\nlast line\n" {
+		t.Errorf("notes.txt = %q, %v", b, err)
+	}
+	m := regexp.MustCompile(`keel: run (\S+) ·`).FindStringSubmatch(term.text())
+	if m == nil {
+		t.Fatal("no run id on the terminal")
+	}
+	code, out, errOut := keel(t, "--db", db, "runs", "show", m[1], "--json")
+	if code != 0 {
+		t.Fatalf("runs show = %d: %s", code, errOut)
+	}
+	var users []string
+	var resolved []agent.ApprovalResolved
+	var last journal.Type
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e journal.Event
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue
+		}
+		last = e.Type
+		v, err := agent.Decode(&e)
+		if err != nil {
+			continue
+		}
+		switch x := v.(type) {
+		case *agent.UserMessage:
+			users = append(users, x.Content)
+		case *agent.ApprovalResolved:
+			resolved = append(resolved, *x)
+		}
+	}
+	if want := []string{"please fix the typo in notes.txt", "what changed?"}; strings.Join(users, "|") != strings.Join(want, "|") {
+		t.Errorf("user messages journaled %q, want %q", users, want)
+	}
+	if len(resolved) != 1 || resolved[0].Decision != "allow" || resolved[0].Remember != "run" {
+		t.Errorf("approvals resolved: %+v", resolved)
+	}
+	if last != journal.RunCompleted {
+		t.Errorf("the run's last event is %s, want run.completed", last)
+	}
+}
+
+// TestLiveCommandOutputInTerminal: while a long command runs, keel run on
+// a terminal shows the command with its elapsed time and the last lines
+// it printed, before its result.
+func TestLiveCommandOutputInTerminal(t *testing.T) {
+	db := setup(t)
+	ws := t.TempDir()
+	traj := writeTrajectory(t, "count slowly",
+		[]fcall{sh("for i in 1 2 3 4 5 6 7 8 9 10 11 12; do echo tick $i; sleep 0.25; done")},
+		[]fcall{sh("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")},
+	)
+	args, _ := json.Marshal([]string{"run", "--db", db, "--model", "replay:" + traj, "--sandbox", "none", "--workspace", ws})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args), "TERM=xterm")
+	term := startTerminal(t, cmd)
+	term.expect("  bash for i in")
+	// The status block: the call, its elapsed time and line count, and
+	// its last lines, drawn while the command still runs.
+	live := term.expect("    │ tick 4")
+	if !regexp.MustCompile(`bash for i in 1 2 3 .* · \d+\.\ds · \d+ lines, \d+ B`).MatchString(live) {
+		t.Errorf("no status line with elapsed time and size before tick 4:\n%q", live)
+	}
+	rest := term.expect("→ exit 0")
+	if !strings.Contains(rest, "tick 11") {
+		t.Errorf("the tail did not follow the command to its end:\n%q", rest)
+	}
+	<-term.done
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("keel run: %v", err)
+	}
+}

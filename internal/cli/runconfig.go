@@ -1,0 +1,330 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/keel-run/keel/internal/config"
+)
+
+// Settings of keel run and keel chat come from three layers: the user's
+// config.toml ([run], and the older top-level model and sandbox), the
+// repository's .keel/config.toml in the workspace (the same keys,
+// overriding the user's), and the command line, overriding both. Every
+// flag of keel run can be a default this way; its key is the flag's name
+// (max_steps or max-steps).
+
+// Where a setting came from.
+const (
+	fromDefault = "default"
+	fromFlag    = "command line"
+)
+
+// noFileKeys are run flags no config file may set: secrets belong in the
+// environment, and a per-run choice (the task, output shape) in the
+// command line.
+var noFileKeys = map[string]string{
+	"api-key":   "keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY, not from a file",
+	"task-file": "the task is given per run",
+	"json":      "the output format is chosen per run",
+}
+
+// noProjectKeys are run flags a repository's own file may not set: they
+// would let a cloned repository choose where its agent works or lift its
+// isolation.
+var noProjectKeys = map[string]string{
+	"workspace": "the project file is found in the workspace",
+}
+
+// pathFlags hold a file path: a relative one in a config file is
+// relative to the file's directory (the workspace for a project file).
+var pathFlags = map[string]bool{"policy": true, "system-file": true, "workspace": true}
+
+// runSettings is what the layers set: the sources of each flag given a
+// value, and the project file read (nil: none).
+type runSettings struct {
+	source  map[string]string
+	project *config.Config
+}
+
+// settingsLayer is one config file's run defaults.
+type settingsLayer struct {
+	path   string
+	dir    string // relative paths are relative to it
+	values map[string]any
+	// project is set for the repository's file.
+	project bool
+}
+
+// layer returns c's run defaults, the top-level model and sandbox
+// included.
+func layer(c *config.Config, dir string, project bool) (*settingsLayer, error) {
+	if c == nil || c.Path == "" {
+		return nil, nil
+	}
+	l := &settingsLayer{path: c.Path, dir: dir, values: map[string]any{}, project: project}
+	for k, v := range c.Run {
+		name := strings.ReplaceAll(k, "_", "-")
+		if _, dup := l.values[name]; dup {
+			return nil, usagef("%s: [run] sets %s twice", c.Path, name)
+		}
+		l.values[name] = v
+	}
+	for name, v := range map[string]string{"model": c.Model, "sandbox": c.Sandbox} {
+		if v == "" {
+			continue
+		}
+		if _, dup := l.values[name]; dup {
+			return nil, usagef("%s: %s is set both at the top and in [run]: keep one", c.Path, name)
+		}
+		l.values[name] = v
+	}
+	return l, nil
+}
+
+// flagText is v as the text of a flag value.
+func flagText(v any) (string, error) {
+	switch x := v.(type) {
+	case string:
+		return x, nil
+	case bool:
+		return strconv.FormatBool(x), nil
+	case int64:
+		return strconv.FormatInt(x, 10), nil
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), nil
+	}
+	return "", fmt.Errorf("a %T is not a flag value (want a string, number or boolean)", v)
+}
+
+// repeatable reports whether f may be given several times.
+func repeatable(f *pflag.Flag) bool {
+	t := f.Value.Type()
+	return strings.HasSuffix(t, "Array") || strings.HasSuffix(t, "Slice")
+}
+
+// apply sets the flags of fl that the command line left alone from l,
+// recording where each came from.
+func (l *settingsLayer) apply(fl *pflag.FlagSet, given map[string]bool, rs *runSettings) error {
+	names := make([]string, 0, len(l.values))
+	for k := range l.values {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		v := l.values[name]
+		f := fl.Lookup(name)
+		if f == nil || f.Hidden {
+			return usagef("%s: %s is not a flag of keel run (see keel run --help; keys are flag names, max_steps or max-steps)", l.path, name)
+		}
+		if why, ok := noFileKeys[name]; ok {
+			return usagef("%s: %s cannot be set in a config file: %s", l.path, name, why)
+		}
+		if why, ok := noProjectKeys[name]; ok && l.project {
+			return usagef("%s: %s cannot be set in a project file: %s", l.path, name, why)
+		}
+		if given[name] {
+			continue // the command line wins
+		}
+		var texts []string
+		if list, ok := v.([]any); ok {
+			if !repeatable(f) {
+				return usagef("%s: %s takes one value, not a list", l.path, name)
+			}
+			for _, e := range list {
+				s, err := flagText(e)
+				if err != nil {
+					return usagef("%s: %s: %v", l.path, name, err)
+				}
+				texts = append(texts, s)
+			}
+		} else {
+			s, err := flagText(v)
+			if err != nil {
+				return usagef("%s: %s: %v", l.path, name, err)
+			}
+			texts = []string{s}
+		}
+		if pathFlags[name] {
+			for i, s := range texts {
+				if s != "" && s != "default" && !filepath.IsAbs(s) {
+					texts[i] = filepath.Join(l.dir, s)
+				}
+			}
+		}
+		if name == "sandbox" && l.project && slices.Contains(texts, "none") {
+			return usagef("%s: a project file cannot turn the sandbox off (sandbox = \"none\"): give --sandbox none yourself", l.path)
+		}
+		// A later layer replaces an earlier one's list: reset it first.
+		if r, ok := f.Value.(pflag.SliceValue); ok {
+			if err := r.Replace(nil); err != nil {
+				return usagef("%s: %s: %v", l.path, name, err)
+			}
+		}
+		for _, s := range texts {
+			if err := f.Value.Set(s); err != nil {
+				return usagef("%s: %s = %q: %v", l.path, name, s, err)
+			}
+		}
+		rs.source[name] = l.path
+	}
+	return nil
+}
+
+// runDefaults applies the config files' defaults to the flags of a
+// keel run (or chat) command whose command line is parsed: the user's
+// file, then the project file of the workspace the flags now name.
+func (a *app) runDefaults(cmd *cobra.Command, f *runFlags) (*runSettings, error) {
+	fl := cmd.Flags()
+	rs := &runSettings{source: map[string]string{}}
+	given := map[string]bool{}
+	fl.Visit(func(f *pflag.Flag) { given[f.Name] = true })
+	for name := range given {
+		rs.source[name] = fromFlag
+	}
+	if a.cfg != nil {
+		l, err := layer(a.cfg, filepath.Dir(a.cfg.Path), false)
+		if err != nil {
+			return nil, err
+		}
+		if l != nil {
+			if err := l.apply(fl, given, rs); err != nil {
+				return nil, err
+			}
+		}
+	}
+	ws, err := filepath.Abs(f.workspace)
+	if err != nil {
+		return nil, usagef("--workspace: %v", err)
+	}
+	proj, err := config.LoadProject(ws)
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	rs.project = proj
+	l, err := layer(proj, ws, true)
+	if err != nil {
+		return nil, err
+	}
+	if l != nil {
+		if err := l.apply(fl, given, rs); err != nil {
+			return nil, err
+		}
+	}
+	return rs, nil
+}
+
+// configCmd is keel config.
+func (a *app) configCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Show Keel's settings and where each comes from"}
+	show, f := a.runCommand()
+	show.Use = "show [keel run flags]"
+	show.Short = "Print the settings keel run would use here, and where each came from"
+	show.Long = `Show prints every setting of keel run as a run started now would take it:
+the built-in default, ~/.keel/config.toml ([run] and the top-level model
+and sandbox), the project file .keel/config.toml of the workspace
+(--workspace, default the current directory), or the command line. Give
+any flags of keel run to see their effect. The MCP servers every run
+offers are listed with the file that names them.`
+	show.Args = cobra.NoArgs
+	var asJSON bool
+	show.Flags().BoolVar(&asJSON, "config-json", false, "JSON lines: name, value, source")
+	show.RunE = func(c *cobra.Command, _ []string) error {
+		rs, err := a.runDefaults(c, f)
+		if err != nil {
+			return err
+		}
+		return a.printSettings(c.Flags(), rs, asJSON)
+	}
+	cmd.AddCommand(show)
+	return cmd
+}
+
+// notRunSetting are flags of keel config show that are not settings of
+// a run: its own, the global ones, and the key that never comes from a
+// file.
+var notRunSetting = map[string]bool{"config-json": true, "help": true, "api-key": true, "db": true, "create-db": true, "server": true, "token": true}
+
+// printSettings prints each run flag's value and source, then the MCP
+// servers.
+func (a *app) printSettings(fl *pflag.FlagSet, rs *runSettings, asJSON bool) error {
+	type row struct {
+		Name   string `json:"name"`
+		Value  string `json:"value"`
+		Source string `json:"source"`
+	}
+	var rows []row
+	fl.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden || notRunSetting[f.Name] {
+			return
+		}
+		src := rs.source[f.Name]
+		if src == "" {
+			src = fromDefault
+		}
+		v := f.Value.String()
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			v = strings.Join(sv.GetSlice(), ", ")
+		}
+		rows = append(rows, row{f.Name, v, src})
+	})
+	for _, s := range a.mcpSources(rs) {
+		rows = append(rows, row{"mcp." + s[0], s[1], s[2]})
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SETTING\tVALUE\tFROM")
+	for _, r := range rows {
+		v := r.Value
+		if v == "" {
+			v = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, clip(oneLine(v), 80), r.Source)
+	}
+	return tw.Flush()
+}
+
+// mcpSources lists the MCP servers of the config files: name, what runs
+// or is reached, and the file (the project's replaces the user's of the
+// same name).
+func (a *app) mcpSources(rs *runSettings) [][3]string {
+	var out [][3]string
+	put := func(name, what, src string) {
+		for i := range out {
+			if out[i][0] == name {
+				out[i] = [3]string{name, what, src}
+				return
+			}
+		}
+		out = append(out, [3]string{name, what, src})
+	}
+	for _, c := range []*config.Config{a.cfg, rs.project} {
+		if c == nil {
+			continue
+		}
+		for _, s := range c.MCP.Servers {
+			what := s.URL
+			if len(s.Command) > 0 {
+				what = strings.Join(s.Command, " ")
+			}
+			put(s.Name, what, c.Path)
+		}
+	}
+	return out
+}
