@@ -293,6 +293,9 @@ func (x *executor) wait(ctx context.Context, ids []string) (bool, error) {
 		}
 		x.mu.Lock()
 		err := x.st.Apply(&e)
+		if err == nil {
+			x.head = e.Hash
+		}
 		x.mu.Unlock()
 		if err != nil {
 			return false, fmt.Errorf("agent: run %s: fold: %w", x.runID, err)

@@ -148,6 +148,42 @@ func (rt *Runtime) Load(ctx context.Context, runID string) (*State, []journal.Ev
 	return st, events, nil
 }
 
+// loadFrom is [Runtime.Load] that starts from a checkpoint when it fits
+// the journal (it then returns only the events after the checkpoint), and
+// also returns the hash of the newest event.
+func (rt *Runtime) loadFrom(ctx context.Context, runID string, from *Checkpoint) (*State, []journal.Event, string, error) {
+	if from != nil && from.State != nil && from.State.RunID == runID && from.State.LastSeq > 0 && from.Hash != "" {
+		seq := from.State.LastSeq
+		tail, err := rt.store.Read(ctx, runID, seq+1)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		if journal.VerifyFrom(runID, from.Hash, seq+1, tail) == nil {
+			last := journal.Event{RunID: runID, Seq: seq, Hash: from.Hash}
+			if n := len(tail); n > 0 {
+				last = tail[n-1]
+			}
+			if err := journal.CheckHead(ctx, rt.store, runID, []journal.Event{last}); err != nil {
+				return nil, nil, "", err
+			}
+			st := from.State
+			for i := range tail {
+				if err := st.Apply(&tail[i]); err != nil {
+					return nil, nil, "", err
+				}
+			}
+			return st, tail, last.Hash, nil
+		}
+		// Not this journal's events after the checkpoint: load it whole,
+		// which reports what is wrong with it, if anything.
+	}
+	st, events, err := rt.Load(ctx, runID)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return st, events, events[len(events)-1].Hash, nil
+}
+
 // ExecParams are the live parts of an execution: what cannot be stored in
 // the journal (a model client, a sandbox, callbacks).
 type ExecParams struct {
@@ -249,6 +285,24 @@ type ExecParams struct {
 	// it journals no run.resumed. A run that is not running (paused,
 	// ended) is resumed as usual.
 	Continue bool
+	// From, if set, is where the previous Execute of this run in this
+	// process left it ([Outcome.Checkpoint]): Execute then reads,
+	// verifies and folds only the events appended after it (normally
+	// none) instead of the whole journal, and checks the run's head
+	// against the store's index as a whole load does. A driver that
+	// executes a run one batch at a time (Yield) thus reads each event
+	// once instead of once per batch. Execute takes the State over (it
+	// changes it as the run goes on); a From that does not fit the
+	// journal (another run, a hash the journal does not hold) is ignored
+	// and the journal is loaded whole.
+	From *Checkpoint
+}
+
+// Checkpoint is a run folded up to its event State.LastSeq, whose hash
+// is Hash.
+type Checkpoint struct {
+	State *State
+	Hash  string
 }
 
 // Outcome is where an execution stopped.
@@ -258,6 +312,9 @@ type Outcome struct {
 	// approval without a pause event).
 	End   *RunEnded
 	State *State
+	// Checkpoint is State with the hash of its newest event: the next
+	// Execute of the run may start from it ([ExecParams.From]).
+	Checkpoint *Checkpoint
 }
 
 // Execute runs the run until it completes, fails, is canceled or pauses.
@@ -287,7 +344,11 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 		}
 		defer unlock()
 	}
-	st, evs, err := rt.Load(ctx, runID)
+	from := p.From
+	if p.IfLastSeq > 0 {
+		from = nil // onlyAnswers needs the events after IfLastSeq
+	}
+	st, evs, head, err := rt.loadFrom(ctx, runID, from)
 	if err != nil {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, err)
 	}
@@ -301,7 +362,7 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if followUp && p.Message == "" {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, ErrRunCompleted)
 	}
-	x := &executor{rt: rt, p: p, st: st, runID: runID}
+	x := &executor{rt: rt, p: p, st: st, runID: runID, head: head}
 	message := p.Message
 	if p.Recorder != nil {
 		p.Recorder.bind(x)
@@ -382,9 +443,11 @@ type executor struct {
 	p     *ExecParams
 	runID string
 
-	mu sync.Mutex // guards st and appends
+	mu sync.Mutex // guards st, head and appends
 	st *State
-	gs gateState // gate.go
+	// head is the hash of st's newest event.
+	head string
+	gs   gateState // gate.go
 	// asked counts the questions asked per call attempt (input.go).
 	asked map[string]int
 }
@@ -422,6 +485,7 @@ func (x *executor) appendMany(ctx context.Context, types []journal.Type, payload
 		if err := x.st.Apply(&evs[i]); err != nil {
 			return fmt.Errorf("agent: run %s: fold own event: %w", x.runID, err)
 		}
+		x.head = evs[i].Hash
 		if x.p.OnEvent != nil {
 			x.p.OnEvent(evs[i])
 		}
@@ -462,6 +526,7 @@ func (x *executor) foldForeign(ctx context.Context) bool {
 		if err := x.st.Apply(&evs[i]); err != nil {
 			return false
 		}
+		x.head = evs[i].Hash
 		if x.p.OnEvent != nil {
 			x.p.OnEvent(evs[i])
 		}
@@ -571,7 +636,7 @@ func (x *executor) checkpoint(ctx context.Context) error {
 }
 
 func (x *executor) outcome() *Outcome {
-	return &Outcome{Status: x.st.Status, End: x.st.Ended, State: x.st}
+	return &Outcome{Status: x.st.Status, End: x.st.Ended, State: x.st, Checkpoint: &Checkpoint{State: x.st, Hash: x.head}}
 }
 
 // stop records why ctx ended: every call of the open turn gets a result,

@@ -14,6 +14,7 @@ import (
 
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/keel-run/keel/agent"
@@ -133,6 +134,8 @@ func (f *fixture) create(t *testing.T, traj, pol string) (string, string) {
 
 func (f *fixture) env(s *testsuite.WorkflowTestSuite) *testsuite.TestWorkflowEnvironment {
 	env := s.NewTestWorkflowEnvironment()
+	// The workflow never blocks; a second's stall is a loaded machine.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 	f.w.Register(env, env)
 	return env
 }
@@ -237,7 +240,7 @@ func TestApprovalWaitHoldsNoWorker(t *testing.T) {
 // crosses over is ids and a sequence number.
 func TestContinueAsNew(t *testing.T) {
 	f := newFixture(t, cluster.Driver{MaxSteps: 2})
-	id, _ := f.create(t, trajectory(t, "echo 1", "echo 2", "echo 3", ""), "")
+	id, _ := f.create(t, trajectory(t, "echo 1", "echo 2", "echo 3", "echo 4", "echo 5", "echo 6", ""), "")
 	var s testsuite.WorkflowTestSuite
 	in := cluster.RunInput{RunID: id}
 	for execs := 1; ; execs++ {

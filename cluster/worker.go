@@ -68,6 +68,10 @@ type Worker struct {
 type liveRun struct {
 	params *agent.ExecParams
 	closer io.Closer
+	// cp is where the run's previous step here left it: the next step
+	// reads only the journal after it. Only the step executing the run
+	// uses it.
+	cp *agent.Checkpoint
 }
 
 // NewWorker returns a worker over rt's journal. Its own task queue is
@@ -99,7 +103,12 @@ func (w *Worker) Register(shared, pinned worker.Registry) {
 	shared.RegisterWorkflowWithOptions(d.Run, workflow.RegisterOptions{Name: WorkflowName})
 	shared.RegisterActivityWithOptions(w.Claim, activity.RegisterOptions{Name: ClaimActivity})
 	pinned.RegisterActivityWithOptions(w.Step, activity.RegisterOptions{Name: StepActivity})
+	pinned.RegisterActivityWithOptions(w.Ping, activity.RegisterOptions{Name: PingActivity})
 }
+
+// Ping is the liveness activity, answered on the worker's liveness queue
+// ([AliveSuffix]) while its step slots may all be taken.
+func (w *Worker) Ping(ctx context.Context) error { return nil }
 
 // Claim is the claim activity: the run is pinned to this worker, whose
 // task queue it returns.
@@ -108,24 +117,15 @@ func (w *Worker) Claim(ctx context.Context, runID string) (string, error) {
 }
 
 // Step is the step activity: it executes run in.RunID from its journal
-// until the next model call or gate-and-tools batch after the first one
-// (or until the run pauses or ends), and returns where the journal ends.
+// until the model call after the first one (a model call and the
+// gate-and-tools batch it asks for; first the batch a previous step
+// left, if any), or until the run pauses or ends, and returns where the
+// journal ends.
 // It is idempotent by sequence number: a retry finds the events an
 // earlier attempt appended and goes on from them.
 func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 	attempt := activity.GetInfo(ctx).Attempt
 	fresh := in.Fresh || attempt > 1
-	// The journal must hold what the workflow saw last.
-	if in.AfterSeq > 0 {
-		evs, err := w.rt.Store().Read(ctx, in.RunID, in.AfterSeq)
-		if err != nil && !errors.Is(err, journal.ErrNotFound) {
-			return StepResult{}, err
-		}
-		if len(evs) == 0 || (in.AfterHash != "" && evs[0].Hash != in.AfterHash) {
-			return StepResult{}, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("run %s: the journal does not hold event %d as the workflow saw it", in.RunID, in.AfterSeq), fatalError, err)
-		}
-	}
 	lr, err := w.wired(ctx, in.RunID, fresh)
 	if err != nil {
 		var ce *journal.CorruptError
@@ -133,6 +133,25 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 			return StepResult{}, temporal.NewNonRetryableApplicationError(err.Error(), fatalError, err)
 		}
 		return StepResult{}, err
+	}
+	// The journal must hold what the workflow saw last. When this worker
+	// left the run there (the checkpoint of its previous step), the
+	// execution below checks it, reading only what came after it.
+	from := lr.cp
+	lr.cp = nil
+	if from != nil && (from.State.LastSeq != in.AfterSeq || from.Hash != in.AfterHash) {
+		from = nil
+	}
+	if from == nil && in.AfterSeq > 0 {
+		evs, err := w.rt.Store().Read(ctx, in.RunID, in.AfterSeq)
+		if err != nil && !errors.Is(err, journal.ErrNotFound) {
+			return StepResult{}, err
+		}
+		if len(evs) == 0 || (in.AfterHash != "" && evs[0].Hash != in.AfterHash) {
+			w.release(in.RunID)
+			return StepResult{}, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("run %s: the journal does not hold event %d as the workflow saw it", in.RunID, in.AfterSeq), fatalError, err)
+		}
 	}
 	// The execution's own context: Temporal canceling the activity (a
 	// timeout, the worker stopping) pauses the run; a person's cancel
@@ -164,18 +183,21 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 		}
 	}()
 	p := *lr.params
-	p.Wait, p.OnWait, p.Continue = false, nil, !fresh
+	p.Wait, p.OnWait, p.Continue, p.From = false, nil, !fresh, from
 	if p.Principals == nil {
 		p.Principals = w.opts.Principals
 	}
-	batches := 0
+	// One step: a model call and the gate-and-tools batch it asks for
+	// (or, first, the batch a previous step left). Each activity is
+	// several round trips through Temporal's history; a step per
+	// activity halves them against one action per activity.
+	models := 0
 	p.Yield = func(a agent.Action) bool {
-		switch a.Kind {
-		case agent.ActCallModel, agent.ActGate, agent.ActRecover:
-			if batches > 0 {
+		if a.Kind == agent.ActCallModel {
+			if models > 0 {
 				return true
 			}
-			batches++
+			models++
 		}
 		return false
 	}
@@ -190,30 +212,30 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 		}
 		return StepResult{}, err
 	}
-	st, _, err := w.rt.Load(ctx, in.RunID)
-	if err != nil {
-		return StepResult{}, err
+	var cp *agent.Checkpoint
+	if out != nil {
+		cp = out.Checkpoint
+	} else {
+		// Completed before this step: nothing was executed.
+		st, evs, err := w.rt.Load(ctx, in.RunID)
+		if err != nil {
+			w.release(in.RunID)
+			return StepResult{}, err
+		}
+		cp = &agent.Checkpoint{State: st, Hash: evs[len(evs)-1].Hash}
 	}
-	res := StepResult{LastSeq: st.LastSeq, LastHash: lastHash(ctx, w.rt.Store(), in.RunID, st.LastSeq), Status: st.Status}
+	st := cp.State
+	res := StepResult{LastSeq: st.LastSeq, LastHash: cp.Hash, Status: st.Status}
 	if st.Ended != nil {
 		res.Reason = st.Ended.Reason
 	}
-	if out == nil || res.Status != journal.StatusRunning {
+	if res.Status != journal.StatusRunning {
 		// Paused or ended: the run holds nothing here while it waits.
 		w.release(in.RunID)
+	} else {
+		lr.cp = cp
 	}
 	return res, nil
-}
-
-func lastHash(ctx context.Context, s journal.Store, runID string, seq int64) string {
-	if seq <= 0 {
-		return ""
-	}
-	evs, err := s.Read(ctx, runID, seq)
-	if err != nil || len(evs) == 0 {
-		return ""
-	}
-	return evs[0].Hash
 }
 
 // wired returns the run's live execution on this worker, wiring it when
@@ -277,9 +299,18 @@ func (w *Worker) cancelRun(runID string, cause error) bool {
 // reason shutdown, and its workflow moves the run to another worker) and
 // closes the sandboxes it holds.
 func (w *Worker) Run(ctx context.Context, c client.Client) error {
-	shared := worker.New(c, TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: w.opts.Slots})
-	pinned := worker.New(c, w.queue, worker.Options{MaxConcurrentActivityExecutionSize: w.opts.Slots})
+	// The workflow never blocks; the SDK's 1 s deadlock detector fails
+	// workflow tasks of a CPU-starved host (retried, but slow), so it is
+	// given longer.
+	shared := worker.New(c, TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: w.opts.Slots, DeadlockDetectionTimeout: 10 * time.Second})
+	pinned := worker.New(c, w.queue, worker.Options{MaxConcurrentActivityExecutionSize: w.opts.Slots, DeadlockDetectionTimeout: 10 * time.Second})
+	alive := worker.New(c, w.queue+AliveSuffix, worker.Options{MaxConcurrentActivityExecutionSize: 16, DeadlockDetectionTimeout: 10 * time.Second})
 	w.Register(shared, pinned)
+	alive.RegisterActivityWithOptions(w.Ping, activity.RegisterOptions{Name: PingActivity})
+	if err := alive.Start(); err != nil {
+		return fmt.Errorf("cluster: start worker: %w", err)
+	}
+	defer alive.Stop()
 	if err := pinned.Start(); err != nil {
 		return fmt.Errorf("cluster: start worker: %w", err)
 	}

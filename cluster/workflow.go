@@ -3,10 +3,10 @@
 // worker` processes that share one PostgreSQL journal.
 //
 // The journal stays the system of record. A run's workflow is a thin
-// driver: each of its activities ([Worker.Step]) performs the next batch
-// of the run's step function — one model call, or one gate-and-tools
-// batch — by executing the run from its journal until the next such
-// batch ([agent.ExecParams.Yield]), so an activity retried after a crash
+// driver: each of its activities ([Worker.Step]) performs the run's next
+// step — one model call and the gate-and-tools batch it asks for — by
+// executing the run from its journal until the next model call
+// ([agent.ExecParams.Yield]), so an activity retried after a crash
 // continues from what the journal holds and never redoes a recorded
 // action (a tool call started but unrecorded is recovered as any
 // crashed run's is: read-only tools run again, others get an "outcome
@@ -57,6 +57,16 @@ const (
 	// ClaimActivity and StepActivity are the activities' names.
 	ClaimActivity = "keel.claim"
 	StepActivity  = "keel.step"
+	// PingActivity answers on a worker's liveness queue (its own queue
+	// plus [AliveSuffix]), which has slots of its own: a step that waits
+	// too long for its worker finds out whether that worker is busy
+	// (every slot taken) or gone.
+	PingActivity = "keel.ping"
+	AliveSuffix  = ".alive"
+	// pingVersion is the workflow change that pings the worker before
+	// moving a run (workflow.GetVersion; histories recorded before it
+	// replay the old path).
+	pingVersion = "keel.ping-before-move"
 	// fatalError is the application error type of a step that must not
 	// be retried (a corrupt journal).
 	fatalError = "keel.fatal"
@@ -162,13 +172,27 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 		})
 		var res StepResult
 		err := workflow.ExecuteActivity(sctx, StepActivity, StepInput{RunID: in.RunID, AfterSeq: in.AfterSeq, AfterHash: in.AfterHash, Fresh: fresh}).Get(ctx, &res)
+		wasFresh := fresh
 		fresh = false
 		if err != nil {
 			var te *temporal.TimeoutError
 			var ae *temporal.ApplicationError
 			switch {
 			case errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START:
-				// No worker polls the pinned queue: its worker is gone.
+				// The step did not start on the pinned queue in time: its
+				// worker is busy (every slot taken) or gone. A worker
+				// answers pings on a queue with slots of its own.
+				if workflow.GetVersion(ctx, pingVersion, workflow.DefaultVersion, 1) == 1 {
+					pctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+						TaskQueue: in.Queue + AliveSuffix, ScheduleToStartTimeout: orDefault(d.PinTimeout, time.Minute),
+						StartToCloseTimeout: 30 * time.Second, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+					})
+					if workflow.ExecuteActivity(pctx, PingActivity).Get(ctx, nil) == nil {
+						// Busy, not gone: wait for it again.
+						fresh = wasFresh
+						continue
+					}
+				}
 				log.Warn("the worker holding the run is gone; claiming it afresh", "run_id", in.RunID, "queue", in.Queue)
 				in.Queue = ""
 				continue

@@ -79,6 +79,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
+	defer debugProfile(a.getenv)()
 	err := root.ExecuteContext(ctx)
 	var ee *exitError
 	switch {

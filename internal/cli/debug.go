@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,8 +18,11 @@ import (
 //
 //	crash_after_event=N   SIGKILL this process right after the append that
 //	                      stores event N of a run (the crash-safety harness)
+//	cpu_profile=FILE      write a pprof CPU profile of this process to FILE
+//	                      until the command returns (the cluster benchmarks)
 type debugKnobs struct {
 	crashAfterEvent int64
+	cpuProfile      string
 }
 
 func parseDebug(s string) (debugKnobs, error) {
@@ -35,11 +40,34 @@ func parseDebug(s string) (debugKnobs, error) {
 				return k, fmt.Errorf("KEEL_DEBUG: crash_after_event=%q: want a positive event number", val)
 			}
 			k.crashAfterEvent = n
+		case "cpu_profile":
+			if val == "" {
+				return k, fmt.Errorf("KEEL_DEBUG: cpu_profile needs a file name")
+			}
+			k.cpuProfile = val
 		default:
 			return k, fmt.Errorf("KEEL_DEBUG: unknown knob %q", key)
 		}
 	}
 	return k, nil
+}
+
+// debugProfile starts the CPU profile KEEL_DEBUG asks for, if any, and
+// returns the function that stops it.
+func debugProfile(getenv func(string) string) func() {
+	k, err := parseDebug(getenv("KEEL_DEBUG"))
+	if err != nil || k.cpuProfile == "" {
+		return func() {} // a bad value is reported where the journal opens
+	}
+	f, err := os.Create(k.cpuProfile)
+	if err != nil {
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 // debugStore applies KEEL_DEBUG to the journal store s.

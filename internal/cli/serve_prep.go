@@ -127,6 +127,13 @@ func (sp *serverPrep) validate(ctx context.Context, c *agent.RunCreated) error {
 	if err := sp.checkKeys(spec); err != nil {
 		return err
 	}
+	if sp.f.temporal != "" && !sp.f.worker && c.Tools != nil {
+		// A --temporal server executes nothing: the worker that claims
+		// the run sets it up (and fails its step, visibly, if it
+		// cannot). Starting a sandbox here only to close it cost each
+		// create a sandbox start on a machine that may have none.
+		return nil
+	}
 	w, err := sp.a.newWiring(ctx, c, live)
 	if err != nil {
 		sp.logger.Info("a run cannot be set up", "err", err)

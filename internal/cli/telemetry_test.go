@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model/replay"
@@ -587,7 +588,17 @@ func TestTraceServeKilledIsOneTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitForEvent(t, db, 150)
+	for e, err := range c.Events(t.Context(), run.ID, &client.EventsParams{From: 1}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Seq >= 150 {
+			break
+		}
+		if journal.StatusOf(e.Type).Terminal() {
+			t.Fatalf("the run ended (%s) before the kill point", e.Type)
+		}
+	}
 	s1.cmd.Process.Signal(syscall.SIGKILL)
 	<-s1.done
 	before, _ := loadRun(t, db, run.ID)
