@@ -279,7 +279,7 @@ type ExecParams struct {
 	// (nil before the first). It returns nil when the files are those of
 	// prev; else the payload is journaled. A failed snapshot is logged
 	// and the run goes on without it.
-	Checkpoint func(ctx context.Context, runID string, prev *Checkpoint) (*WorkspaceCheckpoint, error)
+	Checkpoint func(ctx context.Context, runID string, prev *Snapshot) (*WorkspaceCheckpoint, error)
 	// Continue marks an Execute that continues a running run right after
 	// the previous Execute yielded (the same driver, no crash between):
 	// it journals no run.resumed. A run that is not running (paused,

@@ -57,7 +57,7 @@ type State struct {
 	// Checkpoint is the run's newest workspace snapshot (of a
 	// workspace.checkpoint or workspace.restored event), nil before the
 	// first.
-	Checkpoint *Checkpoint
+	Checkpoint *Snapshot
 	// Inputs are the questions MCP servers asked a person during calls
 	// (input.requested), in order, each with its answer once given.
 	Inputs []*Input
@@ -304,9 +304,9 @@ func (s *State) Apply(e *journal.Event) error {
 		s.Ended = p
 		s.Status = journal.StatusOf(e.Type)
 	case *WorkspaceCheckpoint:
-		s.Checkpoint = &Checkpoint{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
+		s.Checkpoint = &Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
 	case *WorkspaceRestored:
-		s.Checkpoint = &Checkpoint{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
+		s.Checkpoint = &Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
 	}
 	if err := s.applyContext(e, v); err != nil {
 		return err
@@ -316,8 +316,9 @@ func (s *State) Apply(e *journal.Event) error {
 	return nil
 }
 
-// Checkpoint is a run's newest workspace snapshot.
-type Checkpoint struct {
+// Snapshot is a run's newest workspace snapshot (a checkpoint of its
+// files).
+type Snapshot struct {
 	// Seq is the event that recorded it.
 	Seq                 int64
 	Tree, Commit, Store string

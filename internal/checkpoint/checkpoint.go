@@ -28,14 +28,14 @@ func Ref(runID string) string { return "refs/keel/runs/" + runID }
 // Hook returns an agent.ExecParams.Checkpoint that snapshots workspace
 // into the store at dir. It opens the store on first use; without git it
 // returns nil (no checkpoints).
-func Hook(dir, workspace string) func(ctx context.Context, runID string, prev *agent.Checkpoint) (*agent.WorkspaceCheckpoint, error) {
+func Hook(dir, workspace string) func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error) {
 	if !gitws.Available() {
 		return nil
 	}
 	var once sync.Once
 	var cp *gitws.Checkpoints
 	var openErr error
-	return func(ctx context.Context, runID string, prev *agent.Checkpoint) (*agent.WorkspaceCheckpoint, error) {
+	return func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error) {
 		once.Do(func() { cp, openErr = gitws.OpenCheckpoints(ctx, dir, workspace) })
 		if openErr != nil {
 			return nil, openErr
@@ -83,7 +83,7 @@ var ErrNone = errors.New("no workspace checkpoint")
 // At returns the newest checkpoint of events (a run's events from 1) at
 // or before event seq, and the tool calls that finished after it up to
 // seq (whose effects on the files it does not have).
-func At(events []journal.Event, seq int64) (cp *agent.Checkpoint, after int, err error) {
+func At(events []journal.Event, seq int64) (cp *agent.Snapshot, after int, err error) {
 	for i := range events {
 		e := &events[i]
 		if e.Seq > seq {
@@ -97,9 +97,9 @@ func At(events []journal.Event, seq int64) (cp *agent.Checkpoint, after int, err
 			}
 			switch p := v.(type) {
 			case *agent.WorkspaceCheckpoint:
-				cp = &agent.Checkpoint{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
+				cp = &agent.Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
 			case *agent.WorkspaceRestored:
-				cp = &agent.Checkpoint{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
+				cp = &agent.Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
 			}
 			after = 0
 		case journal.ToolFinished:

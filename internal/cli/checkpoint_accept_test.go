@@ -150,7 +150,7 @@ func TestCheckpointAcceptance(t *testing.T) {
 	// hook an execution uses.
 	hook := checkpoint.Hook(store, ws)
 	var same, edit []time.Duration
-	prev := &agent.Checkpoint{}
+	prev := &agent.Snapshot{}
 	cp, err := hook(t.Context(), "bench", nil)
 	if err != nil {
 		t.Fatal(err)

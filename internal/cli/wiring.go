@@ -79,7 +79,7 @@ type wiring struct {
 	vault *lazyVault
 	// checkpoint snapshots the workspace after each step that changed
 	// it (nil without git).
-	checkpoint func(context.Context, string, *agent.Checkpoint) (*agent.WorkspaceCheckpoint, error)
+	checkpoint func(context.Context, string, *agent.Snapshot) (*agent.WorkspaceCheckpoint, error)
 }
 
 func (w *wiring) Close() {
