@@ -161,3 +161,31 @@ func (x *executor) authorize(ctx context.Context, c *Call, req *tool.Request) *A
 	}
 	return nil
 }
+
+// ResolveAuthsFor ends the wait of every call of every run that waits
+// for a grant of provider for agent acting for user (keel auth connect,
+// or the server's authorization callback, stored one): each gets d (its
+// CallID set per call). It returns the waits it ended; one that ended
+// meanwhile is skipped.
+func (rt *Runtime) ResolveAuthsFor(ctx context.Context, provider, agentName, user string, d *AuthResolved) ([]PendingAuth, error) {
+	waits, err := rt.AuthWaits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []PendingAuth
+	for _, w := range waits {
+		if w.Provider != provider || w.Agent != agentName || w.User != user {
+			continue
+		}
+		p := *d
+		err := rt.ResolveAuth(ctx, w.RunID, w.CallID, &p)
+		if errors.Is(err, ErrNoAuthWait) {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}

@@ -323,6 +323,21 @@ func (c *Client) RevokeToken(ctx context.Context, id string) (*api.Token, error)
 	return &out, c.do(ctx, http.MethodPost, "/v1/tokens/"+url.PathEscape(id)+"/revoke", nil, nil, &out)
 }
 
+// AuthWaits returns every call waiting for an authorization, oldest
+// first.
+func (c *Client) AuthWaits(ctx context.Context) ([]api.AuthWait, error) {
+	var out api.AuthWaitList
+	return out.Waits, c.do(ctx, http.MethodGet, "/v1/auth/waits", nil, nil, &out)
+}
+
+// StartConnect starts the authorization that call callID of run runID
+// waits for and returns the URL to send the person to; the server's
+// callback completes it and continues the run.
+func (c *Client) StartConnect(ctx context.Context, runID, callID string) (*api.AuthStarted, error) {
+	var out api.AuthStarted
+	return &out, c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/auth/"+url.PathEscape(callID)+"/connect", nil, struct{}{}, &out)
+}
+
 // Inputs lists the questions MCP servers ask a person during runs' calls.
 func (c *Client) Inputs(ctx context.Context) ([]api.Input, error) {
 	var out api.InputList

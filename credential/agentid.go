@@ -94,6 +94,27 @@ func (v *Vault) readAgentKeys(ctx context.Context, agent string) (*agentKeyRecor
 	return &rec, r.Version, nil
 }
 
+// EnsureAgentKey gives agent its first Ed25519 signing key unless it has
+// one (keel agents create makes it then, not at first use), and returns
+// the current key id. It is [ErrNoKey] without a vault key.
+func (v *Vault) EnsureAgentKey(ctx context.Context, agent string) (string, error) {
+	for attempt := 0; attempt < 5; attempt++ {
+		rec, _, err := v.readAgentKeys(ctx, agent)
+		if err == nil {
+			return rec.Keys[len(rec.Keys)-1].ID, nil
+		}
+		if !errors.Is(err, journal.ErrNotFound) {
+			return "", err
+		}
+		kid, err := v.RotateAgentKey(ctx, agent)
+		if errors.Is(err, journal.ErrConflict) {
+			continue // made concurrently
+		}
+		return kid, err
+	}
+	return "", fmt.Errorf("credential: signing key of %s: %w", agent, journal.ErrConflict)
+}
+
 // RotateAgentKey gives agent a new Ed25519 signing key (its first, if it
 // has none) and returns its key id; the previous key stays published
 // ([Vault.JWKS]) until the next rotation. It journals

@@ -45,6 +45,9 @@ type ConnectParams struct {
 	RunID, CallID string
 	// TTL bounds how long the response may take; default 10 minutes.
 	TTL time.Duration
+	// By names who started the authorization (returned by
+	// [Vault.FinishConnect], for the record of who connected).
+	By string
 }
 
 // Pending is an authorization started by [Vault.BeginConnect].
@@ -60,6 +63,7 @@ type Pending struct {
 // SHA-256 of its state; the PKCE verifier is sealed.
 type pending struct {
 	Provider, Agent, User, Redirect, Run, Call string
+	By                                         string `json:",omitempty"`
 	Scopes                                     []string
 	Expires                                    time.Time
 	Verifier                                   *sealed
@@ -100,7 +104,7 @@ func (v *Vault) BeginConnect(ctx context.Context, cp *ConnectParams) (*Pending, 
 		return nil, err
 	}
 	pr := &pending{Provider: p.Name, Agent: cp.Agent, User: cp.User, Redirect: cp.RedirectURL, Run: cp.RunID, Call: cp.CallID,
-		Scopes: scopes, Expires: v.now().Add(ttl), Verifier: sv}
+		By: cp.By, Scopes: scopes, Expires: v.now().Add(ttl), Verifier: sv}
 	rec, err := jsonMarshal(pr)
 	if err != nil {
 		return nil, err
@@ -128,14 +132,30 @@ func ResponseFrom(q url.Values) *Response {
 	return &Response{State: q.Get("state"), Code: q.Get("code"), Iss: q.Get("iss"), Error: q.Get("error"), ErrorDescription: q.Get("error_description")}
 }
 
-// CompleteConnect finishes an authorization started by [Vault.BeginConnect]:
+// Connection is a completed authorization: the grant, and the run, call
+// and person it was started for and by ([ConnectParams]).
+type Connection struct {
+	Grant             *Grant
+	RunID, CallID, By string
+}
+
+// CompleteConnect is [Vault.FinishConnect] returning only the grant.
+func (v *Vault) CompleteConnect(ctx context.Context, r *Response) (*Grant, error) {
+	c, err := v.FinishConnect(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return c.Grant, nil
+}
+
+// FinishConnect finishes an authorization started by [Vault.BeginConnect]:
 // the state must be known, unused and unexpired ([ErrBadState]; it is
 // consumed either way), the iss must be the provider's
 // ([ErrIssuerMismatch]), and then the code is redeemed with the PKCE
 // verifier and the grant stored (replacing an earlier grant of the same
 // agent, user and provider) and journaled. The returned [Grant] has the
 // scopes the server granted, which may be fewer than asked for.
-func (v *Vault) CompleteConnect(ctx context.Context, r *Response) (*Grant, error) {
+func (v *Vault) FinishConnect(ctx context.Context, r *Response) (*Connection, error) {
 	if r.State == "" {
 		return nil, fmt.Errorf("%w: the response has no state", ErrBadState)
 	}
@@ -188,7 +208,11 @@ func (v *Vault) CompleteConnect(ctx context.Context, r *Response) (*Grant, error
 	if err != nil {
 		return nil, fmt.Errorf("credential: redeem the authorization code at %s: %w", p.Name, safeErr(err))
 	}
-	return v.storeToken(ctx, p, pr.Agent, pr.User, pr.Scopes, tok, "authorization_code", pr.Run, pr.Call)
+	g, err := v.storeToken(ctx, p, pr.Agent, pr.User, pr.Scopes, tok, "authorization_code", pr.Run, pr.Call)
+	if err != nil {
+		return nil, err
+	}
+	return &Connection{Grant: g, RunID: pr.Run, CallID: pr.Call, By: pr.By}, nil
 }
 
 // CallbackHandler serves a redirect URL: it completes the authorization

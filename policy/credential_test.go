@@ -40,3 +40,29 @@ when { context.scopes.contains("mail.send") && context.provider == "mail" };
 		}
 	}
 }
+
+// The default policy asks a person before any write with a credential
+// from the vault (a method other than GET or HEAD), and lets reads and
+// requests without a credential through.
+func TestDefaultPolicyAsksForCredentialedWrites(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		method string
+		cred   *policy.CredentialUse
+		want   policy.Effect
+	}{
+		{"POST without a credential", "POST", nil, policy.Allow},
+		{"GET with one", "GET", &policy.CredentialUse{Provider: "crm", Method: "GET", Scopes: []string{"read"}}, policy.Allow},
+		{"HEAD with one", "HEAD", &policy.CredentialUse{Provider: "crm", Method: "head"}, policy.Allow},
+		{"POST with one", "POST", &policy.CredentialUse{Provider: "crm", Method: "POST"}, policy.Ask},
+		{"DELETE with one", "DELETE", &policy.CredentialUse{Provider: "crm", Method: "delete"}, policy.Ask},
+		{"PATCH with one", "PATCH", &policy.CredentialUse{Provider: "crm", Method: "PATCH"}, policy.Ask},
+	} {
+		args, _ := json.Marshal(map[string]string{"method": tt.method, "url": "https://api.example.com/x"})
+		d := policy.Default().Decide(t.Context(), &policy.Call{Principal: "helper", OnBehalfOf: "ann", Tool: "http_request", Effect: "external",
+			Arguments: args, Network: []string{"api.example.com"}, Sandbox: "linux", Credential: tt.cred})
+		if d.Effect != tt.want {
+			t.Errorf("%s: %s (%v), want %s", tt.name, d.Effect, d.Policies, tt.want)
+		}
+	}
+}

@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/keel-run/keel/audit"
+	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
@@ -93,6 +95,15 @@ func (h *Handler) newAgent(ctx context.Context, req *api.CreateAgent, who *calle
 	}
 	if err := h.record(ctx, who, action{Action: "agent.create", Target: a.Name, Detail: string(a.Kind)}); err != nil {
 		return api.Agent{}, err
+	}
+	// Its signing key, now rather than at its first credential (a
+	// server without a vault key makes it then).
+	if k, ok := h.opts.Vault.(interface {
+		EnsureAgentKey(ctx context.Context, agent string) (string, error)
+	}); ok {
+		if _, err := k.EnsureAgentKey(ctx, a.Name); err != nil && !errors.Is(err, credential.ErrNoKey) {
+			return agentView(a), fmt.Errorf("server: agent %s was created, but its signing key was not: %w", a.Name, err)
+		}
 	}
 	return agentView(a), nil
 }

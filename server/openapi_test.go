@@ -111,6 +111,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Token": api.Token{}, "TokenList": api.TokenList{}, "CreateToken": api.CreateToken{}, "NewToken": api.NewToken{},
 		"Whoami": api.Whoami{}, "Event": journal.Event{}, "CostReport": api.CostReport{}, "CostRow": api.CostRow{},
 		"RewindRun": api.RewindRun{}, "Rewound": api.Rewound{}, "FileChange": api.FileChange{},
+		"AuthWait": api.AuthWait{}, "AuthWaitList": api.AuthWaitList{}, "AuthStarted": api.AuthStarted{},
 		"Connectors": api.Connectors{}, "Input": api.Input{}, "InputList": api.InputList{}, "AnswerInput": api.AnswerInput{},
 	}
 	doc := loadOpenAPI(t)

@@ -22,6 +22,9 @@ var routes = []route{
 	{"POST", "/v1/runs/{id}/approvals/{call}/approve", api.ScopeApprovalsWrite, (*Handler).approve},
 	{"POST", "/v1/runs/{id}/approvals/{call}/deny", api.ScopeApprovalsWrite, (*Handler).deny},
 
+	{"GET", "/v1/auth/waits", api.ScopeRunsRead, (*Handler).listAuthWaits},
+	{"POST", "/v1/runs/{id}/auth/{call}/connect", api.ScopeApprovalsWrite, (*Handler).startConnect},
+	{"GET", "/v1/auth/callback", "", (*Handler).authCallback},
 	{"GET", "/v1/inputs", api.ScopeRunsRead, (*Handler).listInputs},
 	{"POST", "/v1/runs/{id}/inputs/{input}/answer", api.ScopeApprovalsWrite, (*Handler).answerInput},
 

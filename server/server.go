@@ -126,6 +126,15 @@ type Options struct {
 	// CancelWait bounds how long a cancel of a run that another server
 	// executes waits for that server to record it; 0 means 30 seconds.
 	CancelWait time.Duration
+	// Vault, if set, lets the API and the web UI authorize the calls
+	// that wait in auth.required (POST /v1/runs/{id}/auth/{call}/connect,
+	// the Connect button); the authorization server redirects the
+	// browser to PublicURL + [CallbackPath]. Without both, those answer
+	// 503 and keel auth connect is the way.
+	Vault Connector
+	// PublicURL is the base URL browsers reach the server at
+	// ("https://keel.example.com"), for the authorization callback.
+	PublicURL string
 	// Dispatch, if set, hands runs to other processes instead of
 	// executing them here: each run the server would execute is passed
 	// to Dispatch (keel serve --temporal signals the run's Temporal

@@ -34,6 +34,9 @@ type summary struct {
 	// pending lists the open approvals of the newest turn: requested,
 	// neither decided nor given a result.
 	pending []api.Approval
+	// auths lists the calls of the newest turn that wait for an
+	// authorization.
+	auths []api.AuthWait
 }
 
 func newSummaries(store journal.Store) *summaries {
@@ -89,6 +92,7 @@ func (c *summaries) get(ctx context.Context, id string, knownSeq int64) (api.Run
 func (s *summary) copy() api.Run {
 	r := s.run
 	r.Pending = slices.Clone(s.pending)
+	r.AuthWaits = slices.Clone(s.auths)
 	return r
 }
 
@@ -117,7 +121,7 @@ func (s *summary) apply(e *journal.Event) error {
 		r.Tokens += x.Usage.Total()
 		r.Cost += x.Cost
 		if len(x.Message.ToolCalls) > 0 {
-			s.pending = nil // a new turn: older approvals are settled
+			s.pending, s.auths = nil, nil // a new turn: older approvals are settled
 		}
 	case *agent.ApprovalRequested:
 		s.pending = append(s.pending, api.Approval{RunID: e.RunID, CallID: x.CallID, Tool: x.Tool, Arguments: x.Arguments,
@@ -126,8 +130,15 @@ func (s *summary) apply(e *journal.Event) error {
 			Workspace: r.Workspace, Sandbox: r.Sandbox, CreatedBy: r.CreatedBy})
 	case *agent.ApprovalResolved:
 		s.drop(x.CallID)
+	case *agent.AuthRequired:
+		s.dropAuth(x.CallID)
+		s.auths = append(s.auths, api.AuthWait{RunID: e.RunID, CallID: x.CallID, Tool: x.Tool, Provider: x.Provider, Issuer: x.Issuer,
+			Agent: x.Agent, User: x.User, Scopes: x.Scopes, Reason: x.Reason, Resource: x.Resource, Seq: e.Seq, Requested: e.Time, Task: r.Task})
+	case *agent.AuthResolved:
+		s.dropAuth(x.CallID)
 	case *agent.ToolFinished:
 		s.drop(x.CallID)
+		s.dropAuth(x.CallID)
 	case *agent.RunResumed:
 		r.Reason, r.Message, r.Output = "", "", ""
 		if x.Settings != nil && s.created != nil {
@@ -144,18 +155,26 @@ func (s *summary) apply(e *journal.Event) error {
 	switch v.(type) {
 	case *agent.RunCreated, *agent.RunResumed:
 		r.Status = string(journal.StatusRunning)
-	case *agent.ApprovalRequested:
+	case *agent.ApprovalRequested, *agent.AuthRequired:
 		r.Status = string(journal.StatusPaused)
+	case *agent.AuthResolved:
+		if len(s.pending) == 0 && len(s.auths) == 0 {
+			r.Status = string(journal.StatusRunning) // executes next
+		}
 	case *agent.RunEnded:
 		r.Status = string(journal.StatusOf(e.Type))
 	}
 	if journal.Status(r.Status).Terminal() {
 		s.created = nil
-		s.pending = nil
+		s.pending, s.auths = nil, nil
 	}
 	r.DurationMS = e.Time.Sub(s.first.Time).Milliseconds()
 	s.lastHash = e.Hash
 	return nil
+}
+
+func (s *summary) dropAuth(callID string) {
+	s.auths = slices.DeleteFunc(s.auths, func(a api.AuthWait) bool { return a.CallID == callID })
 }
 
 func (s *summary) drop(callID string) {

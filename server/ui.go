@@ -100,6 +100,9 @@ type page struct {
 	Chart     *runChart
 	Next      int64
 	Approvals []api.Approval
+	AuthWaits []api.AuthWait
+	// Connected is the authorization callback's outcome.
+	Connected *connected
 	// Inputs are the questions the run page's run waits for.
 	Inputs    []uiInput
 	Agents    []api.Agent
@@ -172,6 +175,7 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"GET /ui/runs/{id}/files", api.ScopeRunsRead, h.uiFiles},
 		{"GET /ui/approvals", api.ScopeRunsRead, h.uiApprovals},
 		{"POST /ui/approvals/{id}/{call}", api.ScopeApprovalsWrite, h.uiDecide},
+		{"POST /ui/runs/{id}/auth/{call}/connect", api.ScopeApprovalsWrite, h.uiConnect},
 		{"POST /ui/inputs/{id}/{input}", api.ScopeApprovalsWrite, h.uiAnswer},
 		{"GET /ui/agents", api.ScopeRunsRead, h.uiAgents},
 		{"POST /ui/agents", api.ScopeAdmin, h.uiCreateAgent},
@@ -241,6 +245,9 @@ func (h *Handler) newPage(ctx context.Context, who *caller, title, nav string) *
 		p.IsAdmin = token.HasScope(who, api.ScopeAdmin)
 		if list, err := h.approvals(ctx); err == nil {
 			p.Inbox = len(list)
+		}
+		if list, err := h.authWaits(ctx); err == nil {
+			p.Inbox += len(list)
 		}
 	}
 	return p
@@ -601,11 +608,15 @@ func (h *Handler) uiApprovals(w http.ResponseWriter, r *http.Request, who *calle
 	if err != nil {
 		return err
 	}
+	auths, err := h.authWaits(r.Context())
+	if err != nil {
+		return err
+	}
 	if r.URL.Query().Get("fragment") != "" {
-		return h.fragment(w, "inbox", &page{Approvals: list})
+		return h.fragment(w, "inbox", &page{Approvals: list, AuthWaits: auths})
 	}
 	p := h.newPage(r.Context(), who, "Approvals", "approvals")
-	p.Approvals = list
+	p.Approvals, p.AuthWaits = list, auths
 	h.render(w, http.StatusOK, "approvals", p)
 	return nil
 }
@@ -640,6 +651,22 @@ func (h *Handler) uiDecide(w http.ResponseWriter, r *http.Request, who *caller) 
 		return err
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(id), http.StatusSeeOther)
+	return nil
+}
+
+// uiConnect is the Connect button of a call waiting for an
+// authorization: it starts the authorization and sends the browser to
+// the authorization server, which sends it back to the callback.
+func (h *Handler) uiConnect(w http.ResponseWriter, r *http.Request, who *caller) error {
+	id, call := r.PathValue("id"), r.PathValue("call")
+	if c := r.PostFormValue("call"); c != call {
+		return badRequest("the form is for call %q but was posted for call %q; reload the page", visible.String(c), visible.String(call))
+	}
+	st, err := h.beginConnect(r.Context(), id, call, who)
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, st.URL, http.StatusSeeOther)
 	return nil
 }
 

@@ -69,6 +69,11 @@ func readKeyFile(p string) (*credential.Key, error) {
 	return k, nil
 }
 
+// vaultClock is the vaults' clock (token expiry, refresh, leases); nil
+// means time.Now. Tests of this package set it to move time forward by
+// days in every process they start.
+var vaultClock func() time.Time
+
 // openVault returns the vault of store, with the keys, and the agent
 // directory's check (a revoked agent gets no credential).
 func (a *app) openVault(store journal.Store) (*credential.Vault, error) {
@@ -77,7 +82,7 @@ func (a *app) openVault(store journal.Store) (*credential.Vault, error) {
 		return nil, err
 	}
 	dir := identity.NewDirectory(store, nil)
-	return credential.New(store, &credential.Options{Keys: keys, Check: func(ctx context.Context, agent, user string) error {
+	return credential.New(store, &credential.Options{Keys: keys, Clock: vaultClock, Check: func(ctx context.Context, agent, user string) error {
 		_, err := dir.Check(ctx, agent, user)
 		return err
 	}})
@@ -376,6 +381,84 @@ at its next execution (keel runs resume, or at once under keel serve).`,
 	return cmd
 }
 
+// clientAuthConnect is keel --server URL auth connect --run R: the
+// server starts the authorization (its callback completes it, stores the
+// grant in the server's vault and continues the run there); this prints
+// the URL to open.
+func (a *app) clientAuthConnect(cmd *cobra.Command, args []string) error {
+	run, _ := cmd.Flags().GetString("run")
+	call, _ := cmd.Flags().GetString("call")
+	if device, _ := cmd.Flags().GetBool("device"); device {
+		return usagef("--device is not supported with --server: the server connects with authorization code (open the URL it gives)")
+	}
+	if run == "" {
+		return usagef("with --server, connect what a run waits for: keel --server %s auth connect --run RUN (keel --server %s auth waits lists them)", a.serverURL(), a.serverURL())
+	}
+	c, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if call == "" {
+		r, err := c.Run(ctx, run)
+		if err != nil {
+			return err
+		}
+		if len(r.AuthWaits) == 0 {
+			return usagef("run %s waits for no authorization", run)
+		}
+		call = r.AuthWaits[0].CallID
+	}
+	if len(args) == 1 {
+		r, err := c.Run(ctx, run)
+		if err != nil {
+			return err
+		}
+		for _, w := range r.AuthWaits {
+			if w.CallID == call && w.Provider != args[0] {
+				return usagef("call %s of run %s waits for provider %s, not %s", call, run, w.Provider, args[0])
+			}
+		}
+	}
+	st, err := c.StartConnect(ctx, run, call)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(escWriter{a.stdout}, "open this URL in a browser to authorize %s at %s:\n\n  %s\n\nthe server completes it at %s (until %s) and continues run %s: keel --server %s runs show %s\n",
+		whoFor(st.Agent, st.User), st.Provider, st.URL, st.RedirectURL, st.Expires.Local().Format(time.Kitchen), run, a.serverURL(), run)
+	return nil
+}
+
+// clientAuthWaits is keel --server URL auth waits.
+func (a *app) clientAuthWaits(cmd *cobra.Command, _ []string) error {
+	c, err := a.apiClient()
+	if err != nil {
+		return err
+	}
+	waits, err := c.AuthWaits(cmd.Context())
+	if err != nil {
+		return err
+	}
+	if asJSON, _ := cmd.Flags().GetBool("json"); asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, w := range waits {
+			if err := enc.Encode(w); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(waits) == 0 {
+		fmt.Fprintln(a.stdout, "no call waits for an authorization")
+		return nil
+	}
+	for _, w := range waits {
+		fmt.Fprintf(escWriter{a.stdout}, "run %s call %s: authorization required (%s): %s needs a grant of provider %s with scopes %s\n  run: keel --server %s auth connect --run %s (or Connect in the web UI's inbox)\n",
+			w.RunID, w.CallID, w.Reason, whoFor(w.Agent, w.User), w.Provider, strings.Join(w.Scopes, " "), a.serverURL(), w.RunID)
+	}
+	return nil
+}
+
 func whoFor(agent, user string) string {
 	if user == "" {
 		return agent
@@ -409,24 +492,8 @@ func fillFromWait(ctx context.Context, rt *agent.Runtime, cp *credential.Connect
 // resolveWaits ends the waits of every call that waits for g's (agent,
 // user, provider).
 func resolveWaits(ctx context.Context, rt *agent.Runtime, g *credential.Grant, by string) (int, error) {
-	waits, err := rt.AuthWaits(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, w := range waits {
-		if w.Provider != g.Provider || w.Agent != g.Agent || w.User != g.User {
-			continue
-		}
-		err := rt.ResolveAuth(ctx, w.RunID, w.CallID, &agent.AuthResolved{Grant: g.ID, By: by})
-		if err != nil && !errors.Is(err, agent.ErrNoAuthWait) {
-			return n, err
-		}
-		if err == nil {
-			n++
-		}
-	}
-	return n, nil
+	ended, err := rt.ResolveAuthsFor(ctx, g.Provider, g.Agent, g.User, &agent.AuthResolved{Grant: g.ID, By: by})
+	return len(ended), err
 }
 
 // connectLoopback runs authorization code + PKCE with a loopback
@@ -460,7 +527,15 @@ func (a *app) connectLoopback(ctx context.Context, v *credential.Vault, cp *cred
 	}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	defer srv.Close()
+	defer func() {
+		// Shutdown, not Close: the browser still gets the page of the
+		// response that ended the wait (Close would cut it off).
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+	}()
 	fmt.Fprintf(a.stdout, "open this URL in a browser to authorize %s at %s:\n\n  %s\n\nwaiting for the answer on %s (until %s) ...\n",
 		whoFor(cp.Agent, cp.User), cp.Provider, pend.URL, cp.RedirectURL, pend.Expires.Local().Format(time.Kitchen))
 	wctx, cancel := context.WithDeadline(ctx, pend.Expires)
@@ -638,7 +713,7 @@ func (a *app) authTokenCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token --agent A [--user U] --audience URL",
 		Short: "Issue a short-lived signed agent credential (JWT)",
-		Long: `Signs a JWT with the agent's Ed25519 key (created on first use, sealed
+		Long: `Signs a JWT with the agent's Ed25519 key (made by keel agents create, sealed
 under the vault key): iss (--issuer), sub (the agent, or the user it acts
 for with the agent in the act claim, RFC 8693), aud, iat, nbf, exp and jti.
 Resource servers verify it with the keys keel serve publishes at

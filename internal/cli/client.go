@@ -84,6 +84,9 @@ func (a *app) clientMode(root *cobra.Command) {
 		"keel run":  a.clientRun,
 		"keel demo": a.clientDemo,
 		"keel cost": a.clientCost,
+		// keel auth: the server's vault.
+		"keel auth connect": a.clientAuthConnect,
+		"keel auth waits":   a.clientAuthWaits,
 	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {

@@ -52,6 +52,7 @@ type serveFlags struct {
 	adopt           time.Duration
 	adoptSet        bool
 	temporal        string
+	publicURL       string
 	metricsAddr     string
 	worker          bool           // keel worker (worker.go)
 	driver          cluster.Driver // keel worker's workflow settings
@@ -111,6 +112,7 @@ policy: clients cannot choose less (an admin token may, where allowed).`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "also serve Prometheus metrics at http://ADDR/metrics without a token (a private listener, e.g. 127.0.0.1:9464; keel worker's only metrics endpoint); on --addr /metrics needs a token with the metrics:read scope")
 	fl.StringVar(&f.temporal, "temporal", "", "Temporal frontend HOST:PORT: hand runs to keel worker processes instead of executing them here (docs/deploy.md)")
+	fl.StringVar(&f.publicURL, "public-url", "", "base URL browsers reach this server at (behind a proxy: https://keel.example.com); the redirect URL of authorizations is it + /v1/auth/callback (default: the listening address)")
 	fl.DurationVar(&f.adopt, "adopt", 0, "how often to take over runs whose executing process died, for several servers on one journal (default 5s on PostgreSQL, off on SQLite; 0 is off)")
 	return cmd
 }
@@ -250,18 +252,35 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	defer closeDispatch()
-	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
-		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
-		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Adopt: f.adoptInterval(a.dbPath()), Dispatch: dispatch})
-	activeRuns := func() int { n, _ := h.Load(); return n }
-	active.Store(&activeRuns)
-
+	publicURL := strings.TrimSuffix(f.publicURL, "/")
+	if publicURL != "" {
+		if u, err := url.Parse(publicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" {
+			return usagef("--public-url %q: want an absolute http(s) URL without a query", f.publicURL)
+		}
+	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	urls, exposed := serverURLs(ln.Addr())
 	base := urls[0]
+	if publicURL == "" {
+		publicURL = base
+	}
+	// The vault of the API's and the web UI's Connect: without a vault
+	// key it answers that it has none.
+	var vault server.Connector
+	if v, err := a.openVault(store); err != nil {
+		logger.Warn("no credential vault: Connect from the API and web UI is off", "err", err)
+	} else {
+		vault = v
+	}
+	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
+		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
+		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Adopt: f.adoptInterval(a.dbPath()), Dispatch: dispatch,
+		Vault: vault, PublicURL: publicURL})
+	activeRuns := func() int { n, _ := h.Load(); return n }
+	active.Store(&activeRuns)
 	if err := a.firstToken(ctx, h, tokens, urls); err != nil {
 		ln.Close()
 		return err

@@ -41,6 +41,9 @@ const (
 	Password = "verysecure"
 	// RedirectURL is the registered redirect; any loopback port matches.
 	RedirectURL = "http://127.0.0.1/callback"
+	// ServerRedirectURL is keel serve's callback (server.CallbackPath),
+	// registered for NativeClient (on any loopback port, RFC 8252).
+	ServerRedirectURL = "http://127.0.0.1/v1/auth/callback"
 )
 
 var register sync.Once
@@ -79,8 +82,8 @@ func (r *tokenRecorder) Write(b []byte) (int, error) {
 func Start(t testing.TB) *OP {
 	t.Helper()
 	register.Do(func() {
-		native := storage.NativeClient(NativeClient, RedirectURL)
-		web := storage.WebClient(WebClient, WebSecret, RedirectURL)
+		native := storage.NativeClient(NativeClient, RedirectURL, ServerRedirectURL)
+		web := storage.WebClient(WebClient, WebSecret, RedirectURL, ServerRedirectURL)
 		storage.RegisterClients(native, web)
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -155,6 +155,9 @@ type Run struct {
 	Output  string `json:"output,omitempty"`
 	// Pending lists the approvals the run waits for.
 	Pending []Approval `json:"pending,omitempty"`
+	// AuthWaits lists the calls that wait for an authorization
+	// (auth.required).
+	AuthWaits []AuthWait `json:"auth_waits,omitempty"`
 	// Executing is true while the server runs it; Queued while it waits
 	// for a worker.
 	Executing bool `json:"executing,omitempty"`
@@ -304,6 +307,49 @@ type Approval struct {
 // ApprovalList is the body of GET /v1/approvals.
 type ApprovalList struct {
 	Approvals []Approval `json:"approvals"`
+}
+
+// AuthWait is a tool call that waits for an authorization
+// (auth.required): a grant of Provider for Agent, acting for User, with
+// Scopes. It names no secret.
+type AuthWait struct {
+	RunID  string `json:"run_id"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Provider and Issuer name the authorization server.
+	Provider string   `json:"provider"`
+	Issuer   string   `json:"issuer,omitempty"`
+	Agent    string   `json:"agent"`
+	User     string   `json:"user,omitempty"`
+	Scopes   []string `json:"scopes,omitempty"`
+	// Reason is "missing", "scope", "revoked" or "expired".
+	Reason string `json:"reason"`
+	// Resource is the URL the call wanted to reach (without its query).
+	Resource  string    `json:"resource,omitempty"`
+	Seq       int64     `json:"seq"`
+	Requested time.Time `json:"requested"`
+	Task      string    `json:"task,omitempty"`
+}
+
+// AuthWaitList is the body of GET /v1/auth/waits.
+type AuthWaitList struct {
+	Waits []AuthWait `json:"waits"`
+}
+
+// AuthStarted is the answer to POST /v1/runs/{id}/auth/{call}/connect:
+// the authorization request to send the person to (authorization code
+// with PKCE; its state is bound to the run and call, single use, and
+// valid until Expires). The server's callback completes it.
+type AuthStarted struct {
+	URL         string    `json:"url"`
+	Expires     time.Time `json:"expires"`
+	RedirectURL string    `json:"redirect_url"`
+	RunID       string    `json:"run_id"`
+	CallID      string    `json:"call_id"`
+	Provider    string    `json:"provider"`
+	Agent       string    `json:"agent"`
+	User        string    `json:"user,omitempty"`
+	Scopes      []string  `json:"scopes,omitempty"`
 }
 
 // Decide is the body of POST .../approve and .../deny; it may be empty.
