@@ -46,6 +46,9 @@ var payloads = map[journal.Type]func() Payload{
 	journal.ContextCompacted:  payload[ContextCompacted],
 	journal.SandboxEgress:     payload[SandboxEgress],
 	journal.SandboxQuarantine: payload[SandboxQuarantine],
+
+	journal.WorkspaceCheckpoint: payload[WorkspaceCheckpoint],
+	journal.WorkspaceRestored:   payload[WorkspaceRestored],
 }
 
 // payload returns a new *T as a Payload.
@@ -332,4 +335,38 @@ func Num(n int64) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+func (x *WorkspaceCheckpoint) Detail() string {
+	return fmt.Sprintf("checkpoint %s: %s", shortTree(x.Tree), filesDetail(x.Files, x.MoreFiles))
+}
+
+func (x *WorkspaceRestored) Detail() string {
+	d := fmt.Sprintf("files restored to event %d (%s): %s", x.To, shortTree(x.Tree), filesDetail(x.Files, x.MoreFiles))
+	if x.By != "" {
+		d += " by " + x.By
+	}
+	return d
+}
+
+func shortTree(t string) string { return t[:min(12, len(t))] }
+
+// filesDetail names a few changed files ("M a.go, A b.go, 3 more").
+func filesDetail(files []FileChange, more int) string {
+	if len(files) == 0 && more == 0 {
+		return "no file changed"
+	}
+	var parts []string
+	for i, f := range files {
+		if i == 3 {
+			more += len(files) - 3
+			break
+		}
+		parts = append(parts, f.Status+" "+f.Path)
+	}
+	d := strings.Join(parts, ", ")
+	if more > 0 {
+		d += fmt.Sprintf(", %d more", more)
+	}
+	return d
 }

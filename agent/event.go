@@ -409,6 +409,59 @@ type UserMessage struct {
 	Token string `json:"token,omitempty"`
 }
 
+// WorkspaceCheckpoint is the payload of journal.WorkspaceCheckpoint: the
+// workspace's files after the events before it, stored as a git tree in
+// Keel's checkpoint store (docs/checkpoints.md). Executions journal one
+// when they start and after each batch of tool calls that changed a
+// file.
+type WorkspaceCheckpoint struct {
+	// Tree is the snapshot's git tree id in Store; Commit the commit
+	// that keeps it in the run's ref (refs/keel/runs/RUN).
+	Tree   string `json:"tree"`
+	Commit string `json:"commit,omitempty"`
+	// Store is the host directory of the checkpoint store.
+	Store string `json:"store"`
+	// Files are the files changed since the run's previous snapshot (at
+	// most [MaxCheckpointFiles]; MoreFiles counts the rest); the first
+	// snapshot of a run lists none.
+	Files     []FileChange `json:"files,omitempty"`
+	MoreFiles int          `json:"more_files,omitempty"`
+	// DurationMS is how long the snapshot took.
+	DurationMS int64 `json:"duration_ms"`
+}
+
+// MaxCheckpointFiles bounds the files listed in a checkpoint event.
+const MaxCheckpointFiles = 200
+
+// FileChange is one changed file of a checkpoint: its path in the
+// workspace and "A" (added), "M" (modified) or "D" (deleted).
+type FileChange struct {
+	Path   string `json:"path"`
+	Status string `json:"status"`
+}
+
+// WorkspaceRestored is the payload of journal.WorkspaceRestored: the
+// workspace's files were put back as the checkpoint of event To had them
+// (keel runs rewind, or the start of a fork). The conversation is not
+// changed.
+type WorkspaceRestored struct {
+	// To is the event of the checkpoint restored (in a fork: of the
+	// source run, whose events the fork copied).
+	To   int64  `json:"to"`
+	Tree string `json:"tree"`
+	// Before is the snapshot taken just before the restore (the files it
+	// replaced; restoring it undoes the rewind).
+	Before string `json:"before,omitempty"`
+	Commit string `json:"commit,omitempty"`
+	Store  string `json:"store"`
+	// Files are the files the restore changed.
+	Files     []FileChange `json:"files,omitempty"`
+	MoreFiles int          `json:"more_files,omitempty"`
+	// By and Token name who rewound (and their API token on a server).
+	By    string `json:"by,omitempty"`
+	Token string `json:"token,omitempty"`
+}
+
 func marshal(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {

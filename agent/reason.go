@@ -33,4 +33,5 @@ const (
 	ReasonAuth     = "auth"     // waiting for a person's authorization of a credential
 	ReasonRevoked  = "revoked"  // the run's principal was revoked
 	ReasonShutdown = "shutdown" // the runtime shut down during the run
+	ReasonForked   = "forked"   // a fork that was not started yet
 )

@@ -271,6 +271,15 @@ type ExecParams struct {
 	// that a driver can perform a run's actions one batch at a time (a
 	// Temporal workflow whose activities each take the next action).
 	Yield func(a Action) bool
+	// Checkpoint, if set, snapshots the workspace's files (a store
+	// outside the workspace; internal/gitws): Execute calls it before its
+	// first step and after each batch of tool calls that may write (not
+	// only read-only tools), the setup script and
+	// the repair of interrupted calls, with the run's newest checkpoint
+	// (nil before the first). It returns nil when the files are those of
+	// prev; else the payload is journaled. A failed snapshot is logged
+	// and the run goes on without it.
+	Checkpoint func(ctx context.Context, runID string, prev *Snapshot) (*WorkspaceCheckpoint, error)
 	// Continue marks an Execute that continues a running run right after
 	// the previous Execute yielded (the same driver, no crash between):
 	// it journals no run.resumed. A run that is not running (paused,
@@ -416,6 +425,9 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 			return nil, err
 		}
 	}
+	if err := x.checkpoint(ctx); err != nil {
+		return nil, err
+	}
 	if to := time.Duration(st.Limits.Timeout); to > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, to, ErrTimeLimit)
@@ -551,9 +563,13 @@ func (x *executor) loop(ctx context.Context) (*Outcome, error) {
 				return x.outcome(), nil
 			}
 		case ActSetup:
-			err = x.setup(ctx)
+			if err = x.setup(ctx); err == nil {
+				err = x.checkpoint(ctx)
+			}
 		case ActRecover:
-			err = x.recover(ctx, a.Calls)
+			if err = x.recover(ctx, a.Calls); err == nil {
+				err = x.checkpoint(ctx)
+			}
 		case ActGate:
 			err = x.gate(ctx, a.Calls)
 		case ActReject:
@@ -561,7 +577,9 @@ func (x *executor) loop(ctx context.Context) (*Outcome, error) {
 		case ActAsk:
 			err = x.ask(ctx, a.Calls)
 		case ActRunTools:
-			err = x.runTools(ctx, a.Calls)
+			if err = x.runTools(ctx, a.Calls); err == nil && x.mayWrite(a.Calls) {
+				err = x.checkpoint(ctx)
+			}
 		case ActCallModel:
 			err = x.callModel(ctx)
 		case ActFinish:
@@ -577,6 +595,44 @@ func (x *executor) loop(ctx context.Context) (*Outcome, error) {
 			return nil, err
 		}
 	}
+}
+
+// mayWrite reports whether any of calls is of a tool that may change
+// files (not read-only): a batch of reads needs no snapshot.
+func (x *executor) mayWrite(ids []string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, id := range ids {
+		c := x.st.call(id)
+		if c == nil {
+			return true
+		}
+		if t := x.p.Tools.Tool(c.Name); t == nil || t.Effect != tool.ReadOnly {
+			return true
+		}
+	}
+	return false
+}
+
+// checkpoint journals a snapshot of the workspace if ExecParams.Checkpoint
+// is set and the files changed since the run's newest one. Only a
+// journal failure is an error.
+func (x *executor) checkpoint(ctx context.Context) error {
+	if x.p.Checkpoint == nil || ctx.Err() != nil {
+		return nil
+	}
+	x.mu.Lock()
+	prev := x.st.Checkpoint
+	x.mu.Unlock()
+	cp, err := x.p.Checkpoint(ctx, x.runID, prev)
+	if err != nil {
+		x.rt.logger.Warn("workspace checkpoint failed; the run goes on without it", "run_id", x.runID, "error", err)
+		return nil
+	}
+	if cp == nil || (prev != nil && cp.Tree == prev.Tree) {
+		return nil
+	}
+	return x.append(ctx, journal.WorkspaceCheckpoint, cp)
 }
 
 func (x *executor) outcome() *Outcome {

@@ -54,6 +54,10 @@ type State struct {
 	// FollowUps counts the times the run continued after it completed
 	// (a person's message to a completed run).
 	FollowUps int
+	// Checkpoint is the run's newest workspace snapshot (of a
+	// workspace.checkpoint or workspace.restored event), nil before the
+	// first.
+	Checkpoint *Snapshot
 	// Inputs are the questions MCP servers asked a person during calls
 	// (input.requested), in order, each with its answer once given.
 	Inputs []*Input
@@ -154,9 +158,10 @@ func (s *State) Apply(e *journal.Event) error {
 	if err != nil {
 		return err
 	}
-	if s.Status == journal.StatusCompleted {
+	if s.Status == journal.StatusCompleted && !workspaceEvent(e.Type) {
 		// A completed run continues only as a follow-up: run.resumed
 		// with FollowUp, then the person's message (appended together).
+		// Its files may be rewound.
 		if r, ok := v.(*RunResumed); !ok || !r.FollowUp {
 			return bad("%s after run.completed", e.Type)
 		}
@@ -298,6 +303,10 @@ func (s *State) Apply(e *journal.Event) error {
 	case *RunEnded:
 		s.Ended = p
 		s.Status = journal.StatusOf(e.Type)
+	case *WorkspaceCheckpoint:
+		s.Checkpoint = &Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
+	case *WorkspaceRestored:
+		s.Checkpoint = &Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
 	}
 	if err := s.applyContext(e, v); err != nil {
 		return err
@@ -305,6 +314,20 @@ func (s *State) Apply(e *journal.Event) error {
 	s.applyHealth(v)
 	s.LastSeq, s.LastType = e.Seq, e.Type
 	return nil
+}
+
+// Snapshot is a run's newest workspace snapshot (a checkpoint of its
+// files).
+type Snapshot struct {
+	// Seq is the event that recorded it.
+	Seq                 int64
+	Tree, Commit, Store string
+}
+
+// workspaceEvent reports the event types that record the workspace's
+// files, not the conversation.
+func workspaceEvent(t journal.Type) bool {
+	return t == journal.WorkspaceCheckpoint || t == journal.WorkspaceRestored
 }
 
 func allDone(t *Turn) bool {

@@ -210,6 +210,13 @@ func (c *Client) Fork(ctx context.Context, id string, req *api.ForkRun) (*api.Ru
 	return &out, c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/fork", nil, req, &out)
 }
 
+// Rewind restores the files of run id as its newest workspace checkpoint
+// at or before event to had them.
+func (c *Client) Rewind(ctx context.Context, id string, to int64) (*api.Rewound, error) {
+	var out api.Rewound
+	return &out, c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/rewind", nil, &api.RewindRun{To: to}, &out)
+}
+
 // Artifact returns the whole output file rel (".keel/artifacts/...") of
 // run id.
 func (c *Client) Artifact(ctx context.Context, id, rel string) ([]byte, error) {

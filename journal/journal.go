@@ -52,6 +52,12 @@ const (
 	// AuthResolved ends that wait.
 	AuthRequired Type = "auth.required"
 	AuthResolved Type = "auth.resolved"
+	// WorkspaceCheckpoint records a snapshot of the workspace's files
+	// (a tree in Keel's checkpoint store); WorkspaceRestored records that
+	// the files were put back as an earlier snapshot had them (a rewind,
+	// or the start of a fork).
+	WorkspaceCheckpoint Type = "workspace.checkpoint"
+	WorkspaceRestored   Type = "workspace.restored"
 	// InputRequested records a question a running call's MCP server asks
 	// a person (elicitation); InputAnswered the person's answer, which
 	// may be appended by another process while the call waits.
@@ -123,6 +129,26 @@ func StatusOf(t Type) Status {
 		return StatusPaused
 	}
 	return StatusRunning
+}
+
+// KeepsStatus reports the event types that do not change a run's status
+// (the workspace's files, not the conversation): a store's index keeps
+// the status a run had before them, so that a completed run whose files
+// were rewound stays completed.
+func KeepsStatus(t Type) bool {
+	return t == WorkspaceCheckpoint || t == WorkspaceRestored
+}
+
+// TailStatus returns the status of a run after events of types are
+// appended to it, and keep true when none of them changes the status
+// (see [KeepsStatus]): the run keeps the status it had.
+func TailStatus(types ...Type) (s Status, keep bool) {
+	for i := len(types) - 1; i >= 0; i-- {
+		if !KeepsStatus(types[i]) {
+			return StatusOf(types[i]), false
+		}
+	}
+	return StatusRunning, true
 }
 
 // Terminal reports whether s is completed, failed or canceled.

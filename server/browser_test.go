@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,27 +48,67 @@ func browser(t *testing.T) (context.Context, context.CancelFunc) {
 	return ctx, func() { cancelTime(); cancelTab(); cancelAlloc() }
 }
 
-// A person signs in, starts the demo run from the runs page, watches its
-// timeline pause for the edit, approves the raw action in the inbox (in
-// a second tab), and sees the first tab's timeline, live over SSE, show
-// the run complete. The approval in the journal names the person.
-func TestBrowserApproveDemoRun(t *testing.T) {
-	e := newEnv(t, nil)
+// shot saves a screenshot of the tab as NAME.png in $KEEL_UI_SHOTS, when
+// that is set (for reviewing the pages by eye).
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("KEEL_UI_SHOTS")
+	if dir == "" {
+		return
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1366, 900)); err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), b, 0o644); err != nil {
+		t.Log(err)
+	}
+}
+
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
+// The run page in the browser, from start to fork: a person signs in,
+// starts the demo run, watches the conversation live (the failing tests'
+// output appears as the command finishes), sees the edit waiting for
+// approval as a diff (also in the inbox, in a second tab), approves it
+// "always for this run" with a reason, watches the run complete with the
+// file in the files panel, sends a follow-up, rewinds the files to the
+// first checkpoint (the file on disk is restored), and forks the run
+// from the checkpoint after the edit. Each action is journaled in the
+// person's name.
+func TestBrowserRunPage(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	e := newEnv(t, &envOptions{checkpoints: true})
 	ctx, cancel := browser(t)
 	defer cancel()
-
-	sel := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	code, err := e.h.LoginCode(t.Context(), e.secret)
 	if err != nil {
 		t.Fatal(err)
 	}
+	q := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	err = chromedp.Do(ctx,
 		chromedp.Navigate(e.srv.URL+"/ui/login?code="+code),
-		chromedp.Click(sel(`#sign-in`)),
-		chromedp.WaitVisible(sel(`#start-demo`)),
-		chromedp.Click(sel(`#start-demo`)),
-		// The run's page: its timeline follows the run until it asks.
-		chromedp.WaitVisible(sel(`#timeline tr.ev.approval`)),
+		chromedp.Click(q(`#sign-in`)),
+		chromedp.WaitVisible(q(`#start-demo`)),
+		chromedp.Click(q(`#start-demo`)),
+		// The conversation follows the run: the tests' output, then the
+		// edit waiting for approval.
+		chromedp.WaitVisible(q(`#call-demo_3.done, #call-demo_3 details.done`)),
+		chromedp.WaitVisible(q(`#call-demo_4 details.asked`)),
 	)
 	if err != nil {
 		t.Fatalf("start the demo run: %v", err)
@@ -76,64 +118,138 @@ func TestBrowserApproveDemoRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	runID := runURL[strings.LastIndex(runURL, "/")+1:]
-	if _, err := e.admin.Run(t.Context(), runID); err != nil {
+	run, err := e.admin.Run(t.Context(), runID)
+	if err != nil {
 		t.Fatalf("the page %s is not a run's: %v", runURL, err)
 	}
+	if out := text(t, ctx, `#call-demo_3 pre.output`); !strings.Contains(out, "FAILED") {
+		t.Errorf("the failing tests' output is not shown:\n%s", out)
+	}
+	shot(t, ctx, "1-waiting-for-approval")
 
-	// A second tab: the inbox shows the raw action; approve it there.
-	inbox, cancelInbox := chromedp.NewContext(ctx)
-	defer cancelInbox()
+	// The edit is a diff, on the run page and in the inbox.
 	card := `section.approval[data-run="` + runID + `"]`
-	err = chromedp.Do(inbox, chromedp.Navigate(e.srv.URL+"/ui/approvals"), chromedp.WaitVisible(sel(card)))
-	if err != nil {
-		t.Fatalf("open the inbox: %v", err)
-	}
-	action, err := chromedp.Run(inbox, chromedp.Text(sel(card+` pre.action`)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"edit_file", `"old_string": "    return len(text.split(\" \"))"`, `"new_string": "    return len(text.split())"`} {
-		if !strings.Contains(action, want) {
-			t.Errorf("the inbox's raw action lacks %q:\n%s", want, action)
+	for _, want := range []string{`-    return len(text.split(" "))`, `+    return len(text.split())`, "@@"} {
+		if d := text(t, ctx, card+` pre.diff`); !strings.Contains(d, want) {
+			t.Errorf("the approval's diff lacks %q:\n%s", want, d)
 		}
 	}
-	err = chromedp.Do(inbox,
-		chromedp.SendKeys(sel(card+` input[name=reason]`), "the fix is right"),
-		chromedp.Click(sel(card+` button.approve`)),
-		chromedp.WaitVisible(sel(`#timeline`)),
+	inbox, cancelInbox := chromedp.NewContext(ctx)
+	defer cancelInbox()
+	if err := chromedp.Do(inbox, chromedp.Navigate(e.srv.URL+"/ui/approvals"), chromedp.WaitVisible(q(card+` pre.diff .add`))); err != nil {
+		t.Fatalf("the inbox shows no diff: %v", err)
+	}
+	cancelInbox()
+
+	// Approve, always for this run, with a reason.
+	err = chromedp.Do(ctx,
+		chromedp.SendKeys(q(card+` input[name=reason]`), "the fix is right"),
+		chromedp.Click(q(card+` button.always-run`)),
+		chromedp.WaitVisible(q(`#conversation .end.completed`)),
+		chromedp.WaitVisible(q(`#files details.filediff[data-path="textstats.py"]`)),
+		chromedp.WaitVisible(q(`#run-status[data-status="completed"]`)),
+		chromedp.WaitNotPresent(q(`#run-status .status.executing`)),
 	)
 	if err != nil {
-		t.Fatalf("approve: %v", err)
+		t.Fatalf("approve and watch the run complete: %v", err)
 	}
-
-	// The first tab was never reloaded: its timeline shows the rest of
-	// the run as it happens, and its summary stops saying "executing"
-	// once the execution ends (no event follows run.completed).
-	if err := chromedp.Do(ctx,
-		chromedp.WaitVisible(sel(`#timeline tr.ev.end.completed`)),
-		chromedp.WaitVisible(sel(`#run-status[data-status="completed"]`)),
-		chromedp.WaitNotPresent(sel(`#run-status .status.executing`)),
-	); err != nil {
-		t.Fatalf("watch the run complete: %v", err)
-	}
-	endRow, err := chromedp.Run(ctx, chromedp.Text(sel(`#timeline tr.ev.end.completed`)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(endRow, "answer") {
-		t.Errorf("end row %q", endRow)
-	}
-	var by string
+	var resolved *agent.ApprovalResolved
 	for _, ev := range e.events(runID) {
 		if ev.Type == journal.ApprovalResolved {
 			v, _ := agent.Decode(&ev)
-			r := v.(*agent.ApprovalResolved)
-			by = r.By + ": " + r.Reason
+			resolved = v.(*agent.ApprovalResolved)
 		}
 	}
-	if by != "ada: the fix is right" {
-		t.Errorf("approval.resolved by %q, want the signed-in person and the reason typed", by)
+	if resolved == nil || resolved.By != "ada" || resolved.Reason != "the fix is right" || resolved.Remember != "run" {
+		t.Errorf("approval.resolved %+v, want ada's, with the reason, remembered for the run", resolved)
 	}
+	if d := text(t, ctx, `#files`); !strings.Contains(d, "+    return len(text.split())") {
+		t.Errorf("the files panel lacks the edit:\n%s", d)
+	}
+	// Only the buttons that apply: a completed run takes a follow-up,
+	// not a cancel.
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#cancel, #resume").length`)); err != nil || n != 0 {
+		t.Errorf("a completed run offers %d cancel/resume buttons (%v)", n, err)
+	}
+	shot(t, ctx, "2-completed")
+
+	// A follow-up message.
+	err = chromedp.Do(ctx,
+		chromedp.SendKeys(q(`#message`), "please also count tabs"),
+		chromedp.Click(q(`#send`)),
+		chromedp.WaitVisible(chromedp.Search(`//div[contains(@class,"msg") and contains(., "please also count tabs")]`)),
+		chromedp.WaitVisible(chromedp.Search(`//div[contains(@class,"assistant") and contains(., "Follow-up received")]`)),
+		chromedp.WaitVisible(q(`#run-status[data-status="completed"]`)),
+	)
+	if err != nil {
+		t.Fatalf("send a follow-up: %v", err)
+	}
+	shot(t, ctx, "3-follow-up")
+
+	// Rewind the files to the first checkpoint: the edit is undone on
+	// disk, and the conversation says so.
+	ws := run.Workspace
+	if b, _ := os.ReadFile(filepath.Join(ws, "textstats.py")); !strings.Contains(string(b), "text.split())") {
+		t.Fatalf("the edit is not in the workspace:\n%s", b)
+	}
+	attr, err := chromedp.Run(ctx, chromedp.AttributeValue(q(`#conversation .files-note.checkpoint button.rewind`), "data-to"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := attr.Value
+	edited, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { for (const n of document.querySelectorAll("#conversation .files-note.checkpoint")) if (n.textContent.includes("textstats.py")) return n.dataset.seq; return ""; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edited == "" {
+		t.Fatal("no checkpoint names textstats.py")
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(q(`#conversation .files-note.checkpoint button.rewind[data-to="`+first+`"]`)),
+		chromedp.WaitVisible(q(`#conversation .files-note.restored`)),
+	)
+	if err != nil {
+		t.Fatalf("rewind: %v", err)
+	}
+	b, _ := os.ReadFile(filepath.Join(ws, "textstats.py"))
+	if !strings.Contains(string(b), `text.split(" ")`) {
+		t.Errorf("after the rewind the workspace still has the edit:\n%s", b)
+	}
+	if d := text(t, ctx, `#conversation .files-note.restored`); !strings.Contains(d, "M textstats.py") || !strings.Contains(d, "ada") {
+		t.Errorf("the rewind's entry: %q", d)
+	}
+	if got, _ := e.admin.Run(t.Context(), runID); got.Status != "completed" {
+		t.Errorf("after the rewind the run is %s", got.Status)
+	}
+	shot(t, ctx, "4-rewound")
+
+	// Fork from the checkpoint after the edit: a new run whose files have
+	// the edit, which goes on to complete.
+	err = chromedp.Do(ctx,
+		chromedp.Click(q(`#conversation .files-note.checkpoint button.fork-here[data-seq="`+edited+`"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//dt[.="Forked from"]`)),
+		chromedp.WaitVisible(q(`#conversation .files-note.restored`)),
+		chromedp.WaitVisible(q(`#run-status[data-status="completed"]`)),
+	)
+	if err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	forkURL, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork, err := e.admin.Run(t.Context(), forkURL[strings.LastIndex(forkURL, "/")+1:])
+	if err != nil || fork.ForkOf != runID+"@"+edited {
+		t.Fatalf("the fork %+v (%v), want a fork of %s@%s", fork, err, runID, edited)
+	}
+	if b, _ := os.ReadFile(filepath.Join(fork.Workspace, "textstats.py")); !strings.Contains(string(b), "text.split())") || fork.Workspace == ws {
+		t.Errorf("the fork's workspace %s lacks the edit:\n%s", fork.Workspace, b)
+	}
+	shot(t, ctx, "5-fork")
+	if err := chromedp.Do(ctx, chromedp.Navigate(e.srv.URL+"/ui/runs"), chromedp.WaitVisible(q(`#runs-chart`))); err != nil {
+		t.Fatalf("the dashboard: %v", err)
+	}
+	shot(t, ctx, "6-dashboard")
 }
 
 // In the browser: each approval card shows its call id, workspace and who

@@ -14,7 +14,7 @@ func TestCostPageAndAPI(t *testing.T) {
 	get := func(path string, cookie bool) (int, string) {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.srv.URL+path, nil)
 		if cookie {
-			req.AddCookie(&http.Cookie{Name: "keel_token", Value: e.secret})
+			req.AddCookie(e.cookie(e.secret))
 		} else {
 			req.Header.Set("Authorization", "Bearer "+e.secret)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
@@ -60,6 +61,25 @@ type env struct {
 	// test's Prepare gives runs that name none; the test's wiring runs
 	// every command without isolation either way.
 	sandbox string
+	// sessions are the web UI sessions of e.cookie, by token secret.
+	sessions sync.Map
+	// checkpoints: see envOptions.
+	checkpoints bool
+}
+
+// cookie returns a web UI session cookie for the token secret, the same
+// one for every call with that secret (a session started while the token
+// was valid); for a token that is not valid, a cookie of no session.
+func (e *env) cookie(secret string) *http.Cookie {
+	if c, ok := e.sessions.Load(secret); ok {
+		return c.(*http.Cookie)
+	}
+	c, err := e.h.Session(e.t.Context(), secret)
+	if err != nil {
+		return &http.Cookie{Name: "keel_session", Value: "no-such-session"}
+	}
+	e.sessions.Store(secret, c)
+	return c
 }
 
 // models holds the fake models of an env's runs by model spec.
@@ -99,6 +119,9 @@ type envOptions struct {
 	sandbox string
 	// store, if set, is the journal (on db in dir) instead of a new one.
 	store journal.Store
+	// checkpoints snapshots the runs' workspaces (internal/checkpoint),
+	// into a store in dir, as keel serve does.
+	checkpoints bool
 }
 
 func newEnv(t *testing.T, o *envOptions) *env {
@@ -106,7 +129,7 @@ func newEnv(t *testing.T, o *envOptions) *env {
 	if o == nil {
 		o = &envOptions{}
 	}
-	e := &env{t: t, dir: o.dir, db: o.db, models: o.models, sandbox: o.sandbox}
+	e := &env{t: t, dir: o.dir, db: o.db, models: o.models, sandbox: o.sandbox, checkpoints: o.checkpoints}
 	if e.sandbox == "" {
 		e.sandbox = "none"
 	}
@@ -239,7 +262,11 @@ func (e *env) wire(_ context.Context, c *agent.RunCreated) (*agent.ExecParams, i
 	}
 	reg := tool.NewRegistry()
 	builtin.Register(reg, &builtin.Options{NoWeb: true})
-	return &agent.ExecParams{Model: m, ModelName: c.Model, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws}}, closers{ws, sb}, nil
+	p := &agent.ExecParams{Model: m, ModelName: c.Model, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws}}
+	if e.checkpoints {
+		p.Checkpoint = checkpoint.Hook(filepath.Join(e.dir, "checkpoints"), ws.Root())
+	}
+	return p, closers{ws, sb}, nil
 }
 
 // prepare turns a create request into a run.created payload as the CLI

@@ -11,6 +11,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
@@ -24,7 +25,7 @@ const LabelForkOf = "keel.fork_of"
 // ReasonForked is the reason of the run.paused event that ends a fork
 // that was not started: it waits, paused, until someone resumes it (a
 // restart does not execute it).
-const ReasonForked = "forked"
+const ReasonForked = agent.ReasonForked
 
 // fork copies the events of run src up to req.Seq into a new run for who
 // and returns its id and what was admitted. The copies keep their types,
@@ -102,9 +103,23 @@ func (h *Handler) fork(ctx context.Context, src string, req *api.ForkRun, who *c
 	if err != nil {
 		return "", nil, err
 	}
-	drafts, err := forkDrafts(events, first)
+	drafts, err := agent.ForkDrafts(events, first)
 	if err != nil {
 		return "", nil, err
+	}
+	// The fork's files: the source's newest checkpoint at the fork point,
+	// written into the fork's workspace (journaled in the fork).
+	files, _, err := checkpoint.ForkFiles(ctx, events, seq, st.Created.Workspace, ws, who.Name)
+	switch {
+	case errors.Is(err, checkpoint.ErrNone):
+	case err != nil:
+		return "", nil, fmt.Errorf("server: fork %s: the files of event %d: %w", src, seq, err)
+	default:
+		p, err := jsonPayload(files)
+		if err != nil {
+			return "", nil, err
+		}
+		drafts = append(drafts, journal.Draft{Type: journal.WorkspaceRestored, Time: h.opts.Clock(), Payload: p})
 	}
 	id := strings.ToLower(ulid.Make().String())
 	if !req.Start {
@@ -164,92 +179,7 @@ func (h *Handler) forkWorkspace(ctx context.Context, src string, created *agent.
 }
 
 // notStarted returns the run.paused draft that ends fork id (of run src
-// at event seq, made of drafts) when it is not started, or none when the
-// fork ended or waits for an approval at the fork point (it says so
-// already, and a restart executes neither).
+// at event seq, made of drafts) when it is not started (agent.NotStarted).
 func (h *Handler) notStarted(id, src string, seq int64, drafts []journal.Draft) ([]journal.Draft, error) {
-	events := make([]journal.Event, len(drafts))
-	for i, d := range drafts {
-		events[i] = journal.Event{RunID: id, Seq: int64(i + 1), Type: d.Type, Time: d.Time, Payload: d.Payload}
-	}
-	st, err := agent.Fold(id, events)
-	if err != nil {
-		return nil, err
-	}
-	if st.Status.Terminal() || len(st.Pending()) > 0 {
-		return nil, nil
-	}
-	p, err := jsonPayload(&agent.RunEnded{Reason: ReasonForked,
-		Message: fmt.Sprintf("not started: forked from run %s at event %d; resume it to start", src, seq)})
-	if err != nil {
-		return nil, err
-	}
-	return []journal.Draft{{Type: journal.RunPaused, Time: h.opts.Clock(), Payload: p}}, nil
-}
-
-// forkDrafts returns the drafts of a fork of events (a run's events 1 to
-// the fork point), with first as the run.created payload: the gate's
-// decisions, approvals and starts of calls that have no result by the
-// fork point are left out (the fork decides and runs them again), and
-// copied decisions lose their remembered approvals.
-func forkDrafts(events []journal.Event, first []byte) ([]journal.Draft, error) {
-	// Only the newest turn can have calls without a result (a model call
-	// needs every call of the turn before it answered).
-	turn := 0
-	for i, e := range events {
-		if e.Type != journal.ModelResponded {
-			continue
-		}
-		if v, err := agent.Decode(&e); err == nil && len(v.(*agent.ModelResponded).Message.ToolCalls) > 0 {
-			turn = i
-		}
-	}
-	finished := map[string]bool{}
-	for _, e := range events[turn:] {
-		if e.Type == journal.ToolFinished {
-			v, err := agent.Decode(&e)
-			if err != nil {
-				return nil, err
-			}
-			finished[v.(*agent.ToolFinished).CallID] = true
-		}
-	}
-	drafts := make([]journal.Draft, 0, len(events))
-	for i, e := range events {
-		payload := e.Payload
-		switch e.Type {
-		case journal.GateDecided, journal.ApprovalRequested, journal.ApprovalResolved, journal.ToolStarted:
-			v, err := agent.Decode(&e)
-			if err != nil {
-				return nil, err
-			}
-			var call string
-			switch x := v.(type) {
-			case *agent.GateDecided:
-				call = x.CallID
-			case *agent.ApprovalRequested:
-				call = x.CallID
-			case *agent.ApprovalResolved:
-				call = x.CallID
-			case *agent.ToolStarted:
-				call = x.CallID
-			}
-			if i > turn && !finished[call] {
-				// A call without a result by the fork point is decided
-				// and run again in the fork, which is told nothing of a
-				// start that never ran in its workspace.
-				continue
-			}
-			if d, ok := v.(*agent.ApprovalResolved); ok && (d.Remember != "" || len(d.Grants) > 0) {
-				c := *d
-				c.Remember, c.Prefix, c.Grants = "", nil, nil
-				if payload, err = jsonPayload(&c); err != nil {
-					return nil, err
-				}
-			}
-		}
-		drafts = append(drafts, journal.Draft{Type: e.Type, Time: e.Time, Payload: payload})
-	}
-	drafts[0].Payload = first
-	return drafts, nil
+	return agent.NotStarted(id, src, seq, drafts, h.opts.Clock())
 }

@@ -85,7 +85,7 @@ func TestUnstartedForkWaits(t *testing.T) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.srv.URL+"/ui/runs/"+run.ID+"/fork", strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Sec-Fetch-Site", "same-origin")
-		req.AddCookie(&http.Cookie{Name: "keel_token", Value: e.secret})
+		req.AddCookie(e.cookie(e.secret))
 		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -145,7 +145,7 @@ func TestUnstartedForkWaits(t *testing.T) {
 func (e *env) page(path string) string {
 	e.t.Helper()
 	req, _ := http.NewRequestWithContext(e.t.Context(), http.MethodGet, e.srv.URL+path, nil)
-	req.AddCookie(&http.Cookie{Name: "keel_token", Value: e.secret})
+	req.AddCookie(e.cookie(e.secret))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)

@@ -338,7 +338,7 @@ func TestUIStreamLastEventID(t *testing.T) {
 	e := newEnv(t, nil)
 	id := e.askingRun(t.TempDir(), modeltest.Call("c1", "bash", map[string]string{"command": "true"}))
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.srv.URL+"/ui/runs/"+id+"/stream", nil)
-	req.AddCookie(&http.Cookie{Name: "keel_token", Value: e.secret})
+	req.AddCookie(e.cookie(e.secret))
 	req.Header.Set("Last-Event-ID", "9223372036854775807")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

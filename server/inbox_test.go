@@ -150,7 +150,7 @@ func (e *env) uiResp(method, path, secret string, form url.Values, site string) 
 		req.Header.Set("Sec-Fetch-Site", site)
 	}
 	if secret != "" {
-		req.AddCookie(&http.Cookie{Name: "keel_token", Value: secret})
+		req.AddCookie(e.cookie(secret))
 	}
 	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := hc.Do(req)
@@ -301,9 +301,52 @@ func TestSignInWithOneTimeCode(t *testing.T) {
 		t.Errorf("a cross-site POST: %d %v, want 403 and no cookie", status, resp.Cookies())
 	}
 	status, _, resp := e.uiResp(http.MethodPost, "/ui/login", e.secret, form, "same-origin")
-	if status != http.StatusSeeOther || len(resp.Cookies()) != 1 || resp.Cookies()[0].Value != writer || !resp.Cookies()[0].HttpOnly {
-		t.Fatalf("the button: %d %v, want a redirect setting wendy's token", status, resp.Cookies())
+	if status != http.StatusSeeOther || len(resp.Cookies()) != 1 || !resp.Cookies()[0].HttpOnly || resp.Cookies()[0].SameSite != http.SameSiteStrictMode {
+		t.Fatalf("the button: %d %v, want a redirect setting a session cookie", status, resp.Cookies())
 	}
+	// The cookie is a session, not the token, and it ends: at sign-out,
+	// and 12 hours after sign-in.
+	session := resp.Cookies()[0]
+	if strings.Contains(session.Value, writer) || strings.HasPrefix(session.Value, "keel_") || session.MaxAge > 12*3600 {
+		t.Errorf("the session cookie %v holds the token or outlives 12 hours", session)
+	}
+	get := func(c *http.Cookie) (int, string) {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.srv.URL+"/ui/runs", nil)
+		req.AddCookie(c)
+		hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		r, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return r.StatusCode, string(b)
+	}
+	if code, body := get(session); code != http.StatusOK || !strings.Contains(body, "wendy") {
+		t.Errorf("the session: %d, want wendy's runs page", code)
+	}
+	if code, _ := get(&http.Cookie{Name: session.Name, Value: writer}); code != http.StatusSeeOther {
+		t.Errorf("the raw token as the cookie: %d, want the sign-in redirect", code)
+	}
+	other, err := e.h.Session(t.Context(), writer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+"/ui/logout", nil)
+	out.Header.Set("Sec-Fetch-Site", "same-origin")
+	out.AddCookie(other)
+	if r, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(out); err == nil {
+		r.Body.Close()
+	}
+	if code, _ := get(other); code != http.StatusSeeOther {
+		t.Errorf("a session after sign-out: %d, want the sign-in redirect", code)
+	}
+	defer func() {
+		clock.add(12*time.Hour + time.Minute)
+		if code, _ := get(session); code != http.StatusSeeOther {
+			t.Errorf("a session after 12 hours: %d, want the sign-in redirect", code)
+		}
+	}()
 	if status, _ := e.uiDo(http.MethodPost, "/ui/login", "", form, "same-origin"); status != http.StatusUnauthorized {
 		t.Errorf("a used code: %d, want 401", status)
 	}

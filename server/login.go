@@ -16,6 +16,9 @@ import (
 type logins struct {
 	mu    sync.Mutex
 	codes map[string]loginCode
+	// sessions are the web UI's sessions: session id → the token's
+	// secret, until it expires. Only the id is in the browser's cookie.
+	sessions map[string]loginCode
 }
 
 type loginCode struct {
@@ -49,6 +52,46 @@ func (h *Handler) LoginCode(ctx context.Context, secret string) (string, error) 
 	return code, nil
 }
 
+// Session signs a browser in with the API token secret: it returns the
+// session cookie to set, whose value is a random session id that stands
+// for the token in this process until [Options.SessionTTL] passes (12
+// hours by default), the person signs out, or the token is revoked. The
+// token itself never reaches the browser's cookie jar; a restart of the
+// server ends every session. It returns an error wrapping [token.ErrBad]
+// if secret is not a valid token.
+func (h *Handler) Session(ctx context.Context, secret string) (*http.Cookie, error) {
+	if _, err := h.tokens.Authenticate(ctx, secret); err != nil {
+		return nil, err
+	}
+	id, err := token.Random(32)
+	if err != nil {
+		return nil, err
+	}
+	now := h.opts.Clock()
+	h.logins.mu.Lock()
+	for s, l := range h.logins.sessions {
+		if now.After(l.expires) {
+			delete(h.logins.sessions, s)
+		}
+	}
+	h.logins.sessions[id] = loginCode{secret: secret, expires: now.Add(h.opts.SessionTTL)}
+	h.logins.mu.Unlock()
+	return &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		MaxAge: int(h.opts.SessionTTL / time.Second)}, nil
+}
+
+// sessionSecret returns the token secret of session id, if it is live.
+func (h *Handler) sessionSecret(id string) (string, bool) {
+	h.logins.mu.Lock()
+	defer h.logins.mu.Unlock()
+	l, ok := h.logins.sessions[id]
+	if !ok || h.opts.Clock().After(l.expires) {
+		delete(h.logins.sessions, id)
+		return "", false
+	}
+	return l.secret, true
+}
+
 // loginSecret returns the secret a sign-in code stands for; take also
 // uses the code up.
 func (h *Handler) loginSecret(code string, take bool) (string, bool) {
@@ -70,9 +113,10 @@ func (h *Handler) loginSecret(code string, take bool) (string, bool) {
 // button: nothing changes until the person presses it, so a page on
 // another site that sends the browser to a sign-in link cannot replace
 // their session. A POST (from this site only) takes the pasted token or
-// the code, checks it, and keeps the token in an HttpOnly, SameSite=Strict
-// cookie. Tokens in links (?token=) are refused: they would stay in the
-// browser's history.
+// the code, checks it, and starts a session (Handler.Session: an
+// HttpOnly, SameSite=Strict cookie with a random id, never the token).
+// Tokens in links (?token=) are refused: they would stay in the browser's
+// history.
 func (h *Handler) uiLogin(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
 	w.Header().Set("Referrer-Policy", "no-referrer")
@@ -80,8 +124,10 @@ func (h *Handler) uiLogin(w http.ResponseWriter, r *http.Request) {
 	p := h.newPage(ctx, nil, "Sign in", "")
 	p.NextPage = nextPage(r.URL.Query().Get("next"))
 	if c, err := r.Cookie(cookieName); err == nil {
-		if cur, err := h.tokens.Authenticate(ctx, c.Value); err == nil {
-			p.Current = cur.Name
+		if secret, ok := h.sessionSecret(c.Value); ok {
+			if cur, err := h.tokens.Authenticate(ctx, secret); err == nil {
+				p.Current = cur.Name
+			}
 		}
 	}
 	if r.Method == http.MethodGet {
@@ -123,13 +169,17 @@ func (h *Handler) uiLogin(w http.ResponseWriter, r *http.Request) {
 		h.render(w, http.StatusOK, "login", p)
 		return
 	}
-	if _, err := h.tokens.Authenticate(ctx, secret); err != nil {
+	cookie, err := h.Session(ctx, secret)
+	if err != nil {
 		p.Flash = &flash{"bad", "That token is not valid (unknown or revoked)."}
 		h.render(w, http.StatusUnauthorized, "login", p)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: secret, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 30 * 24 * 3600})
+	if c, err := r.Cookie(cookieName); err == nil {
+		h.endSession(c.Value) // the session this one replaces
+	}
+	cookie.Secure = r.TLS != nil
+	http.SetCookie(w, cookie)
 	http.Redirect(w, r, nextPage(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
@@ -147,6 +197,16 @@ func (h *Handler) uiLogout(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cross-site request refused", http.StatusForbidden)
 		return
 	}
+	if c, err := r.Cookie(cookieName); err == nil {
+		h.endSession(c.Value)
+	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+// endSession ends session id (sign-out, or a new sign-in in its place).
+func (h *Handler) endSession(id string) {
+	h.logins.mu.Lock()
+	defer h.logins.mu.Unlock()
+	delete(h.logins.sessions, id)
 }

@@ -14,6 +14,7 @@ var routes = []route{
 	{"POST", "/v1/runs/{id}/cancel", api.ScopeRunsWrite, (*Handler).cancelRun},
 	{"POST", "/v1/runs/{id}/resume", api.ScopeRunsWrite, (*Handler).resumeRun},
 	{"POST", "/v1/runs/{id}/fork", api.ScopeRunsWrite, (*Handler).forkRun},
+	{"POST", "/v1/runs/{id}/rewind", api.ScopeRunsWrite, (*Handler).rewindRun},
 	{"GET", "/v1/runs/{id}/events", api.ScopeRunsRead, (*Handler).runEvents},
 	{"GET", "/v1/runs/{id}/artifacts/{path...}", api.ScopeRunsRead, (*Handler).artifact},
 

@@ -256,8 +256,8 @@ func (h *Handler) resume(ctx context.Context, id string, req *api.ResumeRun, who
 		return run, err
 	}
 	switch {
-	case run.Status == string(journal.StatusCompleted):
-		return run, conflict(api.CodeRunCompleted, "run %s has completed; fork it to continue from an earlier event", id)
+	case run.Status == string(journal.StatusCompleted) && strings.TrimSpace(message) == "":
+		return run, conflict(api.CodeRunCompleted, "run %s has completed: send a message to follow up, or fork it to continue from an earlier event", id)
 	case run.Executing:
 		return run, conflict(api.CodeConflict, "run %s is executing", id)
 	case len(run.Pending) > 0:

@@ -115,6 +115,9 @@ type Options struct {
 	// LoginCodeTTL is how long a sign-in code of [Handler.LoginCode]
 	// stays valid; 0 means 15 minutes.
 	LoginCodeTTL time.Duration
+	// SessionTTL is how long a web UI session lasts after sign-in; 0
+	// means 12 hours.
+	SessionTTL time.Duration
 	// Adopt is how often the server looks for runs that should be
 	// executing but whose lease no process holds (their server died),
 	// and executes them; 0 means never (only Start does, once). Set it
@@ -217,7 +220,10 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 	}
 	h.policyRef, h.demoPolicyRef = agent.NewPolicyRef(h.opts.Policy), agent.NewPolicyRef(DemoPolicy())
 	h.conf = newConfinement(&h.opts)
-	h.logins = &logins{codes: map[string]loginCode{}}
+	h.logins = &logins{codes: map[string]loginCode{}, sessions: map[string]loginCode{}}
+	if h.opts.SessionTTL <= 0 {
+		h.opts.SessionTTL = 12 * time.Hour
+	}
 	h.stop = make(chan struct{})
 	h.sums = newSummaries(rt.Store())
 	h.actions = journal.NewStream(rt.Store(), ActionStream, h.opts.Clock, func(*journal.Event) error { return nil })
@@ -489,13 +495,14 @@ func (h *Handler) noRoute(w http.ResponseWriter, r *http.Request) {
 	writeError(w, &apiError{http.StatusNotFound, api.CodeNotFound, "no API route " + r.Method + " " + r.URL.Path})
 }
 
-// cookieName is the cookie the web UI keeps the token in.
-const cookieName = "keel_token"
+// cookieName is the web UI's session cookie: a random session id, never
+// the token itself (see Handler.Session).
+const cookieName = "keel_session"
 
 // authenticate finds the request's token: "Authorization: Bearer
-// keel_...", or the web UI's cookie. A cookie authenticates a request
-// that changes state only if the browser says it comes from this site
-// (Sec-Fetch-Site or Origin), so another site cannot act with it.
+// keel_...", or the web UI's session cookie. A cookie authenticates a
+// request that changes state only if the browser says it comes from this
+// site (Sec-Fetch-Site or Origin), so another site cannot act with it.
 func (h *Handler) authenticate(r *http.Request) (*caller, error) {
 	if a := r.Header.Get("Authorization"); a != "" {
 		// The scheme is case-insensitive (RFC 9110, section 11.1).
@@ -512,7 +519,11 @@ func (h *Handler) authenticate(r *http.Request) (*caller, error) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
 		return nil, &apiError{http.StatusForbidden, api.CodeForbidden, "cross-site request refused"}
 	}
-	return h.tokens.Authenticate(r.Context(), c.Value)
+	secret, ok := h.sessionSecret(c.Value)
+	if !ok {
+		return nil, &apiError{http.StatusUnauthorized, api.CodeUnauthenticated, "your session has ended: sign in again"}
+	}
+	return h.tokens.Authenticate(r.Context(), secret)
 }
 
 // sameOrigin reports whether a browser request comes from this server's

@@ -196,7 +196,7 @@ func TestCookieRefusesCrossSite(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+"/v1/runs", nil)
-			req.AddCookie(&http.Cookie{Name: "keel_token", Value: e.secret})
+			req.AddCookie(e.cookie(e.secret))
 			req.Header.Set("Sec-Fetch-Site", tt.site)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {

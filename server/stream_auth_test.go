@@ -65,7 +65,7 @@ func (e *env) openStream(ctx context.Context, path, secret string, cookie bool) 
 		e.t.Fatal(err)
 	}
 	if cookie {
-		req.AddCookie(&http.Cookie{Name: "keel_token", Value: secret})
+		req.AddCookie(e.cookie(secret))
 	} else {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}

@@ -5,16 +5,20 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/checkpoint"
+	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
@@ -52,6 +56,18 @@ func newUIPages() *uiPages {
 		"vis":        visible.String,
 		"seg":        url.PathEscape,
 		"costGroups": func() []string { return telemetry.CostGroups },
+		"proposed":   proposedDiff,
+		"summaryOf": func(p *page) *summaryView {
+			return &summaryView{Run: p.Run, CanWrite: p.CanWrite, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint}
+		},
+		"withForm": func(a api.Approval, s *summaryView) approvalView {
+			v := approvalView{A: a}
+			if s != nil && s.FormName == "decide" && s.Form["call"] == a.CallID {
+				v.Reason = s.Form["reason"]
+			}
+			return v
+		},
+		"statusIs": func(r api.Run, s ...string) bool { return slices.Contains(s, r.Status) },
 	}
 	return &uiPages{t: template.Must(template.New("pages").Funcs(funcs).Parse(pagesHTML))}
 }
@@ -65,9 +81,23 @@ type page struct {
 	CanWrite   bool
 	IsAdmin    bool
 
-	Runs      []api.Run
-	Run       api.Run
-	Rows      []row
+	Runs []api.Run
+	Run  api.Run
+	Rows []row
+	// Items are the run page's conversation; Files the files the run
+	// changed (FilesNote says against what, or why none are shown).
+	Items     []item
+	Files     []fileDiff
+	FilesNote string
+	// LastCheckpoint is the run's newest checkpoint event (0: none).
+	LastCheckpoint int64
+	// Form holds what a form on the page sent when it failed, to show
+	// it again; FormName names the form.
+	Form     map[string]string
+	FormName string
+	// Filter and Chart are the runs dashboard's filters and its chart.
+	Filter    runFilter
+	Chart     *runChart
 	Next      int64
 	Approvals []api.Approval
 	AuthWaits []api.AuthWait
@@ -93,6 +123,32 @@ type page struct {
 
 type flash struct{ Kind, Text string }
 
+// summaryView is the run page's header: the run's facts, its approvals
+// and the actions that apply to its state (sent again over the stream
+// as the run changes). Form keeps what a failed form sent.
+type summaryView struct {
+	Run            api.Run
+	CanWrite       bool
+	Form           map[string]string
+	FormName       string
+	LastCheckpoint int64
+}
+
+// Field returns what the form name sent for key, when that form failed.
+func (s *summaryView) Field(name, key string) string {
+	if s.FormName != name {
+		return ""
+	}
+	return s.Form[key]
+}
+
+// approvalView is an approval card, with the reason typed into it when
+// its decision failed.
+type approvalView struct {
+	A      api.Approval
+	Reason string
+}
+
 // registerUI adds the web UI's routes to mux.
 func (h *Handler) registerUI(mux *http.ServeMux) {
 	static, _ := fs.Sub(staticFS, "ui/static")
@@ -115,6 +171,8 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"POST /ui/runs/{id}/cancel", api.ScopeRunsWrite, h.uiCancel},
 		{"POST /ui/runs/{id}/resume", api.ScopeRunsWrite, h.uiResume},
 		{"POST /ui/runs/{id}/fork", api.ScopeRunsWrite, h.uiFork},
+		{"POST /ui/runs/{id}/rewind", api.ScopeRunsWrite, h.uiRewind},
+		{"GET /ui/runs/{id}/files", api.ScopeRunsRead, h.uiFiles},
 		{"GET /ui/approvals", api.ScopeRunsRead, h.uiApprovals},
 		{"POST /ui/approvals/{id}/{call}", api.ScopeApprovalsWrite, h.uiDecide},
 		{"POST /ui/runs/{id}/auth/{call}/connect", api.ScopeApprovalsWrite, h.uiConnect},
@@ -227,11 +285,13 @@ func (h *Handler) uiRuns(w http.ResponseWriter, r *http.Request, who *caller) er
 	if err != nil {
 		return err
 	}
+	shown, filter := dashboard(r, runs)
 	if r.URL.Query().Get("fragment") != "" {
-		return h.fragment(w, "runrows", &page{Runs: runs})
+		return h.fragment(w, "runrows", &page{Runs: shown})
 	}
 	p := h.newPage(r.Context(), who, "Runs", "runs")
-	p.Runs = runs
+	p.Runs, p.Filter = shown, filter
+	p.Chart = newRunChart(shown, h.opts.Clock())
 	h.render(w, http.StatusOK, "runs", p)
 	return nil
 }
@@ -264,21 +324,42 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 }
 
 func (h *Handler) uiRun(w http.ResponseWriter, r *http.Request, who *caller) error {
-	ctx := r.Context()
-	id := r.PathValue("id")
-	run, err := h.run(ctx, id, 0)
+	p, err := h.runPage(r.Context(), who, r.PathValue("id"))
 	if err != nil {
 		return err
+	}
+	h.render(w, http.StatusOK, "run", p)
+	return nil
+}
+
+// runPage builds the run page of run id: its summary, the conversation,
+// the raw events and the files it changed.
+func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, error) {
+	run, err := h.run(ctx, id, 0)
+	if err != nil {
+		return nil, err
 	}
 	events, err := h.rt.Store().Read(ctx, id, 1)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rr := newRowRenderer(id)
+	rr, cr := newRowRenderer(id), newConvRenderer(id)
 	p := h.newPage(ctx, who, "Run "+shortID(id), "runs")
 	p.Run = run
+	at := map[string]int{}
 	for i := range events {
 		p.Rows = append(p.Rows, rr.render(&events[i]))
+		for _, it := range cr.render(&events[i]) {
+			if k, ok := at[it.ID]; ok {
+				p.Items[k] = it
+				continue
+			}
+			at[it.ID] = len(p.Items)
+			p.Items = append(p.Items, it)
+		}
+		if journal.KeepsStatus(events[i].Type) {
+			p.LastCheckpoint = events[i].Seq
+		}
 	}
 	p.Next = int64(len(events)) + 1
 	if st, _, err := h.rt.Load(ctx, id); err == nil {
@@ -286,7 +367,98 @@ func (h *Handler) uiRun(w http.ResponseWriter, r *http.Request, who *caller) err
 			p.Inputs = append(p.Inputs, newUIInput(inputView(in)))
 		}
 	}
-	h.render(w, http.StatusOK, "run", p)
+	p.Files, p.FilesNote = h.runFiles(ctx, events)
+	return p, nil
+}
+
+// runFiles returns the files a run changed, from its first checkpoint to
+// its newest (or, for a run without checkpoints, its workspace now
+// against the git commit it started on), and what they are compared
+// with.
+func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileDiff, string) {
+	var changes []gitws.Change
+	var note string
+	if len(events) == 0 {
+		return nil, ""
+	}
+	cs, from, to, err := checkpoint.Diff(ctx, events, events[len(events)-1].Seq)
+	switch {
+	case err == nil:
+		changes, note = cs, fmt.Sprintf("from the checkpoint of event %d to that of event %d", from, to)
+	case errors.Is(err, checkpoint.ErrNone):
+		c, cerr := runCreated(events)
+		if cerr != nil || c.Git == nil {
+			return nil, "no workspace checkpoints and no git commit to compare with"
+		}
+		if changes, err = gitws.Diff(ctx, c.Workspace, c.Git.Commit, nil); err != nil {
+			return nil, "the workspace cannot be compared: " + err.Error()
+		}
+		note = "the workspace now against commit " + c.Git.Commit[:min(12, len(c.Git.Commit))]
+	default:
+		return nil, "the checkpoints cannot be read: " + err.Error()
+	}
+	out := make([]fileDiff, 0, len(changes))
+	for _, c := range changes {
+		out = append(out, newFileDiff(c))
+	}
+	return out, note
+}
+
+func runCreated(events []journal.Event) (*agent.RunCreated, error) {
+	v, err := agent.Decode(&events[0])
+	if err != nil {
+		return nil, err
+	}
+	c, ok := v.(*agent.RunCreated)
+	if !ok {
+		return nil, errors.New("the first event is not run.created")
+	}
+	return c, nil
+}
+
+// uiFiles is the run page's files panel alone (refreshed as the run
+// changes files).
+func (h *Handler) uiFiles(w http.ResponseWriter, r *http.Request, who *caller) error {
+	p, err := h.runPage(r.Context(), who, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return h.fragment(w, "files", p)
+}
+
+// formFailed shows the run page again after a form on it failed: the
+// error on top and what the person typed still in the form.
+func (h *Handler) formFailed(w http.ResponseWriter, r *http.Request, who *caller, form string, err error) error {
+	p, perr := h.runPage(r.Context(), who, r.PathValue("id"))
+	if perr != nil {
+		return err
+	}
+	e, internal := classify(err)
+	if internal {
+		h.logger.Error("ui request failed", "path", r.URL.Path, "err", err)
+	}
+	p.Flash = &flash{"bad", e.msg}
+	p.FormName = form
+	p.Form = map[string]string{}
+	for k, v := range r.PostForm {
+		if len(v) > 0 {
+			p.Form[k] = v[0]
+		}
+	}
+	h.render(w, e.status, "run", p)
+	return nil
+}
+
+func (h *Handler) uiRewind(w http.ResponseWriter, r *http.Request, who *caller) error {
+	to, err := strconv.ParseInt(r.PostFormValue("to"), 10, 64)
+	if err != nil {
+		return h.formFailed(w, r, who, "rewind", badRequest("event %q is not a number", r.PostFormValue("to")))
+	}
+	res, err := h.rewind(r.Context(), r.PathValue("id"), to, who)
+	if err != nil {
+		return h.formFailed(w, r, who, "rewind", err)
+	}
+	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(r.PathValue("id"))+"#i"+strconv.FormatInt(res.Seq, 10), http.StatusSeeOther)
 	return nil
 }
 
@@ -313,11 +485,12 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 	if err != nil {
 		return err
 	}
-	rr := newRowRenderer(id)
+	rr, cr := newRowRenderer(id), newConvRenderer(id)
 	// busy is closed when the run's place in the pool changes while the
 	// last summary sent showed it executing or queued; nil otherwise.
 	var busy <-chan struct{}
 	var last []byte
+	var lastCheckpoint int64
 	summary := func() {
 		for {
 			// Watch before reading, so that a change in between is not
@@ -328,7 +501,8 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 				return
 			}
 			var b bytes.Buffer
-			if err := h.ui.t.ExecuteTemplate(&b, "summary", run); err == nil && !bytes.Equal(b.Bytes(), last) {
+			view := &summaryView{Run: run, CanWrite: token.HasScope(who, api.ScopeRunsWrite), LastCheckpoint: lastCheckpoint}
+			if err := h.ui.t.ExecuteTemplate(&b, "summary", view); err == nil && !bytes.Equal(b.Bytes(), last) {
 				_ = out.send("", "summary", b.Bytes())
 				last = b.Bytes()
 			}
@@ -343,9 +517,21 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 	// Follow from the first event so that the renderer knows the run
 	// (step numbers, calls), but send only the rows from `from` on.
 	write := func(e *journal.Event) error {
-		row := rr.render(e)
+		row, items := rr.render(e), cr.render(e)
+		if journal.KeepsStatus(e.Type) {
+			lastCheckpoint = e.Seq
+		}
 		if e.Seq < from {
 			return nil
+		}
+		for _, it := range items {
+			var b bytes.Buffer
+			if err := h.ui.t.ExecuteTemplate(&b, "item", it); err != nil {
+				return err
+			}
+			if err := out.send("", "item", b.Bytes()); err != nil {
+				return err
+			}
 		}
 		var b bytes.Buffer
 		if err := h.ui.t.ExecuteTemplate(&b, "row", row); err != nil {
@@ -394,7 +580,7 @@ func (h *Handler) uiCancel(w http.ResponseWriter, r *http.Request, who *caller) 
 
 func (h *Handler) uiResume(w http.ResponseWriter, r *http.Request, who *caller) error {
 	if _, err := h.resume(r.Context(), r.PathValue("id"), &api.ResumeRun{Message: r.PostFormValue("message")}, who); err != nil {
-		return err
+		return h.formFailed(w, r, who, "resume", err)
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(r.PathValue("id")), http.StatusSeeOther)
 	return nil
@@ -403,14 +589,15 @@ func (h *Handler) uiResume(w http.ResponseWriter, r *http.Request, who *caller) 
 func (h *Handler) uiFork(w http.ResponseWriter, r *http.Request, who *caller) error {
 	seq, err := strconv.ParseInt(r.PostFormValue("seq"), 10, 64)
 	if err != nil {
-		return badRequest("event %q is not a number", r.PostFormValue("seq"))
+		return h.formFailed(w, r, who, "fork", badRequest("event %q is not a number", r.PostFormValue("seq")))
 	}
 	// "start it" is checked by default; unchecked, the fork waits, paused
 	// and "not started", with a Start button.
 	req := &api.ForkRun{Seq: seq, Workspace: strings.TrimSpace(r.PostFormValue("workspace")), Start: r.PostFormValue("start") != ""}
+	req.Message = strings.TrimSpace(r.PostFormValue("message"))
 	run, err := h.forkAndStart(r.Context(), r.PathValue("id"), req, who)
 	if err != nil {
-		return err
+		return h.formFailed(w, r, who, "fork", err)
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 	return nil
@@ -436,13 +623,18 @@ func (h *Handler) uiApprovals(w http.ResponseWriter, r *http.Request, who *calle
 
 func (h *Handler) uiDecide(w http.ResponseWriter, r *http.Request, who *caller) error {
 	var d policy.Effect
+	remember := ""
 	switch r.PostFormValue("decision") {
 	case "allow":
 		d = policy.Allow
+	case "allow-run":
+		d, remember = policy.Allow, policy.ScopeRun
+	case "allow-agent":
+		d, remember = policy.Allow, policy.ScopeAgent
 	case "deny":
 		d = policy.Deny
 	default:
-		return badRequest("decision must be allow or deny")
+		return badRequest("decision must be allow, allow-run, allow-agent or deny")
 	}
 	// The call id comes from the path, escaped as one segment by the
 	// card's form; the form also carries it, and the two must agree, so a
@@ -451,7 +643,11 @@ func (h *Handler) uiDecide(w http.ResponseWriter, r *http.Request, who *caller) 
 	if c := r.PostFormValue("call"); c != call {
 		return badRequest("the form is for call %q but was posted for call %q; reload the inbox", visible.String(c), visible.String(call))
 	}
-	if _, err := h.decide(r.Context(), id, call, d, &api.Decide{Reason: r.PostFormValue("reason")}, who); err != nil {
+	if _, err := h.decide(r.Context(), id, call, d, &api.Decide{Reason: r.PostFormValue("reason"), Remember: remember}, who); err != nil {
+		if r.PostFormValue("from") == "run" {
+			r.SetPathValue("id", id)
+			return h.formFailed(w, r, who, "decide", err)
+		}
 		return err
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(id), http.StatusSeeOther)

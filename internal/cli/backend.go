@@ -33,6 +33,7 @@ type backend interface {
 	auditBackend
 	runsBackend
 	execBackend
+	rewindBackend
 	inputsBackend
 	// Close releases the journal (local) or nothing (remote).
 	Close() error

@@ -22,6 +22,7 @@ func (a *app) runsCmd() *cobra.Command {
 	cmd.AddCommand(a.runsListCmd(), a.runsShowCmd(), a.runsResumeCmd(), a.runsCompareCmd())
 	cmd.AddCommand(a.runsTokensCmd(), a.runsHandoffCmd(), a.runsCancelCmd(), a.runsTraceCmd())
 	cmd.AddCommand(a.runsExportCmd(), a.runsImportCmd(), a.runsDiffCmd())
+	cmd.AddCommand(a.runsRewindCmd(), a.runsForkCmd(), a.runsCheckpointsCmd(), a.runsPruneCheckpointsCmd())
 	return cmd
 }
 
@@ -143,7 +144,7 @@ func (a *app) runsShowCmd() *cobra.Command {
 							return err
 						}
 					}
-					if follow && verr == nil && len(events) > 0 && !stopsExecution(events[len(events)-1].Type) {
+					if follow && verr == nil && len(events) > 0 && !stopped(events) {
 						for e, err := range b.Follow(ctx, args[0], events[len(events)-1].Seq+1) {
 							if err != nil {
 								return err
@@ -164,7 +165,7 @@ func (a *app) runsShowCmd() *cobra.Command {
 				o := &showOptions{full: full, artifact: func(c *agent.RunCreated, rel string) ([]byte, error) {
 					return b.Artifact(ctx, args[0], c, rel)
 				}}
-				if follow && len(events) > 0 && !stopsExecution(events[len(events)-1].Type) {
+				if follow && len(events) > 0 && !stopped(events) {
 					o.follow = func(row func(e *journal.Event)) ([]journal.Event, error) {
 						var more []journal.Event
 						for e, err := range b.Follow(ctx, args[0], events[len(events)-1].Seq+1) {

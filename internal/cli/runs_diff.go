@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/tool/builtin/fs"
@@ -29,10 +30,11 @@ their unified diff. Only files git does not ignore are compared. When the
 tree had uncommitted changes at the start, the diff includes them; the
 files are named.
 
---at EVENT lists the file edits (write_file, edit_file) the run made up to
-that event. Keel keeps no snapshot of the workspace at each event yet, so
-the contents at an event, and what shell commands changed before it,
-cannot be shown.`,
+--at EVENT compares the run's first workspace checkpoint with its newest
+checkpoint at or before EVENT: what the run changed up to that event, by
+any tool, shell commands included (keel runs checkpoints RUN lists them).
+A run without checkpoints (journaled before they existed, or without git)
+lists its file edits (write_file, edit_file) up to EVENT instead.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -46,7 +48,24 @@ cannot be shown.`,
 				return err
 			}
 			if at > 0 {
-				return a.editsUpTo(args[0], events, at)
+				if at > events[len(events)-1].Seq {
+					return usagef("run %s has %d events; --at %d is past its end", args[0], len(events), at)
+				}
+				changes, from, to, err := checkpoint.Diff(ctx, events, at)
+				if errors.Is(err, checkpoint.ErrNone) {
+					for _, e := range events {
+						if journal.KeepsStatus(e.Type) {
+							fmt.Fprintf(escWriter{a.stdout}, "no files changed up to event %d: the run's first checkpoint (the files it started with) is event %d\n", at, e.Seq)
+							return nil
+						}
+					}
+					return a.editsUpTo(args[0], events, at)
+				}
+				if err != nil {
+					return fmt.Errorf("diff of run %s at event %d: %w", args[0], at, err)
+				}
+				printChanges(escWriter{a.stdout}, changes, fmt.Sprintf("since the checkpoint of event %d, at the checkpoint of event %d", from, to), stat)
+				return nil
 			}
 			created, err := runCreated(events)
 			if err != nil {
@@ -97,11 +116,28 @@ func (a *app) printRunDiff(ctx context.Context, out io.Writer, runID string, cre
 		fmt.Fprintf(w, "no files changed since %s in %s\n", short, created.Workspace)
 		return nil
 	}
+	printChanges(w, changes, fmt.Sprintf("since %s in %s", short, created.Workspace), true)
+	if len(created.Git.Dirty) > 0 {
+		fmt.Fprintf(w, "note: %d file(s) had uncommitted changes when the run started; their diff includes them: %s\n", len(created.Git.Dirty), strings.Join(created.Git.Dirty, ", "))
+	}
+	if !stat {
+		printPatches(w, changes)
+	}
+	return nil
+}
+
+// printChanges prints the list of changed files (with what, "since
+// ..."), then, unless stat, their diffs.
+func printChanges(w io.Writer, changes []gitws.Change, what string, stat bool) {
+	if len(changes) == 0 {
+		fmt.Fprintf(w, "no files changed %s\n", what)
+		return
+	}
 	added, removed := 0, 0
 	for _, c := range changes {
 		added, removed = added+c.Added, removed+c.Removed
 	}
-	fmt.Fprintf(w, "%d file(s) changed since %s in %s (+%d -%d)\n", len(changes), short, created.Workspace, added, removed)
+	fmt.Fprintf(w, "%d file(s) changed %s (+%d -%d)\n", len(changes), what, added, removed)
 	for _, c := range changes {
 		if c.Binary {
 			fmt.Fprintf(w, "  %s %s (binary)\n", c.Status, c.Path)
@@ -109,12 +145,12 @@ func (a *app) printRunDiff(ctx context.Context, out io.Writer, runID string, cre
 		}
 		fmt.Fprintf(w, "  %s %s +%d -%d\n", c.Status, c.Path, c.Added, c.Removed)
 	}
-	if len(created.Git.Dirty) > 0 {
-		fmt.Fprintf(w, "note: %d file(s) had uncommitted changes when the run started; their diff includes them: %s\n", len(created.Git.Dirty), strings.Join(created.Git.Dirty, ", "))
+	if !stat {
+		printPatches(w, changes)
 	}
-	if stat {
-		return nil
-	}
+}
+
+func printPatches(w io.Writer, changes []gitws.Change) {
 	for _, c := range changes {
 		fmt.Fprintf(w, "\ndiff --git a/%s b/%s\n", c.Path, c.Path)
 		if c.Binary {
@@ -123,15 +159,11 @@ func (a *app) printRunDiff(ctx context.Context, out io.Writer, runID string, cre
 		}
 		io.WriteString(w, c.Patch)
 	}
-	return nil
 }
 
 // editsUpTo prints the file edits of the run up to event seq at: each
 // write_file and edit_file call that succeeded, with its path.
 func (a *app) editsUpTo(runID string, events []journal.Event, at int64) error {
-	if at > events[len(events)-1].Seq {
-		return usagef("run %s has %d events; --at %d is past its end", runID, len(events), at)
-	}
 	w := escWriter{a.stdout}
 	paths := map[string]string{}
 	n := 0
@@ -169,7 +201,7 @@ func (a *app) editsUpTo(runID string, events []journal.Event, at int64) error {
 	if n == 0 {
 		fmt.Fprintf(w, "no file edits up to event %d\n", at)
 	}
-	fmt.Fprintf(w, "note: these are the edits of Keel's file tools up to event %d; what shell commands changed, and the files' contents at that event, need workspace snapshots, which Keel does not keep yet\n", at)
+	fmt.Fprintf(w, "note: run %s has no workspace checkpoints (it ran before they existed, or without git): these are the edits of Keel's file tools up to event %d; what shell commands changed, and the files' contents at that event, are not known\n", runID, at)
 	return nil
 }
 

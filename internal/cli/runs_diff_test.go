@@ -33,12 +33,19 @@ func TestRunsDiff(t *testing.T) {
 	if code, out, _ := keel(t, "runs", "diff", "--stat", id); code != 0 || strings.Contains(out, "@@") || !strings.Contains(out, "M textstats.py") {
 		t.Errorf("runs diff --stat = %d:\n%s", code, out)
 	}
-	code, out, _ = keel(t, "runs", "diff", "--at", "22", id)
-	if code != 0 || !strings.Contains(out, "\tedit_file\ttextstats.py\n") || !strings.Contains(out, "workspace snapshots") {
-		t.Errorf("runs diff --at 22 = %d:\n%s", code, out)
+	// --at: the checkpoints' diff up to an event (the edit is there at
+	// the end, not at the first checkpoint).
+	last := strings.Fields(checkpointSeqs(t, id)[len(checkpointSeqs(t, id))-1])[0]
+	code, out, _ = keel(t, "runs", "diff", "--at", last, id)
+	if code != 0 || !strings.Contains(out, "M textstats.py +1 -1") || !strings.Contains(out, "since the checkpoint of event") {
+		t.Errorf("runs diff --at %s = %d:\n%s", last, code, out)
 	}
-	if code, out, _ := keel(t, "runs", "diff", "--at", "5", id); code != 0 || !strings.Contains(out, "no file edits up to event 5") {
-		t.Errorf("runs diff --at 5 = %d:\n%s", code, out)
+	first := strings.Fields(checkpointSeqs(t, id)[0])[0]
+	if code, out, _ := keel(t, "runs", "diff", "--at", first, id); code != 0 || !strings.Contains(out, "no files changed since the checkpoint") {
+		t.Errorf("runs diff --at %s = %d:\n%s", first, code, out)
+	}
+	if code, out, _ := keel(t, "runs", "diff", "--at", "1", id); code != 0 || !strings.Contains(out, "no files changed up to event 1: the run's first checkpoint") {
+		t.Errorf("runs diff --at 1 = %d:\n%s", code, out)
 	}
 	if code, _, errOut := keel(t, "runs", "diff", "--at", "999", id); code != 2 || !strings.Contains(errOut, "past its end") {
 		t.Errorf("runs diff --at 999 = %d:\n%s", code, errOut)

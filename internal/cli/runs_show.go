@@ -133,6 +133,18 @@ func (t *timeline) readArtifact(rel string) ([]byte, error) {
 	return t.opts.artifact(t.created, rel)
 }
 
+// stopped reports whether the newest of events (a run's, from 1) that
+// says how its execution stands stops it: a completed run whose files
+// were rewound since is still stopped.
+func stopped(events []journal.Event) bool {
+	for i := len(events) - 1; i >= 0; i-- {
+		if !journal.KeepsStatus(events[i].Type) {
+			return stopsExecution(events[i].Type)
+		}
+	}
+	return false
+}
+
 // stopsExecution reports whether an event of type ty ends an execution
 // of a run: keel runs show --follow stops after it.
 func stopsExecution(ty journal.Type) bool {

@@ -15,7 +15,7 @@ import (
 
 // The README's first steps, as a newcomer takes them: `keel serve`
 // prints a sign-in link; in the browser, start the demo run, approve its
-// edit in the inbox, and watch the run finish in its timeline. The real
+// edit in the inbox, and watch the run finish in its conversation. The real
 // command, its wiring, the linux sandbox and the demo policy.
 func TestServeNewcomerInBrowser(t *testing.T) {
 	var chrome string
@@ -59,7 +59,7 @@ func TestServeNewcomerInBrowser(t *testing.T) {
 		chromedp.Navigate(link[1]),
 		chromedp.Click(css(`#sign-in`)),
 		chromedp.Click(css(`#start-demo`)),
-		chromedp.WaitVisible(css(`#timeline tr.ev.approval`)),
+		chromedp.WaitVisible(css(`#conversation details.call.asked`)),
 	); err != nil {
 		t.Fatalf("sign in and start the demo: %v\n%s", err, s.stderr)
 	}
@@ -73,13 +73,14 @@ func TestServeNewcomerInBrowser(t *testing.T) {
 		chromedp.Click(css(`#nav-approvals`)),
 		chromedp.WaitVisible(css(card)),
 		chromedp.Click(css(card+` button.approve`)),
-		chromedp.WaitVisible(css(`#timeline tr.ev.end.completed`)),
+		chromedp.WaitVisible(css(`#conversation .end.completed`)),
 	); err != nil {
 		t.Fatalf("approve and watch: %v\n%s", err, s.stderr)
 	}
-	// The journal agrees: completed, the approval by the token's person.
+	// The journal agrees: completed, the approval by the token's person,
+	// and the real server checkpointed the edit.
 	code, out, _ := keel(t, "runs", "show", runID)
-	if code != 0 || !strings.Contains(out, string(journal.RunCompleted)) || !strings.Contains(out, "approval.resolved") {
+	if code != 0 || !strings.Contains(out, string(journal.RunCompleted)) || !strings.Contains(out, "approval.resolved") || !strings.Contains(out, "workspace.checkpoint  checkpoint") || !strings.Contains(out, "M textstats.py") {
 		t.Errorf("runs show %s = %d:\n%s", runID, code, out)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
@@ -76,6 +77,9 @@ type wiring struct {
 	closers []func() error
 	// vault gives http_request its credentials (opened on first use).
 	vault *lazyVault
+	// checkpoint snapshots the workspace after each step that changed
+	// it (nil without git).
+	checkpoint func(context.Context, string, *agent.Snapshot) (*agent.WorkspaceCheckpoint, error)
 }
 
 func (w *wiring) Close() {
@@ -112,6 +116,7 @@ func (w *wiring) execParams(onEvent func(e eventT)) *agent.ExecParams {
 		Limits:        w.live.limits,
 		Settings:      w.live.settings,
 		Trace:         w.trace,
+		Checkpoint:    w.checkpoint,
 	}
 }
 
@@ -243,6 +248,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		a.metrics.ObserveSandboxStart(time.Since(sbStart))
 	}
 	w.vault = &lazyVault{a: a}
+	w.checkpoint = checkpoint.Hook(a.checkpointStore(), ws.Root())
 	w.tools = newToolsWith(set, w.vault)
 	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
 	if err := a.connectMCP(ctx, w, c); err != nil {

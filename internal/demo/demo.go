@@ -87,6 +87,12 @@ func (*Model) Generate(ctx context.Context, req *model.Request) (*model.Response
 			k++
 		}
 	}
+	if n := len(req.Messages); k >= len(script) && n > 0 && req.Messages[n-1].Role == model.RoleUser {
+		// A follow-up after the script: the demo says it has no more
+		// steps, quoting the person's message.
+		msg := model.Message{Role: model.RoleAssistant, Content: fmt.Sprintf("[scripted] Follow-up received: %q. The demo script has no more steps; a real model would act on it now.", req.Messages[n-1].Content)}
+		return &model.Response{Message: msg, Model: "scripted:demo", StopReason: stop(msg)}, nil
+	}
 	if k >= len(script) {
 		return nil, &model.Error{Kind: model.KindExhausted, Provider: "scripted", Message: fmt.Sprintf("the demo script has %d turns", len(script))}
 	}

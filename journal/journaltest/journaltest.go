@@ -72,6 +72,7 @@ func Run(t *testing.T, open func(t *testing.T) journal.Store) {
 		{"Notify", checkNotify},
 		{"CanceledContext", checkCanceledContext},
 		{"Records", checkRecords},
+		{"KeepsStatus", checkKeepsStatus},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -243,6 +244,45 @@ func checkNotFound(ctx context.Context, s journal.Store) error {
 	}
 	if runs == nil && err == nil {
 		v.add("Runs(empty store) = nil slice, want an empty non-nil slice")
+	}
+	return v.err()
+}
+
+// checkKeepsStatus: events that record the workspace's files
+// (journal.KeepsStatus) leave the status of the run's index as it was: a
+// completed run whose files were rewound is still completed, a running
+// run whose files were checkpointed still running.
+func checkKeepsStatus(ctx context.Context, s journal.Store) error {
+	var v violations
+	steps := []struct {
+		types []journal.Type
+		want  journal.Status
+	}{
+		{[]journal.Type{journal.RunCreated, journal.WorkspaceCheckpoint}, journal.StatusRunning},
+		{[]journal.Type{journal.ToolFinished, journal.WorkspaceCheckpoint, journal.RunCompleted}, journal.StatusCompleted},
+		{[]journal.Type{journal.WorkspaceCheckpoint, journal.WorkspaceRestored}, journal.StatusCompleted},
+		{[]journal.Type{journal.WorkspaceRestored}, journal.StatusCompleted},
+		{[]journal.Type{journal.RunResumed, journal.WorkspaceCheckpoint}, journal.StatusRunning},
+	}
+	seq := int64(0)
+	for _, st := range steps {
+		drafts := make([]journal.Draft, len(st.types))
+		for i, ty := range st.types {
+			drafts[i] = draft(ty, int(seq)+i)
+		}
+		if _, err := s.Append(ctx, "keeps", seq, drafts...); err != nil {
+			return err
+		}
+		seq += int64(len(drafts))
+		runs, err := s.Runs(ctx, nil)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if r.RunID == "keeps" && (r.Status != st.want || r.LastType != st.types[len(st.types)-1] || r.LastSeq != seq) {
+				v.add("after appending %v: status %s, last %s %d; want %s, %s %d", st.types, r.Status, r.LastType, r.LastSeq, st.want, st.types[len(st.types)-1], seq)
+			}
+		}
 	}
 	return v.err()
 }

@@ -126,7 +126,13 @@ func (s *Store) Append(ctx context.Context, runID string, after int64, drafts ..
 	r.summary.Updated = tail.Time
 	r.summary.LastSeq = tail.Seq
 	r.summary.LastType = tail.Type
-	r.summary.Status = journal.StatusOf(tail.Type)
+	types := make([]journal.Type, len(events))
+	for i := range events {
+		types[i] = events[i].Type
+	}
+	if st, keep := journal.TailStatus(types...); !keep {
+		r.summary.Status = st
+	}
 	s.broker.Publish(runID)
 	return events, nil
 }

@@ -68,14 +68,19 @@ func (s *Store) Append(ctx context.Context, runID string, after int64, drafts ..
 			e.RunID, e.Seq, string(e.Type), e.Time.Format(journal.TimeFormat), []byte(e.Payload), e.PrevHash, e.Hash)
 	}
 	tail := &events[len(events)-1]
+	types := make([]journal.Type, len(events))
+	for i := range events {
+		types[i] = events[i].Type
+	}
+	status, keep := journal.TailStatus(types...)
 	b.Queue(`
 INSERT INTO keel_runs (run_id, created, updated, last_seq, last_type, last_hash, status)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (run_id) DO UPDATE SET
 	updated = excluded.updated, last_seq = excluded.last_seq, last_type = excluded.last_type,
-	last_hash = excluded.last_hash, status = excluded.status`,
+	last_hash = excluded.last_hash, status = CASE WHEN $8 THEN keel_runs.status ELSE excluded.status END`,
 		runID, events[0].Time.Format(journal.TimeFormat), tail.Time.Format(journal.TimeFormat),
-		tail.Seq, string(tail.Type), tail.Hash, string(journal.StatusOf(tail.Type)))
+		tail.Seq, string(tail.Type), tail.Hash, string(status), keep)
 	b.Queue(`SELECT pg_notify($1, $2)`, notifyChannel, s.id+" "+runID)
 	b.Queue(`COMMIT`)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {

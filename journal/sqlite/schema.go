@@ -133,7 +133,7 @@ INSERT INTO runs (run_id, created, updated, last_seq, last_type, last_hash, stat
 VALUES (?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (run_id) DO UPDATE SET
 	updated = excluded.updated, last_seq = excluded.last_seq, last_type = excluded.last_type,
-	last_hash = excluded.last_hash, status = excluded.status`},
+	last_hash = excluded.last_hash, status = CASE WHEN ? THEN runs.status ELSE excluded.status END`},
 		{r, &q.readEvents, `SELECT seq, type, time, payload, prev_hash, hash FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq`},
 		{r, &q.runExists, `SELECT count(*) FROM runs WHERE run_id = ?`},
 	} {

@@ -58,9 +58,10 @@ func (s *Store) Append(ctx context.Context, runID string, after int64, drafts ..
 		}
 	}
 	tail := &events[len(events)-1]
+	status, keep := tailStatus(events)
 	_, err = tx.StmtContext(ctx, s.q.upsertRun).ExecContext(ctx,
 		runID, events[0].Time.Format(journal.TimeFormat), tail.Time.Format(journal.TimeFormat),
-		tail.Seq, string(tail.Type), tail.Hash, string(journal.StatusOf(tail.Type)))
+		tail.Seq, string(tail.Type), tail.Hash, string(status), keep)
 	if err != nil {
 		return nil, dbError(fmt.Sprintf("append run %s: update index", runID), err)
 	}
@@ -228,4 +229,13 @@ func (s *Store) Runs(ctx context.Context, p *journal.ListParams) ([]journal.RunS
 		return nil, dbError("list runs", err)
 	}
 	return out, nil
+}
+
+// tailStatus is journal.TailStatus of events' types.
+func tailStatus(events []journal.Event) (journal.Status, bool) {
+	types := make([]journal.Type, len(events))
+	for i := range events {
+		types[i] = events[i].Type
+	}
+	return journal.TailStatus(types...)
 }

@@ -238,6 +238,34 @@ type ForkRun struct {
 	Message string `json:"message,omitempty"`
 }
 
+// RewindRun is the body of POST /v1/runs/{id}/rewind.
+type RewindRun struct {
+	// To is an event of the run: its files are restored as the newest
+	// workspace checkpoint at or before it recorded them.
+	To int64 `json:"to"`
+}
+
+// Rewound is the answer to POST /v1/runs/{id}/rewind.
+type Rewound struct {
+	// Seq is the workspace.restored event journaled; To the event of the
+	// checkpoint restored; Tree its snapshot and Before the snapshot of
+	// the files it replaced.
+	Seq    int64  `json:"seq"`
+	To     int64  `json:"to"`
+	Tree   string `json:"tree"`
+	Before string `json:"before,omitempty"`
+	// Files are the files the rewind changed ("A", "M" or "D" each);
+	// MoreFiles counts those beyond the list.
+	Files     []FileChange `json:"files,omitempty"`
+	MoreFiles int          `json:"more_files,omitempty"`
+}
+
+// FileChange is one file a rewind changed.
+type FileChange struct {
+	Path   string `json:"path"`
+	Status string `json:"status"`
+}
+
 // Approval is a tool call waiting for a person's decision.
 type Approval struct {
 	RunID  string `json:"run_id"`

@@ -1,0 +1,300 @@
+// Package checkpoint connects workspace snapshots (internal/gitws) to
+// runs: the hook an execution calls to journal a workspace.checkpoint
+// after each step that changed a file, the rewind of a run's files to an
+// earlier checkpoint (journaled as workspace.restored), the files of a
+// fork, and the pruning of old runs' snapshots. The local command line
+// and the team server both use it, so rewind and fork behave the same
+// through either (docs/checkpoints.md).
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/journal"
+)
+
+// Ref is the ref of run id in a checkpoint store: a chain of commits,
+// one per snapshot, that keeps the run's snapshots until it is pruned.
+func Ref(runID string) string { return "refs/keel/runs/" + runID }
+
+// Hook returns an agent.ExecParams.Checkpoint that snapshots workspace
+// into the store at dir. It opens the store on first use; without git it
+// returns nil (no checkpoints).
+func Hook(dir, workspace string) func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error) {
+	if !gitws.Available() {
+		return nil
+	}
+	var once sync.Once
+	var cp *gitws.Checkpoints
+	var openErr error
+	return func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error) {
+		once.Do(func() { cp, openErr = gitws.OpenCheckpoints(ctx, dir, workspace) })
+		if openErr != nil {
+			return nil, openErr
+		}
+		start := time.Now()
+		tree, err := cp.Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if prev != nil && prev.Tree == tree && prev.Store == cp.Store() {
+			return nil, nil
+		}
+		out := &agent.WorkspaceCheckpoint{Tree: tree, Store: cp.Store()}
+		parent := ""
+		if prev != nil && prev.Store == cp.Store() && cp.Has(ctx, prev.Tree) {
+			files, err := cp.Changes(ctx, prev.Tree, tree)
+			if err != nil {
+				return nil, err
+			}
+			out.Files, out.MoreFiles = bound(files)
+			parent = prev.Commit
+		}
+		if out.Commit, err = cp.Keep(ctx, Ref(runID), tree, parent, fmt.Sprintf("run %s", runID)); err != nil {
+			return nil, err
+		}
+		out.DurationMS = time.Since(start).Milliseconds()
+		return out, nil
+	}
+}
+
+func bound(files []gitws.FileChange) ([]agent.FileChange, int) {
+	n := min(len(files), agent.MaxCheckpointFiles)
+	out := make([]agent.FileChange, n)
+	for i := range n {
+		out[i] = agent.FileChange{Path: files[i].Path, Status: string(files[i].Status)}
+	}
+	return out, len(files) - n
+}
+
+// ErrNone is returned when a run has no checkpoint at or before the event
+// asked for (it ran before checkpoints, without git, or the event is
+// before its first).
+var ErrNone = errors.New("no workspace checkpoint")
+
+// At returns the newest checkpoint of events (a run's events from 1) at
+// or before event seq, and the tool calls that finished after it up to
+// seq (whose effects on the files it does not have).
+func At(events []journal.Event, seq int64) (cp *agent.Snapshot, after int, err error) {
+	for i := range events {
+		e := &events[i]
+		if e.Seq > seq {
+			break
+		}
+		switch e.Type {
+		case journal.WorkspaceCheckpoint, journal.WorkspaceRestored:
+			v, err := agent.Decode(e)
+			if err != nil {
+				return nil, 0, err
+			}
+			switch p := v.(type) {
+			case *agent.WorkspaceCheckpoint:
+				cp = &agent.Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
+			case *agent.WorkspaceRestored:
+				cp = &agent.Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
+			}
+			after = 0
+		case journal.ToolFinished:
+			after++
+		}
+	}
+	if cp == nil {
+		return nil, 0, fmt.Errorf("%w at or before event %d", ErrNone, seq)
+	}
+	return cp, after, nil
+}
+
+// ErrBusy is returned by Rewind for a run that a process executes.
+var ErrBusy = errors.New("the run is executing")
+
+// Rewind restores the files of run runID's workspace to its newest
+// checkpoint at or before event to, and journals workspace.restored
+// (with who rewound). The run must not be executing: it takes the
+// run's lease when the store has leases, and appends only after the
+// event it read. The snapshot of the files it replaced is kept in the
+// run's ref and named in the event (Before), so that a rewind can be
+// undone by rewinding to the event of the restore's predecessor.
+func Rewind(ctx context.Context, store journal.Store, runID string, to int64, by, token string) (*agent.WorkspaceRestored, *journal.Event, error) {
+	if l, ok := store.(journal.Locker); ok {
+		unlock, err := l.Lock(ctx, runID)
+		if errors.Is(err, journal.ErrLocked) {
+			return nil, nil, fmt.Errorf("%w: %v", ErrBusy, err)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		defer unlock()
+	}
+	events, err := journal.ReadVerified(ctx, store, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	last := events[len(events)-1].Seq
+	if to < 1 || to > last {
+		return nil, nil, fmt.Errorf("event %d: run %s has events 1 to %d", to, runID, last)
+	}
+	st, err := agent.Fold(runID, events)
+	if err != nil {
+		return nil, nil, err
+	}
+	cp, _, err := At(events, to)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := gitws.OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
+	if err != nil {
+		return nil, nil, err
+	}
+	before, files, err := g.Restore(ctx, cp.Tree)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := &agent.WorkspaceRestored{To: cp.Seq, Tree: cp.Tree, Before: before, Store: cp.Store, By: by, Token: token}
+	r.Files, r.MoreFiles = bound(files)
+	// The files replaced, when the run's newest checkpoint does not have
+	// them (changed since by hand, say), get a checkpoint of their own
+	// just before the restore: rewinding to it undoes the rewind. Both
+	// stay in the run's chain until the run is pruned.
+	var drafts []journal.Draft
+	parent := ""
+	if st.Checkpoint != nil && st.Checkpoint.Store == cp.Store {
+		parent = st.Checkpoint.Commit
+	}
+	if st.Checkpoint == nil || st.Checkpoint.Tree != before || st.Checkpoint.Store != cp.Store {
+		b := &agent.WorkspaceCheckpoint{Tree: before, Store: cp.Store}
+		if st.Checkpoint != nil && st.Checkpoint.Store == cp.Store {
+			changed, err := g.Changes(ctx, st.Checkpoint.Tree, before)
+			if err != nil {
+				return nil, nil, err
+			}
+			b.Files, b.MoreFiles = bound(changed)
+		}
+		if b.Commit, err = g.Keep(ctx, Ref(runID), before, parent, fmt.Sprintf("run %s: before the rewind to event %d", runID, cp.Seq)); err != nil {
+			return nil, nil, err
+		}
+		parent = b.Commit
+		drafts = append(drafts, draft(journal.WorkspaceCheckpoint, b))
+	}
+	if r.Commit, err = g.Keep(ctx, Ref(runID), cp.Tree, parent, fmt.Sprintf("run %s: rewound to event %d", runID, cp.Seq)); err != nil {
+		return nil, nil, err
+	}
+	drafts = append(drafts, draft(journal.WorkspaceRestored, r))
+	evs, err := store.Append(context.WithoutCancel(ctx), runID, last, drafts...)
+	if err != nil {
+		if errors.Is(err, journal.ErrConflict) {
+			return nil, nil, fmt.Errorf("%w: it moved on while its files were restored (%v)", ErrBusy, err)
+		}
+		return nil, nil, err
+	}
+	return r, &evs[len(evs)-1], nil
+}
+
+func draft(t journal.Type, v any) journal.Draft {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // plain payload structs
+	}
+	return journal.Draft{Type: t, Time: time.Now(), Payload: b}
+}
+
+// ForkFiles gives the fork of a run (created from its events, up to
+// event seq) its files: the source's newest checkpoint at or before seq,
+// written into workspace (the source's own workspace, restored in place,
+// or a new directory). It returns the workspace.restored payload to
+// journal in the fork, with To the source's event of that checkpoint,
+// and the number of tool calls finished after the checkpoint (up to
+// seq), whose effects the files lack.
+func ForkFiles(ctx context.Context, events []journal.Event, seq int64, source, workspace, by string) (*agent.WorkspaceRestored, int, error) {
+	cp, after, err := At(events, seq)
+	if err != nil {
+		return nil, 0, err
+	}
+	src, err := gitws.OpenCheckpoints(ctx, cp.Store, source)
+	if err != nil {
+		return nil, 0, err
+	}
+	r := &agent.WorkspaceRestored{To: cp.Seq, Tree: cp.Tree, Commit: cp.Commit, Store: cp.Store, By: by}
+	if gitws.SameDir(source, workspace) {
+		before, files, err := src.Restore(ctx, cp.Tree)
+		if err != nil {
+			return nil, 0, err
+		}
+		r.Before = before
+		r.Files, r.MoreFiles = bound(files)
+		if before != cp.Tree {
+			// The files the fork replaced stay in the source's chain.
+			if _, err := src.Keep(ctx, Ref(journalRun(events)), before, "", "files replaced by a fork"); err != nil {
+				return nil, 0, err
+			}
+		}
+		return r, after, nil
+	}
+	if _, err := src.Materialize(ctx, cp.Tree, workspace); err != nil {
+		return nil, 0, err
+	}
+	return r, after, nil
+}
+
+func journalRun(events []journal.Event) string { return events[0].RunID }
+
+// Prune deletes the snapshots of the runs drop returns true for from the
+// store at dir (and the objects no other run's snapshot shares).
+func Prune(ctx context.Context, dir string, grace time.Duration, drop func(runID string) bool) ([]string, error) {
+	refs, err := gitws.Prune(ctx, dir, grace, func(ref string) bool {
+		id, ok := strings.CutPrefix(ref, "refs/keel/runs/")
+		return ok && drop(id)
+	})
+	ids := make([]string, 0, len(refs))
+	for _, r := range refs {
+		id, _ := strings.CutPrefix(r, "refs/keel/runs/")
+		ids = append(ids, id)
+	}
+	return ids, err
+}
+
+// Diff returns what run's files changed from its first checkpoint to
+// its newest one at or before event seq (the whole run: seq of its
+// newest event), with the two checkpoints' events.
+func Diff(ctx context.Context, events []journal.Event, seq int64) (changes []gitws.Change, from, to int64, err error) {
+	first, _, err := At(events, firstCheckpoint(events))
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	cp, _, err := At(events, seq)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	st, err := agent.Fold(events[0].RunID, events[:1])
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	g, err := gitws.OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	for _, t := range []string{first.Tree, cp.Tree} {
+		if !g.Has(ctx, t) {
+			return nil, 0, 0, fmt.Errorf("%w: %s", gitws.ErrMissing, t)
+		}
+	}
+	changes, err = g.Diff(ctx, first.Tree, cp.Tree)
+	return changes, first.Seq, cp.Seq, err
+}
+
+// firstCheckpoint is the event of events' first checkpoint (0: none).
+func firstCheckpoint(events []journal.Event) int64 {
+	for _, e := range events {
+		if journal.KeepsStatus(e.Type) {
+			return e.Seq
+		}
+	}
+	return 0
+}

@@ -1,0 +1,448 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/checkpoint"
+	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/server/api"
+)
+
+// checkpointStore is the directory of the workspace checkpoints of the
+// runs this Keel home executes (one git object store for every
+// workspace; docs/checkpoints.md).
+func (a *app) checkpointStore() string { return filepath.Join(a.home, "checkpoints") }
+
+// rewindBackend rewinds a run's files and forks runs with their files.
+type rewindBackend interface {
+	// Rewind restores the files of run id as its newest checkpoint at or
+	// before event to had them (journaled).
+	Rewind(ctx context.Context, id string, to int64, by string) (*rewound, error)
+	// Fork makes a new run of the events of run id up to event at, with
+	// the files of that point in workspace (the source's when empty), not
+	// started, and returns its id.
+	Fork(ctx context.Context, id string, at int64, workspace, by string) (*forked, error)
+}
+
+// rewound is what a rewind did.
+type rewound struct {
+	seq, to      int64
+	tree, before string
+	files        []agent.FileChange
+	more         int
+}
+
+// forked is the fork a Fork made.
+type forked struct {
+	id        string
+	workspace string
+	// files is the checkpoint event of the source whose files the fork
+	// has (0: none, the run had no checkpoint); after counts the source's
+	// tool calls finished between that checkpoint and the fork point.
+	files int64
+	after int
+}
+
+func (a *app) runsRewindCmd() *cobra.Command {
+	var to int64
+	var by string
+	cmd := &cobra.Command{
+		Use:   "rewind RUN --to EVENT",
+		Short: "Restore a run's workspace files as they were at an event (journaled)",
+		Long: `Rewind puts the files of the run's workspace back as the run's newest
+workspace checkpoint at or before EVENT recorded them (keel runs
+checkpoints RUN lists them): changed files get their content back, files
+made since are removed, removed ones come back. Files the workspace's
+.gitignore ignores are left alone. The rewind is journaled
+(workspace.restored, with who rewound), after a checkpoint of the files
+it replaces when they differ from the run's newest one: a rewind is undone
+by rewinding to the event just before it (the command prints it).
+
+The conversation is not changed: to go on from that point with the model
+not knowing what came after, fork the run there (keel runs fork RUN --at
+EVENT). A run that a process executes is refused.`,
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if to <= 0 {
+				return usagef("--to EVENT is required (an event's sequence number; keel runs checkpoints %s lists the checkpoints)", args[0])
+			}
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				r, err := b.Rewind(ctx, args[0], to, a.person(by))
+				if err != nil {
+					return err
+				}
+				a.printRewound(a.stdout, args[0], r)
+				return nil
+			}, "to")
+		},
+	}
+	cmd.Flags().Int64Var(&to, "to", 0, "the event whose files to restore (its sequence number)")
+	cmd.Flags().StringVar(&by, "by", "", "who rewinds (default: $USER)")
+	return cmd
+}
+
+func (a *app) printRewound(out io.Writer, runID string, r *rewound) {
+	w := escWriter{out}
+	fmt.Fprintf(w, "run %s: files restored to the checkpoint of event %d (%s), journaled as event %d\n", runID, r.to, short(r.tree), r.seq)
+	if len(r.files) == 0 && r.more == 0 {
+		fmt.Fprintf(w, "no file changed: the workspace already had those files\n")
+		return
+	}
+	for _, f := range r.files {
+		fmt.Fprintf(w, "  %s %s\n", f.Status, f.Path)
+	}
+	if r.more > 0 {
+		fmt.Fprintf(w, "  ... and %d more\n", r.more)
+	}
+	fmt.Fprintf(w, "undo: keel runs rewind %s --to %d\n", runID, r.seq-1)
+}
+
+func (a *app) runsForkCmd() *cobra.Command {
+	var f runFlags
+	var at int64
+	var workspace, message, by string
+	var noStart bool
+	cmd := &cobra.Command{
+		Use:   "fork RUN --at EVENT",
+		Short: "Start a new run from an event of another, with the files as they were there",
+		Long: `Fork makes a new run whose journal is the events 1..EVENT of RUN (re-sealed
+in its own hash chain, labeled keel.fork_of=RUN@EVENT) and whose files are
+those of RUN's newest workspace checkpoint at or before EVENT, then
+executes it (with --message as the person's next message, if given).
+
+Without --workspace the fork works in RUN's workspace, whose files are
+restored in place (the files it replaces are kept in the checkpoint store:
+keel runs rewind RUN --to N brings them back). With --workspace DIR (a
+new or empty directory) the files are written there and RUN's workspace is
+left alone. Decisions on calls that had not finished by EVENT, and
+approvals remembered for RUN, are not carried over. --no-start journals
+the fork paused (reason forked) for a later keel runs resume.`,
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			f.changed = cmd.Flags().Changed
+			if at <= 0 {
+				return usagef("--at EVENT is required (an event's sequence number; keel runs checkpoints %s lists the checkpoints)", args[0])
+			}
+			if message != "" && noStart {
+				return usagef("--message is sent when the fork starts: leave out --no-start, or resume the fork later with the message")
+			}
+			b, err := a.open(ctx, cmd, "at", "workspace", "message", "no-start", "json", "quiet", "no-wait", "wait")
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			fk, err := b.Fork(ctx, args[0], at, workspace, a.person(by))
+			if err != nil {
+				return err
+			}
+			w := escWriter{a.stderr}
+			fmt.Fprintf(w, "keel: forked run %s at event %d as run %s in %s\n", args[0], at, fk.id, fk.workspace)
+			switch {
+			case fk.files == 0:
+				fmt.Fprintf(w, "keel: run %s has no workspace checkpoint at or before event %d: the fork works on the files as they are now\n", args[0], at)
+			case fk.after > 0:
+				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d; %d tool call(s) finished between it and event %d, whose effects they lack\n", fk.files, fk.after, at)
+			default:
+				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d\n", fk.files)
+			}
+			if noStart {
+				fmt.Fprintf(w, "keel: not started; start it with: %s runs resume %s\n", b.Keel(), fk.id)
+				fmt.Fprintln(a.stdout, fk.id)
+				return nil
+			}
+			return b.Continue(ctx, fk.id, &continuation{f: &f, message: message})
+		},
+	}
+	cmd.Flags().Int64Var(&at, "at", 0, "the last event of RUN the fork keeps (its sequence number)")
+	cmd.Flags().StringVar(&workspace, "workspace", "", "a new or empty directory for the fork's files (default: RUN's workspace, restored in place)")
+	cmd.Flags().BoolVar(&noStart, "no-start", false, "journal the fork paused, not started")
+	cmd.Flags().StringVar(&by, "by", "", "who forks (default: $USER)")
+	registerResumeFlags(cmd.Flags(), &f, &message)
+	return cmd
+}
+
+func (a *app) runsCheckpointsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:         "checkpoints RUN",
+		Short:       "List a run's workspace checkpoints and rewinds",
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				events, err := b.Events(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return a.printCheckpoints(args[0], events)
+			})
+		},
+	}
+	return cmd
+}
+
+func (a *app) printCheckpoints(runID string, events []journal.Event) error {
+	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tTREE\tMS\tFILES")
+	n := 0
+	for i := range events {
+		e := &events[i]
+		if !journal.KeepsStatus(e.Type) {
+			continue
+		}
+		v, err := agent.Decode(e)
+		if err != nil {
+			return err
+		}
+		n++
+		switch p := v.(type) {
+		case *agent.WorkspaceCheckpoint:
+			fmt.Fprintf(tw, "%d\t%s\tcheckpoint\t%s\t%d\t%s\n", e.Seq, e.Time.Local().Format("15:04:05"), short(p.Tree), p.DurationMS, cell(fileList(p.Files, p.MoreFiles)))
+		case *agent.WorkspaceRestored:
+			fmt.Fprintf(tw, "%d\t%s\trestored to %d\t%s\t\t%s\n", e.Seq, e.Time.Local().Format("15:04:05"), p.To, short(p.Tree), cell(fileList(p.Files, p.MoreFiles)))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if n == 0 {
+		fmt.Fprintf(a.stdout, "run %s has no workspace checkpoints (it ran before they existed, or without git)\n", runID)
+	}
+	return nil
+}
+
+func fileList(files []agent.FileChange, more int) string {
+	if len(files) == 0 && more == 0 {
+		return "-"
+	}
+	parts := make([]string, 0, len(files))
+	for _, f := range files {
+		parts = append(parts, f.Status+" "+f.Path)
+	}
+	s := clip(strings.Join(parts, ", "), 100)
+	if more > 0 {
+		s += fmt.Sprintf(" (+%d more)", more)
+	}
+	return s
+}
+
+func (a *app) runsPruneCheckpointsCmd() *cobra.Command {
+	var olderThan time.Duration
+	cmd := &cobra.Command{
+		Use:   "prune-checkpoints [RUN...]",
+		Short: "Delete the workspace checkpoints of old runs (or of the runs named)",
+		Long: `Prune-checkpoints deletes from Keel's checkpoint store the snapshots of the
+runs of this journal that last changed more than --older-than ago (or of
+the runs named), and the stored files no other run's snapshot shares. A
+rewind or fork to a pruned checkpoint is refused afterwards; the runs'
+journals are untouched. Snapshots of runs of other journals in the same
+store are kept.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			store, err := a.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			drop := map[string]bool{}
+			for _, id := range args {
+				drop[id] = true
+			}
+			if len(args) == 0 {
+				if olderThan <= 0 {
+					return usagef("--older-than must be positive")
+				}
+				runs, err := store.Runs(ctx, &journal.ListParams{})
+				if err != nil {
+					return err
+				}
+				cut := time.Now().Add(-olderThan)
+				for _, r := range runs {
+					if r.Updated.Before(cut) {
+						drop[r.RunID] = true
+					}
+				}
+			}
+			before, _ := gitws.Size(a.checkpointStore())
+			ids, err := checkpoint.Prune(ctx, a.checkpointStore(), time.Hour, func(id string) bool { return drop[id] })
+			if err != nil {
+				return err
+			}
+			after, _ := gitws.Size(a.checkpointStore())
+			fmt.Fprintf(a.stdout, "pruned the checkpoints of %d run(s); store %s: %s → %s\n", len(ids), a.checkpointStore(), bytesText(before), bytesText(after))
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&olderThan, "older-than", 30*24*time.Hour, "prune runs last changed longer ago than this")
+	return cmd
+}
+
+func bytesText(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// Rewind restores the files in this process.
+func (l *local) Rewind(ctx context.Context, id string, to int64, by string) (*rewound, error) {
+	r, ev, err := checkpoint.Rewind(ctx, l.store, id, to, by, "")
+	if errors.Is(err, checkpoint.ErrBusy) {
+		return nil, newBusyError(ctx, l.store, id)
+	}
+	if errors.Is(err, checkpoint.ErrNone) {
+		return nil, fmt.Errorf("run %s has %w: it ran before checkpoints existed or without git", id, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &rewound{seq: ev.Seq, to: r.To, tree: r.Tree, before: r.Before, files: r.Files, more: r.MoreFiles}, nil
+}
+
+// Fork makes the fork in this journal.
+func (l *local) Fork(ctx context.Context, id string, at int64, workspace, by string) (*forked, error) {
+	events, err := journal.ReadVerified(ctx, l.store, id)
+	if err != nil {
+		return nil, err
+	}
+	if at > int64(len(events)) {
+		return nil, usagef("--at %d: run %s has events 1 to %d", at, id, len(events))
+	}
+	events = events[:at]
+	st, err := agent.Fold(id, events)
+	if err != nil {
+		return nil, err
+	}
+	if st.Status == journal.StatusCompleted {
+		return nil, usagef("event %d completes run %s: fork from an earlier event to continue from there (or resume the run with --message for a follow-up)", at, id)
+	}
+	created := *st.Created
+	ws := created.Workspace
+	if workspace != "" {
+		if ws, err = filepath.Abs(workspace); err != nil {
+			return nil, err
+		}
+		if err := emptyDir(ws); err != nil {
+			return nil, err
+		}
+		created.Workspace = ws
+		created.StateDir = l.a.stateDir(ws)
+		created.Git = nil
+	}
+	created.Labels = map[string]string{}
+	for k, v := range st.Created.Labels {
+		created.Labels[k] = v
+	}
+	created.Labels[server.LabelForkOf] = fmt.Sprintf("%s@%d", id, at)
+	drafts, err := agent.ForkDrafts(events, mustJSON(&created))
+	if err != nil {
+		return nil, err
+	}
+	out := &forked{id: strings.ToLower(ulid.Make().String()), workspace: ws}
+	files, after, err := checkpoint.ForkFiles(ctx, events, at, st.Created.Workspace, ws, by)
+	switch {
+	case errors.Is(err, checkpoint.ErrNone):
+		if workspace != "" {
+			return nil, fmt.Errorf("run %s has %w: there are no files to put in %s (fork without --workspace to work on its workspace as it is)", id, err, workspace)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("the files of event %d: %w", at, err)
+	default:
+		drafts = append(drafts, journal.Draft{Type: journal.WorkspaceRestored, Time: time.Now(), Payload: mustJSON(files)})
+		out.files, out.after = files.To, after
+	}
+	paused, err := agent.NotStarted(out.id, id, at, drafts, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	drafts = append(drafts, paused...)
+	if _, err := l.store.Append(ctx, out.id, 0, drafts...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Rewind asks the server.
+func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*rewound, error) {
+	res, err := r.cl.Rewind(ctx, id, to)
+	if err != nil {
+		return nil, err
+	}
+	out := &rewound{seq: res.Seq, to: res.To, tree: res.Tree, before: res.Before, more: res.MoreFiles}
+	for _, f := range res.Files {
+		out.files = append(out.files, agent.FileChange{Path: f.Path, Status: f.Status})
+	}
+	return out, nil
+}
+
+// Fork asks the server for a fork that is not started (Continue starts
+// it).
+func (r *remote) Fork(ctx context.Context, id string, at int64, workspace, _ string) (*forked, error) {
+	run, err := r.cl.Fork(ctx, id, &api.ForkRun{Seq: at, Workspace: workspace})
+	if err != nil {
+		return nil, err
+	}
+	out := &forked{id: run.ID, workspace: run.Workspace}
+	events, err := r.Events(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range events {
+		if events[i].Type == journal.WorkspaceRestored {
+			if v, err := agent.Decode(&events[i]); err == nil {
+				out.files = v.(*agent.WorkspaceRestored).To
+			}
+		}
+	}
+	if out.files > 0 {
+		src, err := r.Events(ctx, id)
+		if err == nil && at <= int64(len(src)) {
+			_, out.after, _ = checkpoint.At(src, at)
+		}
+	}
+	return out, nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // plain payload structs
+	}
+	return b
+}
+
+// emptyDir accepts a directory that does not exist or is empty.
+func emptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if len(ents) > 0 {
+		return usagef("--workspace %s is not empty: name a new or empty directory for the fork's files", dir)
+	}
+	return nil
+}

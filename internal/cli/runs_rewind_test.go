@@ -1,0 +1,196 @@
+package cli_test
+
+import (
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+)
+
+// files reads every file under dir as path → content (links as their
+// target).
+func files(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		b, err := os.ReadFile(p)
+		m[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// checkpointSeqs returns the events of keel runs checkpoints' rows.
+func checkpointSeqs(t *testing.T, args ...string) []string {
+	t.Helper()
+	if len(args) > 1 {
+		args = []string{args[0], args[1], "runs", "checkpoints", args[2]}
+	} else {
+		args = []string{"runs", "checkpoints", args[0]}
+	}
+	code, out, errOut := keel(t, args...)
+	if code != 0 {
+		t.Fatalf("runs checkpoints = %d: %s", code, errOut)
+	}
+	return regexp.MustCompile(`(?m)^(\d+)\s+\S+\s+checkpoint`).FindAllString(out, -1)
+}
+
+// The demo run is checkpointed after each step that changed a file;
+// keel runs rewind restores the files byte for byte (and is undone by
+// rewinding to the event before it); the run stays completed; keel runs
+// fork starts a run from an event with the files of that point, in a new
+// directory or in the run's own workspace.
+func TestRewindAndFork(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	db := setup(t)
+	ws := demoProject(t)
+	before := files(t, ws)
+	if code, _, errOut := keel(t, "run", "--model", "scripted:demo", "--workspace", ws, "-q", "fix it"); code != 0 {
+		t.Fatalf("keel run = %d: %s", code, errOut)
+	}
+	id, st := lastRun(t, db)
+	after := files(t, ws)
+	if cmp.Equal(before, after) {
+		t.Fatal("the demo changed no file")
+	}
+	rows := checkpointSeqs(t, id)
+	if len(rows) < 3 {
+		t.Fatalf("checkpoints: %q, want the start, the edit and more", rows)
+	}
+	first := strings.Fields(rows[0])[0]
+	last := strings.Fields(rows[len(rows)-1])[0]
+
+	if code, out, _ := keel(t, "runs", "diff", "--at", last, id); code != 0 || !strings.Contains(out, "M textstats.py +1 -1") || !strings.Contains(out, "+    return len(text.split())") {
+		t.Errorf("runs diff --at %s = %d:\n%s", last, code, out)
+	}
+	code, out, errOut := keel(t, "runs", "rewind", id, "--to", first)
+	if code != 0 || !strings.Contains(out, "M textstats.py") || !strings.Contains(out, "undo: keel runs rewind "+id) {
+		t.Fatalf("runs rewind = %d: %s\n%s", code, errOut, out)
+	}
+	if d := cmp.Diff(before, files(t, ws)); d != "" {
+		t.Errorf("rewound workspace (-before the run +now):\n%s", d)
+	}
+	undo := regexp.MustCompile(`--to (\d+)`).FindStringSubmatch(out)[1]
+	if code, _, errOut := keel(t, "runs", "rewind", id, "--to", undo); code != 0 {
+		t.Fatalf("undo = %d: %s", code, errOut)
+	}
+	if d := cmp.Diff(after, files(t, ws)); d != "" {
+		t.Errorf("undone rewind (-after the run +now):\n%s", d)
+	}
+	if code, out, _ := keel(t, "runs", "list"); code != 0 || !strings.Contains(out, id+"  completed") {
+		t.Errorf("a rewound run is no longer completed:\n%s", out)
+	}
+	if code, _, errOut := keel(t, "runs", "rewind", id, "--to", "1"); code == 0 || !strings.Contains(errOut, "no workspace checkpoint at or before event 1") {
+		t.Errorf("rewind before the first checkpoint = %d: %s", code, errOut)
+	}
+	if code, _, errOut := keel(t, "runs", "rewind", id, "--to", "9999"); code == 0 || !strings.Contains(errOut, "has events 1 to") {
+		t.Errorf("rewind past the end = %d: %s", code, errOut)
+	}
+
+	// A fork in a new directory gets the files of the fork point; the
+	// source's workspace is left alone.
+	dir := filepath.Join(t.TempDir(), "fork")
+	code, out, errOut = keel(t, "runs", "fork", id, "--at", first, "--workspace", dir, "--no-start")
+	if code != 0 || !strings.Contains(errOut, "the files are those of the checkpoint of event "+first) {
+		t.Fatalf("runs fork = %d: %s", code, errOut)
+	}
+	fork := strings.TrimSpace(out)
+	if d := cmp.Diff(before, files(t, dir)); d != "" {
+		t.Errorf("fork's files (-before the run +fork):\n%s", d)
+	}
+	if d := cmp.Diff(after, files(t, ws)); d != "" {
+		t.Errorf("the source's workspace changed (-after +now):\n%s", d)
+	}
+	if code, out, _ := keel(t, "runs", "show", fork); code != 0 || !strings.Contains(out, "workspace.restored") || !strings.Contains(out, "paused (forked)") {
+		t.Errorf("the fork's timeline = %d:\n%s", code, out)
+	}
+	// Started, the fork runs the rest of the demo in its directory.
+	if code, _, errOut := keel(t, "runs", "resume", fork, "-q"); code != 0 {
+		t.Fatalf("resume of the fork = %d: %s", code, errOut)
+	}
+	if got := files(t, dir)["textstats.py"]; got != after["textstats.py"] {
+		t.Errorf("the fork did not make the edit in its own directory:\n%s", got)
+	}
+	if code, _, errOut := keel(t, "runs", "fork", id, "--at", first, "--workspace", dir); code != 2 || !strings.Contains(errOut, "is not empty") {
+		t.Errorf("fork into a non-empty directory = %d: %s", code, errOut)
+	}
+	// Without --workspace the run's own workspace is restored in place.
+	if code, _, errOut := keel(t, "runs", "fork", id, "--at", first, "--no-start"); code != 0 {
+		t.Fatalf("runs fork in place = %d: %s", code, errOut)
+	}
+	if d := cmp.Diff(before, files(t, ws)); d != "" {
+		t.Errorf("fork in place (-before +now):\n%s", d)
+	}
+	_ = st
+}
+
+// The same through a team server: keel --server URL runs checkpoints,
+// rewind and fork act on the server's run and its workspace.
+func TestRewindAndForkWithServer(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	demoTempDir(t)
+	s := startServe(t)
+	c := s.apiClient(t)
+	run, err := c.CreateRun(t.Context(), &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := untilStopped(t, c, run.ID, 1)
+	if _, err := c.Approve(t.Context(), run.ID, "demo_4", &api.Decide{}); err != nil {
+		t.Fatalf("approve: %v (last event %s)", err, last.Type)
+	}
+	if end := untilStopped(t, c, run.ID, last.Seq+1); end.Type != journal.RunCompleted {
+		t.Fatalf("the demo ended with %s", end.Type)
+	}
+	rows := checkpointSeqs(t, "--server", s.url, run.ID)
+	if len(rows) < 3 {
+		t.Fatalf("checkpoints through the server: %q", rows)
+	}
+	first := strings.Fields(rows[0])[0]
+	file := filepath.Join(run.Workspace, "textstats.py")
+	edited := mustRead(t, file)
+	code, out, errOut := keel(t, "--server", s.url, "runs", "rewind", run.ID, "--to", first)
+	if code != 0 || !strings.Contains(out, "M textstats.py") {
+		t.Fatalf("rewind through the server = %d: %s\n%s", code, errOut, out)
+	}
+	if b := mustRead(t, file); !strings.Contains(string(b), `text.split(" ")`) {
+		t.Errorf("the server's workspace was not rewound:\n%s", b)
+	}
+	code, out, errOut = keel(t, "--server", s.url, "runs", "fork", run.ID, "--at", strings.Fields(rows[len(rows)-1])[0], "--no-start")
+	if code != 0 || !strings.Contains(errOut, "the files are those of the checkpoint of event") {
+		t.Fatalf("fork through the server = %d: %s", code, errOut)
+	}
+	fork, err := c.Run(t.Context(), strings.TrimSpace(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fork.Workspace == run.Workspace || string(mustRead(t, filepath.Join(fork.Workspace, "textstats.py"))) != string(edited) {
+		t.Errorf("the fork's workspace %s does not have the edited file", fork.Workspace)
+	}
+}

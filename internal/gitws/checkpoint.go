@@ -1,0 +1,408 @@
+package gitws
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Checkpoints is the checkpoint store of one workspace: snapshots of its
+// files as git trees in a bare object store outside the workspace (one
+// store can hold many workspaces; their objects are shared). The store's
+// index for the workspace (one file per workspace, in the store) makes a
+// snapshot cost a stat of every file plus hashing the changed ones.
+//
+// Host git runs on a directory an agent could write, so it runs with the
+// store's own configuration only (no system or global files, no
+// fsmonitor, no hooks) and with every attribute that would change bytes
+// or run a program unset for every path (info/attributes: -text -filter
+// -ident -working-tree-encoding): a snapshot stores the bytes on disk, a
+// restore writes them back unchanged. Files the workspace's .gitignore
+// files ignore are not snapshotted (and a restore leaves them alone), nor
+// .git directories and Keel's .keel directory.
+type Checkpoints struct {
+	store, work, index string
+}
+
+// FileChange is one file that differs between two snapshots.
+type FileChange struct {
+	Path   string `json:"path"`
+	Status Status `json:"status"`
+}
+
+// ErrMissing is returned for a snapshot the store no longer has (pruned).
+var ErrMissing = errors.New("gitws: checkpoint not in the store (pruned?)")
+
+// storeAttributes neutralises what .gitattributes in the workspace could
+// make git do to the bytes it stores or writes back.
+const storeAttributes = "* -text -filter -ident -working-tree-encoding -eol -crlf\n"
+
+// OpenCheckpoints returns the checkpoint store at store for the
+// workspace work (an absolute path), creating the store if needed.
+func OpenCheckpoints(ctx context.Context, store, work string) (*Checkpoints, error) {
+	if _, err := exec.LookPath("git"); err != nil {
+		return nil, errors.New("gitws: checkpoints need git on PATH")
+	}
+	if real, err := filepath.EvalSymlinks(work); err == nil {
+		work = real
+	}
+	sum := sha256.Sum256([]byte(work))
+	c := &Checkpoints{store: store, work: work, index: filepath.Join(store, "keel-index", hex.EncodeToString(sum[:12]))}
+	if err := c.init(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Available reports whether git is installed (checkpoints need it).
+func Available() bool {
+	_, err := exec.LookPath("git")
+	return err == nil
+}
+
+// SameDir reports whether a and b are the same directory.
+func SameDir(a, b string) bool { return sameDir(a, b) }
+
+// Store returns the store's directory.
+func (c *Checkpoints) Store() string { return c.store }
+
+func (c *Checkpoints) init(ctx context.Context) error {
+	if _, err := os.Stat(filepath.Join(c.store, "HEAD")); err != nil {
+		if err := os.MkdirAll(c.store, 0o700); err != nil {
+			return err
+		}
+		if _, err := c.git(ctx, nil, "init", "--bare", "--quiet", c.store); err != nil {
+			return err
+		}
+	}
+	info := filepath.Join(c.store, "info")
+	if err := os.MkdirAll(info, 0o700); err != nil {
+		return err
+	}
+	for name, text := range map[string]string{
+		"attributes": storeAttributes,
+		"exclude":    "/.keel/\n.git\n",
+	} {
+		p := filepath.Join(info, name)
+		if b, err := os.ReadFile(p); err == nil && string(b) == text {
+			continue
+		}
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			return err
+		}
+	}
+	return os.MkdirAll(filepath.Dir(c.index), 0o700)
+}
+
+// git runs git on the store with the workspace as its work tree.
+func (c *Checkpoints) git(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
+	full := append([]string{"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false",
+		"-c", "core.autocrlf=false", "-c", "core.safecrlf=false", "-c", "core.symlinks=true", "-c", "core.filemode=true",
+		"-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.quotePath=false"}, args...)
+	cmd := exec.CommandContext(ctx, "git", full...)
+	cmd.Dir = c.store
+	cmd.Env = append(cleanEnv(), "GIT_DIR="+c.store, "GIT_INDEX_FILE="+c.index,
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0",
+		"GIT_AUTHOR_NAME=keel", "GIT_AUTHOR_EMAIL=keel@localhost", "GIT_COMMITTER_NAME=keel", "GIT_COMMITTER_EMAIL=keel@localhost")
+	if args[0] != "init" {
+		cmd.Env = append(cmd.Env, "GIT_WORK_TREE="+c.work)
+	}
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(errb.String()))
+	}
+	return out, nil
+}
+
+// cleanEnv is the process environment without git's own variables, which
+// would point git elsewhere.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// lock serialises snapshots and restores of one workspace (two runs in
+// one workspace, or a rewind beside a run) with an advisory lock.
+func (c *Checkpoints) lock(ctx context.Context) (func(), error) {
+	f, err := os.OpenFile(c.index+".lock-keel", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Snapshot stores the workspace's files and returns the tree's id.
+func (c *Checkpoints) Snapshot(ctx context.Context) (string, error) {
+	unlock, err := c.lock(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	return c.snapshot(ctx)
+}
+
+func (c *Checkpoints) snapshot(ctx context.Context) (string, error) {
+	// --ignore-errors: a file that cannot be read (its mode, or gone
+	// meanwhile) is left out, not the whole snapshot.
+	if _, err := c.git(ctx, nil, "add", "--all", "--ignore-errors", "--", "."); err != nil {
+		// Exit status 1 with --ignore-errors: some files could not be
+		// added; the rest were.
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			return "", err
+		}
+	}
+	out, err := c.git(ctx, nil, "write-tree")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+var objectID = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
+// Has reports whether the store has the tree.
+func (c *Checkpoints) Has(ctx context.Context, tree string) bool {
+	if !objectID.MatchString(tree) {
+		return false
+	}
+	out, err := c.git(ctx, nil, "cat-file", "-t", tree)
+	return err == nil && strings.TrimSpace(string(out)) == "tree"
+}
+
+// Changes lists the files that differ from tree a to tree b (a empty: b's
+// files, all added), sorted by path.
+func (c *Checkpoints) Changes(ctx context.Context, a, b string) ([]FileChange, error) {
+	if a == b {
+		return nil, nil
+	}
+	args := []string{"diff-tree", "-r", "-z", "--name-status", "--no-renames", "--no-ext-diff", "--no-textconv"}
+	if a == "" {
+		args = append(args, "--root", b)
+	} else {
+		args = append(args, a, b)
+	}
+	out, err := c.git(ctx, nil, args...)
+	if err != nil {
+		return nil, err
+	}
+	var ch []FileChange
+	f := strings.Split(string(out), "\x00")
+	for i := 0; i+1 < len(f); i += 2 {
+		st := Status(f[i][:1])
+		if st == "T" { // type change: a file became a link, say
+			st = Modified
+		}
+		ch = append(ch, FileChange{Path: f[i+1], Status: st})
+	}
+	return ch, nil
+}
+
+// Keep records tree as the newest snapshot of ref (a commit on top of
+// parent, the ref's last one, so that every snapshot of the ref stays
+// reachable until the ref is pruned) and returns the commit's id. An
+// empty parent is read from the ref.
+func (c *Checkpoints) Keep(ctx context.Context, ref, tree, parent, message string) (string, error) {
+	args := []string{"commit-tree", tree, "-m", message}
+	if parent == "" {
+		if prev, err := c.git(ctx, nil, "rev-parse", "-q", "--verify", ref+"^{commit}"); err == nil {
+			parent = strings.TrimSpace(string(prev))
+		}
+	}
+	if parent != "" {
+		args = append(args, "-p", parent)
+	}
+	out, err := c.git(ctx, nil, args...)
+	if err != nil {
+		return "", err
+	}
+	commit := strings.TrimSpace(string(out))
+	if _, err := c.git(ctx, nil, "update-ref", ref, commit); err != nil {
+		return "", err
+	}
+	return commit, nil
+}
+
+// Restore makes the workspace's files those of tree: files of the tree
+// are written as stored, files of the workspace's current snapshot that
+// the tree lacks are removed, ignored files are left alone. It first
+// snapshots the workspace as it is, and returns that tree (so the
+// restore can itself be undone) and the files that changed.
+func (c *Checkpoints) Restore(ctx context.Context, tree string) (before string, changed []FileChange, err error) {
+	if !c.Has(ctx, tree) {
+		return "", nil, fmt.Errorf("%w: %s", ErrMissing, tree)
+	}
+	unlock, err := c.lock(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	defer unlock()
+	if before, err = c.snapshot(ctx); err != nil {
+		return "", nil, err
+	}
+	if changed, err = c.Changes(ctx, before, tree); err != nil {
+		return "", nil, err
+	}
+	if _, err := c.git(ctx, nil, "read-tree", "--reset", "-u", tree); err != nil {
+		return before, nil, err
+	}
+	return before, changed, nil
+}
+
+// Materialize writes the files of tree into dir, an empty or missing
+// directory (a fork's new workspace), and gives dir its own index in the
+// store so that its next snapshot is incremental.
+func (c *Checkpoints) Materialize(ctx context.Context, tree, dir string) (*Checkpoints, error) {
+	if !c.Has(ctx, tree) {
+		return nil, fmt.Errorf("%w: %s", ErrMissing, tree)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	d, err := OpenCheckpoints(ctx, c.store, dir)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := d.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	os.Remove(d.index)
+	if _, err := d.git(ctx, nil, "read-tree", "-u", "--reset", tree); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Prune deletes the refs of store for which drop returns true (ref names
+// as "refs/keel/runs/ID") and then the objects no ref reaches that are
+// older than grace (so that a snapshot being taken meanwhile keeps the
+// objects it just wrote until its commit names them; an hour is safe),
+// packing the rest. It returns the refs deleted.
+func Prune(ctx context.Context, store string, grace time.Duration, drop func(ref string) bool) ([]string, error) {
+	c := &Checkpoints{store: store, work: store, index: filepath.Join(store, "keel-index", "prune")}
+	if _, err := os.Stat(filepath.Join(store, "HEAD")); err != nil {
+		return nil, nil // no store: nothing kept
+	}
+	out, err := c.git(ctx, nil, "for-each-ref", "--format=%(refname)", "refs/keel/")
+	if err != nil {
+		return nil, err
+	}
+	var dropped []string
+	var in bytes.Buffer
+	for _, ref := range strings.Fields(string(out)) {
+		if drop(ref) {
+			dropped = append(dropped, ref)
+			fmt.Fprintf(&in, "delete %s\n", ref)
+		}
+	}
+	if len(dropped) > 0 {
+		if _, err := c.git(ctx, in.Bytes(), "update-ref", "--stdin"); err != nil {
+			return nil, err
+		}
+	}
+	// The workspaces' indexes name blobs that only a deleted ref may have
+	// reached: they go (they are a cache of file stats; the next snapshot
+	// of each workspace hashes its files again).
+	if idx, err := os.ReadDir(filepath.Join(store, "keel-index")); err == nil {
+		for _, e := range idx {
+			if !strings.Contains(e.Name(), ".lock") {
+				os.Remove(filepath.Join(store, "keel-index", e.Name()))
+			}
+		}
+	}
+	if _, err := c.git(ctx, nil, "reflog", "expire", "--expire=now", "--all"); err != nil {
+		return nil, err
+	}
+	if _, err := c.git(ctx, nil, "gc", fmt.Sprintf("--prune=%d.seconds.ago", int64(grace.Seconds())), "--quiet"); err != nil {
+		return nil, err
+	}
+	return dropped, nil
+}
+
+// Pack packs the store's loose objects (git gc --auto: only when there
+// are many).
+func Pack(ctx context.Context, store string) error {
+	c := &Checkpoints{store: store, work: store, index: filepath.Join(store, "keel-index", "prune")}
+	_, err := c.git(ctx, nil, "-c", "gc.auto=6700", "gc", "--auto", "--quiet")
+	return err
+}
+
+// Size returns the bytes the store's objects take on disk.
+func Size(store string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(filepath.Join(store, "objects"), func(_ string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	return n, err
+}
+
+// Diff compares snapshot a with snapshot b (a empty: every file of b is
+// added), as unified diffs, sorted by path.
+func (c *Checkpoints) Diff(ctx context.Context, a, b string) ([]Change, error) {
+	files, err := c.Changes(ctx, a, b)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Change, 0, len(files))
+	for _, f := range files {
+		ch := Change{Path: f.Path, Status: f.Status}
+		var old, cur []byte
+		if f.Status != Added {
+			if old, err = c.git(ctx, nil, "cat-file", "blob", a+":"+f.Path); err != nil {
+				return nil, err
+			}
+		}
+		if f.Status != Deleted {
+			if cur, err = c.git(ctx, nil, "cat-file", "blob", b+":"+f.Path); err != nil {
+				return nil, err
+			}
+		}
+		ch.patch(old, cur)
+		out = append(out, ch)
+	}
+	return out, nil
+}

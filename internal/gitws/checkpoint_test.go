@@ -1,0 +1,200 @@
+package gitws_test
+
+import (
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/keel-run/keel/internal/gitws"
+)
+
+// tree reads every file under dir (except .git and ignored build/) as
+// path → mode and content, links as their target.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			m[rel] = "link " + target
+			return err
+		}
+		b, err := os.ReadFile(p)
+		m[rel] = fi.Mode().Perm().String() + " " + string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func needGit(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+}
+
+func TestCheckpointRestoreIsByteIdentical(t *testing.T) {
+	needGit(t)
+	ctx := t.Context()
+	ws := t.TempDir()
+	store := filepath.Join(t.TempDir(), "checkpoints")
+	write(t, ws, "a.txt", "one\r\ntwo\r\n") // CRLF kept as is
+	write(t, ws, "bin.dat", "\x00\x01\xff")
+	write(t, ws, "nonl.txt", "x")
+	write(t, ws, "sub/deep/keep.go", "package deep\n")
+	write(t, ws, ".gitignore", "build/\n")
+	write(t, ws, "build/out.o", "ignored\n")
+	// Attributes that would change bytes or run a program if git
+	// honoured them.
+	write(t, ws, ".gitattributes", "* text eol=crlf filter=evil ident\n")
+	if err := os.Chmod(filepath.Join(ws, "nonl.txt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("sub/deep/keep.go", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, ws, ".keel/old-artifact", "keel's own\n")
+	cp, err := gitws.OpenCheckpoints(ctx, store, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := cp.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tree(t, ws)
+
+	// The agent works: edits, deletes, adds, replaces a file by a link.
+	write(t, ws, "a.txt", "changed\n")
+	os.Remove(filepath.Join(ws, "bin.dat"))
+	write(t, ws, "new/file.txt", "new\n")
+	os.RemoveAll(filepath.Join(ws, "sub"))
+	write(t, ws, "build/out.o", "rebuilt\n")
+	second, err := cp.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second == first {
+		t.Fatal("a changed workspace gave the same tree")
+	}
+	again, err := cp.Snapshot(ctx)
+	if err != nil || again != second {
+		t.Fatalf("unchanged workspace: tree %s, want %s (%v)", again, second, err)
+	}
+	changes, err := cp.Changes(ctx, first, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantChanges := []gitws.FileChange{{Path: "a.txt", Status: gitws.Modified}, {Path: "bin.dat", Status: gitws.Deleted},
+		{Path: "new/file.txt", Status: gitws.Added}, {Path: "sub/deep/keep.go", Status: gitws.Deleted}}
+	if d := cmp.Diff(wantChanges, changes); d != "" {
+		t.Errorf("changes (-want +got):\n%s", d)
+	}
+
+	before, restored, err := cp.Restore(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before != second || len(restored) != 4 {
+		t.Errorf("restore replaced %s with %d changes, want %s and 4", before, len(restored), second)
+	}
+	got := tree(t, ws)
+	// Ignored files are not snapshotted: the rebuilt one stays.
+	want["build/out.o"] = got["build/out.o"]
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("restored workspace (-want +got):\n%s", d)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new")); !os.IsNotExist(err) {
+		t.Errorf("directory of a removed file left: %v", err)
+	}
+
+	// The restore is undone by restoring the tree it replaced.
+	if _, _, err := cp.Restore(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new/file.txt")); err != nil {
+		t.Errorf("undo of the restore: %v", err)
+	}
+
+	// A fork's workspace gets the files of a snapshot.
+	dir := filepath.Join(t.TempDir(), "fork")
+	fk, err := cp.Materialize(ctx, first, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forked := tree(t, dir)
+	delete(want, "build/out.o")
+	delete(want, ".keel/old-artifact")
+	if d := cmp.Diff(want, forked); d != "" {
+		t.Errorf("materialized (-want +got):\n%s", d)
+	}
+	if tr, err := fk.Snapshot(ctx); err != nil || tr != first {
+		t.Errorf("fork snapshot %s, want %s (%v)", tr, first, err)
+	}
+}
+
+func TestCheckpointPrune(t *testing.T) {
+	needGit(t)
+	ctx := t.Context()
+	ws := t.TempDir()
+	store := filepath.Join(t.TempDir(), "checkpoints")
+	cp, err := gitws.OpenCheckpoints(ctx, store, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trees []string
+	for i, run := range []string{"old", "kept"} {
+		write(t, ws, "f.txt", strings.Repeat(run, 1000+i))
+		tr, err := cp.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cp.Keep(ctx, "refs/keel/runs/"+run, tr, "", run); err != nil {
+			t.Fatal(err)
+		}
+		trees = append(trees, tr)
+	}
+	dropped, err := gitws.Prune(ctx, store, 0, func(ref string) bool { return ref == "refs/keel/runs/old" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"refs/keel/runs/old"}, dropped); d != "" {
+		t.Errorf("dropped (-want +got):\n%s", d)
+	}
+	if cp.Has(ctx, trees[0]) {
+		t.Error("the pruned run's snapshot is still in the store")
+	}
+	if !cp.Has(ctx, trees[1]) {
+		t.Error("the kept run's snapshot is gone")
+	}
+	if _, _, err := cp.Restore(ctx, trees[0]); err == nil || !strings.Contains(err.Error(), "pruned") {
+		t.Errorf("restore of a pruned snapshot: %v", err)
+	}
+	// The next snapshot works without the dropped index.
+	write(t, ws, "g.txt", "more")
+	if _, err := cp.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

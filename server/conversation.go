@@ -1,0 +1,352 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/url"
+	"strings"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/tool"
+	"github.com/keel-run/keel/tool/builtin/fs"
+	"github.com/keel-run/keel/visible"
+)
+
+// item is one entry of a run's conversation in the web UI: a message, a
+// tool call with its output, a checkpoint of the files, the end. ID is
+// the element's id: a later event that changes an entry (a call's
+// result, its approval) renders it again with the same id, and the page
+// replaces it.
+type item struct {
+	ID   string
+	HTML template.HTML
+}
+
+// Bounds of what the conversation shows of a call; the rest is in the
+// raw events and the artifacts.
+const (
+	convTextChars   = 20000
+	convOutputLines = 60
+	convOutputChars = 16000
+)
+
+// convCall is what the conversation knows of one tool call.
+type convCall struct {
+	id, tool, args string
+	step           int
+	state          string // running, asked, denied, done, failed
+	decision       string
+	approval       string // who decided, and how
+	result         *agent.ToolFinished
+}
+
+// convRenderer renders a run's events, in order, as conversation items.
+type convRenderer struct {
+	runID string
+	step  int
+	calls map[string]*convCall
+}
+
+func newConvRenderer(runID string) *convRenderer {
+	return &convRenderer{runID: runID, calls: map[string]*convCall{}}
+}
+
+// render returns the items event e adds or changes.
+func (r *convRenderer) render(e *journal.Event) []item {
+	v, err := agent.Decode(e)
+	if err != nil || v == nil {
+		return nil
+	}
+	var h html
+	id := fmt.Sprintf("i%d", e.Seq)
+	switch x := v.(type) {
+	case *agent.RunCreated:
+		h.raw(`<div class="msg user"><div class="who">task</div><div class="text">`)
+		h.text(clip(x.Task, convTextChars))
+		h.raw(`</div></div>`)
+	case *agent.UserMessage:
+		who := "you"
+		if x.By != "" {
+			who = x.By
+		}
+		cls := "user"
+		if x.Source != "" {
+			who, cls = x.Source, "note"
+		}
+		fmt.Fprintf(&h.b, `<div class="msg %s"><div class="who">`, cls)
+		h.text(who)
+		h.raw(`</div><div class="text">`)
+		h.text(clip(x.Content, convTextChars))
+		h.raw(`</div></div>`)
+	case *agent.ModelResponded:
+		r.step++
+		h.raw(`<div class="msg assistant"><div class="who">`)
+		h.text(fmt.Sprintf("model · step %d · %s in / %s out · $%.5f · %s", r.step, groupDigits(x.Usage.InputTokens), groupDigits(x.Usage.OutputTokens), x.Cost, ms(x.DurationMS)))
+		h.raw(`</div>`)
+		if t := strings.TrimSpace(x.Message.Content); t != "" {
+			h.raw(`<div class="text">`)
+			h.text(clip(t, convTextChars))
+			h.raw(`</div>`)
+		}
+		h.raw(`</div>`)
+		out := []item{{ID: id, HTML: template.HTML(h.b.String())}}
+		for _, c := range x.Message.ToolCalls {
+			cc := &convCall{id: c.ID, tool: c.Name, args: c.Arguments, step: r.step, state: "running"}
+			r.calls[c.ID] = cc
+			out = append(out, r.callItem(cc))
+		}
+		return out
+	case *agent.GateDecided:
+		if c := r.calls[x.CallID]; c != nil {
+			c.decision = string(x.Effect)
+			if x.Effect == "deny" {
+				c.state, c.approval = "denied", "denied by the policy: "+x.Reason
+			}
+			return []item{r.callItem(c)}
+		}
+		return nil
+	case *agent.ApprovalRequested:
+		if c := r.calls[x.CallID]; c != nil {
+			c.state = "asked"
+			return []item{r.callItem(c)}
+		}
+		return nil
+	case *agent.ApprovalResolved:
+		if c := r.calls[x.CallID]; c != nil {
+			c.state = "running"
+			by := x.By
+			if by == "" {
+				by = "a person"
+			}
+			c.approval = fmt.Sprintf("%s by %s", map[bool]string{true: "approved", false: "denied"}[x.Decision == "allow"], by)
+			if x.Remember != "" {
+				c.approval += " (always, for this " + x.Remember + ")"
+			}
+			if x.Reason != "" {
+				c.approval += ": " + x.Reason
+			}
+			if x.Decision != "allow" {
+				c.state = "denied"
+			}
+			return []item{r.callItem(c)}
+		}
+		return nil
+	case *agent.ToolFinished:
+		c := r.calls[x.CallID]
+		if c == nil {
+			c = &convCall{id: x.CallID, tool: x.Tool}
+			r.calls[x.CallID] = c
+		}
+		c.result = x
+		c.state = "done"
+		if x.IsError {
+			c.state = "failed"
+		}
+		return []item{r.callItem(c)}
+	case *agent.WorkspaceCheckpoint:
+		h.raw(`<div class="files-note checkpoint" data-seq="`)
+		h.text(fmt.Sprint(e.Seq))
+		h.raw(`"><span class="type">files</span> `)
+		filesHTML(&h, x.Files, x.MoreFiles, "checkpoint")
+		r.checkpointActions(&h, e.Seq)
+		h.raw(`</div>`)
+	case *agent.WorkspaceRestored:
+		h.raw(`<div class="files-note restored"><span class="type">rewound</span> `)
+		h.text(fmt.Sprintf("files restored to event %d", x.To))
+		if x.By != "" {
+			h.text(" by " + x.By)
+		}
+		h.text(": ")
+		filesHTML(&h, x.Files, x.MoreFiles, "restore")
+		r.checkpointActions(&h, e.Seq)
+		h.raw(`</div>`)
+	case *agent.ContextCompacted, *agent.SetupFinished, *agent.ModelFailed, *agent.SandboxEgress, *agent.SandboxQuarantine, *agent.AuthRequired, *agent.AuthResolved, *agent.RunResumed:
+		p, _ := v.(agent.Payload)
+		h.raw(`<div class="note"><span class="type">`)
+		h.text(string(e.Type))
+		h.raw(`</span> `)
+		h.text(clip(p.Detail(), 400))
+		h.raw(`</div>`)
+	case *agent.RunEnded:
+		fmt.Fprintf(&h.b, `<div class="end %s"><span class="status %s">`, journal.StatusOf(e.Type), journal.StatusOf(e.Type))
+		h.text(string(journal.StatusOf(e.Type)))
+		h.raw(`</span> `)
+		h.text(x.Reason)
+		if x.Message != "" {
+			h.text(": " + clip(x.Message, 400))
+		}
+		if x.Output != "" {
+			h.raw(`<pre>`)
+			h.text(clip(x.Output, convTextChars))
+			h.raw(`</pre>`)
+		}
+		h.raw(`</div>`)
+	default:
+		return nil
+	}
+	return []item{{ID: id, HTML: template.HTML(h.b.String())}}
+}
+
+// checkpointActions adds the rewind and fork forms of a checkpoint; the
+// page shows them only while nobody executes the run.
+func (r *convRenderer) checkpointActions(h *html, seq int64) {
+	run, s := url.PathEscape(r.runID), fmt.Sprint(seq)
+	h.raw(`<span class="cp-actions when-stopped writer">`)
+	h.raw(`<form method="post" action="/ui/runs/` + run + `/rewind"><input type="hidden" name="to" value="` + s + `"><button class="rewind" data-to="` + s + `" title="put the workspace files back as they were here (the conversation stays)">Rewind files to here</button></form>`)
+	h.raw(`<form method="post" action="/ui/runs/` + run + `/fork"><input type="hidden" name="seq" value="` + s + `"><input type="hidden" name="start" value="1"><button class="fork-here" data-seq="` + s + `" title="a new run from this point, with these files">Fork from here</button></form>`)
+	h.raw(`</span>`)
+}
+
+func filesHTML(h *html, files []agent.FileChange, more int, what string) {
+	if len(files) == 0 && more == 0 {
+		if what == "checkpoint" {
+			h.text("snapshot of the workspace")
+		} else {
+			h.text("no file changed")
+		}
+		return
+	}
+	for i, f := range files {
+		if i > 0 {
+			h.raw(", ")
+		}
+		h.raw(`<code class="fc ` + map[string]string{"A": "add", "M": "mod", "D": "del"}[f.Status] + `">`)
+		h.text(f.Status + " " + f.Path)
+		h.raw(`</code>`)
+	}
+	if more > 0 {
+		h.text(fmt.Sprintf(" and %d more", more))
+	}
+}
+
+// callItem renders a tool call: a collapsible block, open while it runs
+// or waits, with its arguments and its output.
+func (r *convRenderer) callItem(c *convCall) item {
+	var h html
+	open := ""
+	if c.state == "running" || c.state == "asked" {
+		open = " open"
+	}
+	fmt.Fprintf(&h.b, `<details class="call %s"%s><summary><span class="tool">`, c.state, open)
+	h.text(c.tool)
+	h.raw(`</span> <code class="args">`)
+	h.text(clip(agent.CallSummary(c.tool, c.args), 160))
+	h.raw(`</code> <span class="state">`)
+	switch {
+	case c.result != nil && c.result.Result.ExitCode != nil:
+		h.text(fmt.Sprintf("exit %d · %s", *c.result.Result.ExitCode, ms(c.result.DurationMS)))
+	case c.result != nil && c.result.IsError:
+		h.text("error · " + ms(c.result.DurationMS))
+	case c.result != nil:
+		h.text("ok · " + ms(c.result.DurationMS))
+	case c.state == "asked":
+		h.text("waiting for approval")
+	case c.state == "denied":
+		h.text("denied")
+	default:
+		h.text("running…")
+	}
+	h.raw(`</span></summary>`)
+	if c.approval != "" {
+		h.raw(`<p class="decided">`)
+		h.text(c.approval)
+		h.raw(`</p>`)
+	}
+	if c.state == "asked" {
+		h.raw(`<p class="ask">This call waits for a person: see the approval above.</p>`)
+	}
+	if c.args != "" {
+		var b bytes.Buffer
+		if json.Indent(&b, []byte(c.args), "", "  ") != nil {
+			b.Reset()
+			b.WriteString(c.args)
+		}
+		h.raw(`<pre class="callargs">`)
+		h.text(clip(b.String(), convTextChars))
+		h.raw(`</pre>`)
+	}
+	if c.result != nil {
+		out := c.result.Result.Content
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		if len(lines) > convOutputLines {
+			h.raw(`<p class="meta">`)
+			h.text(fmt.Sprintf("last %d of %d lines", convOutputLines, len(lines)))
+			h.raw(`</p>`)
+			out = strings.Join(lines[len(lines)-convOutputLines:], "\n")
+		}
+		if len(out) > convOutputChars {
+			out = out[len(out)-convOutputChars:]
+		}
+		h.raw(`<pre class="output">`)
+		h.text(out)
+		h.raw(`</pre>`)
+		if a := c.result.Result.Artifact; a != "" {
+			h.raw(`<p class="meta"><a href="/ui/runs/` + url.PathEscape(r.runID) + `/artifacts/` + escapePath(a) + `">whole output</a></p>`)
+		}
+	}
+	h.raw(`</details>`)
+	return item{ID: "call-" + c.id, HTML: template.HTML(h.b.String())}
+}
+
+// diffLine is one line of a unified diff, classed for styling.
+type diffLine struct{ Class, Text string }
+
+// fileDiff is one file's diff for the web UI.
+type fileDiff struct {
+	Path, Status   string
+	Binary         bool
+	Added, Removed int
+	Lines          []diffLine
+	// Problem says why a proposed edit would fail (as the tool would).
+	Problem string
+}
+
+func newFileDiff(c gitws.Change) fileDiff {
+	d := fileDiff{Path: visible.String(c.Path), Status: string(c.Status), Binary: c.Binary, Added: c.Added, Removed: c.Removed}
+	for _, l := range strings.SplitAfter(c.Patch, "\n") {
+		if l == "" {
+			continue
+		}
+		cls := "ctx"
+		switch {
+		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
+			cls = "hdr"
+		case strings.HasPrefix(l, "@@"):
+			cls = "hunk"
+		case strings.HasPrefix(l, "+"):
+			cls = "add"
+		case strings.HasPrefix(l, "-"):
+			cls = "del"
+		}
+		d.Lines = append(d.Lines, diffLine{cls, visible.String(strings.TrimSuffix(l, "\n"))})
+	}
+	return d
+}
+
+// proposedDiff is the diff an edit_file or write_file call waiting for
+// approval would make, read from the run's workspace now; nil for other
+// tools.
+func proposedDiff(a api.Approval) *fileDiff {
+	if a.Tool != fs.WriteName && a.Tool != fs.EditName || a.Workspace == "" {
+		return nil
+	}
+	ws, err := tool.NewWorkspace(a.Workspace, "", nil)
+	if err != nil {
+		return &fileDiff{Problem: "the workspace is not available: " + err.Error()}
+	}
+	defer ws.Close()
+	path, before, after, problem, ok := fs.PreviewIn(ws, a.Tool, a.Arguments)
+	if !ok {
+		return nil
+	}
+	if problem != "" {
+		return &fileDiff{Path: visible.String(path), Problem: problem}
+	}
+	d := newFileDiff(gitws.FileDiff(path, before, after))
+	return &d
+}
