@@ -421,3 +421,28 @@ func TestApprovalDoesNotExecuteForeignRun(t *testing.T) {
 		t.Error("the approved write ran on the server")
 	}
 }
+
+// The new-run form offers the models, workspaces and agents the server
+// knows: the demo's model, the directories under its workspace roots and
+// its agents.
+func TestNewRunFormOffersChoices(t *testing.T) {
+	e := newEnv(t, nil)
+	root := filepath.Dir(e.dir)
+	if err := os.Mkdir(filepath.Join(root, "project-a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	body := e.page("/ui/runs")
+	for _, want := range []string{
+		`<datalist id="models"><option value="scripted:demo">`,
+		`<option value="` + filepath.Join(root, "project-a") + `">`,
+		`<option value="` + identity.LocalAgent + `">`,
+		`list="workspaces"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the runs page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, `name="max_steps" type="number" min="0" value=`) {
+		t.Error("the form still fills in a max steps of its own instead of the server's default")
+	}
+}

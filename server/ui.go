@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,6 +82,8 @@ type page struct {
 	Flash      *flash
 	CanWrite   bool
 	IsAdmin    bool
+	// Choices is what the new-run form offers (the runs page).
+	Choices *choices
 
 	Runs []api.Run
 	Run  api.Run
@@ -122,6 +126,50 @@ type page struct {
 }
 
 type flash struct{ Kind, Text string }
+
+// choices are what the new-run form offers to pick from: the models, the
+// workspaces and the agents this server knows.
+type choices struct {
+	Models, Workspaces, Agents []string
+}
+
+// maxChoices bounds each list of the new-run form.
+const maxChoices = 200
+
+// choices lists the server's default model, the demo's and the replay
+// recordings of its recording directories; the directories directly
+// under its workspace roots; and its agents.
+func (h *Handler) choices(ctx context.Context) *choices {
+	c := &choices{}
+	if h.opts.DefaultModel != "" {
+		c.Models = append(c.Models, h.opts.DefaultModel)
+	}
+	c.Models = append(c.Models, "scripted:demo")
+	for _, d := range h.opts.ReplayDirs {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			if !e.IsDir() && strings.HasSuffix(e.Name(), ".json") && len(c.Models) < maxChoices {
+				c.Models = append(c.Models, "replay:"+e.Name())
+			}
+		}
+	}
+	for _, root := range h.opts.WorkspaceRoots {
+		entries, _ := os.ReadDir(root)
+		for _, e := range entries {
+			if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && len(c.Workspaces) < maxChoices {
+				c.Workspaces = append(c.Workspaces, filepath.Join(root, e.Name()))
+			}
+		}
+	}
+	if list, err := h.agents(ctx); err == nil {
+		for _, a := range list {
+			if len(c.Agents) < maxChoices {
+				c.Agents = append(c.Agents, a.Name)
+			}
+		}
+	}
+	return c
+}
 
 // summaryView is the run page's header: the run's facts, its approvals
 // and the actions that apply to its state (sent again over the stream
@@ -292,6 +340,9 @@ func (h *Handler) uiRuns(w http.ResponseWriter, r *http.Request, who *caller) er
 	p := h.newPage(r.Context(), who, "Runs", "runs")
 	p.Runs, p.Filter = shown, filter
 	p.Chart = newRunChart(shown, h.opts.Clock())
+	if p.CanWrite {
+		p.Choices = h.choices(r.Context())
+	}
 	h.render(w, http.StatusOK, "runs", p)
 	return nil
 }
