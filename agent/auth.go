@@ -99,11 +99,18 @@ func (s *State) PendingAuths() []PendingAuth {
 // AuthWaits returns the authorizations every run that has not ended
 // waits for, oldest first (runs that fail to load are skipped).
 func (rt *Runtime) AuthWaits(ctx context.Context) ([]PendingAuth, error) {
+	return openWaits(ctx, rt, "authorization waits", (*State).PendingAuths, func(a PendingAuth) time.Time { return a.Time })
+}
+
+// openWaits collects pending(state) of every run that has not ended,
+// oldest first by at (runs that fail to load are skipped); what names
+// the waits in an error.
+func openWaits[T any](ctx context.Context, rt *Runtime, what string, pending func(*State) []T, at func(T) time.Time) ([]T, error) {
 	runs, err := rt.store.Runs(ctx, &journal.ListParams{Status: []journal.Status{journal.StatusRunning, journal.StatusPaused}})
 	if err != nil {
-		return nil, fmt.Errorf("agent: list authorization waits: %w", err)
+		return nil, fmt.Errorf("agent: list %s: %w", what, err)
 	}
-	var out []PendingAuth
+	var out []T
 	for _, r := range runs {
 		if journal.IsSystem(r.RunID) {
 			continue
@@ -112,9 +119,9 @@ func (rt *Runtime) AuthWaits(ctx context.Context) ([]PendingAuth, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, st.PendingAuths()...)
+		out = append(out, pending(st)...)
 	}
-	slices.SortStableFunc(out, func(a, b PendingAuth) int { return a.Time.Compare(b.Time) })
+	slices.SortStableFunc(out, func(a, b T) int { return at(a).Compare(at(b)) })
 	return out, nil
 }
 

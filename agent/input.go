@@ -151,23 +151,7 @@ func (s *State) hasInputs(id string) bool {
 // InputWaits returns the input requests every run that has not ended
 // waits for, oldest first (runs that fail to load are skipped).
 func (rt *Runtime) InputWaits(ctx context.Context) ([]PendingInput, error) {
-	runs, err := rt.store.Runs(ctx, &journal.ListParams{Status: []journal.Status{journal.StatusRunning, journal.StatusPaused}})
-	if err != nil {
-		return nil, fmt.Errorf("agent: list input requests: %w", err)
-	}
-	var out []PendingInput
-	for _, r := range runs {
-		if journal.IsSystem(r.RunID) {
-			continue
-		}
-		st, _, err := rt.Load(ctx, r.RunID)
-		if err != nil {
-			continue
-		}
-		out = append(out, st.PendingInputs()...)
-	}
-	slices.SortStableFunc(out, func(a, b PendingInput) int { return a.Time.Compare(b.Time) })
-	return out, nil
+	return openWaits(ctx, rt, "input requests", (*State).PendingInputs, func(in PendingInput) time.Time { return in.Time })
 }
 
 // ErrNoInput is returned by [Runtime.AnswerInput] when the run does not
