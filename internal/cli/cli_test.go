@@ -96,7 +96,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad sandbox", []string{"run", "--model", "openai:x", "--workspace", ws, "--sandbox", "docker", "task"}, 2, "linux or none"},
 		{"no task", []string{"run", "--model", "openai:x", "--workspace", ws}, 2, "no task"},
 		{"bad flag", []string{"run", "--no-such-flag"}, 2, "unknown flag"},
-		{"missing trajectory", []string{"run", "--model", "replay:/nonexistent.json", "--workspace", ws}, 1, "nonexistent"},
+		{"missing trajectory", []string{"run", "--model", "replay:/nonexistent.json", "--workspace", ws}, 2, "replay:/nonexistent.json: no such trajectory file"},
 		{"unknown run", []string{"runs", "show", "nosuchrun"}, 1, "not found"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
