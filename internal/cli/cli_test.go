@@ -47,6 +47,11 @@ func setup(t *testing.T) string {
 	t.Helper()
 	home := t.TempDir()
 	t.Setenv("KEEL_HOME", home)
+	// What this process and the servers, workers and commands it starts
+	// make with os.MkdirTemp (the demo's workspaces, which a demo keeps
+	// for its user) lands in the test's own temporary directory, removed
+	// with it.
+	t.Setenv("TMPDIR", filepath.Dir(home))
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("ANTHROPIC_API_KEY", "")
 	return filepath.Join(home, "keel.db")
