@@ -217,6 +217,18 @@ func (c *Client) Rewind(ctx context.Context, id string, to int64) (*api.Rewound,
 	return &out, c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/rewind", nil, &api.RewindRun{To: to}, &out)
 }
 
+// Diff returns the files run id changed: its workspace now against the
+// git commit it started on, or, with at > 0, its first workspace
+// checkpoint against its newest one at or before event at.
+func (c *Client) Diff(ctx context.Context, id string, at int64) (*api.RunDiff, error) {
+	var q url.Values
+	if at > 0 {
+		q = url.Values{"at": {strconv.FormatInt(at, 10)}}
+	}
+	var out api.RunDiff
+	return &out, c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/diff", q, nil, &out)
+}
+
 // Artifact returns the whole output file rel (".keel/artifacts/...") of
 // run id.
 func (c *Client) Artifact(ctx context.Context, id, rel string) ([]byte, error) {

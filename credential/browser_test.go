@@ -1,18 +1,16 @@
 package credential_test
 
 import (
-	"context"
 	"net"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/internal/oauthtest"
+	"github.com/keel-run/keel/internal/testenv"
 )
 
 // The consent in a real browser: headless Chromium opens the
@@ -21,16 +19,6 @@ import (
 // callback, which completes the authorization (state, iss, PKCE) and
 // says so in the page; the grant is then usable.
 func TestBrowserConsent(t *testing.T) {
-	path := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			path = p
-			break
-		}
-	}
-	if path == "" {
-		t.Skip("no chromium: .ci/run installs Debian's chromium package (apt-get install -y chromium)")
-	}
 	e := newEnv(t)
 	e.addProvider(t, e.vault)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -46,14 +34,7 @@ func TestBrowserConsent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()))
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(actx)
-	defer cancelTab()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := testenv.Browser(t)
 	defer cancel()
 	sel := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	err = chromedp.Do(ctx,

@@ -7,46 +7,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/server/api"
 )
-
-// chromium returns Debian's chromium (installed by .ci/run), or skips.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("no chromium: .ci/run installs Debian's chromium package (apt-get install -y chromium)")
-	return ""
-}
-
-// browser starts a fresh headless chromium and returns a context for its
-// first tab.
-func browser(t *testing.T) (context.Context, context.CancelFunc) {
-	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium(t)),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
-		// Chromium leaves org.chromium.Chromium.* files in its TMPDIR.
-		chromedp.Env("TMPDIR=" + t.TempDir()),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
-	ctx, cancelTab := chromedp.NewContext(actx)
-	ctx, cancelTime := context.WithTimeout(ctx, 2*time.Minute)
-	return ctx, func() { cancelTime(); cancelTab(); cancelAlloc() }
-}
 
 // shot saves a screenshot of the tab as NAME.png in $KEEL_UI_SHOTS, when
 // that is set (for reviewing the pages by eye).
@@ -93,7 +62,7 @@ func TestBrowserRunPage(t *testing.T) {
 		t.Skip("git is not installed: .ci/run installs it")
 	}
 	e := newEnv(t, &envOptions{checkpoints: true})
-	ctx, cancel := browser(t)
+	ctx, cancel := testenv.Browser(t)
 	defer cancel()
 	code, err := e.h.LoginCode(t.Context(), e.secret)
 	if err != nil {
@@ -264,7 +233,7 @@ func TestBrowserApprovalCardDecidesItsCall(t *testing.T) {
 	run := e.askingRun(ws,
 		modeltest.Call("A", "write_file", map[string]string{"path": "README", "content": "a"}),
 		modeltest.Call("B/../A", "write_file", map[string]string{"path": "notes.txt", "content": "b"}))
-	ctx, cancel := browser(t)
+	ctx, cancel := testenv.Browser(t)
 	defer cancel()
 	sel := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	code, err := e.h.LoginCode(t.Context(), e.secret)

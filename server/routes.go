@@ -17,6 +17,7 @@ var routes = []route{
 	{"POST", "/v1/runs/{id}/rewind", api.ScopeRunsWrite, (*Handler).rewindRun},
 	{"GET", "/v1/runs/{id}/events", api.ScopeRunsRead, (*Handler).runEvents},
 	{"GET", "/v1/runs/{id}/artifacts/{path...}", api.ScopeRunsRead, (*Handler).artifact},
+	{"GET", "/v1/runs/{id}/diff", api.ScopeRunsRead, (*Handler).runDiff},
 
 	{"GET", "/v1/approvals", api.ScopeRunsRead, (*Handler).listApprovals},
 	{"POST", "/v1/runs/{id}/approvals/{call}/approve", api.ScopeApprovalsWrite, (*Handler).approve},

@@ -441,7 +441,7 @@ func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileD
 		if cerr != nil || c.Git == nil {
 			return nil, "no workspace checkpoints and no git commit to compare with"
 		}
-		if changes, err = gitws.Diff(ctx, c.Workspace, c.Git.Commit, nil); err != nil {
+		if changes, err = checkpoint.SinceStart(ctx, c); err != nil {
 			return nil, "the workspace cannot be compared: " + err.Error()
 		}
 		note = "the workspace now against commit " + c.Git.Commit[:min(12, len(c.Git.Commit))]

@@ -298,3 +298,21 @@ func firstCheckpoint(events []journal.Event) int64 {
 	}
 	return 0
 }
+
+// SinceStart returns what run's files changed from the git commit it
+// started on (created.Git) to its workspace as it is now: files git
+// does not ignore. A run journaled when Keel kept its own files in the
+// workspace (no state directory) leaves out .keel/.
+func SinceStart(ctx context.Context, created *agent.RunCreated) ([]gitws.Change, error) {
+	if created.Git == nil {
+		return nil, ErrNoCommit
+	}
+	skip := func(p string) bool {
+		return created.StateDir == "" && (p == ".keel" || strings.HasPrefix(p, ".keel/"))
+	}
+	return gitws.Diff(ctx, created.Workspace, created.Git.Commit, skip)
+}
+
+// ErrNoCommit is SinceStart's error for a run that recorded no git
+// commit at its start.
+var ErrNoCommit = errors.New("no git commit recorded at the run's start")

@@ -84,6 +84,13 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 	mustKeel("approve", "--db", db, granted, "c1", "--remember", "agent", "--no-resume")
 	waiting := pausedRun(t, store, time.Now, "rm \x1b[2Jx", 0)
 	store.Close()
+	// A run in a git repository with checkpoints, for keel runs diff.
+	ws := demoProject(t)
+	gitRepo(t, ws)
+	mustKeel("run", "--db", db, "--model", "scripted:demo", "--workspace", ws, "-q", "fix it")
+	edited, _ := lastRun(t, db)
+	seqs := checkpointSeqs(t, edited)
+	firstCheckpoint, lastCheckpoint := strings.Fields(seqs[0])[0], strings.Fields(seqs[len(seqs)-1])[0]
 	admin := strings.TrimSpace(mustKeel("tokens", "create", "--db", db, "--name", "root", "--scope", "admin"))
 	mustKeel("tokens", "create", "--db", db, "--name", "ann", "--scope", "runs:write", "--agent", "bot")
 	gone := strings.TrimSpace(mustKeel("tokens", "create", "--db", db, "--name", "old\u00a0ci"))
@@ -112,6 +119,12 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 		{"audit", "verify", expired, granted},
 		{"audit", "verify", "--all"},
 		{"audit", "verify", "--all", "--json"},
+		{"runs", "diff", edited},
+		{"runs", "diff", "--stat", edited},
+		{"runs", "diff", "--at", lastCheckpoint, edited},
+		{"runs", "diff", "--at", firstCheckpoint, edited},
+		{"runs", "diff", "--at", "1", edited},
+		{"runs", "diff", "--at", "3", expired},
 	}
 	for _, args := range cases {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

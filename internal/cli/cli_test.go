@@ -47,6 +47,11 @@ func setup(t *testing.T) string {
 	t.Helper()
 	home := t.TempDir()
 	t.Setenv("KEEL_HOME", home)
+	// What this process and the servers, workers and commands it starts
+	// make with os.MkdirTemp (the demo's workspaces, which a demo keeps
+	// for its user) lands in the test's own temporary directory, removed
+	// with it.
+	t.Setenv("TMPDIR", filepath.Dir(home))
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("ANTHROPIC_API_KEY", "")
 	return filepath.Join(home, "keel.db")
@@ -96,7 +101,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad sandbox", []string{"run", "--model", "openai:x", "--workspace", ws, "--sandbox", "docker", "task"}, 2, "linux or none"},
 		{"no task", []string{"run", "--model", "openai:x", "--workspace", ws}, 2, "no task"},
 		{"bad flag", []string{"run", "--no-such-flag"}, 2, "unknown flag"},
-		{"missing trajectory", []string{"run", "--model", "replay:/nonexistent.json", "--workspace", ws}, 1, "nonexistent"},
+		{"missing trajectory", []string{"run", "--model", "replay:/nonexistent.json", "--workspace", ws}, 2, "replay:/nonexistent.json: no such trajectory file"},
 		{"unknown run", []string{"runs", "show", "nosuchrun"}, 1, "not found"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

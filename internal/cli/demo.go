@@ -85,7 +85,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	}
 	fmt.Fprintf(a.stdout, "\n== diff made in %s (keel runs diff %s --db %s) ==\n", ws, runID, a.dbPath())
 	if haveGit {
-		if err := a.printRunDiff(ctx, a.stdout, runID, created, false); err != nil {
+		if err := printRunDiff(ctx, a.stdout, workspaceDiff, runID, created, false); err != nil {
 			fmt.Fprintf(a.stdout, "(diff failed: %v)\n", err)
 		}
 	} else {

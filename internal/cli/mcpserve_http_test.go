@@ -57,7 +57,6 @@ func callText(t *testing.T, s *sdk.ClientSession, tool string, args map[string]a
 // and sees it complete; without a token the endpoint answers 401; a
 // read-only token reads but cannot start runs or decide.
 func TestMCPServeOnServer(t *testing.T) {
-	demoTempDir(t)
 	setup(t)
 	serve := startServe(t)
 	admin := serve.savedToken(t)

@@ -108,6 +108,8 @@ expect = "deny"
 		{"unknown agent", []string{"--agent", "ghost"}, "cannot run"},
 		{"bad approval timeout", []string{"--approval-timeout", "soon"}, "--approval-timeout"},
 		{"bad approval default", []string{"--approval-default", "maybe"}, "--approval-default"},
+		{"missing trajectory", []string{"--model", "replay:" + filepath.Join(outside, "missing.json")}, "replay:" + filepath.Join(outside, "missing.json") + ": no such trajectory file"},
+		{"trajectory that is not JSON", []string{"--model", "replay:" + failing}, "load " + failing + ": bad JSON"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string{"run", "--model", "replay:" + trajectory, "--workspace", ws}, tt.args...)

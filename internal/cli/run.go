@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,7 +184,12 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if spec.Provider == "replay" {
 		rec, err = loadRecording(spec.Name)
 		if err != nil {
-			return err
+			// A trajectory that is missing or unreadable is a bad
+			// command line: nothing ran.
+			if errors.Is(err, fs.ErrNotExist) {
+				return usagef("--model replay:%s: no such trajectory file", spec.Name)
+			}
+			return usagef("--model replay:%s: %v", spec.Name, err)
 		}
 		if task == "" {
 			task = rec.Task()

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/tool"
@@ -218,6 +219,15 @@ type runsBackend interface {
 	// Artifact reads the whole output rel of a call of run id (created
 	// is its run.created).
 	Artifact(ctx context.Context, id string, created *agent.RunCreated, rel string) ([]byte, error)
+	// WorkspaceDiff compares run id's workspace as it is now with the
+	// git commit it started on (created is its run.created, with Git
+	// set; see checkpoint.SinceStart).
+	WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]gitws.Change, error)
+	// CheckpointDiff compares run id's first workspace checkpoint with
+	// its newest one at or before event at (events are its journal), and
+	// returns the two checkpoints' events; checkpoint.ErrNone when it
+	// has none there (see checkpoint.Diff).
+	CheckpointDiff(ctx context.Context, id string, events []journal.Event, at int64) (changes []gitws.Change, from, to int64, err error)
 }
 
 // runRow is one run of keel runs list.

@@ -15,6 +15,7 @@ import (
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/tool/builtin/fs"
 )
 
@@ -35,48 +36,106 @@ checkpoint at or before EVENT: what the run changed up to that event, by
 any tool, shell commands included (keel runs checkpoints RUN lists them).
 A run without checkpoints (journaled before they existed, or without git)
 lists its file edits (write_file, edit_file) up to EVENT instead.`,
-		Args: cobra.ExactArgs(1),
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			events, err := store.Read(ctx, args[0], 1)
-			if err != nil {
-				return err
-			}
-			if at > 0 {
-				if at > events[len(events)-1].Seq {
-					return usagef("run %s has %d events; --at %d is past its end", args[0], len(events), at)
-				}
-				changes, from, to, err := checkpoint.Diff(ctx, events, at)
-				if errors.Is(err, checkpoint.ErrNone) {
-					for _, e := range events {
-						if journal.KeepsStatus(e.Type) {
-							fmt.Fprintf(escWriter{a.stdout}, "no files changed up to event %d: the run's first checkpoint (the files it started with) is event %d\n", at, e.Seq)
-							return nil
-						}
-					}
-					return a.editsUpTo(args[0], events, at)
-				}
-				if err != nil {
-					return fmt.Errorf("diff of run %s at event %d: %w", args[0], at, err)
-				}
-				printChanges(escWriter{a.stdout}, changes, fmt.Sprintf("since the checkpoint of event %d, at the checkpoint of event %d", from, to), stat)
-				return nil
-			}
-			created, err := runCreated(events)
-			if err != nil {
-				return err
-			}
-			return a.printRunDiff(ctx, a.stdout, args[0], created, stat)
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				return a.runsDiff(ctx, b, args[0], at, stat)
+			}, "at", "stat")
 		},
 	}
 	cmd.Flags().Int64Var(&at, "at", 0, "list the file edits made up to this event (its sequence number)")
 	cmd.Flags().BoolVar(&stat, "stat", false, "only the changed files, not their diff")
 	return cmd
+}
+
+// runsDiff prints what run id changed (keel runs diff), through b.
+func (a *app) runsDiff(ctx context.Context, b backend, id string, at int64, stat bool) error {
+	events, err := b.Events(ctx, id)
+	if err != nil {
+		return err
+	}
+	if len(events) == 0 {
+		return fmt.Errorf("run %s has no events", id)
+	}
+	if at > 0 {
+		if at > events[len(events)-1].Seq {
+			return usagef("run %s has %d events; --at %d is past its end", id, len(events), at)
+		}
+		changes, from, to, err := b.CheckpointDiff(ctx, id, events, at)
+		if errors.Is(err, checkpoint.ErrNone) {
+			for _, e := range events {
+				if journal.KeepsStatus(e.Type) {
+					fmt.Fprintf(escWriter{a.stdout}, "no files changed up to event %d: the run's first checkpoint (the files it started with) is event %d\n", at, e.Seq)
+					return nil
+				}
+			}
+			return a.editsUpTo(id, events, at)
+		}
+		if err != nil {
+			return err
+		}
+		printChanges(escWriter{a.stdout}, changes, fmt.Sprintf("since the checkpoint of event %d, at the checkpoint of event %d", from, to), stat)
+		return nil
+	}
+	created, err := runCreated(events)
+	if err != nil {
+		return err
+	}
+	return printRunDiff(ctx, a.stdout, b.WorkspaceDiff, id, created, stat)
+}
+
+// workspaceDiff is a runsBackend's WorkspaceDiff on this machine.
+func workspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]gitws.Change, error) {
+	changes, err := checkpoint.SinceStart(ctx, created)
+	if err != nil {
+		return nil, fmt.Errorf("diff of run %s: %w", id, err)
+	}
+	return changes, nil
+}
+
+// WorkspaceDiff compares the run's workspace with its starting commit
+// on this machine.
+func (l *local) WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]gitws.Change, error) {
+	return workspaceDiff(ctx, id, created)
+}
+
+// CheckpointDiff compares the run's checkpoints in the local store.
+func (l *local) CheckpointDiff(ctx context.Context, id string, events []journal.Event, at int64) ([]gitws.Change, int64, int64, error) {
+	changes, from, to, err := checkpoint.Diff(ctx, events, at)
+	if err != nil && !errors.Is(err, checkpoint.ErrNone) {
+		err = fmt.Errorf("diff of run %s at event %d: %w", id, at, err)
+	}
+	return changes, from, to, err
+}
+
+// WorkspaceDiff asks the server, which has the run's workspace.
+func (r *remote) WorkspaceDiff(ctx context.Context, id string, _ *agent.RunCreated) ([]gitws.Change, error) {
+	d, err := r.cl.Diff(ctx, id, 0)
+	if err != nil {
+		return nil, err
+	}
+	return fileDiffs(d), nil
+}
+
+// CheckpointDiff asks the server, which has the run's checkpoints.
+func (r *remote) CheckpointDiff(ctx context.Context, id string, _ []journal.Event, at int64) ([]gitws.Change, int64, int64, error) {
+	d, err := r.cl.Diff(ctx, id, at)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if d.NoCheckpoint {
+		return nil, 0, 0, checkpoint.ErrNone
+	}
+	return fileDiffs(d), d.From, d.To, nil
+}
+
+func fileDiffs(d *api.RunDiff) []gitws.Change {
+	out := make([]gitws.Change, 0, len(d.Files))
+	for _, f := range d.Files {
+		out = append(out, gitws.Change{Path: f.Path, Status: gitws.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed})
+	}
+	return out
 }
 
 // runCreated decodes the run.created event of events.
@@ -95,20 +154,16 @@ func runCreated(events []journal.Event) (*agent.RunCreated, error) {
 	return c, nil
 }
 
-// printRunDiff prints the changes of the run made by created: a list of
-// files with their added and removed lines, then (unless stat) their
-// diffs.
-func (a *app) printRunDiff(ctx context.Context, out io.Writer, runID string, created *agent.RunCreated, stat bool) error {
+// printRunDiff prints the changes of the run made by created, as diff
+// finds them: a list of files with their added and removed lines, then
+// (unless stat) their diffs.
+func printRunDiff(ctx context.Context, out io.Writer, diff func(context.Context, string, *agent.RunCreated) ([]gitws.Change, error), runID string, created *agent.RunCreated, stat bool) error {
 	if created.Git == nil {
 		return fmt.Errorf("run %s recorded no git commit at its start (its workspace %s was not the top of a git repository with a commit, or the run predates the record): there is nothing to compare with", runID, created.Workspace)
 	}
-	skip := func(p string) bool {
-		// Older runs kept Keel's own files in the workspace.
-		return created.StateDir == "" && (p == ".keel" || strings.HasPrefix(p, ".keel/"))
-	}
-	changes, err := gitws.Diff(ctx, created.Workspace, created.Git.Commit, skip)
+	changes, err := diff(ctx, runID, created)
 	if err != nil {
-		return fmt.Errorf("diff of run %s: %w", runID, err)
+		return err
 	}
 	w := escWriter{out}
 	short := created.Git.Commit[:min(12, len(created.Git.Commit))]
@@ -219,7 +274,7 @@ func gitStart(ctx context.Context, dir string) *agent.GitStart {
 // (on stderr, with the progress) and how to see their diff.
 func (a *app) endDiff(ctx context.Context, runID string, created *agent.RunCreated) {
 	var b strings.Builder
-	if err := a.printRunDiff(ctx, &b, runID, created, true); err != nil {
+	if err := printRunDiff(ctx, &b, workspaceDiff, runID, created, true); err != nil {
 		fmt.Fprintf(a.stderr, "keel: %v\n", err)
 		return
 	}

@@ -154,7 +154,6 @@ func TestRewindAndForkWithServer(t *testing.T) {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
 	setup(t)
-	demoTempDir(t)
 	s := startServe(t)
 	c := s.apiClient(t)
 	run, err := c.CreateRun(t.Context(), &api.CreateRun{Demo: true})

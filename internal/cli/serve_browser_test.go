@@ -1,15 +1,14 @@
 package cli_test
 
 import (
-	"context"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -18,35 +17,16 @@ import (
 // edit in the inbox, and watch the run finish in its conversation. The real
 // command, its wiring, the linux sandbox and the demo policy.
 func TestServeNewcomerInBrowser(t *testing.T) {
-	var chrome string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			chrome = p
-			break
-		}
-	}
-	if chrome == "" {
-		t.Skip("no chromium: .ci/run installs Debian's chromium package")
-	}
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
 	setup(t)
-	demoTempDir(t)
 	s := startServe(t)
 	link := regexp.MustCompile(`sign in to the web UI:\s+(\S+)`).FindStringSubmatch(s.stderr.String())
 	if link == nil {
 		t.Fatalf("keel serve printed no sign-in link:\n%s", s.stderr)
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(chrome), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()),
-		chromedp.Env("TMPDIR="+t.TempDir())) // Chromium leaves org.chromium.Chromium.* files in its TMPDIR
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(actx)
-	defer cancelTab()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := testenv.Browser(t)
 	defer cancel()
 
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }

@@ -162,7 +162,6 @@ func TestClientOutputLikeLocal(t *testing.T) {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
 	setup(t)
-	demoTempDir(t)
 	s := startServe(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -522,7 +521,6 @@ func TestClientDemoStdinNotTerminal(t *testing.T) {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
 	setup(t)
-	demoTempDir(t)
 	s := startServe(t)
 	code, _, errOut := keel(t, "--server", s.url, "demo")
 	if code != 3 || !strings.Contains(errOut, "decide with: keel --server "+s.url+" approve ") {

@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,18 +11,17 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/internal/oauthtest"
+	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 )
@@ -287,31 +285,13 @@ func TestServeConnectThroughAPI(t *testing.T) {
 // callback, which says the provider is connected and links the run,
 // whose timeline then shows it completed.
 func TestServeConnectInBrowser(t *testing.T) {
-	var chrome string
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			chrome = p
-			break
-		}
-	}
-	if chrome == "" {
-		t.Skip("no chromium: .ci/run installs Debian's chromium package")
-	}
 	f := newConnectFixture(t)
 	run := f.startWaitingRun(t)
 	link := regexp.MustCompile(`sign in to the web UI:\s+(\S+)`).FindStringSubmatch(f.s.stderr.String())
 	if link == nil {
 		t.Fatalf("keel serve printed no sign-in link:\n%s", f.s.stderr)
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(chrome), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()),
-		chromedp.Env("TMPDIR="+t.TempDir()))
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(actx)
-	defer cancelTab()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel := testenv.Browser(t)
 	defer cancel()
 	css := func(s string) chromedp.CSS { return chromedp.CSS(s) }
 	card := `section.authwait[data-run="` + run.ID + `"]`

@@ -139,7 +139,6 @@ func TestServeKilledWhileWaitingForApproval(t *testing.T) {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
 	setup(t)
-	demoTempDir(t)
 	s1 := startServe(t)
 	c := s1.apiClient(t)
 	run, err := c.CreateRun(t.Context(), &api.CreateRun{Demo: true})
@@ -180,7 +179,6 @@ func TestClientOutputMatchesLocal(t *testing.T) {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
 	setup(t)
-	demoTempDir(t)
 	s := startServe(t)
 	c := s.apiClient(t)
 	var ids []string
@@ -282,12 +280,4 @@ func demoProject(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// demoTempDir makes the demo workspaces a server creates (os.MkdirTemp,
-// kept as long as their runs) temporary directories of the test: the
-// server's process, started after this, inherits TMPDIR.
-func demoTempDir(t *testing.T) {
-	t.Helper()
-	t.Setenv("TMPDIR", t.TempDir())
 }

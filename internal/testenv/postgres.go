@@ -32,6 +32,12 @@ type pgCluster struct {
 	stop *os.File
 }
 
+// tempRoot is the temporary directory of the process as it started:
+// the one cluster of the test binary outlives the test that started it,
+// and so must its directory (tests set TMPDIR to a directory of their
+// own).
+var tempRoot = os.TempDir()
+
 var (
 	pgOnce sync.Once
 	pgC    *pgCluster
@@ -139,7 +145,7 @@ exit 1
 `
 
 func startPostgres(bindir string) (*pgCluster, error) {
-	dir, err := os.MkdirTemp("", "keel-pg-")
+	dir, err := os.MkdirTemp(tempRoot, "keel-pg-")
 	if err != nil {
 		return nil, err
 	}

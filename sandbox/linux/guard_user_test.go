@@ -41,6 +41,14 @@ var (
 	userBinErr  error
 )
 
+// RemoveUserBin removes the copy of the test binary that asUser made, if
+// any: TestMain calls it after the tests.
+func RemoveUserBin() {
+	if userBin != "" {
+		os.RemoveAll(filepath.Dir(userBin))
+	}
+}
+
 // asUser reports whether the caller must run the test body itself (the
 // process is not root, or is the re-executed one). As root it runs the
 // test again as nobody with env added, fails t with the child's output

@@ -31,7 +31,9 @@ func TestMain(m *testing.M) {
 		dyingHost(marker)
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	linux.RemoveUserBin()
+	os.Exit(code)
 }
 
 // dyingHost is the helper process of TestHostDeathKillsSandbox: it starts

@@ -266,6 +266,31 @@ type FileChange struct {
 	Status string `json:"status"`
 }
 
+// RunDiff is the answer to GET /v1/runs/{id}/diff: the files a run
+// changed, as keel runs diff prints them. Without at, the run's
+// workspace now against the git commit it started on; with at, its
+// first workspace checkpoint against its newest checkpoint at or before
+// event at, events From and To. NoCheckpoint says the run has no
+// checkpoint at or before at (Files is then empty).
+type RunDiff struct {
+	From         int64      `json:"from,omitempty"`
+	To           int64      `json:"to,omitempty"`
+	NoCheckpoint bool       `json:"no_checkpoint,omitempty"`
+	Files        []FileDiff `json:"files"`
+}
+
+// FileDiff is one changed file of a RunDiff: Status "A", "M" or "D";
+// Patch its unified diff (with ---/+++ headers; empty when Binary), of
+// Added and Removed lines.
+type FileDiff struct {
+	Path    string `json:"path"`
+	Status  string `json:"status"`
+	Binary  bool   `json:"binary,omitempty"`
+	Patch   string `json:"patch,omitempty"`
+	Added   int    `json:"added"`
+	Removed int    `json:"removed"`
+}
+
 // Approval is a tool call waiting for a person's decision.
 type Approval struct {
 	RunID  string `json:"run_id"`

@@ -1,0 +1,46 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// ChromiumEnv names the browser of the UI tests; without it, Debian's
+// chromium package (which .ci/run installs) is looked up on PATH.
+const ChromiumEnv = "KEEL_TEST_CHROMIUM"
+
+// Browser starts a fresh headless Chromium and returns the context of its
+// first tab, with a deadline of two minutes, and the function that closes
+// the browser. Everything the browser writes (its profile, the files it
+// leaves in its TMPDIR, its XDG configuration such as "Crash Reports" and
+// its cache) goes to directories of tb. Closing waits for the browser to
+// exit; tb's cleanup closes it, before those directories are removed,
+// when the test has not. The missing program follows the rule of
+// [Program].
+func Browser(tb testing.TB) (context.Context, context.CancelFunc) {
+	tb.Helper()
+	bin := Program(tb, ChromiumEnv, "chromium", "chromium-browser", "google-chrome")
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(bin),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(tb.TempDir()),
+		// Chromium leaves org.chromium.Chromium.* (its singleton
+		// socket) in TMPDIR, and writes "Crash Reports" and dconf
+		// files below XDG_CONFIG_HOME and XDG_CACHE_HOME.
+		chromedp.Env("TMPDIR="+tb.TempDir(), "XDG_CONFIG_HOME="+tb.TempDir(), "XDG_CACHE_HOME="+tb.TempDir()),
+	}
+	// Not tb.Context: it is canceled before the cleanups run, and the
+	// browser must be waited for by one of them.
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, 2*time.Minute)
+	// The allocator's cancel kills the browser and waits for it.
+	closeAll := func() { cancelTime(); cancelTab(); cancelAlloc() }
+	tb.Cleanup(closeAll) // after the TempDirs above: it runs before their removal
+	return ctx, closeAll
+}

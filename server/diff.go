@@ -1,0 +1,63 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/keel-run/keel/internal/checkpoint"
+	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/server/api"
+)
+
+// runDiff is GET /v1/runs/{id}/diff: the files the run changed, as keel
+// runs diff prints them (see api.RunDiff). ?at=SEQ compares the run's
+// checkpoints up to event SEQ instead of its workspace now with its
+// starting commit.
+func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	ctx, id := r.Context(), r.PathValue("id")
+	if _, err := h.run(ctx, id, 0); err != nil {
+		return err
+	}
+	var at int64
+	if s := r.URL.Query().Get("at"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 {
+			return badRequest("at %q: want an event's sequence number (1 or more)", s)
+		}
+		at = n
+	}
+	events, err := h.rt.Store().Read(ctx, id, 1)
+	if err != nil {
+		return err
+	}
+	out := api.RunDiff{Files: []api.FileDiff{}}
+	var changes []gitws.Change
+	if at > 0 {
+		if last := events[len(events)-1].Seq; at > last {
+			return badRequest("run %s has %d events; at %d is past its end", id, last, at)
+		}
+		changes, out.From, out.To, err = checkpoint.Diff(ctx, events, at)
+		if errors.Is(err, checkpoint.ErrNone) {
+			out.NoCheckpoint = true
+			writeJSON(w, http.StatusOK, out)
+			return nil
+		}
+		if err != nil {
+			return badRequest("diff of run %s at event %d: %v", id, at, err)
+		}
+	} else {
+		c, err := runCreated(events)
+		if err != nil {
+			return err
+		}
+		if changes, err = checkpoint.SinceStart(ctx, c); err != nil {
+			return badRequest("diff of run %s: %v", id, err)
+		}
+	}
+	for _, c := range changes {
+		out.Files = append(out.Files, api.FileDiff{Path: c.Path, Status: string(c.Status), Binary: c.Binary, Patch: c.Patch, Added: c.Added, Removed: c.Removed})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
