@@ -16,6 +16,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model/openai"
 	"github.com/keel-run/keel/server/api"
@@ -273,7 +274,7 @@ func BenchmarkDeltaLatency(b *testing.B) {
 // the journaled message once the answer is complete.
 func TestBrowserStreamsModelText(t *testing.T) {
 	e := newEnv(t, nil)
-	ctx, cancel := browser(t)
+	ctx, cancel := testenv.Browser(t)
 	defer cancel()
 	p := &gatedProvider{events: recordedStream(t), hold: 8, release: make(chan struct{})}
 	id := streamingRun(t, e, p)
