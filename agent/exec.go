@@ -191,7 +191,7 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 			var err error
 			tctx := ctx
 			if x.p.Trace != nil {
-				tctx = x.p.Trace(ctx, Operation{RunID: x.runID, CallID: c.ID})
+				tctx = x.p.Trace(ctx, Operation{RunID: x.runID, CallID: c.ID, Seq: x.seq()})
 			}
 			res, err = x.p.Tools.Run(tctx, c.Name, req)
 			if err != nil {
@@ -225,7 +225,7 @@ func (x *executor) callModel(ctx context.Context) error {
 	start := x.now()
 	mctx := ctx
 	if x.p.Trace != nil {
-		mctx = x.p.Trace(ctx, Operation{RunID: x.runID, ModelCall: x.st.ModelCalls + 1})
+		mctx = x.p.Trace(ctx, Operation{RunID: x.runID, ModelCall: x.st.ModelCalls + 1, Seq: x.seq()})
 	}
 	resp, err := x.p.Model.Generate(mctx, req)
 	if err != nil {

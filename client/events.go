@@ -32,6 +32,14 @@ type EventsParams struct {
 	// stream breaks and the client is about to reconnect, and with nil
 	// when a reconnection succeeded after that.
 	OnDisconnect func(err error)
+	// OnDelta, if set, asks the server for the text of the run's model
+	// call in progress (?deltas=true) and is called with each piece, in
+	// order with the events, from the goroutine that ranges over
+	// [Client.Events]. Deltas are not journaled: only a server that
+	// executes the run itself sends them, a stream opened mid-call starts
+	// with the text so far (Offset 0), and one older than an event
+	// already yielded is stale (see [api.Delta]).
+	OnDelta func(d api.Delta)
 	// GiveUp, if positive, ends the sequence with the last connection
 	// error when reconnecting has failed for this long (the server is
 	// gone); 0 means reconnect until ctx is done.
@@ -132,6 +140,9 @@ func (c *Client) streamOnce(ctx context.Context, id string, o *EventsParams, fro
 	if o.UntilStopped {
 		q.Set("until", "stopped")
 	}
+	if o.OnDelta != nil {
+		q.Set("deltas", "true")
+	}
 	h := http.Header{}
 	h.Set("Accept", "text/event-stream")
 	h.Set("Last-Event-ID", strconv.FormatInt(from-1, 10))
@@ -171,6 +182,15 @@ func (c *Client) streamOnce(ctx context.Context, id string, o *EventsParams, fro
 					return true, e
 				}
 				return true, nil
+			}
+			if event == "delta" {
+				var d api.Delta
+				if err := json.Unmarshal([]byte(data.String()), &d); err == nil && o.OnDelta != nil {
+					o.OnDelta(d)
+				}
+				data.Reset()
+				event = ""
+				continue
 			}
 			var e journal.Event
 			if err := json.Unmarshal([]byte(data.String()), &e); err != nil {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -41,6 +42,21 @@ type Retry struct {
 	// Reason says why, in a few words ("rate limited", "overloaded",
 	// "server error", "connection error", "unusable answer").
 	Reason string
+}
+
+// String says the retry as a person reads it: "rate limited (HTTP 429):
+// retrying in 20s (attempt 2)".
+func (r Retry) String() string {
+	s := r.Reason
+	if r.Status != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", r.Status)
+	}
+	if r.Wait > 0 {
+		s += fmt.Sprintf(": retrying in %s", r.Wait.Round(time.Millisecond))
+	} else {
+		s += ": retrying"
+	}
+	return s + fmt.Sprintf(" (attempt %d)", r.Attempt)
 }
 
 type observerKey struct{}

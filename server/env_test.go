@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 // env is a server over a real SQLite journal in a temporary directory,
 // served over real HTTP, with an admin token.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	db     string
 	store  journal.Store
@@ -124,7 +124,7 @@ type envOptions struct {
 	checkpoints bool
 }
 
-func newEnv(t *testing.T, o *envOptions) *env {
+func newEnv(t testing.TB, o *envOptions) *env {
 	t.Helper()
 	if o == nil {
 		o = &envOptions{}
@@ -172,7 +172,7 @@ func newEnv(t *testing.T, o *envOptions) *env {
 }
 
 // tlogWriter sends the server's log to the test's log.
-type tlogWriter struct{ t *testing.T }
+type tlogWriter struct{ t testing.TB }
 
 func (w tlogWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -418,7 +418,7 @@ func (e *env) journalRun(c *agent.RunCreated, events ...journal.Draft) string {
 }
 
 // draft encodes v as an event of type typ.
-func draft(t *testing.T, typ journal.Type, v any) journal.Draft {
+func draft(t testing.TB, typ journal.Type, v any) journal.Draft {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
 )
 
@@ -28,6 +29,9 @@ import (
 // A followed stream also ends after run.completed, after which nothing
 // can be appended (failed and canceled runs can be resumed, so their
 // streams go on). Every finite stream's last message is "event: end".
+// With ?deltas=true a followed stream also carries "event: delta"
+// messages without an id (api.Delta): the text of the model call in
+// progress, when this server executes the run.
 // Each event is checked against its hash chain as it is read; idle
 // streams get a comment line every Heartbeat. A stream ends, with
 // "event: end" and the reason "error: invalid or revoked API token", as
@@ -62,6 +66,14 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, who *caller)
 	untilStopped := q.Get("until") == "stopped"
 	if s := q.Get("until"); s != "" && s != "stopped" {
 		return badRequest("until %q: the only value is \"stopped\"", s)
+	}
+	var deltas bool
+	switch s := q.Get("deltas"); s {
+	case "", "false":
+	case "true":
+		deltas = true
+	default:
+		return badRequest("deltas %q: want true or false", s)
 	}
 	out, err := startSSE(w)
 	if err != nil {
@@ -102,7 +114,7 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, who *caller)
 		end("replayed")
 		return nil
 	}
-	return h.followEvents(ctx, out, id, from, untilStopped, h.newTokenGuard(who), write, end)
+	return h.followEvents(ctx, out, id, from, untilStopped, deltas, h.newTokenGuard(who), write, end)
 }
 
 // revokedEnd is the end message of a stream whose token was revoked.
@@ -157,10 +169,12 @@ func checkLink(id string, from int64, prev string, e *journal.Event) error {
 }
 
 // followEvents follows the run for the API's stream (see runEvents).
-func (h *Handler) followEvents(ctx context.Context, out *sse, id string, from int64, untilStopped bool,
+func (h *Handler) followEvents(ctx context.Context, out *sse, id string, from int64, untilStopped, deltas bool,
 	guard *tokenGuard, write func(*journal.Event) error, end func(string)) error {
-	var sent int64 // the newest event sent (a stop's batch is read ahead)
-	return h.follow(ctx, out, id, from, guard, &follower{
+	// sent is the newest event sent (a stop's batch is read ahead), or
+	// the one before from, which the client has.
+	sent := from - 1
+	f := &follower{
 		revoked: revokedEnd,
 		failed:  func(err error) { end("error: " + h.streamError(err)) },
 		event: func(e *journal.Event, more bool) (bool, error) {
@@ -206,7 +220,20 @@ func (h *Handler) followEvents(ctx context.Context, out *sse, id string, from in
 			// events just sent.
 			return false, nil
 		},
-	})
+	}
+	if deltas {
+		// The model's text as it streams, on the server that executes
+		// the run (see live.go).
+		f.live, f.seen = h.live.subscribe(id), func() int64 { return sent }
+		f.delta = func(d *api.Delta) error {
+			b, err := json.Marshal(d)
+			if err != nil {
+				return err
+			}
+			return out.send("", "delta", b)
+		}
+	}
+	return h.follow(ctx, out, id, from, guard, f)
 }
 
 // stops reports whether an event of type t leaves the run stopped:

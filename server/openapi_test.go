@@ -113,6 +113,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"RewindRun": api.RewindRun{}, "Rewound": api.Rewound{}, "FileChange": api.FileChange{}, "RunDiff": api.RunDiff{}, "FileDiff": api.FileDiff{},
 		"AuthWait": api.AuthWait{}, "AuthWaitList": api.AuthWaitList{}, "AuthStarted": api.AuthStarted{},
 		"Connectors": api.Connectors{}, "Input": api.Input{}, "InputList": api.InputList{}, "AnswerInput": api.AnswerInput{},
+		"Delta": api.Delta{},
 	}
 	doc := loadOpenAPI(t)
 	var names []string

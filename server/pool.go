@@ -67,6 +67,9 @@ type pool struct {
 	wg       sync.WaitGroup
 
 	stop context.CancelCauseFunc
+	// live receives what executions stream before it is journaled (the
+	// model's text); nil publishes nothing.
+	live *liveHub
 	// dispatch, if set, hands runs to other processes (Options.Dispatch).
 	dispatch func(ctx context.Context, runID string) error
 	// onDone, if set, is called after each execution (tests and metrics).
@@ -376,6 +379,15 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 	if params.Principals == nil {
 		params.Principals = p.principals
 	}
+	if p.live != nil {
+		params.Trace = chainTrace(params.Trace, p.live.trace)
+		if on := params.OnEvent; on != nil {
+			params.OnEvent = func(e journal.Event) { on(e); p.live.journaled(e) }
+		} else {
+			params.OnEvent = p.live.journaled
+		}
+		defer p.live.end(j.runID)
+	}
 	log.Info("execute run")
 	out, err := p.rt.Execute(ctx, j.runID, params)
 	if errors.Is(err, agent.ErrRunCompleted) {
@@ -513,5 +525,16 @@ func (p *pool) shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("server: shutdown: executions still running: %w", context.Cause(ctx))
+	}
+}
+
+// chainTrace runs the per-operation hook first, then second, on the
+// context first returned.
+func chainTrace(first, second func(context.Context, agent.Operation) context.Context) func(context.Context, agent.Operation) context.Context {
+	if first == nil {
+		return second
+	}
+	return func(ctx context.Context, op agent.Operation) context.Context {
+		return second(first(ctx, op), op)
 	}
 }

@@ -155,6 +155,7 @@ type Handler struct {
 	opts    Options
 	mux     *http.ServeMux
 	pool    *pool
+	live    *liveHub
 	sums    *summaries
 	tokens  *token.Set
 	actions *journal.Stream
@@ -235,6 +236,8 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 		}
 	}
 	h.pool = newPool(rt, wire, principals(h.opts.Directory), h.sums, h.executable, h.opts.Workers, h.logger)
+	h.live = newLiveHub()
+	h.pool.live = h.live
 	h.pool.dispatch = h.opts.Dispatch
 	h.ui = newUIPages()
 	h.mux = http.NewServeMux()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
 )
 
 // sse is one Server-Sent Events response: the API's event stream and the
@@ -82,6 +83,26 @@ type follower struct {
 	// run (nil: nothing to wait for); it is asked again each time.
 	wake   func() <-chan struct{}
 	onWake func()
+	// live, if set, is the stream's cursor on the run's model call in
+	// progress (liveHub): its deltas go to delta, as they come and after
+	// each burst of events, for a stream whose newest event is seen().
+	live  *liveSub
+	delta func(d *api.Delta) error
+	seen  func() int64
+}
+
+// sendLive writes the deltas f.live has for the stream now.
+func (f *follower) sendLive(s *sse) error {
+	ds := f.live.next(f.seen())
+	for i := range ds {
+		if err := f.delta(&ds[i]); err != nil {
+			return err
+		}
+	}
+	if len(ds) > 0 {
+		s.flush()
+	}
+	return nil
 }
 
 // follow is the one loop of the server's event streams: it follows run
@@ -122,6 +143,13 @@ func (h *Handler) follow(ctx context.Context, s *sse, id string, from int64, gua
 	}()
 	beat := time.NewTicker(h.opts.Heartbeat)
 	defer beat.Stop()
+	// live is asked for before every read of the cursor (and kept until
+	// it fires), so that no change after a read is missed.
+	var live <-chan struct{}
+	if f.live != nil {
+		defer f.live.close()
+		live = f.live.wait()
+	}
 	for {
 		var wake <-chan struct{}
 		if f.wake != nil {
@@ -140,6 +168,11 @@ func (h *Handler) follow(ctx context.Context, s *sse, id string, from int64, gua
 			}
 		case <-wake:
 			f.onWake()
+		case <-live:
+			live = f.live.wait()
+			if err := f.sendLive(s); err != nil {
+				return nil
+			}
 		case <-beat.C:
 			if _, err := fmt.Fprint(s.w, ": keep-alive\n\n"); err != nil {
 				return nil
@@ -158,9 +191,23 @@ func (h *Handler) follow(ctx context.Context, s *sse, id string, from int64, gua
 			if !guard.valid(ctx) {
 				return revoked()
 			}
-			done, err := f.event(&it.e, len(ch) > 0)
+			if f.live != nil {
+				// The call's text is all in the hub before its event is
+				// journaled: send what is left of it first.
+				if err := f.sendLive(s); err != nil {
+					return nil
+				}
+			}
+			more := len(ch) > 0
+			done, err := f.event(&it.e, more)
 			if err != nil || done {
 				return nil
+			}
+			if f.live != nil && !more {
+				// Deltas held back until the stream caught up.
+				if err := f.sendLive(s); err != nil {
+					return nil
+				}
 			}
 		}
 	}

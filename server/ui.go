@@ -590,14 +590,29 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 		}
 		return out.send(strconv.FormatInt(e.Seq, 10), "row", b.Bytes())
 	}
+	// The model's text as it streams (live.go): "delta" messages, the
+	// text escaped as the conversation's is, with the byte range of the
+	// call's raw text it covers, so that the page can tell a reconnect's
+	// restart (offset 0) from the next piece.
+	var seen int64
+	delta := func(d *api.Delta) error {
+		b, err := json.Marshal(uiDelta{After: d.After, Call: d.ModelCall, Offset: d.Offset, End: d.Offset + len(d.Text),
+			Text: visible.String(d.Text), Tool: visible.String(d.Tool), Retry: d.Retry})
+		if err != nil {
+			return err
+		}
+		return out.send("", "delta", b)
+	}
 	// Follow from the first event (see write); the stream ends when the
 	// session's token is revoked.
 	return h.follow(ctx, out, id, 1, h.newTokenGuard(who), &follower{
+		live: h.live.subscribe(id), delta: delta, seen: func() int64 { return seen },
 		revoked: "event: end\ndata: unauthenticated\n\n",
 		event: func(e *journal.Event, more bool) (bool, error) {
 			if err := write(e); err != nil {
 				return true, err
 			}
+			seen = e.Seq
 			if !more && e.Seq >= from {
 				summary()
 			}

@@ -296,6 +296,7 @@ func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int
 		return &exitError{1}
 	}
 	lost := false
+	live := &remoteLive{p: p}
 	onDisconnect := func(err error) {
 		switch {
 		case err != nil && !lost:
@@ -303,8 +304,15 @@ func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int
 			fmt.Fprintf(a.stderr, "keel: lost the server (%s); reconnecting every second for up to %s — the run goes on on the server (Ctrl-C stops following)\n", cell(clip(err.Error(), 200)), followGiveUp)
 		case err == nil && lost:
 			lost = false
+			live.reconnected()
 			fmt.Fprintln(a.stderr, "keel: reconnected to the server")
 		}
+	}
+	// The model's text as the server streams it, printed as keel run
+	// prints a local model's (not with --json or --quiet).
+	var onDelta func(api.Delta)
+	if !jsonOut && !quiet {
+		onDelta = func(d api.Delta) { live.delta(d, st.LastSeq) }
 	}
 	// The history before from is read first, without following: a stop
 	// in it (the run.failed that a resume continues) must not end the
@@ -339,7 +347,7 @@ func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int
 			}
 		}
 	}
-	for e, err := range cl.Events(ctx, id, &client.EventsParams{From: st.LastSeq + 1, UntilStopped: noWait, OnDisconnect: onDisconnect, GiveUp: followGiveUp}) {
+	for e, err := range cl.Events(ctx, id, &client.EventsParams{From: st.LastSeq + 1, UntilStopped: noWait, OnDisconnect: onDisconnect, OnDelta: onDelta, GiveUp: followGiveUp}) {
 		if err != nil {
 			return err
 		}
@@ -357,6 +365,7 @@ func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int
 		}
 		switch {
 		case e.Seq >= from || jsonOut:
+			live.event(&e)
 			p.event(e)
 		default:
 			// The run's history: learn its calls and steps without

@@ -385,19 +385,12 @@ func (p *printer) modelCall(name string) {
 }
 
 // retry says that the model request is sent again, and why.
-func (p *printer) retry(r model.Retry) {
+func (p *printer) retry(r model.Retry) { p.retryNote(r.String()) }
+
+// retryNote says s, a retry of the model request (model.Retry.String).
+func (p *printer) retryNote(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := r.Reason
-	if r.Status != 0 {
-		s += fmt.Sprintf(" (HTTP %d)", r.Status)
-	}
-	if r.Wait > 0 {
-		s += fmt.Sprintf(": retrying in %s", r.Wait.Round(time.Millisecond))
-	} else {
-		s += ": retrying"
-	}
-	s += fmt.Sprintf(" (attempt %d)", r.Attempt)
 	fmt.Fprintf(p.err, "  model %s\n", s)
 	if p.live != nil {
 		p.live.note = s

@@ -15,6 +15,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -146,7 +147,7 @@ func (a *app) runsShowCmd() *cobra.Command {
 						}
 					}
 					if follow && verr == nil && len(events) > 0 && !stopped(events) {
-						for e, err := range b.Follow(ctx, args[0], events[len(events)-1].Seq+1) {
+						for e, err := range b.Follow(ctx, args[0], events[len(events)-1].Seq+1, nil) {
 							if err != nil {
 								return err
 							}
@@ -168,12 +169,20 @@ func (a *app) runsShowCmd() *cobra.Command {
 				}}
 				if follow && len(events) > 0 && !stopped(events) {
 					o.follow = func(row func(e *journal.Event)) ([]journal.Event, error) {
+						// The model's text as a team server streams it,
+						// between the rows, as keel run prints it.
+						p := newPrinter(a.stdout, a.stdout, false, false)
+						live := &remoteLive{p: p}
+						seen := events[len(events)-1].Seq
 						var more []journal.Event
-						for e, err := range b.Follow(ctx, args[0], events[len(events)-1].Seq+1) {
+						for e, err := range b.Follow(ctx, args[0], seen+1, func(d api.Delta) { live.delta(d, seen) }) {
 							if err != nil {
 								return more, err
 							}
 							more = append(more, e)
+							seen = e.Seq
+							live.event(&more[len(more)-1])
+							p.endText()
 							row(&more[len(more)-1])
 						}
 						return more, ctx.Err()
@@ -202,8 +211,11 @@ type runsBackend interface {
 	VerifyEvents(ctx context.Context, id string, events []journal.Event) error
 	// Follow yields run id's events from seq from on as they are
 	// appended, until one that stops an execution (run.paused,
-	// run.completed, run.failed, run.canceled) or ctx is done.
-	Follow(ctx context.Context, id string, from int64) func(yield func(journal.Event, error) bool)
+	// run.completed, run.failed, run.canceled) or ctx is done. live, if
+	// set, is given the text of the model call in progress where the
+	// backend has it (a team server that executes the run), from the
+	// goroutine that ranges over the events.
+	Follow(ctx context.Context, id string, from int64, live func(api.Delta)) func(yield func(journal.Event, error) bool)
 	// Artifact reads the whole output rel of a call of run id (created
 	// is its run.created).
 	Artifact(ctx context.Context, id string, created *agent.RunCreated, rel string) ([]byte, error)

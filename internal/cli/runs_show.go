@@ -10,6 +10,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -157,7 +158,7 @@ func stopsExecution(ty journal.Type) bool {
 
 // Follow yields run id's events from seq from on, as they are appended,
 // until one that stops an execution or ctx is done.
-func (l *local) Follow(ctx context.Context, id string, from int64) func(yield func(journal.Event, error) bool) {
+func (l *local) Follow(ctx context.Context, id string, from int64, _ func(api.Delta)) func(yield func(journal.Event, error) bool) {
 	return func(yield func(journal.Event, error) bool) {
 		for e, err := range journal.Follow(ctx, l.store, id, from, 0) {
 			if !yield(e, err) || err != nil || stopsExecution(e.Type) {
@@ -185,9 +186,9 @@ func (l *local) Artifact(_ context.Context, _ string, created *agent.RunCreated,
 
 // Follow yields run id's events from the server's live stream until one
 // that stops an execution.
-func (r *remote) Follow(ctx context.Context, id string, from int64) func(yield func(journal.Event, error) bool) {
+func (r *remote) Follow(ctx context.Context, id string, from int64, live func(api.Delta)) func(yield func(journal.Event, error) bool) {
 	return func(yield func(journal.Event, error) bool) {
-		for e, err := range r.cl.Events(ctx, id, &client.EventsParams{From: from, UntilStopped: true}) {
+		for e, err := range r.cl.Events(ctx, id, &client.EventsParams{From: from, UntilStopped: true, OnDelta: live}) {
 			if !yield(e, err) || err != nil {
 				return
 			}

@@ -590,3 +590,34 @@ type NewToken struct {
 type Whoami struct {
 	Token
 }
+
+// Delta is one message "event: delta" of a run's event stream asked for
+// with ?deltas=true: what an executing model call has produced so far
+// that is not journaled yet. Deltas are ephemeral: they carry no "id:"
+// and are never stored or replayed. A stream opened (or reopened) during
+// a model call starts with one delta at Offset 0 holding the text so far;
+// a reader that falls behind gets what it missed in one larger delta.
+// The journaled model.responded event that ends the call is the record:
+// a reader that has an event after After has everything the delta says.
+type Delta struct {
+	// RunID is the run.
+	RunID string `json:"run_id"`
+	// After is the run's newest event when the model call started: the
+	// call's own event comes after it. A delta whose After is older than
+	// an event the reader has is stale and is to be ignored.
+	After int64 `json:"after"`
+	// ModelCall is the call's ordinal in the run (1-based, counting
+	// model.responded and model.failed events).
+	ModelCall int `json:"model_call"`
+	// Offset is the byte offset of Text in the call's text so far; 0
+	// starts it (again: a reader that reconnected, or a call repeated
+	// after a broken stream, starts over).
+	Offset int `json:"offset"`
+	// Text is the next piece of the model's answer text.
+	Text string `json:"text,omitempty"`
+	// Tool, if set, is the name of a tool call the model started writing.
+	Tool string `json:"tool,omitempty"`
+	// Retry, if set, says the model request is sent again and why
+	// ("rate limited (HTTP 429): retrying in 20s (attempt 2)").
+	Retry string `json:"retry,omitempty"`
+}

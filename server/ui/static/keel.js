@@ -12,6 +12,11 @@ function followRun(conv) {
   const tbody = document.getElementById("events");
   const es = new EventSource(conv.dataset.stream);
   let filesDue = false;
+  // seen is the newest event shown (a row's id); live the model's text
+  // as it streams (streamed() below), removed once an event after it
+  // arrives.
+  let seen = 0;
+  const live = streamed(conv);
   es.addEventListener("item", (e) => {
     const tmp = document.createElement("div");
     tmp.innerHTML = e.data;
@@ -31,9 +36,12 @@ function followRun(conv) {
     markBusy();
   });
   es.addEventListener("row", (e) => {
+    seen = Math.max(seen, Number(e.lastEventId) || 0);
+    live.drop(seen);
     if (document.getElementById("e" + e.lastEventId)) return; // seen already
     tbody.insertAdjacentHTML("beforeend", e.data);
   });
+  es.addEventListener("delta", (e) => live.add(JSON.parse(e.data), seen));
   // The session's token was revoked: stop, and reload (to the sign-in
   // page) instead of reconnecting.
   es.addEventListener("end", () => {
@@ -49,6 +57,45 @@ function followRun(conv) {
     if (filesDue) { filesDue = false; refreshFiles(); }
   });
   markBusy();
+}
+
+// streamed shows the model call in progress: "delta" messages of the
+// feed carry its text (escaped by the server, set here as text, never as
+// HTML) with the byte range [offset, end) of the call's text they
+// cover. A delta at offset 0 starts the text over (a reconnect, a new
+// call); the next one continues it; a delta older than the newest event
+// shown is stale. The journaled message replaces it when it arrives.
+function streamed(conv) {
+  let box = null, key = "", have = 0, after = 0;
+  const drop = (seen) => {
+    if (box && seen > after) { box.remove(); box = null; key = ""; have = 0; }
+  };
+  const add = (d, seen) => {
+    if (d.after < seen) return;
+    const k = d.after + ":" + d.call;
+    if (!box || k !== key) {
+      if (d.offset !== 0) return;
+      drop(Infinity);
+      box = document.createElement("div");
+      box.className = "item live";
+      box.id = "live-model";
+      box.innerHTML = '<div class="msg assistant streaming"><div class="who"></div><div class="text"></div><div class="notes"></div></div>';
+      box.querySelector(".who").textContent = "model · writing…";
+      conv.appendChild(box);
+      key = k; have = 0; after = d.after;
+    }
+    const text = box.querySelector(".text");
+    if (d.text) {
+      if (d.offset === 0) { text.textContent = d.text; have = d.end; }
+      else if (d.offset === have) { text.textContent += d.text; have = d.end; }
+    }
+    if (d.tool || d.retry) {
+      const n = document.createElement("div");
+      n.textContent = d.tool ? "→ writing a " + d.tool + " call" : "model " + d.retry;
+      box.querySelector(".notes").appendChild(n);
+    }
+  };
+  return { add, drop };
 }
 
 // markBusy hides the rewind and fork buttons of checkpoints while the run
