@@ -604,3 +604,83 @@ func TestUnsafeCallIDsReplaced(t *testing.T) {
 	}
 	checkPairs(t, m.reqs)
 }
+
+// blocking is a model whose first call blocks until its context ends
+// (a person interrupts it); later calls go to next.
+type blocking struct {
+	next    model.Model
+	started chan struct{}
+	once    sync.Once
+}
+
+func (b *blocking) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	first := false
+	b.once.Do(func() { first = true })
+	if first {
+		close(b.started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return b.next.Generate(ctx, req)
+}
+
+// ErrInterrupted (Ctrl-C in keel chat) stops the turn, in a tool call or
+// in the model call: open calls get results saying the user interrupted
+// them, a note tells the model, the run pauses with reason interrupted,
+// and the next message goes on in the same run, the model reading both.
+func TestInterruptPausesAndTellsTheModel(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		inTool   bool
+		wantSeen []string
+	}{
+		{"in a tool call", true, []string{"interrupted by the user while this call ran", agent.InterruptNote, "go on"}},
+		{"in the model call", false, []string{agent.InterruptNote, "go on"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			started := make(chan struct{})
+			tool.Add(e.reg, &tool.Tool{Name: "sleep", Description: "block until canceled", Effect: tool.External},
+				func(ctx context.Context, req *tool.Request, in echoArgs) (*tool.Result, error) {
+					close(started)
+					<-ctx.Done()
+					return tool.Errorf("killed"), nil
+				})
+			s := &script{turns: []model.Message{calls(tc("s", "sleep", `{"text":""}`)), answer("done")}}
+			var m model.Model = s
+			if !tt.inTool {
+				s.turns = s.turns[1:]
+				m = &blocking{next: s, started: started}
+			}
+			id := e.create(&agent.RunCreated{})
+			ctx, cancel := context.WithCancelCause(context.Background())
+			go func() { <-started; cancel(agent.ErrInterrupted) }()
+			out, err := e.rt.Execute(ctx, id, e.params(m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != journal.StatusPaused || out.End.Reason != agent.ReasonInterrupted {
+				t.Fatalf("after the interrupt: %v %+v, want paused, interrupted", out.Status, out.End)
+			}
+			p := e.params(m)
+			p.Message = "go on"
+			out, err = e.rt.Execute(context.Background(), id, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != journal.StatusCompleted || out.End.Output != "done" {
+				t.Fatalf("after the next message: %v %+v", out.Status, out.End)
+			}
+			checkPairs(t, s.reqs)
+			var seen strings.Builder
+			for _, msg := range s.reqs[len(s.reqs)-1].Messages {
+				seen.WriteString(msg.Content + "\n")
+			}
+			for _, want := range tt.wantSeen {
+				if !strings.Contains(seen.String(), want) {
+					t.Errorf("the model's request after the interrupt lacks %q:\n%s", want, seen.String())
+				}
+			}
+		})
+	}
+}

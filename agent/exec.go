@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -204,7 +205,11 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 			}
 			if ctx.Err() != nil {
 				res.IsError = true
-				res.Content += "\n[interrupted: the run was stopped while this call ran]"
+				if errors.Is(context.Cause(ctx), ErrInterrupted) {
+					res.Content += "\n[interrupted by the user while this call ran]"
+				} else {
+					res.Content += "\n[interrupted: the run was stopped while this call ran]"
+				}
 			}
 		}
 	}

@@ -34,4 +34,16 @@ const (
 	ReasonRevoked  = "revoked"  // the run's principal was revoked
 	ReasonShutdown = "shutdown" // the runtime shut down during the run
 	ReasonForked   = "forked"   // a fork that was not started yet
+
+	// ReasonInterrupted: a person interrupted the turn (ErrInterrupted);
+	// the run waits for their next message.
+	ReasonInterrupted = "interrupted"
+)
+
+// InterruptSource is the source of the user.message that tells the model
+// a person interrupted its turn ([ErrInterrupted]); InterruptNote is its
+// text.
+const (
+	InterruptSource = "keel.interrupt"
+	InterruptNote   = "[Keel: the user interrupted this turn before it finished (Ctrl-C). Calls that were running were stopped, and their results say so; nothing else of the turn ran. The user's next message says how to go on.]"
 )

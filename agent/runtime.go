@@ -34,6 +34,13 @@ var (
 	// ErrShutdown is the cancel cause for a process shutting down; the
 	// run ends paused and can be resumed.
 	ErrShutdown = errors.New("agent: runtime shutting down")
+	// ErrInterrupted is the cancel cause for a person interrupting the
+	// current turn of a conversation (Ctrl-C in keel chat): the calls of
+	// the open turn get results saying the user interrupted them, the
+	// model is told at its next call (a user.message from
+	// "keel.interrupt"), and the run pauses with reason "interrupted"
+	// until the next message.
+	ErrInterrupted = errors.New("agent: interrupted by the user")
 )
 
 // CanceledBy returns a cancel cause that ends a run canceled, as
@@ -658,6 +665,14 @@ func (x *executor) stop(ctx context.Context) error {
 		reason, typ, msg = ReasonTimeout, journal.RunFailed, fmt.Sprintf("time limit reached (%s)", time.Duration(x.st.Limits.Timeout))
 	case errors.Is(cause, ErrShutdown):
 		reason, typ, msg = ReasonShutdown, journal.RunPaused, "the runtime shut down; resume the run to continue"
+	case errors.Is(cause, ErrInterrupted):
+		if err := x.closeOpenCalls(ctx, "interrupted by the user"); err != nil {
+			return err
+		}
+		end.Reason, end.Message = ReasonInterrupted, "interrupted by the user"
+		return x.appendMany(ctx, []journal.Type{journal.UserMessage, journal.RunPaused}, []any{
+			&UserMessage{Source: InterruptSource, Content: InterruptNote}, end,
+		})
 	}
 	if typ != journal.RunPaused {
 		if err := x.closeOpenCalls(ctx, msg); err != nil {

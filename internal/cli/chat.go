@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -50,30 +48,11 @@ Every flag of keel run applies.`
 	return cmd
 }
 
-// reader is stdin as the person's line reader.
-func (a *app) reader() *bufio.Reader {
-	if a.in == nil {
-		a.in = bufio.NewReader(os.Stdin)
-	}
-	return a.in
-}
-
-// ask prints prompt and reads one line; ok is false at the end of input.
-func (a *app) ask(prompt string) (line string, ok bool) {
-	fmt.Fprint(a.stderr, prompt)
-	s, err := a.reader().ReadString('\n')
-	if err != nil && (s == "" || !errors.Is(err, io.EOF)) {
-		fmt.Fprintln(a.stderr)
-		return "", false
-	}
-	return strings.TrimRight(s, "\r\n"), true
-}
-
 // firstMessage asks for the task of a chat given none.
-func (a *app) firstMessage() (string, error) {
+func (a *app) firstMessage(ctx context.Context) (string, error) {
 	fmt.Fprintln(a.stderr, "keel: chat: type the task; after each answer, the next message (Ctrl-D or /exit ends)")
 	for {
-		m, ok := a.ask("you> ")
+		m, ok := a.ask(ctx, "you> ")
 		if !ok || strings.TrimSpace(m) == "/exit" {
 			return "", usagef("no task: the conversation ended before a message")
 		}
@@ -85,24 +64,37 @@ func (a *app) firstMessage() (string, error) {
 
 // converse goes on with runID after each answer: it reads the person's
 // next message and executes the run with it, until the input ends, the
-// person types /exit, or the run stops in a way a message cannot go on
-// from (paused for a person who left, canceled). err is the outcome of
-// the execution so far; the last one's is returned.
-func (a *app) converse(ctx context.Context, rt *agent.Runtime, runID string, w *wiring, jsonOut, quiet bool, err error) error {
-	fmt.Fprintf(a.stderr, "keel: chat: your next message for run %s (empty line: nothing; Ctrl-D or /exit ends)\n", runID)
+// person types /exit or presses Ctrl-C twice at the prompt, or the run
+// stops in a way a message cannot go on from (paused for a person who
+// left, canceled). A turn the person interrupted (Ctrl-C, see
+// interrupt.go) goes on with the next message. err is the outcome of the
+// execution so far, interrupted whether the person interrupted it; the
+// last one's is returned.
+func (a *app) converse(ctx context.Context, rt *agent.Runtime, runID string, w *wiring, jsonOut, quiet bool, err error, interrupted bool) error {
+	fmt.Fprintf(a.stderr, "keel: chat: your next message for run %s (empty line: nothing; Ctrl-D or /exit ends; Ctrl-C interrupts a turn)\n", runID)
+	defer a.intr.set(nil)
 	for ctx.Err() == nil {
 		var ee *exitError
-		if err != nil && (!errors.As(err, &ee) || ee.code != 1) {
+		if err != nil && !interrupted && (!errors.As(err, &ee) || ee.code != 1) {
 			return err // paused, canceled, or the runtime failed
 		}
-		m, ok := a.ask("you> ")
+		if interrupted {
+			fmt.Fprintln(a.stderr, "keel: interrupted; the model is told when your next message goes on")
+		}
+		a.atPrompt()
+		m, ok := a.ask(ctx, "you> ")
 		if !ok || strings.TrimSpace(m) == "/exit" {
+			if interrupted {
+				fmt.Fprintf(a.stderr, "keel: run %s stays paused (interrupted); %s runs resume %s --message TEXT goes on\n", runID, a.keelCmd(), runID)
+			}
 			return err
 		}
 		if strings.TrimSpace(m) == "" {
 			continue
 		}
-		err = a.execute(ctx, rt, runID, w, jsonOut, quiet, m)
+		interrupted, err = a.turn(ctx, func(ctx context.Context) error {
+			return a.execute(ctx, rt, runID, w, jsonOut, quiet, m)
+		})
 	}
 	return err
 }
@@ -131,7 +123,7 @@ func (a *app) decideInline(ctx context.Context, store journal.Store, created *ag
 			fmt.Fprint(a.stderr, d)
 		}
 		for decided := false; !decided; {
-			ans, ok := a.ask("  approve? [y]es, [n]o, [r] always for this run, [a] always for this agent: ")
+			ans, ok := a.ask(ctx, "  approve? [y]es, [n]o, [r] always for this run, [a] always for this agent: ")
 			if !ok {
 				fmt.Fprintf(a.stderr, "keel: no answer; decide with: keel approve %s %s   or   keel deny %s %s --reason TEXT\n", p.RunID, shellWord(p.CallID), p.RunID, shellWord(p.CallID))
 				return false
@@ -144,7 +136,7 @@ func (a *app) decideInline(ctx context.Context, store journal.Store, created *ag
 			case "a", "agent":
 				res.Remember = policy.ScopeAgent
 			case "n", "no":
-				reason, ok := a.ask("  why (the model is told): ")
+				reason, ok := a.ask(ctx, "  why (the model is told): ")
 				if !ok {
 					return false
 				}

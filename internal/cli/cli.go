@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -52,6 +53,11 @@ type app struct {
 	in *bufio.Reader
 	// live, set by newRuntime, exports and counts the runtime's appends.
 	live *telemetry.Live
+	// intr takes Ctrl-C in a conversation (interrupt.go); linesOnce and
+	// lineCh read the person's lines.
+	intr      interrupts
+	linesOnce sync.Once
+	lineCh    chan line
 }
 
 // exitError carries a process exit code through cobra.
@@ -77,7 +83,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	ctx, cancel := signalContext(ctx)
+	ctx, cancel := signalContext(ctx, a.intr.take)
 	defer cancel()
 	defer debugProfile(a.getenv)()
 	err := root.ExecuteContext(ctx)
@@ -104,9 +110,10 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(fo
 
 // signalContext cancels ctx with agent.ErrUserCanceled on the first
 // SIGINT, SIGTERM or SIGHUP (the terminal closed); a second signal exits
-// at once. SIGHUP is left alone when it is ignored (`nohup keel run`):
-// signal.Notify would stop ignoring it.
-func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+// at once. A SIGINT that take takes (a conversation interrupting its
+// turn, interrupt.go) does neither. SIGHUP is left alone when it is
+// ignored (`nohup keel run`): signal.Notify would stop ignoring it.
+func signalContext(parent context.Context, take func() bool) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	ch := make(chan os.Signal, 2)
 	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
@@ -131,11 +138,18 @@ func signalContext(parent context.Context) (context.Context, context.CancelFunc)
 		}
 	}()
 	go func() {
-		select {
-		case <-ch:
-			cancel(errCanceledBySignal)
-		case <-done:
-			return
+	wait:
+		for {
+			select {
+			case s := <-ch:
+				if s == os.Interrupt && take != nil && take() {
+					continue
+				}
+				cancel(errCanceledBySignal)
+				break wait
+			case <-done:
+				return
+			}
 		}
 		select {
 		case <-ch:

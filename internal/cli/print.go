@@ -171,8 +171,8 @@ func (p *printer) event(e journal.Event) {
 		}
 		fmt.Fprintf(p.err, "    → %s\n", x.Detail())
 	case *agent.UserMessage:
-		if p.chat && x.Source == "" {
-			return // the person just typed it
+		if p.chat && (x.Source == "" || x.Source == agent.InterruptSource) {
+			return // the person just typed it, or interrupted (said at the prompt)
 		}
 		who := "user"
 		if x.Source != "" {

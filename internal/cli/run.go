@@ -199,7 +199,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		}
 	}
 	if strings.TrimSpace(task) == "" && f.interactive {
-		if task, err = a.firstMessage(); err != nil {
+		if task, err = a.firstMessage(ctx); err != nil {
 			return err
 		}
 	}
@@ -329,9 +329,14 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 	if err != nil {
 		return "", err
 	}
-	err = a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
 	if live.chat {
-		err = a.converse(ctx, rt, runID, w, jsonOut, quiet, err)
+		var interrupted bool
+		interrupted, err = a.turn(ctx, func(ctx context.Context) error {
+			return a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
+		})
+		err = a.converse(ctx, rt, runID, w, jsonOut, quiet, err, interrupted)
+	} else {
+		err = a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
 	}
 	if created.Git != nil && !jsonOut && !quiet {
 		a.endDiff(ctx, runID, created)
