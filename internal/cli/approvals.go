@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -75,27 +76,49 @@ func (a *app) onWait(pending []agent.PendingApproval) {
 
 func (a *app) approvalsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "approvals", Short: "List the tool calls waiting for a person's approval"}
+	cmd.AddCommand(pendingListCmd(a, "List pending approvals across runs, oldest first", backend.Approvals,
+		func(pending []agent.PendingApproval, asJSON bool) error {
+			return a.printApprovals(pending, asJSON, time.Now())
+		}))
+	return cmd
+}
+
+// pendingListCmd is the list command of a group of things runs wait for
+// (approvals, inputs): list reads them from the backend, of every run
+// or of --run, and print prints them, as a table or, with --json, as
+// JSON lines.
+func pendingListCmd[T any](a *app, short string, list func(b backend, ctx context.Context, runID string) ([]T, error), print func(pending []T, asJSON bool) error) *cobra.Command {
 	var run string
 	var asJSON bool
-	list := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:         "list",
-		Short:       "List pending approvals across runs, oldest first",
+		Short:       short,
 		Args:        cobra.NoArgs,
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				pending, err := b.Approvals(ctx, run)
+				pending, err := list(b, ctx, run)
 				if err != nil {
 					return err
 				}
-				return a.printApprovals(pending, asJSON, time.Now())
+				return print(pending, asJSON)
 			}, "run", "json")
 		},
 	}
-	list.Flags().StringVar(&run, "run", "", "only this run")
-	list.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
-	cmd.AddCommand(list)
+	cmd.Flags().StringVar(&run, "run", "", "only this run")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
 	return cmd
+}
+
+// jsonLines writes each of items to w as one line of JSON.
+func jsonLines[T any](w io.Writer, items []T) error {
+	enc := json.NewEncoder(w)
+	for _, it := range items {
+		if err := enc.Encode(it); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // approvalsBackend is what the approval commands need of a journal or a
@@ -111,13 +134,7 @@ type approvalsBackend interface {
 // relative to now's year.
 func (a *app) printApprovals(pending []agent.PendingApproval, asJSON bool, now time.Time) error {
 	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, p := range pending {
-			if err := enc.Encode(p); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(a.stdout, pending)
 	}
 	if len(pending) == 0 {
 		fmt.Fprintln(a.stdout, "no pending approvals")

@@ -77,25 +77,7 @@ elicitation: a form, or a URL to open). Keel journals the question
 restart, and the answer (input.answered, journaled with who gave it) is
 delivered to the waiting call, or, when no process executes the run any
 more, to the same question when keel runs resume runs the call again.`}
-	var run string
-	var asJSON bool
-	list := &cobra.Command{
-		Use:         "list",
-		Short:       "List the questions runs wait for, oldest first",
-		Args:        cobra.NoArgs,
-		Annotations: bothForms,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				pending, err := b.Inputs(ctx, run)
-				if err != nil {
-					return err
-				}
-				return a.printInputs(pending, asJSON)
-			}, "run", "json")
-		},
-	}
-	list.Flags().StringVar(&run, "run", "", "only this run")
-	list.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
+	list := pendingListCmd(a, "List the questions runs wait for, oldest first", backend.Inputs, a.printInputs)
 	var sets []string
 	var content, by string
 	var decline, cancel bool
@@ -209,13 +191,7 @@ func answerContent(in *agent.PendingInput, sets []string, content string) (json.
 // the form's fields.
 func (a *app) printInputs(pending []agent.PendingInput, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, p := range pending {
-			if err := enc.Encode(p); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(a.stdout, pending)
 	}
 	w := escWriter{a.stdout}
 	if len(pending) == 0 {

@@ -127,17 +127,41 @@ type approvalInfo struct {
 }
 
 func (s *mcpServe) server() *sdk.Server {
-	srv := sdk.NewServer(&sdk.Implementation{Name: "keel", Version: "1"}, &sdk.ServerOptions{
-		Instructions: "Keel runs agents in a sandbox under a policy gate. Start a run with start_run, follow it with run_status and run_timeline, and answer the approvals it waits for with list_approvals and answer_approval.",
+	return newKeelMCPServer[startRunIn](s, mcpTexts{
+		instructions: "Keel runs agents in a sandbox under a policy gate. Start a run with start_run, follow it with run_status and run_timeline, and answer the approvals it waits for with list_approvals and answer_approval.",
+		startRun:     "Start a Keel run: a task for an agent in a workspace (or the bundled demo). Returns when the run pauses for an approval, ends, or after the server's wait; the run keeps executing meanwhile.",
+		wait:         "the server's wait",
 	})
-	sdk.AddTool(srv, &sdk.Tool{Name: "start_run", Description: "Start a Keel run: a task for an agent in a workspace (or the bundled demo). Returns when the run pauses for an approval, ends, or after the server's wait; the run keeps executing meanwhile."}, s.startRun)
+}
+
+// keelTools are the handlers of Keel's MCP tools, on a journal in this
+// process (keel mcp serve, mcpServe) or through a team server's API
+// (keel serve's /mcp, mcpRemote); Start is start_run's input.
+type keelTools[Start any] interface {
+	startRun(context.Context, *sdk.CallToolRequest, Start) (*sdk.CallToolResult, any, error)
+	runStatus(context.Context, *sdk.CallToolRequest, runIn) (*sdk.CallToolResult, any, error)
+	runTimeline(context.Context, *sdk.CallToolRequest, runIn) (*sdk.CallToolResult, any, error)
+	listApprovals(context.Context, *sdk.CallToolRequest, approvalsIn) (*sdk.CallToolResult, any, error)
+	answerApproval(context.Context, *sdk.CallToolRequest, answerIn) (*sdk.CallToolResult, any, error)
+}
+
+// mcpTexts are what the two forms of Keel's MCP server say differently:
+// the server's instructions, start_run's description and what "a wait"
+// is in answer_approval's.
+type mcpTexts struct{ instructions, startRun, wait string }
+
+// newKeelMCPServer returns an MCP server offering Keel's tools, handled
+// by t.
+func newKeelMCPServer[Start any](t keelTools[Start], x mcpTexts) *sdk.Server {
+	srv := sdk.NewServer(&sdk.Implementation{Name: "keel", Version: "1"}, &sdk.ServerOptions{Instructions: x.instructions})
+	sdk.AddTool(srv, &sdk.Tool{Name: "start_run", Description: x.startRun}, t.startRun)
 	sdk.AddTool(srv, &sdk.Tool{Name: "run_status", Description: "A run's status (running, paused, completed, failed, canceled), steps, cost, final output, and the calls it waits for.",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, s.runStatus)
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, t.runStatus)
 	sdk.AddTool(srv, &sdk.Tool{Name: "run_timeline", Description: "A run's timeline: each step, tool call, gate decision and approval, with tokens, cost and durations.",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, s.runTimeline)
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, t.runTimeline)
 	sdk.AddTool(srv, &sdk.Tool{Name: "list_approvals", Description: "The tool calls waiting for a person's approval, oldest first, with the exact action each would perform.",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, s.listApprovals)
-	sdk.AddTool(srv, &sdk.Tool{Name: "answer_approval", Description: "Approve or deny a call a run waits for (decision: approve or deny; a denial needs a reason). The run then continues; returns when it pauses again, ends, or after the server's wait."}, s.answerApproval)
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, t.listApprovals)
+	sdk.AddTool(srv, &sdk.Tool{Name: "answer_approval", Description: "Approve or deny a call a run waits for (decision: approve or deny; a denial needs a reason). The run then continues; returns when it pauses again, ends, or after " + x.wait + "."}, t.answerApproval)
 	return srv
 }
 

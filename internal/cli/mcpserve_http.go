@@ -94,18 +94,11 @@ func (a *app) mcpHandler(tokens *token.Set, base string) http.Handler {
 }
 
 func (s *mcpRemote) server() *sdk.Server {
-	srv := sdk.NewServer(&sdk.Implementation{Name: "keel", Version: "1"}, &sdk.ServerOptions{
-		Instructions: "Keel runs agents in a sandbox under a policy gate on this team server. Start a run with start_run, follow it with run_status and run_timeline, and answer the approvals it waits for with list_approvals and answer_approval. Every call acts with your API token's rights.",
+	return newKeelMCPServer[remoteStartIn](s, mcpTexts{
+		instructions: "Keel runs agents in a sandbox under a policy gate on this team server. Start a run with start_run, follow it with run_status and run_timeline, and answer the approvals it waits for with list_approvals and answer_approval. Every call acts with your API token's rights.",
+		startRun:     "Start a run on the Keel server: a task for an agent in a workspace under the server's workspace roots (or the bundled demo). Returns when the run pauses for an approval, ends, or after a wait; the run keeps executing meanwhile.",
+		wait:         "a wait",
 	})
-	sdk.AddTool(srv, &sdk.Tool{Name: "start_run", Description: "Start a run on the Keel server: a task for an agent in a workspace under the server's workspace roots (or the bundled demo). Returns when the run pauses for an approval, ends, or after a wait; the run keeps executing meanwhile."}, s.startRun)
-	sdk.AddTool(srv, &sdk.Tool{Name: "run_status", Description: "A run's status (running, paused, completed, failed, canceled), steps, cost, final output, and the calls it waits for.",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, s.runStatus)
-	sdk.AddTool(srv, &sdk.Tool{Name: "run_timeline", Description: "A run's timeline: each step, tool call, gate decision and approval, with tokens, cost and durations.",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, s.runTimeline)
-	sdk.AddTool(srv, &sdk.Tool{Name: "list_approvals", Description: "The tool calls waiting for a person's approval, oldest first, with the exact action each would perform.",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, s.listApprovals)
-	sdk.AddTool(srv, &sdk.Tool{Name: "answer_approval", Description: "Approve or deny a call a run waits for (decision: approve or deny; a denial needs a reason). The run then continues; returns when it pauses again, ends, or after a wait."}, s.answerApproval)
-	return srv
 }
 
 // remoteStartIn is start_run's input on a server.

@@ -40,6 +40,14 @@ func TestRunsDiff(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "M textstats.py +1 -1") || !strings.Contains(out, "since the checkpoint of event") {
 		t.Errorf("runs diff --at %s = %d:\n%s", last, code, out)
 	}
+	// The tests' bytecode is what git ignores (the project's
+	// .gitignore): not a change of the run.
+	if _, err := os.Stat(filepath.Join(ws, "__pycache__")); err != nil {
+		t.Errorf("the demo's tests left no __pycache__: %v", err)
+	}
+	if strings.Contains(out, "__pycache__") {
+		t.Errorf("runs diff --at %s lists what git ignores:\n%s", last, out)
+	}
 	first := strings.Fields(checkpointSeqs(t, id)[0])[0]
 	if code, out, _ := keel(t, "runs", "diff", "--at", first, id); code != 0 || !strings.Contains(out, "no files changed since the checkpoint") {
 		t.Errorf("runs diff --at %s = %d:\n%s", first, code, out)

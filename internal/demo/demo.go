@@ -15,7 +15,7 @@ import (
 	"github.com/keel-run/keel/model"
 )
 
-//go:embed project
+//go:embed project project/.gitignore
 var project embed.FS
 
 // Task is the demo run's task.

@@ -27,11 +27,16 @@ import (
 // fsmonitor, no hooks) and with every attribute that would change bytes
 // or run a program unset for every path (info/attributes: -text -filter
 // -ident -working-tree-encoding): a snapshot stores the bytes on disk, a
-// restore writes them back unchanged. Files the workspace's .gitignore
-// files ignore are not snapshotted (and a restore leaves them alone), nor
-// .git directories and Keel's .keel directory.
+// restore writes them back unchanged. Files git ignores are not
+// snapshotted (and a restore leaves them alone), nor .git directories and
+// Keel's .keel directory: those the workspace's .gitignore files ignore
+// and, when the workspace is in a git repository, those its own git
+// ignores (.git/info/exclude, core.excludesFile), as that git lists them.
 type Checkpoints struct {
 	store, work, index string
+	// exclude is the file of the workspace's own ignored paths, as
+	// literal patterns, written before each snapshot.
+	exclude string
 }
 
 // FileChange is one file that differs between two snapshots.
@@ -57,7 +62,8 @@ func OpenCheckpoints(ctx context.Context, store, work string) (*Checkpoints, err
 		work = real
 	}
 	sum := sha256.Sum256([]byte(work))
-	c := &Checkpoints{store: store, work: work, index: filepath.Join(store, "keel-index", hex.EncodeToString(sum[:12]))}
+	index := filepath.Join(store, "keel-index", hex.EncodeToString(sum[:12]))
+	c := &Checkpoints{store: store, work: work, index: index, exclude: index + ".exclude"}
 	if err := c.init(ctx); err != nil {
 		return nil, err
 	}
@@ -109,6 +115,10 @@ func (c *Checkpoints) git(ctx context.Context, stdin []byte, args ...string) ([]
 	full := append([]string{"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false",
 		"-c", "core.autocrlf=false", "-c", "core.safecrlf=false", "-c", "core.symlinks=true", "-c", "core.filemode=true",
 		"-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.quotePath=false"}, args...)
+	if c.exclude != "" {
+		// A missing file excludes nothing.
+		full = append([]string{"-c", "core.excludesFile=" + c.exclude}, full...)
+	}
 	cmd := exec.CommandContext(ctx, "git", full...)
 	cmd.Dir = c.store
 	cmd.Env = append(cleanEnv(), "GIT_DIR="+c.store, "GIT_INDEX_FILE="+c.index,
@@ -177,6 +187,9 @@ func (c *Checkpoints) Snapshot(ctx context.Context) (string, error) {
 }
 
 func (c *Checkpoints) snapshot(ctx context.Context) (string, error) {
+	if err := c.writeExclude(ctx); err != nil {
+		return "", err
+	}
 	// --ignore-errors: a file that cannot be read (its mode, or gone
 	// meanwhile) is left out, not the whole snapshot.
 	if _, err := c.git(ctx, nil, "add", "--all", "--ignore-errors", "--", "."); err != nil {
@@ -192,6 +205,46 @@ func (c *Checkpoints) snapshot(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// writeExclude writes the paths the workspace's own git ignores (when
+// the workspace is in a git repository: its .gitignore files,
+// .git/info/exclude and core.excludesFile, as git ls-files lists them,
+// a wholly ignored directory as one entry) to c.exclude as literal
+// patterns, so that git add in the store leaves them out. Git ignores no
+// tracked file, so neither does the snapshot. Outside a repository the
+// file is emptied: the store's own rules (.gitignore files) remain.
+func (c *Checkpoints) writeExclude(ctx context.Context) error {
+	var b strings.Builder
+	if out, err := git(ctx, c.work, nil, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"); err == nil {
+		for _, p := range strings.Split(string(out), "\x00") {
+			if p == "" || strings.ContainsAny(p, "\n\r") {
+				continue // a pattern is one line
+			}
+			b.WriteString(literalPattern(p))
+			b.WriteByte('\n')
+		}
+	}
+	return os.WriteFile(c.exclude, []byte(b.String()), 0o600)
+}
+
+// literalPattern is the gitignore pattern that matches exactly path p,
+// relative to the top of the work tree (a trailing slash: a directory).
+func literalPattern(p string) string {
+	dir := strings.HasSuffix(p, "/")
+	p = strings.TrimSuffix(p, "/")
+	var b strings.Builder
+	b.WriteByte('/')
+	for _, r := range p {
+		if strings.ContainsRune(`\*?[]!# `, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	if dir {
+		b.WriteByte('/')
+	}
+	return b.String()
 }
 
 var objectID = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
@@ -211,12 +264,16 @@ func (c *Checkpoints) Changes(ctx context.Context, a, b string) ([]FileChange, e
 	if a == b {
 		return nil, nil
 	}
-	args := []string{"diff-tree", "-r", "-z", "--name-status", "--no-renames", "--no-ext-diff", "--no-textconv"}
 	if a == "" {
-		args = append(args, "--root", b)
-	} else {
-		args = append(args, a, b)
+		// diff-tree --root compares a commit, not a tree: compare with
+		// the empty tree.
+		empty, err := c.git(ctx, []byte{}, "mktree")
+		if err != nil {
+			return nil, err
+		}
+		a = strings.TrimSpace(string(empty))
 	}
+	args := []string{"diff-tree", "-r", "-z", "--name-status", "--no-renames", "--no-ext-diff", "--no-textconv", a, b}
 	out, err := c.git(ctx, nil, args...)
 	if err != nil {
 		return nil, err

@@ -198,3 +198,51 @@ func TestCheckpointPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// In a git repository, a snapshot leaves out what the repository's own
+// git ignores, also by rules the store cannot read in the work tree
+// (.git/info/exclude, core.excludesFile), but never a file git tracks;
+// a path with pattern characters is matched literally.
+func TestCheckpointLeavesOutWhatGitIgnores(t *testing.T) {
+	needGit(t)
+	ctx := t.Context()
+	ws := t.TempDir()
+	write(t, ws, "a.py", "print(1)\n")
+	write(t, ws, "tracked.log", "kept: git tracks it\n")
+	run(t, ws, "init", "-q")
+	run(t, ws, "add", "-A")
+	run(t, ws, "commit", "-q", "-m", "base")
+	global := filepath.Join(t.TempDir(), "ignore")
+	if err := os.WriteFile(global, []byte("__pycache__/\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ws, "config", "core.excludesFile", global)
+	write(t, ws, ".git/info/exclude", "*.log\na\\*b\n")
+	write(t, ws, "__pycache__/a.cpython-311.pyc", "\x00compiled")
+	write(t, ws, "sub/__pycache__/b.cpython-311.pyc", "\x00compiled")
+	write(t, ws, "run.log", "ignored\n")
+	write(t, ws, "tracked.log", "changed, still kept\n")
+	write(t, ws, "a*b", "ignored: the rule names it\n")
+	write(t, ws, "axb", "kept: the rule is a*b literally\n")
+	write(t, ws, "sub/new.py", "kept\n")
+	cp, err := gitws.OpenCheckpoints(ctx, filepath.Join(t.TempDir(), "checkpoints"), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := cp.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cp.Changes(ctx, "", snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, c := range got {
+		paths = append(paths, c.Path)
+	}
+	want := []string{"a.py", "axb", "sub/new.py", "tracked.log"}
+	if diff := cmp.Diff(want, paths); diff != "" {
+		t.Errorf("snapshot files (-want +got):\n%s", diff)
+	}
+}
