@@ -47,7 +47,10 @@ type liveHub struct {
 // channel closed at its next change. An entry lives while the run has a
 // call or a subscriber.
 type liveRun struct {
-	turn    *liveTurn
+	turn *liveTurn
+	// outs are the outputs of the run's tool calls in progress, in the
+	// order they started (live_output.go).
+	outs    []*liveOutput
 	subs    int
 	changed chan struct{}
 }
@@ -93,7 +96,7 @@ func (r *liveRun) changeLocked() {
 
 // dropLocked forgets run id's entry when nothing uses it; l.mu is held.
 func (l *liveHub) dropLocked(id string, r *liveRun) {
-	if r.subs == 0 && (r.turn == nil || r.turn.closed != 0) {
+	if r.subs == 0 && (r.turn == nil || r.turn.closed != 0) && r.outsClosed() {
 		delete(l.runs, id)
 	}
 }
@@ -111,6 +114,9 @@ func (l *liveHub) closeLocked(r *liveRun) {
 // model call reports its text, tool calls and retries to the hub (and to
 // any observer ctx already carries), which makes the provider stream.
 func (l *liveHub) trace(ctx context.Context, op agent.Operation) context.Context {
+	if op.CallID != "" {
+		return l.traceCall(ctx, op)
+	}
 	if op.ModelCall == 0 {
 		return ctx
 	}
@@ -118,6 +124,7 @@ func (l *liveHub) trace(ctx context.Context, op agent.Operation) context.Context
 	l.mu.Lock()
 	r := l.entryLocked(op.RunID)
 	r.turn = t
+	r.outs = r.outs[:0:0] // the calls of the turn before are journaled
 	r.changeLocked()
 	l.mu.Unlock()
 	prev := model.ObserverOf(ctx)
@@ -156,10 +163,17 @@ func (l *liveHub) trace(ctx context.Context, op agent.Operation) context.Context
 func (l *liveHub) journaled(e journal.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r := l.runs[e.RunID]; r != nil && r.turn != nil && e.Seq > r.turn.after {
-		l.closeLocked(r)
-		l.dropLocked(e.RunID, r)
+	r := l.runs[e.RunID]
+	if r == nil {
+		return
 	}
+	if r.turn != nil && e.Seq > r.turn.after {
+		l.closeLocked(r)
+	}
+	if e.Type == journal.ToolFinished {
+		l.closeOutputLocked(r, e.Payload)
+	}
+	l.dropLocked(e.RunID, r)
 }
 
 // end closes run id's call in progress: its execution ended.
@@ -168,6 +182,7 @@ func (l *liveHub) end(id string) {
 	defer l.mu.Unlock()
 	if r := l.runs[id]; r != nil {
 		l.closeLocked(r)
+		l.closeOutputsLocked(r)
 		l.dropLocked(id, r)
 	}
 }
@@ -181,6 +196,8 @@ type liveSub struct {
 	turn  *liveTurn
 	text  int // bytes of turn.text sent
 	notes int // notes of turn sent
+	// outs are the bytes of each call's output sent (live_output.go).
+	outs map[*liveOutput]int64
 }
 
 // subscribe returns a cursor on run id; close it when the stream ends.
@@ -218,8 +235,12 @@ func (s *liveSub) next(seen int64) []api.Delta {
 	s.l.mu.Lock()
 	defer s.l.mu.Unlock()
 	r := s.l.runs[s.id]
-	if r == nil || r.turn == nil {
+	if r == nil {
 		return nil
+	}
+	out := s.outputsLocked(r, seen)
+	if r.turn == nil {
+		return out
 	}
 	t := r.turn
 	if t != s.turn {
@@ -227,20 +248,19 @@ func (s *liveSub) next(seen int64) []api.Delta {
 		if t.closed != 0 && t.closed < s.since {
 			// Journaled before this stream began: its event has it all.
 			s.text, s.notes = len(t.text), len(t.notes)
-			return nil
+			return out
 		}
 	}
 	if t.after > seen {
-		return nil
+		return out
 	}
 	if t.after < seen {
 		s.text, s.notes = len(t.text), len(t.notes)
-		return nil
+		return out
 	}
-	var out []api.Delta
 	piece := func(end int) {
 		if end > s.text {
-			out = append(out, api.Delta{RunID: s.id, After: t.after, ModelCall: t.call, Offset: s.text, Text: string(t.text[s.text:end])})
+			out = append(out, api.Delta{RunID: s.id, After: t.after, ModelCall: t.call, Offset: s.text, End: end, Text: string(t.text[s.text:end])})
 			s.text = end
 		}
 	}
@@ -254,8 +274,8 @@ func (s *liveSub) next(seen int64) []api.Delta {
 }
 
 // uiDelta is a "delta" message of the run page's feed: api.Delta with
-// the text escaped for display (visible.String; the page sets it as
-// text, never as HTML) and End, the raw text's end offset.
+// the text and output escaped for display (visible.String; the page sets
+// them as text, never as HTML); Offset and End are the raw bytes' range.
 type uiDelta struct {
 	After  int64  `json:"after"`
 	Call   int    `json:"call"`
@@ -264,4 +284,6 @@ type uiDelta struct {
 	Text   string `json:"text,omitempty"`
 	Tool   string `json:"tool,omitempty"`
 	Retry  string `json:"retry,omitempty"`
+	CallID string `json:"call_id,omitempty"`
+	Output string `json:"output,omitempty"`
 }

@@ -7,17 +7,21 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"golang.org/x/sys/unix"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/model/openai"
 	"github.com/keel-run/keel/server/api"
 )
@@ -309,5 +313,116 @@ func TestBrowserStreamsModelText(t *testing.T) {
 	)
 	if err != nil {
 		t.Fatalf("the journaled answer does not replace the streamed one: %v", err)
+	}
+}
+
+// fifoRun starts a run whose scripted model calls bash on a command that
+// prints a line, then blocks reading a FIFO in the workspace until the
+// test opens it for writing, then prints another line; it returns the
+// run id and a function that lets the command finish.
+func fifoRun(t *testing.T, e *env) (string, func()) {
+	t.Helper()
+	ws := t.TempDir()
+	fifo := filepath.Join(ws, "gate")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.models.set("test:fifo", modeltest.NewScripted([]modeltest.Turn{
+		modeltest.Calls("", modeltest.Call("c1", "bash", map[string]string{"command": "echo first-line; cat gate; echo second-line"})),
+		modeltest.Text("done"),
+	}, nil))
+	run, err := e.admin.CreateRun(t.Context(), &api.CreateRun{Task: "print slowly", Model: "test:fifo", Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	return run.ID, func() {
+		once.Do(func() {
+			// Non-blocking: with no reader (the command is not there) the
+			// open fails instead of waiting.
+			f, err := os.OpenFile(fifo, os.O_WRONLY|unix.O_NONBLOCK, 0)
+			if err != nil {
+				t.Errorf("let the command go on: %v", err)
+				return
+			}
+			f.Close()
+		})
+	}
+}
+
+// A running command's output reaches the event stream while the command
+// still runs (it waits on a FIFO that the test opens only once the
+// client has the first line), as a delta of its call, after the call's
+// tool.started; the journaled result has all of it.
+func TestCommandOutputStreamsToClients(t *testing.T) {
+	e := newEnv(t, nil)
+	id, release := fifoRun(t, e)
+	defer release()
+	var out strings.Builder
+	var startedSeq int64
+	var finished *agent.ToolFinished
+	for ev, err := range e.admin.Events(t.Context(), id, &client.EventsParams{OnDelta: func(d api.Delta) {
+		if d.CallID == "" {
+			return
+		}
+		if d.CallID != "c1" || finished != nil || startedSeq == 0 || d.After < startedSeq || d.Offset != out.Len() {
+			t.Errorf("delta %+v: want call c1's next piece after its tool.started (%d), before its result (%d bytes so far)", d, startedSeq, out.Len())
+		}
+		out.WriteString(d.Output)
+		if strings.Contains(out.String(), "first-line\n") {
+			release()
+		}
+	}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := agent.Decode(&ev)
+		switch x := v.(type) {
+		case *agent.ToolStarted:
+			startedSeq = ev.Seq
+		case *agent.ToolFinished:
+			finished = x
+		}
+	}
+	if finished == nil || !strings.Contains(finished.Content, "first-line\nsecond-line") {
+		t.Fatalf("tool.finished %+v", finished)
+	}
+	if got := out.String(); !strings.HasPrefix(got, "first-line\n") || !strings.HasPrefix("first-line\nsecond-line\n", got) {
+		t.Errorf("the output deltas are %q, want a prefix of the command's output that has its first line", got)
+	}
+}
+
+// In the browser: a running call shows what its command printed so far,
+// and its journaled result once it finishes.
+func TestBrowserShowsCommandOutputLive(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx, cancel := testenv.Browser(t)
+	defer cancel()
+	id, release := fifoRun(t, e)
+	defer release()
+	code, err := e.h.LoginCode(t.Context(), e.secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := func(s string) chromedp.CSS { return chromedp.CSS(s) }
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(e.srv.URL+"/ui/login?code="+code),
+		chromedp.Click(q(`#sign-in`)),
+		chromedp.WaitVisible(q(`#start-demo`)),
+		chromedp.Navigate(e.srv.URL+"/ui/runs/"+id),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="call-c1"]//details[contains(@class,"running")]//pre[contains(@class,"live-output") and contains(., "first-line")]`)),
+	)
+	if err != nil {
+		t.Fatalf("the running command's output is not on the run page: %v", err)
+	}
+	shot(t, ctx, "command-live")
+	release()
+	err = chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="call-c1"]//pre[contains(@class,"output") and not(contains(@class,"live-output")) and contains(., "second-line")]`)),
+		chromedp.WaitNotPresent(q(`#call-c1 pre.live-output`)),
+		chromedp.WaitVisible(q(`#run-status[data-status="completed"]`)),
+	)
+	if err != nil {
+		t.Fatalf("the finished call does not show its result: %v", err)
 	}
 }

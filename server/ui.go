@@ -596,8 +596,8 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 	// restart (offset 0) from the next piece.
 	var seen int64
 	delta := func(d *api.Delta) error {
-		b, err := json.Marshal(uiDelta{After: d.After, Call: d.ModelCall, Offset: d.Offset, End: d.Offset + len(d.Text),
-			Text: visible.String(d.Text), Tool: visible.String(d.Tool), Retry: d.Retry})
+		b, err := json.Marshal(uiDelta{After: d.After, Call: d.ModelCall, Offset: d.Offset, End: d.End,
+			Text: visible.String(d.Text), Tool: visible.String(d.Tool), Retry: d.Retry, CallID: d.CallID, Output: visible.String(d.Output)})
 		if err != nil {
 			return err
 		}

@@ -32,6 +32,9 @@ type remoteLive struct {
 
 // delta prints d for a stream whose newest event is seen.
 func (r *remoteLive) delta(d api.Delta, seen int64) {
+	if d.CallID != "" {
+		return // a command's output: the command line shows it when the call ends
+	}
 	if d.After < seen {
 		return // stale: the call's event is in already
 	}

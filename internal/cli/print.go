@@ -284,6 +284,8 @@ func (p *printer) footer(runID string, o *agent.Outcome) {
 				fmt.Fprintf(p.err, "keel: decide with: %s approve %s %s   or   %s deny %s %s --reason TEXT\n",
 					p.keel, runID, shellWord(pa.CallID), p.keel, runID, shellWord(pa.CallID))
 			}
+		case o.Status == journal.StatusPaused && p.chat && o.End != nil && o.End.Reason == agent.ReasonInterrupted:
+			// The conversation's prompt goes on (converse says so).
 		case o.Status == journal.StatusPaused:
 			fmt.Fprintf(p.err, "keel: resume with: %s runs resume %s\n", p.keel, runID)
 		}

@@ -97,7 +97,9 @@ const DefaultKillGrace = 2 * time.Second
 // workspace directory spec.Workspace, with NO isolation. spec is copied.
 // It returns an error if spec is nil, the workspace is not an existing
 // directory, the mount path is not absolute, or the private HOME
-// directory cannot be created.
+// directory cannot be created. The HOME directory is made in the
+// temporary directory and removed by Close; New also removes those that
+// processes killed before their Close left there (see newHome).
 func New(spec *sandbox.Spec) (*Sandbox, error) {
 	if spec == nil {
 		return nil, errors.New("sandbox/none: nil spec")
@@ -128,7 +130,7 @@ func New(spec *sandbox.Spec) (*Sandbox, error) {
 		return nil, fmt.Errorf("sandbox/none: mount path %q is not absolute", s.mount)
 	}
 	s.mount = path.Clean(s.mount)
-	home, err := os.MkdirTemp("", "keel-none-home-")
+	home, err := newHome()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox/none: create home: %w", err)
 	}

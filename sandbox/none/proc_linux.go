@@ -160,3 +160,17 @@ func (t *tree) killHolders() {
 		}
 	}
 }
+
+// pidNamespace identifies the pid namespace of this process (the inode
+// of /proc/self/ns/pid), "" if unknown.
+func pidNamespace() string {
+	fi, err := os.Stat("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	return strconv.FormatUint(st.Ino, 10)
+}

@@ -33,3 +33,7 @@ func (t *tree) members() []int {
 
 // killHolders does nothing without /proc.
 func (t *tree) killHolders() {}
+
+// pidNamespace is unknown here: homes of processes that were killed are
+// not removed.
+func pidNamespace() string { return "" }

@@ -596,13 +596,14 @@ type Whoami struct {
 }
 
 // Delta is one message "event: delta" of a run's event stream asked for
-// with ?deltas=true: what an executing model call has produced so far
-// that is not journaled yet. Deltas are ephemeral: they carry no "id:"
-// and are never stored or replayed. A stream opened (or reopened) during
-// a model call starts with one delta at Offset 0 holding the text so far;
-// a reader that falls behind gets what it missed in one larger delta.
-// The journaled model.responded event that ends the call is the record:
-// a reader that has an event after After has everything the delta says.
+// with ?deltas=true: what an executing model call (or, with CallID, a
+// running tool call) has produced that is not journaled yet. Deltas are
+// ephemeral: they carry no "id:" and are never stored or replayed. A
+// stream opened (or reopened) during a model call starts with one delta
+// at Offset 0 holding the text so far; a reader that falls behind gets
+// what it missed in one larger delta. The journaled model.responded
+// event that ends the call is the record: a reader that has an event
+// after After has everything the delta says.
 type Delta struct {
 	// RunID is the run.
 	RunID string `json:"run_id"`
@@ -624,4 +625,15 @@ type Delta struct {
 	// Retry, if set, says the model request is sent again and why
 	// ("rate limited (HTTP 429): retrying in 20s (attempt 2)").
 	Retry string `json:"retry,omitempty"`
+	// CallID, if set, makes this delta a piece of that tool call's output
+	// as its command prints it (Output): Offset and End are byte offsets
+	// in the call's whole output. Output is lossy: the server keeps at
+	// least the last 16 KiB of each running call, so a reader that fell
+	// behind (or opened the stream late) gets the tail, with an Offset
+	// past the bytes it had. The call's tool.finished is the record.
+	CallID string `json:"call_id,omitempty"`
+	// Output is the next piece of the call's output (CallID).
+	Output string `json:"output,omitempty"`
+	// End is the end offset of Text or Output (Offset plus its bytes).
+	End int `json:"end,omitempty"`
 }

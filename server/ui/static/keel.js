@@ -17,6 +17,7 @@ function followRun(conv) {
   // arrives.
   let seen = 0;
   const live = streamed(conv);
+  const output = callOutput();
   es.addEventListener("item", (e) => {
     const tmp = document.createElement("div");
     tmp.innerHTML = e.data;
@@ -28,6 +29,7 @@ function followRun(conv) {
       const d = old.querySelector("details"), n = fresh.querySelector("details");
       if (d && n && d.dataset.touched) { n.open = d.open; n.dataset.touched = "1"; }
       old.replaceWith(fresh);
+      output.rendered(fresh);
     } else {
       conv.appendChild(fresh);
       fresh.classList.add("new");
@@ -41,7 +43,10 @@ function followRun(conv) {
     if (document.getElementById("e" + e.lastEventId)) return; // seen already
     tbody.insertAdjacentHTML("beforeend", e.data);
   });
-  es.addEventListener("delta", (e) => live.add(JSON.parse(e.data), seen));
+  es.addEventListener("delta", (e) => {
+    const d = JSON.parse(e.data);
+    if (d.call_id) output.add(d); else live.add(d, seen);
+  });
   // The session's token was revoked: stop, and reload (to the sign-in
   // page) instead of reconnecting.
   es.addEventListener("end", () => {
@@ -96,6 +101,50 @@ function streamed(conv) {
     }
   };
   return { add, drop };
+}
+
+// callOutput shows what running commands print: "delta" messages with
+// a call_id carry pieces of its output (escaped by the server, set here
+// as text) with the byte range [offset, end) they cover. A piece at the
+// end of what the page has is appended; one that starts before it (a
+// reconnect) replaces it; one past it follows a gap the server did not
+// keep ("[…]"). The page keeps the last 60 lines, under the call's
+// arguments, until the call's journaled result replaces the call.
+function callOutput() {
+  const outs = new Map(); // call id → {have, text}
+  const show = (id) => {
+    const o = outs.get(id);
+    const el = document.getElementById("call-" + id);
+    const d = el && el.querySelector("details.call.running");
+    if (!o || !d) return;
+    let pre = d.querySelector("pre.live-output");
+    if (!pre) {
+      pre = document.createElement("pre");
+      pre.className = "output live-output";
+      d.appendChild(pre);
+    }
+    pre.textContent = o.text;
+  };
+  const add = (d) => {
+    let o = outs.get(d.call_id);
+    if (!o) { o = { have: 0, text: "" }; outs.set(d.call_id, o); }
+    if (d.end <= o.have && d.offset !== 0) return;
+    if (d.offset < o.have || d.offset === 0) o.text = d.output;
+    else if (d.offset === o.have) o.text += d.output;
+    else o.text += "\n[…]\n" + d.output;
+    o.have = d.end;
+    const lines = o.text.split("\n");
+    if (lines.length > 61) o.text = lines.slice(lines.length - 61).join("\n");
+    show(d.call_id);
+  };
+  // rendered is told of each call rendered again: a running one keeps
+  // its live output, a finished one shows its journaled result.
+  const rendered = (el) => {
+    if (!el.id || !el.id.startsWith("call-")) return;
+    const id = el.id.slice(5);
+    if (el.querySelector("details.call.running")) show(id); else outs.delete(id);
+  };
+  return { add, rendered };
 }
 
 // markBusy hides the rewind and fork buttons of checkpoints while the run
