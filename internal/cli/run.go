@@ -34,6 +34,7 @@ type runFlags struct {
 	labels           []string
 	model            string
 	apiKey           string
+	apiKeyEnv        string
 	workspace        string
 	mountPath        string
 	env              []string
@@ -96,7 +97,9 @@ happens; --json writes the journal events to stdout as JSON lines.
 
 The model is a spec string: openai:MODEL, anthropic:MODEL,
 openai-compatible:MODEL@BASE_URL or replay:TRAJECTORY.json. Keys come from
-OPENAI_API_KEY / ANTHROPIC_API_KEY (or --api-key).
+OPENAI_API_KEY / ANTHROPIC_API_KEY for OpenAI's and Anthropic's own
+endpoints; any other endpoint's key comes from the variable --api-key-env
+or its [endpoints."URL"] api_key_env in config.toml names (or --api-key).
 
 Exit codes: 0 completed, 1 failed, 2 bad command line or configuration
 (nothing ran), 3 paused (waiting for approval), 130 canceled (Ctrl-C,
@@ -114,7 +117,8 @@ SIGTERM, SIGHUP).`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.model, "model", "m", "", "model spec: openai:MODEL, anthropic:MODEL, openai-compatible:MODEL@URL, replay:PATH (default from config.toml)")
-	fl.StringVar(&f.apiKey, "api-key", "", "API key (default from OPENAI_API_KEY or ANTHROPIC_API_KEY)")
+	fl.StringVar(&f.apiKey, "api-key", "", "API key (default from OPENAI_API_KEY or ANTHROPIC_API_KEY for their own endpoints)")
+	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the model endpoint's API key (an openai-compatible or anthropic@URL endpoint)")
 	fl.StringVarP(&f.workspace, "workspace", "w", ".", "host directory the agent works in (mounted read-write)")
 	fl.StringVar(&f.mountPath, "mount-path", "/workspace", "where the workspace appears inside the sandbox (with --sandbox none: the workspace's own path)")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE annotation of the run, e.g. task=JIRA-123 (repeatable; keel cost --by label groups by them)")
@@ -288,7 +292,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if created.OpenAPI, err = a.openAPIs(&f.mcp); err != nil {
 		return err
 	}
-	live := &liveOptions{apiKey: f.apiKey, recording: rec, gate: f.gate, sqlDSN: sqlDSN, chat: f.interactive}
+	live := &liveOptions{apiKey: f.apiKey, apiKeyEnv: f.apiKeyEnv, recording: rec, gate: f.gate, sqlDSN: sqlDSN, chat: f.interactive}
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
 }
