@@ -215,3 +215,67 @@ func chatInterrupt(t *testing.T, sandbox string) {
 		t.Errorf("audit verify = %d: %s %s", code, out, errOut)
 	}
 }
+
+// Ctrl-C at an inline approval question interrupts the turn too: the
+// call waiting for approval gets a result saying it did not run, no
+// "decide with" hint is printed, and the next message goes on.
+func TestChatCtrlCAtApproval(t *testing.T) {
+	db := setup(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("first line\nhelo wrld\nlast line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(t.TempDir(), "ask-edits.cedar")
+	if err := os.WriteFile(pol, []byte(`@id("all") permit(principal, action, resource);
+@id("edits") @ask @reason("edits need a person")
+forbid(principal, action == Keel::Action::"edit_file", resource);
+@id("outside") forbid(principal, action, resource) when { context.outside };
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(&chatServer{})
+	defer srv.Close()
+	args, _ := json.Marshal([]string{"chat", "--db", db, "--model", "openai-compatible:chat-test@" + srv.URL + "/v1",
+		"--sandbox", "none", "--workspace", ws, "--policy", pol, "Look at notes.txt"})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args), "TERM=xterm")
+	term := startTerminal(t, cmd)
+	term.expect("you> ")
+	term.send("please fix the typo in notes.txt")
+	term.expect("always for this agent: ")
+	term.f.Write([]byte{3})
+	back := term.expect("you> ")
+	if !strings.Contains(back, "interrupted") || strings.Contains(back, "decide with") {
+		t.Errorf("after Ctrl-C at the question:\n%s", back)
+	}
+	term.send("leave it, what changed?")
+	if got := term.expect("you> "); !strings.Contains(got, "Answer 3.") {
+		t.Errorf("the follow-up's answer is missing:\n%s", got)
+	}
+	term.send("/exit")
+	<-term.done
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("keel chat: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "notes.txt")); !strings.Contains(string(b), "helo wrld") {
+		t.Errorf("the edit that was asked about ran: %q", b)
+	}
+	id := regexp.MustCompile(`keel: run (\S+) ·`).FindStringSubmatch(term.text())
+	if id == nil {
+		t.Fatal("no run id on the terminal")
+	}
+	_, out, _ := keel(t, "--db", db, "runs", "show", id[1], "--json")
+	var result string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e journal.Event
+		if json.Unmarshal([]byte(line), &e) != nil || e.Type != journal.ToolFinished {
+			continue
+		}
+		if v, err := agent.Decode(&e); err == nil {
+			result = v.(*agent.ToolFinished).Content
+		}
+	}
+	if !strings.Contains(result, "did not run") || !strings.Contains(result, "interrupted by the user") {
+		t.Errorf("the asked call's result is %q, want that it did not run because the user interrupted", result)
+	}
+}

@@ -395,6 +395,9 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 		if params.Wait && !jsonOut && a.inline() && a.decideInline(ctx, rt.Store(), st.Created, pending) {
 			return // decided here: the run goes on
 		}
+		if ctx.Err() != nil {
+			return // interrupted at the question: the run stops
+		}
 		a.onWait(pending)
 	}
 	params.Trace = chainTrace(params.Trace, p.callContext)
