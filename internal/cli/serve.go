@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -267,6 +268,12 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	urls, exposed := serverURLs(ln.Addr())
 	base := urls[0]
+	release, err := a.serverLease(ctx, store, base)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer release()
 	if publicURL == "" {
 		publicURL = base
 	}
@@ -493,4 +500,36 @@ func (a *app) firstToken(ctx context.Context, h *server.Handler, tokens *token.S
 	}
 	fmt.Fprintf(a.stderr, "  more tokens: keel tokens create --name NAME --scope runs:read,runs:write,approvals:write --agent AGENT\n\n")
 	return nil
+}
+
+// serverLeaseID is the lease a server holds on a SQLite journal: no
+// run's id (run ids have no spaces).
+const serverLeaseID = "keel serve"
+
+// serverLease makes this process the only server of a SQLite journal: a
+// second keel serve on it would resume the first one's runs as
+// interrupted and rebind the saved CLI token. It is the journal's own
+// lease (flock(2) beside the database, released when the process dies),
+// taken on a name that is no run's. Several servers on one PostgreSQL
+// journal stay allowed: they share it by the run leases and --adopt.
+func (a *app) serverLease(ctx context.Context, store journal.Store, base string) (func(), error) {
+	s, ok := store.(interface {
+		LockAs(ctx context.Context, id, note string) (func(), error)
+		Holder(ctx context.Context, id string) (string, error)
+	})
+	if !ok || isPostgres(a.dbPath()) {
+		return func() {}, nil
+	}
+	unlock, err := s.LockAs(ctx, serverLeaseID, "keel serve at "+base)
+	if errors.Is(err, journal.ErrLocked) {
+		holder, _ := s.Holder(ctx, serverLeaseID)
+		if holder == "" {
+			holder = "holder unknown"
+		}
+		return nil, usagef("the journal %s already has a server (%s): a SQLite journal takes one keel serve; stop that one, or give this one another --db (several servers share a PostgreSQL journal)", journal.Redact(a.dbPath()), holder)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	return unlock, nil
 }
