@@ -48,6 +48,7 @@ type serveFlags struct {
 	idleTimeout     time.Duration
 	stallRetries    int
 	retries         int
+	noCheckpoints   bool
 	shutdownTimeout time.Duration
 	logLevel        string
 	adopt           time.Duration
@@ -109,6 +110,7 @@ policy: clients cannot choose less (an admin token may, where allowed).`,
 	fl.DurationVar(&f.idleTimeout, "model-idle-timeout", 120*time.Second, "abandon a model response that sends no bytes for this long")
 	fl.IntVar(&f.stallRetries, "model-stall-retries", 2, "retries of a stalled model response")
 	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
+	fl.BoolVar(&f.noCheckpoints, "no-checkpoints", false, "take no workspace checkpoints for the runs this server creates (they cannot be rewound or forked with their files)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", time.Minute, "how long a shutdown waits for executions to pause")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "also serve Prometheus metrics at http://ADDR/metrics without a token (a private listener, e.g. 127.0.0.1:9464; keel worker's only metrics endpoint); on --addr /metrics needs a token with the metrics:read scope")
@@ -233,7 +235,8 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	// The settings of the runs this server creates; a run keeps its own
 	// when it is resumed (here or elsewhere).
 	settings := agent.Settings{CommandTimeout: agent.Duration(f.commandTimeout), CommandIdleTimeout: agent.Duration(f.commandIdle), Concurrency: f.concurrency,
-		MaxResultChars: f.maxResultChars, ModelIdleTimeout: agent.Duration(f.idleTimeout), ModelStallRetries: f.stallRetries, ModelRetries: f.retries}
+		MaxResultChars: f.maxResultChars, ModelIdleTimeout: agent.Duration(f.idleTimeout), ModelStallRetries: f.stallRetries, ModelRetries: f.retries,
+		NoCheckpoints: f.noCheckpoints}
 	if err := settings.Validate(); err != nil {
 		return usagef("%v", err)
 	}
