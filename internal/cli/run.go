@@ -8,10 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
@@ -62,6 +64,10 @@ type runFlags struct {
 	commandIdle      time.Duration
 	stallRetries     int
 	retries          int
+	// checkpoints is --checkpoints (default true); --no-checkpoints
+	// sets it false (runDefaults).
+	checkpoints   bool
+	noCheckpoints bool
 	// ctx holds the context, memory and action-mode flags (context.go);
 	// handoff is set by keel runs handoff.
 	ctx     contextFlags
@@ -147,6 +153,7 @@ SIGTERM, SIGHUP).`,
 	fl.DurationVar(&f.idleTimeout, "model-idle-timeout", 120*time.Second, "abandon a model response that sends no bytes for this long")
 	fl.IntVar(&f.stallRetries, "model-stall-retries", 2, "retries of a stalled model response before the step fails")
 	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
+	registerCheckpointFlags(fl, f)
 	f.ctx.register(fl)
 	f.gate.register(cmd)
 	f.mcp.register(fl)
@@ -574,6 +581,7 @@ func (f *runFlags) settings() agent.Settings {
 		ModelIdleTimeout:   agent.Duration(f.idleTimeout),
 		ModelStallRetries:  f.stallRetries,
 		ModelRetries:       f.retries,
+		NoCheckpoints:      !f.checkpoints,
 	}
 }
 
@@ -601,4 +609,31 @@ func (f *runFlags) validate() error {
 		return usagef("--max-output-tokens %d: want 0 (provider default) or more", f.maxOutputTokens)
 	}
 	return nil
+}
+
+// registerCheckpointFlags registers --checkpoints (a setting like any
+// other: [run] checkpoints = false in a config file) and its
+// command-line form --no-checkpoints.
+func registerCheckpointFlags(fl *pflag.FlagSet, f *runFlags) {
+	fl.BoolVar(&f.checkpoints, "checkpoints", true, "snapshot the workspace's files after each step that changed them, for keel runs rewind and fork (--no-checkpoints: none)")
+	fl.BoolVar(&f.noCheckpoints, "no-checkpoints", false, "take no workspace checkpoints (the run cannot be rewound or forked with its files)")
+	// Listed (keel config show) and set from files as checkpoints.
+	_ = fl.MarkHidden("no-checkpoints")
+}
+
+// checkpointsGiven folds --no-checkpoints into --checkpoints, so that the
+// command line wins over the files and keel config show lists one
+// setting.
+func checkpointsGiven(fl *pflag.FlagSet, given map[string]bool) error {
+	if !given["no-checkpoints"] {
+		return nil
+	}
+	no, _ := fl.GetBool("no-checkpoints")
+	if given["checkpoints"] {
+		if on, _ := fl.GetBool("checkpoints"); on == no {
+			return usagef("--checkpoints=%t and --no-checkpoints=%t contradict each other: give one", on, no)
+		}
+	}
+	given["checkpoints"] = true
+	return fl.Set("checkpoints", strconv.FormatBool(!no))
 }

@@ -190,6 +190,9 @@ func (a *app) runDefaults(cmd *cobra.Command, f *runFlags) (*runSettings, error)
 	rs := &runSettings{source: map[string]string{}}
 	given := map[string]bool{}
 	fl.Visit(func(f *pflag.Flag) { given[f.Name] = true })
+	if err := checkpointsGiven(fl, given); err != nil {
+		return nil, err
+	}
 	for name := range given {
 		rs.source[name] = fromFlag
 	}

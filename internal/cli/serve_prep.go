@@ -274,7 +274,13 @@ func (sp *serverPrep) prepare(ctx context.Context, req *api.CreateRun) (*agent.R
 	if err := sp.connectors(ctx, c, req); err != nil {
 		return nil, err
 	}
-	return sp.finish(ctx, c, eng, familyName)
+	if c, err = sp.finish(ctx, c, eng, familyName); err != nil {
+		return nil, err
+	}
+	// A run may turn its checkpoints off, never on where the server's
+	// are off.
+	c.Settings.NoCheckpoints = c.Settings.NoCheckpoints || req.NoCheckpoints
+	return c, nil
 }
 
 // finish applies what every server run shares: sandbox limits, context

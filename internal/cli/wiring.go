@@ -250,7 +250,9 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		a.metrics.ObserveSandboxStart(time.Since(sbStart))
 	}
 	w.vault = &lazyVault{a: a}
-	w.checkpoint = checkpoint.Hook(a.checkpointStore(), ws.Root())
+	if !set.NoCheckpoints {
+		w.checkpoint = checkpoint.Hook(a.checkpointStore(), ws.Root())
+	}
 	w.tools = newToolsWith(set, w.vault)
 	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
 	if err := a.connectMCP(ctx, w, c); err != nil {
