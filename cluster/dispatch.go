@@ -43,9 +43,12 @@ func (d *Dispatcher) Dispatch(ctx context.Context, runID string) error {
 // are the runs whose wake-up was lost (a server died between recording
 // a decision and signalling) and the runs without a workflow.
 func (d *Dispatcher) Adopt(ctx context.Context, runID string) error {
-	desc, err := d.c.DescribeWorkflowExecution(ctx, WorkflowID(runID), "")
-	if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && len(desc.GetPendingActivities()) > 0 {
-		return nil
+	wf, err := d.c.DescribeWorkflow(ctx, WorkflowID(runID), "")
+	if err == nil {
+		desc := wf.RawResponse
+		if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && len(desc.GetPendingActivities()) > 0 {
+			return nil
+		}
 	}
 	return d.Dispatch(ctx, runID)
 }
