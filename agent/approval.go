@@ -265,6 +265,9 @@ func (x *executor) wait(ctx context.Context, ids []string) (bool, error) {
 			return false, err
 		}
 	}
+	if errors.Is(context.Cause(ctx), ErrInterrupted) {
+		return false, nil // the loop records the interruption
+	}
 	if !x.p.Wait || ctx.Err() != nil {
 		return true, nil
 	}
@@ -314,6 +317,11 @@ func (x *executor) wait(ctx context.Context, ids []string) (bool, error) {
 	}
 	if expired.Load() && ctx.Err() == nil {
 		return false, nil // the next wait applies the deadline
+	}
+	if errors.Is(context.Cause(ctx), ErrInterrupted) {
+		// A person interrupted the turn at the question: the loop gives
+		// the waiting calls their results and records it.
+		return false, nil
 	}
 	return true, nil // ctx ended: the run stays paused
 }

@@ -38,6 +38,11 @@ type Settings struct {
 	// limit, an overload, a server error or a broken connection; 0 or
 	// less means never.
 	ModelRetries int `json:"model_retries"`
+	// NoCheckpoints turns the workspace checkpoints off: no snapshot of
+	// the files is taken, so the run cannot be rewound or forked with
+	// its files. The zero value (every journal written before it
+	// existed) takes them.
+	NoCheckpoints bool `json:"no_checkpoints,omitempty"`
 }
 
 // DefaultSettings returns the settings of a run created without any
@@ -91,5 +96,6 @@ func (s Settings) Changes(old Settings) []string {
 	add("model_idle_timeout", d(old.ModelIdleTimeout), d(s.ModelIdleTimeout))
 	add("model_stall_retries", old.ModelStallRetries, s.ModelStallRetries)
 	add("model_retries", old.ModelRetries, s.ModelRetries)
+	add("checkpoints", !old.NoCheckpoints, !s.NoCheckpoints)
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/zitadel/oidc/v3/pkg/client"
@@ -195,6 +196,16 @@ func (v *Vault) Rekey(ctx context.Context, key *Key) (int, error) {
 			}
 			if m[field], err = json.Marshal(ns); err != nil {
 				return n, err
+			}
+			if kind == kindSecret {
+				// A secret stored before hashes were keyed gets a keyed one.
+				var hash, value string
+				json.Unmarshal(m["hash"], &hash)
+				if !strings.HasPrefix(hash, secretHashPrefix) && json.Unmarshal(plain, &value) == nil {
+					if m["hash"], err = json.Marshal(key.secretHash(value)); err != nil {
+						return n, err
+					}
+				}
 			}
 			b, err := json.Marshal(m)
 			if err != nil {

@@ -3,6 +3,8 @@ package credential
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -30,6 +32,8 @@ var (
 type Key struct {
 	id   string
 	aead cipher.AEAD
+	// mac keys the hashes of static secrets (HKDF-SHA-256 of the key).
+	mac []byte
 }
 
 // ID identifies the key without revealing it: the first 8 bytes of the
@@ -51,8 +55,27 @@ func NewKey(b []byte) (*Key, error) {
 		return nil, fmt.Errorf("credential: %w", err)
 	}
 	h := sha256.Sum256(append([]byte("keel vault key\x00"), b...))
-	return &Key{id: hex.EncodeToString(h[:8]), aead: aead}, nil
+	mac, err := hkdf.Key(sha256.New, b, nil, "keel vault secret hash", sha256.Size)
+	if err != nil {
+		return nil, fmt.Errorf("credential: %w", err)
+	}
+	return &Key{id: hex.EncodeToString(h[:8]), aead: aead, mac: mac}, nil
 }
+
+// secretHash is how events and listings name a static secret: "hmac:"
+// and the first 16 hex digits of its HMAC-SHA-256 under a key derived
+// from the vault key. Unlike [TokenHash] (of high-entropy tokens) it is
+// keyed: a static secret can be a short password, which an unkeyed hash
+// in the journal would let anyone reading it guess offline.
+func (k *Key) secretHash(value string) string {
+	m := hmac.New(sha256.New, k.mac)
+	m.Write([]byte(value))
+	return secretHashPrefix + hex.EncodeToString(m.Sum(nil)[:8])
+}
+
+// secretHashPrefix starts a keyed secret hash; a secret stored before
+// has an unkeyed "sha256:" one until the next key rotation.
+const secretHashPrefix = "hmac:"
 
 // ParseKey reads a key as written by [GenerateKey]: 64 hex digits or
 // standard base64 of 32 bytes, surrounding white space ignored.

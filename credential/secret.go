@@ -15,7 +15,8 @@ import (
 // own database connection string, stored by a person for (agent, user,
 // name) and given to the one tool that needs them. Like a grant's tokens
 // they are sealed under the vault key, every store, use and deletion is
-// an event of [StreamID] (with the secret's hash, never the secret), and
+// an event of [StreamID] (with the secret's keyed hash, never the secret
+// nor a hash anyone without the vault key could test guesses against), and
 // a missing one is a wait for a person, not a failure ([ErrNoSecret]).
 
 const kindSecret = "vault.secret"
@@ -88,7 +89,7 @@ func (v *Vault) PutSecret(ctx context.Context, name, agent, user, value, by stri
 	if err != nil {
 		return nil, err
 	}
-	rec := secretRecord{Secret: Secret{Name: name, Agent: agent, User: user, Hash: TokenHash(value), By: by, Time: v.now()}, Value: s}
+	rec := secretRecord{Secret: Secret{Name: name, Agent: agent, User: user, Hash: v.opts.Keys[0].secretHash(value), By: by, Time: v.now()}, Value: s}
 	b, err := jsonMarshal(rec)
 	if err != nil {
 		return nil, err
@@ -136,7 +137,12 @@ func (v *Vault) SecretValue(ctx context.Context, name, agent, user, run, call st
 		return "", err
 	}
 	if run != "" {
-		if err := v.audit(ctx, EventSecretUsed, &secretPayload{Name: name, Agent: agent, User: user, Hash: sr.Hash, Run: run, Call: call}); err != nil {
+		hash := sr.Hash
+		if !strings.HasPrefix(hash, secretHashPrefix) {
+			// Stored before hashes were keyed: journal no unkeyed hash.
+			hash = v.opts.Keys[0].secretHash(value)
+		}
+		if err := v.audit(ctx, EventSecretUsed, &secretPayload{Name: name, Agent: agent, User: user, Hash: hash, Run: run, Call: call}); err != nil {
 			return "", err
 		}
 	}

@@ -111,6 +111,8 @@ func (h *Handler) fork(ctx context.Context, src string, req *api.ForkRun, who *c
 	// written into the fork's workspace (journaled in the fork).
 	files, _, err := checkpoint.ForkFiles(ctx, events, seq, st.Created.Workspace, ws, who.Name)
 	switch {
+	case errors.Is(err, checkpoint.ErrOff):
+		return "", nil, badRequest("run %s has no checkpoints to fork with its files: %v", src, checkpoint.ErrOff)
 	case errors.Is(err, checkpoint.ErrNone):
 	case err != nil:
 		return "", nil, fmt.Errorf("server: fork %s: the files of event %d: %w", src, seq, err)

@@ -317,9 +317,9 @@ func TestBrowserStreamsModelText(t *testing.T) {
 }
 
 // fifoRun starts a run whose scripted model calls bash on a command that
-// prints a line, then blocks reading a FIFO in the workspace until the
-// test opens it for writing, then prints another line; it returns the
-// run id and a function that lets the command finish.
+// opens a FIFO in the workspace, prints a line, then blocks reading the
+// FIFO until the test writes a line to it, then prints another line; it
+// returns the run id and a function that lets the command finish.
 func fifoRun(t *testing.T, e *env) (string, func()) {
 	t.Helper()
 	ws := t.TempDir()
@@ -328,7 +328,7 @@ func fifoRun(t *testing.T, e *env) (string, func()) {
 		t.Fatal(err)
 	}
 	e.models.set("test:fifo", modeltest.NewScripted([]modeltest.Turn{
-		modeltest.Calls("", modeltest.Call("c1", "bash", map[string]string{"command": "echo first-line; cat gate; echo second-line"})),
+		modeltest.Calls("", modeltest.Call("c1", "bash", map[string]string{"command": "exec 3<>gate; echo first-line; read -r x <&3; echo second-line"})),
 		modeltest.Text("done"),
 	}, nil))
 	run, err := e.admin.CreateRun(t.Context(), &api.CreateRun{Task: "print slowly", Model: "test:fifo", Workspace: ws})
@@ -338,12 +338,16 @@ func fifoRun(t *testing.T, e *env) (string, func()) {
 	var once sync.Once
 	return run.ID, func() {
 		once.Do(func() {
-			// Non-blocking: with no reader (the command is not there) the
-			// open fails instead of waiting.
+			// The command holds the FIFO open before it prints its first
+			// line. Non-blocking: with no reader (the command is not
+			// there) the open fails instead of waiting.
 			f, err := os.OpenFile(fifo, os.O_WRONLY|unix.O_NONBLOCK, 0)
 			if err != nil {
 				t.Errorf("let the command go on: %v", err)
 				return
+			}
+			if _, err := f.WriteString("go\n"); err != nil {
+				t.Errorf("let the command go on: %v", err)
 			}
 			f.Close()
 		})

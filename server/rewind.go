@@ -56,6 +56,8 @@ func (h *Handler) rewind(ctx context.Context, id string, to int64, who *caller) 
 	switch {
 	case errors.Is(err, checkpoint.ErrBusy):
 		return nil, conflict(api.CodeConflict, "run %s: %v", id, err)
+	case errors.Is(err, checkpoint.ErrOff):
+		return nil, badRequest("run %s has no checkpoints to rewind to: %v", id, checkpoint.ErrOff)
 	case errors.Is(err, checkpoint.ErrNone):
 		return nil, badRequest("run %s has %v: it ran without checkpoints (before they existed, or without git on the server)", id, err)
 	case err != nil:

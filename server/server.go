@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -505,7 +506,8 @@ const cookieName = "keel_session"
 // authenticate finds the request's token: "Authorization: Bearer
 // keel_...", or the web UI's session cookie. A cookie authenticates a
 // request that changes state only if the browser says it comes from this
-// site (Sec-Fetch-Site or Origin), so another site cannot act with it.
+// site (Sec-Fetch-Site, Origin or Referer: sameOrigin), so another site
+// cannot act with it.
 func (h *Handler) authenticate(r *http.Request) (*caller, error) {
 	if a := r.Header.Get("Authorization"); a != "" {
 		// The scheme is case-insensitive (RFC 9110, section 11.1).
@@ -520,7 +522,7 @@ func (h *Handler) authenticate(r *http.Request) (*caller, error) {
 		return nil, &apiError{http.StatusUnauthorized, api.CodeUnauthenticated, "no API token: send Authorization: Bearer TOKEN (create one with `keel tokens create`)"}
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
-		return nil, &apiError{http.StatusForbidden, api.CodeForbidden, "cross-site request refused"}
+		return nil, &apiError{http.StatusForbidden, api.CodeForbidden, "cross-site request refused: a session cookie changes state only from this server's own pages (Sec-Fetch-Site, Origin or Referer); API clients send Authorization: Bearer TOKEN"}
 	}
 	secret, ok := h.sessionSecret(c.Value)
 	if !ok {
@@ -529,16 +531,30 @@ func (h *Handler) authenticate(r *http.Request) (*caller, error) {
 	return h.tokens.Authenticate(r.Context(), secret)
 }
 
-// sameOrigin reports whether a browser request comes from this server's
-// own pages.
+// crossOrigin is net/http's check of Sec-Fetch-Site, else Origin.
+var crossOrigin = http.NewCrossOriginProtection()
+
+// sameOrigin reports whether a state-changing browser request (a session
+// cookie's, or a sign-in form's) comes from this server's own pages:
+// Sec-Fetch-Site says same-origin, else Origin names this host (both
+// net/http's CrossOriginProtection), else Referer is a page of this
+// host. A request with none of the three is refused: a browser sends
+// at least one on a POST (Referrer-Policy can drop only the Referer),
+// and a client that is not a browser authenticates with "Authorization:
+// Bearer" (never asked this).
 func sameOrigin(r *http.Request) bool {
-	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
-		return s == "same-origin"
+	if r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Origin") != "" {
+		if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" {
+			return false // "same-site" is another origin; "none" is no page's
+		}
+		return crossOrigin.Check(r) == nil
 	}
-	if o := r.Header.Get("Origin"); o != "" {
-		return strings.TrimPrefix(strings.TrimPrefix(o, "http://"), "https://") == r.Host
+	ref := r.Header.Get("Referer")
+	if ref == "" {
+		return false
 	}
-	return true // not a browser, or an old one; SameSite=Strict still applies
+	u, err := url.Parse(ref)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.User == nil && strings.EqualFold(u.Host, r.Host)
 }
 
 // action is the payload of an api.action event in [ActionStream].

@@ -184,20 +184,48 @@ func TestAuthAndScopes(t *testing.T) {
 }
 
 // A browser's cookie authenticates GETs, but a state-changing request
-// from another site is refused.
+// from another site is refused: Sec-Fetch-Site decides, else Origin,
+// else Referer, and a cookie request with none of them is refused. A
+// bearer token (an API client, no cookie) needs none of them.
 func TestCookieRefusesCrossSite(t *testing.T) {
 	e := newEnv(t, nil)
+	self := strings.TrimPrefix(e.srv.URL, "http://")
+	const ok, refused = http.StatusBadRequest, http.StatusForbidden // authenticated: the empty body is then invalid
 	for _, tt := range []struct {
-		name, site string
-		want       int
+		name                  string
+		site, origin, referer string
+		bearer                bool
+		want                  int
 	}{
-		{"same origin", "same-origin", http.StatusBadRequest}, // authenticated; the empty body is then invalid
-		{"cross site", "cross-site", http.StatusForbidden},
+		{name: "same origin", site: "same-origin", want: ok},
+		{name: "cross site", site: "cross-site", want: refused},
+		{name: "same site (another origin)", site: "same-site", want: refused},
+		{name: "none", site: "none", want: refused},
+		{name: "Sec-Fetch-Site over Origin", site: "cross-site", origin: e.srv.URL, want: refused},
+		{name: "Origin of this server", origin: e.srv.URL, want: ok},
+		{name: "Origin of another", origin: "http://evil.example", want: refused},
+		{name: "Origin null", origin: "null", want: refused},
+		{name: "Origin over Referer", origin: "http://evil.example", referer: e.srv.URL + "/ui/runs", want: refused},
+		{name: "Referer of this server", referer: e.srv.URL + "/ui/runs", want: ok},
+		{name: "Referer of another", referer: "http://evil.example/ui/runs", want: refused},
+		{name: "Referer naming this host as a user", referer: "http://" + self + "@evil.example/", want: refused},
+		{name: "Referer not http", referer: "file:///x", want: refused},
+		{name: "nothing", want: refused},
+		{name: "bearer, nothing", bearer: true, want: ok},
+		{name: "bearer, cross site", bearer: true, site: "cross-site", want: ok},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.srv.URL+"/v1/runs", nil)
-			req.AddCookie(e.cookie(e.secret))
-			req.Header.Set("Sec-Fetch-Site", tt.site)
+			if tt.bearer {
+				req.Header.Set("Authorization", "Bearer "+e.secret)
+			} else {
+				req.AddCookie(e.cookie(e.secret))
+			}
+			for k, v := range map[string]string{"Sec-Fetch-Site": tt.site, "Origin": tt.origin, "Referer": tt.referer} {
+				if v != "" {
+					req.Header.Set(k, v)
+				}
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)

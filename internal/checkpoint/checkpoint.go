@@ -80,6 +80,23 @@ func bound(files []gitws.FileChange) ([]agent.FileChange, int) {
 // before its first).
 var ErrNone = errors.New("no workspace checkpoint")
 
+// ErrOff is returned with [ErrNone] (errors.Is matches both) for a run
+// created with its checkpoints off (agent.Settings.NoCheckpoints).
+var ErrOff = errors.New("the run was started with workspace checkpoints off (--no-checkpoints, or checkpoints = false in a config file)")
+
+// off reports whether the run of events was created with checkpoints off.
+func off(events []journal.Event) bool {
+	if len(events) == 0 || events[0].Type != journal.RunCreated {
+		return false
+	}
+	v, err := agent.Decode(&events[0])
+	if err != nil {
+		return false
+	}
+	c, ok := v.(*agent.RunCreated)
+	return ok && c.Settings != nil && c.Settings.NoCheckpoints
+}
+
 // At returns the newest checkpoint of events (a run's events from 1) at
 // or before event seq, and the tool calls that finished after it up to
 // seq (whose effects on the files it does not have).
@@ -107,6 +124,9 @@ func At(events []journal.Event, seq int64) (cp *agent.Snapshot, after int, err e
 		}
 	}
 	if cp == nil {
+		if off(events) {
+			return nil, 0, fmt.Errorf("%w: %w", ErrOff, ErrNone)
+		}
 		return nil, 0, fmt.Errorf("%w at or before event %d", ErrNone, seq)
 	}
 	return cp, after, nil

@@ -173,6 +173,7 @@ func (d *decideFlags) register(cmd *cobra.Command, approve bool) {
 	fl.BoolVarP(&d.resume.quiet, "quiet", "q", false, "print only the run's final result")
 	fl.BoolVar(&d.resume.json, "json", false, "write the run's journal events to stdout as JSON lines")
 	fl.StringVar(&d.resume.apiKey, "api-key", "", "API key for continuing the run (default from the environment)")
+	fl.StringVar(&d.resume.apiKeyEnv, "api-key-env", "", "environment variable holding the model endpoint's API key, for continuing the run")
 	registerWaitFlags(fl, &d.resume.gate)
 	if approve {
 		fl.StringVar(&d.reason, "reason", "", "why (recorded)")

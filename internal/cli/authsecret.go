@@ -67,7 +67,7 @@ never printed or journaled (events carry its hash). Calls waiting for it
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "stored: secret %s for %s (%.19s)\n", s.Name, whoFor(s.Agent, s.User), s.Hash)
+				fmt.Fprintf(a.stdout, "stored: secret %s for %s (%s)\n", s.Name, whoFor(s.Agent, s.User), s.Hash)
 				n, err := resolveSecretWaits(cmd.Context(), agent.NewRuntime(store, nil), s, a.person(""))
 				if err != nil {
 					return err

@@ -124,6 +124,9 @@ func (a *app) decideInline(ctx context.Context, store journal.Store, created *ag
 		}
 		for decided := false; !decided; {
 			ans, ok := a.ask(ctx, "  approve? [y]es, [n]o, [r] always for this run, [a] always for this agent: ")
+			if !ok && ctx.Err() != nil {
+				return false // interrupted (Ctrl-C): the run stops, nothing to decide
+			}
 			if !ok {
 				fmt.Fprintf(a.stderr, "keel: no answer; decide with: keel approve %s %s   or   keel deny %s %s --reason TEXT\n", p.RunID, shellWord(p.CallID), p.RunID, shellWord(p.CallID))
 				return false

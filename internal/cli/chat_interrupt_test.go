@@ -2,7 +2,6 @@ package cli_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,18 +13,42 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"golang.org/x/sys/unix"
+	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 )
 
+// sleepSeconds is how long the interrupted command would sleep: an odd
+// number, so that its process is found by its command line.
+const sleepSeconds = "3017"
+
+// sleepers returns the processes of the machine (any sandbox's too:
+// their pid namespaces are below this one) running sleep sleepSeconds.
+func sleepers(t *testing.T) []string {
+	t.Helper()
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		b, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if string(b) == "sleep\x00"+sleepSeconds+"\x00" {
+			out = append(out, d.Name())
+		}
+	}
+	return out
+}
+
 // sleepyServer is an OpenAI-compatible endpoint (the streaming wire
 // format, as chatServer) whose model answers a person's message asking
-// to wait with a bash call that prints its pid and sleeps for five
-// minutes, and anything else with "Answer N.". It keeps the messages of
-// each request.
+// to wait with a bash call that prints its pid and sleeps for an hour,
+// and anything else with "Answer N.". It keeps the messages of each
+// request.
 type sleepyServer struct {
 	mu       sync.Mutex
 	answers  int
@@ -64,7 +87,9 @@ func (s *sleepyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	finish := "stop"
 	if last.Role == "user" && strings.Contains(text, "wait") {
-		args, _ := json.Marshal(map[string]string{"command": "echo sleeper-$$; exec sleep 300"})
+		// The line is printed once the sleep has started (its command
+		// line is sleep's), so the test can look for it.
+		args, _ := json.Marshal(map[string]string{"command": "sleep " + sleepSeconds + " & until grep -q " + sleepSeconds + " /proc/$!/cmdline 2>/dev/null; do :; done; echo sleeper-$!; wait"})
 		chunk(map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"index": 0, "id": fmt.Sprintf("call_sleep%d", n), "type": "function",
 			"function": map[string]any{"name": "bash", "arguments": string(args)}}}}, nil)
 		finish = "tool_calls"
@@ -87,6 +112,12 @@ func (s *sleepyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the run goes on to complete. Ctrl-C twice at the prompt leaves. The
 // journal's chain verifies.
 func TestChatCtrlCInterruptsTheTurn(t *testing.T) {
+	for _, sb := range []string{"none", "linux"} {
+		t.Run(sb, func(t *testing.T) { chatInterrupt(t, sb) })
+	}
+}
+
+func chatInterrupt(t *testing.T, sandbox string) {
 	db := setup(t)
 	ws := t.TempDir()
 	pol := filepath.Join(t.TempDir(), "all.cedar")
@@ -99,7 +130,7 @@ func TestChatCtrlCInterruptsTheTurn(t *testing.T) {
 	srv := httptest.NewServer(model)
 	defer srv.Close()
 	args, _ := json.Marshal([]string{"chat", "--db", db, "--model", "openai-compatible:chat-test@" + srv.URL + "/v1",
-		"--sandbox", "none", "--workspace", ws, "--policy", pol, "Look around"})
+		"--sandbox", sandbox, "--workspace", ws, "--policy", pol, "Look around"})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args), "TERM=xterm")
 	term := startTerminal(t, cmd)
@@ -110,25 +141,27 @@ func TestChatCtrlCInterruptsTheTurn(t *testing.T) {
 	term.send("please wait a while")
 	// The status block shows the command's first line: it runs.
 	started := term.expect("│ sleeper-")
-	if !strings.Contains(started, "bash echo sleeper") {
+	if !strings.Contains(started, "bash sleep "+sleepSeconds) {
 		t.Errorf("no running bash call before its output:\n%s", started)
 	}
-	m := regexp.MustCompile(`^(\d+)`).FindStringSubmatch(term.expect("\n"))
-	if m == nil {
-		t.Fatal("no pid after sleeper-")
+	if len(sleepers(t)) == 0 {
+		t.Fatalf("no process runs sleep %s", sleepSeconds)
 	}
-	pid, _ := strconv.Atoi(m[1])
+	ctrlC := time.Now()
 	if _, err := term.f.Write([]byte{3}); err != nil { // Ctrl-C
 		t.Fatal(err)
 	}
 	back := term.expect("you> ")
+	// Reported, not asserted: the command's group ended, the journal
+	// written, the prompt back.
+	t.Logf("Ctrl-C to the prompt: %s", time.Since(ctrlC).Round(time.Millisecond))
 	for _, want := range []string{"interrupting", "interrupted by the user", "interrupted; the model is told"} {
 		if !strings.Contains(back, want) {
 			t.Errorf("after Ctrl-C, no %q:\n%s", want, back)
 		}
 	}
-	if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
-		t.Errorf("the interrupted command (pid %d) is still there: kill(0) = %v", pid, err)
+	if ps := sleepers(t); len(ps) > 0 {
+		t.Errorf("the interrupted command is still there: pids %v", ps)
 	}
 	term.send("never mind, what now?")
 	if got := term.expect("you> "); !strings.Contains(got, "Answer 3.") {
@@ -180,5 +213,69 @@ func TestChatCtrlCInterruptsTheTurn(t *testing.T) {
 	}
 	if code, out, errOut := keel(t, "--db", db, "audit", "verify", id[1]); code != 0 {
 		t.Errorf("audit verify = %d: %s %s", code, out, errOut)
+	}
+}
+
+// Ctrl-C at an inline approval question interrupts the turn too: the
+// call waiting for approval gets a result saying it did not run, no
+// "decide with" hint is printed, and the next message goes on.
+func TestChatCtrlCAtApproval(t *testing.T) {
+	db := setup(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("first line\nhelo wrld\nlast line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(t.TempDir(), "ask-edits.cedar")
+	if err := os.WriteFile(pol, []byte(`@id("all") permit(principal, action, resource);
+@id("edits") @ask @reason("edits need a person")
+forbid(principal, action == Keel::Action::"edit_file", resource);
+@id("outside") forbid(principal, action, resource) when { context.outside };
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(&chatServer{})
+	defer srv.Close()
+	args, _ := json.Marshal([]string{"chat", "--db", db, "--model", "openai-compatible:chat-test@" + srv.URL + "/v1",
+		"--sandbox", "none", "--workspace", ws, "--policy", pol, "Look at notes.txt"})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args), "TERM=xterm")
+	term := startTerminal(t, cmd)
+	term.expect("you> ")
+	term.send("please fix the typo in notes.txt")
+	term.expect("always for this agent: ")
+	term.f.Write([]byte{3})
+	back := term.expect("you> ")
+	if !strings.Contains(back, "interrupted") || strings.Contains(back, "decide with") {
+		t.Errorf("after Ctrl-C at the question:\n%s", back)
+	}
+	term.send("leave it, what changed?")
+	if got := term.expect("you> "); !strings.Contains(got, "Answer 3.") {
+		t.Errorf("the follow-up's answer is missing:\n%s", got)
+	}
+	term.send("/exit")
+	<-term.done
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("keel chat: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "notes.txt")); !strings.Contains(string(b), "helo wrld") {
+		t.Errorf("the edit that was asked about ran: %q", b)
+	}
+	id := regexp.MustCompile(`keel: run (\S+) ·`).FindStringSubmatch(term.text())
+	if id == nil {
+		t.Fatal("no run id on the terminal")
+	}
+	_, out, _ := keel(t, "--db", db, "runs", "show", id[1], "--json")
+	var result string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e journal.Event
+		if json.Unmarshal([]byte(line), &e) != nil || e.Type != journal.ToolFinished {
+			continue
+		}
+		if v, err := agent.Decode(&e); err == nil {
+			result = v.(*agent.ToolFinished).Content
+		}
+	}
+	if !strings.Contains(result, "did not run") || !strings.Contains(result, "interrupted by the user") {
+		t.Errorf("the asked call's result is %q, want that it did not run because the user interrupted", result)
 	}
 }

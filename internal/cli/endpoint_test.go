@@ -47,9 +47,16 @@ func TestModelEndpoints(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			setup(t)
 			t.Setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+			t.Setenv("GATEWAY_KEY", "sk-gateway")
 			t.Setenv("ANTHROPIC_BASE_URL", tt.env)
 			before := hits.Load()
-			code, out, errOut := keel(t, "run", "--sandbox", "none", "--model", tt.spec, "--workspace", t.TempDir(), "say hi")
+			args := []string{"run", "--sandbox", "none", "--model", tt.spec, "--workspace", t.TempDir(), "say hi"}
+			if tt.env == "" {
+				// A spec's endpoint gets the variable named for it, never
+				// ANTHROPIC_API_KEY (TestModelKeyNotLeakedToEndpoints).
+				args = append(args, "--api-key-env", "GATEWAY_KEY")
+			}
+			code, out, errOut := keel(t, args...)
 			if code != 0 || !strings.Contains(out, "Hi! My name is Claude.") || hits.Load() != before+1 {
 				t.Errorf("keel run = %d, %d requests\nstdout: %s\nstderr: %s", code, hits.Load()-before, out, errOut)
 			}

@@ -8,10 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
@@ -34,6 +36,7 @@ type runFlags struct {
 	labels           []string
 	model            string
 	apiKey           string
+	apiKeyEnv        string
 	workspace        string
 	mountPath        string
 	env              []string
@@ -61,6 +64,10 @@ type runFlags struct {
 	commandIdle      time.Duration
 	stallRetries     int
 	retries          int
+	// checkpoints is --checkpoints (default true); --no-checkpoints
+	// sets it false (runDefaults).
+	checkpoints   bool
+	noCheckpoints bool
 	// ctx holds the context, memory and action-mode flags (context.go);
 	// handoff is set by keel runs handoff.
 	ctx     contextFlags
@@ -96,7 +103,9 @@ happens; --json writes the journal events to stdout as JSON lines.
 
 The model is a spec string: openai:MODEL, anthropic:MODEL,
 openai-compatible:MODEL@BASE_URL or replay:TRAJECTORY.json. Keys come from
-OPENAI_API_KEY / ANTHROPIC_API_KEY (or --api-key).
+OPENAI_API_KEY / ANTHROPIC_API_KEY for OpenAI's and Anthropic's own
+endpoints; any other endpoint's key comes from the variable --api-key-env
+or its [endpoints."URL"] api_key_env in config.toml names (or --api-key).
 
 Exit codes: 0 completed, 1 failed, 2 bad command line or configuration
 (nothing ran), 3 paused (waiting for approval), 130 canceled (Ctrl-C,
@@ -114,7 +123,8 @@ SIGTERM, SIGHUP).`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.model, "model", "m", "", "model spec: openai:MODEL, anthropic:MODEL, openai-compatible:MODEL@URL, replay:PATH (default from config.toml)")
-	fl.StringVar(&f.apiKey, "api-key", "", "API key (default from OPENAI_API_KEY or ANTHROPIC_API_KEY)")
+	fl.StringVar(&f.apiKey, "api-key", "", "API key (default from OPENAI_API_KEY or ANTHROPIC_API_KEY for their own endpoints)")
+	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the model endpoint's API key (an openai-compatible or anthropic@URL endpoint)")
 	fl.StringVarP(&f.workspace, "workspace", "w", ".", "host directory the agent works in (mounted read-write)")
 	fl.StringVar(&f.mountPath, "mount-path", "/workspace", "where the workspace appears inside the sandbox (with --sandbox none: the workspace's own path)")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE annotation of the run, e.g. task=JIRA-123 (repeatable; keel cost --by label groups by them)")
@@ -143,6 +153,7 @@ SIGTERM, SIGHUP).`,
 	fl.DurationVar(&f.idleTimeout, "model-idle-timeout", 120*time.Second, "abandon a model response that sends no bytes for this long")
 	fl.IntVar(&f.stallRetries, "model-stall-retries", 2, "retries of a stalled model response before the step fails")
 	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
+	registerCheckpointFlags(fl, f)
 	f.ctx.register(fl)
 	f.gate.register(cmd)
 	f.mcp.register(fl)
@@ -288,7 +299,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if created.OpenAPI, err = a.openAPIs(&f.mcp); err != nil {
 		return err
 	}
-	live := &liveOptions{apiKey: f.apiKey, recording: rec, gate: f.gate, sqlDSN: sqlDSN, chat: f.interactive}
+	live := &liveOptions{apiKey: f.apiKey, apiKeyEnv: f.apiKeyEnv, recording: rec, gate: f.gate, sqlDSN: sqlDSN, chat: f.interactive}
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
 }
@@ -394,6 +405,9 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 		defer p.resume()
 		if params.Wait && !jsonOut && a.inline() && a.decideInline(ctx, rt.Store(), st.Created, pending) {
 			return // decided here: the run goes on
+		}
+		if ctx.Err() != nil {
+			return // interrupted at the question: the run stops
 		}
 		a.onWait(pending)
 	}
@@ -571,6 +585,7 @@ func (f *runFlags) settings() agent.Settings {
 		ModelIdleTimeout:   agent.Duration(f.idleTimeout),
 		ModelStallRetries:  f.stallRetries,
 		ModelRetries:       f.retries,
+		NoCheckpoints:      !f.checkpoints,
 	}
 }
 
@@ -598,4 +613,31 @@ func (f *runFlags) validate() error {
 		return usagef("--max-output-tokens %d: want 0 (provider default) or more", f.maxOutputTokens)
 	}
 	return nil
+}
+
+// registerCheckpointFlags registers --checkpoints (a setting like any
+// other: [run] checkpoints = false in a config file) and its
+// command-line form --no-checkpoints.
+func registerCheckpointFlags(fl *pflag.FlagSet, f *runFlags) {
+	fl.BoolVar(&f.checkpoints, "checkpoints", true, "snapshot the workspace's files after each step that changed them, for keel runs rewind and fork (--no-checkpoints: none)")
+	fl.BoolVar(&f.noCheckpoints, "no-checkpoints", false, "take no workspace checkpoints (the run cannot be rewound or forked with its files)")
+	// Listed (keel config show) and set from files as checkpoints.
+	_ = fl.MarkHidden("no-checkpoints")
+}
+
+// checkpointsGiven folds --no-checkpoints into --checkpoints, so that the
+// command line wins over the files and keel config show lists one
+// setting.
+func checkpointsGiven(fl *pflag.FlagSet, given map[string]bool) error {
+	if !given["no-checkpoints"] {
+		return nil
+	}
+	no, _ := fl.GetBool("no-checkpoints")
+	if given["checkpoints"] {
+		if on, _ := fl.GetBool("checkpoints"); on == no {
+			return usagef("--checkpoints=%t and --no-checkpoints=%t contradict each other: give one", on, no)
+		}
+	}
+	given["checkpoints"] = true
+	return fl.Set("checkpoints", strconv.FormatBool(!no))
 }

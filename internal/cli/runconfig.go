@@ -34,9 +34,10 @@ const (
 // environment, and a per-run choice (the task, output shape) in the
 // command line.
 var noFileKeys = map[string]string{
-	"api-key":   "keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY, not from a file",
-	"task-file": "the task is given per run",
-	"json":      "the output format is chosen per run",
+	"api-key":     "keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY, not from a file",
+	"api-key-env": "an endpoint's key variable is bound to it in [endpoints.\"URL\"] api_key_env of ~/.keel/config.toml",
+	"task-file":   "the task is given per run",
+	"json":        "the output format is chosen per run",
 }
 
 // noProjectKeys are run flags a repository's own file may not set: they
@@ -189,6 +190,9 @@ func (a *app) runDefaults(cmd *cobra.Command, f *runFlags) (*runSettings, error)
 	rs := &runSettings{source: map[string]string{}}
 	given := map[string]bool{}
 	fl.Visit(func(f *pflag.Flag) { given[f.Name] = true })
+	if err := checkpointsGiven(fl, given); err != nil {
+		return nil, err
+	}
 	for name := range given {
 		rs.source[name] = fromFlag
 	}
@@ -342,7 +346,7 @@ func (a *app) trustProject(p string, b []byte) error {
 // notRunSetting are flags of keel config show that are not settings of
 // a run: its own, the global ones, and the key that never comes from a
 // file.
-var notRunSetting = map[string]bool{"config-json": true, "help": true, "api-key": true, "db": true, "create-db": true, "server": true, "token": true}
+var notRunSetting = map[string]bool{"config-json": true, "help": true, "api-key": true, "api-key-env": true, "db": true, "create-db": true, "server": true, "token": true}
 
 // printSettings prints each run flag's value and source, then the MCP
 // servers.

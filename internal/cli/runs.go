@@ -411,6 +411,7 @@ var remoteResumeFlags = []string{"message", "json", "quiet", "no-wait", "wait",
 // handoff) on fl.
 func registerResumeFlags(fl *pflag.FlagSet, f *runFlags, message *string) {
 	fl.StringVar(&f.apiKey, "api-key", "", "API key (default from the environment)")
+	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the model endpoint's API key")
 	fl.BoolVar(&f.json, "json", false, "write the journal events to stdout as JSON lines")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print only the final result")
 	fl.StringVar(message, "message", "", "add this user message before continuing (for example \"continue\")")
@@ -473,7 +474,7 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 			return err
 		}
 	}
-	live := &liveOptions{apiKey: f.apiKey, handoff: f.handoff, contextWindow: f.ctx.window, gate: f.gate}
+	live := &liveOptions{apiKey: f.apiKey, apiKeyEnv: f.apiKeyEnv, handoff: f.handoff, contextWindow: f.ctx.window, gate: f.gate}
 	if changes := set.Changes(st.Settings); len(changes) > 0 {
 		live.settings = &set
 		fmt.Fprintf(a.stderr, "keel: settings changed from now on (journaled): %s\n", strings.Join(changes, ", "))

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
@@ -311,6 +312,9 @@ func (l *local) Rewind(ctx context.Context, id string, to int64, by string) (*re
 	if errors.Is(err, checkpoint.ErrBusy) {
 		return nil, newBusyError(ctx, l.store, id)
 	}
+	if errors.Is(err, checkpoint.ErrOff) {
+		return nil, usagef("run %s has no checkpoints to rewind to: %v", id, checkpoint.ErrOff)
+	}
 	if errors.Is(err, checkpoint.ErrNone) {
 		return nil, fmt.Errorf("run %s has %w: it ran before checkpoints existed or without git", id, err)
 	}
@@ -362,6 +366,8 @@ func (l *local) Fork(ctx context.Context, id string, at int64, workspace, by str
 	out := &forked{id: strings.ToLower(ulid.Make().String()), workspace: ws}
 	files, after, err := checkpoint.ForkFiles(ctx, events, at, st.Created.Workspace, ws, by)
 	switch {
+	case errors.Is(err, checkpoint.ErrOff):
+		return nil, usagef("run %s has no checkpoints to fork with its files: %v", id, checkpoint.ErrOff)
 	case errors.Is(err, checkpoint.ErrNone):
 		if workspace != "" {
 			return nil, fmt.Errorf("run %s has %w: there are no files to put in %s (fork without --workspace to work on its workspace as it is)", id, err, workspace)
@@ -386,6 +392,9 @@ func (l *local) Fork(ctx context.Context, id string, at int64, workspace, by str
 // Rewind asks the server.
 func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*rewound, error) {
 	res, err := r.cl.Rewind(ctx, id, to)
+	if client.IsCode(err, api.CodeInvalidRequest) {
+		return nil, &usageError{err} // no checkpoint there, say
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -400,6 +409,9 @@ func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*re
 // it).
 func (r *remote) Fork(ctx context.Context, id string, at int64, workspace, _ string) (*forked, error) {
 	run, err := r.cl.Fork(ctx, id, &api.ForkRun{Seq: at, Workspace: workspace})
+	if client.IsCode(err, api.CodeInvalidRequest) {
+		return nil, &usageError{err}
+	}
 	if err != nil {
 		return nil, err
 	}

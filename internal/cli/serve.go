@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -47,6 +48,7 @@ type serveFlags struct {
 	idleTimeout     time.Duration
 	stallRetries    int
 	retries         int
+	noCheckpoints   bool
 	shutdownTimeout time.Duration
 	logLevel        string
 	adopt           time.Duration
@@ -108,6 +110,7 @@ policy: clients cannot choose less (an admin token may, where allowed).`,
 	fl.DurationVar(&f.idleTimeout, "model-idle-timeout", 120*time.Second, "abandon a model response that sends no bytes for this long")
 	fl.IntVar(&f.stallRetries, "model-stall-retries", 2, "retries of a stalled model response")
 	fl.IntVar(&f.retries, "model-retries", defaultModelRetries, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer, with exponential backoff and the provider's Retry-After")
+	fl.BoolVar(&f.noCheckpoints, "no-checkpoints", false, "take no workspace checkpoints for the runs this server creates (they cannot be rewound or forked with their files)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", time.Minute, "how long a shutdown waits for executions to pause")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "also serve Prometheus metrics at http://ADDR/metrics without a token (a private listener, e.g. 127.0.0.1:9464; keel worker's only metrics endpoint); on --addr /metrics needs a token with the metrics:read scope")
@@ -232,7 +235,8 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	// The settings of the runs this server creates; a run keeps its own
 	// when it is resumed (here or elsewhere).
 	settings := agent.Settings{CommandTimeout: agent.Duration(f.commandTimeout), CommandIdleTimeout: agent.Duration(f.commandIdle), Concurrency: f.concurrency,
-		MaxResultChars: f.maxResultChars, ModelIdleTimeout: agent.Duration(f.idleTimeout), ModelStallRetries: f.stallRetries, ModelRetries: f.retries}
+		MaxResultChars: f.maxResultChars, ModelIdleTimeout: agent.Duration(f.idleTimeout), ModelStallRetries: f.stallRetries, ModelRetries: f.retries,
+		NoCheckpoints: f.noCheckpoints}
 	if err := settings.Validate(); err != nil {
 		return usagef("%v", err)
 	}
@@ -264,6 +268,12 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	urls, exposed := serverURLs(ln.Addr())
 	base := urls[0]
+	release, err := a.serverLease(ctx, store, base)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer release()
 	if publicURL == "" {
 		publicURL = base
 	}
@@ -490,4 +500,36 @@ func (a *app) firstToken(ctx context.Context, h *server.Handler, tokens *token.S
 	}
 	fmt.Fprintf(a.stderr, "  more tokens: keel tokens create --name NAME --scope runs:read,runs:write,approvals:write --agent AGENT\n\n")
 	return nil
+}
+
+// serverLeaseID is the lease a server holds on a SQLite journal: no
+// run's id (run ids have no spaces).
+const serverLeaseID = "keel serve"
+
+// serverLease makes this process the only server of a SQLite journal: a
+// second keel serve on it would resume the first one's runs as
+// interrupted and rebind the saved CLI token. It is the journal's own
+// lease (flock(2) beside the database, released when the process dies),
+// taken on a name that is no run's. Several servers on one PostgreSQL
+// journal stay allowed: they share it by the run leases and --adopt.
+func (a *app) serverLease(ctx context.Context, store journal.Store, base string) (func(), error) {
+	s, ok := store.(interface {
+		LockAs(ctx context.Context, id, note string) (func(), error)
+		Holder(ctx context.Context, id string) (string, error)
+	})
+	if !ok || isPostgres(a.dbPath()) {
+		return func() {}, nil
+	}
+	unlock, err := s.LockAs(ctx, serverLeaseID, "keel serve at "+base)
+	if errors.Is(err, journal.ErrLocked) {
+		holder, _ := s.Holder(ctx, serverLeaseID)
+		if holder == "" {
+			holder = "holder unknown"
+		}
+		return nil, usagef("the journal %s already has a server (%s): a SQLite journal takes one keel serve; stop that one, or give this one another --db (several servers share a PostgreSQL journal)", journal.Redact(a.dbPath()), holder)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	return unlock, nil
 }

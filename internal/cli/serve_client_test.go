@@ -296,6 +296,9 @@ func TestServeAddressAndRoots(t *testing.T) {
 	if strings.Contains(s.stderr.String(), "[::]") || strings.Contains(s.stderr.String(), "?token=") {
 		t.Errorf("serve printed an unusable URL or a token in a link:\n%s", s.stderr)
 	}
+	// One server per SQLite journal (TestSecondServeOnSQLiteRefused).
+	s.cmd.Process.Kill()
+	<-s.done
 	root := t.TempDir()
 	if err := os.WriteFile(filepath.Join(os.Getenv("KEEL_HOME"), "config.toml"), []byte("[serve]\nworkspace_roots = [\""+root+"\"]\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -162,9 +162,15 @@ func apiText(err error) string {
 
 // checkKeys checks that the server has the API key a provider needs.
 func (sp *serverPrep) checkKeys(spec model.Spec) error {
-	env := map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}[spec.Provider]
-	if env != "" && sp.a.getenv(env) == "" {
-		return invalidf("this server has no API key for %s models (its operator sets %s where keel serve runs)", spec.Provider, env)
+	key, err := sp.a.modelKey(spec, "", "")
+	if err != nil {
+		return invalidf("this server has no API key for %s (its operator sets the variable api_key_env of [endpoints.%q] names where keel serve runs)", spec, spec.BaseURL)
+	}
+	if key == "" && (spec.Provider == "openai" || spec.Provider == "anthropic") {
+		if pk := providerKeys[spec.Provider]; ownEndpoint(spec, pk.host) {
+			return invalidf("this server has no API key for %s models (its operator sets %s where keel serve runs)", spec.Provider, pk.env)
+		}
+		return invalidf("this server has no API key for %s (its operator sets api_key_env in [endpoints.%q] of config.toml)", spec, spec.BaseURL)
 	}
 	return nil
 }
@@ -268,7 +274,13 @@ func (sp *serverPrep) prepare(ctx context.Context, req *api.CreateRun) (*agent.R
 	if err := sp.connectors(ctx, c, req); err != nil {
 		return nil, err
 	}
-	return sp.finish(ctx, c, eng, familyName)
+	if c, err = sp.finish(ctx, c, eng, familyName); err != nil {
+		return nil, err
+	}
+	// A run may turn its checkpoints off, never on where the server's
+	// are off.
+	c.Settings.NoCheckpoints = c.Settings.NoCheckpoints || req.NoCheckpoints
+	return c, nil
 }
 
 // finish applies what every server run shares: sandbox limits, context

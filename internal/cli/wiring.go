@@ -33,7 +33,9 @@ import (
 // size, model retries) are the run's own: newWiring reads them from
 // RunCreated.Settings (see settingsOf).
 type liveOptions struct {
-	apiKey    string
+	apiKey string
+	// apiKeyEnv is --api-key-env: the variable holding the model's key.
+	apiKeyEnv string
 	recording *recording
 	// limits and settings, on a resume, replace the run's limits and
 	// execution settings (journaled).
@@ -248,7 +250,9 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		a.metrics.ObserveSandboxStart(time.Since(sbStart))
 	}
 	w.vault = &lazyVault{a: a}
-	w.checkpoint = checkpoint.Hook(a.checkpointStore(), ws.Root())
+	if !set.NoCheckpoints {
+		w.checkpoint = checkpoint.Hook(a.checkpointStore(), ws.Root())
+	}
 	w.tools = newToolsWith(set, w.vault)
 	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
 	if err := a.connectMCP(ctx, w, c); err != nil {
@@ -290,12 +294,12 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 	name := spec.Name
 	switch spec.Provider {
 	case "openai", "openai-compatible":
-		key := w.live.apiKey
-		if key == "" {
-			key = a.getenv("OPENAI_API_KEY")
+		key, err := a.modelKey(spec, w.live.apiKey, w.live.apiKeyEnv)
+		if err != nil {
+			return err
 		}
 		if key == "" && spec.Provider == "openai" {
-			return usagef("no API key for %s: set OPENAI_API_KEY or pass --api-key", spec)
+			return usagef("no API key for %s: %s", spec, keyAdvice(spec))
 		}
 		if key == "" {
 			key = "keel-no-key" // local servers (Ollama, vLLM) accept any key
@@ -312,12 +316,12 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 		}
 		w.model = m
 	case "anthropic":
-		key := w.live.apiKey
-		if key == "" {
-			key = a.getenv("ANTHROPIC_API_KEY")
+		key, err := a.modelKey(spec, w.live.apiKey, w.live.apiKeyEnv)
+		if err != nil {
+			return err
 		}
 		if key == "" {
-			return usagef("no API key for %s: set ANTHROPIC_API_KEY or pass --api-key", spec)
+			return usagef("no API key for %s: %s", spec, keyAdvice(spec))
 		}
 		base := spec.BaseURL
 		if base == "" {

@@ -11,8 +11,10 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/BurntSushi/toml"
@@ -28,11 +30,18 @@ import (
 //	input = 0.27
 //	output = 1.10
 //	cached_input = 0.07
+//	[endpoints."https://api.deepseek.com/v1"]  # an OpenAI- or Anthropic-compatible endpoint
+//	api_key_env = "DEEPSEEK_API_KEY"           # the variable holding its key
 type Config struct {
 	Model   string                 `toml:"model"`
 	Sandbox string                 `toml:"sandbox"`
 	DB      string                 `toml:"db"`
 	Prices  map[string]model.Price `toml:"prices"`
+	// Endpoints bind the base URLs of model specs
+	// (openai-compatible:MODEL@URL, anthropic:MODEL@URL) to the
+	// variables holding their keys. Only the user's file holds them,
+	// never a project's.
+	Endpoints map[string]Endpoint `toml:"endpoints"`
 	// Memory caps the bytes of AGENTS.md / KEEL.md memory files put in
 	// the system prompt.
 	MemoryMaxBytes int `toml:"memory_max_bytes"`
@@ -54,6 +63,31 @@ type Config struct {
 	// Path is the file this Config was read from ("" when there was
 	// none).
 	Path string `toml:"-"`
+}
+
+// Endpoint is one [endpoints."URL"] entry of config.toml.
+type Endpoint struct {
+	// URL is the entry's base URL (its key in the table).
+	URL string `toml:"-"`
+	// APIKeyEnv names the environment variable holding the endpoint's
+	// API key.
+	APIKeyEnv string `toml:"api_key_env"`
+}
+
+// Endpoint returns the [endpoints] entry of base URL u (a trailing slash
+// does not matter).
+func (c *Config) Endpoint(u string) (Endpoint, bool) {
+	if c == nil {
+		return Endpoint{}, false
+	}
+	want := strings.TrimRight(u, "/")
+	for k, e := range c.Endpoints {
+		if strings.TrimRight(k, "/") == want {
+			e.URL = k
+			return e, true
+		}
+	}
+	return Endpoint{}, false
 }
 
 // ProjectFile is where a repository keeps its Keel settings, relative to
@@ -250,6 +284,14 @@ func parse(p string, b []byte, dir string) (*Config, error) {
 			if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 				return nil, fmt.Errorf("config: %s: prices.%q: prices must be finite and not negative", p, name)
 			}
+		}
+	}
+	for u, e := range c.Endpoints {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			return nil, fmt.Errorf("config: %s: endpoints.%q: not an http(s) URL", p, u)
+		}
+		if e.APIKeyEnv == "" {
+			return nil, fmt.Errorf("config: %s: endpoints.%q: api_key_env is empty (name the variable holding the endpoint's key)", p, u)
 		}
 	}
 	if c.DB != "" && !filepath.IsAbs(c.DB) {

@@ -31,6 +31,14 @@ func (s *Store) lockPath(runID string) string {
 // twice. The holder's pid and host are written into the file for error
 // messages.
 func (s *Store) Lock(ctx context.Context, runID string) (func(), error) {
+	return s.LockAs(ctx, runID, "")
+}
+
+// LockAs is [Store.Lock] with a note about the holder ("keel serve at
+// http://127.0.0.1:8420") added to its pid and host, which [Store.Holder]
+// and the error of a second Lock report. Any name is a lease: keel serve
+// takes one that is no run's to be the journal's only server.
+func (s *Store) LockAs(ctx context.Context, runID, note string) (func(), error) {
 	p := s.lockPath(runID)
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, fmt.Errorf("journal/sqlite: lock run %s: %w", runID, err)
@@ -49,7 +57,11 @@ func (s *Store) Lock(ctx context.Context, runID string) (func(), error) {
 	}
 	host, _ := os.Hostname()
 	f.Truncate(0)
-	f.WriteAt([]byte(fmt.Sprintf("pid %d on %s", os.Getpid(), host)), 0)
+	holder := fmt.Sprintf("pid %d on %s", os.Getpid(), host)
+	if note != "" {
+		holder += ", " + strings.Join(strings.Fields(note), " ")
+	}
+	f.WriteAt([]byte(holder), 0)
 	return func() {
 		unix.Flock(int(f.Fd()), unix.LOCK_UN)
 		f.Close()

@@ -123,6 +123,10 @@ type CreateRun struct {
 	// offers all of them. NoConnectors leaves them all out.
 	Connectors   *Connectors `json:"connectors,omitempty"`
 	NoConnectors bool        `json:"no_connectors,omitempty"`
+	// NoCheckpoints takes no workspace checkpoints for the run (also the
+	// default of a server started with keel serve --no-checkpoints): it
+	// cannot be rewound or forked with its files.
+	NoCheckpoints bool `json:"no_checkpoints,omitempty"`
 }
 
 // Run is a run as the API shows it: its summary folded from the journal,
