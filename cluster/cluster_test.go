@@ -76,6 +76,8 @@ type fixture struct {
 	rt    *agent.Runtime
 	w     *cluster.Worker
 	wired atomic.Int64
+	// settings are those of the run.created the worker wired last.
+	settings atomic.Pointer[agent.Settings]
 }
 
 func newFixture(t *testing.T, d cluster.Driver) *fixture {
@@ -87,6 +89,7 @@ func newFixture(t *testing.T, d cluster.Driver) *fixture {
 	f := &fixture{rt: agent.NewRuntime(store, nil)}
 	f.w = cluster.NewWorker(f.rt, &cluster.WorkerOptions{Driver: d, Wire: func(_ context.Context, c *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
 		f.wired.Add(1)
+		f.settings.Store(c.Settings)
 		tr, err := replay.Load(c.Model[len("replay:"):])
 		if err != nil {
 			return nil, nil, err

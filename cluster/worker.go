@@ -260,6 +260,17 @@ func (w *Worker) wired(ctx context.Context, runID string, fresh bool) (*liveRun,
 	if err := json.Unmarshal(evs[0].Payload, &c); err != nil {
 		return nil, &journal.CorruptError{RunID: runID, Seq: 1, Reason: err.Error()}
 	}
+	// The tools are built with the settings the run has now: a resume
+	// (run.resumed, journaled by the server) may have replaced those of
+	// run.created.
+	st, err := agent.Fold(runID, evs)
+	if err != nil {
+		return nil, err
+	}
+	if c.Settings != nil || st.Settings != agent.DefaultSettings() {
+		set := st.Settings
+		c.Settings = &set
+	}
 	params, closer, err := w.opts.Wire(ctx, &c)
 	if err != nil {
 		return nil, fmt.Errorf("wire run %s: %w", runID, err)

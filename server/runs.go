@@ -276,7 +276,27 @@ func (h *Handler) resume(ctx context.Context, id string, req *api.ResumeRun, who
 	if _, err := h.admit(ctx, a, c); err != nil {
 		return run, err
 	}
-	if err := h.pool.resume(id, message, ch, who); err != nil {
+	queued, queuedChange := message, ch
+	if h.pool.dispatch != nil && (message != "" || ch != (change{})) {
+		// The workers execute the run: the message and the changes are
+		// journaled here (run.resumed, as an execution's own resume
+		// would), and the worker's execution folds them from the journal.
+		r := &agent.Resumption{Message: message, Limits: ch.limits, Settings: ch.settings, ContextWindow: ch.contextWindow}
+		if who != nil {
+			r.By, r.Token = who.Name, who.ID
+		}
+		if _, err := h.rt.JournalResume(ctx, id, r); err != nil {
+			switch {
+			case errors.Is(err, agent.ErrRunBusy):
+				return run, conflict(api.CodeConflict, "run %s is executing", id)
+			case errors.Is(err, agent.ErrRunCompleted):
+				return run, conflict(api.CodeRunCompleted, "run %s has completed: send a message to follow up", id)
+			}
+			return run, err
+		}
+		queued, queuedChange = "", change{}
+	}
+	if err := h.pool.resume(id, queued, queuedChange, who); err != nil {
 		return run, err
 	}
 	if err := h.record(ctx, who, action{Action: "run.resume", RunID: id, Detail: detail(resumeDetail(message, ch), a)}); err != nil {
@@ -424,9 +444,6 @@ func (h *Handler) resumeChange(ctx context.Context, id string, req *api.ResumeRu
 	var ch change
 	if req.Limits == nil && req.Settings == nil && req.ContextWindow == 0 {
 		return ch, nil
-	}
-	if h.pool.dispatch != nil {
-		return ch, conflict(api.CodeConflict, "this server hands runs to workers (--temporal), which do not yet take limits or settings with a resume")
 	}
 	st, _, err := h.rt.Load(ctx, id)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/cli"
 	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
 	"github.com/keel-run/keel/model"
@@ -467,8 +468,22 @@ func TestClientLimitHintWorks(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
-	setup(t)
-	s := startServe(t)
+	t.Run("server", func(t *testing.T) {
+		setup(t)
+		clientLimitHintWorks(t, startServe(t), false)
+	})
+	// keel serve --temporal: the server journals the resume with its
+	// limits, and the worker's execution takes them from the journal.
+	t.Run("temporal", func(t *testing.T) {
+		setup(t)
+		pg, tp := testenv.Postgres(t), testenv.Temporal(t)
+		s := startServe(t, "--db", pg, "--temporal", tp)
+		startWorker(t, "--db", pg, "--temporal", tp, "--workspace-root", os.TempDir(), "--workers", "2")
+		clientLimitHintWorks(t, s, true)
+	})
+}
+
+func clientLimitHintWorks(t *testing.T, s *serveProc, temporal bool) {
 	code, _, errOut := keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "--max-steps", "1", "fix it")
 	var runID string
 	limits := []string{}
@@ -505,6 +520,9 @@ func TestClientLimitHintWorks(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := p.(*agent.RunResumed)
+		if temporal && r.Limits == nil && r.By == "" {
+			continue // the worker's execution continuing the server's resume
+		}
 		if r.Limits == nil || r.By == "" {
 			t.Errorf("run.resumed = %+v, want the new limits and the person", r)
 			continue

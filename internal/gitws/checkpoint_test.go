@@ -1,6 +1,7 @@
 package gitws_test
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -244,5 +245,95 @@ func TestCheckpointLeavesOutWhatGitIgnores(t *testing.T) {
 	want := []string{"a.py", "axb", "sub/new.py", "tracked.log"}
 	if diff := cmp.Diff(want, paths); diff != "" {
 		t.Errorf("snapshot files (-want +got):\n%s", diff)
+	}
+}
+
+// The first snapshot of a workspace (written as packs: blobs by git add's
+// bulk check-in, trees by fast-import) is the tree plain git makes of
+// the same files, whatever their names, and leaves almost nothing loose;
+// a restore of it from a fresh workspace is byte-identical.
+func TestFirstSnapshotIsPacked(t *testing.T) {
+	needGit(t)
+	ctx := t.Context()
+	ws := t.TempDir()
+	names := []string{"plain.txt", "sp ace/a b.txt", `quo"te.txt`, `back\slash.txt`, "tab\there.txt", "new\nline.txt",
+		"ünï/cödé.txt", "\"lead", "deep/er/and/deeper/f.go", "empty", "-dash", "#hash", "*star", "x/.hidden"}
+	for i, n := range names {
+		content := fmt.Sprintf("file %d: %s\n", i, n)
+		if n == "empty" {
+			content = ""
+		}
+		write(t, ws, n, content)
+	}
+	for i := range 300 { // enough files and directories for the packs to matter
+		write(t, ws, fmt.Sprintf("many/d%02d/f%03d.txt", i%30, i), strings.Repeat("line\n", i))
+	}
+	if err := os.Chmod(filepath.Join(ws, "plain.txt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("plain.txt", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	want := tree(t, ws)
+
+	// Git's own tree of the files, from a plain repository of a copy.
+	ref := t.TempDir()
+	if out, err := exec.Command("cp", "-a", ws+"/.", ref).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	gitIn := func(dir string, args ...string) string {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	gitIn(ref, "init", "-q")
+	gitIn(ref, "add", "-A")
+	wantTree := gitIn(ref, "write-tree")
+
+	store := filepath.Join(t.TempDir(), "store")
+	cp, err := gitws.OpenCheckpoints(ctx, store, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cp.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != wantTree {
+		t.Errorf("first snapshot %s, git's tree %s", got, wantTree)
+	}
+	loose := 0
+	filepath.WalkDir(filepath.Join(store, "objects"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.Contains(p, string(filepath.Separator)+"pack"+string(filepath.Separator)) && !strings.Contains(p, "info") {
+			loose++
+		}
+		if err == nil && strings.HasSuffix(p, ".keep") {
+			t.Errorf("a pack is kept: %s", p)
+		}
+		return nil
+	})
+	if loose > 2 { // the empty blob (not streamed) at most
+		out, _ := exec.Command("find", filepath.Join(store, "objects"), "-type", "f").Output()
+		t.Log(string(out))
+		t.Errorf("%d loose objects after the first snapshot, want the files and trees packed", loose)
+	}
+	if out := gitIn(store, "for-each-ref"); out != "" {
+		t.Errorf("refs left in the store: %s", out)
+	}
+	// An unchanged workspace gives the same tree; a fresh directory
+	// gets the files back byte for byte.
+	if again, err := cp.Snapshot(ctx); err != nil || again != got {
+		t.Errorf("second snapshot %s (%v), want %s", again, err, got)
+	}
+	dir := filepath.Join(t.TempDir(), "copy")
+	if _, err := cp.Materialize(ctx, got, dir); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, tree(t, dir)); d != "" {
+		t.Errorf("materialized first snapshot (-workspace +copy):\n%s", d)
 	}
 }
