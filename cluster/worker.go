@@ -158,6 +158,11 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 				return prev.res, nil // it paused or ended the run
 			}
 			fresh = prev.failed
+		} else if w.leftHere(ctx, in.RunID) {
+			// The earlier attempt ended here and nothing was journaled
+			// since (its result came too late for Temporal): this attempt
+			// continues from it.
+			fresh = false
 		}
 	}
 	lr, err := w.wired(ctx, in.RunID, fresh)
@@ -313,6 +318,20 @@ func (w *Worker) unchanged(ctx context.Context, in *StepInput) (StepResult, bool
 		same.Reason = st.Ended.Reason
 	}
 	return same, true, nil
+}
+
+// leftHere reports whether this worker holds run runID and its journal
+// ends where this worker's last step left it: no one else executed it
+// since.
+func (w *Worker) leftHere(ctx context.Context, runID string) bool {
+	w.mu.Lock()
+	lr := w.live[runID]
+	w.mu.Unlock()
+	if lr == nil || lr.cp == nil {
+		return false
+	}
+	evs, err := w.rt.Store().Read(ctx, runID, lr.cp.State.LastSeq)
+	return err == nil && len(evs) == 1 && evs[0].Hash == lr.cp.Hash
 }
 
 // await waits, heartbeating, until the earlier step prev has returned.
