@@ -239,6 +239,44 @@ func TestApprovalWaitHoldsNoWorker(t *testing.T) {
 	}
 }
 
+// Wake-ups that bring nothing (the start's signal, a server's adoption,
+// a signal for a decision an earlier look already saw) journal nothing:
+// the approved run is resumed once, by its approval.
+func TestStaleWakesJournalNothing(t *testing.T) {
+	f := newFixture(t, cluster.Driver{})
+	id, _ := f.create(t, trajectory(t, "echo x > old.log", "rm old.log", ""), askRm)
+	var s testsuite.WorkflowTestSuite
+	env := f.env(&s)
+	for _, at := range []time.Duration{time.Hour, 2 * time.Hour, 2*time.Hour + time.Minute} {
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(cluster.WakeSignal, nil) }, at)
+	}
+	env.RegisterDelayedCallback(func() {
+		list, err := f.rt.Approvals(context.Background(), nil)
+		if err != nil || len(list) != 1 {
+			t.Errorf("approvals %v %v", list, err)
+			return
+		}
+		if err := f.rt.Resolve(context.Background(), id, list[0].CallID, &agent.ApprovalResolved{Decision: policy.Allow, By: "ops"}); err != nil {
+			t.Error(err)
+		}
+		env.SignalWorkflow(cluster.WakeSignal, nil)
+	}, 72*time.Hour)
+	env.ExecuteWorkflow(cluster.WorkflowName, cluster.RunInput{RunID: id})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow: completed %t, %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	st, evs := f.events(t, id)
+	if st.Status != journal.StatusCompleted {
+		t.Fatalf("run %s", st.Status)
+	}
+	if r, p := count(evs, journal.RunResumed), count(evs, journal.RunPaused); r != 1 || p != 0 {
+		t.Errorf("%d run.resumed and %d run.paused, want 1 and 0 (the approval resumes the run once)", r, p)
+		for _, e := range evs {
+			t.Log(e.Seq, e.Type)
+		}
+	}
+}
+
 // A long run continues as new every MaxSteps activities; the state that
 // crosses over is ids and a sequence number.
 func TestContinueAsNew(t *testing.T) {

@@ -34,6 +34,25 @@ func (d *Dispatcher) Dispatch(ctx context.Context, runID string) error {
 	return nil
 }
 
+// Adopt hands run runID to the workers as [Dispatcher.Dispatch] does,
+// unless its workflow is running with an activity pending (a step
+// executing or waiting for a worker slot, a claim, a ping): that
+// workflow looks at the journal again anyway, and a signal would only
+// cost it a workflow task. A server's adoption (runs no process holds
+// a lease on) finds those runs between two steps; the ones it must wake
+// are the runs whose wake-up was lost (a server died between recording
+// a decision and signalling) and the runs without a workflow.
+func (d *Dispatcher) Adopt(ctx context.Context, runID string) error {
+	wf, err := d.c.DescribeWorkflow(ctx, WorkflowID(runID), "")
+	if err == nil {
+		desc := wf.RawResponse
+		if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && len(desc.GetPendingActivities()) > 0 {
+			return nil
+		}
+	}
+	return d.Dispatch(ctx, runID)
+}
+
 // Dial connects to the Temporal frontend at hostPort (namespace default),
 // trying again for up to a minute while it is not reachable or not healthy
 // yet (servers, workers and Temporal starting together).

@@ -61,8 +61,18 @@ type Worker struct {
 	// live holds the wired execution of each run this worker holds
 	// (pinned to it): its sandbox stays up between steps.
 	live map[string]*liveRun
-	// active cancels each executing step.
-	active map[string]context.CancelCauseFunc
+	// active holds each executing step.
+	active map[string]*activeStep
+}
+
+// activeStep is a step executing on this worker.
+type activeStep struct {
+	cancel context.CancelCauseFunc
+	// done is closed when the step has returned; failed tells then
+	// whether it returned an error, res what it returned otherwise.
+	done   chan struct{}
+	failed bool
+	res    StepResult
 }
 
 type liveRun struct {
@@ -77,7 +87,7 @@ type liveRun struct {
 // NewWorker returns a worker over rt's journal. Its own task queue is
 // "keel-worker-HOST-PID-RANDOM".
 func NewWorker(rt *agent.Runtime, opts *WorkerOptions) *Worker {
-	w := &Worker{rt: rt, opts: *opts, live: map[string]*liveRun{}, active: map[string]context.CancelCauseFunc{}}
+	w := &Worker{rt: rt, opts: *opts, live: map[string]*liveRun{}, active: map[string]*activeStep{}}
 	host, _ := os.Hostname()
 	var b [4]byte
 	rand.Read(b[:])
@@ -124,8 +134,76 @@ func (w *Worker) Claim(ctx context.Context, runID string) (string, error) {
 // It is idempotent by sequence number: a retry finds the events an
 // earlier attempt appended and goes on from them.
 func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
+	if (in.Woken || in.Recheck) && in.AfterSeq > 0 {
+		if res, ok, err := w.unchanged(ctx, &in); err != nil || ok {
+			return res, err
+		}
+	}
 	attempt := activity.GetInfo(ctx).Attempt
 	fresh := in.Fresh || attempt > 1
+	// The execution's own context: Temporal canceling the activity (a
+	// timeout, the worker stopping) pauses the run; a person's cancel
+	// (the control stream) cancels it.
+	xctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	stop := context.AfterFunc(ctx, func() { cancel(agent.ErrShutdown) })
+	defer stop()
+	// Heartbeats from the start: wiring a sandbox on a starved host may
+	// take longer than the heartbeat timeout.
+	hbDone := make(chan struct{})
+	defer close(hbDone)
+	go func() {
+		t := time.NewTicker(max(orDefault(w.opts.Driver.Heartbeat, 20*time.Second)/4, 100*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-hbDone:
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	step := &activeStep{cancel: cancel, done: make(chan struct{}), failed: true}
+	for {
+		w.mu.Lock()
+		prev := w.active[in.RunID]
+		if prev == nil {
+			w.active[in.RunID] = step
+		}
+		w.mu.Unlock()
+		if prev == nil {
+			break
+		}
+		// An earlier step of the run (an earlier attempt of this one,
+		// whose heartbeat was late on a starved host) still executes
+		// here: its worker is not gone. Taking the run over from it would
+		// close the sandbox under its command and journal run.resumed;
+		// this step waits for it and goes on where it left the journal.
+		if err := w.await(ctx, prev); err != nil {
+			return StepResult{}, err
+		}
+		if attempt > 1 && !prev.failed {
+			if prev.res.Status != journal.StatusRunning {
+				return prev.res, nil // it paused or ended the run
+			}
+			fresh = false
+		}
+	}
+	defer func() {
+		w.mu.Lock()
+		if w.active[in.RunID] == step {
+			delete(w.active, in.RunID)
+		}
+		w.mu.Unlock()
+		close(step.done)
+	}()
+	if attempt > 1 && fresh && w.leftHere(ctx, in.RunID) {
+		// The earlier attempt ended here and nothing was journaled since
+		// (its result came too late for Temporal): this attempt goes on
+		// from it.
+		fresh = false
+	}
 	lr, err := w.wired(ctx, in.RunID, fresh)
 	if err != nil {
 		var ce *journal.CorruptError
@@ -153,35 +231,6 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 				fmt.Sprintf("run %s: the journal does not hold event %d as the workflow saw it", in.RunID, in.AfterSeq), fatalError, err)
 		}
 	}
-	// The execution's own context: Temporal canceling the activity (a
-	// timeout, the worker stopping) pauses the run; a person's cancel
-	// (the control stream) cancels it.
-	xctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer cancel(nil)
-	stop := context.AfterFunc(ctx, func() { cancel(agent.ErrShutdown) })
-	defer stop()
-	w.mu.Lock()
-	w.active[in.RunID] = cancel
-	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		delete(w.active, in.RunID)
-		w.mu.Unlock()
-	}()
-	hbDone := make(chan struct{})
-	defer close(hbDone)
-	go func() {
-		t := time.NewTicker(max(orDefault(w.opts.Driver.Heartbeat, 20*time.Second)/4, 100*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-hbDone:
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
 	p := *lr.params
 	p.Wait, p.OnWait, p.Continue, p.From = false, nil, !fresh, from
 	if p.Principals == nil {
@@ -229,13 +278,82 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 	if st.Ended != nil {
 		res.Reason = st.Ended.Reason
 	}
+	res.Waiting = res.Status == journal.StatusPaused && (len(st.Pending()) > 0 || len(st.PendingAuths()) > 0)
 	if res.Status != journal.StatusRunning {
 		// Paused or ended: the run holds nothing here while it waits.
 		w.release(in.RunID)
 	} else {
 		lr.cp = cp
 	}
+	step.failed, step.res = false, res
 	return res, nil
+}
+
+// unchanged reports whether a look at a run waiting for decisions (see
+// [StepInput.Woken] and [StepInput.Recheck]) finds nothing to do: nothing
+// journaled since the run paused, and, for the timer's look, no
+// decision's deadline passed. Executing would only journal run.resumed
+// and run.paused again. Its result is then the run as the workflow saw
+// it.
+func (w *Worker) unchanged(ctx context.Context, in *StepInput) (StepResult, bool, error) {
+	evs, err := w.rt.Store().Read(ctx, in.RunID, in.AfterSeq)
+	if err != nil && !errors.Is(err, journal.ErrNotFound) {
+		return StepResult{}, false, err
+	}
+	if len(evs) != 1 || evs[0].Hash != in.AfterHash || journal.StatusOf(evs[0].Type) != journal.StatusPaused {
+		return StepResult{}, false, nil
+	}
+	same := StepResult{LastSeq: in.AfterSeq, LastHash: in.AfterHash, Status: journal.StatusPaused, Waiting: true}
+	if in.Woken {
+		return same, true, nil
+	}
+	st, _, err := w.rt.Load(ctx, in.RunID)
+	if err != nil || st.LastSeq != in.AfterSeq {
+		return StepResult{}, false, err
+	}
+	if len(st.PendingAuths()) > 0 {
+		return StepResult{}, false, nil
+	}
+	now := time.Now()
+	for _, p := range st.Pending() {
+		if p.Expires != nil && !p.Expires.After(now) {
+			return StepResult{}, false, nil
+		}
+	}
+	if st.Ended != nil {
+		same.Reason = st.Ended.Reason
+	}
+	return same, true, nil
+}
+
+// leftHere reports whether this worker holds run runID and its journal
+// ends where this worker's last step left it: no one else executed it
+// since.
+func (w *Worker) leftHere(ctx context.Context, runID string) bool {
+	w.mu.Lock()
+	lr := w.live[runID]
+	w.mu.Unlock()
+	if lr == nil || lr.cp == nil {
+		return false
+	}
+	evs, err := w.rt.Store().Read(ctx, runID, lr.cp.State.LastSeq)
+	return err == nil && len(evs) == 1 && evs[0].Hash == lr.cp.Hash
+}
+
+// await waits, heartbeating, until the earlier step prev has returned.
+func (w *Worker) await(ctx context.Context, prev *activeStep) error {
+	t := time.NewTicker(max(orDefault(w.opts.Driver.Heartbeat, 20*time.Second)/4, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-prev.done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			activity.RecordHeartbeat(ctx)
+		}
+	}
 }
 
 // wired returns the run's live execution on this worker, wiring it when
@@ -297,8 +415,8 @@ func (w *Worker) release(runID string) {
 func (w *Worker) cancelRun(runID string, cause error) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if c := w.active[runID]; c != nil {
-		c(cause)
+	if a := w.active[runID]; a != nil {
+		a.cancel(cause)
 		return true
 	}
 	return false
@@ -336,8 +454,8 @@ func (w *Worker) Run(ctx context.Context, c client.Client) error {
 	}
 	<-ctx.Done()
 	w.mu.Lock()
-	for _, cancel := range w.active {
-		cancel(agent.ErrShutdown)
+	for _, a := range w.active {
+		a.cancel(agent.ErrShutdown)
 	}
 	w.mu.Unlock()
 	shared.Stop()

@@ -67,6 +67,11 @@ const (
 	// moving a run (workflow.GetVersion; histories recorded before it
 	// replay the old path).
 	pingVersion = "keel.ping-before-move"
+	// wakeVersion is the workflow change that treats a wake-up received
+	// before a step as answered by that step, and tells a step woken from
+	// an approval or authorization pause to look before executing
+	// ([StepInput.Woken]).
+	wakeVersion = "keel.answered-wakes"
 	// fatalError is the application error type of a step that must not
 	// be retried (a corrupt journal).
 	fatalError = "keel.fatal"
@@ -95,6 +100,19 @@ type StepInput struct {
 	// on a newly claimed worker: it journals run.resumed (a step that
 	// continues the previous one does not).
 	Fresh bool `json:"fresh,omitempty"`
+	// Woken marks a step that a wake signal started for a run waiting
+	// for decisions ([StepResult.Waiting]). When the journal holds
+	// nothing after AfterSeq, the wake-up was answered already (it was
+	// sent for an event an earlier step saw: the run's start, an
+	// adoption, a decision recorded while the step that paused the run
+	// returned): the step returns the run as it is, still waiting, and
+	// journals nothing.
+	Woken bool `json:"woken,omitempty"`
+	// Recheck marks a step that the wait's timer started for a run
+	// waiting for decisions: with nothing journaled after AfterSeq, it
+	// executes the run only when a decision's deadline has passed (the
+	// run's default decision applies).
+	Recheck bool `json:"recheck,omitempty"`
 }
 
 // StepResult is a step activity's result: where the run's journal ends
@@ -106,6 +124,9 @@ type StepResult struct {
 	// Reason is the pause reason of a paused run ("approval",
 	// "shutdown", ...).
 	Reason string `json:"reason,omitempty"`
+	// Waiting reports a paused run with calls waiting for a person's
+	// decision (an approval, an authorization).
+	Waiting bool `json:"waiting,omitempty"`
 }
 
 // Driver is the workflow. Its fields must be equal on every worker (they
@@ -147,7 +168,9 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 	}
 	log := workflow.GetLogger(ctx)
 	wake := workflow.GetSignalChannel(ctx, WakeSignal)
+	answered := workflow.GetVersion(ctx, wakeVersion, workflow.DefaultVersion, 1) == 1
 	fresh := true
+	woken, recheck := false, false
 	for n := 0; ; n++ {
 		if n >= maxSteps {
 			return workflow.NewContinueAsNewError(ctx, WorkflowName, in)
@@ -170,10 +193,18 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second,
 				MaximumAttempts: 5, NonRetryableErrorTypes: []string{fatalError}},
 		})
+		if answered {
+			// The step reads the journal after these wake-ups were
+			// sent: it answers them. Only one that arrives while it runs
+			// makes the workflow look again once it pauses.
+			for wake.ReceiveAsync(nil) {
+			}
+		}
 		var res StepResult
-		err := workflow.ExecuteActivity(sctx, StepActivity, StepInput{RunID: in.RunID, AfterSeq: in.AfterSeq, AfterHash: in.AfterHash, Fresh: fresh}).Get(ctx, &res)
-		wasFresh := fresh
-		fresh = false
+		err := workflow.ExecuteActivity(sctx, StepActivity, StepInput{RunID: in.RunID, AfterSeq: in.AfterSeq, AfterHash: in.AfterHash,
+			Fresh: fresh, Woken: woken, Recheck: recheck}).Get(ctx, &res)
+		wasFresh, wasWoken, wasRecheck := fresh, woken, recheck
+		fresh, woken, recheck = false, false, false
 		if err != nil {
 			var te *temporal.TimeoutError
 			var ae *temporal.ApplicationError
@@ -189,7 +220,7 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 					})
 					if workflow.ExecuteActivity(pctx, PingActivity).Get(ctx, nil) == nil {
 						// Busy, not gone: wait for it again.
-						fresh = wasFresh
+						fresh, woken, recheck = wasFresh, wasWoken, wasRecheck
 						continue
 					}
 				}
@@ -226,13 +257,20 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 		tctx, cancel := workflow.WithCancel(ctx)
 		timer := workflow.NewTimer(tctx, wait)
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil) })
+		signaled := false
+		sel.AddReceive(wake, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, nil); signaled = true })
 		sel.AddFuture(timer, func(workflow.Future) {})
 		sel.Select(ctx)
 		cancel()
-		for wake.ReceiveAsync(nil) {
-			// Wake-ups that queued meanwhile are answered by this look.
+		if !answered {
+			for wake.ReceiveAsync(nil) {
+				// Wake-ups that queued meanwhile are answered by this look.
+			}
 		}
 		fresh = true
+		// A look at a run waiting for decisions first checks that
+		// something happened (a wake-up) or that a deadline passed (the
+		// timer).
+		woken, recheck = answered && res.Waiting && signaled, answered && res.Waiting && !signaled
 	}
 }

@@ -164,7 +164,7 @@ func (h *Handler) adopt() {
 			continue
 		}
 		for _, id := range ids {
-			if err := h.pool.submit(id); err != nil {
+			if err := h.pool.adoptRun(id); err != nil {
 				break
 			}
 		}

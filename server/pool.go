@@ -72,6 +72,9 @@ type pool struct {
 	live *liveHub
 	// dispatch, if set, hands runs to other processes (Options.Dispatch).
 	dispatch func(ctx context.Context, runID string) error
+	// adopted, if set, replaces dispatch for adopted runs
+	// (Options.Adopted).
+	adopted func(ctx context.Context, runID string) error
 	// onDone, if set, is called after each execution (tests and metrics).
 	onDone func(runID string, out *agent.Outcome, err error)
 }
@@ -91,6 +94,8 @@ type job struct {
 	// change is what a person's resume replaces from now on (limits,
 	// settings, context window), journaled in run.resumed.
 	change
+	// adopt marks a run the server adopted (no process held it).
+	adopt bool
 }
 
 // change is what a resume replaces in a run from now on (see
@@ -141,6 +146,9 @@ func newPool(rt *agent.Runtime, wire WireFunc, principals policy.PrincipalCheck,
 // is executed once more when it stops. It returns errCanceling while a
 // cancel of the run is being recorded.
 func (p *pool) submit(runID string) error { return p.enqueue(job{runID: runID}) }
+
+// adoptRun is submit for a run no process holds (see Handler.adopt).
+func (p *pool) adoptRun(runID string) error { return p.enqueue(job{runID: runID, adopt: true}) }
 
 // resume queues runID because person who asked to continue it, with
 // message (added as a user message first, if not empty) and ch applied.
@@ -200,6 +208,15 @@ func (p *pool) enqueue(j job) error {
 		return nil
 	}
 	if p.queued[j.runID] {
+		if !j.adopt {
+			// A decision or a restart's submit is not an adoption: the
+			// run is dispatched as it asks.
+			for i := range p.queue {
+				if p.queue[i].runID == j.runID {
+					p.queue[i].adopt = false
+				}
+			}
+		}
 		if !j.resume {
 			return nil
 		}
@@ -317,7 +334,11 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 		if j.carries() {
 			return nil, errors.New("this server hands runs to workers (--temporal), which do not yet take a message, limits or settings with a resume")
 		}
-		if err := p.dispatch(ctx, j.runID); err != nil {
+		dispatch := p.dispatch
+		if j.adopt && p.adopted != nil {
+			dispatch = p.adopted
+		}
+		if err := dispatch(ctx, j.runID); err != nil {
 			log.Error("hand the run to a worker", "err", err)
 			return nil, err
 		}

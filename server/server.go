@@ -141,6 +141,12 @@ type Options struct {
 	// to Dispatch (keel serve --temporal signals the run's Temporal
 	// workflow; see package cluster). Wire is then unused.
 	Dispatch func(ctx context.Context, runID string) error
+	// Adopted, if set with Dispatch, is used instead of it for the runs
+	// the server adopts ([Options.Adopt]: running, no lease held, quiet
+	// for a while), which between two steps on a busy worker are many:
+	// keel serve --temporal wakes a run's workflow only when it has no
+	// step pending.
+	Adopted func(ctx context.Context, runID string) error
 }
 
 // ErrInvalid marks an error from [Options.Prepare] that is the request's
@@ -240,6 +246,7 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 	h.live = newLiveHub()
 	h.pool.live = h.live
 	h.pool.dispatch = h.opts.Dispatch
+	h.pool.adopted = h.opts.Adopted
 	h.ui = newUIPages(h.proposedDiff)
 	h.mux = http.NewServeMux()
 	for _, rt := range routes {

@@ -111,6 +111,19 @@ func TestClusterOnTemporal(t *testing.T) {
 	if end := untilStopped(t, c2, demo.ID, asked.Seq+1); end.Type != journal.RunCompleted {
 		t.Fatalf("after approval the demo stopped with %s", end.Type)
 	}
+	// The approval resumes the run once; the wake-ups the workflow got
+	// before (its start, adoptions while it ran) are answered already
+	// and journal nothing.
+	store, err := journal.Open(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if evs, err := store.Read(ctx, demo.ID, 1); err != nil {
+		t.Fatal(err)
+	} else if n, p := countType(evs, journal.RunResumed), countType(evs, journal.RunPaused); n != 1 || p != 0 {
+		t.Errorf("the approved demo journaled %d run.resumed and %d run.paused, want 1 and 0 (approval.requested pauses it)", n, p)
+	}
 
 	// KEEL_CLUSTER_RUNS=N runs N replays of the recorded 74-step
 	// trajectory instead (a measurement, not part of the default suite).
@@ -148,11 +161,6 @@ func TestClusterOnTemporal(t *testing.T) {
 	s1.cmd.Process.Signal(syscall.SIGKILL)
 	<-w1.done
 	<-s1.done
-	store, err := journal.Open(ctx, pg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
 	for _, id := range ids {
 		if end := untilStopped(t, c2, id, 1); end.Type != journal.RunCompleted {
 			t.Errorf("run %s stopped with %s", id, end.Type)

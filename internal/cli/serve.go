@@ -251,11 +251,15 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	if f.worker {
 		return a.runWorker(ctx, f, rt, sp, logger)
 	}
-	dispatch, closeDispatch, err := a.dispatcher(ctx, f, logger)
+	dispatcher, closeDispatch, err := a.dispatcher(ctx, f, logger)
 	if err != nil {
 		return err
 	}
 	defer closeDispatch()
+	var dispatch, adopted func(context.Context, string) error
+	if dispatcher != nil {
+		dispatch, adopted = dispatcher.Dispatch, dispatcher.Adopt
+	}
 	publicURL := strings.TrimSuffix(f.publicURL, "/")
 	if publicURL != "" {
 		if u, err := url.Parse(publicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" {
@@ -287,7 +291,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
 		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
-		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Adopt: f.adoptInterval(a.dbPath()), Dispatch: dispatch,
+		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Adopt: f.adoptInterval(a.dbPath()), Dispatch: dispatch, Adopted: adopted,
 		Vault: vault, PublicURL: publicURL})
 	activeRuns := func() int { n, _ := h.Load(); return n }
 	active.Store(&activeRuns)

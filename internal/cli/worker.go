@@ -69,7 +69,7 @@ func dialTemporal(ctx context.Context, hostPort string, logger *slog.Logger) (cl
 
 // dispatcher is serve's --temporal: the runs the server would execute are
 // handed to the workers.
-func (a *app) dispatcher(ctx context.Context, f *serveFlags, logger *slog.Logger) (func(context.Context, string) error, func(), error) {
+func (a *app) dispatcher(ctx context.Context, f *serveFlags, logger *slog.Logger) (*cluster.Dispatcher, func(), error) {
 	if f.temporal == "" {
 		return nil, func() {}, nil
 	}
@@ -78,7 +78,7 @@ func (a *app) dispatcher(ctx context.Context, f *serveFlags, logger *slog.Logger
 		return nil, nil, err
 	}
 	fmt.Fprintf(a.stderr, "keel serve: handing runs to keel workers through Temporal at %s\n", f.temporal)
-	return cluster.NewDispatcher(c).Dispatch, c.Close, nil
+	return cluster.NewDispatcher(c), c.Close, nil
 }
 
 // runWorker is keel worker after serve's wiring is set up.
