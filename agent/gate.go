@@ -111,7 +111,8 @@ func (x *executor) checkPrincipal(ctx context.Context, a Action) (bool, error) {
 // mayRun re-checks the principal right before a tool starts, so that a
 // revocation also stops the calls of a turn that were decided before it.
 // A call that may not run is left unstarted: the next step pauses the run
-// (checkPrincipal) or reports the check's error.
+// (checkPrincipal), reports the check's error, or records the stop that
+// made the check fail.
 func (x *executor) mayRun(ctx context.Context) bool {
 	if x.p.Principals == nil {
 		return true

@@ -339,10 +339,15 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if p == nil || p.Model == nil || p.Tools == nil || p.Env == nil || p.Env.Workspace == nil {
 		return nil, errors.New("agent: execute: ExecParams needs Model, Tools and Env with a Workspace")
 	}
+	// The lock and the load ignore ctx's end, as appends do: a stop that
+	// comes before or while the execution starts (a Ctrl-C while the
+	// sandbox started) is recorded by the loop's first step, instead of
+	// failing the execution with the run left as it was.
+	lctx := context.WithoutCancel(ctx)
 	if l, ok := rt.store.(journal.Locker); ok {
 		// One executor per run: a second one (a resume of a run that is in
 		// fact still running) must not declare live calls interrupted.
-		unlock, err := l.Lock(ctx, runID)
+		unlock, err := l.Lock(lctx, runID)
 		if err != nil {
 			if errors.Is(err, journal.ErrLocked) {
 				return nil, fmt.Errorf("agent: execute run %s: %w: %v", runID, ErrRunBusy, err)
@@ -355,7 +360,7 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if p.IfLastSeq > 0 {
 		from = nil // onlyAnswers needs the events after IfLastSeq
 	}
-	st, evs, head, err := rt.loadFrom(ctx, runID, from)
+	st, evs, head, err := rt.loadFrom(lctx, runID, from)
 	if err != nil {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, err)
 	}
@@ -556,6 +561,12 @@ func (x *executor) loop(ctx context.Context) (*Outcome, error) {
 		}
 		if paused, err := x.checkPrincipal(ctx, a); err != nil || paused {
 			if err != nil {
+				if ctx.Err() != nil {
+					// Stopped while the check read the journal (with ctx,
+					// so the read failed): not a runtime failure; nothing
+					// runs, and the top of the loop records the stop.
+					continue
+				}
 				return nil, err
 			}
 			return x.outcome(), nil

@@ -141,29 +141,68 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 	}
 	attempt := activity.GetInfo(ctx).Attempt
 	fresh := in.Fresh || attempt > 1
-	if attempt > 1 {
+	// The execution's own context: Temporal canceling the activity (a
+	// timeout, the worker stopping) pauses the run; a person's cancel
+	// (the control stream) cancels it.
+	xctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	stop := context.AfterFunc(ctx, func() { cancel(agent.ErrShutdown) })
+	defer stop()
+	// Heartbeats from the start: wiring a sandbox on a starved host may
+	// take longer than the heartbeat timeout.
+	hbDone := make(chan struct{})
+	defer close(hbDone)
+	go func() {
+		t := time.NewTicker(max(orDefault(w.opts.Driver.Heartbeat, 20*time.Second)/4, 100*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-hbDone:
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}()
+	step := &activeStep{cancel: cancel, done: make(chan struct{}), failed: true}
+	for {
 		w.mu.Lock()
 		prev := w.active[in.RunID]
+		if prev == nil {
+			w.active[in.RunID] = step
+		}
 		w.mu.Unlock()
-		if prev != nil {
-			// An earlier attempt of this step still executes here: its
-			// heartbeat was late (a starved host), its worker is not gone.
-			// Taking the run over from it would close the sandbox under
-			// its command and journal run.resumed; this attempt waits for
-			// it and continues where it left the journal.
-			if err := w.await(ctx, prev); err != nil {
-				return StepResult{}, err
-			}
-			if !prev.failed && prev.res.Status != journal.StatusRunning {
+		if prev == nil {
+			break
+		}
+		// An earlier step of the run (an earlier attempt of this one,
+		// whose heartbeat was late on a starved host) still executes
+		// here: its worker is not gone. Taking the run over from it would
+		// close the sandbox under its command and journal run.resumed;
+		// this step waits for it and goes on where it left the journal.
+		if err := w.await(ctx, prev); err != nil {
+			return StepResult{}, err
+		}
+		if attempt > 1 && !prev.failed {
+			if prev.res.Status != journal.StatusRunning {
 				return prev.res, nil // it paused or ended the run
 			}
-			fresh = prev.failed
-		} else if w.leftHere(ctx, in.RunID) {
-			// The earlier attempt ended here and nothing was journaled
-			// since (its result came too late for Temporal): this attempt
-			// continues from it.
 			fresh = false
 		}
+	}
+	defer func() {
+		w.mu.Lock()
+		if w.active[in.RunID] == step {
+			delete(w.active, in.RunID)
+		}
+		w.mu.Unlock()
+		close(step.done)
+	}()
+	if attempt > 1 && fresh && w.leftHere(ctx, in.RunID) {
+		// The earlier attempt ended here and nothing was journaled since
+		// (its result came too late for Temporal): this attempt goes on
+		// from it.
+		fresh = false
 	}
 	lr, err := w.wired(ctx, in.RunID, fresh)
 	if err != nil {
@@ -192,39 +231,6 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 				fmt.Sprintf("run %s: the journal does not hold event %d as the workflow saw it", in.RunID, in.AfterSeq), fatalError, err)
 		}
 	}
-	// The execution's own context: Temporal canceling the activity (a
-	// timeout, the worker stopping) pauses the run; a person's cancel
-	// (the control stream) cancels it.
-	xctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer cancel(nil)
-	stop := context.AfterFunc(ctx, func() { cancel(agent.ErrShutdown) })
-	defer stop()
-	step := &activeStep{cancel: cancel, done: make(chan struct{}), failed: true}
-	w.mu.Lock()
-	w.active[in.RunID] = step
-	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		if w.active[in.RunID] == step {
-			delete(w.active, in.RunID)
-		}
-		w.mu.Unlock()
-		close(step.done)
-	}()
-	hbDone := make(chan struct{})
-	defer close(hbDone)
-	go func() {
-		t := time.NewTicker(max(orDefault(w.opts.Driver.Heartbeat, 20*time.Second)/4, 100*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-hbDone:
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx)
-			}
-		}
-	}()
 	p := *lr.params
 	p.Wait, p.OnWait, p.Continue, p.From = false, nil, !fresh, from
 	if p.Principals == nil {

@@ -67,8 +67,8 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 // Main runs the keel command line with args (without the program name)
 // and returns the process exit code: 0 success, 1 a failed command or
-// run, 2 a usage error, 3 a run that paused, 130 a run canceled by
-// Ctrl-C.
+// run, 2 a usage error, 3 a run that paused, 130 a run (or the command)
+// canceled by Ctrl-C, SIGTERM or SIGHUP.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Everything on stderr is for people, and some of it comes from the
 	// model, tools or the journal (errors quote commands): escape it all.
@@ -93,6 +93,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(context.Cause(ctx), errCanceledBySignal) && errors.Is(err, context.Canceled):
+		// The error is the signal's stop itself, before a run could
+		// record it (the sandbox or an MCP server starting): canceled,
+		// not failed.
+		fmt.Fprintln(stderr, "keel: canceled")
+		return 130
 	default:
 		fmt.Fprintln(stderr, "keel:", err)
 		var ue *usageError

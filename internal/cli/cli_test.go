@@ -362,6 +362,8 @@ func TestSignalsCancelCleanly(t *testing.T) {
 			args, _ := json.Marshal([]string{"run", "--db", db, "--model", "replay:" + trajectory, "--workspace", ws, "--mount-path", "/testbed", "-q"})
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args))
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -371,7 +373,7 @@ func TestSignalsCancelCleanly(t *testing.T) {
 			err := cmd.Wait()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 130 {
-				t.Fatalf("after %s: %v, want exit status 130", sig, err)
+				t.Fatalf("after %s: %v, want exit status 130\nstderr:\n%s\nlast events:\n%s", sig, err, stderr.String(), lastEvents(t, db, id, 8))
 			}
 			_, st := lastRun(t, db)
 			if st.Status != journal.StatusCanceled {
@@ -383,4 +385,75 @@ func TestSignalsCancelCleanly(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A signal while the run starts (here while an MCP server, which never
+// answers, is being connected) stops keel run as one during the run
+// does: exit status 130, "canceled", no runtime error, and no run left
+// behind as running.
+func TestSignalDuringStartCancels(t *testing.T) {
+	setup(t)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			ws := t.TempDir()
+			db := filepath.Join(t.TempDir(), "sig.db")
+			args, _ := json.Marshal([]string{"run", "--db", db, "--model", "replay:" + trajectory, "--workspace", ws, "--mount-path", "/testbed", "-q",
+				"--mcp", "slow=sh -c 'touch /testbed/mcp-started; exec sleep 300'"})
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args))
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			for {
+				if _, err := os.Stat(filepath.Join(ws, "mcp-started")); err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("the MCP server never started; stderr:\n%s", stderr.String())
+				}
+				runtimeGosched()
+			}
+			cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+				t.Fatalf("after %s: %v, want exit status 130\nstderr:\n%s", sig, err, stderr.String())
+			}
+			if got := stderr.String(); !strings.Contains(got, "keel: canceled") || strings.Contains(got, "context canceled") {
+				t.Errorf("after %s, stderr:\n%s\nwant \"keel: canceled\" and no runtime error", sig, got)
+			}
+			if s, err := sqlite.Open(db, nil); err == nil {
+				defer s.Close()
+				runs, err := s.Runs(t.Context(), &journal.ListParams{Status: []journal.Status{journal.StatusRunning}})
+				if err != nil || len(runs) != 0 {
+					t.Errorf("runs left running: %v %v", runs, err)
+				}
+			}
+		})
+	}
+}
+
+// lastEvents describes the last n events of run id in db, for failure
+// messages.
+func lastEvents(t *testing.T, db, id string, n int) string {
+	t.Helper()
+	s, err := sqlite.Open(db, nil)
+	if err != nil {
+		return err.Error()
+	}
+	defer s.Close()
+	evs, err := s.Read(t.Context(), id, 1)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, e := range evs[max(0, len(evs)-n):] {
+		fmt.Fprintf(&b, "#%d %s %s %.300s\n", e.Seq, e.Time.Format(time.RFC3339Nano), e.Type, e.Payload)
+	}
+	return b.String()
 }

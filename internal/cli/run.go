@@ -362,21 +362,25 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	p.onTerminal(a.term)
 	p.chat = w.live != nil && w.live.chat
 	p.keel = a.keelCmd()
-	st, _, err := rt.Load(ctx, runID)
+	// These reads ignore a stop (Ctrl-C) that comes meanwhile, as
+	// Execute's own load does: its first step then records it, and the
+	// run ends canceled instead of staying as it was.
+	rctx := context.WithoutCancel(ctx)
+	st, _, err := rt.Load(rctx, runID)
 	if err != nil {
 		return err
 	}
 	// Say so before the header when another process executes the run
 	// (Execute refuses it too, should one start meanwhile).
 	if l, ok := rt.Store().(journal.Locker); ok {
-		if h, err := l.Holder(ctx, runID); err == nil && h != "" {
-			return withMessage(newBusyError(ctx, rt.Store(), runID), message)
+		if h, err := l.Holder(rctx, runID); err == nil && h != "" {
+			return withMessage(newBusyError(rctx, rt.Store(), runID), message)
 		}
 	}
 	if !p.chat || message == "" {
 		p.header(runID, st.Created, w)
 	}
-	evs, err := rt.Store().Read(ctx, runID, 1)
+	evs, err := rt.Store().Read(rctx, runID, 1)
 	if err != nil {
 		return err
 	}

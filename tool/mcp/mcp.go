@@ -283,7 +283,7 @@ func (c *Client) connect(ctx context.Context) error {
 	if err != nil {
 		if proc != nil {
 			proc.close()
-			return fmt.Errorf("mcp server %s (%s) did not start: %v%s", c.srv.Name, strings.Join(c.srv.Command, " "), err, proc.note())
+			return fmt.Errorf("mcp server %s (%s) did not start: %w%s", c.srv.Name, strings.Join(c.srv.Command, " "), err, proc.note())
 		}
 		return fmt.Errorf("mcp server %s (%s): %w", c.srv.Name, c.srv.URL, err)
 	}
@@ -292,7 +292,7 @@ func (c *Client) connect(ctx context.Context) error {
 		cs.Close()
 		if proc != nil {
 			proc.close()
-			return fmt.Errorf("mcp server %s: list tools: %v%s", c.srv.Name, err, proc.note())
+			return fmt.Errorf("mcp server %s: list tools: %w%s", c.srv.Name, err, proc.note())
 		}
 		return fmt.Errorf("mcp server %s: list tools: %w", c.srv.Name, err)
 	}
