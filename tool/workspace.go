@@ -31,6 +31,10 @@ type Workspace struct {
 	mount     string // in-sandbox mount path, e.g. /workspace
 	protected []string
 	hidden    []string
+	// hiddenIDs are the identities (device and inode) the hidden paths
+	// had when [Workspace.Hide] was called: a path that leads to one of
+	// them is hidden whatever its name (a renamed parent, a hard link).
+	hiddenIDs []fs.FileInfo
 	fs        *os.Root
 	// state and stateDir are the state directory (state.go), if any.
 	state    *os.Root
@@ -223,6 +227,13 @@ func (w *Workspace) Resolve(p string) (string, error) {
 // Hide makes file tools treat the workspace-relative paths as absent
 // (absolute paths are ignored): the [paths] deny list of the run's
 // policy. Call it before the workspace is used.
+//
+// Hide also records the identity (device and inode) of each of them that
+// exists, where it really is: from then on a path is hidden when it, or
+// any directory above it in the workspace, has one of those identities,
+// whatever it is called by then. Renaming a denied path's parent
+// directory (mv config cfg2) or making a hard link to a denied file
+// therefore does not open it to the file tools.
 func (w *Workspace) Hide(paths []string) {
 	for _, p := range paths {
 		c := path.Clean(filepath.ToSlash(p))
@@ -230,12 +241,21 @@ func (w *Workspace) Hide(paths []string) {
 			continue
 		}
 		w.hidden = append(w.hidden, c)
+		real, err := w.resolve(strings.Split(c, "/"))
+		if err != nil || real == "." {
+			continue
+		}
+		if fi, err := os.Lstat(w.HostPath(real)); err == nil {
+			w.hiddenIDs = append(w.hiddenIDs, fi)
+		}
 	}
 }
 
 // Hidden reports whether the workspace-relative path rel is, or lies
 // under, a path given to [Workspace.Hide], or is where one of them
-// really is (through a link).
+// really is (through a link), or whether rel or a directory above it
+// (below the workspace root) is a file or directory one of them was when
+// Hide was called (by device and inode: renamed, or a hard link).
 func (w *Workspace) Hidden(rel string) bool {
 	for _, h := range w.hidden {
 		if under(rel, h) {
@@ -243,6 +263,36 @@ func (w *Workspace) Hidden(rel string) bool {
 		}
 		if real, err := w.resolve(strings.Split(h, "/")); err == nil && real != "." && real != h && under(rel, real) {
 			return true
+		}
+	}
+	return w.hiddenIdentity(rel)
+}
+
+// hiddenIdentity reports whether rel or one of its ancestors below the
+// root has the identity of a hidden path. Components are taken as they
+// are (lstat): a symbolic link on the way is not followed here, since
+// [Workspace.Resolve] checks the real location it leads to.
+func (w *Workspace) hiddenIdentity(rel string) bool {
+	if len(w.hiddenIDs) == 0 || rel == "." {
+		return false
+	}
+	cur := w.root
+	for part := range strings.SplitSeq(rel, "/") {
+		if part == "" || part == "." || part == ".." {
+			return false // not a resolved path; the name checks apply
+		}
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return false
+		}
+		for _, id := range w.hiddenIDs {
+			if os.SameFile(fi, id) {
+				return true
+			}
+		}
+		if !fi.IsDir() {
+			return false
 		}
 	}
 	return false

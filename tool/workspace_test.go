@@ -279,3 +279,57 @@ func TestWorkspaceHide(t *testing.T) {
 		t.Errorf("Hidden: %v %v %v", w.Hidden("sub/deep"), w.Hidden("sub"), w.Hidden("."))
 	}
 }
+
+// A hidden path is known by its identity too: renaming its parent, or
+// itself, or making a hard link to it does not open it to the file
+// tools, for reads, writes and walks; what was beside it stays open.
+func TestWorkspaceHideByIdentity(t *testing.T) {
+	root := t.TempDir()
+	for rel, content := range map[string]string{"config/prod.env": "CANARY\n", "config/app.env": "ok\n", "vault/k": "CANARY\n"} {
+		p := filepath.Join(root, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := NewWorkspace(root, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.Hide([]string{"config/prod.env", "vault"})
+	for _, step := range [][2]string{{"config", "cfg2"}, {"vault", "v2"}} {
+		if err := os.Rename(filepath.Join(root, step[0]), filepath.Join(root, step[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Link(filepath.Join(root, "cfg2/prod.env"), filepath.Join(root, "hard.env")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path   string
+		hidden bool
+	}{
+		{"cfg2/prod.env", true},
+		{"/workspace/cfg2/../cfg2/prod.env", true},
+		{"hard.env", true},
+		{"v2", true},
+		{"v2/k", true},
+		{"v2/new.txt", true},
+		{"cfg2/app.env", false},
+		{"cfg2", false},
+		{"cfg2/new.txt", false},
+	} {
+		_, err := w.Resolve(tt.path)
+		if got := errors.Is(err, ErrHidden); got != tt.hidden {
+			t.Errorf("Resolve(%q) = %v; hidden %v, want %v", tt.path, err, got, tt.hidden)
+		}
+		_, err = w.ResolveWrite(tt.path)
+		if got := errors.Is(err, ErrHidden); got != tt.hidden {
+			t.Errorf("ResolveWrite(%q) = %v; hidden %v, want %v", tt.path, err, got, tt.hidden)
+		}
+	}
+	if !w.Hidden("hard.env") || !w.Hidden("v2/k") || w.Hidden("cfg2/app.env") {
+		t.Errorf("Hidden: %v %v %v", w.Hidden("hard.env"), w.Hidden("v2/k"), w.Hidden("cfg2/app.env"))
+	}
+}

@@ -24,7 +24,8 @@ func TestDeniedPathHoldsOnEveryRoute(t *testing.T) {
 	db := setup(t)
 	const canary = "CANARY-4f1d9e2b-secret"
 	ws := t.TempDir()
-	for rel, content := range map[string]string{"secrets/key.txt": canary + "\n", "src/app.py": "print('hello')\n"} {
+	files := map[string]string{"secrets/key.txt": canary + "\n", "config/prod.env": "CANARY-CONFIG\n", "config/app.env": "ok\n", "src/app.py": "print('hello')\n"}
+	for rel, content := range files {
 		p := filepath.Join(ws, rel)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
@@ -37,7 +38,7 @@ func TestDeniedPathHoldsOnEveryRoute(t *testing.T) {
 		}
 	}
 	pol := filepath.Join(t.TempDir(), "team.toml")
-	src := string(policy.DefaultSource()) + "\n[paths]\ndeny = [\"secrets\", \".git\"]\n"
+	src := string(policy.DefaultSource()) + "\n[paths]\ndeny = [\"secrets\", \".git\", \"config/prod.env\"]\n"
 	if err := os.WriteFile(pol, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +56,14 @@ func TestDeniedPathHoldsOnEveryRoute(t *testing.T) {
 		sh("git show HEAD:secrets/key.txt"),
 		sh("git log -p --all | grep CANARY; git cat-file --batch-all-objects --batch | grep -a CANARY; echo git done"),
 		sh("cp -r secrets /tmp/s && cat /tmp/s/key.txt"),
+		// A denied file's parent directory renamed under a computed
+		// name (the gate cannot see it): the sandbox refuses the
+		// rename, and the file tools know the file by its identity.
+		sh("X=conf; mv ${X}ig cfg2; echo mv $?"),
+		{"read_file", map[string]any{"path": "cfg2/prod.env"}},
+		{"list_directory", map[string]any{"path": "cfg2"}},
+		{"search_files", map[string]any{"pattern": "CANARY", "path": "cfg2"}},
+		sh("X=conf; mv cfg2 ${X}ig 2>/dev/null; cat config/app.env"),
 		sh("cat src/app.py"),
 	}
 	turns := make([][]fcall, 0, len(routes)+1)
@@ -89,7 +98,9 @@ func TestDeniedPathHoldsOnEveryRoute(t *testing.T) {
 			t.Errorf("event %d (%s) holds the secret", e.Seq, e.Type)
 		}
 	}
-	if b, _ := os.ReadFile(filepath.Join(ws, "secrets", "key.txt")); string(b) != canary+"\n" {
-		t.Errorf("the secret file was changed: %q", b)
+	for _, rel := range []string{"secrets/key.txt", "config/prod.env"} {
+		if b, _ := os.ReadFile(filepath.Join(ws, rel)); string(b) != files[rel] {
+			t.Errorf("the secret file %s was changed or moved: %q", rel, b)
+		}
 	}
 }

@@ -546,7 +546,7 @@ git -c user.name=agent -c user.email=agent@example.com commit -qam work; echo "c
 // is unreadable; neighbours are untouched.
 func TestHiddenPaths(t *testing.T) {
 	ws := t.TempDir()
-	for rel, content := range map[string]string{"secrets/key.txt": "CANARY\n", ".env": "TOKEN=CANARY\n", "src/a.py": "ok\n"} {
+	for rel, content := range map[string]string{"secrets/key.txt": "CANARY\n", ".env": "TOKEN=CANARY\n", "src/a.py": "ok\n", "conf/deep/prod.env": "CANARY\n"} {
 		os.MkdirAll(filepath.Join(ws, filepath.Dir(rel)), 0o755)
 		if err := os.WriteFile(filepath.Join(ws, rel), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -554,18 +554,20 @@ func TestHiddenPaths(t *testing.T) {
 	}
 	host := t.TempDir()
 	os.WriteFile(filepath.Join(host, "h.txt"), []byte("CANARY\n"), 0o644)
-	sb := newSB(t, &sandbox.Spec{Workspace: ws, Hidden: []string{"secrets", ".env", "missing/x", host}}, &linux.Options{ReadOnlyPaths: []string{host}})
+	sb := newSB(t, &sandbox.Spec{Workspace: ws, Hidden: []string{"secrets", ".env", "missing/x", "conf/deep/prod.env", host}}, &linux.Options{ReadOnlyPaths: []string{host}})
 	_, out := sh(t, sb, `cd /workspace
 grep -r CANARY . /`+host+`; echo "grep $?"
 ls -A secrets | wc -l; cat .env 2>&1 >/dev/null; cat .env 2>/dev/null | wc -c
 echo x > .env; echo "write $?"; rm -f .env 2>/dev/null; echo "rm $?"
 mv secrets s2 2>/dev/null; echo "mv $?"; ln .env e2 2>/dev/null; echo "ln $?"
 touch secrets/new 2>/dev/null; echo "touch $?"
+mv conf c2 2>/dev/null; echo "mv parent $?"; mv conf/deep conf/d2 2>/dev/null; echo "mv grandparent $?"
+cat c2/deep/prod.env conf/d2/prod.env 2>/dev/null
 cat src/a.py`)
 	if strings.Contains(out, "CANARY") {
 		t.Errorf("the sandbox read a hidden path:\n%s", out)
 	}
-	for _, want := range []string{"cat: .env: Permission denied\n0\n", "write 1\n", "rm 1\n", "mv 1\n", "ln 1\n", "touch 1\n", "ok\n"} {
+	for _, want := range []string{"cat: .env: Permission denied\n0\n", "write 1\n", "rm 1\n", "mv 1\n", "ln 1\n", "touch 1\n", "mv parent 1\n", "mv grandparent 1\n", "ok\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

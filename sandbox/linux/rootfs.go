@@ -176,6 +176,11 @@ func buildRoot(cfg *initConfig, ws *os.File, trees []*os.File, rep *initReport) 
 		}
 	}
 	for _, m := range cfg.Masks {
+		if rel, ok := strings.CutPrefix(m, path.Clean(cfg.MountPath)+"/"); ok {
+			if err := pinAncestors(wsDir, rel); err != nil {
+				return err
+			}
+		}
 		if err := mask(in(m)); err != nil {
 			return err
 		}
@@ -281,6 +286,28 @@ func protect(wsDir, rel string) error {
 		}
 		if last {
 			return roBind(cur)
+		}
+		if err := selfBind(cur); err != nil {
+			return fmt.Errorf("sandbox/linux: pin %s: %w", strings.Join(parts[:i+1], "/"), err)
+		}
+	}
+	return nil
+}
+
+// pinAncestors makes every existing directory between the workspace
+// root and the masked workspace-relative path rel a mount point of
+// itself, so that none of them can be renamed or removed (EBUSY): a
+// denied config/prod.env cannot be moved out from under its mask by
+// renaming config. A symbolic link or a missing component ends the walk
+// (the mask itself is not followed through links).
+func pinAncestors(wsDir, rel string) error {
+	parts := strings.Split(path.Clean(rel), "/")
+	cur := wsDir
+	for i, part := range parts[:len(parts)-1] {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil || !fi.IsDir() {
+			return nil
 		}
 		if err := selfBind(cur); err != nil {
 			return fmt.Errorf("sandbox/linux: pin %s: %w", strings.Join(parts[:i+1], "/"), err)
