@@ -73,6 +73,12 @@ func (l *locator) analyse(c *Command, cwd string) *facts {
 	args := c.Args()
 	lits := c.Literal[min(c.Prog+1, len(c.Literal)):]
 	globs := c.Glob[min(c.Prog+1, len(c.Glob)):]
+	if why := l.projectCode(c, name, args, lits, cwd); why != "" && !f.code {
+		f.code = true
+		if f.why == "" {
+			f.why = why
+		}
+	}
 	// Network.
 	if netAlways[name] {
 		f.network = true
@@ -735,3 +741,71 @@ func (l *locator) git(f *facts, args []string, lits []bool, globs []int, cwd str
 		}
 	}
 }
+
+// projectRunners are the well-known programs that run the project's own
+// code (its build files, tests, scripts and hooks), with the subcommands
+// that do; nil means every use does.
+var projectRunners = map[string][]string{
+	"make":    nil,
+	"gmake":   nil,
+	"pytest":  nil,
+	"py.test": nil,
+	"tox":     nil,
+	"nox":     nil,
+	"npx":     nil,
+	"npm":     {"run", "run-script", "rum", "urn", "test", "t", "tst", "exec", "x", "start", "restart", "stop", "install", "i", "add", "ci", "rebuild"},
+	"yarn":    {"run", "test", "exec", "start", "install", "add", "dlx", "node"},
+	"pnpm":    {"run", "test", "t", "exec", "start", "install", "i", "add", "dlx", "rebuild"},
+	"go":      {"run", "test", "generate"},
+	"cargo":   {"run", "r", "test", "t", "build", "b", "bench", "check", "c", "install"},
+	"pip":     {"install"},
+	"pip3":    {"install"},
+	"git":     {"commit", "merge", "rebase", "am", "pull"},
+}
+
+// projectInfo are the options that only print information.
+var projectInfo = set("--version", "-V", "--help", "-h")
+
+// projectCode returns why a command runs code of the project that the
+// analysis cannot see, or "": a program named by a path outside the
+// system directories (./run.sh, build/tool), or a runner of project code
+// (make, pytest, npm test, go test, git commit and its hooks...).
+func (l *locator) projectCode(c *Command, name string, args []string, lits []bool, cwd string) string {
+	prog := c.Words[c.Prog]
+	if strings.Contains(prog, "/") && c.Prog < len(c.Literal) && c.Literal[c.Prog] {
+		if p, ok := l.abs(cwd, prog); !ok || l.class(p) != locSystem {
+			return "runs the program " + prog + ", whose code Keel cannot see"
+		}
+	}
+	subs, ok := projectRunners[name]
+	if !ok {
+		return ""
+	}
+	if len(args) > 0 && !slices.ContainsFunc(args, func(a string) bool { return !projectInfo[a] }) {
+		return "" // --version
+	}
+	if subs == nil {
+		return name + " runs the project's own code (its build files, tests or scripts)"
+	}
+	sub := firstPositional(args, lits)
+	if name == "git" {
+		sub = ""
+		if i, _ := gitSubcommand(args, lits); i < len(args) && lits[i] {
+			sub = args[i]
+		}
+	}
+	if name == "yarn" && sub == "" && len(args) == 0 {
+		sub = "install" // a bare yarn installs, running install scripts
+	}
+	if !slices.Contains(subs, sub) && (name != "yarn" || sub == "" || yarnBuiltin[sub]) {
+		return ""
+	}
+	if name == "git" {
+		return "git " + sub + " runs the repository's hooks"
+	}
+	return name + " " + sub + " runs the project's own code (its build files, tests or scripts)"
+}
+
+// yarnBuiltin are yarn's own commands; any other first word names a
+// script of the project (yarn lint).
+var yarnBuiltin = set("add", "audit", "bin", "cache", "config", "create", "dlx", "exec", "explain", "info", "init", "install", "link", "list", "node", "npm", "outdated", "pack", "plugin", "rebuild", "remove", "run", "set", "unlink", "up", "upgrade", "version", "why", "workspace", "workspaces", "help")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -347,5 +348,71 @@ func TestAmbiguousArguments(t *testing.T) {
 	d := policy.Default().Decide(t.Context(), c)
 	if d.Effect != policy.Ask || d.Parts[0].Text != "touch notes.txt" || d.Policies[0] != "keel.limit" {
 		t.Errorf("ambiguous arguments: %s %+v", d.Effect, d.Parts)
+	}
+}
+
+// Programs that run the project's own code (a script named by its path,
+// build tools, test runners, git hooks) run code the analysis cannot
+// see: with --sandbox none they ask (unsandboxed-code); in the sandbox
+// they run.
+func TestProjectCodeAsksWithoutSandbox(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		cmd  string
+		code bool
+	}{
+		{"./run.sh", true},
+		{"bash run.sh", true},
+		{"scripts/build --fast", true},
+		{"cd sub && ./configure", true},
+		{"/tmp/x.sh", true},
+		{"make", true},
+		{"make -C sub test", true},
+		{"pytest -q tests/", true},
+		{"py.test", true},
+		{"python3 -m pytest", true},
+		{"npm test", true},
+		{"npm run build", true},
+		{"npm exec eslint", true},
+		{"npx jest", true},
+		{"yarn test", true},
+		{"yarn lint", true},
+		{"pnpm run build", true},
+		{"go run .", true},
+		{"go test ./...", true},
+		{"go generate ./...", true},
+		{"cargo run", true},
+		{"cargo test", true},
+		{"cargo build --release", true},
+		{"tox -e py312", true},
+		{"nox", true},
+		{"git commit -m fix", true},
+		{"git -C sub merge topic", true},
+		{"git rebase main", true},
+		{"git am < fix.patch", true},
+		{"FOO=1 make check", true},
+		// Not project code.
+		{"ls", false},
+		{"/usr/bin/ls -l", false},
+		{"cat run.sh", false},
+		{"make --version", false},
+		{"pytest --version", false},
+		{"npm ls", false},
+		{"yarn why left-pad", false},
+		{"go vet ./...", false},
+		{"go build ./...", false},
+		{"cargo --version", false},
+		{"git status", false},
+		{"git log -3", false},
+		{"git diff", false},
+	} {
+		d := policy.Default().Decide(t.Context(), unsandboxed(tt.cmd))
+		asked := d.Effect == policy.Ask && slices.Contains(d.Policies, "unsandboxed-code")
+		if asked != tt.code {
+			t.Errorf("--sandbox none: Decide(%q) = %s %v (%s), want unsandboxed-code ask: %v", tt.cmd, d.Effect, d.Policies, d.Reason, tt.code)
+		}
+		if d := policy.Default().Decide(t.Context(), bashCall(tt.cmd)); d.Effect != policy.Allow {
+			t.Errorf("sandbox: Decide(%q) = %s (%s), want allow", tt.cmd, d.Effect, d.Reason)
+		}
 	}
 }
