@@ -53,6 +53,19 @@ func RunPolicy(c *RunCreated) (*policy.Engine, error) {
 	return e, nil
 }
 
+// DeniedPaths returns the workspace paths the run's policy denies ([paths]
+// deny; none for a run without a policy of its own): the file tools treat
+// them as absent (tool.Workspace.Hide), the sandbox masks them, and
+// nothing that shows the workspace to a person (diffs, approval previews)
+// shows their content.
+func DeniedPaths(c *RunCreated) ([]string, error) {
+	e, err := RunPolicy(c)
+	if err != nil || e == nil {
+		return nil, err
+	}
+	return e.DeniedPaths(), nil
+}
+
 // gateState is what one execution keeps for its gate.
 type gateState struct {
 	compiled bool

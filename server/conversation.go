@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -308,6 +309,10 @@ type fileDiff struct {
 
 func newFileDiff(c gitws.Change) fileDiff {
 	d := fileDiff{Path: visible.String(c.Path), Status: string(c.Status), Binary: c.Binary, Added: c.Added, Removed: c.Removed}
+	if c.Denied {
+		d.Problem = "Content not shown: the run's policy denies this path."
+		return d
+	}
 	for _, l := range strings.SplitAfter(c.Patch, "\n") {
 		if l == "" {
 			continue
@@ -329,17 +334,27 @@ func newFileDiff(c gitws.Change) fileDiff {
 }
 
 // proposedDiff is the diff an edit_file or write_file call waiting for
-// approval would make, read from the run's workspace now; nil for other
-// tools.
-func proposedDiff(a api.Approval) *fileDiff {
+// approval would make, read from the run's workspace now as the run's
+// file tools see it (a path its policy denies, or a link to one, is
+// refused, its content never read); nil for other tools.
+func (h *Handler) proposedDiff(a api.Approval) *fileDiff {
 	if a.Tool != fs.WriteName && a.Tool != fs.EditName || a.Workspace == "" {
 		return nil
 	}
-	ws, err := tool.NewWorkspace(a.Workspace, "", nil)
+	c, err := h.sums.created(context.Background(), a.RunID)
+	if err != nil {
+		return &fileDiff{Problem: "the run cannot be read: " + err.Error()}
+	}
+	denied, err := agent.DeniedPaths(c)
+	if err != nil {
+		return &fileDiff{Problem: "the run's policy cannot be read: " + err.Error()}
+	}
+	ws, err := tool.NewWorkspace(c.Workspace, "", nil)
 	if err != nil {
 		return &fileDiff{Problem: "the workspace is not available: " + err.Error()}
 	}
 	defer ws.Close()
+	ws.Hide(denied)
 	path, before, after, problem, ok := fs.PreviewIn(ws, a.Tool, a.Arguments)
 	if !ok {
 		return nil

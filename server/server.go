@@ -247,7 +247,7 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 	h.pool.live = h.live
 	h.pool.dispatch = h.opts.Dispatch
 	h.pool.adopted = h.opts.Adopted
-	h.ui = newUIPages()
+	h.ui = newUIPages(h.proposedDiff)
 	h.mux = http.NewServeMux()
 	for _, rt := range routes {
 		h.mux.Handle(rt.method+" "+rt.pattern, h.endpoint(rt))

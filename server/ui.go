@@ -40,7 +40,7 @@ type uiPages struct {
 	t *template.Template
 }
 
-func newUIPages() *uiPages {
+func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 	funcs := template.FuncMap{
 		"short":  func(id string) string { return shortID(id) },
 		"clip":   clip,
@@ -58,7 +58,7 @@ func newUIPages() *uiPages {
 		"vis":        visible.String,
 		"seg":        url.PathEscape,
 		"costGroups": func() []string { return telemetry.CostGroups },
-		"proposed":   proposedDiff,
+		"proposed":   proposed,
 		"summaryOf": func(p *page) *summaryView {
 			return &summaryView{Run: p.Run, CanWrite: p.CanWrite, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint}
 		},

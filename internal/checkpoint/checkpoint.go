@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/tool"
 )
 
 // Ref is the ref of run id in a checkpoint store: a chain of commits,
@@ -305,8 +307,45 @@ func Diff(ctx context.Context, events []journal.Event, seq int64) (changes []git
 			return nil, 0, 0, fmt.Errorf("%w: %s", gitws.ErrMissing, t)
 		}
 	}
-	changes, err = g.Diff(ctx, first.Tree, cp.Tree)
+	if changes, err = g.Diff(ctx, first.Tree, cp.Tree); err != nil {
+		return nil, 0, 0, err
+	}
+	changes, err = Mask(st.Created, changes)
 	return changes, first.Seq, cp.Seq, err
+}
+
+// Mask empties the patch of every change to a path the run's policy
+// denies (agent.DeniedPaths, as the file tools apply it: the path as
+// written or where it really is through links) and marks it Denied, so
+// that a diff shown to a person never holds a denied file's content.
+func Mask(created *agent.RunCreated, changes []gitws.Change) ([]gitws.Change, error) {
+	denied, err := agent.DeniedPaths(created)
+	if err != nil {
+		return nil, err
+	}
+	if len(denied) == 0 {
+		return changes, nil
+	}
+	ws, err := tool.NewWorkspace(created.Workspace, "", nil)
+	if err != nil {
+		// No workspace to resolve links in: hide by name.
+		ws = nil
+	} else {
+		defer ws.Close()
+		ws.Hide(denied)
+	}
+	for i := range changes {
+		c := &changes[i]
+		hidden := ws == nil && slices.ContainsFunc(denied, func(d string) bool { return c.Path == d || strings.HasPrefix(c.Path, strings.TrimSuffix(d, "/")+"/") })
+		if ws != nil {
+			_, err := ws.Resolve(c.Path)
+			hidden = errors.Is(err, tool.ErrHidden) || ws.Hidden(c.Path)
+		}
+		if hidden {
+			*c = gitws.Change{Path: c.Path, Status: c.Status, Denied: true}
+		}
+	}
+	return changes, nil
 }
 
 // firstCheckpoint is the event of events' first checkpoint (0: none).
@@ -330,7 +369,11 @@ func SinceStart(ctx context.Context, created *agent.RunCreated) ([]gitws.Change,
 	skip := func(p string) bool {
 		return created.StateDir == "" && (p == ".keel" || strings.HasPrefix(p, ".keel/"))
 	}
-	return gitws.Diff(ctx, created.Workspace, created.Git.Commit, skip)
+	changes, err := gitws.Diff(ctx, created.Workspace, created.Git.Commit, skip)
+	if err != nil {
+		return nil, err
+	}
+	return Mask(created, changes)
 }
 
 // ErrNoCommit is SinceStart's error for a run that recorded no git

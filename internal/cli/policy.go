@@ -193,13 +193,7 @@ func (a *app) warnPolicy(ctx context.Context, c *agent.RunCreated) {
 // deniedPaths returns the [paths] deny list of the run's policy: the
 // sandbox masks these paths and the file tools refuse them, so that the
 // policy holds on routes the gate cannot see (grep -r, tar, python).
-func deniedPaths(c *agent.RunCreated) ([]string, error) {
-	e, err := agent.RunPolicy(c)
-	if err != nil || e == nil {
-		return nil, err
-	}
-	return e.DeniedPaths(), nil
-}
+func deniedPaths(c *agent.RunCreated) ([]string, error) { return agent.DeniedPaths(c) }
 
 func protectedPaths(c *agent.RunCreated) []string {
 	if c.Policy == nil || !filepath.IsAbs(c.Policy.Name) {

@@ -133,7 +133,7 @@ func (r *remote) CheckpointDiff(ctx context.Context, id string, _ []journal.Even
 func fileDiffs(d *api.RunDiff) []gitws.Change {
 	out := make([]gitws.Change, 0, len(d.Files))
 	for _, f := range d.Files {
-		out = append(out, gitws.Change{Path: f.Path, Status: gitws.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed})
+		out = append(out, gitws.Change{Path: f.Path, Status: gitws.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed, Denied: f.Denied})
 	}
 	return out
 }
@@ -194,6 +194,10 @@ func printChanges(w io.Writer, changes []gitws.Change, what string, stat bool) {
 	}
 	fmt.Fprintf(w, "%d file(s) changed %s (+%d -%d)\n", len(changes), what, added, removed)
 	for _, c := range changes {
+		if c.Denied {
+			fmt.Fprintf(w, "  %s %s (%s)\n", c.Status, c.Path, deniedNote)
+			continue
+		}
 		if c.Binary {
 			fmt.Fprintf(w, "  %s %s (binary)\n", c.Status, c.Path)
 			continue
@@ -205,9 +209,16 @@ func printChanges(w io.Writer, changes []gitws.Change, what string, stat bool) {
 	}
 }
 
+// deniedNote stands for the content of a path the run's policy denies.
+const deniedNote = "content not shown: the run's policy denies this path"
+
 func printPatches(w io.Writer, changes []gitws.Change) {
 	for _, c := range changes {
 		fmt.Fprintf(w, "\ndiff --git a/%s b/%s\n", c.Path, c.Path)
+		if c.Denied {
+			fmt.Fprintf(w, "(%s)\n", deniedNote)
+			continue
+		}
 		if c.Binary {
 			fmt.Fprintf(w, "Binary files differ\n")
 			continue

@@ -106,6 +106,9 @@ type Change struct {
 	// line); Added and Removed count its lines.
 	Patch          string
 	Added, Removed int
+	// Denied is set when the run's policy denies the path ([paths]
+	// deny): Patch is then empty, whatever the file holds.
+	Denied bool
 }
 
 type entry struct{ mode, sha string }

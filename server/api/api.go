@@ -293,6 +293,9 @@ type FileDiff struct {
 	Patch   string `json:"patch,omitempty"`
 	Added   int    `json:"added"`
 	Removed int    `json:"removed"`
+	// Denied is set for a path the run's policy denies ([paths] deny):
+	// its content is not shown (Patch is empty).
+	Denied bool `json:"denied,omitempty"`
 }
 
 // Approval is a tool call waiting for a person's decision.
