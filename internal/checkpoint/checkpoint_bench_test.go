@@ -5,8 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +19,8 @@ import (
 // benchTree copies a real tree into a temporary directory and returns
 // it: KEEL_CHECKPOINT_REPO (a git work tree, for example marshmallow with
 // golang.org/x/tools vendored, as TestCheckpointAcceptance describes),
-// else the Go distribution's cmd/go (about 1,500 files).
+// else the Go distribution's sources of the go command (about 1,500
+// files).
 func benchTree(b *testing.B) string {
 	b.Helper()
 	if !gitws.Available() {
@@ -27,7 +28,11 @@ func benchTree(b *testing.B) string {
 	}
 	src := os.Getenv("KEEL_CHECKPOINT_REPO")
 	if src == "" {
-		src = filepath.Join(runtime.GOROOT(), "src", "cmd", "go")
+		out, err := exec.Command("go", "env", "GOROOT").Output()
+		if err != nil {
+			b.Skipf("go env GOROOT: %v", err)
+		}
+		src = filepath.Join(strings.TrimSpace(string(out)), "src", "cmd", "go")
 	}
 	ws := filepath.Join(b.TempDir(), "ws")
 	if out, err := exec.Command("cp", "-a", src, ws).CombinedOutput(); err != nil {
