@@ -222,6 +222,11 @@ func BaseEnv(home string) []string {
 	}
 }
 
+// ErrInvalidSpec is matched (errors.Is) by a backend's error about the
+// Spec itself: a mount path or a network allowlist entry it refuses. It is
+// a configuration error: nothing was started.
+var ErrInvalidSpec = errors.New("sandbox: invalid spec")
+
 // ErrUnavailable is wrapped by a backend that cannot isolate on this
 // machine; its message says why and what to change. Keel never falls back
 // to no isolation on this error.

@@ -102,6 +102,11 @@ func TestUsageErrors(t *testing.T) {
 		{"no task", []string{"run", "--model", "openai:x", "--workspace", ws}, 2, "no task"},
 		{"bad flag", []string{"run", "--no-such-flag"}, 2, "unknown flag"},
 		{"missing trajectory", []string{"run", "--model", "replay:/nonexistent.json", "--workspace", ws}, 2, "replay:/nonexistent.json: no such trajectory file"},
+		{"mount path /etc", []string{"run", "--model", "replay:" + trajectory, "--workspace", ws, "--mount-path", "/etc", "task"}, 2, "which the sandbox provides itself"},
+		{"mount path /", []string{"run", "--model", "replay:" + trajectory, "--workspace", ws, "--mount-path", "/", "task"}, 2, "other than /"},
+		{"mount path not clean", []string{"run", "--model", "replay:" + trajectory, "--workspace", ws, "--mount-path", "/workspace/../etc", "task"}, 2, "clean path"},
+		{"empty allowed host", []string{"run", "--model", "replay:" + trajectory, "--workspace", ws, "--allow-host", "", "task"}, 2, "not a host name"},
+		{"bad allowed host", []string{"run", "--model", "replay:" + trajectory, "--workspace", ws, "--allow-host", "bad host!", "task"}, 2, "not a host name"},
 		{"unknown run", []string{"runs", "show", "nosuchrun"}, 1, "not found"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -237,6 +237,9 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 			if errors.Is(err, sandbox.ErrUnavailable) {
 				return nil, fmt.Errorf("%w\nKeel will not run tools without isolation unless you pass --sandbox none", err)
 			}
+			if errors.Is(err, sandbox.ErrInvalidSpec) {
+				return nil, &usageError{err} // a bad --mount-path or --allow-host
+			}
 			return nil, err
 		}
 		w.sb, w.sbNote = sb, "linux"

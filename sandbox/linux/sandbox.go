@@ -124,12 +124,12 @@ func New(spec *sandbox.Spec, opts *Options) (*Sandbox, error) {
 		s.opts.UID = DefaultUID
 	}
 	if err := s.validate(); err != nil {
-		return nil, err
-	}
-	if err := probe(); err != nil {
-		return nil, err
+		return nil, specError{err}
 	}
 	if _, err := parseAllow(s.spec.Network.Allow); err != nil {
+		return nil, specError{err}
+	}
+	if err := probe(); err != nil {
 		return nil, err
 	}
 	protected, err := s.prepareWorkspace()
@@ -595,3 +595,11 @@ func (t *tailBuffer) String() string {
 	defer t.mu.Unlock()
 	return string(bytes.TrimSpace(t.b))
 }
+
+// specError is an error of the Spec: it matches [sandbox.ErrInvalidSpec]
+// and reads as the error it holds.
+type specError struct{ error }
+
+func (e specError) Unwrap() error { return e.error }
+
+func (e specError) Is(target error) bool { return target == sandbox.ErrInvalidSpec }
