@@ -70,6 +70,9 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	if runID == "" {
 		return execErr
 	}
+	// Show what the run did even when Ctrl-C ended it.
+	ctx, cancel := closingContext(ctx)
+	defer cancel()
 	store, err := a.openStore(ctx)
 	if err != nil {
 		return err
