@@ -462,3 +462,41 @@ func lastEvents(t *testing.T, db, id string, n int) string {
 	}
 	return b.String()
 }
+
+// A listing written to a pipe whose reader has gone (keel runs list |
+// head -1) ends quietly: exit 0, no "broken pipe" error.
+func TestClosedStdoutEndsQuietly(t *testing.T) {
+	db := setup(t)
+	traj := writeTrajectory(t, "say done", []fcall{sh("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")})
+	if code, _, errOut := keel(t, "run", "--db", db, "--model", "replay:"+traj, "--workspace", t.TempDir(), "--sandbox", "none", "-q"); code != 0 {
+		t.Fatalf("keel run = %d\n%s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	for _, args := range [][]string{
+		{"runs", "list"}, {"runs", "list", "--json"}, {"runs", "show", id}, {"runs", "show", id, "--json"},
+		{"agents", "list"}, {"policy", "default"}, {"config", "show"},
+	} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		var stderr bytes.Buffer
+		code := cli.Main(t.Context(), append(args, "--db", db), w, &stderr)
+		w.Close()
+		if code != 0 || stderr.Len() > 0 {
+			t.Errorf("keel %v | (reader gone) = %d, stderr %q; want 0 and nothing", args, code, stderr.String())
+		}
+	}
+	// Other errors still fail.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	var stderr bytes.Buffer
+	if code := cli.Main(t.Context(), []string{"runs", "show", "--db", db, "no-such-run"}, w, &stderr); code == 0 || stderr.Len() == 0 {
+		t.Errorf("keel runs show no-such-run = %d, stderr %q; want an error", code, stderr.String())
+	}
+}
