@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,6 +79,23 @@ func TestDemo(t *testing.T) {
 	code, out, _ = keel(t, "runs", "list")
 	if code != 0 || !strings.Contains(out, "completed") {
 		t.Errorf("runs list = %d:\n%s", code, out)
+	}
+	// --keep=false removed its workspace (named in the header).
+	m := regexp.MustCompile(`workspace (\S+) → /workspace`).FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("no workspace in the demo's header:\n%s", errOut)
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) || strings.Contains(errOut, "stays in") {
+		t.Errorf("keel demo --keep=false left %s (%v):\n%s", m[1], err, errOut)
+	}
+	// Kept (the default), the workspace is named with how to remove it.
+	code, _, errOut = keel(t, "demo")
+	m = regexp.MustCompile(`the demo workspace stays in (\S+) \(remove it with: rm -rf (\S+);`).FindStringSubmatch(errOut)
+	if code != 0 || m == nil || m[1] != m[2] {
+		t.Fatalf("keel demo = %d, stderr lacks where its workspace stays:\n%s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(m[1], "textstats.py")); err != nil {
+		t.Errorf("the kept demo workspace: %v", err)
 	}
 }
 
