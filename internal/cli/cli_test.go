@@ -246,6 +246,15 @@ func TestKillAndResume(t *testing.T) {
 // events, and returns its id.
 func waitForEvent(t *testing.T, db string, n int64) string {
 	t.Helper()
+	return waitFor(t, db, func(e *journal.Event) bool { return e.Seq >= n })
+}
+
+// waitFor follows the newest run in db until one of its events satisfies
+// ok, and returns its id. Waiting for the event itself, rather than for
+// an event count, keeps a kill point right when the run's events change
+// (a new event type, one more event on a loaded machine).
+func waitFor(t *testing.T, db string, ok func(*journal.Event) bool) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	var s *sqlite.Store
@@ -266,7 +275,7 @@ func waitForEvent(t *testing.T, db string, n int64) string {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if e.Seq >= n {
+				if ok(&e) {
 					return runs[0].RunID
 				}
 			}

@@ -64,9 +64,18 @@ func TestMessageAfterKill(t *testing.T) {
 		[]fcall{sh("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")},
 	)
 	cmd := child(t, nil, "run", "--db", db, "--model", "replay:"+traj, "--workspace", ws, "--policy", allowAllPolicy(t), "-q")
-	// Events 1-5: created, the first turn; 6-8: the second turn up to
-	// tool.started of the sleep.
-	id := waitForEvent(t, db, 8)
+	// Kill once the sleep's tool.started is journaled: nothing follows it
+	// until the sleep ends, so the kill lands while the sleep runs however
+	// slowly the child gets there (a count of events to wait for went
+	// stale when workspace.checkpoint joined the first events, and then
+	// raced the kill against the append of tool.started).
+	id := waitFor(t, db, func(e *journal.Event) bool {
+		if e.Type != journal.ToolStarted {
+			return false
+		}
+		v, err := agent.Decode(e)
+		return err == nil && v.(*agent.ToolStarted).CallID == "call_1_0"
+	})
 	cmd.Process.Kill()
 	cmd.Wait()
 	if st, evs := loadRun(t, db, id); startsOf(evs, "call_1_0") != 1 || st.LastType != journal.ToolStarted {
