@@ -1,7 +1,9 @@
 package cli_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -34,18 +36,58 @@ type jaeger struct {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return freePorts(t, 1)[0]
 }
 
+// freePorts returns n distinct loopback ports that were free a moment
+// ago: all n are held open together while they are picked, so that one
+// call never returns the same port twice. Another process may still
+// take one before its user binds it.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+	}
+	return ports
+}
+
+// errAddrInUse is a Jaeger that exited because one of its addresses was
+// taken.
+var errAddrInUse = errors.New("jaeger exited: address already in use")
+
+// startJaeger starts a Jaeger on fresh loopback ports. The ports are
+// picked free and then handed to Jaeger, so another process (an
+// outgoing connection's ephemeral port is drawn from the same range) can
+// take one in between; Jaeger then exits at once, and is started again
+// on other ports.
 func startJaeger(t *testing.T) *jaeger {
 	t.Helper()
 	bin := testenv.Program(t, "KEEL_TEST_JAEGER", "jaeger")
-	otlp, qhttp, qgrpc, mport := freePort(t), freePort(t), freePort(t), freePort(t)
+	const attempts = 5
+	for i := 1; ; i++ {
+		j, err := tryJaeger(t, bin, freePorts(t, 4))
+		if err == nil {
+			return j
+		}
+		if !errors.Is(err, errAddrInUse) || i == attempts {
+			t.Fatalf("jaeger did not start (attempt %d of %d): %v", i, attempts, err)
+		}
+		t.Logf("jaeger start %d of %d: %v; starting again on other ports", i, attempts, err)
+	}
+}
+
+// tryJaeger starts one Jaeger on ports (OTLP receiver, query HTTP,
+// query gRPC, metrics) and waits until its query API and its OTLP
+// receiver answer, or until it exits.
+func tryJaeger(t *testing.T, bin string, ports []int) (*jaeger, error) {
+	t.Helper()
+	otlp, qhttp, qgrpc, mport := ports[0], ports[1], ports[2], ports[3]
 	cfg := fmt.Sprintf(`service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -76,42 +118,107 @@ exporters:
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	logPath := filepath.Join(dir, "jaeger.log")
 	cmd := exec.Command(bin, "--config", p)
-	logf, err := os.Create(filepath.Join(dir, "jaeger.log"))
+	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
+		logf.Close()
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	var ready bool
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "jaeger.log"))
+		<-exited
+		if ready && t.Failed() {
+			b, _ := os.ReadFile(logPath)
 			t.Logf("jaeger log:\n%s", b)
 		}
 	})
 	j := &jaeger{otlp: fmt.Sprintf("http://127.0.0.1:%d", otlp), query: fmt.Sprintf("http://127.0.0.1:%d", qhttp), metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport)}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(j.query + "/api/services")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				// The receiver starts with the query service; check it too.
-				if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", otlp)); err == nil {
-					c.Close()
-					return j
-				}
+		// Jaeger starts its query API before its receiver, and a port
+		// taken by another process accepts a bare connection: ask the
+		// receiver for an empty OTLP export, which only it answers.
+		if answers(j.query+"/api/services", "") && answers(j.otlp+"/v1/traces", "{}") {
+			ready = true
+			return j, nil
+		}
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(logPath)
+			if bytes.Contains(b, []byte("address already in use")) {
+				return nil, fmt.Errorf("%w (%v): %s", errAddrInUse, waitErr, lastLine(b, "address already in use"))
 			}
+			return nil, fmt.Errorf("jaeger exited: %v\njaeger log:\n%s", waitErr, b)
+		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("jaeger did not start: %v", err)
+			b, _ := os.ReadFile(logPath)
+			return nil, fmt.Errorf("jaeger did not answer within 60s\njaeger log:\n%s", b)
 		}
 		waitBriefly()
+	}
+}
+
+// answers reports whether url answers 200 to a GET, or to a POST of the
+// JSON body if one is given.
+func answers(url, body string) bool {
+	var resp *http.Response
+	var err error
+	if body == "" {
+		resp, err = http.Get(url)
+	} else {
+		resp, err = http.Post(url, "application/json", strings.NewReader(body))
+	}
+	if err != nil {
+		return false
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// lastLine returns the last line of b that contains sub.
+func lastLine(b []byte, sub string) string {
+	var last string
+	for line := range strings.Lines(string(b)) {
+		if strings.Contains(line, sub) {
+			last = strings.TrimSpace(line)
+		}
+	}
+	return last
+}
+
+// A Jaeger whose OTLP port another process holds is reported as
+// errAddrInUse, the error startJaeger starts again on; with the port
+// free, the same ports serve.
+func TestJaegerPortTaken(t *testing.T) {
+	bin := testenv.Program(t, "KEEL_TEST_JAEGER", "jaeger")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := append([]int{ln.Addr().(*net.TCPAddr).Port}, freePorts(t, 3)...)
+	_, err = tryJaeger(t, bin, ports)
+	if !errors.Is(err, errAddrInUse) {
+		ln.Close()
+		t.Fatalf("jaeger on a taken port: %v, want errAddrInUse", err)
+	}
+	ln.Close()
+	if _, err := tryJaeger(t, bin, ports); err != nil {
+		t.Fatalf("jaeger on the freed ports: %v", err)
 	}
 }
 
