@@ -188,29 +188,48 @@ func (h *Handler) create(ctx context.Context, req *api.CreateRun, who *caller) (
 	if h.opts.Prepare == nil {
 		return api.Run{}, &apiError{http.StatusServiceUnavailable, api.CodeUnavailable, "this server does not create runs (no run preparation configured)"}
 	}
+	// A creation slower than a second logs where its time went.
+	start, last := time.Now(), time.Now()
+	var phases []any
+	phase := func(name string) {
+		now := time.Now()
+		phases = append(phases, name, now.Sub(last).Round(time.Millisecond).String())
+		last = now
+	}
+	defer func() {
+		if d := time.Since(start); d > time.Second {
+			h.logger.Warn("slow run creation", append([]any{"duration", d.Round(time.Millisecond).String()}, phases...)...)
+		}
+	}()
 	a := &admission{who: who, demo: req.Demo, demoWorkspace: req.Demo}
 	if err := h.admitRequest(ctx, a, req); err != nil {
 		return api.Run{}, err
 	}
+	phase("admit_request")
 	c, err := h.opts.Prepare(ctx, req)
 	if err != nil {
 		return api.Run{}, h.invalid(err)
 	}
+	phase("prepare")
 	ws, err := h.admit(ctx, a, c)
 	if err != nil {
 		return api.Run{}, err
 	}
+	phase("admit")
 	c.Workspace = ws
 	stamp(c, a)
 	id, err := h.rt.Create(ctx, c)
 	if err != nil {
 		return api.Run{}, err
 	}
+	phase("journal")
 	rerr := h.record(ctx, who, action{Action: "run.create", RunID: id, Detail: detail(c.Model, a)})
+	phase("audit")
 	if err := h.pool.submit(id); err != nil {
 		return api.Run{}, err
 	}
 	run, err := h.run(ctx, id, 0)
+	phase("summary")
 	if err == nil {
 		err = rerr
 	}
