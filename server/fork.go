@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/oklog/ulid/v2"
@@ -21,6 +22,53 @@ import (
 // LabelForkOf is the run.created label of a forked run: "RUN@SEQ", the
 // source run and the last event copied from it.
 const LabelForkOf = "keel.fork_of"
+
+// LabelForkEvents is the run.created label of a forked run: how many
+// of its first events were copied from the source ("12"). The fork's own
+// events follow them, and its duration counts from the first of those
+// ([ForkStart]).
+const LabelForkEvents = "keel.fork_events"
+
+// ForkDrafts returns the drafts of a fork of events (the source run's
+// events 1 to the fork point) with created as its run.created payload,
+// labelled with [LabelForkEvents]: [agent.ForkDrafts] says what is
+// copied. created's labels must be its own map (the caller's copy).
+func ForkDrafts(events []journal.Event, created *agent.RunCreated) ([]journal.Draft, error) {
+	drafts, err := agent.ForkDrafts(events, nil)
+	if err != nil {
+		return nil, err
+	}
+	if created.Labels == nil {
+		created.Labels = map[string]string{}
+	}
+	created.Labels[LabelForkEvents] = strconv.Itoa(len(drafts))
+	if drafts[0].Payload, err = jsonPayload(created); err != nil {
+		return nil, err
+	}
+	return drafts, nil
+}
+
+// ForkStart returns the index in events (a run's, from event 1) of the
+// run's own first event: for a fork, the first after those it copied
+// from its source (len(events) while it has none); else 0. A fork made
+// before [LabelForkEvents] existed counts from 0 too.
+func ForkStart(created *agent.RunCreated, events []journal.Event) int {
+	n := forkEvents(created)
+	return min(n, len(events))
+}
+
+// forkEvents is the number of events a fork copied from its source (0
+// for a run that is not a fork, or whose label is not a count).
+func forkEvents(c *agent.RunCreated) int {
+	if c == nil || c.Labels[LabelForkOf] == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(c.Labels[LabelForkEvents])
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
 
 // ReasonForked is the reason of the run.paused event that ends a fork
 // that was not started: it waits, paused, until someone resumes it (a
@@ -99,11 +147,7 @@ func (h *Handler) fork(ctx context.Context, src string, req *api.ForkRun, who *c
 	}
 	created.Labels[LabelForkOf] = fmt.Sprintf("%s@%d", src, seq)
 	stamp(&created, a)
-	first, err := jsonPayload(&created)
-	if err != nil {
-		return "", nil, err
-	}
-	drafts, err := agent.ForkDrafts(events, first)
+	drafts, err := ForkDrafts(events, &created)
 	if err != nil {
 		return "", nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
@@ -234,5 +235,47 @@ func TestForkWorkspaces(t *testing.T) {
 				t.Errorf("fork created by %q, want %s", fork.CreatedBy, tt.who)
 			}
 		})
+	}
+}
+
+// A fork's duration counts from its own first event, not from the
+// source's start: the copied events keep the source's times.
+func TestForkDurationIsItsOwn(t *testing.T) {
+	clock := &fakeClock{t: time.Now()}
+	e := newEnv(t, &envOptions{clock: clock.now})
+	ctx := t.Context()
+	run, err := e.admin.CreateRun(ctx, &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := e.waitStop(run.ID, 1)
+	clock.add(time.Hour)
+	fork, err := e.admin.Fork(ctx, run.ID, &api.ForkRun{Seq: asked.Seq - 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fork.DurationMS != 0 {
+		t.Errorf("a fork that has not started: duration %dms, want 0 (its own events are all at the fork's time)", fork.DurationMS)
+	}
+	clock.add(time.Minute)
+	if _, err := e.admin.Resume(ctx, fork.ID, &api.ResumeRun{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStop(fork.ID, fork.Events+1)
+	got, err := e.admin.Run(ctx, fork.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Minute.Milliseconds(); got.DurationMS != want {
+		t.Errorf("the fork resumed a minute after it was made: duration %dms, want %dms", got.DurationMS, want)
+	}
+	list, err := e.admin.Runs(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range list {
+		if r.ID == fork.ID && r.DurationMS != got.DurationMS {
+			t.Errorf("runs list: the fork's duration %dms, its page's %dms", r.DurationMS, got.DurationMS)
+		}
 	}
 }

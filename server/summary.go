@@ -27,7 +27,11 @@ type summary struct {
 	mu       sync.Mutex
 	run      api.Run
 	lastHash string
-	first    journal.Event // times only
+	// first is the run's own first event (times only): for a fork, the
+	// first after those it copied from its source.
+	first journal.Event
+	// forked is the number of events a fork copied from its source.
+	forked int64
 	// created is the run's run.created payload (shared, read-only) while
 	// the run has not ended; it is dropped when the run ends, to keep the
 	// cache small (an ended run that is resumed is read again).
@@ -141,6 +145,7 @@ func (s *summary) apply(e *journal.Event) error {
 			return &journal.CorruptError{RunID: e.RunID, Seq: 1, Reason: fmt.Sprintf("first event is %s, want run.created", e.Type)}
 		}
 		s.first = journal.Event{Time: e.Time}
+		s.forked = int64(forkEvents(c))
 		s.created = c
 		r.ID, r.Task, r.Model, r.Agent, r.OnBehalfOf = e.RunID, c.Task, c.Model, c.Principal, c.OnBehalfOf
 		r.Workspace, r.Sandbox, r.Created = c.Workspace, c.Sandbox, e.Time
@@ -199,7 +204,12 @@ func (s *summary) apply(e *journal.Event) error {
 		s.created = nil
 		s.pending, s.auths = nil, nil
 	}
-	r.DurationMS = e.Time.Sub(s.first.Time).Milliseconds()
+	if s.forked > 0 && e.Seq == s.forked+1 {
+		s.first = journal.Event{Time: e.Time} // a fork's own first event
+	}
+	if e.Seq > s.forked {
+		r.DurationMS = e.Time.Sub(s.first.Time).Milliseconds()
+	}
 	s.lastHash = e.Hash
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"os/signal"
@@ -93,6 +94,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
+	case stdoutClosed(err, stdout):
+		// keel runs list | head -1: the reader has all it wanted.
+		return 0
 	case errors.Is(context.Cause(ctx), errCanceledBySignal) && errors.Is(err, context.Canceled):
 		// The error is the signal's stop itself, before a run could
 		// record it (the sandbox or an MCP server starting): canceled,
@@ -107,6 +111,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
+}
+
+// stdoutClosed reports whether err is a write to stdout that failed
+// because its reader went away (EPIPE: keel runs list | head). SIGPIPE
+// is caught (signalContext), so such writes fail instead of killing the
+// process; the command then ends quietly, as one killed by SIGPIPE would.
+func stdoutClosed(err error, stdout io.Writer) bool {
+	f, ok := stdout.(*os.File)
+	if !ok || !errors.Is(err, syscall.EPIPE) {
+		return false
+	}
+	var pe *fs.PathError
+	return errors.As(err, &pe) && pe.Op == "write" && pe.Path == f.Name()
 }
 
 // usageError marks a bad command line.

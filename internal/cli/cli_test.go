@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,6 +79,23 @@ func TestDemo(t *testing.T) {
 	code, out, _ = keel(t, "runs", "list")
 	if code != 0 || !strings.Contains(out, "completed") {
 		t.Errorf("runs list = %d:\n%s", code, out)
+	}
+	// --keep=false removed its workspace (named in the header).
+	m := regexp.MustCompile(`workspace (\S+) → /workspace`).FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("no workspace in the demo's header:\n%s", errOut)
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) || strings.Contains(errOut, "stays in") {
+		t.Errorf("keel demo --keep=false left %s (%v):\n%s", m[1], err, errOut)
+	}
+	// Kept (the default), the workspace is named with how to remove it.
+	code, _, errOut = keel(t, "demo")
+	m = regexp.MustCompile(`the demo workspace stays in (\S+) \(remove it with: rm -rf (\S+);`).FindStringSubmatch(errOut)
+	if code != 0 || m == nil || m[1] != m[2] {
+		t.Fatalf("keel demo = %d, stderr lacks where its workspace stays:\n%s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(m[1], "textstats.py")); err != nil {
+		t.Errorf("the kept demo workspace: %v", err)
 	}
 }
 
@@ -461,4 +479,42 @@ func lastEvents(t *testing.T, db, id string, n int) string {
 		fmt.Fprintf(&b, "#%d %s %s %.300s\n", e.Seq, e.Time.Format(time.RFC3339Nano), e.Type, e.Payload)
 	}
 	return b.String()
+}
+
+// A listing written to a pipe whose reader has gone (keel runs list |
+// head -1) ends quietly: exit 0, no "broken pipe" error.
+func TestClosedStdoutEndsQuietly(t *testing.T) {
+	db := setup(t)
+	traj := writeTrajectory(t, "say done", []fcall{sh("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")})
+	if code, _, errOut := keel(t, "run", "--db", db, "--model", "replay:"+traj, "--workspace", t.TempDir(), "--sandbox", "none", "-q"); code != 0 {
+		t.Fatalf("keel run = %d\n%s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	for _, args := range [][]string{
+		{"runs", "list"}, {"runs", "list", "--json"}, {"runs", "show", id}, {"runs", "show", id, "--json"},
+		{"agents", "list"}, {"policy", "default"}, {"config", "show"},
+	} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		var stderr bytes.Buffer
+		code := cli.Main(t.Context(), append(args, "--db", db), w, &stderr)
+		w.Close()
+		if code != 0 || stderr.Len() > 0 {
+			t.Errorf("keel %v | (reader gone) = %d, stderr %q; want 0 and nothing", args, code, stderr.String())
+		}
+	}
+	// Other errors still fail.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	var stderr bytes.Buffer
+	if code := cli.Main(t.Context(), []string{"runs", "show", "--db", db, "no-such-run"}, w, &stderr); code == 0 || stderr.Len() == 0 {
+		t.Errorf("keel runs show no-such-run = %d, stderr %q; want an error", code, stderr.String())
+	}
 }

@@ -32,7 +32,7 @@ with stdin not a terminal (a script, </dev/null) it stops there and exits
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), sb, keep, gate) },
 	}
 	cmd.Flags().StringVar(&sb, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
-	cmd.Flags().BoolVar(&keep, "keep", true, "keep the demo workspace after the run")
+	cmd.Flags().BoolVar(&keep, "keep", true, "keep the demo workspace (a new directory in the system's temporary directory, named at the end) after the run; --keep=false removes it")
 	registerWaitFlags(cmd.Flags(), &gate)
 	return cmd
 }
@@ -47,7 +47,12 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	if err != nil {
 		return err
 	}
-	if !keep {
+	if keep {
+		// Whatever the outcome, say where the project stays.
+		defer func() {
+			fmt.Fprintf(a.stderr, "keel demo: the demo workspace stays in %s (remove it with: rm -rf %s; keel demo --keep=false removes it at the end)\n", ws, ws)
+		}()
+	} else {
 		defer os.RemoveAll(ws)
 	}
 	if err := demo.WriteProject(ws); err != nil {
@@ -70,6 +75,9 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	if runID == "" {
 		return execErr
 	}
+	// Show what the run did even when Ctrl-C ended it.
+	ctx, cancel := closingContext(ctx)
+	defer cancel()
 	store, err := a.openStore(ctx)
 	if err != nil {
 		return err

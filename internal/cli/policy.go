@@ -79,7 +79,7 @@ func loadPolicy(flag string) (*policy.Engine, error) {
 	if err != nil {
 		return nil, usagef("--policy: %v", err)
 	}
-	b, err := readPolicyFile(abs)
+	b, err := readPolicyFile(flag)
 	if err != nil {
 		return nil, usagef("--policy: %v", err)
 	}

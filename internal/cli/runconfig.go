@@ -56,6 +56,9 @@ var pathFlags = map[string]bool{"policy": true, "system-file": true, "workspace"
 type runSettings struct {
 	source  map[string]string
 	project *config.Config
+	// untrusted lists what the project file sets that needs trust when
+	// it is not trusted as it is (keel run then refuses the file).
+	untrusted []string
 }
 
 // settingsLayer is one config file's run defaults.
@@ -220,9 +223,13 @@ func (a *app) runDefaults(cmd *cobra.Command, f *runFlags) (*runSettings, error)
 	if err != nil {
 		return nil, err
 	}
-	if l != nil && cmd.Name() != "show" {
-		if err := a.checkTrusted(proj, l); err != nil {
+	if l != nil {
+		if rs.untrusted, err = a.untrustedKeys(proj, l); err != nil {
 			return nil, err
+		}
+		// keel config show shows an untrusted file, marked as such.
+		if len(rs.untrusted) > 0 && cmd.Name() != "show" {
+			return nil, untrustedError(proj, rs.untrusted)
 		}
 	}
 	if l != nil {
@@ -296,9 +303,10 @@ var trustingKeys = []string{"model", "policy", "allow-host", "setup-allow-host"}
 // trustFile lists the trusted project files, one "SHA256 PATH" a line.
 func (a *app) trustFile() string { return filepath.Join(a.home, "trusted-projects") }
 
-// checkTrusted refuses a project file that sets a trusting key or MCP
-// servers unless its content was trusted with keel config trust.
-func (a *app) checkTrusted(proj *config.Config, l *settingsLayer) error {
+// untrustedKeys lists the trusting keys (and MCP servers) the project
+// file sets, unless its content was trusted with keel config trust: a
+// project file with any is refused by keel run.
+func (a *app) untrustedKeys(proj *config.Config, l *settingsLayer) ([]string, error) {
 	var sets []string
 	for _, k := range trustingKeys {
 		if _, ok := l.values[k]; ok {
@@ -309,19 +317,32 @@ func (a *app) checkTrusted(proj *config.Config, l *settingsLayer) error {
 		sets = append(sets, "[[mcp.servers]]")
 	}
 	if len(sets) == 0 {
-		return nil
+		return nil, nil
 	}
 	b, err := os.ReadFile(proj.Path)
 	if err != nil {
-		return &usageError{fmt.Errorf("config: %w", err)}
+		return nil, &usageError{fmt.Errorf("config: %w", err)}
 	}
 	want := fmt.Sprintf("%x %s", sha256.Sum256(b), proj.Path)
 	if t, err := os.ReadFile(a.trustFile()); err == nil && slices.Contains(strings.Split(string(t), "\n"), want) {
-		return nil
+		return nil, nil
 	}
-	return usagef("the project file %s sets %s, which can loosen what a run may do or send your API key elsewhere, and you have not trusted it as it is: read it (keel config show --workspace %s), then trust it: keel config trust --workspace %s",
-		proj.Path, strings.Join(sets, ", "), filepath.Dir(filepath.Dir(proj.Path)), filepath.Dir(filepath.Dir(proj.Path)))
+	return sets, nil
 }
+
+// untrustedError is keel run's refusal of the project file proj, which
+// sets the trusting keys sets and is not trusted.
+func untrustedError(proj *config.Config, sets []string) error {
+	return usagef("the project file %s sets %s, which can loosen what a run may do or send your API key elsewhere, and you have not trusted it as it is: read it (keel config show --workspace %s), then trust it: keel config trust --workspace %s",
+		proj.Path, strings.Join(sets, ", "), projectWorkspace(proj), projectWorkspace(proj))
+}
+
+// projectWorkspace is the workspace of the project file proj.
+func projectWorkspace(proj *config.Config) string { return filepath.Dir(filepath.Dir(proj.Path)) }
+
+// untrustedSource marks the source of a setting from a project file
+// that is not trusted.
+const untrustedSource = " (NOT TRUSTED: keel run refuses this file)"
 
 // trustProject records the content b of the project file p as trusted.
 func (a *app) trustProject(p string, b []byte) error {
@@ -355,8 +376,14 @@ func (a *app) printSettings(fl *pflag.FlagSet, rs *runSettings, asJSON bool) err
 		Name   string `json:"name"`
 		Value  string `json:"value"`
 		Source string `json:"source"`
+		// Untrusted: the source is a project file keel run refuses
+		// until it is trusted.
+		Untrusted bool `json:"untrusted,omitempty"`
 	}
 	var rows []row
+	untrusted := func(src string) bool {
+		return len(rs.untrusted) > 0 && rs.project != nil && src == rs.project.Path
+	}
 	fl.VisitAll(func(f *pflag.Flag) {
 		if f.Hidden || notRunSetting[f.Name] {
 			return
@@ -369,10 +396,15 @@ func (a *app) printSettings(fl *pflag.FlagSet, rs *runSettings, asJSON bool) err
 		if sv, ok := f.Value.(pflag.SliceValue); ok {
 			v = strings.Join(sv.GetSlice(), ", ")
 		}
-		rows = append(rows, row{f.Name, v, src})
+		rows = append(rows, row{f.Name, v, src, untrusted(src)})
 	})
 	for _, s := range a.mcpSources(rs) {
-		rows = append(rows, row{"mcp." + s[0], s[1], s[2]})
+		rows = append(rows, row{"mcp." + s[0], s[1], s[2], untrusted(s[2])})
+	}
+	if len(rs.untrusted) > 0 {
+		ws := projectWorkspace(rs.project)
+		fmt.Fprintf(a.stderr, "keel: the project file %s is NOT TRUSTED: it sets %s, so keel run refuses to start in this workspace until you trust the file as it is: keel config trust --workspace %s\n",
+			rs.project.Path, strings.Join(rs.untrusted, ", "), ws)
 	}
 	if asJSON {
 		enc := json.NewEncoder(a.stdout)
@@ -390,7 +422,11 @@ func (a *app) printSettings(fl *pflag.FlagSet, rs *runSettings, asJSON bool) err
 		if v == "" {
 			v = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, clip(oneLine(v), 80), r.Source)
+		src := r.Source
+		if r.Untrusted {
+			src += untrustedSource
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, clip(oneLine(v), 80), src)
 	}
 	return tw.Flush()
 }

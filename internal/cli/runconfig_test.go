@@ -193,10 +193,21 @@ func TestProjectFileNeedsTrust(t *testing.T) {
 			if code != 2 || !strings.Contains(errOut, tt.key) || !strings.Contains(errOut, "keel config trust --workspace "+ws) {
 				t.Fatalf("an untrusted project file setting %s: keel run = %d, stderr %q; want 2 naming it and the trust command", tt.key, code, errOut)
 			}
-			if code, _, _ := keel(t, "config", "show", "--workspace", ws); code != 0 {
+			code, out, errOut := keel(t, "config", "show", "--workspace", ws)
+			if code != 0 {
 				t.Errorf("keel config show refused the untrusted file (exit %d): it must show it", code)
 			}
+			if !strings.Contains(out, project+" (NOT TRUSTED") || !strings.Contains(errOut, "NOT TRUSTED") || !strings.Contains(errOut, "keel config trust --workspace "+ws) {
+				t.Errorf("keel config show of an untrusted project file:\n%s\nstderr %q\nwant its settings marked NOT TRUSTED and the trust command", out, errOut)
+			}
+			if _, out, _ := keel(t, "config", "show", "--workspace", ws, "--config-json"); !strings.Contains(out, `"untrusted":true`) {
+				t.Errorf("keel config show --config-json of an untrusted project file:\n%s\nwant \"untrusted\":true", out)
+			}
 		})
+	}
+	write("[run]\nmax_steps = 5\n")
+	if _, out, errOut := keel(t, "config", "show", "--workspace", ws); strings.Contains(out+errOut, "TRUSTED") {
+		t.Errorf("keel config show of a harmless project file marks it:\n%s%s", out, errOut)
 	}
 	write("[run]\nallow_host = [\"pypi.org\"]\nmax_steps = 5\n")
 	if code, _, errOut := keel(t, "config", "trust", "--workspace", ws); code != 0 {
@@ -204,6 +215,9 @@ func TestProjectFileNeedsTrust(t *testing.T) {
 	}
 	if code, errOut := run(); code != 0 {
 		t.Fatalf("a trusted project file: keel run = %d:\n%s", code, errOut)
+	}
+	if _, out, errOut := keel(t, "config", "show", "--workspace", ws); !strings.Contains(out, "pypi.org") || strings.Contains(out+errOut, "TRUSTED") {
+		t.Errorf("keel config show of a trusted project file:\n%s%s\nwant its settings, unmarked", out, errOut)
 	}
 	write("[run]\nallow_host = [\"pypi.org\", \"evil.example\"]\nmax_steps = 5\n")
 	if code, errOut := run(); code != 2 {

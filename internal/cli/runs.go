@@ -15,6 +15,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/tool"
 )
@@ -303,7 +304,11 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error, o *
 		}
 		fmt.Fprintf(w, "\nmodel %s · workspace %s → %s · sandbox %s\n", c.Model, c.Workspace, c.MountPath, c.Sandbox)
 		fmt.Fprintf(w, "task: %s\n", clip(oneLine(c.Task), 200))
-		d := events[len(events)-1].Time.Sub(events[0].Time).Round(time.Millisecond)
+		// A fork's duration counts from its own first event.
+		d := time.Duration(0)
+		if i := server.ForkStart(c, events); i < len(events) {
+			d = events[len(events)-1].Time.Sub(events[i].Time).Round(time.Millisecond)
+		}
 		fmt.Fprintf(w, "%d events · %d steps · %s tok (%s in, %s out, %s cached) · $%.4f · %s\n\n", len(events), st.Steps,
 			num(st.Usage.Total()), num(st.Usage.InputTokens), num(st.Usage.OutputTokens), num(st.Usage.CachedInputTokens), st.Cost, d)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -282,8 +283,12 @@ func gitStart(ctx context.Context, dir string) *agent.GitStart {
 }
 
 // endDiff prints, at the end of keel run, the files the run changed
-// (on stderr, with the progress) and how to see their diff.
+// (on stderr, with the progress) and how to see their diff. It reads
+// them even when ctx was canceled (Ctrl-C ended the run), within
+// closingTimeout: what the run changed matters most then.
 func (a *app) endDiff(ctx context.Context, runID string, created *agent.RunCreated) {
+	ctx, cancel := closingContext(ctx)
+	defer cancel()
 	var b strings.Builder
 	if err := printRunDiff(ctx, &b, workspaceDiff, runID, created, true); err != nil {
 		fmt.Fprintf(a.stderr, "keel: %v\n", err)
@@ -293,4 +298,14 @@ func (a *app) endDiff(ctx context.Context, runID string, created *agent.RunCreat
 	if !strings.HasPrefix(b.String(), "no files changed") {
 		fmt.Fprintf(a.stderr, "diff: keel runs diff %s\n", runID)
 	}
+}
+
+// closingTimeout bounds what a command still reads after its run ended,
+// canceled or not (the closing diff, the demo's timeline).
+const closingTimeout = 30 * time.Second
+
+// closingContext is ctx without its cancellation, bounded by
+// closingTimeout.
+func closingContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), closingTimeout)
 }

@@ -1,10 +1,14 @@
 package cli_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -95,4 +99,39 @@ func mustRead(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// Ctrl-C during keel run still ends with the files the run changed: the
+// closing diff does not use the canceled context.
+func TestInterruptedRunShowsDiff(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("SKIPPED LOUDLY: git is not installed (.ci/run installs it)")
+	}
+	setup(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "README"), []byte("base\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitRepo(t, ws)
+	db := filepath.Join(t.TempDir(), "sig.db")
+	args, _ := json.Marshal([]string{"run", "--db", db, "--model", "replay:" + trajectory, "--workspace", ws, "--mount-path", "/testbed"})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	id := waitForEvent(t, db, 20)
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("after SIGINT: %v, want exit status 130\nstderr:\n%s", err, stderr.String())
+	}
+	got := stderr.String()
+	if strings.Contains(got, "context canceled") || !strings.Contains(got, "changed since") {
+		t.Errorf("run %s interrupted: stderr ends\n%s\nwant the files it changed, no \"context canceled\"", id, got[max(0, len(got)-1500):])
+	}
 }

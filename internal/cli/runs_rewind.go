@@ -359,7 +359,7 @@ func (l *local) Fork(ctx context.Context, id string, at int64, workspace, by str
 		created.Labels[k] = v
 	}
 	created.Labels[server.LabelForkOf] = fmt.Sprintf("%s@%d", id, at)
-	drafts, err := agent.ForkDrafts(events, mustJSON(&created))
+	drafts, err := server.ForkDrafts(events, &created)
 	if err != nil {
 		return nil, err
 	}

@@ -8,10 +8,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/sqlite"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -199,5 +202,46 @@ func TestRewindAndForkWithServer(t *testing.T) {
 	}
 	if fork.Workspace == run.Workspace || string(mustRead(t, filepath.Join(fork.Workspace, "textstats.py"))) != string(edited) {
 		t.Errorf("the fork's workspace %s does not have the edited file", fork.Workspace)
+	}
+}
+
+// keel runs show counts a fork's duration from its own first event: the
+// events it copied keep the source's times (here an hour old).
+func TestForkDurationIsItsOwn(t *testing.T) {
+	db := setup(t)
+	traj := writeTrajectory(t, "say done", []fcall{sh("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")})
+	if code, _, errOut := keel(t, "run", "--db", db, "--model", "replay:"+traj, "--workspace", t.TempDir(), "--sandbox", "none", "-q"); code != 0 {
+		t.Fatalf("keel run = %d\n%s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	s, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Read(t.Context(), id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same run as if made an hour ago.
+	old := strings.ToLower(ulid.Make().String())
+	drafts := make([]journal.Draft, len(evs))
+	for i, e := range evs {
+		drafts[i] = journal.Draft{Type: e.Type, Time: e.Time.Add(-time.Hour), Payload: e.Payload}
+	}
+	if _, err := s.Append(t.Context(), old, 0, drafts...); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	code, out, errOut := keel(t, "runs", "fork", "--db", db, old, "--at", "1", "--no-start")
+	if code != 0 {
+		t.Fatalf("keel runs fork = %d\n%s", code, errOut)
+	}
+	fork := strings.TrimSpace(out)
+	code, out, errOut = keel(t, "runs", "show", "--db", db, fork)
+	if code != 0 {
+		t.Fatalf("keel runs show = %d\n%s", code, errOut)
+	}
+	if m := regexp.MustCompile(`(?m)^2 events · .* · (\S+)$`).FindStringSubmatch(out); m == nil || m[1] != "0s" {
+		t.Errorf("the fork's header (want a duration of 0s: it has only the copied run.created and its own pause):\n%s", out)
 	}
 }

@@ -240,7 +240,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	if err := settings.Validate(); err != nil {
 		return usagef("%v", err)
 	}
-	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, settings: settings, logger: logger, recordings: map[string]*recording{}, active: &active}
+	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, settings: settings, logger: logger, recordings: map[string]*recording{}, active: &active, roots: roots}
 	if f.metricsAddr != "" {
 		stop, err := a.serveMetrics(ctx, f.metricsAddr, metrics, logger)
 		if err != nil {

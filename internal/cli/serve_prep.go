@@ -44,6 +44,10 @@ type serverPrep struct {
 	logger   *slog.Logger
 	// active reports the runs this process executes (keel_runs_active).
 	active *atomic.Pointer[func() int]
+	// roots are the server's workspace roots: demo workspaces are made
+	// under the first (in demoDir), else in the system's temporary
+	// directory.
+	roots []string
 
 	mu         sync.Mutex
 	recordings map[string]*recording // loaded replay trajectories, by path, size and time
@@ -335,13 +339,26 @@ func (sp *serverPrep) finish(ctx context.Context, c *agent.RunCreated, eng *poli
 	return c, nil
 }
 
+// demoDir is the directory, in the first workspace root, of the demo
+// runs' workspaces.
+const demoDir = ".keel-demos"
+
 // prepareDemo creates the demo run: a fresh copy of the demo project, the
 // scripted demo model, and the demo policy, which asks a person before
 // the agent edits a file.
 func (sp *serverPrep) prepareDemo(ctx context.Context) (*agent.RunCreated, error) {
-	ws, err := os.MkdirTemp("", "keel-demo-")
+	parent := ""
+	if len(sp.roots) > 0 {
+		// Within the directories the operator gave runs, hidden from
+		// the web UI's list of workspaces.
+		parent = filepath.Join(sp.roots[0], demoDir)
+		if err := os.MkdirAll(parent, 0o700); err != nil {
+			return nil, fmt.Errorf("demo workspace: %w", err)
+		}
+	}
+	ws, err := os.MkdirTemp(parent, "keel-demo-")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("demo workspace: %w", err)
 	}
 	if err := demo.WriteProject(ws); err != nil {
 		return nil, err

@@ -172,6 +172,34 @@ func TestServeKilledWhileWaitingForApproval(t *testing.T) {
 	}
 }
 
+// A demo run started through the API works in a new directory under
+// the server's first workspace root (hidden from the web UI's list of
+// workspaces), not in the system's temporary directory.
+func TestServeDemoUnderWorkspaceRoot(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	root := t.TempDir()
+	s := startServeArgs(t, "serve", "--addr", "127.0.0.1:0", "--workers", "1", "--workspace-root", root)
+	c := s.apiClient(t)
+	run, err := c.CreateRun(t.Context(), &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	untilStopped(t, c, run.ID, 1)
+	got, err := c.Run(t.Context(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(got.Workspace) != filepath.Join(root, ".keel-demos") {
+		t.Errorf("the demo run's workspace is %s, want a directory in %s", got.Workspace, filepath.Join(root, ".keel-demos"))
+	}
+	if _, err := os.Stat(filepath.Join(got.Workspace, "textstats.py")); err != nil {
+		t.Errorf("the demo project is not in its workspace: %v", err)
+	}
+}
+
 // With --server, the listing and inspection commands print what they
 // print on the local journal.
 func TestClientOutputMatchesLocal(t *testing.T) {
