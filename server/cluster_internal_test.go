@@ -78,7 +78,7 @@ func TestAdoptionHandsAQuietRunOverOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The sweep under way when the event landed may have missed it.
-	if next() == 0 && next() == 0 {
+	if first := next(); first == 0 && next() == 0 {
 		t.Fatal("the run's journal moved, and the next two sweeps did not hand it over")
 	}
 }
