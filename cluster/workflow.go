@@ -23,11 +23,15 @@
 // and workspace are pinned to the worker that holds them: the first
 // activity ([Worker.Claim], on the shared task queue [TaskQueue]) returns
 // that worker's own task queue, and every later step is scheduled there,
-// reusing the sandbox (and the Python kernel) it keeps. When that worker
-// dies, the step's heartbeat times out and its retry finds no poller on
-// the dead worker's queue; after [Driver.PinTimeout] the workflow claims
-// the run afresh on the shared queue and another worker continues it
-// from the journal, in a new sandbox over the same workspace path. That
+// reusing the sandbox (and the Python kernel) it keeps. A step that has
+// not returned after [Driver.PinTimeout] pings its worker on a liveness
+// queue with slots of its own: a busy worker answers, and the step waits
+// on in its place in the queue. When that worker dies, the step's
+// heartbeat times out and its retry finds no poller on the dead worker's
+// queue; the next ping goes unanswered for PinTimeout, the step is
+// canceled, and the workflow claims the run afresh on the shared queue:
+// another worker continues it from the journal, in a new sandbox over the
+// same workspace path. That
 // is correct when the workspaces are on storage every worker mounts at
 // the same path (the documented cluster shape); with worker-local
 // workspaces, set PinTimeout long, and the run waits for its worker.
@@ -72,6 +76,17 @@ const (
 	// an approval or authorization pause to look before executing
 	// ([StepInput.Woken]).
 	wakeVersion = "keel.answered-wakes"
+	// pinWaitVersion is the workflow change that waits for a busy
+	// pinned worker without giving up the step's place in its queue: a
+	// step is no longer timed out after PinTimeout (ScheduleToStart),
+	// which put it back at the end of the queue each time, so that on a
+	// worker with many more runs than slots some runs waited for minutes
+	// (see awaitPinned).
+	pinWaitVersion = "keel.pin-wait-in-place"
+	// maxHistory is the history length after which a workflow on the
+	// pin-wait path continues as new at its next step (each ping of a
+	// long step adds a few events).
+	maxHistory = 10_000
 	// fatalError is the application error type of a step that must not
 	// be retried (a corrupt journal).
 	fatalError = "keel.fatal"
@@ -169,10 +184,11 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 	log := workflow.GetLogger(ctx)
 	wake := workflow.GetSignalChannel(ctx, WakeSignal)
 	answered := workflow.GetVersion(ctx, wakeVersion, workflow.DefaultVersion, 1) == 1
+	inPlace := workflow.GetVersion(ctx, pinWaitVersion, workflow.DefaultVersion, 1) == 1
 	fresh := true
 	woken, recheck := false, false
 	for n := 0; ; n++ {
-		if n >= maxSteps {
+		if n >= maxSteps || (inPlace && n > 0 && workflow.GetInfo(ctx).GetCurrentHistoryLength() > maxHistory) {
 			return workflow.NewContinueAsNewError(ctx, WorkflowName, in)
 		}
 		if in.Queue == "" {
@@ -185,14 +201,18 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 			}
 			fresh = true
 		}
-		sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		opts := workflow.ActivityOptions{
 			TaskQueue:              in.Queue,
 			ScheduleToStartTimeout: orDefault(d.PinTimeout, time.Minute),
 			StartToCloseTimeout:    orDefault(d.StepTimeout, 2*time.Hour),
 			HeartbeatTimeout:       orDefault(d.Heartbeat, 20*time.Second),
 			RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 10 * time.Second,
 				MaximumAttempts: 5, NonRetryableErrorTypes: []string{fatalError}},
-		})
+		}
+		if inPlace {
+			opts.ScheduleToStartTimeout = 0 // awaitPinned watches the worker
+		}
+		sctx := workflow.WithActivityOptions(ctx, opts)
 		if answered {
 			// The step reads the journal after these wake-ups were
 			// sent: it answers them. Only one that arrives while it runs
@@ -201,8 +221,26 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 			}
 		}
 		var res StepResult
-		err := workflow.ExecuteActivity(sctx, StepActivity, StepInput{RunID: in.RunID, AfterSeq: in.AfterSeq, AfterHash: in.AfterHash,
-			Fresh: fresh, Woken: woken, Recheck: recheck}).Get(ctx, &res)
+		input := StepInput{RunID: in.RunID, AfterSeq: in.AfterSeq, AfterHash: in.AfterHash, Fresh: fresh, Woken: woken, Recheck: recheck}
+		var err error
+		if inPlace {
+			actx, cancelStep := workflow.WithCancel(sctx)
+			step := workflow.ExecuteActivity(actx, StepActivity, input)
+			gone, werr := d.awaitPinned(ctx, step, in.Queue, &res)
+			cancelStep()
+			if gone {
+				// The step never started there, or its worker died with
+				// it (its retry waits on the dead worker's queue): the
+				// step is canceled and the run claimed afresh.
+				_ = step.Get(ctx, nil)
+				log.Warn("the worker holding the run is gone; claiming it afresh", "run_id", in.RunID, "queue", in.Queue)
+				in.Queue = ""
+				continue
+			}
+			err = werr
+		} else {
+			err = workflow.ExecuteActivity(sctx, StepActivity, input).Get(ctx, &res)
+		}
 		wasFresh, wasWoken, wasRecheck := fresh, woken, recheck
 		fresh, woken, recheck = false, false, false
 		if err != nil {
@@ -272,5 +310,48 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 		// something happened (a wake-up) or that a deadline passed (the
 		// timer).
 		woken, recheck = answered && res.Waiting && signaled, answered && res.Waiting && !signaled
+	}
+}
+
+// awaitPinned waits for step, scheduled on the pinned worker's queue, to
+// return its result into res. Every PinTimeout that the step has not
+// returned, it pings the worker on its liveness queue (slots of its own):
+// a worker that answers is busy (its slots taken by other runs' steps, or
+// this step executing), and the step keeps its place in the queue; one
+// that does not answer within PinTimeout is gone, and awaitPinned
+// reports it (the caller cancels the step). A step that returns while a
+// ping is out ends the wait.
+func (d *Driver) awaitPinned(ctx workflow.Context, step workflow.Future, queue string, res *StepResult) (gone bool, err error) {
+	wait := orDefault(d.PinTimeout, time.Minute)
+	pctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue: queue + AliveSuffix, ScheduleToStartTimeout: wait,
+		StartToCloseTimeout: 30 * time.Second, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	for {
+		done := false
+		tctx, cancelTimer := workflow.WithCancel(ctx)
+		timer := workflow.NewTimer(tctx, wait)
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(step, func(workflow.Future) { done = true })
+		sel.AddFuture(timer, func(workflow.Future) {})
+		sel.Select(ctx)
+		cancelTimer()
+		if done {
+			return false, step.Get(ctx, res)
+		}
+		var perr error
+		pinged := false
+		ping := workflow.ExecuteActivity(pctx, PingActivity)
+		sel = workflow.NewSelector(ctx)
+		sel.AddFuture(step, func(workflow.Future) { done = true })
+		sel.AddFuture(ping, func(f workflow.Future) { pinged, perr = true, f.Get(ctx, nil) })
+		sel.Select(ctx)
+		switch {
+		case done:
+			return false, step.Get(ctx, res)
+		case pinged && perr != nil:
+			return true, nil
+		}
+		// Busy, not gone: wait again, in place.
 	}
 }

@@ -12,6 +12,10 @@ import (
 // wake-up arrives, to see appends by other processes.
 const DefaultPoll = 200 * time.Millisecond
 
+// SharedPoll is how often [Follow] re-reads a run without a wake-up when
+// its store notifies appends by every process ([SharedNotifier]).
+const SharedPoll = 10 * time.Second
+
 // ReadVerified reads run's whole journal from s and checks it with
 // [Verify]. It returns the events, or an error wrapping [ErrNotFound] for
 // an unknown run, a [*CorruptError] naming the first bad event for a
@@ -52,7 +56,8 @@ func ReadVerified(ctx context.Context, s Store, runID string) ([]Event, error) {
 // Wake-ups: if s implements [Notifier], an append through s wakes the
 // follower at once; appends by other processes (or other Store handles on
 // the same database) are found by re-reading every poll interval (poll <= 0
-// means [DefaultPoll]). A run that does not exist yet is waited for, so a
+// means [DefaultPoll]), or every [SharedPoll] while s notifies those too
+// ([SharedNotifier]). A run that does not exist yet is waited for, so a
 // follower may start before the writer; read it first if an unknown run
 // should be an error.
 //
@@ -80,7 +85,14 @@ func Follow(ctx context.Context, s Store, runID string, from int64, poll time.Du
 			defer stop()
 			wake = ch
 		}
-		timer := time.NewTimer(poll)
+		shared, _ := s.(SharedNotifier)
+		interval := func() time.Duration {
+			if shared != nil && shared.Listening() {
+				return max(poll, SharedPoll)
+			}
+			return poll
+		}
+		timer := time.NewTimer(interval())
 		defer timer.Stop()
 		next, prev := from, ""
 		if from == 1 {
@@ -114,7 +126,7 @@ func Follow(ctx context.Context, s Store, runID string, from int64, poll time.Du
 				next, prev = e.Seq+1, e.Hash
 			}
 			// Since Go 1.23, Reset discards a pending expiry: no drain.
-			timer.Reset(poll)
+			timer.Reset(interval())
 			select {
 			case <-ctx.Done():
 				return

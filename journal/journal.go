@@ -192,6 +192,17 @@ type Notifier interface {
 	Notify(runID string) (ch <-chan struct{}, stop func())
 }
 
+// SharedNotifier is an optional interface of a [Notifier] whose wake-ups
+// also follow appends by other processes while Listening reports true
+// (journal/postgres, by LISTEN/NOTIFY; when its listening connection is
+// lost, it wakes every reader once it listens again). [Follow] then
+// re-reads a run only every [SharedPoll] without a wake-up, in case a
+// notification is lost, instead of every poll interval.
+type SharedNotifier interface {
+	Notifier
+	Listening() bool
+}
+
 // Errors callers branch on.
 var (
 	ErrConflict = errors.New("journal: append conflict")

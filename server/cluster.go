@@ -144,35 +144,80 @@ func (h *Handler) cancelElsewhere(ctx context.Context, id string, who *caller, r
 
 // adopt submits, every Options.Adopt until Shutdown, the runs that should
 // be executing but that no process holds: their executor died.
+//
+// A server that hands runs to workers ([Options.Dispatch]) finds many
+// such runs that are not lost: between two steps a run holds no lease
+// while its workflow waits for a worker slot. Handing each of them to
+// Options.Adopted at every sweep cost one look at its workflow per run
+// every few seconds (the Temporal server's and this server's CPU). A run
+// handed to the workers is handed again only once its journal moved
+// (its newest event changed: a decision, a step) or after
+// [adoptAgain] sweeps: its workflow, once woken or found with a step
+// pending, looks at the journal by itself.
 func (h *Handler) adopt() {
 	defer h.sweeping.Done()
 	ctx, cancel := h.stopContext()
 	defer cancel()
 	t := time.NewTicker(h.opts.Adopt)
 	defer t.Stop()
-	for {
+	type handed struct {
+		seq   int64
+		sweep int
+	}
+	seen := map[string]handed{}
+	for sweep := 1; ; sweep++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		ids, err := h.orphans(ctx, h.opts.Clock().Add(-h.opts.Adopt))
+		var skip func(string, int64) bool
+		candidates := map[string]int64{}
+		if h.pool.dispatch != nil {
+			skip = func(id string, seq int64) bool {
+				candidates[id] = seq
+				s, ok := seen[id]
+				return ok && s.seq == seq && sweep-s.sweep < adoptAgain
+			}
+		}
+		ids, err := h.orphans(ctx, h.opts.Clock().Add(-h.opts.Adopt), skip)
 		if err != nil {
 			if ctx.Err() == nil {
 				h.logger.Error("look for runs left by a stopped process", "err", err)
 			}
 			continue
 		}
+		for id, s := range seen {
+			if sweep-s.sweep >= adoptAgain {
+				delete(seen, id)
+			}
+		}
+		n := 0
 		for _, id := range ids {
 			if err := h.pool.adoptRun(id); err != nil {
 				break
 			}
+			n++
+			if skip != nil {
+				seen[id] = handed{seq: candidates[id], sweep: sweep}
+			}
 		}
-		if len(ids) > 0 {
-			h.logger.Info("adopted runs whose executor stopped", "runs", len(ids))
+		if h.adoptSwept != nil {
+			h.adoptSwept(n)
+		}
+		switch {
+		case n > 0 && skip == nil:
+			h.logger.Info("adopted runs whose executor stopped", "runs", n)
+		case n > 0:
+			h.logger.Debug("handed runs that no process holds to the workers", "runs", n)
 		}
 	}
 }
+
+// adoptAgain is the number of adoption sweeps after which a server that
+// hands runs to workers looks again at a run it handed over whose
+// journal has not moved since.
+const adoptAgain = 12
 
 // leaseFree reports whether no process holds run id's lease (true for a
 // store without leases).

@@ -178,6 +178,9 @@ type Handler struct {
 	// idleWait, if set, is called when a resume starts waiting for an
 	// execution that is ending (tests).
 	idleWait func(runID string)
+	// adoptSwept, if set, is called after each adoption sweep with the
+	// number of runs it submitted (tests).
+	adoptSwept func(n int)
 
 	stopOnce sync.Once
 	stop     chan struct{} // closed by Shutdown
@@ -294,7 +297,7 @@ func (h *Handler) Tokens() *token.Set { return h.tokens }
 // paused: a fork with no event past its fork point). It returns the ids
 // submitted, oldest first.
 func (h *Handler) Start(ctx context.Context) ([]string, error) {
-	ids, err := h.orphans(ctx, time.Time{})
+	ids, err := h.orphans(ctx, time.Time{}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +324,10 @@ func (h *Handler) Start(ctx context.Context) ([]string, error) {
 // executing here) nor another holding the run's lease. With a non-zero
 // before, only runs whose newest event is older count (a run another
 // server just created is about to take its lease).
-func (h *Handler) orphans(ctx context.Context, before time.Time) ([]string, error) {
+//
+// skip, if not nil, is asked before the lease of a run is looked up
+// (seq is the run's newest event): a run it skips is not returned.
+func (h *Handler) orphans(ctx context.Context, before time.Time, skip func(id string, seq int64) bool) ([]string, error) {
 	runs, err := h.rt.Store().Runs(ctx, &journal.ListParams{Status: []journal.Status{journal.StatusRunning, journal.StatusPaused}})
 	if err != nil {
 		return nil, fmt.Errorf("server: start: %w", err)
@@ -347,6 +353,9 @@ func (h *Handler) orphans(ctx context.Context, before time.Time) ([]string, erro
 		if _, at, ok := strings.Cut(s.ForkOf, "@"); ok && at == strconv.FormatInt(s.Events, 10) {
 			// A fork that never executed: made without start by a server
 			// that did not yet journal such forks paused (ReasonForked).
+			continue
+		}
+		if skip != nil && skip(r.RunID, r.LastSeq) {
 			continue
 		}
 		if !h.leaseFree(ctx, r.RunID) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -41,6 +42,10 @@ type summary struct {
 	// auths lists the calls of the newest turn that wait for an
 	// authorization.
 	auths []api.AuthWait
+	// enc is the JSON of the run as of event encSeq, without what the
+	// pool adds (see encode).
+	enc    []byte
+	encSeq int64
 }
 
 func newSummaries(store journal.Store) *summaries {
@@ -91,6 +96,32 @@ func (c *summaries) get(ctx context.Context, id string, knownSeq int64) (api.Run
 		}
 	}
 	return s.copy(), nil
+}
+
+// encode returns r's JSON, as encoding/json writes it. r is a summary
+// that get returned: its JSON is cached with the summary, until the next
+// event, unless the pool's view of the run (queued, executing, its last
+// error) is part of it.
+func (c *summaries) encode(r *api.Run) ([]byte, error) {
+	if r.Queued || r.Executing || r.Error != "" || r.Events == 0 {
+		return json.Marshal(r)
+	}
+	c.mu.Lock()
+	s := c.runs[r.ID]
+	c.mu.Unlock()
+	if s == nil {
+		return json.Marshal(r)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.enc != nil && s.encSeq == r.Events {
+		return s.enc, nil
+	}
+	b, err := json.Marshal(r)
+	if err == nil && s.run.Events == r.Events {
+		s.enc, s.encSeq = b, r.Events
+	}
+	return b, err
 }
 
 func (s *summary) copy() api.Run {

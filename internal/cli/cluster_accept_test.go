@@ -416,6 +416,15 @@ func TestClusterAcceptance(t *testing.T) {
 		}
 	}
 
+	// Where slow creations spent their time (the servers log them; read once they stopped).
+	slow := 0
+	for _, line := range strings.Split(s1.stderr.String()+s2.stderr.String(), "\n") {
+		if strings.Contains(line, "slow run") || strings.Contains(line, "slow git") {
+			if slow++; slow <= 12 {
+				t.Logf("server log: %s", line)
+			}
+		}
+	}
 	shape := "cluster: 2 servers, 2 workers, PostgreSQL, Temporal; kill -9 of one worker and one server"
 	if single {
 		shape = "single: 1 server, SQLite"

@@ -307,6 +307,12 @@ func (sp *serverPrep) finish(ctx context.Context, c *agent.RunCreated, eng *poli
 	if err := identity.CheckName(c.Principal); err != nil {
 		return nil, invalidf("agent: %v", err)
 	}
+	t0 := time.Now()
+	defer func() {
+		if d := time.Since(t0); d > 500*time.Millisecond {
+			sp.logger.Warn("slow run preparation", "duration", d.Round(time.Millisecond).String())
+		}
+	}()
 	if _, err := identity.NewDirectory(sp.store, nil).Check(ctx, c.Principal, c.OnBehalfOf); err != nil {
 		if errors.Is(err, policy.ErrRevoked) {
 			return nil, invalidf("agent %s cannot run: %v", c.Principal, err)
@@ -325,7 +331,11 @@ func (sp *serverPrep) finish(ctx context.Context, c *agent.RunCreated, eng *poli
 		// pinned as keel run pins them.
 		c.Tools = nil
 	}
+	t1 := time.Now()
 	c.Git = gitStart(ctx, c.Workspace) // for keel runs diff on the server's machine
+	if d := time.Since(t1); d > 500*time.Millisecond {
+		sp.logger.Warn("slow git state of a new run's workspace", "duration", d.Round(time.Millisecond).String(), "before_git", t1.Sub(t0).Round(time.Millisecond).String())
+	}
 	return c, nil
 }
 

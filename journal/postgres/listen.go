@@ -21,6 +21,12 @@ func (s *Store) Notify(runID string) (<-chan struct{}, func()) {
 	return ch, stop
 }
 
+// Listening implements [journal.SharedNotifier]: it reports whether the
+// Store's listener connection listens now (after the first Notify), so
+// that readers woken by Notify need not poll for other processes'
+// appends.
+func (s *Store) Listening() bool { return s.listening.Load() }
+
 // startListener runs LISTEN keel_events on a dedicated connection until
 // Close, reconnecting with backoff when the connection fails.
 func (s *Store) startListener() {
@@ -65,6 +71,8 @@ func (s *Store) listenOnce1(ctx context.Context, cfg *pgx.ConnConfig, first bool
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return false
 	}
+	s.listening.Store(true)
+	defer s.listening.Store(false)
 	if first {
 		markReady()
 	} else {

@@ -101,6 +101,7 @@ type Store struct {
 	broker backend.Broker
 
 	listenOnce   sync.Once
+	listening    atomic.Bool
 	listenCancel context.CancelFunc
 	listenDone   chan struct{}
 
@@ -111,10 +112,11 @@ type Store struct {
 }
 
 var (
-	_ journal.Store    = (*Store)(nil)
-	_ journal.Notifier = (*Store)(nil)
-	_ journal.Locker   = (*Store)(nil)
-	_ journal.Head     = (*Store)(nil)
+	_ journal.Store          = (*Store)(nil)
+	_ journal.Notifier       = (*Store)(nil)
+	_ journal.SharedNotifier = (*Store)(nil)
+	_ journal.Locker         = (*Store)(nil)
+	_ journal.Head           = (*Store)(nil)
 )
 
 // Open connects to the database named by dsn (a pgx connection string:

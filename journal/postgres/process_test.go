@@ -187,6 +187,9 @@ func TestFollowAcrossStores(t *testing.T) {
 			if e.Seq != after {
 				t.Fatalf("followed event %d, want %d", e.Seq, after)
 			}
+			if !r.Listening() {
+				t.Error("a Store that delivered another's append does not report Listening: Follow would poll it often")
+			}
 		case <-ctx.Done():
 			t.Fatalf("event %d never reached the follower", after)
 		}

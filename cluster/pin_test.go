@@ -1,0 +1,85 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/keel-run/keel/cluster"
+	"github.com/keel-run/keel/journal"
+)
+
+// A step waiting for a busy pinned worker waits in place: every
+// PinTimeout the worker is pinged, it answers, and the run is not
+// claimed again (before, the step was timed out and put back at the end
+// of the worker's queue each time, and some runs waited for minutes).
+func TestBusyWorkerKeepsTheRun(t *testing.T) {
+	d := cluster.Driver{PinTimeout: 10 * time.Second}
+	f := newFixture(t, d)
+	id, _ := f.create(t, trajectory(t, "echo one > a", "cat a", ""), "")
+	var s testsuite.WorkflowTestSuite
+	env := f.env(&s)
+	var claims, pings atomic.Int32
+	env.OnActivity(cluster.ClaimActivity, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, runID string) (string, error) { claims.Add(1); return f.w.Claim(ctx, runID) })
+	env.OnActivity(cluster.PingActivity, mock.Anything).Return(func(context.Context) error { pings.Add(1); return nil })
+	// Every step starts 35 s after it is scheduled: three pin timeouts.
+	env.OnActivity(cluster.StepActivity, mock.Anything, mock.Anything).Return(f.w.Step).After(35 * time.Second)
+	env.ExecuteWorkflow(cluster.WorkflowName, cluster.RunInput{RunID: id})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow: completed %t, %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	st, evs := f.events(t, id)
+	if st.Status != journal.StatusCompleted {
+		t.Fatalf("run %s", st.Status)
+	}
+	if n := claims.Load(); n != 1 {
+		t.Errorf("claimed %d times, want once (a busy worker keeps its runs)", n)
+	}
+	if n := pings.Load(); n < 3 {
+		t.Errorf("%d pings, want at least 3 (one per pin timeout of each slow step)", n)
+	}
+	if n := count(evs, journal.RunResumed); n != 0 {
+		t.Errorf("%d run.resumed events, want none", n)
+	}
+}
+
+// A step whose worker is gone (its ping goes unanswered) is canceled
+// and the run claimed afresh: another worker continues it from the
+// journal.
+func TestGoneWorkerLosesTheRun(t *testing.T) {
+	d := cluster.Driver{PinTimeout: 10 * time.Second}
+	f := newFixture(t, d)
+	id, _ := f.create(t, trajectory(t, "echo one > a", "cat a", ""), "")
+	var s testsuite.WorkflowTestSuite
+	env := f.env(&s)
+	var claims, pings atomic.Int32
+	env.OnActivity(cluster.ClaimActivity, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, runID string) (string, error) { claims.Add(1); return f.w.Claim(ctx, runID) })
+	// The first worker: its first step never starts, its pings go
+	// unanswered.
+	env.OnActivity(cluster.StepActivity, mock.Anything, mock.Anything).Return(cluster.StepResult{}, errors.New("the step ran on a dead worker")).After(time.Hour).Once()
+	env.OnActivity(cluster.PingActivity, mock.Anything).Return(func(context.Context) error { pings.Add(1); return errors.New("no answer") }).Once()
+	// Then the run's next worker.
+	env.OnActivity(cluster.StepActivity, mock.Anything, mock.Anything).Return(f.w.Step)
+	env.OnActivity(cluster.PingActivity, mock.Anything).Return(func(context.Context) error { pings.Add(1); return nil })
+	env.ExecuteWorkflow(cluster.WorkflowName, cluster.RunInput{RunID: id})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow: completed %t, %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	st, _ := f.events(t, id)
+	if st.Status != journal.StatusCompleted {
+		t.Fatalf("run %s", st.Status)
+	}
+	if n := claims.Load(); n != 2 {
+		t.Errorf("claimed %d times, want twice (the run moves after the unanswered ping)", n)
+	}
+	if n := pings.Load(); n != 1 {
+		t.Errorf("%d pings, want 1", n)
+	}
+}
