@@ -83,3 +83,37 @@ func TestGoneWorkerLosesTheRun(t *testing.T) {
 		t.Errorf("%d pings, want 1", n)
 	}
 }
+
+// A run canceled between two steps stays canceled: the next step finds
+// the cancel and executes nothing (before, it resumed the run, journaling
+// run.resumed after run.canceled, and the run went on to its end).
+func TestCancelBetweenStepsHolds(t *testing.T) {
+	f := newFixture(t, cluster.Driver{})
+	id, _ := f.create(t, trajectory(t, "echo one > a", "cat a", "echo two >> a", ""), "")
+	var s testsuite.WorkflowTestSuite
+	env := f.env(&s)
+	var steps atomic.Int32
+	env.OnActivity(cluster.StepActivity, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in cluster.StepInput) (cluster.StepResult, error) {
+			if steps.Add(1) == 2 {
+				if _, err := f.rt.Cancel(ctx, id, "ann"); err != nil {
+					return cluster.StepResult{}, err
+				}
+			}
+			return f.w.Step(ctx, in)
+		})
+	env.ExecuteWorkflow(cluster.WorkflowName, cluster.RunInput{RunID: id})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow: completed %t, %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	st, evs := f.events(t, id)
+	if st.Status != journal.StatusCanceled {
+		t.Errorf("run %s, want canceled", st.Status)
+	}
+	if last := evs[len(evs)-1]; last.Type != journal.RunCanceled {
+		t.Errorf("newest event %s, want run.canceled (nothing after the cancel)", last.Type)
+	}
+	if n := count(evs, journal.RunResumed); n != 0 {
+		t.Errorf("%d run.resumed events, want none", n)
+	}
+}

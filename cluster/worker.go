@@ -139,6 +139,15 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 			return res, err
 		}
 	}
+	if in.AfterSeq > 0 {
+		// A run that ended after the workflow last saw it (a person
+		// canceled it between two steps, or while it waited) is not
+		// executed again: executing would resume it. A person's resume
+		// is journaled (run.resumed) before the workflow is woken.
+		if res, ok, err := w.endedSince(ctx, &in); err != nil || ok {
+			return res, err
+		}
+	}
 	attempt := activity.GetInfo(ctx).Attempt
 	fresh := in.Fresh || attempt > 1
 	// The execution's own context: Temporal canceling the activity (a
@@ -324,6 +333,26 @@ func (w *Worker) unchanged(ctx context.Context, in *StepInput) (StepResult, bool
 		same.Reason = st.Ended.Reason
 	}
 	return same, true, nil
+}
+
+// endedSince reports whether run in.RunID's newest event, after
+// in.AfterSeq, ended it; its result is then the run as it ended.
+func (w *Worker) endedSince(ctx context.Context, in *StepInput) (StepResult, bool, error) {
+	evs, err := w.rt.Store().Read(ctx, in.RunID, in.AfterSeq+1)
+	if err != nil && !errors.Is(err, journal.ErrNotFound) {
+		return StepResult{}, false, err
+	}
+	if len(evs) == 0 {
+		return StepResult{}, false, nil
+	}
+	last := evs[len(evs)-1]
+	st := journal.StatusOf(last.Type)
+	if !st.Terminal() {
+		return StepResult{}, false, nil
+	}
+	w.release(in.RunID)
+	w.log.Info("the run ended since its last step; not executing it", "run_id", in.RunID, "status", st)
+	return StepResult{LastSeq: last.Seq, LastHash: last.Hash, Status: st}, true, nil
 }
 
 // leftHere reports whether this worker holds run runID and its journal

@@ -343,10 +343,13 @@ func (h *Handler) resume(ctx context.Context, id string, req *api.ResumeRun, who
 		return run, err
 	}
 	queued, queuedChange := message, ch
-	if h.pool.dispatch != nil && (message != "" || ch != (change{})) {
-		// The workers execute the run: the message and the changes are
-		// journaled here (run.resumed, as an execution's own resume
-		// would), and the worker's execution folds them from the journal.
+	if h.pool.dispatch != nil {
+		// The workers execute the run: the resume, with the message and
+		// the changes, is journaled here (run.resumed naming the person,
+		// as an execution's own resume would), and the worker's
+		// execution folds it from the journal. (A worker never resumes
+		// a run that ended since its workflow last looked: that was a
+		// cancel.)
 		r := &agent.Resumption{Message: message, Limits: ch.limits, Settings: ch.settings, ContextWindow: ch.contextWindow}
 		if who != nil {
 			r.By, r.Token = who.Name, who.ID
