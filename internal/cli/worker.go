@@ -107,7 +107,7 @@ func (a *app) runWorker(ctx context.Context, f *serveFlags, rt *agent.Runtime, s
 	if err := w.Run(ctx, c); err != nil {
 		return err
 	}
-	fmt.Fprintln(a.stderr, "keel worker: stopped; the runs it executed were paused and continue on another worker")
+	fmt.Fprintln(a.stderr, "keel worker: stopped; the steps it executed were paused, and its runs continue on another worker (those between two steps once their next step finds this worker gone: up to about twice --pin-timeout)")
 	return nil
 }
 
