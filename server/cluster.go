@@ -129,8 +129,10 @@ func (h *Handler) cancelElsewhere(ctx context.Context, id string, who *caller, r
 			return nil
 		case st.Terminal():
 			return conflict("run_ended", "run %s ended %s before the cancel reached it", id, st)
-		case st == journal.StatusPaused:
-			// Nobody executes it now: record the cancel here.
+		case st == journal.StatusPaused || h.leaseFree(ctx, id):
+			// Nobody executes it now (it paused, or a worker is between
+			// two of its steps and missed the request): record the
+			// cancel here.
 			if err := record(); !errors.Is(err, ErrElsewhere) {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/cluster"
 	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
@@ -123,6 +124,48 @@ func TestClusterOnTemporal(t *testing.T) {
 		t.Fatal(err)
 	} else if n, p := countType(evs, journal.RunResumed), countType(evs, journal.RunPaused); n != 1 || p != 0 {
 		t.Errorf("the approved demo journaled %d run.resumed and %d run.paused, want 1 and 0 (approval.requested pauses it)", n, p)
+	}
+
+	// A cancel through the other server, between two steps, holds: the
+	// run's workflow ends without executing it again. A plain resume
+	// through the first server then completes it, the resume naming the
+	// person.
+	var slow [][]fcall
+	for k := range 40 {
+		slow = append(slow, []fcall{sh(fmt.Sprintf("echo %d >> n && sleep 0.5", k))})
+	}
+	victim, err := c1.CreateRun(ctx, &api.CreateRun{Model: "replay:" + writeTrajectory(t, "slow", append(slow, []fcall{})...), Workspace: t.TempDir(), MountPath: "/testbed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	untilEvent(t, c2, victim.ID, journal.ToolFinished)
+	if _, err := c2.Cancel(ctx, victim.ID); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := cluster.Dial(ctx, tp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	if err := tc.GetWorkflow(ctx, cluster.WorkflowID(victim.ID), "").Get(ctx, nil); err != nil {
+		t.Fatalf("the canceled run's workflow: %v", err)
+	}
+	evs, err := store.Read(ctx, victim.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canceled := evs[len(evs)-1]
+	if canceled.Type != journal.RunCanceled {
+		t.Fatalf("after the cancel and its workflow's end, the run's newest event is %s, want run.canceled", canceled.Type)
+	}
+	if _, err := c1.Resume(ctx, victim.ID, &api.ResumeRun{}); err != nil {
+		t.Fatal(err)
+	}
+	if end := untilStopped(t, c1, victim.ID, canceled.Seq+1); end.Type != journal.RunCompleted {
+		t.Fatalf("the resumed run stopped with %s", end.Type)
+	}
+	if evs, err = store.Read(ctx, victim.ID, canceled.Seq+1); err != nil || evs[0].Type != journal.RunResumed || !strings.Contains(string(evs[0].Payload), `"by"`) {
+		t.Errorf("the event after the cancel: %+v, %v; want run.resumed naming the person", evs[0], err)
 	}
 
 	// KEEL_CLUSTER_RUNS=N runs N replays of the recorded 74-step
