@@ -156,6 +156,22 @@ func (f *fixture) events(t *testing.T, id string) (*agent.State, []journal.Event
 	return st, evs
 }
 
+// drive runs run id's workflow in env to its end and returns the run's
+// state and events; the workflow must end without an error, the run
+// with status want.
+func (f *fixture) drive(t *testing.T, env *testsuite.TestWorkflowEnvironment, id string, want journal.Status) (*agent.State, []journal.Event) {
+	t.Helper()
+	env.ExecuteWorkflow(cluster.WorkflowName, cluster.RunInput{RunID: id})
+	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
+		t.Fatalf("workflow: completed %t, %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
+	}
+	st, evs := f.events(t, id)
+	if st.Status != want {
+		t.Fatalf("run %s, want %s", st.Status, want)
+	}
+	return st, evs
+}
+
 func count(evs []journal.Event, typ journal.Type) int {
 	n := 0
 	for _, e := range evs {
@@ -174,14 +190,7 @@ func TestWorkflowCompletesRun(t *testing.T) {
 	id, ws := f.create(t, trajectory(t, "echo one > a", "cat a && echo two >> a", ""), "")
 	var s testsuite.WorkflowTestSuite
 	env := f.env(&s)
-	env.ExecuteWorkflow(cluster.WorkflowName, cluster.RunInput{RunID: id})
-	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
-		t.Fatalf("workflow: completed %t, %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
-	}
-	st, evs := f.events(t, id)
-	if st.Status != journal.StatusCompleted {
-		t.Fatalf("run %s", st.Status)
-	}
+	_, evs := f.drive(t, env, id, journal.StatusCompleted)
 	if n := count(evs, journal.RunResumed); n != 0 {
 		t.Errorf("%d run.resumed events, want none (each step continues the previous one)", n)
 	}

@@ -30,14 +30,7 @@ func TestBusyWorkerKeepsTheRun(t *testing.T) {
 	env.OnActivity(cluster.PingActivity, mock.Anything).Return(func(context.Context) error { pings.Add(1); return nil })
 	// Every step starts 35 s after it is scheduled: three pin timeouts.
 	env.OnActivity(cluster.StepActivity, mock.Anything, mock.Anything).Return(f.w.Step).After(35 * time.Second)
-	env.ExecuteWorkflow(cluster.WorkflowName, cluster.RunInput{RunID: id})
-	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
-		t.Fatalf("workflow: completed %t, %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
-	}
-	st, evs := f.events(t, id)
-	if st.Status != journal.StatusCompleted {
-		t.Fatalf("run %s", st.Status)
-	}
+	_, evs := f.drive(t, env, id, journal.StatusCompleted)
 	if n := claims.Load(); n != 1 {
 		t.Errorf("claimed %d times, want once (a busy worker keeps its runs)", n)
 	}
@@ -68,14 +61,7 @@ func TestGoneWorkerLosesTheRun(t *testing.T) {
 	// Then the run's next worker.
 	env.OnActivity(cluster.StepActivity, mock.Anything, mock.Anything).Return(f.w.Step)
 	env.OnActivity(cluster.PingActivity, mock.Anything).Return(func(context.Context) error { pings.Add(1); return nil })
-	env.ExecuteWorkflow(cluster.WorkflowName, cluster.RunInput{RunID: id})
-	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
-		t.Fatalf("workflow: completed %t, %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
-	}
-	st, _ := f.events(t, id)
-	if st.Status != journal.StatusCompleted {
-		t.Fatalf("run %s", st.Status)
-	}
+	f.drive(t, env, id, journal.StatusCompleted)
 	if n := claims.Load(); n != 2 {
 		t.Errorf("claimed %d times, want twice (the run moves after the unanswered ping)", n)
 	}
@@ -102,14 +88,7 @@ func TestCancelBetweenStepsHolds(t *testing.T) {
 			}
 			return f.w.Step(ctx, in)
 		})
-	env.ExecuteWorkflow(cluster.WorkflowName, cluster.RunInput{RunID: id})
-	if !env.IsWorkflowCompleted() || env.GetWorkflowError() != nil {
-		t.Fatalf("workflow: completed %t, %v", env.IsWorkflowCompleted(), env.GetWorkflowError())
-	}
-	st, evs := f.events(t, id)
-	if st.Status != journal.StatusCanceled {
-		t.Errorf("run %s, want canceled", st.Status)
-	}
+	_, evs := f.drive(t, env, id, journal.StatusCanceled)
 	if last := evs[len(evs)-1]; last.Type != journal.RunCanceled {
 		t.Errorf("newest event %s, want run.canceled (nothing after the cancel)", last.Type)
 	}
