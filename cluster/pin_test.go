@@ -14,19 +14,26 @@ import (
 	"github.com/keel-run/keel/journal"
 )
 
+// pinned returns a fixture with a three-step run and a test workflow
+// environment whose claims are counted, for the pin timeout tests.
+func pinned(t *testing.T) (*fixture, string, *testsuite.TestWorkflowEnvironment, *atomic.Int32) {
+	f := newFixture(t, cluster.Driver{PinTimeout: 10 * time.Second})
+	id, _ := f.create(t, trajectory(t, "echo one > a", "cat a", ""), "")
+	var s testsuite.WorkflowTestSuite
+	env := f.env(&s)
+	claims := new(atomic.Int32)
+	env.OnActivity(cluster.ClaimActivity, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, runID string) (string, error) { claims.Add(1); return f.w.Claim(ctx, runID) })
+	return f, id, env, claims
+}
+
 // A step waiting for a busy pinned worker waits in place: every
 // PinTimeout the worker is pinged, it answers, and the run is not
 // claimed again (before, the step was timed out and put back at the end
 // of the worker's queue each time, and some runs waited for minutes).
 func TestBusyWorkerKeepsTheRun(t *testing.T) {
-	d := cluster.Driver{PinTimeout: 10 * time.Second}
-	f := newFixture(t, d)
-	id, _ := f.create(t, trajectory(t, "echo one > a", "cat a", ""), "")
-	var s testsuite.WorkflowTestSuite
-	env := f.env(&s)
-	var claims, pings atomic.Int32
-	env.OnActivity(cluster.ClaimActivity, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, runID string) (string, error) { claims.Add(1); return f.w.Claim(ctx, runID) })
+	f, id, env, claims := pinned(t)
+	var pings atomic.Int32
 	env.OnActivity(cluster.PingActivity, mock.Anything).Return(func(context.Context) error { pings.Add(1); return nil })
 	// Every step starts 35 s after it is scheduled: three pin timeouts.
 	env.OnActivity(cluster.StepActivity, mock.Anything, mock.Anything).Return(f.w.Step).After(35 * time.Second)
@@ -46,14 +53,8 @@ func TestBusyWorkerKeepsTheRun(t *testing.T) {
 // and the run claimed afresh: another worker continues it from the
 // journal.
 func TestGoneWorkerLosesTheRun(t *testing.T) {
-	d := cluster.Driver{PinTimeout: 10 * time.Second}
-	f := newFixture(t, d)
-	id, _ := f.create(t, trajectory(t, "echo one > a", "cat a", ""), "")
-	var s testsuite.WorkflowTestSuite
-	env := f.env(&s)
-	var claims, pings atomic.Int32
-	env.OnActivity(cluster.ClaimActivity, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, runID string) (string, error) { claims.Add(1); return f.w.Claim(ctx, runID) })
+	f, id, env, claims := pinned(t)
+	var pings atomic.Int32
 	// The first worker: its first step never starts, its pings go
 	// unanswered.
 	env.OnActivity(cluster.StepActivity, mock.Anything, mock.Anything).Return(cluster.StepResult{}, errors.New("the step ran on a dead worker")).After(time.Hour).Once()

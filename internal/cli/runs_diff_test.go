@@ -1,8 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -114,15 +112,8 @@ func TestInterruptedRunShowsDiff(t *testing.T) {
 	}
 	gitRepo(t, ws)
 	db := filepath.Join(t.TempDir(), "sig.db")
-	args, _ := json.Marshal([]string{"run", "--db", db, "--model", "replay:" + trajectory, "--workspace", ws, "--mount-path", "/testbed"})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	cmd := child(t, nil, "run", "--db", db, "--model", "replay:"+trajectory, "--workspace", ws, "--mount-path", "/testbed")
+	stderr := cmd.Stderr.(*lockedBuffer)
 	id := waitForEvent(t, db, 20)
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
