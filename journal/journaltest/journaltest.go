@@ -73,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) journal.Store) {
 		{"CanceledContext", checkCanceledContext},
 		{"Records", checkRecords},
 		{"KeepsStatus", checkKeepsStatus},
+		{"TextIndex", checkTextIndex},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

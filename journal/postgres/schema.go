@@ -46,6 +46,24 @@ CREATE TABLE keel_records (
 	PRIMARY KEY (kind, key)
 );
 `,
+	// 3: the full-text index (journal.TextIndex): documents by (kind,
+	// key) with their words as a tsvector of the 'simple' configuration
+	// (no stemming, as SQLite's unicode61), and per kind the newest
+	// event indexed.
+	`
+CREATE TABLE keel_text (
+	kind text COLLATE "C" NOT NULL,
+	key  text COLLATE "C" NOT NULL,
+	seq  bigint NOT NULL,
+	tsv  tsvector NOT NULL,
+	PRIMARY KEY (kind, key)
+);
+CREATE INDEX keel_text_tsv ON keel_text USING gin (tsv);
+CREATE TABLE keel_text_marks (
+	kind text COLLATE "C" NOT NULL PRIMARY KEY,
+	seq  bigint NOT NULL
+);
+`,
 }
 
 // SchemaVersion is the schema version this package writes and reads.

@@ -14,7 +14,7 @@ const applicationID = 0x4b45454c
 
 // schemaVersion is the PRAGMA user_version this code writes and reads.
 // Bump it with a migration in migrate when the schema changes.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // schemaV1 creates version 1. Times are TEXT in journal.TimeFormat (fixed
 // width UTC, so text order is time order); payload is a BLOB holding the
@@ -78,7 +78,7 @@ func (s *Store) initSchema(ctx context.Context) error {
 	switch {
 	case appID == 0 && version == 0 && objects == 0:
 		// A new (or empty) database: create the schema.
-		if _, err := tx.ExecContext(ctx, schemaV1+schemaV2); err != nil {
+		if _, err := tx.ExecContext(ctx, schemaV1+schemaV2+schemaV3); err != nil {
 			return wrap(err)
 		}
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
@@ -91,11 +91,16 @@ func (s *Store) initSchema(ctx context.Context) error {
 		return fmt.Errorf("%w: %s: a SQLite database of another application (application_id %#x, %d schema objects)", ErrNotJournal, s.path, appID, objects)
 	case version > schemaVersion:
 		return fmt.Errorf("%w: %s has schema version %d, this keel knows up to %d", ErrSchemaTooNew, s.path, version, schemaVersion)
-	case version == 1:
-		// Version 1 lacks the records table; adding it changes nothing
-		// else, and an older keel refuses the file afterwards
-		// (ErrSchemaTooNew) rather than ignore the vault.
-		if _, err := tx.ExecContext(ctx, schemaV2); err != nil {
+	case version == 1 || version == 2:
+		// Version 1 lacks the records table, version 2 the text index;
+		// adding them changes nothing else, and an older keel refuses
+		// the file afterwards (ErrSchemaTooNew) rather than ignore the
+		// vault or write memory the index does not know.
+		add := schemaV3
+		if version == 1 {
+			add = schemaV2 + schemaV3
+		}
+		if _, err := tx.ExecContext(ctx, add); err != nil {
 			return wrap(err)
 		}
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
