@@ -319,13 +319,13 @@ func (s *State) NextRequestTokens() int { return estimateView(s) }
 // systemPrompt returns the system prompt of every request: the run's
 // system prompt, then its memory files.
 func systemPrompt(c *RunCreated) string {
-	if strings.TrimSpace(c.Memory) == "" {
-		return c.System
+	var parts []string
+	for _, p := range []string{c.System, c.Memory, c.Recall.render()} {
+		if strings.TrimSpace(p) != "" {
+			parts = append(parts, p)
+		}
 	}
-	if c.System == "" {
-		return c.Memory
-	}
-	return c.System + "\n\n" + c.Memory
+	return strings.Join(parts, "\n\n")
 }
 
 func toolSpecs(c *RunCreated) []model.ToolSpec {

@@ -74,6 +74,9 @@ type RunCreated struct {
 	// Memory is text from memory files (AGENTS.md, KEEL.md) appended to
 	// System in every request; the caller reads and caps the files.
 	Memory string `json:"memory,omitempty"`
+	// Recall is the memory offered to the run from the memory stores of
+	// its scopes (see [Recall]); nil when none was.
+	Recall *Recall `json:"recall,omitempty"`
 	// Context configures the context window and compaction (see
 	// docs/context.md); nil means no compaction.
 	Context *ContextConfig `json:"context,omitempty"`
@@ -269,6 +272,9 @@ type ModelResponded struct {
 	// Usage (and so Cost) is Keel's estimate: EstimatedInputTokens in,
 	// and the response's own estimate out.
 	UsageEstimated bool `json:"usage_estimated,omitempty"`
+	// MemoryUsed lists the offered memory entries (RunCreated.Recall)
+	// this response used.
+	MemoryUsed []MemoryUse `json:"memory_used,omitempty"`
 }
 
 // ModelFailed is the payload of journal.ModelFailed.

@@ -171,7 +171,10 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 	}
 	args, res := x.p.Tools.Validate(c.ToolCall)
 	cr := x.st.Created
-	req := &tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf, Env: x.p.Env}
+	x.mu.Lock()
+	untrusted := x.st.Untrusted()
+	x.mu.Unlock()
+	req := &tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf, Env: x.p.Env, Untrusted: untrusted}
 	if res == nil && ctx.Err() == nil {
 		if ar := x.authorize(ctx, c, req); ar != nil {
 			// A person must authorize first: the call waits, unstarted.
@@ -263,7 +266,7 @@ func (x *executor) callModel(ctx context.Context) error {
 	}
 	return x.append(ctx, journal.ModelResponded, &ModelResponded{Message: msg, Usage: usage, Cost: cost,
 		Model: resp.Model, ResponseID: resp.ID, StopReason: resp.StopReason, DurationMS: x.since(start),
-		EstimatedInputTokens: int64(est), UsageEstimated: estimated})
+		EstimatedInputTokens: int64(est), UsageEstimated: estimated, MemoryUsed: memoryUses(x.st, &msg)})
 }
 
 // estimateOutput returns Keel's estimate of the output tokens of msg

@@ -407,6 +407,21 @@ const (
 	typePath    = cedar.EntityType("Keel::Path")
 	typeHost    = cedar.EntityType("Keel::Host")
 	typeTool    = cedar.EntityType("Keel::Tool")
+	typeMemory  = cedar.EntityType("Keel::Memory")
+	typeSkill   = cedar.EntityType("Keel::Skill")
+)
+
+// Tools whose calls the engine decides on their own resource types.
+const (
+	// MemoryWriteTool writes a memory entry (package memory); its
+	// resource is Keel::Memory::"KIND" of the scope it writes.
+	MemoryWriteTool = "memory_write"
+	// SkillLoadTool and SkillScriptsTool are asked, for each skill a run
+	// could be offered, whether the run's agent may load it and whether
+	// its scripts may run (package skill); the resource is
+	// Keel::Skill::"NAME".
+	SkillLoadTool    = "skill_load"
+	SkillScriptsTool = "skill_scripts"
 )
 
 // actionGroups returns the action groups a tool belongs to.
@@ -585,6 +600,28 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		}
 		uid := cedar.NewEntityUID(typeHost, cedar.String(host))
 		add(Part{Text: rawURL}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(attrs)}, f, false)
+	case c.Tool == MemoryWriteTool:
+		kind, _ := argString(c.Arguments, "scope")
+		if kind == "" {
+			kind = "agent"
+		}
+		shared := kind == "user" || kind == "project" || kind == "team"
+		uid := cedar.NewEntityUID(typeMemory, cedar.String(kind))
+		add(Part{Text: "memory " + kind}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(cedar.RecordMap{
+			"scope": cedar.String(kind), "shared": cedar.Boolean(shared)})}, &facts{}, false)
+	case c.Tool == SkillLoadTool || c.Tool == SkillScriptsTool:
+		name, _ := argString(c.Arguments, "name")
+		attrs := cedar.RecordMap{"name": cedar.String(name)}
+		for _, k := range []string{"digest", "source", "version"} {
+			v, _ := argString(c.Arguments, k)
+			attrs[cedar.String(k)] = cedar.String(v)
+		}
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(c.Arguments, &m)
+		attrs["signed"] = cedar.Boolean(string(m["signed"]) == "true")
+		attrs["agent_written"] = cedar.Boolean(string(m["agent_written"]) == "true")
+		uid := cedar.NewEntityUID(typeSkill, cedar.String(name))
+		add(Part{Text: "skill " + name}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(attrs)}, &facts{code: c.Tool == SkillScriptsTool}, c.Tool == SkillLoadTool)
 	case c.Server != "":
 		// An MCP tool or a connector: the resource is its server, the
 		// arguments are a record the policy can match field by field.

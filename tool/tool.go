@@ -121,6 +121,10 @@ type Request struct {
 	Principal, OnBehalfOf string
 	// Env is the run's environment; never nil.
 	Env *Env
+	// Untrusted is set when the run had seen untrusted input (a fetched
+	// page, an external tool's result, an untrusted memory entry) when
+	// the call was decided: what the call writes derives from it.
+	Untrusted bool
 }
 
 // Env is what a tool may use during a run. Its fields are owned by the
@@ -161,6 +165,10 @@ type Result struct {
 	Artifact string `json:"artifact,omitempty"`
 	// OutputBytes is the size of the whole output before bounding.
 	OutputBytes int64 `json:"output_bytes,omitempty"`
+	// Untrusted marks content the tool knows to be derived from
+	// untrusted input (memory_search returning an untrusted entry):
+	// the run counts it as untrusted input.
+	Untrusted bool `json:"untrusted,omitempty"`
 }
 
 type liveKey struct{}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/memory"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/codeact"
 	"github.com/keel-run/keel/tool"
@@ -29,6 +30,7 @@ type contextFlags struct {
 	notesFile    string
 	actionMode   string
 	noMemory     bool
+	memoryBudget int
 }
 
 func (f *contextFlags) register(fl *pflag.FlagSet) {
@@ -37,7 +39,8 @@ func (f *contextFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.handoffAfter, "handoff-after", 0, "after this many compactions, continue in a fresh context from a summary and the notes file (0: never)")
 	fl.StringVar(&f.notesFile, "notes-file", agent.DefaultNotesFile, "workspace file whose notes a handoff carries into the fresh context")
 	fl.StringVar(&f.actionMode, "action-mode", "tools", "how the model acts: tools (function calling) or text (```bash and ```python blocks, for models without function calling)")
-	fl.BoolVar(&f.noMemory, "no-memory", false, "do not put AGENTS.md / KEEL.md memory files into the system prompt")
+	fl.BoolVar(&f.noMemory, "no-memory", false, "leave memory out: no AGENTS.md / KEEL.md memory files, no entries from the memory stores, no memory tools")
+	fl.IntVar(&f.memoryBudget, "memory-budget", memory.DefaultBudget, "most tokens the memory section (entries of the memory stores relevant to the task) adds to each request")
 }
 
 // apply fixes the context configuration, memory and action mode in c.

@@ -300,6 +300,12 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		return err
 	}
 	live := &liveOptions{apiKey: f.apiKey, apiKeyEnv: f.apiKeyEnv, recording: rec, gate: f.gate, sqlDSN: sqlDSN, chat: f.interactive}
+	if !f.ctx.noMemory {
+		if f.ctx.memoryBudget <= 0 {
+			return usagef("--memory-budget %d: want a positive number of tokens (--no-memory leaves memory out)", f.ctx.memoryBudget)
+		}
+		live.memoryBudget = f.ctx.memoryBudget
+	}
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
 }
@@ -310,6 +316,17 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, live *liveOptions, jsonOut, quiet bool) (string, error) {
 	if err := a.journalNotDir(a.dbPath()); err != nil {
 		return "", err
+	}
+	if live.memoryBudget > 0 && created.Recall == nil {
+		store, err := a.openStore(ctx)
+		if err != nil {
+			return "", err
+		}
+		err = offerMemory(ctx, store, created, live.memoryBudget)
+		store.Close()
+		if err != nil {
+			return "", err
+		}
 	}
 	w, err := a.newWiring(ctx, created, live)
 	if err != nil {

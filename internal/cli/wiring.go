@@ -52,6 +52,9 @@ type liveOptions struct {
 	// chat is keel chat / keel run -i: after each answer, the person's
 	// next message continues the run.
 	chat bool
+	// memoryBudget, when positive, offers a new run the memory of its
+	// scopes within that many tokens, and the memory tools.
+	memoryBudget int
 }
 
 // wiring is everything live an execution of a run needs.
@@ -257,6 +260,14 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		w.checkpoint = checkpoint.Hook(a.checkpointStore(), ws.Root())
 	}
 	w.tools = newToolsWith(set, w.vault)
+	if c.Recall != nil {
+		st, err := a.openStore(ctx)
+		if err != nil {
+			return nil, err
+		}
+		w.closers = append(w.closers, st.Close)
+		addMemoryTools(w.tools, c, st)
+	}
 	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
 	if err := a.connectMCP(ctx, w, c); err != nil {
 		return nil, err
