@@ -187,7 +187,7 @@ func (a *app) memoryShowCmd() *cobra.Command {
 			}
 			if asJSON {
 				return json.NewEncoder(a.stdout).Encode(struct {
-					Versions []memory.Entry        `json:"versions"`
+					Versions []memory.Entry         `json:"versions"`
 					Use      map[string]*memory.Use `json:"use"`
 				}{hist, use})
 			}
