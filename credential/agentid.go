@@ -308,3 +308,36 @@ func VerifyAgentToken(token string, keys *jose.JSONWebKeySet, issuer, audience s
 	}
 	return &c, nil
 }
+
+// SignAsAgent signs msg with agent's current Ed25519 key (making its
+// first one if it has none) and returns the key id and the signature.
+// Keel signs what it vouches for as an agent this way (an approved
+// skill, docs/skills.md); [AgentPublicKey] verifies it.
+func (v *Vault) SignAsAgent(ctx context.Context, agent string, msg []byte) (string, []byte, error) {
+	e, priv, err := v.signingKey(ctx, agent)
+	if err != nil {
+		return "", nil, err
+	}
+	return e.ID, ed25519.Sign(priv, msg), nil
+}
+
+// AgentPublicKey returns the public half of agent's key kid from the
+// journal's records while it is published (the current key and the one
+// before it), or an error wrapping [journal.ErrNotFound]. It needs no
+// vault key.
+func AgentPublicKey(ctx context.Context, records journal.Records, agent, kid string) (ed25519.PublicKey, error) {
+	r, err := records.GetRecord(ctx, kindAgentKey, agent)
+	if err != nil {
+		return nil, err
+	}
+	var rec agentKeyRecord
+	if err := decodeJSON(r.Value, &rec); err != nil {
+		return nil, err
+	}
+	for _, k := range rec.Keys {
+		if k.ID == kid {
+			return ed25519.PublicKey(k.Public), nil
+		}
+	}
+	return nil, fmt.Errorf("credential: key %s of agent %s is not published (rotated out): %w", kid, agent, journal.ErrNotFound)
+}
