@@ -94,7 +94,7 @@ func (r *Recall) render() string {
 		b.WriteString("\n\n## Relevant to this task\n")
 		for _, e := range r.Entries {
 			if e.Full {
-				fmt.Fprintf(&b, "\n[memory:%s] (%s%s)\n%s\n", e.ID, e.Scope, labelNote(e.Labels), quoteLines(e.Text))
+				b.WriteString(e.Render())
 			}
 		}
 	}
@@ -102,7 +102,7 @@ func (r *Recall) render() string {
 		b.WriteString("\n## Index\n")
 		for _, e := range r.Entries {
 			if !e.Full {
-				fmt.Fprintf(&b, "- [memory:%s] (%s%s) %s\n", e.ID, e.Scope, labelNote(e.Labels), e.Text)
+				b.WriteString(e.Render())
 			}
 		}
 	}
@@ -110,6 +110,15 @@ func (r *Recall) render() string {
 		fmt.Fprintf(&b, "\n(%d more entries are not shown: memory_search finds them.)\n", r.Omitted)
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// Render returns the entry as the memory section shows it: whole and
+// quoted, or as an index line.
+func (e RecalledMemory) Render() string {
+	if e.Full {
+		return fmt.Sprintf("\n[memory:%s] (%s%s)\n%s\n", e.ID, e.Scope, labelNote(e.Labels), quoteLines(e.Text))
+	}
+	return fmt.Sprintf("- [memory:%s] (%s%s) %s\n", e.ID, e.Scope, labelNote(e.Labels), e.Text)
 }
 
 func labelNote(l MemoryLabels) string {

@@ -68,7 +68,8 @@ func (m *Store) Recall(ctx context.Context, p *RecallParams) (*agent.Recall, err
 		return nil, err
 	}
 	// The section's fixed part: its header and instructions.
-	used := f.TextTokens((&agent.Recall{Scopes: r.Scopes, Entries: []agent.RecalledMemory{{}}}).Section())
+	// (with both headings and the note on what was left out).
+	used := f.TextTokens((&agent.Recall{Scopes: r.Scopes, Entries: []agent.RecalledMemory{{Full: true}, {}}, Omitted: len(visible)}).Section())
 	offered := map[string]bool{}
 	add := func(e *Entry, full bool) bool {
 		rm := agent.RecalledMemory{ID: e.ID, Scope: string(e.Scope), Labels: e.Labels, Run: e.Source.Run, Full: full, Match: full}
@@ -77,7 +78,7 @@ func (m *Store) Recall(ctx context.Context, p *RecallParams) (*agent.Recall, err
 		} else {
 			rm.Text = firstLine(e.Text)
 		}
-		cost := f.TextTokens((&agent.Recall{Entries: []agent.RecalledMemory{rm}}).Section()) - f.TextTokens(agent.MemoryHeader)
+		cost := f.TextTokens(rm.Render())
 		if used+cost > budget {
 			return false
 		}

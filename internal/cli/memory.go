@@ -63,7 +63,7 @@ overwritten: edit writes a new entry that supersedes the old one, and
 forget keeps the entry in the journal but offers it to no later run.
 See docs/memory.md.`,
 	}
-	cmd.AddCommand(a.memoryListCmd(), a.memoryShowCmd(), a.memoryEditCmd(), a.memoryForgetCmd())
+	cmd.AddCommand(a.memoryListCmd(), a.memoryShowCmd(), a.memoryEditCmd(), a.memoryForgetCmd(), a.memoryExportCmd(), a.memoryImportCmd())
 	return cmd
 }
 
@@ -307,5 +307,62 @@ func (a *app) memoryForgetCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&by, "by", "", "who forgets (default: your login name)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (journaled)")
+	return cmd
+}
+
+func (a *app) memoryExportCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "export",
+		Short: "Write the memory stream as JSON lines with its hashes (keel memory import reads them)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			store, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			evs, err := memory.New(store, nil).Export(cmd.Context(), store)
+			if errors.Is(err, journal.ErrNotFound) {
+				return nil // no memory yet
+			}
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(a.stdout)
+			for _, e := range evs {
+				if err := enc.Encode(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func (a *app) memoryImportCmd() *cobra.Command {
+	var by string
+	cmd := &cobra.Command{
+		Use:   "import FILE",
+		Short: "Add the current entries of an exported memory stream (chain verified; ids already here are skipped)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			evs, err := readJSONLFile(args[0])
+			if err != nil {
+				return err
+			}
+			store, err := a.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			res, err := memory.New(store, nil).Import(cmd.Context(), evs, a.person(by))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "imported %d entries, skipped %d already here\n", res.Imported, res.Skipped)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&by, "by", "", "who imports (default: your login name)")
 	return cmd
 }
