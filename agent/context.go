@@ -320,7 +320,7 @@ func (s *State) NextRequestTokens() int { return estimateView(s) }
 // system prompt, then its memory files.
 func systemPrompt(c *RunCreated) string {
 	var parts []string
-	for _, p := range []string{c.System, c.Memory, c.Recall.render()} {
+	for _, p := range []string{c.System, c.Memory, c.Skills.Section(), c.Recall.render()} {
 		if strings.TrimSpace(p) != "" {
 			parts = append(parts, p)
 		}

@@ -77,6 +77,9 @@ type RunCreated struct {
 	// Recall is the memory offered to the run from the memory stores of
 	// its scopes (see [Recall]); nil when none was.
 	Recall *Recall `json:"recall,omitempty"`
+	// Skills are the skills offered to the run (see [Skills]); nil when
+	// none was.
+	Skills *Skills `json:"skills,omitempty"`
 	// Context configures the context window and compaction (see
 	// docs/context.md); nil means no compaction.
 	Context *ContextConfig `json:"context,omitempty"`

@@ -620,6 +620,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		_ = json.Unmarshal(c.Arguments, &m)
 		attrs["signed"] = cedar.Boolean(string(m["signed"]) == "true")
 		attrs["agent_written"] = cedar.Boolean(string(m["agent_written"]) == "true")
+		attrs["approved"] = cedar.Boolean(string(m["approved"]) == "true")
 		uid := cedar.NewEntityUID(typeSkill, cedar.String(name))
 		add(Part{Text: "skill " + name}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(attrs)}, &facts{code: c.Tool == SkillScriptsTool}, c.Tool == SkillLoadTool)
 	case c.Server != "":

@@ -348,3 +348,28 @@ func write(dir string, files map[string][]byte) error {
 	}
 	return nil
 }
+
+// Store copies s into store at its immutable path NAME/HEX and returns
+// the stored skill, read back and verified.
+func Store(s *Skill, store string) (*Skill, error) {
+	files := map[string][]byte{}
+	for _, f := range s.Files {
+		b, err := s.ReadFile(f.Path)
+		if err != nil {
+			return nil, err
+		}
+		files[f.Path] = b
+	}
+	dir := filepath.Join(store, s.Name, strings.TrimPrefix(s.Digest, "sha256:"))
+	if err := write(dir, files); err != nil {
+		return nil, err
+	}
+	got, err := Read(dir)
+	if err != nil {
+		return nil, err
+	}
+	if got.Digest != s.Digest {
+		return nil, refused("skill %s at %s has digest %s, not %s", s.Name, dir, got.Digest, s.Digest)
+	}
+	return got, nil
+}

@@ -215,7 +215,7 @@ be resumed, inspected and audited.`,
 	root.PersistentFlags().StringVar(&a.server, "server", "", "talk to this team server (keel serve) instead of the local journal, e.g. http://127.0.0.1:8420 (default $KEEL_SERVER)")
 	root.PersistentFlags().StringVar(&a.token, "token", "", "API token for --server (default $KEEL_TOKEN, else the one keel serve saved in $KEEL_HOME/server-token)")
 	root.AddCommand(a.serveCmd(), a.tokensCmd(), a.mcpCmd(), a.authCmd(), a.costCmd())
-	root.AddCommand(a.workerCmd(), a.memoryCmd())
+	root.AddCommand(a.workerCmd(), a.memoryCmd(), a.skillsCmd())
 	a.clientMode(root)
 	plainUsage(root)
 	unknownSubcommands(root)

@@ -31,6 +31,7 @@ type contextFlags struct {
 	actionMode   string
 	noMemory     bool
 	memoryBudget int
+	noSkills     bool
 }
 
 func (f *contextFlags) register(fl *pflag.FlagSet) {
@@ -40,6 +41,7 @@ func (f *contextFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.notesFile, "notes-file", agent.DefaultNotesFile, "workspace file whose notes a handoff carries into the fresh context")
 	fl.StringVar(&f.actionMode, "action-mode", "tools", "how the model acts: tools (function calling) or text (```bash and ```python blocks, for models without function calling)")
 	fl.BoolVar(&f.noMemory, "no-memory", false, "leave memory out: no AGENTS.md / KEEL.md memory files, no entries from the memory stores, no memory tools")
+	fl.BoolVar(&f.noSkills, "no-skills", false, "offer no skills (the user's ~/.keel/skills and the project's .keel/skills.lock)")
 	fl.IntVar(&f.memoryBudget, "memory-budget", memory.DefaultBudget, "most tokens the memory section (entries of the memory stores relevant to the task) adds to each request")
 }
 

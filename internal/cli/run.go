@@ -306,6 +306,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		}
 		live.memoryBudget = f.ctx.memoryBudget
 	}
+	live.skills = !f.ctx.noSkills
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
 }
@@ -317,12 +318,23 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 	if err := a.journalNotDir(a.dbPath()); err != nil {
 		return "", err
 	}
-	if live.memoryBudget > 0 && created.Recall == nil {
+	if created.Policy == nil {
+		created.Policy = agent.NewPolicyRef(policy.Default())
+	}
+	if live.memoryBudget > 0 || live.skills {
+		// Memory and skills offered to a run are fixed in run.created.
 		store, err := a.openStore(ctx)
 		if err != nil {
 			return "", err
 		}
-		err = offerMemory(ctx, store, created, live.memoryBudget)
+		if live.memoryBudget > 0 && created.Recall == nil {
+			err = offerMemory(ctx, store, created, live.memoryBudget)
+		}
+		if eng, perr := agent.RunPolicy(created); live.skills && err == nil && perr == nil && created.Skills == nil {
+			a.offerSkills(ctx, store, created, eng)
+		} else if err == nil {
+			err = perr
+		}
 		store.Close()
 		if err != nil {
 			return "", err

@@ -55,6 +55,8 @@ type liveOptions struct {
 	// memoryBudget, when positive, offers a new run the memory of its
 	// scopes within that many tokens, and the memory tools.
 	memoryBudget int
+	// skills offers a new run the user's and the project's skills.
+	skills bool
 }
 
 // wiring is everything live an execution of a run needs.
@@ -268,6 +270,7 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		w.closers = append(w.closers, st.Close)
 		addMemoryTools(w.tools, c, st)
 	}
+	addSkillTool(w.tools, c)
 	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
 	if err := a.connectMCP(ctx, w, c); err != nil {
 		return nil, err
