@@ -318,6 +318,9 @@ func write(dir string, files map[string][]byte) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700: runs read skills as another user
+		return err
+	}
 	root, err := os.OpenRoot(tmp)
 	if err != nil {
 		return err

@@ -32,6 +32,8 @@ type contextFlags struct {
 	noMemory     bool
 	memoryBudget int
 	noSkills     bool
+	// proposeSkills offers propose_skill and promote_skill.
+	proposeSkills bool
 }
 
 func (f *contextFlags) register(fl *pflag.FlagSet) {
@@ -41,6 +43,7 @@ func (f *contextFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.notesFile, "notes-file", agent.DefaultNotesFile, "workspace file whose notes a handoff carries into the fresh context")
 	fl.StringVar(&f.actionMode, "action-mode", "tools", "how the model acts: tools (function calling) or text (```bash and ```python blocks, for models without function calling)")
 	fl.BoolVar(&f.noMemory, "no-memory", false, "leave memory out: no AGENTS.md / KEEL.md memory files, no entries from the memory stores, no memory tools")
+	fl.BoolVar(&f.proposeSkills, "propose-skills", false, "let the agent propose skills from its work (propose_skill) and ask a person to promote one (promote_skill); see docs/skills.md")
 	fl.BoolVar(&f.noSkills, "no-skills", false, "offer no skills (the user's ~/.keel/skills and the project's .keel/skills.lock)")
 	fl.IntVar(&f.memoryBudget, "memory-budget", memory.DefaultBudget, "most tokens the memory section (entries of the memory stores relevant to the task) adds to each request")
 }
@@ -94,7 +97,11 @@ func (f *contextFlags) apply(a *app, c *agent.RunCreated, modelName string) erro
 			// The tools are recorded when the run is wired; they are the
 			// same set, estimated as the journal will hold them
 			// (run.created re-encodes their schemas).
-			b, err := json.Marshal(toolInfos(newTools(agent.DefaultSettings())))
+			r := newTools(agent.DefaultSettings())
+			if !f.noMemory {
+				addMemoryTools(r, &agent.RunCreated{Recall: &agent.Recall{}}, nil)
+			}
+			b, err := json.Marshal(toolInfos(r))
 			if err == nil {
 				err = json.Unmarshal(b, &probe.Tools)
 			}

@@ -307,6 +307,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		live.memoryBudget = f.ctx.memoryBudget
 	}
 	live.skills = !f.ctx.noSkills
+	live.proposeSkills = f.ctx.proposeSkills
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
 }
@@ -323,6 +324,14 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 	}
 	if live.memoryBudget > 0 || live.skills {
 		// Memory and skills offered to a run are fixed in run.created.
+		// The journal is opened only once it is known to lie outside
+		// the workspace (newWiring checks it again).
+		if err := checkJournalOutside(a.dbPath(), created.Workspace); err != nil {
+			return "", err
+		}
+		if err := checkHomeOutside(a.home, created.Workspace); err != nil {
+			return "", err
+		}
 		store, err := a.openStore(ctx)
 		if err != nil {
 			return "", err

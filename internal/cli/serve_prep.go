@@ -17,11 +17,13 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/memory"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/skill"
 )
 
 // serverPrep is the CLI's wiring of a server: how a create request
@@ -325,7 +327,19 @@ func (sp *serverPrep) finish(ctx context.Context, c *agent.RunCreated, eng *poli
 	set := sp.settings
 	c.Settings = &set
 	c.StateDir = a.stateDir(c.Workspace)
-	c.Tools = toolInfos(newTools(set))
+	// The run's memory and skills: its own scopes only (its agent, the
+	// user it acts for, its workspace, the team), so one token's agent
+	// never reads another agent's private memory (docs/memory.md).
+	if err := offerMemory(ctx, sp.store, c, memory.DefaultBudget); err != nil {
+		return nil, err
+	}
+	a.offerSkills(ctx, sp.store, c, eng)
+	reg := newTools(set)
+	addMemoryTools(reg, c, nil)
+	if c.Skills != nil {
+		skill.AddTool(reg, c.Skills, nil)
+	}
+	c.Tools = toolInfos(reg)
 	if len(c.MCP)+len(c.SQL)+len(c.OpenAPI) > 0 {
 		// Known once the servers are reached: validate fills them in,
 		// pinned as keel run pins them.

@@ -213,7 +213,3 @@ func (a *app) pin(ws string, p skill.Pinned) error {
 	}
 	return a.trustProject(filepath.Join(ws, skill.LockFile), b)
 }
-
-// skillsPromotionCmds are the commands of agent-written skills
-// (skills_promote.go).
-func (a *app) skillsPromotionCmds() []*cobra.Command { return nil }

@@ -57,6 +57,8 @@ type liveOptions struct {
 	memoryBudget int
 	// skills offers a new run the user's and the project's skills.
 	skills bool
+	// proposeSkills offers a new run propose_skill and promote_skill.
+	proposeSkills bool
 }
 
 // wiring is everything live an execution of a run needs.
@@ -269,6 +271,9 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 		}
 		w.closers = append(w.closers, st.Close)
 		addMemoryTools(w.tools, c, st)
+		if live.proposeSkills && c.Tools == nil || hasTool(c.Tools, proposeSkillTool) {
+			a.addSkillPromotionTools(w.tools, c, st)
+		}
 	}
 	addSkillTool(w.tools, c)
 	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
