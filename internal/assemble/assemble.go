@@ -1,14 +1,26 @@
-package cli
+// Package assemble turns a journaled run.created into the live parts of
+// an execution of the run ([agent.Wiring]): the model client, the
+// workspace and its sandbox, the built-in tools, the run's MCP servers
+// and connectors with the credential vault behind them, the checkpoint
+// hook and the trace hooks. keel run, the team server's pool and keel
+// worker all build runs with one [Assembler], whose fields the command
+// line fills from flags, config.toml and the environment.
+package assemble
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
 	"runtime"
 	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/internal/checkpoint"
+	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
@@ -27,64 +39,85 @@ import (
 	"github.com/keel-run/keel/tool/mcp"
 )
 
-// liveOptions are what an execution needs beyond the run's journal: the
-// API key, a loaded recording, and what a resume changes (journaled in
-// run.resumed). The execution settings (timeouts, concurrency, result
-// size, model retries) are the run's own: newWiring reads them from
-// RunCreated.Settings (see settingsOf).
-type liveOptions struct {
-	apiKey string
-	// apiKeyEnv is --api-key-env: the variable holding the model's key.
-	apiKeyEnv string
-	recording *recording
-	// limits and settings, on a resume, replace the run's limits and
-	// execution settings (journaled).
-	limits   *agent.Limits
-	settings *agent.Settings
-	// sqlDSN are the full connection strings of --sql, passwords
-	// included, for this process only.
-	sqlDSN map[string]string
-	// handoff and contextWindow are passed to agent.ExecParams.
-	handoff       bool
-	contextWindow int
-	// gate holds the approval-wait flags (policy.go).
-	gate gateFlags
-	// chat is keel chat / keel run -i: after each answer, the person's
-	// next message continues the run.
-	chat bool
+// Assembler builds the live parts of runs: one per process, its fields
+// filled by the command line from flags, config.toml and the
+// environment. The zero value assembles runs with no configuration
+// (providers' own endpoints and keys only, no vault, no tracing). An
+// Assembler is safe for concurrent use once its fields are set.
+type Assembler struct {
+	// Home is Keel's directory (KEEL_HOME): the checkpoint store is
+	// under it, and no run's workspace may hold it or its config.toml
+	// and server token.
+	Home string
+	// Journal is the journal's path or DSN: no run's workspace may hold
+	// it, and the vault of a run's tools opens it (see OpenVault).
+	Journal string
+	// Config is the user's config.toml: model endpoints and their key
+	// variables, the price table, MCP servers' authorization, the full
+	// connection strings of SQL databases. nil means none.
+	Config *config.Config
+	// Getenv reads the environment: API keys, the providers' *_BASE_URL,
+	// OpenAPI tokens. nil means an empty environment.
+	Getenv func(string) string
+	// Notes receives warnings and notes for the person who started the
+	// run (no isolation, a changed MCP tool held, a server waiting for an
+	// authorization); nil discards them.
+	Notes io.Writer
+	// Metrics, if set, observes sandbox start times.
+	Metrics *telemetry.Metrics
+	// Tracing is set when trace export is configured: model requests,
+	// shell commands and HTTP calls then carry the run's W3C trace
+	// context.
+	Tracing bool
+	// OpenJournal opens the journal to read what earlier runs pinned of
+	// the MCP servers a new run uses; nil means journal.Open of Journal.
+	OpenJournal func(ctx context.Context) (journal.Store, error)
+	// OpenVault opens the credential vault on a journal; it is called
+	// on a run's first authorized request, so that runs that make none
+	// need no vault key. nil means runs have no vault.
+	OpenVault func(journal.Store) (*credential.Vault, error)
 }
 
-// wiring is everything live an execution of a run needs.
-type wiring struct {
-	model     model.Model
-	modelName string
-	price     func(model.Usage) float64
-	priced    bool
-	tools     *tool.Registry
-	env       *tool.Env
-	sb        sandbox.Sandbox
-	sbNote    string
-	// mechanisms describes how the linux sandbox isolates (printed by
-	// `keel run -v`); recorder journals its egress decisions.
-	mechanisms string
-	recorder   *agent.Recorder
-	ws         *tool.Workspace
-	live       *liveOptions
-	// trace, when tracing is on, gives model calls and tool runs their
-	// trace context (telemetry.TraceContext).
-	trace func(context.Context, agent.Operation) context.Context
-	// mcp are the run's MCP connections, closers its connectors' (closed
-	// with the wiring).
+// Params are what one execution brings beyond its run's journal: the
+// model's key named on the command line, a loaded recording, and full
+// connection strings. nil means none.
+type Params struct {
+	// APIKey is the model's key (--api-key); APIKeyEnv the variable that
+	// holds it (--api-key-env). Empty: see [Assembler.ModelKey].
+	APIKey, APIKeyEnv string
+	// Recording is the loaded trajectory of a replay: model (nil: loaded
+	// from the spec's path).
+	Recording *replay.Trajectory
+	// SQLDSN are the full connection strings of the run's databases by
+	// name, passwords included, for this process only.
+	SQLDSN map[string]string
+}
+
+// Run is the live parts of one execution of a run. Close it when the
+// execution ends.
+type Run struct {
+	agent.Wiring
+	// Priced reports whether the model has a known price.
+	Priced bool
+	// SandboxNote names the sandbox ("linux", "none (NO isolation)");
+	// Mechanisms describes how the linux sandbox isolates (keel run -v).
+	SandboxNote, Mechanisms string
+
+	sb     sandbox.Sandbox
+	ws     *tool.Workspace
+	params *Params
+	// mcp are the run's MCP connections, closers its connectors'.
 	mcp     []*mcp.Client
 	closers []func() error
-	// vault gives http_request its credentials (opened on first use).
+	// vault gives the tools their credentials (opened on first use).
 	vault *lazyVault
-	// checkpoint snapshots the workspace after each step that changed
-	// it (nil without git).
-	checkpoint func(context.Context, string, *agent.Snapshot) (*agent.WorkspaceCheckpoint, error)
 }
 
-func (w *wiring) Close() {
+var _ io.Closer = (*Run)(nil)
+
+// Close stops the run's sandbox, MCP servers and connectors and releases
+// its workspace and vault. It returns nil.
+func (w *Run) Close() error {
 	if w.vault != nil {
 		w.vault.Close()
 	}
@@ -100,58 +133,62 @@ func (w *wiring) Close() {
 	if w.ws != nil {
 		w.ws.Close()
 	}
+	return nil
 }
 
-func (w *wiring) execParams(onEvent func(e eventT)) *agent.ExecParams {
-	return &agent.ExecParams{
-		Model:         w.model,
-		ModelName:     w.modelName,
-		Price:         w.price,
-		Tools:         w.tools,
-		Env:           w.env,
-		OnEvent:       onEvent,
-		Recorder:      w.recorder,
-		Handoff:       w.live.handoff,
-		ContextWindow: w.live.contextWindow,
-		Wait:          w.live.gate.waiting(),
-		IfLastSeq:     w.live.gate.ifLastSeq,
-		Limits:        w.live.limits,
-		Settings:      w.live.settings,
-		Trace:         w.trace,
-		Checkpoint:    w.checkpoint,
+// Wire is [Assembler.Assemble] as an [agent.WireFunc], with params p for
+// every run.
+func (a *Assembler) Wire(p *Params) agent.WireFunc {
+	return func(ctx context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
+		r, err := a.Assemble(ctx, c, p)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &r.Wiring, r, nil
 	}
 }
 
-// sandboxKind validates --sandbox and applies the default.
-func (a *app) sandboxKind(flag string) (string, error) {
-	k, from := flag, ""
-	if k == "" && a.cfg != nil {
-		k, from = a.cfg.Sandbox, a.configFile()
-	}
-	if k == "" {
-		k = "linux"
-	}
-	switch k {
-	case "linux", "none":
-		return k, nil
-	}
-	if from != "" {
-		return "", usagef("sandbox = %q in %s: want linux or none", k, from)
-	}
-	return "", usagef("--sandbox %q: want linux or none", k)
+// UsageError marks an error that is the fault of the command line or the
+// configuration (keel exits with status 2): a missing API key, a
+// workspace holding Keel's files, a bad mount path.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+func usagef(format string, args ...any) error {
+	return &UsageError{fmt.Errorf(format, args...)}
 }
 
-// newWiring builds the model, sandbox, workspace and tools for a run as
-// its run.created payload describes them.
-func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOptions) (_ *wiring, err error) {
-	w := &wiring{live: live}
-	if a.tracing() {
-		w.trace = telemetry.TraceContext
+func (a *Assembler) getenv(k string) string {
+	if a.Getenv == nil {
+		return ""
+	}
+	return a.Getenv(k)
+}
+
+func (a *Assembler) notef(format string, args ...any) {
+	if a.Notes != nil {
+		fmt.Fprintf(a.Notes, format, args...)
+	}
+}
+
+// CheckpointStore is where runs' workspace checkpoints are kept under
+// Keel's directory home.
+func CheckpointStore(home string) string { return filepath.Join(home, "checkpoints") }
+
+// Assemble builds the model, sandbox, workspace and tools of an
+// execution of the run that c (its run.created payload, with the
+// settings the run has now) describes. p may be nil.
+func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params) (_ *Run, err error) {
+	if p == nil {
+		p = &Params{}
+	}
+	w := &Run{params: p}
+	if a.Tracing {
+		w.Trace = telemetry.TraceContext
 	}
 	set := settingsOf(c)
-	if live.settings != nil {
-		set = *live.settings
-	}
 	defer func() {
 		if err != nil {
 			w.Close()
@@ -166,12 +203,12 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	}
 	if c.FormatError != "" {
 		// Text-action mode: code blocks in the model's text are its calls.
-		w.model = codeact.New(w.model, &codeact.Options{CompletionMarker: c.CompletionMarker})
+		w.Model = codeact.New(w.Model, &codeact.Options{CompletionMarker: c.CompletionMarker})
 	}
-	if err := checkJournalOutside(a.dbPath(), c.Workspace); err != nil {
+	if err := checkJournalOutside(a.Journal, c.Workspace); err != nil {
 		return nil, err
 	}
-	if err := checkHomeOutside(a.home, c.Workspace); err != nil {
+	if err := checkHomeOutside(a.Home, c.Workspace); err != nil {
 		return nil, err
 	}
 	ws, err := tool.NewWorkspace(c.Workspace, c.MountPath, protectedPaths(c))
@@ -205,18 +242,18 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	sbStart := time.Now()
 	switch c.Sandbox {
 	case "none":
-		fmt.Fprintln(a.stderr, "keel: WARNING: --sandbox none: commands run directly on this machine with NO isolation (your files, network and credentials are reachable)")
+		a.notef("keel: WARNING: --sandbox none: commands run directly on this machine with NO isolation (your files, network and credentials are reachable)\n")
 		sb, err := none.New(sspec)
 		if err != nil {
 			return nil, err
 		}
-		w.sb, w.sbNote = sb, "none (NO isolation)"
+		w.sb, w.SandboxNote = sb, "none (NO isolation)"
 	default:
 		if runtime.GOOS != "linux" {
 			return nil, fmt.Errorf("the linux sandbox needs Linux; on %s pass --sandbox none to run without isolation", runtime.GOOS)
 		}
-		w.recorder = &agent.Recorder{}
-		rec := w.recorder
+		w.Recorder = &agent.Recorder{}
+		rec := w.Recorder
 		sb, err := linux.New(sspec, &linux.Options{ReadOnlyPaths: readOnly, StateDir: c.StateDir, OnEgress: func(d linux.EgressDecision) {
 			// Journal each decision of the egress proxy in the run. The
 			// proxy serves connections from its own goroutines; Record
@@ -238,26 +275,26 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 				return nil, fmt.Errorf("%w\nKeel will not run tools without isolation unless you pass --sandbox none", err)
 			}
 			if errors.Is(err, sandbox.ErrInvalidSpec) {
-				return nil, &usageError{err} // a bad --mount-path or --allow-host
+				return nil, &UsageError{err} // a bad --mount-path or --allow-host
 			}
 			return nil, err
 		}
-		w.sb, w.sbNote = sb, "linux"
-		w.mechanisms = sb.Mechanisms().String()
+		w.sb, w.SandboxNote = sb, "linux"
+		w.Mechanisms = sb.Mechanisms().String()
 	}
-	if w.recorder == nil {
+	if w.Recorder == nil {
 		// MCP servers' questions to a person are journaled through it.
-		w.recorder = &agent.Recorder{}
+		w.Recorder = &agent.Recorder{}
 	}
-	if a.metrics != nil {
-		a.metrics.ObserveSandboxStart(time.Since(sbStart))
+	if a.Metrics != nil {
+		a.Metrics.ObserveSandboxStart(time.Since(sbStart))
 	}
 	w.vault = &lazyVault{a: a}
 	if !set.NoCheckpoints {
-		w.checkpoint = checkpoint.Hook(a.checkpointStore(), ws.Root())
+		w.Checkpoint = checkpoint.Hook(CheckpointStore(a.Home), ws.Root())
 	}
-	w.tools = newToolsWith(set, w.vault)
-	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
+	w.Tools = newTools(set, w.vault)
+	w.Env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
 	if err := a.connectMCP(ctx, w, c); err != nil {
 		return nil, err
 	}
@@ -273,13 +310,17 @@ func settingsOf(c *agent.RunCreated) agent.Settings {
 	return agent.DefaultSettings()
 }
 
-// newTools returns the tools of a run with settings s (also used to
-// record them in run.created without starting a sandbox).
-func newTools(s agent.Settings) *tool.Registry { return newToolsWith(s, nil) }
+// Tools returns the built-in tools of a run with settings s, as
+// run.created records them (without starting a sandbox).
+func Tools(s agent.Settings) []agent.ToolInfo { return agent.ToolInfos(newTools(s, nil)) }
 
-// newToolsWith is newTools with http_request's credentials from vault
-// (nil: none).
-func newToolsWith(s agent.Settings, vault httpreq.Vault) *tool.Registry {
+// ToolInfos returns the tools of an assembled run as run.created records
+// them (a new run's MCP tools pinned).
+func (w *Run) ToolInfos() []agent.ToolInfo { return agent.ToolInfos(w.Tools) }
+
+// newTools returns the built-in tools of a run with settings s, with
+// http_request's credentials from vault (nil: none).
+func newTools(s agent.Settings, vault httpreq.Vault) *tool.Registry {
 	r := tool.NewRegistry()
 	o := &builtin.Options{Shell: &shell.Options{IdleTimeout: time.Duration(s.CommandIdleTimeout)}}
 	if vault != nil {
@@ -289,15 +330,18 @@ func newToolsWith(s agent.Settings, vault httpreq.Vault) *tool.Registry {
 	return r
 }
 
-// newModel builds the model client for spec, with keys from the flags or
+// newModel builds the model client for spec, with keys from the params or
 // the environment.
-func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
-	w.modelName = spec.String()
-	prices := a.cfg.PriceTable()
+func (a *Assembler) newModel(spec model.Spec, w *Run, set agent.Settings) error {
+	w.ModelName = spec.String()
+	prices := model.DefaultPrices()
+	if a.Config != nil {
+		prices = a.Config.PriceTable()
+	}
 	name := spec.Name
 	switch spec.Provider {
 	case "openai", "openai-compatible":
-		key, err := a.modelKey(spec, w.live.apiKey, w.live.apiKeyEnv)
+		key, err := a.ModelKey(spec, w.params.APIKey, w.params.APIKeyEnv)
 		if err != nil {
 			return err
 		}
@@ -317,9 +361,9 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 		if err != nil {
 			return err
 		}
-		w.model = m
+		w.Model = m
 	case "anthropic":
-		key, err := a.modelKey(spec, w.live.apiKey, w.live.apiKeyEnv)
+		key, err := a.ModelKey(spec, w.params.APIKey, w.params.APIKeyEnv)
 		if err != nil {
 			return err
 		}
@@ -336,54 +380,34 @@ func (a *app) newModel(spec model.Spec, w *wiring, set agent.Settings) error {
 		if err != nil {
 			return err
 		}
-		w.model = m
+		w.Model = m
 	case "replay":
-		rec := w.live.recording
+		rec := w.params.Recording
 		if rec == nil {
 			var err error
-			if rec, err = loadRecording(spec.Name); err != nil {
+			if rec, err = replay.Load(spec.Name); err != nil {
 				return err
 			}
 		}
-		w.model = replay.New(rec.Trajectory, nil)
+		w.Model = replay.New(rec, nil)
 		name = rec.Model()
 	case "scripted":
 		if spec.Name != "demo" {
 			return fmt.Errorf("unknown scripted model %q (only scripted:demo exists)", spec.Name)
 		}
-		w.model = demo.NewModel()
-		w.price = func(model.Usage) float64 { return 0 }
+		w.Model = demo.NewModel()
+		w.Price = func(model.Usage) float64 { return 0 }
 		return nil
 	default:
 		return fmt.Errorf("unknown model provider %q", spec.Provider)
 	}
 	if p, ok := prices.Lookup(name); ok {
-		w.price, w.priced = p.Cost, true
+		w.Price, w.Priced = p.Cost, true
 	} else {
-		w.price = func(model.Usage) float64 { return 0 }
+		w.Price = func(model.Usage) float64 { return 0 }
 	}
 	return nil
 }
-
-// recording is a loaded replay trajectory.
-type recording struct {
-	*replay.Trajectory
-}
-
-func loadRecording(path string) (*recording, error) {
-	tr, err := replay.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	return &recording{tr}, nil
-}
-
-func toolInfos(r *tool.Registry) []agent.ToolInfo { return agent.ToolInfos(r) }
-
-// defaultModelRetries is --model-retries' default: with the SDKs'
-// exponential backoff (0.5 s doubling, at most 8 s, or the provider's
-// Retry-After) four retries wait about 7.5 s in all before a step fails.
-const defaultModelRetries = 4
 
 // sdkRetries maps --model-retries to the providers' MaxRetries, where 0
 // means the SDK's default and a negative value none.
@@ -392,4 +416,14 @@ func sdkRetries(n int) int {
 		return -1
 	}
 	return n
+}
+
+// modelHTTPClient is the HTTP client of the provider adapters: nil (their
+// default) unless tracing is on, then one whose requests carry the model
+// call's traceparent.
+func (a *Assembler) modelHTTPClient() *http.Client {
+	if !a.Tracing {
+		return nil
+	}
+	return &http.Client{Transport: telemetry.Transport(http.DefaultTransport.(*http.Transport).Clone())}
 }

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"context"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/assemble"
+)
+
+// liveOptions are what an execution needs beyond the run's journal: what
+// the assembler needs besides run.created (the API key, a loaded
+// recording, full connection strings), and what the command asks of this
+// execution (a resume's changes, journaled in run.resumed; how to wait
+// for approvals; a conversation).
+type liveOptions struct {
+	assemble.Params
+	// limits and settings, on a resume, replace the run's limits and
+	// execution settings (journaled).
+	limits   *agent.Limits
+	settings *agent.Settings
+	// handoff and contextWindow are passed to agent.ExecParams.
+	handoff       bool
+	contextWindow int
+	// gate holds the approval-wait flags (policy.go).
+	gate gateFlags
+	// chat is keel chat / keel run -i: after each answer, the person's
+	// next message continues the run.
+	chat bool
+}
+
+// wiring is everything live an execution of a run needs: the assembled
+// run and this execution's options.
+type wiring struct {
+	*assemble.Run
+	live *liveOptions
+}
+
+// assembler is the assembler of this process's runs, as the flags,
+// config.toml and the environment configure it.
+func (a *app) assembler() *assemble.Assembler {
+	return &assemble.Assembler{Home: a.home, Journal: a.dbPath(), Config: a.cfg, Getenv: a.getenv, Notes: a.stderr,
+		Metrics: a.metrics, Tracing: a.tracing(), OpenJournal: a.openStore, OpenVault: a.openVault}
+}
+
+// newWiring builds the model, sandbox, workspace and tools for a run as
+// its run.created payload describes them (with live's settings, on a
+// resume that changes them).
+func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOptions) (*wiring, error) {
+	if live.settings != nil {
+		cc := *c
+		cc.Settings = live.settings
+		c = &cc
+	}
+	r, err := a.assembler().Assemble(ctx, c, &live.Params)
+	if err != nil {
+		return nil, err
+	}
+	return &wiring{Run: r, live: live}, nil
+}
+
+func (w *wiring) execParams(onEvent func(e eventT)) *agent.ExecParams {
+	return &agent.ExecParams{
+		Wiring:        w.Run.Wiring,
+		OnEvent:       onEvent,
+		Handoff:       w.live.handoff,
+		ContextWindow: w.live.contextWindow,
+		Wait:          w.live.gate.waiting(),
+		IfLastSeq:     w.live.gate.ifLastSeq,
+		Limits:        w.live.limits,
+		Settings:      w.live.settings,
+	}
+}
