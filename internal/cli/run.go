@@ -142,7 +142,7 @@ SIGTERM, SIGHUP).`,
 	fl.DurationVar(&f.commandTimeout, "command-timeout", 60*time.Second, "default wall time of one shell command")
 	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 2*time.Minute, "end a shell command that prints nothing for this long (negative: never)")
 	fl.StringVar(&f.sandbox, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
-	fl.StringArrayVar(&f.network, "allow-host", nil, "host (or host:port) the sandbox may reach through Keel's egress proxy (repeatable; default none)")
+	fl.StringArrayVar(&f.network, "allow-host", nil, "host, host:port, *.domain, localhost:port or an IP address the run may reach through Keel's egress proxy and network tools (repeatable; default none; names only at public addresses)")
 	fl.StringArrayVar(&f.setupNetwork, "setup-allow-host", nil, "host (or host:port) the --setup script may reach (repeatable; default none)")
 	fl.DurationVar(&f.setupTimeout, "setup-timeout", agent.SetupTimeout, "wall-time limit of the --setup script")
 	f.limits.register(fl)
