@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/server"
 )
@@ -77,7 +78,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	}
 	set := agent.DefaultSettings()
 	created.Settings = &set
-	created.StateDir = a.stateDir(ws)
+	created.StateDir = assemble.StateDir(a.home, ws)
 	// The demo shows the gate: its policy asks before the edit. At a
 	// terminal you decide; otherwise (a script, a pipe) the demo approves
 	// as a stand-in, showing what it approved, unless --no-wait stops it
