@@ -58,7 +58,7 @@ type receiver struct {
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(req.Body)
 	if r.fail.Add(-1) >= 0 {
-		http.Error(w, "busy", 500)
+		http.Error(w, "busy", http.StatusInternalServerError)
 		return
 	}
 	r.mu.Lock()
@@ -67,7 +67,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		wh, _ := standardwebhooks.NewWebhook(r.secret)
 		if err := wh.Verify(body, req.Header); err != nil {
 			r.bad++
-			http.Error(w, err.Error(), 401)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
 	}
