@@ -3,6 +3,7 @@ package schedule
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -36,15 +37,45 @@ var (
 	ErrPermanent = errors.New("schedule: the run cannot be created")
 )
 
-// StartParams is what [Runner.Start] creates: the schedule's run
-// template with its task rendered for one fire.
+// StartParams is what [Runner.Start] creates: a run of an agent with a
+// task, made by a schedule's fire or a trigger's delivery.
 type StartParams struct {
-	RunID    string
-	Schedule *Schedule
-	Fire     *Fire
-	// Task is the schedule's task template rendered for the fire.
+	// RunID is the run to create (derived from the fire or delivery).
+	RunID string
+	// Agent is the run's principal; OnBehalfOf the user it acts for.
+	Agent, OnBehalfOf string
+	// Task is the rendered task (trusted: the schedule's or trigger's
+	// author wrote its template).
 	Task string
+	// Run is the rest of the create request as the schedule or trigger
+	// holds it (model, workspace, limits, settings...).
+	Run json.RawMessage
+	// Labels name what started the run: [LabelSchedule] and [LabelFire],
+	// or a trigger's.
+	Labels map[string]string
+	// Input is data from outside (a webhook's payload) that the run
+	// sees as untrusted input, never as part of its task; nil for
+	// schedules.
+	Input *Input
+	// Notify names the sinks told when the run needs a person.
+	Notify []string
 }
+
+// Input is untrusted data handed to a run beside its task.
+type Input struct {
+	// Source says where it came from ("webhook trigger deploy-failed,
+	// message msg_123").
+	Source string `json:"source"`
+	// ContentType is the sender's media type; Data the bytes as received.
+	ContentType string `json:"content_type,omitempty"`
+	Data        []byte `json:"data"`
+}
+
+// Labels of the runs a scheduler starts.
+const (
+	LabelSchedule = "keel.schedule" // the schedule's name
+	LabelFire     = "keel.fire"     // the fire's key
+)
 
 // RunID returns the run id of the fire key of schedule id: a ULID whose
 // time is the nominal time and whose other bits are a hash of both, so

@@ -196,7 +196,8 @@ func (s *Scheduler) dispatch(ctx context.Context, sc *sched, f *Fire) {
 	sc.mu.Unlock()
 	task, err := render(&def, f, prev)
 	if err == nil {
-		err = s.runner.Start(ctx, &StartParams{RunID: f.RunID, Schedule: &def, Fire: f, Task: task})
+		err = s.runner.Start(ctx, &StartParams{RunID: f.RunID, Agent: def.Agent, OnBehalfOf: def.OnBehalfOf, Task: task, Run: def.Run,
+			Labels: map[string]string{LabelSchedule: def.Name, LabelFire: f.Key}, Notify: def.Notify})
 		if err == nil || errors.Is(err, ErrRunExists) {
 			return
 		}

@@ -113,7 +113,9 @@ func TestInstall(t *testing.T) {
 		{name: "absolute path in the archive", files: good, pkg: tarGz(t, entry{"/etc/cron.d/x", "evil", tar.TypeReg, ""}), refused: "escapes the archive"},
 		{name: "symbolic link in the archive", files: good, pkg: tarGz(t, entry{"SKILL.md", good["SKILL.md"], tar.TypeReg, ""}, entry{"scripts/run.sh", "", tar.TypeSymlink, "/etc/passwd"}), refused: "not a regular file"},
 		{name: "a file the index does not list", files: good, pkg: tarGz(t, entry{"SKILL.md", good["SKILL.md"], tar.TypeReg, ""}, entry{"scripts/run.sh", good["scripts/run.sh"], tar.TypeReg, ""}, entry{"extra.sh", "x", tar.TypeReg, ""}), refused: "does not list"},
-		{name: "an index path escaping", files: good, mutate: func(e *skill.IndexEntry) { e.Files = append(e.Files, skill.File{Path: "../x", Digest: skill.FileDigest(nil)}) }, refused: "escapes"},
+		{name: "an index path escaping", files: good, mutate: func(e *skill.IndexEntry) {
+			e.Files = append(e.Files, skill.File{Path: "../x", Digest: skill.FileDigest(nil)})
+		}, refused: "escapes"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := publisher(t, tt.files, tt.pkg, tt.mutate)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/memory"
 	"github.com/keel-run/keel/model"
@@ -97,11 +98,11 @@ func (f *contextFlags) apply(a *app, c *agent.RunCreated, modelName string) erro
 			// The tools are recorded when the run is wired; they are the
 			// same set, estimated as the journal will hold them
 			// (run.created re-encodes their schemas).
-			r := newTools(agent.DefaultSettings())
+			r := assemble.ToolRegistry(agent.DefaultSettings())
 			if !f.noMemory {
 				addMemoryTools(r, &agent.RunCreated{Recall: &agent.Recall{}}, nil)
 			}
-			b, err := json.Marshal(toolInfos(r))
+			b, err := json.Marshal(agent.ToolInfos(r))
 			if err == nil {
 				err = json.Unmarshal(b, &probe.Tools)
 			}

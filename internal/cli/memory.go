@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/memory"
 	"github.com/keel-run/keel/tool"
@@ -49,6 +50,27 @@ func addMemoryTools(r *tool.Registry, c *agent.RunCreated, store journal.Store) 
 		ms = memory.New(store, nil)
 	}
 	memory.AddTools(r, &memory.ToolParams{Store: ms, Scopes: memoryScopes(c)})
+}
+
+// moreTools adds a run's memory and skill tools (assemble.Assembler's
+// MoreTools): memory_search and memory_write when it was offered
+// memory, use_skill when it was offered skills, propose_skill and
+// promote_skill when it proposes skills.
+func (a *app) moreTools(ctx context.Context, c *agent.RunCreated, r *tool.Registry, p *assemble.Params) (func() error, error) {
+	propose := p != nil && p.ProposeSkills && c.Tools == nil || hasTool(c.Tools, proposeSkillTool)
+	addSkillTool(r, c)
+	if c.Recall == nil {
+		return nil, nil
+	}
+	st, err := a.openStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	addMemoryTools(r, c, st)
+	if propose {
+		a.addSkillPromotionTools(r, c, st)
+	}
+	return st.Close, nil
 }
 
 func (a *app) memoryCmd() *cobra.Command {

@@ -17,8 +17,10 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/model/replay"
 	"github.com/keel-run/keel/policy"
 )
 
@@ -185,7 +187,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		}
 		system = string(b)
 	}
-	var rec *recording
+	var rec *replay.Trajectory
 	if spec.Provider == "replay" && f.completionMarker == "" {
 		// Recorded mini-swe-agent trajectories end with this marker. For a
 		// live model it stays off unless asked for: any file or test
@@ -193,7 +195,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		f.completionMarker = DefaultCompletionMarker
 	}
 	if spec.Provider == "replay" {
-		rec, err = loadRecording(spec.Name)
+		rec, err = replay.Load(spec.Name)
 		if err != nil {
 			// A trajectory that is missing or unreadable is a bad
 			// command line: nothing ran.
@@ -273,7 +275,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		Network:          f.network,
 		Principal:        "keel-cli",
 		Settings:         &settings,
-		StateDir:         a.stateDir(ws),
+		StateDir:         assemble.StateDir(a.home, ws),
 	}
 	if created.Labels, err = parseLabels(f.labels); err != nil {
 		return err
@@ -299,7 +301,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if created.OpenAPI, err = a.openAPIs(&f.mcp); err != nil {
 		return err
 	}
-	live := &liveOptions{apiKey: f.apiKey, apiKeyEnv: f.apiKeyEnv, recording: rec, gate: f.gate, sqlDSN: sqlDSN, chat: f.interactive}
+	live := &liveOptions{Params: assemble.Params{APIKey: f.apiKey, APIKeyEnv: f.apiKeyEnv, Recording: rec, SQLDSN: sqlDSN}, gate: f.gate, chat: f.interactive}
 	if !f.ctx.noMemory {
 		if f.ctx.memoryBudget <= 0 {
 			return usagef("--memory-budget %d: want a positive number of tokens (--no-memory leaves memory out)", f.ctx.memoryBudget)
@@ -307,7 +309,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		live.memoryBudget = f.ctx.memoryBudget
 	}
 	live.skills = !f.ctx.noSkills
-	live.proposeSkills = f.ctx.proposeSkills
+	live.ProposeSkills = f.ctx.proposeSkills
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
 }
@@ -326,10 +328,7 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 		// Memory and skills offered to a run are fixed in run.created.
 		// The journal is opened only once it is known to lie outside
 		// the workspace (newWiring checks it again).
-		if err := checkJournalOutside(a.dbPath(), created.Workspace); err != nil {
-			return "", err
-		}
-		if err := checkHomeOutside(a.home, created.Workspace); err != nil {
+		if err := a.assembler().CheckWorkspace(created.Workspace); err != nil {
 			return "", err
 		}
 		store, err := a.openStore(ctx)
@@ -354,7 +353,7 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 		return "", err
 	}
 	defer w.Close()
-	created.Tools = toolInfos(w.tools)
+	created.Tools = w.ToolInfos()
 	store, err := a.openStore(ctx)
 	if err != nil {
 		return "", err
@@ -443,6 +442,9 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 		defer p.resume()
 		if params.Wait && !jsonOut && a.inline() && a.decideInline(ctx, rt.Store(), st.Created, pending) {
 			return // decided here: the run goes on
+		}
+		if w.live != nil && w.live.standIn != "" && !a.inline() && a.approveAsStandIn(ctx, rt.Store(), st.Created, pending, w.live.standIn) {
+			return // approved by the stand-in: the run goes on
 		}
 		if ctx.Err() != nil {
 			return // interrupted at the question: the run stops

@@ -26,7 +26,7 @@ import (
 
 // skillsDir is the user's own skills; skillStore the installed and
 // approved ones (NAME/HEX, never changed).
-func (a *app) skillsDir() string { return filepath.Join(a.home, "skills") }
+func (a *app) skillsDir() string  { return filepath.Join(a.home, "skills") }
 func (a *app) skillStore() string { return filepath.Join(a.home, "skill-store") }
 
 // skillLibrary is where a run in workspace ws finds its skills, with

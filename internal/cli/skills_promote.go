@@ -18,6 +18,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model/replay"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/linux"
@@ -291,11 +292,11 @@ baseline is kept as rejected with its numbers.`,
 			if covers == "" {
 				covers = cand.Covers
 			}
-			rec, err := loadRecording(recording)
+			rec, err := replay.Load(recording)
 			if err != nil {
 				return err
 			}
-			base, err := skill.Baseline(rec.Commands(), covers)
+			base, err := skill.Baseline(recordedCommands(rec), covers)
 			if err != nil {
 				return &usageError{err}
 			}
@@ -373,8 +374,8 @@ func (r *sandboxRunner) Close() {
 	}
 }
 
-// Commands returns the bash commands of the recording, in order.
-func (r *recording) Commands() []string {
+// recordedCommands returns the bash commands of a recording, in order.
+func recordedCommands(r *replay.Trajectory) []string {
 	var out []string
 	for _, t := range r.Turns() {
 		for _, c := range t.Message.ToolCalls {
