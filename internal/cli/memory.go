@@ -135,17 +135,14 @@ type memoryRow struct {
 
 func printMemory(w io.Writer, list []memory.Entry, use map[string]*memory.Use, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		for _, e := range list {
-			r := memoryRow{Entry: e}
+		rows := make([]memoryRow, len(list))
+		for i, e := range list {
+			rows[i] = memoryRow{Entry: e}
 			if u := use[e.ID]; u != nil {
-				r.Offered, r.Used = len(u.Offered), len(u.Used)
-			}
-			if err := enc.Encode(r); err != nil {
-				return err
+				rows[i].Offered, rows[i].Used = len(u.Offered), len(u.Used)
 			}
 		}
-		return nil
+		return jsonLines(w, rows)
 	}
 	if len(list) == 0 {
 		fmt.Fprintln(w, "no memory entries")
@@ -350,13 +347,7 @@ func (a *app) memoryExportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(a.stdout)
-			for _, e := range evs {
-				if err := enc.Encode(e); err != nil {
-					return err
-				}
-			}
-			return nil
+			return jsonLines(a.stdout, evs)
 		},
 	}
 }

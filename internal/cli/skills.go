@@ -144,13 +144,7 @@ func (a *app) skillsListCmd() *cobra.Command {
 				fmt.Fprintf(a.stderr, "keel: %v\n", err)
 			}
 			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, f := range found {
-					if err := enc.Encode(f); err != nil {
-						return err
-					}
-				}
-				return nil
+				return jsonLines(a.stdout, found)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tSOURCE\tDIGEST\tSIGNED\tSCRIPTS\tDESCRIPTION")

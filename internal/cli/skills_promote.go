@@ -230,13 +230,7 @@ func (a *app) skillsCandidatesCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				for _, c := range list {
-					if err := enc.Encode(c); err != nil {
-						return err
-					}
-				}
-				return nil
+				return jsonLines(a.stdout, list)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "CANDIDATE\tSTATE\tFROM RUN\tTESTS\tEVIDENCE")
