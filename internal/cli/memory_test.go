@@ -106,6 +106,7 @@ func TestMemoryAcrossRuns(t *testing.T) {
 	if !offered.Full || offered.Run != run1 || offered.Text != fact {
 		t.Errorf("the fact as offered to run 3: %+v", offered)
 	}
+	t.Logf("run 3 was offered %d entries in %d tokens (budget %d): %+v", len(r.Entries), r.Tokens, r.BudgetTokens, r.Entries)
 	req := agent.BuildRequest(st3, 0)
 	if !strings.Contains(req.System, "[memory:"+factE.ID+"]") || !strings.Contains(req.System, fact) || !strings.Contains(req.System, "UNTRUSTED") {
 		t.Errorf("run 3's request lacks the memory section:\n%s", req.System)
