@@ -431,11 +431,17 @@ func (s *Scheduler) Backfill(ctx context.Context, ref string, from, to time.Time
 	return out, nil
 }
 
-// FireAt records (and starts) the scheduled fire at nominal time n, for
-// a schedule whose driver is Temporal: the Temporal Schedule's workflow
-// calls it once the fire is due. A fire recorded already (a retried
-// activity, or one Tick recorded as missed) returns its record and starts
-// nothing; a nominal time while the schedule was paused returns nil.
+// FireAt records (and starts) the scheduled fires due up to nominal
+// time n, for a schedule whose driver is Temporal: the Temporal
+// Schedule's workflow calls it at each of its fire times (after the
+// fire's jitter), and it records every nominal time of the spec up to n
+// that is due and has no record yet, in order, with the same decisions
+// as [Scheduler.Tick] (so Temporal's and Keel's reading of the spec never
+// disagree about which times exist). It returns the record of n, nil
+// when n is not a nominal time with a record (paused, deleted, not due
+// yet). Calling it again (a retried activity) records nothing more.
+// While another process works on the schedule it returns an error
+// wrapping journal.ErrLocked: retry it.
 func (s *Scheduler) FireAt(ctx context.Context, ref string, n time.Time) (*Fire, error) {
 	sc, err := s.get(ctx, ref)
 	if err != nil {
@@ -443,20 +449,14 @@ func (s *Scheduler) FireAt(ctx context.Context, ref string, n time.Time) (*Fire,
 	}
 	n = n.UTC()
 	sc.mu.Lock()
-	st := sc.st
-	if got := st.times.next(n.Add(-time.Nanosecond)); !got.Equal(n) {
-		sc.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s is not a nominal time of schedule %s", ErrInvalid, n.Format(time.RFC3339Nano), st.def.Name)
-	}
-	f := &Fire{Key: scheduledKey(n), Source: SourceSchedule, Nominal: n, Due: st.due(n)}
-	overlap, paused, deleted := st.def.Policy.Overlap, st.paused, st.deleted
+	id := sc.st.def.ID
 	sc.mu.Unlock()
-	if paused || deleted {
+	if err := s.process(ctx, id, n); err != nil {
+		return nil, err
+	}
+	f, err := s.find(ctx, sc, scheduledKey(n))
+	if err != nil {
 		return nil, nil
 	}
-	rec, err := s.fire(ctx, sc, f, overlap)
-	if errors.Is(err, errRecorded) {
-		return s.find(ctx, sc, f.Key)
-	}
-	return rec, err
+	return f, nil
 }

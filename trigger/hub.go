@@ -72,6 +72,8 @@ type Hub struct {
 	names map[string]string // live name → id
 	ids   []string
 	trigs map[string]*trig
+	// watched are the run ends Watch has handled (RUN@SEQ).
+	watched map[string]bool
 }
 
 // trig is one trigger's stream and state. Lock order: the stream's lock,
@@ -130,7 +132,7 @@ type runFailed struct {
 
 // New returns the hub of store's triggers. It reads nothing until used.
 func New(store journal.Store, runner schedule.Runner, secrets Secrets, opts *Options) *Hub {
-	h := &Hub{store: store, runner: runner, secrets: secrets, names: map[string]string{}, trigs: map[string]*trig{}}
+	h := &Hub{store: store, runner: runner, secrets: secrets, names: map[string]string{}, trigs: map[string]*trig{}, watched: map[string]bool{}}
 	if opts != nil {
 		h.opts = *opts
 	}
@@ -317,14 +319,17 @@ func (h *Hub) Create(ctx context.Context, def *Trigger) (*Trigger, string, error
 	if err := taken(); err != nil {
 		return nil, "", err
 	}
-	raw := make([]byte, 24)
-	rand.Read(raw)
-	secret := "whsec_" + base64.StdEncoding.EncodeToString(raw)
-	d.Secret = "trigger." + d.ID
-	sum := sha256.Sum256([]byte(secret))
-	d.SecretHash = "sha256:" + hex.EncodeToString(sum[:8])
-	if err := h.secrets.PutSecret(ctx, d.Secret, secret); err != nil {
-		return nil, "", fmt.Errorf("trigger: store the secret: %w", err)
+	var secret string
+	if d.On == nil { // a webhook trigger: its signing secret
+		raw := make([]byte, 24)
+		rand.Read(raw)
+		secret = "whsec_" + base64.StdEncoding.EncodeToString(raw)
+		d.Secret = "trigger." + d.ID
+		sum := sha256.Sum256([]byte(secret))
+		d.SecretHash = "sha256:" + hex.EncodeToString(sum[:8])
+		if err := h.secrets.PutSecret(ctx, d.Secret, secret); err != nil {
+			return nil, "", fmt.Errorf("trigger: store the secret: %w", err)
+		}
 	}
 	st := journal.NewStream(h.store, StreamPrefix+d.ID, h.clock, func(*journal.Event) error { return nil })
 	if _, err := st.Append(ctx, Created, &d, nil); err != nil {
@@ -351,6 +356,9 @@ func Check(d *Trigger) error {
 	}
 	if _, err := render(d, "msg_example", d.Created); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if d.On != nil {
+		return checkOn(d)
 	}
 	return nil
 }
@@ -387,7 +395,7 @@ func (h *Hub) Deliver(ctx context.Context, ref string, header http.Header, body 
 	t.mu.Lock()
 	def, paused, deleted := t.def, t.paused, t.deleted
 	t.mu.Unlock()
-	if deleted {
+	if deleted || def.On != nil { // a run trigger has no URL
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
 	}
 	ts, tsErr := strconv.ParseInt(header.Get(standardwebhooks.HeaderWebhookTimestamp), 10, 64)
@@ -524,12 +532,17 @@ func (h *Hub) refuse(ctx context.Context, t *trig, d *Delivery, reason string) (
 	return d, &RefusedError{Reason: reason}
 }
 
-// Tick records as failed the accepted deliveries whose run was not
-// created within [Options.DispatchTimeout] (the process died between
-// accepting a message and creating its run, and the sender did not
-// retry). Servers call it periodically.
+// Horizon is how far back [Hub.Tick] looks for ended runs for run
+// triggers.
+const Horizon = 24 * time.Hour
+
+// Tick fires the run triggers for runs that ended ([Hub.Watch]), and
+// records as failed the accepted deliveries whose run was not created
+// within [Options.DispatchTimeout] (the process died between accepting a
+// message and creating its run, and the sender did not retry). Servers
+// call it periodically.
 func (h *Hub) Tick(ctx context.Context) error {
-	if err := h.dir.Sync(ctx); err != nil {
+	if err := h.Watch(ctx, h.clock().Add(-Horizon)); err != nil {
 		return err
 	}
 	h.mu.Lock()
