@@ -2,12 +2,11 @@ package cli
 
 import (
 	"context"
-	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/tool/mcp"
 	"github.com/keel-run/keel/tool/sqlquery"
 )
@@ -33,7 +32,7 @@ func (a *app) sqlDatabases(f *mcpFlags) ([]agent.SQLDatabase, map[string]string,
 			if err := mcp.CheckName(c.Name); err != nil {
 				return nil, nil, usagef("%s: [[sql.databases]]: %v", a.configFile(), err)
 			}
-			put(agent.SQLDatabase{Name: c.Name, DSN: redactDSN(c.DSN), AllowWrites: c.AllowWrites, MaxRows: c.MaxRows, AsUser: c.AsUser}, c.DSN)
+			put(agent.SQLDatabase{Name: c.Name, DSN: redact.DSN(c.DSN), AllowWrites: c.AllowWrites, MaxRows: c.MaxRows, AsUser: c.AsUser}, c.DSN)
 		}
 	}
 	for _, v := range f.sql {
@@ -44,29 +43,9 @@ func (a *app) sqlDatabases(f *mcpFlags) ([]agent.SQLDatabase, map[string]string,
 		if err := mcp.CheckName(name); err != nil {
 			return nil, nil, usagef("--sql: %v", err)
 		}
-		put(agent.SQLDatabase{Name: name, DSN: redactDSN(dsn), AllowWrites: f.sqlWrites, AsUser: f.sqlAsUser}, dsn)
+		put(agent.SQLDatabase{Name: name, DSN: redact.DSN(dsn), AllowWrites: f.sqlWrites, AsUser: f.sqlAsUser}, dsn)
 	}
 	return out, secrets, nil
-}
-
-var dsnPassword = regexp.MustCompile(`(?i)(^|\s)password\s*=\s*('(\\'|[^'])*'|\S+)`)
-
-// redactDSN removes the password from a connection string.
-func redactDSN(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		if u.User != nil {
-			if _, has := u.User.Password(); has {
-				u.User = url.User(u.User.Username())
-			}
-		}
-		q := u.Query()
-		if q.Has("password") {
-			q.Del("password")
-			u.RawQuery = q.Encode()
-		}
-		return u.String()
-	}
-	return strings.TrimSpace(dsnPassword.ReplaceAllString(dsn, "$1"))
 }
 
 // connectSQL opens the run's databases and registers their tools. The
@@ -79,7 +58,7 @@ func (a *app) connectSQL(ctx context.Context, w *wiring, c *agent.RunCreated) er
 			dsn = full
 		} else if a.cfg != nil {
 			for _, cd := range a.cfg.SQL.Databases {
-				if cd.Name == d.Name && redactDSN(cd.DSN) == d.DSN {
+				if cd.Name == d.Name && redact.DSN(cd.DSN) == d.DSN {
 					dsn = cd.DSN
 				}
 			}
