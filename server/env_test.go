@@ -246,7 +246,7 @@ func (cs closers) Close() error {
 // wire builds the live parts of a test run: the built-in tools on the
 // run's workspace with no sandbox isolation and the model the env holds
 // for the run's model spec. The policy is the run's own (run.created).
-func (e *env) wire(_ context.Context, c *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
+func (e *env) wire(_ context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 	m, err := e.models.get(c.Model)
 	if err != nil {
 		return nil, nil, err
@@ -262,7 +262,7 @@ func (e *env) wire(_ context.Context, c *agent.RunCreated) (*agent.ExecParams, i
 	}
 	reg := tool.NewRegistry()
 	builtin.Register(reg, &builtin.Options{NoWeb: true})
-	p := &agent.ExecParams{Model: m, ModelName: c.Model, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws}}
+	p := &agent.Wiring{Model: m, ModelName: c.Model, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws}}
 	if e.checkpoints {
 		p.Checkpoint = checkpoint.Hook(filepath.Join(e.dir, "checkpoints"), ws.Root())
 	}

@@ -1,14 +1,11 @@
 package cli
 
 import (
-	"context"
 	"strings"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/tool/mcp"
-	"github.com/keel-run/keel/tool/sqlquery"
 )
 
 // sqlServers returns the run's databases: config.toml's (unless --no-mcp),
@@ -46,41 +43,4 @@ func (a *app) sqlDatabases(f *mcpFlags) ([]agent.SQLDatabase, map[string]string,
 		put(agent.SQLDatabase{Name: name, DSN: redact.DSN(dsn), AllowWrites: f.sqlWrites, AsUser: f.sqlAsUser}, dsn)
 	}
 	return out, secrets, nil
-}
-
-// connectSQL opens the run's databases and registers their tools. The
-// connection string with its password comes from this process (the
-// flags) or config.toml; the journaled one otherwise.
-func (a *app) connectSQL(ctx context.Context, w *wiring, c *agent.RunCreated) error {
-	for _, d := range c.SQL {
-		dsn := d.DSN
-		if full, ok := w.live.sqlDSN[d.Name]; ok {
-			dsn = full
-		} else if a.cfg != nil {
-			for _, cd := range a.cfg.SQL.Databases {
-				if cd.Name == d.Name && redact.DSN(cd.DSN) == d.DSN {
-					dsn = cd.DSN
-				}
-			}
-		}
-		o := sqlquery.Options{Name: d.Name, DSN: dsn, AllowWrites: d.AllowWrites, MaxRows: d.MaxRows, StatementTimeout: w.env.CommandTimeout}
-		if d.AsUser {
-			// As the end user: their connection string from the vault.
-			agentName := c.Principal
-			if agentName == "" {
-				agentName = identity.LocalAgent
-			}
-			o.UserDSN = sqlquery.VaultDSN(w.vault, d.Name, agentName, c.OnBehalfOf)
-		}
-		db, err := sqlquery.Open(ctx, o)
-		if err != nil {
-			return err
-		}
-		w.closers = append(w.closers, db.Close)
-		t, h := db.Tool()
-		if err := w.tools.TryAdd(t, h); err != nil {
-			return err
-		}
-	}
-	return nil
 }
