@@ -244,3 +244,35 @@ func TestTextKeepsCounts(t *testing.T) {
 		}
 	}
 }
+
+func TestSecrets(t *testing.T) {
+	s := redact.NewSecrets("abc", "first-Secret-Value", "Canary-second-77")
+	text := "x " + base64.StdEncoding.EncodeToString([]byte("Canary-second-77")) + " y FIRST-SECRET-VALUE z"
+	want := []redact.Match{{Value: 1, Form: "as is"}, {Value: 2, Form: "base64"}}
+	if diff := cmp.Diff(want, s.Find(text)); diff != "" {
+		t.Errorf("Find (-want +got):\n%s", diff)
+	}
+	if got := s.Hide(text); strings.Contains(got, "SECRET") || strings.Count(got, redact.Mask) != 2 {
+		t.Errorf("Hide = %q", got)
+	}
+	// A value that holds another is hidden whole.
+	if got := redact.NewSecrets("tok-1234", "my-tok-12345").Hide("a my-tok-12345 b"); got != "a "+redact.Mask+" b" {
+		t.Errorf("Hide of nested values = %q", got)
+	}
+	var zero redact.Secrets
+	if zero.Find("anything") != nil || zero.Hide("anything") != "anything" {
+		t.Error("the zero Secrets finds or hides something")
+	}
+}
+
+// BenchmarkSecretsFind scans a 4 KiB tool argument for three secrets.
+func BenchmarkSecretsFind(b *testing.B) {
+	s := redact.NewSecrets("ghp_0123456789abcdefghijABCDEFGHIJ", "Canary-second-77", "hunter2-hunter2")
+	text := strings.Repeat("GET /api/v1/items?page=2&sort=desc HTTP/1.1 ", 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		if s.Find(text) != nil {
+			b.Fatal("found")
+		}
+	}
+}

@@ -72,60 +72,106 @@ func Forms(value string) []Form {
 
 // Match is a known secret value found in a text.
 type Match struct {
-	// Value is the index of the value in the arguments of [Find].
+	// Value is the index of the value in the arguments of [Find] or
+	// [NewSecrets].
 	Value int
 	// Form is the name of the spelling it was found in ([Form.Name]).
 	Form string
 }
 
-// Find reports which of values s holds, in any of their [Forms]: one
-// match per value found (its longest form found), in the order of values.
-func Find(s string, values ...string) []Match {
-	var out []Match
+// Secrets is a set of values known to be secret, with their [Forms]
+// computed once, for scanning or hiding in many texts. Its methods are
+// safe for concurrent use; the zero value holds no value.
+type Secrets struct {
+	values []secret
+}
+
+type secret struct {
+	index int
+	forms []Form
+	lower []string // the folded forms, lowered ("" for the others)
+}
+
+// NewSecrets returns the set of values (the order gives [Match.Value]);
+// values shorter than [MinLen] are left out.
+func NewSecrets(values ...string) *Secrets {
+	s := &Secrets{}
 	for i, v := range values {
-		for _, f := range Forms(v) {
-			if strings.Contains(s, f.Text) || f.Fold && foldRegexp(f.Text).MatchString(s) {
-				out = append(out, Match{Value: i, Form: f.Name})
+		fs := Forms(v)
+		if len(fs) == 0 {
+			continue
+		}
+		sec := secret{index: i, forms: fs, lower: make([]string, len(fs))}
+		for k, f := range fs {
+			if f.Fold {
+				sec.lower[k] = strings.ToLower(f.Text)
+			}
+		}
+		s.values = append(s.values, sec)
+	}
+	// Longest value first, so that Hide hides a value that holds another
+	// whole.
+	slices.SortStableFunc(s.values, func(x, y secret) int { return len(y.forms[0].Text) - len(x.forms[0].Text) })
+	return s
+}
+
+// Find reports which of the values text holds, in any of their forms:
+// one match per value found (its longest form found), in the order the
+// values were given.
+func (s *Secrets) Find(text string) []Match {
+	var lower string
+	var out []Match
+	for _, v := range s.values {
+		for k, f := range v.forms {
+			found := strings.Contains(text, f.Text)
+			if !found && f.Fold {
+				if lower == "" {
+					lower = strings.ToLower(text)
+				}
+				found = strings.Contains(lower, v.lower[k])
+			}
+			if found {
+				out = append(out, Match{Value: v.index, Form: f.Name})
 				break
 			}
 		}
 	}
+	slices.SortFunc(out, func(x, y Match) int { return x.Value - y.Value })
 	return out
 }
+
+// Hide returns text with every form of every value replaced by [Mask].
+func (s *Secrets) Hide(text string) string {
+	for _, v := range s.values {
+		for _, f := range v.forms {
+			text = strings.ReplaceAll(text, f.Text, Mask)
+			if f.Fold && strings.Contains(strings.ToLower(text), strings.ToLower(f.Text)) {
+				text = foldRegexp(f.Text).ReplaceAllLiteralString(text, Mask)
+			}
+		}
+	}
+	return text
+}
+
+// Find reports which of values s holds, in any of their [Forms] (see
+// [Secrets.Find]); to scan many texts, make the [Secrets] once.
+func Find(s string, values ...string) []Match { return NewSecrets(values...).Find(s) }
 
 // Value returns s with every form of value ([Forms]) replaced by
 // [Mask]: the text a resource that was given a credential sent back,
 // before the model or the journal sees it.
-func Value(s, value string) string {
-	if s == "" {
-		return s
-	}
-	for _, f := range Forms(value) {
-		s = strings.ReplaceAll(s, f.Text, Mask)
-		if f.Fold {
-			s = foldRegexp(f.Text).ReplaceAllLiteralString(s, Mask)
-		}
-	}
-	return s
-}
+func Value(s, value string) string { return NewSecrets(value).Hide(s) }
 
 // Values returns a function that hides each of values as [Value] does,
 // then likely secrets as [Text] does: for text that may hold anything
 // and, among it, values known to be secret (credentials injected into a
 // run).
 func Values(values ...string) func(string) string {
-	values = slices.DeleteFunc(slices.Clone(values), func(v string) bool { return len(v) < MinLen })
-	// Longest first: a value that holds another is hidden whole.
-	slices.SortStableFunc(values, func(x, y string) int { return len(y) - len(x) })
-	if len(values) == 0 {
+	set := NewSecrets(values...)
+	if len(set.values) == 0 {
 		return Text
 	}
-	return func(s string) string {
-		for _, v := range values {
-			s = Value(s, v)
-		}
-		return Text(s)
-	}
+	return func(s string) string { return Text(set.Hide(s)) }
 }
 
 func foldRegexp(s string) *regexp.Regexp { return regexp.MustCompile("(?i)" + regexp.QuoteMeta(s)) }
