@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,8 +18,6 @@ import (
 const Principal = "keel.scheduler"
 
 var errPaused = errors.New("schedule: paused")
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func newULID(t time.Time) string {
 	return strings.ToLower(ulid.MustNew(ulid.Timestamp(t), ulid.DefaultEntropy()).String())
@@ -245,12 +242,10 @@ func (st *state) previous(f *Fire) time.Time {
 // buffered fires, and records (and starts) every due nominal time. Run
 // calls it periodically; tests call it at the times they choose.
 func (s *Scheduler) Tick(ctx context.Context) error {
-	if err := s.dir.Sync(ctx); err != nil {
+	ids, err := s.dir.IDs(ctx)
+	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	ids := append([]string(nil), s.ids...)
-	s.mu.Unlock()
 	var errs []error
 	for _, id := range ids {
 		if err := s.tickOne(ctx, id); err != nil {

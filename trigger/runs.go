@@ -58,12 +58,10 @@ func checkOn(d *Trigger) error {
 // journaled once, keyed by the run and its end, with its cause, and
 // starts one run whose id derives from that key.
 func (h *Hub) Watch(ctx context.Context, since time.Time) error {
-	if err := h.dir.Sync(ctx); err != nil {
+	ids, err := h.dir.IDs(ctx)
+	if err != nil {
 		return err
 	}
-	h.mu.Lock()
-	ids := append([]string(nil), h.ids...)
-	h.mu.Unlock()
 	var trigs []*trig
 	for _, id := range ids {
 		t, err := h.get(ctx, id)
