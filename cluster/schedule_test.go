@@ -13,28 +13,16 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/testclock"
 	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/postgres"
 	"github.com/keel-run/keel/schedule"
 )
 
-// simClock is the injected clock of the schedulers.
-type simClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *simClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *simClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // simRunner is a fake executor whose runs last 30 s on the clock.
 type simRunner struct {
-	clock *simClock
+	clock *testclock.Clock
 	mu    sync.Mutex
 	runs  map[string]time.Time
 }
@@ -86,7 +74,7 @@ func TestTemporalSchedules(t *testing.T) {
 	}
 	start := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
 	end := start.Add(time.Duration(days) * 24 * time.Hour)
-	clk := &simClock{t: start}
+	clk := testclock.New(start)
 	r := &simRunner{clock: clk, runs: map[string]time.Time{}}
 	c, err := Dial(t.Context(), addr, nil)
 	if err != nil {

@@ -10,12 +10,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/testclock"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/mem"
 )
 
-func newTest(t *testing.T, dur time.Duration) (*Scheduler, *fakeRunner, *fakeClock, journal.Store) {
-	clk := &fakeClock{t: monday}
+func newTest(t *testing.T, dur time.Duration) (*Scheduler, *fakeRunner, *testclock.Clock, journal.Store) {
+	clk := testclock.New(monday)
 	r := newFakeRunner(clk, dur)
 	store := mem.New()
 	return New(store, r, &Options{Clock: clk.Now}), r, clk, store
