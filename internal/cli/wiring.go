@@ -254,7 +254,9 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 	}
 	w.vault = &lazyVault{a: a}
 	if !set.NoCheckpoints {
-		w.checkpoint = checkpoint.Hook(a.checkpointStore(), ws.Root())
+		var release func()
+		w.checkpoint, release = checkpoint.Hook(a.checkpointStore(), ws.Root())
+		w.closers = append(w.closers, func() error { release(); return nil })
 	}
 	w.tools = newToolsWith(set, w.vault)
 	w.env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}
