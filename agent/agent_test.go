@@ -146,7 +146,7 @@ func (e *env) create(c *agent.RunCreated) string {
 }
 
 func (e *env) params(m model.Model) *agent.ExecParams {
-	return &agent.ExecParams{Model: m, Tools: e.reg, Env: &tool.Env{Workspace: e.ws}}
+	return &agent.ExecParams{Wiring: agent.Wiring{Model: m, Tools: e.reg, Env: &tool.Env{Workspace: e.ws}}}
 }
 
 func (e *env) events(id string) []journal.Event {

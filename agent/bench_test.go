@@ -91,7 +91,7 @@ func BenchmarkReplayStep(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		out, err := rt.Execute(ctx, id, &agent.ExecParams{Model: m, Tools: reg, Env: &tool.Env{Workspace: ws}})
+		out, err := rt.Execute(ctx, id, &agent.ExecParams{Wiring: agent.Wiring{Model: m, Tools: reg, Env: &tool.Env{Workspace: ws}}})
 		if err != nil {
 			b.Fatal(err)
 		}

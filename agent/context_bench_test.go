@@ -53,7 +53,7 @@ func recordedState(tb testing.TB, window int) (*agent.State, []journal.Event) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	out, err := rt.Execute(context.Background(), id, &agent.ExecParams{Model: replay.New(tr, nil), Tools: reg, Env: &tool.Env{Workspace: ws}})
+	out, err := rt.Execute(context.Background(), id, &agent.ExecParams{Wiring: agent.Wiring{Model: replay.New(tr, nil), Tools: reg, Env: &tool.Env{Workspace: ws}}})
 	if err != nil {
 		tb.Fatal(err)
 	}

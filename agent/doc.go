@@ -8,7 +8,7 @@
 //	store, _ := sqlite.Open("keel.db", nil)
 //	rt := agent.NewRuntime(store, nil)
 //	id, _ := rt.Create(ctx, &agent.RunCreated{Task: "fix the failing test", Tools: agent.ToolInfos(reg), ...})
-//	out, err := rt.Execute(ctx, id, &agent.ExecParams{Model: m, Tools: reg, Env: env})
+//	out, err := rt.Execute(ctx, id, &agent.ExecParams{Wiring: agent.Wiring{Model: m, Tools: reg, Env: env}})
 //
 // # The journal is the run
 //

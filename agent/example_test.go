@@ -46,7 +46,7 @@ func ExampleRuntime() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	out, err := rt.Execute(ctx, id, &agent.ExecParams{Model: m, Tools: tools, Env: &tool.Env{Workspace: ws}})
+	out, err := rt.Execute(ctx, id, &agent.ExecParams{Wiring: agent.Wiring{Model: m, Tools: tools, Env: &tool.Env{Workspace: ws}}})
 	if err != nil {
 		log.Fatal(err)
 	}

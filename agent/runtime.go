@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -192,9 +193,11 @@ func (rt *Runtime) loadFrom(ctx context.Context, runID string, from *Checkpoint)
 	return st, events, events[len(events)-1].Hash, nil
 }
 
-// ExecParams are the live parts of an execution: what cannot be stored in
-// the journal (a model client, a sandbox, callbacks).
-type ExecParams struct {
+// Wiring is the live parts of a run: what cannot be stored in the
+// journal (a model client, the tools, the sandbox behind them, hooks).
+// A [WireFunc] builds it from the run's run.created; every execution of
+// the run in a process is given one ([ExecParams.Wiring]).
+type Wiring struct {
 	// Model answers model calls; required.
 	Model model.Model
 	// ModelName is recorded in run.resumed (the spec string).
@@ -209,6 +212,41 @@ type ExecParams struct {
 	// of its own (RunCreated.Policy, which always wins); nil means
 	// [policy.AllowAll].
 	Policy policy.Policy
+	// Recorder, if set, is bound to this execution while it runs, so that
+	// code outside the loop can journal events of the run.
+	Recorder *Recorder
+	// Principals, if set, is asked before every gate decision and tool
+	// run whether the run's principal may still act; a revoked principal
+	// pauses the run with reason "revoked" (identity.Directory.Check).
+	Principals policy.PrincipalCheck
+	// Trace, if set, gives the context of each model call and tool run
+	// (telemetry puts the operation's trace context in it, so that the
+	// provider request, shell commands and HTTP calls carry a W3C
+	// traceparent of the run's trace).
+	Trace func(ctx context.Context, op Operation) context.Context
+	// Checkpoint, if set, snapshots the workspace's files (a store
+	// outside the workspace; internal/gitws): Execute calls it before its
+	// first step and after each batch of tool calls that may write (not
+	// only read-only tools), the setup script and
+	// the repair of interrupted calls, with the run's newest checkpoint
+	// (nil before the first). It returns nil when the files are those of
+	// prev; else the payload is journaled. A failed snapshot is logged
+	// and the run goes on without it.
+	Checkpoint func(ctx context.Context, runID string, prev *Snapshot) (*WorkspaceCheckpoint, error)
+}
+
+// WireFunc builds the live parts of one execution of the run that c
+// describes: model client, tools, sandbox, policy. The returned Closer,
+// if not nil, is closed when the execution ends (it stops the sandbox
+// and the run's MCP servers). keel run, the team server's pool and the
+// cluster's workers all take one.
+type WireFunc func(ctx context.Context, c *RunCreated) (*Wiring, io.Closer, error)
+
+// ExecParams are one execution of a run: its [Wiring] and what this
+// execution asks for (a person's message and changes, how to wait for
+// approvals, a driver's hooks).
+type ExecParams struct {
+	Wiring
 	// Concurrency bounds tool calls of one turn that run at once; 0
 	// means the run's Settings.Concurrency.
 	Concurrency int
@@ -232,9 +270,6 @@ type ExecParams struct {
 	// and the id of their API token (the team server): they are recorded
 	// in run.resumed and in the user.message of Message.
 	By, Token string
-	// Recorder, if set, is bound to this execution while it runs, so that
-	// code outside the loop can journal events of the run.
-	Recorder *Recorder
 	// Limits, when set on a resume, replace the run's limits from here on
 	// (journaled in run.resumed).
 	Limits *Limits
@@ -245,10 +280,10 @@ type ExecParams struct {
 	// ContextWindow, when positive, replaces the run's context window
 	// (tokens) from this execution on; it is journaled in run.resumed.
 	ContextWindow int
-	// Principals, if set, is asked before every gate decision and tool
-	// run whether the run's principal may still act; a revoked principal
-	// pauses the run with reason "revoked" (identity.Directory.Check).
-	Principals policy.PrincipalCheck
+	// Handoff continues a resumed run in a fresh context: its turns are
+	// replaced by a summary, the plan and the workspace notes before
+	// anything else happens (docs/context.md).
+	Handoff bool
 	// Wait keeps Execute running when the run waits for an approval: it
 	// follows the journal until every waiting call is decided (by any
 	// process sharing the journal) or its deadline passes, then
@@ -264,30 +299,12 @@ type ExecParams struct {
 	// only if no other process (one waiting for that decision) already
 	// did.
 	IfLastSeq int64
-	// Trace, if set, gives the context of each model call and tool run
-	// (telemetry puts the operation's trace context in it, so that the
-	// provider request, shell commands and HTTP calls carry a W3C
-	// traceparent of the run's trace).
-	Trace func(ctx context.Context, op Operation) context.Context
-	// Handoff continues a resumed run in a fresh context: its turns are
-	// replaced by a summary, the plan and the workspace notes before
-	// anything else happens (docs/context.md).
-	Handoff bool
 	// Yield, if set, is asked before each action of the step function
 	// whether to stop here: returning true ends Execute with the run
 	// still running (Outcome.Status running) and the action not taken, so
 	// that a driver can perform a run's actions one batch at a time (a
 	// Temporal workflow whose activities each take the next action).
 	Yield func(a Action) bool
-	// Checkpoint, if set, snapshots the workspace's files (a store
-	// outside the workspace; internal/gitws): Execute calls it before its
-	// first step and after each batch of tool calls that may write (not
-	// only read-only tools), the setup script and
-	// the repair of interrupted calls, with the run's newest checkpoint
-	// (nil before the first). It returns nil when the files are those of
-	// prev; else the payload is journaled. A failed snapshot is logged
-	// and the run goes on without it.
-	Checkpoint func(ctx context.Context, runID string, prev *Snapshot) (*WorkspaceCheckpoint, error)
 	// Continue marks an Execute that continues a running run right after
 	// the previous Execute yielded (the same driver, no crash between):
 	// it journals no run.resumed. A run that is not running (paused,

@@ -62,7 +62,7 @@ func record(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := rt.Execute(t.Context(), id, &agent.ExecParams{Model: replay.New(tr, nil), Tools: reg, Env: &tool.Env{Workspace: ws}})
+	out, err := rt.Execute(t.Context(), id, &agent.ExecParams{Wiring: agent.Wiring{Model: replay.New(tr, nil), Tools: reg, Env: &tool.Env{Workspace: ws}}})
 	if err != nil || out.Status != journal.StatusCompleted {
 		t.Fatalf("record: %v %v", out, err)
 	}

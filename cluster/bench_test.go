@@ -152,10 +152,10 @@ func benchStep(b *testing.B, tr *replay.Trajectory, store *timedStore, mode stri
 	defer ws.Close()
 	rt := agent.NewRuntime(store, nil)
 	ctx := context.Background()
-	params := func() *agent.ExecParams {
-		return &agent.ExecParams{Model: replay.New(tr, nil), Tools: reg, Env: &tool.Env{Workspace: ws}}
+	params := func() *agent.Wiring {
+		return &agent.Wiring{Model: replay.New(tr, nil), Tools: reg, Env: &tool.Env{Workspace: ws}}
 	}
-	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Wire: func(context.Context, *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
+	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Wire: func(context.Context, *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 		return params(), nil, nil
 	}})
 	var s testsuite.WorkflowTestSuite
@@ -171,7 +171,7 @@ func benchStep(b *testing.B, tr *replay.Trajectory, store *timedStore, mode stri
 		}
 		switch mode {
 		case "process":
-			if _, err := rt.Execute(ctx, id, params()); err != nil {
+			if _, err := rt.Execute(ctx, id, &agent.ExecParams{Wiring: *params()}); err != nil {
 				b.Fatal(err)
 			}
 		case "workflow":

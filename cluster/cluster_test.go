@@ -87,7 +87,7 @@ func newFixture(t *testing.T, d cluster.Driver) *fixture {
 	}
 	t.Cleanup(func() { store.Close() })
 	f := &fixture{rt: agent.NewRuntime(store, nil)}
-	f.w = cluster.NewWorker(f.rt, &cluster.WorkerOptions{Driver: d, Wire: func(_ context.Context, c *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
+	f.w = cluster.NewWorker(f.rt, &cluster.WorkerOptions{Driver: d, Wire: func(_ context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 		f.wired.Add(1)
 		f.settings.Store(c.Settings)
 		tr, err := replay.Load(c.Model[len("replay:"):])
@@ -105,7 +105,7 @@ func newFixture(t *testing.T, d cluster.Driver) *fixture {
 		}
 		reg := tool.NewRegistry()
 		builtin.Register(reg, &builtin.Options{NoWeb: true})
-		return &agent.ExecParams{Model: replay.New(tr, nil), ModelName: c.Model, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws}}, closers{ws, sb}, nil
+		return &agent.Wiring{Model: replay.New(tr, nil), ModelName: c.Model, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws}}, closers{ws, sb}, nil
 	}})
 	return f
 }

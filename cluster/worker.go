@@ -24,15 +24,12 @@ import (
 	"github.com/keel-run/keel/policy"
 )
 
-// WireFunc builds the live parts of a run's execution (model, tools,
-// sandbox, policy), as the server's does; the Closer, if not nil, is
-// closed when the worker lets the run go.
-type WireFunc func(ctx context.Context, c *agent.RunCreated) (*agent.ExecParams, io.Closer, error)
-
 // WorkerOptions configure [NewWorker].
 type WorkerOptions struct {
-	// Wire is required.
-	Wire WireFunc
+	// Wire builds the live parts of a run's execution, as the server's
+	// does; required. The Closer it returns, if not nil, is closed when
+	// the worker lets the run go.
+	Wire agent.WireFunc
 	// Principals is the gate's principal check (the identity directory).
 	Principals policy.PrincipalCheck
 	// Driver is the workflow's configuration; it must be the same on
@@ -76,7 +73,7 @@ type activeStep struct {
 }
 
 type liveRun struct {
-	params *agent.ExecParams
+	wiring *agent.Wiring
 	closer io.Closer
 	// cp is where the run's previous step here left it: the next step
 	// reads only the journal after it. Only the step executing the run
@@ -240,8 +237,7 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 				fmt.Sprintf("run %s: the journal does not hold event %d as the workflow saw it", in.RunID, in.AfterSeq), fatalError, err)
 		}
 	}
-	p := *lr.params
-	p.Wait, p.OnWait, p.Continue, p.From = false, nil, !fresh, from
+	p := agent.ExecParams{Wiring: *lr.wiring, Continue: !fresh, From: from}
 	if p.Principals == nil {
 		p.Principals = w.opts.Principals
 	}
@@ -418,11 +414,11 @@ func (w *Worker) wired(ctx context.Context, runID string, fresh bool) (*liveRun,
 		set := st.Settings
 		c.Settings = &set
 	}
-	params, closer, err := w.opts.Wire(ctx, &c)
+	wiring, closer, err := w.opts.Wire(ctx, &c)
 	if err != nil {
 		return nil, fmt.Errorf("wire run %s: %w", runID, err)
 	}
-	lr = &liveRun{params: params, closer: closer}
+	lr = &liveRun{wiring: wiring, closer: closer}
 	w.mu.Lock()
 	w.live[runID] = lr
 	w.mu.Unlock()

@@ -412,7 +412,11 @@ func (v *Vault) providerFor(ctx context.Context, name, resource string) (*Provid
 
 // covers reports whether the resource URL res (RFC 8707: scheme, host,
 // port and a path prefix) covers the request URL u. Paths match on
-// segment boundaries; query and fragment of u are ignored.
+// segment boundaries; query and fragment of u are ignored. A request
+// path with a dot segment ("/api/../x", also percent-encoded, after a
+// backslash or before a ";" parameter) is covered by no resource with a
+// path: the server would resolve it outside the prefix it seems to lie
+// under.
 func covers(res, u string) bool {
 	a, err1 := url.Parse(res)
 	b, err2 := url.Parse(u)
@@ -424,7 +428,38 @@ func covers(res, u string) bool {
 	}
 	prefix := strings.TrimSuffix(a.EscapedPath(), "/")
 	path := b.EscapedPath()
-	return prefix == "" || path == prefix || strings.HasPrefix(path, prefix+"/")
+	if prefix == "" {
+		return true
+	}
+	if dotSegments(path) {
+		return false
+	}
+	return path == prefix || strings.HasPrefix(path, prefix+"/")
+}
+
+// dotSegments reports whether an escaped URL path has a "." or ".."
+// segment as some server could read it: literally or percent-encoded
+// (decoded up to three times, for servers and proxies that decode again),
+// with "\" as a separator, and ignoring ";" parameters ("..;/", which
+// Java servers resolve as "..").
+func dotSegments(p string) bool {
+	for range 4 {
+		for _, seg := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '\\' }) {
+			seg, _, _ = strings.Cut(seg, ";")
+			if seg == "." || seg == ".." {
+				return true
+			}
+		}
+		d, err := url.PathUnescape(p)
+		if err != nil {
+			return true // a server may read a malformed escape any way it likes
+		}
+		if d == p {
+			return false
+		}
+		p = d
+	}
+	return true
 }
 
 func hostPort(u *url.URL) string {

@@ -103,31 +103,59 @@ const maxConflicts = 100
 // not canceled with ctx: an event that may have been stored is never
 // reported as not stored.
 func (s *Stream) Append(ctx context.Context, t Type, v any, check func() error) (Event, error) {
-	payload, err := json.Marshal(v)
+	evs, err := s.AppendMany(ctx, []Item{{Type: t, Value: v}}, check)
 	if err != nil {
-		return Event{}, fmt.Errorf("journal: encode %s: %w", t, err)
+		return Event{}, err
+	}
+	return evs[0], nil
+}
+
+// Item is one event for [Stream.AppendMany]: its type and its payload
+// (encoded as JSON).
+type Item struct {
+	Type  Type
+	Value any
+}
+
+// AppendMany is [Stream.Append] for several events, stored atomically
+// (all or none) in one append of the store, and folded in order.
+func (s *Stream) AppendMany(ctx context.Context, items []Item, check func() error) ([]Event, error) {
+	if len(items) == 0 {
+		return nil, errors.New("journal: append nothing")
+	}
+	drafts := make([]Draft, len(items))
+	for i, it := range items {
+		payload, err := json.Marshal(it.Value)
+		if err != nil {
+			return nil, fmt.Errorf("journal: encode %s: %w", it.Type, err)
+		}
+		drafts[i] = Draft{Type: it.Type, Payload: payload}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		if err := s.syncLocked(ctx); err != nil {
-			return Event{}, err
+			return nil, err
 		}
 		if check != nil {
 			if err := check(); err != nil {
-				return Event{}, err
+				return nil, err
 			}
 		}
-		evs, err := s.store.Append(context.WithoutCancel(ctx), s.id, s.last, Draft{Type: t, Time: s.clock(), Payload: payload})
+		now := s.clock()
+		for i := range drafts {
+			drafts[i].Time = now
+		}
+		evs, err := s.store.Append(context.WithoutCancel(ctx), s.id, s.last, drafts...)
 		if errors.Is(err, ErrConflict) && attempt < maxConflicts {
 			continue // another process appended: fold its events, retry
 		}
 		if err != nil {
-			return Event{}, fmt.Errorf("journal: append %s to %s: %w", t, s.id, err)
+			return nil, fmt.Errorf("journal: append %s to %s: %w", items[0].Type, s.id, err)
 		}
 		if err := s.foldLocked(evs); err != nil {
-			return Event{}, err
+			return nil, err
 		}
-		return evs[0], nil
+		return evs, nil
 	}
 }

@@ -155,8 +155,11 @@ func (l Limits) Merge(def Limits) Limits {
 // all.
 type Network struct {
 	// Allow lists the destinations reachable through Keel's egress proxy,
-	// as "host" or "host:port" (port 443 and 80 when omitted). Raw IP
-	// addresses are never allowed.
+	// as "host", "host:port" (port 443 and 80 when omitted),
+	// "*.domain", "localhost" or an IP address (see package
+	// [github.com/keel-run/keel/sandbox/egress]): a name is reached only at
+	// public addresses; a loopback or private service only when its
+	// address (or localhost) is listed.
 	Allow []string `json:"allow,omitempty"`
 }
 

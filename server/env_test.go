@@ -235,6 +235,11 @@ func (e *env) bound(name string, agents []string, scopes ...string) *client.Clie
 
 type closers []io.Closer
 
+// closerFunc is a release function as an io.Closer.
+type closerFunc func()
+
+func (f closerFunc) Close() error { f(); return nil }
+
 func (cs closers) Close() error {
 	var errs []error
 	for _, c := range slices.Backward(cs) {
@@ -246,7 +251,7 @@ func (cs closers) Close() error {
 // wire builds the live parts of a test run: the built-in tools on the
 // run's workspace with no sandbox isolation and the model the env holds
 // for the run's model spec. The policy is the run's own (run.created).
-func (e *env) wire(_ context.Context, c *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
+func (e *env) wire(_ context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 	m, err := e.models.get(c.Model)
 	if err != nil {
 		return nil, nil, err
@@ -262,11 +267,14 @@ func (e *env) wire(_ context.Context, c *agent.RunCreated) (*agent.ExecParams, i
 	}
 	reg := tool.NewRegistry()
 	builtin.Register(reg, &builtin.Options{NoWeb: true})
-	p := &agent.ExecParams{Model: m, ModelName: c.Model, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws}}
+	p := &agent.Wiring{Model: m, ModelName: c.Model, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws}}
+	cs := closers{ws, sb}
 	if e.checkpoints {
-		p.Checkpoint = checkpoint.Hook(filepath.Join(e.dir, "checkpoints"), ws.Root())
+		var release func()
+		p.Checkpoint, release = checkpoint.Hook(filepath.Join(e.dir, "checkpoints"), ws.Root())
+		cs = append(cs, closerFunc(release))
 	}
-	return p, closers{ws, sb}, nil
+	return p, cs, nil
 }
 
 // prepare turns a create request into a run.created payload as the CLI

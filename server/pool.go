@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -30,11 +29,6 @@ var (
 	errCanceling = fmt.Errorf("%w: a cancel is being recorded", ErrExecuting)
 )
 
-// WireFunc builds the live parts of one execution of the run that c
-// describes: model client, tools, sandbox and policy. The returned
-// Closer, if not nil, is closed when the execution ends.
-type WireFunc func(ctx context.Context, c *agent.RunCreated) (*agent.ExecParams, io.Closer, error)
-
 // pool executes runs with at most workers at once. A run is in at most one
 // of three places: queued (waiting for a worker), active (a worker
 // executes it), or neither (idle: paused, ended, or never submitted).
@@ -43,7 +37,7 @@ type WireFunc func(ctx context.Context, c *agent.RunCreated) (*agent.ExecParams,
 // held).
 type pool struct {
 	rt         *agent.Runtime
-	wire       WireFunc
+	wire       agent.WireFunc
 	principals policy.PrincipalCheck
 	// sums gives a run's summary and run.created payload without reading
 	// the whole journal again.
@@ -128,7 +122,7 @@ type execution struct {
 	canceling bool
 }
 
-func newPool(rt *agent.Runtime, wire WireFunc, principals policy.PrincipalCheck, sums *summaries, executable func(*agent.RunCreated) error,
+func newPool(rt *agent.Runtime, wire agent.WireFunc, principals policy.PrincipalCheck, sums *summaries, executable func(*agent.RunCreated) error,
 	workers int, logger *slog.Logger) *pool {
 	base, stop := context.WithCancelCause(context.Background())
 	p := &pool{rt: rt, wire: wire, principals: principals, sums: sums, executable: executable, logger: logger, base: base, stop: stop,
@@ -369,7 +363,7 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 		// The tools are built with the settings the run has from now on.
 		created = withSettings(created, j.settings)
 	}
-	params, closer, err := p.wire(ctx, created)
+	wiring, closer, err := p.wire(ctx, created)
 	if err != nil {
 		if stopped() {
 			return nil, nil
@@ -384,7 +378,7 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 	if closer != nil {
 		defer closer.Close()
 	}
-	params.Message, params.By, params.Token = j.message, j.by, j.token
+	params := &agent.ExecParams{Wiring: *wiring, Message: j.message, By: j.by, Token: j.token}
 	if j.limits != nil {
 		params.Limits = j.limits
 	}
@@ -396,17 +390,13 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 	}
 	// The server never waits inside an execution: a run that asks
 	// pauses and leaves its worker, and a decision queues it again.
-	params.Wait, params.OnWait, params.IfLastSeq = false, nil, ifLast
+	params.IfLastSeq = ifLast
 	if params.Principals == nil {
 		params.Principals = p.principals
 	}
 	if p.live != nil {
 		params.Trace = chainTrace(params.Trace, p.live.trace)
-		if on := params.OnEvent; on != nil {
-			params.OnEvent = func(e journal.Event) { on(e); p.live.journaled(e) }
-		} else {
-			params.OnEvent = p.live.journaled
-		}
+		params.OnEvent = p.live.journaled
 		defer p.live.end(j.runID)
 	}
 	log.Info("execute run")

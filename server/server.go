@@ -28,7 +28,7 @@ type Options struct {
 	// Wire builds the live parts of one execution of a run from its
 	// run.created payload (model client, tools, sandbox, policy). Without
 	// it, runs are journaled but never executed.
-	Wire WireFunc
+	Wire agent.WireFunc
 	// Prepare turns a create request into a run.created payload:
 	// validates it and fills in defaults (system prompt, tools,
 	// completion marker, sandbox), creating a workspace for a demo run.
@@ -241,7 +241,7 @@ func NewHandler(rt *agent.Runtime, opts *Options) *Handler {
 	h.control = journal.NewStream(rt.Store(), ControlStream, h.opts.Clock, func(*journal.Event) error { return nil })
 	wire := h.opts.Wire
 	if wire == nil {
-		wire = func(context.Context, *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
+		wire = func(context.Context, *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 			return nil, nil, errors.New("this server executes no runs (no wiring configured)")
 		}
 	}

@@ -24,7 +24,7 @@ func TestServerResumeUsesRunSettings(t *testing.T) {
 	wired := make(chan *agent.Settings, 4)
 	var e *env
 	e = newEnv(t, &envOptions{opts: func(o *server.Options) {
-		o.Wire = func(ctx context.Context, c *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
+		o.Wire = func(ctx context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 			wired <- c.Settings
 			return e.wire(ctx, c)
 		}
@@ -63,7 +63,7 @@ func TestResumeRaisesLimitWhileExecutionEnds(t *testing.T) {
 	var once sync.Once
 	var e *env
 	e = newEnv(t, &envOptions{opts: func(o *server.Options) {
-		o.Wire = func(ctx context.Context, c *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
+		o.Wire = func(ctx context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 			p, cl, err := e.wire(ctx, c)
 			if err != nil {
 				return nil, nil, err

@@ -98,7 +98,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				p := &agent.ExecParams{Model: m, Tools: reg, Env: &tool.Env{Workspace: ws}}
+				p := &agent.ExecParams{Wiring: agent.Wiring{Model: m, Tools: reg, Env: &tool.Env{Workspace: ws}}}
 				if on {
 					p.Trace = TraceContext
 				}

@@ -81,7 +81,7 @@ func testRun(t *testing.T, secret string) (string, []journal.Event) {
 		return policy.Decision{Effect: policy.Allow, Policies: []string{"test.allow"}}
 	}
 	price := model.DefaultPrices()["gpt-4o"]
-	out, err := rt.Execute(context.Background(), id, &agent.ExecParams{Model: m, Tools: reg, Env: &tool.Env{Workspace: ws}, Policy: deny, Price: price.Cost})
+	out, err := rt.Execute(context.Background(), id, &agent.ExecParams{Wiring: agent.Wiring{Model: m, Tools: reg, Env: &tool.Env{Workspace: ws}, Policy: deny, Price: price.Cost}})
 	if err != nil {
 		t.Fatal(err)
 	}

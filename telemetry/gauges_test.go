@@ -59,7 +59,7 @@ func gaugeRuns(t testing.TB, store journal.Store, n int) *agent.Runtime {
 		default:
 			turns = []modeltest.Turn{modeltest.Calls("", modeltest.Call("c1", "echo", map[string]any{"text": "ask a"}), modeltest.Call("c2", "echo", map[string]any{"text": "ask b"}))}
 		}
-		if _, err := rt.Execute(ctx, id, &agent.ExecParams{Model: modeltest.NewScripted(turns, nil), Tools: reg, Env: &tool.Env{Workspace: ws}, Policy: gate}); err != nil {
+		if _, err := rt.Execute(ctx, id, &agent.ExecParams{Wiring: agent.Wiring{Model: modeltest.NewScripted(turns, nil), Tools: reg, Env: &tool.Env{Workspace: ws}, Policy: gate}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -86,51 +85,6 @@ func (a *app) openVault(store journal.Store) (*credential.Vault, error) {
 		_, err := dir.Check(ctx, agent, user)
 		return err
 	}})
-}
-
-// lazyVault is the vault of a run's tools: it opens the journal and the
-// vault on first use, so that runs that never make an authorized request
-// need no vault key.
-type lazyVault struct {
-	a     *app
-	once  sync.Once
-	v     *credential.Vault
-	store journal.Store
-	err   error
-}
-
-func (l *lazyVault) get() (*credential.Vault, error) {
-	l.once.Do(func() {
-		l.store, l.err = journal.Open(context.Background(), l.a.dbPath())
-		if l.err == nil {
-			l.v, l.err = l.a.openVault(l.store)
-		}
-	})
-	return l.v, l.err
-}
-
-// Credential implements httpreq.Vault.
-func (l *lazyVault) Credential(ctx context.Context, r *credential.Request) (*credential.Credential, error) {
-	v, err := l.get()
-	if err != nil {
-		return nil, err
-	}
-	return v.Credential(ctx, r)
-}
-
-// ProviderFor implements httpreq.Vault.
-func (l *lazyVault) ProviderFor(ctx context.Context, url string) (*credential.Provider, error) {
-	v, err := l.get()
-	if err != nil {
-		return nil, err
-	}
-	return v.ProviderFor(ctx, url)
-}
-
-func (l *lazyVault) Close() {
-	if l.store != nil {
-		l.store.Close()
-	}
 }
 
 func (a *app) withVault(ctx context.Context, fn func(journal.Store, *credential.Vault) error) error {

@@ -17,15 +17,6 @@ import (
 	"github.com/keel-run/keel/journal"
 )
 
-// SecretValue implements sqlquery.SecretVault.
-func (l *lazyVault) SecretValue(ctx context.Context, name, agentName, user, run, call string) (string, error) {
-	v, err := l.get()
-	if err != nil {
-		return "", err
-	}
-	return v.SecretValue(ctx, name, agentName, user, run, call)
-}
-
 // authSecretCmd is keel auth secret: static credentials in the vault,
 // such as a user's own database connection string (sql:NAME).
 func (a *app) authSecretCmd() *cobra.Command {

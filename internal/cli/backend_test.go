@@ -52,7 +52,7 @@ func pausedRun(t *testing.T, store journal.Store, clock func() time.Time, cmd st
 	}
 	defer w.Close()
 	m := modeltest.NewScripted([]modeltest.Turn{modeltest.Calls("", modeltest.Call("c1", "bash", map[string]string{"command": cmd}))}, nil)
-	out, err := rt.Execute(t.Context(), id, &agent.ExecParams{Model: m, Tools: reg, Env: &tool.Env{Workspace: w}})
+	out, err := rt.Execute(t.Context(), id, &agent.ExecParams{Wiring: agent.Wiring{Model: m, Tools: reg, Env: &tool.Env{Workspace: w}}})
 	if err != nil || out.Status != journal.StatusPaused {
 		t.Fatalf("Execute = %+v %v", out, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/journal"
 	_ "github.com/keel-run/keel/journal/sqlite" // registers the sqlite backend
@@ -106,7 +107,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintln(stderr, "keel:", err)
 		var ue *usageError
-		if errors.As(err, &ue) {
+		var aue *assemble.UsageError
+		if errors.As(err, &ue) || errors.As(err, &aue) {
 			return 2
 		}
 		return 1

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/codeact"
@@ -89,7 +90,7 @@ func (f *contextFlags) apply(a *app, c *agent.RunCreated, modelName string) erro
 			// The tools are recorded when the run is wired; they are the
 			// same set, estimated as the journal will hold them
 			// (run.created re-encodes their schemas).
-			b, err := json.Marshal(toolInfos(newTools(agent.DefaultSettings())))
+			b, err := json.Marshal(assemble.Tools(agent.DefaultSettings()))
 			if err == nil {
 				err = json.Unmarshal(b, &probe.Tools)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/demo"
 )
 
@@ -69,7 +70,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	}
 	set := agent.DefaultSettings()
 	created.Settings = &set
-	created.StateDir = a.stateDir(ws)
+	created.StateDir = assemble.StateDir(a.home, ws)
 	live := &liveOptions{gate: gate}
 	runID, execErr := a.createAndExecute(ctx, created, live, false, false)
 	if runID == "" {

@@ -25,6 +25,11 @@ const (
 // 1-7 million tokens), low enough that a runaway stops within a working
 // day and a bounded bill. Loop detection (agent.DefaultMaxRepeats) stops
 // a model repeating itself long before any of them.
+// defaultModelRetries is --model-retries' default: with the SDKs'
+// exponential backoff (0.5 s doubling, at most 8 s, or the provider's
+// Retry-After) four retries wait about 7.5 s in all before a step fails.
+const defaultModelRetries = 4
+
 const (
 	defaultMaxSteps  = 500
 	defaultMaxTokens = 100_000_000

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/config"
-	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/tool/mcp"
 )
 
@@ -146,133 +143,4 @@ func systemDir(p string) bool {
 		}
 	}
 	return false
-}
-
-// mcpReadOnly are the host paths the run's stdio servers need bound.
-func mcpReadOnly(servers []agent.MCPServer) []string {
-	var out []string
-	for _, s := range servers {
-		if len(s.Command) == 0 {
-			continue
-		}
-		for _, p := range s.ReadOnly {
-			if !slices.Contains(out, p) {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
-
-// previousPins returns, for each tool of servers, the definition pinned by
-// the newest of the last runs in the journal that used the same server
-// (same name and command or URL), with the changes people approved in
-// that run.
-func (a *app) previousPins(ctx context.Context, servers []agent.MCPServer) map[string]mcp.Pinned {
-	out := map[string]mcp.Pinned{}
-	store, err := a.openStore(ctx)
-	if err != nil {
-		return out
-	}
-	defer store.Close()
-	runs, err := store.Runs(ctx, &journal.ListParams{Limit: 50})
-	if err != nil {
-		return out
-	}
-	same := func(x, y agent.MCPServer) bool {
-		return x.Name == y.Name && x.URL == y.URL && slices.Equal(x.Command, y.Command)
-	}
-	done := map[string]bool{}
-	for _, r := range runs {
-		if len(done) == len(servers) {
-			break
-		}
-		evs, err := store.Read(ctx, r.RunID, 1)
-		if err != nil || len(evs) == 0 {
-			continue
-		}
-		st, err := agent.Fold(r.RunID, evs)
-		if err != nil || st.Created == nil {
-			continue
-		}
-		for _, s := range servers {
-			if done[s.Name] || !slices.ContainsFunc(st.Created.MCP, func(o agent.MCPServer) bool { return same(o, s) }) {
-				continue
-			}
-			done[s.Name] = true
-			for _, t := range st.Created.Tools {
-				if t.Server == s.Name && t.Pin != "" {
-					out[t.Name] = mcp.Pinned{Pin: t.Pin, Description: t.Description, InputSchema: t.Parameters}
-				}
-			}
-			for _, turn := range st.Turns {
-				for _, call := range turn.Calls {
-					if call.Decision == nil || call.Resolved == nil || call.Resolved.Decision != policy.Allow || !slices.Contains(call.Decision.Policies, agent.PolicyPin) {
-						continue
-					}
-					if _, ok := out[call.Name]; ok {
-						if np := mcp.ApprovedPin(call.Decision.Reason); np != "" {
-							// Approved: the new definition is the pin; what
-							// the model is shown comes from the server.
-							out[call.Name] = mcp.Pinned{Pin: np}
-						}
-					}
-				}
-			}
-		}
-	}
-	return out
-}
-
-// connectMCP connects the run's MCP servers and registers their tools.
-// For a run being resumed, the definitions journaled in run.created are
-// the pins a changed tool is held against.
-func (a *app) connectMCP(ctx context.Context, w *wiring, c *agent.RunCreated) error {
-	if err := a.connectSQL(ctx, w, c); err != nil {
-		return err
-	}
-	if err := a.connectOpenAPI(ctx, w, c); err != nil {
-		return err
-	}
-	if len(c.MCP) == 0 {
-		return nil
-	}
-	pinned := map[string]mcp.Pinned{}
-	for _, t := range c.Tools {
-		if t.Server != "" {
-			pinned[t.Name] = mcp.Pinned{Pin: t.Pin, Description: t.Description, InputSchema: t.Parameters}
-		}
-	}
-	if len(c.Tools) == 0 {
-		// A new run: the pins are those of the newest earlier run that
-		// used the same server, so that a definition changed between
-		// runs is held too.
-		pinned = a.previousPins(ctx, c.MCP)
-	}
-	for _, s := range c.MCP {
-		opts := &mcp.Options{Sandbox: w.sb, Network: w.env.Network, CallTimeout: w.env.CommandTimeout, Elicit: w.elicit}
-		if s.URL != "" {
-			// A server that answers 401 is authorized through the vault.
-			var err error
-			if opts.Auth, err = a.mcpAuth(w, c, s); err != nil {
-				return err
-			}
-		}
-		cl, err := mcp.Connect(ctx, mcp.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Tools: s.Tools}, opts)
-		if err != nil {
-			return err
-		}
-		w.mcp = append(w.mcp, cl)
-		regs, notes := cl.Register(w.tools, pinned)
-		for _, n := range notes {
-			fmt.Fprintf(a.stderr, "keel: %s\n", n)
-		}
-		if ar := cl.AuthRequired(); ar != nil {
-			if len(regs) == 0 {
-				return mcpAuthError(s, ar)
-			}
-			fmt.Fprintf(a.stderr, "keel: mcp server %s waits for an authorization (%s); its calls wait until: %s\n", s.Name, ar.Reason, ar.Hint)
-		}
-	}
-	return nil
 }

@@ -1,16 +1,12 @@
 package cli
 
 import (
-	"context"
-	"fmt"
 	"net/url"
 	"path/filepath"
 	"strings"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/tool/mcp"
-	"github.com/keel-run/keel/tool/openapi"
 )
 
 // openAPIs returns the run's APIs: config.toml's (unless --no-mcp), then
@@ -69,40 +65,4 @@ func absDocument(doc string) string {
 		return abs
 	}
 	return doc
-}
-
-// connectOpenAPI loads the run's API documents and registers their
-// operations, held against the pins of run.created on a resume.
-func (a *app) connectOpenAPI(ctx context.Context, w *wiring, c *agent.RunCreated) error {
-	pinned := map[string]string{}
-	for _, t := range c.Tools {
-		if t.Server != "" {
-			pinned[t.Name] = t.Pin
-		}
-	}
-	for _, o := range c.OpenAPI {
-		env := o.TokenEnv
-		agentName := c.Principal
-		if agentName == "" {
-			agentName = identity.LocalAgent
-		}
-		api, err := openapi.Load(ctx, openapi.Options{Name: o.Name, Document: o.Document, BaseURL: o.BaseURL, Tags: o.Tags, Operations: o.Operations,
-			WritesByPolicy: o.WritesByPolicy, Network: w.env.Network, Timeout: w.env.CommandTimeout,
-			// Tokens from the vault (the provider covering the API, or
-			// the one it names); the variable only where none does.
-			Vault: w.vault, Provider: o.Provider, Agent: agentName, User: c.OnBehalfOf,
-			Token: func() string {
-				if env == "" {
-					return ""
-				}
-				return a.getenv(env)
-			}})
-		if err != nil {
-			return err
-		}
-		for _, n := range api.Register(w.tools, pinned) {
-			fmt.Fprintf(a.stderr, "keel: %s\n", n)
-		}
-	}
-	return nil
 }

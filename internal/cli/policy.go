@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
-	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/policy"
 )
 
@@ -142,40 +140,6 @@ func checkPrincipal(ctx context.Context, dir *identity.Directory, c *agent.RunCr
 	return nil
 }
 
-// checkJournalOutside refuses a journal database inside the run's
-// workspace: the workspace is writable from the sandbox, and nothing
-// inside it may change the journal, the approvals or the policy. The
-// database and the files SQLite and Keel keep beside it (-wal, -shm,
-// -journal, .locks) are checked with symbolic links followed, dangling
-// ones too, and a database with another hard link on the workspace's file
-// system is refused (the link may be inside it).
-func checkJournalOutside(db, workspace string) error {
-	ws := realpath.Resolve(workspace)
-	if realpath.Within(realpath.Resolve(db), ws) {
-		return usagef("the journal %s is inside the workspace %s, where the agent's commands could change it; pass --db with a path outside the workspace", db, workspace)
-	}
-	for _, suffix := range []string{"", "-wal", "-shm", "-journal", ".locks"} {
-		p := db + suffix
-		if r := realpath.Resolve(p); realpath.Within(r, ws) {
-			return usagef("%s leads into the workspace %s (a symbolic link to %s), where the agent's commands could change the journal; pass --db with a path outside the workspace", p, workspace, r)
-		}
-	}
-	var wsDev uint64
-	if fi, err := os.Stat(ws); err == nil {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			wsDev = uint64(st.Dev)
-		}
-	}
-	if fi, err := os.Stat(db); err == nil {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.Mode().IsRegular() && st.Nlink > 1 && uint64(st.Dev) == wsDev {
-			return usagef("the journal %s has %d hard links on the file system of the workspace %s, so one of them may be inside it, where the agent's commands could change it; give it a file of its own (copy it while no run uses it)", db, st.Nlink, workspace)
-		}
-	}
-	return nil
-}
-
-// protectedPaths returns the workspace-relative paths that must stay
-// read-only for the run: its policy file, when it lies in the workspace.
 // warnPolicy warns on stderr about what Engine.Lint finds in the run's
 // policy (a rule that cannot be evaluated, a policy that denies every
 // ordinary call): its own test cases may pass, and the run would still
@@ -188,26 +152,6 @@ func (a *app) warnPolicy(ctx context.Context, c *agent.RunCreated) {
 	for _, p := range e.Lint(ctx) {
 		fmt.Fprintf(a.stderr, "keel: WARNING: policy %s: %s (keel policy test says more)\n", c.Policy.Name, p)
 	}
-}
-
-// deniedPaths returns the [paths] deny list of the run's policy: the
-// sandbox masks these paths and the file tools refuse them, so that the
-// policy holds on routes the gate cannot see (grep -r, tar, python).
-func deniedPaths(c *agent.RunCreated) ([]string, error) { return agent.DeniedPaths(c) }
-
-func protectedPaths(c *agent.RunCreated) []string {
-	if c.Policy == nil || !filepath.IsAbs(c.Policy.Name) {
-		return nil
-	}
-	ws, p := realpath.Resolve(c.Workspace), realpath.Resolve(c.Policy.Name)
-	if !realpath.Within(p, ws) {
-		return nil
-	}
-	rel, err := filepath.Rel(ws, p)
-	if err != nil || rel == "." {
-		return nil
-	}
-	return []string{filepath.ToSlash(rel)}
 }
 
 func (a *app) policyCmd() *cobra.Command {

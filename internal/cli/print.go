@@ -71,18 +71,18 @@ func (p *printer) header(runID string, c *agent.RunCreated, w *wiring) {
 		return
 	}
 	sb := c.Sandbox
-	if w != nil && w.sbNote != "" {
-		sb = w.sbNote
+	if w != nil && w.SandboxNote != "" {
+		sb = w.SandboxNote
 	}
 	fmt.Fprintf(p.err, "keel: run %s · model %s · workspace %s → %s · sandbox %s\n", runID, c.Model, c.Workspace, c.MountPath, sb)
 	if w != nil {
-		for _, l := range strings.Split(w.mechanisms, "\n") {
+		for _, l := range strings.Split(w.Mechanisms, "\n") {
 			if strings.HasPrefix(l, "warning: ") {
 				fmt.Fprintf(p.err, "keel: sandbox %s\n", l)
 			}
 		}
 	}
-	if w != nil && !w.priced && !strings.HasPrefix(c.Model, "scripted:") {
+	if w != nil && !w.Priced && !strings.HasPrefix(c.Model, "scripted:") {
 		fmt.Fprintf(p.err, "keel: no price known for %s: cost shows $0 (add [prices] to config.toml)\n", c.Model)
 	}
 }

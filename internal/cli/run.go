@@ -17,8 +17,10 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/model/replay"
 	"github.com/keel-run/keel/policy"
 )
 
@@ -142,7 +144,7 @@ SIGTERM, SIGHUP).`,
 	fl.DurationVar(&f.commandTimeout, "command-timeout", 60*time.Second, "default wall time of one shell command")
 	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 2*time.Minute, "end a shell command that prints nothing for this long (negative: never)")
 	fl.StringVar(&f.sandbox, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
-	fl.StringArrayVar(&f.network, "allow-host", nil, "host (or host:port) the sandbox may reach through Keel's egress proxy (repeatable; default none)")
+	fl.StringArrayVar(&f.network, "allow-host", nil, "host, host:port, *.domain, localhost:port or an IP address the run may reach through Keel's egress proxy and network tools (repeatable; default none; names only at public addresses)")
 	fl.StringArrayVar(&f.setupNetwork, "setup-allow-host", nil, "host (or host:port) the --setup script may reach (repeatable; default none)")
 	fl.DurationVar(&f.setupTimeout, "setup-timeout", agent.SetupTimeout, "wall-time limit of the --setup script")
 	f.limits.register(fl)
@@ -185,7 +187,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		}
 		system = string(b)
 	}
-	var rec *recording
+	var rec *replay.Trajectory
 	if spec.Provider == "replay" && f.completionMarker == "" {
 		// Recorded mini-swe-agent trajectories end with this marker. For a
 		// live model it stays off unless asked for: any file or test
@@ -193,7 +195,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		f.completionMarker = DefaultCompletionMarker
 	}
 	if spec.Provider == "replay" {
-		rec, err = loadRecording(spec.Name)
+		rec, err = replay.Load(spec.Name)
 		if err != nil {
 			// A trajectory that is missing or unreadable is a bad
 			// command line: nothing ran.
@@ -273,7 +275,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		Network:          f.network,
 		Principal:        "keel-cli",
 		Settings:         &settings,
-		StateDir:         a.stateDir(ws),
+		StateDir:         assemble.StateDir(a.home, ws),
 	}
 	if created.Labels, err = parseLabels(f.labels); err != nil {
 		return err
@@ -299,7 +301,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if created.OpenAPI, err = a.openAPIs(&f.mcp); err != nil {
 		return err
 	}
-	live := &liveOptions{apiKey: f.apiKey, apiKeyEnv: f.apiKeyEnv, recording: rec, gate: f.gate, sqlDSN: sqlDSN, chat: f.interactive}
+	live := &liveOptions{Params: assemble.Params{APIKey: f.apiKey, APIKeyEnv: f.apiKeyEnv, Recording: rec, SQLDSN: sqlDSN}, gate: f.gate, chat: f.interactive}
 	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
 	return err
 }
@@ -316,7 +318,7 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 		return "", err
 	}
 	defer w.Close()
-	created.Tools = toolInfos(w.tools)
+	created.Tools = w.ToolInfos()
 	store, err := a.openStore(ctx)
 	if err != nil {
 		return "", err

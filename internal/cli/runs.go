@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server"
@@ -479,7 +480,7 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 			return err
 		}
 	}
-	live := &liveOptions{apiKey: f.apiKey, apiKeyEnv: f.apiKeyEnv, handoff: f.handoff, contextWindow: f.ctx.window, gate: f.gate}
+	live := &liveOptions{Params: assemble.Params{APIKey: f.apiKey, APIKeyEnv: f.apiKeyEnv}, handoff: f.handoff, contextWindow: f.ctx.window, gate: f.gate}
 	if changes := set.Changes(st.Settings); len(changes) > 0 {
 		live.settings = &set
 		fmt.Fprintf(a.stderr, "keel: settings changed from now on (journaled): %s\n", strings.Join(changes, ", "))

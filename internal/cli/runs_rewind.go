@@ -18,6 +18,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
@@ -28,7 +29,7 @@ import (
 // checkpointStore is the directory of the workspace checkpoints of the
 // runs this Keel home executes (one git object store for every
 // workspace; docs/checkpoints.md).
-func (a *app) checkpointStore() string { return filepath.Join(a.home, "checkpoints") }
+func (a *app) checkpointStore() string { return assemble.CheckpointStore(a.home) }
 
 // rewindBackend rewinds a run's files and forks runs with their files.
 type rewindBackend interface {
@@ -351,7 +352,7 @@ func (l *local) Fork(ctx context.Context, id string, at int64, workspace, by str
 			return nil, err
 		}
 		created.Workspace = ws
-		created.StateDir = l.a.stateDir(ws)
+		created.StateDir = assemble.StateDir(l.a.home, ws)
 		created.Git = nil
 	}
 	created.Labels = map[string]string{}

@@ -40,3 +40,22 @@ network. Keel refuses to run tools if the sandbox cannot be created.`,
 	})
 	return cmd
 }
+
+// sandboxKind validates --sandbox and applies the default.
+func (a *app) sandboxKind(flag string) (string, error) {
+	k, from := flag, ""
+	if k == "" && a.cfg != nil {
+		k, from = a.cfg.Sandbox, a.configFile()
+	}
+	if k == "" {
+		k = "linux"
+	}
+	switch k {
+	case "linux", "none":
+		return k, nil
+	}
+	if from != "" {
+		return "", usagef("sandbox = %q in %s: want linux or none", k, from)
+	}
+	return "", usagef("--sandbox %q: want linux or none", k)
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/model/replay"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
@@ -240,7 +241,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	if err := settings.Validate(); err != nil {
 		return usagef("%v", err)
 	}
-	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, settings: settings, logger: logger, recordings: map[string]*recording{}, active: &active, roots: roots}
+	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, settings: settings, logger: logger, recordings: map[string]*replay.Trajectory{}, active: &active, roots: roots}
 	if f.metricsAddr != "" {
 		stop, err := a.serveMetrics(ctx, f.metricsAddr, metrics, logger)
 		if err != nil {

@@ -224,7 +224,7 @@ func TestClientRunRefusedAtCreate(t *testing.T) {
 	}{
 		{"mount path /", []string{"--mount-path", "/"}, "mount path"},
 		{"mount path /etc", []string{"--mount-path", "/etc"}, "/etc"},
-		{"a raw IP to reach", []string{"--allow-host", "127.0.0.1:8437"}, "127.0.0.1"},
+		{"an address in an unusual notation to reach", []string{"--allow-host", "0x7f.1:8437"}, "0x7f.1"},
 		{"a workspace holding the journal", []string{"--workspace", filepath.Dir(home)}, "the server's own files"},
 		{"the server's home", []string{"--workspace", home}, "the server's own files"},
 		{"no model", []string{"--model", ""}, "no model"},

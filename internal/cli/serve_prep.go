@@ -15,9 +15,11 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/model/replay"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/server"
@@ -50,14 +52,14 @@ type serverPrep struct {
 	roots []string
 
 	mu         sync.Mutex
-	recordings map[string]*recording // loaded replay trajectories, by path, size and time
+	recordings map[string]*replay.Trajectory // loaded replay trajectories, by path, size and time
 }
 
 // recording returns the replay trajectory at path, loading it again when
 // the file changed (its size or modification time). Any failure is the
 // same user-safe error, so that it reveals nothing of the file (its
 // existence, or its first bytes); the detail goes to the log.
-func (sp *serverPrep) recording(path string) (*recording, error) {
+func (sp *serverPrep) recording(path string) (*replay.Trajectory, error) {
 	unavailable := invalidf("replay recording %q is not available on this server (missing, unreadable, or not a trajectory)", path)
 	fi, err := os.Stat(path)
 	if err != nil || !fi.Mode().IsRegular() {
@@ -70,7 +72,7 @@ func (sp *serverPrep) recording(path string) (*recording, error) {
 	if r := sp.recordings[key]; r != nil {
 		return r, nil
 	}
-	r, err := loadRecording(path)
+	r, err := replay.Load(path)
 	if err != nil {
 		sp.logger.Warn("replay recording", "path", path, "err", err)
 		return nil, unavailable
@@ -93,17 +95,12 @@ func (sp *serverPrep) liveFor(spec string) (*liveOptions, error) {
 		if err != nil {
 			return nil, err
 		}
-		live.recording = rec
+		live.Recording = rec
 	}
 	return &live, nil
 }
 
-// closerFunc adapts a func to io.Closer.
-type closerFunc func()
-
-func (f closerFunc) Close() error { f(); return nil }
-
-func (sp *serverPrep) wire(ctx context.Context, c *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
+func (sp *serverPrep) wire(ctx context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 	live, err := sp.liveFor(c.Model)
 	if err != nil {
 		return nil, nil, err
@@ -112,7 +109,7 @@ func (sp *serverPrep) wire(ctx context.Context, c *agent.RunCreated) (*agent.Exe
 	if err != nil {
 		return nil, nil, err
 	}
-	return w.execParams(nil), closerFunc(w.Close), nil
+	return &w.Wiring, w, nil
 }
 
 // validate sets a run up as an execution would (model client, workspace,
@@ -148,7 +145,7 @@ func (sp *serverPrep) validate(ctx context.Context, c *agent.RunCreated) error {
 	}
 	if c.Tools == nil {
 		// A new run with connectors: its tools, MCP ones pinned.
-		c.Tools = toolInfos(w.tools)
+		c.Tools = w.ToolInfos()
 	}
 	w.Close()
 	return nil
@@ -166,13 +163,13 @@ func apiText(err error) string {
 
 // checkKeys checks that the server has the API key a provider needs.
 func (sp *serverPrep) checkKeys(spec model.Spec) error {
-	key, err := sp.a.modelKey(spec, "", "")
+	key, err := sp.a.assembler().ModelKey(spec, "", "")
 	if err != nil {
 		return invalidf("this server has no API key for %s (its operator sets the variable api_key_env of [endpoints.%q] names where keel serve runs)", spec, spec.BaseURL)
 	}
 	if key == "" && (spec.Provider == "openai" || spec.Provider == "anthropic") {
-		if pk := providerKeys[spec.Provider]; ownEndpoint(spec, pk.host) {
-			return invalidf("this server has no API key for %s models (its operator sets %s where keel serve runs)", spec.Provider, pk.env)
+		if env := assemble.ProviderKey(spec); env != "" {
+			return invalidf("this server has no API key for %s models (its operator sets %s where keel serve runs)", spec.Provider, env)
 		}
 		return invalidf("this server has no API key for %s (its operator sets api_key_env in [endpoints.%q] of config.toml)", spec, spec.BaseURL)
 	}
@@ -324,8 +321,8 @@ func (sp *serverPrep) finish(ctx context.Context, c *agent.RunCreated, eng *poli
 	}
 	set := sp.settings
 	c.Settings = &set
-	c.StateDir = a.stateDir(c.Workspace)
-	c.Tools = toolInfos(newTools(set))
+	c.StateDir = assemble.StateDir(a.home, c.Workspace)
+	c.Tools = assemble.Tools(set)
 	if len(c.MCP)+len(c.SQL)+len(c.OpenAPI) > 0 {
 		// Known once the servers are reached: validate fills them in,
 		// pinned as keel run pins them.

@@ -1,15 +1,11 @@
 package cli
 
 import (
-	"context"
-	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/tool/mcp"
-	"github.com/keel-run/keel/tool/sqlquery"
 )
 
 // sqlServers returns the run's databases: config.toml's (unless --no-mcp),
@@ -33,7 +29,7 @@ func (a *app) sqlDatabases(f *mcpFlags) ([]agent.SQLDatabase, map[string]string,
 			if err := mcp.CheckName(c.Name); err != nil {
 				return nil, nil, usagef("%s: [[sql.databases]]: %v", a.configFile(), err)
 			}
-			put(agent.SQLDatabase{Name: c.Name, DSN: redactDSN(c.DSN), AllowWrites: c.AllowWrites, MaxRows: c.MaxRows, AsUser: c.AsUser}, c.DSN)
+			put(agent.SQLDatabase{Name: c.Name, DSN: assemble.RedactDSN(c.DSN), AllowWrites: c.AllowWrites, MaxRows: c.MaxRows, AsUser: c.AsUser}, c.DSN)
 		}
 	}
 	for _, v := range f.sql {
@@ -44,64 +40,7 @@ func (a *app) sqlDatabases(f *mcpFlags) ([]agent.SQLDatabase, map[string]string,
 		if err := mcp.CheckName(name); err != nil {
 			return nil, nil, usagef("--sql: %v", err)
 		}
-		put(agent.SQLDatabase{Name: name, DSN: redactDSN(dsn), AllowWrites: f.sqlWrites, AsUser: f.sqlAsUser}, dsn)
+		put(agent.SQLDatabase{Name: name, DSN: assemble.RedactDSN(dsn), AllowWrites: f.sqlWrites, AsUser: f.sqlAsUser}, dsn)
 	}
 	return out, secrets, nil
-}
-
-var dsnPassword = regexp.MustCompile(`(?i)(^|\s)password\s*=\s*('(\\'|[^'])*'|\S+)`)
-
-// redactDSN removes the password from a connection string.
-func redactDSN(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		if u.User != nil {
-			if _, has := u.User.Password(); has {
-				u.User = url.User(u.User.Username())
-			}
-		}
-		q := u.Query()
-		if q.Has("password") {
-			q.Del("password")
-			u.RawQuery = q.Encode()
-		}
-		return u.String()
-	}
-	return strings.TrimSpace(dsnPassword.ReplaceAllString(dsn, "$1"))
-}
-
-// connectSQL opens the run's databases and registers their tools. The
-// connection string with its password comes from this process (the
-// flags) or config.toml; the journaled one otherwise.
-func (a *app) connectSQL(ctx context.Context, w *wiring, c *agent.RunCreated) error {
-	for _, d := range c.SQL {
-		dsn := d.DSN
-		if full, ok := w.live.sqlDSN[d.Name]; ok {
-			dsn = full
-		} else if a.cfg != nil {
-			for _, cd := range a.cfg.SQL.Databases {
-				if cd.Name == d.Name && redactDSN(cd.DSN) == d.DSN {
-					dsn = cd.DSN
-				}
-			}
-		}
-		o := sqlquery.Options{Name: d.Name, DSN: dsn, AllowWrites: d.AllowWrites, MaxRows: d.MaxRows, StatementTimeout: w.env.CommandTimeout}
-		if d.AsUser {
-			// As the end user: their connection string from the vault.
-			agentName := c.Principal
-			if agentName == "" {
-				agentName = identity.LocalAgent
-			}
-			o.UserDSN = sqlquery.VaultDSN(w.vault, d.Name, agentName, c.OnBehalfOf)
-		}
-		db, err := sqlquery.Open(ctx, o)
-		if err != nil {
-			return err
-		}
-		w.closers = append(w.closers, db.Close)
-		t, h := db.Tool()
-		if err := w.tools.TryAdd(t, h); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"text/tabwriter"
@@ -355,14 +354,4 @@ func (a *app) clientCost(cmd *cobra.Command, _ []string) error {
 func (a *app) tracing() bool {
 	tc, err := a.telemetryConfig()
 	return err == nil && tc.Enabled()
-}
-
-// modelHTTPClient is the HTTP client of the provider adapters: nil (their
-// default) unless tracing is on, then one whose requests carry the model
-// call's traceparent.
-func (a *app) modelHTTPClient() *http.Client {
-	if !a.tracing() {
-		return nil
-	}
-	return &http.Client{Transport: telemetry.Transport(http.DefaultTransport.(*http.Transport).Clone())}
 }

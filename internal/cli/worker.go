@@ -92,7 +92,7 @@ func (a *app) runWorker(ctx context.Context, f *serveFlags, rt *agent.Runtime, s
 		return err
 	}
 	defer c.Close()
-	wire := func(ctx context.Context, rc *agent.RunCreated) (*agent.ExecParams, io.Closer, error) {
+	wire := func(ctx context.Context, rc *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 		if rc.Workspace != "" && !underRoot(rc.Workspace, roots) {
 			return nil, nil, fmt.Errorf("the run's workspace %s is not under this worker's workspace roots (%s)", rc.Workspace, strings.Join(roots, ", "))
 		}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/egress"
 	"golang.org/x/sys/unix"
 )
 
@@ -67,8 +68,8 @@ func (s *Sandbox) Setup(ctx context.Context, cmd *sandbox.Cmd, network sandbox.N
 	if cmd == nil || len(cmd.Args) == 0 {
 		return nil, errors.New("sandbox/linux: setup: empty command")
 	}
-	if _, err := parseAllow(network.Allow); err != nil {
-		return nil, err
+	if _, err := egress.Parse(network.Allow); err != nil {
+		return nil, fmt.Errorf("sandbox/linux: %w", err)
 	}
 	s.phase.Lock()
 	defer s.phase.Unlock()
@@ -395,7 +396,7 @@ func (s *Sandbox) env(extra []string, ph phase) []string {
 		p := s.proxy
 		s.proxyMu.Unlock()
 		if p != nil {
-			all = append(all, proxyEnv(p.port)...)
+			all = append(all, proxyEnv(p.port, egress.MustParse(ph.network.Allow).Loopback())...)
 		}
 	}
 	idx := map[string]int{}

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/egress"
+	"github.com/keel-run/keel/sandbox/egress/egresstest"
 	"github.com/keel-run/keel/sandbox/linux"
 )
 
@@ -125,7 +127,7 @@ func TestBadSpec(t *testing.T) {
 		{"under usr", sandbox.Spec{Workspace: t.TempDir(), MountPath: "/usr/src/app"}, "inside /usr"},
 		{"proc", sandbox.Spec{Workspace: t.TempDir(), MountPath: "/proc"}, "inside /proc"},
 		{"tmp itself", sandbox.Spec{Workspace: t.TempDir(), MountPath: "/tmp"}, "provides itself"},
-		{"raw IP allowlist", sandbox.Spec{Workspace: t.TempDir(), Network: sandbox.Network{Allow: []string{"10.0.0.1"}}}, "IP address"},
+		{"numeric allowlist entry", sandbox.Spec{Workspace: t.TempDir(), Network: sandbox.Network{Allow: []string{"127.1"}}}, "notation"},
 		{"symlinked hooks", sandbox.Spec{Workspace: ws}, "symbolic link"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -369,7 +371,7 @@ func TestEgressProxy(t *testing.T) {
 		{"wrong port", p + `exec 3<>/dev/tcp/127.0.0.1/$p; printf 'CONNECT allowed.test:22 HTTP/1.1\r\n\r\n' >&3; head -n1 <&3`,
 			"HTTP/1.1 403 Forbidden", linux.EgressDecision{Phase: "agent", Method: "CONNECT", Host: "allowed.test", Port: 22, Reason: "not in the allowlist"}},
 		{"raw ip", p + `exec 3<>/dev/tcp/127.0.0.1/$p; printf 'CONNECT 127.0.0.1:443 HTTP/1.1\r\n\r\n' >&3; head -n1 <&3`,
-			"HTTP/1.1 403 Forbidden", linux.EgressDecision{Phase: "agent", Method: "CONNECT", Host: "127.0.0.1", Port: 443, Reason: "raw IP addresses are not allowed"}},
+			"HTTP/1.1 403 Forbidden", linux.EgressDecision{Phase: "agent", Method: "CONNECT", Host: "127.0.0.1", Port: 443, Reason: "raw IP addresses are allowed only when the allowlist names them"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res, out := sh(t, sb, tt.script)
@@ -392,6 +394,69 @@ func TestEgressProxy(t *testing.T) {
 			t.Errorf("curl through HTTP_PROXY: %+v %q", res, out)
 		}
 		f.take()
+	}
+}
+
+// A service on the host's loopback or private network that the person
+// names in the allowlist (by its address, or as localhost) is reached
+// from the sandbox through the proxy, also by programs that honour the
+// proxy variables (loopback then goes to the proxy: NO_PROXY is empty);
+// an allowed name that only resolves to such an address is refused.
+func TestEgressProxyExplicitLocal(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Host+r.URL.Path)
+		mu.Unlock()
+		fmt.Fprintf(w, "host service %s", r.URL.Path)
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	var ds []linux.EgressDecision
+	res := egresstest.Resolver(t, map[string]string{"evil.test": "127.0.0.1"})
+	sb := newSB(t, &sandbox.Spec{Network: sandbox.Network{Allow: []string{"127.0.0.1:" + port, "localhost:" + port, "evil.test:" + port}}},
+		&linux.Options{OnEgress: func(d linux.EgressDecision) { mu.Lock(); ds = append(ds, d); mu.Unlock() },
+			EgressDial: (&egress.Dialer{Resolver: res}).Dial})
+	p := `p=${HTTP_PROXY##*:}; p=${p%/}; `
+	get := func(host, path string) string {
+		return p + `exec 3<>/dev/tcp/127.0.0.1/$p; printf 'GET http://` + host + `:` + port + path + ` HTTP/1.1\r\nHost: ` + host + `\r\n\r\n' >&3; cat <&3 | tail -n1`
+	}
+	if _, out := sh(t, sb, get("127.0.0.1", "/by-address")); out != "host service /by-address" {
+		t.Errorf("127.0.0.1: %q", out)
+	}
+	if _, out := sh(t, sb, get("localhost", "/by-localhost")); out != "host service /by-localhost" {
+		t.Errorf("localhost: %q", out)
+	}
+	if _, out := sh(t, sb, get("evil.test", "/by-name")); !strings.Contains(out, "non-public address") {
+		t.Errorf("evil.test: %q, want a refusal", out)
+	}
+	if _, out := sh(t, sb, `echo "[$NO_PROXY]"`); out != "[]\n" {
+		t.Errorf("NO_PROXY = %q, want empty when the allowlist names a loopback service", out)
+	}
+	if _, err := os.Stat("/usr/bin/curl"); err == nil {
+		if res, out := sh(t, sb, `curl -sS -m 20 http://127.0.0.1:`+port+`/curl`); res.ExitCode != 0 || out != "host service /curl" {
+			t.Errorf("curl: %+v %q", res, out)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range seen {
+		if strings.Contains(s, "by-name") {
+			t.Errorf("the host service was reached through a name: %s", s)
+		}
+	}
+	var refused int
+	for _, d := range ds {
+		if !d.Allowed {
+			refused++
+			if d.Host != "evil.test" || !strings.Contains(d.Reason, "non-public") {
+				t.Errorf("refusal %+v", d)
+			}
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d refusals, want 1: %+v", refused, ds)
 	}
 }
 

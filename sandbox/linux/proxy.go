@@ -12,110 +12,27 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/egress"
 )
 
-// errNonPublic is returned by the default dialer for a name that resolves
-// to an address the proxy never connects to.
-var errNonPublic = errors.New("resolves to a non-public address")
-
-// allowRule is one parsed allowlist entry.
-type allowRule struct {
-	text     string
-	host     string // lower case, no trailing dot; for wildcards the suffix after "*."
-	wildcard bool
-	ports    []int
-}
-
-// parseAllow parses Network.Allow: "host" (ports 443 and 80), "host:port",
-// and "*.example.com" (any subdomain, not example.com itself). IP
-// addresses are refused.
-func parseAllow(list []string) ([]allowRule, error) {
-	var out []allowRule
-	for _, entry := range list {
-		e := strings.TrimSpace(entry)
-		host, ports := e, []int{443, 80}
-		if h, p, err := net.SplitHostPort(e); err == nil {
-			n, err := strconv.Atoi(p)
-			if err != nil || n < 1 || n > 65535 {
-				return nil, fmt.Errorf("sandbox/linux: egress allowlist entry %q has a bad port", entry)
-			}
-			host, ports = h, []int{n}
-		}
-		host = strings.TrimSuffix(strings.ToLower(host), ".")
-		r := allowRule{text: e, ports: ports}
-		if rest, ok := strings.CutPrefix(host, "*."); ok {
-			r.wildcard, host = true, rest
-		}
-		if host == "" || strings.ContainsAny(host, "/@ *") {
-			return nil, fmt.Errorf("sandbox/linux: egress allowlist entry %q is not a host name", entry)
-		}
-		if numericHost(host) {
-			return nil, fmt.Errorf("sandbox/linux: egress allowlist entry %q is an IP address; list host names (raw IP addresses are never allowed)", entry)
-		}
-		r.host = host
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-// numericHost reports whether h is an IP address in any notation a
-// resolver might accept (dotted, decimal, hex, octal, IPv6).
-func numericHost(h string) bool {
-	h = strings.Trim(h, "[]")
-	if net.ParseIP(h) != nil || strings.Contains(h, ":") {
-		return true
-	}
-	labels := strings.Split(h, ".")
-	last := labels[len(labels)-1]
-	if last == "" {
-		return false
-	}
-	// A name whose last label is numeric (or 0x...) is an address to
-	// inet_aton, never a DNS name (top-level domains are alphabetic).
-	if strings.HasPrefix(last, "0x") || strings.HasPrefix(last, "0X") {
-		return true
-	}
-	for _, c := range last {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// match returns the rule allowing host:port, or nil.
-func match(rules []allowRule, host string, port int) *allowRule {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	for i := range rules {
-		r := &rules[i]
-		ok := host == r.host
-		if r.wildcard {
-			ok = strings.HasSuffix(host, "."+r.host)
-		}
-		if !ok {
-			continue
-		}
-		for _, p := range r.ports {
-			if p == port {
-				return r
-			}
-		}
-	}
-	return nil
-}
-
 // proxyEnv is the environment that points programs at the proxy.
-func proxyEnv(port int) []string {
+// Loopback traffic stays in the sandbox (NO_PROXY) unless the allowlist
+// names a loopback destination of the host: then it goes to the proxy
+// too, which reaches only what the allowlist names.
+func proxyEnv(port int, loopback bool) []string {
 	u := "http://127.0.0.1:" + strconv.Itoa(port)
+	noProxy := "localhost,127.0.0.1,::1"
+	if loopback {
+		noProxy = ""
+	}
 	return []string{
 		"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "ALL_PROXY=" + u,
 		"http_proxy=" + u, "https_proxy=" + u, "all_proxy=" + u,
-		"NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1",
+		"NO_PROXY=" + noProxy, "no_proxy=" + noProxy,
 	}
 }
 
@@ -133,7 +50,7 @@ type egressProxy struct {
 
 	mu     sync.Mutex
 	phase  string
-	rules  []allowRule
+	rules  *egress.List
 	conns  map[net.Conn]string
 	closed bool
 	wg     sync.WaitGroup
@@ -172,7 +89,7 @@ func (s *Sandbox) ensureProxy() error {
 	}
 	dial := s.opts.EgressDial
 	if dial == nil {
-		dial = publicDial
+		dial = egress.Dial
 	}
 	p := &egressProxy{ln: ln, port: lm.m.Port, dial: dial, onEgress: s.opts.OnEgress, log: s.log, conns: map[net.Conn]string{}}
 	p.wg.Add(1)
@@ -184,7 +101,7 @@ func (s *Sandbox) ensureProxy() error {
 // setPolicy switches the allowlist and closes connections opened under
 // another phase's policy.
 func (p *egressProxy) setPolicy(phase string, n sandbox.Network) {
-	rules, _ := parseAllow(n.Allow)
+	rules := egress.MustParse(n.Allow)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.phase, p.rules = phase, rules
@@ -291,15 +208,15 @@ func (p *egressProxy) handle(c net.Conn) {
 		return
 	}
 	d.Host, d.Port = host, port
-	switch rule := match(rules, host, port); {
-	case numericHost(host):
-		d.Reason = "raw IP addresses are not allowed"
-	case rule == nil && len(rules) == 0:
+	switch rule := rules.Match(host, port); {
+	case rule == nil && egress.NumericHost(host):
+		d.Reason = "raw IP addresses are allowed only when the allowlist names them"
+	case rule == nil && rules.Empty():
 		d.Reason = "no network access in phase " + phase
 	case rule == nil:
 		d.Reason = "not in the allowlist"
 	default:
-		d.Allowed, d.Reason = true, "allowed by "+rule.text
+		d.Allowed, d.Reason = true, "allowed by "+rule.Text
 	}
 	if !d.Allowed {
 		p.report(d)
@@ -310,7 +227,7 @@ func (p *egressProxy) handle(c net.Conn) {
 	up, err := p.dial(ctx, "tcp", net.JoinHostPort(host, portStr))
 	cancel()
 	if err != nil {
-		if errors.Is(err, errNonPublic) {
+		if errors.Is(err, egress.ErrNonPublic) || errors.Is(err, egress.ErrNotAllowed) {
 			d.Allowed, d.Reason = false, err.Error()
 			p.report(d)
 			refuse(c, http.StatusForbidden, fmt.Sprintf("%s:%d refused: %s", host, port, d.Reason))
@@ -373,50 +290,4 @@ func splice(a, b net.Conn) {
 	go cp(b, a)
 	<-done
 	<-done
-}
-
-// publicDial resolves addr's host on the host and connects to the first
-// address, refusing names that resolve to loopback, private, link-local,
-// shared (CGNAT) or otherwise non-public addresses, so an allowed name
-// cannot be pointed (by DNS) at the host or its network.
-func publicDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
-	if err != nil {
-		return nil, err
-	}
-	for _, ip := range ips {
-		if !publicIP(ip.IP) {
-			return nil, fmt.Errorf("%w (%s)", errNonPublic, ip.IP)
-		}
-	}
-	var d net.Dialer
-	var last error
-	for _, ip := range ips {
-		c, err := d.DialContext(ctx, network, net.JoinHostPort(ip.IP.String(), port))
-		if err == nil {
-			return c, nil
-		}
-		last = err
-	}
-	if last == nil {
-		last = fmt.Errorf("no address for %s", host)
-	}
-	return nil, last
-}
-
-var cgnat = &net.IPNet{IP: net.IPv4(100, 64, 0, 0), Mask: net.CIDRMask(10, 32)}
-
-func publicIP(ip net.IP) bool {
-	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
-		return false
-	}
-	if v4 := ip.To4(); v4 != nil {
-		return v4[0] != 0 && !cgnat.Contains(v4) && !v4.Equal(net.IPv4bcast)
-	}
-	return true
 }

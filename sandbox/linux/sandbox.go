@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/egress"
 	"golang.org/x/sys/unix"
 )
 
@@ -126,8 +127,8 @@ func New(spec *sandbox.Spec, opts *Options) (*Sandbox, error) {
 	if err := s.validate(); err != nil {
 		return nil, specError{err}
 	}
-	if _, err := parseAllow(s.spec.Network.Allow); err != nil {
-		return nil, specError{err}
+	if _, err := egress.Parse(s.spec.Network.Allow); err != nil {
+		return nil, specError{fmt.Errorf("sandbox/linux: %w", err)}
 	}
 	if err := probe(); err != nil {
 		return nil, err

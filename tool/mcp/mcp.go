@@ -47,6 +47,7 @@ import (
 
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin/web"
 )
@@ -315,7 +316,12 @@ var errClosed = errors.New("mcp: client closed")
 func (c *Client) httpClient() *http.Client {
 	base := c.opts.HTTPClient
 	if base == nil {
-		base = &http.Client{Transport: &http.Transport{Proxy: nil, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 4}}
+		// Names reached only at public addresses unless the allowlist
+		// names the address; no header timeout (a call's answer may take
+		// minutes: the call's own timeout bounds it).
+		tr := egress.Transport()
+		tr.ResponseHeaderTimeout, tr.MaxIdleConnsPerHost = 0, 4
+		base = &http.Client{Transport: tr}
 	}
 	hc := *base
 	network := c.opts.Network

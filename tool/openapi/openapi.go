@@ -41,6 +41,7 @@ import (
 
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin/web"
 )
@@ -118,7 +119,11 @@ func Load(ctx context.Context, o Options) (*API, error) {
 	}
 	a := &API{opts: o, hc: o.HTTPClient}
 	if a.hc == nil {
-		a.hc = &http.Client{Transport: &http.Transport{Proxy: nil}}
+		// Names reached only at public addresses unless the allowlist
+		// names the address; the call's timeout bounds the answer.
+		tr := egress.Transport()
+		tr.ResponseHeaderTimeout = 0
+		a.hc = &http.Client{Transport: tr}
 	}
 	hc := *a.hc
 	network := o.Network

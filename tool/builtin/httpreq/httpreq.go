@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -40,6 +39,7 @@ import (
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin/web"
 )
@@ -72,8 +72,9 @@ type Vault interface {
 type Options struct {
 	// Vault gives credentials; nil means none.
 	Vault Vault
-	// Transport makes the requests; nil means a transport that uses no
-	// proxy from the environment.
+	// Transport makes the requests; nil means [egress.Transport] (no
+	// proxy from the environment; names reached only at public addresses
+	// unless the allowlist names the address).
 	Transport http.RoundTripper
 	// Timeout bounds a whole request; default [DefaultTimeout].
 	Timeout time.Duration
@@ -121,9 +122,7 @@ func New(opts *Options) (*tool.Tool, tool.Handler) {
 		o.UserAgent = web.DefaultUserAgent
 	}
 	if o.Transport == nil {
-		d := &net.Dialer{Timeout: 10 * time.Second}
-		o.Transport = &http.Transport{Proxy: nil, DialContext: d.DialContext, TLSHandshakeTimeout: 10 * time.Second,
-			ResponseHeaderTimeout: 20 * time.Second, MaxIdleConns: 8, IdleConnTimeout: 30 * time.Second}
+		o.Transport = egress.Transport()
 	}
 	rq := &requester{opts: o}
 	t := &tool.Tool{

@@ -17,6 +17,8 @@ import (
 	"github.com/keel-run/keel/internal/oauthtest"
 	"github.com/keel-run/keel/journal/sqlite"
 	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/egress"
+	"github.com/keel-run/keel/sandbox/egress/egresstest"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin/httpreq"
 )
@@ -98,6 +100,21 @@ func TestHTTPRequestInjectsCredential(t *testing.T) {
 	if !res.IsError || !strings.Contains(res.Content, "401") {
 		t.Errorf("request outside the resources: %+v", res)
 	}
+	// A path that only seems to lie under the resource (a dot segment the
+	// server resolves, in any spelling) gets no credential either.
+	for _, p := range []string{"/api/../other", "/api/%2e%2e/other", "/api/%2E%2e%2fother", "/api/..;/other"} {
+		call := req(`{"url":"` + base + p + `"}`)
+		if u := tl.Credential(ctx, call); u != nil {
+			t.Errorf("%s: Credential hook = %+v, want none", p, u)
+		}
+		res, _ = h(ctx, call)
+		if !res.IsError || !strings.Contains(res.Content, "401") || strings.Contains(res.Content, "credential of") {
+			t.Errorf("%s: %+v", p, res)
+		}
+	}
+	if len(echoed) != 1 {
+		t.Errorf("the resource server saw %d credentialed requests, want 1", len(echoed))
+	}
 	// Outside the allowlist: refused before anything.
 	res, _ = h(ctx, req(`{"url":"http://elsewhere.test/api"}`))
 	if !res.IsError || !strings.Contains(res.Content, "refused") {
@@ -123,4 +140,29 @@ func TestHTTPRequestInjectsCredential(t *testing.T) {
 	}
 	_ = io.Discard
 	_ = context.Background
+}
+
+// An allowed name that resolves to a loopback or private address is not
+// reached; the address itself, named in the allowlist, is.
+func TestHTTPRequestNonPublicName(t *testing.T) {
+	var hits int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits++; w.Write([]byte("reached")) }))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	res := egresstest.Resolver(t, map[string]string{"evil.test": "127.0.0.1"})
+	_, h := httpreq.New(&httpreq.Options{Transport: (&egress.Dialer{Resolver: res}).Transport()})
+	env := &tool.Env{Network: sandbox.Network{Allow: []string{"evil.test:" + port, "127.0.0.1:" + port}}}
+	call := func(u string) *tool.Result {
+		r, err := h(t.Context(), &tool.Request{RunID: "r", CallID: "c", Arguments: json.RawMessage(`{"method":"POST","url":"` + u + `","body":"x"}`), Env: env})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := call("http://evil.test:" + port + "/"); !r.IsError || !strings.Contains(r.Content, "non-public address") || hits != 0 {
+		t.Errorf("evil.test = %q (server hit %d times)", r.Content, hits)
+	}
+	if r := call("http://127.0.0.1:" + port + "/"); r.IsError || !strings.Contains(r.Content, "reached") {
+		t.Errorf("127.0.0.1 = %q", r.Content)
+	}
 }

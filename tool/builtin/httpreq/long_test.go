@@ -113,14 +113,13 @@ when { context.credential && !(["GET", "HEAD"].contains(context.method)) };
 		rt := agent.NewRuntime(store, nil)
 		ectx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		params := &agent.ExecParams{Model: m, Tools: reg, Env: &tool.Env{Workspace: ws, Network: sandbox.Network{Allow: []string{"localhost:" + port}}},
-			Principals: dir.Check, OnEvent: func(e journal.Event) {
-				if stopAfter > 0 && e.Type == journal.ToolFinished {
-					if stopAfter--; stopAfter == 0 {
-						cancel() // a stop in the middle of the task
-					}
+		params := &agent.ExecParams{Wiring: agent.Wiring{Model: m, Tools: reg, Env: &tool.Env{Workspace: ws, Network: sandbox.Network{Allow: []string{"localhost:" + port}}}, Principals: dir.Check}, OnEvent: func(e journal.Event) {
+			if stopAfter > 0 && e.Type == journal.ToolFinished {
+				if stopAfter--; stopAfter == 0 {
+					cancel() // a stop in the middle of the task
 				}
-			}}
+			}
+		}}
 		out, err := rt.Execute(ectx, theRun, params)
 		if err != nil {
 			t.Fatal(err)

@@ -94,7 +94,7 @@ func TestRevocationDuringRunFailsClosed(t *testing.T) {
 		modeltest.Calls("", modeltest.Call("c2", "http_request", map[string]string{"url": base + "/api/b"})),
 		modeltest.Text("done"),
 	}, nil)
-	params := &agent.ExecParams{Model: m, Tools: reg, Env: &tool.Env{Workspace: ws, Network: sandbox.Network{Allow: []string{"localhost:" + port}}}, Principals: dir.Check}
+	params := &agent.ExecParams{Wiring: agent.Wiring{Model: m, Tools: reg, Env: &tool.Env{Workspace: ws, Network: sandbox.Network{Allow: []string{"localhost:" + port}}}, Principals: dir.Check}}
 	out, err := rt.Execute(ctx, id, params)
 	if err != nil {
 		t.Fatal(err)

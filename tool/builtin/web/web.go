@@ -6,10 +6,11 @@
 // integer (optional, 1 to [Options].MaxBytesLimit)}.
 //
 // The policy is [sandbox.Network]: a URL's host must match an entry of
-// Allow ("host", which allows ports 80 and 443, or "host:port"); raw IP
-// addresses are refused whatever the list says, and every redirect is
-// checked again. The check is by name: what a name resolves to is the
-// resolver's business. With the zero Network the tool refuses every URL.
+// Allow (see package [egress]), and every redirect is checked again. A
+// name is reached only at public addresses: one that resolves to a
+// loopback or private address is refused, unless the allowlist names
+// that address itself (or "localhost"). With the zero Network the tool
+// refuses every URL.
 package web
 
 import (
@@ -21,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -30,6 +30,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -50,9 +51,9 @@ const maxRedirects = 5
 
 // Options configures fetch_url. The zero value is valid.
 type Options struct {
-	// Transport makes the requests; nil means a transport with dial,
-	// TLS and header timeouts that uses no proxy from the environment.
-	// Point it at an egress proxy to route fetches through one.
+	// Transport makes the requests; nil means [egress.Transport]: no
+	// proxy from the environment, timeouts, and names reached only at
+	// public addresses unless the allowlist names the address.
 	Transport http.RoundTripper
 	// Timeout bounds a whole fetch, redirects and body included; default
 	// [DefaultTimeout].
@@ -98,15 +99,7 @@ func New(opts *Options) (*tool.Tool, tool.Handler) {
 		o.UserAgent = DefaultUserAgent
 	}
 	if o.Transport == nil {
-		d := &net.Dialer{Timeout: 10 * time.Second}
-		o.Transport = &http.Transport{
-			Proxy:                 nil, // never from the environment
-			DialContext:           d.DialContext,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ResponseHeaderTimeout: 20 * time.Second,
-			MaxIdleConns:          4,
-			IdleConnTimeout:       30 * time.Second,
-		}
+		o.Transport = egress.Transport()
 	}
 	t := &tool.Tool{
 		Name:        Name,
@@ -128,47 +121,22 @@ func New(opts *Options) (*tool.Tool, tool.Handler) {
 }
 
 // ErrNotAllowed is wrapped by [Allowed]'s errors.
-var ErrNotAllowed = errors.New("web: destination not allowed")
+var ErrNotAllowed = egress.ErrNotAllowed
 
-// Allowed checks u against the network policy n: the scheme must be http
-// or https, the host a name (not an IP address) that matches an entry of
-// n.Allow, and the port the entry's (or 80 or 443 for an entry without
-// one). Names compare case-insensitively, ignoring a final dot. It returns
-// nil or an error wrapping [ErrNotAllowed] that says why.
+// Allowed checks u against the network policy n ([egress.List.CheckURL]):
+// the scheme must be http or https and the host and port match an entry
+// of n.Allow (a name, a "*.domain" wildcard, "localhost", or an IP
+// address the list names; ports 80 and 443 for an entry without one).
+// Names compare case-insensitively, ignoring a final dot. It returns nil
+// or an error wrapping [ErrNotAllowed] that says why. The name's
+// addresses are checked when it is dialed ([egress.Dial]).
 func Allowed(n sandbox.Network, u *url.URL) error {
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%w: scheme %q (only http and https)", ErrNotAllowed, u.Scheme)
+	l, err := egress.Parse(n.Allow)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNotAllowed, err)
 	}
-	host := normHost(u.Hostname())
-	if host == "" {
-		return fmt.Errorf("%w: the URL has no host", ErrNotAllowed)
-	}
-	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil || strings.Contains(host, ":") {
-		return fmt.Errorf("%w: %s is a raw IP address; use a host name from the allowlist", ErrNotAllowed, host)
-	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	if len(n.Allow) == 0 {
-		return fmt.Errorf("%w: network access is off for this run", ErrNotAllowed)
-	}
-	for _, a := range n.Allow {
-		ah, ap := a, ""
-		if h, p, err := net.SplitHostPort(a); err == nil {
-			ah, ap = h, p
-		}
-		if normHost(ah) != host {
-			continue
-		}
-		if (ap == "" && (port == "80" || port == "443")) || ap == port {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: %s is not in this run's network allowlist (%s)", ErrNotAllowed, net.JoinHostPort(host, port), strings.Join(n.Allow, ", "))
+	return l.CheckURL(u)
 }
-
-func normHost(h string) string { return strings.TrimSuffix(strings.ToLower(h), ".") }
 
 type fetcher struct{ opts Options }
 

@@ -16,6 +16,8 @@ import (
 
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/egress"
+	"github.com/keel-run/keel/sandbox/egress/egresstest"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin/web"
 )
@@ -234,8 +236,38 @@ func TestAllowed(t *testing.T) {
 			t.Errorf("Allowed(%s) = %v, want ok=%v", tt.url, err, tt.ok)
 		}
 	}
-	if err := web.Allowed(sandbox.Network{Allow: []string{"127.0.0.1"}}, &url.URL{Scheme: "http", Host: "127.0.0.1"}); err == nil {
-		t.Errorf("a raw IP in the allowlist was allowed")
+	// An address the allowlist names is allowed, in its usual notation
+	// only.
+	own := sandbox.Network{Allow: []string{"127.0.0.1"}}
+	if err := web.Allowed(own, &url.URL{Scheme: "http", Host: "127.0.0.1"}); err != nil {
+		t.Errorf("an address the allowlist names: %v", err)
+	}
+	for _, h := range []string{"127.1", "2130706433", "0x7f.0.0.1", "127.0.0.2"} {
+		if err := web.Allowed(own, &url.URL{Scheme: "http", Host: h}); err == nil {
+			t.Errorf("%s was allowed by an allowlist naming 127.0.0.1", h)
+		}
+	}
+}
+
+// An allowed name that resolves to a loopback or private address is not
+// reached (the egress proxy refuses it for the sandbox alike); a service
+// the person names by its address, or as localhost, is.
+func TestFetchNonPublicName(t *testing.T) {
+	t.Parallel()
+	_, host := server(t)
+	port := strings.TrimPrefix(host, "localhost:")
+	res := egresstest.Resolver(t, map[string]string{"evil.test": "127.0.0.1", "lan.test": "10.0.0.1"})
+	tr := (&egress.Dialer{Resolver: res}).Transport()
+	e := newEnv(t, []string{"evil.test:" + port, "lan.test:" + port, "127.0.0.1:" + port, host}, &web.Options{Transport: tr})
+	for _, u := range []string{"http://evil.test:" + port + "/json", "http://lan.test:" + port + "/json"} {
+		if r := e.fetch(map[string]any{"url": u}); !r.IsError || !strings.Contains(r.Content, "non-public address") {
+			t.Errorf("fetch %s = %q, want a refusal", u, r.Content)
+		}
+	}
+	for _, u := range []string{"http://127.0.0.1:" + port + "/json", "http://" + host + "/json"} {
+		if r := e.fetch(map[string]any{"url": u}); r.IsError || !strings.Contains(r.Content, `"ok":true`) {
+			t.Errorf("fetch %s = %q", u, r.Content)
+		}
 	}
 }
 

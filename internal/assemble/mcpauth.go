@@ -1,48 +1,28 @@
-package cli
+package assemble
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/mcp"
 )
 
-// Provider implements mcp.Vault.
-func (l *lazyVault) Provider(ctx context.Context, name string) (*credential.Provider, error) {
-	v, err := l.get()
-	if err != nil {
-		return nil, err
-	}
-	return v.Provider(ctx, name)
-}
-
-// AddProvider implements mcp.Vault.
-func (l *lazyVault) AddProvider(ctx context.Context, pp *credential.ProviderParams) (*credential.Provider, error) {
-	v, err := l.get()
-	if err != nil {
-		return nil, err
-	}
-	return v.AddProvider(ctx, pp)
-}
-
 // mcpAuth is how the run's HTTP server s is authorized when it asks:
 // tokens of the run's agent (acting for its user) from the vault, with
 // the provider or client of its [[mcp.servers]] entry.
-func (a *app) mcpAuth(w *wiring, c *agent.RunCreated, s agent.MCPServer) (*mcp.Auth, error) {
+func (a *Assembler) mcpAuth(w *Run, c *agent.RunCreated, s agent.MCPServer) (*mcp.Auth, error) {
 	au := &mcp.Auth{Vault: w.vault, Agent: c.Principal, User: c.OnBehalfOf}
 	if au.Agent == "" {
 		au.Agent = identity.LocalAgent
 	}
-	if a.cfg == nil {
+	if a.Config == nil {
 		return au, nil
 	}
-	for _, cs := range a.cfg.MCP.Servers {
+	for _, cs := range a.Config.MCP.Servers {
 		if cs.Name != s.Name || cs.URL != s.URL {
 			continue
 		}
@@ -50,7 +30,7 @@ func (a *app) mcpAuth(w *wiring, c *agent.RunCreated, s agent.MCPServer) (*mcp.A
 		if cs.ClientSecretFile != "" {
 			b, err := os.ReadFile(cs.ClientSecretFile)
 			if err != nil {
-				return nil, fmt.Errorf("%s: mcp server %s: client_secret_file: %w", a.configFile(), s.Name, err)
+				return nil, fmt.Errorf("%s: mcp server %s: client_secret_file: %w", a.cfgPath(), s.Name, err)
 			}
 			au.ClientSecret = strings.TrimSpace(string(b))
 		}

@@ -1,4 +1,4 @@
-package cli
+package assemble
 
 import (
 	"fmt"
@@ -21,14 +21,14 @@ var providerKeys = map[string]struct{ env, host string }{
 	"anthropic":         {"ANTHROPIC_API_KEY", "api.anthropic.com"},
 }
 
-// modelKey returns the API key for spec: flagKey (--api-key), else the
+// ModelKey returns the API key for spec: flagKey (--api-key), else the
 // variable flagEnv (--api-key-env) names, else the variable the
 // endpoint's [endpoints."URL"] entry of config.toml names, else the
 // provider's own variable when the endpoint is the provider's (no base
 // URL in the spec, or its https host). "" with a nil error is no key
 // (a local server that needs none); a named variable that is unset is
 // an error.
-func (a *app) modelKey(spec model.Spec, flagKey, flagEnv string) (string, error) {
+func (a *Assembler) ModelKey(spec model.Spec, flagKey, flagEnv string) (string, error) {
 	if flagKey != "" {
 		return flagKey, nil
 	}
@@ -42,7 +42,7 @@ func (a *app) modelKey(spec model.Spec, flagKey, flagEnv string) (string, error)
 		return named(flagEnv, "--api-key-env")
 	}
 	if spec.BaseURL != "" {
-		if e, ok := a.cfg.Endpoint(spec.BaseURL); ok {
+		if e, ok := a.Config.Endpoint(spec.BaseURL); ok {
 			return named(e.APIKeyEnv, fmt.Sprintf("[endpoints.%q] of %s", e.URL, a.cfgPath()))
 		}
 	}
@@ -75,9 +75,25 @@ func keyAdvice(spec model.Spec) string {
 }
 
 // cfgPath names the user's config file for a message.
-func (a *app) cfgPath() string {
-	if a.cfg != nil && a.cfg.Path != "" {
-		return a.cfg.Path
+func (a *Assembler) cfgPath() string {
+	if a.Config != nil && a.Config.Path != "" {
+		return a.Config.Path
 	}
 	return "config.toml"
 }
+
+// ProviderKey returns the variable of spec's provider's own API key
+// (OPENAI_API_KEY, ANTHROPIC_API_KEY) when spec's endpoint is the
+// provider's own, so that the key is sent there implicitly; "" when it
+// is not (the endpoint's key variable must be named).
+func ProviderKey(spec model.Spec) string {
+	pk, ok := providerKeys[spec.Provider]
+	if !ok || !ownEndpoint(spec, pk.host) {
+		return ""
+	}
+	return pk.env
+}
+
+// KeyAdvice says where spec's key comes from, for an error about a
+// missing one.
+func KeyAdvice(spec model.Spec) string { return keyAdvice(spec) }

@@ -1,0 +1,229 @@
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/mem"
+)
+
+func newTest(t *testing.T, dur time.Duration) (*Scheduler, *fakeRunner, *fakeClock, journal.Store) {
+	clk := &fakeClock{t: monday}
+	r := newFakeRunner(clk, dur)
+	store := mem.New()
+	return New(store, r, &Options{Clock: clk.Now}), r, clk, store
+}
+
+func TestPauseAfterFailures(t *testing.T) {
+	t.Parallel()
+	s, r, clk, _ := newTest(t, 10*time.Second)
+	r.failing = true
+	create(t, s, Schedule{Name: "flaky", Spec: every(time.Minute), Policy: Policy{PauseAfterFailures: 3}})
+	for range 10 {
+		clk.Add(time.Minute)
+		tick(t, s)
+	}
+	st, err := s.Get(t.Context(), "flaky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Paused || st.PausedBy != Principal || !strings.Contains(st.PausedReason, "3 consecutive") {
+		t.Fatalf("after 3 failed runs: paused %v by %q (%q)", st.Paused, st.PausedBy, st.PausedReason)
+	}
+	if n := len(r.created()); n != 3 {
+		t.Errorf("%d runs, want 3 (none while paused)", n)
+	}
+	// Resuming starts from now: the paused minutes get no record.
+	r.failing = false
+	if err := s.Resume(t.Context(), "flaky", "ada"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(2*time.Minute + time.Second)
+	tick(t, s)
+	fires, err := s.Fires(t.Context(), "flaky", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(fires); n != 5 {
+		t.Errorf("%d records, want 5 (3 before the pause, 2 after)", n)
+	}
+	if err := s.Pause(t.Context(), "flaky", "ada", "holiday"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pause(t.Context(), "flaky", "ada", "again"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("second pause: %v, want ErrInvalid", err)
+	}
+}
+
+// TestDispatchRetried: the record is made and the run's creation fails
+// (as if the process died between the two): the next tick creates it,
+// once; a failure that cannot pass records the fire as failed.
+func TestDispatchRetried(t *testing.T) {
+	t.Parallel()
+	s, r, clk, store := newTest(t, 10*time.Second)
+	create(t, s, Schedule{Name: "s", Spec: every(time.Minute)})
+	r.startErr = errors.New("database is restarting")
+	clk.Add(time.Minute)
+	tick(t, s)
+	if n := len(r.created()); n != 0 {
+		t.Fatalf("%d runs while the runner fails", n)
+	}
+	r.startErr = nil
+	// Another process (a restart) picks it up.
+	s2 := New(store, r, &Options{Clock: clk.Now})
+	clk.Add(5 * time.Second)
+	tick(t, s2)
+	tick(t, s)
+	if n := len(r.created()); n != 1 {
+		t.Fatalf("%d runs after the retry, want 1", n)
+	}
+	r.startErr = fmt.Errorf("%w: agent ci-bot is revoked", ErrPermanent)
+	clk.Add(time.Minute)
+	tick(t, s)
+	fires, err := s.Fires(t.Context(), "s", &FiresParams{Outcome: OutcomeFailed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fires) != 1 || fires[0].Reason != "agent ci-bot is revoked" {
+		t.Fatalf("failed fires = %+v", fires)
+	}
+	// A transient error that lasts past the dispatch timeout fails too.
+	r.startErr = errors.New("still down")
+	clk.Add(time.Minute)
+	tick(t, s)
+	clk.Add(11 * time.Minute)
+	tick(t, s)
+	fires, _ = s.Fires(t.Context(), "s", &FiresParams{Outcome: OutcomeFailed})
+	if len(fires) < 2 || !strings.Contains(fires[1].Reason, "not created within") {
+		t.Errorf("failed fires after the timeout = %+v", fires)
+	}
+}
+
+func TestTriggerAndBackfill(t *testing.T) {
+	t.Parallel()
+	s, r, clk, _ := newTest(t, time.Hour)
+	create(t, s, Schedule{Name: "nightly", Spec: Spec{Cron: "0 2 * * *", TimeZone: "Europe/Berlin"}, Task: "night of {{.Time.Format \"2006-01-02\"}} ({{.Source}})"})
+	clk.Add(time.Hour)
+	f, err := s.Trigger(t.Context(), "nightly", "ada", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Outcome != OutcomeFired || f.By != "ada" || f.Source != SourceManual {
+		t.Fatalf("trigger = %+v", f)
+	}
+	// A second trigger while the first runs is skipped by the policy,
+	// unless it says otherwise.
+	if f, _ := s.Trigger(t.Context(), "nightly", "ada", ""); f.Outcome != OutcomeSkipped {
+		t.Errorf("second trigger = %s, want skipped", f.Outcome)
+	}
+	if f, _ := s.Trigger(t.Context(), "nightly", "ada", OverlapAllowAll); f.Outcome != OutcomeFired {
+		t.Errorf("trigger allow_all = %s, want fired", f.Outcome)
+	}
+	fires, err := s.Backfill(t.Context(), "nightly", monday.Add(-3*24*time.Hour), monday, "", "ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range fires {
+		got = append(got, f.Nominal.Format(time.RFC3339)+" "+string(f.Outcome))
+	}
+	want := []string{"2026-12-04T01:00:00Z buffered", "2026-12-05T01:00:00Z buffered", "2026-12-06T01:00:00Z buffered"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("backfill (-want +got):\n%s", diff)
+	}
+	// They start one after the other as runs end.
+	for range 4 {
+		clk.Add(61 * time.Minute)
+		tick(t, s)
+	}
+	var tasks []string
+	for _, id := range r.created() {
+		tasks = append(tasks, r.runs[id].p.Task)
+	}
+	want = []string{"night of 2026-12-07 (manual)", "night of 2026-12-07 (manual)", "night of 2026-12-04 (backfill)", "night of 2026-12-05 (backfill)", "night of 2026-12-06 (backfill)"}
+	if diff := cmp.Diff(want, tasks); diff != "" {
+		t.Errorf("tasks (-want +got):\n%s", diff)
+	}
+}
+
+func TestFireAtOnce(t *testing.T) {
+	t.Parallel()
+	s, r, clk, _ := newTest(t, time.Second)
+	create(t, s, Schedule{Name: "t", Spec: every(time.Hour), Driver: DriverTemporal})
+	clk.Add(time.Hour + 3*time.Second)
+	n := monday.Add(time.Hour)
+	a, err := s.FireAt(t.Context(), "t", n)
+	if err != nil || a.Outcome != OutcomeFired {
+		t.Fatalf("FireAt = %+v, %v", a, err)
+	}
+	b, err := s.FireAt(t.Context(), "t", n) // a retried activity
+	if err != nil || b.RunID != a.RunID {
+		t.Fatalf("FireAt again = %+v, %v", b, err)
+	}
+	if _, err := s.FireAt(t.Context(), "t", n.Add(time.Minute)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("FireAt of no nominal time: %v", err)
+	}
+	// Tick leaves due fires to Temporal, and records as missed only
+	// what Temporal can no longer deliver.
+	clk.Add(2 * time.Hour)
+	tick(t, s)
+	if c := counts(t, s, "t"); c[OutcomeMissed] != 0 {
+		t.Errorf("Tick recorded %v within the window", c)
+	}
+	if len(r.created()) != 1 {
+		t.Errorf("%d runs, want 1", len(r.created()))
+	}
+}
+
+func TestCreateRefused(t *testing.T) {
+	t.Parallel()
+	s, _, _, _ := newTest(t, time.Second)
+	create(t, s, Schedule{Name: "taken", Spec: every(time.Hour)})
+	for _, tt := range []struct {
+		name string
+		def  Schedule
+	}{
+		{"name taken", Schedule{Name: "taken", Spec: every(time.Hour), Task: "x"}},
+		{"bad name", Schedule{Name: "a b", Spec: every(time.Hour), Task: "x"}},
+		{"no task", Schedule{Name: "n", Spec: every(time.Hour)}},
+		{"bad template", Schedule{Name: "n", Spec: every(time.Hour), Task: "{{.Nope}}"}},
+		{"bad overlap", Schedule{Name: "n", Spec: every(time.Hour), Task: "x", Policy: Policy{Overlap: "sometimes"}}},
+		{"short window", Schedule{Name: "n", Spec: every(time.Hour), Task: "x", Policy: Policy{CatchupWindow: agent.Duration(time.Second)}}},
+		{"bad spec", Schedule{Name: "n", Task: "x"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := s.Create(t.Context(), &tt.def); !errors.Is(err, ErrInvalid) {
+				t.Errorf("Create = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestDeleteStops(t *testing.T) {
+	t.Parallel()
+	s, r, clk, _ := newTest(t, time.Second)
+	create(t, s, Schedule{Name: "d", Spec: every(time.Minute)})
+	clk.Add(time.Minute)
+	tick(t, s)
+	if err := s.Delete(t.Context(), "d", "ada"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Hour)
+	tick(t, s)
+	if len(r.created()) != 1 {
+		t.Errorf("%d runs, want 1", len(r.created()))
+	}
+	list, err := s.List(t.Context())
+	if err != nil || len(list) != 0 {
+		t.Errorf("List = %v, %v", list, err)
+	}
+	// The name is free again.
+	create(t, s, Schedule{Name: "d", Spec: every(time.Minute)})
+}
