@@ -185,6 +185,10 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		p = &Params{}
 	}
 	w := &Run{params: p}
+	if c.Sandbox != "none" && runtime.GOOS == "linux" {
+		// The sandbox's init starts while the rest is assembled.
+		linux.Prestart(nil)
+	}
 	if a.Tracing {
 		w.Trace = telemetry.TraceContext
 	}
