@@ -11,6 +11,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/server"
 )
 
 func (a *app) demoCmd() *cobra.Command {
@@ -25,10 +26,17 @@ sandbox, tools and journal. The model is SCRIPTED: its turns are fixed in
 the keel binary and no AI model is called, so it needs no API key and no
 network. It then prints the run's timeline and the diff it made.
 
-With --server, the demo runs on the team server, whose demo policy asks a
-person before the agent edits a file: at a terminal the command asks you;
-with stdin not a terminal (a script, </dev/null) it stops there and exits
-3 with the commands that approve or deny (--wait keeps waiting).`,
+The demo's policy asks a person before the agent edits a file, so the
+demo shows the gate: at a terminal you see the edit as a diff and
+approve (y) or deny (n) it. With stdin not a terminal (a script,
+</dev/null) the demo shows the same and approves as a stand-in; --no-wait
+stops there instead and exits 3 with the commands that approve or deny.
+The scripted model claims only what happened: after a denied edit or
+failing tests the run fails, saying so.
+
+With --server, the demo runs on the team server, with the same policy: at
+a terminal the command asks you; with stdin not a terminal it stops there
+and exits 3 with the commands that approve or deny (--wait keeps waiting).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), sb, keep, gate) },
 	}
@@ -71,7 +79,15 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	set := agent.DefaultSettings()
 	created.Settings = &set
 	created.StateDir = assemble.StateDir(a.home, ws)
+	// The demo shows the gate: its policy asks before the edit. At a
+	// terminal you decide; otherwise (a script, a pipe) the demo approves
+	// as a stand-in, showing what it approved, unless --no-wait stops it
+	// at the approval.
+	created.Policy = agent.NewPolicyRef(server.DemoPolicy())
 	live := &liveOptions{gate: gate}
+	if !gate.wait && !gate.noWait && !a.inline() {
+		live.gate.wait, live.standIn = true, "keel demo (stand-in)"
+	}
 	runID, execErr := a.createAndExecute(ctx, created, live, false, false)
 	if runID == "" {
 		return execErr
