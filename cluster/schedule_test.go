@@ -68,9 +68,9 @@ func TestTemporalSchedules(t *testing.T) {
 	}
 	addr := testenv.Temporal(t)
 	dsn := testenv.Postgres(t)
-	days, every := 1, 10*time.Minute
+	days, every, wait := 1, 10*time.Minute, 3*time.Minute
 	if os.Getenv("KEEL_SCHEDULE_LONG") != "" {
-		days = 7
+		days, wait = 7, 15*time.Minute
 	}
 	start := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
 	end := start.Add(time.Duration(days) * 24 * time.Hour)
@@ -140,7 +140,7 @@ func TestTemporalSchedules(t *testing.T) {
 			want = clk.Now()
 		}
 		want = want.Truncate(every)
-		deadline := time.Now().Add(3 * time.Minute)
+		deadline := time.Now().Add(wait)
 		for _, d := range defs {
 			for {
 				st, err := scheds[1].Get(t.Context(), d.Name)

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +64,27 @@ func TestMetrics(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "keel_schedule_lateness_seconds"); err != nil || n != 1 {
 		t.Errorf("lateness series = %d, %v", n, err)
+	}
+}
+
+func TestCredentialWarnings(t *testing.T) {
+	t.Parallel()
+	next := time.Date(2026, 12, 8, 9, 0, 0, 0, time.UTC)
+	grants := []Grant{
+		{Provider: "github", Status: "active", Expiry: next.Add(-time.Hour), Refreshable: true},
+		{Provider: "jira", Status: "active", Expiry: next.Add(-time.Hour)},
+		{Provider: "slack", Status: "expired"},
+		{Provider: "slack", Status: "revoked"},
+		{Provider: "linear", Status: "active", Expiry: next.Add(time.Hour)},
+	}
+	got := CredentialWarnings([]string{"github", "jira", "slack", "linear", "notion"}, grants, "ci-bot", next)
+	want := []string{"jira", "slack", "notion"}
+	if len(got) != len(want) {
+		t.Fatalf("warnings %q, want one each for %v", got, want)
+	}
+	for i, p := range want {
+		if !strings.Contains(got[i], p) {
+			t.Errorf("warning %d = %q, want one about %s", i, got[i], p)
+		}
 	}
 }
