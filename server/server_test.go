@@ -553,7 +553,7 @@ func itoa(n int64) string {
 
 // An approval whose deadline passed gets the policy's default decision
 // (deny), recorded by keel.timeout, once the server looks for expired
-// approvals; the run goes on.
+// approvals; the run goes on (and fails: its edit did not happen).
 func TestApprovalDeadline(t *testing.T) {
 	clock := &fakeClock{t: time.Now()}
 	e := newEnv(t, &envOptions{clock: clock.now})
@@ -583,8 +583,10 @@ func TestApprovalDeadline(t *testing.T) {
 	if diff := cmp.Diff([]string{run.ID}, ids); diff != "" {
 		t.Errorf("ExpireApprovals() (-want +got):\n%s", diff)
 	}
-	if end := e.waitStop(run.ID, asked.Seq+1); end.Type != journal.RunCompleted {
-		t.Fatalf("after the deadline the run stopped with %s", end.Type)
+	// Denied, the edit did not happen: the scripted model says so, and
+	// the run fails rather than claiming the tests pass.
+	if end := e.waitStop(run.ID, asked.Seq+1); end.Type != journal.RunFailed || !strings.Contains(string(end.Payload), "did not happen") {
+		t.Fatalf("after the deadline the run stopped with %s %s, want run.failed saying the edit did not happen", end.Type, end.Payload)
 	}
 	for _, ev := range e.events(run.ID) {
 		if ev.Type == journal.ApprovalResolved {

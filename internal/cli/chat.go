@@ -110,18 +110,7 @@ func (a *app) decideInline(ctx context.Context, store journal.Store, created *ag
 	l := &local{a: a, store: store}
 	for _, p := range pending {
 		fmt.Fprintf(a.stderr, "\nkeel: call %s (%s) needs your approval:\n", visible.String(p.CallID), p.Tool)
-		for _, line := range strings.Split(visible.String(p.Action), "\n") {
-			fmt.Fprintf(a.stderr, "    │ %s\n", line)
-		}
-		for _, part := range p.Parts {
-			fmt.Fprintf(a.stderr, "  asks: %s — %s\n", clip(oneLine(visible.String(part.Text)), 160), visible.String(part.Reason))
-			if part.Detail != "" {
-				fmt.Fprintf(a.stderr, "        (%s)\n", clip(visible.String(part.Detail), 160))
-			}
-		}
-		if d := pendingDiff(created, p.Tool, p.Arguments); d != "" {
-			fmt.Fprint(a.stderr, d)
-		}
+		a.showPending(created, p)
 		for decided := false; !decided; {
 			ans, ok := a.ask(ctx, "  approve? [y]es, [n]o, [r] always for this run, [a] always for this agent: ")
 			if !ok && ctx.Err() != nil {
@@ -166,6 +155,43 @@ func (a *app) decideInline(ctx context.Context, store journal.Store, created *ag
 				verb += ", and matching calls from now on in every run of agent " + created.Principal
 			}
 			fmt.Fprintf(a.stderr, "keel: %s\n", verb)
+		}
+	}
+	return true
+}
+
+// showPending prints what a call waiting for approval would do: its
+// action, the parts that asked and why, and, for a file edit, its diff.
+func (a *app) showPending(created *agent.RunCreated, p agent.PendingApproval) {
+	for _, line := range strings.Split(visible.String(p.Action), "\n") {
+		fmt.Fprintf(a.stderr, "    │ %s\n", line)
+	}
+	for _, part := range p.Parts {
+		fmt.Fprintf(a.stderr, "  asks: %s — %s\n", clip(oneLine(visible.String(part.Text)), 160), visible.String(part.Reason))
+		if part.Detail != "" {
+			fmt.Fprintf(a.stderr, "        (%s)\n", clip(visible.String(part.Detail), 160))
+		}
+	}
+	if d := pendingDiff(created, p.Tool, p.Arguments); d != "" {
+		fmt.Fprint(a.stderr, d)
+	}
+}
+
+// approveAsStandIn approves each pending call as standIn, for a run
+// whose approvals nobody can answer here but that must show its gate
+// (keel demo with stdin not a terminal): each call is shown as a person
+// would see it, with its diff, and the approval says who gave it. It
+// returns false when a decision could not be recorded.
+func (a *app) approveAsStandIn(ctx context.Context, store journal.Store, created *agent.RunCreated, pending []agent.PendingApproval, standIn string) bool {
+	l := &local{a: a, store: store}
+	for _, p := range pending {
+		fmt.Fprintf(a.stderr, "\nkeel: call %s (%s) needs a person's approval:\n", visible.String(p.CallID), p.Tool)
+		a.showPending(created, p)
+		fmt.Fprintf(a.stderr, "keel: stdin is not a terminal, so nobody can answer here: approved by %s (--no-wait stops at the approval instead; keel approve/deny decide from any process)\n", standIn)
+		res := &agent.ApprovalResolved{Decision: policy.Allow, By: standIn, Reason: "stdin was not a terminal"}
+		if err := l.Decide(ctx, p.RunID, p.CallID, res); err != nil {
+			fmt.Fprintf(a.stderr, "keel: %v\n", err)
+			return false
 		}
 	}
 	return true

@@ -67,7 +67,10 @@ func TestDemo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("keel demo = %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"SCRIPTED DEMONSTRATION MODEL", "-    return len(text.split(\" \"))", "+    return len(text.split())", "hash chain verified", "run.completed"} {
+	// The demo shows the gate on a first try: its edit asks, shown as a
+	// diff; with stdin not a terminal a stand-in approves it, saying so.
+	for _, want := range []string{"SCRIPTED DEMONSTRATION MODEL", "-    return len(text.split(\" \"))", "+    return len(text.split())", "hash chain verified", "run.completed",
+		"call demo_4 (edit_file) needs a person's approval", "the edit (+1 −1)", "approved by keel demo (stand-in)", "approval.requested", "approval.resolved"} {
 		if !strings.Contains(out+errOut, want) {
 			t.Errorf("demo output lacks %q\nstdout:\n%s\nstderr:\n%s", want, out, errOut)
 		}
@@ -96,6 +99,48 @@ func TestDemo(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(m[1], "textstats.py")); err != nil {
 		t.Errorf("the kept demo workspace: %v", err)
+	}
+}
+
+// keel demo --no-wait stops at the demo's approval; denied, the edit
+// does not happen, and the scripted model says so and fails the run
+// instead of claiming that the tests pass.
+func TestDemoDeniedEditIsNotClaimed(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	db := setup(t)
+	code, out, errOut := keel(t, "demo", "--no-wait")
+	if code != 3 || !strings.Contains(errOut, "keel deny") {
+		t.Fatalf("keel demo --no-wait = %d, want 3 at the approval\n%s%s", code, out, errOut)
+	}
+	id, _ := lastRun(t, db)
+	code, out, errOut = keel(t, "deny", id, "demo_4", "--reason", "not now")
+	id, st := lastRun(t, db)
+	if code != 1 || st.Status != journal.StatusFailed {
+		t.Fatalf("deny = %d, run %s %s; want 1 and failed\n%s%s", code, id, st.Status, out, errOut)
+	}
+	if strings.Contains(out+errOut, "all tests pass") || st.Ended == nil || !strings.Contains(st.Ended.Message, "the edit of textstats.py did not happen (a person denied this call: not now)") {
+		t.Errorf("the run claims what did not happen, or does not say what: %+v\n%s%s", st.Ended, out, errOut)
+	}
+}
+
+// The scripted demo model on any other workspace (a real repository, as
+// a server's runs:write token could ask for) changes nothing and fails,
+// saying why, instead of a fake completed run.
+func TestScriptedModelOnlyOnItsProject(t *testing.T) {
+	db := setup(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := keel(t, "run", "--model", "scripted:demo", "--workspace", ws, "--sandbox", "none", "fix the tests")
+	_, st := lastRun(t, db)
+	if code != 1 || st.Status != journal.StatusFailed || st.Ended == nil || !strings.Contains(st.Ended.Message, "not the demo's bundled project") {
+		t.Fatalf("run = %d, %s %+v; want 1, failed, not the demo's project\n%s%s", code, st.Status, st.Ended, out, errOut)
+	}
+	if strings.Contains(out+errOut, "all tests pass") {
+		t.Errorf("the scripted model claims what did not happen:\n%s%s", out, errOut)
 	}
 }
 

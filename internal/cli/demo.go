@@ -10,7 +10,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/demo"
-	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/service"
 )
 
@@ -26,10 +26,17 @@ sandbox, tools and journal. The model is SCRIPTED: its turns are fixed in
 the keel binary and no AI model is called, so it needs no API key and no
 network. It then prints the run's timeline and the diff it made.
 
-With --server, the demo runs on the team server, whose demo policy asks a
-person before the agent edits a file: at a terminal the command asks you;
-with stdin not a terminal (a script, </dev/null) it stops there and exits
-3 with the commands that approve or deny (--wait keeps waiting).`,
+The demo's policy asks a person before the agent edits a file, so the
+demo shows the gate: at a terminal you see the edit as a diff and
+approve (y) or deny (n) it. With stdin not a terminal (a script,
+</dev/null) the demo shows the same and approves as a stand-in; --no-wait
+stops there instead and exits 3 with the commands that approve or deny.
+The scripted model claims only what happened: after a denied edit or
+failing tests the run fails, saying so.
+
+With --server, the demo runs on the team server, with the same policy: at
+a terminal the command asks you; with stdin not a terminal it stops there
+and exits 3 with the commands that approve or deny (--wait keeps waiting).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), sb, keep, gate) },
 	}
@@ -70,9 +77,16 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	set := agent.DefaultSettings()
 	created.Settings = &set
 	created.StateDir = assemble.StateDir(a.home, ws)
+	// The demo shows the gate: its policy asks before the edit. At a
+	// terminal you decide; otherwise (a script, a pipe) the demo approves
+	// as a stand-in, showing what it approved, unless --no-wait stops it
+	// at the approval.
+	created.Policy = agent.NewPolicyRef(service.DemoPolicy())
 	live := &liveOptions{gate: gate}
+	if !gate.wait && !gate.noWait && !a.inline() {
+		live.gate.wait, live.standIn = true, "keel demo (stand-in)"
+	}
 	runID, execErr := a.createAndExecute(ctx, ws, func(ctx context.Context, svc *service.Service) (*agent.RunCreated, error) {
-		created.Policy = agent.NewPolicyRef(policy.Default())
 		if err := checkPrincipal(ctx, svc.Directory(), created); err != nil {
 			return nil, err
 		}
@@ -94,11 +108,11 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "\n== timeline (keel runs show %s --db %s) ==\n", runID, a.dbPath())
+	fmt.Fprintf(a.stdout, "\n== timeline (keel runs show %s --db %s) ==\n", runID, redact.DSN(a.dbPath()))
 	if err := a.showTimeline(runID, events, verifyRun(ctx, store, runID, events), nil); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "\n== diff made in %s (keel runs diff %s --db %s) ==\n", ws, runID, a.dbPath())
+	fmt.Fprintf(a.stdout, "\n== diff made in %s (keel runs diff %s --db %s) ==\n", ws, runID, redact.DSN(a.dbPath()))
 	if haveGit {
 		if err := printRunDiff(ctx, a.stdout, workspaceDiff, runID, created, false); err != nil {
 			fmt.Fprintf(a.stdout, "(diff failed: %v)\n", err)

@@ -389,6 +389,9 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 		if params.Wait && !jsonOut && a.inline() && a.decideInline(ctx, rt.Store(), st.Created, pending) {
 			return // decided here: the run goes on
 		}
+		if w.live != nil && w.live.standIn != "" && !a.inline() && a.approveAsStandIn(ctx, rt.Store(), st.Created, pending, w.live.standIn) {
+			return // approved by the stand-in: the run goes on
+		}
 		if ctx.Err() != nil {
 			return // interrupted at the question: the run stops
 		}

@@ -26,6 +26,9 @@ type liveOptions struct {
 	// chat is keel chat / keel run -i: after each answer, the person's
 	// next message continues the run.
 	chat bool
+	// standIn, when set, approves what the run asks while stdin is not
+	// a terminal, as this name, after showing it (keel demo).
+	standIn string
 }
 
 // wiring is everything live an execution of a run needs: the assembled

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/keel-run/keel/model"
 )
@@ -48,6 +49,13 @@ func WriteProject(dir string) error {
 // with the k-th scripted turn, where k counts the assistant messages
 // already in the request, so a resumed demo run continues where it
 // stopped. It reports zero token usage.
+//
+// It claims only what happened: before each turn it reads the results of
+// its earlier calls in the request, and when they are not what its script
+// needs (a workspace that is not the bundled project, an edit a person or
+// the policy denied, tests that still fail) it stops with an error saying
+// so, and the run fails: a scripted model cannot do anything else, and
+// must not say it did.
 type Model struct{}
 
 // NewWorkspace makes a fresh copy of the demo project in a new directory
@@ -94,6 +102,9 @@ func call(id, name, args string) model.ToolCall {
 	return model.ToolCall{ID: id, Name: name, Arguments: args}
 }
 
+// buggyLine is the line the script fixes.
+const buggyLine = "    return len(text.split(\" \"))"
+
 var script = []model.Message{
 	{Content: "[scripted] I will look at the project first.", ToolCalls: []model.ToolCall{
 		call("demo_1", "list_directory", `{"path": "."}`),
@@ -109,6 +120,52 @@ var script = []model.Message{
 		call("demo_5", "bash", `{"command": "python3 -m unittest -v"}`),
 	}},
 	{Content: "[scripted] word_count now uses str.split() with no separator, so runs of whitespace and empty text are counted correctly; all tests pass."},
+}
+
+// check says why turn k of the script cannot follow the results in msgs
+// ("" when it can): each turn needs what the calls before it found.
+func check(k int, msgs []model.Message) string {
+	results := map[string]model.Message{}
+	for _, m := range msgs {
+		if m.Role == model.RoleTool {
+			results[m.ToolCallID] = m
+		}
+	}
+	res := func(id string) (model.Message, bool) { r, ok := results[id]; return r, ok }
+	switch k {
+	case 1:
+		r, ok := res("demo_1")
+		if !ok || r.IsError || !strings.Contains(r.Content, "textstats.py") || !strings.Contains(r.Content, "test_textstats.py") {
+			return "this workspace is not the demo's bundled project (its listing has no textstats.py and test_textstats.py); the scripted model works only on that project, and changed nothing"
+		}
+	case 2:
+		r, ok := res("demo_2")
+		if !ok || r.IsError || !strings.Contains(r.Content, strings.TrimSpace(buggyLine)) {
+			return "textstats.py does not have the line the script fixes (" + strings.TrimSpace(buggyLine) + "); the scripted model changed nothing"
+		}
+	case 3:
+		if r, ok := res("demo_4"); !ok || r.IsError {
+			return "the edit of textstats.py did not happen (" + firstLine(r.Content) + "); word_count is unchanged, so the tests still fail"
+		}
+	case 4:
+		r, ok := res("demo_5")
+		if !ok || r.IsError || !strings.HasPrefix(r.Content, "exit code: 0") {
+			return "the tests still fail after the edit (" + firstLine(r.Content) + "); the scripted model cannot fix them"
+		}
+	}
+	return ""
+}
+
+// firstLine is the first line of s, cut short, for an error message.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	if s == "" {
+		return "no result"
+	}
+	return s
 }
 
 // Generate implements model.Model.
@@ -130,6 +187,9 @@ func (*Model) Generate(ctx context.Context, req *model.Request) (*model.Response
 	}
 	if k >= len(script) {
 		return nil, &model.Error{Kind: model.KindExhausted, Provider: "scripted", Message: fmt.Sprintf("the demo script has %d turns", len(script))}
+	}
+	if why := check(k, req.Messages); why != "" {
+		return nil, &model.Error{Kind: model.KindMismatch, Provider: "scripted", Message: "the scripted demo stops: " + why}
 	}
 	offered := map[string]bool{}
 	for _, t := range req.Tools {

@@ -1,6 +1,6 @@
 // Package testenv finds the real third-party programs that Keel's
 // integration tests run against (PostgreSQL, an OAuth/OIDC server, Temporal,
-// Jaeger, Prometheus, MCP reference servers).
+// Jaeger, Prometheus, MCP reference servers, Mailpit).
 //
 // A test asks for a program by the environment variable that names it
 // (`.ci/run` sets each one after installing or building the program into a

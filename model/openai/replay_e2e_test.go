@@ -16,12 +16,32 @@ import (
 // encoding, HTTP, idle transport, response decoding) against
 // replay.NewHandler for every turn of both trajectories, offline, and
 // checks that each answer maps to the same response as the direct replay
-// model.
+// model: once as a whole answer, and once streamed (what `keel run` asks
+// for, as it shows the text as it arrives), where the text told to the
+// observer must also be the recorded text.
 func TestReplayServerEndToEnd(t *testing.T) {
 	t.Parallel()
-	for _, file := range []string{"deepseek_chat_dev.traj.json", "deepseek_chat_dev_rerun.traj.json"} {
-		t.Run(file, func(t *testing.T) {
+	for _, tc := range []struct {
+		file   string
+		stream bool
+	}{
+		{"deepseek_chat_dev.traj.json", false},
+		{"deepseek_chat_dev_rerun.traj.json", false},
+		{"deepseek_chat_dev.traj.json", true},
+		{"deepseek_chat_dev_rerun.traj.json", true},
+	} {
+		file := tc.file
+		name := file
+		if tc.stream {
+			name += "/stream"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			ctx := t.Context()
+			var text strings.Builder
+			if tc.stream {
+				ctx = model.WithObserver(ctx, &model.Observer{Text: func(d string) { text.WriteString(d) }})
+			}
 			tr := loadTrajectory(t, file)
 			srv := httptest.NewServer(replay.NewHandler(tr))
 			t.Cleanup(srv.Close)
@@ -36,12 +56,16 @@ func TestReplayServerEndToEnd(t *testing.T) {
 				if err != nil {
 					t.Fatalf("turn %d: direct replay: %v", k+1, err)
 				}
-				got, err := served.Generate(t.Context(), req)
+				text.Reset()
+				got, err := served.Generate(ctx, req)
 				if err != nil {
 					t.Fatalf("turn %d: openai adapter: %v", k+1, err)
 				}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Fatalf("turn %d (-direct +served):\n%s", k+1, diff)
+				}
+				if tc.stream && text.String() != want.Message.Content {
+					t.Fatalf("turn %d: streamed text %q, want %q", k+1, text.String(), want.Message.Content)
 				}
 				req.Messages = append(req.Messages, got.Message)
 				for _, c := range got.Message.ToolCalls {
@@ -49,7 +73,7 @@ func TestReplayServerEndToEnd(t *testing.T) {
 					req.Messages = append(req.Messages, model.Message{Role: model.RoleTool, ToolCallID: c.ID, Content: r.Content, IsError: r.ExitCode != 0})
 				}
 			}
-			_, err = served.Generate(t.Context(), req)
+			_, err = served.Generate(ctx, req)
 			if model.KindOf(err) != model.KindInvalidRequest || !strings.Contains(err.Error(), "request asks for turn") {
 				t.Errorf("past the last turn: %v; want the handler's exhausted error as invalid_request", err)
 			}

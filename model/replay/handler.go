@@ -3,6 +3,7 @@ package replay
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/keel-run/keel/model"
@@ -20,10 +21,16 @@ const maxRequestBytes = 64 << 20
 //     Content-Type application/json;
 //   - GET /v1/models and GET /models list the recorded model.
 //
+// A request with "stream": true gets the same turn as server-sent events
+// of chat.completion.chunk objects, as OpenAI streams them: the text, each
+// tool call whole, the finish reason, then (with
+// stream_options.include_usage) the recorded usage object as sent, and
+// "data: [DONE]". An OpenAI client therefore accumulates exactly the
+// recorded answer, either way it asks.
+//
 // It applies the checks of [Model] (tools offered, history ids). Errors are
 // OpenAI-format JSON ({"error": {"message", "type", "param", "code"}}) with
-// "x-should-retry: false": 400 for a malformed request, a streaming request,
-// an exhausted trajectory (code "replay_exhausted") or a mismatch (code
+// "x-should-retry: false": 400 for a malformed request, an exhausted trajectory (code "replay_exhausted") or a mismatch (code
 // "replay_mismatch"); 404 for an unknown path; 405 for a wrong method; 500
 // for a turn recorded without a response. The handler is safe for
 // concurrent use.
@@ -33,7 +40,10 @@ type handler struct{ tr *Trajectory }
 
 // chatRequest is the part of a chat completions request the handler reads.
 type chatRequest struct {
-	Stream   bool `json:"stream"`
+	Stream        bool `json:"stream"`
+	StreamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 	Messages []struct {
 		Role      string `json:"role"`
 		ToolCalls []struct {
@@ -74,10 +84,6 @@ func (h *handler) complete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_json", "request body is not a chat completions request: "+err.Error())
 		return
 	}
-	if req.Stream {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "stream_unsupported", "serve-replay answers non-streaming requests only; send stream: false")
-		return
-	}
 	var history [][]string
 	for _, m := range req.Messages {
 		if m.Role != "assistant" {
@@ -106,9 +112,97 @@ func (h *handler) complete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "server_error", "no_recorded_response", fmt.Sprintf("turn %d was recorded without extra.response", t.Index+1))
 		return
 	}
+	if req.Stream {
+		chunks, err := streamChunks(t.Response, req.StreamOptions.IncludeUsage)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "server_error", "unstreamable_response", fmt.Sprintf("turn %d's recorded response cannot be streamed: %v", t.Index+1, err))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+		for _, c := range chunks {
+			fmt.Fprintf(w, "data: %s\n\n", c)
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.Write(t.Response)
+}
+
+// recordedCompletion is the part of a recorded chat.completion that
+// streamChunks re-sends; the usage object stays as recorded (DeepSeek's
+// cache counts are fields of its own).
+type recordedCompletion struct {
+	ID                string          `json:"id"`
+	Created           int64           `json:"created"`
+	Model             string          `json:"model"`
+	SystemFingerprint string          `json:"system_fingerprint,omitempty"`
+	Usage             json.RawMessage `json:"usage,omitempty"`
+	Choices           []struct {
+		Index        int    `json:"index"`
+		FinishReason string `json:"finish_reason"`
+		Message      struct {
+			Role      string `json:"role"`
+			Content   string `json:"content"`
+			ToolCalls []struct {
+				ID       string          `json:"id"`
+				Type     string          `json:"type"`
+				Function json.RawMessage `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"message"`
+	} `json:"choices"`
+}
+
+// streamChunks turns a recorded chat.completion into the chunks OpenAI
+// would have streamed for it.
+func streamChunks(raw json.RawMessage, includeUsage bool) ([][]byte, error) {
+	var cc recordedCompletion
+	if err := json.Unmarshal(raw, &cc); err != nil {
+		return nil, err
+	}
+	var chunks [][]byte
+	add := func(choices []any, usage json.RawMessage) error {
+		c := map[string]any{"id": cc.ID, "object": "chat.completion.chunk", "created": cc.Created, "model": cc.Model, "choices": choices}
+		if cc.SystemFingerprint != "" {
+			c["system_fingerprint"] = cc.SystemFingerprint
+		}
+		if usage != nil {
+			c["usage"] = usage
+		}
+		b, err := json.Marshal(c)
+		chunks = append(chunks, b)
+		return err
+	}
+	choice := func(index int, delta map[string]any, finish any) []any {
+		return []any{map[string]any{"index": index, "delta": delta, "finish_reason": finish, "logprobs": nil}}
+	}
+	for _, ch := range cc.Choices {
+		role := ch.Message.Role
+		if role == "" {
+			role = "assistant"
+		}
+		if err := add(choice(ch.Index, map[string]any{"role": role, "content": ch.Message.Content}, nil), nil); err != nil {
+			return nil, err
+		}
+		for i, tc := range ch.Message.ToolCalls {
+			call := map[string]any{"index": i, "id": tc.ID, "type": tc.Type, "function": tc.Function}
+			if err := add(choice(ch.Index, map[string]any{"tool_calls": []any{call}}, nil), nil); err != nil {
+				return nil, err
+			}
+		}
+		if err := add(choice(ch.Index, map[string]any{}, ch.FinishReason), nil); err != nil {
+			return nil, err
+		}
+	}
+	if includeUsage && len(cc.Usage) > 0 && string(cc.Usage) != "null" {
+		if err := add([]any{}, cc.Usage); err != nil {
+			return nil, err
+		}
+	}
+	return chunks, nil
 }
 
 func (h *handler) models(w http.ResponseWriter) {

@@ -101,7 +101,6 @@ func TestHandlerErrors(t *testing.T) {
 		{"tool not offered", http.MethodPost, "/v1/chat/completions", chatBody(t, tr, 0, "python"), 400, "replay_mismatch",
 			`recorded turn 1 calls tool "bash", which the request does not offer (offered: python)`},
 		{"bad json", http.MethodPost, "/v1/chat/completions", "{", 400, "invalid_json", "request body is not a chat completions request"},
-		{"stream", http.MethodPost, "/v1/chat/completions", `{"stream": true, "messages": []}`, 400, "stream_unsupported", "non-streaming requests only"},
 		{"wrong method", http.MethodGet, "/v1/chat/completions", "", 405, "method_not_allowed", "GET is not allowed; use POST"},
 		{"wrong method models", http.MethodPost, "/v1/models", "", 405, "method_not_allowed", "POST is not allowed; use GET"},
 		{"unknown path", http.MethodPost, "/v1/completions", "", 404, "unknown_url", "unknown path /v1/completions"},

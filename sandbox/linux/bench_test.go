@@ -77,10 +77,23 @@ func BenchmarkExecTrue(b *testing.B) {
 
 // BenchmarkNew measures creating a sandbox for a new run, up to the end of
 // its first command, and closing it.
-func BenchmarkNew(b *testing.B) {
+func BenchmarkNew(b *testing.B) { benchNew(b, false) }
+
+// BenchmarkNewPrestarted is BenchmarkNew in a warm process: the init was
+// prestarted (linux.Prestart) a while before New, as a command that runs
+// an agent does while it reads its journal and configuration.
+func BenchmarkNewPrestarted(b *testing.B) { benchNew(b, true) }
+
+func benchNew(b *testing.B, prestart bool) {
 	ws := b.TempDir()
 	var create, first, closing []time.Duration
 	for i := 0; i < b.N; i++ {
+		if prestart {
+			b.StopTimer()
+			linux.Prestart(nil)
+			time.Sleep(100 * time.Millisecond) // the rest of the command's start
+			b.StartTimer()
+		}
 		t0 := time.Now()
 		sb, err := linux.New(&sandbox.Spec{Workspace: ws}, nil)
 		if err != nil {
