@@ -16,6 +16,7 @@ import (
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/memory"
+	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/visible"
 )
@@ -57,7 +58,7 @@ func addMemoryTools(r *tool.Registry, c *agent.RunCreated, store journal.Store) 
 // memory, use_skill when it was offered skills, propose_skill and
 // promote_skill when it proposes skills.
 func (a *app) moreTools(ctx context.Context, c *agent.RunCreated, r *tool.Registry, p *assemble.Params) (func() error, error) {
-	propose := p != nil && p.ProposeSkills && c.Tools == nil || hasTool(c.Tools, proposeSkillTool)
+	propose := p != nil && p.ProposeSkills || hasTool(c.Tools, proposeSkillTool)
 	addSkillTool(r, c)
 	if c.Recall == nil {
 		return nil, nil
@@ -378,4 +379,27 @@ func (a *app) memoryImportCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&by, "by", "", "who imports (default: your login name)")
 	return cmd
+}
+
+// offer fixes in c, a run keel run creates, the memory and skills it
+// is offered (live's settings: --memory-budget, --no-memory,
+// --no-skills), from store.
+func (a *app) offer(ctx context.Context, store journal.Store, c *agent.RunCreated, live *liveOptions) error {
+	if live.memoryBudget > 0 && c.Recall == nil {
+		if err := offerMemory(ctx, store, c, live.memoryBudget); err != nil {
+			return err
+		}
+	}
+	if !live.skills || c.Skills != nil {
+		return nil
+	}
+	eng, err := agent.RunPolicy(c)
+	if err != nil {
+		return err
+	}
+	if eng == nil {
+		eng = policy.Default()
+	}
+	a.offerSkills(ctx, store, c, eng)
+	return nil
 }
