@@ -156,8 +156,9 @@ type Run struct {
 	// type.
 	Events   int64  `json:"events"`
 	LastType string `json:"last_type"`
-	// Steps counts model calls; Tokens sums their input and output
-	// tokens; Cost their cost in US dollars.
+	// Steps counts model responses; Tokens sums the input and output
+	// tokens of the run's model calls, the summary calls of context
+	// compaction included; Cost their cost in US dollars.
 	Steps  int     `json:"steps"`
 	Tokens int64   `json:"tokens"`
 	Cost   float64 `json:"cost"`
