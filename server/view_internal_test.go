@@ -7,8 +7,7 @@ import (
 )
 
 // The web UI's timeline and conversation say how they show every event
-// type (a new one fails here until they do; the runs' summaries are
-// checked in package service).
+// type (a new one fails here until they do).
 func TestEveryEventTypeRendered(t *testing.T) {
 	if err := view.Check(timelineRows); err != nil {
 		t.Errorf("timelineRows: %v", err)

@@ -13,7 +13,7 @@ import (
 
 // The runs' summaries say how they fold every event type (a new one
 // fails here until they do).
-func TestSummaryFoldsEveryEventType(t *testing.T) {
+func TestEveryEventTypeSummarized(t *testing.T) {
 	if err := view.Check(summaryRows); err != nil {
 		t.Errorf("summaryRows: %v", err)
 	}
