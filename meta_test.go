@@ -96,7 +96,7 @@ func TestDependencyBoundaries(t *testing.T) {
 		{"./agent", []string{"modernc.org/sqlite", "github.com/jackc/pgx/v5", mod + "journal/sqlite", mod + "internal/cli", mod + "internal/config", mod + "server", mod + "sandbox/linux", mod + "model/openai", mod + "model/anthropic"}},
 		{"./journal", []string{"modernc.org/sqlite", "net/http", mod + "agent"}},
 		{"./model", []string{mod + "agent", mod + "journal", mod + "tool", mod + "model/openai", mod + "model/anthropic"}},
-		{"./tool", []string{mod + "agent", mod + "journal", mod + "internal/cli"}},
+		{"./tool", []string{mod + "agent", mod + "journal", mod + "credential", mod + "internal/cli"}},
 		{"./sandbox", []string{mod + "agent", mod + "journal", mod + "tool"}},
 		{"./policy", []string{"net/http", "os/exec", mod + "agent", mod + "journal"}},
 		{"./model/openai", []string{"github.com/anthropics/anthropic-sdk-go/v2", mod + "model/anthropic"}},
@@ -109,6 +109,15 @@ func TestDependencyBoundaries(t *testing.T) {
 		for _, b := range tt.banned {
 			if slices.Contains(pkgs[0].Deps, b) {
 				t.Errorf("%s depends on %s", tt.pkg, b)
+			}
+		}
+	}
+	// The security helpers any package may use import only the standard
+	// library.
+	for _, p := range listPackages(t, "./redact") {
+		for _, d := range p.Deps {
+			if first, _, _ := strings.Cut(d, "/"); strings.Contains(first, ".") {
+				t.Errorf("%s depends on %s: it may import only the standard library", p.ImportPath, d)
 			}
 		}
 	}

@@ -162,8 +162,7 @@ func (x *executor) authorize(ctx context.Context, c *Call, req *tool.Request) *A
 	if t == nil || t.Authorize == nil {
 		return nil
 	}
-	var ar *tool.AuthRequiredError
-	if err := t.Authorize(ctx, req); err != nil && errors.As(err, &ar) {
+	if ar := tool.AuthRequired(t.Authorize(ctx, req)); ar != nil {
 		return &AuthRequired{CallID: c.ID, Tool: c.Name, AuthRequiredError: *ar}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/internal/oauthtest"
+	"github.com/keel-run/keel/tool"
 )
 
 // Delegation on the real OP: an assistant agent's call gets a token the
@@ -62,7 +63,7 @@ func TestDelegationNeverWidens(t *testing.T) {
 	if _, err := v.Credential(ctx, &credential.Request{Agent: "helper", User: "ann", Resource: "http://api.test/v1/x", Scopes: []string{"profile"}}); !errors.Is(err, credential.ErrNotAllowed) {
 		t.Errorf("a scope outside the agent's allowed: %v, want ErrNotAllowed", err)
 	}
-	var ar *credential.AuthRequiredError
+	var ar *tool.AuthRequiredError
 	if _, err := v.Credential(ctx, &credential.Request{Agent: "helper", User: "ann", Resource: "http://api.test/v1/x", Scopes: []string{"openid", "offline_access", "email", "phone"}}); !errors.Is(err, credential.ErrNotAllowed) && !errors.As(err, &ar) {
 		t.Errorf("an ungranted scope: %v", err)
 	}

@@ -25,7 +25,7 @@
 //
 // A grant that does not exist, lacks a requested scope, was revoked, or
 // whose refresh token the server no longer accepts is not an error of the
-// call: [Vault.Credential] returns an [*AuthRequiredError] naming what a
+// call: [Vault.Credential] returns a [*tool.AuthRequiredError] naming what a
 // person must authorize, and the runtime turns it into a durable
 // auth.required wait. [Vault.BeginConnect] and [Vault.CompleteConnect]
 // run authorization code with PKCE (RFC 7636), with state bound to the

@@ -28,7 +28,7 @@ type Selector struct {
 }
 
 // Revoke revokes the selected active grants: each is marked revoked at
-// once (its next use is an [*AuthRequiredError] of [ReasonRevoked]), its
+// once (its next use is a [*tool.AuthRequiredError] of [tool.AuthRevoked]), its
 // tokens are revoked at the authorization server where it offers RFC
 // 7009 (refresh token first, then the access token), and a
 // credential.revoked event records whether the server confirmed. It

@@ -18,6 +18,8 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/redact"
+	"github.com/keel-run/keel/tool"
 )
 
 // Record kinds in the side table.
@@ -197,60 +199,14 @@ func (c *Credential) String() string {
 	return fmt.Sprintf("credential{grant %s, provider %s, scopes %v, %s}", c.GrantID, c.Provider, c.Scopes, c.TokenHash)
 }
 
-// Reasons of an [AuthRequiredError].
-const (
-	ReasonMissing = "missing" // no grant for (agent, user, provider)
-	ReasonScope   = "scope"   // the grant lacks a requested scope
-	ReasonRevoked = "revoked" // the grant was revoked
-	ReasonExpired = "expired" // the token expired and cannot be refreshed
-)
-
-// AuthRequiredError means a person must authorize before the call can
-// have its credential: the runtime turns it into a durable auth.required
-// wait, and [Vault.BeginConnect] (or keel auth connect) with the same
-// provider, agent, user and scopes ends it. It is never a failed call.
-type AuthRequiredError struct {
-	Provider, Issuer string
-	Agent, User      string
-	// Scopes are those to ask for; Missing those the current grant
-	// lacks (for [ReasonScope]).
-	Scopes, Missing []string
-	// Reason is one of the Reason constants; GrantID names the grant it
-	// is about, if any.
-	Reason, GrantID string
-	// Resource is the URL the call wanted to reach.
-	Resource string
-}
-
-// Error implements error.
-func (e *AuthRequiredError) Error() string {
-	who := e.Agent
-	if e.User != "" {
-		who = e.Agent + " for " + e.User
+// connectHint is the command that ends the wait of an authorization
+// required for (provider, agent, user, scopes).
+func connectHint(provider, agent, user string, scopes []string) string {
+	s := "keel auth connect " + provider + " --agent " + agent
+	if user != "" {
+		s += " --user " + user
 	}
-	msg := fmt.Sprintf("authorization required: %s needs a grant of provider %s", who, e.Provider)
-	switch e.Reason {
-	case ReasonScope:
-		msg += fmt.Sprintf(" with scopes %s (grant %s lacks %s)", strings.Join(e.Scopes, " "), e.GrantID, strings.Join(e.Missing, " "))
-	case ReasonRevoked:
-		msg += fmt.Sprintf(" (grant %s was revoked)", e.GrantID)
-	case ReasonExpired:
-		msg += fmt.Sprintf(" (grant %s expired and cannot be refreshed)", e.GrantID)
-	default:
-		if len(e.Scopes) > 0 {
-			msg += " with scopes " + strings.Join(e.Scopes, " ")
-		}
-	}
-	return msg
-}
-
-// Hint is the command that ends the wait.
-func (e *AuthRequiredError) Hint() string {
-	s := "keel auth connect " + e.Provider + " --agent " + e.Agent
-	if e.User != "" {
-		s += " --user " + e.User
-	}
-	for _, sc := range e.Scopes {
+	for _, sc := range scopes {
 		s += " --scope " + sc
 	}
 	return s
@@ -274,7 +230,7 @@ func checkUser(user string) error {
 // (single-flight across processes). It returns:
 //   - an error wrapping [ErrNoProvider] when no provider covers
 //     Resource (and Provider is empty): send the request without one;
-//   - an [*AuthRequiredError] when a person must authorize first (no
+//   - a [*tool.AuthRequiredError] when a person must authorize first (no
 //     grant, a missing scope, a revoked grant, a refresh the server
 //     refused): wait, do not fail;
 //   - an error wrapping [ErrNotAllowed] when the agent may not have it
@@ -318,24 +274,25 @@ func (v *Vault) Credential(ctx context.Context, r *Request) (*Credential, error)
 		}
 	}
 	need := func(reason, grantID string, missing []string) error {
-		return &AuthRequiredError{Provider: p.Name, Issuer: p.Issuer, Agent: r.Agent, User: r.User, Scopes: want, Missing: missing, Reason: reason, GrantID: grantID, Resource: r.Resource}
+		return &tool.AuthRequiredError{Provider: p.Name, Issuer: p.Issuer, Agent: r.Agent, User: r.User, Scopes: want, Missing: missing,
+			Reason: reason, Grant: grantID, Resource: r.Resource, Hint: connectHint(p.Name, r.Agent, r.User, want)}
 	}
 	key := grantKey(r.Agent, r.User, p.Name)
 	g, sec, err := v.currentGrant(ctx, p, key, r)
 	if errors.Is(err, journal.ErrNotFound) {
-		return nil, need(ReasonMissing, "", nil)
+		return nil, need(tool.AuthMissing, "", nil)
 	}
 	if err != nil {
 		return nil, err
 	}
 	switch g.Status {
 	case statusRevoked:
-		return nil, need(ReasonRevoked, g.ID, nil)
+		return nil, need(tool.AuthRevoked, g.ID, nil)
 	case statusExpired:
-		return nil, need(ReasonExpired, g.ID, nil)
+		return nil, need(tool.AuthExpired, g.ID, nil)
 	}
 	if missing := minus(want, g.Scopes); len(missing) > 0 {
-		return nil, need(ReasonScope, g.ID, missing)
+		return nil, need(tool.AuthScope, g.ID, missing)
 	}
 	c := &Credential{GrantID: g.ID, Provider: p.Name, Issuer: p.Issuer, Scopes: want, Granted: slices.Clone(g.Scopes),
 		Expiry: g.Expiry, TokenHash: g.TokenHash, tokenType: sec.TokenType, token: sec.AccessToken}
@@ -345,7 +302,7 @@ func (v *Vault) Credential(ctx context.Context, r *Request) (*Credential, error)
 	if r.RunID != "" {
 		// No credential leaves the vault without its trace.
 		err = v.audit(ctx, EventUsed, &usedPayload{Grant: g.ID, Provider: p.Name, Agent: r.Agent, User: r.User, Run: r.RunID, Call: r.CallID,
-			Method: r.Method, Resource: redactURL(r.Resource), Scopes: c.Scopes, TokenHash: c.TokenHash, Actor: c.Actors})
+			Method: r.Method, Resource: redact.Resource(r.Resource), Scopes: c.Scopes, TokenHash: c.TokenHash, Actor: c.Actors})
 		if err != nil {
 			return nil, err
 		}
@@ -405,7 +362,7 @@ func (v *Vault) providerFor(ctx context.Context, name, resource string) (*Provid
 		}
 	}
 	if best == nil {
-		return nil, fmt.Errorf("%w: %s", ErrNoProvider, redactURL(resource))
+		return nil, fmt.Errorf("%w: %s", ErrNoProvider, redact.Resource(resource))
 	}
 	return best, nil
 }
@@ -473,17 +430,6 @@ func hostPort(u *url.URL) string {
 		}
 	}
 	return strings.ToLower(u.Hostname()) + ":" + port
-}
-
-// redactURL drops the query and user info of a URL for events (they may
-// carry secrets of their own).
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }
 
 func normScopes(s []string) []string {

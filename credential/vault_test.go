@@ -16,6 +16,7 @@ import (
 	"github.com/keel-run/keel/internal/oauthtest"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
+	"github.com/keel-run/keel/tool"
 )
 
 // fakeClock is a settable clock.
@@ -125,8 +126,8 @@ func TestAuthRequiredThenConnect(t *testing.T) {
 	req := &credential.Request{Agent: "helper", User: "ann", Resource: "http://api.test/v1/items?x=1", RunID: "run1", CallID: "c1", Method: "GET"}
 
 	_, err := e.vault.Credential(ctx, req)
-	var ar *credential.AuthRequiredError
-	if !errors.As(err, &ar) || ar.Reason != credential.ReasonMissing || ar.Provider != "op" {
+	var ar *tool.AuthRequiredError
+	if !errors.As(err, &ar) || ar.Reason != tool.AuthMissing || ar.Provider != "op" {
 		t.Fatalf("Credential before any grant = %v, want auth required (missing)", err)
 	}
 	if _, err := e.vault.Credential(ctx, &credential.Request{Agent: "helper", User: "ann", Resource: "http://api.test/v2"}); !errors.Is(err, credential.ErrNoProvider) {
@@ -153,7 +154,7 @@ func TestAuthRequiredThenConnect(t *testing.T) {
 		t.Errorf("Credential for another user = %v, want auth required", err)
 	}
 	_, err = e.vault.Credential(ctx, &credential.Request{Agent: "helper", User: "ann", Resource: req.Resource, Scopes: []string{"email"}})
-	if !errors.As(err, &ar) || ar.Reason != credential.ReasonScope || len(ar.Missing) != 1 || ar.Missing[0] != "email" {
+	if !errors.As(err, &ar) || ar.Reason != tool.AuthScope || len(ar.Missing) != 1 || ar.Missing[0] != "email" {
 		t.Errorf("Credential with an ungranted scope = %v, want auth required (scope email)", err)
 	}
 }
@@ -233,8 +234,8 @@ func TestRefreshRotatesAndRevoke(t *testing.T) {
 	if err != nil || len(revoked) != 1 {
 		t.Fatalf("Revoke = %v, %v", revoked, err)
 	}
-	var ar *credential.AuthRequiredError
-	if _, err := e.vault.Credential(ctx, req); !errors.As(err, &ar) || ar.Reason != credential.ReasonRevoked {
+	var ar *tool.AuthRequiredError
+	if _, err := e.vault.Credential(ctx, req); !errors.As(err, &ar) || ar.Reason != tool.AuthRevoked {
 		t.Errorf("Credential after revocation = %v, want auth required (revoked)", err)
 	}
 	if in, err := e.op.Introspect(ctx, c2.Token()); err == nil && in.Active {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/keel-run/keel/redact"
 )
 
 // Opener opens the [Store] named by a DSN of its scheme. It receives the
@@ -87,7 +89,7 @@ func Open(ctx context.Context, dsn string) (Store, error) {
 	registry.Unlock()
 	if open == nil {
 		return nil, fmt.Errorf("journal: open %q: %w %q (registered: %s; is its package imported?)",
-			redact(dsn), ErrUnknownScheme, scheme, strings.Join(Schemes(), ", "))
+			redact.DSN(dsn), ErrUnknownScheme, scheme, strings.Join(Schemes(), ", "))
 	}
 	return open(ctx, dsn)
 }
@@ -108,24 +110,4 @@ func validScheme(s string) bool {
 		}
 	}
 	return true
-}
-
-// Redact hides a password in a URL-shaped dsn ("postgres://u:pw@h/db"
-// becomes "postgres://u:xxxxx@h/db") before it goes into a message or a
-// log.
-func Redact(dsn string) string { return redact(dsn) }
-
-func redact(dsn string) string {
-	scheme, rest, ok := strings.Cut(dsn, "://")
-	if !ok {
-		return dsn
-	}
-	auth, tail, ok := strings.Cut(rest, "@")
-	if !ok || strings.Contains(auth, "/") {
-		return dsn
-	}
-	if user, _, ok := strings.Cut(auth, ":"); ok {
-		return scheme + "://" + user + ":xxxxx@" + tail
-	}
-	return dsn
 }

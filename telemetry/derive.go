@@ -17,6 +17,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/redact"
 )
 
 // SemconvVersion is the version of the OpenTelemetry semantic conventions
@@ -168,7 +169,7 @@ func NewDeriver(runID string, opts *Options) *Deriver {
 		d.opts = *opts
 	}
 	if d.opts.Redact == nil {
-		d.opts.Redact = Redact
+		d.opts.Redact = redact.Text
 	}
 	return d
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -187,7 +188,7 @@ func TestDeriveSpanTree(t *testing.T) {
 
 func TestContentOptInRedacts(t *testing.T) {
 	id, evs := testRun(t, "sk-canary0123456789abcdef")
-	spans, err := Derive(id, evs, &Options{Content: true, Redact: RedactValues("hi ")})
+	spans, err := Derive(id, evs, &Options{Content: true, Redact: redact.Values("hi ")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func TestContentOptInRedacts(t *testing.T) {
 			if kv.Key == "gen_ai.input.messages" && strings.Contains(v, "say hello") {
 				sawTask = true
 			}
-			if kv.Key == "gen_ai.tool.call.arguments" && strings.Contains(v, Redacted) {
+			if kv.Key == "gen_ai.tool.call.arguments" && strings.Contains(v, redact.Mask) {
 				sawArgs = true
 			}
 		}

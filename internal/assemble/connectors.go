@@ -8,6 +8,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/tool/mcp"
 	"github.com/keel-run/keel/tool/openapi"
 	"github.com/keel-run/keel/tool/sqlquery"
@@ -152,7 +153,7 @@ func (a *Assembler) connectSQL(ctx context.Context, w *Run, c *agent.RunCreated)
 			dsn = full
 		} else if a.Config != nil {
 			for _, cd := range a.Config.SQL.Databases {
-				if cd.Name == d.Name && RedactDSN(cd.DSN) == d.DSN {
+				if cd.Name == d.Name && redact.DSN(cd.DSN) == d.DSN {
 					dsn = cd.DSN
 				}
 			}

@@ -129,7 +129,7 @@ func TestAuthConnectResumesWaitingRun(t *testing.T) {
 	if c.Finished == nil || c.Finished.IsError || !strings.Contains(c.Finished.Content, `"scope":"offline_access openid"`) || c.Attempts != 1 {
 		t.Fatalf("the http_request call: %+v (attempts %d)", c.Finished, c.Attempts)
 	}
-	if !strings.Contains(c.Finished.Content, "[credential redacted]") {
+	if !strings.Contains(c.Finished.Content, "[REDACTED]") {
 		t.Errorf("the echoed token was not redacted: %s", c.Finished.Content)
 	}
 	var resolved int

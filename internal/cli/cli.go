@@ -26,6 +26,7 @@ import (
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/journal"
 	_ "github.com/keel-run/keel/journal/sqlite" // registers the sqlite backend
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/telemetry"
 )
 
@@ -299,10 +300,12 @@ func (a *app) init() error {
 
 // keelCmd is how hints printed for the user start a command on the same
 // journal: "keel", or "keel --db PATH" when --db named it, so a pasted
-// hint does not open (or create) the default journal instead.
+// hint does not open (or create) the default journal instead. A
+// password in PATH is left out: the pasted hint takes it from PGPASSWORD
+// or ~/.pgpass.
 func (a *app) keelCmd() string {
 	if a.db != "" {
-		return "keel --db " + shellWord(a.db)
+		return "keel --db " + shellWord(redact.DSN(a.db))
 	}
 	return "keel"
 }
@@ -337,7 +340,7 @@ func (a *app) openStore(ctx context.Context) (journal.Store, error) {
 	a.warnTornWAL(p)
 	s, err := journal.Open(ctx, p)
 	if err != nil {
-		return nil, fmt.Errorf("open journal %s: %w", journal.Redact(p), err)
+		return nil, fmt.Errorf("open journal %s: %w", redact.DSN(p), err)
 	}
 	return a.debugStore(s)
 }

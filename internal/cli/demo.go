@@ -11,6 +11,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/server"
 )
 
@@ -104,11 +105,11 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "\n== timeline (keel runs show %s --db %s) ==\n", runID, a.dbPath())
+	fmt.Fprintf(a.stdout, "\n== timeline (keel runs show %s --db %s) ==\n", runID, redact.DSN(a.dbPath()))
 	if err := a.showTimeline(runID, events, verifyRun(ctx, store, runID, events), nil); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "\n== diff made in %s (keel runs diff %s --db %s) ==\n", ws, runID, a.dbPath())
+	fmt.Fprintf(a.stdout, "\n== diff made in %s (keel runs diff %s --db %s) ==\n", ws, runID, redact.DSN(a.dbPath()))
 	if haveGit {
 		if err := printRunDiff(ctx, a.stdout, workspaceDiff, runID, created, false); err != nil {
 			fmt.Fprintf(a.stdout, "(diff failed: %v)\n", err)

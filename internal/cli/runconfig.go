@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/internal/config"
+	"github.com/keel-run/keel/redact"
 )
 
 // Settings of keel run and keel chat come from three layers: the user's
@@ -370,7 +371,8 @@ func (a *app) trustProject(p string, b []byte) error {
 var notRunSetting = map[string]bool{"config-json": true, "help": true, "api-key": true, "api-key-env": true, "db": true, "create-db": true, "server": true, "token": true}
 
 // printSettings prints each run flag's value and source, then the MCP
-// servers.
+// servers; passwords and likely secrets in values are hidden (package
+// redact).
 func (a *app) printSettings(fl *pflag.FlagSet, rs *runSettings, asJSON bool) error {
 	type row struct {
 		Name   string `json:"name"`
@@ -394,12 +396,21 @@ func (a *app) printSettings(fl *pflag.FlagSet, rs *runSettings, asJSON bool) err
 		}
 		v := f.Value.String()
 		if sv, ok := f.Value.(pflag.SliceValue); ok {
-			v = strings.Join(sv.GetSlice(), ", ")
+			items := sv.GetSlice()
+			if f.Name == "sql" {
+				items = slices.Clone(items)
+				for i, it := range items {
+					if name, dsn, ok := strings.Cut(it, "="); ok {
+						items[i] = name + "=" + redact.DSN(dsn)
+					}
+				}
+			}
+			v = strings.Join(items, ", ")
 		}
-		rows = append(rows, row{f.Name, v, src, untrusted(src)})
+		rows = append(rows, row{f.Name, redact.Text(v), src, untrusted(src)})
 	})
 	for _, s := range a.mcpSources(rs) {
-		rows = append(rows, row{"mcp." + s[0], s[1], s[2], untrusted(s[2])})
+		rows = append(rows, row{"mcp." + s[0], redact.Text(redact.URL(s[1])), s[2], untrusted(s[2])})
 	}
 	if len(rs.untrusted) > 0 {
 		ws := projectWorkspace(rs.project)

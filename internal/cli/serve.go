@@ -25,6 +25,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/replay"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
@@ -334,7 +335,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		fmt.Fprintf(a.stderr, "keel serve: workspace roots: %s\n", strings.Join(roots, ", "))
 	}
 
-	fmt.Fprintf(a.stderr, "keel serve: listening on %s · web UI %s/ui/ · journal %s · %d workers · sandbox %s\n", base, base, journal.Redact(a.dbPath()), f.workers, sbKind)
+	fmt.Fprintf(a.stderr, "keel serve: listening on %s · web UI %s/ui/ · journal %s · %d workers · sandbox %s\n", base, base, redact.DSN(a.dbPath()), f.workers, sbKind)
 
 	select {
 	case <-ctx.Done():
@@ -531,7 +532,7 @@ func (a *app) serverLease(ctx context.Context, store journal.Store, base string)
 		if holder == "" {
 			holder = "holder unknown"
 		}
-		return nil, usagef("the journal %s already has a server (%s): a SQLite journal takes one keel serve; stop that one, or give this one another --db (several servers share a PostgreSQL journal)", journal.Redact(a.dbPath()), holder)
+		return nil, usagef("the journal %s already has a server (%s): a SQLite journal takes one keel serve; stop that one, or give this one another --db (several servers share a PostgreSQL journal)", redact.DSN(a.dbPath()), holder)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)

@@ -145,7 +145,7 @@ func (f *connectFixture) finish(t *testing.T, id string) {
 	st, _ := loadRun(t, f.db, id)
 	call := st.Turns[0].Calls[0]
 	if call.Finished == nil || call.Finished.IsError || !strings.Contains(call.Finished.Content, `"scope":"offline_access openid"`) ||
-		!strings.Contains(call.Finished.Content, "[credential redacted]") || call.Attempts != 1 {
+		!strings.Contains(call.Finished.Content, "[REDACTED]") || call.Attempts != 1 {
 		t.Fatalf("the http_request call: %+v (attempts %d)", call.Finished, call.Attempts)
 	}
 	out := f.keel(t, 0, "audit", "calls", "--run", id)

@@ -4,7 +4,7 @@ import (
 	"strings"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/internal/assemble"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/tool/mcp"
 )
 
@@ -29,7 +29,7 @@ func (a *app) sqlDatabases(f *mcpFlags) ([]agent.SQLDatabase, map[string]string,
 			if err := mcp.CheckName(c.Name); err != nil {
 				return nil, nil, usagef("%s: [[sql.databases]]: %v", a.configFile(), err)
 			}
-			put(agent.SQLDatabase{Name: c.Name, DSN: assemble.RedactDSN(c.DSN), AllowWrites: c.AllowWrites, MaxRows: c.MaxRows, AsUser: c.AsUser}, c.DSN)
+			put(agent.SQLDatabase{Name: c.Name, DSN: redact.DSN(c.DSN), AllowWrites: c.AllowWrites, MaxRows: c.MaxRows, AsUser: c.AsUser}, c.DSN)
 		}
 	}
 	for _, v := range f.sql {
@@ -40,7 +40,7 @@ func (a *app) sqlDatabases(f *mcpFlags) ([]agent.SQLDatabase, map[string]string,
 		if err := mcp.CheckName(name); err != nil {
 			return nil, nil, usagef("--sql: %v", err)
 		}
-		put(agent.SQLDatabase{Name: name, DSN: assemble.RedactDSN(dsn), AllowWrites: f.sqlWrites, AsUser: f.sqlAsUser}, dsn)
+		put(agent.SQLDatabase{Name: name, DSN: redact.DSN(dsn), AllowWrites: f.sqlWrites, AsUser: f.sqlAsUser}, dsn)
 	}
 	return out, secrets, nil
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/keel-run/keel/cluster"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/realpath"
-	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/server"
 )
 
@@ -103,7 +103,7 @@ func (a *app) runWorker(ctx context.Context, f *serveFlags, rt *agent.Runtime, s
 	holding := w.Holding
 	sp.active.Store(&holding)
 	fmt.Fprintf(a.stderr, "keel worker: polling Temporal at %s (queues %s and %s) · journal %s · %d slots · workspace roots %s\n",
-		f.temporal, cluster.TaskQueue, w.Queue(), journal.Redact(a.dbPath()), f.workers, strings.Join(roots, ", "))
+		f.temporal, cluster.TaskQueue, w.Queue(), redact.DSN(a.dbPath()), f.workers, strings.Join(roots, ", "))
 	if err := w.Run(ctx, c); err != nil {
 		return err
 	}

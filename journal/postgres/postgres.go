@@ -80,6 +80,7 @@ import (
 
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/internal/backend"
+	"github.com/keel-run/keel/redact"
 )
 
 // ErrSchemaTooNew means the database was migrated by a newer Keel whose
@@ -127,14 +128,14 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's parse errors quote the connection string; keep ours.
-		return nil, fmt.Errorf("journal/postgres: open %s: invalid connection string", redact(dsn))
+		return nil, fmt.Errorf("journal/postgres: open %s: invalid connection string", redact.DSN(dsn))
 	}
 	if !strings.Contains(dsn, "pool_max_conns") {
 		cfg.MaxConns = defaultMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("journal/postgres: open %s: %w", redact(dsn), err)
+		return nil, fmt.Errorf("journal/postgres: open %s: %w", redact.DSN(dsn), err)
 	}
 	var id [8]byte
 	rand.Read(id[:])
@@ -142,7 +143,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	s.lock.init(cfg.ConnConfig)
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("journal/postgres: open %s: %w", redact(dsn), err)
+		return nil, fmt.Errorf("journal/postgres: open %s: %w", redact.DSN(dsn), err)
 	}
 	return s, nil
 }
@@ -203,27 +204,6 @@ func pgCode(err error) string {
 
 // uniqueViolation is SQLSTATE 23505.
 const uniqueViolation = "23505"
-
-// redact hides a password in a URL-shaped DSN or a key=value one.
-func redact(dsn string) string {
-	if scheme, rest, ok := strings.Cut(dsn, "://"); ok {
-		auth, tail, ok := strings.Cut(rest, "@")
-		if !ok || strings.Contains(auth, "/") {
-			return dsn
-		}
-		if user, _, ok := strings.Cut(auth, ":"); ok {
-			return scheme + "://" + user + ":xxxxx@" + tail
-		}
-		return dsn
-	}
-	fields := strings.Fields(dsn)
-	for i, f := range fields {
-		if k, _, ok := strings.Cut(f, "="); ok && strings.EqualFold(k, "password") {
-			fields[i] = k + "=xxxxx"
-		}
-	}
-	return strings.Join(fields, " ")
-}
 
 // connConfig returns a copy of cfg for a dedicated connection named name
 // (its application_name, visible in pg_stat_activity).

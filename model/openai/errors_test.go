@@ -70,7 +70,7 @@ func TestErrorClassification(t *testing.T) {
 		message    string
 	}{
 		{"error_429_rate_limit.json", model.KindRateLimited, 20 * time.Second, "rate_limit_exceeded: Rate limit reached for gpt-4o"},
-		{"error_401_invalid_api_key.json", model.KindAuth, 0, "Incorrect API key provided: sk-***. You can find"},
+		{"error_401_invalid_api_key.json", model.KindAuth, 0, "Incorrect API key provided: [REDACTED]. You can find"},
 		{"error_400_context_length_exceeded.json", model.KindContextOverflow, 0, "maximum context length is 128000 tokens"},
 		{"error_400_compatible_context_length.json", model.KindContextOverflow, 0, "maximum context length is 65536 tokens"},
 		{"error_404_model_not_found.json", model.KindInvalidRequest, 0, "model_not_found: The model `gpt-9` does not exist"},

@@ -45,7 +45,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/tool"
@@ -184,11 +183,10 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Client, error) {
 		return nil, fmt.Errorf("mcp server %s: give OAuth or Auth with a vault, not both", srv.Name)
 	}
 	if err := c.connect(ctx); err != nil {
-		var ar *credential.AuthRequiredError
-		if c.opts.Auth != nil && errors.As(err, &ar) {
+		if ar := tool.AuthRequired(err); c.opts.Auth != nil && ar != nil {
 			// A person must authorize first: the tools pinned by an
 			// earlier run are offered and their calls wait for it.
-			c.setWaiting(toolAuth(err).(*tool.AuthRequiredError))
+			c.setWaiting(ar)
 			return c, nil
 		}
 		return nil, err

@@ -127,16 +127,10 @@ func (c *Client) authorizeCall(ctx context.Context, req *tool.Request) error {
 	w := c.who(withCaller(ctx, req))
 	w.run, w.call = "", "" // a check, not a use
 	_, err := c.credentialFor(ctx, w)
-	return toolAuth(err)
-}
-
-func toolAuth(err error) error {
-	var ar *credential.AuthRequiredError
-	if !errors.As(err, &ar) {
-		return nil
+	if ar := tool.AuthRequired(err); ar != nil {
+		return ar
 	}
-	return &tool.AuthRequiredError{Provider: ar.Provider, Issuer: ar.Issuer, Agent: ar.Agent, User: ar.User, Scopes: ar.Scopes,
-		Missing: ar.Missing, Reason: ar.Reason, Grant: ar.GrantID, Resource: ar.Resource, Hint: ar.Hint()}
+	return nil
 }
 
 // vaultTransport adds the vault's token to requests to the server's
@@ -157,8 +151,8 @@ func (t *vaultTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			req.Body.Close()
 		}
-		if ar := toolAuth(err); ar != nil {
-			t.c.setWaiting(ar.(*tool.AuthRequiredError))
+		if ar := tool.AuthRequired(err); ar != nil {
+			t.c.setWaiting(ar)
 		}
 		return nil, fmt.Errorf("no credential for MCP server %s: %w", t.c.srv.Name, err)
 	}
@@ -235,8 +229,8 @@ func (h vaultHandler) Authorize(ctx context.Context, req *http.Request, resp *ht
 	c.amu.Unlock()
 	cred, err := c.credentialFor(ctx, c.who(ctx))
 	if err != nil {
-		if ar := toolAuth(err); ar != nil {
-			c.setWaiting(ar.(*tool.AuthRequiredError))
+		if ar := tool.AuthRequired(err); ar != nil {
+			c.setWaiting(ar)
 		}
 		return fmt.Errorf("mcp server %s: %w", c.srv.Name, err)
 	}

@@ -138,7 +138,7 @@ func TestVaultAuthorizedServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ar := c.AuthRequired()
-	if ar == nil || ar.Provider != "mcp-tickets" || ar.Reason != credential.ReasonMissing || ar.Agent != "helper" || ar.User != "ann" || ar.Resource != srv.URL {
+	if ar == nil || ar.Provider != "mcp-tickets" || ar.Reason != tool.AuthMissing || ar.Agent != "helper" || ar.User != "ann" || ar.Resource != srv.URL {
 		t.Fatalf("AuthRequired = %+v", ar)
 	}
 	if !strings.Contains(ar.Hint, "keel auth connect mcp-tickets --agent helper --user ann") {
@@ -206,7 +206,7 @@ func TestVaultAuthorizedServer(t *testing.T) {
 	n := srv.Requests()
 	_, err = runCall(t, reg, env, "c3", "tickets__whoami", `{}`, "helper", "ann")
 	var tar *tool.AuthRequiredError
-	if !errors.As(err, &tar) || tar.Reason != credential.ReasonRevoked || tar.Provider != "mcp-tickets" {
+	if !errors.As(err, &tar) || tar.Reason != tool.AuthRevoked || tar.Provider != "mcp-tickets" {
 		t.Fatalf("after revocation: %v", err)
 	}
 	if srv.Requests() != n {
@@ -278,7 +278,7 @@ func TestVaultAuthorizedPinnedToolsWait(t *testing.T) {
 	defer ws.Close()
 	env := &tool.Env{Workspace: ws, Network: network}
 	var tar *tool.AuthRequiredError
-	if _, err := runCall(t, reg, env, "c1", "tickets__whoami", `{}`, "helper", ""); !errors.As(err, &tar) || tar.Reason != credential.ReasonRevoked {
+	if _, err := runCall(t, reg, env, "c1", "tickets__whoami", `{}`, "helper", ""); !errors.As(err, &tar) || tar.Reason != tool.AuthRevoked {
 		t.Fatalf("pinned tool before authorization: %v", err)
 	}
 	e.connect(t, "mcp-tickets", "helper", "", srv.URL)

@@ -39,7 +39,6 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
-	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/tool"
@@ -475,7 +474,7 @@ func (a *API) handler(o *operation) tool.Handler {
 		hreq.Header.Set("Accept", "application/json, */*;q=0.5")
 		hc := a.hc
 		cred, err := a.credential(ctx, u, o.method, req.Principal, req.OnBehalfOf, req.RunID, req.CallID)
-		var ar *credential.AuthRequiredError
+		ar := tool.AuthRequired(err)
 		switch {
 		case err == nil:
 			cred.Apply(hreq)
@@ -485,8 +484,8 @@ func (a *API) handler(o *operation) tool.Handler {
 			hc = &c
 		case errors.Is(err, errNoToken):
 			a.staticToken(hreq)
-		case errors.As(err, &ar):
-			return tool.Errorf("this operation needs an authorization a person must give first (%s); ask them to run: %s", ar.Error(), ar.Hint()), nil
+		case ar != nil:
+			return tool.Errorf("this operation needs an authorization a person must give first (%s); ask them to run: %s", ar.Error(), ar.Hint), nil
 		default:
 			return tool.Errorf("no credential for %s %s: %v", o.method, u.Redacted(), err), nil
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -30,16 +31,16 @@ func (a *API) provider(ctx context.Context, u *url.URL) (*credential.Provider, e
 	if a.opts.Vault == nil {
 		return nil, errNoToken
 	}
-	p, err := a.opts.Vault.ProviderFor(ctx, redact(u))
+	p, err := a.opts.Vault.ProviderFor(ctx, redact.Resource(u.String()))
 	switch {
 	case errors.Is(err, credential.ErrNoProvider) && a.opts.Provider != "":
-		return nil, fmt.Errorf("the resources of provider %s do not cover %s: its token is not sent there", a.opts.Provider, redact(u))
+		return nil, fmt.Errorf("the resources of provider %s do not cover %s: its token is not sent there", a.opts.Provider, redact.Resource(u.String()))
 	case errors.Is(err, credential.ErrNoProvider):
 		return nil, errNoToken
 	case err != nil:
 		return nil, err
 	case a.opts.Provider != "" && p.Name != a.opts.Provider:
-		return nil, fmt.Errorf("%s is a resource of provider %s, not of %s, the API's: no token is sent", redact(u), p.Name, a.opts.Provider)
+		return nil, fmt.Errorf("%s is a resource of provider %s, not of %s, the API's: no token is sent", redact.Resource(u.String()), p.Name, a.opts.Provider)
 	}
 	return p, nil
 }
@@ -55,7 +56,7 @@ func (a *API) credential(ctx context.Context, u *url.URL, method, agent, user, r
 	if agent == "" {
 		agent, user = a.opts.Agent, a.opts.User
 	}
-	return a.opts.Vault.Credential(ctx, &credential.Request{Agent: agent, User: user, Provider: p.Name, Resource: redact(u),
+	return a.opts.Vault.Credential(ctx, &credential.Request{Agent: agent, User: user, Provider: p.Name, Resource: redact.Resource(u.String()),
 		RunID: run, CallID: call, Method: method})
 }
 
@@ -71,7 +72,7 @@ func (a *API) describe(o *operation) func(context.Context, *tool.Request) *polic
 		if err != nil {
 			return nil
 		}
-		return &policy.CredentialUse{Provider: p.Name, Resource: redact(u), Method: o.method, Scopes: p.Scopes}
+		return &policy.CredentialUse{Provider: p.Name, Resource: redact.Resource(u.String()), Method: o.method, Scopes: p.Scopes}
 	}
 }
 
@@ -84,12 +85,10 @@ func (a *API) authorizeCall(o *operation) func(context.Context, *tool.Request) e
 			return nil // the handler reports it
 		}
 		_, err = a.credential(ctx, u, o.method, req.Principal, req.OnBehalfOf, "", "")
-		var ar *credential.AuthRequiredError
-		if !errors.As(err, &ar) {
-			return nil
+		if ar := tool.AuthRequired(err); ar != nil {
+			return ar
 		}
-		return &tool.AuthRequiredError{Provider: ar.Provider, Issuer: ar.Issuer, Agent: ar.Agent, User: ar.User, Scopes: ar.Scopes,
-			Missing: ar.Missing, Reason: ar.Reason, Grant: ar.GrantID, Resource: ar.Resource, Hint: ar.Hint()}
+		return nil
 	}
 }
 
@@ -97,22 +96,22 @@ func (a *API) authorizeCall(o *operation) func(context.Context, *tool.Request) e
 // vault's when a provider covers it, else the static token.
 func (a *API) authorizeDocument(ctx context.Context, req *http.Request) error {
 	if a.opts.Vault != nil {
-		if _, err := a.opts.Vault.ProviderFor(ctx, redact(req.URL)); errors.Is(err, credential.ErrNoProvider) {
+		if _, err := a.opts.Vault.ProviderFor(ctx, redact.Resource(req.URL.String())); errors.Is(err, credential.ErrNoProvider) {
 			a.staticToken(req) // a document outside the API's resources
 			return nil
 		}
 	}
 	cred, err := a.credential(ctx, req.URL, req.Method, "", "", "", "")
-	var ar *credential.AuthRequiredError
+	ar := tool.AuthRequired(err)
 	switch {
 	case err == nil:
 		cred.Apply(req)
 	case errors.Is(err, errNoToken):
 		a.staticToken(req)
-	case errors.As(err, &ar):
-		return fmt.Errorf("openapi %s: the document %s needs an authorization first: %v; authorize with: %s", a.opts.Name, redact(req.URL), ar, ar.Hint())
+	case ar != nil:
+		return fmt.Errorf("openapi %s: the document %s needs an authorization first: %v; authorize with: %s", a.opts.Name, redact.Resource(req.URL.String()), ar, ar.Hint)
 	default:
-		return fmt.Errorf("openapi %s: no credential for the document %s: %w", a.opts.Name, redact(req.URL), err)
+		return fmt.Errorf("openapi %s: no credential for the document %s: %w", a.opts.Name, redact.Resource(req.URL.String()), err)
 	}
 	return nil
 }
@@ -125,16 +124,10 @@ func (a *API) staticToken(req *http.Request) {
 	}
 }
 
-func redact(u *url.URL) string {
-	c := *u
-	c.User, c.RawQuery, c.Fragment = nil, "", ""
-	return c.String()
-}
-
 // scrub replaces the credential's token in s (a hostile API echoing it).
 func scrub(s string, cred *credential.Credential) string {
 	if cred == nil || cred.Token() == "" {
 		return s
 	}
-	return credential.Scrub(s, cred.Token())
+	return redact.Value(s, cred.Token())
 }

@@ -122,7 +122,7 @@ func TestVaultTokens(t *testing.T) {
 	if err != nil || res.IsError || !strings.Contains(res.Content, `"scope":"openid"`) || !strings.Contains(res.Content, "credential of profiles") {
 		t.Fatalf("with a grant: %v %+v", err, res)
 	}
-	if !strings.Contains(res.Content, "[credential redacted]") {
+	if !strings.Contains(res.Content, "[REDACTED]") {
 		t.Errorf("the echoed token is not redacted: %s", res.Content)
 	}
 	res, err = call(r, "c3", "profiles__getMoved")

@@ -32,7 +32,7 @@ func VaultDSN(v SecretVault, database, agent, user string) func(ctx context.Cont
 			if user != "" {
 				hint += " --user " + user
 			}
-			return "", &tool.AuthRequiredError{Provider: name, Agent: agent, User: user, Reason: credential.ReasonMissing,
+			return "", &tool.AuthRequiredError{Provider: name, Agent: agent, User: user, Reason: tool.AuthMissing,
 				Resource: "sql database " + database, Hint: hint + " (the user's connection string on standard input)"}
 		}
 		return dsn, err

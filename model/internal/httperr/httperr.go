@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/redact"
 )
 
 // Problem is one failed provider call as the adapter saw it.
@@ -91,7 +92,7 @@ func Transport(ctx context.Context, provider string, err error) *model.Error {
 		c.Provider = provider
 		return &c
 	}
-	return &model.Error{Kind: model.KindRetryable, Provider: provider, Message: "connection failed: " + redact(err.Error()), Err: err}
+	return &model.Error{Kind: model.KindRetryable, Provider: provider, Message: "connection failed: " + redact.Text(err.Error()), Err: err}
 }
 
 // overflowText matches the context-window errors of the providers we know:
@@ -136,19 +137,13 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 	return 0
 }
 
-// secret matches strings shaped like API keys (sk-..., sk-ant-..., pk-...),
-// including the partially masked ones OpenAI echoes in 401 messages.
-var secret = regexp.MustCompile(`\b(sk|pk)-[A-Za-z0-9_\-*]{6,}`)
-
-func redact(s string) string { return secret.ReplaceAllString(s, "$1-***") }
-
 // safeText is the user-safe summary of p: type, code and message, with key
 // shapes redacted and the length bounded.
 func safeText(p Problem) string {
 	var parts []string
 	for _, s := range []string{p.Type, p.Code} {
 		if s != "" && !strings.Contains(strings.Join(parts, " "), s) {
-			parts = append(parts, s)
+			parts = append(parts, redact.Text(s))
 		}
 	}
 	msg := strings.TrimSpace(p.Message)
@@ -156,9 +151,11 @@ func safeText(p Problem) string {
 		msg = http.StatusText(p.Status)
 	}
 	if msg != "" {
-		parts = append(parts, msg)
+		parts = append(parts, redact.Text(msg))
 	}
-	s := redact(strings.Join(parts, ": "))
+	// Each part alone: a code such as invalid_api_key before ": " is no
+	// assignment of a key.
+	s := strings.Join(parts, ": ")
 	if len(s) > maxMessage {
 		s = s[:maxMessage] + "…"
 	}
@@ -201,7 +198,7 @@ func StopStallRetry(stall *error, logger *slog.Logger, modelName string) Middlew
 		}
 		switch {
 		case err != nil:
-			logger.Debug("model http attempt failed: "+redact(err.Error()), "model", modelName)
+			logger.Debug("model http attempt failed: "+redact.Text(err.Error()), "model", modelName)
 		case res.StatusCode >= 400:
 			logger.Debug(fmt.Sprintf("model http attempt failed: HTTP %d", res.StatusCode), "model", modelName)
 		}

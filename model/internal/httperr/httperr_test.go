@@ -100,10 +100,10 @@ func TestSafeText(t *testing.T) {
 		p    Problem
 		want string
 	}{
-		{Problem{Type: "invalid_request_error", Code: "invalid_api_key", Message: "Incorrect API key provided: sk-proj-abcdefgh1234."}, "invalid_request_error: invalid_api_key: Incorrect API key provided: sk-***."},
+		{Problem{Type: "invalid_request_error", Code: "invalid_api_key", Message: "Incorrect API key provided: sk-proj-abcdefgh1234."}, "invalid_request_error: invalid_api_key: Incorrect API key provided: [REDACTED]."},
 		{Problem{Type: "x", Code: "x", Message: "m"}, "x: m"},
 		{Problem{Status: 502}, "Bad Gateway"},
-		{Problem{Message: "key sk-ant-api03-AAAAAAAAAA leaked"}, "key sk-*** leaked"},
+		{Problem{Message: "key sk-ant-api03-AAAAAAAAAA leaked"}, "key [REDACTED] leaked"},
 		{Problem{Message: long}, long[:maxMessage] + "…"},
 	} {
 		if got := safeText(tt.p); got != tt.want {

@@ -38,6 +38,7 @@ import (
 
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/tool"
@@ -180,7 +181,7 @@ func (rq *requester) describe(ctx context.Context, req *tool.Request) *policy.Cr
 	if err != nil {
 		return nil
 	}
-	return &policy.CredentialUse{Provider: p.Name, Resource: redact(u), Method: in.Method, Scopes: p.Scopes}
+	return &policy.CredentialUse{Provider: p.Name, Resource: redact.Resource(u.String()), Method: in.Method, Scopes: p.Scopes}
 }
 
 func network(req *tool.Request) sandbox.Network {
@@ -201,22 +202,10 @@ func (rq *requester) authorize(ctx context.Context, req *tool.Request) error {
 		return nil // the handler reports it
 	}
 	_, err = rq.opts.Vault.Credential(ctx, &credential.Request{Agent: req.Principal, User: req.OnBehalfOf, Resource: u.String()})
-	return toolAuth(err)
-}
-
-func toolAuth(err error) error {
-	var ar *credential.AuthRequiredError
-	if !errors.As(err, &ar) {
-		return nil
+	if ar := tool.AuthRequired(err); ar != nil {
+		return ar
 	}
-	return &tool.AuthRequiredError{Provider: ar.Provider, Issuer: ar.Issuer, Agent: ar.Agent, User: ar.User, Scopes: ar.Scopes,
-		Missing: ar.Missing, Reason: ar.Reason, Grant: ar.GrantID, Resource: ar.Resource, Hint: ar.Hint()}
-}
-
-func redact(u *url.URL) string {
-	c := *u
-	c.User, c.RawQuery, c.Fragment = nil, "", ""
-	return c.String()
+	return nil
 }
 
 func (rq *requester) handle(ctx context.Context, req *tool.Request) (*tool.Result, error) {
@@ -259,7 +248,7 @@ func (rq *requester) handle(ctx context.Context, req *tool.Request) (*tool.Resul
 		}
 		ck := http.CanonicalHeaderKey(k)
 		if covered != nil && (ck == "Authorization" || ck == "Proxy-Authorization" || ck == "Cookie") {
-			return tool.Errorf("http_request: do not set %s for %s: Keel adds the credential of provider %s itself", ck, redact(u), covered.Name), nil
+			return tool.Errorf("http_request: do not set %s for %s: Keel adds the credential of provider %s itself", ck, redact.Resource(u.String()), covered.Name), nil
 		}
 		if ck == "Host" || ck == "Content-Length" || ck == "Transfer-Encoding" || ck == "Connection" {
 			return tool.Errorf("http_request: header %s is set by Keel", ck), nil
@@ -270,13 +259,13 @@ func (rq *requester) handle(ctx context.Context, req *tool.Request) (*tool.Resul
 	if rq.opts.Vault != nil {
 		cred, err = rq.opts.Vault.Credential(ctx, &credential.Request{Agent: req.Principal, User: req.OnBehalfOf, Resource: u.String(),
 			RunID: req.RunID, CallID: req.CallID, Method: in.Method})
-		var ar *credential.AuthRequiredError
+		ar := tool.AuthRequired(err)
 		switch {
 		case err == nil:
 		case errors.Is(err, credential.ErrNoProvider):
 			cred = nil
-		case errors.As(err, &ar):
-			return tool.Errorf("this request needs an authorization a person must give first (%s); ask them to run: %s", ar.Error(), ar.Hint()), nil
+		case ar != nil:
+			return tool.Errorf("this request needs an authorization a person must give first (%s); ask them to run: %s", ar.Error(), ar.Hint), nil
 		case errors.Is(err, credential.ErrNotAllowed):
 			return tool.Errorf("no credential for this request: %v", err), nil
 		default:
@@ -304,12 +293,12 @@ func (rq *requester) handle(ctx context.Context, req *tool.Request) (*tool.Resul
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			msg = fmt.Sprintf("timed out after %s", rq.opts.Timeout)
 		}
-		return tool.Errorf("%s %s failed: %s", in.Method, redact(u), scrub(msg, cred)), nil
+		return tool.Errorf("%s %s failed: %s", in.Method, redact.Resource(u.String()), scrub(msg, cred)), nil
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return tool.Errorf("%s %s failed while reading the body: %s", in.Method, redact(u), scrub(err.Error(), cred)), nil
+		return tool.Errorf("%s %s failed while reading the body: %s", in.Method, redact.Resource(u.String()), scrub(err.Error(), cred)), nil
 	}
 	cut := int64(len(data)) > limit
 	if cut {
@@ -358,7 +347,7 @@ func scrub(s string, cred *credential.Credential) string {
 	if cred == nil || cred.Token() == "" {
 		return s
 	}
-	return credential.Scrub(s, cred.Token())
+	return redact.Value(s, cred.Token())
 }
 
 func isBinary(media string, data []byte) bool {

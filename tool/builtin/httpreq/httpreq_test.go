@@ -81,7 +81,7 @@ func TestHTTPRequestInjectsCredential(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("http_request = %+v, %v", res, err)
 	}
-	if !strings.Contains(res.Content, `"scope":"offline_access openid"`) || !strings.Contains(res.Content, "[credential redacted]") {
+	if !strings.Contains(res.Content, `"scope":"offline_access openid"`) || !strings.Contains(res.Content, "[REDACTED]") {
 		t.Errorf("result does not show the resource server's answer with the echo redacted:\n%s", res.Content)
 	}
 	if len(echoed) != 1 || !strings.HasPrefix(echoed[0], "Bearer ") {

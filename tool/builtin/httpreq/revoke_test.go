@@ -101,7 +101,7 @@ func TestRevocationDuringRunFailsClosed(t *testing.T) {
 	}
 	st, _, _ := rt.Load(ctx, id)
 	waits := st.PendingAuths()
-	if out.Status != journal.StatusPaused || len(waits) != 1 || waits[0].CallID != "c2" || waits[0].Reason != credential.ReasonRevoked {
+	if out.Status != journal.StatusPaused || len(waits) != 1 || waits[0].CallID != "c2" || waits[0].Reason != tool.AuthRevoked {
 		t.Fatalf("after a revocation during the run: %s, waits %+v", out.Status, waits)
 	}
 	if len(served) != 1 {

@@ -1,0 +1,205 @@
+package redact
+
+import (
+	"net/url"
+	"strings"
+)
+
+// DSN returns the connection string dsn without its passwords, in every
+// form pgx and libpq accept:
+//
+//   - a URL (postgres://user:PASSWORD@host/db, also with several hosts,
+//     with '?', '#' or an unescaped '@' in the password, and any other
+//     scheme such as sqlite://): the password of the user info, and the
+//     query parameters whose names say they are secret (password,
+//     sslpassword, pass%77ord, oauth_client_secret, ...), as [URL] does;
+//   - keyword=value pairs (host=h user=u password=PASSWORD dbname=db,
+//     with spaces around '=', a quoted value with backslash escapes, an
+//     unquoted one with escaped spaces): the pairs whose keyword says they
+//     are secret.
+//
+// The rest of dsn is kept as written, so the result still names the same
+// database and still connects when the password comes from PGPASSWORD or
+// ~/.pgpass; a dsn without a password is returned unchanged. DSN never
+// fails: for text that is no valid connection string it hides whatever
+// sits where a password would.
+func DSN(dsn string) string {
+	if i := strings.Index(dsn, "://"); i > 0 && validScheme(dsn[:i]) {
+		return URL(dsn)
+	}
+	if !strings.Contains(dsn, "=") {
+		return dsn // a path, such as an SQLite file's
+	}
+	return keywordValue(dsn)
+}
+
+// URL returns the URL s without the password of its user info and
+// without its query parameters whose names say they are secret
+// (password, sslpassword, token, secret, api_key, in any letter case, also
+// percent-encoded), keeping the rest as written. It reads s as both Go's
+// net/url and libpq read a URL: the user info ends at the last '@' before
+// the first '/' (or, for a malformed URL whose password holds a '/', the
+// first '?', '#' or '='), so a password holding '@', '?', '#' or ':' is
+// removed whole. An s without a password is returned unchanged.
+func URL(s string) string {
+	i := strings.Index(s, "://")
+	if i <= 0 || !validScheme(s[:i]) {
+		return s
+	}
+	head, rest := s[:i+3], s[i+3:]
+	changed := false
+	if at := userinfoEnd(rest); at >= 0 {
+		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
+			rest, changed = user+rest[at:], true
+		}
+	}
+	if q := strings.IndexByte(rest, '?'); q >= 0 {
+		query, frag, hasFrag := strings.Cut(rest[q+1:], "#")
+		kept := dropSecretParams(query)
+		if kept != query {
+			changed = true
+			rest = rest[:q]
+			if kept != "" {
+				rest += "?" + kept
+			}
+			if hasFrag {
+				rest += "#" + frag
+			}
+		}
+	}
+	if !changed {
+		return s
+	}
+	return head + rest
+}
+
+// userinfoEnd returns the index in rest (a URL after "scheme://") of the
+// '@' that ends its user info, or -1.
+func userinfoEnd(rest string) int {
+	slash := strings.IndexByte(rest, '/')
+	if slash < 0 {
+		slash = len(rest)
+	}
+	if at := strings.LastIndexByte(rest[:slash], '@'); at >= 0 {
+		return at
+	}
+	// A '/' in a password (postgres://u:pa/ss@h/db) strands the '@'
+	// after it: take the last '@' before anything a query starts, unless
+	// what precedes the '/' is a host and a port.
+	if _, port, ok := strings.Cut(rest[:slash], ":"); !ok || port == "" || strings.Trim(port, "0123456789") == "" {
+		return -1
+	}
+	end := len(rest)
+	if j := strings.IndexAny(rest, "?#="); j >= 0 {
+		end = j
+	}
+	return strings.LastIndexByte(rest[:end], '@')
+}
+
+// dropSecretParams returns the query q ("a=1&password=x") without the
+// parameters whose (percent-decoded) names say they are secret, the rest
+// as written and in its order.
+func dropSecretParams(q string) string {
+	parts := strings.Split(q, "&")
+	kept := parts[:0]
+	for _, p := range parts {
+		k, _, _ := strings.Cut(p, "=")
+		if dk, err := url.QueryUnescape(k); err == nil {
+			k = dk
+		}
+		if !secretName(k) {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, "&")
+}
+
+// keywordValue removes the secret pairs of a libpq keyword=value string,
+// read as libpq reads it: a keyword, optional spaces, '=', optional
+// spaces, then a value quoted with '...' (backslash escapes) or running to
+// the next unescaped space.
+func keywordValue(s string) string {
+	var b strings.Builder
+	changed := false
+	i := 0
+	for i < len(s) {
+		start := i
+		for i < len(s) && isSpace(s[i]) {
+			i++
+		}
+		eq := strings.IndexByte(s[i:], '=')
+		if eq < 0 {
+			b.WriteString(s[start:])
+			break
+		}
+		key := strings.TrimSpace(s[i : i+eq])
+		j := i + eq + 1
+		for j < len(s) && isSpace(s[j]) {
+			j++
+		}
+		j = valueEnd(s, j)
+		if secretName(key) {
+			changed = true
+		} else {
+			b.WriteString(s[start:j])
+		}
+		i = j
+	}
+	if !changed {
+		return s
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// valueEnd returns the end of the value that starts at s[i].
+func valueEnd(s string, i int) int {
+	if i < len(s) && s[i] == '\'' {
+		for i++; i < len(s); i++ {
+			switch s[i] {
+			case '\\':
+				i++
+			case '\'':
+				return i + 1
+			}
+		}
+		return len(s) // unterminated: all of it
+	}
+	for ; i < len(s) && !isSpace(s[i]); i++ {
+		if s[i] == '\\' {
+			i++
+		}
+	}
+	return min(i, len(s))
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+// validScheme reports whether s is an RFC 3986 scheme: a letter, then
+// letters, digits, '+', '-' or '.'.
+func validScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// Resource returns what the URL s reaches, for events and messages about
+// it: scheme, host and path, without user info, query and fragment (they
+// may carry secrets of their own). An s that does not parse returns
+// "(unparsable URL)".
+func Resource(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.User, u.RawQuery, u.Fragment, u.ForceQuery = nil, "", "", false
+	return u.String()
+}

@@ -1,0 +1,104 @@
+// Package redact hides secrets in text that people, logs, spans and the
+// journal see. It is the one home of Keel's redaction: every printer of a
+// connection string, a URL or a text that may hold a credential goes
+// through it, so that a fix here holds everywhere.
+//
+//   - [DSN] removes the passwords of a database connection string in every
+//     form pgx and libpq accept (URL user info, password and sslpassword
+//     query parameters, key=value pairs, quoted or escaped); the result
+//     still connects, with the password from PGPASSWORD or ~/.pgpass.
+//   - [URL] removes the password of a URL's user info and its query
+//     parameters whose names say they are secret, keeping the rest.
+//   - [Resource] names what a URL reaches (scheme, host, path) without its
+//     user info, query or fragment, for events and messages about it.
+//   - [Text] replaces likely secrets in free text (key and token shapes,
+//     private keys, password assignments, URL passwords) by [Mask].
+//   - [Forms], [Find], [Value] and [Values] find or hide values known
+//     to be secret, also in the encodings an echo is likely to use.
+//
+// The package imports only the standard library, so that any package may
+// use it.
+package redact
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Mask replaces a secret that [Text], [Value] or [Values] hid.
+const Mask = "[REDACTED]"
+
+// shapes match credentials that commonly appear in prompts, tool
+// arguments, command output and provider error messages: private keys,
+// provider API keys (also as providers echo them partly masked with
+// '*'), GitHub, Slack and AWS keys, JWTs, Bearer and Basic credentials,
+// URL passwords. Each is replaced whole by Mask.
+var shapes = []*regexp.Regexp{
+	regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`),
+	regexp.MustCompile(`\b(?:sk|pk|rk)-[A-Za-z0-9_*-]{6,}`),
+	regexp.MustCompile(`\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}`),
+	regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`),
+	regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`),
+	regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`),
+	regexp.MustCompile(`(?i)\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=-]{12,}`),
+}
+
+// urlPassword matches the password of a URL's user info in text
+// ("scheme://user:PASSWORD@"); group 1 is what comes before it.
+var urlPassword = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:]*):[^\s/@]+@`)
+
+// assignment matches "NAME=value" and "NAME: value" where NAME says the
+// value is secret (password, secret, token, API key); group 1 is the name,
+// 2 the separator, 3 the value (quoted with backslash escapes, or up to
+// the next space).
+var assignment = regexp.MustCompile(`(?i)\b([A-Z0-9_]*(?:password|passwd|secret|token|api_?key)[A-Z0-9_]*)(\s*[=:]\s*)("(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\S+)`)
+
+// Text returns s with likely secrets replaced by [Mask]: private keys,
+// provider API keys (sk-..., sk-ant-..., also partly masked ones), GitHub
+// and Slack tokens, AWS access keys, JWTs, Bearer and Basic credentials,
+// the password of a URL's user info, and the values of password=, token=,
+// secret=, api_key= style assignments (also libpq's quoted and escaped
+// ones). It is a guard for text that may hold anything (a model's output,
+// a provider's error, a span): values known to be secret are hidden
+// exactly by [Value] or [Values].
+func Text(s string) string {
+	for _, re := range shapes {
+		s = re.ReplaceAllLiteralString(s, Mask)
+	}
+	s = urlPassword.ReplaceAllString(s, "${1}:"+Mask+"@")
+	return replaceAssignments(s)
+}
+
+// replaceAssignments hides the values of assignment's matches whose name
+// says they are secret: "max_tokens: 4096" names a count, not a token.
+func replaceAssignments(s string) string {
+	var b strings.Builder
+	last := 0
+	for _, m := range assignment.FindAllStringSubmatchIndex(s, -1) {
+		if !secretName(s[m[2]:m[3]]) {
+			continue
+		}
+		b.WriteString(s[last:m[6]])
+		b.WriteString(Mask)
+		last = m[7]
+	}
+	if last == 0 {
+		return s
+	}
+	return b.String() + s[last:]
+}
+
+// secretName reports whether a parameter named k (a query parameter, a
+// libpq keyword, a variable; any letter case) holds a secret: password,
+// sslpassword, oauth_client_secret, any *token* or *api_key*, but not a
+// count of tokens (max_tokens).
+func secretName(k string) bool {
+	k = strings.ToLower(k)
+	k = strings.ReplaceAll(k, "tokens", "")
+	for _, w := range []string{"password", "passwd", "secret", "token", "apikey", "api_key", "api-key"} {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,278 @@
+package redact_test
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/keel-run/keel/redact"
+)
+
+// pw is the password of the connection strings below; pgx must read it
+// from each (so each is a form it accepts), and DSN must remove it whole.
+const pw = "Canary7pw"
+
+// DSNForms are connection strings with the password pw (or "Canary7 pw",
+// where a form can hold a space) in every form pgx accepts, and what DSN
+// makes of each. Other packages' tests print them through Keel's printers.
+var DSNForms = []struct{ name, dsn, want string }{
+	{"url user:pw@", "postgres://keel:" + pw + "@db.internal:5432/shop?sslmode=disable", "postgres://keel@db.internal:5432/shop?sslmode=disable"},
+	{"postgresql scheme", "postgresql://keel:" + pw + "@db.internal/shop", "postgresql://keel@db.internal/shop"},
+	{"url ?password=", "postgres://keel@db.internal/shop?sslmode=disable&password=" + pw, "postgres://keel@db.internal/shop?sslmode=disable"},
+	{"url ?password= first", "postgres://keel@db.internal/shop?password=" + pw + "&sslmode=disable&application_name=a@b", "postgres://keel@db.internal/shop?sslmode=disable&application_name=a@b"},
+	{"url ?sslpassword=", "postgres://keel@db.internal/shop?sslpassword=" + pw, "postgres://keel@db.internal/shop"},
+	{"url escaped key", "postgres://keel@db.internal/shop?pass%77ord=" + pw, "postgres://keel@db.internal/shop"},
+	{"url both", "postgres://keel:" + pw + "@db.internal/shop?password=" + pw, "postgres://keel@db.internal/shop"},
+	{"url several hosts", "postgres://keel:" + pw + "@db1:5432,db2:5433/shop?target_session_attrs=read-write", "postgres://keel@db1:5432,db2:5433/shop?target_session_attrs=read-write"},
+	{"url '?' in password", "postgres://keel:Canary7?pw@db.internal/shop", "postgres://keel@db.internal/shop"},
+	{"url '#' in password", "postgres://keel:Canary7#pw@db.internal/shop", "postgres://keel@db.internal/shop"},
+	{"url escaped '@' in password", "postgres://keel:Canary7%40pw@db.internal/shop", "postgres://keel@db.internal/shop"},
+	{"url no host", "postgres://keel:" + pw + "@/shop?host=/run/postgresql", "postgres://keel@/shop?host=/run/postgresql"},
+	{"keyword=value", "host=db.internal user=keel password=" + pw + " dbname=shop", "host=db.internal user=keel dbname=shop"},
+	{"keyword=value first", "password=" + pw + " host=db.internal", "host=db.internal"},
+	{"keyword = value", "host=db.internal password = " + pw + " dbname=shop", "host=db.internal dbname=shop"},
+	{"keyword=value quoted", "host=db.internal password='Canary7 pw' dbname=shop", "host=db.internal dbname=shop"},
+	{"keyword=value quoted escape", `host=db.internal password='Canary7\' pw' dbname=shop`, "host=db.internal dbname=shop"},
+	{"keyword=value escaped space", `host=db.internal password=Canary7\ pw dbname=shop`, "host=db.internal dbname=shop"},
+	{"keyword=value tabs", "host=db.internal\tpassword=" + pw + "\tdbname=shop", "host=db.internal\tdbname=shop"},
+	{"keyword=value sslpassword", "host=db.internal sslpassword=" + pw, "host=db.internal"},
+}
+
+func TestDSNForms(t *testing.T) {
+	t.Setenv("PGPASSWORD", "")
+	t.Setenv("PGPASSFILE", "/nonexistent")
+	t.Setenv("PGSERVICEFILE", "/nonexistent")
+	for _, tt := range DSNForms {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := pgconn.ParseConfig(tt.dsn)
+			if err != nil {
+				t.Fatalf("pgx does not accept %q: %v", tt.dsn, err)
+			}
+			secret := cfg.Password
+			if secret == "" {
+				secret = tt.dsn[strings.Index(tt.dsn, "Canary7") : strings.Index(tt.dsn, "Canary7")+len(pw)]
+			}
+			if !strings.HasPrefix(secret, "Canary7") {
+				t.Fatalf("pgx reads the password %q from %q", secret, tt.dsn)
+			}
+			got := redact.DSN(tt.dsn)
+			if got != tt.want {
+				t.Errorf("DSN(%q) = %q, want %q", tt.dsn, got, tt.want)
+			}
+			if strings.Contains(got, "Canary7") || strings.Contains(got, "pw") {
+				t.Errorf("DSN(%q) = %q holds the password", tt.dsn, got)
+			}
+			// What remains still names the same database.
+			rc, err := pgconn.ParseConfig(got)
+			if err != nil {
+				t.Fatalf("pgx does not accept the redacted %q: %v", got, err)
+			}
+			if rc.Password != "" || rc.Host != cfg.Host || rc.Database != cfg.Database || rc.User != cfg.User {
+				t.Errorf("redacted %q reads as %s@%s/%s (password %q), want %s@%s/%s", got, rc.User, rc.Host, rc.Database, rc.Password, cfg.User, cfg.Host, cfg.Database)
+			}
+		})
+	}
+}
+
+func TestDSNUnchanged(t *testing.T) {
+	for _, dsn := range []string{
+		"", "keel.db", "/var/lib/keel/journal.db", "sqlite:///var/lib/keel/x.db?sync=normal",
+		"postgres://keel@db.internal/shop?sslmode=disable", "host=db user=keel dbname=shop",
+		"postgres://db.internal/shop?application_name=a@b", "https://example.com:8443/a/b@c",
+	} {
+		if got := redact.DSN(dsn); got != dsn {
+			t.Errorf("DSN(%q) = %q, want it unchanged", dsn, got)
+		}
+	}
+}
+
+func TestDSNMalformed(t *testing.T) {
+	for _, dsn := range []string{
+		"postgres://keel:Canary7/pw@db.internal/shop",
+		"postgres://keel:Canary7@pw@db.internal/shop",
+		"host=db password='Canary7 pw",
+		"postgres://keel:Canary7pw@db.internal:notaport/shop",
+	} {
+		if got := redact.DSN(dsn); strings.Contains(got, "Canary7") || strings.Contains(got, "pw") {
+			t.Errorf("DSN(%q) = %q holds the password", dsn, got)
+		}
+	}
+}
+
+func TestURL(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"https://u:secret@mcp.example.com/sse?x=1", "https://u@mcp.example.com/sse?x=1"},
+		{"https://mcp.example.com/sse?api_key=k1&x=1&Token=t#frag", "https://mcp.example.com/sse?x=1#frag"},
+		{"https://mcp.example.com/sse?access_token=t", "https://mcp.example.com/sse"},
+		{"https://mcp.example.com/sse", "https://mcp.example.com/sse"},
+		{"not a url", "not a url"},
+	} {
+		if got := redact.URL(tt.in); got != tt.want {
+			t.Errorf("URL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestResource(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"https://u:p@api.example.com/v1/x?key=1#f", "https://api.example.com/v1/x"},
+		{"https://api.example.com/v1/x?", "https://api.example.com/v1/x"},
+		{"https://api.example.com", "https://api.example.com"},
+		{"http://[::1", "(unparsable URL)"},
+	} {
+		if got := redact.Resource(tt.in); got != tt.want {
+			t.Errorf("Resource(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestText(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"key sk-proj-abcdefgh1234 here", "key [REDACTED] here"},
+		{"Incorrect API key provided: sk-proj-****1234.", "Incorrect API key provided: [REDACTED]."},
+		{"key sk-ant-api03-AAAAAAAAAA leaked", "key [REDACTED] leaked"},
+		{"ghp_" + strings.Repeat("a", 36), "[REDACTED]"},
+		{"xoxb-1234567890-abc", "[REDACTED]"},
+		{"AKIAABCDEFGHIJKLMNOP", "[REDACTED]"},
+		{"Authorization: Bearer abcdefghijklmnop", "Authorization: [REDACTED]"},
+		{"eyJhbGciOiJIUzI1.eyJzdWIiOiIx.SflKxwRJSMeKKF2QT4", "[REDACTED]"},
+		{"-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----", "[REDACTED]"},
+		{"export DB_PASSWORD=hunter22 next", "export DB_PASSWORD=[REDACTED] next"},
+		{`api_key: "a b c"`, `api_key: [REDACTED]`},
+		{`password='a\' b' host=x`, `password=[REDACTED] host=x`},
+		{"open postgres://keel:Canary7pw@db/shop failed", "open postgres://keel:[REDACTED]@db/shop failed"},
+		{"dial postgres://keel@db/shop?password=Canary7pw", "dial postgres://keel@db/shop?password=[REDACTED]"},
+		{"nothing secret here: desk-jockey task-list", "nothing secret here: desk-jockey task-list"},
+	} {
+		if got := redact.Text(tt.in); got != tt.want {
+			t.Errorf("Text(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestValue(t *testing.T) {
+	const tok = "CanaryAccessTok77+/x"
+	b := []byte(tok)
+	for _, tt := range []struct{ name, echo string }{
+		{"as is", tok},
+		{"lower", strings.ToLower(tok)},
+		{"upper", strings.ToUpper(tok)},
+		{"reversed", "x/+77koTsseccAyranaC"},
+		{"base64", base64.StdEncoding.EncodeToString(b)},
+		{"base64url unpadded", base64.RawURLEncoding.EncodeToString(b)},
+		{"hex", hex.EncodeToString(b)},
+		{"hex upper", strings.ToUpper(hex.EncodeToString(b))},
+		{"url-escaped", "CanaryAccessTok77%2B%2Fx"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := redact.Value("before "+tt.echo+" after", tok); got != "before "+redact.Mask+" after" {
+				t.Errorf("Value(%q) = %q", tt.echo, got)
+			}
+			m := redact.Find("before "+tt.echo+" after", "other-value", tok)
+			if len(m) != 1 || m[0].Value != 1 {
+				t.Errorf("Find(%q) = %v, want value 1", tt.echo, m)
+			}
+		})
+	}
+	if got := redact.Value("nothing here", tok); got != "nothing here" {
+		t.Errorf("Value changed text without the value: %q", got)
+	}
+	if got := redact.Value("abc", ""); got != "abc" {
+		t.Errorf("Value with no value = %q", got)
+	}
+	if got := redact.Find("nothing here", tok); got != nil {
+		t.Errorf("Find in text without the value = %v", got)
+	}
+	// A short value is hidden as is, in its case only; shorter than
+	// MinLen, not at all.
+	if got := redact.Value("pin 4711 and PIN 4711x", "4711"); got != "pin [REDACTED] and PIN [REDACTED]x" {
+		t.Errorf("Value of a short value = %q", got)
+	}
+	if got := redact.Value("a abc b", "abc"); got != "a abc b" {
+		t.Errorf("Value of a 3-byte value = %q", got)
+	}
+}
+
+func TestForms(t *testing.T) {
+	var names []string
+	for _, f := range redact.Forms("tok?>~canary??>>") {
+		names = append(names, f.Name)
+	}
+	slices.Sort(names)
+	want := []string{"as is", "base64", "base64 unpadded", "base64url", "base64url unpadded", "hex", "reversed", "url-escaped"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("Forms names (-want +got):\n%s", diff)
+	}
+	// A value that URL-escapes to itself has one form "as is".
+	var asIs int
+	for _, f := range redact.Forms("abcdefgh") {
+		if f.Text == "abcdefgh" {
+			asIs++
+			if f.Name != "as is" {
+				t.Errorf("Forms(abcdefgh): the value itself is named %q", f.Name)
+			}
+		}
+	}
+	if asIs != 1 {
+		t.Errorf("Forms(abcdefgh) has the value %d times", asIs)
+	}
+}
+
+func TestValues(t *testing.T) {
+	r := redact.Values("hunter2-canary", "hi ")
+	got := r("token hunter2-canary and sk-abcdefghijklmnop, hi there")
+	if want := "token [REDACTED] and [REDACTED], hi there"; got != want {
+		t.Errorf("Values = %q, want %q", got, want)
+	}
+	if got := redact.Values()("sk-abcdefghijklmnop"); got != redact.Mask {
+		t.Errorf("Values() = %q, want Text's", got)
+	}
+}
+
+func TestTextKeepsCounts(t *testing.T) {
+	for _, s := range []string{
+		"max_tokens: 100000 > 64000, which is the maximum allowed number of output tokens",
+		"usage: prompt_tokens=12 completion_tokens=3",
+	} {
+		if got := redact.Text(s); got != s {
+			t.Errorf("Text(%q) = %q, want it unchanged", s, got)
+		}
+	}
+}
+
+func TestSecrets(t *testing.T) {
+	s := redact.NewSecrets("abc", "first-Secret-Value", "Canary-second-77")
+	text := "x " + base64.StdEncoding.EncodeToString([]byte("Canary-second-77")) + " y FIRST-SECRET-VALUE z"
+	want := []redact.Match{{Value: 1, Form: "as is"}, {Value: 2, Form: "base64"}}
+	if diff := cmp.Diff(want, s.Find(text)); diff != "" {
+		t.Errorf("Find (-want +got):\n%s", diff)
+	}
+	if got := s.Hide(text); strings.Contains(got, "SECRET") || strings.Count(got, redact.Mask) != 2 {
+		t.Errorf("Hide = %q", got)
+	}
+	// A value that holds another is hidden whole.
+	if got := redact.NewSecrets("tok-1234", "my-tok-12345").Hide("a my-tok-12345 b"); got != "a "+redact.Mask+" b" {
+		t.Errorf("Hide of nested values = %q", got)
+	}
+	var zero redact.Secrets
+	if zero.Find("anything") != nil || zero.Hide("anything") != "anything" {
+		t.Error("the zero Secrets finds or hides something")
+	}
+}
+
+// BenchmarkSecretsFind scans a 4 KiB tool argument for three secrets.
+func BenchmarkSecretsFind(b *testing.B) {
+	s := redact.NewSecrets("ghp_0123456789abcdefghijABCDEFGHIJ", "Canary-second-77", "hunter2-hunter2")
+	text := strings.Repeat("GET /api/v1/items?page=2&sort=desc HTTP/1.1 ", 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		if s.Find(text) != nil {
+			b.Fatal("found")
+		}
+	}
+}
