@@ -29,7 +29,7 @@ var ErrAmbiguousRun = errors.New("journal: ambiguous run id")
 func ResolveRun(ctx context.Context, s Store, ref string) (string, error) {
 	ref = strings.TrimSpace(ref)
 	if ref == "" {
-		return "", fmt.Errorf("journal: empty run id: %w", ErrNotFound)
+		return "", fmt.Errorf("%w: an empty run id", ErrNotFound)
 	}
 	if !IsSystem(ref) {
 		if _, err := s.Read(ctx, ref, math.MaxInt64); err == nil {
@@ -46,7 +46,7 @@ func ResolveRun(ctx context.Context, s Store, ref string) (string, error) {
 		}
 	}
 	if len(prefix) < MinRunPrefix {
-		return "", fmt.Errorf("journal: no run %q (give at least %d characters of its id): %w", ref, MinRunPrefix, ErrNotFound)
+		return "", fmt.Errorf("%w: no run %q (give at least %d characters of its id)", ErrNotFound, ref, MinRunPrefix)
 	}
 	runs, err := s.Runs(ctx, nil)
 	if err != nil {
@@ -64,7 +64,7 @@ func ResolveRun(ctx context.Context, s Store, ref string) (string, error) {
 	case len(match) == 1:
 		return match[0], nil
 	case len(match) == 0:
-		return "", fmt.Errorf("journal: no run id starts with %q: %w", ref, ErrNotFound)
+		return "", fmt.Errorf("%w: no run id starts with %q", ErrNotFound, ref)
 	}
 	shown := match
 	if len(shown) > 5 {

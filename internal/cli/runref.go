@@ -70,6 +70,9 @@ func (a *app) resolveRunArgs(cmd *cobra.Command, args []string) error {
 		defer store.Close()
 		b = &local{a: a, store: store}
 	} else {
+		if cmd.Annotations[serverForm] == "" {
+			return nil // the command has no server form, and says so
+		}
 		cl, err := a.apiClient()
 		if err != nil {
 			return err
@@ -103,8 +106,12 @@ func resolveRunRef(ctx context.Context, b runRefBackend, ref string) (string, er
 		return b.LastRun(ctx, realpath.Resolve(dir))
 	}
 	id, err := b.ResolveRun(ctx, ref)
-	if errors.Is(err, journal.ErrNotFound) || errors.Is(err, journal.ErrAmbiguousRun) {
+	switch {
+	case errors.Is(err, journal.ErrAmbiguousRun):
 		return "", usagef("%s (%s)", strings.TrimPrefix(err.Error(), "journal: "), runRefHelp)
+	case errors.Is(err, journal.ErrNotFound):
+		// The command reports it (after its own flags), as before.
+		return ref, nil
 	}
 	return id, err
 }
@@ -150,7 +157,7 @@ func (r *remote) ResolveRun(ctx context.Context, ref string) (string, error) {
 	var ae *api.Error
 	switch {
 	case client.IsCode(err, api.CodeNotFound):
-		return "", fmt.Errorf("journal: no run %q on the server: %w", ref, journal.ErrNotFound)
+		return "", fmt.Errorf("%w: no run %q on the server", journal.ErrNotFound, ref)
 	case errors.As(err, &ae) && ae.Code == api.CodeInvalidRequest:
 		return "", fmt.Errorf("%w: %s", journal.ErrAmbiguousRun, ae.Message)
 	case err != nil:
