@@ -246,7 +246,11 @@ func (s *State) applyContext(e *journal.Event, v any) error {
 	}
 	for len(s.ctx.pieces) < len(s.Messages) {
 		m := s.Messages[len(s.ctx.pieces)]
-		m.ToolCalls = sanitizeCalls(m.ToolCalls)
+		if t := s.LastTurn(); t != nil && t.Index == len(s.ctx.pieces) {
+			m.ToolCalls = t.sentCalls(&m)
+		} else {
+			m.ToolCalls = sanitizeCalls(m.ToolCalls)
+		}
 		s.ctx.pieces = append(s.ctx.pieces, estimateMessage(&m))
 	}
 	switch p := v.(type) {
@@ -516,7 +520,7 @@ func appendConversation(out []model.Message, pins []bool, s *State, start int) (
 		if ti < len(s.Turns) && s.Turns[ti].Index == i {
 			t := s.Turns[ti]
 			ti++
-			m.ToolCalls = sanitizeCalls(m.ToolCalls)
+			m.ToolCalls = t.sentCalls(&m)
 			out, pins = append(out, m), append(pins, false)
 			for _, c := range t.Calls {
 				if c.Finished == nil {

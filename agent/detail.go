@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,6 +50,18 @@ var payloads = map[journal.Type]func() Payload{
 
 	journal.WorkspaceCheckpoint: payload[WorkspaceCheckpoint],
 	journal.WorkspaceRestored:   payload[WorkspaceRestored],
+}
+
+// Types returns the event types of the table, sorted: every type
+// [Decode] knows. The views of a run check that they show each
+// (package internal/view).
+func Types() []journal.Type {
+	out := make([]journal.Type, 0, len(payloads))
+	for t := range payloads {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // payload returns a new *T as a Payload.

@@ -39,6 +39,10 @@ func (x *executor) recover(ctx context.Context, ids []string) error {
 		return err
 	}
 	if len(rerun) > 0 {
+		// Tools run only after the snapshot taken before them is in.
+		if err := x.settle(ctx); err != nil {
+			return err
+		}
 		return x.runTools(ctx, rerun)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -462,7 +463,15 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 		ctx, cancel = context.WithTimeoutCause(ctx, to, ErrTimeLimit)
 		defer cancel()
 	}
-	return x.loop(ctx)
+	out, err := x.loop(ctx)
+	if err == nil && x.snapping.Load() {
+		// An execution that ends leaves no snapshot unjournaled.
+		if err := x.settle(ctx); err != nil {
+			return nil, err
+		}
+		out = x.outcome()
+	}
+	return out, err
 }
 
 // executor is one execution of one run. The lock order is: mu, then the
@@ -479,6 +488,12 @@ type executor struct {
 	gs   gateState // gate.go
 	// asked counts the questions asked per call attempt (input.go).
 	asked map[string]int
+	// snap is the workspace snapshot in flight, if any; snapping is set
+	// while it is (checkpoint).
+	snapMu   sync.Mutex
+	snap     chan snapResult
+	snapPrev *Snapshot
+	snapping atomic.Bool
 }
 
 // append journals one event (ignoring ctx cancellation: a stop must still
@@ -488,6 +503,12 @@ func (x *executor) append(ctx context.Context, t journal.Type, payload any) erro
 }
 
 func (x *executor) appendMany(ctx context.Context, types []journal.Type, payloads []any) error {
+	if x.snapping.Load() && !syntheticResults(types, payloads) {
+		// The snapshot taken before this event is journaled before it.
+		if err := x.settle(ctx); err != nil {
+			return err
+		}
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	now := x.rt.clock()
@@ -566,14 +587,30 @@ func (x *executor) foldForeign(ctx context.Context) bool {
 func (x *executor) loop(ctx context.Context) (*Outcome, error) {
 	for {
 		if err := ctx.Err(); err != nil {
+			if err := x.settle(ctx); err != nil {
+				return nil, err
+			}
 			if err := x.stop(ctx); err != nil {
 				return nil, err
 			}
 			return x.outcome(), nil
 		}
 		a := Step(x.st)
+		if x.snapping.Load() && a.Kind != ActCallModel && a.Kind != ActRecover {
+			// Only a model call, and the repair of interrupted calls
+			// up to running tools, go on while the workspace's
+			// snapshot is taken: what could change the files waits
+			// for it, and so does the end of this execution.
+			if err := x.settle(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		x.rt.logger.Debug("step", "run_id", x.runID, "action", a.Kind.String(), "calls", a.Calls)
 		if x.p.Yield != nil && a.Kind != ActNone && x.p.Yield(a) {
+			if err := x.settle(ctx); err != nil {
+				return nil, err
+			}
 			return x.outcome(), nil
 		}
 		if paused, err := x.checkPrincipal(ctx, a); err != nil || paused {
@@ -649,25 +686,73 @@ func (x *executor) mayWrite(ids []string) bool {
 	return false
 }
 
-// checkpoint journals a snapshot of the workspace if ExecParams.Checkpoint
-// is set and the files changed since the run's newest one. Only a
-// journal failure is an error.
+// snapResult is what a snapshot in flight gave.
+type snapResult struct {
+	cp  *WorkspaceCheckpoint
+	err error
+}
+
+// checkpoint starts a snapshot of the workspace if ExecParams.Checkpoint
+// is set; settle journals it (if the files changed since the run's
+// newest one). The snapshot runs while the model is asked (or
+// interrupted calls are closed), and is journaled before the next event
+// (but the results of calls that did not run), before anything that
+// could change the files and before the execution ends; so its place
+// in the journal is where the files were so. Only a journal failure is
+// an error.
 func (x *executor) checkpoint(ctx context.Context) error {
 	if x.p.Checkpoint == nil || ctx.Err() != nil {
 		return nil
 	}
+	if err := x.settle(ctx); err != nil {
+		return err
+	}
 	x.mu.Lock()
 	prev := x.st.Checkpoint
 	x.mu.Unlock()
-	cp, err := x.p.Checkpoint(ctx, x.runID, prev)
-	if err != nil {
-		x.rt.logger.Warn("workspace checkpoint failed; the run goes on without it", "run_id", x.runID, "error", err)
+	ch := make(chan snapResult, 1)
+	go func() {
+		cp, err := x.p.Checkpoint(ctx, x.runID, prev)
+		ch <- snapResult{cp, err}
+	}()
+	x.snapMu.Lock()
+	x.snap, x.snapPrev = ch, prev
+	x.snapping.Store(true)
+	x.snapMu.Unlock()
+	return nil
+}
+
+// settle waits for the snapshot in flight, if any, and journals it.
+func (x *executor) settle(ctx context.Context) error {
+	x.snapMu.Lock()
+	defer x.snapMu.Unlock()
+	if x.snap == nil {
 		return nil
 	}
-	if cp == nil || (prev != nil && cp.Tree == prev.Tree) {
+	r, prev := <-x.snap, x.snapPrev
+	x.snap, x.snapPrev = nil, nil
+	x.snapping.Store(false)
+	if r.err != nil {
+		x.rt.logger.Warn("workspace checkpoint failed; the run goes on without it", "run_id", x.runID, "error", r.err)
 		return nil
 	}
-	return x.append(ctx, journal.WorkspaceCheckpoint, cp)
+	if r.cp == nil || (prev != nil && r.cp.Tree == prev.Tree) {
+		return nil
+	}
+	return x.append(ctx, journal.WorkspaceCheckpoint, r.cp)
+}
+
+// syntheticResults reports whether an append is only results of calls
+// that did not run (closeCalls): they change no file, so a snapshot in
+// flight may be journaled after them.
+func syntheticResults(types []journal.Type, payloads []any) bool {
+	for i, t := range types {
+		f, ok := payloads[i].(*ToolFinished)
+		if t != journal.ToolFinished || !ok || !f.Synthetic {
+			return false
+		}
+	}
+	return len(types) > 0
 }
 
 func (x *executor) outcome() *Outcome {

@@ -77,6 +77,18 @@ type Turn struct {
 	// Index is the position of the assistant message in State.Messages.
 	Index int
 	Calls []*Call
+	// sent are the message's calls as requests send them (arguments
+	// that are not a JSON object replaced by {}), made once at the fold.
+	sent []model.ToolCall
+}
+
+// sentCalls returns the calls of m, t's assistant message, as requests
+// send them (see [sanitizeCalls]).
+func (t *Turn) sentCalls(m *model.Message) []model.ToolCall {
+	if t.sent == nil {
+		t.sent = sanitizeCalls(m.ToolCalls)
+	}
+	return t.sent
 }
 
 // Call is the state of one tool call.
@@ -215,7 +227,7 @@ func (s *State) Apply(e *journal.Event) error {
 		s.Cost += p.Cost
 		s.ModelFailures = 0
 		if len(msg.ToolCalls) > 0 {
-			t := &Turn{Index: len(s.Messages) - 1}
+			t := &Turn{Index: len(s.Messages) - 1, sent: sanitizeCalls(msg.ToolCalls)}
 			seen := map[string]bool{}
 			for _, tc := range msg.ToolCalls {
 				if seen[tc.ID] {
@@ -372,7 +384,7 @@ func (s *State) Conversation() []model.Message {
 		if ti < len(s.Turns) && s.Turns[ti].Index == i {
 			t := s.Turns[ti]
 			ti++
-			m.ToolCalls = sanitizeCalls(m.ToolCalls)
+			m.ToolCalls = t.sentCalls(&m)
 			out = append(out, m)
 			for _, c := range t.Calls {
 				if c.Finished == nil {

@@ -15,6 +15,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/keel-run/keel/internal/testclock"
 	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
@@ -29,18 +30,6 @@ func (s *source) Pending(ctx context.Context, since time.Time) ([]Item, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Item(nil), s.items...), nil
-}
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // receiver is a webhook receiver that verifies Standard Webhooks
@@ -182,7 +171,7 @@ func TestRetryWithBackoff(t *testing.T) {
 	hook.fail.Store(2)
 	hs := httptest.NewServer(hook)
 	defer hs.Close()
-	clk := &clock{t: time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)}
+	clk := testclock.New(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
 	n := New(openStore(t, filepath.Join(t.TempDir(), "keel.db")), &source{items: []Item{approvalItem("hook")}}, &Options{
 		Sinks: map[string]Sink{"hook": &Webhook{URL: hs.URL, Secret: "whsec_" + strings.Repeat("QUJD", 8)}}, Clock: clk.Now,
 	})

@@ -3,6 +3,7 @@ package policy
 import (
 	_ "embed"
 	"fmt"
+	"sync"
 )
 
 //go:embed default.toml
@@ -12,13 +13,15 @@ var defaultSource []byte
 // runs that use it.
 const DefaultName = "keel:default"
 
-var defaultEngine = func() *Engine {
+// defaultEngine is compiled on first use, not when the program starts:
+// every Keel process (the sandbox's init too) would pay for it.
+var defaultEngine = sync.OnceValue(func() *Engine {
 	e, err := Parse(DefaultName, defaultSource)
 	if err != nil {
 		panic(fmt.Sprintf("policy: the built-in default policy does not compile: %v", err))
 	}
 	return e
-}()
+})
 
 // Default returns Keel's built-in default policy, safe on a laptop:
 // reads and writes in the workspace (and the sandbox's scratch space) are
@@ -27,7 +30,7 @@ var defaultEngine = func() *Engine {
 // time run in the sandbox and ask without one, and anything else outside
 // the workspace is denied. Its source, with its
 // test cases, is [DefaultSource].
-func Default() *Engine { return defaultEngine }
+func Default() *Engine { return defaultEngine() }
 
 // DefaultSource returns the TOML source of [Default], a starting point for
 // custom policies.

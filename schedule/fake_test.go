@@ -6,33 +6,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/keel-run/keel/internal/testclock"
 	"github.com/keel-run/keel/journal"
 )
-
-// fakeClock is the injected clock of the tests.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
-func (c *fakeClock) Add(d time.Duration) { c.Set(c.Now().Add(d)) }
 
 // fakeRunner is a fake executor: a run lasts dur on the clock, then
 // completes (or fails, when failing is set); canceled runs end at once.
 type fakeRunner struct {
-	clock *fakeClock
+	clock *testclock.Clock
 	dur   time.Duration
 
 	mu       sync.Mutex
@@ -51,7 +32,7 @@ type fakeRun struct {
 	fail     bool
 }
 
-func newFakeRunner(c *fakeClock, dur time.Duration) *fakeRunner {
+func newFakeRunner(c *testclock.Clock, dur time.Duration) *fakeRunner {
 	return &fakeRunner{clock: c, dur: dur, runs: map[string]*fakeRun{}}
 }
 

@@ -34,12 +34,10 @@ type Status struct {
 
 // List returns every schedule not deleted, oldest first.
 func (s *Scheduler) List(ctx context.Context) ([]*Status, error) {
-	if err := s.dir.Sync(ctx); err != nil {
+	ids, err := s.dir.IDs(ctx)
+	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	ids := append([]string(nil), s.ids...)
-	s.mu.Unlock()
 	out := make([]*Status, 0, len(ids))
 	for _, id := range ids {
 		st, err := s.Get(ctx, id)

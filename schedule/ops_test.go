@@ -10,12 +10,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/testclock"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/mem"
 )
 
-func newTest(t *testing.T, dur time.Duration) (*Scheduler, *fakeRunner, *fakeClock, journal.Store) {
-	clk := &fakeClock{t: monday}
+func newTest(t *testing.T, dur time.Duration) (*Scheduler, *fakeRunner, *testclock.Clock, journal.Store) {
+	clk := testclock.New(monday)
 	r := newFakeRunner(clk, dur)
 	store := mem.New()
 	return New(store, r, &Options{Clock: clk.Now}), r, clk, store
@@ -167,8 +168,19 @@ func TestFireAtOnce(t *testing.T) {
 	if err != nil || b.RunID != a.RunID {
 		t.Fatalf("FireAt again = %+v, %v", b, err)
 	}
-	if _, err := s.FireAt(t.Context(), "t", n.Add(time.Minute)); !errors.Is(err, ErrInvalid) {
-		t.Errorf("FireAt of no nominal time: %v", err)
+	if f, err := s.FireAt(t.Context(), "t", n.Add(time.Minute)); f != nil || err != nil {
+		t.Errorf("FireAt of no nominal time = %+v, %v", f, err)
+	}
+	// A Temporal fire records every nominal time up to its own that has
+	// no record yet (here 02:00, which Temporal did not deliver: it
+	// catches up, and 03:00 is skipped while its run goes on).
+	clk.Add(2 * time.Hour)
+	c, err := s.FireAt(t.Context(), "t", n.Add(2*time.Hour))
+	if err != nil || c == nil || c.Outcome != OutcomeSkipped {
+		t.Fatalf("FireAt 03:00 = %+v, %v", c, err)
+	}
+	if diff := cmp.Diff(map[Outcome]int{OutcomeFired: 1, OutcomeCaughtUp: 1, OutcomeSkipped: 1}, counts(t, s, "t")); diff != "" {
+		t.Errorf("records after FireAt 03:00 (-want +got):\n%s", diff)
 	}
 	// Tick leaves due fires to Temporal, and records as missed only
 	// what Temporal can no longer deliver.
@@ -177,8 +189,8 @@ func TestFireAtOnce(t *testing.T) {
 	if c := counts(t, s, "t"); c[OutcomeMissed] != 0 {
 		t.Errorf("Tick recorded %v within the window", c)
 	}
-	if len(r.created()) != 1 {
-		t.Errorf("%d runs, want 1", len(r.created()))
+	if len(r.created()) != 2 {
+		t.Errorf("%d runs, want 2", len(r.created()))
 	}
 }
 

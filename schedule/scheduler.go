@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"text/template"
@@ -60,11 +59,9 @@ type Scheduler struct {
 	opts   Options
 	clock  journal.Clock
 	logger *slog.Logger
-	dir    *journal.Stream
+	dir    *journal.Directory
 
 	mu     sync.Mutex
-	names  map[string]string // live name → id
-	ids    []string          // live ids, in creation order
 	scheds map[string]*sched
 }
 
@@ -88,7 +85,7 @@ var (
 // New returns the scheduler of store's schedules, starting runs through
 // runner. It reads nothing until used.
 func New(store journal.Store, runner Runner, opts *Options) *Scheduler {
-	s := &Scheduler{store: store, runner: runner, names: map[string]string{}, scheds: map[string]*sched{}}
+	s := &Scheduler{store: store, runner: runner, scheds: map[string]*sched{}}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -112,39 +109,8 @@ func New(store journal.Store, runner Runner, opts *Options) *Scheduler {
 	if s.opts.MaxPerTick <= 0 {
 		s.opts.MaxPerTick = 10000
 	}
-	s.dir = journal.NewStream(store, DirectoryID, s.clock, s.applyDir)
+	s.dir = journal.NewDirectory(store, DirectoryID, s.clock, Created, Deleted)
 	return s
-}
-
-type dirEntry struct {
-	ID   string `json:"id"`
-	Name string `json:"name,omitempty"`
-	By   string `json:"by,omitempty"`
-}
-
-// applyDir folds one event of the directory.
-func (s *Scheduler) applyDir(e *journal.Event) error {
-	var p dirEntry
-	if err := jsonUnmarshal(e.Payload, &p); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch e.Type {
-	case Created:
-		s.names[p.Name] = p.ID
-		s.ids = append(s.ids, p.ID)
-	case Deleted:
-		for n, id := range s.names {
-			if id == p.ID {
-				delete(s.names, n)
-			}
-		}
-		s.ids = slices.DeleteFunc(s.ids, func(id string) bool { return id == p.ID })
-	default:
-		return fmt.Errorf("unknown event type %s", e.Type)
-	}
-	return nil
 }
 
 // get returns the schedule id or name ref, synced.
@@ -157,11 +123,8 @@ func (s *Scheduler) get(ctx context.Context, ref string) (*sched, error) {
 			return nil, err
 		}
 	}
+	id, _ := s.dir.Resolve(ref)
 	s.mu.Lock()
-	id := ref
-	if n, ok := s.names[ref]; ok {
-		id = n
-	}
 	sc := s.scheds[id]
 	if sc == nil {
 		sc = &sched{st: newState()}
@@ -202,29 +165,26 @@ func (s *Scheduler) Create(ctx context.Context, def *Schedule) (*Schedule, error
 			return nil, err
 		}
 	}
-	taken := func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if _, ok := s.names[d.Name]; ok {
-			return fmt.Errorf("%w: a schedule named %q exists", ErrInvalid, d.Name)
-		}
-		return nil
-	}
-	if err := s.dir.Sync(ctx); err != nil {
-		return nil, err
-	}
-	if err := taken(); err != nil {
-		return nil, err
+	if err := s.dir.Taken(ctx, d.Name); err != nil {
+		return nil, nameErr(err, d.Name)
 	}
 	// The schedule's own stream first: a directory entry always has one.
 	st := journal.NewStream(s.store, StreamPrefix+d.ID, s.clock, func(*journal.Event) error { return nil })
 	if _, err := st.Append(ctx, Created, &d, nil); err != nil {
 		return nil, err
 	}
-	if _, err := s.dir.Append(ctx, Created, &dirEntry{ID: d.ID, Name: d.Name, By: d.CreatedBy}, taken); err != nil {
-		return nil, err
+	if err := s.dir.Add(ctx, d.ID, d.Name, d.CreatedBy); err != nil {
+		return nil, nameErr(err, d.Name)
 	}
 	return &d, nil
+}
+
+// nameErr turns a taken name into ErrInvalid.
+func nameErr(err error, name string) error {
+	if errors.Is(err, journal.ErrNameTaken) {
+		return fmt.Errorf("%w: a schedule named %q exists", ErrInvalid, name)
+	}
+	return err
 }
 
 // Check validates a schedule's definition: its name, spec, policy and
@@ -344,18 +304,7 @@ func (s *Scheduler) Delete(ctx context.Context, ref, by string) error {
 	if _, err := sc.s.Append(ctx, Deleted, &changed{By: by}, sc.check(nil)); err != nil {
 		return err
 	}
-	_, err = s.dir.Append(ctx, Deleted, &dirEntry{ID: id, By: by}, func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if !slices.Contains(s.ids, id) {
-			return ErrDeleted
-		}
-		return nil
-	})
-	if errors.Is(err, ErrDeleted) {
-		return nil // another process finished the deletion
-	}
-	return err
+	return s.dir.Remove(ctx, id, by)
 }
 
 // check returns an append check that refuses changes to a deleted
@@ -431,11 +380,17 @@ func (s *Scheduler) Backfill(ctx context.Context, ref string, from, to time.Time
 	return out, nil
 }
 
-// FireAt records (and starts) the scheduled fire at nominal time n, for
-// a schedule whose driver is Temporal: the Temporal Schedule's workflow
-// calls it once the fire is due. A fire recorded already (a retried
-// activity, or one Tick recorded as missed) returns its record and starts
-// nothing; a nominal time while the schedule was paused returns nil.
+// FireAt records (and starts) the scheduled fires due up to nominal
+// time n, for a schedule whose driver is Temporal: the Temporal
+// Schedule's workflow calls it at each of its fire times (after the
+// fire's jitter), and it records every nominal time of the spec up to n
+// that is due and has no record yet, in order, with the same decisions
+// as [Scheduler.Tick] (so Temporal's and Keel's reading of the spec never
+// disagree about which times exist). It returns the record of n, nil
+// when n is not a nominal time with a record (paused, deleted, not due
+// yet). Calling it again (a retried activity) records nothing more.
+// While another process works on the schedule it returns an error
+// wrapping journal.ErrLocked: retry it.
 func (s *Scheduler) FireAt(ctx context.Context, ref string, n time.Time) (*Fire, error) {
 	sc, err := s.get(ctx, ref)
 	if err != nil {
@@ -443,20 +398,14 @@ func (s *Scheduler) FireAt(ctx context.Context, ref string, n time.Time) (*Fire,
 	}
 	n = n.UTC()
 	sc.mu.Lock()
-	st := sc.st
-	if got := st.times.next(n.Add(-time.Nanosecond)); !got.Equal(n) {
-		sc.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s is not a nominal time of schedule %s", ErrInvalid, n.Format(time.RFC3339Nano), st.def.Name)
-	}
-	f := &Fire{Key: scheduledKey(n), Source: SourceSchedule, Nominal: n, Due: st.due(n)}
-	overlap, paused, deleted := st.def.Policy.Overlap, st.paused, st.deleted
+	id := sc.st.def.ID
 	sc.mu.Unlock()
-	if paused || deleted {
+	if err := s.process(ctx, id, n); err != nil {
+		return nil, err
+	}
+	f, err := s.find(ctx, sc, scheduledKey(n))
+	if err != nil {
 		return nil, nil
 	}
-	rec, err := s.fire(ctx, sc, f, overlap)
-	if errors.Is(err, errRecorded) {
-		return s.find(ctx, sc, f.Key)
-	}
-	return rec, err
+	return f, nil
 }

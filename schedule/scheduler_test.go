@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/testclock"
 	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/mem"
@@ -75,7 +76,7 @@ func TestOverlapPolicies(t *testing.T) {
 	} {
 		t.Run(string(tt.overlap), func(t *testing.T) {
 			t.Parallel()
-			clk := &fakeClock{t: monday}
+			clk := testclock.New(monday)
 			r := newFakeRunner(clk, 150*time.Second)
 			s := New(mem.New(), r, &Options{Clock: clk.Now})
 			create(t, s, Schedule{Name: "s", Spec: every(time.Minute), Policy: Policy{Overlap: tt.overlap}})
@@ -114,7 +115,7 @@ func TestCatchUpOncePerPolicy(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s/%s", tt.overlap, tt.window), func(t *testing.T) {
 			t.Parallel()
-			clk := &fakeClock{t: monday}
+			clk := testclock.New(monday)
 			r := newFakeRunner(clk, 10*time.Minute)
 			store := mem.New()
 			s := New(store, r, &Options{Clock: clk.Now})
@@ -137,7 +138,7 @@ func TestCatchUpOncePerPolicy(t *testing.T) {
 // later forward 2 hours, and one scheduler per store (several stores on
 // one database are several servers) ticking at the same times.
 func week(t *testing.T, stores []journal.Store, step time.Duration) {
-	clk := &fakeClock{t: monday}
+	clk := testclock.New(monday)
 	r := newFakeRunner(clk, 30*time.Second)
 	opts := &Options{Clock: clk.Now, LateAfter: step + time.Minute}
 	var scheds []*Scheduler

@@ -136,8 +136,11 @@ func (t *times) next(after time.Time) time.Time {
 	return n
 }
 
-// jitter returns the delay of the fire of schedule id at nominal time
-// n: a hash of both, in [0, max).
+// Jitter returns the delay of the fire of schedule id at nominal time
+// n: a hash of both, in [0, max). It is deterministic (the Temporal
+// driver's workflow computes it too).
+func Jitter(id string, n time.Time, max time.Duration) time.Duration { return jitter(id, n, max) }
+
 func jitter(id string, n time.Time, max time.Duration) time.Duration {
 	if max <= 0 {
 		return 0

@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,8 +18,6 @@ import (
 const Principal = "keel.scheduler"
 
 var errPaused = errors.New("schedule: paused")
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func newULID(t time.Time) string {
 	return strings.ToLower(ulid.MustNew(ulid.Timestamp(t), ulid.DefaultEntropy()).String())
@@ -245,12 +242,10 @@ func (st *state) previous(f *Fire) time.Time {
 // buffered fires, and records (and starts) every due nominal time. Run
 // calls it periodically; tests call it at the times they choose.
 func (s *Scheduler) Tick(ctx context.Context) error {
-	if err := s.dir.Sync(ctx); err != nil {
+	ids, err := s.dir.IDs(ctx)
+	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	ids := append([]string(nil), s.ids...)
-	s.mu.Unlock()
 	var errs []error
 	for _, id := range ids {
 		if err := s.tickOne(ctx, id); err != nil {
@@ -277,11 +272,20 @@ func (s *Scheduler) Run(ctx context.Context) {
 }
 
 func (s *Scheduler) tickOne(ctx context.Context, id string) error {
+	err := s.process(ctx, id, time.Time{})
+	if errors.Is(err, journal.ErrLocked) {
+		return nil // another scheduler ticks it now
+	}
+	return err
+}
+
+// process does what is due for one schedule under its lease: records the
+// ends of runs, pauses after failures, starts buffered fires, and
+// records the due nominal times (up to upTo, when set). It returns an
+// error wrapping journal.ErrLocked when another process holds the lease.
+func (s *Scheduler) process(ctx context.Context, id string, upTo time.Time) error {
 	if l, ok := s.store.(journal.Locker); ok {
 		unlock, err := l.Lock(ctx, StreamPrefix+id)
-		if errors.Is(err, journal.ErrLocked) {
-			return nil // another scheduler ticks it now
-		}
 		if err != nil {
 			return err
 		}
@@ -306,7 +310,7 @@ func (s *Scheduler) tickOne(ctx context.Context, id string) error {
 	if err := s.startBuffered(ctx, sc); err != nil {
 		return err
 	}
-	return s.generate(ctx, sc)
+	return s.generate(ctx, sc, upTo)
 }
 
 // reconcile looks at every open fire's run: records the ends, and starts
@@ -416,14 +420,15 @@ func (s *Scheduler) startBuffered(ctx context.Context, sc *sched) error {
 }
 
 // generate records every scheduled nominal time that is due, in
-// batches. For a Temporal-driven schedule it records only those beyond
-// the catch-up window (Temporal will not deliver them), as missed.
-func (s *Scheduler) generate(ctx context.Context, sc *sched) error {
+// batches; upTo, when set, bounds the nominal times (a Temporal fire).
+// Without upTo, for a Temporal-driven schedule it records only those
+// beyond the catch-up window (Temporal will not deliver them), as missed.
+func (s *Scheduler) generate(ctx context.Context, sc *sched, upTo time.Time) error {
 	for done := 0; done < s.opts.MaxPerTick; {
 		now := s.clock().UTC()
 		sc.mu.Lock()
 		st := sc.st
-		if st.paused {
+		if st.paused || st.deleted {
 			sc.mu.Unlock()
 			return nil
 		}
@@ -431,7 +436,7 @@ func (s *Scheduler) generate(ctx context.Context, sc *sched) error {
 		var batch []*Fire
 		for n := st.nextNominal(); !n.IsZero() && len(batch) < maxBatch && done+len(batch) < s.opts.MaxPerTick; n = st.times.next(n) {
 			due := st.due(n)
-			if due.After(now) || temporal && now.Sub(due) <= window+s.opts.LateAfter {
+			if due.After(now) || !upTo.IsZero() && n.After(upTo) || upTo.IsZero() && temporal && now.Sub(due) <= window+s.opts.LateAfter {
 				break
 			}
 			batch = append(batch, &Fire{Key: scheduledKey(n), Source: SourceSchedule, Nominal: n, Due: due})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/tool"
@@ -46,10 +47,11 @@ type convCall struct {
 	result         *agent.ToolFinished
 }
 
-// convRenderer renders a run's events, in order, as conversation items.
+// convRenderer renders a run's events, in order, as conversation items,
+// from their rows (package internal/view).
 type convRenderer struct {
 	runID string
-	step  int
+	rows  view.Reader
 	calls map[string]*convCall
 }
 
@@ -59,35 +61,38 @@ func newConvRenderer(runID string) *convRenderer {
 
 // render returns the items event e adds or changes.
 func (r *convRenderer) render(e *journal.Event) []item {
-	v, err := agent.Decode(e)
-	if err != nil || v == nil {
+	vr := r.rows.Read(e)
+	if vr.Payload == nil {
+		return nil
+	}
+	f := convRows[e.Type]
+	if f == nil {
 		return nil
 	}
 	var h html
-	id := fmt.Sprintf("i%d", e.Seq)
-	switch x := v.(type) {
-	case *agent.RunCreated:
+	items := f(r, &h, vr)
+	if items == nil && h.b.Len() > 0 {
+		items = []item{{ID: fmt.Sprintf("i%d", e.Seq), HTML: template.HTML(h.b.String())}}
+	}
+	return items
+}
+
+// convRows renders each event type in the conversation, one entry per
+// type (view.Check): it writes a new item to h, or returns the items it
+// adds or changes (a call's), or neither; nil shows nothing of the type.
+var convRows = map[journal.Type]func(r *convRenderer, h *html, vr *view.Row) []item{
+	journal.RunCreated: func(_ *convRenderer, h *html, vr *view.Row) []item {
 		h.raw(`<div class="msg user"><div class="who">task</div><div class="text">`)
-		h.text(clip(x.Task, convTextChars))
+		h.text(clip(vr.Payload.(*agent.RunCreated).Task, convTextChars))
 		h.raw(`</div></div>`)
-	case *agent.UserMessage:
-		who := "you"
-		if x.By != "" {
-			who = x.By
-		}
-		cls := "user"
-		if x.Source != "" {
-			who, cls = x.Source, "note"
-		}
-		fmt.Fprintf(&h.b, `<div class="msg %s"><div class="who">`, cls)
-		h.text(who)
-		h.raw(`</div><div class="text">`)
-		h.text(clip(x.Content, convTextChars))
-		h.raw(`</div></div>`)
-	case *agent.ModelResponded:
-		r.step++
+		return nil
+	},
+	journal.RunResumed:    noteItem,
+	journal.SetupFinished: noteItem,
+	journal.ModelResponded: func(r *convRenderer, h *html, vr *view.Row) []item {
+		x := vr.Payload.(*agent.ModelResponded)
 		h.raw(`<div class="msg assistant"><div class="who">`)
-		h.text(fmt.Sprintf("model · step %d · %s in / %s out · $%.5f · %s", r.step, groupDigits(x.Usage.InputTokens), groupDigits(x.Usage.OutputTokens), x.Cost, ms(x.DurationMS)))
+		h.text(fmt.Sprintf("model · step %d · %s in / %s out · $%.5f · %s", vr.Step, groupDigits(x.Usage.InputTokens), groupDigits(x.Usage.OutputTokens), x.Cost, ms(x.DurationMS)))
 		h.raw(`</div>`)
 		if t := strings.TrimSpace(x.Message.Content); t != "" {
 			h.raw(`<div class="text">`)
@@ -95,30 +100,30 @@ func (r *convRenderer) render(e *journal.Event) []item {
 			h.raw(`</div>`)
 		}
 		h.raw(`</div>`)
-		out := []item{{ID: id, HTML: template.HTML(h.b.String())}}
+		out := []item{{ID: fmt.Sprintf("i%d", vr.Event.Seq), HTML: template.HTML(h.b.String())}}
 		for _, c := range x.Message.ToolCalls {
-			cc := &convCall{id: c.ID, tool: c.Name, args: c.Arguments, step: r.step, state: "running"}
+			cc := &convCall{id: c.ID, tool: c.Name, args: c.Arguments, step: vr.Step, state: "running"}
 			r.calls[c.ID] = cc
 			out = append(out, r.callItem(cc))
 		}
 		return out
-	case *agent.GateDecided:
-		if c := r.calls[x.CallID]; c != nil {
+	},
+	journal.ModelFailed: noteItem,
+	journal.GateDecided: func(r *convRenderer, _ *html, vr *view.Row) []item {
+		x := vr.Payload.(*agent.GateDecided)
+		return r.changeCall(x.CallID, func(c *convCall) {
 			c.decision = string(x.Effect)
 			if x.Effect == "deny" {
 				c.state, c.approval = "denied", "denied by the policy: "+x.Reason
 			}
-			return []item{r.callItem(c)}
-		}
-		return nil
-	case *agent.ApprovalRequested:
-		if c := r.calls[x.CallID]; c != nil {
-			c.state = "asked"
-			return []item{r.callItem(c)}
-		}
-		return nil
-	case *agent.ApprovalResolved:
-		if c := r.calls[x.CallID]; c != nil {
+		})
+	},
+	journal.ApprovalRequested: func(r *convRenderer, _ *html, vr *view.Row) []item {
+		return r.changeCall(vr.CallID, func(c *convCall) { c.state = "asked" })
+	},
+	journal.ApprovalResolved: func(r *convRenderer, _ *html, vr *view.Row) []item {
+		x := vr.Payload.(*agent.ApprovalResolved)
+		return r.changeCall(x.CallID, func(c *convCall) {
 			c.state = "running"
 			by := x.By
 			if by == "" {
@@ -134,10 +139,15 @@ func (r *convRenderer) render(e *journal.Event) []item {
 			if x.Decision != "allow" {
 				c.state = "denied"
 			}
-			return []item{r.callItem(c)}
-		}
-		return nil
-	case *agent.ToolFinished:
+		})
+	},
+	journal.AuthRequired:   noteItem,
+	journal.AuthResolved:   noteItem,
+	journal.InputRequested: nil, // the approvals inbox asks it; the call shows running
+	journal.InputAnswered:  nil,
+	journal.ToolStarted:    nil, // the call shows from the model's response on
+	journal.ToolFinished: func(r *convRenderer, _ *html, vr *view.Row) []item {
+		x := vr.Payload.(*agent.ToolFinished)
 		c := r.calls[x.CallID]
 		if c == nil {
 			c = &convCall{id: x.CallID, tool: x.Tool}
@@ -149,48 +159,97 @@ func (r *convRenderer) render(e *journal.Event) []item {
 			c.state = "failed"
 		}
 		return []item{r.callItem(c)}
-	case *agent.WorkspaceCheckpoint:
+	},
+	journal.RunCompleted:      endItem,
+	journal.RunFailed:         endItem,
+	journal.RunCanceled:       endItem,
+	journal.RunPaused:         endItem,
+	journal.UserMessage:       (*convRenderer).userMessage,
+	journal.ContextCompacted:  noteItem,
+	journal.SandboxEgress:     noteItem,
+	journal.SandboxQuarantine: noteItem,
+	journal.WorkspaceCheckpoint: func(r *convRenderer, h *html, vr *view.Row) []item {
+		x := vr.Payload.(*agent.WorkspaceCheckpoint)
 		h.raw(`<div class="files-note checkpoint" data-seq="`)
-		h.text(fmt.Sprint(e.Seq))
+		h.text(fmt.Sprint(vr.Event.Seq))
 		h.raw(`"><span class="type">files</span> `)
-		filesHTML(&h, x.Files, x.MoreFiles, "checkpoint")
-		r.checkpointActions(&h, e.Seq)
+		filesHTML(h, x.Files, x.MoreFiles, "checkpoint")
+		r.checkpointActions(h, vr.Event.Seq)
 		h.raw(`</div>`)
-	case *agent.WorkspaceRestored:
+		return nil
+	},
+	journal.WorkspaceRestored: func(r *convRenderer, h *html, vr *view.Row) []item {
+		x := vr.Payload.(*agent.WorkspaceRestored)
 		h.raw(`<div class="files-note restored"><span class="type">rewound</span> `)
 		h.text(fmt.Sprintf("files restored to event %d", x.To))
 		if x.By != "" {
 			h.text(" by " + x.By)
 		}
 		h.text(": ")
-		filesHTML(&h, x.Files, x.MoreFiles, "restore")
-		r.checkpointActions(&h, e.Seq)
+		filesHTML(h, x.Files, x.MoreFiles, "restore")
+		r.checkpointActions(h, vr.Event.Seq)
 		h.raw(`</div>`)
-	case *agent.ContextCompacted, *agent.SetupFinished, *agent.ModelFailed, *agent.SandboxEgress, *agent.SandboxQuarantine, *agent.AuthRequired, *agent.AuthResolved, *agent.RunResumed:
-		p, _ := v.(agent.Payload)
-		h.raw(`<div class="note"><span class="type">`)
-		h.text(string(e.Type))
-		h.raw(`</span> `)
-		h.text(clip(p.Detail(), 400))
-		h.raw(`</div>`)
-	case *agent.RunEnded:
-		fmt.Fprintf(&h.b, `<div class="end %s"><span class="status %s">`, journal.StatusOf(e.Type), journal.StatusOf(e.Type))
-		h.text(string(journal.StatusOf(e.Type)))
-		h.raw(`</span> `)
-		h.text(x.Reason)
-		if x.Message != "" {
-			h.text(": " + clip(x.Message, 400))
-		}
-		if x.Output != "" {
-			h.raw(`<pre>`)
-			h.text(clip(x.Output, convTextChars))
-			h.raw(`</pre>`)
-		}
-		h.raw(`</div>`)
-	default:
+		return nil
+	},
+}
+
+// changeCall applies change to the call id the conversation shows and
+// returns its item again; a call it does not show changes nothing.
+func (r *convRenderer) changeCall(id string, change func(*convCall)) []item {
+	c := r.calls[id]
+	if c == nil {
 		return nil
 	}
-	return []item{{ID: id, HTML: template.HTML(h.b.String())}}
+	change(c)
+	return []item{r.callItem(c)}
+}
+
+func (r *convRenderer) userMessage(h *html, vr *view.Row) []item {
+	x := vr.Payload.(*agent.UserMessage)
+	who := "you"
+	if x.By != "" {
+		who = x.By
+	}
+	cls := "user"
+	if x.Source != "" {
+		who, cls = x.Source, "note"
+	}
+	fmt.Fprintf(&h.b, `<div class="msg %s"><div class="who">`, cls)
+	h.text(who)
+	h.raw(`</div><div class="text">`)
+	h.text(clip(x.Content, convTextChars))
+	h.raw(`</div></div>`)
+	return nil
+}
+
+// noteItem shows an event as a note: its type and one-line detail.
+func noteItem(_ *convRenderer, h *html, vr *view.Row) []item {
+	h.raw(`<div class="note"><span class="type">`)
+	h.text(string(vr.Event.Type))
+	h.raw(`</span> `)
+	h.text(clip(vr.Payload.Detail(), 400))
+	h.raw(`</div>`)
+	return nil
+}
+
+// endItem shows how the run ended (or paused), with its output.
+func endItem(_ *convRenderer, h *html, vr *view.Row) []item {
+	x := vr.Payload.(*agent.RunEnded)
+	st := journal.StatusOf(vr.Event.Type)
+	fmt.Fprintf(&h.b, `<div class="end %s"><span class="status %s">`, st, st)
+	h.text(string(st))
+	h.raw(`</span> `)
+	h.text(x.Reason)
+	if x.Message != "" {
+		h.text(": " + clip(x.Message, 400))
+	}
+	if x.Output != "" {
+		h.raw(`<pre>`)
+		h.text(clip(x.Output, convTextChars))
+		h.raw(`</pre>`)
+	}
+	h.raw(`</div>`)
+	return nil
 }
 
 // checkpointActions adds the rewind and fork forms of a checkpoint; the

@@ -235,6 +235,11 @@ func (e *env) bound(name string, agents []string, scopes ...string) *client.Clie
 
 type closers []io.Closer
 
+// closerFunc is a release function as an io.Closer.
+type closerFunc func()
+
+func (f closerFunc) Close() error { f(); return nil }
+
 func (cs closers) Close() error {
 	var errs []error
 	for _, c := range slices.Backward(cs) {
@@ -263,10 +268,13 @@ func (e *env) wire(_ context.Context, c *agent.RunCreated) (*agent.Wiring, io.Cl
 	reg := tool.NewRegistry()
 	builtin.Register(reg, &builtin.Options{NoWeb: true})
 	p := &agent.Wiring{Model: m, ModelName: c.Model, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws}}
+	cs := closers{ws, sb}
 	if e.checkpoints {
-		p.Checkpoint = checkpoint.Hook(filepath.Join(e.dir, "checkpoints"), ws.Root())
+		var release func()
+		p.Checkpoint, release = checkpoint.Hook(filepath.Join(e.dir, "checkpoints"), ws.Root())
+		cs = append(cs, closerFunc(release))
 	}
-	return p, closers{ws, sb}, nil
+	return p, cs, nil
 }
 
 // prepare turns a create request into a run.created payload as the CLI

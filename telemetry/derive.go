@@ -246,274 +246,12 @@ func (d *Deriver) add(e *journal.Event, p any) ([]Span, error) {
 	if d.created == nil && e.Type != journal.RunCreated {
 		return nil, fmt.Errorf("telemetry: run %s: first event is %s", d.runID, e.Type)
 	}
-	var done []*Span
-	switch p := p.(type) {
-	case *agent.RunCreated:
-		d.created = p
-		d.spec, _ = model.ParseSpec(p.Model)
-		name := p.Principal
-		if name == "" {
-			name = "keel"
-		}
-		attrs := []attribute.KeyValue{
-			semconv.GenAIOperationNameInvokeAgent,
-			semconv.GenAIAgentName(name),
-			semconv.GenAIConversationID(d.runID),
-			attrRunID.String(d.runID),
-			attrModelSpec.String(p.Model),
-		}
-		if p.Principal != "" {
-			attrs = append(attrs, semconv.GenAIAgentID(p.Principal))
-		}
-		if p.OnBehalfOf != "" {
-			attrs = append(attrs, attrOnBehalfOf.String(p.OnBehalfOf), userIDKey.String(p.OnBehalfOf))
-		}
-		labels := make([]string, 0, len(p.Labels))
-		for k := range p.Labels {
-			labels = append(labels, k)
-		}
-		sort.Strings(labels)
-		for _, k := range labels {
-			attrs = append(attrs, attribute.String(attrLabelPrefix+k, p.Labels[k]))
-		}
-		if d.opts.Content {
-			attrs = append(attrs, semconv.GenAISystemInstructionsKey.String(d.text(p.System)),
-				semconv.GenAIInputMessagesKey.String(messagesJSON([]model.Message{{Role: model.RoleUser, Content: d.text(p.Task)}})))
-		}
-		d.root = d.newSpan(RootKey, "invoke_agent "+name, trace.SpanKindInternal, trace.SpanID{}, e.Time, attrs...)
-	case *agent.RunResumed:
-		if p.Model != "" {
-			if s, err := model.ParseSpec(p.Model); err == nil {
-				d.spec = s
-			}
-		}
-		attrs := []attribute.KeyValue{attrSeq.Int64(e.Seq), attribute.Int("keel.interrupted_calls", len(p.Interrupted))}
-		if p.Model != "" {
-			attrs = append(attrs, attrModelSpec.String(p.Model))
-		}
-		if p.By != "" {
-			attrs = append(attrs, attrBy.String(p.By))
-		}
-		if p.Handoff {
-			attrs = append(attrs, attrHandoff.Bool(true))
-		}
-		d.event(RootKey, "keel.run.resumed", e.Time, attrs...)
-	case *agent.SetupFinished:
-		start := e.Time.Add(-time.Duration(p.DurationMS) * time.Millisecond)
-		s := d.newSpan("setup/"+strconv.FormatInt(e.Seq, 10), "keel.setup", trace.SpanKindInternal, d.rootID(), start,
-			attrExitCode.Int(p.ExitCode), attrTimedOut.Bool(p.TimedOut), attrSeq.Int64(e.Seq))
-		if p.ExitCode != 0 || p.TimedOut {
-			s.Status, s.StatusMsg = codes.Error, fmt.Sprintf("setup script exited %d", p.ExitCode)
-		}
-		done = append(done, d.close("setup/"+strconv.FormatInt(e.Seq, 10), e.Time, e.Seq))
-	case *agent.ModelResponded:
-		d.calls++
-		d.steps++
-		start := e.Time.Add(-time.Duration(p.DurationMS) * time.Millisecond)
-		if start.Before(prev) {
-			start = prev
-		}
-		if p.Model != "" {
-			d.respModel = p.Model
-		}
-		u := p.Usage
-		d.usage = d.usage.Add(u)
-		d.cost += p.Cost
-		src := SourceProvider
-		if p.UsageEstimated {
-			src = SourceEstimate
-		}
-		d.sources[src] = true
-		attrs := d.chatAttrs(p.Model, u, p.Cost, src)
-		attrs = append(attrs, attrSeq.Int64(e.Seq))
-		if p.ResponseID != "" {
-			attrs = append(attrs, semconv.GenAIResponseID(p.ResponseID))
-		}
-		if p.StopReason != "" {
-			attrs = append(attrs, semconv.GenAIResponseFinishReasons(p.StopReason))
-		}
-		if p.EstimatedInputTokens > 0 {
-			attrs = append(attrs, attrEstimatedIn.Int64(p.EstimatedInputTokens))
-		}
-		if d.opts.Content {
-			msg := p.Message
-			msg.Content = d.text(msg.Content)
-			for i := range msg.ToolCalls {
-				msg.ToolCalls[i].Arguments = d.text(msg.ToolCalls[i].Arguments)
-			}
-			attrs = append(attrs, semconv.GenAIOutputMessagesKey.String(messagesJSON([]model.Message{msg})))
-		}
-		key := ChatKey(d.calls)
-		d.newSpan(key, "chat "+d.requestModel(), trace.SpanKindClient, d.rootID(), start, attrs...)
-		done = append(done, d.close(key, e.Time, e.Seq))
-	case *agent.ModelFailed:
-		d.calls++
-		key := ChatKey(d.calls)
-		s := d.newSpan(key, "chat "+d.requestModel(), trace.SpanKindClient, d.rootID(), prev,
-			semconv.GenAIOperationNameChat, semconv.GenAIProviderNameKey.String(d.provider("")), semconv.GenAIRequestModel(d.requestModel()),
-			semconv.GenAIConversationID(d.runID), semconv.ErrorTypeKey.String(p.Kind), attrSeq.Int64(e.Seq))
-		s.Status, s.StatusMsg = codes.Error, p.Message
-		done = append(done, d.close(key, e.Time, e.Seq))
-	case *agent.GateDecided:
-		s := d.toolSpan(p.CallID, p.Tool, prev)
-		attrs := []attribute.KeyValue{attrEffect.String(string(p.Effect)), attrSeq.Int64(e.Seq)}
-		if len(p.Policies) > 0 {
-			attrs = append(attrs, attrPolicyIDs.StringSlice(p.Policies))
-		}
-		if p.Reason != "" {
-			attrs = append(attrs, attrGateReason.String(p.Reason))
-		}
-		s.Events = append(s.Events, SpanEvent{Name: "keel.gate.decided", Time: e.Time, Attrs: attrs})
-		s.Attrs = append(s.Attrs, attrEffect.String(string(p.Effect)))
-		if len(p.Policies) > 0 {
-			s.Attrs = append(s.Attrs, attrPolicyIDs.StringSlice(p.Policies))
-		}
-	case *agent.ApprovalRequested:
-		t := d.toolSpan(p.CallID, p.Tool, prev)
-		key := "approval/" + p.CallID + "/" + strconv.FormatInt(e.Seq, 10)
-		attrs := []attribute.KeyValue{semconv.GenAIToolName(p.Tool), semconv.GenAIToolCallID(p.CallID), attrSeq.Int64(e.Seq)}
-		if p.Reason != "" {
-			attrs = append(attrs, attrReason.String(p.Reason))
-		}
-		if p.Expires != nil {
-			attrs = append(attrs, attribute.String("keel.approval.expires", p.Expires.UTC().Format(time.RFC3339)))
-		}
-		d.newSpan(key, "keel.approval "+p.Tool, trace.SpanKindInternal, t.SpanID, e.Time, attrs...)
-	case *agent.ApprovalResolved:
-		for _, k := range d.keysWithPrefix("approval/" + p.CallID + "/") {
-			s := d.open[k]
-			s.Attrs = append(s.Attrs, attrDecision.String(string(p.Decision)))
-			if p.By != "" {
-				s.Attrs = append(s.Attrs, attrBy.String(p.By))
-			}
-			if p.Reason != "" {
-				s.Attrs = append(s.Attrs, attrReason.String(p.Reason))
-			}
-			if p.Decision != "allow" {
-				s.Status, s.StatusMsg = codes.Error, "denied"
-			}
-			done = append(done, d.close(k, e.Time, e.Seq))
-		}
-	case *agent.ToolStarted:
-		s := d.toolSpan(p.CallID, p.Tool, prev)
-		attempt := p.Attempt
-		if attempt == 0 {
-			attempt = 1
-		}
-		if d.opts.Content && attempt == 1 {
-			s.Attrs = append(s.Attrs, semconv.GenAIToolCallArgumentsKey.String(d.text(string(p.Arguments))))
-		}
-		s.Events = append(s.Events, SpanEvent{Name: "keel.tool.started", Time: e.Time, Attrs: []attribute.KeyValue{attribute.Int("keel.tool.attempt", attempt), attrSeq.Int64(e.Seq)}})
-	case *agent.ToolFinished:
-		d.tools++
-		s := d.toolSpan(p.CallID, p.Tool, prev)
-		attempts := 0
-		for _, ev := range s.Events {
-			if ev.Name == "keel.tool.started" {
-				attempts++
-			}
-		}
-		s.Attrs = append(s.Attrs, attrAttempts.Int(attempts), attrToolMS.Int64(p.DurationMS), attrSeq.Int64(e.Seq))
-		if p.ExitCode != nil {
-			s.Attrs = append(s.Attrs, attrExitCode.Int(*p.ExitCode))
-		}
-		if p.Synthetic {
-			s.Attrs = append(s.Attrs, attrSynthetic.Bool(true))
-		}
-		if p.TimedOut {
-			s.Attrs = append(s.Attrs, attrTimedOut.Bool(true))
-		}
-		if d.opts.Content {
-			s.Attrs = append(s.Attrs, semconv.GenAIToolCallResultKey.String(d.text(p.Content)))
-		}
-		if p.IsError {
-			s.Status = codes.Error
-			s.StatusMsg = firstLine(p.Content, 200)
-			kind := "tool_error"
-			switch {
-			case p.TimedOut:
-				kind = "timeout"
-			case p.Synthetic:
-				kind = "synthetic"
-			}
-			s.Attrs = append(s.Attrs, semconv.ErrorTypeKey.String(kind))
-		}
-		// An approval still waiting (a call finished without a decision,
-		// such as a cancel) ends with its call.
-		for _, k := range d.keysWithPrefix("approval/" + p.CallID + "/") {
-			done = append(done, d.close(k, e.Time, e.Seq))
-		}
-		done = append(done, d.close(ToolKey(p.CallID), e.Time, e.Seq))
-	case *agent.ContextCompacted:
-		start := e.Time.Add(-time.Duration(p.DurationMS) * time.Millisecond)
-		if start.Before(prev) {
-			start = prev
-		}
-		key := "compaction/" + strconv.FormatInt(e.Seq, 10)
-		c := d.newSpan(key, "keel.compaction", trace.SpanKindInternal, d.rootID(), start,
-			attrHandoff.Bool(p.Handoff), attrReason.String(p.Reason), attrTokensBefore.Int(p.TokensBefore), attrTokensAfter.Int(p.TokensAfter), attrSeq.Int64(e.Seq))
-		d.usage = d.usage.Add(p.Usage)
-		d.cost += p.Cost
-		if p.Model != "" || p.Usage.Total() > 0 {
-			// The summary requests are model calls too: one chat span for
-			// them, so that chat spans sum to the run's tokens.
-			d.sources[SourceProvider] = true
-			attrs := d.chatAttrs(p.Model, p.Usage, p.Cost, SourceProvider)
-			attrs = append(attrs, attribute.Int("keel.summary.failed_attempts", len(p.Attempts)), attrSeq.Int64(e.Seq))
-			skey := "summary/" + strconv.FormatInt(e.Seq, 10)
-			d.newSpan(skey, "chat "+d.requestModel(), trace.SpanKindClient, c.SpanID, start, attrs...)
-			done = append(done, d.close(skey, e.Time, e.Seq))
-		}
-		done = append(done, d.close(key, e.Time, e.Seq))
-	case *agent.UserMessage:
-		attrs := []attribute.KeyValue{attrSeq.Int64(e.Seq)}
-		if p.Source != "" {
-			attrs = append(attrs, attrSource.String(p.Source))
-		}
-		if p.By != "" {
-			attrs = append(attrs, attrBy.String(p.By))
-		}
-		if d.opts.Content {
-			attrs = append(attrs, attribute.String("keel.content", d.text(p.Content)))
-		}
-		d.event(RootKey, "keel.user.message", e.Time, attrs...)
-	case *agent.SandboxEgress:
-		d.event(RootKey, "keel.sandbox.egress", e.Time, attribute.String("server.address", p.Host), attribute.Int("server.port", p.Port),
-			attribute.Bool("keel.egress.allowed", p.Allowed), attrReason.String(p.Reason), attribute.String("keel.egress.phase", p.Phase))
-	case *agent.SandboxQuarantine:
-		d.event(RootKey, "keel.sandbox.quarantine", e.Time, attribute.String("keel.path", p.Path), attribute.String("keel.action", p.Action), attrReason.String(p.Reason))
-	case *agent.RunEnded:
-		switch e.Type {
-		case journal.RunPaused:
-			d.event(RootKey, "keel.run.paused", e.Time, attrRunReason.String(p.Reason), attrSeq.Int64(e.Seq))
-		default:
-			if d.root == nil || d.ended {
-				break
-			}
-			d.ended = true
-			status := journal.StatusOf(e.Type)
-			d.root.Attrs = append(d.root.Attrs, attrRunStatus.String(string(status)), attrRunReason.String(p.Reason))
-			if status == journal.StatusFailed {
-				d.root.Status, d.root.StatusMsg = codes.Error, firstLine(p.Message, 200)
-				d.root.Attrs = append(d.root.Attrs, semconv.ErrorTypeKey.String(p.Reason))
-			}
-			if d.opts.Content && p.Output != "" {
-				d.root.Attrs = append(d.root.Attrs, semconv.GenAIOutputMessagesKey.String(messagesJSON([]model.Message{{Role: model.RoleAssistant, Content: d.text(p.Output)}})))
-			}
-			// Whatever is still open ends with the run (a canceled call's
-			// approval), the root last.
-			for _, k := range append([]string(nil), d.openKeys...) {
-				if k != RootKey {
-					done = append(done, d.close(k, e.Time, e.Seq))
-				}
-			}
-			d.finishRoot()
-			done = append(done, d.close(RootKey, e.Time, e.Seq))
-		}
-	default:
-		// A type this version does not know: keep it visible.
-		d.event(RootKey, string(e.Type), e.Time, attrUnknownType.String(string(e.Type)), attrSeq.Int64(e.Seq))
+	f, ok := derivers[e.Type]
+	if !ok {
+		f = (*Deriver).other // a type this version does not know
 	}
+	pl, _ := p.(agent.Payload)
+	done := f(d, e, pl, prev)
 	out := make([]Span, 0, len(done))
 	for _, s := range done {
 		if s != nil {
@@ -521,6 +259,367 @@ func (d *Deriver) add(e *journal.Event, p any) ([]Span, error) {
 		}
 	}
 	return out, nil
+}
+
+// derivers derive spans from each event type, one entry per type
+// (view.Check): what the event adds to the open spans, and the spans it
+// ends.
+var derivers = map[journal.Type]func(d *Deriver, e *journal.Event, p agent.Payload, prev time.Time) []*Span{
+	journal.RunCreated:          (*Deriver).runCreated,
+	journal.RunResumed:          (*Deriver).runResumed,
+	journal.SetupFinished:       (*Deriver).setupFinished,
+	journal.ModelResponded:      (*Deriver).modelResponded,
+	journal.ModelFailed:         (*Deriver).modelFailed,
+	journal.GateDecided:         (*Deriver).gateDecided,
+	journal.ApprovalRequested:   (*Deriver).approvalRequested,
+	journal.ApprovalResolved:    (*Deriver).approvalResolved,
+	journal.AuthRequired:        (*Deriver).other,
+	journal.AuthResolved:        (*Deriver).other,
+	journal.InputRequested:      (*Deriver).other,
+	journal.InputAnswered:       (*Deriver).other,
+	journal.ToolStarted:         (*Deriver).toolStarted,
+	journal.ToolFinished:        (*Deriver).toolFinished,
+	journal.RunCompleted:        (*Deriver).runEnded,
+	journal.RunFailed:           (*Deriver).runEnded,
+	journal.RunCanceled:         (*Deriver).runEnded,
+	journal.RunPaused:           (*Deriver).runEnded,
+	journal.UserMessage:         (*Deriver).userMessage,
+	journal.ContextCompacted:    (*Deriver).contextCompacted,
+	journal.SandboxEgress:       (*Deriver).sandboxEgress,
+	journal.SandboxQuarantine:   (*Deriver).sandboxQuarantine,
+	journal.WorkspaceCheckpoint: (*Deriver).other,
+	journal.WorkspaceRestored:   (*Deriver).other,
+}
+
+func (d *Deriver) runCreated(e *journal.Event, pl agent.Payload, _ time.Time) (done []*Span) {
+	p := pl.(*agent.RunCreated)
+	d.created = p
+	d.spec, _ = model.ParseSpec(p.Model)
+	name := p.Principal
+	if name == "" {
+		name = "keel"
+	}
+	attrs := []attribute.KeyValue{
+		semconv.GenAIOperationNameInvokeAgent,
+		semconv.GenAIAgentName(name),
+		semconv.GenAIConversationID(d.runID),
+		attrRunID.String(d.runID),
+		attrModelSpec.String(p.Model),
+	}
+	if p.Principal != "" {
+		attrs = append(attrs, semconv.GenAIAgentID(p.Principal))
+	}
+	if p.OnBehalfOf != "" {
+		attrs = append(attrs, attrOnBehalfOf.String(p.OnBehalfOf), userIDKey.String(p.OnBehalfOf))
+	}
+	labels := make([]string, 0, len(p.Labels))
+	for k := range p.Labels {
+		labels = append(labels, k)
+	}
+	sort.Strings(labels)
+	for _, k := range labels {
+		attrs = append(attrs, attribute.String(attrLabelPrefix+k, p.Labels[k]))
+	}
+	if d.opts.Content {
+		attrs = append(attrs, semconv.GenAISystemInstructionsKey.String(d.text(p.System)),
+			semconv.GenAIInputMessagesKey.String(messagesJSON([]model.Message{{Role: model.RoleUser, Content: d.text(p.Task)}})))
+	}
+	d.root = d.newSpan(RootKey, "invoke_agent "+name, trace.SpanKindInternal, trace.SpanID{}, e.Time, attrs...)
+	return done
+}
+
+func (d *Deriver) runResumed(e *journal.Event, pl agent.Payload, _ time.Time) (done []*Span) {
+	p := pl.(*agent.RunResumed)
+	if p.Model != "" {
+		if s, err := model.ParseSpec(p.Model); err == nil {
+			d.spec = s
+		}
+	}
+	attrs := []attribute.KeyValue{attrSeq.Int64(e.Seq), attribute.Int("keel.interrupted_calls", len(p.Interrupted))}
+	if p.Model != "" {
+		attrs = append(attrs, attrModelSpec.String(p.Model))
+	}
+	if p.By != "" {
+		attrs = append(attrs, attrBy.String(p.By))
+	}
+	if p.Handoff {
+		attrs = append(attrs, attrHandoff.Bool(true))
+	}
+	d.event(RootKey, "keel.run.resumed", e.Time, attrs...)
+	return done
+}
+
+func (d *Deriver) setupFinished(e *journal.Event, pl agent.Payload, _ time.Time) (done []*Span) {
+	p := pl.(*agent.SetupFinished)
+	start := e.Time.Add(-time.Duration(p.DurationMS) * time.Millisecond)
+	s := d.newSpan("setup/"+strconv.FormatInt(e.Seq, 10), "keel.setup", trace.SpanKindInternal, d.rootID(), start,
+		attrExitCode.Int(p.ExitCode), attrTimedOut.Bool(p.TimedOut), attrSeq.Int64(e.Seq))
+	if p.ExitCode != 0 || p.TimedOut {
+		s.Status, s.StatusMsg = codes.Error, fmt.Sprintf("setup script exited %d", p.ExitCode)
+	}
+	done = append(done, d.close("setup/"+strconv.FormatInt(e.Seq, 10), e.Time, e.Seq))
+	return done
+}
+
+func (d *Deriver) modelResponded(e *journal.Event, pl agent.Payload, prev time.Time) (done []*Span) {
+	p := pl.(*agent.ModelResponded)
+	d.calls++
+	d.steps++
+	start := e.Time.Add(-time.Duration(p.DurationMS) * time.Millisecond)
+	if start.Before(prev) {
+		start = prev
+	}
+	if p.Model != "" {
+		d.respModel = p.Model
+	}
+	u := p.Usage
+	d.usage = d.usage.Add(u)
+	d.cost += p.Cost
+	src := SourceProvider
+	if p.UsageEstimated {
+		src = SourceEstimate
+	}
+	d.sources[src] = true
+	attrs := d.chatAttrs(p.Model, u, p.Cost, src)
+	attrs = append(attrs, attrSeq.Int64(e.Seq))
+	if p.ResponseID != "" {
+		attrs = append(attrs, semconv.GenAIResponseID(p.ResponseID))
+	}
+	if p.StopReason != "" {
+		attrs = append(attrs, semconv.GenAIResponseFinishReasons(p.StopReason))
+	}
+	if p.EstimatedInputTokens > 0 {
+		attrs = append(attrs, attrEstimatedIn.Int64(p.EstimatedInputTokens))
+	}
+	if d.opts.Content {
+		msg := p.Message
+		msg.Content = d.text(msg.Content)
+		for i := range msg.ToolCalls {
+			msg.ToolCalls[i].Arguments = d.text(msg.ToolCalls[i].Arguments)
+		}
+		attrs = append(attrs, semconv.GenAIOutputMessagesKey.String(messagesJSON([]model.Message{msg})))
+	}
+	key := ChatKey(d.calls)
+	d.newSpan(key, "chat "+d.requestModel(), trace.SpanKindClient, d.rootID(), start, attrs...)
+	done = append(done, d.close(key, e.Time, e.Seq))
+	return done
+}
+
+func (d *Deriver) modelFailed(e *journal.Event, pl agent.Payload, prev time.Time) (done []*Span) {
+	p := pl.(*agent.ModelFailed)
+	d.calls++
+	key := ChatKey(d.calls)
+	s := d.newSpan(key, "chat "+d.requestModel(), trace.SpanKindClient, d.rootID(), prev,
+		semconv.GenAIOperationNameChat, semconv.GenAIProviderNameKey.String(d.provider("")), semconv.GenAIRequestModel(d.requestModel()),
+		semconv.GenAIConversationID(d.runID), semconv.ErrorTypeKey.String(p.Kind), attrSeq.Int64(e.Seq))
+	s.Status, s.StatusMsg = codes.Error, p.Message
+	done = append(done, d.close(key, e.Time, e.Seq))
+	return done
+}
+
+func (d *Deriver) gateDecided(e *journal.Event, pl agent.Payload, prev time.Time) (done []*Span) {
+	p := pl.(*agent.GateDecided)
+	s := d.toolSpan(p.CallID, p.Tool, prev)
+	attrs := []attribute.KeyValue{attrEffect.String(string(p.Effect)), attrSeq.Int64(e.Seq)}
+	if len(p.Policies) > 0 {
+		attrs = append(attrs, attrPolicyIDs.StringSlice(p.Policies))
+	}
+	if p.Reason != "" {
+		attrs = append(attrs, attrGateReason.String(p.Reason))
+	}
+	s.Events = append(s.Events, SpanEvent{Name: "keel.gate.decided", Time: e.Time, Attrs: attrs})
+	s.Attrs = append(s.Attrs, attrEffect.String(string(p.Effect)))
+	if len(p.Policies) > 0 {
+		s.Attrs = append(s.Attrs, attrPolicyIDs.StringSlice(p.Policies))
+	}
+	return done
+}
+
+func (d *Deriver) approvalRequested(e *journal.Event, pl agent.Payload, prev time.Time) (done []*Span) {
+	p := pl.(*agent.ApprovalRequested)
+	t := d.toolSpan(p.CallID, p.Tool, prev)
+	key := "approval/" + p.CallID + "/" + strconv.FormatInt(e.Seq, 10)
+	attrs := []attribute.KeyValue{semconv.GenAIToolName(p.Tool), semconv.GenAIToolCallID(p.CallID), attrSeq.Int64(e.Seq)}
+	if p.Reason != "" {
+		attrs = append(attrs, attrReason.String(p.Reason))
+	}
+	if p.Expires != nil {
+		attrs = append(attrs, attribute.String("keel.approval.expires", p.Expires.UTC().Format(time.RFC3339)))
+	}
+	d.newSpan(key, "keel.approval "+p.Tool, trace.SpanKindInternal, t.SpanID, e.Time, attrs...)
+	return done
+}
+
+func (d *Deriver) approvalResolved(e *journal.Event, pl agent.Payload, _ time.Time) (done []*Span) {
+	p := pl.(*agent.ApprovalResolved)
+	for _, k := range d.keysWithPrefix("approval/" + p.CallID + "/") {
+		s := d.open[k]
+		s.Attrs = append(s.Attrs, attrDecision.String(string(p.Decision)))
+		if p.By != "" {
+			s.Attrs = append(s.Attrs, attrBy.String(p.By))
+		}
+		if p.Reason != "" {
+			s.Attrs = append(s.Attrs, attrReason.String(p.Reason))
+		}
+		if p.Decision != "allow" {
+			s.Status, s.StatusMsg = codes.Error, "denied"
+		}
+		done = append(done, d.close(k, e.Time, e.Seq))
+	}
+	return done
+}
+
+func (d *Deriver) toolStarted(e *journal.Event, pl agent.Payload, prev time.Time) (done []*Span) {
+	p := pl.(*agent.ToolStarted)
+	s := d.toolSpan(p.CallID, p.Tool, prev)
+	attempt := p.Attempt
+	if attempt == 0 {
+		attempt = 1
+	}
+	if d.opts.Content && attempt == 1 {
+		s.Attrs = append(s.Attrs, semconv.GenAIToolCallArgumentsKey.String(d.text(string(p.Arguments))))
+	}
+	s.Events = append(s.Events, SpanEvent{Name: "keel.tool.started", Time: e.Time, Attrs: []attribute.KeyValue{attribute.Int("keel.tool.attempt", attempt), attrSeq.Int64(e.Seq)}})
+	return done
+}
+
+func (d *Deriver) toolFinished(e *journal.Event, pl agent.Payload, prev time.Time) (done []*Span) {
+	p := pl.(*agent.ToolFinished)
+	d.tools++
+	s := d.toolSpan(p.CallID, p.Tool, prev)
+	attempts := 0
+	for _, ev := range s.Events {
+		if ev.Name == "keel.tool.started" {
+			attempts++
+		}
+	}
+	s.Attrs = append(s.Attrs, attrAttempts.Int(attempts), attrToolMS.Int64(p.DurationMS), attrSeq.Int64(e.Seq))
+	if p.ExitCode != nil {
+		s.Attrs = append(s.Attrs, attrExitCode.Int(*p.ExitCode))
+	}
+	if p.Synthetic {
+		s.Attrs = append(s.Attrs, attrSynthetic.Bool(true))
+	}
+	if p.TimedOut {
+		s.Attrs = append(s.Attrs, attrTimedOut.Bool(true))
+	}
+	if d.opts.Content {
+		s.Attrs = append(s.Attrs, semconv.GenAIToolCallResultKey.String(d.text(p.Content)))
+	}
+	if p.IsError {
+		s.Status = codes.Error
+		s.StatusMsg = firstLine(p.Content, 200)
+		kind := "tool_error"
+		switch {
+		case p.TimedOut:
+			kind = "timeout"
+		case p.Synthetic:
+			kind = "synthetic"
+		}
+		s.Attrs = append(s.Attrs, semconv.ErrorTypeKey.String(kind))
+	}
+	// An approval still waiting (a call finished without a decision,
+	// such as a cancel) ends with its call.
+	for _, k := range d.keysWithPrefix("approval/" + p.CallID + "/") {
+		done = append(done, d.close(k, e.Time, e.Seq))
+	}
+	done = append(done, d.close(ToolKey(p.CallID), e.Time, e.Seq))
+	return done
+}
+
+func (d *Deriver) contextCompacted(e *journal.Event, pl agent.Payload, prev time.Time) (done []*Span) {
+	p := pl.(*agent.ContextCompacted)
+	start := e.Time.Add(-time.Duration(p.DurationMS) * time.Millisecond)
+	if start.Before(prev) {
+		start = prev
+	}
+	key := "compaction/" + strconv.FormatInt(e.Seq, 10)
+	c := d.newSpan(key, "keel.compaction", trace.SpanKindInternal, d.rootID(), start,
+		attrHandoff.Bool(p.Handoff), attrReason.String(p.Reason), attrTokensBefore.Int(p.TokensBefore), attrTokensAfter.Int(p.TokensAfter), attrSeq.Int64(e.Seq))
+	d.usage = d.usage.Add(p.Usage)
+	d.cost += p.Cost
+	if p.Model != "" || p.Usage.Total() > 0 {
+		// The summary requests are model calls too: one chat span for
+		// them, so that chat spans sum to the run's tokens.
+		d.sources[SourceProvider] = true
+		attrs := d.chatAttrs(p.Model, p.Usage, p.Cost, SourceProvider)
+		attrs = append(attrs, attribute.Int("keel.summary.failed_attempts", len(p.Attempts)), attrSeq.Int64(e.Seq))
+		skey := "summary/" + strconv.FormatInt(e.Seq, 10)
+		d.newSpan(skey, "chat "+d.requestModel(), trace.SpanKindClient, c.SpanID, start, attrs...)
+		done = append(done, d.close(skey, e.Time, e.Seq))
+	}
+	done = append(done, d.close(key, e.Time, e.Seq))
+	return done
+}
+
+func (d *Deriver) userMessage(e *journal.Event, pl agent.Payload, _ time.Time) (done []*Span) {
+	p := pl.(*agent.UserMessage)
+	attrs := []attribute.KeyValue{attrSeq.Int64(e.Seq)}
+	if p.Source != "" {
+		attrs = append(attrs, attrSource.String(p.Source))
+	}
+	if p.By != "" {
+		attrs = append(attrs, attrBy.String(p.By))
+	}
+	if d.opts.Content {
+		attrs = append(attrs, attribute.String("keel.content", d.text(p.Content)))
+	}
+	d.event(RootKey, "keel.user.message", e.Time, attrs...)
+	return done
+}
+
+func (d *Deriver) sandboxEgress(e *journal.Event, pl agent.Payload, _ time.Time) (done []*Span) {
+	p := pl.(*agent.SandboxEgress)
+	d.event(RootKey, "keel.sandbox.egress", e.Time, attribute.String("server.address", p.Host), attribute.Int("server.port", p.Port),
+		attribute.Bool("keel.egress.allowed", p.Allowed), attrReason.String(p.Reason), attribute.String("keel.egress.phase", p.Phase))
+	return done
+}
+
+func (d *Deriver) sandboxQuarantine(e *journal.Event, pl agent.Payload, _ time.Time) (done []*Span) {
+	p := pl.(*agent.SandboxQuarantine)
+	d.event(RootKey, "keel.sandbox.quarantine", e.Time, attribute.String("keel.path", p.Path), attribute.String("keel.action", p.Action), attrReason.String(p.Reason))
+	return done
+}
+
+func (d *Deriver) runEnded(e *journal.Event, pl agent.Payload, _ time.Time) (done []*Span) {
+	p := pl.(*agent.RunEnded)
+	switch e.Type {
+	case journal.RunPaused:
+		d.event(RootKey, "keel.run.paused", e.Time, attrRunReason.String(p.Reason), attrSeq.Int64(e.Seq))
+	default:
+		if d.root == nil || d.ended {
+			break
+		}
+		d.ended = true
+		status := journal.StatusOf(e.Type)
+		d.root.Attrs = append(d.root.Attrs, attrRunStatus.String(string(status)), attrRunReason.String(p.Reason))
+		if status == journal.StatusFailed {
+			d.root.Status, d.root.StatusMsg = codes.Error, firstLine(p.Message, 200)
+			d.root.Attrs = append(d.root.Attrs, semconv.ErrorTypeKey.String(p.Reason))
+		}
+		if d.opts.Content && p.Output != "" {
+			d.root.Attrs = append(d.root.Attrs, semconv.GenAIOutputMessagesKey.String(messagesJSON([]model.Message{{Role: model.RoleAssistant, Content: d.text(p.Output)}})))
+		}
+		// Whatever is still open ends with the run (a canceled call's
+		// approval), the root last.
+		for _, k := range append([]string(nil), d.openKeys...) {
+			if k != RootKey {
+				done = append(done, d.close(k, e.Time, e.Seq))
+			}
+		}
+		d.finishRoot()
+		done = append(done, d.close(RootKey, e.Time, e.Seq))
+	}
+	return done
+}
+
+// other derives an event the spans have no place for: an event named
+// by its type on the run's span (also for a type this version does not
+// know).
+func (d *Deriver) other(e *journal.Event, _ agent.Payload, _ time.Time) (done []*Span) {
+	// A type this version does not know: keep it visible.
+	d.event(RootKey, string(e.Type), e.Time, attrUnknownType.String(string(e.Type)), attrSeq.Int64(e.Seq))
+	return done
 }
 
 // Flush closes the spans still open (an unfinished run) at the newest

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,12 +65,12 @@ type Hub struct {
 	opts    Options
 	clock   journal.Clock
 	logger  *slog.Logger
-	dir     *journal.Stream
+	dir     *journal.Directory
 
 	mu    sync.Mutex
-	names map[string]string // live name → id
-	ids   []string
 	trigs map[string]*trig
+	// watched are the run ends Watch has handled (RUN@SEQ).
+	watched map[string]bool
 }
 
 // trig is one trigger's stream and state. Lock order: the stream's lock,
@@ -117,9 +116,7 @@ func (e *RefusedError) Error() string { return "trigger: delivery refused: " + e
 func (e *RefusedError) Unwrap() error { return ErrRefused }
 
 type changed struct {
-	ID  string `json:"id,omitempty"`
 	By  string `json:"by,omitempty"`
-	Nm  string `json:"name,omitempty"`
 	Why string `json:"reason,omitempty"`
 }
 
@@ -130,7 +127,7 @@ type runFailed struct {
 
 // New returns the hub of store's triggers. It reads nothing until used.
 func New(store journal.Store, runner schedule.Runner, secrets Secrets, opts *Options) *Hub {
-	h := &Hub{store: store, runner: runner, secrets: secrets, names: map[string]string{}, trigs: map[string]*trig{}}
+	h := &Hub{store: store, runner: runner, secrets: secrets, trigs: map[string]*trig{}, watched: map[string]bool{}}
 	if opts != nil {
 		h.opts = *opts
 	}
@@ -148,32 +145,8 @@ func New(store journal.Store, runner schedule.Runner, secrets Secrets, opts *Opt
 	if h.opts.RefusalsPerMinute <= 0 {
 		h.opts.RefusalsPerMinute = 60
 	}
-	h.dir = journal.NewStream(store, DirectoryID, h.clock, h.applyDir)
+	h.dir = journal.NewDirectory(store, DirectoryID, h.clock, Created, Deleted)
 	return h
-}
-
-func (h *Hub) applyDir(e *journal.Event) error {
-	var p changed
-	if err := json.Unmarshal(e.Payload, &p); err != nil {
-		return err
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch e.Type {
-	case Created:
-		h.names[p.Nm] = p.ID
-		h.ids = append(h.ids, p.ID)
-	case Deleted:
-		for n, id := range h.names {
-			if id == p.ID {
-				delete(h.names, n)
-			}
-		}
-		h.ids = slices.DeleteFunc(h.ids, func(id string) bool { return id == p.ID })
-	default:
-		return fmt.Errorf("unknown event type %s", e.Type)
-	}
-	return nil
 }
 
 // apply folds one event of a trigger's stream.
@@ -255,16 +228,11 @@ func (h *Hub) get(ctx context.Context, ref string) (*trig, error) {
 			return nil, err
 		}
 	}
+	id, listed := h.dir.Resolve(ref)
 	h.mu.Lock()
-	id := ref
-	if n, ok := h.names[ref]; ok {
-		id = n
-	}
-	if !slices.Contains(h.ids, id) {
-		if _, ok := h.trigs[id]; !ok {
-			h.mu.Unlock()
-			return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
-		}
+	if _, ok := h.trigs[id]; !ok && !listed {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
 	}
 	t := h.trigs[id]
 	if t == nil {
@@ -303,37 +271,37 @@ func (h *Hub) Create(ctx context.Context, def *Trigger) (*Trigger, string, error
 			return nil, "", err
 		}
 	}
-	if err := h.dir.Sync(ctx); err != nil {
-		return nil, "", err
+	if err := h.dir.Taken(ctx, d.Name); err != nil {
+		return nil, "", nameErr(err, d.Name)
 	}
-	taken := func() error {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if _, ok := h.names[d.Name]; ok {
-			return fmt.Errorf("%w: a trigger named %q exists", ErrInvalid, d.Name)
+	var secret string
+	if d.On == nil { // a webhook trigger: its signing secret
+		raw := make([]byte, 24)
+		rand.Read(raw)
+		secret = "whsec_" + base64.StdEncoding.EncodeToString(raw)
+		d.Secret = "trigger." + d.ID
+		sum := sha256.Sum256([]byte(secret))
+		d.SecretHash = "sha256:" + hex.EncodeToString(sum[:8])
+		if err := h.secrets.PutSecret(ctx, d.Secret, secret); err != nil {
+			return nil, "", fmt.Errorf("trigger: store the secret: %w", err)
 		}
-		return nil
-	}
-	if err := taken(); err != nil {
-		return nil, "", err
-	}
-	raw := make([]byte, 24)
-	rand.Read(raw)
-	secret := "whsec_" + base64.StdEncoding.EncodeToString(raw)
-	d.Secret = "trigger." + d.ID
-	sum := sha256.Sum256([]byte(secret))
-	d.SecretHash = "sha256:" + hex.EncodeToString(sum[:8])
-	if err := h.secrets.PutSecret(ctx, d.Secret, secret); err != nil {
-		return nil, "", fmt.Errorf("trigger: store the secret: %w", err)
 	}
 	st := journal.NewStream(h.store, StreamPrefix+d.ID, h.clock, func(*journal.Event) error { return nil })
 	if _, err := st.Append(ctx, Created, &d, nil); err != nil {
 		return nil, "", err
 	}
-	if _, err := h.dir.Append(ctx, Created, &changed{ID: d.ID, Nm: d.Name, By: d.CreatedBy}, taken); err != nil {
-		return nil, "", err
+	if err := h.dir.Add(ctx, d.ID, d.Name, d.CreatedBy); err != nil {
+		return nil, "", nameErr(err, d.Name)
 	}
 	return &d, secret, nil
+}
+
+// nameErr turns a taken name into ErrInvalid.
+func nameErr(err error, name string) error {
+	if errors.Is(err, journal.ErrNameTaken) {
+		return fmt.Errorf("%w: a trigger named %q exists", ErrInvalid, name)
+	}
+	return err
 }
 
 // Check validates a trigger's definition.
@@ -351,6 +319,9 @@ func Check(d *Trigger) error {
 	}
 	if _, err := render(d, "msg_example", d.Created); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if d.On != nil {
+		return checkOn(d)
 	}
 	return nil
 }
@@ -387,7 +358,7 @@ func (h *Hub) Deliver(ctx context.Context, ref string, header http.Header, body 
 	t.mu.Lock()
 	def, paused, deleted := t.def, t.paused, t.deleted
 	t.mu.Unlock()
-	if deleted {
+	if deleted || def.On != nil { // a run trigger has no URL
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
 	}
 	ts, tsErr := strconv.ParseInt(header.Get(standardwebhooks.HeaderWebhookTimestamp), 10, 64)
@@ -524,17 +495,23 @@ func (h *Hub) refuse(ctx context.Context, t *trig, d *Delivery, reason string) (
 	return d, &RefusedError{Reason: reason}
 }
 
-// Tick records as failed the accepted deliveries whose run was not
-// created within [Options.DispatchTimeout] (the process died between
-// accepting a message and creating its run, and the sender did not
-// retry). Servers call it periodically.
+// Horizon is how far back [Hub.Tick] looks for ended runs for run
+// triggers.
+const Horizon = 24 * time.Hour
+
+// Tick fires the run triggers for runs that ended ([Hub.Watch]), and
+// records as failed the accepted deliveries whose run was not created
+// within [Options.DispatchTimeout] (the process died between accepting a
+// message and creating its run, and the sender did not retry). Servers
+// call it periodically.
 func (h *Hub) Tick(ctx context.Context) error {
-	if err := h.dir.Sync(ctx); err != nil {
+	if err := h.Watch(ctx, h.clock().Add(-Horizon)); err != nil {
 		return err
 	}
-	h.mu.Lock()
-	ids := append([]string(nil), h.ids...)
-	h.mu.Unlock()
+	ids, err := h.dir.IDs(ctx)
+	if err != nil {
+		return err
+	}
 	now := h.clock()
 	var errs []error
 	for _, id := range ids {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/keel-run/keel/internal/testclock"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
 	"github.com/keel-run/keel/schedule"
@@ -88,18 +89,6 @@ func (r *fakeRunner) count() int {
 
 var now0 = time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func openStore(t *testing.T, path string) journal.Store {
 	s, err := sqlite.Open(path, &sqlite.Options{Sync: sqlite.SyncNormal})
 	if err != nil {
@@ -129,8 +118,8 @@ func signed(t *testing.T, secret, id string, at time.Time, body string) http.Hea
 	return h
 }
 
-func setup(t *testing.T) (*Hub, *fakeRunner, *clock, string, string) {
-	clk := &clock{t: now0}
+func setup(t *testing.T) (*Hub, *fakeRunner, *testclock.Clock, string, string) {
+	clk := testclock.New(now0)
 	r := &fakeRunner{}
 	path := filepath.Join(t.TempDir(), "keel.db")
 	h := New(openStore(t, path), r, &memSecrets{}, &Options{Clock: clk.Now})

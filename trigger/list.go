@@ -3,9 +3,7 @@ package trigger
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/keel-run/keel/journal"
 )
@@ -37,12 +35,10 @@ func (h *Hub) Get(ctx context.Context, ref string) (*Status, error) {
 
 // List returns every trigger not deleted, oldest first.
 func (h *Hub) List(ctx context.Context) ([]*Status, error) {
-	if err := h.dir.Sync(ctx); err != nil {
+	ids, err := h.dir.IDs(ctx)
+	if err != nil {
 		return nil, err
 	}
-	h.mu.Lock()
-	ids := append([]string(nil), h.ids...)
-	h.mu.Unlock()
 	var out []*Status
 	for _, id := range ids {
 		st, err := h.Get(ctx, id)
@@ -125,18 +121,7 @@ func (h *Hub) Delete(ctx context.Context, ref, by string) error {
 	t.mu.Lock()
 	id := t.def.ID
 	t.mu.Unlock()
-	_, err = h.dir.Append(ctx, Deleted, &changed{ID: id, By: by}, func() error {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if !slices.Contains(h.ids, id) {
-			return errDuplicate
-		}
-		return nil
-	})
-	if errors.Is(err, errDuplicate) {
-		return nil
-	}
-	return err
+	return h.dir.Remove(ctx, id, by)
 }
 
 func (h *Hub) change(ctx context.Context, ref string, typ journal.Type, v any, check func(t *trig) error) error {

@@ -72,6 +72,9 @@ type Trigger struct {
 	Run json.RawMessage `json:"run,omitempty"`
 	// Notify names the sinks told when a run needs a person.
 	Notify []string `json:"notify,omitempty"`
+	// On, when set, makes this a run trigger: the end of another agent's
+	// run starts it (no webhook, no secret).
+	On *On `json:"on,omitempty"`
 	// Tolerance bounds the distance between a message's timestamp and
 	// the clock; 0 means [DefaultTolerance].
 	Tolerance agent.Duration `json:"tolerance,omitempty"`
@@ -137,4 +140,6 @@ type Delivery struct {
 	Remote string `json:"remote,omitempty"`
 	// RunError is why an accepted delivery's run could not be created.
 	RunError string `json:"run_error,omitempty"`
+	// Cause is what fired a run trigger ("run 01j... completed").
+	Cause string `json:"cause,omitempty"`
 }

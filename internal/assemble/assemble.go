@@ -185,6 +185,10 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		p = &Params{}
 	}
 	w := &Run{params: p}
+	if c.Sandbox != "none" && runtime.GOOS == "linux" {
+		// The sandbox's init starts while the rest is assembled.
+		linux.Prestart(nil)
+	}
 	if a.Tracing {
 		w.Trace = telemetry.TraceContext
 	}
@@ -291,7 +295,9 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 	}
 	w.vault = &lazyVault{a: a}
 	if !set.NoCheckpoints {
-		w.Checkpoint = checkpoint.Hook(CheckpointStore(a.Home), ws.Root())
+		var release func()
+		w.Checkpoint, release = checkpoint.Hook(CheckpointStore(a.Home), ws.Root())
+		w.closers = append(w.closers, func() error { release(); return nil })
 	}
 	w.Tools = newTools(set, w.vault)
 	w.Env = &tool.Env{Sandbox: w.sb, Workspace: ws, Network: sspec.Network, CommandTimeout: time.Duration(set.CommandTimeout), MaxResultChars: set.MaxResultChars}

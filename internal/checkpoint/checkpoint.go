@@ -28,17 +28,38 @@ import (
 func Ref(runID string) string { return "refs/keel/runs/" + runID }
 
 // Hook returns an agent.ExecParams.Checkpoint that snapshots workspace
-// into the store at dir. It opens the store on first use; without git it
-// returns nil (no checkpoints).
-func Hook(dir, workspace string) func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error) {
+// into the store at dir, and a release that ends it. It opens the store
+// on first use and then follows the workspace's changes (gitws's
+// Watch), so a later snapshot reads only the files that changed; call
+// release when the execution ends (it closes the watches; the hook then
+// takes full snapshots). Without git it returns nil (no checkpoints)
+// and a release that does nothing.
+func Hook(dir, workspace string) (hook func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error), release func()) {
 	if !gitws.Available() {
-		return nil
+		return nil, func() {}
 	}
 	var once sync.Once
 	var cp *gitws.Checkpoints
 	var openErr error
+	var mu sync.Mutex
+	var unwatch func()
+	release = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if unwatch != nil {
+			unwatch()
+		}
+		unwatch = func() {}
+	}
 	return func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error) {
-		once.Do(func() { cp, openErr = gitws.OpenCheckpoints(ctx, dir, workspace) })
+		once.Do(func() {
+			cp, openErr = gitws.OpenCheckpoints(ctx, dir, workspace)
+			mu.Lock()
+			if openErr == nil && unwatch == nil {
+				unwatch = cp.Watch()
+			}
+			mu.Unlock()
+		})
 		if openErr != nil {
 			return nil, openErr
 		}
@@ -65,7 +86,7 @@ func Hook(dir, workspace string) func(ctx context.Context, runID string, prev *a
 		}
 		out.DurationMS = time.Since(start).Milliseconds()
 		return out, nil
-	}
+	}, release
 }
 
 func bound(files []gitws.FileChange) ([]agent.FileChange, int) {

@@ -84,7 +84,8 @@ func BenchmarkCheckpointFirst(b *testing.B) {
 	cpu0 := childCPU()
 	for i := 0; b.Loop(); i++ {
 		store := filepath.Join(b.TempDir(), fmt.Sprint("store", i))
-		hook := checkpoint.Hook(store, ws)
+		hook, release := checkpoint.Hook(store, ws)
+		defer release()
 		t0 := time.Now()
 		if _, err := hook(b.Context(), "bench", nil); err != nil {
 			b.Fatal(err)
@@ -107,7 +108,8 @@ func BenchmarkCheckpointFirst(b *testing.B) {
 func BenchmarkCheckpointLater(b *testing.B) {
 	ws := benchTree(b)
 	store := filepath.Join(b.TempDir(), "store")
-	hook := checkpoint.Hook(store, ws)
+	hook, release := checkpoint.Hook(store, ws)
+	defer release()
 	cp, err := hook(b.Context(), "bench", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -152,4 +154,80 @@ func BenchmarkCheckpointLater(b *testing.B) {
 	b.ReportMetric(float64(same[int(0.99*float64(len(same)-1))])/1e6, "unchanged-p99-ms")
 	size, _ := gitws.Size(store)
 	b.ReportMetric(float64(size-base)/float64(n), "bytes/step")
+}
+
+// selfCPU is this process's own CPU time (user and system) so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkCheckpointStep is the cost of the checkpoint an execution
+// takes after a step, on the tree of benchTree (KEEL_CHECKPOINT_REPO: a
+// 1,750-file repository in the measurements of docs/checkpoints.md)
+// with 0, 1 and 100 files changed by the step (a line appended to
+// each), through the hook an execution calls. Besides the latency it
+// reports the CPU time per step of this process and of git's, which
+// stay meaningful on a loaded machine.
+func BenchmarkCheckpointStep(b *testing.B) {
+	for _, n := range []int{0, 1, 100} {
+		b.Run(fmt.Sprintf("changed=%d", n), func(b *testing.B) {
+			ws := benchTree(b)
+			var files []string
+			filepath.WalkDir(ws, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() && filepath.Ext(p) == ".go" && len(files) < n {
+					files = append(files, p)
+				}
+				return nil
+			})
+			if len(files) < n {
+				b.Skipf("the tree has %d .go files, fewer than %d", len(files), n)
+			}
+			store := filepath.Join(b.TempDir(), "store")
+			hook, release := checkpoint.Hook(store, ws)
+			defer release()
+			cp, err := hook(b.Context(), "bench", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			prev := &agent.Snapshot{Tree: cp.Tree, Commit: cp.Commit, Store: cp.Store}
+			// The execution's first snapshot is behind; so is the
+			// first of each file's edits (new objects, a cold cache).
+			var ds []time.Duration
+			var cpu, gitCPU time.Duration
+			for i := 0; b.Loop(); i++ {
+				for _, f := range files {
+					fh, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY, 0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					fmt.Fprintf(fh, "// edit %d\n", i)
+					fh.Close()
+				}
+				c0, g0, t0 := selfCPU(), childCPU(), time.Now()
+				cp, err := hook(b.Context(), "bench", prev)
+				ds = append(ds, time.Since(t0))
+				cpu += selfCPU() - c0
+				gitCPU += childCPU() - g0
+				if err != nil {
+					b.Fatal(err)
+				}
+				if (cp == nil) != (n == 0) {
+					b.Fatalf("%d files changed, checkpoint %+v", n, cp)
+				}
+				if cp != nil {
+					if len(cp.Files)+cp.MoreFiles != n {
+						b.Fatalf("%d files changed, checkpoint lists %d", n, len(cp.Files)+cp.MoreFiles)
+					}
+					prev.Tree, prev.Commit = cp.Tree, cp.Commit
+				}
+			}
+			report(b, ds)
+			b.ReportMetric(float64(cpu)/1e6/float64(len(ds)), "keel-cpu-ms/op")
+			b.ReportMetric(float64(gitCPU)/1e6/float64(len(ds)), "git-cpu-ms/op")
+		})
+	}
 }

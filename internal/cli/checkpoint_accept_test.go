@@ -148,7 +148,8 @@ func TestCheckpointAcceptance(t *testing.T) {
 	// Every step that runs tools takes a snapshot; most change nothing
 	// (no event). Time both kinds on the same workspace, through the
 	// hook an execution uses.
-	hook := checkpoint.Hook(store, ws)
+	hook, release := checkpoint.Hook(store, ws)
+	defer release()
 	var same, edit []time.Duration
 	prev := &agent.Snapshot{}
 	cp, err := hook(t.Context(), "bench", nil)

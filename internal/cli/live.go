@@ -321,7 +321,7 @@ func (p *printer) callContext(ctx context.Context, op agent.Operation) context.C
 		}
 		c := &liveCall{id: op.CallID, start: time.Now()}
 		p.mu.Lock()
-		c.summary = p.calls[op.CallID]
+		c.summary = p.rows.Call(op.CallID)
 		p.live.calls = append(p.live.calls, c)
 		p.mu.Unlock()
 		return tool.WithLive(ctx, c.Write)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -28,7 +29,8 @@ type printer struct {
 	tokens  int64
 	cost    float64
 	started time.Time
-	calls   map[string]string // call id → one-line summary
+	// rows reads the events into rows (steps, totals, call summaries).
+	rows *view.Reader
 	// keel is the command hints name: "keel", or "keel --server URL" when
 	// the run is on a team server.
 	keel string
@@ -50,7 +52,7 @@ func newPrinter(stderr, stdout io.Writer, jsonOut, quiet bool) *printer {
 	if !jsonOut && isTerminal(stdout) {
 		stdout = escWriter{stdout}
 	}
-	p := &printer{raw: stderr, out: stdout, json: jsonOut, quiet: quiet, calls: map[string]string{}, keel: "keel"}
+	p := &printer{raw: stderr, out: stdout, json: jsonOut, quiet: quiet, rows: view.NewReader(true), keel: "keel"}
 	p.err = escWriter{guarded{p}}
 	return p
 }
@@ -97,101 +99,140 @@ func (p *printer) event(e journal.Event) {
 		b, _ := json.Marshal(e)
 		fmt.Fprintf(p.out, "%s\n", b)
 	}
-	v, err := agent.Decode(&e)
-	if err != nil || v == nil {
+	row := p.rows.Read(&e)
+	if row.Payload == nil {
 		return
 	}
-	switch x := v.(type) {
-	case *agent.ModelResponded:
-		p.steps++
-		p.tokens += x.Usage.Total()
-		p.cost += x.Cost
-		for _, c := range x.Message.ToolCalls {
-			p.calls[c.ID] = callSummary(c.Name, c.Arguments)
-		}
-	case *agent.ContextCompacted:
-		// Summary calls are paid too (their failed attempts included):
-		// the running total is the run's, as the final line says.
-		p.tokens += x.Usage.Total()
-		p.cost += x.Cost
-	}
+	p.steps, p.tokens, p.cost = row.Step, row.Tokens, row.Cost
 	if p.quiet || p.json {
 		return
 	}
-	switch x := v.(type) {
-	case *agent.RunResumed:
-		if p.chat && len(x.Interrupted) == 0 {
-			return // the next turn of a conversation
-		}
-		fmt.Fprintf(p.err, "resumed")
-		if len(x.Interrupted) > 0 {
-			fmt.Fprintf(p.err, " (interrupted calls: %s)", strings.Join(x.Interrupted, ", "))
-		}
-		fmt.Fprintln(p.err)
-	case *agent.SetupFinished:
-		fmt.Fprintf(p.err, "setup: exit %d (%s)\n", x.ExitCode, ms(x.DurationMS))
-		if x.ExitCode != 0 {
-			fmt.Fprintln(p.err, indent(tail(x.Output, 20)))
-		}
-	case *agent.ModelResponded:
-		streamed := p.streamed
-		p.streamed = false
-		if p.live != nil {
-			p.live.model = false
-		}
-		fmt.Fprintf(p.err, "step %d · %s tok", p.steps, num(x.Usage.Total()))
-		if x.Usage.CachedInputTokens > 0 {
-			fmt.Fprintf(p.err, " (%s cached)", num(x.Usage.CachedInputTokens))
-		}
-		fmt.Fprintf(p.err, " · %s · total %s tok $%.4f\n", ms(x.DurationMS), num(p.tokens), p.cost)
-		if t := strings.TrimSpace(x.Message.Content); t != "" && !streamed {
-			if !p.chat {
-				t = clip(t, 400)
-			}
-			fmt.Fprintln(p.err, indent(t))
-		}
-	case *agent.GateDecided:
-		if x.Effect != "allow" {
-			fmt.Fprintf(p.err, "  %s %s: %s\n", x.Effect, p.calls[x.CallID], firstLine(x.Reason))
-		}
-	case *agent.ApprovalRequested:
-		fmt.Fprintf(p.err, "  approval needed for %s: %s approve %s %s\n", p.calls[x.CallID], p.keel, e.RunID, shellWord(x.CallID))
-	case *agent.InputRequested:
-		fmt.Fprintf(p.err, "  %s asks a person: %s\n    answer: %s inputs answer %s %s --set NAME=VALUE ... (or --decline; %s inputs list shows the form)\n",
-			x.Server, clip(firstLine(x.Message), 200), p.keel, e.RunID, x.ID, p.keel)
-	case *agent.InputAnswered:
-		fmt.Fprintf(p.err, "  input %s\n", x.Detail())
-	case *agent.ToolStarted:
-		fmt.Fprintf(p.err, "  %s\n", p.calls[x.CallID])
-	case *agent.ToolFinished:
-		p.callDone(x.CallID)
-		if x.Synthetic {
-			fmt.Fprintf(p.err, "  ✗ %s: %s\n", p.calls[x.CallID], firstLine(x.Content))
-			return
-		}
-		fmt.Fprintf(p.err, "    → %s\n", x.Detail())
-	case *agent.UserMessage:
-		if p.chat && (x.Source == "" || x.Source == agent.InterruptSource) {
-			return // the person just typed it, or interrupted (said at the prompt)
-		}
-		who := "user"
-		if x.Source != "" {
-			who = x.Source
-		}
-		fmt.Fprintf(p.err, "%s: %s\n", who, clip(x.Content, 200))
-	case *agent.ContextCompacted:
-		fmt.Fprintf(p.err, "context compacted: %s\n", x.Detail())
-	case *agent.ModelFailed:
-		p.streamed = false
-		if p.live != nil {
-			p.live.model = false
-		}
-		fmt.Fprintf(p.err, "model error (%s): %s\n", x.Kind, x.Message)
-	case *agent.SandboxQuarantine:
-		fmt.Fprintf(p.err, "    %s\n", x.Detail())
-	case *agent.SandboxEgress:
-		fmt.Fprintf(p.err, "    network: %s\n", x.Detail())
+	if f := printRows[e.Type]; f != nil {
+		f(p, row)
 	}
+}
+
+// printRows says how keel run prints each event type on stderr, one
+// entry per type (view.Check); nil prints nothing of it.
+var printRows = map[journal.Type]func(*printer, *view.Row){
+	journal.RunCreated:          nil, // the header says it
+	journal.RunResumed:          (*printer).resumed,
+	journal.SetupFinished:       (*printer).setupFinished,
+	journal.ModelResponded:      (*printer).modelResponded,
+	journal.ModelFailed:         (*printer).modelFailed,
+	journal.GateDecided:         (*printer).gateDecided,
+	journal.ApprovalRequested:   (*printer).approvalRequested,
+	journal.ApprovalResolved:    nil, // the call's start or its denied result follows
+	journal.AuthRequired:        (*printer).authRequired,
+	journal.AuthResolved:        nil, // the call's start follows
+	journal.InputRequested:      (*printer).inputRequested,
+	journal.InputAnswered:       func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "  input %s\n", r.Payload.Detail()) },
+	journal.ToolStarted:         func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "  %s\n", r.Call) },
+	journal.ToolFinished:        (*printer).toolFinished,
+	journal.RunCompleted:        nil, // the footer says how the run ended
+	journal.RunFailed:           nil,
+	journal.RunCanceled:         nil,
+	journal.RunPaused:           nil,
+	journal.UserMessage:         (*printer).userMessage,
+	journal.ContextCompacted:    func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "context compacted: %s\n", r.Payload.Detail()) },
+	journal.SandboxEgress:       func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "    network: %s\n", r.Payload.Detail()) },
+	journal.SandboxQuarantine:   func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "    %s\n", r.Payload.Detail()) },
+	journal.WorkspaceCheckpoint: nil, // keel runs show and diff list them
+	journal.WorkspaceRestored:   nil,
+}
+
+func (p *printer) resumed(r *view.Row) {
+	x := r.Payload.(*agent.RunResumed)
+	if p.chat && len(x.Interrupted) == 0 {
+		return // the next turn of a conversation
+	}
+	fmt.Fprintf(p.err, "resumed")
+	if len(x.Interrupted) > 0 {
+		fmt.Fprintf(p.err, " (interrupted calls: %s)", strings.Join(x.Interrupted, ", "))
+	}
+	fmt.Fprintln(p.err)
+}
+
+func (p *printer) setupFinished(r *view.Row) {
+	x := r.Payload.(*agent.SetupFinished)
+	fmt.Fprintf(p.err, "setup: exit %d (%s)\n", x.ExitCode, ms(x.DurationMS))
+	if x.ExitCode != 0 {
+		fmt.Fprintln(p.err, indent(tail(x.Output, 20)))
+	}
+}
+
+func (p *printer) modelResponded(r *view.Row) {
+	x := r.Payload.(*agent.ModelResponded)
+	streamed := p.streamed
+	p.streamed = false
+	if p.live != nil {
+		p.live.model = false
+	}
+	fmt.Fprintf(p.err, "step %d · %s tok", r.Step, num(x.Usage.Total()))
+	if x.Usage.CachedInputTokens > 0 {
+		fmt.Fprintf(p.err, " (%s cached)", num(x.Usage.CachedInputTokens))
+	}
+	fmt.Fprintf(p.err, " · %s · total %s tok $%.4f\n", ms(x.DurationMS), num(r.Tokens), r.Cost)
+	if t := strings.TrimSpace(x.Message.Content); t != "" && !streamed {
+		if !p.chat {
+			t = clip(t, 400)
+		}
+		fmt.Fprintln(p.err, indent(t))
+	}
+}
+
+func (p *printer) modelFailed(r *view.Row) {
+	x := r.Payload.(*agent.ModelFailed)
+	p.streamed = false
+	if p.live != nil {
+		p.live.model = false
+	}
+	fmt.Fprintf(p.err, "model error (%s): %s\n", x.Kind, x.Message)
+}
+
+func (p *printer) gateDecided(r *view.Row) {
+	if x := r.Payload.(*agent.GateDecided); x.Effect != "allow" {
+		fmt.Fprintf(p.err, "  %s %s: %s\n", x.Effect, r.Call, firstLine(x.Reason))
+	}
+}
+
+func (p *printer) approvalRequested(r *view.Row) {
+	fmt.Fprintf(p.err, "  approval needed for %s: %s approve %s %s\n", r.Call, p.keel, r.Event.RunID, shellWord(r.CallID))
+}
+
+// authRequired says what a call waits for and the command that ends the
+// wait (the run pauses; the footer says so).
+func (p *printer) authRequired(r *view.Row) {
+	x := r.Payload.(*agent.AuthRequired)
+	fmt.Fprintf(p.err, "  authorization needed for %s (%s): %s\n", r.Call, x.Reason, x.Hint)
+}
+
+func (p *printer) inputRequested(r *view.Row) {
+	x := r.Payload.(*agent.InputRequested)
+	fmt.Fprintf(p.err, "  %s asks a person: %s\n    answer: %s inputs answer %s %s --set NAME=VALUE ... (or --decline; %s inputs list shows the form)\n",
+		x.Server, clip(firstLine(x.Message), 200), p.keel, r.Event.RunID, x.ID, p.keel)
+}
+
+func (p *printer) toolFinished(r *view.Row) {
+	x := r.Payload.(*agent.ToolFinished)
+	p.callDone(x.CallID)
+	if x.Synthetic {
+		fmt.Fprintf(p.err, "  ✗ %s: %s\n", r.Call, firstLine(x.Content))
+		return
+	}
+	fmt.Fprintf(p.err, "    → %s\n", x.Detail())
+}
+
+func (p *printer) userMessage(r *view.Row) {
+	x := r.Payload.(*agent.UserMessage)
+	if p.chat && (x.Source == "" || x.Source == agent.InterruptSource) {
+		return // the person just typed it, or interrupted (said at the prompt)
+	}
+	who := "user"
+	if x.Source != "" {
+		who = x.Source
+	}
+	fmt.Fprintf(p.err, "%s: %s\n", who, clip(x.Content, 200))
 }
 
 // prime records what events (a run's history) say about calls and totals,

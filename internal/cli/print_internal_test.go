@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 )
@@ -21,7 +22,7 @@ import (
 // last step and "96,565 tok · $0.1016" at the end.
 func TestStepTotalsCountSummaryCalls(t *testing.T) {
 	var errOut, out bytes.Buffer
-	p := &printer{err: &errOut, out: &out, calls: map[string]string{}, keel: "keel"}
+	p := &printer{err: &errOut, out: &out, rows: view.NewReader(true), keel: "keel"}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	seq := int64(0)
 	emit := func(typ journal.Type, v any) {
@@ -67,5 +68,16 @@ func TestContinueHintExceedsUsage(t *testing.T) {
 				t.Errorf("continueHint = %q, want it to end %q", got, want)
 			}
 		})
+	}
+}
+
+// keel run's printer and keel runs show's timeline say how they show
+// every event type (a new one fails here until they do).
+func TestEveryEventTypePrinted(t *testing.T) {
+	if err := view.Check(printRows); err != nil {
+		t.Errorf("printRows: %v", err)
+	}
+	if err := view.Check(showRows); err != nil {
+		t.Errorf("showRows: %v", err)
 	}
 }

@@ -314,7 +314,7 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error, o *
 		fmt.Fprintf(w, "%d events · %d steps · %s tok (%s in, %s out, %s cached) · $%.4f · %s\n\n", len(events), st.Steps,
 			num(st.Usage.Total()), num(st.Usage.InputTokens), num(st.Usage.OutputTokens), num(st.Usage.CachedInputTokens), st.Cost, d)
 	}
-	tl := &timeline{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0), calls: map[string]string{}, settings: agent.DefaultSettings(), opts: o}
+	tl := newTimeline(w, o)
 	fmt.Fprintln(tl.tw, "SEQ\tTIME\tSTEP\tEVENT\tDETAIL")
 	for i := range events {
 		tl.add(&events[i])

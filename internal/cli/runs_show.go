@@ -3,12 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/tool"
@@ -24,66 +26,95 @@ const maxShownArtifact = 64 << 20
 // timeline prints the rows of keel runs show, one event at a time, so
 // that stored and followed events print alike. The detail of each event
 // is its payload's Detail (the one table of event types in package
-// agent); the timeline adds what needs the events before it: the step,
-// each call's summary at its start, the settings a resume changed, and
-// each call's output under its result.
+// agent), or what showRows says; the rows (package internal/view) add
+// what needs the events before it: the step and each call's summary.
 type timeline struct {
 	tw        *tabwriter.Writer
-	start     time.Time
-	created   *agent.RunCreated
+	rows      *view.Reader
 	step      int
+	created   *agent.RunCreated
 	estimated int
-	calls     map[string]string
 	settings  agent.Settings
 	opts      *showOptions
 }
 
-func (t *timeline) add(e *journal.Event) {
-	if t.start.IsZero() {
-		t.start = e.Time
-	}
-	v, err := agent.Decode(e)
-	detail := ""
-	if p, ok := v.(agent.Payload); ok {
-		detail = p.Detail()
-	}
-	var output []string
-	switch x := v.(type) {
-	case *agent.RunCreated:
+func newTimeline(w io.Writer, o *showOptions) *timeline {
+	return &timeline{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0), rows: view.NewReader(true), settings: agent.DefaultSettings(), opts: o}
+}
+
+// showRows says what keel runs show adds to, or puts in place of, each
+// event type's Detail, one entry per type (view.Check); nil: the Detail
+// alone. It returns the detail and the lines printed under it.
+var showRows = map[journal.Type]func(*timeline, *view.Row, string) (string, []string){
+	journal.RunCreated: func(t *timeline, r *view.Row, d string) (string, []string) {
+		x := r.Payload.(*agent.RunCreated)
 		t.created = x
 		if x.Settings != nil {
 			t.settings = *x.Settings
 		}
-	case *agent.RunResumed:
+		return d, nil
+	},
+	journal.RunResumed: func(t *timeline, r *view.Row, d string) (string, []string) {
 		// The settings a resume changed, compared with the run's
 		// settings before it.
-		if x.Settings != nil {
+		if x := r.Payload.(*agent.RunResumed); x.Settings != nil {
 			if ch := x.Settings.Changes(t.settings); len(ch) > 0 {
-				detail = strings.TrimSpace(detail + " settings " + strings.Join(ch, ", "))
+				d = strings.TrimSpace(d + " settings " + strings.Join(ch, ", "))
 			}
 			t.settings = *x.Settings
 		}
-	case *agent.ModelResponded:
-		t.step++
-		if x.UsageEstimated {
+		return d, nil
+	},
+	journal.SetupFinished: nil,
+	journal.ModelResponded: func(t *timeline, r *view.Row, d string) (string, []string) {
+		if r.Payload.(*agent.ModelResponded).UsageEstimated {
 			t.estimated++
 		}
-		for _, c := range x.Message.ToolCalls {
-			t.calls[c.ID] = callSummary(c.Name, c.Arguments)
+		return d, nil
+	},
+	journal.ModelFailed:       nil,
+	journal.GateDecided:       nil,
+	journal.ApprovalRequested: nil,
+	journal.ApprovalResolved:  nil,
+	journal.AuthRequired:      nil,
+	journal.AuthResolved:      nil,
+	journal.InputRequested:    nil,
+	journal.InputAnswered:     nil,
+	journal.ToolStarted:       func(_ *timeline, r *view.Row, _ string) (string, []string) { return r.Call, nil },
+	journal.ToolFinished: func(t *timeline, r *view.Row, d string) (string, []string) {
+		return d, t.output(&r.Payload.(*agent.ToolFinished).Result)
+	},
+	journal.RunCompleted:        nil,
+	journal.RunFailed:           nil,
+	journal.RunCanceled:         nil,
+	journal.RunPaused:           nil,
+	journal.UserMessage:         nil,
+	journal.ContextCompacted:    nil,
+	journal.SandboxEgress:       nil,
+	journal.SandboxQuarantine:   nil,
+	journal.WorkspaceCheckpoint: nil,
+	journal.WorkspaceRestored:   nil,
+}
+
+func (t *timeline) add(e *journal.Event) {
+	r := t.rows.Read(e)
+	t.step = r.Step
+	var detail string
+	var output []string
+	switch {
+	case r.Err != nil:
+		detail = "(" + r.Err.Error() + ")"
+	case r.Payload != nil:
+		detail = r.Payload.Detail()
+		if f := showRows[e.Type]; f != nil {
+			detail, output = f(t, r, detail)
 		}
-	case *agent.ToolStarted:
-		detail = t.calls[x.CallID]
-	case *agent.ToolFinished:
-		output = t.output(&x.Result)
-	}
-	if err != nil {
-		detail = "(" + err.Error() + ")"
 	}
 	stepCol := ""
-	if t.step > 0 {
-		stepCol = fmt.Sprint(t.step)
+	if r.Step > 0 {
+		stepCol = fmt.Sprint(r.Step)
 	}
-	fmt.Fprintf(t.tw, "%d\t+%s\t%s\t%s\t%s\n", e.Seq, e.Time.Sub(t.start).Round(time.Millisecond), stepCol, e.Type, detail)
+	fmt.Fprintf(t.tw, "%d\t+%s\t%s\t%s\t%s\n", e.Seq, r.Offset.Round(time.Millisecond), stepCol, e.Type, detail)
 	// The output is printed under DETAIL, in the row's last cell, so
 	// that it does not widen the columns.
 	for _, l := range output {

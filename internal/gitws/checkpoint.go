@@ -36,8 +36,17 @@ import (
 type Checkpoints struct {
 	store, work, index string
 	// exclude is the file of the workspace's own ignored paths, as
-	// literal patterns, written before each snapshot.
+	// literal patterns, written before each full snapshot; repo is set
+	// when the workspace is in a git repository.
 	exclude string
+	repo    bool
+	// t, after Watch, keeps the newest snapshot's tree and follows the
+	// workspace's changes (incremental.go); objDirs are the object
+	// directories known to exist and buf the buffer files are read
+	// into (object.go), both used under the lock.
+	t       *tracker
+	objDirs map[string]bool
+	buf     []byte
 }
 
 // FileChange is one file that differs between two snapshots.
@@ -135,7 +144,7 @@ func (c *Checkpoints) git(ctx context.Context, stdin []byte, args ...string) ([]
 	cmd.Stderr = &errb
 	out, err := cmd.Output()
 	if err != nil {
-		return out, fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(errb.String()))
+		return out, fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(errb.String()))
 	}
 	return out, nil
 }
@@ -188,8 +197,31 @@ func (c *Checkpoints) Snapshot(ctx context.Context) (string, error) {
 }
 
 func (c *Checkpoints) snapshot(ctx context.Context) (string, error) {
-	if err := c.writeExclude(ctx); err != nil {
+	if c.t != nil {
+		// Anything the incremental snapshot cannot settle (or fails at)
+		// is left to the full one, which also starts it over.
+		if tree, err := c.incremental(ctx); err == nil {
+			return tree, nil
+		}
+	}
+	return c.full(ctx)
+}
+
+// full snapshots every file with git add (against the store's index of
+// the workspace, so only files whose stat changed are read), and starts
+// the incremental tracking over.
+func (c *Checkpoints) full(ctx context.Context) (string, error) {
+	ignored, err := c.writeExclude(ctx)
+	if err != nil {
 		return "", err
+	}
+	if c.t != nil {
+		if err := c.t.reset(c.work, ignored); err != nil {
+			// Not trackable (a directory it cannot read or watch, too
+			// many files): every snapshot is a full one.
+			c.t.w.close()
+			c.t = nil
+		}
 	}
 	// The first snapshot of a workspace (no index of it in the store
 	// yet) stores every file: one pack instead of a loose object per
@@ -201,7 +233,7 @@ func (c *Checkpoints) snapshot(ctx context.Context) (string, error) {
 	// snapshots hash only the files whose stat changed, and write the
 	// few new objects loose.
 	add := []string{"add", "--all", "--ignore-errors", "--", "."}
-	_, err := os.Stat(c.index)
+	_, err = os.Stat(c.index)
 	first := errors.Is(err, fs.ErrNotExist)
 	if first {
 		add = append([]string{"-c", "core.bigFileThreshold=1"}, add...)
@@ -225,7 +257,15 @@ func (c *Checkpoints) snapshot(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(string(out)), nil
+	tree := strings.TrimSpace(string(out))
+	if c.t != nil {
+		if c.t.dirs != nil && c.t.tree.String() == tree {
+			c.t.known = true // the tree in memory is this one
+		} else if err := c.t.load(ctx, c, tree); err != nil {
+			c.t.known = false
+		}
+	}
+	return tree, nil
 }
 
 // packTrees writes the trees of the index into one pack with git
@@ -284,18 +324,21 @@ func cQuote(p []byte) string {
 // patterns, so that git add in the store leaves them out. Git ignores no
 // tracked file, so neither does the snapshot. Outside a repository the
 // file is emptied: the store's own rules (.gitignore files) remain.
-func (c *Checkpoints) writeExclude(ctx context.Context) error {
+func (c *Checkpoints) writeExclude(ctx context.Context) (ignored []string, err error) {
 	var b strings.Builder
-	if out, err := git(ctx, c.work, nil, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"); err == nil {
+	out, err := git(ctx, c.work, nil, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
+	c.repo = err == nil
+	if err == nil {
 		for _, p := range strings.Split(string(out), "\x00") {
 			if p == "" || strings.ContainsAny(p, "\n\r") {
 				continue // a pattern is one line
 			}
+			ignored = append(ignored, p)
 			b.WriteString(literalPattern(p))
 			b.WriteByte('\n')
 		}
 	}
-	return os.WriteFile(c.exclude, []byte(b.String()), 0o600)
+	return ignored, os.WriteFile(c.exclude, []byte(b.String()), 0o600)
 }
 
 // literalPattern is the gitignore pattern that matches exactly path p,
@@ -324,6 +367,9 @@ func (c *Checkpoints) Has(ctx context.Context, tree string) bool {
 	if !objectID.MatchString(tree) {
 		return false
 	}
+	if t := c.t; t != nil && t.known && (t.tree.String() == tree || t.from.String() == tree) {
+		return true // the newest snapshot's, or the one before it
+	}
 	out, err := c.git(ctx, nil, "cat-file", "-t", tree)
 	return err == nil && strings.TrimSpace(string(out)) == "tree"
 }
@@ -333,6 +379,9 @@ func (c *Checkpoints) Has(ctx context.Context, tree string) bool {
 func (c *Checkpoints) Changes(ctx context.Context, a, b string) ([]FileChange, error) {
 	if a == b {
 		return nil, nil
+	}
+	if t := c.t; t != nil && t.to.String() == b && t.from.String() == a && t.from != t.to {
+		return t.changes, nil // the newest incremental snapshot's
 	}
 	if a == "" {
 		// diff-tree --root compares a commit, not a tree: compare with
@@ -365,6 +414,18 @@ func (c *Checkpoints) Changes(ctx context.Context, a, b string) ([]FileChange, e
 // reachable until the ref is pruned) and returns the commit's id. An
 // empty parent is read from the ref.
 func (c *Checkpoints) Keep(ctx context.Context, ref, tree, parent, message string) (string, error) {
+	if _, ok := parseOID(parent); ok {
+		if _, ok := parseOID(tree); ok {
+			// The commit and the ref without git processes.
+			commit, err := c.commit(tree, parent, message)
+			if err == nil {
+				err = c.setRef(ref, commit)
+			}
+			if err == nil {
+				return commit.String(), nil
+			}
+		}
+	}
 	args := []string{"commit-tree", tree, "-m", message}
 	if parent == "" {
 		if prev, err := c.git(ctx, nil, "rev-parse", "-q", "--verify", ref+"^{commit}"); err == nil {
@@ -399,7 +460,9 @@ func (c *Checkpoints) Restore(ctx context.Context, tree string) (before string, 
 		return "", nil, err
 	}
 	defer unlock()
-	if before, err = c.snapshot(ctx); err != nil {
+	// A full snapshot: read-tree below removes the files of the store's
+	// index that the tree lacks, so the index must be the workspace's.
+	if before, err = c.full(ctx); err != nil {
 		return "", nil, err
 	}
 	if changed, err = c.Changes(ctx, before, tree); err != nil {

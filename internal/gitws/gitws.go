@@ -43,7 +43,7 @@ func git(ctx context.Context, dir string, stdin []byte, args ...string) ([]byte,
 	cmd.Stderr = &errb
 	out, err := cmd.Output()
 	if err != nil {
-		return out, fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(errb.String()))
+		return out, fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(errb.String()))
 	}
 	return out, nil
 }

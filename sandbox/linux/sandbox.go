@@ -103,7 +103,7 @@ func New(spec *sandbox.Spec, opts *Options) (*Sandbox, error) {
 	if !initCalled.Load() {
 		return nil, errors.New("sandbox/linux: linux.Init was not called first in main (or TestMain); the sandbox re-executes this binary as its init and needs that hook (see the package documentation)")
 	}
-	s := &Sandbox{spec: *spec, calls: map[uint64]*call{}, dead: make(chan struct{}), initDone: make(chan struct{})}
+	s := &Sandbox{spec: *spec, calls: map[uint64]*call{}, dead: make(chan struct{})}
 	s.spec.Env = slices.Clone(spec.Env)
 	s.spec.Protected = slices.Clone(spec.Protected)
 	s.spec.Network.Allow = slices.Clone(spec.Network.Allow)
@@ -213,54 +213,166 @@ func (s *Sandbox) protectedPaths() []string {
 	return out
 }
 
-// start launches the init, which binds the workspace paths protected
-// read-only, and waits until it is ready.
-func (s *Sandbox) start(protected []string) error {
+// startedInit is an init process in its fresh namespaces, waiting for
+// its configuration on ctl.
+type startedInit struct {
+	cmd      *exec.Cmd
+	ctl      *conn
+	initErr  *tailBuffer
+	initDone chan struct{} // closed when the process has exited
+	key      initKey
+}
+
+// initKey is what an init is started with: the host identity its root
+// maps to, and whether it may drop its groups (Keel runs as root).
+type initKey struct {
+	uid, gid int
+	root     bool
+}
+
+// initKeyFor is the key of the init of a sandbox with opts.
+func initKeyFor(opts *Options) initKey {
+	root := os.Geteuid() == 0
+	k := initKey{uid: os.Geteuid(), gid: os.Getegid(), root: root}
+	if root {
+		uid := DefaultUID
+		if opts != nil && opts.UID > 0 {
+			uid = opts.UID
+		}
+		k.uid, k.gid = uid, uid
+	}
+	return k
+}
+
+// startInit starts an init: /proc/self/exe in fresh user, mount, PID,
+// network, IPC and UTS namespaces, with its root mapped to key's host
+// identity.
+func startInit(key initKey) (*startedInit, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("sandbox/linux: socketpair: %w", err)
+		return nil, fmt.Errorf("sandbox/linux: socketpair: %w", err)
 	}
 	host := os.NewFile(uintptr(pair[0]), "keel-control")
 	child := os.NewFile(uintptr(pair[1]), "keel-control-init")
 	defer child.Close()
-	if s.ctl, err = newConn(host); err != nil {
-		return err
+	ctl, err := newConn(host)
+	if err != nil {
+		return nil, err
 	}
-
-	root := os.Geteuid() == 0
-	hostUID, hostGID := os.Geteuid(), os.Getegid()
-	if root {
-		hostUID, hostGID = s.opts.UID, s.opts.UID
-	}
-	s.initErr = &tailBuffer{max: 8 << 10}
-	cmd := &exec.Cmd{
+	si := &startedInit{ctl: ctl, initErr: &tailBuffer{max: 8 << 10}, initDone: make(chan struct{}), key: key}
+	si.cmd = &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{"keel-sandbox-init"},
 		Env:        []string{initEnv + "=" + initVersion},
 		ExtraFiles: []*os.File{child},
-		Stderr:     s.initErr,
+		Stderr:     si.initErr,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostUID, Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostGID, Size: 1}},
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: key.uid, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: key.gid, Size: 1}},
 			// Root may drop its supplementary groups in the child; an
 			// unprivileged user may not call setgroups in a user
 			// namespace it creates.
-			GidMappingsEnableSetgroups: root,
-			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}, NoSetGroups: !root},
+			GidMappingsEnableSetgroups: key.root,
+			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}, NoSetGroups: !key.root},
 			// No Pdeathsig: it fires when the creating OS thread exits,
 			// not the process. If Keel dies, the kernel closes the control
 			// socket and the init exits on its end.
 		},
 	}
-	if err := cmd.Start(); err != nil {
-		return startError(err)
+	if err := si.cmd.Start(); err != nil {
+		ctl.Close()
+		return nil, startError(err)
 	}
-	s.init = cmd
 	go func() {
-		_ = cmd.Wait()
-		close(s.initDone)
+		_ = si.cmd.Wait()
+		close(si.initDone)
 	}()
+	return si, nil
+}
+
+// spare is the init Prestart started for the next New of this process.
+var spare struct {
+	mu sync.Mutex
+	si *startedInit
+}
+
+// Prestart starts, in the background, the init process of the next
+// sandbox New creates in this process with opts (the same UID), so that
+// New does not wait for the process to start: an init is this program
+// executed again, and a large program takes milliseconds to get going.
+// The init waits in its fresh namespaces, unconfigured, until New
+// configures it exactly as it configures an init it starts itself; New
+// starts its own when there is none (or it was started with another
+// UID). A process that never calls New leaves it to exit with the
+// process. Call it where a sandbox will soon be needed (a command that
+// runs an agent) and, in a process that creates sandboxes one after the
+// other (a server), after each New.
+func Prestart(opts *Options) {
+	if !initCalled.Load() || probe() != nil {
+		return
+	}
+	go prestart(initKeyFor(opts))
+}
+
+// prestart starts the spare init for key unless one is alive.
+func prestart(key initKey) {
+	spare.mu.Lock()
+	defer spare.mu.Unlock()
+	if spare.si != nil {
+		select {
+		case <-spare.si.initDone:
+		default:
+			if spare.si.key == key {
+				return // one is ready
+			}
+		}
+		spare.si.ctl.Close()
+		spare.si = nil
+	}
+	si, err := startInit(key)
+	if err == nil {
+		spare.si = si
+	}
+}
+
+// takeSpare returns the prestarted init for key, if one is alive.
+func takeSpare(key initKey) *startedInit {
+	spare.mu.Lock()
+	defer spare.mu.Unlock()
+	si := spare.si
+	if si == nil || si.key != key {
+		return nil
+	}
+	spare.si = nil
+	select {
+	case <-si.initDone:
+		si.ctl.Close()
+		return nil
+	default:
+		sparesTaken.Add(1)
+		return si
+	}
+}
+
+// sparesTaken counts the prestarted inits New took (tests).
+var sparesTaken atomic.Int64
+
+// start launches the init (or takes the one Prestart started), which
+// binds the workspace paths protected read-only, and waits until it is
+// ready.
+func (s *Sandbox) start(protected []string) error {
+	key := initKeyFor(&s.opts)
+	root, hostUID := key.root, key.uid
+	si := takeSpare(key)
+	if si == nil {
+		var err error
+		if si, err = startInit(key); err != nil {
+			return err
+		}
+	}
+	cmd := si.cmd
+	s.init, s.ctl, s.initErr, s.initDone = cmd, si.ctl, si.initErr, si.initDone
 	ready := make(chan *msg, 1)
 	go s.reader(ready)
 
