@@ -101,6 +101,12 @@ func TestDependencyBoundaries(t *testing.T) {
 		{"./policy", []string{"net/http", "os/exec", mod + "agent", mod + "journal"}},
 		{"./model/openai", []string{"github.com/anthropics/anthropic-sdk-go/v2", mod + "model/anthropic"}},
 		{"./model/anthropic", []string{"github.com/openai/openai-go/v3", mod + "model/openai"}},
+		// The service is under every front end: the front ends (the HTTP
+		// server and web UI, the command line, the Go client, Keel's MCP
+		// server) import it, never the other way round; and it knows the
+		// cluster only as its Dispatcher interface.
+		{"./service", []string{mod + "server", mod + "server/ui", mod + "internal/cli", mod + "client", mod + "cluster", mod + "internal/assemble", mod + "internal/mcpserver"}},
+		{"./internal/assemble", []string{mod + "internal/cli", mod + "server", mod + "service", mod + "client"}},
 	} {
 		pkgs := listPackages(t, tt.pkg)
 		if len(pkgs) != 1 {

@@ -43,6 +43,9 @@ var (
 	// "keel.interrupt"), and the run pauses with reason "interrupted"
 	// until the next message.
 	ErrInterrupted = errors.New("agent: interrupted by the user")
+	// ErrRunExists is returned by [Runtime.CreateAs] for a run id that
+	// has events already; nothing is appended.
+	ErrRunExists = errors.New("agent: the run exists already")
 )
 
 // CanceledBy returns a cancel cause that ends a run canceled, as
@@ -115,11 +118,23 @@ func (rt *Runtime) Store() journal.Store { return rt.store }
 // Create journals a new run and returns its id. It does not execute it;
 // call [Runtime.Execute].
 func (rt *Runtime) Create(ctx context.Context, c *RunCreated) (string, error) {
+	return rt.CreateAs(ctx, rt.newID(), c)
+}
+
+// CreateAs is [Runtime.Create] with the run's id chosen by the caller,
+// so that a creation retried after a crash cannot make a second run: an
+// id that has events already returns [ErrRunExists] and appends nothing.
+func (rt *Runtime) CreateAs(ctx context.Context, id string, c *RunCreated) (string, error) {
 	if strings.TrimSpace(c.Task) == "" {
 		return "", errors.New("agent: create run: empty task")
 	}
-	id := rt.newID()
+	if id == "" || journal.IsSystem(id) {
+		return "", fmt.Errorf("agent: create run: bad run id %q", id)
+	}
 	if _, err := rt.append(ctx, id, 0, journal.Draft{Type: journal.RunCreated, Time: rt.clock(), Payload: marshal(c)}); err != nil {
+		if errors.Is(err, journal.ErrConflict) {
+			return "", fmt.Errorf("agent: create run %s: %w", id, ErrRunExists)
+		}
 		return "", fmt.Errorf("agent: create run: %w", err)
 	}
 	return id, nil

@@ -39,7 +39,7 @@ type WorkerOptions struct {
 	// default 8.
 	Slots int
 	// ControlStream, if set, is followed for cancel requests of the runs
-	// this worker executes (server.ControlStream).
+	// this worker executes (service.ControlStream).
 	ControlStream string
 	// CancelType is the event type of a cancel request in ControlStream.
 	CancelType journal.Type

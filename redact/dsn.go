@@ -2,6 +2,7 @@ package redact
 
 import (
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -24,7 +25,7 @@ import (
 // fails: for text that is no valid connection string it hides whatever
 // sits where a password would.
 func DSN(dsn string) string {
-	if i := strings.Index(dsn, "://"); i > 0 && validScheme(dsn[:i]) {
+	if urlScheme.MatchString(dsn) {
 		return URL(dsn)
 	}
 	if !strings.Contains(dsn, "=") {
@@ -42,11 +43,11 @@ func DSN(dsn string) string {
 // first '?', '#' or '='), so a password holding '@', '?', '#' or ':' is
 // removed whole. An s without a password is returned unchanged.
 func URL(s string) string {
-	i := strings.Index(s, "://")
-	if i <= 0 || !validScheme(s[:i]) {
+	m := urlScheme.FindStringIndex(s)
+	if m == nil {
 		return s
 	}
-	head, rest := s[:i+3], s[i+3:]
+	head, rest := s[:m[1]], s[m[1]:]
 	changed := false
 	if at := userinfoEnd(rest); at >= 0 {
 		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
@@ -176,20 +177,8 @@ func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
 }
 
-// validScheme reports whether s is an RFC 3986 scheme: a letter, then
-// letters, digits, '+', '-' or '.'.
-func validScheme(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
-		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
-		default:
-			return false
-		}
-	}
-	return s != ""
-}
+// urlScheme matches the start of a URL: an RFC 3986 scheme and "://".
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
 
 // Resource returns what the URL s reaches, for events and messages about
 // it: scheme, host and path, without user info, query and fragment (they

@@ -239,3 +239,19 @@ func TestDeleteStops(t *testing.T) {
 	// The name is free again.
 	create(t, s, Schedule{Name: "d", Spec: every(time.Minute)})
 }
+
+func TestUnknownSchedule(t *testing.T) {
+	t.Parallel()
+	s, _, _, _ := newTest(t, time.Second)
+	for range 3 {
+		if _, err := s.Get(t.Context(), "nope"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get(nope) = %v", err)
+		}
+	}
+	if err := s.Pause(t.Context(), "nope", "ada", ""); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Pause(nope) = %v", err)
+	}
+	if n := len(s.scheds); n != 0 {
+		t.Errorf("%d schedules kept in memory for unknown names", n)
+	}
+}

@@ -140,8 +140,15 @@ func (s *Scheduler) get(ctx context.Context, ref string) (*sched, error) {
 		return nil, err
 	}
 	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	if sc.st.times == nil {
+	missing := sc.st.times == nil
+	sc.mu.Unlock()
+	if missing {
+		// Forget it: a stream per unknown name would pile up.
+		s.mu.Lock()
+		if s.scheds[id] == sc {
+			delete(s.scheds, id)
+		}
+		s.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, ref)
 	}
 	return sc, nil

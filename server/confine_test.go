@@ -15,8 +15,8 @@ import (
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/policy"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // wantAPIError fails the test unless err is an API error with code whose
@@ -90,7 +90,7 @@ func TestWorkspaceConfinement(t *testing.T) {
 
 	// Without roots the API starts only the demo, and says how to
 	// configure a root.
-	bare := newEnv(t, &envOptions{opts: func(o *server.Options) { o.WorkspaceRoots = nil }})
+	bare := newEnv(t, &envOptions{opts: func(o *service.Options) { o.WorkspaceRoots = nil }})
 	_, err = bare.admin.CreateRun(ctx, &api.CreateRun{Task: "t", Model: "test:idle", Workspace: t.TempDir()})
 	wantAPIError(t, err, api.CodeInvalidRequest, "--workspace-root DIR")
 	if _, err := bare.admin.CreateRun(ctx, &api.CreateRun{Demo: true}); err != nil {
@@ -120,7 +120,7 @@ func TestForkAndResumeCheckAsCreate(t *testing.T) {
 
 	// A run with another policy (made locally with --policy).
 	loose := e.journalRun(&agent.RunCreated{Task: "loose", Model: "test:none", Workspace: ws, MountPath: "/workspace", Sandbox: "linux",
-		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(server.DemoPolicy())},
+		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(service.DemoPolicy())},
 		draft(t, journal.RunPaused, &agent.RunEnded{Reason: "user"}))
 	_, err = writer.Resume(ctx, loose, nil)
 	wantAPIError(t, err, api.CodeForbidden, "operator's policy")
@@ -259,7 +259,7 @@ func TestForkDoesNotInheritApprovals(t *testing.T) {
 // (the default, the demo's, or any text); an admin can, and the override
 // is journaled.
 func TestClientCannotChangePolicy(t *testing.T) {
-	e := newEnv(t, &envOptions{opts: func(o *server.Options) { o.Policy = server.DemoPolicy() }})
+	e := newEnv(t, &envOptions{opts: func(o *service.Options) { o.Policy = service.DemoPolicy() }})
 	ctx := t.Context()
 	e.models.set("test:idle", modeltest.NewScripted([]modeltest.Turn{modeltest.Text("done")}, nil))
 	writer := e.bound("wendy", []string{identity.LocalAgent}, api.ScopeRunsWrite)
@@ -271,10 +271,10 @@ func TestClientCannotChangePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := created(t, e, run.ID)
-	if c.Policy.SHA256 != server.DemoPolicy().Hash() {
+	if c.Policy.SHA256 != service.DemoPolicy().Hash() {
 		t.Errorf("the writer's run decides by %s, want the server's policy", c.Policy.Name)
 	}
-	if c.Labels[server.LabelOverride] != "" || c.Labels[server.LabelCreatedBy] != "wendy" {
+	if c.Labels[service.LabelOverride] != "" || c.Labels[service.LabelCreatedBy] != "wendy" {
 		t.Errorf("labels %v", c.Labels)
 	}
 	// An admin may, journaled.
@@ -282,7 +282,7 @@ func TestClientCannotChangePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := created(t, e, run.ID); c.Labels[server.LabelOverride] != "policy" || c.Policy.SHA256 != policy.Default().Hash() {
+	if c := created(t, e, run.ID); c.Labels[service.LabelOverride] != "policy" || c.Policy.SHA256 != policy.Default().Hash() {
 		t.Errorf("admin override: labels %v, policy %s", c.Labels, c.Policy.Name)
 	}
 	if !strings.Contains(actionDetail(t, e, run.ID, "run.create"), "admin override: policy") {
@@ -303,7 +303,7 @@ func created(t *testing.T, e *env, id string) *agent.RunCreated {
 // actionDetail returns the detail of the api.action act on run id.
 func actionDetail(t *testing.T, e *env, id, act string) string {
 	t.Helper()
-	for _, ev := range e.events(server.ActionStream) {
+	for _, ev := range e.events(service.ActionStream) {
 		var a struct{ Action, Detail, RunID string }
 		if err := json.Unmarshal(ev.Payload, &a); err != nil {
 			t.Fatal(err)
@@ -387,7 +387,7 @@ func TestApprovalDoesNotExecuteForeignRun(t *testing.T) {
 	ctx := t.Context()
 	ws := t.TempDir()
 	c := &agent.RunCreated{Task: "local", Model: "test:none", Workspace: ws, MountPath: "/workspace", Sandbox: e.sandbox,
-		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(server.DemoPolicy()), Limits: agent.Limits{MaxSteps: 10}}
+		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(service.DemoPolicy()), Limits: agent.Limits{MaxSteps: 10}}
 	call := modeltest.Call("w1", "write_file", map[string]string{"path": "log.txt", "content": "ran"})
 	part := policy.Part{Text: "log.txt", Effect: policy.Ask, Policies: []string{"ask"}, Reason: "a person approves this"}
 	d := policy.Decision{Effect: policy.Ask, Policies: part.Policies, Reason: part.Reason, Parts: []policy.Part{part}}

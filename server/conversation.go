@@ -400,7 +400,7 @@ func (h *Handler) proposedDiff(a api.Approval) *fileDiff {
 	if a.Tool != fs.WriteName && a.Tool != fs.EditName || a.Workspace == "" {
 		return nil
 	}
-	c, err := h.sums.created(context.Background(), a.RunID)
+	c, err := h.svc.Created(context.Background(), a.RunID)
 	if err != nil {
 		return &fileDiff{Problem: "the run cannot be read: " + err.Error()}
 	}

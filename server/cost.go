@@ -37,7 +37,7 @@ func (h *Handler) uiCost(w http.ResponseWriter, r *http.Request, who *caller) er
 
 func (h *Handler) costReport(r *http.Request) (*api.CostReport, error) {
 	q := r.URL.Query()
-	since, err := telemetry.ParseSince(q.Get("since"), h.opts.Clock())
+	since, err := telemetry.ParseSince(q.Get("since"), h.svc.Clock()())
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}

@@ -3,11 +3,11 @@ package server_test
 import (
 	"testing"
 
-	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/service"
 )
 
 func TestDemoPolicy(t *testing.T) {
-	e := server.DemoPolicy()
+	e := service.DemoPolicy()
 	results := e.Test(t.Context())
 	if len(results) < 4 {
 		t.Fatalf("the demo policy has %d test cases, want its 4", len(results))

@@ -36,7 +36,7 @@ func TestDeniedPathsAreNotShown(t *testing.T) {
 		modeltest.Calls("edit", modeltest.Call("e1", "edit_file", map[string]any{"path": "notes.txt", "old_string": "old", "new_string": "new"})),
 		modeltest.Text("done"),
 	}, nil))
-	demoPol, err := os.ReadFile("demo_policy.toml")
+	demoPol, err := os.ReadFile("../service/demo_policy.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,9 +14,9 @@ import (
 // runs diff prints them (see api.RunDiff). ?at=SEQ compares the run's
 // checkpoints up to event SEQ instead of its workspace now with its
 // starting commit.
-func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, _ *caller) error {
+func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, who *caller) error {
 	ctx, id := r.Context(), r.PathValue("id")
-	if _, err := h.run(ctx, id, 0); err != nil {
+	if _, err := h.svc.Run(ctx, who, id); err != nil {
 		return err
 	}
 	var at int64

@@ -32,6 +32,7 @@ import (
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/service"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin"
 )
@@ -49,6 +50,7 @@ type env struct {
 	db     string
 	store  journal.Store
 	rt     *agent.Runtime
+	svc    *service.Service
 	h      *server.Handler
 	srv    *httptest.Server
 	admin  *client.Client
@@ -65,6 +67,8 @@ type env struct {
 	sessions sync.Map
 	// checkpoints: see envOptions.
 	checkpoints bool
+	// validate is envOptions.validate.
+	validate func(context.Context, *agent.RunCreated) error
 }
 
 // cookie returns a web UI session cookie for the token secret, the same
@@ -113,10 +117,15 @@ type envOptions struct {
 	models  *models
 	// clock, if set, gives the runtime's and the server's time.
 	clock func() time.Time
-	// opts, if set, adjusts the server's options before it starts.
-	opts func(*server.Options)
+	// opts, if set, adjusts the service's options before it starts
+	// (withWire replaces the env's wiring); server the server's.
+	opts   func(*service.Options)
+	server func(*server.Options)
 	// sandbox is the server's sandbox kind; "" means "none".
 	sandbox string
+	// validate, if set, checks a run the service admits (see
+	// service.Validator); nil admits every run.
+	validate func(context.Context, *agent.RunCreated) error
 	// store, if set, is the journal (on db in dir) instead of a new one.
 	store journal.Store
 	// checkpoints snapshots the runs' workspaces (internal/checkpoint),
@@ -129,7 +138,7 @@ func newEnv(t testing.TB, o *envOptions) *env {
 	if o == nil {
 		o = &envOptions{}
 	}
-	e := &env{t: t, dir: o.dir, db: o.db, models: o.models, sandbox: o.sandbox, checkpoints: o.checkpoints}
+	e := &env{t: t, dir: o.dir, db: o.db, models: o.models, sandbox: o.sandbox, checkpoints: o.checkpoints, validate: o.validate}
 	if e.sandbox == "" {
 		e.sandbox = "none"
 	}
@@ -153,16 +162,21 @@ func newEnv(t testing.TB, o *envOptions) *env {
 	// The test's workspaces (t.TempDir) are siblings of the journal's
 	// directory: their parent is the workspace root, and the journal's
 	// directory is protected.
-	so := &server.Options{Wire: e.wire, Prepare: e.prepare, Workers: o.workers, Heartbeat: time.Hour, Logger: logger, Clock: o.clock,
+	so := &service.Options{Builder: (*testBuilder)(e), Workers: o.workers, Logger: logger, Clock: o.clock,
 		WorkspaceRoots: []string{filepath.Dir(e.dir)}, Protected: []string{e.dir}, Sandbox: e.sandbox, Policy: policy.Default()}
 	if o.opts != nil {
 		o.opts(so)
 	}
 	e.policy = so.Policy
-	e.h = server.NewHandler(e.rt, so)
+	e.svc = service.New(e.rt, so)
+	ho := &server.Options{Heartbeat: time.Hour, Logger: logger}
+	if o.server != nil {
+		o.server(ho)
+	}
+	e.h = server.NewHandler(e.svc, ho)
 	e.srv = httptest.NewServer(e.h)
 	t.Cleanup(e.stop)
-	tok, err := e.h.Tokens().Create(t.Context(), &token.Params{Name: "ada", Scopes: []string{api.ScopeAdmin}, By: "test"})
+	tok, err := e.svc.Tokens().Create(t.Context(), &token.Params{Name: "ada", Scopes: []string{api.ScopeAdmin}, By: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +203,7 @@ func (e *env) stop() {
 	e.srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := e.h.Shutdown(ctx); err != nil {
+	if err := e.svc.Shutdown(ctx); err != nil {
 		e.t.Errorf("Shutdown: %v", err)
 	}
 	e.store.Close()
@@ -201,7 +215,7 @@ func (e *env) stop() {
 func (e *env) restart() (*env, []string) {
 	e.stop()
 	n := newEnv(e.t, &envOptions{dir: e.dir, db: e.db, models: e.models, sandbox: e.sandbox})
-	ids, err := n.h.Start(e.t.Context())
+	ids, err := n.svc.Start(e.t.Context())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -277,55 +291,55 @@ func (e *env) wire(_ context.Context, c *agent.RunCreated) (*agent.Wiring, io.Cl
 	return p, cs, nil
 }
 
-// prepare turns a create request into a run.created payload as the CLI
-// does: a demo run gets a fresh copy of the demo project and the demo
-// policy (which asks before edits); other runs need a task and a
-// workspace and get Keel's default policy.
-func (e *env) prepare(_ context.Context, req *api.CreateRun) (*agent.RunCreated, error) {
+// testBuilder is the service's builder of an env: the models the env
+// holds, the built-in tools without the web, and the env's wiring.
+type testBuilder env
+
+// Model implements service.Builder: a model the env holds.
+func (b *testBuilder) Model(_ context.Context, spec string) (*service.ModelInfo, error) {
+	if _, err := b.models.get(spec); err != nil && spec != "test:unwirable" {
+		return nil, service.Invalid(err)
+	}
+	return &service.ModelInfo{Family: spec}, nil
+}
+
+// Complete implements service.Builder: the built-in tools.
+func (b *testBuilder) Complete(_ context.Context, c *agent.RunCreated, _ *service.CreateRun, _ string) error {
 	reg := tool.NewRegistry()
 	builtin.Register(reg, &builtin.Options{NoWeb: true})
-	var infos []agent.ToolInfo
-	for _, s := range reg.Specs() {
-		t := reg.Tool(s.Name)
-		infos = append(infos, agent.ToolInfo{ToolSpec: s, Effect: t.Effect.String(), Idempotent: t.Idempotent})
+	c.Tools = agent.ToolInfos(reg)
+	return nil
+}
+
+// Validate implements service.Validator: the env's check, else none (a
+// run whose wiring fails fails when it executes).
+func (b *testBuilder) Validate(ctx context.Context, c *agent.RunCreated) error {
+	if b.validate != nil {
+		return b.validate(ctx, c)
 	}
-	c := &agent.RunCreated{Task: req.Task, Model: req.Model, Workspace: req.Workspace, MountPath: cmpOr(req.MountPath, "/workspace"), Sandbox: e.sandbox,
-		Tools: infos, Principal: req.Agent, OnBehalfOf: req.OnBehalfOf, Labels: req.Labels, Limits: agent.Limits{MaxSteps: req.Limits.MaxSteps},
-		Policy: agent.NewPolicyRef(e.policy)}
-	if req.Sandbox != "" {
-		c.Sandbox = req.Sandbox
-	}
-	if req.Demo {
-		ws, err := os.MkdirTemp(filepath.Dir(e.dir), "demo-")
-		if err != nil {
-			return nil, err
-		}
-		if err := demo.WriteProject(ws); err != nil {
-			return nil, err
-		}
-		c.Task, c.Model, c.Workspace, c.Principal = demo.Task, "scripted:demo", ws, identity.DemoAgent
-		c.Policy = agent.NewPolicyRef(server.DemoPolicy())
-	}
-	if req.Policy != "" {
-		eng, err := policy.Parse("test", []byte(req.Policy))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", server.ErrInvalid, err)
-		}
-		c.Policy = agent.NewPolicyRef(eng)
-		if set := eng.Approval(); set.Timeout > 0 {
-			c.Approval = &agent.ApprovalSettings{Timeout: agent.Duration(set.Timeout), Default: set.Default}
-		}
-	}
-	if c.Principal == "" {
-		c.Principal = identity.LocalAgent
-	}
-	if c.Task == "" || c.Workspace == "" {
-		return nil, fmt.Errorf("%w: a run needs a task and a workspace", server.ErrInvalid)
-	}
-	if _, err := e.models.get(c.Model); err != nil && c.Model != "test:unwirable" {
-		return nil, fmt.Errorf("%w: %v", server.ErrInvalid, err)
-	}
-	return c, nil
+	return nil
+}
+
+// withWire sets o's builder to wire runs with wire instead.
+func withWire(o *service.Options, wire agent.WireFunc) { o.Builder = builderWith{o.Builder, wire} }
+
+// builderWith is a builder with another wiring.
+type builderWith struct {
+	service.Builder
+	wire agent.WireFunc
+}
+
+func (b builderWith) Wire(ctx context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
+	return b.wire(ctx, c)
+}
+
+func (b builderWith) Validate(ctx context.Context, c *agent.RunCreated) error {
+	return b.Builder.(service.Validator).Validate(ctx, c)
+}
+
+// Wire implements service.Builder (see env.wire).
+func (b *testBuilder) Wire(ctx context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
+	return (*env)(b).wire(ctx, c)
 }
 
 func cmpOr(s, def string) string {

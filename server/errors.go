@@ -7,10 +7,8 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/service"
 )
 
 // apiError is an error with its API code, HTTP status and user-safe
@@ -35,40 +33,45 @@ func conflict(code, format string, args ...any) error {
 	return &apiError{http.StatusConflict, code, fmt.Sprintf(format, args...)}
 }
 
-// classify maps an error to its API form. Errors of the runtime and the
-// journal that callers can act on keep their message; anything else
-// becomes "internal" and the caller logs it.
+// statusOf is the HTTP status of each error code.
+var statusOf = map[string]int{
+	api.CodeInvalidRequest:  http.StatusBadRequest,
+	api.CodeUnauthenticated: http.StatusUnauthorized,
+	api.CodeForbidden:       http.StatusForbidden,
+	api.CodeNotFound:        http.StatusNotFound,
+	api.CodeConflict:        http.StatusConflict,
+	api.CodeRunCompleted:    http.StatusConflict,
+	api.CodeNoApproval:      http.StatusConflict,
+	service.CodeRunEnded:    http.StatusConflict,
+	api.CodeTooLarge:        http.StatusRequestEntityTooLarge,
+	api.CodeCorrupt:         http.StatusInternalServerError,
+	api.CodeUnavailable:     http.StatusServiceUnavailable,
+	api.CodeInternal:        http.StatusInternalServerError,
+}
+
+// classify maps an error to its API form: the handler's own (a request
+// that does not decode, authentication), else the service's
+// (service.Classify), whose code gives the status. internal errors are
+// logged by the caller.
 func classify(err error) (e *apiError, internal bool) {
 	var ae *apiError
-	var ce *journal.CorruptError
-	switch {
-	case errors.As(err, &ae):
+	if errors.As(err, &ae) {
 		return ae, false
-	case errors.Is(err, journal.ErrNotFound):
-		return &apiError{http.StatusNotFound, api.CodeNotFound, "no such run"}, false
-	case errors.As(err, &ce):
-		return &apiError{http.StatusInternalServerError, api.CodeCorrupt, ce.Error()}, false
-	case errors.Is(err, agent.ErrRunCompleted):
-		return &apiError{http.StatusConflict, api.CodeRunCompleted, "the run has completed"}, false
-	case errors.Is(err, agent.ErrApprovalExpired):
-		return &apiError{http.StatusConflict, api.CodeNoApproval, "too late: the approval's deadline has passed, so its default decision was applied"}, false
-	case errors.Is(err, agent.ErrNoApproval):
-		return &apiError{http.StatusConflict, api.CodeNoApproval, "this call has no pending approval (it was decided already, or never asked)"}, false
-	case errors.Is(err, ErrElsewhere), errors.Is(err, agent.ErrRunBusy):
-		// Never the journal's own text (sequence numbers, driver errors).
-		return &apiError{http.StatusConflict, api.CodeConflict, "the run is being executed by another process sharing the journal (for example a keel run on the server's machine); stop it there, or try again when it stops"}, false
-	case errors.Is(err, errCanceling):
-		return &apiError{http.StatusConflict, api.CodeConflict, "the run is being canceled"}, false
-	case errors.Is(err, ErrExecuting):
-		return &apiError{http.StatusConflict, api.CodeConflict, "the run is executing: wait until it stops (or cancel it)"}, false
-	case errors.Is(err, ErrShuttingDown):
-		return &apiError{http.StatusServiceUnavailable, api.CodeUnavailable, "the server is shutting down"}, false
-	case errors.Is(err, token.ErrBad):
-		return &apiError{http.StatusUnauthorized, api.CodeUnauthenticated, "invalid or revoked API token"}, false
-	case errors.Is(err, token.ErrNotFound):
-		return &apiError{http.StatusNotFound, api.CodeNotFound, err.Error()}, false
 	}
-	return &apiError{http.StatusInternalServerError, api.CodeInternal, "internal error (see the server log)"}, true
+	se, internal := service.Classify(err)
+	status, ok := statusOf[se.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	return &apiError{status, se.Code, se.Message}, internal
+}
+
+// asCaller is the caller of an authenticated token.
+func asCaller(t *api.Token, err error) (*caller, error) {
+	if err != nil {
+		return nil, err
+	}
+	return service.As(t), nil
 }
 
 // writeJSON writes v with status.

@@ -39,7 +39,7 @@ import (
 func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, who *caller) error {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	run, err := h.run(ctx, id, 0)
+	run, err := h.svc.Run(ctx, who, id)
 	if err != nil {
 		return err
 	}
@@ -224,7 +224,7 @@ func (h *Handler) followEvents(ctx context.Context, out *sse, id string, from in
 	if deltas {
 		// The model's text as it streams, on the server that executes
 		// the run (see live.go).
-		f.live, f.seen = h.live.subscribe(id), func() int64 { return sent }
+		f.live, f.seen = h.svc.Subscribe(id), func() int64 { return sent }
 		f.delta = func(d *api.Delta) error {
 			b, err := json.Marshal(d)
 			if err != nil {

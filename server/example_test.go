@@ -12,17 +12,18 @@ import (
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/service"
 )
 
-// A server over a journal, a token for a person, and the Go client. With
-// no Options.Prepare and Options.Wire this server only reads; `keel
-// serve` supplies both from the CLI's wiring.
+// A server over a service on a journal, a token for a person, and the
+// Go client. With no service.Options.Builder this server only reads;
+// `keel serve` supplies one from the CLI's assembler.
 func ExampleNewHandler() {
 	ctx := context.Background()
-	rt := agent.NewRuntime(mem.New(), nil)
-	h := server.NewHandler(rt, nil)
-	defer h.Shutdown(ctx)
-	tok, err := h.Tokens().Create(ctx, &token.Params{Name: "ada", Scopes: []string{api.ScopeRunsRead}, By: "example"})
+	svc := service.New(agent.NewRuntime(mem.New(), nil), nil)
+	defer svc.Shutdown(ctx)
+	h := server.NewHandler(svc, nil)
+	tok, err := svc.Tokens().Create(ctx, &token.Params{Name: "ada", Scopes: []string{api.ScopeRunsRead}, By: "example"})
 	if err != nil {
 		panic(err)
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/modeltest"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // lastEnded returns the payload of run id's newest event, which must be
@@ -65,12 +65,12 @@ func TestUnstartedForkWaits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fork.Status != "paused" || fork.Reason != server.ReasonForked || fork.Executing || fork.Queued || fork.Events != at+1 {
+			if fork.Status != "paused" || fork.Reason != service.ReasonForked || fork.Executing || fork.Queued || fork.Events != at+1 {
 				t.Errorf("unstarted fork = status %s, reason %q, executing %v, queued %v, %d events; want paused (forked) with %d events",
 					fork.Status, fork.Reason, fork.Executing, fork.Queued, fork.Events, at+1)
 			}
 			typ, end := e.lastEnded(fork.ID)
-			if typ != journal.RunPaused || end.Reason != server.ReasonForked || !strings.Contains(end.Message, "not started") {
+			if typ != journal.RunPaused || end.Reason != service.ReasonForked || !strings.Contains(end.Message, "not started") {
 				t.Errorf("the fork ends with %s %+v, want run.paused (forked, not started)", typ, end)
 			}
 			forks = append(forks, fork.ID)
@@ -112,7 +112,7 @@ func TestUnstartedForkWaits(t *testing.T) {
 	// A fork made without start by an older server: "running", with no
 	// event past its fork point.
 	legacy := e.journalRun(&agent.RunCreated{Task: "t", Model: "test:none", Workspace: t.TempDir(), MountPath: "/workspace", Sandbox: e.sandbox,
-		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(e.policy), Labels: map[string]string{server.LabelForkOf: run.ID + "@2"}},
+		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(e.policy), Labels: map[string]string{service.LabelForkOf: run.ID + "@2"}},
 		draft(t, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, Content: "thinking"}}))
 
 	// A restart does not execute the unstarted forks.
@@ -129,7 +129,7 @@ func TestUnstartedForkWaits(t *testing.T) {
 			}
 		}
 		got, err := e2.admin.Run(ctx, id)
-		if err != nil || got.Status != "paused" || got.Reason != server.ReasonForked || got.Events != at+1 {
+		if err != nil || got.Status != "paused" || got.Reason != service.ReasonForked || got.Events != at+1 {
 			t.Errorf("after a restart the fork is %+v, %v; want still paused (forked) with %d events", got, err, at+1)
 		}
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
 	"github.com/keel-run/keel/model/modeltest"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // A run that cannot be set up is refused at create (400, no run) when the
@@ -27,11 +27,11 @@ import (
 func TestRunsThatCannotStart(t *testing.T) {
 	validate := func(_ context.Context, c *agent.RunCreated) error {
 		if c.MountPath == "/etc" {
-			return fmt.Errorf("%w: mount path /etc is inside /etc, which the sandbox provides itself", server.ErrInvalid)
+			return fmt.Errorf("%w: mount path /etc is inside /etc, which the sandbox provides itself", service.ErrInvalid)
 		}
 		return nil
 	}
-	e := newEnv(t, &envOptions{opts: func(o *server.Options) { o.Validate = validate }})
+	e := newEnv(t, &envOptions{validate: validate})
 	ctx := t.Context()
 	e.models.set("test:idle", modeltest.NewScripted([]modeltest.Turn{modeltest.Text("done")}, nil))
 	_, err := e.admin.CreateRun(ctx, &api.CreateRun{Task: "t", Model: "test:idle", Workspace: t.TempDir(), MountPath: "/etc"})
@@ -130,7 +130,7 @@ func TestCancelWinsOverARacingApproval(t *testing.T) {
 		t.Errorf("Cancel() = %s %q", got.Status, got.Message)
 	}
 	// Nothing executes the approved call afterwards.
-	e.h.Shutdown(ctx) //nolint:errcheck // waits for any execution the approval queued
+	e.svc.Shutdown(ctx) //nolint:errcheck // waits for any execution the approval queued
 	for _, ev := range e.events(run.ID) {
 		if ev.Type == journal.ToolStarted && strings.Contains(string(ev.Payload), "demo_4") {
 			t.Errorf("the approved call ran after the cancel: %s", ev.Payload)
@@ -187,7 +187,7 @@ func TestAPIDetails(t *testing.T) {
 		{"negative steps", `{"task":"t","workspace":"%s","limits":{"max_steps":-5}}`, "max_steps -5"},
 		{"negative tokens", `{"task":"t","workspace":"%s","limits":{"max_tokens":-1}}`, "max_tokens -1"},
 		{"negative cost", `{"task":"t","workspace":"%s","limits":{"max_cost":-0.5}}`, "max_cost -0.5"},
-		{"negative timeout", `{"task":"t","workspace":"%s","limits":{"timeout":"-1s"}}`, "negative duration"},
+		{"negative timeout", `{"task":"t","workspace":"%s","limits":{"timeout":"-1s"}}`, "limits.timeout -1s: want 0 (no limit) or more"},
 		{"a label of the server's", `{"task":"t","workspace":"%s","labels":{"keel.demo":"x"}}`, "are the server's"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,7 +266,7 @@ func TestModelSpecsFromTheAPI(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(recs, "rec.traj.json"), []byte(`{"messages":[]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, &envOptions{opts: func(o *server.Options) {
+	e := newEnv(t, &envOptions{opts: func(o *service.Options) {
 		o.ReplayDirs = []string{recs}
 		o.ModelBaseURLs = []string{"http://127.0.0.1:11434/v1"}
 	}})
@@ -295,7 +295,7 @@ func TestModelSpecsFromTheAPI(t *testing.T) {
 	_, err = e.admin.CreateRun(ctx, &api.CreateRun{Task: "t", Model: "replay:/etc/shadow", Workspace: ws})
 	wantAPIError(t, err, api.CodeInvalidRequest, "no test model")
 	// The operator's default model is allowed wherever it lives.
-	e2 := newEnv(t, &envOptions{opts: func(o *server.Options) { o.DefaultModel = "replay:/srv/default.traj.json" }})
+	e2 := newEnv(t, &envOptions{opts: func(o *service.Options) { o.DefaultModel = "replay:/srv/default.traj.json" }})
 	w2 := e2.bound("wendy", []string{identity.LocalAgent}, api.ScopeRunsWrite)
 	_, err = w2.CreateRun(ctx, &api.CreateRun{Task: "t", Model: "replay:/srv/default.traj.json", Workspace: t.TempDir()})
 	wantAPIError(t, err, api.CodeInvalidRequest, "no test model")

@@ -17,9 +17,9 @@ import (
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/policy"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/service"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -46,7 +46,7 @@ func TestEveryPendingApprovalStaysInTheInbox(t *testing.T) {
 			modeltest.Call("w2", "write_file", map[string]string{"path": "b.txt", "content": "b"})),
 		modeltest.Text("done"),
 	}, nil))
-	src := strings.Replace(string(server.DemoPolicy().Source()), "[approval]\ndefault = \"deny\"", "[approval]\ndefault = \"deny\"\ntimeout = \"1h\"", 1)
+	src := strings.Replace(string(service.DemoPolicy().Source()), "[approval]\ndefault = \"deny\"", "[approval]\ndefault = \"deny\"\ntimeout = \"1h\"", 1)
 	run, err := e.admin.CreateRun(ctx, &api.CreateRun{Task: "two files", Model: "test:two", Workspace: t.TempDir(), Policy: src})
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestEveryPendingApprovalStaysInTheInbox(t *testing.T) {
 	}
 	// The second approval's deadline applies.
 	clock.add(2 * time.Hour)
-	ids, err := e.h.ExpireApprovals(ctx)
+	ids, err := e.svc.ExpireApprovals(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestTokenNames(t *testing.T) {
 		if !client.IsCode(err, api.CodeInvalidRequest) {
 			t.Errorf("CreateToken(%q) = %v, want invalid_request", name, err)
 		}
-		if _, err := e.h.Tokens().Create(t.Context(), &token.Params{Name: name, Scopes: []string{api.ScopeRunsRead}}); err == nil {
+		if _, err := e.svc.Tokens().Create(t.Context(), &token.Params{Name: name, Scopes: []string{api.ScopeRunsRead}}); err == nil {
 			t.Errorf("Tokens.Create(%q): no error", name)
 		}
 	}

@@ -40,7 +40,7 @@ func (h *Handler) LoginCode(ctx context.Context, secret string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	now := h.opts.Clock()
+	now := h.svc.Clock()()
 	h.logins.mu.Lock()
 	defer h.logins.mu.Unlock()
 	for c, l := range h.logins.codes {
@@ -67,7 +67,7 @@ func (h *Handler) Session(ctx context.Context, secret string) (*http.Cookie, err
 	if err != nil {
 		return nil, err
 	}
-	now := h.opts.Clock()
+	now := h.svc.Clock()()
 	h.logins.mu.Lock()
 	for s, l := range h.logins.sessions {
 		if now.After(l.expires) {
@@ -85,7 +85,7 @@ func (h *Handler) sessionSecret(id string) (string, bool) {
 	h.logins.mu.Lock()
 	defer h.logins.mu.Unlock()
 	l, ok := h.logins.sessions[id]
-	if !ok || h.opts.Clock().After(l.expires) {
+	if !ok || h.svc.Clock()().After(l.expires) {
 		delete(h.logins.sessions, id)
 		return "", false
 	}
@@ -98,7 +98,7 @@ func (h *Handler) loginSecret(code string, take bool) (string, bool) {
 	h.logins.mu.Lock()
 	defer h.logins.mu.Unlock()
 	l, ok := h.logins.codes[code]
-	if !ok || h.opts.Clock().After(l.expires) {
+	if !ok || h.svc.Clock()().After(l.expires) {
 		delete(h.logins.codes, code)
 		return "", false
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/keel-run/keel/journal/mem"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 type openAPIDocument struct {
@@ -80,8 +81,9 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 // catch-all), so the document cannot describe a path the mux does not
 // serve.
 func TestOpenAPIRoutesAreServed(t *testing.T) {
-	h := NewHandler(agent.NewRuntime(mem.New(), nil), nil)
-	defer h.Shutdown(t.Context())
+	svc := service.New(agent.NewRuntime(mem.New(), nil), nil)
+	defer svc.Shutdown(t.Context())
+	h := NewHandler(svc, nil)
 	for p, ops := range loadOpenAPI(t).Paths {
 		for m := range ops {
 			path := strings.NewReplacer("{id}", "x", "{call}", "c", "{grant}", "g", "{path}", ".keel/artifacts/x/c.out").Replace(p)

@@ -1,13 +1,8 @@
 package server
 
 import (
-	"context"
-	"errors"
 	"net/http"
-	"strconv"
 
-	"github.com/keel-run/keel/internal/checkpoint"
-	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -16,59 +11,10 @@ func (h *Handler) rewindRun(w http.ResponseWriter, r *http.Request, who *caller)
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	out, err := h.rewind(r.Context(), r.PathValue("id"), req.To, who)
+	out, err := h.svc.Rewind(r.Context(), who, r.PathValue("id"), req.To)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
-}
-
-// rewind restores the files of run id as its newest checkpoint at or
-// before event to had them, for who, checked as a resume is (who may act
-// as its agent, in a workspace under a root), and journals it in the run
-// (workspace.restored) and in the API's action log.
-func (h *Handler) rewind(ctx context.Context, id string, to int64, who *caller) (*api.Rewound, error) {
-	if journal.IsSystem(id) {
-		return nil, notFound("no such run %s", id)
-	}
-	run, err := h.run(ctx, id, 0)
-	if err != nil {
-		return nil, err
-	}
-	// An execution that journaled its stop is finishing: wait for it.
-	if run, err = h.untilIdle(ctx, run); err != nil {
-		return nil, err
-	}
-	if run.Executing || run.Queued {
-		return nil, conflict(api.CodeConflict, "run %s is executing: cancel it, or wait until it stops, to rewind its files", id)
-	}
-	c, err := h.sums.created(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	demo := c.Labels[LabelDemo] != ""
-	a := &admission{who: who, demo: demo, demoWorkspace: demo}
-	if _, err := h.admit(ctx, a, c); err != nil {
-		return nil, err
-	}
-	res, ev, err := checkpoint.Rewind(ctx, h.rt.Store(), id, to, who.Name, who.ID)
-	switch {
-	case errors.Is(err, checkpoint.ErrBusy):
-		return nil, conflict(api.CodeConflict, "run %s: %v", id, err)
-	case errors.Is(err, checkpoint.ErrOff):
-		return nil, badRequest("run %s has no checkpoints to rewind to: %v", id, checkpoint.ErrOff)
-	case errors.Is(err, checkpoint.ErrNone):
-		return nil, badRequest("run %s has %v: it ran without checkpoints (before they existed, or without git on the server)", id, err)
-	case err != nil:
-		return nil, badRequest("run %s: rewind to event %d: %v", id, to, err)
-	}
-	out := &api.Rewound{Seq: ev.Seq, To: res.To, Tree: res.Tree, Before: res.Before, MoreFiles: res.MoreFiles}
-	for _, f := range res.Files {
-		out.Files = append(out.Files, api.FileChange{Path: f.Path, Status: f.Status})
-	}
-	if err := h.record(ctx, who, action{Action: "run.rewind", RunID: id, Detail: "to event " + strconv.FormatInt(res.To, 10)}); err != nil {
-		return out, err
-	}
-	return out, nil
 }

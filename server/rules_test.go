@@ -17,8 +17,8 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/policy"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // apiActions returns the api.action records of run (or, with run "",
@@ -26,7 +26,7 @@ import (
 func (e *env) apiActions(run string) []map[string]any {
 	e.t.Helper()
 	var out []map[string]any
-	for _, ev := range e.events(server.ActionStream) {
+	for _, ev := range e.events(service.ActionStream) {
 		var a map[string]any
 		if err := json.Unmarshal(ev.Payload, &a); err != nil {
 			e.t.Fatal(err)
@@ -141,7 +141,7 @@ func TestReplayNamesForAdmins(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(recs, "quick.traj.json"), []byte(`{"messages":[]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, &envOptions{opts: func(o *server.Options) { o.ReplayDirs = []string{recs} }})
+	e := newEnv(t, &envOptions{opts: func(o *service.Options) { o.ReplayDirs = []string{recs} }})
 	ctx := t.Context()
 	writer := e.bound("wendy", []string{identity.LocalAgent}, api.ScopeRunsWrite)
 	resolved, _ := filepath.EvalSymlinks(filepath.Join(recs, "quick.traj.json"))

@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/service"
 )
 
 // The demo run asks before its edit: it pauses, shows in the inbox with
@@ -71,7 +73,7 @@ func TestDemoRunApprovedThroughAPI(t *testing.T) {
 		t.Errorf("Run() = %+v", final)
 	}
 	// Who did what, in the action stream.
-	actions := e.events(server.ActionStream)
+	actions := e.events(service.ActionStream)
 	var who []string
 	for _, ev := range actions {
 		var a struct {
@@ -556,7 +558,7 @@ func TestApprovalDeadline(t *testing.T) {
 	clock := &fakeClock{t: time.Now()}
 	e := newEnv(t, &envOptions{clock: clock.now})
 	ctx := t.Context()
-	src := string(server.DemoPolicy().Source())
+	src := string(service.DemoPolicy().Source())
 	src = strings.Replace(src, "[approval]\ndefault = \"deny\"", "[approval]\ndefault = \"deny\"\ntimeout = \"1h\"", 1)
 	// The demo's project, model and policy, with a deadline (an admin's
 	// policy; the demo run itself takes no policy).
@@ -570,11 +572,11 @@ func TestApprovalDeadline(t *testing.T) {
 	if asked.Type != journal.ApprovalRequested {
 		t.Fatalf("stopped with %s", asked.Type)
 	}
-	if ids, err := e.h.ExpireApprovals(ctx); err != nil || len(ids) != 0 {
+	if ids, err := e.svc.ExpireApprovals(ctx); err != nil || len(ids) != 0 {
 		t.Fatalf("ExpireApprovals() before the deadline = %v, %v", ids, err)
 	}
 	clock.add(2 * time.Hour)
-	ids, err := e.h.ExpireApprovals(ctx)
+	ids, err := e.svc.ExpireApprovals(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -592,6 +594,18 @@ func TestApprovalDeadline(t *testing.T) {
 			if r := v.(*agent.ApprovalResolved); r.By != agent.ByTimeout || r.Decision != policy.Deny {
 				t.Errorf("approval.resolved = %+v, want deny by %s", r, agent.ByTimeout)
 			}
+		}
+	}
+}
+
+// The server's options configure the HTTP layer only: what runs are and
+// how they execute is the service's, so no option is a callback into
+// the process that serves.
+func TestOptionsHaveNoCallbacks(t *testing.T) {
+	typ := reflect.TypeFor[server.Options]()
+	for i := range typ.NumField() {
+		if f := typ.Field(i); f.Type.Kind() == reflect.Func {
+			t.Errorf("server.Options.%s is a callback (%s)", f.Name, f.Type)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // The server resumes a run with the execution settings the run has now:
@@ -23,11 +24,11 @@ import (
 func TestServerResumeUsesRunSettings(t *testing.T) {
 	wired := make(chan *agent.Settings, 4)
 	var e *env
-	e = newEnv(t, &envOptions{opts: func(o *server.Options) {
-		o.Wire = func(ctx context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
+	e = newEnv(t, &envOptions{opts: func(o *service.Options) {
+		withWire(o, func(ctx context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 			wired <- c.Settings
 			return e.wire(ctx, c)
-		}
+		})
 	}})
 	e.models.set("test:idle", modeltest.NewScripted([]modeltest.Turn{modeltest.Text("done")}, nil))
 	created := agent.DefaultSettings()
@@ -62,8 +63,8 @@ func TestResumeRaisesLimitWhileExecutionEnds(t *testing.T) {
 	waiting := make(chan struct{})
 	var once sync.Once
 	var e *env
-	e = newEnv(t, &envOptions{opts: func(o *server.Options) {
-		o.Wire = func(ctx context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
+	e = newEnv(t, &envOptions{opts: func(o *service.Options) {
+		withWire(o, func(ctx context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 			p, cl, err := e.wire(ctx, c)
 			if err != nil {
 				return nil, nil, err
@@ -75,7 +76,7 @@ func TestResumeRaisesLimitWhileExecutionEnds(t *testing.T) {
 			}
 			// The first execution ends slowly: until a resume waits.
 			return p, closer(func() error { close(ending); <-waiting; return cl.Close() }), nil
-		}
+		})
 	}})
 	server.OnIdleWait(e.h, func(string) {
 		select {
@@ -98,7 +99,7 @@ func TestResumeRaisesLimitWhileExecutionEnds(t *testing.T) {
 		t.Fatalf("the run stopped with %s, want max_steps", ev.Payload)
 	}
 	<-ending
-	if _, err := e.admin.Resume(ctx, id, &api.ResumeRun{Limits: &api.Limits{MaxSteps: 2}}); err != nil {
+	if _, err := e.admin.Resume(ctx, id, &api.ResumeRun{Limits: &api.Limits{MaxSteps: new(2)}}); err != nil {
 		t.Fatalf("resume with --max-steps 2 while the execution ends: %v", err)
 	}
 	e.waitType(id, journal.RunCompleted)
@@ -135,7 +136,7 @@ func TestResumeRefusesBadChanges(t *testing.T) {
 		req  api.ResumeRun
 		want string
 	}{
-		{"negative steps", api.ResumeRun{Limits: &api.Limits{MaxSteps: -1}}, "negative"},
+		{"negative steps", api.ResumeRun{Limits: &api.Limits{MaxSteps: new(-1)}}, "want 0 (no limit) or more"},
 		{"bad timeout", api.ResumeRun{Limits: &api.Limits{Timeout: "soon"}}, "limits.timeout"},
 		{"bad command timeout", api.ResumeRun{Settings: &api.Settings{CommandTimeout: "-5s"}}, "command_timeout"},
 		{"no concurrency", api.ResumeRun{Settings: &api.Settings{Concurrency: &zero}}, "concurrency"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // sse is one Server-Sent Events response: the API's event stream and the
@@ -86,14 +87,14 @@ type follower struct {
 	// live, if set, is the stream's cursor on the run's model call in
 	// progress (liveHub): its deltas go to delta, as they come and after
 	// each burst of events, for a stream whose newest event is seen().
-	live  *liveSub
+	live  *service.LiveSub
 	delta func(d *api.Delta) error
 	seen  func() int64
 }
 
 // sendLive writes the deltas f.live has for the stream now.
 func (f *follower) sendLive(s *sse) error {
-	ds := f.live.next(f.seen())
+	ds := f.live.Next(f.seen())
 	for i := range ds {
 		if err := f.delta(&ds[i]); err != nil {
 			return err
@@ -147,8 +148,8 @@ func (h *Handler) follow(ctx context.Context, s *sse, id string, from int64, gua
 	// it fires), so that no change after a read is missed.
 	var live <-chan struct{}
 	if f.live != nil {
-		defer f.live.close()
-		live = f.live.wait()
+		defer f.live.Close()
+		live = f.live.Wait()
 	}
 	for {
 		var wake <-chan struct{}
@@ -169,7 +170,7 @@ func (h *Handler) follow(ctx context.Context, s *sse, id string, from int64, gua
 		case <-wake:
 			f.onWake()
 		case <-live:
-			live = f.live.wait()
+			live = f.live.Wait()
 			if err := f.sendLive(s); err != nil {
 				return nil
 			}

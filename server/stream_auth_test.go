@@ -96,7 +96,7 @@ func TestRevokedTokenEndsItsStreams(t *testing.T) {
 		{"web UI stream, revoked by another process", true, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, &envOptions{opts: func(o *server.Options) { o.TokenCheck = 10 * time.Millisecond }})
+			e := newEnv(t, &envOptions{server: func(o *server.Options) { o.TokenCheck = 10 * time.Millisecond }})
 			id := e.askingRun(t.TempDir(), modeltest.Call("c1", "bash", map[string]string{"command": "true"}))
 			tok, err := e.admin.CreateToken(t.Context(), &api.CreateToken{Name: "eve", Scopes: []string{api.ScopeRunsRead}})
 			if err != nil {

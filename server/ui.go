@@ -11,8 +11,6 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +23,7 @@ import (
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/service"
 	"github.com/keel-run/keel/telemetry"
 	"github.com/keel-run/keel/visible"
 )
@@ -129,47 +128,7 @@ type flash struct{ Kind, Text string }
 
 // choices are what the new-run form offers to pick from: the models, the
 // workspaces and the agents this server knows.
-type choices struct {
-	Models, Workspaces, Agents []string
-}
-
-// maxChoices bounds each list of the new-run form.
-const maxChoices = 200
-
-// choices lists the server's default model, the demo's and the replay
-// recordings of its recording directories; the directories directly
-// under its workspace roots; and its agents.
-func (h *Handler) choices(ctx context.Context) *choices {
-	c := &choices{}
-	if h.opts.DefaultModel != "" {
-		c.Models = append(c.Models, h.opts.DefaultModel)
-	}
-	c.Models = append(c.Models, "scripted:demo")
-	for _, d := range h.opts.ReplayDirs {
-		entries, _ := os.ReadDir(d)
-		for _, e := range entries {
-			if !e.IsDir() && strings.HasSuffix(e.Name(), ".json") && len(c.Models) < maxChoices {
-				c.Models = append(c.Models, "replay:"+e.Name())
-			}
-		}
-	}
-	for _, root := range h.opts.WorkspaceRoots {
-		entries, _ := os.ReadDir(root)
-		for _, e := range entries {
-			if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && len(c.Workspaces) < maxChoices {
-				c.Workspaces = append(c.Workspaces, filepath.Join(root, e.Name()))
-			}
-		}
-	}
-	if list, err := h.agents(ctx); err == nil {
-		for _, a := range list {
-			if len(c.Agents) < maxChoices {
-				c.Agents = append(c.Agents, a.Name)
-			}
-		}
-	}
-	return c
-}
+type choices = service.Choices
 
 // summaryView is the run page's header: the run's facts, its approvals
 // and the actions that apply to its state (sent again over the stream
@@ -265,7 +224,7 @@ func (h *Handler) uiEndpoint(scope string, serve func(http.ResponseWriter, *http
 			h.uiError(w, r, nil, e)
 			return
 		}
-		if !token.HasScope(who, scope) {
+		if !token.HasScope(&who.Token, scope) {
 			h.uiError(w, r, who, &apiError{http.StatusForbidden, api.CodeForbidden, "your token (" + who.Name + ") lacks the " + scope + " scope"})
 			return
 		}
@@ -293,12 +252,12 @@ func (h *Handler) uiError(w http.ResponseWriter, r *http.Request, who *caller, e
 func (h *Handler) newPage(ctx context.Context, who *caller, title, nav string) *page {
 	p := &page{Title: title, Nav: nav, Who: who}
 	if who != nil {
-		p.CanWrite = token.HasScope(who, api.ScopeRunsWrite)
-		p.IsAdmin = token.HasScope(who, api.ScopeAdmin)
-		if list, err := h.approvals(ctx); err == nil {
+		p.CanWrite = token.HasScope(&who.Token, api.ScopeRunsWrite)
+		p.IsAdmin = token.HasScope(&who.Token, api.ScopeAdmin)
+		if list, err := h.svc.Approvals(ctx, who); err == nil {
 			p.Inbox = len(list)
 		}
-		if list, err := h.authWaits(ctx); err == nil {
+		if list, err := h.svc.AuthWaits(ctx, who); err == nil {
 			p.Inbox += len(list)
 		}
 	}
@@ -333,7 +292,7 @@ func (h *Handler) fragment(w http.ResponseWriter, name string, data any) error {
 }
 
 func (h *Handler) uiRuns(w http.ResponseWriter, r *http.Request, who *caller) error {
-	runs, err := h.runs(r.Context(), nil, 200)
+	runs, err := h.svc.Runs(r.Context(), who, &service.ListRuns{Limit: 200})
 	if err != nil {
 		return err
 	}
@@ -343,16 +302,16 @@ func (h *Handler) uiRuns(w http.ResponseWriter, r *http.Request, who *caller) er
 	}
 	p := h.newPage(r.Context(), who, "Runs", "runs")
 	p.Runs, p.Filter = shown, filter
-	p.Chart = newRunChart(shown, h.opts.Clock())
+	p.Chart = newRunChart(shown, h.svc.Clock()())
 	if p.CanWrite {
-		p.Choices = h.choices(r.Context())
+		p.Choices = h.svc.NewRunChoices(r.Context(), who)
 	}
 	h.render(w, http.StatusOK, "runs", p)
 	return nil
 }
 
 func (h *Handler) uiDemo(w http.ResponseWriter, r *http.Request, who *caller) error {
-	run, err := h.create(r.Context(), &api.CreateRun{Demo: true}, who)
+	run, err := h.svc.Create(r.Context(), who, &service.CreateRun{CreateRun: api.CreateRun{Demo: true}})
 	if err != nil {
 		return err
 	}
@@ -368,9 +327,9 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 		if err != nil || n < 0 {
 			return badRequest("max steps %q: want a number >= 0", s)
 		}
-		req.Limits.MaxSteps = n
+		req.Limits.MaxSteps = &n
 	}
-	run, err := h.create(r.Context(), req, who)
+	run, err := h.svc.Create(r.Context(), who, &service.CreateRun{CreateRun: *req})
 	if err != nil {
 		return err
 	}
@@ -390,7 +349,7 @@ func (h *Handler) uiRun(w http.ResponseWriter, r *http.Request, who *caller) err
 // runPage builds the run page of run id: its summary, the conversation,
 // the raw events and the files it changed.
 func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, error) {
-	run, err := h.run(ctx, id, 0)
+	run, err := h.svc.Run(ctx, who, id)
 	if err != nil {
 		return nil, err
 	}
@@ -419,7 +378,7 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 	p.Next = int64(len(events)) + 1
 	if st, _, err := h.rt.Load(ctx, id); err == nil {
 		for _, in := range st.PendingInputs() {
-			p.Inputs = append(p.Inputs, newUIInput(inputView(in)))
+			p.Inputs = append(p.Inputs, newUIInput(service.InputView(in)))
 		}
 	}
 	p.Files, p.FilesNote = h.runFiles(ctx, events)
@@ -509,7 +468,7 @@ func (h *Handler) uiRewind(w http.ResponseWriter, r *http.Request, who *caller) 
 	if err != nil {
 		return h.formFailed(w, r, who, "rewind", badRequest("event %q is not a number", r.PostFormValue("to")))
 	}
-	res, err := h.rewind(r.Context(), r.PathValue("id"), to, who)
+	res, err := h.svc.Rewind(r.Context(), who, r.PathValue("id"), to)
 	if err != nil {
 		return h.formFailed(w, r, who, "rewind", err)
 	}
@@ -527,7 +486,7 @@ func (h *Handler) uiRewind(w http.ResponseWriter, r *http.Request, who *caller) 
 func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) error {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	if _, err := h.run(ctx, id, 0); err != nil {
+	if _, err := h.svc.Run(ctx, who, id); err != nil {
 		return err
 	}
 	from, _ := strconv.ParseInt(r.URL.Query().Get("from"), 10, 64)
@@ -550,13 +509,13 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 		for {
 			// Watch before reading, so that a change in between is not
 			// missed: it closes the channel and the next turn sends again.
-			ch := h.pool.watch(id)
-			run, err := h.run(ctx, id, 0)
+			ch := h.svc.Watch(id)
+			run, err := h.svc.Run(ctx, who, id)
 			if err != nil {
 				return
 			}
 			var b bytes.Buffer
-			view := &summaryView{Run: run, CanWrite: token.HasScope(who, api.ScopeRunsWrite), LastCheckpoint: lastCheckpoint}
+			view := &summaryView{Run: run, CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite), LastCheckpoint: lastCheckpoint}
 			if err := h.ui.t.ExecuteTemplate(&b, "summary", view); err == nil && !bytes.Equal(b.Bytes(), last) {
 				_ = out.send("", "summary", b.Bytes())
 				last = b.Bytes()
@@ -610,7 +569,7 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 	// Follow from the first event (see write); the stream ends when the
 	// session's token is revoked.
 	return h.follow(ctx, out, id, 1, h.newTokenGuard(who), &follower{
-		live: h.live.subscribe(id), delta: delta, seen: func() int64 { return seen },
+		live: h.svc.Subscribe(id), delta: delta, seen: func() int64 { return seen },
 		revoked: "event: end\ndata: unauthenticated\n\n",
 		event: func(e *journal.Event, more bool) (bool, error) {
 			if err := write(e); err != nil {
@@ -627,8 +586,8 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 	})
 }
 
-func (h *Handler) uiArtifact(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	b, err := h.readArtifact(r.Context(), r.PathValue("id"), r.PathValue("path"))
+func (h *Handler) uiArtifact(w http.ResponseWriter, r *http.Request, who *caller) error {
+	b, err := h.svc.Artifact(r.Context(), who, r.PathValue("id"), r.PathValue("path"))
 	if err != nil {
 		return err
 	}
@@ -649,7 +608,7 @@ func (h *Handler) uiCancel(w http.ResponseWriter, r *http.Request, who *caller) 
 }
 
 func (h *Handler) uiResume(w http.ResponseWriter, r *http.Request, who *caller) error {
-	if _, err := h.resume(r.Context(), r.PathValue("id"), &api.ResumeRun{Message: r.PostFormValue("message")}, who); err != nil {
+	if _, err := h.svc.Resume(r.Context(), who, r.PathValue("id"), &api.ResumeRun{Message: r.PostFormValue("message")}); err != nil {
 		return h.formFailed(w, r, who, "resume", err)
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(r.PathValue("id")), http.StatusSeeOther)
@@ -665,7 +624,7 @@ func (h *Handler) uiFork(w http.ResponseWriter, r *http.Request, who *caller) er
 	// and "not started", with a Start button.
 	req := &api.ForkRun{Seq: seq, Workspace: strings.TrimSpace(r.PostFormValue("workspace")), Start: r.PostFormValue("start") != ""}
 	req.Message = strings.TrimSpace(r.PostFormValue("message"))
-	run, err := h.forkAndStart(r.Context(), r.PathValue("id"), req, who)
+	run, err := h.svc.Fork(r.Context(), who, r.PathValue("id"), req)
 	if err != nil {
 		return h.formFailed(w, r, who, "fork", err)
 	}
@@ -674,11 +633,11 @@ func (h *Handler) uiFork(w http.ResponseWriter, r *http.Request, who *caller) er
 }
 
 func (h *Handler) uiApprovals(w http.ResponseWriter, r *http.Request, who *caller) error {
-	list, err := h.approvals(r.Context())
+	list, err := h.svc.Approvals(r.Context(), who)
 	if err != nil {
 		return err
 	}
-	auths, err := h.authWaits(r.Context())
+	auths, err := h.svc.AuthWaits(r.Context(), who)
 	if err != nil {
 		return err
 	}
@@ -713,7 +672,7 @@ func (h *Handler) uiDecide(w http.ResponseWriter, r *http.Request, who *caller) 
 	if c := r.PostFormValue("call"); c != call {
 		return badRequest("the form is for call %q but was posted for call %q; reload the inbox", visible.String(c), visible.String(call))
 	}
-	if _, err := h.decide(r.Context(), id, call, d, &api.Decide{Reason: r.PostFormValue("reason"), Remember: remember}, who); err != nil {
+	if _, err := h.svc.Decide(r.Context(), who, &service.Decision{RunID: id, CallID: call, Effect: d, Decide: api.Decide{Reason: r.PostFormValue("reason"), Remember: remember}}); err != nil {
 		if r.PostFormValue("from") == "run" {
 			r.SetPathValue("id", id)
 			return h.formFailed(w, r, who, "decide", err)
@@ -732,7 +691,7 @@ func (h *Handler) uiConnect(w http.ResponseWriter, r *http.Request, who *caller)
 	if c := r.PostFormValue("call"); c != call {
 		return badRequest("the form is for call %q but was posted for call %q; reload the page", visible.String(c), visible.String(call))
 	}
-	st, err := h.beginConnect(r.Context(), id, call, who)
+	st, err := h.svc.BeginConnect(r.Context(), who, id, call)
 	if err != nil {
 		return err
 	}
@@ -742,7 +701,7 @@ func (h *Handler) uiConnect(w http.ResponseWriter, r *http.Request, who *caller)
 
 func (h *Handler) uiAgents(w http.ResponseWriter, r *http.Request, who *caller) error {
 	p := h.newPage(r.Context(), who, "Agents", "agents")
-	list, err := h.agents(r.Context())
+	list, err := h.svc.Agents(r.Context(), who)
 	if err != nil {
 		e, _ := classify(err)
 		p.AgentsErr = e.msg
@@ -754,7 +713,7 @@ func (h *Handler) uiAgents(w http.ResponseWriter, r *http.Request, who *caller) 
 
 func (h *Handler) uiCreateAgent(w http.ResponseWriter, r *http.Request, who *caller) error {
 	req := &api.CreateAgent{Name: r.PostFormValue("name"), Kind: r.PostFormValue("kind"), Description: r.PostFormValue("description")}
-	if _, err := h.newAgent(r.Context(), req, who); err != nil {
+	if _, err := h.svc.CreateAgent(r.Context(), who, req); err != nil {
 		return err
 	}
 	http.Redirect(w, r, "/ui/agents", http.StatusSeeOther)
@@ -762,7 +721,7 @@ func (h *Handler) uiCreateAgent(w http.ResponseWriter, r *http.Request, who *cal
 }
 
 func (h *Handler) uiRevokeAgent(w http.ResponseWriter, r *http.Request, who *caller) error {
-	if _, err := h.revoke(r.Context(), r.PathValue("name"), r.PostFormValue("reason"), who); err != nil {
+	if _, err := h.svc.RevokeAgent(r.Context(), who, r.PathValue("name"), r.PostFormValue("reason")); err != nil {
 		return err
 	}
 	http.Redirect(w, r, "/ui/agents", http.StatusSeeOther)
@@ -772,7 +731,7 @@ func (h *Handler) uiRevokeAgent(w http.ResponseWriter, r *http.Request, who *cal
 func (h *Handler) uiAudit(w http.ResponseWriter, r *http.Request, who *caller) error {
 	p := h.newPage(r.Context(), who, "Audit", "audit")
 	if r.Method == http.MethodPost {
-		rep, err := h.audit(r.Context(), nil)
+		rep, err := h.svc.Audit(r.Context(), who, nil)
 		if err != nil {
 			return err
 		}
@@ -825,3 +784,18 @@ func clip(s string, n int) string {
 
 // groupDigits writes n with thousands separators.
 var groupDigits = agent.Num
+
+// uiDelta is a "delta" message of the run page's feed: api.Delta with
+// the text and output escaped for display (visible.String; the page sets
+// them as text, never as HTML); Offset and End are the raw bytes' range.
+type uiDelta struct {
+	After  int64  `json:"after"`
+	Call   int    `json:"call"`
+	Offset int    `json:"offset"`
+	End    int    `json:"end"`
+	Text   string `json:"text,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	Retry  string `json:"retry,omitempty"`
+	CallID string `json:"call_id,omitempty"`
+	Output string `json:"output,omitempty"`
+}

@@ -9,6 +9,18 @@ import (
 	"github.com/keel-run/keel/internal/realpath"
 )
 
+// CheckWorkspace refuses a workspace that holds the journal or Keel's
+// directory (see checkJournalOutside and checkHomeOutside): Assemble
+// checks it too, and a command that opens the journal before it wires
+// the run checks it first, so that a refused command leaves nothing in
+// the workspace.
+func (a *Assembler) CheckWorkspace(ws string) error {
+	if err := checkJournalOutside(a.Journal, ws); err != nil {
+		return err
+	}
+	return checkHomeOutside(a.Home, ws)
+}
+
 // checkHomeOutside refuses a run whose workspace would let the agent
 // change Keel's own configuration, as checkJournalOutside does for the
 // journal: the Keel directory (KEEL_HOME, ~/.keel: config.toml, which can

@@ -127,12 +127,7 @@ func BenchmarkCheckpointLater(b *testing.B) {
 	n := 0
 	cpu0 := childCPU()
 	for i := 0; b.Loop(); i++ {
-		fh, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		fmt.Fprintf(fh, "// edit %d\n", i)
-		fh.Close()
+		edit(b, f, i)
 		t0 := time.Now()
 		cp, err := hook(b.Context(), "bench", prev)
 		if err != nil || cp == nil {
@@ -200,12 +195,7 @@ func BenchmarkCheckpointStep(b *testing.B) {
 			var cpu, gitCPU time.Duration
 			for i := 0; b.Loop(); i++ {
 				for _, f := range files {
-					fh, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY, 0)
-					if err != nil {
-						b.Fatal(err)
-					}
-					fmt.Fprintf(fh, "// edit %d\n", i)
-					fh.Close()
+					edit(b, f, i)
 				}
 				c0, g0, t0 := selfCPU(), childCPU(), time.Now()
 				cp, err := hook(b.Context(), "bench", prev)
@@ -230,4 +220,15 @@ func BenchmarkCheckpointStep(b *testing.B) {
 			b.ReportMetric(float64(gitCPU)/1e6/float64(len(ds)), "git-cpu-ms/op")
 		})
 	}
+}
+
+// edit appends a line to file f (edit i).
+func edit(b *testing.B, f string, i int) {
+	b.Helper()
+	fh, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Fprintf(fh, "// edit %d\n", i)
+	fh.Close()
 }

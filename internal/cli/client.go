@@ -220,16 +220,23 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 		m := fv.str("completion-marker")
 		req.CompletionMarker = &m
 	}
-	req.Limits.MaxSteps = fv.integer("max-steps")
-	if req.Limits.MaxTokens, err = fs.GetInt64("max-tokens"); err != nil {
+	// The limits as keel run would journal them: each flag's value, the
+	// default when it was not given, and 0 for no limit (the server checks
+	// and applies them as for a local run).
+	maxSteps := fv.integer("max-steps")
+	maxTokens, err := fs.GetInt64("max-tokens")
+	if err != nil {
 		return err
 	}
-	if req.Limits.MaxCost, err = fs.GetFloat64("max-cost"); err != nil {
+	maxCost, err := fs.GetFloat64("max-cost")
+	if err != nil {
 		return err
 	}
-	if d, err := fs.GetDuration("timeout"); err == nil && d > 0 {
-		req.Limits.Timeout = d.String()
+	timeout, err := fs.GetDuration("timeout")
+	if err != nil {
+		return err
 	}
+	req.Limits = api.Limits{MaxSteps: &maxSteps, MaxTokens: &maxTokens, MaxCost: &maxCost, Timeout: timeout.String()}
 	jsonOut, quiet, noWait := fv.boolean("json"), fv.boolean("quiet"), fv.noWait()
 	if fv.err != nil {
 		return fmt.Errorf("keel run --server: %w", fv.err)

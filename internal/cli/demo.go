@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 
 	"github.com/spf13/cobra"
 
@@ -12,7 +11,7 @@ import (
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/redact"
-	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/service"
 )
 
 func (a *app) demoCmd() *cobra.Command {
@@ -68,15 +67,13 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	if err := demo.WriteProject(ws); err != nil {
 		return err
 	}
-	haveGit := gitInit(ws) == nil
+	haveGit := demo.GitInit(ws) == nil
 	created := &agent.RunCreated{
-		Task: demo.Task, System: defaultSystemPrompt("/workspace"), Model: "scripted:demo",
+		Task: demo.Task, System: service.SystemPrompt("/workspace", false), Model: "scripted:demo",
 		Limits:    agent.Limits{MaxSteps: 20},
 		Workspace: ws, MountPath: "/workspace", Sandbox: sbKind, Principal: "keel-demo",
 	}
-	if created.SandboxLimits, err = (&limitFlags{memory: defaultMemory, processes: defaultProcesses, fileSize: defaultFileSize, openFiles: defaultOpenFiles, output: defaultOutput}).parse(); err != nil {
-		return err
-	}
+	created.SandboxLimits = service.DefaultSandboxLimits()
 	set := agent.DefaultSettings()
 	created.Settings = &set
 	created.StateDir = assemble.StateDir(a.home, ws)
@@ -84,12 +81,18 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	// terminal you decide; otherwise (a script, a pipe) the demo approves
 	// as a stand-in, showing what it approved, unless --no-wait stops it
 	// at the approval.
-	created.Policy = agent.NewPolicyRef(server.DemoPolicy())
+	created.Policy = agent.NewPolicyRef(service.DemoPolicy())
 	live := &liveOptions{gate: gate}
 	if !gate.wait && !gate.noWait && !a.inline() {
 		live.gate.wait, live.standIn = true, "keel demo (stand-in)"
 	}
-	runID, execErr := a.createAndExecute(ctx, created, live, false, false)
+	runID, execErr := a.createAndExecute(ctx, ws, func(ctx context.Context, svc *service.Service) (*agent.RunCreated, error) {
+		if err := checkPrincipal(ctx, svc.Directory(), created); err != nil {
+			return nil, err
+		}
+		created.Git = gitStart(ctx, created.Workspace)
+		return created, nil
+	}, live, false, false)
 	if runID == "" {
 		return execErr
 	}
@@ -120,21 +123,4 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	fmt.Fprintln(a.stdout, "\nThe model in this demo was scripted, not an AI model. Run a real one with:")
 	fmt.Fprintln(a.stdout, "  OPENAI_API_KEY=... keel run --model openai:gpt-4o --workspace DIR 'your task'")
 	return execErr
-}
-
-// gitInit makes dir a git repository with one commit, so the demo can show
-// its diff. It uses a fixed identity and no user config.
-func gitInit(dir string) error {
-	for _, args := range [][]string{
-		{"init", "-q"},
-		{"add", "-A"},
-		{"-c", "user.name=keel demo", "-c", "user.email=demo@keel.invalid", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "textstats before the demo"},
-	} {
-		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %v: %v: %s", args, err, out)
-		}
-	}
-	return nil
 }

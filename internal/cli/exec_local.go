@@ -6,46 +6,50 @@ import (
 	"fmt"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
-func (l *local) Decide(ctx context.Context, runID, callID string, res *agent.ApprovalResolved) error {
+// service returns the service over the local journal, for this
+// command: it executes nothing itself (the command continues a run in
+// its own process). Call done when finished.
+func (l *local) service(ctx context.Context) (svc *service.Service, done func(), err error) {
 	rt, flush, err := l.a.newRuntime(ctx, l.store, nil, nil)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer flush()
-	st, _, err := rt.Load(ctx, runID)
+	svc = service.New(rt, &service.Options{Directory: l.directory()})
+	return svc, func() { _ = svc.Shutdown(context.WithoutCancel(ctx)); flush() }, nil
+}
+
+// Decide records the decision through the service, as every front end
+// does; it says what to do next in the command line's words.
+func (l *local) Decide(ctx context.Context, runID, callID string, res *agent.ApprovalResolved) error {
+	svc, done, err := l.service(ctx)
 	if err != nil {
 		return err
 	}
-	if err := rt.Resolve(ctx, runID, callID, res); err != nil {
-		if errors.Is(err, agent.ErrApprovalExpired) {
+	defer done()
+	_, err = svc.Decide(ctx, service.Local(res.By), &service.Decision{RunID: runID, CallID: callID, Effect: res.Decision,
+		Decide: api.Decide{Reason: res.Reason, Remember: res.Remember, Prefix: res.Prefix}})
+	switch {
+	case errors.Is(err, agent.ErrApprovalExpired):
+		if st, _, lerr := svc.Runtime().Load(ctx, runID); lerr == nil {
 			for _, p := range st.Pending() {
 				if p.CallID == callID && p.Expires != nil {
 					return fmt.Errorf("too late: the deadline of call %s passed at %s, so its default decision (%s) applies; continue the run with keel runs resume %s",
 						callID, p.Expires.Local().Format("2006-01-02 15:04:05"), p.Default, runID)
 				}
 			}
-			return fmt.Errorf("too late: %w", err)
 		}
-		if errors.Is(err, agent.ErrNoApproval) {
-			return fmt.Errorf("%w (see keel approvals list --run %s)", err, runID)
-		}
-		if errors.Is(err, policy.ErrBadPrefix) || errors.Is(err, policy.ErrNotRememberable) {
-			return &usageError{err}
-		}
-		return err
+		return fmt.Errorf("too late: %w", err)
+	case errors.Is(err, agent.ErrNoApproval):
+		return fmt.Errorf("%w (see keel approvals list --run %s)", err, runID)
+	case errors.Is(err, journal.ErrNotFound):
+		return fmt.Errorf("no such run %s", runID)
 	}
-	for _, g := range res.Grants {
-		if g.Scope != policy.ScopeAgent {
-			continue
-		}
-		if err := l.directory().Grant(ctx, st.Created.Principal, g); err != nil {
-			return fmt.Errorf("the approval is recorded, but the standing approval for agent %s was not stored: %w", st.Created.Principal, err)
-		}
-	}
-	return nil
+	return serviceError(err)
 }
 
 // Continue executes the run in this process: after a decision only if

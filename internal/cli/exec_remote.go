@@ -68,20 +68,11 @@ func (r *remote) Keel() string { return "keel --server " + r.cl.URL() }
 // message, and the limits and settings given on the command line (the
 // server applies them to the run's own and journals the change).
 func resumeRequest(f *runFlags, message string) (*api.ResumeRun, error) {
-	req := &api.ResumeRun{Message: message}
-	if f.maxSteps < 0 || f.maxTokens < 0 || f.maxCost < 0 || f.timeout < 0 {
-		return nil, usagef("limits must not be negative")
-	}
+	req := &api.ResumeRun{Message: message, Limits: f.resumeLimits()}
 	if f.ctx.window < 0 || f.ctx.window > 0 && f.ctx.window < 512 {
 		return nil, usagef("--context-window %d: want 0 (keep) or at least 512 tokens", f.ctx.window)
 	}
 	req.ContextWindow = f.ctx.window
-	if f.maxSteps > 0 || f.maxTokens > 0 || f.maxCost > 0 || f.timeout > 0 {
-		req.Limits = &api.Limits{MaxSteps: f.maxSteps, MaxTokens: f.maxTokens, MaxCost: f.maxCost}
-		if f.timeout > 0 {
-			req.Limits.Timeout = f.timeout.String()
-		}
-	}
 	if f.changed == nil {
 		return req, nil
 	}

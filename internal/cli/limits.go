@@ -1,41 +1,20 @@
 package cli
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/service"
 )
 
-// Default resource limits of every sandboxed command: generous for builds
-// and test suites, small enough that a runaway command cannot take the
-// machine down.
-const (
-	defaultMemory    = "4GiB"
-	defaultProcesses = 1024
-	defaultFileSize  = "8GiB"
-	defaultOpenFiles = 4096
-	defaultOutput    = "1GiB"
-)
-
-// Default limits of a run (docs/limits.md says why): high enough that a
-// run of hours finishes (real coding runs take 100-190 model calls and
-// 1-7 million tokens), low enough that a runaway stops within a working
-// day and a bounded bill. Loop detection (agent.DefaultMaxRepeats) stops
-// a model repeating itself long before any of them.
 // defaultModelRetries is --model-retries' default: with the SDKs'
 // exponential backoff (0.5 s doubling, at most 8 s, or the provider's
 // Retry-After) four retries wait about 7.5 s in all before a step fails.
 const defaultModelRetries = 4
-
-const (
-	defaultMaxSteps  = 500
-	defaultMaxTokens = 100_000_000
-	defaultMaxCost   = 50.0
-	defaultTimeout   = 12 * time.Hour
-)
 
 // limitFlags are the resource-limit flags of `keel run`.
 type limitFlags struct {
@@ -46,13 +25,13 @@ type limitFlags struct {
 }
 
 func (l *limitFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&l.memory, "memory", defaultMemory, "memory limit of each command (e.g. 512MiB, 4GiB; 0: none)")
-	fl.IntVar(&l.processes, "processes", defaultProcesses, "process limit of each command (0: none)")
+	fl.StringVar(&l.memory, "memory", flagSize(service.DefaultMemory), "memory limit of each command (e.g. 512MiB, 4GiB; 0: none)")
+	fl.IntVar(&l.processes, "processes", service.DefaultProcesses, "process limit of each command (0: none)")
 	fl.Float64Var(&l.cpu, "cpus", 0, "CPU share of each command in cores, e.g. 1.5 (0: no limit)")
 	fl.DurationVar(&l.cpuTime, "cpu-time", 0, "CPU time limit of each command (0: none)")
-	fl.StringVar(&l.fileSize, "file-size", defaultFileSize, "largest file a command may write (0: none)")
-	fl.IntVar(&l.openFiles, "open-files", defaultOpenFiles, "open file limit of each command (0: none)")
-	fl.StringVar(&l.output, "output-limit", defaultOutput, "bytes of output after which a command is killed (0: none)")
+	fl.StringVar(&l.fileSize, "file-size", flagSize(service.DefaultFileSize), "largest file a command may write (0: none)")
+	fl.IntVar(&l.openFiles, "open-files", service.DefaultOpenFiles, "open file limit of each command (0: none)")
+	fl.StringVar(&l.output, "output-limit", flagSize(service.DefaultOutput), "bytes of output after which a command is killed (0: none)")
 }
 
 func (l *limitFlags) parse() (sandbox.Limits, error) {
@@ -77,12 +56,18 @@ func (l *limitFlags) parse() (sandbox.Limits, error) {
 	if lim.OutputBytes, err = size("output-limit", l.output); err != nil {
 		return lim, err
 	}
-	if l.processes < 0 || l.openFiles < 0 || l.cpu < 0 || l.cpuTime < 0 {
-		return lim, usagef("limits must not be negative")
-	}
+	// The service checks them, as for every front end.
 	lim.Processes, lim.OpenFiles, lim.CPUShare, lim.CPUTime = l.processes, l.openFiles, l.cpu, l.cpuTime
-	if lim.Memory != 0 && lim.Memory < 16<<20 {
-		return lim, usagef("--memory %s is too small to start a shell (minimum 16MiB)", l.memory)
-	}
 	return lim, nil
+}
+
+// flagSize writes a size in bytes as a flag value: 4GiB, 16MiB, 100.
+func flagSize(n int64) string {
+	switch {
+	case n != 0 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n != 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return fmt.Sprint(n)
 }

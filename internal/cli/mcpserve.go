@@ -82,7 +82,7 @@ type startRunIn struct {
 	Workspace string   `json:"workspace,omitempty" jsonschema:"host directory the agent works in (required unless demo)"`
 	Model     string   `json:"model,omitempty" jsonschema:"model spec (default from config.toml)"`
 	Policy    string   `json:"policy,omitempty" jsonschema:"policy file deciding the run's tool calls (default: Keel's default policy)"`
-	MaxSteps  int      `json:"max_steps,omitempty" jsonschema:"stop after this many model calls (default 100)"`
+	MaxSteps  *int     `json:"max_steps,omitempty" jsonschema:"stop after this many model calls (default 500; 0: no limit)"`
 	AllowHost []string `json:"allow_host,omitempty" jsonschema:"hosts the sandbox may reach"`
 }
 
@@ -222,7 +222,7 @@ func (s *mcpServe) startRun(ctx context.Context, _ *sdk.CallToolRequest, in star
 		if err := demo.WriteProject(ws); err != nil {
 			return nil, nil, err
 		}
-		gitInit(ws)
+		_ = demo.GitInit(ws)
 		pol = filepath.Join(dir, "demo-policy.toml")
 		if err := os.WriteFile(pol, demoPolicy(), 0o644); err != nil {
 			return nil, nil, err
@@ -239,8 +239,8 @@ func (s *mcpServe) startRun(ctx context.Context, _ *sdk.CallToolRequest, in star
 		if in.Model != "" {
 			args = append(args, "--model", in.Model)
 		}
-		if in.MaxSteps > 0 {
-			args = append(args, "--max-steps", fmt.Sprint(in.MaxSteps))
+		if in.MaxSteps != nil {
+			args = append(args, "--max-steps", fmt.Sprint(*in.MaxSteps))
 		}
 	}
 	args = append(args, "--workspace", ws)

@@ -108,7 +108,7 @@ type remoteStartIn struct {
 	Workspace string   `json:"workspace,omitempty" jsonschema:"directory on the server's machine, under one of its workspace roots (required unless demo)"`
 	Model     string   `json:"model,omitempty" jsonschema:"model spec (default: the server's)"`
 	Agent     string   `json:"agent,omitempty" jsonschema:"the agent the run executes as (default: the token's)"`
-	MaxSteps  int      `json:"max_steps,omitempty" jsonschema:"stop after this many model calls"`
+	MaxSteps  *int     `json:"max_steps,omitempty" jsonschema:"stop after this many model calls (default 500; 0: no limit)"`
 	AllowHost []string `json:"allow_host,omitempty" jsonschema:"hosts the sandbox may reach"`
 }
 

@@ -97,18 +97,18 @@ func loadPolicy(flag string) (*policy.Engine, error) {
 	return e, nil
 }
 
-// applyGate fills the gate fields of created from the flags.
-func (g *gateFlags) apply(created *agent.RunCreated) error {
+// engine returns the run's policy (--policy) and its approval settings
+// with --approval-timeout and --approval-default applied.
+func (g *gateFlags) engine() (*policy.Engine, *agent.ApprovalSettings, error) {
 	e, err := loadPolicy(g.policy)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	created.Policy = agent.NewPolicyRef(e)
 	set := &agent.ApprovalSettings{Timeout: agent.Duration(e.Approval().Timeout), Default: e.Approval().Default}
 	if g.approvalTimeout != "" {
 		d, err := parseDuration(g.approvalTimeout)
 		if err != nil {
-			return usagef("--approval-timeout %q: %v", g.approvalTimeout, err)
+			return nil, nil, usagef("--approval-timeout %q: %v", g.approvalTimeout, err)
 		}
 		set.Timeout = agent.Duration(d)
 	}
@@ -117,16 +117,9 @@ func (g *gateFlags) apply(created *agent.RunCreated) error {
 	case policy.Allow, policy.Deny:
 		set.Default = policy.Effect(g.approvalDefault)
 	default:
-		return usagef("--approval-default %q: want deny or allow", g.approvalDefault)
+		return nil, nil, usagef("--approval-default %q: want deny or allow", g.approvalDefault)
 	}
-	if set.Timeout > 0 || set.Default == policy.Allow {
-		created.Approval = set
-	}
-	if err := identity.CheckName(g.agent); err != nil {
-		return usagef("--agent: %v", err)
-	}
-	created.Principal, created.OnBehalfOf = g.agent, g.onBehalfOf
-	return nil
+	return e, set, nil
 }
 
 // checkPrincipal refuses to start a run whose principal may not act.

@@ -21,15 +21,15 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/replay"
-	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 var errCanceledBySignal = agent.ErrUserCanceled
 
 // DefaultCompletionMarker completes a run when a command's output starts
-// with this line (the convention of mini-swe-agent, whose recorded
-// trajectories Keel replays).
-const DefaultCompletionMarker = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+// with this line (service.DefaultCompletionMarker).
+const DefaultCompletionMarker = service.DefaultCompletionMarker
 
 // runFlags are the flags of `keel run`. Their names are an interface other
 // tools script against: keep them.
@@ -137,10 +137,10 @@ SIGTERM, SIGHUP).`,
 	fl.StringVar(&f.systemFile, "system-file", "", "read the system prompt from this file")
 	fl.BoolVar(&f.json, "json", false, "write the journal events to stdout as JSON lines")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "print only the final result")
-	fl.IntVar(&f.maxSteps, "max-steps", defaultMaxSteps, "stop after this many model calls (0: no limit)")
-	fl.Int64Var(&f.maxTokens, "max-tokens", defaultMaxTokens, "stop after this many input+output tokens, summed over all model calls (0: no limit)")
-	fl.Float64Var(&f.maxCost, "max-cost", defaultMaxCost, "stop after this many US dollars of model cost, for models with a known price (0: no limit)")
-	fl.DurationVar(&f.timeout, "timeout", defaultTimeout, "stop after this wall time of one execution, e.g. 30m (0: no limit)")
+	fl.IntVar(&f.maxSteps, "max-steps", service.DefaultMaxSteps, "stop after this many model calls (0: no limit)")
+	fl.Int64Var(&f.maxTokens, "max-tokens", service.DefaultMaxTokens, "stop after this many input+output tokens, summed over all model calls (0: no limit)")
+	fl.Float64Var(&f.maxCost, "max-cost", service.DefaultMaxCost, "stop after this many US dollars of model cost, for models with a known price (0: no limit)")
+	fl.DurationVar(&f.timeout, "timeout", service.DefaultTimeout, "stop after this wall time of one execution, e.g. 30m (0: no limit)")
 	fl.DurationVar(&f.commandTimeout, "command-timeout", 60*time.Second, "default wall time of one shell command")
 	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 2*time.Minute, "end a shell command that prints nothing for this long (negative: never)")
 	fl.StringVar(&f.sandbox, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
@@ -188,12 +188,6 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		system = string(b)
 	}
 	var rec *replay.Trajectory
-	if spec.Provider == "replay" && f.completionMarker == "" {
-		// Recorded mini-swe-agent trajectories end with this marker. For a
-		// live model it stays off unless asked for: any file or test
-		// output could otherwise end the run with text of its choosing.
-		f.completionMarker = DefaultCompletionMarker
-	}
 	if spec.Provider == "replay" {
 		rec, err = replay.Load(spec.Name)
 		if err != nil {
@@ -226,91 +220,97 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
 		return usagef("--workspace %s is not a directory", f.workspace)
 	}
-	for _, e := range f.env {
-		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
-			return usagef("--env %q: want KEY=VALUE", e)
-		}
-	}
-	if !strings.HasPrefix(f.mountPath, "/") {
-		return usagef("--mount-path %q must be absolute", f.mountPath)
-	}
 	sbKind, err := a.sandboxKind(f.sandbox)
 	if err != nil {
 		return err
-	}
-	if sbKind == "none" && !f.mountSet {
-		// Without a sandbox nothing is mounted: commands see the host, so
-		// the model is told the workspace's real path, and the gate
-		// resolves paths against it.
-		f.mountPath = ws
 	}
 	limits, err := f.limits.parse()
 	if err != nil {
 		return err
 	}
-	if err := f.validate(); err != nil {
-		return err
+	if f.setupTimeout <= 0 {
+		return usagef("--setup-timeout %s: want a positive duration", f.setupTimeout)
 	}
 	settings := f.settings()
-	if system == "" {
-		system = defaultSystemPrompt(f.mountPath)
-		if f.ctx.actionMode == "text" {
-			system = textSystemPrompt(f.mountPath)
-		}
-	}
-	created := &agent.RunCreated{
-		Task:             task,
-		System:           system,
-		Model:            spec.String(),
-		Limits:           agent.Limits{MaxSteps: f.maxSteps, MaxTokens: f.maxTokens, MaxCost: f.maxCost, Timeout: agent.Duration(f.timeout)},
-		CompletionMarker: f.completionMarker,
-		Workspace:        ws,
-		MountPath:        f.mountPath,
-		SandboxLimits:    limits,
-		Sandbox:          sbKind,
-		Env:              f.env,
-		Setup:            f.setup,
-		SetupNetwork:     f.setupNetwork,
-		SetupTimeout:     agent.Duration(f.setupTimeout),
-		Network:          f.network,
-		Principal:        "keel-cli",
-		Settings:         &settings,
-		StateDir:         assemble.StateDir(a.home, ws),
-	}
-	if created.Labels, err = parseLabels(f.labels); err != nil {
+	eng, approval, err := f.gate.engine()
+	if err != nil {
 		return err
 	}
-	familyName := spec.Name
-	if rec != nil {
-		familyName = rec.Model()
-	}
-	if err := f.ctx.apply(a, created, familyName); err != nil {
+	labels, err := parseLabels(f.labels)
+	if err != nil {
 		return err
 	}
-	if err := f.gate.apply(created); err != nil {
-		return err
-	}
-	a.warnPolicy(ctx, created)
-	if created.MCP, err = a.mcpServers(&f.mcp); err != nil {
+	conn := &service.Connectors{}
+	if conn.MCP, err = a.mcpServers(&f.mcp); err != nil {
 		return err
 	}
 	var sqlDSN map[string]string
-	if created.SQL, sqlDSN, err = a.sqlDatabases(&f.mcp); err != nil {
+	if conn.SQL, sqlDSN, err = a.sqlDatabases(&f.mcp); err != nil {
 		return err
 	}
-	if created.OpenAPI, err = a.openAPIs(&f.mcp); err != nil {
+	if conn.OpenAPI, err = a.openAPIs(&f.mcp); err != nil {
 		return err
+	}
+	// The request as every front end makes it (keel run --server sends
+	// the same fields to the team server), and what only the command line
+	// on this machine adds; the service applies the defaults and checks.
+	req := &service.CreateRun{
+		CreateRun: api.CreateRun{
+			Task: task, System: system, Model: spec.String(), Agent: f.gate.agent, OnBehalfOf: f.gate.onBehalfOf,
+			Workspace: ws, Sandbox: sbKind, Env: f.env, Setup: f.setup, Network: f.network, Labels: labels,
+			Limits: api.Limits{MaxSteps: &f.maxSteps, MaxTokens: &f.maxTokens, MaxCost: &f.maxCost, Timeout: f.timeout.String()},
+		},
+		Local: &service.LocalRun{Policy: eng, Approval: approval, SandboxLimits: &limits, Settings: &settings,
+			SetupNetwork: f.setupNetwork, SetupTimeout: f.setupTimeout, Connectors: conn,
+			Context: &service.ContextParams{Window: f.ctx.window, Threshold: f.ctx.threshold, HandoffAfter: f.ctx.handoffAfter,
+				NotesFile: f.ctx.notesFile, ActionMode: f.ctx.actionMode, NoMemory: f.ctx.noMemory}},
+	}
+	if f.mountSet {
+		req.MountPath = f.mountPath
+	}
+	if f.completionMarker != "" {
+		req.CompletionMarker = &f.completionMarker
 	}
 	live := &liveOptions{Params: assemble.Params{APIKey: f.apiKey, APIKeyEnv: f.apiKeyEnv, Recording: rec, SQLDSN: sqlDSN}, gate: f.gate, chat: f.interactive}
-	_, err = a.createAndExecute(ctx, created, live, f.json, f.quiet)
+	_, err = a.createAndExecute(ctx, ws, func(ctx context.Context, svc *service.Service) (*agent.RunCreated, error) {
+		c, err := svc.Prepare(ctx, service.Local(a.person("")), req)
+		if err != nil {
+			return nil, serviceError(err)
+		}
+		a.warnPolicy(ctx, c)
+		return c, nil
+	}, live, f.json, f.quiet)
 	return err
 }
 
-// createAndExecute wires a run as created describes it, journals it and
-// executes it, printing progress. It returns the run id (empty if the run
-// could not be created) and the execution's error or exit status.
-func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, live *liveOptions, jsonOut, quiet bool) (string, error) {
+// createAndExecute prepares a run in the workspace ws through the
+// service on the local journal (prepare), wires it in this process,
+// journals it and executes it, printing progress. It returns the run id
+// (empty if the run could not be created) and the execution's error or
+// exit status.
+func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(context.Context, *service.Service) (*agent.RunCreated, error), live *liveOptions, jsonOut, quiet bool) (string, error) {
 	if err := a.journalNotDir(a.dbPath()); err != nil {
+		return "", err
+	}
+	// Before the journal is opened (and perhaps created): it must not be
+	// where the agent's commands can change it.
+	if err := a.assembler().CheckWorkspace(ws); err != nil {
+		return "", err
+	}
+	store, err := a.openStore(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer store.Close()
+	rt, flush, err := a.newRuntime(ctx, store, nil, nil)
+	if err != nil {
+		return "", err
+	}
+	defer flush()
+	svc := service.New(rt, &service.Options{Builder: a.localBuilder(store, live), NoExecution: true})
+	defer func() { _ = svc.Shutdown(context.WithoutCancel(ctx)) }()
+	created, err := prepare(ctx, svc)
+	if err != nil {
 		return "", err
 	}
 	w, err := a.newWiring(ctx, created, live)
@@ -319,26 +319,7 @@ func (a *app) createAndExecute(ctx context.Context, created *agent.RunCreated, l
 	}
 	defer w.Close()
 	created.Tools = w.ToolInfos()
-	store, err := a.openStore(ctx)
-	if err != nil {
-		return "", err
-	}
-	defer store.Close()
-	if created.Policy == nil {
-		created.Policy = agent.NewPolicyRef(policy.Default())
-	}
-	if err := checkPrincipal(ctx, identity.NewDirectory(store, nil), created); err != nil {
-		return "", err
-	}
-	if created.Git == nil {
-		created.Git = gitStart(ctx, created.Workspace)
-	}
-	rt, flush, err := a.newRuntime(ctx, store, nil, nil)
-	if err != nil {
-		return "", err
-	}
-	defer flush()
-	runID, err := rt.Create(ctx, created)
+	runID, err := svc.Journal(ctx, service.Local(a.person("")), created, "")
 	if err != nil {
 		return "", err
 	}
@@ -554,30 +535,6 @@ func (a *app) modelSpec(flag string) (model.Spec, error) {
 	return spec, nil
 }
 
-func defaultSystemPrompt(mount string) string {
-	return fmt.Sprintf(`You are an autonomous software engineering agent running in Keel, a sandboxed Linux environment.
-The workspace is %s; shell commands start there, each in a fresh bash (cd and exports do not persist; chain with &&).
-There is no network unless the task says otherwise, and no terminal: commands must not wait for input.
-Work in small steps: inspect, change, then verify by running the code or its tests.
-Prefer the file tools to read and edit files. Long outputs are cut; the full text is saved to the file the result names.
-On long tasks keep your plan with the todo tool and notes in .keel-notes.md: older turns are summarised when the context fills up.
-When the task is done, reply with a short summary of what you changed and call no tool.`, mount)
-}
-
-// textSystemPrompt is the default system prompt of a run in text-action
-// mode (--action-mode text): the environment, without the tool-mode
-// advice (file tools, the todo tool, "call no tool" to finish) a model
-// without function calling cannot follow. model/codeact appends the
-// actions and how to finish (the completion marker) to every request.
-func textSystemPrompt(mount string) string {
-	return fmt.Sprintf(`You are an autonomous software engineering agent running in Keel, a sandboxed Linux environment.
-The workspace is %s; each bash block starts there in a fresh bash (cd and exports do not persist between blocks; chain with &&).
-There is no network unless the task says otherwise, and no terminal: commands must not wait for input.
-Work in small steps: inspect, change, then verify by running the code or its tests. Edit files with commands (sed, a heredoc, or a short script).
-Long outputs are cut; the full text is saved to the file the result names.
-On long tasks keep notes in .keel-notes.md: older turns are summarised when the context fills up.`, mount)
-}
-
 // settings returns the execution settings the flags give (journaled in
 // run.created).
 func (f *runFlags) settings() agent.Settings {
@@ -592,32 +549,6 @@ func (f *runFlags) settings() agent.Settings {
 		ModelRetries:       f.retries,
 		NoCheckpoints:      !f.checkpoints,
 	}
-}
-
-// validate refuses negative and nonsensical numeric flags: a limit of -1
-// must not silently mean "no limit".
-func (f *runFlags) validate() error {
-	switch {
-	case f.maxSteps < 0:
-		return usagef("--max-steps %d: want 0 (no limit) or more", f.maxSteps)
-	case f.maxTokens < 0:
-		return usagef("--max-tokens %d: want 0 (no limit) or more", f.maxTokens)
-	case f.maxCost < 0:
-		return usagef("--max-cost %g: want 0 (no limit) or more", f.maxCost)
-	case f.setupTimeout <= 0:
-		return usagef("--setup-timeout %s: want a positive duration", f.setupTimeout)
-	case f.timeout < 0:
-		return usagef("--timeout %s: want 0 (no limit) or more", f.timeout)
-	case f.commandTimeout <= 0:
-		return usagef("--command-timeout %s: want a positive duration", f.commandTimeout)
-	case f.concurrency < 1:
-		return usagef("--concurrency %d: want at least 1", f.concurrency)
-	case f.maxResultChars < 1000:
-		return usagef("--max-result-chars %d: want at least 1000", f.maxResultChars)
-	case f.maxOutputTokens < 0:
-		return usagef("--max-output-tokens %d: want 0 (provider default) or more", f.maxOutputTokens)
-	}
-	return nil
 }
 
 // registerCheckpointFlags registers --checkpoints (a setting like any

@@ -16,8 +16,8 @@ import (
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -308,7 +308,7 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error, o *
 		fmt.Fprintf(w, "task: %s\n", clip(oneLine(c.Task), 200))
 		// A fork's duration counts from its own first event.
 		d := time.Duration(0)
-		if i := server.ForkStart(c, events); i < len(events) {
+		if i := service.ForkStart(c, events); i < len(events) {
 			d = events[len(events)-1].Time.Sub(events[i].Time).Round(time.Millisecond)
 		}
 		fmt.Fprintf(w, "%d events · %d steps · %s tok (%s in, %s out, %s cached) · $%.4f · %s\n\n", len(events), st.Steps,
@@ -434,10 +434,10 @@ func registerResumeFlags(fl *pflag.FlagSet, f *runFlags, message *string) {
 	fl.IntVar(&f.stallRetries, "model-stall-retries", 0, "retries of a stalled model response"+own)
 	fl.IntVar(&f.retries, "model-retries", 0, "retries of a model request after a rate limit (429), an overload or server error (5xx), a broken connection or an unusable answer"+own)
 	fl.IntVar(&f.ctx.window, "context-window", 0, "replace the run's context window (tokens) from now on (0: keep it)")
-	fl.IntVar(&f.maxSteps, "max-steps", 0, "replace the run's step limit from now on, e.g. to continue a run stopped by it (0: keep it)")
-	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "replace the run's token limit from now on (0: keep it)")
-	fl.Float64Var(&f.maxCost, "max-cost", 0, "replace the run's cost limit in US dollars from now on (0: keep it)")
-	fl.DurationVar(&f.timeout, "timeout", 0, "replace the run's wall-time limit from now on (0: keep it)")
+	fl.IntVar(&f.maxSteps, "max-steps", 0, "replace the run's step limit from now on, e.g. to continue a run stopped by it (0: no limit; not given: the run's own)")
+	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "replace the run's token limit from now on (0: no limit; not given: the run's own)")
+	fl.Float64Var(&f.maxCost, "max-cost", 0, "replace the run's cost limit in US dollars from now on (0: no limit; not given: the run's own)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "replace the run's wall-time limit from now on (0: no limit; not given: the run's own)")
 	registerWaitFlags(fl, &f.gate)
 }
 
@@ -486,23 +486,11 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		live.settings = &set
 		fmt.Fprintf(a.stderr, "keel: settings changed from now on (journaled): %s\n", strings.Join(changes, ", "))
 	}
-	if f.maxSteps < 0 || f.maxTokens < 0 || f.maxCost < 0 || f.timeout < 0 {
-		return usagef("limits must not be negative")
+	l, err := service.ApplyLimits(st.Limits, f.resumeLimits())
+	if err != nil {
+		return serviceError(err)
 	}
-	if f.maxSteps > 0 || f.maxTokens > 0 || f.maxCost > 0 || f.timeout > 0 {
-		l := st.Limits
-		if f.maxSteps > 0 {
-			l.MaxSteps = f.maxSteps
-		}
-		if f.maxTokens > 0 {
-			l.MaxTokens = f.maxTokens
-		}
-		if f.maxCost > 0 {
-			l.MaxCost = f.maxCost
-		}
-		if f.timeout > 0 {
-			l.Timeout = agent.Duration(f.timeout)
-		}
+	if l != st.Limits {
 		live.limits = &l
 	}
 	w, err := a.newWiring(ctx, runAsNow(st), live)
@@ -530,6 +518,32 @@ func runAsNow(st *agent.State) *agent.RunCreated {
 	set := st.Settings
 	c.Settings = &set
 	return &c
+}
+
+// resumeLimits returns the limits given to a resume (f.changed): only
+// those replace the run's own, 0 meaning no limit (docs/limits.md).
+func (f *runFlags) resumeLimits() *api.Limits {
+	if f.changed == nil {
+		return nil
+	}
+	var l api.Limits
+	given := false
+	if f.changed("max-steps") {
+		l.MaxSteps, given = &f.maxSteps, true
+	}
+	if f.changed("max-tokens") {
+		l.MaxTokens, given = &f.maxTokens, true
+	}
+	if f.changed("max-cost") {
+		l.MaxCost, given = &f.maxCost, true
+	}
+	if f.changed("timeout") {
+		l.Timeout, given = f.timeout.String(), true
+	}
+	if !given {
+		return nil
+	}
+	return &l
 }
 
 // resumeSettings returns the run's settings cur with the settings flags

@@ -22,8 +22,8 @@ import (
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // checkpointStore is the directory of the workspace checkpoints of the
@@ -360,8 +360,8 @@ func (l *local) Fork(ctx context.Context, id string, at int64, workspace, by str
 	for k, v := range st.Created.Labels {
 		created.Labels[k] = v
 	}
-	created.Labels[server.LabelForkOf] = fmt.Sprintf("%s@%d", id, at)
-	drafts, err := server.ForkDrafts(events, &created)
+	created.Labels[service.LabelForkOf] = fmt.Sprintf("%s@%d", id, at)
+	drafts, err := service.ForkDrafts(events, &created)
 	if err != nil {
 		return nil, err
 	}

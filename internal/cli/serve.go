@@ -24,11 +24,11 @@ import (
 	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
-	"github.com/keel-run/keel/model/replay"
 	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/service"
 	"github.com/keel-run/keel/telemetry"
 	"github.com/keel-run/keel/visible"
 )
@@ -232,8 +232,6 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	defer flushTelemetry()
 	defer a.recoverSpans(ctx, store, logger)()
 	tokens := token.New(store, nil)
-	live := &liveOptions{}
-	live.gate.noWait = true
 	// The settings of the runs this server creates; a run keeps its own
 	// when it is resumed (here or elsewhere).
 	settings := agent.Settings{CommandTimeout: agent.Duration(f.commandTimeout), CommandIdleTimeout: agent.Duration(f.commandIdle), Concurrency: f.concurrency,
@@ -242,7 +240,8 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	if err := settings.Validate(); err != nil {
 		return usagef("%v", err)
 	}
-	sp := &serverPrep{a: a, f: f, store: store, sandbox: sbKind, policy: defaultPolicy, live: live, settings: settings, logger: logger, recordings: map[string]*replay.Trajectory{}, active: &active, roots: roots}
+	b := newBuilder(a, store, logger)
+	b.active = &active
 	if f.metricsAddr != "" {
 		stop, err := a.serveMetrics(ctx, f.metricsAddr, metrics, logger)
 		if err != nil {
@@ -251,17 +250,13 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		defer stop()
 	}
 	if f.worker {
-		return a.runWorker(ctx, f, rt, sp, logger)
+		return a.runWorker(ctx, f, rt, b, logger)
 	}
 	dispatcher, closeDispatch, err := a.dispatcher(ctx, f, logger)
 	if err != nil {
 		return err
 	}
 	defer closeDispatch()
-	var dispatch, adopted func(context.Context, string) error
-	if dispatcher != nil {
-		dispatch, adopted = dispatcher.Dispatch, dispatcher.Adopt
-	}
 	publicURL := strings.TrimSuffix(f.publicURL, "/")
 	if publicURL != "" {
 		if u, err := url.Parse(publicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" {
@@ -285,23 +280,28 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	// The vault of the API's and the web UI's Connect: without a vault
 	// key it answers that it has none.
-	var vault server.Connector
+	var vault service.Connector
 	if v, err := a.openVault(store); err != nil {
 		logger.Warn("no credential vault: Connect from the API and web UI is off", "err", err)
 	} else {
 		vault = v
 	}
-	h := server.NewHandler(rt, &server.Options{Wire: sp.wire, Prepare: sp.prepare, Validate: sp.validate, Workers: f.workers, Tokens: tokens, Logger: logger,
+	so := &service.Options{Builder: b, Workers: f.workers, Tokens: tokens, Logger: logger,
 		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
-		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Adopt: f.adoptInterval(a.dbPath()), Dispatch: dispatch, Adopted: adopted,
-		Vault: vault, PublicURL: publicURL})
-	activeRuns := func() int { n, _ := h.Load(); return n }
+		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Settings: settings, NoCheckpoints: f.noCheckpoints,
+		Adopt: f.adoptInterval(a.dbPath()), Vault: vault, PublicURL: publicURL}
+	if dispatcher != nil {
+		so.Dispatcher = dispatcher
+	}
+	svc := service.New(rt, so)
+	h := server.NewHandler(svc, &server.Options{Logger: logger})
+	activeRuns := func() int { n, _ := svc.Load(); return n }
 	active.Store(&activeRuns)
 	if err := a.firstToken(ctx, h, tokens, urls); err != nil {
 		ln.Close()
 		return err
 	}
-	resumed, err := h.Start(ctx)
+	resumed, err := svc.Start(ctx)
 	if err != nil {
 		ln.Close()
 		return err
@@ -349,7 +349,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Warn("http shutdown", "err", err)
 	}
-	if err := h.Shutdown(sctx); err != nil {
+	if err := svc.Shutdown(sctx); err != nil {
 		return err
 	}
 	fmt.Fprintln(a.stderr, "keel serve: stopped; executing runs were paused and resume at the next start")

@@ -19,8 +19,8 @@ import (
 // journaled in run.created, so that every later execution, on any
 // server sharing the journal, reaches the same servers (with the same
 // pins).
-func (sp *serverPrep) connectors(ctx context.Context, c *agent.RunCreated, req *api.CreateRun) error {
-	a := sp.a
+func (b *builder) connectors(ctx context.Context, c *agent.RunCreated, req *api.CreateRun) error {
+	a := b.a
 	// The server's own, as keel run reads them from config.toml.
 	servers, err := a.mcpServers(&mcpFlags{})
 	if err != nil {
@@ -34,12 +34,12 @@ func (sp *serverPrep) connectors(ctx context.Context, c *agent.RunCreated, req *
 	if err != nil {
 		return fmt.Errorf("the server's connectors: %w", err)
 	}
-	ag, err := identity.NewDirectory(sp.store, nil).Get(ctx, c.Principal)
+	ag, err := identity.NewDirectory(b.store, nil).Get(ctx, c.Principal)
 	if err != nil && !errors.Is(err, identity.ErrUnknown) {
 		return err
 	}
 	if ag != nil && ag.Connectors != nil {
-		if servers, dbs, apis, err = sp.agentConnectors(ag, servers, dbs, apis); err != nil {
+		if servers, dbs, apis, err = b.agentConnectors(ag, servers, dbs, apis); err != nil {
 			return err
 		}
 	}
@@ -103,8 +103,8 @@ func names2[T any](have []T, nameOf func(T) string) string {
 
 // agentConnectors returns the connectors of ag: each a NAME of the
 // server's own or the agent's own NAME=SPEC.
-func (sp *serverPrep) agentConnectors(ag *identity.Agent, servers []agent.MCPServer, dbs []agent.SQLDatabase, apis []agent.OpenAPI) ([]agent.MCPServer, []agent.SQLDatabase, []agent.OpenAPI, error) {
-	a := sp.a
+func (b *builder) agentConnectors(ag *identity.Agent, servers []agent.MCPServer, dbs []agent.SQLDatabase, apis []agent.OpenAPI) ([]agent.MCPServer, []agent.SQLDatabase, []agent.OpenAPI, error) {
+	a := b.a
 	conn := ag.Connectors
 	missing := func(kind, name string) error {
 		return invalidf("agent %s uses %s connector %q, which this server does not have (its config.toml defines: %s)", ag.Name, kind, name, strings.Join(serverNames(servers, dbs, apis, kind), ", "))

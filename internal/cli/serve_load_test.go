@@ -235,7 +235,7 @@ func loadRound(b *testing.B, n int, sb, traj string) {
 			defer wg.Done()
 			t0 := time.Now()
 			run, err := c.CreateRun(ctx, &api.CreateRun{Model: "replay:" + traj, Workspace: wss[i], MountPath: "/testbed",
-				Sandbox: sb, Env: envs[i], Limits: api.Limits{MaxSteps: 250}})
+				Sandbox: sb, Env: envs[i], Limits: api.Limits{MaxSteps: new(250)}})
 			if err != nil {
 				b.Errorf("create run %d: %v", i, err)
 				return

@@ -18,8 +18,8 @@ import (
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // serveProc is `keel serve` running as a child process (this test binary
@@ -279,7 +279,7 @@ func TestClientRunAndUsage(t *testing.T) {
 	// With the demo policy (sent as the file's content) the edit asks;
 	// --no-wait stops there with exit 3, like a local run.
 	pol := filepath.Join(t.TempDir(), "demo.toml")
-	if err := os.WriteFile(pol, server.DemoPolicy().Source(), 0o600); err != nil {
+	if err := os.WriteFile(pol, service.DemoPolicy().Source(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errOut = keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "--policy", pol, "--no-wait", "fix it")

@@ -17,7 +17,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/redact"
-	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/service"
 )
 
 // workerFlags are keel worker's own flags (the workflow's settings, which
@@ -82,7 +82,7 @@ func (a *app) dispatcher(ctx context.Context, f *serveFlags, logger *slog.Logger
 }
 
 // runWorker is keel worker after serve's wiring is set up.
-func (a *app) runWorker(ctx context.Context, f *serveFlags, rt *agent.Runtime, sp *serverPrep, logger *slog.Logger) error {
+func (a *app) runWorker(ctx context.Context, f *serveFlags, rt *agent.Runtime, b *builder, logger *slog.Logger) error {
 	roots, err := dirs("--workspace-root", f.workspaceRoots, a.cfg.Serve.WorkspaceRoots)
 	if err != nil {
 		return err
@@ -96,12 +96,12 @@ func (a *app) runWorker(ctx context.Context, f *serveFlags, rt *agent.Runtime, s
 		if rc.Workspace != "" && !underRoot(rc.Workspace, roots) {
 			return nil, nil, fmt.Errorf("the run's workspace %s is not under this worker's workspace roots (%s)", rc.Workspace, strings.Join(roots, ", "))
 		}
-		return sp.wire(ctx, rc)
+		return b.Wire(ctx, rc)
 	}
-	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Wire: wire, Principals: server.Principals(identity.NewDirectory(rt.Store(), nil)),
-		Driver: f.driver, Slots: f.workers, ControlStream: server.ControlStream, CancelType: server.CancelRequested, Logger: logger})
+	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Wire: wire, Principals: service.Principals(identity.NewDirectory(rt.Store(), nil)),
+		Driver: f.driver, Slots: f.workers, ControlStream: service.ControlStream, CancelType: service.CancelRequested, Logger: logger})
 	holding := w.Holding
-	sp.active.Store(&holding)
+	b.active.Store(&holding)
 	fmt.Fprintf(a.stderr, "keel worker: polling Temporal at %s (queues %s and %s) · journal %s · %d slots · workspace roots %s\n",
 		f.temporal, cluster.TaskQueue, w.Queue(), redact.DSN(a.dbPath()), f.workers, strings.Join(roots, ", "))
 	if err := w.Run(ctx, c); err != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -56,6 +57,40 @@ func WriteProject(dir string) error {
 // so, and the run fails: a scripted model cannot do anything else, and
 // must not say it did.
 type Model struct{}
+
+// NewWorkspace makes a fresh copy of the demo project in a new directory
+// under parent ("" means the system's temporary directory), a git
+// repository with one commit when git is available (the diff of the
+// agent's change is a nicety: the demo runs without git), and returns
+// its path.
+func NewWorkspace(parent string) (string, error) {
+	ws, err := os.MkdirTemp(parent, "keel-demo-")
+	if err != nil {
+		return "", fmt.Errorf("demo workspace: %w", err)
+	}
+	if err := WriteProject(ws); err != nil {
+		return "", err
+	}
+	_ = GitInit(ws)
+	return ws, nil
+}
+
+// GitInit makes dir a git repository with its files committed, with no
+// user or system git configuration.
+func GitInit(dir string) error {
+	for _, args := range [][]string{
+		{"init", "-q"},
+		{"add", "-A"},
+		{"-c", "user.name=keel demo", "-c", "user.email=demo@keel.invalid", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "textstats before the demo"},
+	} {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %v: %v: %s", args, err, out)
+		}
+	}
+	return nil
+}
 
 // NewModel returns the scripted demonstration model.
 func NewModel() *Model { return &Model{} }

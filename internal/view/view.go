@@ -4,7 +4,8 @@
 // tool call it is about and that call's one-line summary, the time since
 // the run began, the run's tokens and cost so far). Every view of a run
 // renders rows: the terminal's live lines (keel run) and timeline (keel
-// runs show), the web UI's timeline and conversation.
+// runs show), the web UI's timeline and conversation, the server's run
+// summaries (the API's and the web UI's list of runs).
 //
 // How a view shows each event type is a table keyed by the type, one
 // entry per type of package agent's table of event types ([agent.Types]),

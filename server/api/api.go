@@ -67,12 +67,22 @@ type Error struct {
 // Error implements error: "CODE: MESSAGE".
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-// Limits stop a run; zero fields mean no limit (see agent.Limits).
+// Limits stop a run (see agent.Limits).
+//
+// One meaning everywhere (docs/limits.md): a field left out is absent
+// (a new run gets Keel's default, a resumed run keeps its own), zero
+// means no limit, and a negative value is refused.
 type Limits struct {
-	MaxSteps  int     `json:"max_steps,omitempty"`
-	MaxTokens int64   `json:"max_tokens,omitempty"`
-	MaxCost   float64 `json:"max_cost,omitempty"`
-	// Timeout is a Go duration string ("30m") bounding one execution.
+	// MaxSteps bounds the model calls (default 500).
+	MaxSteps *int `json:"max_steps,omitempty"`
+	// MaxTokens bounds the input and output tokens summed over all model
+	// calls (default 100,000,000).
+	MaxTokens *int64 `json:"max_tokens,omitempty"`
+	// MaxCost bounds the model cost in US dollars, for models with a
+	// known price (default 50).
+	MaxCost *float64 `json:"max_cost,omitempty"`
+	// Timeout is a Go duration string ("30m") bounding one execution
+	// (default 12h; "0s": no limit).
 	Timeout string `json:"timeout,omitempty"`
 }
 
@@ -146,8 +156,9 @@ type Run struct {
 	// type.
 	Events   int64  `json:"events"`
 	LastType string `json:"last_type"`
-	// Steps counts model calls; Tokens sums their input and output
-	// tokens; Cost their cost in US dollars.
+	// Steps counts model responses; Tokens sums the input and output
+	// tokens of the run's model calls, the summary calls of context
+	// compaction included; Cost their cost in US dollars.
 	Steps  int     `json:"steps"`
 	Tokens int64   `json:"tokens"`
 	Cost   float64 `json:"cost"`
@@ -187,10 +198,10 @@ type RunList struct {
 type ResumeRun struct {
 	// Message, if set, is added as a user message before continuing.
 	Message string `json:"message,omitempty"`
-	// Limits, if set, replace the run's limits from now on: each
-	// positive field replaces that limit, a zero field keeps the run's
-	// own (as `keel runs resume --max-steps N` does). Journaled in
-	// run.resumed.
+	// Limits, if set, replace the run's limits from now on: each field
+	// given replaces that limit (zero: no limit), a field left out keeps
+	// the run's own (as `keel runs resume --max-steps N` does). Journaled
+	// in run.resumed.
 	Limits *Limits `json:"limits,omitempty"`
 	// Settings, if set, replace the run's execution settings given in
 	// it from now on; a field left out keeps the run's own. Journaled in

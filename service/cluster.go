@@ -1,4 +1,4 @@
-package server
+package service
 
 import (
 	"context"
@@ -48,11 +48,11 @@ type cancelRequest struct {
 const defaultCancelWait = 30 * time.Second
 
 // stopContext returns a context canceled when Shutdown begins.
-func (h *Handler) stopContext() (context.Context, context.CancelFunc) {
+func (s *Service) stopContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		select {
-		case <-h.stop:
+		case <-s.stop:
 			cancel()
 		case <-ctx.Done():
 		}
@@ -62,19 +62,19 @@ func (h *Handler) stopContext() (context.Context, context.CancelFunc) {
 
 // followControl acts on the control stream's requests from its end at
 // the start, until Shutdown.
-func (h *Handler) followControl() {
-	defer h.sweeping.Done()
-	ctx, cancel := h.stopContext()
+func (s *Service) followControl() {
+	defer s.sweeping.Done()
+	ctx, cancel := s.stopContext()
 	defer cancel()
-	store := h.rt.Store()
+	store := s.rt.Store()
 	from := int64(1)
 	if evs, err := store.Read(ctx, ControlStream, 1); err == nil {
 		from = int64(len(evs)) + 1
 	}
 	for ctx.Err() == nil {
-		for e, err := range journal.Follow(ctx, store, ControlStream, from, h.opts.Poll) {
+		for e, err := range journal.Follow(ctx, store, ControlStream, from, s.opts.Poll) {
 			if err != nil {
-				h.logger.Error("follow the control stream", "err", err)
+				s.logger.Error("follow the control stream", "err", err)
 				break
 			}
 			from = e.Seq + 1
@@ -83,16 +83,16 @@ func (h *Handler) followControl() {
 			}
 			var req cancelRequest
 			if err := json.Unmarshal(e.Payload, &req); err != nil {
-				h.logger.Error("control stream: bad cancel request", "seq", e.Seq, "err", err)
+				s.logger.Error("control stream: bad cancel request", "seq", e.Seq, "err", err)
 				continue
 			}
-			if h.pool.cancelHere(req.RunID, agent.CanceledByToken(req.By, req.Token)) {
-				h.logger.Info("canceling run at another server's request", "run_id", req.RunID, "by", req.By)
+			if s.pool.cancelHere(req.RunID, agent.CanceledByToken(req.By, req.Token)) {
+				s.logger.Info("canceling run at another server's request", "run_id", req.RunID, "by", req.By)
 			}
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(h.opts.Poll):
+		case <-time.After(s.opts.Poll):
 		}
 	}
 }
@@ -102,8 +102,8 @@ func (h *Handler) followControl() {
 // pauses meanwhile (it stopped before the request arrived) is canceled
 // here. It returns ErrElsewhere if the executing process does not act
 // within the wait (it is not a server: a keel run in a terminal).
-func (h *Handler) cancelElsewhere(ctx context.Context, id string, who *caller, record func() error) error {
-	run, err := h.run(ctx, id, 0)
+func (s *Service) cancelElsewhere(ctx context.Context, id string, who *Caller, record func() error) error {
+	run, err := s.run(ctx, id, 0)
 	if err != nil {
 		return err
 	}
@@ -111,16 +111,16 @@ func (h *Handler) cancelElsewhere(ctx context.Context, id string, who *caller, r
 	if who != nil {
 		req.By, req.Token = who.Name, who.ID
 	}
-	if _, err := h.control.Append(ctx, CancelRequested, req, nil); err != nil {
+	if _, err := s.control.Append(ctx, CancelRequested, req, nil); err != nil {
 		return err
 	}
-	wait := h.opts.CancelWait
+	wait := s.opts.CancelWait
 	if wait <= 0 {
 		wait = defaultCancelWait
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	for e, err := range journal.Follow(wctx, h.rt.Store(), id, run.Events+1, h.opts.Poll) {
+	for e, err := range journal.Follow(wctx, s.rt.Store(), id, run.Events+1, s.opts.Poll) {
 		if err != nil {
 			return err
 		}
@@ -129,7 +129,7 @@ func (h *Handler) cancelElsewhere(ctx context.Context, id string, who *caller, r
 			return nil
 		case st.Terminal():
 			return conflict("run_ended", "run %s ended %s before the cancel reached it", id, st)
-		case st == journal.StatusPaused || h.leaseFree(ctx, id):
+		case st == journal.StatusPaused || s.leaseFree(ctx, id):
 			// Nobody executes it now (it paused, or a worker is between
 			// two of its steps and missed the request): record the
 			// cancel here.
@@ -147,20 +147,20 @@ func (h *Handler) cancelElsewhere(ctx context.Context, id string, who *caller, r
 // adopt submits, every Options.Adopt until Shutdown, the runs that should
 // be executing but that no process holds: their executor died.
 //
-// A server that hands runs to workers ([Options.Dispatch]) finds many
+// A server that hands runs to workers ([Options.Dispatcher]) finds many
 // such runs that are not lost: between two steps a run holds no lease
 // while its workflow waits for a worker slot. Handing each of them to
-// Options.Adopted at every sweep cost one look at its workflow per run
+// Dispatcher.Adopt at every sweep cost one look at its workflow per run
 // every few seconds (the Temporal server's and this server's CPU). A run
 // handed to the workers is handed again only once its journal moved
 // (its newest event changed: a decision, a step) or after
 // [adoptAgain] sweeps: its workflow, once woken or found with a step
 // pending, looks at the journal by itself.
-func (h *Handler) adopt() {
-	defer h.sweeping.Done()
-	ctx, cancel := h.stopContext()
+func (s *Service) adopt() {
+	defer s.sweeping.Done()
+	ctx, cancel := s.stopContext()
 	defer cancel()
-	t := time.NewTicker(h.opts.Adopt)
+	t := time.NewTicker(s.opts.Adopt)
 	defer t.Stop()
 	type handed struct {
 		seq   int64
@@ -175,28 +175,28 @@ func (h *Handler) adopt() {
 		}
 		var skip func(string, int64) bool
 		candidates := map[string]int64{}
-		if h.pool.dispatch != nil {
+		if s.pool.dispatcher != nil {
 			skip = func(id string, seq int64) bool {
 				candidates[id] = seq
-				s, ok := seen[id]
-				return ok && s.seq == seq && sweep-s.sweep < adoptAgain
+				hd, ok := seen[id]
+				return ok && hd.seq == seq && sweep-hd.sweep < adoptAgain
 			}
 		}
-		ids, err := h.orphans(ctx, h.opts.Clock().Add(-h.opts.Adopt), skip)
+		ids, err := s.orphans(ctx, s.opts.Clock().Add(-s.opts.Adopt), skip)
 		if err != nil {
 			if ctx.Err() == nil {
-				h.logger.Error("look for runs left by a stopped process", "err", err)
+				s.logger.Error("look for runs left by a stopped process", "err", err)
 			}
 			continue
 		}
-		for id, s := range seen {
-			if sweep-s.sweep >= adoptAgain {
+		for id, hd := range seen {
+			if sweep-hd.sweep >= adoptAgain {
 				delete(seen, id)
 			}
 		}
 		n := 0
 		for _, id := range ids {
-			if err := h.pool.adoptRun(id); err != nil {
+			if err := s.pool.adoptRun(id); err != nil {
 				break
 			}
 			n++
@@ -204,14 +204,14 @@ func (h *Handler) adopt() {
 				seen[id] = handed{seq: candidates[id], sweep: sweep}
 			}
 		}
-		if h.adoptSwept != nil {
-			h.adoptSwept(n)
+		if s.adoptSwept != nil {
+			s.adoptSwept(n)
 		}
 		switch {
 		case n > 0 && skip == nil:
-			h.logger.Info("adopted runs whose executor stopped", "runs", n)
+			s.logger.Info("adopted runs whose executor stopped", "runs", n)
 		case n > 0:
-			h.logger.Debug("handed runs that no process holds to the workers", "runs", n)
+			s.logger.Debug("handed runs that no process holds to the workers", "runs", n)
 		}
 	}
 }
@@ -223,8 +223,8 @@ const adoptAgain = 12
 
 // leaseFree reports whether no process holds run id's lease (true for a
 // store without leases).
-func (h *Handler) leaseFree(ctx context.Context, id string) bool {
-	l, ok := h.rt.Store().(journal.Locker)
+func (s *Service) leaseFree(ctx context.Context, id string) bool {
+	l, ok := s.rt.Store().(journal.Locker)
 	if !ok {
 		return true
 	}

@@ -1,10 +1,9 @@
-package server
+package service
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,8 +15,8 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/server/token"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -40,10 +39,10 @@ const (
 	LabelOverride = "keel.override"
 )
 
-// admission is what [Handler.admit] checks a run against: who asks, and
+// admission is what [Service.admit] checks a run against: who asks, and
 // for what.
 type admission struct {
-	who *caller
+	who *Caller
 	// demo is the demo run the server made for api.CreateRun.Demo (or a
 	// fork or resume of it): its model and policy are the server's own.
 	demo bool
@@ -56,7 +55,7 @@ type admission struct {
 	overrides []string
 }
 
-func (a *admission) admin() bool { return a.who != nil && token.HasScope(a.who, api.ScopeAdmin) }
+func (a *admission) admin() bool { return a.who.admin() }
 
 // confinement holds the directories runs may and may not work in,
 // symlinks resolved once at construction.
@@ -102,7 +101,7 @@ func newConfinement(o *Options) *confinement {
 
 // noRoots is the error of a create or fork on a server without workspace
 // roots.
-var noRoots = &apiError{http.StatusBadRequest, api.CodeInvalidRequest,
+var noRoots = &Error{api.CodeInvalidRequest,
 	"this server has no workspace roots, so runs cannot work on its directories (only the demo run can); " +
 		"its operator names the directories runs may use: keel serve --workspace-root DIR, or workspace_roots in the [serve] table of config.toml"}
 
@@ -180,11 +179,6 @@ func (c *confinement) checkReplay(name string) (string, error) {
 	return "", badRequest("replay recording %q is not one of this server's recordings (they come only from the recording directories its operator configured)", name)
 }
 
-// forbidden is a 403 with a message.
-func forbidden(format string, args ...any) error {
-	return &apiError{http.StatusForbidden, api.CodeForbidden, fmt.Sprintf(format, args...)}
-}
-
 // mayActAs checks that the caller may start or continue a run of agent
 // principal acting for onBehalfOf: an admin may do anything; any other
 // token only as the agents bound to it, and only on behalf of its own
@@ -210,20 +204,23 @@ func (a *admission) mayActAs(principal, onBehalfOf string) error {
 }
 
 // sandboxKind returns the server's sandbox ("linux" unless Options say).
-func (h *Handler) sandboxKind() string {
-	if h.opts.Sandbox == "" {
+func (s *Service) sandboxKind() string {
+	if s.opts.Sandbox == "" {
 		return "linux"
 	}
-	return h.opts.Sandbox
+	return s.opts.Sandbox
 }
 
 // checkSandbox checks a run's sandbox kind sb ("" means the server's).
-func (h *Handler) checkSandbox(a *admission, sb string) error {
+func (s *Service) checkSandbox(a *admission, sb string) error {
+	if a.who.Local {
+		return nil // the journal's owner runs what they choose
+	}
 	switch sb {
-	case "", h.sandboxKind(), "linux":
+	case "", s.sandboxKind(), "linux":
 		return nil
 	case "none":
-		if a.admin() && h.opts.AllowSandboxOverride {
+		if a.admin() && s.opts.AllowSandboxOverride {
 			a.overrides = append(a.overrides, "sandbox")
 			return nil
 		}
@@ -234,15 +231,18 @@ func (h *Handler) checkSandbox(a *admission, sb string) error {
 
 // checkPolicy checks that a run decides by the server's policy (or the
 // demo's, for the demo run); an admin may choose another.
-func (h *Handler) checkPolicy(a *admission, ref *agent.PolicyRef) error {
-	if ref != nil && (ref.SHA256 == h.policyRef.SHA256 || a.demo && ref.SHA256 == h.demoPolicyRef.SHA256) {
+func (s *Service) checkPolicy(a *admission, ref *agent.PolicyRef) error {
+	if a.who.Local {
+		return nil
+	}
+	if ref != nil && (ref.SHA256 == s.policyRef.SHA256 || a.demo && ref.SHA256 == s.demoPolicyRef.SHA256) {
 		return nil
 	}
 	if a.admin() {
 		a.overrides = append(a.overrides, "policy")
 		return nil
 	}
-	return forbidden("runs on this server are decided by its operator's policy (%s); only an admin token may choose another", h.policyRef.Name)
+	return forbidden("runs on this server are decided by its operator's policy (%s); only an admin token may choose another", s.policyRef.Name)
 }
 
 // checkModel checks a model spec from a client: replay recordings only
@@ -252,59 +252,48 @@ func (h *Handler) checkPolicy(a *admission, ref *agent.PolicyRef) error {
 // is looked up in the recording directories for every token; an admin
 // may also name any path (an absolute one, or one relative to the
 // server's directory that is in no recording directory).
-func (h *Handler) checkModel(a *admission, spec string) (string, error) {
-	s, err := model.ParseSpec(spec)
+func (s *Service) checkModel(a *admission, spec string) (string, error) {
+	ms, err := model.ParseSpec(spec)
 	if err != nil || a.demo {
 		return spec, nil // Prepare reports a malformed spec
 	}
 	if a.admin() {
-		if s.Provider == "replay" && !filepath.IsAbs(s.Name) {
-			if p, err := h.conf.checkReplay(s.Name); err == nil {
+		if ms.Provider == "replay" && !filepath.IsAbs(ms.Name) {
+			if p, err := s.conf.checkReplay(ms.Name); err == nil {
 				return "replay:" + p, nil
 			}
 		}
 		return spec, nil
 	}
-	if d, err := model.ParseSpec(h.opts.DefaultModel); err == nil && d == s {
+	if d, err := model.ParseSpec(s.opts.DefaultModel); err == nil && d == ms {
 		return spec, nil // the operator's own default
 	}
-	switch s.Provider {
+	switch ms.Provider {
 	case "replay":
-		p, err := h.conf.checkReplay(s.Name)
+		p, err := s.conf.checkReplay(ms.Name)
 		if err != nil {
 			return "", err
 		}
 		return "replay:" + p, nil
 	case "openai-compatible":
-		if !slices.Contains(h.opts.ModelBaseURLs, s.BaseURL) {
-			return "", forbidden("model endpoint %s is not one this server's operator allows (an admin token may name any)", s.BaseURL)
+		if !slices.Contains(s.opts.ModelBaseURLs, ms.BaseURL) {
+			return "", forbidden("model endpoint %s is not one this server's operator allows (an admin token may name any)", ms.BaseURL)
 		}
 	}
 	return spec, nil
 }
 
-// checkLimits refuses negative limits.
+// checkLimits refuses limits that are not limits (negative, or a
+// malformed timeout); ApplyLimits says how.
 func checkLimits(l *api.Limits) error {
-	switch {
-	case l.MaxSteps < 0:
-		return badRequest("limits.max_steps %d: want 0 (the server's default) or more", l.MaxSteps)
-	case l.MaxTokens < 0:
-		return badRequest("limits.max_tokens %d: want 0 (no limit) or more", l.MaxTokens)
-	case l.MaxCost < 0:
-		return badRequest("limits.max_cost %g: want 0 (no limit) or more", l.MaxCost)
-	}
-	if l.Timeout != "" {
-		if _, err := parseDuration(l.Timeout); err != nil {
-			return badRequest("limits.timeout %q: %v", l.Timeout, err)
-		}
-	}
-	return nil
+	_, err := ApplyLimits(DefaultLimits(), l)
+	return err
 }
 
 // admitRequest checks a create request before it is prepared and fills
 // in what the caller implies: the agent a bound token acts as, and the
 // person an assistant agent acts for.
-func (h *Handler) admitRequest(ctx context.Context, a *admission, req *api.CreateRun) error {
+func (s *Service) admitRequest(ctx context.Context, a *admission, req *api.CreateRun) error {
 	if err := checkLimits(&req.Limits); err != nil {
 		return err
 	}
@@ -321,11 +310,11 @@ func (h *Handler) admitRequest(ctx context.Context, a *admission, req *api.Creat
 		}
 		return nil
 	}
-	if err := h.checkSandbox(a, req.Sandbox); err != nil {
+	if err := s.checkSandbox(a, req.Sandbox); err != nil {
 		return err
 	}
 	if req.Model != "" {
-		m, err := h.checkModel(a, req.Model)
+		m, err := s.checkModel(a, req.Model)
 		if err != nil {
 			return err
 		}
@@ -341,8 +330,8 @@ func (h *Handler) admitRequest(ctx context.Context, a *admission, req *api.Creat
 			return badRequest("agent: this token may act as %s; name one", strings.Join(a.who.Agents, ", "))
 		}
 	}
-	if req.Agent != "" && req.OnBehalfOf == "" {
-		if ag, err := h.opts.Directory.Get(ctx, req.Agent); err == nil && ag.Kind == identity.Assistant {
+	if req.Agent != "" && req.OnBehalfOf == "" && !a.who.Local {
+		if ag, err := s.opts.Directory.Get(ctx, req.Agent); err == nil && ag.Kind == identity.Assistant {
 			req.OnBehalfOf = a.who.Name
 		}
 	}
@@ -351,7 +340,7 @@ func (h *Handler) admitRequest(ctx context.Context, a *admission, req *api.Creat
 			return err
 		}
 	}
-	if _, err := h.conf.checkWorkspace(req.Workspace, true); err != nil {
+	if _, err := s.conf.checkWorkspace(req.Workspace, !a.who.Local); err != nil {
 		return err
 	}
 	return nil
@@ -385,29 +374,77 @@ func demoExtras(req *api.CreateRun) []string {
 // allowed, and its workspace is under a root (the demo's own excepted)
 // and holds none of the server's files. It returns the workspace
 // resolved. Errors are API errors.
-func (h *Handler) admit(ctx context.Context, a *admission, c *agent.RunCreated) (string, error) {
+//
+// With validate, the run is also set up as an execution would set it up
+// and torn down again (see validate).
+func (s *Service) admit(ctx context.Context, a *admission, c *agent.RunCreated, validate bool) (string, error) {
 	if err := a.mayActAs(c.Principal, c.OnBehalfOf); err != nil {
 		return "", err
 	}
-	if err := h.checkSandbox(a, c.Sandbox); err != nil {
+	if err := s.checkSandbox(a, c.Sandbox); err != nil {
 		return "", err
 	}
-	if err := h.checkPolicy(a, c.Policy); err != nil {
+	if err := s.checkPolicy(a, c.Policy); err != nil {
 		return "", err
 	}
-	if _, err := h.checkModel(a, c.Model); err != nil {
+	if _, err := s.checkModel(a, c.Model); err != nil {
 		return "", err
 	}
-	ws, err := h.conf.checkWorkspace(c.Workspace, !a.demoWorkspace)
+	// The command line on the journal's machine works wherever its
+	// person says; every other caller under a workspace root.
+	ws, err := s.conf.checkWorkspace(c.Workspace, !a.demoWorkspace && !a.who.Local)
 	if err != nil {
 		return "", err
 	}
-	if h.opts.Validate != nil {
-		if err := h.opts.Validate(ctx, c); err != nil {
-			return "", h.invalid(err)
+	if validate {
+		if err := s.validate(ctx, c); err != nil {
+			return "", s.invalid(err)
 		}
 	}
 	return ws, nil
+}
+
+// validate sets a run up as an execution would (model client,
+// workspace, sandbox with its network proxy, connectors) and tears it
+// down, so that a run that cannot start is refused when it is created,
+// forked or resumed rather than failing later; a new run with connectors
+// gets its tools here, MCP ones pinned. A service that hands runs to
+// workers sets up nothing when the tools are known: the worker that
+// claims the run does (and fails its step, visibly, if it cannot), and
+// this machine may have no sandbox at all.
+func (s *Service) validate(ctx context.Context, c *agent.RunCreated) error {
+	if s.opts.Builder == nil || s.opts.Dispatcher != nil && c.Tools != nil {
+		return nil
+	}
+	if v, ok := s.opts.Builder.(Validator); ok {
+		return v.Validate(ctx, c)
+	}
+	w, closer, err := s.opts.Builder.Wire(ctx, c)
+	if err != nil {
+		s.logger.Info("a run cannot be set up", "err", err)
+		if errors.Is(err, sandbox.ErrUnavailable) {
+			return errors.New("this server cannot sandbox commands (see its log)")
+		}
+		return badRequest("the run cannot be set up on this server: %s", apiText(err))
+	}
+	if c.Tools == nil {
+		c.Tools = agent.ToolInfos(w.Tools)
+	}
+	if closer != nil {
+		closer.Close()
+	}
+	return nil
+}
+
+// apiText returns an error's text for a caller with a token: its first
+// line, without advice about the server process's flags, which the
+// caller cannot pass.
+func apiText(err error) string {
+	str := err.Error()
+	if i := strings.Index(str, "; pass --"); i >= 0 {
+		str = str[:i]
+	}
+	return strings.TrimSpace(strings.SplitN(str, "\n", 2)[0])
 }
 
 // executable checks, just before an execution, what no run may do in
@@ -415,16 +452,16 @@ func (h *Handler) admit(ctx context.Context, a *admission, c *agent.RunCreated) 
 // files, or run without the sandbox the server did not allow. A run that
 // the API admitted must also still be under a workspace root (a
 // directory of it may have been replaced by a symlink since).
-func (h *Handler) executable(c *agent.RunCreated) error {
+func (s *Service) executable(c *agent.RunCreated) error {
 	overrides := strings.Split(c.Labels[LabelOverride], ",")
-	if c.Sandbox == "none" && h.sandboxKind() != "none" && !slices.Contains(overrides, "sandbox") {
+	if c.Sandbox == "none" && s.sandboxKind() != "none" && !slices.Contains(overrides, "sandbox") {
 		return errors.New("the run has no sandbox (sandbox none), which this server does not run unless an admin chose it through the API")
 	}
 	// A run started on the server's journal by another process (a local
 	// keel run) is held to the roots too once the server executes it.
-	if _, err := h.conf.checkWorkspace(c.Workspace, c.Labels[LabelDemo] == ""); err != nil {
-		e, _ := classify(err)
-		return fmt.Errorf("%w: %s", errUnconfined, e.msg)
+	if _, err := s.conf.checkWorkspace(c.Workspace, c.Labels[LabelDemo] == ""); err != nil {
+		e, _ := Classify(err)
+		return fmt.Errorf("%w: %s", errUnconfined, e.Message)
 	}
 	return nil
 }
@@ -433,18 +470,18 @@ func (h *Handler) executable(c *agent.RunCreated) error {
 // started it after a decision made through the API: the run was created
 // outside the API (a keel run on the server's journal) and decides by
 // another policy than the server's. The decision stays journaled.
-func (h *Handler) foreign(c *agent.RunCreated) error {
+func (s *Service) foreign(c *agent.RunCreated) error {
 	if c.Labels[LabelCreatedBy] != "" || c.Labels[LabelDemo] != "" {
 		return nil
 	}
-	if c.Policy != nil && c.Policy.SHA256 == h.policyRef.SHA256 {
+	if c.Policy != nil && c.Policy.SHA256 == s.policyRef.SHA256 {
 		return nil
 	}
 	name := "none"
 	if c.Policy != nil {
 		name = c.Policy.Name
 	}
-	return fmt.Errorf("%w: it decides by another policy (%s) than the server's (%s)", errNotAdmitted, name, h.policyRef.Name)
+	return fmt.Errorf("%w: it decides by another policy (%s) than the server's (%s)", errNotAdmitted, name, s.policyRef.Name)
 }
 
 // errNotAdmitted marks a run created outside the server's API (a keel run
@@ -456,15 +493,18 @@ var errNotAdmitted = errors.New("it was started outside this server (keel run on
 // at execution: the pool ends it failed (reason "setup").
 var errUnconfined = errors.New("its workspace is not allowed")
 
-// invalid maps an error of Options.Prepare or Options.Validate to an API
+// invalid maps an error of the Builder (or a Validator) to an API
 // error: those wrapping ErrInvalid are the request's fault (400, with
 // their message); others are internal.
-func (h *Handler) invalid(err error) error {
+func (s *Service) invalid(err error) error {
 	if errors.Is(err, ErrInvalid) {
 		return badRequest("%s", strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
 	}
 	return err
 }
+
+// Invalid marks err as the request's fault (see [ErrInvalid]).
+func Invalid(err error) error { return fmt.Errorf("%w: %w", ErrInvalid, err) }
 
 // stamp records in c who created it and what an admin overrode.
 func stamp(c *agent.RunCreated, a *admission) {
@@ -473,7 +513,7 @@ func stamp(c *agent.RunCreated, a *admission) {
 		labels[k] = v
 	}
 	delete(labels, LabelOverride)
-	if a.who != nil {
+	if a.who != nil && !a.who.Local {
 		labels[LabelCreatedBy], labels[LabelCreatedByToken] = a.who.Name, a.who.ID
 	}
 	if a.demo && labels[LabelDemo] == "" {

@@ -1,4 +1,4 @@
-package server
+package service
 
 import (
 	"context"
@@ -22,11 +22,11 @@ func TestLiveOutputTailAndRunes(t *testing.T) {
 	write([]byte(big))
 	write([]byte("x\xc3")) // half of a last é
 	s := l.subscribe("r")
-	defer s.close()
-	if ds := s.next(4); len(ds) != 0 {
+	defer s.Close()
+	if ds := s.Next(4); len(ds) != 0 {
 		t.Fatalf("deltas before the stream sent the call's tool.started: %+v", ds)
 	}
-	ds := s.next(5)
+	ds := s.Next(5)
 	if len(ds) != 1 {
 		t.Fatalf("next = %+v, want one delta", ds)
 	}
@@ -37,7 +37,7 @@ func TestLiveOutputTailAndRunes(t *testing.T) {
 			d.Offset, d.End, total, len(d.Output), utf8.ValidString(d.Output))
 	}
 	write([]byte("\xa9!"))
-	ds = s.next(5)
+	ds = s.Next(5)
 	if len(ds) != 1 || ds[0].Offset != total-1 || ds[0].Output != "é!" {
 		t.Errorf("next after the rune's end = %+v, want é! at %d", ds, total-1)
 	}
@@ -45,8 +45,8 @@ func TestLiveOutputTailAndRunes(t *testing.T) {
 	// gets nothing of it.
 	l.end("r")
 	late := l.subscribe("r")
-	defer late.close()
-	if ds := late.next(100); len(ds) != 0 {
+	defer late.Close()
+	if ds := late.Next(100); len(ds) != 0 {
 		t.Errorf("a stream subscribed after the call ended got %+v", ds)
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package service
 
 import (
 	"context"
@@ -43,7 +43,7 @@ type pool struct {
 	// the whole journal again.
 	sums *summaries
 	// executable refuses runs this server must not execute at all (see
-	// Handler.executable).
+	// Service.executable).
 	executable func(c *agent.RunCreated) error
 	logger     *slog.Logger
 	base       context.Context // cancelled with agent.ErrShutdown
@@ -64,11 +64,13 @@ type pool struct {
 	// live receives what executions stream before it is journaled (the
 	// model's text); nil publishes nothing.
 	live *liveHub
-	// dispatch, if set, hands runs to other processes (Options.Dispatch).
-	dispatch func(ctx context.Context, runID string) error
-	// adopted, if set, replaces dispatch for adopted runs
-	// (Options.Adopted).
-	adopted func(ctx context.Context, runID string) error
+	// dispatcher, if set, hands runs to other processes
+	// (Options.Dispatcher).
+	dispatcher Dispatcher
+	// inert marks the pool of a service that executes nothing (no
+	// builder, no dispatcher): submitting is a no-op, and the process
+	// that asked continues the run itself.
+	inert bool
 	// onDone, if set, is called after each execution (tests and metrics).
 	onDone func(runID string, out *agent.Outcome, err error)
 }
@@ -141,14 +143,14 @@ func newPool(rt *agent.Runtime, wire agent.WireFunc, principals policy.Principal
 // cancel of the run is being recorded.
 func (p *pool) submit(runID string) error { return p.enqueue(job{runID: runID}) }
 
-// adoptRun is submit for a run no process holds (see Handler.adopt).
+// adoptRun is submit for a run no process holds (see Service.adopt).
 func (p *pool) adoptRun(runID string) error { return p.enqueue(job{runID: runID, adopt: true}) }
 
 // resume queues runID because person who asked to continue it, with
 // message (added as a user message first, if not empty) and ch applied.
 // A run that is executing cannot take a message or a change
 // (ErrExecuting).
-func (p *pool) resume(runID, message string, ch change, who *caller) error {
+func (p *pool) resume(runID, message string, ch change, who *Caller) error {
 	j := job{runID: runID, message: message, resume: true, change: ch}
 	if who != nil {
 		j.by, j.token = who.Name, who.ID
@@ -183,6 +185,9 @@ func (p *pool) watch(runID string) <-chan struct{} {
 }
 
 func (p *pool) enqueue(j job) error {
+	if p.inert {
+		return nil
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closing {
@@ -324,13 +329,13 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 		}
 		ifLast = r.Events
 	}
-	if p.dispatch != nil {
+	if p.dispatcher != nil {
 		if j.carries() {
 			return nil, errors.New("this server hands runs to workers (--temporal), which do not yet take a message, limits or settings with a resume")
 		}
-		dispatch := p.dispatch
-		if j.adopt && p.adopted != nil {
-			dispatch = p.adopted
+		dispatch := p.dispatcher.Dispatch
+		if j.adopt {
+			dispatch = p.dispatcher.Adopt
 		}
 		if err := dispatch(ctx, j.runID); err != nil {
 			log.Error("hand the run to a worker", "err", err)
@@ -468,7 +473,7 @@ func (p *pool) failRun(ctx context.Context, runID, reason, message string) {
 // its append. It returns ErrExecuting when a cancel is already being
 // recorded, and ctx's error if the execution does not stop before ctx is
 // done.
-func (p *pool) cancel(ctx context.Context, runID string, who *caller, record func() error) error {
+func (p *pool) cancel(ctx context.Context, runID string, who *Caller, record func() error) error {
 	p.mu.Lock()
 	if x := p.active[runID]; x != nil {
 		if x.canceling {

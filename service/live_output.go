@@ -1,4 +1,4 @@
-package server
+package service
 
 import (
 	"context"
@@ -111,7 +111,7 @@ func (r *liveRun) outsClosed() bool {
 // sent is held back; one whose result was journaled before the stream
 // began is skipped. Pieces end at a rune boundary (a running call's last
 // incomplete rune waits for its next write).
-func (s *liveSub) outputsLocked(r *liveRun, seen int64) []api.Delta {
+func (s *LiveSub) outputsLocked(r *liveRun, seen int64) []api.Delta {
 	if s.outs == nil || len(s.outs) > 2*len(r.outs)+8 {
 		keep := make(map[*liveOutput]int64, len(r.outs))
 		for _, o := range r.outs {

@@ -1,4 +1,4 @@
-package server
+package service
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // blocks the model's goroutine. A new call replaces the old one; a
 // subscriber that joins (or rejoins) mid-call starts at offset 0, and
 // one that joins after the call's event was journaled gets nothing of
-// it. Streams send what is left of a call before its event (liveSub.next
+// it. Streams send what is left of a call before its event (LiveSub.Next
 // before each event), so a stream's deltas add up to the journaled
 // text; a delta is stale once its stream has sent an event after the
 // call's After.
@@ -187,9 +187,9 @@ func (l *liveHub) end(id string) {
 	}
 }
 
-// liveSub is one event stream's cursor into a run's call in progress.
+// LiveSub is one event stream's cursor into a run's call in progress.
 // It is used by one goroutine.
-type liveSub struct {
+type LiveSub struct {
 	l     *liveHub
 	id    string
 	since uint64 // the hub's clock at subscription
@@ -201,15 +201,15 @@ type liveSub struct {
 }
 
 // subscribe returns a cursor on run id; close it when the stream ends.
-func (l *liveHub) subscribe(id string) *liveSub {
+func (l *liveHub) subscribe(id string) *LiveSub {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.entryLocked(id).subs++
 	l.clock++
-	return &liveSub{l: l, id: id, since: l.clock}
+	return &LiveSub{l: l, id: id, since: l.clock}
 }
 
-func (s *liveSub) close() {
+func (s *LiveSub) Close() {
 	s.l.mu.Lock()
 	defer s.l.mu.Unlock()
 	if r := s.l.runs[s.id]; r != nil {
@@ -220,7 +220,7 @@ func (s *liveSub) close() {
 
 // wait returns a channel closed at the run's next change. Ask it before
 // next, so that no change in between is missed.
-func (s *liveSub) wait() <-chan struct{} {
+func (s *LiveSub) Wait() <-chan struct{} {
 	s.l.mu.Lock()
 	defer s.l.mu.Unlock()
 	return s.l.entryLocked(s.id).changed
@@ -231,7 +231,7 @@ func (s *liveSub) wait() <-chan struct{} {
 // started after an event the stream has not sent yet is held back (the
 // stream sends that event first), and a call older than seen is stale
 // and skipped.
-func (s *liveSub) next(seen int64) []api.Delta {
+func (s *LiveSub) Next(seen int64) []api.Delta {
 	s.l.mu.Lock()
 	defer s.l.mu.Unlock()
 	r := s.l.runs[s.id]
@@ -271,19 +271,4 @@ func (s *liveSub) next(seen int64) []api.Delta {
 	}
 	piece(len(t.text))
 	return out
-}
-
-// uiDelta is a "delta" message of the run page's feed: api.Delta with
-// the text and output escaped for display (visible.String; the page sets
-// them as text, never as HTML); Offset and End are the raw bytes' range.
-type uiDelta struct {
-	After  int64  `json:"after"`
-	Call   int    `json:"call"`
-	Offset int    `json:"offset"`
-	End    int    `json:"end"`
-	Text   string `json:"text,omitempty"`
-	Tool   string `json:"tool,omitempty"`
-	Retry  string `json:"retry,omitempty"`
-	CallID string `json:"call_id,omitempty"`
-	Output string `json:"output,omitempty"`
 }

@@ -1,10 +1,9 @@
-package server
+package service
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -92,21 +91,20 @@ const ReasonForked = agent.ReasonForked
 //     decisions: they were given for the source run.
 //
 // The fork's workspace: the one the request names; else, for a demo
-// run, a fresh copy of the demo project ([Options.Prepare], as for a new
-// demo); else the source's, but only if the forker started the source
+// run, a fresh copy of the demo project (as for a new demo); else the source's, but only if the forker started the source
 // run (a fork never silently shares another person's workspace). A fork
 // that is not started (req.Start false) and neither ended nor waits for
 // an approval at the fork point ends with run.paused (reason
 // [ReasonForked]), so that it says it has not started and no restart
 // executes it.
-func (h *Handler) fork(ctx context.Context, src string, req *api.ForkRun, who *caller) (string, *admission, error) {
+func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *Caller) (string, *admission, error) {
 	if journal.IsSystem(src) {
 		return "", nil, notFound("no such run %s", src)
 	}
 	if req.Message != "" && !req.Start {
 		return "", nil, badRequest("message is sent when the fork starts: set start, or resume the fork later with the message")
 	}
-	events, err := journal.ReadVerified(ctx, h.rt.Store(), src)
+	events, err := journal.ReadVerified(ctx, s.rt.Store(), src)
 	if errors.Is(err, journal.ErrNotFound) {
 		return "", nil, notFound("no such run %s", src)
 	}
@@ -129,11 +127,11 @@ func (h *Handler) fork(ctx context.Context, src string, req *api.ForkRun, who *c
 		return "", nil, conflict(api.CodeRunCompleted, "event %d completes the run: fork from an earlier event to continue", seq)
 	}
 	created := *st.Created
-	a, unshared, err := h.forkWorkspace(ctx, src, &created, req, who)
+	a, unshared, err := s.forkWorkspace(ctx, src, &created, req, who)
 	if err != nil {
 		return "", nil, err
 	}
-	ws, err := h.admit(ctx, a, &created)
+	ws, err := s.admit(ctx, a, &created, true)
 	if err != nil {
 		return "", nil, err
 	}
@@ -165,27 +163,27 @@ func (h *Handler) fork(ctx context.Context, src string, req *api.ForkRun, who *c
 		if err != nil {
 			return "", nil, err
 		}
-		drafts = append(drafts, journal.Draft{Type: journal.WorkspaceRestored, Time: h.opts.Clock(), Payload: p})
+		drafts = append(drafts, journal.Draft{Type: journal.WorkspaceRestored, Time: s.opts.Clock(), Payload: p})
 	}
 	id := strings.ToLower(ulid.Make().String())
 	if !req.Start {
-		paused, err := h.notStarted(id, src, seq, drafts)
+		paused, err := s.notStarted(id, src, seq, drafts)
 		if err != nil {
 			return "", nil, err
 		}
 		drafts = append(drafts, paused...)
 	}
-	if _, err := h.rt.Store().Append(ctx, id, 0, drafts...); err != nil {
+	if _, err := s.rt.Store().Append(ctx, id, 0, drafts...); err != nil {
 		return "", nil, fmt.Errorf("server: fork %s: %w", src, err)
 	}
 	return id, a, nil
 }
 
 // forkWorkspace sets the workspace of created, a fork of run src, as
-// [Handler.fork] says, and returns what to admit it as. unshared is the
+// [Service.fork] says, and returns what to admit it as. unshared is the
 // refusal to share another person's workspace that was not named, to
 // return once the fork passed the other checks (which say more).
-func (h *Handler) forkWorkspace(ctx context.Context, src string, created *agent.RunCreated, req *api.ForkRun, who *caller) (a *admission, unshared, err error) {
+func (s *Service) forkWorkspace(ctx context.Context, src string, created *agent.RunCreated, req *api.ForkRun, who *Caller) (a *admission, unshared, err error) {
 	demo := created.Labels[LabelDemo] != ""
 	a = &admission{who: who, demo: demo}
 	owner := created.Labels[LabelCreatedBy]
@@ -199,14 +197,11 @@ func (h *Handler) forkWorkspace(ctx context.Context, src string, created *agent.
 	switch {
 	case demo && !named:
 		// As a new demo run: a fresh copy of the demo project.
-		if h.opts.Prepare == nil {
-			return nil, nil, &apiError{http.StatusServiceUnavailable, api.CodeUnavailable, "this server does not create runs (no run preparation configured)"}
-		}
-		fresh, err := h.opts.Prepare(ctx, &api.CreateRun{Demo: true})
+		ws, err := s.newDemoWorkspace()
 		if err != nil {
-			return nil, nil, h.invalid(err)
+			return nil, nil, err
 		}
-		created.Workspace, a.demoWorkspace = fresh.Workspace, true
+		created.Workspace, a.demoWorkspace = ws, true
 	case demo && same:
 		// The demo workspace the server made for the source run: the
 		// roots do not apply, so only its creator (or an admin) may
@@ -226,6 +221,6 @@ func (h *Handler) forkWorkspace(ctx context.Context, src string, created *agent.
 
 // notStarted returns the run.paused draft that ends fork id (of run src
 // at event seq, made of drafts) when it is not started (agent.NotStarted).
-func (h *Handler) notStarted(id, src string, seq int64, drafts []journal.Draft) ([]journal.Draft, error) {
-	return agent.NotStarted(id, src, seq, drafts, h.opts.Clock())
+func (s *Service) notStarted(id, src string, seq int64, drafts []journal.Draft) ([]journal.Draft, error) {
+	return agent.NotStarted(id, src, seq, drafts, s.opts.Clock())
 }

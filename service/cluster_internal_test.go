@@ -1,4 +1,4 @@
-package server
+package service
 
 import (
 	"context"
@@ -28,9 +28,7 @@ func TestAdoptionHandsAQuietRunOverOnce(t *testing.T) {
 	}
 	handed := make(chan string, 100)
 	later := func() time.Time { return time.Now().Add(time.Hour) } // every run is quiet
-	h := NewHandler(rt, &Options{Adopt: time.Millisecond, Clock: later,
-		Dispatch: func(context.Context, string) error { return nil },
-		Adopted:  func(_ context.Context, id string) error { handed <- id; return nil }})
+	h := New(rt, &Options{Adopt: time.Millisecond, Clock: later, Dispatcher: handOver(handed)})
 	defer h.Shutdown(ctx)
 	sweeps, done := make(chan int), make(chan struct{})
 	defer close(done) // before Shutdown
@@ -90,7 +88,7 @@ func TestLimitedListReadsAPage(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
 	rt := agent.NewRuntime(store, nil)
-	h := NewHandler(rt, nil)
+	h := New(rt, nil)
 	defer h.Shutdown(ctx)
 	base := time.Now()
 	var ids []string
@@ -140,7 +138,7 @@ func TestListJSONCache(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
 	rt := agent.NewRuntime(store, nil)
-	h := NewHandler(rt, nil)
+	h := New(rt, nil)
 	defer h.Shutdown(ctx)
 	id, err := rt.Create(ctx, &agent.RunCreated{Task: "a task <with> & marks"})
 	if err != nil {
@@ -172,3 +170,10 @@ func TestListJSONCache(t *testing.T) {
 	r2.Queued = true
 	check(r2)
 }
+
+// handOver is a dispatcher that hands adopted runs to a channel.
+type handOver chan string
+
+func (handOver) Dispatch(context.Context, string) error { return nil }
+
+func (h handOver) Adopt(_ context.Context, id string) error { h <- id; return nil }

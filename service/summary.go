@@ -1,4 +1,4 @@
-package server
+package service
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 )
@@ -46,6 +47,9 @@ type summary struct {
 	// pool adds (see encode).
 	enc    []byte
 	encSeq int64
+	// rows reads the events (steps, tokens, cost; no call summaries, so
+	// that a summary stays small).
+	rows view.Reader
 }
 
 func newSummaries(store journal.Store) *summaries {
@@ -134,13 +138,13 @@ func (s *summary) copy() api.Run {
 // apply folds one event into the summary, the way agent.Fold does for the
 // fields a summary shows.
 func (s *summary) apply(e *journal.Event) error {
-	v, err := agent.Decode(e)
-	if err != nil {
-		return err
+	vr := s.rows.Read(e)
+	if vr.Err != nil {
+		return vr.Err
 	}
 	r := &s.run
 	if e.Seq == 1 {
-		c, ok := v.(*agent.RunCreated)
+		c, ok := vr.Payload.(*agent.RunCreated)
 		if !ok {
 			return &journal.CorruptError{RunID: e.RunID, Seq: 1, Reason: fmt.Sprintf("first event is %s, want run.created", e.Type)}
 		}
@@ -151,54 +155,10 @@ func (s *summary) apply(e *journal.Event) error {
 		r.Workspace, r.Sandbox, r.Created = c.Workspace, c.Sandbox, e.Time
 		r.ForkOf, r.CreatedBy = c.Labels[LabelForkOf], c.Labels[LabelCreatedBy]
 	}
-	switch x := v.(type) {
-	case *agent.ModelResponded:
-		r.Steps++
-		r.Tokens += x.Usage.Total()
-		r.Cost += x.Cost
-		if len(x.Message.ToolCalls) > 0 {
-			s.pending, s.auths = nil, nil // a new turn: older approvals are settled
-		}
-	case *agent.ApprovalRequested:
-		s.pending = append(s.pending, api.Approval{RunID: e.RunID, CallID: x.CallID, Tool: x.Tool, Arguments: x.Arguments,
-			Action: x.Action, Reason: x.Reason, Parts: x.Parts, Expires: x.Expires, Default: string(x.Default),
-			Seq: e.Seq, Requested: e.Time, Task: r.Task, Agent: r.Agent, OnBehalfOf: r.OnBehalfOf,
-			Workspace: r.Workspace, Sandbox: r.Sandbox, CreatedBy: r.CreatedBy})
-	case *agent.ApprovalResolved:
-		s.drop(x.CallID)
-	case *agent.AuthRequired:
-		s.dropAuth(x.CallID)
-		s.auths = append(s.auths, api.AuthWait{RunID: e.RunID, CallID: x.CallID, Tool: x.Tool, Provider: x.Provider, Issuer: x.Issuer,
-			Agent: x.Agent, User: x.User, Scopes: x.Scopes, Reason: x.Reason, Resource: x.Resource, Seq: e.Seq, Requested: e.Time, Task: r.Task})
-	case *agent.AuthResolved:
-		s.dropAuth(x.CallID)
-	case *agent.ToolFinished:
-		s.drop(x.CallID)
-		s.dropAuth(x.CallID)
-	case *agent.RunResumed:
-		r.Reason, r.Message, r.Output = "", "", ""
-		if x.Settings != nil && s.created != nil {
-			s.created = withSettings(s.created, x.Settings)
-		}
-	case *agent.RunEnded:
-		r.Reason, r.Message, r.Output = x.Reason, x.Message, x.Output
-	}
+	r.Steps, r.Tokens, r.Cost = vr.Step, vr.Tokens, vr.Cost
 	r.Events, r.LastType, r.Updated = e.Seq, string(e.Type), e.Time
-	// The status as agent.Fold folds it: a run that asked for approvals
-	// stays paused until it is resumed, also when its newest event is
-	// one of several decisions (the newest event's type alone would say
-	// running).
-	switch v.(type) {
-	case *agent.RunCreated, *agent.RunResumed:
-		r.Status = string(journal.StatusRunning)
-	case *agent.ApprovalRequested, *agent.AuthRequired:
-		r.Status = string(journal.StatusPaused)
-	case *agent.AuthResolved:
-		if len(s.pending) == 0 && len(s.auths) == 0 {
-			r.Status = string(journal.StatusRunning) // executes next
-		}
-	case *agent.RunEnded:
-		r.Status = string(journal.StatusOf(e.Type))
+	if f := summaryRows[e.Type]; f != nil && vr.Payload != nil {
+		f(s, vr)
 	}
 	if journal.Status(r.Status).Terminal() {
 		s.created = nil
@@ -212,6 +172,76 @@ func (s *summary) apply(e *journal.Event) error {
 	}
 	s.lastHash = e.Hash
 	return nil
+}
+
+// summaryRows folds each event type into a run's summary, one entry per
+// type (view.Check): its pending approvals and authorization waits, how
+// it ended, and its status as agent.Fold folds it (a run that asked for
+// approvals stays paused until it is resumed, also when its newest event
+// is one of several decisions); nil changes nothing but the counts.
+var summaryRows = map[journal.Type]func(*summary, *view.Row){
+	journal.RunCreated: func(s *summary, _ *view.Row) { s.run.Status = string(journal.StatusRunning) },
+	journal.RunResumed: func(s *summary, vr *view.Row) {
+		x, r := vr.Payload.(*agent.RunResumed), &s.run
+		r.Reason, r.Message, r.Output = "", "", ""
+		if x.Settings != nil && s.created != nil {
+			s.created = withSettings(s.created, x.Settings)
+		}
+		r.Status = string(journal.StatusRunning)
+	},
+	journal.SetupFinished: nil,
+	journal.ModelResponded: func(s *summary, vr *view.Row) {
+		if len(vr.Payload.(*agent.ModelResponded).Message.ToolCalls) > 0 {
+			s.pending, s.auths = nil, nil // a new turn: older approvals are settled
+		}
+	},
+	journal.ModelFailed: nil,
+	journal.GateDecided: nil,
+	journal.ApprovalRequested: func(s *summary, vr *view.Row) {
+		x, r, e := vr.Payload.(*agent.ApprovalRequested), &s.run, vr.Event
+		s.pending = append(s.pending, api.Approval{RunID: e.RunID, CallID: x.CallID, Tool: x.Tool, Arguments: x.Arguments,
+			Action: x.Action, Reason: x.Reason, Parts: x.Parts, Expires: x.Expires, Default: string(x.Default),
+			Seq: e.Seq, Requested: e.Time, Task: r.Task, Agent: r.Agent, OnBehalfOf: r.OnBehalfOf,
+			Workspace: r.Workspace, Sandbox: r.Sandbox, CreatedBy: r.CreatedBy})
+		r.Status = string(journal.StatusPaused)
+	},
+	journal.ApprovalResolved: func(s *summary, vr *view.Row) { s.drop(vr.CallID) },
+	journal.AuthRequired: func(s *summary, vr *view.Row) {
+		x, e := vr.Payload.(*agent.AuthRequired), vr.Event
+		s.dropAuth(x.CallID)
+		s.auths = append(s.auths, api.AuthWait{RunID: e.RunID, CallID: x.CallID, Tool: x.Tool, Provider: x.Provider, Issuer: x.Issuer,
+			Agent: x.Agent, User: x.User, Scopes: x.Scopes, Reason: x.Reason, Resource: x.Resource, Seq: e.Seq, Requested: e.Time, Task: s.run.Task})
+		s.run.Status = string(journal.StatusPaused)
+	},
+	journal.AuthResolved: func(s *summary, vr *view.Row) {
+		s.dropAuth(vr.CallID)
+		if len(s.pending) == 0 && len(s.auths) == 0 {
+			s.run.Status = string(journal.StatusRunning) // executes next
+		}
+	},
+	journal.InputRequested: nil, // the run stays running while a call asks
+	journal.InputAnswered:  nil,
+	journal.ToolStarted:    nil,
+	journal.ToolFinished: func(s *summary, vr *view.Row) {
+		s.drop(vr.CallID)
+		s.dropAuth(vr.CallID)
+	},
+	journal.RunCompleted:        runEndedSummary,
+	journal.RunFailed:           runEndedSummary,
+	journal.RunCanceled:         runEndedSummary,
+	journal.RunPaused:           runEndedSummary,
+	journal.UserMessage:         nil,
+	journal.ContextCompacted:    nil,
+	journal.SandboxEgress:       nil,
+	journal.SandboxQuarantine:   nil,
+	journal.WorkspaceCheckpoint: nil,
+	journal.WorkspaceRestored:   nil,
+}
+
+func runEndedSummary(s *summary, vr *view.Row) {
+	x, r := vr.Payload.(*agent.RunEnded), &s.run
+	r.Reason, r.Message, r.Output = x.Reason, x.Message, x.Output
+	r.Status = string(journal.StatusOf(vr.Event.Type))
 }
 
 func (s *summary) dropAuth(callID string) {

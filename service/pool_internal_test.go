@@ -1,4 +1,4 @@
-package server
+package service
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 // people's changes are never merged in the queue.
 func TestPoolKeepsAPersonsResume(t *testing.T) {
 	p := newPool(nil, nil, nil, nil, nil, 0, slog.New(slog.DiscardHandler))
-	who := &caller{}
+	who := &Caller{}
 	who.Name, who.ID = "ann", "tok1"
 	x := &execution{cancel: func(error) {}, done: make(chan struct{})}
 	p.active["r1"] = x

@@ -1,0 +1,264 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/keel-run/keel/audit"
+	"github.com/keel-run/keel/credential"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/visible"
+)
+
+// agentView converts a directory entry to its API form.
+func agentView(a *identity.Agent) api.Agent {
+	out := api.Agent{Name: a.Name, Kind: string(a.Kind), Description: a.Description, Created: a.Created, CreatedBy: a.CreatedBy,
+		Builtin: a.Builtin, Revoked: a.Revoked, RevokedBy: a.RevokedBy, RevokeReason: a.RevokeReason, Grants: len(a.Grants)}
+	if c := a.Connectors; c != nil {
+		out.Connectors = &api.Connectors{MCP: c.MCP, SQL: c.SQL, OpenAPI: c.OpenAPI}
+	}
+	if a.Revoked {
+		t := a.RevokedAt
+		out.RevokedAt = &t
+	}
+	if !a.RestoredAt.IsZero() {
+		t := a.RestoredAt
+		out.RestoredAt, out.RestoredBy = &t, a.RestoredBy
+	}
+	return out
+}
+
+// agents lists the directory's agents.
+func (s *Service) agents(ctx context.Context) ([]api.Agent, error) {
+	list, err := s.opts.Directory.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Agent, 0, len(list))
+	for i := range list {
+		out = append(out, agentView(&list[i]))
+	}
+	return out, nil
+}
+
+// identityError maps the directory's errors to API errors.
+func identityError(err error) error {
+	switch {
+	case errors.Is(err, identity.ErrUnknown):
+		return notFound("%s", strings.TrimPrefix(err.Error(), "identity: "))
+	case errors.Is(err, identity.ErrExists), errors.Is(err, identity.ErrRevokedAgent):
+		return conflict(api.CodeConflict, "%s", strings.TrimPrefix(err.Error(), "identity: "))
+	case errors.Is(err, identity.ErrInvalid):
+		return badRequest("%s", strings.TrimPrefix(err.Error(), "identity: "))
+	}
+	return err
+}
+
+func (s *Service) newAgent(ctx context.Context, req *api.CreateAgent, who *Caller) (api.Agent, error) {
+	p := &identity.CreateParams{Name: req.Name, Kind: identity.Kind(req.Kind), Description: req.Description, By: who.Name}
+	if c := req.Connectors; c != nil {
+		p.Connectors = &identity.Connectors{MCP: c.MCP, SQL: c.SQL, OpenAPI: c.OpenAPI}
+	}
+	a, err := s.opts.Directory.Create(ctx, p)
+	if err != nil {
+		return api.Agent{}, identityError(err)
+	}
+	if err := s.record(ctx, who, action{Action: "agent.create", Target: a.Name, Detail: string(a.Kind)}); err != nil {
+		return api.Agent{}, err
+	}
+	// Its signing key, now rather than at its first credential (a
+	// server without a vault key makes it then).
+	if k, ok := s.opts.Vault.(interface {
+		EnsureAgentKey(ctx context.Context, agent string) (string, error)
+	}); ok {
+		if _, err := k.EnsureAgentKey(ctx, a.Name); err != nil && !errors.Is(err, credential.ErrNoKey) {
+			return agentView(a), fmt.Errorf("server: agent %s was created, but its signing key was not: %w", a.Name, err)
+		}
+	}
+	return agentView(a), nil
+}
+
+// revoke revokes agent name: its runs stop at their next gate decision
+// (the executor's principal check), in this server and in every process
+// sharing the journal.
+func (s *Service) revoke(ctx context.Context, name, reason string, who *Caller) (api.Agent, error) {
+	a, err := s.opts.Directory.Revoke(ctx, name, &identity.RevokeParams{By: who.Name, Reason: reason})
+	if err != nil {
+		return api.Agent{}, identityError(err)
+	}
+	if err := s.record(ctx, who, action{Action: "agent.revoke", Target: name, Detail: reason}); err != nil {
+		return api.Agent{}, err
+	}
+	return agentView(a), nil
+}
+
+// grants returns agent name's standing approvals.
+func (s *Service) grants(ctx context.Context, name string) (api.GrantList, error) {
+	a, err := s.opts.Directory.Get(ctx, name)
+	if err != nil {
+		return api.GrantList{}, identityError(err)
+	}
+	out := api.GrantList{Agent: a.Name, Grants: a.Grants}
+	if out.Grants == nil {
+		out.Grants = []policy.Grant{}
+	}
+	return out, nil
+}
+
+// ungrant removes standing approval grant of agent name for who (an
+// agent.ungranted event names them): the calls it allowed ask again from
+// the agent's next gate decision, in every process sharing the journal.
+// It returns the agent's remaining grants.
+func (s *Service) ungrant(ctx context.Context, name, grant, reason string, who *Caller) (api.GrantList, error) {
+	list, err := s.grants(ctx, name)
+	if err != nil {
+		return list, err
+	}
+	if !slices.ContainsFunc(list.Grants, func(g policy.Grant) bool { return g.ID == grant }) {
+		return list, notFound("agent %s has no standing approval %s (list them at /v1/agents/%s/grants)", name, visible.String(grant), name)
+	}
+	if err := s.opts.Directory.Ungrant(ctx, name, grant, &identity.UngrantParams{By: who.Name, Reason: reason}); err != nil {
+		return api.GrantList{}, identityError(err)
+	}
+	d := grant
+	if reason != "" {
+		d += ": " + reason
+	}
+	if err := s.record(ctx, who, action{Action: "agent.ungrant", Target: name, Detail: d}); err != nil {
+		return api.GrantList{}, err
+	}
+	return s.grants(ctx, name)
+}
+
+// audit verifies the journals named in ids, or every journal (runs and
+// system streams) when ids is empty, with package audit: hash chain from
+// the first event, agreement with the store's index, and folding.
+func (s *Service) audit(ctx context.Context, ids []string) (*api.AuditReport, error) {
+	store := s.rt.Store()
+	var reps []audit.Report
+	if len(ids) == 0 {
+		var err error
+		if reps, err = audit.VerifyAll(ctx, store); err != nil {
+			return nil, err
+		}
+	}
+	for _, id := range ids {
+		r, err := audit.Verify(ctx, store, id)
+		if errors.Is(err, journal.ErrNotFound) {
+			r = audit.Report{RunID: id, Kind: "run", Reason: "no such journal"}
+		} else if err != nil {
+			return nil, err
+		}
+		reps = append(reps, r)
+	}
+	out := &api.AuditReport{OK: true, Journals: []api.AuditJournal{}}
+	for _, r := range reps {
+		out.Streams++
+		out.Events += int64(r.Events)
+		out.Journals = append(out.Journals, api.AuditJournal{ID: r.RunID, Kind: r.Kind, Events: r.Events, OK: r.OK,
+			FirstBad: r.FirstBad, Reason: r.Reason, Status: string(r.Status), Head: r.Head})
+		if !r.OK {
+			out.OK = false
+			out.Problems = append(out.Problems, api.AuditProblem{Stream: r.RunID, Seq: r.FirstBad, Reason: r.Reason})
+		}
+	}
+	return out, nil
+}
+
+// checkAgents checks that a token may be bound to agents: each exists in
+// the directory and is not revoked.
+func (s *Service) checkAgents(ctx context.Context, agents []string) error {
+	for _, name := range agents {
+		a, err := s.opts.Directory.Get(ctx, name)
+		if err != nil {
+			return identityError(err)
+		}
+		if a.Revoked {
+			return conflict(api.CodeConflict, "agent %s is revoked", name)
+		}
+	}
+	return nil
+}
+
+// Agents lists the agents of the directory, the built-in ones included.
+func (s *Service) Agents(ctx context.Context, who *Caller) ([]api.Agent, error) { return s.agents(ctx) }
+
+// CreateAgent adds an agent to the directory (an admin's operation).
+func (s *Service) CreateAgent(ctx context.Context, who *Caller, req *api.CreateAgent) (api.Agent, error) {
+	return s.newAgent(ctx, req, who)
+}
+
+// RevokeAgent revokes agent name: it takes effect at its runs' next gate
+// decision.
+func (s *Service) RevokeAgent(ctx context.Context, who *Caller, name, reason string) (api.Agent, error) {
+	return s.revoke(ctx, name, reason, who)
+}
+
+// Grants lists the standing approvals of agent name.
+func (s *Service) Grants(ctx context.Context, who *Caller, name string) (api.GrantList, error) {
+	return s.grants(ctx, name)
+}
+
+// RevokeGrant revokes a standing approval of agent name.
+func (s *Service) RevokeGrant(ctx context.Context, who *Caller, name, grant, reason string) (api.GrantList, error) {
+	return s.ungrant(ctx, name, grant, reason, who)
+}
+
+// Audit verifies the runs ids (every run and system stream when empty).
+func (s *Service) Audit(ctx context.Context, who *Caller, ids []string) (*api.AuditReport, error) {
+	return s.audit(ctx, ids)
+}
+
+// TokenList lists the API tokens (never their secrets).
+func (s *Service) TokenList(ctx context.Context, who *Caller) ([]api.Token, error) {
+	return s.tokens.List(ctx)
+}
+
+// CreateToken makes an API token for who (an admin): its secret is
+// returned once and stored only as a digest.
+func (s *Service) CreateToken(ctx context.Context, who *Caller, req *api.CreateToken) (*api.NewToken, error) {
+	if err := token.CheckName(strings.TrimSpace(req.Name)); err != nil {
+		return nil, badRequest("name: %s", strings.TrimPrefix(err.Error(), "server: "))
+	}
+	if err := token.CheckScopes(req.Scopes); err != nil {
+		return nil, badRequest("%s", strings.TrimPrefix(err.Error(), "server: "))
+	}
+	if err := s.checkAgents(ctx, req.Agents); err != nil {
+		return nil, err
+	}
+	tok, err := s.tokens.Create(ctx, &token.Params{Name: req.Name, Scopes: req.Scopes, Agents: req.Agents, By: who.Name})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.record(ctx, who, action{Action: "token.create", Target: tok.ID, Detail: tok.Name}); err != nil {
+		return tok, err
+	}
+	return tok, nil
+}
+
+// RevokeToken revokes API token id and returns it as listed.
+func (s *Service) RevokeToken(ctx context.Context, who *Caller, id string) (api.Token, error) {
+	if err := s.tokens.Revoke(ctx, id, who.Name); err != nil {
+		return api.Token{}, err
+	}
+	if err := s.record(ctx, who, action{Action: "token.revoke", Target: id}); err != nil {
+		return api.Token{}, err
+	}
+	list, err := s.tokens.List(ctx)
+	if err != nil {
+		return api.Token{}, err
+	}
+	for _, t := range list {
+		if t.ID == id {
+			return t, nil
+		}
+	}
+	return api.Token{}, notFound("no such token %s", id)
+}

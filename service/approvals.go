@@ -1,0 +1,140 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
+)
+
+// approvals returns every pending approval of every run that has not
+// ended, oldest request first. Pending approvals come from each run's
+// folded state (requested, neither decided nor given a result), so a run
+// whose newest event decided one of its two approvals still shows the
+// other.
+func (s *Service) approvals(ctx context.Context) ([]api.Approval, error) {
+	runs, err := s.runs(ctx, []journal.Status{journal.StatusRunning, journal.StatusPaused}, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := []api.Approval{}
+	now := s.opts.Clock()
+	for _, r := range runs {
+		for _, ap := range r.Pending {
+			// As agent.Runtime.Approvals says it.
+			ap.Expired = ap.Expires != nil && !now.Before(*ap.Expires)
+			out = append(out, ap)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b api.Approval) int { return a.Requested.Compare(b.Requested) })
+	return out, nil
+}
+
+// decide records a person's decision on a pending approval (the journal's
+// approval.resolved names them) and, once the run waits for no other
+// approval, submits it for execution.
+func (s *Service) decide(ctx context.Context, runID, callID string, d policy.Effect, req *api.Decide, who *Caller) (api.Run, error) {
+	before, err := s.run(ctx, runID, 0)
+	if err != nil {
+		return api.Run{}, err
+	}
+	switch req.Remember {
+	case "", policy.ScopeRun, policy.ScopeAgent:
+	default:
+		return api.Run{}, badRequest("remember %q: want run or agent", req.Remember)
+	}
+	if req.Remember == policy.ScopeAgent && before.Agent == identity.DemoAgent {
+		// Every token may start demo runs: a standing approval of the
+		// demo's agent would skip the approval of everyone's demo.
+		return api.Run{}, badRequest("remember agent: %s is the shared agent of every demo run, so its approvals cannot be remembered for the agent (remember run applies to this run only)", identity.DemoAgent)
+	}
+	if len(req.Prefix) > 0 && req.Remember == "" {
+		return api.Run{}, badRequest("prefix needs remember run or agent")
+	}
+	res := &agent.ApprovalResolved{Decision: d, By: who.Name, Token: who.ID, Reason: req.Reason, Remember: req.Remember, Prefix: req.Prefix}
+	err = s.rt.Resolve(ctx, runID, callID, res)
+	if errors.Is(err, policy.ErrBadPrefix) || errors.Is(err, policy.ErrNotRememberable) {
+		return api.Run{}, badRequest("%v", err)
+	}
+	if err != nil {
+		return api.Run{}, err
+	}
+	rerr := s.record(ctx, who, action{Action: "approval." + string(d), RunID: runID, CallID: callID, Detail: req.Reason,
+		Remember: req.Remember, Prefix: req.Prefix})
+	run, err := s.run(ctx, runID, 0)
+	if err != nil {
+		return run, err
+	}
+	// A remembered approval for the agent applies to its other runs too:
+	// store it with the agent.
+	for _, g := range res.Grants {
+		if g.Scope != policy.ScopeAgent {
+			continue
+		}
+		if err := s.opts.Directory.Grant(ctx, run.Agent, g); err != nil {
+			return run, fmt.Errorf("the approval is recorded, but the standing approval for agent %s was not stored: %w", run.Agent, err)
+		}
+	}
+	// Execute the run once it waits for nothing else. If another process
+	// executes it (a `keel run` waiting for the decision), the journal
+	// lets only one of the two continue; the other stops with
+	// agent.ErrRunBusy and nothing is torn.
+	if len(run.Pending) == 0 && s.executes() {
+		if created, err := s.sums.created(ctx, runID); err == nil {
+			err := s.foreign(created)
+			if xerr := s.executable(created); err == nil && xerr != nil && !errors.Is(xerr, errUnconfined) {
+				err = xerr // without the server's sandbox
+			}
+			if err != nil {
+				// The decision is journaled; the process that started the
+				// run continues it.
+				s.logger.Info("not executing run", "run_id", runID, "err", err)
+				return run, rerr
+			}
+		}
+		switch err := s.pool.submit(runID); {
+		case errors.Is(err, errCanceling):
+			// A cancel is being recorded: it wins, and the decision
+			// stays in the journal.
+		case err != nil:
+			return run, err
+		default:
+			run.Queued = !run.Executing
+		}
+	}
+	return run, rerr
+}
+
+// Decision is a person's decision on a call a run waits for.
+type Decision struct {
+	RunID, CallID string
+	// Effect is policy.Allow or policy.Deny.
+	Effect policy.Effect
+	// Reason, Remember and Prefix are as the API's (a denial's reason
+	// is shown to the model; remember run|agent allows matching calls
+	// from now on, only the exact command or the stated word prefix).
+	api.Decide
+}
+
+// Approvals returns every pending approval of every run that has not
+// ended, oldest request first, with Expired set.
+func (s *Service) Approvals(ctx context.Context, who *Caller) ([]api.Approval, error) {
+	return s.approvals(ctx)
+}
+
+// Decide records who's decision on a pending approval (the journal's
+// approval.resolved names them; a remembered approval for the agent is
+// stored with the agent, for its other runs) and, once the run waits for
+// no other approval, queues it to continue (when this service executes
+// runs; else the process that waits for the decision continues it, or
+// a resume). The one place an approval is applied: the API, the web UI,
+// Keel's MCP tools and the command line all decide here.
+func (s *Service) Decide(ctx context.Context, who *Caller, d *Decision) (api.Run, error) {
+	return s.decide(ctx, d.RunID, d.CallID, d.Effect, &d.Decide, who)
+}

@@ -1,0 +1,501 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/server/api"
+)
+
+// CreateRun is a request to create a run: what any caller may ask (the
+// API's request, which the web UI's form, Keel's MCP tools and the remote
+// command line send too), and what only the command line on the
+// journal's machine adds ([LocalRun]).
+type CreateRun struct {
+	api.CreateRun
+	// ID, if set, is the new run's id: a caller that may retry a creation
+	// (a schedule's fire after a crash) names the run, so that a retry
+	// cannot make a second one; creating an id that exists fails with
+	// [ErrExists] and appends nothing. "" means a new id.
+	ID string
+	// Local is what the command line adds (keel run's flags and
+	// config.toml); a caller with a token may not set it.
+	Local *LocalRun
+}
+
+// LocalRun is what a run created by the command line on the journal's
+// machine may set beyond the API's request. nil fields take the
+// service's defaults, as for any caller.
+type LocalRun struct {
+	// Policy decides the run's calls (a policy file the command line
+	// read); nil means the service's.
+	Policy *policy.Engine
+	// Approval replaces the approval timeout and default decision the
+	// policy gives; nil keeps the policy's.
+	Approval *agent.ApprovalSettings
+	// SandboxLimits are the resource limits of every command; nil means
+	// [DefaultSandboxLimits].
+	SandboxLimits *sandbox.Limits
+	// Settings are the run's execution settings; nil means the service's
+	// (Options.Settings).
+	Settings *agent.Settings
+	// SetupNetwork lists the hosts the setup script may reach;
+	// SetupTimeout bounds it (0: agent.SetupTimeout).
+	SetupNetwork []string
+	SetupTimeout time.Duration
+	// Context configures the context window, compaction, memory files
+	// and the action mode; nil means the defaults.
+	Context *ContextParams
+	// Connectors, if set, are the run's MCP servers, databases and APIs
+	// as given (keel run's flags and config.toml); nil means the
+	// builder's for a run of its agent.
+	Connectors *Connectors
+}
+
+// Connectors are a run's MCP servers, databases and APIs.
+type Connectors struct {
+	MCP     []agent.MCPServer
+	SQL     []agent.SQLDatabase
+	OpenAPI []agent.OpenAPI
+}
+
+// ContextParams configure a run's context window, compaction, memory
+// files and action mode (docs/context.md).
+type ContextParams struct {
+	// Window is the context window in tokens: 0 means the model family's,
+	// negative never compacts.
+	Window int
+	// Threshold is the fraction of the window past which the context is
+	// compacted; 0 means agent.DefaultCompactThreshold.
+	Threshold float64
+	// HandoffAfter continues in a fresh context after this many
+	// compactions (0: never).
+	HandoffAfter int
+	// NotesFile is the workspace file a handoff carries; "" means
+	// agent.DefaultNotesFile.
+	NotesFile string
+	// ActionMode is "tools" (function calling, the default) or "text"
+	// (code blocks in the model's text).
+	ActionMode string
+	// NoMemory leaves out the memory files (AGENTS.md, KEEL.md).
+	NoMemory bool
+}
+
+// ErrExists is returned when a run of a creation's ID exists already.
+var ErrExists = errors.New("service: the run exists already")
+
+// DefaultCompletionMarker completes a run when a command's output starts
+// with this line (the convention of mini-swe-agent, whose recorded
+// trajectories Keel replays). It is on only for replays and when asked
+// for (docs/architecture.md, "Decisions").
+const DefaultCompletionMarker = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+// ModelInfo is what the builder knows of a model spec on this machine.
+type ModelInfo struct {
+	// Spec is the model spec as runs journal it (normalized).
+	Spec string
+	// Replay marks a recorded trajectory (replay:PATH), whose recordings
+	// end with the completion marker.
+	Replay bool
+	// Task and System are a replay's recorded task and system prompt.
+	Task, System string
+	// Family is the model's name for the family table (the recorded
+	// model of a replay).
+	Family string
+}
+
+// Create checks, prepares, journals and starts a run for who: the
+// operation behind POST /v1/runs, the web UI's form, Keel's MCP tool
+// start_run and keel run --server. Defaults and checks are
+// [Service.Prepare]'s.
+func (s *Service) Create(ctx context.Context, who *Caller, req *CreateRun) (api.Run, error) {
+	return s.create(ctx, req, who)
+}
+
+// Prepare checks a creation for who and returns the run.created it would
+// journal: the request with the service's defaults, completed by the
+// builder, admitted (the caller may act as its agent, under the
+// service's sandbox, policy, models and workspace roots) and checked to
+// be set up. keel run prepares this way, then wires the run in its own
+// process and journals it with [Service.Journal].
+func (s *Service) Prepare(ctx context.Context, who *Caller, req *CreateRun) (*agent.RunCreated, error) {
+	c, _, err := s.prepareAdmitted(ctx, who, req, false)
+	return c, err
+}
+
+// Journal journals run.created c, prepared for who, as a new run and
+// returns its id (id, if not "", is the run's; see CreateRun.ID). It
+// does not start it.
+func (s *Service) Journal(ctx context.Context, who *Caller, c *agent.RunCreated, id string) (string, error) {
+	return s.journal(ctx, who, c, id, nil)
+}
+
+func (s *Service) journal(ctx context.Context, who *Caller, c *agent.RunCreated, id string, a *admission) (string, error) {
+	var err error
+	if id != "" {
+		id, err = s.rt.CreateAs(ctx, id, c)
+		if errors.Is(err, agent.ErrRunExists) {
+			return "", fmt.Errorf("%w: %s", ErrExists, id)
+		}
+	} else {
+		id, err = s.rt.Create(ctx, c)
+	}
+	if err != nil {
+		return "", err
+	}
+	if a == nil {
+		a = &admission{who: who}
+	}
+	return id, s.record(ctx, who, action{Action: "run.create", RunID: id, Detail: detail(c.Model, a)})
+}
+
+// prepareAdmitted is Prepare; validate also sets the run up and tears
+// it down (see validate).
+func (s *Service) prepareAdmitted(ctx context.Context, who *Caller, req *CreateRun, validate bool) (*agent.RunCreated, *admission, error) {
+	if s.opts.Builder == nil {
+		return nil, nil, unavailable("this server does not create runs (no run preparation configured)")
+	}
+	if req.Local != nil && !who.Local {
+		return nil, nil, forbidden("only the command line on the journal's machine sets a run's local settings")
+	}
+	a := &admission{who: who, demo: req.Demo, demoWorkspace: req.Demo}
+	if err := s.admitRequest(ctx, a, &req.CreateRun); err != nil {
+		return nil, nil, err
+	}
+	c, err := s.prepare(ctx, req)
+	if err != nil {
+		return nil, nil, s.invalid(err)
+	}
+	ws, err := s.admit(ctx, a, c, validate)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.Workspace = ws
+	stamp(c, a)
+	return c, a, nil
+}
+
+// prepare turns a creation into run.created: the request, the service's
+// defaults where it leaves something out, and what the builder adds.
+// Every front end's run is made here, so that the same request makes the
+// same run whichever way it came.
+func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreated, error) {
+	if req.Demo {
+		return s.prepareDemo(ctx)
+	}
+	local := req.Local
+	if local == nil {
+		local = &LocalRun{}
+	}
+	name := cmp.Or(req.Model, s.opts.DefaultModel)
+	if name == "" {
+		return nil, badRequest("no model: name one (openai:MODEL, anthropic:MODEL, openai-compatible:MODEL@URL, replay:RECORDING, scripted:demo); this server has no default model")
+	}
+	mi, err := s.opts.Builder.Model(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	task, system := cmp.Or(req.Task, mi.Task), cmp.Or(req.System, mi.System)
+	if strings.TrimSpace(task) == "" {
+		return nil, badRequest("no task")
+	}
+	sb := cmp.Or(req.Sandbox, s.sandboxKind())
+	if sb != "linux" && sb != "none" {
+		return nil, badRequest("sandbox %q: want linux or none", sb)
+	}
+	ws := req.Workspace
+	if ws != "" {
+		ws = filepath.Clean(ws)
+	}
+	mount := req.MountPath
+	switch {
+	case mount == "" && sb == "none":
+		// Without a sandbox nothing is mounted: commands see the host,
+		// so the model is told the workspace's real path, and the gate
+		// resolves paths against it.
+		mount = ws
+	case mount == "":
+		mount = "/workspace"
+	case !strings.HasPrefix(mount, "/"):
+		return nil, badRequest("mount_path %q must be absolute", mount)
+	}
+	for _, e := range req.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			return nil, badRequest("env %q: want KEY=VALUE", e)
+		}
+	}
+	eng := local.Policy
+	if eng == nil {
+		if eng, err = s.policyOf(ctx, req.Policy); err != nil {
+			return nil, err
+		}
+	}
+	limits, err := ApplyLimits(DefaultLimits(), &req.Limits)
+	if err != nil {
+		return nil, err
+	}
+	marker := ""
+	switch {
+	case req.CompletionMarker != nil:
+		marker = *req.CompletionMarker
+	case mi.Replay:
+		// Recorded mini-swe-agent trajectories end with this marker. For
+		// a live model it stays off unless asked for: any file or test
+		// output could otherwise end the run with text of its choosing.
+		marker = DefaultCompletionMarker
+	}
+	if local.SetupTimeout < 0 {
+		return nil, badRequest("setup timeout %s: want a positive duration", local.SetupTimeout)
+	}
+	c := &agent.RunCreated{
+		Task: task, System: system, Model: cmp.Or(mi.Spec, name), Limits: limits, CompletionMarker: marker,
+		Workspace: ws, MountPath: mount, Sandbox: sb, Env: req.Env, Setup: req.Setup, SetupNetwork: local.SetupNetwork,
+		SetupTimeout: agent.Duration(local.SetupTimeout), Network: req.Network, Labels: req.Labels,
+		Principal: cmp.Or(req.Agent, identity.LocalAgent), OnBehalfOf: req.OnBehalfOf,
+	}
+	if c.System == "" {
+		c.System = SystemPrompt(mount, local.Context != nil && local.Context.ActionMode == "text")
+	}
+	return s.finish(ctx, c, eng, req, mi.Family)
+}
+
+// policyOf returns the policy a request names: "" or "server" the
+// service's, "default" Keel's default, "demo" the demo's, else a policy
+// source (an admin's client sends its file's content), whose own test
+// cases must pass.
+func (s *Service) policyOf(ctx context.Context, name string) (*policy.Engine, error) {
+	switch name {
+	case "", "server":
+		return s.opts.Policy, nil
+	case "default":
+		return policy.Default(), nil
+	case "demo":
+		return DemoPolicy(), nil
+	}
+	eng, err := policy.Parse("api:policy", []byte(name))
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	for _, r := range eng.Test(ctx) {
+		if r.Problem != "" {
+			return nil, badRequest("policy test case %q fails: %s", r.Case.Name, r.Problem)
+		}
+	}
+	return eng, nil
+}
+
+// finish applies what every run shares: sandbox limits, settings, the
+// policy and its approval settings, a principal check, and what the
+// builder adds (context, memory, connectors, tools, state directory,
+// git state). Whether the run can be set up (model, workspace, sandbox)
+// is admit's job.
+func (s *Service) finish(ctx context.Context, c *agent.RunCreated, eng *policy.Engine, req *CreateRun, family string) (*agent.RunCreated, error) {
+	local := req.Local
+	if local == nil {
+		local = &LocalRun{}
+	}
+	c.SandboxLimits = DefaultSandboxLimits()
+	if local.SandboxLimits != nil {
+		c.SandboxLimits = *local.SandboxLimits
+	}
+	if err := checkSandboxLimits(&c.SandboxLimits); err != nil {
+		return nil, err
+	}
+	set := s.opts.Settings
+	if local.Settings != nil {
+		set = *local.Settings
+	}
+	// A run may turn its checkpoints off, never on where the service's
+	// are off.
+	set.NoCheckpoints = set.NoCheckpoints || s.opts.NoCheckpoints || req.NoCheckpoints
+	if err := set.Validate(); err != nil {
+		return nil, badRequest("settings: %v", err)
+	}
+	c.Settings = &set
+	c.Policy = agent.NewPolicyRef(eng)
+	if set := eng.Approval(); set.Timeout > 0 || set.Default == policy.Allow {
+		c.Approval = &agent.ApprovalSettings{Timeout: agent.Duration(set.Timeout), Default: set.Default}
+	}
+	if local.Approval != nil {
+		c.Approval = nil
+		if local.Approval.Timeout > 0 || local.Approval.Default == policy.Allow {
+			c.Approval = local.Approval
+		}
+	}
+	if err := identity.CheckName(c.Principal); err != nil {
+		return nil, badRequest("agent: %v", err)
+	}
+	t0 := time.Now()
+	defer func() {
+		if d := time.Since(t0); d > 500*time.Millisecond {
+			s.logger.Warn("slow run preparation", "duration", d.Round(time.Millisecond).String())
+		}
+	}()
+	if _, err := s.opts.Directory.Check(ctx, c.Principal, c.OnBehalfOf); err != nil {
+		if errors.Is(err, policy.ErrRevoked) {
+			return nil, badRequest("agent %s cannot run: %v", c.Principal, err)
+		}
+		return nil, err
+	}
+	if err := s.opts.Builder.Complete(ctx, c, req, family); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// demoDir is the directory, in the first workspace root, of the demo
+// runs' workspaces.
+const demoDir = ".keel-demos"
+
+// prepareDemo creates the demo run: a fresh copy of the demo project, the
+// scripted demo model, and the demo policy, which asks a person before
+// the agent edits a file.
+func (s *Service) prepareDemo(ctx context.Context) (*agent.RunCreated, error) {
+	ws, err := s.newDemoWorkspace()
+	if err != nil {
+		return nil, err
+	}
+	c := &agent.RunCreated{
+		Task: demo.Task, System: SystemPrompt("/workspace", false), Model: "scripted:demo",
+		Limits: agent.Limits{MaxSteps: 20}, Workspace: ws, MountPath: "/workspace", Sandbox: s.sandboxKind(),
+		Principal: identity.DemoAgent, CompletionMarker: DefaultCompletionMarker,
+		Labels: map[string]string{LabelDemo: demo.Label},
+	}
+	return s.finish(ctx, c, DemoPolicy(), &CreateRun{}, "scripted:demo")
+}
+
+// newDemoWorkspace makes a fresh copy of the demo project for a demo run
+// (or a fork of one), in the first workspace root, hidden from the web
+// UI's list of workspaces, else in the system's temporary directory.
+func (s *Service) newDemoWorkspace() (string, error) {
+	parent := ""
+	if roots := s.conf.roots; len(roots) > 0 {
+		parent = filepath.Join(roots[0], demoDir)
+		if err := os.MkdirAll(parent, 0o700); err != nil {
+			return "", fmt.Errorf("demo workspace: %w", err)
+		}
+	}
+	return demo.NewWorkspace(parent)
+}
+
+// SystemPrompt is the default system prompt of a run whose workspace
+// the sandbox shows at mount; text is the text-action mode's (model
+// without function calling), without the tool-mode advice (file tools,
+// the todo tool, "call no tool" to finish) such a model cannot follow:
+// model/codeact appends the actions and how to finish to every request.
+func SystemPrompt(mount string, text bool) string {
+	if text {
+		return fmt.Sprintf(`You are an autonomous software engineering agent running in Keel, a sandboxed Linux environment.
+The workspace is %s; each bash block starts there in a fresh bash (cd and exports do not persist between blocks; chain with &&).
+There is no network unless the task says otherwise, and no terminal: commands must not wait for input.
+Work in small steps: inspect, change, then verify by running the code or its tests. Edit files with commands (sed, a heredoc, or a short script).
+Long outputs are cut; the full text is saved to the file the result names.
+On long tasks keep notes in .keel-notes.md: older turns are summarised when the context fills up.`, mount)
+	}
+	return fmt.Sprintf(`You are an autonomous software engineering agent running in Keel, a sandboxed Linux environment.
+The workspace is %s; shell commands start there, each in a fresh bash (cd and exports do not persist; chain with &&).
+There is no network unless the task says otherwise, and no terminal: commands must not wait for input.
+Work in small steps: inspect, change, then verify by running the code or its tests.
+Prefer the file tools to read and edit files. Long outputs are cut; the full text is saved to the file the result names.
+On long tasks keep your plan with the todo tool and notes in .keel-notes.md: older turns are summarised when the context fills up.
+When the task is done, reply with a short summary of what you changed and call no tool.`, mount)
+}
+
+// create checks, prepares, journals and submits a run for who.
+func (s *Service) create(ctx context.Context, req *CreateRun, who *Caller) (api.Run, error) {
+	// A creation slower than a second logs where its time went.
+	start, last := time.Now(), time.Now()
+	var phases []any
+	phase := func(name string) {
+		now := time.Now()
+		phases = append(phases, name, now.Sub(last).Round(time.Millisecond).String())
+		last = now
+	}
+	defer func() {
+		if d := time.Since(start); d > time.Second {
+			s.logger.Warn("slow run creation", append([]any{"duration", d.Round(time.Millisecond).String()}, phases...)...)
+		}
+	}()
+	c, a, err := s.prepareAdmitted(ctx, who, req, true)
+	if err != nil {
+		return api.Run{}, err
+	}
+	phase("prepare")
+	id, rerr := s.journal(ctx, who, c, req.ID, a)
+	if id == "" {
+		return api.Run{}, rerr
+	}
+	phase("journal")
+	if err := s.pool.submit(id); err != nil {
+		return api.Run{}, err
+	}
+	run, err := s.run(ctx, id, 0)
+	phase("summary")
+	if err == nil {
+		err = rerr
+	}
+	return run, err
+}
+
+// detail is an api.action's detail: text and the admin's overrides.
+func detail(text string, a *admission) string {
+	if len(a.overrides) > 0 {
+		return strings.TrimSpace(text + " (admin override: " + strings.Join(a.overrides, ", ") + ")")
+	}
+	return text
+}
+
+// Choices are what a new run may choose from: models, workspaces, agents.
+type Choices struct {
+	Models, Workspaces, Agents []string
+}
+
+// maxChoices bounds each list of Choices.
+const maxChoices = 200
+
+// NewRunChoices lists what who may choose for a new run (the web UI's
+// form): the service's default model, the demo's and the replay
+// recordings of its recording directories; the directories directly
+// under its workspace roots; and its agents.
+func (s *Service) NewRunChoices(ctx context.Context, who *Caller) *Choices {
+	c := &Choices{}
+	if s.opts.DefaultModel != "" {
+		c.Models = append(c.Models, s.opts.DefaultModel)
+	}
+	c.Models = append(c.Models, "scripted:demo")
+	for _, d := range s.opts.ReplayDirs {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			if !e.IsDir() && strings.HasSuffix(e.Name(), ".json") && len(c.Models) < maxChoices {
+				c.Models = append(c.Models, "replay:"+e.Name())
+			}
+		}
+	}
+	for _, root := range s.opts.WorkspaceRoots {
+		entries, _ := os.ReadDir(root)
+		for _, e := range entries {
+			if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && len(c.Workspaces) < maxChoices {
+				c.Workspaces = append(c.Workspaces, filepath.Join(root, e.Name()))
+			}
+		}
+	}
+	if list, err := s.agents(ctx); err == nil {
+		for _, a := range list {
+			if len(c.Agents) < maxChoices {
+				c.Agents = append(c.Agents, a.Name)
+			}
+		}
+	}
+	return c
+}

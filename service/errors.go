@@ -1,0 +1,81 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
+)
+
+// Error is the failure of an operation that its caller can act on: a
+// code (one of the api.Code constants) and a message safe to show them,
+// naming no secret and no internal detail. Front ends map the code to
+// their own form (an HTTP status, an exit status, a tool error).
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// CodeRunEnded is the code of a cancel that came too late: the run ended
+// otherwise before the cancel reached it.
+const CodeRunEnded = "run_ended"
+
+func errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...any) error {
+	return errorf(api.CodeInvalidRequest, format, args...)
+}
+
+func notFound(format string, args ...any) error { return errorf(api.CodeNotFound, format, args...) }
+
+func forbidden(format string, args ...any) error { return errorf(api.CodeForbidden, format, args...) }
+
+func unavailable(format string, args ...any) error {
+	return errorf(api.CodeUnavailable, format, args...)
+}
+
+func conflict(code, format string, args ...any) error { return errorf(code, format, args...) }
+
+// Classify maps an error of the service to its *Error. Errors of the
+// runtime and the journal that callers can act on keep their meaning;
+// anything else becomes "internal" (internal is true), and the caller
+// logs it.
+func Classify(err error) (e *Error, internal bool) {
+	var se *Error
+	var ce *journal.CorruptError
+	switch {
+	case errors.As(err, &se):
+		return se, false
+	case errors.Is(err, journal.ErrNotFound):
+		return &Error{api.CodeNotFound, "no such run"}, false
+	case errors.As(err, &ce):
+		return &Error{api.CodeCorrupt, ce.Error()}, false
+	case errors.Is(err, agent.ErrRunCompleted):
+		return &Error{api.CodeRunCompleted, "the run has completed"}, false
+	case errors.Is(err, agent.ErrApprovalExpired):
+		return &Error{api.CodeNoApproval, "too late: the approval's deadline has passed, so its default decision was applied"}, false
+	case errors.Is(err, agent.ErrNoApproval):
+		return &Error{api.CodeNoApproval, "this call has no pending approval (it was decided already, or never asked)"}, false
+	case errors.Is(err, ErrElsewhere), errors.Is(err, agent.ErrRunBusy):
+		// Never the journal's own text (sequence numbers, driver errors).
+		return &Error{api.CodeConflict, "the run is being executed by another process sharing the journal (for example a keel run on the server's machine); stop it there, or try again when it stops"}, false
+	case errors.Is(err, errCanceling):
+		return &Error{api.CodeConflict, "the run is being canceled"}, false
+	case errors.Is(err, ErrExecuting):
+		return &Error{api.CodeConflict, "the run is executing: wait until it stops (or cancel it)"}, false
+	case errors.Is(err, ErrShuttingDown):
+		return &Error{api.CodeUnavailable, "the server is shutting down"}, false
+	case errors.Is(err, token.ErrBad):
+		return &Error{api.CodeUnauthenticated, "invalid or revoked API token"}, false
+	case errors.Is(err, token.ErrNotFound):
+		return &Error{api.CodeNotFound, err.Error()}, false
+	}
+	return &Error{api.CodeInternal, "internal error (see the server log)"}, true
+}

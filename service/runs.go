@@ -1,0 +1,489 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/tool"
+)
+
+// run returns run id's summary with the pool's view of it.
+func (s *Service) run(ctx context.Context, id string, knownSeq int64) (api.Run, error) {
+	if journal.IsSystem(id) {
+		return api.Run{}, notFound("no such run %s", id)
+	}
+	r, err := s.sums.get(ctx, id, knownSeq)
+	if errors.Is(err, journal.ErrNotFound) {
+		return r, notFound("no such run %s", id)
+	}
+	if err != nil {
+		return r, err
+	}
+	r.Queued, r.Executing, r.Error = s.pool.state(id)
+	return r, nil
+}
+
+// runs lists runs newest first, with statuses among status (all if
+// empty), at most limit (all if 0).
+// Statuses are the runs' folded statuses (a run waiting for the second of
+// two approvals is paused, whatever its newest event).
+func (s *Service) runs(ctx context.Context, status []journal.Status, limit int) ([]api.Run, error) {
+	if limit > 0 {
+		// Most lists are a page of the newest runs: ask the index for a
+		// page, with room for the system streams and for runs whose
+		// folded status the filter drops; only a page that falls short
+		// while the index had more is read again in full.
+		page := limit + limitSlack
+		out, err := s.runsFrom(ctx, status, limit, page)
+		if err != nil || len(out.runs) == limit || !out.more {
+			return out.runs, err
+		}
+	}
+	out, err := s.runsFrom(ctx, status, limit, 0)
+	return out.runs, err
+}
+
+// limitSlack is how many more runs than asked for a limited list reads
+// from the index.
+const limitSlack = 16
+
+// runPage is a list of runs and whether the index had more than it read.
+type runPage struct {
+	runs []api.Run
+	more bool
+}
+
+// runsFrom is runs over at most page entries of the index (all if 0).
+func (s *Service) runsFrom(ctx context.Context, status []journal.Status, limit, page int) (runPage, error) {
+	list, err := s.rt.Store().Runs(ctx, &journal.ListParams{Status: indexStatuses(status), Limit: page})
+	if err != nil {
+		return runPage{}, err
+	}
+	res := runPage{more: page > 0 && len(list) == page}
+	out := []api.Run{}
+	for _, rs := range list {
+		if journal.IsSystem(rs.RunID) {
+			continue
+		}
+		if limit > 0 && len(out) == limit {
+			break
+		}
+		r, err := s.run(ctx, rs.RunID, rs.LastSeq)
+		if err != nil {
+			// One bad journal must not hide the others: show it with
+			// its error.
+			e, internal := Classify(err)
+			if internal {
+				s.logger.Error("read run", "run_id", rs.RunID, "err", err)
+			}
+			r = api.Run{ID: rs.RunID, Status: string(rs.Status), Created: rs.Created, Updated: rs.Updated, Events: rs.LastSeq, Error: e.Message}
+		}
+		if len(status) > 0 && !slices.Contains(status, journal.Status(r.Status)) {
+			continue
+		}
+		out = append(out, r)
+	}
+	res.runs = out
+	return res, nil
+}
+
+// indexStatuses returns the statuses to ask the store's index for, to find
+// the runs whose folded status is among want: a run whose newest event is
+// a decision is indexed as running but may still be paused (waiting for
+// another decision), so asking for paused runs must include running ones.
+func indexStatuses(want []journal.Status) []journal.Status {
+	if slices.Contains(want, journal.StatusPaused) && !slices.Contains(want, journal.StatusRunning) {
+		return append(slices.Clone(want), journal.StatusRunning)
+	}
+	return want
+}
+
+// resume queues a paused, failed or canceled run for who, with req's
+// message and changes, after checking it as a create is checked: who may
+// act as its agent, and it uses the server's sandbox, policy, models and
+// workspace roots.
+func (s *Service) resume(ctx context.Context, id string, req *api.ResumeRun, who *Caller) (api.Run, error) {
+	message := req.Message
+	run, err := s.run(ctx, id, 0)
+	if err != nil {
+		return run, err
+	}
+	if run, err = s.untilIdle(ctx, run); err != nil {
+		return run, err
+	}
+	switch {
+	case run.Status == string(journal.StatusCompleted) && strings.TrimSpace(message) == "":
+		return run, conflict(api.CodeRunCompleted, "run %s has completed: send a message to follow up, or fork it to continue from an earlier event", id)
+	case run.Executing:
+		return run, conflict(api.CodeConflict, "run %s is executing", id)
+	case len(run.Pending) > 0:
+		return run, conflict(api.CodeConflict, "run %s waits for %d approval(s); approve or deny them", id, len(run.Pending))
+	}
+	ch, err := s.resumeChange(ctx, id, req)
+	if err != nil {
+		return run, err
+	}
+	c, err := s.sums.created(ctx, id)
+	if err != nil {
+		return run, err
+	}
+	demo := c.Labels[LabelDemo] != ""
+	a := &admission{who: who, demo: demo, demoWorkspace: demo}
+	if _, err := s.admit(ctx, a, c, true); err != nil {
+		return run, err
+	}
+	queued, queuedChange := message, ch
+	if s.pool.dispatcher != nil {
+		// The workers execute the run: the resume, with the message and
+		// the changes, is journaled here (run.resumed naming the person,
+		// as an execution's own resume would), and the worker's
+		// execution folds it from the journal. (A worker never resumes
+		// a run that ended since its workflow last looked: that was a
+		// cancel.)
+		r := &agent.Resumption{Message: message, Limits: ch.limits, Settings: ch.settings, ContextWindow: ch.contextWindow}
+		if who != nil {
+			r.By, r.Token = who.Name, who.ID
+		}
+		if _, err := s.rt.JournalResume(ctx, id, r); err != nil {
+			switch {
+			case errors.Is(err, agent.ErrRunBusy):
+				return run, conflict(api.CodeConflict, "run %s is executing", id)
+			case errors.Is(err, agent.ErrRunCompleted):
+				return run, conflict(api.CodeRunCompleted, "run %s has completed: send a message to follow up", id)
+			}
+			return run, err
+		}
+		queued, queuedChange = "", change{}
+	}
+	if err := s.pool.resume(id, queued, queuedChange, who); err != nil {
+		return run, err
+	}
+	if err := s.record(ctx, who, action{Action: "run.resume", RunID: id, Detail: detail(resumeDetail(message, ch), a)}); err != nil {
+		return run, err
+	}
+	return s.run(ctx, id, 0)
+}
+
+// forkAndStart forks run src for who, records it, and starts the fork if
+// asked (a fork not started is journaled paused, see Service.fork).
+func (s *Service) forkAndStart(ctx context.Context, src string, req *api.ForkRun, who *Caller) (api.Run, error) {
+	id, a, err := s.fork(ctx, src, req, who)
+	if err != nil {
+		return api.Run{}, err
+	}
+	rerr := s.record(ctx, who, action{Action: "run.fork", RunID: id, Target: src, Detail: detail(strconv.FormatInt(req.Seq, 10), a)})
+	if req.Start {
+		if err := s.pool.resume(id, req.Message, change{}, who); err != nil {
+			return api.Run{}, err
+		}
+	}
+	run, err := s.run(ctx, id, 0)
+	if err != nil {
+		return run, err
+	}
+	return run, rerr
+}
+
+// artifactDir is where tools keep whole outputs, relative to the
+// workspace (see tool.Output).
+const artifactDir = ".keel/artifacts/"
+
+// maxServedArtifact bounds an artifact the server sends: 64 MiB.
+const maxServedArtifact = 64 << 20
+
+// readArtifact reads a run's artifact: only files under
+// .keel/artifacts/ of the run's workspace are served.
+func (s *Service) readArtifact(ctx context.Context, id, rel string) ([]byte, error) {
+	run, err := s.run(ctx, id, 0)
+	if err != nil {
+		return nil, err
+	}
+	clean := path.Clean(rel)
+	c, err := s.sums.created(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.StateDir != "" && !strings.HasPrefix(clean, "/") {
+		// The UI's links drop the leading slash of the path.
+		clean = "/" + clean
+	}
+	ws, err := tool.NewWorkspace(run.Workspace, "", nil)
+	if err != nil {
+		return nil, notFound("the run's workspace is not available: %v", err)
+	}
+	defer ws.Close()
+	if c.StateDir != "" {
+		if err := ws.SetState(c.StateDir); err != nil {
+			return nil, notFound("the run's state directory is not available")
+		}
+	}
+	if _, ok := ws.ArtifactRel(clean); !ok && (!strings.HasPrefix(clean, artifactDir) || strings.Contains(clean, "..")) {
+		return nil, badRequest("only the run's artifacts are served")
+	}
+	b, err := tool.ReadArtifact(ws, clean, maxServedArtifact)
+	if err != nil || len(b) > maxServedArtifact {
+		return nil, notFound("artifact %s is not available", rel)
+	}
+	return b, nil
+}
+
+func jsonPayload(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("server: encode payload: %w", err)
+	}
+	return b, nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err == nil && d < 0 {
+		err = errors.New("negative duration")
+	}
+	return d, err
+}
+
+// untilIdle waits while run is still executing although its journal says
+// it stopped (paused, failed, canceled): its execution is ending (the
+// sandbox is torn down), and a person who read the stop and resumes at
+// once must not be told the run is executing. It returns the run as it
+// is then.
+func (s *Service) untilIdle(ctx context.Context, run api.Run) (api.Run, error) {
+	for run.Executing && run.Status != string(journal.StatusRunning) {
+		ch := s.pool.watch(run.ID)
+		if ch == nil {
+			break
+		}
+		if s.idleWait != nil {
+			s.idleWait(run.ID)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return run, ctx.Err()
+		}
+		var err error
+		if run, err = s.run(ctx, run.ID, 0); err != nil {
+			return run, err
+		}
+	}
+	return run, nil
+}
+
+// resumeChange checks the limits, settings and context window a resume
+// asks for and returns them applied to the run's own: what the run has
+// from now on (journaled in run.resumed, as `keel runs resume` locally).
+func (s *Service) resumeChange(ctx context.Context, id string, req *api.ResumeRun) (change, error) {
+	var ch change
+	if req.Limits == nil && req.Settings == nil && req.ContextWindow == 0 {
+		return ch, nil
+	}
+	st, _, err := s.rt.Load(ctx, id)
+	if err != nil {
+		return ch, err
+	}
+	if req.Limits != nil {
+		n, err := ApplyLimits(st.Limits, req.Limits)
+		if err != nil {
+			return ch, err
+		}
+		if n != st.Limits {
+			ch.limits = &n
+		}
+	}
+	if rs := req.Settings; rs != nil {
+		set := st.Settings
+		for _, d := range []struct {
+			name string
+			v    string
+			to   *agent.Duration
+			neg  bool
+		}{
+			{"command_timeout", rs.CommandTimeout, &set.CommandTimeout, false},
+			{"command_idle_timeout", rs.CommandIdleTimeout, &set.CommandIdleTimeout, true},
+			{"model_idle_timeout", rs.ModelIdleTimeout, &set.ModelIdleTimeout, false},
+		} {
+			if d.v == "" {
+				continue
+			}
+			v, err := time.ParseDuration(d.v)
+			if err != nil || v < 0 && !d.neg {
+				return ch, badRequest("settings.%s %q: want a Go duration such as 90s", d.name, d.v)
+			}
+			*d.to = agent.Duration(v)
+		}
+		for _, n := range []struct {
+			v  *int
+			to *int
+		}{
+			{rs.Concurrency, &set.Concurrency}, {rs.MaxResultChars, &set.MaxResultChars}, {rs.MaxOutputTokens, &set.MaxOutputTokens},
+			{rs.ModelStallRetries, &set.ModelStallRetries}, {rs.ModelRetries, &set.ModelRetries},
+		} {
+			if n.v != nil {
+				*n.to = *n.v
+			}
+		}
+		if err := set.Validate(); err != nil {
+			return ch, badRequest("settings: %v", err)
+		}
+		if set != st.Settings {
+			ch.settings = &set
+		}
+	}
+	if w := req.ContextWindow; w != 0 {
+		if fl := agent.MinContextWindow(st.Created); w < fl.Min {
+			return ch, badRequest("context_window %d is too small for this run: want at least %d tokens", w, fl.Min)
+		}
+		ch.contextWindow = w
+	}
+	return ch, nil
+}
+
+// resumeDetail is the audit detail of a resume: the message and what it
+// changes.
+func resumeDetail(message string, ch change) string {
+	var parts []string
+	if message != "" {
+		parts = append(parts, message)
+	}
+	if l := ch.limits; l != nil {
+		parts = append(parts, fmt.Sprintf("limits: max_steps %d, max_tokens %d, max_cost %g, timeout %s", l.MaxSteps, l.MaxTokens, l.MaxCost, time.Duration(l.Timeout)))
+	}
+	if ch.settings != nil {
+		parts = append(parts, "settings changed")
+	}
+	if ch.contextWindow > 0 {
+		parts = append(parts, fmt.Sprintf("context window %d", ch.contextWindow))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Run returns run id as the API shows it: its summary folded from the
+// journal, with the executor's view of it (queued, executing, its last
+// error).
+func (s *Service) Run(ctx context.Context, who *Caller, id string) (api.Run, error) {
+	return s.run(ctx, id, 0)
+}
+
+// ListRuns selects the runs [Service.Runs] lists.
+type ListRuns struct {
+	// Status keeps the runs whose folded status is one of these (all if
+	// empty).
+	Status []journal.Status
+	// Limit bounds the list (all if 0).
+	Limit int
+}
+
+// Runs lists runs newest first. p may be nil.
+func (s *Service) Runs(ctx context.Context, who *Caller, p *ListRuns) ([]api.Run, error) {
+	if p == nil {
+		p = &ListRuns{}
+	}
+	return s.runs(ctx, p.Status, p.Limit)
+}
+
+// EncodeRun returns r's JSON as encoding/json writes it, from the
+// summaries' cache when r is a summary [Service.Run] or [Service.Runs]
+// returned: encoding the same runs again for every poll of a dashboard
+// was most of a server's CPU.
+func (s *Service) EncodeRun(r *api.Run) ([]byte, error) { return s.sums.encode(r) }
+
+// Created returns run id's run.created payload (shared: do not change
+// it).
+func (s *Service) Created(ctx context.Context, id string) (*agent.RunCreated, error) {
+	return s.sums.created(ctx, id)
+}
+
+// Resume queues a paused, failed or canceled run for who, with req's
+// message and changes (limits, settings, context window: journaled in
+// run.resumed), after checking it as a creation is checked.
+func (s *Service) Resume(ctx context.Context, who *Caller, id string, req *api.ResumeRun) (api.Run, error) {
+	return s.resume(ctx, id, req, who)
+}
+
+// Fork forks run id at req.Seq for who and starts the fork if asked (see
+// [Service.fork] for what a fork copies and where it works).
+func (s *Service) Fork(ctx context.Context, who *Caller, id string, req *api.ForkRun) (api.Run, error) {
+	return s.forkAndStart(ctx, id, req, who)
+}
+
+// Artifact returns a run's artifact (a whole tool output): only files
+// under the run's artifact directory are served.
+func (s *Service) Artifact(ctx context.Context, who *Caller, id, path string) ([]byte, error) {
+	return s.readArtifact(ctx, id, path)
+}
+
+// Cancel cancels run id for who: its execution here is canceled (it
+// journals run.canceled naming the person), a run another server
+// executes is asked to through the journal's control stream, and a run
+// nobody executes is canceled at once. A canceled run is returned as it
+// is; a completed one cannot be canceled.
+func (s *Service) Cancel(ctx context.Context, who *Caller, id string) (api.Run, error) {
+	run, err := s.run(ctx, id, 0)
+	if err != nil {
+		return run, err
+	}
+	switch journal.Status(run.Status) {
+	case journal.StatusCompleted:
+		return run, conflict(api.CodeRunCompleted, "run %s has completed; there is nothing to cancel", id)
+	case journal.StatusCanceled:
+		return run, nil
+	}
+	record := func() error {
+		// Hold the run's lease while recording, as an executor would: if
+		// another process executes the run, say so rather than race it.
+		if l, ok := s.rt.Store().(journal.Locker); ok {
+			unlock, err := l.Lock(ctx, id)
+			if errors.Is(err, journal.ErrLocked) {
+				return ErrElsewhere
+			}
+			if err != nil {
+				return err
+			}
+			defer unlock()
+		}
+		_, err := s.rt.CancelByToken(context.WithoutCancel(ctx), id, who.Name, who.ID)
+		return err
+	}
+	err = s.pool.cancel(ctx, id, who, record)
+	if errors.Is(err, ErrElsewhere) {
+		// Another server executes it: ask it through the journal.
+		err = s.cancelElsewhere(ctx, id, who, record)
+	}
+	if err != nil {
+		return run, err
+	}
+	if err := s.record(ctx, who, action{Action: "run.cancel", RunID: id}); err != nil {
+		return run, err
+	}
+	return s.run(ctx, id, 0)
+}
+
+// Load reports the runs executing in this process and those queued.
+func (s *Service) Load() (executing, queued int) {
+	p := s.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.active), len(p.queue)
+}
+
+// Subscribe returns a cursor into what run id's execution in this
+// process does before it is journaled (the model's text as it streams,
+// a call's output as it runs), for an event stream; close it when the
+// stream ends.
+func (s *Service) Subscribe(id string) *LiveSub { return s.live.subscribe(id) }
+
+// Watch returns a channel closed when run id's place in the executor
+// (queued, executing, idle) next changes, or nil when it is neither
+// queued nor executing here.
+func (s *Service) Watch(id string) <-chan struct{} { return s.pool.watch(id) }
