@@ -25,6 +25,10 @@ func badRequest(format string, args ...any) error {
 	return &apiError{http.StatusBadRequest, api.CodeInvalidRequest, fmt.Sprintf(format, args...)}
 }
 
+func notFound(format string, args ...any) error {
+	return &apiError{http.StatusNotFound, api.CodeNotFound, fmt.Sprintf(format, args...)}
+}
+
 // statusOf is the HTTP status of each error code.
 var statusOf = map[string]int{
 	api.CodeInvalidRequest:  http.StatusBadRequest,
