@@ -342,13 +342,6 @@ func (b *testBuilder) Wire(ctx context.Context, c *agent.RunCreated) (*agent.Wir
 	return (*env)(b).wire(ctx, c)
 }
 
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // waitFor follows run id's journal until an event satisfies ok, and
 // returns it. It fails the test if the journal breaks or a minute passes.
 func (e *env) waitFor(id string, ok func(journal.Event) bool) journal.Event {

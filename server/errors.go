@@ -29,10 +29,6 @@ func notFound(format string, args ...any) error {
 	return &apiError{http.StatusNotFound, api.CodeNotFound, fmt.Sprintf(format, args...)}
 }
 
-func conflict(code, format string, args ...any) error {
-	return &apiError{http.StatusConflict, code, fmt.Sprintf(format, args...)}
-}
-
 // statusOf is the HTTP status of each error code.
 var statusOf = map[string]int{
 	api.CodeInvalidRequest:  http.StatusBadRequest,

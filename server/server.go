@@ -134,6 +134,10 @@ func (h *Handler) endpoint(rt route) http.Handler {
 				return
 			}
 		}
+		if err := h.resolveRun(r); err != nil {
+			h.fail(w, r, err)
+			return
+		}
 		if err := rt.serve(h, w, r, who); err != nil {
 			h.fail(w, r, err)
 		}

@@ -228,7 +228,11 @@ func (h *Handler) uiEndpoint(scope string, serve func(http.ResponseWriter, *http
 			h.uiError(w, r, who, &apiError{http.StatusForbidden, api.CodeForbidden, "your token (" + who.Name + ") lacks the " + scope + " scope"})
 			return
 		}
-		if err := serve(w, r, who); err != nil {
+		err = h.resolveRun(r)
+		if err == nil {
+			err = serve(w, r, who)
+		}
+		if err != nil {
 			e, internal := classify(err)
 			if internal {
 				h.logger.Error("ui request failed", "path", r.URL.Path, "err", err)

@@ -245,14 +245,6 @@ func jsonPayload(v any) ([]byte, error) {
 	return b, nil
 }
 
-func parseDuration(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err == nil && d < 0 {
-		err = errors.New("negative duration")
-	}
-	return d, err
-}
-
 // untilIdle waits while run is still executing although its journal says
 // it stopped (paused, failed, canceled): its execution is ending (the
 // sandbox is torn down), and a person who read the stop and resumes at

@@ -199,7 +199,7 @@ waiting), that is fine too.
 this run, or in every run of the agent. Only the exact simple command that
 asked is remembered, or the word prefix given with --prefix; never more.`,
 		Args:        cobra.ExactArgs(2),
-		Annotations: bothForms,
+		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.decide(cmd, args[0], args[1], policy.Allow, d)
 		},
@@ -214,7 +214,7 @@ func (a *app) denyCmd() *cobra.Command {
 		Use:         "deny RUN CALL --reason TEXT",
 		Short:       "Deny a tool call a run waits for; the model is told why",
 		Args:        cobra.ExactArgs(2),
-		Annotations: bothForms,
+		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(d.reason) == "" {
 				return usagef("deny needs --reason: the model is told why")

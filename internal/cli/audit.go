@@ -142,7 +142,7 @@ The chain does not show a rewrite by someone who can write the journal
 file and recomputes the hashes. --anchor FILE (from keel audit anchor,
 kept elsewhere) also checks that every anchored stream still has the
 anchored hash at the anchored event: any change at or before it shows.`,
-		Annotations: bothForms,
+		Annotations: annotated(argsAreRuns, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if all == (len(args) > 0) {
@@ -268,8 +268,9 @@ func (a *app) auditExportCmd() *cobra.Command {
 	var all, unverified bool
 	var out string
 	cmd := &cobra.Command{
-		Use:   "export RUN... | --all",
-		Short: "Write runs' events as JSON lines with prev_hash and hash",
+		Use:         "export RUN... | --all",
+		Annotations: argsAreRuns,
+		Short:       "Write runs' events as JSON lines with prev_hash and hash",
 		Long: `Export writes each run's events, verified first, as JSON lines:
 {"run_id","seq","type","time","payload","prev_hash","hash"}, the payload
 byte for byte as hashed, so that anyone can recompute the chain

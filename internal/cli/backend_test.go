@@ -125,6 +125,10 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 		{"runs", "diff", "--at", firstCheckpoint, edited},
 		{"runs", "diff", "--at", "1", edited},
 		{"runs", "diff", "--at", "3", expired},
+		// A unique prefix, and the web UI's short form, name a run.
+		{"runs", "show", expired[:len(expired)-2]},
+		{"runs", "diff", "--stat", edited[:4] + "…" + edited[len(edited)-6:]},
+		{"audit", "verify", expired[:20], granted[:20]},
 	}
 	for _, args := range cases {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

@@ -198,7 +198,7 @@ be resumed, inspected and audited.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       Version,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if err := finiteFlags(cmd); err != nil {
 				return err
 			}
@@ -207,7 +207,10 @@ be resumed, inspected and audited.`,
 				// --db "$UNSET" must not fall back to the default journal.
 				return usagef("--db is empty: name a journal (a path or postgres://...), or leave the flag out for the default")
 			}
-			return a.init()
+			if err := a.init(); err != nil {
+				return err
+			}
+			return a.resolveRunArgs(cmd, args)
 		},
 	}
 	root.PersistentFlags().StringVar(&a.db, "db", "", "journal database (default ~/.keel/keel.db, or db in config.toml)")

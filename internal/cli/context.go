@@ -205,8 +205,9 @@ func readMemory(home, workspace string, max int) (string, []string, error) {
 func (a *app) runsTokensCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "tokens RUN",
-		Short: "Per step: the prompt tokens Keel estimated against those the provider counted, the fixed prefix and compactions",
+		Use:         "tokens RUN",
+		Annotations: firstArgIsRun,
+		Short:       "Per step: the prompt tokens Keel estimated against those the provider counted, the fixed prefix and compactions",
 		Long: `tokens prints, for each model call of RUN, Keel's estimate of the prompt
 it sent (see docs/context.md) next to the input tokens the provider
 reported (for a replay: the recorded run's), the cached part, the
@@ -422,8 +423,9 @@ func (a *app) runsHandoffCmd() *cobra.Command {
 	var f runFlags
 	var message string
 	cmd := &cobra.Command{
-		Use:   "handoff RUN",
-		Short: "Continue a run in a fresh context: a summary, the plan and the notes file replace its turns",
+		Use:         "handoff RUN",
+		Annotations: firstArgIsRun,
+		Short:       "Continue a run in a fresh context: a summary, the plan and the notes file replace its turns",
 		Long: `handoff resumes RUN after replacing everything in its context with a
 summary written by the model (or a mechanical one), the plan and the
 workspace notes file (see --notes-file of keel run). The journal and the

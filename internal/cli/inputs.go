@@ -46,7 +46,7 @@ The answer is journaled (never type a secret into a form). The execution
 that waits for it continues; if none does (its process stopped), resume
 the run with keel runs resume RUN.`,
 		Args:        cobra.ExactArgs(2),
-		Annotations: bothForms,
+		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ans := &agent.InputAnswered{Action: "accept", By: a.person(by)}
 			switch {

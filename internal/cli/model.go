@@ -86,8 +86,9 @@ func (a *app) serveReplay(ctx context.Context, path, addr string) error {
 func (a *app) runsCompareCmd() *cobra.Command {
 	var verbose bool
 	cmd := &cobra.Command{
-		Use:   "compare RUN TRAJECTORY",
-		Short: "Compare a replayed run's tool results with the recorded ones",
+		Use:         "compare RUN TRAJECTORY",
+		Annotations: firstArgIsRun,
+		Short:       "Compare a replayed run's tool results with the recorded ones",
 		Long: `compare matches each tool call of RUN with the recorded result of the same
 call id in TRAJECTORY and reports how many gave the same exit code and the
 same output. The whole output is compared: the artifact when the model saw

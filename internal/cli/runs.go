@@ -33,8 +33,9 @@ func (a *app) runsCmd() *cobra.Command {
 func (a *app) runsCancelCmd() *cobra.Command {
 	var by string
 	cmd := &cobra.Command{
-		Use:   "cancel RUN",
-		Short: "End a run that no process is executing (paused, interrupted or failed) as canceled",
+		Use:         "cancel RUN",
+		Annotations: firstArgIsRun,
+		Short:       "End a run that no process is executing (paused, interrupted or failed) as canceled",
 		Long: `Cancel closes a run that nobody executes: a run paused for approval or by
 a revoked agent, or one interrupted by a crash. Every call of its open
 turn gets a result saying it did not run, then run.canceled records who
@@ -133,7 +134,7 @@ func (a *app) runsShowCmd() *cobra.Command {
 		Use:         "show RUN",
 		Short:       "Show a run's timeline: steps, tool calls, tokens, cost, durations",
 		Args:        cobra.ExactArgs(1),
-		Annotations: bothForms,
+		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
 				events, err := b.Events(ctx, args[0])
@@ -389,7 +390,7 @@ allowlist, policy, sandbox limits, timeouts, concurrency, result size,
 model retries); a flag given here changes that one from now on, and the
 change is journaled.`,
 		Args:        cobra.ExactArgs(1),
-		Annotations: bothForms,
+		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			f.changed = cmd.Flags().Changed

@@ -38,7 +38,7 @@ any tool, shell commands included (keel runs checkpoints RUN lists them).
 A run without checkpoints (journaled before they existed, or without git)
 lists its file edits (write_file, edit_file) up to EVENT instead.`,
 		Args:        cobra.ExactArgs(1),
-		Annotations: bothForms,
+		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
 				return a.runsDiff(ctx, b, args[0], at, stat)

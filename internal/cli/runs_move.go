@@ -16,8 +16,9 @@ import (
 func (a *app) runsExportCmd() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
-		Use:   "export RUN...",
-		Short: "Write runs, chain verified, as JSON lines for keel runs import",
+		Use:         "export RUN...",
+		Annotations: argsAreRuns,
+		Short:       "Write runs, chain verified, as JSON lines for keel runs import",
 		Long: `Export writes each run's events, verified first, as JSON lines with their
 hashes (the format of keel audit export). keel runs import reads them into
 another journal, for example from a laptop's SQLite file to a team's

@@ -80,7 +80,7 @@ The conversation is not changed: to go on from that point with the model
 not knowing what came after, fork the run there (keel runs fork RUN --at
 EVENT). A run that a process executes is refused.`,
 		Args:        cobra.ExactArgs(1),
-		Annotations: bothForms,
+		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if to <= 0 {
 				return usagef("--to EVENT is required (an event's sequence number; keel runs checkpoints %s lists the checkpoints)", args[0])
@@ -137,7 +137,7 @@ left alone. Decisions on calls that had not finished by EVENT, and
 approvals remembered for RUN, are not carried over. --no-start journals
 the fork paused (reason forked) for a later keel runs resume.`,
 		Args:        cobra.ExactArgs(1),
-		Annotations: bothForms,
+		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			f.changed = cmd.Flags().Changed
@@ -187,7 +187,7 @@ func (a *app) runsCheckpointsCmd() *cobra.Command {
 		Use:         "checkpoints RUN",
 		Short:       "List a run's workspace checkpoints and rewinds",
 		Args:        cobra.ExactArgs(1),
-		Annotations: bothForms,
+		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
 				events, err := b.Events(ctx, args[0])
@@ -249,8 +249,9 @@ func fileList(files []agent.FileChange, more int) string {
 func (a *app) runsPruneCheckpointsCmd() *cobra.Command {
 	var olderThan time.Duration
 	cmd := &cobra.Command{
-		Use:   "prune-checkpoints [RUN...]",
-		Short: "Delete the workspace checkpoints of old runs (or of the runs named)",
+		Use:         "prune-checkpoints [RUN...]",
+		Annotations: argsAreRuns,
+		Short:       "Delete the workspace checkpoints of old runs (or of the runs named)",
 		Long: `Prune-checkpoints deletes from Keel's checkpoint store the snapshots of the
 runs of this journal that last changed more than --older-than ago (or of
 the runs named), and the stored files no other run's snapshot shares. A

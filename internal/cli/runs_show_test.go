@@ -163,3 +163,45 @@ func TestRunsShowFollow(t *testing.T) {
 		t.Errorf("runs show --json --follow = %d, %d lines, want %d", code, strings.Count(lines, "\n"), len(events))
 	}
 }
+
+// Every command that names a run takes a unique prefix of its id, the
+// web UI's short form, or "last" (the newest run in this workspace);
+// an ambiguous or unknown reference is a usage error saying which runs
+// it could mean.
+func TestRunReferences(t *testing.T) {
+	db := setup(t)
+	var ids, spaces []string
+	for range 2 {
+		ws := t.TempDir()
+		if err := os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		keel(t, "run", "--model", "scripted:demo", "--workspace", ws, "--sandbox", "none", "-q", "fix it")
+		id, _ := lastRun(t, db)
+		ids, spaces = append(ids, id), append(spaces, ws)
+	}
+	for _, tt := range []struct {
+		dir  string
+		args []string
+		code int
+		want string
+	}{
+		{"", []string{"runs", "show", ids[0][:len(ids[0])-3]}, 0, ids[0]},
+		{"", []string{"runs", "show", ids[1][:4] + "…" + ids[1][len(ids[1])-6:]}, 0, ids[1]},
+		{"", []string{"runs", "show", ids[0][:4]}, 2, "matches 2 runs"},
+		{"", []string{"runs", "show", "zzzzzzzz"}, 1, "not found"},
+		{spaces[0], []string{"runs", "show", "last"}, 0, ids[0]},
+		{filepath.Join(spaces[1]), []string{"runs", "cancel", "last"}, 0, ids[1]},
+		{t.TempDir(), []string{"runs", "show", "last"}, 2, "no run in this workspace"},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			if tt.dir != "" {
+				t.Chdir(tt.dir)
+			}
+			code, out, errOut := keel(t, tt.args...)
+			if code != tt.code || !strings.Contains(out+errOut, tt.want) {
+				t.Errorf("keel %s = %d, want %d and %q\n%s%s", strings.Join(tt.args, " "), code, tt.code, tt.want, out, errOut)
+			}
+		})
+	}
+}

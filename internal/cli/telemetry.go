@@ -142,8 +142,9 @@ func (a *app) runsTraceCmd() *cobra.Command {
 	var endpoint, protocol string
 	var content bool
 	cmd := &cobra.Command{
-		Use:   "trace RUN",
-		Short: "Export a run's trace (OpenTelemetry, GenAI conventions) to an OTLP collector",
+		Use:         "trace RUN",
+		Annotations: firstArgIsRun,
+		Short:       "Export a run's trace (OpenTelemetry, GenAI conventions) to an OTLP collector",
 		Long: `Trace derives the run's spans from its journal (invoke_agent, chat,
 execute_tool, approvals, compactions) and sends them over OTLP. The ids are
 derived from the run id and journal positions, so exporting a run again

@@ -200,9 +200,13 @@ func (s *Sandbox) run(ctx context.Context, c *sandbox.Cmd, ph phase) (*sandbox.R
 		req.Env = append(req.Env, markerVar+"="+strconv.FormatUint(id, 10))
 	}
 	out := newOutput(lim.OutputBytes, c.IdleTimeout)
-	out.copy(readers[0], stdout)
+	protected := s.protectedPaths()
+	watchOut := &refusals{w: stdout, protected: protected, mount: s.spec.MountPath}
+	out.copy(readers[0], watchOut)
+	var watchErr *refusals
 	if len(readers) > 1 {
-		out.copy(readers[1], stderr)
+		watchErr = &refusals{w: stderr, protected: protected, mount: s.spec.MountPath}
+		out.copy(readers[1], watchErr)
 	}
 	start := time.Now()
 	err = s.ctl.Send(&msg{Op: opExec, ID: id, Exec: req}, send...)
@@ -317,6 +321,8 @@ func (s *Sandbox) run(ctx context.Context, c *sandbox.Cmd, ph phase) (*sandbox.R
 		res.Limit = rlimitHit(res, exit, lim)
 	}
 	cg.removeAsync(&s.bg)
+	// A write the sandbox refused says why.
+	explainRefusals(stderr, watchOut, watchErr)
 	// The host's git must not find code the command planted.
 	s.afterCommand(stderr)
 	return res, nil

@@ -152,6 +152,80 @@ type guard struct {
 	// notes are report lines of checks that ran outside a command (the
 	// periodic check), for the next command's output.
 	notes []string
+	// mount is the workspace's path inside the sandbox. live says that
+	// the host path leads to the workspace inside too (the init's alias),
+	// so paths git stored under mount are rewritten after every check;
+	// closing says nothing runs in the sandbox any more, so they are
+	// rewritten anyway (see relocate).
+	mount         string
+	live, closing bool
+}
+
+// relocation tells the guard where the sandbox shows the workspace and
+// whether the host path leads there inside too.
+func (g *guard) relocation(mount string, live bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.mount, g.live = mount, live
+}
+
+// relocate rewrites the paths git recorded inside the sandbox, under the
+// mount path, to the workspace's host path, so that the host's git finds
+// them: the "gitdir:" line of a .git file (a linked worktree made with
+// `git worktree add`) and the gitdir file of a linked worktree
+// (<gitdir>/worktrees/<id>/gitdir), which otherwise leave the worktree
+// broken and prunable on the host. Paths in skip (about to be
+// quarantined) are left alone. Only an exact mount-path prefix is
+// rewritten; each file is replaced whole, through the workspace's root.
+func (g *guard) relocate(w *walker, dirs []string, skip map[string]bool) {
+	m, h := path.Clean(g.mount), filepath.ToSlash(g.dir)
+	if g.mount == "" || m == h || !(g.live || g.closing) {
+		return
+	}
+	rewrite := func(p, prefix string) {
+		if skip[p] {
+			return
+		}
+		fi, err := g.root.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			return
+		}
+		b, err := readSmall(g.root, p, maxGitFile)
+		if err != nil || len(b) > maxGitFile {
+			return
+		}
+		rest, ok := strings.CutPrefix(strings.TrimSpace(string(b)), prefix)
+		if !ok {
+			return
+		}
+		rest, ok = strings.CutPrefix(strings.TrimSpace(rest), m+"/")
+		if !ok || strings.ContainsAny(rest, "\n\r") {
+			return
+		}
+		tmp := p + ".keel-relocate"
+		f, err := g.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, fi.Mode().Perm())
+		if err != nil {
+			return
+		}
+		_, err = f.WriteString(prefix + h + "/" + rest + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = g.root.Rename(tmp, p)
+		}
+		if err != nil {
+			g.root.Remove(tmp)
+		}
+	}
+	for _, l := range w.links {
+		rewrite(l, "gitdir: ")
+	}
+	for _, d := range dirs {
+		if path.Base(path.Dir(d)) == "worktrees" {
+			rewrite(path.Join(d, "gitdir"), "")
+		}
+	}
 }
 
 // controlNames are the entries of a git directory that make git run a
@@ -271,6 +345,11 @@ func (g *guard) check() ([]Quarantine, []string) {
 			found = append(found, finding{p, "a git config of this workspace includes this file, so the host's git would read it as configuration; it may not be created"})
 		}
 	}
+	skip := map[string]bool{}
+	for _, f := range found {
+		skip[f.path] = true
+	}
+	g.relocate(w, dirs, skip)
 	if len(found) == 0 {
 		return out, nil
 	}

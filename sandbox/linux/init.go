@@ -82,6 +82,10 @@ type initConfig struct {
 	// order, after the workspace's.
 	ReadOnly      []string `json:"read_only,omitempty"`
 	ReadOnlyTrees []string `json:"read_only_trees,omitempty"`
+	// HostAlias is the workspace's host path, shown in the sandbox as a
+	// symbolic link to MountPath when it can be (see hostAlias), so that
+	// the paths git records (linked worktrees) are valid in both places.
+	HostAlias string `json:"host_alias,omitempty"`
 	// Masks are paths hidden inside the read-only tree (empty file or
 	// directory over them).
 	Masks    []string `json:"masks,omitempty"`
@@ -106,6 +110,8 @@ type initReport struct {
 	NoNewPrivs   bool     `json:"no_new_privs"`
 	NestedNS     bool     `json:"nested_ns_blocked"`
 	Warnings     []string `json:"warnings,omitempty"`
+	// HostAlias is set when the init made initConfig.HostAlias.
+	HostAlias bool `json:"host_alias,omitempty"`
 }
 
 // initState is the init process's state after setup.

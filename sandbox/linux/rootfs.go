@@ -185,6 +185,11 @@ func buildRoot(cfg *initConfig, ws *os.File, trees []*os.File, rep *initReport) 
 			return err
 		}
 	}
+	if err := hostAlias(cfg, in); err != nil {
+		rep.Warnings = append(rep.Warnings, err.Error())
+	} else if cfg.HostAlias != "" {
+		rep.HostAlias = true
+	}
 	if err := unix.MountSetattr(unix.AT_FDCWD, newRoot, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 		return fmt.Errorf("sandbox/linux: make root read-only: %w", err)
 	}
@@ -519,6 +524,34 @@ func loopbackUp() error {
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
 		return fmt.Errorf("loopback up: %w", err)
+	}
+	return nil
+}
+
+// hostAlias makes cfg.HostAlias, the workspace's host path, a symbolic
+// link to the mount path in the new root (in maps a sandbox path to it),
+// so that a path git records inside the sandbox can be rewritten to the
+// host's (the git guard's relocate) and still lead to the workspace
+// inside. It is made last, and only where nothing is yet: a host path
+// that the root already holds (a system directory, a parent of another
+// bound path, the mount path itself or a path in or around it) gets no
+// alias, and the error says why.
+func hostAlias(cfg *initConfig, in func(string) string) error {
+	h, m := path.Clean(cfg.HostAlias), path.Clean(cfg.MountPath)
+	switch {
+	case cfg.HostAlias == "" || h == m:
+		return nil
+	case !path.IsAbs(h) || h == "/" || strings.HasPrefix(h+"/", m+"/") || strings.HasPrefix(m+"/", h+"/"):
+		return fmt.Errorf("the workspace's host path %s is not shown in the sandbox (it overlaps the mount path %s): git worktrees made in the sandbox record %s paths", h, m, m)
+	}
+	if _, err := os.Lstat(in(h)); err == nil {
+		return fmt.Errorf("the workspace's host path %s is not shown in the sandbox (the sandbox has that path already): git worktrees made in the sandbox record %s paths", h, m)
+	}
+	if err := os.MkdirAll(in(path.Dir(h)), 0o755); err != nil {
+		return fmt.Errorf("the workspace's host path %s is not shown in the sandbox (%v): git worktrees made in the sandbox record %s paths", h, err, m)
+	}
+	if err := os.Symlink(m, in(h)); err != nil {
+		return fmt.Errorf("the workspace's host path %s is not shown in the sandbox (%v): git worktrees made in the sandbox record %s paths", h, err, m)
 	}
 	return nil
 }

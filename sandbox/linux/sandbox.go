@@ -378,6 +378,7 @@ func (s *Sandbox) start(protected []string) error {
 
 	cfg := &initConfig{
 		MountPath: s.spec.MountPath,
+		HostAlias: s.wsRoot,
 		Protected: protected,
 		System:    systemDirs,
 		Hostname:  s.opts.Hostname,
@@ -475,6 +476,9 @@ func (s *Sandbox) start(protected []string) error {
 		return setupError(m.Message)
 	}
 	s.describe(m.Report)
+	if s.guard != nil {
+		s.guard.relocation(s.spec.MountPath, m.Report.HostAlias)
+	}
 	return nil
 }
 

@@ -358,6 +358,9 @@ func (s *Sandbox) checkWorkspace(w io.Writer) {
 // persisted state and closes the workspace handle.
 func (s *Sandbox) closeGuard() {
 	if s.guard != nil {
+		s.guard.mu.Lock()
+		s.guard.closing = true
+		s.guard.mu.Unlock()
 		qs, warns := s.guard.check()
 		for _, q := range qs {
 			s.reportQuarantine(q)

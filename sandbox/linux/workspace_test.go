@@ -187,3 +187,70 @@ func writeFile(t *testing.T, p, content string) {
 		t.Fatal(err)
 	}
 }
+
+// hostGit runs git on the host in dir, with no user or system config.
+func hostGit(t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=k", "GIT_AUTHOR_EMAIL=k@k.invalid", "GIT_COMMITTER_NAME=k", "GIT_COMMITTER_EMAIL=k@k.invalid"}
+	b, err := cmd.CombinedOutput()
+	return string(b), err
+}
+
+// Git state the sandbox writes works on the host: a linked worktree made
+// in the sandbox records paths that are valid on the host (and still in
+// the sandbox), so it is neither broken nor prunable there; a write git
+// cannot make to the protected .git/config fails and says why.
+func TestGitStateWorksOnHost(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	ws := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "one"}} {
+		if out, err := hostGit(t, ws, args...); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	sb := newSB(t, &sandbox.Spec{Workspace: ws}, nil)
+	env := func(c *sandbox.Cmd) {
+		c.Env = append(c.Env, "GIT_AUTHOR_NAME=k", "GIT_AUTHOR_EMAIL=k@k.invalid", "GIT_COMMITTER_NAME=k", "GIT_COMMITTER_EMAIL=k@k.invalid")
+	}
+	res, out := sh(t, sb, `git worktree add -q wt -b side && git -C wt commit -q --allow-empty -m two && git -C wt log --oneline | wc -l`, env)
+	if res.ExitCode != 0 || strings.TrimSpace(lastLine(out)) != "2" {
+		t.Fatalf("git worktree add in the sandbox: %+v\n%s", res, out)
+	}
+	// The next command in the sandbox still reads the worktree.
+	if res, out := sh(t, sb, `git -C wt status --short && git worktree list`, env); res.ExitCode != 0 || strings.Contains(out, "prunable") {
+		t.Errorf("the worktree in the sandbox afterwards: %+v\n%s", res, out)
+	}
+	if out, err := hostGit(t, filepath.Join(ws, "wt"), "log", "--oneline"); err != nil || !strings.Contains(out, "two") {
+		t.Errorf("host git in the worktree: %v\n%s", err, out)
+	}
+	if out, err := hostGit(t, ws, "worktree", "list", "--porcelain"); err != nil || strings.Contains(out, "prunable") || strings.Contains(out, "/workspace") {
+		t.Errorf("host git worktree list: %v\n%s", err, out)
+	}
+	// A submodule: git records it in .git/config, which it cannot write;
+	// the command must fail and say why, not half-succeed.
+	if out, err := hostGit(t, ws, "init", "-q", "lib"); err != nil {
+		t.Fatal(out)
+	}
+	if out, err := hostGit(t, filepath.Join(ws, "lib"), "commit", "-q", "--allow-empty", "-m", "lib"); err != nil {
+		t.Fatal(out)
+	}
+	_, out = sh(t, sb, `git -c protocol.file.allow=always submodule add -q ./lib sub`, env)
+	if !strings.Contains(out, "after `git submodule add`, the submodule is not initialized") {
+		t.Errorf("git submodule add in the sandbox does not say what it could not do:\n%s", out)
+	}
+	// A write to the protected config fails, and the output says why.
+	res, out = sh(t, sb, `git config core.editor vi`, env)
+	if res.ExitCode == 0 || !strings.Contains(out, ".git/config is read-only in the sandbox") {
+		t.Errorf("git config in the sandbox: %+v\n%s", res, out)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}

@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/internal/realpath"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+)
+
+// A command whose arguments name runs says which in its annotations:
+// runArgs "1" (the first argument) or "*" (every argument). The root's
+// pre-run hook replaces each with the whole id it names (resolveRunArgs),
+// so every such command takes what `keel runs list` and the web UI show.
+const runArgsKey = "keel.runArgs"
+
+var (
+	firstArgIsRun = map[string]string{runArgsKey: "1"}
+	argsAreRuns   = map[string]string{runArgsKey: "*"}
+)
+
+// lastRef is the RUN argument naming the newest run in this workspace
+// (the current directory, or a directory it is in), as `codex resume
+// --last` and `claude --continue` find one. Run ids never contain an l.
+const lastRef = "last"
+
+// runRefHelp is what a command's help says about its RUN arguments.
+const runRefHelp = "RUN is a run id, a unique prefix of one (at least 4 characters; also the web UI's short form 01m9…whbcbs), or \"last\": the newest run in this workspace (the current directory)."
+
+// annotated returns annotations with the runArgs entry of runs added.
+func annotated(runs, annotations map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range annotations {
+		out[k] = v
+	}
+	for k, v := range runs {
+		out[k] = v
+	}
+	return out
+}
+
+// resolveRunArgs replaces, in place, the arguments of cmd that name runs
+// with the whole ids they name, on the backend of this invocation (the
+// local journal, or the server with --server, which resolves prefixes
+// itself with the same rules: journal.ResolveRun).
+func (a *app) resolveRunArgs(cmd *cobra.Command, args []string) error {
+	which := cmd.Annotations[runArgsKey]
+	if which == "" || len(args) == 0 {
+		return nil
+	}
+	n := len(args)
+	if which == "1" {
+		n = 1
+	}
+	ctx := cmd.Context()
+	var b runRefBackend
+	if a.serverURL() == "" {
+		store, err := a.openStore(ctx)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		b = &local{a: a, store: store}
+	} else {
+		if cmd.Annotations[serverForm] == "" {
+			return nil // the command has no server form, and says so
+		}
+		cl, err := a.apiClient()
+		if err != nil {
+			return err
+		}
+		b = &remote{a: a, cl: cl}
+	}
+	for i := range n {
+		id, err := resolveRunRef(ctx, b, args[i])
+		if err != nil {
+			return err
+		}
+		args[i] = id
+	}
+	return nil
+}
+
+// runRefBackend resolves run references (runsBackend's part).
+type runRefBackend interface {
+	ResolveRun(ctx context.Context, ref string) (string, error)
+	LastRun(ctx context.Context, dir string) (string, error)
+}
+
+// resolveRunRef returns the run id ref names, or a usage error saying
+// why it names none.
+func resolveRunRef(ctx context.Context, b runRefBackend, ref string) (string, error) {
+	if ref == lastRef {
+		dir, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		return b.LastRun(ctx, realpath.Resolve(dir))
+	}
+	id, err := b.ResolveRun(ctx, ref)
+	switch {
+	case errors.Is(err, journal.ErrAmbiguousRun):
+		return "", usagef("%s (%s)", strings.TrimPrefix(err.Error(), "journal: "), runRefHelp)
+	case errors.Is(err, journal.ErrNotFound):
+		// The command reports it (after its own flags), as before.
+		return ref, nil
+	}
+	return id, err
+}
+
+// inWorkspace reports whether dir is workspace or lies in it.
+func inWorkspace(dir, workspace string) bool {
+	return workspace != "" && realpath.Within(dir, realpath.Resolve(workspace))
+}
+
+// noRunHere is LastRun's error when no run worked in dir.
+func noRunHere(dir string) error {
+	return usagef("no run in this workspace (%s): `keel runs list` shows every run, by id", dir)
+}
+
+func (l *local) ResolveRun(ctx context.Context, ref string) (string, error) {
+	return journal.ResolveRun(ctx, l.store, ref)
+}
+
+// LastRun reads the newest runs' run.created until one worked in dir.
+func (l *local) LastRun(ctx context.Context, dir string) (string, error) {
+	runs, err := l.store.Runs(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range runs {
+		if journal.IsSystem(r.RunID) {
+			continue
+		}
+		evs, err := l.store.Read(ctx, r.RunID, 1)
+		if err != nil || len(evs) == 0 || evs[0].Type != journal.RunCreated {
+			continue
+		}
+		v, err := agent.Decode(&evs[0])
+		if c, ok := v.(*agent.RunCreated); err == nil && ok && inWorkspace(dir, c.Workspace) {
+			return r.RunID, nil
+		}
+	}
+	return "", noRunHere(dir)
+}
+
+func (r *remote) ResolveRun(ctx context.Context, ref string) (string, error) {
+	run, err := r.cl.Run(ctx, ref)
+	var ae *api.Error
+	switch {
+	case client.IsCode(err, api.CodeNotFound):
+		return "", fmt.Errorf("%w: no run %q on the server", journal.ErrNotFound, ref)
+	case errors.As(err, &ae) && ae.Code == api.CodeInvalidRequest:
+		return "", fmt.Errorf("%w: %s", journal.ErrAmbiguousRun, ae.Message)
+	case err != nil:
+		return "", err
+	}
+	return run.ID, nil
+}
+
+// LastRun lists the server's runs, newest first, for one whose
+// workspace is dir (a server on this machine).
+func (r *remote) LastRun(ctx context.Context, dir string) (string, error) {
+	runs, err := r.cl.Runs(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	for _, x := range runs {
+		if inWorkspace(dir, x.Workspace) {
+			return x.ID, nil
+		}
+	}
+	return "", noRunHere(dir)
+}
