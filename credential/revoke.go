@@ -161,7 +161,7 @@ func (c revokeCaller) HttpClient() *http.Client  { return c.client }
 func (v *Vault) Rekey(ctx context.Context, key *Key) (int, error) {
 	keys := append([]*Key{key}, v.opts.Keys...)
 	n := 0
-	for _, kind := range []string{kindProvider, kindGrant, kindPending, kindSecret} {
+	for _, kind := range []string{kindProvider, kindGrant, kindPending, kindSecret, kindSealed} {
 		recs, err := v.records.ListRecords(ctx, kind)
 		if err != nil {
 			return n, err

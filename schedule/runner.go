@@ -59,6 +59,9 @@ type StartParams struct {
 	Input *Input
 	// Notify names the sinks told when the run needs a person.
 	Notify []string
+	// Owner is the schedule's or trigger's Owner: whose rights the run
+	// is created with.
+	Owner string
 }
 
 // Input is untrusted data handed to a run beside its task.

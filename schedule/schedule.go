@@ -151,11 +151,18 @@ type Schedule struct {
 	// Notify names the notification sinks told when a run of the schedule
 	// needs a person or ends badly.
 	Notify []string `json:"notify,omitempty"`
+	// Providers are the credential providers the runs use (found when
+	// the schedule was created), for [CredentialWarnings].
+	Providers []string `json:"providers,omitempty"`
 	// Driver is who walks the nominal times: "" (this package's
 	// [Scheduler.Tick]) or "temporal" (a Temporal Schedule calls
 	// [Scheduler.FireAt]; Tick then records only the fires Temporal can no
 	// longer deliver, as missed).
 	Driver string `json:"driver,omitempty"`
+	// Owner names, for the [Runner], whose rights the runs are created
+	// with (the creator's API token, or the journal's owner at the
+	// command line); opaque to this package.
+	Owner string `json:"owner,omitempty"`
 	// CreatedBy is who created it; Created when (set by [Scheduler.Create]).
 	CreatedBy string    `json:"created_by,omitempty"`
 	Created   time.Time `json:"created"`

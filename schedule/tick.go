@@ -194,7 +194,7 @@ func (s *Scheduler) dispatch(ctx context.Context, sc *sched, f *Fire) {
 	task, err := render(&def, f, prev)
 	if err == nil {
 		err = s.runner.Start(ctx, &StartParams{RunID: f.RunID, Agent: def.Agent, OnBehalfOf: def.OnBehalfOf, Task: task, Run: def.Run,
-			Labels: map[string]string{LabelSchedule: def.Name, LabelFire: f.Key}, Notify: def.Notify})
+			Labels: map[string]string{LabelSchedule: def.Name, LabelFire: f.Key}, Notify: def.Notify, Owner: def.Owner})
 		if err == nil || errors.Is(err, ErrRunExists) {
 			return
 		}

@@ -115,7 +115,12 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"RewindRun": api.RewindRun{}, "Rewound": api.Rewound{}, "FileChange": api.FileChange{}, "RunDiff": api.RunDiff{}, "FileDiff": api.FileDiff{},
 		"AuthWait": api.AuthWait{}, "AuthWaitList": api.AuthWaitList{}, "AuthStarted": api.AuthStarted{},
 		"Connectors": api.Connectors{}, "Input": api.Input{}, "InputList": api.InputList{}, "AnswerInput": api.AnswerInput{},
-		"Delta": api.Delta{},
+		"Delta":          api.Delta{},
+		"CreateSchedule": api.CreateSchedule{}, "Schedule": api.Schedule{}, "ScheduleList": api.ScheduleList{}, "Fire": api.Fire{}, "FireList": api.FireList{},
+		"PauseSchedule": api.PauseSchedule{}, "TriggerSchedule": api.TriggerSchedule{}, "Backfill": api.Backfill{},
+		"CreateTrigger": api.CreateTrigger{}, "RunEvents": api.RunEvents{}, "Trigger": api.Trigger{}, "NewTrigger": api.NewTrigger{}, "TriggerList": api.TriggerList{},
+		"Delivery": api.Delivery{}, "DeliveryList": api.DeliveryList{}, "TriggerAnswer": api.TriggerAnswer{},
+		"Sink": api.Sink{}, "SinkList": api.SinkList{}, "Notification": api.Notification{}, "NotificationList": api.NotificationList{},
 	}
 	doc := loadOpenAPI(t)
 	var names []string

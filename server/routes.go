@@ -38,6 +38,29 @@ var routes = []route{
 	{"POST", "/v1/audit/verify", api.ScopeRunsRead, (*Handler).verifyAudit},
 	{"GET", "/v1/cost", api.ScopeAdmin, (*Handler).cost},
 
+	{"GET", "/v1/schedules", api.ScopeRunsRead, (*Handler).listSchedules},
+	{"POST", "/v1/schedules", api.ScopeRunsWrite, (*Handler).createSchedule},
+	{"GET", "/v1/schedules/{id}", api.ScopeRunsRead, (*Handler).getSchedule},
+	{"DELETE", "/v1/schedules/{id}", api.ScopeRunsWrite, (*Handler).deleteSchedule},
+	{"GET", "/v1/schedules/{id}/fires", api.ScopeRunsRead, (*Handler).listFires},
+	{"POST", "/v1/schedules/{id}/pause", api.ScopeRunsWrite, (*Handler).pauseSchedule},
+	{"POST", "/v1/schedules/{id}/resume", api.ScopeRunsWrite, (*Handler).resumeSchedule},
+	{"POST", "/v1/schedules/{id}/trigger", api.ScopeRunsWrite, (*Handler).triggerSchedule},
+	{"POST", "/v1/schedules/{id}/backfill", api.ScopeRunsWrite, (*Handler).backfillSchedule},
+
+	{"GET", "/v1/triggers", api.ScopeRunsRead, (*Handler).listTriggers},
+	{"POST", "/v1/triggers", api.ScopeRunsWrite, (*Handler).createTrigger},
+	{"GET", "/v1/triggers/{id}", api.ScopeRunsRead, (*Handler).getTrigger},
+	{"DELETE", "/v1/triggers/{id}", api.ScopeRunsWrite, (*Handler).deleteTrigger},
+	// A webhook's delivery: no token, the signature authenticates it.
+	{"POST", "/v1/triggers/{id}", "", (*Handler).deliver},
+	{"GET", "/v1/triggers/{id}/deliveries", api.ScopeRunsRead, (*Handler).listDeliveries},
+	{"POST", "/v1/triggers/{id}/pause", api.ScopeRunsWrite, (*Handler).pauseTrigger},
+	{"POST", "/v1/triggers/{id}/resume", api.ScopeRunsWrite, (*Handler).resumeTrigger},
+
+	{"GET", "/v1/sinks", api.ScopeRunsRead, (*Handler).listSinks},
+	{"GET", "/v1/notifications", api.ScopeRunsRead, (*Handler).listNotifications},
+
 	{"GET", "/v1/tokens", api.ScopeAdmin, (*Handler).listTokens},
 	{"POST", "/v1/tokens", api.ScopeAdmin, (*Handler).createToken},
 	{"POST", "/v1/tokens/{id}/revoke", api.ScopeAdmin, (*Handler).revokeToken},

@@ -32,6 +32,8 @@ type CreateRun struct {
 	// Local is what the command line adds (keel run's flags and
 	// config.toml); a caller with a token may not set it.
 	Local *LocalRun
+	// origin is what a schedule or trigger adds (unattended.go).
+	origin *origin
 }
 
 // LocalRun is what a run created by the command line on the journal's
@@ -431,6 +433,7 @@ func (s *Service) create(ctx context.Context, req *CreateRun, who *Caller) (api.
 	if err != nil {
 		return api.Run{}, err
 	}
+	req.origin.apply(c)
 	phase("prepare")
 	id, rerr := s.journal(ctx, who, c, req.ID, a)
 	if id == "" {

@@ -15,9 +15,12 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/notify"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/schedule"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/trigger"
 )
 
 // Options configures [New]. The zero value is a service on a journal
@@ -118,6 +121,27 @@ type Options struct {
 	// PublicURL is the base URL browsers reach the server at
 	// ("https://keel.example.com").
 	PublicURL string
+
+	// Sinks are the notification sinks schedules, triggers and agents
+	// name (docs/schedules.md); none: no notifications.
+	Sinks map[string]notify.Sink
+	// AgentSinks names, by agent, the sinks told about every run of the
+	// agent that waits for a person or fails.
+	AgentSinks map[string][]string
+	// Sealer keeps the signing secrets of webhook triggers sealed under
+	// the vault key (*credential.Vault); nil: no webhook triggers.
+	Sealer trigger.Secrets
+	// ScheduleDriver, if set, times the fires of new schedules
+	// elsewhere (keel serve --temporal: Temporal Schedules); the
+	// service keeps it in step with the journal's schedules.
+	ScheduleDriver ScheduleDriver
+	// OnFire, if set, is told of every fire record the service's
+	// scheduler makes (schedule.Metrics.Observe: metrics per schedule).
+	OnFire func(*schedule.Schedule, *schedule.Fire)
+	// UnattendedInterval is how often [Service.Start]'s loops look at
+	// the schedules, the triggers and what waits for a person; 0 means
+	// 5 seconds.
+	UnattendedInterval time.Duration
 }
 
 // Builder is what the service needs of the machine it runs on to make
@@ -196,6 +220,12 @@ type Service struct {
 	// number of runs it submitted (tests).
 	adoptSwept func(n int)
 
+	// sched, hub and notifier are the schedules, triggers and
+	// notifications (schedules.go, triggers.go, notify.go).
+	sched    *schedule.Scheduler
+	hub      *trigger.Hub
+	notifier *notify.Notifier
+
 	stopOnce sync.Once
 	stop     chan struct{} // closed by Shutdown
 	sweeping sync.WaitGroup
@@ -258,6 +288,7 @@ func New(rt *agent.Runtime, opts *Options) *Service {
 	s.pool.live = s.live
 	s.pool.dispatcher = s.opts.Dispatcher
 	s.pool.inert = !s.executes()
+	s.newUnattended()
 	return s
 }
 
@@ -309,8 +340,10 @@ func (who *Caller) admin() bool {
 // they wait for no approval), and runs paused by a shutdown. Runs paused
 // for an approval stay paused until someone decides, and forks that were
 // not started stay so (also those made before forks were journaled
-// paused: a fork with no event past its fork point). It returns the ids
-// submitted, oldest first.
+// paused: a fork with no event past its fork point). Then, until
+// Shutdown, it applies approval deadlines, follows cancel requests, and
+// runs the schedules, triggers and notifications (docs/schedules.md). It
+// returns the ids submitted, oldest first.
 func (s *Service) Start(ctx context.Context) ([]string, error) {
 	ids, err := s.orphans(ctx, time.Time{}, nil)
 	if err != nil {
@@ -331,6 +364,8 @@ func (s *Service) Start(ctx context.Context) ([]string, error) {
 		s.sweeping.Add(1)
 		go s.adopt()
 	}
+	s.sweeping.Add(1)
+	go s.runUnattended()
 	return ids, nil
 }
 

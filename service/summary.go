@@ -10,6 +10,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/notify"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -153,7 +154,7 @@ func (s *summary) apply(e *journal.Event) error {
 		s.created = c
 		r.ID, r.Task, r.Model, r.Agent, r.OnBehalfOf = e.RunID, c.Task, c.Model, c.Principal, c.OnBehalfOf
 		r.Workspace, r.Sandbox, r.Created = c.Workspace, c.Sandbox, e.Time
-		r.ForkOf, r.CreatedBy = c.Labels[LabelForkOf], c.Labels[LabelCreatedBy]
+		r.ForkOf, r.CreatedBy, r.Origin = c.Labels[LabelForkOf], c.Labels[LabelCreatedBy], notify.Origin(c.Labels)
 	}
 	r.Steps, r.Tokens, r.Cost = vr.Step, vr.Tokens, vr.Cost
 	r.Events, r.LastType, r.Updated = e.Seq, string(e.Type), e.Time

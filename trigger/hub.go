@@ -29,8 +29,8 @@ import (
 // credential vault, sealed under the vault key). Names are the
 // [Trigger.Secret] values.
 type Secrets interface {
-	PutSecret(ctx context.Context, name, value string) error
-	Secret(ctx context.Context, name string) (string, error)
+	PutSealed(ctx context.Context, name, value string) error
+	Sealed(ctx context.Context, name string) (string, error)
 }
 
 // Options configures a [Hub]. The zero value is valid.
@@ -282,7 +282,7 @@ func (h *Hub) Create(ctx context.Context, def *Trigger) (*Trigger, string, error
 		d.Secret = "trigger." + d.ID
 		sum := sha256.Sum256([]byte(secret))
 		d.SecretHash = "sha256:" + hex.EncodeToString(sum[:8])
-		if err := h.secrets.PutSecret(ctx, d.Secret, secret); err != nil {
+		if err := h.secrets.PutSealed(ctx, d.Secret, secret); err != nil {
 			return nil, "", fmt.Errorf("trigger: store the secret: %w", err)
 		}
 	}
@@ -371,7 +371,7 @@ func (h *Hub) Deliver(ctx context.Context, ref string, header http.Header, body 
 	case d.MessageID == "" || tsErr != nil || header.Get(standardwebhooks.HeaderWebhookSignature) == "":
 		return h.refuse(ctx, t, d, ReasonHeaders)
 	}
-	secret, err := h.secrets.Secret(ctx, def.Secret)
+	secret, err := h.secrets.Sealed(ctx, def.Secret)
 	if err != nil {
 		return nil, fmt.Errorf("trigger %s: its secret: %w", def.Name, err)
 	}
@@ -444,7 +444,7 @@ func (h *Hub) start(ctx context.Context, t *trig, d *Delivery, contentType strin
 	task, err := render(def, d.MessageID, d.Received)
 	if err == nil {
 		err = h.runner.Start(ctx, &schedule.StartParams{
-			RunID: d.RunID, Agent: def.Agent, OnBehalfOf: def.OnBehalfOf, Task: task, Run: def.Run, Notify: def.Notify,
+			RunID: d.RunID, Agent: def.Agent, OnBehalfOf: def.OnBehalfOf, Task: task, Run: def.Run, Notify: def.Notify, Owner: def.Owner,
 			Labels: map[string]string{LabelTrigger: def.Name, LabelMessage: d.MessageID},
 			Input:  &schedule.Input{Source: fmt.Sprintf("webhook trigger %s, message %s", def.Name, d.MessageID), ContentType: contentType, Data: body},
 		})

@@ -27,7 +27,7 @@ type memSecrets struct {
 	m  map[string]string
 }
 
-func (s *memSecrets) PutSecret(ctx context.Context, name, value string) error {
+func (s *memSecrets) PutSealed(ctx context.Context, name, value string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
@@ -37,7 +37,7 @@ func (s *memSecrets) PutSecret(ctx context.Context, name, value string) error {
 	return nil
 }
 
-func (s *memSecrets) Secret(ctx context.Context, name string) (string, error) {
+func (s *memSecrets) Sealed(ctx context.Context, name string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.m[name]

@@ -180,7 +180,7 @@ func (h *Hub) fireRun(ctx context.Context, t *trig, def *Trigger, cause, key, ev
 	if err != nil {
 		return err
 	}
-	p := &schedule.StartParams{RunID: d.RunID, Agent: def.Agent, OnBehalfOf: def.OnBehalfOf, Task: task, Run: def.Run, Notify: def.Notify,
+	p := &schedule.StartParams{RunID: d.RunID, Agent: def.Agent, OnBehalfOf: def.OnBehalfOf, Task: task, Run: def.Run, Notify: def.Notify, Owner: def.Owner,
 		Labels: map[string]string{LabelTrigger: def.Name, LabelMessage: d.MessageID, LabelDepth: strconv.Itoa(depth)}}
 	if event == EventOutput {
 		p.Input = &schedule.Input{Source: fmt.Sprintf("the output of run %s (run trigger %s)", cause, def.Name), ContentType: "text/plain; charset=utf-8", Data: []byte(output)}

@@ -86,9 +86,12 @@ type Trigger struct {
 	// creation); the secret itself is never journaled.
 	Secret string `json:"secret"`
 	// SecretHash identifies the secret without revealing it.
-	SecretHash string    `json:"secret_hash,omitempty"`
-	CreatedBy  string    `json:"created_by,omitempty"`
-	Created    time.Time `json:"created"`
+	SecretHash string `json:"secret_hash,omitempty"`
+	// Owner names, for the runner, whose rights the runs are created
+	// with (see schedule.Schedule.Owner).
+	Owner     string    `json:"owner,omitempty"`
+	CreatedBy string    `json:"created_by,omitempty"`
+	Created   time.Time `json:"created"`
 }
 
 // TaskData is what a trigger's task template sees: no part of the

@@ -187,6 +187,9 @@ type Run struct {
 	// CreatedBy is the person whose token created the run (or the fork)
 	// through the API; empty for runs made on the server's machine.
 	CreatedBy string `json:"created_by,omitempty"`
+	// Origin is what started the run when no person did: "schedule
+	// NAME" or "trigger NAME".
+	Origin string `json:"origin,omitempty"`
 }
 
 // RunList is the body of GET /v1/runs.

@@ -1,0 +1,358 @@
+package server_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/credential"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/sqlite"
+	"github.com/keel-run/keel/model/modeltest"
+	"github.com/keel-run/keel/notify"
+	"github.com/keel-run/keel/schedule"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
+	"github.com/keel-run/keel/trigger"
+)
+
+// hookReceiver is a webhook notification sink's receiver: it keeps the
+// notifications whose Standard Webhooks signature verifies.
+type hookReceiver struct {
+	secret string
+	mu     sync.Mutex
+	got    []map[string]any
+	bad    int
+}
+
+func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	wh, _ := standardwebhooks.NewWebhook(h.secret)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := wh.Verify(body, r.Header); err != nil {
+		h.bad++
+		http.Error(w, "bad signature", http.StatusUnauthorized)
+		return
+	}
+	var m map[string]any
+	json.Unmarshal(body, &m)
+	h.got = append(h.got, m)
+}
+
+func (h *hookReceiver) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.got)
+}
+
+// unattendedEnv is a server with a fake clock, a webhook notification
+// sink "hook", a vault key (webhook triggers' secrets), and n runs' worth
+// of a model that answers at once (test:done).
+func unattendedEnv(t *testing.T, n int) (*env, *fakeClock, *hookReceiver) {
+	t.Helper()
+	hook := &hookReceiver{secret: "whsec_" + strings.Repeat("QUJD", 8)}
+	hs := httptest.NewServer(hook)
+	t.Cleanup(hs.Close)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "keel.db")
+	store, err := sqlite.Open(db, &sqlite.Options{Sync: sqlite.SyncNormal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := credential.ParseKey(credential.GenerateKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vault, err := credential.New(store, &credential.Options{Keys: []*credential.Key{key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{t: time.Date(2026, 12, 7, 7, 30, 0, 0, time.UTC)}
+	e := newEnv(t, &envOptions{dir: dir, db: db, store: store, clock: clk.now, opts: func(o *service.Options) {
+		o.Sealer, o.Vault, o.PublicURL = vault, vault, "https://keel.example.com"
+		o.Sinks = map[string]notify.Sink{"hook": &notify.Webhook{URL: hs.URL, Secret: hook.secret}}
+	}})
+	turns := make([]modeltest.Turn, n)
+	for i := range turns {
+		turns[i] = modeltest.Text("done")
+	}
+	e.models.set("test:done", modeltest.NewScripted(turns, nil))
+	return e, clk, hook
+}
+
+// TestSchedulesAPI: a schedule made through the API fires on the
+// server's scheduler and its run is created through the service with
+// the creator's rights; trigger now, backfill, pause, resume and delete
+// work; who may change a schedule is checked; unattended runs nobody
+// would answer are refused.
+func TestSchedulesAPI(t *testing.T) {
+	e, clk, _ := unattendedEnv(t, 10)
+	ctx := t.Context()
+	ws := t.TempDir()
+	req := &api.CreateSchedule{Name: "nightly", Cron: "0 9 * * *", TimeZone: "Europe/Paris",
+		Run: api.CreateRun{Task: "report for {{.Time.Format \"2006-01-02\"}}", Model: "test:done", Workspace: ws}}
+	// Keel's default policy asks about some calls: with nobody told and
+	// no approval timeout, the schedule is refused.
+	if _, err := e.admin.CreateSchedule(ctx, req); !client.IsCode(err, api.CodeInvalidRequest) || !strings.Contains(err.Error(), "notification sink") {
+		t.Fatalf("an unattended schedule nobody would answer: %v", err)
+	}
+	req.Notify = []string{"nope"}
+	if _, err := e.admin.CreateSchedule(ctx, req); !client.IsCode(err, api.CodeInvalidRequest) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("an unknown sink: %v", err)
+	}
+	req.Notify = []string{"hook"}
+	s, err := e.admin.CreateSchedule(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Next == nil || !s.Next.Equal(time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)) {
+		t.Errorf("next fire = %v, want 09:00 Paris", s.Next)
+	}
+	// A token bound to another agent may neither change nor trigger it.
+	if _, err := e.admin.CreateAgent(ctx, &api.CreateAgent{Name: "someone-else"}); err != nil {
+		t.Fatal(err)
+	}
+	other := e.bound("bob", []string{"someone-else"}, api.ScopeRunsWrite)
+	if _, err := other.TriggerSchedule(ctx, "nightly", nil); !client.IsCode(err, api.CodeForbidden) {
+		t.Errorf("another agent's token triggered the schedule: %v", err)
+	}
+	if err := other.DeleteSchedule(ctx, "nightly"); !client.IsCode(err, api.CodeForbidden) {
+		t.Errorf("another agent's token deleted the schedule: %v", err)
+	}
+
+	// The nominal time comes; the scheduler fires.
+	clk.add(30*time.Minute + time.Second)
+	if err := e.svc.Scheduler().Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fires, err := e.admin.Fires(ctx, "nightly", nil)
+	if err != nil || len(fires) != 1 || fires[0].Outcome != "fired" || fires[0].RunID == "" {
+		t.Fatalf("fires = %+v, %v", fires, err)
+	}
+	runID := fires[0].RunID
+	e.waitType(runID, journal.RunCompleted)
+	run, err := e.admin.Run(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := created(t, e, runID)
+	if run.Task != "report for 2026-12-07" || run.Origin != "schedule nightly" || c.Labels[schedule.LabelFire] != fires[0].Key || run.CreatedBy != "ada" {
+		t.Errorf("the fire's run: task %q, origin %q, labels %v, created by %q", run.Task, run.Origin, c.Labels, run.CreatedBy)
+	}
+	// A second tick records its end, and nothing more.
+	if err := e.svc.Scheduler().Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if fires, _ := e.admin.Fires(ctx, "nightly", nil); len(fires) != 1 || fires[0].RunStatus != "completed" {
+		t.Errorf("after the run's end: %+v", fires)
+	}
+
+	// Trigger now and a backfill of two days.
+	f, err := e.admin.TriggerSchedule(ctx, "nightly", nil)
+	if err != nil || f.Source != "manual" || f.By != "ada" || f.RunID == "" {
+		t.Fatalf("trigger now: %+v, %v", f, err)
+	}
+	e.waitType(f.RunID, journal.RunCompleted)
+	bf, err := e.admin.BackfillSchedule(ctx, "nightly", &api.Backfill{From: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)})
+	if err != nil || len(bf) != 2 {
+		t.Fatalf("backfill: %+v, %v", bf, err)
+	}
+	// Pause, resume, delete.
+	p, err := e.admin.PauseSchedule(ctx, "nightly", "maintenance")
+	if err != nil || !p.Paused || p.PausedBy != "ada" || p.PausedReason != "maintenance" {
+		t.Fatalf("pause: %+v, %v", p, err)
+	}
+	if _, err := e.admin.PauseSchedule(ctx, "nightly", ""); !client.IsCode(err, api.CodeInvalidRequest) {
+		t.Errorf("pausing twice: %v", err)
+	}
+	if p, err := e.admin.ResumeSchedule(ctx, "nightly"); err != nil || p.Paused {
+		t.Fatalf("resume: %+v, %v", p, err)
+	}
+	list, err := e.admin.Schedules(ctx)
+	if err != nil || len(list) != 1 || list[0].Counts["fired"] < 2 {
+		t.Fatalf("list: %+v, %v", list, err)
+	}
+	if err := e.admin.DeleteSchedule(ctx, "nightly"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.admin.Schedule(ctx, "nightly"); !client.IsCode(err, api.CodeNotFound) {
+		t.Errorf("a deleted schedule: %v", err)
+	}
+}
+
+// TestScheduleOfRevokedToken: a schedule's runs are created with its
+// creator's rights at each fire: once the token is revoked, fires fail
+// (recorded, with the reason), and no run is made.
+func TestScheduleOfRevokedToken(t *testing.T) {
+	e, clk, _ := unattendedEnv(t, 2)
+	ctx := t.Context()
+	if _, err := e.admin.CreateAgent(ctx, &api.CreateAgent{Name: "ci-bot"}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := e.admin.CreateToken(ctx, &api.CreateToken{Name: "carol", Scopes: []string{api.ScopeRunsWrite}, Agents: []string{"ci-bot"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol := e.client(tok.Secret)
+	if _, err := carol.CreateSchedule(ctx, &api.CreateSchedule{Name: "hourly", Every: "1h", Notify: []string{"hook"},
+		Run: api.CreateRun{Task: "check", Model: "test:done", Workspace: t.TempDir()}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.admin.RevokeToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(time.Hour)
+	if err := e.svc.Scheduler().Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fires, err := e.admin.Fires(ctx, "hourly", nil)
+	if err != nil || len(fires) != 1 || fires[0].Outcome != "failed" || !strings.Contains(fires[0].Reason, "revoked") {
+		t.Fatalf("the fire of a revoked token's schedule: %+v, %v", fires, err)
+	}
+	if _, err := e.admin.Run(ctx, fires[0].RunID); !client.IsCode(err, api.CodeNotFound) {
+		t.Errorf("its run exists: %v", err)
+	}
+}
+
+// TestWebhookTriggerAPI sends real HTTP requests to POST
+// /v1/triggers/{id} (no token: the signature authenticates): a message
+// delivered three times (a sender's retries) starts one run, made through
+// the service with the trigger's labels; a bad signature, an old
+// timestamp, a replayed id, missing headers and a body too large are
+// refused and journaled. The signing secret is sealed in the vault, not
+// in the journal.
+func TestWebhookTriggerAPI(t *testing.T) {
+	e, clk, _ := unattendedEnv(t, 3)
+	ctx := t.Context()
+	nt, err := e.admin.CreateTrigger(ctx, &api.CreateTrigger{Name: "deploy-failed", Notify: []string{"hook"},
+		Run: api.CreateRun{Task: "look at the failed deploy ({{.MessageID}})", Model: "test:done", Workspace: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(nt.Secret, "whsec_") || nt.URL != "https://keel.example.com/v1/triggers/"+nt.ID {
+		t.Fatalf("new trigger: secret %q, url %q", nt.Secret, nt.URL)
+	}
+	for _, id := range []string{trigger.DirectoryID, trigger.StreamPrefix + nt.ID} {
+		for _, ev := range e.events(id) {
+			if strings.Contains(string(ev.Payload), strings.TrimPrefix(nt.Secret, "whsec_")) {
+				t.Fatalf("the signing secret is in the journal (%s)", ev.Type)
+			}
+		}
+	}
+	const payload = `{"service":"api","status":"failed"}`
+	post := func(header http.Header, body string) (int, map[string]any) {
+		t.Helper()
+		h := []string{}
+		for k := range header {
+			h = append(h, k, header.Get(k))
+		}
+		code, text := e.raw(http.MethodPost, "/v1/triggers/"+nt.ID, "", body, h...)
+		var out map[string]any
+		json.Unmarshal([]byte(text), &out)
+		return code, out
+	}
+	var statuses []int
+	var runID string
+	for range 3 {
+		code, out := post(signedHeader(t, nt.Secret, "msg_1", clk.now(), payload), payload)
+		statuses = append(statuses, code)
+		if id, _ := out["run_id"].(string); id != "" {
+			runID = id
+		}
+		clk.add(10 * time.Second)
+	}
+	if statuses[0] != http.StatusAccepted || statuses[1] != http.StatusOK || statuses[2] != http.StatusOK || runID == "" {
+		t.Fatalf("three deliveries: %v (run %q)", statuses, runID)
+	}
+	e.waitType(runID, journal.RunCompleted)
+	run, err := e.admin.Run(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := created(t, e, runID); run.Origin != "trigger deploy-failed" || c.Labels[trigger.LabelMessage] != "msg_1" || run.Task != "look at the failed deploy (msg_1)" {
+		t.Errorf("the delivery's run: task %q, origin %q, labels %v", run.Task, run.Origin, c.Labels)
+	}
+	other := "whsec_" + strings.Repeat("Q0RF", 8)
+	for _, tt := range []struct {
+		name   string
+		header http.Header
+		body   string
+		want   int
+	}{
+		{"bad signature", signedHeader(t, other, "m1", clk.now(), payload), payload, http.StatusUnauthorized},
+		{"old", signedHeader(t, nt.Secret, "m2", clk.now().Add(-10*time.Minute), payload), payload, http.StatusUnauthorized},
+		{"replayed id", signedHeader(t, nt.Secret, "msg_1", clk.now(), "{}"), "{}", http.StatusConflict},
+		{"no headers", http.Header{}, payload, http.StatusBadRequest},
+		{"too large", signedHeader(t, nt.Secret, "m3", clk.now(), strings.Repeat("x", trigger.MaxBody+1)), strings.Repeat("x", trigger.MaxBody+1), http.StatusRequestEntityTooLarge},
+	} {
+		if code, out := post(tt.header, tt.body); code != tt.want || out["error"] == nil {
+			t.Errorf("%s: %d %v, want %d", tt.name, code, out, tt.want)
+		}
+	}
+	if code, _ := e.raw(http.MethodPost, "/v1/triggers/nope", "", payload); code != http.StatusNotFound {
+		t.Errorf("unknown trigger: %d", code)
+	}
+	ds, err := e.admin.Deliveries(ctx, "deploy-failed", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range ds {
+		got = append(got, d.Outcome+":"+d.Reason)
+	}
+	want := "accepted: duplicate: duplicate: refused:bad_signature refused:too_old refused:replayed refused:missing_headers refused:too_large"
+	if strings.Join(got, " ") != want {
+		t.Errorf("deliveries = %s\nwant %s", strings.Join(got, " "), want)
+	}
+	tr, err := e.admin.Trigger(ctx, "deploy-failed")
+	if err != nil || tr.Counts["accepted"] != 1 || tr.Counts["duplicate"] != 2 {
+		t.Errorf("trigger counts: %+v, %v", tr, err)
+	}
+	// Paused, a delivery is refused; deleted, the URL is gone.
+	if _, err := e.admin.PauseTrigger(ctx, "deploy-failed", ""); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := post(signedHeader(t, nt.Secret, "m4", clk.now(), payload), payload); code != http.StatusConflict {
+		t.Errorf("a paused trigger's delivery: %d", code)
+	}
+	if _, err := e.admin.ResumeTrigger(ctx, "deploy-failed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.admin.DeleteTrigger(ctx, "deploy-failed"); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := post(signedHeader(t, nt.Secret, "m5", clk.now(), payload), payload); code != http.StatusNotFound {
+		t.Errorf("a deleted trigger's delivery: %d", code)
+	}
+}
+
+// signedHeader returns the headers a Standard Webhooks sender sends for
+// body at time at.
+func signedHeader(t *testing.T, secret, id string, at time.Time, body string) http.Header {
+	t.Helper()
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := wh.Sign(id, at, []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	h.Set(standardwebhooks.HeaderWebhookID, id)
+	h.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(at.Unix(), 10))
+	h.Set(standardwebhooks.HeaderWebhookSignature, sig)
+	h.Set("Content-Type", "application/json")
+	return h
+}
