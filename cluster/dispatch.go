@@ -17,6 +17,10 @@ type Dispatcher struct {
 // NewDispatcher returns a dispatcher over a Temporal client.
 func NewDispatcher(c client.Client) *Dispatcher { return &Dispatcher{c: c} }
 
+// Client returns the dispatcher's Temporal client (the server's
+// Temporal Schedules driver shares it).
+func (d *Dispatcher) Client() client.Client { return d.c }
+
 // Dispatch makes run runID's workflow look at its journal: it signals
 // the workflow with [WakeSignal], starting it first if it is not running
 // (a new run, a run resumed after it ended, a workflow that failed).

@@ -30,6 +30,10 @@ const (
 	// schedule (and of its workflows, to which Temporal appends the fire
 	// time).
 	SchedulePrefix = "keel-schedule-"
+	// FireQueue is the task queue of the fire workflow and activity:
+	// the servers poll it (keel serve --temporal), whose schedulers
+	// create the fires' runs through their service.
+	FireQueue = "keel-schedules"
 )
 
 // scheduledStartTime is the search attribute Temporal sets on the
@@ -124,11 +128,22 @@ func (f *Fires) Fire(ctx context.Context, in FireActivityInput) error {
 	}
 }
 
-// Register registers the fire workflow on the shared task queue and the
-// activity.
-func (f *Fires) Register(shared worker.Registry) {
-	shared.RegisterWorkflowWithOptions(FireWorkflow, workflow.RegisterOptions{Name: FireWorkflowName})
-	shared.RegisterActivityWithOptions(f.Fire, activity.RegisterOptions{Name: FireActivity})
+// Register registers the fire workflow and activity on r (a worker of
+// [FireQueue]).
+func (f *Fires) Register(r worker.Registry) {
+	r.RegisterWorkflowWithOptions(FireWorkflow, workflow.RegisterOptions{Name: FireWorkflowName})
+	r.RegisterActivityWithOptions(f.Fire, activity.RegisterOptions{Name: FireActivity})
+}
+
+// Start polls [FireQueue] through c for the fire workflows and
+// activities until stop is called.
+func (f *Fires) Start(c client.Client) (stop func(), err error) {
+	w := worker.New(c, FireQueue, worker.Options{MaxConcurrentActivityExecutionSize: 4, DeadlockDetectionTimeout: 10 * time.Second})
+	f.Register(w)
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("cluster: poll %s: %w", FireQueue, err)
+	}
+	return w.Stop, nil
 }
 
 // Schedules keeps a Temporal Schedule for each Keel schedule whose
@@ -210,7 +225,7 @@ func options(st *schedule.Status) client.ScheduleOptions {
 			ID:        SchedulePrefix + st.ID,
 			Workflow:  FireWorkflowName,
 			Args:      []any{FireInput{Schedule: st.ID, Jitter: st.Spec.Jitter.D()}},
-			TaskQueue: TaskQueue,
+			TaskQueue: FireQueue,
 		},
 		Overlap:       enumspb.SCHEDULE_OVERLAP_POLICY_ALLOW_ALL,
 		CatchupWindow: window,

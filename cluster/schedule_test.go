@@ -90,7 +90,7 @@ func TestTemporalSchedules(t *testing.T) {
 		t.Cleanup(func() { st.Close() })
 		s := schedule.New(st, r, &schedule.Options{Clock: clk.Now, LateAfter: 31 * time.Minute})
 		scheds = append(scheds, s)
-		w := worker.New(c, TaskQueue, worker.Options{Identity: fmt.Sprintf("worker-%d", i)})
+		w := worker.New(c, FireQueue, worker.Options{Identity: fmt.Sprintf("server-%d", i)})
 		(&Fires{Scheduler: s}).Register(w)
 		if err := w.Start(); err != nil {
 			t.Fatal(err)

@@ -17,7 +17,7 @@ func CheckUnattended(what string, p *policy.Engine, timeout time.Duration, sinks
 	if p == nil || !p.CanAsk() || timeout > 0 || len(sinks) > 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: the runs of %s could stop to ask for approval (policy %s asks) with nobody to answer: name a notification sink (--notify NAME) or give approvals a timeout and a default decision (--approval-timeout 1h --approval-default deny, or [approval] in the policy file)", ErrInvalid, what, p.Name())
+	return fmt.Errorf("%w: the runs of %s could stop to ask for approval (policy %s asks) with nobody to answer: name a notification sink (--notify NAME) or give approvals a timeout and a default decision ([approval] in the policy file)", ErrInvalid, what, p.Name())
 }
 
 // Grant is what [CredentialWarnings] needs of a credential of the

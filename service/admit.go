@@ -459,7 +459,8 @@ func (s *Service) executable(c *agent.RunCreated) error {
 	}
 	// A run started on the server's journal by another process (a local
 	// keel run) is held to the roots too once the server executes it.
-	if _, err := s.conf.checkWorkspace(c.Workspace, c.Labels[LabelDemo] == ""); err != nil {
+	// keel scheduler works for the journal's owner on their machine.
+	if _, err := s.conf.checkWorkspace(c.Workspace, c.Labels[LabelDemo] == "" && !s.opts.OwnerOnly); err != nil {
 		e, _ := Classify(err)
 		return fmt.Errorf("%w: %s", errUnconfined, e.Message)
 	}

@@ -360,8 +360,8 @@ func runOf(raw json.RawMessage, task, agent, onBehalfOf string) api.CreateRun {
 func fireView(f *schedule.Fire) api.Fire {
 	out := api.Fire{Key: f.Key, Source: string(f.Source), Nominal: f.Nominal, Due: f.Due, At: f.At, Outcome: string(f.Outcome), RunID: f.RunID,
 		Reason: f.Reason, By: f.By, Canceled: f.Canceled, RunStatus: string(f.RunStatus)}
-	if f.Late > 0 {
-		out.Late = f.Late.D().Round(time.Millisecond).String()
+	if late := f.Late.D().Round(time.Second); late > 0 {
+		out.Late = late.String()
 	}
 	if !f.Started.IsZero() {
 		out.Started = &f.Started

@@ -122,6 +122,12 @@ type Options struct {
 	// ("https://keel.example.com").
 	PublicURL string
 
+	// OwnerOnly marks a service that works for its journal's owner on
+	// their machine (keel scheduler): the runs it executes are not held
+	// to the workspace roots, which still bound what callers with a token
+	// create.
+	OwnerOnly bool
+
 	// Sinks are the notification sinks schedules, triggers and agents
 	// name (docs/schedules.md); none: no notifications.
 	Sinks map[string]notify.Sink

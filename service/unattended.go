@@ -37,9 +37,6 @@ const schedulerName = "keel.scheduler"
 // caller-chosen run id.
 func (r fireRunner) Start(ctx context.Context, p *schedule.StartParams) error {
 	s := r.s
-	if !s.executes() {
-		return fmt.Errorf("%w: this process executes no runs", schedule.ErrPermanent)
-	}
 	who, err := s.owner(ctx, p.Owner)
 	if err != nil {
 		return err

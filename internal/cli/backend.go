@@ -35,6 +35,8 @@ type backend interface {
 	execBackend
 	rewindBackend
 	inputsBackend
+	schedulesBackend
+	triggersBackend
 	// Close releases the journal (local) or nothing (remote).
 	Close() error
 }

@@ -269,7 +269,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	urls, exposed := serverURLs(ln.Addr())
 	base := urls[0]
-	release, err := a.serverLease(ctx, store, base)
+	release, err := a.serverLease(ctx, store, "keel serve at "+base)
 	if err != nil {
 		ln.Close()
 		return err
@@ -292,6 +292,11 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		Adopt: f.adoptInterval(a.dbPath()), Vault: vault, PublicURL: publicURL}
 	if dispatcher != nil {
 		so.Dispatcher = dispatcher
+		so.ScheduleDriver = cluster.NewSchedules(dispatcher.Client())
+	}
+	if err := a.unattended(store, so, true); err != nil {
+		ln.Close()
+		return err
 	}
 	svc := service.New(rt, so)
 	h := server.NewHandler(svc, &server.Options{Logger: logger})
@@ -308,6 +313,15 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	if len(resumed) > 0 {
 		fmt.Fprintf(a.stderr, "keel serve: resuming %d run(s) interrupted by the last stop\n", len(resumed))
+	}
+	if dispatcher != nil {
+		// Temporal Schedules time the fires; this server records them.
+		stopFires, err := (&cluster.Fires{Scheduler: svc.Scheduler()}).Start(dispatcher.Client())
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopFires()
 	}
 	reqCtx, stopRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRequests()
@@ -516,9 +530,10 @@ const serverLeaseID = "keel serve"
 // second keel serve on it would resume the first one's runs as
 // interrupted and rebind the saved CLI token. It is the journal's own
 // lease (flock(2) beside the database, released when the process dies),
-// taken on a name that is no run's. Several servers on one PostgreSQL
-// journal stay allowed: they share it by the run leases and --adopt.
-func (a *app) serverLease(ctx context.Context, store journal.Store, base string) (func(), error) {
+// taken on a name that is no run's (keel scheduler takes it too). Several
+// servers on one PostgreSQL journal stay allowed: they share it by the
+// run leases and --adopt. note says who holds it ("keel serve at URL").
+func (a *app) serverLease(ctx context.Context, store journal.Store, note string) (func(), error) {
 	s, ok := store.(interface {
 		LockAs(ctx context.Context, id, note string) (func(), error)
 		Holder(ctx context.Context, id string) (string, error)
@@ -526,7 +541,7 @@ func (a *app) serverLease(ctx context.Context, store journal.Store, base string)
 	if !ok || isPostgres(a.dbPath()) {
 		return func() {}, nil
 	}
-	unlock, err := s.LockAs(ctx, serverLeaseID, "keel serve at "+base)
+	unlock, err := s.LockAs(ctx, serverLeaseID, note)
 	if errors.Is(err, journal.ErrLocked) {
 		holder, _ := s.Holder(ctx, serverLeaseID)
 		if holder == "" {

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -55,6 +56,8 @@ type Config struct {
 	SQL SQL `toml:"sql"`
 	// OpenAPI lists the APIs every run offers the operations of.
 	OpenAPI OpenAPIs `toml:"openapi"`
+	// Notify configures notification sinks (see docs/schedules.md).
+	Notify Notify `toml:"notify"`
 	// Run holds defaults of keel run's flags, by flag name (max_steps or
 	// max-steps): a string, number, boolean, or an array for a
 	// repeatable flag. internal/cli checks the names and values against
@@ -220,6 +223,83 @@ type MCPServer struct {
 	Scopes            []string `toml:"scopes"`
 }
 
+// Notify is the [notify] table of config.toml: the sinks schedules,
+// triggers and agents name, and the agents every run of which tells
+// some:
+//
+//	[notify.sinks.oncall]
+//	kind = "email"                       # email, webhook or slack
+//	smtp = "mail.example.com:587"        # HOST:PORT
+//	from = "keel@example.com"
+//	to = ["oncall@example.com"]
+//	username = "keel"                    # optional
+//	password_env = "KEEL_SMTP_PASSWORD"  # the variable holding the password
+//	tls = "mandatory"                    # or opportunistic, implicit, none
+//
+//	[notify.sinks.ops]
+//	kind = "webhook"                     # signed with Standard Webhooks
+//	url = "https://ops.example.com/keel"
+//	secret_env = "KEEL_OPS_WEBHOOK_SECRET"   # whsec_... (the receiver verifies with it)
+//
+//	[notify.sinks.team]
+//	kind = "slack"                       # a Slack-compatible incoming webhook
+//	url_env = "KEEL_SLACK_WEBHOOK_URL"   # the URL is the secret
+//
+//	[notify.agents]
+//	ci-bot = ["oncall"]
+//
+// Secrets are named by environment variable, never written here.
+type Notify struct {
+	Sinks  map[string]NotifySink `toml:"sinks"`
+	Agents map[string][]string   `toml:"agents"`
+}
+
+// NotifySink is one [notify.sinks.NAME] entry.
+type NotifySink struct {
+	Kind        string   `toml:"kind"`
+	URL         string   `toml:"url"`
+	URLEnv      string   `toml:"url_env"`
+	SecretEnv   string   `toml:"secret_env"`
+	SMTP        string   `toml:"smtp"`
+	From        string   `toml:"from"`
+	To          []string `toml:"to"`
+	Username    string   `toml:"username"`
+	PasswordEnv string   `toml:"password_env"`
+	TLS         string   `toml:"tls"`
+}
+
+// check reports what is missing or wrong in sink name.
+func (s *NotifySink) check(name string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("notify sink %q: "+format, append([]any{name}, args...)...)
+	}
+	switch s.Kind {
+	case "email":
+		if s.SMTP == "" || s.From == "" || len(s.To) == 0 {
+			return bad("an email sink needs smtp (HOST:PORT), from and to")
+		}
+		if !slices.Contains([]string{"", "mandatory", "opportunistic", "implicit", "none"}, s.TLS) {
+			return bad("tls %q: want mandatory, opportunistic, implicit or none", s.TLS)
+		}
+	case "webhook":
+		if s.URL == "" || s.SecretEnv == "" {
+			return bad("a webhook sink needs url and secret_env (the variable holding its whsec_ signing secret)")
+		}
+	case "slack":
+		if s.URLEnv == "" {
+			return bad("a slack sink needs url_env (the variable holding the incoming webhook's URL, which is its secret)")
+		}
+	default:
+		return bad("kind %q: want email, webhook or slack", s.Kind)
+	}
+	if s.URL != "" {
+		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return bad("url %q: not an http(s) URL", s.URL)
+		}
+	}
+	return nil
+}
+
 // Serve is the [serve] table of config.toml, the settings of keel serve:
 //
 //	[serve]
@@ -305,6 +385,18 @@ func parse(p string, b []byte, dir string) (*Config, error) {
 			}
 			if !filepath.IsAbs(d) {
 				list[i] = filepath.Join(dir, d)
+			}
+		}
+	}
+	for name, sk := range c.Notify.Sinks {
+		if err := sk.check(name); err != nil {
+			return nil, fmt.Errorf("config: %s: %w", p, err)
+		}
+	}
+	for agent, sinks := range c.Notify.Agents {
+		for _, k := range sinks {
+			if _, ok := c.Notify.Sinks[k]; !ok {
+				return nil, fmt.Errorf("config: %s: [notify.agents] %s names sink %q, which [notify.sinks] does not define", p, agent, k)
 			}
 		}
 	}

@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/redact"
+	"github.com/keel-run/keel/service"
+)
+
+func (a *app) schedulerCmd() *cobra.Command {
+	var workers int
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "scheduler",
+		Short: "Run the schedules, run triggers and notifications of your journal, in the foreground",
+		Long: `Scheduler is keel serve without the API and the web UI, for keel run users:
+it fires the schedules of your local journal (keel schedules create), starts
+the runs of run triggers, sends notifications, and executes those runs in
+this process until you stop it (Ctrl-C pauses executing runs cleanly; the
+next start resumes them, and catches up the fires it missed by each
+schedule's catch-up window and overlap policy). It also executes runs that
+keel schedules trigger or backfill created, and, like keel serve, resumes
+runs a stopped process left running. Webhook triggers need keel serve: they
+are reached over HTTP.
+
+A SQLite journal takes one keel scheduler or keel serve at a time.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.server != "" {
+				return usagef("keel scheduler runs the schedules of a local journal; a team server runs its own")
+			}
+			if workers < 1 {
+				return usagef("--workers %d: want at least 1", workers)
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return usagef("--log-level %q: want debug, info, warn or error", logLevel)
+			}
+			return a.runScheduler(cmd.Context(), workers, level)
+		},
+	}
+	cmd.Flags().IntVar(&workers, "workers", 2, "runs executing at once; more wait in a queue")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}
+
+// runScheduler is keel scheduler: a service on the local journal that
+// executes runs here, with its schedules, triggers and notifications,
+// until ctx ends.
+func (a *app) runScheduler(ctx context.Context, workers int, level slog.Level) error {
+	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	store, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	release, err := a.serverLease(ctx, store, "keel scheduler")
+	if err != nil {
+		return err
+	}
+	defer release()
+	rt, flush, err := a.newRuntime(ctx, store, &agent.RuntimeOptions{Logger: logger}, nil)
+	if err != nil {
+		return err
+	}
+	defer flush()
+	// Runs created by keel schedules trigger, backfill (or a crash) are
+	// taken up after they were quiet this long.
+	o := &service.Options{Builder: newBuilder(a, store, logger), Workers: workers, Logger: logger, Adopt: 5 * time.Second, OwnerOnly: true,
+		WorkspaceRoots: a.cfg.Serve.WorkspaceRoots}
+	if m := a.cfg.Model; m != "" {
+		s, err := model.ParseSpec(m)
+		if err != nil {
+			return usagef("model in config.toml: %v", err)
+		}
+		o.DefaultModel = s.String()
+	}
+	if err := a.unattended(store, o, true); err != nil {
+		return err
+	}
+	svc := service.New(rt, o)
+	resumed, err := svc.Start(ctx)
+	if err != nil {
+		return err
+	}
+	scheds, _ := svc.Scheduler().List(ctx)
+	trigs, _ := svc.TriggerHub().List(ctx)
+	fmt.Fprintf(a.stderr, "keel scheduler: %d schedule(s), %d trigger(s) · journal %s · %d workers · %d notification sink(s)", len(scheds), len(trigs), redact.DSN(a.dbPath()), workers, len(o.Sinks))
+	if len(resumed) > 0 {
+		fmt.Fprintf(a.stderr, " · resuming %d run(s)", len(resumed))
+	}
+	fmt.Fprintln(a.stderr, " · Ctrl-C stops")
+	<-ctx.Done()
+	fmt.Fprintln(a.stderr, "keel scheduler: stopping; pausing executing runs")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := svc.Shutdown(sctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(a.stderr, "keel scheduler: stopped; executing runs were paused and resume at the next start")
+	return nil
+}

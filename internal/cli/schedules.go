@@ -1,0 +1,517 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/server/api"
+)
+
+// schedulesBackend is what the schedule commands need of a journal or a
+// team server: the service's schedule operations (service/schedules.go).
+type schedulesBackend interface {
+	CreateSchedule(ctx context.Context, req *api.CreateSchedule) (*api.Schedule, error)
+	Schedules(ctx context.Context) ([]api.Schedule, error)
+	Schedule(ctx context.Context, ref string) (*api.Schedule, error)
+	Fires(ctx context.Context, ref string, p *client.FiresParams) ([]api.Fire, error)
+	PauseSchedule(ctx context.Context, ref, reason string) (*api.Schedule, error)
+	ResumeSchedule(ctx context.Context, ref string) (*api.Schedule, error)
+	TriggerSchedule(ctx context.Context, ref string, req *api.TriggerSchedule) (*api.Fire, error)
+	BackfillSchedule(ctx context.Context, ref string, req *api.Backfill) ([]api.Fire, error)
+	DeleteSchedule(ctx context.Context, ref string) error
+}
+
+func (a *app) schedulesCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "schedules",
+		Short: "Start runs on their own: cron and interval schedules",
+		Long: `A schedule starts runs of an agent at the times of a cron expression or an
+interval, in a time zone. Every nominal fire time gets one record in the
+journal with its outcome (fired with its run, caught up, skipped for
+overlap, missed outside the catch-up window, failed and why), so a fire
+never goes missing without a trace, and never happens twice (several
+servers, restarts, clock jumps). See docs/schedules.md.
+
+Schedules fire where something runs them: keel serve (or keel serve
+--temporal, on Temporal Schedules), or keel scheduler in the foreground on
+your own journal. These commands work on the local journal (--db), or on a
+team server with --server.`,
+	}
+	cmd.AddCommand(a.schedulesCreateCmd(), a.schedulesListCmd(), a.schedulesShowCmd(), a.schedulesPauseCmd(), a.schedulesResumeCmd(),
+		a.schedulesTriggerCmd(), a.schedulesBackfillCmd(), a.schedulesDeleteCmd())
+	return cmd
+}
+
+// unattendedRunFlags are the flags of a schedule's or trigger's runs: the run
+// request of POST /v1/runs, with the task as a template.
+type unattendedRunFlags struct {
+	task, model, workspace, agent, onBehalfOf, sandbox, policy, setup, timeout string
+	maxSteps                                                                  int
+	maxCost                                                                   float64
+	network, env, notify                                                      []string
+	labels                                                                    map[string]string
+}
+
+// names of the run flags, all of which the server form takes.
+var unattendedRunFlagNames = []string{"task", "model", "workspace", "agent", "on-behalf-of", "sandbox", "policy", "setup", "timeout", "max-steps", "max-cost",
+	"allow-host", "env", "notify", "label"}
+
+func (f *unattendedRunFlags) bind(fs *pflag.FlagSet, what string) {
+	fs.StringVar(&f.task, "task", "", "the runs' task, a Go template ("+what+")")
+	fs.StringVarP(&f.model, "model", "m", "", "model of the runs (default: the server's, or model in config.toml)")
+	fs.StringVar(&f.workspace, "workspace", ".", "directory the runs work in (on the server: under its workspace roots)")
+	fs.StringVar(&f.agent, "agent", "", "agent the runs execute as (default: your token's only agent; keel-cli locally)")
+	fs.StringVar(&f.onBehalfOf, "on-behalf-of", "", "user an assistant agent acts for")
+	fs.StringVar(&f.sandbox, "sandbox", "", "sandbox of the runs (default: the server's)")
+	fs.StringVar(&f.policy, "policy", "", "policy file of the runs (default: the server's; another needs an admin token)")
+	fs.StringVar(&f.setup, "setup", "", "setup script run in the sandbox before each run")
+	fs.StringVar(&f.timeout, "timeout", "", "wall time of one execution of a run (\"30m\")")
+	fs.IntVar(&f.maxSteps, "max-steps", -1, "model calls of a run (default: Keel's)")
+	fs.Float64Var(&f.maxCost, "max-cost", -1, "model cost of a run in US dollars (default: Keel's)")
+	fs.StringArrayVar(&f.network, "allow-host", nil, "host the runs' commands may reach (repeatable)")
+	fs.StringArrayVar(&f.env, "env", nil, "KEY=VALUE in the runs' environment (repeatable)")
+	fs.StringArrayVar(&f.notify, "notify", nil, "notification sink told when a run waits for a person or fails (repeatable; [notify.sinks] of the server's config.toml)")
+	fs.StringToStringVar(&f.labels, "label", nil, "label of the runs, KEY=VALUE (repeatable)")
+}
+
+// request returns the runs' request.
+func (f *unattendedRunFlags) request(fs *pflag.FlagSet) (api.CreateRun, error) {
+	if strings.TrimSpace(f.task) == "" {
+		return api.CreateRun{}, usagef("--task: what should the runs do?")
+	}
+	r := api.CreateRun{Task: f.task, Model: f.model, Agent: f.agent, OnBehalfOf: f.onBehalfOf, Sandbox: f.sandbox, Setup: f.setup,
+		Network: f.network, Env: f.env, Labels: f.labels}
+	ws, err := filepath.Abs(f.workspace)
+	if err != nil {
+		return r, usagef("--workspace: %v", err)
+	}
+	r.Workspace = ws
+	if f.policy != "" {
+		b, err := os.ReadFile(f.policy)
+		if err != nil {
+			return r, usagef("--policy: %v", err)
+		}
+		r.Policy = string(b)
+	}
+	if fs.Changed("max-steps") {
+		r.Limits.MaxSteps = &f.maxSteps
+	}
+	if fs.Changed("max-cost") {
+		r.Limits.MaxCost = &f.maxCost
+	}
+	r.Limits.Timeout = f.timeout
+	return r, nil
+}
+
+func (a *app) schedulesCreateCmd() *cobra.Command {
+	var rf unattendedRunFlags
+	var p api.CreateSchedule
+	var start, end string
+	cmd := &cobra.Command{
+		Use:   "create NAME (--cron 'MIN HOUR DOM MON DOW' | --every DURATION) --task TEMPLATE [flags]",
+		Short: "Create a schedule",
+		Long: `Create a schedule: when (--cron or --every, in --time-zone), what a fire does
+while a run of the schedule has not ended (--overlap: skip, buffer_one,
+buffer_all, cancel_other, terminate_other, allow_all), how late a fire may
+still start (--catchup-window), and the runs (--task, --model, --workspace,
+--agent...). The task is a Go template: {{.Time}} is the fire's nominal
+time in the schedule's zone, {{.Previous}} the previous fire's, {{.Schedule}}
+its name and {{.Source}} schedule, manual or backfill.
+
+Runs that could stop to ask a person (the policy asks about some calls, as
+Keel's default policy does) need somebody to tell: --notify SINK, or a policy
+whose [approval] gives a timeout and a default decision.
+
+  keel schedules create nightly --cron '0 3 * * *' --time-zone Europe/Berlin \
+      --task 'summarise the issues opened since {{.Previous}}' --notify oncall`,
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			run, err := rf.request(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			req := p
+			req.Name, req.Run, req.Notify = args[0], run, rf.notify
+			for _, t := range []struct {
+				flag, text string
+				into       **time.Time
+			}{{"start", start, &req.Start}, {"end", end, &req.End}} {
+				if t.text == "" {
+					continue
+				}
+				v, err := time.Parse(time.RFC3339, t.text)
+				if err != nil {
+					return usagef("--%s %q: want a time such as 2026-12-24T09:00:00+01:00", t.flag, t.text)
+				}
+				*t.into = &v
+			}
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				s, err := b.CreateSchedule(ctx, &req)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(escWriter{a.stdout}, "created schedule %s (%s)\n", s.Name, s.ID)
+				a.printScheduleWarnings(s)
+				return nil
+			}, append([]string{"cron", "every", "offset", "time-zone", "jitter", "start", "end", "overlap", "catchup-window", "pause-after-failures"}, unattendedRunFlagNames...)...)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&p.Cron, "cron", "", "five cron fields ('0 9 * * MON-FRI') or @hourly, @daily, @weekly, @monthly, @yearly")
+	fs.StringVar(&p.Every, "every", "", "an interval instead of --cron (\"1h\": at every multiple since the Unix epoch)")
+	fs.StringVar(&p.Offset, "offset", "", "shift of an interval's fires (--every 1h --offset 15m: at :15)")
+	fs.StringVar(&p.TimeZone, "time-zone", "", "IANA time zone of the cron fields (default UTC)")
+	fs.StringVar(&p.Jitter, "jitter", "", "delay each fire by a deterministic share of this")
+	fs.StringVar(&start, "start", "", "no fire before this time (RFC 3339; default: now)")
+	fs.StringVar(&end, "end", "", "no fire after this time (RFC 3339)")
+	fs.StringVar(&p.Overlap, "overlap", "", "skip (default), buffer_one, buffer_all, cancel_other, terminate_other or allow_all")
+	fs.StringVar(&p.CatchupWindow, "catchup-window", "", "how late a fire may be found and still start a run (default a year)")
+	fs.IntVar(&p.PauseAfterFailures, "pause-after-failures", 0, "pause after this many consecutive failed fires (0: never)")
+	rf.bind(fs, "{{.Time}}, {{.Previous}}, {{.Schedule}}, {{.Source}}")
+	return cmd
+}
+
+func (a *app) schedulesListCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:         "list",
+		Short:       "List schedules: next fire, last outcome, counts, credential warnings",
+		Args:        cobra.NoArgs,
+		Annotations: bothForms,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				list, err := b.Schedules(ctx)
+				if err != nil {
+					return err
+				}
+				return a.printSchedules(list, asJSON)
+			}, "json")
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
+	return cmd
+}
+
+func (a *app) schedulesShowCmd() *cobra.Command {
+	var asJSON bool
+	var p client.FiresParams
+	cmd := &cobra.Command{
+		Use:         "show NAME",
+		Short:       "Show a schedule and its fire records (one per nominal fire time)",
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				s, err := b.Schedule(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				fires, err := b.Fires(ctx, s.ID, &p)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					enc := json.NewEncoder(a.stdout)
+					if err := enc.Encode(s); err != nil {
+						return err
+					}
+					for _, f := range fires {
+						if err := enc.Encode(f); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+				a.printSchedule(s)
+				return a.printFires(fires)
+			}, "json", "last", "outcome")
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "the schedule, then each record, as JSON lines")
+	cmd.Flags().IntVar(&p.Last, "last", 20, "the newest N records (0: all)")
+	cmd.Flags().StringVar(&p.Outcome, "outcome", "", "only records with this outcome (fired, caught_up, skipped, missed, buffered, failed)")
+	return cmd
+}
+
+func (a *app) schedulesPauseCmd() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:         "pause NAME",
+		Short:       "Pause a schedule (the times while paused are not fires)",
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				s, err := b.PauseSchedule(ctx, args[0], reason)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(escWriter{a.stdout}, "paused schedule %s\n", s.Name)
+				return nil
+			}, "reason")
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
+	return cmd
+}
+
+func (a *app) schedulesResumeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:         "resume NAME",
+		Short:       "Resume a paused schedule from now",
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				s, err := b.ResumeSchedule(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				next := "none"
+				if s.Next != nil {
+					next = s.Next.Local().Format("2006-01-02 15:04 MST")
+				}
+				fmt.Fprintf(escWriter{a.stdout}, "resumed schedule %s; next fire %s\n", s.Name, next)
+				return nil
+			})
+		},
+	}
+}
+
+func (a *app) schedulesTriggerCmd() *cobra.Command {
+	var overlap string
+	cmd := &cobra.Command{
+		Use:   "trigger NAME",
+		Short: "Fire a schedule now (its overlap policy applies unless --overlap)",
+		Long: `Fire a schedule now, outside its spec: the fire is recorded (key manual:...,
+with your name) and its run is created with the rights of the schedule's
+creator. On a team server (--server) the server executes it; on the local
+journal, keel scheduler (or keel serve) on the journal does.`,
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				f, err := b.TriggerSchedule(ctx, args[0], &api.TriggerSchedule{Overlap: overlap})
+				if err != nil {
+					return err
+				}
+				return a.printFires([]api.Fire{*f})
+			}, "overlap")
+		},
+	}
+	cmd.Flags().StringVar(&overlap, "overlap", "", "overlap policy of this fire (default: the schedule's)")
+	return cmd
+}
+
+func (a *app) schedulesBackfillCmd() *cobra.Command {
+	var from, to, overlap string
+	cmd := &cobra.Command{
+		Use:   "backfill NAME --from TIME --to TIME",
+		Short: "Fire a schedule at its nominal times in a past range, as if it had run then",
+		Long: `Fire a schedule at each of its nominal times after --from and up to --to
+(RFC 3339 times), as if it had run then: each gets a record (key
+backfill:...) and a run, one after the other by default (--overlap
+buffer_all). The catch-up window does not apply; at most 10,000 fires.`,
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := api.Backfill{Overlap: overlap}
+			for _, t := range []struct {
+				flag, text string
+				into       *time.Time
+			}{{"from", from, &req.From}, {"to", to, &req.To}} {
+				v, err := time.Parse(time.RFC3339, t.text)
+				if err != nil {
+					return usagef("--%s %q: want a time such as 2026-12-01T00:00:00Z", t.flag, t.text)
+				}
+				*t.into = v
+			}
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				fires, err := b.BackfillSchedule(ctx, args[0], &req)
+				if err != nil {
+					return err
+				}
+				return a.printFires(fires)
+			}, "from", "to", "overlap")
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "start of the range (exclusive)")
+	cmd.Flags().StringVar(&to, "to", "", "end of the range (inclusive)")
+	cmd.Flags().StringVar(&overlap, "overlap", "", "overlap policy of the backfill (default buffer_all)")
+	return cmd
+}
+
+func (a *app) schedulesDeleteCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:         "delete NAME",
+		Short:       "Delete a schedule (its records stay in the journal; its runs go on)",
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				if err := b.DeleteSchedule(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(escWriter{a.stdout}, "deleted schedule %s\n", args[0])
+				return nil
+			})
+		},
+	}
+}
+
+// at is a time as the schedule commands print it.
+func at(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04")
+}
+
+// spec says when a schedule fires, in one cell.
+func spec(s *api.Schedule) string {
+	out := s.Cron
+	if out == "" {
+		out = "every " + s.Every
+		if s.Offset != "" {
+			out += " +" + s.Offset
+		}
+	}
+	if s.TimeZone != "" {
+		out += " " + s.TimeZone
+	}
+	return out
+}
+
+// counts prints a schedule's records by outcome ("fired 3, missed 1").
+func counts(c map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(c)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, c[k]))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printSchedules prints keel schedules list.
+func (a *app) printSchedules(list []api.Schedule, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, s := range list {
+			if err := enc.Encode(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCHEDULE\tWHEN\tAGENT\tOVERLAP\tNEXT\tLAST\tRECORDS\tSTATUS")
+	for i := range list {
+		s := &list[i]
+		status := "active"
+		if s.Paused {
+			status = "paused"
+		}
+		last := "-"
+		if s.Last != nil {
+			last = s.Last.Outcome + " " + at(&s.Last.Nominal)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(s.Name), cell(spec(s)), cell(s.Run.Agent), orDash(s.Overlap), at(s.Next), last, counts(s.Counts), status)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for i := range list {
+		a.printScheduleWarnings(&list[i])
+	}
+	return nil
+}
+
+// printScheduleWarnings prints a schedule's credential warnings.
+func (a *app) printScheduleWarnings(s *api.Schedule) {
+	for _, w := range s.Warnings {
+		fmt.Fprintf(escWriter{a.stdout}, "warning: schedule %s: %s\n", s.Name, w)
+	}
+}
+
+// printSchedule prints a schedule's definition and state (keel schedules
+// show, before its records).
+func (a *app) printSchedule(s *api.Schedule) {
+	w := escWriter{a.stdout}
+	fmt.Fprintf(w, "schedule %s (%s)\n", s.Name, s.ID)
+	line := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "  %-16s %s\n", k+":", oneLine(v))
+		}
+	}
+	line("when", spec(s))
+	if s.Jitter != "" {
+		line("jitter", s.Jitter)
+	}
+	if s.Start != nil || s.End != nil {
+		line("between", at(s.Start)+" and "+at(s.End))
+	}
+	line("overlap", orDash(s.Overlap))
+	line("catch-up window", s.CatchupWindow)
+	if s.PauseAfterFailures > 0 {
+		line("pause after", fmt.Sprintf("%d failed fires", s.PauseAfterFailures))
+	}
+	line("driver", s.Driver)
+	agent := s.Run.Agent
+	if s.Run.OnBehalfOf != "" {
+		agent += " for " + s.Run.OnBehalfOf
+	}
+	line("agent", agent)
+	line("task", s.Run.Task)
+	line("model", s.Run.Model)
+	line("workspace", s.Run.Workspace)
+	line("notify", strings.Join(s.Notify, ", "))
+	line("created", at(&s.Created)+" by "+s.CreatedBy)
+	switch {
+	case s.Paused:
+		st := "paused " + at(s.PausedAt) + " by " + s.PausedBy
+		if s.PausedReason != "" {
+			st += ": " + s.PausedReason
+		}
+		line("status", st)
+	default:
+		line("status", "active, next fire "+at(s.Next))
+	}
+	line("records", counts(s.Counts))
+	if len(s.Open) > 0 {
+		line("open runs", strings.Join(s.Open, ", "))
+	}
+	if s.Buffered > 0 {
+		line("buffered", fmt.Sprint(s.Buffered))
+	}
+	a.printScheduleWarnings(s)
+}
+
+// printFires prints fire records.
+func (a *app) printFires(fires []api.Fire) error {
+	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NOMINAL\tSOURCE\tOUTCOME\tRUN\tLATE\tRUN STATUS\tREASON")
+	for i := range fires {
+		f := &fires[i]
+		src := f.Source
+		if f.By != "" {
+			src += " by " + f.By
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", at(&f.Nominal), cell(src), f.Outcome, orDash(f.RunID), orDash(f.Late), orDash(f.RunStatus), cell(clip(oneLine(f.Reason), 80)))
+	}
+	return tw.Flush()
+}
