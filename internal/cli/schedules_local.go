@@ -58,7 +58,9 @@ func (l *local) CreateSchedule(ctx context.Context, req *api.CreateSchedule) (*a
 }
 
 func (l *local) Schedules(ctx context.Context) ([]api.Schedule, error) {
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) ([]api.Schedule, error) { return svc.Schedules(ctx, who) })
+	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) ([]api.Schedule, error) {
+		return svc.Schedules(ctx, who)
+	})
 }
 
 func (l *local) Schedule(ctx context.Context, ref string) (*api.Schedule, error) {
