@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -131,6 +132,9 @@ type envOptions struct {
 	// checkpoints snapshots the runs' workspaces (internal/checkpoint),
 	// into a store in dir, as keel serve does.
 	checkpoints bool
+	// addr, if set, is the address the server listens at (a restart at
+	// the same URL); "" picks a free port.
+	addr string
 }
 
 func newEnv(t testing.TB, o *envOptions) *env {
@@ -162,8 +166,21 @@ func newEnv(t testing.TB, o *envOptions) *env {
 	// The test's workspaces (t.TempDir) are siblings of the journal's
 	// directory: their parent is the workspace root, and the journal's
 	// directory is protected.
+	// The listener first, so that the service knows its public URL
+	// (links in notifications, webhook triggers' URLs).
+	var handler http.Handler
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
+	if o.addr != "" {
+		srv.Listener.Close()
+		ln, err := net.Listen("tcp", o.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Listener = ln
+	}
 	so := &service.Options{Builder: (*testBuilder)(e), Workers: o.workers, Logger: logger, Clock: o.clock,
-		WorkspaceRoots: []string{filepath.Dir(e.dir)}, Protected: []string{e.dir}, Sandbox: e.sandbox, Policy: policy.Default()}
+		WorkspaceRoots: []string{filepath.Dir(e.dir)}, Protected: []string{e.dir}, Sandbox: e.sandbox, Policy: policy.Default(),
+		PublicURL: "http://" + srv.Listener.Addr().String()}
 	if o.opts != nil {
 		o.opts(so)
 	}
@@ -174,7 +191,9 @@ func newEnv(t testing.TB, o *envOptions) *env {
 		o.server(ho)
 	}
 	e.h = server.NewHandler(e.svc, ho)
-	e.srv = httptest.NewServer(e.h)
+	handler = e.h
+	srv.Start()
+	e.srv = srv
 	t.Cleanup(e.stop)
 	tok, err := e.svc.Tokens().Create(t.Context(), &token.Params{Name: "ada", Scopes: []string{api.ScopeAdmin}, By: "test"})
 	if err != nil {

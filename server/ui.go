@@ -104,6 +104,13 @@ type page struct {
 	Next      int64
 	Approvals []api.Approval
 	AuthWaits []api.AuthWait
+	// Schedules, Triggers and Sinks are the schedules page's; Schedule
+	// and Fires a schedule's page.
+	Schedules []api.Schedule
+	Triggers  []api.Trigger
+	Sinks     []api.Sink
+	Schedule  *api.Schedule
+	Fires     []api.Fire
 	// Connected is the authorization callback's outcome.
 	Connected *connected
 	// Inputs are the questions the run page's run waits for.
@@ -187,6 +194,10 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"GET /ui/agents", api.ScopeRunsRead, h.uiAgents},
 		{"POST /ui/agents", api.ScopeAdmin, h.uiCreateAgent},
 		{"POST /ui/agents/{name}/revoke", api.ScopeAdmin, h.uiRevokeAgent},
+		{"GET /ui/schedules", api.ScopeRunsRead, h.uiSchedules},
+		{"POST /ui/schedules", api.ScopeRunsWrite, h.uiCreateSchedule},
+		{"GET /ui/schedules/{id}", api.ScopeRunsRead, h.uiSchedule},
+		{"POST /ui/schedules/{id}/{action}", api.ScopeRunsWrite, h.uiScheduleAction},
 		{"GET /ui/cost", api.ScopeAdmin, h.uiCost},
 		{"GET /ui/audit", api.ScopeRunsRead, h.uiAudit},
 		{"POST /ui/audit", api.ScopeRunsRead, h.uiAudit},

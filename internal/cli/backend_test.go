@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -96,8 +98,26 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 	gone := strings.TrimSpace(mustKeel("tokens", "create", "--db", db, "--name", "old\u00a0ci"))
 	mustKeel("tokens", "revoke", "--db", db, strings.Split(gone, "_")[1])
 
+	// A schedule and a run trigger whose runs never ask (so they need no
+	// notification sink), made on the journal.
+	allow := filepath.Join(t.TempDir(), "allow.toml")
+	if err := os.WriteFile(allow, []byte("version = 1\ncedar = '@id(\"all\") permit(principal, action, resource);'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustKeel("schedules", "create", "--db", db, "nightly", "--cron", "0 3 * * *", "--time-zone", "Europe/Berlin", "--task", "tidy {{.Time}}",
+		"--model", "scripted:demo", "--workspace", ws, "--policy", allow)
+	mustKeel("schedules", "pause", "--db", db, "nightly", "--reason", "not\tyet")
+	mustKeel("triggers", "create", "--db", db, "after-bot", "--on-agent", "bot", "--on", "completed", "--task", "check {{.MessageID}}",
+		"--model", "scripted:demo", "--workspace", ws, "--policy", allow)
+
 	s := startServe(t)
 	cases := [][]string{
+		{"schedules", "list"},
+		{"schedules", "list", "--json"},
+		{"schedules", "show", "nightly"},
+		{"schedules", "show", "nightly", "--json"},
+		{"triggers", "list"},
+		{"triggers", "show", "after-bot"},
 		{"approvals", "list"},
 		{"approvals", "list", "--json"},
 		{"approvals", "list", "--run", expired},

@@ -3,90 +3,36 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/internal/assemble"
-	"github.com/keel-run/keel/internal/cli"
-	"github.com/keel-run/keel/internal/testclock"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
 	"github.com/keel-run/keel/model/replay"
-	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/schedule"
 )
 
-// replayRunner starts a schedule's runs as replays of a recorded
-// trajectory in the Linux sandbox, executed in this process, the way
-// keel run builds them (until the service's create takes this place).
-type replayRunner struct {
-	rt   *agent.Runtime
-	home string
-	ws   string
-	rec  *replay.Trajectory
-	path string
-
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	errs []error
-}
-
-func (r *replayRunner) Start(ctx context.Context, p *schedule.StartParams) error {
-	c := &agent.RunCreated{Task: r.rec.Task(), System: r.rec.System(), Model: "replay:" + r.path, CompletionMarker: cli.DefaultCompletionMarker,
-		Workspace: r.ws, MountPath: "/testbed", Sandbox: "linux", Env: []string{"PYTHONPATH=/testbed/src"}, Principal: p.Agent, Labels: p.Labels,
-		Policy: agent.NewPolicyRef(policy.Default()), StateDir: assemble.StateDir(r.home, r.ws), Limits: agent.Limits{MaxSteps: 200}}
-	asm := &assemble.Assembler{Home: r.home}
-	w, err := asm.Assemble(ctx, c, &assemble.Params{Recording: r.rec})
-	if err != nil {
-		return err
-	}
-	c.Tools = w.ToolInfos()
-	b, _ := json.Marshal(c)
-	if _, err := r.rt.Store().Append(ctx, p.RunID, 0, journal.Draft{Type: journal.RunCreated, Time: time.Now(), Payload: b}); err != nil {
-		w.Close()
-		if errors.Is(err, journal.ErrConflict) {
-			return schedule.ErrRunExists
-		}
-		return err
-	}
-	r.wg.Go(func() {
-		defer w.Close()
-		if _, err := r.rt.Execute(context.WithoutCancel(ctx), p.RunID, &agent.ExecParams{Wiring: w.Wiring}); err != nil {
-			r.mu.Lock()
-			r.errs = append(r.errs, err)
-			r.mu.Unlock()
-		}
-	})
-	return nil
-}
-
-func (r *replayRunner) Status(ctx context.Context, id string) (journal.Status, error) {
-	evs, err := r.rt.Store().Read(ctx, id, 1)
-	if err != nil {
-		return "", err
-	}
-	return journal.StatusOf(evs[len(evs)-1].Type), nil
-}
-
-func (r *replayRunner) Cancel(ctx context.Context, id, reason string) error { return nil }
-
-// TestScheduledReplay: a schedule fires; its run replays the recorded
-// 74-turn marshmallow trajectory unattended (the default policy, the
-// Linux sandbox, a clone at the task's base commit) and ends with the
-// recorded patch; the schedule records the fire and the run's end.
-// Skipped unless KEEL_MARSHMALLOW_GIT names a clone or mirror of
+// TestScheduledReplay: a schedule made with keel schedules create
+// --server fires on keel serve's own scheduler at its nominal time; its
+// run, created through the service, replays the recorded 74-turn
+// marshmallow trajectory unattended (Keel's default policy, the Linux
+// sandbox, a clone at the task's base commit) and ends with the recorded
+// patch; keel schedules show prints the fire and the run's end. Skipped
+// unless KEEL_MARSHMALLOW_GIT names a clone or mirror of
 // marshmallow-code/marshmallow.
 func TestScheduledReplay(t *testing.T) {
 	repo := os.Getenv("KEEL_MARSHMALLOW_GIT")
 	if repo == "" {
 		t.Skip("KEEL_MARSHMALLOW_GIT is not set (a clone or mirror of marshmallow-code/marshmallow)")
 	}
+	db := setup(t)
 	var spec struct {
 		BaseCommit string `json:"base_commit"`
 	}
@@ -95,7 +41,7 @@ func TestScheduledReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	json.Unmarshal(b, &spec)
-	home, ws := t.TempDir(), filepath.Join(t.TempDir(), "testbed")
+	ws := filepath.Join(t.TempDir(), "testbed")
 	for _, args := range [][]string{{"clone", "-q", repo, ws}, {"-C", ws, "checkout", "-q", spec.BaseCommit}} {
 		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v %s", args, err, out)
@@ -109,37 +55,55 @@ func TestScheduledReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := sqlite.Open(filepath.Join(home, "keel.db"), nil)
+	// Keel's default policy can ask: the schedule names a sink (a webhook
+	// receiver here), as an unattended setup must.
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer hook.Close()
+	t.Setenv("OPS_HOOK_SECRET", "whsec_"+strings.Repeat("QUJD", 8))
+	config := "[notify.sinks.ops]\nkind = \"webhook\"\nurl = \"" + hook.URL + "\"\nsecret_env = \"OPS_HOOK_SECRET\"\n"
+	if err := os.WriteFile(filepath.Join(filepath.Dir(db), "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t)
+	// One nominal time: the next whole minute (at least 5 s from now).
+	fire := time.Now().Add(5 * time.Second).Truncate(time.Minute).Add(time.Minute)
+	code, out, errOut := keel(t, "schedules", "create", "nightly-fix", "--server", s.url, "--every", "1m", "--end", fire.Add(time.Second).Format(time.RFC3339),
+		"--task", "{{"+strconv.Quote(rec.Task())+"}}", "--model", "replay:"+path, "--workspace", ws, "--mount-path", "/testbed",
+		"--env", "PYTHONPATH=/testbed/src", "--max-steps", "200", "--notify", "ops")
+	if code != 0 {
+		t.Fatalf("keel schedules create = %d\n%s%s", code, out, errOut)
+	}
+	id := strings.TrimSuffix(strings.Fields(out)[3], ")")[1:]
+	store, err := sqlite.Open(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	rt := agent.NewRuntime(store, nil)
-	r := &replayRunner{rt: rt, home: home, ws: ws, rec: rec, path: path}
-	clk := testclock.New(time.Now().UTC().Truncate(time.Hour))
-	s := schedule.New(store, r, &schedule.Options{Clock: clk.Now})
-	if _, err := s.Create(t.Context(), &schedule.Schedule{Name: "nightly-fix", Agent: "keel-cli", Spec: schedule.Spec{Cron: "0 3 * * *", TimeZone: "Europe/Berlin"},
-		Task: "fix marshmallow issue 1359 ({{.Time.Format \"2006-01-02\"}})"}); err != nil {
-		t.Fatal(err)
-	}
-	clk.Add(25 * time.Hour)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	// The fire's record, then the run's end in the schedule's stream.
+	var f schedule.Fire
 	t0 := time.Now()
-	if err := s.Tick(t.Context()); err != nil {
-		t.Fatal(err)
+	for ev, err := range journal.Follow(ctx, store, schedule.StreamPrefix+id, 1, 200*time.Millisecond) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == schedule.Fired {
+			json.Unmarshal(ev.Payload, &f)
+		}
+		if ev.Type == schedule.RunEnded {
+			break
+		}
 	}
-	r.wg.Wait()
-	if len(r.errs) > 0 {
-		t.Fatal(r.errs)
+	if f.Outcome != schedule.OutcomeFired || !f.Nominal.Equal(fire.UTC()) {
+		t.Fatalf("the fire: %+v (want fired at %s)", f, fire.UTC())
 	}
-	if err := s.Tick(t.Context()); err != nil { // records the run's end
-		t.Fatal(err)
-	}
-	fires, err := s.Fires(t.Context(), "nightly-fix", nil)
+	events, err := store.Read(ctx, f.RunID, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fires) != 1 || fires[0].RunStatus != journal.StatusCompleted {
-		t.Fatalf("fires = %+v", fires)
+	if last := events[len(events)-1]; last.Type != journal.RunCompleted {
+		t.Fatalf("the scheduled run ended with %s", last.Type)
 	}
 	diff, err := exec.Command("git", "-C", ws, "diff").Output()
 	if err != nil {
@@ -148,6 +112,10 @@ func TestScheduledReplay(t *testing.T) {
 	if got, want := stripIndex(string(diff)), stripIndex(rec.Submission()); got != want {
 		t.Errorf("the workspace's diff is not the recorded patch:\n%s\nwant:\n%s", got, want)
 	}
-	evs, _ := store.Read(t.Context(), fires[0].RunID, 1)
-	t.Logf("scheduled run %s (%s): %d events, completed with the recorded patch in %s", fires[0].RunID, fires[0].Outcome, len(evs), time.Since(t0).Round(time.Second))
+	code, out, errOut = keel(t, "schedules", "show", "nightly-fix", "--server", s.url)
+	if code != 0 || !strings.Contains(out, "fired") || !strings.Contains(out, f.RunID) || !strings.Contains(out, "completed") {
+		t.Errorf("keel schedules show = %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("scheduled run %s: %d events, completed with the recorded patch %s after its nominal time (the test took %s)", f.RunID, len(events),
+		events[len(events)-1].Time.Sub(f.Nominal).Round(time.Second), time.Since(t0).Round(time.Second))
 }

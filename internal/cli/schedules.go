@@ -57,7 +57,7 @@ team server with --server.`,
 // unattendedRunFlags are the flags of a schedule's or trigger's runs: the run
 // request of POST /v1/runs, with the task as a template.
 type unattendedRunFlags struct {
-	task, model, workspace, agent, onBehalfOf, sandbox, policy, setup, timeout string
+	task, model, workspace, mountPath, agent, onBehalfOf, sandbox, policy, setup, timeout string
 	maxSteps                                                                   int
 	maxCost                                                                    float64
 	network, env, notify                                                       []string
@@ -65,17 +65,18 @@ type unattendedRunFlags struct {
 }
 
 // names of the run flags, all of which the server form takes.
-var unattendedRunFlagNames = []string{"task", "model", "workspace", "agent", "on-behalf-of", "sandbox", "policy", "setup", "timeout", "max-steps", "max-cost",
+var unattendedRunFlagNames = []string{"task", "model", "workspace", "mount-path", "agent", "on-behalf-of", "sandbox", "policy", "setup", "timeout", "max-steps", "max-cost",
 	"allow-host", "env", "notify", "label"}
 
 func (f *unattendedRunFlags) bind(fs *pflag.FlagSet, what string) {
 	fs.StringVar(&f.task, "task", "", "the runs' task, a Go template ("+what+")")
 	fs.StringVarP(&f.model, "model", "m", "", "model of the runs (default: the server's, or model in config.toml)")
 	fs.StringVar(&f.workspace, "workspace", ".", "directory the runs work in (on the server: under its workspace roots)")
+	fs.StringVar(&f.mountPath, "mount-path", "", "where the sandbox shows the workspace (default /workspace)")
 	fs.StringVar(&f.agent, "agent", "", "agent the runs execute as (default: your token's only agent; keel-cli locally)")
 	fs.StringVar(&f.onBehalfOf, "on-behalf-of", "", "user an assistant agent acts for")
 	fs.StringVar(&f.sandbox, "sandbox", "", "sandbox of the runs (default: the server's)")
-	fs.StringVar(&f.policy, "policy", "", "policy file of the runs (default: the server's; another needs an admin token)")
+	fs.StringVar(&f.policy, "policy", "", "policy file of the runs (TOML; default: the server's; another needs an admin token), or default (Keel's)")
 	fs.StringVar(&f.setup, "setup", "", "setup script run in the sandbox before each run")
 	fs.StringVar(&f.timeout, "timeout", "", "wall time of one execution of a run (\"30m\")")
 	fs.IntVar(&f.maxSteps, "max-steps", -1, "model calls of a run (default: Keel's)")
@@ -91,14 +92,17 @@ func (f *unattendedRunFlags) request(fs *pflag.FlagSet) (api.CreateRun, error) {
 	if strings.TrimSpace(f.task) == "" {
 		return api.CreateRun{}, usagef("--task: what should the runs do?")
 	}
-	r := api.CreateRun{Task: f.task, Model: f.model, Agent: f.agent, OnBehalfOf: f.onBehalfOf, Sandbox: f.sandbox, Setup: f.setup,
+	r := api.CreateRun{Task: f.task, Model: f.model, MountPath: f.mountPath, Agent: f.agent, OnBehalfOf: f.onBehalfOf, Sandbox: f.sandbox, Setup: f.setup,
 		Network: f.network, Env: f.env, Labels: f.labels}
 	ws, err := filepath.Abs(f.workspace)
 	if err != nil {
 		return r, usagef("--workspace: %v", err)
 	}
 	r.Workspace = ws
-	if f.policy != "" {
+	switch f.policy {
+	case "", "default", "server":
+		r.Policy = f.policy
+	default:
 		b, err := os.ReadFile(f.policy)
 		if err != nil {
 			return r, usagef("--policy: %v", err)
