@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -355,4 +356,56 @@ func signedHeader(t *testing.T, secret, id string, at time.Time, body string) ht
 	h.Set(standardwebhooks.HeaderWebhookSignature, sig)
 	h.Set("Content-Type", "application/json")
 	return h
+}
+
+// TestSchedulePages: the web UI's schedule pages call the service's
+// operations: the form creates a schedule (refusing, with the service's
+// reason, one nobody would answer), the schedule's page shows its fire
+// records, and its buttons trigger it now, pause and delete it.
+func TestSchedulePages(t *testing.T) {
+	e, _, _ := unattendedEnv(t, 2)
+	ws := t.TempDir()
+	form := url.Values{"name": {"nightly"}, "when": {"@daily"}, "task": {"tidy up"}, "model": {"test:done"}, "workspace": {ws}}
+	if code, body := e.uiDo(http.MethodPost, "/ui/schedules", e.secret, form, "same-origin"); code != http.StatusBadRequest || !strings.Contains(body, "nobody to answer") {
+		t.Fatalf("a schedule nobody would answer: %d %s", code, body)
+	}
+	if code, body := e.uiGet("/ui/schedules", e.secret); code != http.StatusOK || !strings.Contains(body, `value="hook"`) || !strings.Contains(body, "No schedules yet.") {
+		t.Fatalf("the schedules page: %d\n%s", code, body)
+	}
+	form.Set("notify", "hook")
+	code, _, resp := e.uiResp(http.MethodPost, "/ui/schedules", e.secret, form, "same-origin")
+	if code != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/schedules/nightly" {
+		t.Fatalf("create: %d to %q", code, resp.Header.Get("Location"))
+	}
+	if code, _ := e.uiDo(http.MethodPost, "/ui/schedules/nightly/trigger", e.secret, url.Values{}, "same-origin"); code != http.StatusSeeOther {
+		t.Fatalf("trigger now: %d", code)
+	}
+	fires, err := e.admin.Fires(t.Context(), "nightly", nil)
+	if err != nil || len(fires) != 1 {
+		t.Fatalf("fires: %+v, %v", fires, err)
+	}
+	e.waitType(fires[0].RunID, journal.RunCompleted)
+	_, body := e.uiGet("/ui/schedules/nightly", e.secret)
+	if !strings.Contains(body, `data-outcome="fired"`) || !strings.Contains(body, "manual by ada") || !strings.Contains(body, "/ui/runs/"+fires[0].RunID) {
+		t.Errorf("the schedule's page does not show the fire:\n%s", body)
+	}
+	if _, body := e.uiGet("/ui/runs/"+fires[0].RunID, e.secret); !strings.Contains(body, `<span class="origin">schedule nightly</span>`) {
+		t.Errorf("the run's page does not say the schedule started it")
+	}
+	if code, _ := e.uiDo(http.MethodPost, "/ui/schedules/nightly/pause", e.secret, url.Values{"reason": {"holidays"}}, "same-origin"); code != http.StatusSeeOther {
+		t.Fatalf("pause: %d", code)
+	}
+	if _, body := e.uiGet("/ui/schedules", e.secret); !strings.Contains(body, `status paused`) {
+		t.Errorf("the list does not show the pause")
+	}
+	// A form from another site is refused.
+	if code, _ := e.uiDo(http.MethodPost, "/ui/schedules/nightly/delete", e.secret, url.Values{}, "cross-site"); code != http.StatusForbidden {
+		t.Errorf("a cross-site delete: %d", code)
+	}
+	if code, _ := e.uiDo(http.MethodPost, "/ui/schedules/nightly/delete", e.secret, url.Values{}, "same-origin"); code != http.StatusSeeOther {
+		t.Fatalf("delete: %d", code)
+	}
+	if code, _ := e.uiGet("/ui/schedules/nightly", e.secret); code != http.StatusNotFound {
+		t.Errorf("a deleted schedule's page: %d", code)
+	}
 }

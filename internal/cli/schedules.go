@@ -58,10 +58,10 @@ team server with --server.`,
 // request of POST /v1/runs, with the task as a template.
 type unattendedRunFlags struct {
 	task, model, workspace, mountPath, agent, onBehalfOf, sandbox, policy, setup, timeout string
-	maxSteps                                                                   int
-	maxCost                                                                    float64
-	network, env, notify                                                       []string
-	labels                                                                     map[string]string
+	maxSteps                                                                              int
+	maxCost                                                                               float64
+	network, env, notify                                                                  []string
+	labels                                                                                map[string]string
 }
 
 // names of the run flags, all of which the server form takes.
