@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -342,18 +341,10 @@ func TestWebhookTriggerAPI(t *testing.T) {
 // body at time at.
 func signedHeader(t *testing.T, secret, id string, at time.Time, body string) http.Header {
 	t.Helper()
-	wh, err := standardwebhooks.NewWebhook(secret)
+	h, err := trigger.Sign(secret, id, at, []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig, err := wh.Sign(id, at, []byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := http.Header{}
-	h.Set(standardwebhooks.HeaderWebhookID, id)
-	h.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(at.Unix(), 10))
-	h.Set(standardwebhooks.HeaderWebhookSignature, sig)
 	h.Set("Content-Type", "application/json")
 	return h
 }

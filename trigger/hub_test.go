@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -102,18 +101,10 @@ func openStore(t *testing.T, path string) journal.Store {
 // at time at.
 func signed(t *testing.T, secret, id string, at time.Time, body string) http.Header {
 	t.Helper()
-	wh, err := standardwebhooks.NewWebhook(secret)
+	h, err := Sign(secret, id, at, []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig, err := wh.Sign(id, at, []byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := http.Header{}
-	h.Set(standardwebhooks.HeaderWebhookID, id)
-	h.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(at.Unix(), 10))
-	h.Set(standardwebhooks.HeaderWebhookSignature, sig)
 	h.Set("Content-Type", "application/json")
 	return h
 }

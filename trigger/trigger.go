@@ -17,7 +17,11 @@ package trigger
 
 import (
 	"encoding/json"
+	"net/http"
+	"strconv"
 	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
@@ -145,4 +149,23 @@ type Delivery struct {
 	RunError string `json:"run_error,omitempty"`
 	// Cause is what fired a run trigger ("run 01j... completed").
 	Cause string `json:"cause,omitempty"`
+}
+
+// Sign returns the headers a Standard Webhooks sender sends with body:
+// message id, timestamp at, and the signature under secret ("whsec_"
+// and base64). A sender (or a test) posts them to the trigger's URL.
+func Sign(secret, id string, at time.Time, body []byte) (http.Header, error) {
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		return nil, err
+	}
+	sig, err := wh.Sign(id, at, body)
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{}
+	h.Set(standardwebhooks.HeaderWebhookID, id)
+	h.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(at.Unix(), 10))
+	h.Set(standardwebhooks.HeaderWebhookSignature, sig)
+	return h, nil
 }

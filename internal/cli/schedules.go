@@ -49,8 +49,29 @@ Schedules fire where something runs them: keel serve (or keel serve
 your own journal. These commands work on the local journal (--db), or on a
 team server with --server.`,
 	}
-	cmd.AddCommand(a.schedulesCreateCmd(), a.schedulesListCmd(), a.schedulesShowCmd(), a.schedulesPauseCmd(), a.schedulesResumeCmd(),
-		a.schedulesTriggerCmd(), a.schedulesBackfillCmd(), a.schedulesDeleteCmd())
+	cmd.AddCommand(a.schedulesCreateCmd(), a.schedulesListCmd(), a.schedulesShowCmd(),
+		a.changeCmd("pause", "Pause a schedule (the times while paused are not fires)", true, func(ctx context.Context, b backend, name, reason string) (string, error) {
+			s, err := b.PauseSchedule(ctx, name, reason)
+			if err != nil {
+				return "", err
+			}
+			return "paused schedule " + s.Name, nil
+		}),
+		a.changeCmd("resume", "Resume a paused schedule from now", false, func(ctx context.Context, b backend, name, _ string) (string, error) {
+			s, err := b.ResumeSchedule(ctx, name)
+			if err != nil {
+				return "", err
+			}
+			next := "none"
+			if s.Next != nil {
+				next = s.Next.Local().Format("2006-01-02 15:04 MST")
+			}
+			return "resumed schedule " + s.Name + "; next fire " + next, nil
+		}),
+		a.schedulesTriggerCmd(), a.schedulesBackfillCmd(),
+		a.changeCmd("delete", "Delete a schedule (its records stay in the journal; its runs go on)", false, func(ctx context.Context, b backend, name, _ string) (string, error) {
+			return "deleted schedule " + name, b.DeleteSchedule(ctx, name)
+		}))
 	return cmd
 }
 
@@ -250,51 +271,6 @@ func (a *app) schedulesShowCmd() *cobra.Command {
 	return cmd
 }
 
-func (a *app) schedulesPauseCmd() *cobra.Command {
-	var reason string
-	cmd := &cobra.Command{
-		Use:         "pause NAME",
-		Short:       "Pause a schedule (the times while paused are not fires)",
-		Args:        cobra.ExactArgs(1),
-		Annotations: bothForms,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				s, err := b.PauseSchedule(ctx, args[0], reason)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(escWriter{a.stdout}, "paused schedule %s\n", s.Name)
-				return nil
-			}, "reason")
-		},
-	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
-	return cmd
-}
-
-func (a *app) schedulesResumeCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:         "resume NAME",
-		Short:       "Resume a paused schedule from now",
-		Args:        cobra.ExactArgs(1),
-		Annotations: bothForms,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				s, err := b.ResumeSchedule(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				next := "none"
-				if s.Next != nil {
-					next = s.Next.Local().Format("2006-01-02 15:04 MST")
-				}
-				fmt.Fprintf(escWriter{a.stdout}, "resumed schedule %s; next fire %s\n", s.Name, next)
-				return nil
-			})
-		},
-	}
-}
-
 func (a *app) schedulesTriggerCmd() *cobra.Command {
 	var overlap string
 	cmd := &cobra.Command{
@@ -358,22 +334,33 @@ buffer_all). The catch-up window does not apply; at most 10,000 fires.`,
 	return cmd
 }
 
-func (a *app) schedulesDeleteCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:         "delete NAME",
-		Short:       "Delete a schedule (its records stay in the journal; its runs go on)",
+// changeCmd is the command VERB NAME that changes one schedule or
+// trigger: do does it and says what it did. With reason, it takes
+// --reason, which do gets.
+func (a *app) changeCmd(verb, short string, reason bool, do func(ctx context.Context, b backend, name, reason string) (string, error)) *cobra.Command {
+	var why string
+	var remote []string
+	cmd := &cobra.Command{
+		Use:         verb + " NAME",
+		Short:       short,
 		Args:        cobra.ExactArgs(1),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				if err := b.DeleteSchedule(ctx, args[0]); err != nil {
+				done, err := do(ctx, b, args[0], why)
+				if err != nil {
 					return err
 				}
-				fmt.Fprintf(escWriter{a.stdout}, "deleted schedule %s\n", args[0])
+				fmt.Fprintln(escWriter{a.stdout}, done)
 				return nil
-			})
+			}, remote...)
 		},
 	}
+	if reason {
+		cmd.Flags().StringVar(&why, "reason", "", "why (recorded)")
+		remote = []string{"reason"}
+	}
+	return cmd
 }
 
 // at is a time as the schedule commands print it.

@@ -38,7 +38,24 @@ payload reaches the run as untrusted input, never as its task.
 A run trigger (--on-agent A --on completed,failed,output) starts a run
 when a run of agent A ends. See docs/schedules.md.`,
 	}
-	cmd.AddCommand(a.triggersCreateCmd(), a.triggersListCmd(), a.triggersShowCmd(), a.triggersPauseCmd(), a.triggersResumeCmd(), a.triggersDeleteCmd())
+	cmd.AddCommand(a.triggersCreateCmd(), a.triggersListCmd(), a.triggersShowCmd(),
+		a.changeCmd("pause", "Pause a trigger (deliveries are refused, and journaled)", true, func(ctx context.Context, b backend, name, reason string) (string, error) {
+			t, err := b.PauseTrigger(ctx, name, reason)
+			if err != nil {
+				return "", err
+			}
+			return "paused trigger " + t.Name, nil
+		}),
+		a.changeCmd("resume", "Resume a paused trigger", false, func(ctx context.Context, b backend, name, _ string) (string, error) {
+			t, err := b.ResumeTrigger(ctx, name)
+			if err != nil {
+				return "", err
+			}
+			return "resumed trigger " + t.Name, nil
+		}),
+		a.changeCmd("delete", "Delete a trigger (its URL answers 404; its records stay)", false, func(ctx context.Context, b backend, name, _ string) (string, error) {
+			return "deleted trigger " + name, b.DeleteTrigger(ctx, name)
+		}))
 	return cmd
 }
 
@@ -203,63 +220,4 @@ func (a *app) triggersShowCmd() *cobra.Command {
 	}
 	cmd.Flags().IntVar(&last, "last", 20, "the newest N deliveries (0: all)")
 	return cmd
-}
-
-func (a *app) triggersPauseCmd() *cobra.Command {
-	var reason string
-	cmd := &cobra.Command{
-		Use:         "pause NAME",
-		Short:       "Pause a trigger (deliveries are refused, and journaled)",
-		Args:        cobra.ExactArgs(1),
-		Annotations: bothForms,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				t, err := b.PauseTrigger(ctx, args[0], reason)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(escWriter{a.stdout}, "paused trigger %s\n", t.Name)
-				return nil
-			}, "reason")
-		},
-	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
-	return cmd
-}
-
-func (a *app) triggersResumeCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:         "resume NAME",
-		Short:       "Resume a paused trigger",
-		Args:        cobra.ExactArgs(1),
-		Annotations: bothForms,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				t, err := b.ResumeTrigger(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(escWriter{a.stdout}, "resumed trigger %s\n", t.Name)
-				return nil
-			})
-		},
-	}
-}
-
-func (a *app) triggersDeleteCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:         "delete NAME",
-		Short:       "Delete a trigger (its URL answers 404; its records stay)",
-		Args:        cobra.ExactArgs(1),
-		Annotations: bothForms,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				if err := b.DeleteTrigger(ctx, args[0]); err != nil {
-					return err
-				}
-				fmt.Fprintf(escWriter{a.stdout}, "deleted trigger %s\n", args[0])
-				return nil
-			})
-		},
-	}
 }
