@@ -106,9 +106,9 @@ passed = ["t::a"]
 [[check]]
 patch = "diff --git a/x b/x"
 `)},
-		"s/harbor-task/task.toml":       {Data: []byte("[verifier]\ntimeout_sec = 120.0\n[agent]\ntimeout_sec = 600.0\n")},
-		"s/harbor-task/instruction.md":  {Data: []byte("Write hello.txt containing hello.\n")},
-		"s/harbor-task/tests/test.sh":   {Data: []byte("#!/bin/bash\ngrep -q hello /app/hello.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")},
+		"s/harbor-task/task.toml":              {Data: []byte("[verifier]\ntimeout_sec = 120.0\n[agent]\ntimeout_sec = 600.0\n")},
+		"s/harbor-task/instruction.md":         {Data: []byte("Write hello.txt containing hello.\n")},
+		"s/harbor-task/tests/test.sh":          {Data: []byte("#!/bin/bash\ngrep -q hello /app/hello.txt && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n")},
 		"s/harbor-task/environment/Dockerfile": {Data: []byte("FROM debian\n")},
 		"s/harbor-task/environment/seed.txt":   {Data: []byte("seed\n")},
 	}
