@@ -164,8 +164,8 @@ func TestImportSWEBench(t *testing.T) {
 }
 
 func TestNotPassedAndPatch(t *testing.T) {
-	out := "PASSED tests/a.py::t1\nFAILED tests/a.py::t2 - assert\nPASSED tests/a.py::t3[x-y]\ntests/b.py::t4 PASSED [ 50%]\n"
-	got := notPassed(out, []string{"tests/a.py::t1", "tests/a.py::t2", "tests/a.py::t3[x-y]", "tests/b.py::t4", "tests/a.py::t5"})
+	out := "PASSED tests/a.py::t6[a-Missing data.]\nPASSED tests/a.py::t1\nFAILED tests/a.py::t2 - assert\nPASSED tests/a.py::t3[x-y]\ntests/b.py::t4 PASSED [ 50%]\n"
+	got := notPassed(out, []string{"tests/a.py::t1", "tests/a.py::t2", "tests/a.py::t3[x-y]", "tests/b.py::t4", "tests/a.py::t5", "tests/a.py::t6[a-Missing"})
 	if strings.Join(got, ",") != "tests/a.py::t2,tests/a.py::t5" {
 		t.Errorf("notPassed = %v", got)
 	}

@@ -22,28 +22,28 @@ type Suite struct {
 // decide whether a trial succeeded.
 type Case struct {
 	// Name identifies the case in its suite (unique).
-	Name string `toml:"name" json:"name"`
+	Name string `toml:"name,omitempty" json:"name"`
 	// Task is what the agent is asked; with a recorded model it may be
 	// empty (the recording's task is used).
-	Task string `toml:"task" json:"task,omitempty"`
+	Task string `toml:"task,omitempty" json:"task,omitempty"`
 	// System replaces Keel's system prompt when set.
-	System string `toml:"system" json:"system,omitempty"`
+	System string `toml:"system,omitempty" json:"system,omitempty"`
 	// Workspace is where the trial starts.
-	Workspace Workspace `toml:"workspace" json:"workspace"`
+	Workspace Workspace `toml:"workspace,omitempty" json:"workspace"`
 	// Setup is a shell script run in the sandbox before the agent starts;
 	// Env are KEY=VALUE entries of the sandbox.
-	Setup string   `toml:"setup" json:"setup,omitempty"`
-	Env   []string `toml:"env" json:"env,omitempty"`
+	Setup string   `toml:"setup,omitempty" json:"setup,omitempty"`
+	Env   []string `toml:"env,omitempty" json:"env,omitempty"`
 	// Recordings are trajectory files (paths in the suite's file system)
 	// a recorded model answers from; trial t uses Recordings[t mod n].
-	Recordings []string `toml:"recordings" json:"recordings,omitempty"`
+	Recordings []string `toml:"recordings,omitempty" json:"recordings,omitempty"`
 	// MaxSteps and Timeout bound a trial (0: the configuration's).
-	MaxSteps int      `toml:"max_steps" json:"max_steps,omitempty"`
-	Timeout  Duration `toml:"timeout" json:"timeout,omitempty"`
+	MaxSteps int      `toml:"max_steps,omitempty" json:"max_steps,omitempty"`
+	Timeout  Duration `toml:"timeout,omitempty" json:"timeout,omitempty"`
 	// Checks decide success: every check must pass.
-	Checks []Check `toml:"check" json:"checks"`
+	Checks []Check `toml:"check,omitempty" json:"checks"`
 	// Expect, when set ("pass" or "fail"), is the verdict a frozen run had.
-	Expect string `toml:"expect" json:"expect,omitempty"`
+	Expect string `toml:"expect,omitempty" json:"expect,omitempty"`
 	// Source names where the case came from (a file, an instance id).
 	Source string `toml:"-" json:"source,omitempty"`
 	// Root is the directory of the case's own files in the suite's file
@@ -57,45 +57,45 @@ type Workspace struct {
 	// Git is a repository to clone (a path on this machine, absolute or
 	// relative to the case, or a URL); Repo names it for a source map
 	// (owner/name), used when Git is empty.
-	Git  string `toml:"git" json:"git,omitempty"`
-	Repo string `toml:"repo" json:"repo,omitempty"`
+	Git  string `toml:"git,omitempty" json:"git,omitempty"`
+	Repo string `toml:"repo,omitempty" json:"repo,omitempty"`
 	// Commit is checked out after the clone ("" keeps the default branch).
-	Commit string `toml:"commit" json:"commit,omitempty"`
+	Commit string `toml:"commit,omitempty" json:"commit,omitempty"`
 	// Files is a directory of the case whose files are copied over the
 	// clone (or make the workspace alone).
-	Files string `toml:"files" json:"files,omitempty"`
+	Files string `toml:"files,omitempty" json:"files,omitempty"`
 	// MountPath is where the sandbox shows the workspace ("" means Keel's
 	// default, /workspace).
-	MountPath string `toml:"mount_path" json:"mount_path,omitempty"`
+	MountPath string `toml:"mount_path,omitempty" json:"mount_path,omitempty"`
 }
 
 // Check is one condition of success, run after the agent's run. Exactly
 // one of Run, File and Patch is set.
 type Check struct {
 	// Name labels the check in reports (default: its kind and subject).
-	Name string `toml:"name" json:"name,omitempty"`
+	Name string `toml:"name,omitempty" json:"name,omitempty"`
 	// Run is a shell script run in the run's sandbox, in the workspace;
 	// it passes when it exits 0 and its output reports every test in
 	// Passed as passed (a line "PASSED ID" or "ID PASSED", pytest -rA and
 	// verbose forms).
-	Run    string   `toml:"run" json:"run,omitempty"`
-	Passed []string `toml:"passed" json:"passed,omitempty"`
+	Run    string   `toml:"run,omitempty" json:"run,omitempty"`
+	Passed []string `toml:"passed,omitempty" json:"passed,omitempty"`
 	// AnyExit lets a Run check pass whatever its exit status (the Passed
 	// list decides).
-	AnyExit bool `toml:"any_exit" json:"any_exit,omitempty"`
+	AnyExit bool `toml:"any_exit,omitempty" json:"any_exit,omitempty"`
 	// Files are written into the workspace's .keel-eval/ directory before
 	// Run runs (name → content), e.g. a test patch to apply.
-	Files map[string]string `toml:"files" json:"files,omitempty"`
+	Files map[string]string `toml:"files,omitempty" json:"files,omitempty"`
 	// File is a workspace path that must exist; with Equals or Contains
 	// its content must equal or contain that text.
-	File     string `toml:"file" json:"file,omitempty"`
-	Equals   string `toml:"equals" json:"equals,omitempty"`
-	Contains string `toml:"contains" json:"contains,omitempty"`
+	File     string `toml:"file,omitempty" json:"file,omitempty"`
+	Equals   string `toml:"equals,omitempty" json:"equals,omitempty"`
+	Contains string `toml:"contains,omitempty" json:"contains,omitempty"`
 	// Patch is the expected `git diff` of the workspace (lines starting
 	// "index " are ignored, as is trailing white space).
-	Patch string `toml:"patch" json:"patch,omitempty"`
+	Patch string `toml:"patch,omitempty" json:"patch,omitempty"`
 	// Timeout bounds a Run check (default 10 minutes).
-	Timeout Duration `toml:"timeout" json:"timeout,omitempty"`
+	Timeout Duration `toml:"timeout,omitempty" json:"timeout,omitempty"`
 }
 
 // Label is the check's name in reports.

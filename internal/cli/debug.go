@@ -20,9 +20,14 @@ import (
 //	                      stores event N of a run (the crash-safety harness)
 //	cpu_profile=FILE      write a pprof CPU profile of this process to FILE
 //	                      until the command returns (the cluster benchmarks)
+//	eval_fault=KIND@N     keel eval run: the N-th attempt meets an injected
+//	                      provider (503) or sandbox failure (KIND provider
+//	                      or sandbox), to check it is counted as the
+//	                      infrastructure's and retried
 type debugKnobs struct {
 	crashAfterEvent int64
 	cpuProfile      string
+	evalFault       evalFault
 }
 
 func parseDebug(s string) (debugKnobs, error) {
@@ -45,6 +50,13 @@ func parseDebug(s string) (debugKnobs, error) {
 				return k, fmt.Errorf("KEEL_DEBUG: cpu_profile needs a file name")
 			}
 			k.cpuProfile = val
+		case "eval_fault":
+			kind, n, _ := strings.Cut(val, "@")
+			at, err := strconv.Atoi(n)
+			if (kind != "provider" && kind != "sandbox") || err != nil || at < 1 {
+				return k, fmt.Errorf("KEEL_DEBUG: eval_fault=%q: want provider@N or sandbox@N", val)
+			}
+			k.evalFault = evalFault{kind: kind, at: at}
 		default:
 			return k, fmt.Errorf("KEEL_DEBUG: unknown knob %q", key)
 		}
