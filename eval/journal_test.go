@@ -82,11 +82,15 @@ func TestATIF(t *testing.T) {
 	var doc struct {
 		Schema string `json:"schema_version"`
 		Steps  []struct {
-			ID          int    `json:"step_id"`
-			Source      string `json:"source"`
-			ToolCalls   []struct{ ToolCallID string `json:"tool_call_id"` } `json:"tool_calls"`
+			ID        int    `json:"step_id"`
+			Source    string `json:"source"`
+			ToolCalls []struct {
+				ToolCallID string `json:"tool_call_id"`
+			} `json:"tool_calls"`
 			Observation *struct {
-				Results []struct{ SourceCallID string `json:"source_call_id"` } `json:"results"`
+				Results []struct {
+					SourceCallID string `json:"source_call_id"`
+				} `json:"results"`
 			} `json:"observation"`
 		} `json:"steps"`
 		Final struct {
