@@ -48,7 +48,6 @@ type evalRunFlags struct {
 	html     string
 	workDir  string
 	passK    int
-	progress bool
 }
 
 func (a *app) evalRunCmd() *cobra.Command {
@@ -127,7 +126,14 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 	if st, err := os.Stat(abs); err == nil && st.IsDir() {
 		root, name = abs, "."
 	}
-	suite, err := eval.Load(os.DirFS(root), name, &eval.LoadOptions{Sources: sources})
+	lo := &eval.LoadOptions{Sources: sources}
+	if name == "." {
+		lo.Name = filepath.Base(root)
+		if st, err := os.Stat(filepath.Join(root, "suite.toml")); err == nil && !st.IsDir() {
+			lo.Name = "" // the suite file's name, if it gives one
+		}
+	}
+	suite, err := eval.Load(os.DirFS(root), name, lo)
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -344,7 +350,6 @@ type evalExec struct {
 	sandbox string
 	approve policy.Effect
 	fault   evalFault
-	mu      sync.Mutex
 }
 
 // evalFault is KEEL_DEBUG's eval_fault=KIND@N: the N-th attempt of an
