@@ -71,7 +71,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// model, tools or the journal (errors quote commands): escape it all.
 	a := &app{stdout: stdout, stderr: tui.Esc(stderr), getenv: os.Getenv}
 	if tui.IsTerminal(stderr) {
-		// keel run's status block draws on it (live.go); its text is
+		// keel run's status block draws on it (internal/tui); its text is
 		// escaped there.
 		a.term = stderr
 	}
@@ -132,7 +132,7 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(fo
 // signalContext cancels ctx with agent.ErrUserCanceled on the first
 // SIGINT, SIGTERM or SIGHUP (the terminal closed); a second signal exits
 // at once. A SIGINT that take takes (a conversation interrupting its
-// turn, interrupt.go) does neither. SIGHUP is left alone when it is
+// turn, internal/tui) does neither. SIGHUP is left alone when it is
 // ignored (`nohup keel run`): signal.Notify would stop ignoring it.
 func signalContext(parent context.Context, take func() bool) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"strings"
-
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 )
@@ -13,10 +11,5 @@ type eventT = journal.Event
 var (
 	num           = agent.Num
 	clip, oneLine = agent.Clip, agent.OneLine
-	firstLine     = agent.FirstLine
 	callSummary   = agent.CallSummary
 )
-
-func indent(s string) string {
-	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
-}

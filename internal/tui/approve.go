@@ -22,7 +22,7 @@ import (
 // person types /exit or presses Ctrl-C twice at the prompt, or the run
 // stops in a way a message cannot go on from (paused for a person who
 // left, canceled). A turn the person interrupted (Ctrl-C, see
-// interrupt.go) goes on with the next message. err is the outcome of the
+// prompt.go) goes on with the next message. err is the outcome of the
 // execution so far, interrupted whether the person interrupted it; the
 // last one's is returned. goesOn says whether the outcome err of an
 // execution (not interrupted) lets the next message go on; exec executes

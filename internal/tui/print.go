@@ -23,8 +23,6 @@ import (
 	"github.com/keel-run/keel/journal"
 )
 
-type eventT = journal.Event
-
 // Printer streams a run's events as human lines to stderr, or as JSON
 // lines to stdout.
 type Printer struct {
@@ -361,7 +359,6 @@ var (
 	num, ms       = agent.Num, agent.MS
 	clip, oneLine = agent.Clip, agent.OneLine
 	firstLine     = agent.FirstLine
-	callSummary   = agent.CallSummary
 )
 
 // ShellWord quotes s for a shell command line when it holds anything but
