@@ -38,16 +38,16 @@ func (a *app) evalCmd() *cobra.Command {
 func (a *app) evalDir(id string) string { return filepath.Join(a.home, "evals", id) }
 
 type evalRunFlags struct {
-	cfg      eval.Config
-	sources  []string
-	env      []string
-	sandbox  string
-	name     string
-	keep     bool
-	json     bool
-	html     string
-	workDir  string
-	passK    int
+	cfg     eval.Config
+	sources []string
+	env     []string
+	sandbox string
+	name    string
+	keep    bool
+	json    bool
+	html    string
+	workDir string
+	passK   int
 }
 
 func (a *app) evalRunCmd() *cobra.Command {
