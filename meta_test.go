@@ -112,6 +112,9 @@ func TestDependencyBoundaries(t *testing.T) {
 		// server), never through the command line or the HTTP server's
 		// handlers, and reads no flags or configuration.
 		{"./internal/mcpserver", []string{mod + "internal/cli", mod + "internal/config", mod + "server", mod + "server/ui", mod + "cmd/keel", "github.com/spf13/cobra", "flag"}},
+		// The terminal front end prints: it reads no flag and knows no
+		// other front end.
+		{"./internal/tui", []string{mod + "internal/cli", mod + "server", mod + "client", "github.com/spf13/cobra"}},
 	} {
 		pkgs := listPackages(t, tt.pkg)
 		if len(pkgs) != 1 {
