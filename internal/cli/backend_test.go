@@ -12,8 +12,8 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
-	"github.com/keel-run/keel/memory"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/memory"
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/tool"
