@@ -316,6 +316,10 @@ type ApprovalRequested struct {
 	// Expires, when set, is the deadline after which Default applies.
 	Expires *time.Time    `json:"expires,omitempty"`
 	Default policy.Effect `json:"default,omitempty"`
+	// State is what the call would change as it was when the approval
+	// was asked (tool.Tool.State: a file write's file digest). An
+	// approved call whose target no longer matches it does not run.
+	State string `json:"state,omitempty"`
 }
 
 // ApprovalResolved is the payload of journal.ApprovalResolved.
