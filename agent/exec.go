@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
@@ -324,9 +325,18 @@ func (x *executor) callModel(ctx context.Context) error {
 			return nil // the loop records the stop
 		}
 		kind := model.KindOf(err)
+		end := &RunEnded{Reason: ReasonModelError, Message: err.Error()}
+		var me *model.Error
+		if errors.As(err, &me) && me.RetryAfter > 0 {
+			// The provider asked for a longer wait than the retries
+			// make: say until when, so the run is resumed then.
+			at := x.rt.clock().Add(me.RetryAfter).UTC().Truncate(time.Second)
+			end.RetryAt = &at
+			end.Message += "; it can be resumed after " + at.Format("2006-01-02 15:04:05 UTC")
+		}
 		return x.appendMany(ctx, []journal.Type{journal.ModelFailed, journal.RunFailed}, []any{
 			&ModelFailed{Kind: kind.String(), Message: err.Error()},
-			&RunEnded{Reason: ReasonModelError, Message: err.Error()},
+			end,
 		})
 	}
 	msg := resp.Message
