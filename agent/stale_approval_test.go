@@ -89,6 +89,9 @@ func TestStaleApprovalDoesNotOverwrite(t *testing.T) {
 			if out, err = e.rt.Execute(t.Context(), id, e.params(m)); err != nil {
 				t.Fatal(err)
 			}
+			if out.Status != journal.StatusCompleted {
+				t.Errorf("status %s after the approval, want completed", out.Status)
+			}
 			got, err := os.ReadFile(path)
 			if tt.want == "" {
 				if !os.IsNotExist(err) {
