@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -20,9 +21,13 @@ import (
 //	                      stores event N of a run (the crash-safety harness)
 //	cpu_profile=FILE      write a pprof CPU profile of this process to FILE
 //	                      until the command returns (the cluster benchmarks)
+//	mem_profile=FILE      write a pprof heap profile (live and allocated
+//	                      bytes, every allocation sampled per 64 KiB) to
+//	                      FILE when the command returns
 type debugKnobs struct {
 	crashAfterEvent int64
 	cpuProfile      string
+	memProfile      string
 }
 
 func parseDebug(s string) (debugKnobs, error) {
@@ -45,6 +50,11 @@ func parseDebug(s string) (debugKnobs, error) {
 				return k, fmt.Errorf("KEEL_DEBUG: cpu_profile needs a file name")
 			}
 			k.cpuProfile = val
+		case "mem_profile":
+			if val == "" {
+				return k, fmt.Errorf("KEEL_DEBUG: mem_profile needs a file name")
+			}
+			k.memProfile = val
 		default:
 			return k, fmt.Errorf("KEEL_DEBUG: unknown knob %q", key)
 		}
@@ -52,22 +62,39 @@ func parseDebug(s string) (debugKnobs, error) {
 	return k, nil
 }
 
-// debugProfile starts the CPU profile KEEL_DEBUG asks for, if any, and
-// returns the function that stops it.
+// debugProfile starts the profiles KEEL_DEBUG asks for, if any, and
+// returns the function that stops and writes them.
 func debugProfile(getenv func(string) string) func() {
 	k, err := parseDebug(getenv("KEEL_DEBUG"))
-	if err != nil || k.cpuProfile == "" {
+	if err != nil {
 		return func() {} // a bad value is reported where the journal opens
 	}
-	f, err := os.Create(k.cpuProfile)
-	if err != nil {
-		return func() {}
+	stopCPU := func() {}
+	if k.cpuProfile != "" {
+		if f, err := os.Create(k.cpuProfile); err == nil {
+			if err := pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+			} else {
+				stopCPU = func() { pprof.StopCPUProfile(); f.Close() }
+			}
+		}
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return func() {}
+	if k.memProfile == "" {
+		return stopCPU
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }
+	// Sample finely enough to see a run's per-step allocations; set
+	// before anything of the command allocates.
+	runtime.MemProfileRate = 64 << 10
+	return func() {
+		stopCPU()
+		f, err := os.Create(k.memProfile)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		runtime.GC() // the live figures as of the end
+		pprof.Lookup("allocs").WriteTo(f, 0)
+	}
 }
 
 // debugStore applies KEEL_DEBUG to the journal store s.
