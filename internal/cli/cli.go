@@ -217,7 +217,7 @@ be resumed, inspected and audited.`,
 	root.PersistentFlags().StringVar(&a.token, "token", "", "API token for --server (default $KEEL_TOKEN, else the one keel serve saved in $KEEL_HOME/server-token)")
 	root.AddCommand(a.serveCmd(), a.tokensCmd(), a.mcpCmd(), a.authCmd(), a.costCmd())
 	root.AddCommand(a.workerCmd(), a.memoryCmd(), a.skillsCmd())
-	root.AddCommand(a.schedulesCmd(), a.triggersCmd(), a.schedulerCmd())
+	root.AddCommand(a.schedulesCmd(), a.triggersCmd(), a.schedulerCmd(), a.evalCmd())
 	a.clientMode(root)
 	plainUsage(root)
 	unknownSubcommands(root)

@@ -24,10 +24,15 @@ import (
 //	mem_profile=FILE      write a pprof heap profile (live and allocated
 //	                      bytes, every allocation sampled per 64 KiB) to
 //	                      FILE when the command returns
+//	eval_fault=KIND@N     keel eval run: the N-th attempt meets an injected
+//	                      provider (503) or sandbox failure (KIND provider
+//	                      or sandbox), to check it is counted as the
+//	                      infrastructure's and retried
 type debugKnobs struct {
 	crashAfterEvent int64
 	cpuProfile      string
 	memProfile      string
+	evalFault       evalFault
 }
 
 func parseDebug(s string) (debugKnobs, error) {
@@ -50,6 +55,13 @@ func parseDebug(s string) (debugKnobs, error) {
 				return k, fmt.Errorf("KEEL_DEBUG: cpu_profile needs a file name")
 			}
 			k.cpuProfile = val
+		case "eval_fault":
+			kind, n, _ := strings.Cut(val, "@")
+			at, err := strconv.Atoi(n)
+			if (kind != "provider" && kind != "sandbox") || err != nil || at < 1 {
+				return k, fmt.Errorf("KEEL_DEBUG: eval_fault=%q: want provider@N or sandbox@N", val)
+			}
+			k.evalFault = evalFault{kind: kind, at: at}
 		case "mem_profile":
 			if val == "" {
 				return k, fmt.Errorf("KEEL_DEBUG: mem_profile needs a file name")

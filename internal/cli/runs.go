@@ -25,7 +25,7 @@ func (a *app) runsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "runs", Short: "List, show, resume and compare runs"}
 	cmd.AddCommand(a.runsListCmd(), a.runsShowCmd(), a.runsResumeCmd(), a.runsCompareCmd())
 	cmd.AddCommand(a.runsTokensCmd(), a.runsHandoffCmd(), a.runsCancelCmd(), a.runsTraceCmd())
-	cmd.AddCommand(a.runsExportCmd(), a.runsImportCmd(), a.runsDiffCmd())
+	cmd.AddCommand(a.runsExportCmd(), a.runsImportCmd(), a.runsDiffCmd(), a.runsReplayCmd())
 	cmd.AddCommand(a.runsRewindCmd(), a.runsForkCmd(), a.runsCheckpointsCmd(), a.runsPruneCheckpointsCmd())
 	return cmd
 }
