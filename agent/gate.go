@@ -181,6 +181,9 @@ func (x *executor) gate(ctx context.Context, ids []string) error {
 	if err != nil {
 		return err
 	}
+	x.mu.Lock()
+	x.valid = make(map[string]validArgs, len(ids))
+	x.mu.Unlock()
 	types := make([]journal.Type, 0, len(ids))
 	payloads := make([]any, 0, len(ids))
 	for _, id := range ids {
@@ -204,6 +207,9 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 		d.Decision = policy.Decision{Effect: policy.Deny, Policies: []string{PolicyValidate}, Reason: res.Content}
 		return d
 	}
+	x.mu.Lock()
+	x.valid[c.ID] = validArgs{name: c.Name, raw: c.Arguments, args: args}
+	x.mu.Unlock()
 	t := x.p.Tools.Tool(c.Name)
 	if t.Scope != nil {
 		for _, raw := range t.Scope(args) {
@@ -236,13 +242,21 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 		Tool: c.Name, Effect: t.Effect.String(), Arguments: args, Paths: d.Paths,
 		Workspace: cr.Workspace, MountPath: cr.MountPath, Sandbox: cr.Sandbox, Network: cr.Network, Grants: grants, ReadOnly: stateReadOnly(cr),
 		Credential: d.Credential,
-		Server:     t.Server, Facts: facts(t, args),
+		Server:     t.Server, Facts: facts(t, args), Flow: x.callFlow(c.Name, args),
 	})
 	if t.Hold != nil && d.Decision.Effect != policy.Deny {
 		// A tool whose definition changed since it was pinned waits for
 		// a person, whatever the policy allows (grants included).
 		if why := t.Hold(); why != "" {
+			prev := d.Decision
 			d.Decision = policy.Decision{Effect: policy.Ask, Policies: []string{PolicyPin}, Reason: why}
+			if prev.Effect == policy.Ask {
+				// The policy asked too: the person sees both reasons
+				// (what flows, for one) and the parts that asked.
+				d.Decision.Policies = append(d.Decision.Policies, prev.Policies...)
+				d.Decision.Reason += "; and " + prev.Reason
+				d.Decision.Parts = prev.Parts
+			}
 		}
 	}
 	return d
