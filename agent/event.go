@@ -47,6 +47,11 @@ type RunCreated struct {
 	// stored so that a resume recreates the same environment; do not pass
 	// secrets this way.
 	Env []string `json:"env,omitempty"`
+	// SecretEnv names variables of the sandbox's environment whose
+	// values are secret: the executing process supplies them
+	// ([Wiring].Secrets), they are never journaled, the gate scans
+	// calls for them and hides them from results.
+	SecretEnv []string `json:"secret_env,omitempty"`
 	// Setup is a script run in the sandbox before the first model call.
 	Setup string `json:"setup,omitempty"`
 	// SetupNetwork lists the hosts the setup script may reach (its own
@@ -355,6 +360,9 @@ type ToolFinished struct {
 	// Synthetic marks a result the runtime wrote without running the tool
 	// (invalid call, denied, interrupted, canceled).
 	Synthetic bool `json:"synthetic,omitempty"`
+	// Label is the result's information-flow label when it is untrusted
+	// or private (nil: trusted and public); see [DataLabel].
+	Label *DataLabel `json:"label,omitempty"`
 }
 
 // RunEnded is the payload of journal.RunCompleted, RunFailed, RunCanceled

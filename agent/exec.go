@@ -236,8 +236,13 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 		}
 	}
 	r := *res
+	r.Content = x.secrets.hide(r.Content)
 	x.boundResult(&r, c.ID)
-	return x.append(ctx, journal.ToolFinished, &ToolFinished{CallID: c.ID, Tool: c.Name, Result: r, DurationMS: x.since(start)})
+	f := &ToolFinished{CallID: c.ID, Tool: c.Name, Result: r, DurationMS: x.since(start)}
+	x.mu.Lock()
+	f.Label = x.st.resultLabel(c, f)
+	x.mu.Unlock()
+	return x.append(ctx, journal.ToolFinished, f)
 }
 
 func (x *executor) maxChars() int {
