@@ -317,6 +317,9 @@ func (x *executor) ask(ctx context.Context, ids []string) error {
 		c := x.st.call(id)
 		args, _ := x.p.Tools.Validate(c.ToolCall)
 		r := &ApprovalRequested{CallID: id, Tool: c.Name, Arguments: args, Reason: c.Decision.Reason, Action: rawAction(c.Name, args)}
+		if t := x.p.Tools.Tool(c.Name); t != nil && t.State != nil && args != nil {
+			r.State = t.State(&tool.Request{RunID: x.runID, CallID: id, Arguments: args, Env: x.p.Env})
+		}
 		for _, p := range c.Decision.Parts {
 			if p.Effect == policy.Ask {
 				r.Parts = append(r.Parts, p)

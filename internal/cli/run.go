@@ -297,7 +297,9 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		if err != nil {
 			return nil, serviceError(err)
 		}
-		a.warnPolicy(ctx, c)
+		if err := a.checkPolicy(ctx, c); err != nil {
+			return nil, err
+		}
 		return c, nil
 	}, live, f.json, f.quiet)
 	return err
@@ -355,8 +357,12 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 	} else {
 		err = a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
 	}
-	if created.Git != nil && !jsonOut && !quiet {
+	switch {
+	case jsonOut || quiet:
+	case created.Git != nil:
 		a.endDiff(ctx, runID, created)
+	default:
+		a.endCheckpointDiff(ctx, store, runID)
 	}
 	return runID, err
 }
