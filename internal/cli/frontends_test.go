@@ -280,3 +280,139 @@ func (w *webUI) post(t *testing.T, path string, form url.Values) (string, string
 	}
 	return "", fmt.Sprintf("%d %s", resp.StatusCode, html.UnescapeString(string(body)))
 }
+
+// Every front end that decides approvals decides the same way: a demo
+// run waiting for its edit is approved, or denied with a reason, through
+// keel approve|deny (locally and with --server), the API, the web UI's
+// approval card, and the MCP tool (locally and on the server); the
+// approval.resolved each journals is the same but for who decided.
+func TestFrontEndsDecideTheSameApproval(t *testing.T) {
+	db := setup(t)
+	serve := startServe(t)
+	tok := serve.savedToken(t)
+	cl := serve.apiClient(t)
+	argv, _ := json.Marshal([]string{"--db", db, "mcp", "serve", "--wait", "1s"})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(argv))
+	localMCP, err := sdk.NewClient(&sdk.Implementation{Name: "keel-test", Version: "1"}, nil).Connect(t.Context(), &sdk.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer localMCP.Close()
+	remoteMCP, err := sdk.NewClient(&sdk.Implementation{Name: "keel-test", Version: "1"}, nil).Connect(t.Context(),
+		&sdk.StreamableClientTransport{Endpoint: serve.url + "/mcp", HTTPClient: &http.Client{Transport: bearer(tok)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remoteMCP.Close()
+	web := webSession(t, serve.url, tok)
+
+	type decider struct {
+		name   string
+		decide func(t *testing.T, id, call, decision, reason string) string // "" or the refusal
+	}
+	cliDecide := func(server bool) func(t *testing.T, id, call, decision, reason string) string {
+		return func(t *testing.T, id, call, decision, reason string) string {
+			verb := map[string]string{"approve": "approve", "deny": "deny"}[decision]
+			args := []string{verb, id, call, "--reason", reason}
+			if server {
+				args = append([]string{"--server", serve.url, "--token", tok}, append(args, "--no-wait")...)
+			} else {
+				args = append(args, "--no-resume")
+			}
+			// With --server the command follows the run after the
+			// decision: a denied demo then fails (exit 1), as it should;
+			// the journal says what was decided.
+			if code, out, errOut := keel(t, args...); code == 2 || code != 0 && !strings.Contains(errOut, "call demo_") {
+				return fmt.Sprintf("exit %d: %s%s", code, out, errOut)
+			}
+			return ""
+		}
+	}
+	mcpDecide := func(s *sdk.ClientSession) func(t *testing.T, id, call, decision, reason string) string {
+		return func(t *testing.T, id, call, decision, reason string) string {
+			if text, isErr := callText(t, s, "answer_approval", map[string]any{"run_id": id, "call_id": call, "decision": decision, "reason": reason}); isErr {
+				return text
+			}
+			return ""
+		}
+	}
+	deciders := []decider{
+		{"keel approve|deny", cliDecide(false)},
+		{"keel --server approve|deny", cliDecide(true)},
+		{"API", func(t *testing.T, id, call, decision, reason string) string {
+			var err error
+			if decision == "deny" {
+				_, err = cl.Deny(t.Context(), id, call, &api.Decide{Reason: reason})
+			} else {
+				_, err = cl.Approve(t.Context(), id, call, &api.Decide{Reason: reason})
+			}
+			if err != nil {
+				return err.Error()
+			}
+			return ""
+		}},
+		{"web UI card", func(t *testing.T, id, call, decision, reason string) string {
+			d := map[string]string{"approve": "allow", "deny": "deny"}[decision]
+			_, refusal := web.post(t, "/ui/approvals/"+url.PathEscape(id)+"/"+url.PathEscape(call), url.Values{"decision": {d}, "call": {call}, "reason": {reason}})
+			return refusal
+		}},
+		{"MCP local", mcpDecide(localMCP)},
+		{"MCP on the server", mcpDecide(remoteMCP)},
+	}
+	for _, decision := range []string{"approve", "deny"} {
+		t.Run(decision, func(t *testing.T) {
+			var first *agent.ApprovalResolved
+			var firstName string
+			for _, d := range deciders {
+				run, err := cl.CreateRun(t.Context(), &api.CreateRun{Demo: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, err := range cl.Events(t.Context(), run.ID, &client.EventsParams{UntilStopped: true}) {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				r, err := cl.Run(t.Context(), run.ID)
+				if err != nil || r.Status != "paused" || len(r.Pending) != 1 {
+					t.Fatalf("demo run %+v %v", r, err)
+				}
+				if refusal := d.decide(t, run.ID, r.Pending[0].CallID, decision, "checked by a person"); refusal != "" {
+					t.Errorf("%s: %s", d.name, refusal)
+					continue
+				}
+				var got *agent.ApprovalResolved
+				for e, err := range cl.Events(t.Context(), run.ID, &client.EventsParams{NoFollow: true}) {
+					if err != nil {
+						t.Fatal(err)
+					}
+					if e.Type == journal.ApprovalResolved {
+						got = &agent.ApprovalResolved{}
+						if err := json.Unmarshal(e.Payload, got); err != nil {
+							t.Fatal(err)
+						}
+						break
+					}
+				}
+				if got == nil {
+					t.Errorf("%s: no approval.resolved", d.name)
+					continue
+				}
+				if got.By == "" {
+					t.Errorf("%s: the decision names nobody", d.name)
+				}
+				// Who decided differs: the token's person, or the person
+				// at this machine.
+				got.By, got.Token = "", ""
+				if first == nil {
+					first, firstName = got, d.name
+					continue
+				}
+				if diff := cmp.Diff(first, got); diff != "" {
+					t.Errorf("approval.resolved of %s differs from %s's (-%s +%s):\n%s", d.name, firstName, firstName, d.name, diff)
+				}
+			}
+		})
+	}
+}
