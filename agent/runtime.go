@@ -249,6 +249,11 @@ type Wiring struct {
 	// prev; else the payload is journaled. A failed snapshot is logged
 	// and the run goes on without it.
 	Checkpoint func(ctx context.Context, runID string, prev *Snapshot) (*WorkspaceCheckpoint, error)
+	// Secrets are the values the run holds that must not leave it (the
+	// sandbox's secret variables, connectors' tokens): the gate tells the
+	// policy which a call carries ([policy.Flow]) and results are
+	// stripped of them before anything sees them.
+	Secrets []Secret
 }
 
 // WireFunc builds the live parts of one execution of the run that c
@@ -408,7 +413,7 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if followUp && p.Message == "" {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, ErrRunCompleted)
 	}
-	x := &executor{rt: rt, p: p, st: st, runID: runID, head: head}
+	x := &executor{rt: rt, p: p, st: st, runID: runID, head: head, secrets: newSecretScanner(p.Secrets, st.Created.SecretEnv)}
 	message := p.Message
 	if p.Recorder != nil {
 		p.Recorder.bind(x)
@@ -502,6 +507,8 @@ type executor struct {
 	// head is the hash of st's newest event.
 	head string
 	gs   gateState // gate.go
+	// secrets finds and hides the run's secrets (flow.go); nil: none.
+	secrets *secretScanner
 	// asked counts the questions asked per call attempt (input.go).
 	asked map[string]int
 	// snap is the workspace snapshot in flight, if any; snapping is set
