@@ -193,18 +193,19 @@ func (x *executor) gate(ctx context.Context, ids []string) error {
 
 func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *GateDecided {
 	d := &GateDecided{CallID: c.ID, Tool: c.Name}
-	if x.toolInfo(c.Name) == nil && x.p.Tools.Tool(c.Name) != nil {
+	reg := x.registry(c.Name)
+	if x.toolInfo(c.Name) == nil && reg.Tool(c.Name) != nil {
 		// Offered now but not when the run was created: refuse, the model
 		// was never told about it.
 		d.Decision = policy.Decision{Effect: policy.Deny, Policies: []string{PolicyValidate}, Reason: fmt.Sprintf("unknown tool %q", c.Name)}
 		return d
 	}
-	args, res := x.p.Tools.Validate(c.ToolCall)
+	args, res := reg.Validate(c.ToolCall)
 	if res != nil {
 		d.Decision = policy.Decision{Effect: policy.Deny, Policies: []string{PolicyValidate}, Reason: res.Content}
 		return d
 	}
-	t := x.p.Tools.Tool(c.Name)
+	t := reg.Tool(c.Name)
 	if t.Scope != nil {
 		for _, raw := range t.Scope(args) {
 			var rel string
@@ -226,6 +227,11 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 			d.Paths = append(d.Paths, rel)
 		}
 	}
+	deny, teamFacts := x.teamDecide(c.ID, c.Name, args, d.Paths, t.Effect, t.Scope != nil)
+	if deny != nil {
+		d.Decision = *deny
+		return d
+	}
 	cr := x.st.Created
 	grants := append(append([]policy.Grant(nil), x.st.Grants...), x.gs.grants...)
 	if t.Credential != nil {
@@ -236,7 +242,7 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 		Tool: c.Name, Effect: t.Effect.String(), Arguments: args, Paths: d.Paths,
 		Workspace: cr.Workspace, MountPath: cr.MountPath, Sandbox: cr.Sandbox, Network: cr.Network, Grants: grants, ReadOnly: stateReadOnly(cr),
 		Credential: d.Credential,
-		Server:     t.Server, Facts: facts(t, args),
+		Server:     t.Server, Facts: facts(t, args, teamFacts),
 	})
 	if t.Hold != nil && d.Decision.Effect != policy.Deny {
 		// A tool whose definition changed since it was pinned waits for
@@ -252,7 +258,10 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 // definition changed since it was pinned (an MCP server's tool).
 const PolicyPin = "keel.pin"
 
-func facts(t *tool.Tool, args json.RawMessage) map[string]any {
+func facts(t *tool.Tool, args json.RawMessage, team map[string]any) map[string]any {
+	if team != nil {
+		return team
+	}
 	if t.Facts == nil {
 		return nil
 	}
@@ -301,7 +310,7 @@ func (x *executor) ask(ctx context.Context, ids []string) error {
 	set := x.st.Created.Approval
 	for _, id := range ids {
 		c := x.st.call(id)
-		args, _ := x.p.Tools.Validate(c.ToolCall)
+		args, _ := x.registry(c.Name).Validate(c.ToolCall)
 		r := &ApprovalRequested{CallID: id, Tool: c.Name, Arguments: args, Reason: c.Decision.Reason, Action: rawAction(c.Name, args)}
 		for _, p := range c.Decision.Parts {
 			if p.Effect == policy.Ask {

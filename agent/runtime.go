@@ -248,6 +248,9 @@ type Wiring struct {
 	// prev; else the payload is journaled. A failed snapshot is logged
 	// and the run goes on without it.
 	Checkpoint func(ctx context.Context, runID string, prev *Snapshot) (*WorkspaceCheckpoint, error)
+	// Team, if set, starts and follows the run's children (spawn_agent,
+	// wait_agents); nil: those calls get an error result.
+	Team Launcher
 }
 
 // WireFunc builds the live parts of one execution of the run that c
@@ -501,6 +504,10 @@ type executor struct {
 	// head is the hash of st's newest event.
 	head string
 	gs   gateState // gate.go
+	// teamMu makes a budget check and the append that spends it one
+	// step: child.spawned reservations, child.delivered, tool starts
+	// under a tool-call limit (team_exec.go).
+	teamMu sync.Mutex
 	// asked counts the questions asked per call attempt (input.go).
 	asked map[string]int
 	// snap is the workspace snapshot in flight, if any; snapping is set
@@ -694,7 +701,7 @@ func (x *executor) mayWrite(ids []string) bool {
 		if c == nil {
 			return true
 		}
-		if t := x.p.Tools.Tool(c.Name); t == nil || t.Effect != tool.ReadOnly {
+		if t := x.registry(c.Name).Tool(c.Name); t == nil || t.Effect != tool.ReadOnly {
 			return true
 		}
 	}

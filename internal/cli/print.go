@@ -139,6 +139,8 @@ var printRows = map[journal.Type]func(*printer, *view.Row){
 	journal.SandboxQuarantine:   func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "    %s\n", r.Payload.Detail()) },
 	journal.WorkspaceCheckpoint: nil, // keel runs show and diff list them
 	journal.WorkspaceRestored:   nil,
+	journal.ChildSpawned:        func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "  child spawned: %s\n", r.Payload.Detail()) },
+	journal.ChildDelivered:      func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "  child delivered: %s\n", r.Payload.Detail()) },
 }
 
 func (p *printer) resumed(r *view.Row) {

@@ -94,6 +94,8 @@ var showRows = map[journal.Type]func(*timeline, *view.Row, string) (string, []st
 	journal.SandboxQuarantine:   nil,
 	journal.WorkspaceCheckpoint: nil,
 	journal.WorkspaceRestored:   nil,
+	journal.ChildSpawned:        nil,
+	journal.ChildDelivered:      nil,
 }
 
 func (t *timeline) add(e *journal.Event) {
