@@ -33,7 +33,7 @@ type agentFile struct {
 const maxAgentFile = 64 << 10
 
 // agentDefs reads the agent definitions in dir (.keel/agents of a
-// workspace): every NAME.md, sorted by name. A missing directory is
+// workspace): every Markdown file, sorted by name. A missing directory is
 // none; a file that does not parse is an error naming it.
 func agentDefs(dir string, trusted func(path string, content []byte) bool) ([]agent.AgentDef, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.md"))

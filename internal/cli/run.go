@@ -35,41 +35,41 @@ const DefaultCompletionMarker = service.DefaultCompletionMarker
 // tools script against: keep them.
 type runFlags struct {
 	// labels are --label KEY=VALUE annotations (cost reports group by them).
-	labels           []string
-	model            string
-	apiKey           string
-	apiKeyEnv        string
-	workspace        string
-	mountPath        string
-	env              []string
-	setup            string
-	taskFile         string
-	system           string
-	systemFile       string
-	json             bool
-	quiet            bool
-	maxSteps         int
+	labels     []string
+	model      string
+	apiKey     string
+	apiKeyEnv  string
+	workspace  string
+	mountPath  string
+	env        []string
+	setup      string
+	taskFile   string
+	system     string
+	systemFile string
+	json       bool
+	quiet      bool
+	maxSteps   int
 	// team offers spawn_agent and wait_agents and the definitions of
 	// .keel/agents; maxToolCalls, maxChildren and maxDepth are limits.
 	team                                bool
 	maxToolCalls, maxChildren, maxDepth int
-	maxTokens        int64
-	maxCost          float64
-	timeout          time.Duration
-	commandTimeout   time.Duration
-	sandbox          string
-	network          []string
-	setupNetwork     []string
-	setupTimeout     time.Duration
-	limits           limitFlags
-	completionMarker string
-	maxOutputTokens  int
-	concurrency      int
-	maxResultChars   int
-	idleTimeout      time.Duration
-	commandIdle      time.Duration
-	stallRetries     int
-	retries          int
+	maxTokens                           int64
+	maxCost                             float64
+	timeout                             time.Duration
+	commandTimeout                      time.Duration
+	sandbox                             string
+	network                             []string
+	setupNetwork                        []string
+	setupTimeout                        time.Duration
+	limits                              limitFlags
+	completionMarker                    string
+	maxOutputTokens                     int
+	concurrency                         int
+	maxResultChars                      int
+	idleTimeout                         time.Duration
+	commandIdle                         time.Duration
+	stallRetries                        int
+	retries                             int
 	// checkpoints is --checkpoints (default true); --no-checkpoints
 	// sets it false (runDefaults).
 	checkpoints   bool
