@@ -169,7 +169,7 @@ func (a *app) runsShowCmd() *cobra.Command {
 				}
 				o := &showOptions{full: full, artifact: func(c *agent.RunCreated, rel string) ([]byte, error) {
 					return b.Artifact(ctx, args[0], c, rel)
-				}}
+				}, events: func(id string) ([]journal.Event, error) { return b.Events(ctx, id) }}
 				if follow && len(events) > 0 && !stopped(events) {
 					o.follow = func(row func(e *journal.Event)) ([]journal.Event, error) {
 						// The model's text as a team server streams it,
@@ -290,6 +290,9 @@ type showOptions struct {
 	follow func(row func(e *journal.Event)) ([]journal.Event, error)
 	// artifact reads a truncated result's whole output (--full).
 	artifact func(created *agent.RunCreated, rel string) ([]byte, error)
+	// events, if set, reads another run's events: the children of a
+	// run with child agents, for its tree.
+	events func(id string) ([]journal.Event, error)
 }
 
 func (a *app) showTimeline(runID string, events []journal.Event, verr error, o *showOptions) error {
@@ -350,6 +353,9 @@ func (a *app) showTimeline(runID string, events []journal.Event, verr error, o *
 	}
 	if st != nil {
 		showContext(w, st)
+		if len(st.Children) > 0 && o.events != nil {
+			showTree(w, st, o.events)
+		}
 	}
 	if st != nil && st.Ended != nil && st.Ended.Output != "" {
 		fmt.Fprintf(w, "\noutput:\n%s\n", strings.TrimRight(st.Ended.Output, "\n"))
