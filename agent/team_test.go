@@ -416,3 +416,31 @@ func TestSpawnIsACedarAction(t *testing.T) {
 		t.Errorf("%d children, want 2", len(out.State.Children))
 	}
 }
+
+// TestFoldRefusesSecondDelivery: a journal that gives a child's result
+// twice, or a result of a child never spawned, does not fold.
+func TestFoldRefusesSecondDelivery(t *testing.T) {
+	ev := func(seq int64, typ journal.Type, v any) journal.Event {
+		b, _ := json.Marshal(v)
+		return journal.Event{RunID: "r", Seq: seq, Type: typ, Payload: b}
+	}
+	created := ev(1, journal.RunCreated, &agent.RunCreated{Task: "t"})
+	spawned := ev(2, journal.ChildSpawned, &agent.ChildSpawned{Child: "r.c", CallID: "c", Created: &agent.RunCreated{Task: "x"}})
+	for _, tt := range []struct {
+		name string
+		evs  []journal.Event
+		bad  string
+	}{
+		{"once", []journal.Event{created, spawned, ev(3, journal.ChildDelivered, &agent.ChildDelivered{Child: "r.c", CallID: "c"})}, ""},
+		{"twice", []journal.Event{created, spawned, ev(3, journal.ChildDelivered, &agent.ChildDelivered{Child: "r.c", CallID: "c"}), ev(4, journal.ChildDelivered, &agent.ChildDelivered{Child: "r.c", CallID: "w"})}, "second child.delivered"},
+		{"unknown child", []journal.Event{created, ev(2, journal.ChildDelivered, &agent.ChildDelivered{Child: "r.x"})}, "unknown child"},
+		{"spawned twice", []journal.Event{created, spawned, ev(3, journal.ChildSpawned, &agent.ChildSpawned{Child: "r.c", CallID: "c", Created: &agent.RunCreated{Task: "x"}})}, "second child.spawned"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := agent.Fold("r", tt.evs)
+			if tt.bad == "" && err != nil || tt.bad != "" && (err == nil || !strings.Contains(err.Error(), tt.bad)) {
+				t.Errorf("Fold = %v, want %q", err, tt.bad)
+			}
+		})
+	}
+}
