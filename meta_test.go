@@ -107,6 +107,9 @@ func TestDependencyBoundaries(t *testing.T) {
 		// cluster only as its Dispatcher interface.
 		{"./service", []string{mod + "server", mod + "server/ui", mod + "internal/cli", mod + "client", mod + "cluster", mod + "internal/assemble", mod + "internal/mcpserver"}},
 		{"./internal/assemble", []string{mod + "internal/cli", mod + "server", mod + "service", mod + "client"}},
+		// The terminal front end prints: it reads no flag and knows no
+		// other front end.
+		{"./internal/tui", []string{mod + "internal/cli", mod + "server", mod + "client", "github.com/spf13/cobra"}},
 	} {
 		pkgs := listPackages(t, tt.pkg)
 		if len(pkgs) != 1 {

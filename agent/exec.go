@@ -272,7 +272,7 @@ func (x *executor) callModel(ctx context.Context) error {
 	}
 	msg := resp.Message
 	msg.Role = model.RoleAssistant
-	msg.ToolCalls = normalizeIDs(msg.ToolCalls, x.st.Steps+1, x.usedIDs())
+	msg.ToolCalls = normalizeIDs(msg.ToolCalls, x.st.Steps+1, x.usedID)
 	if n := messageSize(&msg); n > MaxResponseBytes {
 		return x.oversize(ctx, n)
 	}
@@ -323,20 +323,13 @@ func (x *executor) cut(ctx context.Context, ids []string) error {
 	return x.closeCalls(ctx, ids, CutResult)
 }
 
-// usedIDs returns the tool call ids of the run so far.
-func (x *executor) usedIDs() map[string]bool {
-	used := map[string]bool{}
-	for _, t := range x.st.Turns {
-		for _, c := range t.Calls {
-			used[c.ID] = true
-		}
-	}
-	return used
-}
+// usedID reports whether a call of the run so far has that id (a
+// lookup in the fold's turns: no set of every id is built per response).
+func (x *executor) usedID(id string) bool { return x.st.call(id) != nil }
 
 // normalizeIDs gives every call an id unique in the run: some
 // OpenAI-compatible servers send none, or repeat them within a turn or
-// in every turn ("call_0"). used holds the ids of earlier turns.
+// in every turn ("call_0"). used reports the ids of earlier turns.
 //
 // An id that is not a short run of letters, digits, '_' and '-' (the
 // charset Anthropic's tool_use ids allow) is replaced too: ids end up in
@@ -346,12 +339,12 @@ func (x *executor) usedIDs() map[string]bool {
 // that is not this very call's replacement, so that a replacement never
 // meets a provider's id. The journal keeps the replacement, and every
 // later request uses it consistently.
-func normalizeIDs(calls []model.ToolCall, step int, used map[string]bool) []model.ToolCall {
+func normalizeIDs(calls []model.ToolCall, step int, used func(id string) bool) []model.ToolCall {
 	seen := map[string]bool{}
 	out := make([]model.ToolCall, len(calls))
 	for i, c := range calls {
 		repl := model.ReplacementCallID(step, i)
-		if !safeID(c.ID) || seen[c.ID] || used[c.ID] || (strings.HasPrefix(c.ID, "call_keel_") && c.ID != repl) {
+		if !safeID(c.ID) || seen[c.ID] || used(c.ID) || (strings.HasPrefix(c.ID, "call_keel_") && c.ID != repl) {
 			c.ID = repl
 		}
 		seen[c.ID] = true

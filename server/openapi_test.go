@@ -121,6 +121,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"CreateTrigger": api.CreateTrigger{}, "RunEvents": api.RunEvents{}, "Trigger": api.Trigger{}, "NewTrigger": api.NewTrigger{}, "TriggerList": api.TriggerList{},
 		"Delivery": api.Delivery{}, "DeliveryList": api.DeliveryList{}, "TriggerAnswer": api.TriggerAnswer{},
 		"Sink": api.Sink{}, "SinkList": api.SinkList{}, "Notification": api.Notification{}, "NotificationList": api.NotificationList{},
+		"MemoryEntry": api.MemoryEntry{}, "MemoryLabels": api.MemoryLabels{}, "MemorySource": api.MemorySource{}, "MemoryForgotten": api.MemoryForgotten{},
+		"MemoryList": api.MemoryList{}, "MemoryHistory": api.MemoryHistory{}, "EditMemory": api.EditMemory{}, "ForgetMemory": api.ForgetMemory{},
 	}
 	doc := loadOpenAPI(t)
 	var names []string

@@ -61,6 +61,11 @@ var routes = []route{
 	{"GET", "/v1/sinks", api.ScopeRunsRead, (*Handler).listSinks},
 	{"GET", "/v1/notifications", api.ScopeRunsRead, (*Handler).listNotifications},
 
+	{"GET", "/v1/memory", api.ScopeRunsRead, (*Handler).listMemory},
+	{"GET", "/v1/memory/{id}", api.ScopeRunsRead, (*Handler).getMemory},
+	{"POST", "/v1/memory/{id}/edit", api.ScopeApprovalsWrite, (*Handler).editMemory},
+	{"POST", "/v1/memory/{id}/forget", api.ScopeApprovalsWrite, (*Handler).forgetMemory},
+
 	{"GET", "/v1/tokens", api.ScopeAdmin, (*Handler).listTokens},
 	{"POST", "/v1/tokens", api.ScopeAdmin, (*Handler).createToken},
 	{"POST", "/v1/tokens/{id}/revoke", api.ScopeAdmin, (*Handler).revokeToken},

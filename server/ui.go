@@ -111,6 +111,13 @@ type page struct {
 	Sinks     []api.Sink
 	Schedule  *api.Schedule
 	Fires     []api.Fire
+	// Memory are the memory page's entries (MemoryAll: superseded and
+	// forgotten ones too), or an entry's versions (MemoryID the one
+	// asked for); CanDecide lets the token edit and forget them.
+	Memory    []api.MemoryEntry
+	MemoryAll bool
+	MemoryID  string
+	CanDecide bool
 	// Connected is the authorization callback's outcome.
 	Connected *connected
 	// Inputs are the questions the run page's run waits for.
@@ -198,6 +205,9 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"POST /ui/schedules", api.ScopeRunsWrite, h.uiCreateSchedule},
 		{"GET /ui/schedules/{id}", api.ScopeRunsRead, h.uiSchedule},
 		{"POST /ui/schedules/{id}/{action}", api.ScopeRunsWrite, h.uiScheduleAction},
+		{"GET /ui/memory", api.ScopeRunsRead, h.uiMemory},
+		{"GET /ui/memory/{id}", api.ScopeRunsRead, h.uiMemoryEntry},
+		{"POST /ui/memory/{id}/{action}", api.ScopeApprovalsWrite, h.uiMemoryAction},
 		{"GET /ui/cost", api.ScopeAdmin, h.uiCost},
 		{"GET /ui/audit", api.ScopeRunsRead, h.uiAudit},
 		{"POST /ui/audit", api.ScopeRunsRead, h.uiAudit},

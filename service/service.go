@@ -231,6 +231,8 @@ type Service struct {
 	sched    *schedule.Scheduler
 	hub      *trigger.Hub
 	notifier *notify.Notifier
+	// memoryState is memory across runs (memory.go).
+	memoryState
 
 	stopOnce sync.Once
 	stop     chan struct{} // closed by Shutdown

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 )
@@ -78,7 +79,7 @@ document. --no-connectors gives it none.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(escWriter{a.stdout}, "created %s agent %s\n", ag.Kind, ag.Name)
+				fmt.Fprintf(tui.Esc(a.stdout), "created %s agent %s\n", ag.Kind, ag.Name)
 				return nil
 			}, "kind", "description", "mcp", "sql", "openapi", "no-connectors")
 		},
@@ -158,7 +159,7 @@ func (a *app) printAgents(agents []identity.Agent, asJSON bool) error {
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "AGENT\tKIND\tSTATUS\tCREATED\tGRANTS\tDESCRIPTION")
 	for _, ag := range agents {
 		status, created := "active", "built in"
@@ -175,7 +176,7 @@ func (a *app) printAgents(agents []identity.Agent, asJSON bool) error {
 
 // printAgent prints keel agents show.
 func (a *app) printAgent(ag *identity.Agent) {
-	w := escWriter{a.stdout}
+	w := tui.Esc(a.stdout)
 	fmt.Fprintf(w, "agent %s (%s)\n", ag.Name, ag.Kind)
 	if ag.Description != "" {
 		fmt.Fprintf(w, "  %s\n", ag.Description)
@@ -261,7 +262,7 @@ func (a *app) agentsUngrantCmd() *cobra.Command {
 			if err := b.Ungrant(ctx, args[0], args[1], &identity.UngrantParams{By: a.person(by), Reason: reason}); err != nil {
 				return err
 			}
-			fmt.Fprintf(escWriter{a.stdout}, "removed standing approval %s of agent %s\n", args[1], args[0])
+			fmt.Fprintf(tui.Esc(a.stdout), "removed standing approval %s of agent %s\n", args[1], args[0])
 			return nil
 		},
 	}
@@ -311,7 +312,7 @@ func (a *app) agentsRevokeCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(escWriter{a.stdout}, "revoked agent %s; its runs pause at their next gate decision\n", ag.Name)
+				fmt.Fprintf(tui.Esc(a.stdout), "revoked agent %s; its runs pause at their next gate decision\n", ag.Name)
 				return nil
 			}, "reason")
 		},
@@ -338,7 +339,7 @@ func (a *app) printGrants(agentName string, grants []policy.Grant, asJSON bool) 
 		fmt.Fprintf(a.stdout, "agent %s has no standing approvals\n", agentName)
 		return nil
 	}
-	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "GRANT\tTOOL\tMATCHES\tBY\tRUN")
 	for _, g := range grants {
 		what := "exactly: " + g.Exact

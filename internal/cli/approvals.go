@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/visible"
@@ -140,7 +141,7 @@ func (a *app) printApprovals(pending []agent.PendingApproval, asJSON bool, now t
 		fmt.Fprintln(a.stdout, "no pending approvals")
 		return nil
 	}
-	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tCALL\tAGENT\tSINCE\tDEADLINE\tTOOL\tACTION")
 	for _, p := range pending {
 		who := p.Principal

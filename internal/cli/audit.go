@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/audit"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -188,7 +189,7 @@ anchored hash at the anchored event: any change at or before it shows.`,
 							return err
 						}
 					case !c.OK:
-						fmt.Fprintf(escWriter{a.stdout}, "ANCHOR %s event %d: %s\n", c.RunID, c.Seq, c.Reason)
+						fmt.Fprintf(tui.Esc(a.stdout), "ANCHOR %s event %d: %s\n", c.RunID, c.Seq, c.Reason)
 					}
 				}
 				if !asJSON {
@@ -234,7 +235,7 @@ func (a *app) printAudit(rows []auditRow, asJSON bool) (bad int, err error) {
 			}
 		}
 	}
-	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 	if !asJSON {
 		fmt.Fprintln(tw, "STREAM\tKIND\tEVENTS\tSTATUS\tRESULT")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/credential"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -68,7 +69,7 @@ under which policy decision (and who approved it), and how it ended.`,
 					fmt.Fprintln(a.stdout, "no external call used a credential")
 					return nil
 				}
-				tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+				tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "TIME\tRUN\tCALL\tAGENT\tFOR\tPROVIDER\tREQUEST\tSCOPES\tDECISION\tRESULT")
 				for _, c := range calls {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s %s\t%s\t%s\t%s\n", c.Time.Local().Format(time.DateTime), c.Run, c.Call, c.Agent,

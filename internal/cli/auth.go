@@ -18,6 +18,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -254,7 +255,7 @@ func (a *app) authProvidersListCmd() *cobra.Command {
 				if asJSON {
 					return json.NewEncoder(a.stdout).Encode(ps)
 				}
-				tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+				tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NAME\tISSUER\tCLIENT\tSCOPES\tRESOURCES")
 				for _, p := range ps {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Issuer, p.ClientID, strings.Join(p.Scopes, " "), strings.Join(p.Resources, " "))
@@ -378,7 +379,7 @@ func (a *app) clientAuthConnect(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(escWriter{a.stdout}, "open this URL in a browser to authorize %s at %s:\n\n  %s\n\nthe server completes it at %s (until %s) and continues run %s: keel --server %s runs show %s\n",
+	fmt.Fprintf(tui.Esc(a.stdout), "open this URL in a browser to authorize %s at %s:\n\n  %s\n\nthe server completes it at %s (until %s) and continues run %s: keel --server %s runs show %s\n",
 		whoFor(st.Agent, st.User), st.Provider, st.URL, st.RedirectURL, st.Expires.Local().Format(time.Kitchen), run, a.serverURL(), run)
 	return nil
 }
@@ -407,7 +408,7 @@ func (a *app) clientAuthWaits(cmd *cobra.Command, _ []string) error {
 		return nil
 	}
 	for _, w := range waits {
-		fmt.Fprintf(escWriter{a.stdout}, "run %s call %s: authorization required (%s): %s needs a grant of provider %s with scopes %s\n  run: keel --server %s auth connect --run %s (or Connect in the web UI's inbox)\n",
+		fmt.Fprintf(tui.Esc(a.stdout), "run %s call %s: authorization required (%s): %s needs a grant of provider %s with scopes %s\n  run: keel --server %s auth connect --run %s (or Connect in the web UI's inbox)\n",
 			w.RunID, w.CallID, w.Reason, whoFor(w.Agent, w.User), w.Provider, strings.Join(w.Scopes, " "), a.serverURL(), w.RunID)
 	}
 	return nil
@@ -527,7 +528,7 @@ func (a *app) authListCmd() *cobra.Command {
 					fmt.Fprintln(a.stdout, "no grants (keel auth connect PROVIDER makes one)")
 					return nil
 				}
-				tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+				tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "GRANT\tAGENT\tUSER\tPROVIDER\tSTATUS\tSCOPES\tEXPIRES\tREFRESHES")
 				for _, g := range gs {
 					exp := "-"
@@ -618,7 +619,7 @@ func (a *app) authWaitsCmd() *cobra.Command {
 					if w.Issuer == "" && w.Hint != "" {
 						hint = w.Hint // not an OAuth grant: a secret a person stores
 					}
-					fmt.Fprintf(escWriter{a.stdout}, "run %s call %s: %s\n  run: %s\n", w.RunID, w.CallID, w.Error(), hint)
+					fmt.Fprintf(tui.Esc(a.stdout), "run %s call %s: %s\n  run: %s\n", w.RunID, w.CallID, w.Error(), hint)
 				}
 				return nil
 			})

@@ -14,6 +14,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -87,7 +88,7 @@ never printed or journaled (events carry its hash). Calls waiting for it
 				if err != nil {
 					return err
 				}
-				tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+				tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NAME\tAGENT\tUSER\tSTORED\tBY")
 				for _, s := range ss {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Agent, s.User, s.Time.Format("2006-01-02 15:04"), s.By)

@@ -37,6 +37,7 @@ type backend interface {
 	inputsBackend
 	schedulesBackend
 	triggersBackend
+	memoryBackend
 	// Close releases the journal (local) or nothing (remote).
 	Close() error
 }

@@ -4,7 +4,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/config"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	_ "github.com/keel-run/keel/journal/sqlite" // registers the sqlite backend
 	"github.com/keel-run/keel/redact"
@@ -51,16 +50,11 @@ type app struct {
 	// project is the workspace's .keel/config.toml of a keel run (nil:
 	// none), whose MCP servers join the user's.
 	project *config.Config
-	// in reads the person's answers from stdin (keel chat, inline
-	// approvals), made on first use.
-	in *bufio.Reader
 	// live, set by newRuntime, exports and counts the runtime's appends.
 	live *telemetry.Live
-	// intr takes Ctrl-C in a conversation (interrupt.go); linesOnce and
-	// lineCh read the person's lines.
-	intr      interrupts
-	linesOnce sync.Once
-	lineCh    chan line
+	// prompt is the person at the terminal (keel chat, inline
+	// approvals): their lines and their Ctrl-C in a conversation.
+	prompt tui.Prompt
 }
 
 // exitError carries a process exit code through cobra.
@@ -75,18 +69,19 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// Everything on stderr is for people, and some of it comes from the
 	// model, tools or the journal (errors quote commands): escape it all.
-	a := &app{stdout: stdout, stderr: escWriter{stderr}, getenv: os.Getenv}
-	if isTerminal(stderr) {
-		// keel run's status block draws on it (live.go); its text is
+	a := &app{stdout: stdout, stderr: tui.Esc(stderr), getenv: os.Getenv}
+	if tui.IsTerminal(stderr) {
+		// keel run's status block draws on it (internal/tui); its text is
 		// escaped there.
 		a.term = stderr
 	}
 	stderr = a.stderr
+	a.prompt.Err = a.stderr
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	ctx, cancel := signalContext(ctx, a.intr.take)
+	ctx, cancel := signalContext(ctx, a.prompt.Take)
 	defer cancel()
 	defer debugProfile(a.getenv)()
 	err := root.ExecuteContext(ctx)
@@ -137,7 +132,7 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(fo
 // signalContext cancels ctx with agent.ErrUserCanceled on the first
 // SIGINT, SIGTERM or SIGHUP (the terminal closed); a second signal exits
 // at once. A SIGINT that take takes (a conversation interrupting its
-// turn, interrupt.go) does neither. SIGHUP is left alone when it is
+// turn, internal/tui) does neither. SIGHUP is left alone when it is
 // ignored (`nohup keel run`): signal.Notify would stop ignoring it.
 func signalContext(parent context.Context, take func() bool) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
@@ -222,7 +217,7 @@ be resumed, inspected and audited.`,
 	root.PersistentFlags().StringVar(&a.token, "token", "", "API token for --server (default $KEEL_TOKEN, else the one keel serve saved in $KEEL_HOME/server-token)")
 	root.AddCommand(a.serveCmd(), a.tokensCmd(), a.mcpCmd(), a.authCmd(), a.costCmd())
 	root.AddCommand(a.workerCmd(), a.memoryCmd(), a.skillsCmd())
-	root.AddCommand(a.schedulesCmd(), a.triggersCmd(), a.schedulerCmd())
+	root.AddCommand(a.schedulesCmd(), a.triggersCmd(), a.schedulerCmd(), a.evalCmd())
 	a.clientMode(root)
 	plainUsage(root)
 	unknownSubcommands(root)
@@ -306,7 +301,7 @@ func (a *app) init() error {
 // or ~/.pgpass.
 func (a *app) keelCmd() string {
 	if a.db != "" {
-		return "keel --db " + shellWord(redact.DSN(a.db))
+		return "keel --db " + tui.ShellWord(redact.DSN(a.db))
 	}
 	return "keel"
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/visible"
@@ -287,12 +288,12 @@ const followGiveUp = 10 * time.Minute
 // once with exit status 3). Ctrl-C cancels an executing run and leaves a
 // paused one paused.
 func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int64, jsonOut, quiet, noWait bool) error {
-	p := newPrinter(a.stderr, a.stdout, jsonOut, quiet)
-	p.keel = "keel --server " + cl.URL()
+	p := tui.NewPrinter(a.stderr, a.stdout, jsonOut, quiet)
+	p.Keel = "keel --server " + cl.URL()
 	st := &agent.State{RunID: id}
 	prompted := map[string]bool{}
 	stop := func(st *agent.State) error {
-		p.footer(id, &agent.Outcome{Status: st.Status, End: st.Ended, State: st})
+		p.Footer(id, &agent.Outcome{Status: st.Status, End: st.Ended, State: st})
 		switch st.Status {
 		case journal.StatusCompleted:
 			return nil
@@ -304,7 +305,7 @@ func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int
 		return &exitError{1}
 	}
 	lost := false
-	live := &remoteLive{p: p}
+	live := tui.NewRemoteLive(p)
 	onDisconnect := func(err error) {
 		switch {
 		case err != nil && !lost:
@@ -312,7 +313,7 @@ func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int
 			fmt.Fprintf(a.stderr, "keel: lost the server (%s); reconnecting every second for up to %s — the run goes on on the server (Ctrl-C stops following)\n", cell(clip(err.Error(), 200)), followGiveUp)
 		case err == nil && lost:
 			lost = false
-			live.reconnected()
+			live.Reconnected()
 			fmt.Fprintln(a.stderr, "keel: reconnected to the server")
 		}
 	}
@@ -320,7 +321,7 @@ func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int
 	// prints a local model's (not with --json or --quiet).
 	var onDelta func(api.Delta)
 	if !jsonOut && !quiet {
-		onDelta = func(d api.Delta) { live.delta(d, st.LastSeq) }
+		onDelta = func(d api.Delta) { live.Delta(d, st.LastSeq) }
 	}
 	// The history before from is read first, without following: a stop
 	// in it (the run.failed that a resume continues) must not end the
@@ -339,15 +340,15 @@ func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int
 				return err
 			}
 			if e.Seq == 1 {
-				p.header(id, st.Created, nil)
+				p.Header(id, st.Created, nil)
 			}
 			if jsonOut {
-				p.event(e)
+				p.Event(e)
 			} else {
 				// The run's history: learn its calls and steps without
 				// printing them, as a local resume does, so that later
 				// lines name their tools and the step counter goes on.
-				p.prime([]journal.Event{e})
+				p.Prime([]journal.Event{e})
 			}
 			prevHash = e.Hash
 			if e.Seq == from-1 {
@@ -369,17 +370,17 @@ func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int
 			return err
 		}
 		if e.Seq == 1 {
-			p.header(id, st.Created, nil)
+			p.Header(id, st.Created, nil)
 		}
 		switch {
 		case e.Seq >= from || jsonOut:
-			live.event(&e)
-			p.event(e)
+			live.Event(&e)
+			p.Event(e)
 		default:
 			// The run's history: learn its calls and steps without
 			// printing them, as a local resume does, so that later lines
 			// name their tools and the step counter goes on.
-			p.prime([]journal.Event{e})
+			p.Prime([]journal.Event{e})
 		}
 		if e.Seq < from {
 			continue
@@ -440,7 +441,7 @@ func (a *app) promptApprovals(ctx context.Context, cl *client.Client, id string,
 // onWaitRemote prints what a run on a team server waits for and how to
 // decide it there (keel run's onWait, for a server).
 func (a *app) onWaitRemote(pending []agent.PendingApproval, srv string) {
-	out := escWriter{a.stderr}
+	out := tui.Esc(a.stderr)
 	for _, p := range pending {
 		fmt.Fprintf(out, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, visible.String(p.CallID), p.Tool)
 		for _, line := range strings.Split(visible.String(p.Action), "\n") {
@@ -453,7 +454,7 @@ func (a *app) onWaitRemote(pending []agent.PendingApproval, srv string) {
 			fmt.Fprintf(out, "  deadline %s, then: %s\n", p.Expires.Local().Format("2006-01-02 15:04:05"), p.Default)
 		}
 		fmt.Fprintf(out, "  approve: keel --server %s approve %s %s [--remember run|agent]\n  deny:    keel --server %s deny %s %s --reason '...'\n",
-			srv, p.RunID, shellWord(p.CallID), srv, p.RunID, shellWord(p.CallID))
+			srv, p.RunID, tui.ShellWord(p.CallID), srv, p.RunID, tui.ShellWord(p.CallID))
 	}
 	fmt.Fprintf(out, "keel: or in the web UI: %s/ui/approvals\n", srv)
 	fmt.Fprintln(out, "keel: waiting (anyone with an approvals:write token for this server may decide; Ctrl-C leaves the run paused)")

@@ -440,17 +440,3 @@ workspace keep everything; only what the model sees is renewed.`,
 	registerResumeFlags(cmd.Flags(), &f, &message)
 	return cmd
 }
-
-// showContext prints a run's plan and compactions after its timeline.
-func showContext(w interface{ Write([]byte) (int, error) }, st *agent.State) {
-	if cs := st.Compactions(); len(cs) > 0 {
-		fmt.Fprintf(w, "\ncontext: %d compactions", len(cs))
-		if n := st.ContextWindow(); n > 0 {
-			fmt.Fprintf(w, " (window %s tokens)", num(int64(n)))
-		}
-		fmt.Fprintln(w)
-	}
-	if p := st.Plan(); p != nil {
-		fmt.Fprintf(w, "\nplan:\n%s\n", indent(agent.RenderPlan(p)))
-	}
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -20,9 +21,18 @@ import (
 //	                      stores event N of a run (the crash-safety harness)
 //	cpu_profile=FILE      write a pprof CPU profile of this process to FILE
 //	                      until the command returns (the cluster benchmarks)
+//	mem_profile=FILE      write a pprof heap profile (live and allocated
+//	                      bytes, every allocation sampled per 64 KiB) to
+//	                      FILE when the command returns
+//	eval_fault=KIND@N     keel eval run: the N-th attempt meets an injected
+//	                      provider (503) or sandbox failure (KIND provider
+//	                      or sandbox), to check it is counted as the
+//	                      infrastructure's and retried
 type debugKnobs struct {
 	crashAfterEvent int64
 	cpuProfile      string
+	memProfile      string
+	evalFault       evalFault
 }
 
 func parseDebug(s string) (debugKnobs, error) {
@@ -45,6 +55,18 @@ func parseDebug(s string) (debugKnobs, error) {
 				return k, fmt.Errorf("KEEL_DEBUG: cpu_profile needs a file name")
 			}
 			k.cpuProfile = val
+		case "eval_fault":
+			kind, n, _ := strings.Cut(val, "@")
+			at, err := strconv.Atoi(n)
+			if (kind != "provider" && kind != "sandbox") || err != nil || at < 1 {
+				return k, fmt.Errorf("KEEL_DEBUG: eval_fault=%q: want provider@N or sandbox@N", val)
+			}
+			k.evalFault = evalFault{kind: kind, at: at}
+		case "mem_profile":
+			if val == "" {
+				return k, fmt.Errorf("KEEL_DEBUG: mem_profile needs a file name")
+			}
+			k.memProfile = val
 		default:
 			return k, fmt.Errorf("KEEL_DEBUG: unknown knob %q", key)
 		}
@@ -52,22 +74,39 @@ func parseDebug(s string) (debugKnobs, error) {
 	return k, nil
 }
 
-// debugProfile starts the CPU profile KEEL_DEBUG asks for, if any, and
-// returns the function that stops it.
+// debugProfile starts the profiles KEEL_DEBUG asks for, if any, and
+// returns the function that stops and writes them.
 func debugProfile(getenv func(string) string) func() {
 	k, err := parseDebug(getenv("KEEL_DEBUG"))
-	if err != nil || k.cpuProfile == "" {
+	if err != nil {
 		return func() {} // a bad value is reported where the journal opens
 	}
-	f, err := os.Create(k.cpuProfile)
-	if err != nil {
-		return func() {}
+	stopCPU := func() {}
+	if k.cpuProfile != "" {
+		if f, err := os.Create(k.cpuProfile); err == nil {
+			if err := pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+			} else {
+				stopCPU = func() { pprof.StopCPUProfile(); f.Close() }
+			}
+		}
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return func() {}
+	if k.memProfile == "" {
+		return stopCPU
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }
+	// Sample finely enough to see a run's per-step allocations; set
+	// before anything of the command allocates.
+	runtime.MemProfileRate = 64 << 10
+	return func() {
+		stopCPU()
+		f, err := os.Create(k.memProfile)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		runtime.GC() // the live figures as of the end
+		pprof.Lookup("allocs").WriteTo(f, 0)
+	}
 }
 
 // debugStore applies KEEL_DEBUG to the journal store s.

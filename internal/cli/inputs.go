@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/tui"
 )
 
 // inputLine describes a pending input request in one line.
@@ -82,7 +83,7 @@ the run with keel runs resume RUN.`,
 				if err := b.AnswerInput(ctx, args[0], args[1], ans); err != nil {
 					return err
 				}
-				fmt.Fprintf(escWriter{a.stdout}, "%s input %s of run %s\n", map[string]string{"accept": "answered", "decline": "declined", "cancel": "canceled"}[ans.Action], args[1], args[0])
+				fmt.Fprintf(tui.Esc(a.stdout), "%s input %s of run %s\n", map[string]string{"accept": "answered", "decline": "declined", "cancel": "canceled"}[ans.Action], args[1], args[0])
 				return nil
 			}, "set", "content", "decline", "cancel")
 		},
@@ -145,7 +146,7 @@ func (a *app) printInputs(pending []agent.PendingInput, asJSON bool) error {
 	if asJSON {
 		return jsonLines(a.stdout, pending)
 	}
-	w := escWriter{a.stdout}
+	w := tui.Esc(a.stdout)
 	if len(pending) == 0 {
 		fmt.Fprintln(w, "no run waits for input")
 		return nil

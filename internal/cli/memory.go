@@ -13,25 +13,33 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/memory"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/visible"
 )
 
 // memoryScopes returns the memory scopes a run sees: its agent's, the
-// user's it acts for, its project's (the workspace) and the team's.
-func memoryScopes(c *agent.RunCreated) memory.Scopes {
-	return memory.Scopes{Agent: c.Principal, User: c.OnBehalfOf, Project: memory.ProjectID(c.Workspace)}
+// user's it acts for, its project's (the workspace) and the team's; ok
+// is false for a run offered no memory (the shared demo agent's).
+func memoryScopes(c *agent.RunCreated) (memory.Scopes, bool) {
+	return service.MemoryScopes(c.Principal, c.OnBehalfOf, c.Workspace)
 }
 
 // offerMemory fixes in c the memory offered to the run (c.Recall): the
 // entries of its scopes relevant to its task within budget tokens (0:
 // memory.DefaultBudget). The run is then offered the memory tools.
 func offerMemory(ctx context.Context, store journal.Store, c *agent.RunCreated, budget int) error {
-	r, err := memory.New(store, nil).Recall(ctx, &memory.RecallParams{Scopes: memoryScopes(c), Task: c.Task, Budget: budget, Family: agent.LookupFamily(c.Model)})
+	sc, ok := memoryScopes(c)
+	if !ok {
+		return nil
+	}
+	r, err := memory.New(store, nil).Recall(ctx, &memory.RecallParams{Scopes: sc, Task: c.Task, Budget: budget, Family: agent.LookupFamily(c.Model)})
 	if err != nil {
 		return fmt.Errorf("memory: %w", err)
 	}
@@ -50,7 +58,8 @@ func addMemoryTools(r *tool.Registry, c *agent.RunCreated, store journal.Store) 
 	if store != nil {
 		ms = memory.New(store, nil)
 	}
-	memory.AddTools(r, &memory.ToolParams{Store: ms, Scopes: memoryScopes(c)})
+	sc, _ := memoryScopes(c)
+	memory.AddTools(r, &memory.ToolParams{Store: ms, Scopes: sc})
 }
 
 // moreTools adds a run's memory and skill tools (assemble.Assembler's
@@ -84,10 +93,23 @@ runs, per scope: agent:NAME, agent:NAME/user:USER, user:USER, project:PATH
 carries labels (trusted or untrusted origin, public or private). Nothing is
 overwritten: edit writes a new entry that supersedes the old one, and
 forget keeps the entry in the journal but offers it to no later run.
-See docs/memory.md.`,
+With --server, the team server's memory: a token sees the scopes of its
+agents' runs. See docs/memory.md.`,
 	}
 	cmd.AddCommand(a.memoryListCmd(), a.memoryShowCmd(), a.memoryEditCmd(), a.memoryForgetCmd(), a.memoryExportCmd(), a.memoryImportCmd())
 	return cmd
+}
+
+// memoryBackend is the memory commands' backend (see backend.go): the
+// local journal or, with --server, the team server, where a token sees
+// only its agents' scopes. Export and import are local only.
+type memoryBackend interface {
+	Memory(ctx context.Context, p *client.MemoryParams) ([]api.MemoryEntry, error)
+	MemoryEntry(ctx context.Context, id string) (*api.MemoryHistory, error)
+	// EditMemory and ForgetMemory act as by (locally; a server records
+	// the token's name).
+	EditMemory(ctx context.Context, id, text, by string) (*api.MemoryEntry, error)
+	ForgetMemory(ctx context.Context, id, reason, by string) error
 }
 
 func (a *app) memoryListCmd() *cobra.Command {
@@ -98,27 +120,18 @@ func (a *app) memoryListCmd() *cobra.Command {
 		Short: "List memory entries with the runs they were offered to and used by",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := a.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			p := &memory.ListParams{All: all}
 			for _, s := range scopes {
 				if err := memory.Scope(s).Check(); err != nil {
 					return &usageError{err}
 				}
-				p.Scopes = append(p.Scopes, memory.Scope(s))
 			}
-			list, err := memory.New(store, nil).List(cmd.Context(), p)
-			if err != nil {
-				return err
-			}
-			use, err := memory.Usage(cmd.Context(), store)
-			if err != nil {
-				return err
-			}
-			return printMemory(a.stdout, list, use, asJSON)
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				list, err := b.Memory(ctx, &client.MemoryParams{Scopes: scopes, All: all})
+				if err != nil {
+					return err
+				}
+				return printMemory(a.stdout, list, asJSON)
+			}, "scope", "all", "json")
 		},
 	}
 	cmd.Flags().StringArrayVar(&scopes, "scope", nil, "only this scope (repeatable): agent:NAME, agent:NAME/user:USER, user:USER, project:PATH, team")
@@ -127,23 +140,9 @@ func (a *app) memoryListCmd() *cobra.Command {
 	return cmd
 }
 
-// memoryRow is one entry as keel memory list prints it.
-type memoryRow struct {
-	memory.Entry
-	Offered int `json:"offered_runs"`
-	Used    int `json:"used_runs"`
-}
-
-func printMemory(w io.Writer, list []memory.Entry, use map[string]*memory.Use, asJSON bool) error {
+func printMemory(w io.Writer, list []api.MemoryEntry, asJSON bool) error {
 	if asJSON {
-		rows := make([]memoryRow, len(list))
-		for i, e := range list {
-			rows[i] = memoryRow{Entry: e}
-			if u := use[e.ID]; u != nil {
-				rows[i].Offered, rows[i].Used = len(u.Offered), len(u.Used)
-			}
-		}
-		return jsonLines(w, rows)
+		return jsonLines(w, list)
 	}
 	if len(list) == 0 {
 		fmt.Fprintln(w, "no memory entries")
@@ -163,12 +162,8 @@ func printMemory(w io.Writer, list []memory.Entry, use map[string]*memory.Use, a
 		case e.SupersededBy != "":
 			state = "superseded by " + e.SupersededBy
 		}
-		off, used := 0, 0
-		if u := use[e.ID]; u != nil {
-			off, used = len(u.Offered), len(u.Used)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s,%s\t%s\t%d\t%d\t%s\t%s\n", e.ID, visible.String(string(e.Scope)), e.Labels.Integrity, e.Labels.Confidentiality,
-			visible.String(from), off, used, state, visible.String(firstLineOf(e.Text, 60)))
+		fmt.Fprintf(tw, "%s\t%s\t%s,%s\t%s\t%d\t%d\t%s\t%s\n", e.ID, visible.String(e.Scope), e.Labels.Integrity, e.Labels.Confidentiality,
+			visible.String(from), len(e.OfferedRuns), len(e.UsedRuns), state, visible.String(firstLineOf(e.Text, 60)))
 	}
 	return tw.Flush()
 }
@@ -188,73 +183,64 @@ func (a *app) memoryShowCmd() *cobra.Command {
 		Short: "Show an entry: its text, provenance, labels, versions and the runs that were offered and used it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			hist, err := memory.New(store, nil).History(ctx, args[0])
-			if errors.Is(err, memory.ErrNotFound) {
-				return &usageError{err}
-			}
-			if err != nil {
-				return err
-			}
-			use, err := memory.Usage(ctx, store)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(a.stdout).Encode(struct {
-					Versions []memory.Entry         `json:"versions"`
-					Use      map[string]*memory.Use `json:"use"`
-				}{hist, use})
-			}
-			for i, e := range hist {
-				if i > 0 {
-					fmt.Fprintln(a.stdout)
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				h, err := b.MemoryEntry(ctx, args[0])
+				if err != nil {
+					return err
 				}
-				mark := ""
-				if e.ID == args[0] {
-					mark = "  <-"
+				if asJSON {
+					return json.NewEncoder(a.stdout).Encode(h)
 				}
-				fmt.Fprintf(a.stdout, "%s%s\n", e.ID, mark)
-				fmt.Fprintf(a.stdout, "  scope:   %s\n  labels:  %s, %s\n  written: %s", visible.String(string(e.Scope)), e.Labels.Integrity, e.Labels.Confidentiality, e.Time.UTC().Format("2006-01-02 15:04:05Z"))
-				if e.Source.Run != "" {
-					fmt.Fprintf(a.stdout, " by run %s (call %s, agent %s", e.Source.Run, visible.String(e.Source.Call), visible.String(e.Source.Agent))
-					if e.Source.User != "" {
-						fmt.Fprintf(a.stdout, " for %s", visible.String(e.Source.User))
-					}
-					fmt.Fprint(a.stdout, ")")
-				}
-				if e.Source.By != "" {
-					fmt.Fprintf(a.stdout, " by %s", visible.String(e.Source.By))
-				}
-				fmt.Fprintf(a.stdout, " (memory stream event %d)\n", e.Seq)
-				if e.Supersedes != "" {
-					fmt.Fprintf(a.stdout, "  supersedes: %s\n", e.Supersedes)
-				}
-				if e.SupersededBy != "" {
-					fmt.Fprintf(a.stdout, "  superseded by: %s\n", e.SupersededBy)
-				}
-				if f := e.Forgotten; f != nil {
-					fmt.Fprintf(a.stdout, "  forgotten: %s by %s: %s\n", f.Time.UTC().Format("2006-01-02 15:04:05Z"), visible.String(f.By), visible.String(f.Reason))
-				}
-				if u := use[e.ID]; u != nil {
-					fmt.Fprintf(a.stdout, "  offered to %d runs %s\n  used by %d runs %s\n", len(u.Offered), strings.Join(u.Offered, " "), len(u.Used), strings.Join(u.Used, " "))
-				} else {
-					fmt.Fprintln(a.stdout, "  offered to no run")
-				}
-				for _, l := range strings.Split(e.Text, "\n") {
-					fmt.Fprintf(a.stdout, "  | %s\n", visible.String(l))
-				}
-			}
-			return nil
+				printMemoryHistory(a.stdout, h, args[0])
+				return nil
+			}, "json")
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON")
 	return cmd
+}
+
+// printMemoryHistory prints every version of an entry, marking id.
+func printMemoryHistory(w io.Writer, h *api.MemoryHistory, id string) {
+	for i, e := range h.Versions {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		mark := ""
+		if e.ID == id {
+			mark = "  <-"
+		}
+		fmt.Fprintf(w, "%s%s\n", e.ID, mark)
+		fmt.Fprintf(w, "  scope:   %s\n  labels:  %s, %s\n  written: %s", visible.String(e.Scope), e.Labels.Integrity, e.Labels.Confidentiality, e.Written.UTC().Format("2006-01-02 15:04:05Z"))
+		if e.Source.Run != "" {
+			fmt.Fprintf(w, " by run %s (call %s, agent %s", e.Source.Run, visible.String(e.Source.Call), visible.String(e.Source.Agent))
+			if e.Source.User != "" {
+				fmt.Fprintf(w, " for %s", visible.String(e.Source.User))
+			}
+			fmt.Fprint(w, ")")
+		}
+		if e.Source.By != "" {
+			fmt.Fprintf(w, " by %s", visible.String(e.Source.By))
+		}
+		fmt.Fprintf(w, " (memory stream event %d)\n", e.Seq)
+		if e.Supersedes != "" {
+			fmt.Fprintf(w, "  supersedes: %s\n", e.Supersedes)
+		}
+		if e.SupersededBy != "" {
+			fmt.Fprintf(w, "  superseded by: %s\n", e.SupersededBy)
+		}
+		if f := e.Forgotten; f != nil {
+			fmt.Fprintf(w, "  forgotten: %s by %s: %s\n", f.Time.UTC().Format("2006-01-02 15:04:05Z"), visible.String(f.By), visible.String(f.Reason))
+		}
+		if len(e.OfferedRuns)+len(e.UsedRuns) > 0 {
+			fmt.Fprintf(w, "  offered to %d runs %s\n  used by %d runs %s\n", len(e.OfferedRuns), strings.Join(e.OfferedRuns, " "), len(e.UsedRuns), strings.Join(e.UsedRuns, " "))
+		} else {
+			fmt.Fprintln(w, "  offered to no run")
+		}
+		for _, l := range strings.Split(e.Text, "\n") {
+			fmt.Fprintf(w, "  | %s\n", visible.String(l))
+		}
+	}
 }
 
 func (a *app) memoryEditCmd() *cobra.Command {
@@ -280,25 +266,19 @@ func (a *app) memoryEditCmd() *cobra.Command {
 				}
 				text = string(b)
 			}
-			store, err := a.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			e, err := memory.New(store, nil).Edit(cmd.Context(), args[0], text, a.person(by))
-			if errors.Is(err, memory.ErrNotFound) || errors.Is(err, memory.ErrSuperseded) || errors.Is(err, memory.ErrInvalid) {
-				return &usageError{err}
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "%s supersedes %s\n", e.ID, args[0])
-			return nil
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				e, err := b.EditMemory(ctx, args[0], text, by)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "%s supersedes %s\n", e.ID, args[0])
+				return nil
+			}, "text", "file")
 		},
 	}
 	cmd.Flags().StringVar(&text, "text", "", "the new text")
 	cmd.Flags().StringVar(&file, "file", "", "read the new text from this file ('-' for stdin)")
-	cmd.Flags().StringVar(&by, "by", "", "who edits (default: your login name)")
+	cmd.Flags().StringVar(&by, "by", "", "who edits (default: your login name; with --server, your token's name)")
 	return cmd
 }
 
@@ -309,23 +289,16 @@ func (a *app) memoryForgetCmd() *cobra.Command {
 		Short: "Offer an entry to no later run (it stays in the journal, marked)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := a.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			err = memory.New(store, nil).Forget(cmd.Context(), args[0], a.person(by), reason)
-			if errors.Is(err, memory.ErrNotFound) {
-				return &usageError{err}
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "forgot %s\n", args[0])
-			return nil
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				if err := b.ForgetMemory(ctx, args[0], reason, by); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "forgot %s\n", args[0])
+				return nil
+			}, "reason")
 		},
 	}
-	cmd.Flags().StringVar(&by, "by", "", "who forgets (default: your login name)")
+	cmd.Flags().StringVar(&by, "by", "", "who forgets (default: your login name; with --server, your token's name)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why (journaled)")
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/policy"
 )
 
@@ -63,7 +64,7 @@ func (g *gateFlags) waitingOn(stdin *os.File) bool {
 	case g.wait:
 		return true
 	}
-	return isTerminal(stdin)
+	return tui.IsTerminal(stdin)
 }
 
 // loadPolicy compiles the policy named by flag: "" or "default" is the
@@ -255,7 +256,7 @@ func loadPolicyNoTests(flag string) (*policy.Engine, error) {
 }
 
 func printDecision(out io.Writer, e *policy.Engine, d *policy.Decision) {
-	w := escWriter{out}
+	w := tui.Esc(out)
 	fmt.Fprintf(w, "%s  (%s)\n", strings.ToUpper(string(d.Effect)), d.Reason)
 	fmt.Fprintf(w, "policy %s · sha256 %s · %d rules\n", e.Name(), e.Hash()[:12], e.Len())
 	if len(d.Parts) == 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/assemble"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/replay"
@@ -350,7 +351,7 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 	}
 	if live.chat {
 		var interrupted bool
-		interrupted, err = a.turn(ctx, func(ctx context.Context) error {
+		interrupted, err = a.prompt.Turn(ctx, func(ctx context.Context) error {
 			return a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
 		})
 		err = a.converse(ctx, rt, runID, w, jsonOut, quiet, err, interrupted)
@@ -366,10 +367,10 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 // execute runs (or resumes) runID with the wiring w, printing progress,
 // and maps the outcome to an exit code.
 func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *wiring, jsonOut, quiet bool, message string) error {
-	p := newPrinter(a.stderr, a.stdout, jsonOut, quiet)
-	p.onTerminal(a.term)
-	p.chat = w.live != nil && w.live.chat
-	p.keel = a.keelCmd()
+	p := tui.NewPrinter(a.stderr, a.stdout, jsonOut, quiet)
+	p.OnTerminal(a.term)
+	p.Chat = w.live != nil && w.live.chat
+	p.Keel = a.keelCmd()
 	// These reads ignore a stop (Ctrl-C) that comes meanwhile, as
 	// Execute's own load does: its first step then records it, and the
 	// run ends canceled instead of staying as it was.
@@ -385,8 +386,8 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 			return withMessage(newBusyError(rctx, rt.Store(), runID), message)
 		}
 	}
-	if !p.chat || message == "" {
-		p.header(runID, st.Created, w)
+	if !p.Chat || message == "" {
+		p.Header(runID, st.Created, w.Run)
 	}
 	evs, err := rt.Store().Read(rctx, runID, 1)
 	if err != nil {
@@ -394,17 +395,17 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	}
 	if jsonOut {
 		for _, e := range evs {
-			p.event(e)
+			p.Event(e)
 		}
 	} else {
 		// A resumed run: learn the earlier calls and steps without
 		// printing them again, so that lines name their tools and the
 		// step counter goes on.
-		p.prime(evs)
+		p.Prime(evs)
 	}
-	params := w.execParams(p.event)
+	params := w.execParams(p.Event)
 	if !jsonOut {
-		params.OnEvent = estimatedUsageNote(p.err, st.Created.Model, params.OnEvent)
+		params.OnEvent = estimatedUsageNote(p.Err(), st.Created.Model, params.OnEvent)
 	}
 	params.Message = message
 	params.Principals = identity.NewDirectory(rt.Store(), nil).Check
@@ -415,8 +416,8 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	defer team.Close()
 	params.Team = team
 	params.OnWait = func(pending []agent.PendingApproval) {
-		p.pause()
-		defer p.resume()
+		p.Pause()
+		defer p.Resume()
 		if params.Wait && !jsonOut && a.inline() && a.decideInline(ctx, rt.Store(), st.Created, pending) {
 			return // decided here: the run goes on
 		}
@@ -428,8 +429,8 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 		}
 		a.onWait(pending)
 	}
-	params.Trace = chainTrace(params.Trace, p.callContext)
-	stopLive := p.startLive()
+	params.Trace = chainTrace(params.Trace, p.CallContext)
+	stopLive := p.StartLive()
 	out, err := rt.Execute(ctx, runID, params)
 	stopLive()
 	if errors.Is(err, agent.ErrRunBusy) {
@@ -438,7 +439,7 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	if err != nil {
 		return err
 	}
-	p.footer(runID, out)
+	p.Footer(runID, out)
 	if pending := out.State.Pending(); message != "" && len(pending) > 0 && unread(out.State, message) {
 		ids := make([]string, len(pending))
 		for i, pa := range pending {

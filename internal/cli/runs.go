@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -15,6 +14,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
@@ -25,7 +25,7 @@ func (a *app) runsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "runs", Short: "List, show, resume and compare runs"}
 	cmd.AddCommand(a.runsListCmd(), a.runsShowCmd(), a.runsResumeCmd(), a.runsCompareCmd())
 	cmd.AddCommand(a.runsTokensCmd(), a.runsHandoffCmd(), a.runsCancelCmd(), a.runsTraceCmd())
-	cmd.AddCommand(a.runsExportCmd(), a.runsImportCmd(), a.runsDiffCmd())
+	cmd.AddCommand(a.runsExportCmd(), a.runsImportCmd(), a.runsDiffCmd(), a.runsReplayCmd())
 	cmd.AddCommand(a.runsRewindCmd(), a.runsForkCmd(), a.runsCheckpointsCmd(), a.runsPruneCheckpointsCmd())
 	return cmd
 }
@@ -149,7 +149,7 @@ func (a *app) runsShowCmd() *cobra.Command {
 							return err
 						}
 					}
-					if follow && verr == nil && len(events) > 0 && !stopped(events) {
+					if follow && verr == nil && len(events) > 0 && !tui.Stopped(events) {
 						for e, err := range b.Follow(ctx, args[0], events[len(events)-1].Seq+1, nil) {
 							if err != nil {
 								return err
@@ -167,25 +167,25 @@ func (a *app) runsShowCmd() *cobra.Command {
 					}
 					return nil
 				}
-				o := &showOptions{full: full, artifact: func(c *agent.RunCreated, rel string) ([]byte, error) {
+				o := &tui.ShowOptions{Full: full, Artifact: func(c *agent.RunCreated, rel string) ([]byte, error) {
 					return b.Artifact(ctx, args[0], c, rel)
-				}, events: func(id string) ([]journal.Event, error) { return b.Events(ctx, id) }}
-				if follow && len(events) > 0 && !stopped(events) {
-					o.follow = func(row func(e *journal.Event)) ([]journal.Event, error) {
+				}, Events: func(id string) ([]journal.Event, error) { return b.Events(ctx, id) }}
+				if follow && len(events) > 0 && !tui.Stopped(events) {
+					o.Follow = func(row func(e *journal.Event)) ([]journal.Event, error) {
 						// The model's text as a team server streams it,
 						// between the rows, as keel run prints it.
-						p := newPrinter(a.stdout, a.stdout, false, false)
-						live := &remoteLive{p: p}
+						p := tui.NewPrinter(a.stdout, a.stdout, false, false)
+						live := tui.NewRemoteLive(p)
 						seen := events[len(events)-1].Seq
 						var more []journal.Event
-						for e, err := range b.Follow(ctx, args[0], seen+1, func(d api.Delta) { live.delta(d, seen) }) {
+						for e, err := range b.Follow(ctx, args[0], seen+1, func(d api.Delta) { live.Delta(d, seen) }) {
 							if err != nil {
 								return more, err
 							}
 							more = append(more, e)
 							seen = e.Seq
-							live.event(&more[len(more)-1])
-							p.endText()
+							live.Event(&more[len(more)-1])
+							p.EndText()
 							row(&more[len(more)-1])
 						}
 						return more, ctx.Err()
@@ -258,7 +258,7 @@ func (a *app) printRuns(runs []runRow, asJSON bool) error {
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTATUS\tCREATED\tEVENTS\tSTEPS\tCOST\tTASK")
 	for _, r := range runs {
 		steps, cost, task := fmt.Sprint(r.steps), fmt.Sprintf("$%.4f", r.cost), clip(oneLine(r.task), 50)
@@ -277,99 +277,6 @@ func verifyRun(ctx context.Context, store journal.Store, runID string, events []
 		return err
 	}
 	return journal.CheckHead(ctx, store, runID, events)
-}
-
-// showOptions says how keel runs show prints a run.
-type showOptions struct {
-	// full prints each call's whole output (the stored artifact when the
-	// result was truncated) instead of its last lines.
-	full bool
-	// follow, if set, is called after the stored events' rows with a
-	// function that prints one more row; it follows the live run and
-	// returns the events it printed.
-	follow func(row func(e *journal.Event)) ([]journal.Event, error)
-	// artifact reads a truncated result's whole output (--full).
-	artifact func(created *agent.RunCreated, rel string) ([]byte, error)
-	// events, if set, reads another run's events: the children of a
-	// run with child agents, for its tree.
-	events func(id string) ([]journal.Event, error)
-}
-
-func (a *app) showTimeline(runID string, events []journal.Event, verr error, o *showOptions) error {
-	if o == nil {
-		o = &showOptions{}
-	}
-	st, ferr := agent.Fold(runID, events)
-	w := escWriter{a.stdout}
-	if st != nil {
-		c := st.Created
-		fmt.Fprintf(w, "run %s · %s", runID, st.Status)
-		if st.Ended != nil {
-			fmt.Fprintf(w, " (%s)", st.Ended.Reason)
-		}
-		fmt.Fprintf(w, "\nmodel %s · workspace %s → %s · sandbox %s\n", c.Model, c.Workspace, c.MountPath, c.Sandbox)
-		fmt.Fprintf(w, "task: %s\n", clip(oneLine(c.Task), 200))
-		// A fork's duration counts from its own first event.
-		d := time.Duration(0)
-		if i := service.ForkStart(c, events); i < len(events) {
-			d = events[len(events)-1].Time.Sub(events[i].Time).Round(time.Millisecond)
-		}
-		fmt.Fprintf(w, "%d events · %d steps · %s tok (%s in, %s out, %s cached) · $%.4f · %s\n\n", len(events), st.Steps,
-			num(st.Usage.Total()), num(st.Usage.InputTokens), num(st.Usage.OutputTokens), num(st.Usage.CachedInputTokens), st.Cost, d)
-	}
-	tl := newTimeline(w, o)
-	fmt.Fprintln(tl.tw, "SEQ\tTIME\tSTEP\tEVENT\tDETAIL")
-	for i := range events {
-		tl.add(&events[i])
-	}
-	if err := tl.tw.Flush(); err != nil {
-		return err
-	}
-	if o.follow != nil {
-		more, err := o.follow(func(e *journal.Event) {
-			tl.add(e)
-			tl.tw.Flush()
-		})
-		if err != nil {
-			return err
-		}
-		if len(more) > 0 {
-			events = append(events, more...)
-			st, ferr = agent.Fold(runID, events)
-			if st != nil {
-				fmt.Fprintf(w, "\nrun %s · %s", runID, st.Status)
-				if st.Ended != nil {
-					fmt.Fprintf(w, " (%s)", st.Ended.Reason)
-				}
-				fmt.Fprintf(w, " · %d steps · %s tok · $%.4f\n", st.Steps, num(st.Usage.Total()), st.Cost)
-			}
-			if verr == nil {
-				verr = journal.Verify(runID, events)
-			}
-		}
-	}
-	if tl.estimated > 0 {
-		fmt.Fprintf(w, "\nusage: the provider reported no token usage for %d of %d steps; their tokens and cost are Keel's estimates\n", tl.estimated, tl.step)
-	}
-	if st != nil {
-		showContext(w, st)
-		if len(st.Children) > 0 && o.events != nil {
-			showTree(w, st, o.events)
-		}
-	}
-	if st != nil && st.Ended != nil && st.Ended.Output != "" {
-		fmt.Fprintf(w, "\noutput:\n%s\n", strings.TrimRight(st.Ended.Output, "\n"))
-	}
-	switch {
-	case verr != nil:
-		fmt.Fprintf(w, "\njournal: CORRUPT: %v\n", verr)
-		return &exitError{1}
-	case ferr != nil:
-		fmt.Fprintf(w, "\njournal: does not fold: %v\n", ferr)
-		return &exitError{1}
-	}
-	fmt.Fprintf(w, "\njournal: %d events, hash chain verified\n", len(events))
-	return nil
 }
 
 func (a *app) runsResumeCmd() *cobra.Command {

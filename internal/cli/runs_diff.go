@@ -15,6 +15,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/tool/builtin/fs"
@@ -67,7 +68,7 @@ func (a *app) runsDiff(ctx context.Context, b backend, id string, at int64, stat
 		if errors.Is(err, checkpoint.ErrNone) {
 			for _, e := range events {
 				if journal.KeepsStatus(e.Type) {
-					fmt.Fprintf(escWriter{a.stdout}, "no files changed up to event %d: the run's first checkpoint (the files it started with) is event %d\n", at, e.Seq)
+					fmt.Fprintf(tui.Esc(a.stdout), "no files changed up to event %d: the run's first checkpoint (the files it started with) is event %d\n", at, e.Seq)
 					return nil
 				}
 			}
@@ -76,7 +77,7 @@ func (a *app) runsDiff(ctx context.Context, b backend, id string, at int64, stat
 		if err != nil {
 			return err
 		}
-		printChanges(escWriter{a.stdout}, changes, fmt.Sprintf("since the checkpoint of event %d, at the checkpoint of event %d", from, to), stat)
+		printChanges(tui.Esc(a.stdout), changes, fmt.Sprintf("since the checkpoint of event %d, at the checkpoint of event %d", from, to), stat)
 		return nil
 	}
 	created, err := runCreated(events)
@@ -166,7 +167,7 @@ func printRunDiff(ctx context.Context, out io.Writer, diff func(context.Context,
 	if err != nil {
 		return err
 	}
-	w := escWriter{out}
+	w := tui.Esc(out)
 	short := created.Git.Commit[:min(12, len(created.Git.Commit))]
 	if len(changes) == 0 {
 		fmt.Fprintf(w, "no files changed since %s in %s\n", short, created.Workspace)
@@ -231,7 +232,7 @@ func printPatches(w io.Writer, changes []gitws.Change) {
 // editsUpTo prints the file edits of the run up to event seq at: each
 // write_file and edit_file call that succeeded, with its path.
 func (a *app) editsUpTo(runID string, events []journal.Event, at int64) error {
-	w := escWriter{a.stdout}
+	w := tui.Esc(a.stdout)
 	paths := map[string]string{}
 	n := 0
 	for i := range events {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/keel-run/keel/eval"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -15,6 +16,7 @@ import (
 // with their hashes.
 func (a *app) runsExportCmd() *cobra.Command {
 	var out string
+	var atif bool
 	cmd := &cobra.Command{
 		Use:         "export RUN...",
 		Annotations: argsAreRuns,
@@ -28,11 +30,29 @@ PostgreSQL database:
   keel runs import run.jsonl --db postgres://keel@db/keel
 
 The workspace is not part of the journal: copy it too if the run is to be
-resumed in the other place.`,
+resumed in the other place.
+
+--atif writes one run as an Agent Trajectory Interchange Format (ATIF)
+trajectory instead: its messages, tool calls and their observations, and
+per-step tokens and cost (docs/eval.md).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			if atif && len(args) != 1 {
+				return usagef("--atif exports one run")
+			}
 			return a.withStore(ctx, func(store journal.Store) error {
+				if atif {
+					evs, err := journal.ReadVerified(ctx, store, args[0])
+					if err != nil {
+						return fmt.Errorf("run %s: %w (nothing was written)", args[0], err)
+					}
+					b, err := eval.ATIF(evs, Version)
+					if err != nil {
+						return err
+					}
+					return writeOutput(out, a.stdout, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err })
+				}
 				var all []journal.Event
 				for _, id := range args {
 					evs, err := journal.ReadVerified(ctx, store, id)
@@ -46,6 +66,7 @@ resumed in the other place.`,
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file (default stdout)")
+	cmd.Flags().BoolVar(&atif, "atif", false, "write one run as an ATIF trajectory (Harbor's Agent Trajectory Interchange Format)")
 	return cmd
 }
 

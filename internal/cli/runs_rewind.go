@@ -21,6 +21,7 @@ import (
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
@@ -101,7 +102,7 @@ EVENT). A run that a process executes is refused.`,
 }
 
 func (a *app) printRewound(out io.Writer, runID string, r *rewound) {
-	w := escWriter{out}
+	w := tui.Esc(out)
 	fmt.Fprintf(w, "run %s: files restored to the checkpoint of event %d (%s), journaled as event %d\n", runID, r.to, short(r.tree), r.seq)
 	if len(r.files) == 0 && r.more == 0 {
 		fmt.Fprintf(w, "no file changed: the workspace already had those files\n")
@@ -156,7 +157,7 @@ the fork paused (reason forked) for a later keel runs resume.`,
 			if err != nil {
 				return err
 			}
-			w := escWriter{a.stderr}
+			w := tui.Esc(a.stderr)
 			fmt.Fprintf(w, "keel: forked run %s at event %d as run %s in %s\n", args[0], at, fk.id, fk.workspace)
 			switch {
 			case fk.files == 0:
@@ -202,7 +203,7 @@ func (a *app) runsCheckpointsCmd() *cobra.Command {
 }
 
 func (a *app) printCheckpoints(runID string, events []journal.Event) error {
-	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tTREE\tMS\tFILES")
 	n := 0
 	for i := range events {

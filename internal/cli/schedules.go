@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -188,7 +189,7 @@ whose [approval] gives a timeout and a default decision.
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(escWriter{a.stdout}, "created schedule %s (%s)\n", s.Name, s.ID)
+				fmt.Fprintf(tui.Esc(a.stdout), "created schedule %s (%s)\n", s.Name, s.ID)
 				a.printScheduleWarnings(s)
 				return nil
 			}, append([]string{"cron", "every", "offset", "time-zone", "jitter", "start", "end", "overlap", "catchup-window", "pause-after-failures"}, unattendedRunFlagNames...)...)
@@ -351,7 +352,7 @@ func (a *app) changeCmd(verb, short string, reason bool, do func(ctx context.Con
 				if err != nil {
 					return err
 				}
-				fmt.Fprintln(escWriter{a.stdout}, done)
+				fmt.Fprintln(tui.Esc(a.stdout), done)
 				return nil
 			}, remote...)
 		},
@@ -409,7 +410,7 @@ func (a *app) printSchedules(list []api.Schedule, asJSON bool) error {
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCHEDULE\tWHEN\tAGENT\tOVERLAP\tNEXT\tLAST\tRECORDS\tSTATUS")
 	for i := range list {
 		s := &list[i]
@@ -435,14 +436,14 @@ func (a *app) printSchedules(list []api.Schedule, asJSON bool) error {
 // printScheduleWarnings prints a schedule's credential warnings.
 func (a *app) printScheduleWarnings(s *api.Schedule) {
 	for _, w := range s.Warnings {
-		fmt.Fprintf(escWriter{a.stdout}, "warning: schedule %s: %s\n", s.Name, w)
+		fmt.Fprintf(tui.Esc(a.stdout), "warning: schedule %s: %s\n", s.Name, w)
 	}
 }
 
 // printSchedule prints a schedule's definition and state (keel schedules
 // show, before its records).
 func (a *app) printSchedule(s *api.Schedule) {
-	w := escWriter{a.stdout}
+	w := tui.Esc(a.stdout)
 	fmt.Fprintf(w, "schedule %s (%s)\n", s.Name, s.ID)
 	line := func(k, v string) {
 		if v != "" {
@@ -494,7 +495,7 @@ func (a *app) printSchedule(s *api.Schedule) {
 
 // printFires prints fire records.
 func (a *app) printFires(fires []api.Fire) error {
-	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NOMINAL\tSOURCE\tOUTCOME\tRUN\tLATE\tRUN STATUS\tREASON")
 	for i := range fires {
 		f := &fires[i]

@@ -186,6 +186,18 @@ func (b *builder) Complete(ctx context.Context, c *agent.RunCreated, req *servic
 		// fills them in, pinned as keel run pins them.
 		c.Tools = nil
 	}
+	if req.Local == nil && !cf.noMemory {
+		// A run a caller with a token creates is offered the memory of
+		// its own scopes (service.MemoryScopes), as keel run's are.
+		if err := offerMemory(ctx, b.store, c, 0); err != nil {
+			return err
+		}
+		if c.Tools != nil && c.Recall != nil {
+			r := assemble.ToolRegistry(*c.Settings)
+			addMemoryTools(r, c, nil)
+			c.Tools = agent.ToolInfos(r)
+		}
+	}
 	t1 := time.Now()
 	c.Git = gitStart(ctx, c.Workspace) // for keel runs diff on the server's machine
 	if d := time.Since(t1); d > 500*time.Millisecond {

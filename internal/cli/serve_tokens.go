@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
 	"github.com/keel-run/keel/visible"
@@ -97,7 +98,7 @@ runs on it; a revocation takes effect there within a second. With
 				if err := b.RevokeToken(ctx, args[0], a.person(by)); err != nil {
 					return err
 				}
-				fmt.Fprintf(escWriter{a.stdout}, "revoked token %s\n", args[0])
+				fmt.Fprintf(tui.Esc(a.stdout), "revoked token %s\n", args[0])
 				return nil
 			})
 		},
@@ -121,7 +122,7 @@ func (a *app) printNewToken(tok *api.NewToken) {
 // printTokens prints the token table of keel tokens list (names and the
 // creators' names with invisible and control characters escaped).
 func (a *app) printTokens(toks []api.Token) error {
-	tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOKEN\tNAME\tSCOPES\tAGENTS\tCREATED\tBY\tSTATUS")
 	for _, t := range toks {
 		status := "active"

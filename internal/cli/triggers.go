@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -96,7 +97,7 @@ The task is a Go template over {{.Trigger}}, {{.MessageID}} and
 				if err != nil {
 					return err
 				}
-				w := escWriter{a.stdout}
+				w := tui.Esc(a.stdout)
 				fmt.Fprintf(w, "created trigger %s (%s)\n", t.Name, t.ID)
 				if t.Secret != "" {
 					url := t.URL
@@ -141,7 +142,7 @@ func (a *app) triggersListCmd() *cobra.Command {
 					}
 					return nil
 				}
-				tw := tabwriter.NewWriter(escWriter{a.stdout}, 0, 4, 2, ' ', 0)
+				tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "TRIGGER\tON\tAGENT\tDELIVERIES\tSTATUS")
 				for i := range list {
 					t := &list[i]
@@ -187,7 +188,7 @@ func (a *app) triggersShowCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				w := escWriter{a.stdout}
+				w := tui.Esc(a.stdout)
 				fmt.Fprintf(w, "trigger %s (%s)\n", t.Name, t.ID)
 				line := func(k, v string) {
 					if v != "" {

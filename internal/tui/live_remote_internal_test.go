@@ -1,4 +1,4 @@
-package cli
+package tui
 
 import (
 	"bytes"
@@ -21,27 +21,27 @@ import (
 // delta brought, before the step line.
 func TestRemoteLivePrintsEachPieceOnce(t *testing.T) {
 	var errOut, out bytes.Buffer
-	p := newPrinter(&errOut, &out, false, false)
-	live := &remoteLive{p: p}
+	p := NewPrinter(&errOut, &out, false, false)
+	live := &RemoteLive{p: p}
 	d := func(offset int, text, retry string) api.Delta {
 		return api.Delta{RunID: "r1", After: 1, ModelCall: 1, Offset: offset, Text: text, Retry: retry}
 	}
-	live.delta(d(0, "", "rate limited (HTTP 429): retrying in 1s (attempt 2)"), 1)
-	live.delta(d(0, "Hel", ""), 1)
-	live.delta(d(3, "lo", ""), 1)
-	live.reconnected()
-	live.delta(d(0, "", "rate limited (HTTP 429): retrying in 1s (attempt 2)"), 1)
-	live.delta(d(0, "Hello wo", ""), 1)
-	live.delta(api.Delta{RunID: "r1", After: 0, ModelCall: 1, Text: "stale"}, 1)
+	live.Delta(d(0, "", "rate limited (HTTP 429): retrying in 1s (attempt 2)"), 1)
+	live.Delta(d(0, "Hel", ""), 1)
+	live.Delta(d(3, "lo", ""), 1)
+	live.Reconnected()
+	live.Delta(d(0, "", "rate limited (HTTP 429): retrying in 1s (attempt 2)"), 1)
+	live.Delta(d(0, "Hello wo", ""), 1)
+	live.Delta(api.Delta{RunID: "r1", After: 0, ModelCall: 1, Text: "stale"}, 1)
 	b, err := json.Marshal(&agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, Content: "Hello world"}, Usage: model.Usage{InputTokens: 10, OutputTokens: 2}, DurationMS: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := journal.Event{RunID: "r1", Seq: 2, Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Type: journal.ModelResponded, Payload: b}
-	live.event(&e)
-	p.event(e)
+	live.Event(&e)
+	p.Event(e)
 	// A delta of the finished call changes nothing.
-	live.delta(d(11, "!", ""), 2)
+	live.Delta(d(11, "!", ""), 2)
 	want := "  model rate limited (HTTP 429): retrying in 1s (attempt 2)\n    Hello world\nstep 1 · 12 tok · 5ms · total 12 tok $0.0000\n"
 	if diff := cmp.Diff(want, errOut.String()); diff != "" {
 		t.Errorf("printed (-want +got):\n%s", diff)

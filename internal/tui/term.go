@@ -1,4 +1,4 @@
-package cli
+package tui
 
 import (
 	"io"
@@ -23,9 +23,9 @@ func (e escWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// isTerminal reports whether w is a terminal: a file that answers the
+// IsTerminal reports whether w is a terminal: a file that answers the
 // TCGETS ioctl. /dev/null is a character device too, but not a terminal.
-func isTerminal(w io.Writer) bool {
+func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -33,3 +33,6 @@ func isTerminal(w io.Writer) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
 }
+
+// Esc returns w escaping everything written through it (see escWriter).
+func Esc(w io.Writer) io.Writer { return escWriter{w} }

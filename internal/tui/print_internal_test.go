@@ -1,4 +1,4 @@
-package cli
+package tui
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 // last step and "96,565 tok · $0.1016" at the end.
 func TestStepTotalsCountSummaryCalls(t *testing.T) {
 	var errOut, out bytes.Buffer
-	p := &printer{err: &errOut, out: &out, rows: view.NewReader(true), keel: "keel"}
+	p := &Printer{err: &errOut, out: &out, rows: view.NewReader(true), Keel: "keel"}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	seq := int64(0)
 	emit := func(typ journal.Type, v any) {
@@ -31,7 +31,7 @@ func TestStepTotalsCountSummaryCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 		seq++
-		p.event(journal.Event{RunID: "r1", Seq: seq, Time: at, Type: typ, Payload: b})
+		p.Event(journal.Event{RunID: "r1", Seq: seq, Time: at, Type: typ, Payload: b})
 	}
 	emit(journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, Content: "one"}, Usage: model.Usage{InputTokens: 3000, OutputTokens: 50}, Cost: 0.0035})
 	failed := model.Usage{InputTokens: 5000, OutputTokens: 2000}

@@ -1,4 +1,4 @@
-package cli
+package tui
 
 import (
 	"io"
@@ -9,17 +9,17 @@ import (
 	"github.com/keel-run/keel/server/api"
 )
 
-// remoteLive prints the deltas of a run followed on a team server
+// RemoteLive prints the deltas of a run followed on a team server
 // (client.EventsParams.OnDelta) as keel run prints a local model's
 // streamed text, through the same printer (escaped, indented). Deltas
 // are not journaled: a stream reopened mid-call starts the call's text
-// again at offset 0, so remoteLive keeps what it printed of the call and
+// again at offset 0, so RemoteLive keeps what it printed of the call and
 // prints only what comes after; when the call's model.responded arrives,
 // the rest of the text that no delta brought (the connection was down)
 // is printed before the step line, and nothing twice. Its methods are
 // called from the goroutine that follows the run.
-type remoteLive struct {
-	p *printer
+type RemoteLive struct {
+	p *Printer
 	// on: a call is being printed; after and call identify it.
 	on    bool
 	after int64
@@ -30,8 +30,11 @@ type remoteLive struct {
 	notes, skip int
 }
 
-// delta prints d for a stream whose newest event is seen.
-func (r *remoteLive) delta(d api.Delta, seen int64) {
+// NewRemoteLive returns the printer of p's streamed text.
+func NewRemoteLive(p *Printer) *RemoteLive { return &RemoteLive{p: p} }
+
+// Delta prints d for a stream whose newest event is seen.
+func (r *RemoteLive) Delta(d api.Delta, seen int64) {
 	if d.CallID != "" {
 		return // a command's output: the command line shows it when the call ends
 	}
@@ -66,13 +69,13 @@ func (r *remoteLive) delta(d api.Delta, seen int64) {
 	}
 }
 
-// reconnected is told that the stream was opened again: the call's
+// Reconnected is told that the stream was opened again: the call's
 // notes come again and are not printed twice.
-func (r *remoteLive) reconnected() { r.skip = r.notes }
+func (r *RemoteLive) Reconnected() { r.skip = r.notes }
 
-// event is told each event before the printer prints it: the call's
+// Event is told each event before the printer prints it: the call's
 // model.responded completes the text printed of it.
-func (r *remoteLive) event(e *journal.Event) {
+func (r *RemoteLive) Event(e *journal.Event) {
 	if !r.on || e.Seq <= r.after {
 		return
 	}
@@ -92,9 +95,9 @@ func (r *remoteLive) event(e *journal.Event) {
 	}
 }
 
-// endText ends a streamed line that is still open, before a line that
+// EndText ends a streamed line that is still open, before a line that
 // is not the printer's (a row of keel runs show).
-func (p *printer) endText() {
+func (p *Printer) EndText() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.textOpen {

@@ -1,4 +1,11 @@
-package cli
+// Package tui is the terminal front end of keel: how a run looks on a
+// terminal while it executes (the printer of its events, the status block
+// redrawn in place, a team server's streamed text), how keel runs show
+// prints a stored run, and the conversation's prompt (keel chat): the
+// person's lines, Ctrl-C that interrupts a turn, approvals asked inline.
+// Everything it prints that came from a model, a tool or the journal is
+// escaped (package visible).
+package tui
 
 import (
 	"encoding/json"
@@ -11,15 +18,14 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 )
 
-type eventT = journal.Event
-
-// printer streams a run's events as human lines to stderr, or as JSON
+// Printer streams a run's events as human lines to stderr, or as JSON
 // lines to stdout.
-type printer struct {
+type Printer struct {
 	mu      sync.Mutex
 	err     io.Writer
 	out     io.Writer
@@ -33,7 +39,7 @@ type printer struct {
 	rows *view.Reader
 	// keel is the command hints name: "keel", or "keel --server URL" when
 	// the run is on a team server.
-	keel string
+	Keel string
 	// raw is stderr unescaped (err writes through it); live is the status
 	// block when stderr is a terminal (live.go).
 	raw  io.Writer
@@ -45,21 +51,24 @@ type printer struct {
 	streamed, lineStart, textOpen, paused bool
 	// chat: a conversation (keel chat): answers are printed whole on
 	// stderr as they come, not again on stdout.
-	chat bool
+	Chat bool
 }
 
-func newPrinter(stderr, stdout io.Writer, jsonOut, quiet bool) *printer {
-	if !jsonOut && isTerminal(stdout) {
+// NewPrinter returns the printer of human lines on stderr or, with
+// jsonOut, of JSON lines on stdout; quiet prints only why a run did not
+// complete.
+func NewPrinter(stderr, stdout io.Writer, jsonOut, quiet bool) *Printer {
+	if !jsonOut && IsTerminal(stdout) {
 		stdout = escWriter{stdout}
 	}
-	p := &printer{raw: stderr, out: stdout, json: jsonOut, quiet: quiet, rows: view.NewReader(true), keel: "keel"}
+	p := &Printer{raw: stderr, out: stdout, json: jsonOut, quiet: quiet, rows: view.NewReader(true), Keel: "keel"}
 	p.err = escWriter{guarded{p}}
 	return p
 }
 
-// onTerminal draws the status block on term, stderr unescaped (nil: not
+// OnTerminal draws the status block on term, stderr unescaped (nil: not
 // a terminal).
-func (p *printer) onTerminal(term io.Writer) {
+func (p *Printer) OnTerminal(term io.Writer) {
 	if term == nil || p.json || p.quiet {
 		return
 	}
@@ -68,7 +77,10 @@ func (p *printer) onTerminal(term io.Writer) {
 	}
 }
 
-func (p *printer) header(runID string, c *agent.RunCreated, w *wiring) {
+// Header prints the line that starts an execution of a run: its model,
+// workspace and sandbox (as r, the assembled run, describes the sandbox
+// when it is given), the sandbox's warnings and a missing price.
+func (p *Printer) Header(runID string, c *agent.RunCreated, w *assemble.Run) {
 	if p.quiet {
 		return
 	}
@@ -89,7 +101,8 @@ func (p *printer) header(runID string, c *agent.RunCreated, w *wiring) {
 	}
 }
 
-func (p *printer) event(e journal.Event) {
+// Event prints e (on stderr, or as a JSON line on stdout) and counts it.
+func (p *Printer) Event(e journal.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.started.IsZero() {
@@ -114,38 +127,38 @@ func (p *printer) event(e journal.Event) {
 
 // printRows says how keel run prints each event type on stderr, one
 // entry per type (view.Check); nil prints nothing of it.
-var printRows = map[journal.Type]func(*printer, *view.Row){
+var printRows = map[journal.Type]func(*Printer, *view.Row){
 	journal.RunCreated:          nil, // the header says it
-	journal.RunResumed:          (*printer).resumed,
-	journal.SetupFinished:       (*printer).setupFinished,
-	journal.ModelResponded:      (*printer).modelResponded,
-	journal.ModelFailed:         (*printer).modelFailed,
-	journal.GateDecided:         (*printer).gateDecided,
-	journal.ApprovalRequested:   (*printer).approvalRequested,
+	journal.RunResumed:          (*Printer).resumed,
+	journal.SetupFinished:       (*Printer).setupFinished,
+	journal.ModelResponded:      (*Printer).modelResponded,
+	journal.ModelFailed:         (*Printer).modelFailed,
+	journal.GateDecided:         (*Printer).gateDecided,
+	journal.ApprovalRequested:   (*Printer).approvalRequested,
 	journal.ApprovalResolved:    nil, // the call's start or its denied result follows
-	journal.AuthRequired:        (*printer).authRequired,
+	journal.AuthRequired:        (*Printer).authRequired,
 	journal.AuthResolved:        nil, // the call's start follows
-	journal.InputRequested:      (*printer).inputRequested,
-	journal.InputAnswered:       func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "  input %s\n", r.Payload.Detail()) },
-	journal.ToolStarted:         func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "  %s\n", r.Call) },
-	journal.ToolFinished:        (*printer).toolFinished,
+	journal.InputRequested:      (*Printer).inputRequested,
+	journal.InputAnswered:       func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "  input %s\n", r.Payload.Detail()) },
+	journal.ToolStarted:         func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "  %s\n", r.Call) },
+	journal.ToolFinished:        (*Printer).toolFinished,
 	journal.RunCompleted:        nil, // the footer says how the run ended
 	journal.RunFailed:           nil,
 	journal.RunCanceled:         nil,
 	journal.RunPaused:           nil,
-	journal.UserMessage:         (*printer).userMessage,
-	journal.ContextCompacted:    func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "context compacted: %s\n", r.Payload.Detail()) },
-	journal.SandboxEgress:       func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "    network: %s\n", r.Payload.Detail()) },
-	journal.SandboxQuarantine:   func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "    %s\n", r.Payload.Detail()) },
+	journal.UserMessage:         (*Printer).userMessage,
+	journal.ContextCompacted:    func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "context compacted: %s\n", r.Payload.Detail()) },
+	journal.SandboxEgress:       func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "    network: %s\n", r.Payload.Detail()) },
+	journal.SandboxQuarantine:   func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "    %s\n", r.Payload.Detail()) },
 	journal.WorkspaceCheckpoint: nil, // keel runs show and diff list them
 	journal.WorkspaceRestored:   nil,
-	journal.ChildSpawned:        func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "  child spawned: %s\n", r.Payload.Detail()) },
-	journal.ChildDelivered:      func(p *printer, r *view.Row) { fmt.Fprintf(p.err, "  child delivered: %s\n", r.Payload.Detail()) },
+	journal.ChildSpawned:        func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "  child spawned: %s\n", r.Payload.Detail()) },
+	journal.ChildDelivered:      func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "  child delivered: %s\n", r.Payload.Detail()) },
 }
 
-func (p *printer) resumed(r *view.Row) {
+func (p *Printer) resumed(r *view.Row) {
 	x := r.Payload.(*agent.RunResumed)
-	if p.chat && len(x.Interrupted) == 0 {
+	if p.Chat && len(x.Interrupted) == 0 {
 		return // the next turn of a conversation
 	}
 	fmt.Fprintf(p.err, "resumed")
@@ -155,7 +168,7 @@ func (p *printer) resumed(r *view.Row) {
 	fmt.Fprintln(p.err)
 }
 
-func (p *printer) setupFinished(r *view.Row) {
+func (p *Printer) setupFinished(r *view.Row) {
 	x := r.Payload.(*agent.SetupFinished)
 	fmt.Fprintf(p.err, "setup: exit %d (%s)\n", x.ExitCode, ms(x.DurationMS))
 	if x.ExitCode != 0 {
@@ -163,7 +176,7 @@ func (p *printer) setupFinished(r *view.Row) {
 	}
 }
 
-func (p *printer) modelResponded(r *view.Row) {
+func (p *Printer) modelResponded(r *view.Row) {
 	x := r.Payload.(*agent.ModelResponded)
 	streamed := p.streamed
 	p.streamed = false
@@ -176,14 +189,14 @@ func (p *printer) modelResponded(r *view.Row) {
 	}
 	fmt.Fprintf(p.err, " · %s · total %s tok $%.4f\n", ms(x.DurationMS), num(r.Tokens), r.Cost)
 	if t := strings.TrimSpace(x.Message.Content); t != "" && !streamed {
-		if !p.chat {
+		if !p.Chat {
 			t = clip(t, 400)
 		}
 		fmt.Fprintln(p.err, indent(t))
 	}
 }
 
-func (p *printer) modelFailed(r *view.Row) {
+func (p *Printer) modelFailed(r *view.Row) {
 	x := r.Payload.(*agent.ModelFailed)
 	p.streamed = false
 	if p.live != nil {
@@ -192,30 +205,30 @@ func (p *printer) modelFailed(r *view.Row) {
 	fmt.Fprintf(p.err, "model error (%s): %s\n", x.Kind, x.Message)
 }
 
-func (p *printer) gateDecided(r *view.Row) {
+func (p *Printer) gateDecided(r *view.Row) {
 	if x := r.Payload.(*agent.GateDecided); x.Effect != "allow" {
 		fmt.Fprintf(p.err, "  %s %s: %s\n", x.Effect, r.Call, firstLine(x.Reason))
 	}
 }
 
-func (p *printer) approvalRequested(r *view.Row) {
-	fmt.Fprintf(p.err, "  approval needed for %s: %s approve %s %s\n", r.Call, p.keel, r.Event.RunID, shellWord(r.CallID))
+func (p *Printer) approvalRequested(r *view.Row) {
+	fmt.Fprintf(p.err, "  approval needed for %s: %s approve %s %s\n", r.Call, p.Keel, r.Event.RunID, ShellWord(r.CallID))
 }
 
 // authRequired says what a call waits for and the command that ends the
 // wait (the run pauses; the footer says so).
-func (p *printer) authRequired(r *view.Row) {
+func (p *Printer) authRequired(r *view.Row) {
 	x := r.Payload.(*agent.AuthRequired)
 	fmt.Fprintf(p.err, "  authorization needed for %s (%s): %s\n", r.Call, x.Reason, x.Hint)
 }
 
-func (p *printer) inputRequested(r *view.Row) {
+func (p *Printer) inputRequested(r *view.Row) {
 	x := r.Payload.(*agent.InputRequested)
 	fmt.Fprintf(p.err, "  %s asks a person: %s\n    answer: %s inputs answer %s %s --set NAME=VALUE ... (or --decline; %s inputs list shows the form)\n",
-		x.Server, clip(firstLine(x.Message), 200), p.keel, r.Event.RunID, x.ID, p.keel)
+		x.Server, clip(firstLine(x.Message), 200), p.Keel, r.Event.RunID, x.ID, p.Keel)
 }
 
-func (p *printer) toolFinished(r *view.Row) {
+func (p *Printer) toolFinished(r *view.Row) {
 	x := r.Payload.(*agent.ToolFinished)
 	p.callDone(x.CallID)
 	if x.Synthetic {
@@ -225,9 +238,9 @@ func (p *printer) toolFinished(r *view.Row) {
 	fmt.Fprintf(p.err, "    → %s\n", x.Detail())
 }
 
-func (p *printer) userMessage(r *view.Row) {
+func (p *Printer) userMessage(r *view.Row) {
 	x := r.Payload.(*agent.UserMessage)
-	if p.chat && (x.Source == "" || x.Source == agent.InterruptSource) {
+	if p.Chat && (x.Source == "" || x.Source == agent.InterruptSource) {
 		return // the person just typed it, or interrupted (said at the prompt)
 	}
 	who := "user"
@@ -237,13 +250,13 @@ func (p *printer) userMessage(r *view.Row) {
 	fmt.Fprintf(p.err, "%s: %s\n", who, clip(x.Content, 200))
 }
 
-// prime records what events (a run's history) say about calls and totals,
+// Prime records what events (a run's history) say about calls and totals,
 // printing nothing.
-func (p *printer) prime(events []journal.Event) {
+func (p *Printer) Prime(events []journal.Event) {
 	q := p.quiet
 	p.quiet = true
 	for _, e := range events {
-		p.event(e)
+		p.Event(e)
 	}
 	p.quiet = q
 }
@@ -280,16 +293,18 @@ func continueHint(keel, runID, reason string, st *agent.State) string {
 	return fmt.Sprintf("to go on, raise the limit: %s runs resume %s %s %s", keel, runID, flag, value)
 }
 
-func (p *printer) footer(runID string, o *agent.Outcome) {
+// Footer prints how an execution of runID ended (o), what to do next,
+// and a completed run's output on stdout.
+func (p *Printer) Footer(runID string, o *agent.Outcome) {
 	st := o.State
 	switch {
 	case p.json || o.Status != journal.StatusFailed || o.End == nil:
 	case limitFlag[o.End.Reason] != "":
-		defer fmt.Fprintf(p.err, "keel: %s\n", continueHint(p.keel, runID, o.End.Reason, st))
+		defer fmt.Fprintf(p.err, "keel: %s\n", continueHint(p.Keel, runID, o.End.Reason, st))
 	case healthStop[o.End.Reason]:
 		// Loop detection stopped the model: a plain resume would stop
 		// again at once; a person's message starts it afresh.
-		defer fmt.Fprintf(p.err, "keel: to go on, tell the model what to do differently: %s runs resume %s --message TEXT\n", p.keel, runID)
+		defer fmt.Fprintf(p.err, "keel: to go on, tell the model what to do differently: %s runs resume %s --message TEXT\n", p.Keel, runID)
 	}
 	if p.quiet && !p.json && o.Status != journal.StatusCompleted {
 		// Quiet still says why a run did not complete.
@@ -325,15 +340,15 @@ func (p *printer) footer(runID string, o *agent.Outcome) {
 			// say how to decide (the run goes on after the decision).
 			for _, pa := range pending {
 				fmt.Fprintf(p.err, "keel: decide with: %s approve %s %s   or   %s deny %s %s --reason TEXT\n",
-					p.keel, runID, shellWord(pa.CallID), p.keel, runID, shellWord(pa.CallID))
+					p.Keel, runID, ShellWord(pa.CallID), p.Keel, runID, ShellWord(pa.CallID))
 			}
-		case o.Status == journal.StatusPaused && p.chat && o.End != nil && o.End.Reason == agent.ReasonInterrupted:
+		case o.Status == journal.StatusPaused && p.Chat && o.End != nil && o.End.Reason == agent.ReasonInterrupted:
 			// The conversation's prompt goes on (converse says so).
 		case o.Status == journal.StatusPaused:
-			fmt.Fprintf(p.err, "keel: resume with: %s runs resume %s\n", p.keel, runID)
+			fmt.Fprintf(p.err, "keel: resume with: %s runs resume %s\n", p.Keel, runID)
 		}
 	}
-	if !p.json && !p.chat && o.Status == journal.StatusCompleted && o.End != nil && o.End.Output != "" {
+	if !p.json && !p.Chat && o.Status == journal.StatusCompleted && o.End != nil && o.End.Output != "" {
 		fmt.Fprint(p.out, o.End.Output)
 		if !strings.HasSuffix(o.End.Output, "\n") {
 			fmt.Fprintln(p.out)
@@ -346,12 +361,11 @@ var (
 	num, ms       = agent.Num, agent.MS
 	clip, oneLine = agent.Clip, agent.OneLine
 	firstLine     = agent.FirstLine
-	callSummary   = agent.CallSummary
 )
 
-// shellWord quotes s for a shell command line when it holds anything but
+// ShellWord quotes s for a shell command line when it holds anything but
 // letters, digits and -_.,:@/= (a call id in a hint a person copies).
-func shellWord(s string) string {
+func ShellWord(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,:@/=") == "" {
 		return s
 	}
@@ -369,3 +383,7 @@ func tail(s string, lines int) string {
 func indent(s string) string {
 	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
 }
+
+// Err is the writer of the printer's human lines (escaped, and erasing
+// the status block first).
+func (p *Printer) Err() io.Writer { return p.err }

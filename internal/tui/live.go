@@ -1,4 +1,4 @@
-package cli
+package tui
 
 import (
 	"bytes"
@@ -131,7 +131,7 @@ func (c *liveCall) tail() (lines []string, nl, size int64) {
 // terminal.
 func newLiveView(w io.Writer) *liveView {
 	f, ok := w.(*os.File)
-	if !ok || !isTerminal(w) {
+	if !ok || !IsTerminal(w) {
 		return nil
 	}
 	return &liveView{w: w, fd: int(f.Fd()), now: time.Now}
@@ -243,7 +243,7 @@ func sizeText(n int64) string {
 
 // guarded is the writer of the printer's permanent lines: it erases the
 // status block first and ends a streamed line that is still open.
-type guarded struct{ p *printer }
+type guarded struct{ p *Printer }
 
 func (g guarded) Write(b []byte) (int, error) {
 	g.p.live.clear()
@@ -254,9 +254,9 @@ func (g guarded) Write(b []byte) (int, error) {
 	return g.p.raw.Write(b)
 }
 
-// startLive starts redrawing the status block until the returned
+// StartLive starts redrawing the status block until the returned
 // function is called; it does nothing without a terminal.
-func (p *printer) startLive() (stop func()) {
+func (p *Printer) StartLive() (stop func()) {
 	if p.live == nil {
 		return func() {}
 	}
@@ -289,9 +289,9 @@ func (p *printer) startLive() (stop func()) {
 	}
 }
 
-// pause erases the status block and stops redrawing it until resume
+// Pause erases the status block and stops redrawing it until resume
 // (a question to the person is on screen).
-func (p *printer) pause() {
+func (p *Printer) Pause() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.paused = true
@@ -302,16 +302,17 @@ func (p *printer) pause() {
 	}
 }
 
-func (p *printer) resume() {
+// Resume redraws the status block again after Pause.
+func (p *Printer) Resume() {
 	p.mu.Lock()
 	p.paused = false
 	p.mu.Unlock()
 }
 
-// callContext is the agent's per-operation hook (ExecParams.Trace): a
-// model call gets an observer that streams its text to the printer, a
+// CallContext is the agent's per-operation hook (ExecParams.Trace): a
+// model call gets an observer that streams its text to the Printer, a
 // tool run a live output sink for the status block.
-func (p *printer) callContext(ctx context.Context, op agent.Operation) context.Context {
+func (p *Printer) CallContext(ctx context.Context, op agent.Operation) context.Context {
 	if p.quiet || p.json {
 		return ctx
 	}
@@ -335,7 +336,7 @@ func (p *printer) callContext(ctx context.Context, op agent.Operation) context.C
 }
 
 // callDone takes a finished call out of the status block.
-func (p *printer) callDone(id string) {
+func (p *Printer) callDone(id string) {
 	if p.live == nil {
 		return
 	}
@@ -349,7 +350,7 @@ func (p *printer) callDone(id string) {
 
 // text prints a piece of the model's answer as it arrives, indented like
 // the rest of the step.
-func (p *printer) text(delta string) {
+func (p *Printer) text(delta string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.streamed {
@@ -376,7 +377,7 @@ func (p *printer) text(delta string) {
 }
 
 // modelCall notes in the status block that the model writes a tool call.
-func (p *printer) modelCall(name string) {
+func (p *Printer) modelCall(name string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.live != nil {
@@ -385,10 +386,10 @@ func (p *printer) modelCall(name string) {
 }
 
 // retry says that the model request is sent again, and why.
-func (p *printer) retry(r model.Retry) { p.retryNote(r.String()) }
+func (p *Printer) retry(r model.Retry) { p.retryNote(r.String()) }
 
 // retryNote says s, a retry of the model request (model.Retry.String).
-func (p *printer) retryNote(s string) {
+func (p *Printer) retryNote(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	fmt.Fprintf(p.err, "  model %s\n", s)

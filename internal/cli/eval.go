@@ -1,0 +1,510 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/eval"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
+)
+
+func (a *app) evalCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "eval", Short: "Evaluate agents on suites of cases: run trials, freeze runs into cases, compare configurations"}
+	cmd.AddCommand(a.evalRunCmd(), a.evalCompareCmd(), a.evalReportCmd(), a.evalFreezeCmd())
+	return cmd
+}
+
+// evalDir is where evaluation results are kept: $KEEL_HOME/evals/ID.
+func (a *app) evalDir(id string) string { return filepath.Join(a.home, "evals", id) }
+
+type evalRunFlags struct {
+	cfg     eval.Config
+	sources []string
+	env     []string
+	sandbox string
+	name    string
+	keep    bool
+	json    bool
+	html    string
+	workDir string
+	passK   int
+}
+
+func (a *app) evalRunCmd() *cobra.Command {
+	f := &evalRunFlags{}
+	cmd := &cobra.Command{
+		Use:   "run SUITE",
+		Short: "Run every case of a suite --trials times as journaled runs and report",
+		Long: `Run executes each case of SUITE (a case file, a suite.toml, or a directory
+of cases, SWE-bench-style instances and Harbor tasks; docs/eval.md) --trials
+times. Each trial is a normal journaled run in a fresh workspace, labelled
+eval.id, eval.suite, eval.case, eval.trial, eval.attempt and eval.config
+(keel runs list --label eval.id=ID), under the sandbox and --policy; what a
+run asks is decided by --approve. After the run, the case's checks run in
+the run's sandbox. A trial is passed, failed (a check failed), limit (the
+run hit a limit) or error: an infrastructure failure (the sandbox, the
+provider, the setup) that is retried --retries times and never counted
+against the agent.
+
+--model is a model spec, or "recorded" to replay each case's recordings
+(trial t uses recording t mod n). --budget caps the dollars of the whole
+evaluation. The result is kept in $KEEL_HOME/evals/ID (result.json,
+report.html); keel eval compare A B compares two of them.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.evalRun(cmd.Context(), args[0], f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.cfg.Model, "model", "m", eval.Recorded, "model spec, or \"recorded\": each case's recorded trajectories")
+	fl.IntVarP(&f.cfg.Trials, "trials", "k", 1, "trials per case")
+	fl.IntVar(&f.cfg.Concurrency, "concurrency", 1, "trials that run at once")
+	fl.IntVar(&f.cfg.Retries, "retries", 2, "retries of a trial after an infrastructure error")
+	fl.Float64Var(&f.cfg.Budget, "budget", 0, "US dollars the whole evaluation may spend (0: no cap beyond each run's --max-cost default)")
+	fl.IntVar(&f.cfg.MaxSteps, "max-steps", 0, "step limit of each run (0: the case's, else keel run's default)")
+	fl.StringVar(&f.cfg.Policy, "policy", "", "policy file of the runs (default: Keel's)")
+	fl.StringVar(&f.cfg.Approve, "approve", "deny", "what to decide when a run asks: deny or allow")
+	fl.StringVar(&f.cfg.Name, "config-name", "", "name of this configuration in reports (default: model and policy)")
+	fl.StringVar(&f.name, "name", "", "id of the evaluation (default: a new one)")
+	fl.StringArrayVarP(&f.env, "env", "e", nil, "KEY=VALUE added to every case's sandbox environment (repeatable)")
+	fl.StringArrayVar(&f.sources, "source", nil, "OWNER/NAME=DIR: a clone or mirror of a repository the cases name (repeatable)")
+	fl.StringVar(&f.sandbox, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
+	fl.StringVar(&f.workDir, "work-dir", "", "where trial workspaces are made (default $KEEL_HOME/evals/ID/work)")
+	fl.BoolVar(&f.keep, "keep", false, "keep each trial's workspace after its checks")
+	fl.BoolVar(&f.json, "json", false, "write the report as JSON")
+	fl.StringVar(&f.html, "html", "", "also write the HTML report to this file")
+	fl.IntVar(&f.passK, "pass-k", 0, "k of pass@k and pass^k (default: --trials)")
+	return cmd
+}
+
+func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) error {
+	switch f.cfg.Approve {
+	case "deny", "allow":
+	default:
+		return usagef("--approve %q: want deny or allow", f.cfg.Approve)
+	}
+	if f.cfg.Trials < 1 || f.cfg.Concurrency < 1 {
+		return usagef("--trials and --concurrency want a positive number")
+	}
+	sources := map[string]string{}
+	for _, s := range f.sources {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" || v == "" {
+			return usagef("--source %q: want OWNER/NAME=DIR", s)
+		}
+		abs, err := filepath.Abs(v)
+		if err != nil {
+			return usagef("--source %q: %v", s, err)
+		}
+		sources[k] = abs
+	}
+	abs, err := filepath.Abs(suitePath)
+	if err != nil {
+		return usagef("%s: %v", suitePath, err)
+	}
+	root, name := filepath.Dir(abs), filepath.Base(abs)
+	if st, err := os.Stat(abs); err == nil && st.IsDir() {
+		root, name = abs, "."
+	}
+	lo := &eval.LoadOptions{Sources: sources}
+	if name == "." {
+		lo.Name = filepath.Base(root)
+		if st, err := os.Stat(filepath.Join(root, "suite.toml")); err == nil && !st.IsDir() {
+			lo.Name = "" // the suite file's name, if it gives one
+		}
+	}
+	suite, err := eval.Load(os.DirFS(root), name, lo)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	for _, kv := range f.env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return usagef("--env %q: want KEY=VALUE", kv)
+		}
+	}
+	for _, c := range suite.Cases {
+		c.Env = append(c.Env, f.env...)
+	}
+	if f.cfg.Model != eval.Recorded {
+		if _, err := model.ParseSpec(f.cfg.Model); err != nil {
+			return usagef("--model: %v", err)
+		}
+	}
+	if f.cfg.Policy != "" {
+		if f.cfg.Policy, err = filepath.Abs(f.cfg.Policy); err != nil {
+			return err
+		}
+	}
+	eng, err := loadPolicy(f.cfg.Policy)
+	if err != nil {
+		return err
+	}
+	sbKind, err := a.sandboxKind(f.sandbox)
+	if err != nil {
+		return err
+	}
+	id := f.name
+	if id == "" {
+		id = "ev" + strings.ToLower(ulid.Make().String())[16:]
+	}
+	dir := a.evalDir(id)
+	if _, err := os.Stat(filepath.Join(dir, "result.json")); err == nil {
+		return usagef("evaluation %s exists already (%s): give another --name", id, dir)
+	}
+	work := f.workDir
+	if work == "" {
+		work = filepath.Join(dir, "work")
+	}
+	store, err := a.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	x, done, err := a.newEvalExec(ctx, store, eng, sbKind, f.cfg.Approve)
+	if err != nil {
+		return err
+	}
+	defer done()
+	r := &eval.Runner{ID: id, Exec: x, Store: store, Root: root, WorkDir: work, Keep: f.keep,
+		Progress: func(t *eval.Trial) {
+			fmt.Fprintf(a.stderr, "keel: eval %s: %s #%d attempt %d: %s run %s", id, t.Case, t.Trial, t.Attempt, t.Verdict, orDash(t.RunID))
+			if t.Error != "" {
+				fmt.Fprintf(a.stderr, " (%s)", agent.Clip(t.Error, 160))
+			}
+			fmt.Fprintln(a.stderr)
+		}}
+	fmt.Fprintf(a.stderr, "keel: eval %s: suite %s, %d cases × %d trials, model %s\n", id, suite.Name, len(suite.Cases), f.cfg.Trials, f.cfg.Model)
+	res, err := r.Run(ctx, suite, f.cfg)
+	if err != nil {
+		return err
+	}
+	if !f.keep && f.workDir == "" {
+		_ = os.Remove(work)
+	}
+	if err := writeJSONFile(filepath.Join(dir, "result.json"), res); err != nil {
+		return err
+	}
+	rep := eval.NewReport(res, f.passK)
+	if err := writeHTMLFile(filepath.Join(dir, "report.html"), nil, rep); err != nil {
+		return err
+	}
+	if f.html != "" {
+		if err := writeHTMLFile(f.html, nil, rep); err != nil {
+			return err
+		}
+	}
+	if f.json {
+		err = rep.WriteJSON(a.stdout)
+	} else {
+		err = rep.WriteText(a.stdout)
+		fmt.Fprintf(a.stdout, "\nresult: %s\nreport: %s\n", filepath.Join(dir, "result.json"), filepath.Join(dir, "report.html"))
+	}
+	return err
+}
+
+func writeJSONFile(path string, v any) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func writeHTMLFile(path string, c *eval.Comparison, reps ...*eval.Report) error {
+	var b bytes.Buffer
+	if err := eval.WriteHTML(&b, c, reps...); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// loadResult reads an evaluation's result: an id in $KEEL_HOME/evals or a
+// result.json file.
+func (a *app) loadResult(ref string) (*eval.Result, error) {
+	p := ref
+	if st, err := os.Stat(p); err != nil || st.IsDir() {
+		if err == nil && st.IsDir() {
+			p = filepath.Join(p, "result.json")
+		} else {
+			p = filepath.Join(a.evalDir(ref), "result.json")
+		}
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, usagef("evaluation %s: %v", ref, err)
+	}
+	var res eval.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("evaluation %s: %s: %w", ref, p, err)
+	}
+	return &res, nil
+}
+
+func (a *app) evalCompareCmd() *cobra.Command {
+	var jsonOut bool
+	var html string
+	var k int
+	cmd := &cobra.Command{
+		Use:   "compare A B",
+		Short: "Compare two evaluations of a suite: the difference and whether it exceeds the noise",
+		Long: `Compare reports B's success rate minus A's with Newcombe's 95% interval
+(the difference exceeds the noise of the trials when the interval excludes
+0), the cases whose trials disagree (flaky), and the per-trial difference
+in asks, policy denials, invalid calls, cost, tokens, time and steps. A and
+B are evaluation ids ($KEEL_HOME/evals) or result.json files.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ra, err := a.loadResult(args[0])
+			if err != nil {
+				return err
+			}
+			rb, err := a.loadResult(args[1])
+			if err != nil {
+				return err
+			}
+			c := eval.Compare(eval.NewReport(ra, k), eval.NewReport(rb, k))
+			if html != "" {
+				if err := writeHTMLFile(html, c); err != nil {
+					return err
+				}
+			}
+			if jsonOut {
+				return c.WriteJSON(a.stdout)
+			}
+			return c.WriteText(a.stdout)
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "write the comparison as JSON")
+	cmd.Flags().StringVar(&html, "html", "", "also write the HTML report of both to this file")
+	cmd.Flags().IntVar(&k, "pass-k", 0, "k of pass@k and pass^k (default: the trials of each)")
+	return cmd
+}
+
+func (a *app) evalReportCmd() *cobra.Command {
+	var jsonOut bool
+	var html string
+	var k int
+	cmd := &cobra.Command{
+		Use:   "report EVAL",
+		Short: "Print an evaluation's report again (text, --json, --html FILE)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := a.loadResult(args[0])
+			if err != nil {
+				return err
+			}
+			rep := eval.NewReport(res, k)
+			if html != "" {
+				if err := writeHTMLFile(html, nil, rep); err != nil {
+					return err
+				}
+			}
+			if jsonOut {
+				return rep.WriteJSON(a.stdout)
+			}
+			return rep.WriteText(a.stdout)
+		},
+	}
+	cmd.Flags().BoolVar(&jsonOut, "json", false, "write the report as JSON")
+	cmd.Flags().StringVar(&html, "html", "", "write the HTML report to this file")
+	cmd.Flags().IntVar(&k, "pass-k", 0, "k of pass@k and pass^k (default: the trials)")
+	return cmd
+}
+
+// evalExec executes trials in this process: each is prepared by the
+// service like keel run's runs, wired by the command line's builder,
+// journaled and executed unattended (asks decided by a rule), then its
+// checks run in its sandbox.
+type evalExec struct {
+	a       *app
+	rt      *agent.Runtime
+	svc     *service.Service
+	b       *builder
+	eng     *policy.Engine
+	sandbox string
+	approve policy.Effect
+	fault   evalFault
+}
+
+// evalFault is KEEL_DEBUG's eval_fault=KIND@N: the N-th attempt of an
+// evaluation meets an injected provider or sandbox failure.
+type evalFault struct {
+	kind string
+	at   int
+}
+
+func (a *app) newEvalExec(ctx context.Context, store journal.Store, eng *policy.Engine, sbKind, approve string) (*evalExec, func(), error) {
+	k, err := parseDebug(a.getenv("KEEL_DEBUG"))
+	if err != nil {
+		return nil, nil, err
+	}
+	rt, flush, err := a.newRuntime(ctx, store, nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := newBuilder(a, store, slog.New(slog.DiscardHandler))
+	svc := service.New(rt, &service.Options{Builder: b, NoExecution: true})
+	x := &evalExec{a: a, rt: rt, svc: svc, b: b, eng: eng, sandbox: sbKind, approve: policy.Effect(approve), fault: k.evalFault}
+	return x, func() { _ = svc.Shutdown(context.WithoutCancel(ctx)); flush() }, nil
+}
+
+// Execute implements eval.Executor.
+func (x *evalExec) Execute(ctx context.Context, tr *eval.TrialRun) (string, error) {
+	c := tr.Case
+	limits := api.Limits{}
+	if tr.MaxSteps > 0 {
+		limits.MaxSteps = &tr.MaxSteps
+	}
+	if tr.MaxCost > 0 {
+		limits.MaxCost = &tr.MaxCost
+	}
+	if c.Timeout > 0 {
+		limits.Timeout = time.Duration(c.Timeout).String()
+	}
+	req := &service.CreateRun{
+		CreateRun: api.CreateRun{Task: c.Task, System: c.System, Model: tr.Model, Workspace: tr.Workspace, MountPath: c.Workspace.MountPath,
+			Sandbox: x.sandbox, Env: c.Env, Setup: c.Setup, Labels: tr.Labels, Limits: limits},
+		Local: &service.LocalRun{Policy: x.eng},
+	}
+	created, err := x.svc.Prepare(ctx, service.Local(x.a.person("")), req)
+	if err != nil {
+		return "", fmt.Errorf("prepare: %w", serviceError(err))
+	}
+	wired, closer, err := x.b.Wire(ctx, created)
+	if err != nil {
+		return "", fmt.Errorf("sandbox and tools: %w", err)
+	}
+	w := closer.(*wiring)
+	defer w.Close()
+	created.Tools = w.ToolInfos()
+	runID, err := x.svc.Journal(ctx, service.Local(x.a.person("")), created, "")
+	if err != nil {
+		return "", err
+	}
+	checks := wired.Env.Sandbox
+	params := w.execParams(nil)
+	params.Wait = false
+	params.Principals = identity.NewDirectory(x.rt.Store(), nil).Check
+	if x.fault.at == tr.Seq {
+		switch x.fault.kind {
+		case "provider":
+			params.Model = faultModel{}
+		case "sandbox":
+			env := *params.Env
+			env.Sandbox = faultSandbox{}
+			params.Env = &env
+		}
+	}
+	if _, err := executeUnattended(ctx, x.rt, runID, params, func(p agent.PendingApproval) (policy.Effect, string) {
+		return x.approve, "decided by the evaluation's rule (--approve " + string(x.approve) + ")"
+	}); err != nil {
+		return runID, err
+	}
+	if checks == nil {
+		return runID, errors.New("the run has no sandbox to run its checks in")
+	}
+	return runID, tr.After(ctx, sandboxShell(checks))
+}
+
+// executeUnattended executes runID until it ends, deciding each approval
+// it asks for with decide (a run that pauses for another reason is
+// returned as it is).
+func executeUnattended(ctx context.Context, rt *agent.Runtime, runID string, params *agent.ExecParams, decide func(agent.PendingApproval) (policy.Effect, string)) (*agent.Outcome, error) {
+	for {
+		out, err := rt.Execute(ctx, runID, params)
+		if err != nil {
+			return out, err
+		}
+		pending := out.State.Pending()
+		if out.Status != journal.StatusPaused || len(pending) == 0 || ctx.Err() != nil {
+			return out, nil
+		}
+		for _, p := range pending {
+			eff, reason := decide(p)
+			if err := rt.Resolve(ctx, runID, p.CallID, &agent.ApprovalResolved{CallID: p.CallID, Decision: eff, By: "keel-eval", Reason: reason}); err != nil {
+				return out, err
+			}
+		}
+	}
+}
+
+// maxCheckOutput bounds what a check's output keeps in memory.
+const maxCheckOutput = 1 << 20
+
+// sandboxShell runs check scripts with bash in sb, in the workspace.
+func sandboxShell(sb sandbox.Sandbox) eval.Shell {
+	return func(ctx context.Context, script string, timeout time.Duration) (int, string, error) {
+		var out boundedBuffer
+		res, err := sb.Exec(ctx, &sandbox.Cmd{Args: []string{"bash", "-c", script}, Stdout: &out, Timeout: timeout})
+		if err != nil {
+			return 0, "", err
+		}
+		return res.ExitCode, out.String(), nil
+	}
+}
+
+// boundedBuffer keeps the first maxCheckOutput bytes written to it.
+type boundedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *boundedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := maxCheckOutput - w.b.Len(); room > 0 {
+		w.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (w *boundedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// faultModel is the provider of an injected fault: every request fails
+// as a 503 would.
+type faultModel struct{}
+
+func (faultModel) Generate(context.Context, *model.Request) (*model.Response, error) {
+	return nil, &model.Error{Kind: model.KindRetryable, Provider: "fault", StatusCode: 503, Message: "injected provider fault (KEEL_DEBUG eval_fault): 503 service unavailable"}
+}
+
+// faultSandbox is the sandbox of an injected fault: nothing runs.
+type faultSandbox struct{}
+
+func (faultSandbox) Exec(context.Context, *sandbox.Cmd) (*sandbox.Result, error) {
+	return nil, errors.New("injected sandbox fault (KEEL_DEBUG eval_fault): the sandbox could not start the command")
+}
+
+func (faultSandbox) Close() error { return nil }
+
+var _ io.Writer = (*boundedBuffer)(nil)

@@ -1,0 +1,15 @@
+package cli
+
+import (
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+)
+
+type eventT = journal.Event
+
+// Text helpers shared with the event details of package agent.
+var (
+	num           = agent.Num
+	clip, oneLine = agent.Clip, agent.OneLine
+	callSummary   = agent.CallSummary
+)

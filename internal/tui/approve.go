@@ -1,0 +1,207 @@
+package tui
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/tool/builtin/fs"
+	"github.com/keel-run/keel/visible"
+)
+
+// Converse goes on with runID after each answer: it reads the person's
+// next message and executes the run with it, until the input ends, the
+// person types /exit or presses Ctrl-C twice at the prompt, or the run
+// stops in a way a message cannot go on from (paused for a person who
+// left, canceled). A turn the person interrupted (Ctrl-C, see
+// prompt.go) goes on with the next message. err is the outcome of the
+// execution so far, interrupted whether the person interrupted it; the
+// last one's is returned. goesOn says whether the outcome err of an
+// execution (not interrupted) lets the next message go on; exec executes
+// the run with a message; keel is how hints start a command.
+func (pr *Prompt) Converse(ctx context.Context, runID, keel string, err error, interrupted bool, goesOn func(error) bool, exec func(ctx context.Context, message string) error) error {
+	fmt.Fprintf(pr.Err, "keel: chat: your next message for run %s (empty line: nothing; Ctrl-D or /exit ends; Ctrl-C interrupts a turn)\n", runID)
+	defer pr.intr.set(nil)
+	for ctx.Err() == nil {
+		if err != nil && !interrupted && !goesOn(err) {
+			return err // paused, canceled, or the runtime failed
+		}
+		if interrupted {
+			fmt.Fprintln(pr.Err, "keel: interrupted; the model is told when your next message goes on")
+		}
+		pr.AtPrompt()
+		m, ok := pr.Ask(ctx, "you> ")
+		if !ok || strings.TrimSpace(m) == "/exit" {
+			if interrupted {
+				fmt.Fprintf(pr.Err, "keel: run %s stays paused (interrupted); %s runs resume %s --message TEXT goes on\n", runID, keel, runID)
+			}
+			return err
+		}
+		if strings.TrimSpace(m) == "" {
+			continue
+		}
+		interrupted, err = pr.Turn(ctx, func(ctx context.Context) error { return exec(ctx, m) })
+	}
+	return err
+}
+
+// Decide records a decision on a call of a run, as keel approve and
+// keel deny do.
+type Decide func(ctx context.Context, runID, callID string, res *agent.ApprovalResolved) error
+
+// DecideInline asks the person about each pending approval and records
+// each answer as keel approve / keel deny would. It returns false when
+// the input ended before every call was decided (the run then waits for
+// a decision from elsewhere, as without a terminal).
+func (pr *Prompt) DecideInline(ctx context.Context, created *agent.RunCreated, pending []agent.PendingApproval, by string, decide Decide) bool {
+	for _, p := range pending {
+		fmt.Fprintf(pr.Err, "\nkeel: call %s (%s) needs your approval:\n", visible.String(p.CallID), p.Tool)
+		showPending(pr.Err, created, p)
+		for decided := false; !decided; {
+			ans, ok := pr.Ask(ctx, "  approve? [y]es, [n]o, [r] always for this run, [a] always for this agent: ")
+			if !ok && ctx.Err() != nil {
+				return false // interrupted (Ctrl-C): the run stops, nothing to decide
+			}
+			if !ok {
+				fmt.Fprintf(pr.Err, "keel: no answer; decide with: keel approve %s %s   or   keel deny %s %s --reason TEXT\n", p.RunID, ShellWord(p.CallID), p.RunID, ShellWord(p.CallID))
+				return false
+			}
+			res := &agent.ApprovalResolved{Decision: policy.Allow, By: by}
+			switch strings.ToLower(strings.TrimSpace(ans)) {
+			case "y", "yes":
+			case "r", "run":
+				res.Remember = policy.ScopeRun
+			case "a", "agent":
+				res.Remember = policy.ScopeAgent
+			case "n", "no":
+				reason, ok := pr.Ask(ctx, "  why (the model is told): ")
+				if !ok {
+					return false
+				}
+				if strings.TrimSpace(reason) == "" {
+					reason = "denied at the terminal"
+				}
+				res.Decision, res.Reason = policy.Deny, reason
+			default:
+				fmt.Fprintln(pr.Err, "  answer y, n, r or a")
+				continue
+			}
+			if err := decide(ctx, p.RunID, p.CallID, res); err != nil {
+				// A command that cannot be remembered (a compound one)
+				// is still asked about: say why and ask again.
+				fmt.Fprintf(pr.Err, "  keel: %v\n", err)
+				continue
+			}
+			decided = true
+			verb := map[policy.Effect]string{policy.Allow: "approved", policy.Deny: "denied"}[res.Decision]
+			switch res.Remember {
+			case policy.ScopeRun:
+				verb += ", and matching calls from now on in this run"
+			case policy.ScopeAgent:
+				verb += ", and matching calls from now on in every run of agent " + created.Principal
+			}
+			fmt.Fprintf(pr.Err, "keel: %s\n", verb)
+		}
+	}
+	return true
+}
+
+// showPending prints what a call waiting for approval would do: its
+// action, the parts that asked and why, and, for a file edit, its diff.
+func showPending(w io.Writer, created *agent.RunCreated, p agent.PendingApproval) {
+	for _, line := range strings.Split(visible.String(p.Action), "\n") {
+		fmt.Fprintf(w, "    │ %s\n", line)
+	}
+	for _, part := range p.Parts {
+		fmt.Fprintf(w, "  asks: %s — %s\n", clip(oneLine(visible.String(part.Text)), 160), visible.String(part.Reason))
+		if part.Detail != "" {
+			fmt.Fprintf(w, "        (%s)\n", clip(visible.String(part.Detail), 160))
+		}
+	}
+	if d := pendingDiff(created, p.Tool, p.Arguments); d != "" {
+		fmt.Fprint(w, d)
+	}
+}
+
+// ApproveAsStandIn approves each pending call as standIn, for a run
+// whose approvals nobody can answer here but that must show its gate
+// (keel demo with stdin not a terminal): each call is shown as a person
+// would see it, with its diff, and the approval says who gave it. It
+// returns false when a decision could not be recorded.
+func ApproveAsStandIn(ctx context.Context, w io.Writer, created *agent.RunCreated, pending []agent.PendingApproval, standIn string, decide Decide) bool {
+	for _, p := range pending {
+		fmt.Fprintf(w, "\nkeel: call %s (%s) needs a person's approval:\n", visible.String(p.CallID), p.Tool)
+		showPending(w, created, p)
+		fmt.Fprintf(w, "keel: stdin is not a terminal, so nobody can answer here: approved by %s (--no-wait stops at the approval instead; keel approve/deny decide from any process)\n", standIn)
+		res := &agent.ApprovalResolved{Decision: policy.Allow, By: standIn, Reason: "stdin was not a terminal"}
+		if err := decide(ctx, p.RunID, p.CallID, res); err != nil {
+			fmt.Fprintf(w, "keel: %v\n", err)
+			return false
+		}
+	}
+	return true
+}
+
+// maxDiffLines bounds the diff shown for an edit waiting for approval.
+const maxDiffLines = 200
+
+// pendingDiff is the unified diff a file-writing call would make, indented,
+// or "" for other calls. The file is read inside the workspace only.
+func pendingDiff(created *agent.RunCreated, toolName string, args json.RawMessage) string {
+	if toolName != "edit_file" && toolName != "write_file" {
+		return ""
+	}
+	var in struct {
+		Path string `json:"path"`
+	}
+	if json.Unmarshal(args, &in) != nil || in.Path == "" {
+		return ""
+	}
+	rel := in.Path
+	if path.IsAbs(rel) {
+		r, ok := strings.CutPrefix(path.Clean(rel), strings.TrimSuffix(created.MountPath, "/")+"/")
+		if !ok {
+			return ""
+		}
+		rel = r
+	}
+	rel = path.Clean(rel)
+	if rel == "." || strings.HasPrefix(rel, "../") || rel == ".." {
+		return ""
+	}
+	var old []byte
+	if root, err := os.OpenRoot(created.Workspace); err == nil {
+		old, _ = root.ReadFile(filepath.FromSlash(rel))
+		root.Close()
+	}
+	cur, msg := fs.Preview(toolName, args, old)
+	if msg != "" {
+		return "  (no diff: " + visible.String(msg) + ")\n"
+	}
+	c := gitws.FileDiff(rel, old, cur)
+	switch {
+	case c.Binary:
+		return "  (binary or large file: no line diff)\n"
+	case c.Patch == "":
+		return "  (the file would not change)\n"
+	}
+	lines := strings.Split(strings.TrimRight(visible.String(c.Patch), "\n"), "\n")
+	var b strings.Builder
+	fmt.Fprintf(&b, "  the edit (+%d −%d):\n", c.Added, c.Removed)
+	for i, l := range lines {
+		if i == maxDiffLines {
+			fmt.Fprintf(&b, "    … %d more lines\n", len(lines)-i)
+			break
+		}
+		b.WriteString("    " + l + "\n")
+	}
+	return b.String()
+}
