@@ -227,7 +227,7 @@ func (x *executor) spawnCheck(call string, args json.RawMessage) (map[string]any
 // childCreated derives the run.created of a child from its parent's and
 // its definition: the parent's tools, hosts and paths intersected with
 // what the definition asks, the slice as its limits.
-func (x *executor) childCreated(id, call string, in *spawnArgs, d *AgentDef, slice Limits) *RunCreated {
+func (x *executor) childCreated(call string, in *spawnArgs, d *AgentDef, slice Limits) *RunCreated {
 	cr := x.st.Created
 	c := *cr
 	c.Task = in.Task
@@ -264,10 +264,6 @@ func (x *executor) childCreated(id, call string, in *spawnArgs, d *AgentDef, sli
 	}
 	c.Parent = &ParentLink{Run: x.runID, Call: call, Root: root, Depth: depth, Agent: d.Name, Paths: paths}
 	c.Setup, c.SetupNetwork, c.Git, c.Recall = "", nil, nil, nil
-	if c.StateDir != "" {
-		// Each run has its own state directory (whole outputs by run).
-		c.StateDir = strings.TrimSuffix(c.StateDir, x.runID) + id
-	}
 	return &c
 }
 
@@ -306,7 +302,7 @@ func (x *executor) spawn(ctx context.Context, c *Call, args json.RawMessage) *to
 			return errResult(why)
 		}
 		id := childID(x.runID, c.ID)
-		created := x.childCreated(id, c.ID, &in, d, slice)
+		created := x.childCreated(c.ID, &in, d, slice)
 		err = x.append(ctx, journal.ChildSpawned, &ChildSpawned{Child: id, CallID: c.ID, Agent: d.Name, Slice: slice, Created: created})
 		x.teamMu.Unlock()
 		if err != nil {
