@@ -107,9 +107,15 @@ func TestDependencyBoundaries(t *testing.T) {
 		// cluster only as its Dispatcher interface.
 		{"./service", []string{mod + "server", mod + "server/ui", mod + "internal/cli", mod + "client", mod + "cluster", mod + "internal/assemble", mod + "internal/mcpserver"}},
 		{"./internal/assemble", []string{mod + "internal/cli", mod + "server", mod + "service", mod + "client"}},
+		// Keel's MCP server is a front end beside the others: it reaches
+		// runs through the service (locally) or the Go client (a team
+		// server), never through the command line or the HTTP server's
+		// handlers, and reads no flags or configuration.
+		{"./internal/mcpserver", []string{mod + "internal/cli", mod + "internal/config", mod + "server", mod + "server/ui", mod + "cmd/keel", "github.com/spf13/cobra", "flag"}},
 		// The terminal front end prints: it reads no flag and knows no
 		// other front end.
 		{"./internal/tui", []string{mod + "internal/cli", mod + "server", mod + "client", "github.com/spf13/cobra"}},
+		{"./internal/connect", []string{mod + "internal/cli", mod + "internal/config", mod + "server", mod + "service", mod + "client", "github.com/spf13/cobra"}},
 	} {
 		pkgs := listPackages(t, tt.pkg)
 		if len(pkgs) != 1 {
@@ -118,6 +124,26 @@ func TestDependencyBoundaries(t *testing.T) {
 		for _, b := range tt.banned {
 			if slices.Contains(pkgs[0].Deps, b) {
 				t.Errorf("%s depends on %s", tt.pkg, b)
+			}
+		}
+	}
+	// The front ends (the HTTP server and web UI, the command line, Keel's
+	// MCP server, the keel command) stand on the service: each imports
+	// it, and none is imported by the service (above) or by another
+	// library package.
+	for _, p := range listPackages(t, "./server", "./internal/cli", "./internal/mcpserver", "./cmd/keel") {
+		if !slices.Contains(p.Deps, mod+"service") {
+			t.Errorf("front end %s does not reach the service", p.ImportPath)
+		}
+	}
+	frontEnds := []string{mod + "server", mod + "server/ui", mod + "internal/cli", mod + "internal/mcpserver", mod + "cmd/keel"}
+	for _, p := range listPackages(t, "./...") {
+		if slices.Contains(frontEnds, p.ImportPath) || strings.HasSuffix(p.ImportPath, "keel-run/keel") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if slices.Contains(frontEnds, imp) {
+				t.Errorf("%s imports the front end %s", p.ImportPath, imp)
 			}
 		}
 	}

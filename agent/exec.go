@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -169,11 +170,25 @@ func (x *executor) runTools(ctx context.Context, ids []string) error {
 	return firstErr
 }
 
+// validated returns c's validated arguments: as the gate of this
+// execution validated them if it did (the same tool and arguments), else
+// validated now (a call gated before a resume).
+func (x *executor) validated(c *Call) (json.RawMessage, *tool.Result) {
+	x.mu.Lock()
+	v, ok := x.valid[c.ID]
+	delete(x.valid, c.ID)
+	x.mu.Unlock()
+	if ok && v.name == c.Name && v.raw == c.Arguments {
+		return v.args, nil
+	}
+	return x.registry(c.Name).Validate(c.ToolCall)
+}
+
 func (x *executor) runOne(ctx context.Context, c *Call) error {
 	if !x.mayRun(ctx) {
 		return nil // the principal was revoked meanwhile: the loop pauses the run
 	}
-	args, res := x.registry(c.Name).Validate(c.ToolCall)
+	args, res := x.validated(c)
 	cr := x.st.Created
 	x.mu.Lock()
 	untrusted := x.st.Untrusted()

@@ -181,6 +181,9 @@ func (x *executor) gate(ctx context.Context, ids []string) error {
 	if err != nil {
 		return err
 	}
+	x.mu.Lock()
+	x.valid = make(map[string]validArgs, len(ids))
+	x.mu.Unlock()
 	types := make([]journal.Type, 0, len(ids))
 	payloads := make([]any, 0, len(ids))
 	for _, id := range ids {
@@ -205,6 +208,9 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 		d.Decision = policy.Decision{Effect: policy.Deny, Policies: []string{PolicyValidate}, Reason: res.Content}
 		return d
 	}
+	x.mu.Lock()
+	x.valid[c.ID] = validArgs{name: c.Name, raw: c.Arguments, args: args}
+	x.mu.Unlock()
 	t := reg.Tool(c.Name)
 	if t.Scope != nil {
 		for _, raw := range t.Scope(args) {

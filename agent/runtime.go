@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -516,6 +517,17 @@ type executor struct {
 	snap     chan snapResult
 	snapPrev *Snapshot
 	snapping atomic.Bool
+	// valid holds the arguments the gate validated for the calls of the
+	// newest gated turn, so that running them does not parse and
+	// validate them again (guarded by mu).
+	valid map[string]validArgs
+}
+
+// validArgs is a call's arguments as the gate validated them: args, the
+// compacted JSON of raw, the arguments the model sent to tool name.
+type validArgs struct {
+	name, raw string
+	args      json.RawMessage
 }
 
 // append journals one event (ignoring ctx cancellation: a stop must still

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,74 +17,29 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/connect"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 )
-
-// vaultKeyPath is the default vault key file, $KEEL_HOME/vault.key.
-func (a *app) vaultKeyPath() string {
-	if p := a.getenv("KEEL_VAULT_KEY_FILE"); p != "" {
-		return p
-	}
-	return filepath.Join(a.home, "vault.key")
-}
-
-// vaultKeys returns the vault keys: KEEL_VAULT_KEY (the key text), else
-// the key file (KEEL_VAULT_KEY_FILE, else $KEEL_HOME/vault.key), then
-// KEEL_VAULT_OLD_KEY_FILE (during a rotation, to open what the old key
-// sealed). No key is not an error: listings work, issuing does not.
-func (a *app) vaultKeys() ([]*credential.Key, error) {
-	var keys []*credential.Key
-	if s := a.getenv("KEEL_VAULT_KEY"); s != "" {
-		k, err := credential.ParseKey([]byte(s))
-		if err != nil {
-			return nil, fmt.Errorf("KEEL_VAULT_KEY: %w", err)
-		}
-		keys = append(keys, k)
-	} else if k, err := readKeyFile(a.vaultKeyPath()); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	} else if k != nil {
-		keys = append(keys, k)
-	}
-	if p := a.getenv("KEEL_VAULT_OLD_KEY_FILE"); p != "" {
-		k, err := readKeyFile(p)
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, k)
-	}
-	return keys, nil
-}
-
-func readKeyFile(p string) (*credential.Key, error) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil, fmt.Errorf("vault key: %w", err)
-	}
-	k, err := credential.ParseKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("vault key %s: %w", p, err)
-	}
-	return k, nil
-}
 
 // vaultClock is the vaults' clock (token expiry, refresh, leases); nil
 // means time.Now. Tests of this package set it to move time forward by
 // days in every process they start.
 var vaultClock func() time.Time
 
-// openVault returns the vault of store, with the keys, and the agent
-// directory's check (a revoked agent gets no credential).
+// vaultKeyPath is the default vault key file (connect.KeyPath).
+func (a *app) vaultKeyPath() string { return connect.KeyPath(a.getenv, a.home) }
+
+// vaultKeys returns the vault keys (connect.Keys).
+func (a *app) vaultKeys() ([]*credential.Key, error) { return connect.Keys(a.getenv, a.home) }
+
+// openVault returns the vault of store (connect.OpenVault).
 func (a *app) openVault(store journal.Store) (*credential.Vault, error) {
 	keys, err := a.vaultKeys()
 	if err != nil {
 		return nil, err
 	}
-	dir := identity.NewDirectory(store, nil)
-	return credential.New(store, &credential.Options{Keys: keys, Clock: vaultClock, Check: func(ctx context.Context, agent, user string) error {
-		_, err := dir.Check(ctx, agent, user)
-		return err
-	}})
+	return connect.OpenVault(store, keys, vaultClock)
 }
 
 func (a *app) withVault(ctx context.Context, fn func(journal.Store, *credential.Vault) error) error {
@@ -172,7 +126,7 @@ it). A secret that does not open is reported and left as it was.`,
 			if newFile == "" {
 				return usagef("--new-key-file is required")
 			}
-			nk, err := readKeyFile(newFile)
+			nk, err := connect.ReadKeyFile(newFile)
 			if err != nil {
 				return err
 			}
@@ -308,13 +262,13 @@ at its next execution (keel runs resume, or at once under keel serve).`,
 						fmt.Fprintf(a.stdout, "open %s and enter the code %s\n", uri, code)
 					})
 				} else {
-					g, err = a.connectLoopback(ctx, v, &cp, port)
+					g, err = connect.Loopback(ctx, a.stdout, v, &cp, port)
 				}
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "connected: grant %s of %s for %s, scopes %s\n", g.ID, g.Provider, whoFor(g.Agent, g.User), strings.Join(g.Scopes, " "))
-				n, err := resolveWaits(ctx, rt, g, a.person(""))
+				fmt.Fprintf(a.stdout, "connected: grant %s of %s for %s, scopes %s\n", g.ID, g.Provider, connect.WhoFor(g.Agent, g.User), strings.Join(g.Scopes, " "))
+				n, err := connect.ResolveWaits(ctx, rt, g, a.person(""))
 				if err != nil {
 					return err
 				}
@@ -380,7 +334,7 @@ func (a *app) clientAuthConnect(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	fmt.Fprintf(tui.Esc(a.stdout), "open this URL in a browser to authorize %s at %s:\n\n  %s\n\nthe server completes it at %s (until %s) and continues run %s: keel --server %s runs show %s\n",
-		whoFor(st.Agent, st.User), st.Provider, st.URL, st.RedirectURL, st.Expires.Local().Format(time.Kitchen), run, a.serverURL(), run)
+		connect.WhoFor(st.Agent, st.User), st.Provider, st.URL, st.RedirectURL, st.Expires.Local().Format(time.Kitchen), run, a.serverURL(), run)
 	return nil
 }
 
@@ -409,16 +363,9 @@ func (a *app) clientAuthWaits(cmd *cobra.Command, _ []string) error {
 	}
 	for _, w := range waits {
 		fmt.Fprintf(tui.Esc(a.stdout), "run %s call %s: authorization required (%s): %s needs a grant of provider %s with scopes %s\n  run: keel --server %s auth connect --run %s (or Connect in the web UI's inbox)\n",
-			w.RunID, w.CallID, w.Reason, whoFor(w.Agent, w.User), w.Provider, strings.Join(w.Scopes, " "), a.serverURL(), w.RunID)
+			w.RunID, w.CallID, w.Reason, connect.WhoFor(w.Agent, w.User), w.Provider, strings.Join(w.Scopes, " "), a.serverURL(), w.RunID)
 	}
 	return nil
-}
-
-func whoFor(agent, user string) string {
-	if user == "" {
-		return agent
-	}
-	return agent + " acting for " + user
 }
 
 // fillFromWait takes provider, agent, user and scopes from the run's
@@ -442,65 +389,6 @@ func fillFromWait(ctx context.Context, rt *agent.Runtime, cp *credential.Connect
 		}
 	}
 	return usagef("run %s waits for no authorization%s", cp.RunID, map[bool]string{true: " of call " + cp.CallID}[cp.CallID != ""])
-}
-
-// resolveWaits ends the waits of every call that waits for g's (agent,
-// user, provider).
-func resolveWaits(ctx context.Context, rt *agent.Runtime, g *credential.Grant, by string) (int, error) {
-	ended, err := rt.ResolveAuthsFor(ctx, g.Provider, g.Agent, g.User, &agent.AuthResolved{Grant: g.ID, By: by})
-	return len(ended), err
-}
-
-// connectLoopback runs authorization code + PKCE with a loopback
-// redirect (RFC 8252 §7.3): a listener on 127.0.0.1 serves /callback
-// until one valid response arrived or ctx ends.
-func (a *app) connectLoopback(ctx context.Context, v *credential.Vault, cp *credential.ConnectParams, port int) (*credential.Grant, error) {
-	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		return nil, fmt.Errorf("loopback redirect: %w", err)
-	}
-	defer ln.Close()
-	cp.RedirectURL = fmt.Sprintf("http://%s/callback", ln.Addr())
-	pend, err := v.BeginConnect(ctx, cp)
-	if err != nil {
-		return nil, err
-	}
-	type outcome struct {
-		g   *credential.Grant
-		err error
-	}
-	done := make(chan outcome, 1)
-	mux := http.NewServeMux()
-	mux.Handle("GET /callback", v.CallbackHandler(func(g *credential.Grant, err error) {
-		if errors.Is(err, credential.ErrBadState) {
-			return // a stray or replayed request: keep waiting for ours
-		}
-		select {
-		case done <- outcome{g, err}:
-		default:
-		}
-	}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	defer func() {
-		// Shutdown, not Close: the browser still gets the page of the
-		// response that ended the wait (Close would cut it off).
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if srv.Shutdown(sctx) != nil {
-			srv.Close()
-		}
-	}()
-	fmt.Fprintf(a.stdout, "open this URL in a browser to authorize %s at %s:\n\n  %s\n\nwaiting for the answer on %s (until %s) ...\n",
-		whoFor(cp.Agent, cp.User), cp.Provider, pend.URL, cp.RedirectURL, pend.Expires.Local().Format(time.Kitchen))
-	wctx, cancel := context.WithDeadline(ctx, pend.Expires)
-	defer cancel()
-	select {
-	case o := <-done:
-		return o.g, o.err
-	case <-wctx.Done():
-		return nil, fmt.Errorf("no authorization arrived: %w", wctx.Err())
-	}
 }
 
 func (a *app) authListCmd() *cobra.Command {
@@ -688,7 +576,7 @@ revoked agent gets none.`,
 					return err
 				}
 				fmt.Fprintln(a.stdout, tok)
-				fmt.Fprintf(a.stderr, "keel: agent credential %s for %s, audience %s, expires %s\n", c.ID, whoFor(p.Agent, p.User), p.Audience, c.Expiry.Time().Local().Format(time.TimeOnly))
+				fmt.Fprintf(a.stderr, "keel: agent credential %s for %s, audience %s, expires %s\n", c.ID, connect.WhoFor(p.Agent, p.User), p.Audience, c.Expiry.Time().Local().Format(time.TimeOnly))
 				return nil
 			})
 		},

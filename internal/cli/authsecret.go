@@ -14,6 +14,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/connect"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 )
@@ -59,7 +60,7 @@ never printed or journaled (events carry its hash). Calls waiting for it
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "stored: secret %s for %s (%s)\n", s.Name, whoFor(s.Agent, s.User), s.Hash)
+				fmt.Fprintf(a.stdout, "stored: secret %s for %s (%s)\n", s.Name, connect.WhoFor(s.Agent, s.User), s.Hash)
 				n, err := resolveSecretWaits(cmd.Context(), agent.NewRuntime(store, nil), s, a.person(""))
 				if err != nil {
 					return err
@@ -114,7 +115,7 @@ never printed or journaled (events carry its hash). Calls waiting for it
 				if err := v.DeleteSecret(cmd.Context(), args[0], delAgent, delUser, a.person("")); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "deleted: secret %s for %s\n", args[0], whoFor(delAgent, delUser))
+				fmt.Fprintf(a.stdout, "deleted: secret %s for %s\n", args[0], connect.WhoFor(delAgent, delUser))
 				return nil
 			})
 		},

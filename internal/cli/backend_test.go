@@ -13,6 +13,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/memory"
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/tool"
@@ -85,6 +86,10 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 	granted := pausedRun(t, store, time.Now, "rm 'a\tb'", 0)
 	mustKeel("approve", "--db", db, granted, "c1", "--remember", "agent", "--no-resume")
 	waiting := pausedRun(t, store, time.Now, "rm \x1b[2Jx", 0)
+	note, err := memory.New(store, nil).Write(t.Context(), &memory.WriteParams{Scope: memory.TeamScope, Text: "tests run with\tmake \x1b[31mcheck", Source: memory.Source{By: "ann"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	store.Close()
 	// A run in a git repository with checkpoints, for keel runs diff.
 	ws := demoProject(t)
@@ -149,6 +154,11 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 		{"runs", "show", expired[:len(expired)-2]},
 		{"runs", "diff", "--stat", edited[:4] + "…" + edited[len(edited)-6:]},
 		{"audit", "verify", expired[:20], granted[:20]},
+		{"memory", "list"},
+		{"memory", "list", "--json"},
+		{"memory", "list", "--scope", "team", "--all"},
+		{"memory", "show", note.ID},
+		{"memory", "show", note.ID, "--json"},
 	}
 	for _, args := range cases {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

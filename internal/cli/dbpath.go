@@ -19,7 +19,7 @@ import (
 // real one, and leave that file behind.
 var createsJournal = map[string]bool{
 	"keel run": true, "keel chat": true, "keel demo": true, "keel serve": true, "keel runs import": true,
-	"keel agents create": true, "keel tokens create": true,
+	"keel agents create": true, "keel tokens create": true, "keel mcp serve": true,
 }
 
 // checkJournalPath decides what to do when the journal p (a plain path,

@@ -10,6 +10,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/service"
 )
@@ -114,7 +115,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	}
 	fmt.Fprintf(a.stdout, "\n== diff made in %s (keel runs diff %s --db %s) ==\n", ws, runID, redact.DSN(a.dbPath()))
 	if haveGit {
-		if err := printRunDiff(ctx, a.stdout, workspaceDiff, runID, created, false); err != nil {
+		if err := tui.RunDiff(ctx, a.stdout, workspaceDiff, runID, created, false); err != nil {
 			fmt.Fprintf(a.stdout, "(diff failed: %v)\n", err)
 		}
 	} else {

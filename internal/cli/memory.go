@@ -116,9 +116,10 @@ func (a *app) memoryListCmd() *cobra.Command {
 	var scopes []string
 	var all, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List memory entries with the runs they were offered to and used by",
-		Args:  cobra.NoArgs,
+		Use:         "list",
+		Annotations: bothForms,
+		Short:       "List memory entries with the runs they were offered to and used by",
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, s := range scopes {
 				if err := memory.Scope(s).Check(); err != nil {
@@ -179,9 +180,10 @@ func firstLineOf(s string, n int) string {
 func (a *app) memoryShowCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "show ID",
-		Short: "Show an entry: its text, provenance, labels, versions and the runs that were offered and used it",
-		Args:  cobra.ExactArgs(1),
+		Use:         "show ID",
+		Annotations: bothForms,
+		Short:       "Show an entry: its text, provenance, labels, versions and the runs that were offered and used it",
+		Args:        cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
 				h, err := b.MemoryEntry(ctx, args[0])
@@ -246,9 +248,10 @@ func printMemoryHistory(w io.Writer, h *api.MemoryHistory, id string) {
 func (a *app) memoryEditCmd() *cobra.Command {
 	var text, file, by string
 	cmd := &cobra.Command{
-		Use:   "edit ID (--text TEXT | --file FILE)",
-		Short: "Write a new version of an entry; the old one is kept, superseded",
-		Args:  cobra.ExactArgs(1),
+		Use:         "edit ID (--text TEXT | --file FILE)",
+		Annotations: bothForms,
+		Short:       "Write a new version of an entry; the old one is kept, superseded",
+		Args:        cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (text == "") == (file == "") {
 				return usagef("give the new text with --text or --file ('-' for stdin)")
@@ -285,9 +288,10 @@ func (a *app) memoryEditCmd() *cobra.Command {
 func (a *app) memoryForgetCmd() *cobra.Command {
 	var by, reason string
 	cmd := &cobra.Command{
-		Use:   "forget ID",
-		Short: "Offer an entry to no later run (it stays in the journal, marked)",
-		Args:  cobra.ExactArgs(1),
+		Use:         "forget ID",
+		Annotations: bothForms,
+		Short:       "Offer an entry to no later run (it stays in the journal, marked)",
+		Args:        cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
 				if err := b.ForgetMemory(ctx, args[0], reason, by); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
 	"github.com/keel-run/keel/memory"
+	"github.com/keel-run/keel/server/api"
 )
 
 // memoryPolicy allows everything but writes to a shared memory scope,
@@ -148,5 +149,70 @@ func TestMemoryAcrossRuns(t *testing.T) {
 	}
 	if req := agent.BuildRequest(st4, 0); strings.Contains(req.System, factE.ID) || strings.Contains(req.System, "PYTHONPATH=/workspace/src") {
 		t.Errorf("a forgotten entry is in a later request:\n%s", req.System)
+	}
+}
+
+// keel memory with --server, and a run keel serve creates for a token:
+// the run is offered its agent's memory and finds it with memory_search,
+// never another agent's; the token lists and forgets only what its agent
+// sees; the local journal shows who forgot it.
+func TestMemoryServer(t *testing.T) {
+	db := setup(t)
+	ctx := t.Context()
+	ws := t.TempDir()
+	s, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := memory.New(s, nil)
+	mine, err1 := ms.Write(ctx, &memory.WriteParams{Scope: memory.AgentScope("bot"), Text: "The flaky test is test_rfc822_roundtrip; rerun it alone.", Source: memory.Source{By: "ann"}})
+	other, err2 := ms.Write(ctx, &memory.WriteParams{Scope: memory.AgentScope("other"), Text: "Other agent: the flaky test plan is private.", Source: memory.Source{By: "ann"}})
+	s.Close()
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if code, _, errOut := keel(t, "agents", "create", "bot"); code != 0 {
+		t.Fatalf("agents create = %d %s", code, errOut)
+	}
+	traj := writeTrajectory(t, "fix the flaky test", []fcall{{"memory_search", map[string]any{"query": "flaky test"}}}, nil)
+	srv := startServe(t, "--replay-dir", filepath.Dir(traj))
+	code, tok, errOut := keel(t, "--server", srv.url, "tokens", "create", "--name", "wendy", "--scope", "runs:write,approvals:write", "--agent", "bot")
+	if code != 0 {
+		t.Fatalf("tokens create = %d %s", code, errOut)
+	}
+	tok = strings.TrimSpace(tok)
+	c := srv.clientWith(t, tok)
+	run, err := c.CreateRun(ctx, &api.CreateRun{Model: "replay:" + filepath.Base(traj), Workspace: ws, Agent: "bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	untilStopped(t, c, run.ID, 1)
+	id, st := lastRun(t, db)
+	if id != run.ID {
+		t.Fatalf("newest run %s, want %s", id, run.ID)
+	}
+	r := st.Created.Recall
+	if r == nil || len(r.Entries) != 1 || r.Entries[0].ID != mine.ID {
+		t.Fatalf("the server's run was offered %+v, want only %s", r, mine.ID)
+	}
+	if res := st.Turns[0].Calls[0].Finished; res == nil || res.IsError || !strings.Contains(res.Content, mine.ID) || strings.Contains(res.Content, other.ID) {
+		t.Errorf("memory_search in the server's run: %+v", res)
+	}
+	code, out, errOut := keel(t, "--server", srv.url, "--token", tok, "memory", "list")
+	if code != 0 || !strings.Contains(out, mine.ID) || strings.Contains(out, other.ID) || !strings.Contains(out, "  1  ") {
+		t.Errorf("memory list --server = %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := keel(t, "--server", srv.url, "--token", tok, "memory", "show", other.ID); code == 0 || !strings.Contains(errOut, "no memory entry") {
+		t.Errorf("memory show of another agent's entry = %d %s", code, errOut)
+	}
+	if code, _, _ := keel(t, "--server", srv.url, "--token", tok, "memory", "forget", mine.ID, "--by", "mallory"); code != 2 {
+		t.Errorf("--by with --server = %d, want a usage error", code)
+	}
+	if code, _, errOut := keel(t, "--server", srv.url, "--token", tok, "memory", "forget", mine.ID, "--reason", "fixed"); code != 0 {
+		t.Fatalf("memory forget --server = %d %s", code, errOut)
+	}
+	code, out, _ = keel(t, "memory", "show", mine.ID)
+	if code != 0 || !strings.Contains(out, "by wendy: fixed") {
+		t.Errorf("memory show (local) after the forget:\n%s", out)
 	}
 }

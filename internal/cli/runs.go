@@ -390,7 +390,7 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		fmt.Fprintf(a.stderr, "keel: run %s completed; it continues with your message as a follow-up\n", runID)
 	}
 	if f.ctx.window > 0 {
-		if err := checkContextWindow(st.Created, f.ctx.window, false); err != nil {
+		if err := assemble.CheckContextWindow(st.Created, f.ctx.window, false); err != nil {
 			return err
 		}
 	}

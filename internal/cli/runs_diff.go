@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"path"
 	"strings"
 	"time"
@@ -77,14 +76,14 @@ func (a *app) runsDiff(ctx context.Context, b backend, id string, at int64, stat
 		if err != nil {
 			return err
 		}
-		printChanges(tui.Esc(a.stdout), changes, fmt.Sprintf("since the checkpoint of event %d, at the checkpoint of event %d", from, to), stat)
+		tui.Changes(tui.Esc(a.stdout), changes, fmt.Sprintf("since the checkpoint of event %d, at the checkpoint of event %d", from, to), stat)
 		return nil
 	}
 	created, err := runCreated(events)
 	if err != nil {
 		return err
 	}
-	return printRunDiff(ctx, a.stdout, b.WorkspaceDiff, id, created, stat)
+	return tui.RunDiff(ctx, a.stdout, b.WorkspaceDiff, id, created, stat)
 }
 
 // workspaceDiff is a runsBackend's WorkspaceDiff on this machine.
@@ -156,79 +155,6 @@ func runCreated(events []journal.Event) (*agent.RunCreated, error) {
 	return c, nil
 }
 
-// printRunDiff prints the changes of the run made by created, as diff
-// finds them: a list of files with their added and removed lines, then
-// (unless stat) their diffs.
-func printRunDiff(ctx context.Context, out io.Writer, diff func(context.Context, string, *agent.RunCreated) ([]gitws.Change, error), runID string, created *agent.RunCreated, stat bool) error {
-	if created.Git == nil {
-		return fmt.Errorf("run %s recorded no git commit at its start (its workspace %s was not the top of a git repository with a commit, or the run predates the record): there is nothing to compare with", runID, created.Workspace)
-	}
-	changes, err := diff(ctx, runID, created)
-	if err != nil {
-		return err
-	}
-	w := tui.Esc(out)
-	short := created.Git.Commit[:min(12, len(created.Git.Commit))]
-	if len(changes) == 0 {
-		fmt.Fprintf(w, "no files changed since %s in %s\n", short, created.Workspace)
-		return nil
-	}
-	printChanges(w, changes, fmt.Sprintf("since %s in %s", short, created.Workspace), true)
-	if len(created.Git.Dirty) > 0 {
-		fmt.Fprintf(w, "note: %d file(s) had uncommitted changes when the run started; their diff includes them: %s\n", len(created.Git.Dirty), strings.Join(created.Git.Dirty, ", "))
-	}
-	if !stat {
-		printPatches(w, changes)
-	}
-	return nil
-}
-
-// printChanges prints the list of changed files (with what, "since
-// ..."), then, unless stat, their diffs.
-func printChanges(w io.Writer, changes []gitws.Change, what string, stat bool) {
-	if len(changes) == 0 {
-		fmt.Fprintf(w, "no files changed %s\n", what)
-		return
-	}
-	added, removed := 0, 0
-	for _, c := range changes {
-		added, removed = added+c.Added, removed+c.Removed
-	}
-	fmt.Fprintf(w, "%d file(s) changed %s (+%d -%d)\n", len(changes), what, added, removed)
-	for _, c := range changes {
-		if c.Denied {
-			fmt.Fprintf(w, "  %s %s (%s)\n", c.Status, c.Path, deniedNote)
-			continue
-		}
-		if c.Binary {
-			fmt.Fprintf(w, "  %s %s (binary)\n", c.Status, c.Path)
-			continue
-		}
-		fmt.Fprintf(w, "  %s %s +%d -%d\n", c.Status, c.Path, c.Added, c.Removed)
-	}
-	if !stat {
-		printPatches(w, changes)
-	}
-}
-
-// deniedNote stands for the content of a path the run's policy denies.
-const deniedNote = "content not shown: the run's policy denies this path"
-
-func printPatches(w io.Writer, changes []gitws.Change) {
-	for _, c := range changes {
-		fmt.Fprintf(w, "\ndiff --git a/%s b/%s\n", c.Path, c.Path)
-		if c.Denied {
-			fmt.Fprintf(w, "(%s)\n", deniedNote)
-			continue
-		}
-		if c.Binary {
-			fmt.Fprintf(w, "Binary files differ\n")
-			continue
-		}
-		io.WriteString(w, c.Patch)
-	}
-}
-
 // editsUpTo prints the file edits of the run up to event seq at: each
 // write_file and edit_file call that succeeded, with its path.
 func (a *app) editsUpTo(runID string, events []journal.Event, at int64) error {
@@ -291,7 +217,7 @@ func (a *app) endDiff(ctx context.Context, runID string, created *agent.RunCreat
 	ctx, cancel := closingContext(ctx)
 	defer cancel()
 	var b strings.Builder
-	if err := printRunDiff(ctx, &b, workspaceDiff, runID, created, true); err != nil {
+	if err := tui.RunDiff(ctx, &b, workspaceDiff, runID, created, true); err != nil {
 		fmt.Fprintf(a.stderr, "keel: %v\n", err)
 		return
 	}

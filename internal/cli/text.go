@@ -9,7 +9,6 @@ type eventT = journal.Event
 
 // Text helpers shared with the event details of package agent.
 var (
-	num           = agent.Num
 	clip, oneLine = agent.Clip, agent.OneLine
 	callSummary   = agent.CallSummary
 )

@@ -1,0 +1,97 @@
+package assemble
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/tool"
+)
+
+// CheckContextWindow refuses a context window smaller than the run's
+// fixed part plus agent.MinContextRoom (agent.MinContextWindow): no
+// request could fit, and every compaction would be in vain. fromFamily
+// says the window is the model family's default, not a flag.
+func CheckContextWindow(c *agent.RunCreated, window int, fromFamily bool) error {
+	fl := agent.MinContextWindow(c)
+	if window >= fl.Min {
+		return nil
+	}
+	what := fmt.Sprintf("--context-window %d", window)
+	if fromFamily {
+		what = fmt.Sprintf("the model family's context window (%d tokens)", window)
+	}
+	return usagef("%s is too small for this run: every request carries %s tokens that never leave it (system prompt and memory %s, tool schemas %s, task %s), and a window needs at least %s tokens more for the conversation and the answer; pass --context-window %d or more (or a negative value to never compact)",
+		what, agent.Num(int64(fl.System+fl.Tools+fl.Task)), agent.Num(int64(fl.System)), agent.Num(int64(fl.Tools)), agent.Num(int64(fl.Task)), agent.Num(agent.MinContextRoom), fl.Min)
+}
+
+// DefaultMemoryBytes caps the memory files put in the system prompt
+// (config.toml: memory_max_bytes).
+const DefaultMemoryBytes = 16 << 10
+
+// memoryNames are the memory files, in the order they are read from each
+// directory.
+var memoryNames = []string{"AGENTS.md", "KEEL.md"}
+
+// ReadMemory reads the memory files of the user's Keel directory and of
+// the workspace (in that order: the workspace's are more specific and
+// come last) into one text of at most max bytes. A workspace is the
+// agent's to change, so a memory file is read only when it is a regular
+// file that resolves inside its directory: a symbolic link leading out
+// of it (to a secret the sandbox hides), a FIFO (whose open would block
+// forever) or a device (/dev/zero never ends) is skipped with a warning,
+// and no file is read beyond max bytes (tool.ReadRegular). Missing
+// files are skipped; an unreadable directory is an error for the
+// workspace and skipped for the Keel directory.
+func ReadMemory(home, workspace string, max int) (string, []string, error) {
+	type file struct{ label, text string }
+	var files []file
+	var warns []string
+	for _, dir := range []struct{ path, label string }{{home, "~/.keel/"}, {workspace, ""}} {
+		if dir.path == "" {
+			continue
+		}
+		root, err := os.OpenRoot(dir.path)
+		if errors.Is(err, fs.ErrNotExist) || err != nil && dir.label != "" {
+			continue
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("memory files in %s: %w", dir.path, err)
+		}
+		for _, n := range memoryNames {
+			b, err := tool.ReadRegular(root, n, int64(max))
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				warns = append(warns, fmt.Sprintf("memory file %s not read (a memory file must be a regular file inside its directory): %v", filepath.Join(dir.path, n), err))
+				continue
+			}
+			if t := strings.TrimSpace(strings.ToValidUTF8(string(b), "\uFFFD")); t != "" {
+				files = append(files, file{dir.label + n, t})
+			}
+		}
+		root.Close()
+	}
+	if len(files) == 0 {
+		return "", warns, nil
+	}
+	var b strings.Builder
+	b.WriteString("# Memory files\n\nInstructions and notes from the user and the project; follow them.")
+	for _, f := range files {
+		fmt.Fprintf(&b, "\n\n## %s\n\n%s", f.label, f.text)
+	}
+	s := b.String()
+	if len(s) > max {
+		cut := max
+		for cut > 0 && s[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		s = s[:cut] + fmt.Sprintf("\n\n[… memory files cut at %d bytes (memory_max_bytes in config.toml)]", max)
+	}
+	return s, warns, nil
+}

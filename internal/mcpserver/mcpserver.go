@@ -1,0 +1,275 @@
+// Package mcpserver is Keel as an MCP server: the tools through which an
+// MCP client (an IDE, a chat app, another agent, the MCP Inspector) hands
+// work to Keel and keeps it governed — start_run, run_status,
+// run_timeline, list_approvals and answer_approval — over the
+// modelcontextprotocol/go-sdk server.
+//
+// The tools are written once, against a [backend] with two
+// implementations: [Local] acts on a journal through the service
+// (package service) in this process, which executes the runs (keel mcp
+// serve); [Remote] acts on a team server through its API with the Go
+// client (package client), with a fixed token (keel mcp serve --server)
+// or the token of each MCP request ([Handler]: keel serve's /mcp). Both
+// reach the same operations as every other front end: a run is created
+// by service.Create and an approval decided by service.Decide, with the
+// defaults and checks of limits in one place (docs/limits.md).
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
+)
+
+// DefaultWait is how long start_run and answer_approval wait for a run
+// to pause or end before they answer, unless told otherwise.
+const DefaultWait = 2 * time.Minute
+
+// backend is what Keel's tools act on. req is the MCP request (its
+// headers carry a remote caller's token).
+type backend interface {
+	create(ctx context.Context, req *sdk.CallToolRequest, cr *service.CreateRun) (api.Run, error)
+	run(ctx context.Context, req *sdk.CallToolRequest, id string) (api.Run, error)
+	events(ctx context.Context, req *sdk.CallToolRequest, id string) ([]journal.Event, error)
+	approvals(ctx context.Context, req *sdk.CallToolRequest) ([]api.Approval, error)
+	decide(ctx context.Context, req *sdk.CallToolRequest, d *service.Decision) (api.Run, error)
+	// settle waits until run id stops executing (from: the first event
+	// that may say so) or wait passes.
+	settle(ctx context.Context, req *sdk.CallToolRequest, id string, from int64, wait time.Duration)
+	// errText is what a tool result says of err (an API or service
+	// refusal: its message).
+	errText(err error) string
+}
+
+// texts are what the forms of Keel's MCP server say differently: the
+// server's instructions, start_run's description and what "a wait" is
+// in answer_approval's.
+type texts struct{ instructions, startRun, wait string }
+
+// startInput is start_run's input of a form: the request it makes.
+// load compiles a policy file (nil: the form takes none).
+type startInput interface {
+	request(load func(path string) (*policy.Engine, error)) (*service.CreateRun, error)
+}
+
+// limitDocs are the descriptions of start_run's limits (max_steps,
+// max_tokens, max_cost, timeout, in both forms' inputs), from the
+// service's defaults (the one place of them).
+var limitDocs = map[string]string{
+	"max_steps":  fmt.Sprintf("stop after this many model calls (default %d; 0: no limit; negative: refused)", service.DefaultMaxSteps),
+	"max_tokens": fmt.Sprintf("stop after this many input and output tokens, summed over the model calls (default %d; 0: no limit; negative: refused)", service.DefaultMaxTokens),
+	"max_cost":   fmt.Sprintf("stop after this much model cost in US dollars, for models with a known price (default %g; 0: no limit; negative: refused)", service.DefaultMaxCost),
+	"timeout":    fmt.Sprintf("wall time of one execution, a Go duration such as 30m (default %s; 0s: no limit)", durationText(service.DefaultTimeout)),
+}
+
+// durationText is d as people write it: 12h, not 12h0m0s.
+func durationText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// startSchema is the input schema of start_run for input type In (a
+// pointer to a struct), with the limits' descriptions stating the
+// service's defaults.
+func startSchema[In any]() *jsonschema.Schema {
+	s, err := jsonschema.ForType(reflect.TypeFor[In]().Elem(), nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: start_run's schema: %v", err))
+	}
+	for name, doc := range limitDocs {
+		if p := s.Properties[name]; p != nil {
+			p.Description = doc
+		}
+	}
+	return s
+}
+
+type runIn struct {
+	RunID string `json:"run_id" jsonschema:"the run's id"`
+}
+
+type approvalsIn struct {
+	RunID string `json:"run_id,omitempty" jsonschema:"only this run"`
+}
+
+type answerIn struct {
+	RunID    string `json:"run_id" jsonschema:"the run's id"`
+	CallID   string `json:"call_id" jsonschema:"the waiting call's id (from list_approvals)"`
+	Decision string `json:"decision" jsonschema:"approve or deny"`
+	Reason   string `json:"reason,omitempty" jsonschema:"why (required to deny; shown to the model)"`
+}
+
+// runStatus is what run_status, start_run and answer_approval return.
+type runStatus struct {
+	RunID     string         `json:"run_id"`
+	Status    string         `json:"status"`
+	Steps     int            `json:"steps"`
+	Cost      float64        `json:"cost_usd"`
+	Reason    string         `json:"reason,omitempty"`
+	Message   string         `json:"message,omitempty"`
+	Output    string         `json:"output,omitempty"`
+	Waiting   []approvalInfo `json:"waiting_for_approval,omitempty"`
+	Executing bool           `json:"executing_here,omitempty"`
+	Workspace string         `json:"workspace,omitempty"`
+	Error     string         `json:"error,omitempty"`
+}
+
+type approvalInfo struct {
+	RunID  string `json:"run_id"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	Action string `json:"action"`
+	Reason string `json:"reason,omitempty"`
+	Since  string `json:"since"`
+}
+
+func statusOf(r *api.Run) *runStatus {
+	out := &runStatus{RunID: r.ID, Status: r.Status, Steps: r.Steps, Cost: r.Cost, Reason: r.Reason, Message: r.Message, Output: r.Output,
+		Executing: r.Executing, Workspace: r.Workspace, Error: r.Error}
+	for _, p := range r.Pending {
+		out.Waiting = append(out.Waiting, approvalOf(&p))
+	}
+	return out
+}
+
+func approvalOf(p *api.Approval) approvalInfo {
+	return approvalInfo{RunID: p.RunID, CallID: p.CallID, Tool: p.Tool, Action: tailText(p.Action, 4000), Reason: tailText(p.Reason, 4000), Since: p.Requested.UTC().Format(time.RFC3339)}
+}
+
+// tools are Keel's MCP tools over a backend; load compiles start_run's
+// policy file.
+type tools[Start startInput] struct {
+	b    backend
+	wait time.Duration
+	load func(string) (*policy.Engine, error)
+}
+
+// newServer returns an MCP server offering Keel's tools over b.
+func newServer[Start startInput](b backend, wait time.Duration, load func(string) (*policy.Engine, error), x texts) *sdk.Server {
+	if wait <= 0 {
+		wait = DefaultWait
+	}
+	t := &tools[Start]{b: b, wait: wait, load: load}
+	srv := sdk.NewServer(&sdk.Implementation{Name: "keel", Version: "1"}, &sdk.ServerOptions{Instructions: x.instructions})
+	sdk.AddTool(srv, &sdk.Tool{Name: "start_run", Description: x.startRun, InputSchema: startSchema[Start]()}, t.startRun)
+	sdk.AddTool(srv, &sdk.Tool{Name: "run_status", Description: "A run's status (running, paused, completed, failed, canceled), steps, cost, final output, and the calls it waits for.",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, t.runStatus)
+	sdk.AddTool(srv, &sdk.Tool{Name: "run_timeline", Description: "A run's timeline: each step, tool call, gate decision and approval, with tokens, cost and durations.",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, t.runTimeline)
+	sdk.AddTool(srv, &sdk.Tool{Name: "list_approvals", Description: "The tool calls waiting for a person's approval, oldest first, with the exact action each would perform.",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, t.listApprovals)
+	sdk.AddTool(srv, &sdk.Tool{Name: "answer_approval", Description: "Approve or deny a call a run waits for (decision: approve or deny; a denial needs a reason). The run then continues; returns when it pauses again, ends, or after " + x.wait + "."}, t.answerApproval)
+	return srv
+}
+
+func textResult(v any) *sdk.CallToolResult {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}
+}
+
+func errResult(format string, args ...any) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+// status answers with run id's status, or the backend's error.
+func (t *tools[Start]) status(ctx context.Context, req *sdk.CallToolRequest, id string) (*sdk.CallToolResult, any, error) {
+	r, err := t.b.run(ctx, req, id)
+	if err != nil {
+		return errResult("%s", t.b.errText(err)), nil, nil
+	}
+	return textResult(statusOf(&r)), nil, nil
+}
+
+func (t *tools[Start]) startRun(ctx context.Context, req *sdk.CallToolRequest, in Start) (*sdk.CallToolResult, any, error) {
+	cr, err := in.request(t.load)
+	if err != nil {
+		return errResult("%s", t.b.errText(err)), nil, nil
+	}
+	run, err := t.b.create(ctx, req, cr)
+	if err != nil {
+		return errResult("the run did not start: %s", t.b.errText(err)), nil, nil
+	}
+	t.b.settle(ctx, req, run.ID, 1, t.wait)
+	return t.status(ctx, req, run.ID)
+}
+
+func (t *tools[Start]) runStatus(ctx context.Context, req *sdk.CallToolRequest, in runIn) (*sdk.CallToolResult, any, error) {
+	return t.status(ctx, req, in.RunID)
+}
+
+func (t *tools[Start]) runTimeline(ctx context.Context, req *sdk.CallToolRequest, in runIn) (*sdk.CallToolResult, any, error) {
+	evs, err := t.b.events(ctx, req, in.RunID)
+	if err != nil {
+		return errResult("%s", t.b.errText(err)), nil, nil
+	}
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: tailText(timeline(evs), 50000)}}}, nil, nil
+}
+
+func (t *tools[Start]) listApprovals(ctx context.Context, req *sdk.CallToolRequest, in approvalsIn) (*sdk.CallToolResult, any, error) {
+	list, err := t.b.approvals(ctx, req)
+	if err != nil {
+		return errResult("%s", t.b.errText(err)), nil, nil
+	}
+	out := []approvalInfo{}
+	for i := range list {
+		if in.RunID != "" && list[i].RunID != in.RunID {
+			continue
+		}
+		out = append(out, approvalOf(&list[i]))
+	}
+	return textResult(map[string]any{"approvals": out}), nil, nil
+}
+
+func (t *tools[Start]) answerApproval(ctx context.Context, req *sdk.CallToolRequest, in answerIn) (*sdk.CallToolResult, any, error) {
+	d := &service.Decision{RunID: in.RunID, CallID: in.CallID, Decide: api.Decide{Reason: in.Reason}}
+	switch in.Decision {
+	case "approve", "allow":
+		d.Effect = policy.Allow
+	case "deny":
+		d.Effect = policy.Deny
+		if strings.TrimSpace(in.Reason) == "" {
+			return errResult("a denial needs a reason (the model is shown it)"), nil, nil
+		}
+	default:
+		return errResult("decision %q: want approve or deny", in.Decision), nil, nil
+	}
+	if in.RunID == "" || in.CallID == "" {
+		return errResult("give run_id and call_id (see list_approvals)"), nil, nil
+	}
+	run, err := t.b.decide(ctx, req, d)
+	if err != nil {
+		return errResult("%s", t.b.errText(err)), nil, nil
+	}
+	t.b.settle(ctx, req, in.RunID, run.Events+1, t.wait)
+	return t.status(ctx, req, in.RunID)
+}
+
+// tailText cuts s to its last n bytes (on a line boundary when it can),
+// saying so.
+func tailText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := s[len(s)-n:]
+	if i := strings.IndexByte(cut, '\n'); i >= 0 && i < len(cut)-1 {
+		cut = cut[i+1:]
+	}
+	return fmt.Sprintf("[%d bytes left out]\n%s", len(s)-len(cut), cut)
+}

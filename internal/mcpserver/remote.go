@@ -1,0 +1,213 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/service"
+)
+
+// RemoteOptions configure [Remote].
+type RemoteOptions struct {
+	// Wait bounds how long start_run and answer_approval wait for the
+	// run to pause or end; 0 means [DefaultWait].
+	Wait time.Duration
+	// Client, if set, makes every call (keel mcp serve --server: the
+	// command line's client and token); nil means a client of base with
+	// the bearer token of each MCP request (keel serve's /mcp).
+	Client *client.Client
+}
+
+// Remote returns Keel's MCP server on the team server at base (or of
+// o.Client): each tool
+// calls the server's API through the Go client, so an MCP client may do
+// exactly what the token may (create runs as its agents, decide approvals
+// with approvals:write), and the server records every action under the
+// token as the API does.
+func Remote(base string, o *RemoteOptions) *sdk.Server {
+	if o == nil {
+		o = &RemoteOptions{}
+	}
+	r := &remote{base: base, cl: o.Client}
+	return newServer[*remoteStart](r, o.Wait, nil, texts{
+		instructions: "Keel runs agents in a sandbox under a policy gate on this team server. Start a run with start_run, follow it with run_status and run_timeline, and answer the approvals it waits for with list_approvals and answer_approval. Every call acts with your API token's rights.",
+		startRun:     "Start a run on the Keel server: a task for an agent in a workspace under the server's workspace roots (or the bundled demo). Returns when the run pauses for an approval, ends, or after a wait; the run keeps executing meanwhile.",
+		wait:         "a wait",
+	})
+}
+
+// Handler returns keel serve's /mcp endpoint for the server at base: the
+// SDK's streamable-HTTP handler of [Remote] behind the server's bearer
+// tokens, each tool acting with the caller's token.
+func Handler(tokens *token.Set, base string) http.Handler {
+	srv := Remote(base, nil)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
+		// The server may listen on every interface; the bearer token is
+		// what protects the endpoint (a browser cannot send it).
+		DisableLocalhostProtection: true,
+	})
+	verify := func(ctx context.Context, secret string, _ *http.Request) (*auth.TokenInfo, error) {
+		who, err := tokens.Authenticate(ctx, secret)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
+		}
+		if !token.HasScope(who, api.ScopeRunsRead) {
+			return nil, fmt.Errorf("%w: token %s lacks the %s scope", auth.ErrInvalidToken, who.ID, api.ScopeRunsRead)
+		}
+		// Keel's tokens live until revoked; each API call made with one
+		// is authenticated again. An admin token has every scope.
+		return &auth.TokenInfo{UserID: who.Name, Scopes: append(slices.Clone(who.Scopes), api.ScopeRunsRead), Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	// A 401 says "Bearer scope=..." (RFC 6750). Keel's tokens are made
+	// with keel tokens create, not by an OAuth authorization server, so
+	// there is no protected resource metadata to point to.
+	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{Scopes: []string{api.ScopeRunsRead}})(h)
+}
+
+// remoteStart is start_run's input on a team server.
+type remoteStart struct {
+	Task      string   `json:"task,omitempty" jsonschema:"what the agent should do (not needed with demo)"`
+	Demo      bool     `json:"demo,omitempty" jsonschema:"run Keel's bundled demo (a scripted model fixes a failing test; it asks for approval before editing the file)"`
+	Workspace string   `json:"workspace,omitempty" jsonschema:"directory on the server's machine, under one of its workspace roots (required unless demo)"`
+	Model     string   `json:"model,omitempty" jsonschema:"model spec (default: the server's)"`
+	Agent     string   `json:"agent,omitempty" jsonschema:"the agent the run executes as (default: the token's)"`
+	MaxSteps  *int     `json:"max_steps,omitempty"`
+	MaxTokens *int64   `json:"max_tokens,omitempty"`
+	MaxCost   *float64 `json:"max_cost,omitempty"`
+	Timeout   string   `json:"timeout,omitempty"`
+	AllowHost []string `json:"allow_host,omitempty" jsonschema:"hosts the sandbox may reach"`
+}
+
+func (in *remoteStart) request(func(string) (*policy.Engine, error)) (*service.CreateRun, error) {
+	return &service.CreateRun{CreateRun: api.CreateRun{Demo: in.Demo, Task: in.Task, Workspace: in.Workspace, Model: in.Model, Agent: in.Agent, Network: in.AllowHost,
+		Limits: api.Limits{MaxSteps: in.MaxSteps, MaxTokens: in.MaxTokens, MaxCost: in.MaxCost, Timeout: in.Timeout}}}, nil
+}
+
+// remote is the backend over a team server's API.
+type remote struct {
+	base string
+	cl   *client.Client
+}
+
+// client returns the fixed client, or one with the token of the MCP
+// request.
+func (r *remote) client(req *sdk.CallToolRequest) (*client.Client, error) {
+	if r.cl != nil {
+		return r.cl, nil
+	}
+	var tok string
+	if req != nil && req.Extra != nil && req.Extra.Header != nil {
+		if scheme, secret, ok := strings.Cut(strings.TrimSpace(req.Extra.Header.Get("Authorization")), " "); ok && strings.EqualFold(scheme, "Bearer") {
+			tok = strings.TrimSpace(secret)
+		}
+	}
+	if tok == "" {
+		return nil, errors.New("no bearer token in the request")
+	}
+	return client.New(r.base, &client.Options{Token: tok})
+}
+
+func (r *remote) create(ctx context.Context, req *sdk.CallToolRequest, cr *service.CreateRun) (api.Run, error) {
+	cl, err := r.client(req)
+	if err != nil {
+		return api.Run{}, err
+	}
+	run, err := cl.CreateRun(ctx, &cr.CreateRun)
+	if err != nil {
+		return api.Run{}, err
+	}
+	return *run, nil
+}
+
+func (r *remote) run(ctx context.Context, req *sdk.CallToolRequest, id string) (api.Run, error) {
+	cl, err := r.client(req)
+	if err != nil {
+		return api.Run{}, err
+	}
+	run, err := cl.Run(ctx, id)
+	if err != nil {
+		return api.Run{}, err
+	}
+	return *run, nil
+}
+
+func (r *remote) events(ctx context.Context, req *sdk.CallToolRequest, id string) ([]journal.Event, error) {
+	cl, err := r.client(req)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cl.Run(ctx, id); err != nil {
+		return nil, err
+	}
+	var evs []journal.Event
+	for e, err := range cl.Events(ctx, id, &client.EventsParams{NoFollow: true}) {
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, e)
+	}
+	return evs, nil
+}
+
+func (r *remote) approvals(ctx context.Context, req *sdk.CallToolRequest) ([]api.Approval, error) {
+	cl, err := r.client(req)
+	if err != nil {
+		return nil, err
+	}
+	return cl.Approvals(ctx)
+}
+
+func (r *remote) decide(ctx context.Context, req *sdk.CallToolRequest, d *service.Decision) (api.Run, error) {
+	cl, err := r.client(req)
+	if err != nil {
+		return api.Run{}, err
+	}
+	var run *api.Run
+	if d.Effect == policy.Deny {
+		run, err = cl.Deny(ctx, d.RunID, d.CallID, &d.Decide)
+	} else {
+		run, err = cl.Approve(ctx, d.RunID, d.CallID, &d.Decide)
+	}
+	if err != nil {
+		return api.Run{}, err
+	}
+	return *run, nil
+}
+
+// settle follows run id's events from event from until one stops its
+// execution, or wait passes.
+func (r *remote) settle(ctx context.Context, req *sdk.CallToolRequest, id string, from int64, wait time.Duration) {
+	cl, err := r.client(req)
+	if err != nil {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for _, err := range cl.Events(wctx, id, &client.EventsParams{From: from, UntilStopped: true}) {
+		if err != nil {
+			return
+		}
+	}
+}
+
+// errText is the API's message of a refusal.
+func (r *remote) errText(err error) string {
+	var e *api.Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return err.Error()
+}

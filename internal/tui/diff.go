@@ -1,0 +1,84 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/gitws"
+)
+
+// RunDiff prints the changes of the run made by created, as diff
+// finds them: a list of files with their added and removed lines, then
+// (unless stat) their diffs.
+func RunDiff(ctx context.Context, out io.Writer, diff func(context.Context, string, *agent.RunCreated) ([]gitws.Change, error), runID string, created *agent.RunCreated, stat bool) error {
+	if created.Git == nil {
+		return fmt.Errorf("run %s recorded no git commit at its start (its workspace %s was not the top of a git repository with a commit, or the run predates the record): there is nothing to compare with", runID, created.Workspace)
+	}
+	changes, err := diff(ctx, runID, created)
+	if err != nil {
+		return err
+	}
+	w := escWriter{out}
+	short := created.Git.Commit[:min(12, len(created.Git.Commit))]
+	if len(changes) == 0 {
+		fmt.Fprintf(w, "no files changed since %s in %s\n", short, created.Workspace)
+		return nil
+	}
+	Changes(w, changes, fmt.Sprintf("since %s in %s", short, created.Workspace), true)
+	if len(created.Git.Dirty) > 0 {
+		fmt.Fprintf(w, "note: %d file(s) had uncommitted changes when the run started; their diff includes them: %s\n", len(created.Git.Dirty), strings.Join(created.Git.Dirty, ", "))
+	}
+	if !stat {
+		printPatches(w, changes)
+	}
+	return nil
+}
+
+// Changes prints the list of changed files (with what, "since
+// ..."), then, unless stat, their diffs.
+func Changes(w io.Writer, changes []gitws.Change, what string, stat bool) {
+	if len(changes) == 0 {
+		fmt.Fprintf(w, "no files changed %s\n", what)
+		return
+	}
+	added, removed := 0, 0
+	for _, c := range changes {
+		added, removed = added+c.Added, removed+c.Removed
+	}
+	fmt.Fprintf(w, "%d file(s) changed %s (+%d -%d)\n", len(changes), what, added, removed)
+	for _, c := range changes {
+		if c.Denied {
+			fmt.Fprintf(w, "  %s %s (%s)\n", c.Status, c.Path, deniedNote)
+			continue
+		}
+		if c.Binary {
+			fmt.Fprintf(w, "  %s %s (binary)\n", c.Status, c.Path)
+			continue
+		}
+		fmt.Fprintf(w, "  %s %s +%d -%d\n", c.Status, c.Path, c.Added, c.Removed)
+	}
+	if !stat {
+		printPatches(w, changes)
+	}
+}
+
+// deniedNote stands for the content of a path the run's policy denies.
+const deniedNote = "content not shown: the run's policy denies this path"
+
+func printPatches(w io.Writer, changes []gitws.Change) {
+	for _, c := range changes {
+		fmt.Fprintf(w, "\ndiff --git a/%s b/%s\n", c.Path, c.Path)
+		if c.Denied {
+			fmt.Fprintf(w, "(%s)\n", deniedNote)
+			continue
+		}
+		if c.Binary {
+			fmt.Fprintf(w, "Binary files differ\n")
+			continue
+		}
+		io.WriteString(w, c.Patch)
+	}
+}
