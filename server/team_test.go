@@ -8,9 +8,9 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
-	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
 )
 
 // teamModel plays a lead that spawns one child and answers with what it
