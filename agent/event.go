@@ -47,6 +47,11 @@ type RunCreated struct {
 	// stored so that a resume recreates the same environment; do not pass
 	// secrets this way.
 	Env []string `json:"env,omitempty"`
+	// SecretEnv names variables of the sandbox's environment whose
+	// values are secret: the executing process supplies them
+	// ([Wiring].Secrets), they are never journaled, the gate scans
+	// calls for them and hides them from results.
+	SecretEnv []string `json:"secret_env,omitempty"`
 	// Setup is a script run in the sandbox before the first model call.
 	Setup string `json:"setup,omitempty"`
 	// SetupNetwork lists the hosts the setup script may reach (its own
@@ -330,6 +335,10 @@ type ApprovalRequested struct {
 	// Expires, when set, is the deadline after which Default applies.
 	Expires *time.Time    `json:"expires,omitempty"`
 	Default policy.Effect `json:"default,omitempty"`
+	// State is what the call would change as it was when the approval
+	// was asked (tool.Tool.State: a file write's file digest). An
+	// approved call whose target no longer matches it does not run.
+	State string `json:"state,omitempty"`
 }
 
 // ApprovalResolved is the payload of journal.ApprovalResolved.
@@ -369,6 +378,9 @@ type ToolFinished struct {
 	// Synthetic marks a result the runtime wrote without running the tool
 	// (invalid call, denied, interrupted, canceled).
 	Synthetic bool `json:"synthetic,omitempty"`
+	// Label is the result's information-flow label when it is untrusted
+	// or private (nil: trusted and public); see [DataLabel].
+	Label *DataLabel `json:"label,omitempty"`
 }
 
 // RunEnded is the payload of journal.RunCompleted, RunFailed, RunCanceled
@@ -386,6 +398,10 @@ type RunEnded struct {
 	// server.
 	By    string `json:"by,omitempty"`
 	Token string `json:"token,omitempty"`
+	// RetryAt, for a run that failed because the provider limited its
+	// rate beyond the retries, is when the provider said it would take
+	// a request again (its Retry-After): the run can be resumed then.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // RunResumed is the payload of journal.RunResumed.
@@ -483,6 +499,14 @@ type WorkspaceRestored struct {
 	// By and Token name who rewound (and their API token on a server).
 	By    string `json:"by,omitempty"`
 	Token string `json:"token,omitempty"`
+	// Asked is the event a rewind was asked for, when its checkpoint is
+	// another (To): the checkpoint journaled at the end of the step of a
+	// tool.finished, which has that call's effect (and those of Later
+	// calls of its step that finished after it), or the newest one
+	// before it, which lacks the effects of Missing calls.
+	Asked   int64 `json:"asked,omitempty"`
+	Later   int   `json:"later,omitempty"`
+	Missing int   `json:"missing,omitempty"`
 }
 
 func marshal(v any) json.RawMessage {

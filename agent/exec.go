@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
@@ -207,6 +208,9 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 	attempt := c.Attempts + 1
 	l, used := x.st.Limits, x.st.Used()
 	x.mu.Unlock()
+	if res == nil && attempt == 1 {
+		res = x.stale(c, req)
+	}
 	if attempt == 1 && l.MaxToolCalls > 0 && used.ToolCalls >= l.MaxToolCalls {
 		x.teamMu.Unlock()
 		return x.closeCalls(ctx, []string{c.ID}, fmt.Sprintf("this call did not run: the run's tool-call limit (%d, children's slices included) is reached", l.MaxToolCalls))
@@ -253,8 +257,88 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 		}
 	}
 	r := *res
+	r.Content = x.secrets.hide(r.Content)
 	x.boundResult(&r, c.ID)
-	return x.append(ctx, journal.ToolFinished, &ToolFinished{CallID: c.ID, Tool: c.Name, Result: r, DurationMS: x.since(start)})
+	f := &ToolFinished{CallID: c.ID, Tool: c.Name, Result: r, DurationMS: x.since(start)}
+	x.mu.Lock()
+	f.Label = x.st.resultLabel(c, f)
+	x.mu.Unlock()
+	return x.append(ctx, journal.ToolFinished, f)
+}
+
+// stale returns the result of an approved call whose target changed
+// since its approval was asked (ApprovalRequested.State): the person
+// approved a change to what was there then, so the call does not run
+// and the model is told to look again (a new call is decided, and asked,
+// afresh). It returns nil when the call may run.
+func (x *executor) stale(c *Call, req *tool.Request) *tool.Result {
+	if c.Approval == nil || c.Approval.State == "" {
+		return nil
+	}
+	t := x.p.Tools.Tool(c.Name)
+	if t == nil || t.State == nil {
+		return nil
+	}
+	if x.approvedBefore(c) {
+		return nil
+	}
+	now := t.State(req)
+	if now == c.Approval.State {
+		return nil
+	}
+	var in struct {
+		Path string `json:"path"`
+	}
+	_ = json.Unmarshal(req.Arguments, &in)
+	what := "its target"
+	if in.Path != "" {
+		what = in.Path
+	}
+	how := "was changed"
+	switch {
+	case now == "absent":
+		how = "was removed"
+	case c.Approval.State == "absent":
+		how = "was created"
+	}
+	return &tool.Result{IsError: true, Content: fmt.Sprintf("not done: %s %s after this call asked for approval (by a person or another program), so the approved change no longer applies to it. Read %s again and make the change anew; it will be decided, and asked, again with the new diff.", what, how, what)}
+}
+
+// approvedBefore reports whether another call of c's turn, approved with
+// it, ran and may have written where c writes: the change since the
+// approval was asked may then be the run's own, and cannot be told from
+// a person's.
+func (x *executor) approvedBefore(c *Call) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	t := x.st.LastTurn()
+	if t == nil {
+		return false
+	}
+	var mine []string
+	if c.Decision != nil {
+		mine = c.Decision.Paths
+	}
+	for _, o := range t.Calls {
+		if o == c || o.Approval == nil || o.Started == nil {
+			continue
+		}
+		ot := x.p.Tools.Tool(o.Name)
+		if ot == nil || ot.Effect == tool.ReadOnly {
+			continue
+		}
+		if ot.Scope == nil || o.Decision == nil {
+			return true
+		}
+		for _, p := range o.Decision.Paths {
+			for _, q := range mine {
+				if overlaps(p, q) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func (x *executor) maxChars() int {
@@ -280,9 +364,18 @@ func (x *executor) callModel(ctx context.Context) error {
 			return nil // the loop records the stop
 		}
 		kind := model.KindOf(err)
+		end := &RunEnded{Reason: ReasonModelError, Message: err.Error()}
+		var me *model.Error
+		if errors.As(err, &me) && me.RetryAfter > 0 {
+			// The provider asked for a longer wait than the retries
+			// make: say until when, so the run is resumed then.
+			at := x.rt.clock().Add(me.RetryAfter).UTC().Truncate(time.Second)
+			end.RetryAt = &at
+			end.Message += "; it can be resumed after " + at.Format("2006-01-02 15:04:05 UTC")
+		}
 		return x.appendMany(ctx, []journal.Type{journal.ModelFailed, journal.RunFailed}, []any{
 			&ModelFailed{Kind: kind.String(), Message: err.Error()},
-			&RunEnded{Reason: ReasonModelError, Message: err.Error()},
+			end,
 		})
 	}
 	msg := resp.Message

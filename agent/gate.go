@@ -248,13 +248,21 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 		Tool: c.Name, Effect: t.Effect.String(), Arguments: args, Paths: d.Paths,
 		Workspace: cr.Workspace, MountPath: cr.MountPath, Sandbox: cr.Sandbox, Network: cr.Network, Grants: grants, ReadOnly: stateReadOnly(cr),
 		Credential: d.Credential,
-		Server:     t.Server, Facts: facts(t, args, teamFacts),
+		Server:     t.Server, Facts: facts(t, args, teamFacts), Flow: x.callFlow(c.Name, args),
 	})
 	if t.Hold != nil && d.Decision.Effect != policy.Deny {
 		// A tool whose definition changed since it was pinned waits for
 		// a person, whatever the policy allows (grants included).
 		if why := t.Hold(); why != "" {
+			prev := d.Decision
 			d.Decision = policy.Decision{Effect: policy.Ask, Policies: []string{PolicyPin}, Reason: why}
+			if prev.Effect == policy.Ask {
+				// The policy asked too: the person sees both reasons
+				// (what flows, for one) and the parts that asked.
+				d.Decision.Policies = append(d.Decision.Policies, prev.Policies...)
+				d.Decision.Reason += "; and " + prev.Reason
+				d.Decision.Parts = prev.Parts
+			}
 		}
 	}
 	return d
@@ -318,6 +326,9 @@ func (x *executor) ask(ctx context.Context, ids []string) error {
 		c := x.st.call(id)
 		args, _ := x.registry(c.Name).Validate(c.ToolCall)
 		r := &ApprovalRequested{CallID: id, Tool: c.Name, Arguments: args, Reason: c.Decision.Reason, Action: rawAction(c.Name, args)}
+		if t := x.p.Tools.Tool(c.Name); t != nil && t.State != nil && args != nil {
+			r.State = t.State(&tool.Request{RunID: x.runID, CallID: id, Arguments: args, Env: x.p.Env})
+		}
 		for _, p := range c.Decision.Parts {
 			if p.Effect == policy.Ask {
 				r.Parts = append(r.Parts, p)

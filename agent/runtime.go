@@ -249,6 +249,11 @@ type Wiring struct {
 	// prev; else the payload is journaled. A failed snapshot is logged
 	// and the run goes on without it.
 	Checkpoint func(ctx context.Context, runID string, prev *Snapshot) (*WorkspaceCheckpoint, error)
+	// Secrets are the values the run holds that must not leave it (the
+	// sandbox's secret variables, connectors' tokens): the gate tells the
+	// policy which a call carries ([policy.Flow]) and results are
+	// stripped of them before anything sees them.
+	Secrets []Secret
 	// Team, if set, starts and follows the run's children (spawn_agent,
 	// wait_agents); nil: those calls get an error result.
 	Team Launcher
@@ -411,7 +416,7 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if followUp && p.Message == "" {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, ErrRunCompleted)
 	}
-	x := &executor{rt: rt, p: p, st: st, runID: runID, head: head}
+	x := &executor{rt: rt, p: p, st: st, runID: runID, head: head, secrets: newSecretScanner(p.Secrets, st.Created.SecretEnv)}
 	message := p.Message
 	if p.Recorder != nil {
 		p.Recorder.bind(x)
@@ -505,6 +510,8 @@ type executor struct {
 	// head is the hash of st's newest event.
 	head string
 	gs   gateState // gate.go
+	// secrets finds and hides the run's secrets (flow.go); nil: none.
+	secrets *secretScanner
 	// teamMu makes a budget check and the append that spends it one
 	// step: child.spawned reservations, child.delivered, tool starts
 	// under a tool-call limit (team_exec.go).

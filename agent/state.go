@@ -58,6 +58,9 @@ type State struct {
 	// workspace.checkpoint or workspace.restored event), nil before the
 	// first.
 	Checkpoint *Snapshot
+	// Flow holds the events that first brought untrusted input and
+	// private or secret data into the run (flow.go).
+	Flow Flow
 	// Inputs are the questions MCP servers asked a person during calls
 	// (input.requested), in order, each with its answer once given.
 	Inputs []*Input
@@ -199,6 +202,7 @@ func (s *State) Apply(e *journal.Event) error {
 			return bad("second run.created")
 		}
 		s.Created = p
+		s.foldCreatedFlow(p)
 		s.Limits = p.Limits
 		s.Settings = DefaultSettings()
 		if p.Settings != nil {
@@ -309,6 +313,7 @@ func (s *State) Apply(e *journal.Event) error {
 			return bad("second tool.finished for call %q", p.CallID)
 		}
 		c.Finished = p
+		s.foldResultFlow(e.Seq, c, p)
 		if t := s.Turns[len(s.Turns)-1]; t.Index == len(s.Messages)-1 && allDone(t) {
 			if allInvalid(t) {
 				s.InvalidStreak++

@@ -21,8 +21,8 @@ type Comparison struct {
 	// Cases are the per-case differences (cases of both).
 	Cases []CaseDiff `json:"cases"`
 	// Per-trial means of B minus A.
-	Asks, Denials, PathDenials, InvalidCalls float64
-	Cost, Tokens, WallSec, Steps             float64
+	Asks, AskDenials, Denials, PathDenials, InvalidCalls float64
+	Cost, Tokens, WallSec, Steps                         float64
 }
 
 // CaseDiff is one case in both configurations.
@@ -68,6 +68,7 @@ func Compare(a, b *Report) *Comparison {
 	}
 	oa, ob := &a.Overall, &b.Overall
 	c.Asks = per(ob.Asks, ob) - per(oa.Asks, oa)
+	c.AskDenials = per(ob.AskDenials, ob) - per(oa.AskDenials, oa)
 	c.Denials = per(ob.Denials, ob) - per(oa.Denials, oa)
 	c.PathDenials = per(ob.PathDenials, ob) - per(oa.PathDenials, oa)
 	c.InvalidCalls = per(ob.SchemaErrors+ob.UnknownTools, ob) - per(oa.SchemaErrors+oa.UnknownTools, oa)
@@ -96,10 +97,10 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "B − A: %+.0f points (95%% CI %+.0f to %+.0f): %s\n", 100*c.Diff, 100*c.Lo, 100*c.Hi, verdict)
 	fmt.Fprintf(w, "flaky cases (trials disagree): A %d, B %d of %d\n", a.Overall.Flaky, b.Overall.Flaky, len(c.Cases))
-	fmt.Fprintf(w, "per trial, B − A: asks %+.1f, policy denials %+.1f, path refusals %+.1f, invalid calls %+.1f, cost %+.4f $, tokens %+.0f, wall %+.1fs, steps %+.1f\n",
-		c.Asks, c.Denials, c.PathDenials, c.InvalidCalls, c.Cost, c.Tokens, c.WallSec, c.Steps)
-	fmt.Fprintf(w, "totals: asks A %d, B %d; denials A %d, B %d; infrastructure errors A %d, B %d\n",
-		a.Overall.Asks, b.Overall.Asks, a.Overall.Denials+a.Overall.PathDenials, b.Overall.Denials+b.Overall.PathDenials, a.Overall.Errored, b.Overall.Errored)
+	fmt.Fprintf(w, "per trial, B − A: asks %+.1f (denied %+.1f), policy denials %+.1f, path refusals %+.1f, invalid calls %+.1f, cost %+.4f $, tokens %+.0f, wall %+.1fs, steps %+.1f\n",
+		c.Asks, c.AskDenials, c.Denials, c.PathDenials, c.InvalidCalls, c.Cost, c.Tokens, c.WallSec, c.Steps)
+	fmt.Fprintf(w, "totals: asks A %d, B %d (denied A %d, B %d); policy and path denials A %d, B %d; infrastructure errors A %d, B %d\n",
+		a.Overall.Asks, b.Overall.Asks, a.Overall.AskDenials, b.Overall.AskDenials, a.Overall.Denials+a.Overall.PathDenials, b.Overall.Denials+b.Overall.PathDenials, a.Overall.Errored, b.Overall.Errored)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-40s %6s %6s %7s %9s %11s\n", "CASE", "A", "B", "B−A", "ASKS A/B", "DENIALS A/B")
 	for _, d := range c.Cases {

@@ -33,23 +33,29 @@ type Divergence struct {
 
 // ReplayStats count what [Diverge] compared.
 type ReplayStats struct {
-	Requests   int `json:"requests"`
-	Gate       int `json:"gate_decisions"`
-	Tools      int `json:"tool_results"`
-	SameTools  int `json:"same_tool_results"`
-	Compared   int `json:"compared"`
-	Divergence *Divergence
+	Requests  int `json:"requests"`
+	Gate      int `json:"gate_decisions"`
+	Tools     int `json:"tool_results"`
+	SameTools int `json:"same_tool_results"`
+	Compared  int `json:"compared"`
+	// Diverged counts the compared events that differ; the first is
+	// Divergence. Comparing goes on past a difference while the two runs
+	// still line up (the same kind of event, for the same call).
+	Diverged   int         `json:"diverged"`
+	Divergence *Divergence `json:"-"`
 }
 
 // DefaultVolatile are the patterns of tool output that differ between
 // identical executions and are masked before outputs are compared:
-// durations ("in 0.31s", "0.2 seconds"), clock times and dates, and
-// memory addresses of object representations.
+// durations ("in 0.31s", "0.2 seconds"), clock times and dates (also
+// ls -l's "Dec  6 10:33"), and memory addresses of object
+// representations.
 var DefaultVolatile = []*regexp.Regexp{
 	regexp.MustCompile(`\b\d+(\.\d+)?\s*(s|ms|sec|secs|seconds)\b`),
 	regexp.MustCompile(`\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?`),
 	regexp.MustCompile(`\b\d{2}:\d{2}:\d{2}\b`),
 	regexp.MustCompile(`\b0x[0-9a-fA-F]{6,}\b`),
+	regexp.MustCompile(`\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} +(\d{1,2}:\d{2}|\d{4})\b`),
 }
 
 // item is one comparable event of a run.
@@ -166,17 +172,28 @@ func Diverge(orig, replay []journal.Event, volatile []*regexp.Regexp) (*ReplaySt
 		case "tool":
 			st.Tools++
 		}
-		if x.what != y.what || x.call != y.call || x.value != y.value {
-			what := x.what
-			if x.what != y.what || x.call != y.call {
-				what = "missing"
+		if x.what != y.what || x.call != y.call {
+			// The two runs no longer line up: nothing after compares.
+			if st.Divergence == nil {
+				st.Divergence = &Divergence{What: "missing", Seq: x.seq, ReplaySeq: y.seq, Type: x.typ, CallID: x.call, Want: x.show, Got: y.show}
 			}
-			want, got := x.show, y.show
-			if x.what == "tool" && y.what == "tool" {
-				want, got = diffAt(x.value, y.value)
-			}
-			st.Divergence = &Divergence{What: what, Seq: x.seq, ReplaySeq: y.seq, Type: x.typ, CallID: x.call, Want: want, Got: got}
 			return st, nil
+		}
+		if x.value != y.value {
+			if x.what == "request" && st.Diverged > 0 {
+				// A request carries every earlier result: after a
+				// difference, later requests differ by it.
+				continue
+			}
+			st.Diverged++
+			if st.Divergence == nil {
+				want, got := x.show, y.show
+				if x.what == "tool" {
+					want, got = diffAt(x.value, y.value)
+				}
+				st.Divergence = &Divergence{What: x.what, Seq: x.seq, ReplaySeq: y.seq, Type: x.typ, CallID: x.call, Want: want, Got: got}
+			}
+			continue
 		}
 		if x.what == "tool" {
 			st.SameTools++
@@ -206,8 +223,8 @@ func diffAt(a, b string) (string, string) {
 
 // WriteText writes the comparison for a person.
 func (st *ReplayStats) WriteText(w io.Writer, orig, replay string) {
-	fmt.Fprintf(w, "compared %d events of run %s with its re-execution %s: %d requests, %d gate decisions, %d tool results (%d the same)\n",
-		st.Compared, orig, replay, st.Requests, st.Gate, st.Tools, st.SameTools)
+	fmt.Fprintf(w, "compared %d events of run %s with its re-execution %s: %d requests, %d gate decisions, %d tool results (%d the same); %d differ\n",
+		st.Compared, orig, replay, st.Requests, st.Gate, st.Tools, st.SameTools, st.Diverged)
 	d := st.Divergence
 	if d == nil {
 		fmt.Fprintln(w, "no divergence: every request, gate decision, tool result and the end are the same")

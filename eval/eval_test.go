@@ -287,7 +287,7 @@ passed = ["t::hello"]
 	if o.Trials != 5 || o.Scored != 5 || o.Passed != 3 || o.Failed != 2 || o.Errored != 0 || o.Retried != 3 {
 		t.Fatalf("overall = %+v", o)
 	}
-	if o.Asks != 5 || o.UnknownTools != 5 || o.Calls != 15 || !near(o.Valid, 10.0/15) {
+	if o.Asks != 5 || o.AskDenials != 5 || o.UnknownTools != 5 || o.Calls != 15 || !near(o.Valid, 10.0/15) {
 		t.Errorf("validity: asks %d unknown %d calls %d valid %.3f", o.Asks, o.UnknownTools, o.Calls, o.Valid)
 	}
 	if o.PassAtK == nil || *o.PassAtK != 1 || o.PassHatK == nil || *o.PassHatK != 0 || o.Flaky != 1 {

@@ -69,7 +69,7 @@ table{border-collapse:collapse} td,th{padding:2px 8px;text-align:left;border-bot
 <div class="cards">{{range .Evals}}<div class="card"><span class="sw" style="background:{{.Color}}"></span>{{.Name}}<br>
 success <b>{{pct .R.Overall.Rate}}</b> ({{.R.Overall.Passed}}/{{.R.Overall.Scored}}, 95% CI {{pct .R.Overall.Lo}}–{{pct .R.Overall.Hi}})<br>
 pass@{{.R.Overall.K}} {{opt .R.Overall.PassAtK}} · pass^{{.R.Overall.K}} {{opt .R.Overall.PassHatK}} · valid calls {{pct .R.Overall.Valid}}<br>
-asks {{.R.Overall.Asks}} · denials {{.R.Overall.Denials}} · infra errors {{.R.Overall.Errored}} (retried {{.R.Overall.Retried}})<br>
+asks {{.R.Overall.Asks}} ({{.R.Overall.AskDenials}} denied) · denials {{.R.Overall.Denials}} · infra errors {{.R.Overall.Errored}} (retried {{.R.Overall.Retried}})<br>
 cost ${{printf "%.4f" .R.Spent}} · {{printf "%.0f" .R.Overall.Tokens.Mean}} tokens/trial</div>{{end}}</div>
 <h2>Success rate per case (95% Wilson interval)</h2>{{.Rates}}
 <h2>Verdicts</h2>{{.Verdicts}}
@@ -179,7 +179,7 @@ func gateChart(reports []*Report) string {
 		name string
 		v    func(*Stats) int
 	}
-	ms := []m{{"asks", func(s *Stats) int { return s.Asks }}, {"policy denials", func(s *Stats) int { return s.Denials }},
+	ms := []m{{"asks", func(s *Stats) int { return s.Asks }}, {"asks denied", func(s *Stats) int { return s.AskDenials }}, {"policy denials", func(s *Stats) int { return s.Denials }},
 		{"path refusals", func(s *Stats) int { return s.PathDenials }}, {"invalid calls", func(s *Stats) int { return s.SchemaErrors + s.UnknownTools }}}
 	maxV := 1.0
 	per := func(r *Report, x m) float64 {

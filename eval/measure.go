@@ -37,12 +37,14 @@ type Usage struct {
 	Calls int `json:"calls"`
 	// Tool-call validity: calls refused as malformed (schema or JSON),
 	// calls of unknown tools, workspace path refusals, policy denials,
-	// asks (approval requests) and calls run more than once.
+	// asks (approval requests), asks decided deny (by a person or an
+	// evaluation's rule) and calls run more than once.
 	SchemaErrors int `json:"schema_errors"`
 	UnknownTools int `json:"unknown_tools"`
 	PathDenials  int `json:"path_denials"`
 	Denials      int `json:"denials"`
 	Asks         int `json:"asks"`
+	AskDenials   int `json:"ask_denials"`
 	Retries      int `json:"retries"`
 	// ToolErrors are results marked is_error (a failing command counts).
 	ToolErrors int `json:"tool_errors"`
@@ -111,6 +113,10 @@ func Measure(events []journal.Event) (*Usage, error) {
 			}
 		case *agent.ApprovalRequested:
 			u.Asks++
+		case *agent.ApprovalResolved:
+			if p.Decision == policy.Deny {
+				u.AskDenials++
+			}
 		case *agent.ToolStarted:
 			if p.Attempt > 1 {
 				u.Retries++

@@ -38,6 +38,7 @@ type Stats struct {
 	PathDenials  int     `json:"path_denials"`
 	Denials      int     `json:"denials"`
 	Asks         int     `json:"asks"`
+	AskDenials   int     `json:"ask_denials"`
 	CallRetries  int     `json:"call_retries"`
 	Valid        float64 `json:"valid"`
 	// Per-trial distributions over scored trials.
@@ -144,6 +145,7 @@ func stats(trials []*Trial, k, cases int) Stats {
 		s.PathDenials += u.PathDenials
 		s.Denials += u.Denials
 		s.Asks += u.Asks
+		s.AskDenials += u.AskDenials
 		s.CallRetries += u.Retries
 		tokens = append(tokens, float64(u.InputTokens+u.OutputTokens))
 		cost = append(cost, u.Cost)
@@ -188,8 +190,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "pass@%d %s  pass^%d %s  flaky cases %d\n", o.K, optPct(o.PassAtK), o.K, optPct(o.PassHatK), o.Flaky)
 	fmt.Fprintf(w, "trials %d: passed %d, failed checks %d, hit a limit %d, infrastructure errors %d (not scored), skipped %d; %d attempts retried after an infrastructure error\n",
 		o.Trials, o.Passed, o.Failed, o.Limit, o.Errored, o.Skipped, o.Retried)
-	fmt.Fprintf(w, "tool calls %d: valid %s (schema errors %d, unknown tools %d), path refusals %d, policy denials %d, asks %d, re-runs %d\n",
-		o.Calls, pct(o.Valid), o.SchemaErrors, o.UnknownTools, o.PathDenials, o.Denials, o.Asks, o.CallRetries)
+	fmt.Fprintf(w, "tool calls %d: valid %s (schema errors %d, unknown tools %d), path refusals %d, policy denials %d, asks %d (%d of them denied), re-runs %d\n",
+		o.Calls, pct(o.Valid), o.SchemaErrors, o.UnknownTools, o.PathDenials, o.Denials, o.Asks, o.AskDenials, o.CallRetries)
 	fmt.Fprintf(w, "per trial: cost $%.4f mean (total $%.4f), tokens %.0f mean, wall %.1fs mean (%.1f–%.1f), steps %.1f mean\n",
 		o.Cost.Mean, r.Spent, o.Tokens.Mean, o.WallSec.Mean, o.WallSec.Min, o.WallSec.Max, o.Steps.Mean)
 	if o.Expected > 0 {

@@ -79,6 +79,9 @@ func (e *Error) Error() string {
 	if e.Message != "" {
 		s += ": " + e.Message
 	}
+	if e.RetryAfter > 0 {
+		s += fmt.Sprintf(" (the provider asked to wait %s before the next request)", e.RetryAfter.Round(time.Second))
+	}
 	return s
 }
 

@@ -34,6 +34,9 @@ type facts struct {
 	code bool
 	// why explains dynamic and code, for people (Part.Detail).
 	why string
+	// autorun: the part writes a file that runs on its own on a
+	// person's machine; hides: it hides files from git (flow.go).
+	autorun, hides bool
 }
 
 // dyn marks f dynamic, keeping the first explanation.

@@ -290,6 +290,13 @@ func (e *Engine) Decide(_ context.Context, c *Call) Decision {
 		if r.facts.dynamic || r.facts.code {
 			p.Detail = r.facts.why
 		}
+		if p.Effect != Allow && slices.ContainsFunc(p.Policies, func(id string) bool { return slices.Contains(flowPolicies, id) }) {
+			// Say what flows: the secret and its encoding, the untrusted
+			// input and the private data behind the question.
+			if fd := flowDetail(c.Flow); fd != "" {
+				p.Reason += " (" + fd + ")"
+			}
+		}
 		if p.Effect == Ask {
 			for gi := range c.Grants {
 				if g := &c.Grants[gi]; g.Matches(c.Tool, &p) {
@@ -518,6 +525,10 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			"part": cedar.Long(len(out)), "parts": cedar.Long(0),
 		}
 		credentialContext(ctx, c.Credential)
+		flowContext(ctx, c.Flow)
+		ctx["data_out"] = cedar.Boolean(dataOut(c, f, networkAllowed))
+		ctx["autorun"] = cedar.Boolean(f.autorun)
+		ctx["hides_from_git"] = cedar.Boolean(f.hides)
 		out = append(out, request{part: p, ents: ents, facts: f, mount: loc.mount,
 			req: cedar.Request{Principal: principal, Action: action, Resource: res.UID, Context: cedar.NewRecord(ctx)}})
 	}
@@ -552,6 +563,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		for i := range cmds {
 			cmd := &cmds[i]
 			f := loc.analyse(cmd, cwd)
+			f.autorun, f.hides = persistence(cmd, f.written, loc.mount)
 			if n := cmd.Name(); n == "cd" || n == "pushd" {
 				if d, ok := loc.cd(cmd, cwd, cdpath); ok {
 					cwd = d
@@ -599,7 +611,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			f.hosts = []string{host}
 		}
 		uid := cedar.NewEntityUID(typeHost, cedar.String(host))
-		add(Part{Text: rawURL}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(attrs)}, f, false)
+		add(Part{Text: requestText(c.Tool, rawURL, c.Arguments)}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(attrs)}, f, false)
 	case c.Tool == MemoryWriteTool:
 		kind, _ := argString(c.Arguments, "scope")
 		if kind == "" {
@@ -644,6 +656,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			abs := path.Join(loc.mount, rel)
 			if write {
 				f.writes, f.written = true, []string{abs}
+				f.autorun, f.hides = autorun(rel)
 			} else {
 				f.reads = []string{abs}
 			}
@@ -669,6 +682,41 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		out[i].req.Context = cedar.NewRecord(ctx)
 	}
 	return out, omitted, limited
+}
+
+// requestText is the part text of a request: its URL, or for an
+// http_request other than a plain GET its method, URL and a digest of its
+// headers and body, so that a remembered approval binds all of them and
+// never the URL alone.
+func requestText(tool, rawURL string, args json.RawMessage) string {
+	if tool != "http_request" {
+		return rawURL
+	}
+	var in struct {
+		Method  string   `json:"method"`
+		Headers []string `json:"headers"`
+		Body    *string  `json:"body"`
+	}
+	_ = json.Unmarshal(args, &in)
+	m := strings.ToUpper(in.Method)
+	if m == "" {
+		m = "GET"
+	}
+	if m == "GET" && len(in.Headers) == 0 && in.Body == nil {
+		return rawURL
+	}
+	text := m + " " + rawURL
+	if len(in.Headers) > 0 || in.Body != nil {
+		h := sha256.New()
+		for _, x := range in.Headers {
+			fmt.Fprintf(h, "%d:%s\n", len(x), x)
+		}
+		if in.Body != nil {
+			fmt.Fprintf(h, "body %d:%s", len(*in.Body), *in.Body)
+		}
+		text += fmt.Sprintf(" (headers and body sha256:%x)", h.Sum(nil)[:8])
+	}
+	return text
 }
 
 // argString returns the string value of key in a JSON object and whether

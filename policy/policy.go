@@ -172,6 +172,9 @@ type Call struct {
 	// arguments (context.facts): a connector's statement kind and tables,
 	// an MCP tool's annotations as hints.
 	Facts map[string]any
+	// Flow is what the call may carry out and what the run's data has
+	// been so far (nil: nothing known); see [Flow].
+	Flow *Flow
 }
 
 // CredentialUse describes the credential a call would be given: which

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Bounds below which a known secret value, or an encoded form of it, is
@@ -84,6 +85,9 @@ type Match struct {
 // safe for concurrent use; the zero value holds no value.
 type Secrets struct {
 	values []secret
+	// parts indexes the values' pieces for Scan (scan.go).
+	partsOnce sync.Once
+	parts     map[string]int
 }
 
 type secret struct {

@@ -56,6 +56,10 @@ type LocalRun struct {
 	// SetupTimeout bounds it (0: agent.SetupTimeout).
 	SetupNetwork []string
 	SetupTimeout time.Duration
+	// SecretEnv names variables of this process's environment passed
+	// into the sandbox as secrets (agent.RunCreated.SecretEnv): their
+	// values are never journaled, and the gate watches for them.
+	SecretEnv []string
 	// Context configures the context window, compaction, memory files
 	// and the action mode; nil means the defaults.
 	Context *ContextParams
@@ -262,7 +266,7 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 	}
 	c := &agent.RunCreated{
 		Task: task, System: system, Model: cmp.Or(mi.Spec, name), Limits: limits, CompletionMarker: marker,
-		Workspace: ws, MountPath: mount, Sandbox: sb, Env: req.Env, Setup: req.Setup, SetupNetwork: local.SetupNetwork,
+		Workspace: ws, MountPath: mount, Sandbox: sb, Env: req.Env, SecretEnv: local.SecretEnv, Setup: req.Setup, SetupNetwork: local.SetupNetwork,
 		SetupTimeout: agent.Duration(local.SetupTimeout), Network: req.Network, Labels: req.Labels,
 		Principal: cmp.Or(req.Agent, identity.LocalAgent), OnBehalfOf: req.OnBehalfOf,
 	}

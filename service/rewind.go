@@ -49,7 +49,7 @@ func (s *Service) rewind(ctx context.Context, id string, to int64, who *Caller) 
 	case err != nil:
 		return nil, badRequest("run %s: rewind to event %d: %v", id, to, err)
 	}
-	out := &api.Rewound{Seq: ev.Seq, To: res.To, Tree: res.Tree, Before: res.Before, MoreFiles: res.MoreFiles}
+	out := &api.Rewound{Seq: ev.Seq, To: res.To, Tree: res.Tree, Before: res.Before, MoreFiles: res.MoreFiles, Asked: res.Asked, Later: res.Later, Missing: res.Missing}
 	for _, f := range res.Files {
 		out.Files = append(out.Files, api.FileChange{Path: f.Path, Status: f.Status})
 	}

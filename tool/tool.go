@@ -101,6 +101,13 @@ type Tool struct {
 	// approval whatever the policy allows. MCP tools use it for a tool
 	// whose definition changed since it was pinned.
 	Hold func() string
+	// State, when set, returns a digest of what a call would change as
+	// it is now (a file write: the file's content, or that it does not
+	// exist), "" when it cannot tell. A call that waits for a person's
+	// approval records it when the approval is asked, and the approved
+	// call does not run if it changed meanwhile (a person edited the
+	// file): the approval was given for a diff that no longer applies.
+	State func(req *Request) string
 }
 
 // Handler runs one validated call. It returns a [Result] for anything the

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/keel-run/keel/agent"
@@ -168,6 +169,32 @@ func usagef(format string, args ...any) error {
 	return &UsageError{fmt.Errorf(format, args...)}
 }
 
+// secretEnv returns the sandbox's environment: the run's --env entries
+// and its secret variables, whose values come from this process's
+// environment (never from the journal), and the secrets the run holds.
+// A secret variable that is not set is an error: the run would start
+// without what it was given.
+func (a *Assembler) secretEnv(c *agent.RunCreated) ([]string, []agent.Secret, error) {
+	env := slices.Clone(c.Env)
+	var secrets []agent.Secret
+	for _, name := range c.SecretEnv {
+		v := a.getenv(name)
+		if v == "" {
+			return nil, nil, fmt.Errorf("assemble: the run's secret variable %s is not set in this process's environment", name)
+		}
+		env = append(env, name+"="+v)
+		secrets = append(secrets, agent.Secret{Name: name, Value: v})
+	}
+	for _, o := range c.OpenAPI {
+		if o.TokenEnv != "" {
+			if v := a.getenv(o.TokenEnv); v != "" {
+				secrets = append(secrets, agent.Secret{Name: o.TokenEnv, Value: v})
+			}
+		}
+	}
+	return env, secrets, nil
+}
+
 func (a *Assembler) getenv(k string) string {
 	if a.Getenv == nil {
 		return ""
@@ -242,10 +269,15 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		}
 		readOnly = append(readOnly, ws.StateDir())
 	}
+	env, secrets, err := a.secretEnv(c)
+	if err != nil {
+		return nil, err
+	}
+	w.Secrets = secrets
 	sspec := &sandbox.Spec{
 		Workspace: ws.Root(),
 		MountPath: c.MountPath,
-		Env:       c.Env,
+		Env:       env,
 		Limits:    c.SandboxLimits,
 		Network:   sandbox.Network{Allow: c.Network},
 		Protected: protectedPaths(c),

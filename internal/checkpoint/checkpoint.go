@@ -155,6 +155,57 @@ func At(events []journal.Event, seq int64) (cp *agent.Snapshot, after int, err e
 	return cp, after, nil
 }
 
+// AtEvent is the checkpoint whose files are those "at event seq": when
+// tool calls finished after [At]'s checkpoint up to seq (seq is a
+// tool.finished, say), it is the checkpoint journaled at the end of
+// that step, which has their effects, and later counts the calls of that
+// step that finished after seq (their effects are in it too). When the
+// step journaled no checkpoint (its calls changed no file, or the
+// snapshot failed) it is At's, and missing counts the calls whose
+// effects it may lack.
+func AtEvent(events []journal.Event, seq int64) (cp *agent.Snapshot, later, missing int, err error) {
+	cp, after, err := At(events, seq)
+	if err != nil || after == 0 {
+		return cp, 0, 0, err
+	}
+	changed := true
+scan:
+	for i := range events {
+		e := &events[i]
+		if e.Seq <= seq {
+			continue
+		}
+		switch e.Type {
+		case journal.WorkspaceCheckpoint:
+			v, err := agent.Decode(e)
+			if err != nil {
+				return nil, 0, 0, err
+			}
+			p := v.(*agent.WorkspaceCheckpoint)
+			return &agent.Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}, later, 0, nil
+		case journal.ToolFinished:
+			later++
+		case journal.ToolStarted, journal.GateDecided, journal.ApprovalRequested, journal.ApprovalResolved,
+			journal.AuthRequired, journal.AuthResolved, journal.InputRequested, journal.InputAnswered,
+			journal.SandboxEgress, journal.SandboxQuarantine:
+		case journal.ModelResponded, journal.ModelFailed, journal.ContextCompacted, journal.UserMessage,
+			journal.RunCompleted, journal.RunFailed, journal.RunCanceled:
+			// The step ended without a checkpoint: the executor
+			// journals one whenever the files changed, so they did not.
+			changed = false
+			break scan
+		default:
+			// A pause, a resume or a rewind: files may have changed
+			// by other hands since; the step's own effect is unknown.
+			break scan
+		}
+	}
+	if !changed {
+		return cp, 0, 0, nil
+	}
+	return cp, 0, after, nil
+}
+
 // ErrBusy is returned by Rewind for a run that a process executes.
 var ErrBusy = errors.New("the run is executing")
 
@@ -188,7 +239,7 @@ func Rewind(ctx context.Context, store journal.Store, runID string, to int64, by
 	if err != nil {
 		return nil, nil, err
 	}
-	cp, _, err := At(events, to)
+	cp, later, missing, err := AtEvent(events, to)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -200,7 +251,10 @@ func Rewind(ctx context.Context, store journal.Store, runID string, to int64, by
 	if err != nil {
 		return nil, nil, err
 	}
-	r := &agent.WorkspaceRestored{To: cp.Seq, Tree: cp.Tree, Before: before, Store: cp.Store, By: by, Token: token}
+	r := &agent.WorkspaceRestored{To: cp.Seq, Tree: cp.Tree, Before: before, Store: cp.Store, By: by, Token: token, Later: later, Missing: missing}
+	if cp.Seq != to {
+		r.Asked = to
+	}
 	r.Files, r.MoreFiles = bound(files)
 	// The files replaced, when the run's newest checkpoint does not have
 	// them (changed since by hand, say), get a checkpoint of their own

@@ -143,6 +143,7 @@ func (a *app) printApprovals(pending []agent.PendingApproval, asJSON bool, now t
 	}
 	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tCALL\tAGENT\tSINCE\tDEADLINE\tTOOL\tACTION")
+	var more []agent.PendingApproval
 	for _, p := range pending {
 		who := p.Principal
 		if p.OnBehalfOf != "" {
@@ -155,9 +156,35 @@ func (a *app) printApprovals(pending []agent.PendingApproval, asJSON bool, now t
 				deadline = "EXPIRED " + deadline
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, visible.String(p.CallID), visible.String(who), when(p.Time, now), deadline, p.Tool, cell(clip(oneLine(visible.String(p.Action)), 70)))
+		action := oneLine(visible.String(p.Action))
+		shown := clip(action, 70)
+		if shown != action {
+			// Never cut silently: the whole action follows the table.
+			shown += fmt.Sprintf(" [%d bytes in all, below]", len(p.Action))
+			more = append(more, p)
+		} else if flowReason(p.Reason) {
+			more = append(more, p)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, visible.String(p.CallID), visible.String(who), when(p.Time, now), deadline, p.Tool, cell(shown))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// The calls whose action the table cut, or whose question is about
+	// what flows out: the whole action and why it asks.
+	for _, p := range more {
+		fmt.Fprintf(a.stdout, "\n%s %s (%s) asks: %s\n", p.RunID, visible.String(p.CallID), p.Tool, visible.String(p.Reason))
+		for _, line := range strings.Split(visible.String(p.Action), "\n") {
+			fmt.Fprintf(a.stdout, "    │ %s\n", line)
+		}
+	}
+	return nil
+}
+
+// flowReason reports whether a question is about the run's information
+// flow (a secret, untrusted input, private data).
+func flowReason(r string) bool {
+	return strings.Contains(r, "carries secret") || strings.Contains(r, "untrusted input:") || strings.Contains(r, "private data:")
 }
 
 // decideFlags are the flags of approve and deny.

@@ -72,6 +72,14 @@ func journalRecording(events []journal.Event, created *agent.RunCreated, path st
 // workspace at the git commit it started from, then its first
 // checkpoint's files.
 func restoreStart(ctx context.Context, events []journal.Event, created *agent.RunCreated, ws string) error {
+	return restoreFiles(ctx, events, created, ws, false)
+}
+
+// restoreFiles puts into ws a clone of the run's workspace at the git
+// commit it started from, then the files of its first checkpoint (last
+// false) or of its newest one (last true: the run's files at its end,
+// whatever was done to its workspace since).
+func restoreFiles(ctx context.Context, events []journal.Event, created *agent.RunCreated, ws string, last bool) error {
 	cloned := false
 	if created.Git != nil && created.Git.Commit != "" {
 		if err := runGit(ctx, "", "clone", "-q", "--no-checkout", created.Workspace, ws); err != nil {
@@ -84,9 +92,11 @@ func restoreStart(ctx context.Context, events []journal.Event, created *agent.Ru
 	}
 	var first int64
 	for _, e := range events {
-		if e.Type == journal.WorkspaceCheckpoint {
+		if e.Type == journal.WorkspaceCheckpoint || (last && e.Type == journal.WorkspaceRestored) {
 			first = e.Seq
-			break
+			if !last {
+				break
+			}
 		}
 	}
 	if first == 0 {
@@ -251,7 +261,8 @@ uncommitted files, its first checkpoint's files in DIR/files); its model
 answers and tool results as a recording; and the checks you give
 (--check COMMAND run in the sandbox, with --passed TEST ids its output must
 report passed; --file PATH[=CONTENT]; --patch: the run's final git diff).
-The checks run now on a copy of RUN's workspace as it is, and the verdict
+The checks run now on RUN's files at its end (its newest checkpoint over
+its starting commit), and the verdict
 (pass or fail) is recorded as the case's expect, so that keel eval run DIR
 --model recorded shows whether a later Keel reproduces it.`,
 		Args: cobra.ExactArgs(1),
@@ -328,15 +339,17 @@ func (a *app) freeze(ctx context.Context, id, out, name, mount, sbFlag string, c
 		}
 		c.Workspace.Files = "files"
 	}
-	// The checks run now on a copy of the run's workspace as it is.
+	// The checks run now on the run's files at its end (its newest
+	// checkpoint over its starting commit), in a new directory: not on
+	// its workspace, which may have changed since.
 	tmp, err := os.MkdirTemp("", "keel-freeze-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
 	ws := filepath.Join(tmp, "workspace")
-	if err := exec.CommandContext(ctx, "cp", "-a", created.Workspace, ws).Run(); err != nil {
-		return fmt.Errorf("copy the run's workspace %s: %w", created.Workspace, err)
+	if err := restoreFiles(ctx, events, created, ws, true); err != nil {
+		return fmt.Errorf("the run's files at its end: %w", err)
 	}
 	sbKind, err := a.sandboxKind(sbFlag)
 	if err != nil {

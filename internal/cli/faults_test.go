@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,13 +85,22 @@ func TestAllCallsDeniedIsNoCompletion(t *testing.T) {
 	if _, st := lastRun(t, db); st.Ended == nil || st.Ended.Reason != "all_denied" {
 		t.Errorf("ended %+v", st.Ended)
 	}
-	// A policy that denies every ordinary call is named before the run.
-	pol := filepath.Join(t.TempDir(), "nothing.cedar")
-	os.WriteFile(pol, []byte(`@id("no") forbid (principal, action, resource);`+"\n"+`@id("all") permit (principal, action, resource);`), 0o644)
-	traj = writeTrajectory(t, "list", []fcall{sh("ls")}, nil)
-	code, _, errOut = keel(t, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(), "--policy", pol)
-	if code != 1 || !strings.Contains(errOut, "WARNING: policy "+pol+": it denies every one of 13 ordinary calls") || !strings.Contains(errOut, "all_denied") {
-		t.Errorf("keel run --policy (denies everything) = %d\n%s", code, errOut)
+	// A policy that denies every ordinary call, or has a rule that cannot
+	// be evaluated, is refused before the run: no model call, no run.
+	for _, tt := range []struct{ name, src, want string }{
+		{"nothing.cedar", `@id("no") forbid (principal, action, resource);` + "\n" + `@id("all") permit (principal, action, resource);`, "it denies every one of 13 ordinary calls"},
+		{"typo.cedar", `@id("all") permit (principal, action, resource);` + "\n" + `@id("typo") forbid (principal, action, resource) when { context.sandbx == "none" };`, "rule typo cannot be evaluated"},
+	} {
+		pol := filepath.Join(t.TempDir(), tt.name)
+		os.WriteFile(pol, []byte(tt.src), 0o644)
+		traj = writeTrajectory(t, "list "+tt.name, []fcall{sh("ls")}, nil)
+		code, _, errOut = keel(t, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(), "--policy", pol)
+		if code != 2 || !strings.Contains(errOut, "policy "+pol+": "+tt.want) || !strings.Contains(errOut, "nothing ran") {
+			t.Errorf("keel run --policy %s = %d, want 2 saying %q\n%s", tt.name, code, tt.want, errOut)
+		}
+		if _, st := lastRun(t, db); st.Created.Task != "read the secrets" {
+			t.Errorf("a run was created with %s: %q", tt.name, st.Created.Task)
+		}
 	}
 }
 
@@ -107,5 +117,27 @@ func TestMissingAPIKeyExits2(t *testing.T) {
 				t.Errorf("a run was created:\n%s", out)
 			}
 		}
+	}
+}
+
+// A run in a workspace that is not a git repository says what it changed
+// at its end and in keel runs diff, from its checkpoints, instead of
+// "nothing to compare with".
+func TestNonGitWorkspaceChangeSummary(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	db := setup(t)
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "old.txt"), []byte("one\n"), 0o644)
+	traj := writeTrajectory(t, "take notes", []fcall{{"write_file", map[string]any{"path": "notes.txt", "content": "hi\n"}}}, nil)
+	code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", ws)
+	if code != 0 || !strings.Contains(errOut, "1 file(s) changed since the run's first checkpoint") || !strings.Contains(errOut, "A notes.txt") {
+		t.Fatalf("keel run in a non-git workspace = %d, want the files it changed\n%s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	code, out, errOut := keel(t, "runs", "diff", id)
+	if code != 0 || !strings.Contains(out, "A notes.txt") || !strings.Contains(out, "+hi") {
+		t.Errorf("keel runs diff = %d, want the new file and its diff\n%s%s", code, out, errOut)
 	}
 }

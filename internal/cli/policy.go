@@ -134,18 +134,20 @@ func checkPrincipal(ctx context.Context, dir *identity.Directory, c *agent.RunCr
 	return nil
 }
 
-// warnPolicy warns on stderr about what Engine.Lint finds in the run's
-// policy (a rule that cannot be evaluated, a policy that denies every
-// ordinary call): its own test cases may pass, and the run would still
-// end all_denied.
-func (a *app) warnPolicy(ctx context.Context, c *agent.RunCreated) {
+// checkPolicy refuses a run whose policy Engine.Lint finds wrong (a
+// rule that cannot be evaluated, a policy that denies every ordinary
+// call) before anything runs: its own test cases may pass, and the run
+// would spend model calls only to end all_denied. A usage error (exit 2).
+func (a *app) checkPolicy(ctx context.Context, c *agent.RunCreated) error {
 	e, err := agent.RunPolicy(c)
 	if err != nil || e == nil || e == policy.Default() || c.Policy.Name == policy.DefaultName {
-		return
+		return nil
 	}
-	for _, p := range e.Lint(ctx) {
-		fmt.Fprintf(a.stderr, "keel: WARNING: policy %s: %s (keel policy test says more)\n", c.Policy.Name, p)
+	problems := e.Lint(ctx)
+	if len(problems) == 0 {
+		return nil
 	}
+	return usagef("policy %s: %s; nothing ran (keel policy test %s says more)", c.Policy.Name, strings.Join(problems, "; "), c.Policy.Name)
 }
 
 func (a *app) policyCmd() *cobra.Command {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,7 @@ type runFlags struct {
 	workspace  string
 	mountPath  string
 	env        []string
+	secretEnv  []string
 	setup      string
 	taskFile   string
 	system     string
@@ -136,6 +138,7 @@ SIGTERM, SIGHUP).`,
 	fl.StringVar(&f.mountPath, "mount-path", "/workspace", "where the workspace appears inside the sandbox (with --sandbox none: the workspace's own path)")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE annotation of the run, e.g. task=JIRA-123 (repeatable; keel cost --by label groups by them)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "KEY=VALUE passed into the sandbox (repeatable; stored in the journal, not for secrets)")
+	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "NAME of a variable of Keel's environment passed into the sandbox as a secret: its value is never journaled, results never show it, and calls that carry it out ask (repeatable; docs/security.md)")
 	fl.StringVar(&f.setup, "setup", "", "shell script run in the sandbox before the agent starts")
 	fl.StringVar(&f.taskFile, "task-file", "", "read the task from this file ('-' for stdin)")
 	fl.StringVar(&f.system, "system", "", "system prompt (default: Keel's)")
@@ -249,6 +252,14 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, n := range f.secretEnv {
+		if !envName.MatchString(n) {
+			return usagef("--secret-env %q: want the NAME of an environment variable", n)
+		}
+		if a.getenv(n) == "" {
+			return usagef("--secret-env %s: the variable is not set in Keel's environment", n)
+		}
+	}
 	conn := &service.Connectors{}
 	if conn.MCP, err = a.mcpServers(&f.mcp); err != nil {
 		return err
@@ -271,7 +282,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 				MaxToolCalls: &f.maxToolCalls, MaxChildren: &f.maxChildren, MaxDepth: &f.maxDepth},
 		},
 		Local: &service.LocalRun{Policy: eng, Approval: approval, SandboxLimits: &limits, Settings: &settings,
-			SetupNetwork: f.setupNetwork, SetupTimeout: f.setupTimeout, Connectors: conn,
+			SetupNetwork: f.setupNetwork, SetupTimeout: f.setupTimeout, Connectors: conn, SecretEnv: f.secretEnv,
 			Context: &service.ContextParams{Window: f.ctx.window, Threshold: f.ctx.threshold, HandoffAfter: f.ctx.handoffAfter,
 				NotesFile: f.ctx.notesFile, ActionMode: f.ctx.actionMode, NoMemory: f.ctx.noMemory}},
 	}
@@ -295,7 +306,9 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		if err != nil {
 			return nil, serviceError(err)
 		}
-		a.warnPolicy(ctx, c)
+		if err := a.checkPolicy(ctx, c); err != nil {
+			return nil, err
+		}
 		return c, nil
 	}, live, f.json, f.quiet)
 	return err
@@ -358,8 +371,12 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 	} else {
 		err = a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
 	}
-	if created.Git != nil && !jsonOut && !quiet {
+	switch {
+	case jsonOut || quiet:
+	case created.Git != nil:
 		a.endDiff(ctx, runID, created)
+	default:
+		a.endCheckpointDiff(ctx, store, runID)
 	}
 	return runID, err
 }
@@ -609,3 +626,6 @@ func checkpointsGiven(fl *pflag.FlagSet, given map[string]bool) error {
 	given["checkpoints"] = true
 	return fl.Set("checkpoints", strconv.FormatBool(!no))
 }
+
+// envName is the shape of an environment variable's name.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

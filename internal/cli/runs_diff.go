@@ -83,7 +83,48 @@ func (a *app) runsDiff(ctx context.Context, b backend, id string, at int64, stat
 	if err != nil {
 		return err
 	}
+	if created.Git == nil {
+		// No git commit to compare with (a workspace that is not a git
+		// repository, a fork into a new directory): the run's own
+		// checkpoints say what it changed.
+		last := events[len(events)-1].Seq
+		changes, from, to, err := b.CheckpointDiff(ctx, id, events, last)
+		if err == nil {
+			tui.Changes(tui.Esc(a.stdout), changes, checkpointsSince(from, to), stat)
+			return nil
+		}
+		if !errors.Is(err, checkpoint.ErrNone) {
+			return err
+		}
+	}
 	return tui.RunDiff(ctx, a.stdout, b.WorkspaceDiff, id, created, stat)
+}
+
+// checkpointsSince is what a diff between a run's checkpoints covers.
+func checkpointsSince(from, to int64) string {
+	return fmt.Sprintf("since the run's first checkpoint (event %d; no git commit was recorded at its start), at the checkpoint of event %d", from, to)
+}
+
+// endCheckpointDiff is endDiff for a run that recorded no git commit at
+// its start: the files changed between its first and newest checkpoints
+// (nothing when it has none).
+func (a *app) endCheckpointDiff(ctx context.Context, store journal.Store, runID string) {
+	ctx, cancel := closingContext(ctx)
+	defer cancel()
+	events, err := store.Read(ctx, runID, 1)
+	if err != nil || len(events) == 0 {
+		return
+	}
+	changes, from, to, err := checkpoint.Diff(ctx, events, events[len(events)-1].Seq)
+	if err != nil {
+		return
+	}
+	var b strings.Builder
+	tui.Changes(tui.Esc(&b), changes, checkpointsSince(from, to), true)
+	fmt.Fprintf(a.stderr, "\n%s", b.String())
+	if len(changes) > 0 {
+		fmt.Fprintf(a.stderr, "diff: keel runs diff %s\n", runID)
+	}
 }
 
 // workspaceDiff is a runsBackend's WorkspaceDiff on this machine.

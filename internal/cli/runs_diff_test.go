@@ -67,14 +67,15 @@ func TestRunsDiff(t *testing.T) {
 	if code, out, _ := keel(t, "runs", "diff", "--stat", id); code != 0 || strings.Contains(out, "textstats.py") {
 		t.Errorf("runs diff after undoing the edit = %d:\n%s", code, out)
 	}
-	// A workspace that is not a git repository has no start to compare with.
+	// A workspace that is not a git repository has no commit to compare
+	// with: the run's checkpoints say what it changed.
 	code, _, _ = keel(t, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "-q", "fix it")
 	if code != 0 {
 		t.Fatalf("keel run = %d", code)
 	}
 	id, _ = lastRun(t, db)
-	if code, _, errOut := keel(t, "runs", "diff", id); code != 1 || !strings.Contains(errOut, "recorded no git commit") {
-		t.Errorf("runs diff of a run outside git = %d:\n%s", code, errOut)
+	if code, out, errOut := keel(t, "runs", "diff", id); code != 0 || !strings.Contains(out, "since the run's first checkpoint") || !strings.Contains(out, "M textstats.py") {
+		t.Errorf("runs diff of a run outside git = %d:\n%s%s", code, out, errOut)
 	}
 }
 

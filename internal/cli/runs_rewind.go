@@ -49,6 +49,10 @@ type rewound struct {
 	tree, before string
 	files        []agent.FileChange
 	more         int
+	// asked is the event asked for when the checkpoint is another; later
+	// and missing as in agent.WorkspaceRestored.
+	asked          int64
+	later, missing int
 }
 
 // forked is the fork a Fork made.
@@ -104,6 +108,16 @@ EVENT). A run that a process executes is refused.`,
 func (a *app) printRewound(out io.Writer, runID string, r *rewound) {
 	w := tui.Esc(out)
 	fmt.Fprintf(w, "run %s: files restored to the checkpoint of event %d (%s), journaled as event %d\n", runID, r.to, short(r.tree), r.seq)
+	switch {
+	case r.asked > 0 && r.to > r.asked && r.later > 0:
+		fmt.Fprintf(w, "event %d is in a step whose checkpoint is event %d: the files have the effect of the calls up to event %d, and of %d more of that step that finished after it\n", r.asked, r.to, r.asked, r.later)
+	case r.asked > 0 && r.to > r.asked:
+		fmt.Fprintf(w, "event %d is in a step whose checkpoint is event %d: the files have the effect of the calls up to event %d\n", r.asked, r.to, r.asked)
+	case r.asked > 0 && r.missing > 0:
+		fmt.Fprintf(w, "event %d: no checkpoint after its step (the run paused, resumed or was rewound before one was taken), so the files are those of event %d, without the effects of %d calls that finished between them\n", r.asked, r.to, r.missing)
+	case r.asked > 0:
+		fmt.Fprintf(w, "event %d: the newest checkpoint at or before it is event %d (no file changed between them)\n", r.asked, r.to)
+	}
 	if len(r.files) == 0 && r.more == 0 {
 		fmt.Fprintf(w, "no file changed: the workspace already had those files\n")
 		return
@@ -324,7 +338,7 @@ func (l *local) Rewind(ctx context.Context, id string, to int64, by string) (*re
 	if err != nil {
 		return nil, err
 	}
-	return &rewound{seq: ev.Seq, to: r.To, tree: r.Tree, before: r.Before, files: r.Files, more: r.MoreFiles}, nil
+	return &rewound{seq: ev.Seq, to: r.To, tree: r.Tree, before: r.Before, files: r.Files, more: r.MoreFiles, asked: r.Asked, later: r.Later, missing: r.Missing}, nil
 }
 
 // Fork makes the fork in this journal.
@@ -401,7 +415,7 @@ func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*re
 	if err != nil {
 		return nil, err
 	}
-	out := &rewound{seq: res.Seq, to: res.To, tree: res.Tree, before: res.Before, more: res.MoreFiles}
+	out := &rewound{seq: res.Seq, to: res.To, tree: res.Tree, before: res.Before, more: res.MoreFiles, asked: res.Asked, later: res.Later, missing: res.Missing}
 	for _, f := range res.Files {
 		out.files = append(out.files, agent.FileChange{Path: f.Path, Status: f.Status})
 	}

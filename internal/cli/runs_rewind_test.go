@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,6 +109,19 @@ func TestRewindAndFork(t *testing.T) {
 	if d := cmp.Diff(after, files(t, ws)); d != "" {
 		t.Errorf("undone rewind (-after the run +now):\n%s", d)
 	}
+	// Rewinding to the tool.finished of the edit gives the files with the
+	// edit (the checkpoint at the end of its step), and says so.
+	if code, _, errOut := keel(t, "runs", "rewind", id, "--to", first); code != 0 {
+		t.Fatalf("runs rewind = %d: %s", code, errOut)
+	}
+	edited := editFinished(t, db, id)
+	code, out, errOut = keel(t, "runs", "rewind", id, "--to", edited)
+	if code != 0 || !strings.Contains(out, "event "+edited+" is in a step whose checkpoint is event ") || !strings.Contains(out, "M textstats.py") {
+		t.Fatalf("runs rewind --to %s (the edit's tool.finished) = %d: %s\n%s", edited, code, errOut, out)
+	}
+	if d := cmp.Diff(after, files(t, ws)); d != "" {
+		t.Errorf("rewound to the edit's result (-after the run +now):\n%s", d)
+	}
 	if code, out, _ := keel(t, "runs", "list"); code != 0 || !strings.Contains(out, id+"  completed") {
 		t.Errorf("a rewound run is no longer completed:\n%s", out)
 	}
@@ -153,6 +167,27 @@ func TestRewindAndFork(t *testing.T) {
 		t.Errorf("fork in place (-before +now):\n%s", d)
 	}
 	_ = st
+}
+
+// editFinished is the event of run id's tool.finished of edit_file.
+func editFinished(t *testing.T, db, id string) string {
+	t.Helper()
+	s, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	evs, err := s.Read(t.Context(), id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Type == journal.ToolFinished && strings.Contains(string(e.Payload), `"tool":"edit_file"`) {
+			return strconv.FormatInt(e.Seq, 10)
+		}
+	}
+	t.Fatalf("run %s has no edit_file result", id)
+	return ""
 }
 
 // The same through a team server: keel --server URL runs checkpoints,

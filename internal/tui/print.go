@@ -301,6 +301,11 @@ func (p *Printer) Footer(runID string, o *agent.Outcome) {
 	case p.json || o.Status != journal.StatusFailed || o.End == nil:
 	case limitFlag[o.End.Reason] != "":
 		defer fmt.Fprintf(p.err, "keel: %s\n", continueHint(p.Keel, runID, o.End.Reason, st))
+	case o.End.RetryAt != nil:
+		// The provider limited the rate for longer than the retries
+		// wait: say until when, and how to go on then.
+		defer fmt.Fprintf(p.err, "keel: the provider asked Keel to wait until %s (%s from now); go on then with: %s runs resume %s\n",
+			o.End.RetryAt.Local().Format("15:04:05 MST"), time.Until(*o.End.RetryAt).Round(time.Second), p.Keel, runID)
 	case healthStop[o.End.Reason]:
 		// Loop detection stopped the model: a plain resume would stop
 		// again at once; a person's message starts it afresh.

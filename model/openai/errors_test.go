@@ -142,6 +142,36 @@ func TestSDKRetries(t *testing.T) {
 	}
 }
 
+// A 429 whose Retry-After is longer than the SDK waits fails the call
+// with the provider's delay, said in the error.
+func TestLongRetryAfterIsSaid(t *testing.T) {
+	t.Parallel()
+	for _, header := range []string{"Retry-After", "Retry-After-Ms"} {
+		t.Run(header, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				v := "3600"
+				if header == "Retry-After-Ms" {
+					v = "3600000"
+				}
+				w.Header().Set(header, v)
+				w.WriteHeader(http.StatusTooManyRequests)
+				io.WriteString(w, `{"error":{"message":"You exceeded your current quota","type":"requests","code":"rate_limit_exceeded"}}`)
+			}))
+			t.Cleanup(srv.Close)
+			_, err := newModel(t, srv, &openai.Options{Model: "gpt-4o", APIKey: "sk-test", MaxRetries: 1, RetryBackoff: func(int) time.Duration { return 0 }}).Generate(t.Context(), userRequest())
+			var me *model.Error
+			if !errors.As(err, &me) || me.Kind != model.KindRateLimited || me.RetryAfter != time.Hour {
+				t.Fatalf("Generate error = %v, want a rate limit asking for an hour", err)
+			}
+			if !strings.Contains(err.Error(), "the provider asked to wait 1h0m0s before the next request") {
+				t.Errorf("the error does not say the provider's wait: %v", err)
+			}
+		})
+	}
+}
+
 func TestAPIKeyNotInErrors(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -284,6 +284,13 @@ type Rewound struct {
 	// MoreFiles counts those beyond the list.
 	Files     []FileChange `json:"files,omitempty"`
 	MoreFiles int          `json:"more_files,omitempty"`
+	// Asked is the event asked for when the checkpoint restored is
+	// another: the one at the end of its step, which also has the
+	// effects of Later calls of that step, or the newest before it,
+	// which lacks the effects of Missing calls.
+	Asked   int64 `json:"asked,omitempty"`
+	Later   int   `json:"later,omitempty"`
+	Missing int   `json:"missing,omitempty"`
 }
 
 // FileChange is one file a rewind changed.

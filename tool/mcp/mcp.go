@@ -137,6 +137,11 @@ type Client struct {
 	accepted map[string]string // server tool name → pin approved in this process
 	closed   bool
 	inflight []*inflight // calls in progress, oldest first
+	// timeouts counts the calls in a row that got no answer within
+	// CallTimeout (an answer resets it): a stdio server is stopped at
+	// the first (and started again for the next call); a server over
+	// HTTP is no longer called after maxTimeouts.
+	timeouts int
 
 	// With Options.Auth: the vault provider of the server's tokens (""
 	// until the server asks for authorization), the scopes its calls
@@ -671,6 +676,9 @@ func (c *Client) handler(remote, pin string) tool.Handler {
 		if t == nil {
 			return tool.Errorf("the MCP server %s no longer offers the tool %q", c.srv.Name, remote), nil
 		}
+		if proc == nil && c.wedged() {
+			return tool.Errorf("not called: the MCP server %s did not answer %d calls in a row (each waited %s), so Keel no longer calls it in this execution (resuming the run connects to it again); do without its tools", c.srv.Name, maxTimeouts, c.opts.CallTimeout), nil
+		}
 		if cs == nil || (proc != nil && !proc.alive()) {
 			note := ""
 			if proc != nil {
@@ -712,12 +720,63 @@ func (c *Client) handler(remote, pin string) tool.Handler {
 			case ctx.Err() != nil:
 				return nil, ctx.Err()
 			}
-			r := tool.Errorf("the MCP server %s failed to run %s: %s%s", c.srv.Name, remote, tool.Preview(msg, 2000), c.deathNote())
-			r.TimedOut = errors.Is(context.Cause(cctx), errCallTimeout)
+			timedOut := errors.Is(context.Cause(cctx), errCallTimeout)
+			note := c.deathNote()
+			if timedOut {
+				note = c.timedOut(cs)
+			}
+			r := tool.Errorf("the MCP server %s failed to run %s: %s%s", c.srv.Name, remote, tool.Preview(msg, 2000), note)
+			r.TimedOut = timedOut
 			return r, nil
 		}
+		c.mu.Lock()
+		c.timeouts = 0
+		c.mu.Unlock()
 		return convert(req, res), nil
 	}
+}
+
+// maxTimeouts is how many calls in a row a server over HTTP may leave
+// unanswered within the call timeout before Keel stops calling it: a
+// wedged server would otherwise hold every later call of the run for the
+// whole timeout.
+const maxTimeouts = 2
+
+// wedged reports whether the server left maxTimeouts calls in a row
+// unanswered.
+func (c *Client) wedged() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.timeouts >= maxTimeouts
+}
+
+// timedOut counts a call of session cs that got no answer in time and
+// says what Keel did about it: a stdio server still on cs is stopped
+// (a server that ignores the call's cancellation would hold every
+// later call), to be started again for the next call; a server over
+// HTTP is called no more after maxTimeouts.
+func (c *Client) timedOut(cs *sdk.ClientSession) string {
+	c.mu.Lock()
+	c.timeouts++
+	if c.proc == nil {
+		n := c.timeouts
+		c.mu.Unlock()
+		if n >= maxTimeouts {
+			return fmt.Sprintf("; it left %d calls in a row unanswered, so Keel no longer calls it in this execution", n)
+		}
+		return ""
+	}
+	if c.session != cs {
+		c.mu.Unlock()
+		return "" // restarted already by another call
+	}
+	proc := c.proc
+	c.session, c.proc = nil, nil
+	c.timeouts = 0
+	c.mu.Unlock()
+	proc.close()
+	cs.Close()
+	return "; Keel stopped the server (it did not answer in time) and starts it again for the next call"
 }
 
 // errCallTimeout is the cause of a call that ran past CallTimeout.

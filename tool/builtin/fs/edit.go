@@ -38,6 +38,7 @@ func editTool() *tool.Tool {
 }`),
 		Effect: tool.WorkspaceWrite,
 		Scope:  pathScope(""),
+		State:  fileState,
 	}
 }
 

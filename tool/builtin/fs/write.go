@@ -34,6 +34,7 @@ func writeTool() *tool.Tool {
 }`),
 		Effect: tool.WorkspaceWrite,
 		Scope:  pathScope(""),
+		State:  fileState,
 	}
 }
 

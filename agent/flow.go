@@ -1,0 +1,246 @@
+package agent
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/redact"
+)
+
+// Information-flow labels (docs/security.md, "Information flow"). Every
+// tool result the run sees has an integrity (trusted, or untrusted: from
+// the network or an external system) and a confidentiality (public, or
+// private: read with a credential or from a connector). The executor
+// journals the label of each result that is not trusted and public in
+// its tool.finished; the fold keeps the first event that brought
+// untrusted input and the first that brought private or secret data, and
+// the gate shows both to the policy ([policy.Flow]).
+
+// Label values.
+const (
+	LabelUntrusted = "untrusted"
+	LabelPrivate   = "private"
+	LabelSecret    = "secret"
+)
+
+// DataLabel is the label of a tool result that is not trusted and
+// public.
+type DataLabel struct {
+	// Integrity is "untrusted" ("" means trusted).
+	Integrity string `json:"integrity,omitempty"`
+	// Confidentiality is "private" ("" means public).
+	Confidentiality string `json:"confidentiality,omitempty"`
+	// Why says where the data came from, for people.
+	Why string `json:"why,omitempty"`
+}
+
+// FlowMark is the event that first brought untrusted input, or private
+// or secret data, into a run.
+type FlowMark struct {
+	Seq    int64  `json:"seq"`
+	CallID string `json:"call_id,omitempty"`
+	Why    string `json:"why"`
+}
+
+// String says the mark for people: "fetch_url result of call c1 (event 7)".
+func (m *FlowMark) String() string {
+	if m == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s (event %d)", m.Why, m.Seq)
+}
+
+// Flow is what a run's data has been so far: the event that first
+// brought untrusted input (nil: none yet) and those that brought private
+// or secret data (the first of each tool, at most [MaxPrivateMarks]).
+type Flow struct {
+	Untrusted *FlowMark   `json:"untrusted,omitempty"`
+	Private   []*FlowMark `json:"private,omitempty"`
+}
+
+// MaxPrivateMarks bounds the private-data sources a run's flow keeps.
+const MaxPrivateMarks = 4
+
+// private says the private-data sources for people ("" when none).
+func (f *Flow) private() string {
+	var s []string
+	for _, m := range f.Private {
+		s = append(s, m.String())
+	}
+	return strings.Join(s, "; ")
+}
+
+// Secret is a value the run holds that must not leave it: a variable of
+// the sandbox's environment given as secret, a connector's token. Name
+// names it for people and policies; the value is never journaled.
+type Secret struct {
+	Name  string
+	Value string
+}
+
+// foldCreatedFlow marks what a run holds from its start: untrusted
+// offered memory or a trigger's payload, secrets in its sandbox.
+func (s *State) foldCreatedFlow(c *RunCreated) {
+	if r := c.Recall; r != nil {
+		for _, e := range r.Entries {
+			if e.Labels.Untrusted() {
+				s.Flow.Untrusted = &FlowMark{Seq: 1, Why: "an untrusted memory entry offered to the run"}
+				break
+			}
+		}
+	}
+	if c.Labels["keel.trigger"] != "" && s.Flow.Untrusted == nil {
+		s.Flow.Untrusted = &FlowMark{Seq: 1, Why: "the payload of trigger " + c.Labels["keel.trigger"]}
+	}
+	if len(c.SecretEnv) > 0 {
+		s.Flow.Private = append(s.Flow.Private, &FlowMark{Seq: 1, Why: "the sandbox holds secret " + strings.Join(c.SecretEnv, ", ")})
+	}
+}
+
+// resultLabel is the label of a call's result (nil: trusted and public).
+func (s *State) resultLabel(c *Call, f *ToolFinished) *DataLabel {
+	if f.Synthetic {
+		return nil
+	}
+	l := &DataLabel{}
+	var why []string
+	if f.Untrusted || untrustedTool(s, c.Name) {
+		l.Integrity = LabelUntrusted
+	}
+	if c.Decision != nil && c.Decision.Credential != nil && c.Decision.Credential.Provider != "" {
+		l.Confidentiality = LabelPrivate
+		why = append(why, "read with a credential of "+c.Decision.Credential.Provider)
+	} else if s.connectorTool(c.Name) {
+		l.Confidentiality = LabelPrivate
+		why = append(why, "read from a connector")
+	}
+	if *l == (DataLabel{}) {
+		return nil
+	}
+	l.Why = strings.Join(why, "; ")
+	return l
+}
+
+// connectorTool reports whether a tool is one of the run's connectors
+// (an OpenAPI API or a database), whose results are private data.
+func (s *State) connectorTool(name string) bool {
+	server := ""
+	for _, t := range s.Created.Tools {
+		if t.Name == name {
+			server = t.Server
+		}
+	}
+	if server == "" {
+		return false
+	}
+	for _, o := range s.Created.OpenAPI {
+		if o.Name == server {
+			return true
+		}
+	}
+	for _, q := range s.Created.SQL {
+		if q.Name == server {
+			return true
+		}
+	}
+	return false
+}
+
+// foldResultFlow marks the flow of a result appended at seq.
+func (s *State) foldResultFlow(seq int64, c *Call, f *ToolFinished) {
+	l := f.Label
+	if l == nil {
+		l = s.resultLabel(c, f) // journals written before labels
+	}
+	if l == nil {
+		return
+	}
+	if l.Integrity == LabelUntrusted && s.Flow.Untrusted == nil {
+		s.Flow.Untrusted = &FlowMark{Seq: seq, CallID: c.ID, Why: fmt.Sprintf("%s result of call %s", c.Name, c.ID)}
+	}
+	if (l.Confidentiality == LabelPrivate || l.Confidentiality == LabelSecret) && len(s.Flow.Private) < MaxPrivateMarks {
+		prefix := c.Name + " result of call "
+		for _, m := range s.Flow.Private {
+			if strings.HasPrefix(m.Why, prefix) {
+				return // this tool's first result is marked already
+			}
+		}
+		why := prefix + c.ID
+		if l.Why != "" {
+			why += ", " + l.Why
+		}
+		s.Flow.Private = append(s.Flow.Private, &FlowMark{Seq: seq, CallID: c.ID, Why: why})
+	}
+}
+
+// secretScanner finds a run's secrets in a call's arguments.
+type secretScanner struct {
+	names []string
+	set   *redact.Secrets
+	refs  []*regexp.Regexp // a reference to each secret's variable
+}
+
+func newSecretScanner(secrets []Secret, env []string) *secretScanner {
+	if len(secrets) == 0 {
+		return nil
+	}
+	sc := &secretScanner{}
+	values := make([]string, len(secrets))
+	for i, s := range secrets {
+		sc.names = append(sc.names, s.Name)
+		values[i] = s.Value
+		if slices.Contains(env, s.Name) && validName.MatchString(s.Name) {
+			sc.refs = append(sc.refs, regexp.MustCompile(`(^|[^A-Za-z0-9_])`+s.Name+`($|[^A-Za-z0-9_])`))
+		} else {
+			sc.refs = append(sc.refs, nil)
+		}
+	}
+	sc.set = redact.NewSecrets(values...)
+	return sc
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// scan returns the secrets args carry: by value in any argument, or, for
+// tools that run code or commands, by naming the variable of one.
+func (sc *secretScanner) scan(toolName string, args []byte) []policy.SecretUse {
+	if sc == nil {
+		return nil
+	}
+	var out []policy.SecretUse
+	seen := map[int]bool{}
+	for _, m := range sc.set.Scan(string(args)) {
+		seen[m.Value] = true
+		out = append(out, policy.SecretUse{Name: sc.names[m.Value], Form: m.Form})
+	}
+	if toolName == "bash" || toolName == "python" {
+		for i, re := range sc.refs {
+			if re != nil && !seen[i] && re.Match(args) {
+				out = append(out, policy.SecretUse{Name: sc.names[i], Form: "by reference to its variable"})
+			}
+		}
+	}
+	return out
+}
+
+// hide returns text without the secrets' values in any form.
+func (sc *secretScanner) hide(text string) string {
+	if sc == nil {
+		return text
+	}
+	return sc.set.Hide(text)
+}
+
+// callFlow is the flow the gate shows the policy for a call.
+func (x *executor) callFlow(toolName string, args []byte) *policy.Flow {
+	fl := &policy.Flow{Secrets: x.secrets.scan(toolName, args), Untrusted: x.st.Flow.Untrusted.String(), Private: x.st.Flow.private()}
+	l := x.st.Created.Labels
+	fl.Unattended = l["keel.schedule"] != "" || l["keel.trigger"] != ""
+	if len(fl.Secrets) == 0 && fl.Untrusted == "" && fl.Private == "" && !fl.Unattended {
+		return nil
+	}
+	return fl
+}

@@ -1,0 +1,117 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/tool/builtin/fs"
+)
+
+// askWrites asks before every file write.
+const askWrites = `
+@id("all") permit(principal, action, resource);
+@id("writes") @ask forbid(principal, action in [Keel::Action::"write_file", Keel::Action::"edit_file"], resource);
+`
+
+// An approved write does not overwrite a file that changed after the
+// approval was asked: the person approved a diff of what was there then.
+// The model is told, and the file keeps the person's change.
+func TestStaleApprovalDoesNotOverwrite(t *testing.T) {
+	edit := func(id string, old ...string) model.ToolCall {
+		o := "one"
+		if len(old) > 0 {
+			o = old[0]
+		}
+		b, _ := json.Marshal(map[string]string{"path": "a.txt", "old_string": o, "new_string": strings.ToUpper(o)})
+		return tc(id, fs.EditName, string(b))
+	}
+	write := func(id string) model.ToolCall {
+		b, _ := json.Marshal(map[string]string{"path": "new.txt", "content": "model\n"})
+		return tc(id, fs.WriteName, string(b))
+	}
+	cases := []struct {
+		name     string
+		call     model.ToolCall
+		also     []model.ToolCall // more calls of the turn, approved with it
+		file     string
+		before   *string // the file when the model asks (nil: absent)
+		meantime *string // the file when the person approves (nil: absent)
+		want     string  // the file after the approved call
+		refused  string  // in the call's result when it was refused
+	}{
+		{name: "unchanged edit", call: edit("c1"), file: "a.txt", before: ptr("one\ntwo\n"), meantime: ptr("one\ntwo\n"), want: "ONE\ntwo\n"},
+		{name: "edited meanwhile", call: edit("c1"), file: "a.txt", before: ptr("one\ntwo\n"), meantime: ptr("one\ntwo\nthree by hand\n"), want: "one\ntwo\nthree by hand\n", refused: "a.txt was changed after this call asked for approval"},
+		{name: "removed meanwhile", call: edit("c1"), file: "a.txt", before: ptr("one\n"), meantime: nil, refused: "a.txt was removed after this call asked for approval"},
+		{name: "two approved edits of one file", call: edit("c1"), also: []model.ToolCall{edit("c2", "two")}, file: "a.txt", before: ptr("one\ntwo\n"), meantime: ptr("one\ntwo\n"), want: "ONE\nTWO\n"},
+		{name: "new file", call: write("c1"), file: "new.txt", want: "model\n"},
+		{name: "created meanwhile", call: write("c1"), file: "new.txt", meantime: ptr("by hand\n"), want: "by hand\n", refused: "new.txt was created after this call asked for approval"},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			fs.Register(e.reg, nil)
+			path := filepath.Join(e.ws.Root(), tt.file)
+			set := func(s *string) {
+				t.Helper()
+				if s == nil {
+					if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+						t.Fatal(err)
+					}
+					return
+				}
+				if err := os.WriteFile(path, []byte(*s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			set(tt.before)
+			m := &script{turns: []model.Message{calls(append([]model.ToolCall{tt.call}, tt.also...)...), answer("done")}}
+			id := e.create(&agent.RunCreated{Policy: policyRef(t, askWrites)})
+			out, err := e.rt.Execute(t.Context(), id, e.params(m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != journal.StatusPaused {
+				t.Fatalf("status %s, want paused at the approval", out.Status)
+			}
+			set(tt.meantime)
+			for _, c := range append([]model.ToolCall{tt.call}, tt.also...) {
+				if err := e.rt.Resolve(t.Context(), id, c.ID, &agent.ApprovalResolved{Decision: policy.Allow, By: "ann"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if out, err = e.rt.Execute(t.Context(), id, e.params(m)); err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != journal.StatusCompleted {
+				t.Errorf("status %s after the approval, want completed", out.Status)
+			}
+			got, err := os.ReadFile(path)
+			if tt.want == "" {
+				if !os.IsNotExist(err) {
+					t.Errorf("the file is %q (%v), want none", got, err)
+				}
+			} else if string(got) != tt.want {
+				t.Errorf("the file is %q, want %q", got, tt.want)
+			}
+			res := payloads[agent.ToolFinished](t, e.events(id), journal.ToolFinished)
+			if len(res) != 1+len(tt.also) {
+				t.Fatalf("%d results", len(res))
+			}
+			switch {
+			case tt.refused == "" && res[0].IsError:
+				t.Errorf("the approved call failed: %s", res[0].Content)
+			case tt.refused != "" && (!res[0].IsError || !strings.Contains(res[0].Content, tt.refused) || !strings.Contains(res[0].Content, "asked, again with the new diff")):
+				t.Errorf("the model saw %q, want it refused with %q", res[0].Content, tt.refused)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

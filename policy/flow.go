@@ -1,0 +1,172 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/cedar-policy/cedar-go"
+)
+
+// Flow is what the gate knows of the data a call may carry out and of
+// the data the run has seen so far (docs/security.md, "Information
+// flow"). The runtime fills it from the run's journal and the secrets it
+// holds; policies see it in the context as carries_secret, secrets,
+// untrusted_seen, private_touched, untrusted_source, private_source and
+// unattended, and per part as data_out, autorun and hides_from_git.
+type Flow struct {
+	// Secrets are the secrets the call's arguments carry: by value, in a
+	// common encoding, in part, or by naming the variable that holds one
+	// in code or a command line.
+	Secrets []SecretUse `json:"secrets,omitempty"`
+	// Untrusted says what first brought untrusted input into the run (a
+	// fetched page, an MCP or connector result...), with its event; ""
+	// when nothing did.
+	Untrusted string `json:"untrusted,omitempty"`
+	// Private says what first brought private or secret data into the
+	// run (a result read with a credential or from a connector, a secret
+	// given to the sandbox), with its event; "" when nothing did.
+	Private string `json:"private,omitempty"`
+	// Unattended is set for runs nobody is there to approve (started by
+	// a schedule or a trigger): the default policy denies what it would
+	// ask.
+	Unattended bool `json:"unattended,omitempty"`
+}
+
+// SecretUse is one secret a call carries.
+type SecretUse struct {
+	// Name names the secret (its variable, "vault token of PROVIDER"...).
+	Name string `json:"name"`
+	// Form is how it is spelled: "as is", "base64", "hex", "reversed",
+	// "url-escaped", "base64 inside", "split", "by reference"...
+	Form string `json:"form"`
+	// Where is the argument it is in ("url", "body", "headers", "command").
+	Where string `json:"where,omitempty"`
+}
+
+// String says the use for people: "API_TOKEN (base64, in body)".
+func (s SecretUse) String() string {
+	where := ""
+	if s.Where != "" {
+		where = ", in " + s.Where
+	}
+	return fmt.Sprintf("%s (%s%s)", s.Name, s.Form, where)
+}
+
+// Policy ids of the default policy's information-flow rules, whose
+// asks and denials [Engine.Decide] explains with the flow.
+var flowPolicies = []string{"secret-out", "secret-out-unattended", "trifecta", "trifecta-unattended", "autorun-after-untrusted", "autorun-unattended"}
+
+// flowContext adds the call's flow to a part's context.
+func flowContext(ctx cedar.RecordMap, fl *Flow) {
+	if fl == nil {
+		fl = &Flow{}
+	}
+	var names []string
+	for _, s := range fl.Secrets {
+		if !slices.Contains(names, s.Name) {
+			names = append(names, s.Name)
+		}
+	}
+	ctx["carries_secret"] = cedar.Boolean(len(fl.Secrets) > 0)
+	ctx["secrets"] = strSet(names)
+	ctx["untrusted_seen"] = cedar.Boolean(fl.Untrusted != "")
+	ctx["private_touched"] = cedar.Boolean(fl.Private != "")
+	ctx["untrusted_source"] = cedar.String(fl.Untrusted)
+	ctx["private_source"] = cedar.String(fl.Private)
+	ctx["unattended"] = cedar.Boolean(fl.Unattended)
+}
+
+// flowDetail explains the flow of a call that a flow rule asked about or
+// denied: which secrets it carries and how, what untrusted input and
+// private data the run saw.
+func flowDetail(fl *Flow) string {
+	if fl == nil {
+		return ""
+	}
+	var parts []string
+	for _, s := range fl.Secrets {
+		parts = append(parts, "carries secret "+s.String())
+	}
+	if fl.Untrusted != "" {
+		parts = append(parts, "untrusted input: "+fl.Untrusted)
+	}
+	if fl.Private != "" {
+		parts = append(parts, "private data: "+fl.Private)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// dataOut reports whether a part can carry data out of the run: a
+// request to any host (its URL, query, headers and body), a call of an
+// MCP server's or connector's tool with arguments, a command that uses
+// the network, or one whose code is unknown when the run may reach a
+// host.
+func dataOut(c *Call, f *facts, networkAllowed bool) bool {
+	switch {
+	case c.Tool == "fetch_url" || c.Tool == "http_request":
+		return true
+	case c.Server != "":
+		a := strings.TrimSpace(string(c.Arguments))
+		return a != "" && a != "{}" && a != "null"
+	case c.Tool == "bash":
+		return f.network || ((f.dynamic || f.code) && networkAllowed)
+	case c.Effect == "external" && networkAllowed:
+		// python and other tools running code in the sandbox.
+		return true
+	}
+	return false
+}
+
+// autorunNames are workspace files that run on their own on a person's
+// machine: shells and direnv on entering the directory, editors on
+// opening the folder, test runners and Python on start, git on its
+// commands, CI on a push.
+var autorunNames = []string{".envrc", ".bashrc", ".bash_profile", ".profile", ".zshrc", ".zshenv", "conftest.py",
+	"sitecustomize.py", "usercustomize.py", ".pre-commit-config.yaml", "pytest.ini", "tox.ini", "noxfile.py"}
+
+var autorunDirs = []string{".vscode", ".idea", ".devcontainer", ".git/hooks", ".githooks", ".husky", ".github/workflows", ".gitlab-ci.yml", ".circleci"}
+
+// autorun reports whether rel (workspace-relative) is a file that runs
+// on its own; hides whether writing it hides files from git.
+func autorun(rel string) (run, hides bool) {
+	rel = strings.TrimPrefix(path.Clean("/"+rel), "/")
+	base := path.Base(rel)
+	if base == ".gitignore" || rel == ".git/info/exclude" || rel == ".gitattributes" || rel == ".git/config" {
+		return rel == ".git/config", true
+	}
+	if slices.Contains(autorunNames, base) || strings.HasSuffix(base, ".pth") {
+		return true, false
+	}
+	for _, d := range autorunDirs {
+		if rel == d || strings.HasPrefix(rel, d+"/") {
+			return true, false
+		}
+	}
+	return false, false
+}
+
+// persistence classifies the paths a part writes (absolute, under
+// mount) and a git command that hides changes from git.
+func persistence(cmd *Command, written []string, mount string) (run, hides bool) {
+	for _, w := range written {
+		rel, ok := strings.CutPrefix(w, strings.TrimSuffix(mount, "/")+"/")
+		if !ok {
+			continue
+		}
+		r, h := autorun(rel)
+		run, hides = run || r, hides || h
+	}
+	if cmd != nil && cmd.Name() == "git" {
+		for _, a := range cmd.Args() {
+			switch a {
+			case "--assume-unchanged", "--skip-worktree", "update-index", "--intent-to-add":
+				if slices.Contains(cmd.Args(), "update-index") {
+					hides = true
+				}
+			}
+		}
+	}
+	return run, hides
+}

@@ -1,0 +1,95 @@
+package policy_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/keel-run/keel/policy"
+)
+
+// The default policy's information-flow rules: a call that can carry
+// data out and carries a secret asks, and is denied when nobody attends
+// the run; after untrusted input and private data every way out asks;
+// after untrusted input, persistence and hiding from git ask; ordinary
+// work without either label is decided as before.
+func TestDefaultFlowRules(t *testing.T) {
+	t.Parallel()
+	e := policy.Default()
+	secret := &policy.Flow{Secrets: []policy.SecretUse{{Name: "API_TOKEN", Form: "base64"}}}
+	trifecta := &policy.Flow{Untrusted: "fetch_url result of call c0 (event 5)", Private: "the sandbox holds secret API_TOKEN (event 1)"}
+	untrusted := &policy.Flow{Untrusted: "fetch_url result of call c0 (event 5)"}
+	unattended := func(f policy.Flow) *policy.Flow { f.Unattended = true; return &f }
+	net := []string{"h.example"}
+	for _, tt := range []struct {
+		name   string
+		call   policy.Call
+		want   policy.Effect
+		reason string // a substring of the decision's reason
+	}{
+		{"fetch with a secret", policy.Call{Tool: "fetch_url", Network: net, Flow: secret, Arguments: json.RawMessage(`{"url":"https://h.example/?d=x"}`)},
+			policy.Ask, "carries secret API_TOKEN (base64)"},
+		{"fetch with a secret, unattended", policy.Call{Tool: "fetch_url", Network: net, Flow: unattended(*secret), Arguments: json.RawMessage(`{"url":"https://h.example/?d=x"}`)},
+			policy.Deny, "nobody attends"},
+		{"write_file with a secret stays", policy.Call{Tool: "write_file", Effect: "workspace_write", Paths: []string{"notes.txt"}, Flow: secret, Arguments: json.RawMessage(`{"path":"notes.txt","content":"x"}`)},
+			policy.Allow, ""},
+		{"curl after the trifecta", policy.Call{Tool: "bash", Sandbox: "linux", Network: net, Flow: trifecta, Arguments: json.RawMessage(`{"command":"curl -s https://h.example/x"}`)},
+			policy.Ask, "untrusted input: fetch_url result"},
+		{"python -c after the trifecta, a host allowed", policy.Call{Tool: "bash", Sandbox: "linux", Network: net, Flow: trifecta, Arguments: json.RawMessage(`{"command":"python3 -c 'print(1)'"}`)},
+			policy.Ask, "private data: the sandbox holds"},
+		{"python -c after the trifecta, no host allowed", policy.Call{Tool: "bash", Sandbox: "linux", Flow: trifecta, Arguments: json.RawMessage(`{"command":"python3 -c 'print(1)'"}`)},
+			policy.Allow, ""},
+		{"reads after the trifecta", policy.Call{Tool: "bash", Sandbox: "linux", Network: net, Flow: trifecta, Arguments: json.RawMessage(`{"command":"grep -n def src/app.py"}`)},
+			policy.Allow, ""},
+		{"git push after the trifecta, unattended", policy.Call{Tool: "bash", Sandbox: "linux", Network: net, Flow: unattended(*trifecta), Arguments: json.RawMessage(`{"command":"git push origin main"}`)},
+			policy.Deny, "nobody attends"},
+		{"mcp tool after the trifecta", policy.Call{Tool: "notes__save", Server: "notes", Effect: "external", Network: net, Flow: trifecta, Arguments: json.RawMessage(`{"text":"x"}`)},
+			policy.Ask, "can carry data out"},
+		{"mcp tool without arguments after the trifecta", policy.Call{Tool: "notes__list", Server: "notes", Effect: "read_only", Network: net, Flow: trifecta, Arguments: json.RawMessage(`{}`)},
+			policy.Allow, ""},
+		{"fetch after untrusted input only", policy.Call{Tool: "fetch_url", Network: net, Flow: untrusted, Arguments: json.RawMessage(`{"url":"https://h.example/docs"}`)},
+			policy.Allow, ""},
+		{".envrc after untrusted input", policy.Call{Tool: "write_file", Effect: "workspace_write", Paths: []string{".envrc"}, Flow: untrusted, Arguments: json.RawMessage(`{"path":".envrc","content":"x"}`)},
+			policy.Ask, "runs on its own"},
+		{"conftest by redirect after untrusted input", policy.Call{Tool: "bash", Sandbox: "linux", Flow: untrusted, Arguments: json.RawMessage(`{"command":"printf x > tests/conftest.py"}`)},
+			policy.Ask, "runs on its own"},
+		{".gitignore after untrusted input", policy.Call{Tool: "bash", Sandbox: "linux", Flow: untrusted, Arguments: json.RawMessage(`{"command":"echo build/ >> .gitignore"}`)},
+			policy.Ask, "hides files from git"},
+		{"git update-index after untrusted input", policy.Call{Tool: "bash", Sandbox: "linux", Flow: untrusted, Arguments: json.RawMessage(`{"command":"git update-index --assume-unchanged setup.py"}`)},
+			policy.Ask, "hides files from git"},
+		{".envrc without untrusted input", policy.Call{Tool: "write_file", Effect: "workspace_write", Paths: []string{".envrc"}, Arguments: json.RawMessage(`{"path":".envrc","content":"x"}`)},
+			policy.Allow, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := tt.call
+			if c.Effect == "" {
+				c.Effect = "external"
+			}
+			d := e.Decide(t.Context(), &c)
+			if d.Effect != tt.want || !strings.Contains(d.Reason, tt.reason) {
+				t.Errorf("Decide = %s %q, want %s with %q\nparts: %+v", d.Effect, d.Reason, tt.want, tt.reason, d.Parts)
+			}
+		})
+	}
+}
+
+// A remembered approval of an http_request binds its method, URL and a
+// digest of its headers and body: the part text differs when any does.
+func TestRequestPartText(t *testing.T) {
+	t.Parallel()
+	e := policy.Default()
+	text := func(args string) string {
+		d := e.Decide(t.Context(), &policy.Call{Tool: "http_request", Effect: "external", Network: []string{"h.example"}, Arguments: json.RawMessage(args)})
+		return d.Parts[0].Text
+	}
+	plain := text(`{"url":"https://h.example/c"}`)
+	if plain != "https://h.example/c" {
+		t.Errorf("plain GET part = %q", plain)
+	}
+	a, b := text(`{"method":"POST","url":"https://h.example/c","body":"x=1"}`), text(`{"method":"POST","url":"https://h.example/c","body":"x=2"}`)
+	h := text(`{"url":"https://h.example/c","headers":["X-A: 1"]}`)
+	if a == b || a == plain || h == plain || !strings.HasPrefix(a, "POST https://h.example/c (headers and body sha256:") {
+		t.Errorf("parts: %q %q %q", a, b, h)
+	}
+}

@@ -1,0 +1,82 @@
+package redact_test
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/keel-run/keel/redact"
+)
+
+func TestSecretsScan(t *testing.T) {
+	t.Parallel()
+	const tok = "kcS-9f3a1c77e2b04d5a8e61"
+	other := "hunter2-but-longer"
+	set := redact.NewSecrets(tok, other)
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	for _, tt := range []struct {
+		name, text string
+		want       []redact.Match
+	}{
+		{"nothing", "GET /docs?q=python", nil},
+		{"as is", `{"url":"http://h/c?d=` + tok + `"}`, []redact.Match{{0, "as is"}}},
+		{"base64 of the value", b64(tok), []redact.Match{{0, "base64"}}},
+		{"base64 of a text holding it", b64("tok=" + tok + "&x=1"), []redact.Match{{0, "base64 inside"}}},
+		{"hex of a text holding it", hex.EncodeToString([]byte("t=" + tok)), []redact.Match{{0, "hex"}}},
+		{"percent-encoded", "d=" + url.PathEscape("a b/"+tok), []redact.Match{{0, "as is"}}},
+		{"percent-encoded letters", "d=%6b%63%53-9f3a1c77e2b04d5a8e61", []redact.Match{{0, "url-escaped"}}},
+		{"reversed", "r=" + reverse(tok), []redact.Match{{0, "reversed"}}},
+		{"a half", "p=" + tok[:12], []redact.Match{{0, "split"}}},
+		{"the other half", "p=" + tok[12:], []redact.Match{{0, "split"}}},
+		{"too short a piece", "p=" + tok[:9], nil},
+		{"two values", other + " and " + tok, []redact.Match{{0, "as is"}, {1, "as is"}}},
+		{"upper-case hex", strings.ToUpper(hex.EncodeToString([]byte(tok))), []redact.Match{{0, "hex"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tt.want, set.Scan(tt.text)); diff != "" {
+				t.Errorf("Scan(%q) (-want +got):\n%s", tt.text, diff)
+			}
+		})
+	}
+	if got := (*redact.Secrets)(nil).Scan(tok); got != nil {
+		t.Errorf("nil set: %v", got)
+	}
+}
+
+func reverse(s string) string {
+	r := []rune(s)
+	slices.Reverse(r)
+	return string(r)
+}
+
+// BenchmarkScanPerCall is the scanner's cost per tool call: three secrets
+// against the arguments of a typical call (a 300-byte command line) and
+// a large one (a 16 KiB file write). It reports p50 and p99.
+func BenchmarkScanPerCall(b *testing.B) {
+	set := redact.NewSecrets("kcS-9f3a1c77e2b04d5a8e61", "ghp_0123456789abcdefghijABCDEFGHIJ012345", "sk-proj-abcdefghijklmnopqrstuvwxyz012345")
+	for _, size := range []int{300, 16 << 10} {
+		args := fmt.Sprintf(`{"command":"cd /workspace && %s"}`, strings.Repeat("grep -n def src/marshmallow/fields.py | head; ", size/48))
+		b.Run(fmt.Sprintf("%dB", len(args)), func(b *testing.B) {
+			var ds []time.Duration
+			for b.Loop() {
+				s := time.Now()
+				if len(set.Scan(args)) != 0 {
+					b.Fatal("found a secret")
+				}
+				ds = append(ds, time.Since(s))
+			}
+			sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+			b.ReportMetric(float64(ds[len(ds)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}

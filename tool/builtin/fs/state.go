@@ -1,0 +1,51 @@
+package fs
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	iofs "io/fs"
+
+	"github.com/keel-run/keel/tool"
+)
+
+// fileState is the [tool.Tool.State] of write_file and edit_file: the
+// SHA-256 of the file the call would write ("sha256:HEX"), "absent" when
+// there is none, "" when it cannot be read (the call then fails or is
+// refused on its own).
+func fileState(req *tool.Request) string {
+	var in struct {
+		Path string `json:"path"`
+	}
+	if json.Unmarshal(req.Arguments, &in) != nil || in.Path == "" || req.Env == nil || req.Env.Workspace == nil {
+		return ""
+	}
+	ws := req.Env.Workspace
+	rel, err := ws.ResolveWrite(in.Path)
+	if err != nil {
+		return ""
+	}
+	tgt, err := openTarget(ws, rel, false)
+	if errors.Is(err, iofs.ErrNotExist) {
+		return "absent"
+	}
+	if err != nil {
+		return ""
+	}
+	defer tgt.dir.Close()
+	if _, err := tgt.dir.Lstat(tgt.base); errors.Is(err, iofs.ErrNotExist) {
+		return "absent"
+	}
+	f, _, res := openRegular(tgt.dir, tgt.base, rel)
+	if res != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
