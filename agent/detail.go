@@ -281,6 +281,9 @@ func (x *SandboxEgress) Detail() string {
 		verdict = "allowed"
 	}
 	s := fmt.Sprintf("%s %s:%d (%s phase)", verdict, x.Host, x.Port, x.Phase)
+	if x.Path != "" {
+		s += fmt.Sprintf(" %s %s, %d bytes out, %d in", x.Method, x.Path, x.BytesOut, x.BytesIn)
+	}
 	if x.Reason != "" {
 		s += ": " + x.Reason
 	}

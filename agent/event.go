@@ -260,6 +260,13 @@ type SandboxEgress struct {
 	Port    int    `json:"port"`
 	Allowed bool   `json:"allowed"`
 	Reason  string `json:"reason,omitempty"`
+	// Method, Path (with its query, secrets hidden) and the byte counts
+	// of a plain-HTTP request's body and response; a CONNECT tunnel has
+	// Method "CONNECT" and no path (its bytes are opaque).
+	Method   string `json:"method,omitempty"`
+	Path     string `json:"path,omitempty"`
+	BytesOut int64  `json:"bytes_out,omitempty"`
+	BytesIn  int64  `json:"bytes_in,omitempty"`
 }
 
 // SandboxQuarantine is the payload of journal.SandboxQuarantine: a file

@@ -3,7 +3,9 @@ package agent
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -245,25 +247,51 @@ func (s *State) noteTurnDone() {
 const maxPeriod = 3
 
 // turnSignature hashes a turn's calls (names and arguments) and results
-// (content and error flag).
+// (content and error flag). Spellings of the same call are the same
+// call: the arguments are compared as JSON values (key order, spacing
+// and escapes do not count), and the calls of a turn in any order.
 func turnSignature(calls []model.ToolCall, t *Turn) string {
-	h := sha256.New()
+	sigs := make([]string, len(calls))
 	for i, c := range calls {
-		fmt.Fprintf(h, "%d:%s:%s\x00", len(c.Name), c.Name, c.Arguments)
+		var b strings.Builder
+		args := canonicalArgs(c.Arguments)
+		fmt.Fprintf(&b, "%d:%s:%d:%s\x00", len(c.Name), c.Name, len(args), args)
 		if i < len(t.Calls) && t.Calls[i].Finished != nil {
 			f := t.Calls[i].Finished
-			h.Write([]byte(strconv.FormatBool(f.IsError)))
+			b.WriteString(strconv.FormatBool(f.IsError))
 			// The artifact's name differs from call to call (it holds the
 			// call id); the same output is the same result.
 			content := f.Content
 			if f.Artifact != "" {
 				content = strings.ReplaceAll(content, f.Artifact, "")
 			}
-			h.Write([]byte(content))
+			b.WriteString(content)
 		}
-		h.Write([]byte{0})
+		sigs[i] = b.String()
+	}
+	slices.Sort(sigs)
+	h := sha256.New()
+	for _, s := range sigs {
+		fmt.Fprintf(h, "%d:%s\x00", len(s), s)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// canonicalArgs is a call's arguments as one spelling of their JSON
+// value (object keys sorted, no spacing, one escape of each string), or
+// as written when they are not JSON.
+func canonicalArgs(raw string) string {
+	d := json.NewDecoder(strings.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil || d.More() {
+		return raw
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return raw
+	}
+	return string(b)
 }
 
 // formatAction handles an assistant message without tool calls in

@@ -93,6 +93,34 @@ func TestRepeatedCallsNudgeThenStop(t *testing.T) {
 
 // In text-action mode a reply without an action is a format error sent
 // back to the model; after three in a row the run stops.
+// Spelling the same call differently (spacing, key order, escapes, the
+// order of a turn's calls) does not get past loop detection.
+func TestRepeatedCallsSpelledDifferently(t *testing.T) {
+	spellings := [][]string{
+		{`{"text":"x"}`, `{"text":"y"}`},
+		{` { "text" : "x" } `, `{"text":"y"}`},
+		{`{"text":"\u0078"}`, `{"text": "y"}`},
+		{`{"text":"y"}`, `{"text":"x"}`},
+		{"{\n  \"text\": \"x\"\n}", `{"text":"y"}`},
+		{`{"text":"y"}`, `{  "text":"x"}`},
+		{`{"text":"x"}`, `{"text":"\u0079"}`},
+	}
+	e := newEnv(t)
+	var turns []model.Message
+	for i, s := range spellings {
+		turns = append(turns, calls(tc(fmt.Sprintf("c%da", i), "echo", s[0]), tc(fmt.Sprintf("c%db", i), "echo", s[1])))
+	}
+	m := &script{turns: append(turns, answer("done"))}
+	id := e.create(&agent.RunCreated{})
+	out, err := e.rt.Execute(context.Background(), id, e.params(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != journal.StatusFailed || out.End.Reason != "repeated_calls" {
+		t.Fatalf("outcome %v %+v, want failed: repeated_calls", out.Status, out.End)
+	}
+}
+
 func TestFormatErrorsNudgeThenStop(t *testing.T) {
 	for _, tt := range []struct {
 		name    string

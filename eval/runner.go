@@ -422,6 +422,11 @@ var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 func safeName(s string) string { return unsafeChars.ReplaceAllString(s, "_") }
 
+// PatchCommand prints a workspace's changes for a patch check: new
+// files are added to git's index as intents, so that they are in the
+// diff, as in a submitted patch.
+const PatchCommand = "git add -A -N . && git -c core.quotepath=off diff"
+
 // DefaultCheckTimeout bounds a Run check that sets no timeout.
 const DefaultCheckTimeout = 10 * time.Minute
 
@@ -467,7 +472,7 @@ func RunChecks(ctx context.Context, c *Case, ws string, sh Shell) ([]CheckResult
 		case ch.File != "":
 			cr.Passed, cr.Detail = fileCheck(ws, ch)
 		case ch.Patch != "":
-			code, output, err := sh(ctx, "git -c core.quotepath=off diff", time.Minute)
+			code, output, err := sh(ctx, PatchCommand, time.Minute)
 			if err != nil {
 				return out, fmt.Errorf("check %s: %w", cr.Name, err)
 			}

@@ -91,8 +91,9 @@ type Check struct {
 	File     string `toml:"file,omitempty" json:"file,omitempty"`
 	Equals   string `toml:"equals,omitempty" json:"equals,omitempty"`
 	Contains string `toml:"contains,omitempty" json:"contains,omitempty"`
-	// Patch is the expected `git diff` of the workspace (lines starting
-	// "index " are ignored, as is trailing white space).
+	// Patch is the expected `git diff` of the workspace, new files
+	// included ([PatchCommand]; lines starting "index " are ignored, as
+	// is trailing white space).
 	Patch string `toml:"patch,omitempty" json:"patch,omitempty"`
 	// Timeout bounds a Run check (default 10 minutes).
 	Timeout Duration `toml:"timeout,omitempty" json:"timeout,omitempty"`

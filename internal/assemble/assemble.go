@@ -29,6 +29,7 @@ import (
 	"github.com/keel-run/keel/model/codeact"
 	"github.com/keel-run/keel/model/openai"
 	"github.com/keel-run/keel/model/replay"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/linux"
 	"github.com/keel-run/keel/sandbox/none"
@@ -274,6 +275,11 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		return nil, err
 	}
 	w.Secrets = secrets
+	values := make([]string, len(secrets))
+	for i, s := range secrets {
+		values[i] = s.Value
+	}
+	hidePath := redact.Values(values...)
 	sspec := &sandbox.Spec{
 		Workspace: ws.Root(),
 		MountPath: c.MountPath,
@@ -302,7 +308,11 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 			// Journal each decision of the egress proxy in the run. The
 			// proxy serves connections from its own goroutines; Record
 			// serialises with the executor's appends.
-			_ = rec.Record(context.Background(), journal.SandboxEgress, &agent.SandboxEgress{Phase: d.Phase, Host: d.Host, Port: d.Port, Allowed: d.Allowed, Reason: d.Reason})
+			// A path is journaled without the run's secrets (or likely
+			// ones).
+			e := &agent.SandboxEgress{Phase: d.Phase, Host: d.Host, Port: d.Port, Allowed: d.Allowed, Reason: d.Reason,
+				Method: d.Method, Path: hidePath(d.Path), BytesOut: d.BytesOut, BytesIn: d.BytesIn}
+			_ = rec.Record(context.Background(), journal.SandboxEgress, e)
 		}, OnQuarantine: func(q linux.Quarantine) {
 			// The git guard moved a planted file out of the way, made a
 			// directory readable, or could not make something safe:

@@ -59,7 +59,7 @@ func (a *app) evalRunCmd() *cobra.Command {
 of cases, SWE-bench-style instances and Harbor tasks; docs/eval.md) --trials
 times. Each trial is a normal journaled run in a fresh workspace, labelled
 eval.id, eval.suite, eval.case, eval.trial, eval.attempt and eval.config
-(keel runs list --label eval.id=ID), under the sandbox and --policy; what a
+(keel cost --by label groups their cost), under the sandbox and --policy; what a
 run asks is decided by --approve. After the run, the case's checks run in
 the run's sandbox. A trial is passed, failed (a check failed), limit (the
 run hit a limit) or error: an infrastructure failure (the sandbox, the

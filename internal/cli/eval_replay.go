@@ -368,9 +368,12 @@ func (a *app) freeze(ctx context.Context, id, out, name, mount, sbFlag string, c
 	defer closer.Close()
 	sh := sandboxShell(wiring.Env.Sandbox)
 	if patch {
-		_, diff, err := sh(ctx, "git -c core.quotepath=off diff", 0)
+		code, diff, err := sh(ctx, eval.PatchCommand, 0)
 		if err != nil {
 			return err
+		}
+		if code != 0 || strings.TrimSpace(diff) == "" {
+			return usagef("--patch: the run's files at its end have no git diff to check (exit status %d): %s", code, agent.Clip(diff, 200))
 		}
 		c.Checks = append(c.Checks, eval.Check{Name: "patch", Patch: diff})
 	}

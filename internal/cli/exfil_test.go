@@ -446,3 +446,31 @@ func exfilSecretArgs(t *testing.T, value string) []string {
 	t.Setenv(exfilSecretName, value)
 	return []string{"--secret-env", exfilSecretName}
 }
+
+// What leaves the sandbox by plain HTTP is journaled with its method,
+// path and query and the bytes of both ways, without the run's secrets.
+func TestEgressJournaledWithPath(t *testing.T) {
+	db := setup(t)
+	l := newExfilListener(t)
+	host := strings.TrimPrefix(l.base, "http://")
+	traj := writeTrajectory(t, "post the build status", []fcall{sh(`curl -s -d 'hello' "` + l.base + `/status?build=42"`)}, nil)
+	args := append([]string{"run", "--db", db, "--model", "replay:" + traj, "--workspace", t.TempDir(), "--allow-host", host, "--no-wait", "-q"},
+		exfilSecretArgs(t, canary(t, "kcS"))...)
+	if code, _, errOut := keel(t, args...); code != 0 {
+		t.Fatalf("keel run = %d\n%s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	_, evs := loadRun(t, db, id)
+	var got []string
+	for _, e := range evs {
+		if e.Type == journal.SandboxEgress {
+			var raw map[string]any
+			_ = json.Unmarshal(e.Payload, &raw)
+			got = append(got, fmt.Sprintf("%s %s out=%v in>0=%v", raw["method"], raw["path"], raw["bytes_out"], raw["bytes_in"] != nil))
+		}
+	}
+	want := "POST /status?build=42 out=5 in>0=true"
+	if !slices.Contains(got, want) {
+		t.Errorf("sandbox.egress events %q, want one %q", got, want)
+	}
+}

@@ -363,7 +363,9 @@ func TestEgressProxy(t *testing.T) {
 		decision           linux.EgressDecision
 	}{
 		{"plain http through the proxy", p + `exec 3<>/dev/tcp/127.0.0.1/$p; printf 'GET http://allowed.test/x HTTP/1.1\r\nHost: allowed.test\r\n\r\n' >&3; cat <&3 | tail -n1`,
-			"hello from allowed.test/x", linux.EgressDecision{Phase: "agent", Method: "GET", Host: "allowed.test", Port: 80, Allowed: true, Reason: "allowed by allowed.test"}},
+			"hello from allowed.test/x", linux.EgressDecision{Phase: "agent", Method: "GET", Host: "allowed.test", Port: 80, Allowed: true, Reason: "allowed by allowed.test", Path: "/x"}},
+		{"plain http with a body: path, query and bytes journaled", p + `exec 3<>/dev/tcp/127.0.0.1/$p; printf 'POST http://allowed.test/p?q=1 HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 5\r\n\r\nhello' >&3; cat <&3 | tail -n1`,
+			"hello from allowed.test/p", linux.EgressDecision{Phase: "agent", Method: "POST", Host: "allowed.test", Port: 80, Allowed: true, Reason: "allowed by allowed.test", Path: "/p?q=1", BytesOut: 5}},
 		{"connect tunnel", p + `exec 3<>/dev/tcp/127.0.0.1/$p; printf 'CONNECT api.other.test:8080 HTTP/1.1\r\nHost: api.other.test:8080\r\n\r\n' >&3; read -r l1 <&3; read -r l2 <&3; echo "$l1"; printf 'GET /y HTTP/1.0\r\nHost: api.other.test\r\n\r\n' >&3; cat <&3 | tail -n1`,
 			"HTTP/1.1 200 Connection established\r\nhello from api.other.test/y", linux.EgressDecision{Phase: "agent", Method: "CONNECT", Host: "api.other.test", Port: 8080, Allowed: true, Reason: "allowed by api.other.test:8080"}},
 		{"unlisted host", p + `exec 3<>/dev/tcp/127.0.0.1/$p; printf 'CONNECT evil.test:443 HTTP/1.1\r\n\r\n' >&3; head -n1 <&3`,
@@ -383,6 +385,13 @@ func TestEgressProxy(t *testing.T) {
 				t.Fatalf("decisions = %+v, want one", ds)
 			}
 			ds[0].Addr = ""
+			if tt.decision.Path != "" {
+				// The response's bytes (headers with a date, and body).
+				if ds[0].BytesIn < int64(len(tt.want)) {
+					t.Errorf("bytes in = %d, want at least %d", ds[0].BytesIn, len(tt.want))
+				}
+				ds[0].BytesIn = 0
+			}
 			if ds[0] != tt.decision {
 				t.Errorf("decision = %+v, want %+v", ds[0], tt.decision)
 			}

@@ -153,4 +153,13 @@ type EgressDecision struct {
 	Reason string `json:"reason"`
 	// Addr is the address connected to, when allowed.
 	Addr string `json:"addr,omitempty"`
+	// Path is the path and query of a plain-HTTP request (as sent: the
+	// receiver of OnEgress redacts it before keeping it); BytesOut and
+	// BytesIn count its body and the response's bytes. A plain-HTTP
+	// request that was forwarded is reported once it ended, with these
+	// set; a CONNECT tunnel is reported when it is opened (its bytes are
+	// opaque).
+	Path     string `json:"path,omitempty"`
+	BytesOut int64  `json:"bytes_out,omitempty"`
+	BytesIn  int64  `json:"bytes_in,omitempty"`
 }

@@ -240,7 +240,9 @@ func (p *egressProxy) handle(c net.Conn) {
 	}
 	defer up.Close()
 	d.Addr = up.RemoteAddr().String()
-	p.report(d)
+	if req.Method == http.MethodConnect {
+		p.report(d)
+	}
 	p.mu.Lock()
 	if _, ok := p.conns[c]; ok {
 		p.conns[up] = phase
@@ -270,11 +272,33 @@ func (p *egressProxy) handle(c net.Conn) {
 	req.Header.Del("Proxy-Connection")
 	req.Header.Del("Proxy-Authorization")
 	req.Close = true
+	// What left, for the journal: method, path and query, and the bytes
+	// of the body and of the response, reported when the request ended.
+	d.Path = req.URL.RequestURI()
+	body := &countReader{r: req.Body}
+	if req.Body != nil {
+		req.Body = body
+	}
+	defer func() { d.BytesOut = body.n; p.report(d) }()
 	if err := req.Write(up); err != nil {
 		return
 	}
-	_, _ = io.Copy(c, up)
+	d.BytesIn, _ = io.Copy(c, up)
 }
+
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.ReadCloser
+	n int64
+}
+
+func (c *countReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countReader) Close() error { return c.r.Close() }
 
 // splice copies both ways until either side ends.
 func splice(a, b net.Conn) {

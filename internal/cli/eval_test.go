@@ -1,0 +1,117 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// evalTrajectory is a two-turn recording: write hello.txt, then submit.
+const evalTrajectory = `{"trajectory_format": "mini-swe-agent-1.1", "info": {"submission": ""}, "messages": [
+ {"role": "system", "content": "You are a helpful assistant."},
+ {"role": "user", "content": "Write hello.txt containing hello."},
+ {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"echo hello > hello.txt && ls\"}"}}],
+  "extra": {"response": {"id": "r1", "model": "deepseek-chat", "choices": [{"finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 100, "completion_tokens": 10}}}},
+ {"role": "tool", "tool_call_id": "call_1", "content": "README\nhello.txt", "extra": {"returncode": 0, "raw_output": "README\nhello.txt\n"}},
+ {"role": "assistant", "content": "", "tool_calls": [{"id": "call_2", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\"}"}}],
+  "extra": {"response": {"id": "r2", "model": "deepseek-chat", "choices": [{"finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 150, "completion_tokens": 5}}}},
+ {"role": "exit", "content": ""}]}`
+
+// TestEvalRunCompareFreezeReplay runs a suite of one case with its
+// recording in the Linux sandbox: trials, an injected provider fault
+// (retried, not the agent's), compare, replay without divergence, ATIF,
+// freeze and the frozen case's verdict reproduced.
+func TestEvalRunCompareFreezeReplay(t *testing.T) {
+	setup(t)
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "repo")
+	for _, args := range [][]string{{"init", "-q", repo}, {"-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "start"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(repo, "README"), []byte("hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-C", repo, "add", "README"}, {"-C", repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "readme"}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	suite := filepath.Join(dir, "suite")
+	if err := os.MkdirAll(suite, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, s string) {
+		if err := os.WriteFile(filepath.Join(suite, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("hello.traj.json", evalTrajectory)
+	write("hello.toml", `recordings = ["hello.traj.json"]
+[workspace]
+git = "`+repo+`"
+[[check]]
+file = "hello.txt"
+contains = "hello"
+[[check]]
+run = "grep -q hello hello.txt && echo PASSED t::hello"
+passed = ["t::hello"]
+`)
+	code, out, errOut := keel(t, "eval", "run", suite, "--trials", "2", "--concurrency", "2", "--name", "e1", "--keep")
+	if code != 0 || !strings.Contains(out, "success 100%  (2/2 scored") || !strings.Contains(out, "pass^2 100%") {
+		t.Fatalf("eval run: exit %d\n%s\n%s", code, out, errOut)
+	}
+	home := os.Getenv("KEEL_HOME")
+	b, err := os.ReadFile(filepath.Join(home, "evals", "e1", "result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Trials []struct {
+			RunID string `json:"run_id"`
+		} `json:"trials"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil || len(res.Trials) != 2 {
+		t.Fatalf("result.json: %v %s", err, b)
+	}
+	if page, err := os.ReadFile(filepath.Join(home, "evals", "e1", "report.html")); err != nil || !strings.Contains(string(page), "<svg") {
+		t.Errorf("report.html: %v", err)
+	}
+	run := res.Trials[0].RunID
+
+	t.Setenv("KEEL_DEBUG", "eval_fault=provider@1")
+	code, out, errOut = keel(t, "eval", "run", suite, "--trials", "1", "--name", "e2")
+	if code != 0 || !strings.Contains(out, "success 100%  (1/1 scored") || !strings.Contains(out, "1 attempts retried after an infrastructure error") || !strings.Contains(out, "injected provider fault") {
+		t.Fatalf("eval run with a provider fault: exit %d\n%s\n%s", code, out, errOut)
+	}
+	t.Setenv("KEEL_DEBUG", "")
+
+	code, out, errOut = keel(t, "eval", "compare", "e1", "e2")
+	if code != 0 || !strings.Contains(out, "within the noise") {
+		t.Errorf("compare: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	code, out, errOut = keel(t, "runs", "replay", run)
+	if code != 0 || !strings.Contains(out, "no divergence") {
+		t.Errorf("runs replay: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	code, out, errOut = keel(t, "runs", "export", "--atif", run)
+	if code != 0 || !strings.Contains(out, `"schema_version": "ATIF-v1.4"`) {
+		t.Errorf("runs export --atif: exit %d\n%.300s\n%s", code, out, errOut)
+	}
+
+	frozen := filepath.Join(dir, "frozen")
+	code, out, errOut = keel(t, "eval", "freeze", run, "-o", frozen, "--check", "grep -q hello hello.txt", "--patch")
+	if code != 0 || !strings.Contains(out, "verdict passed") {
+		t.Fatalf("freeze: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = keel(t, "eval", "run", frozen, "--name", "e3")
+	if code != 0 || !strings.Contains(out, "expected verdicts reproduced: 1 of 1") {
+		t.Errorf("frozen case: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
