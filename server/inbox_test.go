@@ -202,6 +202,10 @@ func TestApprovalFormsPostToTheirCall(t *testing.T) {
 	if code, _ := e.uiDo(http.MethodPost, "/ui/approvals/"+run+"/A", e.secret, url.Values{"decision": {"allow"}, "call": {"q?x=1#frag"}}, "same-origin"); code != http.StatusBadRequest {
 		t.Errorf("a form posted to another call's path: %d, want 400", code)
 	}
+	// A denial from the web UI needs a reason (the model is told it).
+	if code, body := e.uiDo(http.MethodPost, "/ui/approvals/"+run+"/"+url.PathEscape("q?x=1#frag"), e.secret, url.Values{"decision": {"deny"}, "call": {"q?x=1#frag"}, "reason": {"  "}}, "same-origin"); code != http.StatusBadRequest || !strings.Contains(body, "a denial needs a reason") {
+		t.Errorf("a deny without a reason: %d, want 400 saying it needs one\n%s", code, body)
+	}
 	// The Go client escapes each segment once.
 	if _, err := e.admin.Approve(t.Context(), run, "q?x=1#frag", nil); err != nil {
 		t.Errorf("Approve(q?x=1#frag): %v", err)

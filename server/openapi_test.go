@@ -123,6 +123,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Sink": api.Sink{}, "SinkList": api.SinkList{}, "Notification": api.Notification{}, "NotificationList": api.NotificationList{},
 		"MemoryEntry": api.MemoryEntry{}, "MemoryLabels": api.MemoryLabels{}, "MemorySource": api.MemorySource{}, "MemoryForgotten": api.MemoryForgotten{},
 		"MemoryList": api.MemoryList{}, "MemoryHistory": api.MemoryHistory{}, "EditMemory": api.EditMemory{}, "ForgetMemory": api.ForgetMemory{},
+		"SkillCandidate": api.SkillCandidate{}, "SkillCandidateList": api.SkillCandidateList{},
 	}
 	doc := loadOpenAPI(t)
 	var names []string

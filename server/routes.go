@@ -65,6 +65,7 @@ var routes = []route{
 	{"GET", "/v1/memory/{id}", api.ScopeRunsRead, (*Handler).getMemory},
 	{"POST", "/v1/memory/{id}/edit", api.ScopeApprovalsWrite, (*Handler).editMemory},
 	{"POST", "/v1/memory/{id}/forget", api.ScopeApprovalsWrite, (*Handler).forgetMemory},
+	{"GET", "/v1/skills/candidates", api.ScopeRunsRead, (*Handler).listSkillCandidates},
 
 	{"GET", "/v1/tokens", api.ScopeAdmin, (*Handler).listTokens},
 	{"POST", "/v1/tokens", api.ScopeAdmin, (*Handler).createToken},

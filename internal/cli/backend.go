@@ -38,6 +38,7 @@ type backend interface {
 	schedulesBackend
 	triggersBackend
 	memoryBackend
+	skillsBackend
 	// Close releases the journal (local) or nothing (remote).
 	Close() error
 }

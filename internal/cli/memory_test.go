@@ -115,6 +115,10 @@ func TestMemoryAcrossRuns(t *testing.T) {
 	if !st3.Untrusted() {
 		t.Error("run 3 was offered an untrusted entry but does not count as having seen untrusted input")
 	}
+	// The information-flow rules see it: the gate's untrusted_seen.
+	if f := st3.Flow.Untrusted; f == nil || f.Seq != 1 || !strings.Contains(f.Why, "memory") {
+		t.Errorf("run 3's flow: untrusted %+v, want the memory entry offered in run.created", f)
+	}
 	var used []agent.MemoryUse
 	s, _ = sqlite.Open(db, nil)
 	evs, _ := s.Read(t.Context(), run3, 1)

@@ -22,6 +22,8 @@ import (
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/linux"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 	"github.com/keel-run/keel/skill"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/visible"
@@ -213,41 +215,48 @@ func (a *app) skillsPromotionCmds() []*cobra.Command {
 	return []*cobra.Command{a.skillsCandidatesCmd(), a.skillsEvaluateCmd()}
 }
 
+// skillsBackend is keel skills candidates' backend (see backend.go).
+type skillsBackend interface {
+	SkillCandidates(ctx context.Context) ([]api.SkillCandidate, error)
+}
+
+func (l *local) SkillCandidates(ctx context.Context) ([]api.SkillCandidate, error) {
+	return viaMemory(ctx, l, "", func(svc *service.Service, who *service.Caller) ([]api.SkillCandidate, error) {
+		return svc.SkillCandidates(ctx, who)
+	})
+}
+
+func (r *remote) SkillCandidates(ctx context.Context) ([]api.SkillCandidate, error) {
+	return r.cl.SkillCandidates(ctx)
+}
+
 func (a *app) skillsCandidatesCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "candidates",
-		Short: "List agent-written skill candidates with their evidence: tests, comparison, approval",
-		Args:  cobra.NoArgs,
+		Use:         "candidates",
+		Annotations: bothForms,
+		Short:       "List agent-written skill candidates with their evidence: tests, comparison, approval",
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := a.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			list, err := skill.NewCandidates(store, nil).List(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return jsonLines(a.stdout, list)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CANDIDATE\tSTATE\tFROM RUN\tTESTS\tEVIDENCE")
-			for _, c := range list {
-				pass := 0
-				for _, r := range c.Results {
-					if r.ExitCode == 0 {
-						pass++
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				list, err := b.SkillCandidates(ctx)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return jsonLines(a.stdout, list)
+				}
+				tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "CANDIDATE\tSTATE\tFROM RUN\tTESTS\tEVIDENCE")
+				for _, c := range list {
+					ev := c.Evidence
+					if c.ApprovedBy != "" {
+						ev = fmt.Sprintf("v%d approved by %s; %s", c.Version, c.ApprovedBy, ev)
 					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\n", c.Name+"@"+c.Digest[7:19], c.State, c.Run, c.TestsPassed, c.Tests, visible.String(ev))
 				}
-				ev := ""
-				if c.Comparison != nil {
-					ev = c.Comparison.Why
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\n", c.Name+"@"+c.Digest[7:19], c.State, c.Run, pass, len(c.Results), visible.String(ev))
-			}
-			return tw.Flush()
+				return tw.Flush()
+			}, "json")
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")

@@ -102,6 +102,22 @@ func TestSkillPromotion(t *testing.T) {
 		t.Fatalf("lockfile: %+v, %v", lock, err)
 	}
 
+	// The same candidates through a team server, per tenant.
+	local := run(0, "skills", "candidates")
+	if !strings.Contains(local, "v1 approved by ann") {
+		t.Errorf("candidates after the approval:\n%s", local)
+	}
+	srv := startServe(t)
+	if remote := run(0, "--server", srv.url, "--token", srv.savedToken(t), "skills", "candidates"); remote != local {
+		t.Errorf("skills candidates: local\n%s\nserver\n%s", local, remote)
+	}
+	run(0, "agents", "create", "other")
+	_, tok, _ := keel(t, "--server", srv.url, "tokens", "create", "--name", "olga", "--scope", "runs:read", "--agent", "other")
+	tok = strings.TrimSpace(tok)
+	if out := run(0, "--server", srv.url, "--token", tok, "skills", "candidates"); strings.Contains(out, "src-layout-tests") {
+		t.Errorf("another agent's token sees the candidates:\n%s", out)
+	}
+
 	use := writeTrajectory(t, "run the tests", []fcall{{"use_skill", map[string]any{"name": "src-layout-tests"}}}, nil)
 	run(0, "run", "--model", "replay:"+use, "--workspace", ws, "-q")
 	_, st = lastRun(t, db)

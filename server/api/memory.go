@@ -78,3 +78,34 @@ type EditMemory struct {
 type ForgetMemory struct {
 	Reason string `json:"reason,omitempty"`
 }
+
+// SkillCandidate is a skill an agent proposed (docs/skills.md), with its
+// evidence: its tests in the sandbox, its comparison with the baseline
+// and its approval.
+type SkillCandidate struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
+	// State is proposed, tested, failed, evaluated, rejected or approved.
+	State string `json:"state"`
+	// Run, Call and Agent name where it was proposed.
+	Run   string `json:"run,omitempty"`
+	Call  string `json:"call,omitempty"`
+	Agent string `json:"agent,omitempty"`
+	// TestsPassed of Tests passed in the sandbox.
+	Tests       int `json:"tests"`
+	TestsPassed int `json:"tests_passed"`
+	// Evidence is the comparison's verdict, Beats whether it beat the
+	// baseline.
+	Evidence string `json:"evidence,omitempty"`
+	Beats    bool   `json:"beats"`
+	// ApprovedBy and Version are set once a person approved it and Keel
+	// signed it.
+	ApprovedBy string `json:"approved_by,omitempty"`
+	Version    int    `json:"version,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// SkillCandidateList is the body of GET /v1/skills/candidates.
+type SkillCandidateList struct {
+	Candidates []SkillCandidate `json:"candidates"`
+}
