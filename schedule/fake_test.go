@@ -83,3 +83,10 @@ func (r *fakeRunner) created() []string {
 	defer r.mu.Unlock()
 	return append([]string(nil), r.order...)
 }
+
+// task returns the rendered task run id was started with.
+func (r *fakeRunner) task(id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runs[id].p.Task
+}

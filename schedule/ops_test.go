@@ -209,6 +209,8 @@ func TestCreateRefused(t *testing.T) {
 		{"bad overlap", Schedule{Name: "n", Spec: every(time.Hour), Task: "x", Policy: Policy{Overlap: "sometimes"}}},
 		{"short window", Schedule{Name: "n", Spec: every(time.Hour), Task: "x", Policy: Policy{CatchupWindow: agent.Duration(time.Second)}}},
 		{"bad spec", Schedule{Name: "n", Task: "x"}},
+		{"cron that never fires", Schedule{Name: "n", Spec: Spec{Cron: "0 3 31 2 *"}, Task: "x"}},
+		{"ends before its first fire", Schedule{Name: "n", Spec: Spec{Every: agent.Duration(24 * time.Hour), End: monday.Add(time.Minute)}, Task: "x"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := s.Create(t.Context(), &tt.def); !errors.Is(err, ErrInvalid) {
@@ -253,5 +255,25 @@ func TestUnknownSchedule(t *testing.T) {
 	}
 	if n := len(s.scheds); n != 0 {
 		t.Errorf("%d schedules kept in memory for unknown names", n)
+	}
+}
+
+// TestFirstPrevious: a task "since {{.Previous}}" names the schedule's
+// start on the first fire, never year 1, and the previous fire after.
+func TestFirstPrevious(t *testing.T) {
+	t.Parallel()
+	s, r, clk, _ := newTest(t, time.Second)
+	create(t, s, Schedule{Name: "p", Spec: every(time.Hour), Task: "since {{.Previous.Format \"2006-01-02 15:04\"}}"})
+	for range 2 {
+		clk.Add(time.Hour)
+		tick(t, s)
+	}
+	var tasks []string
+	for _, id := range r.created() {
+		tasks = append(tasks, r.task(id))
+	}
+	want := []string{"since " + monday.Format("2006-01-02 15:04"), "since " + monday.Truncate(time.Hour).Add(time.Hour).Format("2006-01-02 15:04")}
+	if diff := cmp.Diff(want, tasks); diff != "" {
+		t.Errorf("tasks (-want +got):\n%s", diff)
 	}
 }

@@ -251,7 +251,8 @@ type TaskData struct {
 	// Schedule is the schedule's name.
 	Schedule string
 	// Time is the fire's nominal time in the schedule's time zone;
-	// Previous the nominal time before it (zero for the first).
+	// Previous the nominal time of the previous fire with a run (for the
+	// first, the schedule's start: its creation unless given).
 	Time, Previous time.Time
 	// Source is "schedule", "manual" or "backfill".
 	Source string

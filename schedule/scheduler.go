@@ -200,8 +200,15 @@ func Check(d *Schedule) error {
 	if err := checkName(d.Name); err != nil {
 		return err
 	}
-	if _, err := d.Spec.compile(d.Created); err != nil {
+	tm, err := d.Spec.compile(d.Created)
+	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if tm.next(d.Created).IsZero() {
+		if d.Spec.Cron != "" && d.Spec.End.IsZero() {
+			return fmt.Errorf("%w: cron expression %q never fires (no such date in the next five years)", ErrInvalid, d.Spec.Cron)
+		}
+		return fmt.Errorf("%w: the schedule never fires: no nominal time before its end", ErrInvalid)
 	}
 	o, err := ParseOverlap(string(d.Policy.Overlap))
 	if err != nil {
@@ -254,6 +261,14 @@ func render(d *Schedule, f *Fire, prev time.Time) (string, error) {
 		}
 	}
 	data := TaskData{Schedule: d.Name, Time: f.Nominal.In(loc), Source: string(f.Source)}
+	if prev.IsZero() {
+		// The first fire with a run: "since {{.Previous}}" means since
+		// the schedule began, never since year 1.
+		prev = d.Spec.Start
+		if prev.IsZero() || prev.After(f.Nominal) {
+			prev = d.Created
+		}
+	}
 	if !prev.IsZero() {
 		data.Previous = prev.In(loc)
 	}

@@ -344,9 +344,11 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 	req := &api.CreateRun{Task: r.PostFormValue("task"), Model: r.PostFormValue("model"), Workspace: r.PostFormValue("workspace"),
 		Agent: r.PostFormValue("agent"), Sandbox: r.PostFormValue("sandbox")}
 	if s := r.PostFormValue("max_steps"); s != "" {
+		// Not a number is the form's to say; a negative one the
+		// service's, in the words every front end uses.
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return badRequest("max steps %q: want a number >= 0", s)
+		if err != nil {
+			return badRequest("max steps %q: want a number (0: no limit)", s)
 		}
 		req.Limits.MaxSteps = &n
 	}

@@ -267,7 +267,7 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 	c := &agent.RunCreated{
 		Task: task, System: system, Model: cmp.Or(mi.Spec, name), Limits: limits, CompletionMarker: marker,
 		Workspace: ws, MountPath: mount, Sandbox: sb, Env: req.Env, SecretEnv: local.SecretEnv, Setup: req.Setup, SetupNetwork: local.SetupNetwork,
-		SetupTimeout: agent.Duration(local.SetupTimeout), Network: req.Network, Labels: req.Labels,
+		SetupTimeout: agent.Duration(cmp.Or(local.SetupTimeout, agent.SetupTimeout)), Network: req.Network, Labels: req.Labels,
 		Principal: cmp.Or(req.Agent, identity.LocalAgent), OnBehalfOf: req.OnBehalfOf,
 	}
 	if c.System == "" {

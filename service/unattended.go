@@ -144,7 +144,11 @@ func (s *Service) admitUnattended(ctx context.Context, who *Caller, what string,
 	}
 	for _, k := range sinks {
 		if s.opts.Sinks[k] == nil {
-			return nil, badRequest("%s: no notification sink named %q on this server (its sinks: %s)", what, k, strings.Join(s.sinkNames(), ", "))
+			have := "none is defined"
+			if names := s.sinkNames(); len(names) > 0 {
+				have = "defined: " + strings.Join(names, ", ")
+			}
+			return nil, badRequest("%s: no notification sink named %q (%s; define one as [notify.sinks.%s] in config.toml, see docs/schedules.md)", what, k, have, k)
 		}
 	}
 	req := *run

@@ -369,7 +369,7 @@ func at(t *time.Time) string {
 	if t == nil || t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04")
+	return t.Local().Format("2006-01-02 15:04 MST")
 }
 
 // spec says when a schedule fires, in one cell.
