@@ -107,6 +107,9 @@ func dataOut(c *Call, f *facts, networkAllowed bool) bool {
 	switch {
 	case c.Tool == "fetch_url" || c.Tool == "http_request":
 		return true
+	case c.Tool == MemoryWriteTool:
+		// Memory outlives the run: other runs, agents and people read it.
+		return true
 	case c.Server != "":
 		a := strings.TrimSpace(string(c.Arguments))
 		return a != "" && a != "{}" && a != "null"
