@@ -48,6 +48,8 @@ var payloads = map[journal.Type]func() Payload{
 	journal.SandboxEgress:     payload[SandboxEgress],
 	journal.SandboxQuarantine: payload[SandboxQuarantine],
 
+	journal.ChildSpawned:        payload[ChildSpawned],
+	journal.ChildDelivered:      payload[ChildDelivered],
 	journal.WorkspaceCheckpoint: payload[WorkspaceCheckpoint],
 	journal.WorkspaceRestored:   payload[WorkspaceRestored],
 }
@@ -106,6 +108,15 @@ func (l Limits) String() string {
 	}
 	if l.Timeout > 0 {
 		parts = append(parts, time.Duration(l.Timeout).String())
+	}
+	if l.MaxToolCalls > 0 {
+		parts = append(parts, fmt.Sprintf("%d tool calls", l.MaxToolCalls))
+	}
+	if l.MaxChildren > 0 {
+		parts = append(parts, fmt.Sprintf("%d children", l.MaxChildren))
+	}
+	if l.MaxDepth > 0 {
+		parts = append(parts, fmt.Sprintf("depth %d", l.MaxDepth))
 	}
 	if len(parts) == 0 {
 		return "none"

@@ -108,6 +108,12 @@ type RunCreated struct {
 	// result size, model retries); nil, in journals written before they
 	// were recorded, means [DefaultSettings].
 	Settings *Settings `json:"settings,omitempty"`
+	// Agents are the definitions the run's children can be made from
+	// (.keel/agents/NAME.md), fixed here; children inherit them.
+	Agents []AgentDef `json:"agents,omitempty"`
+	// Parent links a child run to the run and call that spawned it
+	// (nil: a root run); see docs/teams.md.
+	Parent *ParentLink `json:"parent,omitempty"`
 	// Git is the state of the workspace's git repository when the run
 	// was created (nil: not a git repository, or not recorded); keel
 	// runs diff compares the workspace with it.
@@ -197,6 +203,14 @@ type Limits struct {
 	// Timeout bounds the wall time of one execution of the run (a resume
 	// starts a new one).
 	Timeout Duration `json:"timeout,omitempty"`
+	// MaxToolCalls bounds the tool calls that run (started; a re-run of
+	// an interrupted call counts once).
+	MaxToolCalls int `json:"max_tool_calls,omitempty"`
+	// MaxChildren bounds the child runs of the run's whole subtree
+	// (children, their children...); MaxDepth the levels of children
+	// below the run. A child gets a slice of each (docs/teams.md).
+	MaxChildren int `json:"max_children,omitempty"`
+	MaxDepth    int `json:"max_depth,omitempty"`
 }
 
 // Duration is a time.Duration that encodes as a Go duration string in

@@ -136,7 +136,7 @@ func (x *executor) runTools(ctx context.Context, ids []string) error {
 	for i, id := range ids {
 		c := x.st.call(id)
 		j := &job{c: c, done: make(chan struct{})}
-		if t := x.p.Tools.Tool(c.Name); t != nil {
+		if t := x.p.Tools.Tool(c.Name); t != nil && !teamTool(c.Name) {
 			j.sc.write = t.Effect != tool.ReadOnly
 			j.sc.whole = t.Scope == nil
 		}
@@ -182,7 +182,7 @@ func (x *executor) validated(c *Call) (json.RawMessage, *tool.Result) {
 	if ok && v.name == c.Name && v.raw == c.Arguments {
 		return v.args, nil
 	}
-	return x.p.Tools.Validate(c.ToolCall)
+	return x.registry(c.Name).Validate(c.ToolCall)
 }
 
 func (x *executor) runOne(ctx context.Context, c *Call) error {
@@ -201,16 +201,33 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 			return x.append(ctx, journal.AuthRequired, ar)
 		}
 	}
+	// Under a tool-call limit, the check and the start are one step, so
+	// that concurrent calls of a turn never pass it together.
+	x.teamMu.Lock()
 	x.mu.Lock()
 	attempt := c.Attempts + 1
+	l, used := x.st.Limits, x.st.Used()
 	x.mu.Unlock()
 	if res == nil && attempt == 1 {
 		res = x.stale(c, req)
 	}
-	if err := x.append(ctx, journal.ToolStarted, &ToolStarted{CallID: c.ID, Tool: c.Name, Arguments: args, Attempt: attempt}); err != nil {
+	if attempt == 1 && l.MaxToolCalls > 0 && used.ToolCalls >= l.MaxToolCalls {
+		x.teamMu.Unlock()
+		return x.closeCalls(ctx, []string{c.ID}, fmt.Sprintf("this call did not run: the run's tool-call limit (%d, children's slices included) is reached", l.MaxToolCalls))
+	}
+	err := x.append(ctx, journal.ToolStarted, &ToolStarted{CallID: c.ID, Tool: c.Name, Arguments: args, Attempt: attempt})
+	x.teamMu.Unlock()
+	if err != nil {
 		return err
 	}
 	start := x.now()
+	if res == nil && teamTool(c.Name) && ctx.Err() == nil {
+		if c.Name == SpawnTool {
+			res = x.spawn(ctx, c, args)
+		} else {
+			res = x.waitAgents(ctx, c, args)
+		}
+	}
 	if res == nil {
 		if ctx.Err() != nil {
 			res = &tool.Result{IsError: true, Content: "this call did not run: the run was stopped"}
@@ -333,6 +350,9 @@ func (x *executor) maxChars() int {
 
 func (x *executor) callModel(ctx context.Context) error {
 	req, est := x.request()
+	if e := x.beforeCall(req, est); e != nil {
+		return x.finish(ctx, e)
+	}
 	start := x.now()
 	mctx := ctx
 	if x.p.Trace != nil {

@@ -196,13 +196,14 @@ func (x *executor) gate(ctx context.Context, ids []string) error {
 
 func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *GateDecided {
 	d := &GateDecided{CallID: c.ID, Tool: c.Name}
-	if x.toolInfo(c.Name) == nil && x.p.Tools.Tool(c.Name) != nil {
+	reg := x.registry(c.Name)
+	if x.toolInfo(c.Name) == nil && reg.Tool(c.Name) != nil {
 		// Offered now but not when the run was created: refuse, the model
 		// was never told about it.
 		d.Decision = policy.Decision{Effect: policy.Deny, Policies: []string{PolicyValidate}, Reason: fmt.Sprintf("unknown tool %q", c.Name)}
 		return d
 	}
-	args, res := x.p.Tools.Validate(c.ToolCall)
+	args, res := reg.Validate(c.ToolCall)
 	if res != nil {
 		d.Decision = policy.Decision{Effect: policy.Deny, Policies: []string{PolicyValidate}, Reason: res.Content}
 		return d
@@ -210,7 +211,7 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 	x.mu.Lock()
 	x.valid[c.ID] = validArgs{name: c.Name, raw: c.Arguments, args: args}
 	x.mu.Unlock()
-	t := x.p.Tools.Tool(c.Name)
+	t := reg.Tool(c.Name)
 	if t.Scope != nil {
 		for _, raw := range t.Scope(args) {
 			var rel string
@@ -232,6 +233,11 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 			d.Paths = append(d.Paths, rel)
 		}
 	}
+	deny, teamFacts := x.teamDecide(c.ID, c.Name, args, d.Paths, t.Effect, t.Scope != nil)
+	if deny != nil {
+		d.Decision = *deny
+		return d
+	}
 	cr := x.st.Created
 	grants := append(append([]policy.Grant(nil), x.st.Grants...), x.gs.grants...)
 	if t.Credential != nil {
@@ -242,7 +248,7 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 		Tool: c.Name, Effect: t.Effect.String(), Arguments: args, Paths: d.Paths,
 		Workspace: cr.Workspace, MountPath: cr.MountPath, Sandbox: cr.Sandbox, Network: cr.Network, Grants: grants, ReadOnly: stateReadOnly(cr),
 		Credential: d.Credential,
-		Server:     t.Server, Facts: facts(t, args), Flow: x.callFlow(c.Name, args),
+		Server:     t.Server, Facts: facts(t, args, teamFacts), Flow: x.callFlow(c.Name, args),
 	})
 	if t.Hold != nil && d.Decision.Effect != policy.Deny {
 		// A tool whose definition changed since it was pinned waits for
@@ -266,7 +272,10 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 // definition changed since it was pinned (an MCP server's tool).
 const PolicyPin = "keel.pin"
 
-func facts(t *tool.Tool, args json.RawMessage) map[string]any {
+func facts(t *tool.Tool, args json.RawMessage, team map[string]any) map[string]any {
+	if team != nil {
+		return team
+	}
 	if t.Facts == nil {
 		return nil
 	}
@@ -315,7 +324,7 @@ func (x *executor) ask(ctx context.Context, ids []string) error {
 	set := x.st.Created.Approval
 	for _, id := range ids {
 		c := x.st.call(id)
-		args, _ := x.p.Tools.Validate(c.ToolCall)
+		args, _ := x.registry(c.Name).Validate(c.ToolCall)
 		r := &ApprovalRequested{CallID: id, Tool: c.Name, Arguments: args, Reason: c.Decision.Reason, Action: rawAction(c.Name, args)}
 		if t := x.p.Tools.Tool(c.Name); t != nil && t.State != nil && args != nil {
 			r.State = t.State(&tool.Request{RunID: x.runID, CallID: id, Arguments: args, Env: x.p.Env})

@@ -12,7 +12,12 @@ const (
 	ReasonMaxSteps  = "max_steps"
 	ReasonMaxTokens = "max_tokens"
 	ReasonMaxCost   = "max_cost"
-	ReasonTimeout   = "timeout" // the wall-time limit of an execution
+	// ReasonMaxToolCalls: the run's tool-call limit was reached.
+	ReasonMaxToolCalls = "max_tool_calls"
+	// ReasonBudgetExhausted: a child run reached the slice of its
+	// parent's budget it was given (any axis; the message names it).
+	ReasonBudgetExhausted = "budget_exhausted"
+	ReasonTimeout         = "timeout" // the wall-time limit of an execution
 
 	// Failed: the model or the loop's health.
 	ReasonModelError       = "model_error"        // the model failed beyond its retries

@@ -254,6 +254,9 @@ type Wiring struct {
 	// policy which a call carries ([policy.Flow]) and results are
 	// stripped of them before anything sees them.
 	Secrets []Secret
+	// Team, if set, starts and follows the run's children (spawn_agent,
+	// wait_agents); nil: those calls get an error result.
+	Team Launcher
 }
 
 // WireFunc builds the live parts of one execution of the run that c
@@ -509,6 +512,10 @@ type executor struct {
 	gs   gateState // gate.go
 	// secrets finds and hides the run's secrets (flow.go); nil: none.
 	secrets *secretScanner
+	// teamMu makes a budget check and the append that spends it one
+	// step: child.spawned reservations, child.delivered, tool starts
+	// under a tool-call limit (team_exec.go).
+	teamMu sync.Mutex
 	// asked counts the questions asked per call attempt (input.go).
 	asked map[string]int
 	// snap is the workspace snapshot in flight, if any; snapping is set
@@ -713,7 +720,7 @@ func (x *executor) mayWrite(ids []string) bool {
 		if c == nil {
 			return true
 		}
-		if t := x.p.Tools.Tool(c.Name); t == nil || t.Effect != tool.ReadOnly {
+		if t := x.registry(c.Name).Tool(c.Name); t == nil || t.Effect != tool.ReadOnly {
 			return true
 		}
 	}

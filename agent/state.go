@@ -64,10 +64,20 @@ type State struct {
 	// Inputs are the questions MCP servers asked a person during calls
 	// (input.requested), in order, each with its answer once given.
 	Inputs []*Input
+	// ToolCalls counts the tool calls started (a re-run of an interrupted
+	// call counts once).
+	ToolCalls int
+	// Children are the child runs the run spawned (child.spawned), in
+	// order, each with its delivered result once given (docs/teams.md).
+	Children []*Child
 	// person indexes, in Messages, the messages a person sent after the
 	// task (user.message without a Source): every request shows them
 	// verbatim, like the task, also once their turns were compacted.
 	person []int
+	// estIn and in are the newest response's estimated and reported
+	// input tokens (when both are known), to correct the next estimate
+	// (beforeCall).
+	estIn, in int64
 	// followUp is set while the newest event is a follow-up run.resumed.
 	followUp bool
 	// ctx is the folded context: compactions, plan and loop health
@@ -229,6 +239,9 @@ func (s *State) Apply(e *journal.Event) error {
 		s.Steps++
 		s.Usage = s.Usage.Add(p.Usage)
 		s.Cost += p.Cost
+		if p.EstimatedInputTokens > 0 && !p.UsageEstimated {
+			s.estIn, s.in = p.EstimatedInputTokens, p.Usage.InputTokens
+		}
 		s.ModelFailures = 0
 		if len(msg.ToolCalls) > 0 {
 			t := &Turn{Index: len(s.Messages) - 1, sent: sanitizeCalls(msg.ToolCalls)}
@@ -274,6 +287,10 @@ func (s *State) Apply(e *journal.Event) error {
 		if err := s.applyInput(e, v, bad); err != nil {
 			return err
 		}
+	case *ChildSpawned, *ChildDelivered:
+		if err := s.applyTeam(v, bad); err != nil {
+			return err
+		}
 	case *ToolStarted:
 		c := s.call(p.CallID)
 		if c == nil {
@@ -283,6 +300,9 @@ func (s *State) Apply(e *journal.Event) error {
 			return bad("tool.started for finished call %q", p.CallID)
 		}
 		c.Started = p
+		if c.Attempts == 0 {
+			s.ToolCalls++
+		}
 		c.Attempts++
 	case *ToolFinished:
 		c := s.call(p.CallID)

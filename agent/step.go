@@ -179,14 +179,8 @@ func Step(s *State) Action {
 			return finish(journal.RunFailed, ReasonInvalidCalls, fmt.Sprintf("the model sent only invalid tool calls %d turns in a row", s.InvalidStreak), "", "")
 		}
 	}
-	l := s.Limits
-	switch {
-	case l.MaxSteps > 0 && s.Steps >= l.MaxSteps:
-		return finish(journal.RunFailed, ReasonMaxSteps, fmt.Sprintf("step limit reached: %d model calls", s.Steps), "", "")
-	case l.MaxTokens > 0 && s.Usage.Total() >= l.MaxTokens:
-		return finish(journal.RunFailed, ReasonMaxTokens, fmt.Sprintf("token limit reached: %d of %d tokens", s.Usage.Total(), l.MaxTokens), "", "")
-	case l.MaxCost > 0 && s.Cost >= l.MaxCost:
-		return finish(journal.RunFailed, ReasonMaxCost, fmt.Sprintf("cost limit reached: $%.4f of $%.4f", s.Cost, l.MaxCost), "", "")
+	if a, ok := limitAction(s); ok {
+		return a
 	}
 	if a, ok := healthAction(s); ok {
 		return a

@@ -63,6 +63,12 @@ const (
 	// may be appended by another process while the call waits.
 	InputRequested Type = "input.requested"
 	InputAnswered  Type = "input.answered"
+	// ChildSpawned records a child run a call of this run started, with
+	// the slice of this run's budget reserved for it; ChildDelivered the
+	// child's result (or what was salvaged of it) and spend, given to
+	// this run once (docs/teams.md).
+	ChildSpawned   Type = "child.spawned"
+	ChildDelivered Type = "child.delivered"
 )
 
 // Event is one journal record.

@@ -674,6 +674,11 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 	for i := range out {
 		ctx := out[i].req.Context.Map()
 		ctx["parts"] = cedar.Long(len(out))
+		if _, ok := ctx["facts"]; !ok && c.Facts != nil {
+			// What the runtime tells about the call (a spawn_agent's
+			// depth, fan-out and the tools, hosts and paths it asks).
+			ctx["facts"] = factsRecord(c.Facts)
+		}
 		out[i].req.Context = cedar.NewRecord(ctx)
 	}
 	return out, omitted, limited

@@ -168,6 +168,8 @@ var convRows = map[journal.Type]func(r *convRenderer, h *html, vr *view.Row) []i
 	journal.ContextCompacted:  noteItem,
 	journal.SandboxEgress:     noteItem,
 	journal.SandboxQuarantine: noteItem,
+	journal.ChildSpawned:      noteItem,
+	journal.ChildDelivered:    noteItem,
 	journal.WorkspaceCheckpoint: func(r *convRenderer, h *html, vr *view.Row) []item {
 		x := vr.Payload.(*agent.WorkspaceCheckpoint)
 		h.raw(`<div class="files-note checkpoint" data-seq="`)

@@ -220,6 +220,8 @@ var timelineRows = map[journal.Type]func(r *rowRenderer, h *html, vr *view.Row, 
 	journal.SandboxQuarantine:   detailRow,
 	journal.WorkspaceCheckpoint: detailRow,
 	journal.WorkspaceRestored:   detailRow,
+	journal.ChildSpawned:        detailRow,
+	journal.ChildDelivered:      detailRow,
 }
 
 // detailRow renders an event with no layout of its own: its one-line

@@ -53,6 +53,19 @@ func ApplyLimits(base agent.Limits, l *api.Limits) (agent.Limits, error) {
 		}
 		out.MaxCost = *l.MaxCost
 	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		dst  *int
+	}{{"max_tool_calls", l.MaxToolCalls, &out.MaxToolCalls}, {"max_children", l.MaxChildren, &out.MaxChildren}, {"max_depth", l.MaxDepth, &out.MaxDepth}} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < 0 {
+			return base, badRequest("limits.%s %d: want 0 (no limit) or more", f.name, *f.v)
+		}
+		*f.dst = *f.v
+	}
 	if l.Timeout != "" {
 		d, err := time.ParseDuration(l.Timeout)
 		if err != nil {

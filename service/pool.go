@@ -71,6 +71,9 @@ type pool struct {
 	// builder, no dispatcher): submitting is a no-op, and the process
 	// that asked continues the run itself.
 	inert bool
+	// team executes the children of the runs this pool executes, in
+	// this process (agent.LocalTeam), under their parents' executions.
+	team *agent.LocalTeam
 	// onDone, if set, is called after each execution (tests and metrics).
 	onDone func(runID string, out *agent.Outcome, err error)
 }
@@ -130,6 +133,13 @@ func newPool(rt *agent.Runtime, wire agent.WireFunc, principals policy.Principal
 	p := &pool{rt: rt, wire: wire, principals: principals, sums: sums, executable: executable, logger: logger, base: base, stop: stop,
 		queued: map[string]bool{}, active: map[string]*execution{}, errs: map[string]string{}, watchers: map[string]chan struct{}{}}
 	p.cond = sync.NewCond(&p.mu)
+	if wire != nil {
+		p.team = &agent.LocalTeam{Runtime: rt, Wire: wire, Params: func(_ string, cp *agent.ExecParams) {
+			if cp.Principals == nil {
+				cp.Principals = principals
+			}
+		}}
+	}
 	for range workers {
 		p.wg.Add(1)
 		go p.worker()
@@ -392,6 +402,9 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 	}
 	if j.contextWindow > 0 {
 		params.ContextWindow = j.contextWindow
+	}
+	if p.team != nil {
+		params.Team = p.team
 	}
 	// The server never waits inside an execution: a run that asks
 	// pauses and leaves its worker, and a decision queues it again.

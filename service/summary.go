@@ -237,6 +237,8 @@ var summaryRows = map[journal.Type]func(*summary, *view.Row){
 	journal.SandboxQuarantine:   nil,
 	journal.WorkspaceCheckpoint: nil,
 	journal.WorkspaceRestored:   nil,
+	journal.ChildSpawned:        nil,
+	journal.ChildDelivered:      nil,
 }
 
 func runEndedSummary(s *summary, vr *view.Row) {

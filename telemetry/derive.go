@@ -289,6 +289,8 @@ var derivers = map[journal.Type]func(d *Deriver, e *journal.Event, p agent.Paylo
 	journal.SandboxQuarantine:   (*Deriver).sandboxQuarantine,
 	journal.WorkspaceCheckpoint: (*Deriver).other,
 	journal.WorkspaceRestored:   (*Deriver).other,
+	journal.ChildSpawned:        (*Deriver).other,
+	journal.ChildDelivered:      (*Deriver).other,
 }
 
 func (d *Deriver) runCreated(e *journal.Event, pl agent.Payload, _ time.Time) (done []*Span) {

@@ -37,38 +37,42 @@ const DefaultCompletionMarker = service.DefaultCompletionMarker
 // tools script against: keep them.
 type runFlags struct {
 	// labels are --label KEY=VALUE annotations (cost reports group by them).
-	labels           []string
-	model            string
-	apiKey           string
-	apiKeyEnv        string
-	workspace        string
-	mountPath        string
-	env              []string
-	secretEnv        []string
-	setup            string
-	taskFile         string
-	system           string
-	systemFile       string
-	json             bool
-	quiet            bool
-	maxSteps         int
-	maxTokens        int64
-	maxCost          float64
-	timeout          time.Duration
-	commandTimeout   time.Duration
-	sandbox          string
-	network          []string
-	setupNetwork     []string
-	setupTimeout     time.Duration
-	limits           limitFlags
-	completionMarker string
-	maxOutputTokens  int
-	concurrency      int
-	maxResultChars   int
-	idleTimeout      time.Duration
-	commandIdle      time.Duration
-	stallRetries     int
-	retries          int
+	labels     []string
+	model      string
+	apiKey     string
+	apiKeyEnv  string
+	workspace  string
+	mountPath  string
+	env        []string
+	secretEnv  []string
+	setup      string
+	taskFile   string
+	system     string
+	systemFile string
+	json       bool
+	quiet      bool
+	maxSteps   int
+	// team offers spawn_agent and wait_agents and the definitions of
+	// .keel/agents; maxToolCalls, maxChildren and maxDepth are limits.
+	team                                bool
+	maxToolCalls, maxChildren, maxDepth int
+	maxTokens                           int64
+	maxCost                             float64
+	timeout                             time.Duration
+	commandTimeout                      time.Duration
+	sandbox                             string
+	network                             []string
+	setupNetwork                        []string
+	setupTimeout                        time.Duration
+	limits                              limitFlags
+	completionMarker                    string
+	maxOutputTokens                     int
+	concurrency                         int
+	maxResultChars                      int
+	idleTimeout                         time.Duration
+	commandIdle                         time.Duration
+	stallRetries                        int
+	retries                             int
 	// checkpoints is --checkpoints (default true); --no-checkpoints
 	// sets it false (runDefaults).
 	checkpoints   bool
@@ -151,6 +155,10 @@ SIGTERM, SIGHUP).`,
 	fl.StringArrayVar(&f.network, "allow-host", nil, "host, host:port, *.domain, localhost:port or an IP address the run may reach through Keel's egress proxy and network tools (repeatable; default none; names only at public addresses)")
 	fl.StringArrayVar(&f.setupNetwork, "setup-allow-host", nil, "host (or host:port) the --setup script may reach (repeatable; default none)")
 	fl.DurationVar(&f.setupTimeout, "setup-timeout", agent.SetupTimeout, "wall-time limit of the --setup script")
+	fl.BoolVar(&f.team, "team", false, "let the agent start child agents (spawn_agent, wait_agents) from .keel/agents/NAME.md definitions or inline ones, under this run's budget (docs/teams.md)")
+	fl.IntVar(&f.maxToolCalls, "max-tool-calls", 0, "stop after this many tool calls, children's included (0: no limit)")
+	fl.IntVar(&f.maxChildren, "max-children", 0, "child agents the run's whole tree may start (0: no limit)")
+	fl.IntVar(&f.maxDepth, "max-depth", 0, "levels of child agents below the run (0: no limit)")
 	f.limits.register(fl)
 	fl.StringVar(&f.completionMarker, "completion-marker", "", "complete the run when a command's output starts with this line (default: none; "+DefaultCompletionMarker+" for replay: models, whose recordings use it)")
 	fl.IntVar(&f.maxOutputTokens, "max-output-tokens", 0, "completion token limit per model call (0: provider default)")
@@ -270,7 +278,8 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		CreateRun: api.CreateRun{
 			Task: task, System: system, Model: spec.String(), Agent: f.gate.agent, OnBehalfOf: f.gate.onBehalfOf,
 			Workspace: ws, Sandbox: sbKind, Env: f.env, Setup: f.setup, Network: f.network, Labels: labels,
-			Limits: api.Limits{MaxSteps: &f.maxSteps, MaxTokens: &f.maxTokens, MaxCost: &f.maxCost, Timeout: f.timeout.String()},
+			Limits: api.Limits{MaxSteps: &f.maxSteps, MaxTokens: &f.maxTokens, MaxCost: &f.maxCost, Timeout: f.timeout.String(),
+				MaxToolCalls: &f.maxToolCalls, MaxChildren: &f.maxChildren, MaxDepth: &f.maxDepth},
 		},
 		Local: &service.LocalRun{Policy: eng, Approval: approval, SandboxLimits: &limits, Settings: &settings,
 			SetupNetwork: f.setupNetwork, SetupTimeout: f.setupTimeout, Connectors: conn, SecretEnv: f.secretEnv,
@@ -283,7 +292,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if f.completionMarker != "" {
 		req.CompletionMarker = &f.completionMarker
 	}
-	live := &liveOptions{Params: assemble.Params{APIKey: f.apiKey, APIKeyEnv: f.apiKeyEnv, Recording: rec, SQLDSN: sqlDSN}, gate: f.gate, chat: f.interactive}
+	live := &liveOptions{Params: assemble.Params{APIKey: f.apiKey, APIKeyEnv: f.apiKeyEnv, Recording: rec, SQLDSN: sqlDSN}, gate: f.gate, chat: f.interactive, team: f.team}
 	if !f.ctx.noMemory {
 		if f.ctx.memoryBudget <= 0 {
 			return usagef("--memory-budget %d: want a positive number of tokens (--no-memory leaves memory out)", f.ctx.memoryBudget)
@@ -344,6 +353,11 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 	}
 	defer w.Close()
 	created.Tools = w.ToolInfos()
+	if live.team {
+		if err := a.offerTeam(created, ws); err != nil {
+			return "", err
+		}
+	}
 	runID, err := svc.Journal(ctx, service.Local(a.person("")), created, "")
 	if err != nil {
 		return "", err
@@ -412,6 +426,12 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	}
 	params.Message = message
 	params.Principals = identity.NewDirectory(rt.Store(), nil).Check
+	// Children execute in this process, each wired like its parent.
+	team := &agent.LocalTeam{Runtime: rt, Wire: a.assembler().Wire(&w.live.Params), Params: func(_ string, cp *agent.ExecParams) {
+		cp.Principals = params.Principals
+	}}
+	defer team.Close()
+	params.Team = team
 	params.OnWait = func(pending []agent.PendingApproval) {
 		p.Pause()
 		defer p.Resume()

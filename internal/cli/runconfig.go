@@ -280,14 +280,22 @@ The trust is for the file's exact content; a change asks again.`,
 				return usagef("--workspace: %v", err)
 			}
 			p := filepath.Join(ws, filepath.FromSlash(config.ProjectFile))
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return usagef("no project file to trust: %v", err)
+			// The project file and the agent definitions (.keel/agents,
+			// docs/teams.md), each for its content now.
+			files, _ := filepath.Glob(filepath.Join(ws, ".keel", "agents", "*.md"))
+			if _, err := os.Stat(p); err == nil || len(files) == 0 {
+				files = append([]string{p}, files...)
 			}
-			if err := a.trustProject(p, b); err != nil {
-				return err
+			for _, p := range files {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return usagef("no project file to trust: %v", err)
+				}
+				if err := a.trustProject(p, b); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stderr, "keel: trusted %s (sha256 %x)\n", p, sha256.Sum256(b))
 			}
-			fmt.Fprintf(a.stderr, "keel: trusted %s (sha256 %x)\n", p, sha256.Sum256(b))
 			return nil
 		},
 	}

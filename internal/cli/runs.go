@@ -169,7 +169,7 @@ func (a *app) runsShowCmd() *cobra.Command {
 				}
 				o := &tui.ShowOptions{Full: full, Artifact: func(c *agent.RunCreated, rel string) ([]byte, error) {
 					return b.Artifact(ctx, args[0], c, rel)
-				}}
+				}, Events: func(id string) ([]journal.Event, error) { return b.Events(ctx, id) }}
 				if follow && len(events) > 0 && !tui.Stopped(events) {
 					o.Follow = func(row func(e *journal.Event)) ([]journal.Event, error) {
 						// The model's text as a team server streams it,

@@ -31,6 +31,8 @@ type liveOptions struct {
 	memoryBudget int
 	// skills offers a new run the user's and the project's skills.
 	skills bool
+	// team offers a new run the team tools and agent definitions.
+	team bool
 	// standIn, when set, approves what the run asks while stdin is not
 	// a terminal, as this name, after showing it (keel demo).
 	standIn string

@@ -152,6 +152,8 @@ var printRows = map[journal.Type]func(*Printer, *view.Row){
 	journal.SandboxQuarantine:   func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "    %s\n", r.Payload.Detail()) },
 	journal.WorkspaceCheckpoint: nil, // keel runs show and diff list them
 	journal.WorkspaceRestored:   nil,
+	journal.ChildSpawned:        func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "  child spawned: %s\n", r.Payload.Detail()) },
+	journal.ChildDelivered:      func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "  child delivered: %s\n", r.Payload.Detail()) },
 }
 
 func (p *Printer) resumed(r *view.Row) {

@@ -89,6 +89,8 @@ var showRows = map[journal.Type]func(*timeline, *view.Row, string) (string, []st
 	journal.SandboxQuarantine:   nil,
 	journal.WorkspaceCheckpoint: nil,
 	journal.WorkspaceRestored:   nil,
+	journal.ChildSpawned:        nil,
+	journal.ChildDelivered:      nil,
 }
 
 func (t *timeline) add(e *journal.Event) {
@@ -193,6 +195,9 @@ type ShowOptions struct {
 	Follow func(row func(e *journal.Event)) ([]journal.Event, error)
 	// Artifact reads a truncated result's whole output (--full).
 	Artifact func(created *agent.RunCreated, rel string) ([]byte, error)
+	// Events, if set, reads another run's events: the children of a run
+	// with child agents, for its tree.
+	Events func(id string) ([]journal.Event, error)
 }
 
 // Show prints a run's timeline (keel runs show) on w from its events
@@ -258,6 +263,9 @@ func Show(w io.Writer, runID string, events []journal.Event, verr error, o *Show
 	}
 	if st != nil {
 		showContext(w, st)
+		if len(st.Children) > 0 && o.Events != nil {
+			showTree(w, st, o.Events)
+		}
 	}
 	if st != nil && st.Ended != nil && st.Ended.Output != "" {
 		fmt.Fprintf(w, "\noutput:\n%s\n", strings.TrimRight(st.Ended.Output, "\n"))

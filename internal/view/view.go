@@ -142,6 +142,8 @@ var rows = map[journal.Type]func(*Reader, *Row){
 	journal.SandboxQuarantine:   nil,
 	journal.WorkspaceCheckpoint: nil,
 	journal.WorkspaceRestored:   nil,
+	journal.ChildSpawned:        nil,
+	journal.ChildDelivered:      nil,
 }
 
 // Check returns an error naming the event types of agent's table

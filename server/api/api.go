@@ -84,6 +84,12 @@ type Limits struct {
 	// Timeout is a Go duration string ("30m") bounding one execution
 	// (default 12h; "0s": no limit).
 	Timeout string `json:"timeout,omitempty"`
+	// MaxToolCalls bounds the tool calls; MaxChildren the child runs of
+	// the whole tree; MaxDepth its levels below the run (default: no
+	// limit; see docs/teams.md).
+	MaxToolCalls *int `json:"max_tool_calls,omitempty"`
+	MaxChildren  *int `json:"max_children,omitempty"`
+	MaxDepth     *int `json:"max_depth,omitempty"`
 }
 
 // CreateRun is the body of POST /v1/runs.

@@ -1,0 +1,507 @@
+package agent
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+)
+
+// Agent teams: a run starts child runs (spawn_agent), each under a slice
+// of its budget reserved in its journal (child.spawned) and a ceiling of
+// its permissions, and receives each child's result once
+// (child.delivered). See docs/teams.md.
+
+// Names of the team tools. The executor runs them itself (team_exec.go):
+// they change the run's own journal.
+const (
+	SpawnTool = "spawn_agent"
+	WaitTool  = "wait_agents"
+)
+
+// PolicyTeam is the policy id of spawn decisions Keel makes itself: a
+// child that would be wider than its parent, or deeper than allowed.
+const PolicyTeam = "keel.team"
+
+// ParentLink links a child run to its parent ([RunCreated].Parent).
+type ParentLink struct {
+	// Run and Call are the parent run and its spawn_agent call; Root the
+	// run at the top of the tree.
+	Run  string `json:"run"`
+	Call string `json:"call"`
+	Root string `json:"root"`
+	// Depth is 1 for a child of a root run, 2 for a grandchild...
+	Depth int `json:"depth"`
+	// Agent names the definition the child was made from ("" inline).
+	Agent string `json:"agent,omitempty"`
+	// Paths, when set, are the workspace paths (prefixes) the child may
+	// write; calls writing elsewhere, and commands that may write
+	// anywhere (bash), are denied (policy id keel.team).
+	Paths []string `json:"paths,omitempty"`
+}
+
+// AgentDef is a definition children can be made from: from a file
+// .keel/agents/NAME.md (front matter and a body, the system prompt), or
+// given inline to spawn_agent. Empty fields inherit the parent's.
+type AgentDef struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// System is the child's system prompt ("" : the parent's).
+	System string `json:"system,omitempty"`
+	// Tools are the tools asked for (nil: the parent's, without the team
+	// tools). Network the hosts, Paths the workspace paths the child may
+	// write (nil: the parent's).
+	Tools   []string `json:"tools,omitempty"`
+	Network []string `json:"network,omitempty"`
+	Paths   []string `json:"paths,omitempty"`
+	// Limits is the slice asked for; zero fields take the default share
+	// of what the parent has left (docs/teams.md).
+	Limits Limits `json:"limits,omitempty"`
+}
+
+// ChildSpawned is the payload of journal.ChildSpawned: a child run
+// started by call CallID, with the slice of the budget reserved for it.
+type ChildSpawned struct {
+	Child  string `json:"child"`
+	CallID string `json:"call_id"`
+	Agent  string `json:"agent,omitempty"`
+	// Slice is what was reserved of each axis (the child's limits).
+	Slice Limits `json:"slice"`
+	// Created is the child's run.created, fixed here so that a spawn
+	// retried after a crash creates the same child.
+	Created *RunCreated `json:"created"`
+}
+
+// Spend is what a run and its subtree used, per axis of [Limits].
+type Spend struct {
+	Steps     int     `json:"steps,omitempty"`
+	Tokens    int64   `json:"tokens,omitempty"`
+	Cost      float64 `json:"cost,omitempty"`
+	ToolCalls int     `json:"tool_calls,omitempty"`
+	Children  int     `json:"children,omitempty"`
+}
+
+// Child statuses of [ChildDelivered].
+const (
+	ChildCompleted       = "completed"
+	ChildFailed          = "failed"
+	ChildBudgetExhausted = "budget_exhausted"
+	ChildCanceled        = "canceled"
+	ChildNoOutput        = "no_output"
+)
+
+// ChildDelivered is the payload of journal.ChildDelivered: a child's
+// result given to the call CallID of its parent, once.
+type ChildDelivered struct {
+	Child  string `json:"child"`
+	CallID string `json:"call_id"`
+	// Status is one of the Child* constants; Reason and Message how the
+	// child's run ended.
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Output is the child's final output or, when it has none
+	// (Salvaged), its last assistant text.
+	Output   string `json:"output,omitempty"`
+	Salvaged bool   `json:"salvaged,omitempty"`
+	// Spend is what the child and its subtree used; the rest of its
+	// slice returns to the parent.
+	Spend Spend `json:"spend"`
+}
+
+// Child is a child run as its parent's fold knows it.
+type Child struct {
+	ID        string
+	Spawned   *ChildSpawned
+	Delivered *ChildDelivered
+}
+
+func (x *ChildSpawned) Detail() string {
+	d := fmt.Sprintf("%s by %s, slice %s", x.Child, x.CallID, x.Slice)
+	if x.Agent != "" {
+		d += " (agent " + x.Agent + ")"
+	}
+	return d
+}
+
+func (x *ChildDelivered) Detail() string {
+	d := fmt.Sprintf("%s %s to %s, spent %s", x.Child, x.Status, x.CallID, x.Spend)
+	if x.Output != "" {
+		d += ": " + Clip(OneLine(x.Output), 80)
+	}
+	return d
+}
+
+// String says a spend in a few words.
+func (s Spend) String() string {
+	d := fmt.Sprintf("%d steps, %s tok, %d tool calls", s.Steps, Num(s.Tokens), s.ToolCalls)
+	if s.Cost > 0 {
+		d += fmt.Sprintf(", $%.4f", s.Cost)
+	}
+	if s.Children > 0 {
+		d += fmt.Sprintf(", %d children", s.Children)
+	}
+	return d
+}
+
+// applyTeam folds child.spawned and child.delivered.
+func (s *State) applyTeam(v any, bad func(string, ...any) error) error {
+	switch p := v.(type) {
+	case *ChildSpawned:
+		if s.child(p.Child) != nil {
+			return bad("second child.spawned of %s", p.Child)
+		}
+		if p.Created == nil {
+			return bad("child.spawned of %s has no run.created", p.Child)
+		}
+		s.Children = append(s.Children, &Child{ID: p.Child, Spawned: p})
+	case *ChildDelivered:
+		c := s.child(p.Child)
+		if c == nil {
+			return bad("child.delivered of unknown child %s", p.Child)
+		}
+		if c.Delivered != nil {
+			return bad("second child.delivered of %s", p.Child)
+		}
+		c.Delivered = p
+	}
+	return nil
+}
+
+func (s *State) child(id string) *Child {
+	for _, c := range s.Children {
+		if c.ID == id {
+			return c
+		}
+	}
+	return nil
+}
+
+// childOf returns the child spawned by call id, or nil.
+func (s *State) childOf(call string) *Child {
+	for _, c := range s.Children {
+		if c.Spawned.CallID == call {
+			return c
+		}
+	}
+	return nil
+}
+
+// Own returns what the run itself used: model calls, tokens, cost, tool
+// calls started and children spawned (not what they spent).
+func (s *State) Own() Spend {
+	return Spend{Steps: s.Steps, Tokens: s.Usage.Total(), Cost: s.Cost, ToolCalls: s.ToolCalls, Children: len(s.Children)}
+}
+
+// Used returns what counts against the run's limits: its own spend, and
+// for each child what it spent once delivered, else its whole reserved
+// slice.
+func (s *State) Used() Spend {
+	u := s.Own()
+	for _, c := range s.Children {
+		var d Spend
+		if c.Delivered != nil {
+			d = c.Delivered.Spend
+		} else {
+			l := c.Spawned.Slice
+			d = Spend{Steps: l.MaxSteps, Tokens: l.MaxTokens, Cost: l.MaxCost, ToolCalls: l.MaxToolCalls, Children: l.MaxChildren}
+		}
+		u.Steps += d.Steps
+		u.Tokens += d.Tokens
+		u.Cost += d.Cost
+		u.ToolCalls += d.ToolCalls
+		u.Children += d.Children
+	}
+	return u
+}
+
+// limitAction ends the run when one of its limits is reached by what it
+// used ([State.Used]); a child ends with [ReasonBudgetExhausted].
+func limitAction(s *State) (Action, bool) {
+	l, u := s.Limits, s.Used()
+	reason, msg := "", ""
+	switch {
+	case l.MaxSteps > 0 && u.Steps >= l.MaxSteps:
+		reason, msg = ReasonMaxSteps, fmt.Sprintf("step limit reached: %d model calls", u.Steps)
+	case l.MaxTokens > 0 && u.Tokens >= l.MaxTokens:
+		reason, msg = ReasonMaxTokens, fmt.Sprintf("token limit reached: %d of %d tokens", u.Tokens, l.MaxTokens)
+	case l.MaxCost > 0 && u.Cost >= l.MaxCost:
+		reason, msg = ReasonMaxCost, fmt.Sprintf("cost limit reached: $%.4f of $%.4f", u.Cost, l.MaxCost)
+	case l.MaxToolCalls > 0 && u.ToolCalls >= l.MaxToolCalls:
+		reason, msg = ReasonMaxToolCalls, fmt.Sprintf("tool-call limit reached: %d tool calls", u.ToolCalls)
+	default:
+		return Action{}, false
+	}
+	if len(s.Children) > 0 {
+		msg += " (children included)"
+	}
+	if s.Created.Parent != nil {
+		msg = "the slice of its parent's budget is spent: " + msg
+		reason = ReasonBudgetExhausted
+	}
+	return finish(journal.RunFailed, reason, msg, "", ""), true
+}
+
+// Tree is a run and its children as the journal has them, for views.
+type Tree struct {
+	RunID  string
+	Agent  string
+	Status journal.Status
+	Reason string
+	// Limits are the run's (a child's: its slice); Own what it spent
+	// itself; Used with its children ([State.Used]).
+	Limits   Limits
+	Own      Spend
+	Used     Spend
+	Children []*Tree
+}
+
+// Remaining returns what is left of each limited axis (0 for an axis
+// without a limit).
+func (t *Tree) Remaining() Spend {
+	var r Spend
+	if t.Limits.MaxSteps > 0 {
+		r.Steps = max(0, t.Limits.MaxSteps-t.Used.Steps)
+	}
+	if t.Limits.MaxTokens > 0 {
+		r.Tokens = max(0, t.Limits.MaxTokens-t.Used.Tokens)
+	}
+	if t.Limits.MaxCost > 0 {
+		r.Cost = max(0, t.Limits.MaxCost-t.Used.Cost)
+	}
+	if t.Limits.MaxToolCalls > 0 {
+		r.ToolCalls = max(0, t.Limits.MaxToolCalls-t.Used.ToolCalls)
+	}
+	if t.Limits.MaxChildren > 0 {
+		r.Children = max(0, t.Limits.MaxChildren-t.Used.Children)
+	}
+	return r
+}
+
+// NewTree returns the node of the folded run s (without children: the
+// caller loads each of s.Children and adds it).
+func NewTree(s *State) *Tree {
+	t := &Tree{RunID: s.RunID, Status: s.Status, Limits: s.Limits, Own: s.Own(), Used: s.Used()}
+	if s.Ended != nil {
+		t.Reason = s.Ended.Reason
+	}
+	if p := s.Created.Parent; p != nil {
+		t.Agent = p.Agent
+	}
+	return t
+}
+
+// childID is the run id of the child spawned by call of run: derived,
+// so that a spawn retried after a crash finds its child.
+func childID(run, call string) string { return run + "." + call }
+
+// teamTool reports whether name is a team tool.
+func teamTool(name string) bool { return name == SpawnTool || name == WaitTool }
+
+// hasTool reports whether c offers the tool name.
+func hasTool(c *RunCreated, name string) bool {
+	for _, t := range c.Tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// underAny reports whether the workspace path p is one of prefixes or
+// below one.
+func underAny(p string, prefixes []string) bool {
+	p = strings.Trim(p, "/")
+	for _, q := range prefixes {
+		q = strings.Trim(q, "/")
+		if q == "" || q == "." || p == q || strings.HasPrefix(p, q+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// minTimeout returns the smaller of two timeouts, 0 meaning none.
+func minTimeout(a, b Duration) Duration {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// sliceOf computes the slice of a child asking for ask, out of the
+// parent's limits l of which used is used. It returns the slice, whether
+// the child may spawn children of its own, and a reason when the parent
+// cannot give it (then the spawn is refused).
+func sliceOf(l Limits, used Spend, ask Limits, parentDepth int) (Limits, string) {
+	var out Limits
+	var why []string
+	intAxis := func(name string, limit, used, asked int, keep int) int {
+		if limit == 0 {
+			return asked
+		}
+		left := limit - used - keep
+		if asked == 0 {
+			asked = max(1, left/4)
+		}
+		if left <= 0 || asked > left {
+			why = append(why, fmt.Sprintf("%s: asks %d, %d left to give", name, asked, max(0, left)))
+			return 0
+		}
+		return asked
+	}
+	out.MaxSteps = intAxis("model calls", l.MaxSteps, used.Steps, ask.MaxSteps, 1)
+	out.MaxToolCalls = intAxis("tool calls", l.MaxToolCalls, used.ToolCalls, ask.MaxToolCalls, 1)
+	if l.MaxTokens == 0 {
+		out.MaxTokens = ask.MaxTokens
+	} else {
+		left := l.MaxTokens - used.Tokens
+		asked := ask.MaxTokens
+		if asked == 0 {
+			asked = left / 4
+		}
+		if left <= 0 || asked <= 0 || asked > left {
+			why = append(why, fmt.Sprintf("tokens: asks %d, %d left to give", asked, max(0, left)))
+		}
+		out.MaxTokens = asked
+	}
+	if l.MaxCost == 0 {
+		out.MaxCost = ask.MaxCost
+	} else {
+		left := l.MaxCost - used.Cost
+		asked := ask.MaxCost
+		if asked == 0 {
+			asked = left / 4
+		}
+		if left <= 0 || asked <= 0 || asked > left {
+			why = append(why, fmt.Sprintf("cost: asks $%.4f, $%.4f left to give", asked, max(0, left)))
+		}
+		out.MaxCost = asked
+	}
+	// Children: the spawn itself counts one, the child's own slice the
+	// rest it asks for.
+	if l.MaxChildren > 0 {
+		left := l.MaxChildren - used.Children
+		if 1+ask.MaxChildren > left {
+			why = append(why, fmt.Sprintf("children: this one and %d below it asked, %d left to give", ask.MaxChildren, max(0, left)))
+		}
+	}
+	out.MaxChildren = ask.MaxChildren
+	switch {
+	case l.MaxDepth > 0:
+		out.MaxDepth = l.MaxDepth - 1
+		if ask.MaxDepth > 0 {
+			out.MaxDepth = min(out.MaxDepth, ask.MaxDepth)
+		}
+	default:
+		out.MaxDepth = ask.MaxDepth
+	}
+	out.Timeout = minTimeout(l.Timeout, ask.Timeout)
+	if len(why) > 0 {
+		return Limits{}, "the budget cannot give this child its slice (" + strings.Join(why, "; ") + ")"
+	}
+	return out, ""
+}
+
+// maySpawn reports whether a child with limits l under parent limits pl
+// may spawn children itself: no limited axis of the parent left at zero
+// in the child (zero would mean "no limit").
+func maySpawn(pl, l Limits) bool {
+	if pl.MaxDepth > 0 && l.MaxDepth == 0 {
+		return false
+	}
+	if pl.MaxChildren > 0 && l.MaxChildren == 0 {
+		return false
+	}
+	return true
+}
+
+// intersect returns the items of want that are in have (want nil: have).
+func intersect(have, want []string) []string {
+	if want == nil {
+		return slices.Clone(have)
+	}
+	var out []string
+	for _, w := range want {
+		if slices.Contains(have, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// missing returns the items of want not in have.
+func missing(have, want []string) []string {
+	var out []string
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// safeOutputCap is the largest output limit beforeCall sets on a request
+// that had none: below every model's maximum, which providers enforce.
+const safeOutputCap = 4096
+
+// waitPoll is how often a wait re-reads a child's journal that no
+// append in this process woke.
+const waitPoll = 200 * time.Millisecond
+
+// beforeCall checks a model request against what is left of the run's
+// token and cost limits before it is sent (children's slices included):
+// it returns the end of the run when the request alone would pass one,
+// and otherwise caps the request's output tokens at what is left, so
+// that a call can pass a token limit only by Keel's estimate of its
+// input being short of the provider's count. The estimate is corrected
+// by the ratio of the provider's count to Keel's estimate of the
+// previous request.
+func (x *executor) beforeCall(req *model.Request, est int) *End {
+	l, u := x.st.Limits, x.st.Used()
+	stop := func(reason, msg string) *End {
+		if x.st.Created.Parent != nil {
+			reason, msg = ReasonBudgetExhausted, "the slice of its parent's budget is spent: "+msg
+		}
+		return &End{Type: journal.RunFailed, Reason: reason, Message: msg}
+	}
+	if x.st.estIn > 0 {
+		// The provider counted the previous request differently from
+		// Keel's estimate: correct by the same ratio.
+		est = int((int64(est)*x.st.in + x.st.estIn - 1) / x.st.estIn)
+	}
+	// capOut lowers the request's output limit to n tokens: always when
+	// it has one, and when it has none (the provider's default) only
+	// below [safeOutputCap], which every model accepts.
+	capOut := func(n int64) {
+		n = max(1, n)
+		if req.MaxOutputTokens > 0 && int64(req.MaxOutputTokens) > n || req.MaxOutputTokens == 0 && n <= safeOutputCap {
+			req.MaxOutputTokens = int(n)
+		}
+	}
+	if l.MaxTokens > 0 {
+		left := l.MaxTokens - u.Tokens
+		if int64(est) >= left {
+			return stop(ReasonMaxTokens, fmt.Sprintf("token limit reached: the next request (about %d tokens) does not fit in the %d of %d tokens left", est, max(0, left), l.MaxTokens))
+		}
+		capOut(left - int64(est))
+	}
+	if l.MaxCost > 0 && x.p.Price != nil {
+		left := l.MaxCost - u.Cost
+		in := x.p.Price(model.Usage{InputTokens: int64(est)})
+		perOut := x.p.Price(model.Usage{OutputTokens: 1_000_000}) / 1e6
+		if in > left+1e-9 { // (sums of float prices)
+			return stop(ReasonMaxCost, fmt.Sprintf("cost limit reached: the next request (about $%.4f before its answer) does not fit in the $%.4f of $%.4f left", in, max(0, left), l.MaxCost))
+		}
+		if perOut > 0 {
+			capOut(int64((left - in) / perOut))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,535 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/tool"
+)
+
+// Launcher starts and follows the child runs of a run (its
+// [Wiring].Team). Every method is safe for concurrent use.
+type Launcher interface {
+	// Start makes sure the child run id exists (journaling c as its
+	// run.created unless it has events) and executes until it ends:
+	// unless it ended already, or an execution of it is in progress, it
+	// starts one that runs on after Start returns. It is called again
+	// for the same child after a crash, and must then neither create nor
+	// run the child twice. Canceling ctx's execution with a cause stops
+	// the child with that cause (the subtree follows its root).
+	Start(ctx context.Context, id string, c *RunCreated) error
+	// Wait blocks until the run id has ended (completed, failed or
+	// canceled; a paused child is waited for) or ctx is done, and
+	// returns its folded state.
+	Wait(ctx context.Context, id string) (*State, error)
+}
+
+// TeamTools returns the tool descriptions of the team tools, as
+// [RunCreated].Tools records them: a run offers them when they are
+// among its tools (keel run --team).
+func TeamTools() []ToolInfo { return ToolInfos(teamTools) }
+
+// teamTools validates the team tools' arguments; the executor runs them
+// (spawn, wait), never their handlers.
+var teamTools = func() *tool.Registry {
+	r := tool.NewRegistry()
+	never := func(context.Context, *tool.Request) (*tool.Result, error) {
+		return nil, errors.New("agent: team tools run in the executor")
+	}
+	r.Add(&tool.Tool{Name: SpawnTool, Description: spawnDescription, InputSchema: json.RawMessage(spawnSchema), Effect: tool.WorkspaceWrite, Idempotent: true}, never)
+	r.Add(&tool.Tool{Name: WaitTool, Description: waitDescription, InputSchema: json.RawMessage(waitSchema), Effect: tool.ReadOnly, Idempotent: true}, never)
+	return r
+}()
+
+const spawnDescription = `Start a child agent on a task: a run of its own, with a fresh context, in the same workspace, under a slice of your budget and at most your permissions. Give it a self-contained task (it sees nothing of your conversation). "agent" names one of the agent definitions listed in your instructions, or leave it out and give "system" and "tools" inline. With "wait": false the call returns at once with the child's id, so you can start several children that work in parallel and collect their results with wait_agents; otherwise it returns the child's result. Each child's result is given to you exactly once.`
+
+const spawnSchema = `{
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["task"],
+  "properties": {
+    "task": {"type": "string", "description": "what the child must do, self-contained"},
+    "agent": {"type": "string", "description": "name of an agent definition"},
+    "system": {"type": "string", "description": "the child's system prompt (default: the definition's, or yours)"},
+    "tools": {"type": "array", "items": {"type": "string"}, "description": "tools the child may use: a subset of yours (default: the definition's, or yours without spawn_agent and wait_agents)"},
+    "network": {"type": "array", "items": {"type": "string"}, "description": "hosts the child may reach: a subset of yours"},
+    "paths": {"type": "array", "items": {"type": "string"}, "description": "workspace paths the child may write (default: yours)"},
+    "limits": {
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {
+        "max_steps": {"type": "integer", "minimum": 0},
+        "max_tokens": {"type": "integer", "minimum": 0},
+        "max_cost": {"type": "number", "minimum": 0},
+        "max_tool_calls": {"type": "integer", "minimum": 0},
+        "max_children": {"type": "integer", "minimum": 0},
+        "max_depth": {"type": "integer", "minimum": 0}
+      }
+    },
+    "wait": {"type": "boolean", "description": "wait for the child's result (default true)"}
+  }
+}`
+
+const waitDescription = `Wait for child agents started with spawn_agent and get their results: "all" (the default) waits for every one named (or every child whose result you have not received yet when "agents" is left out), "any" for the first to end, "one" for the single child named. Each result comes once: a child whose result you already received is listed as such.`
+
+const waitSchema = `{
+  "type": "object",
+  "additionalProperties": false,
+  "properties": {
+    "agents": {"type": "array", "items": {"type": "string"}, "description": "child ids (default: every child whose result you have not received)"},
+    "mode": {"type": "string", "enum": ["one", "any", "all"]}
+  }
+}`
+
+// spawnArgs are spawn_agent's arguments.
+type spawnArgs struct {
+	Task    string    `json:"task"`
+	Agent   string    `json:"agent"`
+	System  string    `json:"system"`
+	Tools   *[]string `json:"tools"`
+	Network *[]string `json:"network"`
+	Paths   *[]string `json:"paths"`
+	Limits  Limits    `json:"limits"`
+	Wait    *bool     `json:"wait"`
+}
+
+type waitArgs struct {
+	Agents []string `json:"agents"`
+	Mode   string   `json:"mode"`
+}
+
+// registry returns the registry that holds tool name for this run: the
+// team tools' own when the run offers them.
+func (x *executor) registry(name string) *tool.Registry {
+	if teamTool(name) && hasTool(x.st.Created, name) {
+		return teamTools
+	}
+	return x.p.Tools
+}
+
+// definition returns what a spawn asks for: the named definition of the
+// run's definitions with the inline fields over it.
+func (x *executor) definition(in *spawnArgs) (*AgentDef, error) {
+	d := &AgentDef{}
+	if in.Agent != "" {
+		i := slices.IndexFunc(x.st.Created.Agents, func(a AgentDef) bool { return a.Name == in.Agent })
+		if i < 0 {
+			var names []string
+			for _, a := range x.st.Created.Agents {
+				names = append(names, a.Name)
+			}
+			return nil, fmt.Errorf("no agent definition %q (defined: %s)", in.Agent, strings.Join(names, ", "))
+		}
+		c := x.st.Created.Agents[i]
+		d = &c
+	}
+	if in.System != "" {
+		d.System = in.System
+	}
+	if in.Tools != nil {
+		d.Tools = *in.Tools
+	}
+	if in.Network != nil {
+		d.Network = *in.Network
+	}
+	if in.Paths != nil {
+		d.Paths = *in.Paths
+	}
+	for _, v := range []struct {
+		dst *int
+		src int
+	}{{&d.Limits.MaxSteps, in.Limits.MaxSteps}, {&d.Limits.MaxToolCalls, in.Limits.MaxToolCalls}, {&d.Limits.MaxChildren, in.Limits.MaxChildren}, {&d.Limits.MaxDepth, in.Limits.MaxDepth}} {
+		if v.src > 0 {
+			*v.dst = v.src
+		}
+	}
+	if in.Limits.MaxTokens > 0 {
+		d.Limits.MaxTokens = in.Limits.MaxTokens
+	}
+	if in.Limits.MaxCost > 0 {
+		d.Limits.MaxCost = in.Limits.MaxCost
+	}
+	return d, nil
+}
+
+// spawnCheck is the gate's part of a spawn: the facts the policy sees
+// (context.facts: depth, fanout, children, tools, hosts, paths, agent)
+// and, when the child would be wider than its parent or deeper than
+// allowed, why it is refused.
+func (x *executor) spawnCheck(call string, args json.RawMessage) (map[string]any, string) {
+	var in spawnArgs
+	if err := json.Unmarshal(args, &in); err != nil {
+		return nil, "the arguments do not decode: " + err.Error()
+	}
+	cr := x.st.Created
+	depth := 1
+	if cr.Parent != nil {
+		depth = cr.Parent.Depth + 1
+	}
+	d, err := x.definition(&in)
+	if err != nil {
+		return nil, err.Error()
+	}
+	// The fan-out counts the children spawned and the spawns of this
+	// turn before this one (a turn's calls are decided together).
+	fanout := len(x.st.Children)
+	if t := x.st.LastTurn(); t != nil {
+		for _, c := range t.Calls {
+			if c.ID == call {
+				break
+			}
+			if c.Name == SpawnTool && x.st.childOf(c.ID) == nil {
+				fanout++
+			}
+		}
+	}
+	facts := map[string]any{"depth": depth, "fanout": fanout, "agent": in.Agent,
+		"tools": d.Tools, "hosts": d.Network, "paths": d.Paths}
+	var names []string
+	for _, t := range cr.Tools {
+		names = append(names, t.Name)
+	}
+	if m := missing(names, d.Tools); len(m) > 0 {
+		return facts, fmt.Sprintf("the child asks for tools its parent does not have: %s", strings.Join(m, ", "))
+	}
+	if m := missing(cr.Network, d.Network); len(m) > 0 {
+		return facts, fmt.Sprintf("the child asks for hosts its parent may not reach: %s", strings.Join(m, ", "))
+	}
+	if cr.Parent != nil && len(cr.Parent.Paths) > 0 {
+		if d.Paths == nil {
+			d.Paths = cr.Parent.Paths
+		}
+		for _, p := range d.Paths {
+			if !underAny(p, cr.Parent.Paths) {
+				return facts, fmt.Sprintf("the child asks to write %s, outside its parent's paths (%s)", p, strings.Join(cr.Parent.Paths, ", "))
+			}
+		}
+	}
+	if slices.Contains(d.Tools, SpawnTool) {
+		l := x.st.Limits
+		if l.MaxDepth > 0 && l.MaxDepth-1 < 1 {
+			return facts, fmt.Sprintf("the child asks for spawn_agent at depth %d, the deepest this tree allows (max depth %d below its root)", depth, depth)
+		}
+		if l.MaxChildren > 0 && d.Limits.MaxChildren == 0 {
+			return facts, "the child asks for spawn_agent without a slice of children (limits.max_children)"
+		}
+	}
+	return facts, ""
+}
+
+// childCreated derives the run.created of a child from its parent's and
+// its definition: the parent's tools, hosts and paths intersected with
+// what the definition asks, the slice as its limits.
+func (x *executor) childCreated(call string, in *spawnArgs, d *AgentDef, slice Limits) *RunCreated {
+	cr := x.st.Created
+	c := *cr
+	c.Task = in.Task
+	if d.System != "" {
+		c.System = d.System
+	}
+	want := d.Tools
+	if want == nil {
+		for _, t := range cr.Tools {
+			if !teamTool(t.Name) {
+				want = append(want, t.Name)
+			}
+		}
+	}
+	c.Tools = nil
+	for _, t := range cr.Tools {
+		if !slices.Contains(want, t.Name) {
+			continue
+		}
+		if teamTool(t.Name) && !maySpawn(x.st.Limits, slice) {
+			continue
+		}
+		c.Tools = append(c.Tools, t)
+	}
+	c.Network = intersect(cr.Network, d.Network)
+	c.Limits = slice
+	root, depth := x.runID, 1
+	var paths []string
+	if cr.Parent != nil {
+		root, depth, paths = cr.Parent.Root, cr.Parent.Depth+1, cr.Parent.Paths
+	}
+	if d.Paths != nil {
+		paths = d.Paths
+	}
+	c.Parent = &ParentLink{Run: x.runID, Call: call, Root: root, Depth: depth, Agent: d.Name, Paths: paths}
+	c.Setup, c.SetupNetwork, c.Git, c.Recall = "", nil, nil, nil
+	return &c
+}
+
+// spawn runs a spawn_agent call: it reserves the child's slice and
+// journals child.spawned (once: a spawn re-run after a crash finds its
+// child), starts the child through the launcher, and, unless asked not
+// to wait, waits for its result.
+func (x *executor) spawn(ctx context.Context, c *Call, args json.RawMessage) *tool.Result {
+	if x.p.Team == nil {
+		return errResult("this runtime cannot start child agents (no launcher)")
+	}
+	var in spawnArgs
+	if err := json.Unmarshal(args, &in); err != nil {
+		return errResult("bad arguments: " + err.Error())
+	}
+	x.mu.Lock()
+	ch := x.st.childOf(c.ID)
+	x.mu.Unlock()
+	if ch == nil {
+		if strings.TrimSpace(in.Task) == "" {
+			return errResult("the task is empty")
+		}
+		d, err := x.definition(&in)
+		if err != nil {
+			return errResult(err.Error())
+		}
+		// The reservation reads what is used and appends in one critical
+		// section: concurrent spawns of a turn never give away the same
+		// budget twice.
+		x.teamMu.Lock()
+		x.mu.Lock()
+		slice, why := sliceOf(x.st.Limits, x.st.Used(), d.Limits, 0)
+		x.mu.Unlock()
+		if why != "" {
+			x.teamMu.Unlock()
+			return errResult(why)
+		}
+		id := childID(x.runID, c.ID)
+		created := x.childCreated(c.ID, &in, d, slice)
+		err = x.append(ctx, journal.ChildSpawned, &ChildSpawned{Child: id, CallID: c.ID, Agent: d.Name, Slice: slice, Created: created})
+		x.teamMu.Unlock()
+		if err != nil {
+			return &tool.Result{IsError: true, Content: "the runtime could not journal the spawn: " + err.Error()}
+		}
+		x.mu.Lock()
+		ch = x.st.childOf(c.ID)
+		x.mu.Unlock()
+	}
+	if err := x.p.Team.Start(ctx, ch.ID, ch.Spawned.Created); err != nil {
+		return errResult(fmt.Sprintf("child %s could not be started: %v", ch.ID, err))
+	}
+	if in.Wait != nil && !*in.Wait {
+		return &tool.Result{Content: fmt.Sprintf("started child %s with slice %s; collect its result with wait_agents", ch.ID, ch.Spawned.Slice)}
+	}
+	return x.deliver(ctx, c.ID, []string{ch.ID}, "all")
+}
+
+// waitAgents runs a wait_agents call.
+func (x *executor) waitAgents(ctx context.Context, c *Call, args json.RawMessage) *tool.Result {
+	if x.p.Team == nil {
+		return errResult("this runtime cannot follow child agents (no launcher)")
+	}
+	var in waitArgs
+	if err := json.Unmarshal(args, &in); err != nil {
+		return errResult("bad arguments: " + err.Error())
+	}
+	if in.Mode == "" {
+		in.Mode = "all"
+	}
+	x.mu.Lock()
+	ids := in.Agents
+	if ids == nil {
+		for _, ch := range x.st.Children {
+			if ch.Delivered == nil || ch.Delivered.CallID == c.ID {
+				ids = append(ids, ch.ID)
+			}
+		}
+	}
+	var unknown []string
+	for _, id := range ids {
+		if x.st.child(id) == nil {
+			unknown = append(unknown, id)
+		}
+	}
+	x.mu.Unlock()
+	switch {
+	case len(unknown) > 0:
+		return errResult("no child of this run: " + strings.Join(unknown, ", "))
+	case in.Mode == "one" && len(ids) != 1:
+		return errResult(`mode "one" needs exactly one child in "agents"`)
+	case len(ids) == 0:
+		return &tool.Result{Content: "no child is waiting to be delivered"}
+	}
+	return x.deliver(ctx, c.ID, ids, in.Mode)
+}
+
+// deliver waits for the children ids (all of them, or with mode "any"
+// the first to end), journals child.delivered for each that ended and
+// was not delivered before, and returns their results as call's result.
+// A child already delivered to another call is listed as such; one
+// delivered to this very call (a re-run after a crash) gets the same
+// text again, from the journal.
+func (x *executor) deliver(ctx context.Context, call string, ids []string, mode string) *tool.Result {
+	type ended struct {
+		id  string
+		st  *State
+		err error
+	}
+	var wait []string
+	x.mu.Lock()
+	for _, id := range ids {
+		if x.st.child(id).Delivered == nil {
+			wait = append(wait, id)
+		}
+	}
+	x.mu.Unlock()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := make(chan ended, len(wait))
+	for _, id := range wait {
+		x.mu.Lock()
+		created := x.st.child(id).Spawned.Created
+		x.mu.Unlock()
+		// A child left by a crash (of this process, which ran it) is
+		// started again; one that runs or ended is not.
+		if err := x.p.Team.Start(ctx, id, created); err != nil {
+			ch <- ended{id: id, err: err}
+			continue
+		}
+		go func() {
+			st, err := x.p.Team.Wait(wctx, id)
+			ch <- ended{id, st, err}
+		}()
+	}
+	var failed []string
+	for range wait {
+		var e ended
+		select {
+		case e = <-ch:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if e.err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", e.id, e.err))
+			continue
+		}
+		if err := x.delivered(ctx, call, e.id, e.st); err != nil {
+			return &tool.Result{IsError: true, Content: "the runtime could not journal a child's result: " + err.Error()}
+		}
+		if mode == "any" {
+			break
+		}
+	}
+	var b strings.Builder
+	x.mu.Lock()
+	for _, id := range ids {
+		d := x.st.child(id).Delivered
+		switch {
+		case d == nil:
+			fmt.Fprintf(&b, "## child %s: still running\n\n", id)
+		case d.CallID != call:
+			fmt.Fprintf(&b, "## child %s: %s; its result was given to you before (call %s)\n\n", id, d.Status, d.CallID)
+		default:
+			b.WriteString(resultText(d))
+		}
+	}
+	x.mu.Unlock()
+	for _, f := range failed {
+		fmt.Fprintf(&b, "## could not follow child %s\n\n", f)
+	}
+	if ctx.Err() != nil {
+		b.WriteString("[the run was stopped while it waited; the children not delivered above stop with it]\n")
+	}
+	return &tool.Result{Content: strings.TrimRight(b.String(), "\n"), IsError: ctx.Err() != nil || len(failed) > 0}
+}
+
+// delivered journals child.delivered of child id, which ended as st,
+// unless it was delivered already.
+func (x *executor) delivered(ctx context.Context, call, id string, st *State) error {
+	x.teamMu.Lock()
+	defer x.teamMu.Unlock()
+	x.mu.Lock()
+	done := x.st.child(id).Delivered != nil
+	x.mu.Unlock()
+	if done {
+		return nil
+	}
+	return x.append(ctx, journal.ChildDelivered, childResult(call, id, st))
+}
+
+// childResult is what a parent is given of a child that ended as st:
+// its output, or a salvaged one (its last assistant text) with why it
+// stopped.
+func childResult(call, id string, st *State) *ChildDelivered {
+	d := &ChildDelivered{Child: id, CallID: call, Spend: st.Used()}
+	if st.Ended != nil {
+		d.Reason, d.Message, d.Output = st.Ended.Reason, st.Ended.Message, st.Ended.Output
+	}
+	switch {
+	case st.Status == journal.StatusCompleted && strings.TrimSpace(d.Output) != "":
+		d.Status = ChildCompleted
+	case st.Status == journal.StatusCompleted:
+		d.Status = ChildNoOutput
+	case st.Status == journal.StatusCanceled:
+		d.Status = ChildCanceled
+	case d.Reason == ReasonBudgetExhausted:
+		d.Status = ChildBudgetExhausted
+	default:
+		d.Status = ChildFailed
+	}
+	if strings.TrimSpace(d.Output) == "" {
+		for i := len(st.Messages) - 1; i >= 0; i-- {
+			if m := st.Messages[i]; m.Role == model.RoleAssistant && strings.TrimSpace(m.Content) != "" {
+				d.Output, d.Salvaged = m.Content, true
+				break
+			}
+		}
+	}
+	return d
+}
+
+// resultText renders a delivered child for its parent's model.
+func resultText(d *ChildDelivered) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## child %s: %s", d.Child, d.Status)
+	if d.Reason != "" && d.Status != ChildCompleted {
+		fmt.Fprintf(&b, " (%s: %s)", d.Reason, d.Message)
+	}
+	fmt.Fprintf(&b, "\nspent: %s\n", d.Spend)
+	switch {
+	case d.Output == "":
+		b.WriteString("(no output)\n")
+	case d.Salvaged:
+		b.WriteString("its last message (salvaged, it gave no final output):\n" + d.Output + "\n")
+	default:
+		b.WriteString(d.Output + "\n")
+	}
+	return b.String() + "\n"
+}
+
+func errResult(s string) *tool.Result { return &tool.Result{IsError: true, Content: s} }
+
+// teamDecide is the gate's part for the team tools and for children's
+// path ceilings: it returns a deny decision, or nil to go on to the
+// policy with facts.
+func (x *executor) teamDecide(call, name string, args json.RawMessage, paths []string, effect tool.Effect, scoped bool) (*policy.Decision, map[string]any) {
+	cr := x.st.Created
+	if name == SpawnTool {
+		facts, why := x.spawnCheck(call, args)
+		if why != "" {
+			return &policy.Decision{Effect: policy.Deny, Policies: []string{PolicyTeam}, Reason: why}, facts
+		}
+		return nil, facts
+	}
+	if cr.Parent == nil || len(cr.Parent.Paths) == 0 || effect == tool.ReadOnly || teamTool(name) {
+		return nil, nil
+	}
+	if !scoped {
+		return &policy.Decision{Effect: policy.Deny, Policies: []string{PolicyTeam}, Reason: fmt.Sprintf("this child may write only %s, and %s may write anywhere in the workspace", strings.Join(cr.Parent.Paths, ", "), name)}, nil
+	}
+	for _, p := range paths {
+		if !underAny(p, cr.Parent.Paths) {
+			return &policy.Decision{Effect: policy.Deny, Policies: []string{PolicyTeam}, Reason: fmt.Sprintf("this child may write only %s, not %s", strings.Join(cr.Parent.Paths, ", "), p)}, nil
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,141 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/keel-run/keel/journal"
+)
+
+// LocalTeam is a [Launcher] that executes children in this process, each
+// with live parts from Wire: keel run, and the team server's pool. A
+// child it starts runs until it ends (or its parent's execution is
+// stopped, which stops it with the same cause); a child that a crash
+// left unfinished is executed again by the next Start of it, which the
+// parent's resumed spawn or wait makes.
+type LocalTeam struct {
+	// Runtime journals and executes the children; required.
+	Runtime *Runtime
+	// Wire builds each child execution's live parts; required. The
+	// team sets itself as the children's Team.
+	Wire WireFunc
+	// Params, if set, completes each child's ExecParams (principal
+	// checks, telemetry) before it executes.
+	Params func(id string, p *ExecParams)
+	// Poll is how often Wait re-reads a child's journal; 0 means 200ms.
+	Poll time.Duration
+
+	mu      sync.Mutex
+	running map[string]chan struct{}
+	wg      sync.WaitGroup
+}
+
+var _ Launcher = (*LocalTeam)(nil)
+
+// Start implements [Launcher].
+func (t *LocalTeam) Start(ctx context.Context, id string, c *RunCreated) error {
+	rt := t.Runtime
+	if _, err := rt.CreateAs(context.WithoutCancel(ctx), id, c); err != nil && !errors.Is(err, ErrRunExists) {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.running[id]; ok {
+		return nil
+	}
+	st, _, err := rt.Load(context.WithoutCancel(ctx), id)
+	if err != nil {
+		return err
+	}
+	if st.Status.Terminal() {
+		return nil
+	}
+	if l, ok := rt.Store().(journal.Locker); ok {
+		if h, err := l.Holder(ctx, id); err == nil && h != "" {
+			return nil // another process executes it
+		}
+	}
+	if t.running == nil {
+		t.running = map[string]chan struct{}{}
+	}
+	done := make(chan struct{})
+	t.running[id] = done
+	// The child outlives the call that started it, but not its parent's
+	// execution: a stop of that (a cancel, a shutdown, a time limit)
+	// stops the child with the same cause.
+	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		defer func() {
+			stop()
+			cancel(nil)
+			t.mu.Lock()
+			delete(t.running, id)
+			t.mu.Unlock()
+			close(done)
+		}()
+		t.execute(cctx, id, st.Created)
+	}()
+	return nil
+}
+
+// execute runs child id until it ends or pauses; a child that cannot be
+// set up fails with the reason journaled, so that its parent is given
+// that as its result.
+func (t *LocalTeam) execute(ctx context.Context, id string, c *RunCreated) {
+	rt := t.Runtime
+	w, closer, err := t.Wire(ctx, c)
+	if err != nil {
+		_, _ = rt.Fail(context.WithoutCancel(ctx), id, ReasonSetup, "the child could not be set up: "+err.Error())
+		return
+	}
+	if closer != nil {
+		defer closer.Close()
+	}
+	w.Team = t
+	p := &ExecParams{Wiring: *w}
+	if t.Params != nil {
+		t.Params(id, p)
+	}
+	if _, err := rt.Execute(ctx, id, p); err != nil && !errors.Is(err, ErrRunBusy) && !errors.Is(err, ErrRunCompleted) {
+		rt.logger.Error("child execution", "run_id", id, "err", err)
+		_, _ = rt.Fail(context.WithoutCancel(ctx), id, ReasonSetup, "the child's execution failed: "+err.Error())
+	}
+}
+
+// Wait implements [Launcher]: it follows the child's journal until an
+// end event (any process may execute the child).
+func (t *LocalTeam) Wait(ctx context.Context, id string) (*State, error) {
+	poll := t.Poll
+	if poll <= 0 {
+		poll = waitPoll
+	}
+	for e, err := range journal.Follow(ctx, t.Runtime.Store(), id, 1, poll) {
+		if err != nil {
+			return nil, err
+		}
+		if journal.StatusOf(e.Type).Terminal() {
+			break
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	st, _, err := t.Runtime.Load(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("agent: wait for child %s: %w", id, err)
+	}
+	return st, nil
+}
+
+// Close waits for the children this team executes to end their
+// executions (stop their parents' contexts first to make them stop).
+func (t *LocalTeam) Close() error {
+	t.wg.Wait()
+	return nil
+}

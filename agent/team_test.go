@@ -1,0 +1,446 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/tool"
+)
+
+// taskModel is a fake model that plays each run by its task: the k-th
+// request of a run whose task is T is answered with turns[T][k] (a task
+// with no script repeats its last turn, for runaways), with usage per
+// call.
+type taskModel struct {
+	mu    sync.Mutex
+	turns map[string][]model.Message
+	usage model.Usage
+	calls map[string]int
+}
+
+func (r *taskModel) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	task := req.Messages[0].Content
+	k := 0
+	for _, m := range req.Messages {
+		if m.Role == model.RoleAssistant {
+			k++
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.calls == nil {
+		r.calls = map[string]int{}
+	}
+	r.calls[task]++
+	turns, ok := r.turns[task]
+	if !ok {
+		for prefix, t := range r.turns {
+			if strings.HasSuffix(prefix, "*") && strings.HasPrefix(task, strings.TrimSuffix(prefix, "*")) {
+				turns, ok = t, true
+			}
+		}
+	}
+	if !ok || len(turns) == 0 {
+		return nil, &model.Error{Kind: model.KindExhausted, Message: "no script for task " + task}
+	}
+	m := turns[min(k, len(turns)-1)]
+	m.Role = model.RoleAssistant
+	// Call ids unique per step, as providers make them.
+	calls := make([]model.ToolCall, len(m.ToolCalls))
+	for i, c := range m.ToolCalls {
+		c.ID = fmt.Sprintf("%s_%d", c.ID, k)
+		calls[i] = c
+	}
+	m.ToolCalls = calls
+	return &model.Response{Message: m, Usage: r.usage}, nil
+}
+
+// teamEnv is env with a launcher whose children use the same model and
+// tools.
+func teamEnv(t *testing.T, m model.Model) (*env, *agent.LocalTeam) {
+	e := newEnv(t)
+	team := &agent.LocalTeam{Runtime: e.rt, Wire: func(ctx context.Context, c *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
+		return &agent.Wiring{Model: m, Tools: e.reg, Env: &tool.Env{Workspace: e.ws}, Price: func(u model.Usage) float64 { return float64(u.Total()) / 1e6 }}, nil, nil
+	}}
+	t.Cleanup(func() { team.Close() })
+	return e, team
+}
+
+func (e *env) createTeam(c *agent.RunCreated) string {
+	c.Tools = append(c.Tools, agent.TeamTools()...)
+	return e.create(c)
+}
+
+func spawnCall(id string, args map[string]any) model.ToolCall {
+	b, _ := json.Marshal(args)
+	return tc(id, agent.SpawnTool, string(b))
+}
+
+// treeSpend sums what every run of the tree under root spent itself.
+func treeSpend(t *testing.T, rt *agent.Runtime, root string) (agent.Spend, []*agent.State) {
+	t.Helper()
+	st, _, err := rt.Load(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := st.Own()
+	sum.Children = 0
+	all := []*agent.State{st}
+	for _, c := range st.Children {
+		s, sts := treeSpend(t, rt, c.ID)
+		sum.Steps += s.Steps
+		sum.Tokens += s.Tokens
+		sum.Cost += s.Cost
+		sum.ToolCalls += s.ToolCalls
+		sum.Children += s.Children + 1
+		all = append(all, sts...)
+	}
+	return sum, all
+}
+
+// overshoot returns the largest amount by which used passes l on any
+// limited axis, as a fraction of the limit.
+func overshoot(l agent.Limits, u agent.Spend) float64 {
+	worst := 0.0
+	f := func(used, limit float64) {
+		if limit > 0 && used > limit {
+			worst = max(worst, (used-limit)/limit)
+		}
+	}
+	f(float64(u.Steps), float64(l.MaxSteps))
+	f(float64(u.Tokens), float64(l.MaxTokens))
+	f(u.Cost, l.MaxCost)
+	f(float64(u.ToolCalls), float64(l.MaxToolCalls))
+	f(float64(u.Children), float64(l.MaxChildren))
+	return worst
+}
+
+// TestFanOutUnderTreeBudget: a lead starts 20 children in parallel
+// under one budget, one of them a runaway; the tree's spend never passes
+// the root's limits on any axis, the runaway stops at its slice, every
+// child's result is delivered once, and the unspent slices return.
+func TestFanOutUnderTreeBudget(t *testing.T) {
+	const n = 20
+	var spawns []model.ToolCall
+	for i := range n {
+		task := fmt.Sprintf("child %d", i)
+		if i == 7 {
+			task = "runaway"
+		}
+		spawns = append(spawns, spawnCall(fmt.Sprintf("s%d", i), map[string]any{"task": task, "wait": false,
+			"limits": map[string]any{"max_steps": 4, "max_tokens": 2000, "max_tool_calls": 3, "max_cost": 0.002}}))
+	}
+	m := &taskModel{usage: model.Usage{InputTokens: 300, OutputTokens: 20}, turns: map[string][]model.Message{
+		"lead":     {calls(spawns...), calls(tc("w", agent.WaitTool, `{}`)), answer("all done")},
+		"child *":  {calls(tc("e", "echo", `{"text":"looked"}`)), answer("found it")},
+		"runaway":  {calls(tc("e", "echo", `{"text":"again"}`))},
+		"unused *": nil,
+	}}
+	e, team := teamEnv(t, m)
+	limits := agent.Limits{MaxSteps: 100, MaxTokens: 60000, MaxCost: 0.06, MaxToolCalls: 90, MaxChildren: 20, MaxDepth: 1}
+	id := e.createTeam(&agent.RunCreated{Task: "lead", Limits: limits})
+	p := e.params(m)
+	p.Team = team
+	p.Price = func(u model.Usage) float64 { return float64(u.Total()) / 1e6 }
+	out, err := e.rt.Execute(t.Context(), id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != journal.StatusCompleted {
+		t.Fatalf("lead %s %+v", out.Status, out.End)
+	}
+	st := out.State
+	if len(st.Children) != n {
+		t.Fatalf("%d children, want %d", len(st.Children), n)
+	}
+	spend, all := treeSpend(t, e.rt, id)
+	if o := overshoot(limits, spend); o > 0 {
+		t.Errorf("tree spend %+v passes the root's limits %+v by %.1f%%", spend, limits, 100*o)
+	}
+	for _, s := range all[1:] {
+		if o := overshoot(s.Limits, s.Used()); o > 0 {
+			t.Errorf("child %s spent %+v, over its slice %+v by %.1f%%", s.RunID, s.Used(), s.Limits, 100*o)
+		}
+	}
+	t.Logf("tree spend %s against limits %s; largest overshoot 0", spend, limits)
+	delivered := 0
+	for _, c := range st.Children {
+		d := c.Delivered
+		if d == nil {
+			t.Errorf("child %s not delivered", c.ID)
+			continue
+		}
+		delivered++
+		want := agent.ChildCompleted
+		if strings.HasSuffix(c.Spawned.Created.Task, "runaway") {
+			want = agent.ChildBudgetExhausted
+		}
+		if d.Status != want {
+			t.Errorf("child %s (%s) delivered %s %s, want %s", c.ID, c.Spawned.Created.Task, d.Status, d.Message, want)
+		}
+	}
+	// Every result reached the model once, in the wait's result.
+	var waitResult string
+	for _, tr := range st.Turns {
+		for _, c := range tr.Calls {
+			if c.Name == agent.WaitTool {
+				waitResult = c.Finished.Content
+			}
+		}
+	}
+	if got := strings.Count(waitResult, "found it"); got != n-1 {
+		t.Errorf("wait result has %d child outputs, want %d:\n%s", got, n-1, waitResult)
+	}
+	// Unspent slices came back: what counts against the lead is what
+	// the children spent, not what was reserved.
+	if used := st.Used(); used.Steps >= 20*4 {
+		t.Errorf("lead's used steps %d still count the reserved slices", used.Steps)
+	}
+}
+
+// TestSpawnWaitsAndReservesOnce: a spawn that waits returns the child's
+// output as its result; re-executing the finished lead changes nothing.
+func TestSpawnWaits(t *testing.T) {
+	m := &taskModel{usage: model.Usage{InputTokens: 10, OutputTokens: 1}, turns: map[string][]model.Message{
+		"lead":  {calls(spawnCall("s", map[string]any{"task": "child"})), answer("ok")},
+		"child": {answer("the answer is 42")},
+	}}
+	e, team := teamEnv(t, m)
+	id := e.createTeam(&agent.RunCreated{Task: "lead", Limits: agent.Limits{MaxSteps: 10}})
+	p := e.params(m)
+	p.Team = team
+	out, err := e.rt.Execute(t.Context(), id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := out.State.Turns[0].Calls[0]
+	if !strings.Contains(c.Finished.Content, "the answer is 42") || c.Finished.IsError {
+		t.Errorf("spawn result %q", c.Finished.Content)
+	}
+	ch := out.State.Children[0]
+	if ch.Spawned.Slice.MaxSteps != 2 { // a quarter of the 9 left after keeping one
+		t.Errorf("slice %+v", ch.Spawned.Slice)
+	}
+	if ch.Delivered == nil || ch.Delivered.Spend.Steps != 1 || out.State.Used().Steps != 3 {
+		t.Errorf("delivered %+v, lead used %+v", ch.Delivered, out.State.Used())
+	}
+}
+
+// TestWideningRefused: a spawn asking for more than its parent has is
+// refused by the gate, each kind a case.
+func TestWideningRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		parent agent.RunCreated
+		args   map[string]any
+		// deny is a part of the refusal; "" means allowed.
+		deny string
+	}{
+		{"tool the parent lacks", agent.RunCreated{}, map[string]any{"task": "x", "tools": []string{"echo", "bash"}}, "tools its parent does not have: bash"},
+		{"host the parent may not reach", agent.RunCreated{Network: []string{"pypi.org"}}, map[string]any{"task": "x", "network": []string{"pypi.org", "evil.example"}}, "hosts its parent may not reach: evil.example"},
+		{"path outside the parent's", agent.RunCreated{Parent: &agent.ParentLink{Run: "p", Call: "c", Root: "p", Depth: 1, Paths: []string{"src"}}},
+			map[string]any{"task": "x", "paths": []string{"docs"}}, "outside its parent's paths"},
+		{"nested spawn past the depth limit", agent.RunCreated{Limits: agent.Limits{MaxDepth: 1}},
+			map[string]any{"task": "x", "tools": []string{"echo", agent.SpawnTool}, "limits": map[string]any{"max_children": 1}}, "the deepest this tree allows"},
+		{"spawn from a child of a read-only agent", agent.RunCreated{Parent: &agent.ParentLink{Run: "p", Call: "c", Root: "p", Depth: 1}, Limits: agent.Limits{MaxDepth: 2}},
+			map[string]any{"task": "x", "tools": []string{"write"}}, "tools its parent does not have: write"},
+		{"narrower is allowed", agent.RunCreated{Network: []string{"pypi.org"}}, map[string]any{"task": "x", "tools": []string{"echo"}, "network": []string{"pypi.org"}}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &taskModel{turns: map[string][]model.Message{
+				"lead": {calls(spawnCall("s", tt.args)), answer("ok")},
+				"x":    {answer("child done")},
+			}}
+			e, team := teamEnv(t, m)
+			c := tt.parent
+			c.Task = "lead"
+			if strings.Contains(tt.name, "read-only") {
+				// The read-only agent's child has only read tools.
+				c.Tools = append(c.Tools, agent.TeamTools()...)
+				for _, s := range e.reg.Specs() {
+					if s.Name == "echo" {
+						c.Tools = append(c.Tools, agent.ToolInfo{ToolSpec: s, Effect: "read_only"})
+					}
+				}
+				id, err := e.rt.Create(t.Context(), &c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkSpawn(t, e, team, m, id, tt.deny)
+				return
+			}
+			checkSpawn(t, e, team, m, e.createTeam(&c), tt.deny)
+		})
+	}
+}
+
+func checkSpawn(t *testing.T, e *env, team *agent.LocalTeam, m model.Model, id, deny string) {
+	t.Helper()
+	p := e.params(m)
+	p.Team = team
+	out, err := e.rt.Execute(t.Context(), id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := out.State.Turns[0].Calls[0]
+	if deny == "" {
+		if c.Decision.Effect != policy.Allow || len(out.State.Children) != 1 {
+			t.Fatalf("decision %+v, %d children", c.Decision.Decision, len(out.State.Children))
+		}
+		return
+	}
+	if c.Decision.Effect != policy.Deny || c.Decision.Policies[0] != agent.PolicyTeam || !strings.Contains(c.Decision.Reason, deny) {
+		t.Errorf("decision %+v, want a keel.team deny with %q", c.Decision.Decision, deny)
+	}
+	if len(out.State.Children) != 0 || c.Attempts != 0 {
+		t.Errorf("refused spawn started something: %d children, %d attempts", len(out.State.Children), c.Attempts)
+	}
+}
+
+// TestChildPathCeiling: a child limited to some paths may not write
+// elsewhere, nor run a tool that may write anywhere.
+func TestChildPathCeiling(t *testing.T) {
+	m := &taskModel{turns: map[string][]model.Message{
+		"child": {calls(tc("a", "write", `{"path":"src/a.txt","content":"x"}`), tc("b", "write", `{"path":"docs/b.txt","content":"x"}`)), answer("ok")},
+	}}
+	e, _ := teamEnv(t, m)
+	id := e.create(&agent.RunCreated{Task: "child", Parent: &agent.ParentLink{Run: "p", Call: "c", Root: "p", Depth: 1, Paths: []string{"src"}}})
+	out, err := e.rt.Execute(t.Context(), id, e.params(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := out.State.Turns[0].Calls
+	if calls[0].Decision.Effect != policy.Allow || calls[1].Decision.Effect != policy.Deny || calls[1].Decision.Policies[0] != agent.PolicyTeam {
+		t.Errorf("decisions %+v / %+v", calls[0].Decision.Decision, calls[1].Decision.Decision)
+	}
+}
+
+// TestCancelParentCancelsSubtree: canceling the lead's execution while
+// it waits cancels its child, whose result (canceled) is not lost.
+func TestCancelParentCancelsSubtree(t *testing.T) {
+	started := make(chan struct{})
+	m := &taskModel{turns: map[string][]model.Message{
+		"lead": {calls(spawnCall("s", map[string]any{"task": "slow"})), answer("ok")},
+	}}
+	slow := &blockOn{started: started}
+	e, team := teamEnv(t, modelByTask{"slow": slow, "": m})
+	id := e.createTeam(&agent.RunCreated{Task: "lead"})
+	p := e.params(modelByTask{"slow": slow, "": m})
+	p.Team = team
+	ctx, cancel := context.WithCancelCause(t.Context())
+	go func() { <-started; cancel(agent.ErrUserCanceled) }()
+	out, err := e.rt.Execute(ctx, id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	team.Close()
+	if out.Status != journal.StatusCanceled {
+		t.Errorf("lead %s", out.Status)
+	}
+	st, _, err := e.rt.Load(t.Context(), out.State.Children[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != journal.StatusCanceled {
+		t.Errorf("child %s, want canceled with its parent", st.Status)
+	}
+}
+
+// modelByTask routes requests by task to a model ("" for the rest).
+type modelByTask map[string]model.Model
+
+func (m modelByTask) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	if x, ok := m[req.Messages[0].Content]; ok {
+		return x.Generate(ctx, req)
+	}
+	return m[""].Generate(ctx, req)
+}
+
+// blockOn blocks every call until ctx ends, closing started at the first.
+type blockOn struct {
+	once    sync.Once
+	started chan struct{}
+}
+
+func (b *blockOn) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	b.once.Do(func() { close(b.started) })
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestSpawnIsACedarAction: a policy sees a spawn's depth and fan-out
+// (context.facts) and can refuse it.
+func TestSpawnIsACedarAction(t *testing.T) {
+	eng, err := policy.Parse("team.cedar", []byte(`
+@id("all") permit(principal, action, resource);
+@id("fanout") forbid(principal, action == Keel::Action::"spawn_agent", resource) when { context.facts.fanout >= 2 };
+@id("no-bash-children") forbid(principal, action == Keel::Action::"spawn_agent", resource) when { context.facts.tools.contains("write") };
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &taskModel{turns: map[string][]model.Message{
+		"lead": {calls(spawnCall("a", map[string]any{"task": "x", "wait": false}), spawnCall("b", map[string]any{"task": "x", "wait": false}),
+			spawnCall("c", map[string]any{"task": "x", "wait": false}), spawnCall("d", map[string]any{"task": "x", "tools": []string{"write"}, "wait": false})), answer("ok")},
+		"x": {answer("done")},
+	}}
+	e, team := teamEnv(t, m)
+	id := e.createTeam(&agent.RunCreated{Task: "lead", Policy: agent.NewPolicyRef(eng)})
+	p := e.params(m)
+	p.Team = team
+	out, err := e.rt.Execute(t.Context(), id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range out.State.Turns[0].Calls {
+		got = append(got, fmt.Sprintf("%s:%s:%s", c.ID[:1], c.Decision.Effect, strings.Join(c.Decision.Policies, ",")))
+	}
+	want := "a:allow:all b:allow:all c:deny:fanout d:deny:fanout,no-bash-children"
+	if strings.Join(got, " ") != want {
+		t.Errorf("decisions %s, want %s", strings.Join(got, " "), want)
+	}
+	if len(out.State.Children) != 2 {
+		t.Errorf("%d children, want 2", len(out.State.Children))
+	}
+}
+
+// TestFoldRefusesSecondDelivery: a journal that gives a child's result
+// twice, or a result of a child never spawned, does not fold.
+func TestFoldRefusesSecondDelivery(t *testing.T) {
+	ev := func(seq int64, typ journal.Type, v any) journal.Event {
+		b, _ := json.Marshal(v)
+		return journal.Event{RunID: "r", Seq: seq, Type: typ, Payload: b}
+	}
+	created := ev(1, journal.RunCreated, &agent.RunCreated{Task: "t"})
+	spawned := ev(2, journal.ChildSpawned, &agent.ChildSpawned{Child: "r.c", CallID: "c", Created: &agent.RunCreated{Task: "x"}})
+	for _, tt := range []struct {
+		name string
+		evs  []journal.Event
+		bad  string
+	}{
+		{"once", []journal.Event{created, spawned, ev(3, journal.ChildDelivered, &agent.ChildDelivered{Child: "r.c", CallID: "c"})}, ""},
+		{"twice", []journal.Event{created, spawned, ev(3, journal.ChildDelivered, &agent.ChildDelivered{Child: "r.c", CallID: "c"}), ev(4, journal.ChildDelivered, &agent.ChildDelivered{Child: "r.c", CallID: "w"})}, "second child.delivered"},
+		{"unknown child", []journal.Event{created, ev(2, journal.ChildDelivered, &agent.ChildDelivered{Child: "r.x"})}, "unknown child"},
+		{"spawned twice", []journal.Event{created, spawned, ev(3, journal.ChildSpawned, &agent.ChildSpawned{Child: "r.c", CallID: "c", Created: &agent.RunCreated{Task: "x"}})}, "second child.spawned"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := agent.Fold("r", tt.evs)
+			if tt.bad == "" && err != nil || tt.bad != "" && (err == nil || !strings.Contains(err.Error(), tt.bad)) {
+				t.Errorf("Fold = %v, want %q", err, tt.bad)
+			}
+		})
+	}
+}

@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/keel-run/keel/agent"
+)
+
+// agentFile is the front matter of .keel/agents/NAME.md; the body after
+// it is the agent's system prompt.
+type agentFile struct {
+	Name        string   `yaml:"name"`
+	Description string   `yaml:"description"`
+	Tools       []string `yaml:"tools"`
+	Network     []string `yaml:"network"`
+	Paths       []string `yaml:"paths"`
+	MaxSteps    int      `yaml:"max_steps"`
+	MaxTokens   int64    `yaml:"max_tokens"`
+	MaxCost     float64  `yaml:"max_cost"`
+	ToolCalls   int      `yaml:"max_tool_calls"`
+	MaxChildren int      `yaml:"max_children"`
+	MaxDepth    int      `yaml:"max_depth"`
+}
+
+// maxAgentFile bounds one definition file.
+const maxAgentFile = 64 << 10
+
+// agentDefs reads the agent definitions in dir (.keel/agents of a
+// workspace): every Markdown file, sorted by name. A missing directory is
+// none; a file that does not parse is an error naming it.
+func agentDefs(dir string, trusted func(path string, content []byte) bool) ([]agent.AgentDef, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(paths)
+	var out []agent.AgentDef
+	for _, p := range paths {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxAgentFile {
+			return nil, fmt.Errorf("agent definition %s: want a regular file of at most %d bytes", p, maxAgentFile)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		if !trusted(p, b) {
+			return nil, fmt.Errorf("agent definition %s is not trusted (a committed file chooses what a child agent may do): read it, then run keel config trust", p)
+		}
+		d, err := parseAgentDef(strings.TrimSuffix(filepath.Base(p), ".md"), string(b))
+		if err != nil {
+			return nil, fmt.Errorf("agent definition %s: %w", p, err)
+		}
+		out = append(out, *d)
+	}
+	return out, nil
+}
+
+// parseAgentDef parses one definition: YAML front matter between ---
+// lines, then the system prompt.
+func parseAgentDef(name, s string) (*agent.AgentDef, error) {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	rest, ok := strings.CutPrefix(s, "---\n")
+	if !ok {
+		return nil, fmt.Errorf("does not start with front matter (---)")
+	}
+	fm, body, ok := strings.Cut(rest, "\n---")
+	if !ok {
+		return nil, fmt.Errorf("front matter has no closing ---")
+	}
+	var f agentFile
+	dec := yaml.NewDecoder(strings.NewReader(fm))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("front matter: %w", err)
+	}
+	if f.Name != "" && f.Name != name {
+		return nil, fmt.Errorf("name %q differs from the file's name %q", f.Name, name)
+	}
+	if f.MaxSteps < 0 || f.MaxTokens < 0 || f.MaxCost < 0 || f.ToolCalls < 0 || f.MaxChildren < 0 || f.MaxDepth < 0 {
+		return nil, fmt.Errorf("a limit is negative: want 0 (the default share) or more")
+	}
+	return &agent.AgentDef{Name: name, Description: strings.TrimSpace(f.Description), System: strings.TrimSpace(strings.TrimPrefix(body, "\n")),
+		Tools: f.Tools, Network: f.Network, Paths: f.Paths,
+		Limits: agent.Limits{MaxSteps: f.MaxSteps, MaxTokens: f.MaxTokens, MaxCost: f.MaxCost, MaxToolCalls: f.ToolCalls, MaxChildren: f.MaxChildren, MaxDepth: f.MaxDepth}}, nil
+}
+
+// offerTeam adds the team tools (sorted with the others) and the
+// workspace's agent definitions to a new run, and names the definitions
+// in its system prompt.
+func (a *app) offerTeam(c *agent.RunCreated, ws string) error {
+	defs, err := agentDefs(filepath.Join(ws, ".keel", "agents"), a.fileTrusted)
+	if err != nil {
+		return err
+	}
+	c.Tools = append(c.Tools, agent.TeamTools()...)
+	slices.SortFunc(c.Tools, func(a, b agent.ToolInfo) int { return strings.Compare(a.Name, b.Name) })
+	c.Agents = defs
+	if len(defs) > 0 {
+		var b strings.Builder
+		b.WriteString("\n\nAgent definitions you can start with spawn_agent (\"agent\": NAME):\n")
+		for _, d := range defs {
+			fmt.Fprintf(&b, "- %s: %s\n", d.Name, d.Description)
+		}
+		c.System += b.String()
+	}
+	return nil
+}
+
+// fileTrusted reports whether the person trusts path with content
+// (keel config trust records the SHA-256 and path of each file).
+func (a *app) fileTrusted(path string, content []byte) bool {
+	want := fmt.Sprintf("%x %s", sha256.Sum256(content), path)
+	t, err := os.ReadFile(a.trustFile())
+	return err == nil && slices.Contains(strings.Split(string(t), "\n"), want)
+}

@@ -1,0 +1,89 @@
+package tui
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+)
+
+// maxTreeRuns bounds the runs keel runs show reads for a tree.
+const maxTreeRuns = 500
+
+// loadTree returns the tree of the folded run st: each child read with
+// events and folded, recursively (at most maxTreeRuns runs). A child
+// whose journal cannot be read or folded is a node that says so.
+func loadTree(st *agent.State, events func(id string) ([]journal.Event, error), budget *int) *agent.Tree {
+	t := agent.NewTree(st)
+	for _, c := range st.Children {
+		if *budget <= 0 {
+			break
+		}
+		*budget--
+		evs, err := events(c.ID)
+		var cs *agent.State
+		if err == nil {
+			cs, err = agent.Fold(c.ID, evs)
+		}
+		if err != nil {
+			t.Children = append(t.Children, &agent.Tree{RunID: c.ID, Agent: c.Spawned.Agent, Reason: "unreadable: " + err.Error(), Limits: c.Spawned.Slice})
+			continue
+		}
+		t.Children = append(t.Children, loadTree(cs, events, budget))
+	}
+	return t
+}
+
+// showTree prints the tree of child agents under st: each node's
+// status, what it spent and what is left of its limits (a child's: its
+// slice).
+func showTree(w io.Writer, st *agent.State, events func(id string) ([]journal.Event, error)) {
+	budget := maxTreeRuns
+	t := loadTree(st, events, &budget)
+	fmt.Fprintf(w, "\ntree (spent itself · with children / limits · left):\n")
+	printTree(w, t, "")
+}
+
+func printTree(w io.Writer, t *agent.Tree, indent string) {
+	name := t.RunID
+	if t.Agent != "" {
+		name += " (" + t.Agent + ")"
+	}
+	status := string(t.Status)
+	if t.Reason != "" {
+		status += " " + t.Reason
+	}
+	fmt.Fprintf(w, "%s%s  %s\n", indent, name, status)
+	fmt.Fprintf(w, "%s    spent %s · with children %s\n", indent, t.Own, t.Used)
+	fmt.Fprintf(w, "%s    limits %s · left %s\n", indent, t.Limits, left(t))
+	for _, c := range t.Children {
+		printTree(w, c, indent+"  ")
+	}
+}
+
+// left says what is left of each limited axis.
+func left(t *agent.Tree) string {
+	r, l := t.Remaining(), t.Limits
+	var parts []string
+	if l.MaxSteps > 0 {
+		parts = append(parts, fmt.Sprintf("%d steps", r.Steps))
+	}
+	if l.MaxTokens > 0 {
+		parts = append(parts, num(r.Tokens)+" tok")
+	}
+	if l.MaxCost > 0 {
+		parts = append(parts, fmt.Sprintf("$%.4f", r.Cost))
+	}
+	if l.MaxToolCalls > 0 {
+		parts = append(parts, fmt.Sprintf("%d tool calls", r.ToolCalls))
+	}
+	if l.MaxChildren > 0 {
+		parts = append(parts, fmt.Sprintf("%d children", r.Children))
+	}
+	if len(parts) == 0 {
+		return "no limit"
+	}
+	return strings.Join(parts, ", ")
+}

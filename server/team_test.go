@@ -1,0 +1,75 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
+)
+
+// teamModel plays a lead that spawns one child and answers with what it
+// got, and a child that answers (task "child") or waits until it is
+// stopped (task "slow", which closes started).
+type teamModel struct{ started chan struct{} }
+
+func (m teamModel) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	task := req.Messages[0].Content
+	last := req.Messages[len(req.Messages)-1]
+	switch {
+	case task == "slow":
+		close(m.started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case task != "lead-child" && task != "lead-slow":
+		return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "child says 42"}}, nil
+	case last.Role == model.RoleTool:
+		return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "lead got: " + last.Content}}, nil
+	}
+	args, _ := json.Marshal(map[string]any{"task": strings.TrimPrefix(task, "lead-")})
+	return &model.Response{Message: model.Message{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "s1", Name: agent.SpawnTool, Arguments: string(args)}}}}, nil
+}
+
+// TestTeamOnTheServer: the server's pool executes a run's children, gives
+// the lead its child's result, and a cancel of the lead stops its child.
+func TestTeamOnTheServer(t *testing.T) {
+	e := newEnv(t, nil)
+	started := make(chan struct{})
+	e.models.set("test:team", teamModel{started: started})
+	ctx := t.Context()
+	lead := func(task string) string {
+		return e.journalRun(&agent.RunCreated{Task: task, Model: "test:team", Workspace: t.TempDir(), MountPath: "/workspace", Sandbox: "none",
+			Tools: agent.TeamTools(), Limits: agent.Limits{MaxSteps: 10, MaxChildren: 2},
+			Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(policy.Default())})
+	}
+
+	id := lead("lead-child")
+	if _, err := e.admin.Resume(ctx, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	end := e.waitType(id, journal.RunCompleted, journal.RunFailed, journal.RunCanceled, journal.RunPaused)
+	var ended agent.RunEnded
+	json.Unmarshal(end.Payload, &ended)
+	if end.Type != journal.RunCompleted || !strings.Contains(ended.Output, "child says 42") {
+		t.Fatalf("lead %s %+v", end.Type, ended)
+	}
+	if run, err := e.admin.Run(ctx, id+".s1"); err != nil || run.Status != string(journal.StatusCompleted) {
+		t.Errorf("child: %+v %v", run, err)
+	}
+
+	id = lead("lead-slow")
+	if _, err := e.admin.Resume(ctx, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if _, err := e.admin.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	e.waitType(id, journal.RunCanceled)
+	e.waitType(id+".s1", journal.RunCanceled)
+}
