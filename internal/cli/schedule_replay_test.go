@@ -28,25 +28,8 @@ import (
 // unless KEEL_MARSHMALLOW_GIT names a clone or mirror of
 // marshmallow-code/marshmallow.
 func TestScheduledReplay(t *testing.T) {
-	repo := os.Getenv("KEEL_MARSHMALLOW_GIT")
-	if repo == "" {
-		t.Skip("KEEL_MARSHMALLOW_GIT is not set (a clone or mirror of marshmallow-code/marshmallow)")
-	}
+	ws := marshmallowAtBase(t)
 	db := setup(t)
-	var spec struct {
-		BaseCommit string `json:"base_commit"`
-	}
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "trajectories", "spec.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	json.Unmarshal(b, &spec)
-	ws := filepath.Join(t.TempDir(), "testbed")
-	for _, args := range [][]string{{"clone", "-q", repo, ws}, {"-C", ws, "checkout", "-q", spec.BaseCommit}} {
-		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-	}
 	path, err := filepath.Abs(trajectory)
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,6 @@
 package cli_test
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,25 +23,8 @@ import (
 // KEEL_MARSHMALLOW_GIT names a clone or mirror of
 // marshmallow-code/marshmallow.
 func TestSkillMarshmallow(t *testing.T) {
-	repo := os.Getenv("KEEL_MARSHMALLOW_GIT")
-	if repo == "" {
-		t.Skip("KEEL_MARSHMALLOW_GIT is not set (a clone or mirror of marshmallow-code/marshmallow)")
-	}
+	ws := marshmallowAtBase(t)
 	db := setup(t)
-	var spec struct {
-		BaseCommit string `json:"base_commit"`
-	}
-	b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "trajectories", "spec.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	json.Unmarshal(b, &spec)
-	ws := filepath.Join(t.TempDir(), "testbed")
-	for _, args := range [][]string{{"clone", "-q", repo, ws}, {"-C", ws, "checkout", "-q", spec.BaseCommit}} {
-		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-	}
 	run := func(want int, args ...string) string {
 		t.Helper()
 		code, out, errOut := keel(t, args...)
