@@ -59,6 +59,11 @@ func (m *FlowMark) String() string {
 type Flow struct {
 	Untrusted *FlowMark   `json:"untrusted,omitempty"`
 	Private   []*FlowMark `json:"private,omitempty"`
+	// Providers are the credential providers whose data the run read;
+	// Other is set once it touched private or secret data of another kind
+	// (see [policy.Flow]).
+	Providers []string `json:"providers,omitempty"`
+	Other     bool     `json:"other,omitempty"`
 }
 
 // MaxPrivateMarks bounds the private-data sources a run's flow keeps.
@@ -97,6 +102,7 @@ func (s *State) foldCreatedFlow(c *RunCreated) {
 	}
 	if len(c.SecretEnv) > 0 {
 		s.Flow.Private = append(s.Flow.Private, &FlowMark{Seq: 1, Why: "the sandbox holds secret " + strings.Join(c.SecretEnv, ", ")})
+		s.Flow.Other = true
 	}
 }
 
@@ -122,6 +128,15 @@ func (s *State) resultLabel(c *Call, f *ToolFinished) *DataLabel {
 	}
 	l.Why = strings.Join(why, "; ")
 	return l
+}
+
+// callProvider is the credential provider a call was decided with ("":
+// none).
+func callProvider(c *Call) string {
+	if c.Decision != nil && c.Decision.Credential != nil {
+		return c.Decision.Credential.Provider
+	}
+	return ""
 }
 
 // connectorTool reports whether a tool is one of the run's connectors
@@ -160,6 +175,15 @@ func (s *State) foldResultFlow(seq int64, c *Call, f *ToolFinished) {
 	}
 	if l.Integrity == LabelUntrusted && s.Flow.Untrusted == nil {
 		s.Flow.Untrusted = &FlowMark{Seq: seq, CallID: c.ID, Why: fmt.Sprintf("%s result of call %s", c.Name, c.ID)}
+	}
+	if l.Confidentiality == LabelPrivate || l.Confidentiality == LabelSecret {
+		if p := callProvider(c); p != "" && l.Confidentiality == LabelPrivate {
+			if !slices.Contains(s.Flow.Providers, p) {
+				s.Flow.Providers = append(s.Flow.Providers, p)
+			}
+		} else {
+			s.Flow.Other = true
+		}
 	}
 	if (l.Confidentiality == LabelPrivate || l.Confidentiality == LabelSecret) && len(s.Flow.Private) < MaxPrivateMarks {
 		prefix := c.Name + " result of call "
@@ -236,7 +260,8 @@ func (sc *secretScanner) hide(text string) string {
 
 // callFlow is the flow the gate shows the policy for a call.
 func (x *executor) callFlow(toolName string, args []byte) *policy.Flow {
-	fl := &policy.Flow{Secrets: x.secrets.scan(toolName, args), Untrusted: x.st.Flow.Untrusted.String(), Private: x.st.Flow.private()}
+	fl := &policy.Flow{Secrets: x.secrets.scan(toolName, args), Untrusted: x.st.Flow.Untrusted.String(), Private: x.st.Flow.private(),
+		PrivateProviders: x.st.Flow.Providers, PrivateOther: x.st.Flow.Other}
 	l := x.st.Created.Labels
 	fl.Unattended = l["keel.schedule"] != "" || l["keel.trigger"] != ""
 	if len(fl.Secrets) == 0 && fl.Untrusted == "" && fl.Private == "" && !fl.Unattended {

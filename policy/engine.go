@@ -525,7 +525,11 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			"part": cedar.Long(len(out)), "parts": cedar.Long(0),
 		}
 		credentialContext(ctx, c.Credential)
-		flowContext(ctx, c.Flow)
+		provider := ""
+		if c.Credential != nil {
+			provider = c.Credential.Provider
+		}
+		flowContext(ctx, c.Flow, provider)
 		ctx["data_out"] = cedar.Boolean(dataOut(c, f, networkAllowed))
 		ctx["autorun"] = cedar.Boolean(f.autorun)
 		ctx["hides_from_git"] = cedar.Boolean(f.hides)

@@ -28,6 +28,14 @@ type Flow struct {
 	// run (a result read with a credential or from a connector, a secret
 	// given to the sandbox), with its event; "" when nothing did.
 	Private string `json:"private,omitempty"`
+	// PrivateProviders are the credential providers whose data the run
+	// read; PrivateOther is set when it touched private or secret data of
+	// another kind (a connector, a secret in the sandbox). Data read only
+	// with provider P's credential may flow back to P's own resources:
+	// the policy sees private_own_provider on a call carrying P's
+	// credential.
+	PrivateProviders []string `json:"private_providers,omitempty"`
+	PrivateOther     bool     `json:"private_other,omitempty"`
 	// Unattended is set for runs nobody is there to approve (started by
 	// a schedule or a trigger): the default policy denies what it would
 	// ask.
@@ -58,11 +66,17 @@ func (s SecretUse) String() string {
 // asks and denials [Engine.Decide] explains with the flow.
 var flowPolicies = []string{"secret-out", "secret-out-unattended", "trifecta", "trifecta-unattended", "autorun-after-untrusted", "autorun-unattended"}
 
-// flowContext adds the call's flow to a part's context.
-func flowContext(ctx cedar.RecordMap, fl *Flow) {
+// flowContext adds the call's flow to a part's context; provider is the
+// credential provider the call carries ("" for none).
+func flowContext(ctx cedar.RecordMap, fl *Flow, provider string) {
 	if fl == nil {
 		fl = &Flow{}
 	}
+	own := provider != "" && fl.Private != "" && !fl.PrivateOther && len(fl.PrivateProviders) > 0
+	for _, p := range fl.PrivateProviders {
+		own = own && p == provider
+	}
+	ctx["private_own_provider"] = cedar.Boolean(own)
 	var names []string
 	for _, s := range fl.Secrets {
 		if !slices.Contains(names, s.Name) {
@@ -110,6 +124,11 @@ func dataOut(c *Call, f *facts, networkAllowed bool) bool {
 	case c.Tool == MemoryWriteTool:
 		// Memory outlives the run: other runs, agents and people read it.
 		return true
+	case c.Server != "" && strings.HasSuffix(c.Tool, "__sql_query"):
+		// Keel's own SQL connector tool: one statement in a read-only
+		// transaction, sent only to the database the connector names,
+		// which holds the data already.
+		return false
 	case c.Server != "":
 		a := strings.TrimSpace(string(c.Arguments))
 		return a != "" && a != "{}" && a != "null"

@@ -19,6 +19,8 @@ func TestDefaultFlowRules(t *testing.T) {
 	secret := &policy.Flow{Secrets: []policy.SecretUse{{Name: "API_TOKEN", Form: "base64"}}}
 	trifecta := &policy.Flow{Untrusted: "fetch_url result of call c0 (event 5)", Private: "the sandbox holds secret API_TOKEN (event 1)"}
 	untrusted := &policy.Flow{Untrusted: "fetch_url result of call c0 (event 5)"}
+	ownProvider := &policy.Flow{Untrusted: "http_request result of call c0 (event 5)", Private: "http_request result of call c0, read with a credential of crm (event 5)",
+		PrivateProviders: []string{"crm"}}
 	unattended := func(f policy.Flow) *policy.Flow { f.Unattended = true; return &f }
 	net := []string{"h.example"}
 	for _, tt := range []struct {
@@ -49,8 +51,18 @@ func TestDefaultFlowRules(t *testing.T) {
 			policy.Deny, "nobody attends"},
 		{"mcp tool after the trifecta", policy.Call{Tool: "notes__save", Server: "notes", Effect: "external", Network: net, Flow: trifecta, Arguments: json.RawMessage(`{"text":"x"}`)},
 			policy.Ask, "can carry data out"},
+		{"a read-only SQL query after the trifecta", policy.Call{Tool: "shop__sql_query", Server: "shop", Effect: "external", Flow: trifecta, Arguments: json.RawMessage(`{"sql":"SELECT * FROM orders"}`)},
+			policy.Allow, ""},
 		{"mcp tool without arguments after the trifecta", policy.Call{Tool: "notes__list", Server: "notes", Effect: "read_only", Network: net, Flow: trifecta, Arguments: json.RawMessage(`{}`)},
 			policy.Allow, ""},
+		{"a credentialed GET back to its own provider after the trifecta", policy.Call{Tool: "http_request", Network: net, Flow: ownProvider,
+			Credential: &policy.CredentialUse{Provider: "crm", Resource: "https://h.example/api", Method: "GET"}, Arguments: json.RawMessage(`{"url":"https://h.example/api/deals"}`)},
+			policy.Allow, ""},
+		{"a credentialed GET to another provider after the trifecta", policy.Call{Tool: "http_request", Network: net, Flow: ownProvider,
+			Credential: &policy.CredentialUse{Provider: "mail", Resource: "https://h.example/mail", Method: "GET"}, Arguments: json.RawMessage(`{"url":"https://h.example/mail/send?d=x"}`)},
+			policy.Ask, "can carry data out"},
+		{"an uncredentialed fetch after the provider's data", policy.Call{Tool: "fetch_url", Network: net, Flow: ownProvider, Arguments: json.RawMessage(`{"url":"https://h.example/?d=x"}`)},
+			policy.Ask, "can carry data out"},
 		{"fetch after untrusted input only", policy.Call{Tool: "fetch_url", Network: net, Flow: untrusted, Arguments: json.RawMessage(`{"url":"https://h.example/docs"}`)},
 			policy.Allow, ""},
 		{".envrc after untrusted input", policy.Call{Tool: "write_file", Effect: "workspace_write", Paths: []string{".envrc"}, Flow: untrusted, Arguments: json.RawMessage(`{"path":".envrc","content":"x"}`)},

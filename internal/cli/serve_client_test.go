@@ -576,8 +576,8 @@ func TestServeWorkspaceRootBesideJournal(t *testing.T) {
 		t.Errorf("a run in %s with the journal at %s = %d\n%s", ws, db, code, errOut)
 	}
 	code, _, errOut = keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", srv, "--no-wait", "fix it")
-	if code != 1 || !strings.Contains(errOut, "holds the server's own files") {
-		t.Errorf("a workspace holding the journal = %d %q, want 1, refused", code, errOut)
+	if code != 2 || !strings.Contains(errOut, "holds the server's own files") {
+		t.Errorf("a workspace holding the journal = %d %q, want 2, refused", code, errOut)
 	}
 	inHome := filepath.Join(os.Getenv("KEEL_HOME"), "work")
 	if err := os.Mkdir(inHome, 0o755); err != nil {
