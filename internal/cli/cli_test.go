@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -438,6 +439,7 @@ func TestGitPlantQuarantinedAndJournaled(t *testing.T) {
 // with its result; `keel runs resume` then completes it.
 func TestSignalsCancelCleanly(t *testing.T) {
 	setup(t)
+	unignoreHangup()
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			ws := t.TempDir()
@@ -475,6 +477,7 @@ func TestSignalsCancelCleanly(t *testing.T) {
 // does: exit status 130, "canceled", no runtime error, and no run left
 // behind as running.
 func TestSignalDuringStartCancels(t *testing.T) {
+	unignoreHangup()
 	setup(t)
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -576,5 +579,15 @@ func TestClosedStdoutEndsQuietly(t *testing.T) {
 	var stderr bytes.Buffer
 	if code := cli.Main(t.Context(), []string{"runs", "show", "--db", db, "no-such-run"}, w, &stderr); code == 0 || stderr.Len() == 0 {
 		t.Errorf("keel runs show no-such-run = %d, stderr %q; want an error", code, stderr.String())
+	}
+}
+
+// unignoreHangup lets the keel processes a test starts see SIGHUP when
+// the test itself runs under nohup: keel keeps an ignored SIGHUP ignored
+// (nohup keel run ... goes on after the terminal closes), and exec
+// passes an ignored signal on, but resets a caught one to its default.
+func unignoreHangup() {
+	if signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	}
 }
