@@ -101,7 +101,7 @@ model calls use_skill. With --server, the team server's: --workspace
 names a directory on the server, a token sees the skills runs of its
 agents would be offered, and only an admin installs. See docs/skills.md.`,
 	}
-	cmd.AddCommand(a.skillsListCmd(), a.skillsShowCmd(), a.skillsInstallCmd())
+	cmd.AddCommand(a.skillsListCmd(), a.skillsShowCmd(), a.skillsInstallCmd(), a.skillsExportCmd(), a.skillsImportCmd())
 	cmd.AddCommand(a.skillsPromotionCmds()...)
 	return cmd
 }
