@@ -192,7 +192,7 @@ func (b *builder) Complete(ctx context.Context, c *agent.RunCreated, req *servic
 		c.Tools = nil
 	}
 	if req.Local == nil {
-		if err := b.offer(ctx, c, cf.noMemory, req.NoSkills); err != nil {
+		if err := b.offer(ctx, c, cf.noMemory, req.NoSkills, req.ProposeSkills); err != nil {
 			return err
 		}
 	}
@@ -208,9 +208,11 @@ func (b *builder) Complete(ctx context.Context, c *agent.RunCreated, req *servic
 // caller, a schedule or a trigger, what keel run offers its runs: the
 // memory of its own scopes (service.MemoryScopes) unless noMemory, and
 // the verified skills of the server's home and the project's lockfile
-// that the run's policy lets its agent load, unless noSkills. The demo
-// agent, which every token may run, is offered neither.
-func (b *builder) offer(ctx context.Context, c *agent.RunCreated, noMemory, noSkills bool) error {
+// that the run's policy lets its agent load, unless noSkills, and with
+// propose the tools of agent-written skills (a run offered memory, as
+// keel run --propose-skills). The demo agent, which every token may
+// run, is offered none of it.
+func (b *builder) offer(ctx context.Context, c *agent.RunCreated, noMemory, noSkills, propose bool) error {
 	if c.Principal == identity.DemoAgent {
 		return nil
 	}
@@ -236,6 +238,9 @@ func (b *builder) offer(ctx context.Context, c *agent.RunCreated, noMemory, noSk
 		addMemoryTools(r, c, nil)
 		if c.Skills != nil {
 			skill.AddTool(r, c.Skills, nil) // its definition: the run's process copies the skills
+		}
+		if propose {
+			b.a.addSkillPromotionTools(r, c, nil)
 		}
 		c.Tools = agent.ToolInfos(r)
 	}

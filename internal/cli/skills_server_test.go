@@ -178,3 +178,94 @@ func TestSkillsServer(t *testing.T) {
 func hasToolInfo(tools []agent.ToolInfo, name string) bool {
 	return slices.ContainsFunc(tools, func(t agent.ToolInfo) bool { return t.Name == name })
 }
+
+// An agent-written skill through a team server: a run created through
+// the API with propose_skills proposes a candidate, tested in the
+// server's sandbox; the candidate shows with --server; once evaluated
+// on the server's machine, a promote_skill run waits for a person, who
+// approves through the server; the server signs it with the agent's
+// key and pins it, and the next API run is offered it, verified.
+func TestSkillPromotionServer(t *testing.T) {
+	db := setup(t)
+	ctx := t.Context()
+	ws := pyProject(t)
+	run := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := keel(t, args...)
+		if code != want {
+			t.Fatalf("keel %s = %d, want %d\n%s%s", strings.Join(args, " "), code, want, out, errOut)
+		}
+		return out + errOut
+	}
+	run(0, "auth", "key", "generate")
+	run(0, "agents", "create", "bot")
+	good := map[string]any{"name": "src-layout-tests", "description": "Run the tests of a Python project in the src layout without installing it (no network needed).",
+		"instructions": "Do not pip install the project: run `sh $SKILL_DIR/scripts/run-tests.sh [pytest args]` from the workspace.",
+		"files":        map[string]string{"scripts/run-tests.sh": runTestsScript},
+		"tests":        []map[string]string{{"name": "calc", "command": "sh $SKILL_DIR/scripts/run-tests.sh tests"}},
+		"covers":       "pytest|pip install", "usage": []string{"sh $SKILL_DIR/scripts/run-tests.sh tests"}}
+	propose := writeTrajectory(t, "run the tests and keep what works as a skill", []fcall{{"propose_skill", good}}, nil)
+	promote := writeTrajectory(t, "promote the skill", []fcall{{"promote_skill", map[string]any{"name": "src-layout-tests"}}}, nil)
+	use := writeTrajectory(t, "run the tests", []fcall{{"use_skill", map[string]any{"name": "src-layout-tests"}}}, nil)
+	var dirs []string
+	for _, p := range []string{propose, promote, use} {
+		dirs = append(dirs, "--replay-dir", filepath.Dir(p))
+	}
+	srv := startServe(t, dirs...)
+	_, tok, _ := keel(t, "--server", srv.url, "tokens", "create", "--name", "wendy", "--scope", "runs:write,approvals:write", "--agent", "bot")
+	tok = strings.TrimSpace(tok)
+	c := srv.clientWith(t, tok)
+	// create makes a run through the API and returns it once it stopped,
+	// with the sequence number of the event that stopped it.
+	var stopped int64
+	create := func(traj string, proposeSkills bool) (string, *agent.State) {
+		t.Helper()
+		r, err := c.CreateRun(ctx, &api.CreateRun{Model: "replay:" + traj, Workspace: ws, Agent: "bot", ProposeSkills: proposeSkills})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopped = untilStopped(t, c, r.ID, 1).Seq
+		id, st := lastRun(t, db)
+		if id != r.ID {
+			t.Fatalf("newest run %s, want %s", id, r.ID)
+		}
+		return id, st
+	}
+
+	_, st := create(propose, true)
+	if res := st.Turns[0].Calls[0].Finished; res == nil || res.IsError || !hasToolInfo(st.Created.Tools, "promote_skill") {
+		t.Fatalf("propose_skill on the server: %+v", res)
+	}
+	if out := run(0, "--server", srv.url, "--token", tok, "skills", "candidates"); !strings.Contains(out, "src-layout-tests@") || !strings.Contains(out, " tested ") {
+		t.Fatalf("candidates through the server:\n%s", out)
+	}
+	recorded := writeTrajectory(t, "run the tests",
+		[]fcall{sh("pip install -e .")}, []fcall{sh("python3 -m pytest tests 2>&1 | tail -5")}, []fcall{sh("pip install pytest")}, nil)
+	if out := run(0, "skills", "evaluate", "src-layout-tests", "--recording", recorded, "--repo", ws, "--mount-path", "/workspace"); !strings.Contains(out, ": evaluated") {
+		t.Fatalf("evaluate:\n%s", out)
+	}
+
+	id, st := create(promote, true)
+	call := st.Turns[0].Calls[0].ID
+	if st.Status != "paused" {
+		t.Fatalf("the promote_skill run is %s, want paused for approval", st.Status)
+	}
+	run(0, "--server", srv.url, "--token", tok, "approve", id, call, "--no-wait")
+	untilStopped(t, c, id, stopped+1)
+	_, st = lastRun(t, db)
+	if res := st.Turns[0].Calls[0].Finished; res == nil || res.IsError || !strings.Contains(res.Content, "approved by wendy, signed") {
+		t.Fatalf("promote_skill through the server: %+v", res)
+	}
+	lock, _, err := skill.ReadLock(ws)
+	if err != nil || len(lock.Skills) != 1 || lock.Skills[0].Signature == nil || lock.Skills[0].Signature.Agent != "bot" {
+		t.Fatalf("lockfile: %+v, %v", lock, err)
+	}
+
+	_, st = create(use, false)
+	if k := st.Created.Skills; k == nil || len(k.Entries) != 1 || !k.Entries[0].Signed || !k.Entries[0].Scripts {
+		t.Fatalf("offered after the promotion: %+v", st.Created.Skills)
+	}
+	if res := st.Turns[0].Calls[0].Finished; res == nil || res.IsError || !strings.Contains(res.Content, "signature verified") {
+		t.Errorf("use_skill on the server = %+v", res)
+	}
+}

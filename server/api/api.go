@@ -148,6 +148,10 @@ type CreateRun struct {
 	// NoSkills offers it no skills (docs/skills.md).
 	NoMemory bool `json:"no_memory,omitempty"`
 	NoSkills bool `json:"no_skills,omitempty"`
+	// ProposeSkills offers the run propose_skill and promote_skill (keel
+	// run --propose-skills): it may propose skills from its work, tested
+	// in its sandbox, and ask a person to promote one (docs/skills.md).
+	ProposeSkills bool `json:"propose_skills,omitempty"`
 }
 
 // Run is a run as the API shows it: its summary folded from the journal,
