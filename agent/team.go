@@ -110,6 +110,10 @@ type ChildDelivered struct {
 	// Spend is what the child and its subtree used; the rest of its
 	// slice returns to the parent.
 	Spend Spend `json:"spend"`
+	// Unwaited marks a child whose parent ended without waiting for it:
+	// the child was stopped (unless it had ended), and its result is
+	// journaled here, given to no call (CallID is empty).
+	Unwaited bool `json:"unwaited,omitempty"`
 }
 
 // Child is a child run as its parent's fold knows it.
@@ -128,7 +132,11 @@ func (x *ChildSpawned) Detail() string {
 }
 
 func (x *ChildDelivered) Detail() string {
-	d := fmt.Sprintf("%s %s to %s, spent %s", x.Child, x.Status, x.CallID, x.Spend)
+	to := "to " + x.CallID
+	if x.Unwaited {
+		to = "at its parent's end, unwaited"
+	}
+	d := fmt.Sprintf("%s %s %s, spent %s", x.Child, x.Status, to, x.Spend)
 	if x.Output != "" {
 		d += ": " + Clip(OneLine(x.Output), 80)
 	}

@@ -124,6 +124,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"MemoryEntry": api.MemoryEntry{}, "MemoryLabels": api.MemoryLabels{}, "MemorySource": api.MemorySource{}, "MemoryForgotten": api.MemoryForgotten{},
 		"MemoryList": api.MemoryList{}, "MemoryHistory": api.MemoryHistory{}, "EditMemory": api.EditMemory{}, "ForgetMemory": api.ForgetMemory{},
 		"SkillCandidate": api.SkillCandidate{}, "SkillCandidateList": api.SkillCandidateList{},
+		"Skill": api.Skill{}, "SkillSignature": api.SkillSignature{}, "SkillList": api.SkillList{}, "SkillDetail": api.SkillDetail{}, "SkillFile": api.SkillFile{}, "InstallSkill": api.InstallSkill{},
 	}
 	doc := loadOpenAPI(t)
 	var names []string

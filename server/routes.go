@@ -66,6 +66,9 @@ var routes = []route{
 	{"POST", "/v1/memory/{id}/edit", api.ScopeApprovalsWrite, (*Handler).editMemory},
 	{"POST", "/v1/memory/{id}/forget", api.ScopeApprovalsWrite, (*Handler).forgetMemory},
 	{"GET", "/v1/skills/candidates", api.ScopeRunsRead, (*Handler).listSkillCandidates},
+	{"GET", "/v1/skills", api.ScopeRunsRead, (*Handler).listSkills},
+	{"POST", "/v1/skills", api.ScopeAdmin, (*Handler).installSkill},
+	{"GET", "/v1/skills/{name}", api.ScopeRunsRead, (*Handler).getSkill},
 
 	{"GET", "/v1/tokens", api.ScopeAdmin, (*Handler).listTokens},
 	{"POST", "/v1/tokens", api.ScopeAdmin, (*Handler).createToken},

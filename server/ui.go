@@ -121,6 +121,13 @@ type page struct {
 	MemoryAll bool
 	MemoryID  string
 	CanDecide bool
+	// Skills are the skills page's skills of SkillWorkspace ("" for
+	// the server's own), Candidates the agent-written candidates; Skill
+	// a skill's page.
+	Skills         *api.SkillList
+	SkillWorkspace string
+	Candidates     []api.SkillCandidate
+	Skill          *api.SkillDetail
 	// Connected is the authorization callback's outcome.
 	Connected *connected
 	// Inputs are the questions the run page's run waits for.
@@ -230,6 +237,9 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"GET /ui/memory", api.ScopeRunsRead, h.uiMemory},
 		{"GET /ui/memory/{id}", api.ScopeRunsRead, h.uiMemoryEntry},
 		{"POST /ui/memory/{id}/{action}", api.ScopeApprovalsWrite, h.uiMemoryAction},
+		{"GET /ui/skills", api.ScopeRunsRead, h.uiSkills},
+		{"POST /ui/skills", api.ScopeAdmin, h.uiInstallSkill},
+		{"GET /ui/skills/{name}", api.ScopeRunsRead, h.uiSkill},
 		{"GET /ui/cost", api.ScopeAdmin, h.uiCost},
 		{"GET /ui/audit", api.ScopeRunsRead, h.uiAudit},
 		{"POST /ui/audit", api.ScopeRunsRead, h.uiAudit},

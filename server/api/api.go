@@ -143,6 +143,15 @@ type CreateRun struct {
 	// default of a server started with keel serve --no-checkpoints): it
 	// cannot be rewound or forked with its files.
 	NoCheckpoints bool `json:"no_checkpoints,omitempty"`
+	// NoMemory offers the run no memory: no entries of the memory
+	// stores, no memory tools, no AGENTS.md or KEEL.md memory files.
+	// NoSkills offers it no skills (docs/skills.md).
+	NoMemory bool `json:"no_memory,omitempty"`
+	NoSkills bool `json:"no_skills,omitempty"`
+	// ProposeSkills offers the run propose_skill and promote_skill (keel
+	// run --propose-skills): it may propose skills from its work, tested
+	// in its sandbox, and ask a person to promote one (docs/skills.md).
+	ProposeSkills bool `json:"propose_skills,omitempty"`
 }
 
 // Run is a run as the API shows it: its summary folded from the journal,
