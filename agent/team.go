@@ -51,6 +51,9 @@ type AgentDef struct {
 	Description string `json:"description,omitempty"`
 	// System is the child's system prompt ("" : the parent's).
 	System string `json:"system,omitempty"`
+	// Model is the child's model spec ("": the parent's). Only a
+	// definition file sets it: spawn_agent's arguments cannot.
+	Model string `json:"model,omitempty"`
 	// Tools are the tools asked for (nil: the parent's, without the team
 	// tools). Network the hosts, Paths the workspace paths the child may
 	// write (nil: the parent's).

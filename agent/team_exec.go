@@ -238,6 +238,9 @@ func (x *executor) childCreated(call string, in *spawnArgs, d *AgentDef, slice L
 	if d.System != "" {
 		c.System = d.System
 	}
+	if d.Model != "" {
+		c.Model = d.Model
+	}
 	want := d.Tools
 	if want == nil {
 		for _, t := range cr.Tools {

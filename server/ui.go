@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
@@ -59,7 +60,7 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 		"costGroups": func() []string { return telemetry.CostGroups },
 		"proposed":   proposed,
 		"summaryOf": func(p *page) *summaryView {
-			return &summaryView{Run: p.Run, CanWrite: p.CanWrite, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint}
+			return &summaryView{Run: p.Run, CanWrite: p.CanWrite, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed}
 		},
 		"withForm": func(a api.Approval, s *summaryView) approvalView {
 			v := approvalView{A: a}
@@ -92,8 +93,10 @@ type page struct {
 	Items     []item
 	Files     []fileDiff
 	FilesNote string
-	// LastCheckpoint is the run's newest checkpoint event (0: none).
+	// LastCheckpoint is the run's newest checkpoint event (0: none);
+	// Completed its newest run.completed event (0: none).
 	LastCheckpoint int64
+	Completed      int64
 	// Form holds what a form on the page sent when it failed, to show
 	// it again; FormName names the form.
 	Form     map[string]string
@@ -147,6 +150,14 @@ type page struct {
 
 type flash struct{ Kind, Text string }
 
+// Field returns what the form name sent for key, when that form failed.
+func (p *page) Field(name, key string) string {
+	if p.FormName != name {
+		return ""
+	}
+	return p.Form[key]
+}
+
 // choices are what the new-run form offers to pick from: the models, the
 // workspaces and the agents this server knows.
 type choices = service.Choices
@@ -160,6 +171,17 @@ type summaryView struct {
 	Form           map[string]string
 	FormName       string
 	LastCheckpoint int64
+	Completed      int64
+}
+
+// ForkAt is the event the Fork form offers: the newest, or for a
+// completed run the one before its completion (a run cannot be forked
+// and started from the event that completes it).
+func (s *summaryView) ForkAt() int64 {
+	if s.Run.Status == string(journal.StatusCompleted) && s.Completed > 1 {
+		return s.Completed - 1
+	}
+	return s.Run.Events
 }
 
 // Field returns what the form name sent for key, when that form failed.
@@ -331,14 +353,19 @@ func (h *Handler) uiRuns(w http.ResponseWriter, r *http.Request, who *caller) er
 	if r.URL.Query().Get("fragment") != "" {
 		return h.fragment(w, "runrows", &page{Runs: shown})
 	}
+	h.render(w, http.StatusOK, "runs", h.runsPage(r, who, shown, filter))
+	return nil
+}
+
+// runsPage is the runs page showing runs with the dashboard's filter.
+func (h *Handler) runsPage(r *http.Request, who *caller, runs []api.Run, filter runFilter) *page {
 	p := h.newPage(r.Context(), who, "Runs", "runs")
-	p.Runs, p.Filter = shown, filter
-	p.Chart = newRunChart(shown, h.svc.Clock()())
+	p.Runs, p.Filter = runs, filter
+	p.Chart = newRunChart(runs, h.svc.Clock()())
 	if p.CanWrite {
 		p.Choices = h.svc.NewRunChoices(r.Context(), who)
 	}
-	h.render(w, http.StatusOK, "runs", p)
-	return nil
+	return p
 }
 
 func (h *Handler) uiDemo(w http.ResponseWriter, r *http.Request, who *caller) error {
@@ -351,23 +378,61 @@ func (h *Handler) uiDemo(w http.ResponseWriter, r *http.Request, who *caller) er
 }
 
 func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) error {
-	req := &api.CreateRun{Task: r.PostFormValue("task"), Model: r.PostFormValue("model"), Workspace: r.PostFormValue("workspace"),
-		Agent: r.PostFormValue("agent"), Sandbox: r.PostFormValue("sandbox")}
-	if s := r.PostFormValue("max_steps"); s != "" {
+	req := &api.CreateRun{Task: r.PostFormValue("task"), Model: strings.TrimSpace(r.PostFormValue("model")),
+		Workspace: strings.TrimSpace(r.PostFormValue("workspace")), Agent: strings.TrimSpace(r.PostFormValue("agent")),
+		Sandbox: r.PostFormValue("sandbox"), Setup: strings.TrimSpace(r.PostFormValue("setup")),
+		Policy: strings.TrimSpace(r.PostFormValue("policy")), Env: formLines(r.PostFormValue("env")),
+		Network: strings.FieldsFunc(r.PostFormValue("network"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) })}
+	if s := strings.TrimSpace(r.PostFormValue("max_steps")); s != "" {
 		// Not a number is the form's to say; a negative one the
 		// service's, in the words every front end uses.
 		n, err := strconv.Atoi(s)
 		if err != nil {
-			return badRequest("max steps %q: want a number (0: no limit)", s)
+			return h.newRunFailed(w, r, who, badRequest("max steps %q: want a number (0: no limit)", s))
 		}
 		req.Limits.MaxSteps = &n
 	}
 	run, err := h.svc.Create(r.Context(), who, &service.CreateRun{CreateRun: *req})
 	if err != nil {
-		return err
+		return h.newRunFailed(w, r, who, err)
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 	return nil
+}
+
+// newRunFailed shows the runs page again with the New-run form open and
+// holding what was typed, and the error above it: nothing typed is lost.
+func (h *Handler) newRunFailed(w http.ResponseWriter, r *http.Request, who *caller, err error) error {
+	runs, lerr := h.svc.Runs(r.Context(), who, &service.ListRuns{Limit: 200})
+	if lerr != nil {
+		runs = nil
+	}
+	shown, filter := dashboard(r, runs)
+	p := h.runsPage(r, who, shown, filter)
+	e, internal := classify(err)
+	if internal {
+		h.logger.Error("ui request failed", "path", r.URL.Path, "err", err)
+	}
+	p.Flash = &flash{"bad", e.msg}
+	p.FormName, p.Form = "new", map[string]string{}
+	for k, v := range r.PostForm {
+		if len(v) > 0 {
+			p.Form[k] = v[0]
+		}
+	}
+	h.render(w, e.status, "runs", p)
+	return nil
+}
+
+// formLines returns the non-empty lines of a text area, trimmed.
+func formLines(s string) []string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 func (h *Handler) uiRun(w http.ResponseWriter, r *http.Request, who *caller) error {
@@ -403,6 +468,9 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 			}
 			at[it.ID] = len(p.Items)
 			p.Items = append(p.Items, it)
+		}
+		if events[i].Type == journal.RunCompleted {
+			p.Completed = events[i].Seq
 		}
 		if journal.KeepsStatus(events[i].Type) {
 			p.LastCheckpoint = events[i].Seq
@@ -545,7 +613,7 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 	// last summary sent showed it executing or queued; nil otherwise.
 	var busy <-chan struct{}
 	var last []byte
-	var lastCheckpoint int64
+	var lastCheckpoint, completed int64
 	summary := func() {
 		for {
 			// Watch before reading, so that a change in between is not
@@ -556,7 +624,7 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 				return
 			}
 			var b bytes.Buffer
-			view := &summaryView{Run: run, CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite), LastCheckpoint: lastCheckpoint}
+			view := &summaryView{Run: run, CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite), LastCheckpoint: lastCheckpoint, Completed: completed}
 			if err := h.ui.t.ExecuteTemplate(&b, "summary", view); err == nil && !bytes.Equal(b.Bytes(), last) {
 				_ = out.send("", "summary", b.Bytes())
 				last = b.Bytes()
@@ -575,6 +643,9 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 		row, items := rr.render(e), cr.render(e)
 		if journal.KeepsStatus(e.Type) {
 			lastCheckpoint = e.Seq
+		}
+		if e.Type == journal.RunCompleted {
+			completed = e.Seq
 		}
 		if e.Seq < from {
 			return nil
