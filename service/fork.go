@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"time"
 	"strings"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
