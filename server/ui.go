@@ -552,7 +552,15 @@ func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileD
 	if len(events) == 0 {
 		return nil, ""
 	}
-	cs, from, to, err := checkpoint.Diff(ctx, events, events[len(events)-1].Seq)
+	var cs []gitws.Change
+	var from, to int64
+	err := checkpoint.ErrNone
+	if c, cerr := runCreated(events); cerr != nil || c.Git == nil {
+		// A run with a starting commit is shown as keel runs diff shows
+		// it: its workspace against that commit under the start's ignore
+		// rules (the checkpoints follow the rules of each moment).
+		cs, from, to, err = checkpoint.Diff(ctx, events, events[len(events)-1].Seq)
+	}
 	switch {
 	case err == nil:
 		changes, note = cs, fmt.Sprintf("from the checkpoint of event %d to that of event %d", from, to)

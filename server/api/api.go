@@ -364,6 +364,9 @@ type FileDiff struct {
 	// Denied is set for a path the run's policy denies ([paths] deny):
 	// its content is not shown (Patch is empty).
 	Denied bool `json:"denied,omitempty"`
+	// Hidden is set for a file git ignores only by rules written since
+	// the run started: git status does not show it.
+	Hidden bool `json:"hidden,omitempty"`
 }
 
 // Approval is a tool call waiting for a person's decision.
