@@ -133,10 +133,10 @@ type page struct {
 	// Connected is the authorization callback's outcome.
 	Connected *connected
 	// Inputs are the questions the run page's run waits for.
-	Inputs    []uiInput
+	Inputs []uiInput
 	// Tree is the run page's team: the run's child runs, or the tree
 	// a child belongs to (nil for a run of one agent).
-	Tree *api.RunTree
+	Tree      *api.RunTree
 	Agents    []api.Agent
 	AgentsErr string
 	Report    *api.AuditReport
