@@ -115,6 +115,8 @@ func TestDependencyBoundaries(t *testing.T) {
 		// The terminal front end prints: it reads no flag and knows no
 		// other front end.
 		{"./internal/tui", []string{mod + "internal/cli", mod + "server", mod + "client", "github.com/spf13/cobra"}},
+		// keel mcp call is Keel's MCP client alone: no front end, no flags.
+		{"./internal/mcpcall", []string{mod + "internal/cli", mod + "internal/config", mod + "server", mod + "service", mod + "client", "github.com/spf13/cobra"}},
 		{"./internal/connect", []string{mod + "internal/cli", mod + "internal/config", mod + "server", mod + "service", mod + "client", "github.com/spf13/cobra"}},
 	} {
 		pkgs := listPackages(t, tt.pkg)
