@@ -366,10 +366,12 @@ type fileDiff struct {
 	Lines          []diffLine
 	// Problem says why a proposed edit would fail (as the tool would).
 	Problem string
+	// Hidden: git ignores the file only by rules written during the run.
+	Hidden bool
 }
 
 func newFileDiff(c gitws.Change) fileDiff {
-	d := fileDiff{Path: visible.String(c.Path), Status: string(c.Status), Binary: c.Binary, Added: c.Added, Removed: c.Removed}
+	d := fileDiff{Path: visible.String(c.Path), Status: string(c.Status), Binary: c.Binary, Added: c.Added, Removed: c.Removed, Hidden: c.Hidden}
 	if c.Denied {
 		d.Problem = "Content not shown: the run's policy denies this path."
 		return d

@@ -56,7 +56,7 @@ func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, who *caller) e
 		}
 	}
 	for _, c := range changes {
-		out.Files = append(out.Files, api.FileDiff{Path: c.Path, Status: string(c.Status), Binary: c.Binary, Patch: c.Patch, Added: c.Added, Removed: c.Removed, Denied: c.Denied})
+		out.Files = append(out.Files, api.FileDiff{Path: c.Path, Status: string(c.Status), Binary: c.Binary, Patch: c.Patch, Added: c.Added, Removed: c.Removed, Denied: c.Denied, Hidden: c.Hidden})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

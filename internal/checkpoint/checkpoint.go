@@ -434,8 +434,9 @@ func firstCheckpoint(events []journal.Event) int64 {
 }
 
 // SinceStart returns what run's files changed from the git commit it
-// started on (created.Git) to its workspace as it is now: files git
-// does not ignore. A run journaled when Keel kept its own files in the
+// started on (created.Git) to its workspace as it is now: files the
+// repository's ignore rules at the start do not ignore (gitws.DiffFrom:
+// what the run did to git's index or ignore rules hides nothing). A run journaled when Keel kept its own files in the
 // workspace (no state directory) leaves out .keel/.
 func SinceStart(ctx context.Context, created *agent.RunCreated) ([]gitws.Change, error) {
 	if created.Git == nil {
@@ -444,7 +445,7 @@ func SinceStart(ctx context.Context, created *agent.RunCreated) ([]gitws.Change,
 	skip := func(p string) bool {
 		return created.StateDir == "" && (p == ".keel" || strings.HasPrefix(p, ".keel/"))
 	}
-	changes, err := gitws.Diff(ctx, created.Workspace, created.Git.Commit, skip)
+	changes, err := gitws.DiffFrom(ctx, created.Workspace, gitws.Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude}, skip)
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,9 @@ func (a *app) runsDiffCmd() *cobra.Command {
 		Short: "Show the files a run changed and their unified diff",
 		Long: `Diff compares the run's workspace, as it is now, with the git commit the
 run started on (recorded in run.created), and prints the changed files and
-their unified diff. Only files git does not ignore are compared. When the
+their unified diff. New files are compared unless the ignore rules of the
+run's start ignore them (a file hidden only by rules the run wrote is shown
+and marked; what the run did to git's index hides nothing). When the
 tree had uncommitted changes at the start, the diff includes them; the
 files are named.
 
@@ -175,7 +177,7 @@ func (r *remote) CheckpointDiff(ctx context.Context, id string, _ []journal.Even
 func fileDiffs(d *api.RunDiff) []gitws.Change {
 	out := make([]gitws.Change, 0, len(d.Files))
 	for _, f := range d.Files {
-		out = append(out, gitws.Change{Path: f.Path, Status: gitws.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed, Denied: f.Denied})
+		out = append(out, gitws.Change{Path: f.Path, Status: gitws.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed, Denied: f.Denied, Hidden: f.Hidden})
 	}
 	return out
 }
@@ -247,7 +249,11 @@ func gitStart(ctx context.Context, dir string) *agent.GitStart {
 	if err != nil {
 		return nil
 	}
-	return &agent.GitStart{Commit: commit, Dirty: dirty}
+	g := &agent.GitStart{Commit: commit, Dirty: dirty}
+	if x, err := gitws.InfoExclude(ctx, dir); err == nil {
+		g.Exclude = &x
+	}
+	return g
 }
 
 // endDiff prints, at the end of keel run, the files the run changed

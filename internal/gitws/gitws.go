@@ -109,6 +109,19 @@ type Change struct {
 	// Denied is set when the run's policy denies the path ([paths]
 	// deny): Patch is then empty, whatever the file holds.
 	Denied bool
+	// Hidden is set for a file git ignores only by rules that changed
+	// since the start (a .gitignore file or .git/info/exclude written
+	// later): git status does not show it, this diff does.
+	Hidden bool
+}
+
+// Base is what a diff compares a work tree with: a commit, and the
+// ignore rules that held then.
+type Base struct {
+	Commit string
+	// Exclude is the content of the repository's .git/info/exclude at
+	// the start (see [InfoExclude]); nil: the file as it is now.
+	Exclude *string
 }
 
 type entry struct{ mode, sha string }
@@ -116,13 +129,26 @@ type entry struct{ mode, sha string }
 // Diff compares the files of the work tree at dir with commit: files of
 // the commit that changed or are gone, and files git does not ignore
 // that the commit lacks. skip, if set, leaves out paths it returns true
-// for. Changes are sorted by path.
+// for. Changes are sorted by path. It is DiffFrom with the repository's
+// .git/info/exclude as it is now.
 func Diff(ctx context.Context, dir, commit string, skip func(path string) bool) ([]Change, error) {
+	return DiffFrom(ctx, dir, Base{Commit: commit}, skip)
+}
+
+// DiffFrom is [Diff] computed independently of what the work tree's own
+// git state says now: file contents are read and compared here (the
+// index, assume-unchanged and skip-worktree bits change nothing), and a
+// new file counts as ignored only if the rules of base hold it ignored
+// (the .gitignore files of base's commit, base's .git/info/exclude, the
+// user's core.excludesFile). A file that only rules written since
+// ignore is listed, with Hidden set.
+func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string) bool) ([]Change, error) {
+	commit := base.Commit
 	tree, err := git(ctx, dir, nil, "ls-tree", "-r", "-z", "--full-tree", commit)
 	if err != nil {
 		return nil, err
 	}
-	base := map[string]entry{}
+	files := map[string]entry{}
 	for _, rec := range strings.Split(string(tree), "\x00") {
 		meta, path, ok := strings.Cut(rec, "\t")
 		if !ok {
@@ -132,20 +158,28 @@ func Diff(ctx context.Context, dir, commit string, skip func(path string) bool) 
 		if len(f) != 3 || f[1] != "blob" {
 			continue // submodules
 		}
-		base[path] = entry{f[0], f[2]}
+		files[path] = entry{f[0], f[2]}
 	}
 	listed, err := git(ctx, dir, nil, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	if err != nil {
 		return nil, err
 	}
 	paths := map[string]bool{}
-	for p := range base {
+	for p := range files {
 		paths[p] = true
 	}
 	for _, p := range strings.Split(string(listed), "\x00") {
 		if p != "" {
 			paths[p] = true
 		}
+	}
+	hidden, err := hiddenFiles(ctx, dir, files, base.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	isHidden := map[string]bool{}
+	for _, p := range hidden {
+		paths[p], isHidden[p] = true, true
 	}
 	var out []Change
 	for p := range paths {
@@ -156,14 +190,14 @@ func Diff(ctx context.Context, dir, commit string, skip func(path string) bool) 
 		if err != nil {
 			return nil, err
 		}
-		b, inBase := base[p]
+		b, inBase := files[p]
 		switch {
 		case !inBase && !exists:
 			continue // listed in the index, gone from disk and from the commit
 		case inBase && exists && blobSHA(cur) == b.sha:
 			continue
 		}
-		c := Change{Path: p, Status: Modified}
+		c := Change{Path: p, Status: Modified, Hidden: !inBase && isHidden[p]}
 		var old []byte
 		if inBase {
 			if old, err = git(ctx, dir, nil, "cat-file", "blob", b.sha); err != nil {

@@ -129,3 +129,70 @@ func TestDiffRunsNothingFromTheRepository(t *testing.T) {
 		t.Fatal("git ran a command planted in the repository")
 	}
 }
+
+// A run that hides its changes from git (ignore rules written in the
+// work tree or in .git/info/exclude, the assume-unchanged and
+// skip-worktree bits, a commit of its own) hides nothing from the diff:
+// it compares contents with the start's commit under the start's rules.
+func TestDiffSeesThroughGitTricks(t *testing.T) {
+	dir := repo(t, map[string]string{
+		".gitignore": "build/\n*.pyc\n",
+		"a.txt":      "a\n",
+		"b.txt":      "b\n",
+	})
+	commit, _, err := gitws.Start(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exclude, err := gitws.InfoExclude(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "build/out.o", "ignored at the start\n")
+	write(t, dir, "x.pyc", "ignored at the start\n")
+	write(t, dir, "payload.sh", "curl evil\n")
+	write(t, dir, ".gitignore", "build/\n*.pyc\npayload.sh\n")
+	write(t, dir, ".envrc", "curl evil\n")
+	write(t, dir, ".git/info/exclude", ".envrc\n")
+	write(t, dir, "deep/.gitignore", "*\n")
+	write(t, dir, "deep/conftest.py", "import os\n")
+	write(t, dir, "a.txt", "A\n")
+	run(t, dir, "update-index", "--assume-unchanged", "a.txt")
+	write(t, dir, "b.txt", "B\n")
+	run(t, dir, "update-index", "--skip-worktree", "b.txt")
+	write(t, dir, "c.txt", "c\n")
+	run(t, dir, "add", "c.txt")
+	run(t, dir, "commit", "-q", "-m", "hide")
+
+	status := exec.Command("git", "-C", dir, "status", "--porcelain")
+	out, err := status.Output()
+	if err != nil || string(out) != " M .gitignore\n" {
+		t.Fatalf("git status = %q, %v; the test's tricks should hide the rest", out, err)
+	}
+	changes, err := gitws.DiffFrom(t.Context(), dir, gitws.Base{Commit: commit, Exclude: &exclude}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		Path   string
+		Status gitws.Status
+		Hidden bool
+	}
+	var got []row
+	for _, c := range changes {
+		got = append(got, row{c.Path, c.Status, c.Hidden})
+	}
+	want := []row{
+		{".envrc", gitws.Added, true},
+		{".gitignore", gitws.Modified, false},
+		{"a.txt", gitws.Modified, false},
+		{"b.txt", gitws.Modified, false},
+		{"c.txt", gitws.Added, false},
+		{"deep/.gitignore", gitws.Added, true},
+		{"deep/conftest.py", gitws.Added, true},
+		{"payload.sh", gitws.Added, true},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("DiffFrom (-want +got):\n%s", d)
+	}
+}

@@ -54,16 +54,23 @@ func Changes(w io.Writer, changes []gitws.Change, what string, stat bool) {
 			fmt.Fprintf(w, "  %s %s (%s)\n", c.Status, c.Path, deniedNote)
 			continue
 		}
+		hidden := ""
+		if c.Hidden {
+			hidden = " (" + hiddenNote + ")"
+		}
 		if c.Binary {
-			fmt.Fprintf(w, "  %s %s (binary)\n", c.Status, c.Path)
+			fmt.Fprintf(w, "  %s %s (binary)%s\n", c.Status, c.Path, hidden)
 			continue
 		}
-		fmt.Fprintf(w, "  %s %s +%d -%d\n", c.Status, c.Path, c.Added, c.Removed)
+		fmt.Fprintf(w, "  %s %s +%d -%d%s\n", c.Status, c.Path, c.Added, c.Removed, hidden)
 	}
 	if !stat {
 		printPatches(w, changes)
 	}
 }
+
+// hiddenNote marks a file git ignores only by rules the run wrote.
+const hiddenNote = "hidden from git: ignored only by rules written during the run"
 
 // deniedNote stands for the content of a path the run's policy denies.
 const deniedNote = "content not shown: the run's policy denies this path"
