@@ -18,6 +18,7 @@ var routes = []route{
 	{"GET", "/v1/runs/{id}/events", api.ScopeRunsRead, (*Handler).runEvents},
 	{"GET", "/v1/runs/{id}/artifacts/{path...}", api.ScopeRunsRead, (*Handler).artifact},
 	{"GET", "/v1/runs/{id}/diff", api.ScopeRunsRead, (*Handler).runDiff},
+	{"GET", "/v1/runs/{id}/tree", api.ScopeRunsRead, (*Handler).runTree},
 
 	{"GET", "/v1/approvals", api.ScopeRunsRead, (*Handler).listApprovals},
 	{"POST", "/v1/runs/{id}/approvals/{call}/approve", api.ScopeApprovalsWrite, (*Handler).approve},
@@ -69,6 +70,9 @@ var routes = []route{
 	{"GET", "/v1/skills", api.ScopeRunsRead, (*Handler).listSkills},
 	{"POST", "/v1/skills", api.ScopeAdmin, (*Handler).installSkill},
 	{"GET", "/v1/skills/{name}", api.ScopeRunsRead, (*Handler).getSkill},
+
+	{"GET", "/v1/evals", api.ScopeAdmin, (*Handler).listEvals},
+	{"GET", "/v1/evals/{id}", api.ScopeAdmin, (*Handler).getEval},
 
 	{"GET", "/v1/tokens", api.ScopeAdmin, (*Handler).listTokens},
 	{"POST", "/v1/tokens", api.ScopeAdmin, (*Handler).createToken},
