@@ -269,3 +269,4 @@ func (x *executor) callFlow(toolName string, args []byte) *policy.Flow {
 	}
 	return fl
 }
+	fl.Held = x.st.Created.SecretEnv
