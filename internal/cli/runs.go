@@ -109,6 +109,9 @@ func (a *app) runsListCmd() *cobra.Command {
 		Args:        cobra.NoArgs,
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 {
+				return usagef("--limit %d: want 0 (all runs) or more", limit)
+			}
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
 				p := &journal.ListParams{Limit: limit}
 				for _, s := range status {

@@ -376,7 +376,7 @@ func (l *local) Fork(ctx context.Context, id string, at int64, workspace, by str
 		created.Labels[k] = v
 	}
 	created.Labels[service.LabelForkOf] = fmt.Sprintf("%s@%d", id, at)
-	drafts, err := service.ForkDrafts(events, &created)
+	drafts, err := service.ForkDrafts(events, &created, time.Now())
 	if err != nil {
 		return nil, err
 	}
