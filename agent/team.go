@@ -305,6 +305,37 @@ func NewTree(s *State) *Tree {
 	return t
 }
 
+// MaxTreeRuns bounds the runs a view reads for a tree.
+const MaxTreeRuns = 500
+
+// LoadTree returns the tree of the folded run st: each child read with
+// events and folded, recursively, at most max runs below st. A child
+// whose journal cannot be read or folded is a node that says so.
+func LoadTree(st *State, events func(id string) ([]journal.Event, error), max int) *Tree {
+	return loadTree(st, events, &max)
+}
+
+func loadTree(st *State, events func(id string) ([]journal.Event, error), budget *int) *Tree {
+	t := NewTree(st)
+	for _, c := range st.Children {
+		if *budget <= 0 {
+			break
+		}
+		*budget--
+		evs, err := events(c.ID)
+		var cs *State
+		if err == nil {
+			cs, err = Fold(c.ID, evs)
+		}
+		if err != nil {
+			t.Children = append(t.Children, &Tree{RunID: c.ID, Agent: c.Spawned.Agent, Reason: "unreadable: " + err.Error(), Limits: c.Spawned.Slice})
+			continue
+		}
+		t.Children = append(t.Children, loadTree(cs, events, budget))
+	}
+	return t
+}
+
 // childID is the run id of the child spawned by call of run: derived,
 // so that a spawn retried after a crash finds its child.
 func childID(run, call string) string { return run + "." + call }

@@ -18,6 +18,7 @@ var routes = []route{
 	{"GET", "/v1/runs/{id}/events", api.ScopeRunsRead, (*Handler).runEvents},
 	{"GET", "/v1/runs/{id}/artifacts/{path...}", api.ScopeRunsRead, (*Handler).artifact},
 	{"GET", "/v1/runs/{id}/diff", api.ScopeRunsRead, (*Handler).runDiff},
+	{"GET", "/v1/runs/{id}/tree", api.ScopeRunsRead, (*Handler).runTree},
 
 	{"GET", "/v1/approvals", api.ScopeRunsRead, (*Handler).listApprovals},
 	{"POST", "/v1/runs/{id}/approvals/{call}/approve", api.ScopeApprovalsWrite, (*Handler).approve},

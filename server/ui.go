@@ -70,6 +70,8 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 			return v
 		},
 		"statusIs": func(r api.Run, s ...string) bool { return slices.Contains(s, r.Status) },
+		"spend":    treeSpend,
+		"left":     treeLeft,
 	}
 	return &uiPages{t: template.Must(template.New("pages").Funcs(funcs).Parse(pagesHTML))}
 }
@@ -131,7 +133,10 @@ type page struct {
 	// Connected is the authorization callback's outcome.
 	Connected *connected
 	// Inputs are the questions the run page's run waits for.
-	Inputs    []uiInput
+	Inputs []uiInput
+	// Tree is the run page's team: the run's child runs, or the tree
+	// a child belongs to (nil for a run of one agent).
+	Tree      *api.RunTree
 	Agents    []api.Agent
 	AgentsErr string
 	Report    *api.AuditReport
@@ -223,6 +228,7 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"POST /ui/runs/{id}/fork", api.ScopeRunsWrite, h.uiFork},
 		{"POST /ui/runs/{id}/rewind", api.ScopeRunsWrite, h.uiRewind},
 		{"GET /ui/runs/{id}/files", api.ScopeRunsRead, h.uiFiles},
+		{"GET /ui/runs/{id}/tree", api.ScopeRunsRead, h.uiTree},
 		{"GET /ui/approvals", api.ScopeRunsRead, h.uiApprovals},
 		{"POST /ui/approvals/{id}/{call}", api.ScopeApprovalsWrite, h.uiDecide},
 		{"POST /ui/runs/{id}/auth/{call}/connect", api.ScopeApprovalsWrite, h.uiConnect},
@@ -483,7 +489,57 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 		}
 	}
 	p.Files, p.FilesNote = h.runFiles(ctx, events)
+	if t, err := h.svc.Tree(ctx, who, id); err == nil && (len(t.Children) > 0 || t.Parent != "") {
+		p.Tree = &t
+	}
 	return p, nil
+}
+
+// treeSpend says a node's spend in a few words.
+func treeSpend(s api.RunTreeSpend) string {
+	d := fmt.Sprintf("%d steps, %s tok, %d tool calls", s.Steps, groupDigits(s.Tokens), s.ToolCalls)
+	if s.Cost > 0 {
+		d += fmt.Sprintf(", $%.4f", s.Cost)
+	}
+	if s.Children > 0 {
+		d += fmt.Sprintf(", %d children", s.Children)
+	}
+	return d
+}
+
+// treeLeft says what is left of a node's limited axes.
+func treeLeft(t api.RunTree) string {
+	l, r := t.Limits, t.Left
+	var parts []string
+	if l.Steps > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d steps", r.Steps, l.Steps))
+	}
+	if l.Tokens > 0 {
+		parts = append(parts, fmt.Sprintf("%s of %s tok", groupDigits(r.Tokens), groupDigits(l.Tokens)))
+	}
+	if l.Cost > 0 {
+		parts = append(parts, fmt.Sprintf("$%.4f of $%.4f", r.Cost, l.Cost))
+	}
+	if l.ToolCalls > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d tool calls", r.ToolCalls, l.ToolCalls))
+	}
+	if l.Children > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d children", r.Children, l.Children))
+	}
+	if len(parts) == 0 {
+		return "no limits"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// uiTree is the run page's team panel alone (refreshed while the tree
+// runs).
+func (h *Handler) uiTree(w http.ResponseWriter, r *http.Request, who *caller) error {
+	t, err := h.svc.Tree(r.Context(), who, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return h.fragment(w, "tree", &page{Run: api.Run{ID: t.ID}, Tree: &t})
 }
 
 // runFiles returns the files a run changed, from its first checkpoint to

@@ -159,6 +159,36 @@ type CreateRun struct {
 	ProposeSkills bool `json:"propose_skills,omitempty"`
 }
 
+// RunTreeSpend is one node's amounts on each axis of a budget.
+type RunTreeSpend struct {
+	Steps     int     `json:"steps"`
+	Tokens    int64   `json:"tokens"`
+	Cost      float64 `json:"cost"`
+	ToolCalls int     `json:"tool_calls"`
+	Children  int     `json:"children"`
+}
+
+// RunTree is a run and its child runs (GET /v1/runs/{id}/tree, keel runs
+// show's tree): each node's status, what it spent itself (Own) and with
+// its children (Used: a child not yet delivered counts its whole slice),
+// its limits (a child's: the slice of its parent's budget reserved for
+// it; 0: no limit) and what is left of them (Left, limited axes only).
+type RunTree struct {
+	ID     string `json:"id"`
+	Agent  string `json:"agent,omitempty"`
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	// Parent and Root, on the node asked for, link a child run to the
+	// run that spawned it and to the top of its tree.
+	Parent   string       `json:"parent,omitempty"`
+	Root     string       `json:"root,omitempty"`
+	Limits   RunTreeSpend `json:"limits"`
+	Own      RunTreeSpend `json:"own"`
+	Used     RunTreeSpend `json:"used"`
+	Left     RunTreeSpend `json:"left"`
+	Children []RunTree    `json:"children"`
+}
+
 // Run is a run as the API shows it: its summary folded from the journal,
 // plus what the server knows about its execution.
 type Run struct {
