@@ -53,7 +53,7 @@ type egressProxy struct {
 	// (names[i] names value i); nil: none.
 	secrets *redact.Secrets
 	names   []string
-	log      *slog.Logger
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	phase  string

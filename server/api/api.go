@@ -121,9 +121,9 @@ type CreateRun struct {
 	// travel in a request, and the journal holds the names.
 	SecretEnv []string `json:"secret_env,omitempty"`
 	Setup     string   `json:"setup,omitempty"`
-	Network []string `json:"network,omitempty"`
-	System  string   `json:"system,omitempty"`
-	Limits  Limits   `json:"limits,omitempty"`
+	Network   []string `json:"network,omitempty"`
+	System    string   `json:"system,omitempty"`
+	Limits    Limits   `json:"limits,omitempty"`
 	// Policy names or holds the run's tool-call policy (empty or
 	// "server": the server's). Any other policy needs an admin token.
 	Policy string `json:"policy,omitempty"`
