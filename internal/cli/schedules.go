@@ -281,7 +281,10 @@ func (a *app) schedulesTriggerCmd() *cobra.Command {
 		Long: `Fire a schedule now, outside its spec: the fire is recorded (key manual:...,
 with your name) and its run is created with the rights of the schedule's
 creator. On a team server (--server) the server executes it; on the local
-journal, keel scheduler (or keel serve) on the journal does.`,
+journal, keel scheduler on the journal does. While keel serve holds a
+local SQLite journal, fire through it (keel --server URL schedules
+trigger NAME): it executes only the runs it makes, so a local fire is
+refused.`,
 		Args:        cobra.ExactArgs(1),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
