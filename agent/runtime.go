@@ -245,7 +245,7 @@ type Wiring struct {
 	// traceparent of the run's trace).
 	Trace func(ctx context.Context, op Operation) context.Context
 	// Checkpoint, if set, snapshots the workspace's files (a store
-	// outside the workspace; internal/gitws): Execute calls it before its
+	// outside the workspace; internal/checkpoint): Execute calls it before its
 	// first step and after each batch of tool calls that may write (not
 	// only read-only tools), the setup script and
 	// the repair of interrupted calls, with the run's newest checkpoint

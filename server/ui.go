@@ -19,7 +19,6 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
-	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
@@ -547,12 +546,12 @@ func (h *Handler) uiTree(w http.ResponseWriter, r *http.Request, who *caller) er
 // against the git commit it started on), and what they are compared
 // with.
 func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileDiff, string) {
-	var changes []gitws.Change
+	var changes []checkpoint.Change
 	var note string
 	if len(events) == 0 {
 		return nil, ""
 	}
-	var cs []gitws.Change
+	var cs []checkpoint.Change
 	var from, to int64
 	err := checkpoint.ErrNone
 	if c, cerr := runCreated(events); cerr != nil || c.Git == nil {

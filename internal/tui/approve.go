@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/tool/builtin/fs"
 	"github.com/keel-run/keel/visible"
@@ -228,7 +228,7 @@ func pendingDiff(created *agent.RunCreated, toolName string, args json.RawMessag
 	if msg != "" {
 		return "  (no diff: " + visible.String(msg) + ")\n"
 	}
-	c := gitws.FileDiff(rel, old, cur)
+	c := checkpoint.FileDiff(rel, old, cur)
 	switch {
 	case c.Binary:
 		return "  (binary or large file: no line diff)\n"

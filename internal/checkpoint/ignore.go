@@ -1,6 +1,7 @@
-package gitws
+package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -76,14 +77,8 @@ func hiddenFiles(ctx context.Context, dir string, files map[string]entry, exclud
 		opts = []string{"-c", "core.excludesFile=" + strings.TrimSpace(string(f))}
 	}
 	ignored := func(paths []string) (map[string]bool, error) {
-		var in strings.Builder
-		for _, p := range paths {
-			in.WriteString(p)
-			in.WriteByte(0)
-		}
-		out, err := git(ctx, rules, []byte(in.String()), append(opts, "check-ignore", "--no-index", "-z", "--stdin")...)
-		var ee *exec.ExitError
-		if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) { // 1: none ignored
+		out, err := git(ctx, rules, nulJoin(paths), append(opts, "check-ignore", "--no-index", "-z", "--stdin")...)
+		if err != nil && !exited(err, 1) { // 1: none ignored
 			return nil, err
 		}
 		m := map[string]bool{}
@@ -151,6 +146,24 @@ func writeRule(name string, b []byte) error {
 		return err
 	}
 	return os.WriteFile(name, b, 0o600)
+}
+
+// nulJoin is paths as git's -z --stdin reads them.
+func nulJoin(paths []string) []byte {
+	var in bytes.Buffer
+	for _, p := range paths {
+		in.WriteString(p)
+		in.WriteByte(0)
+	}
+	return in.Bytes()
+}
+
+// exited reports whether err is git's exit with status code (for
+// check-ignore, 1: nothing ignored; for add --ignore-errors, 1: some
+// files could not be read).
+func exited(err error, code int) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == code
 }
 
 // nul splits git's -z output.

@@ -1,19 +1,12 @@
-// Package gitws reads what a run changed in a git workspace: the commit
-// a run started on (Start) and the workspace's files compared with that
-// commit (Diff), as unified diffs.
-//
-// Host git is run on a directory an agent could write, so it is run only
-// in ways that execute nothing from the repository: fsmonitor and hooks
-// are off, and the file contents are compared here, not by git diff,
-// which would run the repository's clean filters and external diff
-// drivers. Git reads the commit's tree (ls-tree, cat-file) and the list
-// of files it does not ignore (ls-files).
-package gitws
+// What a run changed in a git workspace: the commit a run started on
+// (Start) and the workspace's files compared with that commit
+// (DiffFrom), as unified diffs.
+
+package checkpoint
 
 import (
 	"bytes"
 	"context"
-	"crypto/sha1"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -33,9 +25,17 @@ const maxFile = 8 << 20
 
 // git runs git in dir with the repository's code-running settings off.
 func git(ctx context.Context, dir string, stdin []byte, args ...string) ([]byte, error) {
-	full := append([]string{"-C", dir, "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false"}, args...)
-	cmd := exec.CommandContext(ctx, "git", full...)
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0")
+	return runGit(ctx, "", append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0"), stdin,
+		[]string{"-C", dir, "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false"}, args...)
+}
+
+// runGit runs git with opts then args in dir ("": the current directory)
+// with env, giving it stdin if not nil; an error names the subcommand
+// (args[0]) and carries what git wrote to its standard error. Every git
+// process of the package starts here.
+func runGit(ctx context.Context, dir string, env []string, stdin []byte, opts []string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "git", append(opts, args...)...)
+	cmd.Dir, cmd.Env = dir, env
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
@@ -50,7 +50,7 @@ func git(ctx context.Context, dir string, stdin []byte, args ...string) ([]byte,
 
 // ErrNotRepository is returned by Start for a directory that is not the
 // top of a git work tree with a commit.
-var ErrNotRepository = errors.New("gitws: not the top directory of a git repository with a commit")
+var ErrNotRepository = errors.New("checkpoint: not the top directory of a git repository with a commit")
 
 // Start returns the HEAD commit of the repository at dir and the tracked
 // files that differ from it (changed, staged or deleted).
@@ -67,7 +67,7 @@ func Start(ctx context.Context, dir string) (commit string, dirty []string, err 
 		return "", nil, ErrNotRepository
 	}
 	commit = strings.TrimSpace(string(head))
-	changes, err := Diff(ctx, dir, commit, nil)
+	changes, err := DiffFrom(ctx, dir, Base{Commit: commit}, nil)
 	if err != nil {
 		return "", nil, err
 	}
@@ -126,17 +126,11 @@ type Base struct {
 
 type entry struct{ mode, sha string }
 
-// Diff compares the files of the work tree at dir with commit: files of
-// the commit that changed or are gone, and files git does not ignore
-// that the commit lacks. skip, if set, leaves out paths it returns true
-// for. Changes are sorted by path. It is DiffFrom with the repository's
-// .git/info/exclude as it is now.
-func Diff(ctx context.Context, dir, commit string, skip func(path string) bool) ([]Change, error) {
-	return DiffFrom(ctx, dir, Base{Commit: commit}, skip)
-}
-
-// DiffFrom is [Diff] computed independently of what the work tree's own
-// git state says now: file contents are read and compared here (the
+// DiffFrom compares the files of the work tree at dir with base's
+// commit: files of the commit that changed or are gone, and files git
+// does not ignore that the commit lacks. skip, if set, leaves out paths
+// it returns true for. Changes are sorted by path. It is computed
+// independently of what the work tree's own git state says now: file contents are read and compared here (the
 // index, assume-unchanged and skip-worktree bits change nothing), and a
 // new file counts as ignored only if the rules of base hold it ignored
 // (the .gitignore files of base's commit, base's .git/info/exclude, the
@@ -194,7 +188,7 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 		switch {
 		case !inBase && !exists:
 			continue // listed in the index, gone from disk and from the commit
-		case inBase && exists && blobSHA(cur) == b.sha:
+		case inBase && exists && hashObject("blob", cur).String() == b.sha:
 			continue
 		}
 		c := Change{Path: p, Status: Modified, Hidden: !inBase && isHidden[p]}
@@ -235,14 +229,6 @@ func readSide(name string) (data []byte, exists bool, err error) {
 	}
 	b, err := os.ReadFile(name)
 	return b, true, err
-}
-
-// blobSHA is git's object id of a blob with content b (SHA-1 repositories).
-func blobSHA(b []byte) string {
-	h := sha1.New()
-	h.Write([]byte("blob " + strconv.Itoa(len(b)) + "\x00"))
-	h.Write(b)
-	return fmt.Sprintf("%x", h.Sum(nil))
 }
 
 func (c *Change) patch(old, cur []byte) {

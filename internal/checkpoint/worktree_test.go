@@ -1,4 +1,4 @@
-package gitws_test
+package checkpoint_test
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/internal/checkpoint"
 )
 
 func run(t *testing.T, dir string, args ...string) {
@@ -57,7 +57,7 @@ func TestDiff(t *testing.T) {
 		"bin.dat":     "\x00\x01",
 		"sub/keep.go": "package sub\n",
 	})
-	commit, dirty, err := gitws.Start(t.Context(), dir)
+	commit, dirty, err := checkpoint.Start(t.Context(), dir)
 	if err != nil || len(commit) != 40 || len(dirty) != 0 {
 		t.Fatalf("Start = %q %v %v", commit, dirty, err)
 	}
@@ -67,24 +67,24 @@ func TestDiff(t *testing.T) {
 	write(t, dir, "build/out.o", "ignored")
 	write(t, dir, "nonl.txt", "y")
 	write(t, dir, "bin.dat", "\x00\x02")
-	changes, err := gitws.Diff(t.Context(), dir, commit, nil)
+	changes, err := checkpoint.DiffFrom(t.Context(), dir, checkpoint.Base{Commit: commit}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []gitws.Change{
-		{Path: "a.txt", Status: gitws.Modified, Added: 1, Removed: 1, Patch: "--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n"},
-		{Path: "bin.dat", Status: gitws.Modified, Binary: true},
-		{Path: "gone.txt", Status: gitws.Deleted, Removed: 1, Patch: "--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n"},
-		{Path: "new.txt", Status: gitws.Added, Added: 1, Patch: "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+hello\n"},
-		{Path: "nonl.txt", Status: gitws.Modified, Added: 1, Removed: 1, Patch: "--- a/nonl.txt\n+++ b/nonl.txt\n@@ -1 +1 @@\n-x\n\\ No newline at end of file\n+y\n\\ No newline at end of file\n"},
+	want := []checkpoint.Change{
+		{Path: "a.txt", Status: checkpoint.Modified, Added: 1, Removed: 1, Patch: "--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n"},
+		{Path: "bin.dat", Status: checkpoint.Modified, Binary: true},
+		{Path: "gone.txt", Status: checkpoint.Deleted, Removed: 1, Patch: "--- a/gone.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n"},
+		{Path: "new.txt", Status: checkpoint.Added, Added: 1, Patch: "--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+hello\n"},
+		{Path: "nonl.txt", Status: checkpoint.Modified, Added: 1, Removed: 1, Patch: "--- a/nonl.txt\n+++ b/nonl.txt\n@@ -1 +1 @@\n-x\n\\ No newline at end of file\n+y\n\\ No newline at end of file\n"},
 	}
 	if d := cmp.Diff(want, changes); d != "" {
 		t.Errorf("Diff (-want +got):\n%s", d)
 	}
-	if _, dirty, err := gitws.Start(t.Context(), dir); err != nil || !cmp.Equal(dirty, []string{"a.txt", "bin.dat", "gone.txt", "nonl.txt"}) {
+	if _, dirty, err := checkpoint.Start(t.Context(), dir); err != nil || !cmp.Equal(dirty, []string{"a.txt", "bin.dat", "gone.txt", "nonl.txt"}) {
 		t.Errorf("Start on a dirty tree: dirty %v, %v", dirty, err)
 	}
-	skipped, err := gitws.Diff(t.Context(), dir, commit, func(p string) bool { return p != "new.txt" })
+	skipped, err := checkpoint.DiffFrom(t.Context(), dir, checkpoint.Base{Commit: commit}, func(p string) bool { return p != "new.txt" })
 	if err != nil || len(skipped) != 1 || skipped[0].Path != "new.txt" {
 		t.Errorf("Diff with skip = %+v, %v", skipped, err)
 	}
@@ -94,7 +94,7 @@ func TestDiff(t *testing.T) {
 func TestStartNotRepository(t *testing.T) {
 	dir := repo(t, map[string]string{"sub/x": "x\n"})
 	for _, d := range []string{t.TempDir(), filepath.Join(dir, "sub")} {
-		if _, _, err := gitws.Start(t.Context(), d); err != gitws.ErrNotRepository {
+		if _, _, err := checkpoint.Start(t.Context(), d); err != checkpoint.ErrNotRepository {
 			t.Errorf("Start(%s) = %v, want ErrNotRepository", d, err)
 		}
 	}
@@ -104,7 +104,7 @@ func TestStartNotRepository(t *testing.T) {
 // filter, an external diff driver, a textconv) runs none of it.
 func TestDiffRunsNothingFromTheRepository(t *testing.T) {
 	dir := repo(t, map[string]string{"a.txt": "one\n"})
-	commit, _, err := gitws.Start(t.Context(), dir)
+	commit, _, err := checkpoint.Start(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +118,11 @@ func TestDiffRunsNothingFromTheRepository(t *testing.T) {
 	}
 	write(t, dir, ".gitattributes", "* filter=evil diff=evil\n")
 	write(t, dir, "a.txt", "two\n")
-	changes, err := gitws.Diff(t.Context(), dir, commit, nil)
+	changes, err := checkpoint.DiffFrom(t.Context(), dir, checkpoint.Base{Commit: commit}, nil)
 	if err != nil || len(changes) != 2 {
 		t.Fatalf("Diff = %+v, %v", changes, err)
 	}
-	if _, _, err := gitws.Start(t.Context(), dir); err != nil {
+	if _, _, err := checkpoint.Start(t.Context(), dir); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -140,11 +140,11 @@ func TestDiffSeesThroughGitTricks(t *testing.T) {
 		"a.txt":      "a\n",
 		"b.txt":      "b\n",
 	})
-	commit, _, err := gitws.Start(t.Context(), dir)
+	commit, _, err := checkpoint.Start(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	exclude, err := gitws.InfoExclude(t.Context(), dir)
+	exclude, err := checkpoint.InfoExclude(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,13 +169,13 @@ func TestDiffSeesThroughGitTricks(t *testing.T) {
 	if err != nil || string(out) != " M .gitignore\n" {
 		t.Fatalf("git status = %q, %v; the test's tricks should hide the rest", out, err)
 	}
-	changes, err := gitws.DiffFrom(t.Context(), dir, gitws.Base{Commit: commit, Exclude: &exclude}, nil)
+	changes, err := checkpoint.DiffFrom(t.Context(), dir, checkpoint.Base{Commit: commit, Exclude: &exclude}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	type row struct {
 		Path   string
-		Status gitws.Status
+		Status checkpoint.Status
 		Hidden bool
 	}
 	var got []row
@@ -183,14 +183,14 @@ func TestDiffSeesThroughGitTricks(t *testing.T) {
 		got = append(got, row{c.Path, c.Status, c.Hidden})
 	}
 	want := []row{
-		{".envrc", gitws.Added, true},
-		{".gitignore", gitws.Modified, false},
-		{"a.txt", gitws.Modified, false},
-		{"b.txt", gitws.Modified, false},
-		{"c.txt", gitws.Added, false},
-		{"deep/.gitignore", gitws.Added, true},
-		{"deep/conftest.py", gitws.Added, true},
-		{"payload.sh", gitws.Added, true},
+		{".envrc", checkpoint.Added, true},
+		{".gitignore", checkpoint.Modified, false},
+		{"a.txt", checkpoint.Modified, false},
+		{"b.txt", checkpoint.Modified, false},
+		{"c.txt", checkpoint.Added, false},
+		{"deep/.gitignore", checkpoint.Added, true},
+		{"deep/conftest.py", checkpoint.Added, true},
+		{"payload.sh", checkpoint.Added, true},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("DiffFrom (-want +got):\n%s", d)
