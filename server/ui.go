@@ -41,14 +41,19 @@ type uiPages struct {
 
 func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 	funcs := template.FuncMap{
-		"short":  func(id string) string { return shortID(id) },
-		"clip":   clip,
-		"cost":   func(c float64) string { return fmt.Sprintf("$%.4f", c) },
-		"dur":    func(ms int64) string { return (time.Duration(ms) * time.Millisecond).Round(time.Millisecond).String() },
-		"num":    func(n int64) string { return groupDigits(n) },
-		"num64":  func(n int64) string { return groupDigits(n) },
-		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-		"ago":    func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") },
+		"short": func(id string) string { return shortID(id) },
+		"clip":  clip,
+		"cost":  func(c float64) string { return fmt.Sprintf("$%.4f", c) },
+		"dur":   func(ms int64) string { return (time.Duration(ms) * time.Millisecond).Round(time.Millisecond).String() },
+		"num":   func(n int64) string { return groupDigits(n) },
+		"num64": func(n int64) string { return groupDigits(n) },
+		"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"ago": func(t time.Time) string {
+			if t.IsZero() {
+				return "—"
+			}
+			return t.Local().Format("2006-01-02 15:04:05")
+		},
 		"join":   strings.Join,
 		"action": approvalAction,
 		// vis shows invisible and reordering characters as escapes;
@@ -71,6 +76,14 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 		"statusIs": func(r api.Run, s ...string) bool { return slices.Contains(s, r.Status) },
 		"spend":    treeSpend,
 		"left":     treeLeft,
+		"pct":      evalPct,
+		"optPct": func(f *float64) string {
+			if f == nil {
+				return "-"
+			}
+			return evalPct(*f)
+		},
+		"secs": func(s float64) string { return fmt.Sprintf("%.1fs", s) },
 	}
 	return &uiPages{t: template.Must(template.New("pages").Funcs(funcs).Parse(pagesHTML))}
 }
@@ -129,6 +142,9 @@ type page struct {
 	SkillWorkspace string
 	Candidates     []api.SkillCandidate
 	Skill          *api.SkillDetail
+	// Evals are the evaluations page's; EvalReport an evaluation's page.
+	Evals      *api.EvalList
+	EvalReport *api.EvalReport
 	// Connected is the authorization callback's outcome.
 	Connected *connected
 	// Inputs are the questions the run page's run waits for.
@@ -246,11 +262,19 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"POST /ui/skills", api.ScopeAdmin, h.uiInstallSkill},
 		{"GET /ui/skills/{name}", api.ScopeRunsRead, h.uiSkill},
 		{"GET /ui/cost", api.ScopeAdmin, h.uiCost},
+		{"GET /ui/evals", api.ScopeAdmin, h.uiEvals},
+		{"GET /ui/evals/{id}", api.ScopeAdmin, h.uiEval},
+		{"GET /ui/evals/{id}/report.html", api.ScopeAdmin, h.uiEvalHTML},
 		{"GET /ui/audit", api.ScopeRunsRead, h.uiAudit},
 		{"POST /ui/audit", api.ScopeRunsRead, h.uiAudit},
 	} {
 		mux.Handle(p.pattern, h.uiEndpoint(p.scope, p.serve))
 	}
+	// Any other page: the UI's own "not found", behind sign-in like the
+	// rest, rather than the mux's bare text.
+	mux.Handle("/ui/", h.uiEndpoint(api.ScopeRunsRead, func(_ http.ResponseWriter, r *http.Request, _ *caller) error {
+		return notFound("no page %s %s", r.Method, visible.String(r.URL.Path))
+	}))
 }
 
 func staticHandler(static fs.FS) http.Handler {
