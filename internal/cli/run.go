@@ -417,7 +417,7 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	}
 	params := w.execParams(p.Event)
 	if !jsonOut {
-		params.OnEvent = estimatedUsageNote(p.Err(), st.Created.Model, params.OnEvent)
+		params.OnEvent = tui.EstimatedUsageNote(p.Err(), st.Created.Model, params.OnEvent)
 	}
 	params.Message = message
 	params.Principals = identity.NewDirectory(rt.Store(), nil).Check
