@@ -99,6 +99,8 @@ func TestDependencyBoundaries(t *testing.T) {
 		{"./tool", []string{mod + "agent", mod + "journal", mod + "credential", mod + "internal/cli"}},
 		{"./sandbox", []string{mod + "agent", mod + "journal", mod + "tool"}},
 		{"./policy", []string{"net/http", "os/exec", mod + "agent", mod + "journal"}},
+		// The bash analysis knows commands, not Cedar nor the engine.
+		{"./policy/bash", []string{"net/http", "os/exec", "github.com/cedar-policy/cedar-go", mod + "policy", mod + "agent", mod + "journal"}},
 		{"./model/openai", []string{"github.com/anthropics/anthropic-sdk-go/v2", mod + "model/anthropic"}},
 		{"./model/anthropic", []string{"github.com/openai/openai-go/v3", mod + "model/openai"}},
 		// The service is under every front end: the front ends (the HTTP
@@ -115,6 +117,8 @@ func TestDependencyBoundaries(t *testing.T) {
 		// The terminal front end prints: it reads no flag and knows no
 		// other front end.
 		{"./internal/tui", []string{mod + "internal/cli", mod + "server", mod + "client", "github.com/spf13/cobra"}},
+		// keel mcp call is Keel's MCP client alone: no front end, no flags.
+		{"./internal/mcpcall", []string{mod + "internal/cli", mod + "internal/config", mod + "server", mod + "service", mod + "client", "github.com/spf13/cobra"}},
 		{"./internal/connect", []string{mod + "internal/cli", mod + "internal/config", mod + "server", mod + "service", mod + "client", "github.com/spf13/cobra"}},
 	} {
 		pkgs := listPackages(t, tt.pkg)

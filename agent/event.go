@@ -128,6 +128,11 @@ type GitStart struct {
 	// staged or deleted) when the run started: a diff against Commit
 	// includes their earlier changes too.
 	Dirty []string `json:"dirty,omitempty"`
+	// Exclude is the content of the repository's .git/info/exclude at
+	// the start (a run can write that file): the diff of the run ignores
+	// only what the start's rules ignore. Absent in runs journaled
+	// before it was recorded.
+	Exclude *string `json:"exclude,omitempty"`
 }
 
 // ToolInfo is a tool as recorded at run creation.

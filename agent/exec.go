@@ -462,6 +462,9 @@ func normalizeIDs(calls []model.ToolCall, step int, used func(id string) bool) [
 }
 
 func (x *executor) finish(ctx context.Context, e *End) error {
+	if err := x.reap(ctx); err != nil {
+		return err
+	}
 	out := e.Output
 	if e.Reason == ReasonMarker && e.CallID != "" {
 		// The model saw a bounded view; the run's output is the whole of

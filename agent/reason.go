@@ -32,6 +32,9 @@ const (
 
 	// Canceled.
 	ReasonUser = "user" // a person canceled the run
+	// ReasonParentEnded: a child run's parent ended without waiting for
+	// its result ([ErrParentEnded]).
+	ReasonParentEnded = "parent_ended"
 
 	// Paused.
 	ReasonApproval = "approval" // waiting for a person's approval

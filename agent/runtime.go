@@ -44,6 +44,10 @@ var (
 	// "keel.interrupt"), and the run pauses with reason "interrupted"
 	// until the next message.
 	ErrInterrupted = errors.New("agent: interrupted by the user")
+	// ErrParentEnded is the cancel cause of a child run whose parent
+	// ended without waiting for its result; the child ends canceled with
+	// reason "parent_ended".
+	ErrParentEnded = errors.New("agent: the parent run ended without waiting for this child")
 	// ErrRunExists is returned by [Runtime.CreateAs] for a run id that
 	// has events already; nothing is appended.
 	ErrRunExists = errors.New("agent: the run exists already")
@@ -241,7 +245,7 @@ type Wiring struct {
 	// traceparent of the run's trace).
 	Trace func(ctx context.Context, op Operation) context.Context
 	// Checkpoint, if set, snapshots the workspace's files (a store
-	// outside the workspace; internal/gitws): Execute calls it before its
+	// outside the workspace; internal/checkpoint): Execute calls it before its
 	// first step and after each batch of tool calls that may write (not
 	// only read-only tools), the setup script and
 	// the repair of interrupted calls, with the run's newest checkpoint
@@ -817,6 +821,8 @@ func (x *executor) stop(ctx context.Context) error {
 	switch {
 	case errors.Is(cause, ErrTimeLimit):
 		reason, typ, msg = ReasonTimeout, journal.RunFailed, fmt.Sprintf("time limit reached (%s)", time.Duration(x.st.Limits.Timeout))
+	case errors.Is(cause, ErrParentEnded):
+		reason, msg = ReasonParentEnded, "its parent ended without waiting for its result"
 	case errors.Is(cause, ErrShutdown):
 		reason, typ, msg = ReasonShutdown, journal.RunPaused, "the runtime shut down; resume the run to continue"
 	case errors.Is(cause, ErrInterrupted):

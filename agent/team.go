@@ -51,6 +51,9 @@ type AgentDef struct {
 	Description string `json:"description,omitempty"`
 	// System is the child's system prompt ("" : the parent's).
 	System string `json:"system,omitempty"`
+	// Model is the child's model spec ("": the parent's). Only a
+	// definition file sets it: spawn_agent's arguments cannot.
+	Model string `json:"model,omitempty"`
 	// Tools are the tools asked for (nil: the parent's, without the team
 	// tools). Network the hosts, Paths the workspace paths the child may
 	// write (nil: the parent's).
@@ -110,6 +113,10 @@ type ChildDelivered struct {
 	// Spend is what the child and its subtree used; the rest of its
 	// slice returns to the parent.
 	Spend Spend `json:"spend"`
+	// Unwaited marks a child whose parent ended without waiting for it:
+	// the child was stopped (unless it had ended), and its result is
+	// journaled here, given to no call (CallID is empty).
+	Unwaited bool `json:"unwaited,omitempty"`
 }
 
 // Child is a child run as its parent's fold knows it.
@@ -128,7 +135,11 @@ func (x *ChildSpawned) Detail() string {
 }
 
 func (x *ChildDelivered) Detail() string {
-	d := fmt.Sprintf("%s %s to %s, spent %s", x.Child, x.Status, x.CallID, x.Spend)
+	to := "to " + x.CallID
+	if x.Unwaited {
+		to = "at its parent's end, unwaited"
+	}
+	d := fmt.Sprintf("%s %s %s, spent %s", x.Child, x.Status, to, x.Spend)
 	if x.Output != "" {
 		d += ": " + Clip(OneLine(x.Output), 80)
 	}
@@ -290,6 +301,37 @@ func NewTree(s *State) *Tree {
 	}
 	if p := s.Created.Parent; p != nil {
 		t.Agent = p.Agent
+	}
+	return t
+}
+
+// MaxTreeRuns bounds the runs a view reads for a tree.
+const MaxTreeRuns = 500
+
+// LoadTree returns the tree of the folded run st: each child read with
+// events and folded, recursively, at most max runs below st. A child
+// whose journal cannot be read or folded is a node that says so.
+func LoadTree(st *State, events func(id string) ([]journal.Event, error), max int) *Tree {
+	return loadTree(st, events, &max)
+}
+
+func loadTree(st *State, events func(id string) ([]journal.Event, error), budget *int) *Tree {
+	t := NewTree(st)
+	for _, c := range st.Children {
+		if *budget <= 0 {
+			break
+		}
+		*budget--
+		evs, err := events(c.ID)
+		var cs *State
+		if err == nil {
+			cs, err = Fold(c.ID, evs)
+		}
+		if err != nil {
+			t.Children = append(t.Children, &Tree{RunID: c.ID, Agent: c.Spawned.Agent, Reason: "unreadable: " + err.Error(), Limits: c.Spawned.Slice})
+			continue
+		}
+		t.Children = append(t.Children, loadTree(cs, events, budget))
 	}
 	return t
 }

@@ -29,6 +29,10 @@ type Launcher interface {
 	// canceled; a paused child is waited for) or ctx is done, and
 	// returns its folded state.
 	Wait(ctx context.Context, id string) (*State, error)
+	// Stop makes the child id end soon with cause (its parent ended
+	// without waiting for it: [ErrParentEnded]) unless it ended already;
+	// Wait then returns its end.
+	Stop(ctx context.Context, id string, cause error) error
 }
 
 // TeamTools returns the tool descriptions of the team tools, as
@@ -233,6 +237,9 @@ func (x *executor) childCreated(call string, in *spawnArgs, d *AgentDef, slice L
 	c.Task = in.Task
 	if d.System != "" {
 		c.System = d.System
+	}
+	if d.Model != "" {
+		c.Model = d.Model
 	}
 	want := d.Tools
 	if want == nil {
@@ -454,6 +461,46 @@ func (x *executor) delivered(ctx context.Context, call, id string, st *State) er
 		return nil
 	}
 	return x.append(ctx, journal.ChildDelivered, childResult(call, id, st))
+}
+
+// reap ends the children of a run that is ending without having waited
+// for them: each is stopped ([ErrParentEnded]), waited for, and its
+// result journaled as child.delivered to no call (Unwaited), so that
+// what it spent counts in the run's total and no child outlives its
+// parent unaccounted. A run killed while it reaps does it again when it
+// is resumed and ends.
+func (x *executor) reap(ctx context.Context) error {
+	x.mu.Lock()
+	var ids []string
+	for _, ch := range x.st.Children {
+		if ch.Delivered == nil {
+			ids = append(ids, ch.ID)
+		}
+	}
+	x.mu.Unlock()
+	if len(ids) == 0 || x.p.Team == nil {
+		return nil
+	}
+	for _, id := range ids {
+		if err := x.p.Team.Stop(ctx, id, ErrParentEnded); err != nil {
+			return fmt.Errorf("agent: stop child %s: %w", id, err)
+		}
+	}
+	for _, id := range ids {
+		st, err := x.p.Team.Wait(ctx, id)
+		if err != nil {
+			return fmt.Errorf("agent: wait for child %s: %w", id, err)
+		}
+		x.teamMu.Lock()
+		d := childResult("", id, st)
+		d.Unwaited = true
+		err = x.append(ctx, journal.ChildDelivered, d)
+		x.teamMu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // childResult is what a parent is given of a child that ended as st:

@@ -29,8 +29,14 @@ type LocalTeam struct {
 	Poll time.Duration
 
 	mu      sync.Mutex
-	running map[string]chan struct{}
+	running map[string]*execution
 	wg      sync.WaitGroup
+}
+
+// execution is a child this team executes.
+type execution struct {
+	done chan struct{}
+	stop context.CancelCauseFunc
 }
 
 var _ Launcher = (*LocalTeam)(nil)
@@ -59,14 +65,14 @@ func (t *LocalTeam) Start(ctx context.Context, id string, c *RunCreated) error {
 		}
 	}
 	if t.running == nil {
-		t.running = map[string]chan struct{}{}
+		t.running = map[string]*execution{}
 	}
 	done := make(chan struct{})
-	t.running[id] = done
 	// The child outlives the call that started it, but not its parent's
 	// execution: a stop of that (a cancel, a shutdown, a time limit)
 	// stops the child with the same cause.
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	t.running[id] = &execution{done: done, stop: cancel}
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	t.wg.Add(1)
 	go func() {
@@ -131,6 +137,48 @@ func (t *LocalTeam) Wait(ctx context.Context, id string) (*State, error) {
 		return nil, fmt.Errorf("agent: wait for child %s: %w", id, err)
 	}
 	return st, nil
+}
+
+// Stop implements [Launcher]: a child this team executes is stopped
+// with cause; one that no process executes and that has not ended (left
+// by a crash) is ended canceled here, its own unfinished children first.
+// A child another process executes is left to it.
+func (t *LocalTeam) Stop(ctx context.Context, id string, cause error) error {
+	t.mu.Lock()
+	e := t.running[id]
+	t.mu.Unlock()
+	if e != nil {
+		e.stop(cause)
+		return nil
+	}
+	rt := t.Runtime
+	st, _, err := rt.Load(ctx, id)
+	if err != nil {
+		return err
+	}
+	if st.Status.Terminal() {
+		return nil
+	}
+	if l, ok := rt.Store().(journal.Locker); ok {
+		if h, err := l.Holder(ctx, id); err == nil && h != "" {
+			return nil // another process executes it
+		}
+	}
+	for _, c := range st.Children {
+		if c.Delivered == nil {
+			if err := t.Stop(ctx, c.ID, cause); err != nil {
+				return err
+			}
+		}
+	}
+	reason, msg := ReasonUser, "canceled: "+cause.Error()
+	if errors.Is(cause, ErrParentEnded) {
+		reason, msg = ReasonParentEnded, "its parent ended without waiting for its result"
+	}
+	if _, err := rt.end(ctx, id, journal.RunCanceled, &RunEnded{Reason: reason, Message: msg}); err != nil && !errors.Is(err, ErrRunCompleted) {
+		return err
+	}
+	return nil
 }
 
 // Close waits for the children this team executes to end their

@@ -444,3 +444,76 @@ func TestFoldRefusesSecondDelivery(t *testing.T) {
 		})
 	}
 }
+
+// waitFirst is a model whose second request (the lead's turn after its
+// spawns) waits until the run wait ended, then answers from m.
+type waitFirst struct {
+	team *agent.LocalTeam
+	wait func() string
+	m    model.Model
+}
+
+func (w *waitFirst) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	if len(req.Messages) > 1 {
+		if _, err := w.team.Wait(ctx, w.wait()); err != nil {
+			return nil, err
+		}
+	}
+	return w.m.Generate(ctx, req)
+}
+
+// TestParentEndsWithoutWaiting: a lead that answers without waiting for
+// its two children (one done by then, one still working) stops the one
+// still working (canceled, reason parent_ended), and journals both
+// results before its own end, given to no call, their spend counted.
+func TestParentEndsWithoutWaiting(t *testing.T) {
+	started := make(chan struct{})
+	m := &taskModel{usage: model.Usage{InputTokens: 10, OutputTokens: 5}, turns: map[string][]model.Message{
+		"lead":  {calls(spawnCall("q", map[string]any{"task": "quick", "wait": false}), spawnCall("s", map[string]any{"task": "slow", "wait": false})), answer("lead done")},
+		"quick": {answer("quick result")},
+	}}
+	slow := &blockOn{started: started}
+	lead := &waitFirst{m: m}
+	e, team := teamEnv(t, modelByTask{"slow": slow, "lead": lead, "": m})
+	id := e.createTeam(&agent.RunCreated{Task: "lead", Limits: agent.Limits{MaxSteps: 20, MaxChildren: 2}})
+	lead.team, lead.wait = team, func() string { <-started; return id + ".q_0" }
+	p := e.params(modelByTask{"slow": slow, "lead": lead, "": m})
+	p.Team = team
+	out, err := e.rt.Execute(t.Context(), id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	team.Close()
+	if out.Status != journal.StatusCompleted {
+		t.Fatalf("lead %s %+v", out.Status, out.End)
+	}
+	want := map[string]string{id + ".q_0": agent.ChildCompleted, id + ".s_0": agent.ChildCanceled}
+	if len(out.State.Children) != 2 {
+		t.Fatalf("%d children", len(out.State.Children))
+	}
+	for _, ch := range out.State.Children {
+		d := ch.Delivered
+		if d == nil || !d.Unwaited || d.CallID != "" || d.Status != want[ch.ID] {
+			t.Errorf("child %s delivered %+v, want %s, unwaited", ch.ID, d, want[ch.ID])
+			continue
+		}
+		st, _, err := e.rt.Load(t.Context(), ch.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status == agent.ChildCanceled && (st.Ended == nil || st.Ended.Reason != agent.ReasonParentEnded) {
+			t.Errorf("child %s ended %+v, want reason %s", ch.ID, st.Ended, agent.ReasonParentEnded)
+		}
+		if d.Spend != st.Used() {
+			t.Errorf("child %s delivered spend %+v, journal says %+v", ch.ID, d.Spend, st.Used())
+		}
+	}
+	// The end comes after the deliveries, and the total counts them.
+	evs := e.events(id)
+	if evs[len(evs)-1].Type != journal.RunCompleted || evs[len(evs)-2].Type != journal.ChildDelivered {
+		t.Errorf("the lead's last events: %s, %s", evs[len(evs)-2].Type, evs[len(evs)-1].Type)
+	}
+	if u := out.State.Used(); u.Steps != 3 || u.Children != 2 {
+		t.Errorf("lead used %+v: want its 2 model calls and the quick child's 1, 2 children", u)
+	}
+}

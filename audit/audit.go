@@ -5,6 +5,8 @@
 // again with journal.ReadJSONL and journal.Verify.
 //
 // The identity stream (package identity) is audited like a run.
+// [ExternalCalls] lists the calls that were given a credential, with
+// the gate's decision on each (keel audit calls).
 //
 // # What the chain shows, and what anchors add
 //

@@ -186,6 +186,12 @@ func (c *Client) Run(ctx context.Context, id string) (*api.Run, error) {
 	return &out, c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id), nil, nil, &out)
 }
 
+// RunTree returns run id with its child runs (api.RunTree).
+func (c *Client) RunTree(ctx context.Context, id string) (*api.RunTree, error) {
+	var out api.RunTree
+	return &out, c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/tree", nil, nil, &out)
+}
+
 // Cancel cancels run id (asynchronously if it is executing).
 func (c *Client) Cancel(ctx context.Context, id string) (*api.Run, error) {
 	var out api.Run

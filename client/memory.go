@@ -46,10 +46,3 @@ func (c *Client) EditMemory(ctx context.Context, id, text string) (*api.MemoryEn
 func (c *Client) ForgetMemory(ctx context.Context, id, reason string) error {
 	return c.do(ctx, http.MethodPost, "/v1/memory/"+url.PathEscape(id)+"/forget", nil, &api.ForgetMemory{Reason: reason}, nil)
 }
-
-// SkillCandidates lists the agent-written skill candidates the token
-// sees, with their evidence, oldest first.
-func (c *Client) SkillCandidates(ctx context.Context) ([]api.SkillCandidate, error) {
-	var out api.SkillCandidateList
-	return out.Candidates, c.do(ctx, http.MethodGet, "/v1/skills/candidates", nil, nil, &out)
-}

@@ -11,7 +11,6 @@ import (
 	"iter"
 	"net/url"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -19,8 +18,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/cedar-policy/cedar-go"
-
-	"github.com/keel-run/keel/internal/realpath"
+	"github.com/keel-run/keel/policy/bash"
 )
 
 // Engine evaluates a compiled policy file; [Engine.Decide] is a [Policy].
@@ -258,6 +256,41 @@ type request struct {
 	mount string // the workspace as the part sees it
 }
 
+// facts are what the engine tells the policy about one part: what the
+// bash analysis finds of a command (or the engine of another tool's
+// call), and whether the part writes a file that runs on its own
+// (autorun) or hides files from git (hides; flow.go).
+type facts struct {
+	bash.Facts
+	autorun, hides bool
+}
+
+// risk is the part's risk for the policy: high when it reaches the
+// network or outside paths, is only known at run time or destroys;
+// medium when it writes or its program is not a read-only one; low
+// otherwise.
+func (f *facts) risk(readOnlyProgram bool) string {
+	switch {
+	case f.Network || len(f.Outside) > 0 || len(f.WritesOutside) > 0 || f.Dynamic || f.Destructive:
+		return "high"
+	case f.Writes || !readOnlyProgram:
+		return "medium"
+	}
+	return "low"
+}
+
+// under reports whether p is prefix or lies below it.
+func under(p, prefix string) bool {
+	prefix = strings.TrimSuffix(prefix, "/")
+	return p == prefix || strings.HasPrefix(p, prefix+"/") || prefix == ""
+}
+
+// MaxParts bounds how many parts (simple commands) of one call the gate
+// decides. A call with more is asked about whatever the policy says
+// (policy id "keel.limit"), and its journaled decision lists only the
+// first MaxParts parts with the count of the others.
+const MaxParts = 256
+
 // MaxPartText bounds the bytes of one part's text in a journaled
 // decision (8 KiB); a longer text is cut, with [Part].Clipped set (and its
 // words left out). A part's command, detail and redirections are cut to
@@ -271,10 +304,12 @@ const MaxPartText = 8 << 10
 // matching permit denies (policy id "keel.default_deny"); a matching
 // @ask policy asks, unless a [Grant] in c matches the part; otherwise the
 // part is allowed. A bash command line with more than [MaxParts] simple
-// commands, or nested deeper than [MaxSubstitutionDepth] substitutions or
-// 8 nested scripts, asks whatever the policies say (policy id
-// "keel.limit"), with only its first MaxParts parts decided and listed. It
-// does no I/O and reads nothing but c and e.
+// commands, or nested deeper than [bash.MaxSubstitutionDepth]
+// substitutions or 8 nested scripts, asks whatever the policies say
+// (policy id "keel.limit"), with only its first MaxParts parts decided
+// and listed. It reads nothing but c and e, and does no I/O but the bash
+// analysis's for a call without a sandbox (c.Sandbox "none": where
+// workspace paths lead on the host).
 func (e *Engine) Decide(_ context.Context, c *Call) Decision {
 	reqs, omitted, limited := e.requests(c)
 	d := Decision{Effect: Allow}
@@ -287,8 +322,8 @@ func (e *Engine) Decide(_ context.Context, c *Call) Decision {
 			p.Effect, p.Policies = Deny, []string{PolicyPaths}
 			p.Reason = fmt.Sprintf("the policy forbids the path %s ([paths] deny)", hit)
 		}
-		if r.facts.dynamic || r.facts.code {
-			p.Detail = r.facts.why
+		if r.facts.Dynamic || r.facts.Code {
+			p.Detail = r.facts.Why
 		}
 		if p.Effect != Allow && slices.ContainsFunc(p.Policies, func(id string) bool { return slices.Contains(flowPolicies, id) }) {
 			// Say what flows: the secret and its encoding, the untrusted
@@ -468,20 +503,21 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		// directory, and the mount path is whatever the host has there.
 		mount = c.Workspace
 	}
-	loc := &locator{mount: path.Clean(mount), scratch: e.scratch, system: e.system}
+	env := bash.Env{Mount: path.Clean(mount), Scratch: e.scratch, System: e.system}
 	if len(c.ReadOnly) > 0 {
-		loc.system = append(cleanPaths(c.ReadOnly), e.system...)
+		env.System = append(cleanPaths(c.ReadOnly), e.system...)
 	}
 	if c.Sandbox == "none" && c.Workspace != "" {
-		loc.host = realpath.Resolve(path.Clean(c.Workspace))
+		// The bash analysis resolves workspace paths on the host.
+		env.Host = c.Workspace
 	}
 	if c.Sandbox == "none" {
 		// Without a sandbox, /tmp and HOME are the host's own: only the
 		// device files stay harmless.
-		loc.scratch = nil
+		env.Scratch = nil
 		for _, s := range e.scratch {
 			if under(s, "/dev") || under(s, "/proc/self") {
-				loc.scratch = append(loc.scratch, s)
+				env.Scratch = append(env.Scratch, s)
 			}
 		}
 	}
@@ -515,13 +551,13 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		ctx := cedar.RecordMap{
 			"run": cedar.String(c.RunID), "call": cedar.String(c.CallID), "tool": cedar.String(c.Tool),
 			"effect": cedar.String(c.Effect), "risk": cedar.String(f.risk(readOnlyProgram)),
-			"workspace": cedar.String(c.Workspace), "mount": cedar.String(loc.mount), "sandbox": cedar.String(c.Sandbox),
+			"workspace": cedar.String(c.Workspace), "mount": cedar.String(env.Mount), "sandbox": cedar.String(c.Sandbox),
 			"user": cedar.String(c.OnBehalfOf), "delegated": cedar.Boolean(c.OnBehalfOf != ""),
-			"network": cedar.Boolean(f.network), "network_allowed": cedar.Boolean(networkAllowed), "hosts": strSet(f.hosts),
-			"outside": cedar.Boolean(len(f.outside) > 0), "writes_outside": cedar.Boolean(len(f.writesOutside) > 0),
-			"outside_paths": strSet(f.outside), "writes": cedar.Boolean(f.writes), "dynamic": cedar.Boolean(f.dynamic),
+			"network": cedar.Boolean(f.Network), "network_allowed": cedar.Boolean(networkAllowed), "hosts": strSet(f.Hosts),
+			"outside": cedar.Boolean(len(f.Outside) > 0), "writes_outside": cedar.Boolean(len(f.WritesOutside) > 0),
+			"outside_paths": strSet(f.Outside), "writes": cedar.Boolean(f.Writes), "dynamic": cedar.Boolean(f.Dynamic),
 			"nested": cedar.Boolean(nested), "via": cedar.String(strings.Join(p.Via, " > ")),
-			"reads": strSet(f.reads), "written": strSet(f.written), "code": cedar.Boolean(f.code),
+			"reads": strSet(f.Reads), "written": strSet(f.Written), "code": cedar.Boolean(f.Code),
 			"part": cedar.Long(len(out)), "parts": cedar.Long(0),
 		}
 		credentialContext(ctx, c.Credential)
@@ -533,7 +569,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		ctx["data_out"] = cedar.Boolean(dataOut(c, f, networkAllowed))
 		ctx["autorun"] = cedar.Boolean(f.autorun)
 		ctx["hides_from_git"] = cedar.Boolean(f.hides)
-		out = append(out, request{part: p, ents: ents, facts: f, mount: loc.mount,
+		out = append(out, request{part: p, ents: ents, facts: f, mount: env.Mount,
 			req: cedar.Request{Principal: principal, Action: action, Resource: res.UID, Context: cedar.NewRecord(ctx)}})
 	}
 
@@ -542,42 +578,29 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 	case c.Tool == "bash":
 		command, clear := argString(c.Arguments, "command")
 		if !clear {
-			f := &facts{dynamic: true, why: "the arguments name the command more than once (keys that differ only in case)"}
-			add(Part{Text: command, Command: "(ambiguous)"}, commandEntity(&Command{Text: command}, ""), f, false)
+			f := &facts{Facts: bash.Facts{Dynamic: true, Why: "the arguments name the command more than once (keys that differ only in case)"}}
+			add(Part{Text: command, Command: "(ambiguous)"}, commandEntity(&bash.Command{Text: command}, ""), f, false)
 			// Two readers would run different commands: a person looks,
 			// whatever the policy says.
-			limited = f.why
+			limited = f.Why
 			break
 		}
-		cmds, total, short, err := parseBash(command, MaxParts)
+		parts, n, short, err := bash.Analyse(command, env, MaxParts)
 		if err != nil {
-			f := &facts{dynamic: true, why: err.Error()}
+			f := &facts{Facts: bash.Facts{Dynamic: true, Why: err.Error()}}
 			p := Part{Text: command, Command: "(unparsed)"}
-			add(p, commandEntity(&Command{Text: command}, ""), f, false)
+			add(p, commandEntity(&bash.Command{Text: command}, ""), f, false)
 			break
 		}
-		omitted, limited = total-len(cmds), short
-		if len(cmds) == 0 {
-			add(Part{Text: command}, commandEntity(&Command{Text: command}, ""), &facts{}, true)
+		omitted, limited = n, short
+		if len(parts) == 0 {
+			add(Part{Text: command}, commandEntity(&bash.Command{Text: command}, ""), &facts{}, true)
 			break
 		}
-		cwd := loc.mount
-		loc.homeSet = homeAssigned.MatchString(command)
-		cdpath := strings.Contains(command, "CDPATH")
-		for i := range cmds {
-			cmd := &cmds[i]
-			f := loc.analyse(cmd, cwd)
-			f.autorun, f.hides = persistence(cmd, f.written, loc.mount)
-			if n := cmd.Name(); n == "cd" || n == "pushd" {
-				if d, ok := loc.cd(cmd, cwd, cdpath); ok {
-					cwd = d
-				} else {
-					cwd = ""
-					f.dyn("changes to a directory only known at run time")
-				}
-			} else if n == "popd" {
-				cwd = ""
-			}
+		for i := range parts {
+			cmd := &parts[i].Command
+			f := &facts{Facts: parts[i].Facts}
+			f.autorun, f.hides = persistence(cmd, f.Written, env.Mount)
 			p := Part{Text: cmd.Text, Via: cmd.Via}
 			if cmd.Prog < len(cmd.Words) {
 				p.Command = cmd.Words[cmd.Prog]
@@ -592,13 +615,13 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 					p.Redirects = append(p.Redirects, r.Text)
 				}
 			}
-			add(p, commandEntity(cmd, p.Command), f, readOnly[cmd.Name()] && !f.code)
+			add(p, commandEntity(cmd, p.Command), f, parts[i].ReadOnly && !f.Code)
 		}
 	case c.Tool == "fetch_url" || c.Tool == "http_request":
 		rawURL, clear := argString(c.Arguments, "url")
-		f := &facts{network: true}
+		f := &facts{Facts: bash.Facts{Network: true}}
 		if !clear {
-			f.dyn("the arguments name the URL more than once (keys that differ only in case)")
+			f.Dyn("the arguments name the URL more than once (keys that differ only in case)")
 		}
 		attrs := cedar.RecordMap{"url": cedar.String(rawURL), "host": cedar.String(""), "scheme": cedar.String(""), "port": cedar.Long(0)}
 		host := ""
@@ -612,7 +635,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			attrs["port"] = cedar.Long(port)
 		}
 		if host != "" {
-			f.hosts = []string{host}
+			f.Hosts = []string{host}
 		}
 		uid := cedar.NewEntityUID(typeHost, cedar.String(host))
 		add(Part{Text: requestText(c.Tool, rawURL, c.Arguments)}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(attrs)}, f, false)
@@ -638,13 +661,13 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		attrs["agent_written"] = cedar.Boolean(string(m["agent_written"]) == "true")
 		attrs["approved"] = cedar.Boolean(string(m["approved"]) == "true")
 		uid := cedar.NewEntityUID(typeSkill, cedar.String(name))
-		add(Part{Text: "skill " + name}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(attrs)}, &facts{code: c.Tool == SkillScriptsTool}, c.Tool == SkillLoadTool)
+		add(Part{Text: "skill " + name}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(attrs)}, &facts{Facts: bash.Facts{Code: c.Tool == SkillScriptsTool}}, c.Tool == SkillLoadTool)
 	case c.Server != "":
 		// An MCP tool or a connector: the resource is its server, the
 		// arguments are a record the policy can match field by field.
 		args := string(c.Arguments)
 		uid := cedar.NewEntityUID(typeServer, cedar.String(c.Server))
-		f := &facts{writes: c.Effect != "read_only"}
+		f := &facts{Facts: bash.Facts{Writes: c.Effect != "read_only"}}
 		add(Part{Text: args}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(cedar.RecordMap{
 			"name": cedar.String(c.Server)})}, f, false)
 		ctx := out[len(out)-1].req.Context.Map()
@@ -657,12 +680,12 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		write := c.Effect != "read_only"
 		for _, rel := range c.Paths {
 			f := &facts{}
-			abs := path.Join(loc.mount, rel)
+			abs := path.Join(env.Mount, rel)
 			if write {
-				f.writes, f.written = true, []string{abs}
+				f.Writes, f.Written = true, []string{abs}
 				f.autorun, f.hides = autorun(rel)
 			} else {
-				f.reads = []string{abs}
+				f.Reads = []string{abs}
 			}
 			uid := cedar.NewEntityUID(typePath, cedar.String(rel))
 			add(Part{Text: rel}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(cedar.RecordMap{
@@ -671,7 +694,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 	default:
 		args := string(c.Arguments)
 		uid := cedar.NewEntityUID(typeTool, cedar.String(c.Tool))
-		f := &facts{writes: c.Effect != "read_only"}
+		f := &facts{Facts: bash.Facts{Writes: c.Effect != "read_only"}}
 		add(Part{Text: args}, cedar.Entity{UID: uid, Attributes: cedar.NewRecord(cedar.RecordMap{
 			"name": cedar.String(c.Tool), "args": cedar.String(args)})}, f, c.Effect == "read_only")
 	}
@@ -746,7 +769,7 @@ func argString(args json.RawMessage, key string) (string, bool) {
 	return s, clear
 }
 
-func commandEntity(c *Command, prog string) cedar.Entity {
+func commandEntity(c *bash.Command, prog string) cedar.Entity {
 	var args []cedar.Value
 	for _, a := range c.Args() {
 		args = append(args, cedar.String(a))
@@ -755,18 +778,11 @@ func commandEntity(c *Command, prog string) cedar.Entity {
 	for _, a := range c.Assigns {
 		assigns = append(assigns, cedar.String(a))
 	}
-	line, sub := "", ""
+	line := ""
 	if c.Prog < len(c.Words) {
 		line = strings.Join(c.Words[c.Prog:], " ")
-		args, lits := c.Args(), c.Literal[c.Prog+1:]
-		if c.Name() == "git" {
-			if i, _ := gitSubcommand(args, lits); i < len(args) && lits[i] {
-				sub = args[i]
-			}
-		} else {
-			sub = firstPositional(args, lits)
-		}
 	}
+	sub := c.Subcommand()
 	uid := cedar.NewEntityUID(typeCommand, cedar.String(c.Text))
 	return cedar.Entity{UID: uid, Attributes: cedar.NewRecord(cedar.RecordMap{
 		"name": cedar.String(c.Name()), "argv0": cedar.String(prog), "args": cedar.NewSet(args...),
@@ -782,9 +798,6 @@ func strSet(ss []string) cedar.Set {
 	}
 	return cedar.NewSet(vs...)
 }
-
-// homeAssigned matches an assignment to HOME anywhere in a command line.
-var homeAssigned = regexp.MustCompile(`(^|[^A-Za-z0-9_])HOME\+?=`)
 
 var errNoArgs = errors.New("give command (for bash) or args")
 

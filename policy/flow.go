@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cedar-policy/cedar-go"
+	"github.com/keel-run/keel/policy/bash"
 )
 
 // Flow is what the gate knows of the data a call may carry out and of
@@ -133,7 +134,7 @@ func dataOut(c *Call, f *facts, networkAllowed bool) bool {
 		a := strings.TrimSpace(string(c.Arguments))
 		return a != "" && a != "{}" && a != "null"
 	case c.Tool == "bash":
-		return f.network || ((f.dynamic || f.code) && networkAllowed)
+		return f.Network || ((f.Dynamic || f.Code) && networkAllowed)
 	case c.Effect == "external" && networkAllowed:
 		// python and other tools running code in the sandbox.
 		return true
@@ -171,7 +172,7 @@ func autorun(rel string) (run, hides bool) {
 
 // persistence classifies the paths a part writes (absolute, under
 // mount) and a git command that hides changes from git.
-func persistence(cmd *Command, written []string, mount string) (run, hides bool) {
+func persistence(cmd *bash.Command, written []string, mount string) (run, hides bool) {
 	for _, w := range written {
 		rel, ok := strings.CutPrefix(w, strings.TrimSuffix(mount, "/")+"/")
 		if !ok {

@@ -3,9 +3,10 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
+
+	"github.com/keel-run/keel/policy/bash"
 )
 
 // Grant scopes.
@@ -68,70 +69,7 @@ func (g *Grant) Matches(tool string, p *Part) bool {
 	case len(g.Prefix) > 0:
 		return p.Words != nil && len(p.Assigns) == 0 && len(p.Redirects) == 0 && !p.Input &&
 			len(p.Words) >= len(g.Prefix) && slices.Equal(p.Words[:len(g.Prefix)], g.Prefix) &&
-			!writesBeyond(p, len(g.Prefix))
-	}
-	return false
-}
-
-// letters reports whether s is only ASCII letters (a cluster of short
-// options).
-func letters(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i] | 0x20; c < 'a' || c > 'z' {
-			return false
-		}
-	}
-	return s != ""
-}
-
-// writesBeyond reports whether the words of bash part p after its first
-// n make its program write or delete files, as a redirection does: an
-// option whose value is a file written (sort -o, curl --output=F, git
-// diff --output, find -fprint), an in-place edit (sed -i, perl -pi),
-// find's -delete, or the second operand of uniq, xxd or split. A
-// remembered prefix covers the words that follow it only when they
-// have no such effect.
-func writesBeyond(p *Part, n int) bool {
-	if len(p.Words) <= n {
-		return false
-	}
-	name := path.Base(p.Command)
-	if name == "." || name == "/" || name == "" {
-		name = path.Base(p.Words[0])
-	}
-	rest := p.Words[n:]
-	for _, w := range rest {
-		for _, o := range writeOptions[name] {
-			switch {
-			case w == o, strings.HasPrefix(w, o+"="):
-				return true
-			case len(o) == 2 && o[0] == '-' && o[1] != '-' && len(w) > 2 && w[0] == '-' &&
-				(w[1] == o[1] || letters(w[1:]) && strings.IndexByte(w[1:], o[1]) >= 0):
-				// An attached value (-oFILE) or a cluster (-uo FILE).
-				return true
-			case len(o) > 2 && o[1] != '-' && strings.HasPrefix(w, o):
-				// find's -fprint0, -fprintf.
-				return true
-			}
-		}
-	}
-	switch name {
-	case "sed", "perl", "ruby":
-		return hasInPlace(rest)
-	case "find":
-		return slices.Contains(rest, "-delete")
-	}
-	if secondWrites[name] {
-		// The second operand is written: beyond the prefix?
-		k := 0
-		for i, w := range p.Words[1:] {
-			if strings.HasPrefix(w, "-") && w != "-" {
-				continue
-			}
-			if k++; k == 2 {
-				return i+1 >= n
-			}
-		}
+			!bash.WritesBeyond(p.Command, p.Words, len(g.Prefix))
 	}
 	return false
 }

@@ -57,7 +57,7 @@ func (e *Engine) deniedHit(r *request) string {
 		}
 		return path.Join(r.mount, d)
 	}
-	paths := append(append([]string(nil), r.facts.reads...), r.facts.written...)
+	paths := append(append([]string(nil), r.facts.Reads...), r.facts.Written...)
 	if path.Base(r.part.Command) == "git" {
 		for _, w := range r.part.Words[min(1, len(r.part.Words)):] {
 			if _, rel, ok := strings.Cut(w, ":"); ok && !strings.HasPrefix(w, "-") && !strings.Contains(w, "://") && rel != "" {

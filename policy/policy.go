@@ -1,8 +1,9 @@
 // Package policy decides whether a tool call may run: allow, ask a person,
-// or deny (docs/architecture.md, "Contract — the gate"). It holds the decision types,
-// a shell-command analyser ([ParseBash]) that splits a bash command line
-// into the simple commands it would run, and an [Engine] that evaluates
-// Cedar policies (github.com/cedar-policy/cedar-go) over each of them.
+// or deny (docs/architecture.md, "Contract — the gate"). It holds the decision types
+// and an [Engine] that evaluates Cedar policies
+// (github.com/cedar-policy/cedar-go) over each part of a call; the
+// analysis of a bash command line into the simple commands it would run,
+// with the paths and hosts each reaches, is package policy/bash.
 //
 // # Decisions
 //
@@ -16,8 +17,9 @@
 // # Purity
 //
 // Nothing here does I/O: a policy is compiled from bytes the caller read
-// ([Parse]), and [Engine.Decide] reads only its [Call], so that a replayed
-// run yields the same decisions. Standing approvals ([Grant]) and
+// ([Parse]), and [Engine.Decide] reads only its [Call] (and, for a call
+// without a sandbox, where the workspace's symbolic links lead: see
+// policy/bash), so that a replayed run yields the same decisions. Standing approvals ([Grant]) and
 // revocation ([ErrRevoked]) reach the gate through the [Call] and through
 // the caller's [PrincipalCheck].
 package policy

@@ -80,3 +80,22 @@ func BenchmarkScanPerCall(b *testing.B) {
 		})
 	}
 }
+
+// A value split in pieces (over lines, or with text between) is hidden
+// piece by piece; text around and short fragments stay.
+func TestHidePieces(t *testing.T) {
+	const tok = "kcS-0123456789abcdefXYZ" // 23 bytes
+	s := redact.NewSecrets(tok)
+	for _, tt := range []struct{ name, in, want string }{
+		{"two lines", "a=" + tok[:12] + "\nb=" + tok[12:] + "\n", "a=" + redact.Mask + "\nb=" + redact.Mask + "\n"},
+		{"three pieces", tok[:10] + " | " + tok[10:20] + " | " + tok[13:], redact.Mask + " | " + redact.Mask + " | " + redact.Mask},
+		{"adjacent to text", "x" + tok[2:15] + "y", "x" + redact.Mask + "y"},
+		{"short piece stays", "id " + tok[:9] + " ok", "id " + tok[:9] + " ok"},
+		{"nothing", "plain text with no token", "plain text with no token"},
+		{"whole", "<" + tok + ">", "<" + redact.Mask + ">"},
+	} {
+		if got := s.Hide(tt.in); got != tt.want {
+			t.Errorf("%s: Hide(%q) = %q, want %q", tt.name, tt.in, got, tt.want)
+		}
+	}
+}

@@ -144,7 +144,10 @@ func (s *Secrets) Find(text string) []Match {
 	return out
 }
 
-// Hide returns text with every form of every value replaced by [Mask].
+// Hide returns text with every form of every value replaced by [Mask],
+// and every piece of at least [MinPartLen] bytes of a value of at least
+// twice that (as is), the way a value split over several lines or calls
+// arrives: each run of such pieces is one [Mask].
 func (s *Secrets) Hide(text string) string {
 	for _, v := range s.values {
 		for _, f := range v.forms {
@@ -154,7 +157,43 @@ func (s *Secrets) Hide(text string) string {
 			}
 		}
 	}
-	return text
+	return s.hidePieces(text)
+}
+
+// hidePieces replaces the pieces of values Scan reports as "split": every
+// byte of a piece of at least MinPartLen bytes lies in one of its windows
+// of that length, so the windows found in text, merged, are the pieces.
+func (s *Secrets) hidePieces(text string) string {
+	if len(text) < MinPartLen || len(s.values) == 0 {
+		return text
+	}
+	parts := s.partIndex()
+	if len(parts) == 0 {
+		return text
+	}
+	var b strings.Builder
+	done := 0 // text[:done] is written or masked
+	for i := 0; i+MinPartLen <= len(text); i++ {
+		if _, ok := parts[text[i:i+MinPartLen]]; !ok {
+			continue
+		}
+		end := i + MinPartLen
+		for end < len(text) {
+			if _, ok := parts[text[end-MinPartLen+1:end+1]]; !ok {
+				break
+			}
+			end++
+		}
+		b.WriteString(text[done:i])
+		b.WriteString(Mask)
+		done = end
+		i = end - 1
+	}
+	if done == 0 {
+		return text
+	}
+	b.WriteString(text[done:])
+	return b.String()
 }
 
 // Find reports which of values s holds, in any of their [Forms] (see

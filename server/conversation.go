@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
@@ -366,10 +366,12 @@ type fileDiff struct {
 	Lines          []diffLine
 	// Problem says why a proposed edit would fail (as the tool would).
 	Problem string
+	// Hidden: git ignores the file only by rules written during the run.
+	Hidden bool
 }
 
-func newFileDiff(c gitws.Change) fileDiff {
-	d := fileDiff{Path: visible.String(c.Path), Status: string(c.Status), Binary: c.Binary, Added: c.Added, Removed: c.Removed}
+func newFileDiff(c checkpoint.Change) fileDiff {
+	d := fileDiff{Path: visible.String(c.Path), Status: string(c.Status), Binary: c.Binary, Added: c.Added, Removed: c.Removed, Hidden: c.Hidden}
 	if c.Denied {
 		d.Problem = "Content not shown: the run's policy denies this path."
 		return d
@@ -423,6 +425,6 @@ func (h *Handler) proposedDiff(a api.Approval) *fileDiff {
 	if problem != "" {
 		return &fileDiff{Path: visible.String(path), Problem: problem}
 	}
-	d := newFileDiff(gitws.FileDiff(path, before, after))
+	d := newFileDiff(checkpoint.FileDiff(path, before, after))
 	return &d
 }

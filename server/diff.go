@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/keel-run/keel/internal/checkpoint"
-	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -32,7 +31,7 @@ func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, who *caller) e
 		return err
 	}
 	out := api.RunDiff{Files: []api.FileDiff{}}
-	var changes []gitws.Change
+	var changes []checkpoint.Change
 	if at > 0 {
 		if last := events[len(events)-1].Seq; at > last {
 			return badRequest("run %s has %d events; at %d is past its end", id, last, at)
@@ -56,7 +55,7 @@ func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, who *caller) e
 		}
 	}
 	for _, c := range changes {
-		out.Files = append(out.Files, api.FileDiff{Path: c.Path, Status: string(c.Status), Binary: c.Binary, Patch: c.Patch, Added: c.Added, Removed: c.Removed, Denied: c.Denied})
+		out.Files = append(out.Files, api.FileDiff{Path: c.Path, Status: string(c.Status), Binary: c.Binary, Patch: c.Patch, Added: c.Added, Removed: c.Removed, Denied: c.Denied, Hidden: c.Hidden})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -54,12 +54,3 @@ func (h *Handler) forgetMemory(w http.ResponseWriter, r *http.Request, who *call
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
-
-func (h *Handler) listSkillCandidates(w http.ResponseWriter, r *http.Request, who *caller) error {
-	list, err := h.svc.SkillCandidates(r.Context(), who)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.SkillCandidateList{Candidates: list})
-	return nil
-}

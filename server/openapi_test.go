@@ -112,7 +112,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"PolicyPart": policy.Part{}, "Grant": policy.Grant{}, "GrantList": api.GrantList{},
 		"Token": api.Token{}, "TokenList": api.TokenList{}, "CreateToken": api.CreateToken{}, "NewToken": api.NewToken{},
 		"Whoami": api.Whoami{}, "Event": journal.Event{}, "CostReport": api.CostReport{}, "CostRow": api.CostRow{},
-		"RewindRun": api.RewindRun{}, "Rewound": api.Rewound{}, "FileChange": api.FileChange{}, "RunDiff": api.RunDiff{}, "FileDiff": api.FileDiff{},
+		"RewindRun": api.RewindRun{}, "Rewound": api.Rewound{}, "FileChange": api.FileChange{}, "RunDiff": api.RunDiff{}, "FileDiff": api.FileDiff{}, "RunTree": api.RunTree{}, "RunTreeSpend": api.RunTreeSpend{},
 		"AuthWait": api.AuthWait{}, "AuthWaitList": api.AuthWaitList{}, "AuthStarted": api.AuthStarted{},
 		"Connectors": api.Connectors{}, "Input": api.Input{}, "InputList": api.InputList{}, "AnswerInput": api.AnswerInput{},
 		"Delta":          api.Delta{},
@@ -124,6 +124,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"MemoryEntry": api.MemoryEntry{}, "MemoryLabels": api.MemoryLabels{}, "MemorySource": api.MemorySource{}, "MemoryForgotten": api.MemoryForgotten{},
 		"MemoryList": api.MemoryList{}, "MemoryHistory": api.MemoryHistory{}, "EditMemory": api.EditMemory{}, "ForgetMemory": api.ForgetMemory{},
 		"SkillCandidate": api.SkillCandidate{}, "SkillCandidateList": api.SkillCandidateList{},
+		"Skill": api.Skill{}, "SkillSignature": api.SkillSignature{}, "SkillList": api.SkillList{}, "SkillDetail": api.SkillDetail{}, "SkillFile": api.SkillFile{}, "InstallSkill": api.InstallSkill{},
 	}
 	doc := loadOpenAPI(t)
 	var names []string

@@ -18,6 +18,7 @@ var routes = []route{
 	{"GET", "/v1/runs/{id}/events", api.ScopeRunsRead, (*Handler).runEvents},
 	{"GET", "/v1/runs/{id}/artifacts/{path...}", api.ScopeRunsRead, (*Handler).artifact},
 	{"GET", "/v1/runs/{id}/diff", api.ScopeRunsRead, (*Handler).runDiff},
+	{"GET", "/v1/runs/{id}/tree", api.ScopeRunsRead, (*Handler).runTree},
 
 	{"GET", "/v1/approvals", api.ScopeRunsRead, (*Handler).listApprovals},
 	{"POST", "/v1/runs/{id}/approvals/{call}/approve", api.ScopeApprovalsWrite, (*Handler).approve},
@@ -66,6 +67,9 @@ var routes = []route{
 	{"POST", "/v1/memory/{id}/edit", api.ScopeApprovalsWrite, (*Handler).editMemory},
 	{"POST", "/v1/memory/{id}/forget", api.ScopeApprovalsWrite, (*Handler).forgetMemory},
 	{"GET", "/v1/skills/candidates", api.ScopeRunsRead, (*Handler).listSkillCandidates},
+	{"GET", "/v1/skills", api.ScopeRunsRead, (*Handler).listSkills},
+	{"POST", "/v1/skills", api.ScopeAdmin, (*Handler).installSkill},
+	{"GET", "/v1/skills/{name}", api.ScopeRunsRead, (*Handler).getSkill},
 
 	{"GET", "/v1/tokens", api.ScopeAdmin, (*Handler).listTokens},
 	{"POST", "/v1/tokens", api.ScopeAdmin, (*Handler).createToken},

@@ -71,6 +71,16 @@ func (h *Handler) getRun(w http.ResponseWriter, r *http.Request, who *caller) er
 	return nil
 }
 
+// runTree is GET /v1/runs/{id}/tree: the run and its child runs.
+func (h *Handler) runTree(w http.ResponseWriter, r *http.Request, who *caller) error {
+	t, err := h.svc.Tree(r.Context(), who, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
 func (h *Handler) createRun(w http.ResponseWriter, r *http.Request, who *caller) error {
 	var req api.CreateRun
 	if err := decode(r, &req, false); err != nil {

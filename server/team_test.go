@@ -61,6 +61,41 @@ func TestTeamOnTheServer(t *testing.T) {
 	if run, err := e.admin.Run(ctx, id+".s1"); err != nil || run.Status != string(journal.StatusCompleted) {
 		t.Errorf("child: %+v %v", run, err)
 	}
+	// The tree through the API: the lead with its child, each node's
+	// spend and what is left of its limits (the child's: its slice).
+	tree, err := e.admin.RunTree(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tree.ID != id || tree.Status != "completed" || len(tree.Children) != 1 || tree.Parent != "" {
+		t.Fatalf("tree %+v", tree)
+	}
+	c := tree.Children[0]
+	if c.ID != id+".s1" || c.Status != "completed" || c.Own.Steps != 1 || c.Limits.Steps == 0 || c.Left.Steps != c.Limits.Steps-1 {
+		t.Errorf("child node %+v", c)
+	}
+	if tree.Own.Steps != 2 || tree.Used.Steps != 3 || tree.Own.Children != 1 || tree.Left.Steps != 10-3 || tree.Left.Children != 1 {
+		t.Errorf("lead node: own %+v used %+v left %+v", tree.Own, tree.Used, tree.Left)
+	}
+	if sub, err := e.admin.RunTree(ctx, id+".s1"); err != nil || sub.Parent != id || sub.Root != id || len(sub.Children) != 0 {
+		t.Errorf("the child's tree %+v %v", sub, err)
+	}
+	if _, err := e.admin.RunTree(ctx, "nope"); err == nil {
+		t.Error("the tree of an unknown run")
+	}
+	// The web UI's run page shows the team, the child's links up.
+	for path, want := range map[string][]string{
+		"/ui/runs/" + id:           {`id="tree"`, `href="/ui/runs/` + id + `.s1"`, "1 of 2 children", "with children 3 steps"},
+		"/ui/runs/" + id + ".s1":   {`id="tree"`, "A child of", `href="/ui/runs/` + id + `"`},
+		"/ui/runs/" + id + "/tree": {`data-refresh="/ui/runs/` + id + `/tree"`, id + `.s1`},
+	} {
+		body := e.page(path)
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s lacks %q:\n%s", path, w, body)
+			}
+		}
+	}
 
 	id = lead("lead-slow")
 	if _, err := e.admin.Resume(ctx, id, nil); err != nil {

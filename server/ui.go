@@ -15,10 +15,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
-	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
@@ -59,7 +59,7 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 		"costGroups": func() []string { return telemetry.CostGroups },
 		"proposed":   proposed,
 		"summaryOf": func(p *page) *summaryView {
-			return &summaryView{Run: p.Run, CanWrite: p.CanWrite, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint}
+			return &summaryView{Run: p.Run, CanWrite: p.CanWrite, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed}
 		},
 		"withForm": func(a api.Approval, s *summaryView) approvalView {
 			v := approvalView{A: a}
@@ -69,6 +69,8 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 			return v
 		},
 		"statusIs": func(r api.Run, s ...string) bool { return slices.Contains(s, r.Status) },
+		"spend":    treeSpend,
+		"left":     treeLeft,
 	}
 	return &uiPages{t: template.Must(template.New("pages").Funcs(funcs).Parse(pagesHTML))}
 }
@@ -92,8 +94,10 @@ type page struct {
 	Items     []item
 	Files     []fileDiff
 	FilesNote string
-	// LastCheckpoint is the run's newest checkpoint event (0: none).
+	// LastCheckpoint is the run's newest checkpoint event (0: none);
+	// Completed its newest run.completed event (0: none).
 	LastCheckpoint int64
+	Completed      int64
 	// Form holds what a form on the page sent when it failed, to show
 	// it again; FormName names the form.
 	Form     map[string]string
@@ -118,10 +122,20 @@ type page struct {
 	MemoryAll bool
 	MemoryID  string
 	CanDecide bool
+	// Skills are the skills page's skills of SkillWorkspace ("" for
+	// the server's own), Candidates the agent-written candidates; Skill
+	// a skill's page.
+	Skills         *api.SkillList
+	SkillWorkspace string
+	Candidates     []api.SkillCandidate
+	Skill          *api.SkillDetail
 	// Connected is the authorization callback's outcome.
 	Connected *connected
 	// Inputs are the questions the run page's run waits for.
-	Inputs    []uiInput
+	Inputs []uiInput
+	// Tree is the run page's team: the run's child runs, or the tree
+	// a child belongs to (nil for a run of one agent).
+	Tree      *api.RunTree
 	Agents    []api.Agent
 	AgentsErr string
 	Report    *api.AuditReport
@@ -140,6 +154,14 @@ type page struct {
 
 type flash struct{ Kind, Text string }
 
+// Field returns what the form name sent for key, when that form failed.
+func (p *page) Field(name, key string) string {
+	if p.FormName != name {
+		return ""
+	}
+	return p.Form[key]
+}
+
 // choices are what the new-run form offers to pick from: the models, the
 // workspaces and the agents this server knows.
 type choices = service.Choices
@@ -153,6 +175,17 @@ type summaryView struct {
 	Form           map[string]string
 	FormName       string
 	LastCheckpoint int64
+	Completed      int64
+}
+
+// ForkAt is the event the Fork form offers: the newest, or for a
+// completed run the one before its completion (a run cannot be forked
+// and started from the event that completes it).
+func (s *summaryView) ForkAt() int64 {
+	if s.Run.Status == string(journal.StatusCompleted) && s.Completed > 1 {
+		return s.Completed - 1
+	}
+	return s.Run.Events
 }
 
 // Field returns what the form name sent for key, when that form failed.
@@ -194,6 +227,7 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"POST /ui/runs/{id}/fork", api.ScopeRunsWrite, h.uiFork},
 		{"POST /ui/runs/{id}/rewind", api.ScopeRunsWrite, h.uiRewind},
 		{"GET /ui/runs/{id}/files", api.ScopeRunsRead, h.uiFiles},
+		{"GET /ui/runs/{id}/tree", api.ScopeRunsRead, h.uiTree},
 		{"GET /ui/approvals", api.ScopeRunsRead, h.uiApprovals},
 		{"POST /ui/approvals/{id}/{call}", api.ScopeApprovalsWrite, h.uiDecide},
 		{"POST /ui/runs/{id}/auth/{call}/connect", api.ScopeApprovalsWrite, h.uiConnect},
@@ -208,6 +242,9 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"GET /ui/memory", api.ScopeRunsRead, h.uiMemory},
 		{"GET /ui/memory/{id}", api.ScopeRunsRead, h.uiMemoryEntry},
 		{"POST /ui/memory/{id}/{action}", api.ScopeApprovalsWrite, h.uiMemoryAction},
+		{"GET /ui/skills", api.ScopeRunsRead, h.uiSkills},
+		{"POST /ui/skills", api.ScopeAdmin, h.uiInstallSkill},
+		{"GET /ui/skills/{name}", api.ScopeRunsRead, h.uiSkill},
 		{"GET /ui/cost", api.ScopeAdmin, h.uiCost},
 		{"GET /ui/audit", api.ScopeRunsRead, h.uiAudit},
 		{"POST /ui/audit", api.ScopeRunsRead, h.uiAudit},
@@ -321,14 +358,19 @@ func (h *Handler) uiRuns(w http.ResponseWriter, r *http.Request, who *caller) er
 	if r.URL.Query().Get("fragment") != "" {
 		return h.fragment(w, "runrows", &page{Runs: shown})
 	}
+	h.render(w, http.StatusOK, "runs", h.runsPage(r, who, shown, filter))
+	return nil
+}
+
+// runsPage is the runs page showing runs with the dashboard's filter.
+func (h *Handler) runsPage(r *http.Request, who *caller, runs []api.Run, filter runFilter) *page {
 	p := h.newPage(r.Context(), who, "Runs", "runs")
-	p.Runs, p.Filter = shown, filter
-	p.Chart = newRunChart(shown, h.svc.Clock()())
+	p.Runs, p.Filter = runs, filter
+	p.Chart = newRunChart(runs, h.svc.Clock()())
 	if p.CanWrite {
 		p.Choices = h.svc.NewRunChoices(r.Context(), who)
 	}
-	h.render(w, http.StatusOK, "runs", p)
-	return nil
+	return p
 }
 
 func (h *Handler) uiDemo(w http.ResponseWriter, r *http.Request, who *caller) error {
@@ -341,23 +383,61 @@ func (h *Handler) uiDemo(w http.ResponseWriter, r *http.Request, who *caller) er
 }
 
 func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) error {
-	req := &api.CreateRun{Task: r.PostFormValue("task"), Model: r.PostFormValue("model"), Workspace: r.PostFormValue("workspace"),
-		Agent: r.PostFormValue("agent"), Sandbox: r.PostFormValue("sandbox")}
-	if s := r.PostFormValue("max_steps"); s != "" {
+	req := &api.CreateRun{Task: r.PostFormValue("task"), Model: strings.TrimSpace(r.PostFormValue("model")),
+		Workspace: strings.TrimSpace(r.PostFormValue("workspace")), Agent: strings.TrimSpace(r.PostFormValue("agent")),
+		Sandbox: r.PostFormValue("sandbox"), Setup: strings.TrimSpace(r.PostFormValue("setup")),
+		Policy: strings.TrimSpace(r.PostFormValue("policy")), Env: formLines(r.PostFormValue("env")),
+		Network: strings.FieldsFunc(r.PostFormValue("network"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) })}
+	if s := strings.TrimSpace(r.PostFormValue("max_steps")); s != "" {
 		// Not a number is the form's to say; a negative one the
 		// service's, in the words every front end uses.
 		n, err := strconv.Atoi(s)
 		if err != nil {
-			return badRequest("max steps %q: want a number (0: no limit)", s)
+			return h.newRunFailed(w, r, who, badRequest("max steps %q: want a number (0: no limit)", s))
 		}
 		req.Limits.MaxSteps = &n
 	}
 	run, err := h.svc.Create(r.Context(), who, &service.CreateRun{CreateRun: *req})
 	if err != nil {
-		return err
+		return h.newRunFailed(w, r, who, err)
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 	return nil
+}
+
+// newRunFailed shows the runs page again with the New-run form open and
+// holding what was typed, and the error above it: nothing typed is lost.
+func (h *Handler) newRunFailed(w http.ResponseWriter, r *http.Request, who *caller, err error) error {
+	runs, lerr := h.svc.Runs(r.Context(), who, &service.ListRuns{Limit: 200})
+	if lerr != nil {
+		runs = nil
+	}
+	shown, filter := dashboard(r, runs)
+	p := h.runsPage(r, who, shown, filter)
+	e, internal := classify(err)
+	if internal {
+		h.logger.Error("ui request failed", "path", r.URL.Path, "err", err)
+	}
+	p.Flash = &flash{"bad", e.msg}
+	p.FormName, p.Form = "new", map[string]string{}
+	for k, v := range r.PostForm {
+		if len(v) > 0 {
+			p.Form[k] = v[0]
+		}
+	}
+	h.render(w, e.status, "runs", p)
+	return nil
+}
+
+// formLines returns the non-empty lines of a text area, trimmed.
+func formLines(s string) []string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 func (h *Handler) uiRun(w http.ResponseWriter, r *http.Request, who *caller) error {
@@ -394,6 +474,9 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 			at[it.ID] = len(p.Items)
 			p.Items = append(p.Items, it)
 		}
+		if events[i].Type == journal.RunCompleted {
+			p.Completed = events[i].Seq
+		}
 		if journal.KeepsStatus(events[i].Type) {
 			p.LastCheckpoint = events[i].Seq
 		}
@@ -405,7 +488,57 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 		}
 	}
 	p.Files, p.FilesNote = h.runFiles(ctx, events)
+	if t, err := h.svc.Tree(ctx, who, id); err == nil && (len(t.Children) > 0 || t.Parent != "") {
+		p.Tree = &t
+	}
 	return p, nil
+}
+
+// treeSpend says a node's spend in a few words.
+func treeSpend(s api.RunTreeSpend) string {
+	d := fmt.Sprintf("%d steps, %s tok, %d tool calls", s.Steps, groupDigits(s.Tokens), s.ToolCalls)
+	if s.Cost > 0 {
+		d += fmt.Sprintf(", $%.4f", s.Cost)
+	}
+	if s.Children > 0 {
+		d += fmt.Sprintf(", %d children", s.Children)
+	}
+	return d
+}
+
+// treeLeft says what is left of a node's limited axes.
+func treeLeft(t api.RunTree) string {
+	l, r := t.Limits, t.Left
+	var parts []string
+	if l.Steps > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d steps", r.Steps, l.Steps))
+	}
+	if l.Tokens > 0 {
+		parts = append(parts, fmt.Sprintf("%s of %s tok", groupDigits(r.Tokens), groupDigits(l.Tokens)))
+	}
+	if l.Cost > 0 {
+		parts = append(parts, fmt.Sprintf("$%.4f of $%.4f", r.Cost, l.Cost))
+	}
+	if l.ToolCalls > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d tool calls", r.ToolCalls, l.ToolCalls))
+	}
+	if l.Children > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d children", r.Children, l.Children))
+	}
+	if len(parts) == 0 {
+		return "no limits"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// uiTree is the run page's team panel alone (refreshed while the tree
+// runs).
+func (h *Handler) uiTree(w http.ResponseWriter, r *http.Request, who *caller) error {
+	t, err := h.svc.Tree(r.Context(), who, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return h.fragment(w, "tree", &page{Run: api.Run{ID: t.ID}, Tree: &t})
 }
 
 // runFiles returns the files a run changed, from its first checkpoint to
@@ -413,12 +546,20 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 // against the git commit it started on), and what they are compared
 // with.
 func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileDiff, string) {
-	var changes []gitws.Change
+	var changes []checkpoint.Change
 	var note string
 	if len(events) == 0 {
 		return nil, ""
 	}
-	cs, from, to, err := checkpoint.Diff(ctx, events, events[len(events)-1].Seq)
+	var cs []checkpoint.Change
+	var from, to int64
+	err := checkpoint.ErrNone
+	if c, cerr := runCreated(events); cerr != nil || c.Git == nil {
+		// A run with a starting commit is shown as keel runs diff shows
+		// it: its workspace against that commit under the start's ignore
+		// rules (the checkpoints follow the rules of each moment).
+		cs, from, to, err = checkpoint.Diff(ctx, events, events[len(events)-1].Seq)
+	}
 	switch {
 	case err == nil:
 		changes, note = cs, fmt.Sprintf("from the checkpoint of event %d to that of event %d", from, to)
@@ -527,7 +668,7 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 	// last summary sent showed it executing or queued; nil otherwise.
 	var busy <-chan struct{}
 	var last []byte
-	var lastCheckpoint int64
+	var lastCheckpoint, completed int64
 	summary := func() {
 		for {
 			// Watch before reading, so that a change in between is not
@@ -538,7 +679,7 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 				return
 			}
 			var b bytes.Buffer
-			view := &summaryView{Run: run, CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite), LastCheckpoint: lastCheckpoint}
+			view := &summaryView{Run: run, CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite), LastCheckpoint: lastCheckpoint, Completed: completed}
 			if err := h.ui.t.ExecuteTemplate(&b, "summary", view); err == nil && !bytes.Equal(b.Bytes(), last) {
 				_ = out.send("", "summary", b.Bytes())
 				last = b.Bytes()
@@ -557,6 +698,9 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 		row, items := rr.render(e), cr.render(e)
 		if journal.KeepsStatus(e.Type) {
 			lastCheckpoint = e.Seq
+		}
+		if e.Type == journal.RunCompleted {
+			completed = e.Seq
 		}
 		if e.Seq < from {
 			return nil

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -31,8 +32,11 @@ const LabelForkEvents = "keel.fork_events"
 // ForkDrafts returns the drafts of a fork of events (the source run's
 // events 1 to the fork point) with created as its run.created payload,
 // labelled with [LabelForkEvents]: [agent.ForkDrafts] says what is
-// copied. created's labels must be its own map (the caller's copy).
-func ForkDrafts(events []journal.Event, created *agent.RunCreated) ([]journal.Draft, error) {
+// copied. created's labels must be its own map (the caller's copy). The
+// fork's run.created has the time now, when the fork is made (the runs
+// index lists a fork by it, among the runs made then, not at its
+// source's time); the events it copies keep theirs.
+func ForkDrafts(events []journal.Event, created *agent.RunCreated, now time.Time) ([]journal.Draft, error) {
 	drafts, err := agent.ForkDrafts(events, nil)
 	if err != nil {
 		return nil, err
@@ -44,6 +48,7 @@ func ForkDrafts(events []journal.Event, created *agent.RunCreated) ([]journal.Dr
 	if drafts[0].Payload, err = jsonPayload(created); err != nil {
 		return nil, err
 	}
+	drafts[0].Time = now
 	return drafts, nil
 }
 
@@ -145,7 +150,7 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	}
 	created.Labels[LabelForkOf] = fmt.Sprintf("%s@%d", src, seq)
 	stamp(&created, a)
-	drafts, err := ForkDrafts(events, &created)
+	drafts, err := ForkDrafts(events, &created, s.opts.Clock())
 	if err != nil {
 		return "", nil, err
 	}

@@ -479,3 +479,35 @@ func (s *Service) Subscribe(id string) *LiveSub { return s.live.subscribe(id) }
 // (queued, executing, idle) next changes, or nil when it is neither
 // queued nor executing here.
 func (s *Service) Watch(id string) <-chan struct{} { return s.pool.watch(id) }
+
+// Tree returns run id with its child runs, as far down as they go (at
+// most [agent.MaxTreeRuns] runs), each folded from its journal.
+func (s *Service) Tree(ctx context.Context, who *Caller, id string) (api.RunTree, error) {
+	if _, err := s.run(ctx, id, 0); err != nil {
+		return api.RunTree{}, err
+	}
+	st, _, err := s.rt.Load(ctx, id)
+	if err != nil {
+		return api.RunTree{}, err
+	}
+	t := agent.LoadTree(st, func(id string) ([]journal.Event, error) { return s.rt.Store().Read(ctx, id, 1) }, agent.MaxTreeRuns)
+	out := treeOf(t)
+	if p := st.Created.Parent; p != nil {
+		out.Parent, out.Root = p.Run, p.Root
+	}
+	return out, nil
+}
+
+func treeOf(t *agent.Tree) api.RunTree {
+	sp := func(s agent.Spend) api.RunTreeSpend {
+		return api.RunTreeSpend{Steps: s.Steps, Tokens: s.Tokens, Cost: s.Cost, ToolCalls: s.ToolCalls, Children: s.Children}
+	}
+	l := t.Limits
+	out := api.RunTree{ID: t.RunID, Agent: t.Agent, Status: string(t.Status), Reason: t.Reason,
+		Limits: api.RunTreeSpend{Steps: l.MaxSteps, Tokens: l.MaxTokens, Cost: l.MaxCost, ToolCalls: l.MaxToolCalls, Children: l.MaxChildren},
+		Own:    sp(t.Own), Used: sp(t.Used), Left: sp(t.Remaining()), Children: []api.RunTree{}}
+	for _, c := range t.Children {
+		out.Children = append(out.Children, treeOf(c))
+	}
+	return out
+}

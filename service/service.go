@@ -84,6 +84,10 @@ type Options struct {
 	// isolation (sandbox none); the override is journaled in run.created
 	// ([LabelOverride]). No other token can, ever.
 	AllowSandboxOverride bool
+	// Skills is where the service finds the skills runs are offered and
+	// installs skills ([Service.Skills], [Service.InstallSkill]); nil:
+	// the service lists none and installs none.
+	Skills SkillHost
 	// Policy is the service's policy: runs decide by it unless their
 	// request names another (only admin tokens and the local command line
 	// may). nil means policy.Default().

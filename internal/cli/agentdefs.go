@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/model"
 )
 
 // agentFile is the front matter of .keel/agents/NAME.md; the body after
@@ -18,6 +19,7 @@ import (
 type agentFile struct {
 	Name        string   `yaml:"name"`
 	Description string   `yaml:"description"`
+	Model       string   `yaml:"model"`
 	Tools       []string `yaml:"tools"`
 	Network     []string `yaml:"network"`
 	Paths       []string `yaml:"paths"`
@@ -87,7 +89,12 @@ func parseAgentDef(name, s string) (*agent.AgentDef, error) {
 	if f.MaxSteps < 0 || f.MaxTokens < 0 || f.MaxCost < 0 || f.ToolCalls < 0 || f.MaxChildren < 0 || f.MaxDepth < 0 {
 		return nil, fmt.Errorf("a limit is negative: want 0 (the default share) or more")
 	}
-	return &agent.AgentDef{Name: name, Description: strings.TrimSpace(f.Description), System: strings.TrimSpace(strings.TrimPrefix(body, "\n")),
+	if f.Model != "" {
+		if _, err := model.ParseSpec(f.Model); err != nil {
+			return nil, err
+		}
+	}
+	return &agent.AgentDef{Name: name, Description: strings.TrimSpace(f.Description), Model: f.Model, System: strings.TrimSpace(strings.TrimPrefix(body, "\n")),
 		Tools: f.Tools, Network: f.Network, Paths: f.Paths,
 		Limits: agent.Limits{MaxSteps: f.MaxSteps, MaxTokens: f.MaxTokens, MaxCost: f.MaxCost, MaxToolCalls: f.ToolCalls, MaxChildren: f.MaxChildren, MaxDepth: f.MaxDepth}}, nil
 }

@@ -115,6 +115,13 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 	mustKeel("triggers", "create", "--db", db, "after-bot", "--on-agent", "bot", "--on", "completed", "--task", "check {{.MessageID}}",
 		"--model", "scripted:demo", "--workspace", ws, "--policy", allow)
 
+	// A skill of the user's (the server's, on this machine).
+	sk := filepath.Join(os.Getenv("KEEL_HOME"), "skills", "house-style")
+	os.MkdirAll(sk, 0o755)
+	if err := os.WriteFile(filepath.Join(sk, "SKILL.md"), []byte("---\nname: house-style\ndescription: Commit messages\tas this team writes them.\n---\nSubjects under 72 characters.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	s := startServe(t)
 	cases := [][]string{
 		{"schedules", "list"},
@@ -159,6 +166,11 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 		{"memory", "list", "--scope", "team", "--all"},
 		{"memory", "show", note.ID},
 		{"memory", "show", note.ID, "--json"},
+		{"skills", "list", "--workspace", ws},
+		{"skills", "list", "--workspace", ws, "--json"},
+		{"skills", "show", "house-style", "--workspace", ws},
+		{"skills", "show", "house-style", "--workspace", ws, "--json"},
+		{"skills", "candidates"},
 	}
 	for _, args := range cases {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

@@ -23,7 +23,9 @@ func (a *app) chatCmd() *cobra.Command {
 typed), and after each answer reads the next message from the terminal and
 continues the same run with it (journaled as a user message, read verbatim
 by every later model call). An empty line is ignored; Ctrl-D or /exit ends
-the conversation. The run stays in the journal: keel runs resume RUN
+the conversation. A line starting with / is a command, never sent to the
+model: /help lists them (/diff, /undo, /cost, /model); // sends a message
+starting with /. The run stays in the journal: keel runs resume RUN
 --message TEXT continues it later.
 
 When stdin is a terminal, a call that needs approval is asked about right
@@ -50,7 +52,12 @@ func (a *app) firstMessage(ctx context.Context) (string, error) {
 		if !ok || strings.TrimSpace(m) == "/exit" {
 			return "", usagef("no task: the conversation ended before a message")
 		}
-		if strings.TrimSpace(m) != "" {
+		switch t := strings.TrimSpace(m); {
+		case strings.HasPrefix(t, "//"):
+			return t[1:], nil
+		case strings.HasPrefix(t, "/"):
+			fmt.Fprintln(a.stderr, "keel: chat: there is no run yet for a command: type the task first (a task starting with / is typed as //)")
+		case t != "":
 			return m, nil
 		}
 	}
@@ -82,7 +89,81 @@ func (a *app) converse(ctx context.Context, rt *agent.Runtime, runID string, w *
 		var ee *exitError
 		return errors.As(err, &ee) && ee.code == 1
 	}
-	return a.prompt.Converse(ctx, runID, a.keelCmd(), err, interrupted, goesOn, func(ctx context.Context, m string) error {
+	// note is said to the model with the next message: what a command
+	// changed that the model would not know.
+	var note string
+	cmds := a.chatCommands(rt.Store(), runID, func(s string) { note = s })
+	return a.prompt.Converse(ctx, runID, a.keelCmd(), err, interrupted, goesOn, cmds, func(ctx context.Context, m string) error {
+		if note != "" {
+			m, note = note+"\n\n"+m, ""
+		}
 		return a.execute(ctx, rt, runID, w, jsonOut, quiet, m)
 	})
+}
+
+// chatCommands are keel chat's commands on run id (/help and /exit are
+// the prompt's own); tell gives the model a note with the next message.
+func (a *app) chatCommands(store journal.Store, id string, tell func(string)) []tui.Command {
+	l := &local{a: a, store: store}
+	state := func(ctx context.Context) (*agent.State, []journal.Event, error) {
+		events, err := store.Read(ctx, id, 1)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := agent.Fold(id, events)
+		return st, events, err
+	}
+	return []tui.Command{
+		{Name: "diff", Usage: "[--stat]", Help: "the files this run changed, with their diff (keel runs diff)", Do: func(ctx context.Context, arg string) error {
+			return a.runsDiff(ctx, l, id, 0, arg == "--stat")
+		}},
+		{Name: "undo", Help: "put the files back as they were before your last message (keel runs rewind; the model is told)", Do: func(ctx context.Context, _ string) error {
+			st, events, err := state(ctx)
+			if err != nil {
+				return err
+			}
+			// The newest message the person typed, else the task.
+			to := int64(1)
+			for _, e := range events {
+				if e.Type != journal.UserMessage {
+					continue
+				}
+				if v, err := agent.Decode(&e); err == nil && v.(*agent.UserMessage).Source == "" {
+					to = e.Seq
+				}
+			}
+			if st.Checkpoint == nil {
+				return errors.New("this run has no workspace checkpoints (--no-checkpoints, or a workspace Keel cannot snapshot): nothing to undo")
+			}
+			r, err := l.Rewind(ctx, id, to, a.person(""))
+			if err != nil {
+				return err
+			}
+			a.printRewound(a.stderr, id, r)
+			if len(r.files) > 0 || r.more > 0 {
+				tell(fmt.Sprintf("[The person undid the file changes made since event %d (keel runs rewind): the workspace's files are as they were then; read them again before relying on what you saw.]", to))
+			}
+			return nil
+		}},
+		{Name: "cost", Help: "the steps, tokens and cost of this run so far", Do: func(ctx context.Context, _ string) error {
+			st, _, err := state(ctx)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "keel: run %s · %d steps · %s tok (%s in, %s out) · $%.4f · model %s\n", id, st.Steps,
+				agent.Num(st.Usage.Total()), agent.Num(st.Usage.InputTokens), agent.Num(st.Usage.OutputTokens), st.Cost, st.Created.Model)
+			return nil
+		}},
+		{Name: "model", Help: "the model of this run", Do: func(ctx context.Context, arg string) error {
+			st, _, err := state(ctx)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "keel: run %s uses model %s\n", id, st.Created.Model)
+			if arg != "" {
+				fmt.Fprintf(a.stderr, "keel: a run keeps its model (its resumes and forks use it too); for %s, /exit and start another: %s chat --model %s\n", arg, a.keelCmd(), tui.ShellWord(arg))
+			}
+			return nil
+		}},
+	}
 }

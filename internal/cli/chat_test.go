@@ -293,3 +293,76 @@ func TestLiveCommandOutputInTerminal(t *testing.T) {
 		t.Fatalf("keel run: %v", err)
 	}
 }
+
+// keel chat's commands are done at the prompt, never sent to the model:
+// /help, /diff, /cost, /model, /undo (which the model is told of with
+// the next message); an unknown one is refused and "//" sends a message
+// starting with "/".
+func TestChatCommands(t *testing.T) {
+	db := setup(t)
+	ws := t.TempDir()
+	notes := filepath.Join(ws, "notes.txt")
+	if err := os.WriteFile(notes, []byte("helo wrld\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(&chatServer{})
+	defer srv.Close()
+	args, _ := json.Marshal([]string{"chat", "--db", db, "--model", "openai-compatible:chat-test@" + srv.URL + "/v1",
+		"--sandbox", "none", "--workspace", ws, "Look at notes.txt"})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args), "TERM=xterm")
+	term := startTerminal(t, cmd)
+	term.expect("you> ")
+	for _, tt := range []struct {
+		send string
+		want []string
+	}{
+		{"/help", []string{"/diff [--stat]", "/undo", "/cost", "/model", "/exit"}},
+		{"/bogus arg", []string{"no command /bogus (nothing was sent to the model)"}},
+		{"please fix the typo in notes.txt", []string{"The edit is made."}},
+		{"/diff", []string{"-helo wrld", "+hello world"}},
+		{"/cost", []string{"· 3 steps · 630 tok (600 in, 30 out) · $0.0000 · model openai-compatible:chat-test"}},
+		{"/model", []string{"uses model openai-compatible:chat-test@"}},
+		{"/undo", []string{"files restored to the checkpoint of event", "M notes.txt"}},
+		{"what now?", []string{"Answer 4."}},
+		{"//help me", []string{"Answer 5."}},
+	} {
+		term.send(tt.send)
+		got := term.expect("you> ")
+		for _, w := range tt.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("after %q, no %q:\n%s", tt.send, w, got)
+			}
+		}
+	}
+	term.send("/exit")
+	<-term.done
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("keel chat: %v", err)
+	}
+	if b, err := os.ReadFile(notes); err != nil || string(b) != "helo wrld\n" {
+		t.Errorf("after /undo notes.txt = %q, %v", b, err)
+	}
+	m := regexp.MustCompile(`keel: run (\S+) ·`).FindStringSubmatch(term.text())
+	if m == nil {
+		t.Fatal("no run id on the terminal")
+	}
+	code, out, errOut := keel(t, "--db", db, "runs", "show", m[1], "--json")
+	if code != 0 {
+		t.Fatalf("runs show = %d: %s", code, errOut)
+	}
+	var users []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e journal.Event
+		if json.Unmarshal([]byte(line), &e) != nil || e.Type != journal.UserMessage {
+			continue
+		}
+		if v, err := agent.Decode(&e); err == nil {
+			users = append(users, v.(*agent.UserMessage).Content)
+		}
+	}
+	if len(users) != 3 || users[0] != "please fix the typo in notes.txt" || !strings.HasPrefix(users[1], "[The person undid the file changes") ||
+		!strings.HasSuffix(users[1], "\n\nwhat now?") || users[2] != "/help me" {
+		t.Errorf("user messages journaled: %q", users)
+	}
+}

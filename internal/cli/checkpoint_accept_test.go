@@ -18,7 +18,6 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/cli"
-	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
 )
@@ -126,7 +125,7 @@ func TestCheckpointAcceptance(t *testing.T) {
 		ms = append(ms, v.(*agent.WorkspaceCheckpoint).DurationMS)
 	}
 	store := filepath.Join(filepath.Dir(home), "checkpoints")
-	loose, err := gitws.Size(store)
+	loose, err := checkpoint.Size(store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +139,8 @@ func TestCheckpointAcceptance(t *testing.T) {
 	t.Logf("workspace: %d files (git ls-files); run: %d steps, %d events, %d checkpoints, %s wall", n, st.Steps, len(events), len(ms), wall.Round(time.Millisecond))
 	t.Logf("snapshot time: p50 %d ms, p99 %d ms, max %d ms (first, whole tree: %d ms)", pct(0.5), pct(0.99), ms[len(ms)-1], firstMS(t, events))
 	t.Logf("store (loose objects): %d bytes total, first snapshot %d bytes, the rest %d bytes = %.0f bytes per step, %.0f per checkpoint", loose, base, loose-base, float64(loose-base)/float64(st.Steps), float64(loose-base)/float64(len(ms)-1))
-	if err := gitws.Pack(t.Context(), store); err == nil {
-		packed, _ := gitws.Size(store)
+	if err := checkpoint.Pack(t.Context(), store); err == nil {
+		packed, _ := checkpoint.Size(store)
 		t.Logf("store after git gc --auto: %d bytes", packed)
 	}
 
@@ -232,7 +231,7 @@ func baselineSize(t *testing.T) int64 {
 	if out, err := exec.Command("git", "clone", "-q", "--no-hardlinks", os.Getenv("KEEL_CHECKPOINT_REPO"), dir).CombinedOutput(); err != nil {
 		t.Fatalf("clone: %v %s", err, out)
 	}
-	cp, err := gitws.OpenCheckpoints(t.Context(), filepath.Join(t.TempDir(), "store"), dir)
+	cp, err := checkpoint.OpenCheckpoints(t.Context(), filepath.Join(t.TempDir(), "store"), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +240,7 @@ func baselineSize(t *testing.T) int64 {
 		t.Fatal(err)
 	}
 	t.Logf("first snapshot of a fresh clone, alone: %s", time.Since(t0).Round(time.Millisecond))
-	n, err := gitws.Size(cp.Store())
+	n, err := checkpoint.Size(cp.Store())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,7 +170,7 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
 	if err := only(cmd, "model", "workspace", "mount-path", "env", "setup", "task-file", "system", "system-file", "json", "quiet",
 		"max-steps", "max-tokens", "max-cost", "timeout", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait",
-		"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints"); err != nil {
+		"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills"); err != nil {
 		return err
 	}
 	fv := &flagValues{fs: fs}
@@ -193,6 +193,7 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 		req.Connectors = conn
 	}
 	req.NoConnectors = fv.boolean("no-mcp")
+	req.NoMemory, req.NoSkills, req.ProposeSkills = fv.boolean("no-memory"), fv.boolean("no-skills"), fv.boolean("propose-skills")
 	req.NoCheckpoints = fv.boolean("no-checkpoints") || fs.Changed("checkpoints") && !fv.boolean("checkpoints")
 	if fs.Changed("agent") {
 		// Otherwise the server picks: the token's agent, else its default.

@@ -8,6 +8,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/keel-run/keel/journal"
@@ -19,6 +20,9 @@ import (
 //
 //	crash_after_event=N   SIGKILL this process right after the append that
 //	                      stores event N of a run (the crash-safety harness)
+//	crash_after_append=N  SIGKILL this process right after its N-th append
+//	                      to any run (a team: the lead and its children,
+//	                      which run in the same process)
 //	cpu_profile=FILE      write a pprof CPU profile of this process to FILE
 //	                      until the command returns (the cluster benchmarks)
 //	mem_profile=FILE      write a pprof heap profile (live and allocated
@@ -29,10 +33,11 @@ import (
 //	                      or sandbox), to check it is counted as the
 //	                      infrastructure's and retried
 type debugKnobs struct {
-	crashAfterEvent int64
-	cpuProfile      string
-	memProfile      string
-	evalFault       evalFault
+	crashAfterEvent  int64
+	crashAfterAppend int64
+	cpuProfile       string
+	memProfile       string
+	evalFault        evalFault
 }
 
 func parseDebug(s string) (debugKnobs, error) {
@@ -50,6 +55,12 @@ func parseDebug(s string) (debugKnobs, error) {
 				return k, fmt.Errorf("KEEL_DEBUG: crash_after_event=%q: want a positive event number", val)
 			}
 			k.crashAfterEvent = n
+		case "crash_after_append":
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil || n < 1 {
+				return k, fmt.Errorf("KEEL_DEBUG: crash_after_append=%q: want a positive number of appends", val)
+			}
+			k.crashAfterAppend = n
 		case "cpu_profile":
 			if val == "" {
 				return k, fmt.Errorf("KEEL_DEBUG: cpu_profile needs a file name")
@@ -119,8 +130,8 @@ func (a *app) debugStore(s journal.Store) (journal.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if k.crashAfterEvent > 0 {
-		return &crashStore{Store: s, after: k.crashAfterEvent}, nil
+	if k.crashAfterEvent > 0 || k.crashAfterAppend > 0 {
+		return &crashStore{Store: s, after: k.crashAfterEvent, appends: k.crashAfterAppend}, nil
 	}
 	return s, nil
 }
@@ -128,14 +139,21 @@ func (a *app) debugStore(s journal.Store) (journal.Store, error) {
 // crashStore kills the process, as kill -9 would, right after the append
 // that stores event number after of a run: the append is durable, and
 // nothing that follows it in the runtime happens.
+// With appends set, it kills the process right after its appends-th
+// append to any run instead.
 type crashStore struct {
 	journal.Store
-	after int64
+	after   int64
+	appends int64
+	n       atomic.Int64
 }
 
 func (s *crashStore) Append(ctx context.Context, runID string, after int64, drafts ...journal.Draft) ([]journal.Event, error) {
 	evs, err := s.Store.Append(ctx, runID, after, drafts...)
-	if err == nil && len(evs) > 0 && !journal.IsSystem(runID) && evs[0].Seq <= s.after && s.after <= evs[len(evs)-1].Seq {
+	if err != nil || len(evs) == 0 || journal.IsSystem(runID) {
+		return evs, err
+	}
+	if s.after > 0 && evs[0].Seq <= s.after && s.after <= evs[len(evs)-1].Seq || s.appends > 0 && s.n.Add(1) == s.appends {
 		syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
 	}

@@ -12,6 +12,8 @@ func TestParseDebug(t *testing.T) {
 		{in: "crash_after_event=7", want: debugKnobs{crashAfterEvent: 7}},
 		{in: "cpu_profile=c.prof, mem_profile=m.prof", want: debugKnobs{cpuProfile: "c.prof", memProfile: "m.prof"}},
 		{in: "crash_after_event=0", wantErr: true},
+		{in: "crash_after_append=12", want: debugKnobs{crashAfterAppend: 12}},
+		{in: "crash_after_append=-1", wantErr: true},
 		{in: "mem_profile=", wantErr: true},
 		{in: "cpu_profile", wantErr: true},
 		{in: "nonsense=1", wantErr: true},

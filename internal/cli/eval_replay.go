@@ -19,7 +19,6 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/checkpoint"
-	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/service"
@@ -109,7 +108,7 @@ func restoreFiles(ctx context.Context, events []journal.Event, created *agent.Ru
 	if err != nil {
 		return err
 	}
-	src, err := gitws.OpenCheckpoints(ctx, cp.Store, created.Workspace)
+	src, err := checkpoint.OpenCheckpoints(ctx, cp.Store, created.Workspace)
 	if err != nil {
 		return err
 	}

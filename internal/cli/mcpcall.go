@@ -2,22 +2,12 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/url"
+	"errors"
 	"os"
-	"strings"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/spf13/cobra"
 
-	"github.com/keel-run/keel/model"
-	"github.com/keel-run/keel/sandbox"
-	"github.com/keel-run/keel/tool"
-	"github.com/keel-run/keel/tool/mcp"
+	"github.com/keel-run/keel/internal/mcpcall"
 )
 
 // mcpCallFlags are the flags of keel mcp call.
@@ -63,125 +53,21 @@ Tokens are kept in this process only.`,
 }
 
 func (a *app) mcpCall(ctx context.Context, rawURL string, f *mcpCallFlags) error {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return usagef("URL %q: want an http or https URL", rawURL)
+	c := &mcpcall.Call{
+		URL: rawURL, Tool: f.tool, Args: f.args,
+		ClientID: f.clientID, ClientMetadataURL: f.clientMetadataURL,
+		RedirectURL: f.redirectURL, Auto: f.auto,
+		Stdin: os.Stdin, Stdout: a.stdout, Stderr: a.stderr,
 	}
-	var in map[string]any
-	if err := json.Unmarshal([]byte(f.args), &in); err != nil {
-		return usagef("--args: not a JSON object: %v", err)
+	if f.clientSecretEnv != "" {
+		c.ClientSecret = a.getenv(f.clientSecretEnv)
 	}
-	cfg := &auth.AuthorizationCodeHandlerConfig{
-		RedirectURL:              f.redirectURL,
-		AuthorizationCodeFetcher: a.authorizationFetcher(f),
-		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{
-			Metadata: &oauthex.ClientRegistrationMetadata{ClientName: "Keel", RedirectURIs: []string{f.redirectURL}},
-		},
+	if err := c.Check(); err != nil {
+		return usagef("%s", err)
 	}
-	if f.clientMetadataURL != "" {
-		cfg.ClientIDMetadataDocumentConfig = &auth.ClientIDMetadataDocumentConfig{URL: f.clientMetadataURL}
-	}
-	if f.clientID != "" {
-		cc := &oauthex.ClientCredentials{ClientID: f.clientID}
-		if f.clientSecretEnv != "" {
-			if s := a.getenv(f.clientSecretEnv); s != "" {
-				cc.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: s}
-			}
-		}
-		cfg.PreregisteredClient = cc
-	}
-	oh, err := auth.NewAuthorizationCodeHandler(cfg)
-	if err != nil {
-		return fmt.Errorf("authorization: %w", err)
-	}
-	host := u.Host
-	ws, err := os.MkdirTemp("", "keel-mcp-call-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(ws)
-	c, err := mcp.Connect(ctx, mcp.Server{Name: "server", URL: rawURL}, &mcp.Options{Network: sandbox.Network{Allow: []string{host}}, OAuth: oh, StartTimeout: time.Minute})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	r := tool.NewRegistry()
-	_, notes := c.Register(r, nil)
-	for _, n := range notes {
-		fmt.Fprintf(a.stderr, "keel: %s\n", n)
-	}
-	fmt.Fprintf(a.stderr, "keel: %d tools: %s\n", len(c.Tools()), strings.Join(c.Tools(), ", "))
-	if f.tool == "" {
-		return nil
-	}
-	name := "server__" + f.tool
-	if r.Tool(name) == nil {
-		return fmt.Errorf("the server offers no tool %q", f.tool)
-	}
-	args, bad := r.Validate(model.ToolCall{ID: "call", Name: name, Arguments: f.args})
-	if bad != nil {
-		return fmt.Errorf("%s", bad.Content)
-	}
-	w, err := tool.NewWorkspace(ws, "/workspace", nil)
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	res, err := r.Run(ctx, name, &tool.Request{RunID: "mcp-call", CallID: "call", Arguments: args, Env: &tool.Env{Workspace: w}})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(a.stdout, res.Content)
-	if res.IsError {
+	err := c.Run(ctx)
+	if errors.Is(err, mcpcall.ErrToolFailed) {
 		return &exitError{1}
 	}
-	return nil
-}
-
-// authorizationFetcher returns how the authorization code is obtained:
-// a person opens the URL and pastes the redirect back, or, with
-// --auth-auto, Keel follows the authorization server's redirects until
-// one goes to the redirect URI.
-func (a *app) authorizationFetcher(f *mcpCallFlags) auth.AuthorizationCodeFetcher {
-	return func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
-		var loc *url.URL
-		if f.auto {
-			hc := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-				if strings.HasPrefix(req.URL.String(), f.redirectURL) {
-					return http.ErrUseLastResponse
-				}
-				if len(via) >= 10 {
-					return fmt.Errorf("too many redirects")
-				}
-				return nil
-			}}
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, args.URL, nil)
-			if err != nil {
-				return nil, err
-			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				return nil, err
-			}
-			resp.Body.Close()
-			if loc, err = resp.Location(); err != nil {
-				return nil, fmt.Errorf("the authorization server did not redirect (%s)", resp.Status)
-			}
-		} else {
-			fmt.Fprintf(a.stderr, "keel: authorize Keel by opening this URL:\n  %s\nthen paste the URL you are redirected to (%s?...):\n", args.URL, f.redirectURL)
-			var line string
-			if _, err := fmt.Fscanln(os.Stdin, &line); err != nil {
-				return nil, fmt.Errorf("no redirect URL: %w", err)
-			}
-			var err error
-			if loc, err = url.Parse(strings.TrimSpace(line)); err != nil {
-				return nil, err
-			}
-		}
-		q := loc.Query()
-		if e := q.Get("error"); e != "" {
-			return nil, fmt.Errorf("the authorization server refused: %s %s", e, q.Get("error_description"))
-		}
-		return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
-	}
+	return err
 }

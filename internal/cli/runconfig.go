@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -18,39 +17,15 @@ import (
 	"github.com/keel-run/keel/redact"
 )
 
-// Settings of keel run and keel chat come from three layers: the user's
-// config.toml ([run], and the older top-level model and sandbox), the
-// repository's .keel/config.toml in the workspace (the same keys,
-// overriding the user's), and the command line, overriding both. Every
-// flag of keel run can be a default this way; its key is the flag's name
-// (max_steps or max-steps).
+// Settings of keel run and keel chat come from three layers (see
+// config.Layer): the user's config.toml, the project's and the command
+// line.
 
 // Where a setting came from.
 const (
 	fromDefault = "default"
 	fromFlag    = "command line"
 )
-
-// noFileKeys are run flags no config file may set: secrets belong in the
-// environment, and a per-run choice (the task, output shape) in the
-// command line.
-var noFileKeys = map[string]string{
-	"api-key":     "keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY, not from a file",
-	"api-key-env": "an endpoint's key variable is bound to it in [endpoints.\"URL\"] api_key_env of ~/.keel/config.toml",
-	"task-file":   "the task is given per run",
-	"json":        "the output format is chosen per run",
-}
-
-// noProjectKeys are run flags a repository's own file may not set: they
-// would let a cloned repository choose where its agent works or lift its
-// isolation.
-var noProjectKeys = map[string]string{
-	"workspace": "the project file is found in the workspace",
-}
-
-// pathFlags hold a file path: a relative one in a config file is
-// relative to the file's directory (the workspace for a project file).
-var pathFlags = map[string]bool{"policy": true, "system-file": true, "workspace": true}
 
 // runSettings is what the layers set: the sources of each flag given a
 // value, and the project file read (nil: none).
@@ -60,130 +35,6 @@ type runSettings struct {
 	// untrusted lists what the project file sets that needs trust when
 	// it is not trusted as it is (keel run then refuses the file).
 	untrusted []string
-}
-
-// settingsLayer is one config file's run defaults.
-type settingsLayer struct {
-	path   string
-	dir    string // relative paths are relative to it
-	values map[string]any
-	// project is set for the repository's file.
-	project bool
-}
-
-// layer returns c's run defaults, the top-level model and sandbox
-// included.
-func layer(c *config.Config, dir string, project bool) (*settingsLayer, error) {
-	if c == nil || c.Path == "" {
-		return nil, nil
-	}
-	l := &settingsLayer{path: c.Path, dir: dir, values: map[string]any{}, project: project}
-	for k, v := range c.Run {
-		name := strings.ReplaceAll(k, "_", "-")
-		if _, dup := l.values[name]; dup {
-			return nil, usagef("%s: [run] sets %s twice", c.Path, name)
-		}
-		l.values[name] = v
-	}
-	for name, v := range map[string]string{"model": c.Model, "sandbox": c.Sandbox} {
-		if v == "" {
-			continue
-		}
-		if _, dup := l.values[name]; dup {
-			return nil, usagef("%s: %s is set both at the top and in [run]: keep one", c.Path, name)
-		}
-		l.values[name] = v
-	}
-	return l, nil
-}
-
-// flagText is v as the text of a flag value.
-func flagText(v any) (string, error) {
-	switch x := v.(type) {
-	case string:
-		return x, nil
-	case bool:
-		return strconv.FormatBool(x), nil
-	case int64:
-		return strconv.FormatInt(x, 10), nil
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64), nil
-	}
-	return "", fmt.Errorf("a %T is not a flag value (want a string, number or boolean)", v)
-}
-
-// repeatable reports whether f may be given several times.
-func repeatable(f *pflag.Flag) bool {
-	t := f.Value.Type()
-	return strings.HasSuffix(t, "Array") || strings.HasSuffix(t, "Slice")
-}
-
-// apply sets the flags of fl that the command line left alone from l,
-// recording where each came from.
-func (l *settingsLayer) apply(fl *pflag.FlagSet, given map[string]bool, rs *runSettings) error {
-	names := make([]string, 0, len(l.values))
-	for k := range l.values {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		v := l.values[name]
-		f := fl.Lookup(name)
-		if f == nil || f.Hidden {
-			return usagef("%s: %s is not a flag of keel run (see keel run --help; keys are flag names, max_steps or max-steps)", l.path, name)
-		}
-		if why, ok := noFileKeys[name]; ok {
-			return usagef("%s: %s cannot be set in a config file: %s", l.path, name, why)
-		}
-		if why, ok := noProjectKeys[name]; ok && l.project {
-			return usagef("%s: %s cannot be set in a project file: %s", l.path, name, why)
-		}
-		if given[name] {
-			continue // the command line wins
-		}
-		var texts []string
-		if list, ok := v.([]any); ok {
-			if !repeatable(f) {
-				return usagef("%s: %s takes one value, not a list", l.path, name)
-			}
-			for _, e := range list {
-				s, err := flagText(e)
-				if err != nil {
-					return usagef("%s: %s: %v", l.path, name, err)
-				}
-				texts = append(texts, s)
-			}
-		} else {
-			s, err := flagText(v)
-			if err != nil {
-				return usagef("%s: %s: %v", l.path, name, err)
-			}
-			texts = []string{s}
-		}
-		if pathFlags[name] {
-			for i, s := range texts {
-				if s != "" && s != "default" && !filepath.IsAbs(s) {
-					texts[i] = filepath.Join(l.dir, s)
-				}
-			}
-		}
-		if name == "sandbox" && l.project && slices.Contains(texts, "none") {
-			return usagef("%s: a project file cannot turn the sandbox off (sandbox = \"none\"): give --sandbox none yourself", l.path)
-		}
-		// A later layer replaces an earlier one's list: reset it first.
-		if r, ok := f.Value.(pflag.SliceValue); ok {
-			if err := r.Replace(nil); err != nil {
-				return usagef("%s: %s: %v", l.path, name, err)
-			}
-		}
-		for _, s := range texts {
-			if err := f.Value.Set(s); err != nil {
-				return usagef("%s: %s = %q: %v", l.path, name, s, err)
-			}
-		}
-		rs.source[name] = l.path
-	}
-	return nil
 }
 
 // runDefaults applies the config files' defaults to the flags of a
@@ -201,13 +52,13 @@ func (a *app) runDefaults(cmd *cobra.Command, f *runFlags) (*runSettings, error)
 		rs.source[name] = fromFlag
 	}
 	if a.cfg != nil {
-		l, err := layer(a.cfg, filepath.Dir(a.cfg.Path), false)
+		l, err := config.NewLayer(a.cfg, filepath.Dir(a.cfg.Path), false)
 		if err != nil {
-			return nil, err
+			return nil, &usageError{err}
 		}
 		if l != nil {
-			if err := l.apply(fl, given, rs); err != nil {
-				return nil, err
+			if err := l.Apply(fl, given, rs.source); err != nil {
+				return nil, &usageError{err}
 			}
 		}
 	}
@@ -220,9 +71,9 @@ func (a *app) runDefaults(cmd *cobra.Command, f *runFlags) (*runSettings, error)
 		return nil, &usageError{err}
 	}
 	rs.project = proj
-	l, err := layer(proj, ws, true)
+	l, err := config.NewLayer(proj, ws, true)
 	if err != nil {
-		return nil, err
+		return nil, &usageError{err}
 	}
 	if l != nil {
 		if rs.untrusted, err = a.untrustedKeys(proj, l); err != nil {
@@ -234,8 +85,8 @@ func (a *app) runDefaults(cmd *cobra.Command, f *runFlags) (*runSettings, error)
 		}
 	}
 	if l != nil {
-		if err := l.apply(fl, given, rs); err != nil {
-			return nil, err
+		if err := l.Apply(fl, given, rs.source); err != nil {
+			return nil, &usageError{err}
 		}
 	}
 	return rs, nil
@@ -315,10 +166,10 @@ func (a *app) trustFile() string { return filepath.Join(a.home, "trusted-project
 // untrustedKeys lists the trusting keys (and MCP servers) the project
 // file sets, unless its content was trusted with keel config trust: a
 // project file with any is refused by keel run.
-func (a *app) untrustedKeys(proj *config.Config, l *settingsLayer) ([]string, error) {
+func (a *app) untrustedKeys(proj *config.Config, l *config.Layer) ([]string, error) {
 	var sets []string
 	for _, k := range trustingKeys {
-		if _, ok := l.values[k]; ok {
+		if l.Sets(k) {
 			sets = append(sets, k)
 		}
 	}

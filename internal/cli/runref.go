@@ -105,15 +105,31 @@ func resolveRunRef(ctx context.Context, b runRefBackend, ref string) (string, er
 		}
 		return b.LastRun(ctx, realpath.Resolve(dir))
 	}
+	if len(ref) > maxRunRef {
+		// Not echoed whole: it can be anything pasted.
+		return "", usagef("no run %q… (%d characters: a run id has 26)", clipRef(ref), len(ref))
+	}
 	id, err := b.ResolveRun(ctx, ref)
 	switch {
 	case errors.Is(err, journal.ErrAmbiguousRun):
 		return "", usagef("%s (%s)", strings.TrimPrefix(err.Error(), "journal: "), runRefHelp)
+	case errors.Is(err, journal.ErrNotFound) && len(strings.TrimSpace(ref)) < journal.MinRunPrefix:
+		return "", usagef("no run %q (%s)", ref, runRefHelp)
 	case errors.Is(err, journal.ErrNotFound):
 		// The command reports it (after its own flags), as before.
 		return ref, nil
 	}
 	return id, err
+}
+
+// maxRunRef is the longest RUN argument looked up: far longer than any
+// run id, short enough to quote in an error.
+const maxRunRef = 100
+
+// clipRef is the start of a RUN argument too long to quote whole.
+func clipRef(ref string) string {
+	r := []rune(ref)
+	return string(r[:min(len(r), 26)])
 }
 
 // inWorkspace reports whether dir is workspace or lies in it.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
-	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
@@ -109,6 +109,9 @@ func (a *app) runsListCmd() *cobra.Command {
 		Args:        cobra.NoArgs,
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 0 {
+				return usagef("--limit %d: want 0 (all runs) or more", limit)
+			}
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
 				p := &journal.ListParams{Limit: limit}
 				for _, s := range status {
@@ -225,12 +228,12 @@ type runsBackend interface {
 	// WorkspaceDiff compares run id's workspace as it is now with the
 	// git commit it started on (created is its run.created, with Git
 	// set; see checkpoint.SinceStart).
-	WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]gitws.Change, error)
+	WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error)
 	// CheckpointDiff compares run id's first workspace checkpoint with
 	// its newest one at or before event at (events are its journal), and
 	// returns the two checkpoints' events; checkpoint.ErrNone when it
 	// has none there (see checkpoint.Diff).
-	CheckpointDiff(ctx context.Context, id string, events []journal.Event, at int64) (changes []gitws.Change, from, to int64, err error)
+	CheckpointDiff(ctx context.Context, id string, events []journal.Event, at int64) (changes []checkpoint.Change, from, to int64, err error)
 }
 
 // runRow is one run of keel runs list.

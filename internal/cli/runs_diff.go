@@ -13,7 +13,6 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
-	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
@@ -28,7 +27,9 @@ func (a *app) runsDiffCmd() *cobra.Command {
 		Short: "Show the files a run changed and their unified diff",
 		Long: `Diff compares the run's workspace, as it is now, with the git commit the
 run started on (recorded in run.created), and prints the changed files and
-their unified diff. Only files git does not ignore are compared. When the
+their unified diff. New files are compared unless the ignore rules of the
+run's start ignore them (a file hidden only by rules the run wrote is shown
+and marked; what the run did to git's index hides nothing). When the
 tree had uncommitted changes at the start, the diff includes them; the
 files are named.
 
@@ -128,7 +129,7 @@ func (a *app) endCheckpointDiff(ctx context.Context, store journal.Store, runID 
 }
 
 // workspaceDiff is a runsBackend's WorkspaceDiff on this machine.
-func workspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]gitws.Change, error) {
+func workspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error) {
 	changes, err := checkpoint.SinceStart(ctx, created)
 	if err != nil {
 		return nil, fmt.Errorf("diff of run %s: %w", id, err)
@@ -138,12 +139,12 @@ func workspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([
 
 // WorkspaceDiff compares the run's workspace with its starting commit
 // on this machine.
-func (l *local) WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]gitws.Change, error) {
+func (l *local) WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error) {
 	return workspaceDiff(ctx, id, created)
 }
 
 // CheckpointDiff compares the run's checkpoints in the local store.
-func (l *local) CheckpointDiff(ctx context.Context, id string, events []journal.Event, at int64) ([]gitws.Change, int64, int64, error) {
+func (l *local) CheckpointDiff(ctx context.Context, id string, events []journal.Event, at int64) ([]checkpoint.Change, int64, int64, error) {
 	changes, from, to, err := checkpoint.Diff(ctx, events, at)
 	if err != nil && !errors.Is(err, checkpoint.ErrNone) {
 		err = fmt.Errorf("diff of run %s at event %d: %w", id, at, err)
@@ -152,7 +153,7 @@ func (l *local) CheckpointDiff(ctx context.Context, id string, events []journal.
 }
 
 // WorkspaceDiff asks the server, which has the run's workspace.
-func (r *remote) WorkspaceDiff(ctx context.Context, id string, _ *agent.RunCreated) ([]gitws.Change, error) {
+func (r *remote) WorkspaceDiff(ctx context.Context, id string, _ *agent.RunCreated) ([]checkpoint.Change, error) {
 	d, err := r.cl.Diff(ctx, id, 0)
 	if err != nil {
 		return nil, err
@@ -161,7 +162,7 @@ func (r *remote) WorkspaceDiff(ctx context.Context, id string, _ *agent.RunCreat
 }
 
 // CheckpointDiff asks the server, which has the run's checkpoints.
-func (r *remote) CheckpointDiff(ctx context.Context, id string, _ []journal.Event, at int64) ([]gitws.Change, int64, int64, error) {
+func (r *remote) CheckpointDiff(ctx context.Context, id string, _ []journal.Event, at int64) ([]checkpoint.Change, int64, int64, error) {
 	d, err := r.cl.Diff(ctx, id, at)
 	if err != nil {
 		return nil, 0, 0, err
@@ -172,10 +173,10 @@ func (r *remote) CheckpointDiff(ctx context.Context, id string, _ []journal.Even
 	return fileDiffs(d), d.From, d.To, nil
 }
 
-func fileDiffs(d *api.RunDiff) []gitws.Change {
-	out := make([]gitws.Change, 0, len(d.Files))
+func fileDiffs(d *api.RunDiff) []checkpoint.Change {
+	out := make([]checkpoint.Change, 0, len(d.Files))
 	for _, f := range d.Files {
-		out = append(out, gitws.Change{Path: f.Path, Status: gitws.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed, Denied: f.Denied})
+		out = append(out, checkpoint.Change{Path: f.Path, Status: checkpoint.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed, Denied: f.Denied, Hidden: f.Hidden})
 	}
 	return out
 }
@@ -243,11 +244,15 @@ func (a *app) editsUpTo(runID string, events []journal.Event, at int64) error {
 // gitStart records the commit a run starts on, when its workspace is
 // the top of a git repository with a commit.
 func gitStart(ctx context.Context, dir string) *agent.GitStart {
-	commit, dirty, err := gitws.Start(ctx, dir)
+	commit, dirty, err := checkpoint.Start(ctx, dir)
 	if err != nil {
 		return nil
 	}
-	return &agent.GitStart{Commit: commit, Dirty: dirty}
+	g := &agent.GitStart{Commit: commit, Dirty: dirty}
+	if x, err := checkpoint.InfoExclude(ctx, dir); err == nil {
+		g.Exclude = &x
+	}
+	return g
 }
 
 // endDiff prints, at the end of keel run, the files the run changed

@@ -20,7 +20,6 @@ import (
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/checkpoint"
-	"github.com/keel-run/keel/internal/gitws"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
@@ -299,12 +298,12 @@ store are kept.`,
 					}
 				}
 			}
-			before, _ := gitws.Size(a.checkpointStore())
+			before, _ := checkpoint.Size(a.checkpointStore())
 			ids, err := checkpoint.Prune(ctx, a.checkpointStore(), time.Hour, func(id string) bool { return drop[id] })
 			if err != nil {
 				return err
 			}
-			after, _ := gitws.Size(a.checkpointStore())
+			after, _ := checkpoint.Size(a.checkpointStore())
 			fmt.Fprintf(a.stdout, "pruned the checkpoints of %d run(s); store %s: %s → %s\n", len(ids), a.checkpointStore(), bytesText(before), bytesText(after))
 			return nil
 		},
@@ -376,7 +375,7 @@ func (l *local) Fork(ctx context.Context, id string, at int64, workspace, by str
 		created.Labels[k] = v
 	}
 	created.Labels[service.LabelForkOf] = fmt.Sprintf("%s@%d", id, at)
-	drafts, err := service.ForkDrafts(events, &created)
+	drafts, err := service.ForkDrafts(events, &created, time.Now())
 	if err != nil {
 		return nil, err
 	}

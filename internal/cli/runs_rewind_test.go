@@ -241,7 +241,8 @@ func TestRewindAndForkWithServer(t *testing.T) {
 }
 
 // keel runs show counts a fork's duration from its own first event: the
-// events it copied keep the source's times (here an hour old).
+// events it copied keep the source's times (here an hour old); keel runs
+// list shows it when it was made.
 func TestForkDurationIsItsOwn(t *testing.T) {
 	db := setup(t)
 	traj := writeTrajectory(t, "say done", []fcall{sh("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")})
@@ -278,5 +279,11 @@ func TestForkDurationIsItsOwn(t *testing.T) {
 	}
 	if m := regexp.MustCompile(`(?m)^2 events · .* · (\S+)$`).FindStringSubmatch(out); m == nil || m[1] != "0s" {
 		t.Errorf("the fork's header (want a duration of 0s: it has only the copied run.created and its own pause):\n%s", out)
+	}
+	// keel runs list puts the fork first, as the newest run: it was made
+	// now, not an hour ago with its source.
+	code, out, errOut = keel(t, "runs", "list", "--db", db)
+	if lines := strings.Split(out, "\n"); code != 0 || len(lines) < 4 || !strings.HasPrefix(lines[1], fork) || !strings.HasSuffix(strings.Fields(lines[3])[0], old) {
+		t.Errorf("keel runs list = %d (want the fork first, its source last)\n%s%s", code, out, errOut)
 	}
 }

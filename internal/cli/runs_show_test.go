@@ -190,6 +190,9 @@ func TestRunReferences(t *testing.T) {
 		{"", []string{"runs", "show", ids[1][:4] + "…" + ids[1][len(ids[1])-6:]}, 0, ids[1]},
 		{"", []string{"runs", "show", ids[0][:4]}, 2, "matches 2 runs"},
 		{"", []string{"runs", "show", "zzzzzzzz"}, 1, "not found"},
+		{"", []string{"runs", "show", "01m"}, 2, `no run "01m" (RUN is a run id, a unique prefix of one (at least 4 characters`},
+		{"", []string{"runs", "show", ids[0] + strings.Repeat("x", 5000)}, 2, `no run "` + ids[0] + `"… (5026 characters: a run id has 26)`},
+		{"", []string{"runs", "list", "--limit", "-1"}, 2, "--limit -1: want 0 (all runs) or more"},
 		{spaces[0], []string{"runs", "show", "last"}, 0, ids[0]},
 		{filepath.Join(spaces[1]), []string{"runs", "cancel", "last"}, 0, ids[1]},
 		{t.TempDir(), []string{"runs", "show", "last"}, 2, "no run in this workspace"},
@@ -199,7 +202,7 @@ func TestRunReferences(t *testing.T) {
 				t.Chdir(tt.dir)
 			}
 			code, out, errOut := keel(t, tt.args...)
-			if code != tt.code || !strings.Contains(out+errOut, tt.want) {
+			if code != tt.code || !strings.Contains(out+errOut, tt.want) || len(out+errOut) > 2000 {
 				t.Errorf("keel %s = %d, want %d and %q\n%s%s", strings.Join(tt.args, " "), code, tt.code, tt.want, out, errOut)
 			}
 		})

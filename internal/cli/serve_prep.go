@@ -12,11 +12,14 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/replay"
+	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/service"
+	"github.com/keel-run/keel/skill"
 )
 
 // builder is the service's builder (service.Builder) in this process:
@@ -167,6 +170,8 @@ func (b *builder) Complete(ctx context.Context, c *agent.RunCreated, req *servic
 			cf = contextFlags{window: p.Window, threshold: p.Threshold, handoffAfter: p.HandoffAfter, notesFile: p.NotesFile, actionMode: p.ActionMode, noMemory: p.NoMemory}
 		}
 		given = l.Connectors
+	} else {
+		cf.noMemory = req.NoMemory
 	}
 	if err := cf.apply(a, c, family); err != nil {
 		if req.Local != nil {
@@ -186,22 +191,58 @@ func (b *builder) Complete(ctx context.Context, c *agent.RunCreated, req *servic
 		// fills them in, pinned as keel run pins them.
 		c.Tools = nil
 	}
-	if req.Local == nil && !cf.noMemory {
-		// A run a caller with a token creates is offered the memory of
-		// its own scopes (service.MemoryScopes), as keel run's are.
-		if err := offerMemory(ctx, b.store, c, 0); err != nil {
+	if req.Local == nil {
+		if err := b.offer(ctx, c, cf.noMemory, req.NoSkills, req.ProposeSkills); err != nil {
 			return err
-		}
-		if c.Tools != nil && c.Recall != nil {
-			r := assemble.ToolRegistry(*c.Settings)
-			addMemoryTools(r, c, nil)
-			c.Tools = agent.ToolInfos(r)
 		}
 	}
 	t1 := time.Now()
 	c.Git = gitStart(ctx, c.Workspace) // for keel runs diff on the server's machine
 	if d := time.Since(t1); d > 500*time.Millisecond {
 		b.logger.Warn("slow git state of a new run's workspace", "duration", d.Round(time.Millisecond).String())
+	}
+	return nil
+}
+
+// offer fixes in c, a run created through the service by an API
+// caller, a schedule or a trigger, what keel run offers its runs: the
+// memory of its own scopes (service.MemoryScopes) unless noMemory, and
+// the verified skills of the server's home and the project's lockfile
+// that the run's policy lets its agent load, unless noSkills, and with
+// propose the tools of agent-written skills (a run offered memory, as
+// keel run --propose-skills). The demo agent, which every token may
+// run, is offered none of it.
+func (b *builder) offer(ctx context.Context, c *agent.RunCreated, noMemory, noSkills, propose bool) error {
+	if c.Principal == identity.DemoAgent {
+		return nil
+	}
+	if !noMemory {
+		if err := offerMemory(ctx, b.store, c, 0); err != nil {
+			return err
+		}
+	}
+	if !noSkills {
+		eng, err := agent.RunPolicy(c)
+		if err != nil {
+			return err
+		}
+		if eng == nil {
+			eng = policy.Default()
+		}
+		for _, err := range service.OfferSkills(ctx, c, eng, b.a.skillLibrary(b.store, c.Workspace)) {
+			b.logger.Warn("a skill is not offered to a new run", "workspace", c.Workspace, "agent", c.Principal, "err", err.Error())
+		}
+	}
+	if c.Tools != nil && (c.Recall != nil || c.Skills != nil) {
+		r := assemble.ToolRegistry(*c.Settings)
+		addMemoryTools(r, c, nil)
+		if c.Skills != nil {
+			skill.AddTool(r, c.Skills, nil) // its definition: the run's process copies the skills
+		}
+		if propose {
+			b.a.addSkillPromotionTools(r, c, nil)
+		}
+		c.Tools = agent.ToolInfos(r)
 	}
 	return nil
 }

@@ -5,8 +5,8 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +19,8 @@ import (
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 	"github.com/keel-run/keel/skill"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/visible"
@@ -53,46 +55,26 @@ func (a *app) lockTrusted(ws string) func([]byte) bool {
 	}
 }
 
-// offerSkills fixes in c the skills offered to the run: the user's and
-// the project's pinned ones, each verified, that the run's policy lets
-// its agent load (skill_load), with scripts where it lets them run
-// (skill_scripts). What is refused is said on stderr and never offered.
+// offerSkills fixes in c the skills offered to the run
+// (service.OfferSkills over the library of c's workspace); what is
+// refused is said on stderr and never offered.
 func (a *app) offerSkills(ctx context.Context, store journal.Store, c *agent.RunCreated, eng *policy.Engine) {
-	found, errs := a.skillLibrary(store, c.Workspace).Find()
-	for _, err := range errs {
+	for _, err := range service.OfferSkills(ctx, c, eng, a.skillLibrary(store, c.Workspace)) {
 		fmt.Fprintf(a.stderr, "keel: %v\n", err)
 	}
-	if len(found) == 0 {
-		return
-	}
-	k := &agent.Skills{}
-	for _, f := range found {
-		args := map[string]any{"name": f.Name, "digest": f.Digest, "source": f.Source}
-		if f.Pinned != nil {
-			args["signed"] = f.Pinned.Signature != nil
-			args["agent_written"] = f.Source == skill.SourceAgent
-			args["approved"] = f.Pinned.Scripts || f.Source == skill.SourceAgent
-		}
-		decide := func(t string) policy.Effect {
-			b, _ := json.Marshal(args)
-			return eng.Decide(ctx, &policy.Call{Principal: c.Principal, OnBehalfOf: c.OnBehalfOf, Tool: t, Effect: tool.ReadOnly.String(),
-				Arguments: b, Workspace: c.Workspace, MountPath: c.MountPath, Sandbox: c.Sandbox, Network: c.Network}).Effect
-		}
-		if e := decide(policy.SkillLoadTool); e != policy.Allow {
-			fmt.Fprintf(a.stderr, "keel: skill %s is not offered: the policy's decision on loading it is %s\n", f.Name, e)
-			continue
-		}
-		o := agent.OfferedSkill{Name: f.Name, Description: f.Description, Digest: f.Digest, Source: f.Source, Dir: f.Dir,
-			Signed: f.Pinned != nil && f.Pinned.Signature != nil}
-		o.Scripts = f.Scripts() && decide(policy.SkillScriptsTool) == policy.Allow
-		k.Entries = append(k.Entries, o)
-	}
-	if len(k.Entries) == 0 {
-		return
-	}
-	k.Tokens = agent.LookupFamily(c.Model).TextTokens(k.Section())
-	c.Skills = k
 }
+
+// skillHost is the service's skills (service.SkillHost): Keel's home
+// directory on this machine, signatures verified against the agent keys
+// of store's journal.
+type skillHost struct {
+	a     *app
+	store journal.Store
+}
+
+func (h skillHost) Library(ws string) *skill.Library    { return h.a.skillLibrary(h.store, ws) }
+func (h skillHost) StoreDir() string                    { return h.a.skillStore() }
+func (h skillHost) Pin(ws string, p skill.Pinned) error { return h.a.pin(ws, p) }
 
 // addSkillTool verifies and copies the run's skills into its state
 // directory and registers use_skill.
@@ -110,86 +92,168 @@ func addSkillTool(r *tool.Registry, c *agent.RunCreated) {
 func (a *app) skillsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "skills",
-		Short: "List, install and promote skills (Agent Skills format)",
+		Short: "List, show, install and promote skills (Agent Skills format)",
 		Long: `Skills are directories in the Agent Skills format (SKILL.md with front
 matter, scripts, references). A run is offered the user's skills
 (~/.keel/skills/NAME) and the skills its project's lockfile
 (.keel/skills.lock) pins by digest; names and descriptions only until the
-model calls use_skill. See docs/skills.md.`,
+model calls use_skill. With --server, the team server's: --workspace
+names a directory on the server, a token sees the skills runs of its
+agents would be offered, and only an admin installs. See docs/skills.md.`,
 	}
-	cmd.AddCommand(a.skillsListCmd(), a.skillsInstallCmd())
+	cmd.AddCommand(a.skillsListCmd(), a.skillsShowCmd(), a.skillsInstallCmd(), a.skillsExportCmd(), a.skillsImportCmd())
 	cmd.AddCommand(a.skillsPromotionCmds()...)
 	return cmd
+}
+
+// skillsWorkspace is the workspace of a skills command: --workspace
+// made absolute; with --server only when given (a directory on the
+// server), else "" (the server's own skills).
+func (a *app) skillsWorkspace(cmd *cobra.Command, ws string) (string, error) {
+	if a.serverURL() != "" && !cmd.Flags().Changed("workspace") {
+		return "", nil
+	}
+	abs, err := filepath.Abs(ws)
+	if err != nil {
+		return "", usagef("--workspace: %v", err)
+	}
+	return abs, nil
 }
 
 func (a *app) skillsListCmd() *cobra.Command {
 	var ws string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List the skills a run in the workspace would be offered, verified",
-		Args:  cobra.NoArgs,
+		Use:         "list",
+		Annotations: bothForms,
+		Short:       "List the skills a run in the workspace would be offered, verified",
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			store, err := a.openStore(cmd.Context())
+			abs, err := a.skillsWorkspace(cmd, ws)
 			if err != nil {
 				return err
 			}
-			defer store.Close()
-			abs, err := filepath.Abs(ws)
-			if err != nil {
-				return err
-			}
-			found, errs := a.skillLibrary(store, abs).Find()
-			for _, err := range errs {
-				fmt.Fprintf(a.stderr, "keel: %v\n", err)
-			}
-			if asJSON {
-				return jsonLines(a.stdout, found)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSOURCE\tDIGEST\tSIGNED\tSCRIPTS\tDESCRIPTION")
-			for _, f := range found {
-				signed := "-"
-				if f.Pinned != nil && f.Pinned.Signature != nil {
-					signed = fmt.Sprintf("v%d by %s", f.Pinned.Signature.Version, f.Pinned.Signature.Agent)
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				list, err := b.Skills(ctx, abs)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", f.Name, f.Source, f.Digest[:19], signed, f.Scripts(), visible.String(firstLineOf(f.Description, 60)))
-			}
-			return tw.Flush()
+				for _, r := range list.Refused {
+					fmt.Fprintf(a.stderr, "keel: %s\n", visible.String(r))
+				}
+				if asJSON {
+					return jsonLines(a.stdout, list.Skills)
+				}
+				tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tSOURCE\tDIGEST\tSIGNED\tSCRIPTS\tDESCRIPTION")
+				for _, f := range list.Skills {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", f.Name, f.Source, f.Digest[:min(19, len(f.Digest))], signedBy(f.Signed), f.Scripts, visible.String(firstLineOf(f.Description, 60)))
+				}
+				return tw.Flush()
+			}, "workspace", "json")
 		},
 	}
-	cmd.Flags().StringVar(&ws, "workspace", ".", "the project whose lockfile to read")
+	cmd.Flags().StringVar(&ws, "workspace", ".", "the project whose lockfile to read (with --server, a directory on the server)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
 	return cmd
+}
+
+// signedBy says who signed a skill ("-": nobody).
+func signedBy(s *api.SkillSignature) string {
+	if s == nil {
+		return "-"
+	}
+	return fmt.Sprintf("v%d by %s", s.Version, visible.String(s.Agent))
+}
+
+func (a *app) skillsShowCmd() *cobra.Command {
+	var ws string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:         "show NAME",
+		Annotations: bothForms,
+		Short:       "Show a skill a run in the workspace would be offered: its source, digest, signature, files and instructions",
+		Args:        cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			abs, err := a.skillsWorkspace(cmd, ws)
+			if err != nil {
+				return err
+			}
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				d, err := b.Skill(ctx, abs, args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return json.NewEncoder(a.stdout).Encode(d)
+				}
+				printSkill(a.stdout, d)
+				return nil
+			}, "workspace", "json")
+		},
+	}
+	cmd.Flags().StringVar(&ws, "workspace", ".", "the project whose lockfile to read (with --server, a directory on the server)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON")
+	return cmd
+}
+
+// printSkill prints a skill as keel skills show does.
+func printSkill(w io.Writer, d *api.SkillDetail) {
+	fmt.Fprintf(w, "%s\n  source:      %s", d.Name, d.Source)
+	if d.URL != "" {
+		fmt.Fprintf(w, " (%s)", visible.String(d.URL))
+	}
+	fmt.Fprintf(w, "\n  digest:      %s\n  signed:      %s", d.Digest, signedBy(d.Signed))
+	if d.Signed != nil {
+		fmt.Fprintf(w, ", approved by %s, signature verified", visible.String(d.Signed.ApprovedBy))
+	}
+	fmt.Fprintf(w, "\n  scripts:     %v", d.Scripts)
+	if d.ScriptsAllowed {
+		fmt.Fprint(w, " (allowed by a person)")
+	}
+	fmt.Fprintf(w, "\n  description: %s\n  files:\n", visible.String(d.Description))
+	for _, f := range d.FileList {
+		fmt.Fprintf(w, "    %s  %s\n", f.Digest, visible.String(f.Path))
+	}
+	fmt.Fprintln(w, "  instructions:")
+	for _, l := range strings.Split(strings.TrimRight(d.Instructions, "\n"), "\n") {
+		fmt.Fprintf(w, "  | %s\n", visible.String(l))
+	}
 }
 
 func (a *app) skillsInstallCmd() *cobra.Command {
 	var ws string
 	var scripts bool
 	cmd := &cobra.Command{
-		Use:   "install INDEX_URL NAME",
-		Short: "Install a skill from a discovery index (digests verified) and pin it in the project's lockfile",
-		Args:  cobra.ExactArgs(2),
+		Use:         "install INDEX_URL NAME",
+		Annotations: bothForms,
+		Short:       "Install a skill from a discovery index (digests verified) and pin it in the project's lockfile",
+		Long: `install fetches a skill from an Agent Skills discovery index, verifies every
+file against its digest and the archive-safety rules (or stores nothing),
+stores it at an immutable path and pins it in the project's lockfile.
+With --server the team server installs it in its own store and pins it
+in the lockfile of --workspace, a directory on the server (an admin
+token).`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			abs, err := filepath.Abs(ws)
+			if a.serverURL() != "" && !cmd.Flags().Changed("workspace") {
+				return usagef("with --server, name the project on the server whose lockfile pins the skill: --workspace DIR")
+			}
+			abs, err := a.skillsWorkspace(cmd, ws)
 			if err != nil {
 				return err
 			}
-			sk, err := skill.Install(cmd.Context(), &skill.InstallParams{URL: args[0], Name: args[1], Dir: a.skillStore()})
-			if errors.Is(err, skill.ErrRefused) {
-				return fmt.Errorf("%w (nothing was installed)", err)
-			}
-			if err != nil {
-				return err
-			}
-			if err := a.pin(abs, skill.Pinned{Name: sk.Name, Digest: sk.Digest, Source: skill.SourceIndex, URL: args[0], Scripts: scripts}); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "installed %s %s (%d files, verified), pinned in %s\n", sk.Name, sk.Digest, len(sk.Files), filepath.Join(abs, skill.LockFile))
-			return nil
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				sk, err := b.InstallSkill(ctx, &api.InstallSkill{URL: args[0], Name: args[1], Workspace: abs, AllowScripts: scripts})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "installed %s %s (%d files, verified), pinned in %s\n", sk.Name, sk.Digest, sk.Files, sk.Lockfile)
+				return nil
+			}, "workspace", "allow-scripts")
 		},
 	}
-	cmd.Flags().StringVar(&ws, "workspace", ".", "the project whose lockfile pins it")
+	cmd.Flags().StringVar(&ws, "workspace", ".", "the project whose lockfile pins it (with --server, a directory on the server)")
 	cmd.Flags().BoolVar(&scripts, "allow-scripts", false, "let runs execute the skill's scripts (in their sandbox); without it the default policy gives them no scripts")
 	return cmd
 }

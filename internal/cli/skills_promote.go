@@ -215,9 +215,16 @@ func (a *app) skillsPromotionCmds() []*cobra.Command {
 	return []*cobra.Command{a.skillsCandidatesCmd(), a.skillsEvaluateCmd()}
 }
 
-// skillsBackend is keel skills candidates' backend (see backend.go).
+// skillsBackend is the skills commands' backend (see backend.go): the
+// local journal and Keel's home directory or, with --server, the team
+// server's. Evaluate is local only.
 type skillsBackend interface {
 	SkillCandidates(ctx context.Context) ([]api.SkillCandidate, error)
+	// Skills and Skill find the skills a run in workspace ws ("": none,
+	// the user's or the server's own skills only) is offered.
+	Skills(ctx context.Context, ws string) (*api.SkillList, error)
+	Skill(ctx context.Context, ws, name string) (*api.SkillDetail, error)
+	InstallSkill(ctx context.Context, req *api.InstallSkill) (*api.Skill, error)
 }
 
 func (l *local) SkillCandidates(ctx context.Context) ([]api.SkillCandidate, error) {
@@ -228,6 +235,39 @@ func (l *local) SkillCandidates(ctx context.Context) ([]api.SkillCandidate, erro
 
 func (r *remote) SkillCandidates(ctx context.Context) ([]api.SkillCandidate, error) {
 	return r.cl.SkillCandidates(ctx)
+}
+
+func (l *local) Skills(ctx context.Context, ws string) (*api.SkillList, error) {
+	return viaMemory(ctx, l, "", func(svc *service.Service, who *service.Caller) (*api.SkillList, error) {
+		list, err := svc.Skills(ctx, who, ws)
+		return &list, err
+	})
+}
+
+func (l *local) Skill(ctx context.Context, ws, name string) (*api.SkillDetail, error) {
+	return viaMemory(ctx, l, "", func(svc *service.Service, who *service.Caller) (*api.SkillDetail, error) {
+		d, err := svc.Skill(ctx, who, ws, name)
+		return &d, err
+	})
+}
+
+func (l *local) InstallSkill(ctx context.Context, req *api.InstallSkill) (*api.Skill, error) {
+	return viaMemory(ctx, l, "", func(svc *service.Service, who *service.Caller) (*api.Skill, error) {
+		sk, err := svc.InstallSkill(ctx, who, req)
+		return &sk, err
+	})
+}
+
+func (r *remote) Skills(ctx context.Context, ws string) (*api.SkillList, error) {
+	return r.cl.Skills(ctx, ws)
+}
+
+func (r *remote) Skill(ctx context.Context, ws, name string) (*api.SkillDetail, error) {
+	return r.cl.Skill(ctx, ws, name)
+}
+
+func (r *remote) InstallSkill(ctx context.Context, req *api.InstallSkill) (*api.Skill, error) {
+	return r.cl.InstallSkill(ctx, req)
 }
 
 func (a *app) skillsCandidatesCmd() *cobra.Command {

@@ -11,11 +11,45 @@ import (
 	"strings"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/tool/builtin/fs"
 	"github.com/keel-run/keel/visible"
 )
+
+// Command is a command of a conversation typed at the prompt (/diff),
+// done in place of sending a message to the model.
+type Command struct {
+	// Name is the command without its slash; Usage its arguments, Help
+	// what it does (for /help).
+	Name, Usage, Help string
+	// Do does it, with what follows the name (trimmed).
+	Do func(ctx context.Context, arg string) error
+}
+
+// command runs the command line m typed at the prompt (it starts with
+// "/", not "//"), among cmds and /help, saying on pr.Err what it did.
+func (pr *Prompt) command(ctx context.Context, m string, cmds []Command) {
+	name, arg, _ := strings.Cut(strings.TrimSpace(m)[1:], " ")
+	arg = strings.TrimSpace(arg)
+	if name == "help" || name == "?" {
+		fmt.Fprintln(pr.Err, "keel: commands (anything else is sent to the model; start a message with // to send one that starts with /):")
+		for _, c := range cmds {
+			fmt.Fprintf(pr.Err, "  /%-22s %s\n", strings.TrimSpace(c.Name+" "+c.Usage), c.Help)
+		}
+		fmt.Fprintf(pr.Err, "  /%-22s %s\n  /%-22s %s\n", "help", "this list", "exit", "end the conversation (also Ctrl-D); the run stays in the journal")
+		return
+	}
+	for _, c := range cmds {
+		if c.Name == name {
+			if err := c.Do(ctx, arg); err != nil {
+				fmt.Fprintf(pr.Err, "keel: /%s: %v\n", name, err)
+			}
+			return
+		}
+	}
+	fmt.Fprintf(pr.Err, "keel: no command /%s (nothing was sent to the model); /help lists the commands, and a message starting with // is sent with one /\n", visible.String(name))
+}
 
 // Converse goes on with runID after each answer: it reads the person's
 // next message and executes the run with it, until the input ends, the
@@ -26,9 +60,11 @@ import (
 // execution so far, interrupted whether the person interrupted it; the
 // last one's is returned. goesOn says whether the outcome err of an
 // execution (not interrupted) lets the next message go on; exec executes
-// the run with a message; keel is how hints start a command.
-func (pr *Prompt) Converse(ctx context.Context, runID, keel string, err error, interrupted bool, goesOn func(error) bool, exec func(ctx context.Context, message string) error) error {
-	fmt.Fprintf(pr.Err, "keel: chat: your next message for run %s (empty line: nothing; Ctrl-D or /exit ends; Ctrl-C interrupts a turn)\n", runID)
+// the run with a message; keel is how hints start a command. A line
+// starting with "/" is one of cmds (or /help, /exit), never sent to the
+// model; "//" sends the rest of the line after one "/".
+func (pr *Prompt) Converse(ctx context.Context, runID, keel string, err error, interrupted bool, goesOn func(error) bool, cmds []Command, exec func(ctx context.Context, message string) error) error {
+	fmt.Fprintf(pr.Err, "keel: chat: your next message for run %s (empty line: nothing; /help lists commands; Ctrl-D or /exit ends; Ctrl-C interrupts a turn)\n", runID)
 	defer pr.intr.set(nil)
 	for ctx.Err() == nil {
 		if err != nil && !interrupted && !goesOn(err) {
@@ -46,6 +82,12 @@ func (pr *Prompt) Converse(ctx context.Context, runID, keel string, err error, i
 			return err
 		}
 		if strings.TrimSpace(m) == "" {
+			continue
+		}
+		if t := strings.TrimSpace(m); strings.HasPrefix(t, "//") {
+			m = t[1:]
+		} else if strings.HasPrefix(t, "/") {
+			pr.command(ctx, t, cmds)
 			continue
 		}
 		interrupted, err = pr.Turn(ctx, func(ctx context.Context) error { return exec(ctx, m) })
@@ -186,7 +228,7 @@ func pendingDiff(created *agent.RunCreated, toolName string, args json.RawMessag
 	if msg != "" {
 		return "  (no diff: " + visible.String(msg) + ")\n"
 	}
-	c := gitws.FileDiff(rel, old, cur)
+	c := checkpoint.FileDiff(rel, old, cur)
 	switch {
 	case c.Binary:
 		return "  (binary or large file: no line diff)\n"

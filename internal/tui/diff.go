@@ -7,13 +7,13 @@ import (
 	"strings"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/internal/checkpoint"
 )
 
 // RunDiff prints the changes of the run made by created, as diff
 // finds them: a list of files with their added and removed lines, then
 // (unless stat) their diffs.
-func RunDiff(ctx context.Context, out io.Writer, diff func(context.Context, string, *agent.RunCreated) ([]gitws.Change, error), runID string, created *agent.RunCreated, stat bool) error {
+func RunDiff(ctx context.Context, out io.Writer, diff func(context.Context, string, *agent.RunCreated) ([]checkpoint.Change, error), runID string, created *agent.RunCreated, stat bool) error {
 	if created.Git == nil {
 		return fmt.Errorf("run %s recorded no git commit at its start (its workspace %s was not the top of a git repository with a commit, or the run predates the record): there is nothing to compare with", runID, created.Workspace)
 	}
@@ -39,7 +39,7 @@ func RunDiff(ctx context.Context, out io.Writer, diff func(context.Context, stri
 
 // Changes prints the list of changed files (with what, "since
 // ..."), then, unless stat, their diffs.
-func Changes(w io.Writer, changes []gitws.Change, what string, stat bool) {
+func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 	if len(changes) == 0 {
 		fmt.Fprintf(w, "no files changed %s\n", what)
 		return
@@ -54,21 +54,28 @@ func Changes(w io.Writer, changes []gitws.Change, what string, stat bool) {
 			fmt.Fprintf(w, "  %s %s (%s)\n", c.Status, c.Path, deniedNote)
 			continue
 		}
+		hidden := ""
+		if c.Hidden {
+			hidden = " (" + hiddenNote + ")"
+		}
 		if c.Binary {
-			fmt.Fprintf(w, "  %s %s (binary)\n", c.Status, c.Path)
+			fmt.Fprintf(w, "  %s %s (binary)%s\n", c.Status, c.Path, hidden)
 			continue
 		}
-		fmt.Fprintf(w, "  %s %s +%d -%d\n", c.Status, c.Path, c.Added, c.Removed)
+		fmt.Fprintf(w, "  %s %s +%d -%d%s\n", c.Status, c.Path, c.Added, c.Removed, hidden)
 	}
 	if !stat {
 		printPatches(w, changes)
 	}
 }
 
+// hiddenNote marks a file git ignores only by rules the run wrote.
+const hiddenNote = "hidden from git: ignored only by rules written during the run"
+
 // deniedNote stands for the content of a path the run's policy denies.
 const deniedNote = "content not shown: the run's policy denies this path"
 
-func printPatches(w io.Writer, changes []gitws.Change) {
+func printPatches(w io.Writer, changes []checkpoint.Change) {
 	for _, c := range changes {
 		fmt.Fprintf(w, "\ndiff --git a/%s b/%s\n", c.Path, c.Path)
 		if c.Denied {

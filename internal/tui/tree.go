@@ -9,39 +9,11 @@ import (
 	"github.com/keel-run/keel/journal"
 )
 
-// maxTreeRuns bounds the runs keel runs show reads for a tree.
-const maxTreeRuns = 500
-
-// loadTree returns the tree of the folded run st: each child read with
-// events and folded, recursively (at most maxTreeRuns runs). A child
-// whose journal cannot be read or folded is a node that says so.
-func loadTree(st *agent.State, events func(id string) ([]journal.Event, error), budget *int) *agent.Tree {
-	t := agent.NewTree(st)
-	for _, c := range st.Children {
-		if *budget <= 0 {
-			break
-		}
-		*budget--
-		evs, err := events(c.ID)
-		var cs *agent.State
-		if err == nil {
-			cs, err = agent.Fold(c.ID, evs)
-		}
-		if err != nil {
-			t.Children = append(t.Children, &agent.Tree{RunID: c.ID, Agent: c.Spawned.Agent, Reason: "unreadable: " + err.Error(), Limits: c.Spawned.Slice})
-			continue
-		}
-		t.Children = append(t.Children, loadTree(cs, events, budget))
-	}
-	return t
-}
-
 // showTree prints the tree of child agents under st: each node's
 // status, what it spent and what is left of its limits (a child's: its
 // slice).
 func showTree(w io.Writer, st *agent.State, events func(id string) ([]journal.Event, error)) {
-	budget := maxTreeRuns
-	t := loadTree(st, events, &budget)
+	t := agent.LoadTree(st, events, agent.MaxTreeRuns)
 	fmt.Fprintf(w, "\ntree (spent itself · with children / limits · left):\n")
 	printTree(w, t, "")
 }

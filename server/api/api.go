@@ -143,6 +143,45 @@ type CreateRun struct {
 	// default of a server started with keel serve --no-checkpoints): it
 	// cannot be rewound or forked with its files.
 	NoCheckpoints bool `json:"no_checkpoints,omitempty"`
+	// NoMemory offers the run no memory: no entries of the memory
+	// stores, no memory tools, no AGENTS.md or KEEL.md memory files.
+	// NoSkills offers it no skills (docs/skills.md).
+	NoMemory bool `json:"no_memory,omitempty"`
+	NoSkills bool `json:"no_skills,omitempty"`
+	// ProposeSkills offers the run propose_skill and promote_skill (keel
+	// run --propose-skills): it may propose skills from its work, tested
+	// in its sandbox, and ask a person to promote one (docs/skills.md).
+	ProposeSkills bool `json:"propose_skills,omitempty"`
+}
+
+// RunTreeSpend is one node's amounts on each axis of a budget.
+type RunTreeSpend struct {
+	Steps     int     `json:"steps"`
+	Tokens    int64   `json:"tokens"`
+	Cost      float64 `json:"cost"`
+	ToolCalls int     `json:"tool_calls"`
+	Children  int     `json:"children"`
+}
+
+// RunTree is a run and its child runs (GET /v1/runs/{id}/tree, keel runs
+// show's tree): each node's status, what it spent itself (Own) and with
+// its children (Used: a child not yet delivered counts its whole slice),
+// its limits (a child's: the slice of its parent's budget reserved for
+// it; 0: no limit) and what is left of them (Left, limited axes only).
+type RunTree struct {
+	ID     string `json:"id"`
+	Agent  string `json:"agent,omitempty"`
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	// Parent and Root, on the node asked for, link a child run to the
+	// run that spawned it and to the top of its tree.
+	Parent   string       `json:"parent,omitempty"`
+	Root     string       `json:"root,omitempty"`
+	Limits   RunTreeSpend `json:"limits"`
+	Own      RunTreeSpend `json:"own"`
+	Used     RunTreeSpend `json:"used"`
+	Left     RunTreeSpend `json:"left"`
+	Children []RunTree    `json:"children"`
 }
 
 // Run is a run as the API shows it: its summary folded from the journal,
@@ -325,6 +364,9 @@ type FileDiff struct {
 	// Denied is set for a path the run's policy denies ([paths] deny):
 	// its content is not shown (Patch is empty).
 	Denied bool `json:"denied,omitempty"`
+	// Hidden is set for a file git ignores only by rules written since
+	// the run started: git status does not show it.
+	Hidden bool `json:"hidden,omitempty"`
 }
 
 // Approval is a tool call waiting for a person's decision.

@@ -1,4 +1,4 @@
-package policy_test
+package bash_test
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/policy/bash"
 )
 
 // cmdView is what the tests compare of a parsed command.
@@ -16,7 +16,7 @@ type cmdView struct {
 	Dynamic bool
 }
 
-func view(cs []policy.Command) []cmdView {
+func view(cs []bash.Command) []cmdView {
 	var out []cmdView
 	for _, c := range cs {
 		v := cmdView{Via: strings.Join(c.Via, " > "), Dynamic: c.Dynamic}
@@ -28,7 +28,7 @@ func view(cs []policy.Command) []cmdView {
 	return out
 }
 
-func TestParseBash(t *testing.T) {
+func TestParse(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name, src string
@@ -106,20 +106,20 @@ func TestParseBash(t *testing.T) {
 		{"comment only", "# nothing", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := policy.ParseBash(tt.src)
+			got, err := bash.Parse(tt.src)
 			if err != nil {
-				t.Fatalf("ParseBash(%q) = %v", tt.src, err)
+				t.Fatalf("Parse(%q) = %v", tt.src, err)
 			}
 			if diff := cmp.Diff(tt.want, view(got)); diff != "" {
-				t.Errorf("ParseBash(%q) (-want +got):\n%s", tt.src, diff)
+				t.Errorf("Parse(%q) (-want +got):\n%s", tt.src, diff)
 			}
 		})
 	}
 }
 
-func TestParseBashText(t *testing.T) {
+func TestParseText(t *testing.T) {
 	t.Parallel()
-	got, err := policy.ParseBash("FOO=1 make test 2>&1 > out.log && cat > f.py <<'EOF'\nprint(1)\nEOF\n")
+	got, err := bash.Parse("FOO=1 make test 2>&1 > out.log && cat > f.py <<'EOF'\nprint(1)\nEOF\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestParseBashText(t *testing.T) {
 	if diff := cmp.Diff([]string{"FOO"}, got[0].Assigns); diff != "" {
 		t.Errorf("assigns: %s", diff)
 	}
-	if diff := cmp.Diff([]policy.Redirect{{Op: ">&", Target: "", Text: "2>&1"}, {Op: ">", Target: "out.log", Literal: true, Write: true, Text: "> out.log"}}, got[0].Redirects); diff != "" {
+	if diff := cmp.Diff([]bash.Redirect{{Op: ">&", Target: "", Text: "2>&1"}, {Op: ">", Target: "out.log", Literal: true, Write: true, Text: "> out.log"}}, got[0].Redirects); diff != "" {
 		t.Errorf("redirects (-want +got):\n%s", diff)
 	}
 }
@@ -142,7 +142,7 @@ func TestParseBashText(t *testing.T) {
 // A part's text is what a remembered approval must match: it includes the
 // redirections around the command, the pipeline feeding a command its
 // arguments or script, and the whole find command around -exec.
-func TestParseBashPartTexts(t *testing.T) {
+func TestParsePartTexts(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		src  string
@@ -156,25 +156,25 @@ func TestParseBashPartTexts(t *testing.T) {
 		{"find build -mindepth 1 -exec rm -rf {} +", []string{"find build -mindepth 1 -exec rm -rf {} +", "find build -mindepth 1 -exec rm -rf {} +"}},
 		{"ls | grep x > out", []string{"ls", "grep x > out"}},
 	} {
-		got, err := policy.ParseBash(tt.src)
+		got, err := bash.Parse(tt.src)
 		if err != nil {
-			t.Fatalf("ParseBash(%q) = %v", tt.src, err)
+			t.Fatalf("Parse(%q) = %v", tt.src, err)
 		}
 		var texts []string
 		for _, c := range got {
 			texts = append(texts, c.Text)
 		}
 		if diff := cmp.Diff(tt.want, texts); diff != "" {
-			t.Errorf("ParseBash(%q) texts (-want +got):\n%s", tt.src, diff)
+			t.Errorf("Parse(%q) texts (-want +got):\n%s", tt.src, diff)
 		}
 	}
 }
 
 // Words with expansions are not literals, patterns are marked, and
 // interpreters and script files run code.
-func TestParseBashWords(t *testing.T) {
+func TestParseWords(t *testing.T) {
 	t.Parallel()
-	got, err := policy.ParseBash(`rm -rf "$HOME" {a,b} ~+ ~/x 'q*' src/*.py x\*y`)
+	got, err := bash.Parse(`rm -rf "$HOME" {a,b} ~+ ~/x 'q*' src/*.py x\*y`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,21 +193,21 @@ func TestParseBashWords(t *testing.T) {
 		{"perl -e 1", true}, {"node -e 1", true}, {"bash x.sh", true}, {"sh -c 'ls'", false}, {". ./env.sh", true},
 		{"ruby -v", false}, {"python3.11 t.py", true}, {"grep x y", false},
 	} {
-		got, err := policy.ParseBash(tt.src)
+		got, err := bash.Parse(tt.src)
 		if err != nil || len(got) == 0 {
-			t.Fatalf("ParseBash(%q) = %v %v", tt.src, got, err)
+			t.Fatalf("Parse(%q) = %v %v", tt.src, got, err)
 		}
 		if got[0].Code != tt.code {
-			t.Errorf("ParseBash(%q).Code = %v (%s), want %v", tt.src, got[0].Code, got[0].CodeWhy, tt.code)
+			t.Errorf("Parse(%q).Code = %v (%s), want %v", tt.src, got[0].Code, got[0].CodeWhy, tt.code)
 		}
 	}
 }
 
-func TestParseBashErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	t.Parallel()
 	for _, src := range []string{"echo 'unterminated", "if then fi", "a &&", "$(("} {
-		if _, err := policy.ParseBash(src); err == nil {
-			t.Errorf("ParseBash(%q) = nil error", src)
+		if _, err := bash.Parse(src); err == nil {
+			t.Errorf("Parse(%q) = nil error", src)
 		}
 	}
 	// Too deep a nesting is dynamic, not an error.
@@ -215,7 +215,7 @@ func TestParseBashErrors(t *testing.T) {
 	for range 10 {
 		src = "bash -c " + quote(src)
 	}
-	got, err := policy.ParseBash(src)
+	got, err := bash.Parse(src)
 	if err != nil {
 		t.Fatal(err)
 	}

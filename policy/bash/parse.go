@@ -1,4 +1,4 @@
-package policy
+package bash
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 )
 
 // Command is one simple command that a bash command line would run, as
-// found by [ParseBash].
+// found by [Parse].
 type Command struct {
 	// Text is the command as written: its words and its own redirections,
 	// followed by the body of any here-document it reads, then the
@@ -119,13 +119,7 @@ const maxNesting = 8
 // the size of the command line.
 const MaxSubstitutionDepth = 16
 
-// MaxParts bounds how many parts (simple commands) of one call the gate
-// decides. A call with more is asked about whatever the policy says
-// (policy id "keel.limit"), and its journaled decision lists only the
-// first MaxParts parts with the count of the others.
-const MaxParts = 256
-
-// ParseBash parses a bash command line and returns every simple command in
+// Parse parses a bash command line and returns every simple command in
 // it, in source order: the commands of pipelines, lists (&&, ||, ;),
 // subshells, blocks, loops, conditionals and function bodies; those inside
 // command and process substitutions ($(...), `...`, <(...)) and in
@@ -143,15 +137,15 @@ const MaxParts = 256
 // It returns an error when the line does not parse as bash; the runtime
 // treats such a line as one dynamic part (the shell would reject it too,
 // or the parser does not know a construct, and a person should look).
-func ParseBash(src string) ([]Command, error) {
-	cmds, _, _, err := parseBash(src, 0)
+func Parse(src string) ([]Command, error) {
+	cmds, _, _, err := parseLimit(src, 0)
 	return cmds, err
 }
 
-// parseBash is [ParseBash] keeping at most limit commands (0: all); it
+// parseLimit is [Parse] keeping at most limit commands (0: all); it
 // also returns how many there are in all, and why the analysis stopped
 // short ("" when it did not: nesting too deep).
-func parseBash(src string, limit int) ([]Command, int, string, error) {
+func parseLimit(src string, limit int) ([]Command, int, string, error) {
 	p := &parser{limit: limit, aliases: map[string]bool{}}
 	if err := p.parse(src, nil, 0, 0); err != nil {
 		return nil, 0, "", err

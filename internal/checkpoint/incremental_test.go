@@ -1,4 +1,4 @@
-package gitws_test
+package checkpoint_test
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/internal/checkpoint"
 )
 
 // step is one change an agent's command could make to a workspace.
@@ -195,12 +195,12 @@ func TestIncrementalSnapshotIsGitAdd(t *testing.T) {
 				run(t, ws, "commit", "-q", "-m", "base")
 				write(t, ws, "x.log", "ignored by info/exclude\n")
 			}
-			inc, err := gitws.OpenCheckpoints(ctx, filepath.Join(t.TempDir(), "inc"), ws)
+			inc, err := checkpoint.OpenCheckpoints(ctx, filepath.Join(t.TempDir(), "inc"), ws)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer inc.Watch()()
-			full, err := gitws.OpenCheckpoints(ctx, filepath.Join(t.TempDir(), "full"), ws)
+			full, err := checkpoint.OpenCheckpoints(ctx, filepath.Join(t.TempDir(), "full"), ws)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,7 +246,7 @@ func TestIncrementalSnapshotIsGitAdd(t *testing.T) {
 				}
 				prev = got
 			}
-			f, n := gitws.Snapshots(inc)
+			f, n := checkpoint.Snapshots(inc)
 			t.Logf("%d full and %d incremental snapshots", f, n)
 			if n < 40 {
 				t.Errorf("only %d of 121 snapshots were incremental", n)

@@ -1,4 +1,4 @@
-package policy
+package bash
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 )
 
 // Programs that run other programs: wrappers, shells, interpreters,
-// alias definitions and find -exec, as the walker of [ParseBash] looks
+// alias definitions and find -exec, as the walker of [Parse] looks
 // through them.
 
 // alias records an alias command and analyses the body of each alias it

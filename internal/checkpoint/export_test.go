@@ -1,4 +1,4 @@
-package gitws
+package checkpoint
 
 // Snapshots counts c's full and incremental snapshots since Watch.
 func Snapshots(c *Checkpoints) (full, incremental int) {

@@ -1,4 +1,4 @@
-package gitws
+package checkpoint
 
 import (
 	"bytes"
@@ -154,14 +154,14 @@ func (c *Checkpoints) writeLoose(o oid, write func(io.Writer) error) error {
 
 // errChanged is writeFile's error for a file that changed while it was
 // read: the next snapshot reads it again (its change is queued).
-var errChanged = errors.New("gitws: file changed while it was read")
+var errChanged = errors.New("checkpoint: file changed while it was read")
 
 // writeFile stores the blob of the file at abs (fi its lstat) and returns
 // its id and tree mode.
 func (c *Checkpoints) writeFile(abs string, fi fs.FileInfo) (oid, uint32, error) {
 	mode, ok := fileMode(fi.Mode())
 	if !ok {
-		return oid{}, 0, fmt.Errorf("gitws: %s is not a file", abs)
+		return oid{}, 0, fmt.Errorf("checkpoint: %s is not a file", abs)
 	}
 	if mode == modeLink {
 		target, err := os.Readlink(abs)
@@ -273,7 +273,7 @@ func (c *Checkpoints) commit(tree, parent, message string) (oid, error) {
 // as git does; a loose ref overrides a packed one.
 func (c *Checkpoints) setRef(ref string, o oid) error {
 	if !strings.HasPrefix(ref, "refs/") || strings.Contains(ref, "..") || strings.ContainsAny(ref, " ~^:?*[\\") {
-		return fmt.Errorf("gitws: bad ref %q", ref)
+		return fmt.Errorf("checkpoint: bad ref %q", ref)
 	}
 	p := filepath.Join(c.store, filepath.FromSlash(ref))
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

@@ -1,4 +1,4 @@
-package policy
+package bash
 
 import (
 	"net/url"
@@ -18,43 +18,36 @@ const (
 	locUnknown   = "unknown"   // relative to a directory only known at run time
 )
 
-// facts are what the engine tells the policy about one part, derived from
-// the command line alone.
-type facts struct {
-	reads, written []string // classified paths, absolute and cleaned
-	outside        []string // paths outside workspace, scratch and system
-	writesOutside  []string // written paths outside workspace and scratch
-	hosts          []string
-	network        bool
-	writes         bool
-	destructive    bool
-	dynamic        bool
-	// code: the part runs code the analysis cannot see (an interpreter or
-	// a shell on a script file or a code string).
-	code bool
-	// why explains dynamic and code, for people (Part.Detail).
-	why string
-	// autorun: the part writes a file that runs on its own on a
-	// person's machine; hides: it hides files from git (flow.go).
-	autorun, hides bool
+// Facts are what the analysis finds of one part, from its text alone
+// (and, without a sandbox, from where the workspace's symbolic links
+// lead): the paths it reads and writes and where they lie, the hosts it
+// reaches, and what it cannot know. The policy engine describes the
+// parts of other tools with the same facts.
+type Facts struct {
+	Reads, Written []string // classified paths, absolute and cleaned
+	Outside        []string // paths outside workspace, scratch and system
+	WritesOutside  []string // written paths outside workspace and scratch
+	Hosts          []string
+	Network        bool
+	Writes         bool
+	Destructive    bool
+	// Dynamic: what runs, or what it works on, is only known at run
+	// time.
+	Dynamic bool
+	// Code: the part runs code the analysis cannot see (an interpreter or
+	// a shell on a script file or a code string, a runner of the
+	// project's own code).
+	Code bool
+	// Why explains Dynamic and Code, for people.
+	Why string
 }
 
-// dyn marks f dynamic, keeping the first explanation.
-func (f *facts) dyn(why string) {
-	f.dynamic = true
-	if f.why == "" {
-		f.why = why
+// Dyn marks f dynamic, keeping the first explanation.
+func (f *Facts) Dyn(why string) {
+	f.Dynamic = true
+	if f.Why == "" {
+		f.Why = why
 	}
-}
-
-func (f *facts) risk(readOnlyProgram bool) string {
-	switch {
-	case f.network || len(f.outside) > 0 || len(f.writesOutside) > 0 || f.dynamic || f.destructive:
-		return "high"
-	case f.writes || !readOnlyProgram:
-		return "medium"
-	}
-	return "low"
 }
 
 // locator classifies paths against the mount path and the policy's
@@ -129,7 +122,7 @@ func (l *locator) class(p string) string {
 // offset of its first pattern character or -1 (see Command.Glob). A
 // pattern is recorded as the directory its matches lie under, unless it
 // could match ".." and so reach anywhere.
-func (l *locator) noteWord(f *facts, cwd, word string, glob int, write bool) {
+func (l *locator) noteWord(f *Facts, cwd, word string, glob int, write bool) {
 	if glob >= 0 && glob <= len(word) {
 		dir, rest := word[:glob], word[glob:]
 		if i := strings.LastIndexByte(dir, '/'); i >= 0 {
@@ -139,7 +132,7 @@ func (l *locator) noteWord(f *facts, cwd, word string, glob int, write bool) {
 		}
 		for _, seg := range strings.Split(rest, "/") {
 			if seg == ".." || strings.HasPrefix(seg, ".") && strings.ContainsAny(seg, "*?[") || strings.Contains(seg, "(") {
-				f.dyn("the pattern " + word + " can match .. and reach paths outside its directory")
+				f.Dyn("the pattern " + word + " can match .. and reach paths outside its directory")
 			}
 		}
 		if dir == "" {
@@ -171,11 +164,11 @@ func procEscape(p string) bool {
 }
 
 // note records a path the part reads or writes.
-func (l *locator) note(f *facts, cwd, word string, write bool) {
+func (l *locator) note(f *Facts, cwd, word string, write bool) {
 	if l.homeSet && strings.HasPrefix(word, "~") {
-		f.dynamic = true
-		if f.why == "" {
-			f.why = "HOME is set on the same command line, so " + word + " is only known at run time"
+		f.Dynamic = true
+		if f.Why == "" {
+			f.Why = "HOME is set on the same command line, so " + word + " is only known at run time"
 		}
 	}
 	p, ok := l.abs(cwd, word)
@@ -183,7 +176,7 @@ func (l *locator) note(f *facts, cwd, word string, write bool) {
 	if ok {
 		c = l.class(p)
 		if procEscape(p) {
-			f.dyn("reaches another path through " + p)
+			f.Dyn("reaches another path through " + p)
 		}
 		if c == locWorkspace && l.host != "" {
 			raw := word
@@ -199,24 +192,24 @@ func (l *locator) note(f *facts, cwd, word string, write bool) {
 		p = word
 	}
 	if write {
-		f.writes = true
-		f.written = appendNew(f.written, p)
+		f.Writes = true
+		f.Written = appendNew(f.Written, p)
 	} else {
-		f.reads = appendNew(f.reads, p)
+		f.Reads = appendNew(f.Reads, p)
 	}
 	switch c {
 	case locOutside:
-		f.outside = appendNew(f.outside, p)
+		f.Outside = appendNew(f.Outside, p)
 		if write {
-			f.writesOutside = appendNew(f.writesOutside, p)
+			f.WritesOutside = appendNew(f.WritesOutside, p)
 		}
 	case locSystem:
 		if write {
-			f.writesOutside = appendNew(f.writesOutside, p)
+			f.WritesOutside = appendNew(f.WritesOutside, p)
 		}
 	case locUnknown:
 		if write {
-			f.writesOutside = appendNew(f.writesOutside, p)
+			f.WritesOutside = appendNew(f.WritesOutside, p)
 		}
 	}
 }

@@ -1,19 +1,12 @@
-// Package gitws reads what a run changed in a git workspace: the commit
-// a run started on (Start) and the workspace's files compared with that
-// commit (Diff), as unified diffs.
-//
-// Host git is run on a directory an agent could write, so it is run only
-// in ways that execute nothing from the repository: fsmonitor and hooks
-// are off, and the file contents are compared here, not by git diff,
-// which would run the repository's clean filters and external diff
-// drivers. Git reads the commit's tree (ls-tree, cat-file) and the list
-// of files it does not ignore (ls-files).
-package gitws
+// What a run changed in a git workspace: the commit a run started on
+// (Start) and the workspace's files compared with that commit
+// (DiffFrom), as unified diffs.
+
+package checkpoint
 
 import (
 	"bytes"
 	"context"
-	"crypto/sha1"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -33,9 +25,17 @@ const maxFile = 8 << 20
 
 // git runs git in dir with the repository's code-running settings off.
 func git(ctx context.Context, dir string, stdin []byte, args ...string) ([]byte, error) {
-	full := append([]string{"-C", dir, "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false"}, args...)
-	cmd := exec.CommandContext(ctx, "git", full...)
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0")
+	return runGit(ctx, "", append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0"), stdin,
+		[]string{"-C", dir, "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false"}, args...)
+}
+
+// runGit runs git with opts then args in dir ("": the current directory)
+// with env, giving it stdin if not nil; an error names the subcommand
+// (args[0]) and carries what git wrote to its standard error. Every git
+// process of the package starts here.
+func runGit(ctx context.Context, dir string, env []string, stdin []byte, opts []string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "git", append(opts, args...)...)
+	cmd.Dir, cmd.Env = dir, env
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
@@ -50,7 +50,7 @@ func git(ctx context.Context, dir string, stdin []byte, args ...string) ([]byte,
 
 // ErrNotRepository is returned by Start for a directory that is not the
 // top of a git work tree with a commit.
-var ErrNotRepository = errors.New("gitws: not the top directory of a git repository with a commit")
+var ErrNotRepository = errors.New("checkpoint: not the top directory of a git repository with a commit")
 
 // Start returns the HEAD commit of the repository at dir and the tracked
 // files that differ from it (changed, staged or deleted).
@@ -67,7 +67,7 @@ func Start(ctx context.Context, dir string) (commit string, dirty []string, err 
 		return "", nil, ErrNotRepository
 	}
 	commit = strings.TrimSpace(string(head))
-	changes, err := Diff(ctx, dir, commit, nil)
+	changes, err := DiffFrom(ctx, dir, Base{Commit: commit}, nil)
 	if err != nil {
 		return "", nil, err
 	}
@@ -109,20 +109,40 @@ type Change struct {
 	// Denied is set when the run's policy denies the path ([paths]
 	// deny): Patch is then empty, whatever the file holds.
 	Denied bool
+	// Hidden is set for a file git ignores only by rules that changed
+	// since the start (a .gitignore file or .git/info/exclude written
+	// later): git status does not show it, this diff does.
+	Hidden bool
+}
+
+// Base is what a diff compares a work tree with: a commit, and the
+// ignore rules that held then.
+type Base struct {
+	Commit string
+	// Exclude is the content of the repository's .git/info/exclude at
+	// the start (see [InfoExclude]); nil: the file as it is now.
+	Exclude *string
 }
 
 type entry struct{ mode, sha string }
 
-// Diff compares the files of the work tree at dir with commit: files of
-// the commit that changed or are gone, and files git does not ignore
-// that the commit lacks. skip, if set, leaves out paths it returns true
-// for. Changes are sorted by path.
-func Diff(ctx context.Context, dir, commit string, skip func(path string) bool) ([]Change, error) {
+// DiffFrom compares the files of the work tree at dir with base's
+// commit: files of the commit that changed or are gone, and files git
+// does not ignore that the commit lacks. skip, if set, leaves out paths
+// it returns true for. Changes are sorted by path. It is computed
+// independently of what the work tree's own git state says now: file contents are read and compared here (the
+// index, assume-unchanged and skip-worktree bits change nothing), and a
+// new file counts as ignored only if the rules of base hold it ignored
+// (the .gitignore files of base's commit, base's .git/info/exclude, the
+// user's core.excludesFile). A file that only rules written since
+// ignore is listed, with Hidden set.
+func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string) bool) ([]Change, error) {
+	commit := base.Commit
 	tree, err := git(ctx, dir, nil, "ls-tree", "-r", "-z", "--full-tree", commit)
 	if err != nil {
 		return nil, err
 	}
-	base := map[string]entry{}
+	files := map[string]entry{}
 	for _, rec := range strings.Split(string(tree), "\x00") {
 		meta, path, ok := strings.Cut(rec, "\t")
 		if !ok {
@@ -132,20 +152,28 @@ func Diff(ctx context.Context, dir, commit string, skip func(path string) bool) 
 		if len(f) != 3 || f[1] != "blob" {
 			continue // submodules
 		}
-		base[path] = entry{f[0], f[2]}
+		files[path] = entry{f[0], f[2]}
 	}
 	listed, err := git(ctx, dir, nil, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	if err != nil {
 		return nil, err
 	}
 	paths := map[string]bool{}
-	for p := range base {
+	for p := range files {
 		paths[p] = true
 	}
 	for _, p := range strings.Split(string(listed), "\x00") {
 		if p != "" {
 			paths[p] = true
 		}
+	}
+	hidden, err := hiddenFiles(ctx, dir, files, base.Exclude)
+	if err != nil {
+		return nil, err
+	}
+	isHidden := map[string]bool{}
+	for _, p := range hidden {
+		paths[p], isHidden[p] = true, true
 	}
 	var out []Change
 	for p := range paths {
@@ -156,14 +184,14 @@ func Diff(ctx context.Context, dir, commit string, skip func(path string) bool) 
 		if err != nil {
 			return nil, err
 		}
-		b, inBase := base[p]
+		b, inBase := files[p]
 		switch {
 		case !inBase && !exists:
 			continue // listed in the index, gone from disk and from the commit
-		case inBase && exists && blobSHA(cur) == b.sha:
+		case inBase && exists && hashObject("blob", cur).String() == b.sha:
 			continue
 		}
-		c := Change{Path: p, Status: Modified}
+		c := Change{Path: p, Status: Modified, Hidden: !inBase && isHidden[p]}
 		var old []byte
 		if inBase {
 			if old, err = git(ctx, dir, nil, "cat-file", "blob", b.sha); err != nil {
@@ -201,14 +229,6 @@ func readSide(name string) (data []byte, exists bool, err error) {
 	}
 	b, err := os.ReadFile(name)
 	return b, true, err
-}
-
-// blobSHA is git's object id of a blob with content b (SHA-1 repositories).
-func blobSHA(b []byte) string {
-	h := sha1.New()
-	h.Write([]byte("blob " + strconv.Itoa(len(b)) + "\x00"))
-	h.Write(b)
-	return fmt.Sprintf("%x", h.Sum(nil))
 }
 
 func (c *Change) patch(old, cur []byte) {

@@ -1,4 +1,4 @@
-package gitws
+package checkpoint
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -77,7 +76,7 @@ type dirNode struct {
 
 // errFull is the incremental snapshot's error when only a full one can
 // tell what changed.
-var errFull = errors.New("gitws: full snapshot needed")
+var errFull = errors.New("checkpoint: full snapshot needed")
 
 // Watch makes the later snapshots of c incremental (see above) and
 // returns a function that releases the watches. Without inotify (or
@@ -172,7 +171,7 @@ func (t *tracker) reset(root string, ignored []string) error {
 			subs = append(subs, p)
 		}
 		if n > maxTracked {
-			return errors.New("gitws: too many files to track")
+			return errors.New("checkpoint: too many files to track")
 		}
 		for _, s := range subs {
 			if err := walk(s); err != nil {
@@ -188,7 +187,7 @@ func (t *tracker) reset(root string, ignored []string) error {
 func (t *tracker) load(ctx context.Context, c *Checkpoints, tree string) error {
 	o, ok := parseOID(tree)
 	if !ok {
-		return errors.New("gitws: not a SHA-1 tree: " + tree)
+		return errors.New("checkpoint: not a SHA-1 tree: " + tree)
 	}
 	out, err := c.git(ctx, nil, "ls-tree", "-r", "-t", "-z", "--full-tree", tree)
 	if err != nil {
@@ -207,12 +206,12 @@ func (t *tracker) load(ctx context.Context, c *Checkpoints, tree string) error {
 		}
 		id, ok := parseOID(f[2])
 		if !ok {
-			return errors.New("gitws: ls-tree: bad object " + f[2])
+			return errors.New("checkpoint: ls-tree: bad object " + f[2])
 		}
 		name := string(p)
 		parent := dirs[parentDir(name)]
 		if parent == nil {
-			return errors.New("gitws: ls-tree: a path before its directory: " + name)
+			return errors.New("checkpoint: ls-tree: a path before its directory: " + name)
 		}
 		parent.entries[path.Base(name)] = treeEntry{mode: uint32(mode), oid: id}
 		if mode == modeTree {
@@ -501,11 +500,7 @@ func (t *tracker) diff(old map[string]treeEntry) []FileChange {
 // those the store's own rules ignore (the workspace's .gitignore files,
 // the store's exclude files).
 func (c *Checkpoints) checkIgnored(ctx context.Context, paths []string) (map[string]bool, error) {
-	var in bytes.Buffer
-	for _, p := range paths {
-		in.WriteString(p)
-		in.WriteByte(0)
-	}
+	in := nulJoin(paths)
 	args := []string{"check-ignore", "-z", "--stdin"}
 	var wg sync.WaitGroup
 	var repoOut []byte
@@ -514,24 +509,21 @@ func (c *Checkpoints) checkIgnored(ctx context.Context, paths []string) (map[str
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			repoOut, repoErr = git(ctx, c.work, in.Bytes(), args...)
+			repoOut, repoErr = git(ctx, c.work, in, args...)
 		}()
 	}
-	storeOut, storeErr := c.git(ctx, in.Bytes(), args...)
+	storeOut, storeErr := c.git(ctx, in, args...)
 	wg.Wait()
 	ign := map[string]bool{}
 	for _, r := range []struct {
 		out []byte
 		err error
 	}{{repoOut, repoErr}, {storeOut, storeErr}} {
-		var ee *exec.ExitError
-		if r.err != nil && !(errors.As(r.err, &ee) && ee.ExitCode() == 1) { // 1: none ignored
+		if r.err != nil && !exited(r.err, 1) { // 1: none ignored
 			return nil, r.err
 		}
-		for _, p := range strings.Split(string(r.out), "\x00") {
-			if p != "" {
-				ign[p] = true
-			}
+		for _, p := range nul(r.out) {
+			ign[p] = true
 		}
 	}
 	return ign, nil

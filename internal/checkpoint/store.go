@@ -1,4 +1,4 @@
-package gitws
+package checkpoint
 
 import (
 	"bytes"
@@ -56,7 +56,7 @@ type FileChange struct {
 }
 
 // ErrMissing is returned for a snapshot the store no longer has (pruned).
-var ErrMissing = errors.New("gitws: checkpoint not in the store (pruned?)")
+var ErrMissing = errors.New("checkpoint: snapshot not in the store (pruned?)")
 
 // storeAttributes neutralises what .gitattributes in the workspace could
 // make git do to the bytes it stores or writes back.
@@ -66,7 +66,7 @@ const storeAttributes = "* -text -filter -ident -working-tree-encoding -eol -crl
 // workspace work (an absolute path), creating the store if needed.
 func OpenCheckpoints(ctx context.Context, store, work string) (*Checkpoints, error) {
 	if _, err := exec.LookPath("git"); err != nil {
-		return nil, errors.New("gitws: checkpoints need git on PATH")
+		return nil, errors.New("checkpoint: checkpoints need git on PATH")
 	}
 	if real, err := filepath.EvalSymlinks(work); err == nil {
 		work = real
@@ -122,31 +122,20 @@ func (c *Checkpoints) init(ctx context.Context) error {
 
 // git runs git on the store with the workspace as its work tree.
 func (c *Checkpoints) git(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	full := append([]string{"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false",
+	opts := []string{"-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false",
 		"-c", "core.autocrlf=false", "-c", "core.safecrlf=false", "-c", "core.symlinks=true", "-c", "core.filemode=true",
-		"-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.quotePath=false"}, args...)
+		"-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.quotePath=false"}
 	if c.exclude != "" {
 		// A missing file excludes nothing.
-		full = append([]string{"-c", "core.excludesFile=" + c.exclude}, full...)
+		opts = append([]string{"-c", "core.excludesFile=" + c.exclude}, opts...)
 	}
-	cmd := exec.CommandContext(ctx, "git", full...)
-	cmd.Dir = c.store
-	cmd.Env = append(cleanEnv(), "GIT_DIR="+c.store, "GIT_INDEX_FILE="+c.index,
+	env := append(cleanEnv(), "GIT_DIR="+c.store, "GIT_INDEX_FILE="+c.index,
 		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0",
 		"GIT_AUTHOR_NAME=keel", "GIT_AUTHOR_EMAIL=keel@localhost", "GIT_COMMITTER_NAME=keel", "GIT_COMMITTER_EMAIL=keel@localhost")
 	if args[0] != "init" {
-		cmd.Env = append(cmd.Env, "GIT_WORK_TREE="+c.work)
+		env = append(env, "GIT_WORK_TREE="+c.work)
 	}
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	out, err := cmd.Output()
-	if err != nil {
-		return out, fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(errb.String()))
-	}
-	return out, nil
+	return runGit(ctx, c.store, env, stdin, opts, args...)
 }
 
 // cleanEnv is the process environment without git's own variables, which
@@ -243,8 +232,7 @@ func (c *Checkpoints) full(ctx context.Context) (string, error) {
 	if _, err := c.git(ctx, nil, add...); err != nil {
 		// Exit status 1 with --ignore-errors: some files could not be
 		// added; the rest were.
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		if !exited(err, 1) {
 			return "", err
 		}
 	}
@@ -500,12 +488,12 @@ func (c *Checkpoints) Materialize(ctx context.Context, tree, dir string) (*Check
 	return d, nil
 }
 
-// Prune deletes the refs of store for which drop returns true (ref names
-// as "refs/keel/runs/ID") and then the objects no ref reaches that are
+// pruneRefs deletes the refs of store for which drop returns true (ref
+// names as "refs/keel/runs/ID") and then the objects no ref reaches that are
 // older than grace (so that a snapshot being taken meanwhile keeps the
 // objects it just wrote until its commit names them; an hour is safe),
 // packing the rest. It returns the refs deleted.
-func Prune(ctx context.Context, store string, grace time.Duration, drop func(ref string) bool) ([]string, error) {
+func pruneRefs(ctx context.Context, store string, grace time.Duration, drop func(ref string) bool) ([]string, error) {
 	c := &Checkpoints{store: store, work: store, index: filepath.Join(store, "keel-index", "prune")}
 	if _, err := os.Stat(filepath.Join(store, "HEAD")); err != nil {
 		return nil, nil // no store: nothing kept

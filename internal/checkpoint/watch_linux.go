@@ -1,6 +1,6 @@
 //go:build linux
 
-package gitws
+package checkpoint
 
 import (
 	"errors"
@@ -152,7 +152,7 @@ func (w *watcher) unwatch(dir string) {
 // errOverflow is drain's error when events were lost (the kernel's queue
 // or the watcher's pending paths were full): only a full snapshot knows
 // what changed.
-var errOverflow = errors.New("gitws: too many changes to follow")
+var errOverflow = errors.New("checkpoint: too many changes to follow")
 
 // drain moves into dirty every path (relative to the root) an event
 // named since the last drain; it does not block.

@@ -1,4 +1,4 @@
-package policy
+package bash
 
 import (
 	"slices"
@@ -46,19 +46,19 @@ var statOnly = set("test", "[", "basename", "dirname")
 
 // analyse derives the facts of one command; cwd is the directory the
 // command runs in ("" when unknown).
-func (l *locator) analyse(c *Command, cwd string) *facts {
-	f := &facts{dynamic: c.Dynamic, why: c.Why, code: c.Code}
-	if c.Code && f.why == "" {
-		f.why = c.CodeWhy
+func (l *locator) analyse(c *Command, cwd string) *Facts {
+	f := &Facts{Dynamic: c.Dynamic, Why: c.Why, Code: c.Code}
+	if c.Code && f.Why == "" {
+		f.Why = c.CodeWhy
 	}
 	for _, r := range c.Redirects {
 		switch {
 		case r.Target == "":
 		case !r.Literal && r.Write:
-			f.writes = true
-			f.dyn("writes to a file only known at run time: " + r.Target)
+			f.Writes = true
+			f.Dyn("writes to a file only known at run time: " + r.Target)
 		case !r.Literal:
-			f.dyn("reads a file only known at run time: " + r.Target)
+			f.Dyn("reads a file only known at run time: " + r.Target)
 		default:
 			l.note(f, cwd, r.Target, r.Write)
 		}
@@ -68,34 +68,28 @@ func (l *locator) analyse(c *Command, cwd string) *facts {
 		return f
 	}
 	if why := namesHidden(c); why != "" {
-		f.dyn(why)
+		f.Dyn(why)
 	}
 	args := c.Args()
 	lits := c.Literal[min(c.Prog+1, len(c.Literal)):]
 	globs := c.Glob[min(c.Prog+1, len(c.Glob)):]
-	if why := l.projectCode(c, name, args, lits, cwd); why != "" && !f.code {
-		f.code = true
-		if f.why == "" {
-			f.why = why
+	if why := l.projectCode(c, name, args, lits, cwd); why != "" && !f.Code {
+		f.Code = true
+		if f.Why == "" {
+			f.Why = why
 		}
 	}
 	// Network.
 	if netAlways[name] {
-		f.network = true
+		f.Network = true
 	}
-	sub := firstPositional(args, lits)
-	if name == "git" {
-		sub = ""
-		if i, _ := gitSubcommand(args, lits); i < len(args) && lits[i] {
-			sub = args[i]
-		}
-	}
+	sub := c.Subcommand()
 	if subs, ok := netSub[name]; ok && sub != "" && slices.Contains(subs, sub) && !slices.Contains(args, "--no-index") && !slices.Contains(args, "--offline") {
-		f.network = true
+		f.Network = true
 	}
 	if interpreterName(name) == "python" && len(args) >= 3 && args[0] == "-m" && (args[1] == "pip" || args[1] == "ensurepip") {
 		if slices.Contains([]string{"install", "download", "wheel"}, args[2]) && !slices.Contains(args, "--no-index") {
-			f.network = true
+			f.Network = true
 		}
 	}
 	for i, a := range args {
@@ -107,8 +101,8 @@ func (l *locator) analyse(c *Command, cwd string) *facts {
 			_, v, _ = strings.Cut(a, "=")
 		}
 		if h := hostOf(v); h != "" {
-			f.hosts = appendNew(f.hosts, h)
-			f.network = true
+			f.Hosts = appendNew(f.Hosts, h)
+			f.Network = true
 		}
 	}
 	if name == "ssh" || name == "mosh" {
@@ -116,7 +110,7 @@ func (l *locator) analyse(c *Command, cwd string) *facts {
 			if _, host, ok := strings.Cut(h, "@"); ok {
 				h = host
 			}
-			f.hosts = appendNew(f.hosts, strings.ToLower(h))
+			f.Hosts = appendNew(f.Hosts, strings.ToLower(h))
 		}
 	}
 	// Destructive forms.
@@ -124,13 +118,13 @@ func (l *locator) analyse(c *Command, cwd string) *facts {
 	case "rm":
 		for _, a := range args {
 			if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.ContainsAny(a, "rRf") || a == "--recursive" || a == "--force" {
-				f.destructive = true
+				f.Destructive = true
 			}
 		}
 	case "dd", "shred", "mkfs", "mkfs.ext4", "mkfs.vfat", "wipefs", "fdisk", "parted":
-		f.destructive = true
+		f.Destructive = true
 	case "chmod", "chown", "chgrp":
-		f.destructive = slices.Contains(args, "-R") || slices.Contains(args, "--recursive")
+		f.Destructive = slices.Contains(args, "-R") || slices.Contains(args, "--recursive")
 	case "git":
 		l.git(f, args, lits, globs, cwd)
 		return f
@@ -177,8 +171,8 @@ func (l *locator) analyse(c *Command, cwd string) *facts {
 		if name == "dd" {
 			if k, v, ok := strings.Cut(a, "="); ok && (k == "if" || k == "of") {
 				if !lits[i] {
-					f.dyn("dd " + k + "= names a file only known at run time")
-					f.writes = f.writes || k == "of"
+					f.Dyn("dd " + k + "= names a file only known at run time")
+					f.Writes = f.Writes || k == "of"
 					continue
 				}
 				l.note(f, cwd, v, k == "of")
@@ -190,20 +184,20 @@ func (l *locator) analyse(c *Command, cwd string) *facts {
 			switch {
 			case hasValue && slices.Contains(writeOpts, k):
 				if !lits[i] {
-					f.writes = true
-					f.dyn("writes to a file only known at run time: " + a)
+					f.Writes = true
+					f.Dyn("writes to a file only known at run time: " + a)
 				} else {
 					l.note(f, cwd, v, true)
 				}
 			case hasValue && !lits[i] && !slices.Contains(valueOpts, k):
-				f.dyn("an option value only known at run time: " + a)
+				f.Dyn("an option value only known at run time: " + a)
 			case hasValue && !slices.Contains(valueOpts, k) && looksLikePath(v):
 				l.note(f, cwd, v, inPlace)
 			case !hasValue && slices.Contains(writeOpts, a) && i+1 < len(args):
 				i++
 				if !lits[i] {
-					f.writes = true
-					f.dyn("writes to a file only known at run time: " + args[i])
+					f.Writes = true
+					f.Dyn("writes to a file only known at run time: " + args[i])
 				} else {
 					l.note(f, cwd, args[i], true)
 				}
@@ -221,7 +215,7 @@ func (l *locator) analyse(c *Command, cwd string) *facts {
 		}
 		if !lits[i] {
 			if !statOnly[name] {
-				f.dyn("an argument only known at run time: " + a)
+				f.Dyn("an argument only known at run time: " + a)
 				dynWrite = true
 			}
 			continue
@@ -230,7 +224,7 @@ func (l *locator) analyse(c *Command, cwd string) *facts {
 	}
 	writesAll := writeAll[name] || inPlace || name == "mv"
 	if dynWrite && (writesAll || writeLast[name]) {
-		f.writes = true
+		f.Writes = true
 	}
 	for i, a := range positional {
 		write := false
@@ -247,7 +241,7 @@ func (l *locator) analyse(c *Command, cwd string) *facts {
 		l.noteWord(f, cwd, a.word, a.glob, write)
 	}
 	if writesAll || writeLast[name] {
-		f.writes = true
+		f.Writes = true
 	}
 	return f
 }
@@ -282,7 +276,7 @@ func hasInPlace(args []string) bool {
 // command and the s///e flag run shell commands; w, W and s///w write a
 // file the script names; r and R read one. A script only known at run
 // time is dynamic.
-func sedFacts(f *facts, args []string, lits []bool) {
+func sedFacts(f *Facts, args []string, lits []bool) {
 	var scripts []string
 	fromOption := false
 	for i := 0; i < len(args); i++ {
@@ -292,7 +286,7 @@ func sedFacts(f *facts, args []string, lits []bool) {
 			fromOption = true
 			if i+1 < len(args) {
 				if !lits[i+1] {
-					f.dyn("a sed script only known at run time: " + args[i+1])
+					f.Dyn("a sed script only known at run time: " + args[i+1])
 				}
 				scripts = append(scripts, args[i+1])
 				i++
@@ -302,9 +296,9 @@ func sedFacts(f *facts, args []string, lits []bool) {
 			scripts = append(scripts, strings.TrimPrefix(a, "--expression="))
 		case a == "-f" || a == "--file" || strings.HasPrefix(a, "--file="):
 			fromOption = true
-			f.code = true
-			if f.why == "" {
-				f.why = "sed runs a script file"
+			f.Code = true
+			if f.Why == "" {
+				f.Why = "sed runs a script file"
 			}
 		}
 	}
@@ -314,7 +308,7 @@ func sedFacts(f *facts, args []string, lits []bool) {
 				continue
 			}
 			if !lits[i] {
-				f.dyn("a sed script only known at run time: " + a)
+				f.Dyn("a sed script only known at run time: " + a)
 			}
 			scripts = append(scripts, a)
 			break
@@ -323,15 +317,15 @@ func sedFacts(f *facts, args []string, lits []bool) {
 	for _, s := range scripts {
 		exec, write, read := sedCommands(s)
 		if exec {
-			f.code = true
-			f.dyn("the sed script runs shell commands (e)")
+			f.Code = true
+			f.Dyn("the sed script runs shell commands (e)")
 		}
 		if write {
-			f.writes = true
-			f.dyn("the sed script writes a file it names (w)")
+			f.Writes = true
+			f.Dyn("the sed script writes a file it names (w)")
 		}
 		if read {
-			f.dyn("the sed script reads a file it names (r)")
+			f.Dyn("the sed script reads a file it names (r)")
 		}
 	}
 }
@@ -420,7 +414,7 @@ func sedCommands(s string) (exec, write, read bool) {
 // run time, or read from a file (-f), is code the analysis cannot see.
 // It returns whether the command edits its files in place (gawk -i
 // inplace).
-func awkFacts(f *facts, name string, args []string, lits []bool) bool {
+func awkFacts(f *Facts, name string, args []string, lits []bool) bool {
 	inPlace := false
 	prog, fromFile := "", false
 	for i := 0; i < len(args); i++ {
@@ -442,8 +436,8 @@ func awkFacts(f *facts, name string, args []string, lits []bool) bool {
 		default:
 			if !fromFile && prog == "" {
 				if !lits[i] {
-					f.code = true
-					f.dyn("an " + name + " program only known at run time: " + a)
+					f.Code = true
+					f.Dyn("an " + name + " program only known at run time: " + a)
 				}
 				prog = a
 			}
@@ -453,15 +447,15 @@ func awkFacts(f *facts, name string, args []string, lits []bool) bool {
 		}
 	}
 	if fromFile {
-		f.code = true
-		if f.why == "" {
-			f.why = name + " runs a program file"
+		f.Code = true
+		if f.Why == "" {
+			f.Why = name + " runs a program file"
 		}
 		return inPlace
 	}
 	if strings.Contains(prog, "system") || strings.Contains(prog, "|") || strings.Contains(prog, ">") || strings.Contains(prog, "getline") {
-		f.code, f.writes = true, true
-		f.dyn("the " + name + " program can write files or run commands (print >, |, system, getline)")
+		f.Code, f.Writes = true, true
+		f.Dyn("the " + name + " program can write files or run commands (print >, |, system, getline)")
 	}
 	return inPlace
 }
@@ -604,13 +598,13 @@ func gitReadForm(sub string, rest []string) bool {
 // names are aliases or external programs: dynamic; commands that run
 // other commands: dynamic), the network, destructive forms, and writes:
 // every subcommand but the reading ones writes the repository.
-func (l *locator) git(f *facts, args []string, lits []bool, globs []int, cwd string) {
+func (l *locator) git(f *Facts, args []string, lits []bool, globs []int, cwd string) {
 	si, opts := gitSubcommand(args, lits)
 	for _, o := range opts {
 		k, v := o[0], o[1]
 		switch {
 		case v == "\x00":
-			f.dyn("git " + k + " with a value only known at run time")
+			f.Dyn("git " + k + " with a value only known at run time")
 		case k == "-C":
 			// Like cd: git works from that directory.
 			l.note(f, cwd, v, false)
@@ -618,15 +612,15 @@ func (l *locator) git(f *facts, args []string, lits []bool, globs []int, cwd str
 				cwd = d
 			} else {
 				cwd = ""
-				f.dyn("git -C " + v + " runs git in a directory only known at run time")
+				f.Dyn("git -C " + v + " runs git in a directory only known at run time")
 			}
 		case k == "-c" || k == "--config-env":
 			key, _, _ := strings.Cut(v, "=")
 			if !gitHarmless(key) {
-				f.dyn("git " + k + " " + key + " can make git run commands or go elsewhere")
+				f.Dyn("git " + k + " " + key + " can make git run commands or go elsewhere")
 			}
 		case k == "--git-dir" || k == "--work-tree" || k == "--exec-path" || k == "--namespace" || k == "--super-prefix":
-			f.dyn("git " + k + " points git at another repository, tree or program")
+			f.Dyn("git " + k + " points git at another repository, tree or program")
 			if v != "" && looksLikePath(v) {
 				l.note(f, cwd, v, false)
 			}
@@ -636,7 +630,7 @@ func (l *locator) git(f *facts, args []string, lits []bool, globs []int, cwd str
 		return // git --version
 	}
 	if !lits[si] {
-		f.dyn("the git subcommand is only known at run time: " + args[si])
+		f.Dyn("the git subcommand is only known at run time: " + args[si])
 		return
 	}
 	sub := args[si]
@@ -644,7 +638,7 @@ func (l *locator) git(f *facts, args []string, lits []bool, globs []int, cwd str
 	restLits := lits[si+1:]
 	restGlobs := globs[si+1:]
 	if !gitKnown[sub] {
-		f.dyn("git " + sub + " is not a git command: it may be an alias or an external git-" + sub + " program")
+		f.Dyn("git " + sub + " is not a git command: it may be an alias or an external git-" + sub + " program")
 	}
 	has := func(opts ...string) bool {
 		for _, a := range rest {
@@ -658,50 +652,50 @@ func (l *locator) git(f *facts, args []string, lits []bool, globs []int, cwd str
 	}
 	switch sub {
 	case "push":
-		f.destructive = has("--force", "-f", "--force-with-lease", "--mirror", "--delete", "-d", "--prune")
+		f.Destructive = has("--force", "-f", "--force-with-lease", "--mirror", "--delete", "-d", "--prune")
 		for _, a := range rest {
 			if strings.HasPrefix(a, "+") || strings.HasPrefix(a, ":") {
-				f.destructive = true
+				f.Destructive = true
 			}
 		}
 	case "reset":
-		f.destructive = has("--hard", "--merge", "--keep")
+		f.Destructive = has("--hard", "--merge", "--keep")
 	case "clean":
-		f.destructive = true
+		f.Destructive = true
 	case "checkout":
-		f.destructive = has("-f", "--force", "--", ".") || slices.Contains(rest, ".")
+		f.Destructive = has("-f", "--force", "--", ".") || slices.Contains(rest, ".")
 	case "restore":
-		f.destructive = true
+		f.Destructive = true
 	case "branch":
-		f.destructive = has("-D") || has("--delete") && has("--force", "-f")
+		f.Destructive = has("-D") || has("--delete") && has("--force", "-f")
 	case "stash":
-		f.destructive = len(rest) > 0 && (rest[0] == "drop" || rest[0] == "clear")
+		f.Destructive = len(rest) > 0 && (rest[0] == "drop" || rest[0] == "clear")
 	case "submodule":
 		if len(rest) > 0 && rest[0] == "foreach" {
-			f.dyn("git submodule foreach runs a command in each submodule")
+			f.Dyn("git submodule foreach runs a command in each submodule")
 		}
 	case "bisect":
 		if len(rest) > 0 && rest[0] == "run" {
-			f.dyn("git bisect run runs a command")
+			f.Dyn("git bisect run runs a command")
 		}
 	case "rebase":
 		if has("-x", "--exec") {
-			f.dyn("git rebase --exec runs a command")
+			f.Dyn("git rebase --exec runs a command")
 		}
 	case "filter-branch", "difftool", "mergetool", "send-email", "instaweb", "daemon", "shell", "credential":
-		f.dyn("git " + sub + " runs other programs")
+		f.Dyn("git " + sub + " runs other programs")
 	}
 	if !gitReads[sub] || !gitReadForm(sub, rest) {
-		f.writes = true
+		f.Writes = true
 		l.note(f, cwd, ".", true)
 	}
 	if sub == "config" && !gitReadForm(sub, rest) {
 		for _, a := range rest {
 			if !strings.HasPrefix(a, "-") {
 				if !gitHarmless(a) {
-					f.code = true
-					if f.why == "" {
-						f.why = "git config " + a + " can make later git commands run programs"
+					f.Code = true
+					if f.Why == "" {
+						f.Why = "git config " + a + " can make later git commands run programs"
 					}
 				}
 				break
@@ -724,15 +718,15 @@ func (l *locator) git(f *facts, args []string, lits []bool, globs []int, cwd str
 				if restLits[i] {
 					l.note(f, cwd, rest[i], true)
 				} else {
-					f.dyn("writes to a file only known at run time: " + rest[i])
+					f.Dyn("writes to a file only known at run time: " + rest[i])
 				}
 			case !hasValue && slices.Contains(valueOpts, a):
 				i++
 			case hasValue && !restLits[i] && !slices.Contains(valueOpts, k):
-				f.dyn("an option value only known at run time: " + a)
+				f.Dyn("an option value only known at run time: " + a)
 			}
 		case !restLits[i]:
-			f.dyn("an argument only known at run time: " + a)
+			f.Dyn("an argument only known at run time: " + a)
 		case hostOf(a) != "" || strings.Contains(a, "://"):
 		case sub == "push" || sub == "pull" || sub == "fetch" || sub == "remote":
 			// Remote names and refspecs, not paths.
@@ -787,13 +781,7 @@ func (l *locator) projectCode(c *Command, name string, args []string, lits []boo
 	if subs == nil {
 		return name + " runs the project's own code (its build files, tests or scripts)"
 	}
-	sub := firstPositional(args, lits)
-	if name == "git" {
-		sub = ""
-		if i, _ := gitSubcommand(args, lits); i < len(args) && lits[i] {
-			sub = args[i]
-		}
-	}
+	sub := c.Subcommand()
 	if name == "yarn" && sub == "" && len(args) == 0 {
 		sub = "install" // a bare yarn installs, running install scripts
 	}

@@ -1,4 +1,4 @@
-package gitws_test
+package checkpoint_test
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/keel-run/keel/internal/gitws"
+	"github.com/keel-run/keel/internal/checkpoint"
 )
 
 // tree reads every file under dir (except .git and ignored build/) as
@@ -77,7 +77,7 @@ func TestCheckpointRestoreIsByteIdentical(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, ws, ".keel/old-artifact", "keel's own\n")
-	cp, err := gitws.OpenCheckpoints(ctx, store, ws)
+	cp, err := checkpoint.OpenCheckpoints(ctx, store, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +108,8 @@ func TestCheckpointRestoreIsByteIdentical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantChanges := []gitws.FileChange{{Path: "a.txt", Status: gitws.Modified}, {Path: "bin.dat", Status: gitws.Deleted},
-		{Path: "new/file.txt", Status: gitws.Added}, {Path: "sub/deep/keep.go", Status: gitws.Deleted}}
+	wantChanges := []checkpoint.FileChange{{Path: "a.txt", Status: checkpoint.Modified}, {Path: "bin.dat", Status: checkpoint.Deleted},
+		{Path: "new/file.txt", Status: checkpoint.Added}, {Path: "sub/deep/keep.go", Status: checkpoint.Deleted}}
 	if d := cmp.Diff(wantChanges, changes); d != "" {
 		t.Errorf("changes (-want +got):\n%s", d)
 	}
@@ -161,7 +161,7 @@ func TestCheckpointPrune(t *testing.T) {
 	ctx := t.Context()
 	ws := t.TempDir()
 	store := filepath.Join(t.TempDir(), "checkpoints")
-	cp, err := gitws.OpenCheckpoints(ctx, store, ws)
+	cp, err := checkpoint.OpenCheckpoints(ctx, store, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,11 +177,11 @@ func TestCheckpointPrune(t *testing.T) {
 		}
 		trees = append(trees, tr)
 	}
-	dropped, err := gitws.Prune(ctx, store, 0, func(ref string) bool { return ref == "refs/keel/runs/old" })
+	dropped, err := checkpoint.Prune(ctx, store, 0, func(id string) bool { return id == "old" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff([]string{"refs/keel/runs/old"}, dropped); d != "" {
+	if d := cmp.Diff([]string{"old"}, dropped); d != "" {
 		t.Errorf("dropped (-want +got):\n%s", d)
 	}
 	if cp.Has(ctx, trees[0]) {
@@ -226,7 +226,7 @@ func TestCheckpointLeavesOutWhatGitIgnores(t *testing.T) {
 	write(t, ws, "a*b", "ignored: the rule names it\n")
 	write(t, ws, "axb", "kept: the rule is a*b literally\n")
 	write(t, ws, "sub/new.py", "kept\n")
-	cp, err := gitws.OpenCheckpoints(ctx, filepath.Join(t.TempDir(), "checkpoints"), ws)
+	cp, err := checkpoint.OpenCheckpoints(ctx, filepath.Join(t.TempDir(), "checkpoints"), ws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestFirstSnapshotIsPacked(t *testing.T) {
 	wantTree := gitIn(ref, "write-tree")
 
 	store := filepath.Join(t.TempDir(), "store")
-	cp, err := gitws.OpenCheckpoints(ctx, store, ws)
+	cp, err := checkpoint.OpenCheckpoints(ctx, store, ws)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,117 @@
+package bash_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/keel-run/keel/policy/bash"
+)
+
+func TestAnalyse(t *testing.T) {
+	t.Parallel()
+	env := bash.Env{Mount: "/workspace", Scratch: []string{"/tmp"}, System: []string{"/usr"}}
+	for _, tt := range []struct {
+		name, line string
+		want       []bash.Facts
+	}{
+		{"cd moves the working directory", "cd src && rm -rf build > /tmp/log", []bash.Facts{
+			{Reads: []string{"/workspace/src"}},
+			{Written: []string{"/tmp/log", "/workspace/src/build"}, Writes: true, Destructive: true},
+		}},
+		{"outside, system and hosts", "cat /etc/passwd /usr/share/x; curl -o out https://example.com/a", []bash.Facts{
+			{Reads: []string{"/etc/passwd", "/usr/share/x"}, Outside: []string{"/etc/passwd"}},
+			{Written: []string{"/workspace/out"}, Hosts: []string{"example.com"}, Network: true, Writes: true},
+		}},
+		{"a directory only known at run time", "cd $D; touch x", []bash.Facts{
+			{Dynamic: true, Why: "an argument only known at run time: $D"},
+			{Written: []string{"x"}, WritesOutside: []string{"x"}, Writes: true},
+		}},
+		{"code", "python3 -c 'print(1)'", []bash.Facts{
+			{Code: true, Why: "python3 runs code given on its command line"},
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			parts, omitted, short, err := bash.Analyse(tt.line, env, 0)
+			if err != nil || omitted != 0 || short != "" {
+				t.Fatalf("Analyse(%q) = %d omitted, %q, %v", tt.line, omitted, short, err)
+			}
+			var got []bash.Facts
+			for _, p := range parts {
+				got = append(got, p.Facts)
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				t.Errorf("Analyse(%q) facts (-want +got):\n%s", tt.line, diff)
+			}
+		})
+	}
+}
+
+func TestAnalyseLimit(t *testing.T) {
+	t.Parallel()
+	parts, omitted, _, err := bash.Analyse("a; b; c; d", bash.Env{Mount: "/workspace"}, 3)
+	if err != nil || len(parts) != 3 || omitted != 1 {
+		t.Fatalf("Analyse = %d parts, %d omitted, %v; want 3, 1", len(parts), omitted, err)
+	}
+	if _, _, _, err := bash.Analyse("if then", bash.Env{Mount: "/workspace"}, 0); err == nil {
+		t.Error("Analyse of a line that is not bash: nil error")
+	}
+}
+
+// TestAnalyseHostLinks: without a sandbox (Env.Host), a workspace path
+// whose symbolic link leads out of the workspace is the path it leads
+// to; in a sandbox the text decides.
+func TestAnalyseHostLinks(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	ws, out := filepath.Join(root, "ws"), filepath.Join(root, "out")
+	for _, d := range []string{ws, out} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(out, filepath.Join(ws, "lnk")); err != nil {
+		t.Fatal(err)
+	}
+	real, err := filepath.EvalSymlinks(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, _, _, err := bash.Analyse("cat lnk/secret", bash.Env{Mount: ws, Host: ws}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{filepath.Join(real, "secret")}; !cmp.Equal(parts[0].Facts.Outside, want) {
+		t.Errorf("without a sandbox: outside = %q, want %q", parts[0].Facts.Outside, want)
+	}
+	parts, _, _, err = bash.Analyse("cat lnk/secret", bash.Env{Mount: ws}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parts[0].Facts.Outside) != 0 {
+		t.Errorf("in a sandbox: outside = %q, want none", parts[0].Facts.Outside)
+	}
+}
+
+func TestWritesBeyond(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		words []string
+		n     int
+		want  bool
+	}{
+		{[]string{"sort", "-o", "f", "x"}, 1, true},
+		{[]string{"sort", "x"}, 1, false},
+		{[]string{"sed", "-i", "s/a/b/", "f"}, 1, true},
+		{[]string{"uniq", "in", "out"}, 2, true},
+		{[]string{"uniq", "in", "out"}, 3, false},
+		{[]string{"find", ".", "-delete"}, 1, true},
+	} {
+		if got := bash.WritesBeyond(tt.words[0], tt.words, tt.n); got != tt.want {
+			t.Errorf("WritesBeyond(%q, %d) = %v, want %v", tt.words, tt.n, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package bash
+
+import (
+	"path"
+	"slices"
+	"strings"
+)
+
+// letters reports whether s is only ASCII letters (a cluster of short
+// options).
+func letters(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// WritesBeyond reports whether the words of a command after its first n
+// make its program write or delete files, as a redirection does: an
+// option whose value is a file written (sort -o, curl --output=F, git
+// diff --output, find -fprint), an in-place edit (sed -i, perl -pi),
+// find's -delete, or the second operand of uniq, xxd or split. A
+// remembered prefix covers the words that follow it only when they
+// have no such effect. command is the program as written (argv[0]
+// after wrappers), words the command's literal words from argv[0] on.
+func WritesBeyond(command string, words []string, n int) bool {
+	if len(words) <= n {
+		return false
+	}
+	name := path.Base(command)
+	if name == "." || name == "/" || name == "" {
+		name = path.Base(words[0])
+	}
+	rest := words[n:]
+	for _, w := range rest {
+		for _, o := range writeOptions[name] {
+			switch {
+			case w == o, strings.HasPrefix(w, o+"="):
+				return true
+			case len(o) == 2 && o[0] == '-' && o[1] != '-' && len(w) > 2 && w[0] == '-' &&
+				(w[1] == o[1] || letters(w[1:]) && strings.IndexByte(w[1:], o[1]) >= 0):
+				// An attached value (-oFILE) or a cluster (-uo FILE).
+				return true
+			case len(o) > 2 && o[1] != '-' && strings.HasPrefix(w, o):
+				// find's -fprint0, -fprintf.
+				return true
+			}
+		}
+	}
+	switch name {
+	case "sed", "perl", "ruby":
+		return hasInPlace(rest)
+	case "find":
+		return slices.Contains(rest, "-delete")
+	}
+	if secondWrites[name] {
+		// The second operand is written: beyond the prefix?
+		k := 0
+		for i, w := range words[1:] {
+			if strings.HasPrefix(w, "-") && w != "-" {
+				continue
+			}
+			if k++; k == 2 {
+				return i+1 >= n
+			}
+		}
+	}
+	return false
+}
