@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"time"
 )
 
 // Stats are the numbers of a set of trials (one case, or all).
@@ -68,6 +69,8 @@ type Report struct {
 	Cases    []CaseStats `json:"cases"`
 	Trials   []*Trial    `json:"trials"`
 	Duration float64     `json:"duration_seconds"`
+	Started  time.Time   `json:"started"`
+	Finished time.Time   `json:"finished"`
 }
 
 // NewReport computes the report of res, with pass@k and pass^k for k
@@ -77,7 +80,7 @@ func NewReport(res *Result, k int) *Report {
 		k = res.Config.Trials
 	}
 	r := &Report{ID: res.ID, Suite: res.Suite, Config: res.Config, Spent: res.Spent, Trials: res.Trials,
-		Duration: res.Finished.Sub(res.Started).Seconds()}
+		Duration: res.Finished.Sub(res.Started).Seconds(), Started: res.Started, Finished: res.Finished}
 	byCase := map[string][]*Trial{}
 	for _, t := range res.Trials {
 		byCase[t.Case] = append(byCase[t.Case], t)

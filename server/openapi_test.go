@@ -125,6 +125,8 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"MemoryList": api.MemoryList{}, "MemoryHistory": api.MemoryHistory{}, "EditMemory": api.EditMemory{}, "ForgetMemory": api.ForgetMemory{},
 		"SkillCandidate": api.SkillCandidate{}, "SkillCandidateList": api.SkillCandidateList{},
 		"Skill": api.Skill{}, "SkillSignature": api.SkillSignature{}, "SkillList": api.SkillList{}, "SkillDetail": api.SkillDetail{}, "SkillFile": api.SkillFile{}, "InstallSkill": api.InstallSkill{},
+		"Eval": api.Eval{}, "EvalStats": api.EvalStats{}, "EvalSummary": api.EvalSummary{}, "EvalList": api.EvalList{}, "EvalReport": api.EvalReport{},
+		"EvalCase": api.EvalCase{}, "EvalTrial": api.EvalTrial{}, "EvalAttempt": api.EvalAttempt{},
 	}
 	doc := loadOpenAPI(t)
 	var names []string

@@ -71,6 +71,9 @@ var routes = []route{
 	{"POST", "/v1/skills", api.ScopeAdmin, (*Handler).installSkill},
 	{"GET", "/v1/skills/{name}", api.ScopeRunsRead, (*Handler).getSkill},
 
+	{"GET", "/v1/evals", api.ScopeAdmin, (*Handler).listEvals},
+	{"GET", "/v1/evals/{id}", api.ScopeAdmin, (*Handler).getEval},
+
 	{"GET", "/v1/tokens", api.ScopeAdmin, (*Handler).listTokens},
 	{"POST", "/v1/tokens", api.ScopeAdmin, (*Handler).createToken},
 	{"POST", "/v1/tokens/{id}/revoke", api.ScopeAdmin, (*Handler).revokeToken},

@@ -71,6 +71,14 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 		"statusIs": func(r api.Run, s ...string) bool { return slices.Contains(s, r.Status) },
 		"spend":    treeSpend,
 		"left":     treeLeft,
+		"pct":      evalPct,
+		"optPct": func(f *float64) string {
+			if f == nil {
+				return "-"
+			}
+			return evalPct(*f)
+		},
+		"secs": func(s float64) string { return fmt.Sprintf("%.1fs", s) },
 	}
 	return &uiPages{t: template.Must(template.New("pages").Funcs(funcs).Parse(pagesHTML))}
 }
@@ -129,6 +137,9 @@ type page struct {
 	SkillWorkspace string
 	Candidates     []api.SkillCandidate
 	Skill          *api.SkillDetail
+	// Evals are the evaluations page's; EvalReport an evaluation's page.
+	Evals      *api.EvalList
+	EvalReport *api.EvalReport
 	// Connected is the authorization callback's outcome.
 	Connected *connected
 	// Inputs are the questions the run page's run waits for.
@@ -246,6 +257,9 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"POST /ui/skills", api.ScopeAdmin, h.uiInstallSkill},
 		{"GET /ui/skills/{name}", api.ScopeRunsRead, h.uiSkill},
 		{"GET /ui/cost", api.ScopeAdmin, h.uiCost},
+		{"GET /ui/evals", api.ScopeAdmin, h.uiEvals},
+		{"GET /ui/evals/{id}", api.ScopeAdmin, h.uiEval},
+		{"GET /ui/evals/{id}/report.html", api.ScopeAdmin, h.uiEvalHTML},
 		{"GET /ui/audit", api.ScopeRunsRead, h.uiAudit},
 		{"POST /ui/audit", api.ScopeRunsRead, h.uiAudit},
 	} {

@@ -88,6 +88,9 @@ type Options struct {
 	// installs skills ([Service.Skills], [Service.InstallSkill]); nil:
 	// the service lists none and installs none.
 	Skills SkillHost
+	// Evals is where the service finds evaluations ([Service.Evals]);
+	// nil: it has none.
+	Evals EvalHost
 	// Policy is the service's policy: runs decide by it unless their
 	// request names another (only admin tokens and the local command line
 	// may). nil means policy.Default().

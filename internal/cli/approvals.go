@@ -55,25 +55,7 @@ func when(t, now time.Time) string {
 }
 
 // onWait prints what a waiting run needs from a person.
-func (a *app) onWait(pending []agent.PendingApproval) {
-	for _, p := range pending {
-		fmt.Fprintf(a.stderr, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, visible.String(p.CallID), p.Tool)
-		for _, line := range strings.Split(visible.String(p.Action), "\n") {
-			fmt.Fprintf(a.stderr, "    │ %s\n", line)
-		}
-		for _, part := range p.Parts {
-			fmt.Fprintf(a.stderr, "  asks: %s — %s\n", clip(oneLine(visible.String(part.Text)), 80), visible.String(part.Reason))
-			if part.Detail != "" {
-				fmt.Fprintf(a.stderr, "        (%s)\n", clip(visible.String(part.Detail), 160))
-			}
-		}
-		if p.Expires != nil {
-			fmt.Fprintf(a.stderr, "  deadline %s, then: %s\n", p.Expires.Local().Format("2006-01-02 15:04:05"), p.Default)
-		}
-		fmt.Fprintf(a.stderr, "  approve: keel approve %s %s [--remember run|agent]\n  deny:    keel deny %s %s --reason '...'\n", p.RunID, p.CallID, p.RunID, p.CallID)
-	}
-	fmt.Fprintln(a.stderr, "keel: waiting (any process sharing the journal may decide; Ctrl-C leaves the run paused)")
-}
+func (a *app) onWait(pending []agent.PendingApproval) { tui.Waiting(a.stderr, pending, "") }
 
 func (a *app) approvalsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "approvals", Short: "List the tool calls waiting for a person's approval"}

@@ -19,7 +19,6 @@ import (
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/visible"
 )
 
 // serverURL returns the team server the command line talks to: --server,
@@ -436,28 +435,6 @@ func (a *app) promptApprovals(ctx context.Context, cl *client.Client, id string,
 		}
 	}
 	if len(fresh) > 0 {
-		a.onWaitRemote(fresh, cl.URL())
+		tui.Waiting(a.stderr, fresh, cl.URL())
 	}
-}
-
-// onWaitRemote prints what a run on a team server waits for and how to
-// decide it there (keel run's onWait, for a server).
-func (a *app) onWaitRemote(pending []agent.PendingApproval, srv string) {
-	out := tui.Esc(a.stderr)
-	for _, p := range pending {
-		fmt.Fprintf(out, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, visible.String(p.CallID), p.Tool)
-		for _, line := range strings.Split(visible.String(p.Action), "\n") {
-			fmt.Fprintf(out, "    │ %s\n", line)
-		}
-		for _, part := range p.Parts {
-			fmt.Fprintf(out, "  asks: %s — %s\n", clip(oneLine(visible.String(part.Text)), 80), visible.String(part.Reason))
-		}
-		if p.Expires != nil {
-			fmt.Fprintf(out, "  deadline %s, then: %s\n", p.Expires.Local().Format("2006-01-02 15:04:05"), p.Default)
-		}
-		fmt.Fprintf(out, "  approve: keel --server %s approve %s %s [--remember run|agent]\n  deny:    keel --server %s deny %s %s --reason '...'\n",
-			srv, p.RunID, tui.ShellWord(p.CallID), srv, p.RunID, tui.ShellWord(p.CallID))
-	}
-	fmt.Fprintf(out, "keel: or in the web UI: %s/ui/approvals\n", srv)
-	fmt.Fprintln(out, "keel: waiting (anyone with an approvals:write token for this server may decide; Ctrl-C leaves the run paused)")
 }

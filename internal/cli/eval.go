@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -230,7 +231,24 @@ func writeJSONFile(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	// Written aside and renamed: a server listing evaluations never
+	// reads half a result.
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".result-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 func writeHTMLFile(path string, c *eval.Comparison, reps ...*eval.Report) error {
@@ -508,3 +526,36 @@ func (faultSandbox) Exec(context.Context, *sandbox.Cmd) (*sandbox.Result, error)
 func (faultSandbox) Close() error { return nil }
 
 var _ io.Writer = (*boundedBuffer)(nil)
+
+// evalHost is the service's [service.EvalHost]: the evaluations kept in
+// $KEEL_HOME/evals.
+type evalHost struct{ a *app }
+
+func (h evalHost) EvalIDs() ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(h.a.home, "evals"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}
+
+func (h evalHost) EvalResult(id string) (*eval.Result, error) {
+	b, err := os.ReadFile(filepath.Join(h.a.evalDir(id), "result.json"))
+	if err != nil {
+		return nil, err
+	}
+	var res eval.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("result.json: %w", err)
+	}
+	return &res, nil
+}

@@ -114,4 +114,19 @@ passed = ["t::hello"]
 	if code != 0 || !strings.Contains(out, "expected verdicts reproduced: 1 of 1") {
 		t.Errorf("frozen case: exit %d\n%s\n%s", code, out, errOut)
 	}
+
+	// The same numbers on the server of this KEEL_HOME.
+	c := startServe(t).apiClient(t)
+	list, err := c.Evals(t.Context())
+	if err != nil || len(list.Evals) != 3 || len(list.Unreadable) != 0 {
+		t.Fatalf("GET /v1/evals: %+v, %v", list, err)
+	}
+	rep, err := c.Eval(t.Context(), "e2", 0)
+	if err != nil || rep.Eval.Overall.Passed != 1 || rep.Eval.Overall.Retried != 1 || len(rep.Trials) != 1 || len(rep.Trials[0].Retried) != 1 ||
+		!strings.Contains(rep.Trials[0].Retried[0].Error, "injected provider fault") {
+		t.Errorf("GET /v1/evals/e2: %+v, %v", rep, err)
+	}
+	if rep, err := c.Eval(t.Context(), "e1", 0); err != nil || rep.Eval.Overall.Scored != 2 || rep.Eval.Overall.PassHatK == nil || *rep.Eval.Overall.PassHatK != 1 || rep.Trials[0].RunID != run {
+		t.Errorf("GET /v1/evals/e1: %+v, %v", rep, err)
+	}
 }

@@ -247,3 +247,37 @@ func pendingDiff(created *agent.RunCreated, toolName string, args json.RawMessag
 	}
 	return b.String()
 }
+
+// Waiting prints what runs wait for and how to decide it, as keel run
+// prints it while it waits: server is the team server's URL the run is
+// on ("keel --server URL approve ..."), or "" for the local journal.
+func Waiting(w io.Writer, pending []agent.PendingApproval, server string) {
+	w = Esc(w)
+	keel := "keel"
+	if server != "" {
+		keel = "keel --server " + server
+	}
+	for _, p := range pending {
+		fmt.Fprintf(w, "\nkeel: run %s waits for a person to approve call %s (%s):\n", p.RunID, visible.String(p.CallID), p.Tool)
+		for _, line := range strings.Split(visible.String(p.Action), "\n") {
+			fmt.Fprintf(w, "    │ %s\n", line)
+		}
+		for _, part := range p.Parts {
+			fmt.Fprintf(w, "  asks: %s — %s\n", clip(oneLine(visible.String(part.Text)), 80), visible.String(part.Reason))
+			if part.Detail != "" {
+				fmt.Fprintf(w, "        (%s)\n", clip(visible.String(part.Detail), 160))
+			}
+		}
+		if p.Expires != nil {
+			fmt.Fprintf(w, "  deadline %s, then: %s\n", p.Expires.Local().Format("2006-01-02 15:04:05"), p.Default)
+		}
+		fmt.Fprintf(w, "  approve: %s approve %s %s [--remember run|agent]\n  deny:    %s deny %s %s --reason '...'\n",
+			keel, p.RunID, ShellWord(p.CallID), keel, p.RunID, ShellWord(p.CallID))
+	}
+	if server == "" {
+		fmt.Fprintln(w, "keel: waiting (any process sharing the journal may decide; Ctrl-C leaves the run paused)")
+		return
+	}
+	fmt.Fprintf(w, "keel: or in the web UI: %s/ui/approvals\n", server)
+	fmt.Fprintln(w, "keel: waiting (anyone with an approvals:write token for this server may decide; Ctrl-C leaves the run paused)")
+}

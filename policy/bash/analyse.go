@@ -532,21 +532,25 @@ var gitReads = set("status", "log", "diff", "show", "blame", "annotate", "grep",
 	"whatchanged", "cherry", "verify-commit", "verify-tag", "verify-pack", "fsck", "range-diff", "branch", "tag", "remote", "stash",
 	"config", "worktree", "notes", "reflog", "symbolic-ref", "submodule", "bisect")
 
+// hasOption reports whether args hold one of opts, alone or with a
+// value (--opt=value).
+func hasOption(args []string, opts ...string) bool {
+	for _, a := range args {
+		for _, o := range opts {
+			if a == o || strings.HasPrefix(a, o+"=") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // gitReadForm reports whether a subcommand that can both list and change
 // (branch, tag, remote, stash, config...) only lists in this form; rest
 // are the arguments after the subcommand.
 func gitReadForm(sub string, rest []string) bool {
 	var pos []string
-	has := func(opts ...string) bool {
-		for _, a := range rest {
-			for _, o := range opts {
-				if a == o || strings.HasPrefix(a, o+"=") {
-					return true
-				}
-			}
-		}
-		return false
-	}
+	has := func(opts ...string) bool { return hasOption(rest, opts...) }
 	for _, a := range rest {
 		if !strings.HasPrefix(a, "-") {
 			pos = append(pos, a)
@@ -640,16 +644,7 @@ func (l *locator) git(f *Facts, args []string, lits []bool, globs []int, cwd str
 	if !gitKnown[sub] {
 		f.Dyn("git " + sub + " is not a git command: it may be an alias or an external git-" + sub + " program")
 	}
-	has := func(opts ...string) bool {
-		for _, a := range rest {
-			for _, o := range opts {
-				if a == o || strings.HasPrefix(a, o+"=") {
-					return true
-				}
-			}
-		}
-		return false
-	}
+	has := func(opts ...string) bool { return hasOption(rest, opts...) }
 	switch sub {
 	case "push":
 		f.Destructive = has("--force", "-f", "--force-with-lease", "--mirror", "--delete", "-d", "--prune")
