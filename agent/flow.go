@@ -264,6 +264,7 @@ func (x *executor) callFlow(toolName string, args []byte) *policy.Flow {
 		PrivateProviders: x.st.Flow.Providers, PrivateOther: x.st.Flow.Other}
 	l := x.st.Created.Labels
 	fl.Unattended = l["keel.schedule"] != "" || l["keel.trigger"] != ""
+	fl.Held = x.st.Created.SecretEnv
 	if len(fl.Secrets) == 0 && fl.Untrusted == "" && fl.Private == "" && !fl.Unattended {
 		return nil
 	}

@@ -324,6 +324,8 @@ func (e *Engine) Decide(_ context.Context, c *Call) Decision {
 		}
 		if r.facts.Dynamic || r.facts.Code {
 			p.Detail = r.facts.Why
+		} else if r.facts.Sends != "" {
+			p.Detail = r.facts.Sends
 		}
 		if p.Effect != Allow && slices.ContainsFunc(p.Policies, func(id string) bool { return slices.Contains(flowPolicies, id) }) {
 			// Say what flows: the secret and its encoding, the untrusted
@@ -567,6 +569,8 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		}
 		flowContext(ctx, c.Flow, provider)
 		ctx["data_out"] = cedar.Boolean(dataOut(c, f, networkAllowed))
+		ctx["unseen_out"] = cedar.Boolean(unseenOut(c, f, networkAllowed))
+		ctx["writes_workspace"] = cedar.Boolean(writesWorkspace(f, env.Mount))
 		ctx["autorun"] = cedar.Boolean(f.autorun)
 		ctx["hides_from_git"] = cedar.Boolean(f.hides)
 		out = append(out, request{part: p, ents: ents, facts: f, mount: env.Mount,

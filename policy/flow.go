@@ -41,6 +41,10 @@ type Flow struct {
 	// a schedule or a trigger): the default policy denies what it would
 	// ask.
 	Unattended bool `json:"unattended,omitempty"`
+	// Held names the secrets the sandbox holds (--secret-env): code the
+	// sandbox runs can read them whatever the call's arguments say. The
+	// policy sees holds_secret and held_secrets.
+	Held []string `json:"held,omitempty"`
 }
 
 // SecretUse is one secret a call carries.
@@ -65,7 +69,8 @@ func (s SecretUse) String() string {
 
 // Policy ids of the default policy's information-flow rules, whose
 // asks and denials [Engine.Decide] explains with the flow.
-var flowPolicies = []string{"secret-out", "secret-out-unattended", "trifecta", "trifecta-unattended", "autorun-after-untrusted", "autorun-unattended"}
+var flowPolicies = []string{"secret-out", "secret-out-unattended", "secret-unseen-out", "secret-unseen-unattended",
+	"secret-written", "secret-written-unattended", "trifecta", "trifecta-unattended", "autorun-after-untrusted", "autorun-unattended"}
 
 // flowContext adds the call's flow to a part's context; provider is the
 // credential provider the call carries ("" for none).
@@ -91,6 +96,8 @@ func flowContext(ctx cedar.RecordMap, fl *Flow, provider string) {
 	ctx["untrusted_source"] = cedar.String(fl.Untrusted)
 	ctx["private_source"] = cedar.String(fl.Private)
 	ctx["unattended"] = cedar.Boolean(fl.Unattended)
+	ctx["holds_secret"] = cedar.Boolean(len(fl.Held) > 0)
+	ctx["held_secrets"] = strSet(fl.Held)
 }
 
 // flowDetail explains the flow of a call that a flow rule asked about or
@@ -138,6 +145,38 @@ func dataOut(c *Call, f *facts, networkAllowed bool) bool {
 	case c.Effect == "external" && networkAllowed:
 		// python and other tools running code in the sandbox.
 		return true
+	}
+	return false
+}
+
+// unseenOut reports whether a part that can carry data out (dataOut)
+// sends what its arguments do not show, so that scanning them for a
+// secret proves nothing: a command that runs code Keel cannot read or
+// is only known at run time, one that sends a file or its input (curl
+// -d @f, scp, git push), a tool that runs code (python); only when the
+// run allows a host.
+func unseenOut(c *Call, f *facts, networkAllowed bool) bool {
+	if !networkAllowed || !dataOut(c, f, networkAllowed) {
+		// Without an allowed host the sandbox sends nothing anywhere.
+		return false
+	}
+	switch {
+	case c.Tool == "bash":
+		return f.Dynamic || f.Code || f.Sends != ""
+	case c.Tool == "fetch_url" || c.Tool == "http_request" || c.Tool == MemoryWriteTool || c.Server != "":
+		return false // the arguments are what is sent
+	}
+	return c.Effect == "external"
+}
+
+// writesWorkspace reports whether a part writes a file of the workspace
+// (not only the sandbox's scratch space), which outlives the run on the
+// host.
+func writesWorkspace(f *facts, mount string) bool {
+	for _, w := range f.Written {
+		if under(w, mount) {
+			return true
+		}
 	}
 	return false
 }

@@ -23,7 +23,8 @@ const (
 // is likely to write it.
 type Form struct {
 	// Name says the encoding: "as is", "reversed", "url-escaped", "hex",
-	// "base64", "base64 unpadded", "base64url", "base64url unpadded".
+	// "base64", "base64 unpadded", "base64url", "base64url unpadded",
+	// "spaced".
 	Name string
 	// Text is the value so encoded.
 	Text string
@@ -33,8 +34,9 @@ type Form struct {
 }
 
 // Forms returns the spellings of value an echo is likely to use: the value
-// itself, reversed, URL query-escaped, hex, and base64 in the standard and
-// URL alphabets, padded and not; longest first, without duplicates. A
+// itself, reversed, URL query-escaped, hex, base64 in the standard and
+// URL alphabets, padded and not, and spaced out (one space between its
+// characters); longest first, without duplicates. A
 // value shorter than [MinLen] has none; of a shorter one than
 // [MinFormLen] only the value itself is kept, matched in its case. It is a guard, not a proof: a
 // resource can always encode a value some other way.
@@ -57,6 +59,7 @@ func Forms(value string) []Form {
 		{"base64 unpadded", base64.RawStdEncoding.EncodeToString(b), false},
 		{"base64url", base64.URLEncoding.EncodeToString(b), false},
 		{"base64url unpadded", base64.RawURLEncoding.EncodeToString(b), false},
+		{"spaced", spaced(value), true},
 	}
 	// Longest first, so a padded form is found whole; the first name of
 	// equal texts is kept (a value that escapes to itself is "as is").
@@ -69,6 +72,17 @@ func Forms(value string) []Form {
 		out = append(out, f)
 	}
 	return out
+}
+
+// spaced is value with one space between its characters ("S u p e r"),
+// the way a program prints a value it was told not to print whole.
+func spaced(value string) string {
+	r := []rune(value)
+	parts := make([]string, len(r))
+	for i, c := range r {
+		parts[i] = string(c)
+	}
+	return strings.Join(parts, " ")
 }
 
 // Match is a known secret value found in a text.

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -43,5 +45,35 @@ func TestRunsDashboard(t *testing.T) {
 	// The refresh keeps the filter.
 	if page := e.page("/ui/runs?status=completed"); !strings.Contains(page, `data-refresh="/ui/runs?fragment=1&amp;status=completed`) {
 		t.Error("the list's refresh drops the filter")
+	}
+}
+
+// A page the UI does not have is the UI's own page (with its navigation
+// and 404), behind sign-in; the built-in agents show no zero time.
+func TestUIUnknownPageAndBuiltInAgents(t *testing.T) {
+	e := newEnv(t, nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.srv.URL+"/ui/nonexistent", nil)
+	req.AddCookie(e.cookie(e.secret))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "no page GET /ui/nonexistent") || !strings.Contains(string(b), `href="/ui/runs"`) {
+		t.Errorf("/ui/nonexistent: %d\n%s", resp.StatusCode, b)
+	}
+	// Without a session: to the sign-in page, as every UI page.
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err = noRedirect.Get(e.srv.URL + "/ui/nonexistent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/login") {
+		t.Errorf("/ui/nonexistent without a session: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if page := e.page("/ui/agents"); strings.Contains(page, "0001-01-01") || !strings.Contains(page, "built in") {
+		t.Errorf("/ui/agents shows a zero time or no built-in agent:\n%s", page)
 	}
 }

@@ -102,6 +102,11 @@ func TestMemoryTenants(t *testing.T) {
 	if err := bob.ForgetMemory(ctx, ids[memory.TeamScope], "poisoned"); err != nil {
 		t.Fatal(err)
 	}
+	// Twice is a conflict that says when it was forgotten, not a second
+	// "forgot".
+	if err := bob.ForgetMemory(ctx, ids[memory.TeamScope], "again"); !isCode(err, api.CodeConflict) || !strings.Contains(err.Error(), "already forgotten") {
+		t.Errorf("forget twice: %v", err)
+	}
 	if got := scopesOf(bob); slices.Contains(got, "team") {
 		t.Errorf("a forgotten entry is listed: %v", got)
 	}

@@ -41,14 +41,19 @@ type uiPages struct {
 
 func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 	funcs := template.FuncMap{
-		"short":  func(id string) string { return shortID(id) },
-		"clip":   clip,
-		"cost":   func(c float64) string { return fmt.Sprintf("$%.4f", c) },
-		"dur":    func(ms int64) string { return (time.Duration(ms) * time.Millisecond).Round(time.Millisecond).String() },
-		"num":    func(n int64) string { return groupDigits(n) },
-		"num64":  func(n int64) string { return groupDigits(n) },
-		"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-		"ago":    func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05") },
+		"short": func(id string) string { return shortID(id) },
+		"clip":  clip,
+		"cost":  func(c float64) string { return fmt.Sprintf("$%.4f", c) },
+		"dur":   func(ms int64) string { return (time.Duration(ms) * time.Millisecond).Round(time.Millisecond).String() },
+		"num":   func(n int64) string { return groupDigits(n) },
+		"num64": func(n int64) string { return groupDigits(n) },
+		"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"ago": func(t time.Time) string {
+			if t.IsZero() {
+				return "—"
+			}
+			return t.Local().Format("2006-01-02 15:04:05")
+		},
 		"join":   strings.Join,
 		"action": approvalAction,
 		// vis shows invisible and reordering characters as escapes;
@@ -265,6 +270,11 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 	} {
 		mux.Handle(p.pattern, h.uiEndpoint(p.scope, p.serve))
 	}
+	// Any other page: the UI's own "not found", behind sign-in like the
+	// rest, rather than the mux's bare text.
+	mux.Handle("/ui/", h.uiEndpoint(api.ScopeRunsRead, func(_ http.ResponseWriter, r *http.Request, _ *caller) error {
+		return notFound("no page %s %s", r.Method, visible.String(r.URL.Path))
+	}))
 }
 
 func staticHandler(static fs.FS) http.Handler {

@@ -77,7 +77,7 @@ func (s *Service) beginConnect(ctx context.Context, runID, callID string, who *C
 func vaultError(err error) error {
 	switch {
 	case errors.Is(err, credential.ErrNoKey):
-		return unavailable("the server has no vault key (keel auth key generate, or KEEL_VAULT_KEY_FILE): %v", err)
+		return unavailable("the server has no vault key (keel auth key generate on its machine, or KEEL_VAULT_KEY_FILE, then restart keel serve): %v", err)
 	case errors.Is(err, credential.ErrWrongKey):
 		return unavailable("%v", err)
 	case errors.Is(err, credential.ErrUnknownProvider):

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -264,9 +265,18 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 	if local.SetupTimeout < 0 {
 		return nil, badRequest("setup timeout %s: want a positive duration", local.SetupTimeout)
 	}
+	secretEnv := slices.Clone(local.SecretEnv)
+	for _, n := range req.SecretEnv {
+		if !slices.Contains(s.opts.SecretEnv, n) {
+			return nil, badRequest("secret_env %q: this server does not offer that variable as a secret (its operator offers one with keel serve --secret-env NAME)", n)
+		}
+		if !slices.Contains(secretEnv, n) {
+			secretEnv = append(secretEnv, n)
+		}
+	}
 	c := &agent.RunCreated{
 		Task: task, System: system, Model: cmp.Or(mi.Spec, name), Limits: limits, CompletionMarker: marker,
-		Workspace: ws, MountPath: mount, Sandbox: sb, Env: req.Env, SecretEnv: local.SecretEnv, Setup: req.Setup, SetupNetwork: local.SetupNetwork,
+		Workspace: ws, MountPath: mount, Sandbox: sb, Env: req.Env, SecretEnv: secretEnv, Setup: req.Setup, SetupNetwork: local.SetupNetwork,
 		SetupTimeout: agent.Duration(cmp.Or(local.SetupTimeout, agent.SetupTimeout)), Network: req.Network, Labels: req.Labels,
 		Principal: cmp.Or(req.Agent, identity.LocalAgent), OnBehalfOf: req.OnBehalfOf,
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/realpath"
@@ -151,6 +152,9 @@ func (s *Service) EditMemory(ctx context.Context, who *Caller, id, text string) 
 func (s *Service) ForgetMemory(ctx context.Context, who *Caller, id, reason string) error {
 	if err := s.mayChangeMemory(ctx, who, id); err != nil {
 		return err
+	}
+	if e, err := s.memoryStore().Get(ctx, id); err == nil && e.Forgotten != nil {
+		return conflict(api.CodeConflict, "memory entry %s was already forgotten (%s by %s)", visible.String(id), e.Forgotten.Time.UTC().Format(time.RFC3339), visible.String(e.Forgotten.By))
 	}
 	if err := s.memoryStore().Forget(ctx, id, who.Name, reason); err != nil {
 		return memoryErr(err, id)

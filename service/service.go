@@ -31,6 +31,10 @@ type Options struct {
 	// executions; nil means the service creates no runs of a request and
 	// executes none (Create answers unavailable, decisions only journal).
 	Builder Builder
+	// SecretEnv names the variables of this process's environment that
+	// runs created through the API or by schedules may ask for as
+	// secrets (api.CreateRun.SecretEnv); others are refused.
+	SecretEnv []string
 	// NoExecution makes a service that prepares, admits and journals but
 	// executes nothing: the process that asks continues a run itself, in
 	// the foreground (keel run, keel approve).

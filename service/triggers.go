@@ -42,7 +42,7 @@ func (s *Service) CreateTrigger(ctx context.Context, who *Caller, p *api.CreateT
 	if p.On != nil {
 		def.On = &trigger.On{Agent: p.On.Agent, Events: p.On.Events}
 	} else if s.opts.Sealer == nil {
-		return api.NewTrigger{}, unavailable("webhook triggers keep their signing secret sealed in the vault, and this server has no vault key (keel auth key generate)")
+		return api.NewTrigger{}, unavailable("webhook triggers keep their signing secret sealed in the vault, and this server has no vault key: make one with keel auth key generate on its machine (or set KEEL_VAULT_KEY_FILE), then restart keel serve")
 	}
 	def.Created = s.opts.Clock().UTC()
 	if err := trigger.Check(def); err != nil {

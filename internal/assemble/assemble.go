@@ -276,8 +276,10 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 	}
 	w.Secrets = secrets
 	values := make([]string, len(secrets))
+	var proxySecrets []linux.Secret // refused in plain HTTP by the egress proxy
 	for i, s := range secrets {
 		values[i] = s.Value
+		proxySecrets = append(proxySecrets, linux.Secret{Name: s.Name, Value: s.Value})
 	}
 	hidePath := redact.Values(values...)
 	sspec := &sandbox.Spec{
@@ -304,7 +306,7 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		}
 		w.Recorder = &agent.Recorder{}
 		rec := w.Recorder
-		sb, err := linux.New(sspec, &linux.Options{ReadOnlyPaths: readOnly, StateDir: c.StateDir, OnEgress: func(d linux.EgressDecision) {
+		sb, err := linux.New(sspec, &linux.Options{ReadOnlyPaths: readOnly, StateDir: c.StateDir, Secrets: proxySecrets, OnEgress: func(d linux.EgressDecision) {
 			// Journal each decision of the egress proxy in the run. The
 			// proxy serves connections from its own goroutines; Record
 			// serialises with the executor's appends.

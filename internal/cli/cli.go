@@ -104,7 +104,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "keel:", err)
 		var ue *usageError
 		var aue *assemble.UsageError
-		if errors.As(err, &ue) || errors.As(err, &aue) {
+		// cobra's own "unknown command" (keel lsit) is found before any
+		// of our checks run.
+		if errors.As(err, &ue) || errors.As(err, &aue) || strings.HasPrefix(err.Error(), "unknown command ") {
 			return 2
 		}
 		return 1
@@ -227,10 +229,21 @@ be resumed, inspected and audited.`,
 // unknownSubcommands makes every command group (a command with
 // subcommands and nothing to run of its own) refuse an unknown
 // subcommand with a usage error (exit 2), instead of cobra's help and
-// exit 0, so a script's typo (`keel runs lsit`) does not pass.
+// exit 0, so a script's typo (`keel runs lsit`) does not pass; and a
+// wrong number of arguments to any command a usage error too.
 func unknownSubcommands(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		unknownSubcommands(sub)
+	}
+	if args := c.Args; args != nil {
+		// A wrong number of arguments is a bad command line (exit 2),
+		// like a bad flag.
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return &usageError{err}
+			}
+			return nil
+		}
 	}
 	if c.HasParent() && c.HasSubCommands() && c.Run == nil && c.RunE == nil {
 		c.Args = cobra.ArbitraryArgs

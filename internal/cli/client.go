@@ -167,7 +167,7 @@ func (f *flagValues) integer(name string) int {
 
 func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
-	if err := only(cmd, "model", "workspace", "mount-path", "env", "setup", "task-file", "system", "system-file", "json", "quiet",
+	if err := only(cmd, "model", "workspace", "mount-path", "env", "secret-env", "setup", "task-file", "system", "system-file", "json", "quiet",
 		"max-steps", "max-tokens", "max-cost", "timeout", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait",
 		"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills"); err != nil {
 		return err
@@ -178,7 +178,7 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	req := &api.CreateRun{Task: task, Model: fv.str("model"), MountPath: fv.str("mount-path"), Env: fv.strs("env"), Setup: fv.str("setup"),
+	req := &api.CreateRun{Task: task, Model: fv.str("model"), MountPath: fv.str("mount-path"), Env: fv.strs("env"), SecretEnv: fv.strs("secret-env"), Setup: fv.str("setup"),
 		System: fv.str("system"), Sandbox: fv.str("sandbox"), Network: fv.strs("allow-host"), OnBehalfOf: fv.str("on-behalf-of")}
 	// On a server, connectors are the server's or the agent's: the run
 	// names which of them it offers.

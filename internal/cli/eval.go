@@ -107,6 +107,9 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 	if f.cfg.Trials < 1 || f.cfg.Concurrency < 1 {
 		return usagef("--trials and --concurrency want a positive number")
 	}
+	if f.cfg.Budget < 0 {
+		return usagef("--budget %g: want 0 (no cap) or more dollars", f.cfg.Budget)
+	}
 	sources := map[string]string{}
 	for _, s := range f.sources {
 		k, v, ok := strings.Cut(s, "=")
@@ -122,6 +125,9 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 	abs, err := filepath.Abs(suitePath)
 	if err != nil {
 		return usagef("%s: %v", suitePath, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return usagef("eval: suite %s: %v", suitePath, err)
 	}
 	root, name := filepath.Dir(abs), filepath.Base(abs)
 	if st, err := os.Stat(abs); err == nil && st.IsDir() {

@@ -42,7 +42,8 @@ type scriptedModel struct {
 func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Messages []struct {
-			Role string `json:"role"`
+			Role    string `json:"role"`
+			Content string `json:"content"`
 		} `json:"messages"`
 		Tools []struct {
 			Function struct {
@@ -54,10 +55,13 @@ func (m *scriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	// The next turn follows the newest one the model gave ("turn N"):
+	// a request fitted to the context window may leave older turns out.
 	k := 0
 	for _, msg := range req.Messages {
-		if msg.Role == "assistant" {
-			k++
+		var n int
+		if _, err := fmt.Sscanf(msg.Content, "turn %d", &n); msg.Role == "assistant" && err == nil {
+			k = n
 		}
 	}
 	m.mu.Lock()

@@ -66,7 +66,7 @@ acting with the caller's token.`,
 			if httpAddr != "" {
 				return a.serveMCPHTTP(ctx, srv, httpAddr)
 			}
-			return srv.Run(ctx, &sdk.StdioTransport{})
+			return srv.Run(ctx, mcpserver.Stdio(cmd.InOrStdin(), a.stdout, wait+time.Minute))
 		},
 	}
 	cmd.Flags().DurationVar(&wait, "wait", mcpserver.DefaultWait, "how long start_run and answer_approval wait for the run to pause or end before they answer")

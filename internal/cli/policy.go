@@ -294,6 +294,11 @@ func (a *app) policyTestCmd() *cobra.Command {
 			for _, f := range files {
 				e, err := loadPolicyNoTests(f)
 				if err != nil {
+					// The file is an argument here, not --policy.
+					var ue *usageError
+					if errors.As(err, &ue) {
+						return usagef("%s", strings.TrimPrefix(ue.Error(), "--policy: "))
+					}
 					return err
 				}
 				// A policy's own cases can all pass (or be none) while a

@@ -252,13 +252,8 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	for _, n := range f.secretEnv {
-		if !envName.MatchString(n) {
-			return usagef("--secret-env %q: want the NAME of an environment variable", n)
-		}
-		if a.getenv(n) == "" {
-			return usagef("--secret-env %s: the variable is not set in Keel's environment", n)
-		}
+	if err := a.checkSecretEnv(f.secretEnv); err != nil {
+		return err
 	}
 	conn := &service.Connectors{}
 	if conn.MCP, err = a.mcpServers(&f.mcp); err != nil {
@@ -652,6 +647,20 @@ func checkpointsGiven(fl *pflag.FlagSet, given map[string]bool) error {
 	}
 	given["checkpoints"] = true
 	return fl.Set("checkpoints", strconv.FormatBool(!no))
+}
+
+// checkSecretEnv checks --secret-env names: each a variable set in Keel's
+// environment.
+func (a *app) checkSecretEnv(names []string) error {
+	for _, n := range names {
+		if !envName.MatchString(n) {
+			return usagef("--secret-env %q: want the NAME of an environment variable", n)
+		}
+		if a.getenv(n) == "" {
+			return usagef("--secret-env %s: the variable is not set in Keel's environment", n)
+		}
+	}
+	return nil
 }
 
 // envName is the shape of an environment variable's name.

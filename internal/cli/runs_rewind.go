@@ -86,7 +86,10 @@ EVENT). A run that a process executes is refused.`,
 		Args:        cobra.ExactArgs(1),
 		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if to <= 0 {
+			if to < 0 || (to == 0 && cmd.Flags().Changed("to")) {
+				return usagef("--to %d: want an event's sequence number, 1 or more (keel runs checkpoints %s lists the checkpoints)", to, args[0])
+			}
+			if to == 0 {
 				return usagef("--to EVENT is required (an event's sequence number; keel runs checkpoints %s lists the checkpoints)", args[0])
 			}
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
@@ -155,7 +158,10 @@ the fork paused (reason forked) for a later keel runs resume.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			f.changed = cmd.Flags().Changed
-			if at <= 0 {
+			if at < 0 || (at == 0 && cmd.Flags().Changed("at")) {
+				return usagef("--at %d: want an event's sequence number, 1 or more (keel runs checkpoints %s lists the checkpoints)", at, args[0])
+			}
+			if at == 0 {
 				return usagef("--at EVENT is required (an event's sequence number; keel runs checkpoints %s lists the checkpoints)", args[0])
 			}
 			if message != "" && noStart {

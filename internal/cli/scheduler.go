@@ -17,6 +17,7 @@ import (
 func (a *app) schedulerCmd() *cobra.Command {
 	var workers int
 	var logLevel string
+	var secretEnv []string
 	cmd := &cobra.Command{
 		Use:   "scheduler",
 		Short: "Run the schedules, run triggers and notifications of your journal, in the foreground",
@@ -43,18 +44,22 @@ A SQLite journal takes one keel scheduler or keel serve at a time.`,
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usagef("--log-level %q: want debug, info, warn or error", logLevel)
 			}
-			return a.runScheduler(cmd.Context(), workers, level)
+			if err := a.checkSecretEnv(secretEnv); err != nil {
+				return err
+			}
+			return a.runScheduler(cmd.Context(), workers, level, secretEnv)
 		},
 	}
 	cmd.Flags().IntVar(&workers, "workers", 2, "runs executing at once; more wait in a queue")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.Flags().StringArrayVar(&secretEnv, "secret-env", nil, "NAME of a variable of this environment that schedules' runs may ask for as a secret (repeatable; docs/security.md)")
 	return cmd
 }
 
 // runScheduler is keel scheduler: a service on the local journal that
 // executes runs here, with its schedules, triggers and notifications,
 // until ctx ends.
-func (a *app) runScheduler(ctx context.Context, workers int, level slog.Level) error {
+func (a *app) runScheduler(ctx context.Context, workers int, level slog.Level, secretEnv []string) error {
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 	store, err := a.openStore(ctx)
 	if err != nil {
@@ -74,7 +79,7 @@ func (a *app) runScheduler(ctx context.Context, workers int, level slog.Level) e
 	// Runs created by keel schedules trigger, backfill (or a crash) are
 	// taken up after they were quiet this long.
 	o := &service.Options{Builder: newBuilder(a, store, logger), Workers: workers, Logger: logger, Adopt: 5 * time.Second, OwnerOnly: true,
-		WorkspaceRoots: a.cfg.Serve.WorkspaceRoots}
+		WorkspaceRoots: a.cfg.Serve.WorkspaceRoots, SecretEnv: secretEnv}
 	if m := a.cfg.Model; m != "" {
 		s, err := model.ParseSpec(m)
 		if err != nil {

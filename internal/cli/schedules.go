@@ -82,13 +82,13 @@ type unattendedRunFlags struct {
 	task, model, workspace, mountPath, agent, onBehalfOf, sandbox, policy, setup, timeout string
 	maxSteps                                                                              int
 	maxCost                                                                               float64
-	network, env, notify                                                                  []string
+	network, env, notify, secretEnv                                                       []string
 	labels                                                                                map[string]string
 }
 
 // names of the run flags, all of which the server form takes.
 var unattendedRunFlagNames = []string{"task", "model", "workspace", "mount-path", "agent", "on-behalf-of", "sandbox", "policy", "setup", "timeout", "max-steps", "max-cost",
-	"allow-host", "env", "notify", "label"}
+	"allow-host", "env", "secret-env", "notify", "label"}
 
 func (f *unattendedRunFlags) bind(fs *pflag.FlagSet, what string) {
 	fs.StringVar(&f.task, "task", "", "the runs' task, a Go template ("+what+")")
@@ -104,7 +104,8 @@ func (f *unattendedRunFlags) bind(fs *pflag.FlagSet, what string) {
 	fs.IntVar(&f.maxSteps, "max-steps", -1, "model calls of a run (default: Keel's)")
 	fs.Float64Var(&f.maxCost, "max-cost", -1, "model cost of a run in US dollars (default: Keel's)")
 	fs.StringArrayVar(&f.network, "allow-host", nil, "host the runs' commands may reach (repeatable)")
-	fs.StringArrayVar(&f.env, "env", nil, "KEY=VALUE in the runs' environment (repeatable)")
+	fs.StringArrayVar(&f.env, "env", nil, "KEY=VALUE in the runs' environment (repeatable; journaled: for a secret use --secret-env)")
+	fs.StringArrayVar(&f.secretEnv, "secret-env", nil, "NAME of a variable of the environment of the process that fires the schedule (keel serve or keel scheduler, which must offer it with --secret-env NAME) passed into the runs as a secret (repeatable)")
 	fs.StringArrayVar(&f.notify, "notify", nil, "notification sink told when a run waits for a person or fails (repeatable; [notify.sinks] of the server's config.toml)")
 	fs.StringToStringVar(&f.labels, "label", nil, "label of the runs, KEY=VALUE (repeatable)")
 }
@@ -115,7 +116,7 @@ func (f *unattendedRunFlags) request(fs *pflag.FlagSet) (api.CreateRun, error) {
 		return api.CreateRun{}, usagef("--task: what should the runs do?")
 	}
 	r := api.CreateRun{Task: f.task, Model: f.model, MountPath: f.mountPath, Agent: f.agent, OnBehalfOf: f.onBehalfOf, Sandbox: f.sandbox, Setup: f.setup,
-		Network: f.network, Env: f.env, Labels: f.labels}
+		Network: f.network, Env: f.env, SecretEnv: f.secretEnv, Labels: f.labels}
 	ws, err := filepath.Abs(f.workspace)
 	if err != nil {
 		return r, usagef("--workspace: %v", err)
@@ -280,7 +281,10 @@ func (a *app) schedulesTriggerCmd() *cobra.Command {
 		Long: `Fire a schedule now, outside its spec: the fire is recorded (key manual:...,
 with your name) and its run is created with the rights of the schedule's
 creator. On a team server (--server) the server executes it; on the local
-journal, keel scheduler (or keel serve) on the journal does.`,
+journal, keel scheduler on the journal does. While keel serve holds a
+local SQLite journal, fire through it (keel --server URL schedules
+trigger NAME): it executes only the runs it makes, so a local fire is
+refused.`,
 		Args:        cobra.ExactArgs(1),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {

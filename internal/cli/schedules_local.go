@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
@@ -13,7 +15,9 @@ import (
 // The schedule and trigger commands on the local journal go through the
 // service, as the server's routes do, as the journal's owner: it checks
 // and journals, and creates the runs of the fires you ask for, which it
-// does not execute (keel scheduler, or keel serve, on the journal does).
+// does not execute (keel scheduler on the journal does; a keel serve
+// holding a SQLite journal would not, so firing is refused then:
+// notServed).
 
 // unattendedService returns that service. Call done when finished.
 func (l *local) unattendedService(ctx context.Context) (svc *service.Service, done func(), err error) {
@@ -90,7 +94,32 @@ func (l *local) ResumeSchedule(ctx context.Context, ref string) (*api.Schedule, 
 	})
 }
 
+// notServed refuses to make a schedule's runs here when a keel serve
+// holds the SQLite journal: that server executes only the runs it makes
+// itself (it takes up no other process's runs on SQLite), so a run made
+// here would wait for nobody. what is the command to give it instead.
+func (l *local) notServed(ctx context.Context, what string) error {
+	s, ok := l.store.(interface {
+		Holder(ctx context.Context, id string) (string, error)
+	})
+	if !ok || isPostgres(l.a.dbPath()) {
+		return nil
+	}
+	holder, err := s.Holder(ctx, serverLeaseID)
+	if err != nil {
+		return nil
+	}
+	_, url, ok := strings.Cut(holder, "keel serve at ")
+	if !ok {
+		return nil // none, or keel scheduler: it takes the runs up
+	}
+	return usagef("keel serve holds this journal (%s) and executes only the runs it makes: nothing was fired here; fire it through the server: keel --server %s %s", holder, url, what)
+}
+
 func (l *local) TriggerSchedule(ctx context.Context, ref string, req *api.TriggerSchedule) (*api.Fire, error) {
+	if err := l.notServed(ctx, "schedules trigger "+tui.ShellWord(ref)); err != nil {
+		return nil, err
+	}
 	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) (*api.Fire, error) {
 		f, err := svc.TriggerSchedule(ctx, who, ref, req)
 		return &f, err
@@ -98,6 +127,9 @@ func (l *local) TriggerSchedule(ctx context.Context, ref string, req *api.Trigge
 }
 
 func (l *local) BackfillSchedule(ctx context.Context, ref string, req *api.Backfill) ([]api.Fire, error) {
+	if err := l.notServed(ctx, "schedules backfill "+tui.ShellWord(ref)+" ..."); err != nil {
+		return nil, err
+	}
 	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) ([]api.Fire, error) {
 		return svc.BackfillSchedule(ctx, who, ref, req)
 	})

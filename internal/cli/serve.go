@@ -43,6 +43,7 @@ type serveFlags struct {
 	policy          string
 	workspaceRoots  []string
 	replayDirs      []string
+	secretEnv       []string
 	commandTimeout  time.Duration
 	commandIdle     time.Duration
 	concurrency     int
@@ -104,6 +105,7 @@ policy: clients cannot choose less (an admin token may, where allowed).`,
 	fl.BoolVar(&f.allowNoSandbox, "allow-sandbox-none", false, "let admin tokens ask for runs without isolation (sandbox none); journaled as an override")
 	fl.StringVar(&f.policy, "policy", "", "policy file of every run (TOML or .cedar; default: Keel's default policy); only admin tokens may choose another")
 	fl.StringArrayVar(&f.workspaceRoots, "workspace-root", nil, "directory API runs may work in, or below (repeatable; also workspace_roots in the [serve] table of config.toml)")
+	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "NAME of a variable of the server's environment that runs created through the API or by schedules may ask for as a secret (secret_env; repeatable; docs/security.md)")
 	fl.StringArrayVar(&f.replayDirs, "replay-dir", nil, "directory replay: recordings of non-admin tokens come from (repeatable; also replay_dirs in [serve])")
 	fl.DurationVar(&f.commandTimeout, "command-timeout", 60*time.Second, "default wall time of one shell command")
 	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 2*time.Minute, "end a shell command that prints nothing for this long")
@@ -168,6 +170,9 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	roots, err := dirs("--workspace-root", f.workspaceRoots, a.cfg.Serve.WorkspaceRoots)
 	if err != nil {
+		return err
+	}
+	if err := a.checkSecretEnv(f.secretEnv); err != nil {
 		return err
 	}
 	replayDirs, err := dirs("--replay-dir", f.replayDirs, a.cfg.Serve.ReplayDirs)
@@ -288,7 +293,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	so := &service.Options{Builder: b, Workers: f.workers, Tokens: tokens, Logger: logger,
 		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
-		ReplayDirs: replayDirs, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Settings: settings, NoCheckpoints: f.noCheckpoints,
+		ReplayDirs: replayDirs, SecretEnv: f.secretEnv, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Settings: settings, NoCheckpoints: f.noCheckpoints,
 		Adopt: f.adoptInterval(a.dbPath()), Vault: vault, PublicURL: publicURL, Skills: skillHost{a, store}, Evals: evalHost{a}}
 	if dispatcher != nil {
 		so.Dispatcher = dispatcher

@@ -48,3 +48,37 @@ func TestSecondServeOnSQLiteRefused(t *testing.T) {
 	<-first.done
 	startServe(t)
 }
+
+// While keel serve holds a SQLite journal, keel schedules trigger and
+// backfill on it are refused (exit 2, nothing fired) naming the server
+// to fire through: that server executes only the runs it makes.
+func TestScheduleFireRefusedUnderServe(t *testing.T) {
+	db := setup(t)
+	ws := t.TempDir()
+	allow := filepath.Join(t.TempDir(), "allow.toml")
+	if err := os.WriteFile(allow, []byte("version = 1\ncedar = '@id(\"all\") permit(principal, action, resource);'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServe(t)
+	if code, _, errOut := keel(t, "schedules", "create", "--db", db, "nightly", "--cron", "0 3 * * *", "--task", "tidy",
+		"--model", "scripted:demo", "--workspace", ws, "--policy", allow); code != 0 {
+		t.Fatalf("schedules create = %d\n%s", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"schedules", "trigger", "--db", db, "nightly"},
+		{"schedules", "backfill", "--db", db, "nightly", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-03T00:00:00Z"},
+	} {
+		code, _, errOut := keel(t, args...)
+		if want := "fire it through the server: keel --server " + srv.url + " schedules " + args[1] + " nightly"; code != 2 || !strings.Contains(errOut, want) {
+			t.Errorf("keel %s = %d, want 2 saying %q\n%s", strings.Join(args, " "), code, want, errOut)
+		}
+	}
+	code, out, errOut := keel(t, "runs", "list", "--db", db, "--json")
+	if code != 0 || strings.TrimSpace(out) != "" {
+		t.Errorf("runs after the refusals = %d (want none)\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = keel(t, "--server", srv.url, "schedules", "trigger", "nightly")
+	if code != 0 || !strings.Contains(out, "fired") {
+		t.Errorf("the trigger through the server = %d\n%s%s", code, out, errOut)
+	}
+}

@@ -113,6 +113,9 @@ func (l *locator) analyse(c *Command, cwd string) *Facts {
 			f.Hosts = appendNew(f.Hosts, strings.ToLower(h))
 		}
 	}
+	if f.Network {
+		f.Sends = sends(c, name, args)
+	}
 	// Destructive forms.
 	switch name {
 	case "rm":

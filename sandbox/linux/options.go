@@ -25,6 +25,12 @@ type Options struct {
 	// It may be called concurrently; nil ignores them (they are still
 	// logged and, after a command, written to its output).
 	OnQuarantine func(Quarantine)
+	// Secrets are the values the sandbox holds that must never leave it
+	// in clear text: the egress proxy refuses a plain-HTTP request whose
+	// URL, headers or body carries one of them (in any form
+	// redact.Secrets.Scan knows), before connecting. HTTPS tunnels are
+	// opaque to it.
+	Secrets []Secret
 	// EgressDial connects the proxy to an allowed destination; nil means
 	// a dialer that resolves the name on the host and refuses loopback,
 	// private, link-local and other non-public addresses. Tests use it to
@@ -136,6 +142,9 @@ func (m Mechanisms) String() string {
 	}
 	return b.String()
 }
+
+// Secret is a named secret value of the sandbox (see Options.Secrets).
+type Secret struct{ Name, Value string }
 
 // EgressDecision is one decision of the egress proxy, for the journal.
 type EgressDecision struct {

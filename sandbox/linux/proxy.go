@@ -4,6 +4,7 @@ package linux
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,9 +13,11 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/egress"
 )
@@ -46,7 +49,11 @@ type egressProxy struct {
 	port     int
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	onEgress func(EgressDecision)
-	log      *slog.Logger
+	// secrets are the values a plain-HTTP request may not carry
+	// (names[i] names value i); nil: none.
+	secrets *redact.Secrets
+	names   []string
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	phase  string
@@ -92,6 +99,14 @@ func (s *Sandbox) ensureProxy() error {
 		dial = egress.Dial
 	}
 	p := &egressProxy{ln: ln, port: lm.m.Port, dial: dial, onEgress: s.opts.OnEgress, log: s.log, conns: map[net.Conn]string{}}
+	if len(s.opts.Secrets) > 0 {
+		values := make([]string, len(s.opts.Secrets))
+		for i, sec := range s.opts.Secrets {
+			values[i] = sec.Value
+			p.names = append(p.names, sec.Name)
+		}
+		p.secrets = redact.NewSecrets(values...)
+	}
 	p.wg.Add(1)
 	go p.serve()
 	s.proxy = p
@@ -223,6 +238,14 @@ func (p *egressProxy) handle(c net.Conn) {
 		refuse(c, http.StatusForbidden, fmt.Sprintf("%s:%d refused: %s", host, port, d.Reason))
 		return
 	}
+	if req.Method != http.MethodConnect && p.secrets != nil {
+		if code, why := p.clearText(req); why != "" {
+			d.Allowed, d.Reason, d.Path = false, why, req.URL.RequestURI()
+			p.report(d)
+			refuse(c, code, fmt.Sprintf("%s:%d refused: %s", host, port, why))
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	up, err := p.dial(ctx, "tcp", net.JoinHostPort(host, portStr))
 	cancel()
@@ -284,6 +307,41 @@ func (p *egressProxy) handle(c net.Conn) {
 		return
 	}
 	d.BytesIn, _ = io.Copy(c, up)
+}
+
+// maxClearBody bounds the body of a plain-HTTP request the proxy reads
+// to look for the sandbox's secrets in it; a larger one is refused.
+const maxClearBody = 8 << 20
+
+// clearText looks for the sandbox's secrets in a plain-HTTP request (its
+// URL, headers and body, which it reads and puts back): a request that
+// carries one is refused with code and a reason, for nothing sent in
+// clear text may hold a secret.
+func (p *egressProxy) clearText(req *http.Request) (code int, why string) {
+	var b strings.Builder
+	b.WriteString(req.URL.String())
+	b.WriteByte('\n')
+	_ = req.Header.Write(&b)
+	if req.Body != nil && req.Body != http.NoBody {
+		body, err := io.ReadAll(io.LimitReader(req.Body, maxClearBody+1))
+		if err != nil {
+			return http.StatusBadRequest, "cannot read the request's body: " + err.Error()
+		}
+		if len(body) > maxClearBody {
+			return http.StatusRequestEntityTooLarge, fmt.Sprintf("a plain-HTTP body over %d MiB cannot be checked for the sandbox's secrets (use HTTPS)", maxClearBody>>20)
+		}
+		b.Write(body)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	ms := p.secrets.Scan(b.String())
+	if len(ms) == 0 {
+		return 0, ""
+	}
+	var names []string
+	for _, m := range ms {
+		names = append(names, p.names[m.Value]+" ("+m.Form+")")
+	}
+	return http.StatusForbidden, "the request carries secret " + strings.Join(names, ", ") + " in clear text (plain HTTP); send it over HTTPS"
 }
 
 // countReader counts the bytes read through it.

@@ -115,10 +115,15 @@ type CreateRun struct {
 	// admin token on a server that allows it.
 	Sandbox string   `json:"sandbox,omitempty"`
 	Env     []string `json:"env,omitempty"`
-	Setup   string   `json:"setup,omitempty"`
-	Network []string `json:"network,omitempty"`
-	System  string   `json:"system,omitempty"`
-	Limits  Limits   `json:"limits,omitempty"`
+	// SecretEnv names variables of the server's environment passed into
+	// the sandbox as secrets (as keel run --secret-env): only names the
+	// server offers (keel serve --secret-env NAME); the values never
+	// travel in a request, and the journal holds the names.
+	SecretEnv []string `json:"secret_env,omitempty"`
+	Setup     string   `json:"setup,omitempty"`
+	Network   []string `json:"network,omitempty"`
+	System    string   `json:"system,omitempty"`
+	Limits    Limits   `json:"limits,omitempty"`
 	// Policy names or holds the run's tool-call policy (empty or
 	// "server": the server's). Any other policy needs an admin token.
 	Policy string `json:"policy,omitempty"`

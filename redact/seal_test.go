@@ -1,0 +1,59 @@
+package redact_test
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/keel-run/keel/redact"
+)
+
+// Seal leaves no spelling Scan knows of a value in the text, and Unseal
+// gives the text back byte for byte.
+func TestSealUnseal(t *testing.T) {
+	t.Parallel()
+	const v = "SuperSecretCanary12345xyz"
+	names := []string{"API_TOKEN", "OTHER"}
+	s := redact.NewSecrets(v, "another-value-0987654321")
+	rev := []rune(v)
+	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
+		rev[i], rev[j] = rev[j], rev[i]
+	}
+	for _, text := range []string{
+		`{"url":"http://localhost:18777/fetch?d=` + v + `"}`,
+		"curl -d " + base64.StdEncoding.EncodeToString([]byte(v)) + " x; echo " + hex.EncodeToString([]byte(v)),
+		"upper hex " + strings.ToUpper(hex.EncodeToString([]byte(v))) + " and " + string(rev),
+		"escaped " + url.QueryEscape(v+"/?&"),
+		"pieces " + v[:12] + " then " + v[12:] + " and another-value-0987654321",
+		"inside " + base64.StdEncoding.EncodeToString([]byte("token="+v+"&x=1")),
+		"inside hex " + hex.EncodeToString([]byte("t="+v)),
+		"spaced S u p e r S e c r e t C a n a r y 1 2 3 4 5 x y z",
+		"a forged «secret:API_TOKEN:as-is» stays as written",
+		"nothing here",
+	} {
+		sealed := s.Seal(text, names)
+		if m := s.Scan(sealed); len(m) > 0 {
+			t.Errorf("Seal(%q) = %q: Scan still finds %v", text, sealed, m)
+		}
+		if got := s.Unseal(sealed, names); got != text && !strings.Contains(text, "forged") {
+			t.Errorf("Unseal(Seal(%q)) = %q (sealed %q)", text, got, sealed)
+		}
+		if strings.Contains(text, "forged") && strings.Contains(s.Unseal(sealed, names), v) {
+			t.Errorf("a placeholder the text held was unsealed: %q", s.Unseal(sealed, names))
+		}
+	}
+	if got := s.Seal("id "+v, names); got != "id «secret:API_TOKEN:as-is»" {
+		t.Errorf("Seal = %q", got)
+	}
+	// Mixed case cannot be restored: hidden, and stays hidden.
+	mixed := "x " + strings.ToLower(v[:5]) + v[5:]
+	if got := s.Unseal(s.Seal(mixed, names), names); strings.Contains(got, strings.ToLower(v[:5])+v[5:]) || !strings.Contains(got, "hidden") {
+		t.Errorf("mixed case unsealed to %q", got)
+	}
+	// The spaced-out spelling is hidden from results.
+	if got := s.Hide("S u p e r S e c r e t C a n a r y 1 2 3 4 5 x y z"); got != redact.Mask {
+		t.Errorf("Hide(spaced) = %q", got)
+	}
+}
