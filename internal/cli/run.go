@@ -441,7 +441,7 @@ func (a *app) executeLoaded(ctx context.Context, rt *agent.Runtime, runID string
 	}
 	params := w.execParams(p.Event)
 	if !jsonOut {
-		params.OnEvent = estimatedUsageNote(p.Err(), created.Model, params.OnEvent)
+		params.OnEvent = tui.EstimatedUsageNote(p.Err(), created.Model, params.OnEvent)
 	}
 	params.Message = message
 	// Execute goes on from this fold, reading only what was appended
