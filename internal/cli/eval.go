@@ -21,6 +21,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/eval"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
@@ -369,7 +370,7 @@ type evalExec struct {
 	a       *app
 	rt      *agent.Runtime
 	svc     *service.Service
-	b       *builder
+	b       *builder.Builder
 	eng     *policy.Engine
 	sandbox string
 	approve policy.Effect
