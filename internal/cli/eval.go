@@ -425,7 +425,7 @@ func (x *evalExec) Execute(ctx context.Context, tr *eval.TrialRun) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("sandbox and tools: %w", err)
 	}
-	w := closer.(*wiring)
+	w := builtWiring(closer)
 	defer w.Close()
 	created.Tools = w.ToolInfos()
 	runID, err := x.svc.Journal(ctx, service.Local(x.a.person("")), created, "")

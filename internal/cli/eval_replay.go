@@ -192,7 +192,7 @@ func (a *app) replayRun(ctx context.Context, id, workspace string, jsonOut bool)
 	if err != nil {
 		return err
 	}
-	w := closer.(*wiring)
+	w := builtWiring(closer)
 	defer w.Close()
 	c.Tools = w.ToolInfos()
 	replayID, err := svc.Journal(ctx, service.Local(a.person("")), &c, newID)
