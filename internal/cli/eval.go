@@ -21,6 +21,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/eval"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
@@ -206,7 +207,7 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 		return err
 	}
 	if !f.keep && f.workDir == "" {
-		_ = os.Remove(work)
+		_ = os.RemoveAll(work) // the trials' workspaces are gone: their cases' directories
 	}
 	if err := writeJSONFile(filepath.Join(dir, "result.json"), res); err != nil {
 		return err
@@ -369,7 +370,7 @@ type evalExec struct {
 	a       *app
 	rt      *agent.Runtime
 	svc     *service.Service
-	b       *builder
+	b       *builder.Builder
 	eng     *policy.Engine
 	sandbox string
 	approve policy.Effect
@@ -424,7 +425,7 @@ func (x *evalExec) Execute(ctx context.Context, tr *eval.TrialRun) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("sandbox and tools: %w", err)
 	}
-	w := closer.(*wiring)
+	w := builtWiring(closer)
 	defer w.Close()
 	created.Tools = w.ToolInfos()
 	runID, err := x.svc.Journal(ctx, service.Local(x.a.person("")), created, "")
