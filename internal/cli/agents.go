@@ -166,7 +166,10 @@ func (a *app) printAgents(agents []identity.Agent, asJSON bool) error {
 		if ag.Revoked {
 			status = "revoked " + ag.RevokedAt.Local().Format("2006-01-02 15:04")
 		}
-		if !ag.Builtin {
+		switch {
+		case !ag.Builtin && ag.Created.IsZero():
+			created = "with its parent" // a child agent's identity
+		case !ag.Builtin:
 			created = ag.Created.Local().Format("2006-01-02 15:04")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ag.Name, ag.Kind, status, created, len(ag.Grants), cell(clip(oneLine(ag.Description), 50)))
@@ -215,11 +218,6 @@ func grantLine(g policy.Grant) string {
 		what = "commands starting " + strings.Join(g.Prefix, " ")
 	}
 	return fmt.Sprintf("%s %s: %s (approved by %s in run %s)", g.ID, g.Tool, what, g.By, g.Run)
-}
-
-// cell makes s one table cell: no tab or newline to break the columns.
-func cell(s string) string {
-	return strings.NewReplacer("\t", " ", "\n", " ").Replace(s)
 }
 
 func (a *app) agentsGrantsCmd() *cobra.Command {
