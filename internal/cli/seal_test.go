@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -35,6 +36,23 @@ func keelProcess(t *testing.T, args ...string) (int, string) {
 	return code, string(out)
 }
 
+// sealCommand is the model's command: it writes the secret, given
+// literally, into the workspace (a file's content and a file's name) and
+// its digest, which shows that the command received the value.
+func sealCommand(secret string) string {
+	return `printf %s '` + secret + `' | sha256sum > digest.txt && printf 'TOKEN=%s\n' '` + secret + `' > deploy.env && touch 'note-` + secret + `.txt'`
+}
+
+// sealWorkspace is a git repository with one committed file.
+func sealWorkspace(t *testing.T) string {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte("deploy notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitRepo(t, ws)
+	return ws
+}
+
 // canaryIn returns where (of the named texts) the secret is, in any
 // spelling redact knows, or the journal's bytes hold it.
 func canaryIn(secret string, texts map[string]string, files ...string) []string {
@@ -58,14 +76,16 @@ func canaryIn(secret string, texts map[string]string, files ...string) []string 
 // timeline, the events and the journal's file show a placeholder naming
 // the secret, never its value; approved in another process (the run
 // executed and paused in one process, the approval and the resume in a
-// second), the command receives the value.
+// second), the command receives the value. The files it wrote the secret
+// into (and named after it) are shown by keel runs diff and the closing
+// summary with the placeholder too; where this process does not hold the
+// secret, runs diff says it cannot hide it.
 func TestSecretWrittenByModelSealed(t *testing.T) {
 	db := setup(t)
 	secret := canary(t, "kcS")
 	t.Setenv(exfilSecretName, secret)
-	ws := t.TempDir()
-	traj := writeTrajectory(t, "store the token for the deploy script",
-		[]fcall{sh(`printf %s '` + secret + `' | sha256sum > digest.txt`)}, nil)
+	ws := sealWorkspace(t)
+	traj := writeTrajectory(t, "store the token for the deploy script", []fcall{sh(sealCommand(secret))}, nil)
 	code, runOut := keelProcess(t, "run", "--db", db, "--model", "replay:"+traj, "--workspace", ws, "--secret-env", exfilSecretName, "--no-wait")
 	if code != 3 {
 		t.Fatalf("keel run = %d, want 3 (waiting for an approval)\n%s", code, runOut)
@@ -114,7 +134,13 @@ func TestSecretWrittenByModelSealed(t *testing.T) {
 		"runs show --json": {"runs", "show", id, "--db", db, "--json"},
 		"runs list":        {"runs", "list", "--db", db},
 		"audit export":     {"audit", "export", id, "--db", db},
+		"runs diff":        {"runs", "diff", id, "--db", db},
+		"runs diff --stat": {"runs", "diff", id, "--db", db, "--stat"},
+		"runs diff --at":   {"runs", "diff", id, "--db", db, "--at", "100000"},
 	} {
+		if name == "runs diff --at" {
+			args[len(args)-1] = strconv.FormatInt(evs[len(evs)-1].Seq, 10)
+		}
 		c, out, errOut := keel(t, args...)
 		if c != 0 {
 			t.Errorf("keel %s = %d\n%s", name, c, errOut)
@@ -131,8 +157,28 @@ func TestSecretWrittenByModelSealed(t *testing.T) {
 	if started == nil || !strings.Contains(string(started.Arguments), "«secret:"+exfilSecretName) {
 		t.Errorf("tool.started = %+v, want the placeholder", started)
 	}
+	// A second run in the workspace closes with the files changed since
+	// its start commit: the first run's, named with the placeholder.
+	traj2 := writeTrajectory(t, "list the files", []fcall{sh("ls")}, nil)
+	c, out, errOut := keel(t, "run", "--db", db, "--model", "replay:"+traj2, "--workspace", ws, "--secret-env", exfilSecretName)
+	if c != 0 {
+		t.Errorf("keel run (second) = %d\n%s", c, errOut)
+	}
+	outs["keel run (closing summary)"] = out + errOut
+	for _, name := range []string{"runs diff", "runs diff --stat", "runs diff --at", "keel run (closing summary)"} {
+		if !strings.Contains(outs[name], "note-«secret:"+exfilSecretName+":as-is».txt") {
+			t.Errorf("%s does not show the file named after the secret, sealed:\n%s", name, outs[name])
+		}
+	}
+	if !strings.Contains(outs["runs diff"], "+TOKEN=«secret:"+exfilSecretName+":as-is»") {
+		t.Errorf("runs diff does not show the line with the secret, sealed:\n%s", outs["runs diff"])
+	}
 	if where := canaryIn(secret, outs, db, db+"-wal"); len(where) > 0 {
 		t.Errorf("the secret is in %v", where)
+	}
+	t.Setenv(exfilSecretName, "")
+	if _, out, errOut := keel(t, "runs", "diff", id, "--db", db); !strings.Contains(errOut, "secret "+exfilSecretName+" is not set in this environment: this diff cannot hide its value") {
+		t.Errorf("runs diff without the secret in the environment:\n%s%s", out, errOut)
 	}
 }
 
@@ -145,9 +191,8 @@ func TestSecretWrittenByModelSealedServer(t *testing.T) {
 	secret := canary(t, "kcS")
 	t.Setenv(exfilSecretName, secret)
 	s := startServe(t, "--secret-env", exfilSecretName)
-	ws := t.TempDir()
-	traj := writeTrajectory(t, "store the token for the deploy script",
-		[]fcall{sh(`printf %s '` + secret + `' | sha256sum > digest.txt`)}, nil)
+	ws := sealWorkspace(t)
+	traj := writeTrajectory(t, "store the token for the deploy script", []fcall{sh(sealCommand(secret))}, nil)
 	outs := map[string]string{}
 	code, out, errOut := keel(t, "--server", s.url, "run", "--model", "replay:"+traj, "--workspace", ws, "--secret-env", exfilSecretName, "--no-wait")
 	if code != 0 && code != 3 {
@@ -203,6 +248,14 @@ func TestSecretWrittenByModelSealedServer(t *testing.T) {
 	}
 	get("ui run page", "/ui/runs/"+id)
 	get("api events", "/v1/runs/"+id+"/events")
+	get("api diff", "/v1/runs/"+id+"/diff")
+	c, out, errOut = keel(t, "--server", s.url, "runs", "diff", id)
+	outs["runs diff"] = out + errOut
+	for _, name := range []string{"runs diff", "ui run page", "api diff"} {
+		if !strings.Contains(outs[name], "note-«secret:"+exfilSecretName+":as-is».txt") {
+			t.Errorf("%s does not show the file named after the secret, sealed:\n%s", name, outs[name])
+		}
+	}
 	outs["server stderr"] = s.stderr.String()
 	if where := canaryIn(secret, outs, db, db+"-wal"); len(where) > 0 {
 		t.Errorf("the secret is in %v", where)
