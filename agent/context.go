@@ -167,8 +167,10 @@ type contextState struct {
 	window int
 	// handoffRequested is set by a run.resumed asking for a handoff.
 	handoffRequested bool
-	// plan is the newest plan (see [State.Plan]).
-	plan []PlanItem
+	// plan is the newest plan (see [State.Plan]), set by the call
+	// planCall.
+	plan     []PlanItem
+	planCall string
 	// pieces[i] is the estimate, in pieces (see [EstimateText]), of
 	// s.Messages[i] as the view renders it, with its tool results; kept
 	// up to date by applyContext so that the step function's estimate is
@@ -380,22 +382,37 @@ func fitView(s *State, req *model.Request, pins []bool, est, maxOutput int, canS
 	if w <= 0 || est <= w-outputReserve(w, maxOutput) {
 		return est, nil
 	}
-	artifacts := map[string]string{}
+	fx := &fitting{artifacts: map[string]string{}, planCall: s.ctx.planCall}
+	if p := s.Plan(); p != nil {
+		fx.plan = RenderPlan(p)
+	}
 	byID := map[string]*Call{}
-	if t := s.LastTurn(); t != nil {
+	last := s.LastTurn()
+	// Older results name their artifact when fitting clips them (the
+	// marker of a bounded output, in its middle, would be clipped away).
+	for _, t := range s.Turns {
 		for _, c := range t.Calls {
+			if t != last && c.Finished != nil && c.Finished.Artifact != "" {
+				fx.artifacts[c.ID] = c.Finished.Artifact
+			}
+		}
+	}
+	if last != nil {
+		for _, c := range last.Calls {
 			switch {
 			case c.Finished == nil:
 			case c.Finished.Artifact != "":
-				artifacts[c.ID] = c.Finished.Artifact
+				fx.artifacts[c.ID] = c.Finished.Artifact
 			case canSave == nil || canSave(c.ID):
-				artifacts[c.ID] = s.ResultArtifact(c.ID)
+				fx.artifacts[c.ID] = s.ResultArtifact(c.ID)
 				byID[c.ID] = c
+			default:
+				delete(fx.artifacts, c.ID)
 			}
 		}
 	}
 	var save []*Call
-	for _, id := range fitRequest(req, pins, s.Family(), w-outputReserve(w, maxOutput), artifacts) {
+	for _, id := range fitRequest(req, pins, s.Family(), w-outputReserve(w, maxOutput), fx) {
 		if c := byID[id]; c != nil {
 			save = append(save, c)
 		}

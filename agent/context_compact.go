@@ -73,7 +73,7 @@ func (x *executor) compact(ctx context.Context, c *Compaction) error {
 	}
 	prev := ""
 	if n := len(st.ctx.compactions); n > 0 {
-		prev = st.ctx.compactions[n-1].Summary
+		prev = previousSummary(st.ctx.compactions[n-1])
 	}
 	// A summary is worth asking for only if it can be much smaller than
 	// what it replaces: the model may write up to sumTokens, at most half
@@ -183,6 +183,17 @@ func (x *executor) compact(ctx context.Context, c *Compaction) error {
 	}
 	ev.ViewTokensAfter = estimateAfter(st, ev)
 	return x.append(ctx, journal.ContextCompacted, ev)
+}
+
+// previousSummary is what a compaction's summary must cover of the
+// compaction before it: its summary and, after a handoff, the notes it
+// carried (the view shows them with that summary only; the plan is
+// shown anew with each summary).
+func previousSummary(c *ContextCompacted) string {
+	if c.Notes == "" {
+		return c.Summary
+	}
+	return fmt.Sprintf("%s\n\nThe agent's notes (%s) at the handoff:\n%s", strings.TrimSpace(c.Summary), c.NotesFile, strings.TrimSpace(c.Notes))
 }
 
 // carriedSummary is the summary of a handoff whose turns are shorter
@@ -360,7 +371,7 @@ func transcript(s *State, from, to int) []string {
 				if f.IsError {
 					tag = "error"
 				}
-				fmt.Fprintf(&b, "[%s]\n%s\n", tag, clipMiddle(f.Content, 1200))
+				fmt.Fprintf(&b, "[%s]\n%s\n", tag, clipOlderResult(f.Content, 1200, f.Artifact))
 			}
 		}
 		out = append(out, b.String())

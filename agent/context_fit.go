@@ -216,6 +216,23 @@ func chooseBoundary(s *State, from, end, keep int) int {
 	return to
 }
 
+// fitting is what [fitRequest] needs to know of the run beyond the
+// request.
+type fitting struct {
+	// artifacts[id] names the file holding the whole result of call id:
+	// for the newest turn's calls, their artifact or the file the
+	// executor saves a cut result in; for older calls, their artifact.
+	artifacts map[string]string
+	// planCall is the call that set the run's plan, and plan its
+	// rendering ("" when the run has none): when fitting leaves that
+	// call out, the plan is shown in its place, as a compaction's
+	// summary shows it.
+	planCall, plan string
+}
+
+// maxPlanArgs is the longest plan call fitting keeps whole.
+const maxPlanArgs = 2000
+
 // fitRequest trims req's messages, in passes of increasing severity,
 // until its estimate is at most budget tokens, and returns the call ids
 // of the newest turn's results it cut. The newest turn's results are
@@ -223,14 +240,20 @@ func chooseBoundary(s *State, from, end, keep int) int {
 // tool results and assistant texts are clipped (1,000 and 500
 // characters); then each result of the newest turn is bounded to its
 // share of the room left (fitNewest), with a note naming the file that
-// holds the whole result (artifacts[call id], when there is one); then
-// older messages are clipped harder (300 characters), then whole older
-// turns are left out from the oldest (their count is added to
-// PriorTurns), and last the other messages after the task are clipped.
-// The task and the messages pins marks (a person's, parallel to
-// req.Messages; nil marks none) are never trimmed nor left out. It is
-// deterministic.
-func fitRequest(req *model.Request, pins []bool, f Family, budget int, artifacts map[string]string) []string {
+// holds the whole result (fx.artifacts[call id], when there is one);
+// then older messages are clipped harder (300 characters), then whole
+// older turns are left out from the oldest (their count is added to
+// PriorTurns; the note saying so shows the plan when the plan's call
+// is among them), and last the other messages after the task are
+// clipped. A clipped older result names its artifact. The task and the
+// messages pins marks (a person's, parallel to req.Messages; nil marks
+// none) are never trimmed nor left out, nor is the plan's call when it
+// is short. It is deterministic.
+func fitRequest(req *model.Request, pins []bool, f Family, budget int, fx *fitting) []string {
+	if fx == nil {
+		fx = &fitting{}
+	}
+	artifacts := fx.artifacts
 	if EstimateRequest(req, f) <= budget {
 		return nil
 	}
@@ -252,16 +275,16 @@ func fitRequest(req *model.Request, pins []bool, f Family, budget int, artifacts
 		for i := 1; i < last; i++ {
 			switch msgs[i].Role {
 			case model.RoleTool:
-				msgs[i].Content = clipMiddle(msgs[i].Content, toolMax)
+				msgs[i].Content = clipOlderResult(msgs[i].Content, toolMax, artifacts[msgs[i].ToolCallID])
 			case model.RoleAssistant:
 				msgs[i].Content = clipMiddle(msgs[i].Content, textMax)
-				msgs[i].ToolCalls = clipCallArgs(msgs[i].ToolCalls, textMax)
+				msgs[i].ToolCalls = clipCallArgs(msgs[i].ToolCalls, textMax, fx.planCall)
 			}
 		}
 	}
 	clipNewestCalls := func(n int) {
 		if last := lastAssistant(req.Messages); last < len(req.Messages) {
-			req.Messages[last].ToolCalls = clipCallArgs(req.Messages[last].ToolCalls, n)
+			req.Messages[last].ToolCalls = clipCallArgs(req.Messages[last].ToolCalls, n, fx.planCall)
 		}
 	}
 	var cut []string
@@ -314,6 +337,12 @@ func fitRequest(req *model.Request, pins []bool, f Family, budget int, artifacts
 			for end < len(msgs) && msgs[end].Role == model.RoleTool {
 				end++
 			}
+			if fx.plan != "" && slices.ContainsFunc(msgs[start].ToolCalls, func(c model.ToolCall) bool { return c.ID == fx.planCall }) {
+				note.Content += "\n\nYour plan (todo) as it stands:\n" + fx.plan
+				if noted {
+					msgs[keepFrom].Content = note.Content
+				}
+			}
 		}
 		out := make([]model.Message, 0, len(msgs)-(end-start)+1)
 		kept := make([]bool, 0, cap(out))
@@ -351,11 +380,13 @@ func fitRequest(req *model.Request, pins []bool, f Family, budget int, artifacts
 // clipCallArgs returns calls with every string in their JSON arguments
 // longer than n characters clipped to n (head and tail, with a marker),
 // so that the arguments stay valid JSON. Arguments that are not a JSON
-// object are left as they are. calls itself is not modified.
-func clipCallArgs(calls []model.ToolCall, n int) []model.ToolCall {
+// object are left as they are, and so are those of the call keep (the
+// plan's) up to maxPlanArgs characters. calls itself is not modified.
+func clipCallArgs(calls []model.ToolCall, n int, keep string) []model.ToolCall {
 	var out []model.ToolCall
 	for i, c := range calls {
-		if utf8.RuneCountInString(c.Arguments) <= n {
+		size := utf8.RuneCountInString(c.Arguments)
+		if size <= n || keep != "" && c.ID == keep && size <= maxPlanArgs {
 			continue
 		}
 		var v map[string]any
@@ -479,6 +510,22 @@ func clipResult(s string, tokens int, artifact string, f Family) string {
 		}
 	}
 	return clip(lo)
+}
+
+// clipOlderResult clips an older result as [clipMiddle] does; when the
+// result has an artifact, the marker names it (a bounded output's own
+// marker, which names it, is in the middle that is clipped).
+func clipOlderResult(s string, max int, artifact string) string {
+	if artifact == "" {
+		return clipMiddle(s, max)
+	}
+	n := utf8.RuneCountInString(s)
+	if n <= max {
+		return s
+	}
+	r := []rune(s)
+	head, tail := max*2/3, max/3
+	return fmt.Sprintf("%s\n[… %d characters trimmed; the whole output is in %s …]\n%s", string(r[:head]), n-head-tail, artifact, string(r[n-tail:]))
 }
 
 // lastAssistant returns the index of the newest assistant message in

@@ -91,6 +91,6 @@ func (s *State) notePlan(p *ToolFinished) {
 		args = c.Started.Arguments
 	}
 	if items, err := ParsePlan(args); err == nil {
-		s.ctx.plan = items
+		s.ctx.plan, s.ctx.planCall = items, p.CallID
 	}
 }

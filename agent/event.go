@@ -133,6 +133,12 @@ type GitStart struct {
 	// only what the start's rules ignore. Absent in runs journaled
 	// before it was recorded.
 	Exclude *string `json:"exclude,omitempty"`
+	// Origin is where the repository was cloned from (its remote
+	// "origin", without credentials): where Commit can be found again
+	// once the workspace is gone (keel runs replay of an evaluation's
+	// trial). Absent when it had none, and in runs journaled before it
+	// was recorded.
+	Origin string `json:"origin,omitempty"`
 }
 
 // ToolInfo is a tool as recorded at run creation.

@@ -222,9 +222,12 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 	}
 	start := x.now()
 	if res == nil && teamTool(c.Name) && ctx.Err() == nil {
-		if c.Name == SpawnTool {
+		switch c.Name {
+		case SpawnTool:
 			res = x.spawn(ctx, c, args)
-		} else {
+		case HandoffTool:
+			res = x.handoff(ctx, c, args)
+		default:
 			res = x.waitAgents(ctx, c, args)
 		}
 	}

@@ -7,6 +7,10 @@ const (
 	// Completed.
 	ReasonAnswer = "answer" // the model answered without a tool call
 	ReasonMarker = "marker" // a tool result began with the completion marker
+	// ReasonHandoff: the run handed control to another agent (the
+	// handoff tool) and ended as that agent's run ended (completed, or
+	// failed with its status in the message), with its output.
+	ReasonHandoff = "handoff"
 
 	// Failed: limits.
 	ReasonMaxSteps  = "max_steps"

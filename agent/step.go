@@ -163,6 +163,9 @@ func Step(s *State) Action {
 		return finish(journal.RunCompleted, ReasonAnswer, "the model answered without calling a tool", last.Content, "")
 	}
 	if t := s.LastTurn(); t != nil && t.Index == len(s.Messages)-1 {
+		if a, ok := handedOff(s, t); ok {
+			return a
+		}
 		if m := s.Created.CompletionMarker; m != "" {
 			for _, c := range t.Calls {
 				if out, ok := afterMarker(c.Finished, m); ok {

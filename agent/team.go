@@ -18,8 +18,9 @@ import (
 // Names of the team tools. The executor runs them itself (team_exec.go):
 // they change the run's own journal.
 const (
-	SpawnTool = "spawn_agent"
-	WaitTool  = "wait_agents"
+	SpawnTool   = "spawn_agent"
+	WaitTool    = "wait_agents"
+	HandoffTool = "handoff"
 )
 
 // PolicyTeam is the policy id of spawn decisions Keel makes itself: a
@@ -341,7 +342,39 @@ func loadTree(st *State, events func(id string) ([]journal.Event, error), budget
 func childID(run, call string) string { return run + "." + call }
 
 // teamTool reports whether name is a team tool.
-func teamTool(name string) bool { return name == SpawnTool || name == WaitTool }
+func teamTool(name string) bool { return name == SpawnTool || name == WaitTool || name == HandoffTool }
+
+// starts reports whether the team tool name starts a child run.
+func starts(name string) bool { return name == SpawnTool || name == HandoffTool }
+
+// handedOff returns the end of a run whose newest turn handed control to
+// another agent (a handoff call whose child was delivered to it): the
+// run ends as that agent ended, with its output.
+func handedOff(s *State, t *Turn) (Action, bool) {
+	for _, c := range t.Calls {
+		if c.Name != HandoffTool || c.Finished == nil {
+			continue
+		}
+		ch := s.childOf(c.ID)
+		if ch == nil || ch.Delivered == nil || ch.Delivered.CallID != c.ID {
+			continue
+		}
+		d := ch.Delivered
+		who := ch.ID
+		if ch.Spawned.Agent != "" {
+			who = ch.Spawned.Agent + " (" + ch.ID + ")"
+		}
+		if d.Status == ChildCompleted || d.Status == ChildNoOutput {
+			return finish(journal.RunCompleted, ReasonHandoff, "handed off to "+who+", which completed", d.Output, ""), true
+		}
+		msg := fmt.Sprintf("handed off to %s, which ended %s", who, d.Status)
+		if d.Message != "" {
+			msg += ": " + d.Message
+		}
+		return finish(journal.RunFailed, ReasonHandoff, msg, d.Output, ""), true
+	}
+	return Action{}, false
+}
 
 // hasTool reports whether c offers the tool name.
 func hasTool(c *RunCreated, name string) bool {

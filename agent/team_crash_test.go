@@ -152,3 +152,61 @@ func checkDeliveredOnce(t *testing.T, rt *agent.Runtime, lead *agent.State) {
 		}
 	}
 }
+
+// TestHandoffCrashAtEveryBoundary: the same kill between every two
+// appends of a handoff (the lead hands over to a definition, which runs
+// a tool and answers): resumed, the lead ends completed with the next
+// agent's output, and the next agent was created once, ran each of its
+// model calls once and was delivered once.
+func TestHandoffCrashAtEveryBoundary(t *testing.T) {
+	script := map[string][]model.Message{
+		"lead":            {calls(tc("h", agent.HandoffTool, `{"agent":"fixer","message":"over to you"}`)), answer("never asked")},
+		"You take over *": {calls(tc("e", "echo", `{"text":"fix"}`)), answer("fixed by the next agent")},
+	}
+	e := newEnv(t)
+	created := &agent.RunCreated{Task: "lead", Limits: agent.Limits{MaxSteps: 10, MaxChildren: 1},
+		Agents: []agent.AgentDef{{Name: "fixer", Tools: []string{"echo"}}}}
+	for _, s := range e.reg.Specs() {
+		tt := e.reg.Tool(s.Name)
+		created.Tools = append(created.Tools, agent.ToolInfo{ToolSpec: s, Effect: tt.Effect.String(), Idempotent: tt.Idempotent})
+	}
+	created.Tools = append(created.Tools, agent.TeamTools()...)
+	whole := newCrashTeam(t, mem.New(), &taskModel{turns: script}, e)
+	if _, err := whole.rt.CreateAs(t.Context(), "lead", created); err != nil {
+		t.Fatal(err)
+	}
+	if out := whole.execute(t, e); out.Status != journal.StatusCompleted || out.End.Reason != agent.ReasonHandoff {
+		t.Fatalf("uncrashed lead %s %+v", out.Status, out.End)
+	}
+	n := len(whole.appends)
+	t.Logf("%d appends across the lead and the agent it hands over to", n)
+	for k := 1; k < n; k++ {
+		t.Run(fmt.Sprint("after_append_", k), func(t *testing.T) {
+			store := mem.New()
+			for _, evs := range whole.appends[:k] {
+				drafts := make([]journal.Draft, len(evs))
+				for i, ev := range evs {
+					drafts[i] = journal.Draft{Type: ev.Type, Time: ev.Time, Payload: ev.Payload}
+				}
+				if _, err := store.Append(t.Context(), evs[0].RunID, evs[0].Seq-1, drafts...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := newCrashTeam(t, store, &taskModel{turns: script}, e)
+			out := c.execute(t, e)
+			if out.Status != journal.StatusCompleted || out.End.Reason != agent.ReasonHandoff || out.End.Output != "fixed by the next agent" || out.State.Steps != 1 {
+				t.Fatalf("resumed lead %s %+v after %d model calls", out.Status, out.End, out.State.Steps)
+			}
+			if len(out.State.Children) != 1 || out.State.Children[0].Delivered == nil {
+				t.Fatalf("children %+v", out.State.Children)
+			}
+			st, _, err := c.rt.Load(t.Context(), out.State.Children[0].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Status != journal.StatusCompleted || st.Steps != 2 {
+				t.Errorf("next agent %s after %d model calls, want completed after 2", st.Status, st.Steps)
+			}
+		})
+	}
+}

@@ -48,6 +48,7 @@ var teamTools = func() *tool.Registry {
 		return nil, errors.New("agent: team tools run in the executor")
 	}
 	r.Add(&tool.Tool{Name: SpawnTool, Description: spawnDescription, InputSchema: json.RawMessage(spawnSchema), Effect: tool.WorkspaceWrite, Idempotent: true}, never)
+	r.Add(&tool.Tool{Name: HandoffTool, Description: handoffDescription, InputSchema: json.RawMessage(handoffSchema), Effect: tool.WorkspaceWrite, Idempotent: true}, never)
 	r.Add(&tool.Tool{Name: WaitTool, Description: waitDescription, InputSchema: json.RawMessage(waitSchema), Effect: tool.ReadOnly, Idempotent: true}, never)
 	return r
 }()
@@ -80,6 +81,74 @@ const spawnSchema = `{
     "wait": {"type": "boolean", "description": "wait for the child's result (default true)"}
   }
 }`
+
+const handoffDescription = `Hand the task over to another agent, named by one of the agent definitions listed in your instructions: it takes over with its own instructions, tools and model, under all of your remaining budget and at most your permissions, and your run ends as its run ends, with its result. Use it when the work changes hands (say, from investigating to fixing, or to reviewing). Give in "message" everything the next agent must know: it sees the task and your message, not your conversation.`
+
+const handoffSchema = `{
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["agent", "message"],
+  "properties": {
+    "agent": {"type": "string", "description": "name of an agent definition"},
+    "message": {"type": "string", "description": "what the next agent must know: what was done, what is left"}
+  }
+}`
+
+// handoffArgs are handoff's arguments.
+type handoffArgs struct {
+	Agent   string `json:"agent"`
+	Message string `json:"message"`
+}
+
+// asSpawn returns a handoff's arguments as the spawn it makes: a child
+// from the named definition, given the run's task and the message, with
+// every axis of what the run has left.
+func (x *executor) asSpawn(args json.RawMessage) (json.RawMessage, error) {
+	var in handoffArgs
+	if err := json.Unmarshal(args, &in); err != nil {
+		return nil, err
+	}
+	l, u := x.st.Limits, x.st.Used()
+	var ask Limits
+	if l.MaxSteps > 0 {
+		ask.MaxSteps = max(1, l.MaxSteps-u.Steps-1)
+	}
+	if l.MaxToolCalls > 0 {
+		ask.MaxToolCalls = max(1, l.MaxToolCalls-u.ToolCalls-1)
+	}
+	if l.MaxTokens > 0 {
+		ask.MaxTokens = max(1, l.MaxTokens-u.Tokens)
+	}
+	if l.MaxCost > 0 {
+		ask.MaxCost = max(1e-9, l.MaxCost-u.Cost)
+	}
+	if l.MaxChildren > 0 {
+		ask.MaxChildren = max(0, l.MaxChildren-u.Children-1)
+	}
+	from := "another agent"
+	if p := x.st.Created.Parent; p != nil && p.Agent != "" {
+		from = "the agent " + p.Agent
+	}
+	task := fmt.Sprintf("You take over a task from %s, which handed it to you.\n\nThe task:\n%s\n\nIts message to you:\n%s", from, x.st.Created.Task, in.Message)
+	return json.Marshal(map[string]any{"task": task, "agent": in.Agent, "limits": ask})
+}
+
+// handoff runs a handoff call: a spawn (of every axis left) that waits
+// for its child; once the child is delivered to it, the run ends as the
+// child ended ([handedOff]).
+func (x *executor) handoff(ctx context.Context, c *Call, args json.RawMessage) *tool.Result {
+	var in handoffArgs
+	if err := json.Unmarshal(args, &in); err != nil || in.Agent == "" || strings.TrimSpace(in.Message) == "" {
+		return errResult(`a handoff needs "agent" (a definition's name) and a "message"`)
+	}
+	x.mu.Lock()
+	sargs, err := x.asSpawn(args)
+	x.mu.Unlock()
+	if err != nil {
+		return errResult("bad arguments: " + err.Error())
+	}
+	return x.spawn(ctx, c, sargs)
+}
 
 const waitDescription = `Wait for child agents started with spawn_agent and get their results: "all" (the default) waits for every one named (or every child whose result you have not received yet when "agents" is left out), "any" for the first to end, "one" for the single child named. Each result comes once: a child whose result you already received is listed as such.`
 
@@ -189,7 +258,7 @@ func (x *executor) spawnCheck(call string, args json.RawMessage) (map[string]any
 			if c.ID == call {
 				break
 			}
-			if c.Name == SpawnTool && x.st.childOf(c.ID) == nil {
+			if starts(c.Name) && x.st.childOf(c.ID) == nil {
 				fanout++
 			}
 		}
@@ -216,7 +285,7 @@ func (x *executor) spawnCheck(call string, args json.RawMessage) (map[string]any
 			}
 		}
 	}
-	if slices.Contains(d.Tools, SpawnTool) {
+	if slices.ContainsFunc(d.Tools, starts) {
 		l := x.st.Limits
 		if l.MaxDepth > 0 && l.MaxDepth-1 < 1 {
 			return facts, fmt.Sprintf("the child asks for spawn_agent at depth %d, the deepest this tree allows (max depth %d below its root)", depth, depth)
@@ -562,8 +631,22 @@ func errResult(s string) *tool.Result { return &tool.Result{IsError: true, Conte
 // policy with facts.
 func (x *executor) teamDecide(call, name string, args json.RawMessage, paths []string, effect tool.Effect, scoped bool) (*policy.Decision, map[string]any) {
 	cr := x.st.Created
-	if name == SpawnTool {
+	if starts(name) {
+		handoff := name == HandoffTool
+		if handoff {
+			var in handoffArgs
+			if err := json.Unmarshal(args, &in); err != nil || in.Agent == "" {
+				return &policy.Decision{Effect: policy.Deny, Policies: []string{PolicyTeam}, Reason: "a handoff names the agent definition to hand over to"}, nil
+			}
+			var err error
+			if args, err = x.asSpawn(args); err != nil {
+				return &policy.Decision{Effect: policy.Deny, Policies: []string{PolicyTeam}, Reason: err.Error()}, nil
+			}
+		}
 		facts, why := x.spawnCheck(call, args)
+		if facts != nil {
+			facts["handoff"] = handoff
+		}
 		if why != "" {
 			return &policy.Decision{Effect: policy.Deny, Policies: []string{PolicyTeam}, Reason: why}, facts
 		}

@@ -517,3 +517,88 @@ func TestParentEndsWithoutWaiting(t *testing.T) {
 		t.Errorf("lead used %+v: want its 2 model calls and the quick child's 1, 2 children", u)
 	}
 }
+
+// TestHandoffToAgent: a lead hands the task over to another agent definition
+// (its own instructions and narrower tools): the new agent is a child
+// run under everything the lead had left, given the task and the lead's
+// message; the lead ends as it ended, with its output, without another
+// model call. A handoff to a definition wider than the lead is refused
+// by the gate, and a Cedar policy sees the handoff as its own action.
+func TestHandoffToAgent(t *testing.T) {
+	handoff := func(agentName string) model.ToolCall {
+		b, _ := json.Marshal(map[string]any{"agent": agentName, "message": "the bug is in parse(); fix it"})
+		return tc("h", agent.HandoffTool, string(b))
+	}
+	defs := []agent.AgentDef{
+		{Name: "fixer", Description: "fixes", System: "You fix bugs.", Tools: []string{"echo"}},
+		{Name: "wide", Description: "wants bash", Tools: []string{"echo", "bash"}},
+	}
+	t.Run("completes as the next agent", func(t *testing.T) {
+		var childReq *model.Request
+		m := &taskModel{turns: map[string][]model.Message{
+			"lead":            {calls(handoff("fixer")), answer("never asked")},
+			"You take over *": {calls(tc("e", "echo", `{"text":"fixing"}`)), answer("fixed parse()")},
+		}}
+		spy := modelFunc(func(ctx context.Context, req *model.Request) (*model.Response, error) {
+			if strings.HasPrefix(req.Messages[0].Content, "You take over") {
+				childReq = req
+			}
+			return m.Generate(ctx, req)
+		})
+		e, team := teamEnv(t, spy)
+		id := e.createTeam(&agent.RunCreated{Task: "lead", Agents: defs, Limits: agent.Limits{MaxSteps: 10, MaxToolCalls: 8, MaxChildren: 3}})
+		p := e.params(spy)
+		p.Team = team
+		out, err := e.rt.Execute(t.Context(), id, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		team.Close()
+		if out.Status != journal.StatusCompleted || out.End.Reason != agent.ReasonHandoff || out.End.Output != "fixed parse()" {
+			t.Fatalf("lead %s %+v", out.Status, out.End)
+		}
+		if out.State.Steps != 1 || len(out.State.Children) != 1 {
+			t.Errorf("lead made %d model calls and %d children, want 1 and 1", out.State.Steps, len(out.State.Children))
+		}
+		ch := out.State.Children[0]
+		if s := ch.Spawned.Slice; ch.Spawned.Agent != "fixer" || s.MaxSteps != 8 || s.MaxToolCalls != 6 || s.MaxChildren != 2 {
+			t.Errorf("handoff child %s with slice %+v, want everything left (8 steps, 6 tool calls, 2 children)", ch.Spawned.Agent, s)
+		}
+		if childReq == nil || !strings.Contains(childReq.Messages[0].Content, "the bug is in parse(); fix it") || !strings.Contains(childReq.System, "You fix bugs.") || len(childReq.Tools) != 1 || childReq.Tools[0].Name != "echo" {
+			t.Errorf("the next agent was asked %+v", childReq)
+		}
+	})
+	t.Run("wider than the lead is refused", func(t *testing.T) {
+		m := &taskModel{turns: map[string][]model.Message{"lead": {calls(handoff("wide")), answer("ok")}}}
+		e, team := teamEnv(t, m)
+		id := e.createTeam(&agent.RunCreated{Task: "lead", Agents: defs})
+		checkSpawn(t, e, team, m, id, "tools its parent does not have: bash")
+	})
+	t.Run("a Cedar policy forbids handoffs", func(t *testing.T) {
+		m := &taskModel{turns: map[string][]model.Message{"lead": {calls(handoff("fixer")), answer("ok")}}}
+		e, team := teamEnv(t, m)
+		pol, err := policy.Parse("handoff.cedar", []byte(`
+@id("all") permit(principal, action, resource);
+@id("no-handoff-to-fixer") forbid (principal, action == Keel::Action::"handoff", resource) when { context.facts.handoff && context.facts.agent == "fixer" };
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := e.createTeam(&agent.RunCreated{Task: "lead", Agents: defs, Policy: agent.NewPolicyRef(pol)})
+		p := e.params(m)
+		p.Team = team
+		out, err := e.rt.Execute(t.Context(), id, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := out.State.Turns[0].Calls[0]; c.Decision.Effect != policy.Deny || c.Decision.Policies[0] != "no-handoff-to-fixer" || len(out.State.Children) != 0 {
+			t.Errorf("decision %+v, %d children", c.Decision.Decision, len(out.State.Children))
+		}
+	})
+}
+
+type modelFunc func(ctx context.Context, req *model.Request) (*model.Response, error)
+
+func (f modelFunc) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	return f(ctx, req)
+}

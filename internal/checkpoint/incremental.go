@@ -321,6 +321,10 @@ func (c *Checkpoints) incremental(ctx context.Context) (string, error) {
 				t.remove(p)
 			}
 			continue
+		case errors.Is(err, errStore):
+			// Not the file's fault: a full snapshot (which fails too if
+			// the store cannot be written) rather than a tree without it.
+			return "", err
 		case err != nil:
 			// Unreadable: left as it was, as git add --ignore-errors
 			// does.

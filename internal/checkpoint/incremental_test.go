@@ -254,3 +254,64 @@ func TestIncrementalSnapshotIsGitAdd(t *testing.T) {
 		})
 	}
 }
+
+// TestIncrementalSharedStore snapshots two workspaces into one store at
+// once (two runs of one process, as an eval's trials), each writing the
+// same new file each round: both write its object at the same moment,
+// and neither may leave the file out of its tree.
+func TestIncrementalSharedStore(t *testing.T) {
+	needGit(t)
+	ctx := t.Context()
+	store := filepath.Join(t.TempDir(), "store")
+	type side struct {
+		ws        string
+		inc, full *checkpoint.Checkpoints
+	}
+	var sides [2]side
+	for i := range sides {
+		ws := t.TempDir()
+		write(t, ws, "README", "hi\n")
+		inc, err := checkpoint.OpenCheckpoints(ctx, store, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer inc.Watch()()
+		full, err := checkpoint.OpenCheckpoints(ctx, filepath.Join(t.TempDir(), "full"), ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := inc.Snapshot(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sides[i] = side{ws, inc, full}
+	}
+	for round := range 200 {
+		name := fmt.Sprintf("f%d.txt", round)
+		for _, s := range sides {
+			write(t, s.ws, name, fmt.Sprintf("same %d\n", round))
+		}
+		var got [2]string
+		var errs [2]error
+		done := make(chan int)
+		for i, s := range sides {
+			go func() {
+				got[i], errs[i] = s.inc.Snapshot(ctx)
+				done <- i
+			}()
+		}
+		<-done
+		<-done
+		for i, s := range sides {
+			if errs[i] != nil {
+				t.Fatalf("round %d, workspace %d: %v", round, i, errs[i])
+			}
+			want, err := s.full.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[i] != want {
+				t.Fatalf("round %d, workspace %d: incremental tree %s, git add's %s", round, i, got[i], want)
+			}
+		}
+	}
+}

@@ -130,12 +130,18 @@ func (c *Checkpoints) writeLoose(o oid, write func(io.Writer) error) error {
 		}
 		c.objDirs[dir] = true
 	}
-	tmp := fmt.Sprintf("%s/tmp_obj_%d_%s", dir, os.Getpid(), o.String()[2:])
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444)
+	// A name of its own (as git's mkstemp): two snapshots of one
+	// process (two runs) may write the same object at once.
+	f, err := os.CreateTemp(dir, "tmp_obj_")
 	if err != nil {
 		return err
 	}
+	tmp := f.Name()
 	defer os.Remove(tmp)
+	if err := f.Chmod(0o444); err != nil { // read-only, as git's
+		f.Close()
+		return err
+	}
 	zw := zlibWriters.Get().(*zlib.Writer)
 	defer zlibWriters.Put(zw)
 	zw.Reset(f)
@@ -150,6 +156,18 @@ func (c *Checkpoints) writeLoose(o oid, write func(io.Writer) error) error {
 		err = os.Rename(tmp, p)
 	}
 	return err
+}
+
+// errStore marks writeFile's errors that are the store's (writing the
+// object), not the file's: the file is readable, so leaving it out of
+// the snapshot would be wrong.
+var errStore = errors.New("checkpoint: writing to the store")
+
+func storeErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", errStore, err)
 }
 
 // errChanged is writeFile's error for a file that changed while it was
@@ -169,7 +187,7 @@ func (c *Checkpoints) writeFile(abs string, fi fs.FileInfo) (oid, uint32, error)
 			return oid{}, 0, err
 		}
 		o, err := c.writeObject("blob", []byte(target))
-		return o, mode, err
+		return o, mode, storeErr(err)
 	}
 	f, err := os.Open(abs)
 	if err != nil {
@@ -192,7 +210,7 @@ func (c *Checkpoints) writeFile(abs string, fi fs.FileInfo) (oid, uint32, error)
 			return oid{}, 0, err
 		}
 		o, err := c.writeObject("blob", b[:n])
-		return o, mode, err
+		return o, mode, storeErr(err)
 	}
 	// A large file: hash it in one pass, then compress it in a second
 	// pass if the store lacks it.
@@ -220,6 +238,11 @@ func (c *Checkpoints) writeFile(abs string, fi fs.FileInfo) (oid, uint32, error)
 		}
 		return err
 	})
+	if err != nil && !errors.Is(err, errChanged) {
+		// The store's, or a read failing midway: the full snapshot
+		// (git add --ignore-errors) settles which.
+		err = storeErr(err)
+	}
 	return o, mode, err
 }
 

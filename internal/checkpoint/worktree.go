@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,6 +78,35 @@ func Start(ctx context.Context, dir string) (commit string, dirty []string, err 
 		}
 	}
 	return commit, dirty, nil
+}
+
+// Origin returns where the repository at dir was cloned from (its
+// remote "origin"), so that its commits can be found again once dir is
+// gone: a URL without the user and password it may carry, or an absolute
+// path. It returns "" when there is none.
+func Origin(ctx context.Context, dir string) string {
+	out, err := git(ctx, dir, nil, "config", "--get", "remote.origin.url")
+	if err != nil {
+		return ""
+	}
+	o := strings.TrimSpace(string(out))
+	switch {
+	case o == "":
+		return ""
+	case strings.Contains(o, "://"):
+		u, err := url.Parse(o)
+		if err != nil {
+			return ""
+		}
+		u.User = nil
+		return u.String()
+	case filepath.IsAbs(o):
+		return o
+	case strings.Contains(o, ":") && !strings.Contains(o[:strings.Index(o, ":")], "/"):
+		return o // scp-like [user@]host:path: ssh's user carries no secret
+	default:
+		return filepath.Join(dir, o) // git keeps a local path as given
+	}
 }
 
 func sameDir(a, b string) bool {

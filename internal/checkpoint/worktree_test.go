@@ -196,3 +196,33 @@ func TestDiffSeesThroughGitTricks(t *testing.T) {
 		t.Errorf("DiffFrom (-want +got):\n%s", d)
 	}
 }
+
+// TestOrigin reads where a workspace was cloned from, without the
+// credentials a URL may carry.
+func TestOrigin(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"", ""},
+		{"/srv/git/app.git", "/srv/git/app.git"},
+		{"../app.git", "APP"},
+		{"https://user:s3cret@git.example/org/app.git", "https://git.example/org/app.git"},
+		{"https://ghp_token@git.example/org/app.git", "https://git.example/org/app.git"},
+		{"git@github.com:org/app.git", "git@github.com:org/app.git"},
+	} {
+		dir := t.TempDir()
+		ws := filepath.Join(dir, "ws")
+		if err := os.Mkdir(ws, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		run(t, ws, "init", "-q")
+		if tc.url != "" {
+			run(t, ws, "remote", "add", "origin", tc.url)
+		}
+		want := tc.want
+		if want == "APP" {
+			want = filepath.Join(dir, "app.git")
+		}
+		if got := checkpoint.Origin(t.Context(), ws); got != want {
+			t.Errorf("origin %q: Origin = %q, want %q", tc.url, got, want)
+		}
+	}
+}

@@ -112,7 +112,7 @@ func (a *app) offerTeam(c *agent.RunCreated, ws string) error {
 	c.Agents = defs
 	if len(defs) > 0 {
 		var b strings.Builder
-		b.WriteString("\n\nAgent definitions you can start with spawn_agent (\"agent\": NAME):\n")
+		b.WriteString("\n\nAgent definitions you can start with spawn_agent, or hand the task over to with handoff (\"agent\": NAME):\n")
 		for _, d := range defs {
 			fmt.Fprintf(&b, "- %s: %s\n", d.Name, d.Description)
 		}

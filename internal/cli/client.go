@@ -73,7 +73,7 @@ var bothForms = map[string]string{serverForm: "yes"}
 
 // localOnly are the commands that never touch a journal (they work on
 // files of this machine), so they run the same with --server.
-var localOnly = []string{"keel serve", "keel policy check", "keel policy default", "keel policy test", "keel sandbox info",
+var localOnly = []string{"keel serve", "keel mcp call", "keel policy check", "keel policy default", "keel policy test", "keel sandbox info",
 	"keel model replay-task", "keel model serve-replay"}
 
 // clientMode makes the commands that have a server form talk to the team

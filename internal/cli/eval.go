@@ -206,7 +206,7 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 		return err
 	}
 	if !f.keep && f.workDir == "" {
-		_ = os.Remove(work)
+		_ = os.RemoveAll(work) // the trials' workspaces are gone: their cases' directories
 	}
 	if err := writeJSONFile(filepath.Join(dir, "result.json"), res); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -68,27 +69,21 @@ func journalRecording(events []journal.Event, created *agent.RunCreated, path st
 }
 
 // restoreStart puts the files of the run's start into ws: a clone of its
-// workspace at the git commit it started from, then its first
+// repository at the git commit it started from, then its first
 // checkpoint's files.
-func restoreStart(ctx context.Context, events []journal.Event, created *agent.RunCreated, ws string) error {
-	return restoreFiles(ctx, events, created, ws, false)
+func restoreStart(ctx context.Context, events []journal.Event, created *agent.RunCreated, ws string, warn io.Writer) error {
+	return restoreFiles(ctx, events, created, ws, false, warn)
 }
 
-// restoreFiles puts into ws a clone of the run's workspace at the git
-// commit it started from, then the files of its first checkpoint (last
-// false) or of its newest one (last true: the run's files at its end,
-// whatever was done to its workspace since).
-func restoreFiles(ctx context.Context, events []journal.Event, created *agent.RunCreated, ws string, last bool) error {
-	cloned := false
-	if created.Git != nil && created.Git.Commit != "" {
-		if err := runGit(ctx, "", "clone", "-q", "--no-checkout", created.Workspace, ws); err != nil {
-			return err
-		}
-		if err := runGit(ctx, ws, "checkout", "-q", "--detach", created.Git.Commit); err != nil {
-			return err
-		}
-		cloned = true
-	}
+// restoreFiles puts into ws a clone of the run's repository at the git
+// commit it started from (from its workspace, else from the repository
+// the workspace was cloned from: an evaluation deletes its trials'
+// workspaces), then the files of its first checkpoint (last false) or
+// of its newest one (last true: the run's files at its end, whatever
+// was done to its workspace since). When the commit is nowhere to be
+// found but the run has a checkpoint, the files come from the
+// checkpoint store alone, without git, and a warning says so on warn.
+func restoreFiles(ctx context.Context, events []journal.Event, created *agent.RunCreated, ws string, last bool, warn io.Writer) error {
 	var first int64
 	for _, e := range events {
 		if e.Type == journal.WorkspaceCheckpoint || (last && e.Type == journal.WorkspaceRestored) {
@@ -96,6 +91,18 @@ func restoreFiles(ctx context.Context, events []journal.Event, created *agent.Ru
 			if !last {
 				break
 			}
+		}
+	}
+	cloned := false
+	if created.Git != nil && created.Git.Commit != "" {
+		err := cloneStart(ctx, created, ws)
+		switch {
+		case err == nil:
+			cloned = true
+		case first == 0:
+			return err
+		default:
+			fmt.Fprintf(warn, "keel: warning: %v\nkeel: the run's files come from its checkpoint in Keel's store, without the git repository: what reads git may differ\n", err)
 		}
 	}
 	if first == 0 {
@@ -108,7 +115,13 @@ func restoreFiles(ctx context.Context, events []journal.Event, created *agent.Ru
 	if err != nil {
 		return err
 	}
-	src, err := checkpoint.OpenCheckpoints(ctx, cp.Store, created.Workspace)
+	// The store is opened for a directory that exists (git will not
+	// run on a work tree that is gone); the snapshot is the same.
+	work := created.Workspace
+	if _, err := os.Stat(work); err != nil {
+		work = filepath.Dir(ws)
+	}
+	src, err := checkpoint.OpenCheckpoints(ctx, cp.Store, work)
 	if err != nil {
 		return err
 	}
@@ -126,6 +139,50 @@ func restoreFiles(ctx context.Context, events []journal.Event, created *agent.Ru
 		return err
 	}
 	return exec.CommandContext(ctx, "cp", "-a", files+"/.", ws).Run()
+}
+
+// cloneStart clones into ws a repository that has the commit the run
+// started on, checked out: the run's workspace if it still has it,
+// else the repository it was cloned from (GitStart.Origin), whose URL
+// the clone keeps as its origin.
+func cloneStart(ctx context.Context, created *agent.RunCreated, ws string) error {
+	g := created.Git
+	var errs []string
+	for _, src := range []string{created.Workspace, g.Origin} {
+		if src == "" {
+			continue
+		}
+		err := runGit(ctx, "", "clone", "-q", "--no-checkout", src, ws)
+		if err == nil {
+			err = runGit(ctx, ws, "checkout", "-q", "--detach", g.Commit)
+		}
+		if err == nil && g.Origin != "" && src != g.Origin {
+			err = runGit(ctx, ws, "remote", "set-url", "origin", g.Origin)
+		}
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err.Error())
+		if err := os.RemoveAll(ws); err != nil {
+			return err
+		}
+	}
+	where := "its workspace " + created.Workspace
+	if g.Origin != "" {
+		where += " nor in " + g.Origin + ", the repository it was cloned from"
+	} else {
+		where += " (no origin was recorded to clone it from)"
+	}
+	return fmt.Errorf("the commit %s the run started on is not in %s: %s", agent.Clip(g.Commit, 12), where, strings.Join(errs, "; "))
+}
+
+// caseRepo is the repository a frozen case clones: the run's workspace,
+// or when it is gone the repository it was cloned from.
+func caseRepo(created *agent.RunCreated) string {
+	if _, err := os.Stat(created.Workspace); err != nil && created.Git.Origin != "" {
+		return created.Git.Origin
+	}
+	return created.Workspace
 }
 
 func runGit(ctx context.Context, dir string, args ...string) error {
@@ -162,11 +219,28 @@ func (a *app) replayRun(ctx context.Context, id, workspace string, jsonOut bool)
 	} else if err := emptyDir(ws); err != nil {
 		return err
 	}
+	// Until the re-execution is journaled, a failure leaves nothing
+	// behind: not its directory, nor files in --workspace.
+	journaled := false
+	_, statErr := os.Stat(ws)
+	wsExisted := workspace != "" && statErr == nil
+	defer func() {
+		if journaled {
+			return
+		}
+		_ = os.RemoveAll(dir)
+		if workspace != "" {
+			_ = os.RemoveAll(ws)
+			if wsExisted {
+				_ = os.Mkdir(ws, 0o755)
+			}
+		}
+	}()
 	recPath := filepath.Join(dir, "trajectory.json")
 	if err := journalRecording(orig, created, recPath); err != nil {
 		return err
 	}
-	if err := restoreStart(ctx, orig, created, ws); err != nil {
+	if err := restoreStart(ctx, orig, created, ws, a.stderr); err != nil {
 		return fmt.Errorf("restore the run's starting files: %w", err)
 	}
 	c := *created
@@ -198,6 +272,7 @@ func (a *app) replayRun(ctx context.Context, id, workspace string, jsonOut bool)
 	if err != nil {
 		return err
 	}
+	journaled = true
 	fmt.Fprintf(a.stderr, "keel: re-executing run %s as %s in %s\n", id, replayID, ws)
 	decided := map[string]*agent.ApprovalResolved{}
 	for _, t := range st.Turns {
@@ -324,13 +399,13 @@ func (a *app) freeze(ctx context.Context, id, out, name, mount, sbFlag string, c
 	c := &eval.Case{Name: name, Task: created.Task, System: created.System, Env: created.Env, Setup: created.Setup,
 		Recordings: []string{"trajectory.json"}, Workspace: eval.Workspace{MountPath: mount}}
 	if created.Git != nil && created.Git.Commit != "" {
-		c.Workspace.Git, c.Workspace.Commit = created.Workspace, created.Git.Commit
+		c.Workspace.Git, c.Workspace.Commit = caseRepo(created), created.Git.Commit
 	}
 	if created.Git == nil || len(created.Git.Dirty) > 0 {
 		// The start had files git does not hold: keep the first
 		// checkpoint's.
 		start := filepath.Join(out, "start")
-		if err := restoreStart(ctx, events, &agent.RunCreated{Workspace: created.Workspace}, start); err != nil {
+		if err := restoreStart(ctx, events, &agent.RunCreated{Workspace: created.Workspace}, start, a.stderr); err != nil {
 			return fmt.Errorf("the run's starting files: %w", err)
 		}
 		if err := os.Rename(start, filepath.Join(out, "files")); err != nil {
@@ -347,7 +422,7 @@ func (a *app) freeze(ctx context.Context, id, out, name, mount, sbFlag string, c
 	}
 	defer os.RemoveAll(tmp)
 	ws := filepath.Join(tmp, "workspace")
-	if err := restoreFiles(ctx, events, created, ws, true); err != nil {
+	if err := restoreFiles(ctx, events, created, ws, true, a.stderr); err != nil {
 		return fmt.Errorf("the run's files at its end: %w", err)
 	}
 	sbKind, err := a.sandboxKind(sbFlag)

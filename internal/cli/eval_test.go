@@ -108,6 +108,10 @@ passed = ["t::hello"]
 	frozen := filepath.Join(dir, "frozen")
 	code, out, errOut = keel(t, "eval", "freeze", run, "-o", frozen, "--check", "grep -q hello hello.txt", "--patch")
 	if code != 0 || !strings.Contains(out, "verdict passed") {
+		for _, tr := range res.Trials {
+			_, ev, _ := keel(t, "runs", "events", tr.RunID)
+			t.Logf("events of trial run %s:\n%s", tr.RunID, ev)
+		}
 		t.Fatalf("freeze: exit %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, errOut = keel(t, "eval", "run", frozen, "--name", "e3")

@@ -528,3 +528,44 @@ func TestMCPChangedBetweenRunsIsHeld(t *testing.T) {
 		t.Fatalf("run after the approval = %d\n%s", code, errOut)
 	}
 }
+
+// keel mcp call reaches Keel's own /mcp on a keel serve: with the token
+// keel serve saved for that server, with --token, and, with no token,
+// fails saying what to pass instead of an OAuth registration 404.
+func TestMCPCallKeelServe(t *testing.T) {
+	setup(t)
+	p := startServe(t)
+	tok := p.savedToken(t)
+	endpoint := p.url + "/mcp"
+	for _, tt := range []struct {
+		name       string
+		home       bool // a KEEL_HOME with no saved token
+		args       []string
+		code       int
+		out, inErr string
+	}{
+		{name: "saved token", args: []string{"--tool", "list_approvals"}, out: `"approvals": []`, inErr: "using the API token keel serve saved"},
+		{name: "tool error", args: []string{"--tool", "run_status", "--args", `{"run_id":"nope"}`}, code: 1, out: `no run "nope"`},
+		{name: "--token", home: true, args: []string{"--token", tok, "--tool", "list_approvals"}, out: `"approvals": []`, inErr: "5 tools"},
+		{name: "bad token", home: true, args: []string{"--token", "keel_wrong"}, code: 1, inErr: "the server refused the token"},
+		{name: "no token", home: true, code: 1, inErr: "pass the server's own token with --token"},
+		{name: "KEEL_TOKEN for KEEL_SERVER", home: true, args: []string{"--tool", "list_approvals"}, out: `"approvals": []`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.home {
+				t.Setenv("KEEL_HOME", t.TempDir())
+			}
+			if strings.HasPrefix(tt.name, "KEEL_TOKEN") {
+				t.Setenv("KEEL_TOKEN", tok)
+				t.Setenv("KEEL_SERVER", p.url)
+			}
+			code, out, errOut := keel(t, append([]string{"mcp", "call", endpoint}, tt.args...)...)
+			if code != tt.code || !strings.Contains(out, tt.out) || !strings.Contains(errOut, tt.inErr) {
+				t.Errorf("exit %d, want %d; stdout %q (want %q); stderr %q (want %q)", code, tt.code, out, tt.out, errOut, tt.inErr)
+			}
+			if strings.Contains(errOut, "mcp server server") || strings.Contains(errOut, "--allow-host") {
+				t.Errorf("stderr names no real server or flag: %q", errOut)
+			}
+		})
+	}
+}

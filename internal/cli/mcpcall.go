@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -37,7 +38,13 @@ indicator (RFC 8707) and the issuer check (RFC 9207). The authorization
 URL is printed for a person to open; the redirect to --redirect-url
 (pasted back on stdin) completes it. With --auth-auto, Keel follows the
 authorization server itself, for servers that approve without a person.
-Tokens are kept in this process only.`,
+Tokens are kept in this process only.
+
+A server with bearer tokens of its own, such as keel serve's /mcp, takes
+one with --token instead (sent to that server only). For keel serve's
+/mcp, the token keel serve saved for the command line is used when URL is
+on the server it was saved for, and $KEEL_TOKEN when URL is on the server
+of --server or $KEEL_SERVER.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return a.mcpCall(cmd.Context(), args[0], f) },
 	}
@@ -65,9 +72,29 @@ func (a *app) mcpCall(ctx context.Context, rawURL string, f *mcpCallFlags) error
 	if err := c.Check(); err != nil {
 		return usagef("%s", err)
 	}
+	c.Token = a.mcpCallToken(rawURL)
 	err := c.Run(ctx)
 	if errors.Is(err, mcpcall.ErrToolFailed) {
 		return &exitError{1}
 	}
 	return err
+}
+
+// mcpCallToken returns the bearer token keel mcp call sends to rawURL:
+// --token; else the token keel serve saved, when rawURL is on a server
+// it was saved for; else $KEEL_TOKEN, when rawURL is on the server of
+// --server or $KEEL_SERVER. "" means none (OAuth, if the server asks).
+// A token is never sent to a server it was not given for.
+func (a *app) mcpCallToken(rawURL string) string {
+	if a.token != "" {
+		return a.token
+	}
+	if st, err := readSavedToken(a.serverTokenFile()); err == nil && st.Token != "" && st.isFor(rawURL) {
+		fmt.Fprintf(a.stderr, "keel: using the API token keel serve saved in %s for %s\n", a.serverTokenFile(), origin(rawURL))
+		return st.Token
+	}
+	if tok, srv := a.getenv("KEEL_TOKEN"), a.serverURL(); tok != "" && srv != "" && origin(srv) == origin(rawURL) {
+		return tok
+	}
+	return ""
 }

@@ -379,6 +379,30 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 // execute runs (or resumes) runID with the wiring w, printing progress,
 // and maps the outcome to an exit code.
 func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *wiring, jsonOut, quiet bool, message string) error {
+	return a.executeLoaded(ctx, rt, runID, nil, w, jsonOut, quiet, message)
+}
+
+// loaded is a run's journal read, verified and folded once: what the
+// command needs before it executes the run, then Execute's starting
+// point ([agent.ExecParams.From]), which reads only what was appended
+// after it.
+type loaded struct {
+	st  *agent.State
+	evs []journal.Event
+}
+
+// loadRun reads, verifies and folds runID's journal (once).
+func loadRun(ctx context.Context, store journal.Store, runID string) (*loaded, error) {
+	st, evs, err := agent.NewRuntime(store, nil).Load(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	return &loaded{st: st, evs: evs}, nil
+}
+
+// executeLoaded is execute on the run as ld holds it (nil: read it).
+// Execute starts from ld's fold; ld must not be used after.
+func (a *app) executeLoaded(ctx context.Context, rt *agent.Runtime, runID string, ld *loaded, w *wiring, jsonOut, quiet bool, message string) error {
 	p := tui.NewPrinter(a.stderr, a.stdout, jsonOut, quiet)
 	p.OnTerminal(a.term)
 	p.Chat = w.live != nil && w.live.chat
@@ -387,10 +411,14 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	// Execute's own load does: its first step then records it, and the
 	// run ends canceled instead of staying as it was.
 	rctx := context.WithoutCancel(ctx)
-	st, _, err := rt.Load(rctx, runID)
-	if err != nil {
-		return err
+	if ld == nil {
+		var err error
+		if ld, err = loadRun(rctx, rt.Store(), runID); err != nil {
+			return err
+		}
 	}
+	st, evs := ld.st, ld.evs
+	created := st.Created
 	// Say so before the header when another process executes the run
 	// (Execute refuses it too, should one start meanwhile).
 	if l, ok := rt.Store().(journal.Locker); ok {
@@ -400,10 +428,6 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	}
 	if !p.Chat || message == "" {
 		p.Header(runID, st.Created, w.Run)
-	}
-	evs, err := rt.Store().Read(rctx, runID, 1)
-	if err != nil {
-		return err
 	}
 	if jsonOut {
 		for _, e := range evs {
@@ -417,9 +441,12 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	}
 	params := w.execParams(p.Event)
 	if !jsonOut {
-		params.OnEvent = estimatedUsageNote(p.Err(), st.Created.Model, params.OnEvent)
+		params.OnEvent = tui.EstimatedUsageNote(p.Err(), created.Model, params.OnEvent)
 	}
 	params.Message = message
+	// Execute goes on from this fold, reading only what was appended
+	// since (it verifies that against the newest hash read here).
+	params.From = &agent.Checkpoint{State: st, Hash: evs[len(evs)-1].Hash}
 	params.Principals = identity.NewDirectory(rt.Store(), nil).Check
 	// Children execute in this process, each wired like its parent.
 	team := &agent.LocalTeam{Runtime: rt, Wire: a.assembler().Wire(&w.live.Params), Params: func(_ string, cp *agent.ExecParams) {
@@ -430,10 +457,10 @@ func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *w
 	params.OnWait = func(pending []agent.PendingApproval) {
 		p.Pause()
 		defer p.Resume()
-		if params.Wait && !jsonOut && a.inline() && a.decideInline(ctx, rt.Store(), st.Created, pending) {
+		if params.Wait && !jsonOut && a.inline() && a.decideInline(ctx, rt.Store(), created, pending) {
 			return // decided here: the run goes on
 		}
-		if w.live != nil && w.live.standIn != "" && !a.inline() && a.approveAsStandIn(ctx, rt.Store(), st.Created, pending, w.live.standIn) {
+		if w.live != nil && w.live.standIn != "" && !a.inline() && a.approveAsStandIn(ctx, rt.Store(), created, pending, w.live.standIn) {
 			return // approved by the stand-in: the run goes on
 		}
 		if ctx.Err() != nil {

@@ -378,10 +378,11 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		return err
 	}
 	defer flush()
-	st, _, err := rt.Load(ctx, runID)
+	ld, err := loadRun(ctx, store, runID)
 	if err != nil {
 		return err
 	}
+	st := ld.st
 	set, err := f.resumeSettings(st.Settings)
 	if err != nil {
 		return err
@@ -414,7 +415,7 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		return err
 	}
 	defer w.Close()
-	return a.execute(ctx, rt, runID, w, f.json, f.quiet, message)
+	return a.executeLoaded(ctx, rt, runID, ld, w, f.json, f.quiet, message)
 }
 
 // completedError refuses to resume a completed run without a message. It

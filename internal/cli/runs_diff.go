@@ -267,7 +267,7 @@ func gitStart(ctx context.Context, dir string) *agent.GitStart {
 	if err != nil {
 		return nil
 	}
-	g := &agent.GitStart{Commit: commit, Dirty: dirty}
+	g := &agent.GitStart{Commit: commit, Dirty: dirty, Origin: checkpoint.Origin(ctx, dir)}
 	if x, err := checkpoint.InfoExclude(ctx, dir); err == nil {
 		g.Exclude = &x
 	}

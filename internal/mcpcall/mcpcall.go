@@ -45,6 +45,10 @@ type Call struct {
 	// authorization URL is printed to Stderr and the redirect read from
 	// Stdin.
 	Auto bool
+	// Token, when set, is sent as "Authorization: Bearer TOKEN" to the
+	// server's origin (scheme, host and port) only, instead of OAuth: for
+	// servers with tokens of their own, such as keel serve's /mcp.
+	Token string
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -77,36 +81,26 @@ func (f *Call) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := &auth.AuthorizationCodeHandlerConfig{
-		RedirectURL:              f.RedirectURL,
-		AuthorizationCodeFetcher: f.authorizationFetcher(),
-		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{
-			Metadata: &oauthex.ClientRegistrationMetadata{ClientName: "Keel", RedirectURIs: []string{f.RedirectURL}},
-		},
+	opts := &mcp.Options{Network: sandbox.Network{Allow: []string{u.Host}}, StartTimeout: time.Minute}
+	if f.Token != "" {
+		opts.HTTPClient = &http.Client{Transport: &bearer{origin: origin(u), token: f.Token, base: http.DefaultTransport}}
+	} else if opts.OAuth, err = f.oauth(); err != nil {
+		return err
 	}
-	if f.ClientMetadataURL != "" {
-		cfg.ClientIDMetadataDocumentConfig = &auth.ClientIDMetadataDocumentConfig{URL: f.ClientMetadataURL}
-	}
-	if f.ClientID != "" {
-		cc := &oauthex.ClientCredentials{ClientID: f.ClientID}
-		if f.ClientSecret != "" {
-			cc.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: f.ClientSecret}
-		}
-		cfg.PreregisteredClient = cc
-	}
-	oh, err := auth.NewAuthorizationCodeHandler(cfg)
-	if err != nil {
-		return fmt.Errorf("authorization: %w", err)
-	}
-	host := u.Host
 	ws, err := os.MkdirTemp("", "keel-mcp-call-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(ws)
-	c, err := mcp.Connect(ctx, mcp.Server{Name: "server", URL: f.URL}, &mcp.Options{Network: sandbox.Network{Allow: []string{host}}, OAuth: oh, StartTimeout: time.Minute})
+	c, err := mcp.Connect(ctx, mcp.Server{Name: serverName, URL: f.URL}, opts)
 	if err != nil {
-		return err
+		// The connection's error names the server as a run's would
+		// ("mcp server NAME (URL): ..."): here the URL alone says it.
+		msg := strings.TrimPrefix(err.Error(), fmt.Sprintf("mcp server %s (%s): ", serverName, f.URL))
+		if f.Token != "" && strings.Contains(msg, http.StatusText(http.StatusUnauthorized)) {
+			msg += " (the server refused the token)"
+		}
+		return fmt.Errorf("%s: %s", f.URL, msg)
 	}
 	defer c.Close()
 	r := tool.NewRegistry()
@@ -118,7 +112,7 @@ func (f *Call) Run(ctx context.Context) error {
 	if f.Tool == "" {
 		return nil
 	}
-	name := "server__" + f.Tool
+	name := serverName + "__" + f.Tool
 	if r.Tool(name) == nil {
 		return fmt.Errorf("the server offers no tool %q", f.Tool)
 	}
@@ -140,6 +134,36 @@ func (f *Call) Run(ctx context.Context) error {
 		return ErrToolFailed
 	}
 	return nil
+}
+
+// serverName is the name the server's connection has (its tools are
+// serverName__TOOL in the registry); no one sees it.
+const serverName = "server"
+
+// oauth returns the OAuth 2.1 handler of the call's flags.
+func (f *Call) oauth() (auth.OAuthHandler, error) {
+	cfg := &auth.AuthorizationCodeHandlerConfig{
+		RedirectURL:              f.RedirectURL,
+		AuthorizationCodeFetcher: f.authorizationFetcher(),
+		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{
+			Metadata: &oauthex.ClientRegistrationMetadata{ClientName: "Keel", RedirectURIs: []string{f.RedirectURL}},
+		},
+	}
+	if f.ClientMetadataURL != "" {
+		cfg.ClientIDMetadataDocumentConfig = &auth.ClientIDMetadataDocumentConfig{URL: f.ClientMetadataURL}
+	}
+	if f.ClientID != "" {
+		cc := &oauthex.ClientCredentials{ClientID: f.ClientID}
+		if f.ClientSecret != "" {
+			cc.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: f.ClientSecret}
+		}
+		cfg.PreregisteredClient = cc
+	}
+	oh, err := auth.NewAuthorizationCodeHandler(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("authorization: %w", err)
+	}
+	return &hinted{oh}, nil
 }
 
 // authorizationFetcher returns how the authorization code is obtained:
@@ -188,4 +212,69 @@ func (f *Call) authorizationFetcher() auth.AuthorizationCodeFetcher {
 		}
 		return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
 	}
+}
+
+// bearer adds a static bearer token to the requests to one origin.
+type bearer struct {
+	origin, token string
+	base          http.RoundTripper
+}
+
+func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if origin(req.URL) != b.origin {
+		return b.base.RoundTrip(req)
+	}
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(req)
+}
+
+// origin is u's scheme, host and port.
+func origin(u *url.URL) string {
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
+}
+
+// hinted is the SDK's OAuth handler with a clearer failure for a server
+// that asks for a bearer token but publishes no protected resource
+// metadata (RFC 9728): the SDK then falls back to the 2025-03-26
+// specification's endpoints at the server's root and fails there
+// ("registration failed with status 404"), which says nothing of what
+// to do.
+type hinted struct{ *auth.AuthorizationCodeHandler }
+
+func (h *hinted) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
+	status, challenge := resp.Status, resp.Header.Get("WWW-Authenticate")
+	err := h.AuthorizationCodeHandler.Authorize(ctx, req, resp)
+	if err == nil || hasResourceMetadata(ctx, req.URL) {
+		return err
+	}
+	if challenge != "" {
+		status += ", WWW-Authenticate: " + challenge
+	}
+	return fmt.Errorf("the server asks for authorization (%s) but publishes no OAuth protected resource metadata, so Keel cannot obtain a token by OAuth (%s); "+
+		"pass the server's own token with --token (keel serve: an API token of `keel tokens create` with at least runs:read)", status, strings.TrimSpace(err.Error()))
+}
+
+// hasResourceMetadata reports whether the server of u publishes
+// protected resource metadata at one of the well-known URLs (RFC 9728:
+// the endpoint's path, then the root).
+func hasResourceMetadata(ctx context.Context, u *url.URL) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, p := range []string{"/.well-known/oauth-protected-resource" + strings.TrimSuffix(u.Path, "/"), "/.well-known/oauth-protected-resource"} {
+		m := &url.URL{Scheme: u.Scheme, Host: u.Host, Path: p}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.String(), nil)
+		if err != nil {
+			continue
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return true
+		}
+	}
+	return false
 }

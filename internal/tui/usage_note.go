@@ -1,4 +1,4 @@
-package cli
+package tui
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/keel-run/keel/journal"
 )
 
-// estimatedUsageNote returns onEvent, which also prints one line on w at
+// EstimatedUsageNote returns onEvent, which also prints one line on w at
 // the first model.responded of the execution whose usage Keel estimated
 // because the provider reported none (agent.ModelResponded.UsageEstimated):
 // the step lines' tokens and cost, and the token and cost limits, then
@@ -17,7 +17,7 @@ import (
 //
 // modelSpec is the run's model: a scripted model (the demo) has no
 // provider to report usage, and the note says so.
-func estimatedUsageNote(w io.Writer, modelSpec string, onEvent func(journal.Event)) func(journal.Event) {
+func EstimatedUsageNote(w io.Writer, modelSpec string, onEvent func(journal.Event)) func(journal.Event) {
 	said := false
 	return func(e journal.Event) {
 		if onEvent != nil {
