@@ -25,8 +25,6 @@ import (
 // Text that already looks like a placeholder is escaped first (one more
 // zero width space after «, «secret becoming «\u200bsecret), so that
 // Unseal restores only what Seal wrote; Unseal removes the escape again.
-const sealOpen = "«secret"
-
 var (
 	sealed   = regexp.MustCompile(`«secret:([^«»]*):([a-z0-9-]+)»`)
 	sealedIn = regexp.MustCompile(`«secret-in:(b64|b64raw|b64url|b64urlraw|hex):([A-Za-z0-9_-]*)»`)

@@ -249,8 +249,11 @@ func TestSecretWrittenByModelSealedServer(t *testing.T) {
 	get("ui run page", "/ui/runs/"+id)
 	get("api events", "/v1/runs/"+id+"/events")
 	get("api diff", "/v1/runs/"+id+"/diff")
-	c, out, errOut = keel(t, "--server", s.url, "runs", "diff", id)
-	outs["runs diff"] = out + errOut
+	if c, out, errOut := keel(t, "--server", s.url, "runs", "diff", id); c != 0 {
+		t.Errorf("keel --server runs diff = %d\n%s", c, errOut)
+	} else {
+		outs["runs diff"] = out + errOut
+	}
 	for _, name := range []string{"runs diff", "ui run page", "api diff"} {
 		if !strings.Contains(outs[name], "note-«secret:"+exfilSecretName+":as-is».txt") {
 			t.Errorf("%s does not show the file named after the secret, sealed:\n%s", name, outs[name])
