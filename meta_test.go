@@ -107,8 +107,11 @@ func TestDependencyBoundaries(t *testing.T) {
 		// server and web UI, the command line, the Go client, Keel's MCP
 		// server) import it, never the other way round; and it knows the
 		// cluster only as its Dispatcher interface.
-		{"./service", []string{mod + "server", mod + "server/ui", mod + "internal/cli", mod + "client", mod + "cluster", mod + "internal/assemble", mod + "internal/mcpserver"}},
+		{"./service", []string{mod + "server", mod + "server/ui", mod + "internal/cli", mod + "client", mod + "cluster", mod + "internal/assemble", mod + "internal/assemble/builder", mod + "internal/mcpserver"}},
 		{"./internal/assemble", []string{mod + "internal/cli", mod + "server", mod + "service", mod + "client"}},
+		// The builder joins the service and the assembler for a process:
+		// no front end, no flags.
+		{"./internal/assemble/builder", []string{mod + "internal/cli", mod + "server", mod + "server/ui", mod + "client", mod + "internal/mcpserver", mod + "cmd/keel", "github.com/spf13/cobra"}},
 		// Keel's MCP server is a front end beside the others: it reaches
 		// runs through the service (locally) or the Go client (a team
 		// server), never through the command line or the HTTP server's

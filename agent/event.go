@@ -22,6 +22,11 @@ type RunCreated struct {
 	System string `json:"system"`
 	// Model is the model spec string ("openai:gpt-4o", "replay:PATH").
 	Model string `json:"model"`
+	// Live, when Model is a replay, is the model spec that answers from
+	// the first request that leaves the recording on (recorded, then
+	// live from the first divergence: a tool result other than the
+	// recorded one, or the recording exhausted); "" for none.
+	Live string `json:"live,omitempty"`
 	// Tools are the tools offered, sorted by name.
 	Tools  []ToolInfo `json:"tools"`
 	Limits Limits     `json:"limits"`

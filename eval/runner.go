@@ -25,6 +25,9 @@ type Config struct {
 	Name string `json:"name"`
 	// Model is a model spec, or "recorded": each case's recordings.
 	Model string `json:"model"`
+	// Live, with Model "recorded", is the model spec that answers from
+	// the first divergence from the recording on (recorded-then-live).
+	Live string `json:"live,omitempty"`
 	// Policy names the policy file the runs use ("" for the default).
 	Policy string `json:"policy,omitempty"`
 	// Approve decides what a run asks: "deny" (the default) or "allow".
@@ -65,8 +68,10 @@ type TrialRun struct {
 	Case *Case
 	// Workspace is the host directory prepared for the run.
 	Workspace string
-	// Model is the model spec of the run (a recording: "replay:PATH").
-	Model string
+	// Model is the model spec of the run (a recording: "replay:PATH");
+	// Live the model that takes over from the first divergence from the
+	// recording ("" for none).
+	Model, Live string
 	// Labels tag the run (eval.id, eval.suite, eval.case, eval.trial,
 	// eval.attempt, eval.config).
 	Labels map[string]string
@@ -160,8 +165,14 @@ func (r *Runner) Run(ctx context.Context, s *Suite, cfg Config) (*Result, error)
 	if cfg.Approve == "" {
 		cfg.Approve = "deny"
 	}
+	if cfg.Live != "" && cfg.Model != Recorded {
+		return nil, fmt.Errorf("eval: a live model takes over from a recording: it needs model %q", Recorded)
+	}
 	if cfg.Name == "" {
 		cfg.Name = cfg.Model
+		if cfg.Live != "" {
+			cfg.Name += " then " + cfg.Live
+		}
 		if cfg.Policy != "" {
 			cfg.Name += "+" + filepath.Base(cfg.Policy)
 		}
@@ -282,11 +293,15 @@ func (r *Runner) attempt(ctx context.Context, s *Suite, cfg Config, c *Case, tri
 		rec := c.Recordings[(trial-1)%len(c.Recordings)]
 		spec = "replay:" + r.hostPath(c, rec)
 	}
+	live := ""
+	if cfg.Model == Recorded {
+		live = cfg.Live
+	}
 	steps := cfg.MaxSteps
 	if steps == 0 {
 		steps = c.MaxSteps
 	}
-	tr := &TrialRun{Case: c, Workspace: ws, Model: spec, MaxCost: left, MaxSteps: steps, Trial: trial, Attempt: attempt, Seq: seq,
+	tr := &TrialRun{Case: c, Workspace: ws, Model: spec, Live: live, MaxCost: left, MaxSteps: steps, Trial: trial, Attempt: attempt, Seq: seq,
 		Labels: map[string]string{"eval.id": r.ID, "eval.suite": s.Name, "eval.case": c.Name, "eval.trial": strconv.Itoa(trial),
 			"eval.attempt": strconv.Itoa(attempt), "eval.config": cfg.Name}}
 	var checkErr error

@@ -20,6 +20,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/credential"
+	"github.com/keel-run/keel/eval"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/internal/demo"
@@ -231,6 +232,11 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 	}
 	if err := a.newModel(spec, w, set); err != nil {
 		return nil, err
+	}
+	if c.Live != "" {
+		if err := a.thenLive(spec, c.Live, w, set); err != nil {
+			return nil, err
+		}
 	}
 	if c.FormatError != "" {
 		// Text-action mode: code blocks in the model's text are its calls.
@@ -470,6 +476,30 @@ func (a *Assembler) newModel(spec model.Spec, w *Run, set agent.Settings) error 
 	} else {
 		w.Price = func(model.Usage) float64 { return 0 }
 	}
+	return nil
+}
+
+// thenLive makes the replay w.Model hand over to the live model spec
+// from the first divergence from its recording (RunCreated.Live). Every
+// turn is priced at the live model's prices.
+func (a *Assembler) thenLive(spec model.Spec, live string, w *Run, set agent.Settings) error {
+	rec, ok := w.Model.(*replay.Model)
+	if spec.Provider != "replay" || !ok {
+		return fmt.Errorf("a live model (%s) takes over from a recording: the run's model %s is not a replay", live, spec)
+	}
+	ls, err := model.ParseSpec(live)
+	if err != nil {
+		return err
+	}
+	if ls.Provider == "replay" && ls.Name == spec.Name {
+		return fmt.Errorf("the live model %s is the recording itself", live)
+	}
+	name := w.ModelName
+	if err := a.newModel(ls, w, set); err != nil {
+		return fmt.Errorf("live model: %w", err)
+	}
+	w.ModelName = name
+	w.Model = replay.ThenLive(rec.Trajectory(), w.Model, &replay.LiveOptions{Volatile: eval.DefaultVolatile})
 	return nil
 }
 

@@ -2,16 +2,13 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/memory"
-	"github.com/keel-run/keel/model/codeact"
 )
 
 // contextFlags are the flags of `keel run` about the context window,
@@ -39,74 +36,6 @@ func (f *contextFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.proposeSkills, "propose-skills", false, "let the agent propose skills from its work (propose_skill) and ask a person to promote one (promote_skill); see docs/skills.md")
 	fl.BoolVar(&f.noSkills, "no-skills", false, "offer no skills (the user's ~/.keel/skills and the project's .keel/skills.lock)")
 	fl.IntVar(&f.memoryBudget, "memory-budget", memory.DefaultBudget, "most tokens the memory section (entries of the memory stores relevant to the task) adds to each request")
-}
-
-// apply fixes the context configuration, memory and action mode in c.
-// modelName is the model's name for the family table (the recorded
-// model of a replay). A window too small for the run's fixed part is a
-// usage error (see assemble.CheckContextWindow).
-func (f *contextFlags) apply(a *app, c *agent.RunCreated, modelName string) error {
-	if f.threshold <= 0 || f.threshold > 1 {
-		return usagef("--compact-threshold %g: want a fraction in (0, 1]", f.threshold)
-	}
-	if f.handoffAfter < 0 {
-		return usagef("--handoff-after %d: want 0 or more", f.handoffAfter)
-	}
-	switch f.actionMode {
-	case "tools", "":
-	case "text":
-		// A run in text mode completes only through its marker: the
-		// convention of mini-swe-agent unless the user set another.
-		if c.CompletionMarker == "" {
-			c.CompletionMarker = DefaultCompletionMarker
-		}
-		c.FormatError = codeact.FormatError(nil, c.CompletionMarker)
-	default:
-		return usagef("--action-mode %q: want tools or text", f.actionMode)
-	}
-	if !f.noMemory {
-		max := assemble.DefaultMemoryBytes
-		if a.cfg != nil && a.cfg.MemoryMaxBytes > 0 {
-			max = a.cfg.MemoryMaxBytes
-		}
-		mem, warns, err := assemble.ReadMemory(a.home, c.Workspace, max)
-		if err != nil {
-			return err
-		}
-		for _, w := range warns {
-			fmt.Fprintln(a.stderr, "keel: "+w)
-		}
-		c.Memory = mem
-	}
-	fam := agent.LookupFamily(modelName)
-	if f.window >= 0 {
-		w := f.window
-		if w == 0 {
-			w = fam.Window
-		}
-		c.Context = &agent.ContextConfig{Window: w, Threshold: f.threshold, Family: fam.Name, HandoffAfter: f.handoffAfter, NotesFile: f.notesFile}
-		probe := *c
-		if len(probe.Tools) == 0 {
-			// The tools are recorded when the run is wired; they are the
-			// same set, estimated as the journal will hold them
-			// (run.created re-encodes their schemas).
-			r := assemble.ToolRegistry(agent.DefaultSettings())
-			if !f.noMemory {
-				addMemoryTools(r, &agent.RunCreated{Recall: &agent.Recall{}}, nil)
-			}
-			b, err := json.Marshal(agent.ToolInfos(r))
-			if err == nil {
-				err = json.Unmarshal(b, &probe.Tools)
-			}
-			if err != nil {
-				return fmt.Errorf("tool schemas: %w", err)
-			}
-		}
-		if err := assemble.CheckContextWindow(&probe, w, f.window == 0); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // runsTokensCmd is `keel runs tokens RUN`.

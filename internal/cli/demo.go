@@ -9,6 +9,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
+	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/redact"
@@ -91,7 +92,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 		if err := checkPrincipal(ctx, svc.Directory(), created); err != nil {
 			return nil, err
 		}
-		created.Git = gitStart(ctx, created.Workspace)
+		created.Git = builder.GitStart(ctx, created.Workspace)
 		return created, nil
 	}, live, false, false)
 	if runID == "" {

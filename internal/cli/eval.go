@@ -21,6 +21,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/eval"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
@@ -68,7 +69,10 @@ provider, the setup) that is retried --retries times and never counted
 against the agent.
 
 --model is a model spec, or "recorded" to replay each case's recordings
-(trial t uses recording t mod n). --budget caps the dollars of the whole
+(trial t uses recording t mod n). With --live SPEC, a recorded trial is
+answered from its recording until the run diverges from it (a tool
+result other than the recorded one, or the recording exhausted), then by
+SPEC. --budget caps the dollars of the whole
 evaluation. The result is kept in $KEEL_HOME/evals/ID (result.json,
 report.html); keel eval compare A B compares two of them.`,
 		Args: cobra.ExactArgs(1),
@@ -78,6 +82,7 @@ report.html); keel eval compare A B compares two of them.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.cfg.Model, "model", "m", eval.Recorded, "model spec, or \"recorded\": each case's recorded trajectories")
+	fl.StringVar(&f.cfg.Live, "live", "", "with --model recorded: the model spec that answers from the first divergence from the recording on (recorded-then-live)")
 	fl.IntVarP(&f.cfg.Trials, "trials", "k", 1, "trials per case")
 	fl.IntVar(&f.cfg.Concurrency, "concurrency", 1, "trials that run at once")
 	fl.IntVar(&f.cfg.Retries, "retries", 2, "retries of a trial after an infrastructure error")
@@ -155,6 +160,14 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 	if f.cfg.Model != eval.Recorded {
 		if _, err := model.ParseSpec(f.cfg.Model); err != nil {
 			return usagef("--model: %v", err)
+		}
+	}
+	if f.cfg.Live != "" {
+		if f.cfg.Model != eval.Recorded {
+			return usagef("--live takes over from the recordings: it needs --model %s", eval.Recorded)
+		}
+		if _, err := model.ParseSpec(f.cfg.Live); err != nil {
+			return usagef("--live: %v", err)
 		}
 	}
 	if f.cfg.Policy != "" {
@@ -369,7 +382,7 @@ type evalExec struct {
 	a       *app
 	rt      *agent.Runtime
 	svc     *service.Service
-	b       *builder
+	b       *builder.Builder
 	eng     *policy.Engine
 	sandbox string
 	approve policy.Effect
@@ -420,11 +433,12 @@ func (x *evalExec) Execute(ctx context.Context, tr *eval.TrialRun) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("prepare: %w", serviceError(err))
 	}
+	created.Live = tr.Live
 	wired, closer, err := x.b.Wire(ctx, created)
 	if err != nil {
 		return "", fmt.Errorf("sandbox and tools: %w", err)
 	}
-	w := closer.(*wiring)
+	w := builtWiring(closer)
 	defer w.Close()
 	created.Tools = w.ToolInfos()
 	runID, err := x.svc.Journal(ctx, service.Local(x.a.person("")), created, "")

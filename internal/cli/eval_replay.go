@@ -19,6 +19,7 @@ import (
 	"github.com/keel-run/keel/eval"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/assemble"
+	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
@@ -247,7 +248,7 @@ func (a *app) replayRun(ctx context.Context, id, workspace string, jsonOut bool)
 	c.Model = "replay:" + recPath
 	c.Workspace = ws
 	c.StateDir = assemble.StateDir(a.home, ws)
-	c.Git = gitStart(ctx, ws)
+	c.Git = builder.GitStart(ctx, ws)
 	c.Labels = map[string]string{}
 	for k, v := range created.Labels {
 		c.Labels[k] = v
@@ -265,7 +266,7 @@ func (a *app) replayRun(ctx context.Context, id, workspace string, jsonOut bool)
 	if err != nil {
 		return err
 	}
-	w := closer.(*wiring)
+	w := builtWiring(closer)
 	defer w.Close()
 	c.Tools = w.ToolInfos()
 	replayID, err := svc.Journal(ctx, service.Local(a.person("")), &c, newID)

@@ -2,17 +2,23 @@ package cli_test
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/keel-run/keel/model/replay"
 )
 
 // evalRepo makes a git repository with a README at dir/repo and a suite
-// of one case (hello.toml) cloning it, with the recording trajectory,
-// at dir/suite.
-func evalRepo(t *testing.T, dir, trajectory string) (repo, suite string) {
+// of one case (hello.toml) cloning it, with the recording trajectory
+// and the checks (TOML; default: hello.txt contains hello), at
+// dir/suite.
+func evalRepo(t *testing.T, dir, trajectory, checks string) (repo, suite string) {
 	t.Helper()
 	repo = filepath.Join(dir, "repo")
 	if err := os.MkdirAll(repo, 0o755); err != nil {
@@ -31,15 +37,13 @@ func evalRepo(t *testing.T, dir, trajectory string) (repo, suite string) {
 	if err := os.MkdirAll(suite, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if checks == "" {
+		checks = "[[check]]\nfile = \"hello.txt\"\ncontains = \"hello\"\n"
+	}
 	for name, s := range map[string]string{
 		"hello.traj.json": trajectory,
-		"hello.toml": `recordings = ["hello.traj.json"]
-[workspace]
-git = "` + repo + `"
-[[check]]
-file = "hello.txt"
-contains = "hello"
-`} {
+		"hello.toml":      "recordings = [\"hello.traj.json\"]\n[workspace]\ngit = \"" + repo + "\"\n" + checks,
+	} {
 		if err := os.WriteFile(filepath.Join(suite, name), []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +81,7 @@ func TestReplayEvalTrial(t *testing.T) {
 	setup(t)
 	home := os.Getenv("KEEL_HOME")
 	dir := t.TempDir()
-	repo, suite := evalRepo(t, dir, evalTrajectory)
+	repo, suite := evalRepo(t, dir, evalTrajectory, "")
 	code, out, errOut := keel(t, "eval", "run", suite, "--name", "r1")
 	if code != 0 || !strings.Contains(out, "success 100%  (1/1 scored") {
 		t.Fatalf("eval run: exit %d\n%s\n%s", code, out, errOut)
@@ -129,5 +133,70 @@ func TestReplayEvalTrial(t *testing.T) {
 	}
 	if ents, err := os.ReadDir(ws); err != nil || len(ents) != 0 {
 		t.Errorf("--workspace after a failed replay: %v, %v (want it empty)", ents, err)
+	}
+}
+
+// liveTurn2 is a second turn that appends "fixed" to hello.txt before
+// it submits.
+const liveTurn2 = `{"role": "assistant", "content": "", "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"echo fixed >> hello.txt && echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\"}"}}],
+  "extra": {"response": {"id": "l2", "object": "chat.completion", "created": 1765000000, "model": "live-model", "usage": {"prompt_tokens": 150, "completion_tokens": 5, "total_tokens": 155},
+   "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": "", "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"echo fixed >> hello.txt && echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\"}"}}]}}]}}}`
+
+// TestEvalRecordedThenLive runs a case recorded-then-live: the
+// recording answers while the run follows it, and a live model (an
+// OpenAI-compatible endpoint over httptest serving recorded responses)
+// from the first tool result that differs from the recorded one.
+func TestEvalRecordedThenLive(t *testing.T) {
+	setup(t)
+	// The live model: turn 1 as recorded, then its own turn 2.
+	liveTraj := strings.Replace(evalTrajectory, evalTrajectory[strings.Index(evalTrajectory, `{"role": "assistant", "content": "", "tool_calls": [{"id": "call_2"`):strings.Index(evalTrajectory, `{"role": "exit"`)], liveTurn2+",\n ", 1)
+	tr, err := replay.Parse([]byte(liveTraj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked atomic.Int32
+	h := replay.NewHandler(tr)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			asked.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	live := "openai-compatible:live-model@" + srv.URL + "/v1"
+	checks := "[[check]]\nfile = \"hello.txt\"\ncontains = \"fixed\"\n"
+
+	// A recording whose first result is not what the call gives now:
+	// the recording alone submits without the fix; with --live, the live
+	// model answers from turn 2 and fixes it.
+	diverging := strings.Replace(evalTrajectory, `"raw_output": "README\nhello.txt\n"`, `"raw_output": "README\nhello.txt\nsetup.py\n"`, 1)
+	if diverging == evalTrajectory {
+		t.Fatal("the recorded output to change is not in the trajectory")
+	}
+	_, suite := evalRepo(t, filepath.Join(t.TempDir()), diverging, checks)
+	code, out, errOut := keel(t, "eval", "run", suite, "--name", "rec")
+	if code != 0 || !strings.Contains(out, "success 0%  (0/1 scored") {
+		t.Fatalf("eval run, recorded: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = keel(t, "eval", "run", suite, "--name", "live", "--live", live)
+	if code != 0 || !strings.Contains(out, "success 100%  (1/1 scored") || asked.Load() != 1 {
+		t.Fatalf("eval run, recorded then live: exit %d, live model asked %d times (want 1)\n%s\n%s", code, asked.Load(), out, errOut)
+	}
+	run := evalRunIDs(t, "live")[0]
+	code, out, errOut = keel(t, "runs", "show", run)
+	if code != 0 || !strings.Contains(out, "fixed") {
+		t.Errorf("runs show of the live trial: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	// A recording the run follows to its end: the live model is never
+	// asked.
+	asked.Store(0)
+	_, suite = evalRepo(t, filepath.Join(t.TempDir()), evalTrajectory, "")
+	code, out, errOut = keel(t, "eval", "run", suite, "--name", "follows", "--live", live)
+	if code != 0 || !strings.Contains(out, "success 100%  (1/1 scored") || asked.Load() != 0 {
+		t.Fatalf("eval run of a recording that does not diverge: exit %d, live model asked %d times (want 0)\n%s\n%s", code, asked.Load(), out, errOut)
+	}
+	if code, _, errOut := keel(t, "eval", "run", suite, "--model", "openai:gpt-4.1", "--live", live); code != 2 || !strings.Contains(errOut, "needs --model recorded") {
+		t.Errorf("--live without --model recorded: exit %d\n%s", code, errOut)
 	}
 }

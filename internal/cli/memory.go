@@ -15,52 +15,14 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/assemble"
+	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/memory"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/service"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/visible"
 )
-
-// memoryScopes returns the memory scopes a run sees: its agent's, the
-// user's it acts for, its project's (the workspace) and the team's; ok
-// is false for a run offered no memory (the shared demo agent's).
-func memoryScopes(c *agent.RunCreated) (memory.Scopes, bool) {
-	return service.MemoryScopes(c.Principal, c.OnBehalfOf, c.Workspace)
-}
-
-// offerMemory fixes in c the memory offered to the run (c.Recall): the
-// entries of its scopes relevant to its task within budget tokens (0:
-// memory.DefaultBudget). The run is then offered the memory tools.
-func offerMemory(ctx context.Context, store journal.Store, c *agent.RunCreated, budget int) error {
-	sc, ok := memoryScopes(c)
-	if !ok {
-		return nil
-	}
-	r, err := memory.New(store, nil).Recall(ctx, &memory.RecallParams{Scopes: sc, Task: c.Task, Budget: budget, Family: agent.LookupFamily(c.Model)})
-	if err != nil {
-		return fmt.Errorf("memory: %w", err)
-	}
-	c.Recall = r
-	return nil
-}
-
-// addMemoryTools registers memory_search and memory_write in r for a
-// run that was offered memory (c.Recall), over store (nil: a registry
-// that only records the tools' definitions, never runs them).
-func addMemoryTools(r *tool.Registry, c *agent.RunCreated, store journal.Store) {
-	if c.Recall == nil {
-		return
-	}
-	var ms *memory.Store
-	if store != nil {
-		ms = memory.New(store, nil)
-	}
-	sc, _ := memoryScopes(c)
-	memory.AddTools(r, &memory.ToolParams{Store: ms, Scopes: sc})
-}
 
 // moreTools adds a run's memory and skill tools (assemble.Assembler's
 // MoreTools): memory_search and memory_write when it was offered
@@ -76,7 +38,7 @@ func (a *app) moreTools(ctx context.Context, c *agent.RunCreated, r *tool.Regist
 	if err != nil {
 		return nil, err
 	}
-	addMemoryTools(r, c, st)
+	builder.AddMemoryTools(r, c, st)
 	if propose {
 		a.addSkillPromotionTools(r, c, st)
 	}
@@ -363,7 +325,7 @@ func (a *app) memoryImportCmd() *cobra.Command {
 // --no-skills), from store.
 func (a *app) offer(ctx context.Context, store journal.Store, c *agent.RunCreated, live *liveOptions) error {
 	if live.memoryBudget > 0 && c.Recall == nil {
-		if err := offerMemory(ctx, store, c, live.memoryBudget); err != nil {
+		if err := builder.OfferMemory(ctx, store, c, live.memoryBudget); err != nil {
 			return err
 		}
 	}

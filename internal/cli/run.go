@@ -256,14 +256,14 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		return err
 	}
 	conn := &service.Connectors{}
-	if conn.MCP, err = a.mcpServers(&f.mcp); err != nil {
+	if conn.MCP, err = a.connectors().MCPServers(&f.mcp.ConnectorFlags); err != nil {
 		return err
 	}
 	var sqlDSN map[string]string
-	if conn.SQL, sqlDSN, err = a.sqlDatabases(&f.mcp); err != nil {
+	if conn.SQL, sqlDSN, err = a.connectors().SQLDatabases(&f.mcp.ConnectorFlags); err != nil {
 		return err
 	}
-	if conn.OpenAPI, err = a.openAPIs(&f.mcp); err != nil {
+	if conn.OpenAPI, err = a.connectors().OpenAPIs(&f.mcp.ConnectorFlags); err != nil {
 		return err
 	}
 	// The request as every front end makes it (keel run --server sends

@@ -260,20 +260,6 @@ func (a *app) editsUpTo(runID string, events []journal.Event, at int64) error {
 	return nil
 }
 
-// gitStart records the commit a run starts on, when its workspace is
-// the top of a git repository with a commit.
-func gitStart(ctx context.Context, dir string) *agent.GitStart {
-	commit, dirty, err := checkpoint.Start(ctx, dir)
-	if err != nil {
-		return nil
-	}
-	g := &agent.GitStart{Commit: commit, Dirty: dirty, Origin: checkpoint.Origin(ctx, dir)}
-	if x, err := checkpoint.InfoExclude(ctx, dir); err == nil {
-		g.Exclude = &x
-	}
-	return g
-}
-
 // endDiff prints, at the end of keel run, the files the run changed
 // (on stderr, with the progress) and how to see their diff. It reads
 // them even when ctx was canceled (Ctrl-C ended the run), within

@@ -246,7 +246,6 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return usagef("%v", err)
 	}
 	b := newBuilder(a, store, logger)
-	b.active = &active
 	if f.metricsAddr != "" {
 		stop, err := a.serveMetrics(ctx, f.metricsAddr, metrics, logger)
 		if err != nil {
@@ -255,7 +254,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		defer stop()
 	}
 	if f.worker {
-		return a.runWorker(ctx, f, rt, b, logger)
+		return a.runWorker(ctx, f, rt, b, &active, logger)
 	}
 	dispatcher, closeDispatch, err := a.dispatcher(ctx, f, logger)
 	if err != nil {
@@ -558,4 +557,13 @@ func (a *app) serverLease(ctx context.Context, store journal.Store, note string)
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	return unlock, nil
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
 }

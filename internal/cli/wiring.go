@@ -2,9 +2,14 @@ package cli
 
 import (
 	"context"
+	"io"
+	"log/slog"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
+	"github.com/keel-run/keel/internal/assemble/builder"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/tool"
 )
 
 // liveOptions are what an execution needs beyond the run's journal: what
@@ -50,6 +55,33 @@ type wiring struct {
 func (a *app) assembler() *assemble.Assembler {
 	return &assemble.Assembler{Home: a.home, Journal: a.dbPath(), Config: a.cfg, Getenv: a.getenv, Notes: a.stderr,
 		Metrics: a.metrics, Tracing: a.tracing(), OpenJournal: a.openStore, OpenVault: a.openVault, MoreTools: a.moreTools}
+}
+
+// connectors are the connectors of this process's configuration.
+func (a *app) connectors() *builder.Connectors {
+	return &builder.Connectors{Config: a.cfg, Project: a.project, ConfigFile: a.configFile()}
+}
+
+// newBuilder is the service's builder of runs in this process (the
+// server's, a scheduler's, an evaluation's), as its flags, config.toml
+// and environment configure it.
+func newBuilder(a *app, store journal.Store, logger *slog.Logger) *builder.Builder {
+	return &builder.Builder{Assembler: a.assembler(), Store: store, Logger: logger, Params: &assemble.Params{}, Connectors: a.connectors(),
+		Skills: a.skillLibrary, PromotionTools: func(r *tool.Registry, c *agent.RunCreated) { a.addSkillPromotionTools(r, c, nil) }}
+}
+
+// localBuilder is keel run's builder: its execution's options live.
+func (a *app) localBuilder(store journal.Store, live *liveOptions) *builder.Builder {
+	b := newBuilder(a, store, nil)
+	b.Local, b.Params, b.Settings = true, &live.Params, live.settings
+	return b
+}
+
+// builtWiring is the wiring of an execution builder.Builder.Wire wired
+// (closer), with the options of the server's executions (which never
+// wait for an approval inside one).
+func builtWiring(closer io.Closer) *wiring {
+	return &wiring{Run: closer.(*assemble.Run), live: &liveOptions{gate: gateFlags{noWait: true}}}
 }
 
 // newWiring builds the model, sandbox, workspace and tools for a run as

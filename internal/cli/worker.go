@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/cluster"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/service"
@@ -82,7 +84,7 @@ func (a *app) dispatcher(ctx context.Context, f *serveFlags, logger *slog.Logger
 }
 
 // runWorker is keel worker after serve's wiring is set up.
-func (a *app) runWorker(ctx context.Context, f *serveFlags, rt *agent.Runtime, b *builder, logger *slog.Logger) error {
+func (a *app) runWorker(ctx context.Context, f *serveFlags, rt *agent.Runtime, b *builder.Builder, active *atomic.Pointer[func() int], logger *slog.Logger) error {
 	roots, err := dirs("--workspace-root", f.workspaceRoots, a.cfg.Serve.WorkspaceRoots)
 	if err != nil {
 		return err
@@ -101,7 +103,7 @@ func (a *app) runWorker(ctx context.Context, f *serveFlags, rt *agent.Runtime, b
 	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Wire: wire, Principals: service.Principals(identity.NewDirectory(rt.Store(), nil)),
 		Driver: f.driver, Slots: f.workers, ControlStream: service.ControlStream, CancelType: service.CancelRequested, Logger: logger})
 	holding := w.Holding
-	b.active.Store(&holding)
+	active.Store(&holding)
 	fmt.Fprintf(a.stderr, "keel worker: polling Temporal at %s (queues %s and %s) · journal %s · %d slots · workspace roots %s\n",
 		f.temporal, cluster.TaskQueue, w.Queue(), redact.DSN(a.dbPath()), f.workers, strings.Join(roots, ", "))
 	if err := w.Run(ctx, c); err != nil {

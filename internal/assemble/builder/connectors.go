@@ -1,4 +1,4 @@
-package cli
+package builder
 
 import (
 	"context"
@@ -19,22 +19,21 @@ import (
 // journaled in run.created, so that every later execution, on any
 // server sharing the journal, reaches the same servers (with the same
 // pins).
-func (b *builder) connectors(ctx context.Context, c *agent.RunCreated, req *api.CreateRun) error {
-	a := b.a
+func (b *Builder) connectors(ctx context.Context, c *agent.RunCreated, req *api.CreateRun) error {
 	// The server's own, as keel run reads them from config.toml.
-	servers, err := a.mcpServers(&mcpFlags{})
+	servers, err := b.Connectors.MCPServers(&ConnectorFlags{})
 	if err != nil {
 		return fmt.Errorf("the server's connectors: %w", err)
 	}
-	dbs, _, err := a.sqlDatabases(&mcpFlags{})
+	dbs, _, err := b.Connectors.SQLDatabases(&ConnectorFlags{})
 	if err != nil {
 		return fmt.Errorf("the server's connectors: %w", err)
 	}
-	apis, err := a.openAPIs(&mcpFlags{})
+	apis, err := b.Connectors.OpenAPIs(&ConnectorFlags{})
 	if err != nil {
 		return fmt.Errorf("the server's connectors: %w", err)
 	}
-	ag, err := identity.NewDirectory(b.store, nil).Get(ctx, c.Principal)
+	ag, err := identity.NewDirectory(b.Store, nil).Get(ctx, c.Principal)
 	if err != nil && !errors.Is(err, identity.ErrUnknown) {
 		return err
 	}
@@ -103,8 +102,7 @@ func names2[T any](have []T, nameOf func(T) string) string {
 
 // agentConnectors returns the connectors of ag: each a NAME of the
 // server's own or the agent's own NAME=SPEC.
-func (b *builder) agentConnectors(ag *identity.Agent, servers []agent.MCPServer, dbs []agent.SQLDatabase, apis []agent.OpenAPI) ([]agent.MCPServer, []agent.SQLDatabase, []agent.OpenAPI, error) {
-	a := b.a
+func (b *Builder) agentConnectors(ag *identity.Agent, servers []agent.MCPServer, dbs []agent.SQLDatabase, apis []agent.OpenAPI) ([]agent.MCPServer, []agent.SQLDatabase, []agent.OpenAPI, error) {
 	conn := ag.Connectors
 	missing := func(kind, name string) error {
 		return invalidf("agent %s uses %s connector %q, which this server does not have (its config.toml defines: %s)", ag.Name, kind, name, strings.Join(serverNames(servers, dbs, apis, kind), ", "))
@@ -113,7 +111,7 @@ func (b *builder) agentConnectors(ag *identity.Agent, servers []agent.MCPServer,
 	for _, e := range conn.MCP {
 		name, _, own := strings.Cut(e, "=")
 		if own {
-			s, err := a.mcpServers(&mcpFlags{none: true, servers: []string{e}})
+			s, err := b.Connectors.MCPServers(&ConnectorFlags{None: true, MCP: []string{e}})
 			if err != nil {
 				return nil, nil, nil, invalidf("agent %s: mcp %s: %s", ag.Name, name, apiText(err))
 			}
@@ -138,7 +136,7 @@ func (b *builder) agentConnectors(ag *identity.Agent, servers []agent.MCPServer,
 	for _, e := range conn.OpenAPI {
 		name, _, own := strings.Cut(e, "=")
 		if own {
-			o, err := a.openAPIs(&mcpFlags{none: true, openapi: []string{e}})
+			o, err := b.Connectors.OpenAPIs(&ConnectorFlags{None: true, OpenAPI: []string{e}})
 			if err != nil {
 				return nil, nil, nil, invalidf("agent %s: openapi %s: %s", ag.Name, name, apiText(err))
 			}

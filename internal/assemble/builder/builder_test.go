@@ -1,0 +1,125 @@
+package builder
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/assemble"
+	"github.com/keel-run/keel/internal/config"
+	"github.com/keel-run/keel/service"
+)
+
+// Bad context settings are usage errors naming the flag; good ones fix
+// the window and the text mode's marker in run.created.
+func TestContextSettingsApply(t *testing.T) {
+	a := &assemble.Assembler{Home: t.TempDir()}
+	for _, tt := range []struct {
+		name    string
+		s       ContextSettings
+		wantErr string
+	}{
+		{"threshold zero", ContextSettings{Threshold: 0, ActionMode: "tools"}, "--compact-threshold 0"},
+		{"threshold above one", ContextSettings{Threshold: 1.5}, "--compact-threshold 1.5"},
+		{"negative handoff", ContextSettings{Threshold: 0.8, HandoffAfter: -1}, "--handoff-after -1"},
+		{"unknown action mode", ContextSettings{Threshold: 0.8, ActionMode: "voice"}, `--action-mode "voice"`},
+		{"text mode", ContextSettings{Threshold: 0.8, ActionMode: "text", Window: -1, NoMemory: true}, ""},
+		{"family window", ContextSettings{Threshold: 0.8, NotesFile: "NOTES.md", NoMemory: true}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &agent.RunCreated{Workspace: t.TempDir(), Task: "fix it"}
+			err := tt.s.Apply(a, c, "gpt-4o")
+			if tt.wantErr != "" {
+				var ue *assemble.UsageError
+				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Apply = %v, want a usage error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Apply = %v", err)
+			}
+			if tt.s.ActionMode == "text" && (c.CompletionMarker != service.DefaultCompletionMarker || c.Context != nil) {
+				t.Errorf("text mode: marker %q, context %+v", c.CompletionMarker, c.Context)
+			}
+			if tt.s.Window == 0 && (c.Context == nil || c.Context.Window <= 0 || c.Context.NotesFile != "NOTES.md") {
+				t.Errorf("context %+v, want the family's window", c.Context)
+			}
+		})
+	}
+}
+
+// A run's MCP servers are the configuration's, then the flags', a later
+// one replacing an earlier one of its name; None leaves the
+// configuration's out; a malformed flag is a usage error.
+func TestConnectorsMCPServers(t *testing.T) {
+	cs := &Connectors{
+		Config:  &config.Config{MCP: config.MCP{Servers: []config.MCPServer{{Name: "docs", URL: "https://docs.example/mcp"}, {Name: "fs", Command: []string{"fs-server"}, Env: map[string]string{"B": "2", "A": "1"}}}}},
+		Project: &config.Config{MCP: config.MCP{Servers: []config.MCPServer{{Name: "docs", URL: "https://project.example/mcp"}}}},
+	}
+	for _, tt := range []struct {
+		name    string
+		cs      *Connectors
+		f       ConnectorFlags
+		want    []agent.MCPServer
+		wantErr string
+	}{
+		{"configuration", cs, ConnectorFlags{}, []agent.MCPServer{{Name: "docs", URL: "https://project.example/mcp"}, {Name: "fs", Command: []string{"fs-server"}, Env: []string{"A=1", "B=2"}}}, ""},
+		{"a flag replaces", cs, ConnectorFlags{MCP: []string{"fs=https://fs.example/mcp"}}, []agent.MCPServer{{Name: "docs", URL: "https://project.example/mcp"}, {Name: "fs", URL: "https://fs.example/mcp"}}, ""},
+		{"none", cs, ConnectorFlags{None: true, MCP: []string{"x=run me"}}, []agent.MCPServer{{Name: "x", Command: []string{"run", "me"}}}, ""},
+		{"no configuration", nil, ConnectorFlags{}, nil, ""},
+		{"no spec", cs, ConnectorFlags{MCP: []string{"x="}}, nil, `--mcp "x="`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.cs.MCPServers(&tt.f)
+			if tt.wantErr != "" {
+				var ue *assemble.UsageError
+				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("MCPServers = %v, want a usage error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("MCPServers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The journaled DSN of a database has no password; the full one stays
+// in this process.
+func TestConnectorsSQLDatabases(t *testing.T) {
+	cs := &Connectors{}
+	dbs, full, err := cs.SQLDatabases(&ConnectorFlags{SQL: []string{"app=postgres://u:hunter2@db.example/app"}, SQLWrites: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dbs) != 1 || strings.Contains(dbs[0].DSN, "hunter2") || !dbs[0].AllowWrites || full["app"] != "postgres://u:hunter2@db.example/app" {
+		t.Errorf("databases %+v, full %v", dbs, full)
+	}
+}
+
+// A server's replay recording that is missing or not a trajectory is the
+// same user-safe error, which reveals nothing of the file.
+func TestModelRecordingUnavailable(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret.txt")
+	if err := os.WriteFile(secret, []byte("CANARY-4f1e first line"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := &Builder{Assembler: &assemble.Assembler{Home: dir}}
+	for _, path := range []string{secret, filepath.Join(dir, "missing.json"), dir} {
+		_, err := b.Model(t.Context(), "replay:"+path)
+		if !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), "is not available on this server") || strings.Contains(err.Error(), "CANARY") {
+			t.Errorf("Model(replay:%s) = %v", path, err)
+		}
+	}
+}
