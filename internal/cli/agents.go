@@ -217,11 +217,6 @@ func grantLine(g policy.Grant) string {
 	return fmt.Sprintf("%s %s: %s (approved by %s in run %s)", g.ID, g.Tool, what, g.By, g.Run)
 }
 
-// cell makes s one table cell: no tab or newline to break the columns.
-func cell(s string) string {
-	return strings.NewReplacer("\t", " ", "\n", " ").Replace(s)
-}
-
 func (a *app) agentsGrantsCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/internal/tui"
@@ -278,163 +277,29 @@ func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {
 	return a.follow(ctx, cl, run.ID, 1, false, false, !g.waiting())
 }
 
-// followGiveUp is how long following a run keeps reconnecting to a
-// server that does not answer (a restart takes seconds; a crashed server
-// needs a person) before it exits 1.
-const followGiveUp = 10 * time.Minute
-
-// follow prints run id's events from sequence number from on, as `keel
-// run` prints an execution, until the run ends; while it waits for an
-// approval it says how to give it (unless noWait: then it returns at
-// once with exit status 3). Ctrl-C cancels an executing run and leaves a
-// paused one paused.
+// follow prints run id's events from sequence number from on, as keel
+// run prints an execution, until the run ends (tui.Follow over the
+// client), and exits as keel run does.
 func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int64, jsonOut, quiet, noWait bool) error {
-	p := tui.NewPrinter(a.stderr, a.stdout, jsonOut, quiet)
-	p.Keel = "keel --server " + cl.URL()
-	st := &agent.State{RunID: id}
-	prompted := map[string]bool{}
-	stop := func(st *agent.State) error {
-		p.Footer(id, &agent.Outcome{Status: st.Status, End: st.Ended, State: st})
-		switch st.Status {
-		case journal.StatusCompleted:
-			return nil
-		case journal.StatusPaused:
-			return &exitError{3}
-		case journal.StatusCanceled:
-			return &exitError{130}
-		}
-		return &exitError{1}
+	code, err := tui.Follow(ctx, followed{cl}, id, &tui.FollowParams{Stdout: a.stdout, Stderr: a.stderr, URL: cl.URL(), From: from, JSON: jsonOut, Quiet: quiet, NoWait: noWait})
+	if err == nil && code != 0 {
+		return &exitError{code}
 	}
-	lost := false
-	live := tui.NewRemoteLive(p)
-	onDisconnect := func(err error) {
-		switch {
-		case err != nil && !lost:
-			lost = true
-			fmt.Fprintf(a.stderr, "keel: lost the server (%s); reconnecting every second for up to %s — the run goes on on the server (Ctrl-C stops following)\n", cell(clip(err.Error(), 200)), followGiveUp)
-		case err == nil && lost:
-			lost = false
-			live.Reconnected()
-			fmt.Fprintln(a.stderr, "keel: reconnected to the server")
-		}
-	}
-	// The model's text as the server streams it, printed as keel run
-	// prints a local model's (not with --json or --quiet).
-	var onDelta func(api.Delta)
-	if !jsonOut && !quiet {
-		onDelta = func(d api.Delta) { live.Delta(d, st.LastSeq) }
-	}
-	// The history before from is read first, without following: a stop
-	// in it (the run.failed that a resume continues) must not end the
-	// stream that follows the run (?until=stopped ends after the next
-	// stop the stream sends).
-	prevHash := ""
-	if from > 1 {
-		for e, err := range cl.Events(ctx, id, &client.EventsParams{NoFollow: true, GiveUp: followGiveUp}) {
-			if err != nil {
-				return err
-			}
-			if e.Seq >= from {
-				break
-			}
-			if err := st.Apply(&e); err != nil {
-				return err
-			}
-			if e.Seq == 1 {
-				p.Header(id, st.Created, nil)
-			}
-			if jsonOut {
-				p.Event(e)
-			} else {
-				// The run's history: learn its calls and steps without
-				// printing them, as a local resume does, so that later
-				// lines name their tools and the step counter goes on.
-				p.Prime([]journal.Event{e})
-			}
-			prevHash = e.Hash
-			if e.Seq == from-1 {
-				break
-			}
-		}
-	}
-	for e, err := range cl.Events(ctx, id, &client.EventsParams{From: st.LastSeq + 1, UntilStopped: noWait, OnDisconnect: onDisconnect, OnDelta: onDelta, GiveUp: followGiveUp}) {
-		if err != nil {
-			return err
-		}
-		if prevHash != "" {
-			if e.PrevHash != prevHash {
-				return &journal.CorruptError{RunID: id, Seq: e.Seq, Reason: "the event does not link to the one before it"}
-			}
-			prevHash = ""
-		}
-		if err := st.Apply(&e); err != nil {
-			return err
-		}
-		if e.Seq == 1 {
-			p.Header(id, st.Created, nil)
-		}
-		switch {
-		case e.Seq >= from || jsonOut:
-			live.Event(&e)
-			p.Event(e)
-		default:
-			// The run's history: learn its calls and steps without
-			// printing them, as a local resume does, so that later lines
-			// name their tools and the step counter goes on.
-			p.Prime([]journal.Event{e})
-		}
-		if e.Seq < from {
-			continue
-		}
-		switch {
-		case st.Status.Terminal():
-			return stop(st)
-		case e.Type == journal.RunPaused && st.Ended != nil && st.Ended.Reason == "revoked":
-			return stop(st)
-		case e.Type == journal.RunPaused && st.Ended != nil && st.Ended.Reason == "shutdown":
-			fmt.Fprintf(a.stderr, "keel: the server shut down; run %s continues when it starts again (waiting; Ctrl-C leaves it paused)\n", id)
-		case e.Type == journal.ApprovalRequested && !noWait && !quiet && !jsonOut:
-			a.promptApprovals(context.WithoutCancel(ctx), cl, id, prompted)
-		}
-	}
-	if ctx.Err() == nil {
-		if noWait && st.Status == journal.StatusPaused {
-			return stop(st)
-		}
-		return fmt.Errorf("the event stream of run %s ended early", id)
-	}
-	// Ctrl-C: cancel an executing run; a paused one stays paused.
-	bg := context.WithoutCancel(ctx)
-	run, err := cl.Run(bg, id)
-	if err != nil {
-		return err
-	}
-	if run.Status == string(journal.StatusPaused) {
-		fmt.Fprintf(a.stderr, "keel: run %s stays paused on the server\n", id)
-		return &exitError{3}
-	}
-	if _, err := cl.Cancel(bg, id); err != nil && !client.IsCode(err, api.CodeRunCompleted) {
-		return err
-	}
-	fmt.Fprintf(a.stderr, "keel: canceled run %s on the server\n", id)
-	return &exitError{130}
+	return err
 }
 
-// promptApprovals prints, once per call, what a run waits for and how to
-// decide it (as keel run does when it waits), with the web UI's inbox.
-func (a *app) promptApprovals(ctx context.Context, cl *client.Client, id string, prompted map[string]bool) {
-	run, err := cl.Run(ctx, id)
-	if err != nil {
-		return
+// followed is the team server as tui.Follow follows a run on it.
+type followed struct{ cl *client.Client }
+
+func (f followed) Events(ctx context.Context, id string, p *tui.EventsParams) iter.Seq2[journal.Event, error] {
+	return f.cl.Events(ctx, id, &client.EventsParams{From: p.From, NoFollow: p.NoFollow, UntilStopped: p.UntilStopped, OnDisconnect: p.OnDisconnect, OnDelta: p.OnDelta, GiveUp: p.GiveUp})
+}
+
+func (f followed) Run(ctx context.Context, id string) (*api.Run, error) { return f.cl.Run(ctx, id) }
+
+func (f followed) Cancel(ctx context.Context, id string) error {
+	if _, err := f.cl.Cancel(ctx, id); err != nil && !client.IsCode(err, api.CodeRunCompleted) {
+		return err
 	}
-	var fresh []agent.PendingApproval
-	for _, ap := range run.Pending {
-		if !prompted[ap.CallID] {
-			prompted[ap.CallID] = true
-			fresh = append(fresh, pendingOf(ap))
-		}
-	}
-	if len(fresh) > 0 {
-		tui.Waiting(a.stderr, fresh, cl.URL())
-	}
+	return nil
 }

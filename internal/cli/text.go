@@ -2,6 +2,7 @@ package cli
 
 import (
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -11,4 +12,6 @@ type eventT = journal.Event
 var (
 	clip, oneLine = agent.Clip, agent.OneLine
 	callSummary   = agent.CallSummary
+	// cell makes s one table cell (internal/tui).
+	cell = tui.Cell
 )

@@ -1,0 +1,235 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
+)
+
+// followGiveUp is how long following a run keeps reconnecting to a
+// server that does not answer (a restart takes seconds; a crashed server
+// needs a person) before it exits 1.
+const followGiveUp = 10 * time.Minute
+
+// Server is the team server a followed run executes on: the Go client,
+// as the command line adapts it.
+type Server interface {
+	// Events yields run id's events in order, each once (the client's
+	// Events, with the same parameters).
+	Events(ctx context.Context, id string, p *EventsParams) iter.Seq2[journal.Event, error]
+	// Run returns run id as the API shows it.
+	Run(ctx context.Context, id string) (*api.Run, error)
+	// Cancel cancels run id; a run that has already ended is no error.
+	Cancel(ctx context.Context, id string) error
+}
+
+// EventsParams are the parameters of [Server.Events]: those of the Go
+// client's stream of events that following uses.
+type EventsParams struct {
+	// From is the first sequence number; 0 means 1.
+	From int64
+	// NoFollow ends after the events stored now; UntilStopped after the
+	// next event that stops an execution.
+	NoFollow, UntilStopped bool
+	// OnDisconnect is called with the error when the stream breaks, and
+	// with nil when it is back.
+	OnDisconnect func(err error)
+	// OnDelta, if set, receives the streamed text of the model's call in
+	// progress.
+	OnDelta func(d api.Delta)
+	// GiveUp ends the stream when reconnecting failed for this long.
+	GiveUp time.Duration
+}
+
+// FollowParams say how [Follow] prints.
+type FollowParams struct {
+	// Stdout and Stderr are keel run's.
+	Stdout, Stderr io.Writer
+	// URL is the server's: commands printed for the person name it.
+	URL string
+	// From is the first event printed as it happens (earlier ones are
+	// the run's history); JSON and Quiet are keel run's --json and -q.
+	From        int64
+	JSON, Quiet bool
+	// NoWait returns at the first wait for an approval, paused.
+	NoWait bool
+}
+
+// Follow prints run id's events from sequence number p.From on, as keel
+// run prints an execution, until the run ends; while it waits for an
+// approval it says how to give it (unless p.NoWait: then it returns at
+// once, paused). Ctrl-C (ctx done) cancels an executing run and leaves
+// a paused one paused. It returns keel run's exit status for how the run
+// ended: 0 completed, 1 failed, 3 paused, 130 canceled.
+func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, error) {
+	from, jsonOut, quiet, noWait := fp.From, fp.JSON, fp.Quiet, fp.NoWait
+	p := NewPrinter(fp.Stderr, fp.Stdout, jsonOut, quiet)
+	p.Keel = "keel --server " + fp.URL
+	st := &agent.State{RunID: id}
+	prompted := map[string]bool{}
+	stop := func(st *agent.State) (int, error) {
+		p.Footer(id, &agent.Outcome{Status: st.Status, End: st.Ended, State: st})
+		switch st.Status {
+		case journal.StatusCompleted:
+			return 0, nil
+		case journal.StatusPaused:
+			return 3, nil
+		case journal.StatusCanceled:
+			return 130, nil
+		}
+		return 1, nil
+	}
+	lost := false
+	live := NewRemoteLive(p)
+	onDisconnect := func(err error) {
+		switch {
+		case err != nil && !lost:
+			lost = true
+			fmt.Fprintf(fp.Stderr, "keel: lost the server (%s); reconnecting every second for up to %s — the run goes on on the server (Ctrl-C stops following)\n", Cell(agent.Clip(err.Error(), 200)), followGiveUp)
+		case err == nil && lost:
+			lost = false
+			live.Reconnected()
+			fmt.Fprintln(fp.Stderr, "keel: reconnected to the server")
+		}
+	}
+	// The model's text as the server streams it, printed as keel run
+	// prints a local model's (not with --json or --quiet).
+	var onDelta func(api.Delta)
+	if !jsonOut && !quiet {
+		onDelta = func(d api.Delta) { live.Delta(d, st.LastSeq) }
+	}
+	// The history before from is read first, without following: a stop
+	// in it (the run.failed that a resume continues) must not end the
+	// stream that follows the run (?until=stopped ends after the next
+	// stop the stream sends).
+	prevHash := ""
+	if from > 1 {
+		for e, err := range srv.Events(ctx, id, &EventsParams{NoFollow: true, GiveUp: followGiveUp}) {
+			if err != nil {
+				return 0, err
+			}
+			if e.Seq >= from {
+				break
+			}
+			if err := st.Apply(&e); err != nil {
+				return 0, err
+			}
+			if e.Seq == 1 {
+				p.Header(id, st.Created, nil)
+			}
+			if jsonOut {
+				p.Event(e)
+			} else {
+				// The run's history: learn its calls and steps without
+				// printing them, as a local resume does, so that later
+				// lines name their tools and the step counter goes on.
+				p.Prime([]journal.Event{e})
+			}
+			prevHash = e.Hash
+			if e.Seq == from-1 {
+				break
+			}
+		}
+	}
+	for e, err := range srv.Events(ctx, id, &EventsParams{From: st.LastSeq + 1, UntilStopped: noWait, OnDisconnect: onDisconnect, OnDelta: onDelta, GiveUp: followGiveUp}) {
+		if err != nil {
+			return 0, err
+		}
+		if prevHash != "" {
+			if e.PrevHash != prevHash {
+				return 0, &journal.CorruptError{RunID: id, Seq: e.Seq, Reason: "the event does not link to the one before it"}
+			}
+			prevHash = ""
+		}
+		if err := st.Apply(&e); err != nil {
+			return 0, err
+		}
+		if e.Seq == 1 {
+			p.Header(id, st.Created, nil)
+		}
+		switch {
+		case e.Seq >= from || jsonOut:
+			live.Event(&e)
+			p.Event(e)
+		default:
+			// The run's history: learn its calls and steps without
+			// printing them, as a local resume does, so that later lines
+			// name their tools and the step counter goes on.
+			p.Prime([]journal.Event{e})
+		}
+		if e.Seq < from {
+			continue
+		}
+		switch {
+		case st.Status.Terminal():
+			return stop(st)
+		case e.Type == journal.RunPaused && st.Ended != nil && st.Ended.Reason == "revoked":
+			return stop(st)
+		case e.Type == journal.RunPaused && st.Ended != nil && st.Ended.Reason == "shutdown":
+			fmt.Fprintf(fp.Stderr, "keel: the server shut down; run %s continues when it starts again (waiting; Ctrl-C leaves it paused)\n", id)
+		case e.Type == journal.ApprovalRequested && !noWait && !quiet && !jsonOut:
+			promptApprovals(context.WithoutCancel(ctx), srv, fp, id, prompted)
+		}
+	}
+	if ctx.Err() == nil {
+		if noWait && st.Status == journal.StatusPaused {
+			return stop(st)
+		}
+		return 0, fmt.Errorf("the event stream of run %s ended early", id)
+	}
+	// Ctrl-C: cancel an executing run; a paused one stays paused.
+	bg := context.WithoutCancel(ctx)
+	run, err := srv.Run(bg, id)
+	if err != nil {
+		return 0, err
+	}
+	if run.Status == string(journal.StatusPaused) {
+		fmt.Fprintf(fp.Stderr, "keel: run %s stays paused on the server\n", id)
+		return 3, nil
+	}
+	if err := srv.Cancel(bg, id); err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(fp.Stderr, "keel: canceled run %s on the server\n", id)
+	return 130, nil
+}
+
+// promptApprovals prints, once per call, what a run waits for and how to
+// decide it (as keel run does when it waits), with the web UI's inbox.
+func promptApprovals(ctx context.Context, srv Server, fp *FollowParams, id string, prompted map[string]bool) {
+	run, err := srv.Run(ctx, id)
+	if err != nil {
+		return
+	}
+	var fresh []agent.PendingApproval
+	for _, ap := range run.Pending {
+		if !prompted[ap.CallID] {
+			prompted[ap.CallID] = true
+			fresh = append(fresh, PendingOf(ap))
+		}
+	}
+	if len(fresh) > 0 {
+		Waiting(fp.Stderr, fresh, fp.URL)
+	}
+}
+
+// PendingOf converts the API's approval to the runtime's.
+func PendingOf(ap api.Approval) agent.PendingApproval {
+	return agent.PendingApproval{RunID: ap.RunID, Seq: ap.Seq, Time: ap.Requested, Principal: ap.Agent, OnBehalfOf: ap.OnBehalfOf, Task: ap.Task,
+		Expired: ap.Expired,
+		ApprovalRequested: agent.ApprovalRequested{CallID: ap.CallID, Tool: ap.Tool, Arguments: ap.Arguments, Reason: ap.Reason,
+			Action: ap.Action, Parts: ap.Parts, Expires: ap.Expires, Default: policy.Effect(ap.Default)}}
+}
+
+// Cell makes s one table cell: no tab or newline to break the columns.
+func Cell(s string) string {
+	return strings.NewReplacer("\t", " ", "\n", " ").Replace(s)
+}

@@ -1,0 +1,131 @@
+package tui_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"iter"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/keel-run/keel/internal/tui"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+)
+
+// fakeServer serves a run's recorded events as a team server would,
+// with the status a Run call reports; it records what was canceled.
+type fakeServer struct {
+	events   []journal.Event
+	status   string
+	canceled []string
+	// stopAfter, when positive, ends the stream after that many events
+	// and cancels ctx (a Ctrl-C while the run goes on).
+	stopAfter int
+	cancel    context.CancelFunc
+}
+
+func (f *fakeServer) Events(_ context.Context, _ string, p *tui.EventsParams) iter.Seq2[journal.Event, error] {
+	return func(yield func(journal.Event, error) bool) {
+		n := 0
+		for _, e := range f.events {
+			if e.Seq < max(p.From, 1) {
+				continue
+			}
+			if f.stopAfter > 0 && n == f.stopAfter {
+				f.cancel()
+				return
+			}
+			n++
+			if !yield(e, nil) {
+				return
+			}
+			if p.NoFollow && e.Seq == int64(len(f.events)) {
+				return
+			}
+		}
+	}
+}
+
+func (f *fakeServer) Run(_ context.Context, id string) (*api.Run, error) {
+	return &api.Run{ID: id, Status: f.status}, nil
+}
+
+func (f *fakeServer) Cancel(_ context.Context, id string) error {
+	f.canceled = append(f.canceled, id)
+	return nil
+}
+
+func recorded(t *testing.T, name string) []journal.Event {
+	t.Helper()
+	fh, err := os.Open(filepath.Join("..", "..", "testdata", "journals", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	events, torn, err := journal.ReadJSONL(fh)
+	if err != nil || torn != nil {
+		t.Fatalf("read %s: %v, torn %v", name, err, torn)
+	}
+	return events
+}
+
+// Following a run on a server prints it as keel run prints it and exits
+// as keel run does: 0 for a completed run; with Ctrl-C, a paused run
+// stays paused (3) and an executing one is canceled on the server (130).
+func TestFollow(t *testing.T) {
+	events := recorded(t, "v0.1-demo.jsonl")
+	id := events[0].RunID
+	for _, tt := range []struct {
+		name         string
+		from         int64
+		json         bool
+		stopAfter    int
+		status       string
+		wantCode     int
+		wantCanceled bool
+		wantErr      string
+	}{
+		{name: "completed", from: 1, wantCode: 0, wantErr: "word_count"},
+		{name: "resumed from its history", from: 5, wantCode: 0},
+		{name: "json", from: 1, json: true, wantCode: 0},
+		{name: "ctrl-c while paused", from: 1, stopAfter: 3, status: "paused", wantCode: 3, wantErr: "stays paused on the server"},
+		{name: "ctrl-c while executing", from: 1, stopAfter: 3, status: "running", wantCode: 130, wantCanceled: true, wantErr: "canceled run " + id + " on the server"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			srv := &fakeServer{events: events, status: tt.status, stopAfter: tt.stopAfter, cancel: cancel}
+			var out, errOut bytes.Buffer
+			code, err := tui.Follow(ctx, srv, id, &tui.FollowParams{Stdout: &out, Stderr: &errOut, URL: "http://keel.example", From: tt.from, JSON: tt.json})
+			if err != nil || code != tt.wantCode {
+				t.Fatalf("Follow = %d, %v, want %d\nstderr:\n%s", code, err, tt.wantCode, errOut.String())
+			}
+			if (len(srv.canceled) > 0) != tt.wantCanceled {
+				t.Errorf("canceled %v, want %v", srv.canceled, tt.wantCanceled)
+			}
+			if tt.wantErr != "" && !strings.Contains(errOut.String(), tt.wantErr) {
+				t.Errorf("stderr lacks %q:\n%s", tt.wantErr, errOut.String())
+			}
+			if tt.json && strings.Count(out.String(), "\n") != len(events) {
+				t.Errorf("--json printed %d lines for %d events:\n%s", strings.Count(out.String(), "\n"), len(events), out.String())
+			}
+		})
+	}
+}
+
+// A stream whose first new event does not link to the history before it
+// is a corrupt journal, never printed as the run.
+func TestFollowBrokenLink(t *testing.T) {
+	events := recorded(t, "v0.1-demo.jsonl")
+	events[4].PrevHash = strings.Repeat("0", 64)
+	srv := &fakeServer{events: events}
+	var out, errOut bytes.Buffer
+	_, err := tui.Follow(t.Context(), srv, events[0].RunID, &tui.FollowParams{Stdout: &out, Stderr: &errOut, From: 5})
+	var ce *journal.CorruptError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Follow = %v, want a corrupt journal", err)
+	}
+}
