@@ -88,7 +88,8 @@ func (s *State) Pending() []PendingApproval {
 type ApprovalsParams struct {
 	// RunID, when set, keeps only that run's approvals.
 	RunID string
-	// Principal, when set, keeps only runs of that agent.
+	// Principal, when set, keeps only runs of that agent and of its
+	// child agents ("PRINCIPAL/NAME").
 	Principal string
 }
 
@@ -123,7 +124,7 @@ func (rt *Runtime) Approvals(ctx context.Context, p *ApprovalsParams) ([]Pending
 			}
 			continue
 		}
-		if p.Principal != "" && st.Created.Principal != p.Principal {
+		if pr := st.Created.Principal; p.Principal != "" && pr != p.Principal && !strings.HasPrefix(pr, p.Principal+"/") {
 			continue
 		}
 		now := rt.clock()

@@ -194,7 +194,7 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 	x.mu.Lock()
 	untrusted := x.st.Untrusted()
 	x.mu.Unlock()
-	req := &tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf, Env: x.p.Env, Untrusted: untrusted}
+	req := &tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf, MaxScopes: scopeBound(cr), Env: x.p.Env, Untrusted: untrusted}
 	if res == nil && ctx.Err() == nil {
 		if ar := x.authorize(ctx, c, req); ar != nil {
 			// A person must authorize first: the call waits, unstarted.

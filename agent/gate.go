@@ -241,10 +241,22 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 	cr := x.st.Created
 	grants := append(append([]policy.Grant(nil), x.st.Grants...), x.gs.grants...)
 	if t.Credential != nil {
-		d.Credential = t.Credential(ctx, &tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf, Env: x.p.Env})
+		d.Credential = t.Credential(ctx, &tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf, MaxScopes: scopeBound(cr), Env: x.p.Env})
 	}
-	d.Decision = decide(ctx, &policy.Call{
-		RunID: x.runID, CallID: c.ID, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf,
+	if d.Credential != nil {
+		u, deny := boundUse(d.Credential, scopeBound(cr))
+		if deny != nil {
+			d.Decision = *deny
+			return d
+		}
+		d.Credential = u
+	}
+	var actors []string
+	if cr.Parent != nil {
+		actors = cr.Parent.Actors
+	}
+	d.Decision = decideAs(ctx, decide, &policy.Call{
+		RunID: x.runID, CallID: c.ID, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf, Actors: actors,
 		Tool: c.Name, Effect: t.Effect.String(), Arguments: args, Paths: d.Paths,
 		Workspace: cr.Workspace, MountPath: cr.MountPath, Sandbox: cr.Sandbox, Network: cr.Network, Grants: grants, ReadOnly: stateReadOnly(cr),
 		Credential: d.Credential,
@@ -266,6 +278,61 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 		}
 	}
 	return d
+}
+
+// decideAs decides call as its principal and then as each principal it
+// acts for (a child agent's parent, and its parent...): the strictest
+// decision stands, so that a child may do at most what each of them may
+// (a rule about its parent's principal binds the child too).
+func decideAs(ctx context.Context, decide policy.Policy, call *policy.Call) policy.Decision {
+	d := decide(ctx, call)
+	for i, a := range call.Actors {
+		if d.Effect == policy.Deny {
+			break
+		}
+		as := *call
+		as.Principal, as.Actors = a, call.Actors[i+1:]
+		ad := decide(ctx, &as)
+		if strictness(ad.Effect) > strictness(d.Effect) {
+			ad.Reason = fmt.Sprintf("as %s, which this agent acts for: %s", a, ad.Reason)
+			d = ad
+		}
+	}
+	return d
+}
+
+func strictness(e policy.Effect) int {
+	switch e {
+	case policy.Allow:
+		return 0
+	case policy.Ask:
+		return 1
+	}
+	return 2
+}
+
+// boundUse narrows the credential a call would use to the run's bound
+// (a child agent's, [ParentLink].Scopes), as the vault will, or returns
+// a denial when nothing of it is left.
+func boundUse(u *policy.CredentialUse, bound map[string][]string) (*policy.CredentialUse, *policy.Decision) {
+	s, ok := bound[u.Provider]
+	if !ok {
+		return u, nil
+	}
+	eff := s
+	if len(u.Scopes) > 0 {
+		eff = intersect(s, u.Scopes)
+	}
+	if len(eff) == 0 {
+		why := fmt.Sprintf("this agent may use no credential of provider %s", u.Provider)
+		if len(s) > 0 {
+			why = fmt.Sprintf("this agent's credentials of provider %s carry at most scopes %s, and the call's scopes %s are none of them", u.Provider, strings.Join(s, " "), strings.Join(u.Scopes, " "))
+		}
+		return nil, &policy.Decision{Effect: policy.Deny, Policies: []string{PolicyTeam}, Reason: why}
+	}
+	n := *u
+	n.Scopes = eff
+	return &n, nil
 }
 
 // PolicyPin is the policy id of a call held because its tool's

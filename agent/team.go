@@ -42,6 +42,97 @@ type ParentLink struct {
 	// write; calls writing elsewhere, and commands that may write
 	// anywhere (bash), are denied (policy id keel.team).
 	Paths []string `json:"paths,omitempty"`
+	// Actors are the principals the child's principal acts for in turn,
+	// nearest first: its parent's, then the parent's parent's, up to the
+	// root's ([SubPrincipal]). The gate decides each call of the child
+	// as each of them too, and the strictest decision stands.
+	Actors []string `json:"actors,omitempty"`
+	// Scopes, when set, bound the credentials the child's calls may use:
+	// per provider, the scopes at most (a provider not named: no bound
+	// beyond its parent's). Its parent's bound ∩ its definition's.
+	Scopes map[string][]string `json:"scopes,omitempty"`
+}
+
+// SubPrincipal returns the principal of a child of a run executing as
+// parent, made from the definition name ("" for an inline child):
+// "PARENT/NAME", an agent identity of its own below its parent's
+// (package identity: revoking the parent revokes it too, and it may be
+// revoked alone). It returns "" when parent is "" (a run without a
+// principal).
+func SubPrincipal(parent, name string) string {
+	if parent == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case b.Len() > 0 && strings.ContainsRune("._-@", r):
+			b.WriteRune(r)
+		case b.Len() > 0:
+			b.WriteByte('-')
+		}
+	}
+	seg := b.String()
+	if len(seg) > 64 {
+		seg = seg[:64]
+	}
+	if seg == "" {
+		seg = "inline"
+	}
+	return parent + "/" + seg
+}
+
+// actorsOf returns the principals a child of the run c acts for: c's
+// own, then those c acts for.
+func actorsOf(c *RunCreated) []string {
+	if c.Principal == "" {
+		return nil
+	}
+	out := []string{c.Principal}
+	if c.Parent != nil {
+		out = append(out, c.Parent.Actors...)
+	}
+	return out
+}
+
+// scopeBound returns the credential bound of the run c (nil: none).
+func scopeBound(c *RunCreated) map[string][]string {
+	if c.Parent == nil {
+		return nil
+	}
+	return c.Parent.Scopes
+}
+
+// boundScopes returns the bound of a child: the parent's ∩ the
+// definition's, per provider, and the providers the definition asks
+// wider scopes of than its parent has (a widening the gate refuses).
+func boundScopes(parent, def map[string][]string) (map[string][]string, []string) {
+	if parent == nil && def == nil {
+		return nil, nil
+	}
+	out := map[string][]string{}
+	var wider []string
+	for p, s := range parent {
+		out[p] = slices.Clone(s)
+	}
+	for p, s := range def {
+		have, ok := parent[p]
+		if !ok {
+			out[p] = slices.Clone(s)
+			continue
+		}
+		if m := missing(have, s); len(m) > 0 {
+			wider = append(wider, p+": "+strings.Join(m, " "))
+		}
+		out[p] = intersect(have, s)
+		if out[p] == nil {
+			out[p] = []string{}
+		}
+	}
+	slices.Sort(wider)
+	return out, wider
 }
 
 // AgentDef is a definition children can be made from: from a file
@@ -61,6 +152,10 @@ type AgentDef struct {
 	Tools   []string `json:"tools,omitempty"`
 	Network []string `json:"network,omitempty"`
 	Paths   []string `json:"paths,omitempty"`
+	// Scopes bound the credentials of the child's calls: per provider,
+	// the scopes at most (nil: its parent's bound); see
+	// [ParentLink].Scopes.
+	Scopes map[string][]string `json:"scopes,omitempty"`
 	// Limits is the slice asked for; zero fields take the default share
 	// of what the parent has left (docs/teams.md).
 	Limits Limits `json:"limits,omitempty"`

@@ -66,6 +66,7 @@ const spawnSchema = `{
     "tools": {"type": "array", "items": {"type": "string"}, "description": "tools the child may use: a subset of yours (default: the definition's, or yours without spawn_agent and wait_agents)"},
     "network": {"type": "array", "items": {"type": "string"}, "description": "hosts the child may reach: a subset of yours"},
     "paths": {"type": "array", "items": {"type": "string"}, "description": "workspace paths the child may write (default: yours)"},
+    "scopes": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}, "description": "per credential provider, the scopes the child's credentials may carry at most: a subset of yours"},
     "limits": {
       "type": "object",
       "additionalProperties": false,
@@ -163,14 +164,15 @@ const waitSchema = `{
 
 // spawnArgs are spawn_agent's arguments.
 type spawnArgs struct {
-	Task    string    `json:"task"`
-	Agent   string    `json:"agent"`
-	System  string    `json:"system"`
-	Tools   *[]string `json:"tools"`
-	Network *[]string `json:"network"`
-	Paths   *[]string `json:"paths"`
-	Limits  Limits    `json:"limits"`
-	Wait    *bool     `json:"wait"`
+	Task    string              `json:"task"`
+	Agent   string              `json:"agent"`
+	System  string              `json:"system"`
+	Tools   *[]string           `json:"tools"`
+	Network *[]string           `json:"network"`
+	Paths   *[]string           `json:"paths"`
+	Scopes  map[string][]string `json:"scopes"`
+	Limits  Limits              `json:"limits"`
+	Wait    *bool               `json:"wait"`
 }
 
 type waitArgs struct {
@@ -214,6 +216,9 @@ func (x *executor) definition(in *spawnArgs) (*AgentDef, error) {
 	}
 	if in.Paths != nil {
 		d.Paths = *in.Paths
+	}
+	if in.Scopes != nil {
+		d.Scopes = in.Scopes
 	}
 	for _, v := range []struct {
 		dst *int
@@ -263,8 +268,14 @@ func (x *executor) spawnCheck(call string, args json.RawMessage) (map[string]any
 			}
 		}
 	}
+	var providers []string
+	for p := range d.Scopes {
+		providers = append(providers, p)
+	}
+	slices.Sort(providers)
 	facts := map[string]any{"depth": depth, "fanout": fanout, "agent": in.Agent,
-		"tools": d.Tools, "hosts": d.Network, "paths": d.Paths}
+		"tools": d.Tools, "hosts": d.Network, "paths": d.Paths, "providers": providers,
+		"principal": SubPrincipal(cr.Principal, d.Name)}
 	var names []string
 	for _, t := range cr.Tools {
 		names = append(names, t.Name)
@@ -284,6 +295,9 @@ func (x *executor) spawnCheck(call string, args json.RawMessage) (map[string]any
 				return facts, fmt.Sprintf("the child asks to write %s, outside its parent's paths (%s)", p, strings.Join(cr.Parent.Paths, ", "))
 			}
 		}
+	}
+	if _, wider := boundScopes(scopeBound(cr), d.Scopes); len(wider) > 0 {
+		return facts, fmt.Sprintf("the child asks for credential scopes its parent may not use: %s", strings.Join(wider, "; "))
 	}
 	if slices.ContainsFunc(d.Tools, starts) {
 		l := x.st.Limits
@@ -340,7 +354,11 @@ func (x *executor) childCreated(call string, in *spawnArgs, d *AgentDef, slice L
 	if d.Paths != nil {
 		paths = d.Paths
 	}
-	c.Parent = &ParentLink{Run: x.runID, Call: call, Root: root, Depth: depth, Agent: d.Name, Paths: paths}
+	scopes, _ := boundScopes(scopeBound(cr), d.Scopes)
+	c.Parent = &ParentLink{Run: x.runID, Call: call, Root: root, Depth: depth, Agent: d.Name, Paths: paths,
+		Actors: actorsOf(cr), Scopes: scopes}
+	// The child acts as an identity of its own below its parent's.
+	c.Principal = SubPrincipal(cr.Principal, d.Name)
 	c.Setup, c.SetupNetwork, c.Git, c.Recall = "", nil, nil, nil
 	return &c
 }

@@ -256,6 +256,8 @@ func TestWideningRefused(t *testing.T) {
 			map[string]any{"task": "x", "tools": []string{"echo", agent.SpawnTool}, "limits": map[string]any{"max_children": 1}}, "the deepest this tree allows"},
 		{"spawn from a child of a read-only agent", agent.RunCreated{Parent: &agent.ParentLink{Run: "p", Call: "c", Root: "p", Depth: 1}, Limits: agent.Limits{MaxDepth: 2}},
 			map[string]any{"task": "x", "tools": []string{"write"}}, "tools its parent does not have: write"},
+		{"credential scope the parent may not use", agent.RunCreated{Parent: &agent.ParentLink{Run: "p", Call: "c", Root: "p", Depth: 1, Scopes: map[string][]string{"github": {"repo:read"}}}, Limits: agent.Limits{MaxDepth: 2}},
+			map[string]any{"task": "x", "scopes": map[string]any{"github": []string{"repo:read", "repo:write"}}}, "credential scopes its parent may not use: github: repo:write"},
 		{"narrower is allowed", agent.RunCreated{Network: []string{"pypi.org"}}, map[string]any{"task": "x", "tools": []string{"echo"}, "network": []string{"pypi.org"}}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -60,6 +60,9 @@ func (v *Vault) delegate(ctx context.Context, p *Provider, r *Request, c *Creden
 	if !p.Delegate || r.User == "" {
 		return c, nil
 	}
+	if err := v.checkDepth(r); err != nil {
+		return nil, err // a sub-agent's chain, known only now
+	}
 	chain := append([]string{r.Agent}, r.Actors...)
 	key := c.GrantID + "|" + c.TokenHash + "|" + strings.Join(c.Scopes, " ") + "|" + strings.Join(chain, ",")
 	now := v.now()

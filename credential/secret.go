@@ -112,7 +112,10 @@ func (v *Vault) PutSecret(ctx context.Context, name, agent, user, value, by stri
 // agent may not have credentials (Options.Check). With run set, the use
 // is journaled (credential.secret_used, with run and call).
 func (v *Vault) SecretValue(ctx context.Context, name, agent, user, run, call string) (string, error) {
-	if err := checkSecret(name, agent, user); err != nil {
+	// A sub-agent (a child agent, "PARENT/NAME") uses its root agent's
+	// secrets; the use names the sub-agent.
+	owner := Owner(agent)
+	if err := checkSecret(name, owner, user); err != nil {
 		return "", err
 	}
 	if v.opts.Check != nil {
@@ -120,10 +123,10 @@ func (v *Vault) SecretValue(ctx context.Context, name, agent, user, run, call st
 			return "", fmt.Errorf("%w: %w", ErrNotAllowed, err)
 		}
 	}
-	key := secretKey(name, agent, user)
+	key := secretKey(name, owner, user)
 	rec, err := v.records.GetRecord(ctx, kindSecret, key)
 	if errors.Is(err, journal.ErrNotFound) {
-		return "", fmt.Errorf("%w: %s for %s", ErrNoSecret, name, whoOf(agent, user))
+		return "", fmt.Errorf("%w: %s for %s", ErrNoSecret, name, whoOf(owner, user))
 	}
 	if err != nil {
 		return "", err

@@ -152,8 +152,37 @@ type Request struct {
 	// bind an authorization the call waits for to it.
 	RunID, CallID, Method string
 	// Actors are the agents Agent acts for in turn, nearest first (a
-	// sub-agent's parent), for a delegated call's actor chain.
+	// sub-agent's parent), for a delegated call's actor chain. For a
+	// sub-agent ("PARENT/NAME", a child agent's identity) left empty,
+	// they are its parents, up to its root agent.
 	Actors []string
+	// MaxScopes, when set, bounds the call per provider: its effective
+	// scopes are the requested (or the provider's default) ∩ these, and
+	// a call with none left is refused ([ErrNotAllowed]). A child
+	// agent's bound (tool.Request.MaxScopes).
+	MaxScopes map[string][]string
+}
+
+// Owner returns the agent whose grants a sub-agent ("PARENT/NAME", a
+// child agent's identity) uses: its root agent, before the first '/'.
+// Any other name is its own owner.
+func Owner(agent string) string {
+	root, _, _ := strings.Cut(agent, "/")
+	return root
+}
+
+// subActors returns the agents a sub-agent acts for, nearest first
+// ("a/b/c": "a/b", "a"); none for an agent that is not one.
+func subActors(agent string) []string {
+	var out []string
+	for {
+		i := strings.LastIndexByte(agent, '/')
+		if i <= 0 {
+			return out
+		}
+		agent = agent[:i]
+		out = append(out, agent)
+	}
 }
 
 // Credential is a token for one call. Its token is a secret: give it only
@@ -261,23 +290,44 @@ func (v *Vault) Credential(ctx context.Context, r *Request) (*Credential, error)
 	if err := v.checkDepth(r); err != nil {
 		return nil, err
 	}
+	// A sub-agent (a child agent) uses its root agent's grants, within
+	// its bound; its chain is journaled with each use.
+	owner := Owner(r.Agent)
+	if len(r.Actors) == 0 && owner != r.Agent {
+		sub := *r
+		sub.Actors = subActors(r.Agent)
+		r = &sub
+	}
 	want := r.Scopes
 	if len(want) == 0 {
 		want = p.Scopes
 	}
 	want = normScopes(want)
 	if v.opts.AllowedScopes != nil {
-		if allowed := v.opts.AllowedScopes(r.Agent, p.Name); allowed != nil {
-			if extra := minus(want, allowed); len(extra) > 0 {
-				return nil, fmt.Errorf("%w: agent %s may not use scopes %s of provider %s", ErrNotAllowed, r.Agent, strings.Join(extra, " "), p.Name)
+		for _, a := range []string{r.Agent, owner} {
+			if allowed := v.opts.AllowedScopes(a, p.Name); allowed != nil {
+				if extra := minus(want, allowed); len(extra) > 0 {
+					return nil, fmt.Errorf("%w: agent %s may not use scopes %s of provider %s", ErrNotAllowed, a, strings.Join(extra, " "), p.Name)
+				}
+			}
+			if owner == r.Agent {
+				break
 			}
 		}
 	}
-	need := func(reason, grantID string, missing []string) error {
-		return &tool.AuthRequiredError{Provider: p.Name, Issuer: p.Issuer, Agent: r.Agent, User: r.User, Scopes: want, Missing: missing,
-			Reason: reason, Grant: grantID, Resource: r.Resource, Hint: connectHint(p.Name, r.Agent, r.User, want)}
+	if bound, ok := r.MaxScopes[p.Name]; ok {
+		asked := want
+		want = slices.DeleteFunc(slices.Clone(want), func(s string) bool { return !slices.Contains(bound, s) })
+		if len(want) == 0 {
+			return nil, fmt.Errorf("%w: agent %s may use scopes %s of provider %s at most, none of %s", ErrNotAllowed, r.Agent,
+				orNone(bound), p.Name, strings.Join(asked, " "))
+		}
 	}
-	key := grantKey(r.Agent, r.User, p.Name)
+	need := func(reason, grantID string, missing []string) error {
+		return &tool.AuthRequiredError{Provider: p.Name, Issuer: p.Issuer, Agent: owner, User: r.User, Scopes: want, Missing: missing,
+			Reason: reason, Grant: grantID, Resource: r.Resource, Hint: connectHint(p.Name, owner, r.User, want)}
+	}
+	key := grantKey(owner, r.User, p.Name)
 	g, sec, err := v.currentGrant(ctx, p, key, r)
 	if errors.Is(err, journal.ErrNotFound) {
 		return nil, need(tool.AuthMissing, "", nil)
@@ -299,6 +349,10 @@ func (v *Vault) Credential(ctx context.Context, r *Request) (*Credential, error)
 	if c, err = v.delegate(ctx, p, r, c); err != nil {
 		return nil, err
 	}
+	if len(c.Actors) == 0 && len(r.Actors) > 0 {
+		// A sub-agent's use of its root's grant names the whole chain.
+		c.Actors = append([]string{r.Agent}, r.Actors...)
+	}
 	if r.RunID != "" {
 		// No credential leaves the vault without its trace.
 		err = v.audit(ctx, EventUsed, &usedPayload{Grant: g.ID, Provider: p.Name, Agent: r.Agent, User: r.User, Run: r.RunID, Call: r.CallID,
@@ -315,7 +369,7 @@ func (v *Vault) currentGrant(ctx context.Context, p *Provider, key string, r *Re
 	g, sec, _, err := v.readGrant(ctx, key)
 	if errors.Is(err, journal.ErrNotFound) && r.User == "" && p.clientCredentials() {
 		// An employee agent acting as itself: its own client.
-		return v.clientCredentialsGrant(ctx, p, key, r.Agent)
+		return v.clientCredentialsGrant(ctx, p, key, Owner(r.Agent))
 	}
 	if err != nil {
 		return nil, nil, err
@@ -430,6 +484,13 @@ func hostPort(u *url.URL) string {
 		}
 	}
 	return strings.ToLower(u.Hostname()) + ":" + port
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "(none)"
+	}
+	return strings.Join(s, " ")
 }
 
 func normScopes(s []string) []string {

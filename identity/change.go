@@ -49,8 +49,8 @@ func (d *Directory) applyChange(e *journal.Event, bad func(string, ...any) error
 			return bad("agent.restored does not decode: %v", err)
 		}
 		a := d.lookup(p.Name)
-		if a == nil || !a.Builtin || !a.Revoked {
-			return bad("agent.restored for %q, which is not a revoked built-in agent", p.Name)
+		if a == nil || !a.Builtin && a.Parent == "" || !a.Revoked {
+			return bad("agent.restored for %q, which is not a revoked built-in agent or sub-agent", p.Name)
 		}
 		a.Revoked, a.RevokedAt, a.RevokedBy, a.RevokeReason = false, time.Time{}, "", ""
 		a.Grants = nil
@@ -95,11 +95,12 @@ type RestoreParams struct {
 }
 
 // ErrNotRestorable is wrapped by [Directory.Restore]'s error for an agent
-// that is not a revoked built-in agent.
-var ErrNotRestorable = fmt.Errorf("%w: only a revoked built-in agent can be restored", ErrInvalid)
+// that is not a revoked built-in agent or sub-agent.
+var ErrNotRestorable = fmt.Errorf("%w: only a revoked built-in agent or sub-agent can be restored", ErrInvalid)
 
 // Restore undoes the revocation of a built-in agent ([LocalAgent],
-// [DemoAgent]), which cannot be created again under its name: it may act
+// [DemoAgent]) or of a sub-agent ([Agent].Parent), which cannot be
+// created again under its name: it may act
 // again from its next gate decision, without the standing approvals it had
 // before (they are dropped). The restoration is an agent.restored event.
 // An agent that was created is never restored: its revocation is
@@ -116,7 +117,7 @@ func (d *Directory) Restore(ctx context.Context, name string, p *RestoreParams) 
 		switch {
 		case a == nil:
 			return fmt.Errorf("identity: restore %q: %w", name, ErrUnknown)
-		case !a.Builtin:
+		case !a.Builtin && a.Parent == "":
 			return fmt.Errorf("identity: restore %q: %w (create a new agent instead)", name, ErrNotRestorable)
 		case !a.Revoked:
 			return fmt.Errorf("identity: restore %q: it is not revoked: %w", name, ErrNotRestorable)

@@ -131,6 +131,12 @@ type Agent struct {
 	// the agent's runs on a team server offer (nil: the server's own;
 	// empty: none).
 	Connectors *Connectors `json:"connectors,omitempty"`
+	// Parent is set on a sub-agent, "PARENT/NAME": the identity a child
+	// run acts as (agent.SubPrincipal), below the agent its parent run
+	// acts as. A sub-agent exists while its parent does, is of its kind,
+	// may act only while every agent above it may, holds its own
+	// standing approvals and theirs, and can be revoked alone.
+	Parent string `json:"parent,omitempty"`
 }
 
 // Payloads of the directory's events.
@@ -242,8 +248,8 @@ func (d *Directory) apply(e *journal.Event) error {
 	return nil
 }
 
-// lookup returns the agent name, materialising the built-in local agent.
-// Callers hold d.mu.
+// lookup returns the agent name, materialising the built-in local agent
+// and the sub-agents of existing agents. Callers hold d.mu.
 func (d *Directory) lookup(name string) *Agent {
 	if a, ok := d.agents[name]; ok {
 		return a
@@ -253,7 +259,43 @@ func (d *Directory) lookup(name string) *Agent {
 		d.agents[name] = a
 		return a
 	}
+	if parent, seg, ok := cutSub(name); ok && CheckName(seg) == nil {
+		p := d.lookup(parent)
+		if p == nil {
+			return nil
+		}
+		a := &Agent{Name: name, Kind: p.Kind, Description: fmt.Sprintf("a child agent of %s (definition %s)", parent, seg), Parent: parent}
+		d.agents[name] = a
+		return a
+	}
 	return nil
+}
+
+// cutSub splits a sub-agent's name "PARENT/NAME" at its last '/'.
+func cutSub(name string) (parent, seg string, ok bool) {
+	i := strings.LastIndexByte(name, '/')
+	if i <= 0 {
+		return "", "", false
+	}
+	return name[:i], name[i+1:], true
+}
+
+// chain returns the agent name and the agents it acts for, nearest
+// first (a sub-agent's parent, up to its root), or nil when one of them
+// is unknown. Callers hold d.mu.
+func (d *Directory) chain(name string) []*Agent {
+	var out []*Agent
+	for {
+		a := d.lookup(name)
+		if a == nil {
+			return nil
+		}
+		out = append(out, a)
+		if a.Parent == "" {
+			return out
+		}
+		name = a.Parent
+	}
 }
 
 // append journals one event (journal.Stream.Append); check validates it
@@ -332,7 +374,8 @@ func (d *Directory) Get(ctx context.Context, name string) (*Agent, error) {
 }
 
 // List returns every agent, revoked ones included, sorted by name; the
-// built-in agents ([LocalAgent], [DemoAgent]) are always listed.
+// built-in agents ([LocalAgent], [DemoAgent]) are always listed, a
+// sub-agent only once it was revoked or holds standing approvals.
 func (d *Directory) List(ctx context.Context) ([]Agent, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -344,6 +387,9 @@ func (d *Directory) List(ctx context.Context) ([]Agent, error) {
 	}
 	out := make([]Agent, 0, len(d.agents))
 	for _, a := range d.agents {
+		if a.Parent != "" && !a.Revoked && len(a.Grants) == 0 {
+			continue // a sub-agent is listed once something happened to it
+		}
 		out = append(out, *d.copy(a))
 	}
 	slices.SortFunc(out, func(a, b Agent) int { return strings.Compare(a.Name, b.Name) })
@@ -429,19 +475,30 @@ func (d *Directory) Check(ctx context.Context, principal, onBehalfOf string) ([]
 	if err := d.sync(ctx); err != nil {
 		return nil, err
 	}
-	a := d.lookup(principal)
-	switch {
-	case a == nil:
+	chain := d.chain(principal)
+	if chain == nil {
 		return nil, fmt.Errorf("%w: %w: %q", policy.ErrRevoked, ErrUnknown, principal)
-	case a.Revoked:
-		return nil, fmt.Errorf("%w: %w: %q was revoked %s by %s: %s", policy.ErrRevoked, ErrRevokedAgent, principal,
-			a.RevokedAt.Format(time.RFC3339), orSomeone(a.RevokedBy), orNoReason(a.RevokeReason))
+	}
+	var grants []policy.Grant
+	for _, a := range chain {
+		if a.Revoked {
+			who := fmt.Sprintf("%q", a.Name)
+			if a.Name != principal {
+				who = fmt.Sprintf("%q, which %q acts for,", a.Name, principal)
+			}
+			return nil, fmt.Errorf("%w: %w: %s was revoked %s by %s: %s", policy.ErrRevoked, ErrRevokedAgent, who,
+				a.RevokedAt.Format(time.RFC3339), orSomeone(a.RevokedBy), orNoReason(a.RevokeReason))
+		}
+		grants = append(grants, a.Grants...)
+	}
+	a := chain[0]
+	switch {
 	case a.Kind == Assistant && onBehalfOf == "":
 		return nil, fmt.Errorf("%w: %w: assistant agent %q must act on behalf of a user", policy.ErrRevoked, ErrInvalid, principal)
 	case a.Kind == Employee && onBehalfOf != "":
 		return nil, fmt.Errorf("%w: %w: employee agent %q acts as itself, not on behalf of %q", policy.ErrRevoked, ErrInvalid, principal, onBehalfOf)
 	}
-	return slices.Clone(a.Grants), nil
+	return grants, nil
 }
 
 func orSomeone(s string) string {

@@ -529,8 +529,12 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 	}
 	principal := cedar.NewEntityUID(typeAgent, cedar.String(c.Principal))
 	action := cedar.NewEntityUID(typeAction, cedar.String(c.Tool))
+	var actors []cedar.EntityUID
+	for _, a := range c.Actors {
+		actors = append(actors, cedar.NewEntityUID(typeAgent, cedar.String(a)))
+	}
 	base := cedar.EntityMap{
-		principal: {UID: principal, Attributes: cedar.NewRecord(cedar.RecordMap{
+		principal: {UID: principal, Parents: cedar.NewEntityUIDSet(actors...), Attributes: cedar.NewRecord(cedar.RecordMap{
 			"name": cedar.String(c.Principal), "kind": cedar.String(kind)})},
 	}
 	var parents []cedar.EntityUID
@@ -560,7 +564,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			"outside_paths": strSet(f.Outside), "writes": cedar.Boolean(f.Writes), "dynamic": cedar.Boolean(f.Dynamic),
 			"nested": cedar.Boolean(nested), "via": cedar.String(strings.Join(p.Via, " > ")),
 			"reads": strSet(f.Reads), "written": strSet(f.Written), "code": cedar.Boolean(f.Code),
-			"part": cedar.Long(len(out)), "parts": cedar.Long(0),
+			"part": cedar.Long(len(out)), "parts": cedar.Long(0), "actors": strSet(c.Actors),
 		}
 		credentialContext(ctx, c.Credential)
 		provider := ""

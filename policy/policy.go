@@ -135,7 +135,14 @@ type Call struct {
 	// an assistant agent acts for ("" for an employee agent).
 	Principal  string
 	OnBehalfOf string
-	Tool       string
+	// Actors are the principals Principal acts for in turn, nearest
+	// first: a child agent's parent's principal, then its parent's (empty
+	// for a root run). Cedar sees them as the principal's parents
+	// (principal in Keel::Agent::"PARENT") and as context.actors; the
+	// runtime also decides a child's call as each of them, and keeps the
+	// strictest decision.
+	Actors []string
+	Tool   string
 	// Effect is the tool's effect class ("read_only", "workspace_write",
 	// "external").
 	Effect string

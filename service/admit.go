@@ -12,6 +12,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/model"
@@ -187,10 +188,12 @@ func (a *admission) mayActAs(principal, onBehalfOf string) error {
 	if a.admin() {
 		return nil
 	}
-	if principal == identity.DemoAgent && a.demoWorkspace && onBehalfOf == "" {
+	// A child agent ("PARENT/NAME") acts as far as its root agent may.
+	root := credential.Owner(principal)
+	if root == identity.DemoAgent && a.demoWorkspace && onBehalfOf == "" {
 		return nil
 	}
-	if !slices.Contains(a.who.Agents, principal) {
+	if !slices.Contains(a.who.Agents, root) {
 		bound := "is bound to no agent: it may start only the demo run,"
 		if len(a.who.Agents) > 0 {
 			bound = "may act only as " + strings.Join(a.who.Agents, ", ") + ","

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/notify"
 	"github.com/keel-run/keel/schedule"
 	"github.com/keel-run/keel/server/api"
@@ -48,7 +49,7 @@ func (s *Service) route(ctx context.Context, id string, c *agent.RunCreated) []s
 			sinks = append(sinks, st.Notify...)
 		}
 	}
-	for _, k := range s.opts.AgentSinks[c.Principal] {
+	for _, k := range s.opts.AgentSinks[credential.Owner(c.Principal)] {
 		if !slices.Contains(sinks, k) {
 			sinks = append(sinks, k)
 		}

@@ -126,6 +126,10 @@ type Request struct {
 	// assistant agent acts for ("" for an employee agent). Tools that
 	// obtain credentials ask for them as this pair.
 	Principal, OnBehalfOf string
+	// MaxScopes, when set, bounds the credentials the call may use: per
+	// provider, the scopes at most (a child agent's bound; nil: none).
+	// Tools pass it to the vault with the principal.
+	MaxScopes map[string][]string
 	// Env is the run's environment; never nil.
 	Env *Env
 	// Untrusted is set when the run had seen untrusted input (a fetched

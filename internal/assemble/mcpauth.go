@@ -19,6 +19,9 @@ func (a *Assembler) mcpAuth(w *Run, c *agent.RunCreated, s agent.MCPServer) (*mc
 	if au.Agent == "" {
 		au.Agent = identity.LocalAgent
 	}
+	if c.Parent != nil {
+		au.MaxScopes = c.Parent.Scopes
+	}
 	if a.Config == nil {
 		return au, nil
 	}

@@ -23,12 +23,14 @@ type agentFile struct {
 	Tools       []string `yaml:"tools"`
 	Network     []string `yaml:"network"`
 	Paths       []string `yaml:"paths"`
-	MaxSteps    int      `yaml:"max_steps"`
-	MaxTokens   int64    `yaml:"max_tokens"`
-	MaxCost     float64  `yaml:"max_cost"`
-	ToolCalls   int      `yaml:"max_tool_calls"`
-	MaxChildren int      `yaml:"max_children"`
-	MaxDepth    int      `yaml:"max_depth"`
+	// Scopes bound the child's credentials: provider name -> scopes.
+	Scopes      map[string][]string `yaml:"scopes"`
+	MaxSteps    int                 `yaml:"max_steps"`
+	MaxTokens   int64               `yaml:"max_tokens"`
+	MaxCost     float64             `yaml:"max_cost"`
+	ToolCalls   int                 `yaml:"max_tool_calls"`
+	MaxChildren int                 `yaml:"max_children"`
+	MaxDepth    int                 `yaml:"max_depth"`
 }
 
 // maxAgentFile bounds one definition file.
@@ -95,8 +97,21 @@ func parseAgentDef(name, s string) (*agent.AgentDef, error) {
 		}
 	}
 	return &agent.AgentDef{Name: name, Description: strings.TrimSpace(f.Description), Model: f.Model, System: strings.TrimSpace(strings.TrimPrefix(body, "\n")),
-		Tools: f.Tools, Network: f.Network, Paths: f.Paths,
+		Tools: f.Tools, Network: f.Network, Paths: f.Paths, Scopes: scopes(f.Scopes),
 		Limits: agent.Limits{MaxSteps: f.MaxSteps, MaxTokens: f.MaxTokens, MaxCost: f.MaxCost, MaxToolCalls: f.ToolCalls, MaxChildren: f.MaxChildren, MaxDepth: f.MaxDepth}}, nil
+}
+
+// scopes returns a definition's credential bound, each provider's
+// scopes non-nil (an empty list: no credential of that provider).
+func scopes(m map[string][]string) map[string][]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string][]string, len(m))
+	for p, s := range m {
+		out[p] = append([]string{}, s...)
+	}
+	return out
 }
 
 // offerTeam adds the team tools (sorted with the others) and the

@@ -166,7 +166,10 @@ func (a *app) printAgents(agents []identity.Agent, asJSON bool) error {
 		if ag.Revoked {
 			status = "revoked " + ag.RevokedAt.Local().Format("2006-01-02 15:04")
 		}
-		if !ag.Builtin {
+		switch {
+		case !ag.Builtin && ag.Created.IsZero():
+			created = "with its parent" // a child agent's identity
+		case !ag.Builtin:
 			created = ag.Created.Local().Format("2006-01-02 15:04")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ag.Name, ag.Kind, status, created, len(ag.Grants), cell(clip(oneLine(ag.Description), 50)))

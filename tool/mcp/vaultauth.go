@@ -56,6 +56,9 @@ type Auth struct {
 	// Scopes are asked for by a provider registered on first contact;
 	// none means the scopes of the resource metadata.
 	Scopes []string
+	// MaxScopes, when set, bounds the credentials per provider (a child
+	// agent's bound; see credential.Request.MaxScopes).
+	MaxScopes map[string][]string
 }
 
 // ProviderName is the name of the vault provider registered for the MCP
@@ -112,7 +115,7 @@ func (c *Client) AuthRequired() *tool.AuthRequiredError {
 func (c *Client) credentialFor(ctx context.Context, w caller) (*credential.Credential, error) {
 	p, scopes := c.bound()
 	return c.opts.Auth.Vault.Credential(ctx, &credential.Request{Agent: w.agent, User: w.user, Provider: p, Resource: c.srv.URL,
-		Scopes: scopes, RunID: w.run, CallID: w.call, Method: "POST"})
+		Scopes: scopes, RunID: w.run, CallID: w.call, Method: "POST", MaxScopes: c.opts.Auth.MaxScopes})
 }
 
 // authorizeCall is an MCP tool's Authorize hook: a grant a person must

@@ -473,7 +473,7 @@ func (a *API) handler(o *operation) tool.Handler {
 		}
 		hreq.Header.Set("Accept", "application/json, */*;q=0.5")
 		hc := a.hc
-		cred, err := a.credential(ctx, u, o.method, req.Principal, req.OnBehalfOf, req.RunID, req.CallID)
+		cred, err := a.credential(ctx, u, o.method, req.Principal, req.OnBehalfOf, req.RunID, req.CallID, req.MaxScopes)
 		ar := tool.AuthRequired(err)
 		switch {
 		case err == nil:

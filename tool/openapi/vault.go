@@ -48,7 +48,7 @@ func (a *API) provider(ctx context.Context, u *url.URL) (*credential.Provider, e
 // credential returns the vault's credential for a request to u by agent
 // for user (nil, errNoToken when no provider covers u). run and call
 // journal the use; empty, it is a check.
-func (a *API) credential(ctx context.Context, u *url.URL, method, agent, user, run, call string) (*credential.Credential, error) {
+func (a *API) credential(ctx context.Context, u *url.URL, method, agent, user, run, call string, bound map[string][]string) (*credential.Credential, error) {
 	p, err := a.provider(ctx, u)
 	if err != nil {
 		return nil, err
@@ -57,7 +57,7 @@ func (a *API) credential(ctx context.Context, u *url.URL, method, agent, user, r
 		agent, user = a.opts.Agent, a.opts.User
 	}
 	return a.opts.Vault.Credential(ctx, &credential.Request{Agent: agent, User: user, Provider: p.Name, Resource: redact.Resource(u.String()),
-		RunID: run, CallID: call, Method: method})
+		RunID: run, CallID: call, Method: method, MaxScopes: bound})
 }
 
 // describe is an operation's Credential hook: the provider the call would
@@ -84,7 +84,7 @@ func (a *API) authorizeCall(o *operation) func(context.Context, *tool.Request) e
 		if err != nil {
 			return nil // the handler reports it
 		}
-		_, err = a.credential(ctx, u, o.method, req.Principal, req.OnBehalfOf, "", "")
+		_, err = a.credential(ctx, u, o.method, req.Principal, req.OnBehalfOf, "", "", req.MaxScopes)
 		if ar := tool.AuthRequired(err); ar != nil {
 			return ar
 		}
@@ -101,7 +101,7 @@ func (a *API) authorizeDocument(ctx context.Context, req *http.Request) error {
 			return nil
 		}
 	}
-	cred, err := a.credential(ctx, req.URL, req.Method, "", "", "", "")
+	cred, err := a.credential(ctx, req.URL, req.Method, "", "", "", "", nil)
 	ar := tool.AuthRequired(err)
 	switch {
 	case err == nil:

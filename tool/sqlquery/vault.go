@@ -28,11 +28,12 @@ func VaultDSN(v SecretVault, database, agent, user string) func(ctx context.Cont
 	return func(ctx context.Context, run, call string) (string, error) {
 		dsn, err := v.SecretValue(ctx, name, agent, user, run, call)
 		if errors.Is(err, credential.ErrNoSecret) {
-			hint := "keel auth secret set " + name + " --agent " + agent
+			owner := credential.Owner(agent) // a child agent uses its root's
+			hint := "keel auth secret set " + name + " --agent " + owner
 			if user != "" {
 				hint += " --user " + user
 			}
-			return "", &tool.AuthRequiredError{Provider: name, Agent: agent, User: user, Reason: tool.AuthMissing,
+			return "", &tool.AuthRequiredError{Provider: name, Agent: owner, User: user, Reason: tool.AuthMissing,
 				Resource: "sql database " + database, Hint: hint + " (the user's connection string on standard input)"}
 		}
 		return dsn, err

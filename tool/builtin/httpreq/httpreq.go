@@ -201,7 +201,7 @@ func (rq *requester) authorize(ctx context.Context, req *tool.Request) error {
 	if err != nil || web.Allowed(network(req), u) != nil {
 		return nil // the handler reports it
 	}
-	_, err = rq.opts.Vault.Credential(ctx, &credential.Request{Agent: req.Principal, User: req.OnBehalfOf, Resource: u.String()})
+	_, err = rq.opts.Vault.Credential(ctx, &credential.Request{Agent: req.Principal, User: req.OnBehalfOf, Resource: u.String(), MaxScopes: req.MaxScopes})
 	if ar := tool.AuthRequired(err); ar != nil {
 		return ar
 	}
@@ -258,7 +258,7 @@ func (rq *requester) handle(ctx context.Context, req *tool.Request) (*tool.Resul
 	var cred *credential.Credential
 	if rq.opts.Vault != nil {
 		cred, err = rq.opts.Vault.Credential(ctx, &credential.Request{Agent: req.Principal, User: req.OnBehalfOf, Resource: u.String(),
-			RunID: req.RunID, CallID: req.CallID, Method: in.Method})
+			RunID: req.RunID, CallID: req.CallID, Method: in.Method, MaxScopes: req.MaxScopes})
 		ar := tool.AuthRequired(err)
 		switch {
 		case err == nil:
