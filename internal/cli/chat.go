@@ -48,7 +48,7 @@ Every flag of keel run applies.`
 func (a *app) firstMessage(ctx context.Context) (string, error) {
 	fmt.Fprintln(a.stderr, "keel: chat: type the task; after each answer, the next message (Ctrl-D or /exit ends)")
 	for {
-		m, ok := a.prompt.Ask(ctx, "you> ")
+		m, ok := a.prompt.Message(ctx, "you> ")
 		if !ok || strings.TrimSpace(m) == "/exit" {
 			return "", usagef("no task: the conversation ended before a message")
 		}

@@ -469,6 +469,10 @@ func (a *app) executeLoaded(ctx context.Context, rt *agent.Runtime, runID string
 		a.onWait(pending)
 	}
 	params.Trace = chainTrace(params.Trace, p.CallContext)
+	// Approvals asked at this terminal show the call themselves.
+	p.Inline = params.Wait && !jsonOut && a.inline()
+	a.prompt.Attach(p)
+	defer a.prompt.Attach(nil)
 	stopLive := p.StartLive()
 	out, err := rt.Execute(ctx, runID, params)
 	stopLive()

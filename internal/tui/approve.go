@@ -74,7 +74,7 @@ func (pr *Prompt) Converse(ctx context.Context, runID, keel string, err error, i
 			fmt.Fprintln(pr.Err, "keel: interrupted; the model is told when your next message goes on")
 		}
 		pr.AtPrompt()
-		m, ok := pr.Ask(ctx, "you> ")
+		m, ok := pr.Message(ctx, "you> ")
 		if !ok || strings.TrimSpace(m) == "/exit" {
 			if interrupted {
 				fmt.Fprintf(pr.Err, "keel: run %s stays paused (interrupted); %s runs resume %s --message TEXT goes on\n", runID, keel, runID)
@@ -143,7 +143,10 @@ func (pr *Prompt) DecideInline(ctx context.Context, created *agent.RunCreated, p
 				continue
 			}
 			decided = true
-			verb := map[policy.Effect]string{policy.Allow: "approved", policy.Deny: "denied"}[res.Decision]
+			if res.Decision == policy.Deny {
+				continue // the call's denied result says so, with the reason
+			}
+			verb := "approved"
 			switch res.Remember {
 			case policy.ScopeRun:
 				verb += ", and matching calls from now on in this run"
@@ -198,6 +201,14 @@ const maxDiffLines = 200
 // pendingDiff is the unified diff a file-writing call would make, indented,
 // or "" for other calls. The file is read inside the workspace only.
 func pendingDiff(created *agent.RunCreated, toolName string, args json.RawMessage) string {
+	return editDiff(created, toolName, args, maxDiffLines, true)
+}
+
+// editDiff is the unified diff a file-writing call would make, indented,
+// at most limit lines, or "" for other calls. The file is read inside
+// the workspace only. With notes, a call that cannot be shown as a diff
+// says why; without, it is "".
+func editDiff(created *agent.RunCreated, toolName string, args json.RawMessage, limit int, notes bool) string {
 	if toolName != "edit_file" && toolName != "write_file" {
 		return ""
 	}
@@ -225,11 +236,12 @@ func pendingDiff(created *agent.RunCreated, toolName string, args json.RawMessag
 		root.Close()
 	}
 	cur, msg := fs.Preview(toolName, args, old)
-	if msg != "" {
-		return "  (no diff: " + visible.String(msg) + ")\n"
-	}
 	c := checkpoint.FileDiff(rel, old, cur)
 	switch {
+	case !notes && (msg != "" || c.Binary || c.Patch == ""):
+		return ""
+	case msg != "":
+		return "  (no diff: " + visible.String(msg) + ")\n"
 	case c.Binary:
 		return "  (binary or large file: no line diff)\n"
 	case c.Patch == "":
@@ -237,9 +249,11 @@ func pendingDiff(created *agent.RunCreated, toolName string, args json.RawMessag
 	}
 	lines := strings.Split(strings.TrimRight(visible.String(c.Patch), "\n"), "\n")
 	var b strings.Builder
-	fmt.Fprintf(&b, "  the edit (+%d −%d):\n", c.Added, c.Removed)
+	if notes {
+		fmt.Fprintf(&b, "  the edit (+%d −%d):\n", c.Added, c.Removed)
+	}
 	for i, l := range lines {
-		if i == maxDiffLines {
+		if i == limit {
 			fmt.Fprintf(&b, "    … %d more lines\n", len(lines)-i)
 			break
 		}

@@ -397,3 +397,11 @@ func (p *Printer) retryNote(s string) {
 		p.live.note = s
 	}
 }
+
+// Note prints s, a notice to the person (it ends with a newline), as a
+// permanent line: the status block is erased first.
+func (p *Printer) Note(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	io.WriteString(p.err, s)
+}

@@ -52,7 +52,21 @@ type Printer struct {
 	// chat: a conversation (keel chat): answers are printed whole on
 	// stderr as they come, not again on stdout.
 	Chat bool
+	// Inline: approvals are asked at this terminal, which shows the
+	// call, why it asks and its diff: the printer does not say it first.
+	Inline bool
+	// created is the run's run.created; diffs are the diffs of the file
+	// edits running now (by call id), shown with their results; asked
+	// are the calls a person was asked about (their diff was shown
+	// then); modelError is the newest model error printed.
+	created    *agent.RunCreated
+	diffs      map[string]string
+	asked      map[string]bool
+	modelError string
 }
+
+// maxEditLines bounds the diff shown with an edit's result.
+const maxEditLines = 40
 
 // NewPrinter returns the printer of human lines on stderr or, with
 // jsonOut, of JSON lines on stdout; quiet prints only why a run did not
@@ -116,6 +130,9 @@ func (p *Printer) Event(e journal.Event) {
 	if row.Payload == nil {
 		return
 	}
+	if c, ok := row.Payload.(*agent.RunCreated); ok {
+		p.created = c
+	}
 	p.steps, p.tokens, p.cost = row.Step, row.Tokens, row.Cost
 	if p.quiet || p.json {
 		return
@@ -140,7 +157,7 @@ var printRows = map[journal.Type]func(*Printer, *view.Row){
 	journal.AuthResolved:        nil, // the call's start follows
 	journal.InputRequested:      (*Printer).inputRequested,
 	journal.InputAnswered:       func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "  input %s\n", r.Payload.Detail()) },
-	journal.ToolStarted:         func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "  %s\n", r.Call) },
+	journal.ToolStarted:         (*Printer).toolStarted,
 	journal.ToolFinished:        (*Printer).toolFinished,
 	journal.RunCompleted:        nil, // the footer says how the run ended
 	journal.RunFailed:           nil,
@@ -202,17 +219,45 @@ func (p *Printer) modelFailed(r *view.Row) {
 	if p.live != nil {
 		p.live.model = false
 	}
+	p.modelError = x.Message
 	fmt.Fprintf(p.err, "model error (%s): %s\n", x.Kind, x.Message)
 }
 
 func (p *Printer) gateDecided(r *view.Row) {
-	if x := r.Payload.(*agent.GateDecided); x.Effect != "allow" {
-		fmt.Fprintf(p.err, "  %s %s: %s\n", x.Effect, r.Call, firstLine(x.Reason))
+	x := r.Payload.(*agent.GateDecided)
+	if x.Effect == "allow" || x.Effect == "ask" && p.Inline {
+		return // allowed, or asked at this terminal (the question says why)
 	}
+	fmt.Fprintf(p.err, "  %s %s: %s\n", x.Effect, r.Call, firstLine(x.Reason))
 }
 
 func (p *Printer) approvalRequested(r *view.Row) {
+	if p.asked == nil {
+		p.asked = map[string]bool{}
+	}
+	p.asked[r.CallID] = true
+	if p.Inline {
+		return // the question at this terminal shows it
+	}
 	fmt.Fprintf(p.err, "  approval needed for %s: %s approve %s %s\n", r.Call, p.Keel, r.Event.RunID, ShellWord(r.CallID))
+}
+
+// toolStarted prints the call; for a file edit on a terminal or in a
+// conversation, it keeps the diff the edit makes (the file is as it was:
+// the event is printed before the tool runs) to show with its result,
+// unless a person saw it when asked.
+func (p *Printer) toolStarted(r *view.Row) {
+	fmt.Fprintf(p.err, "  %s\n", r.Call)
+	x := r.Payload.(*agent.ToolStarted)
+	if p.created == nil || p.asked[x.CallID] || !p.Chat && p.live == nil {
+		return
+	}
+	if d := editDiff(p.created, x.Tool, x.Arguments, maxEditLines, false); d != "" {
+		if p.diffs == nil {
+			p.diffs = map[string]string{}
+		}
+		p.diffs[x.CallID] = d
+	}
 }
 
 // authRequired says what a call waits for and the command that ends the
@@ -231,11 +276,16 @@ func (p *Printer) inputRequested(r *view.Row) {
 func (p *Printer) toolFinished(r *view.Row) {
 	x := r.Payload.(*agent.ToolFinished)
 	p.callDone(x.CallID)
+	d := p.diffs[x.CallID]
+	delete(p.diffs, x.CallID)
 	if x.Synthetic {
 		fmt.Fprintf(p.err, "  ✗ %s: %s\n", r.Call, firstLine(x.Content))
 		return
 	}
 	fmt.Fprintf(p.err, "    → %s\n", x.Detail())
+	if d != "" && !x.IsError {
+		fmt.Fprint(p.err, indent(strings.TrimSuffix(d, "\n"))+"\n")
+	}
 }
 
 func (p *Printer) userMessage(r *view.Row) {
@@ -327,7 +377,11 @@ func (p *Printer) Footer(runID string, o *agent.Outcome) {
 		msg := ""
 		if o.End != nil {
 			msg = o.End.Reason
-			if o.End.Message != "" && o.Status != journal.StatusCompleted {
+			switch {
+			case o.End.Message == "" || o.Status == journal.StatusCompleted:
+			case o.End.Message == p.modelError:
+				msg += ", above" // the model error was just printed
+			default:
 				msg += ": " + o.End.Message
 			}
 		} else if pending := st.Pending(); o.Status == journal.StatusPaused && len(pending) > 0 {

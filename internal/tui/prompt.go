@@ -9,8 +9,10 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/visible"
 )
 
 // Ctrl-C in a conversation (keel chat, keel run -i) interrupts the turn,
@@ -34,6 +36,40 @@ type Prompt struct {
 	intr      interrupts
 	linesOnce sync.Once
 	lineCh    chan line
+	// held are lines typed during a turn that a question set aside for
+	// the next message.
+	held []line
+
+	// printer is the printer of the turn running now (Attach), which
+	// draws the status block; notices go through it.
+	mu      sync.Mutex
+	printer *Printer
+	// term is stdin when it is a terminal; during a turn its echo is off
+	// (quiet), so that what the person types does not land in the
+	// middle of the answer: a line typed then is the next message.
+	term  *terminalInput
+	quiet atomic.Bool
+}
+
+// Attach makes p the printer of the turn running now (nil: none):
+// notices to the person go through it, so that they erase its status
+// block first instead of leaving it on the screen.
+func (pr *Prompt) Attach(p *Printer) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.printer = p
+}
+
+// say prints a notice, through the attached printer when there is one.
+func (pr *Prompt) say(s string) {
+	pr.mu.Lock()
+	p := pr.printer
+	pr.mu.Unlock()
+	if p != nil {
+		p.Note(s)
+		return
+	}
+	fmt.Fprint(pr.Err, s)
 }
 
 // Take gives a SIGINT to the conversation, and reports whether it took
@@ -79,11 +115,13 @@ func (pr *Prompt) Turn(ctx context.Context, do func(context.Context) error) (int
 			return false // a second Ctrl-C: the command stops
 		}
 		taken = true
-		fmt.Fprintln(pr.Err, "\nkeel: interrupting (Ctrl-C again stops the run)")
+		pr.say("keel: interrupting (Ctrl-C again stops the run)\n")
 		cancel(agent.ErrInterrupted)
 		return true
 	})
 	defer pr.intr.set(nil)
+	pr.echo(false)
+	defer pr.echo(true)
 	err = do(tctx)
 	return errors.Is(context.Cause(tctx), agent.ErrInterrupted) && ctx.Err() == nil, err
 }
@@ -105,10 +143,12 @@ func (pr *Prompt) AtPrompt() {
 	})
 }
 
-// line is one line the person typed, or the end of input.
+// line is one line the person typed, or the end of input; ahead marks
+// a line typed during a turn (the echo off).
 type line struct {
-	s   string
-	err error
+	s     string
+	err   error
+	ahead bool
 }
 
 // lines returns the person's lines, read from stdin by one goroutine
@@ -121,12 +161,12 @@ func (pr *Prompt) lines() <-chan line {
 			in = pr.In
 		}
 		r := bufio.NewReader(in)
-		ch := make(chan line)
+		ch := make(chan line, 16)
 		pr.lineCh = ch
 		go func() {
 			for {
 				s, err := r.ReadString('\n')
-				ch <- line{s, err}
+				ch <- line{s, err, pr.quiet.Load()}
 				if err != nil {
 					close(ch)
 					return
@@ -137,20 +177,89 @@ func (pr *Prompt) lines() <-chan line {
 	return pr.lineCh
 }
 
-// Ask prints prompt and reads one line; ok is false at the end of input
-// or when ctx ends.
+// Ask prints a question and reads the answer, one line; ok is false at
+// the end of input or when ctx ends. Lines typed during the turn before
+// the question are not answers: they are kept for the next message.
 func (pr *Prompt) Ask(ctx context.Context, prompt string) (s string, ok bool) {
+	if pr.quiet.Load() {
+		pr.echo(true)
+		defer pr.echo(false)
+	}
+	pr.drain()
 	fmt.Fprint(pr.Err, prompt)
-	var l line
-	select {
-	case l, ok = <-pr.lines():
-		if !ok {
-			l.err = io.EOF
+	for i, l := range pr.held {
+		if !l.ahead {
+			pr.held = append(pr.held[:i], pr.held[i+1:]...)
+			return pr.answer(l)
 		}
+	}
+	for {
+		select {
+		case l, ok := <-pr.lines():
+			if !ok {
+				return pr.answer(line{err: io.EOF})
+			}
+			if l.ahead && l.err == nil {
+				pr.held = append(pr.held, l)
+				continue
+			}
+			return pr.answer(l)
+		case <-ctx.Done():
+			fmt.Fprintln(pr.Err)
+			return "", false
+		}
+	}
+}
+
+// Message prints prompt and reads the person's next message: a line
+// typed during the turn (shown after the prompt: the terminal did not
+// echo it), else the next line typed.
+func (pr *Prompt) Message(ctx context.Context, prompt string) (s string, ok bool) {
+	pr.drain()
+	if len(pr.held) > 0 {
+		l := pr.held[0]
+		pr.held = pr.held[1:]
+		if l.ahead {
+			fmt.Fprintf(pr.Err, "%s%s\n", prompt, visible.String(strings.TrimRight(l.s, "\r\n")))
+		} else {
+			fmt.Fprint(pr.Err, prompt)
+		}
+		return pr.answer(l)
+	}
+	fmt.Fprint(pr.Err, prompt)
+	select {
+	case l, ok := <-pr.lines():
+		if !ok {
+			return pr.answer(line{err: io.EOF})
+		}
+		return pr.answer(l)
 	case <-ctx.Done():
 		fmt.Fprintln(pr.Err)
 		return "", false
 	}
+}
+
+// drain moves the lines read so far to held, without waiting.
+func (pr *Prompt) drain() {
+	for {
+		select {
+		case l, ok := <-pr.lines():
+			if !ok {
+				pr.held = append(pr.held, line{err: io.EOF})
+				return
+			}
+			pr.held = append(pr.held, l)
+			if l.err != nil {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// answer returns the line l as Ask and Message do.
+func (pr *Prompt) answer(l line) (s string, ok bool) {
 	if l.err != nil && (l.s == "" || !errors.Is(l.err, io.EOF)) {
 		fmt.Fprintln(pr.Err)
 		return "", false

@@ -1,6 +1,7 @@
 package builtin_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -168,5 +169,30 @@ func TestArgumentsHaveOneReading(t *testing.T) {
 	}
 	if args, res := r.Validate(model.ToolCall{ID: "c", Name: "bash", Arguments: `{"command": "ls", "timeout_ms": 100}`}); res != nil || string(args) != `{"command":"ls","timeout_ms":100}` {
 		t.Errorf("a valid call: %s %+v", args, res)
+	}
+}
+
+// TestSpecsSize keeps the definitions of the built-in tools, which every
+// request carries, within a budget: name, description and compact
+// schema of each, 8,900 bytes in all when this budget was set (from
+// 12,100). A description that grows past it should say something the
+// model cannot learn from the tool's results.
+func TestSpecsSize(t *testing.T) {
+	t.Parallel()
+	r := tool.NewRegistry()
+	builtin.Register(r, nil)
+	const budget = 9_300
+	total := 0
+	for _, s := range r.Specs() {
+		var schema bytes.Buffer
+		if err := json.Compact(&schema, s.Parameters); err != nil {
+			t.Fatal(err)
+		}
+		n := len(s.Name) + len(s.Description) + schema.Len()
+		t.Logf("%-15s %5d bytes (description %d, schema %d)", s.Name, n, len(s.Description), schema.Len())
+		total += n
+	}
+	if total > budget {
+		t.Errorf("the built-in tools' definitions take %d bytes, over the budget of %d", total, budget)
 	}
 }

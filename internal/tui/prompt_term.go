@@ -1,0 +1,56 @@
+package tui
+
+import (
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// terminalInput is stdin when it is a terminal: the echo of what the
+// person types is turned off during a turn and back on at the prompt.
+type terminalInput struct {
+	mu   sync.Mutex
+	fd   int
+	orig *unix.Termios // the settings before the first change
+}
+
+// input returns stdin as a terminal, or nil (In is set, or stdin is not
+// a terminal).
+func (pr *Prompt) input() *terminalInput {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.term == nil && pr.In == nil && IsTerminal(os.Stdin) {
+		pr.term = &terminalInput{fd: int(os.Stdin.Fd())}
+	}
+	return pr.term
+}
+
+// echo turns the terminal's echo of typed input on or off (quiet), and
+// notes it: a line read while it is off was typed during a turn.
+func (pr *Prompt) echo(on bool) {
+	pr.quiet.Store(!on)
+	t := pr.input()
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur, err := unix.IoctlGetTermios(t.fd, unix.TCGETS)
+	if err != nil {
+		return
+	}
+	if t.orig == nil {
+		o := *cur
+		t.orig = &o
+	}
+	next := *cur
+	if on {
+		next.Lflag |= t.orig.Lflag & (unix.ECHO | unix.ECHONL)
+	} else {
+		next.Lflag &^= unix.ECHO | unix.ECHONL
+	}
+	if next.Lflag != cur.Lflag {
+		_ = unix.IoctlSetTermios(t.fd, unix.TCSETS, &next)
+	}
+}
