@@ -317,7 +317,9 @@ func (x *executor) spawnCheck(call string, args json.RawMessage) (map[string]any
 func (x *executor) childCreated(call string, in *spawnArgs, d *AgentDef, slice Limits) *RunCreated {
 	cr := x.st.Created
 	c := *cr
-	c.Task = in.Task
+	// The child's run.created is journaled by its own runtime: a secret
+	// the model wrote into the task stays a placeholder there too.
+	c.Task = x.secrets.sealText(in.Task)
 	if d.System != "" {
 		c.System = d.System
 	}
