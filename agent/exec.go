@@ -182,7 +182,7 @@ func (x *executor) validated(c *Call) (json.RawMessage, *tool.Result) {
 	if ok && v.name == c.Name && v.raw == c.Arguments {
 		return v.args, nil
 	}
-	return x.registry(c.Name).Validate(c.ToolCall)
+	return x.registry(c.Name).Validate(x.secrets.unseal(c.ToolCall))
 }
 
 func (x *executor) runOne(ctx context.Context, c *Call) error {

@@ -86,6 +86,30 @@ type Secret struct {
 	Value string
 }
 
+// SecretValues returns the values of the run's secrets that getenv
+// holds: its secret variables (SecretEnv) and its OpenAPI connectors'
+// tokens (TokenEnv), in that order; missing names the secret variables
+// getenv does not hold (an unset connector token is simply absent). The
+// process that executes a run passes its environment; one that only
+// shows a run (a diff) uses what it holds to hide the values.
+func (c *RunCreated) SecretValues(getenv func(string) string) (secrets []Secret, missing []string) {
+	for _, name := range c.SecretEnv {
+		if v := getenv(name); v != "" {
+			secrets = append(secrets, Secret{Name: name, Value: v})
+		} else {
+			missing = append(missing, name)
+		}
+	}
+	for _, o := range c.OpenAPI {
+		if o.TokenEnv != "" {
+			if v := getenv(o.TokenEnv); v != "" {
+				secrets = append(secrets, Secret{Name: o.TokenEnv, Value: v})
+			}
+		}
+	}
+	return secrets, missing
+}
+
 // foldCreatedFlow marks what a run holds from its start: untrusted
 // offered memory or a trigger's payload, secrets in its sandbox.
 func (s *State) foldCreatedFlow(c *RunCreated) {

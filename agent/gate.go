@@ -203,7 +203,7 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 		d.Decision = policy.Decision{Effect: policy.Deny, Policies: []string{PolicyValidate}, Reason: fmt.Sprintf("unknown tool %q", c.Name)}
 		return d
 	}
-	args, res := reg.Validate(c.ToolCall)
+	args, res := reg.Validate(x.secrets.unseal(c.ToolCall))
 	if res != nil {
 		d.Decision = policy.Decision{Effect: policy.Deny, Policies: []string{PolicyValidate}, Reason: res.Content}
 		return d
@@ -391,7 +391,9 @@ func (x *executor) ask(ctx context.Context, ids []string) error {
 	set := x.st.Created.Approval
 	for _, id := range ids {
 		c := x.st.call(id)
-		args, _ := x.registry(c.Name).Validate(c.ToolCall)
+		// Validated with the secrets' values, as decided: the payload is
+		// sealed when it is journaled.
+		args, _ := x.registry(c.Name).Validate(x.secrets.unseal(c.ToolCall))
 		r := &ApprovalRequested{CallID: id, Tool: c.Name, Arguments: args, Reason: c.Decision.Reason, Action: rawAction(c.Name, args)}
 		if t := x.p.Tools.Tool(c.Name); t != nil && t.State != nil && args != nil {
 			r.State = t.State(&tool.Request{RunID: x.runID, CallID: id, Arguments: args, Env: x.p.Env})

@@ -559,7 +559,8 @@ func (x *executor) appendMany(ctx context.Context, types []journal.Type, payload
 	now := x.rt.clock()
 	drafts := make([]journal.Draft, len(types))
 	for i := range types {
-		drafts[i] = journal.Draft{Type: types[i], Time: now, Payload: marshal(payloads[i])}
+		// No secret value is journaled: placeholders name them (seal.go).
+		drafts[i] = journal.Draft{Type: types[i], Time: now, Payload: x.secrets.seal(marshal(payloads[i]))}
 	}
 	evs, err := x.rt.append(context.WithoutCancel(ctx), x.runID, x.st.LastSeq, drafts...)
 	for try := 0; errors.Is(err, journal.ErrConflict) && try < 8; try++ {

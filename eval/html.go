@@ -70,7 +70,7 @@ table{border-collapse:collapse} td,th{padding:2px 8px;text-align:left;border-bot
 success <b>{{pct .R.Overall.Rate}}</b> ({{.R.Overall.Passed}}/{{.R.Overall.Scored}}, 95% CI {{pct .R.Overall.Lo}}–{{pct .R.Overall.Hi}})<br>
 pass@{{.R.Overall.K}} {{opt .R.Overall.PassAtK}} · pass^{{.R.Overall.K}} {{opt .R.Overall.PassHatK}} · valid calls {{pct .R.Overall.Valid}}<br>
 asks {{.R.Overall.Asks}} ({{.R.Overall.AskDenials}} denied) · denials {{.R.Overall.Denials}} · infra errors {{.R.Overall.Errored}} (retried {{.R.Overall.Retried}})<br>
-cost ${{printf "%.4f" .R.Spent}} · {{printf "%.0f" .R.Overall.Tokens.Mean}} tokens/trial</div>{{end}}</div>
+cost ${{printf "%.4f" .R.Overall.Cost.Mean}}/trial (total ${{printf "%.4f" .R.Spent}}) · {{printf "%.0f" .R.Overall.Tokens.Mean}} tokens/trial</div>{{end}}</div>
 <h2>Success rate per case (95% Wilson interval)</h2>{{.Rates}}
 <h2>Verdicts</h2>{{.Verdicts}}
 <h2>Gate: asks and denials per trial</h2>{{.Gate}}

@@ -22,13 +22,15 @@ import (
 //	«secret-in:b64:…»               a run of base64 or hex whose decoded bytes hold a
 //	                                value: the decoded bytes sealed, then base64url
 //
-// Text that already looks like a placeholder is changed first (a zero
-// width space after «), so that Unseal restores only what Seal wrote.
-const sealOpen = "«secret"
-
+// Text that already looks like a placeholder is escaped first (one more
+// zero width space after «, «secret becoming «\u200bsecret), so that
+// Unseal restores only what Seal wrote; Unseal removes the escape again.
 var (
 	sealed   = regexp.MustCompile(`«secret:([^«»]*):([a-z0-9-]+)»`)
 	sealedIn = regexp.MustCompile(`«secret-in:(b64|b64raw|b64url|b64urlraw|hex):([A-Za-z0-9_-]*)»`)
+	// escaped is text Seal escaped: « and zero width spaces before secret.
+	escaped   = regexp.MustCompile("«(\u200b*)secret")
+	unescaped = regexp.MustCompile("«\u200b(\u200b*)secret")
 )
 
 // formTokens name the spellings of [Forms] in placeholders.
@@ -50,11 +52,13 @@ func (s *Secrets) Seal(text string, names []string) string {
 	if s == nil || len(s.values) == 0 || text == "" {
 		return text
 	}
-	text = strings.ReplaceAll(text, sealOpen, "«\u200bsecret")
 	return s.seal(text, names, 0)
 }
 
 func (s *Secrets) seal(text string, names []string, depth int) string {
+	if strings.Contains(text, "«") {
+		text = escaped.ReplaceAllString(text, "«\u200b${1}secret")
+	}
 	name := func(i int) string {
 		if i < len(names) && names[i] != "" {
 			return names[i]
@@ -171,7 +175,7 @@ func (s *Secrets) asIs(i int) string {
 // the spelling each stood in; a placeholder of another name, or
 // "hidden", stays.
 func (s *Secrets) Unseal(text string, names []string) string {
-	if s == nil || !strings.Contains(text, sealOpen) {
+	if s == nil || !strings.Contains(text, "«") {
 		return text
 	}
 	text = sealedIn.ReplaceAllStringFunc(text, func(m string) string {
@@ -190,6 +194,14 @@ func (s *Secrets) Unseal(text string, names []string) string {
 }
 
 func (s *Secrets) unsealOne(text string, names []string) string {
+	text = s.unsealPlaceholders(text, names)
+	if strings.Contains(text, "«\u200b") {
+		text = unescaped.ReplaceAllString(text, "«${1}secret")
+	}
+	return text
+}
+
+func (s *Secrets) unsealPlaceholders(text string, names []string) string {
 	return sealed.ReplaceAllStringFunc(text, func(m string) string {
 		sub := sealed.FindStringSubmatch(m)
 		idx := -1

@@ -31,13 +31,15 @@ func TestSealUnseal(t *testing.T) {
 		"inside hex " + hex.EncodeToString([]byte("t="+v)),
 		"spaced S u p e r S e c r e t C a n a r y 1 2 3 4 5 x y z",
 		"a forged «secret:API_TOKEN:as-is» stays as written",
+		"escaped already «\u200bsecret:API_TOKEN:as-is» and «\u200b\u200bsecret:OTHER:as-is» with " + v,
+		"inside a forged " + base64.StdEncoding.EncodeToString([]byte("«secret:API_TOKEN:as-is» then "+v+" and more padding to be long")),
 		"nothing here",
 	} {
 		sealed := s.Seal(text, names)
 		if m := s.Scan(sealed); len(m) > 0 {
 			t.Errorf("Seal(%q) = %q: Scan still finds %v", text, sealed, m)
 		}
-		if got := s.Unseal(sealed, names); got != text && !strings.Contains(text, "forged") {
+		if got := s.Unseal(sealed, names); got != text {
 			t.Errorf("Unseal(Seal(%q)) = %q (sealed %q)", text, got, sealed)
 		}
 		if strings.Contains(text, "forged") && strings.Contains(s.Unseal(sealed, names), v) {

@@ -425,6 +425,7 @@ func (h *Handler) proposedDiff(a api.Approval) *fileDiff {
 	if problem != "" {
 		return &fileDiff{Path: visible.String(path), Problem: problem}
 	}
-	d := newFileDiff(checkpoint.FileDiff(path, before, after))
+	cs := checkpoint.SealSecrets([]checkpoint.Change{checkpoint.FileDiff(path, before, after)}, h.svc.RunSecrets(c))
+	d := newFileDiff(cs[0])
 	return &d
 }

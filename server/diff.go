@@ -54,6 +54,9 @@ func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, who *caller) e
 			return badRequest("diff of run %s: %v", id, err)
 		}
 	}
+	if c, err := runCreated(events); err == nil {
+		changes = checkpoint.SealSecrets(changes, h.svc.RunSecrets(c))
+	}
 	for _, c := range changes {
 		out.Files = append(out.Files, api.FileDiff{Path: c.Path, Status: string(c.Status), Binary: c.Binary, Patch: c.Patch, Added: c.Added, Removed: c.Removed, Denied: c.Denied, Hidden: c.Hidden})
 	}

@@ -599,6 +599,9 @@ func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileD
 	default:
 		return nil, "the checkpoints cannot be read: " + err.Error()
 	}
+	if c, err := runCreated(events); err == nil {
+		changes = checkpoint.SealSecrets(changes, h.svc.RunSecrets(c))
+	}
 	out := make([]fileDiff, 0, len(changes))
 	for _, c := range changes {
 		out = append(out, newFileDiff(c))

@@ -396,6 +396,18 @@ func (s *Service) Created(ctx context.Context, id string) (*agent.RunCreated, er
 	return s.sums.created(ctx, id)
 }
 
+// RunSecrets returns the values of the secrets of the run c describes
+// that this process holds (Options.Getenv; see
+// [agent.RunCreated.SecretValues]), to hide them in what is shown of the
+// run's files; nil when it holds none.
+func (s *Service) RunSecrets(c *agent.RunCreated) []agent.Secret {
+	if s.opts.Getenv == nil || c == nil {
+		return nil
+	}
+	secrets, _ := c.SecretValues(s.opts.Getenv)
+	return secrets
+}
+
 // Resume queues a paused, failed or canceled run for who, with req's
 // message and changes (limits, settings, context window: journaled in
 // run.resumed), after checking it as a creation is checked.

@@ -36,6 +36,11 @@ type Options struct {
 	// runs created through the API or by schedules may ask for as
 	// secrets (api.CreateRun.SecretEnv); others are refused.
 	SecretEnv []string
+	// Getenv reads this process's environment for the values of a run's
+	// secrets ([Service.RunSecrets]): the front ends hide them in what
+	// they show of the run's files (a diff). Nil: no value is known, and
+	// nothing is hidden.
+	Getenv func(string) string
 	// NoExecution makes a service that prepares, admits and journals but
 	// executes nothing: the process that asks continues a run itself, in
 	// the foreground (keel run, keel approve).

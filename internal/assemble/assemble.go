@@ -177,22 +177,13 @@ func usagef(format string, args ...any) error {
 // A secret variable that is not set is an error: the run would start
 // without what it was given.
 func (a *Assembler) secretEnv(c *agent.RunCreated) ([]string, []agent.Secret, error) {
-	env := slices.Clone(c.Env)
-	var secrets []agent.Secret
-	for _, name := range c.SecretEnv {
-		v := a.getenv(name)
-		if v == "" {
-			return nil, nil, fmt.Errorf("assemble: the run's secret variable %s is not set in this process's environment", name)
-		}
-		env = append(env, name+"="+v)
-		secrets = append(secrets, agent.Secret{Name: name, Value: v})
+	secrets, missing := c.SecretValues(a.getenv)
+	if len(missing) > 0 {
+		return nil, nil, fmt.Errorf("assemble: the run's secret variable %s is not set in this process's environment", missing[0])
 	}
-	for _, o := range c.OpenAPI {
-		if o.TokenEnv != "" {
-			if v := a.getenv(o.TokenEnv); v != "" {
-				secrets = append(secrets, agent.Secret{Name: o.TokenEnv, Value: v})
-			}
-		}
+	env := slices.Clone(c.Env)
+	for _, s := range secrets[:len(c.SecretEnv)] {
+		env = append(env, s.Name+"="+s.Value)
 	}
 	return env, secrets, nil
 }

@@ -120,6 +120,9 @@ func (a *app) endCheckpointDiff(ctx context.Context, store journal.Store, runID 
 	if err != nil {
 		return
 	}
+	if created, err := runCreated(events); err == nil {
+		changes = a.sealDiff(runID, created, changes)
+	}
 	var b strings.Builder
 	tui.Changes(tui.Esc(&b), changes, checkpointsSince(from, to), true)
 	fmt.Fprintf(a.stderr, "\n%s", b.String())
@@ -128,19 +131,32 @@ func (a *app) endCheckpointDiff(ctx context.Context, store journal.Store, runID 
 	}
 }
 
-// workspaceDiff is a runsBackend's WorkspaceDiff on this machine.
-func workspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error) {
+// workspaceDiff is a runsBackend's WorkspaceDiff on this machine, the
+// run's secrets sealed (sealDiff).
+func (a *app) workspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error) {
 	changes, err := checkpoint.SinceStart(ctx, created)
 	if err != nil {
 		return nil, fmt.Errorf("diff of run %s: %w", id, err)
 	}
-	return changes, nil
+	return a.sealDiff(id, created, changes), nil
+}
+
+// sealDiff returns changes with the values of the run's secrets that
+// this process's environment holds replaced by placeholders naming them
+// (a run that wrote a secret into a file); it says on stderr which
+// secrets it cannot hide (not set here).
+func (a *app) sealDiff(id string, created *agent.RunCreated, changes []checkpoint.Change) []checkpoint.Change {
+	secrets, missing := created.SecretValues(a.getenv)
+	if len(missing) > 0 && len(changes) > 0 {
+		fmt.Fprintf(a.stderr, "keel: note: run %s's secret %s is not set in this environment: this diff cannot hide its value\n", id, strings.Join(missing, ", "))
+	}
+	return checkpoint.SealSecrets(changes, secrets)
 }
 
 // WorkspaceDiff compares the run's workspace with its starting commit
 // on this machine.
 func (l *local) WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error) {
-	return workspaceDiff(ctx, id, created)
+	return l.a.workspaceDiff(ctx, id, created)
 }
 
 // CheckpointDiff compares the run's checkpoints in the local store.
@@ -148,6 +164,9 @@ func (l *local) CheckpointDiff(ctx context.Context, id string, events []journal.
 	changes, from, to, err := checkpoint.Diff(ctx, events, at)
 	if err != nil && !errors.Is(err, checkpoint.ErrNone) {
 		err = fmt.Errorf("diff of run %s at event %d: %w", id, at, err)
+	}
+	if created, cerr := runCreated(events); err == nil && cerr == nil {
+		changes = l.a.sealDiff(id, created, changes)
 	}
 	return changes, from, to, err
 }
@@ -249,7 +268,7 @@ func (a *app) endDiff(ctx context.Context, runID string, created *agent.RunCreat
 	ctx, cancel := closingContext(ctx)
 	defer cancel()
 	var b strings.Builder
-	if err := tui.RunDiff(ctx, &b, workspaceDiff, runID, created, true); err != nil {
+	if err := tui.RunDiff(ctx, &b, a.workspaceDiff, runID, created, true); err != nil {
 		fmt.Fprintf(a.stderr, "keel: %v\n", err)
 		return
 	}

@@ -292,7 +292,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	so := &service.Options{Builder: b, Workers: f.workers, Tokens: tokens, Logger: logger,
 		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
-		ReplayDirs: replayDirs, SecretEnv: f.secretEnv, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Settings: settings, NoCheckpoints: f.noCheckpoints,
+		ReplayDirs: replayDirs, SecretEnv: f.secretEnv, Getenv: a.getenv, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Settings: settings, NoCheckpoints: f.noCheckpoints,
 		Adopt: f.adoptInterval(a.dbPath()), Vault: vault, PublicURL: publicURL, Skills: skillHost{a, store}, Evals: evalHost{a}}
 	if dispatcher != nil {
 		so.Dispatcher = dispatcher
