@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
@@ -38,11 +39,13 @@ type Launcher interface {
 // TeamTools returns the tool descriptions of the team tools, as
 // [RunCreated].Tools records them: a run offers them when they are
 // among its tools (keel run --team).
-func TeamTools() []ToolInfo { return ToolInfos(teamTools) }
+func TeamTools() []ToolInfo { return ToolInfos(teamTools()) }
 
 // teamTools validates the team tools' arguments; the executor runs them
-// (spawn, wait), never their handlers.
-var teamTools = func() *tool.Registry {
+// (spawn, wait), never their handlers. It is built on first use, not
+// when the package is initialised: compiling the schemas cost every
+// keel process (a sandbox's init too) milliseconds at start.
+var teamTools = sync.OnceValue(func() *tool.Registry {
 	r := tool.NewRegistry()
 	never := func(context.Context, *tool.Request) (*tool.Result, error) {
 		return nil, errors.New("agent: team tools run in the executor")
@@ -51,7 +54,7 @@ var teamTools = func() *tool.Registry {
 	r.Add(&tool.Tool{Name: HandoffTool, Description: handoffDescription, InputSchema: json.RawMessage(handoffSchema), Effect: tool.WorkspaceWrite, Idempotent: true}, never)
 	r.Add(&tool.Tool{Name: WaitTool, Description: waitDescription, InputSchema: json.RawMessage(waitSchema), Effect: tool.ReadOnly, Idempotent: true}, never)
 	return r
-}()
+})
 
 const spawnDescription = `Start a child agent on a task: a run of its own, with a fresh context, in the same workspace, under a slice of your budget and at most your permissions. Give it a self-contained task (it sees nothing of your conversation). "agent" names one of the agent definitions listed in your instructions, or leave it out and give "system" and "tools" inline. With "wait": false the call returns at once with the child's id, so you can start several children that work in parallel and collect their results with wait_agents; otherwise it returns the child's result. Each child's result is given to you exactly once.`
 
@@ -184,7 +187,7 @@ type waitArgs struct {
 // team tools' own when the run offers them.
 func (x *executor) registry(name string) *tool.Registry {
 	if teamTool(name) && hasTool(x.st.Created, name) {
-		return teamTools
+		return teamTools()
 	}
 	return x.p.Tools
 }

@@ -43,7 +43,11 @@ type WorkerOptions struct {
 	ControlStream string
 	// CancelType is the event type of a cancel request in ControlStream.
 	CancelType journal.Type
-	Logger     *slog.Logger
+	// Team starts and follows the children of the runs this worker
+	// executes; nil means a [Team] over the worker's Temporal client
+	// (set by [Worker.Run]), with ControlStream and CancelType.
+	Team   agent.Launcher
+	Logger *slog.Logger
 }
 
 // Worker executes runs' steps. Its Claim and Step methods are the
@@ -240,6 +244,11 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 	p := agent.ExecParams{Wiring: *lr.wiring, Continue: !fresh, From: from}
 	if p.Principals == nil {
 		p.Principals = w.opts.Principals
+	}
+	if p.Team == nil {
+		w.mu.Lock()
+		p.Team = w.opts.Team
+		w.mu.Unlock()
 	}
 	// One step: a model call and the gate-and-tools batch it asks for
 	// (or, first, the batch a previous step left). Each activity is
@@ -460,6 +469,12 @@ func (w *Worker) Run(ctx context.Context, c client.Client) error {
 	pinned := worker.New(c, w.queue, worker.Options{MaxConcurrentActivityExecutionSize: w.opts.Slots, DeadlockDetectionTimeout: 10 * time.Second})
 	alive := worker.New(c, w.queue+AliveSuffix, worker.Options{MaxConcurrentActivityExecutionSize: 16, DeadlockDetectionTimeout: 10 * time.Second})
 	w.Register(shared, pinned)
+	w.mu.Lock()
+	if w.opts.Team == nil {
+		// Children of the runs executed here are runs on the cluster.
+		w.opts.Team = &Team{Runtime: w.rt, Dispatcher: NewDispatcher(c), ControlStream: w.opts.ControlStream, CancelType: w.opts.CancelType}
+	}
+	w.mu.Unlock()
 	alive.RegisterActivityWithOptions(w.Ping, activity.RegisterOptions{Name: PingActivity})
 	if err := alive.Start(); err != nil {
 		return fmt.Errorf("cluster: start worker: %w", err)
@@ -504,6 +519,9 @@ type cancelRequest struct {
 	RunID string `json:"run_id"`
 	By    string `json:"by,omitempty"`
 	Token string `json:"token,omitempty"`
+	// Cause is "parent_ended" for a child stopped because its parent
+	// ended without waiting for it ([Team.Stop]).
+	Cause string `json:"cause,omitempty"`
 }
 
 // followControl cancels the runs executing here that a server asks to
@@ -525,7 +543,14 @@ func (w *Worker) followControl(ctx context.Context) {
 				continue
 			}
 			var req cancelRequest
-			if json.Unmarshal(e.Payload, &req) == nil && w.cancelRun(req.RunID, agent.CanceledByToken(req.By, req.Token)) {
+			if json.Unmarshal(e.Payload, &req) != nil {
+				continue
+			}
+			cause := agent.CanceledByToken(req.By, req.Token)
+			if req.Cause == causeParentEnded {
+				cause = agent.ErrParentEnded
+			}
+			if w.cancelRun(req.RunID, cause) {
 				w.log.Info("canceling run at a server's request", "run_id", req.RunID, "by", req.By)
 			}
 		}

@@ -328,22 +328,19 @@ func bytesText(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// Rewind restores the files in this process.
+// Rewind restores the files through the service on the local journal,
+// as every front end does.
 func (l *local) Rewind(ctx context.Context, id string, to int64, by string) (*rewound, error) {
-	r, ev, err := checkpoint.Rewind(ctx, l.store, id, to, by, "")
-	if errors.Is(err, checkpoint.ErrBusy) {
-		return nil, newBusyError(ctx, l.store, id)
-	}
-	if errors.Is(err, checkpoint.ErrOff) {
-		return nil, usagef("run %s has no checkpoints to rewind to: %v", id, checkpoint.ErrOff)
-	}
-	if errors.Is(err, checkpoint.ErrNone) {
-		return nil, fmt.Errorf("run %s has %w: it ran before checkpoints existed or without git", id, err)
-	}
+	svc, done, err := l.service(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &rewound{seq: ev.Seq, to: r.To, tree: r.Tree, before: r.Before, files: r.Files, more: r.MoreFiles, asked: r.Asked, later: r.Later, missing: r.Missing}, nil
+	defer done()
+	res, err := svc.Rewind(ctx, service.Local(by), id, to)
+	if err != nil {
+		return nil, serviceError(err)
+	}
+	return rewoundOf(res), nil
 }
 
 // Fork makes the fork in this journal.
@@ -420,11 +417,16 @@ func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*re
 	if err != nil {
 		return nil, err
 	}
+	return rewoundOf(res), nil
+}
+
+// rewoundOf is the API's rewind as the command prints it.
+func rewoundOf(res *api.Rewound) *rewound {
 	out := &rewound{seq: res.Seq, to: res.To, tree: res.Tree, before: res.Before, more: res.MoreFiles, asked: res.Asked, later: res.Later, missing: res.Missing}
 	for _, f := range res.Files {
 		out.files = append(out.files, agent.FileChange{Path: f.Path, Status: f.Status})
 	}
-	return out, nil
+	return out
 }
 
 // Fork asks the server for a fork that is not started (Continue starts

@@ -1,0 +1,195 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/cluster"
+	"github.com/keel-run/keel/internal/testenv"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/sqlite"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/none"
+	"github.com/keel-run/keel/tool"
+	"github.com/keel-run/keel/tool/builtin"
+)
+
+// teamModel plays each run by its task: the lead spawns the children
+// without waiting, then waits for all of them and answers; a child runs
+// one command, then answers.
+type teamModel struct{ children int }
+
+func (m teamModel) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	task := req.Messages[0].Content
+	k := 0
+	for _, msg := range req.Messages {
+		if msg.Role == model.RoleAssistant {
+			k++
+		}
+	}
+	call := func(id, name string, args any) model.ToolCall {
+		b, _ := json.Marshal(args)
+		return model.ToolCall{ID: fmt.Sprintf("%s_%d", id, k), Name: name, Arguments: string(b)}
+	}
+	out := model.Message{Role: model.RoleAssistant}
+	switch {
+	case task == "lead" && k == 0:
+		for i := range m.children {
+			out.ToolCalls = append(out.ToolCalls, call(fmt.Sprintf("s%d", i), agent.SpawnTool, map[string]any{"task": fmt.Sprintf("child %d", i), "wait": false}))
+		}
+	case task == "lead" && k == 1:
+		out.ToolCalls = []model.ToolCall{call("w", agent.WaitTool, map[string]any{})}
+	case task == "lead":
+		out.Content = "all children reported"
+	case k == 0:
+		out.ToolCalls = []model.ToolCall{call("b", "bash", map[string]any{"command": fmt.Sprintf("echo %q >> log.txt", task)})}
+	default:
+		out.Content = task + " done"
+	}
+	return &model.Response{Message: out, Usage: model.Usage{InputTokens: 100, OutputTokens: 10}}, nil
+}
+
+// TestTeamOnCluster: a lead executed by a worker on Temporal starts
+// children that are runs of their own on the cluster, each driven by its
+// own workflow on the workers (two, sharing one journal), under the
+// slices the lead reserved; every child's result reaches the lead once,
+// and the tree stays within the root's limits.
+func TestTeamOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Temporal dev server")
+	}
+	addr := testenv.Temporal(t)
+	const n = 3
+	path := filepath.Join(t.TempDir(), "j.db")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	c, err := cluster.Dial(ctx, addr, &client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reg := tool.NewRegistry()
+	builtin.Register(reg, &builtin.Options{NoWeb: true})
+	var infos []agent.ToolInfo
+	for _, s := range reg.Specs() {
+		tl := reg.Tool(s.Name)
+		infos = append(infos, agent.ToolInfo{ToolSpec: s, Effect: tl.Effect.String(), Idempotent: tl.Idempotent})
+	}
+	var rts []*agent.Runtime
+	var wg sync.WaitGroup
+	wctx, stopWorkers := context.WithCancel(ctx)
+	defer func() { stopWorkers(); wg.Wait() }()
+	for i := range 2 {
+		store, err := sqlite.Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		rt := agent.NewRuntime(store, nil)
+		rts = append(rts, rt)
+		w := cluster.NewWorker(rt, &cluster.WorkerOptions{Slots: 4, Driver: cluster.Driver{PinTimeout: 5 * time.Second, Heartbeat: 5 * time.Second},
+			Wire: func(_ context.Context, rc *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
+				ws, err := tool.NewWorkspace(rc.Workspace, rc.MountPath, nil)
+				if err != nil {
+					return nil, nil, err
+				}
+				sb, err := none.New(&sandbox.Spec{Workspace: ws.Root(), MountPath: rc.MountPath})
+				if err != nil {
+					ws.Close()
+					return nil, nil, err
+				}
+				return &agent.Wiring{Model: teamModel{children: n}, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws},
+					Price: func(u model.Usage) float64 { return float64(u.Total()) / 1e6 }}, closers{ws, sb}, nil
+			}})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Run(wctx, c); err != nil {
+				t.Errorf("worker %d: %v", i, err)
+			}
+		}()
+	}
+	ws := t.TempDir()
+	limits := agent.Limits{MaxSteps: 20, MaxTokens: 400_000, MaxCost: 0.4, MaxToolCalls: 20, MaxChildren: n, MaxDepth: 1}
+	id, err := rts[0].Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
+		Tools: append(slices.Clone(infos), agent.TeamTools()...), Limits: limits, Principal: "keel-cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.NewDispatcher(c).Dispatch(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	for e, err := range journal.Follow(ctx, rts[0].Store(), id, 1, 100*time.Millisecond) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if journal.StatusOf(e.Type).Terminal() {
+			break
+		}
+	}
+	lead, _, err := rts[0].Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lead.Status != journal.StatusCompleted || len(lead.Children) != n {
+		t.Fatalf("lead %s (%v) with %d children, want completed with %d", lead.Status, lead.Ended, len(lead.Children), n)
+	}
+	var spent agent.Spend
+	for _, ch := range lead.Children {
+		d := ch.Delivered
+		if d == nil || d.Status != agent.ChildCompleted || d.CallID == "" || d.Unwaited {
+			t.Errorf("child %s delivered %+v, want completed to the wait call", ch.ID, d)
+			continue
+		}
+		st, _, err := rts[1].Load(ctx, ch.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Created.Principal != "keel-cli/inline" || st.Status != journal.StatusCompleted {
+			t.Errorf("child %s: %s as %s", ch.ID, st.Status, st.Created.Principal)
+		}
+		if o := st.Own(); o.Steps > ch.Spawned.Slice.MaxSteps || o.ToolCalls > ch.Spawned.Slice.MaxToolCalls {
+			t.Errorf("child %s spent %s beyond its slice %s", ch.ID, o, ch.Spawned.Slice)
+		}
+		// Its own workflow drove it, to its end.
+		wf, err := c.DescribeWorkflow(ctx, cluster.WorkflowID(ch.ID), "")
+		if err != nil {
+			t.Fatalf("child %s has no workflow: %v", ch.ID, err)
+		}
+		if s := wf.RawResponse.GetWorkflowExecutionInfo().GetStatus(); s != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			t.Errorf("child %s's workflow %s", ch.ID, s)
+		}
+		s := st.Own()
+		spent.Steps += s.Steps
+		spent.ToolCalls += s.ToolCalls
+		spent.Tokens += s.Tokens
+	}
+	own := lead.Own()
+	spent.Steps += own.Steps
+	spent.ToolCalls += own.ToolCalls
+	spent.Tokens += own.Tokens
+	if spent.Steps > limits.MaxSteps || spent.ToolCalls > limits.MaxToolCalls || spent.Tokens > limits.MaxTokens {
+		t.Errorf("the tree spent %s, beyond the root's limits %s", spent, limits)
+	}
+	b, _ := os.ReadFile(filepath.Join(ws, "log.txt"))
+	if got := strings.Count(string(b), "child "); got != n {
+		t.Errorf("log.txt has %d lines of children, want %d (each command once):\n%s", got, n, b)
+	}
+	t.Logf("tree: %d children on their own workflows, spent %s (limits %s)", n, spent, limits)
+}
