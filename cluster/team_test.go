@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -58,11 +57,52 @@ func (m teamModel) Generate(ctx context.Context, req *model.Request) (*model.Res
 	case task == "lead":
 		out.Content = "all children reported"
 	case k == 0:
-		out.ToolCalls = []model.ToolCall{call("b", "bash", map[string]any{"command": fmt.Sprintf("echo %q >> log.txt", task)})}
+		out.ToolCalls = []model.ToolCall{call("b", "bash", map[string]any{"command": fmt.Sprintf("sleep 0.5 && echo %q >> log.txt", task)})}
 	default:
 		out.Content = task + " done"
 	}
 	return &model.Response{Message: out, Usage: model.Usage{InputTokens: 100, OutputTokens: 10}}, nil
+}
+
+// teamWorker returns a runtime over the SQLite journal at path and a
+// worker whose runs play teamModel with the builtin tools, without
+// sandbox isolation (TestMain runs it in a process of its own for the
+// kill test).
+func teamWorker(path string, children int) (*agent.Runtime, *cluster.Worker, io.Closer, error) {
+	store, err := sqlite.Open(path, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rt := agent.NewRuntime(store, nil)
+	reg := tool.NewRegistry()
+	builtin.Register(reg, &builtin.Options{NoWeb: true})
+	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Slots: 4, Driver: cluster.Driver{PinTimeout: 3 * time.Second, Heartbeat: 2 * time.Second, RetryWait: time.Second},
+		Wire: func(_ context.Context, rc *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
+			ws, err := tool.NewWorkspace(rc.Workspace, rc.MountPath, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			sb, err := none.New(&sandbox.Spec{Workspace: ws.Root(), MountPath: rc.MountPath})
+			if err != nil {
+				ws.Close()
+				return nil, nil, err
+			}
+			return &agent.Wiring{Model: teamModel{children: children}, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws},
+				Price: func(u model.Usage) float64 { return float64(u.Total()) / 1e6 }}, closers{ws, sb}, nil
+		}})
+	return rt, w, store, nil
+}
+
+// teamTools are the tools of a lead: the builtins and the team tools.
+func teamTools() []agent.ToolInfo {
+	reg := tool.NewRegistry()
+	builtin.Register(reg, &builtin.Options{NoWeb: true})
+	var infos []agent.ToolInfo
+	for _, s := range reg.Specs() {
+		tl := reg.Tool(s.Name)
+		infos = append(infos, agent.ToolInfo{ToolSpec: s, Effect: tl.Effect.String(), Idempotent: tl.Idempotent})
+	}
+	return append(infos, agent.TeamTools()...)
 }
 
 // TestTeamOnCluster: a lead executed by a worker on Temporal starts
@@ -84,39 +124,17 @@ func TestTeamOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	reg := tool.NewRegistry()
-	builtin.Register(reg, &builtin.Options{NoWeb: true})
-	var infos []agent.ToolInfo
-	for _, s := range reg.Specs() {
-		tl := reg.Tool(s.Name)
-		infos = append(infos, agent.ToolInfo{ToolSpec: s, Effect: tl.Effect.String(), Idempotent: tl.Idempotent})
-	}
 	var rts []*agent.Runtime
 	var wg sync.WaitGroup
 	wctx, stopWorkers := context.WithCancel(ctx)
 	defer func() { stopWorkers(); wg.Wait() }()
 	for i := range 2 {
-		store, err := sqlite.Open(path, nil)
+		rt, w, closer, err := teamWorker(path, n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { store.Close() })
-		rt := agent.NewRuntime(store, nil)
+		t.Cleanup(func() { closer.Close() })
 		rts = append(rts, rt)
-		w := cluster.NewWorker(rt, &cluster.WorkerOptions{Slots: 4, Driver: cluster.Driver{PinTimeout: 5 * time.Second, Heartbeat: 5 * time.Second},
-			Wire: func(_ context.Context, rc *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
-				ws, err := tool.NewWorkspace(rc.Workspace, rc.MountPath, nil)
-				if err != nil {
-					return nil, nil, err
-				}
-				sb, err := none.New(&sandbox.Spec{Workspace: ws.Root(), MountPath: rc.MountPath})
-				if err != nil {
-					ws.Close()
-					return nil, nil, err
-				}
-				return &agent.Wiring{Model: teamModel{children: n}, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws},
-					Price: func(u model.Usage) float64 { return float64(u.Total()) / 1e6 }}, closers{ws, sb}, nil
-			}})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -128,7 +146,7 @@ func TestTeamOnCluster(t *testing.T) {
 	ws := t.TempDir()
 	limits := agent.Limits{MaxSteps: 20, MaxTokens: 400_000, MaxCost: 0.4, MaxToolCalls: 20, MaxChildren: n, MaxDepth: 1}
 	id, err := rts[0].Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
-		Tools: append(slices.Clone(infos), agent.TeamTools()...), Limits: limits, Principal: "keel-cli"})
+		Tools: teamTools(), Limits: limits, Principal: "keel-cli"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -480,8 +480,9 @@ func (a *Assembler) newModel(spec model.Spec, w *Run, set agent.Settings) error 
 }
 
 // thenLive makes the replay w.Model hand over to the live model spec
-// from the first divergence from its recording (RunCreated.Live). Every
-// turn is priced at the live model's prices.
+// from the first divergence from its recording (RunCreated.Live). Each
+// answer is priced at the prices of the model that gave it: the
+// recording's model or the live one.
 func (a *Assembler) thenLive(spec model.Spec, live string, w *Run, set agent.Settings) error {
 	rec, ok := w.Model.(*replay.Model)
 	if spec.Provider != "replay" || !ok {
@@ -494,12 +495,13 @@ func (a *Assembler) thenLive(spec model.Spec, live string, w *Run, set agent.Set
 	if ls.Provider == "replay" && ls.Name == spec.Name {
 		return fmt.Errorf("the live model %s is the recording itself", live)
 	}
-	name := w.ModelName
+	name, recPrice := w.ModelName, w.Price
 	if err := a.newModel(ls, w, set); err != nil {
 		return fmt.Errorf("live model: %w", err)
 	}
 	w.ModelName = name
-	w.Model = replay.ThenLive(rec.Trajectory(), w.Model, &replay.LiveOptions{Volatile: eval.DefaultVolatile})
+	m := replay.ThenLive(rec.Trajectory(), w.Model, &replay.LiveOptions{Volatile: eval.DefaultVolatile})
+	w.Model, w.Price = m, m.Price(recPrice, w.Price)
 	return nil
 }
 

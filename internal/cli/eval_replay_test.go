@@ -182,6 +182,16 @@ func TestEvalRecordedThenLive(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "success 100%  (1/1 scored") || asked.Load() != 1 {
 		t.Fatalf("eval run, recorded then live: exit %d, live model asked %d times (want 1)\n%s\n%s", code, asked.Load(), out, errOut)
 	}
+	// Turn 1 is priced at the recording's model's prices (deepseek-chat
+	// has a price), turn 2 at the live model's (it has none).
+	b, err := os.ReadFile(filepath.Join(os.Getenv("KEEL_HOME"), "evals", "live", "result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct{ Spent float64 }
+	if err := json.Unmarshal(b, &res); err != nil || res.Spent <= 0 {
+		t.Errorf("the recorded-then-live trial cost %v (%v), want the recorded turn's cost", res.Spent, err)
+	}
 	run := evalRunIDs(t, "live")[0]
 	code, out, errOut = keel(t, "runs", "show", run)
 	if code != 0 || !strings.Contains(out, "fixed") {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"github.com/keel-run/keel/model"
 )
@@ -31,11 +32,14 @@ type LiveOptions struct {
 // exhausted) goes to the live model, and so does every later one: the
 // live model's answers are in their history. The decision is made from
 // each request alone, so a resumed run decides as the first execution
-// did. Live is safe for concurrent use if live is.
+// did. Its answers are safe for concurrent use if live's are; its
+// [Live.Price] needs one call at a time.
 type Live struct {
 	rec  *Model
 	live model.Model
 	vol  []*regexp.Regexp
+	// recorded says whether the last answer came from the recording.
+	recorded atomic.Bool
 }
 
 var (
@@ -68,10 +72,25 @@ func (m *Live) Generate(ctx context.Context, req *model.Request) (*model.Respons
 		resp, err := m.rec.Generate(ctx, req)
 		var me *model.Error
 		if err == nil || !errors.As(err, &me) || (me.Kind != model.KindExhausted && me.Kind != model.KindMismatch) {
+			m.recorded.Store(true)
 			return resp, err
 		}
 	}
+	m.recorded.Store(false)
 	return m.live.Generate(ctx, req)
+}
+
+// Price returns a price function that prices the usage of the last
+// answer at the recorded model's prices (recorded) when the recording
+// gave it and at the live model's (live) when the live model did. It
+// holds for one run, whose model calls come one at a time.
+func (m *Live) Price(recorded, live func(model.Usage) float64) func(model.Usage) float64 {
+	return func(u model.Usage) float64 {
+		if m.recorded.Load() {
+			return recorded(u)
+		}
+		return live(u)
+	}
 }
 
 // Diverged returns why req no longer follows the recording (the first

@@ -81,6 +81,10 @@ func TestThenLive(t *testing.T) {
 			if resp.Model != tc.wantModel {
 				t.Errorf("answered by %q, want %q", resp.Model, tc.wantModel)
 			}
+			price := m.Price(func(model.Usage) float64 { return 1 }, func(model.Usage) float64 { return 2 })
+			if got, want := price(model.Usage{}), map[bool]float64{true: 2, false: 1}[tc.wantModel == "live-model"]; got != want {
+				t.Errorf("priced at %v, want %v (1: the recorded model's prices, 2: the live one's)", got, want)
+			}
 			if want := int32(0); tc.wantModel == "live-model" {
 				if live.n.Load() != 1 {
 					t.Errorf("live model asked %d times, want 1", live.n.Load())

@@ -1,0 +1,183 @@
+package cluster_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/cluster"
+	"github.com/keel-run/keel/internal/testenv"
+	"github.com/keel-run/keel/journal"
+)
+
+// teamWorkerEnv makes the test binary a worker process of the kill test:
+// "TEMPORAL-ADDRESS JOURNAL-PATH CHILDREN".
+const teamWorkerEnv = "KEEL_TEST_TEAM_WORKER"
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(teamWorkerEnv); v != "" {
+		os.Exit(runTeamWorker(v))
+	}
+	os.Exit(m.Run())
+}
+
+// runTeamWorker runs a team worker until the process is killed.
+func runTeamWorker(spec string) int {
+	f := strings.Fields(spec)
+	n, _ := strconv.Atoi(f[2])
+	c, err := cluster.Dial(context.Background(), f[0], &client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		return 1
+	}
+	_, w, closer, err := teamWorker(f[1], n)
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		return 1
+	}
+	defer closer.Close()
+	os.Stderr.WriteString("polling\n")
+	if err := w.Run(context.Background(), c); err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		return 1
+	}
+	return 0
+}
+
+// TestTeamOnClusterWorkerKilled: a team on the cluster (a lead and 4
+// children, each on its own workflow) with two worker processes; the
+// one executing the lead is killed with SIGKILL while the children
+// work. The other worker takes the lead and the children over from the
+// journal: every child is created once and delivered to the lead
+// exactly once, no child's command runs twice, every chain verifies.
+func TestTeamOnClusterWorkerKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Temporal dev server")
+	}
+	addr := testenv.Temporal(t)
+	const n = 4
+	path := filepath.Join(t.TempDir(), "j.db")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	c, err := cluster.Dial(ctx, addr, &client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var procs []*exec.Cmd
+	for range 2 {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), teamWorkerEnv+"="+addr+" "+path+" "+strconv.Itoa(n))
+		var out strings.Builder
+		cmd.Stderr = &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			if t.Failed() {
+				t.Logf("worker %d:\n%s", cmd.Process.Pid, out.String())
+			}
+		})
+		procs = append(procs, cmd)
+	}
+	_, _, store, err := teamWorker(path, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	rt := agent.NewRuntime(store.(journal.Store), nil)
+	ws := t.TempDir()
+	limits := agent.Limits{MaxSteps: 30, MaxTokens: 400_000, MaxCost: 0.4, MaxToolCalls: 30, MaxChildren: n, MaxDepth: 1}
+	id, err := rt.Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
+		Tools: teamTools(), Limits: limits, Principal: "keel-cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.NewDispatcher(c).Dispatch(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	// Kill, once the children work, the worker whose process holds the
+	// lead (it waits for them in its step).
+	spawned := 0
+	for e, err := range journal.Follow(ctx, store.(journal.Store), id, 1, 50*time.Millisecond) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == journal.ChildSpawned {
+			spawned++
+		}
+		if spawned == n {
+			break
+		}
+	}
+	holder, err := store.(journal.Locker).Holder(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := procs[0]
+	if strings.Contains(holder, strconv.Itoa(procs[1].Process.Pid)) {
+		victim = procs[1]
+	}
+	victim.Process.Signal(syscall.SIGKILL)
+	t.Logf("killed worker pid %d (lease holder of the lead: %q) after the %d spawns", victim.Process.Pid, holder, n)
+	for e, err := range journal.Follow(ctx, store.(journal.Store), id, 1, 100*time.Millisecond) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if journal.StatusOf(e.Type).Terminal() {
+			break
+		}
+	}
+	evs, err := journal.ReadVerified(ctx, store.(journal.Store), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead, err := agent.Fold(id, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lead.Status != journal.StatusCompleted || len(lead.Children) != n {
+		t.Fatalf("lead %s (%+v) with %d children, want completed with %d", lead.Status, lead.Ended, len(lead.Children), n)
+	}
+	b, _ := os.ReadFile(filepath.Join(ws, "log.txt"))
+	unknown := 0
+	for _, ch := range lead.Children {
+		if ch.Delivered == nil || ch.Delivered.CallID == "" {
+			t.Errorf("child %s not delivered to a call: %+v", ch.ID, ch.Delivered)
+			continue
+		}
+		cevs, err := journal.ReadVerified(ctx, store.(journal.Store), ch.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := agent.Fold(ch.ID, cevs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs := strings.Count(string(b), st.Created.Task+"\n"); runs > 1 {
+			t.Errorf("child %s's command ran %d times", ch.ID, runs)
+		}
+		for _, turn := range st.Turns {
+			for _, call := range turn.Calls {
+				if call.Finished != nil && strings.Contains(call.Finished.Result.Content, "unknown") {
+					unknown++
+				}
+			}
+		}
+		t.Logf("child %s: %s (%s), %d events, %d run.resumed", ch.ID, ch.Delivered.Status, st.Created.Principal, len(cevs), count(cevs, journal.RunResumed))
+	}
+	t.Logf("lead: %d events, %d run.resumed; children's commands with an unknown outcome: %d", len(evs), count(evs, journal.RunResumed), unknown)
+}
