@@ -236,9 +236,14 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 			res = &tool.Result{IsError: true, Content: "this call did not run: the run was stopped"}
 		} else {
 			var err error
+			// What a person watches of a running command holds no more
+			// of the run's secrets than its result.
 			tctx := ctx
+			if x.secrets != nil {
+				tctx = tool.WithLiveHidden(ctx, x.secrets.hide)
+			}
 			if x.p.Trace != nil {
-				tctx = x.p.Trace(ctx, Operation{RunID: x.runID, CallID: c.ID, Seq: x.seq()})
+				tctx = x.p.Trace(tctx, Operation{RunID: x.runID, CallID: c.ID, Seq: x.seq()})
 			}
 			res, err = x.p.Tools.Run(tctx, c.Name, req)
 			if err != nil {
@@ -261,6 +266,7 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 	}
 	r := *res
 	r.Content = x.secrets.hide(r.Content)
+	x.hideInArtifact(&r)
 	x.boundResult(&r, c.ID)
 	f := &ToolFinished{CallID: c.ID, Tool: c.Name, Result: r, DurationMS: x.since(start)}
 	x.mu.Lock()

@@ -58,8 +58,11 @@ func TestDefaultFlowRules(t *testing.T) {
 			policy.Ask, "its arguments do not show"},
 		{"the python tool, the sandbox holding a secret", policy.Call{Tool: "python", Network: net, Flow: held, Arguments: json.RawMessage(`{"code":"print(1)"}`)},
 			policy.Ask, "the sandbox holds secret API_TOKEN"},
-		{"a plain download, the sandbox holding a secret", policy.Call{Tool: "bash", Sandbox: "linux", Network: net, Flow: held, Arguments: json.RawMessage(`{"command":"curl -s -o page.html https://h.example/x"}`)},
+		{"a plain download without its config file, the sandbox holding a secret", policy.Call{Tool: "bash", Sandbox: "linux", Network: net, Flow: held, Arguments: json.RawMessage(`{"command":"curl -q -s -o page.html https://h.example/x"}`)},
 			policy.Allow, ""},
+		// ~/.curlrc may say url-query = "@/proc/self/environ".
+		{"a plain download reading ~/.curlrc, the sandbox holding a secret", policy.Call{Tool: "bash", Sandbox: "linux", Network: net, Flow: held, Arguments: json.RawMessage(`{"command":"curl -s -o page.html https://h.example/x"}`)},
+			policy.Ask, "its arguments do not show"},
 		{"a script, the sandbox holding a secret, no host allowed", policy.Call{Tool: "bash", Sandbox: "linux", Flow: held, Arguments: json.RawMessage(`{"command":"sh s.sh"}`)},
 			policy.Allow, ""},
 		{"pip install, the sandbox holding a secret, no host allowed", policy.Call{Tool: "bash", Sandbox: "linux", Flow: held, Arguments: json.RawMessage(`{"command":"pip install -e ."}`)},

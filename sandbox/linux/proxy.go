@@ -281,6 +281,9 @@ func (p *egressProxy) handle(c net.Conn) {
 		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			return
 		}
+		if p.secrets != nil && !p.tlsFirst(c, br, d) {
+			return
+		}
 		if n := br.Buffered(); n > 0 {
 			b, _ := br.Peek(n)
 			if _, err := up.Write(b); err != nil {
@@ -308,6 +311,30 @@ func (p *egressProxy) handle(c net.Conn) {
 	}
 	d.BytesIn, _ = io.Copy(c, up)
 }
+
+// tlsFirst reports whether the client of a CONNECT tunnel starts it with
+// a TLS ClientHello. A sandbox that holds secrets tunnels only TLS: a
+// tunnel is otherwise a way around clearText (curl -p sends a plain-HTTP
+// request through one), so one that starts otherwise, or says nothing
+// for tunnelHello, is closed and reported.
+func (p *egressProxy) tlsFirst(c net.Conn, br *bufio.Reader, d EgressDecision) bool {
+	_ = c.SetReadDeadline(time.Now().Add(tunnelHello))
+	b, err := br.Peek(6)
+	_ = c.SetReadDeadline(time.Time{})
+	// A handshake record (22) of TLS 1.x whose first message is a
+	// ClientHello (1).
+	if err == nil && b[0] == 22 && b[1] == 3 && b[2] <= 4 && b[5] == 1 {
+		return true
+	}
+	d.Allowed = false
+	d.Reason = "the sandbox holds secrets, and this tunnel does not start with TLS: only HTTPS may cross it (a plain HTTP request through a tunnel would carry them in clear text)"
+	p.report(d)
+	return false
+}
+
+// tunnelHello bounds the wait for a tunnel's first bytes when the
+// sandbox holds secrets.
+const tunnelHello = 10 * time.Second
 
 // maxClearBody bounds the body of a plain-HTTP request the proxy reads
 // to look for the sandbox's secrets in it; a larger one is refused.
