@@ -33,6 +33,11 @@ type EvalHost interface {
 // evalID is what an evaluation id may be: a directory name, never a path.
 var evalID = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 
+// ValidEvalID reports whether id can name an evaluation (a directory of
+// $KEEL_HOME/evals): letters, digits, '.', '_' and '-', at most 128, not
+// starting with '.' or '-'. The CLI refuses the ids the server would.
+func ValidEvalID(id string) bool { return evalID.MatchString(id) }
+
 func (s *Service) evalHost(who *Caller) (EvalHost, error) {
 	if !who.admin() {
 		return nil, forbidden("evaluations are an admin's: they span the runs of every agent and say what they cost")

@@ -186,6 +186,8 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 	id := f.name
 	if id == "" {
 		id = "ev" + strings.ToLower(ulid.Make().String())[16:]
+	} else if !service.ValidEvalID(id) {
+		return usagef("--name %q: an evaluation id is letters, digits, '.', '_' and '-' (at most 128), not starting with '.' or '-'", id)
 	}
 	dir := a.evalDir(id)
 	if _, err := os.Stat(filepath.Join(dir, "result.json")); err == nil {

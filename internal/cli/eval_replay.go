@@ -398,7 +398,16 @@ func (a *app) freeze(ctx context.Context, id, out, name, mount, sbFlag string, c
 		return err
 	}
 	c := &eval.Case{Name: name, Task: created.Task, System: created.System, Env: created.Env, Setup: created.Setup,
-		Recordings: []string{"trajectory.json"}, Workspace: eval.Workspace{MountPath: mount}}
+		Recordings: []string{"trajectory.json"}, Workspace: eval.Workspace{MountPath: mount},
+		// The run's own bounds (0 in a case: the evaluation's, else Keel's
+		// defaults).
+		MaxSteps: created.Limits.MaxSteps, Timeout: eval.Duration(created.Limits.Timeout)}
+	if len(created.Network) > 0 || len(created.SecretEnv) > 0 {
+		// An evaluation's trials have no network and no secrets: say so
+		// rather than freeze a case that quietly differs.
+		fmt.Fprintf(a.stderr, "keel: note: the run allowed hosts %v and held secrets %v; a frozen case runs without network or secrets, so calls that used them will differ\n",
+			created.Network, created.SecretEnv)
+	}
 	if created.Git != nil && created.Git.Commit != "" {
 		c.Workspace.Git, c.Workspace.Commit = caseRepo(created), created.Git.Commit
 	}

@@ -61,6 +61,10 @@ contains = "hello"
 run = "grep -q hello hello.txt && echo PASSED t::hello"
 passed = ["t::hello"]
 `)
+	// An id that would leave $KEEL_HOME/evals is refused before anything runs.
+	if code, _, errOut := keel(t, "eval", "run", suite, "--name", "../../escape"); code != 2 || !strings.Contains(errOut, "evaluation id") {
+		t.Errorf("eval run --name ../../escape: exit %d\n%s", code, errOut)
+	}
 	code, out, errOut := keel(t, "eval", "run", suite, "--trials", "2", "--concurrency", "2", "--name", "e1", "--keep")
 	if code != 0 || !strings.Contains(out, "success 100%  (2/2 scored") || !strings.Contains(out, "pass^2 100%") {
 		t.Fatalf("eval run: exit %d\n%s\n%s", code, out, errOut)
@@ -113,6 +117,9 @@ passed = ["t::hello"]
 			t.Logf("events of trial run %s:\n%s", tr.RunID, ev)
 		}
 		t.Fatalf("freeze: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(frozen, "case.toml")); err != nil || !strings.Contains(string(b), "max_steps = 500") || !strings.Contains(string(b), `timeout = "12h0m0s"`) {
+		t.Errorf("the frozen case lost the run's limits (500 steps, 12h): %v\n%s", err, b)
 	}
 	code, out, errOut = keel(t, "eval", "run", frozen, "--name", "e3")
 	if code != 0 || !strings.Contains(out, "expected verdicts reproduced: 1 of 1") {
