@@ -433,13 +433,6 @@ func (a *app) authListCmd() *cobra.Command {
 	return cmd
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 func (a *app) authRevokeCmd() *cobra.Command {
 	var sel credential.Selector
 	var by, reason string

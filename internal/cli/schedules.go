@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -191,7 +188,7 @@ whose [approval] gives a timeout and a default decision.
 					return err
 				}
 				fmt.Fprintf(tui.Esc(a.stdout), "created schedule %s (%s)\n", s.Name, s.ID)
-				a.printScheduleWarnings(s)
+				tui.ScheduleWarnings(a.stdout, s)
 				return nil
 			}, append([]string{"cron", "every", "offset", "time-zone", "jitter", "start", "end", "overlap", "catchup-window", "pause-after-failures"}, unattendedRunFlagNames...)...)
 		},
@@ -224,7 +221,7 @@ func (a *app) schedulesListCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.printSchedules(list, asJSON)
+				return tui.Schedules(a.stdout, list, asJSON)
 			}, "json")
 		},
 	}
@@ -262,8 +259,8 @@ func (a *app) schedulesShowCmd() *cobra.Command {
 					}
 					return nil
 				}
-				a.printSchedule(s)
-				return a.printFires(fires)
+				tui.Schedule(a.stdout, s)
+				return tui.Fires(a.stdout, fires)
 			}, "json", "last", "outcome")
 		},
 	}
@@ -293,7 +290,7 @@ refused.`,
 				if err != nil {
 					return err
 				}
-				return a.printFires([]api.Fire{*f})
+				return tui.Fires(a.stdout, []api.Fire{*f})
 			}, "overlap")
 		},
 	}
@@ -329,7 +326,7 @@ buffer_all). The catch-up window does not apply; at most 10,000 fires.`,
 				if err != nil {
 					return err
 				}
-				return a.printFires(fires)
+				return tui.Fires(a.stdout, fires)
 			}, "from", "to", "overlap")
 		},
 	}
@@ -366,148 +363,4 @@ func (a *app) changeCmd(verb, short string, reason bool, do func(ctx context.Con
 		remote = []string{"reason"}
 	}
 	return cmd
-}
-
-// at is a time as the schedule commands print it.
-func at(t *time.Time) string {
-	if t == nil || t.IsZero() {
-		return "-"
-	}
-	return t.Local().Format("2006-01-02 15:04 MST")
-}
-
-// spec says when a schedule fires, in one cell.
-func spec(s *api.Schedule) string {
-	out := s.Cron
-	if out == "" {
-		out = "every " + s.Every
-		if s.Offset != "" {
-			out += " +" + s.Offset
-		}
-	}
-	if s.TimeZone != "" {
-		out += " " + s.TimeZone
-	}
-	return out
-}
-
-// counts prints a schedule's records by outcome ("fired 3, missed 1").
-func counts(c map[string]int) string {
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(c)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, c[k]))
-	}
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, ", ")
-}
-
-// printSchedules prints keel schedules list.
-func (a *app) printSchedules(list []api.Schedule, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, s := range list {
-			if err := enc.Encode(s); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCHEDULE\tWHEN\tAGENT\tOVERLAP\tNEXT\tLAST\tRECORDS\tSTATUS")
-	for i := range list {
-		s := &list[i]
-		status := "active"
-		if s.Paused {
-			status = "paused"
-		}
-		last := "-"
-		if s.Last != nil {
-			last = s.Last.Outcome + " " + at(&s.Last.Nominal)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(s.Name), cell(spec(s)), cell(s.Run.Agent), orDash(s.Overlap), at(s.Next), last, counts(s.Counts), status)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for i := range list {
-		a.printScheduleWarnings(&list[i])
-	}
-	return nil
-}
-
-// printScheduleWarnings prints a schedule's credential warnings.
-func (a *app) printScheduleWarnings(s *api.Schedule) {
-	for _, w := range s.Warnings {
-		fmt.Fprintf(tui.Esc(a.stdout), "warning: schedule %s: %s\n", s.Name, w)
-	}
-}
-
-// printSchedule prints a schedule's definition and state (keel schedules
-// show, before its records).
-func (a *app) printSchedule(s *api.Schedule) {
-	w := tui.Esc(a.stdout)
-	fmt.Fprintf(w, "schedule %s (%s)\n", s.Name, s.ID)
-	line := func(k, v string) {
-		if v != "" {
-			fmt.Fprintf(w, "  %-16s %s\n", k+":", oneLine(v))
-		}
-	}
-	line("when", spec(s))
-	if s.Jitter != "" {
-		line("jitter", s.Jitter)
-	}
-	if s.Start != nil || s.End != nil {
-		line("between", at(s.Start)+" and "+at(s.End))
-	}
-	line("overlap", orDash(s.Overlap))
-	line("catch-up window", s.CatchupWindow)
-	if s.PauseAfterFailures > 0 {
-		line("pause after", fmt.Sprintf("%d failed fires", s.PauseAfterFailures))
-	}
-	line("driver", s.Driver)
-	agent := s.Run.Agent
-	if s.Run.OnBehalfOf != "" {
-		agent += " for " + s.Run.OnBehalfOf
-	}
-	line("agent", agent)
-	line("task", s.Run.Task)
-	line("model", s.Run.Model)
-	line("workspace", s.Run.Workspace)
-	line("notify", strings.Join(s.Notify, ", "))
-	line("created", at(&s.Created)+" by "+s.CreatedBy)
-	switch {
-	case s.Paused:
-		st := "paused " + at(s.PausedAt) + " by " + s.PausedBy
-		if s.PausedReason != "" {
-			st += ": " + s.PausedReason
-		}
-		line("status", st)
-	default:
-		line("status", "active, next fire "+at(s.Next))
-	}
-	line("records", counts(s.Counts))
-	if len(s.Open) > 0 {
-		line("open runs", strings.Join(s.Open, ", "))
-	}
-	if s.Buffered > 0 {
-		line("buffered", fmt.Sprint(s.Buffered))
-	}
-	a.printScheduleWarnings(s)
-}
-
-// printFires prints fire records.
-func (a *app) printFires(fires []api.Fire) error {
-	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NOMINAL\tSOURCE\tOUTCOME\tRUN\tLATE\tRUN STATUS\tREASON")
-	for i := range fires {
-		f := &fires[i]
-		src := f.Source
-		if f.By != "" {
-			src += " by " + f.By
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", at(&f.Nominal), cell(src), f.Outcome, orDash(f.RunID), orDash(f.Late), orDash(f.RunStatus), cell(clip(oneLine(f.Reason), 80)))
-	}
-	return tw.Flush()
 }

@@ -14,4 +14,6 @@ var (
 	callSummary   = agent.CallSummary
 	// cell makes s one table cell (internal/tui).
 	cell = tui.Cell
+	// orDash, at and counts are cells of the schedule and trigger tables.
+	orDash, at, counts = tui.OrDash, tui.When, tui.Counts
 )
