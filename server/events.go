@@ -29,6 +29,8 @@ import (
 // A followed stream also ends after run.completed, after which nothing
 // can be appended (failed and canceled runs can be resumed, so their
 // streams go on). Every finite stream's last message is "event: end".
+// With ?tree=true the stream also carries the events of the run's
+// children, and of theirs (see treeEvents).
 // With ?deltas=true a followed stream also carries "event: delta"
 // messages without an id (api.Delta): the text of the model call in
 // progress, when this server executes the run.
@@ -75,9 +77,23 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, who *caller)
 	default:
 		return badRequest("deltas %q: want true or false", s)
 	}
+	var tree bool
+	switch s := q.Get("tree"); s {
+	case "", "false":
+	case "true":
+		tree = true
+		if deltas || untilStopped {
+			return badRequest("tree=true does not go with deltas or until")
+		}
+	default:
+		return badRequest("tree %q: want true or false", s)
+	}
 	out, err := startSSE(w)
 	if err != nil {
 		return err
+	}
+	if tree {
+		return h.treeEvents(ctx, out, who, id, from, follow)
 	}
 	write := func(e *journal.Event) error {
 		b, err := json.Marshal(e)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -94,6 +95,28 @@ func TestTeamOnTheServer(t *testing.T) {
 			if !strings.Contains(body, w) {
 				t.Errorf("%s lacks %q:\n%s", path, w, body)
 			}
+		}
+	}
+
+	// The tree's event stream: the lead's events with their ids, and the
+	// child's, replayed (follow=false) or until the lead's completion.
+	for _, q := range []string{"follow=false", "follow=true"} {
+		code, body := e.raw(http.MethodGet, "/v1/runs/"+id+"/events?tree=true&"+q, e.secret, "")
+		for _, w := range []string{"id: 1\nevent: run.created", "event: child.spawned", `"run_id":"` + id + `.s1","seq":1`, "event: child.delivered"} {
+			if code != 200 || !strings.Contains(body, w) {
+				t.Errorf("tree stream (%s): %d, lacks %q:\n%s", q, code, w, body)
+			}
+		}
+		if want := map[string]string{"follow=false": `{"reason":"replayed"}`, "follow=true": `{"reason":"completed"}`}[q]; !strings.HasSuffix(strings.TrimSpace(body), want) {
+			t.Errorf("tree stream (%s) ends %q, want %s", q, body[max(0, len(body)-80):], want)
+		}
+		if n := strings.Count(body, `"type":"run.completed"`); n != 2 {
+			t.Errorf("tree stream (%s): %d run.completed, want the lead's and the child's", q, n)
+		}
+	}
+	for _, q := range []string{"tree=maybe", "tree=true&deltas=true"} {
+		if code, _ := e.raw(http.MethodGet, "/v1/runs/"+id+"/events?"+q, e.secret, ""); code != 400 {
+			t.Errorf("%s: %d, want 400", q, code)
 		}
 	}
 

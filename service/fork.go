@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -143,6 +145,11 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	if unshared != nil {
 		return "", nil, unshared
 	}
+	if req.Workspace != "" {
+		if err := ForkDir(ws); err != nil {
+			return "", nil, badRequest("%v", err)
+		}
+	}
 	created.Workspace = ws
 	created.Labels = map[string]string{}
 	for k, v := range st.Created.Labels {
@@ -222,6 +229,23 @@ func (s *Service) forkWorkspace(ctx context.Context, src string, created *agent.
 		created.Workspace = req.Workspace
 	}
 	return a, unshared, nil
+}
+
+// ForkDir checks dir, the workspace named for a fork: a fork makes that
+// directory when it does not exist, but not its parents (a typo in a
+// parent would otherwise make a tree of directories without a word).
+func ForkDir(dir string) error {
+	parent := filepath.Dir(filepath.Clean(dir))
+	fi, err := os.Stat(parent)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("workspace %s: its parent directory %s does not exist (a fork makes the workspace directory, not its parents): create it first", visible.String(dir), visible.String(parent))
+	case err != nil:
+		return fmt.Errorf("workspace %s: %w", visible.String(dir), err)
+	case !fi.IsDir():
+		return fmt.Errorf("workspace %s: %s is not a directory", visible.String(dir), visible.String(parent))
+	}
+	return nil
 }
 
 // notStarted returns the run.paused draft that ends fork id (of run src

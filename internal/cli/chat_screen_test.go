@@ -212,3 +212,25 @@ forbid(principal, action == Keel::Action::"edit_file", resource);
 		}
 	})
 }
+
+// keel chat with stdin piped (not a terminal) prints its answers on
+// stdout, as keel run prints its output: before, they went to stderr
+// only.
+func TestChatPipedAnswersOnStdout(t *testing.T) {
+	db := setup(t)
+	srv := httptest.NewServer(&chatServer{})
+	defer srv.Close()
+	args, _ := json.Marshal([]string{"chat", "--db", db, "--model", "openai-compatible:chat-test@" + srv.URL + "/v1",
+		"--sandbox", "none", "--workspace", t.TempDir(), "Look around"})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args))
+	cmd.Stdin = strings.NewReader("what now?\n")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("keel chat: %v\n%s", err, stderr.String())
+	}
+	if got := stdout.String(); got != "Answer 1.\nAnswer 2.\n" {
+		t.Errorf("stdout = %q, want both answers\nstderr:\n%s", got, stderr.String())
+	}
+}

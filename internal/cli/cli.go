@@ -55,6 +55,8 @@ type app struct {
 	// prompt is the person at the terminal (keel chat, inline
 	// approvals): their lines and their Ctrl-C in a conversation.
 	prompt tui.Prompt
+	// missingRuns are the RUN arguments that name no run (runref.go).
+	missingRuns []string
 }
 
 // exitError carries a process exit code through cobra.
@@ -101,7 +103,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "keel: canceled")
 		return 130
 	default:
-		fmt.Fprintln(stderr, "keel:", err)
+		fmt.Fprintln(stderr, "keel:", a.notFound(err))
 		var ue *usageError
 		var aue *assemble.UsageError
 		// cobra's own "unknown command" (keel lsit) is found before any

@@ -405,7 +405,10 @@ func loadRun(ctx context.Context, store journal.Store, runID string) (*loaded, e
 func (a *app) executeLoaded(ctx context.Context, rt *agent.Runtime, runID string, ld *loaded, w *wiring, jsonOut, quiet bool, message string) error {
 	p := tui.NewPrinter(a.stderr, a.stdout, jsonOut, quiet)
 	p.OnTerminal(a.term)
-	p.Chat = w.live != nil && w.live.chat
+	// A conversation at a terminal prints answers on stderr only (they
+	// stream there); with stdin piped, a chat's answers go to stdout as
+	// keel run's do.
+	p.Chat = w.live != nil && w.live.chat && a.inline()
 	p.Keel = a.keelCmd()
 	// These reads ignore a stop (Ctrl-C) that comes meanwhile, as
 	// Execute's own load does: its first step then records it, and the

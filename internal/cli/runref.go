@@ -81,12 +81,37 @@ func (a *app) resolveRunArgs(cmd *cobra.Command, args []string) error {
 	}
 	for i := range n {
 		id, err := resolveRunRef(ctx, b, args[i])
+		if errors.Is(err, errRunNotFound) {
+			// The command reports it (after its own flags), and Main
+			// says it as "no run" (notFound).
+			a.missingRuns = append(a.missingRuns, args[i])
+			continue
+		}
 		if err != nil {
 			return err
 		}
 		args[i] = id
 	}
 	return nil
+}
+
+// errRunNotFound is resolveRunRef's error for a run reference that
+// names no run (and is long enough to be a prefix).
+var errRunNotFound = errors.New("no such run")
+
+// notFound is the error Main prints for err, a journal's "run not found"
+// of a command given a RUN that names none: "no run REF" instead of the
+// storage's wording.
+func (a *app) notFound(err error) error {
+	if !errors.Is(err, journal.ErrNotFound) || len(a.missingRuns) == 0 {
+		return err
+	}
+	for _, ref := range a.missingRuns {
+		if strings.Contains(err.Error(), ref) {
+			return fmt.Errorf("no run %q (`keel runs list` shows the runs)", ref)
+		}
+	}
+	return err
 }
 
 // runRefBackend resolves run references (runsBackend's part).
@@ -116,8 +141,7 @@ func resolveRunRef(ctx context.Context, b runRefBackend, ref string) (string, er
 	case errors.Is(err, journal.ErrNotFound) && len(strings.TrimSpace(ref)) < journal.MinRunPrefix:
 		return "", usagef("no run %q (%s)", ref, runRefHelp)
 	case errors.Is(err, journal.ErrNotFound):
-		// The command reports it (after its own flags), as before.
-		return ref, nil
+		return ref, errRunNotFound
 	}
 	return id, err
 }

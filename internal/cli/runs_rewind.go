@@ -369,6 +369,9 @@ func (l *local) Fork(ctx context.Context, id string, at int64, workspace, by str
 		if err := emptyDir(ws); err != nil {
 			return nil, err
 		}
+		if err := service.ForkDir(ws); err != nil {
+			return nil, usagef("--%v", err)
+		}
 		created.Workspace = ws
 		created.StateDir = assemble.StateDir(l.a.home, ws)
 		created.Git = nil

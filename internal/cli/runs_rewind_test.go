@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -158,6 +159,14 @@ func TestRewindAndFork(t *testing.T) {
 	}
 	if code, _, errOut := keel(t, "runs", "fork", id, "--at", first, "--workspace", dir); code != 2 || !strings.Contains(errOut, "is not empty") {
 		t.Errorf("fork into a non-empty directory = %d: %s", code, errOut)
+	}
+	// A fork makes its workspace directory, not missing parents.
+	deep := filepath.Join(t.TempDir(), "typo", "fork")
+	if code, _, errOut := keel(t, "runs", "fork", id, "--at", first, "--workspace", deep, "--no-start"); code != 2 || !strings.Contains(errOut, "parent directory") {
+		t.Errorf("fork into a directory whose parent is missing = %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Dir(deep)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused fork made %s: %v", filepath.Dir(deep), err)
 	}
 	// Without --workspace the run's own workspace is restored in place.
 	if code, _, errOut := keel(t, "runs", "fork", id, "--at", first, "--no-start"); code != 0 {
