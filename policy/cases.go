@@ -29,6 +29,15 @@ type Case struct {
 	Sandbox   string
 	Mount     string
 	Workspace string
+	// Holds names the secret variables the run's sandbox holds
+	// (--secret-env): the call carries one when its arguments name it.
+	// Untrusted, when set, says what brought untrusted input into the
+	// run; Unattended, that nobody attends it. Together they are the
+	// call's information flow (see [Flow]), which the runtime fills from
+	// the run's journal.
+	Holds      []string
+	Untrusted  string
+	Unattended bool
 	// Expect is the call's expected decision; Parts, if given, the
 	// expected decision of each part in order.
 	Expect Effect
@@ -48,6 +57,18 @@ func (c *Case) Call() *Call {
 	}
 	if call.MountPath == "" {
 		call.MountPath = "/workspace"
+	}
+	if len(c.Holds) > 0 || c.Untrusted != "" || c.Unattended {
+		fl := &Flow{Held: c.Holds, Untrusted: c.Untrusted, Unattended: c.Unattended}
+		for _, name := range c.Holds {
+			if refersTo(string(c.Args), name) {
+				fl.Secrets = append(fl.Secrets, SecretUse{Name: name, Form: "by reference", Where: "arguments"})
+			}
+		}
+		if len(c.Holds) > 0 {
+			fl.Private, fl.PrivateOther = "the sandbox holds secret "+strings.Join(c.Holds, ", "), true
+		}
+		call.Flow = fl
 	}
 	if len(call.Paths) == 0 && c.Tool != "bash" && c.Tool != "fetch_url" && c.Tool != "http_request" {
 		var in struct {
@@ -116,4 +137,26 @@ func (e *Engine) RunCase(ctx context.Context, c *Case) CaseResult {
 	}
 	r.Problem = strings.Join(problems, "; ")
 	return r
+}
+
+// refersTo reports whether args name the variable name as a word (a
+// command's $NAME or ${NAME}, code's os.environ["NAME"]).
+func refersTo(args, name string) bool {
+	for i := strings.Index(args, name); i >= 0; {
+		before := i == 0 || !isWordByte(args[i-1])
+		end := i + len(name)
+		if before && (end == len(args) || !isWordByte(args[end])) {
+			return true
+		}
+		j := strings.Index(args[end:], name)
+		if j < 0 {
+			return false
+		}
+		i = end + j
+	}
+	return false
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }

@@ -97,6 +97,9 @@ type caseToml struct {
 	Network    []string       `toml:"network"`
 	Sandbox    string         `toml:"sandbox"`
 	Mount      string         `toml:"mount"`
+	Holds      []string       `toml:"holds_secret"`
+	Untrusted  string         `toml:"untrusted"`
+	Unattended bool           `toml:"unattended"`
 	Expect     string         `toml:"expect"`
 	Parts      []string       `toml:"parts"`
 }
@@ -811,7 +814,8 @@ var errNoArgs = errors.New("give command (for bash) or args")
 
 func (t *caseToml) compile() (Case, error) {
 	c := Case{Name: t.Name, Tool: t.Tool, Paths: t.Paths, Principal: t.Principal, OnBehalfOf: t.OnBehalfOf,
-		Network: t.Network, Sandbox: t.Sandbox, Mount: t.Mount, Expect: Effect(t.Expect)}
+		Network: t.Network, Sandbox: t.Sandbox, Mount: t.Mount, Holds: t.Holds, Untrusted: t.Untrusted, Unattended: t.Unattended,
+		Expect: Effect(t.Expect)}
 	if c.Tool == "" {
 		c.Tool = "bash"
 	}

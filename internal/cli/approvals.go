@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -93,17 +91,6 @@ func pendingListCmd[T any](a *app, short string, list func(b backend, ctx contex
 	return cmd
 }
 
-// jsonLines writes each of items to w as one line of JSON.
-func jsonLines[T any](w io.Writer, items []T) error {
-	enc := json.NewEncoder(w)
-	for _, it := range items {
-		if err := enc.Encode(it); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // approvalsBackend is what the approval commands need of a journal or a
 // team server.
 type approvalsBackend interface {
@@ -117,7 +104,7 @@ type approvalsBackend interface {
 // relative to now's year.
 func (a *app) printApprovals(pending []agent.PendingApproval, asJSON bool, now time.Time) error {
 	if asJSON {
-		return jsonLines(a.stdout, pending)
+		return tui.JSONLines(a.stdout, pending)
 	}
 	if len(pending) == 0 {
 		fmt.Fprintln(a.stdout, "no pending approvals")

@@ -144,7 +144,7 @@ func answerContent(in *agent.PendingInput, sets []string, content string) (json.
 // the form's fields.
 func (a *app) printInputs(pending []agent.PendingInput, asJSON bool) error {
 	if asJSON {
-		return jsonLines(a.stdout, pending)
+		return tui.JSONLines(a.stdout, pending)
 	}
 	w := tui.Esc(a.stdout)
 	if len(pending) == 0 {

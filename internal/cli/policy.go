@@ -170,8 +170,9 @@ func (a *app) policyDefaultCmd() *cobra.Command {
 
 func (a *app) policyCheckCmd() *cobra.Command {
 	var file, principal, obo, tool, args, mount, sandbox, workspace string
-	var network, paths []string
-	var asJSON bool
+	var network, paths, holds []string
+	var untrusted string
+	var asJSON, unattended bool
 	cmd := &cobra.Command{
 		Use:   "check --tool TOOL --args JSON",
 		Short: "Decide one tool call offline and show every part's decision",
@@ -181,6 +182,7 @@ simple commands of a bash command line, the paths of a file tool.
 
   keel policy check --tool bash --args '{"command":"ls && rm -rf /"}'
   keel policy check --policy team.toml --principal ci-bot --tool bash --command 'git push origin main' --allow-host github.com
+  keel policy check --holds-secret API_TOKEN --allow-host api.example.com --command 'curl -s https://api.example.com/x'
 
 Exit status: 0 allow, 1 deny, 4 ask.`,
 		Args: cobra.NoArgs,
@@ -204,7 +206,7 @@ Exit status: 0 allow, 1 deny, 4 ask.`,
 				return usagef("--args: not a JSON object: %v", err)
 			}
 			c := policy.Case{Tool: tool, Args: json.RawMessage(args), Paths: paths, Principal: principal, OnBehalfOf: obo,
-				Network: network, Sandbox: sandbox, Mount: mount, Workspace: workspace}
+				Network: network, Sandbox: sandbox, Mount: mount, Workspace: workspace, Holds: holds, Untrusted: untrusted, Unattended: unattended}
 			d := e.Decide(cmd.Context(), c.Call())
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
@@ -236,6 +238,9 @@ Exit status: 0 allow, 1 deny, 4 ask.`,
 	fl.StringVar(&sandbox, "sandbox", "linux", "the run's sandbox backend")
 	fl.StringVar(&mount, "mount-path", "/workspace", "the run's mount path")
 	fl.StringVar(&workspace, "workspace", "", "the run's workspace on the host: with --sandbox none, paths are resolved against it, not the mount path")
+	fl.StringArrayVar(&holds, "holds-secret", nil, "a secret variable the run's sandbox holds, as with keel run --secret-env (repeatable)")
+	fl.StringVar(&untrusted, "untrusted", "", "what brought untrusted input into the run before this call (for example \"fetch_url result of call 1\")")
+	fl.BoolVar(&unattended, "unattended", false, "the run is unattended (started by a schedule or trigger)")
 	fl.BoolVar(&asJSON, "json", false, "print the decision as JSON")
 	return cmd
 }

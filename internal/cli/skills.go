@@ -17,6 +17,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/credential"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
@@ -142,12 +143,12 @@ func (a *app) skillsListCmd() *cobra.Command {
 					fmt.Fprintf(a.stderr, "keel: %s\n", visible.String(r))
 				}
 				if asJSON {
-					return jsonLines(a.stdout, list.Skills)
+					return tui.JSONLines(a.stdout, list.Skills)
 				}
 				tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NAME\tSOURCE\tDIGEST\tSIGNED\tSCRIPTS\tDESCRIPTION")
 				for _, f := range list.Skills {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", f.Name, f.Source, f.Digest[:min(19, len(f.Digest))], signedBy(f.Signed), f.Scripts, visible.String(firstLineOf(f.Description, 60)))
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", f.Name, f.Source, f.Digest[:min(19, len(f.Digest))], signedBy(f.Signed), f.Scripts, visible.String(tui.FirstLine(f.Description, 60)))
 				}
 				return tw.Flush()
 			}, "workspace", "json")

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/credential"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/skill"
 )
@@ -73,10 +74,10 @@ its signature and the public key of the agent that signed it.`,
 				bundles = append(bundles, bundleLine{b})
 			}
 			return writeOutput(out, a.stdout, func(w io.Writer) error {
-				if err := jsonLines(w, evs); err != nil {
+				if err := tui.JSONLines(w, evs); err != nil {
 					return err
 				}
-				return jsonLines(w, bundles)
+				return tui.JSONLines(w, bundles)
 			})
 		},
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model/replay"
 	"github.com/keel-run/keel/policy"
@@ -284,7 +285,7 @@ func (a *app) skillsCandidatesCmd() *cobra.Command {
 					return err
 				}
 				if asJSON {
-					return jsonLines(a.stdout, list)
+					return tui.JSONLines(a.stdout, list)
 				}
 				tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "CANDIDATE\tSTATE\tFROM RUN\tTESTS\tEVIDENCE")
