@@ -229,6 +229,9 @@ type secretScanner struct {
 	names []string
 	set   *redact.Secrets
 	refs  []*regexp.Regexp // a reference to each secret's variable
+	// again: seal with redact.Secrets.SealAgain (text that may hold
+	// placeholders already; seal.go).
+	again bool
 }
 
 func newSecretScanner(secrets []Secret, env []string) *secretScanner {

@@ -560,7 +560,7 @@ func (x *executor) appendMany(ctx context.Context, types []journal.Type, payload
 	drafts := make([]journal.Draft, len(types))
 	for i := range types {
 		// No secret value is journaled: placeholders name them (seal.go).
-		drafts[i] = journal.Draft{Type: types[i], Time: now, Payload: x.secrets.seal(marshal(payloads[i]))}
+		drafts[i] = journal.Draft{Type: types[i], Time: now, Payload: x.secrets.seal(types[i], marshal(payloads[i]))}
 	}
 	evs, err := x.rt.append(context.WithoutCancel(ctx), x.runID, x.st.LastSeq, drafts...)
 	for try := 0; errors.Is(err, journal.ErrConflict) && try < 8; try++ {

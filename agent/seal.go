@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 )
 
@@ -27,12 +28,17 @@ const sealOpen = "«secret"
 // depth) sealed, and every string that is itself a JSON document (a tool
 // call's raw arguments) sealed in its decoded strings too, so that a
 // secret spelled with JSON escapes ("\u0053…") is not journaled either.
-// Placeholder-like text the payload already held is escaped by Seal, so
-// that only what Seal wrote is ever unsealed. A payload without
-// anything to seal is returned as is.
-func (sc *secretScanner) seal(payload json.RawMessage) json.RawMessage {
+// In a model.responded payload (fresh), placeholder-like text the model
+// wrote is escaped by Seal, so that only what Seal wrote is ever
+// unsealed (only a model.responded's tool calls are); other payloads may
+// copy text sealed already (a decision's reason), which is left as it
+// is. A payload without anything to seal is returned as is.
+func (sc *secretScanner) seal(t journal.Type, payload json.RawMessage) json.RawMessage {
 	if sc == nil {
 		return payload
+	}
+	if t != journal.ModelResponded {
+		sc = &secretScanner{names: sc.names, set: sc.set, refs: sc.refs, again: true}
 	}
 	var v any
 	if decodeJSON(payload, &v) != nil {
@@ -58,6 +64,12 @@ func (sc *secretScanner) seal(payload json.RawMessage) json.RawMessage {
 func (sc *secretScanner) sealText(s string) string {
 	if sc == nil || (!strings.Contains(s, sealOpen) && len(sc.set.Scan(s)) == 0) {
 		return s
+	}
+	if sc.again {
+		if len(sc.set.Scan(s)) == 0 {
+			return s
+		}
+		return sc.set.SealAgain(s, sc.names)
 	}
 	return sc.set.Seal(s, sc.names)
 }

@@ -52,11 +52,24 @@ func (s *Secrets) Seal(text string, names []string) string {
 	if s == nil || len(s.values) == 0 || text == "" {
 		return text
 	}
-	return s.seal(text, names, 0)
+	return s.seal(text, names, 0, true)
 }
 
-func (s *Secrets) seal(text string, names []string, depth int) string {
-	if strings.Contains(text, "«") {
+// SealAgain is [Secrets.Seal] for text that may hold placeholders Seal
+// wrote already (a reason or a summary copied from sealed text): it
+// leaves placeholder-like text as it is, so sealing twice changes
+// nothing. What it returns must never be given to [Secrets.Unseal]
+// unless all of it came from Seal: a placeholder it did not write would
+// be restored.
+func (s *Secrets) SealAgain(text string, names []string) string {
+	if s == nil || len(s.values) == 0 || text == "" {
+		return text
+	}
+	return s.seal(text, names, 0, false)
+}
+
+func (s *Secrets) seal(text string, names []string, depth int, escape bool) string {
+	if escape && strings.Contains(text, "«") {
 		text = escaped.ReplaceAllString(text, "«\u200b${1}secret")
 	}
 	name := func(i int) string {
@@ -81,19 +94,19 @@ func (s *Secrets) seal(text string, names []string, depth int) string {
 		}
 	}
 	if depth == 0 {
-		text = s.sealInside(text, names)
+		text = s.sealInside(text, names, escape)
 	}
 	return s.sealPieces(text, name)
 }
 
 // sealInside seals runs of base64 or hex whose decoded bytes hold a value.
-func (s *Secrets) sealInside(text string, names []string) string {
+func (s *Secrets) sealInside(text string, names []string, escape bool) string {
 	var repl []string
 	for _, run := range runs(text, isBase64, 64) {
 		for _, tok := range []string{"b64", "b64raw", "b64url", "b64urlraw"} {
 			if b, err := encodings[tok].DecodeString(run); err == nil {
 				if len(s.Find(string(b))) > 0 {
-					inner := s.seal(string(b), names, 1)
+					inner := s.seal(string(b), names, 1, escape)
 					repl = append(repl, run, "«secret-in:"+tok+":"+base64.RawURLEncoding.EncodeToString([]byte(inner))+"»")
 				}
 				break
@@ -105,7 +118,7 @@ func (s *Secrets) sealInside(text string, names []string) string {
 			continue
 		}
 		if b, err := hex.DecodeString(run); err == nil && len(s.Find(string(b))) > 0 && strings.ToLower(run) == run {
-			inner := s.seal(string(b), names, 1)
+			inner := s.seal(string(b), names, 1, escape)
 			repl = append(repl, run, "«secret-in:hex:"+base64.RawURLEncoding.EncodeToString([]byte(inner))+"»")
 		}
 	}

@@ -63,6 +63,13 @@ func canaryIn(secret string, texts map[string]string, files ...string) []string 
 			where = append(where, name)
 		}
 	}
+	for name, text := range texts {
+		// The model wrote no placeholder of its own: an escaped one is
+		// a placeholder sealed twice.
+		if strings.Contains(text, "«\u200bsecret") {
+			where = append(where, name+" (a placeholder sealed twice)")
+		}
+	}
 	for _, f := range files {
 		if b, err := os.ReadFile(f); err == nil && (bytes.Contains(b, []byte(secret)) || len(s.Scan(string(b))) > 0) {
 			where = append(where, f)
