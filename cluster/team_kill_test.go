@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -32,6 +33,18 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// spawnedChildOf returns the child a child.spawned event names.
+func spawnedChildOf(e *journal.Event) string {
+	if e.Type != journal.ChildSpawned {
+		return ""
+	}
+	var p agent.ChildSpawned
+	if json.Unmarshal(e.Payload, &p) != nil {
+		return ""
+	}
+	return p.Child
+}
+
 // runTeamWorker runs a team worker until the process is killed.
 func runTeamWorker(spec string) int {
 	f := strings.Fields(spec)
@@ -57,8 +70,8 @@ func runTeamWorker(spec string) int {
 
 // TestTeamOnClusterWorkerKilled: a team on the cluster (a lead and 4
 // children, each on its own workflow) with two worker processes; the
-// one executing the lead is killed with SIGKILL while the children
-// work. The other worker takes the lead and the children over from the
+// one executing a child's command is killed with SIGKILL while it
+// runs. The other worker takes the lead and the children over from the
 // journal: every child is created once and delivered to the lead
 // exactly once, no child's command runs twice, every chain verifies.
 func TestTeamOnClusterWorkerKilled(t *testing.T) {
@@ -109,30 +122,37 @@ func TestTeamOnClusterWorkerKilled(t *testing.T) {
 	if err := cluster.NewDispatcher(c).Dispatch(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	// Kill, once the children work, the worker whose process holds the
-	// lead (it waits for them in its step).
-	spawned := 0
+	// Kill, once the children work, the worker whose process executes
+	// the first child's command (its lease holder at that moment).
+	var first string
 	for e, err := range journal.Follow(ctx, store.(journal.Store), id, 1, 50*time.Millisecond) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Type == journal.ChildSpawned {
-			spawned++
-		}
-		if spawned == n {
+		if c := spawnedChildOf(&e); c != "" {
+			first = c
 			break
 		}
 	}
-	holder, err := store.(journal.Locker).Holder(ctx, id)
+	for e, err := range journal.Follow(ctx, store.(journal.Store), first, 1, 20*time.Millisecond) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == journal.ToolStarted {
+			break
+		}
+	}
+	holder, err := store.(journal.Locker).Holder(ctx, first)
 	if err != nil {
 		t.Fatal(err)
 	}
+	leadHolder, _ := store.(journal.Locker).Holder(ctx, id)
 	victim := procs[0]
-	if strings.Contains(holder, strconv.Itoa(procs[1].Process.Pid)) {
+	if strings.Contains(holder, "pid "+strconv.Itoa(procs[1].Process.Pid)+" ") {
 		victim = procs[1]
 	}
 	victim.Process.Signal(syscall.SIGKILL)
-	t.Logf("killed worker pid %d (lease holder of the lead: %q) after the %d spawns", victim.Process.Pid, holder, n)
+	t.Logf("killed worker pid %d while child %s's command ran (its holder %q; the lead's %q)", victim.Process.Pid, first, holder, leadHolder)
 	for e, err := range journal.Follow(ctx, store.(journal.Store), id, 1, 100*time.Millisecond) {
 		if err != nil {
 			t.Fatal(err)

@@ -2,18 +2,14 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/user"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/policy"
 )
 
 // person returns who is at the keyboard, for By fields: --by, else the
@@ -107,7 +103,7 @@ func (a *app) agentsListCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.printAgents(agents, asJSON)
+				return tui.Agents(a.stdout, agents, asJSON)
 			}, "json")
 		},
 	}
@@ -127,7 +123,7 @@ func (a *app) agentsShowCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				a.printAgent(ag)
+				tui.Agent(a.stdout, ag)
 				return nil
 			})
 		},
@@ -148,78 +144,6 @@ type agentsBackend interface {
 	Ungrant(ctx context.Context, name, grant string, p *identity.UngrantParams) error
 }
 
-// printAgents prints keel agents list: JSON lines, or a table.
-func (a *app) printAgents(agents []identity.Agent, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, ag := range agents {
-			if err := enc.Encode(ag); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tKIND\tSTATUS\tCREATED\tGRANTS\tDESCRIPTION")
-	for _, ag := range agents {
-		status, created := "active", "built in"
-		if ag.Revoked {
-			status = "revoked " + ag.RevokedAt.Local().Format("2006-01-02 15:04")
-		}
-		switch {
-		case !ag.Builtin && ag.Created.IsZero():
-			created = "with its parent" // a child agent's identity
-		case !ag.Builtin:
-			created = ag.Created.Local().Format("2006-01-02 15:04")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", ag.Name, ag.Kind, status, created, len(ag.Grants), cell(clip(oneLine(ag.Description), 50)))
-	}
-	return tw.Flush()
-}
-
-// printAgent prints keel agents show.
-func (a *app) printAgent(ag *identity.Agent) {
-	w := tui.Esc(a.stdout)
-	fmt.Fprintf(w, "agent %s (%s)\n", ag.Name, ag.Kind)
-	if ag.Description != "" {
-		fmt.Fprintf(w, "  %s\n", ag.Description)
-	}
-	if ag.Revoked {
-		fmt.Fprintf(w, "REVOKED %s by %s: %s\n", ag.RevokedAt.Local().Format("2006-01-02 15:04"), ag.RevokedBy, ag.RevokeReason)
-	} else if !ag.RestoredAt.IsZero() {
-		fmt.Fprintf(w, "restored %s by %s after a revocation\n", ag.RestoredAt.Local().Format("2006-01-02 15:04"), ag.RestoredBy)
-	}
-	if c := ag.Connectors; c != nil {
-		if len(c.MCP)+len(c.SQL)+len(c.OpenAPI) == 0 {
-			fmt.Fprintf(w, "connectors: none\n")
-		}
-		for _, l := range []struct {
-			kind    string
-			entries []string
-		}{{"mcp", c.MCP}, {"sql", c.SQL}, {"openapi", c.OpenAPI}} {
-			for _, e := range l.entries {
-				fmt.Fprintf(w, "%s: %s\n", l.kind, e)
-			}
-		}
-	}
-	fmt.Fprintf(w, "standing approvals: %d\n", len(ag.Grants))
-	for _, g := range ag.Grants {
-		fmt.Fprintf(w, "  %s\n", grantLine(g))
-	}
-	if len(ag.Grants) > 0 {
-		fmt.Fprintf(w, "remove one with: keel agents ungrant %s GRANT\n", ag.Name)
-	}
-}
-
-// grantLine describes a standing approval on one line.
-func grantLine(g policy.Grant) string {
-	what := "exactly " + oneLine(g.Exact)
-	if len(g.Prefix) > 0 {
-		what = "commands starting " + strings.Join(g.Prefix, " ")
-	}
-	return fmt.Sprintf("%s %s: %s (approved by %s in run %s)", g.ID, g.Tool, what, g.By, g.Run)
-}
-
 func (a *app) agentsGrantsCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -233,7 +157,7 @@ func (a *app) agentsGrantsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.printGrants(ag.Name, ag.Grants, asJSON)
+				return tui.Grants(a.stdout, ag.Name, ag.Grants, asJSON)
 			}, "json")
 		},
 	}
@@ -318,33 +242,4 @@ func (a *app) agentsRevokeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
 	cmd.Flags().StringVar(&by, "by", "", "who revokes it (default: $USER)")
 	return cmd
-}
-
-// printGrants prints an agent's standing approvals: JSON lines, or a
-// table (or a sentence when there are none). Local and --server output
-// are the same.
-func (a *app) printGrants(agentName string, grants []policy.Grant, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, g := range grants {
-			if err := enc.Encode(g); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if len(grants) == 0 {
-		fmt.Fprintf(a.stdout, "agent %s has no standing approvals\n", agentName)
-		return nil
-	}
-	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GRANT\tTOOL\tMATCHES\tBY\tRUN")
-	for _, g := range grants {
-		what := "exactly: " + g.Exact
-		if len(g.Prefix) > 0 {
-			what = "starting: " + strings.Join(g.Prefix, " ")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", g.ID, g.Tool, cell(clip(what, 70)), cell(g.By), g.Run)
-	}
-	return tw.Flush()
 }

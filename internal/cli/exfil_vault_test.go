@@ -149,6 +149,18 @@ func TestExfiltrationVaultRoutes(t *testing.T) {
 		if code == 3 {
 			_, st := lastRun(t, db)
 			wasAsked = st.Status == journal.StatusPaused
+			var reasons []string
+			for _, turn := range st.Turns {
+				for _, c := range turn.Calls {
+					if c.Approval != nil && c.Resolved == nil {
+						reasons = append(reasons, c.Approval.Reason)
+					}
+				}
+			}
+			// The question names the private data: the credentialed read.
+			if why := strings.Join(reasons, " | "); wasAsked && !strings.Contains(why, "http_request result of call call_1_0") {
+				t.Errorf("route %q asked without naming what flows: %s", r.name, why)
+			}
 		}
 		if leak {
 			leaked++
