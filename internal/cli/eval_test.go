@@ -66,6 +66,7 @@ passed = ["t::hello"]
 		t.Errorf("eval run --name ../../escape: exit %d\n%s", code, errOut)
 	}
 	code, out, errOut := keel(t, "eval", "run", suite, "--trials", "2", "--concurrency", "2", "--name", "e1", "--keep")
+	e1Err := errOut
 	if code != 0 || !strings.Contains(out, "success 100%  (2/2 scored") || !strings.Contains(out, "pass^2 100%") {
 		t.Fatalf("eval run: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -112,10 +113,13 @@ passed = ["t::hello"]
 	frozen := filepath.Join(dir, "frozen")
 	code, out, errOut = keel(t, "eval", "freeze", run, "-o", frozen, "--check", "grep -q hello hello.txt", "--patch")
 	if code != 0 || !strings.Contains(out, "verdict passed") {
+		// What the trials' checkpoints held, and what eval run said.
 		for _, tr := range res.Trials {
-			_, ev, _ := keel(t, "runs", "events", tr.RunID)
-			t.Logf("events of trial run %s:\n%s", tr.RunID, ev)
+			_, cps, cpErr := keel(t, "runs", "checkpoints", tr.RunID)
+			_, show, _ := keel(t, "runs", "show", tr.RunID)
+			t.Logf("trial run %s checkpoints:\n%s%s\n%s", tr.RunID, cps, cpErr, show)
 		}
+		t.Logf("eval run e1 said:\n%s", e1Err)
 		t.Fatalf("freeze: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if b, err := os.ReadFile(filepath.Join(frozen, "case.toml")); err != nil || !strings.Contains(string(b), "max_steps = 500") || !strings.Contains(string(b), `timeout = "12h0m0s"`) {
