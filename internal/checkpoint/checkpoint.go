@@ -49,9 +49,7 @@ func Hook(dir, workspace string) (hook func(ctx context.Context, runID string, p
 	if !Available() {
 		return nil, func() {}
 	}
-	var once sync.Once
 	var cp *Checkpoints
-	var openErr error
 	var mu sync.Mutex
 	var unwatch func()
 	release = func() {
@@ -63,17 +61,21 @@ func Hook(dir, workspace string) (hook func(ctx context.Context, runID string, p
 		unwatch = func() {}
 	}
 	return func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error) {
-		once.Do(func() {
-			cp, openErr = OpenCheckpoints(ctx, dir, workspace)
-			mu.Lock()
-			if openErr == nil && unwatch == nil {
+		// Opened on first use; a failed open is tried again at the next
+		// snapshot rather than leaving the run without checkpoints.
+		mu.Lock()
+		if cp == nil {
+			c, err := OpenCheckpoints(ctx, dir, workspace)
+			if err != nil {
+				mu.Unlock()
+				return nil, err
+			}
+			cp = c
+			if unwatch == nil {
 				unwatch = cp.Watch()
 			}
-			mu.Unlock()
-		})
-		if openErr != nil {
-			return nil, openErr
 		}
+		mu.Unlock()
 		start := time.Now()
 		tree, err := cp.Snapshot(ctx)
 		if err != nil {

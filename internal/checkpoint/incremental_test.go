@@ -315,3 +315,33 @@ func TestIncrementalSharedStore(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenNewStoreAtOnce opens one new store from several runs at once
+// (an eval's trials on a fresh KEEL_HOME): each must get the store, not
+// an error from another's half-made one (a run whose open failed had no
+// checkpoints at all).
+func TestOpenNewStoreAtOnce(t *testing.T) {
+	needGit(t)
+	ctx := t.Context()
+	for round := range 5 {
+		store := filepath.Join(t.TempDir(), "checkpoints")
+		const n = 6
+		errs := make(chan error, n)
+		for i := range n {
+			ws := t.TempDir()
+			write(t, ws, "f.txt", fmt.Sprintf("file %d\n", i))
+			go func() {
+				c, err := checkpoint.OpenCheckpoints(ctx, store, ws)
+				if err == nil {
+					_, err = c.Snapshot(ctx)
+				}
+				errs <- err
+			}()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}

@@ -94,10 +94,7 @@ func (c *Checkpoints) Store() string { return c.store }
 
 func (c *Checkpoints) init(ctx context.Context) error {
 	if _, err := os.Stat(filepath.Join(c.store, "HEAD")); err != nil {
-		if err := os.MkdirAll(c.store, 0o700); err != nil {
-			return err
-		}
-		if _, err := c.git(ctx, nil, "init", "--bare", "--quiet", c.store); err != nil {
+		if err := c.create(ctx); err != nil {
 			return err
 		}
 	}
@@ -118,6 +115,31 @@ func (c *Checkpoints) init(ctx context.Context) error {
 		}
 	}
 	return os.MkdirAll(filepath.Dir(c.index), 0o700)
+}
+
+// create makes the store: a bare repository made aside and renamed into
+// place, so that runs opening a new store at once (an eval's trials, two
+// keel processes) never see, nor fail on, each other's half-made one.
+func (c *Checkpoints) create(ctx context.Context) error {
+	parent := filepath.Dir(c.store)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(c.store)+".new-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := runGit(ctx, tmp, append(cleanEnv(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"), nil, nil, "init", "--bare", "--quiet", tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, c.store); err != nil {
+		if _, serr := os.Stat(filepath.Join(c.store, "HEAD")); serr == nil {
+			return nil // another run made it meanwhile
+		}
+		return err
+	}
+	return nil
 }
 
 // git runs git on the store with the workspace as its work tree.
