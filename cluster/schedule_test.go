@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -158,6 +159,10 @@ func TestTemporalSchedules(t *testing.T) {
 					seen, deadline = st.Last.Nominal, time.Now().Add(wait)
 				}
 				if time.Now().After(deadline) {
+					// Where the fire activity waits (a stall that no retry
+					// shows): every goroutine, for the next diagnosis.
+					buf := make([]byte, 4<<20)
+					t.Logf("goroutines at the stall:\n%s", buf[:runtime.Stack(buf, true)])
 					t.Fatalf("%s: the records stop at %+v, want %s (no new record for %s)", d.Name, st.Last, want, wait)
 				}
 				time.Sleep(50 * time.Millisecond) // Temporal works in real time

@@ -49,18 +49,18 @@ func agentDefs(dir string, trusted func(path string, content []byte) bool) ([]ag
 	for _, p := range paths {
 		fi, err := os.Lstat(p)
 		if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxAgentFile {
-			return nil, fmt.Errorf("agent definition %s: want a regular file of at most %d bytes", p, maxAgentFile)
+			return nil, usagef("agent definition %s: want a regular file of at most %d bytes", p, maxAgentFile)
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return nil, err
 		}
 		if !trusted(p, b) {
-			return nil, fmt.Errorf("agent definition %s is not trusted (a committed file chooses what a child agent may do): read it, then run keel config trust", p)
+			return nil, usagef("agent definition %s is not trusted (a committed file chooses what a child agent may do): read it, then run keel config trust", p)
 		}
 		d, err := parseAgentDef(strings.TrimSuffix(filepath.Base(p), ".md"), string(b))
 		if err != nil {
-			return nil, fmt.Errorf("agent definition %s: %w", p, err)
+			return nil, usagef("agent definition %s: %w", p, err)
 		}
 		out = append(out, *d)
 	}
