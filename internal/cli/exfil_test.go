@@ -500,11 +500,13 @@ func exfilSecretArgs(t *testing.T, value string) []string {
 
 // What leaves the sandbox by plain HTTP is journaled with its method,
 // path and query and the bytes of both ways, without the run's secrets.
+// (curl -q: without it, curl reads ~/.curlrc, which asks in a run that
+// holds a secret.)
 func TestEgressJournaledWithPath(t *testing.T) {
 	db := setup(t)
 	l := newExfilListener(t)
 	host := strings.TrimPrefix(l.base, "http://")
-	traj := writeTrajectory(t, "post the build status", []fcall{sh(`curl -s -d 'hello' "` + l.base + `/status?build=42"`)}, nil)
+	traj := writeTrajectory(t, "post the build status", []fcall{sh(`curl -q -s -d 'hello' "` + l.base + `/status?build=42"`)}, nil)
 	args := append([]string{"run", "--db", db, "--model", "replay:" + traj, "--workspace", t.TempDir(), "--allow-host", host, "--no-wait", "-q"},
 		exfilSecretArgs(t, canary(t, "kcS"))...)
 	if code, _, errOut := keel(t, args...); code != 0 {
