@@ -178,6 +178,14 @@ func At(events []journal.Event, seq int64) (cp *agent.Snapshot, after int, err e
 // effects it may lack.
 func AtEvent(events []journal.Event, seq int64) (cp *agent.Snapshot, later, missing int, err error) {
 	cp, after, err := At(events, seq)
+	if errors.Is(err, ErrNone) && !errors.Is(err, ErrOff) {
+		// Before the run's first checkpoint (its task, say: chat's /undo
+		// after the first answer): that checkpoint has the files as they
+		// were then if nothing that changes files came between.
+		if first := firstUnchanged(events, seq); first != nil {
+			return first, 0, 0, nil
+		}
+	}
 	if err != nil || after == 0 {
 		return cp, 0, 0, err
 	}
@@ -313,6 +321,31 @@ func draft(t journal.Type, v any) journal.Draft {
 		panic(err) // plain payload structs
 	}
 	return journal.Draft{Type: t, Time: time.Now(), Payload: b}
+}
+
+// firstUnchanged returns the first checkpoint after event seq when only
+// events that change no file (the model's answers, gate decisions, a
+// person's messages) come between; nil otherwise.
+func firstUnchanged(events []journal.Event, seq int64) *agent.Snapshot {
+	for i := range events {
+		e := &events[i]
+		if e.Seq <= seq {
+			continue
+		}
+		switch e.Type {
+		case journal.WorkspaceCheckpoint:
+			v, err := agent.Decode(e)
+			if err != nil {
+				return nil
+			}
+			p := v.(*agent.WorkspaceCheckpoint)
+			return &agent.Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
+		case journal.ModelResponded, journal.ModelFailed, journal.GateDecided, journal.UserMessage, journal.ContextCompacted:
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 // ForkFiles gives the fork of a run (created from its events, up to

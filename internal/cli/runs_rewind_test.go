@@ -126,8 +126,17 @@ func TestRewindAndFork(t *testing.T) {
 	if code, out, _ := keel(t, "runs", "list"); code != 0 || !strings.Contains(out, id+"  completed") {
 		t.Errorf("a rewound run is no longer completed:\n%s", out)
 	}
-	if code, _, errOut := keel(t, "runs", "rewind", id, "--to", "1"); code == 0 || !strings.Contains(errOut, "no workspace checkpoint at or before event 1") {
-		t.Errorf("rewind before the first checkpoint = %d: %s", code, errOut)
+	// Event 1 (the task) comes before the first checkpoint, with nothing
+	// that changes files between: its files are that checkpoint's (chat's
+	// /undo after the first answer).
+	if code, _, errOut := keel(t, "runs", "rewind", id, "--to", "1"); code != 0 {
+		t.Errorf("rewind to the task = %d: %s", code, errOut)
+	}
+	if d := cmp.Diff(before, files(t, ws)); d != "" {
+		t.Errorf("rewound to the task (-before the run +now):\n%s", d)
+	}
+	if code, _, errOut := keel(t, "runs", "rewind", id, "--to", edited); code != 0 {
+		t.Fatalf("runs rewind --to %s = %d: %s", edited, code, errOut)
 	}
 	if code, _, errOut := keel(t, "runs", "rewind", id, "--to", "9999"); code == 0 || !strings.Contains(errOut, "has events 1 to") {
 		t.Errorf("rewind past the end = %d: %s", code, errOut)
