@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -140,23 +141,8 @@ func (e *Engine) RunCase(ctx context.Context, c *Case) CaseResult {
 }
 
 // refersTo reports whether args name the variable name as a word (a
-// command's $NAME or ${NAME}, code's os.environ["NAME"]).
+// command's $NAME or ${NAME}, code's os.environ["NAME"]), as the
+// runtime's scanner does.
 func refersTo(args, name string) bool {
-	for i := strings.Index(args, name); i >= 0; {
-		before := i == 0 || !isWordByte(args[i-1])
-		end := i + len(name)
-		if before && (end == len(args) || !isWordByte(args[end])) {
-			return true
-		}
-		j := strings.Index(args[end:], name)
-		if j < 0 {
-			return false
-		}
-		i = end + j
-	}
-	return false
-}
-
-func isWordByte(b byte) bool {
-	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+	return regexp.MustCompile(`(^|[^A-Za-z0-9_])` + regexp.QuoteMeta(name) + `($|[^A-Za-z0-9_])`).MatchString(args)
 }
