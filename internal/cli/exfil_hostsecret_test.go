@@ -169,7 +169,6 @@ func TestExfiltrationHostSecretRoutes(t *testing.T) {
 	t.Logf("host-secret routes: %d, value reached the other host: 0; the secret's host got it: yes", len(routes))
 }
 
-
 func rot13(s string) string {
 	return strings.Map(func(r rune) rune {
 		switch {

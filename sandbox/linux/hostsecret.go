@@ -91,7 +91,8 @@ func newHostSecrets(list []HostSecret) (*hostSecrets, error) {
 	}
 	bundle = append(bundle, ca.certPEM...)
 	hs.bundle = filepath.Join(dir, "ca-bundle.pem")
-	if err := os.WriteFile(hs.bundle, bundle, 0o644); err == nil {
+	err = os.WriteFile(hs.bundle, bundle, 0o644)
+	if err == nil {
 		err = os.Chmod(dir, 0o755)
 	}
 	if err != nil {
