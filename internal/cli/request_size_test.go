@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -25,15 +26,17 @@ const firstRequestBudget = 10_000
 func TestFirstRequestSize(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
+		task    string
 		args    []string
 		network bool
 		budget  int
 	}{
 		{name: "default", budget: firstRequestBudget},
 		{name: "allowed host", args: []string{"--allow-host", "example.com"}, network: true},
+		{name: "recorded marshmallow task", task: recordedTask(t)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			first := firstRequest(t, tc.args...)
+			first := firstRequest(t, cmp.Or(tc.task, "What does notes.txt say?"), tc.args...)
 			var req struct {
 				Messages []struct {
 					Role    string `json:"role"`
@@ -74,10 +77,34 @@ func TestFirstRequestSize(t *testing.T) {
 	}
 }
 
-// firstRequest runs keel run with args on a one-line task against an
+// recordedTask returns the task of the recorded marshmallow trajectory.
+func recordedTask(t *testing.T) string {
+	b, err := os.ReadFile(trajectory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(b, &tr); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range tr.Messages {
+		if m.Role == "user" {
+			return m.Content
+		}
+	}
+	t.Fatal("the trajectory has no task")
+	return ""
+}
+
+// firstRequest runs keel run with args on task against an
 // OpenAI-compatible endpoint that answers at once, and returns the body
 // of the first request it received.
-func firstRequest(t *testing.T, args ...string) []byte {
+func firstRequest(t *testing.T, task string, args ...string) []byte {
 	t.Helper()
 	db := setup(t)
 	ws := t.TempDir()
@@ -106,7 +133,7 @@ func firstRequest(t *testing.T, args ...string) []byte {
 	}))
 	defer srv.Close()
 	argv := append([]string{"run", "--db", db, "--model", "openai-compatible:size-test@" + srv.URL + "/v1", "--workspace", ws, "-q"}, args...)
-	code, out, errOut := keel(t, append(argv, "What does notes.txt say?")...)
+	code, out, errOut := keel(t, append(argv, task)...)
 	if code != 0 {
 		t.Fatalf("keel run = %d\n%s\n%s", code, out, errOut)
 	}
