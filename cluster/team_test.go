@@ -80,19 +80,24 @@ func (m teamModel) Generate(ctx context.Context, req *model.Request) (*model.Res
 // sandbox isolation (TestMain runs it in a process of its own for the
 // kill test).
 func teamWorker(path string, children int) (*agent.Runtime, *cluster.Worker, io.Closer, error) {
-	return teamWorkerOf(path, teamModel{children: children}, 4)
+	return teamWorkerOf(path, teamModel{children: children}, 4, nil)
 }
 
-// teamWorkerOf is teamWorker with model m and slots steps at once.
-func teamWorkerOf(path string, m teamModel, slots int) (*agent.Runtime, *cluster.Worker, io.Closer, error) {
+// teamWorkerOf is teamWorker with model m and slots steps at once; with
+// kill, the worker's process kills itself at that boundary.
+func teamWorkerOf(path string, m teamModel, slots int, kill *killAt) (*agent.Runtime, *cluster.Worker, io.Closer, error) {
 	store, err := sqlite.Open(path, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rt := agent.NewRuntime(store, nil)
+	var js journal.Store = store
+	if kill != nil {
+		js = &killStore{Store: store, at: *kill}
+	}
+	rt := agent.NewRuntime(js, nil)
 	reg := tool.NewRegistry()
 	builtin.Register(reg, &builtin.Options{NoWeb: true})
-	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Slots: slots, Driver: cluster.Driver{PinTimeout: 3 * time.Second, Heartbeat: 5 * time.Second, RetryWait: time.Second},
+	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Slots: slots, Driver: cluster.Driver{PinTimeout: 3 * time.Second, Heartbeat: 5 * time.Second, RetryWait: time.Second, ChildRecheck: 2 * time.Second},
 		Wire: func(_ context.Context, rc *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 			ws, err := tool.NewWorkspace(rc.Workspace, rc.MountPath, nil)
 			if err != nil {
@@ -257,7 +262,7 @@ func TestTeamOnClusterWaitingParentsHoldNoSlot(t *testing.T) {
 	wctx, stopWorkers := context.WithCancel(ctx)
 	defer func() { stopWorkers(); wg.Wait() }()
 	for i := range 2 {
-		rt, w, closer, err := teamWorkerOf(path, teamModel{children: n, grand: true}, 1)
+		rt, w, closer, err := teamWorkerOf(path, teamModel{children: n, grand: true}, 1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
