@@ -230,6 +230,9 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 		default:
 			res = x.waitAgents(ctx, c, args)
 		}
+		if res == awaitChildren {
+			return errAwaitChildren // the call stays open: the run pauses
+		}
 	}
 	if res == nil {
 		if ctx.Err() != nil {

@@ -46,6 +46,11 @@ const (
 	ReasonRevoked  = "revoked"  // the run's principal was revoked
 	ReasonShutdown = "shutdown" // the runtime shut down during the run
 	ReasonForked   = "forked"   // a fork that was not started yet
+	// ReasonChildren: a spawn_agent, wait_agents or handoff call waits
+	// for children that have not ended, and the execution gave its
+	// worker back ([ExecParams].PauseForChildren); the call runs again
+	// when the run is resumed.
+	ReasonChildren = "children"
 
 	// ReasonInterrupted: a person interrupted the turn (ErrInterrupted);
 	// the run waits for their next message.

@@ -349,6 +349,14 @@ type ExecParams struct {
 	// journal (another run, a hash the journal does not hold) is ignored
 	// and the journal is loaded whole.
 	From *Checkpoint
+	// PauseForChildren makes a team call (spawn_agent, wait_agents,
+	// handoff) whose children have not ended pause the run (run.paused,
+	// reason [ReasonChildren]) instead of waiting in this execution: the
+	// call stays open and runs again when the run is resumed, delivering
+	// the children that ended by then. A driver whose executions hold a
+	// scarce slot (a cluster worker's) sets it and resumes the run when a
+	// child ends, so that a waiting parent holds no slot.
+	PauseForChildren bool
 }
 
 // Checkpoint is a run folded up to its event State.LastSeq, whose hash
@@ -708,6 +716,13 @@ func (x *executor) loop(ctx context.Context) (*Outcome, error) {
 			err = x.append(ctx, journal.UserMessage, a.Nudge)
 		case ActCut:
 			err = x.cut(ctx, a.Calls)
+		}
+		if errors.Is(err, errAwaitChildren) {
+			// A team call waits for children that have not ended: the
+			// run pauses, giving its worker back ([ReasonChildren]).
+			if err = x.pauseForChildren(ctx); err == nil {
+				return x.outcome(), nil
+			}
 		}
 		if err != nil {
 			return nil, err

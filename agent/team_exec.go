@@ -479,6 +479,12 @@ func (x *executor) deliver(ctx context.Context, call string, ids []string, mode 
 		}
 	}
 	x.mu.Unlock()
+	if x.p.PauseForChildren && ctx.Err() == nil {
+		if r := x.deliverEnded(ctx, call, ids, wait, mode); r != nil {
+			return r
+		}
+		wait = nil // every child waited for ended: the text below gives them
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch := make(chan ended, len(wait))
@@ -539,6 +545,65 @@ func (x *executor) deliver(ctx context.Context, call string, ids []string, mode 
 		b.WriteString("[the run was stopped while it waited; the children not delivered above stop with it]\n")
 	}
 	return &tool.Result{Content: strings.TrimRight(b.String(), "\n"), IsError: ctx.Err() != nil || len(failed) > 0}
+}
+
+// awaitChildren is the result of a team call that waits for children
+// that have not ended, with [ExecParams].PauseForChildren: the call is
+// left open and the run pauses ([ReasonChildren]).
+var awaitChildren = &tool.Result{IsError: true, Content: "waiting for children"}
+
+// errAwaitChildren is runOne's error for a call that returned
+// awaitChildren: the loop pauses the run.
+var errAwaitChildren = errors.New("agent: a team call waits for children")
+
+// deliverEnded is deliver without waiting (PauseForChildren): each child
+// of wait is started unless it runs or ended, and those that ended are
+// delivered now. It returns awaitChildren when the call must wait for
+// more (mode "all" or "one": a child of wait has not ended; "any": none
+// has), a result when a child could not be followed, nil otherwise.
+func (x *executor) deliverEnded(ctx context.Context, call string, ids, wait []string, mode string) *tool.Result {
+	ended := 0
+	for _, id := range wait {
+		x.mu.Lock()
+		created := x.st.child(id).Spawned.Created
+		x.mu.Unlock()
+		if err := x.p.Team.Start(ctx, id, created); err != nil {
+			return errResult(fmt.Sprintf("could not follow child %s: %v", id, err))
+		}
+		st, _, err := x.rt.Load(ctx, id)
+		if err != nil {
+			return errResult(fmt.Sprintf("could not follow child %s: %v", id, err))
+		}
+		if !st.Status.Terminal() {
+			continue
+		}
+		if err := x.delivered(ctx, call, id, st); err != nil {
+			return &tool.Result{IsError: true, Content: "the runtime could not journal a child's result: " + err.Error()}
+		}
+		ended++
+	}
+	if ended == len(wait) || mode == "any" && ended > 0 {
+		return nil
+	}
+	return awaitChildren
+}
+
+// pauseForChildren pauses the run whose team call waits for children
+// (errAwaitChildren): the call stays open, and runs again at the resume.
+func (x *executor) pauseForChildren(ctx context.Context) error {
+	if err := x.settle(ctx); err != nil {
+		return err
+	}
+	x.mu.Lock()
+	var ids []string
+	for _, ch := range x.st.Children {
+		if ch.Delivered == nil {
+			ids = append(ids, ch.ID)
+		}
+	}
+	x.mu.Unlock()
+	return x.append(ctx, journal.RunPaused, &RunEnded{Reason: ReasonChildren,
+		Message: "waiting for child agents to end: " + strings.Join(ids, ", ")})
 }
 
 // delivered journals child.delivered of child id, which ended as st,

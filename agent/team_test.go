@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
@@ -603,4 +604,86 @@ type modelFunc func(ctx context.Context, req *model.Request) (*model.Response, e
 
 func (f modelFunc) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
 	return f(ctx, req)
+}
+
+// gated answers from m once release is closed.
+type gated struct {
+	release chan struct{}
+	m       model.Model
+}
+
+func (g gated) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return g.m.Generate(ctx, req)
+}
+
+// TestPauseForChildren: with PauseForChildren (a cluster worker's
+// executions), a lead whose wait_agents call waits for a child that has
+// not ended pauses (reason children) instead of holding its execution;
+// resumed once the children ended, the same call delivers each child
+// once, and the call's re-runs count as one tool call.
+func TestPauseForChildren(t *testing.T) {
+	m := &taskModel{usage: model.Usage{InputTokens: 10, OutputTokens: 1}, turns: map[string][]model.Message{
+		"lead": {calls(spawnCall("a", map[string]any{"task": "child a", "wait": false}), spawnCall("b", map[string]any{"task": "child b", "wait": false})),
+			calls(tc("w", agent.WaitTool, `{}`)), answer("done")},
+		"child a": {answer("result A")},
+		"child b": {answer("result B")},
+	}}
+	release := make(chan struct{})
+	mm := modelByTask{"child b": gated{release, m}, "": m}
+	e, team := teamEnv(t, mm)
+	id := e.createTeam(&agent.RunCreated{Task: "lead", Limits: agent.Limits{MaxSteps: 20, MaxToolCalls: 20}})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	p := e.params(mm)
+	p.Team, p.PauseForChildren = team, true
+	out, err := e.rt.Execute(ctx, id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != journal.StatusPaused || out.End == nil || out.End.Reason != agent.ReasonChildren {
+		t.Fatalf("lead %s (%+v), want paused for its children", out.Status, out.End)
+	}
+	if w := out.State.Turns[1].Calls[0]; !w.Running() {
+		t.Fatalf("wait call %+v, want left open", w)
+	}
+	close(release)
+	for _, ch := range out.State.Children {
+		if _, err := team.Wait(ctx, ch.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p = e.params(mm)
+	p.Team, p.PauseForChildren = team, true
+	out, err = e.rt.Execute(ctx, id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != journal.StatusCompleted {
+		t.Fatalf("lead %s (%+v), want completed", out.Status, out.End)
+	}
+	w := out.State.Turns[1].Calls[0]
+	for _, r := range []string{"result A", "result B"} {
+		if strings.Count(w.Finished.Content, r) != 1 {
+			t.Errorf("wait result %q, want %q once", w.Finished.Content, r)
+		}
+	}
+	for _, ch := range out.State.Children {
+		if ch.Delivered == nil || ch.Delivered.CallID != w.ID {
+			t.Errorf("child %s delivered %+v, want to %s", ch.ID, ch.Delivered, w.ID)
+		}
+	}
+	paused := 0
+	for _, ev := range e.events(id) {
+		if ev.Type == journal.RunPaused {
+			paused++
+		}
+	}
+	if paused != 1 || out.State.ToolCalls != 3 || w.Attempts != 2 {
+		t.Errorf("%d pauses, %d tool calls counted, wait call started %d times; want 1, 3, 2", paused, out.State.ToolCalls, w.Attempts)
+	}
 }

@@ -23,8 +23,11 @@ import (
 // every worker), so a parent resumed on another worker waits for the
 // same child.
 //
-// A parent's step that waits for a child holds its worker slot while it
-// waits (heartbeating); the child's steps take slots of their own.
+// A parent's step that waits for children that have not ended holds no
+// worker slot: the worker executes the parent with
+// [agent.ExecParams].PauseForChildren, so the run pauses (reason
+// children) and its workflow waits for a child's end to wake it
+// ([Worker] signals it) or for [Driver].ChildRecheck.
 type Team struct {
 	// Runtime journals the children; Dispatcher starts their workflows.
 	Runtime    *agent.Runtime

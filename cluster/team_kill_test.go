@@ -20,6 +20,7 @@ import (
 	"github.com/keel-run/keel/cluster"
 	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/sqlite"
 )
 
 // teamWorkerEnv makes the test binary a worker process of the kill test:
@@ -31,6 +32,48 @@ func TestMain(m *testing.M) {
 		os.Exit(runTeamWorker(v))
 	}
 	os.Exit(m.Run())
+}
+
+// teamKillEnv arms a worker process of the kill test with a boundary
+// ([killAt], JSON).
+const teamKillEnv = "KEEL_TEST_TEAM_KILL"
+
+// killAt is a boundary of a team's life: right after the append of an
+// event of type Type by a child run (Child) or by the lead, whose
+// payload holds Has, the worker process that appended it kills itself
+// (SIGKILL), the first time any worker reaches it (Marker is made with
+// O_EXCL).
+type killAt struct {
+	Type   journal.Type `json:"type"`
+	Child  bool         `json:"child,omitempty"`
+	Has    string       `json:"has,omitempty"`
+	Marker string       `json:"marker"`
+}
+
+// killStore is a journal whose process dies at a boundary.
+type killStore struct {
+	*sqlite.Store
+	at killAt
+}
+
+func (s *killStore) Append(ctx context.Context, runID string, after int64, drafts ...journal.Draft) ([]journal.Event, error) {
+	evs, err := s.Store.Append(ctx, runID, after, drafts...)
+	if err != nil || strings.Contains(runID, ".") != s.at.Child {
+		return evs, err
+	}
+	for _, d := range drafts {
+		if d.Type != s.at.Type || !strings.Contains(string(d.Payload), s.at.Has) {
+			continue
+		}
+		f, err := os.OpenFile(s.at.Marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			break // reached before, by this worker or the other
+		}
+		f.Close()
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal ends the process
+	}
+	return evs, nil
 }
 
 // spawnedChildOf returns the child a child.spawned event names.
@@ -54,7 +97,15 @@ func runTeamWorker(spec string) int {
 		os.Stderr.WriteString(err.Error() + "\n")
 		return 1
 	}
-	_, w, closer, err := teamWorker(f[1], n)
+	var kill *killAt
+	if v := os.Getenv(teamKillEnv); v != "" {
+		kill = &killAt{}
+		if err := json.Unmarshal([]byte(v), kill); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			return 1
+		}
+	}
+	_, w, closer, err := teamWorkerOf(f[1], teamModel{children: n}, 4, kill)
 	if err != nil {
 		os.Stderr.WriteString(err.Error() + "\n")
 		return 1
@@ -200,4 +251,146 @@ func TestTeamOnClusterWorkerKilled(t *testing.T) {
 		t.Logf("child %s: %s (%s), %d events, %d run.resumed", ch.ID, ch.Delivered.Status, st.Created.Principal, len(cevs), count(cevs, journal.RunResumed))
 	}
 	t.Logf("lead: %d events, %d run.resumed; children's commands with an unknown outcome: %d", len(evs), count(evs, journal.RunResumed), unknown)
+}
+
+// TestTeamOnClusterKilledAtEveryBoundary: a team on the cluster (a lead
+// and 3 children, each on its own workflow) with two worker processes;
+// at each boundary of the team's life the worker that reaches it is
+// killed (SIGKILL) right after its append, and the other worker goes on
+// from the journal. In every case the lead completes, every child is
+// created once and its result delivered to the lead exactly once, no
+// child's command runs twice, the lead counts each child's spend once
+// (what it used is its own plus what its children used), the tree stays
+// within the root's limits, and every chain verifies.
+func TestTeamOnClusterKilledAtEveryBoundary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Temporal dev server")
+	}
+	addr := testenv.Temporal(t)
+	const n = 3
+	for _, tt := range []struct {
+		name string
+		at   killAt
+	}{
+		{"spawn started, not reserved", killAt{Type: journal.ToolStarted, Has: `"spawn_agent"`}},
+		{"child spawned, not started", killAt{Type: journal.ChildSpawned}},
+		{"child mid-run", killAt{Type: journal.ToolStarted, Child: true, Has: `"bash"`}},
+		{"child finished, not delivered", killAt{Type: journal.RunCompleted, Child: true}},
+		{"parent waiting for children", killAt{Type: journal.RunPaused, Has: `"children"`}},
+		{"parent after a delivery", killAt{Type: journal.ChildDelivered}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "j.db")
+			at := tt.at
+			at.Marker = filepath.Join(dir, "killed")
+			spec, _ := json.Marshal(at)
+			ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+			defer cancel()
+			c, err := cluster.Dial(ctx, addr, &client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			for range 2 {
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(), teamWorkerEnv+"="+addr+" "+path+" "+strconv.Itoa(n), teamKillEnv+"="+string(spec))
+				var out strings.Builder
+				cmd.Stderr = &out
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					cmd.Process.Kill()
+					cmd.Wait()
+					if t.Failed() {
+						t.Logf("worker %d:\n%s", cmd.Process.Pid, out.String())
+					}
+				})
+			}
+			store, err := sqlite.Open(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			rt := agent.NewRuntime(store, nil)
+			ws := t.TempDir()
+			limits := agent.Limits{MaxSteps: 30, MaxTokens: 400_000, MaxCost: 0.4, MaxToolCalls: 30, MaxChildren: n, MaxDepth: 1}
+			id, err := rt.Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
+				Tools: teamTools(), Limits: limits, Principal: "keel-cli"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cluster.NewDispatcher(c).Dispatch(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			for e, err := range journal.Follow(ctx, store, id, 1, 100*time.Millisecond) {
+				if err != nil {
+					t.Fatalf("the lead did not end: %v", err)
+				}
+				if journal.StatusOf(e.Type).Terminal() {
+					break
+				}
+			}
+			if _, err := os.Stat(at.Marker); err != nil {
+				t.Errorf("no worker reached the boundary (%v): nothing was killed", err)
+			}
+			evs, err := journal.ReadVerified(ctx, store, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lead, err := agent.Fold(id, evs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lead.Status != journal.StatusCompleted || len(lead.Children) != n {
+				t.Fatalf("lead %s (%+v) with %d children, want completed with %d", lead.Status, lead.Ended, len(lead.Children), n)
+			}
+			var results strings.Builder
+			for _, turn := range lead.Turns {
+				for _, call := range turn.Calls {
+					if call.Finished != nil {
+						results.WriteString(call.Finished.Result.Content)
+					}
+				}
+			}
+			b, _ := os.ReadFile(filepath.Join(ws, "log.txt"))
+			tree := lead.Own()
+			for _, ch := range lead.Children {
+				if d := ch.Delivered; d == nil || d.CallID == "" || d.Status != agent.ChildCompleted {
+					t.Errorf("child %s delivered %+v, want completed to a call", ch.ID, d)
+					continue
+				}
+				cevs, err := journal.ReadVerified(ctx, store, ch.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, err := agent.Fold(ch.ID, cevs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.Count(results.String(), st.Created.Task+" done"); got != 1 {
+					t.Errorf("child %s's result is in the lead's call results %d times, want once", ch.ID, got)
+				}
+				if runs := strings.Count(string(b), st.Created.Task+"\n"); runs > 1 {
+					t.Errorf("child %s's command ran %d times", ch.ID, runs)
+				}
+				own := st.Own()
+				if d := ch.Delivered.Spend; d.Steps != own.Steps || d.ToolCalls != own.ToolCalls || d.Tokens != own.Tokens {
+					t.Errorf("child %s delivered spend %s, its journal says %s", ch.ID, d, own)
+				}
+				tree.Steps += own.Steps
+				tree.ToolCalls += own.ToolCalls
+				tree.Tokens += own.Tokens
+				tree.Cost += own.Cost
+			}
+			if u := lead.Used(); u.Steps != tree.Steps || u.ToolCalls != tree.ToolCalls || u.Tokens != tree.Tokens {
+				t.Errorf("the lead counts %s, the tree's journals %s", u, tree)
+			}
+			if tree.Steps > limits.MaxSteps || tree.ToolCalls > limits.MaxToolCalls || tree.Tokens > limits.MaxTokens || tree.Cost > limits.MaxCost {
+				t.Errorf("the tree spent %s, beyond the root's limits %s", tree, limits)
+			}
+			t.Logf("lead: %d events, %d run.resumed, %d paused for children; tree spent %s", len(evs), count(evs, journal.RunResumed), count(evs, journal.RunPaused), tree)
+		})
+	}
 }

@@ -31,8 +31,12 @@ import (
 
 // teamModel plays each run by its task: the lead spawns the children
 // without waiting, then waits for all of them and answers; a child runs
-// one command, then answers.
-type teamModel struct{ children int }
+// one command, then answers. With grand, each child first spawns a
+// grandchild (waiting for it), which runs the command.
+type teamModel struct {
+	children int
+	grand    bool
+}
 
 func (m teamModel) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
 	task := req.Messages[0].Content
@@ -50,12 +54,19 @@ func (m teamModel) Generate(ctx context.Context, req *model.Request) (*model.Res
 	switch {
 	case task == "lead" && k == 0:
 		for i := range m.children {
-			out.ToolCalls = append(out.ToolCalls, call(fmt.Sprintf("s%d", i), agent.SpawnTool, map[string]any{"task": fmt.Sprintf("child %d", i), "wait": false}))
+			args := map[string]any{"task": fmt.Sprintf("child %d", i), "wait": false}
+			if m.grand {
+				args["tools"] = []string{"bash", agent.SpawnTool}
+				args["limits"] = map[string]any{"max_children": 1, "max_steps": 8, "max_tool_calls": 8}
+			}
+			out.ToolCalls = append(out.ToolCalls, call(fmt.Sprintf("s%d", i), agent.SpawnTool, args))
 		}
 	case task == "lead" && k == 1:
 		out.ToolCalls = []model.ToolCall{call("w", agent.WaitTool, map[string]any{})}
 	case task == "lead":
 		out.Content = "all children reported"
+	case m.grand && strings.HasPrefix(task, "child") && k == 0:
+		out.ToolCalls = []model.ToolCall{call("g", agent.SpawnTool, map[string]any{"task": "grand" + task, "limits": map[string]any{"max_steps": 3, "max_tool_calls": 2}})}
 	case k == 0:
 		out.ToolCalls = []model.ToolCall{call("b", "bash", map[string]any{"command": fmt.Sprintf("sleep 0.5 && echo %q >> log.txt", task)})}
 	default:
@@ -69,14 +80,24 @@ func (m teamModel) Generate(ctx context.Context, req *model.Request) (*model.Res
 // sandbox isolation (TestMain runs it in a process of its own for the
 // kill test).
 func teamWorker(path string, children int) (*agent.Runtime, *cluster.Worker, io.Closer, error) {
+	return teamWorkerOf(path, teamModel{children: children}, 4, nil)
+}
+
+// teamWorkerOf is teamWorker with model m and slots steps at once; with
+// kill, the worker's process kills itself at that boundary.
+func teamWorkerOf(path string, m teamModel, slots int, kill *killAt) (*agent.Runtime, *cluster.Worker, io.Closer, error) {
 	store, err := sqlite.Open(path, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rt := agent.NewRuntime(store, nil)
+	var js journal.Store = store
+	if kill != nil {
+		js = &killStore{Store: store, at: *kill}
+	}
+	rt := agent.NewRuntime(js, nil)
 	reg := tool.NewRegistry()
 	builtin.Register(reg, &builtin.Options{NoWeb: true})
-	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Slots: 4, Driver: cluster.Driver{PinTimeout: 3 * time.Second, Heartbeat: 5 * time.Second, RetryWait: time.Second},
+	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Slots: slots, Driver: cluster.Driver{PinTimeout: 3 * time.Second, Heartbeat: 5 * time.Second, RetryWait: time.Second, ChildRecheck: 2 * time.Second},
 		Wire: func(_ context.Context, rc *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 			ws, err := tool.NewWorkspace(rc.Workspace, rc.MountPath, nil)
 			if err != nil {
@@ -87,7 +108,7 @@ func teamWorker(path string, children int) (*agent.Runtime, *cluster.Worker, io.
 				ws.Close()
 				return nil, nil, err
 			}
-			return &agent.Wiring{Model: teamModel{children: children}, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws},
+			return &agent.Wiring{Model: m, Tools: reg, Env: &tool.Env{Sandbox: sb, Workspace: ws},
 				Price: func(u model.Usage) float64 { return float64(u.Total()) / 1e6 }}, closers{ws, sb}, nil
 		}})
 	return rt, w, store, nil
@@ -214,4 +235,96 @@ func TestTeamOnCluster(t *testing.T) {
 		}
 	}
 	t.Logf("tree: %d children on their own workflows, spent %s (limits %s)", n, spent, limits)
+}
+
+// TestTeamOnClusterWaitingParentsHoldNoSlot: two workers of one slot
+// each drive a tree of three levels (a lead waiting for two children,
+// each waiting for a grandchild): five runs, three of them waiting at
+// once, more than the two slots. A parent waiting for children pauses
+// (reason children) and gives its slot back, and a child's end wakes it:
+// the tree completes, each child delivered once.
+func TestTeamOnClusterWaitingParentsHoldNoSlot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Temporal dev server")
+	}
+	addr := testenv.Temporal(t)
+	const n = 2
+	path := filepath.Join(t.TempDir(), "j.db")
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	c, err := cluster.Dial(ctx, addr, &client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var rts []*agent.Runtime
+	var wg sync.WaitGroup
+	wctx, stopWorkers := context.WithCancel(ctx)
+	defer func() { stopWorkers(); wg.Wait() }()
+	for i := range 2 {
+		rt, w, closer, err := teamWorkerOf(path, teamModel{children: n, grand: true}, 1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { closer.Close() })
+		rts = append(rts, rt)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Run(wctx, c); err != nil {
+				t.Errorf("worker %d: %v", i, err)
+			}
+		}()
+	}
+	ws := t.TempDir()
+	limits := agent.Limits{MaxSteps: 40, MaxTokens: 400_000, MaxCost: 0.4, MaxToolCalls: 40, MaxChildren: 8, MaxDepth: 2}
+	id, err := rts[0].Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
+		Tools: teamTools(), Limits: limits, Principal: "keel-cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.NewDispatcher(c).Dispatch(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	for e, err := range journal.Follow(ctx, rts[0].Store(), id, 1, 100*time.Millisecond) {
+		if err != nil {
+			t.Fatalf("the tree did not complete (%v): waiting parents hold the slots?", err)
+		}
+		if journal.StatusOf(e.Type).Terminal() {
+			break
+		}
+	}
+	lead, evs, err := rts[0].Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lead.Status != journal.StatusCompleted || len(lead.Children) != n {
+		t.Fatalf("lead %s (%+v) with %d children, want completed with %d", lead.Status, lead.Ended, len(lead.Children), n)
+	}
+	pauses := 0
+	for _, e := range evs {
+		if e.Type == journal.RunPaused && strings.Contains(string(e.Payload), `"children"`) {
+			pauses++
+		}
+	}
+	if pauses == 0 {
+		t.Errorf("the lead never paused for its children")
+	}
+	b, _ := os.ReadFile(filepath.Join(ws, "log.txt"))
+	for _, ch := range lead.Children {
+		if d := ch.Delivered; d == nil || d.Status != agent.ChildCompleted || d.CallID == "" {
+			t.Errorf("child %s delivered %+v, want completed to the wait call", ch.ID, d)
+		}
+		st, _, err := rts[1].Load(ctx, ch.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Children) != 1 || st.Children[0].Delivered == nil || st.Children[0].Delivered.Status != agent.ChildCompleted {
+			t.Errorf("child %s's grandchild not delivered: %+v", ch.ID, st.Children[0].Delivered)
+		}
+		if got := strings.Count(string(b), "grand"+st.Created.Task+"\n"); got > 1 {
+			t.Errorf("grandchild of %s ran its command %d times", ch.ID, got)
+		}
+	}
+	t.Logf("tree of %d runs on 2 workers of 1 slot: the lead paused %d times for its children, %d events", 1+2*n, pauses, len(evs))
 }

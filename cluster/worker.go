@@ -64,6 +64,9 @@ type Worker struct {
 	live map[string]*liveRun
 	// active holds each executing step.
 	active map[string]*activeStep
+	// client is the Temporal client of Run: a child's end wakes its
+	// parent's workflow through it.
+	client client.Client
 }
 
 // activeStep is a step executing on this worker.
@@ -137,6 +140,11 @@ func (w *Worker) Claim(ctx context.Context, runID string) (string, error) {
 func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 	if (in.Woken || in.Recheck) && in.AfterSeq > 0 {
 		if res, ok, err := w.unchanged(ctx, &in); err != nil || ok {
+			return res, err
+		}
+	}
+	if in.Children && in.AfterSeq > 0 {
+		if res, ok, err := w.childrenRunning(ctx, &in); err != nil || ok {
 			return res, err
 		}
 	}
@@ -250,6 +258,12 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 		p.Team = w.opts.Team
 		w.mu.Unlock()
 	}
+	if _, ok := p.Team.(*Team); ok {
+		// A team call waiting for children that run on the cluster
+		// pauses the run: its worker slot is free for them, and a
+		// child's end wakes the run's workflow (wakeParent).
+		p.PauseForChildren = true
+	}
 	// One step: a model call and the gate-and-tools batch it asks for
 	// (or, first, the batch a previous step left). Each activity is
 	// several round trips through Temporal's history; a step per
@@ -293,6 +307,9 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 		res.Reason = st.Ended.Reason
 	}
 	res.Waiting = res.Status == journal.StatusPaused && (len(st.Pending()) > 0 || len(st.PendingAuths()) > 0)
+	if res.Status.Terminal() && st.Created.Parent != nil {
+		w.wakeParent(ctx, in.RunID, st.Created.Parent.Run)
+	}
 	if res.Status != journal.StatusRunning {
 		// Paused or ended: the run holds nothing here while it waits.
 		w.release(in.RunID)
@@ -340,6 +357,57 @@ func (w *Worker) unchanged(ctx context.Context, in *StepInput) (StepResult, bool
 	return same, true, nil
 }
 
+// childrenRunning reports whether a look at a run paused for its
+// children (see [StepInput].Children) finds nothing to do: nothing
+// journaled since the run paused, and none of its children that were not
+// delivered yet has ended. Its result is then the run as the workflow
+// saw it.
+func (w *Worker) childrenRunning(ctx context.Context, in *StepInput) (StepResult, bool, error) {
+	evs, err := w.rt.Store().Read(ctx, in.RunID, in.AfterSeq)
+	if err != nil && !errors.Is(err, journal.ErrNotFound) {
+		return StepResult{}, false, err
+	}
+	if len(evs) != 1 || evs[0].Hash != in.AfterHash || evs[0].Type != journal.RunPaused {
+		return StepResult{}, false, nil
+	}
+	st, _, err := w.rt.Load(ctx, in.RunID)
+	if err != nil || st.LastSeq != in.AfterSeq || st.Ended == nil || st.Ended.Reason != reasonChildren {
+		return StepResult{}, false, err
+	}
+	for _, ch := range st.Children {
+		if ch.Delivered != nil {
+			continue
+		}
+		cst, _, err := w.rt.Load(ctx, ch.ID)
+		if errors.Is(err, journal.ErrNotFound) {
+			return StepResult{}, false, nil // not created yet: the call starts it
+		}
+		if err != nil {
+			return StepResult{}, false, err
+		}
+		if cst.Status.Terminal() {
+			return StepResult{}, false, nil
+		}
+	}
+	return StepResult{LastSeq: in.AfterSeq, LastHash: in.AfterHash, Status: journal.StatusPaused, Reason: reasonChildren}, true, nil
+}
+
+// wakeParent wakes the workflow of run parent, whose child id ended: a
+// parent paused for its children looks at them again. A wake-up lost
+// (this worker dies now) is made up for by the parent's ChildRecheck.
+func (w *Worker) wakeParent(ctx context.Context, id, parent string) {
+	w.mu.Lock()
+	c := w.client
+	w.mu.Unlock()
+	if c == nil {
+		return
+	}
+	if err := c.SignalWorkflow(context.WithoutCancel(ctx), WorkflowID(parent), "", WakeSignal, nil); err != nil {
+		// Its workflow ended (the parent ended too): nothing waits.
+		w.log.Debug("wake the parent of an ended child", "run_id", id, "parent", parent, "err", err)
+	}
+}
+
 // endedSince reports whether run in.RunID's newest event, after
 // in.AfterSeq, ended it; its result is then the run as it ended.
 func (w *Worker) endedSince(ctx context.Context, in *StepInput) (StepResult, bool, error) {
@@ -357,6 +425,12 @@ func (w *Worker) endedSince(ctx context.Context, in *StepInput) (StepResult, boo
 	}
 	w.release(in.RunID)
 	w.log.Info("the run ended since its last step; not executing it", "run_id", in.RunID, "status", st)
+	if first, err := w.rt.Store().Read(ctx, in.RunID, 1); err == nil && len(first) > 0 && first[0].Type == journal.RunCreated {
+		var c agent.RunCreated
+		if json.Unmarshal(first[0].Payload, &c) == nil && c.Parent != nil {
+			w.wakeParent(ctx, in.RunID, c.Parent.Run)
+		}
+	}
 	return StepResult{LastSeq: last.Seq, LastHash: last.Hash, Status: st}, true, nil
 }
 
@@ -470,6 +544,7 @@ func (w *Worker) Run(ctx context.Context, c client.Client) error {
 	alive := worker.New(c, w.queue+AliveSuffix, worker.Options{MaxConcurrentActivityExecutionSize: 16, DeadlockDetectionTimeout: 10 * time.Second})
 	w.Register(shared, pinned)
 	w.mu.Lock()
+	w.client = c
 	if w.opts.Team == nil {
 		// Children of the runs executed here are runs on the cluster.
 		w.opts.Team = &Team{Runtime: w.rt, Dispatcher: NewDispatcher(c), ControlStream: w.opts.ControlStream, CancelType: w.opts.CancelType}

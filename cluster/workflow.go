@@ -19,7 +19,9 @@
 //
 // A paused run (waiting for a person's approval) holds no worker: its
 // workflow waits for the wake signal ([WakeSignal], which the server
-// sends when a decision is recorded) or a durable timer. A run's sandbox
+// sends when a decision is recorded) or a durable timer; so does a run
+// whose team call waits for children (paused with reason children: a
+// child's end wakes it). A run's sandbox
 // and workspace are pinned to the worker that holds them: the first
 // activity ([Worker.Claim], on the shared task queue [TaskQueue]) returns
 // that worker's own task queue, and every later step is scheduled there,
@@ -128,6 +130,12 @@ type StepInput struct {
 	// executes the run only when a decision's deadline has passed (the
 	// run's default decision applies).
 	Recheck bool `json:"recheck,omitempty"`
+	// Children marks a look at a run paused for its children (reason
+	// "children": a team call waits for children that had not ended,
+	// and the step gave its worker back). With nothing journaled after
+	// AfterSeq, it executes the run only when one of the children not
+	// delivered yet has ended (the call then delivers it).
+	Children bool `json:"children,omitempty"`
 }
 
 // StepResult is a step activity's result: where the run's journal ends
@@ -143,6 +151,11 @@ type StepResult struct {
 	// decision (an approval, an authorization).
 	Waiting bool `json:"waiting,omitempty"`
 }
+
+// reasonChildren is the pause reason of a run whose team call waits for
+// children (agent.ReasonChildren): its workflow waits for a wake-up,
+// which a child's end sends, or ChildRecheck.
+const reasonChildren = "children"
 
 // Driver is the workflow. Its fields must be equal on every worker (they
 // shape the workflow's commands).
@@ -163,6 +176,11 @@ type Driver struct {
 	// before looking at its journal again; default 24h. A run paused by a
 	// worker's shutdown looks again after ShutdownRetry (default 2s).
 	Recheck, ShutdownRetry time.Duration
+	// ChildRecheck is how long a run paused for its children (see
+	// [StepInput].Children) waits without a wake-up before looking
+	// again; default 1m. A child's end wakes it at once: the timer only
+	// covers a wake-up lost with a worker that died.
+	ChildRecheck time.Duration
 	// RetryWait is the pause after a failed step before the next try;
 	// default 5s.
 	RetryWait time.Duration
@@ -186,7 +204,7 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 	answered := workflow.GetVersion(ctx, wakeVersion, workflow.DefaultVersion, 1) == 1
 	inPlace := workflow.GetVersion(ctx, pinWaitVersion, workflow.DefaultVersion, 1) == 1
 	fresh := true
-	woken, recheck := false, false
+	woken, recheck, children := false, false, false
 	for n := 0; ; n++ {
 		if n >= maxSteps || (inPlace && n > 0 && workflow.GetInfo(ctx).GetCurrentHistoryLength() > maxHistory) {
 			return workflow.NewContinueAsNewError(ctx, WorkflowName, in)
@@ -221,7 +239,7 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 			}
 		}
 		var res StepResult
-		input := StepInput{RunID: in.RunID, AfterSeq: in.AfterSeq, AfterHash: in.AfterHash, Fresh: fresh, Woken: woken, Recheck: recheck}
+		input := StepInput{RunID: in.RunID, AfterSeq: in.AfterSeq, AfterHash: in.AfterHash, Fresh: fresh, Woken: woken, Recheck: recheck, Children: children}
 		var err error
 		if inPlace {
 			actx, cancelStep := workflow.WithCancel(sctx)
@@ -241,8 +259,8 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 		} else {
 			err = workflow.ExecuteActivity(sctx, StepActivity, input).Get(ctx, &res)
 		}
-		wasFresh, wasWoken, wasRecheck := fresh, woken, recheck
-		fresh, woken, recheck = false, false, false
+		wasFresh, wasWoken, wasRecheck, wasChildren := fresh, woken, recheck, children
+		fresh, woken, recheck, children = false, false, false, false
 		if err != nil {
 			var te *temporal.TimeoutError
 			var ae *temporal.ApplicationError
@@ -258,7 +276,7 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 					})
 					if workflow.ExecuteActivity(pctx, PingActivity).Get(ctx, nil) == nil {
 						// Busy, not gone: wait for it again.
-						fresh, woken, recheck = wasFresh, wasWoken, wasRecheck
+						fresh, woken, recheck, children = wasFresh, wasWoken, wasRecheck, wasChildren
 						continue
 					}
 				}
@@ -288,6 +306,11 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 		}
 		// Paused: wait, holding no worker, for a wake-up or the timer.
 		wait := orDefault(d.Recheck, 24*time.Hour)
+		if res.Reason == reasonChildren {
+			// Waiting for children, holding no worker: a child's end
+			// wakes it.
+			wait = orDefault(d.ChildRecheck, time.Minute)
+		}
 		if res.Reason == "shutdown" {
 			// The worker is leaving: let another one take the run.
 			wait, in.Queue = orDefault(d.ShutdownRetry, 2*time.Second), ""
@@ -310,6 +333,7 @@ func (d *Driver) Run(ctx workflow.Context, in RunInput) error {
 		// something happened (a wake-up) or that a deadline passed (the
 		// timer).
 		woken, recheck = answered && res.Waiting && signaled, answered && res.Waiting && !signaled
+		children = res.Reason == reasonChildren
 	}
 }
 

@@ -39,6 +39,7 @@ import (
 	"github.com/keel-run/keel/tool/builtin"
 	"github.com/keel-run/keel/tool/builtin/httpreq"
 	"github.com/keel-run/keel/tool/builtin/shell"
+	"github.com/keel-run/keel/tool/builtin/web"
 	"github.com/keel-run/keel/tool/mcp"
 )
 
@@ -348,7 +349,7 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		w.Checkpoint, release = checkpoint.Hook(CheckpointStore(a.Home), ws.Root())
 		w.closers = append(w.closers, func() error { release(); return nil })
 	}
-	w.Tools = newTools(set, w.vault)
+	w.Tools = newTools(set, w.vault, NetworkTools(c))
 	if a.MoreTools != nil {
 		closer, err := a.MoreTools(ctx, c, w.Tools, w.params)
 		if closer != nil {
@@ -374,23 +375,40 @@ func settingsOf(c *agent.RunCreated) agent.Settings {
 	return agent.DefaultSettings()
 }
 
+// NetworkTools reports whether run c is offered fetch_url and
+// http_request: when its network allowlist names a host (without one
+// both tools refuse every URL, vault or not), and on resume of a run
+// whose run.created lists them (journaled before they were left out).
+func NetworkTools(c *agent.RunCreated) bool {
+	if len(c.Network) > 0 {
+		return true
+	}
+	return slices.ContainsFunc(c.Tools, func(t agent.ToolInfo) bool {
+		return t.Server == "" && (t.Name == web.Name || t.Name == httpreq.Name)
+	})
+}
+
 // Tools returns the built-in tools of a run with settings s, as
-// run.created records them (without starting a sandbox).
-func Tools(s agent.Settings) []agent.ToolInfo { return agent.ToolInfos(newTools(s, nil)) }
+// run.created records them (without starting a sandbox); network says
+// whether the run may reach a host ([NetworkTools]).
+func Tools(s agent.Settings, network bool) []agent.ToolInfo {
+	return agent.ToolInfos(newTools(s, nil, network))
+}
 
 // ToolRegistry returns the built-in tools of a run with settings s, to
 // record (not run: http_request has no vault).
-func ToolRegistry(s agent.Settings) *tool.Registry { return newTools(s, nil) }
+func ToolRegistry(s agent.Settings, network bool) *tool.Registry { return newTools(s, nil, network) }
 
 // ToolInfos returns the tools of an assembled run as run.created records
 // them (a new run's MCP tools pinned).
 func (w *Run) ToolInfos() []agent.ToolInfo { return agent.ToolInfos(w.Tools) }
 
 // newTools returns the built-in tools of a run with settings s, with
-// http_request's credentials from vault (nil: none).
-func newTools(s agent.Settings, vault httpreq.Vault) *tool.Registry {
+// http_request's credentials from vault (nil: none); fetch_url and
+// http_request only when network.
+func newTools(s agent.Settings, vault httpreq.Vault, network bool) *tool.Registry {
 	r := tool.NewRegistry()
-	o := &builtin.Options{Shell: &shell.Options{IdleTimeout: time.Duration(s.CommandIdleTimeout)}}
+	o := &builtin.Options{Shell: &shell.Options{IdleTimeout: time.Duration(s.CommandIdleTimeout)}, NoWeb: !network, NoHTTP: !network}
 	if vault != nil {
 		o.HTTP = &httpreq.Options{Vault: vault}
 	}

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -50,13 +48,7 @@ func (a *app) withVault(ctx context.Context, fn func(journal.Store, *credential.
 		}
 		return fn(s, v)
 	})
-	switch {
-	case errors.Is(err, credential.ErrNoKey):
-		return fmt.Errorf("%w\nmake a vault key with 'keel auth key generate' (%s), or point KEEL_VAULT_KEY_FILE at yours", err, a.vaultKeyPath())
-	case errors.Is(err, credential.ErrWrongKey):
-		return fmt.Errorf("%w\nthe vault key in use (%s or KEEL_VAULT_KEY) is not the one that sealed it: nothing was decrypted or changed", err, a.vaultKeyPath())
-	}
-	return err
+	return connect.Explain(err, a.vaultKeyPath())
 }
 
 func (a *app) authCmd() *cobra.Command {
@@ -85,22 +77,11 @@ func (a *app) authKeyGenerateCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p := a.vaultKeyPath()
-			flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-			if force {
-				flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-			}
-			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(p, flags, 0o600)
-			if errors.Is(err, os.ErrExist) {
+			err := connect.GenerateKey(p, force)
+			if errors.Is(err, connect.ErrKeyExists) {
 				return usagef("%s exists; a new key cannot open what the old one sealed (rotate with keel auth key rotate, or pass --force to discard it)", p)
 			}
 			if err != nil {
-				return err
-			}
-			defer f.Close()
-			if _, err := f.Write(credential.GenerateKey()); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "wrote a new vault key to %s (keep a copy outside this machine: without it the grants cannot be used)\n", p)
@@ -209,12 +190,7 @@ func (a *app) authProvidersListCmd() *cobra.Command {
 				if asJSON {
 					return json.NewEncoder(a.stdout).Encode(ps)
 				}
-				tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tISSUER\tCLIENT\tSCOPES\tRESOURCES")
-				for _, p := range ps {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Issuer, p.ClientID, strings.Join(p.Scopes, " "), strings.Join(p.Resources, " "))
-				}
-				return tw.Flush()
+				return tui.Providers(a.stdout, ps)
 			})
 		},
 	}
@@ -243,39 +219,14 @@ at its next execution (keel runs resume, or at once under keel serve).`,
 				cp.Provider = args[0]
 			}
 			return a.withVault(ctx, func(store journal.Store, v *credential.Vault) error {
-				rt := agent.NewRuntime(store, nil)
-				if cp.RunID != "" {
-					if err := fillFromWait(ctx, rt, &cp); err != nil {
-						return err
-					}
+				c, err := connect.Connect(ctx, agent.NewRuntime(store, nil), v, &cp, &connect.Flow{Device: device, Port: port, Out: a.stdout, By: a.person("")})
+				if errors.Is(err, connect.ErrNoWait) || errors.Is(err, connect.ErrNoProvider) {
+					return &usageError{err}
 				}
-				if cp.Provider == "" {
-					return usagef("name the provider (or --run RUN of a run that waits for one)")
+				if c != nil {
+					tui.Connected(a.stdout, c)
 				}
-				if cp.Agent == "" {
-					cp.Agent = identity.LocalAgent
-				}
-				var g *credential.Grant
-				var err error
-				if device {
-					g, err = v.ConnectDevice(ctx, &cp, func(uri, code string) {
-						fmt.Fprintf(a.stdout, "open %s and enter the code %s\n", uri, code)
-					})
-				} else {
-					g, err = connect.Loopback(ctx, a.stdout, v, &cp, port)
-				}
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(a.stdout, "connected: grant %s of %s for %s, scopes %s\n", g.ID, g.Provider, connect.WhoFor(g.Agent, g.User), strings.Join(g.Scopes, " "))
-				n, err := connect.ResolveWaits(ctx, rt, g, a.person(""))
-				if err != nil {
-					return err
-				}
-				if n > 0 {
-					fmt.Fprintf(a.stdout, "%d waiting call(s) may now run (keel runs resume RUN)\n", n)
-				}
-				return nil
+				return err
 			})
 		},
 	}
@@ -308,23 +259,19 @@ func (a *app) clientAuthConnect(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	ctx := cmd.Context()
-	if call == "" {
+	if call == "" || len(args) == 1 {
 		r, err := c.Run(ctx, run)
 		if err != nil {
 			return err
 		}
-		if len(r.AuthWaits) == 0 {
+		if call == "" && len(r.AuthWaits) == 0 {
 			return usagef("run %s waits for no authorization", run)
 		}
-		call = r.AuthWaits[0].CallID
-	}
-	if len(args) == 1 {
-		r, err := c.Run(ctx, run)
-		if err != nil {
-			return err
+		if call == "" {
+			call = r.AuthWaits[0].CallID
 		}
 		for _, w := range r.AuthWaits {
-			if w.CallID == call && w.Provider != args[0] {
+			if len(args) == 1 && w.CallID == call && w.Provider != args[0] {
 				return usagef("call %s of run %s waits for provider %s, not %s", call, run, w.Provider, args[0])
 			}
 		}
@@ -333,8 +280,7 @@ func (a *app) clientAuthConnect(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(tui.Esc(a.stdout), "open this URL in a browser to authorize %s at %s:\n\n  %s\n\nthe server completes it at %s (until %s) and continues run %s: keel --server %s runs show %s\n",
-		connect.WhoFor(st.Agent, st.User), st.Provider, st.URL, st.RedirectURL, st.Expires.Local().Format(time.Kitchen), run, a.serverURL(), run)
+	tui.AuthStarted(a.stdout, st, a.serverURL())
 	return nil
 }
 
@@ -349,46 +295,10 @@ func (a *app) clientAuthWaits(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	if asJSON, _ := cmd.Flags().GetBool("json"); asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, w := range waits {
-			if err := enc.Encode(w); err != nil {
-				return err
-			}
-		}
-		return nil
+		return tui.JSONLines(a.stdout, waits)
 	}
-	if len(waits) == 0 {
-		fmt.Fprintln(a.stdout, "no call waits for an authorization")
-		return nil
-	}
-	for _, w := range waits {
-		fmt.Fprintf(tui.Esc(a.stdout), "run %s call %s: authorization required (%s): %s needs a grant of provider %s with scopes %s\n  run: keel --server %s auth connect --run %s (or Connect in the web UI's inbox)\n",
-			w.RunID, w.CallID, w.Reason, connect.WhoFor(w.Agent, w.User), w.Provider, strings.Join(w.Scopes, " "), a.serverURL(), w.RunID)
-	}
+	tui.ServerAuthWaits(a.stdout, waits, a.serverURL())
 	return nil
-}
-
-// fillFromWait takes provider, agent, user and scopes from the run's
-// waiting call.
-func fillFromWait(ctx context.Context, rt *agent.Runtime, cp *credential.ConnectParams) error {
-	st, _, err := rt.Load(ctx, cp.RunID)
-	if err != nil {
-		return err
-	}
-	for _, w := range st.PendingAuths() {
-		if cp.CallID == "" || w.CallID == cp.CallID {
-			cp.CallID = w.CallID
-			if cp.Provider == "" {
-				cp.Provider = w.Provider
-			}
-			cp.Agent, cp.User = w.Agent, w.User
-			if len(cp.Scopes) == 0 {
-				cp.Scopes = w.Scopes
-			}
-			return nil
-		}
-	}
-	return usagef("run %s waits for no authorization%s", cp.RunID, map[bool]string{true: " of call " + cp.CallID}[cp.CallID != ""])
 }
 
 func (a *app) authListCmd() *cobra.Command {
@@ -404,28 +314,9 @@ func (a *app) authListCmd() *cobra.Command {
 					return err
 				}
 				if asJSON {
-					enc := json.NewEncoder(a.stdout)
-					for _, g := range gs {
-						if err := enc.Encode(g); err != nil {
-							return err
-						}
-					}
-					return nil
+					return tui.JSONLines(a.stdout, gs)
 				}
-				if len(gs) == 0 {
-					fmt.Fprintln(a.stdout, "no grants (keel auth connect PROVIDER makes one)")
-					return nil
-				}
-				tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "GRANT\tAGENT\tUSER\tPROVIDER\tSTATUS\tSCOPES\tEXPIRES\tREFRESHES")
-				for _, g := range gs {
-					exp := "-"
-					if !g.Expiry.IsZero() {
-						exp = g.Expiry.Local().Format(time.DateTime)
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d (%d rotated)\n", g.ID, g.Agent, orDash(g.User), g.Provider, g.Status, strings.Join(g.Scopes, " "), exp, g.Refreshes, g.Rotations)
-				}
-				return tw.Flush()
+				return tui.OAuthGrants(a.stdout, gs)
 			})
 		},
 	}
@@ -452,12 +343,7 @@ func (a *app) authRevokeCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				for _, g := range gs {
-					fmt.Fprintf(a.stdout, "revoked %s (%s, %s for %s)\n", g.ID, g.Provider, g.Agent, orDash(g.User))
-				}
-				if len(gs) == 0 {
-					fmt.Fprintln(a.stdout, "no active grant matched")
-				}
+				tui.Revoked(a.stdout, gs)
 				return nil
 			})
 		},
@@ -483,25 +369,9 @@ func (a *app) authWaitsCmd() *cobra.Command {
 					return err
 				}
 				if asJSON {
-					enc := json.NewEncoder(a.stdout)
-					for _, w := range waits {
-						if err := enc.Encode(w); err != nil {
-							return err
-						}
-					}
-					return nil
+					return tui.JSONLines(a.stdout, waits)
 				}
-				if len(waits) == 0 {
-					fmt.Fprintln(a.stdout, "no call waits for an authorization")
-					return nil
-				}
-				for _, w := range waits {
-					hint := "keel auth connect --run " + w.RunID
-					if w.Issuer == "" && w.Hint != "" {
-						hint = w.Hint // not an OAuth grant: a secret a person stores
-					}
-					fmt.Fprintf(tui.Esc(a.stdout), "run %s call %s: %s\n  run: %s\n", w.RunID, w.CallID, w.Error(), hint)
-				}
+				tui.AuthWaits(a.stdout, waits)
 				return nil
 			})
 		},
@@ -521,14 +391,11 @@ func (a *app) revokeAgentGrants(ctx context.Context, store journal.Store, agentN
 	if err != nil {
 		return err
 	}
-	gs, err := v.Revoke(ctx, credential.Selector{Agent: agentName}, &credential.RevokeParams{By: p.By, Reason: "agent revoked: " + p.Reason})
-	if err != nil {
-		return fmt.Errorf("the agent is revoked, but revoking its grants failed: %w", err)
+	n, err := connect.RevokeAgent(ctx, v, agentName, p)
+	if n > 0 {
+		fmt.Fprintf(a.stderr, "keel: revoked %d grant(s) of %s\n", n, agentName)
 	}
-	if len(gs) > 0 {
-		fmt.Fprintf(a.stderr, "keel: revoked %d grant(s) of %s\n", len(gs), agentName)
-	}
-	return nil
+	return err
 }
 
 // withJWKS serves the agents' public keys at /.well-known/jwks.json
@@ -538,10 +405,7 @@ func (a *app) withJWKS(h http.Handler, store journal.Store) http.Handler {
 	if err != nil {
 		return h
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /.well-known/jwks.json", v.JWKSHandler())
-	mux.Handle("/", h)
-	return mux
+	return connect.WithJWKS(h, v)
 }
 
 func (a *app) authTokenCmd() *cobra.Command {

@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -56,19 +53,12 @@ never printed or journaled (events carry its hash). Calls waiting for it
 				agentName = identity.LocalAgent
 			}
 			return a.withVault(cmd.Context(), func(store journal.Store, v *credential.Vault) error {
-				s, err := v.PutSecret(cmd.Context(), args[0], agentName, user, value, a.person(""))
-				if err != nil {
-					return err
+				s, n, err := connect.StoreSecret(cmd.Context(), agent.NewRuntime(store, nil), v, args[0], agentName, user, value, a.person(""))
+				if s != nil {
+					fmt.Fprintf(a.stdout, "stored: secret %s for %s (%s)\n", s.Name, connect.WhoFor(s.Agent, s.User), s.Hash)
 				}
-				fmt.Fprintf(a.stdout, "stored: secret %s for %s (%s)\n", s.Name, connect.WhoFor(s.Agent, s.User), s.Hash)
-				n, err := resolveSecretWaits(cmd.Context(), agent.NewRuntime(store, nil), s, a.person(""))
-				if err != nil {
-					return err
-				}
-				if n > 0 {
-					fmt.Fprintf(a.stdout, "%d waiting call(s) may now run (keel runs resume RUN)\n", n)
-				}
-				return nil
+				tui.Resumable(a.stdout, n)
+				return err
 			})
 		},
 	}
@@ -89,12 +79,7 @@ never printed or journaled (events carry its hash). Calls waiting for it
 				if err != nil {
 					return err
 				}
-				tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tAGENT\tUSER\tSTORED\tBY")
-				for _, s := range ss {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Agent, s.User, s.Time.Format("2006-01-02 15:04"), s.By)
-				}
-				return tw.Flush()
+				return tui.Secrets(a.stdout, ss)
 			})
 		},
 	}
@@ -124,27 +109,4 @@ never printed or journaled (events carry its hash). Calls waiting for it
 	del.Flags().StringVar(&delUser, "user", "", "the user")
 	cmd.AddCommand(set, list, del)
 	return cmd
-}
-
-// resolveSecretWaits ends the waits of every call that waits for the
-// secret s (same name, agent and user).
-func resolveSecretWaits(ctx context.Context, rt *agent.Runtime, s *credential.Secret, by string) (int, error) {
-	waits, err := rt.AuthWaits(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, w := range waits {
-		if w.Provider != s.Name || w.Agent != s.Agent || w.User != s.User {
-			continue
-		}
-		err := rt.ResolveAuth(ctx, w.RunID, w.CallID, &agent.AuthResolved{By: by})
-		if err != nil && !errors.Is(err, agent.ErrNoAuthWait) {
-			return n, err
-		}
-		if err == nil {
-			n++
-		}
-	}
-	return n, nil
 }

@@ -1,10 +1,11 @@
-// Package connect is how keel connects Keel to a credential provider
-// from a terminal and opens the credential vault: the vault's keys (from
-// the environment or the key file), OAuth authorization code with PKCE
-// over a loopback redirect (RFC 8252), and the end of the waits of the
-// calls that waited for the grant. The flows themselves (PKCE, device,
-// callback checks, storage) are package credential's; the commands are
-// internal/cli's.
+// Package connect is how Keel connects to a credential provider and
+// opens the credential vault, for any front end: the vault's keys (from
+// the environment or the key file, GenerateKey, Explain), Connect
+// (authorization code with PKCE over a loopback redirect, RFC 8252, or
+// the device flow), StoreSecret, and the end of the waits of the calls
+// that waited for a grant or a secret. The OAuth mechanics (PKCE,
+// device, callback checks, storage) are package credential's; the
+// commands are internal/cli's, their printing internal/tui's.
 package connect
 
 import (
