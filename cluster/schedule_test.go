@@ -280,10 +280,11 @@ func describeFire(c client.Client, id string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var b strings.Builder
-	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := c.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		return err.Error()
 	}
+	d := desc.RawResponse
 	fmt.Fprintf(&b, "status %s", d.WorkflowExecutionInfo.GetStatus())
 	for _, a := range d.PendingActivities {
 		fmt.Fprintf(&b, "; pending activity %s state %s attempt %d scheduled %s started %s last failure %v worker %s",
