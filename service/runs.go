@@ -121,6 +121,16 @@ func (s *Service) resume(ctx context.Context, id string, req *api.ResumeRun, who
 	if run, err = s.untilIdle(ctx, run); err != nil {
 		return run, err
 	}
+	if journal.Status(run.Status).Terminal() && run.Parent != "" {
+		// A child agent that ended belongs to its parent (agent.ErrChildEnded).
+		st, _, err := s.rt.Load(ctx, id)
+		if err != nil {
+			return run, err
+		}
+		if err := agent.CheckResumable(st); err != nil {
+			return run, conflict(api.CodeConflict, "%s", err.Error())
+		}
+	}
 	switch {
 	case run.Status == string(journal.StatusCompleted) && strings.TrimSpace(message) == "":
 		return run, conflict(api.CodeRunCompleted, "run %s has completed: send a message to follow up, or fork it to continue from an earlier event", id)

@@ -245,6 +245,9 @@ type Run struct {
 	Error string `json:"error,omitempty"`
 	// ForkOf is "RUN@SEQ" for a run forked from another.
 	ForkOf string `json:"fork_of,omitempty"`
+	// Parent is the run that spawned this one, for a child agent
+	// (docs/teams.md).
+	Parent string `json:"parent,omitempty"`
 	// CreatedBy is the person whose token created the run (or the fork)
 	// through the API; empty for runs made on the server's machine.
 	CreatedBy string `json:"created_by,omitempty"`
