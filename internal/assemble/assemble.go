@@ -9,6 +9,7 @@ package assemble
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/keel-run/keel/agent"
@@ -39,6 +41,7 @@ import (
 	"github.com/keel-run/keel/tool/builtin"
 	"github.com/keel-run/keel/tool/builtin/httpreq"
 	"github.com/keel-run/keel/tool/builtin/shell"
+	"github.com/keel-run/keel/tool/builtin/web"
 	"github.com/keel-run/keel/tool/mcp"
 )
 
@@ -84,6 +87,10 @@ type Assembler struct {
 	// in Keel's home (internal/cli). It returns what to close with the
 	// run.
 	MoreTools func(ctx context.Context, c *agent.RunCreated, r *tool.Registry, p *Params) (func() error, error)
+	// EgressRoots verifies the hosts of runs' secrets for hosts when the
+	// sandbox's proxy connects to them; nil means the system's roots.
+	// Tests set it for a local TLS server.
+	EgressRoots *x509.CertPool
 }
 
 // Params are what one execution brings beyond its run's journal: the
@@ -279,6 +286,13 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		proxySecrets = append(proxySecrets, linux.Secret{Name: s.Name, Value: s.Value})
 	}
 	hidePath := redact.Values(values...)
+	// Secrets for hosts: the sandbox gets placeholders, the proxy the
+	// values (secrets lists them last).
+	var hostSecrets []linux.HostSecret
+	for i, h := range c.SecretHosts {
+		s := secrets[len(secrets)-len(c.SecretHosts)+i]
+		hostSecrets = append(hostSecrets, linux.HostSecret{Name: h.Name, Value: s.Value, Host: h.Host})
+	}
 	sspec := &sandbox.Spec{
 		Workspace: ws.Root(),
 		MountPath: c.MountPath,
@@ -291,6 +305,9 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 	sbStart := time.Now()
 	switch c.Sandbox {
 	case "none":
+		if len(hostSecrets) > 0 {
+			return nil, usagef("secrets for hosts (--secret-for-host) need the linux sandbox: its egress proxy puts them in; with --sandbox none there is none")
+		}
 		a.notef("keel: WARNING: --sandbox none: commands run directly on this machine with NO isolation (your files, network and credentials are reachable)\n")
 		sb, err := none.New(sspec)
 		if err != nil {
@@ -303,7 +320,7 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		}
 		w.Recorder = &agent.Recorder{}
 		rec := w.Recorder
-		sb, err := linux.New(sspec, &linux.Options{ReadOnlyPaths: readOnly, StateDir: c.StateDir, Secrets: proxySecrets, OnEgress: func(d linux.EgressDecision) {
+		sb, err := linux.New(sspec, &linux.Options{ReadOnlyPaths: readOnly, StateDir: c.StateDir, Secrets: proxySecrets, HostSecrets: hostSecrets, EgressRoots: a.EgressRoots, OnEgress: func(d linux.EgressDecision) {
 			// Journal each decision of the egress proxy in the run. The
 			// proxy serves connections from its own goroutines; Record
 			// serialises with the executor's appends.
@@ -311,6 +328,9 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 			// ones).
 			e := &agent.SandboxEgress{Phase: d.Phase, Host: d.Host, Port: d.Port, Allowed: d.Allowed, Reason: d.Reason,
 				Method: d.Method, Path: hidePath(d.Path), BytesOut: d.BytesOut, BytesIn: d.BytesIn}
+			if d.Substituted != "" {
+				e.Substituted = strings.Split(d.Substituted, ", ")
+			}
 			_ = rec.Record(context.Background(), journal.SandboxEgress, e)
 		}, OnQuarantine: func(q linux.Quarantine) {
 			// The git guard moved a planted file out of the way, made a
@@ -348,7 +368,7 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		w.Checkpoint, release = checkpoint.Hook(CheckpointStore(a.Home), ws.Root())
 		w.closers = append(w.closers, func() error { release(); return nil })
 	}
-	w.Tools = newTools(set, w.vault)
+	w.Tools = newTools(set, w.vault, NetworkTools(c))
 	if a.MoreTools != nil {
 		closer, err := a.MoreTools(ctx, c, w.Tools, w.params)
 		if closer != nil {
@@ -374,23 +394,40 @@ func settingsOf(c *agent.RunCreated) agent.Settings {
 	return agent.DefaultSettings()
 }
 
+// NetworkTools reports whether run c is offered fetch_url and
+// http_request: when its network allowlist names a host (without one
+// both tools refuse every URL, vault or not), and on resume of a run
+// whose run.created lists them (journaled before they were left out).
+func NetworkTools(c *agent.RunCreated) bool {
+	if len(c.Network) > 0 {
+		return true
+	}
+	return slices.ContainsFunc(c.Tools, func(t agent.ToolInfo) bool {
+		return t.Server == "" && (t.Name == web.Name || t.Name == httpreq.Name)
+	})
+}
+
 // Tools returns the built-in tools of a run with settings s, as
-// run.created records them (without starting a sandbox).
-func Tools(s agent.Settings) []agent.ToolInfo { return agent.ToolInfos(newTools(s, nil)) }
+// run.created records them (without starting a sandbox); network says
+// whether the run may reach a host ([NetworkTools]).
+func Tools(s agent.Settings, network bool) []agent.ToolInfo {
+	return agent.ToolInfos(newTools(s, nil, network))
+}
 
 // ToolRegistry returns the built-in tools of a run with settings s, to
 // record (not run: http_request has no vault).
-func ToolRegistry(s agent.Settings) *tool.Registry { return newTools(s, nil) }
+func ToolRegistry(s agent.Settings, network bool) *tool.Registry { return newTools(s, nil, network) }
 
 // ToolInfos returns the tools of an assembled run as run.created records
 // them (a new run's MCP tools pinned).
 func (w *Run) ToolInfos() []agent.ToolInfo { return agent.ToolInfos(w.Tools) }
 
 // newTools returns the built-in tools of a run with settings s, with
-// http_request's credentials from vault (nil: none).
-func newTools(s agent.Settings, vault httpreq.Vault) *tool.Registry {
+// http_request's credentials from vault (nil: none); fetch_url and
+// http_request only when network.
+func newTools(s agent.Settings, vault httpreq.Vault, network bool) *tool.Registry {
 	r := tool.NewRegistry()
-	o := &builtin.Options{Shell: &shell.Options{IdleTimeout: time.Duration(s.CommandIdleTimeout)}}
+	o := &builtin.Options{Shell: &shell.Options{IdleTimeout: time.Duration(s.CommandIdleTimeout)}, NoWeb: !network, NoHTTP: !network}
 	if vault != nil {
 		o.HTTP = &httpreq.Options{Vault: vault}
 	}

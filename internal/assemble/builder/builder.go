@@ -225,7 +225,7 @@ func (b *Builder) Complete(ctx context.Context, c *agent.RunCreated, req *servic
 		return err
 	}
 	c.StateDir = assemble.StateDir(b.Assembler.Home, c.Workspace)
-	c.Tools = assemble.Tools(*c.Settings)
+	c.Tools = assemble.Tools(*c.Settings, assemble.NetworkTools(c))
 	if len(c.MCP)+len(c.SQL)+len(c.OpenAPI) > 0 {
 		// Known once the servers are reached: the service's validation
 		// fills them in, pinned as keel run pins them.
@@ -274,7 +274,7 @@ func (b *Builder) offer(ctx context.Context, c *agent.RunCreated, noMemory, noSk
 		}
 	}
 	if c.Tools != nil && (c.Recall != nil || c.Skills != nil) {
-		r := assemble.ToolRegistry(*c.Settings)
+		r := assemble.ToolRegistry(*c.Settings, assemble.NetworkTools(c))
 		AddMemoryTools(r, c, nil)
 		if c.Skills != nil {
 			skill.AddTool(r, c.Skills, nil) // its definition: the run's process copies the skills

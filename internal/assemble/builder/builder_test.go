@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/config"
+	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/service"
 )
 
@@ -121,5 +123,42 @@ func TestModelRecordingUnavailable(t *testing.T) {
 		if !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), "is not available on this server") || strings.Contains(err.Error(), "CANARY") {
 			t.Errorf("Model(replay:%s) = %v", path, err)
 		}
+	}
+}
+
+// fetch_url and http_request are offered to a run that may reach a host,
+// and kept for a run whose run.created lists them (journaled before they
+// were left out of runs without a network), never because a connector
+// has a tool of that name.
+func TestNetworkTools(t *testing.T) {
+	old := []agent.ToolInfo{{ToolSpec: model.ToolSpec{Name: "bash"}}, {ToolSpec: model.ToolSpec{Name: "fetch_url"}}}
+	mcpTool := []agent.ToolInfo{{ToolSpec: model.ToolSpec{Name: "http_request"}, Server: "web"}}
+	for _, tt := range []struct {
+		name string
+		c    agent.RunCreated
+		want bool
+	}{
+		{"no network", agent.RunCreated{}, false},
+		{"allowed host", agent.RunCreated{Network: []string{"api.example.com"}}, true},
+		{"journaled with them", agent.RunCreated{Tools: old}, true},
+		{"a connector's tool of the name", agent.RunCreated{Tools: mcpTool}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := assemble.NetworkTools(&tt.c); got != tt.want {
+				t.Fatalf("NetworkTools = %v, want %v", got, tt.want)
+			}
+			var names []string
+			for _, ti := range assemble.Tools(agent.DefaultSettings(), tt.want) {
+				names = append(names, ti.Name)
+			}
+			for _, n := range []string{"fetch_url", "http_request"} {
+				if slices.Contains(names, n) != tt.want {
+					t.Errorf("tools %v: %s offered %v, want %v", names, n, !tt.want, tt.want)
+				}
+			}
+			if !slices.Contains(names, "bash") {
+				t.Errorf("tools %v: no bash", names)
+			}
+		})
 	}
 }

@@ -81,7 +81,7 @@ func (f *ContextSettings) Apply(a *assemble.Assembler, c *agent.RunCreated, mode
 			// The tools are recorded when the run is wired; they are the
 			// same set, estimated as the journal will hold them
 			// (run.created re-encodes their schemas).
-			r := assemble.ToolRegistry(agent.DefaultSettings())
+			r := assemble.ToolRegistry(agent.DefaultSettings(), assemble.NetworkTools(c))
 			if !f.NoMemory {
 				AddMemoryTools(r, &agent.RunCreated{Recall: &agent.Recall{}}, nil)
 			}
