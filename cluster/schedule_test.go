@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,6 +164,13 @@ func TestTemporalSchedules(t *testing.T) {
 					// shows): every goroutine, for the next diagnosis.
 					buf := make([]byte, 4<<20)
 					t.Logf("goroutines at the stall:\n%s", buf[:runtime.Stack(buf, true)])
+					from := start
+					if st.Last != nil {
+						from = st.Last.Nominal
+					}
+					for n := from.Add(every); !n.After(want); n = n.Add(every) {
+						t.Logf("Temporal's fire of %s at %s: %s", d.Name, n.Format(time.RFC3339), describeFire(c, SchedulePrefix+d.ID+"-"+n.Format(time.RFC3339)))
+					}
 					t.Fatalf("%s: the records stop at %+v, want %s (no new record for %s)", d.Name, st.Last, want, wait)
 				}
 				time.Sleep(50 * time.Millisecond) // Temporal works in real time
@@ -264,4 +272,33 @@ func TestTemporalSchedules(t *testing.T) {
 		t.Errorf("%d runs created for %d fires with a run", created, len(runs))
 	}
 	t.Logf("%d simulated days through Temporal in %s: %d runs, 0 duplicates", days, took.Round(time.Second), created)
+}
+
+// describeFire says what Temporal knows of a fire's workflow: its status,
+// its pending activities and its history's event types.
+func describeFire(c client.Client, id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var b strings.Builder
+	desc, err := c.DescribeWorkflow(ctx, id, "")
+	if err != nil {
+		return err.Error()
+	}
+	d := desc.RawResponse
+	fmt.Fprintf(&b, "status %s", d.WorkflowExecutionInfo.GetStatus())
+	for _, a := range d.PendingActivities {
+		fmt.Fprintf(&b, "; pending activity %s state %s attempt %d scheduled %s started %s last failure %v worker %s",
+			a.GetActivityId(), a.GetState(), a.GetAttempt(), a.GetScheduledTime().AsTime().Format(time.RFC3339Nano), a.GetLastStartedTime().AsTime().Format(time.RFC3339Nano), a.GetLastFailure(), a.GetLastWorkerIdentity())
+	}
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	b.WriteString("; history:")
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			fmt.Fprintf(&b, " (%v)", err)
+			break
+		}
+		fmt.Fprintf(&b, " %s@%s", e.GetEventType(), e.GetEventTime().AsTime().Format("15:04:05.000"))
+	}
+	return b.String()
 }
