@@ -284,6 +284,9 @@ func (x *SandboxEgress) Detail() string {
 	if x.Path != "" {
 		s += fmt.Sprintf(" %s %s, %d bytes out, %d in", x.Method, x.Path, x.BytesOut, x.BytesIn)
 	}
+	if len(x.Substituted) > 0 {
+		s += " with secret " + strings.Join(x.Substituted, ", ") + " put in by the proxy"
+	}
 	if x.Reason != "" {
 		s += ": " + x.Reason
 	}

@@ -57,6 +57,11 @@ type RunCreated struct {
 	// ([Wiring].Secrets), they are never journaled, the gate scans
 	// calls for them and hides them from results.
 	SecretEnv []string `json:"secret_env,omitempty"`
+	// SecretHosts are secrets the sandbox never holds: its environment
+	// has a placeholder under each name, which the egress proxy replaces
+	// by the value (supplied by the executing process, like SecretEnv's)
+	// only in requests to the secret's host.
+	SecretHosts []SecretHost `json:"secret_hosts,omitempty"`
 	// Setup is a script run in the sandbox before the first model call.
 	Setup string `json:"setup,omitempty"`
 	// SetupNetwork lists the hosts the setup script may reach (its own
@@ -283,6 +288,11 @@ type SandboxEgress struct {
 	Path     string `json:"path,omitempty"`
 	BytesOut int64  `json:"bytes_out,omitempty"`
 	BytesIn  int64  `json:"bytes_in,omitempty"`
+	// Substituted names the secrets for hosts (RunCreated.SecretHosts)
+	// whose values the proxy put in place of their placeholders in this
+	// request; never the values. A request inside an HTTPS tunnel the
+	// proxy opened for such a secret has a method and path too.
+	Substituted []string `json:"substituted,omitempty"`
 }
 
 // SandboxQuarantine is the payload of journal.SandboxQuarantine: a file

@@ -86,9 +86,19 @@ type Secret struct {
 	Value string
 }
 
+// SecretHost is a secret for one host (RunCreated.SecretHosts): Name is
+// the variable of Keel's environment that holds the value and of the
+// sandbox's that holds the placeholder; Host the destination, written
+// as an allowlist entry.
+type SecretHost struct {
+	Name string `json:"name"`
+	Host string `json:"host"`
+}
+
 // SecretValues returns the values of the run's secrets that getenv
-// holds: its secret variables (SecretEnv) and its OpenAPI connectors'
-// tokens (TokenEnv), in that order; missing names the secret variables
+// holds: its secret variables (SecretEnv), its OpenAPI connectors'
+// tokens (TokenEnv) and its secrets for hosts (SecretHosts), in that
+// order; missing names the secret variables and secrets for hosts
 // getenv does not hold (an unset connector token is simply absent). The
 // process that executes a run passes its environment; one that only
 // shows a run (a diff) uses what it holds to hide the values.
@@ -105,6 +115,13 @@ func (c *RunCreated) SecretValues(getenv func(string) string) (secrets []Secret,
 			if v := getenv(o.TokenEnv); v != "" {
 				secrets = append(secrets, Secret{Name: o.TokenEnv, Value: v})
 			}
+		}
+	}
+	for _, h := range c.SecretHosts {
+		if v := getenv(h.Name); v != "" {
+			secrets = append(secrets, Secret{Name: h.Name, Value: v})
+		} else {
+			missing = append(missing, h.Name)
 		}
 	}
 	return secrets, missing
@@ -126,6 +143,16 @@ func (s *State) foldCreatedFlow(c *RunCreated) {
 	}
 	if len(c.SecretEnv) > 0 {
 		s.Flow.Private = append(s.Flow.Private, &FlowMark{Seq: 1, Why: "the sandbox holds secret " + strings.Join(c.SecretEnv, ", ")})
+		s.Flow.Other = true
+	}
+	if len(c.SecretHosts) > 0 {
+		// The sandbox holds only placeholders, but its commands can read
+		// data with the secrets at their hosts.
+		var hs []string
+		for _, h := range c.SecretHosts {
+			hs = append(hs, h.Name+" for "+h.Host)
+		}
+		s.Flow.Private = append(s.Flow.Private, &FlowMark{Seq: 1, Why: "the egress proxy gives the sandbox's requests secret " + strings.Join(hs, ", ")})
 		s.Flow.Other = true
 	}
 }

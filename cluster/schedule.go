@@ -51,6 +51,11 @@ type FireInput struct {
 	Jitter time.Duration
 }
 
+// FireHeartbeat is the heartbeat timeout of [FireActivity]: a fire
+// attempt that sends no heartbeat for that long is given up and retried.
+// A worker running the attempt heartbeats every sixth of it.
+const FireHeartbeat = 30 * time.Second
+
 // FireActivityInput is the argument of [FireActivity].
 type FireActivityInput struct {
 	Schedule string
@@ -74,7 +79,12 @@ func FireWorkflow(ctx workflow.Context, in FireInput) error {
 	}
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 5 * time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
+		// An attempt that Temporal counts as started but no worker runs
+		// (its task lost between the matching service and a poller under
+		// load, or its server killed) is retried after FireHeartbeat
+		// without a heartbeat, not after the 5 minutes above.
+		HeartbeatTimeout: FireHeartbeat,
+		RetryPolicy:      &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute},
 	})
 	return workflow.ExecuteActivity(ctx, FireActivity, FireActivityInput{Schedule: in.Schedule, Nominal: nominal}).Get(ctx, nil)
 }
@@ -110,6 +120,10 @@ type Fires struct {
 // schedule's lease (another fire of it), it waits for a while, then
 // leaves the rest to Temporal's retry policy.
 func (f *Fires) Fire(ctx context.Context, in FireActivityInput) error {
+	if activity.IsActivity(ctx) {
+		stop := heartbeat(ctx, FireHeartbeat/6)
+		defer stop()
+	}
 	wait := 20 * time.Millisecond
 	for {
 		_, err := f.Scheduler.FireAt(ctx, in.Schedule, in.Nominal)
@@ -126,6 +140,29 @@ func (f *Fires) Fire(ctx context.Context, in FireActivityInput) error {
 		}
 		wait *= 2
 	}
+}
+
+// heartbeat records the activity's heartbeat every interval until stop
+// is called: the attempt is alive as long as its worker is.
+func heartbeat(ctx context.Context, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
 }
 
 // Register registers the fire workflow and activity on r (a worker of

@@ -5,18 +5,22 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/testclock"
 	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/mem"
 	"github.com/keel-run/keel/journal/postgres"
 	"github.com/keel-run/keel/schedule"
 )
@@ -163,6 +167,13 @@ func TestTemporalSchedules(t *testing.T) {
 					// shows): every goroutine, for the next diagnosis.
 					buf := make([]byte, 4<<20)
 					t.Logf("goroutines at the stall:\n%s", buf[:runtime.Stack(buf, true)])
+					from := start
+					if st.Last != nil {
+						from = st.Last.Nominal
+					}
+					for n := from.Add(every); !n.After(want); n = n.Add(every) {
+						t.Logf("Temporal's fire of %s at %s: %s", d.Name, n.Format(time.RFC3339), describeFire(c, SchedulePrefix+d.ID+"-"+n.Format(time.RFC3339)))
+					}
 					t.Fatalf("%s: the records stop at %+v, want %s (no new record for %s)", d.Name, st.Last, want, wait)
 				}
 				time.Sleep(50 * time.Millisecond) // Temporal works in real time
@@ -264,4 +275,123 @@ func TestTemporalSchedules(t *testing.T) {
 		t.Errorf("%d runs created for %d fires with a run", created, len(runs))
 	}
 	t.Logf("%d simulated days through Temporal in %s: %d runs, 0 duplicates", days, took.Round(time.Second), created)
+}
+
+// describeFire says what Temporal knows of a fire's workflow: its status,
+// its pending activities and its history's event types.
+func describeFire(c client.Client, id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var b strings.Builder
+	desc, err := c.DescribeWorkflow(ctx, id, "")
+	if err != nil {
+		return err.Error()
+	}
+	d := desc.RawResponse
+	fmt.Fprintf(&b, "status %s", d.WorkflowExecutionInfo.GetStatus())
+	for _, a := range d.PendingActivities {
+		fmt.Fprintf(&b, "; pending activity %s state %s attempt %d scheduled %s started %s last failure %v worker %s",
+			a.GetActivityId(), a.GetState(), a.GetAttempt(), a.GetScheduledTime().AsTime().Format(time.RFC3339Nano), a.GetLastStartedTime().AsTime().Format(time.RFC3339Nano), a.GetLastFailure(), a.GetLastWorkerIdentity())
+	}
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	b.WriteString("; history:")
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			fmt.Fprintf(&b, " (%v)", err)
+			break
+		}
+		fmt.Fprintf(&b, " %s@%s", e.GetEventType(), e.GetEventTime().AsTime().Format("15:04:05.000"))
+	}
+	return b.String()
+}
+
+// TestFireAttemptLost: a fire attempt that Temporal counts as started
+// but no worker runs (its task lost between Temporal's matching service
+// and a poller on a loaded machine, or its server killed mid-fire) is
+// retried once it sends no heartbeat, on another worker, and the fire is
+// recorded; it waited for the attempt's 5-minute start-to-close timeout,
+// longer than TestTemporalSchedules waits for a record under load.
+func TestFireAttemptLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Temporal dev server")
+	}
+	addr := testenv.Temporal(t)
+	c, err := Dial(t.Context(), addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
+	clk := testclock.New(start)
+	s := schedule.New(mem.New(), &simRunner{clock: clk, runs: map[string]time.Time{}}, &schedule.Options{Clock: clk.Now})
+	def, err := s.Create(t.Context(), &schedule.Schedule{Name: "lost", Task: "check", Driver: schedule.DriverTemporal,
+		Spec: schedule.Spec{Every: agent.Duration(10 * time.Minute)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nominal := start.Add(10 * time.Minute)
+	clk.Set(nominal.Add(30 * time.Second))
+	queue := fmt.Sprintf("%s-lost-%d", FireQueue, time.Now().UnixNano())
+
+	// The first worker takes the attempt and never runs it: no result,
+	// no heartbeat, its only activity slot held.
+	taken, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	lost := worker.New(c, queue, worker.Options{Identity: "lost", MaxConcurrentActivityExecutionSize: 1})
+	lost.RegisterWorkflowWithOptions(FireWorkflow, workflow.RegisterOptions{Name: FireWorkflowName})
+	lost.RegisterActivityWithOptions(func(ctx context.Context, in FireActivityInput) error {
+		once.Do(func() { close(taken) })
+		<-release
+		return fmt.Errorf("the lost attempt")
+	}, activity.RegisterOptions{Name: FireActivity})
+	if err := lost.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lost.Stop)
+	t.Cleanup(func() { close(release) })
+	id := SchedulePrefix + def.ID + "-" + nominal.Format(time.RFC3339)
+	run, err := c.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: id, TaskQueue: queue}, FireWorkflowName, FireInput{Schedule: def.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-taken:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no worker took the fire attempt")
+	}
+	// A real worker, polling once the first attempt is taken.
+	w := worker.New(c, queue, worker.Options{Identity: "server"})
+	(&Fires{Scheduler: s}).Register(w)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+
+	// Within the attempt's start-to-close timeout (5 minutes), or the
+	// retry after it would pass too.
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatalf("the fire workflow: %v\nTemporal: %s", err, describeFire(c, id))
+	}
+	fires, err := s.Fires(t.Context(), "lost", nil)
+	if err != nil || len(fires) != 1 || !fires[0].Nominal.Equal(nominal) {
+		t.Fatalf("fires = %+v, %v", fires, err)
+	}
+	// The retry came from the missing heartbeat.
+	it := c.GetWorkflowHistory(t.Context(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var why string
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
+			why = fmt.Sprintf("attempt %d after %v", a.GetAttempt(), a.GetLastFailure().GetTimeoutFailureInfo().GetTimeoutType())
+		}
+	}
+	if why != "attempt 2 after "+enumspb.TIMEOUT_TYPE_HEARTBEAT.String() {
+		t.Errorf("the fire that recorded: %s, want attempt 2 after a heartbeat timeout", why)
+	}
 }

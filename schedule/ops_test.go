@@ -277,3 +277,26 @@ func TestFirstPrevious(t *testing.T) {
 		t.Errorf("tasks (-want +got):\n%s", diff)
 	}
 }
+
+// TestTaskTimesWholeSeconds: {{.Time}} and {{.Previous}} print whole
+// seconds, although a schedule's creation and a trigger happen at any
+// nanosecond.
+func TestTaskTimesWholeSeconds(t *testing.T) {
+	t.Parallel()
+	s, r, clk, _ := newTest(t, time.Second)
+	clk.Add(990470982 * time.Nanosecond)
+	create(t, s, Schedule{Name: "p", Spec: every(time.Hour), Task: "since {{.Previous}} at {{.Time}}", Policy: Policy{Overlap: OverlapAllowAll}})
+	clk.Add(time.Minute + 123456789*time.Nanosecond)
+	if _, err := s.Trigger(t.Context(), "p", "ada", ""); err != nil {
+		t.Fatal(err)
+	}
+	created := r.created()
+	if len(created) != 1 {
+		t.Fatalf("%d runs, want 1", len(created))
+	}
+	task := r.task(created[0])
+	want := fmt.Sprintf("since %s at %s", monday.Add(990470982*time.Nanosecond).Truncate(time.Second), clk.Now().Truncate(time.Second))
+	if task != want {
+		t.Errorf("task %q, want %q", task, want)
+	}
+}

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,8 +141,9 @@ func TestForkAndResumeCheckAsCreate(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(outside) })
 	for _, tt := range []struct{ name, workspace, want string }{
 		{"relative", "ws", "want an absolute directory"},
-		{"missing", filepath.Join(ws, "missing"), "not a directory"},
+		{"missing parent", filepath.Join(ws, "missing", "fork"), "parent directory"},
 		{"outside the roots", outside, "not under one of this server's workspace roots"},
+		{"new, outside the roots", filepath.Join(outside, "fork"), "not under one of this server's workspace roots"},
 		{"the journal's directory", e.dir, "the server's own files"},
 		{"a directory holding the journal", filepath.Dir(e.dir), "the server's own files"},
 	} {
@@ -149,9 +152,20 @@ func TestForkAndResumeCheckAsCreate(t *testing.T) {
 			wantAPIError(t, err, api.CodeInvalidRequest, tt.want)
 		})
 	}
+	if _, err := os.Stat(filepath.Join(outside, "fork")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused fork made a directory outside the roots: %v", err)
+	}
 	fork, err := writer.Fork(ctx, ok, &api.ForkRun{Workspace: t.TempDir()})
 	if err != nil {
 		t.Fatalf("fork into a workspace under the root: %v", err)
+	}
+	// A new directory under a root: the fork makes it.
+	made, err := writer.Fork(ctx, ok, &api.ForkRun{Workspace: filepath.Join(ws, "new-fork")})
+	if fi, serr := os.Stat(filepath.Join(ws, "new-fork")); err != nil || serr != nil || !fi.IsDir() {
+		t.Fatalf("fork into a new directory under the root: %v", err)
+	}
+	if made.CreatedBy != "wendy" {
+		t.Errorf("fork created by %q, want wendy", made.CreatedBy)
 	}
 	if fork.CreatedBy != "wendy" {
 		t.Errorf("fork created by %q, want wendy", fork.CreatedBy)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -398,5 +399,38 @@ func TestSchedulePages(t *testing.T) {
 	}
 	if code, _ := e.uiGet("/ui/schedules/nightly", e.secret); code != http.StatusNotFound {
 		t.Errorf("a deleted schedule's page: %d", code)
+	}
+}
+
+// TestScheduleOutsideRootsNotFired: a schedule made on the journal (where
+// the server's workspace roots are not known) whose workspace is outside
+// the server's roots is not fired through the server: trigger now and
+// backfill are refused, saying why, and make no run (they made a run
+// that failed at setup).
+func TestScheduleOutsideRootsNotFired(t *testing.T) {
+	e, _, _ := unattendedEnv(t, 1)
+	ctx := t.Context()
+	outside, err := os.Getwd() // a directory, outside the env's roots
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := json.Marshal(&api.CreateRun{Model: "test:done", Workspace: outside})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Scheduler().Create(ctx, &schedule.Schedule{Name: "nightly", Spec: schedule.Spec{Cron: "0 3 * * *"}, Task: "tidy", Run: run}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.admin.TriggerSchedule(ctx, "nightly", nil); !client.IsCode(err, api.CodeInvalidRequest) || !strings.Contains(err.Error(), "not under one of this server's workspace roots") {
+		t.Errorf("trigger of a schedule outside the roots: %v", err)
+	}
+	if _, err := e.admin.BackfillSchedule(ctx, "nightly", &api.Backfill{From: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)}); !client.IsCode(err, api.CodeInvalidRequest) {
+		t.Errorf("backfill of a schedule outside the roots: %v", err)
+	}
+	if fires, err := e.admin.Fires(ctx, "nightly", nil); err != nil || len(fires) != 0 {
+		t.Errorf("fires after the refusals: %+v, %v", fires, err)
+	}
+	if runs, err := e.admin.Runs(ctx, nil); err != nil || len(runs) != 0 {
+		t.Errorf("runs after the refusals: %d, %v", len(runs), err)
 	}
 }

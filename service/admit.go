@@ -154,6 +154,20 @@ func (c *confinement) checkWorkspace(dir string, needRoot bool) (string, error) 
 	return real, nil
 }
 
+// underRoot refuses dir, a directory to be made, unless it is under a
+// workspace root (its parent, as named or resolved).
+func (c *confinement) underRoot(dir string) error {
+	if len(c.roots) == 0 {
+		return noRoots
+	}
+	clean := filepath.Clean(dir)
+	parent := filepath.Dir(clean)
+	if real, err := filepath.EvalSymlinks(parent); err == nil && slices.ContainsFunc(c.resolvedRoots, func(r string) bool { return realpath.Within(real, r) }) {
+		return nil
+	}
+	return badRequest("workspace %s is not under one of this server's workspace roots (%s)", dir, strings.Join(c.roots, ", "))
+}
+
 // checkReplay checks the path of a replay: model spec and returns it
 // resolved within a recording directory; a relative name is looked up in
 // each directory in order. Every refusal has the same text, so it says

@@ -61,6 +61,10 @@ type LocalRun struct {
 	// into the sandbox as secrets (agent.RunCreated.SecretEnv): their
 	// values are never journaled, and the gate watches for them.
 	SecretEnv []string
+	// SecretHosts are secrets of this process's environment the sandbox
+	// never holds (agent.RunCreated.SecretHosts): the egress proxy puts
+	// each in requests to its host in place of a placeholder.
+	SecretHosts []agent.SecretHost
 	// Context configures the context window, compaction, memory files
 	// and the action mode; nil means the defaults.
 	Context *ContextParams
@@ -276,7 +280,7 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 	}
 	c := &agent.RunCreated{
 		Task: task, System: system, Model: cmp.Or(mi.Spec, name), Limits: limits, CompletionMarker: marker,
-		Workspace: ws, MountPath: mount, Sandbox: sb, Env: req.Env, SecretEnv: secretEnv, Setup: req.Setup, SetupNetwork: local.SetupNetwork,
+		Workspace: ws, MountPath: mount, Sandbox: sb, Env: req.Env, SecretEnv: secretEnv, SecretHosts: local.SecretHosts, Setup: req.Setup, SetupNetwork: local.SetupNetwork,
 		SetupTimeout: agent.Duration(cmp.Or(local.SetupTimeout, agent.SetupTimeout)), Network: req.Network, Labels: req.Labels,
 		Principal: cmp.Or(req.Agent, identity.LocalAgent), OnBehalfOf: req.OnBehalfOf,
 	}

@@ -98,13 +98,28 @@ const ReasonForked = agent.ReasonForked
 //     decisions: they were given for the source run.
 //
 // The fork's workspace: the one the request names; else, for a demo
-// run, a fresh copy of the demo project (as for a new demo); else the source's, but only if the forker started the source
-// run (a fork never silently shares another person's workspace). A fork
-// that is not started (req.Start false) and neither ended nor waits for
-// an approval at the fork point ends with run.paused (reason
-// [ReasonForked]), so that it says it has not started and no restart
-// executes it.
-func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *Caller) (string, *admission, error) {
+// run, a fresh copy of the demo project (as for a new demo); else the
+// source's, but only if the forker started the source run or is the
+// command line on the journal's machine (a fork never silently shares
+// another person's workspace). Its files are the source's newest
+// checkpoint at or before the fork point, restored in place or written
+// into the fork's own workspace, which must then be new (the fork makes
+// it, not its parents) or empty: a fork's files are exactly those its
+// workspace.restored names. A fork point with no checkpoint works on the
+// files the workspace holds. A fork in another workspace than its
+// source's records no git start (its files are a checkpoint's, not a
+// commit's: its diff comes from its checkpoints) and keeps the source's
+// state directory, where the whole outputs its copied events name are
+// (kept per run, so the fork's own never replace them).
+//
+// A fork at the event that completes its source is a completed run: it
+// is started only with a message (a follow-up, in the fork), and not
+// started it waits for one (keel runs resume --message). A fork that is
+// not started (req.Start false, or a service that executes nothing: the
+// caller resumes it) and neither ended nor waits for an approval at the
+// fork point ends with run.paused (reason [ReasonForked]), so that it
+// says it has not started and no restart executes it.
+func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *Caller) (id string, a *admission, err error) {
 	if journal.IsSystem(src) {
 		return "", nil, notFound("no such run %s", src)
 	}
@@ -130,13 +145,31 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	if err != nil {
 		return "", nil, err
 	}
-	if req.Start && st.Status == journal.StatusCompleted {
-		return "", nil, conflict(api.CodeRunCompleted, "event %d completes the run: fork from an earlier event to continue", seq)
+	if req.Start && req.Message == "" && st.Status == journal.StatusCompleted {
+		return "", nil, conflict(api.CodeRunCompleted, "event %d completes run %s: fork from an earlier event to continue from there, or send a message to follow the run up in the fork", seq, src)
+	}
+	_, _, cpErr := checkpoint.At(events, seq)
+	if errors.Is(cpErr, checkpoint.ErrOff) {
+		return "", nil, badRequest("run %s has no checkpoints to fork with its files: %v", src, checkpoint.ErrOff)
 	}
 	created := *st.Created
 	a, unshared, err := s.forkWorkspace(ctx, src, &created, req, who)
 	if err != nil {
 		return "", nil, err
+	}
+	own := req.Workspace != "" && !checkpoint.SameDir(req.Workspace, st.Created.Workspace)
+	if own {
+		made, err := s.forkDir(req.Workspace, a, cpErr == nil)
+		if err != nil {
+			return "", nil, err
+		}
+		if made {
+			defer func() {
+				if err != nil {
+					os.Remove(req.Workspace) // made empty here: nothing else is in it
+				}
+			}()
+		}
 	}
 	ws, err := s.admit(ctx, a, &created, true)
 	if err != nil {
@@ -145,12 +178,10 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	if unshared != nil {
 		return "", nil, unshared
 	}
-	if req.Workspace != "" {
-		if err := ForkDir(ws); err != nil {
-			return "", nil, badRequest("%v", err)
-		}
-	}
 	created.Workspace = ws
+	if !checkpoint.SameDir(ws, st.Created.Workspace) {
+		created.Git = nil
+	}
 	created.Labels = map[string]string{}
 	for k, v := range st.Created.Labels {
 		created.Labels[k] = v
@@ -165,11 +196,9 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	// written into the fork's workspace (journaled in the fork).
 	files, _, err := checkpoint.ForkFiles(ctx, events, seq, st.Created.Workspace, ws, who.Name)
 	switch {
-	case errors.Is(err, checkpoint.ErrOff):
-		return "", nil, badRequest("run %s has no checkpoints to fork with its files: %v", src, checkpoint.ErrOff)
 	case errors.Is(err, checkpoint.ErrNone):
 	case err != nil:
-		return "", nil, fmt.Errorf("server: fork %s: the files of event %d: %w", src, seq, err)
+		return "", nil, fmt.Errorf("service: fork %s: the files of event %d: %w", src, seq, err)
 	default:
 		p, err := jsonPayload(files)
 		if err != nil {
@@ -177,8 +206,8 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 		}
 		drafts = append(drafts, journal.Draft{Type: journal.WorkspaceRestored, Time: s.opts.Clock(), Payload: p})
 	}
-	id := strings.ToLower(ulid.Make().String())
-	if !req.Start {
+	id = strings.ToLower(ulid.Make().String())
+	if !req.Start || !s.executes() {
 		paused, err := s.notStarted(id, src, seq, drafts)
 		if err != nil {
 			return "", nil, err
@@ -186,9 +215,40 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 		drafts = append(drafts, paused...)
 	}
 	if _, err := s.rt.Store().Append(ctx, id, 0, drafts...); err != nil {
-		return "", nil, fmt.Errorf("server: fork %s: %w", src, err)
+		return "", nil, fmt.Errorf("service: fork %s: %w", src, err)
 	}
 	return id, a, nil
+}
+
+// forkDir prepares dir, the workspace named for a fork that is not its
+// source's: it makes it when it does not exist (not its parents, and
+// for a caller confined to the workspace roots only under one), and
+// refuses it when it holds files and the fork has a checkpoint's files
+// to write there (files would mix with them). made says it made dir;
+// what else is wrong with dir is left to the admission.
+func (s *Service) forkDir(dir string, a *admission, files bool) (made bool, err error) {
+	if !filepath.IsAbs(dir) {
+		return false, nil
+	}
+	ents, err := os.ReadDir(dir)
+	switch {
+	case err == nil && len(ents) > 0 && files:
+		return false, badRequest("workspace %s is not empty: name a new or empty directory for the fork's files (or the source's own workspace, to fork in it)", visible.String(dir))
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	}
+	if err := ForkDir(dir); err != nil {
+		return false, badRequest("%v", err)
+	}
+	if !a.demoWorkspace && !a.who.Local {
+		if err := s.conf.underRoot(dir); err != nil {
+			return false, err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return false, fmt.Errorf("service: fork workspace: %w", err)
+	}
+	return true, nil
 }
 
 // forkWorkspace sets the workspace of created, a fork of run src, as
@@ -222,7 +282,7 @@ func (s *Service) forkWorkspace(ctx context.Context, src string, created *agent.
 			return nil, nil, forbidden("the workspace of demo run %s belongs to the person who started it (%s); fork without a workspace to get a fresh copy of the demo project", src, strings.TrimPrefix(startedBy, "by "))
 		}
 		a.demoWorkspace = true
-	case !named && !mine:
+	case !named && !mine && !who.Local:
 		unshared = badRequest("run %s (started %s) works in %s: a fork does not share another person's workspace unless asked; name the workspace of the fork (that one, to share it, or another under a workspace root)", src, startedBy, visible.String(created.Workspace))
 	}
 	if named {

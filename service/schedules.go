@@ -220,6 +220,9 @@ func (s *Service) TriggerSchedule(ctx context.Context, who *Caller, ref string, 
 	}
 	var f *schedule.Fire
 	_, err = s.changeSchedule(ctx, who, ref, "schedule.trigger", func(id string) error {
+		if err := s.fireable(ctx, id); err != nil {
+			return err
+		}
 		f, err = s.sched.Trigger(ctx, id, who.Name, o)
 		return err
 	})
@@ -241,6 +244,9 @@ func (s *Service) BackfillSchedule(ctx context.Context, who *Caller, ref string,
 	}
 	var fires []*schedule.Fire
 	_, err = s.changeSchedule(ctx, who, ref, "schedule.backfill", func(id string) error {
+		if err := s.fireable(ctx, id); err != nil {
+			return err
+		}
 		fires, err = s.sched.Backfill(ctx, id, p.From, p.To, o, who.Name)
 		return err
 	})
@@ -249,6 +255,29 @@ func (s *Service) BackfillSchedule(ctx context.Context, who *Caller, ref string,
 		out = append(out, fireView(f))
 	}
 	return out, err
+}
+
+// fireable refuses to fire schedule id now when this service executes
+// its fires and would not execute their runs: a workspace outside its
+// roots (a schedule made on the journal, where the server's roots are
+// not known). The fire would only make a failed run.
+func (s *Service) fireable(ctx context.Context, id string) error {
+	if s.opts.NoExecution {
+		return nil
+	}
+	st, err := s.sched.Get(ctx, id)
+	if err != nil || len(st.Run) == 0 {
+		return err
+	}
+	var run api.CreateRun
+	if err := json.Unmarshal(st.Run, &run); err != nil || run.Workspace == "" {
+		return nil
+	}
+	if _, err := s.conf.checkWorkspace(run.Workspace, !s.opts.OwnerOnly); err != nil {
+		e, _ := Classify(err)
+		return badRequest("schedule %s: this server does not execute its runs: %s", st.Name, e.Message)
+	}
+	return nil
 }
 
 func overlapOf(s string) (schedule.Overlap, error) {

@@ -153,7 +153,11 @@ func (s *Service) admitUnattended(ctx context.Context, who *Caller, what string,
 	}
 	req := *run
 	req.Labels = maps.Clone(run.Labels)
-	c, _, err := s.prepareAdmitted(ctx, who, &CreateRun{CreateRun: req}, false)
+	// The check makes no run: it offers no memory or skills (their
+	// refusals concern each fire's run, and are said then).
+	probe := req
+	probe.NoMemory, probe.NoSkills = true, true
+	c, _, err := s.prepareAdmitted(ctx, who, &CreateRun{CreateRun: probe}, false)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ package assemble
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/keel-run/keel/agent"
@@ -85,6 +87,10 @@ type Assembler struct {
 	// in Keel's home (internal/cli). It returns what to close with the
 	// run.
 	MoreTools func(ctx context.Context, c *agent.RunCreated, r *tool.Registry, p *Params) (func() error, error)
+	// EgressRoots verifies the hosts of runs' secrets for hosts when the
+	// sandbox's proxy connects to them; nil means the system's roots.
+	// Tests set it for a local TLS server.
+	EgressRoots *x509.CertPool
 }
 
 // Params are what one execution brings beyond its run's journal: the
@@ -280,6 +286,13 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		proxySecrets = append(proxySecrets, linux.Secret{Name: s.Name, Value: s.Value})
 	}
 	hidePath := redact.Values(values...)
+	// Secrets for hosts: the sandbox gets placeholders, the proxy the
+	// values (secrets lists them last).
+	var hostSecrets []linux.HostSecret
+	for i, h := range c.SecretHosts {
+		s := secrets[len(secrets)-len(c.SecretHosts)+i]
+		hostSecrets = append(hostSecrets, linux.HostSecret{Name: h.Name, Value: s.Value, Host: h.Host})
+	}
 	sspec := &sandbox.Spec{
 		Workspace: ws.Root(),
 		MountPath: c.MountPath,
@@ -292,6 +305,9 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 	sbStart := time.Now()
 	switch c.Sandbox {
 	case "none":
+		if len(hostSecrets) > 0 {
+			return nil, usagef("secrets for hosts (--secret-for-host) need the linux sandbox: its egress proxy puts them in; with --sandbox none there is none")
+		}
 		a.notef("keel: WARNING: --sandbox none: commands run directly on this machine with NO isolation (your files, network and credentials are reachable)\n")
 		sb, err := none.New(sspec)
 		if err != nil {
@@ -304,7 +320,7 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		}
 		w.Recorder = &agent.Recorder{}
 		rec := w.Recorder
-		sb, err := linux.New(sspec, &linux.Options{ReadOnlyPaths: readOnly, StateDir: c.StateDir, Secrets: proxySecrets, OnEgress: func(d linux.EgressDecision) {
+		sb, err := linux.New(sspec, &linux.Options{ReadOnlyPaths: readOnly, StateDir: c.StateDir, Secrets: proxySecrets, HostSecrets: hostSecrets, EgressRoots: a.EgressRoots, OnEgress: func(d linux.EgressDecision) {
 			// Journal each decision of the egress proxy in the run. The
 			// proxy serves connections from its own goroutines; Record
 			// serialises with the executor's appends.
@@ -312,6 +328,9 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 			// ones).
 			e := &agent.SandboxEgress{Phase: d.Phase, Host: d.Host, Port: d.Port, Allowed: d.Allowed, Reason: d.Reason,
 				Method: d.Method, Path: hidePath(d.Path), BytesOut: d.BytesOut, BytesIn: d.BytesIn}
+			if d.Substituted != "" {
+				e.Substituted = strings.Split(d.Substituted, ", ")
+			}
 			_ = rec.Record(context.Background(), journal.SandboxEgress, e)
 		}, OnQuarantine: func(q linux.Quarantine) {
 			// The git guard moved a planted file out of the way, made a

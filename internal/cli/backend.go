@@ -39,6 +39,7 @@ type backend interface {
 	triggersBackend
 	memoryBackend
 	skillsBackend
+	costBackend
 	// Close releases the journal (local) or nothing (remote).
 	Close() error
 }

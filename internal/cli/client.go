@@ -82,7 +82,6 @@ func (a *app) clientMode(root *cobra.Command) {
 	impl := map[string]func(*cobra.Command, []string) error{
 		"keel run":  a.clientRun,
 		"keel demo": a.clientDemo,
-		"keel cost": a.clientCost,
 		// keel auth: the server's vault.
 		"keel auth connect": a.clientAuthConnect,
 		"keel auth waits":   a.clientAuthWaits,

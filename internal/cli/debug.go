@@ -32,7 +32,12 @@ import (
 //	                      provider (503) or sandbox failure (KIND provider
 //	                      or sandbox), to check it is counted as the
 //	                      infrastructure's and retried
+//	egress_roots=FILE     the sandbox's egress proxy verifies the hosts of
+//	                      secrets for hosts (--secret-for-host) against the
+//	                      certificates of this PEM file instead of the
+//	                      system's roots (a local TLS server in tests)
 type debugKnobs struct {
+	egressRoots      string
 	crashAfterEvent  int64
 	crashAfterAppend int64
 	cpuProfile       string
@@ -73,6 +78,11 @@ func parseDebug(s string) (debugKnobs, error) {
 				return k, fmt.Errorf("KEEL_DEBUG: eval_fault=%q: want provider@N or sandbox@N", val)
 			}
 			k.evalFault = evalFault{kind: kind, at: at}
+		case "egress_roots":
+			if val == "" {
+				return k, fmt.Errorf("KEEL_DEBUG: egress_roots needs a file name")
+			}
+			k.egressRoots = val
 		case "mem_profile":
 			if val == "" {
 				return k, fmt.Errorf("KEEL_DEBUG: mem_profile needs a file name")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/replay"
+	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
 )
@@ -45,6 +47,7 @@ type runFlags struct {
 	mountPath  string
 	env        []string
 	secretEnv  []string
+	secretHost []string
 	setup      string
 	taskFile   string
 	system     string
@@ -138,6 +141,7 @@ SIGTERM, SIGHUP).`,
 	fl.StringVar(&f.mountPath, "mount-path", "/workspace", "where the workspace appears inside the sandbox (with --sandbox none: the workspace's own path)")
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE annotation of the run, e.g. task=JIRA-123 (repeatable; keel cost --by label groups by them)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "KEY=VALUE passed into the sandbox (repeatable; stored in the journal, not for secrets)")
+	fl.StringArrayVar(&f.secretHost, "secret-for-host", nil, "NAME=HOST: the sandbox gets a placeholder in NAME, never the value of Keel's variable NAME; the egress proxy puts the value in place of the placeholder only in requests to HOST (an --allow-host entry; HTTPS is opened by the proxy for that host) (repeatable; docs/security.md)")
 	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "NAME of a variable of Keel's environment passed into the sandbox as a secret: its value is never journaled, results never show it, and calls that carry it out ask (repeatable; docs/security.md)")
 	fl.StringVar(&f.setup, "setup", "", "shell script run in the sandbox before the agent starts")
 	fl.StringVar(&f.taskFile, "task-file", "", "read the task from this file ('-' for stdin)")
@@ -255,6 +259,10 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err := a.checkSecretEnv(f.secretEnv); err != nil {
 		return err
 	}
+	secretHosts, err := a.secretHosts(f.secretHost, f.secretEnv, f.env, f.network, sbKind)
+	if err != nil {
+		return err
+	}
 	conn := &service.Connectors{}
 	if conn.MCP, err = a.connectors().MCPServers(&f.mcp.ConnectorFlags); err != nil {
 		return err
@@ -277,7 +285,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 				MaxToolCalls: &f.maxToolCalls, MaxChildren: &f.maxChildren, MaxDepth: &f.maxDepth},
 		},
 		Local: &service.LocalRun{Policy: eng, Approval: approval, SandboxLimits: &limits, Settings: &settings,
-			SetupNetwork: f.setupNetwork, SetupTimeout: f.setupTimeout, Connectors: conn, SecretEnv: f.secretEnv,
+			SetupNetwork: f.setupNetwork, SetupTimeout: f.setupTimeout, Connectors: conn, SecretEnv: f.secretEnv, SecretHosts: secretHosts,
 			Context: &service.ContextParams{Window: f.ctx.window, Threshold: f.ctx.threshold, HandoffAfter: f.ctx.handoffAfter,
 				NotesFile: f.ctx.notesFile, ActionMode: f.ctx.actionMode, NoMemory: f.ctx.noMemory}},
 	}
@@ -668,6 +676,44 @@ func (a *app) checkSecretEnv(names []string) error {
 		}
 	}
 	return nil
+}
+
+// secretHosts checks --secret-for-host NAME=HOST entries: NAME a
+// variable set in Keel's environment and given no other way, HOST one
+// destination the allowlist allows, in the linux sandbox.
+func (a *app) secretHosts(entries, secretEnv, env, allow []string, sbKind string) ([]agent.SecretHost, error) {
+	var out []agent.SecretHost
+	allowed := egress.MustParse(allow)
+	for _, e := range entries {
+		name, host, ok := strings.Cut(e, "=")
+		if !ok || !envName.MatchString(name) || host == "" {
+			return nil, usagef("--secret-for-host %q: want NAME=HOST (the variable of Keel's environment and the host its value is for)", e)
+		}
+		if a.getenv(name) == "" {
+			return nil, usagef("--secret-for-host %s: the variable is not set in Keel's environment", name)
+		}
+		if slices.Contains(secretEnv, name) || slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") }) ||
+			slices.ContainsFunc(out, func(h agent.SecretHost) bool { return h.Name == name }) {
+			return nil, usagef("--secret-for-host %s: the variable is given twice (--env, --secret-env or --secret-for-host)", name)
+		}
+		l, err := egress.Parse([]string{host})
+		if err != nil {
+			return nil, usagef("--secret-for-host %s=%s: %v", name, host, err)
+		}
+		r := l.Rules()[0]
+		probe := r.Host
+		if r.Wildcard {
+			probe = "x." + r.Host
+		}
+		if !slices.ContainsFunc(r.Ports, func(p int) bool { return allowed.Match(probe, p) != nil }) {
+			return nil, usagef("--secret-for-host %s=%s: the host is not allowed; add --allow-host %s", name, host, host)
+		}
+		if sbKind == "none" {
+			return nil, usagef("--secret-for-host needs the linux sandbox (its egress proxy puts the value in); not --sandbox none")
+		}
+		out = append(out, agent.SecretHost{Name: name, Host: host})
+	}
+	return out, nil
 }
 
 // envName is the shape of an environment variable's name.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
@@ -36,10 +34,11 @@ type rewindBackend interface {
 	// Rewind restores the files of run id as its newest checkpoint at or
 	// before event to had them (journaled).
 	Rewind(ctx context.Context, id string, to int64, by string) (*rewound, error)
-	// Fork makes a new run of the events of run id up to event at, with
-	// the files of that point in workspace (the source's when empty), not
-	// started, and returns its id.
-	Fork(ctx context.Context, id string, at int64, workspace, by string) (*forked, error)
+	// Fork makes a new run of the events of run id up to event req.Seq,
+	// with the files of that point (service.Service.Fork): the server
+	// starts it when asked, this process's journal never does (the
+	// command resumes it).
+	Fork(ctx context.Context, id string, req *api.ForkRun, by string) (*forked, error)
 }
 
 // rewound is what a rewind did.
@@ -63,6 +62,13 @@ type forked struct {
 	// tool calls finished between that checkpoint and the fork point.
 	files int64
 	after int
+	// completed: the fork point completes the source (the fork follows
+	// it up with a message).
+	completed bool
+	// follow is, for a fork the server started, its last event when it
+	// was made (what to print comes after it); 0 when this process
+	// resumes it.
+	follow int64
 }
 
 func (a *app) runsRewindCmd() *cobra.Command {
@@ -152,7 +158,9 @@ keel runs rewind RUN --to N brings them back). With --workspace DIR (a
 new or empty directory) the files are written there and RUN's workspace is
 left alone. Decisions on calls that had not finished by EVENT, and
 approvals remembered for RUN, are not carried over. --no-start journals
-the fork paused (reason forked) for a later keel runs resume.`,
+the fork paused (reason forked) for a later keel runs resume. At the
+event that completes RUN, the fork follows it up with --message (with
+--no-start it waits, completed, for keel runs resume --message).`,
 		Args:        cobra.ExactArgs(1),
 		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -172,7 +180,7 @@ the fork paused (reason forked) for a later keel runs resume.`,
 				return err
 			}
 			defer b.Close()
-			fk, err := b.Fork(ctx, args[0], at, workspace, a.person(by))
+			fk, err := b.Fork(ctx, args[0], &api.ForkRun{Seq: at, Workspace: workspace, Start: !noStart, Message: message}, a.person(by))
 			if err != nil {
 				return err
 			}
@@ -186,12 +194,17 @@ the fork paused (reason forked) for a later keel runs resume.`,
 			default:
 				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d\n", fk.files)
 			}
-			if noStart {
+			switch {
+			case noStart && fk.completed:
+				fmt.Fprintf(w, "keel: event %d completes run %s, so the fork is completed too; follow it up with: %s runs resume %s --message TEXT\n", at, args[0], b.Keel(), fk.id)
+			case noStart:
 				fmt.Fprintf(w, "keel: not started; start it with: %s runs resume %s\n", b.Keel(), fk.id)
+			}
+			if noStart {
 				fmt.Fprintln(a.stdout, fk.id)
 				return nil
 			}
-			return b.Continue(ctx, fk.id, &continuation{f: &f, message: message})
+			return b.Continue(ctx, fk.id, &continuation{f: &f, message: message, after: fk.follow})
 		},
 	}
 	cmd.Flags().Int64Var(&at, "at", 0, "the last event of RUN the fork keeps (its sequence number)")
@@ -343,72 +356,26 @@ func (l *local) Rewind(ctx context.Context, id string, to int64, by string) (*re
 	return rewoundOf(res), nil
 }
 
-// Fork makes the fork in this journal.
-func (l *local) Fork(ctx context.Context, id string, at int64, workspace, by string) (*forked, error) {
-	events, err := journal.ReadVerified(ctx, l.store, id)
-	if err != nil {
-		return nil, err
-	}
-	if at > int64(len(events)) {
-		return nil, usagef("--at %d: run %s has events 1 to %d", at, id, len(events))
-	}
-	events = events[:at]
-	st, err := agent.Fold(id, events)
-	if err != nil {
-		return nil, err
-	}
-	if st.Status == journal.StatusCompleted {
-		return nil, usagef("event %d completes run %s: fork from an earlier event to continue from there (or resume the run with --message for a follow-up)", at, id)
-	}
-	created := *st.Created
-	ws := created.Workspace
-	if workspace != "" {
-		if ws, err = filepath.Abs(workspace); err != nil {
+// Fork makes the fork through the service on the local journal, as
+// every front end does; the command resumes it in this process.
+func (l *local) Fork(ctx context.Context, id string, req *api.ForkRun, by string) (*forked, error) {
+	if req.Workspace != "" {
+		ws, err := filepath.Abs(req.Workspace)
+		if err != nil {
 			return nil, err
 		}
-		if err := emptyDir(ws); err != nil {
-			return nil, err
-		}
-		if err := service.ForkDir(ws); err != nil {
-			return nil, usagef("--%v", err)
-		}
-		created.Workspace = ws
-		created.StateDir = assemble.StateDir(l.a.home, ws)
-		created.Git = nil
+		req.Workspace = ws
 	}
-	created.Labels = map[string]string{}
-	for k, v := range st.Created.Labels {
-		created.Labels[k] = v
-	}
-	created.Labels[service.LabelForkOf] = fmt.Sprintf("%s@%d", id, at)
-	drafts, err := service.ForkDrafts(events, &created, time.Now())
+	svc, done, err := l.service(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := &forked{id: strings.ToLower(ulid.Make().String()), workspace: ws}
-	files, after, err := checkpoint.ForkFiles(ctx, events, at, st.Created.Workspace, ws, by)
-	switch {
-	case errors.Is(err, checkpoint.ErrOff):
-		return nil, usagef("run %s has no checkpoints to fork with its files: %v", id, checkpoint.ErrOff)
-	case errors.Is(err, checkpoint.ErrNone):
-		if workspace != "" {
-			return nil, fmt.Errorf("run %s has %w: there are no files to put in %s (fork without --workspace to work on its workspace as it is)", id, err, workspace)
-		}
-	case err != nil:
-		return nil, fmt.Errorf("the files of event %d: %w", at, err)
-	default:
-		drafts = append(drafts, journal.Draft{Type: journal.WorkspaceRestored, Time: time.Now(), Payload: mustJSON(files)})
-		out.files, out.after = files.To, after
-	}
-	paused, err := agent.NotStarted(out.id, id, at, drafts, time.Now())
+	defer done()
+	run, err := svc.Fork(ctx, service.Local(by), id, req)
 	if err != nil {
-		return nil, err
+		return nil, serviceError(err)
 	}
-	drafts = append(drafts, paused...)
-	if _, err := l.store.Append(ctx, out.id, 0, drafts...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return forkedOf(ctx, l, id, req.Seq, &run, false)
 }
 
 // Rewind asks the server.
@@ -432,43 +399,52 @@ func rewoundOf(res *api.Rewound) *rewound {
 	return out
 }
 
-// Fork asks the server for a fork that is not started (Continue starts
-// it).
-func (r *remote) Fork(ctx context.Context, id string, at int64, workspace, _ string) (*forked, error) {
-	run, err := r.cl.Fork(ctx, id, &api.ForkRun{Seq: at, Workspace: workspace})
+// Fork asks the server for the fork; the server starts it if asked.
+func (r *remote) Fork(ctx context.Context, id string, req *api.ForkRun, _ string) (*forked, error) {
+	run, err := r.cl.Fork(ctx, id, req)
 	if client.IsCode(err, api.CodeInvalidRequest) {
 		return nil, &usageError{err}
 	}
 	if err != nil {
 		return nil, err
 	}
+	return forkedOf(ctx, r, id, req.Seq, run, req.Start)
+}
+
+// forkedOf is run, the fork of run src at event at, as the command prints
+// it: the checkpoint whose files it has (its workspace.restored) and, if
+// started, the last event it was made with.
+func forkedOf(ctx context.Context, b runsBackend, src string, at int64, run *api.Run, started bool) (*forked, error) {
 	out := &forked{id: run.ID, workspace: run.Workspace}
-	events, err := r.Events(ctx, run.ID)
+	events, err := b.Events(ctx, run.ID)
+	if err != nil || len(events) == 0 {
+		return nil, fmt.Errorf("the fork %s: %w", run.ID, err)
+	}
+	created, err := runCreated(events)
 	if err != nil {
 		return nil, err
 	}
-	for i := range events {
-		if events[i].Type == journal.WorkspaceRestored {
-			if v, err := agent.Decode(&events[i]); err == nil {
-				out.files = v.(*agent.WorkspaceRestored).To
-			}
+	n := service.ForkStart(created, events)
+	st, err := agent.Fold(run.ID, events[:n])
+	if err != nil {
+		return nil, err
+	}
+	out.completed = st.Status == journal.StatusCompleted
+	if n < len(events) && events[n].Type == journal.WorkspaceRestored {
+		if v, err := agent.Decode(&events[n]); err == nil {
+			out.files = v.(*agent.WorkspaceRestored).To
 		}
+		n++
+	}
+	if started {
+		out.follow = int64(n)
 	}
 	if out.files > 0 {
-		src, err := r.Events(ctx, id)
-		if err == nil && at <= int64(len(src)) {
+		if src, err := b.Events(ctx, src); err == nil && at <= int64(len(src)) {
 			_, out.after, _ = checkpoint.At(src, at)
 		}
 	}
 	return out, nil
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // plain payload structs
-	}
-	return b
 }
 
 // emptyDir accepts a directory that does not exist or is empty.

@@ -256,6 +256,12 @@ func TestRewindAndForkWithServer(t *testing.T) {
 	if fork.Workspace == run.Workspace || string(mustRead(t, filepath.Join(fork.Workspace, "textstats.py"))) != string(edited) {
 		t.Errorf("the fork's workspace %s does not have the edited file", fork.Workspace)
 	}
+	// Started, the server executes the fork and the command follows it
+	// from its first new event.
+	code, out, errOut = keel(t, "--server", s.url, "runs", "fork", run.ID, "--at", first, "--no-wait")
+	if code != 3 || !strings.Contains(errOut, "approval needed for edit_file") || strings.Count(errOut, "step 1 ·") != 1 {
+		t.Errorf("started fork through the server = %d (want 3, stopped at the demo's approval, each step printed once):\n%s%s", code, out, errOut)
+	}
 }
 
 // keel runs show counts a fork's duration from its own first event: the
@@ -303,5 +309,43 @@ func TestForkDurationIsItsOwn(t *testing.T) {
 	code, out, errOut = keel(t, "runs", "list", "--db", db)
 	if lines := strings.Split(out, "\n"); code != 0 || len(lines) < 4 || !strings.HasPrefix(lines[1], fork) || !strings.HasSuffix(strings.Fields(lines[3])[0], old) {
 		t.Errorf("keel runs list = %d (want the fork first, its source last)\n%s%s", code, out, errOut)
+	}
+}
+
+// keel runs fork at the event that completes a run follows it up in the
+// fork with --message (in a directory of its own: the source's
+// workspace is left alone); without a message it refuses and makes
+// nothing; with --no-start the fork waits for one.
+func TestForkFollowsUpACompletedRun(t *testing.T) {
+	db := setup(t)
+	ws := t.TempDir()
+	traj := writeTrajectory(t, "answer, then more", nil, []fcall{sh("echo more > more.txt")}, nil)
+	if code, _, errOut := keel(t, "run", "--db", db, "--model", "replay:"+traj, "--workspace", ws, "--policy", allowAllPolicy(t), "--completion-marker", "NONE", "-q"); code != 0 {
+		t.Fatalf("run = %d\n%s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	_, evs := loadRun(t, db, id)
+	last := strconv.Itoa(len(evs))
+	code, _, errOut := keel(t, "runs", "fork", "--db", db, id, "--at", last)
+	if code != 1 || !strings.Contains(errOut, "completes run") || !strings.Contains(errOut, "send a message") {
+		t.Errorf("fork at the completion without a message = %d: %s", code, errOut)
+	}
+	if got, _ := lastRun(t, db); got != id {
+		t.Errorf("the refused fork made run %s", got)
+	}
+	code, out, errOut := keel(t, "runs", "fork", "--db", db, id, "--at", last, "--no-start")
+	if code != 0 || !strings.Contains(errOut, "follow it up with: ") || !strings.Contains(errOut, " runs resume "+strings.TrimSpace(out)+" --message TEXT") {
+		t.Errorf("unstarted fork at the completion = %d: %s%s", code, out, errOut)
+	}
+	dir := filepath.Join(t.TempDir(), "fork")
+	code, out, errOut = keel(t, "runs", "fork", "--db", db, id, "--at", last, "--workspace", dir, "--message", "also write more.txt", "-q")
+	if code != 0 || !strings.Contains(errOut, "continues with your message as a follow-up") {
+		t.Fatalf("fork with a follow-up = %d\n%s%s", code, out, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "more.txt")); err != nil || string(b) != "more\n" {
+		t.Errorf("the fork's more.txt = %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "more.txt")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the follow-up in the fork wrote into the source's workspace: %v", err)
 	}
 }

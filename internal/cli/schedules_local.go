@@ -55,6 +55,13 @@ func viaService[T any](ctx context.Context, l *local, op func(svc *service.Servi
 }
 
 func (l *local) CreateSchedule(ctx context.Context, req *api.CreateSchedule) (*api.Schedule, error) {
+	if req.Run.Model == "" && !req.Run.Demo {
+		// The service's words are a server's ("this server has no
+		// default model"): say what keel run says.
+		if _, err := l.a.modelSpec(""); err != nil {
+			return nil, err
+		}
+	}
 	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) (*api.Schedule, error) {
 		s, err := svc.CreateSchedule(ctx, who, req)
 		return &s, err
@@ -143,6 +150,11 @@ func (l *local) DeleteSchedule(ctx context.Context, ref string) error {
 }
 
 func (l *local) CreateTrigger(ctx context.Context, req *api.CreateTrigger) (*api.NewTrigger, error) {
+	if req.Run.Model == "" && !req.Run.Demo {
+		if _, err := l.a.modelSpec(""); err != nil {
+			return nil, err
+		}
+	}
 	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) (*api.NewTrigger, error) {
 		t, err := svc.CreateTrigger(ctx, who, req)
 		return &t, err

@@ -235,7 +235,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	defer flushTelemetry()
-	defer a.recoverSpans(ctx, store, logger)()
+	defer a.live.Sweep(ctx, store, logger)()
 	tokens := token.New(store, nil)
 	// The settings of the runs this server creates; a run keeps its own
 	// when it is resumed (here or elsewhere).

@@ -82,3 +82,26 @@ func TestScheduleFireRefusedUnderServe(t *testing.T) {
 		t.Errorf("the trigger through the server = %d\n%s%s", code, out, errOut)
 	}
 }
+
+// A schedule's creation makes no run: a skill that would not be offered
+// to its runs is not reported then (it printed the service's log lines,
+// "level=WARN msg=..." amid the command's output).
+func TestScheduleCreateQuietAboutSkills(t *testing.T) {
+	db := setup(t)
+	bad := filepath.Join(os.Getenv("KEEL_HOME"), "skills", "bad")
+	if err := os.MkdirAll(bad, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, "SKILL.md"), []byte("no front matter\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	allow := filepath.Join(t.TempDir(), "allow.toml")
+	if err := os.WriteFile(allow, []byte("version = 1\ncedar = '@id(\"all\") permit(principal, action, resource);'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := keel(t, "schedules", "create", "--db", db, "--create-db", "nightly", "--cron", "0 3 * * *", "--task", "tidy",
+		"--model", "scripted:demo", "--workspace", t.TempDir(), "--policy", allow)
+	if code != 0 || strings.Contains(errOut, "level=") || strings.Contains(errOut, "skill") {
+		t.Errorf("schedules create = %d, stderr:\n%s", code, errOut)
+	}
+}

@@ -232,6 +232,8 @@ func TestClientOutputMatchesLocal(t *testing.T) {
 		{"agents", "list"},
 		{"audit", "verify", "--all"},
 		{"audit", "verify", ids[0]},
+		{"cost"},
+		{"cost", "--by", "run", "--json"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			lcode, local, lerr := keel(t, args...)

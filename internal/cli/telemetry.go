@@ -5,22 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/config"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 	"github.com/keel-run/keel/telemetry"
-	"github.com/keel-run/keel/visible"
 )
 
 // telemetryFlush bounds how long a command waits, when it ends, for its
@@ -88,49 +85,6 @@ func (a *app) newRuntime(ctx context.Context, store journal.Store, opts *agent.R
 	return agent.NewRuntime(store, &o), done, nil
 }
 
-// recoverInterval is how often keel serve looks for runs whose spans no
-// collector acknowledged; recoverIdle is how long a run must have been
-// quiet first (so that a process still sending its spans is not
-// duplicated).
-const (
-	recoverInterval = 2 * time.Minute
-	recoverIdle     = time.Minute
-)
-
-// recoverSpans starts keel serve's sweep for runs that paused or ended in
-// a process killed before their spans reached the collector (keel serve
-// itself, keel run, a worker), at start and every recoverInterval; their
-// spans are sent from the journal. The returned function stops it.
-func (a *app) recoverSpans(ctx context.Context, store journal.Store, logger *slog.Logger) func() {
-	live := a.live
-	if live == nil || !live.Durable() {
-		return func() {}
-	}
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		idle := 10 * time.Second // at start: nothing of ours is in flight
-		for {
-			if runs, err := store.Runs(ctx, nil); err == nil {
-				if n, err := live.RecoverPending(ctx, runs, time.Now().Add(-idle)); err != nil {
-					logger.Warn("telemetry: reading export watermarks", "err", err)
-				} else if n > 0 {
-					logger.Info("telemetry: exporting spans no collector acknowledged", "runs", n)
-				}
-			}
-			idle = recoverIdle
-			select {
-			case <-ctx.Done():
-				return
-			case <-stop:
-				return
-			case <-time.After(recoverInterval):
-			}
-		}
-	}()
-	return func() { close(stop); <-done }
-}
-
 func timeoutNote(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Sprintf("; gave up waiting for the collector after %s (keel runs trace RUN exports a run again)", telemetryFlush)
@@ -178,31 +132,12 @@ OTEL_EXPORTER_OTLP_ENDPOINT or [telemetry] endpoint in config.toml
 				return usagef("no OTLP collector: pass --otlp URL or set OTEL_EXPORTER_OTLP_ENDPOINT")
 			}
 			return a.withStore(ctx, func(store journal.Store) error {
-				runID := args[0]
-				evs, err := store.Read(ctx, runID, 1)
+				n, err := telemetry.ExportStored(ctx, tc, store, args[0], telemetryFlush)
 				if err != nil {
 					return err
 				}
-				if err := journal.Verify(runID, evs); err != nil {
-					return err
-				}
-				exp, err := telemetry.NewExporter(ctx, tc)
-				if err != nil {
-					return err
-				}
-				n, err := exp.ExportRun(ctx, runID, evs)
-				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlush)
-				defer cancel()
-				_ = exp.Shutdown(sctx)
-				if err != nil {
-					return fmt.Errorf("export trace of run %s: %w", runID, err)
-				}
-				st := exp.Stats()
-				if st.Failed > 0 || st.Dropped > 0 {
-					return fmt.Errorf("export trace of run %s to %s: %d of %d spans failed (is the collector up?)", runID, tc.Endpoint, st.Failed+st.Dropped, n)
-				}
-				fmt.Fprintf(a.stdout, "%s\n", telemetry.TraceID(runID))
-				fmt.Fprintf(a.stderr, "keel: exported %d spans of run %s (trace %s) to %s\n", n, runID, telemetry.TraceID(runID), tc.Endpoint)
+				fmt.Fprintf(a.stdout, "%s\n", telemetry.TraceID(args[0]))
+				fmt.Fprintf(a.stderr, "keel: exported %d spans of run %s (trace %s) to %s\n", n, args[0], telemetry.TraceID(args[0]), tc.Endpoint)
 				return nil
 			})
 		},
@@ -266,29 +201,22 @@ mixed, or unpriced (no price known for the model: set one under
 		Example: `  keel cost
   keel cost --by user --since 7d
   keel cost --by label --since 2026-11-01 --json`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			t, err := telemetry.ParseSince(since, time.Now())
-			if err != nil {
-				return &usageError{err}
-			}
-			if _, err := telemetry.NewCostAccumulator(by); err != nil {
-				return &usageError{err}
-			}
-			return a.withStore(ctx, func(store journal.Store) error {
-				rep, err := telemetry.Costs(ctx, store, &telemetry.CostParams{By: by, Since: t})
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				rep, err := b.Cost(ctx, by, since)
 				if err != nil {
-					return err
+					return serviceError(err)
 				}
 				if jsonOut {
 					enc := json.NewEncoder(a.stdout)
 					enc.SetIndent("", "  ")
 					return enc.Encode(rep)
 				}
-				printCost(a.stdout, rep)
+				tui.Cost(a.stdout, rep)
 				return nil
-			})
+			}, "by", "since", "json")
 		},
 	}
 	cmd.Flags().StringVar(&by, "by", "agent", "group by agent, user (acted for), model, label (KEY=VALUE) or run")
@@ -297,56 +225,24 @@ mixed, or unpriced (no price known for the model: set one under
 	return cmd
 }
 
-func printCost(w io.Writer, rep *telemetry.CostReport) {
-	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintf(tw, "%s\tRUNS\tCALLS\tINPUT\tCACHED\tOUTPUT\tCOST USD\tSOURCE\n", strings.ToUpper(rep.By))
-	row := func(r *telemetry.CostRow) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.4f\t%s\n", visible.String(r.Key), r.Runs, r.Calls, r.Usage.InputTokens, r.Usage.CachedInputTokens, r.Usage.OutputTokens, r.Cost, r.Source)
-	}
-	for i := range rep.Rows {
-		row(&rep.Rows[i])
-	}
-	row(&rep.Total)
-	tw.Flush()
-	if rep.Total.UnpricedCalls > 0 {
-		fmt.Fprintf(w, "%d model calls have no price (cost 0): add [prices.\"MODEL\"] to config.toml; the journal keeps their tokens\n", rep.Total.UnpricedCalls)
-	}
-	if rep.By == "label" {
-		fmt.Fprintln(w, "a run with several labels counts in each of their rows, once in the total")
-	}
+// costBackend is what keel cost needs of a journal or a team server.
+type costBackend interface {
+	// Cost is the cost report of the runs created since, grouped by by
+	// (service.Service.Cost).
+	Cost(ctx context.Context, by, since string) (*api.CostReport, error)
 }
 
-// clientCost is keel cost --server: the server's GET /v1/cost.
-func (a *app) clientCost(cmd *cobra.Command, _ []string) error {
-	fv := &flagValues{fs: cmd.Flags()}
-	by, since, asJSON := fv.str("by"), fv.str("since"), fv.boolean("json")
-	if fv.err != nil {
-		return fv.err
-	}
-	cl, err := a.apiClient()
+func (l *local) Cost(ctx context.Context, by, since string) (*api.CostReport, error) {
+	svc, done, err := l.service(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rep, err := cl.Cost(cmd.Context(), by, since)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	conv := func(r *api.CostRow) telemetry.CostRow {
-		return telemetry.CostRow{Key: r.Key, Runs: r.Runs, Calls: r.Calls, Usage: model.Usage{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
-			CachedInputTokens: r.CachedInputTokens, CacheWriteTokens: r.CacheWriteTokens}, Cost: r.CostUSD, ProviderCost: r.ProviderCostUSD,
-			EstimatedCost: r.EstimatedCostUSD, UnpricedCalls: r.UnpricedCalls, Source: r.Source}
-	}
-	local := &telemetry.CostReport{By: rep.By, Total: conv(&rep.Total)}
-	for i := range rep.Rows {
-		local.Rows = append(local.Rows, conv(&rep.Rows[i]))
-	}
-	printCost(a.stdout, local)
-	return nil
+	defer done()
+	return svc.Cost(ctx, service.Local(l.a.person("")), by, since)
+}
+
+func (r *remote) Cost(ctx context.Context, by, since string) (*api.CostReport, error) {
+	return r.cl.Cost(ctx, by, since)
 }
 
 // tracing reports whether trace export is configured: then model

@@ -564,7 +564,8 @@ func TestCostCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("cost = %d\n%s", code, errOut)
 	}
-	var rep telemetry.CostReport
+	// The API's report (GET /v1/cost), as keel --server cost prints it.
+	var rep api.CostReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -576,7 +577,7 @@ func TestCostCommand(t *testing.T) {
 		calls += st.Steps
 		cost += st.Cost
 	}
-	if len(rep.Rows) != 2 || rep.Rows[0].Runs != 1 || rep.Total.Runs != 2 || rep.Total.Calls != calls || fmt.Sprintf("%.9f", rep.Total.Cost) != fmt.Sprintf("%.9f", cost) {
+	if len(rep.Rows) != 2 || rep.Rows[0].Runs != 1 || rep.Total.Runs != 2 || rep.Total.Calls != calls || fmt.Sprintf("%.9f", rep.Total.CostUSD) != fmt.Sprintf("%.9f", cost) || rep.Total.InputTokens == 0 || rep.Since == nil {
 		t.Errorf("report %+v; the journal has %d calls costing %v", rep, calls, cost)
 	}
 	if rep.Total.Source == "" {

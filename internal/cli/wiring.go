@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"crypto/x509"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
@@ -53,8 +55,15 @@ type wiring struct {
 // assembler is the assembler of this process's runs, as the flags,
 // config.toml and the environment configure it.
 func (a *app) assembler() *assemble.Assembler {
-	return &assemble.Assembler{Home: a.home, Journal: a.dbPath(), Config: a.cfg, Getenv: a.getenv, Notes: a.stderr,
+	asm := &assemble.Assembler{Home: a.home, Journal: a.dbPath(), Config: a.cfg, Getenv: a.getenv, Notes: a.stderr,
 		Metrics: a.metrics, Tracing: a.tracing(), OpenJournal: a.openStore, OpenVault: a.openVault, MoreTools: a.moreTools}
+	if k, err := parseDebug(a.getenv("KEEL_DEBUG")); err == nil && k.egressRoots != "" {
+		if b, err := os.ReadFile(k.egressRoots); err == nil {
+			asm.EgressRoots = x509.NewCertPool()
+			asm.EgressRoots.AppendCertsFromPEM(b)
+		}
+	}
+	return asm
 }
 
 // connectors are the connectors of this process's configuration.

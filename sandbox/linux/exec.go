@@ -396,6 +396,8 @@ func (s *Sandbox) dir(d string) string {
 func (s *Sandbox) env(extra []string, ph phase) []string {
 	all := sandbox.BaseEnv(Home)
 	all = append(all, s.spec.Env...)
+	// Placeholders, never the values, of the secrets for hosts.
+	all = append(all, s.hostSecrets.env()...)
 	all = append(all, extra...)
 	if len(ph.network.Allow) > 0 {
 		s.proxyMu.Lock()

@@ -2,6 +2,7 @@ package linux
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -31,6 +32,22 @@ type Options struct {
 	// redact.Secrets.Scan knows), before connecting. HTTPS tunnels are
 	// opaque to it.
 	Secrets []Secret
+	// HostSecrets are secrets the sandbox never holds: its environment
+	// has a placeholder (PlaceholderPrefix and 32 random hex digits,
+	// drawn anew by each sandbox) under each one's name, and the egress
+	// proxy puts the value in place of the placeholder only in requests
+	// to the secret's host (path, query and headers; not bodies). For
+	// HTTPS to such a host the proxy ends TLS itself, with a certificate
+	// of a CA the sandbox makes for itself (its key never leaves this
+	// process; it may sign only for these hosts), which the sandbox's
+	// programs trust through SSL_CERT_FILE and its kin, and connects on
+	// with TLS verified against EgressRoots. Plain HTTP gets the value
+	// only when the destination is on the machine's loopback. Responses
+	// are stripped of the value. Tunnels to other hosts stay opaque.
+	HostSecrets []HostSecret
+	// EgressRoots verifies the servers of HostSecrets' hosts; nil means
+	// the system's roots. Tests use it for a local TLS server.
+	EgressRoots *x509.CertPool
 	// EgressDial connects the proxy to an allowed destination; nil means
 	// a dialer that resolves the name on the host and refuses loopback,
 	// private, link-local and other non-public addresses. Tests use it to
@@ -146,6 +163,13 @@ func (m Mechanisms) String() string {
 // Secret is a named secret value of the sandbox (see Options.Secrets).
 type Secret struct{ Name, Value string }
 
+// HostSecret is a secret for one host (see Options.HostSecrets): Name is
+// the variable of the sandbox's environment that holds its placeholder,
+// Host the destination it is for, written as an allowlist entry
+// ("api.example.com", "api.example.com:8443", "*.example.com",
+// "127.0.0.1:8443"). The run's allowlist must allow the host too.
+type HostSecret struct{ Name, Value, Host string }
+
 // EgressDecision is one decision of the egress proxy, for the journal.
 type EgressDecision struct {
 	// Phase is "agent" or "setup" (see [Sandbox.Setup]).
@@ -171,4 +195,9 @@ type EgressDecision struct {
 	Path     string `json:"path,omitempty"`
 	BytesOut int64  `json:"bytes_out,omitempty"`
 	BytesIn  int64  `json:"bytes_in,omitempty"`
+	// Substituted names (", " between) the host secrets whose values the proxy put in
+	// the request in place of their placeholders (never the values). A
+	// request inside a tunnel the proxy opened for host secrets is
+	// reported like a plain-HTTP one (method, path, bytes).
+	Substituted string `json:"substituted,omitempty"`
 }

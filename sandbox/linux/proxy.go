@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -53,7 +54,11 @@ type egressProxy struct {
 	// (names[i] names value i); nil: none.
 	secrets *redact.Secrets
 	names   []string
-	log     *slog.Logger
+	// hostSecrets are the secrets the proxy puts in requests to their
+	// hosts (nil: none); roots verifies those hosts (nil: the system's).
+	hostSecrets *hostSecrets
+	roots       *x509.CertPool
+	log         *slog.Logger
 
 	mu     sync.Mutex
 	phase  string
@@ -98,7 +103,8 @@ func (s *Sandbox) ensureProxy() error {
 	if dial == nil {
 		dial = egress.Dial
 	}
-	p := &egressProxy{ln: ln, port: lm.m.Port, dial: dial, onEgress: s.opts.OnEgress, log: s.log, conns: map[net.Conn]string{}}
+	p := &egressProxy{ln: ln, port: lm.m.Port, dial: dial, onEgress: s.opts.OnEgress, log: s.log, conns: map[net.Conn]string{},
+		hostSecrets: s.hostSecrets, roots: s.opts.EgressRoots}
 	if len(s.opts.Secrets) > 0 {
 		values := make([]string, len(s.opts.Secrets))
 		for i, sec := range s.opts.Secrets {
@@ -238,6 +244,11 @@ func (p *egressProxy) handle(c net.Conn) {
 		refuse(c, http.StatusForbidden, fmt.Sprintf("%s:%d refused: %s", host, port, d.Reason))
 		return
 	}
+	secrets := p.hostSecrets.forHost(host, port)
+	if req.Method == http.MethodConnect && len(secrets) > 0 {
+		p.intercept(c, br, d, secrets)
+		return
+	}
 	if req.Method != http.MethodConnect && p.secrets != nil {
 		if code, why := p.clearText(req); why != "" {
 			d.Allowed, d.Reason, d.Path = false, why, req.URL.RequestURI()
@@ -304,6 +315,16 @@ func (p *egressProxy) handle(c net.Conn) {
 	body := &countReader{r: req.Body}
 	if req.Body != nil {
 		req.Body = body
+	}
+	if len(secrets) > 0 {
+		if a, ok := up.RemoteAddr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
+			defer func() { p.report(d) }()
+			p.substitutePlain(c, up, req, &d, secrets)
+			return
+		}
+		// A secret never crosses a network in clear text: the
+		// placeholders go out as they are.
+		d.Reason += "; plain HTTP off this machine: placeholders left in place (use HTTPS)"
 	}
 	defer func() { d.BytesOut = body.n; p.report(d) }()
 	if err := req.Write(up); err != nil {

@@ -69,10 +69,12 @@ type Sandbox struct {
 	dead     chan struct{} // closed when the control socket fails
 	deadErr  error
 
-	proxy    *egressProxy
-	proxyMu  sync.Mutex
-	bg       sync.WaitGroup
-	closeOne sync.Once
+	proxy   *egressProxy
+	proxyMu sync.Mutex
+	// hostSecrets are Options.HostSecrets with their placeholders and CA.
+	hostSecrets *hostSecrets
+	bg          sync.WaitGroup
+	closeOne    sync.Once
 }
 
 var _ sandbox.Sandbox = (*Sandbox)(nil)
@@ -133,9 +135,19 @@ func New(spec *sandbox.Spec, opts *Options) (*Sandbox, error) {
 	if err := probe(); err != nil {
 		return nil, err
 	}
+	s.opts.HostSecrets = slices.Clone(s.opts.HostSecrets)
+	if len(s.opts.HostSecrets) > 0 {
+		hs, err := newHostSecrets(s.opts.HostSecrets)
+		if err != nil {
+			return nil, specError{err}
+		}
+		s.hostSecrets = hs
+		s.opts.ReadOnlyPaths = append(s.opts.ReadOnlyPaths, hs.dir)
+	}
 	protected, err := s.prepareWorkspace()
 	if err != nil {
 		s.closeGuard()
+		s.hostSecrets.close()
 		return nil, err
 	}
 	if err := s.start(protected); err != nil {
@@ -686,6 +698,7 @@ func (s *Sandbox) Close() error {
 			s.rg.remove()
 		}
 		s.closeGuard()
+		s.hostSecrets.close()
 	})
 	return err
 }

@@ -294,13 +294,16 @@ type ForkRun struct {
 	// Seq is the last event of the source run copied into the fork;
 	// 0 means the source's newest event.
 	Seq int64 `json:"seq,omitempty"`
-	// Workspace, if set, replaces the source's workspace directory (for
-	// example a copy of it). Otherwise a demo run's fork gets a fresh
+	// Workspace, if set, replaces the source's workspace directory: the
+	// source's own, or a new or empty one for the fork's files (the
+	// fork makes it, not its parents; one holding files is refused when
+	// the fork point has a checkpoint). Otherwise a demo run's fork gets a fresh
 	// copy of the demo project, and another run's fork works in the
 	// source's workspace, which only the person who started the source
 	// run may leave implicit (anyone else names it to share it).
 	Workspace string `json:"workspace,omitempty"`
-	// Start executes the fork at once (with Message, if set). Without
+	// Start executes the fork at once (with Message, if set; a fork at
+	// the event that completes its source starts only with one). Without
 	// it the fork is journaled paused (reason "forked", not started)
 	// and waits for a resume; a restart does not execute it.
 	Start bool `json:"start,omitempty"`

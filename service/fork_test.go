@@ -1,0 +1,195 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/checkpoint"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/mem"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
+)
+
+// forkSource journals a completed run in a git-less workspace holding
+// a.txt: "one" at its first checkpoint (event 2), "two" at its second
+// (event 3); event 4 completes it. It returns the
+// run's id and workspace.
+func forkSource(t *testing.T, ctx context.Context, rt *agent.Runtime) (string, string) {
+	t.Helper()
+	if !checkpoint.Available() {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	ws, store := t.TempDir(), filepath.Join(t.TempDir(), "checkpoints")
+	write := func(s string) {
+		if err := os.WriteFile(filepath.Join(ws, "a.txt"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, err := rt.Create(ctx, &agent.RunCreated{Task: "t", Model: "test:none", Workspace: ws, MountPath: "/workspace", Sandbox: "none",
+		StateDir: filepath.Join(t.TempDir(), "state"), Git: &agent.GitStart{Commit: "0123456789abcdef0123456789abcdef01234567"},
+		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(policy.Default())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook, release := checkpoint.Hook(store, ws)
+	defer release()
+	seq := int64(1)
+	add := func(typ journal.Type, v any) {
+		t.Helper()
+		p, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rt.Store().Append(ctx, id, seq, journal.Draft{Type: typ, Time: time.Now(), Payload: p}); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+	}
+	var prev *agent.Snapshot
+	snap := func() {
+		t.Helper()
+		cp, err := hook(ctx, id, prev)
+		if err != nil || cp == nil {
+			t.Fatalf("checkpoint: %+v, %v", cp, err)
+		}
+		add(journal.WorkspaceCheckpoint, cp)
+		prev = &agent.Snapshot{Seq: seq - 1, Tree: cp.Tree, Commit: cp.Commit, Store: cp.Store}
+	}
+	write("one")
+	snap()
+	write("two")
+	snap()
+	add(journal.RunCompleted, &agent.RunEnded{Reason: agent.ReasonAnswer})
+	return id, ws
+}
+
+func created(t *testing.T, ctx context.Context, rt *agent.Runtime, id string) *agent.RunCreated {
+	t.Helper()
+	st, _, err := rt.Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Created
+}
+
+func wantCode(t *testing.T, err error, code string) {
+	t.Helper()
+	var se *service.Error
+	if !errors.As(err, &se) || se.Code != code {
+		t.Fatalf("err = %v, want code %s", err, code)
+	}
+}
+
+// A fork in a workspace of its own gets the files of its fork point in a
+// directory it makes (not its parents) or an empty one, never over
+// files; it records no git start (its files are a checkpoint's, not the
+// source's commit) and keeps the source's state directory (where the
+// whole outputs its copied events name are). The command line of the
+// journal's machine forks in the source's own workspace too.
+func TestForkIntoItsOwnWorkspace(t *testing.T) {
+	ctx := t.Context()
+	rt := agent.NewRuntime(mem.New(), nil)
+	svc := service.New(rt, nil)
+	defer svc.Shutdown(context.WithoutCancel(ctx))
+	src, ws := forkSource(t, ctx, rt)
+	me := service.Local("ada")
+
+	dir := filepath.Join(t.TempDir(), "fork")
+	fork, err := svc.Fork(ctx, me, src, &api.ForkRun{Seq: 2, Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "one" {
+		t.Errorf("the fork's a.txt = %q, %v; want the checkpoint of event 2's", b, err)
+	}
+	c, sc := created(t, ctx, rt, fork.ID), created(t, ctx, rt, src)
+	if c.Git != nil || c.StateDir != sc.StateDir || fork.Status != "paused" || fork.Reason != service.ReasonForked {
+		t.Errorf("fork in %s: git %+v, state dir %q (source's %q), %s (%s); want no git start, the source's state directory, paused (forked)",
+			c.Workspace, c.Git, c.StateDir, sc.StateDir, fork.Status, fork.Reason)
+	}
+
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "mine.txt"), []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.Fork(ctx, me, src, &api.ForkRun{Seq: 2, Workspace: full})
+	wantCode(t, err, api.CodeInvalidRequest)
+	if ents, _ := os.ReadDir(full); len(ents) != 1 {
+		t.Errorf("a refused fork wrote into %s: %v", full, ents)
+	}
+	deep := filepath.Join(t.TempDir(), "typo", "fork")
+	_, err = svc.Fork(ctx, me, src, &api.ForkRun{Seq: 2, Workspace: deep})
+	wantCode(t, err, api.CodeInvalidRequest)
+	if _, err := os.Stat(filepath.Dir(deep)); err == nil {
+		t.Errorf("a refused fork made %s", filepath.Dir(deep))
+	}
+
+	// In place: the source's workspace gets the files of the fork point
+	// and keeps its git start.
+	inPlace, err := svc.Fork(ctx, me, src, &api.ForkRun{Seq: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "a.txt")); string(b) != "one" {
+		t.Errorf("the source's a.txt after a fork in place = %q, want one", b)
+	}
+	if c := created(t, ctx, rt, inPlace.ID); c.Git == nil || c.Workspace != ws {
+		t.Errorf("fork in place: workspace %s, git %+v; want the source's", c.Workspace, c.Git)
+	}
+}
+
+// A fork at the event that completes its source follows it up: not
+// started it is a completed run that waits for a message; started, it
+// needs one (a fork that would do nothing is refused, and nothing is
+// made).
+func TestForkAtCompletion(t *testing.T) {
+	ctx := t.Context()
+	rt := agent.NewRuntime(mem.New(), nil)
+	svc := service.New(rt, nil)
+	defer svc.Shutdown(context.WithoutCancel(ctx))
+	src, _ := forkSource(t, ctx, rt)
+	me := service.Local("ada")
+	runs := func() int {
+		t.Helper()
+		list, err := rt.Store().Runs(ctx, &journal.ListParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+
+	n := runs()
+	_, err := svc.Fork(ctx, me, src, &api.ForkRun{Seq: 4, Start: true, Workspace: filepath.Join(t.TempDir(), "f")})
+	wantCode(t, err, api.CodeRunCompleted)
+	if runs() != n {
+		t.Error("a refused fork was journaled")
+	}
+	for _, req := range []*api.ForkRun{{Seq: 4}, {Seq: 4, Start: true, Message: "and then?"}} {
+		fork, err := svc.Fork(ctx, me, src, req)
+		if err != nil {
+			t.Fatalf("fork %+v: %v", req, err)
+		}
+		// This service executes nothing: a started fork is the caller's
+		// to resume with the message.
+		if fork.Status != "completed" || fork.Events != 5 {
+			t.Errorf("fork %+v at the completion = %s with %d events; want completed: the copies and the files' restore", req, fork.Status, fork.Events)
+		}
+	}
+	// Before the completion: paused, not started.
+	fork, err := svc.Fork(ctx, me, src, &api.ForkRun{Seq: 3, Workspace: filepath.Join(t.TempDir(), "f")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fork.Status != "paused" || fork.Reason != service.ReasonForked {
+		t.Errorf("fork before the completion = %s (%s), want paused (forked)", fork.Status, fork.Reason)
+	}
+}
