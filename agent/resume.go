@@ -50,6 +50,9 @@ func (rt *Runtime) JournalResume(ctx context.Context, runID string, r *Resumptio
 	if followUp && r.Message == "" {
 		return nil, fmt.Errorf("agent: resume run %s: %w", runID, ErrRunCompleted)
 	}
+	if err := childEnded(st); err != nil {
+		return nil, fmt.Errorf("agent: resume run %s: %w", runID, err)
+	}
 	settings := r.Settings
 	if settings != nil && *settings == st.Settings {
 		settings = nil

@@ -26,6 +26,12 @@ var (
 	// ErrRunCompleted is returned when asked to execute a completed run
 	// without a message (with one, the run continues as a follow-up).
 	ErrRunCompleted = errors.New("agent: run already completed")
+	// ErrChildEnded is returned when asked to resume (or follow up) a
+	// child agent's run that ended: its result belongs to its parent,
+	// which received it (or will) and counted its spend then; a child
+	// resumed on its own would work outside its parent's budget and
+	// change a result already given. Resume or follow up the parent.
+	ErrChildEnded = errors.New("agent: a child agent that ended is not resumed on its own (its result belongs to its parent)")
 	// ErrRunBusy is returned when another process appended to the run
 	// while this one executed it (journal.ErrConflict underneath).
 	ErrRunBusy = errors.New("agent: run is being executed elsewhere")
@@ -438,6 +444,9 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	followUp := st.Status == journal.StatusCompleted
 	if followUp && p.Message == "" {
 		return nil, fmt.Errorf("agent: execute run %s: %w", runID, ErrRunCompleted)
+	}
+	if err := childEnded(st); err != nil {
+		return nil, fmt.Errorf("agent: execute run %s: %w", runID, err)
 	}
 	x := &executor{rt: rt, p: p, st: st, runID: runID, head: head, secrets: newSecretScanner(p.Secrets, st.Created.SecretEnv)}
 	message := p.Message

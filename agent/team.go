@@ -436,6 +436,33 @@ func loadTree(st *State, events func(id string) ([]journal.Event, error), budget
 // so that a spawn retried after a crash finds its child.
 func childID(run, call string) string { return run + "." + call }
 
+// ChildEndedError refuses the resume of a child agent's run that ended
+// ([ErrChildEnded]).
+type ChildEndedError struct {
+	Run, Parent, Root string
+	Status            journal.Status
+}
+
+func (e *ChildEndedError) Error() string {
+	return fmt.Sprintf("run %s is a child agent of run %s and has ended (%s): its result belongs to its parent, which counted its spend; resume or follow up %s instead", e.Run, e.Parent, e.Status, e.Root)
+}
+
+func (e *ChildEndedError) Unwrap() error { return ErrChildEnded }
+
+// childEnded returns a [*ChildEndedError] when s is a child agent's run
+// that ended, which no one may resume on its own.
+func childEnded(s *State) error {
+	if p := s.Created.Parent; p != nil && s.Status.Terminal() {
+		return &ChildEndedError{Run: s.RunID, Parent: p.Run, Root: p.Root, Status: s.Status}
+	}
+	return nil
+}
+
+// CheckResumable returns a [*ChildEndedError] when s is a child agent's
+// run that ended: front ends refuse its resume (and follow-ups) before
+// anything is journaled.
+func CheckResumable(s *State) error { return childEnded(s) }
+
 // teamTool reports whether name is a team tool.
 func teamTool(name string) bool { return name == SpawnTool || name == WaitTool || name == HandoffTool }
 

@@ -108,7 +108,7 @@ func (t *LocalTeam) execute(ctx context.Context, id string, c *RunCreated) {
 	if t.Params != nil {
 		t.Params(id, p)
 	}
-	if _, err := rt.Execute(ctx, id, p); err != nil && !errors.Is(err, ErrRunBusy) && !errors.Is(err, ErrRunCompleted) {
+	if _, err := rt.Execute(ctx, id, p); err != nil && !errors.Is(err, ErrRunBusy) && !errors.Is(err, ErrRunCompleted) && !errors.Is(err, ErrChildEnded) {
 		rt.logger.Error("child execution", "run_id", id, "err", err)
 		_, _ = rt.Fail(context.WithoutCancel(ctx), id, ReasonSetup, "the child's execution failed: "+err.Error())
 	}

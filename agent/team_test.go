@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -685,5 +686,38 @@ func TestPauseForChildren(t *testing.T) {
 	}
 	if paused != 1 || out.State.ToolCalls != 3 || w.Attempts != 2 {
 		t.Errorf("%d pauses, %d tool calls counted, wait call started %d times; want 1, 3, 2", paused, out.State.ToolCalls, w.Attempts)
+	}
+}
+
+// TestEndedChildNotResumed: a child that ended (its result delivered to
+// its parent, its spend counted there) is not resumed or followed up on
+// its own, by an execution or a journaled resume: nothing is journaled.
+func TestEndedChildNotResumed(t *testing.T) {
+	m := &taskModel{usage: model.Usage{InputTokens: 10, OutputTokens: 1}, turns: map[string][]model.Message{
+		"lead":  {calls(spawnCall("s", map[string]any{"task": "child"})), answer("ok")},
+		"child": {answer("the answer is 42")},
+	}}
+	e, team := teamEnv(t, m)
+	id := e.createTeam(&agent.RunCreated{Task: "lead", Limits: agent.Limits{MaxSteps: 10}})
+	p := e.params(m)
+	p.Team = team
+	out, err := e.rt.Execute(t.Context(), id, p)
+	if err != nil || out.Status != journal.StatusCompleted {
+		t.Fatalf("lead %v %v", out, err)
+	}
+	child := out.State.Children[0].ID
+	n := len(e.events(child))
+	p = e.params(m)
+	p.Message = "go on"
+	_, err = e.rt.Execute(t.Context(), child, p)
+	var ce *agent.ChildEndedError
+	if !errors.Is(err, agent.ErrChildEnded) || !errors.As(err, &ce) || ce.Parent != id || ce.Root != id {
+		t.Errorf("follow-up of the child: %v, want ErrChildEnded naming %s", err, id)
+	}
+	if _, err := e.rt.JournalResume(t.Context(), child, &agent.Resumption{Message: "go on"}); !errors.Is(err, agent.ErrChildEnded) {
+		t.Errorf("journaled resume of the child: %v, want ErrChildEnded", err)
+	}
+	if got := len(e.events(child)); got != n {
+		t.Errorf("the child's journal grew from %d to %d events", n, got)
 	}
 }

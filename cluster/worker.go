@@ -279,8 +279,9 @@ func (w *Worker) Step(ctx context.Context, in StepInput) (StepResult, error) {
 		return false
 	}
 	out, err := w.rt.Execute(xctx, in.RunID, &p)
-	if errors.Is(err, agent.ErrRunCompleted) {
-		err = nil
+	if errors.Is(err, agent.ErrRunCompleted) || errors.Is(err, agent.ErrChildEnded) {
+		err = nil // it ended before this step: nothing to execute
+		out = nil
 	}
 	if err != nil {
 		w.release(in.RunID)

@@ -12,6 +12,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
 )
 
 // teamModel plays a lead that spawns one child and answers with what it
@@ -72,11 +73,22 @@ func TestTeamOnTheServer(t *testing.T) {
 		t.Fatalf("tree %+v", tree)
 	}
 	c := tree.Children[0]
-	if c.ID != id+".s1" || c.Status != "completed" || c.Own.Steps != 1 || c.Limits.Steps == 0 || c.Left.Steps != c.Limits.Steps-1 {
+	if c.ID != id+".s1" || c.Status != "completed" || c.Own.Steps != 1 || c.Limits.Steps == 0 || c.Left.Steps == nil || *c.Left.Steps != c.Limits.Steps-1 {
 		t.Errorf("child node %+v", c)
 	}
-	if tree.Own.Steps != 2 || tree.Used.Steps != 3 || tree.Own.Children != 1 || tree.Left.Steps != 10-3 || tree.Left.Children != 1 {
-		t.Errorf("lead node: own %+v used %+v left %+v", tree.Own, tree.Used, tree.Left)
+	// Left holds the limited axes only: an axis without a limit is
+	// absent, so that 0 means nothing left.
+	if left, _ := json.Marshal(tree.Left); tree.Own.Steps != 2 || tree.Used.Steps != 3 || tree.Own.Children != 1 || string(left) != `{"steps":7,"children":1}` {
+		t.Errorf("lead node: own %+v used %+v left %s", tree.Own, tree.Used, left)
+	}
+	// The child is its lead's part: listed with its parent, and, ended
+	// (its result delivered, its spend counted in the lead's), not
+	// resumed on its own.
+	if run, err := e.admin.Run(ctx, id+".s1"); err != nil || run.Parent != id {
+		t.Errorf("child run %+v %v, want parent %s", run, err, id)
+	}
+	if _, err := e.admin.Resume(ctx, id+".s1", &api.ResumeRun{Message: "go on"}); err == nil || !strings.Contains(err.Error(), "is a child agent of run "+id) {
+		t.Errorf("resume of the delivered child: %v, want refused", err)
 	}
 	if sub, err := e.admin.RunTree(ctx, id+".s1"); err != nil || sub.Parent != id || sub.Root != id || len(sub.Children) != 0 {
 		t.Errorf("the child's tree %+v %v", sub, err)

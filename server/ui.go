@@ -534,20 +534,20 @@ func treeSpend(s api.RunTreeSpend) string {
 func treeLeft(t api.RunTree) string {
 	l, r := t.Limits, t.Left
 	var parts []string
-	if l.Steps > 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d steps", r.Steps, l.Steps))
+	if r.Steps != nil {
+		parts = append(parts, fmt.Sprintf("%d of %d steps", *r.Steps, l.Steps))
 	}
-	if l.Tokens > 0 {
-		parts = append(parts, fmt.Sprintf("%s of %s tok", groupDigits(r.Tokens), groupDigits(l.Tokens)))
+	if r.Tokens != nil {
+		parts = append(parts, fmt.Sprintf("%s of %s tok", groupDigits(*r.Tokens), groupDigits(l.Tokens)))
 	}
-	if l.Cost > 0 {
-		parts = append(parts, fmt.Sprintf("$%.4f of $%.4f", r.Cost, l.Cost))
+	if r.Cost != nil {
+		parts = append(parts, fmt.Sprintf("$%.4f of $%.4f", *r.Cost, l.Cost))
 	}
-	if l.ToolCalls > 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d tool calls", r.ToolCalls, l.ToolCalls))
+	if r.ToolCalls != nil {
+		parts = append(parts, fmt.Sprintf("%d of %d tool calls", *r.ToolCalls, l.ToolCalls))
 	}
-	if l.Children > 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d children", r.Children, l.Children))
+	if r.Children != nil {
+		parts = append(parts, fmt.Sprintf("%d of %d children", *r.Children, l.Children))
 	}
 	if len(parts) == 0 {
 		return "no limits"

@@ -57,6 +57,12 @@ func Classify(err error) (e *Error, internal bool) {
 		return &Error{api.CodeNotFound, "no such run"}, false
 	case errors.As(err, &ce):
 		return &Error{api.CodeCorrupt, ce.Error()}, false
+	case errors.Is(err, agent.ErrChildEnded):
+		var ce *agent.ChildEndedError
+		if errors.As(err, &ce) {
+			return &Error{api.CodeConflict, ce.Error()}, false
+		}
+		return &Error{api.CodeConflict, "the run is a child agent that has ended: its result belongs to its parent; resume or follow up the parent instead"}, false
 	case errors.Is(err, agent.ErrRunCompleted):
 		return &Error{api.CodeRunCompleted, "the run has completed"}, false
 	case errors.Is(err, agent.ErrApprovalExpired):

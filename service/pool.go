@@ -419,7 +419,7 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 	}
 	log.Info("execute run")
 	out, err := p.rt.Execute(ctx, j.runID, params)
-	if errors.Is(err, agent.ErrRunCompleted) {
+	if errors.Is(err, agent.ErrRunCompleted) || errors.Is(err, agent.ErrChildEnded) {
 		return nil, nil
 	}
 	if err != nil {

@@ -121,6 +121,16 @@ func (s *Service) resume(ctx context.Context, id string, req *api.ResumeRun, who
 	if run, err = s.untilIdle(ctx, run); err != nil {
 		return run, err
 	}
+	if journal.Status(run.Status).Terminal() && run.Parent != "" {
+		// A child agent that ended belongs to its parent (agent.ErrChildEnded).
+		st, _, err := s.rt.Load(ctx, id)
+		if err != nil {
+			return run, err
+		}
+		if err := agent.CheckResumable(st); err != nil {
+			return run, conflict(api.CodeConflict, "%s", err.Error())
+		}
+	}
 	switch {
 	case run.Status == string(journal.StatusCompleted) && strings.TrimSpace(message) == "":
 		return run, conflict(api.CodeRunCompleted, "run %s has completed: send a message to follow up, or fork it to continue from an earlier event", id)
@@ -510,6 +520,28 @@ func (s *Service) Tree(ctx context.Context, who *Caller, id string) (api.RunTree
 	return out, nil
 }
 
+// leftOf is what is left r of limits l, on the limited axes only: an
+// axis without a limit is absent, so that a 0 there means none left.
+func leftOf(l agent.Limits, r agent.Spend) api.RunTreeLeft {
+	var out api.RunTreeLeft
+	if l.MaxSteps > 0 {
+		out.Steps = &r.Steps
+	}
+	if l.MaxTokens > 0 {
+		out.Tokens = &r.Tokens
+	}
+	if l.MaxCost > 0 {
+		out.Cost = &r.Cost
+	}
+	if l.MaxToolCalls > 0 {
+		out.ToolCalls = &r.ToolCalls
+	}
+	if l.MaxChildren > 0 {
+		out.Children = &r.Children
+	}
+	return out
+}
+
 func treeOf(t *agent.Tree) api.RunTree {
 	sp := func(s agent.Spend) api.RunTreeSpend {
 		return api.RunTreeSpend{Steps: s.Steps, Tokens: s.Tokens, Cost: s.Cost, ToolCalls: s.ToolCalls, Children: s.Children}
@@ -517,7 +549,7 @@ func treeOf(t *agent.Tree) api.RunTree {
 	l := t.Limits
 	out := api.RunTree{ID: t.RunID, Agent: t.Agent, Status: string(t.Status), Reason: t.Reason,
 		Limits: api.RunTreeSpend{Steps: l.MaxSteps, Tokens: l.MaxTokens, Cost: l.MaxCost, ToolCalls: l.MaxToolCalls, Children: l.MaxChildren},
-		Own:    sp(t.Own), Used: sp(t.Used), Left: sp(t.Remaining()), Children: []api.RunTree{}}
+		Own:    sp(t.Own), Used: sp(t.Used), Left: leftOf(l, t.Remaining()), Children: []api.RunTree{}}
 	for _, c := range t.Children {
 		out.Children = append(out.Children, treeOf(c))
 	}

@@ -155,6 +155,9 @@ func (s *summary) apply(e *journal.Event) error {
 		r.ID, r.Task, r.Model, r.Agent, r.OnBehalfOf = e.RunID, c.Task, c.Model, c.Principal, c.OnBehalfOf
 		r.Workspace, r.Sandbox, r.Created = c.Workspace, c.Sandbox, e.Time
 		r.ForkOf, r.CreatedBy, r.Origin = c.Labels[LabelForkOf], c.Labels[LabelCreatedBy], notify.Origin(c.Labels)
+		if c.Parent != nil {
+			r.Parent = c.Parent.Run
+		}
 	}
 	r.Steps, r.Tokens, r.Cost = vr.Step, vr.Tokens, vr.Cost
 	r.Events, r.LastType, r.Updated = e.Seq, string(e.Type), e.Time

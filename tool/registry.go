@@ -163,7 +163,7 @@ func (r *Registry) Validate(call model.ToolCall) (json.RawMessage, *Result) {
 		return nil, Errorf("the arguments of %s are ambiguous: %v", call.Name, err)
 	}
 	if err := e.resolved.Validate(v); err != nil {
-		return nil, Errorf("the arguments of %s do not match its schema: %v", call.Name, err)
+		return nil, Errorf("the arguments of %s do not match its schema: %s", call.Name, schemaError(err))
 	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, []byte(raw)); err != nil {

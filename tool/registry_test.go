@@ -37,3 +37,40 @@ func TestValidateOneReading(t *testing.T) {
 		}
 	}
 }
+
+// A call whose arguments break the schema is told which argument and
+// what is wrong in plain words, not the validator's trail and numbers
+// ("validating /properties/...: minimum: -5/1 is less than 0.000000").
+func TestSchemaErrorsInPlainWords(t *testing.T) {
+	t.Parallel()
+	r := tool.NewRegistry()
+	r.Add(&tool.Tool{Name: "spawn", InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["task"],"properties":{
+		"task":{"type":"string","minLength":1},
+		"mode":{"type":"string","enum":["one","any","all"]},
+		"tools":{"type":"array","items":{"type":"string"},"maxItems":2},
+		"limits":{"type":"object","additionalProperties":false,"properties":{
+			"max_steps":{"type":"integer","minimum":0},
+			"max_cost":{"type":"number","minimum":0,"maximum":10}}}}}`)},
+		func(context.Context, *tool.Request) (*tool.Result, error) { return tool.Text("ok"), nil })
+	for _, tt := range []struct{ args, want string }{
+		{`{"task":"t","limits":{"max_steps":-5}}`, "do not match its schema: limits.max_steps must be at least 0 (got -5)"},
+		{`{"task":"t","limits":{"max_cost":10.5}}`, "limits.max_cost must be at most 10 (got 10.5)"},
+		{`{"task":"t","limits":{"max_steps":"5"}}`, "limits.max_steps must be an integer (got a string)"},
+		{`{"task":"t","limits":{"max_step":5}}`, `unknown argument "max_step" in limits`},
+		{`{"task":"t","tsk":1}`, `unknown argument "tsk"`},
+		{`{}`, `missing required argument "task"`},
+		{`{"task":""}`, "task must not be empty"},
+		{`{"task":"t","mode":"some"}`, `mode must be one of: "one", "any", "all" (got "some")`},
+		{`{"task":"t","tools":["a",3]}`, "tools[] must be a string (got an integer)"},
+		{`{"task":"t","tools":["a","b","c"]}`, "tools must have at most 2 items (got 3)"},
+	} {
+		_, res := r.Validate(model.ToolCall{ID: "c", Name: "spawn", Arguments: tt.args})
+		if res == nil || !strings.Contains(res.Content, tt.want) {
+			t.Errorf("Validate(%s) = %+v, want an error containing %q", tt.args, res, tt.want)
+			continue
+		}
+		if strings.Contains(res.Content, "validating") || strings.Contains(res.Content, "0.000000") {
+			t.Errorf("Validate(%s) = %q: the validator's own words", tt.args, res.Content)
+		}
+	}
+}

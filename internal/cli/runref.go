@@ -185,7 +185,8 @@ func (l *local) LastRun(ctx context.Context, dir string) (string, error) {
 			continue
 		}
 		v, err := agent.Decode(&evs[0])
-		if c, ok := v.(*agent.RunCreated); err == nil && ok && inWorkspace(dir, c.Workspace) {
+		// A child agent's run is its lead's part, not a run of its own.
+		if c, ok := v.(*agent.RunCreated); err == nil && ok && c.Parent == nil && inWorkspace(dir, c.Workspace) {
 			return r.RunID, nil
 		}
 	}
@@ -214,7 +215,7 @@ func (r *remote) LastRun(ctx context.Context, dir string) (string, error) {
 		return "", err
 	}
 	for _, x := range runs {
-		if inWorkspace(dir, x.Workspace) {
+		if x.Parent == "" && inWorkspace(dir, x.Workspace) {
 			return x.ID, nil
 		}
 	}

@@ -383,6 +383,9 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		return err
 	}
 	st := ld.st
+	if err := agent.CheckResumable(st); err != nil {
+		return err
+	}
 	set, err := f.resumeSettings(st.Settings)
 	if err != nil {
 		return err

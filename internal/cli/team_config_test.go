@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/keel-run/keel/agent"
 )
 
 // An agent definition a run cannot use (not trusted, unparsable) is a
@@ -35,5 +37,41 @@ func TestTeamDefinitionErrorsExit2(t *testing.T) {
 				t.Errorf("keel run --team = %d, want 2 with %q\n%s", code, tt.want, errOut)
 			}
 		})
+	}
+}
+
+// A child agent's run is its lead's part: "last" names the lead, not the
+// child that started after it, and a child that ended (delivered to its
+// lead, its spend counted there) is not resumed on its own.
+func TestTeamChildrenBelongToTheirLead(t *testing.T) {
+	db := setup(t)
+	lead := writeTrajectory(t, "lead a team",
+		[]fcall{{agent.SpawnTool, map[string]any{"agent": "a", "task": "append a"}}},
+		nil,
+	)
+	ws := teamWorkspace(t, map[string]string{"a": writeTrajectory(t, "append a", []fcall{sh("echo a >> team.log")}, nil)})
+	if code, _, errOut := keel(t, "run", "--model", "replay:"+lead, "--workspace", ws, "-q", "--no-wait", "--team", "--max-steps", "8", "lead a team"); code != 0 {
+		t.Fatalf("team run = %d\n%s", code, errOut)
+	}
+	ids := teamRuns(t, db)
+	if len(ids) != 2 {
+		t.Fatalf("runs %v, want the lead and its child", ids)
+	}
+	t.Chdir(ws)
+	if code, out, errOut := keel(t, "runs", "show", "--json", "last"); code != 0 || !strings.Contains(out, ids[0]) || strings.Contains(out, `"run_id":"`+ids[1]+`"`) {
+		t.Errorf("runs show last = %d, want the lead %s\n%.600s%s", code, ids[0], out, errOut)
+	}
+	_, before := loadRun(t, db, ids[1])
+	for _, args := range [][]string{
+		{"runs", "resume", ids[1], "--message", "go on", "-q", "--no-wait"},
+		{"runs", "resume", ids[1], "-q", "--no-wait"},
+	} {
+		code, _, errOut := keel(t, args...)
+		if code == 0 || !strings.Contains(errOut, "is a child agent of run "+ids[0]) || !strings.Contains(errOut, "resume or follow up "+ids[0]) {
+			t.Errorf("keel %s = %d, want refused\n%s", strings.Join(args, " "), code, errOut)
+		}
+	}
+	if _, after := loadRun(t, db, ids[1]); len(after) != len(before) {
+		t.Errorf("the child's journal grew from %d to %d events", len(before), len(after))
 	}
 }

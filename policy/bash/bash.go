@@ -19,6 +19,7 @@ package bash
 import (
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/keel-run/keel/internal/realpath"
@@ -72,10 +73,21 @@ func Analyse(line string, env Env, limit int) (parts []Part, omitted int, short 
 	loc.homeSet = homeAssigned.MatchString(line)
 	cdpath := strings.Contains(line, "CDPATH")
 	cwd := loc.mount
+	exports := ""
 	parts = make([]Part, len(cmds))
 	for i := range cmds {
 		cmd := &cmds[i]
 		f := loc.analyse(cmd, cwd)
+		if exports != "" && f.Network && f.Sends == "" {
+			// LD_PRELOAD, WGETRC, CURL_HOME... for the rest of the line.
+			f.Sends = "an earlier command of the line (" + exports + ") sets variables the network program reads"
+		}
+		switch n := cmd.Name(); {
+		case n == "export" || n == "declare" || n == "typeset" || n == "readonly":
+			exports = n
+		case n == "set" && slices.ContainsFunc(cmd.Args(), func(a string) bool { return a == "allexport" || strings.HasPrefix(a, "-") && strings.Contains(a, "a") }):
+			exports = "set -a"
+		}
 		if n := cmd.Name(); n == "cd" || n == "pushd" {
 			if d, ok := loc.cd(cmd, cwd, cdpath); ok {
 				cwd = d

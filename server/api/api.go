@@ -168,11 +168,22 @@ type RunTreeSpend struct {
 	Children  int     `json:"children"`
 }
 
+// RunTreeLeft is what is left of a node's limits: an axis without a
+// limit is absent (nil), so that 0 always means nothing is left.
+type RunTreeLeft struct {
+	Steps     *int     `json:"steps,omitempty"`
+	Tokens    *int64   `json:"tokens,omitempty"`
+	Cost      *float64 `json:"cost,omitempty"`
+	ToolCalls *int     `json:"tool_calls,omitempty"`
+	Children  *int     `json:"children,omitempty"`
+}
+
 // RunTree is a run and its child runs (GET /v1/runs/{id}/tree, keel runs
 // show's tree): each node's status, what it spent itself (Own) and with
 // its children (Used: a child not yet delivered counts its whole slice),
 // its limits (a child's: the slice of its parent's budget reserved for
-// it; 0: no limit) and what is left of them (Left, limited axes only).
+// it; 0: no limit) and what is left of them (Left: limited axes only,
+// an axis with no limit is absent there).
 type RunTree struct {
 	ID     string `json:"id"`
 	Agent  string `json:"agent,omitempty"`
@@ -185,7 +196,7 @@ type RunTree struct {
 	Limits   RunTreeSpend `json:"limits"`
 	Own      RunTreeSpend `json:"own"`
 	Used     RunTreeSpend `json:"used"`
-	Left     RunTreeSpend `json:"left"`
+	Left     RunTreeLeft  `json:"left"`
 	Children []RunTree    `json:"children"`
 }
 
@@ -234,6 +245,9 @@ type Run struct {
 	Error string `json:"error,omitempty"`
 	// ForkOf is "RUN@SEQ" for a run forked from another.
 	ForkOf string `json:"fork_of,omitempty"`
+	// Parent is the run that spawned this one, for a child agent
+	// (docs/teams.md).
+	Parent string `json:"parent,omitempty"`
 	// CreatedBy is the person whose token created the run (or the fork)
 	// through the API; empty for runs made on the server's machine.
 	CreatedBy string `json:"created_by,omitempty"`

@@ -37,7 +37,7 @@ func TestWriteFile(t *testing.T) {
 	wantErr(t, e.call(fs.WriteName, map[string]any{"path": "adir", "content": "x"}), "it is a directory")
 	wantErr(t, e.call(fs.WriteName, map[string]any{"path": "raw.bin/x", "content": "x"}), "not a directory")
 	wantErr(t, e.call(fs.WriteName, map[string]any{"path": ".", "content": "x"}), "workspace root")
-	wantErr(t, e.call(fs.WriteName, map[string]any{"path": "a"}), "missing properties", "content")
+	wantErr(t, e.call(fs.WriteName, map[string]any{"path": "a"}), "missing required argument", "content")
 	assertNoTemp(t, e.dir)
 }
 
