@@ -21,6 +21,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/cluster"
+	"github.com/keel-run/keel/internal/evalrun"
 	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
@@ -293,7 +294,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	so := &service.Options{Builder: b, Workers: f.workers, Tokens: tokens, Logger: logger,
 		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
 		ReplayDirs: replayDirs, SecretEnv: f.secretEnv, Getenv: a.getenv, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Settings: settings, NoCheckpoints: f.noCheckpoints,
-		Adopt: f.adoptInterval(a.dbPath()), Vault: vault, PublicURL: publicURL, Skills: skillHost{a, store}, Evals: evalHost{a}}
+		Adopt: f.adoptInterval(a.dbPath()), Vault: vault, PublicURL: publicURL, Skills: skillHost{a, store}, Evals: evalrun.Host{Home: a.home}}
 	if dispatcher != nil {
 		so.Dispatcher = dispatcher
 		so.ScheduleDriver = cluster.NewSchedules(dispatcher.Client())
