@@ -266,7 +266,7 @@ func (c *Change) patch(old, cur []byte) {
 		c.Binary = true
 		return
 	}
-	from, to := "a/"+c.Path, "b/"+c.Path
+	from, to := QuotePath("a/"+c.Path), QuotePath("b/"+c.Path)
 	switch c.Status {
 	case Added:
 		from = "/dev/null"
@@ -313,4 +313,46 @@ func FileDiff(path string, old, cur []byte) Change {
 	}
 	c.patch(old, cur)
 	return c
+}
+
+// QuotePath returns a file name as a line of a diff or a list of files
+// can show it: unchanged when it holds no control character, double
+// quote or backslash, else in double quotes with C escapes (\n, \t, \",
+// \\, octal for other control bytes), as git quotes names
+// (core.quotePath), so that a name with a newline cannot forge a line.
+func QuotePath(p string) string {
+	if !strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '"' || r == '\\' }) {
+		return p
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case '\a':
+			b.WriteString(`\a`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\v':
+			b.WriteString(`\v`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			if c < 0x20 || c == 0x7f {
+				fmt.Fprintf(&b, `\%03o`, c)
+				continue
+			}
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

@@ -50,8 +50,9 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 	}
 	fmt.Fprintf(w, "%d file(s) changed %s (+%d -%d)\n", len(changes), what, added, removed)
 	for _, c := range changes {
+		name := checkpoint.QuotePath(c.Path)
 		if c.Denied {
-			fmt.Fprintf(w, "  %s %s (%s)\n", c.Status, c.Path, deniedNote)
+			fmt.Fprintf(w, "  %s %s (%s)\n", c.Status, name, deniedNote)
 			continue
 		}
 		hidden := ""
@@ -59,10 +60,10 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 			hidden = " (" + hiddenNote + ")"
 		}
 		if c.Binary {
-			fmt.Fprintf(w, "  %s %s (binary)%s\n", c.Status, c.Path, hidden)
+			fmt.Fprintf(w, "  %s %s (binary)%s\n", c.Status, name, hidden)
 			continue
 		}
-		fmt.Fprintf(w, "  %s %s +%d -%d%s\n", c.Status, c.Path, c.Added, c.Removed, hidden)
+		fmt.Fprintf(w, "  %s %s +%d -%d%s\n", c.Status, name, c.Added, c.Removed, hidden)
 	}
 	if !stat {
 		printPatches(w, changes)
@@ -77,7 +78,7 @@ const deniedNote = "content not shown: the run's policy denies this path"
 
 func printPatches(w io.Writer, changes []checkpoint.Change) {
 	for _, c := range changes {
-		fmt.Fprintf(w, "\ndiff --git a/%s b/%s\n", c.Path, c.Path)
+		fmt.Fprintf(w, "\ndiff --git %s %s\n", checkpoint.QuotePath("a/"+c.Path), checkpoint.QuotePath("b/"+c.Path))
 		if c.Denied {
 			fmt.Fprintf(w, "(%s)\n", deniedNote)
 			continue
