@@ -24,7 +24,7 @@ import (
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
 	"github.com/keel-run/keel/service"
-	"github.com/keel-run/keel/telemetry"
+	"github.com/keel-run/keel/telemetry/cost"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -61,7 +61,7 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 		// or "#").
 		"vis":        visible.String,
 		"seg":        url.PathEscape,
-		"costGroups": func() []string { return telemetry.CostGroups },
+		"costGroups": func() []string { return cost.CostGroups },
 		"proposed":   proposed,
 		"summaryOf": func(p *page) *summaryView {
 			return &summaryView{Run: p.Run, CanWrite: p.CanWrite, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed}

@@ -5,26 +5,26 @@ import (
 	"errors"
 
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/telemetry"
+	"github.com/keel-run/keel/telemetry/cost"
 )
 
 // Cost sums the cost of every model call of the runs created since
 // (a duration such as 7d, a date such as 2026-11-01, or "" for every
-// run), grouped by by (one of telemetry.CostGroups; "" is agent). A
+// run), grouped by by (one of cost.CostGroups; "" is agent). A
 // report spans the runs of every agent: admins (and the command line on
 // the journal's machine) read it.
 func (s *Service) Cost(ctx context.Context, who *Caller, by, since string) (*api.CostReport, error) {
 	if !who.admin() {
 		return nil, forbidden("the cost report is an admin's: it spans the runs of every agent")
 	}
-	t, err := telemetry.ParseSince(since, s.opts.Clock())
+	t, err := cost.ParseSince(since, s.opts.Clock())
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
-	if _, err := telemetry.NewCostAccumulator(by); err != nil {
+	if _, err := cost.NewCostAccumulator(by); err != nil {
 		return nil, badRequest("%v", err)
 	}
-	rep, err := telemetry.Costs(ctx, s.rt.Store(), &telemetry.CostParams{By: by, Since: t})
+	rep, err := cost.Costs(ctx, s.rt.Store(), &cost.CostParams{By: by, Since: t})
 	if err != nil {
 		return nil, errors.Join(errors.New("cost report"), err)
 	}
@@ -38,7 +38,7 @@ func (s *Service) Cost(ctx context.Context, who *Caller, by, since string) (*api
 	return out, nil
 }
 
-func costRow(r *telemetry.CostRow) api.CostRow {
+func costRow(r *cost.CostRow) api.CostRow {
 	return api.CostRow{Key: r.Key, Runs: r.Runs, Calls: r.Calls, InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens,
 		CachedInputTokens: r.Usage.CachedInputTokens, CacheWriteTokens: r.Usage.CacheWriteTokens, CostUSD: r.Cost,
 		ProviderCostUSD: r.ProviderCost, EstimatedCostUSD: r.EstimatedCost, UnpricedCalls: r.UnpricedCalls, Source: r.Source}

@@ -18,6 +18,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/redact"
+	"github.com/keel-run/keel/telemetry/cost"
 )
 
 // SemconvVersion is the version of the OpenTelemetry semantic conventions
@@ -117,15 +118,12 @@ const (
 	userIDKey        = attribute.Key("user.id")
 )
 
-// Cost sources: where a cost figure's token counts come from.
+// Cost sources: where a cost figure's token counts come from (see
+// package cost).
 const (
-	// SourceProvider: the provider reported the call's usage; the cost is
-	// that usage at Keel's price table.
-	SourceProvider = "provider"
-	// SourceEstimate: the provider reported no usage; Keel estimated it.
-	SourceEstimate = "estimate"
-	// SourceMixed: a sum of both kinds.
-	SourceMixed = "mixed"
+	SourceProvider = cost.SourceProvider
+	SourceEstimate = cost.SourceEstimate
+	SourceMixed    = cost.SourceMixed
 )
 
 // Options change what a derivation includes.

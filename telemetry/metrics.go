@@ -11,6 +11,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/telemetry/cost"
 )
 
 // Snapshot is the state of a server's runs at one moment, for the gauges
@@ -101,12 +102,12 @@ func (m *Metrics) observe(c *agent.RunCreated, spec model.Spec, e *journal.Event
 	switch p := p.(type) {
 	case *agent.ModelResponded:
 		m.steps.WithLabelValues(agentName).Inc()
-		name := modelLabel(spec, p.Model)
+		name := cost.ModelLabel(spec, p.Model)
 		m.modelDuration.WithLabelValues(ProviderName(spec, p.Model), name).Observe(float64(p.DurationMS) / 1000)
 		m.usage(name, agentName, user, p.Usage, p.Cost, p.UsageEstimated)
 	case *agent.ContextCompacted:
 		if p.Usage.Total() > 0 {
-			m.usage(modelLabel(spec, p.Model), agentName, user, p.Usage, p.Cost, false)
+			m.usage(cost.ModelLabel(spec, p.Model), agentName, user, p.Usage, p.Cost, false)
 		}
 	case *agent.ToolFinished:
 		if !p.Synthetic {
@@ -146,18 +147,6 @@ func (m *Metrics) usage(modelName, agentName, user string, u model.Usage, cost f
 		src = SourceEstimate
 	}
 	m.cost.WithLabelValues(modelName, agentName, user, src).Add(cost)
-}
-
-// modelLabel names a model in metrics: the provider-reported model if
-// any, else the requested one.
-func modelLabel(spec model.Spec, respModel string) string {
-	if respModel != "" {
-		return respModel
-	}
-	if spec.Provider == "replay" {
-		return "replay"
-	}
-	return spec.Name
 }
 
 // runsCollector reports the run gauges from a snapshot taken at scrape.

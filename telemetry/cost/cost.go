@@ -1,4 +1,7 @@
-package telemetry
+// Package cost sums the cost of a journal's model calls by run, agent,
+// user, model or label: what `keel cost` and the cost page show. It
+// reads the journal only; it exports nothing (see package telemetry).
+package cost
 
 import (
 	"context"
@@ -99,10 +102,10 @@ func (a *CostAccumulator) Add(runID string, events []journal.Event) error {
 				}
 			}
 		case *agent.ModelResponded:
-			a.call(runID, c, modelLabel(spec, p.Model), p.Usage, p.Cost, p.UsageEstimated)
+			a.call(runID, c, ModelLabel(spec, p.Model), p.Usage, p.Cost, p.UsageEstimated)
 		case *agent.ContextCompacted:
 			if p.Usage.Total() > 0 || p.Cost > 0 {
-				a.call(runID, c, modelLabel(spec, p.Model), p.Usage, p.Cost, false)
+				a.call(runID, c, ModelLabel(spec, p.Model), p.Usage, p.Cost, false)
 			}
 		}
 	}
@@ -261,4 +264,27 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("telemetry: since %q: want a duration such as 7d, 36h or 2w, or a date such as 2026-01-31", s)
+}
+
+// Cost sources: where a cost figure's token counts come from.
+const (
+	// SourceProvider: the provider reported the call's usage; the cost is
+	// that usage at Keel's price table.
+	SourceProvider = "provider"
+	// SourceEstimate: the provider reported no usage; Keel estimated it.
+	SourceEstimate = "estimate"
+	// SourceMixed: a sum of both kinds.
+	SourceMixed = "mixed"
+)
+
+// ModelLabel names a model in reports and metrics: the provider-reported
+// model if any, else the requested one.
+func ModelLabel(spec model.Spec, respModel string) string {
+	if respModel != "" {
+		return respModel
+	}
+	if spec.Provider == "replay" {
+		return "replay"
+	}
+	return spec.Name
 }
