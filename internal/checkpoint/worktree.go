@@ -26,7 +26,7 @@ const maxFile = 8 << 20
 
 // git runs git in dir with the repository's code-running settings off.
 func git(ctx context.Context, dir string, stdin []byte, args ...string) ([]byte, error) {
-	return runGit(ctx, "", append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0"), stdin,
+	return runGit(ctx, "", append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "GIT_NO_REPLACE_OBJECTS=1"), stdin,
 		[]string{"-C", dir, "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false"}, args...)
 }
 
@@ -143,6 +143,11 @@ type Change struct {
 	// since the start (a .gitignore file or .git/info/exclude written
 	// later): git status does not show it, this diff does.
 	Hidden bool
+	// Rewritten is set when the start commit's copy of the file no
+	// longer matches its hash (the object store of .git/ was rewritten
+	// since): Patch then shows the whole file as added, for the
+	// original is unknown.
+	Rewritten bool
 }
 
 // Base is what a diff compares a work tree with: a commit, and the
@@ -226,6 +231,11 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 		if inBase {
 			if old, err = git(ctx, dir, nil, "cat-file", "blob", b.sha); err != nil {
 				return nil, err
+			}
+			if len(b.sha) == 40 && hashObject("blob", old).String() != b.sha {
+				// The object store lies about the start: show the
+				// file whole rather than a diff against a forgery.
+				c.Rewritten, old = true, nil
 			}
 		} else {
 			c.Status = Added

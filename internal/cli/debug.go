@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/keel-run/keel/internal/evalrun"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -42,7 +43,7 @@ type debugKnobs struct {
 	crashAfterAppend int64
 	cpuProfile       string
 	memProfile       string
-	evalFault        evalFault
+	evalFault        evalrun.Fault
 }
 
 func parseDebug(s string) (debugKnobs, error) {
@@ -77,7 +78,7 @@ func parseDebug(s string) (debugKnobs, error) {
 			if (kind != "provider" && kind != "sandbox") || err != nil || at < 1 {
 				return k, fmt.Errorf("KEEL_DEBUG: eval_fault=%q: want provider@N or sandbox@N", val)
 			}
-			k.evalFault = evalFault{kind: kind, at: at}
+			k.evalFault = evalrun.Fault{Kind: kind, At: at}
 		case "egress_roots":
 			if val == "" {
 				return k, fmt.Errorf("KEEL_DEBUG: egress_roots needs a file name")

@@ -17,7 +17,6 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
-	"github.com/keel-run/keel/tool"
 )
 
 func (a *app) runsCmd() *cobra.Command {
@@ -457,30 +456,6 @@ func (f *runFlags) resumeSettings(cur agent.Settings) (agent.Settings, error) {
 		return cur, usagef("%v", err)
 	}
 	return set, nil
-}
-
-// maxArtifactBytes bounds an artifact read back for a comparison.
-const maxArtifactBytes = 64 << 20
-
-// readArtifact reads a run's artifact from its state directory (or, for
-// older runs, its workspace): a regular file of at most 64 MiB
-// (tool.ReadArtifact).
-func readArtifact(c *agent.RunCreated, rel string) ([]byte, error) {
-	ws, err := tool.NewWorkspace(c.Workspace, "", nil)
-	if err != nil {
-		return nil, err
-	}
-	defer ws.Close()
-	if c.StateDir != "" {
-		if err := ws.SetState(c.StateDir); err != nil {
-			return nil, err
-		}
-	}
-	b, err := tool.ReadArtifact(ws, rel, maxArtifactBytes)
-	if err == nil && len(b) > maxArtifactBytes {
-		return nil, fmt.Errorf("artifact %s is larger than %d bytes", rel, maxArtifactBytes)
-	}
-	return b, err
 }
 
 // liveStatus refines a "running" status with the run's lease: a run that

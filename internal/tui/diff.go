@@ -59,6 +59,9 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 		if c.Hidden {
 			hidden = " (" + hiddenNote + ")"
 		}
+		if c.Rewritten {
+			hidden += " (" + rewrittenNote + ")"
+		}
 		if c.Binary {
 			fmt.Fprintf(w, "  %s %s (binary)%s\n", c.Status, name, hidden)
 			continue
@@ -72,6 +75,10 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 
 // hiddenNote marks a file git ignores only by rules the run wrote.
 const hiddenNote = "hidden from git: ignored only by rules written during the run"
+
+// rewrittenNote marks a file whose start copy in .git/objects no longer
+// matches its hash.
+const rewrittenNote = "git history rewritten: the start commit's copy in .git/objects was changed; the whole file is shown as added"
 
 // deniedNote stands for the content of a path the run's policy denies.
 const deniedNote = "content not shown: the run's policy denies this path"
