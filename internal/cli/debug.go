@@ -160,7 +160,31 @@ type crashStore struct {
 }
 
 func (s *crashStore) Append(ctx context.Context, runID string, after int64, drafts ...journal.Draft) ([]journal.Event, error) {
-	evs, err := s.Store.Append(ctx, runID, after, drafts...)
+	return s.kill(runID, func() ([]journal.Event, error) { return s.Store.Append(ctx, runID, after, drafts...) })
+}
+
+// AppendDeferred passes deferred appends through (the process is killed
+// after them too: what kill -9 leaves of them is what a crash leaves),
+// when the store defers.
+func (s *crashStore) AppendDeferred(ctx context.Context, runID string, after int64, drafts ...journal.Draft) ([]journal.Event, error) {
+	d, ok := s.Store.(journal.Deferrer)
+	if !ok {
+		return s.Append(ctx, runID, after, drafts...)
+	}
+	return s.kill(runID, func() ([]journal.Event, error) { return d.AppendDeferred(ctx, runID, after, drafts...) })
+}
+
+// Sync passes through.
+func (s *crashStore) Sync(ctx context.Context) error {
+	if d, ok := s.Store.(journal.Deferrer); ok {
+		return d.Sync(ctx)
+	}
+	return nil
+}
+
+// kill makes the append and kills the process after it if it is the one.
+func (s *crashStore) kill(runID string, app func() ([]journal.Event, error)) ([]journal.Event, error) {
+	evs, err := app()
 	if err != nil || len(evs) == 0 || journal.IsSystem(runID) {
 		return evs, err
 	}
