@@ -204,7 +204,7 @@ func TestForms(t *testing.T) {
 		names = append(names, f.Name)
 	}
 	slices.Sort(names)
-	want := []string{"as is", "base64", "base64 unpadded", "base64url", "base64url unpadded", "hex", "reversed", "spaced", "url-escaped"}
+	want := []string{"as is", "base32", "base32 unpadded", "base64", "base64 unpadded", "base64url", "base64url unpadded", "hex", "reversed", "rot13", "spaced", "url-escaped"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("Forms names (-want +got):\n%s", diff)
 	}

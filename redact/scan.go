@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"net/url"
@@ -16,8 +17,8 @@ const MinPartLen = 10
 
 // Scan reports which of the values text carries, as [Secrets.Find] does,
 // and also: inside percent-encoded text (decoded once), inside runs of
-// base64 or hex that decode to text holding a value at any offset ("base64
-// inside", "hex inside"), and in part (a piece of at least [MinPartLen]
+// base64, hex or base32 that decode to text holding a value at any offset
+// ("base64 inside", "hex inside", "base32 inside"), and in part (a piece of at least [MinPartLen]
 // bytes of a value of at least twice that, as is: "split"), the way an
 // agent sends a secret over several calls. One match per value (the first
 // way found), in the order the values were given. It is a guard for the
@@ -47,21 +48,8 @@ func (s *Secrets) Scan(text string) []Match {
 		}
 	}
 	if len(found) < len(s.values) {
-		for _, run := range runs(text, isBase64, 64) {
-			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-				if b, err := enc.DecodeString(run); err == nil {
-					add(s.Find(string(b)), "base64 inside")
-					break
-				}
-			}
-		}
-		for _, run := range runs(text, isHex, 64) {
-			if len(run)%2 == 1 {
-				run = run[:len(run)-1]
-			}
-			if b, err := hex.DecodeString(run); err == nil {
-				add(s.Find(string(b)), "hex inside")
-			}
+		for _, run := range insideRuns(text) {
+			add(s.Find(run.decoded), run.form)
 		}
 	}
 	if len(found) < len(s.values) && len(text) >= MinPartLen {
@@ -85,6 +73,50 @@ func (s *Secrets) Scan(text string) []Match {
 	}
 	slices.SortFunc(out, func(x, y Match) int { return x.Value - y.Value })
 	return out
+}
+
+// insideRun is a run of encoded text and what it decodes to.
+type insideRun struct {
+	text, decoded, form string
+}
+
+// insideRuns returns the runs of base64, hex and base32 in text (up to 64
+// of each) that decode, with their bytes: a base64 run in the first of
+// its alphabets that decodes it, a hex run without an odd last digit, a
+// base32 run (either case, padding dropped) cut to a whole number of
+// bytes.
+func insideRuns(text string) []insideRun {
+	var out []insideRun
+	for _, run := range runs(text, isBase64, 64) {
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+			if b, err := enc.DecodeString(run); err == nil {
+				out = append(out, insideRun{run, string(b), "base64 inside"})
+				break
+			}
+		}
+	}
+	for _, run := range runs(text, isHex, 64) {
+		if len(run)%2 == 1 {
+			run = run[:len(run)-1]
+		}
+		if b, err := hex.DecodeString(run); err == nil {
+			out = append(out, insideRun{run, string(b), "hex inside"})
+		}
+	}
+	for _, run := range runs(text, isBase32, 64) {
+		body := strings.ToUpper(strings.TrimRight(run, "="))
+		for r := len(body) % 8; r == 1 || r == 3 || r == 6; r = len(body) % 8 {
+			body = body[:len(body)-1] // not a whole number of bytes
+		}
+		if b, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(body); err == nil {
+			out = append(out, insideRun{run, string(b), "base32 inside"})
+		}
+	}
+	return out
+}
+
+func isBase32(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '2' <= c && c <= '7' || c == '='
 }
 
 // runs returns up to n maximal runs of at least 16 bytes of which each

@@ -1,6 +1,7 @@
 package redact_test
 
 import (
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -96,6 +97,40 @@ func TestHidePieces(t *testing.T) {
 	} {
 		if got := s.Hide(tt.in); got != tt.want {
 			t.Errorf("%s: Hide(%q) = %q, want %q", tt.name, tt.in, got, tt.want)
+		}
+	}
+}
+
+// What a new user's trial sent past the scanner: the value rot13'd
+// (tr 'a-z' 'n-za-m'), and base32 of a line that holds it (grep | base32),
+// in a URL's path. Scan finds both, Hide and Seal hide both, and Unseal
+// restores the sealed call exactly.
+func TestScanRot13AndBase32(t *testing.T) {
+	const v = "sk-canary-0123456789abcdef"
+	s := redact.NewSecrets(v)
+	b32line := base32.StdEncoding.EncodeToString([]byte("API_TOKEN=" + v + "\n"))
+	for _, tt := range []struct{ text, form string }{
+		{"fx-pnanel-0123456789nopqrs", "rot13"},
+		{"/b32/" + b32line, "base32"},
+		{"/b32/" + strings.ToLower(b32line), "base32"},
+		{"/b32/" + base32.StdEncoding.EncodeToString([]byte("TOKEN="+v+"\xff")), "base32 inside"},
+		{"x " + base32.StdEncoding.EncodeToString([]byte(v)) + " y", "base32"},
+	} {
+		ms := s.Scan(tt.text)
+		if len(ms) != 1 || !strings.HasPrefix(ms[0].Form, tt.form) {
+			t.Errorf("Scan(%q) = %+v, want form %q", tt.text, ms, tt.form)
+		}
+		if h := s.Hide(tt.text); len(s.Scan(h)) > 0 || !strings.Contains(h, redact.Mask) {
+			t.Errorf("Hide(%q) = %q", tt.text, h)
+		}
+		sealed := s.Seal(tt.text, []string{"API_TOKEN"})
+		if len(s.Scan(sealed)) > 0 {
+			t.Errorf("Seal(%q) = %q still carries the value", tt.text, sealed)
+		}
+		if tt.text != "/b32/"+strings.ToLower(b32line) {
+			if got := s.Unseal(sealed, []string{"API_TOKEN"}); got != tt.text {
+				t.Errorf("Unseal(Seal(%q)) = %q", tt.text, got)
+			}
 		}
 	}
 }

