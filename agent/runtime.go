@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -153,11 +154,21 @@ func (rt *Runtime) CreateAs(ctx context.Context, id string, c *RunCreated) (stri
 
 // append appends to the store and tells OnAppend.
 func (rt *Runtime) append(ctx context.Context, runID string, after int64, drafts ...journal.Draft) ([]journal.Event, error) {
+	return rt.appendAs(ctx, runID, after, false, drafts...)
+}
+
+// appendAs is append, through the store's [journal.Deferrer] when
+// deferred and the store has one.
+func (rt *Runtime) appendAs(ctx context.Context, runID string, after int64, deferred bool, drafts ...journal.Draft) ([]journal.Event, error) {
+	app := rt.store.Append
+	if d, ok := rt.store.(journal.Deferrer); ok && deferred {
+		app = d.AppendDeferred
+	}
 	if rt.onAppend == nil {
-		return rt.store.Append(ctx, runID, after, drafts...)
+		return app(ctx, runID, after, drafts...)
 	}
 	start := time.Now()
-	evs, err := rt.store.Append(ctx, runID, after, drafts...)
+	evs, err := app(ctx, runID, after, drafts...)
 	if err == nil {
 		rt.onAppend(evs, time.Since(start))
 	}
@@ -516,6 +527,9 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 		}
 		out = x.outcome()
 	}
+	if serr := x.sync(ctx); err == nil && serr != nil {
+		return nil, serr
+	}
 	return out, err
 }
 
@@ -545,6 +559,9 @@ type executor struct {
 	snap     chan snapResult
 	snapPrev *Snapshot
 	snapping atomic.Bool
+	// unsynced is set while the newest append was deferred (guarded by
+	// mu; see deferrable).
+	unsynced bool
 	// valid holds the arguments the gate validated for the calls of the
 	// newest gated turn, so that running them does not parse and
 	// validate them again (guarded by mu).
@@ -579,14 +596,15 @@ func (x *executor) appendMany(ctx context.Context, types []journal.Type, payload
 		// No secret value is journaled: placeholders name them (seal.go).
 		drafts[i] = journal.Draft{Type: types[i], Time: now, Payload: x.secrets.seal(types[i], marshal(payloads[i]))}
 	}
-	evs, err := x.rt.append(context.WithoutCancel(ctx), x.runID, x.st.LastSeq, drafts...)
+	deferred := x.deferrable(types, payloads)
+	evs, err := x.rt.appendAs(context.WithoutCancel(ctx), x.runID, x.st.LastSeq, deferred, drafts...)
 	for try := 0; errors.Is(err, journal.ErrConflict) && try < 8; try++ {
 		// A person's answer to an input request is appended by another
 		// process while a call waits: fold it and append after it.
 		if !x.foldForeign(ctx) {
 			break
 		}
-		evs, err = x.rt.append(context.WithoutCancel(ctx), x.runID, x.st.LastSeq, drafts...)
+		evs, err = x.rt.appendAs(context.WithoutCancel(ctx), x.runID, x.st.LastSeq, deferred, drafts...)
 	}
 	if err != nil {
 		if errors.Is(err, journal.ErrConflict) {
@@ -594,6 +612,7 @@ func (x *executor) appendMany(ctx context.Context, types []journal.Type, payload
 		}
 		return fmt.Errorf("agent: run %s: append %s: %w", x.runID, types[0], err)
 	}
+	x.unsynced = deferred
 	for i := range evs {
 		if err := x.st.Apply(&evs[i]); err != nil {
 			return fmt.Errorf("agent: run %s: fold own event: %w", x.runID, err)
@@ -603,6 +622,68 @@ func (x *executor) appendMany(ctx context.Context, types []journal.Type, payload
 			x.p.OnEvent(evs[i])
 		}
 	}
+	return nil
+}
+
+// deferrable reports whether an append of types may be deferred: made
+// durable by a later append of this execution before anything acts on
+// it (docs/architecture.md, "Durable points"). Those are the model's
+// response, the gate's decisions and a workspace checkpoint, which the
+// tool starts of their turn follow (each start is durable before its
+// tool runs), or the run's end; and a result while another call of its
+// turn has none, whose start or result follows. A result that completes
+// its turn is durable before the model is asked again. Whatever ends an
+// execution is made durable before Execute returns ([executor.sync]).
+// Callers hold x.mu.
+func (x *executor) deferrable(types []journal.Type, payloads []any) bool {
+	if _, ok := x.rt.store.(journal.Deferrer); !ok {
+		return false
+	}
+	var results []string
+	for i, t := range types {
+		switch t {
+		case journal.ModelResponded, journal.GateDecided, journal.WorkspaceCheckpoint:
+		case journal.ToolFinished:
+			f, ok := payloads[i].(*ToolFinished)
+			if !ok {
+				return false
+			}
+			results = append(results, f.CallID)
+		default:
+			return false
+		}
+	}
+	if results == nil {
+		return true
+	}
+	turn := x.st.LastTurn()
+	if turn == nil {
+		return false
+	}
+	for _, c := range turn.Calls {
+		if c.Pending() && !slices.Contains(results, c.ID) {
+			return true
+		}
+	}
+	return false
+}
+
+// sync makes the execution's deferred appends durable, if there are
+// any: before Execute returns, whatever the caller does next.
+func (x *executor) sync(ctx context.Context) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.unsynced {
+		return nil
+	}
+	d, ok := x.rt.store.(journal.Deferrer)
+	if !ok {
+		return nil
+	}
+	if err := d.Sync(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("agent: run %s: sync: %w", x.runID, err)
+	}
+	x.unsynced = false
 	return nil
 }
 

@@ -198,6 +198,24 @@ type Notifier interface {
 	Notify(runID string) (ch <-chan struct{}, stop func())
 }
 
+// Deferrer is an optional interface of a [Store] whose appends can leave
+// the wait for stable storage to a later one. The agent's executor uses it
+// for the events that need not be durable on their own (docs/architecture.md,
+// "Durable points"): the model's response, the gate's decisions and a
+// checkpoint before the tools' starts, a result before the turn's last.
+type Deferrer interface {
+	// AppendDeferred is Append, except that it may return before the
+	// events are on stable storage: they are atomic, ordered, visible to
+	// readers and safe from a crash of the process at once, and durable
+	// once a later Append or Sync of the same Store returns. A power loss
+	// before then may lose them and every event after them, never an
+	// earlier one.
+	AppendDeferred(ctx context.Context, runID string, after int64, drafts ...Draft) ([]Event, error)
+	// Sync returns once every event this Store appended is on stable
+	// storage.
+	Sync(ctx context.Context) error
+}
+
 // SharedNotifier is an optional interface of a [Notifier] whose wake-ups
 // also follow appends by other processes while Listening reports true
 // (journal/postgres, by LISTEN/NOTIFY; when its listening connection is

@@ -26,7 +26,7 @@ const maxFile = 8 << 20
 
 // git runs git in dir with the repository's code-running settings off.
 func git(ctx context.Context, dir string, stdin []byte, args ...string) ([]byte, error) {
-	return runGit(ctx, "", append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0"), stdin,
+	return runGit(ctx, "", append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "GIT_NO_REPLACE_OBJECTS=1"), stdin,
 		[]string{"-C", dir, "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.untrackedCache=false"}, args...)
 }
 
@@ -143,6 +143,11 @@ type Change struct {
 	// since the start (a .gitignore file or .git/info/exclude written
 	// later): git status does not show it, this diff does.
 	Hidden bool
+	// Rewritten is set when the start commit's copy of the file no
+	// longer matches its hash (the object store of .git/ was rewritten
+	// since): Patch then shows the whole file as added, for the
+	// original is unknown.
+	Rewritten bool
 }
 
 // Base is what a diff compares a work tree with: a commit, and the
@@ -193,7 +198,15 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 		paths[p] = true
 	}
 	for _, p := range strings.Split(string(listed), "\x00") {
-		if p != "" {
+		switch {
+		case strings.HasSuffix(p, "/"):
+			// A git repository the commit lacks (git lists it as a
+			// directory): its files are new files of the run all the
+			// same, not hidden behind its own .git.
+			if err := nestedFiles(dir, p, paths); err != nil {
+				return nil, err
+			}
+		case p != "":
 			paths[p] = true
 		}
 	}
@@ -227,6 +240,11 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 			if old, err = git(ctx, dir, nil, "cat-file", "blob", b.sha); err != nil {
 				return nil, err
 			}
+			if len(b.sha) == 40 && hashObject("blob", old).String() != b.sha {
+				// The object store lies about the start: show the
+				// file whole rather than a diff against a forgery.
+				c.Rewritten, old = true, nil
+			}
 		} else {
 			c.Status = Added
 		}
@@ -238,6 +256,32 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
+}
+
+// nestedFiles adds to paths the files under sub (a directory of dir
+// that holds a git repository of its own), its .git left out.
+func nestedFiles(dir, sub string, paths map[string]bool) error {
+	root := filepath.Join(dir, filepath.FromSlash(sub))
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Name() == ".git" {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		paths[filepath.ToSlash(rel)] = true
+		return nil
+	})
 }
 
 // readSide reads a file of the work tree (a symlink as its target, as
@@ -266,7 +310,7 @@ func (c *Change) patch(old, cur []byte) {
 		c.Binary = true
 		return
 	}
-	from, to := "a/"+c.Path, "b/"+c.Path
+	from, to := QuotePath("a/"+c.Path), QuotePath("b/"+c.Path)
 	switch c.Status {
 	case Added:
 		from = "/dev/null"
@@ -313,4 +357,46 @@ func FileDiff(path string, old, cur []byte) Change {
 	}
 	c.patch(old, cur)
 	return c
+}
+
+// QuotePath returns a file name as a line of a diff or a list of files
+// can show it: unchanged when it holds no control character, double
+// quote or backslash, else in double quotes with C escapes (\n, \t, \",
+// \\, octal for other control bytes), as git quotes names
+// (core.quotePath), so that a name with a newline cannot forge a line.
+func QuotePath(p string) string {
+	if !strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '"' || r == '\\' }) {
+		return p
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case '\a':
+			b.WriteString(`\a`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\v':
+			b.WriteString(`\v`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			if c < 0x20 || c == 0x7f {
+				fmt.Fprintf(&b, `\%03o`, c)
+				continue
+			}
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

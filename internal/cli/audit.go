@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -165,7 +164,7 @@ anchored hash at the anchored event: any change at or before it shows.`,
 			if err != nil {
 				return err
 			}
-			bad, err := a.printAudit(rows, asJSON)
+			bad, err := tui.Audit(a.stdout, rows, asJSON)
 			if err != nil {
 				return err
 			}
@@ -217,53 +216,8 @@ type auditBackend interface {
 	Verify(ctx context.Context, ids []string) ([]auditRow, error)
 }
 
-// auditRow is one stream's audit with its status as keel runs list says
-// it (a running run that nobody executes is interrupted).
-type auditRow struct {
-	audit.Report
-	shown string
-}
-
-// printAudit prints the reports of keel audit verify (JSON lines, or a
-// table and a count) and returns how many are bad.
-func (a *app) printAudit(rows []auditRow, asJSON bool) (bad int, err error) {
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, r := range rows {
-			if err := enc.Encode(r.Report); err != nil {
-				return 0, err
-			}
-		}
-	}
-	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-	if !asJSON {
-		fmt.Fprintln(tw, "STREAM\tKIND\tEVENTS\tSTATUS\tRESULT")
-	}
-	for _, r := range rows {
-		res := "ok · head " + short(r.Head)
-		if !r.OK {
-			bad++
-			res = fmt.Sprintf("BAD at event %d: %s", r.FirstBad, cell(r.Reason))
-		}
-		if !asJSON {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.RunID, r.Kind, r.Events, r.shown, res)
-		}
-	}
-	if !asJSON {
-		if err := tw.Flush(); err != nil {
-			return bad, err
-		}
-		fmt.Fprintf(a.stdout, "%d of %d streams verified\n", len(rows)-bad, len(rows))
-	}
-	return bad, nil
-}
-
-func short(h string) string {
-	if len(h) > 16 {
-		return h[:16]
-	}
-	return h
-}
+// auditRow is one stream's audit (tui.AuditRow).
+type auditRow = tui.AuditRow
 
 func (a *app) auditExportCmd() *cobra.Command {
 	var all, unverified bool

@@ -24,9 +24,9 @@ func (l *local) Verify(ctx context.Context, ids []string) ([]auditRow, error) {
 	}
 	rows := make([]auditRow, len(reports))
 	for i, r := range reports {
-		rows[i] = auditRow{Report: r, shown: string(r.Status)}
+		rows[i] = auditRow{Report: r, Shown: string(r.Status)}
 		if r.Status == journal.StatusRunning {
-			rows[i].shown = liveStatus(ctx, l.store, journal.RunSummary{RunID: r.RunID, Status: r.Status})
+			rows[i].Shown = liveStatus(ctx, l.store, journal.RunSummary{RunID: r.RunID, Status: r.Status})
 		}
 	}
 	return rows, nil

@@ -19,7 +19,7 @@ func (r *remote) Verify(ctx context.Context, ids []string) ([]auditRow, error) {
 	rows := make([]auditRow, 0, len(rep.Journals))
 	for _, j := range rep.Journals {
 		rows = append(rows, auditRow{Report: audit.Report{RunID: j.ID, Kind: j.Kind, Events: j.Events, OK: j.OK, FirstBad: j.FirstBad, Reason: j.Reason,
-			Status: journal.Status(j.Status), Head: j.Head}, shown: j.Status})
+			Status: journal.Status(j.Status), Head: j.Head}, Shown: j.Status})
 	}
 	return rows, nil
 }

@@ -44,12 +44,12 @@ func (a *app) apiClient() (*client.Client, error) {
 		st, err := readSavedToken(file)
 		switch {
 		case err != nil:
-		case st.isFor(srv):
-			tok = st.Token
-		case len(st.Servers) == 0:
+		case st.lookup(srv) != nil:
+			tok = st.lookup(srv).Token
+		case len(st.allServers()) == 0:
 			return nil, usagef("the token in %s is bound to no server (an older keel serve wrote it), so it is not sent to %s; pass it with --token or KEEL_TOKEN if that is its server", file, srv)
 		default:
-			return nil, usagef("the token saved in %s is for %s only, not %s; pass --token or set KEEL_TOKEN for this server", file, strings.Join(st.Servers, ", "), srv)
+			return nil, usagef("the token saved in %s is for %s only, not %s; pass --token or set KEEL_TOKEN for this server", file, strings.Join(st.allServers(), ", "), srv)
 		}
 	}
 	if tok == "" {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/keel-run/keel/internal/evalrun"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -42,7 +43,7 @@ type debugKnobs struct {
 	crashAfterAppend int64
 	cpuProfile       string
 	memProfile       string
-	evalFault        evalFault
+	evalFault        evalrun.Fault
 }
 
 func parseDebug(s string) (debugKnobs, error) {
@@ -77,7 +78,7 @@ func parseDebug(s string) (debugKnobs, error) {
 			if (kind != "provider" && kind != "sandbox") || err != nil || at < 1 {
 				return k, fmt.Errorf("KEEL_DEBUG: eval_fault=%q: want provider@N or sandbox@N", val)
 			}
-			k.evalFault = evalFault{kind: kind, at: at}
+			k.evalFault = evalrun.Fault{Kind: kind, At: at}
 		case "egress_roots":
 			if val == "" {
 				return k, fmt.Errorf("KEEL_DEBUG: egress_roots needs a file name")
@@ -159,7 +160,31 @@ type crashStore struct {
 }
 
 func (s *crashStore) Append(ctx context.Context, runID string, after int64, drafts ...journal.Draft) ([]journal.Event, error) {
-	evs, err := s.Store.Append(ctx, runID, after, drafts...)
+	return s.kill(runID, func() ([]journal.Event, error) { return s.Store.Append(ctx, runID, after, drafts...) })
+}
+
+// AppendDeferred passes deferred appends through (the process is killed
+// after them too: what kill -9 leaves of them is what a crash leaves),
+// when the store defers.
+func (s *crashStore) AppendDeferred(ctx context.Context, runID string, after int64, drafts ...journal.Draft) ([]journal.Event, error) {
+	d, ok := s.Store.(journal.Deferrer)
+	if !ok {
+		return s.Append(ctx, runID, after, drafts...)
+	}
+	return s.kill(runID, func() ([]journal.Event, error) { return d.AppendDeferred(ctx, runID, after, drafts...) })
+}
+
+// Sync passes through.
+func (s *crashStore) Sync(ctx context.Context) error {
+	if d, ok := s.Store.(journal.Deferrer); ok {
+		return d.Sync(ctx)
+	}
+	return nil
+}
+
+// kill makes the append and kills the process after it if it is the one.
+func (s *crashStore) kill(runID string, app func() ([]journal.Event, error)) ([]journal.Event, error) {
+	evs, err := app()
 	if err != nil || len(evs) == 0 || journal.IsSystem(runID) {
 		return evs, err
 	}

@@ -1,32 +1,23 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/eval"
-	"github.com/keel-run/keel/identity"
-	"github.com/keel-run/keel/internal/assemble/builder"
+	"github.com/keel-run/keel/internal/evalrun"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
-	"github.com/keel-run/keel/sandbox"
-	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
 )
 
@@ -37,7 +28,16 @@ func (a *app) evalCmd() *cobra.Command {
 }
 
 // evalDir is where evaluation results are kept: $KEEL_HOME/evals/ID.
-func (a *app) evalDir(id string) string { return filepath.Join(a.home, "evals", id) }
+func (a *app) evalDir(id string) string { return evalrun.Dir(a.home, id) }
+
+// evalError is err as the command line says it: the caller's fault
+// (evalrun.ErrRefused) is a usage error.
+func evalError(err error) error {
+	if errors.Is(err, evalrun.ErrRefused) {
+		return &usageError{err}
+	}
+	return err
+}
 
 type evalRunFlags struct {
 	cfg     eval.Config
@@ -127,27 +127,9 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 		}
 		sources[k] = abs
 	}
-	abs, err := filepath.Abs(suitePath)
+	suite, root, err := evalrun.LoadSuite(suitePath, sources)
 	if err != nil {
-		return usagef("%s: %v", suitePath, err)
-	}
-	if _, err := os.Stat(abs); err != nil {
-		return usagef("eval: suite %s: %v", suitePath, err)
-	}
-	root, name := filepath.Dir(abs), filepath.Base(abs)
-	if st, err := os.Stat(abs); err == nil && st.IsDir() {
-		root, name = abs, "."
-	}
-	lo := &eval.LoadOptions{Sources: sources}
-	if name == "." {
-		lo.Name = filepath.Base(root)
-		if st, err := os.Stat(filepath.Join(root, "suite.toml")); err == nil && !st.IsDir() {
-			lo.Name = "" // the suite file's name, if it gives one
-		}
-	}
-	suite, err := eval.Load(os.DirFS(root), name, lo)
-	if err != nil {
-		return usagef("%v", err)
+		return evalError(err)
 	}
 	for _, kv := range f.env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -171,6 +153,7 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 		}
 	}
 	if f.cfg.Policy != "" {
+		var err error
 		if f.cfg.Policy, err = filepath.Abs(f.cfg.Policy); err != nil {
 			return err
 		}
@@ -202,7 +185,7 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 		return err
 	}
 	defer store.Close()
-	x, done, err := a.newEvalExec(ctx, store, eng, sbKind, f.cfg.Approve)
+	x, done, err := a.newEvalExec(ctx, store, eng, sbKind, policy.Effect(f.cfg.Approve))
 	if err != nil {
 		return err
 	}
@@ -223,15 +206,15 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 	if !f.keep && f.workDir == "" {
 		_ = os.RemoveAll(work) // the trials' workspaces are gone: their cases' directories
 	}
-	if err := writeJSONFile(filepath.Join(dir, "result.json"), res); err != nil {
+	if err := evalrun.WriteJSON(filepath.Join(dir, "result.json"), res); err != nil {
 		return err
 	}
 	rep := eval.NewReport(res, f.passK)
-	if err := writeHTMLFile(filepath.Join(dir, "report.html"), nil, rep); err != nil {
+	if err := evalrun.WriteHTML(filepath.Join(dir, "report.html"), nil, rep); err != nil {
 		return err
 	}
 	if f.html != "" {
-		if err := writeHTMLFile(f.html, nil, rep); err != nil {
+		if err := evalrun.WriteHTML(f.html, nil, rep); err != nil {
 			return err
 		}
 	}
@@ -244,65 +227,11 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 	return err
 }
 
-func writeJSONFile(path string, v any) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	// Written aside and renamed: a server listing evaluations never
-	// reads half a result.
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".result-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
-
-func writeHTMLFile(path string, c *eval.Comparison, reps ...*eval.Report) error {
-	var b bytes.Buffer
-	if err := eval.WriteHTML(&b, c, reps...); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, b.Bytes(), 0o644)
-}
-
 // loadResult reads an evaluation's result: an id in $KEEL_HOME/evals or a
 // result.json file.
 func (a *app) loadResult(ref string) (*eval.Result, error) {
-	p := ref
-	if st, err := os.Stat(p); err != nil || st.IsDir() {
-		if err == nil && st.IsDir() {
-			p = filepath.Join(p, "result.json")
-		} else {
-			p = filepath.Join(a.evalDir(ref), "result.json")
-		}
-	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil, usagef("evaluation %s: %v", ref, err)
-	}
-	var res eval.Result
-	if err := json.Unmarshal(b, &res); err != nil {
-		return nil, fmt.Errorf("evaluation %s: %s: %w", ref, p, err)
-	}
-	return &res, nil
+	res, err := evalrun.LoadResult(a.home, ref)
+	return res, evalError(err)
 }
 
 func (a *app) evalCompareCmd() *cobra.Command {
@@ -329,7 +258,7 @@ B are evaluation ids ($KEEL_HOME/evals) or result.json files.`,
 			}
 			c := eval.Compare(eval.NewReport(ra, k), eval.NewReport(rb, k))
 			if html != "" {
-				if err := writeHTMLFile(html, c); err != nil {
+				if err := evalrun.WriteHTML(html, c); err != nil {
 					return err
 				}
 			}
@@ -360,7 +289,7 @@ func (a *app) evalReportCmd() *cobra.Command {
 			}
 			rep := eval.NewReport(res, k)
 			if html != "" {
-				if err := writeHTMLFile(html, nil, rep); err != nil {
+				if err := evalrun.WriteHTML(html, nil, rep); err != nil {
 					return err
 				}
 			}
@@ -376,29 +305,9 @@ func (a *app) evalReportCmd() *cobra.Command {
 	return cmd
 }
 
-// evalExec executes trials in this process: each is prepared by the
-// service like keel run's runs, wired by the command line's builder,
-// journaled and executed unattended (asks decided by a rule), then its
-// checks run in its sandbox.
-type evalExec struct {
-	a       *app
-	rt      *agent.Runtime
-	svc     *service.Service
-	b       *builder.Builder
-	eng     *policy.Engine
-	sandbox string
-	approve policy.Effect
-	fault   evalFault
-}
-
-// evalFault is KEEL_DEBUG's eval_fault=KIND@N: the N-th attempt of an
-// evaluation meets an injected provider or sandbox failure.
-type evalFault struct {
-	kind string
-	at   int
-}
-
-func (a *app) newEvalExec(ctx context.Context, store journal.Store, eng *policy.Engine, sbKind, approve string) (*evalExec, func(), error) {
+// newEvalExec returns the executor of an evaluation's trials in this
+// process (evalrun.Exec) and what ends it.
+func (a *app) newEvalExec(ctx context.Context, store journal.Store, eng *policy.Engine, sbKind string, approve policy.Effect) (*evalrun.Exec, func(), error) {
 	k, err := parseDebug(a.getenv("KEEL_DEBUG"))
 	if err != nil {
 		return nil, nil, err
@@ -409,175 +318,6 @@ func (a *app) newEvalExec(ctx context.Context, store journal.Store, eng *policy.
 	}
 	b := newBuilder(a, store, slog.New(slog.DiscardHandler))
 	svc := service.New(rt, &service.Options{Builder: b, NoExecution: true})
-	x := &evalExec{a: a, rt: rt, svc: svc, b: b, eng: eng, sandbox: sbKind, approve: policy.Effect(approve), fault: k.evalFault}
+	x := &evalrun.Exec{Service: svc, Runtime: rt, Builder: b, Policy: eng, Sandbox: sbKind, Approve: approve, Person: a.person(""), Fault: k.evalFault}
 	return x, func() { _ = svc.Shutdown(context.WithoutCancel(ctx)); flush() }, nil
-}
-
-// Execute implements eval.Executor.
-func (x *evalExec) Execute(ctx context.Context, tr *eval.TrialRun) (string, error) {
-	c := tr.Case
-	limits := api.Limits{}
-	if tr.MaxSteps > 0 {
-		limits.MaxSteps = &tr.MaxSteps
-	}
-	if tr.MaxCost > 0 {
-		limits.MaxCost = &tr.MaxCost
-	}
-	if c.Timeout > 0 {
-		limits.Timeout = time.Duration(c.Timeout).String()
-	}
-	req := &service.CreateRun{
-		CreateRun: api.CreateRun{Task: c.Task, System: c.System, Model: tr.Model, Workspace: tr.Workspace, MountPath: c.Workspace.MountPath,
-			Sandbox: x.sandbox, Env: c.Env, Setup: c.Setup, Labels: tr.Labels, Limits: limits},
-		Local: &service.LocalRun{Policy: x.eng},
-	}
-	created, err := x.svc.Prepare(ctx, service.Local(x.a.person("")), req)
-	if err != nil {
-		return "", fmt.Errorf("prepare: %w", serviceError(err))
-	}
-	created.Live = tr.Live
-	wired, closer, err := x.b.Wire(ctx, created)
-	if err != nil {
-		return "", fmt.Errorf("sandbox and tools: %w", err)
-	}
-	w := builtWiring(closer)
-	defer w.Close()
-	created.Tools = w.ToolInfos()
-	runID, err := x.svc.Journal(ctx, service.Local(x.a.person("")), created, "")
-	if err != nil {
-		return "", err
-	}
-	checks := wired.Env.Sandbox
-	params := w.execParams(nil)
-	params.Wait = false
-	params.Principals = identity.NewDirectory(x.rt.Store(), nil).Check
-	if x.fault.at == tr.Seq {
-		switch x.fault.kind {
-		case "provider":
-			params.Model = faultModel{}
-		case "sandbox":
-			env := *params.Env
-			env.Sandbox = faultSandbox{}
-			params.Env = &env
-		}
-	}
-	if _, err := executeUnattended(ctx, x.rt, runID, params, func(p agent.PendingApproval) (policy.Effect, string) {
-		return x.approve, "decided by the evaluation's rule (--approve " + string(x.approve) + ")"
-	}); err != nil {
-		return runID, err
-	}
-	if checks == nil {
-		return runID, errors.New("the run has no sandbox to run its checks in")
-	}
-	return runID, tr.After(ctx, sandboxShell(checks))
-}
-
-// executeUnattended executes runID until it ends, deciding each approval
-// it asks for with decide (a run that pauses for another reason is
-// returned as it is).
-func executeUnattended(ctx context.Context, rt *agent.Runtime, runID string, params *agent.ExecParams, decide func(agent.PendingApproval) (policy.Effect, string)) (*agent.Outcome, error) {
-	for {
-		out, err := rt.Execute(ctx, runID, params)
-		if err != nil {
-			return out, err
-		}
-		pending := out.State.Pending()
-		if out.Status != journal.StatusPaused || len(pending) == 0 || ctx.Err() != nil {
-			return out, nil
-		}
-		for _, p := range pending {
-			eff, reason := decide(p)
-			if err := rt.Resolve(ctx, runID, p.CallID, &agent.ApprovalResolved{CallID: p.CallID, Decision: eff, By: "keel-eval", Reason: reason}); err != nil {
-				return out, err
-			}
-		}
-	}
-}
-
-// maxCheckOutput bounds what a check's output keeps in memory.
-const maxCheckOutput = 1 << 20
-
-// sandboxShell runs check scripts with bash in sb, in the workspace.
-func sandboxShell(sb sandbox.Sandbox) eval.Shell {
-	return func(ctx context.Context, script string, timeout time.Duration) (int, string, error) {
-		var out boundedBuffer
-		res, err := sb.Exec(ctx, &sandbox.Cmd{Args: []string{"bash", "-c", script}, Stdout: &out, Timeout: timeout})
-		if err != nil {
-			return 0, "", err
-		}
-		return res.ExitCode, out.String(), nil
-	}
-}
-
-// boundedBuffer keeps the first maxCheckOutput bytes written to it.
-type boundedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *boundedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if room := maxCheckOutput - w.b.Len(); room > 0 {
-		w.b.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (w *boundedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
-// faultModel is the provider of an injected fault: every request fails
-// as a 503 would.
-type faultModel struct{}
-
-func (faultModel) Generate(context.Context, *model.Request) (*model.Response, error) {
-	return nil, &model.Error{Kind: model.KindRetryable, Provider: "fault", StatusCode: 503, Message: "injected provider fault (KEEL_DEBUG eval_fault): 503 service unavailable"}
-}
-
-// faultSandbox is the sandbox of an injected fault: nothing runs.
-type faultSandbox struct{}
-
-func (faultSandbox) Exec(context.Context, *sandbox.Cmd) (*sandbox.Result, error) {
-	return nil, errors.New("injected sandbox fault (KEEL_DEBUG eval_fault): the sandbox could not start the command")
-}
-
-func (faultSandbox) Close() error { return nil }
-
-var _ io.Writer = (*boundedBuffer)(nil)
-
-// evalHost is the service's [service.EvalHost]: the evaluations kept in
-// $KEEL_HOME/evals.
-type evalHost struct{ a *app }
-
-func (h evalHost) EvalIDs() ([]string, error) {
-	ents, err := os.ReadDir(filepath.Join(h.a.home, "evals"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, e := range ents {
-		if e.IsDir() {
-			ids = append(ids, e.Name())
-		}
-	}
-	return ids, nil
-}
-
-func (h evalHost) EvalResult(id string) (*eval.Result, error) {
-	b, err := os.ReadFile(filepath.Join(h.a.evalDir(id), "result.json"))
-	if err != nil {
-		return nil, err
-	}
-	var res eval.Result
-	if err := json.Unmarshal(b, &res); err != nil {
-		return nil, fmt.Errorf("result.json: %w", err)
-	}
-	return &res, nil
 }

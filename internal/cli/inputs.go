@@ -13,15 +13,6 @@ import (
 	"github.com/keel-run/keel/internal/tui"
 )
 
-// inputLine describes a pending input request in one line.
-func inputLine(p agent.PendingInput) string {
-	s := fmt.Sprintf("%s %s  %s asks during %s (%s): %s", p.RunID, p.ID, p.Server, p.CallID, p.Tool, strings.ReplaceAll(p.Message, "\n", " "))
-	if p.URL != "" {
-		s += "  open: " + p.URL
-	}
-	return s
-}
-
 func (a *app) inputsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "inputs", Short: "List and answer the questions MCP servers ask a person during runs",
 		Long: `An MCP server may ask a person for input during a tool call (MCP
@@ -30,7 +21,9 @@ elicitation: a form, or a URL to open). Keel journals the question
 restart, and the answer (input.answered, journaled with who gave it) is
 delivered to the waiting call, or, when no process executes the run any
 more, to the same question when keel runs resume runs the call again.`}
-	list := pendingListCmd(a, "List the questions runs wait for, oldest first", backend.Inputs, a.printInputs)
+	list := pendingListCmd(a, "List the questions runs wait for, oldest first", backend.Inputs, func(pending []agent.PendingInput, asJSON bool) error {
+		return tui.Inputs(a.stdout, pending, asJSON, a.keelCmd())
+	})
 	var sets []string
 	var content, by string
 	var decline, cancel bool
@@ -138,27 +131,6 @@ func answerContent(in *agent.PendingInput, sets []string, content string) (json.
 		}
 	}
 	return json.Marshal(obj)
-}
-
-// printInputs prints keel inputs list: JSON lines, or one line each with
-// the form's fields.
-func (a *app) printInputs(pending []agent.PendingInput, asJSON bool) error {
-	if asJSON {
-		return tui.JSONLines(a.stdout, pending)
-	}
-	w := tui.Esc(a.stdout)
-	if len(pending) == 0 {
-		fmt.Fprintln(w, "no run waits for input")
-		return nil
-	}
-	for _, p := range pending {
-		fmt.Fprintln(w, inputLine(p))
-		if len(p.Schema) > 0 {
-			fmt.Fprintf(w, "    form: %s\n", tailText(string(p.Schema), 2000))
-		}
-		fmt.Fprintf(w, "    answer: %s inputs answer %s %s --set NAME=VALUE ... (or --decline)\n", a.keelCmd(), p.RunID, p.ID)
-	}
-	return nil
 }
 
 // inputsBackend is what the input commands need of a journal or a team

@@ -89,9 +89,11 @@ func (a *app) mcpCallToken(rawURL string) string {
 	if a.token != "" {
 		return a.token
 	}
-	if st, err := readSavedToken(a.serverTokenFile()); err == nil && st.Token != "" && st.isFor(rawURL) {
-		fmt.Fprintf(a.stderr, "keel: using the API token keel serve saved in %s for %s\n", a.serverTokenFile(), origin(rawURL))
-		return st.Token
+	if st, err := readSavedToken(a.serverTokenFile()); err == nil {
+		if e := st.lookup(rawURL); e != nil && e.Token != "" {
+			fmt.Fprintf(a.stderr, "keel: using the API token keel serve saved in %s for %s\n", a.serverTokenFile(), origin(rawURL))
+			return e.Token
+		}
 	}
 	if tok, srv := a.getenv("KEEL_TOKEN"), a.serverURL(); tok != "" && srv != "" && origin(srv) == origin(rawURL) {
 		return tok

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -117,17 +116,4 @@ func (a *app) mcpServer(ctx context.Context, wait time.Duration) (*sdk.Server, f
 		store.Close()
 	}
 	return mcpserver.Local(svc, service.Local(a.person("")), &mcpserver.LocalOptions{Wait: wait, LoadPolicy: loadPolicy}), done, nil
-}
-
-// tailText cuts s to its last n bytes (on a line boundary when it can),
-// saying so.
-func tailText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := s[len(s)-n:]
-	if i := strings.IndexByte(cut, '\n'); i >= 0 && i < len(cut)-1 {
-		cut = cut[i+1:]
-	}
-	return fmt.Sprintf("[%d bytes left out]\n%s", len(s)-len(cut), cut)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/model/replay"
 )
 
@@ -134,7 +135,7 @@ func (a *app) compare(ctx context.Context, runID, path string, verbose bool) err
 				out = "" // the model saw a "(no output)" note
 			}
 			if f.Artifact != "" {
-				if b, err := readArtifact(st.Created, f.Artifact); err == nil {
+				if b, err := assemble.ReadArtifact(st.Created, f.Artifact); err == nil {
 					out = string(b)
 				}
 			}

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -215,7 +213,7 @@ Exit status: 0 allow, 1 deny, 4 ask.`,
 					return err
 				}
 			} else {
-				printDecision(a.stdout, e, &d)
+				tui.Decision(a.stdout, e, &d)
 			}
 			switch d.Effect {
 			case policy.Allow:
@@ -262,32 +260,6 @@ func loadPolicyNoTests(flag string) (*policy.Engine, error) {
 	return e, nil
 }
 
-func printDecision(out io.Writer, e *policy.Engine, d *policy.Decision) {
-	w := tui.Esc(out)
-	fmt.Fprintf(w, "%s  (%s)\n", strings.ToUpper(string(d.Effect)), d.Reason)
-	fmt.Fprintf(w, "policy %s · sha256 %s · %d rules\n", e.Name(), e.Hash()[:12], e.Len())
-	if len(d.Parts) == 0 {
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PART\tDECISION\tPOLICIES\tTEXT\tREASON")
-	for _, p := range d.Parts {
-		text := clip(oneLine(p.Text), 60)
-		if len(p.Via) > 0 {
-			text += "  [via " + strings.Join(p.Via, " > ") + "]"
-		}
-		reason := p.Reason
-		if p.Detail != "" {
-			reason += " (" + p.Detail + ")"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", p.Index+1, p.Effect, strings.Join(p.Policies, ","), cell(text), cell(reason))
-	}
-	tw.Flush()
-	if d.PartsOmitted > 0 {
-		fmt.Fprintf(w, "... and %d more parts, not decided\n", d.PartsOmitted)
-	}
-}
-
 func (a *app) policyTestCmd() *cobra.Command {
 	var verbose bool
 	cmd := &cobra.Command{
@@ -295,7 +267,7 @@ func (a *app) policyTestCmd() *cobra.Command {
 		Short: "Run the test cases a policy file carries ([[test]] entries)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			failed, total, problems := 0, 0, 0
+			var t tui.PolicyTests
 			for _, f := range files {
 				e, err := loadPolicyNoTests(f)
 				if err != nil {
@@ -308,38 +280,9 @@ func (a *app) policyTestCmd() *cobra.Command {
 				}
 				// A policy's own cases can all pass (or be none) while a
 				// rule is broken or nothing can run: say so, and fail.
-				for _, p := range e.Lint(cmd.Context()) {
-					problems++
-					fmt.Fprintf(a.stdout, "FAIL %s: %s\n", f, p)
-				}
-				res := e.Test(cmd.Context())
-				if len(res) == 0 {
-					fmt.Fprintf(a.stdout, "%s: no test cases of its own (a TOML policy carries them as [[test]] entries)\n", f)
-				}
-				for _, r := range res {
-					total++
-					switch {
-					case r.Problem != "":
-						failed++
-						fmt.Fprintf(a.stdout, "FAIL %s: %s: %s\n", f, r.Case.Name, r.Problem)
-						for _, p := range r.Got.Parts {
-							fmt.Fprintf(a.stdout, "       part %d %s %q: %s\n", p.Index+1, p.Effect, clip(oneLine(p.Text), 60), p.Reason)
-						}
-					case verbose:
-						fmt.Fprintf(a.stdout, "ok   %s: %s (%s)\n", f, r.Case.Name, r.Got.Effect)
-					}
-				}
+				t.File(a.stdout, f, e.Lint(cmd.Context()), e.Test(cmd.Context()), verbose)
 			}
-			switch {
-			case total > 0:
-				fmt.Fprintf(a.stdout, "%d of %d test cases passed\n", total-failed, total)
-			default:
-				fmt.Fprintln(a.stdout, "no test cases ran")
-			}
-			if problems > 0 {
-				fmt.Fprintf(a.stdout, "%d problem(s) found by Keel's checks of ordinary calls\n", problems)
-			}
-			if failed > 0 || problems > 0 {
+			if !t.Summary(a.stdout) {
 				return &exitError{1}
 			}
 			return nil

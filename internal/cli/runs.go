@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -18,7 +17,6 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
-	"github.com/keel-run/keel/tool"
 )
 
 func (a *app) runsCmd() *cobra.Command {
@@ -121,7 +119,7 @@ func (a *app) runsListCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.printRuns(runs, asJSON)
+				return tui.Runs(a.stdout, runs, asJSON)
 			}, "status", "limit", "json")
 		},
 	}
@@ -236,42 +234,8 @@ type runsBackend interface {
 	CheckpointDiff(ctx context.Context, id string, events []journal.Event, at int64) (changes []checkpoint.Change, from, to int64, err error)
 }
 
-// runRow is one run of keel runs list.
-type runRow struct {
-	journal.RunSummary
-	// shown is the status as a person reads it: a running run that
-	// nobody executes is interrupted.
-	shown string
-	steps int
-	cost  float64
-	task  string
-	// err says why the run's journal could not be read or folded.
-	err string
-}
-
-// printRuns prints keel runs list: JSON lines of the summaries, or a
-// table.
-func (a *app) printRuns(runs []runRow, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, r := range runs {
-			if err := enc.Encode(r.RunSummary); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTATUS\tCREATED\tEVENTS\tSTEPS\tCOST\tTASK")
-	for _, r := range runs {
-		steps, cost, task := fmt.Sprint(r.steps), fmt.Sprintf("$%.4f", r.cost), clip(oneLine(r.task), 50)
-		if r.err != "" {
-			steps, cost, task = "", "", "("+clip(r.err, 60)+")"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.RunID, r.shown, r.Created.Local().Format("2006-01-02 15:04"), r.LastSeq, steps, cost, cell(task))
-	}
-	return tw.Flush()
-}
+// runRow is one run of keel runs list (tui.RunRow).
+type runRow = tui.RunRow
 
 // verifyRun checks events (the whole journal of run) against its hash
 // chain and the store's index of the newest event.
@@ -492,30 +456,6 @@ func (f *runFlags) resumeSettings(cur agent.Settings) (agent.Settings, error) {
 		return cur, usagef("%v", err)
 	}
 	return set, nil
-}
-
-// maxArtifactBytes bounds an artifact read back for a comparison.
-const maxArtifactBytes = 64 << 20
-
-// readArtifact reads a run's artifact from its state directory (or, for
-// older runs, its workspace): a regular file of at most 64 MiB
-// (tool.ReadArtifact).
-func readArtifact(c *agent.RunCreated, rel string) ([]byte, error) {
-	ws, err := tool.NewWorkspace(c.Workspace, "", nil)
-	if err != nil {
-		return nil, err
-	}
-	defer ws.Close()
-	if c.StateDir != "" {
-		if err := ws.SetState(c.StateDir); err != nil {
-			return nil, err
-		}
-	}
-	b, err := tool.ReadArtifact(ws, rel, maxArtifactBytes)
-	if err == nil && len(b) > maxArtifactBytes {
-		return nil, fmt.Errorf("artifact %s is larger than %d bytes", rel, maxArtifactBytes)
-	}
-	return b, err
 }
 
 // liveStatus refines a "running" status with the run's lease: a run that

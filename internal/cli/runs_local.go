@@ -30,14 +30,14 @@ func (l *local) Runs(ctx context.Context, p *journal.ListParams) ([]runRow, erro
 		row := runRow{}
 		if st, _, err := rt.Load(ctx, r.RunID); err == nil {
 			r.Status = st.Status
-			row.steps, row.cost, row.task = st.Steps, st.Cost, st.Created.Task
+			row.Steps, row.Cost, row.Task = st.Steps, st.Cost, st.Created.Task
 		} else {
-			row.err = err.Error()
+			row.Err = err.Error()
 		}
 		if len(p.Status) > 0 && !slices.Contains(p.Status, r.Status) {
 			continue
 		}
-		row.RunSummary, row.shown = r, liveStatus(ctx, l.store, r)
+		row.RunSummary, row.Shown = r, liveStatus(ctx, l.store, r)
 		out = append(out, row)
 		if p.Limit > 0 && len(out) == p.Limit {
 			break

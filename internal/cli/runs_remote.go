@@ -19,9 +19,9 @@ func (r *remote) Runs(ctx context.Context, p *journal.ListParams) ([]runRow, err
 	out := make([]runRow, 0, len(runs))
 	for _, x := range runs {
 		s := journal.RunSummary{RunID: x.ID, Created: x.Created, Updated: x.Updated, LastSeq: x.Events, LastType: journal.Type(x.LastType), Status: journal.Status(x.Status)}
-		row := runRow{RunSummary: s, shown: x.Status, steps: x.Steps, cost: x.Cost, task: x.Task}
+		row := runRow{RunSummary: s, Shown: x.Status, Steps: x.Steps, Cost: x.Cost, Task: x.Task}
 		if x.Task == "" && x.Error != "" {
-			row.err = x.Error
+			row.Err = x.Error
 		}
 		out = append(out, row)
 	}

@@ -2,11 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -445,19 +442,4 @@ func forkedOf(ctx context.Context, b runsBackend, src string, at int64, run *api
 		}
 	}
 	return out, nil
-}
-
-// emptyDir accepts a directory that does not exist or is empty.
-func emptyDir(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if len(ents) > 0 {
-		return usagef("--workspace %s is not empty: name a new or empty directory for the fork's files", dir)
-	}
-	return nil
 }

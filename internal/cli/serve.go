@@ -21,6 +21,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/cluster"
+	"github.com/keel-run/keel/internal/evalrun"
 	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
@@ -293,7 +294,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	so := &service.Options{Builder: b, Workers: f.workers, Tokens: tokens, Logger: logger,
 		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
 		ReplayDirs: replayDirs, SecretEnv: f.secretEnv, Getenv: a.getenv, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Settings: settings, NoCheckpoints: f.noCheckpoints,
-		Adopt: f.adoptInterval(a.dbPath()), Vault: vault, PublicURL: publicURL, Skills: skillHost{a, store}, Evals: evalHost{a}}
+		Adopt: f.adoptInterval(a.dbPath()), Vault: vault, PublicURL: publicURL, Skills: skillHost{a, store}, Evals: evalrun.Host{Home: a.home}}
 	if dispatcher != nil {
 		so.Dispatcher = dispatcher
 		so.ScheduleDriver = cluster.NewSchedules(dispatcher.Client())
@@ -425,6 +426,50 @@ type savedToken struct {
 	// Servers are base URLs ("http://127.0.0.1:8420") this token is for.
 	Servers []string `json:"servers"`
 	Token   string   `json:"token"`
+	// Others are the tokens of other servers (other journals) started
+	// from this KEEL_HOME before, each for its own URLs: a second keel
+	// serve does not take the first one's token away.
+	Others []savedToken `json:"others,omitempty"`
+}
+
+// lookup returns the saved token for the server at raw, or nil.
+func (st *savedToken) lookup(raw string) *savedToken {
+	if st.isFor(raw) {
+		return st
+	}
+	for i := range st.Others {
+		if st.Others[i].isFor(raw) {
+			return &st.Others[i]
+		}
+	}
+	return nil
+}
+
+// allServers returns every URL a saved token is for.
+func (st *savedToken) allServers() []string {
+	all := slices.Clone(st.Servers)
+	for _, o := range st.Others {
+		all = append(all, o.Servers...)
+	}
+	return all
+}
+
+// with returns the file with e as its newest token: the others keep
+// their URLs but those of e (which now name e's server).
+func (st *savedToken) with(e savedToken) *savedToken {
+	out := &savedToken{Servers: e.Servers, Token: e.Token}
+	for _, o := range append([]savedToken{{Servers: st.Servers, Token: st.Token}}, st.Others...) {
+		if o.Token == "" || o.Token == e.Token {
+			continue
+		}
+		o.Servers = slices.DeleteFunc(slices.Clone(o.Servers), func(u string) bool {
+			return slices.ContainsFunc(e.Servers, func(v string) bool { return origin(u) == origin(v) })
+		})
+		if len(o.Servers) > 0 {
+			out.Others = append(out.Others, savedToken{Servers: o.Servers, Token: o.Token})
+		}
+	}
+	return out
 }
 
 // readSavedToken reads the token file; a file in the old format (the
@@ -488,19 +533,25 @@ func (a *app) firstToken(ctx context.Context, h *server.Handler, tokens *token.S
 	if err != nil {
 		return err
 	}
+	st, err := readSavedToken(saved)
+	if err != nil {
+		st = &savedToken{}
+	}
 	if n > 0 {
-		st, err := readSavedToken(saved)
-		if err != nil || st.Token == "" {
-			return nil
-		}
-		if _, err := tokens.Authenticate(ctx, st.Token); err != nil {
-			return nil // a token of another journal, or revoked
-		}
-		if !slices.Equal(st.Servers, urls) {
-			st.Servers = urls
-			if err := writeSavedToken(saved, st); err != nil {
-				fmt.Fprintf(a.stderr, "keel serve: could not update %s: %v\n", saved, err)
+		for _, e := range append([]savedToken{{Servers: st.Servers, Token: st.Token}}, st.Others...) {
+			if e.Token == "" {
+				continue
 			}
+			if _, err := tokens.Authenticate(ctx, e.Token); err != nil {
+				continue // a token of another journal, or revoked
+			}
+			if !slices.Equal(e.Servers, urls) || e.Token != st.Token {
+				e.Servers = urls
+				if err := writeSavedToken(saved, st.with(e)); err != nil {
+					fmt.Fprintf(a.stderr, "keel serve: could not update %s: %v\n", saved, err)
+				}
+			}
+			return nil
 		}
 		return nil
 	}
@@ -512,7 +563,7 @@ func (a *app) firstToken(ctx context.Context, h *server.Handler, tokens *token.S
 	if err != nil {
 		return err
 	}
-	if err := writeSavedToken(saved, &savedToken{Servers: urls, Token: tok.Secret}); err != nil {
+	if err := writeSavedToken(saved, st.with(savedToken{Servers: urls, Token: tok.Secret})); err != nil {
 		saved = ""
 	}
 	fmt.Fprintf(a.stderr, "keel serve: created the first API token (admin, for %s). It is shown only this once:\n\n    %s\n\n", visible.String(tok.Name), tok.Secret)

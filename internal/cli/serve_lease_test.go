@@ -105,3 +105,17 @@ func TestScheduleCreateQuietAboutSkills(t *testing.T) {
 		t.Errorf("schedules create = %d, stderr:\n%s", code, errOut)
 	}
 }
+
+// Two keel serve on two journals from one KEEL_HOME: the second saves
+// its token beside the first's, and the command line reaches each server
+// with its own token (the second overwrote the first's).
+func TestSecondServeKeepsFirstToken(t *testing.T) {
+	setup(t)
+	first := startServe(t)
+	second := startServe(t, "--db", filepath.Join(t.TempDir(), "other.db"), "--create-db")
+	for _, s := range []*serveProc{first, second} {
+		if code, _, errOut := keel(t, "--server", s.url, "runs", "list"); code != 0 {
+			t.Errorf("runs list on %s = %d\n%s", s.url, code, errOut)
+		}
+	}
+}

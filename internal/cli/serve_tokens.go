@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/server/token"
-	"github.com/keel-run/keel/visible"
 )
 
 // tokensBackend is what the token commands need of a journal or a team
@@ -65,7 +63,7 @@ runs on it; a revocation takes effect there within a second. With
 			if err != nil {
 				return err
 			}
-			a.printNewToken(tok)
+			tui.NewToken(a.stdout, a.stderr, tok)
 			return nil
 		},
 	}
@@ -84,7 +82,7 @@ runs on it; a revocation takes effect there within a second. With
 				if err != nil {
 					return err
 				}
-				return a.printTokens(toks)
+				return tui.APITokens(a.stdout, toks)
 			})
 		},
 	}
@@ -106,35 +104,4 @@ runs on it; a revocation takes effect there within a second. With
 	revoke.Flags().StringVar(&by, "by", "", "who revokes it (default: $USER)")
 	cmd.AddCommand(create, list, revoke)
 	return cmd
-}
-
-// printNewToken prints a token just created: what it is on stderr, its
-// secret alone on stdout.
-func (a *app) printNewToken(tok *api.NewToken) {
-	agents := ""
-	if len(tok.Agents) > 0 {
-		agents = "; acts as " + strings.Join(tok.Agents, ", ")
-	}
-	fmt.Fprintf(a.stderr, "keel: created token %s for %s (%s%s); it is shown only this once:\n", tok.ID, visible.String(tok.Name), strings.Join(tok.Scopes, ", "), agents)
-	fmt.Fprintln(a.stdout, tok.Secret)
-}
-
-// printTokens prints the token table of keel tokens list (names and the
-// creators' names with invisible and control characters escaped).
-func (a *app) printTokens(toks []api.Token) error {
-	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOKEN\tNAME\tSCOPES\tAGENTS\tCREATED\tBY\tSTATUS")
-	for _, t := range toks {
-		status := "active"
-		if t.Revoked != nil {
-			status = "revoked " + t.Revoked.Local().Format("2006-01-02 15:04")
-		}
-		agents := strings.Join(t.Agents, ",")
-		if agents == "" {
-			agents = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, cell(t.Name), strings.Join(t.Scopes, ","), agents,
-			t.Created.Local().Format("2006-01-02 15:04"), cell(t.CreatedBy), status)
-	}
-	return tw.Flush()
 }

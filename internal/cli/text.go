@@ -16,4 +16,6 @@ var (
 	cell = tui.Cell
 	// orDash, at and counts are cells of the schedule and trigger tables.
 	orDash, at, counts = tui.OrDash, tui.When, tui.Counts
+	// short is a hash's first 16 characters.
+	short = tui.Short
 )

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"crypto/x509"
-	"io"
 	"log/slog"
 	"os"
 
@@ -84,13 +83,6 @@ func (a *app) localBuilder(store journal.Store, live *liveOptions) *builder.Buil
 	b := newBuilder(a, store, nil)
 	b.Local, b.Params, b.Settings = true, &live.Params, live.settings
 	return b
-}
-
-// builtWiring is the wiring of an execution builder.Builder.Wire wired
-// (closer), with the options of the server's executions (which never
-// wait for an approval inside one).
-func builtWiring(closer io.Closer) *wiring {
-	return &wiring{Run: closer.(*assemble.Run), live: &liveOptions{gate: gateFlags{noWait: true}}}
 }
 
 // newWiring builds the model, sandbox, workspace and tools for a run as

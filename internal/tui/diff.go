@@ -50,19 +50,23 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 	}
 	fmt.Fprintf(w, "%d file(s) changed %s (+%d -%d)\n", len(changes), what, added, removed)
 	for _, c := range changes {
+		name := checkpoint.QuotePath(c.Path)
 		if c.Denied {
-			fmt.Fprintf(w, "  %s %s (%s)\n", c.Status, c.Path, deniedNote)
+			fmt.Fprintf(w, "  %s %s (%s)\n", c.Status, name, deniedNote)
 			continue
 		}
 		hidden := ""
 		if c.Hidden {
 			hidden = " (" + hiddenNote + ")"
 		}
+		if c.Rewritten {
+			hidden += " (" + rewrittenNote + ")"
+		}
 		if c.Binary {
-			fmt.Fprintf(w, "  %s %s (binary)%s\n", c.Status, c.Path, hidden)
+			fmt.Fprintf(w, "  %s %s (binary)%s\n", c.Status, name, hidden)
 			continue
 		}
-		fmt.Fprintf(w, "  %s %s +%d -%d%s\n", c.Status, c.Path, c.Added, c.Removed, hidden)
+		fmt.Fprintf(w, "  %s %s +%d -%d%s\n", c.Status, name, c.Added, c.Removed, hidden)
 	}
 	if !stat {
 		printPatches(w, changes)
@@ -72,12 +76,16 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 // hiddenNote marks a file git ignores only by rules the run wrote.
 const hiddenNote = "hidden from git: ignored only by rules written during the run"
 
+// rewrittenNote marks a file whose start copy in .git/objects no longer
+// matches its hash.
+const rewrittenNote = "git history rewritten: the start commit's copy in .git/objects was changed; the whole file is shown as added"
+
 // deniedNote stands for the content of a path the run's policy denies.
 const deniedNote = "content not shown: the run's policy denies this path"
 
 func printPatches(w io.Writer, changes []checkpoint.Change) {
 	for _, c := range changes {
-		fmt.Fprintf(w, "\ndiff --git a/%s b/%s\n", c.Path, c.Path)
+		fmt.Fprintf(w, "\ndiff --git %s %s\n", checkpoint.QuotePath("a/"+c.Path), checkpoint.QuotePath("b/"+c.Path))
 		if c.Denied {
 			fmt.Fprintf(w, "(%s)\n", deniedNote)
 			continue

@@ -56,6 +56,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	msqlite "modernc.org/sqlite"
@@ -132,6 +133,14 @@ type Store struct {
 	r      *sql.DB // read-only pool
 	q      *queries
 	broker backend.Broker
+	sync   Sync
+
+	// wmu serialises appends (they share the one writer connection
+	// anyway) so that deferred names the run of the newest append
+	// committed without an fsync since the newest one with, if any.
+	wmu      sync.Mutex
+	deferred string
+	stats    struct{ Syncs, Deferred atomic.Int64 }
 
 	closeOnce sync.Once
 	closeErr  error
@@ -140,7 +149,23 @@ type Store struct {
 var (
 	_ journal.Store    = (*Store)(nil)
 	_ journal.Notifier = (*Store)(nil)
+	_ journal.Deferrer = (*Store)(nil)
 )
+
+// Stats counts the commits of a Store's appends.
+type Stats struct {
+	// Syncs counts the appends (and [Store.Sync]s) committed with an
+	// fsync of the write-ahead log: with [SyncFull], one each.
+	Syncs int64
+	// Deferred counts the appends committed without one
+	// ([Store.AppendDeferred]); with [SyncNormal], none is counted.
+	Deferred int64
+}
+
+// Stats returns the counts of the Store's commits so far.
+func (s *Store) Stats() Stats {
+	return Stats{Syncs: s.stats.Syncs.Load(), Deferred: s.stats.Deferred.Load()}
+}
 
 // Open opens the journal database at path, creating the file and its
 // schema if it does not exist (the parent directory must exist). A nil
@@ -180,7 +205,7 @@ func open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	// another process open it before the schema and race for WAL mode.)
 	_, statErr := os.Stat(path)
 	created := errors.Is(statErr, fs.ErrNotExist)
-	s := &Store{path: path}
+	s := &Store{path: path, sync: o.Sync}
 	w, err := sql.Open("sqlite", connString(path, &o, true))
 	if err != nil {
 		return nil, dbError("open "+path, err)

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -25,10 +26,73 @@ import (
 // and is not appended to. Subscribers from [Store.Notify] are woken after
 // the commit, before Append returns.
 func (s *Store) Append(ctx context.Context, runID string, after int64, drafts ...journal.Draft) ([]journal.Event, error) {
+	return s.append(ctx, runID, after, false, drafts)
+}
+
+// AppendDeferred implements [journal.Deferrer]: Append committed with
+// PRAGMA synchronous=NORMAL, so that the write-ahead log is not fsynced
+// before it returns; the next commit made with synchronous=FULL (an
+// Append, [Store.Sync]) fsyncs the log and with it every earlier frame.
+// With [SyncNormal] it is Append.
+func (s *Store) AppendDeferred(ctx context.Context, runID string, after int64, drafts ...journal.Draft) ([]journal.Event, error) {
+	return s.append(ctx, runID, after, s.sync == SyncFull, drafts)
+}
+
+// Sync implements [journal.Deferrer]: when an append of this Store was
+// deferred since its newest durable commit, it commits a write with
+// synchronous=FULL (the runs index row of that append, rewritten as it
+// is), which fsyncs the write-ahead log. With [SyncNormal] it does
+// nothing: that Store makes no append durable.
+func (s *Store) Sync(ctx context.Context) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.deferred == "" {
+		return nil
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return dbError("sync", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET last_seq = last_seq WHERE run_id = ?`, s.deferred); err != nil {
+		return dbError("sync", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return dbError("sync: commit", err)
+	}
+	s.deferred = ""
+	s.stats.Syncs.Add(1)
+	return nil
+}
+
+// append stores drafts in one transaction, committed without an fsync
+// when deferred.
+func (s *Store) append(ctx context.Context, runID string, after int64, deferred bool, drafts []journal.Draft) ([]journal.Event, error) {
 	if err := backend.CheckRunID(runID); err != nil {
 		return nil, err
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("append run %s", runID), err)
+	}
+	defer conn.Close()
+	if deferred {
+		// PRAGMA synchronous cannot change inside a transaction: it is
+		// set on the writer connection around this one, and put back
+		// before any other write can use the connection (one that
+		// cannot be put back is discarded, and a new one opens FULL).
+		if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+			return nil, dbError(fmt.Sprintf("append run %s", runID), err)
+		}
+		defer func() {
+			if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous=FULL"); err != nil {
+				conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}()
+	}
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, dbError(fmt.Sprintf("append run %s", runID), err)
 	}
@@ -67,6 +131,13 @@ func (s *Store) Append(ctx context.Context, runID string, after int64, drafts ..
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, dbError(fmt.Sprintf("append run %s: commit", runID), err)
+	}
+	if deferred {
+		s.deferred = runID
+		s.stats.Deferred.Add(1)
+	} else if s.sync == SyncFull {
+		s.deferred = ""
+		s.stats.Syncs.Add(1)
 	}
 	s.broker.Publish(runID)
 	return events, nil
