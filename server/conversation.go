@@ -53,6 +53,9 @@ type convRenderer struct {
 	runID string
 	rows  view.Reader
 	calls map[string]*convCall
+	// said is the text of the model's newest message: the run's end
+	// does not show it again as its output.
+	said string
 }
 
 func newConvRenderer(runID string) *convRenderer {
@@ -91,6 +94,7 @@ var convRows = map[journal.Type]func(r *convRenderer, h *html, vr *view.Row) []i
 	journal.SetupFinished: noteItem,
 	journal.ModelResponded: func(r *convRenderer, h *html, vr *view.Row) []item {
 		x := vr.Payload.(*agent.ModelResponded)
+		r.said = strings.TrimSpace(x.Message.Content)
 		h.raw(`<div class="msg assistant"><div class="who">`)
 		h.text(fmt.Sprintf("model · step %d · %s in / %s out · $%.5f · %s", vr.Step, groupDigits(x.Usage.InputTokens), groupDigits(x.Usage.OutputTokens), x.Cost, ms(x.DurationMS)))
 		h.raw(`</div>`)
@@ -234,8 +238,9 @@ func noteItem(_ *convRenderer, h *html, vr *view.Row) []item {
 	return nil
 }
 
-// endItem shows how the run ended (or paused), with its output.
-func endItem(_ *convRenderer, h *html, vr *view.Row) []item {
+// endItem shows how the run ended (or paused), with its output unless
+// it is the model's last message, shown just above.
+func endItem(r *convRenderer, h *html, vr *view.Row) []item {
 	x := vr.Payload.(*agent.RunEnded)
 	st := journal.StatusOf(vr.Event.Type)
 	fmt.Fprintf(&h.b, `<div class="end %s"><span class="status %s">`, st, st)
@@ -245,7 +250,7 @@ func endItem(_ *convRenderer, h *html, vr *view.Row) []item {
 	if x.Message != "" {
 		h.text(": " + clip(x.Message, 400))
 	}
-	if x.Output != "" {
+	if x.Output != "" && strings.TrimSpace(x.Output) != r.said {
 		h.raw(`<pre>`)
 		h.text(clip(x.Output, convTextChars))
 		h.raw(`</pre>`)
