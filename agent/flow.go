@@ -295,9 +295,14 @@ func (sc *secretScanner) scan(toolName string, args []byte) []policy.SecretUse {
 		out = append(out, policy.SecretUse{Name: sc.names[m.Value], Form: m.Form})
 	}
 	if toolName == "bash" || toolName == "python" {
+		dump := toolName == "bash" && policy.DumpsEnvironment(args)
 		for i, re := range sc.refs {
-			if re != nil && !seen[i] && re.Match(args) {
+			switch {
+			case re == nil || seen[i]:
+			case re.Match(args):
 				out = append(out, policy.SecretUse{Name: sc.names[i], Form: "by reference to its variable"})
+			case dump:
+				out = append(out, policy.SecretUse{Name: sc.names[i], Form: "in a dump of the whole environment"})
 			}
 		}
 	}
