@@ -1,12 +1,14 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/policy/bash"
 	"github.com/keel-run/keel/redact"
 )
 
@@ -155,6 +157,34 @@ func (s *State) foldCreatedFlow(c *RunCreated) {
 		s.Flow.Private = append(s.Flow.Private, &FlowMark{Seq: 1, Why: "the egress proxy gives the sandbox's requests secret " + strings.Join(hs, ", ")})
 		s.Flow.Other = true
 	}
+}
+
+// readsNetwork reports whether a call's result holds what came from
+// outside the run: a bash command that uses the network (curl, wget, git
+// fetch, pip download...) in a run whose sandbox may reach a host. Keel's
+// own network tools and MCP and connector tools are untrusted by name
+// (untrustedTool); a program that fetches in code Keel cannot read
+// (python3 p.py) is not counted here: the secret rules ask for it.
+func (s *State) readsNetwork(c *Call) bool {
+	if c.Name != "bash" || len(s.Created.Network) == 0 {
+		return false
+	}
+	var a struct {
+		Command string `json:"command"`
+	}
+	if json.Unmarshal([]byte(c.Arguments), &a) != nil || a.Command == "" {
+		return false
+	}
+	parts, _, _, err := bash.Analyse(a.Command, bash.Env{Mount: "/workspace"}, 0)
+	if err != nil {
+		return false // not bash: it did not run
+	}
+	for _, p := range parts {
+		if p.Facts.Network {
+			return true
+		}
+	}
+	return false
 }
 
 // resultLabel is the label of a call's result (nil: trusted and public).
