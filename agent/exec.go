@@ -268,6 +268,9 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 		}
 	}
 	r := *res
+	if !r.Untrusted && x.st.readsNetwork(c) {
+		r.Untrusted = true // fetched from outside: untrusted input
+	}
 	r.Content = x.secrets.hide(r.Content)
 	x.hideInArtifact(&r)
 	x.boundResult(&r, c.ID)

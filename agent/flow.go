@@ -1,12 +1,14 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/policy/bash"
 	"github.com/keel-run/keel/redact"
 )
 
@@ -157,6 +159,34 @@ func (s *State) foldCreatedFlow(c *RunCreated) {
 	}
 }
 
+// readsNetwork reports whether a call's result holds what came from
+// outside the run: a bash command that uses the network (curl, wget, git
+// fetch, pip download...) in a run whose sandbox may reach a host. Keel's
+// own network tools and MCP and connector tools are untrusted by name
+// (untrustedTool); a program that fetches in code Keel cannot read
+// (python3 p.py) is not counted here: the secret rules ask for it.
+func (s *State) readsNetwork(c *Call) bool {
+	if c.Name != "bash" || len(s.Created.Network) == 0 {
+		return false
+	}
+	var a struct {
+		Command string `json:"command"`
+	}
+	if json.Unmarshal([]byte(c.Arguments), &a) != nil || a.Command == "" {
+		return false
+	}
+	parts, _, _, err := bash.Analyse(a.Command, bash.Env{Mount: "/workspace"}, 0)
+	if err != nil {
+		return false // not bash: it did not run
+	}
+	for _, p := range parts {
+		if p.Facts.Network {
+			return true
+		}
+	}
+	return false
+}
+
 // resultLabel is the label of a call's result (nil: trusted and public).
 func (s *State) resultLabel(c *Call, f *ToolFinished) *DataLabel {
 	if f.Synthetic {
@@ -295,9 +325,14 @@ func (sc *secretScanner) scan(toolName string, args []byte) []policy.SecretUse {
 		out = append(out, policy.SecretUse{Name: sc.names[m.Value], Form: m.Form})
 	}
 	if toolName == "bash" || toolName == "python" {
+		dump := toolName == "bash" && policy.DumpsEnvironment(args)
 		for i, re := range sc.refs {
-			if re != nil && !seen[i] && re.Match(args) {
+			switch {
+			case re == nil || seen[i]:
+			case re.Match(args):
 				out = append(out, policy.SecretUse{Name: sc.names[i], Form: "by reference to its variable"})
+			case dump:
+				out = append(out, policy.SecretUse{Name: sc.names[i], Form: "in a dump of the whole environment"})
 			}
 		}
 	}

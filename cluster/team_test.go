@@ -36,6 +36,8 @@ import (
 type teamModel struct {
 	children int
 	grand    bool
+	// slow children sleep a minute in their command.
+	slow bool
 }
 
 func (m teamModel) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
@@ -67,6 +69,8 @@ func (m teamModel) Generate(ctx context.Context, req *model.Request) (*model.Res
 		out.Content = "all children reported"
 	case m.grand && strings.HasPrefix(task, "child") && k == 0:
 		out.ToolCalls = []model.ToolCall{call("g", agent.SpawnTool, map[string]any{"task": "grand" + task, "limits": map[string]any{"max_steps": 3, "max_tool_calls": 2}})}
+	case m.slow && k == 0:
+		out.ToolCalls = []model.ToolCall{call("b", "bash", map[string]any{"command": "sleep 60 && echo slow >> log.txt"})}
 	case k == 0:
 		out.ToolCalls = []model.ToolCall{call("b", "bash", map[string]any{"command": fmt.Sprintf("sleep 0.5 && echo %q >> log.txt", task)})}
 	default:
@@ -97,7 +101,7 @@ func teamWorkerOf(path string, m teamModel, slots int, kill *killAt) (*agent.Run
 	rt := agent.NewRuntime(js, nil)
 	reg := tool.NewRegistry()
 	builtin.Register(reg, &builtin.Options{NoWeb: true})
-	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Slots: slots, Driver: cluster.Driver{PinTimeout: 3 * time.Second, Heartbeat: 5 * time.Second, RetryWait: time.Second, ChildRecheck: 2 * time.Second},
+	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Slots: slots, ControlStream: "_keel.control", CancelType: "run.cancel_requested", Driver: cluster.Driver{PinTimeout: 3 * time.Second, Heartbeat: 5 * time.Second, RetryWait: time.Second, ChildRecheck: 2 * time.Second},
 		Wire: func(_ context.Context, rc *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
 			ws, err := tool.NewWorkspace(rc.Workspace, rc.MountPath, nil)
 			if err != nil {
@@ -327,4 +331,91 @@ func TestTeamOnClusterWaitingParentsHoldNoSlot(t *testing.T) {
 		}
 	}
 	t.Logf("tree of %d runs on 2 workers of 1 slot: the lead paused %d times for its children, %d events", 1+2*n, pauses, len(evs))
+}
+
+// TestTeamOnClusterCancelWaitingParent: a lead paused waiting for its
+// children (holding no worker) is canceled by a person (the journal's
+// cancel, as a server records it for a run no one executes, then a
+// wake-up): its children, still working on the workers, are canceled
+// with it instead of running on to their ends.
+func TestTeamOnClusterCancelWaitingParent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Temporal dev server")
+	}
+	addr := testenv.Temporal(t)
+	const n = 2
+	path := filepath.Join(t.TempDir(), "j.db")
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	c, err := cluster.Dial(ctx, addr, &client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	wctx, stopWorkers := context.WithCancel(ctx)
+	defer func() { stopWorkers(); wg.Wait() }()
+	rt, w, closer, err := teamWorkerOf(path, teamModel{children: n, slow: true}, 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closer.Close() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := w.Run(wctx, c); err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}()
+	ws := t.TempDir()
+	id, err := rt.Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
+		Tools: teamTools(), Limits: agent.Limits{MaxSteps: 20, MaxToolCalls: 20, MaxChildren: n, MaxDepth: 1}, Principal: "keel-cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cluster.NewDispatcher(c)
+	if err := d.Dispatch(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	for e, err := range journal.Follow(ctx, rt.Store(), id, 1, 100*time.Millisecond) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == journal.RunPaused && strings.Contains(string(e.Payload), `"children"`) {
+			break
+		}
+		if journal.StatusOf(e.Type).Terminal() {
+			t.Fatalf("the lead ended (%s) before it waited for its children", e.Type)
+		}
+	}
+	if _, err := rt.Cancel(ctx, id, "tester"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Dispatch(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	lead, _, err := rt.Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range lead.Children {
+		for e, err := range journal.Follow(ctx, rt.Store(), ch.ID, 1, 100*time.Millisecond) {
+			if err != nil {
+				t.Fatalf("child %s did not end: %v", ch.ID, err)
+			}
+			if journal.StatusOf(e.Type).Terminal() {
+				break
+			}
+		}
+		st, _, err := rt.Load(ctx, ch.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Status != journal.StatusCanceled {
+			t.Errorf("child %s %s (%+v), want canceled with its parent", ch.ID, st.Status, st.Ended)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "log.txt")); len(b) > 0 {
+		t.Errorf("a child's command ran to its end after its parent was canceled: %q", b)
+	}
 }

@@ -393,6 +393,36 @@ func (w *Worker) childrenRunning(ctx context.Context, in *StepInput) (StepResult
 	return StepResult{LastSeq: in.AfterSeq, LastHash: in.AfterHash, Status: journal.StatusPaused, Reason: reasonChildren}, true, nil
 }
 
+// stopChildren stops the children of run id, which ended as status
+// while no process executed it (a person canceled it while it waited
+// for them, paused): the subtree follows its root, canceled with it, or
+// stopped as children whose parent ended.
+func (w *Worker) stopChildren(ctx context.Context, id string, status journal.Status) {
+	w.mu.Lock()
+	team := w.opts.Team
+	w.mu.Unlock()
+	if team == nil {
+		return
+	}
+	st, _, err := w.rt.Load(ctx, id)
+	if err != nil {
+		w.log.Error("load an ended run to stop its children", "run_id", id, "err", err)
+		return
+	}
+	cause := agent.ErrParentEnded
+	if status == journal.StatusCanceled {
+		cause = agent.CanceledByToken("its parent run "+id, "")
+	}
+	for _, ch := range st.Children {
+		if ch.Delivered != nil {
+			continue
+		}
+		if err := team.Stop(ctx, ch.ID, cause); err != nil {
+			w.log.Error("stop a child of an ended run", "run_id", id, "child", ch.ID, "err", err)
+		}
+	}
+}
+
 // wakeParent wakes the workflow of run parent, whose child id ended: a
 // parent paused for its children looks at them again. A wake-up lost
 // (this worker dies now) is made up for by the parent's ChildRecheck.
@@ -426,6 +456,7 @@ func (w *Worker) endedSince(ctx context.Context, in *StepInput) (StepResult, boo
 	}
 	w.release(in.RunID)
 	w.log.Info("the run ended since its last step; not executing it", "run_id", in.RunID, "status", st)
+	w.stopChildren(ctx, in.RunID, st)
 	if first, err := w.rt.Store().Read(ctx, in.RunID, 1); err == nil && len(first) > 0 && first[0].Type == journal.RunCreated {
 		var c agent.RunCreated
 		if json.Unmarshal(first[0].Payload, &c) == nil && c.Parent != nil {

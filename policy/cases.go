@@ -64,6 +64,8 @@ func (c *Case) Call() *Call {
 		for _, name := range c.Holds {
 			if refersTo(string(c.Args), name) {
 				fl.Secrets = append(fl.Secrets, SecretUse{Name: name, Form: "by reference", Where: "arguments"})
+			} else if c.Tool == "bash" && DumpsEnvironment(c.Args) {
+				fl.Secrets = append(fl.Secrets, SecretUse{Name: name, Form: "in a dump of the whole environment", Where: "arguments"})
 			}
 		}
 		if len(c.Holds) > 0 {

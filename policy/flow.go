@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -232,3 +233,16 @@ func persistence(cmd *bash.Command, written []string, mount string) (run, hides 
 	}
 	return run, hides
 }
+
+// envDump matches a command (as the JSON arguments of a bash call hold
+// it) that reads the whole environment without naming a variable: a read
+// of /proc/*/environ (cat, xxd, od, base64, strings, cp, tar ...), env or
+// printenv without a command or name, set, export -p, declare -p/-x,
+// typeset -p, compgen -e. Such a command carries every secret the
+// sandbox holds.
+var envDump = regexp.MustCompile(`/proc/[^/\s"]*/environ|(^|[;&|(\s"'` + "`" + `{])(?:(?:env|printenv)(?:\s+-[-\w]+)*|set|export\s+-p|(?:declare|typeset)\s+-[a-zA-Z]*[px][a-zA-Z]*|compgen\s+-[a-zA-Z]*e)\s*($|[;&|)}>"'` + "`" + `]|\\n|\\u00(?:3[ce]|26))`)
+
+// DumpsEnvironment reports whether a bash call's arguments (its JSON)
+// hold a command that reads the whole environment without naming a
+// variable (see envDump): it carries every secret the sandbox holds.
+func DumpsEnvironment(args []byte) bool { return envDump.Match(args) }

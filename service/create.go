@@ -16,6 +16,7 @@ import (
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/sandbox"
+	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -278,9 +279,19 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 			secretEnv = append(secretEnv, n)
 		}
 	}
+	secretHosts := slices.Clone(local.SecretHosts)
+	for _, h := range req.SecretHosts {
+		if !slices.Contains(s.opts.SecretEnv, h.Name) {
+			return nil, badRequest("secret_hosts %q: this server does not offer that variable as a secret (its operator offers one with keel serve --secret-env NAME)", h.Name)
+		}
+		secretHosts = append(secretHosts, agent.SecretHost{Name: h.Name, Host: h.Host})
+	}
+	if err := checkSecretHosts(secretHosts[len(local.SecretHosts):], secretEnv, req.Env, req.Network, sb); err != nil {
+		return nil, err
+	}
 	c := &agent.RunCreated{
 		Task: task, System: system, Model: cmp.Or(mi.Spec, name), Limits: limits, CompletionMarker: marker,
-		Workspace: ws, MountPath: mount, Sandbox: sb, Env: req.Env, SecretEnv: secretEnv, SecretHosts: local.SecretHosts, Setup: req.Setup, SetupNetwork: local.SetupNetwork,
+		Workspace: ws, MountPath: mount, Sandbox: sb, Env: req.Env, SecretEnv: secretEnv, SecretHosts: secretHosts, Setup: req.Setup, SetupNetwork: local.SetupNetwork,
 		SetupTimeout: agent.Duration(cmp.Or(local.SetupTimeout, agent.SetupTimeout)), Network: req.Network, Labels: req.Labels,
 		Principal: cmp.Or(req.Agent, identity.LocalAgent), OnBehalfOf: req.OnBehalfOf,
 	}
@@ -519,4 +530,33 @@ func (s *Service) NewRunChoices(ctx context.Context, who *Caller) *Choices {
 		}
 	}
 	return c
+}
+
+// checkSecretHosts checks a request's secrets for hosts: each variable
+// given once and in no other way, its host one the allowlist allows, in
+// the linux sandbox.
+func checkSecretHosts(hosts []agent.SecretHost, secretEnv, env, allow []string, sb string) error {
+	allowed := egress.MustParse(allow)
+	for i, h := range hosts {
+		if slices.Contains(secretEnv, h.Name) || slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, h.Name+"=") }) ||
+			slices.ContainsFunc(hosts[:i], func(o agent.SecretHost) bool { return o.Name == h.Name }) {
+			return badRequest("secret_hosts %s: the variable is given twice (env, secret_env or secret_hosts)", h.Name)
+		}
+		l, err := egress.Parse([]string{h.Host})
+		if err != nil || h.Host == "" {
+			return badRequest("secret_hosts %s: host %q: want a host as network writes it (api.example.com, api.example.com:8443)", h.Name, h.Host)
+		}
+		r := l.Rules()[0]
+		probe := r.Host
+		if r.Wildcard {
+			probe = "x." + r.Host
+		}
+		if !slices.ContainsFunc(r.Ports, func(p int) bool { return allowed.Match(probe, p) != nil }) {
+			return badRequest("secret_hosts %s: host %s is not in the run's network allowlist", h.Name, h.Host)
+		}
+		if sb == "none" {
+			return badRequest("secret_hosts needs the linux sandbox (its egress proxy puts the value in)")
+		}
+	}
+	return nil
 }

@@ -1,6 +1,10 @@
 package checkpoint
 
 import (
+	"encoding/hex"
+	"regexp"
+	"strings"
+
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/redact"
 )
@@ -30,8 +34,61 @@ func SealSecrets(changes []Change, secrets []agent.Secret) []Change {
 	out := make([]Change, len(changes))
 	for i, c := range changes {
 		c.Path = seal(c.Path)
-		c.Patch = seal(c.Patch)
+		c.Patch = seal(sealSpaced(c.Patch, set, names))
 		out[i] = c
 	}
 	return out
 }
+
+// sealSpaced replaces each line of patch that holds a secret only once
+// its blanks are taken out (xxd's grouped hex "736b 2d63 616e", od -c's
+// "s   k   -   c") by its first character and a placeholder naming the
+// secret: such spellings escape the scanner, which reads a secret's
+// pieces only when they are contiguous.
+func sealSpaced(patch string, set *redact.Secrets, names []string) string {
+	lines := strings.SplitAfter(patch, "\n")
+	changed := false
+	for i, l := range lines {
+		if !strings.ContainsAny(l, " \t") {
+			continue
+		}
+		m := spacedScan(set, strings.Join(strings.Fields(l), ""))
+		if len(m) == 0 {
+			continue
+		}
+		mark := l[:min(1, len(l))]
+		nl := ""
+		if strings.HasSuffix(l, "\n") {
+			nl = "\n"
+		}
+		lines[i] = mark + "«secret:" + names[m[0].Value] + ":spaced» (line hidden)" + nl
+		changed = true
+	}
+	if !changed {
+		return patch
+	}
+	return strings.Join(lines, "")
+}
+
+// spacedScan scans joined (a line without its blanks) and the bytes its
+// runs of hex digits decode to, from either parity.
+func spacedScan(set *redact.Secrets, joined string) []redact.Match {
+	if m := set.Scan(joined); len(m) > 0 {
+		return m
+	}
+	for _, run := range hexRun.FindAllString(joined, -1) {
+		for off := 0; off < 2 && off < len(run); off++ {
+			r := run[off:]
+			b, err := hex.DecodeString(r[:len(r)/2*2])
+			if err != nil {
+				continue
+			}
+			if m := set.Scan(string(b)); len(m) > 0 {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+var hexRun = regexp.MustCompile(`[0-9a-fA-F]{20,}`)

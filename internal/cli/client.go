@@ -165,7 +165,7 @@ func (f *flagValues) integer(name string) int {
 
 func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
-	if err := only(cmd, "model", "workspace", "mount-path", "env", "secret-env", "setup", "task-file", "system", "system-file", "json", "quiet",
+	if err := only(cmd, "model", "workspace", "mount-path", "env", "secret-env", "secret-for-host", "setup", "task-file", "system", "system-file", "json", "quiet",
 		"max-steps", "max-tokens", "max-cost", "timeout", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait",
 		"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills"); err != nil {
 		return err
@@ -178,6 +178,13 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	}
 	req := &api.CreateRun{Task: task, Model: fv.str("model"), MountPath: fv.str("mount-path"), Env: fv.strs("env"), SecretEnv: fv.strs("secret-env"), Setup: fv.str("setup"),
 		System: fv.str("system"), Sandbox: fv.str("sandbox"), Network: fv.strs("allow-host"), OnBehalfOf: fv.str("on-behalf-of")}
+	for _, e := range fv.strs("secret-for-host") {
+		name, host, ok := strings.Cut(e, "=")
+		if !ok || name == "" || host == "" {
+			return usagef("--secret-for-host %q: want NAME=HOST (a variable the server offers and the host its value is for)", e)
+		}
+		req.SecretHosts = append(req.SecretHosts, api.SecretHost{Name: name, Host: host})
+	}
 	// On a server, connectors are the server's or the agent's: the run
 	// names which of them it offers.
 	conn := &api.Connectors{MCP: fv.strs("mcp"), SQL: fv.strs("sql"), OpenAPI: fv.strs("openapi")}

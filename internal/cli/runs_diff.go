@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/tool/builtin/fs"
 )
 
 func (a *app) runsDiffCmd() *cobra.Command {
@@ -72,7 +69,7 @@ func (a *app) runsDiff(ctx context.Context, b backend, id string, at int64, stat
 					return nil
 				}
 			}
-			return a.editsUpTo(id, events, at)
+			return tui.EditsUpTo(a.stdout, id, events, at)
 		}
 		if err != nil {
 			return err
@@ -91,7 +88,7 @@ func (a *app) runsDiff(ctx context.Context, b backend, id string, at int64, stat
 		last := events[len(events)-1].Seq
 		changes, from, to, err := b.CheckpointDiff(ctx, id, events, last)
 		if err == nil {
-			tui.Changes(tui.Esc(a.stdout), changes, checkpointsSince(from, to), stat)
+			tui.Changes(tui.Esc(a.stdout), changes, tui.CheckpointsSince(from, to), stat)
 			return nil
 		}
 		if !errors.Is(err, checkpoint.ErrNone) {
@@ -99,11 +96,6 @@ func (a *app) runsDiff(ctx context.Context, b backend, id string, at int64, stat
 		}
 	}
 	return tui.RunDiff(ctx, a.stdout, b.WorkspaceDiff, id, created, stat)
-}
-
-// checkpointsSince is what a diff between a run's checkpoints covers.
-func checkpointsSince(from, to int64) string {
-	return fmt.Sprintf("since the run's first checkpoint (event %d; no git commit was recorded at its start), at the checkpoint of event %d", from, to)
 }
 
 // endCheckpointDiff is endDiff for a run that recorded no git commit at
@@ -124,7 +116,7 @@ func (a *app) endCheckpointDiff(ctx context.Context, store journal.Store, runID 
 		changes = a.sealDiff(runID, created, changes)
 	}
 	var b strings.Builder
-	tui.Changes(tui.Esc(&b), changes, checkpointsSince(from, to), true)
+	tui.Changes(tui.Esc(&b), changes, tui.CheckpointsSince(from, to), true)
 	fmt.Fprintf(a.stderr, "\n%s", b.String())
 	if len(changes) > 0 {
 		fmt.Fprintf(a.stderr, "diff: keel runs diff %s\n", runID)
@@ -214,50 +206,6 @@ func runCreated(events []journal.Event) (*agent.RunCreated, error) {
 		return nil, fmt.Errorf("the run's first event is %s, not run.created", events[0].Type)
 	}
 	return c, nil
-}
-
-// editsUpTo prints the file edits of the run up to event seq at: each
-// write_file and edit_file call that succeeded, with its path.
-func (a *app) editsUpTo(runID string, events []journal.Event, at int64) error {
-	w := tui.Esc(a.stdout)
-	paths := map[string]string{}
-	n := 0
-	for i := range events {
-		e := &events[i]
-		if e.Seq > at {
-			break
-		}
-		v, err := agent.Decode(e)
-		if err != nil {
-			return err
-		}
-		switch x := v.(type) {
-		case *agent.ModelResponded:
-			for _, c := range x.Message.ToolCalls {
-				if c.Name != fs.WriteName && c.Name != fs.EditName {
-					continue
-				}
-				var args struct {
-					Path string `json:"path"`
-				}
-				if json.Unmarshal([]byte(c.Arguments), &args) == nil && args.Path != "" {
-					paths[c.ID] = path.Clean(args.Path)
-				}
-			}
-		case *agent.ToolFinished:
-			p, ok := paths[x.CallID]
-			if !ok || x.IsError || x.Synthetic {
-				continue
-			}
-			n++
-			fmt.Fprintf(w, "%d\t%s\t%s\n", e.Seq, x.Tool, p)
-		}
-	}
-	if n == 0 {
-		fmt.Fprintf(w, "no file edits up to event %d\n", at)
-	}
-	fmt.Fprintf(w, "note: run %s has no workspace checkpoints (it ran before they existed, or without git): these are the edits of Keel's file tools up to event %d; what shell commands changed, and the files' contents at that event, are not known\n", runID, at)
-	return nil
 }
 
 // endDiff prints, at the end of keel run, the files the run changed

@@ -45,3 +45,54 @@ func TestServerSecretEnv(t *testing.T) {
 		t.Error("the secret is in an output")
 	}
 }
+
+// A run created through the server asks for a secret for a host by a
+// name the server offers: the sandbox holds a placeholder, and the
+// server's egress proxy puts the server's value in for that host only.
+// A name the server does not offer, and a host the run does not allow,
+// are refused.
+func TestServerSecretForHost(t *testing.T) {
+	db := setup(t)
+	api := newHostSecretAPI(t)
+	t.Setenv("KEEL_DEBUG", "egress_roots="+api.roots)
+	secret := canary(t, "kcH")
+	t.Setenv(exfilSecretName, secret)
+	t.Setenv("NOT_OFFERED", "kcN-not-offered-value")
+	s := startServe(t, "--secret-env", exfilSecretName)
+	traj := writeTrajectory(t, "call the API", []fcall{sh(`curl -q -s -H "Authorization: Bearer $` + exfilSecretName + `" https://` + api.host + `/v1/me; echo; echo "$` + exfilSecretName + `"`)}, nil)
+	run := func(extra ...string) (int, string, string) {
+		return keel(t, append([]string{"--server", s.url, "run", "--model", "replay:" + traj, "--workspace", t.TempDir(), "--no-wait", "-q"}, extra...)...)
+	}
+	if code, _, errOut := run("--allow-host", api.host, "--secret-for-host", "NOT_OFFERED="+api.host); code == 0 || !strings.Contains(errOut, "does not offer") {
+		t.Errorf("a secret the server does not offer: exit %d\n%s", code, errOut)
+	}
+	if code, _, errOut := run("--secret-for-host", exfilSecretName+"="+api.host); code == 0 || !strings.Contains(errOut, "not in the run's network allowlist") {
+		t.Errorf("a host the run does not allow: exit %d\n%s", code, errOut)
+	}
+	code, out, errOut := run("--allow-host", api.host, "--secret-for-host", exfilSecretName+"="+api.host)
+	if code != 0 {
+		t.Fatalf("keel --server run --secret-for-host = %d\n%s", code, errOut)
+	}
+	api.mu.Lock()
+	auth := strings.Join(api.auth, "\n")
+	api.mu.Unlock()
+	if !strings.Contains(auth, "/v1/me Bearer "+secret) {
+		t.Errorf("the host got %q, want the value", auth)
+	}
+	_, st := lastRun(t, db)
+	if len(st.Created.SecretHosts) != 1 || st.Created.SecretHosts[0].Host != api.host {
+		t.Errorf("secret_hosts %+v", st.Created.SecretHosts)
+	}
+	res := st.Turns[0].Calls[0].Finished
+	if res == nil || !strings.Contains(res.Content, "you sent Bearer keel-placeholder-") || strings.Contains(res.Content, secret) {
+		t.Errorf("the command's result: %+v; want the placeholder echoed", res)
+	}
+	for _, f := range []string{db, db + "-wal"} {
+		if b, _ := os.ReadFile(f); bytes.Contains(b, []byte(secret)) {
+			t.Errorf("the secret is in %s", f)
+		}
+	}
+	if strings.Contains(out+errOut+s.stderr.String(), secret) {
+		t.Error("the secret is in an output")
+	}
+}

@@ -324,7 +324,11 @@ func (p *egressProxy) handle(c net.Conn) {
 		}
 		// A secret never crosses a network in clear text: the
 		// placeholders go out as they are.
-		d.Reason += "; plain HTTP off this machine: placeholders left in place (use HTTPS)"
+		var head strings.Builder
+		_ = req.Header.Write(&head)
+		if strings.Contains(req.URL.String()+head.String(), PlaceholderPrefix) {
+			d.Reason += "; plain HTTP off this machine: placeholders left in place (use HTTPS)"
+		}
 	}
 	defer func() { d.BytesOut = body.n; p.report(d) }()
 	if err := req.Write(up); err != nil {

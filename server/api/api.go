@@ -92,6 +92,13 @@ type Limits struct {
 	MaxDepth     *int `json:"max_depth,omitempty"`
 }
 
+// SecretHost is a secret for one host of a run (CreateRun.SecretHosts):
+// the name of the variable, and the host as an allowlist entry.
+type SecretHost struct {
+	Name string `json:"name"`
+	Host string `json:"host"`
+}
+
 // CreateRun is the body of POST /v1/runs.
 type CreateRun struct {
 	// Task is what the agent should do; required unless Demo is set or
@@ -120,10 +127,16 @@ type CreateRun struct {
 	// server offers (keel serve --secret-env NAME); the values never
 	// travel in a request, and the journal holds the names.
 	SecretEnv []string `json:"secret_env,omitempty"`
-	Setup     string   `json:"setup,omitempty"`
-	Network   []string `json:"network,omitempty"`
-	System    string   `json:"system,omitempty"`
-	Limits    Limits   `json:"limits,omitempty"`
+	// SecretHosts are secrets the sandbox never holds (as keel run
+	// --secret-for-host NAME=HOST): the sandbox's NAME is a placeholder
+	// the egress proxy replaces by the value of the server's variable
+	// NAME in requests to HOST only. NAME must be offered as for
+	// SecretEnv, HOST allowed by Network.
+	SecretHosts []SecretHost `json:"secret_hosts,omitempty"`
+	Setup       string       `json:"setup,omitempty"`
+	Network     []string     `json:"network,omitempty"`
+	System      string       `json:"system,omitempty"`
+	Limits      Limits       `json:"limits,omitempty"`
 	// Policy names or holds the run's tool-call policy (empty or
 	// "server": the server's). Any other policy needs an admin token.
 	Policy string `json:"policy,omitempty"`

@@ -1,0 +1,44 @@
+package agent
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// A bash command that dumps the whole environment carries every secret
+// the sandbox holds, though it names none (so secret-written asks when
+// it writes the dump into the workspace).
+func TestScanEnvironmentDump(t *testing.T) {
+	sc := newSecretScanner([]Secret{{Name: "API_TOKEN", Value: "sk-canary6-0123456789abcdef"}}, []string{"API_TOKEN"})
+	for _, tc := range []struct {
+		cmd   string
+		carry bool
+	}{
+		{"env > e1.txt", true},
+		{"printenv > e.txt", true},
+		{"printenv", true},
+		{"env -0 >e", true},
+		{"xxd /proc/self/environ > e2.txt", true},
+		{"od -c /proc/self/environ > e3.txt", true},
+		{"base64 -w 16 < /proc/self/environ > e4.txt", true},
+		{"cp /proc/1/environ e.txt", true},
+		{"export -p > e.txt", true},
+		{"set > e.txt", true},
+		{"cd x && set\necho", true},
+		{"declare -p > e", true},
+		{"declare -x", true},
+		{"typeset -p >e", true},
+		{"jq -n env > e.txt", true},
+		{"ls > e.txt", false},
+		{"env FOO=1 make > out.txt", false},
+		{"set -e; make > out.txt", false},
+		{"echo environment > e.txt", false},
+		{"go env GOPATH > e.txt", false},
+	} {
+		args, _ := json.Marshal(map[string]string{"command": tc.cmd})
+		got := len(sc.scan("bash", args)) > 0
+		if got != tc.carry {
+			t.Errorf("%q: carries a secret %v, want %v", tc.cmd, got, tc.carry)
+		}
+	}
+}
