@@ -48,9 +48,11 @@ func Temporal(tb testing.TB) string {
 		}
 		deadline := time.Now().Add(time.Minute)
 		for {
-			c, err := net.DialTimeout("tcp", addr, time.Second)
+			// Listening on every port: a server that took the gRPC port
+			// but then lost another one to a process that took it after
+			// freePort exits, and its gRPC port refuses connections.
+			err := listening(ports[:])
 			if err == nil {
-				c.Close()
 				tb.Cleanup(stop)
 				return addr
 			}
@@ -87,4 +89,16 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// listening returns nil when every port of 127.0.0.1 accepts a connection.
+func listening(ports []int) error {
+	for _, p := range ports {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), time.Second)
+		if err != nil {
+			return err
+		}
+		c.Close()
+	}
+	return nil
 }
