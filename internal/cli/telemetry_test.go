@@ -300,7 +300,7 @@ func (s *jSpan) intTag(k string) int64 {
 }
 
 // traceSpans returns the spans Jaeger holds for trace id, polling until
-// it holds at least want of them (or the deadline passes).
+// it holds at least want distinct ones (or the deadline passes).
 func (j *jaeger) traceSpans(t *testing.T, id string, want int) []jSpan {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -322,7 +322,14 @@ func (j *jaeger) traceSpans(t *testing.T, id string, want int) []jSpan {
 				}
 			}
 		}
-		if len(spans) >= want || time.Now().After(deadline) {
+		// Distinct spans: a span exported again (a restarted server's
+		// sweep of spans no collector acknowledged before a kill) is
+		// stored twice and must not end the wait for the others.
+		ids := map[string]bool{}
+		for _, s := range spans {
+			ids[s.SpanID] = true
+		}
+		if len(ids) >= want || time.Now().After(deadline) {
 			return spans
 		}
 		waitBriefly()
