@@ -61,6 +61,28 @@ var curlPresents = set("-E", "--cert", "--key", "--proxy-cert", "--proxy-key")
 // its arguments: long options (--opt v, --opt=v), clusters of short
 // ones (-sSd @f, -sd@f); "--" ends the options.
 func curlOptions(args []string) (opts []string, values []string) {
+	// --expand-data {{var}} is --data with variables (which --variable
+	// sets and curlOptionSend checks).
+	base := func(k string) string {
+		if x, ok := strings.CutPrefix(k, "--expand-"); ok {
+			return "--" + x
+		}
+		return k
+	}
+	opts, values = getopt(args, func(k string) bool { return curlFileOptions[base(k)] || curlLongValue[base(k)] }, curlShortValue, false)
+	for i := range opts {
+		opts[i] = base(opts[i])
+	}
+	return opts, values
+}
+
+// getopt lists a program's options with their values, as GNU getopt
+// reads them: a long option takes the next word as its value when
+// longValue says it has one and it has no =v; in a cluster of short
+// ones, the first letter of shortValue takes the rest of the word or the
+// next word; with twoLetterN, -n and the letter after it are one option
+// (wget's -nv, -nc); "--" ends the options.
+func getopt(args []string, longValue func(string) bool, shortValue string, twoLetterN bool) (opts []string, values []string) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -68,21 +90,21 @@ func curlOptions(args []string) (opts []string, values []string) {
 			return
 		case strings.HasPrefix(a, "--"):
 			k, v, hasValue := strings.Cut(a, "=")
-			if x, ok := strings.CutPrefix(k, "--expand-"); ok {
-				// --expand-data {{var}}: the option, with variables
-				// (which --variable sets and curlOptionSend checks).
-				k = "--" + x
-			}
-			if (curlFileOptions[k] || curlLongValue[k]) && !hasValue && i+1 < len(args) {
+			if longValue(k) && !hasValue && i+1 < len(args) {
 				i++
 				v = args[i]
 			}
 			opts, values = append(opts, k), append(values, v)
 		case strings.HasPrefix(a, "-") && len(a) >= 2:
 			for j := 1; j < len(a); j++ {
-				k := "-" + a[j:j+1]
-				if !strings.Contains(curlShortValue, a[j:j+1]) {
-					opts, values = append(opts, k), append(values, "")
+				c := a[j : j+1]
+				if twoLetterN && c == "n" && j+1 < len(a) {
+					opts, values = append(opts, "-n"+a[j+1:j+2]), append(values, "")
+					j++
+					continue
+				}
+				if !strings.Contains(shortValue, c) {
+					opts, values = append(opts, "-"+c), append(values, "")
 					continue
 				}
 				v := a[j+1:]
@@ -90,7 +112,7 @@ func curlOptions(args []string) (opts []string, values []string) {
 					i++
 					v = args[i]
 				}
-				opts, values = append(opts, k), append(values, v)
+				opts, values = append(opts, "-"+c), append(values, v)
 				break
 			}
 		}
@@ -134,41 +156,7 @@ const wgetShortValue = "eoaiBtOTwQPlADRIXUCY"
 // reads them: --opt v, --opt=v, clusters of short ones (-qO-), the
 // two-letter -n forms (-nv, -nc); "--" ends the options.
 func wgetOptions(args []string) (opts []string, values []string) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			return
-		case strings.HasPrefix(a, "--"):
-			k, v, hasValue := strings.Cut(a, "=")
-			if (wgetValue[k] || wgetFileOptions[k] || k == "--execute" || k == "--config") && !hasValue && i+1 < len(args) {
-				i++
-				v = args[i]
-			}
-			opts, values = append(opts, k), append(values, v)
-		case strings.HasPrefix(a, "-") && len(a) >= 2:
-			for j := 1; j < len(a); j++ {
-				c := a[j : j+1]
-				if c == "n" && j+1 < len(a) {
-					opts, values = append(opts, "-n"+a[j+1:j+2]), append(values, "")
-					j++
-					continue
-				}
-				if !strings.Contains(wgetShortValue, c) {
-					opts, values = append(opts, "-"+c), append(values, "")
-					continue
-				}
-				v := a[j+1:]
-				if v == "" && i+1 < len(args) {
-					i++
-					v = args[i]
-				}
-				opts, values = append(opts, "-"+c), append(values, v)
-				break
-			}
-		}
-	}
-	return
+	return getopt(args, func(k string) bool { return wgetValue[k] || wgetFileOptions[k] || k == "--execute" || k == "--config" }, wgetShortValue, true)
 }
 
 // wgetNetrcOff reports whether wget's options turn off ~/.netrc, which
