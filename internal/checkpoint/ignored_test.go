@@ -126,4 +126,3 @@ func dropConfig[R any](t *testing.T, rows []R, path func(R) string) []R {
 	}
 	return out
 }
-
