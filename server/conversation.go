@@ -379,11 +379,15 @@ type fileDiff struct {
 	Files              int
 	Autorun            string
 	IgnoredWhere       string
+	// Link, Note, NULs: as checkpoint.Change's.
+	Link, Note string
+	NULs       int
 }
 
 func newFileDiff(c checkpoint.Change) fileDiff {
 	d := fileDiff{Path: visible.String(c.Path), Status: string(c.Status), Binary: c.Binary, Added: c.Added, Removed: c.Removed, Hidden: c.Hidden,
-		Rewritten: c.Rewritten, Ignored: c.Ignored, Files: c.Files, Autorun: visible.String(c.Autorun)}
+		Rewritten: c.Rewritten, Ignored: c.Ignored, Files: c.Files, Autorun: visible.String(c.Autorun),
+		Link: visible.String(c.Link), Note: visible.String(c.Note), NULs: c.NULs}
 	if c.Ignored {
 		d.IgnoredWhere = "ignored by git"
 		if c.Path == ".git" || strings.HasPrefix(c.Path, ".git/") {

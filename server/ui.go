@@ -592,7 +592,13 @@ func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileD
 		if cerr != nil || c.Git == nil {
 			return nil, "no workspace checkpoints and no git commit to compare with"
 		}
-		if changes, err = checkpoint.SinceStart(ctx, c); err != nil {
+		changes, err = checkpoint.SinceStart(ctx, c, events)
+		var he *checkpoint.HistoryError
+		if errors.As(err, &he) && he.From > 0 {
+			changes, note = he.Changes, fmt.Sprintf("%v: shown instead, from the run's own checkpoints: the checkpoint of event %d to that of event %d", he.Cause, he.From, he.To)
+			break
+		}
+		if err != nil {
 			return nil, "the workspace cannot be compared: " + err.Error()
 		}
 		note = "the workspace now against commit " + c.Git.Commit[:min(12, len(c.Git.Commit))]

@@ -483,8 +483,12 @@ func firstCheckpoint(events []journal.Event) int64 {
 // started on (created.Git) to its workspace as it is now: files the
 // repository's ignore rules at the start do not ignore (DiffFrom:
 // what the run did to git's index or ignore rules hides nothing). A run journaled when Keel kept its own files in the
-// workspace (no state directory) leaves out .keel/.
-func SinceStart(ctx context.Context, created *agent.RunCreated) ([]Change, error) {
+// workspace (no state directory) leaves out .keel/. When git cannot
+// read the start commit any more (ErrHistory: the run deleted
+// .git/objects, say), the error is a *[HistoryError] holding what the
+// run changed by its own checkpoints (events are its journal; nil: not
+// looked for).
+func SinceStart(ctx context.Context, created *agent.RunCreated, events []journal.Event) ([]Change, error) {
 	if created.Git == nil {
 		return nil, ErrNoCommit
 	}
@@ -492,11 +496,40 @@ func SinceStart(ctx context.Context, created *agent.RunCreated) ([]Change, error
 		return created.StateDir == "" && (p == ".keel" || strings.HasPrefix(p, ".keel/"))
 	}
 	changes, err := DiffFrom(ctx, created.Workspace, Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude, Since: created.Git.Time}, skip)
+	if errors.Is(err, ErrHistory) {
+		he := &HistoryError{Cause: err}
+		if len(events) > 0 {
+			if cs, from, to, derr := Diff(ctx, events, events[len(events)-1].Seq); derr == nil {
+				he.Changes, he.From, he.To = cs, from, to
+			}
+		}
+		return nil, he
+	}
 	if err != nil {
 		return nil, err
 	}
 	return Mask(created, changes)
 }
+
+// HistoryError is SinceStart's error when git cannot read the run's
+// start commit (Cause wraps ErrHistory): Changes are what the run
+// changed by Keel's own checkpoints instead, from its first (event
+// From) to its newest (event To), its policy's denied paths masked;
+// From is 0 when it has none.
+type HistoryError struct {
+	Cause    error
+	Changes  []Change
+	From, To int64
+}
+
+func (e *HistoryError) Error() string {
+	if e.From == 0 {
+		return e.Cause.Error() + "; the run has no checkpoints to show its changes with instead"
+	}
+	return e.Cause.Error()
+}
+
+func (e *HistoryError) Unwrap() error { return e.Cause }
 
 // ErrNoCommit is SinceStart's error for a run that recorded no git
 // commit at its start.

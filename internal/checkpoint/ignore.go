@@ -57,7 +57,7 @@ func hiddenFiles(ctx context.Context, dir string, files map[string]entry, exclud
 		return nil, still, err
 	}
 	for p, e := range files {
-		if path.Base(p) != ".gitignore" || !strings.HasPrefix(e.mode, "100") || !filepath.IsLocal(p) {
+		if e.repo != "" || path.Base(p) != ".gitignore" || !strings.HasPrefix(e.mode, "100") || !filepath.IsLocal(p) {
 			continue
 		}
 		b, err := git(ctx, dir, nil, "cat-file", "blob", e.sha)

@@ -1,8 +1,10 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -231,3 +233,50 @@ func gitAutorun(ctx context.Context, dir string, since time.Time) ([]Change, err
 	}
 	return found, nil
 }
+
+// replaceRefs lists the git replace refs of the repository at dir
+// written since: git log, show and diff then show one object in place of
+// another (this package's diffs do not: GIT_NO_REPLACE_OBJECTS), so a
+// replaced start file looks unchanged to git in the person's
+// repository. A packed ref counts when the packed-refs file changed
+// since.
+func replaceRefs(ctx context.Context, dir string, since time.Time) ([]Change, error) {
+	out, err := git(ctx, dir, nil, "for-each-ref", "--format=%(refname) %(objectname)", "refs/replace/")
+	if err != nil || len(bytes.TrimSpace(out)) == 0 {
+		return nil, err
+	}
+	gd, err := git(ctx, dir, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return nil, err
+	}
+	common := strings.TrimSpace(string(gd))
+	shown := "" // where the refs are, as the list names them
+	if real, err1 := filepath.EvalSymlinks(dir); err1 == nil {
+		if rg, err2 := filepath.EvalSymlinks(common); err2 == nil {
+			if top, err := filepath.Rel(real, rg); err == nil && filepath.IsLocal(top) {
+				shown = filepath.ToSlash(top) + "/"
+			}
+		}
+	}
+	since = since.Add(-clockSlack)
+	var found []Change
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		ref, obj, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(common, filepath.FromSlash(ref)))
+		if err != nil {
+			fi, err = os.Lstat(filepath.Join(common, "packed-refs"))
+		}
+		if err == nil && changeTime(fi).Before(since) {
+			continue
+		}
+		old := strings.TrimPrefix(ref, "refs/replace/")
+		found = append(found, Change{Path: shown + ref, Status: Added, Ignored: true,
+			Note: fmt.Sprintf("git replace: in this repository git log, show and diff now show object %s as %s (this diff does not); git replace -d %s undoes it", short(old), short(obj), short(old))})
+	}
+	return found, nil
+}
+
+func short(sha string) string { return sha[:min(12, len(sha))] }

@@ -6,6 +6,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pmezard/go-difflib/difflib"
 
@@ -126,6 +128,9 @@ const (
 	Added    Status = "A"
 	Modified Status = "M"
 	Deleted  Status = "D"
+	// TypeChanged is a file that became a symbolic link, or a link
+	// that became a file (git's "T").
+	TypeChanged Status = "T"
 )
 
 // Change is one changed file.
@@ -166,6 +171,17 @@ type Change struct {
 	// Autorun says, in a few words, why the file runs on its own on a
 	// person's machine (policy.AutorunWhy): "" for other files.
 	Autorun string
+	// Link is the target of the file when it is a symbolic link now.
+	Link string
+	// Note says, in a few words, what else a reviewer must know: where a
+	// link points when that is not a file the diff lists (into .git,
+	// an ignored path, outside the workspace; Patch then shows the
+	// content of the file it points to, when inside the workspace), NUL
+	// bytes a text file gained (shown escaped), a git replace ref.
+	Note string
+	// NULs counts the NUL bytes of the file's new side when Patch shows
+	// it as text all the same (NUL shown as ␀): git calls it binary.
+	NULs int
 }
 
 // Base is what a diff compares a work tree with: a commit, and the
@@ -181,7 +197,20 @@ type Base struct {
 	Since time.Time
 }
 
-type entry struct{ mode, sha string }
+// entry is a file of a base tree: its mode and blob, and the directory
+// of the repository that holds the blob ("" the work tree's own; a
+// nested repository's, for the files of a gitlink).
+type entry struct{ mode, sha, repo string }
+
+// ErrHistory is wrapped by [DiffFrom]'s error when git cannot read the
+// base commit of the repository (its .git/objects or refs were deleted
+// or damaged since, say by the run): [SinceStart] then falls back on
+// the run's own checkpoints ([HistoryError]).
+var ErrHistory = errors.New("the repository's history was damaged: git cannot read the run's start commit")
+
+// maxNested bounds how deep repositories nested in repositories are
+// followed.
+const maxNested = 8
 
 // DiffFrom compares the files of the work tree at dir with base's
 // commit: files of the commit that changed or are gone, and files git
@@ -192,24 +221,20 @@ type entry struct{ mode, sha string }
 // new file counts as ignored only if the rules of base hold it ignored
 // (the .gitignore files of base's commit, base's .git/info/exclude, the
 // user's core.excludesFile). A file that only rules written since
-// ignore is listed, with Hidden set.
+// ignore is listed, with Hidden set. A repository nested in the work
+// tree (a submodule, or one the run made, committed as a gitlink or
+// not) is compared file by file too: with the files of the commit its
+// gitlink in base names, or, when base has none (or its objects are
+// not there), with nothing.
 func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string) bool) ([]Change, error) {
 	commit := base.Commit
-	tree, err := git(ctx, dir, nil, "ls-tree", "-r", "-z", "--full-tree", commit)
-	if err != nil {
-		return nil, err
-	}
 	files := map[string]entry{}
-	for _, rec := range strings.Split(string(tree), "\x00") {
-		meta, path, ok := strings.Cut(rec, "\t")
-		if !ok {
-			continue
+	links, err := baseTree(ctx, dir, "", commit, files)
+	if err != nil {
+		if _, gerr := git(ctx, dir, nil, "rev-parse", "--git-dir"); gerr == nil {
+			err = fmt.Errorf("%w (%v)", ErrHistory, err)
 		}
-		f := strings.Fields(meta) // mode type sha
-		if len(f) != 3 || f[1] != "blob" {
-			continue // submodules
-		}
-		files[path] = entry{f[0], f[2]}
+		return nil, err
 	}
 	listed, err := git(ctx, dir, nil, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	if err != nil {
@@ -219,18 +244,8 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 	for p := range files {
 		paths[p] = true
 	}
-	for _, p := range strings.Split(string(listed), "\x00") {
-		switch {
-		case strings.HasSuffix(p, "/"):
-			// A git repository the commit lacks (git lists it as a
-			// directory): its files are new files of the run all the
-			// same, not hidden behind its own .git.
-			if err := nestedFiles(dir, p, paths); err != nil {
-				return nil, err
-			}
-		case p != "":
-			paths[p] = true
-		}
+	if err := listFiles(ctx, dir, "", listed, links, files, paths, 0); err != nil {
+		return nil, err
 	}
 	hidden, still, err := hiddenFiles(ctx, dir, files, base.Exclude)
 	if err != nil {
@@ -245,21 +260,23 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 		if skip != nil && skip(p) {
 			continue
 		}
-		cur, exists, err := readSide(filepath.Join(dir, filepath.FromSlash(p)))
+		name := filepath.Join(dir, filepath.FromSlash(p))
+		cur, kind, err := readKind(name)
 		if err != nil {
 			return nil, err
 		}
+		exists := kind != 0
 		b, inBase := files[p]
 		switch {
 		case !inBase && !exists:
 			continue // listed in the index, gone from disk and from the commit
-		case inBase && exists && hashObject("blob", cur).String() == b.sha:
+		case inBase && exists && hashObject("blob", cur).String() == b.sha && (b.mode == "120000") == (kind == 'l'):
 			continue
 		}
 		c := Change{Path: p, Status: Modified, Hidden: !inBase && isHidden[p]}
 		var old []byte
 		if inBase {
-			if old, err = git(ctx, dir, nil, "cat-file", "blob", b.sha); err != nil {
+			if old, err = git(ctx, cmp.Or(b.repo, dir), nil, "cat-file", "blob", b.sha); err != nil {
 				return nil, err
 			}
 			if len(b.sha) == 40 && hashObject("blob", old).String() != b.sha {
@@ -267,11 +284,23 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 				// file whole rather than a diff against a forgery.
 				c.Rewritten, old = true, nil
 			}
+			if exists && (b.mode == "120000") != (kind == 'l') {
+				c.Status = TypeChanged
+			}
 		} else {
 			c.Status = Added
 		}
 		if !exists {
 			c.Status, cur = Deleted, nil
+		}
+		if kind == 'l' {
+			c.Link = string(cur)
+			if shown, note := linkTarget(dir, p, paths); note != "" {
+				c.Note = note
+				if shown != nil {
+					cur = shown
+				}
+			}
 		}
 		c.patch(old, cur)
 		out = append(out, c)
@@ -285,7 +314,11 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 		if err != nil {
 			return nil, err
 		}
-		out = append(append(out, ig...), gc...)
+		rc, err := replaceRefs(ctx, dir, base.Since)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(append(out, ig...), gc...), rc...)
 	}
 	for i := range out {
 		if out[i].Autorun == "" && out[i].Files == 0 {
@@ -294,6 +327,96 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
+}
+
+// baseTree adds to files the blobs of commit in the repository at
+// dir/prefix (prefix "" or ending in "/"), their paths prefixed, and
+// returns its gitlinks (path: commit).
+func baseTree(ctx context.Context, dir, prefix, commit string, files map[string]entry) (map[string]string, error) {
+	repo := ""
+	if prefix != "" {
+		repo = filepath.Join(dir, filepath.FromSlash(prefix))
+	}
+	tree, err := git(ctx, cmp.Or(repo, dir), nil, "ls-tree", "-r", "-z", "--full-tree", commit)
+	if err != nil {
+		return nil, err
+	}
+	links := map[string]string{}
+	for _, rec := range strings.Split(string(tree), "\x00") {
+		meta, path, ok := strings.Cut(rec, "\t")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(meta) // mode type sha
+		if len(f) != 3 {
+			continue
+		}
+		switch f[1] {
+		case "blob":
+			files[prefix+path] = entry{f[0], f[2], repo}
+		case "commit":
+			links[prefix+path] = f[2]
+		}
+	}
+	return links, nil
+}
+
+// listFiles adds to paths the files of listed (the NUL-separated output
+// of ls-files --cached --others --exclude-standard in the repository at
+// dir/prefix, whose base gitlinks are links) and those of the
+// repositories nested in it: a directory git lists (a gitlink in the
+// index, or a repository the commit lacks, listed with a trailing
+// slash), or a gitlink of the base. A nested repository whose gitlink
+// commit is readable in it adds that commit's files to files and is
+// listed by its own git; any other is walked whole: its files are new
+// files of the run all the same, not hidden behind its own .git.
+func listFiles(ctx context.Context, dir, prefix string, listed []byte, links map[string]string, files map[string]entry, paths map[string]bool, depth int) error {
+	nested := map[string]bool{}
+	for p := range links {
+		nested[p] = true
+	}
+	for _, p := range strings.Split(string(listed), "\x00") {
+		if p == "" {
+			continue
+		}
+		p = prefix + p
+		if strings.HasSuffix(p, "/") {
+			nested[strings.TrimSuffix(p, "/")] = true
+			continue
+		}
+		if fi, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(p))); err == nil && fi.IsDir() {
+			nested[p] = true // a gitlink of the index
+			continue
+		}
+		paths[p] = true
+	}
+	for p := range nested {
+		root := filepath.Join(dir, filepath.FromSlash(p))
+		if fi, err := os.Lstat(root); err != nil || !fi.IsDir() {
+			continue // gone or replaced: its base files count as deleted
+		}
+		if _, err := os.Lstat(filepath.Join(root, ".git")); err == nil && links[p] != "" && depth < maxNested {
+			sub := map[string]entry{}
+			inner, err := baseTree(ctx, dir, p+"/", links[p], sub)
+			if err == nil {
+				out, err := git(ctx, root, nil, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+				if err != nil {
+					return err
+				}
+				for q, e := range sub {
+					files[q], paths[q] = e, true
+				}
+				if err := listFiles(ctx, dir, p+"/", out, inner, files, paths, depth+1); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		if err := nestedFiles(dir, p+"/", paths); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // nestedFiles adds to paths the files under sub (a directory of dir
@@ -322,32 +445,90 @@ func nestedFiles(dir, sub string, paths map[string]bool) error {
 	})
 }
 
+// linkTarget says where the symbolic link p of the work tree at dir
+// points when that is not a file git lists (in paths, shown by itself):
+// into a .git directory, a path git ignores, or outside the work tree.
+// For a regular file inside the work tree it returns its content (at
+// most maxFile bytes), which the diff shows in place of the link's text:
+// it is what the link runs or reads. A file outside the work tree is
+// named, never read.
+func linkTarget(dir, p string, paths map[string]bool) (content []byte, note string) {
+	top, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, ""
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(dir, filepath.FromSlash(p)))
+	if err != nil {
+		return nil, "" // dangling: the link's text is all there is
+	}
+	rel, err := filepath.Rel(top, real)
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, "points outside the workspace, to " + real + ": its content is not shown"
+	}
+	rel = filepath.ToSlash(rel)
+	if paths[rel] {
+		return nil, ""
+	}
+	where := "points to " + rel + ", a path git ignores"
+	if rel == ".git" || strings.HasPrefix(rel, ".git/") || strings.Contains(rel, "/.git/") {
+		where = "points into git's own directory, to " + rel
+	}
+	fi, err := os.Stat(real)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxFile {
+		return nil, where + ": its content is not shown"
+	}
+	b, err := os.ReadFile(real)
+	if err != nil {
+		return nil, where + ": its content is not shown"
+	}
+	return b, where + ": the diff shows its content"
+}
+
 // readSide reads a file of the work tree (a symlink as its target, as
 // git stores it); a missing file returns exists false.
 func readSide(name string) (data []byte, exists bool, err error) {
+	data, kind, err := readKind(name)
+	return data, kind != 0, err
+}
+
+// readKind is readSide that also says what the file is: 'f' a regular
+// file, 'l' a symbolic link, 0 none (missing, or a directory).
+func readKind(name string) (data []byte, kind byte, err error) {
 	fi, err := os.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return nil, false, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, 0, err
 	}
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		t, err := os.Readlink(name)
-		return []byte(t), true, err
+		return []byte(t), 'l', err
 	case !fi.Mode().IsRegular():
-		return nil, false, nil
+		return nil, 0, nil
 	}
 	b, err := os.ReadFile(name)
-	return b, true, err
+	return b, 'f', err
 }
 
 func (c *Change) patch(old, cur []byte) {
-	if isBinary(old) || isBinary(cur) || len(old) > maxFile || len(cur) > maxFile {
+	if len(old) > maxFile || len(cur) > maxFile || isBinary(old) && !nulText(old) || isBinary(cur) && !nulText(cur) {
 		c.Binary = true
 		return
 	}
+	// A text file with NUL bytes (which git and most tools call binary,
+	// yet sh still runs) is shown as text, each NUL as ␀: a NUL added to
+	// a script must not hide the lines added with it.
+	if n := bytes.Count(cur, []byte{0}); n > 0 {
+		c.NULs = n
+		if gained := n - bytes.Count(old, []byte{0}); gained > 0 {
+			c.Note = joinNote(c.Note, fmt.Sprintf("%d NUL byte(s) added, shown as ␀: git calls the file binary", gained))
+		} else {
+			c.Note = joinNote(c.Note, fmt.Sprintf("%d NUL byte(s), shown as ␀: git calls the file binary", n))
+		}
+	}
+	old, cur = escapeNUL(old), escapeNUL(cur)
 	from, to := QuotePath("a/"+c.Path), QuotePath("b/"+c.Path)
 	switch c.Status {
 	case Added:
@@ -385,6 +566,38 @@ func lines(b []byte) []string {
 }
 
 func isBinary(b []byte) bool { return bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0 }
+
+// nulText reports whether b, which has NUL bytes, is text all the same:
+// valid UTF-8 with no other control bytes than tab, line and page ends
+// and escape, as a script with a NUL slipped in is and a compiled
+// program, an image or an archive never is.
+func nulText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, c := range b {
+		if c < 0x20 && c != 0 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v' && c != 0x1b {
+			return false
+		}
+	}
+	return true
+}
+
+// escapeNUL returns b with each NUL byte as ␀ (b itself when it has
+// none).
+func escapeNUL(b []byte) []byte {
+	if bytes.IndexByte(b, 0) < 0 {
+		return b
+	}
+	return bytes.ReplaceAll(b, []byte{0}, []byte("␀"))
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
 
 // FileDiff is the unified diff that turns old into cur for the file at
 // path (old nil: the file is added), as a [Change] of [Diff] shows it.

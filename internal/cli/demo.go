@@ -116,7 +116,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	}
 	fmt.Fprintf(a.stdout, "\n== diff made in %s (keel runs diff %s --db %s) ==\n", ws, runID, redact.DSN(a.dbPath()))
 	if haveGit {
-		if err := tui.RunDiff(ctx, a.stdout, a.workspaceDiff, runID, created, false); err != nil {
+		if err := tui.RunDiff(ctx, a.stdout, a.workspaceDiff(store), runID, created, false); err != nil {
 			fmt.Fprintf(a.stdout, "(diff failed: %v)\n", err)
 		}
 	} else {

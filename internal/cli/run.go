@@ -379,7 +379,7 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 	switch {
 	case jsonOut || quiet:
 	case created.Git != nil:
-		a.endDiff(ctx, runID, created)
+		a.endDiff(ctx, store, runID, created)
 	default:
 		a.endCheckpointDiff(ctx, store, runID)
 	}

@@ -124,13 +124,26 @@ func (a *app) endCheckpointDiff(ctx context.Context, store journal.Store, runID 
 }
 
 // workspaceDiff is a runsBackend's WorkspaceDiff on this machine, the
-// run's secrets sealed (sealDiff).
-func (a *app) workspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error) {
-	changes, err := checkpoint.SinceStart(ctx, created)
-	if err != nil {
-		return nil, fmt.Errorf("diff of run %s: %w", id, err)
+// run's secrets sealed (sealDiff); store has the run's journal, whose
+// checkpoints stand in when git cannot read the start commit
+// (checkpoint.HistoryError).
+func (a *app) workspaceDiff(store journal.Store) func(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error) {
+	return func(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error) {
+		changes, err := checkpoint.SinceStart(ctx, created, nil)
+		var he *checkpoint.HistoryError
+		if errors.As(err, &he) {
+			if events, rerr := store.Read(ctx, id, 1); rerr == nil {
+				changes, err = checkpoint.SinceStart(ctx, created, events)
+				if errors.As(err, &he) {
+					he.Changes = a.sealDiff(id, created, he.Changes)
+				}
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("diff of run %s: %w", id, err)
+		}
+		return a.sealDiff(id, created, changes), nil
 	}
-	return a.sealDiff(id, created, changes), nil
 }
 
 // sealDiff returns changes with the values of the run's secrets that
@@ -148,7 +161,7 @@ func (a *app) sealDiff(id string, created *agent.RunCreated, changes []checkpoin
 // WorkspaceDiff compares the run's workspace with its starting commit
 // on this machine.
 func (l *local) WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error) {
-	return l.a.workspaceDiff(ctx, id, created)
+	return l.a.workspaceDiff(l.store)(ctx, id, created)
 }
 
 // CheckpointDiff compares the run's checkpoints in the local store.
@@ -169,6 +182,9 @@ func (r *remote) WorkspaceDiff(ctx context.Context, id string, _ *agent.RunCreat
 	if err != nil {
 		return nil, err
 	}
+	if d.Damaged != "" {
+		return nil, &checkpoint.HistoryError{Cause: errors.New(d.Damaged), Changes: fileDiffs(d), From: d.From, To: d.To}
+	}
 	return fileDiffs(d), nil
 }
 
@@ -188,7 +204,7 @@ func fileDiffs(d *api.RunDiff) []checkpoint.Change {
 	out := make([]checkpoint.Change, 0, len(d.Files))
 	for _, f := range d.Files {
 		out = append(out, checkpoint.Change{Path: f.Path, Status: checkpoint.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed, Denied: f.Denied, Hidden: f.Hidden,
-			Rewritten: f.Rewritten, Ignored: f.Ignored, Files: f.Files, Autorun: f.Autorun})
+			Rewritten: f.Rewritten, Ignored: f.Ignored, Files: f.Files, Autorun: f.Autorun, Link: f.Link, Note: f.Note, NULs: f.NULs})
 	}
 	return out
 }
@@ -213,11 +229,11 @@ func runCreated(events []journal.Event) (*agent.RunCreated, error) {
 // (on stderr, with the progress) and how to see their diff. It reads
 // them even when ctx was canceled (Ctrl-C ended the run), within
 // closingTimeout: what the run changed matters most then.
-func (a *app) endDiff(ctx context.Context, runID string, created *agent.RunCreated) {
+func (a *app) endDiff(ctx context.Context, store journal.Store, runID string, created *agent.RunCreated) {
 	ctx, cancel := closingContext(ctx)
 	defer cancel()
 	var b strings.Builder
-	if err := tui.RunDiff(ctx, &b, a.workspaceDiff, runID, created, true); err != nil {
+	if err := tui.RunDiff(ctx, &b, a.workspaceDiff(store), runID, created, true); err != nil {
 		fmt.Fprintf(a.stderr, "keel: %v\n", err)
 		return
 	}

