@@ -504,6 +504,7 @@ func (x *executor) deliver(ctx context.Context, call string, ids []string, mode 
 		}()
 	}
 	var failed []string
+	paused, got := 0, 0
 	for range wait {
 		var e ended
 		select {
@@ -517,12 +518,25 @@ func (x *executor) deliver(ctx context.Context, call string, ids []string, mode 
 			failed = append(failed, fmt.Sprintf("%s: %v", e.id, e.err))
 			continue
 		}
+		if !e.st.Status.Terminal() {
+			// Paused, and no execution drives it (LocalTeam.ReturnPaused):
+			// it waits for a person.
+			paused++
+			continue
+		}
 		if err := x.delivered(ctx, call, e.id, e.st); err != nil {
 			return &tool.Result{IsError: true, Content: "the runtime could not journal a child's result: " + err.Error()}
 		}
+		got++
 		if mode == "any" {
 			break
 		}
+	}
+	if paused > 0 && len(failed) == 0 && ctx.Err() == nil && (mode != "any" || got == 0) {
+		// A child waits for a person: so does this call, left open, and
+		// the run pauses until it is resumed (the children that ended are
+		// delivered to it already).
+		return awaitChildren
 	}
 	var b strings.Builder
 	x.mu.Lock()
@@ -548,7 +562,8 @@ func (x *executor) deliver(ctx context.Context, call string, ids []string, mode 
 }
 
 // awaitChildren is the result of a team call that waits for children
-// that have not ended, with [ExecParams].PauseForChildren: the call is
+// that have not ended, with [ExecParams].PauseForChildren, or for a
+// child paused for a person with [LocalTeam].ReturnPaused: the call is
 // left open and the run pauses ([ReasonChildren]).
 var awaitChildren = &tool.Result{IsError: true, Content: "waiting for children"}
 
@@ -602,8 +617,41 @@ func (x *executor) pauseForChildren(ctx context.Context) error {
 		}
 	}
 	x.mu.Unlock()
-	return x.append(ctx, journal.RunPaused, &RunEnded{Reason: ReasonChildren,
-		Message: "waiting for child agents to end: " + strings.Join(ids, ", ")})
+	msg := "waiting for child agents to end: " + strings.Join(ids, ", ")
+	for _, id := range ids {
+		if w := x.childWaits(ctx, id); w != "" {
+			msg += "; " + w
+		}
+	}
+	return x.append(ctx, journal.RunPaused, &RunEnded{Reason: ReasonChildren, Message: msg})
+}
+
+// childWaits says what child id, if paused, waits for ("" if it is not
+// paused): the calls waiting for a person's approval or authorization,
+// the inputs it asked for, or its pause's own message (a child paused
+// for its children names theirs).
+func (x *executor) childWaits(ctx context.Context, id string) string {
+	st, _, err := x.rt.Load(context.WithoutCancel(ctx), id)
+	if err != nil || st.Status != journal.StatusPaused {
+		return ""
+	}
+	var waits []string
+	for _, p := range st.Pending() {
+		waits = append(waits, fmt.Sprintf("approval of %s (%s)", p.CallID, p.Tool))
+	}
+	for _, p := range st.PendingAuths() {
+		waits = append(waits, fmt.Sprintf("authorization of %s (%s, provider %s)", p.CallID, p.Tool, p.Provider))
+	}
+	for _, p := range st.PendingInputs() {
+		waits = append(waits, "an answer to input "+p.ID)
+	}
+	switch {
+	case len(waits) > 0:
+		return fmt.Sprintf("%s waits for a person: %s", id, strings.Join(waits, ", "))
+	case st.Ended != nil:
+		return fmt.Sprintf("%s is paused (%s: %s)", id, st.Ended.Reason, st.Ended.Message)
+	}
+	return id + " is paused"
 }
 
 // delivered journals child.delivered of child id, which ended as st,
