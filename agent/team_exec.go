@@ -220,6 +220,13 @@ func (x *executor) definition(in *spawnArgs) (*AgentDef, error) {
 	if in.Paths != nil {
 		d.Paths = *in.Paths
 	}
+	if d.Paths != nil {
+		paths, err := x.writable(d.Paths)
+		if err != nil {
+			return nil, err
+		}
+		d.Paths = paths
+	}
 	if in.Scopes != nil {
 		d.Scopes = in.Scopes
 	}
@@ -238,6 +245,29 @@ func (x *executor) definition(in *spawnArgs) (*AgentDef, error) {
 		d.Limits.MaxCost = in.Limits.MaxCost
 	}
 	return d, nil
+}
+
+// writable returns the paths a child asks to write as workspace-relative
+// paths, or an error when one is outside the workspace or protected
+// (.keel, git's metadata, the run's protected paths): such a child could
+// write nothing there, and would spend its slice learning it.
+func (x *executor) writable(paths []string) ([]string, error) {
+	if x.p.Env == nil || x.p.Env.Workspace == nil {
+		return paths, nil
+	}
+	ws := x.p.Env.Workspace
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		rel, err := ws.Resolve(p)
+		if err != nil {
+			return nil, fmt.Errorf("the child asks to write %q, which it may not: %v", p, err)
+		}
+		if lex, lerr := ws.Rel(p); ws.Protected(rel) || lerr == nil && ws.Protected(lex) {
+			return nil, fmt.Errorf("the child asks to write %q, a protected path (read-only for every agent)", p)
+		}
+		out = append(out, rel)
+	}
+	return out, nil
 }
 
 // spawnCheck is the gate's part of a spawn: the facts the policy sees
@@ -700,6 +730,57 @@ func (x *executor) reap(ctx context.Context) error {
 		d := childResult("", id, st)
 		d.Unwaited = true
 		err = x.append(ctx, journal.ChildDelivered, d)
+		x.teamMu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stopChildren is reap for a run whose execution was stopped (canceled,
+// or its time limit): its children not delivered yet stop with the same
+// cause (its context's end stops those its launcher executes; a paused
+// one is ended here), and each that this launcher executed or that has
+// ended is journaled as child.delivered given to no call, so that the
+// run counts what they spent instead of their whole slices. A driver
+// that pauses for children (the cluster's) leaves them to its own
+// control stream.
+func (x *executor) stopChildren(ctx context.Context, cause error) error {
+	if x.p.Team == nil || x.p.PauseForChildren {
+		return nil
+	}
+	ctx = context.WithoutCancel(ctx)
+	x.mu.Lock()
+	var ids []string
+	for _, ch := range x.st.Children {
+		if ch.Delivered == nil {
+			ids = append(ids, ch.ID)
+		}
+	}
+	x.mu.Unlock()
+	for _, id := range ids {
+		if err := x.p.Team.Stop(ctx, id, cause); err != nil {
+			return fmt.Errorf("agent: stop child %s: %w", id, err)
+		}
+	}
+	for _, id := range ids {
+		var st *State
+		if lt, ok := x.p.Team.(*LocalTeam); ok && lt.executes(id) {
+			var err error
+			if st, err = lt.Wait(ctx, id); err != nil {
+				return fmt.Errorf("agent: wait for child %s: %w", id, err)
+			}
+		} else {
+			st, _, _ = x.rt.Load(ctx, id)
+		}
+		if st == nil || !st.Status.Terminal() {
+			continue // executed elsewhere: it stops there
+		}
+		x.teamMu.Lock()
+		d := childResult("", id, st)
+		d.Unwaited = true
+		err := x.append(ctx, journal.ChildDelivered, d)
 		x.teamMu.Unlock()
 		if err != nil {
 			return err

@@ -203,6 +203,13 @@ func (t *LocalTeam) Wait(ctx context.Context, id string) (*State, error) {
 	}
 }
 
+// executes reports whether this team executes child id now.
+func (t *LocalTeam) executes(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.running[id] != nil
+}
+
 // load folds child id's journal.
 func (t *LocalTeam) load(ctx context.Context, id string) (*State, error) {
 	st, _, err := t.Runtime.Load(ctx, id)

@@ -48,13 +48,15 @@ func askingTeam(t *testing.T) (lead, ws string) {
 	return lead, ws
 }
 
-// A child that stops at an approval in `keel run --team` without a
-// terminal pauses its lead, which exits 3 naming the child, its call
-// and how to decide and go on (fresh-user report 3, F3: it hung); keel
-// approve then continues the child, and keel runs resume the lead,
-// which gets each child's result once and completes.
-func TestTeamChildApprovalWithoutTerminal(t *testing.T) {
-	db := setup(t)
+// pausedTeam runs askingTeam's lead with `keel run --team` without a
+// terminal, in a process of its own, and checks what it does when child
+// a stops at its approval: the lead pauses and keel run exits 3, naming
+// the child, its call and how to decide and go on (fresh-user report 3,
+// F3: it hung). It returns the journal, the workspace, the runs (the
+// lead first) and child a's id.
+func pausedTeam(t *testing.T) (db, ws string, ids []string, a string) {
+	t.Helper()
+	db = setup(t)
 	lead, ws := askingTeam(t)
 	args, _ := json.Marshal([]string{"run", "--db", db, "--team", "--model", "replay:" + lead, "--workspace", ws, "--policy", askShell(t),
 		"--max-steps", "12", "--max-children", "2", "lead a team"})
@@ -69,12 +71,12 @@ func TestTeamChildApprovalWithoutTerminal(t *testing.T) {
 	if ctx.Err() != nil || !errors.As(err, &ee) || ee.ExitCode() != 3 {
 		t.Fatalf("keel run --team with a child at an approval = %v (want exit 3)\n%s", err, errOut.String())
 	}
-	t.Logf("keel run's stderr:\n%s", errOut.String())
-	ids := teamRuns(t, db)
+	ids = teamRuns(t, db)
 	if len(ids) != 3 {
 		t.Fatalf("runs %v, want the lead and two children", ids)
 	}
-	leadID, a := ids[0], ids[0]+".call_0_0"
+	leadID := ids[0]
+	a = leadID + ".call_0_0"
 	for _, want := range []string{
 		"child agent keel-cli/a (run " + a + ") waits for a person to approve call call_0_0 (bash)",
 		"echo a >> team.log",
@@ -98,7 +100,14 @@ func TestTeamChildApprovalWithoutTerminal(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "team.log")); err == nil {
 		t.Errorf("a's command ran before it was approved")
 	}
+	return db, ws, ids, a
+}
 
+// keel approve continues the waiting child, and keel runs resume the
+// lead, which gets each child's result once and completes.
+func TestTeamChildApprovalWithoutTerminal(t *testing.T) {
+	db, ws, ids, a := pausedTeam(t)
+	leadID := ids[0]
 	code, _, out := keel(t, "approve", "--db", db, a, "call_0_0")
 	if code != 0 || !strings.Contains(out, "continue the team with: keel --db "+db+" runs resume "+leadID) {
 		t.Fatalf("keel approve = %d, want 0 with the lead's resume\n%s", code, out)
@@ -106,7 +115,7 @@ func TestTeamChildApprovalWithoutTerminal(t *testing.T) {
 	if code, _, out := keel(t, "runs", "resume", "--db", db, leadID, "-q"); code != 0 {
 		t.Fatalf("keel runs resume LEAD = %d\n%s", code, out)
 	}
-	st, _ = loadRun(t, db, leadID)
+	st, _ := loadRun(t, db, leadID)
 	if st.Status != journal.StatusCompleted {
 		t.Errorf("lead %s, want completed", st.Status)
 	}
@@ -133,6 +142,38 @@ func TestTeamChildApprovalWithoutTerminal(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(ws, "team.log")); string(b) != "a\n" {
 		t.Errorf("team.log %q, want a's one append", b)
 	}
+}
+
+// keel runs cancel of the paused lead cancels its waiting child too
+// (fresh-user report 3, F7: it stayed paused), and the tree then counts
+// the children's real spend, not the waiting child's whole slice.
+func TestTeamCancelPausedLead(t *testing.T) {
+	db, _, ids, a := pausedTeam(t)
+	leadID := ids[0]
+	if code, _, out := keel(t, "runs", "cancel", "--db", db, leadID); code != 0 {
+		t.Fatalf("keel runs cancel LEAD = %d\n%s", code, out)
+	}
+	st, _ := loadRun(t, db, leadID)
+	cs, _ := loadRun(t, db, a)
+	if st.Status != journal.StatusCanceled || cs.Status != journal.StatusCanceled {
+		t.Fatalf("lead %s, child a %s; want both canceled", st.Status, cs.Status)
+	}
+	used, own := st.Used(), st.Own()
+	for _, id := range ids[1:] {
+		c, _ := loadRun(t, db, id)
+		o := c.Used()
+		own.Steps += o.Steps
+		own.Tokens += o.Tokens
+		own.ToolCalls += o.ToolCalls
+	}
+	if used.Steps != own.Steps || used.Tokens != own.Tokens || used.ToolCalls != own.ToolCalls {
+		t.Errorf("the lead counts %s, want the tree's real spend %s", used, own)
+	}
+	code, out, errOut := keel(t, "runs", "show", "--db", db, leadID)
+	if code != 0 || !strings.Contains(out+errOut, a) {
+		t.Errorf("runs show = %d\n%s%s", code, out, errOut)
+	}
+	t.Logf("after the cancel: lead counts %s (reserved for a before: its slice)", used)
 }
 
 // At a terminal, a child's question is asked right there, naming the
