@@ -14,8 +14,8 @@ var (
 	callSummary   = agent.CallSummary
 	// cell makes s one table cell (internal/tui).
 	cell = tui.Cell
-	// orDash, at and counts are cells of the schedule and trigger tables.
-	orDash, at, counts = tui.OrDash, tui.When, tui.Counts
+	// orDash is a cell's "-" for nothing.
+	orDash = tui.OrDash
 	// short is a hash's first 16 characters.
 	short = tui.Short
 )
