@@ -93,10 +93,13 @@ type Limits struct {
 }
 
 // SecretHost is a secret for one host of a run (CreateRun.SecretHosts):
-// the name of the variable, and the host as an allowlist entry.
+// the name of the variable, and the host as an allowlist entry. Body
+// lets the egress proxy put the value in request bodies too (as keel
+// run --secret-in-body NAME).
 type SecretHost struct {
 	Name string `json:"name"`
 	Host string `json:"host"`
+	Body bool   `json:"body,omitempty"`
 }
 
 // CreateRun is the body of POST /v1/runs.
