@@ -12,10 +12,6 @@ type eventT = journal.Event
 var (
 	clip, oneLine = agent.Clip, agent.OneLine
 	callSummary   = agent.CallSummary
-	// cell makes s one table cell (internal/tui).
-	cell = tui.Cell
 	// orDash is a cell's "-" for nothing.
 	orDash = tui.OrDash
-	// short is a hash's first 16 characters.
-	short = tui.Short
 )
