@@ -245,4 +245,3 @@ func (f *Fire) ran() bool {
 
 // scheduledKey is the key of a scheduled fire at nominal time n.
 func scheduledKey(n time.Time) string { return n.UTC().Format(time.RFC3339Nano) }
-
