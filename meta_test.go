@@ -123,6 +123,9 @@ func TestDependencyBoundaries(t *testing.T) {
 		// Evaluations on this machine: the work of keel eval and keel runs
 		// replay, under the command line, with no front end and no flags.
 		{"./internal/evalrun", []string{mod + "internal/cli", mod + "server", mod + "client", mod + "internal/mcpserver", "github.com/spf13/cobra"}},
+		// Keel's skills on this machine: under the command line, beside
+		// the service (its SkillHost), with no front end and no flags.
+		{"./internal/skillhost", []string{mod + "internal/cli", mod + "server", mod + "client", mod + "internal/mcpserver", "github.com/spf13/cobra"}},
 		// keel mcp call is Keel's MCP client alone: no front end, no flags.
 		{"./internal/mcpcall", []string{mod + "internal/cli", mod + "internal/config", mod + "server", mod + "service", mod + "client", "github.com/spf13/cobra"}},
 		{"./internal/connect", []string{mod + "internal/cli", mod + "internal/config", mod + "server", mod + "service", mod + "client", "github.com/spf13/cobra"}},

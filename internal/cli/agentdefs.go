@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/model"
 )
 
@@ -118,7 +118,7 @@ func scopes(m map[string][]string) map[string][]string {
 // workspace's agent definitions to a new run, and names the definitions
 // in its system prompt.
 func (a *app) offerTeam(c *agent.RunCreated, ws string) error {
-	defs, err := agentDefs(filepath.Join(ws, ".keel", "agents"), a.fileTrusted)
+	defs, err := agentDefs(filepath.Join(ws, ".keel", "agents"), func(p string, b []byte) bool { return config.Trusted(a.home, p, b) })
 	if err != nil {
 		return err
 	}
@@ -134,12 +134,4 @@ func (a *app) offerTeam(c *agent.RunCreated, ws string) error {
 		c.System += b.String()
 	}
 	return nil
-}
-
-// fileTrusted reports whether the person trusts path with content
-// (keel config trust records the SHA-256 and path of each file).
-func (a *app) fileTrusted(path string, content []byte) bool {
-	want := fmt.Sprintf("%x %s", sha256.Sum256(content), path)
-	t, err := os.ReadFile(a.trustFile())
-	return err == nil && slices.Contains(strings.Split(string(t), "\n"), want)
 }

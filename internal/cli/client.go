@@ -165,7 +165,7 @@ func (f *flagValues) integer(name string) int {
 
 func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
-	if err := only(cmd, "model", "workspace", "mount-path", "env", "secret-env", "secret-for-host", "setup", "task-file", "system", "system-file", "json", "quiet",
+	if err := only(cmd, "model", "workspace", "mount-path", "env", "secret-env", "secret-for-host", "secret-in-body", "setup", "task-file", "system", "system-file", "json", "quiet",
 		"max-steps", "max-tokens", "max-cost", "timeout", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait",
 		"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills"); err != nil {
 		return err
@@ -183,7 +183,12 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 		if !ok || name == "" || host == "" {
 			return usagef("--secret-for-host %q: want NAME=HOST (a variable the server offers and the host its value is for)", e)
 		}
-		req.SecretHosts = append(req.SecretHosts, api.SecretHost{Name: name, Host: host})
+		req.SecretHosts = append(req.SecretHosts, api.SecretHost{Name: name, Host: host, Body: slices.Contains(fv.strs("secret-in-body"), name)})
+	}
+	for _, n := range fv.strs("secret-in-body") {
+		if !slices.ContainsFunc(req.SecretHosts, func(h api.SecretHost) bool { return h.Name == n }) {
+			return usagef("--secret-in-body %s: want the NAME of a --secret-for-host NAME=HOST", n)
+		}
 	}
 	// On a server, connectors are the server's or the agent's: the run
 	// names which of them it offers.

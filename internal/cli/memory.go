@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/assemble/builder"
+	"github.com/keel-run/keel/internal/skillhost"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/memory"
@@ -27,8 +29,8 @@ import (
 // memory, use_skill when it was offered skills, propose_skill and
 // promote_skill when it proposes skills.
 func (a *app) moreTools(ctx context.Context, c *agent.RunCreated, r *tool.Registry, p *assemble.Params) (func() error, error) {
-	propose := p != nil && p.ProposeSkills || hasTool(c.Tools, proposeSkillTool)
-	addSkillTool(r, c)
+	propose := p != nil && p.ProposeSkills || slices.ContainsFunc(c.Tools, func(t agent.ToolInfo) bool { return t.Name == skillhost.ProposeTool })
+	skillhost.AddUseSkill(r, c)
 	if c.Recall == nil {
 		return nil, nil
 	}
@@ -38,7 +40,7 @@ func (a *app) moreTools(ctx context.Context, c *agent.RunCreated, r *tool.Regist
 	}
 	builder.AddMemoryTools(r, c, st)
 	if propose {
-		a.addSkillPromotionTools(r, c, st)
+		a.skillHost(st).AddPromotionTools(r, c)
 	}
 	return st.Close, nil
 }

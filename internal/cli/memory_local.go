@@ -18,7 +18,7 @@ func (l *local) memoryService(ctx context.Context) (svc *service.Service, done f
 	if err != nil {
 		return nil, nil, err
 	}
-	svc = service.New(rt, &service.Options{NoExecution: true, Directory: l.directory(), Skills: skillHost{l.a, l.store}})
+	svc = service.New(rt, &service.Options{NoExecution: true, Directory: l.directory(), Skills: l.a.skillHost(l.store)})
 	return svc, func() { _ = svc.Shutdown(context.WithoutCancel(ctx)); flush() }, nil
 }
 

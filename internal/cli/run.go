@@ -48,6 +48,7 @@ type runFlags struct {
 	env        []string
 	secretEnv  []string
 	secretHost []string
+	secretBody []string
 	setup      string
 	taskFile   string
 	system     string
@@ -142,6 +143,7 @@ SIGTERM, SIGHUP).`,
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE annotation of the run, e.g. task=JIRA-123 (repeatable; keel cost --by label groups by them)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "KEY=VALUE passed into the sandbox (repeatable; stored in the journal, not for secrets)")
 	fl.StringArrayVar(&f.secretHost, "secret-for-host", nil, "NAME=HOST: the sandbox gets a placeholder in NAME, never the value of Keel's variable NAME; the egress proxy puts the value in place of the placeholder only in requests to HOST (an --allow-host entry; HTTPS is opened by the proxy for that host) (repeatable; docs/security.md)")
+	fl.StringArrayVar(&f.secretBody, "secret-in-body", nil, "NAME: the egress proxy also puts --secret-for-host NAME's value in request bodies to its host (text bodies up to 1 MiB; a body can store the value at the host where others read it); without it a request whose body holds the placeholder is refused (repeatable)")
 	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "NAME of a variable of Keel's environment passed into the sandbox as a secret: its value is never journaled, results never show it, and calls that carry it out ask (repeatable; docs/security.md)")
 	fl.StringVar(&f.setup, "setup", "", "shell script run in the sandbox before the agent starts")
 	fl.StringVar(&f.taskFile, "task-file", "", "read the task from this file ('-' for stdin)")
@@ -259,7 +261,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err := a.checkSecretEnv(f.secretEnv); err != nil {
 		return err
 	}
-	secretHosts, err := a.secretHosts(f.secretHost, f.secretEnv, f.env, f.network, sbKind)
+	secretHosts, err := a.secretHosts(f.secretHost, f.secretBody, f.secretEnv, f.env, f.network, sbKind)
 	if err != nil {
 		return err
 	}
@@ -681,7 +683,7 @@ func (a *app) checkSecretEnv(names []string) error {
 // secretHosts checks --secret-for-host NAME=HOST entries: NAME a
 // variable set in Keel's environment and given no other way, HOST one
 // destination the allowlist allows, in the linux sandbox.
-func (a *app) secretHosts(entries, secretEnv, env, allow []string, sbKind string) ([]agent.SecretHost, error) {
+func (a *app) secretHosts(entries, inBody, secretEnv, env, allow []string, sbKind string) ([]agent.SecretHost, error) {
 	var out []agent.SecretHost
 	allowed := egress.MustParse(allow)
 	for _, e := range entries {
@@ -711,7 +713,12 @@ func (a *app) secretHosts(entries, secretEnv, env, allow []string, sbKind string
 		if sbKind == "none" {
 			return nil, usagef("--secret-for-host needs the linux sandbox (its egress proxy puts the value in); not --sandbox none")
 		}
-		out = append(out, agent.SecretHost{Name: name, Host: host})
+		out = append(out, agent.SecretHost{Name: name, Host: host, Body: slices.Contains(inBody, name)})
+	}
+	for _, n := range inBody {
+		if !slices.ContainsFunc(out, func(h agent.SecretHost) bool { return h.Name == n }) {
+			return nil, usagef("--secret-in-body %s: want the NAME of a --secret-for-host NAME=HOST", n)
+		}
 	}
 	return out, nil
 }

@@ -142,7 +142,7 @@ The trust is for the file's exact content; a change asks again.`,
 				if err != nil {
 					return usagef("no project file to trust: %v", err)
 				}
-				if err := a.trustProject(p, b); err != nil {
+				if err := config.Trust(a.home, p, b); err != nil {
 					return err
 				}
 				fmt.Fprintf(a.stderr, "keel: trusted %s (sha256 %x)\n", p, sha256.Sum256(b))
@@ -159,9 +159,6 @@ The trust is for the file's exact content; a change asks again.`,
 // once the person trusts the file: they can loosen what a run may do or
 // send what is the person's (the API key, to a model endpoint) elsewhere.
 var trustingKeys = []string{"model", "policy", "allow-host", "setup-allow-host"}
-
-// trustFile lists the trusted project files, one "SHA256 PATH" a line.
-func (a *app) trustFile() string { return filepath.Join(a.home, "trusted-projects") }
 
 // untrustedKeys lists the trusting keys (and MCP servers) the project
 // file sets, unless its content was trusted with keel config trust: a
@@ -183,8 +180,7 @@ func (a *app) untrustedKeys(proj *config.Config, l *config.Layer) ([]string, err
 	if err != nil {
 		return nil, &usageError{fmt.Errorf("config: %w", err)}
 	}
-	want := fmt.Sprintf("%x %s", sha256.Sum256(b), proj.Path)
-	if t, err := os.ReadFile(a.trustFile()); err == nil && slices.Contains(strings.Split(string(t), "\n"), want) {
+	if config.Trusted(a.home, proj.Path, b) {
 		return nil, nil
 	}
 	return sets, nil
@@ -203,26 +199,6 @@ func projectWorkspace(proj *config.Config) string { return filepath.Dir(filepath
 // untrustedSource marks the source of a setting from a project file
 // that is not trusted.
 const untrustedSource = " (NOT TRUSTED: keel run refuses this file)"
-
-// trustProject records the content b of the project file p as trusted.
-func (a *app) trustProject(p string, b []byte) error {
-	line := fmt.Sprintf("%x %s", sha256.Sum256(b), p)
-	if t, err := os.ReadFile(a.trustFile()); err == nil && slices.Contains(strings.Split(string(t), "\n"), line) {
-		return nil
-	}
-	if err := os.MkdirAll(a.home, 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(a.trustFile(), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintln(f, line); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
 
 // notRunSetting are flags of keel config show that are not settings of
 // a run: its own, the global ones, and the key that never comes from a

@@ -294,7 +294,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	so := &service.Options{Builder: b, Workers: f.workers, Tokens: tokens, Logger: logger,
 		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
 		ReplayDirs: replayDirs, SecretEnv: f.secretEnv, Getenv: a.getenv, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Settings: settings, NoCheckpoints: f.noCheckpoints,
-		Adopt: f.adoptInterval(a.dbPath()), Vault: vault, PublicURL: publicURL, Skills: skillHost{a, store}, Evals: evalrun.Host{Home: a.home}}
+		Adopt: f.adoptInterval(a.dbPath()), Vault: vault, PublicURL: publicURL, Skills: a.skillHost(store), Evals: evalrun.Host{Home: a.home}}
 	if dispatcher != nil {
 		so.Dispatcher = dispatcher
 		so.ScheduleDriver = cluster.NewSchedules(dispatcher.Client())

@@ -2,92 +2,39 @@ package cli
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/credential"
+	"github.com/keel-run/keel/internal/skillhost"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
-	"github.com/keel-run/keel/skill"
-	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/visible"
 )
 
-// skillsDir is the user's own skills; skillStore the installed and
-// approved ones (NAME/HEX, never changed).
-func (a *app) skillsDir() string  { return filepath.Join(a.home, "skills") }
-func (a *app) skillStore() string { return filepath.Join(a.home, "skill-store") }
-
-// skillLibrary is where a run in workspace ws finds its skills, with
-// signatures verified against the agent keys of store's journal.
-func (a *app) skillLibrary(store journal.Store, ws string) *skill.Library {
-	lib := &skill.Library{UserDir: a.skillsDir(), StoreDir: a.skillStore(), Workspace: ws, LockTrusted: a.lockTrusted(ws)}
-	if rs, ok := store.(journal.Records); ok {
-		lib.Key = func(agentName, kid string) (ed25519.PublicKey, error) {
-			return credential.AgentPublicKey(context.Background(), rs, agentName, kid)
-		}
-	}
-	return lib
-}
-
-// lockTrusted reports whether the person trusts a lockfile's content:
-// it is recorded in trusted-projects like a project file (keel config
-// trust, or a keel skills command that wrote it).
-func (a *app) lockTrusted(ws string) func([]byte) bool {
-	p := filepath.Join(ws, skill.LockFile)
-	return func(content []byte) bool {
-		want := fmt.Sprintf("%x %s", sha256.Sum256(content), p)
-		t, err := os.ReadFile(a.trustFile())
-		return err == nil && slices.Contains(strings.Split(string(t), "\n"), want)
-	}
+// skillHost is the skills of Keel's home on this machine, signatures
+// verified against the agent keys of store's journal (nil: none); it is
+// the service's SkillHost.
+func (a *app) skillHost(store journal.Store) *skillhost.Host {
+	return &skillhost.Host{Home: a.home, Store: store, OpenVault: a.openVault}
 }
 
 // offerSkills fixes in c the skills offered to the run
 // (service.OfferSkills over the library of c's workspace); what is
 // refused is said on stderr and never offered.
 func (a *app) offerSkills(ctx context.Context, store journal.Store, c *agent.RunCreated, eng *policy.Engine) {
-	for _, err := range service.OfferSkills(ctx, c, eng, a.skillLibrary(store, c.Workspace)) {
+	for _, err := range service.OfferSkills(ctx, c, eng, a.skillHost(store).Library(c.Workspace)) {
 		fmt.Fprintf(a.stderr, "keel: %v\n", err)
 	}
-}
-
-// skillHost is the service's skills (service.SkillHost): Keel's home
-// directory on this machine, signatures verified against the agent keys
-// of store's journal.
-type skillHost struct {
-	a     *app
-	store journal.Store
-}
-
-func (h skillHost) Library(ws string) *skill.Library    { return h.a.skillLibrary(h.store, ws) }
-func (h skillHost) StoreDir() string                    { return h.a.skillStore() }
-func (h skillHost) Pin(ws string, p skill.Pinned) error { return h.a.pin(ws, p) }
-
-// addSkillTool verifies and copies the run's skills into its state
-// directory and registers use_skill.
-func addSkillTool(r *tool.Registry, c *agent.RunCreated) {
-	if c.Skills == nil || len(c.Skills.Entries) == 0 {
-		return
-	}
-	dest := filepath.Join(c.StateDir, "skills")
-	if c.StateDir == "" {
-		dest = filepath.Join(os.TempDir(), "keel-skills-unused")
-	}
-	skill.AddTool(r, c.Skills, skill.Materialize(c.Skills, dest))
 }
 
 func (a *app) skillsCmd() *cobra.Command {
@@ -257,18 +204,4 @@ token).`,
 	cmd.Flags().StringVar(&ws, "workspace", ".", "the project whose lockfile pins it (with --server, a directory on the server)")
 	cmd.Flags().BoolVar(&scripts, "allow-scripts", false, "let runs execute the skill's scripts (in their sandbox); without it the default policy gives them no scripts")
 	return cmd
-}
-
-// pin writes p into the workspace's lockfile and trusts the new
-// content: the person wrote it.
-func (a *app) pin(ws string, p skill.Pinned) error {
-	lock, _, err := skill.ReadLock(ws)
-	if err != nil {
-		return err
-	}
-	b, err := lock.Pin(ws, p)
-	if err != nil {
-		return err
-	}
-	return a.trustProject(filepath.Join(ws, skill.LockFile), b)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/tool"
+	"github.com/keel-run/keel/skill"
 )
 
 // liveOptions are what an execution needs beyond the run's journal: what
@@ -75,7 +75,7 @@ func (a *app) connectors() *builder.Connectors {
 // and environment configure it.
 func newBuilder(a *app, store journal.Store, logger *slog.Logger) *builder.Builder {
 	return &builder.Builder{Assembler: a.assembler(), Store: store, Logger: logger, Params: &assemble.Params{}, Connectors: a.connectors(),
-		Skills: a.skillLibrary, PromotionTools: func(r *tool.Registry, c *agent.RunCreated) { a.addSkillPromotionTools(r, c, nil) }}
+		Skills: func(st journal.Store, ws string) *skill.Library { return a.skillHost(st).Library(ws) }, PromotionTools: a.skillHost(nil).AddPromotionTools}
 }
 
 // localBuilder is keel run's builder: its execution's options live.
