@@ -3,15 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/checkpoint"
@@ -30,42 +26,12 @@ func (a *app) checkpointStore() string { return assemble.CheckpointStore(a.home)
 type rewindBackend interface {
 	// Rewind restores the files of run id as its newest checkpoint at or
 	// before event to had them (journaled).
-	Rewind(ctx context.Context, id string, to int64, by string) (*rewound, error)
+	Rewind(ctx context.Context, id string, to int64, by string) (*api.Rewound, error)
 	// Fork makes a new run of the events of run id up to event req.Seq,
 	// with the files of that point (service.Service.Fork): the server
 	// starts it when asked, this process's journal never does (the
 	// command resumes it).
-	Fork(ctx context.Context, id string, req *api.ForkRun, by string) (*forked, error)
-}
-
-// rewound is what a rewind did.
-type rewound struct {
-	seq, to      int64
-	tree, before string
-	files        []agent.FileChange
-	more         int
-	// asked is the event asked for when the checkpoint is another; later
-	// and missing as in agent.WorkspaceRestored.
-	asked          int64
-	later, missing int
-}
-
-// forked is the fork a Fork made.
-type forked struct {
-	id        string
-	workspace string
-	// files is the checkpoint event of the source whose files the fork
-	// has (0: none, the run had no checkpoint); after counts the source's
-	// tool calls finished between that checkpoint and the fork point.
-	files int64
-	after int
-	// completed: the fork point completes the source (the fork follows
-	// it up with a message).
-	completed bool
-	// follow is, for a fork the server started, its last event when it
-	// was made (what to print comes after it); 0 when this process
-	// resumes it.
-	follow int64
+	Fork(ctx context.Context, id string, req *api.ForkRun, by string) (*api.Run, *service.Forked, error)
 }
 
 func (a *app) runsRewindCmd() *cobra.Command {
@@ -100,7 +66,7 @@ EVENT). A run that a process executes is refused.`,
 				if err != nil {
 					return err
 				}
-				a.printRewound(a.stdout, args[0], r)
+				tui.Rewound(a.stdout, args[0], r)
 				return nil
 			}, "to")
 		},
@@ -108,32 +74,6 @@ EVENT). A run that a process executes is refused.`,
 	cmd.Flags().Int64Var(&to, "to", 0, "the event whose files to restore (its sequence number)")
 	cmd.Flags().StringVar(&by, "by", "", "who rewinds (default: $USER)")
 	return cmd
-}
-
-func (a *app) printRewound(out io.Writer, runID string, r *rewound) {
-	w := tui.Esc(out)
-	fmt.Fprintf(w, "run %s: files restored to the checkpoint of event %d (%s), journaled as event %d\n", runID, r.to, short(r.tree), r.seq)
-	switch {
-	case r.asked > 0 && r.to > r.asked && r.later > 0:
-		fmt.Fprintf(w, "event %d is in a step whose checkpoint is event %d: the files have the effect of the calls up to event %d, and of %d more of that step that finished after it\n", r.asked, r.to, r.asked, r.later)
-	case r.asked > 0 && r.to > r.asked:
-		fmt.Fprintf(w, "event %d is in a step whose checkpoint is event %d: the files have the effect of the calls up to event %d\n", r.asked, r.to, r.asked)
-	case r.asked > 0 && r.missing > 0:
-		fmt.Fprintf(w, "event %d: no checkpoint after its step (the run paused, resumed or was rewound before one was taken), so the files are those of event %d, without the effects of %d calls that finished between them\n", r.asked, r.to, r.missing)
-	case r.asked > 0:
-		fmt.Fprintf(w, "event %d: the newest checkpoint at or before it is event %d (no file changed between them)\n", r.asked, r.to)
-	}
-	if len(r.files) == 0 && r.more == 0 {
-		fmt.Fprintf(w, "no file changed: the workspace already had those files\n")
-		return
-	}
-	for _, f := range r.files {
-		fmt.Fprintf(w, "  %s %s\n", f.Status, f.Path)
-	}
-	if r.more > 0 {
-		fmt.Fprintf(w, "  ... and %d more\n", r.more)
-	}
-	fmt.Fprintf(w, "undo: keel runs rewind %s --to %d\n", runID, r.seq-1)
 }
 
 func (a *app) runsForkCmd() *cobra.Command {
@@ -177,31 +117,35 @@ event that completes RUN, the fork follows it up with --message (with
 				return err
 			}
 			defer b.Close()
-			fk, err := b.Fork(ctx, args[0], &api.ForkRun{Seq: at, Workspace: workspace, Start: !noStart, Message: message}, a.person(by))
+			run, fk, err := b.Fork(ctx, args[0], &api.ForkRun{Seq: at, Workspace: workspace, Start: !noStart, Message: message}, a.person(by))
 			if err != nil {
 				return err
 			}
 			w := tui.Esc(a.stderr)
-			fmt.Fprintf(w, "keel: forked run %s at event %d as run %s in %s\n", args[0], at, fk.id, fk.workspace)
+			fmt.Fprintf(w, "keel: forked run %s at event %d as run %s in %s\n", args[0], at, run.ID, run.Workspace)
 			switch {
-			case fk.files == 0:
+			case fk.Files == 0:
 				fmt.Fprintf(w, "keel: run %s has no workspace checkpoint at or before event %d: the fork works on the files as they are now\n", args[0], at)
-			case fk.after > 0:
-				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d; %d tool call(s) finished between it and event %d, whose effects they lack\n", fk.files, fk.after, at)
+			case fk.After > 0:
+				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d; %d tool call(s) finished between it and event %d, whose effects they lack\n", fk.Files, fk.After, at)
 			default:
-				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d\n", fk.files)
+				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d\n", fk.Files)
 			}
 			switch {
-			case noStart && fk.completed:
-				fmt.Fprintf(w, "keel: event %d completes run %s, so the fork is completed too; follow it up with: %s runs resume %s --message TEXT\n", at, args[0], b.Keel(), fk.id)
+			case noStart && fk.Completed:
+				fmt.Fprintf(w, "keel: event %d completes run %s, so the fork is completed too; follow it up with: %s runs resume %s --message TEXT\n", at, args[0], b.Keel(), run.ID)
 			case noStart:
-				fmt.Fprintf(w, "keel: not started; start it with: %s runs resume %s\n", b.Keel(), fk.id)
+				fmt.Fprintf(w, "keel: not started; start it with: %s runs resume %s\n", b.Keel(), run.ID)
 			}
 			if noStart {
-				fmt.Fprintln(a.stdout, fk.id)
+				fmt.Fprintln(a.stdout, run.ID)
 				return nil
 			}
-			return b.Continue(ctx, fk.id, &continuation{f: &f, message: message, after: fk.follow})
+			var after int64 // this process resumes it: print it all
+			if a.serverURL() != "" {
+				after = fk.Made // the server started it: print what comes after
+			}
+			return b.Continue(ctx, run.ID, &continuation{f: &f, message: message, after: after})
 		},
 	}
 	cmd.Flags().Int64Var(&at, "at", 0, "the last event of RUN the fork keeps (its sequence number)")
@@ -224,56 +168,11 @@ func (a *app) runsCheckpointsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.printCheckpoints(args[0], events)
+				return tui.Checkpoints(a.stdout, args[0], events)
 			})
 		},
 	}
 	return cmd
-}
-
-func (a *app) printCheckpoints(runID string, events []journal.Event) error {
-	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tTREE\tMS\tFILES")
-	n := 0
-	for i := range events {
-		e := &events[i]
-		if !journal.KeepsStatus(e.Type) {
-			continue
-		}
-		v, err := agent.Decode(e)
-		if err != nil {
-			return err
-		}
-		n++
-		switch p := v.(type) {
-		case *agent.WorkspaceCheckpoint:
-			fmt.Fprintf(tw, "%d\t%s\tcheckpoint\t%s\t%d\t%s\n", e.Seq, e.Time.Local().Format("15:04:05"), short(p.Tree), p.DurationMS, cell(fileList(p.Files, p.MoreFiles)))
-		case *agent.WorkspaceRestored:
-			fmt.Fprintf(tw, "%d\t%s\trestored to %d\t%s\t\t%s\n", e.Seq, e.Time.Local().Format("15:04:05"), p.To, short(p.Tree), cell(fileList(p.Files, p.MoreFiles)))
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if n == 0 {
-		fmt.Fprintf(a.stdout, "run %s has no workspace checkpoints (it ran before they existed, or without git)\n", runID)
-	}
-	return nil
-}
-
-func fileList(files []agent.FileChange, more int) string {
-	if len(files) == 0 && more == 0 {
-		return "-"
-	}
-	parts := make([]string, 0, len(files))
-	for _, f := range files {
-		parts = append(parts, f.Status+" "+f.Path)
-	}
-	s := clip(strings.Join(parts, ", "), 100)
-	if more > 0 {
-		s += fmt.Sprintf(" (+%d more)", more)
-	}
-	return s
 }
 
 func (a *app) runsPruneCheckpointsCmd() *cobra.Command {
@@ -320,7 +219,7 @@ store are kept.`,
 				return err
 			}
 			after, _ := checkpoint.Size(a.checkpointStore())
-			fmt.Fprintf(a.stdout, "pruned the checkpoints of %d run(s); store %s: %s → %s\n", len(ids), a.checkpointStore(), bytesText(before), bytesText(after))
+			fmt.Fprintf(a.stdout, "pruned the checkpoints of %d run(s); store %s: %s → %s\n", len(ids), a.checkpointStore(), tui.Bytes(before), tui.Bytes(after))
 			return nil
 		},
 	}
@@ -328,118 +227,69 @@ store are kept.`,
 	return cmd
 }
 
-func bytesText(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 // Rewind restores the files through the service on the local journal,
 // as every front end does.
-func (l *local) Rewind(ctx context.Context, id string, to int64, by string) (*rewound, error) {
+func (l *local) Rewind(ctx context.Context, id string, to int64, by string) (*api.Rewound, error) {
 	svc, done, err := l.service(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
 	res, err := svc.Rewind(ctx, service.Local(by), id, to)
-	if err != nil {
-		return nil, serviceError(err)
-	}
-	return rewoundOf(res), nil
+	return res, serviceError(err)
 }
 
 // Fork makes the fork through the service on the local journal, as
 // every front end does; the command resumes it in this process.
-func (l *local) Fork(ctx context.Context, id string, req *api.ForkRun, by string) (*forked, error) {
+func (l *local) Fork(ctx context.Context, id string, req *api.ForkRun, by string) (*api.Run, *service.Forked, error) {
 	if req.Workspace != "" {
 		ws, err := filepath.Abs(req.Workspace)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		req.Workspace = ws
 	}
 	svc, done, err := l.service(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer done()
 	run, err := svc.Fork(ctx, service.Local(by), id, req)
 	if err != nil {
-		return nil, serviceError(err)
+		return nil, nil, serviceError(err)
 	}
-	return forkedOf(ctx, l, id, req.Seq, &run, false)
+	return forkedOf(ctx, l, id, req.Seq, &run)
 }
 
 // Rewind asks the server.
-func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*rewound, error) {
+func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*api.Rewound, error) {
 	res, err := r.cl.Rewind(ctx, id, to)
 	if client.IsCode(err, api.CodeInvalidRequest) {
 		return nil, &usageError{err} // no checkpoint there, say
 	}
-	if err != nil {
-		return nil, err
-	}
-	return rewoundOf(res), nil
-}
-
-// rewoundOf is the API's rewind as the command prints it.
-func rewoundOf(res *api.Rewound) *rewound {
-	out := &rewound{seq: res.Seq, to: res.To, tree: res.Tree, before: res.Before, more: res.MoreFiles, asked: res.Asked, later: res.Later, missing: res.Missing}
-	for _, f := range res.Files {
-		out.files = append(out.files, agent.FileChange{Path: f.Path, Status: f.Status})
-	}
-	return out
+	return res, err
 }
 
 // Fork asks the server for the fork; the server starts it if asked.
-func (r *remote) Fork(ctx context.Context, id string, req *api.ForkRun, _ string) (*forked, error) {
+func (r *remote) Fork(ctx context.Context, id string, req *api.ForkRun, _ string) (*api.Run, *service.Forked, error) {
 	run, err := r.cl.Fork(ctx, id, req)
 	if client.IsCode(err, api.CodeInvalidRequest) {
-		return nil, &usageError{err}
+		return nil, nil, &usageError{err}
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return forkedOf(ctx, r, id, req.Seq, run, req.Start)
+	return forkedOf(ctx, r, id, req.Seq, run)
 }
 
-// forkedOf is run, the fork of run src at event at, as the command prints
-// it: the checkpoint whose files it has (its workspace.restored) and, if
-// started, the last event it was made with.
-func forkedOf(ctx context.Context, b runsBackend, src string, at int64, run *api.Run, started bool) (*forked, error) {
-	out := &forked{id: run.ID, workspace: run.Workspace}
+// forkedOf is run, the fork of run src at event at, with what it holds
+// (service.ForkOf).
+func forkedOf(ctx context.Context, b runsBackend, src string, at int64, run *api.Run) (*api.Run, *service.Forked, error) {
 	events, err := b.Events(ctx, run.ID)
 	if err != nil || len(events) == 0 {
-		return nil, fmt.Errorf("the fork %s: %w", run.ID, err)
+		return nil, nil, fmt.Errorf("the fork %s: %w", run.ID, err)
 	}
-	created, err := runCreated(events)
-	if err != nil {
-		return nil, err
-	}
-	n := service.ForkStart(created, events)
-	st, err := agent.Fold(run.ID, events[:n])
-	if err != nil {
-		return nil, err
-	}
-	out.completed = st.Status == journal.StatusCompleted
-	if n < len(events) && events[n].Type == journal.WorkspaceRestored {
-		if v, err := agent.Decode(&events[n]); err == nil {
-			out.files = v.(*agent.WorkspaceRestored).To
-		}
-		n++
-	}
-	if started {
-		out.follow = int64(n)
-	}
-	if out.files > 0 {
-		if src, err := b.Events(ctx, src); err == nil && at <= int64(len(src)) {
-			_, out.after, _ = checkpoint.At(src, at)
-		}
-	}
-	return out, nil
+	srcEvents, _ := b.Events(ctx, src) // without them, After stays 0
+	fk, err := service.ForkOf(events, srcEvents, at)
+	return run, fk, err
 }
