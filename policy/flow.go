@@ -71,7 +71,7 @@ func (s SecretUse) String() string {
 // Policy ids of the default policy's information-flow rules, whose
 // asks and denials [Engine.Decide] explains with the flow.
 var flowPolicies = []string{"secret-out", "secret-out-unattended", "secret-unseen-out", "secret-unseen-unattended",
-	"secret-written", "secret-written-unattended", "trifecta", "trifecta-unattended", "autorun-after-untrusted", "autorun-unattended"}
+	"secret-written", "secret-written-unattended", "secret-shown", "secret-shown-unattended", "trifecta", "trifecta-unattended", "autorun-after-untrusted", "autorun-unattended"}
 
 // flowContext adds the call's flow to a part's context; provider is the
 // credential provider the call carries ("" for none).
@@ -142,7 +142,7 @@ func dataOut(c *Call, f *facts, networkAllowed bool) bool {
 		a := strings.TrimSpace(string(c.Arguments))
 		return a != "" && a != "{}" && a != "null"
 	case c.Tool == "bash":
-		return f.Network || ((f.Dynamic || f.Code) && networkAllowed)
+		return f.Network || ((f.Dynamic || f.Code || f.Opaque != "") && networkAllowed)
 	case c.Effect == "external" && networkAllowed:
 		// python and other tools running code in the sandbox.
 		return true
@@ -163,7 +163,7 @@ func unseenOut(c *Call, f *facts, networkAllowed bool) bool {
 	}
 	switch {
 	case c.Tool == "bash":
-		return f.Dynamic || f.Code || f.Sends != ""
+		return f.Dynamic || f.Code || f.Opaque != "" || f.Sends != ""
 	case c.Tool == "fetch_url" || c.Tool == "http_request" || c.Tool == MemoryWriteTool || c.Server != "":
 		return false // the arguments are what is sent
 	}
@@ -185,11 +185,17 @@ func writesWorkspace(f *facts, mount string) bool {
 // autorunNames are workspace files that run on their own on a person's
 // machine: shells and direnv on entering the directory, editors on
 // opening the folder, test runners and Python on start, git on its
-// commands, CI on a push.
+// commands, CI on a push; and the instruction files a later agent run
+// (Keel's, Claude Code's, Codex's...) follows as the project's own.
 var autorunNames = []string{".envrc", ".bashrc", ".bash_profile", ".profile", ".zshrc", ".zshenv", "conftest.py",
-	"sitecustomize.py", "usercustomize.py", ".pre-commit-config.yaml", "pytest.ini", "tox.ini", "noxfile.py"}
+	"sitecustomize.py", "usercustomize.py", ".pre-commit-config.yaml", "pytest.ini", "tox.ini", "noxfile.py",
+	".mise.toml", "mise.toml",
+	// Instructions that Keel and other agents put in a later run's system
+	// prompt as the project's own: memory in all but name.
+	"KEEL.md", "AGENTS.md", "CLAUDE.md", "GEMINI.md", ".cursorrules", ".windsurfrules", ".clinerules", "copilot-instructions.md"}
 
-var autorunDirs = []string{".vscode", ".idea", ".devcontainer", ".git/hooks", ".githooks", ".husky", ".github/workflows", ".gitlab-ci.yml", ".circleci"}
+var autorunDirs = []string{".vscode", ".idea", ".devcontainer", ".git/hooks", ".githooks", ".husky", ".github/workflows", ".gitlab-ci.yml", ".circleci",
+	".claude", ".cursor", ".gemini"}
 
 // autorun reports whether rel (workspace-relative) is a file that runs
 // on its own; hides whether writing it hides files from git.
@@ -211,9 +217,13 @@ func autorun(rel string) (run, hides bool) {
 }
 
 // persistence classifies the paths a part writes (absolute, under
-// mount) and a git command that hides changes from git.
-func persistence(cmd *bash.Command, written []string, mount string) (run, hides bool) {
+// mount; extra are more files that run on their own, [Call].Autorun)
+// and a git command that hides changes from git.
+func persistence(cmd *bash.Command, written []string, mount string, extra []string) (run, hides bool) {
 	for _, w := range written {
+		if slices.Contains(extra, path.Clean(w)) {
+			run = true
+		}
 		rel, ok := strings.CutPrefix(w, strings.TrimSuffix(mount, "/")+"/")
 		if !ok {
 			continue
@@ -241,6 +251,24 @@ func persistence(cmd *bash.Command, written []string, mount string) (run, hides 
 // typeset -p, compgen -e. Such a command carries every secret the
 // sandbox holds.
 var envDump = regexp.MustCompile(`/proc/[^/\s"]*/environ|(^|[;&|(\s"'` + "`" + `{])(?:(?:env|printenv)(?:\s+-[-\w]+)*|set|export\s+-p|(?:declare|typeset)\s+-[a-zA-Z]*[px][a-zA-Z]*|compgen\s+-[a-zA-Z]*e)\s*($|[;&|)}>"'` + "`" + `]|\\n|\\u00(?:3[ce]|26))`)
+
+// showsSecret reports whether a part's text shows where a secret the
+// call carries comes from: a value Keel sealed («secret:NAME...»), a
+// reference to its variable, or a dump of the whole environment.
+func showsSecret(text string, fl *Flow) bool {
+	if fl == nil || len(fl.Secrets) == 0 {
+		return false
+	}
+	if envDump.MatchString(text) {
+		return true
+	}
+	for _, s := range fl.Secrets {
+		if strings.Contains(text, "«secret:"+s.Name) || strings.Contains(text, "$"+s.Name) || strings.Contains(text, "${"+s.Name) {
+			return true
+		}
+	}
+	return false
+}
 
 // DumpsEnvironment reports whether a bash call's arguments (its JSON)
 // hold a command that reads the whole environment without naming a
