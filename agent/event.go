@@ -149,6 +149,11 @@ type GitStart struct {
 	// trial). Absent when it had none, and in runs journaled before it
 	// was recorded.
 	Origin string `json:"origin,omitempty"`
+	// Time is when Commit was read, as the run started: a file git
+	// ignores whose change time is later was written since, and the
+	// run's diff lists it (checkpoint.Base.Since). Absent in runs
+	// journaled before it was recorded.
+	Time time.Time `json:"time,omitzero"`
 }
 
 // ToolInfo is a tool as recorded at run creation.

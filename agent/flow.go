@@ -91,10 +91,13 @@ type Secret struct {
 // SecretHost is a secret for one host (RunCreated.SecretHosts): Name is
 // the variable of Keel's environment that holds the value and of the
 // sandbox's that holds the placeholder; Host the destination, written
-// as an allowlist entry.
+// as an allowlist entry. Body lets the egress proxy put the value in
+// request bodies too (text bodies, bounded; without it a request whose
+// body holds the placeholder is refused).
 type SecretHost struct {
 	Name string `json:"name"`
 	Host string `json:"host"`
+	Body bool   `json:"body,omitempty"`
 }
 
 // SecretValues returns the values of the run's secrets that getenv

@@ -64,3 +64,61 @@ func Import(ctx context.Context, dst Store, events []Event) (bool, error) {
 	}
 	return true, nil
 }
+
+// SplitRuns splits the events of an export into runs, each in the order
+// of the export, the runs in the order each first appears. A system
+// stream is refused: it belongs to the journal it came from.
+func SplitRuns(events []Event) ([][]Event, error) {
+	var runs [][]Event
+	byRun := map[string]int{}
+	for _, e := range events {
+		i, ok := byRun[e.RunID]
+		if !ok {
+			if IsSystem(e.RunID) {
+				return nil, fmt.Errorf("%s is a system stream of the journal it came from; it is not imported", e.RunID)
+			}
+			i = len(runs)
+			byRun[e.RunID] = i
+			runs = append(runs, nil)
+		}
+		runs[i] = append(runs[i], e)
+	}
+	return runs, nil
+}
+
+// ImportRuns stores runs (each one run's events, from event 1) with
+// [Import], after checking every run's chain, so that a bad run stores
+// nothing. stored[i] says whether runs[i] was stored (false: dst held
+// it already); on an error, the runs before the failing one are stored.
+func ImportRuns(ctx context.Context, dst Store, runs [][]Event) (stored []bool, err error) {
+	for _, evs := range runs {
+		if len(evs) == 0 {
+			return nil, errors.New("journal: a run with no events")
+		}
+		if err := Verify(evs[0].RunID, evs); err != nil {
+			return nil, fmt.Errorf("%w (nothing was stored)", err)
+		}
+	}
+	for _, evs := range runs {
+		ok, err := Import(ctx, dst, evs)
+		if err != nil {
+			return stored, err
+		}
+		stored = append(stored, ok)
+	}
+	return stored, nil
+}
+
+// ReadRuns reads runs ids of s, each chain verified, in the order of
+// ids: what keel runs export writes.
+func ReadRuns(ctx context.Context, s Store, ids ...string) ([]Event, error) {
+	var all []Event
+	for _, id := range ids {
+		evs, err := ReadVerified(ctx, s, id)
+		if err != nil {
+			return nil, fmt.Errorf("run %s: %w", id, err)
+		}
+		all = append(all, evs...)
+	}
+	return all, nil
+}

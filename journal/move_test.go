@@ -63,3 +63,46 @@ func TestImport(t *testing.T) {
 		t.Errorf("a refused import stored something: %v", err)
 	}
 }
+
+// Several runs of one export: split by run, read back in order, and a
+// tampered one stores none of them.
+func TestImportRuns(t *testing.T) {
+	ctx := t.Context()
+	src := mem.New()
+	for _, id := range []string{"a", "b"} {
+		for i, typ := range []journal.Type{journal.RunCreated, journal.RunCompleted} {
+			if _, err := src.Append(ctx, id, int64(i), journal.Draft{Type: typ, Time: time.Unix(int64(i), 0), Payload: []byte(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	evs, err := journal.ReadRuns(ctx, src, "b", "a")
+	if err != nil || len(evs) != 4 || evs[0].RunID != "b" || evs[2].RunID != "a" {
+		t.Fatalf("ReadRuns = %d events, %v", len(evs), err)
+	}
+	if _, err := journal.ReadRuns(ctx, src, "a", "zz"); !errors.Is(err, journal.ErrNotFound) {
+		t.Errorf("ReadRuns of a missing run = %v", err)
+	}
+	runs, err := journal.SplitRuns(evs)
+	if err != nil || len(runs) != 2 || runs[0][0].RunID != "b" || len(runs[1]) != 2 {
+		t.Fatalf("SplitRuns = %v, %v", runs, err)
+	}
+	if _, err := journal.SplitRuns([]journal.Event{{RunID: journal.SystemPrefix + "memory"}}); err == nil {
+		t.Error("SplitRuns took a system stream")
+	}
+	bad := [][]journal.Event{runs[0], append([]journal.Event(nil), runs[1]...)}
+	bad[1][1].Payload = []byte(`{"x":1}`)
+	dst := mem.New()
+	if stored, err := journal.ImportRuns(ctx, dst, bad); stored != nil || err == nil {
+		t.Fatalf("ImportRuns of a tampered run = %v, %v", stored, err)
+	}
+	if _, err := dst.Read(ctx, "b", 1); !errors.Is(err, journal.ErrNotFound) {
+		t.Errorf("a refused import stored the good run: %v", err)
+	}
+	if stored, err := journal.ImportRuns(ctx, dst, runs); err != nil || len(stored) != 2 || !stored[0] || !stored[1] {
+		t.Errorf("ImportRuns = %v, %v", stored, err)
+	}
+	if stored, err := journal.ImportRuns(ctx, dst, runs); err != nil || stored[0] || stored[1] {
+		t.Errorf("second ImportRuns = %v, %v; want nothing stored", stored, err)
+	}
+}

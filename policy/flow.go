@@ -183,37 +183,81 @@ func writesWorkspace(f *facts, mount string) bool {
 }
 
 // autorunNames are workspace files that run on their own on a person's
-// machine: shells and direnv on entering the directory, editors on
-// opening the folder, test runners and Python on start, git on its
-// commands, CI on a push; and the instruction files a later agent run
+// machine, by base name, with who runs them: shells and direnv on
+// entering the directory, test runners and Python on start, git's hook
+// managers on its commands; and the instruction files a later agent run
 // (Keel's, Claude Code's, Codex's...) follows as the project's own.
-var autorunNames = []string{".envrc", ".bashrc", ".bash_profile", ".profile", ".zshrc", ".zshenv", "conftest.py",
-	"sitecustomize.py", "usercustomize.py", ".pre-commit-config.yaml", "pytest.ini", "tox.ini", "noxfile.py",
-	".mise.toml", "mise.toml",
+var autorunNames = map[string]string{
+	".envrc":  "direnv runs it on entering the directory",
+	".bashrc": "a shell runs it on start", ".bash_profile": "a shell runs it on start", ".profile": "a shell runs it on start",
+	".zshrc": "a shell runs it on start", ".zshenv": "a shell runs it on start",
+	"conftest.py": "pytest runs it", "pytest.ini": "pytest reads it (plugins, options)", "tox.ini": "tox runs its commands",
+	"noxfile.py": "nox runs it", "sitecustomize.py": "Python runs it on start", "usercustomize.py": "Python runs it on start",
+	".pre-commit-config.yaml": "pre-commit runs its hooks",
+	".mise.toml": "mise runs its hooks and tasks on entering the directory", "mise.toml": "mise runs its hooks and tasks on entering the directory",
 	// Instructions that Keel and other agents put in a later run's system
 	// prompt as the project's own: memory in all but name.
-	"KEEL.md", "AGENTS.md", "CLAUDE.md", "GEMINI.md", ".cursorrules", ".windsurfrules", ".clinerules", "copilot-instructions.md"}
+	"KEEL.md": "later agent runs follow it as the project's instructions", "AGENTS.md": "later agent runs follow it as the project's instructions",
+	"CLAUDE.md": "later agent runs follow it as the project's instructions", "GEMINI.md": "later agent runs follow it as the project's instructions",
+	".cursorrules": "later agent runs follow it as the project's instructions", ".windsurfrules": "later agent runs follow it as the project's instructions",
+	".clinerules": "later agent runs follow it as the project's instructions", "copilot-instructions.md": "later agent runs follow it as the project's instructions",
+}
 
-var autorunDirs = []string{".vscode", ".idea", ".devcontainer", ".git/hooks", ".githooks", ".husky", ".github/workflows", ".gitlab-ci.yml", ".circleci",
-	".claude", ".cursor", ".gemini"}
+// autorunDirs are workspace directories (and single files) whose files
+// run on their own: editors on opening the folder, git on its
+// commands, CI on a push.
+var autorunDirs = []struct{ dir, why string }{
+	{".vscode", "the editor runs its tasks and settings on opening the folder"},
+	{".idea", "the IDE runs its run configurations and settings"},
+	{".devcontainer", "the editor builds and runs it on opening the folder"},
+	{".git/hooks", "git runs it on its commands"},
+	{".githooks", "git runs it on its commands (core.hooksPath)"},
+	{".husky", "git runs it on its commands (husky)"},
+	{".github/workflows", "CI runs it on a push"},
+	{".gitlab-ci.yml", "CI runs it on a push"},
+	{".circleci", "CI runs it on a push"},
+	{".claude", "Claude Code runs its hooks and follows its settings"},
+	{".cursor", "the editor's agent follows its rules"},
+	{".gemini", "Gemini CLI follows its settings"},
+}
+
+// AutorunWhy returns why the file at rel (a workspace-relative path)
+// runs on its own on a person's machine, in a few words ("" when it does
+// not): the files of context.autorun. A *.pth file runs when Python
+// starts (in a site-packages directory), a virtual environment's
+// bin/activate when a shell activates it, .git/config can name programs
+// git runs.
+func AutorunWhy(rel string) string {
+	rel = strings.TrimPrefix(path.Clean("/"+rel), "/")
+	base := path.Base(rel)
+	switch {
+	case rel == ".git/config":
+		return "git reads it: it can name programs git runs (hooks path, filters, helpers)"
+	case autorunNames[base] != "":
+		return autorunNames[base]
+	case strings.HasSuffix(base, ".pth"):
+		return "Python runs its import lines on start"
+	case strings.HasPrefix(base, "activate") && path.Base(path.Dir(rel)) == "bin":
+		return "a shell runs it when it activates the environment"
+	}
+	for _, d := range autorunDirs {
+		if rel == d.dir || strings.HasPrefix(rel, d.dir+"/") {
+			return d.why
+		}
+	}
+	return ""
+}
 
 // autorun reports whether rel (workspace-relative) is a file that runs
-// on its own; hides whether writing it hides files from git.
+// on its own (AutorunWhy); hides whether writing it hides files from
+// git.
 func autorun(rel string) (run, hides bool) {
 	rel = strings.TrimPrefix(path.Clean("/"+rel), "/")
 	base := path.Base(rel)
 	if base == ".gitignore" || rel == ".git/info/exclude" || rel == ".gitattributes" || rel == ".git/config" {
 		return rel == ".git/config", true
 	}
-	if slices.Contains(autorunNames, base) || strings.HasSuffix(base, ".pth") {
-		return true, false
-	}
-	for _, d := range autorunDirs {
-		if rel == d || strings.HasPrefix(rel, d+"/") {
-			return true, false
-		}
-	}
-	return false, false
+	return AutorunWhy(rel) != "", false
 }
 
 // persistence classifies the paths a part writes (absolute, under

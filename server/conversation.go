@@ -373,10 +373,23 @@ type fileDiff struct {
 	Problem string
 	// Hidden: git ignores the file only by rules written during the run.
 	Hidden bool
+	// Rewritten, Ignored, Files, Autorun: as checkpoint.Change's;
+	// IgnoredWhere says why git does not show an ignored one.
+	Rewritten, Ignored bool
+	Files              int
+	Autorun            string
+	IgnoredWhere       string
 }
 
 func newFileDiff(c checkpoint.Change) fileDiff {
-	d := fileDiff{Path: visible.String(c.Path), Status: string(c.Status), Binary: c.Binary, Added: c.Added, Removed: c.Removed, Hidden: c.Hidden}
+	d := fileDiff{Path: visible.String(c.Path), Status: string(c.Status), Binary: c.Binary, Added: c.Added, Removed: c.Removed, Hidden: c.Hidden,
+		Rewritten: c.Rewritten, Ignored: c.Ignored, Files: c.Files, Autorun: visible.String(c.Autorun)}
+	if c.Ignored {
+		d.IgnoredWhere = "ignored by git"
+		if c.Path == ".git" || strings.HasPrefix(c.Path, ".git/") {
+			d.IgnoredWhere = "in git's own directory"
+		}
+	}
 	if c.Denied {
 		d.Problem = "Content not shown: the run's policy denies this path."
 		return d

@@ -58,7 +58,8 @@ func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, who *caller) e
 		changes = checkpoint.SealSecrets(changes, h.svc.RunSecrets(c))
 	}
 	for _, c := range changes {
-		out.Files = append(out.Files, api.FileDiff{Path: c.Path, Status: string(c.Status), Binary: c.Binary, Patch: c.Patch, Added: c.Added, Removed: c.Removed, Denied: c.Denied, Hidden: c.Hidden})
+		out.Files = append(out.Files, api.FileDiff{Path: c.Path, Status: string(c.Status), Binary: c.Binary, Patch: c.Patch, Added: c.Added, Removed: c.Removed, Denied: c.Denied, Hidden: c.Hidden,
+			Rewritten: c.Rewritten, Ignored: c.Ignored, Files: c.Files, Autorun: c.Autorun})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -284,7 +284,7 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 		if !slices.Contains(s.opts.SecretEnv, h.Name) {
 			return nil, badRequest("secret_hosts %q: this server does not offer that variable as a secret (its operator offers one with keel serve --secret-env NAME)", h.Name)
 		}
-		secretHosts = append(secretHosts, agent.SecretHost{Name: h.Name, Host: h.Host})
+		secretHosts = append(secretHosts, agent.SecretHost{Name: h.Name, Host: h.Host, Body: h.Body})
 	}
 	if err := checkSecretHosts(secretHosts[len(local.SecretHosts):], secretEnv, req.Env, req.Network, sb); err != nil {
 		return nil, err

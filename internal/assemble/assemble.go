@@ -291,7 +291,7 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 	var hostSecrets []linux.HostSecret
 	for i, h := range c.SecretHosts {
 		s := secrets[len(secrets)-len(c.SecretHosts)+i]
-		hostSecrets = append(hostSecrets, linux.HostSecret{Name: h.Name, Value: s.Value, Host: h.Host})
+		hostSecrets = append(hostSecrets, linux.HostSecret{Name: h.Name, Value: s.Value, Host: h.Host, Body: h.Body})
 	}
 	sspec := &sandbox.Spec{
 		Workspace: ws.Root(),

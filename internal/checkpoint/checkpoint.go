@@ -491,7 +491,7 @@ func SinceStart(ctx context.Context, created *agent.RunCreated) ([]Change, error
 	skip := func(p string) bool {
 		return created.StateDir == "" && (p == ".keel" || strings.HasPrefix(p, ".keel/"))
 	}
-	changes, err := DiffFrom(ctx, created.Workspace, Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude}, skip)
+	changes, err := DiffFrom(ctx, created.Workspace, Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude, Since: created.Git.Time}, skip)
 	if err != nil {
 		return nil, err
 	}

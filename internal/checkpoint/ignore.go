@@ -27,28 +27,34 @@ func InfoExclude(ctx context.Context, dir string) (string, error) {
 	return string(b), err
 }
 
+// ignoredPaths are the paths of a work tree that git ignores now and
+// that the rules of a base ignored too: files, and directories ignored
+// as a whole (with a trailing slash).
+type ignoredPaths struct{ files, dirs []string }
+
 // hiddenFiles lists the files of the work tree at dir that git ignores
 // now but that the rules of the base do not ignore: the .gitignore
 // files of its commit (files, from ls-tree), exclude (nil: the
 // repository's .git/info/exclude now) and the user's core.excludesFile.
 // The base's rules are read by git in a scratch repository holding only
-// them, so nothing written in the work tree since counts.
-func hiddenFiles(ctx context.Context, dir string, files map[string]entry, exclude *string) ([]string, error) {
+// them, so nothing written in the work tree since counts. still are the
+// paths both ignore.
+func hiddenFiles(ctx context.Context, dir string, files map[string]entry, exclude *string) (hidden []string, still ignoredPaths, err error) {
 	out, err := git(ctx, dir, nil, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
 	if err != nil {
-		return nil, err
+		return nil, still, err
 	}
 	now := nul(out)
 	if len(now) == 0 {
-		return nil, nil
+		return nil, still, nil
 	}
 	rules, err := os.MkdirTemp("", "keel-ignore-")
 	if err != nil {
-		return nil, err
+		return nil, still, err
 	}
 	defer os.RemoveAll(rules)
 	if _, err := git(ctx, rules, nil, "init", "-q", "--template="); err != nil {
-		return nil, err
+		return nil, still, err
 	}
 	for p, e := range files {
 		if path.Base(p) != ".gitignore" || !strings.HasPrefix(e.mode, "100") || !filepath.IsLocal(p) {
@@ -56,21 +62,21 @@ func hiddenFiles(ctx context.Context, dir string, files map[string]entry, exclud
 		}
 		b, err := git(ctx, dir, nil, "cat-file", "blob", e.sha)
 		if err != nil {
-			return nil, err
+			return nil, still, err
 		}
 		if err := writeRule(filepath.Join(rules, filepath.FromSlash(p)), b); err != nil {
-			return nil, err
+			return nil, still, err
 		}
 	}
 	if exclude == nil {
 		cur, err := InfoExclude(ctx, dir)
 		if err != nil {
-			return nil, err
+			return nil, still, err
 		}
 		exclude = &cur
 	}
 	if err := writeRule(filepath.Join(rules, ".git", "info", "exclude"), []byte(*exclude)); err != nil {
-		return nil, err
+		return nil, still, err
 	}
 	var opts []string
 	if f, err := git(ctx, dir, nil, "config", "--path", "--get", "core.excludesFile"); err == nil && len(strings.TrimSpace(string(f))) > 0 {
@@ -89,11 +95,15 @@ func hiddenFiles(ctx context.Context, dir string, files map[string]entry, exclud
 	}
 	was, err := ignored(now)
 	if err != nil {
-		return nil, err
+		return nil, still, err
 	}
-	var hidden []string
 	for _, p := range now {
 		if was[p] {
+			if strings.HasSuffix(p, "/") {
+				still.dirs = append(still.dirs, p)
+			} else {
+				still.files = append(still.files, p)
+			}
 			continue
 		}
 		if !strings.HasSuffix(p, "/") {
@@ -123,22 +133,24 @@ func hiddenFiles(ctx context.Context, dir string, files map[string]entry, exclud
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, still, err
 		}
 		if len(inside) == 0 {
 			continue
 		}
 		m, err := ignored(inside)
 		if err != nil {
-			return nil, err
+			return nil, still, err
 		}
 		for _, f := range inside {
 			if !m[f] {
 				hidden = append(hidden, f)
+			} else {
+				still.files = append(still.files, f)
 			}
 		}
 	}
-	return hidden, nil
+	return hidden, still, nil
 }
 
 func writeRule(name string, b []byte) error {

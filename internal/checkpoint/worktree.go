@@ -17,8 +17,11 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/keel-run/keel/policy"
 )
 
 // maxFile bounds a file whose diff is computed; larger ones are listed.
@@ -148,6 +151,21 @@ type Change struct {
 	// since): Patch then shows the whole file as added, for the
 	// original is unknown.
 	Rewritten bool
+	// Ignored is set for a file git does not list that changed since the
+	// run started (Base.Since): the start's ignore rules ignore it, or it
+	// is in the repository's .git directory. Its earlier content is
+	// unknown: Status is Added when it was created since (as far as the
+	// file system tells), else Modified, and Patch shows its whole
+	// content as added lines, only for a file that runs on its own
+	// (Autorun); the others are listed by name.
+	Ignored bool
+	// Files, when set, makes the change a directory (Path ends in "/")
+	// standing for that many ignored files changed since the start, too
+	// many to list one by one.
+	Files int
+	// Autorun says, in a few words, why the file runs on its own on a
+	// person's machine (policy.AutorunWhy): "" for other files.
+	Autorun string
 }
 
 // Base is what a diff compares a work tree with: a commit, and the
@@ -157,6 +175,10 @@ type Base struct {
 	// Exclude is the content of the repository's .git/info/exclude at
 	// the start (see [InfoExclude]); nil: the file as it is now.
 	Exclude *string
+	// Since, when set, is when the run started: the files the rules of
+	// the base ignore that changed since are listed too (Change.Ignored),
+	// with the hooks and config of the repository's .git directory.
+	Since time.Time
 }
 
 type entry struct{ mode, sha string }
@@ -210,7 +232,7 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 			paths[p] = true
 		}
 	}
-	hidden, err := hiddenFiles(ctx, dir, files, base.Exclude)
+	hidden, still, err := hiddenFiles(ctx, dir, files, base.Exclude)
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +275,22 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 		}
 		c.patch(old, cur)
 		out = append(out, c)
+	}
+	if !base.Since.IsZero() {
+		ig, err := ignoredChanges(dir, still, base.Since, skip)
+		if err != nil {
+			return nil, err
+		}
+		gc, err := gitAutorun(ctx, dir, base.Since)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(out, ig...), gc...)
+	}
+	for i := range out {
+		if out[i].Autorun == "" && out[i].Files == 0 {
+			out[i].Autorun = policy.AutorunWhy(out[i].Path)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil

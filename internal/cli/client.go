@@ -15,6 +15,7 @@ import (
 
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/internal/serve"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
@@ -41,15 +42,15 @@ func (a *app) apiClient() (*client.Client, error) {
 	}
 	if tok == "" {
 		file := a.serverTokenFile()
-		st, err := readSavedToken(file)
+		st, err := serve.ReadTokens(file)
 		switch {
 		case err != nil:
-		case st.lookup(srv) != nil:
-			tok = st.lookup(srv).Token
-		case len(st.allServers()) == 0:
+		case st.Lookup(srv) != nil:
+			tok = st.Lookup(srv).Token
+		case len(st.AllServers()) == 0:
 			return nil, usagef("the token in %s is bound to no server (an older keel serve wrote it), so it is not sent to %s; pass it with --token or KEEL_TOKEN if that is its server", file, srv)
 		default:
-			return nil, usagef("the token saved in %s is for %s only, not %s; pass --token or set KEEL_TOKEN for this server", file, strings.Join(st.allServers(), ", "), srv)
+			return nil, usagef("the token saved in %s is for %s only, not %s; pass --token or set KEEL_TOKEN for this server", file, strings.Join(st.AllServers(), ", "), srv)
 		}
 	}
 	if tok == "" {
@@ -165,7 +166,7 @@ func (f *flagValues) integer(name string) int {
 
 func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
-	if err := only(cmd, "model", "workspace", "mount-path", "env", "secret-env", "secret-for-host", "setup", "task-file", "system", "system-file", "json", "quiet",
+	if err := only(cmd, "model", "workspace", "mount-path", "env", "secret-env", "secret-for-host", "secret-in-body", "setup", "task-file", "system", "system-file", "json", "quiet",
 		"max-steps", "max-tokens", "max-cost", "timeout", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait",
 		"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills"); err != nil {
 		return err
@@ -183,7 +184,12 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 		if !ok || name == "" || host == "" {
 			return usagef("--secret-for-host %q: want NAME=HOST (a variable the server offers and the host its value is for)", e)
 		}
-		req.SecretHosts = append(req.SecretHosts, api.SecretHost{Name: name, Host: host})
+		req.SecretHosts = append(req.SecretHosts, api.SecretHost{Name: name, Host: host, Body: slices.Contains(fv.strs("secret-in-body"), name)})
+	}
+	for _, n := range fv.strs("secret-in-body") {
+		if !slices.ContainsFunc(req.SecretHosts, func(h api.SecretHost) bool { return h.Name == n }) {
+			return usagef("--secret-in-body %s: want the NAME of a --secret-for-host NAME=HOST", n)
+		}
 	}
 	// On a server, connectors are the server's or the agent's: the run
 	// names which of them it offers.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,6 +49,7 @@ type runFlags struct {
 	env        []string
 	secretEnv  []string
 	secretHost []string
+	secretBody []string
 	setup      string
 	taskFile   string
 	system     string
@@ -142,6 +144,7 @@ SIGTERM, SIGHUP).`,
 	fl.StringArrayVar(&f.labels, "label", nil, "KEY=VALUE annotation of the run, e.g. task=JIRA-123 (repeatable; keel cost --by label groups by them)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "KEY=VALUE passed into the sandbox (repeatable; stored in the journal, not for secrets)")
 	fl.StringArrayVar(&f.secretHost, "secret-for-host", nil, "NAME=HOST: the sandbox gets a placeholder in NAME, never the value of Keel's variable NAME; the egress proxy puts the value in place of the placeholder only in requests to HOST (an --allow-host entry; HTTPS is opened by the proxy for that host) (repeatable; docs/security.md)")
+	fl.StringArrayVar(&f.secretBody, "secret-in-body", nil, "NAME: the egress proxy also puts --secret-for-host NAME's value in request bodies to its host (text bodies up to 1 MiB; a body can store the value at the host where others read it); without it a request whose body holds the placeholder is refused (repeatable)")
 	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "NAME of a variable of Keel's environment passed into the sandbox as a secret: its value is never journaled, results never show it, and calls that carry it out ask (repeatable; docs/security.md)")
 	fl.StringVar(&f.setup, "setup", "", "shell script run in the sandbox before the agent starts")
 	fl.StringVar(&f.taskFile, "task-file", "", "read the task from this file ('-' for stdin)")
@@ -259,7 +262,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err := a.checkSecretEnv(f.secretEnv); err != nil {
 		return err
 	}
-	secretHosts, err := a.secretHosts(f.secretHost, f.secretEnv, f.env, f.network, sbKind)
+	secretHosts, err := a.secretHosts(f.secretHost, f.secretBody, f.secretEnv, f.env, f.network, sbKind)
 	if err != nil {
 		return err
 	}
@@ -459,13 +462,29 @@ func (a *app) executeLoaded(ctx context.Context, rt *agent.Runtime, runID string
 	// since (it verifies that against the newest hash read here).
 	params.From = &agent.Checkpoint{State: st, Hash: evs[len(evs)-1].Hash}
 	params.Principals = identity.NewDirectory(rt.Store(), nil).Check
-	// Children execute in this process, each wired like its parent.
-	team := &agent.LocalTeam{Runtime: rt, Wire: a.assembler().Wire(&w.live.Params), Params: func(_ string, cp *agent.ExecParams) {
+	// One question at a time at the terminal: the lead's and its
+	// children's, which may ask at once.
+	var asking sync.Mutex
+	// Children execute in this process, each wired like its parent. A
+	// child's question is asked here as the lead's are; a child that
+	// pauses for a person (no terminal, or --no-wait) pauses its lead:
+	// nothing here would continue it.
+	team := &agent.LocalTeam{Runtime: rt, Wire: a.assembler().Wire(&w.live.Params), ReturnPaused: true, Params: func(_ string, cp *agent.ExecParams) {
 		cp.Principals = params.Principals
+		cp.Wait = params.Wait
+		cp.OnWait = func(pending []agent.PendingApproval) {
+			asking.Lock()
+			defer asking.Unlock()
+			p.Pause()
+			defer p.Resume()
+			a.childWait(ctx, rt.Store(), pending, params.Wait && !jsonOut && a.inline())
+		}
 	}}
 	defer team.Close()
 	params.Team = team
 	params.OnWait = func(pending []agent.PendingApproval) {
+		asking.Lock()
+		defer asking.Unlock()
 		p.Pause()
 		defer p.Resume()
 		if params.Wait && !jsonOut && a.inline() && a.decideInline(ctx, rt.Store(), created, pending) {
@@ -494,6 +513,12 @@ func (a *app) executeLoaded(ctx context.Context, rt *agent.Runtime, runID string
 		return err
 	}
 	p.Footer(runID, out)
+	if !jsonOut {
+		if out.Status == journal.StatusPaused && out.End != nil && out.End.Reason == agent.ReasonChildren {
+			a.childrenWaits(rctx, rt.Store(), runID, out.State)
+		}
+		a.leadHint(created, out.Status)
+	}
 	if pending := out.State.Pending(); message != "" && len(pending) > 0 && unread(out.State, message) {
 		ids := make([]string, len(pending))
 		for i, pa := range pending {
@@ -681,7 +706,7 @@ func (a *app) checkSecretEnv(names []string) error {
 // secretHosts checks --secret-for-host NAME=HOST entries: NAME a
 // variable set in Keel's environment and given no other way, HOST one
 // destination the allowlist allows, in the linux sandbox.
-func (a *app) secretHosts(entries, secretEnv, env, allow []string, sbKind string) ([]agent.SecretHost, error) {
+func (a *app) secretHosts(entries, inBody, secretEnv, env, allow []string, sbKind string) ([]agent.SecretHost, error) {
 	var out []agent.SecretHost
 	allowed := egress.MustParse(allow)
 	for _, e := range entries {
@@ -711,7 +736,12 @@ func (a *app) secretHosts(entries, secretEnv, env, allow []string, sbKind string
 		if sbKind == "none" {
 			return nil, usagef("--secret-for-host needs the linux sandbox (its egress proxy puts the value in); not --sandbox none")
 		}
-		out = append(out, agent.SecretHost{Name: name, Host: host})
+		out = append(out, agent.SecretHost{Name: name, Host: host, Body: slices.Contains(inBody, name)})
+	}
+	for _, n := range inBody {
+		if !slices.ContainsFunc(out, func(h agent.SecretHost) bool { return h.Name == n }) {
+			return nil, usagef("--secret-in-body %s: want the NAME of a --secret-for-host NAME=HOST", n)
+		}
 	}
 	return out, nil
 }

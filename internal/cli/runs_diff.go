@@ -187,7 +187,8 @@ func (r *remote) CheckpointDiff(ctx context.Context, id string, _ []journal.Even
 func fileDiffs(d *api.RunDiff) []checkpoint.Change {
 	out := make([]checkpoint.Change, 0, len(d.Files))
 	for _, f := range d.Files {
-		out = append(out, checkpoint.Change{Path: f.Path, Status: checkpoint.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed, Denied: f.Denied, Hidden: f.Hidden})
+		out = append(out, checkpoint.Change{Path: f.Path, Status: checkpoint.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed, Denied: f.Denied, Hidden: f.Hidden,
+			Rewritten: f.Rewritten, Ignored: f.Ignored, Files: f.Files, Autorun: f.Autorun})
 	}
 	return out
 }

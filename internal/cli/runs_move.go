@@ -42,26 +42,18 @@ per-step tokens and cost (docs/eval.md).`,
 				return usagef("--atif exports one run")
 			}
 			return a.withStore(ctx, func(store journal.Store) error {
-				if atif {
-					evs, err := journal.ReadVerified(ctx, store, args[0])
-					if err != nil {
-						return fmt.Errorf("run %s: %w (nothing was written)", args[0], err)
-					}
-					b, err := eval.ATIF(evs, Version)
-					if err != nil {
-						return err
-					}
-					return writeOutput(out, a.stdout, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err })
+				evs, err := journal.ReadRuns(ctx, store, args...)
+				if err != nil {
+					return fmt.Errorf("%w (nothing was written)", err)
 				}
-				var all []journal.Event
-				for _, id := range args {
-					evs, err := journal.ReadVerified(ctx, store, id)
-					if err != nil {
-						return fmt.Errorf("run %s: %w (nothing was written)", id, err)
-					}
-					all = append(all, evs...)
+				if !atif {
+					return writeOutput(out, a.stdout, func(w io.Writer) error { return journal.WriteJSONL(w, evs) })
 				}
-				return writeOutput(out, a.stdout, func(w io.Writer) error { return journal.WriteJSONL(w, all) })
+				b, err := eval.ATIF(evs, Version)
+				if err != nil {
+					return err
+				}
+				return writeOutput(out, a.stdout, func(w io.Writer) error { _, err := w.Write(append(b, '\n')); return err })
 			})
 		},
 	}
@@ -90,40 +82,23 @@ belong to their journal and are not imported.`,
 				if err != nil {
 					return err
 				}
-				byRun := map[string]int{}
-				for _, e := range evs {
-					i, ok := byRun[e.RunID]
-					if !ok {
-						if journal.IsSystem(e.RunID) {
-							return fmt.Errorf("%s: %s is a system stream of the journal it came from; it is not imported (nothing was stored)", name, e.RunID)
-						}
-						i = len(runs)
-						byRun[e.RunID] = i
-						runs = append(runs, nil)
-					}
-					runs[i] = append(runs[i], e)
+				rs, err := journal.SplitRuns(evs)
+				if err != nil {
+					return fmt.Errorf("%s: %w (nothing was stored)", name, err)
 				}
-			}
-			// Every run's chain first, so that a bad file stores nothing.
-			for _, evs := range runs {
-				if err := journal.Verify(evs[0].RunID, evs); err != nil {
-					return fmt.Errorf("%w (nothing was stored)", err)
-				}
+				runs = append(runs, rs...)
 			}
 			return a.withStore(ctx, func(store journal.Store) error {
-				for _, evs := range runs {
-					stored, err := journal.Import(ctx, store, evs)
-					if err != nil {
-						return err
-					}
-					st := journal.StatusOf(evs[len(evs)-1].Type)
-					if stored {
-						fmt.Fprintf(a.stdout, "imported run %s: %d events, chain verified, %s\n", evs[0].RunID, len(evs), st)
+				stored, err := journal.ImportRuns(ctx, store, runs)
+				for i, ok := range stored {
+					evs := runs[i]
+					if ok {
+						fmt.Fprintf(a.stdout, "imported run %s: %d events, chain verified, %s\n", evs[0].RunID, len(evs), journal.StatusOf(evs[len(evs)-1].Type))
 					} else {
 						fmt.Fprintf(a.stdout, "run %s is already in this journal (%d events, the same chain)\n", evs[0].RunID, len(evs))
 					}
 				}
-				return nil
+				return err
 			})
 		},
 	}

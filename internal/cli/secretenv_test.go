@@ -69,7 +69,10 @@ func TestServerSecretForHost(t *testing.T) {
 	if code, _, errOut := run("--secret-for-host", exfilSecretName+"="+api.host); code == 0 || !strings.Contains(errOut, "not in the run's network allowlist") {
 		t.Errorf("a host the run does not allow: exit %d\n%s", code, errOut)
 	}
-	code, out, errOut := run("--allow-host", api.host, "--secret-for-host", exfilSecretName+"="+api.host)
+	if code, _, errOut := run("--allow-host", api.host, "--secret-for-host", exfilSecretName+"="+api.host, "--secret-in-body", "OTHER"); code != 2 || !strings.Contains(errOut, "want the NAME of a --secret-for-host") {
+		t.Errorf("--secret-in-body of no --secret-for-host: exit %d\n%s", code, errOut)
+	}
+	code, out, errOut := run("--allow-host", api.host, "--secret-for-host", exfilSecretName+"="+api.host, "--secret-in-body", exfilSecretName)
 	if code != 0 {
 		t.Fatalf("keel --server run --secret-for-host = %d\n%s", code, errOut)
 	}
@@ -80,7 +83,7 @@ func TestServerSecretForHost(t *testing.T) {
 		t.Errorf("the host got %q, want the value", auth)
 	}
 	_, st := lastRun(t, db)
-	if len(st.Created.SecretHosts) != 1 || st.Created.SecretHosts[0].Host != api.host {
+	if len(st.Created.SecretHosts) != 1 || st.Created.SecretHosts[0].Host != api.host || !st.Created.SecretHosts[0].Body {
 		t.Errorf("secret_hosts %+v", st.Created.SecretHosts)
 	}
 	res := st.Turns[0].Calls[0].Finished

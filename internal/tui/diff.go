@@ -44,33 +44,65 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 		fmt.Fprintf(w, "no files changed %s\n", what)
 		return
 	}
-	added, removed := 0, 0
+	added, removed, files := 0, 0, 0
 	for _, c := range changes {
-		added, removed = added+c.Added, removed+c.Removed
+		added, removed, files = added+c.Added, removed+c.Removed, files+max(c.Files, 1)
 	}
-	fmt.Fprintf(w, "%d file(s) changed %s (+%d -%d)\n", len(changes), what, added, removed)
+	fmt.Fprintf(w, "%d file(s) changed %s (+%d -%d)\n", files, what, added, removed)
 	for _, c := range changes {
 		name := checkpoint.QuotePath(c.Path)
 		if c.Denied {
 			fmt.Fprintf(w, "  %s %s (%s)\n", c.Status, name, deniedNote)
 			continue
 		}
-		hidden := ""
-		if c.Hidden {
-			hidden = " (" + hiddenNote + ")"
-		}
-		if c.Rewritten {
-			hidden += " (" + rewrittenNote + ")"
-		}
-		if c.Binary {
-			fmt.Fprintf(w, "  %s %s (binary)%s\n", c.Status, name, hidden)
+		if c.Files > 0 {
+			fmt.Fprintf(w, "  %s %s (%d files %s, written since the run started; not listed)\n", c.Status, name, c.Files, ignoredWhere(c))
 			continue
 		}
-		fmt.Fprintf(w, "  %s %s +%d -%d%s\n", c.Status, name, c.Added, c.Removed, hidden)
+		var notes []string
+		if c.Hidden {
+			notes = append(notes, hiddenNote)
+		}
+		if c.Rewritten {
+			notes = append(notes, rewrittenNote)
+		}
+		if c.Ignored {
+			n := ignoredWhere(c) + ", written since the run started"
+			switch {
+			case c.Patch == "" && !c.Binary:
+				n += "; content not shown"
+			case c.Status == checkpoint.Modified:
+				n += "; its earlier content is unknown: the whole file is shown as added"
+			}
+			notes = append(notes, n)
+		}
+		if c.Autorun != "" {
+			notes = append(notes, "runs on its own: "+c.Autorun)
+		}
+		note := ""
+		if len(notes) > 0 {
+			note = " (" + strings.Join(notes, "; ") + ")"
+		}
+		switch {
+		case c.Binary:
+			fmt.Fprintf(w, "  %s %s (binary)%s\n", c.Status, name, note)
+		case c.Ignored && c.Patch == "":
+			fmt.Fprintf(w, "  %s %s%s\n", c.Status, name, note)
+		default:
+			fmt.Fprintf(w, "  %s %s +%d -%d%s\n", c.Status, name, c.Added, c.Removed, note)
+		}
 	}
 	if !stat {
 		printPatches(w, changes)
 	}
+}
+
+// ignoredWhere says why git does not show an ignored change.
+func ignoredWhere(c checkpoint.Change) string {
+	if c.Path == ".git" || strings.HasPrefix(c.Path, ".git/") {
+		return "in git's own directory"
+	}
+	return "ignored by git"
 }
 
 // hiddenNote marks a file git ignores only by rules the run wrote.
@@ -85,6 +117,9 @@ const deniedNote = "content not shown: the run's policy denies this path"
 
 func printPatches(w io.Writer, changes []checkpoint.Change) {
 	for _, c := range changes {
+		if c.Files > 0 {
+			continue // a count of files, none shown
+		}
 		fmt.Fprintf(w, "\ndiff --git %s %s\n", checkpoint.QuotePath("a/"+c.Path), checkpoint.QuotePath("b/"+c.Path))
 		if c.Denied {
 			fmt.Fprintf(w, "(%s)\n", deniedNote)
@@ -92,6 +127,10 @@ func printPatches(w io.Writer, changes []checkpoint.Change) {
 		}
 		if c.Binary {
 			fmt.Fprintf(w, "Binary files differ\n")
+			continue
+		}
+		if c.Ignored && c.Patch == "" {
+			fmt.Fprintf(w, "(%s: content not shown)\n", ignoredWhere(c))
 			continue
 		}
 		io.WriteString(w, c.Patch)

@@ -272,7 +272,8 @@ type substitution struct {
 }
 
 // substitute puts the values of secrets in place of their placeholders
-// in r's path, query and headers (also inside a Basic credential).
+// in r's path, query and headers (also inside a Basic credential); its
+// body is [substituteBody]'s.
 func substitute(r *http.Request, secrets []hostSecret) *substitution {
 	sub := &substitution{}
 	used := map[string]bool{}
@@ -334,6 +335,16 @@ func (sub *substitution) strip(resp *http.Response) {
 		resp.ContentLength = -1
 		resp.Header.Del("Content-Length")
 	}
+}
+
+// add names secret name as put in the request (once).
+func (sub *substitution) add(name string) {
+	for _, n := range sub.names {
+		if n == name {
+			return
+		}
+	}
+	sub.names = append(sub.names, name)
 }
 
 func (sub *substitution) replace(s string) string {

@@ -111,6 +111,15 @@ func (p *egressProxy) intercept(c net.Conn, br *bufio.Reader, d EgressDecision, 
 			if errors.Is(err, egress.ErrNonPublic) || errors.Is(err, egress.ErrNotAllowed) {
 				code = http.StatusForbidden
 			}
+			if br, ok := asBodyRefusal(err); ok {
+				// A placeholder beyond MaxSubstitutedBody: the host got
+				// an incomplete body.
+				if rd, ok := r.Context().Value(decisionKey{}).(*EgressDecision); ok {
+					rd.Allowed, rd.Reason = false, "refused (body cut off): "+br.why
+				}
+				http.Error(w, "keel egress proxy: "+br.why, br.code)
+				return
+			}
 			if rd, ok := r.Context().Value(decisionKey{}).(*EgressDecision); ok {
 				rd.Allowed = code != http.StatusForbidden
 				rd.Reason += "; " + err.Error()
@@ -132,6 +141,13 @@ func (p *egressProxy) intercept(c net.Conn, br *bufio.Reader, d EgressDecision, 
 				return
 			}
 			sub := substitute(r, secrets)
+			if err := substituteBody(r, secrets, sub); err != nil {
+				br, _ := asBodyRefusal(err)
+				rd.Allowed, rd.Reason = false, "refused: "+br.why
+				p.report(rd)
+				http.Error(w, "keel egress proxy: "+br.why, br.code)
+				return
+			}
 			rd.Substituted = strings.Join(sub.names, ", ")
 			body := &countReader{r: r.Body}
 			r.Body = body
@@ -168,7 +184,21 @@ func (p *egressProxy) substitutePlain(c net.Conn, up net.Conn, req *http.Request
 		return
 	}
 	req.Header.Del("Accept-Encoding")
+	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+		// The body is read here, whole when it is short: ask for it now
+		// rather than after the client's wait.
+		req.Header.Del("Expect")
+		if _, err := io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+			return
+		}
+	}
 	sub := substitute(req, secrets)
+	if err := substituteBody(req, secrets, sub); err != nil {
+		br, _ := asBodyRefusal(err)
+		d.Allowed, d.Reason = false, "refused: "+br.why
+		refuse(c, br.code, br.why)
+		return
+	}
 	d.Substituted = strings.Join(sub.names, ", ")
 	body := &countReader{r: req.Body}
 	if req.Body != nil {
@@ -176,6 +206,10 @@ func (p *egressProxy) substitutePlain(c net.Conn, up net.Conn, req *http.Request
 	}
 	defer func() { d.BytesOut = body.n }()
 	if err := req.Write(up); err != nil {
+		if br, ok := asBodyRefusal(err); ok {
+			d.Allowed, d.Reason = false, "refused (body cut off): "+br.why
+			refuse(c, br.code, br.why)
+		}
 		return
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(up), req)

@@ -36,7 +36,9 @@ type Options struct {
 	// has a placeholder (PlaceholderPrefix and 32 random hex digits,
 	// drawn anew by each sandbox) under each one's name, and the egress
 	// proxy puts the value in place of the placeholder only in requests
-	// to the secret's host (path, query and headers; not bodies). For
+	// to the secret's host: in the path, query and headers, and in the
+	// body only for a secret whose Body is set (a request whose body
+	// holds a placeholder of another is refused, see [HostSecret]). For
 	// HTTPS to such a host the proxy ends TLS itself, with a certificate
 	// of a CA the sandbox makes for itself (its key never leaves this
 	// process; it may sign only for these hosts), which the sandbox's
@@ -168,7 +170,19 @@ type Secret struct{ Name, Value string }
 // Host the destination it is for, written as an allowlist entry
 // ("api.example.com", "api.example.com:8443", "*.example.com",
 // "127.0.0.1:8443"). The run's allowlist must allow the host too.
-type HostSecret struct{ Name, Value, Host string }
+//
+// Body lets the proxy put the value in request bodies too: text bodies
+// (JSON, forms, multipart forms, XML, text/*, or none named and valid
+// UTF-8) of at most [MaxSubstitutedBody] bytes, not compressed. A body
+// could store the value at the host where others read it (a comment, a
+// file), so it is a choice of the person who gives the secret. Without
+// it, and for a body Keel cannot put the value in, a request to the
+// host whose body holds the placeholder is refused with a reason the
+// sandbox's program receives (never sent with the placeholder left in).
+type HostSecret struct {
+	Name, Value, Host string
+	Body              bool
+}
 
 // EgressDecision is one decision of the egress proxy, for the journal.
 type EgressDecision struct {

@@ -93,10 +93,13 @@ type Limits struct {
 }
 
 // SecretHost is a secret for one host of a run (CreateRun.SecretHosts):
-// the name of the variable, and the host as an allowlist entry.
+// the name of the variable, and the host as an allowlist entry. Body
+// lets the egress proxy put the value in request bodies too (as keel
+// run --secret-in-body NAME).
 type SecretHost struct {
 	Name string `json:"name"`
 	Host string `json:"host"`
+	Body bool   `json:"body,omitempty"`
 }
 
 // CreateRun is the body of POST /v1/runs.
@@ -402,6 +405,24 @@ type FileDiff struct {
 	// Hidden is set for a file git ignores only by rules written since
 	// the run started: git status does not show it.
 	Hidden bool `json:"hidden,omitempty"`
+	// Rewritten is set when the start commit's copy of the file no longer
+	// matches its hash (the .git/objects of the workspace were rewritten
+	// since): Patch shows the whole file as added.
+	Rewritten bool `json:"rewritten,omitempty"`
+	// Ignored is set for a file git does not show (the start's ignore
+	// rules ignore it, or it is in the repository's .git directory) that
+	// changed since the run started: Status A when it was created since,
+	// else M; Patch shows the whole file as added lines when it runs on
+	// its own (Autorun), and is empty for the others.
+	Ignored bool `json:"ignored,omitempty"`
+	// Files, when set, makes this entry a directory (Path ends in "/";
+	// "./" for the top) standing for that many ignored files changed
+	// since the run started, too many to list.
+	Files int `json:"files,omitempty"`
+	// Autorun says why the file runs on its own on a person's machine
+	// (direnv, Python's start-up, git hooks, the editor, CI): "" for
+	// other files.
+	Autorun string `json:"autorun,omitempty"`
 }
 
 // Approval is a tool call waiting for a person's decision.

@@ -290,11 +290,12 @@ func (b *Builder) offer(ctx context.Context, c *agent.RunCreated, noMemory, noSk
 // GitStart records the commit a run starts on, when its workspace is
 // the top of a git repository with a commit.
 func GitStart(ctx context.Context, dir string) *agent.GitStart {
+	now := time.Now().UTC()
 	commit, dirty, err := checkpoint.Start(ctx, dir)
 	if err != nil {
 		return nil
 	}
-	g := &agent.GitStart{Commit: commit, Dirty: dirty, Origin: checkpoint.Origin(ctx, dir)}
+	g := &agent.GitStart{Commit: commit, Dirty: dirty, Origin: checkpoint.Origin(ctx, dir), Time: now}
 	if x, err := checkpoint.InfoExclude(ctx, dir); err == nil {
 		g.Exclude = &x
 	}

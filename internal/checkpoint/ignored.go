@@ -1,0 +1,233 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/keel-run/keel/policy"
+)
+
+// Files git ignores are not in the start commit, so what a run wrote
+// there cannot be compared with it; yet an ignored directory (a virtual
+// environment, build/) is where a file that runs on its own hides best.
+// A diff whose Base has Since lists the ignored files whose change time
+// is later (written by the run, or by anyone meanwhile): each file that
+// runs on its own with its content, up to maxAutorunListed; the others
+// by name when they are few (maxIgnoredListed), else counted by their
+// top directory, so that a dependency tree written by an install does
+// not flood the list. It also lists the hooks and the config of the
+// repository's own .git directory changed since.
+const (
+	maxAutorunListed = 100
+	maxIgnoredListed = 20
+)
+
+// clockSlack is how far a file's change time may lag the clock the
+// start was read with: the kernel stamps files with a coarse clock
+// (one tick behind at most).
+const clockSlack = 20 * time.Millisecond
+
+// ignoredChanges lists the files of still (paths of the work tree at dir
+// that the base's rules ignored and git still ignores) changed since.
+func ignoredChanges(dir string, still ignoredPaths, since time.Time, skip func(string) bool) ([]Change, error) {
+	since = since.Add(-clockSlack)
+	type hit struct {
+		path  string
+		added bool
+	}
+	var auto, other []hit
+	visit := func(rel string, fi fs.FileInfo) {
+		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 || changeTime(fi).Before(since) || skip != nil && skip(rel) {
+			return
+		}
+		born, ok := birthTime(filepath.Join(dir, filepath.FromSlash(rel)))
+		h := hit{rel, ok && !born.Before(since)}
+		if policy.AutorunWhy(rel) != "" {
+			auto = append(auto, h)
+		} else {
+			other = append(other, h)
+		}
+	}
+	for _, f := range still.files {
+		fi, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(f)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		visit(f, fi)
+	}
+	for _, d := range still.dirs {
+		err := filepath.WalkDir(filepath.Join(dir, filepath.FromSlash(d)), func(name string, e fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+					return nil // gone meanwhile, or not ours to read
+				}
+				return err
+			}
+			if e.IsDir() {
+				if e.Name() == ".git" {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			fi, err := e.Info()
+			if err != nil {
+				return nil
+			}
+			rel, err := filepath.Rel(dir, name)
+			if err != nil {
+				return err
+			}
+			visit(filepath.ToSlash(rel), fi)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	byPath := func(h []hit) { sort.Slice(h, func(i, j int) bool { return h[i].path < h[j].path }) }
+	byPath(auto)
+	byPath(other)
+	var out []Change
+	for i, h := range auto {
+		if i >= maxAutorunListed {
+			other = append(other, auto[i:]...)
+			byPath(other)
+			break
+		}
+		c, err := wholeFile(dir, h.path, h.added)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	if len(other) <= maxIgnoredListed {
+		for _, h := range other {
+			out = append(out, Change{Path: h.path, Status: addedOr(h.added), Ignored: true})
+		}
+		return out, nil
+	}
+	// Too many to list: counted by top directory ("./" for the files at
+	// the top).
+	groups := map[string]*Change{}
+	for _, h := range other {
+		top, _, nested := strings.Cut(h.path, "/")
+		if !nested {
+			top = "."
+		}
+		g := groups[top+"/"]
+		if g == nil {
+			g = &Change{Path: top + "/", Status: Added, Ignored: true}
+			groups[g.Path] = g
+		}
+		g.Files++
+		if !h.added {
+			g.Status = Modified
+		}
+	}
+	for _, g := range groups {
+		out = append(out, *g)
+	}
+	return out, nil
+}
+
+func addedOr(added bool) Status {
+	if added {
+		return Added
+	}
+	return Modified
+}
+
+// wholeFile is the change of a file whose earlier content is unknown
+// (added: it was created since; else its whole content now is shown as
+// added lines).
+func wholeFile(dir, rel string, added bool) (Change, error) {
+	c := Change{Path: rel, Status: addedOr(added), Ignored: true, Autorun: policy.AutorunWhy(rel)}
+	cur, exists, err := readSide(filepath.Join(dir, filepath.FromSlash(rel)))
+	if err != nil {
+		return c, err
+	}
+	if !exists {
+		cur = nil
+	}
+	c.patch(nil, cur)
+	return c, nil
+}
+
+// gitAutorun lists the files of the repository's own .git directory
+// (when it is in the work tree at dir) that make git run programs and
+// changed since: its config and its hooks.
+func gitAutorun(ctx context.Context, dir string, since time.Time) ([]Change, error) {
+	out, err := git(ctx, dir, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return nil, err
+	}
+	gd := strings.TrimSpace(string(out))
+	real, err1 := filepath.EvalSymlinks(dir)
+	rg, err2 := filepath.EvalSymlinks(gd)
+	if err1 != nil || err2 != nil {
+		return nil, nil
+	}
+	top, err := filepath.Rel(real, rg)
+	if err != nil || !filepath.IsLocal(top) {
+		return nil, nil // not in the work tree: the run cannot write it
+	}
+	since = since.Add(-clockSlack)
+	var found []Change
+	add := func(name, sub string, fi fs.FileInfo) error {
+		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 || changeTime(fi).Before(since) {
+			return nil
+		}
+		born, ok := birthTime(name)
+		rel := path.Join(filepath.ToSlash(top), sub)
+		c, err := wholeFile(dir, rel, ok && !born.Before(since))
+		if err != nil {
+			return err
+		}
+		c.Autorun = policy.AutorunWhy(path.Join(".git", sub))
+		found = append(found, c)
+		return nil
+	}
+	if fi, err := os.Lstat(filepath.Join(rg, "config")); err == nil {
+		if err := add(filepath.Join(rg, "config"), "config", fi); err != nil {
+			return nil, err
+		}
+	}
+	hooks := filepath.Join(rg, "hooks")
+	err = filepath.WalkDir(hooks, func(name string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if name == hooks || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+				return nil
+			}
+			return err
+		}
+		if e.IsDir() || strings.HasSuffix(e.Name(), ".sample") {
+			return nil // git runs no *.sample hook (renaming one makes a new name)
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return nil
+		}
+		rel, err := filepath.Rel(rg, name)
+		if err != nil {
+			return err
+		}
+		if len(found) > maxAutorunListed {
+			return filepath.SkipAll
+		}
+		return add(name, filepath.ToSlash(rel), fi)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return found, nil
+}
