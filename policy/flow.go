@@ -194,7 +194,7 @@ var autorunNames = map[string]string{
 	"conftest.py": "pytest runs it", "pytest.ini": "pytest reads it (plugins, options)", "tox.ini": "tox runs its commands",
 	"noxfile.py": "nox runs it", "sitecustomize.py": "Python runs it on start", "usercustomize.py": "Python runs it on start",
 	".pre-commit-config.yaml": "pre-commit runs its hooks",
-	".mise.toml": "mise runs its hooks and tasks on entering the directory", "mise.toml": "mise runs its hooks and tasks on entering the directory",
+	".mise.toml":              "mise runs its hooks and tasks on entering the directory", "mise.toml": "mise runs its hooks and tasks on entering the directory",
 	// Instructions that Keel and other agents put in a later run's system
 	// prompt as the project's own: memory in all but name.
 	"KEEL.md": "later agent runs follow it as the project's instructions", "AGENTS.md": "later agent runs follow it as the project's instructions",
