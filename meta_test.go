@@ -129,6 +129,10 @@ func TestDependencyBoundaries(t *testing.T) {
 		// keel mcp call is Keel's MCP client alone: no front end, no flags.
 		{"./internal/mcpcall", []string{mod + "internal/cli", mod + "internal/config", mod + "server", mod + "service", mod + "client", "github.com/spf13/cobra"}},
 		{"./internal/connect", []string{mod + "internal/cli", mod + "internal/config", mod + "server", mod + "service", mod + "client", "github.com/spf13/cobra"}},
+		// keel serve, keel worker and keel scheduler's processes: they
+		// host the HTTP and MCP front ends over the service; the command
+		// line parses their flags.
+		{"./internal/serve", []string{mod + "internal/cli", "github.com/spf13/cobra"}},
 	} {
 		pkgs := listPackages(t, tt.pkg)
 		if len(pkgs) != 1 {
@@ -144,12 +148,12 @@ func TestDependencyBoundaries(t *testing.T) {
 	// MCP server, the keel command) stand on the service: each imports
 	// it, and none is imported by the service (above) or by another
 	// library package.
-	for _, p := range listPackages(t, "./server", "./internal/cli", "./internal/mcpserver", "./cmd/keel") {
+	for _, p := range listPackages(t, "./server", "./internal/cli", "./internal/mcpserver", "./internal/serve", "./cmd/keel") {
 		if !slices.Contains(p.Deps, mod+"service") {
 			t.Errorf("front end %s does not reach the service", p.ImportPath)
 		}
 	}
-	frontEnds := []string{mod + "server", mod + "server/ui", mod + "internal/cli", mod + "internal/mcpserver", mod + "cmd/keel"}
+	frontEnds := []string{mod + "server", mod + "server/ui", mod + "internal/cli", mod + "internal/mcpserver", mod + "internal/serve", mod + "cmd/keel"}
 	for _, p := range listPackages(t, "./...") {
 		if slices.Contains(frontEnds, p.ImportPath) || strings.HasSuffix(p.ImportPath, "keel-run/keel") {
 			continue

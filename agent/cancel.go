@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/keel-run/keel/journal"
@@ -63,8 +64,66 @@ func (rt *Runtime) end(ctx context.Context, runID string, typ journal.Type, ende
 	if err := x.closeOpenCalls(ctx, msg); err != nil {
 		return nil, err
 	}
+	if typ == journal.RunCanceled {
+		if err := x.cancelChildren(ctx, msg); err != nil {
+			return nil, err
+		}
+	}
 	if err := x.append(ctx, typ, ended); err != nil {
 		return nil, err
 	}
 	return x.st, nil
+}
+
+// cancelChildren ends the children of a run canceled while no process
+// executes it (keel runs cancel of a paused lead): each child not
+// delivered yet that no process executes is canceled too (its own
+// children first), and its result is journaled in the run as
+// child.delivered given to no call (Unwaited), so that the run counts
+// what the child spent instead of its whole slice. A child another
+// process executes is left to it (its parent's cancel reaches it from
+// there, or through the cluster's control stream).
+func (x *executor) cancelChildren(ctx context.Context, why string) error {
+	var ids []string
+	for _, c := range x.st.Children {
+		if c.Delivered == nil {
+			ids = append(ids, c.ID)
+		}
+	}
+	for _, id := range ids {
+		st, _, err := x.rt.Load(ctx, id)
+		switch {
+		case errors.Is(err, journal.ErrNotFound):
+			// Reserved, never created (a crash between the two): nothing
+			// ran, nothing was spent.
+			st = &State{RunID: id, Status: journal.StatusCanceled, Ended: &RunEnded{Reason: ReasonUser, Message: "its parent was canceled before it started"}}
+		case err != nil:
+			return fmt.Errorf("agent: cancel child %s: %w", id, err)
+		case !st.Status.Terminal():
+			var unlock func()
+			if l, ok := x.rt.store.(journal.Locker); ok {
+				if unlock, err = l.Lock(ctx, id); errors.Is(err, journal.ErrLocked) {
+					continue // another process executes it
+				} else if err != nil {
+					return err
+				}
+			}
+			st, err = x.rt.end(ctx, id, journal.RunCanceled, &RunEnded{Reason: ReasonUser, Message: fmt.Sprintf("its parent run %s was canceled (%s)", x.runID, why)})
+			if unlock != nil {
+				unlock()
+			}
+			if errors.Is(err, ErrRunCompleted) {
+				err = nil // it completed meanwhile: deliver that
+			}
+			if err != nil {
+				return fmt.Errorf("agent: cancel child %s: %w", id, err)
+			}
+		}
+		d := childResult("", id, st)
+		d.Unwaited = true
+		if err := x.append(ctx, journal.ChildDelivered, d); err != nil {
+			return err
+		}
+	}
+	return nil
 }

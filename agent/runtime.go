@@ -944,6 +944,9 @@ func (x *executor) stop(ctx context.Context) error {
 		if err := x.closeOpenCalls(ctx, msg); err != nil {
 			return err
 		}
+		if err := x.stopChildren(ctx, cause); err != nil {
+			return err
+		}
 	}
 	end.Reason, end.Message = reason, msg
 	return x.append(ctx, typ, end)

@@ -220,6 +220,13 @@ func (x *executor) definition(in *spawnArgs) (*AgentDef, error) {
 	if in.Paths != nil {
 		d.Paths = *in.Paths
 	}
+	if d.Paths != nil {
+		paths, err := x.writable(d.Paths)
+		if err != nil {
+			return nil, err
+		}
+		d.Paths = paths
+	}
 	if in.Scopes != nil {
 		d.Scopes = in.Scopes
 	}
@@ -238,6 +245,29 @@ func (x *executor) definition(in *spawnArgs) (*AgentDef, error) {
 		d.Limits.MaxCost = in.Limits.MaxCost
 	}
 	return d, nil
+}
+
+// writable returns the paths a child asks to write as workspace-relative
+// paths, or an error when one is outside the workspace or protected
+// (.keel, git's metadata, the run's protected paths): such a child could
+// write nothing there, and would spend its slice learning it.
+func (x *executor) writable(paths []string) ([]string, error) {
+	if x.p.Env == nil || x.p.Env.Workspace == nil {
+		return paths, nil
+	}
+	ws := x.p.Env.Workspace
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		rel, err := ws.Resolve(p)
+		if err != nil {
+			return nil, fmt.Errorf("the child asks to write %q, which it may not: %v", p, err)
+		}
+		if lex, lerr := ws.Rel(p); ws.Protected(rel) || lerr == nil && ws.Protected(lex) {
+			return nil, fmt.Errorf("the child asks to write %q, a protected path (read-only for every agent)", p)
+		}
+		out = append(out, rel)
+	}
+	return out, nil
 }
 
 // spawnCheck is the gate's part of a spawn: the facts the policy sees
@@ -504,6 +534,7 @@ func (x *executor) deliver(ctx context.Context, call string, ids []string, mode 
 		}()
 	}
 	var failed []string
+	paused, got := 0, 0
 	for range wait {
 		var e ended
 		select {
@@ -517,12 +548,25 @@ func (x *executor) deliver(ctx context.Context, call string, ids []string, mode 
 			failed = append(failed, fmt.Sprintf("%s: %v", e.id, e.err))
 			continue
 		}
+		if !e.st.Status.Terminal() {
+			// Paused, and no execution drives it (LocalTeam.ReturnPaused):
+			// it waits for a person.
+			paused++
+			continue
+		}
 		if err := x.delivered(ctx, call, e.id, e.st); err != nil {
 			return &tool.Result{IsError: true, Content: "the runtime could not journal a child's result: " + err.Error()}
 		}
+		got++
 		if mode == "any" {
 			break
 		}
+	}
+	if paused > 0 && len(failed) == 0 && ctx.Err() == nil && (mode != "any" || got == 0) {
+		// A child waits for a person: so does this call, left open, and
+		// the run pauses until it is resumed (the children that ended are
+		// delivered to it already).
+		return awaitChildren
 	}
 	var b strings.Builder
 	x.mu.Lock()
@@ -548,7 +592,8 @@ func (x *executor) deliver(ctx context.Context, call string, ids []string, mode 
 }
 
 // awaitChildren is the result of a team call that waits for children
-// that have not ended, with [ExecParams].PauseForChildren: the call is
+// that have not ended, with [ExecParams].PauseForChildren, or for a
+// child paused for a person with [LocalTeam].ReturnPaused: the call is
 // left open and the run pauses ([ReasonChildren]).
 var awaitChildren = &tool.Result{IsError: true, Content: "waiting for children"}
 
@@ -602,8 +647,41 @@ func (x *executor) pauseForChildren(ctx context.Context) error {
 		}
 	}
 	x.mu.Unlock()
-	return x.append(ctx, journal.RunPaused, &RunEnded{Reason: ReasonChildren,
-		Message: "waiting for child agents to end: " + strings.Join(ids, ", ")})
+	msg := "waiting for child agents to end: " + strings.Join(ids, ", ")
+	for _, id := range ids {
+		if w := x.childWaits(ctx, id); w != "" {
+			msg += "; " + w
+		}
+	}
+	return x.append(ctx, journal.RunPaused, &RunEnded{Reason: ReasonChildren, Message: msg})
+}
+
+// childWaits says what child id, if paused, waits for ("" if it is not
+// paused): the calls waiting for a person's approval or authorization,
+// the inputs it asked for, or its pause's own message (a child paused
+// for its children names theirs).
+func (x *executor) childWaits(ctx context.Context, id string) string {
+	st, _, err := x.rt.Load(context.WithoutCancel(ctx), id)
+	if err != nil || st.Status != journal.StatusPaused {
+		return ""
+	}
+	var waits []string
+	for _, p := range st.Pending() {
+		waits = append(waits, fmt.Sprintf("approval of %s (%s)", p.CallID, p.Tool))
+	}
+	for _, p := range st.PendingAuths() {
+		waits = append(waits, fmt.Sprintf("authorization of %s (%s, provider %s)", p.CallID, p.Tool, p.Provider))
+	}
+	for _, p := range st.PendingInputs() {
+		waits = append(waits, "an answer to input "+p.ID)
+	}
+	switch {
+	case len(waits) > 0:
+		return fmt.Sprintf("%s waits for a person: %s", id, strings.Join(waits, ", "))
+	case st.Ended != nil:
+		return fmt.Sprintf("%s is paused (%s: %s)", id, st.Ended.Reason, st.Ended.Message)
+	}
+	return id + " is paused"
 }
 
 // delivered journals child.delivered of child id, which ended as st,
@@ -652,6 +730,57 @@ func (x *executor) reap(ctx context.Context) error {
 		d := childResult("", id, st)
 		d.Unwaited = true
 		err = x.append(ctx, journal.ChildDelivered, d)
+		x.teamMu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stopChildren is reap for a run whose execution was stopped (canceled,
+// or its time limit): its children not delivered yet stop with the same
+// cause (its context's end stops those its launcher executes; a paused
+// one is ended here), and each that this launcher executed or that has
+// ended is journaled as child.delivered given to no call, so that the
+// run counts what they spent instead of their whole slices. A driver
+// that pauses for children (the cluster's) leaves them to its own
+// control stream.
+func (x *executor) stopChildren(ctx context.Context, cause error) error {
+	if x.p.Team == nil || x.p.PauseForChildren {
+		return nil
+	}
+	ctx = context.WithoutCancel(ctx)
+	x.mu.Lock()
+	var ids []string
+	for _, ch := range x.st.Children {
+		if ch.Delivered == nil {
+			ids = append(ids, ch.ID)
+		}
+	}
+	x.mu.Unlock()
+	for _, id := range ids {
+		if err := x.p.Team.Stop(ctx, id, cause); err != nil {
+			return fmt.Errorf("agent: stop child %s: %w", id, err)
+		}
+	}
+	for _, id := range ids {
+		var st *State
+		if lt, ok := x.p.Team.(*LocalTeam); ok && lt.executes(id) {
+			var err error
+			if st, err = lt.Wait(ctx, id); err != nil {
+				return fmt.Errorf("agent: wait for child %s: %w", id, err)
+			}
+		} else {
+			st, _, _ = x.rt.Load(ctx, id)
+		}
+		if st == nil || !st.Status.Terminal() {
+			continue // executed elsewhere: it stops there
+		}
+		x.teamMu.Lock()
+		d := childResult("", id, st)
+		d.Unwaited = true
+		err := x.append(ctx, journal.ChildDelivered, d)
 		x.teamMu.Unlock()
 		if err != nil {
 			return err

@@ -27,6 +27,13 @@ type LocalTeam struct {
 	Params func(id string, p *ExecParams)
 	// Poll is how often Wait re-reads a child's journal; 0 means 200ms.
 	Poll time.Duration
+	// ReturnPaused makes Wait return a child that paused and that no
+	// execution drives (it waits for a person: an approval, an input, a
+	// credential) instead of waiting for its end. keel run sets it: a
+	// child paused there goes on only once a person decided and the
+	// tree is resumed, so its parent pauses too ([ExecParams] of a team
+	// call: the call stays open).
+	ReturnPaused bool
 
 	mu      sync.Mutex
 	running map[string]*execution
@@ -115,28 +122,112 @@ func (t *LocalTeam) execute(ctx context.Context, id string, c *RunCreated) {
 }
 
 // Wait implements [Launcher]: it follows the child's journal until an
-// end event (any process may execute the child).
+// end event (any process may execute the child); with ReturnPaused, also
+// until the child is paused and no execution drives it.
 func (t *LocalTeam) Wait(ctx context.Context, id string) (*State, error) {
 	poll := t.Poll
 	if poll <= 0 {
 		poll = waitPoll
 	}
-	for e, err := range journal.Follow(ctx, t.Runtime.Store(), id, 1, poll) {
-		if err != nil {
+	if !t.ReturnPaused {
+		for e, err := range journal.Follow(ctx, t.Runtime.Store(), id, 1, poll) {
+			if err != nil {
+				return nil, err
+			}
+			if journal.StatusOf(e.Type).Terminal() {
+				break
+			}
+		}
+		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if journal.StatusOf(e.Type).Terminal() {
-			break
+		return t.load(ctx, id)
+	}
+	from := int64(1)
+	for {
+		t.mu.Lock()
+		e := t.running[id]
+		t.mu.Unlock()
+		var done <-chan struct{}
+		if e != nil {
+			done = e.done
+		} else {
+			st, err := t.load(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if st.Status.Terminal() || st.Status == journal.StatusPaused && !t.held(ctx, id) {
+				return st, nil
+			}
+		}
+		// Follow the journal until the child ends, or its execution
+		// here returns, or (driven elsewhere, or by nobody) it pauses;
+		// then look again.
+		fctx, cancel := context.WithCancel(ctx)
+		if done != nil {
+			go func() {
+				select {
+				case <-done:
+					cancel()
+				case <-fctx.Done():
+				}
+			}()
+		}
+		var ferr error
+		for ev, err := range journal.Follow(fctx, t.Runtime.Store(), id, from, poll) {
+			if err != nil {
+				ferr = err
+				break
+			}
+			from = ev.Seq + 1
+			s := journal.StatusOf(ev.Type)
+			if s.Terminal() || done == nil && s == journal.StatusPaused {
+				break
+			}
+		}
+		stopped := fctx.Err() != nil
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if ferr != nil && !stopped {
+			return nil, ferr
+		}
+		if done == nil {
+			// Ended or paused: the look above returns it, unless another
+			// process drives it (then follow on).
+			if st, err := t.load(ctx, id); err != nil || st.Status.Terminal() {
+				return st, err
+			}
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+}
+
+// executes reports whether this team executes child id now.
+func (t *LocalTeam) executes(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.running[id] != nil
+}
+
+// load folds child id's journal.
+func (t *LocalTeam) load(ctx context.Context, id string) (*State, error) {
 	st, _, err := t.Runtime.Load(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("agent: wait for child %s: %w", id, err)
 	}
 	return st, nil
+}
+
+// held reports whether another process executes run id (holds its
+// lease).
+func (t *LocalTeam) held(ctx context.Context, id string) bool {
+	if l, ok := t.Runtime.Store().(journal.Locker); ok {
+		if h, err := l.Holder(ctx, id); err == nil && h != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Stop implements [Launcher]: a child this team executes is stopped

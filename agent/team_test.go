@@ -260,6 +260,12 @@ func TestWideningRefused(t *testing.T) {
 			map[string]any{"task": "x", "tools": []string{"write"}}, "tools its parent does not have: write"},
 		{"credential scope the parent may not use", agent.RunCreated{Parent: &agent.ParentLink{Run: "p", Call: "c", Root: "p", Depth: 1, Scopes: map[string][]string{"github": {"repo:read"}}}, Limits: agent.Limits{MaxDepth: 2}},
 			map[string]any{"task": "x", "scopes": map[string]any{"github": []string{"repo:read", "repo:write"}}}, "credential scopes its parent may not use: github: repo:write"},
+		{"path outside the workspace: /", agent.RunCreated{}, map[string]any{"task": "x", "paths": []string{"/"}}, `asks to write "/", which it may not: /: path is outside the workspace`},
+		{"path outside the workspace: ..", agent.RunCreated{}, map[string]any{"task": "x", "paths": []string{"src", ".."}}, `asks to write "..", which it may not`},
+		{"protected path .keel", agent.RunCreated{}, map[string]any{"task": "x", "paths": []string{".keel"}}, `asks to write ".keel", a protected path`},
+		{"protected path .git", agent.RunCreated{}, map[string]any{"task": "x", "paths": []string{"sub/.git/hooks"}}, `a protected path`},
+		{"a path spelled under the mount path is the parent's", agent.RunCreated{Parent: &agent.ParentLink{Run: "p", Call: "c", Root: "p", Depth: 1, Paths: []string{"src"}}, Limits: agent.Limits{MaxDepth: 2}},
+			map[string]any{"task": "x", "paths": []string{"/workspace/src/sub/"}}, ""},
 		{"narrower is allowed", agent.RunCreated{Network: []string{"pypi.org"}}, map[string]any{"task": "x", "tools": []string{"echo"}, "network": []string{"pypi.org"}}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -719,5 +725,103 @@ func TestEndedChildNotResumed(t *testing.T) {
 	}
 	if got := len(e.events(child)); got != n {
 		t.Errorf("the child's journal grew from %d to %d events", n, got)
+	}
+}
+
+// TestChildWaitingForPersonPausesLead: with LocalTeam.ReturnPaused (keel
+// run), a child that pauses for a person's approval pauses its lead,
+// whose wait stays open and whose pause names the child's call; the
+// child that ended is delivered already. Then either the child's call
+// is approved and the lead resumed (each child delivered once, the
+// lead completes), or the lead is canceled: the paused child is
+// canceled with it, and the lead counts what the child spent, not its
+// slice.
+func TestChildWaitingForPersonPausesLead(t *testing.T) {
+	const askWrite = `
+@id("all") permit(principal, action, resource);
+@id("w") @ask forbid(principal, action == Keel::Action::"write", resource);
+@id("outside") forbid(principal, action, resource) when { context.outside };
+`
+	for _, then := range []string{"approve", "cancel"} {
+		t.Run(then, func(t *testing.T) {
+			m := &taskModel{usage: model.Usage{InputTokens: 10, OutputTokens: 1}, turns: map[string][]model.Message{
+				"lead": {calls(spawnCall("a", map[string]any{"task": "child a", "wait": false}), spawnCall("b", map[string]any{"task": "child b", "wait": false})),
+					calls(tc("w", agent.WaitTool, `{}`)), answer("done")},
+				"child a": {calls(tc("w", "write", `{"path":"a.txt","content":"a"}`)), answer("result A")},
+				"child b": {answer("result B")},
+			}}
+			e, team := teamEnv(t, m)
+			team.ReturnPaused = true
+			id := e.createTeam(&agent.RunCreated{Task: "lead", Policy: policyRef(t, askWrite), Limits: agent.Limits{MaxSteps: 20, MaxToolCalls: 20}})
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			p := e.params(m)
+			p.Team = team
+			out, err := e.rt.Execute(ctx, id, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, b := id+".a_0", id+".b_0"
+			if out.Status != journal.StatusPaused || out.End == nil || out.End.Reason != agent.ReasonChildren ||
+				!strings.Contains(out.End.Message, a+" waits for a person: approval of w_0 (write)") {
+				t.Fatalf("lead %s (%+v), want paused for child a's approval", out.Status, out.End)
+			}
+			if w := out.State.Turns[1].Calls[0]; !w.Running() {
+				t.Fatalf("wait call %+v, want left open", w)
+			}
+			for _, ch := range out.State.Children {
+				if (ch.Delivered != nil) != (ch.ID == b) {
+					t.Errorf("child %s delivered %+v; want only b", ch.ID, ch.Delivered)
+				}
+			}
+			team.Close()
+			if then == "cancel" {
+				st, err := e.rt.Cancel(ctx, id, "ann")
+				if err != nil {
+					t.Fatal(err)
+				}
+				cs, _, err := e.rt.Load(ctx, a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cs.Status != journal.StatusCanceled || !strings.Contains(cs.Ended.Message, "its parent run "+id+" was canceled") {
+					t.Errorf("child a %s %+v, want canceled with its parent", cs.Status, cs.Ended)
+				}
+				want := st.Own()
+				for _, ch := range st.Children {
+					if ch.Delivered == nil {
+						t.Fatalf("child %s not delivered after the cancel", ch.ID)
+					}
+					want.Steps += ch.Delivered.Spend.Steps
+				}
+				if d := st.Children[0].Delivered; st.Children[0].ID == a && (!d.Unwaited || d.Status != agent.ChildCanceled) {
+					t.Errorf("child a delivered %+v, want canceled, unwaited", d)
+				}
+				if got := st.Used().Steps; got != want.Steps || got >= 10 {
+					t.Errorf("lead counts %d steps after the cancel, want %d (the children's real spend, not their slices)", got, want.Steps)
+				}
+				return
+			}
+			if err := e.rt.Resolve(ctx, a, "w_0", &agent.ApprovalResolved{Decision: policy.Allow, By: "ann"}); err != nil {
+				t.Fatal(err)
+			}
+			p = e.params(m)
+			p.Team = team
+			if out, err = e.rt.Execute(ctx, id, p); err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != journal.StatusCompleted {
+				t.Fatalf("lead %s (%+v), want completed", out.Status, out.End)
+			}
+			w := out.State.Turns[1].Calls[0]
+			for _, r := range []string{"result A", "result B"} {
+				if strings.Count(w.Finished.Content, r) != 1 {
+					t.Errorf("wait result %q, want %q once", w.Finished.Content, r)
+				}
+			}
+			if got := e.log.get(); len(got) != 1 || got[0] != "write a.txt=a" {
+				t.Errorf("tool log %v, want child a's write once, after the approval", got)
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/internal/serve"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
@@ -41,15 +42,15 @@ func (a *app) apiClient() (*client.Client, error) {
 	}
 	if tok == "" {
 		file := a.serverTokenFile()
-		st, err := readSavedToken(file)
+		st, err := serve.ReadTokens(file)
 		switch {
 		case err != nil:
-		case st.lookup(srv) != nil:
-			tok = st.lookup(srv).Token
-		case len(st.allServers()) == 0:
+		case st.Lookup(srv) != nil:
+			tok = st.Lookup(srv).Token
+		case len(st.AllServers()) == 0:
 			return nil, usagef("the token in %s is bound to no server (an older keel serve wrote it), so it is not sent to %s; pass it with --token or KEEL_TOKEN if that is its server", file, srv)
 		default:
-			return nil, usagef("the token saved in %s is for %s only, not %s; pass --token or set KEEL_TOKEN for this server", file, strings.Join(st.allServers(), ", "), srv)
+			return nil, usagef("the token saved in %s is for %s only, not %s; pass --token or set KEEL_TOKEN for this server", file, strings.Join(st.AllServers(), ", "), srv)
 		}
 	}
 	if tok == "" {

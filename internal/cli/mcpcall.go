@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/internal/mcpcall"
+	"github.com/keel-run/keel/internal/serve"
 )
 
 // mcpCallFlags are the flags of keel mcp call.
@@ -89,13 +90,13 @@ func (a *app) mcpCallToken(rawURL string) string {
 	if a.token != "" {
 		return a.token
 	}
-	if st, err := readSavedToken(a.serverTokenFile()); err == nil {
-		if e := st.lookup(rawURL); e != nil && e.Token != "" {
-			fmt.Fprintf(a.stderr, "keel: using the API token keel serve saved in %s for %s\n", a.serverTokenFile(), origin(rawURL))
+	if st, err := serve.ReadTokens(a.serverTokenFile()); err == nil {
+		if e := st.Lookup(rawURL); e != nil && e.Token != "" {
+			fmt.Fprintf(a.stderr, "keel: using the API token keel serve saved in %s for %s\n", a.serverTokenFile(), serve.Origin(rawURL))
 			return e.Token
 		}
 	}
-	if tok, srv := a.getenv("KEEL_TOKEN"), a.serverURL(); tok != "" && srv != "" && origin(srv) == origin(rawURL) {
+	if tok, srv := a.getenv("KEEL_TOKEN"), a.serverURL(); tok != "" && srv != "" && serve.Origin(srv) == serve.Origin(rawURL) {
 		return tok
 	}
 	return ""

@@ -8,9 +8,6 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/keel-run/keel/internal/mcpserver"
-	"github.com/keel-run/keel/server/token"
 )
 
 // serveMCPHTTP serves keel mcp serve's tools (srv) over streamable HTTP
@@ -50,10 +47,4 @@ func checkLoopback(addr string) error {
 		return usagef("--http %s: keel mcp serve acts with your rights and listens on loopback addresses only (127.0.0.1:PORT); for a team, keel serve offers MCP at /mcp behind its tokens", addr)
 	}
 	return nil
-}
-
-// mcpHandler returns the /mcp endpoint of keel serve at base: Keel's
-// MCP tools over the server's API, behind its bearer tokens.
-func (a *app) mcpHandler(tokens *token.Set, base string) http.Handler {
-	return mcpserver.Handler(tokens, base)
 }

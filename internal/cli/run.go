@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -461,13 +462,29 @@ func (a *app) executeLoaded(ctx context.Context, rt *agent.Runtime, runID string
 	// since (it verifies that against the newest hash read here).
 	params.From = &agent.Checkpoint{State: st, Hash: evs[len(evs)-1].Hash}
 	params.Principals = identity.NewDirectory(rt.Store(), nil).Check
-	// Children execute in this process, each wired like its parent.
-	team := &agent.LocalTeam{Runtime: rt, Wire: a.assembler().Wire(&w.live.Params), Params: func(_ string, cp *agent.ExecParams) {
+	// One question at a time at the terminal: the lead's and its
+	// children's, which may ask at once.
+	var asking sync.Mutex
+	// Children execute in this process, each wired like its parent. A
+	// child's question is asked here as the lead's are; a child that
+	// pauses for a person (no terminal, or --no-wait) pauses its lead:
+	// nothing here would continue it.
+	team := &agent.LocalTeam{Runtime: rt, Wire: a.assembler().Wire(&w.live.Params), ReturnPaused: true, Params: func(_ string, cp *agent.ExecParams) {
 		cp.Principals = params.Principals
+		cp.Wait = params.Wait
+		cp.OnWait = func(pending []agent.PendingApproval) {
+			asking.Lock()
+			defer asking.Unlock()
+			p.Pause()
+			defer p.Resume()
+			a.childWait(ctx, rt.Store(), pending, params.Wait && !jsonOut && a.inline())
+		}
 	}}
 	defer team.Close()
 	params.Team = team
 	params.OnWait = func(pending []agent.PendingApproval) {
+		asking.Lock()
+		defer asking.Unlock()
 		p.Pause()
 		defer p.Resume()
 		if params.Wait && !jsonOut && a.inline() && a.decideInline(ctx, rt.Store(), created, pending) {
@@ -496,6 +513,12 @@ func (a *app) executeLoaded(ctx context.Context, rt *agent.Runtime, runID string
 		return err
 	}
 	p.Footer(runID, out)
+	if !jsonOut {
+		if out.Status == journal.StatusPaused && out.End != nil && out.End.Reason == agent.ReasonChildren {
+			a.childrenWaits(rctx, rt.Store(), runID, out.State)
+		}
+		a.leadHint(created, out.Status)
+	}
 	if pending := out.State.Pending(); message != "" && len(pending) > 0 && unread(out.State, message) {
 		ids := make([]string, len(pending))
 		for i, pa := range pending {

@@ -2,15 +2,14 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/serve"
 	"github.com/keel-run/keel/model"
-	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/service"
 )
 
@@ -66,11 +65,6 @@ func (a *app) runScheduler(ctx context.Context, workers int, level slog.Level, s
 		return err
 	}
 	defer store.Close()
-	release, err := a.serverLease(ctx, store, "keel scheduler")
-	if err != nil {
-		return err
-	}
-	defer release()
 	rt, flush, err := a.newRuntime(ctx, store, &agent.RuntimeOptions{Logger: logger}, nil)
 	if err != nil {
 		return err
@@ -90,25 +84,5 @@ func (a *app) runScheduler(ctx context.Context, workers int, level slog.Level, s
 	if err := a.unattended(store, o, true); err != nil {
 		return err
 	}
-	svc := service.New(rt, o)
-	resumed, err := svc.Start(ctx)
-	if err != nil {
-		return err
-	}
-	scheds, _ := svc.Scheduler().List(ctx)
-	trigs, _ := svc.TriggerHub().List(ctx)
-	fmt.Fprintf(a.stderr, "keel scheduler: %d schedule(s), %d trigger(s) · journal %s · %d workers · %d notification sink(s)", len(scheds), len(trigs), redact.DSN(a.dbPath()), workers, len(o.Sinks))
-	if len(resumed) > 0 {
-		fmt.Fprintf(a.stderr, " · resuming %d run(s)", len(resumed))
-	}
-	fmt.Fprintln(a.stderr, " · Ctrl-C stops")
-	<-ctx.Done()
-	fmt.Fprintln(a.stderr, "keel scheduler: stopping; pausing executing runs")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if err := svc.Shutdown(sctx); err != nil {
-		return err
-	}
-	fmt.Fprintln(a.stderr, "keel scheduler: stopped; executing runs were paused and resume at the next start")
-	return nil
+	return (&serve.Scheduler{Store: store, Journal: a.dbPath(), Runtime: rt, Service: o, Out: a.stderr}).Run(ctx)
 }

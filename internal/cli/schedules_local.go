@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/internal/serve"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server/api"
@@ -109,10 +110,10 @@ func (l *local) notServed(ctx context.Context, what string) error {
 	s, ok := l.store.(interface {
 		Holder(ctx context.Context, id string) (string, error)
 	})
-	if !ok || isPostgres(l.a.dbPath()) {
+	if !ok || serve.IsPostgres(l.a.dbPath()) {
 		return nil
 	}
-	holder, err := s.Holder(ctx, serverLeaseID)
+	holder, err := s.Holder(ctx, serve.LeaseID)
 	if err != nil {
 		return nil
 	}

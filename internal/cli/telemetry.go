@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -146,19 +145,6 @@ OTEL_EXPORTER_OTLP_ENDPOINT or [telemetry] endpoint in config.toml
 	cmd.Flags().StringVar(&protocol, "protocol", "", "OTLP protocol: http/protobuf (default) or grpc")
 	cmd.Flags().BoolVar(&content, "content", false, "put prompt and completion text in the spans (secrets redacted)")
 	return cmd
-}
-
-// serverSnapshot reads the run gauges of /metrics: the runs this
-// process executes (active, once set) and the journal-wide gauges, kept
-// incrementally by g.
-func serverSnapshot(ctx context.Context, g *telemetry.RunGauges, active *atomic.Pointer[func() int]) telemetry.Snapshot {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	s, _ := g.Snapshot(ctx)
-	if f := active.Load(); f != nil {
-		s.Active = (*f)()
-	}
-	return s
 }
 
 // parseLabels parses --label KEY=VALUE flags. Keys starting with "keel."

@@ -1,25 +1,11 @@
 package cli
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"log/slog"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
-	tlog "go.temporal.io/sdk/log"
 
-	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/cluster"
-	"github.com/keel-run/keel/identity"
-	"github.com/keel-run/keel/internal/assemble/builder"
-	"github.com/keel-run/keel/internal/realpath"
-	"github.com/keel-run/keel/redact"
-	"github.com/keel-run/keel/service"
 )
 
 // workerFlags are keel worker's own flags (the workflow's settings, which
@@ -62,65 +48,4 @@ Model, sandbox, policy and limit flags are keel serve's; see docs/deploy.md.`
 		return run(cmd, args)
 	}
 	return cmd
-}
-
-// dialTemporal connects to the Temporal frontend, logging through logger.
-func dialTemporal(ctx context.Context, hostPort string, logger *slog.Logger) (client.Client, error) {
-	return cluster.Dial(ctx, hostPort, &client.Options{Logger: tlog.NewStructuredLogger(logger.With("component", "temporal"))})
-}
-
-// dispatcher is serve's --temporal: the runs the server would execute are
-// handed to the workers.
-func (a *app) dispatcher(ctx context.Context, f *serveFlags, logger *slog.Logger) (*cluster.Dispatcher, func(), error) {
-	if f.temporal == "" {
-		return nil, func() {}, nil
-	}
-	c, err := dialTemporal(ctx, f.temporal, logger)
-	if err != nil {
-		return nil, nil, err
-	}
-	fmt.Fprintf(a.stderr, "keel serve: handing runs to keel workers through Temporal at %s\n", f.temporal)
-	return cluster.NewDispatcher(c), c.Close, nil
-}
-
-// runWorker is keel worker after serve's wiring is set up.
-func (a *app) runWorker(ctx context.Context, f *serveFlags, rt *agent.Runtime, b *builder.Builder, active *atomic.Pointer[func() int], logger *slog.Logger) error {
-	roots, err := dirs("--workspace-root", f.workspaceRoots, a.cfg.Serve.WorkspaceRoots)
-	if err != nil {
-		return err
-	}
-	c, err := dialTemporal(ctx, f.temporal, logger)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	wire := func(ctx context.Context, rc *agent.RunCreated) (*agent.Wiring, io.Closer, error) {
-		if rc.Workspace != "" && !underRoot(rc.Workspace, roots) {
-			return nil, nil, fmt.Errorf("the run's workspace %s is not under this worker's workspace roots (%s)", rc.Workspace, strings.Join(roots, ", "))
-		}
-		return b.Wire(ctx, rc)
-	}
-	w := cluster.NewWorker(rt, &cluster.WorkerOptions{Wire: wire, Principals: service.Principals(identity.NewDirectory(rt.Store(), nil)),
-		Driver: f.driver, Slots: f.workers, ControlStream: service.ControlStream, CancelType: service.CancelRequested, Logger: logger})
-	holding := w.Holding
-	active.Store(&holding)
-	fmt.Fprintf(a.stderr, "keel worker: polling Temporal at %s (queues %s and %s) · journal %s · %d slots · workspace roots %s\n",
-		f.temporal, cluster.TaskQueue, w.Queue(), redact.DSN(a.dbPath()), f.workers, strings.Join(roots, ", "))
-	if err := w.Run(ctx, c); err != nil {
-		return err
-	}
-	fmt.Fprintln(a.stderr, "keel worker: stopped; the steps it executed were paused, and its runs continue on another worker (those between two steps once their next step finds this worker gone: up to about twice --pin-timeout)")
-	return nil
-}
-
-// underRoot reports whether dir (symbolic links resolved) is one of roots
-// or below one. No roots: nothing is.
-func underRoot(dir string, roots []string) bool {
-	d := realpath.Resolve(dir)
-	for _, r := range roots {
-		if realpath.Within(d, realpath.Resolve(r)) {
-			return true
-		}
-	}
-	return false
 }

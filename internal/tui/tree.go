@@ -59,3 +59,34 @@ func left(t *agent.Tree) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// ChildWaits prints what the paused children of a team wait for (their
+// pending approvals, or their pause's reason), how to decide, and how
+// to continue the team: keel run --team, when a child stops for a
+// person and so does its lead. keel is the command prefix (keel --db
+// ...); lead the run to resume.
+func ChildWaits(w io.Writer, keel, lead string, children []*agent.State) {
+	w = Esc(w)
+	for _, st := range children {
+		who := st.Created.Principal
+		if p := st.Created.Parent; p != nil && p.Agent != "" && who == "" {
+			who = p.Agent
+		}
+		pending := st.Pending()
+		if len(pending) == 0 {
+			msg := ""
+			if st.Ended != nil {
+				msg = " (" + st.Ended.Reason + ": " + st.Ended.Message + ")"
+			}
+			fmt.Fprintf(w, "keel: child agent %s (run %s) is paused%s\n", who, st.RunID, msg)
+			continue
+		}
+		for _, p := range pending {
+			fmt.Fprintf(w, "\nkeel: child agent %s (run %s) waits for a person to approve call %s (%s):\n", who, st.RunID, p.CallID, p.Tool)
+			showPending(w, st.Created, p)
+			fmt.Fprintf(w, "  approve: %s approve %s %s [--remember run|agent]\n  deny:    %s deny %s %s --reason '...'\n",
+				keel, st.RunID, ShellWord(p.CallID), keel, st.RunID, ShellWord(p.CallID))
+		}
+	}
+	fmt.Fprintf(w, "keel: the team waits for that; once decided, continue it with: %s runs resume %s\n", keel, lead)
+}

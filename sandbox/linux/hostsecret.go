@@ -110,7 +110,13 @@ func (hs *hostSecrets) close() {
 
 // env is what a command's environment gets: each secret's placeholder
 // under its name, and the variables that make common programs trust the
-// bundle.
+// bundle: OpenSSL and what reads its defaults (Python's ssl, urllib, uv),
+// curl, git, Python requests, pip, Node (NODE_EXTRA_CA_CERTS adds to its
+// roots), npm and yarn 1 (a cafile in a global npmrc, as Debian's npm
+// has, replaces Node's roots, extra ones included: the environment's
+// setting wins over every npmrc but the command line), the AWS CLI and
+// SDKs, cargo, Deno and Bundler. Each names the whole bundle (the
+// system's roots and the sandbox's CA), so other hosts verify as before.
 func (hs *hostSecrets) env() []string {
 	if hs == nil {
 		return nil
@@ -119,11 +125,16 @@ func (hs *hostSecrets) env() []string {
 	for _, s := range hs.list {
 		out = append(out, s.Name+"="+s.placeholder)
 	}
-	for _, k := range []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS", "PIP_CERT"} {
+	for _, k := range caVariables {
 		out = append(out, k+"="+hs.bundle)
 	}
 	return out
 }
+
+// caVariables name the sandbox's CA bundle for the programs that read
+// them (see env).
+var caVariables = []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS", "PIP_CERT",
+	"NPM_CONFIG_CAFILE", "AWS_CA_BUNDLE", "CARGO_HTTP_CAINFO", "DENO_CERT", "BUNDLE_SSL_CA_CERT"}
 
 // forHost returns the secrets whose host is host:port.
 func (hs *hostSecrets) forHost(host string, port int) []hostSecret {
