@@ -139,8 +139,8 @@ func (a *app) chatCommands(store journal.Store, id string, tell func(string)) []
 			if err != nil {
 				return err
 			}
-			a.printRewound(a.stderr, id, r)
-			if len(r.files) > 0 || r.more > 0 {
+			tui.Rewound(a.stderr, id, r)
+			if len(r.Files) > 0 || r.MoreFiles > 0 {
 				tell(fmt.Sprintf("[The person undid the file changes made since event %d (keel runs rewind): the workspace's files are as they were then; read them again before relying on what you saw.]", to))
 			}
 			return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/assemble"
+	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
@@ -360,7 +361,7 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 	defer w.Close()
 	created.Tools = w.ToolInfos()
 	if live.team {
-		if err := a.offerTeam(created, ws); err != nil {
+		if err := builder.OfferTeam(created, ws, a.home); err != nil {
 			return "", err
 		}
 	}

@@ -3,10 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"path/filepath"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,24 +27,12 @@ func (a *app) checkpointStore() string { return assemble.CheckpointStore(a.home)
 type rewindBackend interface {
 	// Rewind restores the files of run id as its newest checkpoint at or
 	// before event to had them (journaled).
-	Rewind(ctx context.Context, id string, to int64, by string) (*rewound, error)
+	Rewind(ctx context.Context, id string, to int64, by string) (*api.Rewound, error)
 	// Fork makes a new run of the events of run id up to event req.Seq,
 	// with the files of that point (service.Service.Fork): the server
 	// starts it when asked, this process's journal never does (the
 	// command resumes it).
 	Fork(ctx context.Context, id string, req *api.ForkRun, by string) (*forked, error)
-}
-
-// rewound is what a rewind did.
-type rewound struct {
-	seq, to      int64
-	tree, before string
-	files        []agent.FileChange
-	more         int
-	// asked is the event asked for when the checkpoint is another; later
-	// and missing as in agent.WorkspaceRestored.
-	asked          int64
-	later, missing int
 }
 
 // forked is the fork a Fork made.
@@ -100,7 +85,7 @@ EVENT). A run that a process executes is refused.`,
 				if err != nil {
 					return err
 				}
-				a.printRewound(a.stdout, args[0], r)
+				tui.Rewound(a.stdout, args[0], r)
 				return nil
 			}, "to")
 		},
@@ -108,32 +93,6 @@ EVENT). A run that a process executes is refused.`,
 	cmd.Flags().Int64Var(&to, "to", 0, "the event whose files to restore (its sequence number)")
 	cmd.Flags().StringVar(&by, "by", "", "who rewinds (default: $USER)")
 	return cmd
-}
-
-func (a *app) printRewound(out io.Writer, runID string, r *rewound) {
-	w := tui.Esc(out)
-	fmt.Fprintf(w, "run %s: files restored to the checkpoint of event %d (%s), journaled as event %d\n", runID, r.to, short(r.tree), r.seq)
-	switch {
-	case r.asked > 0 && r.to > r.asked && r.later > 0:
-		fmt.Fprintf(w, "event %d is in a step whose checkpoint is event %d: the files have the effect of the calls up to event %d, and of %d more of that step that finished after it\n", r.asked, r.to, r.asked, r.later)
-	case r.asked > 0 && r.to > r.asked:
-		fmt.Fprintf(w, "event %d is in a step whose checkpoint is event %d: the files have the effect of the calls up to event %d\n", r.asked, r.to, r.asked)
-	case r.asked > 0 && r.missing > 0:
-		fmt.Fprintf(w, "event %d: no checkpoint after its step (the run paused, resumed or was rewound before one was taken), so the files are those of event %d, without the effects of %d calls that finished between them\n", r.asked, r.to, r.missing)
-	case r.asked > 0:
-		fmt.Fprintf(w, "event %d: the newest checkpoint at or before it is event %d (no file changed between them)\n", r.asked, r.to)
-	}
-	if len(r.files) == 0 && r.more == 0 {
-		fmt.Fprintf(w, "no file changed: the workspace already had those files\n")
-		return
-	}
-	for _, f := range r.files {
-		fmt.Fprintf(w, "  %s %s\n", f.Status, f.Path)
-	}
-	if r.more > 0 {
-		fmt.Fprintf(w, "  ... and %d more\n", r.more)
-	}
-	fmt.Fprintf(w, "undo: keel runs rewind %s --to %d\n", runID, r.seq-1)
 }
 
 func (a *app) runsForkCmd() *cobra.Command {
@@ -224,56 +183,11 @@ func (a *app) runsCheckpointsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.printCheckpoints(args[0], events)
+				return tui.Checkpoints(a.stdout, args[0], events)
 			})
 		},
 	}
 	return cmd
-}
-
-func (a *app) printCheckpoints(runID string, events []journal.Event) error {
-	tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tTREE\tMS\tFILES")
-	n := 0
-	for i := range events {
-		e := &events[i]
-		if !journal.KeepsStatus(e.Type) {
-			continue
-		}
-		v, err := agent.Decode(e)
-		if err != nil {
-			return err
-		}
-		n++
-		switch p := v.(type) {
-		case *agent.WorkspaceCheckpoint:
-			fmt.Fprintf(tw, "%d\t%s\tcheckpoint\t%s\t%d\t%s\n", e.Seq, e.Time.Local().Format("15:04:05"), short(p.Tree), p.DurationMS, cell(fileList(p.Files, p.MoreFiles)))
-		case *agent.WorkspaceRestored:
-			fmt.Fprintf(tw, "%d\t%s\trestored to %d\t%s\t\t%s\n", e.Seq, e.Time.Local().Format("15:04:05"), p.To, short(p.Tree), cell(fileList(p.Files, p.MoreFiles)))
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if n == 0 {
-		fmt.Fprintf(a.stdout, "run %s has no workspace checkpoints (it ran before they existed, or without git)\n", runID)
-	}
-	return nil
-}
-
-func fileList(files []agent.FileChange, more int) string {
-	if len(files) == 0 && more == 0 {
-		return "-"
-	}
-	parts := make([]string, 0, len(files))
-	for _, f := range files {
-		parts = append(parts, f.Status+" "+f.Path)
-	}
-	s := clip(strings.Join(parts, ", "), 100)
-	if more > 0 {
-		s += fmt.Sprintf(" (+%d more)", more)
-	}
-	return s
 }
 
 func (a *app) runsPruneCheckpointsCmd() *cobra.Command {
@@ -320,7 +234,7 @@ store are kept.`,
 				return err
 			}
 			after, _ := checkpoint.Size(a.checkpointStore())
-			fmt.Fprintf(a.stdout, "pruned the checkpoints of %d run(s); store %s: %s → %s\n", len(ids), a.checkpointStore(), bytesText(before), bytesText(after))
+			fmt.Fprintf(a.stdout, "pruned the checkpoints of %d run(s); store %s: %s → %s\n", len(ids), a.checkpointStore(), tui.Bytes(before), tui.Bytes(after))
 			return nil
 		},
 	}
@@ -328,29 +242,16 @@ store are kept.`,
 	return cmd
 }
 
-func bytesText(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 // Rewind restores the files through the service on the local journal,
 // as every front end does.
-func (l *local) Rewind(ctx context.Context, id string, to int64, by string) (*rewound, error) {
+func (l *local) Rewind(ctx context.Context, id string, to int64, by string) (*api.Rewound, error) {
 	svc, done, err := l.service(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
 	res, err := svc.Rewind(ctx, service.Local(by), id, to)
-	if err != nil {
-		return nil, serviceError(err)
-	}
-	return rewoundOf(res), nil
+	return res, serviceError(err)
 }
 
 // Fork makes the fork through the service on the local journal, as
@@ -376,24 +277,12 @@ func (l *local) Fork(ctx context.Context, id string, req *api.ForkRun, by string
 }
 
 // Rewind asks the server.
-func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*rewound, error) {
+func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*api.Rewound, error) {
 	res, err := r.cl.Rewind(ctx, id, to)
 	if client.IsCode(err, api.CodeInvalidRequest) {
 		return nil, &usageError{err} // no checkpoint there, say
 	}
-	if err != nil {
-		return nil, err
-	}
-	return rewoundOf(res), nil
-}
-
-// rewoundOf is the API's rewind as the command prints it.
-func rewoundOf(res *api.Rewound) *rewound {
-	out := &rewound{seq: res.Seq, to: res.To, tree: res.Tree, before: res.Before, more: res.MoreFiles, asked: res.Asked, later: res.Later, missing: res.Missing}
-	for _, f := range res.Files {
-		out.files = append(out.files, agent.FileChange{Path: f.Path, Status: f.Status})
-	}
-	return out
+	return res, err
 }
 
 // Fork asks the server for the fork; the server starts it if asked.

@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"path/filepath"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -89,29 +86,13 @@ func (a *app) skillsListCmd() *cobra.Command {
 				for _, r := range list.Refused {
 					fmt.Fprintf(a.stderr, "keel: %s\n", visible.String(r))
 				}
-				if asJSON {
-					return tui.JSONLines(a.stdout, list.Skills)
-				}
-				tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tSOURCE\tDIGEST\tSIGNED\tSCRIPTS\tDESCRIPTION")
-				for _, f := range list.Skills {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", f.Name, f.Source, f.Digest[:min(19, len(f.Digest))], signedBy(f.Signed), f.Scripts, visible.String(tui.FirstLine(f.Description, 60)))
-				}
-				return tw.Flush()
+				return tui.Skills(a.stdout, list.Skills, asJSON)
 			}, "workspace", "json")
 		},
 	}
 	cmd.Flags().StringVar(&ws, "workspace", ".", "the project whose lockfile to read (with --server, a directory on the server)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
 	return cmd
-}
-
-// signedBy says who signed a skill ("-": nobody).
-func signedBy(s *api.SkillSignature) string {
-	if s == nil {
-		return "-"
-	}
-	return fmt.Sprintf("v%d by %s", s.Version, visible.String(s.Agent))
 }
 
 func (a *app) skillsShowCmd() *cobra.Command {
@@ -135,7 +116,7 @@ func (a *app) skillsShowCmd() *cobra.Command {
 				if asJSON {
 					return json.NewEncoder(a.stdout).Encode(d)
 				}
-				printSkill(a.stdout, d)
+				tui.Skill(a.stdout, d)
 				return nil
 			}, "workspace", "json")
 		},
@@ -143,30 +124,6 @@ func (a *app) skillsShowCmd() *cobra.Command {
 	cmd.Flags().StringVar(&ws, "workspace", ".", "the project whose lockfile to read (with --server, a directory on the server)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON")
 	return cmd
-}
-
-// printSkill prints a skill as keel skills show does.
-func printSkill(w io.Writer, d *api.SkillDetail) {
-	fmt.Fprintf(w, "%s\n  source:      %s", d.Name, d.Source)
-	if d.URL != "" {
-		fmt.Fprintf(w, " (%s)", visible.String(d.URL))
-	}
-	fmt.Fprintf(w, "\n  digest:      %s\n  signed:      %s", d.Digest, signedBy(d.Signed))
-	if d.Signed != nil {
-		fmt.Fprintf(w, ", approved by %s, signature verified", visible.String(d.Signed.ApprovedBy))
-	}
-	fmt.Fprintf(w, "\n  scripts:     %v", d.Scripts)
-	if d.ScriptsAllowed {
-		fmt.Fprint(w, " (allowed by a person)")
-	}
-	fmt.Fprintf(w, "\n  description: %s\n  files:\n", visible.String(d.Description))
-	for _, f := range d.FileList {
-		fmt.Fprintf(w, "    %s  %s\n", f.Digest, visible.String(f.Path))
-	}
-	fmt.Fprintln(w, "  instructions:")
-	for _, l := range strings.Split(strings.TrimRight(d.Instructions, "\n"), "\n") {
-		fmt.Fprintf(w, "  | %s\n", visible.String(l))
-	}
 }
 
 func (a *app) skillsInstallCmd() *cobra.Command {

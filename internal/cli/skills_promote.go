@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
-	"github.com/keel-run/keel/visible"
 )
 
 func (a *app) skillsPromotionCmds() []*cobra.Command {
@@ -87,19 +85,7 @@ func (a *app) skillsCandidatesCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return tui.JSONLines(a.stdout, list)
-				}
-				tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CANDIDATE\tSTATE\tFROM RUN\tTESTS\tEVIDENCE")
-				for _, c := range list {
-					ev := c.Evidence
-					if c.ApprovedBy != "" {
-						ev = fmt.Sprintf("v%d approved by %s; %s", c.Version, c.ApprovedBy, ev)
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\n", c.Name+"@"+c.Digest[7:19], c.State, c.Run, c.TestsPassed, c.Tests, visible.String(ev))
-				}
-				return tw.Flush()
+				return tui.SkillCandidates(a.stdout, list, asJSON)
 			}, "json")
 		},
 	}

@@ -12,10 +12,6 @@ type eventT = journal.Event
 var (
 	clip, oneLine = agent.Clip, agent.OneLine
 	callSummary   = agent.CallSummary
-	// cell makes s one table cell (internal/tui).
-	cell = tui.Cell
-	// orDash, at and counts are cells of the schedule and trigger tables.
-	orDash, at, counts = tui.OrDash, tui.When, tui.Counts
-	// short is a hash's first 16 characters.
-	short = tui.Short
+	// orDash is a cell's "-" for nothing.
+	orDash = tui.OrDash
 )

@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -133,42 +131,12 @@ func (a *app) triggersListCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					enc := json.NewEncoder(a.stdout)
-					for _, t := range list {
-						if err := enc.Encode(t); err != nil {
-							return err
-						}
-					}
-					return nil
-				}
-				tw := tabwriter.NewWriter(tui.Esc(a.stdout), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "TRIGGER\tON\tAGENT\tDELIVERIES\tSTATUS")
-				for i := range list {
-					t := &list[i]
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(t.Name), cell(triggerOn(t)), cell(t.Run.Agent), counts(t.Counts), pausedOr(t.Paused))
-				}
-				return tw.Flush()
+				return tui.Triggers(a.stdout, list, asJSON)
 			}, "json")
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
 	return cmd
-}
-
-// triggerOn says what fires a trigger, in one cell.
-func triggerOn(t *api.Trigger) string {
-	if t.On != nil {
-		return "run of " + t.On.Agent + " " + strings.Join(t.On.Events, "/")
-	}
-	return "POST " + t.URL
-}
-
-func pausedOr(paused bool) string {
-	if paused {
-		return "paused"
-	}
-	return "active"
 }
 
 func (a *app) triggersShowCmd() *cobra.Command {
@@ -188,34 +156,7 @@ func (a *app) triggersShowCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				w := tui.Esc(a.stdout)
-				fmt.Fprintf(w, "trigger %s (%s)\n", t.Name, t.ID)
-				line := func(k, v string) {
-					if v != "" {
-						fmt.Fprintf(w, "  %-12s %s\n", k+":", oneLine(v))
-					}
-				}
-				line("on", triggerOn(t))
-				line("agent", t.Run.Agent)
-				line("task", t.Run.Task)
-				line("secret", t.SecretHash)
-				line("notify", strings.Join(t.Notify, ", "))
-				line("created", at(&t.Created)+" by "+t.CreatedBy)
-				line("status", pausedOr(t.Paused))
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "RECEIVED\tMESSAGE\tOUTCOME\tRUN\tSIZE\tFROM\tNOTE")
-				for i := range ds {
-					d := &ds[i]
-					note := d.Reason
-					if d.Cause != "" {
-						note = d.Cause
-					}
-					if d.RunError != "" {
-						note = "run not created: " + d.RunError
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", at(&d.Received), cell(clip(d.MessageID, 40)), d.Outcome, orDash(d.RunID), d.Size, orDash(d.Remote), cell(clip(oneLine(note), 80)))
-				}
-				return tw.Flush()
+				return tui.Trigger(a.stdout, t, ds)
 			}, "last")
 		},
 	}

@@ -1,4 +1,4 @@
-package cli
+package builder
 
 import (
 	"fmt"
@@ -114,11 +114,12 @@ func scopes(m map[string][]string) map[string][]string {
 	return out
 }
 
-// offerTeam adds the team tools (sorted with the others) and the
-// workspace's agent definitions to a new run, and names the definitions
-// in its system prompt.
-func (a *app) offerTeam(c *agent.RunCreated, ws string) error {
-	defs, err := agentDefs(filepath.Join(ws, ".keel", "agents"), func(p string, b []byte) bool { return config.Trusted(a.home, p, b) })
+// OfferTeam adds the team tools (sorted with the others) and the agent
+// definitions of workspace ws (.keel/agents/NAME.md, each trusted with
+// keel config trust under Keel's home) to a new run, and names the
+// definitions in its system prompt (keel run --team).
+func OfferTeam(c *agent.RunCreated, ws, home string) error {
+	defs, err := agentDefs(filepath.Join(ws, ".keel", "agents"), func(p string, b []byte) bool { return config.Trusted(home, p, b) })
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,98 @@
+package tui
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+)
+
+// Rewound prints what a rewind of run runID did (keel runs rewind, keel
+// chat's /undo) to out, with how to undo it.
+func Rewound(out io.Writer, runID string, r *api.Rewound) {
+	w := Esc(out)
+	fmt.Fprintf(w, "run %s: files restored to the checkpoint of event %d (%s), journaled as event %d\n", runID, r.To, Short(r.Tree), r.Seq)
+	switch {
+	case r.Asked > 0 && r.To > r.Asked && r.Later > 0:
+		fmt.Fprintf(w, "event %d is in a step whose checkpoint is event %d: the files have the effect of the calls up to event %d, and of %d more of that step that finished after it\n", r.Asked, r.To, r.Asked, r.Later)
+	case r.Asked > 0 && r.To > r.Asked:
+		fmt.Fprintf(w, "event %d is in a step whose checkpoint is event %d: the files have the effect of the calls up to event %d\n", r.Asked, r.To, r.Asked)
+	case r.Asked > 0 && r.Missing > 0:
+		fmt.Fprintf(w, "event %d: no checkpoint after its step (the run paused, resumed or was rewound before one was taken), so the files are those of event %d, without the effects of %d calls that finished between them\n", r.Asked, r.To, r.Missing)
+	case r.Asked > 0:
+		fmt.Fprintf(w, "event %d: the newest checkpoint at or before it is event %d (no file changed between them)\n", r.Asked, r.To)
+	}
+	if len(r.Files) == 0 && r.MoreFiles == 0 {
+		fmt.Fprintf(w, "no file changed: the workspace already had those files\n")
+		return
+	}
+	for _, f := range r.Files {
+		fmt.Fprintf(w, "  %s %s\n", f.Status, f.Path)
+	}
+	if r.MoreFiles > 0 {
+		fmt.Fprintf(w, "  ... and %d more\n", r.MoreFiles)
+	}
+	fmt.Fprintf(w, "undo: keel runs rewind %s --to %d\n", runID, r.Seq-1)
+}
+
+// Checkpoints prints keel runs checkpoints to out: the workspace
+// checkpoints and rewinds among run runID's events.
+func Checkpoints(out io.Writer, runID string, events []journal.Event) error {
+	tw := tabwriter.NewWriter(Esc(out), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tTREE\tMS\tFILES")
+	n := 0
+	for i := range events {
+		e := &events[i]
+		if !journal.KeepsStatus(e.Type) {
+			continue
+		}
+		v, err := agent.Decode(e)
+		if err != nil {
+			return err
+		}
+		n++
+		switch p := v.(type) {
+		case *agent.WorkspaceCheckpoint:
+			fmt.Fprintf(tw, "%d\t%s\tcheckpoint\t%s\t%d\t%s\n", e.Seq, e.Time.Local().Format("15:04:05"), Short(p.Tree), p.DurationMS, Cell(fileList(p.Files, p.MoreFiles)))
+		case *agent.WorkspaceRestored:
+			fmt.Fprintf(tw, "%d\t%s\trestored to %d\t%s\t\t%s\n", e.Seq, e.Time.Local().Format("15:04:05"), p.To, Short(p.Tree), Cell(fileList(p.Files, p.MoreFiles)))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if n == 0 {
+		fmt.Fprintf(out, "run %s has no workspace checkpoints (it ran before they existed, or without git)\n", runID)
+	}
+	return nil
+}
+
+func fileList(files []agent.FileChange, more int) string {
+	if len(files) == 0 && more == 0 {
+		return "-"
+	}
+	parts := make([]string, 0, len(files))
+	for _, f := range files {
+		parts = append(parts, f.Status+" "+f.Path)
+	}
+	s := agent.Clip(strings.Join(parts, ", "), 100)
+	if more > 0 {
+		s += fmt.Sprintf(" (+%d more)", more)
+	}
+	return s
+}
+
+// Bytes is a size as people read it.
+func Bytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
