@@ -139,6 +139,18 @@ func TestDefaultFlowRules(t *testing.T) {
 			policy.Ask, "hides files from git"},
 		{"git update-index after untrusted input", policy.Call{Tool: "bash", Sandbox: "linux", Flow: untrusted, Arguments: json.RawMessage(`{"command":"git update-index --assume-unchanged setup.py"}`)},
 			policy.Ask, "hides files from git"},
+		{"git replace after untrusted input", policy.Call{Tool: "bash", Sandbox: "linux", Flow: untrusted, Arguments: json.RawMessage(`{"command":"git replace 1234abcd 5678ef01"}`)},
+			policy.Ask, "hides files from git"},
+		{"git update-ref of a replace ref after untrusted input", policy.Call{Tool: "bash", Sandbox: "linux", Flow: untrusted, Arguments: json.RawMessage(`{"command":"git -C . update-ref refs/replace/1234abcd 5678ef01"}`)},
+			policy.Ask, "hides files from git"},
+		{"an object written into .git/objects after untrusted input", policy.Call{Tool: "bash", Sandbox: "linux", Flow: untrusted, Arguments: json.RawMessage(`{"command":"cp /tmp/o .git/objects/12/34abcd"}`)},
+			policy.Ask, "hides files from git"},
+		{"a replace ref written after untrusted input", policy.Call{Tool: "write_file", Effect: "workspace_write", Paths: []string{".git/refs/replace/1234abcd"}, Flow: untrusted, Arguments: json.RawMessage(`{"path":".git/refs/replace/1234abcd","content":"5678ef01"}`)},
+			policy.Ask, "hides files from git"},
+		{"git commit after untrusted input", policy.Call{Tool: "bash", Sandbox: "linux", Flow: untrusted, Arguments: json.RawMessage(`{"command":"git add -A && git commit -qm fix"}`)},
+			policy.Allow, ""},
+		{"git update-ref of a branch after untrusted input", policy.Call{Tool: "bash", Sandbox: "linux", Flow: untrusted, Arguments: json.RawMessage(`{"command":"git update-ref refs/heads/x HEAD"}`)},
+			policy.Allow, ""},
 		// Instructions a later run follows as the project's own (fresh-user
 		// trial 4, N10).
 		{"KEEL.md after untrusted input", policy.Call{Tool: "write_file", Effect: "workspace_write", Paths: []string{"KEEL.md"}, Flow: untrusted, Arguments: json.RawMessage(`{"path":"KEEL.md","content":"x"}`)},
