@@ -227,9 +227,8 @@ const maxNested = 8
 // gitlink in base names, or, when base has none (or its objects are
 // not there), with nothing.
 func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string) bool) ([]Change, error) {
-	commit := base.Commit
 	files := map[string]entry{}
-	links, err := baseTree(ctx, dir, "", commit, files)
+	links, forged, err := baseTree(ctx, dir, "", base.Commit, files)
 	if err != nil {
 		if _, gerr := git(ctx, dir, nil, "rev-parse", "--git-dir"); gerr == nil {
 			err = fmt.Errorf("%w (%v)", ErrHistory, err)
@@ -246,6 +245,29 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 	}
 	if err := listFiles(ctx, dir, "", listed, links, files, paths, 0); err != nil {
 		return nil, err
+	}
+	for _, f := range forged {
+		// Files under a forged tree are unknown: every file there now is
+		// shown whole.
+		args := []string{"ls-files", "-z", "--cached", "--others", "--exclude-standard"}
+		if f != "" {
+			args = append(args, "--", ":(literal)"+f)
+		}
+		out, err := git(ctx, dir, nil, args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range nul(out) {
+			paths[p] = true
+		}
+	}
+	underForged := func(p string) bool {
+		for _, f := range forged {
+			if strings.HasPrefix(p, f) {
+				return true
+			}
+		}
+		return false
 	}
 	hidden, still, err := hiddenFiles(ctx, dir, files, base.Exclude)
 	if err != nil {
@@ -267,6 +289,15 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 		}
 		exists := kind != 0
 		b, inBase := files[p]
+		if underForged(p) && !inBase {
+			if !exists {
+				continue
+			}
+			c := Change{Path: p, Status: Modified, Rewritten: true}
+			c.patch(nil, cur)
+			out = append(out, c)
+			continue
+		}
 		switch {
 		case !inBase && !exists:
 			continue // listed in the index, gone from disk and from the commit
@@ -330,35 +361,30 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 }
 
 // baseTree adds to files the blobs of commit in the repository at
-// dir/prefix (prefix "" or ending in "/"), their paths prefixed, and
-// returns its gitlinks (path: commit).
-func baseTree(ctx context.Context, dir, prefix, commit string, files map[string]entry) (map[string]string, error) {
+// dir/prefix (prefix "" or ending in "/"), their paths prefixed, each
+// object hashed again (startFiles), and returns its gitlinks (path:
+// commit) and its forged directories.
+func baseTree(ctx context.Context, dir, prefix, commit string, files map[string]entry) (map[string]string, []string, error) {
 	repo := ""
 	if prefix != "" {
 		repo = filepath.Join(dir, filepath.FromSlash(prefix))
 	}
-	tree, err := git(ctx, cmp.Or(repo, dir), nil, "ls-tree", "-r", "-z", "--full-tree", commit)
+	found, links, forged, err := startFiles(ctx, cmp.Or(repo, dir), commit)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	links := map[string]string{}
-	for _, rec := range strings.Split(string(tree), "\x00") {
-		meta, path, ok := strings.Cut(rec, "\t")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(meta) // mode type sha
-		if len(f) != 3 {
-			continue
-		}
-		switch f[1] {
-		case "blob":
-			files[prefix+path] = entry{f[0], f[2], repo}
-		case "commit":
-			links[prefix+path] = f[2]
-		}
+	for p, e := range found {
+		e.repo = repo
+		files[prefix+p] = e
 	}
-	return links, nil
+	out := make(map[string]string, len(links))
+	for p, c := range links {
+		out[prefix+p] = c
+	}
+	for i, f := range forged {
+		forged[i] = prefix + f
+	}
+	return out, forged, nil
 }
 
 // listFiles adds to paths the files of listed (the NUL-separated output
@@ -397,8 +423,8 @@ func listFiles(ctx context.Context, dir, prefix string, listed []byte, links map
 		}
 		if _, err := os.Lstat(filepath.Join(root, ".git")); err == nil && links[p] != "" && depth < maxNested {
 			sub := map[string]entry{}
-			inner, err := baseTree(ctx, dir, p+"/", links[p], sub)
-			if err == nil {
+			inner, forged, err := baseTree(ctx, dir, p+"/", links[p], sub)
+			if err == nil && len(forged) == 0 { // else its start is unknown: walked whole
 				out, err := git(ctx, root, nil, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 				if err != nil {
 					return err
