@@ -115,8 +115,11 @@ type Params struct {
 // execution ends.
 type Run struct {
 	agent.Wiring
-	// Priced reports whether the model has a known price.
-	Priced bool
+	// Priced reports whether the model has a known price; PriceKey is
+	// the name its price is looked up by in the price table (config.toml's
+	// [prices."NAME"]): the spec's model name, or a recording's model.
+	Priced   bool
+	PriceKey string
 	// SandboxNote names the sandbox ("linux", "none (NO isolation)");
 	// Mechanisms describes how the linux sandbox isolates (keel run -v).
 	SandboxNote, Mechanisms string
@@ -508,6 +511,7 @@ func (a *Assembler) newModel(spec model.Spec, w *Run, set agent.Settings) error 
 	default:
 		return fmt.Errorf("unknown model provider %q", spec.Provider)
 	}
+	w.PriceKey = name
 	if p, ok := prices.Lookup(name); ok {
 		w.Price, w.Priced = p.Cost, true
 	} else {
