@@ -181,6 +181,15 @@ func usagef(format string, args ...any) error {
 	return &UsageError{fmt.Errorf(format, args...)}
 }
 
+// MissingSecretError refuses to execute a run one of whose secret
+// variables (--secret-env) this process's environment lacks: the run
+// would go on without what it was given.
+type MissingSecretError struct{ Name string }
+
+func (e *MissingSecretError) Error() string {
+	return fmt.Sprintf("assemble: the run's secret variable %s is not set in this process's environment", e.Name)
+}
+
 // secretEnv returns the sandbox's environment: the run's --env entries
 // and its secret variables, whose values come from this process's
 // environment (never from the journal), and the secrets the run holds.
@@ -189,7 +198,7 @@ func usagef(format string, args ...any) error {
 func (a *Assembler) secretEnv(c *agent.RunCreated) ([]string, []agent.Secret, error) {
 	secrets, missing := c.SecretValues(a.getenv)
 	if len(missing) > 0 {
-		return nil, nil, fmt.Errorf("assemble: the run's secret variable %s is not set in this process's environment", missing[0])
+		return nil, nil, &MissingSecretError{Name: missing[0]}
 	}
 	env := slices.Clone(c.Env)
 	for _, s := range secrets[:len(c.SecretEnv)] {
