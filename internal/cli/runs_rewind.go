@@ -306,7 +306,7 @@ func forkedOf(ctx context.Context, b runsBackend, src string, at int64, run *api
 	if err != nil || len(events) == 0 {
 		return nil, fmt.Errorf("the fork %s: %w", run.ID, err)
 	}
-	created, err := runCreated(events)
+	created, err := agent.Created(events)
 	if err != nil {
 		return nil, err
 	}
