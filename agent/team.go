@@ -533,10 +533,11 @@ func minTimeout(a, b Duration) Duration {
 }
 
 // sliceOf computes the slice of a child asking for ask, out of the
-// parent's limits l of which used is used. It returns the slice, whether
-// the child may spawn children of its own, and a reason when the parent
-// cannot give it (then the spawn is refused).
-func sliceOf(l Limits, used Spend, ask Limits, parentDepth int) (Limits, string) {
+// parent's limits l of which used is used, keeping keep model calls for
+// the parent (one to answer; two when it must also call wait_agents).
+// It returns the slice, and a reason when the parent cannot give it
+// (then the spawn is refused).
+func sliceOf(l Limits, used Spend, ask Limits, keep int) (Limits, string) {
 	var out Limits
 	var why []string
 	intAxis := func(name string, limit, used, asked int, keep int) int {
@@ -553,7 +554,7 @@ func sliceOf(l Limits, used Spend, ask Limits, parentDepth int) (Limits, string)
 		}
 		return asked
 	}
-	out.MaxSteps = intAxis("model calls", l.MaxSteps, used.Steps, ask.MaxSteps, 1)
+	out.MaxSteps = intAxis("model calls", l.MaxSteps, used.Steps, ask.MaxSteps, keep)
 	out.MaxToolCalls = intAxis("tool calls", l.MaxToolCalls, used.ToolCalls, ask.MaxToolCalls, 1)
 	if l.MaxTokens == 0 {
 		out.MaxTokens = ask.MaxTokens

@@ -424,7 +424,13 @@ func (x *executor) spawn(ctx context.Context, c *Call, args json.RawMessage) *to
 		// budget twice.
 		x.teamMu.Lock()
 		x.mu.Lock()
-		slice, why := sliceOf(x.st.Limits, x.st.Used(), d.Limits, 0)
+		// The parent keeps a model call to answer with the result, and
+		// one more to call wait_agents when it does not wait now.
+		keep := 1
+		if in.Wait != nil && !*in.Wait {
+			keep = 2
+		}
+		slice, why := sliceOf(x.st.Limits, x.st.Used(), d.Limits, keep)
 		x.mu.Unlock()
 		if why != "" {
 			x.teamMu.Unlock()

@@ -825,3 +825,39 @@ func TestChildWaitingForPersonPausesLead(t *testing.T) {
 		})
 	}
 }
+
+// TestLeadKeepsAnAnswerAfterWaiting: under a tight step limit, a lead
+// that spawns without waiting keeps two model calls, one to call
+// wait_agents and one to answer with the results (fresh-user report 3,
+// F12 b: it kept one, spent it on wait_agents and failed max_steps).
+func TestLeadKeepsAnAnswerAfterWaiting(t *testing.T) {
+	var spawns []model.ToolCall
+	for i := range 4 {
+		spawns = append(spawns, spawnCall(fmt.Sprintf("s%d", i), map[string]any{"task": "child", "wait": false, "limits": map[string]any{"max_steps": 3}}))
+	}
+	m := &taskModel{usage: model.Usage{InputTokens: 10, OutputTokens: 1}, turns: map[string][]model.Message{
+		"lead":  {calls(spawns...), calls(tc("w", agent.WaitTool, `{}`)), answer("summary of the results")},
+		"child": {calls(tc("e", "echo", `{"text":"a"}`)), calls(tc("e", "echo", `{"text":"b"}`)), answer("found")},
+	}}
+	e, team := teamEnv(t, m)
+	id := e.createTeam(&agent.RunCreated{Task: "lead", Limits: agent.Limits{MaxSteps: 8}})
+	p := e.params(m)
+	p.Team = team
+	out, err := e.rt.Execute(t.Context(), id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != journal.StatusCompleted || out.End.Output != "summary of the results" {
+		t.Fatalf("lead %s %+v, want completed with its answer", out.Status, out.End)
+	}
+	refused := 0
+	for _, c := range out.State.Turns[0].Calls {
+		if c.Finished != nil && c.Finished.IsError && strings.Contains(c.Finished.Content, "model calls: asks 3") {
+			refused++
+		}
+	}
+	if u := out.State.Used(); u.Steps > 8 || len(out.State.Children)+refused != 4 || len(out.State.Children) == 0 {
+		t.Errorf("lead used %s with %d children (%d refused), want within 8 steps, each spawn given or refused", u, len(out.State.Children), refused)
+	}
+	t.Logf("%d children spawned, %d refused; tree used %s of 8 model calls", len(out.State.Children), refused, out.State.Used())
+}

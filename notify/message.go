@@ -35,6 +35,11 @@ const (
 	KindAuth     Kind = "auth"     // a call waits for a credential
 	KindInput    Kind = "input"    // an MCP server asks a question
 	KindFailed   Kind = "failed"   // the run failed
+	// KindScheduleFailed: a schedule's fire could not create its run
+	// (its creator's token was revoked, its workspace is gone...); the
+	// fires after it fail alike until a person acts. RunID is the run the
+	// fire would have created, ItemID the fire's key, Origin the schedule.
+	KindScheduleFailed Kind = "schedule_failed"
 )
 
 // Item is something a person is needed for, as a [Source] reports it.
@@ -145,6 +150,10 @@ func message(it *Item, sink, link string) *Message {
 			m.Text += " (" + m.Reason + ")"
 		}
 		m.Text += "."
+	case KindScheduleFailed:
+		name := strings.TrimPrefix(m.Origin, "schedule ")
+		m.Title = fmt.Sprintf("Keel: schedule %s cannot start its runs", name)
+		m.Text = fmt.Sprintf("Schedule %s of %s could not create the run of its fire %s, and its next fires will fail alike until the cause is fixed (see keel schedules fires %s).", name, who, m.Item, name)
 	}
 	if link != "" {
 		m.Text += " Open it: " + link

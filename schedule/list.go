@@ -28,6 +28,11 @@ type Status struct {
 	Buffered int      `json:"buffered,omitempty"`
 	// Failures counts the consecutive failed fires.
 	Failures int `json:"failures,omitempty"`
+	// Failing is the first fire whose run could not be created since a
+	// run of the schedule last ended or it was resumed (nil: none): a
+	// failure that lasts (a revoked creator, a workspace gone) makes
+	// every later fire fail too, so this one stands for all of them.
+	Failing *Fire `json:"failing,omitempty"`
 	// Last is the newest record.
 	Last *Fire `json:"last,omitempty"`
 }
@@ -74,6 +79,10 @@ func (s *Scheduler) Get(ctx context.Context, ref string) (*Status, error) {
 	}
 	for _, f := range st.open {
 		out.Open = append(out.Open, f.RunID)
+	}
+	if st.failing != nil {
+		f := *st.failing
+		out.Failing = &f
 	}
 	if n := len(st.recent); n > 0 {
 		l := *st.recent[n-1]

@@ -300,3 +300,25 @@ func TestTaskTimesWholeSeconds(t *testing.T) {
 		t.Errorf("task %q, want %q", task, want)
 	}
 }
+
+// TestTaskTemplatePlain: the task template's data prints as words with
+// every verb, never as Go syntax (fresh-user trial 3: `{{printf "%#v" .}}`
+// gave `&schedule.TaskData{Schedule:..., Time:time.Date(...)}`); the
+// times keep the methods a task uses.
+func TestTaskTemplatePlain(t *testing.T) {
+	t.Parallel()
+	d := &Schedule{Name: "p", Spec: every(time.Hour), Created: monday}
+	f := &Fire{Nominal: monday.Add(time.Hour), Source: SourceSchedule}
+	for _, tt := range []struct{ task, want string }{
+		{`{{printf "%#v" .}}`, "schedule p, time 2026-12-07 01:00:00 +0000 UTC, previous 2026-12-07 00:00:00 +0000 UTC, source schedule"},
+		{`{{printf "%+v" .}}`, "schedule p, time 2026-12-07 01:00:00 +0000 UTC, previous 2026-12-07 00:00:00 +0000 UTC, source schedule"},
+		{`{{printf "%#v" .Time}}`, "2026-12-07 01:00:00 +0000 UTC"},
+		{`{{.Time.Format "2006-01-02 15:04"}} {{(.Previous.AddDate 0 0 -7).Format "Jan 2"}} {{.Time.Weekday}} {{.Time.Month}}`, "2026-12-07 01:00 Nov 30 Monday December"},
+	} {
+		d.Task = tt.task
+		got, err := render(d, f, time.Time{})
+		if err != nil || got != tt.want {
+			t.Errorf("%s: %q, %v; want %q", tt.task, got, err, tt.want)
+		}
+	}
+}

@@ -245,15 +245,3 @@ func (f *Fire) ran() bool {
 
 // scheduledKey is the key of a scheduled fire at nominal time n.
 func scheduledKey(n time.Time) string { return n.UTC().Format(time.RFC3339Nano) }
-
-// TaskData is what a task template sees.
-type TaskData struct {
-	// Schedule is the schedule's name.
-	Schedule string
-	// Time is the fire's nominal time in the schedule's time zone;
-	// Previous the nominal time of the previous fire with a run (for the
-	// first, the schedule's start: its creation unless given).
-	Time, Previous time.Time
-	// Source is "schedule", "manual" or "backfill".
-	Source string
-}

@@ -262,7 +262,7 @@ func render(d *Schedule, f *Fire, prev time.Time) (string, error) {
 	}
 	// Whole seconds: a task reads "since 2026-12-06 17:24:30 +0100 CET",
 	// never the nanoseconds of a creation or trigger time.
-	data := TaskData{Schedule: d.Name, Time: f.Nominal.In(loc).Truncate(time.Second), Source: string(f.Source)}
+	data := TaskData{Schedule: d.Name, Time: NewTaskTime(f.Nominal.In(loc)), Source: string(f.Source)}
 	if prev.IsZero() {
 		// The first fire with a run: "since {{.Previous}}" means since
 		// the schedule began, never since year 1.
@@ -272,7 +272,7 @@ func render(d *Schedule, f *Fire, prev time.Time) (string, error) {
 		}
 	}
 	if !prev.IsZero() {
-		data.Previous = prev.In(loc).Truncate(time.Second)
+		data.Previous = NewTaskTime(prev.In(loc))
 	}
 	var b bytes.Buffer
 	if err := t.Execute(&b, &data); err != nil {

@@ -74,6 +74,10 @@ type state struct {
 	// failures counts consecutive failed fires since the last success
 	// or resume.
 	failures int
+	// failing is the first fire whose run could not be created since a
+	// run of the schedule last ended (or it was resumed): the start of a
+	// lasting failure, told to the schedule's sinks once.
+	failing *Fire
 
 	counts  map[Outcome]int
 	recent  []*Fire
@@ -108,7 +112,7 @@ func (st *state) apply(e *journal.Event) error {
 		st.paused, st.pausedBy, st.pausedReason, st.pausedAt = true, p.By, p.Reason, e.Time
 	case Resumed:
 		st.paused, st.pausedBy, st.pausedReason = false, "", ""
-		st.resumedAt, st.failures = e.Time, 0
+		st.resumedAt, st.failures, st.failing = e.Time, 0, nil
 	case Deleted:
 		st.deleted = true
 	case Fired:
@@ -155,6 +159,9 @@ func (st *state) apply(e *journal.Event) error {
 		st.counts[OutcomeFailed]++
 		st.close(f)
 		st.failures++
+		if st.failing == nil {
+			st.failing = f
+		}
 	case RunEnded:
 		var p runEnded
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
@@ -166,6 +173,7 @@ func (st *state) apply(e *journal.Event) error {
 		}
 		f.RunStatus = p.Status
 		st.close(f)
+		st.failing = nil // a run was created again
 		switch p.Status {
 		case journal.StatusFailed:
 			st.failures++

@@ -56,6 +56,12 @@ type convRenderer struct {
 	// said is the text of the model's newest message: the run's end
 	// does not show it again as its output.
 	said string
+	// last is the id of the newest item shown; egress the newest network
+	// note's detail, egressID its item and egressN how many identical
+	// decisions in a row it stands for (a client's retries open a tunnel
+	// each: they show as one note with a count).
+	last, egress, egressID string
+	egressN                int
 }
 
 func newConvRenderer(runID string) *convRenderer {
@@ -76,6 +82,9 @@ func (r *convRenderer) render(e *journal.Event) []item {
 	items := f(r, &h, vr)
 	if items == nil && h.b.Len() > 0 {
 		items = []item{{ID: fmt.Sprintf("i%d", e.Seq), HTML: template.HTML(h.b.String())}}
+	}
+	if n := len(items); n > 0 {
+		r.last = items[n-1].ID
 	}
 	return items
 }
@@ -170,7 +179,7 @@ var convRows = map[journal.Type]func(r *convRenderer, h *html, vr *view.Row) []i
 	journal.RunPaused:         endItem,
 	journal.UserMessage:       (*convRenderer).userMessage,
 	journal.ContextCompacted:  noteItem,
-	journal.SandboxEgress:     noteItem,
+	journal.SandboxEgress:     (*convRenderer).egressNote,
 	journal.SandboxQuarantine: noteItem,
 	journal.ChildSpawned:      noteItem,
 	journal.ChildDelivered:    noteItem,
@@ -236,6 +245,26 @@ func noteItem(_ *convRenderer, h *html, vr *view.Row) []item {
 	h.text(clip(vr.Payload.Detail(), 400))
 	h.raw(`</div>`)
 	return nil
+}
+
+// egressNote shows a decision of the sandbox's egress proxy as a note;
+// one identical to the note shown just before replaces it, counted.
+func (r *convRenderer) egressNote(h *html, vr *view.Row) []item {
+	d := vr.Payload.Detail()
+	if d == r.egress && r.last == r.egressID {
+		r.egressN++
+	} else {
+		r.egress, r.egressID, r.egressN = d, fmt.Sprintf("i%d", vr.Event.Seq), 1
+	}
+	h.raw(`<div class="note"><span class="type">`)
+	h.text(string(vr.Event.Type))
+	h.raw(`</span> `)
+	h.text(clip(d, 400))
+	if r.egressN > 1 {
+		h.text(fmt.Sprintf(" · %d times in a row", r.egressN))
+	}
+	h.raw(`</div>`)
+	return []item{{ID: r.egressID, HTML: template.HTML(h.b.String())}}
 }
 
 // endItem shows how the run ended (or paused), with its output unless

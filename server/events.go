@@ -26,9 +26,11 @@ import (
 // ?follow=false it ends after the stored events; with ?until=stopped it
 // ends after the next event that leaves the run stopped (run.paused,
 // approval.requested with the rest of its batch, or a terminal event).
-// A followed stream also ends after run.completed, after which nothing
-// can be appended (failed and canceled runs can be resumed, so their
-// streams go on). Every finite stream's last message is "event: end".
+// A followed stream also ends after the run.completed that leaves the
+// run completed now (a follow-up message continues a completed run: a
+// stream that began before it goes on through it; failed and canceled
+// runs can be resumed, so their streams go on). Every finite stream's
+// last message is "event: end".
 // With ?tree=true the stream also carries the events of the run's
 // children, and of theirs (see treeEvents).
 // With ?deltas=true a followed stream also carries "event: delta"
@@ -106,10 +108,19 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, who *caller)
 		_ = out.send("", "end", fmt.Appendf(nil, "{\"reason\":%q}", reason))
 		out.flush()
 	}
-	if follow && run.Status == string(journal.StatusCompleted) && from > run.Events {
+	// done reports whether the run is completed at event seq: nothing
+	// after it, and no follow-up queued or executing here (a resume with
+	// a message answers before its execution journals anything).
+	done := func(run api.Run, seq int64) bool {
+		return run.Status == string(journal.StatusCompleted) && run.Events <= seq && !run.Executing && !run.Queued
+	}
+	if follow && done(run, from-1) {
 		end(string(journal.StatusCompleted))
 		return nil
 	}
+	// A completed run with a follow-up queued or executing here: follow
+	// it, ending when the pool lets the run go and nothing came after.
+	waiting := follow && run.Status == string(journal.StatusCompleted) && from > run.Events
 	if !follow {
 		events, err := h.rt.Store().Read(ctx, id, from)
 		if err != nil {
@@ -130,7 +141,11 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, who *caller)
 		end("replayed")
 		return nil
 	}
-	return h.followEvents(ctx, out, id, from, untilStopped, deltas, h.newTokenGuard(who), write, end)
+	completed := func(seq int64) bool {
+		run, err := h.svc.Run(ctx, who, id)
+		return err != nil || done(run, seq)
+	}
+	return h.followEvents(ctx, out, id, from, untilStopped, deltas, h.newTokenGuard(who), write, end, completed, waiting)
 }
 
 // revokedEnd is the end message of a stream whose token was revoked.
@@ -186,11 +201,35 @@ func checkLink(id string, from int64, prev string, e *journal.Event) error {
 
 // followEvents follows the run for the API's stream (see runEvents).
 func (h *Handler) followEvents(ctx context.Context, out *sse, id string, from int64, untilStopped, deltas bool,
-	guard *tokenGuard, write func(*journal.Event) error, end func(string)) error {
+	guard *tokenGuard, write func(*journal.Event) error, end func(string), completed func(seq int64) bool, waiting bool) error {
 	// sent is the newest event sent (a stop's batch is read ahead), or
 	// the one before from, which the client has.
 	sent := from - 1
+	// waiting: the newest event sent (or the client's) is a run.completed
+	// that did not end the stream, since this server's executor held the
+	// run then (the execution that wrote it not yet let go, or a
+	// follow-up queued): the stream ends once the executor lets it go
+	// with nothing after it.
+	closed := make(chan struct{})
+	close(closed)
 	f := &follower{
+		wake: func() <-chan struct{} {
+			if !waiting {
+				return nil
+			}
+			ch := h.svc.Watch(id) // before the check: a change after it closes ch
+			if completed(sent) {
+				return closed
+			}
+			return ch // nil: not held here, and events came after: they follow
+		},
+		onWake: func() bool {
+			if waiting && completed(sent) {
+				end(string(journal.StatusCompleted))
+				return true
+			}
+			return false
+		},
 		revoked: revokedEnd,
 		failed:  func(err error) { end("error: " + h.streamError(err)) },
 		event: func(e *journal.Event, more bool) (bool, error) {
@@ -206,9 +245,13 @@ func (h *Handler) followEvents(ctx context.Context, out *sse, id string, from in
 			if !more {
 				out.flush()
 			}
-			if e.Type == journal.RunCompleted {
-				end(string(journal.StatusCompleted))
-				return true, nil
+			waiting = false
+			if e.Type == journal.RunCompleted && !more {
+				if completed(e.Seq) {
+					end(string(journal.StatusCompleted))
+					return true, nil
+				}
+				waiting = true
 			}
 			if !untilStopped || !stops(e.Type) {
 				return false, nil

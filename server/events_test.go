@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -157,5 +160,84 @@ func TestEventStreamWireFormat(t *testing.T) {
 	}
 	if len(types) == 0 || types[len(types)-1] != "end" || len(types) != len(ids)+1 {
 		t.Errorf("event types %v: want one per id, then end", types)
+	}
+}
+
+// heldModel answers once release is closed (or its request is canceled).
+type heldModel struct{ release chan struct{} }
+
+func (m heldModel) Name() string { return "held" }
+
+func (m heldModel) Generate(ctx context.Context, _ *model.Request) (*model.Response, error) {
+	select {
+	case <-m.release:
+		return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "held answer"}}, nil
+	case <-ctx.Done():
+		return nil, &model.Error{Kind: model.KindUnknown, Provider: "held", Message: "canceled", Err: ctx.Err()}
+	}
+}
+
+// A follow-up of a completed run answers before its execution journals
+// anything (here it waits for the one worker): a stream opened then from
+// the next event follows it to its end (fresh-user trial 3: `keel
+// --server URL runs resume RUN --message` said "the event stream ended
+// early"), and a stream from 1 goes on past the first completion.
+func TestEventStreamFollowUp(t *testing.T) {
+	e := newEnv(t, &envOptions{workers: 1})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	e.models.set("test:twice", modeltest.NewScripted([]modeltest.Turn{modeltest.Text("first"), modeltest.Text("second")}, nil))
+	held := heldModel{release: make(chan struct{})}
+	e.models.set("test:held", held)
+	ws := t.TempDir()
+	run, err := e.admin.CreateRun(ctx, &api.CreateRun{Task: "t", Model: "test:twice", Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := e.waitType(run.ID, journal.RunCompleted)
+	// The one worker is busy with another run: the follow-up queues.
+	busy, err := e.admin.CreateRun(ctx, &api.CreateRun{Task: "t", Model: "test:held", Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitType(busy.ID, journal.RunCreated)
+	for r, err := e.admin.Run(ctx, busy.ID); !r.Executing; r, err = e.admin.Run(ctx, busy.ID) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // polls the server's state; no ordering rests on it
+	}
+	if _, err := e.admin.Resume(ctx, run.ID, &api.ResumeRun{Message: "and then?"}); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		types []journal.Type
+		err   error
+	}
+	follow := func(from int64) <-chan result {
+		ch := make(chan result, 1)
+		go func() {
+			var r result
+			for ev, err := range e.admin.Events(ctx, run.ID, &client.EventsParams{From: from}) {
+				if err != nil {
+					r.err = err
+					break
+				}
+				r.types = append(r.types, ev.Type)
+			}
+			ch <- r
+		}()
+		return ch
+	}
+	next, all := follow(first.Seq+1), follow(1)
+	close(held.release)
+	for name, ch := range map[string]<-chan result{"from the next event": next, "from 1": all} {
+		r := <-ch
+		if r.err != nil {
+			t.Fatalf("%s: %v", name, r.err)
+		}
+		if n := len(r.types); n == 0 || r.types[n-1] != journal.RunCompleted || !slices.Contains(r.types, journal.UserMessage) {
+			t.Errorf("%s: the stream ended with %v, want the follow-up through its run.completed", name, r.types)
+		}
 	}
 }

@@ -196,7 +196,7 @@ func TestSchedulesAPI(t *testing.T) {
 // creator's rights at each fire: once the token is revoked, fires fail
 // (recorded, with the reason), and no run is made.
 func TestScheduleOfRevokedToken(t *testing.T) {
-	e, clk, _ := unattendedEnv(t, 2)
+	e, clk, hook := unattendedEnv(t, 2)
 	ctx := t.Context()
 	if _, err := e.admin.CreateAgent(ctx, &api.CreateAgent{Name: "ci-bot"}); err != nil {
 		t.Fatal(err)
@@ -223,6 +223,31 @@ func TestScheduleOfRevokedToken(t *testing.T) {
 	}
 	if _, err := e.admin.Run(ctx, fires[0].RunID); !client.IsCode(err, api.CodeNotFound) {
 		t.Errorf("its run exists: %v", err)
+	}
+	// The schedule's sink hears of it once, however many fires fail
+	// after (one notification per lasting failure, linking the schedule).
+	for range 2 {
+		if err := e.svc.Notifier().Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clk.add(time.Hour)
+		if err := e.svc.Scheduler().Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.svc.Notifier().Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if fires, _ := e.admin.Fires(ctx, "hourly", nil); len(fires) != 3 {
+		t.Fatalf("%d fires, want 3", len(fires))
+	}
+	if hook.count() != 1 {
+		t.Fatalf("%d notifications of the failing schedule, want 1", hook.count())
+	}
+	got, _ := hook.got[0]["data"].(map[string]any)
+	if got["kind"] != "schedule_failed" || got["item"] != fires[0].Key || got["link"] != "https://keel.example.com/ui/schedules/hourly" ||
+		!strings.Contains(got["title"].(string), "schedule hourly cannot start its runs") {
+		t.Errorf("the notification: %v", got)
 	}
 }
 

@@ -82,8 +82,9 @@ type follower struct {
 	revoked string
 	// wake, if set, returns a channel that is closed when onWake should
 	// run (nil: nothing to wait for); it is asked again each time.
+	// onWake returning true ends the stream.
 	wake   func() <-chan struct{}
-	onWake func()
+	onWake func() (done bool)
 	// live, if set, is the stream's cursor on the run's model call in
 	// progress (liveHub): its deltas go to delta, as they come and after
 	// each burst of events, for a stream whose newest event is seen().
@@ -168,7 +169,9 @@ func (h *Handler) follow(ctx context.Context, s *sse, id string, from int64, gua
 				return revoked()
 			}
 		case <-wake:
-			f.onWake()
+			if f.onWake() {
+				return nil
+			}
 		case <-live:
 			live = f.live.Wait()
 			if err := f.sendLive(s); err != nil {

@@ -764,7 +764,7 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 			return false, nil
 		},
 		wake:   func() <-chan struct{} { return busy },
-		onWake: summary,
+		onWake: func() bool { summary(); return false },
 	})
 }
 

@@ -59,3 +59,53 @@ func TestConversationAnswerOnce(t *testing.T) {
 		})
 	}
 }
+
+// Identical decisions of the egress proxy in a row (a client's retries)
+// show as one note with a count, which each repeat replaces (fresh-user
+// trial 3: 30 identical notes for one wget); a different decision, or
+// another item between, starts a new note.
+func TestConversationEgressRepeats(t *testing.T) {
+	r := newConvRenderer("r1")
+	allowed := &agent.SandboxEgress{Phase: "agent", Host: "localhost", Port: 8767, Allowed: true, Method: "CONNECT"}
+	refused := &agent.SandboxEgress{Phase: "agent", Host: "example.com", Port: 443, Reason: "not allowed", Method: "CONNECT"}
+	evs := []struct {
+		typ journal.Type
+		v   any
+	}{{journal.RunCreated, &agent.RunCreated{Task: "fetch"}}}
+	for range 30 {
+		evs = append(evs, struct {
+			typ journal.Type
+			v   any
+		}{journal.SandboxEgress, allowed})
+	}
+	evs = append(evs, struct {
+		typ journal.Type
+		v   any
+	}{journal.SandboxEgress, refused}, struct {
+		typ journal.Type
+		v   any
+	}{journal.SandboxEgress, allowed})
+	var order []string
+	shown := map[string]string{}
+	for i, ev := range evs {
+		p, err := json.Marshal(ev.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range r.render(&journal.Event{RunID: "r1", Seq: int64(i + 1), Type: ev.typ, Time: time.Unix(1, 0), Payload: p}) {
+			if _, ok := shown[it.ID]; !ok {
+				order = append(order, it.ID)
+			}
+			shown[it.ID] = string(it.HTML)
+		}
+	}
+	if want := []string{"i1", "i2", "i32", "i33"}; strings.Join(order, " ") != strings.Join(want, " ") {
+		t.Fatalf("items %v, want %v", order, want)
+	}
+	if !strings.Contains(shown["i2"], "allowed localhost:8767 (agent phase) · 30 times in a row") {
+		t.Errorf("the repeated note: %s", shown["i2"])
+	}
+	if strings.Contains(shown["i33"], "times in a row") || !strings.Contains(shown["i32"], "refused example.com:443") {
+		t.Errorf("the notes after it: %s / %s", shown["i32"], shown["i33"])
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/credential"
@@ -28,8 +29,49 @@ func (s *Service) newUnattended() {
 		sealer = s.opts.Sealer
 	}
 	s.hub = trigger.New(store, fireRunner{s}, sealer, &trigger.Options{Clock: s.opts.Clock, Logger: s.logger.With("component", "triggers")})
-	s.notifier = notify.New(store, &notify.RuntimeSource{Runtime: s.rt, Route: s.route}, &notify.Options{Sinks: s.opts.Sinks, Link: s.link,
+	s.notifier = notify.New(store, &unattendedSource{runs: &notify.RuntimeSource{Runtime: s.rt, Route: s.route}, s: s}, &notify.Options{Sinks: s.opts.Sinks, Link: s.link,
 		Clock: s.opts.Clock, Logger: s.logger.With("component", "notify"), Interval: s.unattendedInterval()})
+}
+
+// unattendedSource is the notifier's [notify.Source]: the waits and
+// failures of runs, and the schedules whose fires can no longer create
+// their runs (nobody would hear of those otherwise: there is no run to
+// fail).
+type unattendedSource struct {
+	runs *notify.RuntimeSource
+	s    *Service
+}
+
+// Pending implements [notify.Source].
+func (u *unattendedSource) Pending(ctx context.Context, since time.Time) ([]notify.Item, error) {
+	items, err := u.runs.Pending(ctx, since)
+	if err != nil {
+		return nil, err
+	}
+	list, err := u.s.sched.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range list {
+		f := st.Failing
+		if f == nil || st.Deleted || f.At.Before(since) {
+			continue
+		}
+		// One notification per failure that lasts: its first fire names
+		// it (every later fire fails alike until a run is created again).
+		sinks := slices.Clone(st.Notify)
+		for _, k := range u.s.opts.AgentSinks[credential.Owner(st.Agent)] {
+			if !slices.Contains(sinks, k) {
+				sinks = append(sinks, k)
+			}
+		}
+		if len(sinks) == 0 {
+			continue
+		}
+		items = append(items, notify.Item{Kind: notify.KindScheduleFailed, RunID: f.RunID, ItemID: f.Key, Agent: st.Agent, OnBehalfOf: st.OnBehalfOf,
+			Origin: "schedule " + st.Name, Since: f.At, Sinks: sinks})
+	}
+	return items, nil
 }
 
 // Notifier returns the service's notifier.
@@ -66,6 +108,9 @@ var fragmentSafe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$`)
 func (s *Service) link(it *notify.Item) string {
 	if s.opts.PublicURL == "" {
 		return ""
+	}
+	if it.Kind == notify.KindScheduleFailed {
+		return strings.TrimSuffix(s.opts.PublicURL, "/") + "/ui/schedules/" + url.PathEscape(strings.TrimPrefix(it.Origin, "schedule "))
 	}
 	u := strings.TrimSuffix(s.opts.PublicURL, "/") + "/ui/runs/" + url.PathEscape(it.RunID)
 	if fragmentSafe.MatchString(it.ItemID) {

@@ -332,7 +332,7 @@ func render(d *Trigger, msg string, at time.Time) (string, error) {
 		return "", fmt.Errorf("task template: %v", err)
 	}
 	var b bytes.Buffer
-	if err := t.Execute(&b, &TaskData{Trigger: d.Name, MessageID: msg, Received: at}); err != nil {
+	if err := t.Execute(&b, &TaskData{Trigger: d.Name, MessageID: msg, Received: schedule.NewTaskTime(at)}); err != nil {
 		return "", fmt.Errorf("task template: %v", err)
 	}
 	return b.String(), nil

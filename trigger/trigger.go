@@ -17,6 +17,7 @@ package trigger
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/schedule"
 )
 
 // DirectoryID lists every trigger; each trigger's definition and
@@ -99,12 +101,21 @@ type Trigger struct {
 }
 
 // TaskData is what a trigger's task template sees: no part of the
-// payload.
+// payload, and plain values that print as text with any verb (never Go
+// syntax).
 type TaskData struct {
 	Trigger   string
 	MessageID string
-	Received  time.Time
+	Received  schedule.TaskTime
 }
+
+// String says the data in words.
+func (d TaskData) String() string {
+	return fmt.Sprintf("trigger %s, message %s, received %s", d.Trigger, d.MessageID, d.Received)
+}
+
+// GoString is String.
+func (d TaskData) GoString() string { return d.String() }
 
 // Outcome is what became of a delivery.
 type Outcome string

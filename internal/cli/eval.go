@@ -5,18 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/eval"
 	"github.com/keel-run/keel/internal/evalrun"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/service"
 )
@@ -26,9 +22,6 @@ func (a *app) evalCmd() *cobra.Command {
 	cmd.AddCommand(a.evalRunCmd(), a.evalCompareCmd(), a.evalReportCmd(), a.evalFreezeCmd())
 	return cmd
 }
-
-// evalDir is where evaluation results are kept: $KEEL_HOME/evals/ID.
-func (a *app) evalDir(id string) string { return evalrun.Dir(a.home, id) }
 
 // evalError is err as the command line says it: the caller's fault
 // (evalrun.ErrRefused) is a usage error.
@@ -104,59 +97,9 @@ report.html); keel eval compare A B compares two of them.`,
 }
 
 func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) error {
-	switch f.cfg.Approve {
-	case "deny", "allow":
-	default:
-		return usagef("--approve %q: want deny or allow", f.cfg.Approve)
-	}
-	if f.cfg.Trials < 1 || f.cfg.Concurrency < 1 {
-		return usagef("--trials and --concurrency want a positive number")
-	}
-	if f.cfg.Budget < 0 {
-		return usagef("--budget %g: want 0 (no cap) or more dollars", f.cfg.Budget)
-	}
-	sources := map[string]string{}
-	for _, s := range f.sources {
-		k, v, ok := strings.Cut(s, "=")
-		if !ok || k == "" || v == "" {
-			return usagef("--source %q: want OWNER/NAME=DIR", s)
-		}
-		abs, err := filepath.Abs(v)
-		if err != nil {
-			return usagef("--source %q: %v", s, err)
-		}
-		sources[k] = abs
-	}
-	suite, root, err := evalrun.LoadSuite(suitePath, sources)
+	ev, err := evalrun.PrepareEval(&evalrun.EvalParams{Home: a.home, Suite: suitePath, Sources: f.sources, Env: f.env, Config: f.cfg, ID: f.name, WorkDir: f.workDir, Keep: f.keep})
 	if err != nil {
 		return evalError(err)
-	}
-	for _, kv := range f.env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return usagef("--env %q: want KEY=VALUE", kv)
-		}
-	}
-	for _, c := range suite.Cases {
-		c.Env = append(c.Env, f.env...)
-	}
-	if f.cfg.Model != eval.Recorded {
-		if _, err := model.ParseSpec(f.cfg.Model); err != nil {
-			return usagef("--model: %v", err)
-		}
-	}
-	if f.cfg.Live != "" {
-		if f.cfg.Model != eval.Recorded {
-			return usagef("--live takes over from the recordings: it needs --model %s", eval.Recorded)
-		}
-		if _, err := model.ParseSpec(f.cfg.Live); err != nil {
-			return usagef("--live: %v", err)
-		}
-	}
-	if f.cfg.Policy != "" {
-		var err error
-		if f.cfg.Policy, err = filepath.Abs(f.cfg.Policy); err != nil {
-			return err
-		}
 	}
 	eng, err := loadPolicy(f.cfg.Policy)
 	if err != nil {
@@ -165,20 +108,6 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 	sbKind, err := a.sandboxKind(f.sandbox)
 	if err != nil {
 		return err
-	}
-	id := f.name
-	if id == "" {
-		id = "ev" + strings.ToLower(ulid.Make().String())[16:]
-	} else if !service.ValidEvalID(id) {
-		return usagef("--name %q: an evaluation id is letters, digits, '.', '_' and '-' (at most 128), not starting with '.' or '-'", id)
-	}
-	dir := a.evalDir(id)
-	if _, err := os.Stat(filepath.Join(dir, "result.json")); err == nil {
-		return usagef("evaluation %s exists already (%s): give another --name", id, dir)
-	}
-	work := f.workDir
-	if work == "" {
-		work = filepath.Join(dir, "work")
 	}
 	store, err := a.openStore(ctx)
 	if err != nil {
@@ -190,40 +119,22 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 		return err
 	}
 	defer done()
-	r := &eval.Runner{ID: id, Exec: x, Store: store, Root: root, WorkDir: work, Keep: f.keep,
-		Progress: func(t *eval.Trial) {
-			fmt.Fprintf(a.stderr, "keel: eval %s: %s #%d attempt %d: %s run %s", id, t.Case, t.Trial, t.Attempt, t.Verdict, orDash(t.RunID))
-			if t.Error != "" {
-				fmt.Fprintf(a.stderr, " (%s)", agent.Clip(t.Error, 160))
-			}
-			fmt.Fprintln(a.stderr)
-		}}
-	fmt.Fprintf(a.stderr, "keel: eval %s: suite %s, %d cases × %d trials, model %s\n", id, suite.Name, len(suite.Cases), f.cfg.Trials, f.cfg.Model)
-	res, err := r.Run(ctx, suite, f.cfg)
+	fmt.Fprintf(a.stderr, "keel: eval %s: suite %s, %d cases × %d trials, model %s\n", ev.ID, ev.Suite.Name, len(ev.Suite.Cases), f.cfg.Trials, f.cfg.Model)
+	rep, err := ev.Run(ctx, store, x, func(t *eval.Trial) {
+		fmt.Fprintf(a.stderr, "keel: eval %s: %s #%d attempt %d: %s run %s", ev.ID, t.Case, t.Trial, t.Attempt, t.Verdict, orDash(t.RunID))
+		if t.Error != "" {
+			fmt.Fprintf(a.stderr, " (%s)", agent.Clip(t.Error, 160))
+		}
+		fmt.Fprintln(a.stderr)
+	}, f.passK, f.html)
 	if err != nil {
 		return err
 	}
-	if !f.keep && f.workDir == "" {
-		_ = os.RemoveAll(work) // the trials' workspaces are gone: their cases' directories
-	}
-	if err := evalrun.WriteJSON(filepath.Join(dir, "result.json"), res); err != nil {
-		return err
-	}
-	rep := eval.NewReport(res, f.passK)
-	if err := evalrun.WriteHTML(filepath.Join(dir, "report.html"), nil, rep); err != nil {
-		return err
-	}
-	if f.html != "" {
-		if err := evalrun.WriteHTML(f.html, nil, rep); err != nil {
-			return err
-		}
-	}
 	if f.json {
-		err = rep.WriteJSON(a.stdout)
-	} else {
-		err = rep.WriteText(a.stdout)
-		fmt.Fprintf(a.stdout, "\nresult: %s\nreport: %s\n", filepath.Join(dir, "result.json"), filepath.Join(dir, "report.html"))
+		return rep.WriteJSON(a.stdout)
 	}
+	err = rep.WriteText(a.stdout)
+	fmt.Fprintf(a.stdout, "\nresult: %s\nreport: %s\n", filepath.Join(ev.Dir, "result.json"), filepath.Join(ev.Dir, "report.html"))
 	return err
 }
 

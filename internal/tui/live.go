@@ -360,6 +360,7 @@ func (p *Printer) text(delta string) {
 		}
 		p.streamed, p.lineStart = true, true
 	}
+	p.endEgress()
 	p.live.clear()
 	var b strings.Builder
 	for _, r := range delta {
@@ -403,5 +404,6 @@ func (p *Printer) retryNote(s string) {
 func (p *Printer) Note(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.endEgress()
 	io.WriteString(p.err, s)
 }

@@ -63,6 +63,11 @@ type Printer struct {
 	diffs      map[string]string
 	asked      map[string]bool
 	modelError string
+	// egress is the network line printed last, and egressAgain how many
+	// identical ones came after it (a client's retries open one tunnel
+	// each): they are said once, as a count, before the next line.
+	egress      string
+	egressAgain int
 }
 
 // maxEditLines bounds the diff shown with an edit's result.
@@ -138,8 +143,37 @@ func (p *Printer) Event(e journal.Event) {
 		return
 	}
 	if f := printRows[e.Type]; f != nil {
+		if e.Type != journal.SandboxEgress {
+			p.endEgress()
+		}
 		f(p, row)
 	}
+}
+
+// egressLine prints a decision of the sandbox's egress proxy, or counts
+// it when it repeats the line printed just before.
+func (p *Printer) egressLine(r *view.Row) {
+	d := r.Payload.Detail()
+	if d == p.egress {
+		p.egressAgain++
+		return
+	}
+	p.endEgress()
+	fmt.Fprintf(p.err, "    network: %s\n", d)
+	p.egress = d
+}
+
+// endEgress says how many times the last network line repeated, before
+// another line is printed.
+func (p *Printer) endEgress() {
+	if p.egressAgain > 0 {
+		times := "times"
+		if p.egressAgain == 1 {
+			times = "time"
+		}
+		fmt.Fprintf(p.err, "    network: the same again, %d more %s\n", p.egressAgain, times)
+	}
+	p.egress, p.egressAgain = "", 0
 }
 
 // printRows says how keel run prints each event type on stderr, one
@@ -165,7 +199,7 @@ var printRows = map[journal.Type]func(*Printer, *view.Row){
 	journal.RunPaused:           nil,
 	journal.UserMessage:         (*Printer).userMessage,
 	journal.ContextCompacted:    func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "context compacted: %s\n", r.Payload.Detail()) },
-	journal.SandboxEgress:       func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "    network: %s\n", r.Payload.Detail()) },
+	journal.SandboxEgress:       (*Printer).egressLine,
 	journal.SandboxQuarantine:   func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "    %s\n", r.Payload.Detail()) },
 	journal.WorkspaceCheckpoint: nil, // keel runs show and diff list them
 	journal.WorkspaceRestored:   nil,
@@ -346,6 +380,9 @@ func continueHint(keel, runID, reason string, st *agent.State) string {
 // Footer prints how an execution of runID ended (o), what to do next,
 // and a completed run's output on stdout.
 func (p *Printer) Footer(runID string, o *agent.Outcome) {
+	p.mu.Lock()
+	p.endEgress()
+	p.mu.Unlock()
 	st := o.State
 	switch {
 	case p.json || o.Status != journal.StatusFailed || o.End == nil:

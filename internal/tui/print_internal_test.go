@@ -81,3 +81,46 @@ func TestEveryEventTypePrinted(t *testing.T) {
 		t.Errorf("showRows: %v", err)
 	}
 }
+
+// A client that retries opens a tunnel per attempt: identical decisions
+// of the egress proxy in a row print once, then as a count (fresh-user
+// trial 3: 30 identical "network: allowed" lines for one wget).
+func TestEgressRepeatsCollapse(t *testing.T) {
+	var errOut, out bytes.Buffer
+	p := &Printer{err: &errOut, out: &out, rows: view.NewReader(true), Keel: "keel"}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seq := int64(0)
+	emit := func(typ journal.Type, v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		p.Event(journal.Event{RunID: "r1", Seq: seq, Time: at, Type: typ, Payload: b})
+	}
+	allowed := &agent.SandboxEgress{Phase: "agent", Host: "localhost", Port: 8767, Allowed: true, Method: "CONNECT"}
+	refused := &agent.SandboxEgress{Phase: "agent", Host: "example.com", Port: 443, Reason: "not in the run's allowed hosts", Method: "CONNECT"}
+	for range 30 {
+		emit(journal.SandboxEgress, allowed)
+	}
+	emit(journal.SandboxEgress, refused)
+	emit(journal.SandboxEgress, allowed)
+	emit(journal.SandboxEgress, allowed)
+	emit(journal.ToolFinished, &agent.ToolFinished{CallID: "call_1", Tool: "bash"})
+	var got []string
+	for _, l := range strings.Split(errOut.String(), "\n") {
+		if strings.Contains(l, "network:") {
+			got = append(got, strings.TrimSpace(l))
+		}
+	}
+	want := []string{
+		"network: allowed localhost:8767 (agent phase)",
+		"network: the same again, 29 more times",
+		"network: refused example.com:443 (agent phase): not in the run's allowed hosts",
+		"network: allowed localhost:8767 (agent phase)",
+		"network: the same again, 1 more time",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("network lines (-want +got):\n%s\n%s", diff, errOut.String())
+	}
+}
