@@ -313,3 +313,50 @@ func ForkDir(dir string) error {
 func (s *Service) notStarted(id, src string, seq int64, drafts []journal.Draft) ([]journal.Draft, error) {
 	return agent.NotStarted(id, src, seq, drafts, s.opts.Clock())
 }
+
+// Forked is what a fork holds, read from its journal (ForkOf): what to
+// tell the person who made it.
+type Forked struct {
+	// Files is the checkpoint event of the source whose files the fork
+	// has (0: none, the source had no checkpoint); After counts the
+	// source's tool calls finished between that checkpoint and the fork
+	// point, whose effects the files lack.
+	Files int64
+	After int
+	// Completed: the fork point completes the source (the fork follows
+	// it up with a message).
+	Completed bool
+	// Made is the fork's last event when it was made: its copied events
+	// and the restoring of its files.
+	Made int64
+}
+
+// ForkOf reads fork, the events of a fork of the run whose events are
+// src made at event at.
+func ForkOf(fork, src []journal.Event, at int64) (*Forked, error) {
+	if len(fork) == 0 || fork[0].Type != journal.RunCreated {
+		return nil, errors.New("the fork has no run.created")
+	}
+	v, err := agent.Decode(&fork[0])
+	if err != nil {
+		return nil, err
+	}
+	created, _ := v.(*agent.RunCreated)
+	n := ForkStart(created, fork)
+	st, err := agent.Fold(fork[0].RunID, fork[:n])
+	if err != nil {
+		return nil, err
+	}
+	out := &Forked{Completed: st.Status == journal.StatusCompleted}
+	if n < len(fork) && fork[n].Type == journal.WorkspaceRestored {
+		if v, err := agent.Decode(&fork[n]); err == nil {
+			out.Files = v.(*agent.WorkspaceRestored).To
+		}
+		n++
+	}
+	out.Made = int64(n)
+	if out.Files > 0 && at <= int64(len(src)) {
+		_, out.After, _ = checkpoint.At(src, at)
+	}
+	return out, nil
+}

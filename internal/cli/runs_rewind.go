@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/checkpoint"
@@ -32,25 +31,7 @@ type rewindBackend interface {
 	// with the files of that point (service.Service.Fork): the server
 	// starts it when asked, this process's journal never does (the
 	// command resumes it).
-	Fork(ctx context.Context, id string, req *api.ForkRun, by string) (*forked, error)
-}
-
-// forked is the fork a Fork made.
-type forked struct {
-	id        string
-	workspace string
-	// files is the checkpoint event of the source whose files the fork
-	// has (0: none, the run had no checkpoint); after counts the source's
-	// tool calls finished between that checkpoint and the fork point.
-	files int64
-	after int
-	// completed: the fork point completes the source (the fork follows
-	// it up with a message).
-	completed bool
-	// follow is, for a fork the server started, its last event when it
-	// was made (what to print comes after it); 0 when this process
-	// resumes it.
-	follow int64
+	Fork(ctx context.Context, id string, req *api.ForkRun, by string) (*api.Run, *service.Forked, error)
 }
 
 func (a *app) runsRewindCmd() *cobra.Command {
@@ -136,31 +117,35 @@ event that completes RUN, the fork follows it up with --message (with
 				return err
 			}
 			defer b.Close()
-			fk, err := b.Fork(ctx, args[0], &api.ForkRun{Seq: at, Workspace: workspace, Start: !noStart, Message: message}, a.person(by))
+			run, fk, err := b.Fork(ctx, args[0], &api.ForkRun{Seq: at, Workspace: workspace, Start: !noStart, Message: message}, a.person(by))
 			if err != nil {
 				return err
 			}
 			w := tui.Esc(a.stderr)
-			fmt.Fprintf(w, "keel: forked run %s at event %d as run %s in %s\n", args[0], at, fk.id, fk.workspace)
+			fmt.Fprintf(w, "keel: forked run %s at event %d as run %s in %s\n", args[0], at, run.ID, run.Workspace)
 			switch {
-			case fk.files == 0:
+			case fk.Files == 0:
 				fmt.Fprintf(w, "keel: run %s has no workspace checkpoint at or before event %d: the fork works on the files as they are now\n", args[0], at)
-			case fk.after > 0:
-				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d; %d tool call(s) finished between it and event %d, whose effects they lack\n", fk.files, fk.after, at)
+			case fk.After > 0:
+				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d; %d tool call(s) finished between it and event %d, whose effects they lack\n", fk.Files, fk.After, at)
 			default:
-				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d\n", fk.files)
+				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d\n", fk.Files)
 			}
 			switch {
-			case noStart && fk.completed:
-				fmt.Fprintf(w, "keel: event %d completes run %s, so the fork is completed too; follow it up with: %s runs resume %s --message TEXT\n", at, args[0], b.Keel(), fk.id)
+			case noStart && fk.Completed:
+				fmt.Fprintf(w, "keel: event %d completes run %s, so the fork is completed too; follow it up with: %s runs resume %s --message TEXT\n", at, args[0], b.Keel(), run.ID)
 			case noStart:
-				fmt.Fprintf(w, "keel: not started; start it with: %s runs resume %s\n", b.Keel(), fk.id)
+				fmt.Fprintf(w, "keel: not started; start it with: %s runs resume %s\n", b.Keel(), run.ID)
 			}
 			if noStart {
-				fmt.Fprintln(a.stdout, fk.id)
+				fmt.Fprintln(a.stdout, run.ID)
 				return nil
 			}
-			return b.Continue(ctx, fk.id, &continuation{f: &f, message: message, after: fk.follow})
+			var after int64 // this process resumes it: print it all
+			if a.serverURL() != "" {
+				after = fk.Made // the server started it: print what comes after
+			}
+			return b.Continue(ctx, run.ID, &continuation{f: &f, message: message, after: after})
 		},
 	}
 	cmd.Flags().Int64Var(&at, "at", 0, "the last event of RUN the fork keeps (its sequence number)")
@@ -256,24 +241,24 @@ func (l *local) Rewind(ctx context.Context, id string, to int64, by string) (*ap
 
 // Fork makes the fork through the service on the local journal, as
 // every front end does; the command resumes it in this process.
-func (l *local) Fork(ctx context.Context, id string, req *api.ForkRun, by string) (*forked, error) {
+func (l *local) Fork(ctx context.Context, id string, req *api.ForkRun, by string) (*api.Run, *service.Forked, error) {
 	if req.Workspace != "" {
 		ws, err := filepath.Abs(req.Workspace)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		req.Workspace = ws
 	}
 	svc, done, err := l.service(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer done()
 	run, err := svc.Fork(ctx, service.Local(by), id, req)
 	if err != nil {
-		return nil, serviceError(err)
+		return nil, nil, serviceError(err)
 	}
-	return forkedOf(ctx, l, id, req.Seq, &run, false)
+	return forkedOf(ctx, l, id, req.Seq, &run)
 }
 
 // Rewind asks the server.
@@ -286,49 +271,25 @@ func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*ap
 }
 
 // Fork asks the server for the fork; the server starts it if asked.
-func (r *remote) Fork(ctx context.Context, id string, req *api.ForkRun, _ string) (*forked, error) {
+func (r *remote) Fork(ctx context.Context, id string, req *api.ForkRun, _ string) (*api.Run, *service.Forked, error) {
 	run, err := r.cl.Fork(ctx, id, req)
 	if client.IsCode(err, api.CodeInvalidRequest) {
-		return nil, &usageError{err}
+		return nil, nil, &usageError{err}
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return forkedOf(ctx, r, id, req.Seq, run, req.Start)
+	return forkedOf(ctx, r, id, req.Seq, run)
 }
 
-// forkedOf is run, the fork of run src at event at, as the command prints
-// it: the checkpoint whose files it has (its workspace.restored) and, if
-// started, the last event it was made with.
-func forkedOf(ctx context.Context, b runsBackend, src string, at int64, run *api.Run, started bool) (*forked, error) {
-	out := &forked{id: run.ID, workspace: run.Workspace}
+// forkedOf is run, the fork of run src at event at, with what it holds
+// (service.ForkOf).
+func forkedOf(ctx context.Context, b runsBackend, src string, at int64, run *api.Run) (*api.Run, *service.Forked, error) {
 	events, err := b.Events(ctx, run.ID)
 	if err != nil || len(events) == 0 {
-		return nil, fmt.Errorf("the fork %s: %w", run.ID, err)
+		return nil, nil, fmt.Errorf("the fork %s: %w", run.ID, err)
 	}
-	created, err := agent.Created(events)
-	if err != nil {
-		return nil, err
-	}
-	n := service.ForkStart(created, events)
-	st, err := agent.Fold(run.ID, events[:n])
-	if err != nil {
-		return nil, err
-	}
-	out.completed = st.Status == journal.StatusCompleted
-	if n < len(events) && events[n].Type == journal.WorkspaceRestored {
-		if v, err := agent.Decode(&events[n]); err == nil {
-			out.files = v.(*agent.WorkspaceRestored).To
-		}
-		n++
-	}
-	if started {
-		out.follow = int64(n)
-	}
-	if out.files > 0 {
-		if src, err := b.Events(ctx, src); err == nil && at <= int64(len(src)) {
-			_, out.after, _ = checkpoint.At(src, at)
-		}
-	}
-	return out, nil
+	srcEvents, _ := b.Events(ctx, src) // without them, After stays 0
+	fk, err := service.ForkOf(events, srcEvents, at)
+	return run, fk, err
 }

@@ -332,22 +332,6 @@ func substitute(r *http.Request, secrets []hostSecret) *substitution {
 	return sub
 }
 
-// strip replaces the values in a response's headers and wraps its body so
-// that the sandbox receives placeholders only.
-func (sub *substitution) strip(resp *http.Response) {
-	for k, vs := range resp.Header {
-		for i, v := range vs {
-			vs[i] = sub.replace(v)
-		}
-		resp.Header[k] = vs
-	}
-	if resp.Body != nil && resp.Body != http.NoBody {
-		resp.Body = &replaceReader{r: resp.Body, pairs: sub.back}
-		resp.ContentLength = -1
-		resp.Header.Del("Content-Length")
-	}
-}
-
 // add names secret name as put in the request (once).
 func (sub *substitution) add(name string) {
 	for _, n := range sub.names {

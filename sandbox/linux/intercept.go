@@ -96,13 +96,14 @@ func (p *egressProxy) intercept(c net.Conn, br *bufio.Reader, d EgressDecision, 
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "https", hostport
 			pr.Out.Host = pr.In.Host
 			// Responses are read in clear (the transport asks for gzip and
-			// decompresses it itself), so the values can be stripped.
-			pr.Out.Header.Del("Accept-Encoding")
+			// decompresses it itself), whole, so the values can be
+			// stripped.
+			prepareSecretRequest(pr.Out.Header)
 		},
-		Transport: tr,
+		Transport: no1xxHeaders{tr},
 		ModifyResponse: func(resp *http.Response) error {
 			if sub, ok := resp.Request.Context().Value(subKey{}).(*substitution); ok {
-				sub.strip(resp)
+				return sub.strip(resp)
 			}
 			return nil
 		},
@@ -183,7 +184,7 @@ func (p *egressProxy) substitutePlain(c net.Conn, up net.Conn, req *http.Request
 		refuse(c, http.StatusMisdirectedRequest, d.Reason)
 		return
 	}
-	req.Header.Del("Accept-Encoding")
+	prepareSecretRequest(req.Header)
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
 		// The body is read here, whole when it is short: ask for it now
 		// rather than after the client's wait.
@@ -212,13 +213,31 @@ func (p *egressProxy) substitutePlain(c net.Conn, up net.Conn, req *http.Request
 		}
 		return
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(up), req)
-	if err != nil {
-		refuse(c, http.StatusBadGateway, "bad response: "+err.Error())
+	ur := bufio.NewReader(up)
+	var resp *http.Response
+	for n := 0; ; n++ {
+		r, err := http.ReadResponse(ur, req)
+		if err != nil {
+			refuse(c, http.StatusBadGateway, "bad response: "+err.Error())
+			return
+		}
+		// 1xx answers (103 Early Hints) stay here, headers and all, as
+		// on the intercepted path they reach the sandbox without them.
+		if r.StatusCode < 100 || r.StatusCode > 199 || r.StatusCode == http.StatusSwitchingProtocols {
+			resp = r
+			break
+		}
+		if n == 5 {
+			refuse(c, http.StatusBadGateway, "bad response: too many 1xx answers")
+			return
+		}
+	}
+	if err := sub.strip(resp); err != nil {
+		d.Reason += "; " + err.Error()
+		refuse(c, http.StatusBadGateway, err.Error())
 		return
 	}
 	defer resp.Body.Close()
-	sub.strip(resp)
 	resp.Close = true
 	cw := &countConnWriter{w: c}
 	_ = resp.Write(cw)
