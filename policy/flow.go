@@ -246,7 +246,23 @@ func autorun(rel string) (run, hides bool) {
 	if base == ".gitignore" || rel == ".git/info/exclude" || rel == ".gitattributes" || rel == ".git/config" {
 		return rel == ".git/config", true
 	}
+	if gitHistory(rel) {
+		return false, true
+	}
 	return AutorunWhy(rel) != "", false
+}
+
+// gitHistory reports whether rel is where git keeps what a commit holds
+// or which object stands for which: an object written there by hand,
+// a replace ref, grafts or packed refs (which may hold replace refs)
+// make git show other contents for the same commit.
+func gitHistory(rel string) bool {
+	for _, d := range []string{".git/objects", ".git/refs/replace"} {
+		if rel == d || strings.HasPrefix(rel, d+"/") {
+			return true
+		}
+	}
+	return rel == ".git/info/grafts" || rel == ".git/packed-refs" || rel == ".git/shallow"
 }
 
 // persistence classifies the paths a part writes (absolute, under
@@ -261,6 +277,17 @@ func persistence(cmd *bash.Command, written []string, mount string) (run, hides 
 		run, hides = run || r, hides || h
 	}
 	if cmd != nil && cmd.Name() == "git" {
+		switch cmd.Subcommand() {
+		case "replace":
+			// git replace makes git show another object for a commit's.
+			hides = true
+		case "update-ref":
+			for _, a := range cmd.Args() {
+				if strings.HasPrefix(a, "refs/replace/") {
+					hides = true
+				}
+			}
+		}
 		for _, a := range cmd.Args() {
 			switch a {
 			case "--assume-unchanged", "--skip-worktree", "update-index", "--intent-to-add":
