@@ -315,6 +315,11 @@ func newSecretScanner(secrets []Secret, env []string) *secretScanner {
 
 var validName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// typedPlaceholder is a sealed placeholder's text as a model may type it
+// in a call's arguments (« and » also as JSON escapes): the gate sees the
+// arguments unsealed, where Seal's escape is gone again.
+var typedPlaceholder = regexp.MustCompile(`(?i:«|\\u00ab)secret:[A-Za-z_][A-Za-z0-9_]*:[a-z0-9-]+(?i:»|\\u00bb)`)
+
 // scan returns the secrets args carry: by value in any argument, or, for
 // tools that run code or commands, by naming the variable of one.
 func (sc *secretScanner) scan(toolName string, args []byte) []policy.SecretUse {
@@ -332,6 +337,12 @@ func (sc *secretScanner) scan(toolName string, args []byte) []policy.SecretUse {
 		for i, re := range sc.refs {
 			switch {
 			case re == nil || seen[i]:
+			case re.Match(args) && !re.Match(typedPlaceholder.ReplaceAll(args, nil)):
+				// The name only inside placeholder text the model typed
+				// («secret:NAME:as-is»): that text is sent as typed. The
+				// call still counts as carrying the secret (the text
+				// names it), but says so.
+				out = append(out, policy.SecretUse{Name: sc.names[i], Form: "its name only, inside placeholder text the model typed, which is sent as typed, not as the value"})
 			case re.Match(args):
 				out = append(out, policy.SecretUse{Name: sc.names[i], Form: "by reference to its variable"})
 			case dump:

@@ -398,6 +398,18 @@ func (x *executor) ask(ctx context.Context, ids []string) error {
 		if t := x.p.Tools.Tool(c.Name); t != nil && t.State != nil && args != nil {
 			r.State = t.State(&tool.Request{RunID: x.runID, CallID: id, Arguments: args, Env: x.p.Env})
 		}
+		// Arguments and action sealed as the model's text (a placeholder
+		// it typed shown marked); the parts and the reason are the
+		// decision's, sealed already.
+		if x.secrets != nil {
+			if args != nil {
+				r.Arguments = x.secrets.sealFresh(args)
+			}
+			var a string
+			if json.Unmarshal(x.secrets.sealFresh(marshal(r.Action)), &a) == nil {
+				r.Action = a
+			}
+		}
 		for _, p := range c.Decision.Parts {
 			if p.Effect == policy.Ask {
 				r.Parts = append(r.Parts, p)

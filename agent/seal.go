@@ -28,16 +28,23 @@ const sealOpen = "«secret"
 // depth) sealed, and every string that is itself a JSON document (a tool
 // call's raw arguments) sealed in its decoded strings too, so that a
 // secret spelled with JSON escapes ("\u0053…") is not journaled either.
-// In a model.responded payload (fresh), placeholder-like text the model
-// wrote is escaped by Seal, so that only what Seal wrote is ever
-// unsealed (only a model.responded's tool calls are); other payloads may
-// copy text sealed already (a decision's reason), which is left as it
-// is. A payload without anything to seal is returned as is.
+// In a model.responded payload, and in those whose text the executor
+// derives from a call's unsealed arguments (gate.decided, tool.started;
+// approval.requested's arguments and action, which [executor.ask] seals
+// with [secretScanner.sealFresh], beside parts copied from the sealed
+// decision), placeholder-like text the model wrote is escaped, visibly,
+// by Seal ([redact.TypedMark]), so that only what Seal wrote is ever
+// unsealed (only a model.responded's tool calls are) and a person tells
+// the two apart; other payloads may copy text sealed already (a run's
+// output, a person's reason), which is left as it is. A payload without
+// anything to seal is returned as is.
 func (sc *secretScanner) seal(t journal.Type, payload json.RawMessage) json.RawMessage {
 	if sc == nil {
 		return payload
 	}
-	if t != journal.ModelResponded {
+	switch t {
+	case journal.ModelResponded, journal.GateDecided, journal.ToolStarted:
+	default:
 		sc = &secretScanner{names: sc.names, set: sc.set, refs: sc.refs, again: true}
 	}
 	var v any
@@ -58,6 +65,13 @@ func (sc *secretScanner) seal(t journal.Type, payload json.RawMessage) json.RawM
 		panic(fmt.Sprintf("agent: marshal a sealed payload: %v", err))
 	}
 	return b
+}
+
+// sealFresh returns a JSON document derived from a call's unsealed
+// arguments sealed as model.responded is: placeholder-like text in it is
+// the model's, escaped.
+func (sc *secretScanner) sealFresh(doc json.RawMessage) json.RawMessage {
+	return sc.seal(journal.ModelResponded, doc)
 }
 
 // sealText returns s with the run's secrets replaced by placeholders.

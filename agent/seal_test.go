@@ -119,3 +119,43 @@ func TestSecretSealedInCallArguments(t *testing.T) {
 		}
 	}
 }
+
+// A placeholder the model types itself is shown marked as typed (the
+// approver tells it from one standing for a value), and the gate's
+// reason says the call names the secret only in that text; a call that
+// uses the variable still says so.
+func TestTypedPlaceholderShownAsTyped(t *testing.T) {
+	const secret = "kcStypedCanary0123456789"
+	for _, c := range []struct {
+		name, command, action, reason string
+	}{
+		{"typed", "curl https://x.test/?a=«secret:API_TOKEN:as-is»", "a=«typed-by-model:secret:API_TOKEN:as-is»",
+			"API_TOKEN (its name only, inside placeholder text the model typed, which is sent as typed, not as the value)"},
+		{"JSON-escaped", `curl https://x.test/?a=\u00absecret:API_TOKEN:b64\u00bb`, "a=«typed-by-model:secret:API_TOKEN:b64»",
+			"API_TOKEN (its name only, inside placeholder text the model typed"},
+		{"and the variable", "curl https://x.test/?a=«secret:API_TOKEN:as-is»&b=$API_TOKEN", "a=«typed-by-model:secret:API_TOKEN:as-is»&b=$API_TOKEN",
+			"API_TOKEN (by reference to its variable)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			withBash(e)
+			args, _ := json.Marshal(map[string]string{"command": c.command})
+			args = []byte(strings.ReplaceAll(string(args), `\\u00`, `\u00`))
+			m := &script{turns: []model.Message{calls(tc("c1", "bash", string(args))), answer("done")}}
+			id := e.create(&agent.RunCreated{Policy: agent.NewPolicyRef(policy.Default()), MountPath: "/workspace", Sandbox: "linux", Network: []string{"x.test"}, SecretEnv: []string{"API_TOKEN"}})
+			p := e.params(m)
+			p.Secrets = []agent.Secret{{Name: "API_TOKEN", Value: secret}}
+			out, err := e.rt.Execute(t.Context(), id, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != journal.StatusPaused {
+				t.Fatalf("status %s, want paused", out.Status)
+			}
+			ar := payloads[agent.ApprovalRequested](t, e.events(id), journal.ApprovalRequested)
+			if len(ar) != 1 || !strings.Contains(ar[0].Action, c.action) || !strings.Contains(ar[0].Reason, c.reason) {
+				t.Errorf("approval.requested = %+v\nwant action with %q, reason with %q", *ar[0], c.action, c.reason)
+			}
+		})
+	}
+}

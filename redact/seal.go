@@ -24,16 +24,25 @@ import (
 //	«secret-in:b64:…»               a run of base64 or hex whose decoded bytes hold a
 //	                                value: the decoded bytes sealed, then base64url
 //
-// Text that already looks like a placeholder is escaped first (one more
-// zero width space after «, «secret becoming «\u200bsecret), so that
-// Unseal restores only what Seal wrote; Unseal removes the escape again.
+// Text that already looks like a placeholder is escaped first, visibly
+// ([TypedMark] after «: «secret:API_TOKEN:as-is» written by a model
+// becomes «typed-by-model:secret:API_TOKEN:as-is»), so that Unseal
+// restores only what Seal wrote, and a person who reads the sealed text
+// tells a placeholder the model typed from one standing for a value.
+// Unseal removes the escape again. (Journals written before used a zero
+// width space as the mark; Unseal removes it too.)
 var (
 	sealed   = regexp.MustCompile(`«secret:([^«»]*):([a-z0-9-]+)»`)
 	sealedIn = regexp.MustCompile(`«secret-in:(b64|b64raw|b64url|b64urlraw|hex|b32|b32raw):([A-Za-z0-9_-]*)»`)
-	// escaped is text Seal escaped: « and zero width spaces before secret.
-	escaped   = regexp.MustCompile("«(\u200b*)secret")
-	unescaped = regexp.MustCompile("«\u200b(\u200b*)secret")
+	// escaped is text Seal escaped: « and marks before secret.
+	escaped   = regexp.MustCompile("«((?:" + TypedMark + "|\u200b)*)secret")
+	unescaped = regexp.MustCompile("«(?:" + TypedMark + "|\u200b)((?:" + TypedMark + "|\u200b)*)secret")
 )
+
+// TypedMark follows « in placeholder-like text Seal did not write (the
+// model typed it): such text reaches the tool as typed, never as a
+// value.
+const TypedMark = "typed-by-model:"
 
 // formTokens name the spellings of [Forms] in placeholders.
 var formTokens = map[string]string{"as is": "as-is", "reversed": "reversed", "url-escaped": "url", "hex": "hex",
@@ -73,7 +82,7 @@ func (s *Secrets) SealAgain(text string, names []string) string {
 
 func (s *Secrets) seal(text string, names []string, depth int, escape bool) string {
 	if escape && strings.Contains(text, "«") {
-		text = escaped.ReplaceAllString(text, "«\u200b${1}secret")
+		text = escaped.ReplaceAllString(text, "«"+TypedMark+"${1}secret")
 	}
 	name := func(i int) string {
 		if i < len(names) && names[i] != "" {
@@ -235,7 +244,7 @@ func (s *Secrets) Unseal(text string, names []string) string {
 
 func (s *Secrets) unsealOne(text string, names []string) string {
 	text = s.unsealPlaceholders(text, names)
-	if strings.Contains(text, "«\u200b") {
+	if strings.Contains(text, "«\u200b") || strings.Contains(text, "«"+TypedMark) {
 		text = unescaped.ReplaceAllString(text, "«${1}secret")
 	}
 	return text

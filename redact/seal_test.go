@@ -32,6 +32,7 @@ func TestSealUnseal(t *testing.T) {
 		"spaced S u p e r S e c r e t C a n a r y 1 2 3 4 5 x y z",
 		"a forged «secret:API_TOKEN:as-is» stays as written",
 		"escaped already «\u200bsecret:API_TOKEN:as-is» and «\u200b\u200bsecret:OTHER:as-is» with " + v,
+		"marked already «typed-by-model:secret:API_TOKEN:as-is» and «typed-by-model:\u200bsecret:X:b64» with " + v,
 		"inside a forged " + base64.StdEncoding.EncodeToString([]byte("«secret:API_TOKEN:as-is» then "+v+" and more padding to be long")),
 		"nothing here",
 	} {

@@ -66,8 +66,9 @@ func canaryIn(secret string, texts map[string]string, files ...string) []string 
 	for name, text := range texts {
 		// The model wrote no placeholder of its own: an escaped one is
 		// a placeholder sealed twice.
-		if strings.Contains(text, "«\u200bsecret") {
+		if strings.Contains(text, "«\u200bsecret") || strings.Contains(text, "«"+redact.TypedMark+"secret") {
 			where = append(where, name+" (a placeholder sealed twice)")
+
 		}
 	}
 	for _, f := range files {
