@@ -261,6 +261,7 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 		Workspace: cr.Workspace, MountPath: cr.MountPath, Sandbox: cr.Sandbox, Network: cr.Network, Grants: grants, ReadOnly: stateReadOnly(cr),
 		Credential: d.Credential,
 		Server:     t.Server, Facts: facts(t, args, teamFacts), Flow: x.callFlow(c.Name, args),
+		Autorun: mcpFiles(cr),
 	})
 	if t.Hold != nil && d.Decision.Effect != policy.Deny {
 		// A tool whose definition changed since it was pinned waits for
@@ -278,6 +279,38 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 		}
 	}
 	return d
+}
+
+// mcpFiles are the workspace files the run's stdio MCP servers run:
+// the arguments of their commands that name a path under the mount
+// (absolute, or relative to the workspace, where a server starts). A
+// run that rewrites one changes code the next run starts with its
+// secrets before any call is decided.
+func mcpFiles(cr *RunCreated) []string {
+	mount := cr.MountPath
+	if mount == "" {
+		mount = "/workspace"
+	}
+	var out []string
+	for _, s := range cr.MCP {
+		for _, a := range s.Command {
+			if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "-") {
+				a = v
+			}
+			if !strings.Contains(a, "/") && !strings.Contains(path.Base(a), ".") {
+				continue // a program name or an option
+			}
+			p := a
+			if !path.IsAbs(p) {
+				p = path.Join(mount, p)
+			}
+			p = path.Clean(p)
+			if strings.HasPrefix(p, mount+"/") {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // decideAs decides call as its principal and then as each principal it

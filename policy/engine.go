@@ -329,6 +329,8 @@ func (e *Engine) Decide(_ context.Context, c *Call) Decision {
 			p.Detail = r.facts.Why
 		} else if r.facts.Sends != "" {
 			p.Detail = r.facts.Sends
+		} else if r.facts.Opaque != "" && p.Effect != Allow {
+			p.Detail = r.facts.Opaque
 		}
 		if p.Effect != Allow && slices.ContainsFunc(p.Policies, func(id string) bool { return slices.Contains(flowPolicies, id) }) {
 			// Say what flows: the secret and its encoding, the untrusted
@@ -362,7 +364,12 @@ func (e *Engine) Decide(_ context.Context, c *Call) Decision {
 		d.Policies = []string{"keel.limit"}
 		d.Reason = limited + ", so a person must look at it"
 	}
-	for _, p := range d.Parts {
+	// The headline names the first part decided as the call is, or,
+	// when the call carries a secret, the first such part whose own text
+	// shows where the secret comes from (chmod +x x.sh; cat
+	// /proc/self/environ | ...: the dump, not the chmod).
+	head := -1
+	for i, p := range d.Parts {
 		if p.Effect != d.Effect {
 			continue
 		}
@@ -371,11 +378,15 @@ func (e *Engine) Decide(_ context.Context, c *Call) Decision {
 				d.Policies = append(d.Policies, id)
 			}
 		}
-		if d.Reason == "" {
-			d.Reason = p.Reason
-			if len(d.Parts) > 1 {
-				d.Reason = fmt.Sprintf("part %d of %d (%s): %s", p.Index+1, len(d.Parts), clip(p.Text), p.Reason)
-			}
+		if head < 0 || !showsSecret(d.Parts[head].Text, c.Flow) && showsSecret(p.Text, c.Flow) {
+			head = i
+		}
+	}
+	if d.Reason == "" && head >= 0 {
+		p := d.Parts[head]
+		d.Reason = p.Reason
+		if len(d.Parts) > 1 {
+			d.Reason = fmt.Sprintf("part %d of %d (%s): %s", p.Index+1, len(d.Parts), clip(p.Text), p.Reason)
 		}
 	}
 	for i := range d.Parts {
@@ -611,7 +622,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 		for i := range parts {
 			cmd := &parts[i].Command
 			f := &facts{Facts: parts[i].Facts}
-			f.autorun, f.hides = persistence(cmd, f.Written, env.Mount)
+			f.autorun, f.hides = persistence(cmd, f.Written, env.Mount, c.Autorun)
 			p := Part{Text: cmd.Text, Via: cmd.Via}
 			if cmd.Prog < len(cmd.Words) {
 				p.Command = cmd.Words[cmd.Prog]
@@ -695,6 +706,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			if write {
 				f.Writes, f.Written = true, []string{abs}
 				f.autorun, f.hides = autorun(rel)
+				f.autorun = f.autorun || slices.Contains(c.Autorun, abs)
 			} else {
 				f.Reads = []string{abs}
 			}

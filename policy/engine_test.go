@@ -297,7 +297,8 @@ func TestGrants(t *testing.T) {
 }
 
 // A remembered prefix covers the words after it only when they do not
-// make the program write or delete files, as a redirection would.
+// make the program write or delete files, as a redirection would, nor
+// run another program.
 func TestPrefixDoesNotCoverWrites(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -327,6 +328,16 @@ func TestPrefixDoesNotCoverWrites(t *testing.T) {
 		{"gcc", "gcc -fno-strict-aliasing -c a.c", true},
 		{"gcc", "gcc -c a.c -o /tmp/a.o", false},
 		{"wget", "wget -qO page.html https://x", false},
+		// Words that make the program run another program (fresh-user
+		// trial 4, N12).
+		{"git push origin", "git push origin HEAD:main", true},
+		{"git push origin", "git push origin HEAD:main --receive-pack=/workspace/x.sh", false},
+		{"git push origin", "git push origin --exec /workspace/x.sh HEAD", false},
+		{"git fetch origin", "git fetch origin -u /workspace/x.sh", false},
+		{"git clone https://h.example/r.git", "git clone https://h.example/r.git --template=./t", false},
+		{"tar -cf a.tar", "tar -cf a.tar -I /workspace/x.sh src", false},
+		{"sort", "sort --compress-program=/workspace/x.sh big.txt", false},
+		{"tar -cf a.tar", "tar -cf a.tar src", true},
 	} {
 		t.Run(tt.words, func(t *testing.T) {
 			words := strings.Fields(tt.words)

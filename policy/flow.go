@@ -71,7 +71,7 @@ func (s SecretUse) String() string {
 // Policy ids of the default policy's information-flow rules, whose
 // asks and denials [Engine.Decide] explains with the flow.
 var flowPolicies = []string{"secret-out", "secret-out-unattended", "secret-unseen-out", "secret-unseen-unattended",
-	"secret-written", "secret-written-unattended", "trifecta", "trifecta-unattended", "autorun-after-untrusted", "autorun-unattended"}
+	"secret-written", "secret-written-unattended", "secret-shown", "secret-shown-unattended", "trifecta", "trifecta-unattended", "autorun-after-untrusted", "autorun-unattended"}
 
 // flowContext adds the call's flow to a part's context; provider is the
 // credential provider the call carries ("" for none).
@@ -142,7 +142,7 @@ func dataOut(c *Call, f *facts, networkAllowed bool) bool {
 		a := strings.TrimSpace(string(c.Arguments))
 		return a != "" && a != "{}" && a != "null"
 	case c.Tool == "bash":
-		return f.Network || ((f.Dynamic || f.Code) && networkAllowed)
+		return f.Network || ((f.Dynamic || f.Code || f.Opaque != "") && networkAllowed)
 	case c.Effect == "external" && networkAllowed:
 		// python and other tools running code in the sandbox.
 		return true
@@ -163,7 +163,7 @@ func unseenOut(c *Call, f *facts, networkAllowed bool) bool {
 	}
 	switch {
 	case c.Tool == "bash":
-		return f.Dynamic || f.Code || f.Sends != ""
+		return f.Dynamic || f.Code || f.Opaque != "" || f.Sends != ""
 	case c.Tool == "fetch_url" || c.Tool == "http_request" || c.Tool == MemoryWriteTool || c.Server != "":
 		return false // the arguments are what is sent
 	}
@@ -185,7 +185,8 @@ func writesWorkspace(f *facts, mount string) bool {
 // autorunNames are workspace files that run on their own on a person's
 // machine, by base name, with who runs them: shells and direnv on
 // entering the directory, test runners and Python on start, git's hook
-// managers on its commands.
+// managers on its commands; and the instruction files a later agent run
+// (Keel's, Claude Code's, Codex's...) follows as the project's own.
 var autorunNames = map[string]string{
 	".envrc":  "direnv runs it on entering the directory",
 	".bashrc": "a shell runs it on start", ".bash_profile": "a shell runs it on start", ".profile": "a shell runs it on start",
@@ -193,6 +194,13 @@ var autorunNames = map[string]string{
 	"conftest.py": "pytest runs it", "pytest.ini": "pytest reads it (plugins, options)", "tox.ini": "tox runs its commands",
 	"noxfile.py": "nox runs it", "sitecustomize.py": "Python runs it on start", "usercustomize.py": "Python runs it on start",
 	".pre-commit-config.yaml": "pre-commit runs its hooks",
+	".mise.toml":              "mise runs its hooks and tasks on entering the directory", "mise.toml": "mise runs its hooks and tasks on entering the directory",
+	// Instructions that Keel and other agents put in a later run's system
+	// prompt as the project's own: memory in all but name.
+	"KEEL.md": "later agent runs follow it as the project's instructions", "AGENTS.md": "later agent runs follow it as the project's instructions",
+	"CLAUDE.md": "later agent runs follow it as the project's instructions", "GEMINI.md": "later agent runs follow it as the project's instructions",
+	".cursorrules": "later agent runs follow it as the project's instructions", ".windsurfrules": "later agent runs follow it as the project's instructions",
+	".clinerules": "later agent runs follow it as the project's instructions", "copilot-instructions.md": "later agent runs follow it as the project's instructions",
 }
 
 // autorunDirs are workspace directories (and single files) whose files
@@ -208,6 +216,9 @@ var autorunDirs = []struct{ dir, why string }{
 	{".github/workflows", "CI runs it on a push"},
 	{".gitlab-ci.yml", "CI runs it on a push"},
 	{".circleci", "CI runs it on a push"},
+	{".claude", "Claude Code runs its hooks and follows its settings"},
+	{".cursor", "the editor's agent follows its rules"},
+	{".gemini", "Gemini CLI follows its settings"},
 }
 
 // AutorunWhy returns why the file at rel (a workspace-relative path)
@@ -246,13 +257,33 @@ func autorun(rel string) (run, hides bool) {
 	if base == ".gitignore" || rel == ".git/info/exclude" || rel == ".gitattributes" || rel == ".git/config" {
 		return rel == ".git/config", true
 	}
+	if gitHistory(rel) {
+		return false, true
+	}
 	return AutorunWhy(rel) != "", false
 }
 
+// gitHistory reports whether rel is where git keeps what a commit holds
+// or which object stands for which: an object written there by hand,
+// a replace ref, grafts or packed refs (which may hold replace refs)
+// make git show other contents for the same commit.
+func gitHistory(rel string) bool {
+	for _, d := range []string{".git/objects", ".git/refs/replace"} {
+		if rel == d || strings.HasPrefix(rel, d+"/") {
+			return true
+		}
+	}
+	return rel == ".git/info/grafts" || rel == ".git/packed-refs" || rel == ".git/shallow"
+}
+
 // persistence classifies the paths a part writes (absolute, under
-// mount) and a git command that hides changes from git.
-func persistence(cmd *bash.Command, written []string, mount string) (run, hides bool) {
+// mount; extra are more files that run on their own, [Call].Autorun)
+// and a git command that hides changes from git.
+func persistence(cmd *bash.Command, written []string, mount string, extra []string) (run, hides bool) {
 	for _, w := range written {
+		if slices.Contains(extra, path.Clean(w)) {
+			run = true
+		}
 		rel, ok := strings.CutPrefix(w, strings.TrimSuffix(mount, "/")+"/")
 		if !ok {
 			continue
@@ -261,6 +292,17 @@ func persistence(cmd *bash.Command, written []string, mount string) (run, hides 
 		run, hides = run || r, hides || h
 	}
 	if cmd != nil && cmd.Name() == "git" {
+		switch cmd.Subcommand() {
+		case "replace":
+			// git replace makes git show another object for a commit's.
+			hides = true
+		case "update-ref":
+			for _, a := range cmd.Args() {
+				if strings.HasPrefix(a, "refs/replace/") {
+					hides = true
+				}
+			}
+		}
 		for _, a := range cmd.Args() {
 			switch a {
 			case "--assume-unchanged", "--skip-worktree", "update-index", "--intent-to-add":
@@ -280,6 +322,24 @@ func persistence(cmd *bash.Command, written []string, mount string) (run, hides 
 // typeset -p, compgen -e. Such a command carries every secret the
 // sandbox holds.
 var envDump = regexp.MustCompile(`/proc/[^/\s"]*/environ|(^|[;&|(\s"'` + "`" + `{])(?:(?:env|printenv)(?:\s+-[-\w]+)*|set|export\s+-p|(?:declare|typeset)\s+-[a-zA-Z]*[px][a-zA-Z]*|compgen\s+-[a-zA-Z]*e)\s*($|[;&|)}>"'` + "`" + `]|\\n|\\u00(?:3[ce]|26))`)
+
+// showsSecret reports whether a part's text shows where a secret the
+// call carries comes from: a value Keel sealed («secret:NAME...»), a
+// reference to its variable, or a dump of the whole environment.
+func showsSecret(text string, fl *Flow) bool {
+	if fl == nil || len(fl.Secrets) == 0 {
+		return false
+	}
+	if envDump.MatchString(text) {
+		return true
+	}
+	for _, s := range fl.Secrets {
+		if strings.Contains(text, "«secret:"+s.Name) || strings.Contains(text, "$"+s.Name) || strings.Contains(text, "${"+s.Name) {
+			return true
+		}
+	}
+	return false
+}
 
 // DumpsEnvironment reports whether a bash call's arguments (its JSON)
 // hold a command that reads the whole environment without naming a

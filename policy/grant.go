@@ -26,7 +26,9 @@ const (
 // (never a deny), it never matches a bash part whose words are not all
 // literals, and a prefix never matches a part that sets environment
 // variables for its program, redirects a file or takes its arguments from
-// a pipe or find. A part's text includes the redirections
+// a pipe or find, nor one whose words after the prefix make it write
+// files, send a file's content, or run code Keel cannot read
+// ([bash.RunsBeyond]: git push origin --receive-pack=./x.sh). A part's text includes the redirections
 // around it, the pipeline that feeds it its arguments or script, and the
 // find command around -exec ([Part].Text), so an exact grant covers no
 // redirection, no pipe and no other find than the one approved.
@@ -69,7 +71,8 @@ func (g *Grant) Matches(tool string, p *Part) bool {
 	case len(g.Prefix) > 0:
 		return p.Words != nil && len(p.Assigns) == 0 && len(p.Redirects) == 0 && !p.Input &&
 			len(p.Words) >= len(g.Prefix) && slices.Equal(p.Words[:len(g.Prefix)], g.Prefix) &&
-			!bash.WritesBeyond(p.Command, p.Words, len(g.Prefix)) && !bash.SendsBeyond(p.Command, p.Words, len(g.Prefix))
+			!bash.WritesBeyond(p.Command, p.Words, len(g.Prefix)) && !bash.SendsBeyond(p.Command, p.Words, len(g.Prefix)) &&
+			!bash.RunsBeyond(p.Words, len(g.Prefix))
 	}
 	return false
 }

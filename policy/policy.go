@@ -184,6 +184,11 @@ type Call struct {
 	// Flow is what the call may carry out and what the run's data has
 	// been so far (nil: nothing known); see [Flow].
 	Flow *Flow
+	// Autorun are workspace files (absolute, as commands see them under
+	// MountPath) that the run's own machinery runs on its own, such as
+	// the scripts of its stdio MCP servers: writing one counts as writing
+	// a file that runs on its own (context.autorun).
+	Autorun []string
 }
 
 // CredentialUse describes the credential a call would be given: which

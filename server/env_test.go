@@ -322,11 +322,17 @@ func (b *testBuilder) Model(_ context.Context, spec string) (*service.ModelInfo,
 	return &service.ModelInfo{Family: spec}, nil
 }
 
-// Complete implements service.Builder: the built-in tools.
-func (b *testBuilder) Complete(_ context.Context, c *agent.RunCreated, _ *service.CreateRun, _ string) error {
+// Complete implements service.Builder: the built-in tools, and the
+// commit a workspace that is a git repository starts on (as the real
+// builder records it).
+func (b *testBuilder) Complete(ctx context.Context, c *agent.RunCreated, _ *service.CreateRun, _ string) error {
 	reg := tool.NewRegistry()
 	builtin.Register(reg, &builtin.Options{NoWeb: true})
 	c.Tools = agent.ToolInfos(reg)
+	now := time.Now().UTC()
+	if commit, dirty, err := checkpoint.Start(ctx, c.Workspace); err == nil {
+		c.Git = &agent.GitStart{Commit: commit, Dirty: dirty, Time: now}
+	}
 	return nil
 }
 

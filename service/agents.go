@@ -96,6 +96,17 @@ func (s *Service) revoke(ctx context.Context, name, reason string, who *Caller) 
 	if err := s.record(ctx, who, action{Action: "agent.revoke", Target: name, Detail: reason}); err != nil {
 		return api.Agent{}, err
 	}
+	// Its OAuth grants too, here and at their authorization servers (RFC
+	// 7009), as keel agents revoke does on a journal: the vault issues no
+	// token for a revoked agent, but the provider would keep honouring
+	// the ones it issued.
+	if v, ok := s.opts.Vault.(interface {
+		Revoke(ctx context.Context, sel credential.Selector, rp *credential.RevokeParams) ([]credential.Grant, error)
+	}); ok {
+		if _, err := v.Revoke(ctx, credential.Selector{Agent: a.Name}, &credential.RevokeParams{By: who.Name, Reason: "agent revoked: " + reason}); err != nil {
+			return agentView(a), fmt.Errorf("the agent is revoked, but revoking its grants failed: %w", err)
+		}
+	}
 	return agentView(a), nil
 }
 

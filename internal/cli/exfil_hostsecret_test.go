@@ -181,6 +181,9 @@ func TestExfiltrationHostSecretRoutes(t *testing.T) {
 		}
 		outs[name] = out + errOut
 	}
+	if !strings.Contains(outs["runs export"], `Keel puts a value only in a text body`) {
+		t.Errorf("no egress event records the refused binary body:\n%s", outs["runs export"])
+	}
 	if !strings.Contains(outs["runs export"], `"substituted":["`+exfilSecretName+`"]`) {
 		t.Errorf("no egress event names the secret the proxy put in:\n%s", outs["runs export"])
 	}

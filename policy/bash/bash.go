@@ -82,6 +82,7 @@ func Analyse(line string, env Env, limit int) (parts []Part, omitted int, short 
 			// LD_PRELOAD, WGETRC, CURL_HOME... for the rest of the line.
 			f.Sends = "an earlier command of the line (" + exports + ") sets variables the network program reads"
 		}
+		f.Opaque = opaque(cmd, f, exports)
 		switch n := cmd.Name(); {
 		case n == "export" || n == "declare" || n == "typeset" || n == "readonly":
 			exports = n

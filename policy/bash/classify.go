@@ -40,6 +40,13 @@ type Facts struct {
 	Code bool
 	// Why explains Dynamic and Code, for people.
 	Why string
+	// Opaque says why Keel does not know that a command with neither
+	// Code nor Dynamic set, and no network, runs nothing else and opens
+	// no connection: a program it does not know (openssl, sqlite3), a
+	// variable set for it, or configuration written in HOME ("" when it
+	// knows). In a run that may reach a host, such a command may send
+	// what its words do not show.
+	Opaque string
 	// Sends says what a network command sends besides the words of its
 	// command line (a file's content, its input, a push's commits); ""
 	// when it sends only what its words show.

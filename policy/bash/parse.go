@@ -636,6 +636,8 @@ func (w *walker) unwrap(cmd Command, i int, stdin *syntax.Redirect) {
 	case name == "alias":
 		w.alias(&cmd, i)
 		return
+	case name == "hash" || name == "enable":
+		w.rebind(&cmd, name, i)
 	case name == "source" || name == ".":
 		if i+1 < len(cmd.Words) {
 			cmd.Code, cmd.CodeWhy = true, name+" runs the script "+cmd.Words[i+1]+" in this shell"

@@ -196,6 +196,16 @@ func sends(c *Command, name string, args []string) string {
 		return "git push sends the repository's commits"
 	}
 	switch name {
+	case "curl", "wget", "http", "https", "xh":
+		// "$(cat notes.txt)" sends the file as -d @notes.txt does.
+		lits := c.Literal[min(c.Prog+1, len(c.Literal)):]
+		for i, a := range args {
+			if i < len(lits) && !lits[i] && (strings.Contains(a, "$(") || strings.Contains(a, "`") || strings.Contains(a, "<(")) {
+				return name + " sends the output of a command substitution: " + a
+			}
+		}
+	}
+	switch name {
 	case "curl", "wget":
 		for _, a := range c.Assigns {
 			if !harmlessEnv(a) {

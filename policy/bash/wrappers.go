@@ -54,6 +54,38 @@ func (w *walker) alias(cmd *Command, i int) {
 	}
 }
 
+// rebind records what hash -p and enable change for the rest of the
+// line: hash -p FILE NAME makes NAME run FILE, enable -n NAME makes NAME
+// run a program of that name instead of the builtin, enable -f FILE
+// NAME loads a builtin from FILE. Later uses of the names are dynamic;
+// a name only known at run time makes every later command dynamic.
+func (w *walker) rebind(cmd *Command, name string, i int) {
+	words := cmd.Words[i+1:]
+	lits := cmd.Literal[i+1:]
+	changes := name == "enable"
+	for k, a := range words {
+		if lits[k] && name == "hash" && strings.HasPrefix(a, "-") && strings.Contains(a, "p") {
+			changes = true
+		}
+	}
+	if !changes {
+		return // hash, hash -r, hash -t NAME: looks names up
+	}
+	for k, a := range words {
+		switch {
+		case !lits[k]:
+			w.p.aliasUnknown = true
+		case strings.HasPrefix(a, "-"):
+		default:
+			w.p.aliases[a] = true
+		}
+	}
+	if name == "enable" && len(words) == 0 {
+		return // enable: lists the builtins
+	}
+	cmd.Dynamic, cmd.Why = true, name+" changes which program a name runs for the rest of the line"
+}
+
 // wrapper handles the wrapper command name at word i of cmd: it returns
 // the index of the word the wrapper runs and true; -1 and true when it
 // recorded a nested script itself; false when name is not a wrapper.

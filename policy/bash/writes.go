@@ -4,6 +4,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // letters reports whether s is only ASCII letters (a cluster of short
@@ -15,6 +17,54 @@ func letters(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// RunsBeyond reports whether the words of a command after its first n
+// make it run code Keel cannot read, or only know at run time, or send
+// what its words do not show, where the first n words alone do not (git
+// push origin --receive-pack=./x.sh, tar -cf a.tar -I ./x.sh): a
+// remembered prefix covers the words that follow it only when they add
+// none of that. words are the command's literal words from argv[0] on.
+func RunsBeyond(words []string, n int) bool {
+	if len(words) <= n {
+		return false
+	}
+	full, ok := wordFacts(words)
+	pre, ok2 := wordFacts(words[:n])
+	if !ok || !ok2 {
+		return true
+	}
+	return full.Code && !pre.Code || full.Dynamic && !pre.Dynamic || full.Opaque != "" && pre.Opaque == "" || full.Sends != "" && pre.Sends == ""
+}
+
+// wordFacts analyses literal words as one command line (in a workspace
+// at /workspace) and merges the facts of its parts; false when they do
+// not quote or parse.
+func wordFacts(words []string) (Facts, bool) {
+	q := make([]string, len(words))
+	for i, w := range words {
+		s, err := syntax.Quote(w, syntax.LangBash)
+		if err != nil {
+			return Facts{}, false
+		}
+		q[i] = s
+	}
+	parts, _, _, err := Analyse(strings.Join(q, " "), Env{Mount: "/workspace", Scratch: []string{"/tmp"}}, 0)
+	if err != nil {
+		return Facts{}, false
+	}
+	var f Facts
+	for _, p := range parts {
+		f.Code = f.Code || p.Facts.Code
+		f.Dynamic = f.Dynamic || p.Facts.Dynamic
+		if f.Opaque == "" {
+			f.Opaque = p.Facts.Opaque
+		}
+		if f.Sends == "" {
+			f.Sends = p.Facts.Sends
+		}
+	}
+	return f, true
 }
 
 // WritesBeyond reports whether the words of a command after its first n

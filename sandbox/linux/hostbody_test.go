@@ -27,6 +27,7 @@ func TestHostSecretBodies(t *testing.T) {
 	const head = "kcS-head-0123456789abcdef-canary"
 	const body = "kcS-body-0123456789abcdef-canary"
 	const plainBody = "kcS-plainbody-0123456789abcdef-canary"
+	const plainHead = "kcS-plainhead-0123456789abcdef-canary"
 	api := newEchoServer(t, true)
 	plain := newEchoServer(t, false)
 	roots := x509.NewCertPool()
@@ -39,6 +40,7 @@ func TestHostSecretBodies(t *testing.T) {
 			{Name: "HEAD_TOKEN", Value: head, Host: apiHost},
 			{Name: "BODY_TOKEN", Value: body, Host: apiHost, Body: true},
 			{Name: "PLAIN_BODY", Value: plainBody, Host: plainHost, Body: true},
+			{Name: "PLAIN_HEAD", Value: plainHead, Host: plainHost},
 		},
 		EgressRoots: roots,
 		OnEgress: func(d linux.EgressDecision) {
@@ -80,6 +82,8 @@ func TestHostSecretBodies(t *testing.T) {
 			"", "is over 1048576 bytes and holds the placeholder of BODY_TOKEN"},
 		{"plain HTTP on the loopback, Expect: 100-continue", curl + `-H 'Expect: 100-continue' -d "t=$PLAIN_BODY" http://` + plainHost + `/plain`,
 			`POST /plain auth=[] x=[] body=[t=` + plainBody + `]`, "body=[t=keel-placeholder-"},
+		{"plain HTTP, a secret not given for bodies", curl + `-d "t=$PLAIN_HEAD" http://` + plainHost + `/plainno`,
+			"", "holds the placeholder of PLAIN_HEAD, and Keel puts that value only in the headers, path and query"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res, out := sh(t, sb, c.script)
@@ -107,7 +111,10 @@ func TestHostSecretBodies(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	for _, v := range []string{head, body, plainBody} {
+	if n := strings.Count(logs.String(), "Allowed:false"); n != 6 {
+		t.Errorf("%d refusals reported, want 6 (one per refused request):\n%s", n, logs.String())
+	}
+	for _, v := range []string{head, body, plainBody, plainHead} {
 		if strings.Contains(logs.String(), v) {
 			t.Errorf("the proxy reported a value:\n%s", logs.String())
 		}
