@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -88,6 +89,22 @@ func Decode(e *journal.Event) (any, error) {
 		return nil, &journal.CorruptError{RunID: e.RunID, Seq: e.Seq, Reason: fmt.Sprintf("%s payload does not decode: %v", e.Type, err)}
 	}
 	return v, nil
+}
+
+// Created decodes the run.created event a run's events start with.
+func Created(events []journal.Event) (*RunCreated, error) {
+	if len(events) == 0 {
+		return nil, errors.New("the run has no events")
+	}
+	v, err := Decode(&events[0])
+	if err != nil {
+		return nil, err
+	}
+	c, ok := v.(*RunCreated)
+	if !ok {
+		return nil, fmt.Errorf("the run's first event is %s, not run.created", events[0].Type)
+	}
+	return c, nil
 }
 
 func (x *RunCreated) Detail() string {

@@ -77,10 +77,17 @@ func (t *LocalTeam) Start(ctx context.Context, id string, c *RunCreated) error {
 	done := make(chan struct{})
 	// The child outlives the call that started it, but not its parent's
 	// execution: a stop of that (a cancel, a shutdown, a time limit)
-	// stops the child with the same cause.
+	// stops the child with the same cause. A context merely released
+	// after the parent's execution returned (a server's worker does,
+	// when the parent paused for a person) carries no cause, and leaves
+	// the child working.
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	t.running[id] = &execution{done: done, stop: cancel}
-	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	stop := context.AfterFunc(ctx, func() {
+		if cause := context.Cause(ctx); cause != context.Canceled {
+			cancel(cause)
+		}
+	})
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/server/api"
 )
@@ -46,7 +47,7 @@ func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, who *caller) e
 			return badRequest("diff of run %s at event %d: %v", id, at, err)
 		}
 	} else {
-		c, err := runCreated(events)
+		c, err := agent.Created(events)
 		if err != nil {
 			return err
 		}
@@ -54,7 +55,7 @@ func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, who *caller) e
 			return badRequest("diff of run %s: %v", id, err)
 		}
 	}
-	if c, err := runCreated(events); err == nil {
+	if c, err := agent.Created(events); err == nil {
 		changes = checkpoint.SealSecrets(changes, h.svc.RunSecrets(c))
 	}
 	for _, c := range changes {

@@ -13,6 +13,7 @@ import (
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // teamModel plays a lead that spawns one child and answers with what it
@@ -142,4 +143,66 @@ func TestTeamOnTheServer(t *testing.T) {
 	}
 	e.waitType(id, journal.RunCanceled)
 	e.waitType(id+".s1", journal.RunCanceled)
+}
+
+// pausingLead plays a lead that starts a child without waiting, then
+// calls wait_agents (which its policy asks about), then answers with
+// what it got; the child answers once released.
+type pausingLead struct{ release chan struct{} }
+
+func (m pausingLead) Generate(ctx context.Context, req *model.Request) (*model.Response, error) {
+	last := req.Messages[len(req.Messages)-1]
+	call := func(name string, args any) (*model.Response, error) {
+		b, _ := json.Marshal(args)
+		return &model.Response{Message: model.Message{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: name, Name: name, Arguments: string(b)}}}}, nil
+	}
+	switch {
+	case req.Messages[0].Content == "background":
+		select {
+		case <-m.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "child says 42"}}, nil
+	case last.Role == model.RoleTool && strings.Contains(last.Content, "## child"):
+		return &model.Response{Message: model.Message{Role: model.RoleAssistant, Content: "lead got: " + last.Content}}, nil
+	case last.Role == model.RoleTool:
+		return call(agent.WaitTool, map[string]any{})
+	}
+	return call(agent.SpawnTool, map[string]any{"task": "background", "wait": false})
+}
+
+// A lead on the server that pauses for a person (here its own
+// wait_agents call, which its policy asks about) while a child it
+// started without waiting works: the child goes on (the end of the
+// lead's execution does not stop it), and once the call is approved the
+// lead gets the child's result.
+func TestTeamOnTheServerLeadPausesChildGoesOn(t *testing.T) {
+	pol, err := policy.Parse("ask-wait.cedar", []byte(`@id("all") permit(principal, action, resource);
+@id("wait") @ask forbid(principal, action == Keel::Action::"wait_agents", resource);
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, &envOptions{opts: func(o *service.Options) { o.Policy = pol }})
+	release := make(chan struct{})
+	e.models.set("test:pausing", pausingLead{release: release})
+	ctx := t.Context()
+	id := e.journalRun(&agent.RunCreated{Task: "lead", Model: "test:pausing", Workspace: t.TempDir(), MountPath: "/workspace", Sandbox: "none",
+		Tools: agent.TeamTools(), Limits: agent.Limits{MaxSteps: 10, MaxChildren: 2},
+		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(pol)})
+	if _, err := e.admin.Resume(ctx, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.waitType(id, journal.ApprovalRequested)
+	if _, err := e.admin.Approve(ctx, id, agent.WaitTool, nil); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	end := e.waitType(id, journal.RunCompleted, journal.RunFailed, journal.RunCanceled)
+	var ended agent.RunEnded
+	json.Unmarshal(end.Payload, &ended)
+	if end.Type != journal.RunCompleted || !strings.Contains(ended.Output, "completed") || !strings.Contains(ended.Output, "child says 42") {
+		t.Fatalf("lead %s %+v, want completed with its child's result", end.Type, ended)
+	}
 }

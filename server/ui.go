@@ -578,7 +578,7 @@ func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileD
 	var cs []checkpoint.Change
 	var from, to int64
 	err := checkpoint.ErrNone
-	if c, cerr := runCreated(events); cerr != nil || c.Git == nil {
+	if c, cerr := agent.Created(events); cerr != nil || c.Git == nil {
 		// A run with a starting commit is shown as keel runs diff shows
 		// it: its workspace against that commit under the start's ignore
 		// rules (the checkpoints follow the rules of each moment).
@@ -588,7 +588,7 @@ func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileD
 	case err == nil:
 		changes, note = cs, fmt.Sprintf("from the checkpoint of event %d to that of event %d", from, to)
 	case errors.Is(err, checkpoint.ErrNone):
-		c, cerr := runCreated(events)
+		c, cerr := agent.Created(events)
 		if cerr != nil || c.Git == nil {
 			return nil, "no workspace checkpoints and no git commit to compare with"
 		}
@@ -599,7 +599,7 @@ func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileD
 	default:
 		return nil, "the checkpoints cannot be read: " + err.Error()
 	}
-	if c, err := runCreated(events); err == nil {
+	if c, err := agent.Created(events); err == nil {
 		changes = checkpoint.SealSecrets(changes, h.svc.RunSecrets(c))
 	}
 	out := make([]fileDiff, 0, len(changes))
@@ -607,18 +607,6 @@ func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileD
 		out = append(out, newFileDiff(c))
 	}
 	return out, note
-}
-
-func runCreated(events []journal.Event) (*agent.RunCreated, error) {
-	v, err := agent.Decode(&events[0])
-	if err != nil {
-		return nil, err
-	}
-	c, ok := v.(*agent.RunCreated)
-	if !ok {
-		return nil, errors.New("the first event is not run.created")
-	}
-	return c, nil
 }
 
 // uiFiles is the run page's files panel alone (refreshed as the run

@@ -115,8 +115,11 @@ type Params struct {
 // execution ends.
 type Run struct {
 	agent.Wiring
-	// Priced reports whether the model has a known price.
-	Priced bool
+	// Priced reports whether the model has a known price; PriceKey is
+	// the name its price is looked up by in the price table (config.toml's
+	// [prices."NAME"]): the spec's model name, or a recording's model.
+	Priced   bool
+	PriceKey string
 	// SandboxNote names the sandbox ("linux", "none (NO isolation)");
 	// Mechanisms describes how the linux sandbox isolates (keel run -v).
 	SandboxNote, Mechanisms string
@@ -178,6 +181,15 @@ func usagef(format string, args ...any) error {
 	return &UsageError{fmt.Errorf(format, args...)}
 }
 
+// MissingSecretError refuses to execute a run one of whose secret
+// variables (--secret-env) this process's environment lacks: the run
+// would go on without what it was given.
+type MissingSecretError struct{ Name string }
+
+func (e *MissingSecretError) Error() string {
+	return fmt.Sprintf("assemble: the run's secret variable %s is not set in this process's environment", e.Name)
+}
+
 // secretEnv returns the sandbox's environment: the run's --env entries
 // and its secret variables, whose values come from this process's
 // environment (never from the journal), and the secrets the run holds.
@@ -186,7 +198,7 @@ func usagef(format string, args ...any) error {
 func (a *Assembler) secretEnv(c *agent.RunCreated) ([]string, []agent.Secret, error) {
 	secrets, missing := c.SecretValues(a.getenv)
 	if len(missing) > 0 {
-		return nil, nil, fmt.Errorf("assemble: the run's secret variable %s is not set in this process's environment", missing[0])
+		return nil, nil, &MissingSecretError{Name: missing[0]}
 	}
 	env := slices.Clone(c.Env)
 	for _, s := range secrets[:len(c.SecretEnv)] {
@@ -508,6 +520,7 @@ func (a *Assembler) newModel(spec model.Spec, w *Run, set agent.Settings) error 
 	default:
 		return fmt.Errorf("unknown model provider %q", spec.Provider)
 	}
+	w.PriceKey = name
 	if p, ok := prices.Lookup(name); ok {
 		w.Price, w.Priced = p.Cost, true
 	} else {

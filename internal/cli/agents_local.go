@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/credential"
+	"github.com/keel-run/keel/service"
 
 	"github.com/keel-run/keel/identity"
 )
@@ -43,16 +45,24 @@ func (l *local) CreateAgent(ctx context.Context, p *identity.CreateParams) (*ide
 	return ag, fmt.Errorf("agent %s was created, but its signing key was not: %w", ag.Name, err)
 }
 
+// RevokeAgent revokes the agent through the service, as the server
+// does: its OAuth grants too, in this journal's vault and at their
+// providers.
 func (l *local) RevokeAgent(ctx context.Context, name string, p *identity.RevokeParams) (*identity.Agent, error) {
-	ag, err := l.directory().Revoke(ctx, name, p)
-	if err != nil {
+	o := &service.Options{NoExecution: true, Directory: l.directory()}
+	if v, err := l.a.openVault(l.store); err == nil {
+		o.Vault = v
+	} else if !errors.Is(err, credential.ErrNoRecords) {
 		return nil, err
 	}
-	// Its grants too, here and at their servers (RFC 7009).
-	if err := l.a.revokeAgentGrants(ctx, l.store, name, p); err != nil {
-		return ag, err
+	svc := service.New(agent.NewRuntime(l.store, nil), o)
+	defer svc.Shutdown(context.WithoutCancel(ctx))
+	ag, err := svc.RevokeAgent(ctx, service.Local(p.By), name, p.Reason)
+	if err != nil {
+		return nil, serviceError(err)
 	}
-	return ag, nil
+	out := agentOf(ag)
+	return &out, nil
 }
 
 func (l *local) Ungrant(ctx context.Context, name, grant string, p *identity.UngrantParams) error {

@@ -380,24 +380,6 @@ func (a *app) authWaitsCmd() *cobra.Command {
 	return cmd
 }
 
-// revokeAgentGrants revokes every grant of agent (keel agents revoke):
-// issuance stopped with the revocation itself (the vault asks the
-// directory), and the tokens are revoked at their servers.
-func (a *app) revokeAgentGrants(ctx context.Context, store journal.Store, agentName string, p *identity.RevokeParams) error {
-	v, err := a.openVault(store)
-	if errors.Is(err, credential.ErrNoRecords) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	n, err := connect.RevokeAgent(ctx, v, agentName, p)
-	if n > 0 {
-		fmt.Fprintf(a.stderr, "keel: revoked %d grant(s) of %s\n", n, agentName)
-	}
-	return err
-}
-
 // withJWKS serves the agents' public keys at /.well-known/jwks.json
 // beside h (keel serve), when the journal can hold a vault.
 func (a *app) withJWKS(h http.Handler, store journal.Store) http.Handler {

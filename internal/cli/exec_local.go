@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
@@ -62,7 +63,16 @@ func (l *local) Continue(ctx context.Context, runID string, c *continuation) err
 		}
 	}
 	c.f.gate.ifLastSeq = c.after
-	return l.a.resumeOn(ctx, l.store, runID, c.f, c.message)
+	err := l.a.resumeOn(ctx, l.store, runID, c.f, c.message)
+	var missing *assemble.MissingSecretError
+	if c.after > 0 && errors.As(err, &missing) {
+		// A person decided from a shell without the run's secret: the
+		// decision is recorded; the run goes on where the secret is.
+		fmt.Fprintf(l.a.stderr, "keel: the decision is recorded, but run %s holds the secret %s, which this shell does not have: it continues where %s is set (%s runs resume %s) or in the process waiting for it\n",
+			runID, missing.Name, missing.Name, l.a.keelCmd(), runID)
+		return &exitError{3}
+	}
+	return err
 }
 
 func (l *local) ContinuesLater(runID string) string {

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/internal/assemble"
+	"github.com/keel-run/keel/internal/evalrun"
 	"github.com/keel-run/keel/model/replay"
 )
 
@@ -117,61 +116,11 @@ func (a *app) compare(ctx context.Context, runID, path string, verbose bool) err
 	if err != nil {
 		return err
 	}
-	var total, sameCode, sameOut, both, unrecorded int
-	for _, t := range st.Turns {
-		for _, c := range t.Calls {
-			rec, ok := tr.ToolResult(c.ID)
-			if !ok {
-				unrecorded++
-				continue
-			}
-			total++
-			f := c.Finished
-			if f == nil {
-				continue
-			}
-			out := agent.ResultOutput(&f.Result)
-			if f.OutputBytes == 0 {
-				out = "" // the model saw a "(no output)" note
-			}
-			if f.Artifact != "" {
-				if b, err := assemble.ReadArtifact(st.Created, f.Artifact); err == nil {
-					out = string(b)
-				}
-			}
-			codeOK := f.ExitCode != nil && *f.ExitCode == rec.ExitCode
-			outOK := out == rec.RawOutput
-			if codeOK {
-				sameCode++
-			}
-			if outOK {
-				sameOut++
-			}
-			if codeOK && outOK {
-				both++
-			} else if verbose {
-				code := "none"
-				if f.ExitCode != nil {
-					code = fmt.Sprint(*f.ExitCode)
-				}
-				fmt.Fprintf(a.stdout, "%s %s\n  exit: recorded %d, got %s\n", c.ID, callSummary(c.Name, c.Arguments), rec.ExitCode, code)
-				if !outOK {
-					fmt.Fprintf(a.stdout, "  output: recorded %d bytes %q\n          got      %d bytes %q\n", len(rec.RawOutput), clip(rec.RawOutput, 160), len(out), clip(out, 160))
-				}
-			}
-		}
-	}
-	fmt.Fprintf(a.stdout, "%d recorded tool calls compared: %d same exit code, %d same output, %d same both", total, sameCode, sameOut, both)
-	if unrecorded > 0 {
-		fmt.Fprintf(a.stdout, " (%d calls without a recorded result, such as the submitting call)", unrecorded)
-	}
-	fmt.Fprintln(a.stdout)
-	if total == 0 {
+	c := evalrun.Compare(st, tr)
+	c.Report(a.stdout, verbose)
+	if c.Total == 0 {
 		fmt.Fprintf(a.stderr, "keel: no tool call of run %s has a recorded result in %s: is it a replay of this trajectory?\n", runID, path)
 		return &exitError{1}
-	}
-	if sub := tr.Submission(); sub != "" && st.Ended != nil {
-		fmt.Fprintf(a.stdout, "final output equals the recorded submission: %v\n", strings.TrimSpace(st.Ended.Output) == strings.TrimSpace(sub))
 	}
 	return nil
 }

@@ -378,12 +378,12 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 	} else {
 		err = a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
 	}
-	switch {
-	case jsonOut || quiet:
-	case created.Git != nil:
-		a.endDiff(ctx, runID, created)
-	default:
-		a.endCheckpointDiff(ctx, store, runID)
+	if !jsonOut && !quiet {
+		// What the run changed matters most when Ctrl-C ended it: read
+		// it all the same, within closingTimeout.
+		ctx, cancel := closingContext(ctx)
+		defer cancel()
+		tui.EndDiff(ctx, a.stderr, &local{a: a, store: store}, runID, created, func() ([]journal.Event, error) { return store.Read(ctx, runID, 1) })
 	}
 	return runID, err
 }

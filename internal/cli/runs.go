@@ -12,7 +12,6 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
-	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
@@ -223,15 +222,8 @@ type runsBackend interface {
 	// Artifact reads the whole output rel of a call of run id (created
 	// is its run.created).
 	Artifact(ctx context.Context, id string, created *agent.RunCreated, rel string) ([]byte, error)
-	// WorkspaceDiff compares run id's workspace as it is now with the
-	// git commit it started on (created is its run.created, with Git
-	// set; see checkpoint.SinceStart).
-	WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error)
-	// CheckpointDiff compares run id's first workspace checkpoint with
-	// its newest one at or before event at (events are its journal), and
-	// returns the two checkpoints' events; checkpoint.ErrNone when it
-	// has none there (see checkpoint.Diff).
-	CheckpointDiff(ctx context.Context, id string, events []journal.Event, at int64) (changes []checkpoint.Change, from, to int64, err error)
+	// WorkspaceDiff and CheckpointDiff: where keel runs diff reads.
+	tui.DiffSource
 }
 
 // runRow is one run of keel runs list (tui.RunRow).

@@ -57,70 +57,10 @@ func (a *app) runsDiff(ctx context.Context, b backend, id string, at int64, stat
 	if len(events) == 0 {
 		return fmt.Errorf("run %s has no events", id)
 	}
-	if at > 0 {
-		if at > events[len(events)-1].Seq {
-			return usagef("run %s has %d events; --at %d is past its end", id, len(events), at)
-		}
-		changes, from, to, err := b.CheckpointDiff(ctx, id, events, at)
-		if errors.Is(err, checkpoint.ErrNone) {
-			for _, e := range events {
-				if journal.KeepsStatus(e.Type) {
-					fmt.Fprintf(tui.Esc(a.stdout), "no files changed up to event %d: the run's first checkpoint (the files it started with) is event %d\n", at, e.Seq)
-					return nil
-				}
-			}
-			return tui.EditsUpTo(a.stdout, id, events, at)
-		}
-		if err != nil {
-			return err
-		}
-		tui.Changes(tui.Esc(a.stdout), changes, fmt.Sprintf("since the checkpoint of event %d, at the checkpoint of event %d", from, to), stat)
-		return nil
+	if at > events[len(events)-1].Seq {
+		return usagef("run %s has %d events; --at %d is past its end", id, len(events), at)
 	}
-	created, err := runCreated(events)
-	if err != nil {
-		return err
-	}
-	if created.Git == nil {
-		// No git commit to compare with (a workspace that is not a git
-		// repository, a fork into a new directory): the run's own
-		// checkpoints say what it changed.
-		last := events[len(events)-1].Seq
-		changes, from, to, err := b.CheckpointDiff(ctx, id, events, last)
-		if err == nil {
-			tui.Changes(tui.Esc(a.stdout), changes, tui.CheckpointsSince(from, to), stat)
-			return nil
-		}
-		if !errors.Is(err, checkpoint.ErrNone) {
-			return err
-		}
-	}
-	return tui.RunDiff(ctx, a.stdout, b.WorkspaceDiff, id, created, stat)
-}
-
-// endCheckpointDiff is endDiff for a run that recorded no git commit at
-// its start: the files changed between its first and newest checkpoints
-// (nothing when it has none).
-func (a *app) endCheckpointDiff(ctx context.Context, store journal.Store, runID string) {
-	ctx, cancel := closingContext(ctx)
-	defer cancel()
-	events, err := store.Read(ctx, runID, 1)
-	if err != nil || len(events) == 0 {
-		return
-	}
-	changes, from, to, err := checkpoint.Diff(ctx, events, events[len(events)-1].Seq)
-	if err != nil {
-		return
-	}
-	if created, err := runCreated(events); err == nil {
-		changes = a.sealDiff(runID, created, changes)
-	}
-	var b strings.Builder
-	tui.Changes(tui.Esc(&b), changes, tui.CheckpointsSince(from, to), true)
-	fmt.Fprintf(a.stderr, "\n%s", b.String())
-	if len(changes) > 0 {
-		fmt.Fprintf(a.stderr, "diff: keel runs diff %s\n", runID)
-	}
+	return tui.Diff(ctx, a.stdout, b, id, events, at, stat)
 }
 
 // workspaceDiff is a runsBackend's WorkspaceDiff on this machine, the
@@ -157,7 +97,7 @@ func (l *local) CheckpointDiff(ctx context.Context, id string, events []journal.
 	if err != nil && !errors.Is(err, checkpoint.ErrNone) {
 		err = fmt.Errorf("diff of run %s at event %d: %w", id, at, err)
 	}
-	if created, cerr := runCreated(events); err == nil && cerr == nil {
+	if created, cerr := agent.Created(events); err == nil && cerr == nil {
 		changes = l.a.sealDiff(id, created, changes)
 	}
 	return changes, from, to, err
@@ -191,40 +131,6 @@ func fileDiffs(d *api.RunDiff) []checkpoint.Change {
 			Rewritten: f.Rewritten, Ignored: f.Ignored, Files: f.Files, Autorun: f.Autorun})
 	}
 	return out
-}
-
-// runCreated decodes the run.created event of events.
-func runCreated(events []journal.Event) (*agent.RunCreated, error) {
-	if len(events) == 0 {
-		return nil, errors.New("the run has no events")
-	}
-	v, err := agent.Decode(&events[0])
-	if err != nil {
-		return nil, err
-	}
-	c, ok := v.(*agent.RunCreated)
-	if !ok {
-		return nil, fmt.Errorf("the run's first event is %s, not run.created", events[0].Type)
-	}
-	return c, nil
-}
-
-// endDiff prints, at the end of keel run, the files the run changed
-// (on stderr, with the progress) and how to see their diff. It reads
-// them even when ctx was canceled (Ctrl-C ended the run), within
-// closingTimeout: what the run changed matters most then.
-func (a *app) endDiff(ctx context.Context, runID string, created *agent.RunCreated) {
-	ctx, cancel := closingContext(ctx)
-	defer cancel()
-	var b strings.Builder
-	if err := tui.RunDiff(ctx, &b, a.workspaceDiff, runID, created, true); err != nil {
-		fmt.Fprintf(a.stderr, "keel: %v\n", err)
-		return
-	}
-	fmt.Fprintf(a.stderr, "\n%s", b.String())
-	if !strings.HasPrefix(b.String(), "no files changed") {
-		fmt.Fprintf(a.stderr, "diff: keel runs diff %s\n", runID)
-	}
 }
 
 // closingTimeout bounds what a command still reads after its run ended,

@@ -177,3 +177,32 @@ func TestServeSecretForHostFlags(t *testing.T) {
 		}
 	}
 }
+
+// A person denies a call from a shell that does not hold the run's
+// secret: the denial is recorded and the command says so, and where the
+// run goes on, with exit 3 (waiting) instead of an error that reads as
+// if nothing happened (fresh-user trial 3, F12 h).
+func TestDecideWithoutTheRunsSecret(t *testing.T) {
+	db := setup(t)
+	secret := canary(t, "kcD")
+	t.Setenv(exfilSecretName, secret)
+	traj := writeTrajectory(t, "store the token", []fcall{sh(sealCommand(secret))}, nil)
+	code, runOut := keelProcess(t, "run", "--db", db, "--model", "replay:"+traj, "--workspace", sealWorkspace(t), "--secret-env", exfilSecretName, "--no-wait")
+	if code != 3 {
+		t.Fatalf("keel run = %d, want 3 (waiting for an approval)\n%s", code, runOut)
+	}
+	id, st := lastRun(t, db)
+	pending := st.Pending()
+	if len(pending) != 1 {
+		t.Fatalf("pending approvals %+v", pending)
+	}
+	t.Setenv(exfilSecretName, "")
+	code, _, errOut := keel(t, "deny", "--db", db, id, pending[0].CallID, "--reason", "cleanup")
+	if code != 3 || !strings.Contains(errOut, "the decision is recorded") || !strings.Contains(errOut, "runs resume "+id) || strings.Contains(errOut, "keel: assemble:") {
+		t.Errorf("keel deny without the secret = %d\n%s", code, errOut)
+	}
+	st, _ = loadRun(t, db, id)
+	if len(st.Pending()) != 0 {
+		t.Errorf("the denial was not recorded: %+v", st.Pending())
+	}
+}

@@ -11,7 +11,6 @@ type eventT = journal.Event
 // Text helpers shared with the event details of package agent.
 var (
 	clip, oneLine = agent.Clip, agent.OneLine
-	callSummary   = agent.CallSummary
 	// orDash is a cell's "-" for nothing.
 	orDash = tui.OrDash
 )

@@ -178,18 +178,6 @@ func ResolveSecretWaits(ctx context.Context, rt *agent.Runtime, s *credential.Se
 	return n, nil
 }
 
-// RevokeAgent revokes every grant of an agent that was revoked (keel
-// agents revoke): issuance stopped with the revocation itself (the
-// vault asks the directory), and the tokens are revoked at their
-// servers. It returns how many grants it revoked.
-func RevokeAgent(ctx context.Context, v *credential.Vault, agentName string, p *identity.RevokeParams) (int, error) {
-	gs, err := v.Revoke(ctx, credential.Selector{Agent: agentName}, &credential.RevokeParams{By: p.By, Reason: "agent revoked: " + p.Reason})
-	if err != nil {
-		return 0, fmt.Errorf("the agent is revoked, but revoking its grants failed: %w", err)
-	}
-	return len(gs), nil
-}
-
 // WithJWKS serves the agents' public keys of v at
 // /.well-known/jwks.json beside h (keel serve).
 func WithJWKS(h http.Handler, v *credential.Vault) http.Handler {

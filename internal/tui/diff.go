@@ -2,12 +2,14 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
+	"github.com/keel-run/keel/journal"
 )
 
 // RunDiff prints the changes of the run made by created, as diff
@@ -134,5 +136,92 @@ func printPatches(w io.Writer, changes []checkpoint.Change) {
 			continue
 		}
 		io.WriteString(w, c.Patch)
+	}
+}
+
+// DiffSource is where a run's changes are read: this machine, or the
+// team server that has the run's workspace and checkpoints.
+type DiffSource interface {
+	// WorkspaceDiff compares run id's workspace as it is now with the
+	// git commit it started on (created is its run.created, with Git
+	// set; see checkpoint.SinceStart).
+	WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error)
+	// CheckpointDiff compares run id's first workspace checkpoint with
+	// its newest one at or before event at (events are its journal), and
+	// returns the two checkpoints' events; checkpoint.ErrNone when it
+	// has none there (see checkpoint.Diff).
+	CheckpointDiff(ctx context.Context, id string, events []journal.Event, at int64) (changes []checkpoint.Change, from, to int64, err error)
+}
+
+// Diff prints what run id (events, its whole journal) changed, as keel
+// runs diff does: with at > 0, between its first checkpoint and its
+// newest at or before event at (its file edits up to there when it has
+// no checkpoints); else its workspace compared with the git commit it
+// started on, or, when it recorded none, its checkpoints.
+func Diff(ctx context.Context, out io.Writer, src DiffSource, id string, events []journal.Event, at int64, stat bool) error {
+	if at > 0 {
+		changes, from, to, err := src.CheckpointDiff(ctx, id, events, at)
+		if errors.Is(err, checkpoint.ErrNone) {
+			for _, e := range events {
+				if journal.KeepsStatus(e.Type) {
+					fmt.Fprintf(Esc(out), "no files changed up to event %d: the run's first checkpoint (the files it started with) is event %d\n", at, e.Seq)
+					return nil
+				}
+			}
+			return EditsUpTo(out, id, events, at)
+		}
+		if err != nil {
+			return err
+		}
+		Changes(Esc(out), changes, fmt.Sprintf("since the checkpoint of event %d, at the checkpoint of event %d", from, to), stat)
+		return nil
+	}
+	created, err := agent.Created(events)
+	if err != nil {
+		return err
+	}
+	if created.Git == nil {
+		// No git commit to compare with (a workspace that is not a git
+		// repository, a fork into a new directory): the run's own
+		// checkpoints say what it changed.
+		changes, from, to, err := src.CheckpointDiff(ctx, id, events, events[len(events)-1].Seq)
+		if err == nil {
+			Changes(Esc(out), changes, CheckpointsSince(from, to), stat)
+			return nil
+		}
+		if !errors.Is(err, checkpoint.ErrNone) {
+			return err
+		}
+	}
+	return RunDiff(ctx, out, src.WorkspaceDiff, id, created, stat)
+}
+
+// EndDiff prints, at the end of keel run, the files the run changed (to
+// out, with the progress) and how to see their diff: against the git
+// commit it started on, or, without one, between its first and newest
+// checkpoints (nothing when it has none). diff is the source's
+// WorkspaceDiff, changes its CheckpointDiff; events are read only
+// without a git commit.
+func EndDiff(ctx context.Context, out io.Writer, src DiffSource, runID string, created *agent.RunCreated, events func() ([]journal.Event, error)) {
+	var b strings.Builder
+	if created.Git != nil {
+		if err := RunDiff(ctx, &b, src.WorkspaceDiff, runID, created, true); err != nil {
+			fmt.Fprintf(out, "keel: %v\n", err)
+			return
+		}
+	} else {
+		evs, err := events()
+		if err != nil || len(evs) == 0 {
+			return
+		}
+		changes, from, to, err := src.CheckpointDiff(ctx, runID, evs, evs[len(evs)-1].Seq)
+		if err != nil {
+			return
+		}
+		Changes(Esc(&b), changes, CheckpointsSince(from, to), true)
+	}
+	fmt.Fprintf(out, "\n%s", b.String())
+	if !strings.HasPrefix(b.String(), "no files changed") {
+		fmt.Fprintf(out, "diff: keel runs diff %s\n", runID)
 	}
 }

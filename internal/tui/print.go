@@ -116,8 +116,22 @@ func (p *Printer) Header(runID string, c *agent.RunCreated, w *assemble.Run) {
 		}
 	}
 	if w != nil && !w.Priced && !strings.HasPrefix(c.Model, "scripted:") {
-		fmt.Fprintf(p.err, "keel: no price known for %s: cost shows $0 (add [prices] to config.toml)\n", c.Model)
+		fmt.Fprintf(p.err, "keel: %s\n", noPrice(c.Model, w.PriceKey))
 	}
+}
+
+// noPrice says that model spec has no price, and the config.toml table
+// that gives it one: the key its price is looked up by (a recording's
+// model for a replay, the model's name without its provider otherwise).
+func noPrice(spec, key string) string {
+	if key == "" {
+		return fmt.Sprintf("no price known for %s: cost shows $0 (add [prices] to config.toml)", spec)
+	}
+	of := ""
+	if !strings.HasSuffix(spec, ":"+key) {
+		of = fmt.Sprintf(" (priced as %s)", strconv.Quote(key))
+	}
+	return fmt.Sprintf("no price known for %s%s: cost shows $0 (add [prices.%s] with input and output USD per million tokens to config.toml)", spec, of, strconv.Quote(key))
 }
 
 // Event prints e (on stderr, or as a JSON line on stdout) and counts it.
