@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +38,19 @@ func shot(t *testing.T, ctx context.Context, name string) {
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), b, 0o644); err != nil {
 		t.Log(err)
 	}
+}
+
+// clickLive clicks the element sel names once it is visible, in the
+// page itself: the conversation is re-rendered as live events arrive, so
+// a node found by a query may be replaced before a mouse click reaches
+// it ("Could not find node with given id").
+func clickLive(sel string) chromedp.Action[chromedp.Void] {
+	js, _ := json.Marshal(sel)
+	click := chromedp.Evaluate[bool](`(document.querySelector(` + string(js) + `).click(), true)`)
+	return chromedp.Steps(chromedp.WaitVisible(chromedp.CSS(sel)), func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := click(ctx, t)
+		return chromedp.Void{}, err
+	})
 }
 
 func text(t *testing.T, ctx context.Context, sel string) string {
@@ -174,7 +188,7 @@ func TestBrowserRunPage(t *testing.T) {
 		t.Fatal("no checkpoint names textstats.py")
 	}
 	err = chromedp.Do(ctx,
-		chromedp.Click(q(`#conversation .files-note.checkpoint button.rewind[data-to="`+first+`"]`)),
+		clickLive(`#conversation .files-note.checkpoint button.rewind[data-to="`+first+`"]`),
 		chromedp.WaitVisible(q(`#conversation .files-note.restored`)),
 	)
 	if err != nil {
@@ -195,7 +209,7 @@ func TestBrowserRunPage(t *testing.T) {
 	// Fork from the checkpoint after the edit: a new run whose files have
 	// the edit, which goes on to complete.
 	err = chromedp.Do(ctx,
-		chromedp.Click(q(`#conversation .files-note.checkpoint button.fork-here[data-seq="`+edited+`"]`)),
+		clickLive(`#conversation .files-note.checkpoint button.fork-here[data-seq="`+edited+`"]`),
 		chromedp.WaitVisible(chromedp.Search(`//dt[.="Forked from"]`)),
 		chromedp.WaitVisible(q(`#conversation .files-note.restored`)),
 		chromedp.WaitVisible(q(`#run-status[data-status="completed"]`)),
