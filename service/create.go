@@ -273,6 +273,9 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 	secretEnv := slices.Clone(local.SecretEnv)
 	for _, n := range req.SecretEnv {
 		if !slices.Contains(s.opts.SecretEnv, n) {
+			if hosts := s.boundHosts(n); len(hosts) > 0 {
+				return nil, forbidden("secret_env %q: this server offers that variable only as a secret for %s, which the sandbox never holds: ask for it with secret_hosts (keel --server URL run --secret-for-host %s=%s)", n, strings.Join(hosts, ", "), n, hosts[0])
+			}
 			return nil, badRequest("secret_env %q: this server does not offer that variable as a secret (its operator offers one with keel serve --secret-env NAME)", n)
 		}
 		if !slices.Contains(secretEnv, n) {
@@ -281,10 +284,11 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 	}
 	secretHosts := slices.Clone(local.SecretHosts)
 	for _, h := range req.SecretHosts {
-		if !slices.Contains(s.opts.SecretEnv, h.Name) {
-			return nil, badRequest("secret_hosts %q: this server does not offer that variable as a secret (its operator offers one with keel serve --secret-env NAME)", h.Name)
+		b, err := s.bindSecretHost(h)
+		if err != nil {
+			return nil, err
 		}
-		secretHosts = append(secretHosts, agent.SecretHost{Name: h.Name, Host: h.Host, Body: h.Body})
+		secretHosts = append(secretHosts, b)
 	}
 	if err := checkSecretHosts(secretHosts[len(local.SecretHosts):], secretEnv, req.Env, req.Network, sb); err != nil {
 		return nil, err
@@ -530,6 +534,48 @@ func (s *Service) NewRunChoices(ctx context.Context, who *Caller) *Choices {
 		}
 	}
 	return c
+}
+
+// boundHosts are the hosts the operator bound variable name to (keel
+// serve --secret-for-host NAME=HOST).
+func (s *Service) boundHosts(name string) []string {
+	var out []string
+	for _, b := range s.opts.SecretHosts {
+		if b.Name == name {
+			out = append(out, b.Host)
+		}
+	}
+	return out
+}
+
+// bindSecretHost checks a request's secret for a host against the
+// operator's bindings (Options.SecretHosts): the operator, not the
+// run's creator, chooses where a server's secret goes. An empty host is
+// the operator's, when there is one.
+func (s *Service) bindSecretHost(h api.SecretHost) (agent.SecretHost, error) {
+	hosts := s.boundHosts(h.Name)
+	if len(hosts) == 0 {
+		if slices.Contains(s.opts.SecretEnv, h.Name) {
+			return agent.SecretHost{}, forbidden("secret_hosts %q: this server offers that variable to the sandbox only (keel serve --secret-env), not as a secret for a host: where a server's secret goes is its operator's choice (keel serve --secret-for-host %s=HOST)", h.Name, h.Name)
+		}
+		return agent.SecretHost{}, badRequest("secret_hosts %q: this server does not offer that variable as a secret for a host (its operator offers one with keel serve --secret-for-host NAME=HOST)", h.Name)
+	}
+	host := h.Host
+	if host == "" && len(hosts) == 1 {
+		host = hosts[0]
+	}
+	i := slices.IndexFunc(s.opts.SecretHosts, func(b agent.SecretHost) bool { return b.Name == h.Name && strings.EqualFold(b.Host, host) })
+	if i < 0 {
+		if host == "" {
+			return agent.SecretHost{}, badRequest("secret_hosts %q: name the host: this server offers that variable for %s", h.Name, strings.Join(hosts, ", "))
+		}
+		return agent.SecretHost{}, forbidden("secret_hosts %q: host %s: this server offers that variable only for %s (its operator binds the host: keel serve --secret-for-host %s=HOST)", h.Name, host, strings.Join(hosts, ", "), h.Name)
+	}
+	b := s.opts.SecretHosts[i]
+	if h.Body && !b.Body {
+		return agent.SecretHost{}, forbidden("secret_hosts %q: body: this server does not put that variable in request bodies (its operator allows it with keel serve --secret-in-body %s)", h.Name, h.Name)
+	}
+	return agent.SecretHost{Name: b.Name, Host: b.Host, Body: h.Body}, nil
 }
 
 // checkSecretHosts checks a request's secrets for hosts: each variable

@@ -36,6 +36,15 @@ type Options struct {
 	// runs created through the API or by schedules may ask for as
 	// secrets (api.CreateRun.SecretEnv); others are refused.
 	SecretEnv []string
+	// SecretHosts are the variables of this process's environment that
+	// runs created through the API may ask for as secrets the sandbox
+	// never holds (api.CreateRun.SecretHosts), each bound by the
+	// operator to its host (keel serve --secret-for-host NAME=HOST): a
+	// run may ask for NAME with that host only, and with Body only where
+	// the binding has it (keel serve --secret-in-body NAME). A name of
+	// SecretEnv alone is not a secret for a host: the run's creator
+	// would choose where the value goes.
+	SecretHosts []agent.SecretHost
 	// Getenv reads this process's environment for the values of a run's
 	// secrets ([Service.RunSecrets]): the front ends hide them in what
 	// they show of the run's files (a diff). Nil: no value is known, and

@@ -180,9 +180,10 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	req := &api.CreateRun{Task: task, Model: fv.str("model"), MountPath: fv.str("mount-path"), Env: fv.strs("env"), SecretEnv: fv.strs("secret-env"), Setup: fv.str("setup"),
 		System: fv.str("system"), Sandbox: fv.str("sandbox"), Network: fv.strs("allow-host"), OnBehalfOf: fv.str("on-behalf-of")}
 	for _, e := range fv.strs("secret-for-host") {
+		// NAME alone: the host the server's operator bound NAME to.
 		name, host, ok := strings.Cut(e, "=")
-		if !ok || name == "" || host == "" {
-			return usagef("--secret-for-host %q: want NAME=HOST (a variable the server offers and the host its value is for)", e)
+		if name == "" || ok && host == "" {
+			return usagef("--secret-for-host %q: want NAME=HOST or NAME (a variable the server offers and the host its operator bound it to)", e)
 		}
 		req.SecretHosts = append(req.SecretHosts, api.SecretHost{Name: name, Host: host, Body: slices.Contains(fv.strs("secret-in-body"), name)})
 	}

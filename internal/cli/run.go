@@ -747,5 +747,35 @@ func (a *app) secretHosts(entries, inBody, secretEnv, env, allow []string, sbKin
 	return out, nil
 }
 
+// serveSecretHosts checks keel serve's --secret-for-host NAME=HOST
+// entries, the operator's bindings of a variable to the host its value
+// may go to (a run's allowlist must still allow it), and --secret-in-body
+// NAME.
+func (a *app) serveSecretHosts(entries, inBody []string) ([]agent.SecretHost, error) {
+	var out []agent.SecretHost
+	for _, e := range entries {
+		name, host, ok := strings.Cut(e, "=")
+		if !ok || !envName.MatchString(name) || host == "" {
+			return nil, usagef("--secret-for-host %q: want NAME=HOST (the variable of the server's environment and the host its value is for)", e)
+		}
+		if a.getenv(name) == "" {
+			return nil, usagef("--secret-for-host %s: the variable is not set in Keel's environment", name)
+		}
+		if l, err := egress.Parse([]string{host}); err != nil || len(l.Rules()) != 1 {
+			return nil, usagef("--secret-for-host %s=%s: want a host as --allow-host writes it (api.example.com, api.example.com:8443, *.example.com)", name, host)
+		}
+		if slices.ContainsFunc(out, func(h agent.SecretHost) bool { return h.Name == name && strings.EqualFold(h.Host, host) }) {
+			return nil, usagef("--secret-for-host %s=%s is given twice", name, host)
+		}
+		out = append(out, agent.SecretHost{Name: name, Host: host, Body: slices.Contains(inBody, name)})
+	}
+	for _, n := range inBody {
+		if !slices.ContainsFunc(out, func(h agent.SecretHost) bool { return h.Name == n }) {
+			return nil, usagef("--secret-in-body %s: want the NAME of a --secret-for-host NAME=HOST", n)
+		}
+	}
+	return out, nil
+}
+
 // envName is the shape of an environment variable's name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

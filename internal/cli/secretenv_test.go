@@ -2,8 +2,12 @@ package cli_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -47,32 +51,86 @@ func TestServerSecretEnv(t *testing.T) {
 }
 
 // A run created through the server asks for a secret for a host by a
-// name the server offers: the sandbox holds a placeholder, and the
-// server's egress proxy puts the server's value in for that host only.
-// A name the server does not offer, and a host the run does not allow,
+// name the server offers for that host: the operator binds the host
+// (keel serve --secret-for-host NAME=HOST), the sandbox holds a
+// placeholder, and the server's egress proxy puts the server's value in
+// for that host only. The run's creator cannot send it elsewhere: not to
+// another host, not by a name offered to the sandbox only, not into the
+// sandbox by secret_env, not in bodies the operator did not allow; a
+// name the server does not offer, and a host the run does not allow,
 // are refused.
 func TestServerSecretForHost(t *testing.T) {
 	db := setup(t)
 	api := newHostSecretAPI(t)
+	bob := newHostSecretAPI(t) // the run's creator's own server
 	t.Setenv("KEEL_DEBUG", "egress_roots="+api.roots)
 	secret := canary(t, "kcH")
 	t.Setenv(exfilSecretName, secret)
+	t.Setenv("NO_BODY", "kcB-no-body-value")
+	t.Setenv("SANDBOX_ONLY", "kcO-sandbox-only-value")
 	t.Setenv("NOT_OFFERED", "kcN-not-offered-value")
-	s := startServe(t, "--secret-env", exfilSecretName)
 	traj := writeTrajectory(t, "call the API", []fcall{sh(`curl -q -s -H "Authorization: Bearer $` + exfilSecretName + `" https://` + api.host + `/v1/me; echo; echo "$` + exfilSecretName + `"`)}, nil)
+	s := startServe(t, "--secret-for-host", exfilSecretName+"="+api.host, "--secret-in-body", exfilSecretName,
+		"--secret-for-host", "NO_BODY="+api.host, "--secret-env", "SANDBOX_ONLY", "--replay-dir", filepath.Dir(traj))
+	code, tok, errOut := keel(t, "--server", s.url, "tokens", "create", "--name", "bob", "--scope", "runs:write,runs:read", "--agent", "keel-cli")
+	if code != 0 {
+		t.Fatalf("tokens create = %d %s", code, errOut)
+	}
+	tok = strings.TrimSpace(tok)
+
+	// Through the API, with a runs:write token.
+	post := func(body map[string]any) (int, string) {
+		body["model"], body["workspace"] = "replay:"+traj, t.TempDir()
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest(http.MethodPost, s.url+"/v1/runs", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	net := []string{api.host, bob.host}
+	for _, c := range []struct {
+		name string
+		body map[string]any
+		code int
+		want string
+	}{
+		{"the creator's own host", map[string]any{"network": net, "secret_hosts": []map[string]any{{"name": exfilSecretName, "host": bob.host}}},
+			http.StatusForbidden, "offers that variable only for " + api.host},
+		{"a name offered to the sandbox only", map[string]any{"network": net, "secret_hosts": []map[string]any{{"name": "SANDBOX_ONLY", "host": bob.host}}},
+			http.StatusForbidden, "its operator's choice"},
+		{"into the sandbox", map[string]any{"network": net, "secret_env": []string{exfilSecretName}},
+			http.StatusForbidden, "only as a secret for " + api.host},
+		{"in bodies the operator did not allow", map[string]any{"network": net, "secret_hosts": []map[string]any{{"name": "NO_BODY", "host": api.host, "body": true}}},
+			http.StatusForbidden, "keel serve --secret-in-body NO_BODY"},
+		{"a name the server does not offer", map[string]any{"network": net, "secret_hosts": []map[string]any{{"name": "NOT_OFFERED", "host": api.host}}},
+			http.StatusBadRequest, "does not offer"},
+		{"a host the run does not allow", map[string]any{"network": []string{bob.host}, "secret_hosts": []map[string]any{{"name": exfilSecretName}}},
+			http.StatusBadRequest, "not in the run's network allowlist"},
+	} {
+		if code, out := post(c.body); code != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("%s: %d %s, want %d with %q", c.name, code, out, c.code, c.want)
+		}
+	}
+	bob.mu.Lock()
+	if len(bob.auth) > 0 {
+		t.Errorf("the creator's server got %q", bob.auth)
+	}
+	bob.mu.Unlock()
+
 	run := func(extra ...string) (int, string, string) {
-		return keel(t, append([]string{"--server", s.url, "run", "--model", "replay:" + traj, "--workspace", t.TempDir(), "--no-wait", "-q"}, extra...)...)
-	}
-	if code, _, errOut := run("--allow-host", api.host, "--secret-for-host", "NOT_OFFERED="+api.host); code == 0 || !strings.Contains(errOut, "does not offer") {
-		t.Errorf("a secret the server does not offer: exit %d\n%s", code, errOut)
-	}
-	if code, _, errOut := run("--secret-for-host", exfilSecretName+"="+api.host); code == 0 || !strings.Contains(errOut, "not in the run's network allowlist") {
-		t.Errorf("a host the run does not allow: exit %d\n%s", code, errOut)
+		return keel(t, append([]string{"--server", s.url, "--token", tok, "run", "--model", "replay:" + traj, "--workspace", t.TempDir(), "--no-wait", "-q"}, extra...)...)
 	}
 	if code, _, errOut := run("--allow-host", api.host, "--secret-for-host", exfilSecretName+"="+api.host, "--secret-in-body", "OTHER"); code != 2 || !strings.Contains(errOut, "want the NAME of a --secret-for-host") {
 		t.Errorf("--secret-in-body of no --secret-for-host: exit %d\n%s", code, errOut)
 	}
-	code, out, errOut := run("--allow-host", api.host, "--secret-for-host", exfilSecretName+"="+api.host, "--secret-in-body", exfilSecretName)
+	// The host may be left out: the operator's.
+	code, out, errOut := run("--allow-host", api.host, "--secret-for-host", exfilSecretName, "--secret-in-body", exfilSecretName)
 	if code != 0 {
 		t.Fatalf("keel --server run --secret-for-host = %d\n%s", code, errOut)
 	}
@@ -97,6 +155,26 @@ func TestServerSecretForHost(t *testing.T) {
 	}
 	if strings.Contains(out+errOut+s.stderr.String(), secret) {
 		t.Error("the secret is in an output")
+	}
+}
+
+// keel serve checks its bindings of secrets to hosts before it listens.
+func TestServeSecretForHostFlags(t *testing.T) {
+	setup(t)
+	t.Setenv("BOUND", "kcB-value")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--secret-for-host", "BOUND"}, "want NAME=HOST"},
+		{[]string{"--secret-for-host", "UNSET_HERE=api.example.com"}, "not set in Keel's environment"},
+		{[]string{"--secret-for-host", "BOUND=https://api.example.com/"}, "want a host as --allow-host writes it"},
+		{[]string{"--secret-for-host", "BOUND=api.example.com", "--secret-in-body", "OTHER"}, "want the NAME of a --secret-for-host"},
+	} {
+		code, _, errOut := keel(t, append([]string{"serve", "--addr", "127.0.0.1:0"}, c.args...)...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("serve %v = %d %q, want 2 with %q", c.args, code, errOut, c.want)
+		}
 	}
 }
 

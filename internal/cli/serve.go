@@ -34,6 +34,8 @@ type serveFlags struct {
 	workspaceRoots  []string
 	replayDirs      []string
 	secretEnv       []string
+	secretHosts     []string
+	secretBody      []string
 	commandTimeout  time.Duration
 	commandIdle     time.Duration
 	concurrency     int
@@ -96,6 +98,8 @@ policy: clients cannot choose less (an admin token may, where allowed).`,
 	fl.StringVar(&f.policy, "policy", "", "policy file of every run (TOML or .cedar; default: Keel's default policy); only admin tokens may choose another")
 	fl.StringArrayVar(&f.workspaceRoots, "workspace-root", nil, "directory API runs may work in, or below (repeatable; also workspace_roots in the [serve] table of config.toml)")
 	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "NAME of a variable of the server's environment that runs created through the API or by schedules may ask for as a secret (secret_env; repeatable; docs/security.md)")
+	fl.StringArrayVar(&f.secretHosts, "secret-for-host", nil, "NAME=HOST: runs created through the API may ask for the server's variable NAME as a secret the sandbox never holds, for HOST only (secret_hosts; the egress proxy puts the value in requests to HOST; repeatable; docs/security.md)")
+	fl.StringArrayVar(&f.secretBody, "secret-in-body", nil, "NAME of a --secret-for-host whose value runs may also ask to have put in request bodies to its host (secret_hosts[].body; repeatable)")
 	fl.StringArrayVar(&f.replayDirs, "replay-dir", nil, "directory replay: recordings of non-admin tokens come from (repeatable; also replay_dirs in [serve])")
 	fl.DurationVar(&f.commandTimeout, "command-timeout", 60*time.Second, "default wall time of one shell command")
 	fl.DurationVar(&f.commandIdle, "command-idle-timeout", 2*time.Minute, "end a shell command that prints nothing for this long")
@@ -163,6 +167,10 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		return err
 	}
 	if err := a.checkSecretEnv(f.secretEnv); err != nil {
+		return err
+	}
+	secretHosts, err := a.serveSecretHosts(f.secretHosts, f.secretBody)
+	if err != nil {
 		return err
 	}
 	replayDirs, err := dirs("--replay-dir", f.replayDirs, a.cfg.Serve.ReplayDirs)
@@ -242,7 +250,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	}
 	so := &service.Options{Builder: b, Workers: f.workers, Tokens: token.New(store, nil), Logger: logger,
 		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
-		ReplayDirs: replayDirs, SecretEnv: f.secretEnv, Getenv: a.getenv, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Settings: settings, NoCheckpoints: f.noCheckpoints,
+		ReplayDirs: replayDirs, SecretEnv: f.secretEnv, SecretHosts: secretHosts, Getenv: a.getenv, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Settings: settings, NoCheckpoints: f.noCheckpoints,
 		Adopt: f.adoptInterval(a.dbPath()), Vault: vault, PublicURL: publicURL, Skills: a.skillHost(store), Evals: evalrun.Host{Home: a.home}}
 	if err := a.unattended(store, so, true); err != nil {
 		return err

@@ -93,7 +93,8 @@ type Limits struct {
 }
 
 // SecretHost is a secret for one host of a run (CreateRun.SecretHosts):
-// the name of the variable, and the host as an allowlist entry. Body
+// the name of the variable, and the host as an allowlist entry (in a
+// request, empty for the host the server's operator bound it to). Body
 // lets the egress proxy put the value in request bodies too (as keel
 // run --secret-in-body NAME).
 type SecretHost struct {
@@ -133,8 +134,10 @@ type CreateRun struct {
 	// SecretHosts are secrets the sandbox never holds (as keel run
 	// --secret-for-host NAME=HOST): the sandbox's NAME is a placeholder
 	// the egress proxy replaces by the value of the server's variable
-	// NAME in requests to HOST only. NAME must be offered as for
-	// SecretEnv, HOST allowed by Network.
+	// NAME in requests to HOST only. NAME must be offered for HOST by
+	// the operator (keel serve --secret-for-host NAME=HOST; an empty
+	// Host is the operator's), Body allowed by the operator (keel serve
+	// --secret-in-body NAME), HOST allowed by Network.
 	SecretHosts []SecretHost `json:"secret_hosts,omitempty"`
 	Setup       string       `json:"setup,omitempty"`
 	Network     []string     `json:"network,omitempty"`
