@@ -639,20 +639,27 @@ func (x *executor) deliverEnded(ctx context.Context, call string, ids, wait []st
 	return awaitChildren
 }
 
-// pauseForChildren pauses the run whose team call waits for children
-// (errAwaitChildren): the call stays open, and runs again at the resume.
-func (x *executor) pauseForChildren(ctx context.Context) error {
-	if err := x.settle(ctx); err != nil {
-		return err
-	}
+// undelivered returns the ids of the run's children whose results have
+// not been delivered yet.
+func (x *executor) undelivered() []string {
 	x.mu.Lock()
+	defer x.mu.Unlock()
 	var ids []string
 	for _, ch := range x.st.Children {
 		if ch.Delivered == nil {
 			ids = append(ids, ch.ID)
 		}
 	}
-	x.mu.Unlock()
+	return ids
+}
+
+// pauseForChildren pauses the run whose team call waits for children
+// (errAwaitChildren): the call stays open, and runs again at the resume.
+func (x *executor) pauseForChildren(ctx context.Context) error {
+	if err := x.settle(ctx); err != nil {
+		return err
+	}
+	ids := x.undelivered()
 	msg := "waiting for child agents to end: " + strings.Join(ids, ", ")
 	for _, id := range ids {
 		if w := x.childWaits(ctx, id); w != "" {
@@ -711,14 +718,7 @@ func (x *executor) delivered(ctx context.Context, call, id string, st *State) er
 // parent unaccounted. A run killed while it reaps does it again when it
 // is resumed and ends.
 func (x *executor) reap(ctx context.Context) error {
-	x.mu.Lock()
-	var ids []string
-	for _, ch := range x.st.Children {
-		if ch.Delivered == nil {
-			ids = append(ids, ch.ID)
-		}
-	}
-	x.mu.Unlock()
+	ids := x.undelivered()
 	if len(ids) == 0 || x.p.Team == nil {
 		return nil
 	}
@@ -757,14 +757,7 @@ func (x *executor) stopChildren(ctx context.Context, cause error) error {
 		return nil
 	}
 	ctx = context.WithoutCancel(ctx)
-	x.mu.Lock()
-	var ids []string
-	for _, ch := range x.st.Children {
-		if ch.Delivered == nil {
-			ids = append(ids, ch.ID)
-		}
-	}
-	x.mu.Unlock()
+	ids := x.undelivered()
 	for _, id := range ids {
 		if err := x.p.Team.Stop(ctx, id, cause); err != nil {
 			return fmt.Errorf("agent: stop child %s: %w", id, err)

@@ -210,7 +210,12 @@ func TestTeamOnCluster(t *testing.T) {
 		if o := st.Own(); o.Steps > ch.Spawned.Slice.MaxSteps || o.ToolCalls > ch.Spawned.Slice.MaxToolCalls {
 			t.Errorf("child %s spent %s beyond its slice %s", ch.ID, o, ch.Spawned.Slice)
 		}
-		// Its own workflow drove it, to its end.
+		// Its own workflow drove it, to its end. The child's journal
+		// says completed (and its result reached the lead) as its last
+		// step returns; the workflow closes just after: wait for that.
+		if err := c.GetWorkflow(ctx, cluster.WorkflowID(ch.ID), "").Get(ctx, nil); err != nil {
+			t.Errorf("child %s's workflow: %v", ch.ID, err)
+		}
 		wf, err := c.DescribeWorkflow(ctx, cluster.WorkflowID(ch.ID), "")
 		if err != nil {
 			t.Fatalf("child %s has no workflow: %v", ch.ID, err)
