@@ -34,6 +34,13 @@ func TestScanEnvironmentDump(t *testing.T) {
 		{"set -e; make > out.txt", false},
 		{"echo environment > e.txt", false},
 		{"go env GOPATH > e.txt", false},
+		{"awk 'BEGIN{for (k in ENVIRON) print k\"=\"ENVIRON[k]}' > e.txt", true},
+		{"jq -n '$ENV' > e.txt", true},
+		{"jq .name package.json > e.txt", false},
+		// Words of a here-document or a comment are not commands (the
+		// recorded marshmallow run writes "# ... correctly set").
+		{"cat > t.py << 'EOF'\n# Test that format is correctly set\nprint(1)\nEOF", false},
+		{"echo done # then set", false},
 	} {
 		args, _ := json.Marshal(map[string]string{"command": tc.cmd})
 		got := len(sc.scan("bash", args)) > 0

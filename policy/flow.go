@@ -320,8 +320,101 @@ func persistence(cmd *bash.Command, written []string, mount string, extra []stri
 // of /proc/*/environ (cat, xxd, od, base64, strings, cp, tar ...), env or
 // printenv without a command or name, set, export -p, declare -p/-x,
 // typeset -p, compgen -e. Such a command carries every secret the
-// sandbox holds.
+// sandbox holds. It is the fallback for a command line that does not
+// parse; [dumpsEnv] reads the parsed commands, so that words in a
+// here-document or a comment ("format is correctly set") do not count.
 var envDump = regexp.MustCompile(`/proc/[^/\s"]*/environ|(^|[;&|(\s"'` + "`" + `{])(?:(?:env|printenv)(?:\s+-[-\w]+)*|set|export\s+-p|(?:declare|typeset)\s+-[a-zA-Z]*[px][a-zA-Z]*|compgen\s+-[a-zA-Z]*e)\s*($|[;&|)}>"'` + "`" + `]|\\n|\\u00(?:3[ce]|26))`)
+
+// jqEnv matches jq's builtin env or $ENV in a jq program.
+var jqEnv = regexp.MustCompile(`(^|[^A-Za-z0-9_$])(env|\$ENV)($|[^A-Za-z0-9_])`)
+
+// procEnviron matches a path of a process's environment.
+var procEnviron = regexp.MustCompile(`/proc/[^/\s"]*/environ`)
+
+// dumpsEnv reports whether a bash command line holds a command that
+// reads the whole environment without naming a variable (see envDump),
+// from its parsed commands: a word or redirection naming
+// /proc/*/environ, env or printenv with no command or name, set alone,
+// export -p, declare or typeset with -p or -x and no name, compgen -e.
+func dumpsEnv(line string) bool {
+	cmds, err := bash.Parse(line)
+	if err != nil {
+		return envDump.MatchString(line)
+	}
+	for i := range cmds {
+		c := &cmds[i]
+		for _, w := range c.Words {
+			if procEnviron.MatchString(w) {
+				return true
+			}
+		}
+		for _, r := range c.Redirects {
+			if procEnviron.MatchString(r.Target) {
+				return true
+			}
+		}
+		if len(c.Words) == 0 {
+			continue
+		}
+		name, rest := path.Base(c.Words[0]), c.Words[1:]
+		if c.Prog < len(c.Words) {
+			name, rest = c.Name(), c.Args()
+		}
+		if len(c.Words) == 1 && (name == "declare" || name == "typeset" || name == "export" || name == "local" || name == "readonly") {
+			// The parser keeps a declaration's options in its text only.
+			if f := strings.Fields(c.Text); len(f) > 1 {
+				rest = f[1:]
+			}
+		}
+		options := func() (flags string, named bool) {
+			for _, a := range rest {
+				if strings.HasPrefix(a, "-") {
+					flags += strings.TrimLeft(a, "-")
+				} else {
+					named = true
+				}
+			}
+			return flags, named
+		}
+		flags, named := options()
+		switch name {
+		case "env", "printenv":
+			if !named {
+				return true
+			}
+		case "set":
+			if len(rest) == 0 {
+				return true
+			}
+		case "export":
+			if strings.Contains(flags, "p") && !named {
+				return true
+			}
+		case "declare", "typeset":
+			if strings.ContainsAny(flags, "px") && !named {
+				return true
+			}
+		case "compgen":
+			if strings.Contains(flags, "e") {
+				return true
+			}
+		case "jq", "gojq", "yq":
+			// jq's env and $ENV are the whole environment.
+			for _, a := range rest {
+				if jqEnv.MatchString(a) {
+					return true
+				}
+			}
+		case "awk", "gawk", "mawk", "nawk", "busybox-awk":
+			for _, a := range rest {
+				if strings.Contains(a, "ENVIRON") {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
 
 // showsSecret reports whether a part's text shows where a secret the
 // call carries comes from: a value Keel sealed («secret:NAME...»), a
@@ -330,7 +423,7 @@ func showsSecret(text string, fl *Flow) bool {
 	if fl == nil || len(fl.Secrets) == 0 {
 		return false
 	}
-	if envDump.MatchString(text) {
+	if dumpsEnv(text) {
 		return true
 	}
 	for _, s := range fl.Secrets {
@@ -344,4 +437,10 @@ func showsSecret(text string, fl *Flow) bool {
 // DumpsEnvironment reports whether a bash call's arguments (its JSON)
 // hold a command that reads the whole environment without naming a
 // variable (see envDump): it carries every secret the sandbox holds.
-func DumpsEnvironment(args []byte) bool { return envDump.Match(args) }
+func DumpsEnvironment(args []byte) bool {
+	line, clear := argString(args, "command")
+	if !clear {
+		return envDump.Match(args)
+	}
+	return dumpsEnv(line)
+}
