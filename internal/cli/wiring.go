@@ -9,6 +9,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/assemble/builder"
+	"github.com/keel-run/keel/internal/foreground"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/skill"
 )
@@ -42,13 +43,6 @@ type liveOptions struct {
 	// standIn, when set, approves what the run asks while stdin is not
 	// a terminal, as this name, after showing it (keel demo).
 	standIn string
-}
-
-// wiring is everything live an execution of a run needs: the assembled
-// run and this execution's options.
-type wiring struct {
-	*assemble.Run
-	live *liveOptions
 }
 
 // assembler is the assembler of this process's runs, as the flags,
@@ -88,28 +82,41 @@ func (a *app) localBuilder(store journal.Store, live *liveOptions) *builder.Buil
 // newWiring builds the model, sandbox, workspace and tools for a run as
 // its run.created payload describes them (with live's settings, on a
 // resume that changes them).
-func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOptions) (*wiring, error) {
+func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOptions) (*assemble.Run, error) {
 	if live.settings != nil {
 		cc := *c
 		cc.Settings = live.settings
 		c = &cc
 	}
-	r, err := a.assembler().Assemble(ctx, c, &live.Params)
-	if err != nil {
-		return nil, err
-	}
-	return &wiring{Run: r, live: live}, nil
+	return a.assembler().Assemble(ctx, c, &live.Params)
 }
 
-func (w *wiring) execParams(onEvent func(e eventT)) *agent.ExecParams {
-	return &agent.ExecParams{
-		Wiring:        w.Run.Wiring,
-		OnEvent:       onEvent,
-		Handoff:       w.live.handoff,
-		ContextWindow: w.live.contextWindow,
-		Wait:          w.live.gate.waiting(),
-		IfLastSeq:     w.live.gate.ifLastSeq,
-		Limits:        w.live.limits,
-		Settings:      w.live.settings,
+// execution is the execution, in this process at this terminal, of the
+// run assembled as run, with live's options.
+func (a *app) execution(rt *agent.Runtime, run *assemble.Run, live *liveOptions, jsonOut, quiet bool) *foreground.Execution {
+	l := &local{a: a, store: rt.Store()}
+	return &foreground.Execution{Runtime: rt, Run: run, Wire: a.assembler().Wire(&live.Params),
+		Handoff: live.handoff, ContextWindow: live.contextWindow, Limits: live.limits, Settings: live.settings,
+		IfLastSeq: live.gate.ifLastSeq, Wait: live.gate.waiting(), Chat: live.chat, StandIn: live.standIn,
+		Terminal: &foreground.Terminal{Stdout: a.stdout, Stderr: a.stderr, Term: a.term, JSON: jsonOut, Quiet: quiet,
+			Prompt: &a.prompt, Inline: a.inline(), Keel: a.keelCmd(), Person: a.person(""), Decide: l.Decide}}
+}
+
+// execute executes runID (as ld holds it; nil: read it) with the
+// person's message, if any, and maps the outcome to an exit status.
+func execute(ctx context.Context, x *foreground.Execution, runID string, ld *foreground.Loaded, message string) error {
+	out, err := x.Execute(ctx, runID, ld, message)
+	if err != nil {
+		return err
+	}
+	switch out.Status {
+	case journal.StatusCompleted:
+		return nil
+	case journal.StatusPaused:
+		return &exitError{3}
+	case journal.StatusCanceled:
+		return &exitError{130}
+	default:
+		return &exitError{1}
 	}
 }
