@@ -11,7 +11,6 @@ import (
 	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/internal/foreground"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/skill"
 )
 
 // liveOptions are what an execution needs beyond the run's journal: what
@@ -45,31 +44,30 @@ type liveOptions struct {
 	standIn string
 }
 
-// assembler is the assembler of this process's runs, as the flags,
-// config.toml and the environment configure it.
-func (a *app) assembler() *assemble.Assembler {
-	asm := &assemble.Assembler{Home: a.home, Journal: a.dbPath(), Config: a.cfg, Getenv: a.getenv, Notes: a.stderr,
-		Metrics: a.metrics, Tracing: a.tracing(), OpenJournal: a.openStore, OpenVault: a.openVault, MoreTools: a.moreTools}
+// process is this process's configuration of runs, as the flags,
+// config.toml and the environment give it.
+func (a *app) process() *builder.Process {
+	p := &builder.Process{Home: a.home, Journal: a.dbPath(), Config: a.cfg, Project: a.project, Getenv: a.getenv, Notes: a.stderr,
+		Version: Version, Metrics: a.metrics, OpenJournal: a.openStore, OpenVault: a.openVault}
 	if k, err := parseDebug(a.getenv("KEEL_DEBUG")); err == nil && k.egressRoots != "" {
 		if b, err := os.ReadFile(k.egressRoots); err == nil {
-			asm.EgressRoots = x509.NewCertPool()
-			asm.EgressRoots.AppendCertsFromPEM(b)
+			p.EgressRoots = x509.NewCertPool()
+			p.EgressRoots.AppendCertsFromPEM(b)
 		}
 	}
-	return asm
+	return p
 }
+
+// assembler is the assembler of this process's runs.
+func (a *app) assembler() *assemble.Assembler { return a.process().Assembler() }
 
 // connectors are the connectors of this process's configuration.
-func (a *app) connectors() *builder.Connectors {
-	return &builder.Connectors{Config: a.cfg, Project: a.project, ConfigFile: a.configFile()}
-}
+func (a *app) connectors() *builder.Connectors { return a.process().Connectors() }
 
 // newBuilder is the service's builder of runs in this process (the
-// server's, a scheduler's, an evaluation's), as its flags, config.toml
-// and environment configure it.
+// server's, a scheduler's, an evaluation's).
 func newBuilder(a *app, store journal.Store, logger *slog.Logger) *builder.Builder {
-	return &builder.Builder{Assembler: a.assembler(), Store: store, Logger: logger, Params: &assemble.Params{}, Connectors: a.connectors(),
-		Skills: func(st journal.Store, ws string) *skill.Library { return a.skillHost(st).Library(ws) }, PromotionTools: a.skillHost(nil).AddPromotionTools}
+	return a.process().Builder(store, logger)
 }
 
 // localBuilder is keel run's builder: its execution's options live.
