@@ -125,24 +125,15 @@ func runTeamWorker(spec string) int {
 // runs. The other worker takes the lead and the children over from the
 // journal: every child is created once and delivered to the lead
 // exactly once, no child's command runs twice, every chain verifies.
-func TestTeamOnClusterWorkerKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("Temporal dev server")
-	}
-	addr := testenv.Temporal(t)
-	const n = 4
-	path := filepath.Join(t.TempDir(), "j.db")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	c, err := cluster.Dial(ctx, addr, &client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+// startWorkerProcs starts two worker processes (this test binary, run
+// as runTeamWorker by env) and kills them when the test ends, logging
+// their stderr if it failed.
+func startWorkerProcs(t *testing.T, env ...string) []*exec.Cmd {
+	t.Helper()
 	var procs []*exec.Cmd
 	for range 2 {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), teamWorkerEnv+"="+addr+" "+path+" "+strconv.Itoa(n))
+		cmd.Env = append(os.Environ(), env...)
 		var out strings.Builder
 		cmd.Stderr = &out
 		if err := cmd.Start(); err != nil {
@@ -157,6 +148,20 @@ func TestTeamOnClusterWorkerKilled(t *testing.T) {
 		})
 		procs = append(procs, cmd)
 	}
+	return procs
+}
+
+func TestTeamOnClusterWorkerKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Temporal dev server")
+	}
+	addr := testenv.Temporal(t)
+	const n = 4
+	path := filepath.Join(t.TempDir(), "j.db")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	c := dialTeam(ctx, t, addr)
+	procs := startWorkerProcs(t, teamWorkerEnv+"="+addr+" "+path+" "+strconv.Itoa(n))
 	_, _, store, err := teamWorker(path, n)
 	if err != nil {
 		t.Fatal(err)
@@ -287,27 +292,8 @@ func TestTeamOnClusterKilledAtEveryBoundary(t *testing.T) {
 			spec, _ := json.Marshal(at)
 			ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 			defer cancel()
-			c, err := cluster.Dial(ctx, addr, &client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			for range 2 {
-				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), teamWorkerEnv+"="+addr+" "+path+" "+strconv.Itoa(n), teamKillEnv+"="+string(spec))
-				var out strings.Builder
-				cmd.Stderr = &out
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() {
-					cmd.Process.Kill()
-					cmd.Wait()
-					if t.Failed() {
-						t.Logf("worker %d:\n%s", cmd.Process.Pid, out.String())
-					}
-				})
-			}
+			c := dialTeam(ctx, t, addr)
+			startWorkerProcs(t, teamWorkerEnv+"="+addr+" "+path+" "+strconv.Itoa(n), teamKillEnv+"="+string(spec))
 			store, err := sqlite.Open(path, nil)
 			if err != nil {
 				t.Fatal(err)

@@ -119,6 +119,46 @@ func teamWorkerOf(path string, m teamModel, slots int, kill *killAt) (*agent.Run
 }
 
 // teamTools are the tools of a lead: the builtins and the team tools.
+// dialTeam connects to the Temporal dev server at addr for one test.
+func dialTeam(ctx context.Context, t *testing.T, addr string) client.Client {
+	t.Helper()
+	c, err := cluster.Dial(ctx, addr, &client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// runWorkers starts count in-process workers made by mk on c and
+// returns their runtimes; the workers stop, and their stores close,
+// when the test ends.
+func runWorkers(ctx context.Context, t *testing.T, c client.Client, count int, mk func() (*agent.Runtime, *cluster.Worker, io.Closer, error)) []*agent.Runtime {
+	t.Helper()
+	var rts []*agent.Runtime
+	var wg sync.WaitGroup
+	wctx, stop := context.WithCancel(ctx)
+	for i := range count {
+		rt, w, closer, err := mk()
+		if err != nil {
+			stop()
+			wg.Wait()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { closer.Close() })
+		rts = append(rts, rt)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.Run(wctx, c); err != nil {
+				t.Errorf("worker %d: %v", i, err)
+			}
+		}()
+	}
+	t.Cleanup(func() { stop(); wg.Wait() })
+	return rts
+}
+
 func teamTools() []agent.ToolInfo {
 	reg := tool.NewRegistry()
 	builtin.Register(reg, &builtin.Options{NoWeb: true})
@@ -144,30 +184,8 @@ func TestTeamOnCluster(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	c, err := cluster.Dial(ctx, addr, &client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var rts []*agent.Runtime
-	var wg sync.WaitGroup
-	wctx, stopWorkers := context.WithCancel(ctx)
-	defer func() { stopWorkers(); wg.Wait() }()
-	for i := range 2 {
-		rt, w, closer, err := teamWorker(path, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { closer.Close() })
-		rts = append(rts, rt)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := w.Run(wctx, c); err != nil {
-				t.Errorf("worker %d: %v", i, err)
-			}
-		}()
-	}
+	c := dialTeam(ctx, t, addr)
+	rts := runWorkers(ctx, t, c, 2, func() (*agent.Runtime, *cluster.Worker, io.Closer, error) { return teamWorker(path, n) })
 	ws := t.TempDir()
 	limits := agent.Limits{MaxSteps: 20, MaxTokens: 400_000, MaxCost: 0.4, MaxToolCalls: 20, MaxChildren: n, MaxDepth: 1}
 	id, err := rts[0].Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
@@ -261,30 +279,10 @@ func TestTeamOnClusterWaitingParentsHoldNoSlot(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	c, err := cluster.Dial(ctx, addr, &client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var rts []*agent.Runtime
-	var wg sync.WaitGroup
-	wctx, stopWorkers := context.WithCancel(ctx)
-	defer func() { stopWorkers(); wg.Wait() }()
-	for i := range 2 {
-		rt, w, closer, err := teamWorkerOf(path, teamModel{children: n, grand: true}, 1, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { closer.Close() })
-		rts = append(rts, rt)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := w.Run(wctx, c); err != nil {
-				t.Errorf("worker %d: %v", i, err)
-			}
-		}()
-	}
+	c := dialTeam(ctx, t, addr)
+	rts := runWorkers(ctx, t, c, 2, func() (*agent.Runtime, *cluster.Worker, io.Closer, error) {
+		return teamWorkerOf(path, teamModel{children: n, grand: true}, 1, nil)
+	})
 	ws := t.TempDir()
 	limits := agent.Limits{MaxSteps: 40, MaxTokens: 400_000, MaxCost: 0.4, MaxToolCalls: 40, MaxChildren: 8, MaxDepth: 2}
 	id, err := rts[0].Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
@@ -352,26 +350,10 @@ func TestTeamOnClusterCancelWaitingParent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.db")
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	c, err := cluster.Dial(ctx, addr, &client.Options{Logger: tlog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var wg sync.WaitGroup
-	wctx, stopWorkers := context.WithCancel(ctx)
-	defer func() { stopWorkers(); wg.Wait() }()
-	rt, w, closer, err := teamWorkerOf(path, teamModel{children: n, slow: true}, 4, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closer.Close() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := w.Run(wctx, c); err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	}()
+	c := dialTeam(ctx, t, addr)
+	rt := runWorkers(ctx, t, c, 1, func() (*agent.Runtime, *cluster.Worker, io.Closer, error) {
+		return teamWorkerOf(path, teamModel{children: n, slow: true}, 4, nil)
+	})[0]
 	ws := t.TempDir()
 	id, err := rt.Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
 		Tools: teamTools(), Limits: agent.Limits{MaxSteps: 20, MaxToolCalls: 20, MaxChildren: n, MaxDepth: 1}, Principal: "keel-cli"})
