@@ -120,6 +120,9 @@ func TestDependencyBoundaries(t *testing.T) {
 		// The terminal front end prints: it reads no flag and knows no
 		// other front end.
 		{"./internal/tui", []string{mod + "internal/cli", mod + "server", mod + "client", "github.com/spf13/cobra"}},
+		// A run executed at the terminal: the terminal's printing over the
+		// runtime and the assembled parts, with no front end and no flags.
+		{"./internal/foreground", []string{mod + "internal/cli", mod + "server", mod + "client", mod + "internal/mcpserver", "github.com/spf13/cobra"}},
 		// Evaluations on this machine: the work of keel eval and keel runs
 		// replay, under the command line, with no front end and no flags.
 		{"./internal/evalrun", []string{mod + "internal/cli", mod + "server", mod + "client", mod + "internal/mcpserver", "github.com/spf13/cobra"}},

@@ -1,5 +1,7 @@
 package agent
 
+import "context"
+
 // Operation names one model call or tool run of a run for
 // [ExecParams].Trace: ModelCall is the call's ordinal in the run (1-based,
 // counting model.responded and model.failed events, as
@@ -20,4 +22,15 @@ func (x *executor) seq() int64 {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.st.LastSeq
+}
+
+// ChainTrace is the [Wiring.Trace] hook that runs first, then second on
+// the context first returned (nil first: second alone).
+func ChainTrace(first, second func(context.Context, Operation) context.Context) func(context.Context, Operation) context.Context {
+	if first == nil {
+		return second
+	}
+	return func(ctx context.Context, op Operation) context.Context {
+		return second(first(ctx, op), op)
+	}
 }

@@ -413,7 +413,7 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 		params.Principals = p.principals
 	}
 	if p.live != nil {
-		params.Trace = chainTrace(params.Trace, p.live.trace)
+		params.Trace = agent.ChainTrace(params.Trace, p.live.trace)
 		params.OnEvent = p.live.journaled
 		defer p.live.end(j.runID)
 	}
@@ -554,16 +554,5 @@ func (p *pool) shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("server: shutdown: executions still running: %w", context.Cause(ctx))
-	}
-}
-
-// chainTrace runs the per-operation hook first, then second, on the
-// context first returned.
-func chainTrace(first, second func(context.Context, agent.Operation) context.Context) func(context.Context, agent.Operation) context.Context {
-	if first == nil {
-		return second
-	}
-	return func(ctx context.Context, op agent.Operation) context.Context {
-		return second(first(ctx, op), op)
 	}
 }

@@ -41,9 +41,6 @@ func parseDuration(s string) (time.Duration, error) {
 // time.Duration overflows (292 years).
 const maxDays = 36500
 
-// onWait prints what a waiting run needs from a person.
-func (a *app) onWait(pending []agent.PendingApproval) { tui.Waiting(a.stderr, pending, "") }
-
 func (a *app) approvalsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "approvals", Short: "List the tool calls waiting for a person's approval"}
 	cmd.AddCommand(pendingListCmd(a, "List pending approvals across runs, oldest first", backend.Approvals,

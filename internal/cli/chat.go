@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/foreground"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 )
@@ -66,25 +67,10 @@ func (a *app) firstMessage(ctx context.Context) (string, error) {
 // inline reports whether approvals are asked for at the terminal.
 func (a *app) inline() bool { return tui.IsTerminal(os.Stdin) }
 
-// decideInline asks the person at the terminal about each pending
-// approval and records each answer as keel approve / keel deny would
-// (tui.Prompt.DecideInline).
-func (a *app) decideInline(ctx context.Context, store journal.Store, created *agent.RunCreated, pending []agent.PendingApproval) bool {
-	l := &local{a: a, store: store}
-	return a.prompt.DecideInline(ctx, created, pending, a.person(""), l.Decide)
-}
-
-// approveAsStandIn approves each pending call as standIn after showing
-// it (tui.ApproveAsStandIn).
-func (a *app) approveAsStandIn(ctx context.Context, store journal.Store, created *agent.RunCreated, pending []agent.PendingApproval, standIn string) bool {
-	l := &local{a: a, store: store}
-	return tui.ApproveAsStandIn(ctx, a.stderr, created, pending, standIn, l.Decide)
-}
-
 // converse goes on with runID after each answer (tui.Prompt.Converse):
 // a failed execution (exit status 1) goes on with the next message;
 // anything else ends the conversation.
-func (a *app) converse(ctx context.Context, rt *agent.Runtime, runID string, w *wiring, jsonOut, quiet bool, err error, interrupted bool) error {
+func (a *app) converse(ctx context.Context, x *foreground.Execution, runID string, err error, interrupted bool) error {
 	goesOn := func(err error) bool {
 		var ee *exitError
 		return errors.As(err, &ee) && ee.code == 1
@@ -92,12 +78,12 @@ func (a *app) converse(ctx context.Context, rt *agent.Runtime, runID string, w *
 	// note is said to the model with the next message: what a command
 	// changed that the model would not know.
 	var note string
-	cmds := a.chatCommands(rt.Store(), runID, func(s string) { note = s })
+	cmds := a.chatCommands(x.Runtime.Store(), runID, func(s string) { note = s })
 	return a.prompt.Converse(ctx, runID, a.keelCmd(), err, interrupted, goesOn, cmds, func(ctx context.Context, m string) error {
 		if note != "" {
 			m, note = note+"\n\n"+m, ""
 		}
-		return a.execute(ctx, rt, runID, w, jsonOut, quiet, m)
+		return execute(ctx, x, runID, nil, m)
 	})
 }
 

@@ -229,6 +229,6 @@ func (a *app) newEvalExec(ctx context.Context, store journal.Store, eng *policy.
 	}
 	b := newBuilder(a, store, slog.New(slog.DiscardHandler))
 	svc := service.New(rt, &service.Options{Builder: b, NoExecution: true})
-	x := &evalrun.Exec{Service: svc, Runtime: rt, Builder: b, Policy: eng, Sandbox: sbKind, Approve: approve, Person: a.person(""), Fault: k.evalFault}
+	x := &evalrun.Exec{Service: svc, Builder: b, Policy: eng, Sandbox: sbKind, Approve: approve, Person: a.person(""), Fault: k.evalFault}
 	return x, func() { _ = svc.Shutdown(context.WithoutCancel(ctx)); flush() }, nil
 }

@@ -7,43 +7,18 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
-	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/assemble/builder"
-	"github.com/keel-run/keel/internal/skillhost"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/memory"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/tool"
 )
-
-// moreTools adds a run's memory and skill tools (assemble.Assembler's
-// MoreTools): memory_search and memory_write when it was offered
-// memory, use_skill when it was offered skills, propose_skill and
-// promote_skill when it proposes skills.
-func (a *app) moreTools(ctx context.Context, c *agent.RunCreated, r *tool.Registry, p *assemble.Params) (func() error, error) {
-	propose := p != nil && p.ProposeSkills || slices.ContainsFunc(c.Tools, func(t agent.ToolInfo) bool { return t.Name == skillhost.ProposeTool })
-	skillhost.AddUseSkill(r, c)
-	if c.Recall == nil {
-		return nil, nil
-	}
-	st, err := a.openStore(ctx)
-	if err != nil {
-		return nil, err
-	}
-	builder.AddMemoryTools(r, c, st)
-	if propose {
-		a.skillHost(st).AddPromotionTools(r, c)
-	}
-	return st.Close, nil
-}
 
 func (a *app) memoryCmd() *cobra.Command {
 	cmd := &cobra.Command{

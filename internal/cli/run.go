@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -12,14 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/internal/tui"
@@ -354,12 +351,12 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 	if err := a.offer(ctx, store, created, live); err != nil {
 		return "", err
 	}
-	w, err := a.newWiring(ctx, created, live)
+	run, err := a.newWiring(ctx, created, live)
 	if err != nil {
 		return "", err
 	}
-	defer w.Close()
-	created.Tools = w.ToolInfos()
+	defer run.Close()
+	created.Tools = run.ToolInfos()
 	if live.team {
 		if err := builder.OfferTeam(created, ws, a.home); err != nil {
 			return "", err
@@ -369,14 +366,15 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 	if err != nil {
 		return "", err
 	}
+	x := a.execution(rt, run, live, jsonOut, quiet)
 	if live.chat {
 		var interrupted bool
 		interrupted, err = a.prompt.Turn(ctx, func(ctx context.Context) error {
-			return a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
+			return execute(ctx, x, runID, nil, "")
 		})
-		err = a.converse(ctx, rt, runID, w, jsonOut, quiet, err, interrupted)
+		err = a.converse(ctx, x, runID, err, interrupted)
 	} else {
-		err = a.execute(ctx, rt, runID, w, jsonOut, quiet, "")
+		err = execute(ctx, x, runID, nil, "")
 	}
 	if !jsonOut && !quiet {
 		// What the run changed matters most when Ctrl-C ended it: read
@@ -386,215 +384,6 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 		tui.EndDiff(ctx, a.stderr, &local{a: a, store: store}, runID, created, func() ([]journal.Event, error) { return store.Read(ctx, runID, 1) })
 	}
 	return runID, err
-}
-
-// execute runs (or resumes) runID with the wiring w, printing progress,
-// and maps the outcome to an exit code.
-func (a *app) execute(ctx context.Context, rt *agent.Runtime, runID string, w *wiring, jsonOut, quiet bool, message string) error {
-	return a.executeLoaded(ctx, rt, runID, nil, w, jsonOut, quiet, message)
-}
-
-// loaded is a run's journal read, verified and folded once: what the
-// command needs before it executes the run, then Execute's starting
-// point ([agent.ExecParams.From]), which reads only what was appended
-// after it.
-type loaded struct {
-	st  *agent.State
-	evs []journal.Event
-}
-
-// loadRun reads, verifies and folds runID's journal (once).
-func loadRun(ctx context.Context, store journal.Store, runID string) (*loaded, error) {
-	st, evs, err := agent.NewRuntime(store, nil).Load(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
-	return &loaded{st: st, evs: evs}, nil
-}
-
-// executeLoaded is execute on the run as ld holds it (nil: read it).
-// Execute starts from ld's fold; ld must not be used after.
-func (a *app) executeLoaded(ctx context.Context, rt *agent.Runtime, runID string, ld *loaded, w *wiring, jsonOut, quiet bool, message string) error {
-	p := tui.NewPrinter(a.stderr, a.stdout, jsonOut, quiet)
-	p.OnTerminal(a.term)
-	// A conversation at a terminal prints answers on stderr only (they
-	// stream there); with stdin piped, a chat's answers go to stdout as
-	// keel run's do.
-	p.Chat = w.live != nil && w.live.chat && a.inline()
-	p.Keel = a.keelCmd()
-	// These reads ignore a stop (Ctrl-C) that comes meanwhile, as
-	// Execute's own load does: its first step then records it, and the
-	// run ends canceled instead of staying as it was.
-	rctx := context.WithoutCancel(ctx)
-	if ld == nil {
-		var err error
-		if ld, err = loadRun(rctx, rt.Store(), runID); err != nil {
-			return err
-		}
-	}
-	st, evs := ld.st, ld.evs
-	created := st.Created
-	// Say so before the header when another process executes the run
-	// (Execute refuses it too, should one start meanwhile).
-	if l, ok := rt.Store().(journal.Locker); ok {
-		if h, err := l.Holder(rctx, runID); err == nil && h != "" {
-			return withMessage(newBusyError(rctx, rt.Store(), runID), message)
-		}
-	}
-	if !p.Chat || message == "" {
-		p.Header(runID, st.Created, w.Run)
-	}
-	if jsonOut {
-		for _, e := range evs {
-			p.Event(e)
-		}
-	} else {
-		// A resumed run: learn the earlier calls and steps without
-		// printing them again, so that lines name their tools and the
-		// step counter goes on.
-		p.Prime(evs)
-	}
-	params := w.execParams(p.Event)
-	if !jsonOut {
-		params.OnEvent = tui.EstimatedUsageNote(p.Err(), created.Model, params.OnEvent)
-	}
-	params.Message = message
-	// Execute goes on from this fold, reading only what was appended
-	// since (it verifies that against the newest hash read here).
-	params.From = &agent.Checkpoint{State: st, Hash: evs[len(evs)-1].Hash}
-	params.Principals = identity.NewDirectory(rt.Store(), nil).Check
-	// One question at a time at the terminal: the lead's and its
-	// children's, which may ask at once.
-	var asking sync.Mutex
-	// Children execute in this process, each wired like its parent. A
-	// child's question is asked here as the lead's are; a child that
-	// pauses for a person (no terminal, or --no-wait) pauses its lead:
-	// nothing here would continue it.
-	team := &agent.LocalTeam{Runtime: rt, Wire: a.assembler().Wire(&w.live.Params), ReturnPaused: true, Params: func(_ string, cp *agent.ExecParams) {
-		cp.Principals = params.Principals
-		cp.Wait = params.Wait
-		cp.OnWait = func(pending []agent.PendingApproval) {
-			asking.Lock()
-			defer asking.Unlock()
-			p.Pause()
-			defer p.Resume()
-			a.childWait(ctx, rt.Store(), pending, params.Wait && !jsonOut && a.inline())
-		}
-	}}
-	defer team.Close()
-	params.Team = team
-	params.OnWait = func(pending []agent.PendingApproval) {
-		asking.Lock()
-		defer asking.Unlock()
-		p.Pause()
-		defer p.Resume()
-		if params.Wait && !jsonOut && a.inline() && a.decideInline(ctx, rt.Store(), created, pending) {
-			return // decided here: the run goes on
-		}
-		if w.live != nil && w.live.standIn != "" && !a.inline() && a.approveAsStandIn(ctx, rt.Store(), created, pending, w.live.standIn) {
-			return // approved by the stand-in: the run goes on
-		}
-		if ctx.Err() != nil {
-			return // interrupted at the question: the run stops
-		}
-		a.onWait(pending)
-	}
-	params.Trace = chainTrace(params.Trace, p.CallContext)
-	// Approvals asked at this terminal show the call themselves.
-	p.Inline = params.Wait && !jsonOut && a.inline()
-	a.prompt.Attach(p)
-	defer a.prompt.Attach(nil)
-	stopLive := p.StartLive()
-	out, err := rt.Execute(ctx, runID, params)
-	stopLive()
-	if errors.Is(err, agent.ErrRunBusy) {
-		return withMessage(newBusyError(ctx, rt.Store(), runID), message)
-	}
-	if err != nil {
-		return err
-	}
-	p.Footer(runID, out)
-	if !jsonOut {
-		if out.Status == journal.StatusPaused && out.End != nil && out.End.Reason == agent.ReasonChildren {
-			a.childrenWaits(rctx, rt.Store(), runID, out.State)
-		}
-		a.leadHint(created, out.Status)
-	}
-	if pending := out.State.Pending(); message != "" && len(pending) > 0 && unread(out.State, message) {
-		ids := make([]string, len(pending))
-		for i, pa := range pending {
-			ids[i] = pa.CallID
-		}
-		fmt.Fprintf(a.stderr, "keel: your message is journaled; the model reads it once %s %s decided (keel approve|deny %s CALL)\n",
-			strings.Join(ids, ", "), map[bool]string{true: "is", false: "are"}[len(ids) == 1], runID)
-	}
-	switch out.Status {
-	case journal.StatusCompleted:
-		return nil
-	case journal.StatusPaused:
-		return &exitError{3}
-	case journal.StatusCanceled:
-		return &exitError{130}
-	default:
-		return &exitError{1}
-	}
-}
-
-// chainTrace runs the per-operation hooks first, then second.
-func chainTrace(first, second func(context.Context, agent.Operation) context.Context) func(context.Context, agent.Operation) context.Context {
-	if first == nil {
-		return second
-	}
-	return func(ctx context.Context, op agent.Operation) context.Context {
-		return second(first(ctx, op), op)
-	}
-}
-
-// busyError reports that another process executes a run: exit status 1
-// (status 3 means "waiting for approval"), one readable sentence instead
-// of the runtime's error chain. It wraps agent.ErrRunBusy.
-type busyError struct {
-	runID, holder string
-	message       bool
-}
-
-func (e *busyError) Error() string {
-	s := fmt.Sprintf("run %s is being executed by %s; wait for it to pause or end (keel runs list), or stop that process", e.runID, e.holder)
-	if e.message {
-		s += "; your --message was NOT delivered: give it again then"
-	}
-	return s
-}
-
-// unread reports whether message is the newest message of st and comes
-// after its newest turn: the model has not read it yet.
-func unread(st *agent.State, message string) bool {
-	n := len(st.Messages)
-	t := st.LastTurn()
-	return n > 0 && st.Messages[n-1].Content == message && (t == nil || t.Index < n-1)
-}
-
-// withMessage marks a busyError of an execution given a person's message:
-// the message was not journaled, and the error says so.
-func withMessage(err error, message string) error {
-	var b *busyError
-	if message != "" && errors.As(err, &b) {
-		b.message = true
-	}
-	return err
-}
-
-func (e *busyError) Unwrap() error { return agent.ErrRunBusy }
-
-// newBusyError names the holder of runID's lease when the store knows it.
-func newBusyError(ctx context.Context, store journal.Store, runID string) error {
-	who := "another process"
-	if l, ok := store.(journal.Locker); ok {
-		if h, err := l.Holder(ctx, runID); err == nil && h != "" {
-			who = "another process (" + h + ")"
-		}
-	}
-	return &busyError{runID: runID, holder: who}
 }
 
 func readTask(f *runFlags, args []string) (string, error) {

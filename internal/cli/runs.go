@@ -12,6 +12,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
+	"github.com/keel-run/keel/internal/foreground"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
@@ -50,7 +51,7 @@ alone: stop that process first (Ctrl-C leaves the run paused).`,
 			if l, ok := store.(journal.Locker); ok {
 				unlock, err := l.Lock(ctx, runID)
 				if errors.Is(err, journal.ErrLocked) {
-					return newBusyError(ctx, store, runID)
+					return foreground.Busy(ctx, store, runID)
 				}
 				if err != nil {
 					return err
@@ -75,7 +76,7 @@ alone: stop that process first (Ctrl-C leaves the run paused).`,
 				return fmt.Errorf("run %s already completed; there is nothing to cancel", runID)
 			}
 			if errors.Is(err, agent.ErrRunBusy) {
-				return newBusyError(ctx, store, runID)
+				return foreground.Busy(ctx, store, runID)
 			}
 			if err != nil {
 				return err
@@ -334,11 +335,11 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		return err
 	}
 	defer flush()
-	ld, err := loadRun(ctx, store, runID)
+	ld, err := foreground.Load(ctx, store, runID)
 	if err != nil {
 		return err
 	}
-	st := ld.st
+	st := ld.State
 	if err := agent.CheckResumable(st); err != nil {
 		return err
 	}
@@ -369,12 +370,12 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	if l != st.Limits {
 		live.limits = &l
 	}
-	w, err := a.newWiring(ctx, runAsNow(st), live)
+	run, err := a.newWiring(ctx, runAsNow(st), live)
 	if err != nil {
 		return err
 	}
-	defer w.Close()
-	return a.executeLoaded(ctx, rt, runID, ld, w, f.json, f.quiet, message)
+	defer run.Close()
+	return execute(ctx, a.execution(rt, run, live, f.json, f.quiet), runID, ld, message)
 }
 
 // completedError refuses to resume a completed run without a message. It

@@ -3,14 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
@@ -19,76 +18,18 @@ import (
 	"github.com/keel-run/keel/telemetry"
 )
 
-// telemetryFlush bounds how long a command waits, when it ends, for its
-// last spans to reach the collector.
-const telemetryFlush = 3 * time.Second
-
-// telemetryConfig returns the trace export settings (config.toml and the
-// OTEL_* environment).
-func (a *app) telemetryConfig() (*telemetry.Config, error) {
-	cfg := a.cfg
-	if cfg == nil {
-		cfg = &config.Config{}
-	}
-	tc, err := cfg.TelemetryConfig(a.getenv)
-	if err != nil {
-		return nil, err
-	}
-	tc.Version = Version
-	return tc, nil
-}
-
 // newRuntime returns a runtime on store whose appends are exported as
-// spans when tracing is configured, and counted by metrics (keel serve).
-// The returned function flushes the export; call it before closing the
-// store.
+// spans when tracing is configured, and counted by metrics (keel serve)
+// (builder.Process.Runtime). The returned function flushes the export;
+// call it before closing the store.
 func (a *app) newRuntime(ctx context.Context, store journal.Store, opts *agent.RuntimeOptions, metrics *telemetry.Metrics) (*agent.Runtime, func(), error) {
-	tc, err := a.telemetryConfig()
-	if err != nil {
-		return nil, nil, err
+	p := a.process()
+	p.Metrics = metrics
+	rt, live, flush, err := p.Runtime(ctx, store, opts)
+	if live != nil {
+		a.live = live
 	}
-	var exp *telemetry.Exporter
-	if tc.Enabled() {
-		exp, err = telemetry.NewExporter(ctx, tc)
-		if err != nil {
-			return nil, nil, err
-		}
-	}
-	if exp == nil && metrics == nil {
-		return agent.NewRuntime(store, opts), func() {}, nil
-	}
-	// With the journal's side table, the export is durable: spans the
-	// collector did not acknowledge before a crash are sent by the next
-	// process that continues (or, in keel serve, finds) the run.
-	recs, _ := store.(journal.Records)
-	live := telemetry.NewLive(&telemetry.LiveOptions{Exporter: exp, Metrics: metrics, Read: store.Read, Records: recs})
-	a.live = live
-	o := agent.RuntimeOptions{}
-	if opts != nil {
-		o = *opts
-	}
-	o.OnAppend = live.Appended
-	done := func() {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlush)
-		defer cancel()
-		err := live.Close(fctx)
-		if exp == nil {
-			return
-		}
-		st := exp.Stats()
-		if st.Dropped > 0 || st.Failed > 0 || live.Dropped() > 0 || errors.Is(err, context.DeadlineExceeded) {
-			fmt.Fprintf(a.stderr, "keel: telemetry: %d spans exported, %d failed, %d dropped (queue full), %d events dropped to %s%s\n",
-				st.Exported, st.Failed, st.Dropped, live.Dropped(), tc.Endpoint, timeoutNote(err))
-		}
-	}
-	return agent.NewRuntime(store, &o), done, nil
-}
-
-func timeoutNote(err error) string {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Sprintf("; gave up waiting for the collector after %s (keel runs trace RUN exports a run again)", telemetryFlush)
-	}
-	return ""
+	return rt, flush, err
 }
 
 func (a *app) runsTraceCmd() *cobra.Command {
@@ -111,7 +52,7 @@ OTEL_EXPORTER_OTLP_ENDPOINT or [telemetry] endpoint in config.toml
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			tc, err := a.telemetryConfig()
+			tc, err := a.process().TelemetryConfig()
 			if err != nil {
 				return err
 			}
@@ -131,7 +72,7 @@ OTEL_EXPORTER_OTLP_ENDPOINT or [telemetry] endpoint in config.toml
 				return usagef("no OTLP collector: pass --otlp URL or set OTEL_EXPORTER_OTLP_ENDPOINT")
 			}
 			return a.withStore(ctx, func(store journal.Store) error {
-				n, err := telemetry.ExportStored(ctx, tc, store, args[0], telemetryFlush)
+				n, err := telemetry.ExportStored(ctx, tc, store, args[0], builder.TelemetryFlush)
 				if err != nil {
 					return err
 				}
@@ -229,12 +170,4 @@ func (l *local) Cost(ctx context.Context, by, since string) (*api.CostReport, er
 
 func (r *remote) Cost(ctx context.Context, by, since string) (*api.CostReport, error) {
 	return r.cl.Cost(ctx, by, since)
-}
-
-// tracing reports whether trace export is configured: then model
-// requests, shell commands and HTTP calls carry the run's W3C trace
-// context.
-func (a *app) tracing() bool {
-	tc, err := a.telemetryConfig()
-	return err == nil && tc.Enabled()
 }

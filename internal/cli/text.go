@@ -3,10 +3,7 @@ package cli
 import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/tui"
-	"github.com/keel-run/keel/journal"
 )
-
-type eventT = journal.Event
 
 // Text helpers shared with the event details of package agent.
 var (

@@ -9,8 +9,8 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/assemble/builder"
+	"github.com/keel-run/keel/internal/foreground"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/skill"
 )
 
 // liveOptions are what an execution needs beyond the run's journal: what
@@ -44,38 +44,30 @@ type liveOptions struct {
 	standIn string
 }
 
-// wiring is everything live an execution of a run needs: the assembled
-// run and this execution's options.
-type wiring struct {
-	*assemble.Run
-	live *liveOptions
-}
-
-// assembler is the assembler of this process's runs, as the flags,
-// config.toml and the environment configure it.
-func (a *app) assembler() *assemble.Assembler {
-	asm := &assemble.Assembler{Home: a.home, Journal: a.dbPath(), Config: a.cfg, Getenv: a.getenv, Notes: a.stderr,
-		Metrics: a.metrics, Tracing: a.tracing(), OpenJournal: a.openStore, OpenVault: a.openVault, MoreTools: a.moreTools}
+// process is this process's configuration of runs, as the flags,
+// config.toml and the environment give it.
+func (a *app) process() *builder.Process {
+	p := &builder.Process{Home: a.home, Journal: a.dbPath(), Config: a.cfg, Project: a.project, Getenv: a.getenv, Notes: a.stderr,
+		Version: Version, Metrics: a.metrics, OpenJournal: a.openStore, OpenVault: a.openVault}
 	if k, err := parseDebug(a.getenv("KEEL_DEBUG")); err == nil && k.egressRoots != "" {
 		if b, err := os.ReadFile(k.egressRoots); err == nil {
-			asm.EgressRoots = x509.NewCertPool()
-			asm.EgressRoots.AppendCertsFromPEM(b)
+			p.EgressRoots = x509.NewCertPool()
+			p.EgressRoots.AppendCertsFromPEM(b)
 		}
 	}
-	return asm
+	return p
 }
+
+// assembler is the assembler of this process's runs.
+func (a *app) assembler() *assemble.Assembler { return a.process().Assembler() }
 
 // connectors are the connectors of this process's configuration.
-func (a *app) connectors() *builder.Connectors {
-	return &builder.Connectors{Config: a.cfg, Project: a.project, ConfigFile: a.configFile()}
-}
+func (a *app) connectors() *builder.Connectors { return a.process().Connectors() }
 
 // newBuilder is the service's builder of runs in this process (the
-// server's, a scheduler's, an evaluation's), as its flags, config.toml
-// and environment configure it.
+// server's, a scheduler's, an evaluation's).
 func newBuilder(a *app, store journal.Store, logger *slog.Logger) *builder.Builder {
-	return &builder.Builder{Assembler: a.assembler(), Store: store, Logger: logger, Params: &assemble.Params{}, Connectors: a.connectors(),
-		Skills: func(st journal.Store, ws string) *skill.Library { return a.skillHost(st).Library(ws) }, PromotionTools: a.skillHost(nil).AddPromotionTools}
+	return a.process().Builder(store, logger)
 }
 
 // localBuilder is keel run's builder: its execution's options live.
@@ -88,28 +80,41 @@ func (a *app) localBuilder(store journal.Store, live *liveOptions) *builder.Buil
 // newWiring builds the model, sandbox, workspace and tools for a run as
 // its run.created payload describes them (with live's settings, on a
 // resume that changes them).
-func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOptions) (*wiring, error) {
+func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOptions) (*assemble.Run, error) {
 	if live.settings != nil {
 		cc := *c
 		cc.Settings = live.settings
 		c = &cc
 	}
-	r, err := a.assembler().Assemble(ctx, c, &live.Params)
-	if err != nil {
-		return nil, err
-	}
-	return &wiring{Run: r, live: live}, nil
+	return a.assembler().Assemble(ctx, c, &live.Params)
 }
 
-func (w *wiring) execParams(onEvent func(e eventT)) *agent.ExecParams {
-	return &agent.ExecParams{
-		Wiring:        w.Run.Wiring,
-		OnEvent:       onEvent,
-		Handoff:       w.live.handoff,
-		ContextWindow: w.live.contextWindow,
-		Wait:          w.live.gate.waiting(),
-		IfLastSeq:     w.live.gate.ifLastSeq,
-		Limits:        w.live.limits,
-		Settings:      w.live.settings,
+// execution is the execution, in this process at this terminal, of the
+// run assembled as run, with live's options.
+func (a *app) execution(rt *agent.Runtime, run *assemble.Run, live *liveOptions, jsonOut, quiet bool) *foreground.Execution {
+	l := &local{a: a, store: rt.Store()}
+	return &foreground.Execution{Runtime: rt, Run: run, Wire: a.assembler().Wire(&live.Params),
+		Handoff: live.handoff, ContextWindow: live.contextWindow, Limits: live.limits, Settings: live.settings,
+		IfLastSeq: live.gate.ifLastSeq, Wait: live.gate.waiting(), Chat: live.chat, StandIn: live.standIn,
+		Terminal: &foreground.Terminal{Stdout: a.stdout, Stderr: a.stderr, Term: a.term, JSON: jsonOut, Quiet: quiet,
+			Prompt: &a.prompt, Inline: a.inline(), Keel: a.keelCmd(), Person: a.person(""), Decide: l.Decide}}
+}
+
+// execute executes runID (as ld holds it; nil: read it) with the
+// person's message, if any, and maps the outcome to an exit status.
+func execute(ctx context.Context, x *foreground.Execution, runID string, ld *foreground.Loaded, message string) error {
+	out, err := x.Execute(ctx, runID, ld, message)
+	if err != nil {
+		return err
+	}
+	switch out.Status {
+	case journal.StatusCompleted:
+		return nil
+	case journal.StatusPaused:
+		return &exitError{3}
+	case journal.StatusCanceled:
+		return &exitError{130}
+	default:
+		return &exitError{1}
 	}
 }

@@ -26,10 +26,10 @@ import (
 // runs, wired by the builder, journaled and executed unattended (asks
 // decided by Approve), then its checks run in its sandbox.
 type Exec struct {
-	// Service prepares and journals the trials' runs (a service that
-	// executes nothing, over Builder); Runtime executes them.
+	// Service prepares, journals and decides the trials' runs (a
+	// service that executes nothing, over Builder); its runtime executes
+	// them in this process.
 	Service *service.Service
-	Runtime *agent.Runtime
 	Builder *builder.Builder
 	// Policy decides the trials' calls; Sandbox is their sandbox's kind.
 	Policy  *policy.Engine
@@ -90,7 +90,7 @@ func (x *Exec) Execute(ctx context.Context, tr *eval.TrialRun) (string, error) {
 	}
 	checks := wired.Env.Sandbox
 	params := &agent.ExecParams{Wiring: run.Wiring}
-	params.Principals = identity.NewDirectory(x.Runtime.Store(), nil).Check
+	params.Principals = identity.NewDirectory(x.Service.Runtime().Store(), nil).Check
 	if x.Fault.At == tr.Seq {
 		switch x.Fault.Kind {
 		case "provider":
@@ -101,7 +101,7 @@ func (x *Exec) Execute(ctx context.Context, tr *eval.TrialRun) (string, error) {
 			params.Env = &env
 		}
 	}
-	if _, err := Unattended(ctx, x.Runtime, runID, params, func(p agent.PendingApproval) (policy.Effect, string) {
+	if _, err := Unattended(ctx, x.Service, runID, params, func(p agent.PendingApproval) (policy.Effect, string) {
 		return x.Approve, "decided by the evaluation's rule (--approve " + string(x.Approve) + ")"
 	}); err != nil {
 		return runID, err
@@ -112,12 +112,13 @@ func (x *Exec) Execute(ctx context.Context, tr *eval.TrialRun) (string, error) {
 	return runID, tr.After(ctx, Shell(checks))
 }
 
-// Unattended executes runID until it ends, deciding each approval it
-// asks for with decide (a run that pauses for another reason is
-// returned as it is).
-func Unattended(ctx context.Context, rt *agent.Runtime, runID string, params *agent.ExecParams, decide func(agent.PendingApproval) (policy.Effect, string)) (*agent.Outcome, error) {
+// Unattended executes runID in this process until it ends, deciding
+// each approval it asks for with decide, recorded through the service
+// as every front end's decisions are, by "keel-eval" (a run that pauses
+// for another reason is returned as it is).
+func Unattended(ctx context.Context, svc *service.Service, runID string, params *agent.ExecParams, decide func(agent.PendingApproval) (policy.Effect, string)) (*agent.Outcome, error) {
 	for {
-		out, err := rt.Execute(ctx, runID, params)
+		out, err := svc.Runtime().Execute(ctx, runID, params)
 		if err != nil {
 			return out, err
 		}
@@ -127,7 +128,8 @@ func Unattended(ctx context.Context, rt *agent.Runtime, runID string, params *ag
 		}
 		for _, p := range pending {
 			eff, reason := decide(p)
-			if err := rt.Resolve(ctx, runID, p.CallID, &agent.ApprovalResolved{CallID: p.CallID, Decision: eff, By: "keel-eval", Reason: reason}); err != nil {
+			d := &service.Decision{RunID: runID, CallID: p.CallID, Effect: eff, Decide: api.Decide{Reason: reason}}
+			if _, err := svc.Decide(ctx, service.Local("keel-eval"), d); err != nil {
 				return out, err
 			}
 		}

@@ -269,7 +269,7 @@ func Replay(ctx context.Context, p *ReplayParams) (*Replayed, error) {
 	}
 	params := &agent.ExecParams{Wiring: run.Wiring}
 	params.Principals = identity.NewDirectory(store, nil).Check
-	if _, err := Unattended(ctx, p.Runtime, replayID, params, func(pa agent.PendingApproval) (policy.Effect, string) {
+	if _, err := Unattended(ctx, svc, replayID, params, func(pa agent.PendingApproval) (policy.Effect, string) {
 		if d := decided[pa.CallID]; d != nil {
 			return d.Decision, "as decided in run " + p.Run
 		}

@@ -1,4 +1,4 @@
-package cli
+package foreground
 
 import (
 	"context"
@@ -9,33 +9,33 @@ import (
 	"github.com/keel-run/keel/journal"
 )
 
-// childWait is what keel run does when a child agent it executes waits
-// for a person's approval (with a terminal, unless --no-wait): the
-// question is asked at the terminal, naming the child; without an
+// childWait is what an execution does when a child agent it executes
+// waits for a person's approval (with a terminal, unless --no-wait):
+// the question is asked at the terminal, naming the child; without an
 // answer there, the child waits for a decision from any process, as a
 // lead would.
-func (a *app) childWait(ctx context.Context, store journal.Store, pending []agent.PendingApproval, inline bool) {
+func (x *Execution) childWait(ctx context.Context, store journal.Store, pending []agent.PendingApproval, inline bool) {
 	if len(pending) == 0 {
 		return
 	}
 	st, _, err := agent.NewRuntime(store, nil).Load(context.WithoutCancel(ctx), pending[0].RunID)
 	if err != nil {
-		fmt.Fprintf(a.stderr, "keel: child run %s waits for approval: %v\n", pending[0].RunID, err)
+		fmt.Fprintf(x.Stderr, "keel: child run %s waits for approval: %v\n", pending[0].RunID, err)
 		return
 	}
-	fmt.Fprintf(a.stderr, "\nkeel: child agent %s (run %s) asks:\n", st.Created.Principal, st.RunID)
-	if inline && a.decideInline(ctx, store, st.Created, pending) {
+	fmt.Fprintf(x.Stderr, "\nkeel: child agent %s (run %s) asks:\n", st.Created.Principal, st.RunID)
+	if inline && x.Prompt.DecideInline(ctx, st.Created, pending, x.Person, x.Decide) {
 		return
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	a.onWait(pending)
+	tui.Waiting(x.Stderr, pending, "")
 }
 
 // childrenWaits prints, for a lead paused because children of its tree
 // wait for a person, what each waits for and how to go on.
-func (a *app) childrenWaits(ctx context.Context, store journal.Store, lead string, st *agent.State) {
+func (x *Execution) childrenWaits(ctx context.Context, store journal.Store, lead string, st *agent.State) {
 	var paused []*agent.State
 	var walk func(st *agent.State, depth int)
 	walk = func(st *agent.State, depth int) {
@@ -56,17 +56,17 @@ func (a *app) childrenWaits(ctx context.Context, store journal.Store, lead strin
 	}
 	walk(st, 0)
 	if len(paused) > 0 {
-		tui.ChildWaits(a.stderr, a.keelCmd(), lead, paused)
+		tui.ChildWaits(x.Stderr, x.Keel, lead, paused)
 	}
 }
 
 // leadHint tells the person who continued a child agent's run on its
 // own (keel approve continues the run it decided on) that the child's
 // result goes to its lead, which goes on when resumed.
-func (a *app) leadHint(created *agent.RunCreated, status journal.Status) {
+func (x *Execution) leadHint(created *agent.RunCreated, status journal.Status) {
 	p := created.Parent
 	if p == nil || status == journal.StatusPaused {
 		return
 	}
-	fmt.Fprintf(a.stderr, "keel: this run is a child agent of run %s; continue the team with: %s runs resume %s\n", p.Run, a.keelCmd(), p.Root)
+	fmt.Fprintf(x.Stderr, "keel: this run is a child agent of run %s; continue the team with: %s runs resume %s\n", p.Run, x.Keel, p.Root)
 }
