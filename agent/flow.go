@@ -397,7 +397,7 @@ func namesHostSecret(hosts []SecretHost, toolName string, args []byte) string {
 	}
 	var uses []string
 	for _, h := range hosts {
-		if !validName.MatchString(h.Name) {
+		if !validName().MatchString(h.Name) {
 			continue
 		}
 		if regexp.MustCompile(`(^|[^A-Za-z0-9_])` + h.Name + `($|[^A-Za-z0-9_])`).Match(args) {
