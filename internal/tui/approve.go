@@ -111,8 +111,7 @@ func (pr *Prompt) DecideInline(ctx context.Context, created *agent.RunCreated, p
 			q := "  approve? [y]es, [n]o, [r] always for this run, [a] always for this agent: "
 			pre := PrefixFor(p)
 			if pre != "" {
-				q = "  approve? [y]es, [n]o, [r] always for this run, [a] always for this agent,\n" +
-					"    [p] every command starting '" + pre + "' for this run: "
+				q = "  approve? [y]es, [n]o, [r] always for this run, [p] every command starting '" + pre + "' for this run, [a] always for this agent: "
 			}
 			ans, ok := pr.Ask(ctx, q)
 			if !ok && ctx.Err() != nil {
