@@ -76,8 +76,8 @@ func (a *app) runDefaults(cmd *cobra.Command, f *runFlags) (*runSettings, error)
 		return nil, &usageError{err}
 	}
 	if l != nil {
-		if rs.untrusted, err = a.untrustedKeys(proj, l); err != nil {
-			return nil, err
+		if rs.untrusted, err = config.Untrusted(a.home, proj, l); err != nil {
+			return nil, &usageError{err}
 		}
 		// keel config show shows an untrusted file, marked as such.
 		if len(rs.untrusted) > 0 && cmd.Name() != "show" {
@@ -155,46 +155,12 @@ The trust is for the file's exact content; a change asks again.`,
 	return cmd
 }
 
-// trustingKeys are the settings of a project file that are applied only
-// once the person trusts the file: they can loosen what a run may do or
-// send what is the person's (the API key, to a model endpoint) elsewhere.
-var trustingKeys = []string{"model", "policy", "allow-host", "setup-allow-host"}
-
-// untrustedKeys lists the trusting keys (and MCP servers) the project
-// file sets, unless its content was trusted with keel config trust: a
-// project file with any is refused by keel run.
-func (a *app) untrustedKeys(proj *config.Config, l *config.Layer) ([]string, error) {
-	var sets []string
-	for _, k := range trustingKeys {
-		if l.Sets(k) {
-			sets = append(sets, k)
-		}
-	}
-	if len(proj.MCP.Servers) > 0 {
-		sets = append(sets, "[[mcp.servers]]")
-	}
-	if len(sets) == 0 {
-		return nil, nil
-	}
-	b, err := os.ReadFile(proj.Path)
-	if err != nil {
-		return nil, &usageError{fmt.Errorf("config: %w", err)}
-	}
-	if config.Trusted(a.home, proj.Path, b) {
-		return nil, nil
-	}
-	return sets, nil
-}
-
 // untrustedError is keel run's refusal of the project file proj, which
 // sets the trusting keys sets and is not trusted.
 func untrustedError(proj *config.Config, sets []string) error {
 	return usagef("the project file %s sets %s, which can loosen what a run may do or send your API key elsewhere, and you have not trusted it as it is: read it (keel config show --workspace %s), then trust it: keel config trust --workspace %s",
-		proj.Path, strings.Join(sets, ", "), projectWorkspace(proj), projectWorkspace(proj))
+		proj.Path, strings.Join(sets, ", "), proj.Workspace(), proj.Workspace())
 }
-
-// projectWorkspace is the workspace of the project file proj.
-func projectWorkspace(proj *config.Config) string { return filepath.Dir(filepath.Dir(proj.Path)) }
 
 // untrustedSource marks the source of a setting from a project file
 // that is not trusted.
@@ -244,11 +210,11 @@ func (a *app) printSettings(fl *pflag.FlagSet, rs *runSettings, asJSON bool) err
 		}
 		rows = append(rows, row{f.Name, redact.Text(v), src, untrusted(src)})
 	})
-	for _, s := range a.mcpSources(rs) {
-		rows = append(rows, row{"mcp." + s[0], redact.Text(redact.URL(s[1])), s[2], untrusted(s[2])})
+	for _, s := range config.MCPSources(a.cfg, rs.project) {
+		rows = append(rows, row{"mcp." + s.Name, redact.Text(redact.URL(s.What)), s.File, untrusted(s.File)})
 	}
 	if len(rs.untrusted) > 0 {
-		ws := projectWorkspace(rs.project)
+		ws := rs.project.Workspace()
 		fmt.Fprintf(a.stderr, "keel: the project file %s is NOT TRUSTED: it sets %s, so keel run refuses to start in this workspace until you trust the file as it is: keel config trust --workspace %s\n",
 			rs.project.Path, strings.Join(rs.untrusted, ", "), ws)
 	}
@@ -275,33 +241,4 @@ func (a *app) printSettings(fl *pflag.FlagSet, rs *runSettings, asJSON bool) err
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, clip(oneLine(v), 80), src)
 	}
 	return tw.Flush()
-}
-
-// mcpSources lists the MCP servers of the config files: name, what runs
-// or is reached, and the file (the project's replaces the user's of the
-// same name).
-func (a *app) mcpSources(rs *runSettings) [][3]string {
-	var out [][3]string
-	put := func(name, what, src string) {
-		for i := range out {
-			if out[i][0] == name {
-				out[i] = [3]string{name, what, src}
-				return
-			}
-		}
-		out = append(out, [3]string{name, what, src})
-	}
-	for _, c := range []*config.Config{a.cfg, rs.project} {
-		if c == nil {
-			continue
-		}
-		for _, s := range c.MCP.Servers {
-			what := s.URL
-			if len(s.Command) > 0 {
-				what = strings.Join(s.Command, " ")
-			}
-			put(s.Name, what, c.Path)
-		}
-	}
-	return out
 }
