@@ -88,8 +88,8 @@ OTEL_EXPORTER_OTLP_ENDPOINT or [telemetry] endpoint in config.toml
 	return cmd
 }
 
-// parseLabels parses --label KEY=VALUE flags. Keys starting with "keel."
-// are Keel's own.
+// parseLabels parses --label KEY=VALUE flags (the service checks the
+// keys and values, as for every front end).
 func parseLabels(flags []string) (map[string]string, error) {
 	if len(flags) == 0 {
 		return nil, nil
@@ -97,16 +97,10 @@ func parseLabels(flags []string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, kv := range flags {
 		k, v, ok := strings.Cut(kv, "=")
-		k = strings.TrimSpace(k)
-		switch {
-		case !ok || k == "":
+		if !ok {
 			return nil, usagef("--label %q: want KEY=VALUE", kv)
-		case strings.HasPrefix(k, "keel."):
-			return nil, usagef("--label %q: keys starting with keel. are reserved", kv)
-		case len(k) > 128 || len(v) > 1024:
-			return nil, usagef("--label %q: keys are at most 128 bytes, values 1024", kv)
 		}
-		out[k] = v
+		out[strings.TrimSpace(k)] = v
 	}
 	return out, nil
 }
