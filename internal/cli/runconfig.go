@@ -2,18 +2,17 @@ package cli
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/internal/config"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/redact"
 )
 
@@ -162,10 +161,6 @@ func untrustedError(proj *config.Config, sets []string) error {
 		proj.Path, strings.Join(sets, ", "), proj.Workspace(), proj.Workspace())
 }
 
-// untrustedSource marks the source of a setting from a project file
-// that is not trusted.
-const untrustedSource = " (NOT TRUSTED: keel run refuses this file)"
-
 // notRunSetting are flags of keel config show that are not settings of
 // a run: its own, the global ones, and the key that never comes from a
 // file.
@@ -175,15 +170,7 @@ var notRunSetting = map[string]bool{"config-json": true, "help": true, "api-key"
 // servers; passwords and likely secrets in values are hidden (package
 // redact).
 func (a *app) printSettings(fl *pflag.FlagSet, rs *runSettings, asJSON bool) error {
-	type row struct {
-		Name   string `json:"name"`
-		Value  string `json:"value"`
-		Source string `json:"source"`
-		// Untrusted: the source is a project file keel run refuses
-		// until it is trusted.
-		Untrusted bool `json:"untrusted,omitempty"`
-	}
-	var rows []row
+	var rows []tui.Setting
 	untrusted := func(src string) bool {
 		return len(rs.untrusted) > 0 && rs.project != nil && src == rs.project.Path
 	}
@@ -208,37 +195,14 @@ func (a *app) printSettings(fl *pflag.FlagSet, rs *runSettings, asJSON bool) err
 			}
 			v = strings.Join(items, ", ")
 		}
-		rows = append(rows, row{f.Name, redact.Text(v), src, untrusted(src)})
+		rows = append(rows, tui.Setting{Name: f.Name, Value: redact.Text(v), Source: src, Untrusted: untrusted(src)})
 	})
 	for _, s := range config.MCPSources(a.cfg, rs.project) {
-		rows = append(rows, row{"mcp." + s.Name, redact.Text(redact.URL(s.What)), s.File, untrusted(s.File)})
+		rows = append(rows, tui.Setting{Name: "mcp." + s.Name, Value: redact.Text(redact.URL(s.What)), Source: s.File, Untrusted: untrusted(s.File)})
 	}
 	if len(rs.untrusted) > 0 {
-		ws := rs.project.Workspace()
 		fmt.Fprintf(a.stderr, "keel: the project file %s is NOT TRUSTED: it sets %s, so keel run refuses to start in this workspace until you trust the file as it is: keel config trust --workspace %s\n",
-			rs.project.Path, strings.Join(rs.untrusted, ", "), ws)
+			rs.project.Path, strings.Join(rs.untrusted, ", "), rs.project.Workspace())
 	}
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SETTING\tVALUE\tFROM")
-	for _, r := range rows {
-		v := r.Value
-		if v == "" {
-			v = "-"
-		}
-		src := r.Source
-		if r.Untrusted {
-			src += untrustedSource
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, clip(oneLine(v), 80), src)
-	}
-	return tw.Flush()
+	return tui.Settings(a.stdout, rows, asJSON)
 }
