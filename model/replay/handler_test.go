@@ -151,6 +151,7 @@ func TestServeUntilCanceled(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	tr := load(t, "deepseek_chat_dev.traj.json")
 	done := make(chan error, 1)
 	go func() { done <- replay.Serve(ctx, ln, tr) }()
