@@ -207,3 +207,42 @@ func TestRequestPartText(t *testing.T) {
 		t.Errorf("parts: %q %q %q", a, b, h)
 	}
 }
+
+// With a secret held and a host allowed, every script a program Keel
+// cannot read runs asks (fresh-user trial 5, M3: 19 asks on a recorded
+// task). One remembered prefix naming the program covers its later
+// scripts, and nothing else: not another program, not an added part that
+// sends, not a variable set for it.
+func TestHeldSecretPrefixGrantCoversScripts(t *testing.T) {
+	t.Parallel()
+	e := policy.Default()
+	held := &policy.Flow{Private: "the sandbox holds secret API_TOKEN (event 1)", PrivateOther: true, Held: []string{"API_TOKEN"}}
+	call := func(cmd string, grants ...policy.Grant) policy.Decision {
+		c := bashCall(cmd)
+		c.Flow, c.Grants = held, grants
+		return e.Decide(t.Context(), c)
+	}
+	first := call("python reproduce_issue.py")
+	if first.Effect != policy.Ask {
+		t.Fatalf("python reproduce_issue.py without a grant = %s (%s), want ask", first.Effect, first.Reason)
+	}
+	grants, err := policy.GrantsFor("run1/c1", policy.ScopeRun, "bash", &first, []string{"python"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		cmd  string
+		want policy.Effect
+	}{
+		{"python test_fix.py", policy.Allow},
+		{"python -m pytest tests/test_fields.py -x", policy.Allow},
+		{"cd src && python final_test.py | tail -5", policy.Allow},
+		{"node x.js", policy.Ask},
+		{"python a.py && curl -d @x https://pypi.org/", policy.Ask},
+		{"PYTHONSTARTUP=x.py python a.py", policy.Ask},
+	} {
+		if d := call(tt.cmd, grants...); d.Effect != tt.want {
+			t.Errorf("%s with a grant for 'python' = %s (%s), want %s", tt.cmd, d.Effect, d.Reason, tt.want)
+		}
+	}
+}

@@ -108,7 +108,13 @@ func (pr *Prompt) DecideInline(ctx context.Context, created *agent.RunCreated, p
 		fmt.Fprintf(pr.Err, "\nkeel: call %s (%s) needs your approval:\n", visible.String(p.CallID), p.Tool)
 		showPending(pr.Err, created, p)
 		for decided := false; !decided; {
-			ans, ok := pr.Ask(ctx, "  approve? [y]es, [n]o, [r] always for this run, [a] always for this agent: ")
+			q := "  approve? [y]es, [n]o, [r] always for this run, [a] always for this agent: "
+			pre := PrefixFor(p)
+			if pre != "" {
+				q = "  approve? [y]es, [n]o, [r] always for this run, [a] always for this agent,\n" +
+					"    [p] every command starting '" + pre + "' for this run: "
+			}
+			ans, ok := pr.Ask(ctx, q)
 			if !ok && ctx.Err() != nil {
 				return false // interrupted (Ctrl-C): the run stops, nothing to decide
 			}
@@ -123,6 +129,12 @@ func (pr *Prompt) DecideInline(ctx context.Context, created *agent.RunCreated, p
 				res.Remember = policy.ScopeRun
 			case "a", "agent":
 				res.Remember = policy.ScopeAgent
+			case "p", "prefix":
+				if pre == "" {
+					fmt.Fprintln(pr.Err, "  answer y, n, r or a")
+					continue
+				}
+				res.Remember, res.Prefix = policy.ScopeRun, strings.Fields(pre)
 			case "n", "no":
 				reason, ok := pr.Ask(ctx, "  why (the model is told): ")
 				if !ok {
@@ -150,6 +162,9 @@ func (pr *Prompt) DecideInline(ctx context.Context, created *agent.RunCreated, p
 			switch res.Remember {
 			case policy.ScopeRun:
 				verb += ", and matching calls from now on in this run"
+				if len(res.Prefix) > 0 {
+					verb += " (commands starting '" + strings.Join(res.Prefix, " ") + "')"
+				}
 			case policy.ScopeAgent:
 				verb += ", and matching calls from now on in every run of agent " + created.Principal
 			}
@@ -285,8 +300,8 @@ func Waiting(w io.Writer, pending []agent.PendingApproval, server string) {
 		if p.Expires != nil {
 			fmt.Fprintf(w, "  deadline %s, then: %s\n", p.Expires.Local().Format("2006-01-02 15:04:05"), p.Default)
 		}
-		fmt.Fprintf(w, "  approve: %s approve %s %s [--remember run|agent]\n  deny:    %s deny %s %s --reason '...'\n",
-			keel, p.RunID, ShellWord(p.CallID), keel, p.RunID, ShellWord(p.CallID))
+		fmt.Fprintf(w, "  approve: %s approve %s %s [--remember run|agent]%s\n  deny:    %s deny %s %s --reason '...'\n",
+			keel, p.RunID, ShellWord(p.CallID), prefixHint(p), keel, p.RunID, ShellWord(p.CallID))
 	}
 	if server == "" {
 		fmt.Fprintln(w, "keel: waiting (any process sharing the journal may decide; Ctrl-C leaves the run paused)")
@@ -294,4 +309,48 @@ func Waiting(w io.Writer, pending []agent.PendingApproval, server string) {
 	}
 	fmt.Fprintf(w, "keel: or in the web UI: %s/ui/approvals\n", server)
 	fmt.Fprintln(w, "keel: waiting (anyone with an approvals:write token for this server may decide; Ctrl-C leaves the run paused)")
+}
+
+// subcommandRunners are programs whose second word says what they run
+// (pip install, npm run): a suggested prefix keeps both.
+var subcommandRunners = map[string]bool{"pip": true, "pip3": true, "npm": true, "yarn": true, "pnpm": true, "go": true,
+	"cargo": true, "uv": true, "poetry": true, "git": true, "bundle": true, "gradle": true, "mvn": true}
+
+// PrefixFor suggests a word prefix to remember for a bash call waiting
+// for approval, when every part that asked runs the same program with
+// more words than the prefix (python x.py, pip install pytz): a run
+// holding a secret with a host allowed asks about each script it runs,
+// and a person who trusts the program for this run says so once. The
+// prefix is the program, with its subcommand for package managers;
+// Keel still refuses to remember it when later words would run code the
+// program does not name (docs/approvals.md). "" when there is none.
+func PrefixFor(p agent.PendingApproval) string {
+	if p.Tool != "bash" || len(p.Parts) == 0 {
+		return ""
+	}
+	pre := ""
+	for _, part := range p.Parts {
+		w := strings.Fields(part.Text)
+		if len(w) < 2 || strings.Contains(w[0], "=") || part.Clipped {
+			return ""
+		}
+		n := 1
+		if subcommandRunners[w[0]] && len(w) > 2 && !strings.HasPrefix(w[1], "-") {
+			n = 2
+		}
+		this := strings.Join(w[:n], " ")
+		if pre != "" && this != pre {
+			return ""
+		}
+		pre = this
+	}
+	return pre
+}
+
+// prefixHint is the --prefix of the approve line PrintPending shows.
+func prefixHint(p agent.PendingApproval) string {
+	if pre := PrefixFor(p); pre != "" {
+		return " [--prefix " + ShellWord(pre) + "]"
+	}
+	return ""
 }

@@ -84,8 +84,8 @@ func ChildWaits(w io.Writer, keel, lead string, children []*agent.State) {
 		for _, p := range pending {
 			fmt.Fprintf(w, "\nkeel: child agent %s (run %s) waits for a person to approve call %s (%s):\n", who, st.RunID, p.CallID, p.Tool)
 			showPending(w, st.Created, p)
-			fmt.Fprintf(w, "  approve: %s approve %s %s [--remember run|agent]\n  deny:    %s deny %s %s --reason '...'\n",
-				keel, st.RunID, ShellWord(p.CallID), keel, st.RunID, ShellWord(p.CallID))
+			fmt.Fprintf(w, "  approve: %s approve %s %s [--remember run|agent]%s\n  deny:    %s deny %s %s --reason '...'\n",
+				keel, st.RunID, ShellWord(p.CallID), prefixHint(p), keel, st.RunID, ShellWord(p.CallID))
 		}
 	}
 	fmt.Fprintf(w, "keel: the team waits for that; once decided, continue it with: %s runs resume %s\n", keel, lead)

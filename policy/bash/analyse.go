@@ -282,40 +282,77 @@ func hasInPlace(args []string) bool {
 func sedFacts(f *Facts, args []string, lits []bool) {
 	var scripts []string
 	fromOption := false
+	script := func(i int, text string) {
+		fromOption = true
+		if !lits[i] {
+			f.Dyn("a sed script only known at run time: " + text)
+		}
+		scripts = append(scripts, text)
+	}
+	fromFile := func() {
+		fromOption = true
+		f.Code = true
+		if f.Why == "" {
+			f.Why = "sed runs a script file"
+		}
+	}
+	// GNU sed takes abbreviated long options (--expr=) and clusters of
+	// short ones whose last takes the rest of the word or the next one
+	// as its value (-ne, -n -e'1e x.sh', -i.bak). Without -e or -f, the
+	// first word that is neither an option nor its value is the script.
+	first := -1
 	for i := 0; i < len(args); i++ {
 		a := args[i]
+		_, v, hasValue := strings.Cut(a, "=")
 		switch {
-		case a == "-e" || a == "--expression":
-			fromOption = true
-			if i+1 < len(args) {
-				if !lits[i+1] {
-					f.Dyn("a sed script only known at run time: " + args[i+1])
-				}
-				scripts = append(scripts, args[i+1])
+		case !strings.HasPrefix(a, "-") || a == "-" || !lits[i]:
+			if first < 0 {
+				first = i
+			}
+		case a == "--":
+			if first < 0 && i+1 < len(args) {
+				first = i + 1
+			}
+			i = len(args)
+		case longOpt(a, []string{"--expression"}):
+			if hasValue {
+				script(i, v)
+			} else if i+1 < len(args) {
+				script(i+1, args[i+1])
 				i++
 			}
-		case strings.HasPrefix(a, "--expression="):
-			fromOption = true
-			scripts = append(scripts, strings.TrimPrefix(a, "--expression="))
-		case a == "-f" || a == "--file" || strings.HasPrefix(a, "--file="):
-			fromOption = true
-			f.Code = true
-			if f.Why == "" {
-				f.Why = "sed runs a script file"
+		case longOpt(a, []string{"--file"}):
+			fromFile()
+			if !hasValue {
+				i++
+			}
+		case longOpt(a, []string{"--line-length"}) && !hasValue:
+			i++
+		case len(a) > 1 && a[0] == '-' && a[1] != '-':
+		cluster:
+			for j := 1; j < len(a); j++ {
+				switch a[j] {
+				case 'e', 'f', 'l':
+					val, vi := a[j+1:], i
+					if val == "" && i+1 < len(args) {
+						i++
+						val, vi = args[i], i
+					}
+					switch a[j] {
+					case 'e':
+						script(vi, val)
+					case 'f':
+						fromFile()
+					}
+					break cluster
+				case 'i':
+					break cluster // -i.bak: the rest is a suffix
+				}
 			}
 		}
 	}
-	if !fromOption {
-		for i, a := range args {
-			if strings.HasPrefix(a, "-") && lits[i] {
-				continue
-			}
-			if !lits[i] {
-				f.Dyn("a sed script only known at run time: " + a)
-			}
-			scripts = append(scripts, a)
-			break
-		}
+	if !fromOption && first >= 0 {
+		script(first, args[first])
 	}
 	for _, s := range scripts {
 		exec, write, read := sedCommands(s)
@@ -419,36 +456,104 @@ func sedCommands(s string) (exec, write, read bool) {
 // inplace).
 func awkFacts(f *Facts, name string, args []string, lits []bool) bool {
 	inPlace := false
-	prog, fromFile := "", false
+	var progs []string
+	fromFile, fromOption := false, false
+	// value returns the value of the option at args[i] (the rest of the
+	// word after skip bytes, or the next word) and the index of the last
+	// word it used.
+	value := func(i, skip int) (string, int) {
+		if rest := args[i][skip:]; rest != "" {
+			return strings.TrimPrefix(rest, "="), i
+		}
+		if i+1 < len(args) {
+			return args[i+1], i + 1
+		}
+		return "", i
+	}
+	// include: -i FILE loads awk code from FILE; -i inplace is gawk's
+	// in-place editing.
+	include := func(v string) {
+		if strings.HasPrefix(v, "inplace") {
+			inPlace = true
+		} else {
+			fromFile = true
+		}
+	}
+	// gawk takes abbreviated long options (--sour=) and clusters of
+	// short ones (-ve, -f, -E, -i, -l, -W exec load or run code).
 	for i := 0; i < len(args); i++ {
 		a := args[i]
+		k, _, _ := strings.Cut(a, "=")
 		switch {
-		case a == "-f" || a == "--file" || strings.HasPrefix(a, "--file="):
+		case a == "--":
+			if !fromFile && !fromOption && i+1 < len(args) {
+				if !lits[i+1] {
+					f.Code = true
+					f.Dyn("an " + name + " program only known at run time: " + args[i+1])
+				}
+				progs = append(progs, args[i+1])
+			}
+			i = len(args)
+		case longOpt(a, []string{"--file", "--exec", "--load"}):
 			fromFile = true
-			if a == "-f" || a == "--file" {
-				i++
-			}
-		case (a == "-i" || a == "--include") && i+1 < len(args):
-			if strings.HasPrefix(args[i+1], "inplace") {
-				inPlace = true
-			}
+			_, i = value(i, len(k))
+		case longOpt(a, []string{"--include"}):
+			var v string
+			v, i = value(i, len(k))
+			include(v)
+		case longOpt(a, []string{"--source"}):
+			var v string
+			v, i = value(i, len(k))
+			fromOption = true
+			progs = append(progs, v)
+		case longOpt(a, []string{"--assign", "--field-separator"}) && !strings.Contains(a, "="):
 			i++
-		case a == "-v" || a == "-F" || a == "--assign" || a == "--field-separator":
-			i++
-		case strings.HasPrefix(a, "-") && lits[i]:
+		case strings.HasPrefix(a, "--"):
+		case len(a) > 1 && a[0] == '-':
+		cluster:
+			for j := 1; j < len(a); j++ {
+				switch a[j] {
+				case 'f', 'E', 'l':
+					fromFile = true
+					_, i = value(i, j+1)
+					break cluster
+				case 'i':
+					var v string
+					v, i = value(i, j+1)
+					include(v)
+					break cluster
+				case 'e':
+					var v string
+					v, i = value(i, j+1)
+					fromOption = true
+					progs = append(progs, v)
+					break cluster
+				case 'W':
+					var v string
+					v, i = value(i, j+1)
+					if strings.HasPrefix(v, "e") {
+						fromFile = true // mawk -W exec FILE
+					}
+					break cluster
+				case 'v', 'F':
+					_, i = value(i, j+1)
+					break cluster
+				}
+			}
 		default:
-			if !fromFile && prog == "" {
+			if !fromFile && !fromOption && len(progs) == 0 {
 				if !lits[i] {
 					f.Code = true
 					f.Dyn("an " + name + " program only known at run time: " + a)
 				}
-				prog = a
+				progs = append(progs, a)
 			}
 		}
-		if prog != "" {
+		if len(progs) > 0 && !fromOption {
 			break
 		}
 	}
+	prog := strings.Join(progs, "\n")
 	if fromFile {
 		f.Code = true
 		if f.Why == "" {
@@ -677,7 +782,7 @@ func (l *locator) git(f *Facts, args []string, lits []bool, globs []int, cwd str
 			f.Dyn("git bisect run runs a command")
 		}
 	case "rebase":
-		if has("-x", "--exec") {
+		if slices.ContainsFunc(rest, func(a string) bool { return shortOpt(a, 'x') || longOpt(a, []string{"--exec"}) }) {
 			f.Dyn("git rebase --exec runs a command")
 		}
 	case "filter-branch", "difftool", "mergetool", "send-email", "instaweb", "daemon", "shell", "credential":
@@ -747,14 +852,39 @@ func (l *locator) git(f *Facts, args []string, lits []bool, globs []int, cwd str
 func gitRunsProgram(sub string, rest []string) string {
 	transport := slices.Contains([]string{"push", "fetch", "pull", "clone", "ls-remote", "archive", "send-pack", "fetch-pack"}, sub)
 	for _, a := range rest {
-		k, _, _ := strings.Cut(a, "=")
+		if a == "--" {
+			break
+		}
+		k, v, _ := strings.Cut(a, "=")
 		switch {
-		case transport && (k == "--receive-pack" || k == "--upload-pack" || k == "--exec"):
+		case transport && longOpt(a, []string{"--receive-pack", "--upload-pack", "--exec"}):
 			return "git " + sub + " " + k + " runs the program it names"
 		case a == "-u" && slices.Contains([]string{"clone", "fetch", "pull", "ls-remote"}, sub):
 			return "git " + sub + " -u runs the program it names"
-		case k == "--template" && (sub == "clone" || sub == "init"):
+		case (sub == "clone" || sub == "init") && longOpt(a, []string{"--template"}):
 			return "git " + sub + " --template copies hooks that git then runs"
+		case sub == "grep" && (shortOpt(a, 'O') || longOpt(a, []string{"--open-files-in-pager"})):
+			return "git grep " + k + " runs the program it names on the matching files"
+		case sub == "rebase" && (shortOpt(a, 'x') || longOpt(a, []string{"--exec"})):
+			return "git rebase " + k + " runs a command"
+		case sub == "clone" && (a == "-c" || longOpt(a, []string{"--config"})):
+			// The value is the next word or after "=": checked below.
+			if v != "" && !gitHarmless(strings.SplitN(v, "=", 2)[0]) {
+				return "git clone " + k + " sets configuration that can make git run commands"
+			}
+		case sub == "clone" && len(a) > 2 && strings.HasPrefix(a, "-c") && a[2] != '-':
+			if key, _, _ := strings.Cut(a[2:], "="); !gitHarmless(key) {
+				return "git clone " + k + " sets configuration that can make git run commands"
+			}
+		}
+	}
+	if sub == "clone" {
+		for i, a := range rest[:max(len(rest)-1, 0)] {
+			if a == "-c" || a == "--config" || longOpt(a, []string{"--config"}) && !strings.Contains(a, "=") {
+				if key, _, _ := strings.Cut(rest[i+1], "="); !gitHarmless(key) {
+					return "git clone " + a + " " + key + " sets configuration that can make git run commands"
+				}
+			}
 		}
 	}
 	return ""

@@ -316,6 +316,76 @@ func TestAnalyseOpaque(t *testing.T) {
 	}
 }
 
+// Options that make a known program run another one count in every
+// spelling the program takes: abbreviated long options (getopt_long and
+// git's parse-options take any unambiguous prefix), clusters of short
+// options, values attached to them (fresh-user trial 5, M1 and M2).
+func TestAnalyseRunsInEverySpelling(t *testing.T) {
+	t.Parallel()
+	env := bash.Env{Mount: "/workspace", Scratch: []string{"/tmp", "/root"}, System: []string{"/usr"}}
+	for _, tt := range []struct {
+		line string
+		runs bool
+	}{
+		{"git grep -O/workspace/x.sh hi", true},
+		{"git grep -O /workspace/x.sh hi", true},
+		{"git grep -iO./x.sh hi", true},
+		{"git grep --open-files-in-pager=./x.sh hi", true},
+		{"git grep --open=./x.sh hi", true},
+		{"git push --receive=./x.sh origin main", true},
+		{"git fetch --upload=./x.sh origin", true},
+		{"git rebase --exe='sh x.sh' main", true},
+		{"git rebase -x 'sh x.sh' main", true},
+		{"git clone -c core.sshCommand=./x.sh ssh://h/r", true},
+		{"git clone --config=core.fsmonitor=./x.sh /tmp/r d", true},
+		{"git clone -ccore.fsmonitor=./x.sh /tmp/r d", true},
+		{"git init --templ=./t d", true},
+		{"sort -S 1M -T /tmp --compress-prog=/workspace/x.sh big.txt", true},
+		{"tar --use-compress=/workspace/x.sh -cf /tmp/a.tar a.txt", true},
+		{"tar --to-comm=/workspace/x.sh -xf a.tar", true},
+		{"tar --checkpoint=1 --checkpoint-act=exec=/workspace/x.sh -cf /tmp/a.tar a.txt", true},
+		{"split -n 1 --filt=/workspace/x.sh a.txt", true},
+		{"install --strip-prog=/workspace/x.sh -s a /tmp/b", true},
+		{"zip --unzip-comm=/workspace/x.sh -T a.zip a.txt", true},
+		{"rg --pre /workspace/x.sh hi", true},
+		{"ag --pager=/workspace/x.sh hi", true},
+		{"ack hi", true},
+		{"sed --expr='1e /workspace/x.sh' a.txt", true},
+		{"sed -n -e'1e /workspace/x.sh' a.txt", true},
+		{"sed -ne '1e /workspace/x.sh' a.txt", true},
+		{"sed --fi=x.sed a.txt", true},
+		{"sed --line-length 5 '1e /workspace/x.sh' a.txt", true},
+		{"gawk -i /workspace/lib.awk 'BEGIN{}'", true},
+		{"gawk -l /workspace/ext.so 'BEGIN{}'", true},
+		{"gawk -E /workspace/x.awk a.txt", true},
+		{"gawk --exec=/workspace/x.awk a.txt", true},
+		{"gawk --sour='BEGIN{system(\"sh x.sh\")}' a.txt", true},
+		{"awk -v x=1 -e 'BEGIN{system(\"sh x.sh\")}' a.txt", true},
+		{"mawk -W exec /workspace/x.awk", true},
+		// The same programs in their ordinary forms.
+		{"git grep -n hi", false},
+		{"git grep --only-matching hi", false},
+		{"tar --checkpoint=1 -cf /tmp/a.tar a.txt", false},
+		{"sort -u names.txt", false},
+		{"install -s --strip a /tmp/b", false},
+		{"rg --pretty hi", false},
+		{"sed -n 's/a/b/p' a.txt", false},
+		{"sed -i.bak -e 's/a/b/' a.txt", false},
+		{"awk -F, '{print $1}' a.csv", false},
+		{"gawk -i inplace '{print}' a.txt", false},
+		{"awk -v x=1 '{print x}' a.txt", false},
+	} {
+		parts, _, _, err := bash.Analyse(tt.line, env, 0)
+		if err != nil || len(parts) != 1 {
+			t.Fatalf("Analyse(%q) = %d parts, %v", tt.line, len(parts), err)
+		}
+		f := parts[0].Facts
+		if got := f.Code || f.Dynamic || f.Opaque != ""; got != tt.runs {
+			t.Errorf("Analyse(%q): Code %v Dynamic %v Opaque %q (%s), want running another program %v", tt.line, f.Code, f.Dynamic, f.Opaque, f.Why, tt.runs)
+		}
+	}
+}
+
 // A command substitution in a network program's arguments sends its
 // output as @file sends a file (fresh-user trial 4, N11 f).
 func TestAnalyseSendsSubstitution(t *testing.T) {

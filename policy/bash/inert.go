@@ -32,8 +32,8 @@ func inert(name string, args []string) bool {
 			}
 			k, _, _ := strings.Cut(a, "=")
 			switch {
-			case slices.Contains([]string{"-I", "--use-compress-program", "--to-command", "--checkpoint-action", "--info-script",
-				"-F", "--new-volume-script", "--rsh-command", "--rmt-command"}, k):
+			case k == "-I" || k == "-F" || longOpt(a, []string{"--use-compress-program", "--to-command", "--checkpoint-action",
+				"--info-script", "--new-volume-script", "--rsh-command", "--rmt-command"}, "--checkpoint"):
 				return false
 			case strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.ContainsAny(a[1:], "IF"):
 				return false // a cluster such as -xIf
@@ -43,14 +43,23 @@ func inert(name string, args []string) bool {
 		}
 		return true
 	case "sort":
-		return !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--compress-program") })
+		return !anyLongOpt(args, []string{"--compress-program"})
 	case "split":
-		return !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--filter") })
+		return !anyLongOpt(args, []string{"--filter"})
 	case "zip":
 		// -TT/--unzip-command runs the program it names to test.
-		return !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-TT") || strings.HasPrefix(a, "--unzip-command") })
+		return !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-TT") }) && !anyLongOpt(args, []string{"--unzip-command"})
 	case "install":
-		return !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--strip-program") })
+		return !anyLongOpt(args, []string{"--strip-program"}, "--strip")
+	case "rg":
+		// --pre runs a program on every file searched (ripgrep takes
+		// long options only in full).
+		return !slices.ContainsFunc(args, func(a string) bool { return a == "--pre" || strings.HasPrefix(a, "--pre=") })
+	case "ag":
+		return !anyLongOpt(args, []string{"--pager"})
+	case "ack":
+		// --pager, and the same option in an .ackrc the project holds.
+		return false
 	case "patch":
 		// An ed-style patch is run by ed, whose ! runs commands.
 		return false
@@ -61,6 +70,41 @@ func inert(name string, args []string) bool {
 		return name == "env"
 	}
 	return readOnly[name] || noPaths[name] || writeAll[name] || writeLast[name] || inertOnly[name]
+}
+
+// longOpt reports whether the word a is one of the long options opts,
+// alone or with its value, in full or abbreviated: GNU getopt_long and
+// git's parse-options take any prefix of a long option that no other
+// option shares (sort --compress-prog=x runs x). An ambiguous prefix
+// also counts (the program then refuses it, so nothing is lost); exact
+// are a program's own options that are prefixes of one of opts (tar
+// --checkpoint, install --strip), which mean themselves.
+func longOpt(a string, opts []string, exact ...string) bool {
+	k, _, _ := strings.Cut(a, "=")
+	if len(k) <= 2 || !strings.HasPrefix(k, "--") || slices.Contains(exact, k) {
+		return false
+	}
+	return slices.ContainsFunc(opts, func(o string) bool { return strings.HasPrefix(o, k) })
+}
+
+// anyLongOpt reports whether one of args, up to a "--", is one of the
+// long options opts (longOpt).
+func anyLongOpt(args []string, opts []string, exact ...string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if longOpt(a, opts, exact...) {
+			return true
+		}
+	}
+	return false
+}
+
+// shortOpt reports whether the word a is a cluster of short options
+// holding c (-iO, -xIf).
+func shortOpt(a string, c byte) bool {
+	return len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.IndexByte(a[1:], c) >= 0
 }
 
 // harmlessAssign: variables that change no program's choice of what to
