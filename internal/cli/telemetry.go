@@ -24,11 +24,10 @@ import (
 // call it before closing the store.
 func (a *app) newRuntime(ctx context.Context, store journal.Store, opts *agent.RuntimeOptions, metrics *telemetry.Metrics) (*agent.Runtime, func(), error) {
 	p := a.process()
-	p.Metrics = metrics
-	rt, live, flush, err := p.Runtime(ctx, store, opts)
-	if live != nil {
-		a.live = live
+	if metrics != nil {
+		p.Metrics = metrics
 	}
+	rt, _, flush, err := p.Runtime(ctx, store, opts)
 	return rt, flush, err
 }
 
