@@ -437,3 +437,56 @@ func TestRecordedDecisionsReplay(t *testing.T) {
 		t.Fatalf("%d calls", n)
 	}
 }
+
+// A person's deny is an answer: the model acknowledging it ends the turn
+// completed, and a later turn is judged on its own calls. The policy's
+// denials fail a turn, counted from the newest person's message only.
+func TestPersonDenyIsAnEndOfTurn(t *testing.T) {
+	e := newEnv(t)
+	withBash(e)
+	m := &script{turns: []model.Message{
+		calls(bash("c1", "rm notes.txt")), answer("ok, I left notes.txt alone"),
+		answer("hi"),
+		calls(bash("c2", "cat ../../etc/passwd")), answer("I could not read it"),
+		answer("hello again"),
+	}}
+	id := e.create(&agent.RunCreated{Policy: policyRef(t, askRm)})
+	out, err := e.rt.Execute(t.Context(), id, e.params(m))
+	if err != nil || out.Status != journal.StatusPaused {
+		t.Fatalf("%v %v", out, err)
+	}
+	if err := e.rt.Resolve(t.Context(), id, "c1", &agent.ApprovalResolved{Decision: policy.Deny, By: "ann", Reason: "not now"}); err != nil {
+		t.Fatal(err)
+	}
+	step := func(msg string) *agent.Outcome {
+		t.Helper()
+		p := e.params(m)
+		p.Message = msg
+		out, err := e.rt.Execute(t.Context(), id, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for i, tt := range []struct {
+		msg            string
+		status         journal.Status
+		reason, output string
+	}{
+		{"", journal.StatusCompleted, "answer", "ok, I left notes.txt alone"},
+		{"just say hi", journal.StatusCompleted, "answer", "hi"},
+		{"read the passwd file", journal.StatusFailed, "all_denied", "I could not read it"},
+		{"say hello", journal.StatusCompleted, "answer", "hello again"},
+	} {
+		out := step(tt.msg)
+		if out.Status != tt.status || out.End.Reason != tt.reason || out.End.Output != tt.output {
+			t.Errorf("turn %d (%q): %s %+v, want %s %s", i, tt.msg, out.Status, out.End, tt.status, tt.reason)
+		}
+		if tt.reason == "all_denied" && (!strings.Contains(out.End.Message, "every one of the 1 tool calls since the newest message was denied by the policy") || !strings.Contains(out.End.Message, "keel policy check")) {
+			t.Errorf("all_denied says %q", out.End.Message)
+		}
+	}
+	if len(e.log.get()) != 0 {
+		t.Errorf("ran %v", e.log.get())
+	}
+}

@@ -27,7 +27,7 @@ const (
 	ReasonModelError       = "model_error"        // the model failed beyond its retries
 	ReasonResponseTooLarge = "response_too_large" // a response the journal cannot hold
 	ReasonInvalidCalls     = "invalid_calls"      // only malformed calls, turn after turn
-	ReasonAllDenied        = "all_denied"         // every call denied, turn after turn
+	ReasonAllDenied        = "all_denied"         // the gate denied every call of a turn
 	ReasonOutputLimit      = "output_limit"       // responses cut at the output-token limit
 	ReasonEmptyAnswers     = "empty_answers"      // incomplete, empty responses
 	ReasonFormatErrors     = "format_errors"      // text-action mode: no action in the format

@@ -156,9 +156,13 @@ func Step(s *State) Action {
 	}
 	last := s.Messages[len(s.Messages)-1]
 	if last.Role == model.RoleAssistant && len(last.ToolCalls) == 0 {
-		if n := deniedOnly(s); n > 0 {
+		if n, by := deniedOnly(s); n > 0 {
 			// An answer after nothing could run is no completion.
-			return finish(journal.RunFailed, ReasonAllDenied, fmt.Sprintf("every one of the run's %d tool calls was denied (by the policy or a person), so nothing ran; the model then answered without a tool (check the policy with `keel policy check`)", n), last.Content, "")
+			which := fmt.Sprintf("the run's %d tool calls", n)
+			if len(s.person) > 0 {
+				which = fmt.Sprintf("the %d tool calls since the newest message", n)
+			}
+			return finish(journal.RunFailed, ReasonAllDenied, "every one of "+which+" was denied "+by, last.Content, "")
 		}
 		return finish(journal.RunCompleted, ReasonAnswer, "the model answered without calling a tool", last.Content, "")
 	}
@@ -244,27 +248,43 @@ func sanitizeCalls(calls []model.ToolCall) []model.ToolCall {
 	return out
 }
 
-// deniedOnly returns the number of the run's tool calls when none of them
-// ran and at least one was denied by the gate or by a person (calls
-// refused as malformed count as not run), else 0.
-func deniedOnly(s *State) int {
-	n, denied := 0, false
+// deniedOnly returns the number of tool calls since the person's newest
+// message (the task, or a follow-up) when none of them ran and the gate
+// denied at least one, and says who denied; else 0. A person's deny is
+// an answer, not a failure: the model acknowledging it ends the turn as
+// any answer does (calls refused as malformed count as not run).
+func deniedOnly(s *State) (n int, by string) {
+	from := 0
+	if k := len(s.person); k > 0 {
+		from = s.person[k-1]
+	}
+	gate, timeout := false, false
 	for _, t := range s.Turns {
+		if t.Index < from {
+			continue
+		}
 		for _, c := range t.Calls {
 			n++
 			if c.Attempts > 0 {
-				return 0
+				return 0, ""
 			}
 			switch {
 			case c.Decision != nil && c.Decision.Effect == policy.Deny && !c.Decision.Invalid():
-				denied = true
+				gate = true
+			case c.Resolved != nil && c.Resolved.Decision == policy.Deny && c.Resolved.By == ByTimeout:
+				timeout = true
 			case c.Resolved != nil && c.Resolved.Decision == policy.Deny:
-				denied = true
+				return 0, ""
 			}
 		}
 	}
-	if !denied {
-		return 0
+	switch {
+	case gate && timeout:
+		return n, "by the policy or at the approval deadline, so nothing ran; the model then answered without a tool (check the policy with `keel policy check`)"
+	case gate:
+		return n, "by the policy, so nothing ran; the model then answered without a tool (check the policy with `keel policy check`)"
+	case timeout:
+		return n, "at the approval deadline (nobody decided in time), so nothing ran; the model then answered without a tool"
 	}
-	return n
+	return 0, ""
 }

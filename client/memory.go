@@ -9,12 +9,7 @@ import (
 )
 
 // MemoryParams selects what [Client.Memory] lists.
-type MemoryParams struct {
-	// Scopes, when not empty, keeps entries of these scopes only.
-	Scopes []string
-	// All includes superseded and forgotten entries.
-	All bool
-}
+type MemoryParams = api.MemoryParams
 
 // Memory lists the memory entries the token sees, oldest first. p may
 // be nil.

@@ -28,12 +28,7 @@ func (c *Client) Schedule(ctx context.Context, ref string) (*api.Schedule, error
 }
 
 // FiresParams selects the records [Client.Fires] returns.
-type FiresParams struct {
-	// Outcome keeps only records with this outcome ("" all); Last the
-	// newest Last (0 all).
-	Outcome string
-	Last    int
-}
+type FiresParams = api.FiresParams
 
 // Fires returns a schedule's fire records, oldest first. p may be nil.
 func (c *Client) Fires(ctx context.Context, ref string, p *FiresParams) ([]api.Fire, error) {

@@ -73,12 +73,7 @@ func (s *Service) seesMemory(who *Caller, sc memory.Scope) bool {
 }
 
 // MemoryParams selects what [Service.Memory] lists.
-type MemoryParams struct {
-	// Scopes, when not empty, keeps entries of these scopes only.
-	Scopes []string
-	// All includes superseded and forgotten entries.
-	All bool
-}
+type MemoryParams = api.MemoryParams
 
 // Memory lists the entries who may see, oldest first, each with the
 // runs it was offered to and used by.

@@ -138,12 +138,7 @@ func (s *Service) Schedule(ctx context.Context, who *Caller, ref string) (api.Sc
 }
 
 // FiresParams selects the fire records [Service.Fires] returns.
-type FiresParams struct {
-	// Outcome keeps only records with this outcome ("" all).
-	Outcome string
-	// Last keeps the newest Last records (0: all).
-	Last int
-}
+type FiresParams = api.FiresParams
 
 // Fires returns a schedule's fire records, oldest first.
 func (s *Service) Fires(ctx context.Context, who *Caller, ref string, p *FiresParams) ([]api.Fire, error) {

@@ -11,7 +11,7 @@ import (
 // The server records the token's person as who acts (By is not sent).
 
 func (r *remote) Agents(ctx context.Context) ([]identity.Agent, error) {
-	list, err := r.cl.Agents(ctx)
+	list, err := r.Client.Agents(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -27,7 +27,7 @@ func (r *remote) Agents(ctx context.Context) ([]identity.Agent, error) {
 }
 
 func (r *remote) Agent(ctx context.Context, name string) (*identity.Agent, error) {
-	list, err := r.cl.Agents(ctx)
+	list, err := r.Client.Agents(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (r *remote) Agent(ctx context.Context, name string) (*identity.Agent, error
 func (r *remote) withGrants(ctx context.Context, ag api.Agent) (*identity.Agent, error) {
 	out := agentOf(ag)
 	if ag.Grants > 0 {
-		list, err := r.cl.Grants(ctx, ag.Name)
+		list, err := r.Client.Grants(ctx, ag.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -58,7 +58,7 @@ func (r *remote) CreateAgent(ctx context.Context, p *identity.CreateParams) (*id
 	if c := p.Connectors; c != nil {
 		req.Connectors = &api.Connectors{MCP: c.MCP, SQL: c.SQL, OpenAPI: c.OpenAPI}
 	}
-	ag, err := r.cl.CreateAgent(ctx, req)
+	ag, err := r.Client.CreateAgent(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func (r *remote) CreateAgent(ctx context.Context, p *identity.CreateParams) (*id
 }
 
 func (r *remote) RevokeAgent(ctx context.Context, name string, p *identity.RevokeParams) (*identity.Agent, error) {
-	ag, err := r.cl.RevokeAgent(ctx, name, p.Reason)
+	ag, err := r.Client.RevokeAgent(ctx, name, p.Reason)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (r *remote) RevokeAgent(ctx context.Context, name string, p *identity.Revok
 }
 
 func (r *remote) Ungrant(ctx context.Context, name, grant string, p *identity.UngrantParams) error {
-	_, err := r.cl.Ungrant(ctx, name, grant, p.Reason)
+	_, err := r.Client.Ungrant(ctx, name, grant, p.Reason)
 	return err
 }
 

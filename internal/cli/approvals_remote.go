@@ -8,7 +8,7 @@ import (
 )
 
 func (r *remote) Approvals(ctx context.Context, runID string) ([]agent.PendingApproval, error) {
-	list, err := r.cl.Approvals(ctx)
+	list, err := r.Client.Approvals(ctx)
 	if err != nil {
 		return nil, err
 	}

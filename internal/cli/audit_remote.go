@@ -12,7 +12,7 @@ import (
 // runs are executing: it resumes every run it was executing when it
 // starts).
 func (r *remote) Verify(ctx context.Context, ids []string) ([]auditRow, error) {
-	rep, err := r.cl.VerifyAudit(ctx, &api.VerifyAudit{Runs: ids})
+	rep, err := r.Client.VerifyAudit(ctx, &api.VerifyAudit{Runs: ids})
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -10,6 +11,8 @@ import (
 
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/service"
 )
 
 // A command that works both on the local journal and, with --server, on
@@ -17,11 +20,17 @@ import (
 // command group (approvalsBackend, agentsBackend, ...). Each interface
 // has two implementations:
 //
-//   - local (GROUP_local.go): the journal database, in this process;
-//   - remote (GROUP_remote.go): the team server, through the Go client.
+//   - local: the service (package service) on the journal database, in
+//     this process, as the person at the command line (a
+//     *service.Session);
+//   - remote: the team server, through the Go client (*client.Client).
 //
-// The command reads its flags, calls a.open, uses the group's methods
-// and prints the result with one printing function, so local and remote
+// The session and the client have the same signatures, so a group made
+// of their operations needs no code here; what a group adds (a check in
+// the command line's words, an operation of this process) is a method
+// of local or remote (GROUP_local.go, GROUP_remote.go). The command
+// reads its flags, calls a.open, uses the group's methods and prints the
+// result with one printing function of internal/tui, so local and remote
 // output cannot drift. backend is the union of the group interfaces: a
 // group that is added to it must be implemented by both sides, or the
 // package does not compile. docs/architecture.md ("The command line")
@@ -44,18 +53,28 @@ type backend interface {
 	Close() error
 }
 
-// local is the backend of the journal database named by --db.
+// local is the backend of the journal database named by --db: the
+// service on it, which executes nothing (a command that continues a run
+// does so in this process).
 type local struct {
+	*service.Session
 	a     *app
 	store journal.Store
+	// done shuts the service down (nil: there is none).
+	done func()
 }
 
-func (l *local) Close() error { return l.store.Close() }
+func (l *local) Close() error {
+	if l.done != nil {
+		l.done()
+	}
+	return l.store.Close()
+}
 
 // remote is the backend of the team server named by --server.
 type remote struct {
-	a  *app
-	cl *client.Client
+	*client.Client
+	a *app
 }
 
 func (r *remote) Close() error { return nil }
@@ -66,12 +85,24 @@ func (r *remote) Close() error { return nil }
 // are not in remoteFlags: they configure this process, and the server's
 // own settings apply.
 func (a *app) open(ctx context.Context, cmd *cobra.Command, remoteFlags ...string) (backend, error) {
+	return a.openAs(ctx, cmd, "", remoteFlags...)
+}
+
+// openAs is open for a command that acts as person by (its --by flag;
+// "": the person at the command line). A server records its token's
+// person instead.
+func (a *app) openAs(ctx context.Context, cmd *cobra.Command, by string, remoteFlags ...string) (backend, error) {
 	if a.serverURL() == "" {
 		store, err := a.openStore(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return &local{a: a, store: store}, nil
+		l := &local{a: a, store: store}
+		if err := l.serve(ctx, by); err != nil {
+			store.Close()
+			return nil, err
+		}
+		return l, nil
 	}
 	if err := only(cmd, remoteFlags...); err != nil {
 		return nil, err
@@ -80,7 +111,35 @@ func (a *app) open(ctx context.Context, cmd *cobra.Command, remoteFlags ...strin
 	if err != nil {
 		return nil, err
 	}
-	return &remote{a: a, cl: cl}, nil
+	return &remote{Client: cl, a: a}, nil
+}
+
+// serve starts the service on the local journal, as the journal's owner
+// (by), as the server's routes do: it checks and journals; it creates
+// the runs of the fires asked for, which it does not execute (keel
+// scheduler on the journal does).
+func (l *local) serve(ctx context.Context, by string) error {
+	a := l.a
+	rt, flush, err := a.newRuntime(ctx, l.store, nil, nil)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	o := &service.Options{Builder: newBuilder(a, l.store, logger), NoExecution: true, Directory: l.directory(), Logger: logger,
+		WorkspaceRoots: a.cfg.Serve.WorkspaceRoots, Skills: a.skillHost(l.store)}
+	if m := a.cfg.Model; m != "" {
+		if s, err := model.ParseSpec(m); err == nil {
+			o.DefaultModel = s.String()
+		}
+	}
+	if err := a.unattended(l.store, o, false); err != nil {
+		flush()
+		return err
+	}
+	svc := service.New(rt, o)
+	l.Session = svc.For(service.Local(a.person(by)))
+	l.done = func() { _ = svc.Shutdown(context.WithoutCancel(ctx)); flush() }
+	return nil
 }
 
 // only refuses flags set on the command line that the server form does
@@ -100,13 +159,24 @@ func only(cmd *cobra.Command, supported ...string) error {
 }
 
 // withBackend calls fn with the backend of cmd (see open, with
-// remoteFlags) and closes it.
+// remoteFlags) and closes it. The refusals of the local service are
+// reported as the command line reports them (serviceError); a server's
+// are printed with their code.
 func (a *app) withBackend(cmd *cobra.Command, fn func(ctx context.Context, b backend) error, remoteFlags ...string) error {
+	return a.withBackendAs(cmd, "", fn, remoteFlags...)
+}
+
+// withBackendAs is withBackend acting as person by (see openAs).
+func (a *app) withBackendAs(cmd *cobra.Command, by string, fn func(ctx context.Context, b backend) error, remoteFlags ...string) error {
 	ctx := cmd.Context()
-	b, err := a.open(ctx, cmd, remoteFlags...)
+	b, err := a.openAs(ctx, cmd, by, remoteFlags...)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	return fn(ctx, b)
+	err = fn(ctx, b)
+	if _, ok := b.(*local); ok {
+		err = serviceError(err)
+	}
+	return err
 }

@@ -14,9 +14,9 @@ import (
 
 func (r *remote) Decide(ctx context.Context, runID, callID string, res *agent.ApprovalResolved) error {
 	req := &api.Decide{Reason: res.Reason, Remember: res.Remember, Prefix: res.Prefix}
-	decide := r.cl.Approve
+	decide := r.Client.Approve
 	if res.Decision == policy.Deny {
-		decide = r.cl.Deny
+		decide = r.Client.Deny
 	}
 	_, err := decide(context.WithoutCancel(ctx), runID, callID, req)
 	if client.IsCode(err, api.CodeNoApproval) {
@@ -37,15 +37,15 @@ func (r *remote) Continue(ctx context.Context, runID string, c *continuation) er
 		}
 		// The events to print start after those there are now: the
 		// server may have begun the execution before it answers.
-		before, err := r.cl.Run(ctx, runID)
+		before, err := r.Client.Run(ctx, runID)
 		if err != nil {
 			return err
 		}
-		if _, err := r.cl.Resume(context.WithoutCancel(ctx), runID, req); err != nil {
+		if _, err := r.Client.Resume(context.WithoutCancel(ctx), runID, req); err != nil {
 			return err
 		}
 		from = before.Events + 1
-	} else if run, err := r.cl.Run(ctx, runID); err == nil && run.Status == string(journal.StatusPaused) &&
+	} else if run, err := r.Client.Run(ctx, runID); err == nil && run.Status == string(journal.StatusPaused) &&
 		!run.Executing && !run.Queued && len(run.Pending) == 0 && run.Events == c.after {
 		// The server recorded the decision but does not execute the run:
 		// a keel run started it on the server's journal with another
@@ -55,14 +55,14 @@ func (r *remote) Continue(ctx context.Context, runID string, c *continuation) er
 	}
 	// Stop at an approval as the local form does: --no-wait, --wait, else
 	// whether stdin is a terminal.
-	return r.a.follow(ctx, r.cl, runID, from, c.f.json, c.f.quiet, !c.f.gate.waiting())
+	return r.a.follow(ctx, r.Client, runID, from, c.f.json, c.f.quiet, !c.f.gate.waiting())
 }
 
 func (r *remote) ContinuesLater(runID string) string {
 	return fmt.Sprintf("the server continues run %s", runID)
 }
 
-func (r *remote) Keel() string { return "keel --server " + r.cl.URL() }
+func (r *remote) Keel() string { return "keel --server " + r.Client.URL() }
 
 // resumeRequest is the API form of the flags of keel runs resume: the
 // message, and the limits and settings given on the command line (the

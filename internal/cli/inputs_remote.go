@@ -8,7 +8,7 @@ import (
 )
 
 func (r *remote) Inputs(ctx context.Context, runID string) ([]agent.PendingInput, error) {
-	list, err := r.cl.Inputs(ctx)
+	list, err := r.Client.Inputs(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -26,6 +26,6 @@ func (r *remote) Inputs(ctx context.Context, runID string) ([]agent.PendingInput
 // AnswerInput answers through the server, which records the token's
 // person as who answered.
 func (r *remote) AnswerInput(ctx context.Context, runID, id string, a *agent.InputAnswered) error {
-	_, err := r.cl.AnswerInput(ctx, runID, id, &api.AnswerInput{Action: a.Action, Content: a.Content})
+	_, err := r.Client.AnswerInput(ctx, runID, id, &api.AnswerInput{Action: a.Action, Content: a.Content})
 	return err
 }

@@ -43,10 +43,10 @@ agents' runs. See docs/memory.md.`,
 type memoryBackend interface {
 	Memory(ctx context.Context, p *client.MemoryParams) ([]api.MemoryEntry, error)
 	MemoryEntry(ctx context.Context, id string) (*api.MemoryHistory, error)
-	// EditMemory and ForgetMemory act as by (locally; a server records
-	// the token's name).
-	EditMemory(ctx context.Context, id, text, by string) (*api.MemoryEntry, error)
-	ForgetMemory(ctx context.Context, id, reason, by string) error
+	// EditMemory and ForgetMemory act as the backend's person (--by
+	// locally; a server records the token's name).
+	EditMemory(ctx context.Context, id, text string) (*api.MemoryEntry, error)
+	ForgetMemory(ctx context.Context, id, reason string) error
 }
 
 func (a *app) memoryListCmd() *cobra.Command {
@@ -127,8 +127,8 @@ func (a *app) memoryEditCmd() *cobra.Command {
 				}
 				text = string(b)
 			}
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				e, err := b.EditMemory(ctx, args[0], text, by)
+			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
+				e, err := b.EditMemory(ctx, args[0], text)
 				if err != nil {
 					return err
 				}
@@ -151,8 +151,8 @@ func (a *app) memoryForgetCmd() *cobra.Command {
 		Short:       "Offer an entry to no later run (it stays in the journal, marked)",
 		Args:        cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				if err := b.ForgetMemory(ctx, args[0], reason, by); err != nil {
+			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
+				if err := b.ForgetMemory(ctx, args[0], reason); err != nil {
 					return err
 				}
 				fmt.Fprintf(a.stdout, "forgot %s\n", args[0])

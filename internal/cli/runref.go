@@ -77,7 +77,7 @@ func (a *app) resolveRunArgs(cmd *cobra.Command, args []string) error {
 		if err != nil {
 			return err
 		}
-		b = &remote{a: a, cl: cl}
+		b = &remote{Client: cl, a: a}
 	}
 	for i := range n {
 		id, err := resolveRunRef(ctx, b, args[i])
@@ -194,7 +194,7 @@ func (l *local) LastRun(ctx context.Context, dir string) (string, error) {
 }
 
 func (r *remote) ResolveRun(ctx context.Context, ref string) (string, error) {
-	run, err := r.cl.Run(ctx, ref)
+	run, err := r.Client.Run(ctx, ref)
 	var ae *api.Error
 	switch {
 	case client.IsCode(err, api.CodeNotFound):
@@ -210,7 +210,7 @@ func (r *remote) ResolveRun(ctx context.Context, ref string) (string, error) {
 // LastRun lists the server's runs, newest first, for one whose
 // workspace is dir (a server on this machine).
 func (r *remote) LastRun(ctx context.Context, dir string) (string, error) {
-	runs, err := r.cl.Runs(ctx, nil)
+	runs, err := r.Client.Runs(ctx, nil)
 	if err != nil {
 		return "", err
 	}

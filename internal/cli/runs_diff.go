@@ -118,7 +118,7 @@ func (l *local) CheckpointDiff(ctx context.Context, id string, events []journal.
 
 // WorkspaceDiff asks the server, which has the run's workspace.
 func (r *remote) WorkspaceDiff(ctx context.Context, id string, _ *agent.RunCreated) ([]checkpoint.Change, error) {
-	d, err := r.cl.Diff(ctx, id, 0)
+	d, err := r.Client.Diff(ctx, id, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func (r *remote) WorkspaceDiff(ctx context.Context, id string, _ *agent.RunCreat
 
 // CheckpointDiff asks the server, which has the run's checkpoints.
 func (r *remote) CheckpointDiff(ctx context.Context, id string, _ []journal.Event, at int64) ([]checkpoint.Change, int64, int64, error) {
-	d, err := r.cl.Diff(ctx, id, at)
+	d, err := r.Client.Diff(ctx, id, at)
 	if err != nil {
 		return nil, 0, 0, err
 	}

@@ -12,7 +12,7 @@ func (r *remote) Runs(ctx context.Context, p *journal.ListParams) ([]runRow, err
 	for _, s := range p.Status {
 		q.Status = append(q.Status, string(s))
 	}
-	runs, err := r.cl.Runs(ctx, q)
+	runs, err := r.Client.Runs(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +31,7 @@ func (r *remote) Runs(ctx context.Context, p *journal.ListParams) ([]runRow, err
 // Events reads run id's stored events from the server.
 func (r *remote) Events(ctx context.Context, id string) ([]journal.Event, error) {
 	var out []journal.Event
-	for e, err := range r.cl.Events(ctx, id, &client.EventsParams{NoFollow: true}) {
+	for e, err := range r.Client.Events(ctx, id, &client.EventsParams{NoFollow: true}) {
 		if err != nil {
 			return out, err
 		}

@@ -263,7 +263,7 @@ func (l *local) Fork(ctx context.Context, id string, req *api.ForkRun, by string
 
 // Rewind asks the server.
 func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*api.Rewound, error) {
-	res, err := r.cl.Rewind(ctx, id, to)
+	res, err := r.Client.Rewind(ctx, id, to)
 	if client.IsCode(err, api.CodeInvalidRequest) {
 		return nil, &usageError{err} // no checkpoint there, say
 	}
@@ -272,7 +272,7 @@ func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*ap
 
 // Fork asks the server for the fork; the server starts it if asked.
 func (r *remote) Fork(ctx context.Context, id string, req *api.ForkRun, _ string) (*api.Run, *service.Forked, error) {
-	run, err := r.cl.Fork(ctx, id, req)
+	run, err := r.Client.Fork(ctx, id, req)
 	if client.IsCode(err, api.CodeInvalidRequest) {
 		return nil, nil, &usageError{err}
 	}

@@ -46,7 +46,7 @@ func (l *local) Artifact(_ context.Context, _ string, created *agent.RunCreated,
 // that stops an execution.
 func (r *remote) Follow(ctx context.Context, id string, from int64, live func(api.Delta)) func(yield func(journal.Event, error) bool) {
 	return func(yield func(journal.Event, error) bool) {
-		for e, err := range r.cl.Events(ctx, id, &client.EventsParams{From: from, UntilStopped: true, OnDelta: live}) {
+		for e, err := range r.Client.Events(ctx, id, &client.EventsParams{From: from, UntilStopped: true, OnDelta: live}) {
 			if !yield(e, err) || err != nil {
 				return
 			}
@@ -57,7 +57,7 @@ func (r *remote) Follow(ctx context.Context, id string, from int64, live func(ap
 // Artifact reads a whole output through the server, which serves only
 // the run's artifacts.
 func (r *remote) Artifact(ctx context.Context, id string, _ *agent.RunCreated, rel string) ([]byte, error) {
-	return r.cl.Artifact(ctx, id, rel)
+	return r.Client.Artifact(ctx, id, rel)
 }
 
 // showTimeline prints keel runs show's timeline of a run (tui.Show); a

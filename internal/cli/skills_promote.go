@@ -10,7 +10,6 @@ import (
 	"github.com/keel-run/keel/internal/skillhost"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/service"
 )
 
 func (a *app) skillsPromotionCmds() []*cobra.Command {
@@ -27,49 +26,6 @@ type skillsBackend interface {
 	Skills(ctx context.Context, ws string) (*api.SkillList, error)
 	Skill(ctx context.Context, ws, name string) (*api.SkillDetail, error)
 	InstallSkill(ctx context.Context, req *api.InstallSkill) (*api.Skill, error)
-}
-
-func (l *local) SkillCandidates(ctx context.Context) ([]api.SkillCandidate, error) {
-	return viaMemory(ctx, l, "", func(svc *service.Service, who *service.Caller) ([]api.SkillCandidate, error) {
-		return svc.SkillCandidates(ctx, who)
-	})
-}
-
-func (r *remote) SkillCandidates(ctx context.Context) ([]api.SkillCandidate, error) {
-	return r.cl.SkillCandidates(ctx)
-}
-
-func (l *local) Skills(ctx context.Context, ws string) (*api.SkillList, error) {
-	return viaMemory(ctx, l, "", func(svc *service.Service, who *service.Caller) (*api.SkillList, error) {
-		list, err := svc.Skills(ctx, who, ws)
-		return &list, err
-	})
-}
-
-func (l *local) Skill(ctx context.Context, ws, name string) (*api.SkillDetail, error) {
-	return viaMemory(ctx, l, "", func(svc *service.Service, who *service.Caller) (*api.SkillDetail, error) {
-		d, err := svc.Skill(ctx, who, ws, name)
-		return &d, err
-	})
-}
-
-func (l *local) InstallSkill(ctx context.Context, req *api.InstallSkill) (*api.Skill, error) {
-	return viaMemory(ctx, l, "", func(svc *service.Service, who *service.Caller) (*api.Skill, error) {
-		sk, err := svc.InstallSkill(ctx, who, req)
-		return &sk, err
-	})
-}
-
-func (r *remote) Skills(ctx context.Context, ws string) (*api.SkillList, error) {
-	return r.cl.Skills(ctx, ws)
-}
-
-func (r *remote) Skill(ctx context.Context, ws, name string) (*api.SkillDetail, error) {
-	return r.cl.Skill(ctx, ws, name)
-}
-
-func (r *remote) InstallSkill(ctx context.Context, req *api.InstallSkill) (*api.Skill, error) {
-	return r.cl.InstallSkill(ctx, req)
 }
 
 func (a *app) skillsCandidatesCmd() *cobra.Command {

@@ -14,7 +14,6 @@ import (
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/service"
 	"github.com/keel-run/keel/telemetry"
 )
 
@@ -150,17 +149,4 @@ type costBackend interface {
 	// Cost is the cost report of the runs created since, grouped by by
 	// (service.Service.Cost).
 	Cost(ctx context.Context, by, since string) (*api.CostReport, error)
-}
-
-func (l *local) Cost(ctx context.Context, by, since string) (*api.CostReport, error) {
-	svc, done, err := l.service(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	return svc.Cost(ctx, service.Local(l.a.person("")), by, since)
-}
-
-func (r *remote) Cost(ctx context.Context, by, since string) (*api.CostReport, error) {
-	return r.cl.Cost(ctx, by, since)
 }

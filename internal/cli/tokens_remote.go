@@ -11,12 +11,12 @@ import (
 // sent).
 
 func (r *remote) CreateToken(ctx context.Context, p *token.Params) (*api.NewToken, error) {
-	return r.cl.CreateToken(ctx, &api.CreateToken{Name: p.Name, Scopes: p.Scopes, Agents: p.Agents})
+	return r.Client.CreateToken(ctx, &api.CreateToken{Name: p.Name, Scopes: p.Scopes, Agents: p.Agents})
 }
 
-func (r *remote) Tokens(ctx context.Context) ([]api.Token, error) { return r.cl.Tokens(ctx) }
+func (r *remote) Tokens(ctx context.Context) ([]api.Token, error) { return r.Client.Tokens(ctx) }
 
 func (r *remote) RevokeToken(ctx context.Context, id, _ string) error {
-	_, err := r.cl.RevokeToken(ctx, id)
+	_, err := r.Client.RevokeToken(ctx, id)
 	return err
 }

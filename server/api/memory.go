@@ -109,3 +109,11 @@ type SkillCandidate struct {
 type SkillCandidateList struct {
 	Candidates []SkillCandidate `json:"candidates"`
 }
+
+// MemoryParams are the query of GET /v1/memory: what it lists.
+type MemoryParams struct {
+	// Scopes, when not empty, keeps entries of these scopes only.
+	Scopes []string
+	// All includes superseded and forgotten entries.
+	All bool
+}

@@ -274,3 +274,12 @@ type Notification struct {
 type NotificationList struct {
 	Notifications []Notification `json:"notifications"`
 }
+
+// FiresParams are the query of GET /v1/schedules/{id}/fires: the fire
+// records it returns.
+type FiresParams struct {
+	// Outcome keeps only records with this outcome ("" all).
+	Outcome string
+	// Last keeps the newest Last records (0: all).
+	Last int
+}
