@@ -157,8 +157,8 @@ type Store struct {
 }
 
 var (
-	_ journal.Store    = (*Store)(nil)
-	_ journal.Notifier = (*Store)(nil)
+	_ journal.Store     = (*Store)(nil)
+	_ journal.Notifier  = (*Store)(nil)
 	_ journal.Deferrer  = (*Store)(nil)
 	_ journal.Versioner = (*Store)(nil)
 )
