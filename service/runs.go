@@ -65,7 +65,7 @@ type runPage struct {
 
 // runsFrom is runs over at most page entries of the index (all if 0).
 func (s *Service) runsFrom(ctx context.Context, status []journal.Status, limit, page int) (runPage, error) {
-	list, err := s.rt.Store().Runs(ctx, &journal.ListParams{Status: indexStatuses(status), Limit: page})
+	list, err := s.index.list(ctx, &journal.ListParams{Status: indexStatuses(status), Limit: page})
 	if err != nil {
 		return runPage{}, err
 	}
