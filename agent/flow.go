@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/policy/bash"
 	"github.com/keel-run/keel/redact"
@@ -303,7 +304,7 @@ func newSecretScanner(secrets []Secret, env []string) *secretScanner {
 	for i, s := range secrets {
 		sc.names = append(sc.names, s.Name)
 		values[i] = s.Value
-		if slices.Contains(env, s.Name) && validName.MatchString(s.Name) {
+		if slices.Contains(env, s.Name) && validName().MatchString(s.Name) {
 			sc.refs = append(sc.refs, regexp.MustCompile(`(^|[^A-Za-z0-9_])`+s.Name+`($|[^A-Za-z0-9_])`))
 		} else {
 			sc.refs = append(sc.refs, nil)
@@ -313,12 +314,12 @@ func newSecretScanner(secrets []Secret, env []string) *secretScanner {
 	return sc
 }
 
-var validName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var validName = lazy.Regexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // typedPlaceholder is a sealed placeholder's text as a model may type it
 // in a call's arguments (« and » also as JSON escapes): the gate sees the
 // arguments unsealed, where Seal's escape is gone again.
-var typedPlaceholder = regexp.MustCompile(`(?i:«|\\u00ab)secret:[A-Za-z_][A-Za-z0-9_]*:[a-z0-9-]+(?i:»|\\u00bb)`)
+var typedPlaceholder = lazy.Regexp(`(?i:«|\\u00ab)secret:[A-Za-z_][A-Za-z0-9_]*:[a-z0-9-]+(?i:»|\\u00bb)`)
 
 // scan returns the secrets args carry: by value in any argument, or, for
 // tools that run code or commands, by naming the variable of one.
@@ -337,7 +338,7 @@ func (sc *secretScanner) scan(toolName string, args []byte) []policy.SecretUse {
 		for i, re := range sc.refs {
 			switch {
 			case re == nil || seen[i]:
-			case re.Match(args) && !re.Match(typedPlaceholder.ReplaceAll(args, nil)):
+			case re.Match(args) && !re.Match(typedPlaceholder().ReplaceAll(args, nil)):
 				// The name only inside placeholder text the model typed
 				// («secret:NAME:as-is»): that text is sent as typed. The
 				// call still counts as carrying the secret (the text

@@ -217,7 +217,7 @@ func (s *State) noteTurnDone() {
 		return
 	}
 	s.ctx.sigTurn = t.Index + 1
-	sig := turnSignature(s.Messages[t.Index].ToolCalls, t)
+	sig := turnSignature(s.Messages[t.Index].ToolCalls, t, s.Created.MountPath)
 	h := &s.ctx.healthState
 	prev := h.repeatStreak
 	h.repeatStreak, h.repeatPeriod = 1, 1
@@ -248,14 +248,15 @@ const maxPeriod = 3
 
 // turnSignature hashes a turn's calls (names and arguments) and results
 // (content and error flag). Spellings of the same call are the same
-// call: the arguments are compared as JSON values (key order, spacing
-// and escapes do not count), and the calls of a turn in any order.
-func turnSignature(calls []model.ToolCall, t *Turn) string {
+// call (see [callKey]: JSON spelling, default arguments, paths, and what
+// the gate's parser reads from a command line), and the calls of a turn
+// in any order. mount is the run's mount path.
+func turnSignature(calls []model.ToolCall, t *Turn, mount string) string {
 	sigs := make([]string, len(calls))
 	for i, c := range calls {
 		var b strings.Builder
-		args := canonicalArgs(c.Arguments)
-		fmt.Fprintf(&b, "%d:%s:%d:%s\x00", len(c.Name), c.Name, len(args), args)
+		key := callKey(c, mount)
+		fmt.Fprintf(&b, "%d:%s\x00", len(key), key)
 		if i < len(t.Calls) && t.Calls[i].Finished != nil {
 			f := t.Calls[i].Finished
 			b.WriteString(strconv.FormatBool(f.IsError))

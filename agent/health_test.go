@@ -2,7 +2,10 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/none"
 	"github.com/keel-run/keel/tool"
+	"github.com/keel-run/keel/tool/builtin/fs"
 	"github.com/keel-run/keel/tool/builtin/shell"
 )
 
@@ -187,4 +191,72 @@ func (s *textScript) Generate(_ context.Context, req *model.Request) (*model.Res
 	m := s.turns[k]
 	m.Role = model.RoleAssistant
 	return &model.Response{Message: m}, nil
+}
+
+// A model that re-spells one call (quotes, comments, "./", the mount
+// path, options together or apart, a time limit, a path argument of a
+// file tool) gets the nudge and then the stop that repeating it as
+// written gets; calls that differ in what they do, or write different
+// content the same way, are not repeats.
+func TestRepeatedCallsRespelled(t *testing.T) {
+	bashCall := func(cmd string) string { b, _ := json.Marshal(map[string]string{"command": cmd}); return string(b) }
+	heredoc := func(i int) string { return bashCall(fmt.Sprintf("cat > out.txt <<'EOF'\nversion %d\nEOF", i)) }
+	for _, tt := range []struct {
+		name   string
+		tool   string
+		args   []string
+		status journal.Status
+		reason string
+		nudges int
+	}{
+		{"cat quoted, commented, dotted", "bash", []string{bashCall("cat notes.txt"), bashCall("cat ./notes.txt"), bashCall("cat notes.txt  # again"), bashCall(`cat "notes.txt"`)}, journal.StatusFailed, "repeated_calls", 1},
+		{"cat by a dotted path, escaped newline", "bash", []string{bashCall("cat ././notes.txt"), bashCall("cat 'notes.txt'"), bashCall("cat \\\n  notes.txt"), bashCall("cat notes.txt;")}, journal.StatusFailed, "repeated_calls", 1},
+		{"options together or apart", "bash", []string{bashCall("ls -l -a"), bashCall("ls -al"), bashCall("ls -a -l"), bashCall("ls   -la")}, journal.StatusFailed, "repeated_calls", 1},
+		{"a time limit", "bash", []string{bashCall("cat notes.txt"), `{"command":"cat notes.txt","timeout_ms":30000}`, `{"command":"cat notes.txt","timeout_ms":60000}`}, journal.StatusFailed, "repeated_calls", 1},
+		{"read_file paths", "read_file", []string{`{"path":"notes.txt"}`, `{"path":"./notes.txt"}`, `{"path":"/workspace/notes.txt"}`, `{ "path" : "/workspace/./notes.txt" }`}, journal.StatusFailed, "repeated_calls", 1},
+		{"different files", "bash", []string{bashCall("cat notes.txt"), bashCall("cat other.txt"), bashCall("wc -l notes.txt"), bashCall("head -1 other.txt"), bashCall("ls"), bashCall("cat -n notes.txt")}, journal.StatusCompleted, "answer", 0},
+		{"here-documents with new content", "bash", []string{heredoc(1), heredoc(2), heredoc(3), heredoc(4), heredoc(5), heredoc(6), heredoc(7)}, journal.StatusCompleted, "answer", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.reg = tool.NewRegistry()
+			shell.Register(e.reg, nil)
+			fs.Register(e.reg, nil)
+			for name, text := range map[string]string{"notes.txt": "hello\n", "other.txt": "other\n"} {
+				if err := os.WriteFile(filepath.Join(e.ws.Root(), name), []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sb, err := none.New(&sandbox.Spec{Workspace: e.ws.Root(), MountPath: "/workspace"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sb.Close() })
+			var turns []model.Message
+			n := len(tt.args)
+			if tt.status == journal.StatusFailed {
+				n = 3 * agent.DefaultMaxRepeats
+			}
+			for i := range n {
+				turns = append(turns, calls(tc(fmt.Sprintf("c%d", i), tt.tool, tt.args[i%len(tt.args)])))
+			}
+			m := &script{turns: append(turns, answer("done"))}
+			id := e.create(&agent.RunCreated{MountPath: "/workspace"})
+			p := e.params(m)
+			p.Env.Sandbox = sb
+			out, err := e.rt.Execute(t.Context(), id, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != tt.status || out.End.Reason != tt.reason {
+				t.Fatalf("outcome %v %+v after %d steps", out.Status, out.End, out.State.Steps)
+			}
+			if nudges := userMessages(t, e.events(id)); len(nudges) != tt.nudges {
+				t.Errorf("nudges %q, want %d", nudges, tt.nudges)
+			}
+			if tt.status == journal.StatusFailed && out.State.Steps != agent.DefaultMaxRepeats {
+				t.Errorf("stopped after %d steps, want %d", out.State.Steps, agent.DefaultMaxRepeats)
+			}
+		})
+	}
 }

@@ -2,10 +2,10 @@ package agent
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/model"
 )
 
@@ -143,7 +143,7 @@ func quoteLines(s string) string {
 }
 
 // citation matches [memory:ID] in a model's text or arguments.
-var citation = regexp.MustCompile(`memory:(mem_[0-9a-z]{26})`)
+var citation = lazy.Regexp(`memory:(mem_[0-9a-z]{26})`)
 
 // memoryUses returns the offered entries msg uses, each once, in the
 // order of the recall: those it cites ([memory:ID], or the id in a
@@ -162,7 +162,7 @@ func memoryUses(s *State, msg *model.Message) []MemoryUse {
 	}
 	all := text.String()
 	cited := map[string]bool{}
-	for _, m := range citation.FindAllStringSubmatch(all, -1) {
+	for _, m := range citation().FindAllStringSubmatch(all, -1) {
 		cited[m[1]] = true
 	}
 	for _, id := range strings.FieldsFunc(all, func(r rune) bool { return !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z') }) {

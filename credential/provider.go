@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -82,14 +82,14 @@ type ProviderParams struct {
 	Delegate bool
 }
 
-var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+var providerName = lazy.Regexp(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // AddProvider registers a provider after reading its metadata: OpenID
 // Connect discovery, then RFC 8414 (/.well-known/oauth-authorization-server).
 // The metadata's issuer must equal Issuer. It journals
 // credential.provider_added (without the secret).
 func (v *Vault) AddProvider(ctx context.Context, pp *ProviderParams) (*Provider, error) {
-	if !providerName.MatchString(pp.Name) {
+	if !providerName().MatchString(pp.Name) {
 		return nil, fmt.Errorf("%w: provider name %q: 1 to 64 lowercase letters, digits, '.', '_', '-'", ErrInvalid, pp.Name)
 	}
 	iu, err := url.Parse(pp.Issuer)

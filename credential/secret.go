@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -57,12 +57,12 @@ type secretPayload struct {
 	Call  string `json:"call,omitempty"`
 }
 
-var secretName = regexp.MustCompile(`^[a-z0-9][a-z0-9._:-]{0,63}$`)
+var secretName = lazy.Regexp(`^[a-z0-9][a-z0-9._:-]{0,63}$`)
 
 func secretKey(name, agent, user string) string { return name + "/" + agent + "/" + user }
 
 func checkSecret(name, agent, user string) error {
-	if !secretName.MatchString(name) {
+	if !secretName().MatchString(name) {
 		return fmt.Errorf("%w: secret name %q: 1 to 64 lowercase letters, digits, '.', '_', ':', '-'", ErrInvalid, name)
 	}
 	if agent == "" || strings.ContainsAny(agent, "/\x00\n") {

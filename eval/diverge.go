@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
@@ -45,18 +46,20 @@ type ReplayStats struct {
 	Divergence *Divergence `json:"-"`
 }
 
-// DefaultVolatile are the patterns of tool output that differ between
+// DefaultVolatile returns the patterns of tool output that differ between
 // identical executions and are masked before outputs are compared:
 // durations ("in 0.31s", "0.2 seconds"), clock times and dates (also
 // ls -l's "Dec  6 10:33"), and memory addresses of object
 // representations.
-var DefaultVolatile = []*regexp.Regexp{
-	regexp.MustCompile(`\b\d+(\.\d+)?\s*(s|ms|sec|secs|seconds)\b`),
-	regexp.MustCompile(`\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?`),
-	regexp.MustCompile(`\b\d{2}:\d{2}:\d{2}\b`),
-	regexp.MustCompile(`\b0x[0-9a-fA-F]{6,}\b`),
-	regexp.MustCompile(`\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} +(\d{1,2}:\d{2}|\d{4})\b`),
-}
+var DefaultVolatile = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		regexp.MustCompile(`\b\d+(\.\d+)?\s*(s|ms|sec|secs|seconds)\b`),
+		regexp.MustCompile(`\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?`),
+		regexp.MustCompile(`\b\d{2}:\d{2}:\d{2}\b`),
+		regexp.MustCompile(`\b0x[0-9a-fA-F]{6,}\b`),
+		regexp.MustCompile(`\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +\d{1,2} +(\d{1,2}:\d{2}|\d{4})\b`),
+	}
+})
 
 // item is one comparable event of a run.
 type item struct {
@@ -137,10 +140,10 @@ func items(events []journal.Event, volatile []*regexp.Regexp) ([]item, error) {
 // Diverge compares a re-execution's events (replay) with the original's
 // (orig), both from event 1, and returns what it compared and the first
 // divergence (nil when they agree). volatile masks parts of tool output
-// that differ between identical executions (nil: [DefaultVolatile]).
+// that differ between identical executions (nil: those of [DefaultVolatile]).
 func Diverge(orig, replay []journal.Event, volatile []*regexp.Regexp) (*ReplayStats, error) {
 	if volatile == nil {
-		volatile = DefaultVolatile
+		volatile = DefaultVolatile()
 	}
 	a, err := items(orig, volatile)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"sync"
 )
 
 // WriteHTML writes a static HTML page of the reports (one evaluation, or
@@ -35,7 +36,7 @@ func WriteHTML(w io.Writer, c *Comparison, reports ...*Report) error {
 	d.Wall = template.HTML(stripChart(reports, "wall time per trial (s)", func(u *Usage) float64 { return float64(u.WallMS) / 1000 }, "%.1fs"))
 	d.Steps = template.HTML(stripChart(reports, "steps per trial", func(u *Usage) float64 { return float64(u.Steps) }, "%.0f"))
 	d.Gate = template.HTML(gateChart(reports))
-	return page.Execute(w, d)
+	return page().Execute(w, d)
 }
 
 var colors = []string{"#2b6cb0", "#c05621", "#2f855a", "#6b46c1"}
@@ -52,7 +53,8 @@ type evalSummary struct {
 	R           *Report
 }
 
-var page = template.Must(template.New("page").Funcs(template.FuncMap{"pct": pct, "opt": optPct}).Parse(`<!doctype html>
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("page").Funcs(template.FuncMap{"pct": pct, "opt": optPct}).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1a202c;max-width:1100px}
@@ -80,6 +82,7 @@ cost ${{printf "%.4f" .R.Overall.Cost.Mean}}/trial (total ${{printf "%.4f" .R.Sp
 <h2>Numbers</h2><pre>{{.Text}}</pre>
 </body></html>
 `))
+})
 
 const chartW = 900
 

@@ -9,12 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -433,9 +433,9 @@ func copyTree(src, dst string) error {
 	})
 }
 
-var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+var unsafeChars = lazy.Regexp(`[^A-Za-z0-9._-]+`)
 
-func safeName(s string) string { return unsafeChars.ReplaceAllString(s, "_") }
+func safeName(s string) string { return unsafeChars().ReplaceAllString(s, "_") }
 
 // PatchCommand prints a workspace's changes for a patch check: new
 // files are added to git's index as intents, so that they are in the

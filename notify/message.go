@@ -19,10 +19,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -84,12 +84,12 @@ type Message struct {
 }
 
 // plain is what a fact must look like to be shown as it is.
-var plain = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,79}$`)
+var plain = lazy.Regexp(`^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,79}$`)
 
 // safe returns s when it is plain, else a digest of it: text a model or
 // a sender chose never reaches a person's inbox as it was written.
 func safe(s string) string {
-	if s == "" || plain.MatchString(s) {
+	if s == "" || plain().MatchString(s) {
 		return s
 	}
 	h := sha256.Sum256([]byte(s))
@@ -115,7 +115,7 @@ func id(it *Item, sink string) string {
 func message(it *Item, sink, link string) *Message {
 	m := &Message{ID: id(it, sink), Kind: it.Kind, RunID: safe(it.RunID), Item: safe(it.ItemID), Agent: safe(it.Agent), OnBehalfOf: safe(it.OnBehalfOf),
 		Tool: safe(it.Tool), Origin: safeOrigin(it.Origin), Since: it.Since.UTC(), Link: link}
-	if it.Kind == KindFailed && plain.MatchString(it.Reason) && len(it.Reason) <= 32 {
+	if it.Kind == KindFailed && plain().MatchString(it.Reason) && len(it.Reason) <= 32 {
 		m.Reason = it.Reason
 	}
 	who := m.Agent

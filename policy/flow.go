@@ -3,11 +3,11 @@ package policy
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/cedar-policy/cedar-go"
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/policy/bash"
 )
 
@@ -323,13 +323,13 @@ func persistence(cmd *bash.Command, written []string, mount string, extra []stri
 // sandbox holds. It is the fallback for a command line that does not
 // parse; [dumpsEnv] reads the parsed commands, so that words in a
 // here-document or a comment ("format is correctly set") do not count.
-var envDump = regexp.MustCompile(`/proc/[^/\s"]*/environ|(^|[;&|(\s"'` + "`" + `{])(?:(?:env|printenv)(?:\s+-[-\w]+)*|set|export\s+-p|(?:declare|typeset)\s+-[a-zA-Z]*[px][a-zA-Z]*|compgen\s+-[a-zA-Z]*e)\s*($|[;&|)}>"'` + "`" + `]|\\n|\\u00(?:3[ce]|26))`)
+var envDump = lazy.Regexp(`/proc/[^/\s"]*/environ|(^|[;&|(\s"'` + "`" + `{])(?:(?:env|printenv)(?:\s+-[-\w]+)*|set|export\s+-p|(?:declare|typeset)\s+-[a-zA-Z]*[px][a-zA-Z]*|compgen\s+-[a-zA-Z]*e)\s*($|[;&|)}>"'` + "`" + `]|\\n|\\u00(?:3[ce]|26))`)
 
 // jqEnv matches jq's builtin env or $ENV in a jq program.
-var jqEnv = regexp.MustCompile(`(^|[^A-Za-z0-9_$])(env|\$ENV)($|[^A-Za-z0-9_])`)
+var jqEnv = lazy.Regexp(`(^|[^A-Za-z0-9_$])(env|\$ENV)($|[^A-Za-z0-9_])`)
 
 // procEnviron matches a path of a process's environment.
-var procEnviron = regexp.MustCompile(`/proc/[^/\s"]*/environ`)
+var procEnviron = lazy.Regexp(`/proc/[^/\s"]*/environ`)
 
 // dumpsEnv reports whether a bash command line holds a command that
 // reads the whole environment without naming a variable (see envDump),
@@ -339,17 +339,17 @@ var procEnviron = regexp.MustCompile(`/proc/[^/\s"]*/environ`)
 func dumpsEnv(line string) bool {
 	cmds, err := bash.Parse(line)
 	if err != nil {
-		return envDump.MatchString(line)
+		return envDump().MatchString(line)
 	}
 	for i := range cmds {
 		c := &cmds[i]
 		for _, w := range c.Words {
-			if procEnviron.MatchString(w) {
+			if procEnviron().MatchString(w) {
 				return true
 			}
 		}
 		for _, r := range c.Redirects {
-			if procEnviron.MatchString(r.Target) {
+			if procEnviron().MatchString(r.Target) {
 				return true
 			}
 		}
@@ -401,7 +401,7 @@ func dumpsEnv(line string) bool {
 		case "jq", "gojq", "yq":
 			// jq's env and $ENV are the whole environment.
 			for _, a := range rest {
-				if jqEnv.MatchString(a) {
+				if jqEnv().MatchString(a) {
 					return true
 				}
 			}
@@ -440,7 +440,7 @@ func showsSecret(text string, fl *Flow) bool {
 func DumpsEnvironment(args []byte) bool {
 	line, clear := argString(args, "command")
 	if !clear {
-		return envDump.Match(args)
+		return envDump().Match(args)
 	}
 	return dumpsEnv(line)
 }

@@ -2,8 +2,9 @@ package redact
 
 import (
 	"net/url"
-	"regexp"
 	"strings"
+
+	"github.com/keel-run/keel/internal/lazy"
 )
 
 // DSN returns the connection string dsn without its passwords, in every
@@ -25,7 +26,7 @@ import (
 // fails: for text that is no valid connection string it hides whatever
 // sits where a password would.
 func DSN(dsn string) string {
-	if urlScheme.MatchString(dsn) {
+	if urlScheme().MatchString(dsn) {
 		return URL(dsn)
 	}
 	if !strings.Contains(dsn, "=") {
@@ -43,7 +44,7 @@ func DSN(dsn string) string {
 // first '?', '#' or '='), so a password holding '@', '?', '#' or ':' is
 // removed whole. An s without a password is returned unchanged.
 func URL(s string) string {
-	m := urlScheme.FindStringIndex(s)
+	m := urlScheme().FindStringIndex(s)
 	if m == nil {
 		return s
 	}
@@ -178,7 +179,7 @@ func isSpace(c byte) bool {
 }
 
 // urlScheme matches the start of a URL: an RFC 3986 scheme and "://".
-var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
+var urlScheme = lazy.Regexp(`^[A-Za-z][A-Za-z0-9+.-]*://`)
 
 // Resource returns what the URL s reaches, for events and messages about
 // it: scheme, host and path, without user info, query and fragment (they

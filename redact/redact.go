@@ -23,6 +23,8 @@ package redact
 import (
 	"regexp"
 	"strings"
+
+	"github.com/keel-run/keel/internal/lazy"
 )
 
 // Mask replaces a secret that [Text], [Value] or [Values] hid.
@@ -33,25 +35,25 @@ const Mask = "[REDACTED]"
 // provider API keys (also as providers echo them partly masked with
 // '*'), GitHub, Slack and AWS keys, JWTs, Bearer and Basic credentials,
 // URL passwords. Each is replaced whole by Mask.
-var shapes = []*regexp.Regexp{
-	regexp.MustCompile(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`),
-	regexp.MustCompile(`\b(?:sk|pk|rk)-[A-Za-z0-9_*-]{6,}`),
-	regexp.MustCompile(`\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}`),
-	regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}`),
-	regexp.MustCompile(`\bAKIA[0-9A-Z]{16}\b`),
-	regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`),
-	regexp.MustCompile(`(?i)\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=-]{12,}`),
+var shapes = []func() *regexp.Regexp{
+	lazy.Regexp(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`),
+	lazy.Regexp(`\b(?:sk|pk|rk)-[A-Za-z0-9_*-]{6,}`),
+	lazy.Regexp(`\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}`),
+	lazy.Regexp(`\bxox[abprs]-[A-Za-z0-9-]{10,}`),
+	lazy.Regexp(`\bAKIA[0-9A-Z]{16}\b`),
+	lazy.Regexp(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`),
+	lazy.Regexp(`(?i)\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=-]{12,}`),
 }
 
 // urlPassword matches the password of a URL's user info in text
 // ("scheme://user:PASSWORD@"); group 1 is what comes before it.
-var urlPassword = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:]*):[^\s/@]+@`)
+var urlPassword = lazy.Regexp(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:]*):[^\s/@]+@`)
 
 // assignment matches "NAME=value" and "NAME: value" where NAME says the
 // value is secret (password, secret, token, API key); group 1 is the name,
 // 2 the separator, 3 the value (quoted with backslash escapes, or up to
 // the next space).
-var assignment = regexp.MustCompile(`(?i)\b([A-Z0-9_]*(?:password|passwd|secret|token|api_?key)[A-Z0-9_]*)(\s*[=:]\s*)("(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\S+)`)
+var assignment = lazy.Regexp(`(?i)\b([A-Z0-9_]*(?:password|passwd|secret|token|api_?key)[A-Z0-9_]*)(\s*[=:]\s*)("(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\S+)`)
 
 // Text returns s with likely secrets replaced by [Mask]: private keys,
 // provider API keys (sk-..., sk-ant-..., also partly masked ones), GitHub
@@ -63,9 +65,9 @@ var assignment = regexp.MustCompile(`(?i)\b([A-Z0-9_]*(?:password|passwd|secret|
 // exactly by [Value] or [Values].
 func Text(s string) string {
 	for _, re := range shapes {
-		s = re.ReplaceAllLiteralString(s, Mask)
+		s = re().ReplaceAllLiteralString(s, Mask)
 	}
-	s = urlPassword.ReplaceAllString(s, "${1}:"+Mask+"@")
+	s = urlPassword().ReplaceAllString(s, "${1}:"+Mask+"@")
 	return replaceAssignments(s)
 }
 
@@ -74,7 +76,7 @@ func Text(s string) string {
 func replaceAssignments(s string) string {
 	var b strings.Builder
 	last := 0
-	for _, m := range assignment.FindAllStringSubmatchIndex(s, -1) {
+	for _, m := range assignment().FindAllStringSubmatchIndex(s, -1) {
 		if !secretName(s[m[2]:m[3]]) {
 			continue
 		}

@@ -4,10 +4,11 @@ import (
 	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/keel-run/keel/internal/lazy"
 )
 
 // Sealed placeholders stand for a known secret value in text that is
@@ -32,11 +33,11 @@ import (
 // Unseal removes the escape again. (Journals written before used a zero
 // width space as the mark; Unseal removes it too.)
 var (
-	sealed   = regexp.MustCompile(`«secret:([^«»]*):([a-z0-9-]+)»`)
-	sealedIn = regexp.MustCompile(`«secret-in:(b64|b64raw|b64url|b64urlraw|hex|b32|b32raw):([A-Za-z0-9_-]*)»`)
+	sealed   = lazy.Regexp(`«secret:([^«»]*):([a-z0-9-]+)»`)
+	sealedIn = lazy.Regexp(`«secret-in:(b64|b64raw|b64url|b64urlraw|hex|b32|b32raw):([A-Za-z0-9_-]*)»`)
 	// escaped is text Seal escaped: « and marks before secret.
-	escaped   = regexp.MustCompile("«((?:" + TypedMark + "|\u200b)*)secret")
-	unescaped = regexp.MustCompile("«(?:" + TypedMark + "|\u200b)((?:" + TypedMark + "|\u200b)*)secret")
+	escaped   = lazy.Regexp("«((?:" + TypedMark + "|\u200b)*)secret")
+	unescaped = lazy.Regexp("«(?:" + TypedMark + "|\u200b)((?:" + TypedMark + "|\u200b)*)secret")
 )
 
 // TypedMark follows « in placeholder-like text Seal did not write (the
@@ -82,7 +83,7 @@ func (s *Secrets) SealAgain(text string, names []string) string {
 
 func (s *Secrets) seal(text string, names []string, depth int, escape bool) string {
 	if escape && strings.Contains(text, "«") {
-		text = escaped.ReplaceAllString(text, "«"+TypedMark+"${1}secret")
+		text = escaped().ReplaceAllString(text, "«"+TypedMark+"${1}secret")
 	}
 	name := func(i int) string {
 		if i < len(names) && names[i] != "" {
@@ -222,8 +223,8 @@ func (s *Secrets) Unseal(text string, names []string) string {
 	if s == nil || !strings.Contains(text, "«") {
 		return text
 	}
-	text = sealedIn.ReplaceAllStringFunc(text, func(m string) string {
-		sub := sealedIn.FindStringSubmatch(m)
+	text = sealedIn().ReplaceAllStringFunc(text, func(m string) string {
+		sub := sealedIn().FindStringSubmatch(m)
 		inner, err := base64.RawURLEncoding.DecodeString(sub[2])
 		if err != nil {
 			return m
@@ -245,14 +246,14 @@ func (s *Secrets) Unseal(text string, names []string) string {
 func (s *Secrets) unsealOne(text string, names []string) string {
 	text = s.unsealPlaceholders(text, names)
 	if strings.Contains(text, "«\u200b") || strings.Contains(text, "«"+TypedMark) {
-		text = unescaped.ReplaceAllString(text, "«${1}secret")
+		text = unescaped().ReplaceAllString(text, "«${1}secret")
 	}
 	return text
 }
 
 func (s *Secrets) unsealPlaceholders(text string, names []string) string {
-	return sealed.ReplaceAllStringFunc(text, func(m string) string {
-		sub := sealed.FindStringSubmatch(m)
+	return sealed().ReplaceAllStringFunc(text, func(m string) string {
+		sub := sealed().FindStringSubmatch(m)
 		idx := -1
 		for i, n := range names {
 			if n == sub[1] {

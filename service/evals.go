@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/keel-run/keel/eval"
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -31,12 +31,12 @@ type EvalHost interface {
 }
 
 // evalID is what an evaluation id may be: a directory name, never a path.
-var evalID = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
+var evalID = lazy.Regexp(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 
 // ValidEvalID reports whether id can name an evaluation (a directory of
 // $KEEL_HOME/evals): letters, digits, '.', '_' and '-', at most 128, not
 // starting with '.' or '-'. The CLI refuses the ids the server would.
-func ValidEvalID(id string) bool { return evalID.MatchString(id) }
+func ValidEvalID(id string) bool { return evalID().MatchString(id) }
 
 func (s *Service) evalHost(who *Caller) (EvalHost, error) {
 	if !who.admin() {
@@ -90,7 +90,7 @@ func (s *Service) evalReport(who *Caller, id string, k int) (*eval.Report, error
 	if err != nil {
 		return nil, err
 	}
-	if !evalID.MatchString(id) {
+	if !evalID().MatchString(id) {
 		return nil, badRequest("%q is not an evaluation id", id)
 	}
 	if k < 0 {

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/credential"
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/notify"
 	"github.com/keel-run/keel/schedule"
 	"github.com/keel-run/keel/server/api"
@@ -101,7 +101,7 @@ func (s *Service) route(ctx context.Context, id string, c *agent.RunCreated) []s
 
 // fragmentSafe is what an item id must look like to go into a link as
 // it is (a call id is the model's text).
-var fragmentSafe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$`)
+var fragmentSafe = lazy.Regexp(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,79}$`)
 
 // link returns the web UI address of a notification's item: the run's
 // page, at the waiting call or input.
@@ -113,7 +113,7 @@ func (s *Service) link(it *notify.Item) string {
 		return strings.TrimSuffix(s.opts.PublicURL, "/") + "/ui/schedules/" + url.PathEscape(strings.TrimPrefix(it.Origin, "schedule "))
 	}
 	u := strings.TrimSuffix(s.opts.PublicURL, "/") + "/ui/runs/" + url.PathEscape(it.RunID)
-	if fragmentSafe.MatchString(it.ItemID) {
+	if fragmentSafe().MatchString(it.ItemID) {
 		switch it.Kind {
 		case notify.KindApproval, notify.KindAuth:
 			u += "#call-" + it.ItemID

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+
+	"github.com/keel-run/keel/internal/lazy"
 )
 
 // The comparison harness: runs of a task's work with and without a
@@ -63,8 +65,8 @@ type Comparison struct {
 }
 
 var (
-	pytestSummary = regexp.MustCompile(`(?m)^=*\s*(?:(\d+) failed, )?(\d+) passed(?:, (\d+) (?:skipped|deselected|warnings?))*.*(?:in [\d.]+s)`)
-	errorMarks    = regexp.MustCompile(`ModuleNotFoundError|ImportError|(?m)^ERROR|(?m)^error:|command not found|No module named|(\d+) error`)
+	pytestSummary = lazy.Regexp(`(?m)^=*\s*(?:(\d+) failed, )?(\d+) passed(?:, (\d+) (?:skipped|deselected|warnings?))*.*(?:in [\d.]+s)`)
+	errorMarks    = lazy.Regexp(`ModuleNotFoundError|ImportError|(?m)^ERROR|(?m)^error:|command not found|No module named|(\d+) error`)
 )
 
 // Compare runs every case's arms through r and judges them.
@@ -86,11 +88,11 @@ func Compare(ctx context.Context, r Runner, cases []Case) (*Comparison, error) {
 				a := arm.out
 				a.Commands++
 				a.OutputBytes += len(out)
-				failed := exit != 0 || errorMarks.Match(out)
+				failed := exit != 0 || errorMarks().Match(out)
 				if failed {
 					a.Failed++
 				}
-				if m := pytestSummary.FindSubmatch(out); m != nil {
+				if m := pytestSummary().FindSubmatch(out); m != nil {
 					n, _ := strconv.Atoi(string(m[2]))
 					a.Passed = max(a.Passed, n)
 					if len(m[1]) == 0 && !failed && n > 0 {

@@ -3,9 +3,10 @@ package tool
 import (
 	"fmt"
 	"math/big"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/keel-run/keel/internal/lazy"
 )
 
 // schemaError says in plain words what a schema validator's error (of
@@ -80,26 +81,26 @@ func fieldOf(loc string) (string, bool) {
 }
 
 var (
-	reBound    = regexp.MustCompile(`^(minimum|maximum|exclusiveMinimum|exclusiveMaximum): (\S+) is [a-z ]+ than (?:or equal to )?(\S+)$`)
-	reType     = regexp.MustCompile(`^type: .* has type "([a-z]+)", want (?:one of )?(.+)$`)
-	reEnum     = regexp.MustCompile(`^enum: (.*) does not equal any of: \[(.*)\]$`)
-	reRequired = regexp.MustCompile(`^required: missing properties: \[(.*)\]$`)
-	reExtra    = regexp.MustCompile(`^unexpected additional properties \[(.*)\]$`)
-	reMinLen   = regexp.MustCompile(`^minLength: .* contains (\d+) Unicode code points, fewer than (\d+)$`)
-	reMaxLen   = regexp.MustCompile(`^maxLength: .* contains (\d+) Unicode code points, more than (\d+)$`)
-	reItems    = regexp.MustCompile(`^(minItems|maxItems): array length (\d+) is (?:less|greater) than (\d+)$`)
+	reBound    = lazy.Regexp(`^(minimum|maximum|exclusiveMinimum|exclusiveMaximum): (\S+) is [a-z ]+ than (?:or equal to )?(\S+)$`)
+	reType     = lazy.Regexp(`^type: .* has type "([a-z]+)", want (?:one of )?(.+)$`)
+	reEnum     = lazy.Regexp(`^enum: (.*) does not equal any of: \[(.*)\]$`)
+	reRequired = lazy.Regexp(`^required: missing properties: \[(.*)\]$`)
+	reExtra    = lazy.Regexp(`^unexpected additional properties \[(.*)\]$`)
+	reMinLen   = lazy.Regexp(`^minLength: .* contains (\d+) Unicode code points, fewer than (\d+)$`)
+	reMaxLen   = lazy.Regexp(`^maxLength: .* contains (\d+) Unicode code points, more than (\d+)$`)
+	reItems    = lazy.Regexp(`^(minItems|maxItems): array length (\d+) is (?:less|greater) than (\d+)$`)
 )
 
 // plain returns the validator's message msg (without its trail) in plain
 // words, or "" when it is not one it knows.
 func plain(msg string) string {
-	if m := reBound.FindStringSubmatch(msg); m != nil {
+	if m := reBound().FindStringSubmatch(msg); m != nil {
 		got, bound := number(m[2]), number(m[3])
 		words := map[string]string{"minimum": "must be at least", "maximum": "must be at most",
 			"exclusiveMinimum": "must be greater than", "exclusiveMaximum": "must be less than"}[m[1]]
 		return fmt.Sprintf("%s %s (got %s)", words, bound, got)
 	}
-	if m := reType.FindStringSubmatch(msg); m != nil {
+	if m := reType().FindStringSubmatch(msg); m != nil {
 		want := strings.Trim(m[2], `[]"`)
 		var kinds []string
 		for _, k := range strings.FieldsFunc(want, func(r rune) bool { return r == ' ' || r == '"' || r == ',' }) {
@@ -107,29 +108,29 @@ func plain(msg string) string {
 		}
 		return fmt.Sprintf("must be %s (got %s)", strings.Join(kinds, " or "), article(m[1]))
 	}
-	if m := reEnum.FindStringSubmatch(msg); m != nil {
+	if m := reEnum().FindStringSubmatch(msg); m != nil {
 		var vals []string
 		for _, v := range strings.Fields(m[2]) {
 			vals = append(vals, quoted(v))
 		}
 		return fmt.Sprintf("must be one of: %s (got %s)", strings.Join(vals, ", "), quoted(m[1]))
 	}
-	if m := reRequired.FindStringSubmatch(msg); m != nil {
+	if m := reRequired().FindStringSubmatch(msg); m != nil {
 		return "missing required argument " + m[1]
 	}
-	if m := reExtra.FindStringSubmatch(msg); m != nil {
+	if m := reExtra().FindStringSubmatch(msg); m != nil {
 		return "unknown argument " + m[1]
 	}
-	if m := reMinLen.FindStringSubmatch(msg); m != nil {
+	if m := reMinLen().FindStringSubmatch(msg); m != nil {
 		if m[2] == "1" {
 			return "must not be empty"
 		}
 		return fmt.Sprintf("must be at least %s characters long (got %s)", m[2], m[1])
 	}
-	if m := reMaxLen.FindStringSubmatch(msg); m != nil {
+	if m := reMaxLen().FindStringSubmatch(msg); m != nil {
 		return fmt.Sprintf("must be at most %s characters long (got %s)", m[2], m[1])
 	}
-	if m := reItems.FindStringSubmatch(msg); m != nil {
+	if m := reItems().FindStringSubmatch(msg); m != nil {
 		if m[1] == "minItems" {
 			return fmt.Sprintf("must have at least %s items (got %s)", m[3], m[2])
 		}

@@ -550,7 +550,7 @@ func (a *Assembler) thenLive(spec model.Spec, live string, w *Run, set agent.Set
 		return fmt.Errorf("live model: %w", err)
 	}
 	w.ModelName = name
-	m := replay.ThenLive(rec.Trajectory(), w.Model, &replay.LiveOptions{Volatile: eval.DefaultVolatile})
+	m := replay.ThenLive(rec.Trajectory(), w.Model, &replay.LiveOptions{Volatile: eval.DefaultVolatile()})
 	w.Model, w.Price = m, m.Price(recPrice, w.Price)
 	return nil
 }

@@ -2,10 +2,10 @@ package checkpoint
 
 import (
 	"encoding/hex"
-	"regexp"
 	"strings"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/redact"
 )
 
@@ -76,7 +76,7 @@ func spacedScan(set *redact.Secrets, joined string) []redact.Match {
 	if m := set.Scan(joined); len(m) > 0 {
 		return m
 	}
-	for _, run := range hexRun.FindAllString(joined, -1) {
+	for _, run := range hexRun().FindAllString(joined, -1) {
 		for off := 0; off < 2 && off < len(run); off++ {
 			r := run[off:]
 			b, err := hex.DecodeString(r[:len(r)/2*2])
@@ -91,4 +91,4 @@ func spacedScan(set *redact.Secrets, joined string) []redact.Match {
 	return nil
 }
 
-var hexRun = regexp.MustCompile(`[0-9a-fA-F]{20,}`)
+var hexRun = lazy.Regexp(`[0-9a-fA-F]{20,}`)

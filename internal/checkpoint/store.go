@@ -11,10 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/keel-run/keel/internal/lazy"
 )
 
 // Checkpoints is the checkpoint store of one workspace: snapshots of its
@@ -370,11 +371,11 @@ func literalPattern(p string) string {
 	return b.String()
 }
 
-var objectID = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+var objectID = lazy.Regexp(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
 // Has reports whether the store has the tree.
 func (c *Checkpoints) Has(ctx context.Context, tree string) bool {
-	if !objectID.MatchString(tree) {
+	if !objectID().MatchString(tree) {
 		return false
 	}
 	if t := c.t; t != nil && t.known && (t.tree.String() == tree || t.from.String() == tree) {

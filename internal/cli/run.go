@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/assemble/builder"
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
@@ -483,7 +483,7 @@ func checkpointsGiven(fl *pflag.FlagSet, given map[string]bool) error {
 // environment.
 func (a *app) checkSecretEnv(names []string) error {
 	for _, n := range names {
-		if !envName.MatchString(n) {
+		if !envName().MatchString(n) {
 			return usagef("--secret-env %q: want the NAME of an environment variable", n)
 		}
 		if a.getenv(n) == "" {
@@ -501,7 +501,7 @@ func (a *app) secretHosts(entries, inBody, secretEnv, env, allow []string, sbKin
 	allowed := egress.MustParse(allow)
 	for _, e := range entries {
 		name, host, ok := strings.Cut(e, "=")
-		if !ok || !envName.MatchString(name) || host == "" {
+		if !ok || !envName().MatchString(name) || host == "" {
 			return nil, usagef("--secret-for-host %q: want NAME=HOST (the variable of Keel's environment and the host its value is for)", e)
 		}
 		if a.getenv(name) == "" {
@@ -544,7 +544,7 @@ func (a *app) serveSecretHosts(entries, inBody []string) ([]agent.SecretHost, er
 	var out []agent.SecretHost
 	for _, e := range entries {
 		name, host, ok := strings.Cut(e, "=")
-		if !ok || !envName.MatchString(name) || host == "" {
+		if !ok || !envName().MatchString(name) || host == "" {
 			return nil, usagef("--secret-for-host %q: want NAME=HOST (the variable of the server's environment and the host its value is for)", e)
 		}
 		if a.getenv(name) == "" {
@@ -567,4 +567,4 @@ func (a *app) serveSecretHosts(entries, inBody []string) ([]agent.SecretHost, er
 }
 
 // envName is the shape of an environment variable's name.
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = lazy.Regexp(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -18,10 +18,10 @@ package bash
 
 import (
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/internal/realpath"
 )
 
@@ -52,7 +52,7 @@ type Part struct {
 }
 
 // homeAssigned matches an assignment to HOME anywhere in a command line.
-var homeAssigned = regexp.MustCompile(`(^|[^A-Za-z0-9_])HOME\+?=`)
+var homeAssigned = lazy.Regexp(`(^|[^A-Za-z0-9_])HOME\+?=`)
 
 // Analyse parses line as [Parse] does, keeping at most limit simple
 // commands (0: all), and derives the facts of each in env. The
@@ -70,7 +70,7 @@ func Analyse(line string, env Env, limit int) (parts []Part, omitted int, short 
 	if env.Host != "" {
 		loc.host = realpath.Resolve(path.Clean(env.Host))
 	}
-	loc.homeSet = homeAssigned.MatchString(line)
+	loc.homeSet = homeAssigned().MatchString(line)
 	cdpath := strings.Contains(line, "CDPATH")
 	cwd := loc.mount
 	exports := ""

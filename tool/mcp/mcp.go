@@ -36,7 +36,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -45,6 +44,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/tool"
@@ -647,13 +647,13 @@ func holdReason(server, remote, oldPin, newPin string, old, now shown) string {
 }
 
 // approvedPin matches the new pin in the reason of a hold.
-var approvedPin = regexp.MustCompile(`approve to use the new definition \(sha256:([0-9a-f]{64})\)`)
+var approvedPin = lazy.Regexp(`approve to use the new definition \(sha256:([0-9a-f]{64})\)`)
 
 // ApprovedPin returns the pin a hold's reason proposes ("" when reason is
 // not a hold's): once a person approved the call, that definition is the
 // tool's pin for later runs.
 func ApprovedPin(reason string) string {
-	if m := approvedPin.FindStringSubmatch(reason); m != nil {
+	if m := approvedPin().FindStringSubmatch(reason); m != nil {
 		return m[1]
 	}
 	return ""

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -18,16 +19,16 @@ import (
 // the OWASP MCP Top 10 (hidden instructions, exfiltration requests,
 // secrecy towards the user).
 var instructionLike = []struct {
-	re   *regexp.Regexp
+	re   func() *regexp.Regexp
 	what string
 }{
-	{regexp.MustCompile(`(?i)\b(ignore|disregard|forget)\b.{0,40}\b(previous|prior|above|earlier|all|other|system)\b.{0,20}\b(instructions?|rules|prompts?|messages?)`), "asks to ignore other instructions"},
-	{regexp.MustCompile(`(?i)<\s*/?\s*(important|system|instructions?|secret|hidden)\s*>`), "contains an <IMPORTANT>-style tag"},
-	{regexp.MustCompile(`(?i)\b(do not|don't|never)\b.{0,30}\b(tell|inform|mention|reveal|show|notify)\b.{0,30}\b(user|human|person)`), "asks to hide something from the user"},
-	{regexp.MustCompile(`(?i)\b(system prompt|developer message)\b`), "mentions the system prompt"},
-	{regexp.MustCompile(`(?i)(~/\.ssh|id_rsa|id_ed25519|\.aws/credentials|\.env\b|/etc/passwd|private key|api[_ ]?key|access token|password)`), "mentions secrets or credential files"},
-	{regexp.MustCompile(`(?i)\bbefore (using|calling) (this|any other) tool\b.{0,60}\b(read|send|call|pass|include)\b`), "tells the model what to do before using the tool"},
-	{regexp.MustCompile(`(?i)\b(you must|you should always|always (call|use|send|include))\b`), "gives the model orders"},
+	{lazy.Regexp(`(?i)\b(ignore|disregard|forget)\b.{0,40}\b(previous|prior|above|earlier|all|other|system)\b.{0,20}\b(instructions?|rules|prompts?|messages?)`), "asks to ignore other instructions"},
+	{lazy.Regexp(`(?i)<\s*/?\s*(important|system|instructions?|secret|hidden)\s*>`), "contains an <IMPORTANT>-style tag"},
+	{lazy.Regexp(`(?i)\b(do not|don't|never)\b.{0,30}\b(tell|inform|mention|reveal|show|notify)\b.{0,30}\b(user|human|person)`), "asks to hide something from the user"},
+	{lazy.Regexp(`(?i)\b(system prompt|developer message)\b`), "mentions the system prompt"},
+	{lazy.Regexp(`(?i)(~/\.ssh|id_rsa|id_ed25519|\.aws/credentials|\.env\b|/etc/passwd|private key|api[_ ]?key|access token|password)`), "mentions secrets or credential files"},
+	{lazy.Regexp(`(?i)\bbefore (using|calling) (this|any other) tool\b.{0,60}\b(read|send|call|pass|include)\b`), "tells the model what to do before using the tool"},
+	{lazy.Regexp(`(?i)\b(you must|you should always|always (call|use|send|include))\b`), "gives the model orders"},
 }
 
 // Describe returns a server's tool description as the model sees it:
@@ -43,7 +44,7 @@ func Describe(desc string, max int) string {
 		flags = append(flags, fmt.Sprintf("%d hidden Unicode characters removed", hidden))
 	}
 	for _, p := range instructionLike {
-		if p.re.MatchString(clean) {
+		if p.re().MatchString(clean) {
 			flags = append(flags, p.what)
 		}
 	}
@@ -62,7 +63,7 @@ func Flags(desc string) []string {
 		flags = append(flags, fmt.Sprintf("%d hidden Unicode characters", hidden))
 	}
 	for _, p := range instructionLike {
-		if p.re.MatchString(clean) {
+		if p.re().MatchString(clean) {
 			flags = append(flags, p.what)
 		}
 	}
@@ -98,10 +99,22 @@ func SanitizeText(s string, max int) string {
 	return s
 }
 
-// Diff shows the difference between two definitions line by line, as a
-// person approving a changed tool reads it.
+// Diff shows the difference between two definitions as a unified diff
+// of their lines, as a person approving a changed tool reads it. (go-cmp's
+// Diff, used before, is for tests: its output is deliberately unstable,
+// and a hold's reason is journaled.)
 func Diff(old, now shown) string {
-	return cmp.Diff(lines(old), lines(now))
+	d, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: withNewlines(lines(old)), B: withNewlines(lines(now)), FromFile: "pinned", ToFile: "now", Context: 3})
+	return d
+}
+
+// withNewlines ends every line with "\n", as difflib expects.
+func withNewlines(l []string) []string {
+	out := make([]string, len(l))
+	for i, s := range l {
+		out[i] = s + "\n"
+	}
+	return out
 }
 
 func lines(d shown) []string {

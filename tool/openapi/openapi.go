@@ -31,7 +31,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -39,6 +38,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/tool"
@@ -226,7 +226,7 @@ func (a *API) resolveBase(docURL *url.URL) error {
 	return nil
 }
 
-var nonName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+var nonName = lazy.Regexp(`[^A-Za-z0-9_-]+`)
 
 func (a *API) operations() error {
 	paths := a.doc.Paths.InMatchingOrder()
@@ -260,9 +260,9 @@ func (a *API) operations() error {
 func (a *API) operation(method, p string, item *openapi3.PathItem, op *openapi3.Operation) (*operation, error) {
 	id := op.OperationID
 	if id == "" {
-		id = strings.ToLower(method) + "_" + strings.Trim(nonName.ReplaceAllString(p, "_"), "_")
+		id = strings.ToLower(method) + "_" + strings.Trim(nonName().ReplaceAllString(p, "_"), "_")
 	}
-	id = strings.Trim(nonName.ReplaceAllString(id, "_"), "_")
+	id = strings.Trim(nonName().ReplaceAllString(id, "_"), "_")
 	o := &operation{id: id, method: method, path: p, tags: op.Tags, summary: strings.TrimSpace(op.Summary + "\n" + op.Description)}
 	props := map[string]any{}
 	var required []string
@@ -337,16 +337,16 @@ func schemaOf(sr *openapi3.SchemaRef) map[string]any {
 	return m
 }
 
-var refRE = regexp.MustCompile(`"#/components/schemas/([^"]+)"`)
+var refRE = lazy.Regexp(`"#/components/schemas/([^"]+)"`)
 
 // withDefs rewrites component references of schema to $defs and adds the
 // components it references, transitively.
 func (a *API) withDefs(schema []byte) []byte {
-	if !refRE.Match(schema) {
+	if !refRE().Match(schema) {
 		return schema
 	}
 	defs := map[string]json.RawMessage{}
-	queue := refRE.FindAllSubmatch(schema, -1)
+	queue := refRE().FindAllSubmatch(schema, -1)
 	for len(queue) > 0 {
 		name := string(queue[0][1])
 		queue = queue[1:]
@@ -360,13 +360,13 @@ func (a *API) withDefs(schema []byte) []byte {
 		}
 		b, _ := json.Marshal(sr.Value)
 		defs[name] = b
-		queue = append(queue, refRE.FindAllSubmatch(b, -1)...)
+		queue = append(queue, refRE().FindAllSubmatch(b, -1)...)
 	}
 	var m map[string]any
 	json.Unmarshal(schema, &m)
 	m["$defs"] = defs
 	b, _ := json.Marshal(m)
-	return refRE.ReplaceAll(b, []byte(`"#/$$defs/${1}"`))
+	return refRE().ReplaceAll(b, []byte(`"#/$$defs/${1}"`))
 }
 
 // Pin returns the SHA-256 of an operation's definition: method, path and

@@ -14,11 +14,11 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/redact"
 )
@@ -100,12 +100,12 @@ func Transport(ctx context.Context, provider string, err error) *model.Error {
 // "input length and `max_tokens` exceed context limit", OpenAI, vLLM and
 // DeepSeek "This model's maximum context length is 65536 tokens", llama.cpp
 // "exceeds the available context size", and "context window" phrasings.
-var overflowText = regexp.MustCompile(`(?i)prompt is too long|maximum context length|context length exceeded|context_length_exceeded|exceeds? (the )?(available )?context (size|window|limit)|exceed context limit|too many tokens|input is too long`)
+var overflowText = lazy.Regexp(`(?i)prompt is too long|maximum context length|context length exceeded|context_length_exceeded|exceeds? (the )?(available )?context (size|window|limit)|exceed context limit|too many tokens|input is too long`)
 
 // IsOverflow reports whether an error code or message says the prompt does
 // not fit the model's context window.
 func IsOverflow(code, message string) bool {
-	return code == "context_length_exceeded" || code == "prompt_too_long" || overflowText.MatchString(message)
+	return code == "context_length_exceeded" || code == "prompt_too_long" || overflowText().MatchString(message)
 }
 
 // RetryAfter returns the delay a response asks for: retry-after-ms in

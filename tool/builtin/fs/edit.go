@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -389,7 +389,7 @@ func snippet(body []byte, first, added int) string {
 	return b.String()
 }
 
-var lineNumberPrefix = regexp.MustCompile(`(?m)^ *\d+\t`)
+var lineNumberPrefix = lazy.Regexp(`(?m)^ *\d+\t`)
 
 // notFound explains why old does not occur in norm, as specifically as it
 // can: copied line numbers, escaped tabs, whitespace or quote
@@ -406,8 +406,8 @@ func notFound(norm, old, raw string, fileCRLF bool) string {
 func notFoundReason(norm, old string) string {
 	lines := strings.Split(norm, "\n")
 	oldLines := strings.Split(old, "\n")
-	if lineNumberPrefix.MatchString(old) {
-		if stripped := lineNumberPrefix.ReplaceAllString(old, ""); strings.Contains(norm, stripped) {
+	if lineNumberPrefix().MatchString(old) {
+		if stripped := lineNumberPrefix().ReplaceAllString(old, ""); strings.Contains(norm, stripped) {
 			return "old_string includes the line-number prefixes of read_file's view (the number and the tab after it); leave them out"
 		}
 	}

@@ -110,7 +110,9 @@ type Options struct {
 //go:embed python.md
 var descriptionTemplate string
 
-var descTmpl = template.Must(template.New("python.md").Parse(descriptionTemplate))
+var descTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("python.md").Parse(descriptionTemplate))
+})
 
 // Tool is the python tool: its kernels, one per run and sandbox. It is
 // safe for concurrent use; calls of one run are executed one at a time.
@@ -154,7 +156,7 @@ func New(opts *Options) (*tool.Tool, tool.Handler, *Tool) {
 		o.KillGrace = defaultKillGrace
 	}
 	var desc strings.Builder
-	if err := descTmpl.Execute(&desc, map[string]any{"Timeout": o.Timeout.String(), "MaxTimeoutMS": o.MaxTimeout.Milliseconds()}); err != nil {
+	if err := descTmpl().Execute(&desc, map[string]any{"Timeout": o.Timeout.String(), "MaxTimeoutMS": o.MaxTimeout.Milliseconds()}); err != nil {
 		panic("python: description template: " + err.Error())
 	}
 	schema := fmt.Sprintf(`{

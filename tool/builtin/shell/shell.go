@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 
@@ -63,7 +64,9 @@ type input struct {
 //go:embed bash.md
 var descriptionTemplate string
 
-var descTmpl = template.Must(template.New("bash.md").Parse(descriptionTemplate))
+var descTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("bash.md").Parse(descriptionTemplate))
+})
 
 // Register adds the bash tool to r. opts may be nil. It panics if r
 // already has a tool named "bash".
@@ -90,7 +93,7 @@ func New(opts *Options) (*tool.Tool, tool.Handler) {
 	if o.IdleTimeout > 0 {
 		idle = o.IdleTimeout.String()
 	}
-	if err := descTmpl.Execute(&desc, map[string]any{
+	if err := descTmpl().Execute(&desc, map[string]any{
 		"DefaultTimeout": "the run's command timeout (" + DefaultCommandTimeout.String() + " unless configured)",
 		"MaxTimeoutMS":   o.MaxTimeout.Milliseconds(),
 		"Idle":           idle,
