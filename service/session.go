@@ -163,7 +163,9 @@ func (x *Session) Ungrant(ctx context.Context, name, grant, reason string) (*api
 	return ref(x.svc.RevokeGrant(ctx, x.who, name, grant, reason))
 }
 
-func (x *Session) Tokens(ctx context.Context) ([]api.Token, error) { return x.svc.TokenList(ctx, x.who) }
+func (x *Session) Tokens(ctx context.Context) ([]api.Token, error) {
+	return x.svc.TokenList(ctx, x.who)
+}
 
 func (x *Session) CreateToken(ctx context.Context, req *api.CreateToken) (*api.NewToken, error) {
 	return x.svc.CreateToken(ctx, x.who, req)
