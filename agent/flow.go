@@ -151,16 +151,23 @@ func (s *State) foldCreatedFlow(c *RunCreated) {
 		s.Flow.Private = append(s.Flow.Private, &FlowMark{Seq: 1, Why: "the sandbox holds secret " + strings.Join(c.SecretEnv, ", ")})
 		s.Flow.Other = true
 	}
-	if len(c.SecretHosts) > 0 {
-		// The sandbox holds only placeholders, but its commands can read
-		// data with the secrets at their hosts.
-		var hs []string
-		for _, h := range c.SecretHosts {
-			hs = append(hs, h.Name+" for "+h.Host)
-		}
-		s.Flow.Private = append(s.Flow.Private, &FlowMark{Seq: 1, Why: "the egress proxy gives the sandbox's requests secret " + strings.Join(hs, ", ")})
-		s.Flow.Other = true
+}
+
+// foldEgress marks the run as having touched private data when the
+// egress proxy first put a secret for a host into one of the sandbox's
+// requests: the sandbox holds only placeholders, so the secret itself
+// cannot leave, but what its host answered may be private (a private
+// repository read with the token). Until then the run touched nothing
+// private through it (fresh-user trial 5: every test run of a run with
+// --secret-for-host asked after a pip install).
+func (s *State) foldEgress(seq int64, e *SandboxEgress) {
+	const why = "the sandbox's request to "
+	if len(e.Substituted) == 0 || slices.ContainsFunc(s.Flow.Private, func(m *FlowMark) bool { return strings.HasPrefix(m.Why, why) }) {
+		return
 	}
+	s.Flow.Private = append(s.Flow.Private, &FlowMark{Seq: seq,
+		Why: why + e.Host + " carried secret " + strings.Join(e.Substituted, ", ") + " (its answer may be private)"})
+	s.Flow.Other = true
 }
 
 // readsNetwork reports whether a call's result holds what came from
@@ -369,8 +376,36 @@ func (x *executor) callFlow(toolName string, args []byte) *policy.Flow {
 	l := x.st.Created.Labels
 	fl.Unattended = l["keel.schedule"] != "" || l["keel.trigger"] != ""
 	fl.Held = x.st.Created.SecretEnv
+	if why := namesHostSecret(x.st.Created.SecretHosts, toolName, args); why != "" && !x.st.Flow.Other {
+		// A command that names a secret for a host uses it there: what it
+		// reads back may be private, and after untrusted input it may be
+		// the injection's errand.
+		fl.Private, fl.PrivateOther = why, true
+	}
 	if len(fl.Secrets) == 0 && fl.Untrusted == "" && fl.Private == "" && !fl.Unattended {
 		return nil
 	}
 	return fl
+}
+
+// namesHostSecret says which secrets for hosts a bash or python call
+// names by their variable ("" when none): the egress proxy puts their
+// values into the call's requests to their hosts.
+func namesHostSecret(hosts []SecretHost, toolName string, args []byte) string {
+	if toolName != "bash" && toolName != "python" {
+		return ""
+	}
+	var uses []string
+	for _, h := range hosts {
+		if !validName().MatchString(h.Name) {
+			continue
+		}
+		if regexp.MustCompile(`(^|[^A-Za-z0-9_])` + h.Name + `($|[^A-Za-z0-9_])`).Match(args) {
+			uses = append(uses, h.Name+" for "+h.Host)
+		}
+	}
+	if len(uses) == 0 {
+		return ""
+	}
+	return "this call names secret " + strings.Join(uses, ", ") + ", which the egress proxy puts into its requests to that host"
 }

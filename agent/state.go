@@ -304,6 +304,8 @@ func (s *State) Apply(e *journal.Event) error {
 			s.ToolCalls++
 		}
 		c.Attempts++
+	case *SandboxEgress:
+		s.foldEgress(e.Seq, p)
 	case *ToolFinished:
 		c := s.call(p.CallID)
 		if c == nil {
