@@ -288,7 +288,7 @@ func (s *State) Apply(e *journal.Event) error {
 			return err
 		}
 	case *ChildSpawned, *ChildDelivered:
-		if err := s.applyTeam(v, bad); err != nil {
+		if err := s.applyTeam(e.Seq, v, bad); err != nil {
 			return err
 		}
 	case *ToolStarted:
@@ -396,6 +396,17 @@ func (d *GateDecided) Invalid() bool {
 
 // PolicyValidate is the policy id of decisions that reject malformed calls.
 const PolicyValidate = "keel.validate"
+
+// PolicyCheck is the policy id of decisions that fail a call its tool
+// says cannot succeed as things are ([tool.Tool].Check), before a person
+// is asked: the call's result is the tool's error, as if it had run.
+const PolicyCheck = "keel.check"
+
+// Checked reports whether the decision failed the call on its tool's
+// check ([PolicyCheck]) rather than on a policy or a malformed call.
+func (d *GateDecided) Checked() bool {
+	return d.Effect == policy.Deny && len(d.Policies) == 1 && d.Policies[0] == PolicyCheck
+}
 
 // Conversation returns the messages to send to the model after the system
 // prompt: each assistant message with tool calls is followed by one tool
