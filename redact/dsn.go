@@ -3,8 +3,6 @@ package redact
 import (
 	"net/url"
 	"strings"
-
-	"github.com/keel-run/keel/internal/lazy"
 )
 
 // DSN returns the connection string dsn without its passwords, in every
@@ -179,7 +177,7 @@ func isSpace(c byte) bool {
 }
 
 // urlScheme matches the start of a URL: an RFC 3986 scheme and "://".
-var urlScheme = lazy.Regexp(`^[A-Za-z][A-Za-z0-9+.-]*://`)
+var urlScheme = onceRegexp(`^[A-Za-z][A-Za-z0-9+.-]*://`)
 
 // Resource returns what the URL s reaches, for events and messages about
 // it: scheme, host and path, without user info, query and fragment (they

@@ -23,8 +23,6 @@ package redact
 import (
 	"regexp"
 	"strings"
-
-	"github.com/keel-run/keel/internal/lazy"
 )
 
 // Mask replaces a secret that [Text], [Value] or [Values] hid.
@@ -36,24 +34,24 @@ const Mask = "[REDACTED]"
 // '*'), GitHub, Slack and AWS keys, JWTs, Bearer and Basic credentials,
 // URL passwords. Each is replaced whole by Mask.
 var shapes = []func() *regexp.Regexp{
-	lazy.Regexp(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`),
-	lazy.Regexp(`\b(?:sk|pk|rk)-[A-Za-z0-9_*-]{6,}`),
-	lazy.Regexp(`\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}`),
-	lazy.Regexp(`\bxox[abprs]-[A-Za-z0-9-]{10,}`),
-	lazy.Regexp(`\bAKIA[0-9A-Z]{16}\b`),
-	lazy.Regexp(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`),
-	lazy.Regexp(`(?i)\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=-]{12,}`),
+	onceRegexp(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`),
+	onceRegexp(`\b(?:sk|pk|rk)-[A-Za-z0-9_*-]{6,}`),
+	onceRegexp(`\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}`),
+	onceRegexp(`\bxox[abprs]-[A-Za-z0-9-]{10,}`),
+	onceRegexp(`\bAKIA[0-9A-Z]{16}\b`),
+	onceRegexp(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`),
+	onceRegexp(`(?i)\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=-]{12,}`),
 }
 
 // urlPassword matches the password of a URL's user info in text
 // ("scheme://user:PASSWORD@"); group 1 is what comes before it.
-var urlPassword = lazy.Regexp(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:]*):[^\s/@]+@`)
+var urlPassword = onceRegexp(`(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:]*):[^\s/@]+@`)
 
 // assignment matches "NAME=value" and "NAME: value" where NAME says the
 // value is secret (password, secret, token, API key); group 1 is the name,
 // 2 the separator, 3 the value (quoted with backslash escapes, or up to
 // the next space).
-var assignment = lazy.Regexp(`(?i)\b([A-Z0-9_]*(?:password|passwd|secret|token|api_?key)[A-Z0-9_]*)(\s*[=:]\s*)("(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\S+)`)
+var assignment = onceRegexp(`(?i)\b([A-Z0-9_]*(?:password|passwd|secret|token|api_?key)[A-Z0-9_]*)(\s*[=:]\s*)("(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\S+)`)
 
 // Text returns s with likely secrets replaced by [Mask]: private keys,
 // provider API keys (sk-..., sk-ant-..., also partly masked ones), GitHub

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/keel-run/keel/internal/lazy"
 )
 
 // Sealed placeholders stand for a known secret value in text that is
@@ -33,11 +31,11 @@ import (
 // Unseal removes the escape again. (Journals written before used a zero
 // width space as the mark; Unseal removes it too.)
 var (
-	sealed   = lazy.Regexp(`«secret:([^«»]*):([a-z0-9-]+)»`)
-	sealedIn = lazy.Regexp(`«secret-in:(b64|b64raw|b64url|b64urlraw|hex|b32|b32raw):([A-Za-z0-9_-]*)»`)
+	sealed   = onceRegexp(`«secret:([^«»]*):([a-z0-9-]+)»`)
+	sealedIn = onceRegexp(`«secret-in:(b64|b64raw|b64url|b64urlraw|hex|b32|b32raw):([A-Za-z0-9_-]*)»`)
 	// escaped is text Seal escaped: « and marks before secret.
-	escaped   = lazy.Regexp("«((?:" + TypedMark + "|\u200b)*)secret")
-	unescaped = lazy.Regexp("«(?:" + TypedMark + "|\u200b)((?:" + TypedMark + "|\u200b)*)secret")
+	escaped   = onceRegexp("«((?:" + TypedMark + "|\u200b)*)secret")
+	unescaped = onceRegexp("«(?:" + TypedMark + "|\u200b)((?:" + TypedMark + "|\u200b)*)secret")
 )
 
 // TypedMark follows « in placeholder-like text Seal did not write (the
