@@ -190,7 +190,7 @@ type Call struct {
 	// a file that runs on its own (context.autorun). An entry
 	// "DIR/**/GLOB" names every file under DIR whose name matches GLOB
 	// (path.Match), such as the modules a server's script may import
-	// from its directory ("/workspace/**/*.py").
+	// from its directory (DIR/**/*.py).
 	Autorun []string
 }
 

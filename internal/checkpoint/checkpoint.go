@@ -495,7 +495,7 @@ func SinceStart(ctx context.Context, created *agent.RunCreated, events []journal
 	skip := func(p string) bool {
 		return created.StateDir == "" && (p == ".keel" || strings.HasPrefix(p, ".keel/"))
 	}
-	changes, err := DiffFrom(ctx, created.Workspace, Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude, Since: created.Git.Time}, skip)
+	changes, err := DiffFrom(ctx, created.Workspace, Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude, Since: created.Git.Time, Refs: created.Git.Refs}, skip)
 	if errors.Is(err, ErrHistory) {
 		he := &HistoryError{Cause: err}
 		if len(events) > 0 {
