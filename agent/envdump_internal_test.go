@@ -37,6 +37,19 @@ func TestScanEnvironmentDump(t *testing.T) {
 		{"awk 'BEGIN{for (k in ENVIRON) print k\"=\"ENVIRON[k]}' > e.txt", true},
 		{"jq -n '$ENV' > e.txt", true},
 		{"jq .name package.json > e.txt", false},
+		{"jq -r '.items[] | .name' data.json", false},
+		// The same in spellings the words do not show (fresh-user trial
+		// 5, M8 and M14): a relative path after cd /proc/self, a jq
+		// program from a file or a module, yq's strenv.
+		{"cd /proc/self && tr '\\0' '\\n' < environ | sed 's/./&./g'", true},
+		{"cd /proc && cat self/environ", true},
+		{"pushd /proc/self; rev < ./environ", true},
+		{"jq -nr -f prog.jq", true},
+		{"jq -n --from-file prog.jq", true},
+		{"jq -n --from-f=prog.jq", true},
+		{"jq -L . -n 'import \"m\" as m; m::f'", true},
+		{"jq -n 'include \"m\"; f'", true},
+		{"yq -n 'strenv(API_TOKEN)'", true},
 		// Words of a here-document or a comment are not commands (the
 		// recorded marshmallow run writes "# ... correctly set").
 		{"cat > t.py << 'EOF'\n# Test that format is correctly set\nprint(1)\nEOF", false},

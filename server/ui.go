@@ -592,7 +592,7 @@ func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileD
 		if cerr != nil || c.Git == nil {
 			return nil, "no workspace checkpoints and no git commit to compare with"
 		}
-		changes, err = checkpoint.SinceStart(ctx, c, events)
+		sum, err := checkpoint.SinceStart(ctx, c, events)
 		var he *checkpoint.HistoryError
 		if errors.As(err, &he) && he.From > 0 {
 			changes, note = he.Changes, fmt.Sprintf("%v: shown instead, from the run's own checkpoints: the checkpoint of event %d to that of event %d", he.Cause, he.From, he.To)
@@ -601,7 +601,14 @@ func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileD
 		if err != nil {
 			return nil, "the workspace cannot be compared: " + err.Error()
 		}
+		changes = sum.Changes
 		note = "the workspace now against commit " + c.Git.Commit[:min(12, len(c.Git.Commit))]
+		if sum.At > 0 {
+			note = fmt.Sprintf("commit %s to the run's files as it left them (its last checkpoint, event %d)", c.Git.Commit[:min(12, len(c.Git.Commit))], sum.At)
+		}
+		if n := checkpoint.LaterNote(sum.At, sum.Later); n != "" {
+			note += ". " + n
+		}
 	default:
 		return nil, "the checkpoints cannot be read: " + err.Error()
 	}

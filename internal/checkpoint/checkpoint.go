@@ -480,22 +480,40 @@ func firstCheckpoint(events []journal.Event) int64 {
 }
 
 // SinceStart returns what run's files changed from the git commit it
-// started on (created.Git) to its workspace as it is now: files the
-// repository's ignore rules at the start do not ignore (DiffFrom:
-// what the run did to git's index or ignore rules hides nothing). A run journaled when Keel kept its own files in the
-// workspace (no state directory) leaves out .keel/. When git cannot
-// read the start commit any more (ErrHistory: the run deleted
-// .git/objects, say), the error is a *[HistoryError] holding what the
-// run changed by its own checkpoints (events are its journal; nil: not
-// looked for).
-func SinceStart(ctx context.Context, created *agent.RunCreated, events []journal.Event) ([]Change, error) {
+// started on (created.Git) to its workspace: files the repository's
+// ignore rules at the start do not ignore (DiffFrom: what the run did
+// to git's index or ignore rules hides nothing). A run that no process
+// executes (by events, its journal: its newest event is not one of a
+// running run) is compared as it left its files, its newest checkpoint:
+// files changed since (by another run in the workspace, by hand) are
+// shown as the run left them, or left out when the run did not change
+// them, and named in Summary.Later; without events, or without a
+// checkpoint the store still has, the workspace as it is now. A run
+// journaled when Keel kept its own files in the workspace (no state
+// directory) leaves out .keel/. When git cannot read the start commit
+// any more (ErrHistory: the run deleted .git/objects, say), the error
+// is a *[HistoryError] holding what the run changed by its own
+// checkpoints (nil events: not looked for).
+func SinceStart(ctx context.Context, created *agent.RunCreated, events []journal.Event) (*Summary, error) {
 	if created.Git == nil {
 		return nil, ErrNoCommit
 	}
 	skip := func(p string) bool {
 		return created.StateDir == "" && (p == ".keel" || strings.HasPrefix(p, ".keel/"))
 	}
-	changes, err := DiffFrom(ctx, created.Workspace, Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude, Since: created.Git.Time, Refs: created.Git.Refs}, skip)
+	base := Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude, Since: created.Git.Time, Refs: created.Git.Refs}
+	sum := &Summary{}
+	upto := left(events)
+	if upto != nil {
+		sum.At = upto.seq
+	}
+	var err error
+	sum.Changes, sum.Later, err = diffFrom(ctx, created.Workspace, base, upto.bound(), skip)
+	if errors.Is(err, ErrMissing) && upto != nil {
+		// Pruned meanwhile: the workspace as it is now.
+		sum.At = 0
+		sum.Changes, sum.Later, err = diffFrom(ctx, created.Workspace, base, nil, skip)
+	}
 	if errors.Is(err, ErrHistory) {
 		he := &HistoryError{Cause: err}
 		if len(events) > 0 {
@@ -508,7 +526,79 @@ func SinceStart(ctx context.Context, created *agent.RunCreated, events []journal
 	if err != nil {
 		return nil, err
 	}
-	return Mask(created, changes)
+	if sum.Changes, err = Mask(created, sum.Changes); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+// Summary is what a run changed ([SinceStart]).
+type Summary struct {
+	Changes []Change
+	// At is the event of the run's newest checkpoint when the run was
+	// compared as it left its files there; 0: its workspace as it is
+	// now (the run executes, or has no checkpoint).
+	At int64
+	// Later names the files that changed after the run (by another run,
+	// by hand), sorted: Changes show those the run changed as it left
+	// them (Change.Later) and leave out the others.
+	Later []string
+}
+
+// LaterNote says which files changed after a run ([Summary]'s Later,
+// against its checkpoint of event at), for a person reading the run's
+// changes: "" when none did.
+func LaterNote(at int64, later []string) string {
+	if len(later) == 0 {
+		return ""
+	}
+	const shown = 10
+	names := make([]string, 0, shown)
+	for _, p := range later[:min(len(later), shown)] {
+		names = append(names, QuotePath(p))
+	}
+	more := ""
+	if len(later) > shown {
+		more = fmt.Sprintf(" and %d more", len(later)-shown)
+	}
+	return fmt.Sprintf("%d file(s) changed in the workspace after the run's last checkpoint (event %d), by another run or by hand: not counted as the run's (a file the run changed is shown as the run left it): %s%s",
+		len(later), at, strings.Join(names, ", "), more)
+}
+
+// runLeft is where a run left its files: its newest checkpoint (event
+// seq).
+type runLeft struct {
+	Upto
+	seq int64
+}
+
+func (l *runLeft) bound() *Upto {
+	if l == nil {
+		return nil
+	}
+	return &l.Upto
+}
+
+// left returns where the run of events left its files, or nil when a
+// process may be changing them still (its status is running) or it has
+// no checkpoint.
+func left(events []journal.Event) *runLeft {
+	if len(events) == 0 {
+		return nil
+	}
+	types := make([]journal.Type, len(events))
+	for i, e := range events {
+		types[i] = e.Type
+	}
+	if s, _ := journal.TailStatus(types...); s == journal.StatusRunning {
+		return nil
+	}
+	last := events[len(events)-1]
+	cp, _, err := At(events, last.Seq)
+	if err != nil || cp.Store == "" || cp.Tree == "" {
+		return nil
+	}
+	return &runLeft{Upto{Store: cp.Store, Tree: cp.Tree, Time: last.Time}, cp.Seq}
 }
 
 // HistoryError is SinceStart's error when git cannot read the run's

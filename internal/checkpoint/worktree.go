@@ -182,6 +182,9 @@ type Change struct {
 	// NULs counts the NUL bytes of the file's new side when Patch shows
 	// it as text all the same (NUL shown as ␀): git calls it binary.
 	NULs int
+	// Later is set when the file changed again after the run (by another
+	// run, by hand; see [SinceStart]): Patch shows it as the run left it.
+	Later bool
 }
 
 // Base is what a diff compares a work tree with: a commit, and the
@@ -232,24 +235,42 @@ const maxNested = 8
 // gitlink in base names, or, when base has none (or its objects are
 // not there), with nothing.
 func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string) bool) ([]Change, error) {
+	changes, _, err := diffFrom(ctx, dir, base, nil, skip)
+	return changes, err
+}
+
+// Upto is where a run left its files: its newest checkpoint (a tree of
+// the store at Store) and when it last acted (its newest event).
+type Upto struct {
+	Store, Tree string
+	Time        time.Time
+}
+
+// diffFrom is DiffFrom bounded by upto (nil: the work tree as it is
+// now): a file that differs from upto's checkpoint now (or, one the
+// checkpoint lacks, changed after upto's time) changed after the run,
+// by another run or by hand. It is compared as the checkpoint holds it
+// (the run's side, left out when that is the base's) and named in
+// later, sorted.
+func diffFrom(ctx context.Context, dir string, base Base, upto *Upto, skip func(path string) bool) (out []Change, later []string, err error) {
 	files := map[string]entry{}
 	links, forged, err := baseTree(ctx, dir, "", base.Commit, files)
 	if err != nil {
 		if _, gerr := git(ctx, dir, nil, "rev-parse", "--git-dir"); gerr == nil {
 			err = fmt.Errorf("%w (%v)", ErrHistory, err)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	listed, err := git(ctx, dir, nil, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	paths := map[string]bool{}
 	for p := range files {
 		paths[p] = true
 	}
 	if err := listFiles(ctx, dir, "", listed, links, files, paths, 0); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, f := range forged {
 		// Files under a forged tree are unknown: every file there now is
@@ -260,7 +281,7 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 		}
 		out, err := git(ctx, dir, nil, args...)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, p := range nul(out) {
 			paths[p] = true
@@ -276,44 +297,49 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 	}
 	hidden, still, err := hiddenFiles(ctx, dir, files, base.Exclude)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	isHidden := map[string]bool{}
 	for _, p := range hidden {
 		paths[p], isHidden[p] = true, true
 	}
-	var out []Change
-	for p := range paths {
-		if skip != nil && skip(p) {
-			continue
+	var left map[string]entry // the files of upto's checkpoint
+	var store *Checkpoints
+	if upto != nil {
+		if store, err = OpenCheckpoints(ctx, upto.Store, dir); err != nil {
+			return nil, nil, err
 		}
-		name := filepath.Join(dir, filepath.FromSlash(p))
-		cur, kind, err := readKind(name)
-		if err != nil {
-			return nil, err
+		if left, err = store.files(ctx, upto.Tree); err != nil {
+			return nil, nil, err
 		}
+		for p := range left {
+			paths[p] = true
+		}
+	}
+	isLater := map[string]bool{}
+	compare := func(p, name string, cur []byte, kind byte) error {
 		exists := kind != 0
 		b, inBase := files[p]
 		if underForged(p) && !inBase {
 			if !exists {
-				continue
+				return nil
 			}
 			c := Change{Path: p, Status: Modified, Rewritten: true}
 			c.patch(nil, cur)
 			out = append(out, c)
-			continue
+			return nil
 		}
 		switch {
 		case !inBase && !exists:
-			continue // listed in the index, gone from disk and from the commit
+			return nil // listed in the index, gone from disk and from the commit
 		case inBase && exists && hashObject("blob", cur).String() == b.sha && (b.mode == "120000") == (kind == 'l'):
-			continue
+			return nil
 		}
 		c := Change{Path: p, Status: Modified, Hidden: !inBase && isHidden[p]}
 		var old []byte
 		if inBase {
 			if old, err = git(ctx, cmp.Or(b.repo, dir), nil, "cat-file", "blob", b.sha); err != nil {
-				return nil, err
+				return err
 			}
 			if len(b.sha) == 40 && hashObject("blob", old).String() != b.sha {
 				// The object store lies about the start: show the
@@ -340,36 +366,110 @@ func DiffFrom(ctx context.Context, dir string, base Base, skip func(path string)
 		}
 		c.patch(old, cur)
 		out = append(out, c)
+		return nil
+	}
+	var back []string // later files the checkpoint holds
+	for p := range paths {
+		if skip != nil && skip(p) {
+			continue
+		}
+		name := filepath.Join(dir, filepath.FromSlash(p))
+		cur, kind, err := readKind(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if l, inLeft := left[p]; inLeft && (kind == 0 || (l.mode == "120000") != (kind == 'l') || hashObject("blob", cur).String() != l.sha) {
+			isLater[p] = true
+			back = append(back, p)
+			continue
+		}
+		if _, inLeft := left[p]; left != nil && !inLeft && kind != 0 {
+			// Not in the checkpoint: made since, or ignored then (by
+			// rules the run wrote): its change time tells.
+			if fi, err := os.Lstat(name); err == nil && !changeTime(fi).Before(upto.Time.Add(clockSlack)) {
+				isLater[p] = true
+				cur, kind = nil, 0
+			}
+		}
+		if err := compare(p, name, cur, kind); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(back) > 0 {
+		sort.Strings(back)
+		ids := make([]string, len(back))
+		for i, p := range back {
+			ids[i] = left[p].sha
+		}
+		objs, err := store.objects(ctx, ids)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, p := range back {
+			o, ok := objs[left[p].sha]
+			if !ok || o.kind != "blob" {
+				return nil, nil, fmt.Errorf("%w: %s in %s", ErrMissing, p, upto.Tree)
+			}
+			kind := byte('f')
+			if left[p].mode == "120000" {
+				kind = 'l'
+			}
+			if err := compare(p, filepath.Join(dir, filepath.FromSlash(p)), o.body, kind); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	if !base.Since.IsZero() {
-		ig, err := ignoredChanges(dir, still, base.Since, skip)
+		var until time.Time
+		if upto != nil {
+			until = upto.Time
+		}
+		ig, since, err := ignoredChanges(dir, still, base.Since, until, skip)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		for _, p := range since {
+			isLater[p] = true
 		}
 		gc, err := gitAutorun(ctx, dir, base.Since)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rc, err := replaceRefs(ctx, dir, base.Since)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(append(append(out, ig...), gc...), rc...)
+		for _, c := range append(gc, rc...) {
+			// Changed after the run: not its change.
+			if fi, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(c.Path))); upto != nil && err == nil && !changeTime(fi).Before(until.Add(clockSlack)) {
+				isLater[c.Path] = true
+				continue
+			}
+			out = append(out, c)
+		}
+		out = append(out, ig...)
 	}
 	if base.Refs != nil {
 		rc, err := refChanges(ctx, dir, base.Commit, base.Refs, gitDirShown(ctx, dir))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, rc...)
 	}
+	for i := range out {
+		out[i].Later = isLater[out[i].Path]
+	}
+	for p := range isLater {
+		later = append(later, p)
+	}
+	sort.Strings(later)
 	for i := range out {
 		if out[i].Autorun == "" && out[i].Files == 0 {
 			out[i].Autorun = policy.AutorunWhy(out[i].Path)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
+	return out, later, nil
 }
 
 // baseTree adds to files the blobs of commit in the repository at

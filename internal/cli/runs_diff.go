@@ -22,9 +22,13 @@ func (a *app) runsDiffCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "diff RUN",
 		Short: "Show the files a run changed and their unified diff",
-		Long: `Diff compares the run's workspace, as it is now, with the git commit the
-run started on (recorded in run.created), and prints the changed files and
-their unified diff. New files are compared unless the ignore rules of the
+		Long: `Diff compares the run's files with the git commit the run started on
+(recorded in run.created), and prints the changed files and their unified
+diff. The run's files are its workspace as it left them (its newest
+checkpoint) once no process executes it: files changed after it, by
+another run or by hand, are named in a note and not counted as its (a
+file it changed is shown as it left it); while it may be executing, the
+workspace as it is now. New files are compared unless the ignore rules of the
 run's start ignore them (a file hidden only by rules the run wrote is shown
 and marked; what the run did to git's index hides nothing). When the
 tree had uncommitted changes at the start, the diff includes them; the
@@ -65,24 +69,25 @@ func (a *app) runsDiff(ctx context.Context, b backend, id string, at int64, stat
 
 // workspaceDiff is a runsBackend's WorkspaceDiff on this machine, the
 // run's secrets sealed (sealDiff); store has the run's journal, whose
-// checkpoints stand in when git cannot read the start commit
-// (checkpoint.HistoryError).
-func (a *app) workspaceDiff(store journal.Store) func(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error) {
-	return func(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error) {
-		changes, err := checkpoint.SinceStart(ctx, created, nil)
+// newest checkpoint is where the run left its files (files changed
+// since are not its changes) and whose checkpoints stand in when git
+// cannot read the start commit (checkpoint.HistoryError).
+func (a *app) workspaceDiff(store journal.Store) func(ctx context.Context, id string, created *agent.RunCreated) (*checkpoint.Summary, error) {
+	return func(ctx context.Context, id string, created *agent.RunCreated) (*checkpoint.Summary, error) {
+		events, err := store.Read(ctx, id, 1)
+		if err != nil {
+			return nil, err
+		}
+		sum, err := checkpoint.SinceStart(ctx, created, events)
 		var he *checkpoint.HistoryError
 		if errors.As(err, &he) {
-			if events, rerr := store.Read(ctx, id, 1); rerr == nil {
-				changes, err = checkpoint.SinceStart(ctx, created, events)
-				if errors.As(err, &he) {
-					he.Changes = a.sealDiff(id, created, he.Changes)
-				}
-			}
+			he.Changes = a.sealDiff(id, created, he.Changes)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("diff of run %s: %w", id, err)
 		}
-		return a.sealDiff(id, created, changes), nil
+		sum.Changes = a.sealDiff(id, created, sum.Changes)
+		return sum, nil
 	}
 }
 
@@ -100,7 +105,7 @@ func (a *app) sealDiff(id string, created *agent.RunCreated, changes []checkpoin
 
 // WorkspaceDiff compares the run's workspace with its starting commit
 // on this machine.
-func (l *local) WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error) {
+func (l *local) WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) (*checkpoint.Summary, error) {
 	return l.a.workspaceDiff(l.store)(ctx, id, created)
 }
 
@@ -117,7 +122,7 @@ func (l *local) CheckpointDiff(ctx context.Context, id string, events []journal.
 }
 
 // WorkspaceDiff asks the server, which has the run's workspace.
-func (r *remote) WorkspaceDiff(ctx context.Context, id string, _ *agent.RunCreated) ([]checkpoint.Change, error) {
+func (r *remote) WorkspaceDiff(ctx context.Context, id string, _ *agent.RunCreated) (*checkpoint.Summary, error) {
 	d, err := r.Client.Diff(ctx, id, 0)
 	if err != nil {
 		return nil, err
@@ -125,7 +130,7 @@ func (r *remote) WorkspaceDiff(ctx context.Context, id string, _ *agent.RunCreat
 	if d.Damaged != "" {
 		return nil, &checkpoint.HistoryError{Cause: errors.New(d.Damaged), Changes: fileDiffs(d), From: d.From, To: d.To}
 	}
-	return fileDiffs(d), nil
+	return &checkpoint.Summary{Changes: fileDiffs(d), At: d.Checkpoint, Later: d.Later}, nil
 }
 
 // CheckpointDiff asks the server, which has the run's checkpoints.
@@ -144,7 +149,7 @@ func fileDiffs(d *api.RunDiff) []checkpoint.Change {
 	out := make([]checkpoint.Change, 0, len(d.Files))
 	for _, f := range d.Files {
 		out = append(out, checkpoint.Change{Path: f.Path, Status: checkpoint.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed, Denied: f.Denied, Hidden: f.Hidden,
-			Rewritten: f.Rewritten, Ignored: f.Ignored, Files: f.Files, Autorun: f.Autorun, Link: f.Link, Note: f.Note, NULs: f.NULs})
+			Rewritten: f.Rewritten, Ignored: f.Ignored, Files: f.Files, Autorun: f.Autorun, Link: f.Link, Note: f.Note, NULs: f.NULs, Later: f.Later})
 	}
 	return out
 }

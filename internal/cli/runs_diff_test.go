@@ -60,12 +60,24 @@ func TestRunsDiff(t *testing.T) {
 	if code, _, errOut := keel(t, "runs", "diff", "--at", "999", id); code != 2 || !strings.Contains(errOut, "past its end") {
 		t.Errorf("runs diff --at 999 = %d:\n%s", code, errOut)
 	}
-	// Undo the edit: nothing is changed any more.
+	// Undo the edit by hand and add a file: the run's changes are still
+	// what it did, as it left its files, and the later changes are
+	// named, not counted as its (fresh-user 2 #15).
 	if err := os.WriteFile(filepath.Join(ws, "textstats.py"), orig, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, _ := keel(t, "runs", "diff", "--stat", id); code != 0 || strings.Contains(out, "textstats.py") {
-		t.Errorf("runs diff after undoing the edit = %d:\n%s", code, out)
+	if err := os.WriteFile(filepath.Join(ws, "mine.txt"), []byte("by hand\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = keel(t, "runs", "diff", "--stat", id)
+	for _, want := range []string{"file(s) changed since", "as the run left them: its last checkpoint, event", "M textstats.py +1 -1 (changed again after the run: shown as the run left it)",
+		"note: 2 file(s) changed in the workspace after the run's last checkpoint", "mine.txt, textstats.py"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("runs diff after a later edit = %d: lacks %q\n%s", code, want, out)
+		}
+	}
+	if strings.Contains(out, "A mine.txt") {
+		t.Errorf("runs diff counts a file made after the run:\n%s", out)
 	}
 	// A workspace that is not a git repository has no commit to compare
 	// with: the run's checkpoints say what it changed.

@@ -15,11 +15,11 @@ import (
 // RunDiff prints the changes of the run made by created, as diff
 // finds them: a list of files with their added and removed lines, then
 // (unless stat) their diffs.
-func RunDiff(ctx context.Context, out io.Writer, diff func(context.Context, string, *agent.RunCreated) ([]checkpoint.Change, error), runID string, created *agent.RunCreated, stat bool) error {
+func RunDiff(ctx context.Context, out io.Writer, diff func(context.Context, string, *agent.RunCreated) (*checkpoint.Summary, error), runID string, created *agent.RunCreated, stat bool) error {
 	if created.Git == nil {
 		return fmt.Errorf("run %s recorded no git commit at its start (its workspace %s was not the top of a git repository with a commit, or the run predates the record): there is nothing to compare with", runID, created.Workspace)
 	}
-	changes, err := diff(ctx, runID, created)
+	sum, err := diff(ctx, runID, created)
 	w := escWriter{out}
 	var he *checkpoint.HistoryError
 	if errors.As(err, &he) && he.From > 0 {
@@ -33,11 +33,23 @@ func RunDiff(ctx context.Context, out io.Writer, diff func(context.Context, stri
 		return err
 	}
 	short := created.Git.Commit[:min(12, len(created.Git.Commit))]
+	changes := sum.Changes
+	what := fmt.Sprintf("since %s in %s", short, created.Workspace)
+	if sum.At > 0 {
+		what += fmt.Sprintf(" (as the run left them: its last checkpoint, event %d)", sum.At)
+	}
+	later := checkpoint.LaterNote(sum.At, sum.Later)
 	if len(changes) == 0 {
-		fmt.Fprintf(w, "no files changed since %s in %s\n", short, created.Workspace)
+		fmt.Fprintf(w, "no files changed %s\n", what)
+		if later != "" {
+			fmt.Fprintf(w, "note: %s\n", later)
+		}
 		return nil
 	}
-	Changes(w, changes, fmt.Sprintf("since %s in %s", short, created.Workspace), true)
+	Changes(w, changes, what, true)
+	if later != "" {
+		fmt.Fprintf(w, "note: %s\n", later)
+	}
 	if len(created.Git.Dirty) > 0 {
 		fmt.Fprintf(w, "note: %d file(s) had uncommitted changes when the run started; their diff includes them: %s\n", len(created.Git.Dirty), strings.Join(created.Git.Dirty, ", "))
 	}
@@ -72,6 +84,9 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 		var notes []string
 		if c.Note != "" {
 			notes = append(notes, c.Note)
+		}
+		if c.Later {
+			notes = append(notes, "changed again after the run: shown as the run left it")
 		}
 		if c.Hidden {
 			notes = append(notes, hiddenNote)
@@ -159,10 +174,11 @@ func printPatches(w io.Writer, changes []checkpoint.Change) {
 // DiffSource is where a run's changes are read: this machine, or the
 // team server that has the run's workspace and checkpoints.
 type DiffSource interface {
-	// WorkspaceDiff compares run id's workspace as it is now with the
-	// git commit it started on (created is its run.created, with Git
-	// set; see checkpoint.SinceStart).
-	WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) ([]checkpoint.Change, error)
+	// WorkspaceDiff compares run id's workspace with the git commit it
+	// started on, as the run left it when no process executes it
+	// (created is its run.created, with Git set; see
+	// checkpoint.SinceStart).
+	WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) (*checkpoint.Summary, error)
 	// CheckpointDiff compares run id's first workspace checkpoint with
 	// its newest one at or before event at (events are its journal), and
 	// returns the two checkpoints' events; checkpoint.ErrNone when it

@@ -52,13 +52,13 @@ func TestRunDiffNotesAndDamagedHistory(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			diff := func(context.Context, string, *agent.RunCreated) ([]checkpoint.Change, error) {
+			diff := func(context.Context, string, *agent.RunCreated) (*checkpoint.Summary, error) {
 				if tt.err != nil {
 					he := tt.err.(*checkpoint.HistoryError)
 					he.Changes = []checkpoint.Change{link}
 					return nil, he
 				}
-				return []checkpoint.Change{link}, nil
+				return &checkpoint.Summary{Changes: []checkpoint.Change{link}}, nil
 			}
 			var b strings.Builder
 			if err := RunDiff(t.Context(), &b, diff, "r", created, false); err != nil {

@@ -840,7 +840,9 @@ func (l *locator) git(f *Facts, args []string, lits []bool, globs []int, cwd str
 		case sub == "push" || sub == "pull" || sub == "fetch" || sub == "remote":
 			// Remote names and refspecs, not paths.
 		default:
-			l.noteWord(f, cwd, a, restGlobs[i], false)
+			// git mv, checkout, restore, rm, stash and apply write the
+			// paths they name (git mv notes.md KEEL.md writes KEEL.md).
+			l.noteWord(f, cwd, a, restGlobs[i], slices.Contains([]string{"mv", "checkout", "restore", "rm", "stash", "apply", "switch"}, sub))
 		}
 	}
 }

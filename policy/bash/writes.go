@@ -71,7 +71,9 @@ func wordFacts(words []string) (Facts, bool) {
 // make its program write or delete files, as a redirection does: an
 // option whose value is a file written (sort -o, curl --output=F, git
 // diff --output, find -fprint), an in-place edit (sed -i, perl -pi),
-// find's -delete, or the second operand of uniq, xxd or split. A
+// find's -delete, the second operand of uniq, xxd or split, or a git
+// subcommand (or its form: stash pop, worktree add) beyond the prefix
+// that changes files outside the repository's .git ([gitTreeBeyond]). A
 // remembered prefix covers the words that follow it only when they
 // have no such effect. command is the program as written (argv[0]
 // after wrappers), words the command's literal words from argv[0] on.
@@ -84,6 +86,9 @@ func WritesBeyond(command string, words []string, n int) bool {
 		name = path.Base(words[0])
 	}
 	rest := words[n:]
+	if name == "git" && gitTreeBeyond(words, n) {
+		return true
+	}
 	for _, w := range rest {
 		for _, o := range writeOptions[name] {
 			switch {
@@ -116,6 +121,91 @@ func WritesBeyond(command string, words []string, n int) bool {
 				return i+1 >= n
 			}
 		}
+	}
+	return false
+}
+
+// gitTreeBeyond reports whether a git command's subcommand, or the word
+// that chooses its form (bundle create, worktree add, stash pop), lies
+// beyond the first n words and makes git write or delete files outside
+// .git: the working tree (checkout, reset --hard, clean, rm, stash, merge,
+// apply...) or files and directories its operands name (bundle create
+// FILE, worktree add DIR, init DIR, clone URL DIR, format-patch). A
+// prefix that names the subcommand and its form ("git worktree add")
+// covers them: the person named what they allow. words are literal, from
+// argv[0] on.
+func gitTreeBeyond(words []string, n int) bool {
+	args := words[1:]
+	lits := make([]bool, len(args))
+	for i := range lits {
+		lits[i] = true
+	}
+	si, _ := gitSubcommand(args, lits)
+	if si >= len(args) {
+		return false
+	}
+	sub, rest := args[si], args[si+1:]
+	last := si + 1 // index in words of the last word that names the form
+	if gitForms[sub] {
+		for i, a := range rest {
+			if !strings.HasPrefix(a, "-") {
+				last = si + 2 + i
+				break
+			}
+		}
+	}
+	if last < n {
+		return false
+	}
+	return !gitRepoOnly(sub, rest)
+}
+
+// gitForms are git subcommands whose first operand chooses what they do
+// (git stash list, git stash pop).
+var gitForms = set("bundle", "worktree", "stash", "submodule", "remote", "notes", "reflog", "sparse-checkout", "bisect", "maintenance")
+
+// gitRepoOnlyWrites are git subcommands that write only inside .git (refs,
+// the index, objects, configuration) in every form.
+var gitRepoOnlyWrites = set("add", "commit", "branch", "tag", "fetch", "push", "remote", "notes", "reflog", "gc", "prune", "repack",
+	"update-ref", "symbolic-ref", "hash-object", "update-index", "mktag", "mktree", "write-tree", "commit-tree", "replace", "maintenance",
+	"config", "fsck", "pack-refs")
+
+// gitRepoOnly reports whether git sub with the arguments rest changes no
+// file outside .git: a form that only reads, a subcommand that only
+// writes the repository, or a form of one that can do both that only
+// writes the repository (reset without --hard, rm --cached, apply
+// --cached). Options are matched as git matches them, abbreviations
+// included (--har is --hard).
+func gitRepoOnly(sub string, rest []string) bool {
+	if gitReads[sub] && gitReadForm(sub, rest) || gitRepoOnlyWrites[sub] {
+		return true
+	}
+	opt := func(opts ...string) bool {
+		return slices.ContainsFunc(rest, func(a string) bool {
+			k, _, _ := strings.Cut(a, "=")
+			return slices.Contains(opts, k) || longOpt(a, opts)
+		})
+	}
+	first := ""
+	for _, a := range rest {
+		if !strings.HasPrefix(a, "-") {
+			first = a
+			break
+		}
+	}
+	switch sub {
+	case "reset":
+		return !opt("--hard", "--merge", "--keep", "--recurse-submodules")
+	case "rm":
+		return opt("--cached")
+	case "apply":
+		return (opt("--cached", "--check", "--stat", "--numstat", "--summary")) && !opt("--index", "--3way") && !slices.Contains(rest, "-3")
+	case "bundle":
+		return first == "verify" || first == "list-heads"
+	case "submodule":
+		return first == "" || first == "status" || first == "summary" || first == "sync" || first == "absorbgitdirs"
+	case "sparse-checkout":
+		return first == "list"
 	}
 	return false
 }

@@ -395,6 +395,14 @@ type RunDiff struct {
 	// history was damaged, by the run say): Files are then what the run
 	// changed by its own checkpoints, from event From to event To.
 	Damaged string `json:"damaged,omitempty"`
+	// Checkpoint, without at, is the event of the run's newest
+	// checkpoint when the run was compared as it left its files there
+	// (no process executes it); 0: its workspace as it is now.
+	Checkpoint int64 `json:"checkpoint,omitempty"`
+	// Later, without at, names the files that changed after the run (by
+	// another run, by hand): Files show those the run changed as it left
+	// them and leave out the others.
+	Later []string `json:"later,omitempty"`
 }
 
 // FileDiff is one changed file of a RunDiff: Status "A", "M", "D" or
@@ -443,6 +451,9 @@ type FileDiff struct {
 	// NULs counts the NUL bytes of a file Patch shows as text all the
 	// same, each as ␀ (git calls it binary).
 	NULs int `json:"nuls,omitempty"`
+	// Later is set when the file changed again after the run (by another
+	// run, by hand): Patch shows it as the run left it.
+	Later bool `json:"later,omitempty"`
 }
 
 // Approval is a tool call waiting for a person's decision.
