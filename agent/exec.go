@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -291,8 +292,14 @@ func (x *executor) stale(c *Call, req *tool.Request) *tool.Result {
 		return nil
 	}
 	t := x.p.Tools.Tool(c.Name)
-	if t == nil || t.State == nil {
+	if t == nil {
 		return nil
+	}
+	if t.State == nil {
+		if !strings.HasPrefix(c.Approval.State, filesState) || x.approvedBefore(c) {
+			return nil
+		}
+		return staleFiles(c.Approval.State, x.writtenState(c))
 	}
 	if x.approvedBefore(c) {
 		return nil
@@ -332,7 +339,7 @@ func (x *executor) approvedBefore(c *Call) bool {
 	}
 	var mine []string
 	if c.Decision != nil {
-		mine = c.Decision.Paths
+		mine = slices.Concat(c.Decision.Paths, x.writtenRel(c))
 	}
 	for _, o := range t.Calls {
 		if o == c || o.Approval == nil || o.Started == nil {

@@ -463,6 +463,8 @@ func (x *executor) ask(ctx context.Context, ids []string) error {
 		r := &ApprovalRequested{CallID: id, Tool: c.Name, Arguments: args, Reason: c.Decision.Reason, Action: rawAction(c.Name, args)}
 		if t := x.p.Tools.Tool(c.Name); t != nil && t.State != nil && args != nil {
 			r.State = t.State(&tool.Request{RunID: x.runID, CallID: id, Arguments: args, Env: x.p.Env})
+		} else if t != nil && t.Effect != tool.ReadOnly {
+			r.State = x.writtenState(c)
 		}
 		// Arguments and action sealed as the model's text (a placeholder
 		// it typed shown marked); the parts and the reason are the

@@ -213,7 +213,8 @@ func distinctiveTerms(text, task string) []string {
 // offered memory entry labelled untrusted, or a tool result from the
 // network or an external system (fetch_url, http_request, an MCP or
 // connector tool) or marked untrusted by its tool (memory_search
-// returning an untrusted entry). Memory written by such a run is
+// returning an untrusted entry), or a child's result when the child had
+// seen untrusted input. Memory written by such a run is
 // labelled untrusted.
 func (s *State) Untrusted() bool {
 	if r := s.Created.Recall; r != nil {
@@ -231,6 +232,13 @@ func (s *State) Untrusted() bool {
 			if c.Finished.Untrusted || untrustedTool(s, c.Name) {
 				return true
 			}
+		}
+	}
+	// A child's result given to the run, from a child that had seen
+	// untrusted input.
+	for _, c := range s.Children {
+		if d := c.Delivered; d != nil && !d.Unwaited && d.Label != nil && d.Label.Integrity == LabelUntrusted {
+			return true
 		}
 	}
 	return false

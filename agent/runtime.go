@@ -778,6 +778,13 @@ func (x *executor) loop(ctx context.Context) (*Outcome, error) {
 			if done, err = x.wait(ctx, a.Calls); err == nil && done {
 				return x.outcome(), nil
 			}
+			if err == nil {
+				// A person may have changed files while the calls
+				// waited: the approved calls run after a checkpoint
+				// (journaled only if the files changed since the
+				// newest), so a rewind can bring those changes back.
+				err = x.checkpoint(ctx)
+			}
 		case ActSetup:
 			if err = x.setup(ctx); err == nil {
 				err = x.checkpoint(ctx)

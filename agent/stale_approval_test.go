@@ -115,3 +115,95 @@ func TestStaleApprovalDoesNotOverwrite(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// askShellWrites asks before every shell command that writes.
+const askShellWrites = `
+@id("all") permit(principal, action, resource);
+@id("writes") @ask forbid(principal, action, resource) when { context.writes };
+`
+
+// A shell command that waits for approval does not overwrite a file it
+// writes (its redirection, as the gate parsed it) that a person changed
+// meanwhile; and when the person changed other files, the approved
+// command runs after a checkpoint that holds their change, so a rewind
+// can bring it back. The run waits in the process, as keel chat's does.
+func TestStaleApprovalShellCommand(t *testing.T) {
+	const cmd = `printf 'agent version\n' > notes.txt`
+	cases := []struct {
+		name     string
+		file     string // the file a person changes while the call waits ("": none)
+		refused  string // in the call's result when it was refused
+		snapshot string // the checkpoint journaled between the decision and the start
+	}{
+		{name: "unchanged"},
+		{name: "the written file edited", file: "notes.txt", refused: "not done: notes.txt was changed after this command asked for approval", snapshot: "notes.txt=by hand\n;other.txt=hello\n;"},
+		{name: "another file edited", file: "other.txt", snapshot: "notes.txt=hello\n;other.txt=by hand\n;"},
+	}
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			withBash(e)
+			for _, f := range []string{"notes.txt", "other.txt"} {
+				if err := os.WriteFile(filepath.Join(e.ws.Root(), f), []byte("hello\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m := &script{turns: []model.Message{calls(bash("c1", cmd)), answer("done")}}
+			id := e.create(&agent.RunCreated{Policy: policyRef(t, askShellWrites)})
+			p := e.params(m)
+			p.Checkpoint = (&snapshots{dir: e.ws.Root()}).hook
+			p.Wait = true
+			p.OnWait = func([]agent.PendingApproval) {
+				if tt.file != "" {
+					if err := os.WriteFile(filepath.Join(e.ws.Root(), tt.file), []byte("by hand\n"), 0o644); err != nil {
+						t.Error(err)
+					}
+				}
+				go func() {
+					if err := e.rt.Resolve(t.Context(), id, "c1", &agent.ApprovalResolved{Decision: policy.Allow, By: "ann"}); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			out, err := e.rt.Execute(t.Context(), id, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != journal.StatusCompleted {
+				t.Fatalf("status %s, want completed", out.Status)
+			}
+			evs := e.events(id)
+			req := payloads[agent.ApprovalRequested](t, evs, journal.ApprovalRequested)
+			if len(req) != 1 || !strings.Contains(req[0].State, "notes.txt") {
+				t.Fatalf("approval.requested state %+v, want the digest of notes.txt", req)
+			}
+			res := payloads[agent.ToolFinished](t, evs, journal.ToolFinished)
+			if len(res) != 1 {
+				t.Fatalf("%d results", len(res))
+			}
+			ran := len(e.log.get()) == 1
+			switch {
+			case tt.refused == "" && (res[0].IsError || !ran):
+				t.Errorf("the approved command did not run: %s", res[0].Content)
+			case tt.refused != "" && (ran || !res[0].IsError || !strings.Contains(res[0].Content, tt.refused)):
+				t.Errorf("ran %v, the model saw %q, want it refused with %q", ran, res[0].Content, tt.refused)
+			}
+			// The snapshot taken after the approval, before the start.
+			var snap string
+			asked := false
+			for _, ev := range evs {
+				if ev.Type == journal.ToolStarted {
+					break
+				}
+				asked = asked || ev.Type == journal.ApprovalRequested
+				if ev.Type == journal.WorkspaceCheckpoint && asked {
+					v, _ := agent.Decode(&ev)
+					snap = v.(*agent.WorkspaceCheckpoint).Tree
+				}
+			}
+			if snap != tt.snapshot {
+				t.Errorf("checkpoint before the approved command %q, want %q", snap, tt.snapshot)
+			}
+		})
+	}
+}

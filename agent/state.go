@@ -288,7 +288,7 @@ func (s *State) Apply(e *journal.Event) error {
 			return err
 		}
 	case *ChildSpawned, *ChildDelivered:
-		if err := s.applyTeam(v, bad); err != nil {
+		if err := s.applyTeam(e.Seq, v, bad); err != nil {
 			return err
 		}
 	case *ToolStarted:

@@ -213,6 +213,11 @@ type ChildDelivered struct {
 	// the child was stopped (unless it had ended), and its result is
 	// journaled here, given to no call (CallID is empty).
 	Unwaited bool `json:"unwaited,omitempty"`
+	// Label is what the child's data had been (its flow: untrusted input
+	// seen, private data read; nil: neither). The result carries it into
+	// the parent's flow: input laundered through a child is still
+	// untrusted (trial 5, M11).
+	Label *DataLabel `json:"label,omitempty"`
 }
 
 // Child is a child run as its parent's fold knows it.
@@ -255,7 +260,7 @@ func (s Spend) String() string {
 }
 
 // applyTeam folds child.spawned and child.delivered.
-func (s *State) applyTeam(v any, bad func(string, ...any) error) error {
+func (s *State) applyTeam(seq int64, v any, bad func(string, ...any) error) error {
 	switch p := v.(type) {
 	case *ChildSpawned:
 		if s.child(p.Child) != nil {
@@ -274,8 +279,47 @@ func (s *State) applyTeam(v any, bad func(string, ...any) error) error {
 			return bad("second child.delivered of %s", p.Child)
 		}
 		c.Delivered = p
+		s.foldChildFlow(seq, p)
 	}
 	return nil
+}
+
+// foldChildFlow marks the flow of a child's result delivered at seq
+// with the child's label.
+func (s *State) foldChildFlow(seq int64, d *ChildDelivered) {
+	l := d.Label
+	if l == nil || d.Unwaited {
+		return
+	}
+	if l.Integrity == LabelUntrusted && s.Flow.Untrusted == nil {
+		s.Flow.Untrusted = &FlowMark{Seq: seq, CallID: d.CallID, Why: fmt.Sprintf("the result of child %s (it saw untrusted input)", d.Child)}
+	}
+	if (l.Confidentiality == LabelPrivate || l.Confidentiality == LabelSecret) && len(s.Flow.Private) < MaxPrivateMarks {
+		s.Flow.Other = true
+		s.Flow.Private = append(s.Flow.Private, &FlowMark{Seq: seq, CallID: d.CallID, Why: fmt.Sprintf("the result of child %s (it read private data)", d.Child)})
+	}
+}
+
+// childLabel is the label of a child's result: its run's flow (nil:
+// trusted and public).
+func childLabel(st *State) *DataLabel {
+	l := &DataLabel{}
+	var why []string
+	if st.Flow.Untrusted != nil {
+		l.Integrity = LabelUntrusted
+		why = append(why, "untrusted: "+st.Flow.Untrusted.String())
+	}
+	if len(st.Flow.Private) > 0 || len(st.Flow.Providers) > 0 || st.Flow.Other {
+		l.Confidentiality = LabelPrivate
+		if p := st.Flow.private(); p != "" {
+			why = append(why, "private: "+p)
+		}
+	}
+	if *l == (DataLabel{}) {
+		return nil
+	}
+	l.Why = strings.Join(why, "; ")
+	return l
 }
 
 func (s *State) child(id string) *Child {

@@ -792,7 +792,7 @@ func (x *executor) stopChildren(ctx context.Context, cause error) error {
 // its output, or a salvaged one (its last assistant text) with why it
 // stopped.
 func childResult(call, id string, st *State) *ChildDelivered {
-	d := &ChildDelivered{Child: id, CallID: call, Spend: st.Used()}
+	d := &ChildDelivered{Child: id, CallID: call, Spend: st.Used(), Label: childLabel(st)}
 	if st.Ended != nil {
 		d.Reason, d.Message, d.Output = st.Ended.Reason, st.Ended.Message, st.Ended.Output
 	}

@@ -216,6 +216,19 @@ type Deferrer interface {
 	Sync(ctx context.Context) error
 }
 
+// Versioner is an optional interface of a [Store] that can tell cheaply
+// whether anything may have been appended since an earlier call, so that
+// a reader can keep what it read of the runs index (a server's list of
+// runs) until it changes.
+type Versioner interface {
+	// Version returns a number that differs from every earlier one it
+	// returned once any run gained events, by this process or another,
+	// in a commit that ended before the call (it may also differ when
+	// nothing changed). ok is false when the Store cannot tell now; the
+	// caller must then read.
+	Version(ctx context.Context) (v uint64, ok bool)
+}
+
 // SharedNotifier is an optional interface of a [Notifier] whose wake-ups
 // also follow appends by other processes while Listening reports true
 // (journal/postgres, by LISTEN/NOTIFY; when its listening connection is

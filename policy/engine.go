@@ -637,6 +637,11 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 					p.Redirects = append(p.Redirects, r.Text)
 				}
 			}
+			for _, w := range f.Written {
+				if under(w, env.Mount) {
+					p.Written = append(p.Written, w)
+				}
+			}
 			add(p, commandEntity(cmd, p.Command), f, parts[i].ReadOnly && !f.Code)
 		}
 	case c.Tool == "fetch_url" || c.Tool == "http_request":

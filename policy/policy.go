@@ -114,8 +114,13 @@ type Part struct {
 	Assigns []string `json:"assigns,omitempty"`
 	// Via lists what wraps the command, outermost first ("bash -c",
 	// "$(...)", "xargs", "env"...).
-	Via    []string `json:"via,omitempty"`
-	Effect Effect   `json:"decision"`
+	Via []string `json:"via,omitempty"`
+	// Written are the workspace files a bash part writes, as far as its
+	// text shows them (redirections, the file arguments of programs
+	// known to write), absolute under the mount path. An approved call
+	// compares them with what they were when its approval was asked.
+	Written []string `json:"written,omitempty"`
+	Effect  Effect   `json:"decision"`
 	// Policies are the ids of the rules that determined this part.
 	Policies []string `json:"policies,omitempty"`
 	Reason   string   `json:"reason,omitempty"`

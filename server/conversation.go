@@ -94,8 +94,8 @@ func (r *convRenderer) render(e *journal.Event) []item {
 // adds or changes (a call's), or neither; nil shows nothing of the type.
 var convRows = map[journal.Type]func(r *convRenderer, h *html, vr *view.Row) []item{
 	journal.RunCreated: func(_ *convRenderer, h *html, vr *view.Row) []item {
-		h.raw(`<div class="msg user"><div class="who">task</div><div class="text">`)
-		h.text(clip(vr.Payload.(*agent.RunCreated).Task, convTextChars))
+		h.raw(`<div class="msg user"><div class="who">task</div><div class="text md">`)
+		h.raw(string(markdown(clip(vr.Payload.(*agent.RunCreated).Task, convTextChars))))
 		h.raw(`</div></div>`)
 		return nil
 	},
@@ -108,8 +108,8 @@ var convRows = map[journal.Type]func(r *convRenderer, h *html, vr *view.Row) []i
 		h.text(fmt.Sprintf("model · step %d · %s in / %s out · $%.5f · %s", vr.Step, groupDigits(x.Usage.InputTokens), groupDigits(x.Usage.OutputTokens), x.Cost, ms(x.DurationMS)))
 		h.raw(`</div>`)
 		if t := strings.TrimSpace(x.Message.Content); t != "" {
-			h.raw(`<div class="text">`)
-			h.text(clip(t, convTextChars))
+			h.raw(`<div class="text md">`)
+			h.raw(string(markdown(clip(t, convTextChars))))
 			h.raw(`</div>`)
 		}
 		h.raw(`</div>`)
@@ -231,8 +231,8 @@ func (r *convRenderer) userMessage(h *html, vr *view.Row) []item {
 	}
 	fmt.Fprintf(&h.b, `<div class="msg %s"><div class="who">`, cls)
 	h.text(who)
-	h.raw(`</div><div class="text">`)
-	h.text(clip(x.Content, convTextChars))
+	h.raw(`</div><div class="text md">`)
+	h.raw(string(markdown(clip(x.Content, convTextChars))))
 	h.raw(`</div></div>`)
 	return nil
 }

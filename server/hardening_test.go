@@ -188,7 +188,7 @@ func TestAPIDetails(t *testing.T) {
 		{"negative tokens", `{"task":"t","workspace":"%s","limits":{"max_tokens":-1}}`, "max_tokens -1"},
 		{"negative cost", `{"task":"t","workspace":"%s","limits":{"max_cost":-0.5}}`, "max_cost -0.5"},
 		{"negative timeout", `{"task":"t","workspace":"%s","limits":{"timeout":"-1s"}}`, "limits.timeout -1s: want 0 (no limit) or more"},
-		{"a label of the server's", `{"task":"t","workspace":"%s","labels":{"keel.demo":"x"}}`, "are the server's"},
+		{"a label of the server's", `{"task":"t","workspace":"%s","labels":{"keel.demo":"x"}}`, "are Keel's own"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, body := e.raw(http.MethodPost, "/v1/runs", e.secret, fmt.Sprintf(tt.body, t.TempDir()))

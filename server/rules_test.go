@@ -229,9 +229,9 @@ func TestCreateRequestRules(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := t.Context()
 	for _, tt := range []struct{ name, body, want string }{
-		{"upper-case keel label", `{"task":"t","workspace":"%s","labels":{"KEEL.created_by":"root"}}`, "are the server's"},
-		{"mixed-case keel label", `{"task":"t","workspace":"%s","labels":{"Keel.Demo":"x"}}`, "are the server's"},
-		{"fullwidth keel label", `{"task":"t","workspace":"%s","labels":{"ＫEEL.created_by":"root"}}`, "are the server's"},
+		{"upper-case keel label", `{"task":"t","workspace":"%s","labels":{"KEEL.created_by":"root"}}`, "are Keel's own"},
+		{"mixed-case keel label", `{"task":"t","workspace":"%s","labels":{"Keel.Demo":"x"}}`, "are Keel's own"},
+		{"fullwidth keel label", `{"task":"t","workspace":"%s","labels":{"ＫEEL.created_by":"root"}}`, "are Keel's own"},
 		{"demo with a task", `{"demo":true,"task":"rm -rf / please","workspace":"%s"}`, "remove task, workspace"},
 		{"demo with everything", `{"demo":true,"model":"replay:x","env":["A=b"],"setup":"echo hi","limits":{"max_steps":1},"workspace":"%s"}`,
 			"remove model, workspace, env, setup, limits"},

@@ -307,6 +307,22 @@ func checkLimits(l *api.Limits) error {
 	return err
 }
 
+// checkLabels checks a request's labels, whoever asks: keys of 1 to 128
+// bytes and values of at most 1024, and none of Keel's own.
+func checkLabels(labels map[string]string) error {
+	for k, v := range labels {
+		switch {
+		// Whatever the case, and through compatibility look-alikes
+		// ("ＫEEL.created_by"), as token names are checked.
+		case strings.HasPrefix(strings.ToLower(norm.NFKC.String(k)), ReservedLabelPrefix):
+			return badRequest("label %q: labels starting with %q (in any case) are Keel's own", visible.String(k), ReservedLabelPrefix)
+		case strings.TrimSpace(k) == "" || len(k) > 128 || len(v) > 1024:
+			return badRequest("label %q: keys are 1 to 128 bytes, values at most 1024", visible.String(k))
+		}
+	}
+	return nil
+}
+
 // admitRequest checks a create request before it is prepared and fills
 // in what the caller implies: the agent a bound token acts as, and the
 // person an assistant agent acts for.
@@ -314,12 +330,8 @@ func (s *Service) admitRequest(ctx context.Context, a *admission, req *api.Creat
 	if err := checkLimits(&req.Limits); err != nil {
 		return err
 	}
-	for k := range req.Labels {
-		// Whatever the case, and through compatibility look-alikes
-		// ("ＫEEL.created_by"), as token names are checked.
-		if strings.HasPrefix(strings.ToLower(norm.NFKC.String(k)), ReservedLabelPrefix) {
-			return badRequest("label %q: labels starting with %q (in any case) are the server's", visible.String(k), ReservedLabelPrefix)
-		}
+	if err := checkLabels(req.Labels); err != nil {
+		return err
 	}
 	if req.Demo {
 		if set := demoExtras(req); len(set) > 0 {

@@ -242,6 +242,9 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 	case !strings.HasPrefix(mount, "/"):
 		return nil, badRequest("mount_path %q must be absolute", mount)
 	}
+	if err := checkLabels(req.Labels); err != nil {
+		return nil, err
+	}
 	for _, e := range req.Env {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
 			return nil, badRequest("env %q: want KEY=VALUE", e)

@@ -65,7 +65,7 @@ type runPage struct {
 
 // runsFrom is runs over at most page entries of the index (all if 0).
 func (s *Service) runsFrom(ctx context.Context, status []journal.Status, limit, page int) (runPage, error) {
-	list, err := s.rt.Store().Runs(ctx, &journal.ListParams{Status: indexStatuses(status), Limit: page})
+	list, err := s.index.list(ctx, &journal.ListParams{Status: indexStatuses(status), Limit: page})
 	if err != nil {
 		return runPage{}, err
 	}
@@ -286,21 +286,39 @@ func (s *Service) untilIdle(ctx context.Context, run api.Run) (api.Run, error) {
 // asks for and returns them applied to the run's own: what the run has
 // from now on (journaled in run.resumed, as `keel runs resume` locally).
 func (s *Service) resumeChange(ctx context.Context, id string, req *api.ResumeRun) (change, error) {
-	var ch change
 	if req.Limits == nil && req.Settings == nil && req.ContextWindow == 0 {
-		return ch, nil
+		return change{}, nil
 	}
 	st, _, err := s.rt.Load(ctx, id)
 	if err != nil {
-		return ch, err
+		return change{}, err
 	}
+	c, err := ResumeChanges(st, req)
+	return change{limits: c.Limits, settings: c.Settings, contextWindow: c.ContextWindow}, err
+}
+
+// Changes are what a resume changes of a run from now on (see
+// agent.ExecParams; journaled in run.resumed): nil or zero fields change
+// nothing.
+type Changes struct {
+	Limits        *agent.Limits
+	Settings      *agent.Settings
+	ContextWindow int
+}
+
+// ResumeChanges checks the limits, settings and context window req asks
+// of the run st and returns them applied to the run's own, whoever
+// resumes it (the API, keel runs resume on the journal). The message is
+// not its concern.
+func ResumeChanges(st *agent.State, req *api.ResumeRun) (Changes, error) {
+	var ch Changes
 	if req.Limits != nil {
 		n, err := ApplyLimits(st.Limits, req.Limits)
 		if err != nil {
 			return ch, err
 		}
 		if n != st.Limits {
-			ch.limits = &n
+			ch.Limits = &n
 		}
 	}
 	if rs := req.Settings; rs != nil {
@@ -339,14 +357,14 @@ func (s *Service) resumeChange(ctx context.Context, id string, req *api.ResumeRu
 			return ch, badRequest("settings: %v", err)
 		}
 		if set != st.Settings {
-			ch.settings = &set
+			ch.Settings = &set
 		}
 	}
 	if w := req.ContextWindow; w != 0 {
 		if fl := agent.MinContextWindow(st.Created); w < fl.Min {
 			return ch, badRequest("context_window %d is too small for this run: want at least %d tokens", w, fl.Min)
 		}
-		ch.contextWindow = w
+		ch.ContextWindow = w
 	}
 	return ch, nil
 }

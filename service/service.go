@@ -236,6 +236,7 @@ type Service struct {
 	pool    *pool
 	live    *liveHub
 	sums    *summaries
+	index   *runsIndex
 	tokens  *token.Set
 	actions *journal.Stream
 	control *journal.Stream
@@ -305,6 +306,7 @@ func New(rt *agent.Runtime, opts *Options) *Service {
 	s.conf = newConfinement(&s.opts)
 	s.stop = make(chan struct{})
 	s.sums = newSummaries(rt.Store())
+	s.index = &runsIndex{store: rt.Store()}
 	s.actions = journal.NewStream(rt.Store(), ActionStream, s.opts.Clock, func(*journal.Event) error { return nil })
 	s.control = journal.NewStream(rt.Store(), ControlStream, s.opts.Clock, func(*journal.Event) error { return nil })
 	var wire agent.WireFunc = func(context.Context, *agent.RunCreated) (*agent.Wiring, io.Closer, error) {

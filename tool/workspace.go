@@ -436,6 +436,22 @@ func (w *Workspace) Protected(rel string) bool {
 
 func under(rel, p string) bool { return rel == p || strings.HasPrefix(rel, p+"/") }
 
+// gitHostOnly reports whether the slash path rel is a git hook or
+// configuration file (what the sandbox mounts read-only: hooks/,
+// config, config.worktree of a git directory).
+func gitHostOnly(rel string) bool {
+	parts := strings.Split(rel, "/")
+	for i, part := range parts {
+		if strings.EqualFold(part, ".git") && i+1 < len(parts) {
+			switch strings.ToLower(parts[i+1]) {
+			case "hooks", "config", "config.worktree":
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // hasGitComponent reports whether the slash path rel has a component
 // named .git, compared without letter case (as git does on
 // case-insensitive file systems).
@@ -461,6 +477,10 @@ func (w *Workspace) ResolveWrite(p string) (string, error) {
 		return "", fmt.Errorf("%s: is the workspace root, not a file", p)
 	}
 	if lex, err := w.Rel(p); hasGitComponent(rel) || err == nil && hasGitComponent(lex) {
+		if gitHostOnly(rel) || err == nil && gitHostOnly(lex) {
+			// The sandbox shows them read-only too: bash would fail.
+			return "", fmt.Errorf("%s: %w (git's hooks and configuration are read-only for the agent, for file tools and in the sandbox alike; a person changes them on the host)", p, ErrProtected)
+		}
 		return "", fmt.Errorf("%s: %w (git's metadata is read-only for file tools; change the repository with git through the bash tool)", p, ErrProtected)
 	}
 	if w.Protected(rel) {

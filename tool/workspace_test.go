@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -177,6 +178,12 @@ func TestWorkspaceResolveWrite(t *testing.T) {
 		case tt.protected:
 			if !errors.Is(err, ErrProtected) {
 				t.Errorf("ResolveWrite(%q) = %q, %v; want ErrProtected", tt.path, got, err)
+			}
+			// Hooks and configuration are read-only in the sandbox too:
+			// the refusal does not send the model to bash (fresh-user
+			// trial 6).
+			if hostOnly := strings.Contains(strings.ToLower(tt.path), ".git/hooks/") || strings.HasSuffix(strings.ToLower(tt.path), ".git/config") || strings.HasSuffix(tt.path, ".git/config.worktree"); err != nil && hostOnly != strings.Contains(err.Error(), "a person changes them on the host") {
+				t.Errorf("ResolveWrite(%q): %v; host-only hint %v", tt.path, err, hostOnly)
 			}
 		case tt.fail:
 			if err == nil {

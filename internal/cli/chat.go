@@ -9,10 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/foreground"
 	"github.com/keel-run/keel/internal/tui"
-	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
 )
 
 // chatCmd is keel run -i under its own name.
@@ -78,78 +77,17 @@ func (a *app) converse(ctx context.Context, x *foreground.Execution, runID strin
 	// note is said to the model with the next message: what a command
 	// changed that the model would not know.
 	var note string
-	cmds := a.chatCommands(x.Runtime.Store(), runID, func(s string) { note = s })
+	l := &local{a: a, store: x.Runtime.Store()}
+	cmds := x.Commands(runID, &foreground.ChatParams{
+		Diff: func(ctx context.Context, stat bool) error { return a.runsDiff(ctx, l, runID, 0, stat) },
+		Rewind: func(ctx context.Context, to int64) (*api.Rewound, error) {
+			return l.Rewind(ctx, runID, to, a.person(""))
+		},
+	}, func(s string) { note = s })
 	return a.prompt.Converse(ctx, runID, a.keelCmd(), err, interrupted, goesOn, cmds, func(ctx context.Context, m string) error {
 		if note != "" {
 			m, note = note+"\n\n"+m, ""
 		}
 		return execute(ctx, x, runID, nil, m)
 	})
-}
-
-// chatCommands are keel chat's commands on run id (/help and /exit are
-// the prompt's own); tell gives the model a note with the next message.
-func (a *app) chatCommands(store journal.Store, id string, tell func(string)) []tui.Command {
-	l := &local{a: a, store: store}
-	state := func(ctx context.Context) (*agent.State, []journal.Event, error) {
-		events, err := store.Read(ctx, id, 1)
-		if err != nil {
-			return nil, nil, err
-		}
-		st, err := agent.Fold(id, events)
-		return st, events, err
-	}
-	return []tui.Command{
-		{Name: "diff", Usage: "[--stat]", Help: "the files this run changed, with their diff (keel runs diff)", Do: func(ctx context.Context, arg string) error {
-			return a.runsDiff(ctx, l, id, 0, arg == "--stat")
-		}},
-		{Name: "undo", Help: "put the files back as they were before your last message (keel runs rewind; the model is told)", Do: func(ctx context.Context, _ string) error {
-			st, events, err := state(ctx)
-			if err != nil {
-				return err
-			}
-			// The newest message the person typed, else the task.
-			to := int64(1)
-			for _, e := range events {
-				if e.Type != journal.UserMessage {
-					continue
-				}
-				if v, err := agent.Decode(&e); err == nil && v.(*agent.UserMessage).Source == "" {
-					to = e.Seq
-				}
-			}
-			if st.Checkpoint == nil {
-				return errors.New("this run has no workspace checkpoints (--no-checkpoints, or a workspace Keel cannot snapshot): nothing to undo")
-			}
-			r, err := l.Rewind(ctx, id, to, a.person(""))
-			if err != nil {
-				return err
-			}
-			tui.Rewound(a.stderr, id, r)
-			if len(r.Files) > 0 || r.MoreFiles > 0 {
-				tell(fmt.Sprintf("[The person undid the file changes made since event %d (keel runs rewind): the workspace's files are as they were then; read them again before relying on what you saw.]", to))
-			}
-			return nil
-		}},
-		{Name: "cost", Help: "the steps, tokens and cost of this run so far", Do: func(ctx context.Context, _ string) error {
-			st, _, err := state(ctx)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stderr, "keel: run %s · %d steps · %s tok (%s in, %s out) · $%.4f · model %s\n", id, st.Steps,
-				agent.Num(st.Usage.Total()), agent.Num(st.Usage.InputTokens), agent.Num(st.Usage.OutputTokens), st.Cost, st.Created.Model)
-			return nil
-		}},
-		{Name: "model", Help: "the model of this run", Do: func(ctx context.Context, arg string) error {
-			st, _, err := state(ctx)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stderr, "keel: run %s uses model %s\n", id, st.Created.Model)
-			if arg != "" {
-				fmt.Fprintf(a.stderr, "keel: a run keeps its model (its resumes and forks use it too); for %s, /exit and start another: %s chat --model %s\n", arg, a.keelCmd(), tui.ShellWord(arg))
-			}
-			return nil
-		}},
-	}
 }

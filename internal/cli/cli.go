@@ -50,8 +50,6 @@ type app struct {
 	// project is the workspace's .keel/config.toml of a keel run (nil:
 	// none), whose MCP servers join the user's.
 	project *config.Config
-	// live, set by newRuntime, exports and counts the runtime's appends.
-	live *telemetry.Live
 	// prompt is the person at the terminal (keel chat, inline
 	// approvals): their lines and their Ctrl-C in a conversation.
 	prompt tui.Prompt

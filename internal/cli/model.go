@@ -2,11 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -59,7 +56,6 @@ func (a *app) serveReplay(ctx context.Context, path, addr string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: replay.NewHandler(tr), ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String() + "/v1"
 	fmt.Fprintf(a.stderr, "keel: serving %d recorded turns of %s at %s\n", tr.Len(), path, url)
 	name := tr.Model()
@@ -68,19 +64,7 @@ func (a *app) serveReplay(ctx context.Context, path, addr string) error {
 	}
 	fmt.Fprintf(a.stderr, "keel: use --model openai-compatible:%s@%s --completion-marker %s, and the recorded task (keel model replay-task %s)\n", name, url, DefaultCompletionMarker, path)
 	fmt.Fprintln(a.stdout, url)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	}
+	return replay.Serve(ctx, ln, tr)
 }
 
 func (a *app) runsCompareCmd() *cobra.Command {

@@ -2,18 +2,17 @@ package cli
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/internal/config"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/redact"
 )
 
@@ -76,8 +75,8 @@ func (a *app) runDefaults(cmd *cobra.Command, f *runFlags) (*runSettings, error)
 		return nil, &usageError{err}
 	}
 	if l != nil {
-		if rs.untrusted, err = a.untrustedKeys(proj, l); err != nil {
-			return nil, err
+		if rs.untrusted, err = config.Untrusted(a.home, proj, l); err != nil {
+			return nil, &usageError{err}
 		}
 		// keel config show shows an untrusted file, marked as such.
 		if len(rs.untrusted) > 0 && cmd.Name() != "show" {
@@ -155,50 +154,12 @@ The trust is for the file's exact content; a change asks again.`,
 	return cmd
 }
 
-// trustingKeys are the settings of a project file that are applied only
-// once the person trusts the file: they can loosen what a run may do or
-// send what is the person's (the API key, to a model endpoint) elsewhere.
-var trustingKeys = []string{"model", "policy", "allow-host", "setup-allow-host"}
-
-// untrustedKeys lists the trusting keys (and MCP servers) the project
-// file sets, unless its content was trusted with keel config trust: a
-// project file with any is refused by keel run.
-func (a *app) untrustedKeys(proj *config.Config, l *config.Layer) ([]string, error) {
-	var sets []string
-	for _, k := range trustingKeys {
-		if l.Sets(k) {
-			sets = append(sets, k)
-		}
-	}
-	if len(proj.MCP.Servers) > 0 {
-		sets = append(sets, "[[mcp.servers]]")
-	}
-	if len(sets) == 0 {
-		return nil, nil
-	}
-	b, err := os.ReadFile(proj.Path)
-	if err != nil {
-		return nil, &usageError{fmt.Errorf("config: %w", err)}
-	}
-	if config.Trusted(a.home, proj.Path, b) {
-		return nil, nil
-	}
-	return sets, nil
-}
-
 // untrustedError is keel run's refusal of the project file proj, which
 // sets the trusting keys sets and is not trusted.
 func untrustedError(proj *config.Config, sets []string) error {
 	return usagef("the project file %s sets %s, which can loosen what a run may do or send your API key elsewhere, and you have not trusted it as it is: read it (keel config show --workspace %s), then trust it: keel config trust --workspace %s",
-		proj.Path, strings.Join(sets, ", "), projectWorkspace(proj), projectWorkspace(proj))
+		proj.Path, strings.Join(sets, ", "), proj.Workspace(), proj.Workspace())
 }
-
-// projectWorkspace is the workspace of the project file proj.
-func projectWorkspace(proj *config.Config) string { return filepath.Dir(filepath.Dir(proj.Path)) }
-
-// untrustedSource marks the source of a setting from a project file
-// that is not trusted.
-const untrustedSource = " (NOT TRUSTED: keel run refuses this file)"
 
 // notRunSetting are flags of keel config show that are not settings of
 // a run: its own, the global ones, and the key that never comes from a
@@ -209,15 +170,7 @@ var notRunSetting = map[string]bool{"config-json": true, "help": true, "api-key"
 // servers; passwords and likely secrets in values are hidden (package
 // redact).
 func (a *app) printSettings(fl *pflag.FlagSet, rs *runSettings, asJSON bool) error {
-	type row struct {
-		Name   string `json:"name"`
-		Value  string `json:"value"`
-		Source string `json:"source"`
-		// Untrusted: the source is a project file keel run refuses
-		// until it is trusted.
-		Untrusted bool `json:"untrusted,omitempty"`
-	}
-	var rows []row
+	var rows []tui.Setting
 	untrusted := func(src string) bool {
 		return len(rs.untrusted) > 0 && rs.project != nil && src == rs.project.Path
 	}
@@ -242,66 +195,14 @@ func (a *app) printSettings(fl *pflag.FlagSet, rs *runSettings, asJSON bool) err
 			}
 			v = strings.Join(items, ", ")
 		}
-		rows = append(rows, row{f.Name, redact.Text(v), src, untrusted(src)})
+		rows = append(rows, tui.Setting{Name: f.Name, Value: redact.Text(v), Source: src, Untrusted: untrusted(src)})
 	})
-	for _, s := range a.mcpSources(rs) {
-		rows = append(rows, row{"mcp." + s[0], redact.Text(redact.URL(s[1])), s[2], untrusted(s[2])})
+	for _, s := range config.MCPSources(a.cfg, rs.project) {
+		rows = append(rows, tui.Setting{Name: "mcp." + s.Name, Value: redact.Text(redact.URL(s.What)), Source: s.File, Untrusted: untrusted(s.File)})
 	}
 	if len(rs.untrusted) > 0 {
-		ws := projectWorkspace(rs.project)
 		fmt.Fprintf(a.stderr, "keel: the project file %s is NOT TRUSTED: it sets %s, so keel run refuses to start in this workspace until you trust the file as it is: keel config trust --workspace %s\n",
-			rs.project.Path, strings.Join(rs.untrusted, ", "), ws)
+			rs.project.Path, strings.Join(rs.untrusted, ", "), rs.project.Workspace())
 	}
-	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		for _, r := range rows {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SETTING\tVALUE\tFROM")
-	for _, r := range rows {
-		v := r.Value
-		if v == "" {
-			v = "-"
-		}
-		src := r.Source
-		if r.Untrusted {
-			src += untrustedSource
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Name, clip(oneLine(v), 80), src)
-	}
-	return tw.Flush()
-}
-
-// mcpSources lists the MCP servers of the config files: name, what runs
-// or is reached, and the file (the project's replaces the user's of the
-// same name).
-func (a *app) mcpSources(rs *runSettings) [][3]string {
-	var out [][3]string
-	put := func(name, what, src string) {
-		for i := range out {
-			if out[i][0] == name {
-				out[i] = [3]string{name, what, src}
-				return
-			}
-		}
-		out = append(out, [3]string{name, what, src})
-	}
-	for _, c := range []*config.Config{a.cfg, rs.project} {
-		if c == nil {
-			continue
-		}
-		for _, s := range c.MCP.Servers {
-			what := s.URL
-			if len(s.Command) > 0 {
-				what = strings.Join(s.Command, " ")
-			}
-			put(s.Name, what, c.Path)
-		}
-	}
-	return out
+	return tui.Settings(a.stdout, rows, asJSON)
 }

@@ -327,8 +327,9 @@ func (a *app) resume(ctx context.Context, runID string, f *runFlags, message str
 
 // resumeOn is resume on an open journal.
 func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f *runFlags, message string) error {
-	if f.ctx.window < 0 || f.ctx.window > 0 && f.ctx.window < 512 {
-		return usagef("--context-window %d: want 0 (keep) or at least 512 tokens", f.ctx.window)
+	req, err := resumeRequest(f, message)
+	if err != nil {
+		return err
 	}
 	rt, flush, err := a.newRuntime(ctx, store, nil, nil)
 	if err != nil {
@@ -343,9 +344,16 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	if err := agent.CheckResumable(st); err != nil {
 		return err
 	}
-	set, err := f.resumeSettings(st.Settings)
+	if f.ctx.window > 0 {
+		if err := assemble.CheckContextWindow(st.Created, f.ctx.window, false); err != nil {
+			return err
+		}
+	}
+	// What the flags given change, checked and applied as for a resume
+	// through the API.
+	ch, err := service.ResumeChanges(st, req)
 	if err != nil {
-		return err
+		return serviceError(err)
 	}
 	if st.Status == journal.StatusCompleted {
 		if message == "" {
@@ -353,22 +361,10 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		}
 		fmt.Fprintf(a.stderr, "keel: run %s completed; it continues with your message as a follow-up\n", runID)
 	}
-	if f.ctx.window > 0 {
-		if err := assemble.CheckContextWindow(st.Created, f.ctx.window, false); err != nil {
-			return err
-		}
-	}
-	live := &liveOptions{Params: assemble.Params{APIKey: f.apiKey, APIKeyEnv: f.apiKeyEnv}, handoff: f.handoff, contextWindow: f.ctx.window, gate: f.gate}
-	if changes := set.Changes(st.Settings); len(changes) > 0 {
-		live.settings = &set
-		fmt.Fprintf(a.stderr, "keel: settings changed from now on (journaled): %s\n", strings.Join(changes, ", "))
-	}
-	l, err := service.ApplyLimits(st.Limits, f.resumeLimits())
-	if err != nil {
-		return serviceError(err)
-	}
-	if l != st.Limits {
-		live.limits = &l
+	live := &liveOptions{Params: assemble.Params{APIKey: f.apiKey, APIKeyEnv: f.apiKeyEnv}, handoff: f.handoff, contextWindow: ch.ContextWindow, gate: f.gate,
+		limits: ch.Limits, settings: ch.Settings}
+	if ch.Settings != nil {
+		fmt.Fprintf(a.stderr, "keel: settings changed from now on (journaled): %s\n", strings.Join(ch.Settings.Changes(st.Settings), ", "))
 	}
 	run, err := a.newWiring(ctx, runAsNow(st), live)
 	if err != nil {
@@ -421,34 +417,6 @@ func (f *runFlags) resumeLimits() *api.Limits {
 		return nil
 	}
 	return &l
-}
-
-// resumeSettings returns the run's settings cur with the settings flags
-// given to a resume (f.changed) applied, checked.
-func (f *runFlags) resumeSettings(cur agent.Settings) (agent.Settings, error) {
-	if f.changed == nil {
-		return cur, nil
-	}
-	given := f.settings()
-	set := cur
-	for name, apply := range map[string]func(){
-		"command-timeout":      func() { set.CommandTimeout = given.CommandTimeout },
-		"command-idle-timeout": func() { set.CommandIdleTimeout = given.CommandIdleTimeout },
-		"concurrency":          func() { set.Concurrency = given.Concurrency },
-		"max-result-chars":     func() { set.MaxResultChars = given.MaxResultChars },
-		"max-output-tokens":    func() { set.MaxOutputTokens = given.MaxOutputTokens },
-		"model-idle-timeout":   func() { set.ModelIdleTimeout = given.ModelIdleTimeout },
-		"model-stall-retries":  func() { set.ModelStallRetries = given.ModelStallRetries },
-		"model-retries":        func() { set.ModelRetries = given.ModelRetries },
-	} {
-		if f.changed(name) {
-			apply()
-		}
-	}
-	if err := set.Validate(); err != nil {
-		return cur, usagef("%v", err)
-	}
-	return set, nil
 }
 
 // liveStatus refines a "running" status with the run's lease: a run that

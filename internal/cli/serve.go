@@ -222,12 +222,12 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	defer store.Close()
 	metrics := serve.NewMetrics(ctx, store)
 	a.metrics = metrics.Metrics
-	rt, flushTelemetry, err := a.newRuntime(ctx, store, &agent.RuntimeOptions{Logger: logger}, metrics.Metrics)
+	rt, live, flushTelemetry, err := a.process().Runtime(ctx, store, &agent.RuntimeOptions{Logger: logger})
 	if err != nil {
 		return err
 	}
 	defer flushTelemetry()
-	defer a.live.Sweep(ctx, store, logger)()
+	defer live.Sweep(ctx, store, logger)()
 	b := newBuilder(a, store, logger)
 	if f.metricsAddr != "" {
 		stop, err := metrics.Listen(ctx, f.metricsAddr, logger, a.stderr)

@@ -23,11 +23,10 @@ import (
 // call it before closing the store.
 func (a *app) newRuntime(ctx context.Context, store journal.Store, opts *agent.RuntimeOptions, metrics *telemetry.Metrics) (*agent.Runtime, func(), error) {
 	p := a.process()
-	p.Metrics = metrics
-	rt, live, flush, err := p.Runtime(ctx, store, opts)
-	if live != nil {
-		a.live = live
+	if metrics != nil {
+		p.Metrics = metrics
 	}
+	rt, _, flush, err := p.Runtime(ctx, store, opts)
 	return rt, flush, err
 }
 
@@ -87,8 +86,8 @@ OTEL_EXPORTER_OTLP_ENDPOINT or [telemetry] endpoint in config.toml
 	return cmd
 }
 
-// parseLabels parses --label KEY=VALUE flags. Keys starting with "keel."
-// are Keel's own.
+// parseLabels parses --label KEY=VALUE flags (the service checks the
+// keys and values, as for every front end).
 func parseLabels(flags []string) (map[string]string, error) {
 	if len(flags) == 0 {
 		return nil, nil
@@ -96,16 +95,10 @@ func parseLabels(flags []string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, kv := range flags {
 		k, v, ok := strings.Cut(kv, "=")
-		k = strings.TrimSpace(k)
-		switch {
-		case !ok || k == "":
+		if !ok {
 			return nil, usagef("--label %q: want KEY=VALUE", kv)
-		case strings.HasPrefix(k, "keel."):
-			return nil, usagef("--label %q: keys starting with keel. are reserved", kv)
-		case len(k) > 128 || len(v) > 1024:
-			return nil, usagef("--label %q: keys are at most 128 bytes, values 1024", kv)
 		}
-		out[k] = v
+		out[strings.TrimSpace(k)] = v
 	}
 	return out, nil
 }

@@ -36,3 +36,50 @@ func TestTrustIsForTheExactContent(t *testing.T) {
 		t.Errorf("trust file mode %v (%v), want 0600", fi.Mode(), err)
 	}
 }
+
+func TestMCPSourcesProjectReplacesUser(t *testing.T) {
+	user := &Config{Path: "/home/u/.keel/config.toml", MCP: MCP{Servers: []MCPServer{{Name: "fs", Command: []string{"mcp-fs", "/"}}, {Name: "web", URL: "https://u.example/mcp"}}}}
+	proj := &Config{Path: "/work/p/.keel/config.toml", MCP: MCP{Servers: []MCPServer{{Name: "web", URL: "https://p.example/mcp"}, {Name: "db", URL: "https://db.example/mcp"}}}}
+	got := MCPSources(user, nil, proj)
+	want := []MCPSource{{"fs", "mcp-fs /", user.Path}, {"web", "https://p.example/mcp", proj.Path}, {"db", "https://db.example/mcp", proj.Path}}
+	if len(got) != len(want) {
+		t.Fatalf("MCPSources = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("MCPSources[%d] = %v, want %v", i, got[i], want[i])
+		}
+	}
+	if w := proj.Workspace(); w != "/work/p" {
+		t.Errorf("Workspace() = %s, want /work/p", w)
+	}
+}
+
+func TestUntrustedUntilTrusted(t *testing.T) {
+	ws := t.TempDir()
+	home := filepath.Join(t.TempDir(), "home")
+	if err := os.MkdirAll(filepath.Join(ws, ".keel"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	body := "[run]\nallow-host = [\"example.com\"]\n"
+	if err := os.WriteFile(filepath.Join(ws, ProjectFile), []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	proj, err := LoadProject(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLayer(proj, ws, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sets, err := Untrusted(home, proj, l); err != nil || len(sets) != 1 || sets[0] != "allow-host" {
+		t.Fatalf("Untrusted = %v, %v; want [allow-host]", sets, err)
+	}
+	if err := Trust(home, proj.Path, []byte(body)); err != nil {
+		t.Fatal(err)
+	}
+	if sets, err := Untrusted(home, proj, l); err != nil || sets != nil {
+		t.Errorf("Untrusted after trust = %v, %v; want none", sets, err)
+	}
+}

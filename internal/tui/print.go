@@ -52,6 +52,12 @@ type Printer struct {
 	// chat: a conversation (keel chat): answers are printed whole on
 	// stderr as they come, not again on stdout.
 	Chat bool
+	// oneTerm: stdout is the terminal stderr is on (keel run at a
+	// terminal): as in a conversation, the answer is printed whole on
+	// stderr as it comes, and not again on stdout.
+	oneTerm bool
+	// answer is the newest model message printed whole on stderr.
+	answer string
 	// Inline: approvals are asked at this terminal, which shows the
 	// call, why it asks and its diff: the printer does not say it first.
 	Inline bool
@@ -77,10 +83,11 @@ const maxEditLines = 40
 // jsonOut, of JSON lines on stdout; quiet prints only why a run did not
 // complete.
 func NewPrinter(stderr, stdout io.Writer, jsonOut, quiet bool) *Printer {
+	one := !jsonOut && !quiet && sameTerminal(stdout, stderr)
 	if !jsonOut && IsTerminal(stdout) {
 		stdout = escWriter{stdout}
 	}
-	p := &Printer{raw: stderr, out: stdout, json: jsonOut, quiet: quiet, rows: view.NewReader(true), Keel: "keel"}
+	p := &Printer{raw: stderr, out: stdout, json: jsonOut, quiet: quiet, oneTerm: one, rows: view.NewReader(true), Keel: "keel"}
 	p.err = escWriter{guarded{p}}
 	return p
 }
@@ -253,11 +260,16 @@ func (p *Printer) modelResponded(r *view.Row) {
 		fmt.Fprintf(p.err, " (%s cached)", num(x.Usage.CachedInputTokens))
 	}
 	fmt.Fprintf(p.err, " · %s · total %s tok $%.4f\n", ms(x.DurationMS), num(r.Tokens), r.Cost)
+	whole := p.Chat || p.oneTerm && len(x.Message.ToolCalls) == 0
+	p.answer = ""
 	if t := strings.TrimSpace(x.Message.Content); t != "" && !streamed {
-		if !p.Chat {
+		if !whole {
 			t = clip(t, 400)
 		}
 		fmt.Fprintln(p.err, indent(t))
+	}
+	if streamed || whole {
+		p.answer = x.Message.Content
 	}
 }
 
@@ -458,12 +470,18 @@ func (p *Printer) Footer(runID string, o *agent.Outcome) {
 			fmt.Fprintf(p.err, "keel: resume with: %s runs resume %s\n", p.Keel, runID)
 		}
 	}
-	if !p.json && !p.Chat && o.Status == journal.StatusCompleted && o.End != nil && o.End.Output != "" {
+	if !p.json && !p.Chat && !(p.oneTerm && o.End != nil && p.said(o.End.Output)) && o.Status == journal.StatusCompleted && o.End != nil && o.End.Output != "" {
 		fmt.Fprint(p.out, o.End.Output)
 		if !strings.HasSuffix(o.End.Output, "\n") {
 			fmt.Fprintln(p.out)
 		}
 	}
+}
+
+// said reports whether out, a run's output, is the model's answer the
+// printer showed whole on stderr.
+func (p *Printer) said(out string) bool {
+	return strings.TrimSpace(out) != "" && strings.TrimSpace(out) == strings.TrimSpace(p.answer)
 }
 
 // Text helpers shared with the event details of package agent.

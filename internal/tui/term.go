@@ -34,5 +34,18 @@ func IsTerminal(w io.Writer) bool {
 	return err == nil
 }
 
+// sameTerminal reports whether a and b are one terminal (keel run's
+// stdout and stderr, neither redirected).
+func sameTerminal(a, b io.Writer) bool {
+	fa, ok := a.(*os.File)
+	fb, ok2 := b.(*os.File)
+	if !ok || !ok2 || !IsTerminal(fa) || !IsTerminal(fb) {
+		return false
+	}
+	sa, err := fa.Stat()
+	sb, err2 := fb.Stat()
+	return err == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
 // Esc returns w escaping everything written through it (see escWriter).
 func Esc(w io.Writer) io.Writer { return escWriter{w} }

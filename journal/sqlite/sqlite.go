@@ -142,14 +142,25 @@ type Store struct {
 	deferred string
 	stats    struct{ Syncs, Deferred atomic.Int64 }
 
+	// version is Version's connection and what it last saw.
+	version struct {
+		sync.Mutex
+		db     *sql.DB
+		conn   *sql.Conn
+		dv     int64
+		n      uint64
+		closed bool
+	}
+
 	closeOnce sync.Once
 	closeErr  error
 }
 
 var (
-	_ journal.Store    = (*Store)(nil)
-	_ journal.Notifier = (*Store)(nil)
-	_ journal.Deferrer = (*Store)(nil)
+	_ journal.Store     = (*Store)(nil)
+	_ journal.Notifier  = (*Store)(nil)
+	_ journal.Deferrer  = (*Store)(nil)
+	_ journal.Versioner = (*Store)(nil)
 )
 
 // Stats counts the commits of a Store's appends.
@@ -313,7 +324,7 @@ func (s *Store) Close() error {
 	first := false
 	s.closeOnce.Do(func() {
 		first = true
-		s.closeErr = errors.Join(s.q.close(), s.r.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.closeVersion(), s.q.close(), s.r.Close(), s.w.Close())
 	})
 	if !first {
 		return nil

@@ -237,11 +237,19 @@ func lastSeq(events []journal.Event) int64 {
 	return events[len(events)-1].Seq
 }
 
+// canonicalTimeLen is the length of a UTC time in journal.TimeFormat.
+const canonicalTimeLen = len("2006-01-02T15:04:05.000000000Z")
+
 // parseTime parses stored time text, which must be in journal.TimeFormat
 // exactly (re-formatting gives the same text).
 func parseTime(s string) (time.Time, error) {
 	t, err := time.Parse(journal.TimeFormat, s)
-	if err == nil && t.Format(journal.TimeFormat) != s {
+	// A UTC time in journal.TimeFormat is fixed-width and ends in "Z"
+	// (only the hour's width varies in parsing): a string of that length
+	// and ending that parses is in canonical form, which formatting it
+	// again to compare (an allocation per time of every listed run) also
+	// said.
+	if err == nil && (len(s) != canonicalTimeLen || s[len(s)-1] != 'Z') {
 		err = errors.New("not in canonical form")
 	}
 	if err != nil {

@@ -1,10 +1,14 @@
 package replay
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"time"
 
 	"github.com/keel-run/keel/model"
 )
@@ -230,4 +234,24 @@ func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
 	w.Header().Set("X-Should-Retry", "false")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(body)
+}
+
+// Serve answers requests on ln with tr's recorded responses
+// ([NewHandler]) until ctx ends, then shuts the server down, letting
+// requests in progress finish (for 5 seconds at most).
+func Serve(ctx context.Context, ln net.Listener, tr *Trajectory) error {
+	srv := &http.Server{Handler: NewHandler(tr), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
 }

@@ -2,8 +2,10 @@ package replay_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -139,5 +141,34 @@ func TestHandlerTurnWithoutResponse(t *testing.T) {
 	w := serve(replay.NewHandler(tr), http.MethodPost, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "x"}]}`)
 	if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), "no_recorded_response") {
 		t.Errorf("HTTP %d %s; want 500 no_recorded_response", w.Code, w.Body)
+	}
+}
+
+func TestServeUntilCanceled(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	tr := load(t, "deepseek_chat_dev.traj.json")
+	done := make(chan error, 1)
+	go func() { done <- replay.Serve(ctx, ln, tr) }()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "deepseek-chat") {
+		t.Errorf("GET /v1/models = HTTP %d %s", resp.StatusCode, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve after its context ended: %v", err)
+	}
+	if _, err := http.Get("http://" + ln.Addr().String() + "/v1/models"); err == nil {
+		t.Error("the server still answers after its context ended")
 	}
 }

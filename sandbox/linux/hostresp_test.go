@@ -84,6 +84,17 @@ func wilyEcho(t *testing.T, tls bool) *httptest.Server {
 			raw2("200 "+token, "Content-Length: 3\r\nConnection: close\r\n", "ok\n")
 		case "/name":
 			raw2("200 OK", "X-"+token+": 1\r\nContent-Length: 3\r\nConnection: close\r\n", "ok\n")
+		// A broken answer that quotes the value where Go's client
+		// quotes it back in its error (M15).
+		case "/status":
+			raw2("2"+token+" OK", "Content-Length: 3\r\nConnection: close\r\n", "ok\n")
+		case "/hdr":
+			raw2("200 OK", "X"+token+"\r\nContent-Length: 3\r\nConnection: close\r\n", "ok\n")
+		case "/cl":
+			raw2("200 OK", "Content-Length: "+token+"\r\nConnection: close\r\n", "ok\n")
+		case "/coding":
+			w.Header().Set("Content-Encoding", token)
+			io.WriteString(w, "ok\n")
 		case "/upgrade":
 			raw2("101 Switching Protocols", "Upgrade: websocket\r\nConnection: Upgrade\r\nX-Echo: "+auth+"\r\n", token+"\n")
 		default:
@@ -110,6 +121,7 @@ func wilyEcho(t *testing.T, tls bool) *httptest.Server {
 // passed on (a value cut into pieces is not a value any more), 1xx
 // headers are dropped, the status line is the standard one, a header
 // named after the value is dropped, and a protocol switch is refused.
+// The proxy's own error about a broken answer does not quote it.
 func TestHostSecretResponses(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/curl"); err != nil {
 		t.Skip("needs curl")
@@ -150,6 +162,10 @@ func TestHostSecretResponses(t *testing.T) {
 			{"103 early hints", curl + `-v ` + side.url + `/early 2>&1`, "after the hints"},
 			{"reason phrase", curl + `-i ` + side.url + `/reason`, "200 OK"},
 			{"header name", curl + `-i ` + side.url + `/name`, "ok"},
+			{"status code quoted in an error", curl + `-i ` + side.url + `/status 2>&1`, "502 Bad Gateway"},
+			{"header line quoted in an error", curl + `-i ` + side.url + `/hdr 2>&1`, "502 Bad Gateway"},
+			{"content length quoted in an error", curl + `-i ` + side.url + `/cl 2>&1`, "502 Bad Gateway"},
+			{"content coding quoted in an error", curl + `-i ` + side.url + `/coding 2>&1`, "502 Bad Gateway"},
 			{"101 switching protocols", curl + `-i -H "Connection: Upgrade" -H "Upgrade: websocket" ` + side.url + `/upgrade 2>&1`, "502 Bad Gateway"},
 		} {
 			t.Run(side.name+" "+c.route, func(t *testing.T) {

@@ -121,11 +121,14 @@ func (p *egressProxy) intercept(c net.Conn, br *bufio.Reader, d EgressDecision, 
 				http.Error(w, "keel egress proxy: "+br.why, br.code)
 				return
 			}
+			// The error may quote the host's answer: the sandbox gets what
+			// failed in the proxy's words, the record the details with
+			// the values hidden.
 			if rd, ok := r.Context().Value(decisionKey{}).(*EgressDecision); ok {
 				rd.Allowed = code != http.StatusForbidden
-				rd.Reason += "; " + err.Error()
+				rd.Reason += "; " + hideSecrets(err.Error(), secrets)
 			}
-			http.Error(w, "keel egress proxy: "+hostport+": "+err.Error(), code)
+			http.Error(w, "keel egress proxy: "+hostport+": "+upstreamFailure(err), code)
 		},
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
@@ -218,7 +221,9 @@ func (p *egressProxy) substitutePlain(c net.Conn, up net.Conn, req *http.Request
 	for n := 0; ; n++ {
 		r, err := http.ReadResponse(ur, req)
 		if err != nil {
-			refuse(c, http.StatusBadGateway, "bad response: "+err.Error())
+			// The error may quote the host's answer (see upstreamFailure).
+			d.Reason += "; bad response: " + hideSecrets(err.Error(), secrets)
+			refuse(c, http.StatusBadGateway, "bad response: "+upstreamFailure(err))
 			return
 		}
 		// 1xx answers (103 Early Hints) stay here, headers and all, as
