@@ -142,3 +142,35 @@ func (x *Session) InstallSkill(ctx context.Context, req *api.InstallSkill) (*api
 func (x *Session) Cost(ctx context.Context, by, since string) (*api.CostReport, error) {
 	return x.svc.Cost(ctx, x.who, by, since)
 }
+
+// Agents and tokens.
+
+func (x *Session) Agents(ctx context.Context) ([]api.Agent, error) { return x.svc.Agents(ctx, x.who) }
+
+func (x *Session) CreateAgent(ctx context.Context, req *api.CreateAgent) (*api.Agent, error) {
+	return ref(x.svc.CreateAgent(ctx, x.who, req))
+}
+
+func (x *Session) RevokeAgent(ctx context.Context, name, reason string) (*api.Agent, error) {
+	return ref(x.svc.RevokeAgent(ctx, x.who, name, reason))
+}
+
+func (x *Session) Grants(ctx context.Context, name string) (*api.GrantList, error) {
+	return ref(x.svc.Grants(ctx, x.who, name))
+}
+
+func (x *Session) Ungrant(ctx context.Context, name, grant, reason string) (*api.GrantList, error) {
+	return ref(x.svc.RevokeGrant(ctx, x.who, name, grant, reason))
+}
+
+func (x *Session) Tokens(ctx context.Context) ([]api.Token, error) {
+	return x.svc.TokenList(ctx, x.who)
+}
+
+func (x *Session) CreateToken(ctx context.Context, req *api.CreateToken) (*api.NewToken, error) {
+	return x.svc.CreateToken(ctx, x.who, req)
+}
+
+func (x *Session) RevokeToken(ctx context.Context, id string) (*api.Token, error) {
+	return ref(x.svc.RevokeToken(ctx, x.who, id))
+}

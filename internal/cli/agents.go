@@ -10,6 +10,8 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
 )
 
 // person returns who is at the keyboard, for By fields: --by, else the
@@ -48,7 +50,7 @@ can act as any agent (see docs/approvals.md, "Who may do what").`,
 
 func (a *app) agentsCreateCmd() *cobra.Command {
 	var kind, desc, by string
-	var conn identity.Connectors
+	var conn api.Connectors
 	var noConn bool
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -63,15 +65,15 @@ document. --no-connectors gives it none.`,
 		Args:        cobra.ExactArgs(1),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p := &identity.CreateParams{Name: args[0], Kind: identity.Kind(kind), Description: desc, By: a.person(by)}
+			req := &api.CreateAgent{Name: args[0], Kind: kind, Description: desc}
 			if noConn && len(conn.MCP)+len(conn.SQL)+len(conn.OpenAPI) > 0 {
 				return usagef("--no-connectors and --mcp, --sql or --openapi: give one or the other")
 			}
 			if noConn || len(conn.MCP)+len(conn.SQL)+len(conn.OpenAPI) > 0 {
-				p.Connectors = &conn
+				req.Connectors = &conn
 			}
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				ag, err := b.CreateAgent(ctx, p)
+			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
+				ag, err := b.CreateAgent(ctx, req)
 				if err != nil {
 					return err
 				}
@@ -99,9 +101,17 @@ func (a *app) agentsListCmd() *cobra.Command {
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				agents, err := b.Agents(ctx)
+				list, err := b.Agents(ctx)
 				if err != nil {
 					return err
+				}
+				agents := make([]identity.Agent, 0, len(list))
+				for _, ag := range list {
+					x, err := withGrants(ctx, b, ag)
+					if err != nil {
+						return err
+					}
+					agents = append(agents, *x)
 				}
 				return tui.Agents(a.stdout, agents, asJSON)
 			}, "json")
@@ -119,7 +129,7 @@ func (a *app) agentsShowCmd() *cobra.Command {
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				ag, err := b.Agent(ctx, args[0])
+				ag, err := agentNamed(ctx, b, args[0])
 				if err != nil {
 					return err
 				}
@@ -133,15 +143,43 @@ func (a *app) agentsShowCmd() *cobra.Command {
 // agentsBackend is what the agent commands need of a journal or a team
 // server.
 type agentsBackend interface {
-	// Agents lists the directory, revoked agents included, each with its
-	// standing approvals.
-	Agents(ctx context.Context) ([]identity.Agent, error)
-	// Agent returns one agent with its standing approvals, or an error
-	// wrapping identity.ErrUnknown.
-	Agent(ctx context.Context, name string) (*identity.Agent, error)
-	CreateAgent(ctx context.Context, p *identity.CreateParams) (*identity.Agent, error)
-	RevokeAgent(ctx context.Context, name string, p *identity.RevokeParams) (*identity.Agent, error)
-	Ungrant(ctx context.Context, name, grant string, p *identity.UngrantParams) error
+	// Agents lists the directory, revoked agents included.
+	Agents(ctx context.Context) ([]api.Agent, error)
+	// Grants lists agent name's standing approvals.
+	Grants(ctx context.Context, name string) (*api.GrantList, error)
+	CreateAgent(ctx context.Context, req *api.CreateAgent) (*api.Agent, error)
+	RevokeAgent(ctx context.Context, name, reason string) (*api.Agent, error)
+	Ungrant(ctx context.Context, name, grant, reason string) (*api.GrantList, error)
+}
+
+// agentNamed returns agent name with its standing approvals, or an error
+// wrapping identity.ErrUnknown.
+func agentNamed(ctx context.Context, b agentsBackend, name string) (*identity.Agent, error) {
+	list, err := b.Agents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, ag := range list {
+		if ag.Name == name {
+			return withGrants(ctx, b, ag)
+		}
+	}
+	return nil, fmt.Errorf("identity: %q: %w", name, identity.ErrUnknown)
+}
+
+// withGrants is ag as the directory has it, with its standing approvals
+// (the API's agent only counts them).
+func withGrants(ctx context.Context, b agentsBackend, ag api.Agent) (*identity.Agent, error) {
+	var grants []policy.Grant
+	if ag.Grants > 0 {
+		list, err := b.Grants(ctx, ag.Name)
+		if err != nil {
+			return nil, err
+		}
+		grants = list.Grants
+	}
+	out := tui.AgentOf(ag, grants)
+	return &out, nil
 }
 
 func (a *app) agentsGrantsCmd() *cobra.Command {
@@ -153,7 +191,7 @@ func (a *app) agentsGrantsCmd() *cobra.Command {
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				ag, err := b.Agent(ctx, args[0])
+				ag, err := agentNamed(ctx, b, args[0])
 				if err != nil {
 					return err
 				}
@@ -176,12 +214,12 @@ func (a *app) agentsUngrantCmd() *cobra.Command {
 			ctx := cmd.Context()
 			// With --server, the server records the token's person as who
 			// removed it (so --by is refused).
-			b, err := a.open(ctx, cmd, "reason")
+			b, err := a.openAs(ctx, cmd, by, "reason")
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			if err := b.Ungrant(ctx, args[0], args[1], &identity.UngrantParams{By: a.person(by), Reason: reason}); err != nil {
+			if _, err := b.Ungrant(ctx, args[0], args[1], reason); err != nil {
 				return err
 			}
 			fmt.Fprintf(tui.Esc(a.stdout), "removed standing approval %s of agent %s\n", args[1], args[0])
@@ -229,8 +267,8 @@ func (a *app) agentsRevokeCmd() *cobra.Command {
 		Args:        cobra.ExactArgs(1),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				ag, err := b.RevokeAgent(ctx, args[0], &identity.RevokeParams{By: a.person(by), Reason: reason})
+			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
+				ag, err := b.RevokeAgent(ctx, args[0], reason)
 				if err != nil {
 					return err
 				}

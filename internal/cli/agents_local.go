@@ -7,26 +7,18 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/credential"
-	"github.com/keel-run/keel/service"
-
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 func (l *local) directory() *identity.Directory { return identity.NewDirectory(l.store, nil) }
 
-func (l *local) Agents(ctx context.Context) ([]identity.Agent, error) {
-	return l.directory().List(ctx)
-}
-
-func (l *local) Agent(ctx context.Context, name string) (*identity.Agent, error) {
-	return l.directory().Get(ctx, name)
-}
-
 // CreateAgent creates the agent and its Ed25519 signing key (sealed
 // under the vault key); without a vault key the key is made at the
 // agent's first credential, and a note says so.
-func (l *local) CreateAgent(ctx context.Context, p *identity.CreateParams) (*identity.Agent, error) {
-	ag, err := l.directory().Create(ctx, p)
+func (l *local) CreateAgent(ctx context.Context, req *api.CreateAgent) (*api.Agent, error) {
+	ag, err := l.Session.CreateAgent(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -45,10 +37,10 @@ func (l *local) CreateAgent(ctx context.Context, p *identity.CreateParams) (*ide
 	return ag, fmt.Errorf("agent %s was created, but its signing key was not: %w", ag.Name, err)
 }
 
-// RevokeAgent revokes the agent through the service, as the server
-// does: its OAuth grants too, in this journal's vault and at their
-// providers.
-func (l *local) RevokeAgent(ctx context.Context, name string, p *identity.RevokeParams) (*identity.Agent, error) {
+// RevokeAgent revokes the agent through a service that holds this
+// journal's vault, as the server does: its OAuth grants too, in the
+// vault and at their providers.
+func (l *local) RevokeAgent(ctx context.Context, name, reason string) (*api.Agent, error) {
 	o := &service.Options{NoExecution: true, Directory: l.directory()}
 	if v, err := l.a.openVault(l.store); err == nil {
 		o.Vault = v
@@ -57,14 +49,11 @@ func (l *local) RevokeAgent(ctx context.Context, name string, p *identity.Revoke
 	}
 	svc := service.New(agent.NewRuntime(l.store, nil), o)
 	defer svc.Shutdown(context.WithoutCancel(ctx))
-	ag, err := svc.RevokeAgent(ctx, service.Local(p.By), name, p.Reason)
-	if err != nil {
-		return nil, serviceError(err)
-	}
-	out := agentOf(ag)
-	return &out, nil
+	return svc.For(l.Caller()).RevokeAgent(ctx, name, reason)
 }
 
-func (l *local) Ungrant(ctx context.Context, name, grant string, p *identity.UngrantParams) error {
-	return l.directory().Ungrant(ctx, name, grant, p)
+// Ungrant says a missing grant in the directory's words (the service's
+// name the API's route).
+func (l *local) Ungrant(ctx context.Context, name, grant, reason string) (*api.GrantList, error) {
+	return nil, l.directory().Ungrant(ctx, name, grant, &identity.UngrantParams{By: l.Caller().Name, Reason: reason})
 }

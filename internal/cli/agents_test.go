@@ -16,8 +16,8 @@ func TestAgentsCommands(t *testing.T) {
 		{[]string{"agents", "create", "ci-bot", "--description", "nightly builds"}, 0, "created employee agent ci-bot"},
 		{[]string{"agents", "create", "helper", "--kind", "assistant"}, 0, "created assistant agent helper"},
 		{[]string{"agents", "create", "ci-bot"}, 1, "already exists"},
-		{[]string{"agents", "create", "Bad Name"}, 1, "invalid agent"},
-		{[]string{"agents", "create", "x", "--kind", "robot"}, 1, "kind"},
+		{[]string{"agents", "create", "Bad Name"}, 2, "invalid agent"},
+		{[]string{"agents", "create", "x", "--kind", "robot"}, 2, "kind"},
 		{[]string{"agents", "list"}, 0, "ci-bot"},
 		{[]string{"agents", "show", "ci-bot"}, 0, "nightly builds"},
 	} {

@@ -16,10 +16,10 @@ import (
 // server.
 type tokensBackend interface {
 	// CreateToken makes a token and returns it with its secret.
-	CreateToken(ctx context.Context, p *token.Params) (*api.NewToken, error)
+	CreateToken(ctx context.Context, req *api.CreateToken) (*api.NewToken, error)
 	// Tokens lists every token, revoked ones included, oldest first.
 	Tokens(ctx context.Context) ([]api.Token, error)
-	RevokeToken(ctx context.Context, id, by string) error
+	RevokeToken(ctx context.Context, id string) (*api.Token, error)
 }
 
 func (a *app) tokensCmd() *cobra.Command {
@@ -54,12 +54,12 @@ runs on it; a revocation takes effect there within a second. With
 			if err := token.CheckScopes(scopes); err != nil {
 				return usagef("--scope: %v", strings.TrimPrefix(err.Error(), "token: "))
 			}
-			b, err := a.open(ctx, cmd, "name", "scope", "agent")
+			b, err := a.openAs(ctx, cmd, by, "name", "scope", "agent")
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			tok, err := b.CreateToken(ctx, &token.Params{Name: name, Scopes: scopes, Agents: agents, By: a.person(by)})
+			tok, err := b.CreateToken(ctx, &api.CreateToken{Name: name, Scopes: scopes, Agents: agents})
 			if err != nil {
 				return err
 			}
@@ -92,8 +92,8 @@ runs on it; a revocation takes effect there within a second. With
 		Args:        cobra.ExactArgs(1),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				if err := b.RevokeToken(ctx, args[0], a.person(by)); err != nil {
+			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
+				if _, err := b.RevokeToken(ctx, args[0]); err != nil {
 					return err
 				}
 				fmt.Fprintf(tui.Esc(a.stdout), "revoked token %s\n", args[0])

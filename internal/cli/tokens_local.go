@@ -5,16 +5,13 @@ import (
 	"strings"
 
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/server/token"
 )
 
-func (l *local) tokens() *token.Set { return token.New(l.store, nil) }
-
-// CreateToken checks the token's agents against the directory first (the
-// server does the same for its create route).
-func (l *local) CreateToken(ctx context.Context, p *token.Params) (*api.NewToken, error) {
+// CreateToken checks the token's agents first, in the command line's
+// words (the service refuses them too).
+func (l *local) CreateToken(ctx context.Context, req *api.CreateToken) (*api.NewToken, error) {
 	dir := l.directory()
-	for _, ag := range p.Agents {
+	for _, ag := range req.Agents {
 		got, err := dir.Get(ctx, ag)
 		if err != nil {
 			return nil, usagef("--agent %s: %v (create it with keel agents create)", ag, strings.TrimPrefix(err.Error(), "identity: "))
@@ -23,11 +20,5 @@ func (l *local) CreateToken(ctx context.Context, p *token.Params) (*api.NewToken
 			return nil, usagef("--agent %s: the agent is revoked", ag)
 		}
 	}
-	return l.tokens().Create(ctx, p)
-}
-
-func (l *local) Tokens(ctx context.Context) ([]api.Token, error) { return l.tokens().List(ctx) }
-
-func (l *local) RevokeToken(ctx context.Context, id, by string) error {
-	return l.tokens().Revoke(ctx, id, by)
+	return l.Session.CreateToken(ctx, req)
 }

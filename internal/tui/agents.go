@@ -9,6 +9,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
 )
 
 // Agents prints keel agents list to w: JSON lines, or a table.
@@ -98,4 +99,21 @@ func Grants(w io.Writer, agentName string, grants []policy.Grant, asJSON bool) e
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", g.ID, g.Tool, Cell(agent.Clip(what, 70)), Cell(g.By), g.Run)
 	}
 	return tw.Flush()
+}
+
+// AgentOf is the API's agent as the directory has it, with its standing
+// approvals grants (the API's agent only counts them).
+func AgentOf(ag api.Agent, grants []policy.Grant) identity.Agent {
+	out := identity.Agent{Name: ag.Name, Kind: identity.Kind(ag.Kind), Description: ag.Description, Created: ag.Created, CreatedBy: ag.CreatedBy,
+		Builtin: ag.Builtin, Revoked: ag.Revoked, RevokedBy: ag.RevokedBy, RevokeReason: ag.RevokeReason, RestoredBy: ag.RestoredBy, Grants: grants}
+	if ag.RevokedAt != nil {
+		out.RevokedAt = *ag.RevokedAt
+	}
+	if ag.RestoredAt != nil {
+		out.RestoredAt = *ag.RestoredAt
+	}
+	if c := ag.Connectors; c != nil {
+		out.Connectors = &identity.Connectors{MCP: c.MCP, SQL: c.SQL, OpenAPI: c.OpenAPI}
+	}
+	return out
 }
