@@ -261,10 +261,7 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		// Text-action mode: code blocks in the model's text are its calls.
 		w.Model = codeact.New(w.Model, &codeact.Options{CompletionMarker: c.CompletionMarker})
 	}
-	if err := checkJournalOutside(a.Journal, c.Workspace); err != nil {
-		return nil, err
-	}
-	if err := checkHomeOutside(a.Home, c.Workspace); err != nil {
+	if err := a.CheckWorkspace(c.Workspace); err != nil {
 		return nil, err
 	}
 	ws, err := tool.NewWorkspace(c.Workspace, c.MountPath, protectedPaths(c))

@@ -15,10 +15,12 @@ import (
 // the run checks it first, so that a refused command leaves nothing in
 // the workspace.
 func (a *Assembler) CheckWorkspace(ws string) error {
-	if err := checkJournalOutside(a.Journal, ws); err != nil {
+	// Keel's directory first: it holds the default journal, so moving
+	// it is the advice that fixes both.
+	if err := checkHomeOutside(a.Home, ws); err != nil {
 		return err
 	}
-	return checkHomeOutside(a.Home, ws)
+	return checkJournalOutside(a.Journal, ws)
 }
 
 // checkHomeOutside refuses a run whose workspace would let the agent

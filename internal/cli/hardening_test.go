@@ -99,6 +99,12 @@ func TestKeelHomeOutsideWorkspace(t *testing.T) {
 	if code, errOut := run(ws); code != 2 || !strings.Contains(errOut, "(KEEL_HOME) is inside the workspace") {
 		t.Errorf("KEEL_HOME inside the workspace: keel run = %d\n%s", code, errOut)
 	}
+	// With the default journal (in KEEL_HOME), the advice that fixes both
+	// comes first: move KEEL_HOME (fresh-user trial 6: --db first, then a
+	// second error about KEEL_HOME).
+	if code, _, errOut := keelBounded(t, "run", "--model", "replay:"+trajectory, "--workspace", ws, "--max-steps", "1", "-q"); code != 2 || !strings.Contains(errOut, "(KEEL_HOME) is inside the workspace") {
+		t.Errorf("KEEL_HOME and its journal inside the workspace: keel run = %d\n%s", code, errOut)
+	}
 
 	home := t.TempDir()
 	t.Setenv("KEEL_HOME", home)
