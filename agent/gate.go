@@ -279,6 +279,13 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 			}
 		}
 	}
+	if d.Decision.Effect == policy.Ask && t.Check != nil {
+		// A call that cannot succeed is no question for a person: it
+		// fails now, with the tool's own error.
+		if why := t.Check(&tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Env: x.p.Env}); why != "" {
+			d.Decision = policy.Decision{Effect: policy.Deny, Policies: []string{PolicyCheck}, Reason: why}
+		}
+	}
 	return d
 }
 
@@ -422,7 +429,7 @@ func (x *executor) reject(ctx context.Context, ids []string) error {
 		c := x.st.call(id)
 		msg := c.Decision.Reason
 		switch {
-		case c.Decision.Invalid():
+		case c.Decision.Invalid(), c.Decision.Checked():
 		case c.authDeclined():
 			msg = fmt.Sprintf("the authorization this call needs (provider %s) was declined", c.Auth.Provider)
 			if c.AuthResolved.Reason != "" {

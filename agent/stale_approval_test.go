@@ -207,3 +207,44 @@ func TestStaleApprovalShellCommand(t *testing.T) {
 		})
 	}
 }
+
+// An edit that cannot apply to the file as it is (old_string not in it,
+// no such file) is no question for a person: it fails at once with the
+// tool's error, as it would have run, and the run goes on.
+func TestEditThatCannotApplyIsNotAsked(t *testing.T) {
+	for _, tt := range []struct {
+		name, path, old, want string
+	}{
+		{"old_string not found", "a.txt", "hello", "cannot edit a.txt: old_string was not found"},
+		{"no such file", "missing.txt", "one", "cannot edit missing.txt: no such file; to create a file use write_file"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			fs.Register(e.reg, nil)
+			if err := os.WriteFile(filepath.Join(e.ws.Root(), "a.txt"), []byte("one\ntwo\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(map[string]string{"path": tt.path, "old_string": tt.old, "new_string": "X"})
+			m := &script{turns: []model.Message{calls(tc("c1", fs.EditName, string(b))), answer("I will read the file first")}}
+			id := e.create(&agent.RunCreated{Policy: policyRef(t, askWrites)})
+			out, err := e.rt.Execute(t.Context(), id, e.params(m))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Status != journal.StatusCompleted || out.End.Reason != "answer" {
+				t.Errorf("outcome %s %+v, want completed without a question", out.Status, out.End)
+			}
+			evs := e.events(id)
+			if n := len(payloads[agent.ApprovalRequested](t, evs, journal.ApprovalRequested)); n != 0 {
+				t.Errorf("%d approvals asked, want none", n)
+			}
+			res := payloads[agent.ToolFinished](t, evs, journal.ToolFinished)
+			if len(res) != 1 || !res[0].IsError || !strings.HasPrefix(res[0].Content, tt.want) || strings.Contains(res[0].Content, "policy") {
+				t.Errorf("results %+v, want one error starting %q", res, tt.want)
+			}
+			if got, _ := os.ReadFile(filepath.Join(e.ws.Root(), "a.txt")); string(got) != "one\ntwo\n" {
+				t.Errorf("a.txt = %q", got)
+			}
+		})
+	}
+}

@@ -397,6 +397,17 @@ func (d *GateDecided) Invalid() bool {
 // PolicyValidate is the policy id of decisions that reject malformed calls.
 const PolicyValidate = "keel.validate"
 
+// PolicyCheck is the policy id of decisions that fail a call its tool
+// says cannot succeed as things are ([tool.Tool].Check), before a person
+// is asked: the call's result is the tool's error, as if it had run.
+const PolicyCheck = "keel.check"
+
+// Checked reports whether the decision failed the call on its tool's
+// check ([PolicyCheck]) rather than on a policy or a malformed call.
+func (d *GateDecided) Checked() bool {
+	return d.Effect == policy.Deny && len(d.Policies) == 1 && d.Policies[0] == PolicyCheck
+}
+
 // Conversation returns the messages to send to the model after the system
 // prompt: each assistant message with tool calls is followed by one tool
 // message per call, in call order. Calls without a result (a run that is

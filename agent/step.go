@@ -269,7 +269,7 @@ func deniedOnly(s *State) (n int, by string) {
 				return 0, ""
 			}
 			switch {
-			case c.Decision != nil && c.Decision.Effect == policy.Deny && !c.Decision.Invalid():
+			case c.Decision != nil && c.Decision.Effect == policy.Deny && !c.Decision.Invalid() && !c.Decision.Checked():
 				gate = true
 			case c.Resolved != nil && c.Resolved.Decision == policy.Deny && c.Resolved.By == ByTimeout:
 				timeout = true

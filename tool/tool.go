@@ -110,6 +110,12 @@ type Tool struct {
 	// call does not run if it changed meanwhile (a person edited the
 	// file): the approval was given for a diff that no longer applies.
 	State func(req *Request) string
+	// Check, when set, is asked by the gate before a call waits for a
+	// person: a non-empty answer is the error the call would end with as
+	// things are now (an edit whose old_string is not in the file), and
+	// the call fails with it at once, as the tool would, instead of
+	// asking a person to approve what cannot happen.
+	Check func(req *Request) string
 }
 
 // Handler runs one validated call. It returns a [Result] for anything the

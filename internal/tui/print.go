@@ -442,8 +442,10 @@ func (p *Printer) Footer(runID string, o *agent.Outcome) {
 			msg = o.End.Reason
 			switch {
 			case o.End.Message == "" || o.Status == journal.StatusCompleted:
-			case o.End.Message == p.modelError:
-				msg += ", above" // the model error was just printed
+			case p.modelError != "" && strings.HasPrefix(o.End.Message, p.modelError):
+				// The model error was just printed; what the end adds (a
+				// provider's wait) has a line of its own below.
+				msg += ", above"
 			default:
 				msg += ": " + o.End.Message
 			}

@@ -124,3 +124,25 @@ func TestEgressRepeatsCollapse(t *testing.T) {
 		t.Errorf("network lines (-want +got):\n%s\n%s", diff, errOut.String())
 	}
 }
+
+// A model error is printed once: the end line refers to it, also when
+// the end adds the provider's wait, which the line after it says
+// (fresh-user trial 6, F14: the message twice in full, the wait three
+// times).
+func TestModelErrorPrintedOnce(t *testing.T) {
+	var errOut, out bytes.Buffer
+	p := &Printer{err: &errOut, out: &out, rows: view.NewReader(true), Keel: "keel"}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	msg := "model openai: rate_limited (HTTP 429): rate_limit: Rate limit reached, retry later (the provider asked to wait 1h0m0s before the next request)"
+	b, _ := json.Marshal(&agent.ModelFailed{Kind: "rate_limited", Message: msg})
+	p.Event(journal.Event{RunID: "r1", Seq: 2, Time: at, Type: journal.ModelFailed, Payload: b})
+	retry := time.Now().Add(time.Hour).UTC()
+	p.Footer("r1", &agent.Outcome{Status: journal.StatusFailed, State: &agent.State{}, End: &agent.RunEnded{Reason: "model_error", Message: msg + "; it can be resumed after " + retry.Format("2006-01-02 15:04:05 UTC"), RetryAt: &retry}})
+	got := errOut.String()
+	if n := strings.Count(got, "Rate limit reached"); n != 1 {
+		t.Errorf("the model error is printed %d times, want once:\n%s", n, got)
+	}
+	if !strings.Contains(got, "failed (model_error, above)") || !strings.Contains(got, "go on then with: keel runs resume r1") || strings.Contains(got, "can be resumed after") {
+		t.Errorf("end lines:\n%s", got)
+	}
+}

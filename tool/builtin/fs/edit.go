@@ -39,7 +39,22 @@ func editTool() *tool.Tool {
 		Effect: tool.WorkspaceWrite,
 		Scope:  pathScope(""),
 		State:  fileState,
+		Check:  editCheck,
 	}
+}
+
+// editCheck is edit_file's [tool.Tool].Check: the error the edit would
+// fail with on the file as it is now (no such file, old_string not
+// found or not unique), "" when it would apply.
+func editCheck(req *tool.Request) string {
+	if req.Env == nil || req.Env.Workspace == nil {
+		return ""
+	}
+	path, before, _, problem, ok := PreviewIn(req.Env.Workspace, EditName, req.Arguments)
+	if !ok || problem == "" || len(before) >= maxPreview {
+		return ""
+	}
+	return fmt.Sprintf("cannot edit %s: %s", tool.Escape(path), problem)
 }
 
 type editor struct{ opts Options }
