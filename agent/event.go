@@ -154,6 +154,12 @@ type GitStart struct {
 	// run's diff lists it (checkpoint.Base.Since). Absent in runs
 	// journaled before it was recorded.
 	Time time.Time `json:"time,omitzero"`
+	// Refs are the repository's branches and tags then (ref name:
+	// object; checkpoint.Refs): the run's diff lists those it made,
+	// moved or deleted, with their commits, even when the work tree ends
+	// as it started. Absent with too many refs, and in runs journaled
+	// before it was recorded.
+	Refs map[string]string `json:"refs,omitempty"`
 }
 
 // ToolInfo is a tool as recorded at run creation.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -290,15 +291,26 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 
 // mcpFiles are the workspace files the run's stdio MCP servers run:
 // the arguments of their commands that name a path under the mount
-// (absolute, or relative to the workspace, where a server starts). A
-// run that rewrites one changes code the next run starts with its
-// secrets before any call is decided.
+// (absolute, or relative to the workspace, where a server starts), and
+// the modules such a script may import from where it is: Python puts
+// the script's directory first on its import path (json.py beside
+// server.py is the json module the server imports), Node resolves
+// relative imports there and packages in node_modules of it and every
+// directory above. A run that rewrites one changes code the next run
+// starts with its secrets before any call is decided. The modules are
+// patterns "DIR/**/GLOB" ([policy.Call].Autorun).
 func mcpFiles(cr *RunCreated) []string {
 	mount := cr.MountPath
 	if mount == "" {
 		mount = "/workspace"
 	}
+	mount = path.Clean(mount)
 	var out []string
+	add := func(p string) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
 	for _, s := range cr.MCP {
 		for _, a := range s.Command {
 			if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "-") {
@@ -312,8 +324,29 @@ func mcpFiles(cr *RunCreated) []string {
 				p = path.Join(mount, p)
 			}
 			p = path.Clean(p)
-			if strings.HasPrefix(p, mount+"/") {
-				out = append(out, p)
+			if !strings.HasPrefix(p, mount+"/") {
+				continue
+			}
+			add(p)
+			dir := path.Dir(p)
+			switch path.Ext(p) {
+			case ".py":
+				// Modules, compiled modules (a .pyc runs without its
+				// source) and extension modules, also in packages.
+				for _, g := range []string{"*.py", "*.pyc", "*.so"} {
+					add(dir + "/**/" + g)
+				}
+			case ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts":
+				for _, g := range []string{"*.js", "*.mjs", "*.cjs", "*.ts", "*.mts", "*.cts", "*.json", "*.node"} {
+					add(dir + "/**/" + g)
+				}
+				for d := dir; ; d = path.Dir(d) {
+					add(d + "/node_modules/**/*")
+					add(d + "/package.json")
+					if d == mount || !strings.HasPrefix(d, mount+"/") {
+						break
+					}
+				}
 			}
 		}
 	}

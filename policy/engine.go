@@ -711,7 +711,7 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			if write {
 				f.Writes, f.Written = true, []string{abs}
 				f.autorun, f.hides = autorun(rel)
-				f.autorun = f.autorun || slices.Contains(c.Autorun, abs)
+				f.autorun = f.autorun || autorunListed(c.Autorun, abs)
 			} else {
 				f.Reads = []string{abs}
 			}

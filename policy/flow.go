@@ -263,6 +263,31 @@ func autorun(rel string) (run, hides bool) {
 	return AutorunWhy(rel) != "", false
 }
 
+// autorunListed reports whether the file at abs is one of list
+// ([Call].Autorun): an absolute path, or a pattern "DIR/**/GLOB" that
+// names every file under DIR, at any depth, whose name matches GLOB
+// (path.Match), such as the modules a stdio MCP server's script may
+// import from its own directory.
+func autorunListed(list []string, abs string) bool {
+	abs = path.Clean(abs)
+	for _, p := range list {
+		dir, glob, ok := strings.Cut(p, "/**/")
+		if !ok {
+			if path.Clean(p) == abs {
+				return true
+			}
+			continue
+		}
+		if !strings.HasPrefix(abs, strings.TrimSuffix(dir, "/")+"/") {
+			continue
+		}
+		if m, err := path.Match(glob, path.Base(abs)); err == nil && m {
+			return true
+		}
+	}
+	return false
+}
+
 // gitHistory reports whether rel is where git keeps what a commit holds
 // or which object stands for which: an object written there by hand,
 // a replace ref, grafts or packed refs (which may hold replace refs)
@@ -281,7 +306,7 @@ func gitHistory(rel string) bool {
 // and a git command that hides changes from git.
 func persistence(cmd *bash.Command, written []string, mount string, extra []string) (run, hides bool) {
 	for _, w := range written {
-		if slices.Contains(extra, path.Clean(w)) {
+		if autorunListed(extra, w) {
 			run = true
 		}
 		rel, ok := strings.CutPrefix(w, strings.TrimSuffix(mount, "/")+"/")

@@ -192,7 +192,10 @@ type Call struct {
 	// Autorun are workspace files (absolute, as commands see them under
 	// MountPath) that the run's own machinery runs on its own, such as
 	// the scripts of its stdio MCP servers: writing one counts as writing
-	// a file that runs on its own (context.autorun).
+	// a file that runs on its own (context.autorun). An entry
+	// "DIR/**/GLOB" names every file under DIR whose name matches GLOB
+	// (path.Match), such as the modules a server's script may import
+	// from its directory (DIR/**/*.py).
 	Autorun []string
 }
 

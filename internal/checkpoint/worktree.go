@@ -198,6 +198,11 @@ type Base struct {
 	// the base ignore that changed since are listed too (Change.Ignored),
 	// with the hooks and config of the repository's .git directory.
 	Since time.Time
+	// Refs, when set, are the branches and tags at the start ([Refs]):
+	// the ones made, moved or deleted since are listed too, under the
+	// repository's git directory (.git/refs/heads/NAME), with the
+	// commits they gained.
+	Refs map[string]string
 }
 
 // entry is a file of a base tree: its mode and blob, and the directory
@@ -443,6 +448,13 @@ func diffFrom(ctx context.Context, dir string, base Base, upto *Upto, skip func(
 			out = append(out, c)
 		}
 		out = append(out, ig...)
+	}
+	if base.Refs != nil {
+		rc, err := refChanges(ctx, dir, base.Commit, base.Refs, gitDirShown(ctx, dir))
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, rc...)
 	}
 	for i := range out {
 		out[i].Later = isLater[out[i].Path]

@@ -295,7 +295,7 @@ func GitStart(ctx context.Context, dir string) *agent.GitStart {
 	if err != nil {
 		return nil
 	}
-	g := &agent.GitStart{Commit: commit, Dirty: dirty, Origin: checkpoint.Origin(ctx, dir), Time: now}
+	g := &agent.GitStart{Commit: commit, Dirty: dirty, Origin: checkpoint.Origin(ctx, dir), Time: now, Refs: checkpoint.Refs(ctx, dir)}
 	if x, err := checkpoint.InfoExclude(ctx, dir); err == nil {
 		g.Exclude = &x
 	}
