@@ -96,6 +96,11 @@ type RunCreated struct {
 	// Memory is text from memory files (AGENTS.md, KEEL.md) appended to
 	// System in every request; the caller reads and caps the files.
 	Memory string `json:"memory,omitempty"`
+	// MemoryUntrusted says why memory files in Memory are untrusted (an
+	// agent run wrote them after untrusted input, or a run another API
+	// token created did); "" when none is. The run reads untrusted input
+	// from its start.
+	MemoryUntrusted string `json:"memory_untrusted,omitempty"`
 	// Recall is the memory offered to the run from the memory stores of
 	// its scopes (see [Recall]); nil when none was.
 	Recall *Recall `json:"recall,omitempty"`

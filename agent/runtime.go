@@ -270,6 +270,14 @@ type Wiring struct {
 	// prev; else the payload is journaled. A failed snapshot is logged
 	// and the run goes on without it.
 	Checkpoint func(ctx context.Context, runID string, prev *Snapshot) (*WorkspaceCheckpoint, error)
+	// MemoryWatch, if set, is called where the workspace is checkpointed
+	// (whether or not Checkpoint is set) and when the execution ends,
+	// with what first brought untrusted input into the run ("" when
+	// nothing did): it notes which memory files (AGENTS.md, KEEL.md) the
+	// run changed since the previous call, so that later runs load them
+	// as untrusted when this run had read untrusted input (or another
+	// person created it). An error is logged and the run goes on.
+	MemoryWatch func(runID, untrusted string) error
 	// Secrets are the values the run holds that must not leave it (the
 	// sandbox's secret variables, connectors' tokens): the gate tells the
 	// policy which a call carries ([policy.Flow]) and results are
@@ -859,6 +867,7 @@ type snapResult struct {
 // in the journal is where the files were so. Only a journal failure is
 // an error.
 func (x *executor) checkpoint(ctx context.Context) error {
+	x.watchMemory()
 	if x.p.Checkpoint == nil || ctx.Err() != nil {
 		return nil
 	}
@@ -878,6 +887,20 @@ func (x *executor) checkpoint(ctx context.Context) error {
 	x.snapping.Store(true)
 	x.snapMu.Unlock()
 	return nil
+}
+
+// watchMemory calls ExecParams.MemoryWatch with the run's untrusted
+// input so far.
+func (x *executor) watchMemory() {
+	if x.p.MemoryWatch == nil {
+		return
+	}
+	x.mu.Lock()
+	why := x.st.Flow.Untrusted.String()
+	x.mu.Unlock()
+	if err := x.p.MemoryWatch(x.runID, why); err != nil {
+		x.rt.logger.Warn("noting the writers of memory files failed; the run goes on", "run_id", x.runID, "error", err)
+	}
 }
 
 // settle waits for the snapshot in flight, if any, and journals it.
@@ -914,6 +937,9 @@ func syntheticResults(types []journal.Type, payloads []any) bool {
 }
 
 func (x *executor) outcome() *Outcome {
+	// A memory file written since the last checkpoint (by a process the
+	// run left behind, such as its Python kernel) is noted too.
+	x.watchMemory()
 	return &Outcome{Status: x.st.Status, End: x.st.Ended, State: x.st, Checkpoint: &Checkpoint{State: x.st, Hash: x.head}}
 }
 

@@ -36,7 +36,16 @@ type CreateRun struct {
 	Local *LocalRun
 	// origin is what a schedule or trigger adds (unattended.go).
 	origin *origin
+	// creator is the id of the API token that creates the run ("" for
+	// the command line); the service sets it.
+	creator string
 }
+
+// Creator returns the id of the API token that creates the run, "" for
+// the command line on the journal's machine (whose person owns the
+// journal): the builder loads memory files another token's run wrote as
+// untrusted.
+func (r *CreateRun) Creator() string { return r.creator }
 
 // LocalRun is what a run created by the command line on the journal's
 // machine may set beyond the API's request. nil fields take the
@@ -184,6 +193,10 @@ func (s *Service) prepareAdmitted(ctx context.Context, who *Caller, req *CreateR
 	a := &admission{who: who, demo: req.Demo, demoWorkspace: req.Demo}
 	if err := s.admitRequest(ctx, a, &req.CreateRun); err != nil {
 		return nil, nil, err
+	}
+	req.creator = ""
+	if !who.Local {
+		req.creator = who.ID
 	}
 	c, err := s.prepare(ctx, req)
 	if err != nil {

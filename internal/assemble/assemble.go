@@ -377,6 +377,7 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		w.Checkpoint, release = checkpoint.Hook(CheckpointStore(a.Home), ws.Root())
 		w.closers = append(w.closers, func() error { release(); return nil })
 	}
+	w.MemoryWatch = MemoryWatch(StateDir(a.Home, c.Workspace), ws.Root(), c.Labels[createdByToken])
 	w.Tools = newTools(set, w.vault, NetworkTools(c))
 	if a.MoreTools != nil {
 		closer, err := a.MoreTools(ctx, c, w.Tools, w.params)

@@ -213,6 +213,7 @@ func (b *Builder) Complete(ctx context.Context, c *agent.RunCreated, req *servic
 	} else {
 		cf.NoMemory = req.NoMemory
 	}
+	cf.Creator = req.Creator()
 	if err := cf.Apply(b.Assembler, c, family); err != nil {
 		if req.Local != nil {
 			return err

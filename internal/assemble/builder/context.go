@@ -28,6 +28,10 @@ type ContextSettings struct {
 	ActionMode string
 	// NoMemory leaves out the memory files and the memory tools.
 	NoMemory bool
+	// Creator is the id of the API token that creates the run ("" for
+	// the command line): memory files a run of another token wrote are
+	// loaded as untrusted (assemble.ReadMemory).
+	Creator string
 }
 
 // Apply fixes the context configuration, memory and action mode in c.
@@ -58,7 +62,7 @@ func (f *ContextSettings) Apply(a *assemble.Assembler, c *agent.RunCreated, mode
 		if a.Config != nil && a.Config.MemoryMaxBytes > 0 {
 			max = a.Config.MemoryMaxBytes
 		}
-		mem, warns, err := assemble.ReadMemory(a.Home, c.Workspace, max)
+		mem, untrusted, warns, err := assemble.ReadMemory(a.Home, c.Workspace, f.Creator, max)
 		if err != nil {
 			return err
 		}
@@ -67,7 +71,7 @@ func (f *ContextSettings) Apply(a *assemble.Assembler, c *agent.RunCreated, mode
 				fmt.Fprintln(a.Notes, "keel: "+w)
 			}
 		}
-		c.Memory = mem
+		c.Memory, c.MemoryUntrusted = mem, untrusted
 	}
 	fam := agent.LookupFamily(modelName)
 	if f.Window >= 0 {
