@@ -161,6 +161,9 @@ anchored hash at the anchored event: any change at or before it shows.`,
 				return err
 			}
 			defer b.Close()
+			if len(a.missingRuns) > 0 {
+				return fmt.Errorf("%s: %w", a.missingRuns[0], journal.ErrNotFound) // Main says "no run"
+			}
 			rep, err := b.VerifyAudit(ctx, &api.VerifyAudit{Runs: args})
 			if err != nil {
 				return serviceError(err)
