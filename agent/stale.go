@@ -1,11 +1,8 @@
 package agent
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	iofs "io/fs"
 	"slices"
 	"strings"
@@ -81,11 +78,11 @@ func fileDigest(ws *tool.Workspace, rel string) string {
 		return "other"
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	d, err := tool.Digest(f)
+	if err != nil {
 		return "other"
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil)[:8])
+	return d[:len("sha256:")+16] // the first 64 bits
 }
 
 // staleFiles compares a files state recorded when the approval was asked

@@ -151,16 +151,27 @@ func startWorkerProcs(t *testing.T, env ...string) []*exec.Cmd {
 	return procs
 }
 
-func TestTeamOnClusterWorkerKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("Temporal dev server")
+// completedLead reads and folds lead id's verified journal and requires
+// it completed with n children; it returns the lead and its events.
+func completedLead(ctx context.Context, t *testing.T, store journal.Store, id string, n int) (*agent.State, []journal.Event) {
+	t.Helper()
+	evs, err := journal.ReadVerified(ctx, store, id)
+	if err != nil {
+		t.Fatal(err)
 	}
-	addr := testenv.Temporal(t)
+	lead, err := agent.Fold(id, evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lead.Status != journal.StatusCompleted || len(lead.Children) != n {
+		t.Fatalf("lead %s (%+v) with %d children, want completed with %d", lead.Status, lead.Ended, len(lead.Children), n)
+	}
+	return lead, evs
+}
+
+func TestTeamOnClusterWorkerKilled(t *testing.T) {
 	const n = 4
-	path := filepath.Join(t.TempDir(), "j.db")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	c := dialTeam(ctx, t, addr)
+	ctx, c, addr, path := teamCluster(t, 5*time.Minute)
 	procs := startWorkerProcs(t, teamWorkerEnv+"="+addr+" "+path+" "+strconv.Itoa(n))
 	_, _, store, err := teamWorker(path, n)
 	if err != nil {
@@ -170,14 +181,7 @@ func TestTeamOnClusterWorkerKilled(t *testing.T) {
 	rt := agent.NewRuntime(store.(journal.Store), nil)
 	ws := t.TempDir()
 	limits := agent.Limits{MaxSteps: 30, MaxTokens: 400_000, MaxCost: 0.4, MaxToolCalls: 30, MaxChildren: n, MaxDepth: 1}
-	id, err := rt.Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
-		Tools: teamTools(), Limits: limits, Principal: "keel-cli"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.NewDispatcher(c).Dispatch(ctx, id); err != nil {
-		t.Fatal(err)
-	}
+	id, _ := startLead(ctx, t, rt, c, ws, limits)
 	// Kill, once the children work, the worker whose process executes
 	// the first child's command (its lease holder at that moment).
 	var first string
@@ -209,25 +213,8 @@ func TestTeamOnClusterWorkerKilled(t *testing.T) {
 	}
 	victim.Process.Signal(syscall.SIGKILL)
 	t.Logf("killed worker pid %d while child %s's command ran (its holder %q; the lead's %q)", victim.Process.Pid, first, holder, leadHolder)
-	for e, err := range journal.Follow(ctx, store.(journal.Store), id, 1, 100*time.Millisecond) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if journal.StatusOf(e.Type).Terminal() {
-			break
-		}
-	}
-	evs, err := journal.ReadVerified(ctx, store.(journal.Store), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lead, err := agent.Fold(id, evs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lead.Status != journal.StatusCompleted || len(lead.Children) != n {
-		t.Fatalf("lead %s (%+v) with %d children, want completed with %d", lead.Status, lead.Ended, len(lead.Children), n)
-	}
+	waitEnded(ctx, t, store.(journal.Store), id, "the lead did not end")
+	lead, evs := completedLead(ctx, t, store.(journal.Store), id, n)
 	b, _ := os.ReadFile(filepath.Join(ws, "log.txt"))
 	unknown := 0
 	for _, ch := range lead.Children {
@@ -302,36 +289,12 @@ func TestTeamOnClusterKilledAtEveryBoundary(t *testing.T) {
 			rt := agent.NewRuntime(store, nil)
 			ws := t.TempDir()
 			limits := agent.Limits{MaxSteps: 30, MaxTokens: 400_000, MaxCost: 0.4, MaxToolCalls: 30, MaxChildren: n, MaxDepth: 1}
-			id, err := rt.Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
-				Tools: teamTools(), Limits: limits, Principal: "keel-cli"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cluster.NewDispatcher(c).Dispatch(ctx, id); err != nil {
-				t.Fatal(err)
-			}
-			for e, err := range journal.Follow(ctx, store, id, 1, 100*time.Millisecond) {
-				if err != nil {
-					t.Fatalf("the lead did not end: %v", err)
-				}
-				if journal.StatusOf(e.Type).Terminal() {
-					break
-				}
-			}
+			id, _ := startLead(ctx, t, rt, c, ws, limits)
+			waitEnded(ctx, t, store, id, "the lead did not end")
 			if _, err := os.Stat(at.Marker); err != nil {
 				t.Errorf("no worker reached the boundary (%v): nothing was killed", err)
 			}
-			evs, err := journal.ReadVerified(ctx, store, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lead, err := agent.Fold(id, evs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if lead.Status != journal.StatusCompleted || len(lead.Children) != n {
-				t.Fatalf("lead %s (%+v) with %d children, want completed with %d", lead.Status, lead.Ended, len(lead.Children), n)
-			}
+			lead, evs := completedLead(ctx, t, store, id, n)
 			var results strings.Builder
 			for _, turn := range lead.Turns {
 				for _, call := range turn.Calls {

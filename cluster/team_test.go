@@ -170,40 +170,63 @@ func teamTools() []agent.ToolInfo {
 	return append(infos, agent.TeamTools()...)
 }
 
+// teamCluster begins a team test on the Temporal dev server (skipped
+// with -short): its context, ended after timeout, a client, the dev
+// server's address, and a journal's path.
+func teamCluster(t *testing.T, timeout time.Duration) (context.Context, client.Client, string, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("Temporal dev server")
+	}
+	addr := testenv.Temporal(t)
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	t.Cleanup(cancel)
+	return ctx, dialTeam(ctx, t, addr), addr, filepath.Join(t.TempDir(), "j.db")
+}
+
+// startLead creates a team's lead in ws as keel-cli, with the team tools
+// and limits, and dispatches it to the cluster's workers.
+func startLead(ctx context.Context, t *testing.T, rt *agent.Runtime, c client.Client, ws string, limits agent.Limits) (string, *cluster.Dispatcher) {
+	t.Helper()
+	id, err := rt.Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
+		Tools: teamTools(), Limits: limits, Principal: "keel-cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cluster.NewDispatcher(c)
+	if err := d.Dispatch(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	return id, d
+}
+
+// waitEnded follows run id in store until it ends; a failure of the
+// follow (the test's deadline) is fatal, said as what did not happen.
+func waitEnded(ctx context.Context, t *testing.T, store journal.Store, id, what string) {
+	t.Helper()
+	for e, err := range journal.Follow(ctx, store, id, 1, 100*time.Millisecond) {
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if journal.StatusOf(e.Type).Terminal() {
+			return
+		}
+	}
+}
+
 // TestTeamOnCluster: a lead executed by a worker on Temporal starts
 // children that are runs of their own on the cluster, each driven by its
 // own workflow on the workers (two, sharing one journal), under the
 // slices the lead reserved; every child's result reaches the lead once,
 // and the tree stays within the root's limits.
 func TestTeamOnCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("Temporal dev server")
-	}
-	addr := testenv.Temporal(t)
 	const n = 3
-	path := filepath.Join(t.TempDir(), "j.db")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	c := dialTeam(ctx, t, addr)
+	ctx, c, _, path := teamCluster(t, 5*time.Minute)
 	rts := runWorkers(ctx, t, c, 2, func() (*agent.Runtime, *cluster.Worker, io.Closer, error) { return teamWorker(path, n) })
 	ws := t.TempDir()
 	limits := agent.Limits{MaxSteps: 20, MaxTokens: 400_000, MaxCost: 0.4, MaxToolCalls: 20, MaxChildren: n, MaxDepth: 1}
-	id, err := rts[0].Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
-		Tools: teamTools(), Limits: limits, Principal: "keel-cli"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.NewDispatcher(c).Dispatch(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	for e, err := range journal.Follow(ctx, rts[0].Store(), id, 1, 100*time.Millisecond) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if journal.StatusOf(e.Type).Terminal() {
-			break
-		}
-	}
+	id, _ := startLead(ctx, t, rts[0], c, ws, limits)
+	waitEnded(ctx, t, rts[0].Store(), id, "the lead did not end")
 	lead, _, err := rts[0].Load(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -271,36 +294,15 @@ func TestTeamOnCluster(t *testing.T) {
 // (reason children) and gives its slot back, and a child's end wakes it:
 // the tree completes, each child delivered once.
 func TestTeamOnClusterWaitingParentsHoldNoSlot(t *testing.T) {
-	if testing.Short() {
-		t.Skip("Temporal dev server")
-	}
-	addr := testenv.Temporal(t)
 	const n = 2
-	path := filepath.Join(t.TempDir(), "j.db")
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
-	c := dialTeam(ctx, t, addr)
+	ctx, c, _, path := teamCluster(t, 4*time.Minute)
 	rts := runWorkers(ctx, t, c, 2, func() (*agent.Runtime, *cluster.Worker, io.Closer, error) {
 		return teamWorkerOf(path, teamModel{children: n, grand: true}, 1, nil)
 	})
 	ws := t.TempDir()
 	limits := agent.Limits{MaxSteps: 40, MaxTokens: 400_000, MaxCost: 0.4, MaxToolCalls: 40, MaxChildren: 8, MaxDepth: 2}
-	id, err := rts[0].Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
-		Tools: teamTools(), Limits: limits, Principal: "keel-cli"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.NewDispatcher(c).Dispatch(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	for e, err := range journal.Follow(ctx, rts[0].Store(), id, 1, 100*time.Millisecond) {
-		if err != nil {
-			t.Fatalf("the tree did not complete (%v): waiting parents hold the slots?", err)
-		}
-		if journal.StatusOf(e.Type).Terminal() {
-			break
-		}
-	}
+	id, _ := startLead(ctx, t, rts[0], c, ws, limits)
+	waitEnded(ctx, t, rts[0].Store(), id, "the tree did not complete (waiting parents hold the slots?)")
 	lead, evs, err := rts[0].Load(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -342,28 +344,13 @@ func TestTeamOnClusterWaitingParentsHoldNoSlot(t *testing.T) {
 // wake-up): its children, still working on the workers, are canceled
 // with it instead of running on to their ends.
 func TestTeamOnClusterCancelWaitingParent(t *testing.T) {
-	if testing.Short() {
-		t.Skip("Temporal dev server")
-	}
-	addr := testenv.Temporal(t)
 	const n = 2
-	path := filepath.Join(t.TempDir(), "j.db")
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
-	defer cancel()
-	c := dialTeam(ctx, t, addr)
+	ctx, c, _, path := teamCluster(t, 4*time.Minute)
 	rt := runWorkers(ctx, t, c, 1, func() (*agent.Runtime, *cluster.Worker, io.Closer, error) {
 		return teamWorkerOf(path, teamModel{children: n, slow: true}, 4, nil)
 	})[0]
 	ws := t.TempDir()
-	id, err := rt.Create(ctx, &agent.RunCreated{Task: "lead", Model: "scripted", Workspace: ws, MountPath: ws, Sandbox: "none",
-		Tools: teamTools(), Limits: agent.Limits{MaxSteps: 20, MaxToolCalls: 20, MaxChildren: n, MaxDepth: 1}, Principal: "keel-cli"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := cluster.NewDispatcher(c)
-	if err := d.Dispatch(ctx, id); err != nil {
-		t.Fatal(err)
-	}
+	id, d := startLead(ctx, t, rt, c, ws, agent.Limits{MaxSteps: 20, MaxToolCalls: 20, MaxChildren: n, MaxDepth: 1})
 	for e, err := range journal.Follow(ctx, rt.Store(), id, 1, 100*time.Millisecond) {
 		if err != nil {
 			t.Fatal(err)
@@ -386,14 +373,7 @@ func TestTeamOnClusterCancelWaitingParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ch := range lead.Children {
-		for e, err := range journal.Follow(ctx, rt.Store(), ch.ID, 1, 100*time.Millisecond) {
-			if err != nil {
-				t.Fatalf("child %s did not end: %v", ch.ID, err)
-			}
-			if journal.StatusOf(e.Type).Terminal() {
-				break
-			}
-		}
+		waitEnded(ctx, t, rt.Store(), ch.ID, "child "+ch.ID+" did not end")
 		st, _, err := rt.Load(ctx, ch.ID)
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,8 @@
 package tool
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -67,4 +69,16 @@ func fileKind(m fs.FileMode) string {
 		return "a socket"
 	}
 	return "a special file"
+}
+
+// Digest is "sha256:HEX", the SHA-256 of what r reads: how a file's
+// content is named in the state of a call waiting for approval (a file
+// tool's [Tool.State], the files a command writes), so that a change
+// made meanwhile is seen when the call is approved.
+func Digest(r io.Reader) (string, error) {
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", err
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -1,11 +1,8 @@
 package fs
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	iofs "io/fs"
 
 	"github.com/keel-run/keel/tool"
@@ -43,9 +40,9 @@ func fileState(req *tool.Request) string {
 		return ""
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	d, err := tool.Digest(f)
+	if err != nil {
 		return ""
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return d
 }
