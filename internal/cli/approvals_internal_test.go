@@ -4,19 +4,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/server/api"
 )
 
 // keel approve and deny take a call as runs are taken: its id, a unique
 // prefix of it, or nothing when the run waits for one call; anything
 // else names the calls the run waits for.
 func TestResolveCall(t *testing.T) {
-	two := []agent.PendingApproval{{ApprovalRequested: agent.ApprovalRequested{CallID: "call_00_ryaC8miT", Tool: "bash"}},
-		{ApprovalRequested: agent.ApprovalRequested{CallID: "call_01_xq", Tool: "edit_file"}}}
+	two := []api.Approval{{CallID: "call_00_ryaC8miT", Tool: "bash"}, {CallID: "call_01_xq", Tool: "edit_file"}}
 	one := two[:1]
 	for _, tt := range []struct {
 		name, ref string
-		pending   []agent.PendingApproval
+		pending   []api.Approval
 		want, err string
 	}{
 		{"whole id", "call_01_xq", two, "call_01_xq", ""},
