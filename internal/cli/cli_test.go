@@ -33,6 +33,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(cli.Main(context.Background(), argv, os.Stdout, os.Stderr))
 	}
+	// The MCP conformance suite's client (TestMCPAuthConformance).
+	if url := os.Getenv("KEEL_TEST_CONFORMANCE_URL"); url != "" {
+		os.Exit(cli.Main(context.Background(), conformanceClientArgs(url), os.Stdout, os.Stderr))
+	}
 	os.Exit(m.Run())
 }
 
