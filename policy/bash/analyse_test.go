@@ -411,3 +411,53 @@ func TestAnalyseSendsSubstitution(t *testing.T) {
 		}
 	}
 }
+
+// git reads the configuration and hooks of the repository it runs in
+// the moment it starts, before Keel's git guard (which checks after the
+// command) sees what the same line wrote; and the guard checks only the
+// workspace (fresh-user trial 7, P1). Such a git is opaque.
+func TestAnalyseGitUnchecked(t *testing.T) {
+	t.Parallel()
+	env := bash.Env{Mount: "/workspace", Scratch: []string{"/tmp", "/root"}, System: []string{"/usr"}}
+	for _, tt := range []struct {
+		line   string
+		opaque bool
+	}{
+		{"git init -q sub && printf '[core]\\n\\tfsmonitor = /workspace/x.sh\\n' >> sub/.git/config && git -C sub status", true},
+		{"echo /tmp/e.git > .git/commondir && git status", true},
+		{"printf x > sub/.git/hooks/post-checkout && git -C sub checkout -q -b y", true},
+		{"echo 'gitdir: /tmp/e.git' > sub2/.git; cd sub2 && git status", true},
+		{"cp cfg d/config && git -C d log -1", true},
+		{"cp -t sub/.git x && git -C sub status", true},
+		{"mv /tmp/stage sub && git -C sub status", true},
+		{"cp -r /tmp/stage sub && git -C sub status", true},
+		{"tar -xf t.tar && git status", true},
+		{"unzip -o t.zip && git status", true},
+		{"git status; tee sub/.git/config < c", true},
+		{"cd /tmp/stage && git status", true},
+		{"git -C /tmp/stage status", true},
+		{"cd ~ && git status", true},
+		// Ordinary work.
+		{"git status", false},
+		{"git -C sub status", false},
+		{"cd sub && git diff", false},
+		{"sed -i s/a/b/ src/app.py && git diff > patch.txt", false},
+		{"tar -czf a.tgz src && git status", false},
+		{"cp a.py b.py && git add b.py", false},
+		{"git init -q sub && git -C sub status", false},
+	} {
+		parts, _, _, err := bash.Analyse(tt.line, env, 0)
+		if err != nil {
+			t.Fatalf("Analyse(%q): %v", tt.line, err)
+		}
+		got := false
+		for _, p := range parts {
+			if p.Command.Name() == "git" && (p.Facts.Opaque != "" || p.Facts.Dynamic) {
+				got = true
+			}
+		}
+		if got != tt.opaque {
+			t.Errorf("Analyse(%q): a git part opaque = %v, want %v: %+v", tt.line, got, tt.opaque, parts)
+		}
+	}
+}
