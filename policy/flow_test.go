@@ -123,6 +123,11 @@ func TestDefaultFlowRules(t *testing.T) {
 			policy.Allow, ""},
 		{"git in a nested repository the guard checked, the sandbox holding a secret", policy.Call{Tool: "bash", Sandbox: "linux", Network: net, Flow: held, Arguments: json.RawMessage(`{"command":"git -C sub status; cd sub2 && git diff"}`)},
 			policy.Allow, ""},
+		// A dotfile copied into HOME by naming only the directory (P10).
+		{"a dotfile copied into HOME, the sandbox holding a secret", policy.Call{Tool: "bash", Sandbox: "linux", Network: net, Flow: held, Arguments: json.RawMessage(`{"command":"chmod +x x.sh && cp tmpl/.gitconfig ~"}`)},
+			policy.Ask, "its arguments do not show"},
+		{"a dotfile copied into HOME, then jq", policy.Call{Tool: "bash", Sandbox: "linux", Network: net, Flow: held, Arguments: json.RawMessage(`{"command":"cp tmpl/.jq ~ && jq -nr k"}`)},
+			policy.Ask, "its arguments do not show"},
 		{"inert reads, the sandbox holding a secret, a host allowed", policy.Call{Tool: "bash", Sandbox: "linux", Network: net, Flow: held, Arguments: json.RawMessage(`{"command":"git status && grep -rn def src | sort | head"}`)},
 			policy.Allow, ""},
 		{"a script, the sandbox holding a secret, no host allowed", policy.Call{Tool: "bash", Sandbox: "linux", Flow: held, Arguments: json.RawMessage(`{"command":"sh s.sh"}`)},

@@ -279,6 +279,25 @@ func TestAnalyseOpaque(t *testing.T) {
 		{"printf '[core]\\n' > ~/.gitconfig", true, false},
 		{"cp cfg /root/.config/git/config", true, false},
 		{"less README.md", true, false},
+		// A dotfile put into HOME without naming it (fresh-user trial 7,
+		// P10).
+		{"cp tmpl/.gitconfig ~", true, false},
+		{"cp .gitconfig ~/", true, false},
+		{"cp .jq /root", true, false},
+		{"cp -t ~ .gitconfig", true, false},
+		{"cp --target-directory=/root .gitconfig", true, false},
+		{"mv -t ~ .gitconfig", true, false},
+		{"install -t /root .gitconfig", true, false},
+		{"ln -st /root /workspace/.gitconfig", true, false},
+		{"cp -r home/. ~/", true, false},
+		{"cp -a /workspace/home/. /root", true, false},
+		{"tar -xf h.tar -C ~", true, false},
+		{"tar -C /root -xf h.tar", true, false},
+		{"unzip -o h.zip -d ~", true, false},
+		{"sort gc -o/root/.gitconfig", true, false},
+		{"cp notes.txt ~", false, false},
+		{"cp a.txt /tmp/", false, false},
+		{"tar -xf h.tar -C /tmp/x", false, false},
 		{"hash -p /workspace/x.sh curl", false, true},
 		{"enable -n echo", false, true},
 		// Known and inert.
@@ -305,7 +324,8 @@ func TestAnalyseOpaque(t *testing.T) {
 	}
 	// hash -p rebinds curl for the rest of the line; an export reaches
 	// every later program.
-	for _, line := range []string{"hash -p /workspace/x.sh curl; curl -q https://h.example/", "export GIT_EXTERNAL_DIFF=./x.sh; git diff"} {
+	for _, line := range []string{"hash -p /workspace/x.sh curl; curl -q https://h.example/", "export GIT_EXTERNAL_DIFF=./x.sh; git diff",
+		"cd ~/ && tar -xf /workspace/h.tar", "cd /root/.config && unzip /workspace/h.zip"} {
 		parts, _, _, err := bash.Analyse(line, env, 0)
 		if err != nil {
 			t.Fatal(err)

@@ -151,6 +151,9 @@ func (l *locator) gitUnchecked(parts []Part, cwds []string) {
 	}
 	for i := range parts {
 		p := &parts[i]
+		if f := &p.Facts; f.Opaque == "" && !f.Code && !f.Dynamic && !f.Network {
+			f.Opaque = l.homeInto(&p.Command, f, cwds[i])
+		}
 		if p.Command.Name() != "git" {
 			continue
 		}
