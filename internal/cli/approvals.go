@@ -14,6 +14,7 @@ import (
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -44,6 +45,7 @@ const maxDays = 36500
 func (a *app) approvalsCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "approvals", Short: "List the tool calls waiting for a person's approval"}
 	cmd.AddCommand(pendingListCmd(a, "List pending approvals across runs, oldest first", backend.Approvals,
+		func(ap api.Approval) (string, agent.PendingApproval) { return ap.RunID, tui.PendingOf(ap) },
 		func(pending []agent.PendingApproval, asJSON bool) error {
 			return tui.Approvals(a.stdout, pending, asJSON, time.Now())
 		}))
@@ -51,10 +53,10 @@ func (a *app) approvalsCmd() *cobra.Command {
 }
 
 // pendingListCmd is the list command of a group of things runs wait for
-// (approvals, inputs): list reads them from the backend, of every run
-// or of --run, and print prints them, as a table or, with --json, as
-// JSON lines.
-func pendingListCmd[T any](a *app, short string, list func(b backend, ctx context.Context, runID string) ([]T, error), print func(pending []T, asJSON bool) error) *cobra.Command {
+// (approvals, inputs): list reads them from the backend (the API's
+// list, of every run), of turns each into its run and what print prints
+// (as a table or, with --json, as JSON lines), the ones of --run only.
+func pendingListCmd[A, T any](a *app, short string, list func(b backend, ctx context.Context) ([]A, error), of func(A) (string, T), print func(pending []T, asJSON bool) error) *cobra.Command {
 	var run string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -64,9 +66,15 @@ func pendingListCmd[T any](a *app, short string, list func(b backend, ctx contex
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				pending, err := list(b, ctx, run)
+				all, err := list(b, ctx)
 				if err != nil {
 					return err
+				}
+				var pending []T
+				for _, x := range all {
+					if id, p := of(x); run == "" || id == run {
+						pending = append(pending, p)
+					}
 				}
 				return print(pending, asJSON)
 			}, "run", "json")
@@ -80,9 +88,9 @@ func pendingListCmd[T any](a *app, short string, list func(b backend, ctx contex
 // approvalsBackend is what the approval commands need of a journal or a
 // team server.
 type approvalsBackend interface {
-	// Approvals lists the pending approvals of run runID (of every run
-	// when it is ""), oldest first, with Expired set.
-	Approvals(ctx context.Context, runID string) ([]agent.PendingApproval, error)
+	// Approvals lists the pending approvals of every run, oldest first,
+	// with Expired set.
+	Approvals(ctx context.Context) ([]api.Approval, error)
 }
 
 // decideFlags are the flags of approve and deny.
