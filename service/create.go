@@ -269,6 +269,9 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 			return nil, err
 		}
 	}
+	if err := s.lintPolicy(ctx, eng); err != nil {
+		return nil, err
+	}
 	limits, err := ApplyLimits(DefaultLimits(), &req.Limits)
 	if err != nil {
 		return nil, err
@@ -323,8 +326,9 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 
 // policyOf returns the policy a request names: "" or "server" the
 // service's, "default" Keel's default, "demo" the demo's, else a policy
-// source (an admin's client sends its file's content), whose own test
-// cases must pass.
+// source (an admin's client sends its file's content: Keel's TOML policy
+// file, or bare Cedar rules as in a .cedar file), whose own test cases
+// must pass.
 func (s *Service) policyOf(ctx context.Context, name string) (*policy.Engine, error) {
 	switch name {
 	case "", "server":
@@ -334,7 +338,7 @@ func (s *Service) policyOf(ctx context.Context, name string) (*policy.Engine, er
 	case "demo":
 		return DemoPolicy(), nil
 	}
-	eng, err := policy.Parse("api:policy", []byte(name))
+	eng, err := parseAPIPolicy(name)
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
@@ -344,6 +348,54 @@ func (s *Service) policyOf(ctx context.Context, name string) (*policy.Engine, er
 		}
 	}
 	return eng, nil
+}
+
+// parseAPIPolicy compiles a policy a request holds: Keel's TOML policy
+// format (docs/policy.md), or bare Cedar rules (what a .cedar file
+// holds, named api:policy.cedar so that the run's record parses the
+// same way). Text that sets version or cedar as TOML keys is a TOML
+// file, and its error is TOML's; otherwise the text that does not parse
+// as TOML is read as Cedar, and a failure is Cedar's.
+func parseAPIPolicy(src string) (*policy.Engine, error) {
+	eng, err := policy.Parse("api:policy", []byte(src))
+	if err == nil || hasTOMLPolicyKey(src) {
+		return eng, err
+	}
+	return policy.Parse("api:policy.cedar", []byte(src))
+}
+
+// hasTOMLPolicyKey reports whether src sets a top-level key of Keel's
+// TOML policy format (version, cedar) on a line of its own.
+func hasTOMLPolicyKey(src string) bool {
+	for line := range strings.Lines(src) {
+		k, _, ok := strings.Cut(line, "=")
+		if k = strings.TrimSpace(k); ok && (k == "version" || k == "cedar") {
+			return true
+		}
+	}
+	return false
+}
+
+// lintPolicy refuses a run whose policy [policy.Engine.Lint] finds
+// wrong (a rule that cannot be evaluated, a policy that denies every
+// ordinary call) before anything runs: the policy's own test cases may
+// pass, and the run would spend model calls only to end all_denied.
+// Keel's default policy is not checked (its tests do), the service's
+// own once.
+func (s *Service) lintPolicy(ctx context.Context, eng *policy.Engine) error {
+	if eng.Name() == policy.DefaultName {
+		return nil
+	}
+	var problems []string
+	if eng == s.opts.Policy {
+		problems = s.policyLint()
+	} else {
+		problems = eng.Lint(ctx)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return badRequest("policy %s: %s; nothing ran, no run was created (keel policy test on the policy's file says more)", eng.Name(), strings.Join(problems, "; "))
 }
 
 // finish applies what every run shares: sandbox limits, settings, the
@@ -454,11 +506,11 @@ Work in small steps: inspect, change, then verify by running the code or its tes
 Long outputs are cut; the full text is saved to the file the result names.
 On long tasks keep notes in .keel-notes.md: older turns are summarised when the context fills up.`, mount)
 	}
+	// The tools' descriptions say how commands run (a fresh shell, no
+	// terminal, cut outputs): the prompt does not repeat them.
 	return fmt.Sprintf(`You are an autonomous software engineering agent running in Keel, a sandboxed Linux environment.
-The workspace is %s; shell commands start there, each in a fresh bash (cd and exports do not persist; chain with &&).
-There is no network unless the task says otherwise, and no terminal: commands must not wait for input.
+The workspace is %s. There is no network unless the task says otherwise.
 Work in small steps: inspect, change, then verify by running the code or its tests.
-Prefer the file tools to read and edit files. Long outputs are cut; the full text is saved to the file the result names.
 On long tasks keep your plan with the todo tool and notes in .keel-notes.md: older turns are summarised when the context fills up.
 When the task is done, reply with a short summary of what you changed and call no tool.`, mount)
 }
