@@ -621,7 +621,9 @@ func readsTree(name string, args []string) bool {
 	case "tar", "zip", "bsdtar", "cpio", "rsync", "7z", "strings":
 		return true
 	case "find":
-		return slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-exec") || strings.HasPrefix(a, "-ok") || strings.HasPrefix(a, "-fprint") })
+		return slices.ContainsFunc(args, func(a string) bool {
+			return strings.HasPrefix(a, "-exec") || strings.HasPrefix(a, "-ok") || strings.HasPrefix(a, "-fprint")
+		})
 	case "git":
 		return slices.Contains(args, "--no-index")
 	}
