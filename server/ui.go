@@ -414,7 +414,7 @@ func (h *Handler) uiDemo(w http.ResponseWriter, r *http.Request, who *caller) er
 func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) error {
 	req := &api.CreateRun{Task: r.PostFormValue("task"), Model: strings.TrimSpace(r.PostFormValue("model")),
 		Workspace: strings.TrimSpace(r.PostFormValue("workspace")), MountPath: strings.TrimSpace(r.PostFormValue("mount_path")),
-		Agent: strings.TrimSpace(r.PostFormValue("agent")),
+		Agent:   strings.TrimSpace(r.PostFormValue("agent")),
 		Sandbox: r.PostFormValue("sandbox"), Setup: strings.TrimSpace(r.PostFormValue("setup")),
 		Policy: strings.TrimSpace(r.PostFormValue("policy")), Env: formLines(r.PostFormValue("env")),
 		Network: strings.FieldsFunc(r.PostFormValue("network"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) })}
