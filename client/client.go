@@ -152,12 +152,7 @@ func IsCode(err error, code string) bool {
 }
 
 // RunsParams filters [Client.Runs]. The zero value lists every run.
-type RunsParams struct {
-	// Status keeps runs with one of these statuses.
-	Status []string
-	// Limit caps the number of runs; 0 means all.
-	Limit int
-}
+type RunsParams = api.RunsParams
 
 // Runs lists runs, newest first.
 func (c *Client) Runs(ctx context.Context, p *RunsParams) ([]api.Run, error) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -17,6 +18,26 @@ var GenesisHash = hex.EncodeToString(make([]byte, sha256.Size))
 // TimeFormat is how event times are rendered in the canonical form and by
 // backends that store text: RFC 3339 with nanoseconds, always UTC.
 const TimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
+
+// canonicalTimeLen is the length of a UTC time in TimeFormat.
+const canonicalTimeLen = len("2006-01-02T15:04:05.000000000Z")
+
+// ParseTime parses a time stored as text by a backend, which must be
+// exactly what [TimeFormat] gives a UTC time, and returns it in UTC.
+func ParseTime(s string) (time.Time, error) {
+	t, err := time.Parse(TimeFormat, s)
+	// A UTC time in TimeFormat is fixed-width and ends in "Z" (only the
+	// hour's width varies in parsing): a string of that length and ending
+	// that parses is in canonical form, which formatting it again to
+	// compare (an allocation per time of every listed run) also said.
+	if err == nil && (len(s) != canonicalTimeLen || s[len(s)-1] != 'Z') {
+		err = errors.New("not in canonical form")
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stored time %q is not in journal.TimeFormat: %w", s, err)
+	}
+	return t.UTC(), nil
+}
 
 // Canonical returns the canonical byte form of e that its hash covers:
 //

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,19 +37,6 @@ func shot(t *testing.T, ctx context.Context, name string) {
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), b, 0o644); err != nil {
 		t.Log(err)
 	}
-}
-
-// clickLive clicks the element sel names once it is visible, in the
-// page itself: the conversation is re-rendered as live events arrive, so
-// a node found by a query may be replaced before a mouse click reaches
-// it ("Could not find node with given id").
-func clickLive(sel string) chromedp.Action[chromedp.Void] {
-	js, _ := json.Marshal(sel)
-	click := chromedp.Evaluate[bool](`(document.querySelector(` + string(js) + `).click(), true)`)
-	return chromedp.Steps(chromedp.WaitVisible(chromedp.CSS(sel)), func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
-		_, err := click(ctx, t)
-		return chromedp.Void{}, err
-	})
 }
 
 func text(t *testing.T, ctx context.Context, sel string) string {
@@ -127,7 +113,7 @@ func TestBrowserRunPage(t *testing.T) {
 	// Approve, always for this run, with a reason.
 	err = chromedp.Do(ctx,
 		chromedp.SendKeys(q(card+` input[name=reason]`), "the fix is right"),
-		chromedp.Click(q(card+` button.always-run`)),
+		testenv.ClickLive(card+` button.always-run`),
 		chromedp.WaitVisible(q(`#conversation .end.completed`)),
 		chromedp.WaitVisible(q(`#files details.filediff[data-path="textstats.py"]`)),
 		chromedp.WaitVisible(q(`#run-status[data-status="completed"]`)),
@@ -188,7 +174,7 @@ func TestBrowserRunPage(t *testing.T) {
 		t.Fatal("no checkpoint names textstats.py")
 	}
 	err = chromedp.Do(ctx,
-		clickLive(`#conversation .files-note.checkpoint button.rewind[data-to="`+first+`"]`),
+		testenv.ClickLive(`#conversation .files-note.checkpoint button.rewind[data-to="`+first+`"]`),
 		chromedp.WaitVisible(q(`#conversation .files-note.restored`)),
 	)
 	if err != nil {
@@ -209,7 +195,7 @@ func TestBrowserRunPage(t *testing.T) {
 	// Fork from the checkpoint after the edit: a new run whose files have
 	// the edit, which goes on to complete.
 	err = chromedp.Do(ctx,
-		clickLive(`#conversation .files-note.checkpoint button.fork-here[data-seq="`+edited+`"]`),
+		testenv.ClickLive(`#conversation .files-note.checkpoint button.fork-here[data-seq="`+edited+`"]`),
 		chromedp.WaitVisible(chromedp.Search(`//dt[.="Forked from"]`)),
 		chromedp.WaitVisible(q(`#conversation .files-note.restored`)),
 		chromedp.WaitVisible(q(`#run-status[data-status="completed"]`)),
@@ -274,7 +260,7 @@ func TestBrowserApprovalCardDecidesItsCall(t *testing.T) {
 		}
 	}
 	if err := chromedp.Do(ctx,
-		chromedp.Click(sel(cardB+` button.approve`)),
+		testenv.ClickLive(cardB+` button.approve`),
 		chromedp.WaitVisible(sel(`#timeline`)),
 	); err != nil {
 		t.Fatalf("approve: %v", err)

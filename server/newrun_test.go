@@ -11,6 +11,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/modeltest"
+	"github.com/keel-run/keel/server/api"
 )
 
 // The web UI's New-run form keeps what was typed when the server refuses
@@ -74,4 +75,54 @@ func TestForkFormDefault(t *testing.T) {
 	if want := `<input name="seq" type="number" min="1" max="3" value="2">`; !strings.Contains(page, want) {
 		t.Errorf("the completed run's Fork form lacks %s", want)
 	}
+}
+
+// A policy that denies every ordinary call, or has a rule that cannot be
+// evaluated, is refused when the run is created through the API or the
+// web UI's form, as keel run refuses it: a 400, no run, no model call.
+// The form's Policy field takes a policy file's content or bare Cedar
+// rules, as its label says.
+func TestPolicyThatDeniesEverythingRefused(t *testing.T) {
+	e := newEnv(t, nil)
+	scripted := modeltest.NewScripted([]modeltest.Turn{modeltest.Text("done")}, nil)
+	e.models.set("test:idle", scripted)
+	ws := t.TempDir()
+	denyAll := `@id("nothing") forbid (principal, action, resource);` + "\n" + `@id("all") permit (principal, action, resource);`
+	typo := `@id("all") permit (principal, action, resource);` + "\n" + `@id("typo") forbid (principal, action, resource) when { context.sandbx == "none" };`
+	for _, tt := range []struct{ name, src, want string }{
+		{"deny-all cedar", denyAll, "it denies every one of 13 ordinary calls"},
+		{"deny-all file", "version = 1\ncedar = '''\n" + denyAll + "\n'''\n", "it denies every one of 13 ordinary calls"},
+		{"typo cedar", typo, "rule typo cannot be evaluated"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.admin.CreateRun(t.Context(), &api.CreateRun{Task: "t " + tt.name, Model: "test:idle", Workspace: ws, Policy: tt.src})
+			wantAPIError(t, err, api.CodeInvalidRequest, tt.want)
+			form := url.Values{"task": {"form " + tt.name}, "model": {"test:idle"}, "workspace": {ws}, "policy": {tt.src}}
+			code, body := e.uiDo(http.MethodPost, "/ui/runs/new", e.secret, form, "same-origin")
+			if code != http.StatusBadRequest || !strings.Contains(body, tt.want) || !strings.Contains(body, "nothing ran") {
+				t.Errorf("the form with the policy: %d, want 400 saying %q\n%s", code, tt.want, body)
+			}
+		})
+	}
+	runs, err := e.admin.Runs(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 0 || len(scripted.Requests()) != 0 {
+		t.Errorf("%d run(s) created and %d model call(s), want none", len(runs), len(scripted.Requests()))
+	}
+	if page := e.page("/ui/runs"); !strings.Contains(page, "a policy file's content") || strings.Contains(page, "Cedar text") {
+		t.Errorf("the Policy field does not say what it takes")
+	}
+	// Bare Cedar rules that allow ordinary calls make a run, recorded so
+	// that it decides by them as Cedar.
+	run, err := e.admin.CreateRun(t.Context(), &api.CreateRun{Task: "t", Model: "test:idle", Workspace: ws,
+		Policy: `@id("all") permit (principal, action, resource);`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := created(t, e, run.ID); c.Policy.Name != "api:policy.cedar" {
+		t.Errorf("the run's policy is %q, want api:policy.cedar", c.Policy.Name)
+	}
+	e.waitStop(run.ID, 1)
 }

@@ -135,7 +135,7 @@ func TestScheduledApprovalNotifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(bctx, chromedp.Click(q(`section.approval[data-call="call_1"] button[value="allow"]`))); err != nil {
+	if err := chromedp.Do(bctx, testenv.ClickLive(`section.approval[data-call="call_1"] button[value="allow"]`)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(landed, e.srv.URL+"/ui/runs/"+runID) {

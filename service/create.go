@@ -264,6 +264,9 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 			return nil, err
 		}
 	}
+	if err := s.lintPolicy(ctx, eng); err != nil {
+		return nil, err
+	}
 	limits, err := ApplyLimits(DefaultLimits(), &req.Limits)
 	if err != nil {
 		return nil, err
@@ -318,8 +321,9 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 
 // policyOf returns the policy a request names: "" or "server" the
 // service's, "default" Keel's default, "demo" the demo's, else a policy
-// source (an admin's client sends its file's content), whose own test
-// cases must pass.
+// source (an admin's client sends its file's content: Keel's TOML policy
+// file, or bare Cedar rules as in a .cedar file), whose own test cases
+// must pass.
 func (s *Service) policyOf(ctx context.Context, name string) (*policy.Engine, error) {
 	switch name {
 	case "", "server":
@@ -329,7 +333,7 @@ func (s *Service) policyOf(ctx context.Context, name string) (*policy.Engine, er
 	case "demo":
 		return DemoPolicy(), nil
 	}
-	eng, err := policy.Parse("api:policy", []byte(name))
+	eng, err := parseAPIPolicy(name)
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
@@ -337,6 +341,54 @@ func (s *Service) policyOf(ctx context.Context, name string) (*policy.Engine, er
 		return nil, badRequest("policy: %v", err)
 	}
 	return eng, nil
+}
+
+// parseAPIPolicy compiles a policy a request holds: Keel's TOML policy
+// format (docs/policy.md), or bare Cedar rules (what a .cedar file
+// holds, named api:policy.cedar so that the run's record parses the
+// same way). Text that sets version or cedar as TOML keys is a TOML
+// file, and its error is TOML's; otherwise the text that does not parse
+// as TOML is read as Cedar, and a failure is Cedar's.
+func parseAPIPolicy(src string) (*policy.Engine, error) {
+	eng, err := policy.Parse("api:policy", []byte(src))
+	if err == nil || hasTOMLPolicyKey(src) {
+		return eng, err
+	}
+	return policy.Parse("api:policy.cedar", []byte(src))
+}
+
+// hasTOMLPolicyKey reports whether src sets a top-level key of Keel's
+// TOML policy format (version, cedar) on a line of its own.
+func hasTOMLPolicyKey(src string) bool {
+	for line := range strings.Lines(src) {
+		k, _, ok := strings.Cut(line, "=")
+		if k = strings.TrimSpace(k); ok && (k == "version" || k == "cedar") {
+			return true
+		}
+	}
+	return false
+}
+
+// lintPolicy refuses a run whose policy [policy.Engine.Lint] finds
+// wrong (a rule that cannot be evaluated, a policy that denies every
+// ordinary call) before anything runs: the policy's own test cases may
+// pass, and the run would spend model calls only to end all_denied.
+// Keel's default policy is not checked (its tests do), the service's
+// own once.
+func (s *Service) lintPolicy(ctx context.Context, eng *policy.Engine) error {
+	if eng.Name() == policy.DefaultName {
+		return nil
+	}
+	var problems []string
+	if eng == s.opts.Policy {
+		problems = s.policyLint()
+	} else {
+		problems = eng.Lint(ctx)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return badRequest("policy %s: %s; nothing ran, no run was created (keel policy test on the policy's file says more)", eng.Name(), strings.Join(problems, "; "))
 }
 
 // finish applies what every run shares: sandbox limits, settings, the

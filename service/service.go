@@ -245,6 +245,9 @@ type Service struct {
 	// policyRef and demoPolicyRef identify the service's policy and the
 	// demo's, as runs record them.
 	policyRef, demoPolicyRef *agent.PolicyRef
+	// policyLint is what policy.Engine.Lint finds in the service's
+	// policy (lintPolicy), found once.
+	policyLint func() []string
 
 	// idleWait, if set, is called when a resume starts waiting for an
 	// execution that is ending (tests).
@@ -303,6 +306,7 @@ func New(rt *agent.Runtime, opts *Options) *Service {
 		s.opts.Settings = agent.DefaultSettings()
 	}
 	s.policyRef, s.demoPolicyRef = agent.NewPolicyRef(s.opts.Policy), agent.NewPolicyRef(DemoPolicy())
+	s.policyLint = sync.OnceValue(func() []string { return s.opts.Policy.Lint(context.Background()) })
 	s.conf = newConfinement(&s.opts)
 	s.stop = make(chan struct{})
 	s.sums = newSummaries(rt.Store())

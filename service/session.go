@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 
+	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -33,6 +34,36 @@ func ref[T any](v T, err error) (*T, error) {
 		return nil, err
 	}
 	return &v, nil
+}
+
+// Runs, approvals, inputs and audit.
+
+func (x *Session) Runs(ctx context.Context, p *api.RunsParams) ([]api.Run, error) {
+	q := &ListRuns{}
+	if p != nil {
+		q.Limit = p.Limit
+		for _, st := range p.Status {
+			q.Status = append(q.Status, journal.Status(st))
+		}
+	}
+	return x.svc.Runs(ctx, x.who, q)
+}
+
+func (x *Session) Approvals(ctx context.Context) ([]api.Approval, error) {
+	return x.svc.Approvals(ctx, x.who)
+}
+
+func (x *Session) Inputs(ctx context.Context) ([]api.Input, error) { return x.svc.Inputs(ctx, x.who) }
+
+func (x *Session) AnswerInput(ctx context.Context, runID, id string, req *api.AnswerInput) (*api.Run, error) {
+	return ref(x.svc.Answer(ctx, x.who, runID, id, req))
+}
+
+func (x *Session) VerifyAudit(ctx context.Context, req *api.VerifyAudit) (*api.AuditReport, error) {
+	if req == nil {
+		req = &api.VerifyAudit{}
+	}
+	return x.svc.Audit(ctx, x.who, req.Runs)
 }
 
 // Schedules.

@@ -18,6 +18,7 @@ import (
 	"github.com/keel-run/keel/audit"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
 )
 
 func (a *app) auditCmd() *cobra.Command {
@@ -160,9 +161,17 @@ anchored hash at the anchored event: any change at or before it shows.`,
 				return err
 			}
 			defer b.Close()
-			rows, err := b.Verify(ctx, args)
+			if len(a.missingRuns) > 0 {
+				return fmt.Errorf("%s: %w", a.missingRuns[0], journal.ErrNotFound) // Main says "no run"
+			}
+			rep, err := b.VerifyAudit(ctx, &api.VerifyAudit{Runs: args})
 			if err != nil {
-				return err
+				return serviceError(err)
+			}
+			rows := make([]auditRow, 0, len(rep.Journals))
+			for _, j := range rep.Journals {
+				rows = append(rows, auditRow{Report: audit.Report{RunID: j.ID, Kind: j.Kind, Events: j.Events, OK: j.OK, FirstBad: j.FirstBad, Reason: j.Reason,
+					Status: journal.Status(j.Status), Head: j.Head}, Shown: b.shown(ctx, j.ID, j.Status)})
 			}
 			bad, err := tui.Audit(a.stdout, rows, asJSON)
 			if err != nil {
@@ -211,9 +220,9 @@ anchored hash at the anchored event: any change at or before it shows.`,
 // auditBackend is what keel audit verify needs of a journal or a team
 // server.
 type auditBackend interface {
-	// Verify audits runs ids, or every stream (runs and system streams)
-	// when ids is empty.
-	Verify(ctx context.Context, ids []string) ([]auditRow, error)
+	// VerifyAudit audits runs req.Runs, or every stream (runs and system
+	// streams) when it is empty.
+	VerifyAudit(ctx context.Context, req *api.VerifyAudit) (*api.AuditReport, error)
 }
 
 // auditRow is one stream's audit (tui.AuditRow).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/tui"
+	"github.com/keel-run/keel/server/api"
 )
 
 func (a *app) inputsCmd() *cobra.Command {
@@ -21,7 +23,7 @@ elicitation: a form, or a URL to open). Keel journals the question
 restart, and the answer (input.answered, journaled with who gave it) is
 delivered to the waiting call, or, when no process executes the run any
 more, to the same question when keel runs resume runs the call again.`}
-	list := pendingListCmd(a, "List the questions runs wait for, oldest first", backend.Inputs, func(pending []agent.PendingInput, asJSON bool) error {
+	list := pendingListCmd(a, "List the questions runs wait for, oldest first", backend.Inputs, inputOf, func(pending []agent.PendingInput, asJSON bool) error {
 		return tui.Inputs(a.stdout, pending, asJSON, a.keelCmd())
 	})
 	var sets []string
@@ -42,7 +44,7 @@ the run with keel runs resume RUN.`,
 		Args:        cobra.ExactArgs(2),
 		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ans := &agent.InputAnswered{Action: "accept", By: a.person(by)}
+			ans := &api.AnswerInput{Action: "accept"}
 			switch {
 			case decline && cancel:
 				return usagef("--decline or --cancel, not both")
@@ -52,28 +54,22 @@ the run with keel runs resume RUN.`,
 				}
 				ans.Action = map[bool]string{true: "decline", false: "cancel"}[decline]
 			}
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+			// A server records its token's person as who answered.
+			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
 				if ans.Action == "accept" {
-					pending, err := b.Inputs(ctx, args[0])
+					pending, err := b.Inputs(ctx)
 					if err != nil {
 						return err
 					}
-					var in *agent.PendingInput
-					for i := range pending {
-						if pending[i].ID == args[1] {
-							in = &pending[i]
-						}
-					}
-					if in == nil {
+					i := slices.IndexFunc(pending, func(in api.Input) bool { return in.RunID == args[0] && in.ID == args[1] })
+					if i < 0 {
 						return usagef("run %s does not wait for input %s (see %s inputs list)", args[0], args[1], a.keelCmd())
 					}
-					c, err := answerContent(in, sets, content)
-					if err != nil {
+					if ans.Content, err = answerContent(&pending[i], sets, content); err != nil {
 						return err
 					}
-					ans.Content = c
 				}
-				if err := b.AnswerInput(ctx, args[0], args[1], ans); err != nil {
+				if _, err := b.AnswerInput(ctx, args[0], args[1], ans); err != nil {
 					return err
 				}
 				fmt.Fprintf(tui.Esc(a.stdout), "%s input %s of run %s\n", map[string]string{"accept": "answered", "decline": "declined", "cancel": "canceled"}[ans.Action], args[1], args[0])
@@ -92,7 +88,7 @@ the run with keel runs resume RUN.`,
 
 // answerContent builds an accepted form's content from --set and
 // --content, typed by the form's schema.
-func answerContent(in *agent.PendingInput, sets []string, content string) (json.RawMessage, error) {
+func answerContent(in *api.Input, sets []string, content string) (json.RawMessage, error) {
 	if in.Mode == "url" {
 		return nil, nil
 	}
@@ -136,9 +132,15 @@ func answerContent(in *agent.PendingInput, sets []string, content string) (json.
 // inputsBackend is what the input commands need of a journal or a team
 // server.
 type inputsBackend interface {
-	// Inputs lists the input requests run runID (every run when "")
-	// waits for, oldest first.
-	Inputs(ctx context.Context, runID string) ([]agent.PendingInput, error)
-	// AnswerInput journals an answer (a.ID is set).
-	AnswerInput(ctx context.Context, runID, id string, a *agent.InputAnswered) error
+	// Inputs lists the input requests every run waits for, oldest first.
+	Inputs(ctx context.Context) ([]api.Input, error)
+	// AnswerInput journals an answer as the backend's person.
+	AnswerInput(ctx context.Context, runID, id string, req *api.AnswerInput) (*api.Run, error)
+}
+
+// inputOf is an input request of the API's list as keel inputs list
+// prints it, and its run.
+func inputOf(in api.Input) (string, agent.PendingInput) {
+	return in.RunID, agent.PendingInput{RunID: in.RunID, Seq: in.Seq, Time: in.Requested, Task: in.Task,
+		InputRequested: agent.InputRequested{ID: in.ID, CallID: in.CallID, Tool: in.Tool, Server: in.Server, Mode: in.Mode, Message: in.Message, Schema: in.Schema, URL: in.URL}}
 }

@@ -114,22 +114,6 @@ func (g *gateFlags) engine() (*policy.Engine, *agent.ApprovalSettings, error) {
 	return e, set, nil
 }
 
-// checkPolicy refuses a run whose policy Engine.Lint finds wrong (a
-// rule that cannot be evaluated, a policy that denies every ordinary
-// call) before anything runs: its own test cases may pass, and the run
-// would spend model calls only to end all_denied. A usage error (exit 2).
-func (a *app) checkPolicy(ctx context.Context, c *agent.RunCreated) error {
-	e, err := agent.RunPolicy(c)
-	if err != nil || e == nil || e == policy.Default() || c.Policy.Name == policy.DefaultName {
-		return nil
-	}
-	problems := e.Lint(ctx)
-	if len(problems) == 0 {
-		return nil
-	}
-	return usagef("policy %s: %s; nothing ran (keel policy test %s says more)", c.Policy.Name, strings.Join(problems, "; "), c.Policy.Name)
-}
-
 func (a *app) policyCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "policy", Short: "Check calls against a policy, run a policy's tests, print the default policy"}
 	cmd.AddCommand(a.policyCheckCmd(), a.policyTestCmd(), a.policyDefaultCmd())

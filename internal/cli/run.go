@@ -311,9 +311,6 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		if err != nil {
 			return nil, secretHostError(err)
 		}
-		if err := a.checkPolicy(ctx, c); err != nil {
-			return nil, err
-		}
 		return c, nil
 	}, live, f.json, f.quiet)
 	return err
@@ -321,9 +318,8 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 
 // createAndExecute prepares a run through the service on the local
 // journal (prepare), wires it in this process, journals it and executes
-// it, printing progress. It returns the run id
-// (empty if the run could not be created) and the execution's error or
-// exit status.
+// it, printing progress. It returns the run id (empty if the run could
+// not be created) and the execution's error or exit status.
 func (a *app) createAndExecute(ctx context.Context, prepare func(context.Context, *service.Service) (*agent.RunCreated, error), live *liveOptions, jsonOut, quiet bool) (string, error) {
 	if err := a.journalNotDir(a.dbPath()); err != nil {
 		return "", err

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/foreground"
 	"github.com/keel-run/keel/internal/tui"
@@ -111,15 +112,20 @@ func (a *app) runsListCmd() *cobra.Command {
 				return usagef("--limit %d: want 0 (all runs) or more", limit)
 			}
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				p := &journal.ListParams{Limit: limit}
-				for _, s := range status {
-					p.Status = append(p.Status, journal.Status(s))
-				}
-				runs, err := b.Runs(ctx, p)
+				runs, err := b.Runs(ctx, &client.RunsParams{Status: status, Limit: limit})
 				if err != nil {
 					return err
 				}
-				return tui.Runs(a.stdout, runs, asJSON)
+				rows := make([]runRow, 0, len(runs))
+				for _, x := range runs {
+					s := journal.RunSummary{RunID: x.ID, Created: x.Created, Updated: x.Updated, LastSeq: x.Events, LastType: journal.Type(x.LastType), Status: journal.Status(x.Status)}
+					row := runRow{RunSummary: s, Shown: b.shown(ctx, x.ID, x.Status), Steps: x.Steps, Cost: x.Cost, Task: x.Task}
+					if x.Task == "" && x.Error != "" {
+						row.Err = x.Error // its journal could not be read
+					}
+					rows = append(rows, row)
+				}
+				return tui.Runs(a.stdout, rows, asJSON)
 			}, "status", "limit", "json")
 		},
 	}
@@ -205,8 +211,11 @@ func (a *app) runsShowCmd() *cobra.Command {
 // runsBackend is what the run commands that read need of a journal or a
 // team server.
 type runsBackend interface {
-	// Runs lists runs (not system streams), newest first.
-	Runs(ctx context.Context, p *journal.ListParams) ([]runRow, error)
+	// Runs lists runs (not system streams), newest first, with their
+	// folded status.
+	Runs(ctx context.Context, p *client.RunsParams) ([]api.Run, error)
+	// shown is a run's status as a person reads it (local.shown).
+	shown(ctx context.Context, id, status string) string
 	// Events returns every stored event of run id, as stored.
 	Events(ctx context.Context, id string) ([]journal.Event, error)
 	// VerifyEvents checks events (the whole journal of run id) against
@@ -419,17 +428,17 @@ func (f *runFlags) resumeLimits() *api.Limits {
 	return &l
 }
 
-// liveStatus refines a "running" status with the run's lease: a run that
-// nobody executes was interrupted (a crash, a kill) and waits for
-// `keel runs resume`.
-func liveStatus(ctx context.Context, store journal.Store, r journal.RunSummary) string {
-	if r.Status != journal.StatusRunning {
-		return string(r.Status)
-	}
-	if l, ok := store.(journal.Locker); ok {
-		if h, err := l.Holder(ctx, r.RunID); err == nil && h == "" {
+// shown is status as listed: a running run whose lease is free (on
+// this machine: nobody executes it) was interrupted (a crash, a kill)
+// and waits for keel runs resume.
+func (l *local) shown(ctx context.Context, id, status string) string {
+	if lk, ok := l.store.(journal.Locker); ok && status == string(journal.StatusRunning) {
+		if h, err := lk.Holder(ctx, id); err == nil && h == "" {
 			return "interrupted"
 		}
 	}
-	return string(r.Status)
+	return status
 }
+
+// shown is status as the server lists it: its running runs execute.
+func (r *remote) shown(_ context.Context, _, status string) string { return status }

@@ -2,104 +2,57 @@ package cli
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 
-	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/serve"
 	"github.com/keel-run/keel/internal/tui"
-	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/service"
 )
 
-// The schedule and trigger commands on the local journal go through the
-// service, as the server's routes do, as the journal's owner: it checks
-// and journals, and creates the runs of the fires you ask for, which it
-// does not execute (keel scheduler on the journal does; a keel serve
-// holding a SQLite journal would not, so firing is refused then:
-// notServed).
-
-// unattendedService returns that service. Call done when finished.
-func (l *local) unattendedService(ctx context.Context) (svc *service.Service, done func(), err error) {
-	rt, flush, err := l.a.newRuntime(ctx, l.store, nil, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	logger := slog.New(slog.NewTextHandler(l.a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	o := &service.Options{Builder: newBuilder(l.a, l.store, logger), NoExecution: true, Directory: l.directory(), Logger: logger,
-		WorkspaceRoots: l.a.cfg.Serve.WorkspaceRoots}
-	if m := l.a.cfg.Model; m != "" {
-		if s, err := model.ParseSpec(m); err == nil {
-			o.DefaultModel = s.String()
-		}
-	}
-	if err := l.a.unattended(l.store, o, false); err != nil {
-		flush()
-		return nil, nil, err
-	}
-	svc = service.New(rt, o)
-	return svc, func() { _ = svc.Shutdown(context.WithoutCancel(ctx)); flush() }, nil
-}
-
-// viaService calls op on the local journal's service as the person at
-// the command line, and reports its refusals as the command line does.
-func viaService[T any](ctx context.Context, l *local, op func(svc *service.Service, who *service.Caller) (T, error)) (T, error) {
-	svc, done, err := l.unattendedService(ctx)
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	defer done()
-	v, err := op(svc, service.Local(l.a.person("")))
-	return v, serviceError(err)
-}
+// The schedule and trigger commands on the local journal are the
+// service's (the embedded service.Session): it checks and journals, and
+// creates the runs of the fires you ask for, which it does not execute
+// (keel scheduler on the journal does; a keel serve holding a SQLite
+// journal would not, so firing is refused then: notServed). What local
+// adds is in the command line's words.
 
 func (l *local) CreateSchedule(ctx context.Context, req *api.CreateSchedule) (*api.Schedule, error) {
-	if req.Run.Model == "" && !req.Run.Demo {
-		// The service's words are a server's ("this server has no
-		// default model"): say what keel run says.
-		if _, err := l.a.modelSpec(""); err != nil {
-			return nil, err
-		}
+	if err := l.needModel(&req.Run); err != nil {
+		return nil, err
 	}
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) (*api.Schedule, error) {
-		s, err := svc.CreateSchedule(ctx, who, req)
-		return &s, err
-	})
+	return l.Session.CreateSchedule(ctx, req)
 }
 
-func (l *local) Schedules(ctx context.Context) ([]api.Schedule, error) {
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) ([]api.Schedule, error) {
-		return svc.Schedules(ctx, who)
-	})
+func (l *local) CreateTrigger(ctx context.Context, req *api.CreateTrigger) (*api.NewTrigger, error) {
+	if err := l.needModel(&req.Run); err != nil {
+		return nil, err
+	}
+	return l.Session.CreateTrigger(ctx, req)
 }
 
-func (l *local) Schedule(ctx context.Context, ref string) (*api.Schedule, error) {
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) (*api.Schedule, error) {
-		s, err := svc.Schedule(ctx, who, ref)
-		return &s, err
-	})
+// needModel refuses runs with no model where none is configured, as keel
+// run does (the service's words are a server's, with no flag or file to
+// name).
+func (l *local) needModel(run *api.CreateRun) error {
+	if run.Model != "" || run.Demo {
+		return nil
+	}
+	_, err := l.a.modelSpec("")
+	return err
 }
 
-func (l *local) Fires(ctx context.Context, ref string, p *client.FiresParams) ([]api.Fire, error) {
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) ([]api.Fire, error) {
-		return svc.Fires(ctx, who, ref, &service.FiresParams{Outcome: p.Outcome, Last: p.Last})
-	})
+func (l *local) TriggerSchedule(ctx context.Context, ref string, req *api.TriggerSchedule) (*api.Fire, error) {
+	if err := l.notServed(ctx, "schedules trigger "+tui.ShellWord(ref)); err != nil {
+		return nil, err
+	}
+	return l.Session.TriggerSchedule(ctx, ref, req)
 }
 
-func (l *local) PauseSchedule(ctx context.Context, ref, reason string) (*api.Schedule, error) {
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) (*api.Schedule, error) {
-		s, err := svc.PauseSchedule(ctx, who, ref, reason)
-		return &s, err
-	})
-}
-
-func (l *local) ResumeSchedule(ctx context.Context, ref string) (*api.Schedule, error) {
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) (*api.Schedule, error) {
-		s, err := svc.ResumeSchedule(ctx, who, ref)
-		return &s, err
-	})
+func (l *local) BackfillSchedule(ctx context.Context, ref string, req *api.Backfill) ([]api.Fire, error) {
+	if err := l.notServed(ctx, "schedules backfill "+tui.ShellWord(ref)+" ..."); err != nil {
+		return nil, err
+	}
+	return l.Session.BackfillSchedule(ctx, ref, req)
 }
 
 // notServed refuses to make a schedule's runs here when a keel serve
@@ -122,80 +75,4 @@ func (l *local) notServed(ctx context.Context, what string) error {
 		return nil // none, or keel scheduler: it takes the runs up
 	}
 	return usagef("keel serve holds this journal (%s) and executes only the runs it makes: nothing was fired here; fire it through the server: keel --server %s %s", holder, url, what)
-}
-
-func (l *local) TriggerSchedule(ctx context.Context, ref string, req *api.TriggerSchedule) (*api.Fire, error) {
-	if err := l.notServed(ctx, "schedules trigger "+tui.ShellWord(ref)); err != nil {
-		return nil, err
-	}
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) (*api.Fire, error) {
-		f, err := svc.TriggerSchedule(ctx, who, ref, req)
-		return &f, err
-	})
-}
-
-func (l *local) BackfillSchedule(ctx context.Context, ref string, req *api.Backfill) ([]api.Fire, error) {
-	if err := l.notServed(ctx, "schedules backfill "+tui.ShellWord(ref)+" ..."); err != nil {
-		return nil, err
-	}
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) ([]api.Fire, error) {
-		return svc.BackfillSchedule(ctx, who, ref, req)
-	})
-}
-
-func (l *local) DeleteSchedule(ctx context.Context, ref string) error {
-	_, err := viaService(ctx, l, func(svc *service.Service, who *service.Caller) (struct{}, error) {
-		return struct{}{}, svc.DeleteSchedule(ctx, who, ref)
-	})
-	return err
-}
-
-func (l *local) CreateTrigger(ctx context.Context, req *api.CreateTrigger) (*api.NewTrigger, error) {
-	if req.Run.Model == "" && !req.Run.Demo {
-		if _, err := l.a.modelSpec(""); err != nil {
-			return nil, err
-		}
-	}
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) (*api.NewTrigger, error) {
-		t, err := svc.CreateTrigger(ctx, who, req)
-		return &t, err
-	})
-}
-
-func (l *local) Triggers(ctx context.Context) ([]api.Trigger, error) {
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) ([]api.Trigger, error) { return svc.Triggers(ctx, who) })
-}
-
-func (l *local) Trigger(ctx context.Context, ref string) (*api.Trigger, error) {
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) (*api.Trigger, error) {
-		t, err := svc.Trigger(ctx, who, ref)
-		return &t, err
-	})
-}
-
-func (l *local) Deliveries(ctx context.Context, ref string, last int) ([]api.Delivery, error) {
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) ([]api.Delivery, error) {
-		return svc.Deliveries(ctx, who, ref, last)
-	})
-}
-
-func (l *local) PauseTrigger(ctx context.Context, ref, reason string) (*api.Trigger, error) {
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) (*api.Trigger, error) {
-		t, err := svc.PauseTrigger(ctx, who, ref, reason)
-		return &t, err
-	})
-}
-
-func (l *local) ResumeTrigger(ctx context.Context, ref string) (*api.Trigger, error) {
-	return viaService(ctx, l, func(svc *service.Service, who *service.Caller) (*api.Trigger, error) {
-		t, err := svc.ResumeTrigger(ctx, who, ref)
-		return &t, err
-	})
-}
-
-func (l *local) DeleteTrigger(ctx context.Context, ref string) error {
-	_, err := viaService(ctx, l, func(svc *service.Service, who *service.Caller) (struct{}, error) {
-		return struct{}{}, svc.DeleteTrigger(ctx, who, ref)
-	})
-	return err
 }

@@ -52,7 +52,7 @@ func TestServeNewcomerInBrowser(t *testing.T) {
 	if err := chromedp.Do(ctx,
 		chromedp.Click(css(`#nav-approvals`)),
 		chromedp.WaitVisible(css(card)),
-		chromedp.Click(css(card+` button.approve`)),
+		testenv.ClickLive(card+` button.approve`),
 		chromedp.WaitVisible(css(`#conversation .end.completed`)),
 	); err != nil {
 		t.Fatalf("approve and watch: %v\n%s", err, s.stderr)

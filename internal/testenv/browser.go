@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -43,4 +45,23 @@ func Browser(tb testing.TB) (context.Context, context.CancelFunc) {
 	closeAll := func() { cancelTime(); cancelTab(); cancelAlloc() }
 	tb.Cleanup(closeAll) // after the TempDirs above: it runs before their removal
 	return ctx, closeAll
+}
+
+// ClickLive is an action that waits until the element sel (a CSS
+// selector) names is visible, then clicks it in the page itself
+// (element.click(), the query and the click in one evaluation). The web
+// UI replaces what it keeps live (a run page's conversation and header
+// as events arrive, a list's fragment every few seconds), so a node that
+// chromedp.Click found may be replaced before its mouse click reaches it
+// ("Could not find node with given id").
+func ClickLive(sel string) chromedp.Action[chromedp.Void] {
+	js, _ := json.Marshal(sel)
+	click := chromedp.Evaluate[bool](`(() => { const e = document.querySelector(` + string(js) + `); if (!e) return false; e.click(); return true })()`)
+	return chromedp.Steps(chromedp.WaitVisible(chromedp.CSS(sel)), func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		ok, err := click(ctx, t)
+		if err == nil && !ok {
+			err = fmt.Errorf("click %s: no such element", sel)
+		}
+		return chromedp.Void{}, err
+	})
 }

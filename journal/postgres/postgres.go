@@ -54,6 +54,9 @@
 // check, so a second executor of the run fails with [journal.ErrConflict]
 // at its first append.
 //
+// [Store.Version] lets a server keep the runs index it listed while no
+// transaction ended on the database (its snapshot did not move).
+//
 // # Registration
 //
 // Importing the package registers the schemes "postgres" and "postgresql"
@@ -108,6 +111,13 @@ type Store struct {
 
 	lock leases
 
+	// version is what Version last saw.
+	version struct {
+		sync.Mutex
+		snap string
+		n    uint64
+	}
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 }
@@ -118,6 +128,7 @@ var (
 	_ journal.SharedNotifier = (*Store)(nil)
 	_ journal.Locker         = (*Store)(nil)
 	_ journal.Head           = (*Store)(nil)
+	_ journal.Versioner      = (*Store)(nil)
 )
 
 // Open connects to the database named by dsn (a pgx connection string:

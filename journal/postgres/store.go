@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -193,7 +192,7 @@ func (s *Store) Read(ctx context.Context, runID string, from int64) ([]journal.E
 			continue
 		}
 		e := journal.Event{RunID: runID, Seq: *seq, Type: journal.Type(*typ), Payload: payload, PrevHash: *prevHash, Hash: *hash}
-		if e.Time, err = parseTime(*tm); err != nil {
+		if e.Time, err = journal.ParseTime(*tm); err != nil {
 			return nil, &journal.CorruptError{RunID: runID, Seq: e.Seq, Reason: err.Error()}
 		}
 		events = append(events, e)
@@ -212,19 +211,6 @@ func lastSeq(events []journal.Event) int64 {
 		return 0
 	}
 	return events[len(events)-1].Seq
-}
-
-// parseTime parses stored time text, which must be in journal.TimeFormat
-// exactly (re-formatting gives the same text).
-func parseTime(s string) (time.Time, error) {
-	t, err := time.Parse(journal.TimeFormat, s)
-	if err == nil && t.Format(journal.TimeFormat) != s {
-		err = errors.New("not in canonical form")
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("stored time %q is not in journal.TimeFormat: %w", s, err)
-	}
-	return t.UTC(), nil
 }
 
 // Runs implements [journal.Store.Runs] from the runs index: newest created
@@ -268,10 +254,10 @@ func (s *Store) Runs(ctx context.Context, p *journal.ListParams) ([]journal.RunS
 		if err := rows.Scan(&r.RunID, &created, &updated, &r.LastSeq, &typ, &status); err != nil {
 			return nil, fmt.Errorf("journal/postgres: list runs: %w", err)
 		}
-		if r.Created, err = parseTime(created); err != nil {
+		if r.Created, err = journal.ParseTime(created); err != nil {
 			return nil, &journal.CorruptError{RunID: r.RunID, Reason: "runs index: created: " + err.Error()}
 		}
-		if r.Updated, err = parseTime(updated); err != nil {
+		if r.Updated, err = journal.ParseTime(updated); err != nil {
 			return nil, &journal.CorruptError{RunID: r.RunID, Reason: "runs index: updated: " + err.Error()}
 		}
 		r.LastType, r.Status = journal.Type(typ), journal.Status(status)

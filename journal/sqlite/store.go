@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -210,7 +209,7 @@ func (s *Store) Read(ctx context.Context, runID string, from int64) ([]journal.E
 			return nil, &journal.CorruptError{RunID: runID, Seq: lastSeq(events) + 1, Reason: "undecodable row: " + err.Error()}
 		}
 		e.Type, e.Payload = journal.Type(typ), payload
-		if e.Time, err = parseTime(tm); err != nil {
+		if e.Time, err = journal.ParseTime(tm); err != nil {
 			return nil, &journal.CorruptError{RunID: runID, Seq: e.Seq, Reason: err.Error()}
 		}
 		events = append(events, e)
@@ -235,27 +234,6 @@ func lastSeq(events []journal.Event) int64 {
 		return 0
 	}
 	return events[len(events)-1].Seq
-}
-
-// canonicalTimeLen is the length of a UTC time in journal.TimeFormat.
-const canonicalTimeLen = len("2006-01-02T15:04:05.000000000Z")
-
-// parseTime parses stored time text, which must be in journal.TimeFormat
-// exactly (re-formatting gives the same text).
-func parseTime(s string) (time.Time, error) {
-	t, err := time.Parse(journal.TimeFormat, s)
-	// A UTC time in journal.TimeFormat is fixed-width and ends in "Z"
-	// (only the hour's width varies in parsing): a string of that length
-	// and ending that parses is in canonical form, which formatting it
-	// again to compare (an allocation per time of every listed run) also
-	// said.
-	if err == nil && (len(s) != canonicalTimeLen || s[len(s)-1] != 'Z') {
-		err = errors.New("not in canonical form")
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("stored time %q is not in journal.TimeFormat: %w", s, err)
-	}
-	return t.UTC(), nil
 }
 
 // Runs implements [journal.Store.Runs] from the runs index: newest created
@@ -295,10 +273,10 @@ func (s *Store) Runs(ctx context.Context, p *journal.ListParams) ([]journal.RunS
 		if err := rows.Scan(&r.RunID, &created, &updated, &r.LastSeq, &typ, &status); err != nil {
 			return nil, dbError("list runs", err)
 		}
-		if r.Created, err = parseTime(created); err != nil {
+		if r.Created, err = journal.ParseTime(created); err != nil {
 			return nil, &journal.CorruptError{RunID: r.RunID, Reason: "runs index: created: " + err.Error()}
 		}
-		if r.Updated, err = parseTime(updated); err != nil {
+		if r.Updated, err = journal.ParseTime(updated); err != nil {
 			return nil, &journal.CorruptError{RunID: r.RunID, Reason: "runs index: updated: " + err.Error()}
 		}
 		r.LastType, r.Status = journal.Type(typ), journal.Status(status)

@@ -275,6 +275,15 @@ type Run struct {
 	Origin string `json:"origin,omitempty"`
 }
 
+// RunsParams are the query of GET /v1/runs. The zero value lists every
+// run.
+type RunsParams struct {
+	// Status keeps runs whose folded status is one of these.
+	Status []string
+	// Limit caps the number of runs; 0 means all.
+	Limit int
+}
+
 // RunList is the body of GET /v1/runs.
 type RunList struct {
 	Runs []Run `json:"runs"`

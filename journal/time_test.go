@@ -1,4 +1,4 @@
-package sqlite
+package journal_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/keel-run/keel/journal"
 )
 
-// parseTime accepts exactly the text journal.TimeFormat gives a UTC time,
+// ParseTime accepts exactly the text journal.TimeFormat gives a UTC time,
 // as re-formatting and comparing did.
 func TestParseTimeCanonical(t *testing.T) {
 	for _, tt := range []struct {
@@ -27,16 +27,16 @@ func TestParseTimeCanonical(t *testing.T) {
 		{"2026-12-07 01:02:03.000000004Z", false},
 		{"", false},
 	} {
-		got, err := parseTime(tt.in)
+		got, err := journal.ParseTime(tt.in)
 		if (err == nil) != tt.ok {
-			t.Errorf("parseTime(%q) = %v, %v; want ok %v", tt.in, got, err, tt.ok)
+			t.Errorf("journal.ParseTime(%q) = %v, %v; want ok %v", tt.in, got, err, tt.ok)
 			continue
 		}
 		if err == nil && got.Format(journal.TimeFormat) != tt.in {
-			t.Errorf("parseTime(%q) = %s: not the same time", tt.in, got.Format(journal.TimeFormat))
+			t.Errorf("journal.ParseTime(%q) = %s: not the same time", tt.in, got.Format(journal.TimeFormat))
 		}
 		if err == nil && got.Location() != time.UTC {
-			t.Errorf("parseTime(%q): location %v", tt.in, got.Location())
+			t.Errorf("journal.ParseTime(%q): location %v", tt.in, got.Location())
 		}
 	}
 }
