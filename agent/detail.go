@@ -155,6 +155,25 @@ func (x *RunResumed) Detail() string {
 	return strings.TrimSpace(d)
 }
 
+// Changes says in words what resume x changed ("" for a plain one: after
+// a decision, the next turn of a conversation).
+func (x *RunResumed) Changes() string {
+	var what []string
+	if len(x.Interrupted) > 0 {
+		what = append(what, "calls a stop interrupted were repaired ("+strings.Join(x.Interrupted, ", ")+")")
+	}
+	if x.Handoff {
+		what = append(what, "a handoff: the next step starts a fresh context from a summary")
+	}
+	if x.ContextWindow > 0 {
+		what = append(what, "context window "+Num(int64(x.ContextWindow))+" tokens")
+	}
+	if x.Limits != nil {
+		what = append(what, "limits "+x.Limits.String())
+	}
+	return strings.Join(what, "; ")
+}
+
 func (x *SetupFinished) Detail() string {
 	return fmt.Sprintf("exit %d · %s", x.ExitCode, MS(x.DurationMS))
 }

@@ -57,6 +57,13 @@ type RunCreated struct {
 	// ([Wiring].Secrets), they are never journaled, the gate scans
 	// calls for them and hides them from results.
 	SecretEnv []string `json:"secret_env,omitempty"`
+	// ForeignSecrets marks a run whose creator may not hold the values
+	// of its SecretEnv: on a team server, the operator offered them
+	// (keel serve --secret-env) and a token without the admin scope
+	// created (or forked) the run. Its output (events, the API, the web
+	// UI) then counts as a way out for the gate (policy.Flow.OutputOut).
+	// Children inherit it.
+	ForeignSecrets bool `json:"foreign_secrets,omitempty"`
 	// SecretHosts are secrets the sandbox never holds: its environment
 	// has a placeholder under each name, which the egress proxy replaces
 	// by the value (supplied by the executing process, like SecretEnv's)

@@ -376,6 +376,7 @@ func (x *executor) callFlow(toolName string, args []byte) *policy.Flow {
 	l := x.st.Created.Labels
 	fl.Unattended = l["keel.schedule"] != "" || l["keel.trigger"] != ""
 	fl.Held = x.st.Created.SecretEnv
+	fl.OutputOut = x.st.Created.ForeignSecrets && len(fl.Held) > 0
 	if why := namesHostSecret(x.st.Created.SecretHosts, toolName, args); why != "" && !x.st.Flow.Other {
 		// A command that names a secret for a host uses it there: what it
 		// reads back may be private, and after untrusted input it may be

@@ -39,6 +39,9 @@ type Case struct {
 	Holds      []string
 	Untrusted  string
 	Unattended bool
+	// OutputOut says the run's output reaches people who may not hold
+	// its secrets (see [Flow].OutputOut).
+	OutputOut bool
 	// Expect is the call's expected decision; Parts, if given, the
 	// expected decision of each part in order.
 	Expect Effect
@@ -59,8 +62,8 @@ func (c *Case) Call() *Call {
 	if call.MountPath == "" {
 		call.MountPath = "/workspace"
 	}
-	if len(c.Holds) > 0 || c.Untrusted != "" || c.Unattended {
-		fl := &Flow{Held: c.Holds, Untrusted: c.Untrusted, Unattended: c.Unattended}
+	if len(c.Holds) > 0 || c.Untrusted != "" || c.Unattended || c.OutputOut {
+		fl := &Flow{Held: c.Holds, Untrusted: c.Untrusted, Unattended: c.Unattended, OutputOut: c.OutputOut}
 		for _, name := range c.Holds {
 			if refersTo(string(c.Args), name) {
 				fl.Secrets = append(fl.Secrets, SecretUse{Name: name, Form: "by reference", Where: "arguments"})

@@ -100,6 +100,7 @@ type caseToml struct {
 	Holds      []string       `toml:"holds_secret"`
 	Untrusted  string         `toml:"untrusted"`
 	Unattended bool           `toml:"unattended"`
+	OutputOut  bool           `toml:"output_out"`
 	Expect     string         `toml:"expect"`
 	Parts      []string       `toml:"parts"`
 }
@@ -559,6 +560,9 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 	}
 	base[action] = cedar.Entity{UID: action, Parents: cedar.NewEntityUIDSet(parents...)}
 	networkAllowed := len(c.Network) > 0 || c.Sandbox == "none"
+	// A run whose output reaches people who may not hold its secrets
+	// (Flow.OutputOut) has a way out without a host: its output.
+	reach := networkAllowed || (c.Flow != nil && c.Flow.OutputOut)
 
 	var out []request
 	add := func(p Part, res cedar.Entity, f *facts, readOnlyProgram bool) {
@@ -586,8 +590,8 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			provider = c.Credential.Provider
 		}
 		flowContext(ctx, c.Flow, provider)
-		ctx["data_out"] = cedar.Boolean(dataOut(c, f, networkAllowed))
-		ctx["unseen_out"] = cedar.Boolean(unseenOut(c, f, networkAllowed))
+		ctx["data_out"] = cedar.Boolean(dataOut(c, f, reach))
+		ctx["unseen_out"] = cedar.Boolean(unseenOut(c, f, reach))
 		ctx["writes_workspace"] = cedar.Boolean(writesWorkspace(f, env.Mount))
 		ctx["autorun"] = cedar.Boolean(f.autorun)
 		ctx["hides_from_git"] = cedar.Boolean(f.hides)
@@ -832,7 +836,7 @@ var errNoArgs = errors.New("give command (for bash) or args")
 func (t *caseToml) compile() (Case, error) {
 	c := Case{Name: t.Name, Tool: t.Tool, Paths: t.Paths, Principal: t.Principal, OnBehalfOf: t.OnBehalfOf,
 		Network: t.Network, Sandbox: t.Sandbox, Mount: t.Mount, Holds: t.Holds, Untrusted: t.Untrusted, Unattended: t.Unattended,
-		Expect: Effect(t.Expect)}
+		OutputOut: t.OutputOut, Expect: Effect(t.Expect)}
 	if c.Tool == "" {
 		c.Tool = "bash"
 	}

@@ -46,6 +46,14 @@ type Flow struct {
 	// sandbox runs can read them whatever the call's arguments say. The
 	// policy sees holds_secret and held_secrets.
 	Held []string `json:"held,omitempty"`
+	// OutputOut is set when the run's output reaches people who may not
+	// hold the secrets its sandbox holds: on a team server, a run holding
+	// the operator's --secret-env secrets that a token without the admin
+	// scope created (its events, the API and the web UI show it the
+	// output). That output is a way out like an allowed host: the policy
+	// sees output_out, and data_out and unseen_out count as if the run
+	// could reach a host.
+	OutputOut bool `json:"output_out,omitempty"`
 }
 
 // SecretUse is one secret a call carries.
@@ -99,6 +107,7 @@ func flowContext(ctx cedar.RecordMap, fl *Flow, provider string) {
 	ctx["unattended"] = cedar.Boolean(fl.Unattended)
 	ctx["holds_secret"] = cedar.Boolean(len(fl.Held) > 0)
 	ctx["held_secrets"] = strSet(fl.Held)
+	ctx["output_out"] = cedar.Boolean(fl.OutputOut)
 }
 
 // flowDetail explains the flow of a call that a flow rule asked about or
@@ -117,6 +126,9 @@ func flowDetail(fl *Flow) string {
 	}
 	if fl.Private != "" {
 		parts = append(parts, "private data: "+fl.Private)
+	}
+	if fl.OutputOut {
+		parts = append(parts, "output: shown to the run's creator, a token without the admin scope, and the secrets are the server operator's")
 	}
 	return strings.Join(parts, "; ")
 }
@@ -158,7 +170,8 @@ func dataOut(c *Call, f *facts, networkAllowed bool) bool {
 // run allows a host.
 func unseenOut(c *Call, f *facts, networkAllowed bool) bool {
 	if !networkAllowed || !dataOut(c, f, networkAllowed) {
-		// Without an allowed host the sandbox sends nothing anywhere.
+		// Without an allowed host (or an output that reaches people
+		// who may not hold the run's secrets) nothing goes anywhere.
 		return false
 	}
 	switch {

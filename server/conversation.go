@@ -99,7 +99,25 @@ var convRows = map[journal.Type]func(r *convRenderer, h *html, vr *view.Row) []i
 		h.raw(`</div></div>`)
 		return nil
 	},
-	journal.RunResumed:    noteItem,
+	journal.RunResumed: func(_ *convRenderer, h *html, vr *view.Row) []item {
+		// A plain resume (after a decision, the next turn) shows nothing:
+		// the run simply goes on.
+		x := vr.Payload.(*agent.RunResumed)
+		w := x.Changes()
+		if w == "" && x.By == "" {
+			return nil
+		}
+		h.raw(`<div class="note"><span class="type">resumed</span> `)
+		if x.By != "" {
+			h.text("by " + x.By)
+			if w != "" {
+				h.text(": ")
+			}
+		}
+		h.text(clip(w, 400))
+		h.raw(`</div>`)
+		return nil
+	},
 	journal.SetupFinished: noteItem,
 	journal.ModelResponded: func(r *convRenderer, h *html, vr *view.Row) []item {
 		x := vr.Payload.(*agent.ModelResponded)

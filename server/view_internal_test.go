@@ -109,3 +109,32 @@ func TestConversationEgressRepeats(t *testing.T) {
 		t.Errorf("the notes after it: %s / %s", shown["i32"], shown["i33"])
 	}
 }
+
+// A plain resume (after a decision, the next turn) shows nothing in the
+// conversation; one that changed something, or a person's, says so in
+// words, never as the raw event type (fresh-user trial 6, F19).
+func TestConversationResumed(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		x    agent.RunResumed
+		want string
+	}{
+		{"after a decision", agent.RunResumed{Model: "scripted:demo"}, ""},
+		{"by a person", agent.RunResumed{Model: "m", By: "alice"}, "resumed</span> by alice"},
+		{"interrupted", agent.RunResumed{Interrupted: []string{"call_1"}}, "resumed</span> calls a stop interrupted were repaired (call_1)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := json.Marshal(&tt.x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			for _, it := range newConvRenderer("r1").render(&journal.Event{RunID: "r1", Seq: 3, Type: journal.RunResumed, Time: time.Unix(1, 0), Payload: p}) {
+				b.WriteString(string(it.HTML))
+			}
+			if got := b.String(); tt.want == "" && got != "" || !strings.Contains(got, tt.want) || strings.Contains(got, "run.resumed") {
+				t.Errorf("shown %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

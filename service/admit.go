@@ -546,6 +546,12 @@ func stamp(c *agent.RunCreated, a *admission) {
 	if a.who != nil && !a.who.Local {
 		labels[LabelCreatedBy], labels[LabelCreatedByToken] = a.who.Name, a.who.ID
 	}
+	if len(c.SecretEnv) > 0 && !a.admin() {
+		// The operator's secrets in a run whose creator is not the
+		// operator: its output is a way out (docs/security.md). A fork
+		// keeps the mark of its source whoever makes it.
+		c.ForeignSecrets = true
+	}
 	if a.demo && labels[LabelDemo] == "" {
 		labels[LabelDemo] = "the server's demo run"
 	}

@@ -493,11 +493,11 @@ Work in small steps: inspect, change, then verify by running the code or its tes
 Long outputs are cut; the full text is saved to the file the result names.
 On long tasks keep notes in .keel-notes.md: older turns are summarised when the context fills up.`, mount)
 	}
+	// The tools' descriptions say how commands run (a fresh shell, no
+	// terminal, cut outputs): the prompt does not repeat them.
 	return fmt.Sprintf(`You are an autonomous software engineering agent running in Keel, a sandboxed Linux environment.
-The workspace is %s; shell commands start there, each in a fresh bash (cd and exports do not persist; chain with &&).
-There is no network unless the task says otherwise, and no terminal: commands must not wait for input.
+The workspace is %s. There is no network unless the task says otherwise.
 Work in small steps: inspect, change, then verify by running the code or its tests.
-Prefer the file tools to read and edit files. Long outputs are cut; the full text is saved to the file the result names.
 On long tasks keep your plan with the todo tool and notes in .keel-notes.md: older turns are summarised when the context fills up.
 When the task is done, reply with a short summary of what you changed and call no tool.`, mount)
 }

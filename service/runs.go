@@ -152,6 +152,11 @@ func (s *Service) resume(ctx context.Context, id string, req *api.ResumeRun, who
 	if _, err := s.admit(ctx, a, c, true); err != nil {
 		return run, err
 	}
+	if len(c.SecretEnv) > 0 && !c.ForeignSecrets && !a.admin() {
+		// The gate decides this run as one whose output only people who
+		// may hold its secrets read; a message of another would read it.
+		return run, forbidden("run %s holds the server operator's secrets (%s) and an admin made it: only an admin continues it; fork it to continue as yourself (the fork asks before it shows them)", id, strings.Join(c.SecretEnv, ", "))
+	}
 	queued, queuedChange := message, ch
 	if s.pool.dispatcher != nil {
 		// The workers execute the run: the resume, with the message and

@@ -122,20 +122,22 @@ func (d *decideFlags) register(cmd *cobra.Command, approve bool) {
 func (a *app) approveCmd() *cobra.Command {
 	d := &decideFlags{}
 	cmd := &cobra.Command{
-		Use:   "approve RUN CALL",
+		Use:   "approve RUN [CALL]",
 		Short: "Approve a tool call a run waits for, and continue the run",
 		Long: `Approve records a person's approval of a waiting call (see keel approvals
 list) in the run's journal. Unless --no-resume, the run then continues in
 this process; if another process already continues it (a keel run that was
 waiting), that is fine too.
 
+` + callRefHelp + `
+
 --remember run|agent also allows matching calls without asking again: in
 this run, or in every run of the agent. Only the exact simple command that
 asked is remembered, or the word prefix given with --prefix; never more.`,
-		Args:        cobra.ExactArgs(2),
+		Args:        cobra.RangeArgs(1, 2),
 		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.decide(cmd, args[0], args[1], policy.Allow, d)
+			return a.decide(cmd, args[0], callArg(args), policy.Allow, d)
 		},
 	}
 	d.register(cmd, true)
@@ -145,19 +147,67 @@ asked is remembered, or the word prefix given with --prefix; never more.`,
 func (a *app) denyCmd() *cobra.Command {
 	d := &decideFlags{}
 	cmd := &cobra.Command{
-		Use:         "deny RUN CALL --reason TEXT",
+		Use:         "deny RUN [CALL] --reason TEXT",
 		Short:       "Deny a tool call a run waits for; the model is told why",
-		Args:        cobra.ExactArgs(2),
+		Long:        "Deny records a person's denial of a waiting call, with the reason the model is told.\n\n" + callRefHelp,
+		Args:        cobra.RangeArgs(1, 2),
 		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(d.reason) == "" {
 				return usagef("deny needs --reason: the model is told why")
 			}
-			return a.decide(cmd, args[0], args[1], policy.Deny, d)
+			return a.decide(cmd, args[0], callArg(args), policy.Deny, d)
 		},
 	}
 	d.register(cmd, false)
 	return cmd
+}
+
+// callRefHelp is what approve's and deny's help say about CALL.
+const callRefHelp = "CALL is a call id, or a unique prefix of one among the calls the run waits for (keel approvals list --run RUN); without CALL, the one call the run waits for."
+
+// callArg is the CALL argument of approve or deny ("": none given).
+func callArg(args []string) string {
+	if len(args) < 2 {
+		return ""
+	}
+	return args[1]
+}
+
+// resolveCall returns the id of the call ref names among the approvals
+// run runID waits for: the call with that id, else the one whose id it
+// starts, else (ref "") the only one.
+func resolveCall(runID, ref string, pending []api.Approval, keel string) (string, error) {
+	var match []string
+	for _, p := range pending {
+		if p.CallID == ref {
+			return ref, nil
+		}
+		if strings.HasPrefix(p.CallID, ref) {
+			match = append(match, p.CallID)
+		}
+	}
+	list := func() string {
+		var b strings.Builder
+		for _, p := range pending {
+			fmt.Fprintf(&b, "\n  %s (%s)", visible.String(p.CallID), p.Tool)
+		}
+		return b.String()
+	}
+	switch {
+	case len(match) == 1:
+		return match[0], nil
+	case len(pending) == 0:
+		if ref == "" {
+			return "", usagef("run %s waits for no approval (%s approvals list shows those waiting)", runID, keel)
+		}
+		return "", usagef("run %s waits for no approval, so not for call %s (decided already, or never asked; %s approvals list shows those waiting)", runID, visible.String(ref), keel)
+	case ref == "":
+		return "", usagef("run %s waits for %d approvals: name the call (its id, or the start of it):%s", runID, len(pending), list())
+	case len(match) > 1:
+		return "", usagef("call %s of run %s is ambiguous: %d waiting calls start with it:%s", visible.String(ref), runID, len(match), list())
+	}
+	return "", usagef("run %s does not wait for call %s (decided already, or never asked); it waits for:%s", runID, visible.String(ref), list())
 }
 
 // decisionFlags are the flags of approve and deny that the server form
@@ -181,6 +231,19 @@ func (a *app) decide(cmd *cobra.Command, runID, callID string, dec policy.Effect
 		return err
 	}
 	defer b.Close()
+	all, err := b.Approvals(ctx)
+	if err != nil {
+		return err
+	}
+	var pending []api.Approval
+	for _, p := range all {
+		if p.RunID == runID {
+			pending = append(pending, p)
+		}
+	}
+	if callID, err = resolveCall(runID, callID, pending, b.Keel()); err != nil {
+		return err
+	}
 	res := &agent.ApprovalResolved{Decision: dec, By: a.person(d.by), Reason: d.reason, Remember: d.remember, Prefix: prefix}
 	if err := b.Decide(ctx, runID, callID, res); err != nil {
 		return err

@@ -57,9 +57,9 @@ func startsOf(evs []journal.Event, call string) int {
 }
 
 // The acceptance scenario: an approval is requested, the process that ran
-// the run is killed, and a second process approves later: the run resumes
-// in the approving process and completes, the approved command having run
-// exactly once.
+// the run is killed, and a second process approves later (naming no
+// call: the run waits for one): the run resumes in the approving process
+// and completes, the approved command having run exactly once.
 func TestApprovalSurvivesKill(t *testing.T) {
 	ws, db, traj, pol := approvalSetup(t)
 	cmd := child(t, nil, "run", "--db", db, "--model", "replay:"+traj, "--workspace", ws, "--policy", pol, "--wait", "-q")
@@ -75,7 +75,13 @@ func TestApprovalSurvivesKill(t *testing.T) {
 	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, req.CallID) || !strings.Contains(out, "ls && rm old.log") {
 		t.Fatalf("approvals list = %d\n%s%s", code, out, errOut)
 	}
-	code, _, errOut = keel(t, "approve", "--db", db, id, req.CallID, "--by", "ops", "-q")
+	// A call the run does not wait for is named with those it waits for,
+	// in one sentence; without CALL, the one call it waits for.
+	code, _, errOut = keel(t, "approve", "--db", db, id, "nosuchcall", "--by", "ops", "-q")
+	if want := "does not wait for call nosuchcall (decided already, or never asked); it waits for:\n  " + req.CallID + " (bash)"; code != 2 || !strings.Contains(errOut, want) || strings.Contains(errOut, "agent:") {
+		t.Errorf("approve of a call not waiting = %d\n%s\nwant %q", code, errOut, want)
+	}
+	code, _, errOut = keel(t, "approve", "--db", db, id, "--by", "ops", "-q")
 	if code != 0 {
 		t.Fatalf("approve = %d\n%s", code, errOut)
 	}

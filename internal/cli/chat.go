@@ -56,7 +56,8 @@ func (a *app) firstMessage(ctx context.Context) (string, error) {
 		case strings.HasPrefix(t, "//"):
 			return t[1:], nil
 		case strings.HasPrefix(t, "/"):
-			fmt.Fprintln(a.stderr, "keel: chat: there is no run yet for a command: type the task first (a task starting with / is typed as //)")
+			// /help lists the commands; the others need the run.
+			a.prompt.Command(ctx, t, foreground.ChatCommands())
 		case t != "":
 			return m, nil
 		}

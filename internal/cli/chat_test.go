@@ -64,7 +64,7 @@ func (s *chatServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for _, p := range []string{"The", " edit", " is", " made."} {
 			chunk(map[string]any{"content": p}, nil)
 		}
-	case strings.Contains(text, "fix"):
+	case strings.Contains(text[strings.LastIndex(text, "\n\n")+1:], "fix"): // not in a note before the message
 		chunk(map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"index": 0, "id": fmt.Sprintf("call_fix%d", n), "type": "function",
 			"function": map[string]any{"name": "edit_file", "arguments": ""}}}}, nil)
 		for _, p := range []string{`{"path":"notes.txt",`, `"old_string":"helo wrld",`, `"new_string":"hello world"}`} {
@@ -295,9 +295,10 @@ func TestLiveCommandOutputInTerminal(t *testing.T) {
 }
 
 // keel chat's commands are done at the prompt, never sent to the model:
-// /help, /diff, /cost, /model, /undo (which the model is told of with
-// the next message); an unknown one is refused and "//" sends a message
-// starting with "/".
+// /help (also before the first message), /diff, /cost, /model, /undo
+// (which the model is told of with the next message; again, it goes one
+// message further back, and says when there is nothing more); an
+// unknown one is refused and "//" sends a message starting with "/".
 func TestChatCommands(t *testing.T) {
 	db := setup(t)
 	ws := t.TempDir()
@@ -308,7 +309,7 @@ func TestChatCommands(t *testing.T) {
 	srv := httptest.NewServer(&chatServer{})
 	defer srv.Close()
 	args, _ := json.Marshal([]string{"chat", "--db", db, "--model", "openai-compatible:chat-test@" + srv.URL + "/v1",
-		"--sandbox", "none", "--workspace", ws, "Look at notes.txt"})
+		"--sandbox", "none", "--workspace", ws})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args), "TERM=xterm")
 	term := startTerminal(t, cmd)
@@ -317,13 +318,20 @@ func TestChatCommands(t *testing.T) {
 		send string
 		want []string
 	}{
+		// Before the first message: no run yet.
+		{"/help", []string{"/diff [--stat]", "/undo", "/cost", "/model", "/exit"}},
+		{"/diff", []string{"/diff needs the run, which starts with your first message: type the task first"}},
+		{"Look at notes.txt", []string{"Answer 1."}},
 		{"/help", []string{"/diff [--stat]", "/undo", "/cost", "/model", "/exit"}},
 		{"/bogus arg", []string{"no command /bogus (nothing was sent to the model)"}},
 		{"please fix the typo in notes.txt", []string{"The edit is made."}},
 		{"/diff", []string{"-helo wrld", "+hello world"}},
 		{"/cost", []string{"· 3 steps · 630 tok (600 in, 30 out) · $0.0000 · model openai-compatible:chat-test"}},
 		{"/model", []string{"uses model openai-compatible:chat-test@"}},
-		{"/undo", []string{"files restored to the checkpoint of event", "M notes.txt"}},
+		{"/undo", []string{`files put back as they were before your message "please fix the typo in notes.txt":`, "M notes.txt",
+			"/undo again goes one message further back; to put back what /undo took away: keel --db"}},
+		{"/undo", []string{"no file changed: the files were already as they were when the run started"}},
+		{"/undo", []string{"nothing more to undo: the files are as they were when the run started; to put back what /undo took away: keel --db"}},
 		{"what now?", []string{"Answer 4."}},
 		{"//help me", []string{"Answer 5."}},
 	} {
@@ -361,7 +369,7 @@ func TestChatCommands(t *testing.T) {
 			users = append(users, v.(*agent.UserMessage).Content)
 		}
 	}
-	if len(users) != 3 || users[0] != "please fix the typo in notes.txt" || !strings.HasPrefix(users[1], "[The person undid the file changes") ||
+	if len(users) != 3 || users[0] != "please fix the typo in notes.txt" || !strings.HasPrefix(users[1], `[The person undid the file changes made since their message "please fix the typo in notes.txt"`) ||
 		!strings.HasSuffix(users[1], "\n\nwhat now?") || users[2] != "/help me" {
 		t.Errorf("user messages journaled: %q", users)
 	}

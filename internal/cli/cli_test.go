@@ -33,6 +33,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(cli.Main(context.Background(), argv, os.Stdout, os.Stderr))
 	}
+	// The MCP conformance suite's client (TestMCPAuthConformance).
+	if url := os.Getenv("KEEL_TEST_CONFORMANCE_URL"); url != "" {
+		os.Exit(cli.Main(context.Background(), conformanceClientArgs(url), os.Stdout, os.Stderr))
+	}
 	os.Exit(m.Run())
 }
 
@@ -270,6 +274,7 @@ func TestKillAndResume(t *testing.T) {
 	setup(t)
 	for _, killAt := range []int64{3, 40, 150} {
 		t.Run(fmt.Sprint("after_event_", killAt), func(t *testing.T) {
+			t.Parallel() // a journal and a workspace of its own
 			ws := t.TempDir()
 			db := filepath.Join(t.TempDir(), "kill.db")
 			args, _ := json.Marshal([]string{"run", "--db", db, "--model", "replay:" + trajectory, "--workspace", ws, "--mount-path", "/testbed", "-q"})
@@ -443,6 +448,7 @@ func TestSignalsCancelCleanly(t *testing.T) {
 	unignoreHangup()
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel() // a journal and a workspace of its own
 			ws := t.TempDir()
 			db := filepath.Join(t.TempDir(), "sig.db")
 			args, _ := json.Marshal([]string{"run", "--db", db, "--model", "replay:" + trajectory, "--workspace", ws, "--mount-path", "/testbed", "-q"})

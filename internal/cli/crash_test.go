@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,11 +86,28 @@ func crashHarness(t *testing.T, traj string, extra []string, wantCalls int, fixt
 	if got := readLog(t, ws); fixtureLog && got != "one\ntwo\nthree\nfour\n" {
 		t.Fatalf("clean log = %q", got)
 	}
+	// Each kill point has its own journal and workspace: they run in
+	// parallel (go test -parallel), the summary once all have ended.
+	var mu sync.Mutex
 	var summary []string
 	outcomes := map[string]int{}
 	boundaries := map[int64]bool{}
+	t.Cleanup(func() {
+		var keys []string
+		for k, v := range outcomes {
+			keys = append(keys, fmt.Sprintf("%3d × %s", v, k))
+		}
+		sort.Strings(keys)
+		sort.Slice(summary, func(i, j int) bool { return kpoint(summary[i]) < kpoint(summary[j]) })
+		t.Logf("recorded run: %d events; %d kill points (%d distinct append boundaries); outcomes:\n%s",
+			n, len(summary), len(boundaries), strings.Join(keys, "\n"))
+		if os.Getenv("KEEL_CRASH_REPORT") != "" {
+			t.Logf("per kill point: %s", strings.Join(summary, " "))
+		}
+	})
 	for k := 1; k <= n; k++ {
 		t.Run(fmt.Sprint("after_event_", k), func(t *testing.T) {
+			t.Parallel()
 			ws, db := t.TempDir(), filepath.Join(t.TempDir(), "crash.db")
 			cmd := child(t, []string{fmt.Sprintf("KEEL_DEBUG=crash_after_event=%d", k)}, args(db, ws)...)
 			if err := cmd.Wait(); !killedBySignal(err) {
@@ -99,7 +118,9 @@ func crashHarness(t *testing.T, traj string, extra []string, wantCalls int, fixt
 			if before.LastSeq < int64(k) {
 				t.Fatalf("killed after event %d, but the journal ends at %d", k, before.LastSeq)
 			}
+			mu.Lock()
 			boundaries[before.LastSeq] = true
+			mu.Unlock()
 			outcome := "completed before the kill"
 			code, errOut := 0, ""
 			if before.Status != journal.StatusCompleted {
@@ -127,20 +148,19 @@ func crashHarness(t *testing.T, traj string, extra []string, wantCalls int, fixt
 			if note != "" {
 				outcome += ", " + note
 			}
+			mu.Lock()
 			outcomes[outcome]++
 			summary = append(summary, fmt.Sprintf("%d→%d:%s", k, before.LastSeq, outcome))
+			mu.Unlock()
 		})
 	}
-	var keys []string
-	for k, v := range outcomes {
-		keys = append(keys, fmt.Sprintf("%3d × %s", v, k))
-	}
-	sort.Strings(keys)
-	t.Logf("recorded run: %d events; %d kill points (%d distinct append boundaries); outcomes:\n%s",
-		n, len(summary), len(boundaries), strings.Join(keys, "\n"))
-	if os.Getenv("KEEL_CRASH_REPORT") != "" {
-		t.Logf("per kill point: %s", strings.Join(summary, " "))
-	}
+}
+
+// kpoint is the kill point of an entry of crashHarness's summary.
+func kpoint(entry string) int {
+	k, _, _ := strings.Cut(entry, "→")
+	n, _ := strconv.Atoi(k)
+	return n
 }
 
 func readLog(t *testing.T, ws string) string {

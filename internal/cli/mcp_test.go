@@ -444,20 +444,11 @@ func TestMCPAuthConformance(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("the conformance suite is not installed: %v", err)
 	}
+	// The client command: this test binary as keel mcp call, its
+	// arguments made in Go (conformanceClientArgs) rather than by a
+	// program per scenario.
 	wrapper := filepath.Join(t.TempDir(), "client.sh")
-	script := `#!/bin/sh
-ctx="$MCP_CONFORMANCE_CONTEXT"
-field() { printf '%s' "$ctx" | python3 -c 'import json,sys
-try: print(json.load(sys.stdin).get(sys.argv[1],""))
-except Exception: print("")' "$1"; }
-id=$(field client_id)
-export KEEL_CONF_SECRET="$(field client_secret)"
-url="$1"
-set -- mcp call --auth-auto --tool test-tool --client-metadata-url https://conformance-test.local/client-metadata.json
-[ -n "$id" ] && set -- "$@" --client-id "$id" --client-secret-env KEEL_CONF_SECRET
-argv=$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$@" "$url")
-KEEL_TEST_MAIN="$argv" exec ` + os.Args[0] + ` -test.run='^$'
-`
+	script := "#!/bin/sh\nKEEL_TEST_CONFORMANCE_URL=\"$1\" exec " + os.Args[0] + " -test.run='^$'\n"
 	os.WriteFile(wrapper, []byte(script), 0o755)
 	cmd := exec.Command(bin, "client", "--command", wrapper, "--suite", "auth")
 	cmd.Dir = t.TempDir()
@@ -477,6 +468,24 @@ KEEL_TEST_MAIN="$argv" exec ` + os.Args[0] + ` -test.run='^$'
 	if !strings.Contains(summary, "Total:") {
 		t.Error("no total")
 	}
+}
+
+// conformanceClientArgs is the keel command the conformance suite's
+// client command runs for the scenario at url: keel mcp call, with the
+// client id and secret of the scenario's context (MCP_CONFORMANCE_CONTEXT)
+// when it has them, the secret through the environment.
+func conformanceClientArgs(url string) []string {
+	var c struct {
+		ID     string `json:"client_id"`
+		Secret string `json:"client_secret"`
+	}
+	_ = json.Unmarshal([]byte(os.Getenv("MCP_CONFORMANCE_CONTEXT")), &c)
+	os.Setenv("KEEL_CONF_SECRET", c.Secret)
+	args := []string{"mcp", "call", "--auth-auto", "--tool", "test-tool", "--client-metadata-url", "https://conformance-test.local/client-metadata.json"}
+	if c.ID != "" {
+		args = append(args, "--client-id", c.ID, "--client-secret-env", "KEEL_CONF_SECRET")
+	}
+	return append(args, url)
 }
 
 // A tool definition that changes between runs is held in the next run

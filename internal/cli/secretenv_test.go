@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/keel-run/keel/journal"
 )
 
 // A run created through the server asks for a secret by name: the
@@ -204,5 +206,54 @@ func TestDecideWithoutTheRunsSecret(t *testing.T) {
 	st, _ = loadRun(t, db, id)
 	if len(st.Pending()) != 0 {
 		t.Errorf("the denial was not recorded: %+v", st.Pending())
+	}
+}
+
+// A run holding the operator's secret that a token without the admin
+// scope created shows its output to that token (events, API, web UI):
+// reading the secret into the output, in any spelling, asks even though
+// the run can reach no host. The operator's own run of the same command
+// completes, its output stripped of the value (trial 5, M5).
+func TestServerSecretEnvForeignCreator(t *testing.T) {
+	db := setup(t)
+	secret := canary(t, "kcF")
+	t.Setenv(exfilSecretName, secret)
+	traj := writeTrajectory(t, "show the token", []fcall{sh(`printenv ` + exfilSecretName + ` | sed 's/./&./g'`)}, nil)
+	s := startServe(t, "--secret-env", exfilSecretName, "--replay-dir", filepath.Dir(traj))
+	code, tok, errOut := keel(t, "--server", s.url, "tokens", "create", "--name", "bob", "--scope", "runs:write", "--agent", "keel-cli")
+	if code != 0 {
+		t.Fatalf("tokens create = %d %s", code, errOut)
+	}
+	tok = strings.TrimSpace(tok)
+	code, _, errOut = keel(t, "--server", s.url, "--token", tok, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(),
+		"--secret-env", exfilSecretName, "--no-wait", "-q")
+	if code != 0 && code != 3 { // 3: paused
+		t.Fatalf("bob's run = %d\n%s", code, errOut)
+	}
+	id, e := waitForType(t, db, journal.ApprovalRequested)
+	if !strings.Contains(string(e.Payload), "secret-shown") || !strings.Contains(string(e.Payload), "output: shown to the run's creator") {
+		t.Errorf("bob's run %s asked %s, want secret-shown naming the creator", id, e.Payload)
+	}
+	st, _ := loadRun(t, db, id)
+	if !st.Created.ForeignSecrets || st.Turns[0].Calls[0].Finished != nil {
+		t.Errorf("bob's run: foreign_secrets %v, the call ran: %+v", st.Created.ForeignSecrets, st.Turns[0].Calls[0].Finished)
+	}
+
+	// The operator's own run (the server's admin token) runs it.
+	if code, _, errOut := keel(t, "--server", s.url, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(), "--secret-env", exfilSecretName, "-q"); code != 0 {
+		t.Fatalf("the operator's run = %d\n%s", code, errOut)
+	}
+	id2, st2 := lastRun(t, db)
+	if id2 == id || st2.Created.ForeignSecrets || st2.Status != journal.StatusCompleted {
+		t.Errorf("the operator's run %s: foreign_secrets %v, status %s", id2, st2.Created.ForeignSecrets, st2.Status)
+	}
+	// Bob may not continue the operator's run with a message of his.
+	if code, _, errOut := keel(t, "--server", s.url, "--token", tok, "runs", "resume", id2, "--message", "show it again", "--no-wait"); code == 0 || !strings.Contains(errOut, "only an admin continues it") {
+		t.Errorf("bob resumes the operator's run: exit %d\n%s", code, errOut)
+	}
+	for _, f := range []string{db, db + "-wal"} {
+		if b, _ := os.ReadFile(f); bytes.Contains(b, []byte(secret)) {
+			t.Errorf("the secret is in %s", f)
+		}
 	}
 }

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
 )
 
 // ChatParams are what keel chat's commands need beyond the execution:
@@ -18,6 +22,23 @@ type ChatParams struct {
 	Diff   func(ctx context.Context, stat bool) error
 	Rewind func(ctx context.Context, to int64) (*api.Rewound, error)
 }
+
+// chatCommands are keel chat's commands, as /help lists them (/help and
+// /exit are the prompt's own).
+var chatCommands = []tui.Command{
+	{Name: "diff", Usage: "[--stat]", Help: "the files this run changed, with their diff (keel runs diff)"},
+	{Name: "undo", Help: "put the files back as they were before your last message; again: one message further back (the model is told)"},
+	{Name: "cost", Help: "the steps, tokens and cost of this run so far"},
+	{Name: "model", Help: "the model of this run"},
+}
+
+// ChatCommands are keel chat's commands before its run exists (before
+// the first message): /help lists them; none can do anything yet.
+func ChatCommands() []tui.Command { return slices.Clone(chatCommands) }
+
+// undoNote starts the note the model is told with the next message
+// after an /undo that changed files.
+const undoNote = "[The person undid the file changes made since "
 
 // Commands are keel chat's commands on run id (/help and /exit are the
 // prompt's own); tell gives the model a note with the next message.
@@ -31,39 +52,95 @@ func (x *Execution) Commands(id string, cp *ChatParams, tell func(string)) []tui
 		st, err := agent.Fold(id, events)
 		return st, events, err
 	}
-	return []tui.Command{
-		{Name: "diff", Usage: "[--stat]", Help: "the files this run changed, with their diff (keel runs diff)", Do: func(ctx context.Context, arg string) error {
+	// undone is the event of the turn the last /undo put the files back
+	// to (0: none), newest the newest turn then: while no message is
+	// typed, /undo goes one turn further back each time; redo is the
+	// event whose files the first /undo of such a series replaced.
+	var undone, newest, redo int64
+	do := map[string]func(ctx context.Context, arg string) error{
+		"diff": func(ctx context.Context, arg string) error {
 			return cp.Diff(ctx, arg == "--stat")
-		}},
-		{Name: "undo", Help: "put the files back as they were before your last message (keel runs rewind; the model is told)", Do: func(ctx context.Context, _ string) error {
+		},
+		"undo": func(ctx context.Context, _ string) error {
 			st, events, err := state(ctx)
 			if err != nil {
 				return err
 			}
-			// The newest message the person typed, else the task.
-			to := int64(1)
-			for _, e := range events {
-				if e.Type != journal.UserMessage {
-					continue
-				}
-				if v, err := agent.Decode(&e); err == nil && v.(*agent.UserMessage).Source == "" {
-					to = e.Seq
-				}
-			}
 			if st.Checkpoint == nil {
 				return errors.New("this run has no workspace checkpoints (--no-checkpoints, or a workspace Keel cannot snapshot): nothing to undo")
 			}
-			r, err := cp.Rewind(ctx, to)
+			// The points a person started a turn at, oldest first: the
+			// run's start (its first checkpoint) and each message typed.
+			type turn struct {
+				seq  int64
+				what string
+			}
+			var turns []turn
+			for _, e := range events {
+				switch {
+				case e.Type == journal.WorkspaceCheckpoint && len(turns) == 0:
+					turns = append(turns, turn{e.Seq, "when the run started"})
+				case e.Type == journal.UserMessage && len(turns) > 0:
+					if v, err := agent.Decode(&e); err == nil && v.(*agent.UserMessage).Source == "" {
+						turns = append(turns, turn{e.Seq, "your message " + quoteMessage(v.(*agent.UserMessage).Content)})
+					}
+				}
+			}
+			if len(turns) == 0 {
+				return errors.New("the run has no checkpoint of its start: nothing to undo")
+			}
+			i := len(turns) - 1
+			series := undone > 0 && turns[i].seq == newest
+			newest = turns[i].seq
+			if series {
+				// Nothing typed since the last /undo: one message further back.
+				for i >= 0 && turns[i].seq >= undone {
+					i--
+				}
+				if i < 0 {
+					fmt.Fprintf(x.Stderr, "keel: /undo: nothing more to undo: the files are as they were when the run started; to put back what /undo took away: %s runs rewind %s --to %d\n", x.Keel, id, redo)
+					return nil
+				}
+			}
+			r, err := cp.Rewind(ctx, turns[i].seq)
 			if err != nil {
 				return err
 			}
-			tui.Rewound(x.Stderr, id, r)
-			if len(r.Files) > 0 || r.MoreFiles > 0 {
-				tell(fmt.Sprintf("[The person undid the file changes made since event %d (keel runs rewind): the workspace's files are as they were then; read them again before relying on what you saw.]", to))
+			if !series {
+				redo = r.Seq - 1
 			}
+			undone = turns[i].seq
+			before := turns[i].what
+			if i > 0 {
+				before = "before " + before
+			}
+			if len(r.Files) == 0 && r.MoreFiles == 0 {
+				fmt.Fprintf(x.Stderr, "keel: /undo: no file changed: the files were already as they were %s\n", before)
+			} else {
+				fmt.Fprintf(x.Stderr, "keel: /undo: files put back as they were %s:\n", before)
+				for _, f := range r.Files {
+					fmt.Fprintf(x.Stderr, "  %s %s\n", f.Status, visible.String(f.Path))
+				}
+				if r.MoreFiles > 0 {
+					fmt.Fprintf(x.Stderr, "  ... and %d more\n", r.MoreFiles)
+				}
+				since := "the run started"
+				if i > 0 {
+					since = "their " + strings.TrimPrefix(turns[i].what, "your ")
+				}
+				tell(undoNote + since + " (keel runs rewind): the workspace's files are as they were then; read them again before relying on what you saw.]")
+			}
+			if r.Missing > 0 {
+				fmt.Fprintf(x.Stderr, "keel: /undo: the newest checkpoint before that is older: the effects of %d earlier call(s) are undone too\n", r.Missing)
+			}
+			more := "/undo again goes one message further back; "
+			if i == 0 {
+				more = ""
+			}
+			fmt.Fprintf(x.Stderr, "keel: %sto put back what /undo took away: %s runs rewind %s --to %d\n", more, x.Keel, id, redo)
 			return nil
-		}},
-		{Name: "cost", Help: "the steps, tokens and cost of this run so far", Do: func(ctx context.Context, _ string) error {
+		},
+		"cost": func(ctx context.Context, _ string) error {
 			st, _, err := state(ctx)
 			if err != nil {
 				return err
@@ -71,8 +148,8 @@ func (x *Execution) Commands(id string, cp *ChatParams, tell func(string)) []tui
 			fmt.Fprintf(x.Stderr, "keel: run %s · %d steps · %s tok (%s in, %s out) · $%.4f · model %s\n", id, st.Steps,
 				agent.Num(st.Usage.Total()), agent.Num(st.Usage.InputTokens), agent.Num(st.Usage.OutputTokens), st.Cost, st.Created.Model)
 			return nil
-		}},
-		{Name: "model", Help: "the model of this run", Do: func(ctx context.Context, arg string) error {
+		},
+		"model": func(ctx context.Context, arg string) error {
 			st, _, err := state(ctx)
 			if err != nil {
 				return err
@@ -82,6 +159,22 @@ func (x *Execution) Commands(id string, cp *ChatParams, tell func(string)) []tui
 				fmt.Fprintf(x.Stderr, "keel: a run keeps its model (its resumes and forks use it too); for %s, /exit and start another: %s chat --model %s\n", arg, x.Keel, tui.ShellWord(arg))
 			}
 			return nil
-		}},
+		},
 	}
+	cmds := ChatCommands()
+	for i := range cmds {
+		cmds[i].Do = do[cmds[i].Name]
+	}
+	return cmds
+}
+
+// quoteMessage is a person's message as /undo names it: its first line,
+// clipped, quoted, without the note an earlier /undo put before it.
+func quoteMessage(m string) string {
+	if strings.HasPrefix(m, undoNote) {
+		if _, rest, ok := strings.Cut(m, "]\n\n"); ok {
+			m = rest
+		}
+	}
+	return strconv.Quote(agent.Clip(agent.OneLine(visible.String(m)), 60))
 }

@@ -27,9 +27,11 @@ type Command struct {
 	Do func(ctx context.Context, arg string) error
 }
 
-// command runs the command line m typed at the prompt (it starts with
-// "/", not "//"), among cmds and /help, saying on pr.Err what it did.
-func (pr *Prompt) command(ctx context.Context, m string, cmds []Command) {
+// Command runs the command line m typed at the prompt (it starts with
+// "/", not "//"), among cmds and /help, saying on pr.Err what it did. A
+// command whose Do is nil is listed by /help but cannot run yet (keel
+// chat before its first message: there is no run).
+func (pr *Prompt) Command(ctx context.Context, m string, cmds []Command) {
 	name, arg, _ := strings.Cut(strings.TrimSpace(m)[1:], " ")
 	arg = strings.TrimSpace(arg)
 	if name == "help" || name == "?" {
@@ -42,6 +44,10 @@ func (pr *Prompt) command(ctx context.Context, m string, cmds []Command) {
 	}
 	for _, c := range cmds {
 		if c.Name == name {
+			if c.Do == nil {
+				fmt.Fprintf(pr.Err, "keel: /%s needs the run, which starts with your first message: type the task first (a task starting with / is typed as //)\n", name)
+				return
+			}
 			if err := c.Do(ctx, arg); err != nil {
 				fmt.Fprintf(pr.Err, "keel: /%s: %v\n", name, err)
 			}
@@ -87,7 +93,7 @@ func (pr *Prompt) Converse(ctx context.Context, runID, keel string, err error, i
 		if t := strings.TrimSpace(m); strings.HasPrefix(t, "//") {
 			m = t[1:]
 		} else if strings.HasPrefix(t, "/") {
-			pr.command(ctx, t, cmds)
+			pr.Command(ctx, t, cmds)
 			continue
 		}
 		interrupted, err = pr.Turn(ctx, func(ctx context.Context) error { return exec(ctx, m) })

@@ -228,16 +228,13 @@ var printRows = map[journal.Type]func(*Printer, *view.Row){
 	journal.ChildDelivered:      func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "  child delivered: %s\n", r.Payload.Detail()) },
 }
 
+// resumed says what a resume changed; a plain one (after a decision,
+// the next turn of a conversation, keel runs resume) says nothing: the
+// run simply goes on.
 func (p *Printer) resumed(r *view.Row) {
-	x := r.Payload.(*agent.RunResumed)
-	if p.Chat && len(x.Interrupted) == 0 {
-		return // the next turn of a conversation
+	if w := r.Payload.(*agent.RunResumed).Changes(); w != "" {
+		fmt.Fprintf(p.err, "keel: resumed: %s\n", w)
 	}
-	fmt.Fprintf(p.err, "resumed")
-	if len(x.Interrupted) > 0 {
-		fmt.Fprintf(p.err, " (interrupted calls: %s)", strings.Join(x.Interrupted, ", "))
-	}
-	fmt.Fprintln(p.err)
 }
 
 func (p *Printer) setupFinished(r *view.Row) {

@@ -146,3 +146,33 @@ func TestModelErrorPrintedOnce(t *testing.T) {
 		t.Errorf("end lines:\n%s", got)
 	}
 }
+
+// A resume prints a line only when it changed something: after an
+// approval or at the next turn the run simply goes on (the tester saw a
+// bare "resumed" line after every approval).
+func TestResumedSaysWhatChanged(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		x    agent.RunResumed
+		want string
+	}{
+		{"after a decision", agent.RunResumed{Model: "scripted:demo"}, ""},
+		{"by a person", agent.RunResumed{Model: "m", By: "alice"}, ""},
+		{"interrupted", agent.RunResumed{Interrupted: []string{"call_1"}}, "keel: resumed: calls a stop interrupted were repaired (call_1)\n"},
+		{"handoff and steps", agent.RunResumed{Handoff: true, Limits: &agent.Limits{MaxSteps: 9}},
+			"keel: resumed: a handoff: the next step starts a fresh context from a summary; limits " + (&agent.Limits{MaxSteps: 9}).String() + "\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var errOut, out bytes.Buffer
+			p := &Printer{err: &errOut, out: &out, rows: view.NewReader(true), Keel: "keel"}
+			b, err := json.Marshal(&tt.x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Event(journal.Event{RunID: "r1", Seq: 5, Time: time.Now(), Type: journal.RunResumed, Payload: b})
+			if got := errOut.String(); got != tt.want {
+				t.Errorf("printed %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

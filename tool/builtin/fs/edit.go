@@ -29,10 +29,10 @@ func editTool() *tool.Tool {
   "type": "object",
   "additionalProperties": false,
   "properties": {
-    "path": {"type": "string", "minLength": 1, "description": "File path, relative to the workspace."},
-    "old_string": {"type": "string", "description": "The exact text to replace, as it appears in the file (without read_file's line-number prefixes)."},
-    "new_string": {"type": "string", "description": "The text to put in its place."},
-    "replace_all": {"type": "boolean", "description": "Replace every occurrence instead of requiring exactly one; default false."}
+    "path": {"type": "string", "minLength": 1},
+    "old_string": {"type": "string"},
+    "new_string": {"type": "string"},
+    "replace_all": {"type": "boolean"}
   },
   "required": ["path", "old_string", "new_string"]
 }`),

@@ -28,8 +28,8 @@ func listTool() *tool.Tool {
   "type": "object",
   "additionalProperties": false,
   "properties": {
-    "path": {"type": "string", "description": "Directory, relative to the workspace; default the workspace root."},
-    "depth": {"type": "integer", "minimum": 1, "maximum": %d, "description": "How many levels to list; default 1."}
+    "path": {"type": "string"},
+    "depth": {"type": "integer", "minimum": 1, "maximum": %d}
   }
 }`, MaxListDepth)),
 		Effect: tool.ReadOnly,

@@ -28,9 +28,9 @@ func readTool() *tool.Tool {
   "type": "object",
   "additionalProperties": false,
   "properties": {
-    "path": {"type": "string", "minLength": 1, "description": "File path, relative to the workspace (or absolute under the workspace mount path)."},
-    "offset": {"type": "integer", "minimum": 1, "description": "Line number to start at (1-based); default 1."},
-    "limit": {"type": "integer", "minimum": 1, "description": "Number of lines to show; default 2000."}
+    "path": {"type": "string", "minLength": 1},
+    "offset": {"type": "integer", "minimum": 1},
+    "limit": {"type": "integer", "minimum": 1}
   },
   "required": ["path"]
 }`),

@@ -30,9 +30,9 @@ func searchTool() *tool.Tool {
   "type": "object",
   "additionalProperties": false,
   "properties": {
-    "pattern": {"type": "string", "minLength": 1, "description": "Regular expression (RE2 syntax) to find in file contents."},
-    "path": {"type": "string", "description": "Directory or file to search, relative to the workspace; default the whole workspace."},
-    "glob": {"type": "string", "description": "Only search files whose name (or path, if the glob has a /) matches, e.g. \"*.go\", \"*.{ts,tsx}\", \"src/**/*_test.go\"."}
+    "pattern": {"type": "string", "minLength": 1},
+    "path": {"type": "string"},
+    "glob": {"type": "string"}
   },
   "required": ["pattern"]
 }`),

@@ -27,8 +27,8 @@ func writeTool() *tool.Tool {
   "type": "object",
   "additionalProperties": false,
   "properties": {
-    "path": {"type": "string", "minLength": 1, "description": "File path, relative to the workspace."},
-    "content": {"type": "string", "description": "The complete new content of the file."}
+    "path": {"type": "string", "minLength": 1},
+    "content": {"type": "string"}
   },
   "required": ["path", "content"]
 }`),

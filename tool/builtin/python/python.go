@@ -163,11 +163,11 @@ func New(opts *Options) (*tool.Tool, tool.Handler, *Tool) {
   "type": "object",
   "additionalProperties": false,
   "properties": {
-    "code": {"type": "string", "minLength": 1, "description": "Python code to run in the persistent interpreter."},
-    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": %d, "description": "Time limit in milliseconds; default %d."}
+    "code": {"type": "string", "minLength": 1},
+    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": %d}
   },
   "required": ["code"]
-}`, o.MaxTimeout.Milliseconds(), o.Timeout.Milliseconds())
+}`, o.MaxTimeout.Milliseconds())
 	t := &tool.Tool{
 		Name:        Name,
 		Description: strings.TrimSpace(desc.String()),

@@ -94,7 +94,7 @@ func New(opts *Options) (*tool.Tool, tool.Handler) {
 		idle = o.IdleTimeout.String()
 	}
 	if err := descTmpl().Execute(&desc, map[string]any{
-		"DefaultTimeout": "the run's command timeout (" + DefaultCommandTimeout.String() + " unless configured)",
+		"DefaultTimeout": DefaultCommandTimeout.String() + " (unless the run sets another)",
 		"MaxTimeoutMS":   o.MaxTimeout.Milliseconds(),
 		"Idle":           idle,
 	}); err != nil {
@@ -104,8 +104,8 @@ func New(opts *Options) (*tool.Tool, tool.Handler) {
   "type": "object",
   "additionalProperties": false,
   "properties": {
-    "command": {"type": "string", "minLength": 1, "description": "The bash command line to run, for example \"go test ./... 2>&1 | tail -50\"."},
-    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": %d, "description": "Wall-time limit in milliseconds; default: the run's command timeout."}
+    "command": {"type": "string", "minLength": 1},
+    "timeout_ms": {"type": "integer", "minimum": 1, "maximum": %d}
   },
   "required": ["command"]
 }`, o.MaxTimeout.Milliseconds())
