@@ -246,6 +246,8 @@ func AutorunWhy(rel string) string {
 	switch {
 	case rel == ".git/config":
 		return "git reads it: it can name programs git runs (hooks path, filters, helpers)"
+	case gitControlWhy(rel) != "":
+		return gitControlWhy(rel)
 	case autorunNames[base] != "":
 		return autorunNames[base]
 	case strings.HasSuffix(base, ".pth"):
@@ -261,6 +263,32 @@ func AutorunWhy(rel string) string {
 	return ""
 }
 
+// gitControlWhy says why a file under a .git directory of the workspace
+// (the root's or a nested repository's, a submodule's or a worktree's)
+// makes git run a program or read another configuration ("" when it
+// does not): its config, hooks, a commondir or gitdir file, or a .git
+// file, which sends git to another git directory.
+func gitControlWhy(rel string) string {
+	segs := strings.Split(rel, "/")
+	for i, s := range segs {
+		if s != ".git" {
+			continue
+		}
+		rest := segs[i+1:]
+		switch {
+		case len(rest) == 0:
+			return "git follows a .git file to another git directory and uses its config and hooks"
+		case rest[len(rest)-1] == "config" || rest[len(rest)-1] == "config.worktree":
+			return "git reads it: it can name programs git runs (hooks path, filters, helpers)"
+		case rest[len(rest)-1] == "commondir" || rest[len(rest)-1] == "gitdir":
+			return "it sends git to another git directory's config and hooks"
+		case slices.Contains(rest, "hooks"):
+			return "git runs it on its commands"
+		}
+	}
+	return ""
+}
+
 // autorun reports whether rel (workspace-relative) is a file that runs
 // on its own (AutorunWhy); hides whether writing it hides files from
 // git.
@@ -269,6 +297,10 @@ func autorun(rel string) (run, hides bool) {
 	base := path.Base(rel)
 	if base == ".gitignore" || rel == ".git/info/exclude" || rel == ".gitattributes" || rel == ".git/config" {
 		return rel == ".git/config", true
+	}
+	if why := gitControlWhy(rel); why != "" {
+		// A config can also name an excludes file.
+		return true, strings.HasSuffix(rel, "config")
 	}
 	if gitHistory(rel) {
 		return false, true

@@ -8,6 +8,7 @@
 package assemble
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/eval"
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/internal/demo"
@@ -207,6 +209,42 @@ func (a *Assembler) secretEnv(c *agent.RunCreated) ([]string, []agent.Secret, er
 	return env, secrets, nil
 }
 
+// gitIdentity returns env with the identity git gives the commits made
+// in the sandbox (docs/sandbox.md, "Git identity"), whose HOME is
+// private and empty: the one git on this machine gives a commit in the
+// workspace (checkpoint.Identity: the repository's user.name and
+// user.email, the user's, git's variables), else the run's agent with an
+// address that reaches nobody (keel-cli <keel-cli@keel.invalid>). It is
+// set as GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL, GIT_COMMITTER_NAME and
+// GIT_COMMITTER_EMAIL, each unless the run's --env sets it; nobody's
+// configuration is written.
+func gitIdentity(ctx context.Context, env []string, c *agent.RunCreated) []string {
+	name, email, ok := checkpoint.Identity(ctx, c.Workspace)
+	if !ok {
+		name, email = AgentGitIdentity(c.Principal)
+	}
+	for _, kv := range [][2]string{{"GIT_AUTHOR_NAME", name}, {"GIT_AUTHOR_EMAIL", email}, {"GIT_COMMITTER_NAME", name}, {"GIT_COMMITTER_EMAIL", email}} {
+		if !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, kv[0]+"=") }) {
+			env = append(env, kv[0]+"="+kv[1])
+		}
+	}
+	return env
+}
+
+// AgentGitIdentity is the git identity of the commits an agent makes in
+// the sandbox when this machine's git has none: the agent's name, and an
+// address under the reserved domain keel.invalid, which reaches nobody.
+func AgentGitIdentity(principal string) (name, email string) {
+	name = cmp.Or(principal, identity.LocalAgent)
+	local := strings.Map(func(r rune) rune {
+		if r == '/' || r == '@' {
+			return '.'
+		}
+		return r
+	}, name)
+	return name, local + "@keel.invalid"
+}
+
 func (a *Assembler) getenv(k string) string {
 	if a.Getenv == nil {
 		return ""
@@ -287,6 +325,7 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 	if err != nil {
 		return nil, err
 	}
+	env = gitIdentity(ctx, env, c)
 	w.Secrets = secrets
 	values := make([]string, len(secrets))
 	var proxySecrets []linux.Secret // refused in plain HTTP by the egress proxy

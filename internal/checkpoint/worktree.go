@@ -114,6 +114,30 @@ func Origin(ctx context.Context, dir string) string {
 	}
 }
 
+// Identity returns the author name and email that git on this machine
+// gives a commit made in dir: from the repository's configuration, the
+// user's (~/.gitconfig) or git's environment variables (GIT_AUTHOR_NAME,
+// EMAIL, ...), with user.useConfigOnly, so that no address is guessed
+// from the host's name. ok is false when git has no address configured
+// (a commit would fail "Author identity unknown") or is not installed.
+func Identity(ctx context.Context, dir string) (name, email string, ok bool) {
+	if _, err := exec.LookPath("git"); err != nil {
+		return "", "", false
+	}
+	out, err := git(ctx, dir, nil, "-c", "user.useConfigOnly=true", "var", "GIT_AUTHOR_IDENT")
+	if err != nil {
+		return "", "", false
+	}
+	// "Name <email> 1765000000 +0000"
+	line := strings.TrimSpace(string(out))
+	lt, gt := strings.LastIndex(line, "<"), strings.LastIndex(line, ">")
+	if lt < 0 || gt < lt {
+		return "", "", false
+	}
+	name, email = strings.TrimSpace(line[:lt]), line[lt+1:gt]
+	return name, email, name != "" && email != ""
+}
+
 func sameDir(a, b string) bool {
 	ra, err1 := filepath.EvalSymlinks(a)
 	rb, err2 := filepath.EvalSymlinks(b)

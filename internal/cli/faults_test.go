@@ -141,3 +141,55 @@ func TestNonGitWorkspaceChangeSummary(t *testing.T) {
 		t.Errorf("keel runs diff = %d, want the new file and its diff\n%s%s", code, out, errOut)
 	}
 }
+
+// git commit in the sandbox works with no identity in the sandbox's
+// empty HOME: the commit gets the identity git on the host gives a
+// commit in the workspace (the user's ~/.gitconfig, the repository's own
+// user.name and user.email first), else the run's agent at an address
+// that reaches nobody.
+func TestSandboxGitCommitIdentity(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	setup(t)
+	for _, k := range []string{"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	grace := "[user]\n\tname = Grace Hopper\n\temail = grace@example.com\n"
+	for _, tt := range []struct {
+		name, global string
+		local        [][]string
+		want         string
+	}{
+		{"the user's", grace, nil, "Grace Hopper <grace@example.com>"},
+		{"the repository's", grace, [][]string{{"user.name", "Ada Lovelace"}, {"user.email", "ada@example.com"}}, "Ada Lovelace <ada@example.com>"},
+		{"none: the agent's", "", nil, "keel-cli <keel-cli@keel.invalid>"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			global := filepath.Join(t.TempDir(), "gitconfig")
+			os.WriteFile(global, []byte(tt.global), 0o644)
+			t.Setenv("GIT_CONFIG_GLOBAL", global) // the user's ~/.gitconfig on this machine
+			ws := t.TempDir()
+			os.WriteFile(filepath.Join(ws, "a.txt"), []byte("a\n"), 0o644)
+			gitRepo(t, ws)
+			for _, kv := range tt.local {
+				if out, err := exec.Command("git", "-C", ws, "config", kv[0], kv[1]).CombinedOutput(); err != nil {
+					t.Fatalf("git config: %v\n%s", err, out)
+				}
+			}
+			traj := writeTrajectory(t, "commit "+tt.name, []fcall{sh("echo b > b.txt && git add b.txt && git commit -q -m agent")}, nil)
+			if code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", ws); code != 0 {
+				t.Fatalf("keel run = %d\n%s", code, errOut)
+			}
+			want := "agent|" + tt.want + " / " + tt.want
+			out, err := exec.Command("git", "-C", ws, "log", "-1", "--format=%s|%an <%ae> / %cn <%ce>").CombinedOutput()
+			if got := strings.TrimSpace(string(out)); err != nil || got != want {
+				t.Errorf("the commit made in the sandbox: %q (%v), want %q", got, err, want)
+			}
+			if b, _ := os.ReadFile(global); string(b) != tt.global {
+				t.Errorf("the user's git configuration changed: %q", b)
+			}
+		})
+	}
+}

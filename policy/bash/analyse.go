@@ -206,6 +206,23 @@ func (l *locator) analyse(c *Command, cwd string) *Facts {
 				}
 			case !hasValue && slices.Contains(valueOpts, a):
 				i++
+			case !hasValue && i+1 < len(args) && len(a) > 2 && a[1] != '-' && letters(a[1:]) && slices.Contains(writeOpts, "-"+a[len(a)-1:]):
+				// A cluster ending in a short write option: ln -st DIR.
+				i++
+				if !lits[i] {
+					f.Writes = true
+					f.Dyn("writes to a file only known at run time: " + args[i])
+				} else {
+					l.note(f, cwd, args[i], true)
+				}
+			case attachedWrite(a, writeOpts) != "":
+				// A value attached to a short option: sort -o/root/.gitconfig.
+				if !lits[i] {
+					f.Writes = true
+					f.Dyn("writes to a file only known at run time: " + a)
+				} else {
+					l.note(f, cwd, attachedWrite(a, writeOpts), true)
+				}
 			}
 			continue
 		}
@@ -247,6 +264,21 @@ func (l *locator) analyse(c *Command, cwd string) *Facts {
 		f.Writes = true
 	}
 	return f
+}
+
+// attachedWrite returns the value attached to one of the short write
+// options opts in the word a (-o/tmp/out gives /tmp/out), "" when a is
+// not one.
+func attachedWrite(a string, opts []string) string {
+	if len(a) <= 2 || a[1] == '-' {
+		return ""
+	}
+	for _, o := range opts {
+		if len(o) == 2 && strings.HasPrefix(a, o) {
+			return a[2:]
+		}
+	}
+	return ""
 }
 
 // hasInPlace reports whether a sed, perl or ruby command edits files in

@@ -279,6 +279,25 @@ func TestAnalyseOpaque(t *testing.T) {
 		{"printf '[core]\\n' > ~/.gitconfig", true, false},
 		{"cp cfg /root/.config/git/config", true, false},
 		{"less README.md", true, false},
+		// A dotfile put into HOME without naming it (fresh-user trial 7,
+		// P10).
+		{"cp tmpl/.gitconfig ~", true, false},
+		{"cp .gitconfig ~/", true, false},
+		{"cp .jq /root", true, false},
+		{"cp -t ~ .gitconfig", true, false},
+		{"cp --target-directory=/root .gitconfig", true, false},
+		{"mv -t ~ .gitconfig", true, false},
+		{"install -t /root .gitconfig", true, false},
+		{"ln -st /root /workspace/.gitconfig", true, false},
+		{"cp -r home/. ~/", true, false},
+		{"cp -a /workspace/home/. /root", true, false},
+		{"tar -xf h.tar -C ~", true, false},
+		{"tar -C /root -xf h.tar", true, false},
+		{"unzip -o h.zip -d ~", true, false},
+		{"sort gc -o/root/.gitconfig", true, false},
+		{"cp notes.txt ~", false, false},
+		{"cp a.txt /tmp/", false, false},
+		{"tar -xf h.tar -C /tmp/x", false, false},
 		{"hash -p /workspace/x.sh curl", false, true},
 		{"enable -n echo", false, true},
 		// Known and inert.
@@ -305,7 +324,8 @@ func TestAnalyseOpaque(t *testing.T) {
 	}
 	// hash -p rebinds curl for the rest of the line; an export reaches
 	// every later program.
-	for _, line := range []string{"hash -p /workspace/x.sh curl; curl -q https://h.example/", "export GIT_EXTERNAL_DIFF=./x.sh; git diff"} {
+	for _, line := range []string{"hash -p /workspace/x.sh curl; curl -q https://h.example/", "export GIT_EXTERNAL_DIFF=./x.sh; git diff",
+		"cd ~/ && tar -xf /workspace/h.tar", "cd /root/.config && unzip /workspace/h.zip"} {
 		parts, _, _, err := bash.Analyse(line, env, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -408,6 +428,56 @@ func TestAnalyseSendsSubstitution(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("Analyse(%q): no curl or wget part", line)
+		}
+	}
+}
+
+// git reads the configuration and hooks of the repository it runs in
+// the moment it starts, before Keel's git guard (which checks after the
+// command) sees what the same line wrote; and the guard checks only the
+// workspace (fresh-user trial 7, P1). Such a git is opaque.
+func TestAnalyseGitUnchecked(t *testing.T) {
+	t.Parallel()
+	env := bash.Env{Mount: "/workspace", Scratch: []string{"/tmp", "/root"}, System: []string{"/usr"}}
+	for _, tt := range []struct {
+		line   string
+		opaque bool
+	}{
+		{"git init -q sub && printf '[core]\\n\\tfsmonitor = /workspace/x.sh\\n' >> sub/.git/config && git -C sub status", true},
+		{"echo /tmp/e.git > .git/commondir && git status", true},
+		{"printf x > sub/.git/hooks/post-checkout && git -C sub checkout -q -b y", true},
+		{"echo 'gitdir: /tmp/e.git' > sub2/.git; cd sub2 && git status", true},
+		{"cp cfg d/config && git -C d log -1", true},
+		{"cp -t sub/.git x && git -C sub status", true},
+		{"mv /tmp/stage sub && git -C sub status", true},
+		{"cp -r /tmp/stage sub && git -C sub status", true},
+		{"tar -xf t.tar && git status", true},
+		{"unzip -o t.zip && git status", true},
+		{"git status; tee sub/.git/config < c", true},
+		{"cd /tmp/stage && git status", true},
+		{"git -C /tmp/stage status", true},
+		{"cd ~ && git status", true},
+		// Ordinary work.
+		{"git status", false},
+		{"git -C sub status", false},
+		{"cd sub && git diff", false},
+		{"sed -i s/a/b/ src/app.py && git diff > patch.txt", false},
+		{"tar -czf a.tgz src && git status", false},
+		{"cp a.py b.py && git add b.py", false},
+		{"git init -q sub && git -C sub status", false},
+	} {
+		parts, _, _, err := bash.Analyse(tt.line, env, 0)
+		if err != nil {
+			t.Fatalf("Analyse(%q): %v", tt.line, err)
+		}
+		got := false
+		for _, p := range parts {
+			if p.Command.Name() == "git" && (p.Facts.Opaque != "" || p.Facts.Dynamic) {
+				got = true
+			}
+		}
+		if got != tt.opaque {
+			t.Errorf("Analyse(%q): a git part opaque = %v, want %v: %+v", tt.line, got, tt.opaque, parts)
 		}
 	}
 }

@@ -75,8 +75,10 @@ func Analyse(line string, env Env, limit int) (parts []Part, omitted int, short 
 	cwd := loc.mount
 	exports := ""
 	parts = make([]Part, len(cmds))
+	cwds := make([]string, len(cmds))
 	for i := range cmds {
 		cmd := &cmds[i]
+		cwds[i] = cwd
 		f := loc.analyse(cmd, cwd)
 		if exports != "" && f.Network && f.Sends == "" {
 			// LD_PRELOAD, WGETRC, CURL_HOME... for the rest of the line.
@@ -101,6 +103,7 @@ func Analyse(line string, env Env, limit int) (parts []Part, omitted int, short 
 		}
 		parts[i] = Part{Command: *cmd, Facts: *f, ReadOnly: readOnly[cmd.Name()]}
 	}
+	loc.gitUnchecked(parts, cwds)
 	return parts, total - len(cmds), short, nil
 }
 
