@@ -395,7 +395,8 @@ func writeDemo(t *testing.T, dir string) {
 
 // A decision made through the API on a run that a local keel run started
 // on the server's journal with another policy is journaled, but the server
-// does not execute the run: the process that started it continues it.
+// does not execute the run: the process that started it continues it, as
+// the run page says.
 func TestApprovalDoesNotExecuteForeignRun(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := t.Context()
@@ -434,11 +435,20 @@ func TestApprovalDoesNotExecuteForeignRun(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "log.txt")); err == nil {
 		t.Error("the approved write ran on the server")
 	}
+	// The run page says where it goes on, not only "paused" (fresh-user
+	// trial 6, F3).
+	body := e.page("/ui/runs/" + id)
+	for _, want := range []string{"Decisions made here are recorded; this server does not continue this run: it was started outside this server",
+		"keel runs resume " + id + " without --server"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the run page lacks %q", want)
+		}
+	}
 }
 
 // The new-run form offers the models, workspaces and agents the server
-// knows: the demo's model, the directories under its workspace roots and
-// its agents.
+// knows: the demo's model, the directories under its workspace roots a
+// run may use and its agents.
 func TestNewRunFormOffersChoices(t *testing.T) {
 	e := newEnv(t, nil)
 	root := filepath.Dir(e.dir)
@@ -458,5 +468,10 @@ func TestNewRunFormOffersChoices(t *testing.T) {
 	}
 	if strings.Contains(body, `name="max_steps" type="number" min="0" value=`) {
 		t.Error("the form still fills in a max steps of its own instead of the server's default")
+	}
+	// The server's own directory is under the root too, but no run may
+	// use it (fresh-user trial 6, F11).
+	if strings.Contains(body, `<option value="`+e.dir+`">`) {
+		t.Errorf("the form offers the server's own directory %s as a workspace", e.dir)
 	}
 }

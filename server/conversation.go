@@ -349,7 +349,8 @@ func (r *convRenderer) callItem(c *convCall) item {
 	fmt.Fprintf(&h.b, `<details class="call %s"%s><summary><span class="tool">`, c.state, open)
 	h.text(c.tool)
 	h.raw(`</span> <code class="args">`)
-	h.text(clip(agent.CallSummary(c.tool, c.args), 160))
+	// The tool's name is just before: the arguments only.
+	h.text(clip(strings.TrimPrefix(agent.CallSummary(c.tool, c.args), c.tool+" "), 160))
 	h.raw(`</code> <span class="state">`)
 	switch {
 	case c.result != nil && c.result.Result.ExitCode != nil:

@@ -15,12 +15,12 @@ import (
 )
 
 // The web UI's New-run form keeps what was typed when the server refuses
-// it, and sets a run's environment, setup, allowed hosts and policy as
-// the API does.
+// it, and sets a run's mount path, environment, setup, allowed hosts and
+// policy as the API does.
 func TestNewRunForm(t *testing.T) {
 	e := newEnv(t, nil)
 	e.models.set("test:idle", modeltest.NewScripted([]modeltest.Turn{modeltest.Text("done")}, nil))
-	form := url.Values{"task": {"fix the <failing> test"}, "model": {"test:idle"}, "workspace": {"/nonexistent/dir"},
+	form := url.Values{"task": {"fix the <failing> test"}, "model": {"test:idle"}, "workspace": {"/nonexistent/dir"}, "mount_path": {"/testbed"},
 		"env": {"PYTHONPATH=src\r\n\r\n  LANG=C.UTF-8 \r\n"}, "setup": {"true"}, "network": {"pypi.org, files.pythonhosted.org"},
 		"policy": {"default"}, "sandbox": {"none"}, "max_steps": {"7"}}
 	code, body := e.uiDo(http.MethodPost, "/ui/runs/new", e.secret, form, "same-origin")
@@ -31,7 +31,7 @@ func TestNewRunForm(t *testing.T) {
 		"not under one of this server&#39;s workspace roots",
 		`<details class="card" id="new-run" open>`,
 		`placeholder="what the agent should do">fix the &lt;failing&gt; test</textarea>`,
-		`value="test:idle"`, `value="/nonexistent/dir"`, "PYTHONPATH=src", "LANG=C.UTF-8",
+		`value="test:idle"`, `value="/nonexistent/dir"`, `value="/testbed"`, "PYTHONPATH=src", "LANG=C.UTF-8",
 		`value="pypi.org, files.pythonhosted.org"`, ">default</textarea>", `<option value="none" selected>`, `value="7"`,
 	} {
 		if !strings.Contains(body, want) {
@@ -56,8 +56,8 @@ func TestNewRunForm(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := v.(*agent.RunCreated)
-	got := []any{c.Env, c.Setup, c.Network, c.Limits.MaxSteps}
-	want := []any{[]string{"PYTHONPATH=src", "LANG=C.UTF-8"}, "true", []string{"pypi.org", "files.pythonhosted.org"}, 7}
+	got := []any{c.MountPath, c.Env, c.Setup, c.Network, c.Limits.MaxSteps}
+	want := []any{"/testbed", []string{"PYTHONPATH=src", "LANG=C.UTF-8"}, "true", []string{"pypi.org", "files.pythonhosted.org"}, 7}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("run.created (-want +got):\n%s", diff)
 	}

@@ -64,7 +64,7 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 		"costGroups": func() []string { return cost.CostGroups },
 		"proposed":   proposed,
 		"summaryOf": func(p *page) *summaryView {
-			return &summaryView{Run: p.Run, CanWrite: p.CanWrite, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed}
+			return &summaryView{Run: p.Run, Elsewhere: p.Elsewhere, CanWrite: p.CanWrite, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed}
 		},
 		"withForm": func(a api.Approval, s *summaryView) approvalView {
 			v := approvalView{A: a}
@@ -101,7 +101,9 @@ type page struct {
 
 	Runs []api.Run
 	Run  api.Run
-	Rows []row
+	// Elsewhere: see summaryView.
+	Elsewhere string
+	Rows      []row
 	// Items are the run page's conversation; Files the files the run
 	// changed (FilesNote says against what, or why none are shown).
 	Items     []item
@@ -186,7 +188,10 @@ type choices = service.Choices
 // and the actions that apply to its state (sent again over the stream
 // as the run changes). Form keeps what a failed form sent.
 type summaryView struct {
-	Run            api.Run
+	Run api.Run
+	// Elsewhere, for a paused run waiting for nothing, says why this
+	// server does not continue it and where it goes on.
+	Elsewhere      string
 	CanWrite       bool
 	Form           map[string]string
 	FormName       string
@@ -408,7 +413,8 @@ func (h *Handler) uiDemo(w http.ResponseWriter, r *http.Request, who *caller) er
 
 func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) error {
 	req := &api.CreateRun{Task: r.PostFormValue("task"), Model: strings.TrimSpace(r.PostFormValue("model")),
-		Workspace: strings.TrimSpace(r.PostFormValue("workspace")), Agent: strings.TrimSpace(r.PostFormValue("agent")),
+		Workspace: strings.TrimSpace(r.PostFormValue("workspace")), MountPath: strings.TrimSpace(r.PostFormValue("mount_path")),
+		Agent:   strings.TrimSpace(r.PostFormValue("agent")),
 		Sandbox: r.PostFormValue("sandbox"), Setup: strings.TrimSpace(r.PostFormValue("setup")),
 		Policy: strings.TrimSpace(r.PostFormValue("policy")), Env: formLines(r.PostFormValue("env")),
 		Network: strings.FieldsFunc(r.PostFormValue("network"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) })}
@@ -506,6 +512,7 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 		}
 	}
 	p.Next = int64(len(events)) + 1
+	p.Elsewhere = h.elsewhere(ctx, run)
 	if st, _, err := h.rt.Load(ctx, id); err == nil {
 		for _, in := range st.PendingInputs() {
 			p.Inputs = append(p.Inputs, newUIInput(service.InputView(in)))
@@ -516,6 +523,17 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 		p.Tree = &t
 	}
 	return p, nil
+}
+
+// elsewhere says, for a run paused for a decision that was made (none
+// waits), why the
+// server does not continue it and where it goes on (service.Elsewhere;
+// "" otherwise): a keel run on the server's journal, decided here.
+func (h *Handler) elsewhere(ctx context.Context, run api.Run) string {
+	if run.Status != string(journal.StatusPaused) || run.Reason != "" && run.Reason != agent.ReasonApproval && run.Reason != agent.ReasonAuth || len(run.Pending) > 0 || len(run.AuthWaits) > 0 || run.Executing || run.Queued {
+		return ""
+	}
+	return h.svc.Elsewhere(ctx, run.ID)
 }
 
 // treeSpend says a node's spend in a few words.
@@ -707,7 +725,7 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 				return
 			}
 			var b bytes.Buffer
-			view := &summaryView{Run: run, CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite), LastCheckpoint: lastCheckpoint, Completed: completed}
+			view := &summaryView{Run: run, Elsewhere: h.elsewhere(ctx, run), CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite), LastCheckpoint: lastCheckpoint, Completed: completed}
 			if err := h.ui.t.ExecuteTemplate(&b, "summary", view); err == nil && !bytes.Equal(b.Bytes(), last) {
 				_ = out.send("", "summary", b.Bytes())
 				last = b.Bytes()

@@ -138,3 +138,25 @@ func TestConversationResumed(t *testing.T) {
 		})
 	}
 }
+
+// A call shows its tool's name once, then its arguments (fresh-user
+// trial 6, F10: "bash bash cat > …", "write_file write_file notes.txt").
+func TestConversationCallNamedOnce(t *testing.T) {
+	p, err := json.Marshal(&agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{
+		{ID: "c1", Name: "bash", Arguments: `{"command":"cat notes.txt"}`},
+		{ID: "c2", Name: "write_file", Arguments: `{"path":"notes.txt","content":"x"}`},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, it := range newConvRenderer("r1").render(&journal.Event{RunID: "r1", Seq: 2, Type: journal.ModelResponded, Time: time.Unix(1, 0), Payload: p}) {
+		b.WriteString(string(it.HTML))
+	}
+	for _, want := range []string{`<span class="tool">bash</span> <code class="args">cat notes.txt</code>`,
+		`<span class="tool">write_file</span> <code class="args">notes.txt</code>`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %s in\n%s", want, b.String())
+		}
+	}
+}

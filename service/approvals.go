@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
@@ -87,11 +88,7 @@ func (s *Service) decide(ctx context.Context, runID, callID string, d policy.Eff
 	// agent.ErrRunBusy and nothing is torn.
 	if len(run.Pending) == 0 && s.executes() {
 		if created, err := s.sums.created(ctx, runID); err == nil {
-			err := s.foreign(created)
-			if xerr := s.executable(created); err == nil && xerr != nil && !errors.Is(xerr, errUnconfined) {
-				err = xerr // without the server's sandbox
-			}
-			if err != nil {
+			if err := s.leftToStarter(created); err != nil {
 				// The decision is journaled; the process that started the
 				// run continues it.
 				s.logger.Info("not executing run", "run_id", runID, "err", err)
@@ -109,6 +106,33 @@ func (s *Service) decide(ctx context.Context, runID, callID string, d policy.Eff
 		}
 	}
 	return run, rerr
+}
+
+// leftToStarter says why this server leaves run c, once decided, to the
+// process that started it (nil: it executes the run itself).
+func (s *Service) leftToStarter(c *agent.RunCreated) error {
+	err := s.foreign(c)
+	if xerr := s.executable(c); err == nil && xerr != nil && !errors.Is(xerr, errUnconfined) {
+		err = xerr // without the server's sandbox
+	}
+	return err
+}
+
+// Elsewhere says, for a run paused with no call waiting, why this server
+// does not continue run id after a decision and where it goes on ("":
+// the server continues it, or the run cannot be read).
+func (s *Service) Elsewhere(ctx context.Context, id string) string {
+	if !s.executes() {
+		return "this server executes no runs: the run continues where it was started (keel runs resume " + id + " on the server's machine)"
+	}
+	c, err := s.sums.created(ctx, id)
+	if err != nil {
+		return ""
+	}
+	if err := s.leftToStarter(c); err != nil {
+		return "this server does not continue this run: " + strings.ReplaceAll(err.Error(), "RUN", id)
+	}
+	return ""
 }
 
 // Decision is a person's decision on a call a run waits for.

@@ -576,8 +576,13 @@ func (s *Service) NewRunChoices(ctx context.Context, who *Caller) *Choices {
 	for _, root := range s.opts.WorkspaceRoots {
 		entries, _ := os.ReadDir(root)
 		for _, e := range entries {
-			if e.IsDir() && !strings.HasPrefix(e.Name(), ".") && len(c.Workspaces) < maxChoices {
-				c.Workspaces = append(c.Workspaces, filepath.Join(root, e.Name()))
+			if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || len(c.Workspaces) >= maxChoices {
+				continue
+			}
+			// Only what a run may use: not the server's own home.
+			dir := filepath.Join(root, e.Name())
+			if _, err := s.conf.checkWorkspace(dir, true); err == nil {
+				c.Workspaces = append(c.Workspaces, dir)
 			}
 		}
 	}

@@ -20,8 +20,12 @@ import (
 // U+034F, U+115F, U+1160, U+3164, U+FFA0, U+2028, U+2029) as \uNNNN. The
 // web UI and the command line show approvals, reasons and names through
 // it, so that "rm -rf ./data \u202e# pmt eht naelc\u202c" cannot read as
-// something else.
+// something else. A carriage return before a newline (a CRLF line end)
+// is a line end, not shown; a lone one is escaped.
 func String(s string) string {
+	if strings.Contains(s, "\r\n") {
+		s = strings.ReplaceAll(s, "\r\n", "\n")
+	}
 	s = tool.Escape(s)
 	if !strings.ContainsFunc(s, invisible) {
 		return s

@@ -15,6 +15,11 @@ func TestString(t *testing.T) {
 		{"soft\u00adhyphen", `soft\u00adhyphen`},
 		{"bad \xff byte", "bad \ufffd byte"},
 		{"line\u2028sep", `line\u2028sep`},
+		// A CRLF line end is a line end (a task pasted from Windows); a
+		// lone carriage return, which can overwrite a line, is shown.
+		{"one\r\ntwo\r\n", "one\ntwo\n"},
+		{"shown\rhidden", `shown\rhidden`},
+		{"end\r", `end\r`},
 	} {
 		if got := visible.String(c.in); got != c.want {
 			t.Errorf("String(%q) = %q, want %q", c.in, got, c.want)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -155,6 +156,11 @@ func TestServeKilledWhileWaitingForApproval(t *testing.T) {
 	<-s1.done
 
 	s2 := startServe(t)
+	// Web UI sessions did not survive: the restart prints a new sign-in
+	// link for the saved token (fresh-user trial 6, F23).
+	if !regexp.MustCompile(`keel serve: sign in to the web UI:\s+` + regexp.QuoteMeta(s2.url) + `/ui/login\?code=\S+`).MatchString(s2.stderr.String()) {
+		t.Errorf("the second start printed no sign-in link:\n%s", s2.stderr)
+	}
 	c = s2.apiClient(t)
 	pending, err := c.Approvals(t.Context())
 	if err != nil || len(pending) != 1 || pending[0].RunID != run.ID {

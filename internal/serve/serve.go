@@ -176,7 +176,7 @@ func (s *Server) Run(ctx context.Context) error {
 // once with a one-time sign-in link, and saves it for the local command
 // line, bound to this server's URLs. When the saved token is still valid
 // on this journal (a restart, perhaps on another port), it binds it to
-// the URLs of this start instead.
+// the URLs of this start instead and prints a new sign-in link for it.
 func (s *Server) firstToken(ctx context.Context, h *server.Handler, tokens *token.Set, urls []string) error {
 	saved := s.TokenFile
 	n, err := tokens.Count(ctx)
@@ -200,6 +200,12 @@ func (s *Server) firstToken(ctx context.Context, h *server.Handler, tokens *toke
 				if err := writeTokens(saved, st.with(e)); err != nil {
 					fmt.Fprintf(s.Out, "keel serve: could not update %s: %v\n", saved, err)
 				}
+			}
+			// Web UI sessions live in memory: a restart signs everyone
+			// out. The person who started the server holds the saved
+			// token already; a new one-time link gets them back in.
+			if code, err := h.LoginCode(ctx, e.Token); err == nil {
+				fmt.Fprintf(s.Out, "keel serve: sign in to the web UI:  %s/ui/login?code=%s\n  (a one-time link, valid for 15 minutes, for the admin token saved in %s; every start prints a new one)\n", urls[0], code, saved)
 			}
 			return nil
 		}
