@@ -65,7 +65,7 @@ func (c *Case) Call() *Call {
 	if len(c.Holds) > 0 || c.Untrusted != "" || c.Unattended || c.OutputOut {
 		fl := &Flow{Held: c.Holds, Untrusted: c.Untrusted, Unattended: c.Unattended, OutputOut: c.OutputOut}
 		for _, name := range c.Holds {
-			if refersTo(string(c.Args), name) {
+			if refersTo(string(c.Args), name) || c.Tool == "bash" && refersTo(ResolvedWords(c.Args), name) {
 				fl.Secrets = append(fl.Secrets, SecretUse{Name: name, Form: "by reference", Where: "arguments"})
 			} else if c.Tool == "bash" && DumpsEnvironment(c.Args) {
 				fl.Secrets = append(fl.Secrets, SecretUse{Name: name, Form: "in a dump of the whole environment", Where: "arguments"})
