@@ -120,6 +120,24 @@ func (e *Engine) Test(ctx context.Context) []CaseResult {
 	return out
 }
 
+// CheckCases runs the policy file's own test cases: nil when every one
+// passes, else an error that counts those that fail and lists them, one
+// "NAME: PROBLEM" a line, in file order. A policy whose cases fail is
+// refused wherever one is given for runs (keel run --policy, keel serve,
+// an API request's policy).
+func (e *Engine) CheckCases(ctx context.Context) error {
+	var failed []string
+	for _, r := range e.Test(ctx) {
+		if r.Problem != "" {
+			failed = append(failed, r.Case.Name+": "+r.Problem)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of its test cases fail:\n  %s", len(failed), strings.Join(failed, "\n  "))
+}
+
 // RunCase evaluates one case and reports whether the decision is the
 // expected one.
 func (e *Engine) RunCase(ctx context.Context, c *Case) CaseResult {

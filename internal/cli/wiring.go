@@ -32,11 +32,6 @@ type liveOptions struct {
 	// chat is keel chat / keel run -i: after each answer, the person's
 	// next message continues the run.
 	chat bool
-	// memoryBudget, when positive, offers a new run the memory of its
-	// scopes within that many tokens, and the memory tools.
-	memoryBudget int
-	// skills offers a new run the user's and the project's skills.
-	skills bool
 	// team offers a new run the team tools and agent definitions.
 	team bool
 	// standIn, when set, approves what the run asks while stdin is not
