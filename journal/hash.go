@@ -47,37 +47,65 @@ func ParseTime(s string) (time.Time, error) {
 // [TimeFormat] (UTC) and PAYLOAD the stored compact payload bytes
 // verbatim. PrevHash and Hash are not part of it.
 func Canonical(e *Event) []byte {
-	var b bytes.Buffer
-	q := func(s string) { j, _ := json.Marshal(s); b.Write(j) }
-	b.WriteString(`{"run_id":`)
-	q(e.RunID)
-	b.WriteString(`,"seq":`)
-	b.WriteString(strconv.FormatInt(e.Seq, 10))
-	b.WriteString(`,"type":`)
-	q(string(e.Type))
-	b.WriteString(`,"time":`)
-	q(e.Time.UTC().Format(TimeFormat))
-	b.WriteString(`,"payload":`)
+	return appendCanonical(make([]byte, 0, canonicalSize(e)), e)
+}
+
+// canonicalSize is the length of e's canonical form when its strings
+// need no escaping, a capacity that avoids growing the buffer.
+func canonicalSize(e *Event) int {
+	return len(`{"run_id":"","seq":,"type":"","time":"","payload":}`) + len(e.RunID) + 20 + len(e.Type) + canonicalTimeLen + max(len(e.Payload), 4)
+}
+
+// appendCanonical appends e's canonical form to b.
+func appendCanonical(b []byte, e *Event) []byte {
+	b = append(b, `{"run_id":`...)
+	b = appendJSONString(b, e.RunID)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, e.Seq, 10)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, string(e.Type))
+	b = append(b, `,"time":"`...)
+	// A time in TimeFormat needs no escaping.
+	b = e.Time.UTC().AppendFormat(b, TimeFormat)
+	b = append(b, `","payload":`...)
 	if len(e.Payload) == 0 {
-		b.WriteString("null")
+		b = append(b, "null"...)
 	} else {
-		b.Write(e.Payload)
+		b = append(b, e.Payload...)
 	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return append(b, '}')
+}
+
+// appendJSONString appends s as encoding/json writes it: quoted as it
+// is when every byte is printable ASCII that it does not escape
+// (quotes, backslashes and, as HTML-safe JSON, <, > and &), else through
+// json.Marshal.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			j, _ := json.Marshal(s)
+			return append(b, j...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // ChainHash returns hex(SHA-256(prev ‖ Canonical(e))), where prev is the
 // decoded bytes of prevHex.
 func ChainHash(prevHex string, e *Event) (string, error) {
-	prev, err := hex.DecodeString(prevHex)
-	if err != nil || len(prev) != sha256.Size {
+	var prev [sha256.Size]byte
+	if len(prevHex) != 2*sha256.Size {
 		return "", fmt.Errorf("journal: bad prev hash %q", prevHex)
 	}
-	h := sha256.New()
-	h.Write(prev)
-	h.Write(Canonical(e))
-	return hex.EncodeToString(h.Sum(nil)), nil
+	if _, err := hex.Decode(prev[:], []byte(prevHex)); err != nil {
+		return "", fmt.Errorf("journal: bad prev hash %q", prevHex)
+	}
+	b := make([]byte, 0, sha256.Size+canonicalSize(e))
+	b = appendCanonical(append(b, prev[:]...), e)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // Seal fills e.PrevHash and e.Hash for an event that follows prevHex
@@ -88,6 +116,7 @@ func Seal(prevHex string, e *Event) error {
 		e.Payload = json.RawMessage("{}")
 	} else {
 		var b bytes.Buffer
+		b.Grow(len(e.Payload))
 		if err := json.Compact(&b, e.Payload); err != nil {
 			return fmt.Errorf("journal: event %s payload is not JSON: %w", e.Type, err)
 		}

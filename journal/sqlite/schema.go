@@ -119,8 +119,8 @@ func (s *Store) initSchema(ctx context.Context) error {
 // (database/sql re-prepares them per connection as needed and reuses them
 // inside transactions via Tx.StmtContext).
 type queries struct {
-	indexHead, eventHead, insertEvent, upsertRun *sql.Stmt // on the writer
-	readEvents, runExists                        *sql.Stmt // on the readers
+	head, insertEvent, upsertRun *sql.Stmt // on the writer
+	readEvents, runExists        *sql.Stmt // on the readers
 }
 
 func prepare(ctx context.Context, w, r *sql.DB) (*queries, error) {
@@ -130,8 +130,13 @@ func prepare(ctx context.Context, w, r *sql.DB) (*queries, error) {
 		dst **sql.Stmt
 		sql string
 	}{
-		{w, &q.indexHead, `SELECT last_seq, last_hash FROM runs WHERE run_id = ?`},
-		{w, &q.eventHead, `SELECT seq, hash FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`},
+		// The runs index's head and the events table's, in one row
+		// (NULLs for a new run): one statement per append instead of two.
+		{w, &q.head, `
+SELECT r.last_seq, r.last_hash, e.seq, e.hash
+FROM (SELECT 1) AS one
+LEFT JOIN runs AS r ON r.run_id = ?1
+LEFT JOIN (SELECT seq, hash FROM events WHERE run_id = ?1 ORDER BY seq DESC LIMIT 1) AS e`},
 		{w, &q.insertEvent, `INSERT INTO events (run_id, seq, type, time, payload, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)`},
 		{w, &q.upsertRun, `
 INSERT INTO runs (run_id, created, updated, last_seq, last_type, last_hash, status)
@@ -154,7 +159,7 @@ ON CONFLICT (run_id) DO UPDATE SET
 
 func (q *queries) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{q.indexHead, q.eventHead, q.insertEvent, q.upsertRun, q.readEvents, q.runExists} {
+	for _, st := range []*sql.Stmt{q.head, q.insertEvent, q.upsertRun, q.readEvents, q.runExists} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -147,33 +146,28 @@ func (s *Store) append(ctx context.Context, runID string, after int64, deferred 
 // runs index agree.
 func (s *Store) head(ctx context.Context, tx *sql.Tx, runID string) (int64, string, error) {
 	var (
-		idxSeq, evSeq   int64
-		idxHash, evHash string
-		indexed         = true
+		idxSeq, evSeq   sql.NullInt64
+		idxHash, evHash sql.NullString
 	)
-	err := tx.StmtContext(ctx, s.q.indexHead).QueryRowContext(ctx, runID).Scan(&idxSeq, &idxHash)
-	if errors.Is(err, sql.ErrNoRows) {
-		indexed, idxHash, err = false, journal.GenesisHash, nil
+	if err := tx.StmtContext(ctx, s.q.head).QueryRowContext(ctx, runID).Scan(&idxSeq, &idxHash, &evSeq, &evHash); err != nil {
+		return 0, "", dbError(fmt.Sprintf("append run %s: read index and newest event", runID), err)
 	}
-	if err != nil {
-		return 0, "", dbError(fmt.Sprintf("append run %s: read index", runID), err)
+	indexed := idxSeq.Valid
+	if !indexed {
+		idxHash.String = journal.GenesisHash
 	}
-	err = tx.StmtContext(ctx, s.q.eventHead).QueryRowContext(ctx, runID).Scan(&evSeq, &evHash)
-	if errors.Is(err, sql.ErrNoRows) {
-		evHash, err = journal.GenesisHash, nil
+	if !evSeq.Valid {
+		evHash.String = journal.GenesisHash
 	}
-	if err != nil {
-		return 0, "", dbError(fmt.Sprintf("append run %s: read newest event", runID), err)
-	}
-	if idxSeq != evSeq || idxHash != evHash {
-		bad := min(idxSeq, evSeq) + 1
-		if idxSeq == evSeq {
-			bad = evSeq
+	if idxSeq.Int64 != evSeq.Int64 || idxHash.String != evHash.String {
+		bad := min(idxSeq.Int64, evSeq.Int64) + 1
+		if idxSeq.Int64 == evSeq.Int64 {
+			bad = evSeq.Int64
 		}
 		return 0, "", &journal.CorruptError{RunID: runID, Seq: bad, Reason: fmt.Sprintf(
-			"the runs index ends at event %d (indexed %t) but the events table ends at event %d, or their hashes differ", idxSeq, indexed, evSeq)}
+			"the runs index ends at event %d (indexed %t) but the events table ends at event %d, or their hashes differ", idxSeq.Int64, indexed, evSeq.Int64)}
 	}
-	return evSeq, evHash, nil
+	return evSeq.Int64, evHash.String, nil
 }
 
 // Read implements [journal.Store.Read]: the rows of run with seq >= from,
