@@ -342,6 +342,11 @@ func (sc *secretScanner) scan(toolName string, args []byte) []policy.SecretUse {
 	}
 	if toolName == "bash" || toolName == "python" {
 		dump := toolName == "bash" && policy.DumpsEnvironment(args)
+		var resolved []byte
+		if toolName == "bash" {
+			// A name the words only spell once parsed: eval 'echo $API_'TOKEN.
+			resolved = []byte(policy.ResolvedWords(args))
+		}
 		for i, re := range sc.refs {
 			switch {
 			case re == nil || seen[i]:
@@ -351,7 +356,7 @@ func (sc *secretScanner) scan(toolName string, args []byte) []policy.SecretUse {
 				// call still counts as carrying the secret (the text
 				// names it), but says so.
 				out = append(out, policy.SecretUse{Name: sc.names[i], Form: "its name only, inside placeholder text the model typed, which is sent as typed, not as the value"})
-			case re.Match(args):
+			case re.Match(args) || re.Match(resolved):
 				out = append(out, policy.SecretUse{Name: sc.names[i], Form: "by reference to its variable"})
 			case dump:
 				out = append(out, policy.SecretUse{Name: sc.names[i], Form: "in a dump of the whole environment"})

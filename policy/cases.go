@@ -65,7 +65,7 @@ func (c *Case) Call() *Call {
 	if len(c.Holds) > 0 || c.Untrusted != "" || c.Unattended || c.OutputOut {
 		fl := &Flow{Held: c.Holds, Untrusted: c.Untrusted, Unattended: c.Unattended, OutputOut: c.OutputOut}
 		for _, name := range c.Holds {
-			if refersTo(string(c.Args), name) {
+			if refersTo(string(c.Args), name) || c.Tool == "bash" && refersTo(ResolvedWords(c.Args), name) {
 				fl.Secrets = append(fl.Secrets, SecretUse{Name: name, Form: "by reference", Where: "arguments"})
 			} else if c.Tool == "bash" && DumpsEnvironment(c.Args) {
 				fl.Secrets = append(fl.Secrets, SecretUse{Name: name, Form: "in a dump of the whole environment", Where: "arguments"})
@@ -118,6 +118,24 @@ func (e *Engine) Test(ctx context.Context) []CaseResult {
 		out = append(out, e.RunCase(ctx, &c))
 	}
 	return out
+}
+
+// CheckCases runs the policy file's own test cases: nil when every one
+// passes, else an error that counts those that fail and lists them, one
+// "NAME: PROBLEM" a line, in file order. A policy whose cases fail is
+// refused wherever one is given for runs (keel run --policy, keel serve,
+// an API request's policy).
+func (e *Engine) CheckCases(ctx context.Context) error {
+	var failed []string
+	for _, r := range e.Test(ctx) {
+		if r.Problem != "" {
+			failed = append(failed, r.Case.Name+": "+r.Problem)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of its test cases fail:\n  %s", len(failed), strings.Join(failed, "\n  "))
 }
 
 // RunCase evaluates one case and reports whether the decision is the

@@ -413,22 +413,60 @@ func dumpsEnv(line string) bool {
 	}
 	for i := range cmds {
 		c := &cmds[i]
-		for _, w := range c.Words {
-			if procEnviron().MatchString(w) || path.Base(w) == "environ" {
-				return true
-			}
-		}
-		for _, r := range c.Redirects {
-			if procEnviron().MatchString(r.Target) || path.Base(r.Target) == "environ" {
-				return true
-			}
-		}
 		if len(c.Words) == 0 {
+			for _, r := range c.Redirects {
+				if environPath(r.Target, true) {
+					return true
+				}
+			}
 			continue
 		}
 		name, rest := path.Base(c.Words[0]), c.Words[1:]
 		if c.Prog < len(c.Words) {
 			name, rest = c.Name(), c.Args()
+		} else {
+			// A wrapper with no command after it (nice env, timeout 5 env,
+			// command env, exec env, xargs env): the last wrapper is
+			// the program that runs.
+			for j := len(c.Words) - 1; j >= 0; j-- {
+				if b := path.Base(c.Words[j]); b == "env" || b == "printenv" {
+					name, rest = b, c.Words[j+1:]
+					break
+				}
+			}
+		}
+		for j, w := range c.Words {
+			if environPath(w, j < len(c.Glob) && c.Glob[j] >= 0) {
+				return true
+			}
+			if j > 0 && readsTree(name, rest) && environAncestor(w) {
+				// grep -r TOKEN /proc/self/, tar -cf - /proc/self, find
+				// /proc/self -exec cat {} +.
+				return true
+			}
+		}
+		for _, r := range c.Redirects {
+			if environPath(r.Target, true) {
+				return true
+			}
+		}
+		if name == "ps" {
+			// BSD-style e (ps eww, ps auxe) prints each process's
+			// environment.
+			for _, a := range rest {
+				if !strings.HasPrefix(a, "-") && strings.Contains(a, "e") {
+					return true
+				}
+			}
+		}
+		if name == "env" && slices.ContainsFunc(rest, func(a string) bool { return a == "-u" || strings.HasPrefix(a, "--unset") }) {
+			// env -u NAME prints all the others.
+			rest = nil
+		}
+		if len(rest) == 0 && (name == "export" || name == "declare" || name == "typeset") && bareDeclaration(c.Text, name) {
+			// Bare export prints every exported variable, as export -p;
+			// bare declare and typeset print every variable.
+			return true
 		}
 		if len(c.Words) == 1 && (name == "declare" || name == "typeset" || name == "export" || name == "local" || name == "readonly") {
 			// The parser keeps a declaration's options in its text only.
@@ -499,6 +537,101 @@ func dumpsEnv(line string) bool {
 	return false
 }
 
+// bareDeclaration reports whether a declaration command's text (the
+// parser keeps its options there only) has no word after the name but
+// redirections: export > f, builtin export.
+func bareDeclaration(text, name string) bool {
+	fields := strings.Fields(text)
+	k := -1
+	for i, f := range fields {
+		if f == name {
+			k = i
+			break
+		}
+	}
+	if k < 0 {
+		return false
+	}
+	for i := k + 1; i < len(fields); i++ {
+		f := fields[i]
+		switch {
+		case strings.HasPrefix(f, ">") || strings.HasPrefix(f, "<") || strings.HasPrefix(f, "&>") || len(f) > 1 && f[0] >= '0' && f[0] <= '9' && strings.ContainsAny(f[1:2], "<>"):
+			if strings.Trim(f, "0123456789&<>|") == "" {
+				i++ // the target is the next word
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// environCandidates are paths of a process's environment a pattern may
+// match.
+var environCandidates = []string{"/proc/self/environ", "/proc/1/environ", "/proc/thread-self/environ", "/proc/self/task/1/environ", "/proc/1/task/1/environ"}
+
+// environPath reports whether a word names a process's environment: a
+// path /proc/PID/environ or a file named environ, or, when glob is set
+// (the word is a pattern), a pattern that can match one
+// (/proc/self/env*, /proc/*/e*n, /proc/self/*, ../env*).
+func environPath(w string, glob bool) bool {
+	if procEnviron().MatchString(w) || path.Base(w) == "environ" {
+		return true
+	}
+	if !glob || !strings.ContainsAny(w, "*?[") {
+		return false
+	}
+	for _, c := range environCandidates {
+		if m, _ := path.Match(path.Clean(w), c); m {
+			return true
+		}
+	}
+	// A pattern matching environ in a directory that may be a process's
+	// (/dev/fd/../env*).
+	d := path.Dir(w)
+	m, _ := path.Match(path.Base(w), "environ")
+	return m && (strings.HasPrefix(d, "/proc") || strings.HasPrefix(d, "/dev") || strings.Contains(d, ".."))
+}
+
+// environAncestor reports whether a path word is a directory that holds a
+// process's environment at some depth: /, /proc, /proc/self, /proc/PID,
+// /proc/self/task/TID, or a pattern matching one.
+func environAncestor(w string) bool {
+	w = path.Clean(w)
+	for _, c := range environCandidates {
+		for d := path.Dir(c); ; d = path.Dir(d) {
+			if m, _ := path.Match(w, d); m || w == d {
+				return true
+			}
+			if d == "/" {
+				break
+			}
+		}
+	}
+	return false
+}
+
+// readsTree reports whether a program reads the contents of the files
+// under a directory it is given (grep -r, tar, zip, find, diff -r, cp -r,
+// git grep): not ls, stat or the like, which only list it.
+func readsTree(name string, args []string) bool {
+	switch name {
+	case "ls", "stat", "test", "[", "readlink", "realpath", "basename", "dirname", "du", "df", "cd", "pushd", "mkdir", "touch", "file", "echo", "printf":
+		return false
+	case "tar", "zip", "bsdtar", "cpio", "rsync", "7z", "strings":
+		return true
+	case "find":
+		return slices.ContainsFunc(args, func(a string) bool {
+			return strings.HasPrefix(a, "-exec") || strings.HasPrefix(a, "-ok") || strings.HasPrefix(a, "-fprint")
+		})
+	case "git":
+		return slices.Contains(args, "--no-index")
+	}
+	return slices.ContainsFunc(args, func(a string) bool {
+		return len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsAny(a[1:], "rRa") || a == "--recursive" || a == "--dereference-recursive" || a == "--archive"
+	})
+}
+
 // showsSecret reports whether a part's text shows where a secret the
 // call carries comes from: a value Keel sealed («secret:NAME...»), a
 // reference to its variable, or a dump of the whole environment.
@@ -515,6 +648,24 @@ func showsSecret(text string, fl *Flow) bool {
 		}
 	}
 	return false
+}
+
+// ResolvedWords returns the words of every command a bash call's
+// arguments (its JSON) would run, as the analysis resolves them (eval
+// 'echo $API_'TOKEN is echo $API_TOKEN), one command per line; "" when
+// the command line does not parse.
+func ResolvedWords(args []byte) string {
+	line, _ := argString(args, "command")
+	cmds, err := bash.Parse(line)
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range cmds {
+		b.WriteString(strings.Join(c.Words, " "))
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // DumpsEnvironment reports whether a bash call's arguments (its JSON)

@@ -102,9 +102,8 @@ func newConfinement(o *Options) *confinement {
 
 // noRoots is the error of a create or fork on a server without workspace
 // roots.
-var noRoots = &Error{api.CodeInvalidRequest,
-	"this server has no workspace roots, so runs cannot work on its directories (only the demo run can); " +
-		"its operator names the directories runs may use: keel serve --workspace-root DIR, or workspace_roots in the [serve] table of config.toml"}
+var noRoots = &Error{Code: api.CodeInvalidRequest, Message: "this server has no workspace roots, so runs cannot work on its directories (only the demo run can); " +
+	"its operator names the directories runs may use: keel serve --workspace-root DIR, or workspace_roots in the [serve] table of config.toml"}
 
 // checkWorkspace checks that dir may be a run's workspace and returns it
 // with symlinks resolved. needRoot requires it to be under a workspace
@@ -334,7 +333,7 @@ func (s *Service) admitRequest(ctx context.Context, a *admission, req *api.Creat
 		return err
 	}
 	if req.Demo {
-		if set := demoExtras(req); len(set) > 0 {
+		if set := demoExtras(req, a.who.Local); len(set) > 0 {
 			return badRequest("the demo run has its own task, model, agent, workspace, sandbox, policy and limits and takes none of them: remove %s (or leave out demo to create another run)", strings.Join(set, ", "))
 		}
 		return nil
@@ -376,15 +375,17 @@ func (s *Service) admitRequest(ctx context.Context, a *admission, req *api.Creat
 }
 
 // demoExtras returns the fields of a demo create request that the demo
-// does not take (everything but labels).
-func demoExtras(req *api.CreateRun) []string {
+// does not take: everything but labels, and the sandbox, which the
+// command line on the journal's machine (local) chooses (keel demo
+// --sandbox).
+func demoExtras(req *api.CreateRun, local bool) []string {
 	var set []string
 	for _, f := range []struct {
 		name string
 		set  bool
 	}{
 		{"task", req.Task != ""}, {"model", req.Model != ""}, {"agent", req.Agent != ""}, {"on_behalf_of", req.OnBehalfOf != ""},
-		{"workspace", req.Workspace != ""}, {"mount_path", req.MountPath != ""}, {"sandbox", req.Sandbox != ""},
+		{"workspace", req.Workspace != ""}, {"mount_path", req.MountPath != ""}, {"sandbox", req.Sandbox != "" && !local},
 		{"env", len(req.Env) > 0}, {"setup", req.Setup != ""}, {"network", len(req.Network) > 0}, {"system", req.System != ""},
 		{"limits", req.Limits != api.Limits{}}, {"policy", req.Policy != ""}, {"completion_marker", req.CompletionMarker != nil},
 		{"connectors", req.Connectors != nil}, {"no_connectors", req.NoConnectors},

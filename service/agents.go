@@ -133,7 +133,7 @@ func (s *Service) ungrant(ctx context.Context, name, grant, reason string, who *
 		return list, err
 	}
 	if !slices.ContainsFunc(list.Grants, func(g policy.Grant) bool { return g.ID == grant }) {
-		return list, notFound("agent %s has no standing approval %s (list them at /v1/agents/%s/grants)", name, visible.String(grant), name)
+		return list, notFound("agent %s has no standing approval %s (it was revoked already, or never given)", name, visible.String(grant))
 	}
 	if err := s.opts.Directory.Ungrant(ctx, name, grant, &identity.UngrantParams{By: who.Name, Reason: reason}); err != nil {
 		return api.GrantList{}, identityError(err)

@@ -73,6 +73,10 @@ type LocalRun struct {
 	// as given (keel run's flags and config.toml); nil means the
 	// builder's for a run of its agent.
 	Connectors *Connectors
+	// NoOffer offers the run neither the memory of its scopes nor
+	// skills, whatever the request says (an evaluation's trial, which
+	// must not depend on what this machine remembers).
+	NoOffer bool
 }
 
 // Connectors are a run's MCP servers, databases and APIs.
@@ -100,8 +104,12 @@ type ContextParams struct {
 	// ActionMode is "tools" (function calling, the default) or "text"
 	// (code blocks in the model's text).
 	ActionMode string
-	// NoMemory leaves out the memory files (AGENTS.md, KEEL.md).
+	// NoMemory leaves out the memory files (AGENTS.md, KEEL.md) and the
+	// memory of the run's scopes.
 	NoMemory bool
+	// MemoryBudget bounds, in tokens, the memory of its scopes a run is
+	// offered; 0 means memory.DefaultBudget.
+	MemoryBudget int
 }
 
 // ErrExists is returned when a run of a creation's ID exists already.
@@ -204,7 +212,7 @@ func (s *Service) prepareAdmitted(ctx context.Context, who *Caller, req *CreateR
 // same run whichever way it came.
 func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreated, error) {
 	if req.Demo {
-		return s.prepareDemo(ctx)
+		return s.prepareDemo(ctx, req.Sandbox)
 	}
 	local := req.Local
 	if local == nil {
@@ -296,7 +304,7 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 		}
 		secretHosts = append(secretHosts, b)
 	}
-	if err := checkSecretHosts(secretHosts[len(local.SecretHosts):], secretEnv, req.Env, req.Network, sb); err != nil {
+	if err := checkSecretHosts(secretHosts, secretEnv, req.Env, req.Network, sb); err != nil {
 		return nil, err
 	}
 	c := &agent.RunCreated{
@@ -329,10 +337,8 @@ func (s *Service) policyOf(ctx context.Context, name string) (*policy.Engine, er
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
-	for _, r := range eng.Test(ctx) {
-		if r.Problem != "" {
-			return nil, badRequest("policy test case %q fails: %s", r.Case.Name, r.Problem)
-		}
+	if err := eng.CheckCases(ctx); err != nil {
+		return nil, badRequest("policy: %v", err)
 	}
 	return eng, nil
 }
@@ -448,17 +454,18 @@ func (s *Service) finish(ctx context.Context, c *agent.RunCreated, eng *policy.E
 // runs' workspaces.
 const demoDir = ".keel-demos"
 
-// prepareDemo creates the demo run: a fresh copy of the demo project, the
-// scripted demo model, and the demo policy, which asks a person before
-// the agent edits a file.
-func (s *Service) prepareDemo(ctx context.Context) (*agent.RunCreated, error) {
+// prepareDemo creates the demo run (the server's and keel demo's): a
+// fresh copy of the demo project, the scripted demo model, and the demo
+// policy, which asks a person before the agent edits a file; in sandbox
+// sb ("": the service's).
+func (s *Service) prepareDemo(ctx context.Context, sb string) (*agent.RunCreated, error) {
 	ws, err := s.newDemoWorkspace()
 	if err != nil {
 		return nil, err
 	}
 	c := &agent.RunCreated{
 		Task: demo.Task, System: SystemPrompt("/workspace", false), Model: "scripted:demo",
-		Limits: agent.Limits{MaxSteps: 20}, Workspace: ws, MountPath: "/workspace", Sandbox: s.sandboxKind(),
+		Limits: agent.Limits{MaxSteps: 20}, Workspace: ws, MountPath: "/workspace", Sandbox: cmp.Or(sb, s.sandboxKind()),
 		Principal: identity.DemoAgent, CompletionMarker: DefaultCompletionMarker,
 		Labels: map[string]string{LabelDemo: demo.Label},
 	}
@@ -638,19 +645,37 @@ func (s *Service) bindSecretHost(h api.SecretHost) (agent.SecretHost, error) {
 	return agent.SecretHost{Name: b.Name, Host: b.Host, Body: h.Body}, nil
 }
 
-// checkSecretHosts checks a request's secrets for hosts: each variable
-// given once and in no other way, its host one the allowlist allows, in
-// the linux sandbox.
+// SecretHostError is a run's secret for a host that the service
+// refuses (given twice, a host that is not one or not in the run's
+// allowlist, no linux sandbox): Name=Host and the Problem in words of
+// neither the API nor the command line. It is wrapped in an invalid
+// request's [Error] that words it as the API does; keel run words it
+// with its flags.
+type SecretHostError struct {
+	Name, Host, Problem string
+}
+
+func (e *SecretHostError) Error() string {
+	return fmt.Sprintf("secret_hosts %s=%s: %s", e.Name, e.Host, e.Problem)
+}
+
+// checkSecretHosts checks a run's secrets for hosts: each variable given
+// once and in no other way, its host one the allowlist allows, in the
+// linux sandbox.
 func checkSecretHosts(hosts []agent.SecretHost, secretEnv, env, allow []string, sb string) error {
 	allowed := egress.MustParse(allow)
+	refuse := func(h agent.SecretHost, problem string) error {
+		e := &SecretHostError{Name: h.Name, Host: h.Host, Problem: problem}
+		return &Error{Code: api.CodeInvalidRequest, Message: e.Error(), cause: e}
+	}
 	for i, h := range hosts {
 		if slices.Contains(secretEnv, h.Name) || slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, h.Name+"=") }) ||
 			slices.ContainsFunc(hosts[:i], func(o agent.SecretHost) bool { return o.Name == h.Name }) {
-			return badRequest("secret_hosts %s: the variable is given twice (env, secret_env or secret_hosts)", h.Name)
+			return refuse(h, "the variable is given twice (as a variable of the sandbox, a secret, or a secret for a host)")
 		}
 		l, err := egress.Parse([]string{h.Host})
 		if err != nil || h.Host == "" {
-			return badRequest("secret_hosts %s: host %q: want a host as network writes it (api.example.com, api.example.com:8443)", h.Name, h.Host)
+			return refuse(h, "want a host as the network allowlist writes it (api.example.com, api.example.com:8443, *.example.com)")
 		}
 		r := l.Rules()[0]
 		probe := r.Host
@@ -658,10 +683,10 @@ func checkSecretHosts(hosts []agent.SecretHost, secretEnv, env, allow []string, 
 			probe = "x." + r.Host
 		}
 		if !slices.ContainsFunc(r.Ports, func(p int) bool { return allowed.Match(probe, p) != nil }) {
-			return badRequest("secret_hosts %s: host %s is not in the run's network allowlist", h.Name, h.Host)
+			return refuse(h, "the host is not in the run's network allowlist")
 		}
 		if sb == "none" {
-			return badRequest("secret_hosts needs the linux sandbox (its egress proxy puts the value in)")
+			return refuse(h, "needs the linux sandbox, whose egress proxy puts the value in (not sandbox none)")
 		}
 	}
 	return nil

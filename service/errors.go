@@ -17,9 +17,16 @@ import (
 type Error struct {
 	Code    string
 	Message string
+	// cause, if set, is the refusal in a form a front end may word in
+	// its own terms (SecretHostError).
+	cause error
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Unwrap returns the refusal a front end may word in its own terms, if
+// any.
+func (e *Error) Unwrap() error { return e.cause }
 
 // CodeRunEnded is the code of a cancel that came too late: the run ended
 // otherwise before the cancel reached it.
@@ -54,34 +61,34 @@ func Classify(err error) (e *Error, internal bool) {
 	case errors.As(err, &se):
 		return se, false
 	case errors.Is(err, journal.ErrNotFound):
-		return &Error{api.CodeNotFound, "no such run"}, false
+		return &Error{Code: api.CodeNotFound, Message: "no such run"}, false
 	case errors.As(err, &ce):
-		return &Error{api.CodeCorrupt, ce.Error()}, false
+		return &Error{Code: api.CodeCorrupt, Message: ce.Error()}, false
 	case errors.Is(err, agent.ErrChildEnded):
 		var ce *agent.ChildEndedError
 		if errors.As(err, &ce) {
-			return &Error{api.CodeConflict, ce.Error()}, false
+			return &Error{Code: api.CodeConflict, Message: ce.Error()}, false
 		}
-		return &Error{api.CodeConflict, "the run is a child agent that has ended: its result belongs to its parent; resume or follow up the parent instead"}, false
+		return &Error{Code: api.CodeConflict, Message: "the run is a child agent that has ended: its result belongs to its parent; resume or follow up the parent instead"}, false
 	case errors.Is(err, agent.ErrRunCompleted):
-		return &Error{api.CodeRunCompleted, "the run has completed"}, false
+		return &Error{Code: api.CodeRunCompleted, Message: "the run has completed"}, false
 	case errors.Is(err, agent.ErrApprovalExpired):
-		return &Error{api.CodeNoApproval, "too late: the approval's deadline has passed, so its default decision was applied"}, false
+		return &Error{Code: api.CodeNoApproval, Message: "too late: the approval's deadline has passed, so its default decision was applied"}, false
 	case errors.Is(err, agent.ErrNoApproval):
-		return &Error{api.CodeNoApproval, "this call has no pending approval (it was decided already, or never asked)"}, false
+		return &Error{Code: api.CodeNoApproval, Message: "this call has no pending approval (it was decided already, or never asked)"}, false
 	case errors.Is(err, ErrElsewhere), errors.Is(err, agent.ErrRunBusy):
 		// Never the journal's own text (sequence numbers, driver errors).
-		return &Error{api.CodeConflict, "the run is being executed by another process sharing the journal (for example a keel run on the server's machine); stop it there, or try again when it stops"}, false
+		return &Error{Code: api.CodeConflict, Message: "the run is being executed by another process sharing the journal (for example a keel run on the server's machine); stop it there, or try again when it stops"}, false
 	case errors.Is(err, errCanceling):
-		return &Error{api.CodeConflict, "the run is being canceled"}, false
+		return &Error{Code: api.CodeConflict, Message: "the run is being canceled"}, false
 	case errors.Is(err, ErrExecuting):
-		return &Error{api.CodeConflict, "the run is executing: wait until it stops (or cancel it)"}, false
+		return &Error{Code: api.CodeConflict, Message: "the run is executing: wait until it stops (or cancel it)"}, false
 	case errors.Is(err, ErrShuttingDown):
-		return &Error{api.CodeUnavailable, "the server is shutting down"}, false
+		return &Error{Code: api.CodeUnavailable, Message: "the server is shutting down"}, false
 	case errors.Is(err, token.ErrBad):
-		return &Error{api.CodeUnauthenticated, "invalid or revoked API token"}, false
+		return &Error{Code: api.CodeUnauthenticated, Message: "invalid or revoked API token"}, false
 	case errors.Is(err, token.ErrNotFound):
-		return &Error{api.CodeNotFound, err.Error()}, false
+		return &Error{Code: api.CodeNotFound, Message: err.Error()}, false
 	}
-	return &Error{api.CodeInternal, "internal error (see the server log)"}, true
+	return &Error{Code: api.CodeInternal, Message: "internal error (see the server log)"}, true
 }

@@ -66,6 +66,18 @@ func (x *Session) VerifyAudit(ctx context.Context, req *api.VerifyAudit) (*api.A
 	return x.svc.Audit(ctx, x.who, req.Runs)
 }
 
+func (x *Session) Artifact(ctx context.Context, id, rel string) ([]byte, error) {
+	return x.svc.Artifact(ctx, x.who, id, rel)
+}
+
+func (x *Session) Rewind(ctx context.Context, id string, to int64) (*api.Rewound, error) {
+	return x.svc.Rewind(ctx, x.who, id, to)
+}
+
+func (x *Session) Fork(ctx context.Context, id string, req *api.ForkRun) (*api.Run, error) {
+	return ref(x.svc.Fork(ctx, x.who, id, req))
+}
+
 // Schedules.
 
 func (x *Session) CreateSchedule(ctx context.Context, req *api.CreateSchedule) (*api.Schedule, error) {

@@ -187,7 +187,7 @@ func (s *Service) Deliver(ctx context.Context, id string, header http.Header, bo
 		case trigger.ReasonTooLarge:
 			code = api.CodeTooLarge
 		}
-		return api.TriggerAnswer{}, false, &Error{code, "delivery refused: " + re.Reason}
+		return api.TriggerAnswer{}, false, &Error{Code: code, Message: "delivery refused: " + re.Reason}
 	case errors.Is(err, trigger.ErrNotFound):
 		return api.TriggerAnswer{}, false, notFound("no such trigger")
 	case errors.Is(err, trigger.ErrUnavailable):

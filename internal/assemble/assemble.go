@@ -312,6 +312,11 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 	}
 	ws.Hide(hidden)
 	w.ws = ws
+	shared, release := holdWorkspace(ws.Root())
+	w.closers = append(w.closers, func() error { release(); return nil })
+	if shared != "" {
+		a.notef("keel: WARNING: another run is executing in this workspace (%s): its changes and this run's will mix, and the change summary, keel runs diff and keel runs rewind of either can include the other's files. Run them one after the other, or give each its own workspace (git worktree add DIR).\n", shared)
+	}
 	readOnly := mcpReadOnly(c.MCP)
 	if c.StateDir != "" {
 		// Keel's own files, outside the workspace; the sandbox shows

@@ -211,19 +211,15 @@ func (a *app) agentsUngrantCmd() *cobra.Command {
 		Args:        cobra.ExactArgs(2),
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
 			// With --server, the server records the token's person as who
 			// removed it (so --by is refused).
-			b, err := a.openAs(ctx, cmd, by, "reason")
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			if _, err := b.Ungrant(ctx, args[0], args[1], reason); err != nil {
-				return err
-			}
-			fmt.Fprintf(tui.Esc(a.stdout), "removed standing approval %s of agent %s\n", args[1], args[0])
-			return nil
+			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
+				if _, err := b.Ungrant(ctx, args[0], args[1], reason); err != nil {
+					return err
+				}
+				fmt.Fprintf(tui.Esc(a.stdout), "removed standing approval %s of agent %s\n", args[1], args[0])
+				return nil
+			}, "reason")
 		},
 	}
 	cmd.Flags().StringVar(&by, "by", "", "who removes it (default: $USER)")

@@ -51,9 +51,3 @@ func (l *local) RevokeAgent(ctx context.Context, name, reason string) (*api.Agen
 	defer svc.Shutdown(context.WithoutCancel(ctx))
 	return svc.For(l.Caller()).RevokeAgent(ctx, name, reason)
 }
-
-// Ungrant says a missing grant in the directory's words (the service's
-// name the API's route).
-func (l *local) Ungrant(ctx context.Context, name, grant, reason string) (*api.GrantList, error) {
-	return nil, l.directory().Ungrant(ctx, name, grant, &identity.UngrantParams{By: l.Caller().Name, Reason: reason})
-}

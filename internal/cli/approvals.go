@@ -226,7 +226,7 @@ func (a *app) decide(cmd *cobra.Command, runID, callID string, dec policy.Effect
 	if d.prefix != "" {
 		prefix = strings.Fields(d.prefix)
 	}
-	b, err := a.open(ctx, cmd, decisionFlags...)
+	b, err := a.openAs(ctx, cmd, d.by, decisionFlags...)
 	if err != nil {
 		return err
 	}

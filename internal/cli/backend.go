@@ -142,6 +142,19 @@ func (l *local) serve(ctx context.Context, by string) error {
 	return nil
 }
 
+// session calls fn with the local backend of store, which the caller
+// holds and closes, acting as person by: for the operations of a command
+// that holds the journal already (an execution's decisions at the
+// terminal, keel chat's /undo).
+func (a *app) session(ctx context.Context, store journal.Store, by string, fn func(l *local) error) error {
+	l := &local{a: a, store: store}
+	if err := l.serve(ctx, by); err != nil {
+		return err
+	}
+	defer l.done()
+	return fn(l)
+}
+
 // only refuses flags set on the command line that the server form does
 // not support: they configure this process, and the server's settings
 // apply.

@@ -81,8 +81,12 @@ func (a *app) converse(ctx context.Context, x *foreground.Execution, runID strin
 	l := &local{a: a, store: x.Runtime.Store()}
 	cmds := x.Commands(runID, &foreground.ChatParams{
 		Diff: func(ctx context.Context, stat bool) error { return a.runsDiff(ctx, l, runID, 0, stat) },
-		Rewind: func(ctx context.Context, to int64) (*api.Rewound, error) {
-			return l.Rewind(ctx, runID, to, a.person(""))
+		Rewind: func(ctx context.Context, to int64) (r *api.Rewound, err error) {
+			err = a.session(ctx, l.store, "", func(l *local) (err error) {
+				r, err = l.Rewind(ctx, runID, to)
+				return serviceError(err)
+			})
+			return r, err
 		},
 	}, func(s string) { note = s })
 	return a.prompt.Converse(ctx, runID, a.keelCmd(), err, interrupted, goesOn, cmds, func(ctx context.Context, m string) error {

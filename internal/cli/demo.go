@@ -8,11 +8,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/internal/assemble"
-	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/redact"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
 )
 
@@ -54,47 +53,31 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 		return err
 	}
 	fmt.Fprintln(a.stderr, "keel demo:", demo.Label)
-	ws, err := os.MkdirTemp("", "keel-demo-")
-	if err != nil {
-		return err
-	}
-	if keep {
-		// Whatever the outcome, say where the project stays.
-		defer func() {
-			fmt.Fprintf(a.stderr, "keel demo: the demo workspace stays in %s (remove it with: rm -rf %s; keel demo --keep=false removes it at the end)\n", ws, ws)
-		}()
-	} else {
-		defer os.RemoveAll(ws)
-	}
-	if err := demo.WriteProject(ws); err != nil {
-		return err
-	}
-	haveGit := demo.GitInit(ws) == nil
-	created := &agent.RunCreated{
-		Task: demo.Task, System: service.SystemPrompt("/workspace", false), Model: "scripted:demo",
-		Limits:    agent.Limits{MaxSteps: 20},
-		Workspace: ws, MountPath: "/workspace", Sandbox: sbKind, Principal: "keel-demo",
-	}
-	created.SandboxLimits = service.DefaultSandboxLimits()
-	set := agent.DefaultSettings()
-	created.Settings = &set
-	created.StateDir = assemble.StateDir(a.home, ws)
 	// The demo shows the gate: its policy asks before the edit. At a
 	// terminal you decide; otherwise (a script, a pipe) the demo approves
 	// as a stand-in, showing what it approved, unless --no-wait stops it
 	// at the approval.
-	created.Policy = agent.NewPolicyRef(service.DemoPolicy())
 	live := &liveOptions{gate: gate}
 	if !gate.wait && !gate.noWait && !a.inline() {
 		live.gate.wait, live.standIn = true, "keel demo (stand-in)"
 	}
-	runID, execErr := a.createAndExecute(ctx, ws, func(ctx context.Context, svc *service.Service) (*agent.RunCreated, error) {
-		if err := checkPrincipal(ctx, svc.Directory(), created); err != nil {
-			return nil, err
-		}
-		created.Git = builder.GitStart(ctx, created.Workspace)
-		return created, nil
+	// The service makes the demo run as it makes the server's, in a
+	// fresh copy of the demo project.
+	var created *agent.RunCreated
+	runID, execErr := a.createAndExecute(ctx, func(ctx context.Context, svc *service.Service) (*agent.RunCreated, error) {
+		c, err := svc.Prepare(ctx, service.Local(a.person("")), &service.CreateRun{CreateRun: api.CreateRun{Demo: true, Sandbox: sbKind}})
+		created = c
+		return c, serviceError(err)
 	}, live, false, false)
+	if created != nil {
+		ws := created.Workspace
+		if keep {
+			// Whatever the outcome, say where the project stays.
+			defer fmt.Fprintf(a.stderr, "keel demo: the demo workspace stays in %s (remove it with: rm -rf %s; keel demo --keep=false removes it at the end)\n", ws, ws)
+		} else {
+			defer os.RemoveAll(ws)
+		}
+	}
 	if runID == "" {
 		return execErr
 	}
@@ -114,8 +97,8 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	if err := a.showTimeline(runID, events, verifyRun(ctx, store, runID, events), nil); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "\n== diff made in %s (keel runs diff %s --db %s) ==\n", ws, runID, redact.DSN(a.dbPath()))
-	if haveGit {
+	fmt.Fprintf(a.stdout, "\n== diff made in %s (keel runs diff %s --db %s) ==\n", created.Workspace, runID, redact.DSN(a.dbPath()))
+	if created.Git != nil {
 		if err := tui.RunDiff(ctx, a.stdout, a.workspaceDiff(store), runID, created, false); err != nil {
 			fmt.Fprintf(a.stdout, "(diff failed: %v)\n", err)
 		}

@@ -7,32 +7,15 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
-	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
 )
 
-// service returns the service over the local journal, for this
-// command: it executes nothing itself (the command continues a run in
-// its own process). Call done when finished.
-func (l *local) service(ctx context.Context) (svc *service.Service, done func(), err error) {
-	rt, flush, err := l.a.newRuntime(ctx, l.store, nil, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	svc = service.New(rt, &service.Options{Directory: l.directory()})
-	return svc, func() { _ = svc.Shutdown(context.WithoutCancel(ctx)); flush() }, nil
-}
-
 // Decide records the decision through the service, as every front end
 // does; it says what to do next in the command line's words.
 func (l *local) Decide(ctx context.Context, runID, callID string, res *agent.ApprovalResolved) error {
-	svc, done, err := l.service(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	_, err = svc.Decide(ctx, service.Local(res.By), &service.Decision{RunID: runID, CallID: callID, Effect: res.Decision,
+	svc := l.Service()
+	_, err := svc.Decide(ctx, l.Caller(), &service.Decision{RunID: runID, CallID: callID, Effect: res.Decision,
 		Decide: api.Decide{Reason: res.Reason, Remember: res.Remember, Prefix: res.Prefix}})
 	switch {
 	case errors.Is(err, agent.ErrApprovalExpired):
@@ -47,8 +30,6 @@ func (l *local) Decide(ctx context.Context, runID, callID string, res *agent.App
 		return fmt.Errorf("too late: %w", err)
 	case errors.Is(err, agent.ErrNoApproval):
 		return fmt.Errorf("call %s of run %s has no pending approval: decided already, or never asked (see keel approvals list --run %s)", callID, runID, runID)
-	case errors.Is(err, journal.ErrNotFound):
-		return fmt.Errorf("no such run %s", runID)
 	}
 	return serviceError(err)
 }

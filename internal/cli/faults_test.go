@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,5 +193,37 @@ func TestSandboxGitCommitIdentity(t *testing.T) {
 				t.Errorf("the user's git configuration changed: %q", b)
 			}
 		})
+	}
+}
+
+// A run that starts in a workspace another run is executing in says so
+// at its start (the other's pid); one alone in its workspace does not.
+func TestSecondRunInWorkspaceWarns(t *testing.T) {
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("flock (util-linux) is not installed")
+	}
+	setup(t)
+	ws := t.TempDir()
+	traj := writeTrajectory(t, "list", []fcall{sh("ls")}, nil)
+	const warn = "WARNING: another run is executing in this workspace"
+	if code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", ws); code != 0 || strings.Contains(errOut, warn) {
+		t.Fatalf("keel run alone = %d\n%s", code, errOut)
+	}
+	// Another execution: a process holding the lock every execution holds
+	// on its workspace while it runs.
+	other := exec.Command("flock", "-s", ws, "-c", "echo held; exec cat")
+	stdin, _ := other.StdinPipe()
+	stdout, _ := other.StdoutPipe()
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer other.Wait()
+	defer stdin.Close()
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", ws)
+	if want := fmt.Sprintf("%s (pid %d)", warn, other.Process.Pid); code != 0 || !strings.Contains(errOut, want) {
+		t.Errorf("keel run beside another = %d, want a warning %q\n%s", code, want, errOut)
 	}
 }

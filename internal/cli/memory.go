@@ -10,13 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
-	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/memory"
-	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -214,27 +211,4 @@ func (a *app) memoryImportCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&by, "by", "", "who imports (default: your login name)")
 	return cmd
-}
-
-// offer fixes in c, a run keel run creates, the memory and skills it
-// is offered (live's settings: --memory-budget, --no-memory,
-// --no-skills), from store.
-func (a *app) offer(ctx context.Context, store journal.Store, c *agent.RunCreated, live *liveOptions) error {
-	if live.memoryBudget > 0 && c.Recall == nil {
-		if err := builder.OfferMemory(ctx, store, c, live.memoryBudget); err != nil {
-			return err
-		}
-	}
-	if !live.skills || c.Skills != nil {
-		return nil
-	}
-	eng, err := agent.RunPolicy(c)
-	if err != nil {
-		return err
-	}
-	if eng == nil {
-		eng = policy.Default()
-	}
-	a.offerSkills(ctx, store, c, eng)
-	return nil
 }

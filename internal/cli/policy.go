@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,14 +83,8 @@ func loadPolicy(flag string) (*policy.Engine, error) {
 	if err != nil {
 		return nil, &usageError{err}
 	}
-	var failed []string
-	for _, r := range e.Test(context.Background()) {
-		if r.Problem != "" {
-			failed = append(failed, fmt.Sprintf("%s: %s", r.Case.Name, r.Problem))
-		}
-	}
-	if len(failed) > 0 {
-		return nil, usagef("--policy %s: %d of its test cases fail (run `keel policy test %s`):\n  %s", flag, len(failed), flag, strings.Join(failed, "\n  "))
+	if err := e.CheckCases(context.Background()); err != nil {
+		return nil, usagef("--policy %s (run `keel policy test %s`): %v", flag, flag, err)
 	}
 	return e, nil
 }
@@ -119,17 +112,6 @@ func (g *gateFlags) engine() (*policy.Engine, *agent.ApprovalSettings, error) {
 		return nil, nil, usagef("--approval-default %q: want deny or allow", g.approvalDefault)
 	}
 	return e, set, nil
-}
-
-// checkPrincipal refuses to start a run whose principal may not act.
-func checkPrincipal(ctx context.Context, dir *identity.Directory, c *agent.RunCreated) error {
-	if _, err := dir.Check(ctx, c.Principal, c.OnBehalfOf); err != nil {
-		if errors.Is(err, policy.ErrRevoked) {
-			return usagef("--agent %s cannot run: %v (see `keel agents list`)", c.Principal, err)
-		}
-		return err
-	}
-	return nil
 }
 
 func (a *app) policyCmd() *cobra.Command {

@@ -23,7 +23,6 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/replay"
-	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
 )
@@ -260,7 +259,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	if err := a.checkSecretEnv(f.secretEnv); err != nil {
 		return err
 	}
-	secretHosts, err := a.secretHosts(f.secretHost, f.secretBody, f.secretEnv, f.env, f.network, sbKind)
+	secretHosts, err := a.secretHosts(f.secretHost, f.secretBody, "Keel's environment")
 	if err != nil {
 		return err
 	}
@@ -288,8 +287,9 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		Local: &service.LocalRun{Policy: eng, Approval: approval, SandboxLimits: &limits, Settings: &settings,
 			SetupNetwork: f.setupNetwork, SetupTimeout: f.setupTimeout, Connectors: conn, SecretEnv: f.secretEnv, SecretHosts: secretHosts,
 			Context: &service.ContextParams{Window: f.ctx.window, Threshold: f.ctx.threshold, HandoffAfter: f.ctx.handoffAfter,
-				NotesFile: f.ctx.notesFile, ActionMode: f.ctx.actionMode, NoMemory: f.ctx.noMemory}},
+				NotesFile: f.ctx.notesFile, ActionMode: f.ctx.actionMode, NoMemory: f.ctx.noMemory, MemoryBudget: f.ctx.memoryBudget}},
 	}
+	req.NoMemory, req.NoSkills, req.ProposeSkills = f.ctx.noMemory, f.ctx.noSkills, f.ctx.proposeSkills
 	if f.mountSet {
 		req.MountPath = f.mountPath
 	}
@@ -297,36 +297,31 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 		req.CompletionMarker = &f.completionMarker
 	}
 	live := &liveOptions{Params: assemble.Params{APIKey: f.apiKey, APIKeyEnv: f.apiKeyEnv, Recording: rec, SQLDSN: sqlDSN}, gate: f.gate, chat: f.interactive, team: f.team}
-	if !f.ctx.noMemory {
-		if f.ctx.memoryBudget <= 0 {
-			return usagef("--memory-budget %d: want a positive number of tokens (--no-memory leaves memory out)", f.ctx.memoryBudget)
-		}
-		live.memoryBudget = f.ctx.memoryBudget
+	if !f.ctx.noMemory && f.ctx.memoryBudget <= 0 {
+		return usagef("--memory-budget %d: want a positive number of tokens (--no-memory leaves memory out)", f.ctx.memoryBudget)
 	}
-	live.skills = !f.ctx.noSkills
 	live.ProposeSkills = f.ctx.proposeSkills
-	_, err = a.createAndExecute(ctx, ws, func(ctx context.Context, svc *service.Service) (*agent.RunCreated, error) {
+	// Before the journal is opened (and perhaps created): it must not be
+	// where the agent's commands can change it.
+	if err := a.assembler().CheckWorkspace(ws); err != nil {
+		return err
+	}
+	_, err = a.createAndExecute(ctx, func(ctx context.Context, svc *service.Service) (*agent.RunCreated, error) {
 		c, err := svc.Prepare(ctx, service.Local(a.person("")), req)
 		if err != nil {
-			return nil, serviceError(err)
+			return nil, secretHostError(err)
 		}
 		return c, nil
 	}, live, f.json, f.quiet)
 	return err
 }
 
-// createAndExecute prepares a run in the workspace ws through the
-// service on the local journal (prepare), wires it in this process,
-// journals it and executes it, printing progress. It returns the run id
-// (empty if the run could not be created) and the execution's error or
-// exit status.
-func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(context.Context, *service.Service) (*agent.RunCreated, error), live *liveOptions, jsonOut, quiet bool) (string, error) {
+// createAndExecute prepares a run through the service on the local
+// journal (prepare), wires it in this process, journals it and executes
+// it, printing progress. It returns the run id (empty if the run could
+// not be created) and the execution's error or exit status.
+func (a *app) createAndExecute(ctx context.Context, prepare func(context.Context, *service.Service) (*agent.RunCreated, error), live *liveOptions, jsonOut, quiet bool) (string, error) {
 	if err := a.journalNotDir(a.dbPath()); err != nil {
-		return "", err
-	}
-	// Before the journal is opened (and perhaps created): it must not be
-	// where the agent's commands can change it.
-	if err := a.assembler().CheckWorkspace(ws); err != nil {
 		return "", err
 	}
 	store, err := a.openStore(ctx)
@@ -345,9 +340,6 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 	if err != nil {
 		return "", err
 	}
-	if err := a.offer(ctx, store, created, live); err != nil {
-		return "", err
-	}
 	run, err := a.newWiring(ctx, created, live)
 	if err != nil {
 		return "", err
@@ -355,7 +347,7 @@ func (a *app) createAndExecute(ctx context.Context, ws string, prepare func(cont
 	defer run.Close()
 	created.Tools = run.ToolInfos()
 	if live.team {
-		if err := builder.OfferTeam(created, ws, a.home); err != nil {
+		if err := builder.OfferTeam(created, created.Workspace, a.home); err != nil {
 			return "", err
 		}
 	}
@@ -490,38 +482,20 @@ func (a *app) checkSecretEnv(names []string) error {
 	return nil
 }
 
-// secretHosts checks --secret-for-host NAME=HOST entries: NAME a
-// variable set in Keel's environment and given no other way, HOST one
-// destination the allowlist allows, in the linux sandbox.
-func (a *app) secretHosts(entries, inBody, secretEnv, env, allow []string, sbKind string) ([]agent.SecretHost, error) {
+// secretHosts reads --secret-for-host NAME=HOST and --secret-in-body
+// NAME: each NAME a variable set in Keel's environment (of whose, for
+// keel serve), each --secret-in-body one of them. The service checks a
+// run's (service.SecretHostError, worded by secretHostError); keel
+// serve checks its bindings' hosts.
+func (a *app) secretHosts(entries, inBody []string, whose string) ([]agent.SecretHost, error) {
 	var out []agent.SecretHost
-	allowed := egress.MustParse(allow)
 	for _, e := range entries {
 		name, host, ok := strings.Cut(e, "=")
 		if !ok || !envName().MatchString(name) || host == "" {
-			return nil, usagef("--secret-for-host %q: want NAME=HOST (the variable of Keel's environment and the host its value is for)", e)
+			return nil, usagef("--secret-for-host %q: want NAME=HOST (the variable of %s and the host its value is for)", e, whose)
 		}
 		if a.getenv(name) == "" {
 			return nil, usagef("--secret-for-host %s: the variable is not set in Keel's environment", name)
-		}
-		if slices.Contains(secretEnv, name) || slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") }) ||
-			slices.ContainsFunc(out, func(h agent.SecretHost) bool { return h.Name == name }) {
-			return nil, usagef("--secret-for-host %s: the variable is given twice (--env, --secret-env or --secret-for-host)", name)
-		}
-		l, err := egress.Parse([]string{host})
-		if err != nil {
-			return nil, usagef("--secret-for-host %s=%s: %v", name, host, err)
-		}
-		r := l.Rules()[0]
-		probe := r.Host
-		if r.Wildcard {
-			probe = "x." + r.Host
-		}
-		if !slices.ContainsFunc(r.Ports, func(p int) bool { return allowed.Match(probe, p) != nil }) {
-			return nil, usagef("--secret-for-host %s=%s: the host is not allowed; add --allow-host %s", name, host, host)
-		}
-		if sbKind == "none" {
-			return nil, usagef("--secret-for-host needs the linux sandbox (its egress proxy puts the value in); not --sandbox none")
 		}
 		out = append(out, agent.SecretHost{Name: name, Host: host, Body: slices.Contains(inBody, name)})
 	}
@@ -533,34 +507,14 @@ func (a *app) secretHosts(entries, inBody, secretEnv, env, allow []string, sbKin
 	return out, nil
 }
 
-// serveSecretHosts checks keel serve's --secret-for-host NAME=HOST
-// entries, the operator's bindings of a variable to the host its value
-// may go to (a run's allowlist must still allow it), and --secret-in-body
-// NAME.
-func (a *app) serveSecretHosts(entries, inBody []string) ([]agent.SecretHost, error) {
-	var out []agent.SecretHost
-	for _, e := range entries {
-		name, host, ok := strings.Cut(e, "=")
-		if !ok || !envName().MatchString(name) || host == "" {
-			return nil, usagef("--secret-for-host %q: want NAME=HOST (the variable of the server's environment and the host its value is for)", e)
-		}
-		if a.getenv(name) == "" {
-			return nil, usagef("--secret-for-host %s: the variable is not set in Keel's environment", name)
-		}
-		if l, err := egress.Parse([]string{host}); err != nil || len(l.Rules()) != 1 {
-			return nil, usagef("--secret-for-host %s=%s: want a host as --allow-host writes it (api.example.com, api.example.com:8443, *.example.com)", name, host)
-		}
-		if slices.ContainsFunc(out, func(h agent.SecretHost) bool { return h.Name == name && strings.EqualFold(h.Host, host) }) {
-			return nil, usagef("--secret-for-host %s=%s is given twice", name, host)
-		}
-		out = append(out, agent.SecretHost{Name: name, Host: host, Body: slices.Contains(inBody, name)})
+// secretHostError is the service's refusal err as keel run words it: a
+// secret for a host with its flag.
+func secretHostError(err error) error {
+	var e *service.SecretHostError
+	if errors.As(err, &e) {
+		return usagef("--secret-for-host %s=%s: %s", e.Name, e.Host, e.Problem)
 	}
-	for _, n := range inBody {
-		if !slices.ContainsFunc(out, func(h agent.SecretHost) bool { return h.Name == n }) {
-			return nil, usagef("--secret-in-body %s: want the NAME of a --secret-for-host NAME=HOST", n)
-		}
-	}
-	return out, nil
+	return serviceError(err)
 }
 
 // envName is the shape of an environment variable's name.

@@ -175,7 +175,8 @@ func (a *app) runsShowCmd() *cobra.Command {
 					return nil
 				}
 				o := &tui.ShowOptions{Full: full, Artifact: func(c *agent.RunCreated, rel string) ([]byte, error) {
-					return b.Artifact(ctx, args[0], c, rel)
+					data, err := b.Artifact(ctx, args[0], rel)
+					return data, serviceError(err)
 				}, Events: func(id string) ([]journal.Event, error) { return b.Events(ctx, id) }}
 				if follow && len(events) > 0 && !tui.Stopped(events) {
 					o.Follow = func(row func(e *journal.Event)) ([]journal.Event, error) {
@@ -229,9 +230,9 @@ type runsBackend interface {
 	// backend has it (a team server that executes the run), from the
 	// goroutine that ranges over the events.
 	Follow(ctx context.Context, id string, from int64, live func(api.Delta)) func(yield func(journal.Event, error) bool)
-	// Artifact reads the whole output rel of a call of run id (created
-	// is its run.created).
-	Artifact(ctx context.Context, id string, created *agent.RunCreated, rel string) ([]byte, error)
+	// Artifact reads the whole output rel of a call of run id (only the
+	// run's artifacts are served).
+	Artifact(ctx context.Context, id, rel string) ([]byte, error)
 	// WorkspaceDiff and CheckpointDiff: where keel runs diff reads.
 	tui.DiffSource
 }

@@ -26,12 +26,12 @@ func (a *app) checkpointStore() string { return assemble.CheckpointStore(a.home)
 type rewindBackend interface {
 	// Rewind restores the files of run id as its newest checkpoint at or
 	// before event to had them (journaled).
-	Rewind(ctx context.Context, id string, to int64, by string) (*api.Rewound, error)
+	Rewind(ctx context.Context, id string, to int64) (*api.Rewound, error)
 	// Fork makes a new run of the events of run id up to event req.Seq,
 	// with the files of that point (service.Service.Fork): the server
 	// starts it when asked, this process's journal never does (the
 	// command resumes it).
-	Fork(ctx context.Context, id string, req *api.ForkRun, by string) (*api.Run, *service.Forked, error)
+	Fork(ctx context.Context, id string, req *api.ForkRun) (*api.Run, *service.Forked, error)
 }
 
 func (a *app) runsRewindCmd() *cobra.Command {
@@ -61,8 +61,8 @@ EVENT). A run that a process executes is refused.`,
 			if to == 0 {
 				return usagef("--to EVENT is required (an event's sequence number; keel runs checkpoints %s lists the checkpoints)", args[0])
 			}
-			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
-				r, err := b.Rewind(ctx, args[0], to, a.person(by))
+			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
+				r, err := b.Rewind(ctx, args[0], to)
 				if err != nil {
 					return err
 				}
@@ -112,12 +112,12 @@ event that completes RUN, the fork follows it up with --message (with
 			if message != "" && noStart {
 				return usagef("--message is sent when the fork starts: leave out --no-start, or resume the fork later with the message")
 			}
-			b, err := a.open(ctx, cmd, "at", "workspace", "message", "no-start", "json", "quiet", "no-wait", "wait")
+			b, err := a.openAs(ctx, cmd, by, "at", "workspace", "message", "no-start", "json", "quiet", "no-wait", "wait")
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			run, fk, err := b.Fork(ctx, args[0], &api.ForkRun{Seq: at, Workspace: workspace, Start: !noStart, Message: message}, a.person(by))
+			run, fk, err := b.Fork(ctx, args[0], &api.ForkRun{Seq: at, Workspace: workspace, Start: !noStart, Message: message})
 			if err != nil {
 				return err
 			}
@@ -227,21 +227,9 @@ store are kept.`,
 	return cmd
 }
 
-// Rewind restores the files through the service on the local journal,
-// as every front end does.
-func (l *local) Rewind(ctx context.Context, id string, to int64, by string) (*api.Rewound, error) {
-	svc, done, err := l.service(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	res, err := svc.Rewind(ctx, service.Local(by), id, to)
-	return res, serviceError(err)
-}
-
 // Fork makes the fork through the service on the local journal, as
 // every front end does; the command resumes it in this process.
-func (l *local) Fork(ctx context.Context, id string, req *api.ForkRun, by string) (*api.Run, *service.Forked, error) {
+func (l *local) Fork(ctx context.Context, id string, req *api.ForkRun) (*api.Run, *service.Forked, error) {
 	if req.Workspace != "" {
 		ws, err := filepath.Abs(req.Workspace)
 		if err != nil {
@@ -249,20 +237,15 @@ func (l *local) Fork(ctx context.Context, id string, req *api.ForkRun, by string
 		}
 		req.Workspace = ws
 	}
-	svc, done, err := l.service(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer done()
-	run, err := svc.Fork(ctx, service.Local(by), id, req)
+	run, err := l.Session.Fork(ctx, id, req)
 	if err != nil {
 		return nil, nil, serviceError(err)
 	}
-	return forkedOf(ctx, l, id, req.Seq, &run)
+	return forkedOf(ctx, l, id, req.Seq, run)
 }
 
 // Rewind asks the server.
-func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*api.Rewound, error) {
+func (r *remote) Rewind(ctx context.Context, id string, to int64) (*api.Rewound, error) {
 	res, err := r.Client.Rewind(ctx, id, to)
 	if client.IsCode(err, api.CodeInvalidRequest) {
 		return nil, &usageError{err} // no checkpoint there, say
@@ -271,7 +254,7 @@ func (r *remote) Rewind(ctx context.Context, id string, to int64, _ string) (*ap
 }
 
 // Fork asks the server for the fork; the server starts it if asked.
-func (r *remote) Fork(ctx context.Context, id string, req *api.ForkRun, _ string) (*api.Run, *service.Forked, error) {
+func (r *remote) Fork(ctx context.Context, id string, req *api.ForkRun) (*api.Run, *service.Forked, error) {
 	run, err := r.Client.Fork(ctx, id, req)
 	if client.IsCode(err, api.CodeInvalidRequest) {
 		return nil, nil, &usageError{err}

@@ -19,6 +19,7 @@ import (
 	"github.com/keel-run/keel/internal/evalrun"
 	"github.com/keel-run/keel/internal/serve"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/server/token"
 	"github.com/keel-run/keel/service"
 )
@@ -169,9 +170,17 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 	if err := a.checkSecretEnv(f.secretEnv); err != nil {
 		return err
 	}
-	secretHosts, err := a.serveSecretHosts(f.secretHosts, f.secretBody)
+	secretHosts, err := a.secretHosts(f.secretHosts, f.secretBody, "the server's environment")
 	if err != nil {
 		return err
+	}
+	for i, h := range secretHosts {
+		if l, err := egress.Parse([]string{h.Host}); err != nil || len(l.Rules()) != 1 {
+			return usagef("--secret-for-host %s=%s: want a host as --allow-host writes it (api.example.com, api.example.com:8443, *.example.com)", h.Name, h.Host)
+		}
+		if slices.ContainsFunc(secretHosts[:i], func(o agent.SecretHost) bool { return o.Name == h.Name && strings.EqualFold(o.Host, h.Host) }) {
+			return usagef("--secret-for-host %s=%s is given twice", h.Name, h.Host)
+		}
 	}
 	replayDirs, err := dirs("--replay-dir", f.replayDirs, a.cfg.Serve.ReplayDirs)
 	if err != nil {

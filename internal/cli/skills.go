@@ -8,13 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/skillhost"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/service"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -23,15 +20,6 @@ import (
 // the service's SkillHost.
 func (a *app) skillHost(store journal.Store) *skillhost.Host {
 	return &skillhost.Host{Home: a.home, Store: store, OpenVault: a.openVault}
-}
-
-// offerSkills fixes in c the skills offered to the run
-// (service.OfferSkills over the library of c's workspace); what is
-// refused is said on stderr and never offered.
-func (a *app) offerSkills(ctx context.Context, store journal.Store, c *agent.RunCreated, eng *policy.Engine) {
-	for _, err := range service.OfferSkills(ctx, c, eng, a.skillHost(store).Library(c.Workspace)) {
-		fmt.Fprintf(a.stderr, "keel: %v\n", err)
-	}
 }
 
 func (a *app) skillsCmd() *cobra.Command {

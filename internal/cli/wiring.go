@@ -32,11 +32,6 @@ type liveOptions struct {
 	// chat is keel chat / keel run -i: after each answer, the person's
 	// next message continues the run.
 	chat bool
-	// memoryBudget, when positive, offers a new run the memory of its
-	// scopes within that many tokens, and the memory tools.
-	memoryBudget int
-	// skills offers a new run the user's and the project's skills.
-	skills bool
 	// team offers a new run the team tools and agent definitions.
 	team bool
 	// standIn, when set, approves what the run asks while stdin is not
@@ -92,12 +87,14 @@ func (a *app) newWiring(ctx context.Context, c *agent.RunCreated, live *liveOpti
 // execution is the execution, in this process at this terminal, of the
 // run assembled as run, with live's options.
 func (a *app) execution(rt *agent.Runtime, run *assemble.Run, live *liveOptions, jsonOut, quiet bool) *foreground.Execution {
-	l := &local{a: a, store: rt.Store()}
+	decide := func(ctx context.Context, runID, callID string, res *agent.ApprovalResolved) error {
+		return a.session(ctx, rt.Store(), res.By, func(l *local) error { return l.Decide(ctx, runID, callID, res) })
+	}
 	return &foreground.Execution{Runtime: rt, Run: run, Wire: a.assembler().Wire(&live.Params),
 		Handoff: live.handoff, ContextWindow: live.contextWindow, Limits: live.limits, Settings: live.settings,
 		IfLastSeq: live.gate.ifLastSeq, Wait: live.gate.waiting(), Chat: live.chat, StandIn: live.standIn,
 		Terminal: &foreground.Terminal{Stdout: a.stdout, Stderr: a.stderr, Term: a.term, JSON: jsonOut, Quiet: quiet,
-			Prompt: &a.prompt, Inline: a.inline(), Keel: a.keelCmd(), Person: a.person(""), Decide: l.Decide}}
+			Prompt: &a.prompt, Inline: a.inline(), Keel: a.keelCmd(), Person: a.person(""), Decide: decide}}
 }
 
 // execute executes runID (as ld holds it; nil: read it) with the

@@ -66,7 +66,7 @@ func (x *Exec) Execute(ctx context.Context, tr *eval.TrialRun) (string, error) {
 	req := &service.CreateRun{
 		CreateRun: api.CreateRun{Task: c.Task, System: c.System, Model: tr.Model, Workspace: tr.Workspace, MountPath: c.Workspace.MountPath,
 			Sandbox: x.Sandbox, Env: c.Env, Setup: c.Setup, Labels: tr.Labels, Limits: limits},
-		Local: &service.LocalRun{Policy: x.Policy},
+		Local: &service.LocalRun{Policy: x.Policy, NoOffer: true},
 	}
 	created, err := x.Service.Prepare(ctx, service.Local(x.Person), req)
 	if err != nil {

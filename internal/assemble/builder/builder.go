@@ -205,11 +205,13 @@ func (b *Builder) checkKeys(spec model.Spec) error {
 func (b *Builder) Complete(ctx context.Context, c *agent.RunCreated, req *service.CreateRun, family string) error {
 	cf := ContextSettings{Threshold: agent.DefaultCompactThreshold, NotesFile: agent.DefaultNotesFile, ActionMode: "tools"}
 	var given *service.Connectors
+	budget, noOffer := 0, false
 	if l := req.Local; l != nil {
 		if p := l.Context; p != nil {
 			cf = ContextSettings{Window: p.Window, Threshold: p.Threshold, HandoffAfter: p.HandoffAfter, NotesFile: p.NotesFile, ActionMode: p.ActionMode, NoMemory: p.NoMemory}
+			budget = p.MemoryBudget
 		}
-		given = l.Connectors
+		given, noOffer = l.Connectors, l.NoOffer
 	} else {
 		cf.NoMemory = req.NoMemory
 	}
@@ -231,8 +233,8 @@ func (b *Builder) Complete(ctx context.Context, c *agent.RunCreated, req *servic
 		// fills them in, pinned as keel run pins them.
 		c.Tools = nil
 	}
-	if req.Local == nil {
-		if err := b.offer(ctx, c, cf.NoMemory, req.NoSkills, req.ProposeSkills); err != nil {
+	if !noOffer {
+		if err := b.offer(ctx, c, cf.NoMemory, req.NoSkills, req.ProposeSkills, budget); err != nil {
 			return err
 		}
 	}
@@ -244,20 +246,21 @@ func (b *Builder) Complete(ctx context.Context, c *agent.RunCreated, req *servic
 	return nil
 }
 
-// offer fixes in c, a run created through the service by an API
-// caller, a schedule or a trigger, what keel run offers its runs: the
-// memory of its own scopes (service.MemoryScopes) unless noMemory, and
-// the verified skills of the server's home and the project's lockfile
-// that the run's policy lets its agent load, unless noSkills, and with
-// propose the tools of agent-written skills (a run offered memory, as
-// keel run --propose-skills). The demo agent, which every token may
-// run, is offered none of it.
-func (b *Builder) offer(ctx context.Context, c *agent.RunCreated, noMemory, noSkills, propose bool) error {
+// offer fixes in c what a new run is offered, whichever front end
+// created it: the memory of its own scopes (service.MemoryScopes)
+// within budget tokens (0: memory.DefaultBudget) unless noMemory, and
+// the verified skills of Keel's home and the project's lockfile that the
+// run's policy lets its agent load, unless noSkills, and with propose
+// the tools of agent-written skills (a run offered memory, keel run
+// --propose-skills). The demo agent, which every token may run, is
+// offered none of it. A skill left out is a note for keel run's person,
+// a warning in a server's log.
+func (b *Builder) offer(ctx context.Context, c *agent.RunCreated, noMemory, noSkills, propose bool, budget int) error {
 	if c.Principal == identity.DemoAgent {
 		return nil
 	}
 	if !noMemory {
-		if err := OfferMemory(ctx, b.Store, c, 0); err != nil {
+		if err := OfferMemory(ctx, b.Store, c, budget); err != nil {
 			return err
 		}
 	}
@@ -270,6 +273,10 @@ func (b *Builder) offer(ctx context.Context, c *agent.RunCreated, noMemory, noSk
 			eng = policy.Default()
 		}
 		for _, err := range service.OfferSkills(ctx, c, eng, b.Skills(b.Store, c.Workspace)) {
+			if b.Local && b.Assembler.Notes != nil {
+				fmt.Fprintf(b.Assembler.Notes, "keel: %v\n", err)
+				continue
+			}
 			b.logger().Warn("a skill is not offered to a new run", "workspace", c.Workspace, "agent", c.Principal, "err", err.Error())
 		}
 	}
