@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/tool"
@@ -63,7 +64,28 @@ func ReadMemory(home, workspace string, max int) (string, []string, error) {
 			return "", nil, fmt.Errorf("memory files in %s: %w", dir.path, err)
 		}
 		for _, n := range memoryNames {
+			var lfi fs.FileInfo
+			if dir.label == "" {
+				// In the workspace a memory file is read only as itself:
+				// a symbolic link, even one inside the workspace, may
+				// lead to a file the run's policy denies (KEEL.md ->
+				// .env), which the sandbox hides but the host does not;
+				// so may a second hard link.
+				lfi, err = root.Lstat(n)
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				if err == nil && (lfi.Mode()&fs.ModeSymlink != 0 || links(lfi) > 1) {
+					warns = append(warns, fmt.Sprintf("memory file %s not read: a memory file of the workspace must be a regular file, not a symbolic or second hard link (which may lead to a file the policy denies)", filepath.Join(dir.path, n)))
+					continue
+				}
+			}
 			b, err := tool.ReadRegular(root, n, int64(max))
+			if err == nil && lfi != nil {
+				if now, serr := root.Lstat(n); serr != nil || !os.SameFile(lfi, now) {
+					err = fmt.Errorf("it changed while it was read")
+				}
+			}
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
@@ -94,4 +116,12 @@ func ReadMemory(home, workspace string, max int) (string, []string, error) {
 		s = s[:cut] + fmt.Sprintf("\n\n[… memory files cut at %d bytes (memory_max_bytes in config.toml)]", max)
 	}
 	return s, warns, nil
+}
+
+// links returns how many hard links a file has (1 when unknown).
+func links(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
 }

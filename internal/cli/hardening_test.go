@@ -70,16 +70,18 @@ func TestMemoryFilesOnlyRegular(t *testing.T) {
 		}
 	}
 
-	// A link that stays inside the workspace is followed.
+	// A link that stays inside the workspace is not followed either: it
+	// may lead to a file the policy denies (fresh-user trial 7, P3).
 	os.Remove(filepath.Join(ws, "AGENTS.md"))
 	os.Remove(filepath.Join(ws, "KEEL.md"))
 	os.WriteFile(filepath.Join(ws, "docs.md"), []byte("Run make check.\n"), 0o644)
 	os.Symlink("docs.md", filepath.Join(ws, "AGENTS.md"))
-	if code, _, errOut := keelBounded(t, "run", "--model", "replay:"+trajectory, "--workspace", ws, "--max-steps", "1", "-q"); code != 1 {
+	code, _, errOut = keelBounded(t, "run", "--model", "replay:"+trajectory, "--workspace", ws, "--max-steps", "1", "-q")
+	if code != 1 {
 		t.Fatalf("keel run = %d\n%s", code, errOut)
 	}
-	if _, st = lastRun(t, db); !strings.Contains(st.Created.Memory, "Run make check.") {
-		t.Errorf("memory through a link inside the workspace:\n%s", st.Created.Memory)
+	if _, st = lastRun(t, db); strings.Contains(st.Created.Memory, "Run make check.") || !strings.Contains(errOut, "not a symbolic or second hard link") {
+		t.Errorf("memory through a link inside the workspace:\n%s\nstderr:\n%s", st.Created.Memory, errOut)
 	}
 }
 
