@@ -17,7 +17,7 @@ import (
 // (unless stat) their diffs.
 func RunDiff(ctx context.Context, out io.Writer, diff func(context.Context, string, *agent.RunCreated) (*checkpoint.Summary, error), runID string, created *agent.RunCreated, stat bool) error {
 	if created.Git == nil {
-		return fmt.Errorf("run %s recorded no git commit at its start (its workspace %s was not the top of a git repository with a commit, or the run predates the record): there is nothing to compare with", runID, created.Workspace)
+		return fmt.Errorf("run %s has nothing to compare with: it recorded no git commit at its start (its workspace %s was not the top of a git repository with a commit) and no workspace checkpoint (checkpoints off, or the run predates them); keel runs diff %s --at EVENT lists its file edits", runID, created.Workspace, runID)
 	}
 	sum, err := diff(ctx, runID, created)
 	w := escWriter{out}
