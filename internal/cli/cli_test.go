@@ -108,8 +108,8 @@ func TestDemo(t *testing.T) {
 }
 
 // keel demo --no-wait stops at the demo's approval; denied, the edit
-// does not happen, and the scripted model says so and fails the run
-// instead of claiming that the tests pass.
+// does not happen, and the scripted model says so instead of claiming
+// that the tests pass.
 func TestDemoDeniedEditIsNotClaimed(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed: .ci/run installs it")
@@ -122,10 +122,13 @@ func TestDemoDeniedEditIsNotClaimed(t *testing.T) {
 	id, _ := lastRun(t, db)
 	code, out, errOut = keel(t, "deny", id, "demo_4", "--reason", "not now")
 	id, st := lastRun(t, db)
-	if code != 1 || st.Status != journal.StatusFailed {
-		t.Fatalf("deny = %d, run %s %s; want 1 and failed\n%s%s", code, id, st.Status, out, errOut)
+	// A person's no ends the demo as an answer saying what did not
+	// happen, not as a "model error (mismatch)" (fresh-user trial 6, F7).
+	if code != 0 || st.Status != journal.StatusCompleted {
+		t.Fatalf("deny = %d, run %s %s; want 0 and completed\n%s%s", code, id, st.Status, out, errOut)
 	}
-	if strings.Contains(out+errOut, "all tests pass") || st.Ended == nil || !strings.Contains(st.Ended.Message, "the edit of textstats.py did not happen (a person denied this call: not now)") {
+	if strings.Contains(out+errOut, "all tests pass") || strings.Contains(out+errOut, "model error") || st.Ended == nil ||
+		!strings.Contains(st.Ended.Output, "You denied the edit of textstats.py (not now), so the demo stops here: nothing changed") {
 		t.Errorf("the run claims what did not happen, or does not say what: %+v\n%s%s", st.Ended, out, errOut)
 	}
 }

@@ -156,6 +156,26 @@ func check(k int, msgs []model.Message) string {
 	return ""
 }
 
+// denied reports whether a person denied the script's edit (demo_4),
+// which turn k answers, and why.
+func denied(k int, msgs []model.Message) (string, bool) {
+	if k != 3 {
+		return "", false
+	}
+	for _, m := range msgs {
+		if m.Role == model.RoleTool && m.ToolCallID == "demo_4" && m.IsError {
+			if rest, ok := strings.CutPrefix(m.Content, "a person denied this call"); ok {
+				reason := strings.TrimPrefix(rest, ": ")
+				if reason == "" {
+					reason = "no reason given"
+				}
+				return firstLine(reason), true
+			}
+		}
+	}
+	return "", false
+}
+
 // firstLine is the first line of s, cut short, for an error message.
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
@@ -187,6 +207,12 @@ func (*Model) Generate(ctx context.Context, req *model.Request) (*model.Response
 	}
 	if k >= len(script) {
 		return nil, &model.Error{Kind: model.KindExhausted, Provider: "scripted", Message: fmt.Sprintf("the demo script has %d turns", len(script))}
+	}
+	if reason, ok := denied(k, req.Messages); ok {
+		// A person said no: the demo ends as a model would, saying
+		// what did not happen; no model error.
+		msg := model.Message{Role: model.RoleAssistant, Content: "[scripted] You denied the edit of textstats.py (" + reason + "), so the demo stops here: nothing changed, word_count still splits on single spaces, and the tests still fail. Run keel demo again and answer y to see the fix made and tested."}
+		return &model.Response{Message: msg, Model: "scripted:demo", StopReason: stop(msg)}, nil
 	}
 	if why := check(k, req.Messages); why != "" {
 		return nil, &model.Error{Kind: model.KindMismatch, Provider: "scripted", Message: "the scripted demo stops: " + why}

@@ -10,7 +10,8 @@ import (
 
 // The scripted model claims only what happened: it goes on with its
 // script only when the results of its earlier calls are what the script
-// needs, and otherwise stops with an error saying what did not happen.
+// needs, and otherwise stops with an error saying what did not happen;
+// after a person's deny, with an answer saying so.
 func TestScriptClaimsOnlyWhatHappened(t *testing.T) {
 	t.Parallel()
 	tools := []model.ToolSpec{{Name: "bash"}, {Name: "edit_file"}, {Name: "list_directory"}, {Name: "read_file"}}
@@ -59,7 +60,8 @@ func TestScriptClaimsOnlyWhatHappened(t *testing.T) {
 		{"the bundled project", good, ""},
 		{"another repository", with("demo_1", model.Message{Content: "go.mod 30 B\nmain.go 1 KB"}), "not the demo's bundled project"},
 		{"the line is not there", with("demo_2", model.Message{Content: "     6\t    return 0"}), "does not have the line the script fixes"},
-		{"the edit was denied", with("demo_4", model.Message{Content: "a person denied this call: not now", IsError: true}), "the edit of textstats.py did not happen (a person denied this call: not now)"},
+		{"the edit was denied", with("demo_4", model.Message{Content: "a person denied this call: not now", IsError: true}), ""},
+		{"the edit was denied by the policy", with("demo_4", model.Message{Content: "the policy denied this call: no writes", IsError: true}), "the edit of textstats.py did not happen (the policy denied this call: no writes)"},
 		{"the edit failed", with("demo_4", model.Message{Content: "old_string not found", IsError: true}), "the edit of textstats.py did not happen"},
 		{"the tests still fail", with("demo_5", model.Message{Content: "exit code: 1\nFAILED (failures=1)"}), "the tests still fail after the edit (exit code: 1)"},
 	} {
@@ -67,6 +69,14 @@ func TestScriptClaimsOnlyWhatHappened(t *testing.T) {
 			t.Parallel()
 			msgs := conversation(tt.results)
 			resp, err := demo.NewModel().Generate(t.Context(), &model.Request{Messages: msgs, Tools: tools})
+			if tt.name == "the edit was denied" {
+				// A person's no is an answer, not a model error (F7).
+				if err != nil || !strings.Contains(resp.Message.Content, "You denied the edit of textstats.py (not now)") ||
+					!strings.Contains(resp.Message.Content, "the tests still fail") || strings.Contains(resp.Message.Content, "all tests pass") {
+					t.Fatalf("after a person's deny = %+v, %v; want an answer saying nothing changed", resp, err)
+				}
+				return
+			}
 			if tt.wantErr == "" {
 				if err != nil || !strings.Contains(resp.Message.Content, "all tests pass") {
 					t.Fatalf("end of the script = %v, %v; want the claim that the tests pass", resp, err)

@@ -66,11 +66,27 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 		fmt.Fprintf(w, "no files changed %s\n", what)
 		return
 	}
-	added, removed, files := 0, 0, 0
+	// Files git ignores (build output, caches) are counted apart: they
+	// are not what a person reviews as the run's change, unless they run
+	// on their own or are hidden by rules the run wrote.
+	added, removed, files, ignored := 0, 0, 0, 0
 	for _, c := range changes {
-		added, removed, files = added+c.Added, removed+c.Removed, files+max(c.Files, 1)
+		added, removed = added+c.Added, removed+c.Removed
+		if (c.Ignored || c.Files > 0) && c.Autorun == "" && !c.Hidden {
+			ignored += max(c.Files, 1)
+		} else {
+			files++
+		}
 	}
-	fmt.Fprintf(w, "%d file(s) changed %s (+%d -%d)\n", files, what, added, removed)
+	also := ""
+	if ignored > 0 {
+		also = fmt.Sprintf("; %d file(s) git ignores were written too (build output, caches: listed, not counted)", ignored)
+	}
+	if files == 0 {
+		fmt.Fprintf(w, "no files changed %s%s\n", what, also)
+	} else {
+		fmt.Fprintf(w, "%d file(s) changed %s (+%d -%d)%s\n", files, what, added, removed, also)
+	}
 	for _, c := range changes {
 		name := checkpoint.QuotePath(c.Path)
 		if c.Denied {

@@ -72,3 +72,35 @@ func TestRunDiffNotesAndDamagedHistory(t *testing.T) {
 		})
 	}
 }
+
+// Files git ignores that a run wrote (__pycache__, .pytest_cache) are
+// listed but not counted as the run's changes (fresh-user trial 6, F5:
+// the demo said "3 file(s) changed" for one edit, "2 file(s) changed"
+// after a deny that changed nothing).
+func TestChangesCountIgnoredApart(t *testing.T) {
+	pyc := checkpoint.Change{Path: "__pycache__/t.cpython-311.pyc", Status: checkpoint.Added, Ignored: true}
+	cache := checkpoint.Change{Path: ".pytest_cache", Status: checkpoint.Added, Ignored: true, Files: 4}
+	edit := checkpoint.FileDiff("textstats.py", []byte("a\n"), []byte("b\n"))
+	for _, tt := range []struct {
+		name    string
+		changes []checkpoint.Change
+		want    string
+	}{
+		{"edit and build output", []checkpoint.Change{pyc, cache, edit},
+			"1 file(s) changed since x (+1 -1); 5 file(s) git ignores were written too (build output, caches: listed, not counted)\n"},
+		{"only build output", []checkpoint.Change{pyc},
+			"no files changed since x; 1 file(s) git ignores were written too (build output, caches: listed, not counted)\n"},
+		{"only an edit", []checkpoint.Change{edit}, "1 file(s) changed since x (+1 -1)\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			Changes(Esc(&b), tt.changes, "since x", true)
+			if first, _, _ := strings.Cut(b.String(), "\n"); first+"\n" != tt.want {
+				t.Errorf("headline %q, want %q", first, tt.want)
+			}
+			if tt.name != "only an edit" && !strings.Contains(b.String(), "__pycache__/t.cpython-311.pyc") {
+				t.Errorf("the ignored file is not listed:\n%s", b.String())
+			}
+		})
+	}
+}
