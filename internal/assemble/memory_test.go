@@ -32,7 +32,7 @@ func TestReadMemoryRefusesLinksInWorkspace(t *testing.T) {
 	if err := os.Symlink("notes.md", filepath.Join(home, "KEEL.md")); err != nil {
 		t.Fatal(err)
 	}
-	text, warns, err := ReadMemory(home, ws, DefaultMemoryBytes)
+	text, _, warns, err := ReadMemory(home, ws, "", DefaultMemoryBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestReadMemoryRefusesLinksInWorkspace(t *testing.T) {
 	// A plain file is read.
 	os.Remove(filepath.Join(ws, "KEEL.md"))
 	os.WriteFile(filepath.Join(ws, "KEEL.md"), []byte("project rules"), 0o600)
-	if text, _, _ := ReadMemory("", ws, DefaultMemoryBytes); !strings.Contains(text, "project rules") {
+	if text, _, _, _ := ReadMemory("", ws, "", DefaultMemoryBytes); !strings.Contains(text, "project rules") {
 		t.Errorf("a regular KEEL.md was not read:\n%s", text)
 	}
 }
