@@ -166,6 +166,16 @@ func (l *locator) analyse(c *Command, cwd string) *Facts {
 	}
 	var positional []pathArg
 	dynWrite := false
+	// written notes path as written by the option word; a word that is
+	// not a literal writes a file only known at run time.
+	written := func(lit bool, word, path string) {
+		if !lit {
+			f.Writes = true
+			f.Dyn("writes to a file only known at run time: " + word)
+			return
+		}
+		l.note(f, cwd, path, true)
+	}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" && lits[i] {
@@ -186,43 +196,23 @@ func (l *locator) analyse(c *Command, cwd string) *Facts {
 			k, v, hasValue := strings.Cut(a, "=")
 			switch {
 			case hasValue && slices.Contains(writeOpts, k):
-				if !lits[i] {
-					f.Writes = true
-					f.Dyn("writes to a file only known at run time: " + a)
-				} else {
-					l.note(f, cwd, v, true)
-				}
+				written(lits[i], a, v)
 			case hasValue && !lits[i] && !slices.Contains(valueOpts, k):
 				f.Dyn("an option value only known at run time: " + a)
 			case hasValue && !slices.Contains(valueOpts, k) && looksLikePath(v):
 				l.note(f, cwd, v, inPlace)
 			case !hasValue && slices.Contains(writeOpts, a) && i+1 < len(args):
 				i++
-				if !lits[i] {
-					f.Writes = true
-					f.Dyn("writes to a file only known at run time: " + args[i])
-				} else {
-					l.note(f, cwd, args[i], true)
-				}
+				written(lits[i], args[i], args[i])
 			case !hasValue && slices.Contains(valueOpts, a):
 				i++
 			case !hasValue && i+1 < len(args) && len(a) > 2 && a[1] != '-' && letters(a[1:]) && slices.Contains(writeOpts, "-"+a[len(a)-1:]):
 				// A cluster ending in a short write option: ln -st DIR.
 				i++
-				if !lits[i] {
-					f.Writes = true
-					f.Dyn("writes to a file only known at run time: " + args[i])
-				} else {
-					l.note(f, cwd, args[i], true)
-				}
+				written(lits[i], args[i], args[i])
 			case attachedWrite(a, writeOpts) != "":
 				// A value attached to a short option: sort -o/root/.gitconfig.
-				if !lits[i] {
-					f.Writes = true
-					f.Dyn("writes to a file only known at run time: " + a)
-				} else {
-					l.note(f, cwd, attachedWrite(a, writeOpts), true)
-				}
+				written(lits[i], a, attachedWrite(a, writeOpts))
 			}
 			continue
 		}
