@@ -627,6 +627,13 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			cmd := &parts[i].Command
 			f := &facts{Facts: parts[i].Facts}
 			f.autorun, f.hides = persistence(cmd, f.Written, env.Mount, c.Autorun)
+			if len(f.Unresolved) > 0 {
+				// A write whose target the analysis cannot name (a
+				// pattern, a variable, a substitution) may write any
+				// file: one that runs on its own among them (trial 7,
+				// P12: >> AGENT?.md, f=.envrc; > $f).
+				f.autorun = true
+			}
 			p := Part{Text: cmd.Text, Via: cmd.Via}
 			if cmd.Prog < len(cmd.Words) {
 				p.Command = cmd.Words[cmd.Prog]
