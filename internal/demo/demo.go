@@ -52,10 +52,11 @@ func WriteProject(dir string) error {
 //
 // It claims only what happened: before each turn it reads the results of
 // its earlier calls in the request, and when they are not what its script
-// needs (a workspace that is not the bundled project, an edit a person or
-// the policy denied, tests that still fail) it stops with an error saying
-// so, and the run fails: a scripted model cannot do anything else, and
-// must not say it did.
+// needs (a workspace that is not the bundled project, an edit the policy
+// denied or that failed, tests that still fail) it stops with an error
+// saying so, and the run fails: a scripted model cannot do anything else,
+// and must not say it did. An edit a person denied ends the run with an
+// answer saying that nothing changed and the tests still fail.
 type Model struct{}
 
 // NewWorkspace makes a fresh copy of the demo project in a new directory
