@@ -232,6 +232,13 @@ var autorunDirs = []struct{ dir, why string }{
 	{".claude", "Claude Code runs its hooks and follows its settings"},
 	{".cursor", "the editor's agent follows its rules"},
 	{".gemini", "Gemini CLI follows its settings"},
+	// Rule directories of other agents: each file is instructions.
+	{".clinerules", "later agent runs follow it as the project's instructions"},
+	{".windsurf", "later agent runs follow it as the project's instructions"},
+	{".github/instructions", "later agent runs follow it as the project's instructions"},
+	{".junie", "later agent runs follow it as the project's instructions"},
+	{".roo", "later agent runs follow it as the project's instructions"},
+	{".amazonq/rules", "later agent runs follow it as the project's instructions"},
 }
 
 // AutorunWhy returns why the file at rel (a workspace-relative path)
@@ -284,6 +291,8 @@ func gitControlWhy(rel string) string {
 			return "it sends git to another git directory's config and hooks"
 		case slices.Contains(rest, "hooks"):
 			return "git runs it on its commands"
+		case rest[0] == "rebase-merge" || rest[0] == "rebase-apply" || rest[0] == "sequencer":
+			return "a rebase or cherry-pick in progress: git rebase --continue (cherry-pick --continue, am --continue) carries out what it holds, and a todo list's exec lines run commands"
 		}
 	}
 	return ""
