@@ -78,7 +78,8 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	}, live, false, false)
 	if created != nil {
 		ws := created.Workspace
-		if keep {
+		// A demo whose run was not journaled keeps nothing.
+		if keep && runID != "" {
 			// Whatever the outcome, say where the project stays.
 			defer fmt.Fprintf(a.stderr, "keel demo: the demo workspace stays in %s (remove it with: rm -rf %s; keel demo --keep=false removes it at the end)\n", ws, ws)
 		} else {

@@ -63,14 +63,15 @@ type Model struct{}
 // under parent ("" means the system's temporary directory), a git
 // repository with one commit when git is available (the diff of the
 // agent's change is a nicety: the demo runs without git), and returns
-// its path.
+// its path. When the copy fails, nothing of it is left.
 func NewWorkspace(parent string) (string, error) {
 	ws, err := os.MkdirTemp(parent, "keel-demo-")
 	if err != nil {
 		return "", fmt.Errorf("demo workspace: %w", err)
 	}
 	if err := WriteProject(ws); err != nil {
-		return "", err
+		os.RemoveAll(ws)
+		return "", fmt.Errorf("demo workspace: %w", err)
 	}
 	_ = GitInit(ws)
 	return ws, nil
