@@ -38,6 +38,11 @@ func ref[T any](v T, err error) (*T, error) {
 
 // Runs, approvals, inputs and audit.
 
+// Run is run id with its folded status.
+func (x *Session) Run(ctx context.Context, id string) (*api.Run, error) {
+	return ref(x.svc.Run(ctx, x.who, id))
+}
+
 func (x *Session) Runs(ctx context.Context, p *api.RunsParams) ([]api.Run, error) {
 	q := &ListRuns{}
 	if p != nil {

@@ -210,3 +210,45 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 		})
 	}
 }
+
+// keel runs cancel works in both forms, says the same, and records who
+// canceled: the person named by --by locally, the token's person on a
+// server; a second cancel says the run is canceled already.
+func TestCancelBothForms(t *testing.T) {
+	db := setup(t)
+	if code, _, errOut := keel(t, "agents", "list", "--db", db, "--create-db"); code != 0 {
+		t.Fatal(errOut)
+	}
+	store := openDB(t, db)
+	localRun := pausedRun(t, store, time.Now, "rm a", 0)
+	serverRun := pausedRun(t, store, time.Now, "rm b", 0)
+	store.Close()
+	_, tok, _ := keel(t, "tokens", "create", "--db", db, "--name", "root", "--scope", "admin")
+	s := startServe(t)
+	local := []string{"--db", db, "--by", "ann"}
+	remote := []string{"--server", s.url, "--token", strings.TrimSpace(tok)}
+	for _, c := range []struct {
+		id   string
+		form []string
+		by   string
+	}{{localRun, local, "ann"}, {serverRun, remote, "root"}} {
+		code, _, errOut := keel(t, append([]string{"runs", "cancel", c.id[:len(c.id)-2]}, c.form...)...)
+		if code != 0 || !strings.HasPrefix(errOut, "keel: canceled run "+c.id+" (") {
+			t.Fatalf("cancel %v = %d %q", c.form[0], code, errOut)
+		}
+		code, _, errOut = keel(t, append([]string{"runs", "cancel", c.id}, c.form...)...)
+		if want := "keel: run " + c.id + " is already canceled\n"; code != 0 || errOut != want {
+			t.Errorf("second cancel %v = %d %q, want %q", c.form[0], code, errOut, want)
+		}
+		store := openDB(t, db)
+		evs, err := store.Read(t.Context(), c.id, 1)
+		store.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := evs[len(evs)-1]
+		if last.Type != journal.RunCanceled || !strings.Contains(string(last.Payload), `"`+c.by+`"`) {
+			t.Errorf("%v: last event %s %s, want run.canceled by %s", c.form[0], last.Type, last.Payload, c.by)
+		}
+	}
+}

@@ -206,7 +206,7 @@ func TestRunsCancel(t *testing.T) {
 	}
 	id := onlyRun(t, db)
 	code, _, errOut := keel(t, "runs", "cancel", "--db", db, id, "--by", "ann")
-	if code != 0 || !strings.Contains(errOut, "canceled run") || !strings.Contains(errOut, "1 open call") {
+	if code != 0 || !strings.Contains(errOut, "canceled run") || !strings.Contains(errOut, "1 waiting approval") {
 		t.Fatalf("runs cancel = %d %q", code, errOut)
 	}
 	st, _ := loadRun(t, db, id)

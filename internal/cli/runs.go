@@ -33,69 +33,69 @@ func (a *app) runsCancelCmd() *cobra.Command {
 	var by string
 	cmd := &cobra.Command{
 		Use:         "cancel RUN",
-		Annotations: firstArgIsRun,
+		Annotations: annotated(firstArgIsRun, bothForms),
 		Short:       "End a run that no process is executing (paused, interrupted or failed) as canceled",
 		Long: `Cancel closes a run that nobody executes: a run paused for approval or by
 a revoked agent, or one interrupted by a crash. Every call of its open
 turn gets a result saying it did not run, then run.canceled records who
 canceled it. A run that another process executes (or waits in) is left
-alone: stop that process first (Ctrl-C leaves the run paused).`,
+alone: stop that process first (Ctrl-C leaves the run paused). With
+--server, the server cancels it, also while it executes it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			runID := args[0]
-			store, err := a.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			if l, ok := store.(journal.Locker); ok {
-				unlock, err := l.Lock(ctx, runID)
-				if errors.Is(err, journal.ErrLocked) {
-					return foreground.Busy(ctx, store, runID)
-				}
+			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
+				runID := args[0]
+				run, err := b.Run(ctx, runID)
 				if err != nil {
 					return err
 				}
-				defer unlock()
-			}
-			rt, flush, err := a.newRuntime(ctx, store, nil, nil)
-			if err != nil {
-				return err
-			}
-			defer flush()
-			before, _, err := rt.Load(ctx, runID)
-			if err != nil {
-				return err
-			}
-			if before.Status == journal.StatusCanceled {
-				fmt.Fprintf(a.stderr, "keel: run %s is already canceled\n", runID)
-				return nil
-			}
-			st, err := rt.Cancel(ctx, runID, a.person(by))
-			if errors.Is(err, agent.ErrRunCompleted) {
-				return fmt.Errorf("run %s already completed; there is nothing to cancel", runID)
-			}
-			if errors.Is(err, agent.ErrRunBusy) {
-				return foreground.Busy(ctx, store, runID)
-			}
-			if err != nil {
-				return err
-			}
-			closed := 0
-			if t := before.LastTurn(); t != nil {
-				for _, c := range t.Calls {
-					if c.Finished == nil {
-						closed++
-					}
+				if run.Status == string(journal.StatusCanceled) {
+					fmt.Fprintf(a.stderr, "keel: run %s is already canceled\n", run.ID)
+					return nil
 				}
-			}
-			fmt.Fprintf(a.stderr, "keel: canceled run %s (%d open call(s) closed; %s)\n", runID, closed, st.Ended.Message)
-			return nil
+				waiting := len(run.Pending)
+				if run, err = b.Cancel(ctx, run.ID); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stderr, "keel: canceled run %s (%d waiting approval(s) closed; %s)\n", run.ID, waiting, run.Message)
+				return nil
+			})
 		},
 	}
-	cmd.Flags().StringVar(&by, "by", "", "who cancels (default: $USER)")
+	cmd.Flags().StringVar(&by, "by", "", "who cancels (default: $USER; with --server, your token's name)")
 	return cmd
+}
+
+// Cancel cancels run id, which no process may execute now: the local
+// form never waits for another process (the server form asks the one
+// that executes it).
+func (l *local) Cancel(ctx context.Context, runID string) (*api.Run, error) {
+	store := l.store
+	if lk, ok := store.(journal.Locker); ok {
+		unlock, err := lk.Lock(ctx, runID)
+		if errors.Is(err, journal.ErrLocked) {
+			return nil, foreground.Busy(ctx, store, runID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
+	rt, flush, err := l.a.newRuntime(ctx, store, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer flush()
+	_, err = rt.Cancel(ctx, runID, l.Caller().Name)
+	switch {
+	case errors.Is(err, agent.ErrRunCompleted):
+		return nil, fmt.Errorf("run %s already completed; there is nothing to cancel", runID)
+	case errors.Is(err, agent.ErrRunBusy):
+		return nil, foreground.Busy(ctx, store, runID)
+	case err != nil:
+		return nil, err
+	}
+	return l.Run(ctx, runID)
 }
 
 func (a *app) runsListCmd() *cobra.Command {
@@ -215,6 +215,10 @@ type runsBackend interface {
 	// Runs lists runs (not system streams), newest first, with their
 	// folded status.
 	Runs(ctx context.Context, p *client.RunsParams) ([]api.Run, error)
+	// Run is run id with its folded status.
+	Run(ctx context.Context, id string) (*api.Run, error)
+	// Cancel ends run id as canceled by the caller.
+	Cancel(ctx context.Context, id string) (*api.Run, error)
 	// shown is a run's status as a person reads it (local.shown).
 	shown(ctx context.Context, id, status string) string
 	// Events returns every stored event of run id, as stored.
