@@ -119,49 +119,69 @@ const ReasonForked = agent.ReasonForked
 // caller resumes it) and neither ended nor waits for an approval at the
 // fork point ends with run.paused (reason [ReasonForked]), so that it
 // says it has not started and no restart executes it.
-func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *Caller) (id string, a *admission, err error) {
+//
+// The limits req gives (only with req.Start) are checked before anything
+// is made, and returned applied to those the source had at the fork
+// point (nil: unchanged), for the fork's first execution to journal in
+// its run.resumed.
+func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *Caller) (id string, a *admission, limits *agent.Limits, err error) {
 	if journal.IsSystem(src) {
-		return "", nil, notFound("no such run %s", src)
+		return "", nil, nil, notFound("no such run %s", src)
 	}
 	if req.Message != "" && !req.Start {
-		return "", nil, badRequest("message is sent when the fork starts: set start, or resume the fork later with the message")
+		return "", nil, nil, badRequest("message is sent when the fork starts: set start, or resume the fork later with the message")
+	}
+	if req.Limits != nil && !req.Start {
+		return "", nil, nil, badRequest("limits apply when the fork starts: set start, or give them when resuming the fork")
+	}
+	if _, err := ApplyLimits(agent.Limits{}, req.Limits); err != nil {
+		return "", nil, nil, err
 	}
 	events, err := journal.ReadVerified(ctx, s.rt.Store(), src)
 	if errors.Is(err, journal.ErrNotFound) {
-		return "", nil, notFound("no such run %s", src)
+		return "", nil, nil, notFound("no such run %s", src)
 	}
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	seq := req.Seq
 	if seq == 0 {
 		seq = int64(len(events))
 	}
 	if seq < 1 || seq > int64(len(events)) {
-		return "", nil, badRequest("%v", &checkpoint.RangeError{Run: src, Seq: req.Seq, Last: int64(len(events))})
+		return "", nil, nil, badRequest("%v", &checkpoint.RangeError{Run: src, Seq: req.Seq, Last: int64(len(events))})
 	}
 	events = events[:seq]
 	st, err := agent.Fold(src, events)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
+	}
+	if req.Limits != nil {
+		n, err := ApplyLimits(st.Limits, req.Limits)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		if n != st.Limits {
+			limits = &n
+		}
 	}
 	if req.Start && req.Message == "" && st.Status == journal.StatusCompleted {
-		return "", nil, conflict(api.CodeRunCompleted, "event %d completes run %s: fork from an earlier event to continue from there, or send a message to follow the run up in the fork", seq, src)
+		return "", nil, nil, conflict(api.CodeRunCompleted, "event %d completes run %s: fork from an earlier event to continue from there, or send a message to follow the run up in the fork", seq, src)
 	}
 	_, _, cpErr := checkpoint.At(events, seq)
 	if errors.Is(cpErr, checkpoint.ErrOff) {
-		return "", nil, badRequest("run %s has no checkpoints to fork with its files: %v", src, checkpoint.ErrOff)
+		return "", nil, nil, badRequest("run %s has no checkpoints to fork with its files: %v", src, checkpoint.ErrOff)
 	}
 	created := *st.Created
 	a, unshared, err := s.forkWorkspace(ctx, src, &created, req, who)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	own := req.Workspace != "" && !checkpoint.SameDir(req.Workspace, st.Created.Workspace)
 	if own {
 		made, err := s.forkDir(req.Workspace, a, cpErr == nil)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		if made {
 			defer func() {
@@ -173,10 +193,10 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	}
 	ws, err := s.admit(ctx, a, &created, true)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	if unshared != nil {
-		return "", nil, unshared
+		return "", nil, nil, unshared
 	}
 	created.Workspace = ws
 	if !checkpoint.SameDir(ws, st.Created.Workspace) {
@@ -190,7 +210,7 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	stamp(&created, a)
 	drafts, err := ForkDrafts(events, &created, s.opts.Clock())
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	// The fork's files: the source's newest checkpoint at the fork point,
 	// written into the fork's workspace (journaled in the fork).
@@ -198,11 +218,11 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	switch {
 	case errors.Is(err, checkpoint.ErrNone):
 	case err != nil:
-		return "", nil, fmt.Errorf("service: fork %s: the files of event %d: %w", src, seq, err)
+		return "", nil, nil, fmt.Errorf("service: fork %s: the files of event %d: %w", src, seq, err)
 	default:
 		p, err := jsonPayload(files)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		drafts = append(drafts, journal.Draft{Type: journal.WorkspaceRestored, Time: s.opts.Clock(), Payload: p})
 	}
@@ -210,14 +230,14 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	if !req.Start || !s.executes() {
 		paused, err := s.notStarted(id, src, seq, drafts)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		drafts = append(drafts, paused...)
 	}
 	if _, err := s.rt.Store().Append(ctx, id, 0, drafts...); err != nil {
-		return "", nil, fmt.Errorf("service: fork %s: %w", src, err)
+		return "", nil, nil, fmt.Errorf("service: fork %s: %w", src, err)
 	}
-	return id, a, nil
+	return id, a, limits, nil
 }
 
 // forkDir prepares dir, the workspace named for a fork that is not its

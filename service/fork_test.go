@@ -193,3 +193,40 @@ func TestForkAtCompletion(t *testing.T) {
 		t.Errorf("fork before the completion = %s (%s), want paused (forked)", fork.Status, fork.Reason)
 	}
 }
+
+// A fork's limits are checked before anything is made: a negative one,
+// or limits for a fork that is not started, are refused with no run
+// journaled and no workspace made (fresh-user trial 8, F7).
+func TestForkRefusesBadLimitsFirst(t *testing.T) {
+	ctx := t.Context()
+	rt := agent.NewRuntime(mem.New(), nil)
+	svc := service.New(rt, nil)
+	defer svc.Shutdown(context.WithoutCancel(ctx))
+	src, _ := forkSource(t, ctx, rt)
+	me := service.Local("ada")
+	runs := func() int {
+		t.Helper()
+		list, err := rt.Store().Runs(ctx, &journal.ListParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	n, neg, ten := runs(), -1, 10
+	dir := filepath.Join(t.TempDir(), "fork")
+	for _, req := range []*api.ForkRun{
+		{Seq: 2, Start: true, Workspace: dir, Limits: &api.Limits{MaxSteps: &neg}},
+		{Seq: 2, Start: true, Workspace: dir, Limits: &api.Limits{Timeout: "soon"}},
+		{Seq: 2, Workspace: dir, Limits: &api.Limits{MaxSteps: &ten}},
+	} {
+		_, err := svc.Fork(ctx, me, src, req)
+		wantCode(t, err, api.CodeInvalidRequest)
+		if _, serr := os.Stat(dir); runs() != n || serr == nil {
+			t.Errorf("a fork refused for its limits (%v) made a run or its workspace", err)
+		}
+	}
+	fork, err := svc.Fork(ctx, me, src, &api.ForkRun{Seq: 2, Start: true, Workspace: dir, Limits: &api.Limits{MaxSteps: &ten}})
+	if err != nil || runs() != n+1 {
+		t.Fatalf("fork with limits: %+v, %v", fork, err)
+	}
+}

@@ -195,13 +195,26 @@ func (s *Service) resume(ctx context.Context, id string, req *api.ResumeRun, who
 // forkAndStart forks run src for who, records it, and starts the fork if
 // asked (a fork not started is journaled paused, see Service.fork).
 func (s *Service) forkAndStart(ctx context.Context, src string, req *api.ForkRun, who *Caller) (api.Run, error) {
-	id, a, err := s.fork(ctx, src, req, who)
+	id, a, limits, err := s.fork(ctx, src, req, who)
 	if err != nil {
 		return api.Run{}, err
 	}
 	rerr := s.record(ctx, who, action{Action: "run.fork", RunID: id, Target: src, Detail: detail(strconv.FormatInt(req.Seq, 10), a)})
-	if req.Start {
-		if err := s.pool.resume(id, req.Message, change{}, who); err != nil {
+	if req.Start && s.executes() {
+		message, ch := req.Message, change{limits: limits}
+		if s.pool.dispatcher != nil && (message != "" || limits != nil) {
+			// The workers execute the fork: the message and the limits
+			// are journaled here in its run.resumed, as for a resume.
+			r := &agent.Resumption{Message: message, Limits: limits}
+			if who != nil {
+				r.By, r.Token = who.Name, who.ID
+			}
+			if _, err := s.rt.JournalResume(ctx, id, r); err != nil {
+				return api.Run{}, err
+			}
+			message, ch = "", change{}
+		}
+		if err := s.pool.resume(id, message, ch, who); err != nil {
 			return api.Run{}, err
 		}
 	}

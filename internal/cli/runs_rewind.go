@@ -111,12 +111,20 @@ event that completes RUN, the fork follows it up with --message (with
 			if message != "" && noStart {
 				return usagef("--message is sent when the fork starts: leave out --no-start, or resume the fork later with the message")
 			}
-			b, err := a.openAs(ctx, cmd, by, "at", "workspace", "message", "no-start", "json", "quiet", "no-wait", "wait")
+			limits := f.resumeLimits()
+			if limits != nil && noStart {
+				return usagef("the limits apply when the fork starts: leave out --no-start, or give them to keel runs resume when you start the fork")
+			}
+			b, err := a.openAs(ctx, cmd, by, "at", "workspace", "message", "no-start", "json", "quiet", "no-wait", "wait",
+				"max-steps", "max-tokens", "max-cost", "timeout")
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			run, fk, err := b.Fork(ctx, args[0], &api.ForkRun{Seq: at, Workspace: workspace, Start: !noStart, Message: message})
+			// The service checks the limits before it makes anything, and
+			// applies them when the fork starts (locally this process
+			// starts it, with the same limits).
+			run, fk, err := b.Fork(ctx, args[0], &api.ForkRun{Seq: at, Workspace: workspace, Start: !noStart, Message: message, Limits: limits})
 			if err != nil {
 				return err
 			}

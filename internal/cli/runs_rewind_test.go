@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
 	"github.com/keel-run/keel/server/api"
@@ -348,4 +350,86 @@ func TestForkFollowsUpACompletedRun(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ws, "more.txt")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the follow-up in the fork wrote into the source's workspace: %v", err)
 	}
+}
+
+// A fork's limits are checked by the service before it makes anything:
+// a negative one is refused with exit status 2 and leaves no run and no
+// copy of the demo project, in both forms (fresh-user trial 8, F7); with
+// --server the fork takes them as keel runs resume does, and the server
+// journals them when the fork starts (F9).
+func TestForkLimitsBothForms(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	db := setup(t)
+	tmp := os.Getenv("TMPDIR")
+	if code, out, errOut := keel(t, "demo", "--no-wait"); code != 3 {
+		t.Fatalf("keel demo --no-wait = %d, want 3 at the approval\n%s%s", code, out, errOut)
+	}
+	local, _ := lastRun(t, db)
+	s := startServe(t)
+	c := s.apiClient(t)
+	remote, err := c.CreateRun(t.Context(), &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	untilStopped(t, c, remote.ID, 1)
+	count := func() (runs, demos int) {
+		t.Helper()
+		list, err := c.Runs(t.Context(), &client.RunsParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := filepath.Glob(filepath.Join(tmp, "keel-demo-*"))
+		return len(list), len(m)
+	}
+	for _, form := range []struct {
+		name string
+		pre  []string
+		src  string
+	}{{"local", nil, local}, {"server", []string{"--server", s.url}, remote.ID}} {
+		t.Run(form.name, func(t *testing.T) {
+			at := strings.Fields(checkpointSeqs(t, append(form.pre, form.src)...)[0])[0]
+			fork := func(extra ...string) (int, string, string) {
+				return keel(t, append(append(form.pre, "runs", "fork", form.src, "--at", at), extra...)...)
+			}
+			runs, demos := count()
+			for _, bad := range [][]string{{"--max-steps", "-1"}, {"--max-cost", "-1"}, {"--max-steps", "10", "--no-start"}} {
+				code, _, errOut := fork(bad...)
+				if r, d := count(); code != 2 || r != runs || d != demos {
+					t.Errorf("fork %v = %d, runs %d → %d, demo copies %d → %d; want 2 and nothing made\n%s", bad, code, runs, r, demos, d, errOut)
+				}
+			}
+			code, out, errOut := fork("--max-steps", "10", "--no-wait")
+			if code != 3 {
+				t.Fatalf("fork --max-steps 10 = %d, want 3 at the demo's approval\n%s%s", code, out, errOut)
+			}
+			id := regexp.MustCompile(`as run (\S+)`).FindStringSubmatch(errOut)
+			if id == nil {
+				t.Fatalf("no fork named:\n%s", errOut)
+			}
+			st := runState(t, db, id[1])
+			if st.Limits.MaxSteps != 10 {
+				t.Errorf("the fork's limits: %+v, want max_steps 10", st.Limits)
+			}
+		})
+	}
+}
+
+// runState is run id of the journal db, folded.
+func runState(t *testing.T, db, id string) *agent.State {
+	t.Helper()
+	s, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, _, err := agent.NewRuntime(s, nil).Load(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -360,6 +360,12 @@ type ForkRun struct {
 	Start bool `json:"start,omitempty"`
 	// Message is a user message sent when the fork starts (needs Start).
 	Message string `json:"message,omitempty"`
+	// Limits, if set, replace the fork's limits (those its source had at
+	// the fork point) when it starts (needs Start), as ResumeRun.Limits
+	// does: each field given replaces that limit (zero: no limit), a
+	// negative one is refused before anything is made. Journaled in the
+	// fork's run.resumed.
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // RewindRun is the body of POST /v1/runs/{id}/rewind.
