@@ -132,7 +132,7 @@ func TestSkillsServer(t *testing.T) {
 	if out := run(1, append(wendy, "skills", "install", pub.URL, "lint-py", "--workspace", ws)...); !strings.Contains(out, "admin") {
 		t.Errorf("skills install with a token that is not an admin's:\n%s", out)
 	}
-	if out := run(1, append(wendy, "skills", "list", "--workspace", "/")...); !strings.Contains(out, "workspace roots") {
+	if out := run(2, append(wendy, "skills", "list", "--workspace", "/")...); !strings.Contains(out, "workspace roots") {
 		t.Errorf("skills list of a directory outside the roots:\n%s", out)
 	}
 
