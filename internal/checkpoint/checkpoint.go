@@ -251,7 +251,7 @@ func Rewind(ctx context.Context, store journal.Store, runID string, to int64, by
 	if l, ok := store.(journal.Locker); ok {
 		unlock, err := l.Lock(ctx, runID)
 		if errors.Is(err, journal.ErrLocked) {
-			return nil, nil, fmt.Errorf("%w: %v", ErrBusy, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrBusy, err)
 		}
 		if err != nil {
 			return nil, nil, err
@@ -511,7 +511,7 @@ func SinceStart(ctx context.Context, created *agent.RunCreated, events []journal
 	skip := func(p string) bool {
 		return created.StateDir == "" && (p == ".keel" || strings.HasPrefix(p, ".keel/"))
 	}
-	base := Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude, Since: created.Git.Time, Refs: created.Git.Refs}
+	base := Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude, Since: created.Git.Time, Refs: created.Git.Refs, RefsAll: created.Git.RefsAll}
 	sum := &Summary{}
 	upto := left(events)
 	if upto != nil {
