@@ -367,7 +367,7 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	}
 	if st.Status == journal.StatusCompleted {
 		if message == "" {
-			return &completedError{runID}
+			return &completedError{runID, f.handoff}
 		}
 		fmt.Fprintf(a.stderr, "keel: run %s completed; it continues with your message as a follow-up\n", runID)
 	}
@@ -386,9 +386,16 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 
 // completedError refuses to resume a completed run without a message. It
 // wraps agent.ErrRunCompleted.
-type completedError struct{ runID string }
+type completedError struct {
+	runID string
+	// handoff: keel runs handoff refused (it says so, not "resume").
+	handoff bool
+}
 
 func (e *completedError) Error() string {
+	if e.handoff {
+		return fmt.Sprintf("run %s already completed; nothing to hand off (to continue it with a follow-up in a fresh context, give --message TEXT)", e.runID)
+	}
 	return fmt.Sprintf("run %s already completed; nothing to resume (to continue it with a follow-up, give --message TEXT)", e.runID)
 }
 
