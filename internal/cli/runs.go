@@ -176,7 +176,7 @@ func (a *app) runsShowCmd() *cobra.Command {
 				}
 				o := &tui.ShowOptions{Full: full, Artifact: func(c *agent.RunCreated, rel string) ([]byte, error) {
 					data, err := b.Artifact(ctx, args[0], rel)
-					return data, serviceError(err)
+					return data, err
 				}, Events: func(id string) ([]journal.Event, error) { return b.Events(ctx, id) }}
 				if follow && len(events) > 0 && !tui.Stopped(events) {
 					o.Follow = func(row func(e *journal.Event)) ([]journal.Event, error) {
@@ -282,7 +282,11 @@ change is journaled.`,
 				return err
 			}
 			defer b.Close()
-			return b.Continue(ctx, args[0], &continuation{f: &f, message: message})
+			err = b.Continue(ctx, args[0], &continuation{f: &f, message: message})
+			if errorCode(err) == api.CodeRunCompleted && message == "" {
+				return fmt.Errorf("%w (%s runs resume %s --message TEXT)", err, b.Keel(), args[0])
+			}
+			return err
 		},
 	}
 	registerResumeFlags(cmd.Flags(), &f, &message)
@@ -363,11 +367,14 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	// through the API.
 	ch, err := service.ResumeChanges(st, req)
 	if err != nil {
-		return serviceError(err)
+		return err
 	}
 	if st.Status == journal.StatusCompleted {
 		if message == "" {
-			return &completedError{runID, f.handoff}
+			if f.handoff {
+				return &handoffCompleted{runID}
+			}
+			return service.CompletedError(runID)
 		}
 		fmt.Fprintf(a.stderr, "keel: run %s completed; it continues with your message as a follow-up\n", runID)
 	}
@@ -384,22 +391,16 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	return execute(ctx, a.execution(rt, run, live, f.json, f.quiet), runID, ld, message)
 }
 
-// completedError refuses to resume a completed run without a message. It
-// wraps agent.ErrRunCompleted.
-type completedError struct {
-	runID string
-	// handoff: keel runs handoff refused (it says so, not "resume").
-	handoff bool
+// handoffCompleted refuses to hand off a completed run without a
+// message (it says "hand off", not "resume"). It wraps
+// agent.ErrRunCompleted.
+type handoffCompleted struct{ runID string }
+
+func (e *handoffCompleted) Error() string {
+	return fmt.Sprintf("run %s already completed; nothing to hand off (to continue it with a follow-up in a fresh context, give --message TEXT)", e.runID)
 }
 
-func (e *completedError) Error() string {
-	if e.handoff {
-		return fmt.Sprintf("run %s already completed; nothing to hand off (to continue it with a follow-up in a fresh context, give --message TEXT)", e.runID)
-	}
-	return fmt.Sprintf("run %s already completed; nothing to resume (to continue it with a follow-up, give --message TEXT)", e.runID)
-}
-
-func (e *completedError) Unwrap() error { return agent.ErrRunCompleted }
+func (e *handoffCompleted) Unwrap() error { return agent.ErrRunCompleted }
 
 // runAsNow returns the run's run.created payload with the execution
 // settings it has now (a resume may have replaced them).
