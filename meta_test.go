@@ -390,9 +390,10 @@ var sourceExt = map[string]bool{".md": true, ".go": true, ".py": true, ".sh": tr
 var projectDocRE = regexp.MustCompile(`^[A-Z][A-Z0-9_-]*\.md$`)
 
 // workspaceFiles are memory files Keel reads from a user's workspace
-// (agent/context.go) and the file every skill has (package skill), named
-// in docs without being files of the repository.
-var workspaceFiles = map[string]bool{"KEEL.md": true, "CLAUDE.md": true, "SKILL.md": true}
+// (agent/context.go), those of other agents, and the file every skill
+// has (package skill), named in docs without being files of the
+// repository.
+var workspaceFiles = map[string]bool{"KEEL.md": true, "CLAUDE.md": true, "GEMINI.md": true, "SKILL.md": true}
 
 // exists reports whether p, which may hold glob characters, "{a,b}"
 // alternatives or a trailing "/...", names something on disk.

@@ -332,6 +332,8 @@ func (e *Engine) Decide(_ context.Context, c *Call) Decision {
 			p.Detail = r.facts.Sends
 		} else if r.facts.Opaque != "" && p.Effect != Allow {
 			p.Detail = r.facts.Opaque
+		} else if r.facts.AnyFile != "" && p.Effect != Allow {
+			p.Detail = r.facts.AnyFile
 		}
 		if p.Effect != Allow && slices.ContainsFunc(p.Policies, func(id string) bool { return slices.Contains(flowPolicies, id) }) {
 			// Say what flows: the secret and its encoding, the untrusted
@@ -627,6 +629,10 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			cmd := &parts[i].Command
 			f := &facts{Facts: parts[i].Facts}
 			f.autorun, f.hides = persistence(cmd, f.Written, env.Mount, c.Autorun)
+			// Files whose names the words do not show (git checkout
+			// other, git stash pop) may be any file: one that runs on its
+			// own or instructions included.
+			f.autorun = f.autorun || f.AnyFile != ""
 			p := Part{Text: cmd.Text, Via: cmd.Via}
 			if cmd.Prog < len(cmd.Words) {
 				p.Command = cmd.Words[cmd.Prog]

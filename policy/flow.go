@@ -232,6 +232,13 @@ var autorunDirs = []struct{ dir, why string }{
 	{".claude", "Claude Code runs its hooks and follows its settings"},
 	{".cursor", "the editor's agent follows its rules"},
 	{".gemini", "Gemini CLI follows its settings"},
+	// Rule directories of other agents: each file is instructions.
+	{".clinerules", "later agent runs follow it as the project's instructions"},
+	{".windsurf", "later agent runs follow it as the project's instructions"},
+	{".github/instructions", "later agent runs follow it as the project's instructions"},
+	{".junie", "later agent runs follow it as the project's instructions"},
+	{".roo", "later agent runs follow it as the project's instructions"},
+	{".amazonq/rules", "later agent runs follow it as the project's instructions"},
 }
 
 // AutorunWhy returns why the file at rel (a workspace-relative path)

@@ -820,6 +820,9 @@ func (l *locator) git(f *Facts, args []string, lits []bool, globs []int, cwd str
 		f.Writes = true
 		l.note(f, cwd, ".", true)
 	}
+	if why := gitTreeWrite(sub, rest); why != "" && (cwd == "" || under(cwd, l.mount) || under(l.mount, cwd)) {
+		f.AnyFile = why
+	}
 	if sub == "config" && !gitReadForm(sub, rest) {
 		for _, a := range rest {
 			if !strings.HasPrefix(a, "-") {

@@ -51,6 +51,12 @@ type Facts struct {
 	// command line (a file's content, its input, a push's commits); ""
 	// when it sends only what its words show.
 	Sends string
+	// AnyFile says why the part may write files of the workspace whose
+	// names its words do not show ("" when Written lists all it writes):
+	// git checkout other, git stash pop, git apply p.diff write the files
+	// of a commit, a stash or a patch. The policy counts such a part as
+	// writing any file, a file that runs on its own included.
+	AnyFile string
 }
 
 // Dyn marks f dynamic, keeping the first explanation.
