@@ -291,6 +291,8 @@ func gitControlWhy(rel string) string {
 			return "it sends git to another git directory's config and hooks"
 		case slices.Contains(rest, "hooks"):
 			return "git runs it on its commands"
+		case rest[0] == "rebase-merge" || rest[0] == "rebase-apply" || rest[0] == "sequencer":
+			return "a rebase or cherry-pick in progress: git rebase --continue (cherry-pick --continue, am --continue) carries out what it holds, and a todo list's exec lines run commands"
 		}
 	}
 	return ""

@@ -156,3 +156,22 @@ func TestInstructionFilesAutorun(t *testing.T) {
 		}
 	}
 }
+
+// Writing the state of a rebase or cherry-pick in progress after
+// untrusted input asks: the person's --continue carries it out (P11).
+func TestRebaseStateAfterUntrusted(t *testing.T) {
+	t.Parallel()
+	e := policy.Default()
+	untrusted := &policy.Flow{Untrusted: "fetch_url result of call c0 (event 5)"}
+	for _, cmd := range []string{
+		`mkdir -p .git/rebase-merge && cd .git/rebase-merge && printf "exec echo x > /tmp/p\n" > git-rebase-todo`,
+		`echo 'exec sh x.sh' >> .git/sequencer/todo`,
+		`cp todo .git/rebase-apply/todo`,
+	} {
+		b, _ := json.Marshal(map[string]string{"command": cmd})
+		d := e.Decide(t.Context(), &policy.Call{Tool: "bash", Effect: "external", Sandbox: "linux", MountPath: "/workspace", Flow: untrusted, Arguments: b})
+		if d.Effect != policy.Ask {
+			t.Errorf("%s = %s %q, want ask", cmd, d.Effect, d.Reason)
+		}
+	}
+}

@@ -475,3 +475,41 @@ func TestNewRunFormOffersChoices(t *testing.T) {
 		t.Errorf("the form offers the server's own directory %s as a workspace", e.dir)
 	}
 }
+
+// A demo run, or a fork of one, that is refused leaves no copy of the
+// demo project behind: the service removes the workspace it made.
+func TestRefusedDemoLeavesNoWorkspace(t *testing.T) {
+	demos := t.TempDir()
+	e := newEnv(t, &envOptions{sandbox: "linux", opts: func(o *service.Options) { o.DemoDir = demos }})
+	ctx := t.Context()
+	list := func() []string {
+		ents, err := os.ReadDir(demos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	// A demo run made on the server's machine without a sandbox: its
+	// fork (a fresh copy of the demo project) is refused.
+	local := e.journalRun(&agent.RunCreated{Task: demo.Task, Model: "scripted:demo", Workspace: t.TempDir(), MountPath: "/workspace", Sandbox: "none",
+		Principal: identity.DemoAgent, Policy: agent.NewPolicyRef(service.DemoPolicy()), Labels: map[string]string{service.LabelDemo: demo.Label}},
+		draft(t, journal.RunPaused, &agent.RunEnded{Reason: "user"}))
+	_, err := e.admin.Fork(ctx, local, &api.ForkRun{})
+	wantAPIError(t, err, api.CodeForbidden, "sandbox none")
+	if left := list(); len(left) > 0 {
+		t.Errorf("the refused fork left its copy of the demo project: %v", left)
+	}
+	// A new demo run of a revoked demo agent is refused.
+	if _, err := e.admin.RevokeAgent(ctx, identity.DemoAgent, "no more demos"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.admin.CreateRun(ctx, &api.CreateRun{Demo: true})
+	wantAPIError(t, err, api.CodeInvalidRequest, "revoked")
+	if left := list(); len(left) > 0 {
+		t.Errorf("the refused demo run left its copy of the demo project: %v", left)
+	}
+}

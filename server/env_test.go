@@ -23,6 +23,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/demo"
+	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
 	"github.com/keel-run/keel/model"
@@ -40,7 +41,9 @@ import (
 
 func TestMain(m *testing.M) {
 	linux.Init()
-	os.Exit(m.Run())
+	// A TMPDIR of the tests' own: they fail when they leave anything
+	// there (a demo run's workspace, say).
+	os.Exit(testenv.Main(m))
 }
 
 // env is a server over a real SQLite journal in a temporary directory,
@@ -180,6 +183,7 @@ func newEnv(t testing.TB, o *envOptions) *env {
 	}
 	so := &service.Options{Builder: (*testBuilder)(e), Workers: o.workers, Logger: logger, Clock: o.clock,
 		WorkspaceRoots: []string{filepath.Dir(e.dir)}, Protected: []string{e.dir}, Sandbox: e.sandbox, Policy: policy.Default(),
+		DemoDir:   t.TempDir(),
 		PublicURL: "http://" + srv.Listener.Addr().String()}
 	if o.opts != nil {
 		o.opts(so)

@@ -212,6 +212,7 @@ func (s *Service) prepareAdmitted(ctx context.Context, who *Caller, req *CreateR
 	}
 	ws, err := s.admit(ctx, a, c, validate)
 	if err != nil {
+		dropDemo(req, c)
 		return nil, nil, err
 	}
 	c.Workspace = ws
@@ -463,14 +464,10 @@ func (s *Service) finish(ctx context.Context, c *agent.RunCreated, eng *policy.E
 	return c, nil
 }
 
-// demoDir is the directory, in the first workspace root, of the demo
-// runs' workspaces.
-const demoDir = ".keel-demos"
-
 // prepareDemo creates the demo run (the server's and keel demo's): a
 // fresh copy of the demo project, the scripted demo model, and the demo
 // policy, which asks a person before the agent edits a file; in sandbox
-// sb ("": the service's).
+// sb ("": the service's). When it fails, the copy is removed.
 func (s *Service) prepareDemo(ctx context.Context, sb string) (*agent.RunCreated, error) {
 	ws, err := s.newDemoWorkspace()
 	if err != nil {
@@ -482,21 +479,34 @@ func (s *Service) prepareDemo(ctx context.Context, sb string) (*agent.RunCreated
 		Principal: identity.DemoAgent, CompletionMarker: DefaultCompletionMarker,
 		Labels: map[string]string{LabelDemo: demo.Label},
 	}
-	return s.finish(ctx, c, DemoPolicy(), &CreateRun{}, "scripted:demo")
+	c, err = s.finish(ctx, c, DemoPolicy(), &CreateRun{}, "scripted:demo")
+	if err != nil {
+		os.RemoveAll(ws)
+		return nil, err
+	}
+	return c, nil
 }
 
 // newDemoWorkspace makes a fresh copy of the demo project for a demo run
-// (or a fork of one), in the first workspace root, hidden from the web
-// UI's list of workspaces, else in the system's temporary directory.
+// (or a fork of one) in a new directory of Options.DemoDir (the
+// system's temporary directory when it is ""), making DemoDir when it
+// is missing.
 func (s *Service) newDemoWorkspace() (string, error) {
-	parent := ""
-	if roots := s.conf.roots; len(roots) > 0 {
-		parent = filepath.Join(roots[0], demoDir)
-		if err := os.MkdirAll(parent, 0o700); err != nil {
+	if dir := s.opts.DemoDir; dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return "", fmt.Errorf("demo workspace: %w", err)
 		}
 	}
-	return demo.NewWorkspace(parent)
+	return demo.NewWorkspace(s.opts.DemoDir)
+}
+
+// dropDemo removes the workspace the service made for c, the run of a
+// demo request that was refused or not journaled: nothing else will use
+// it. It does nothing for other requests.
+func dropDemo(req *CreateRun, c *agent.RunCreated) {
+	if req.Demo && c != nil && c.Workspace != "" {
+		os.RemoveAll(c.Workspace)
+	}
 }
 
 // SystemPrompt is the default system prompt of a run whose workspace
@@ -545,6 +555,7 @@ func (s *Service) create(ctx context.Context, req *CreateRun, who *Caller) (api.
 	phase("prepare")
 	id, rerr := s.journal(ctx, who, c, req.ID, a)
 	if id == "" {
+		dropDemo(req, c)
 		return api.Run{}, rerr
 	}
 	phase("journal")

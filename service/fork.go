@@ -177,6 +177,14 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	if err != nil {
 		return "", nil, nil, err
 	}
+	if fresh := created.Workspace; a.demoWorkspace && req.Workspace == "" {
+		// A fresh copy of the demo project, made for this fork only.
+		defer func() {
+			if err != nil {
+				os.RemoveAll(fresh)
+			}
+		}()
+	}
 	own := req.Workspace != "" && !checkpoint.SameDir(req.Workspace, st.Created.Workspace)
 	if own {
 		made, err := s.forkDir(req.Workspace, a, cpErr == nil)

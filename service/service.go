@@ -88,6 +88,12 @@ type Options struct {
 	// run but the demo (whose workspace the service makes). See
 	// docs/server.md.
 	WorkspaceRoots []string
+	// DemoDir is the directory in which the service makes the
+	// workspaces of demo runs (a new directory keel-demo-NNN each, a
+	// fresh copy of the demo project), made when missing; "" means the
+	// system's temporary directory. It need not be under a workspace
+	// root.
+	DemoDir string
 	// Protected are paths no run's workspace may be, be inside, or
 	// contain, whoever asks: Keel's home directory, files holding the
 	// server's secrets or configuration.

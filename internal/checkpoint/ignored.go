@@ -210,6 +210,18 @@ func gitAutorun(ctx context.Context, dir string, since time.Time) ([]Change, err
 			return nil, err
 		}
 	}
+	// A rebase, am, cherry-pick or revert in progress: the person's
+	// --continue carries out its todo list (exec lines run commands).
+	for _, s := range []string{"rebase-merge", "rebase-apply", "sequencer"} {
+		for _, n := range []string{"git-rebase-todo", "todo", "strategy", "opts"} {
+			name := filepath.Join(rg, s, n)
+			if fi, err := os.Lstat(name); err == nil {
+				if err := add(name, s+"/"+n, fi); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	hooks := filepath.Join(rg, "hooks")
 	err = filepath.WalkDir(hooks, func(name string, e fs.DirEntry, err error) error {
 		if err != nil {

@@ -287,7 +287,19 @@ func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	fmt.Fprintf(a.stderr, "keel demo: run %s on %s; watch it at %s/ui/runs/%s\n", run.ID, cl.URL(), cl.URL(), run.ID)
-	return a.follow(ctx, cl, run.ID, 1, false, false, !g.waiting())
+	followErr := a.follow(ctx, cl, run.ID, 1, false, false, !g.waiting())
+	var exit *exitError
+	if followErr != nil && !errors.As(followErr, &exit) {
+		return followErr
+	}
+	// What the run did, as the local demo prints it, also when Ctrl-C
+	// ended the following.
+	ctx, cancel := closingContext(ctx)
+	defer cancel()
+	if err := a.demoShow(ctx, &remote{Client: cl, a: a}, run.ID, "keel --server "+cl.URL()); err != nil {
+		return err
+	}
+	return followErr
 }
 
 // follow prints run id's events from sequence number from on, as keel

@@ -8,8 +8,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/internal/tui"
+	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
@@ -32,8 +34,10 @@ demo shows the gate: at a terminal you see the edit as a diff and
 approve (y) or deny (n) it. With stdin not a terminal (a script,
 </dev/null) the demo shows the same and approves as a stand-in; --no-wait
 stops there instead and exits 3 with the commands that approve or deny.
-The scripted model claims only what happened: after a denied edit or
-failing tests the run fails, saying so.
+The scripted model claims only what happened: after a denied edit the
+run ends with its answer that nothing changed and the tests still fail;
+if the edit cannot be made or the tests still fail after it, the run
+fails, saying so.
 
 With --server, the demo runs on the team server, with the same policy: at
 a terminal the command asks you; with stdin not a terminal it stops there
@@ -71,7 +75,8 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	}, live, false, false)
 	if created != nil {
 		ws := created.Workspace
-		if keep {
+		// A demo whose run was not journaled keeps nothing.
+		if keep && runID != "" {
 			// Whatever the outcome, say where the project stays.
 			defer fmt.Fprintf(a.stderr, "keel demo: the demo workspace stays in %s (remove it with: rm -rf %s; keel demo --keep=false removes it at the end)\n", ws, ws)
 		} else {
@@ -89,23 +94,53 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 		return err
 	}
 	defer store.Close()
-	events, err := store.Read(ctx, runID, 1)
+	if err := a.demoShow(ctx, &local{a: a, store: store}, runID, "keel --db "+redact.DSN(a.dbPath())); err != nil {
+		return err
+	}
+	return execErr
+}
+
+// demoSource is where keel demo reads what its run did: the local
+// journal (a local without its service) or the team server.
+type demoSource interface {
+	Events(ctx context.Context, id string) ([]journal.Event, error)
+	VerifyEvents(ctx context.Context, id string, events []journal.Event) error
+	tui.DiffSource
+}
+
+// demoShow prints on stdout what the demo's run did, in both forms
+// alike: its timeline, the diff it made (when it changed a file a person
+// reviews: a paused or denied demo changed none), and how to run a real
+// model. keel is the command that reaches the run (keel --db FILE, keel
+// --server URL), for the hints.
+func (a *app) demoShow(ctx context.Context, src demoSource, runID, keel string) error {
+	events, err := src.Events(ctx, runID)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "\n== timeline (keel runs show %s --db %s) ==\n", runID, redact.DSN(a.dbPath()))
-	if err := a.showTimeline(runID, events, verifyRun(ctx, store, runID, events), nil); err != nil {
+	fmt.Fprintf(a.stdout, "\n== timeline (%s runs show %s) ==\n", keel, runID)
+	if err := a.showTimeline(runID, events, src.VerifyEvents(ctx, runID, events), nil); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "\n== diff made in %s (keel runs diff %s --db %s) ==\n", created.Workspace, runID, redact.DSN(a.dbPath()))
-	if created.Git != nil {
-		if err := tui.RunDiff(ctx, a.stdout, a.workspaceDiff(store), runID, created, false); err != nil {
+	created, err := agent.Created(events)
+	if err != nil {
+		return err
+	}
+	head := fmt.Sprintf("\n== diff made in %s (%s runs diff %s) ==\n", created.Workspace, keel, runID)
+	if created.Git == nil {
+		fmt.Fprint(a.stdout, head)
+		fmt.Fprintln(a.stdout, "(git is not installed: compare textstats.py yourself)")
+	} else if sum, err := src.WorkspaceDiff(ctx, runID, created); err != nil {
+		fmt.Fprint(a.stdout, head)
+		fmt.Fprintf(a.stdout, "(diff failed: %v)\n", err)
+	} else if tui.Reviewed(sum.Changes) > 0 {
+		fmt.Fprint(a.stdout, head)
+		got := func(context.Context, string, *agent.RunCreated) (*checkpoint.Summary, error) { return sum, nil }
+		if err := tui.RunDiff(ctx, a.stdout, got, runID, created, false); err != nil {
 			fmt.Fprintf(a.stdout, "(diff failed: %v)\n", err)
 		}
-	} else {
-		fmt.Fprintln(a.stdout, "(git is not installed: compare textstats.py yourself)")
 	}
 	fmt.Fprintln(a.stdout, "\nThe model in this demo was scripted, not an AI model. Run a real one with:")
 	fmt.Fprintln(a.stdout, "  OPENAI_API_KEY=... keel run --model openai:gpt-4o --workspace DIR 'your task'")
-	return execErr
+	return nil
 }

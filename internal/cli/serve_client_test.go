@@ -545,9 +545,19 @@ func TestClientDemoStdinNotTerminal(t *testing.T) {
 	}
 	setup(t)
 	s := startServe(t)
-	code, _, errOut := keel(t, "--server", s.url, "demo")
+	code, out, errOut := keel(t, "--server", s.url, "demo")
 	if code != 3 || !strings.Contains(errOut, "decide with: keel --server "+s.url+" approve ") {
 		t.Fatalf("keel --server demo, stdin not a terminal = %d, want 3 with the approve hint\n%s", code, errOut)
+	}
+	// Its stdout is the local demo's: the timeline, and no diff section
+	// for a run that changed nothing yet (fresh-user trial 8, F4).
+	for _, want := range []string{"== timeline (keel --server " + s.url + " runs show ", "approval.requested", "hash chain verified", "The model in this demo was scripted"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("keel --server demo's stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "== diff made") {
+		t.Errorf("a paused demo prints a diff section though nothing changed:\n%s", out)
 	}
 }
 

@@ -178,10 +178,10 @@ func TestServeKilledWhileWaitingForApproval(t *testing.T) {
 	}
 }
 
-// A demo run started through the API works in a new directory under
-// the server's first workspace root (hidden from the web UI's list of
-// workspaces), not in the system's temporary directory.
-func TestServeDemoUnderWorkspaceRoot(t *testing.T) {
+// A demo run started through the API works in a new directory of the
+// system's temporary directory, not in the user's workspace root (it
+// used to be ROOT/.keel-demos, a hidden directory in their source tree).
+func TestServeDemoOutsideWorkspaceRoot(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
@@ -198,8 +198,11 @@ func TestServeDemoUnderWorkspaceRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if filepath.Dir(got.Workspace) != filepath.Join(root, ".keel-demos") {
-		t.Errorf("the demo run's workspace is %s, want a directory in %s", got.Workspace, filepath.Join(root, ".keel-demos"))
+	if dir, tmp := filepath.Dir(got.Workspace), os.TempDir(); dir != tmp || !strings.HasPrefix(filepath.Base(got.Workspace), "keel-demo-") {
+		t.Errorf("the demo run's workspace is %s, want a directory keel-demo-NNN in %s", got.Workspace, tmp)
+	}
+	if ents, err := os.ReadDir(root); err != nil || len(ents) > 0 {
+		t.Errorf("the workspace root holds %v (%v), want nothing", ents, err)
 	}
 	if _, err := os.Stat(filepath.Join(got.Workspace, "textstats.py")); err != nil {
 		t.Errorf("the demo project is not in its workspace: %v", err)

@@ -52,24 +52,26 @@ func WriteProject(dir string) error {
 //
 // It claims only what happened: before each turn it reads the results of
 // its earlier calls in the request, and when they are not what its script
-// needs (a workspace that is not the bundled project, an edit a person or
-// the policy denied, tests that still fail) it stops with an error saying
-// so, and the run fails: a scripted model cannot do anything else, and
-// must not say it did.
+// needs (a workspace that is not the bundled project, an edit the policy
+// denied or that failed, tests that still fail) it stops with an error
+// saying so, and the run fails: a scripted model cannot do anything else,
+// and must not say it did. An edit a person denied ends the run with an
+// answer saying that nothing changed and the tests still fail.
 type Model struct{}
 
 // NewWorkspace makes a fresh copy of the demo project in a new directory
 // under parent ("" means the system's temporary directory), a git
 // repository with one commit when git is available (the diff of the
 // agent's change is a nicety: the demo runs without git), and returns
-// its path.
+// its path. When the copy fails, nothing of it is left.
 func NewWorkspace(parent string) (string, error) {
 	ws, err := os.MkdirTemp(parent, "keel-demo-")
 	if err != nil {
 		return "", fmt.Errorf("demo workspace: %w", err)
 	}
 	if err := WriteProject(ws); err != nil {
-		return "", err
+		os.RemoveAll(ws)
+		return "", fmt.Errorf("demo workspace: %w", err)
 	}
 	_ = GitInit(ws)
 	return ws, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -25,6 +26,15 @@ const ChromiumEnv = "KEEL_TEST_CHROMIUM"
 func Browser(tb testing.TB) (context.Context, context.CancelFunc) {
 	tb.Helper()
 	bin := Program(tb, ChromiumEnv, "chromium", "chromium-browser", "google-chrome")
+	// Chromium's TMPDIR is short (a directory of the process's own
+	// temporary directory, not of the test's): its singleton socket's
+	// path must fit in a Unix socket address (108 bytes), which a long
+	// test name below a test binary's TMPDIR (see Main) exceeds.
+	tmp, err := os.MkdirTemp(tempRoot, "kc")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(tmp) })
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(bin),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
@@ -34,7 +44,7 @@ func Browser(tb testing.TB) (context.Context, context.CancelFunc) {
 		// Chromium leaves org.chromium.Chromium.* (its singleton
 		// socket) in TMPDIR, and writes "Crash Reports" and dconf
 		// files below XDG_CONFIG_HOME and XDG_CACHE_HOME.
-		chromedp.Env("TMPDIR="+tb.TempDir(), "XDG_CONFIG_HOME="+tb.TempDir(), "XDG_CACHE_HOME="+tb.TempDir()),
+		chromedp.Env("TMPDIR="+tmp, "XDG_CONFIG_HOME="+tb.TempDir(), "XDG_CACHE_HOME="+tb.TempDir()),
 	}
 	// Not tb.Context: it is canceled before the cleanups run, and the
 	// browser must be waited for by one of them.

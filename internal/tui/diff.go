@@ -59,6 +59,25 @@ func RunDiff(ctx context.Context, out io.Writer, diff func(context.Context, stri
 	return nil
 }
 
+// reviewed reports whether c is a change a person reviews as the run's:
+// not a file git ignores (build output, caches), unless it runs on its
+// own or is hidden only by rules the run wrote.
+func reviewed(c checkpoint.Change) bool {
+	return !(c.Ignored || c.Files > 0) || c.Autorun != "" || c.Hidden
+}
+
+// Reviewed counts the changes a person reviews as the run's (Changes
+// lists the others apart, uncounted).
+func Reviewed(changes []checkpoint.Change) int {
+	n := 0
+	for _, c := range changes {
+		if reviewed(c) {
+			n++
+		}
+	}
+	return n
+}
+
 // Changes prints the list of changed files (with what, "since
 // ..."), then, unless stat, their diffs.
 func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
@@ -72,10 +91,10 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 	added, removed, files, ignored := 0, 0, 0, 0
 	for _, c := range changes {
 		added, removed = added+c.Added, removed+c.Removed
-		if (c.Ignored || c.Files > 0) && c.Autorun == "" && !c.Hidden {
-			ignored += max(c.Files, 1)
-		} else {
+		if reviewed(c) {
 			files++
+		} else {
+			ignored += max(c.Files, 1)
 		}
 	}
 	also := ""

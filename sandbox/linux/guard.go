@@ -280,10 +280,29 @@ func fixedReports(w *walker) []Quarantine {
 	return out
 }
 
+// sequenceDirs are where git keeps a rebase, an am, a cherry-pick or a
+// revert in progress; sequenceFiles the files in them that say what
+// git rebase --continue (git cherry-pick --continue...) does next: the
+// todo list, whose exec lines run commands, and the merge strategy,
+// which names a program git-merge-NAME.
+var (
+	sequenceDirs  = []string{"rebase-merge", "rebase-apply", "sequencer"}
+	sequenceFiles = []string{"git-rebase-todo", "todo", "strategy", "opts"}
+)
+
 // controlPaths lists the control paths of git directory d that exist:
-// config, config.worktree, commondir, hooks and every entry of hooks.
+// config, config.worktree, commondir, hooks and every entry of hooks,
+// and the state of an operation in progress (sequenceDirs).
 func (g *guard) controlPaths(d string) []string {
 	var out []string
+	for _, s := range sequenceDirs {
+		for _, n := range append([]string{""}, sequenceFiles...) {
+			p := path.Join(d, s, n)
+			if _, err := g.root.Lstat(p); err == nil {
+				out = append(out, p)
+			}
+		}
+	}
 	for _, n := range controlNames {
 		p := path.Join(d, n)
 		fi, err := g.root.Lstat(p)
@@ -427,6 +446,12 @@ func (g *guard) checkDir(d string) [][2]string {
 			bad = append(bad, [2]string{p, r})
 		}
 	}
+	for _, s := range sequenceDirs {
+		p := path.Join(d, s)
+		if r := g.sequenceProblem(p); r != "" {
+			bad = append(bad, [2]string{p, r})
+		}
+	}
 	hooks := path.Join(d, "hooks")
 	fi, err := g.root.Lstat(hooks)
 	switch {
@@ -451,6 +476,82 @@ func (g *guard) checkDir(d string) [][2]string {
 		}
 	}
 	return bad
+}
+
+// maxTodo is the largest todo list or options file of an operation in
+// progress the guard reads; a larger new one is quarantined unread.
+const maxTodo = 1 << 20
+
+// builtinStrategies are the merge strategies git carries out itself; any
+// other name makes git run a program git-merge-NAME.
+var builtinStrategies = []string{"ort", "recursive", "resolve", "octopus", "ours", "subtree"}
+
+// sequenceProblem judges the state of a rebase, am, cherry-pick or revert
+// in progress that is new or changed since the start (p is one of
+// sequenceDirs of a git directory): the host's git rebase --continue
+// carries out its todo list, whose exec lines run commands, and its
+// merge strategy, which may name a program. A todo list of picks, edits
+// and the like passes, so that a rebase stopped on a conflict goes on.
+func (g *guard) sequenceProblem(p string) string {
+	const left = "it is a rebase or cherry-pick the run left in progress"
+	fi, err := g.root.Lstat(p)
+	switch {
+	case err != nil:
+		return ""
+	case !fi.IsDir():
+		if g.same(p, fi) {
+			return ""
+		}
+		return left + ", and not a directory git would read as one"
+	}
+	for _, n := range sequenceFiles {
+		f := path.Join(p, n)
+		fi, err := g.root.Lstat(f)
+		if err != nil || g.same(f, fi) {
+			continue
+		}
+		if !fi.Mode().IsRegular() {
+			return left + "; its " + n + " is a symbolic link or special file"
+		}
+		b, err := readSmall(g.root, f, maxTodo)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return left + "; the git check cannot read its " + n + " (" + err.Error() + ")"
+		case len(b) > maxTodo:
+			return left + "; its " + n + " is larger than 1 MiB"
+		}
+		if r := sequenceText(n, string(b)); r != "" {
+			return left + ": " + r
+		}
+		g.pass(f, idOf(fi))
+	}
+	return ""
+}
+
+// sequenceText says why a todo list or strategy file of an operation in
+// progress (named n) makes git run a program when it goes on ("" when
+// it does not).
+func sequenceText(n, text string) string {
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(strings.TrimSuffix(line, "\r"))
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		word := strings.Fields(line)[0]
+		key, v, _ := strings.Cut(line, "=")
+		v = strings.Trim(strings.TrimSpace(v), `"`)
+		switch {
+		case (n == "git-rebase-todo" || n == "todo") && (word == "exec" || word == "x"):
+			return "its todo list runs a command (" + line + ") when git rebase --continue goes on"
+		case n == "strategy" && !slices.Contains(builtinStrategies, line):
+			return "its merge strategy " + line + " makes git run the program git-merge-" + line
+		case n == "opts" && strings.EqualFold(strings.TrimSpace(key), "strategy") && !slices.Contains(builtinStrategies, v):
+			return "its merge strategy " + v + " makes git run the program git-merge-" + v
+		}
+	}
+	return ""
 }
 
 // same reports whether p is the file it was at the start, or the file

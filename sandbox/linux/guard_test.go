@@ -5,6 +5,7 @@ package linux
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -378,5 +379,76 @@ func BenchmarkGuardFirstWalk(b *testing.B) {
 		if _, _, err := newGuard(root, ws, nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A rebase, cherry-pick or revert left in progress whose todo list runs
+// a command, or whose merge strategy names a program, is quarantined:
+// the person's git rebase --continue on the host would run it (fresh-user
+// trial 7, P11: the run wrote .git/rebase-merge by hand with an exec
+// line, and git rebase --continue ran it). A rebase stopped with picks
+// and edits only is left to go on. Real git makes and continues them.
+func TestGuardRebaseLeftInProgress(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	home := t.TempDir()
+	run := func(t *testing.T, dir, line string) (string, error) {
+		t.Helper()
+		cmd := exec.Command("bash", "-c", line)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "HOME="+home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+			"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_EDITOR=true")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	for _, tt := range []struct {
+		name, change string
+		quarantined  string // "" when nothing is
+	}{
+		{"an exec line written by hand", `h=$(git rev-parse HEAD); mkdir -p .git/rebase-merge && cd .git/rebase-merge &&
+printf "exec touch $MARK\n" > git-rebase-todo && echo refs/heads/main > head-name && echo $h > onto && echo $h > orig-head && touch interactive && : > done && echo 0 > msgnum && echo 1 > end`, ".git/rebase-merge"},
+		{"an exec line added to a real rebase", `GIT_SEQUENCE_EDITOR='sed -i 1s/^pick/edit/' git rebase -q -i HEAD~2 && printf "x\ttouch $MARK\n" >> .git/rebase-merge/git-rebase-todo`, ".git/rebase-merge"},
+		{"a real rebase stopped at an edit", `GIT_SEQUENCE_EDITOR='sed -i 1s/^pick/edit/' git rebase -q -i HEAD~2`, ""},
+		{"a strategy that names a program", `GIT_SEQUENCE_EDITOR='sed -i 1s/^pick/edit/' git rebase -q -i HEAD~2 && echo evil > .git/rebase-merge/strategy`, ".git/rebase-merge"},
+		{"a cherry-pick stopped on a conflict", `git checkout -q -b side HEAD~2 && echo side > a.txt && git commit -qam side && echo b > b.txt && git add b.txt && git commit -qm b && git checkout -q main && ! git cherry-pick side~1 side >/dev/null 2>&1`, ""},
+		{"a cherry-pick whose todo runs a command", `git checkout -q -b side HEAD~2 && echo side > a.txt && git commit -qam side && echo b > b.txt && git add b.txt && git commit -qm b && git checkout -q main && ! git cherry-pick side~1 side >/dev/null 2>&1; printf "exec touch $MARK\n" >> .git/sequencer/todo`, ".git/sequencer"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ws := t.TempDir()
+			mark := filepath.Join(t.TempDir(), "pwned")
+			if out, err := run(t, ws, "git init -q -b main . && for i in 1 2 3; do echo $i > a.txt; git add a.txt; git commit -qm c$i; done"); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			g := newTestGuard(t, ws)
+			if out, err := run(t, ws, "MARK="+mark+"; "+tt.change); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			qs, _ := g.check()
+			var got []string
+			for _, q := range qs {
+				got = append(got, q.Path)
+				if !strings.Contains(q.Reason, "left in progress") {
+					t.Errorf("reason %q", q.Reason)
+				}
+			}
+			if want := []string{tt.quarantined}; tt.quarantined == "" && len(got) != 0 || tt.quarantined != "" && !slices.Equal(got, want) {
+				t.Fatalf("quarantined %v, want %q", got, tt.quarantined)
+			}
+			// What the person would type on the host next.
+			cont := "git rebase --continue"
+			if strings.Contains(tt.name, "cherry-pick") {
+				cont = "git add a.txt && git -c core.editor=true cherry-pick --continue"
+			}
+			out, err := run(t, ws, cont)
+			if _, serr := os.Stat(mark); serr == nil {
+				t.Fatalf("%s ran the planted command\n%s", cont, out)
+			}
+			if tt.quarantined == "" && err != nil {
+				t.Errorf("%s after a rebase the guard left: %v\n%s", cont, err, out)
+			}
+		})
 	}
 }
