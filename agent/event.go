@@ -166,12 +166,16 @@ type GitStart struct {
 	// run's diff lists it (checkpoint.Base.Since). Absent in runs
 	// journaled before it was recorded.
 	Time time.Time `json:"time,omitzero"`
-	// Refs are the repository's branches and tags then (ref name:
-	// object; checkpoint.Refs): the run's diff lists those it made,
-	// moved or deleted, with their commits, even when the work tree ends
-	// as it started. Absent with too many refs, and in runs journaled
-	// before it was recorded.
-	Refs map[string]string `json:"refs,omitempty"`
+	// Refs are the repository's refs then (ref name: object;
+	// checkpoint.Refs): the run's diff lists those it made, moved or
+	// deleted, with their commits, even when the work tree ends as it
+	// started. RefsAll says they are of every kind (branches, tags, the
+	// stash, remote-tracking refs, notes...); without it, only branches
+	// and tags (too many refs, and runs journaled before it was
+	// recorded). Refs is absent with too many branches and tags, and in
+	// runs journaled before it was recorded.
+	Refs    map[string]string `json:"refs,omitempty"`
+	RefsAll bool              `json:"refs_all,omitempty"`
 }
 
 // ToolInfo is a tool as recorded at run creation.

@@ -29,6 +29,9 @@ type ToolParams struct {
 	Store *Store
 	// Scopes are the run's scopes: the tools read and write these only.
 	Scopes Scopes
+	// NoSearch leaves memory_search out (a run offered no entry: there
+	// is nothing for it to find).
+	NoSearch bool
 }
 
 type searchInput struct {
@@ -43,46 +46,14 @@ type writeInput struct {
 	Private    bool   `json:"private,omitempty"`
 }
 
-// AddTools registers memory_search and memory_write in reg. The gate
-// decides memory_write on a Keel::Memory resource whose scope attribute
-// is the scope kind (policy/default.toml asks before a shared scope).
+// AddTools registers memory_search (unless p.NoSearch) and memory_write
+// in reg. The gate decides memory_write on a Keel::Memory resource whose
+// scope attribute is the scope kind (policy/default.toml asks before a
+// shared scope).
 func AddTools(reg *tool.Registry, p *ToolParams) {
-	tool.Add(reg, &tool.Tool{
-		Name:        SearchTool,
-		Description: strings.TrimSpace(searchDescription),
-		InputSchema: []byte(`{"type":"object","additionalProperties":false,"properties":{"query":{"type":"string","minLength":1,"maxLength":1000},"limit":{"type":"integer","minimum":1,"maximum":20}},"required":["query"]}`),
-		Effect:      tool.ReadOnly,
-		Scope:       func(json.RawMessage) []string { return []string{} },
-	}, func(ctx context.Context, req *tool.Request, in searchInput) (*tool.Result, error) {
-		limit := in.Limit
-		if limit == 0 {
-			limit = 8
-		}
-		found, err := p.Store.Search(ctx, p.Scopes.List(), in.Query, limit)
-		if err != nil {
-			return nil, err
-		}
-		if len(found) == 0 {
-			return tool.Text("no memory entry matches " + fmt.Sprintf("%q", in.Query)), nil
-		}
-		res := &tool.Result{}
-		var b strings.Builder
-		fmt.Fprintf(&b, "%d entries:\n", len(found))
-		for _, e := range found {
-			fmt.Fprintf(&b, "\n[memory:%s] (%s; %s, %s", e.ID, e.Scope, e.Labels.Integrity, e.Labels.Confidentiality)
-			if e.Source.Run != "" {
-				fmt.Fprintf(&b, "; written by run %s", e.Source.Run)
-			} else if e.Source.By != "" {
-				fmt.Fprintf(&b, "; written by %s", e.Source.By)
-			}
-			fmt.Fprintf(&b, "; %s)\n%s\n", e.Time.UTC().Format("2006-01-02"), quote(e.Text))
-			if e.Labels.Untrusted() {
-				res.Untrusted = true
-			}
-		}
-		res.Content = b.String()
-		return res, nil
-	})
+	if !p.NoSearch {
+		addSearch(reg, p)
+	}
 	tool.Add(reg, &tool.Tool{
 		Name:        WriteTool,
 		Description: strings.TrimSpace(writeDescription),
@@ -130,4 +101,44 @@ func quote(s string) string {
 		lines[i] = "> " + l
 	}
 	return strings.Join(lines, "\n")
+}
+
+// addSearch registers memory_search in reg.
+func addSearch(reg *tool.Registry, p *ToolParams) {
+	tool.Add(reg, &tool.Tool{
+		Name:        SearchTool,
+		Description: strings.TrimSpace(searchDescription),
+		InputSchema: []byte(`{"type":"object","additionalProperties":false,"properties":{"query":{"type":"string","minLength":1,"maxLength":1000},"limit":{"type":"integer","minimum":1,"maximum":20}},"required":["query"]}`),
+		Effect:      tool.ReadOnly,
+		Scope:       func(json.RawMessage) []string { return []string{} },
+	}, func(ctx context.Context, req *tool.Request, in searchInput) (*tool.Result, error) {
+		limit := in.Limit
+		if limit == 0 {
+			limit = 8
+		}
+		found, err := p.Store.Search(ctx, p.Scopes.List(), in.Query, limit)
+		if err != nil {
+			return nil, err
+		}
+		if len(found) == 0 {
+			return tool.Text("no memory entry matches " + fmt.Sprintf("%q", in.Query)), nil
+		}
+		res := &tool.Result{}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d entries:\n", len(found))
+		for _, e := range found {
+			fmt.Fprintf(&b, "\n[memory:%s] (%s; %s, %s", e.ID, e.Scope, e.Labels.Integrity, e.Labels.Confidentiality)
+			if e.Source.Run != "" {
+				fmt.Fprintf(&b, "; written by run %s", e.Source.Run)
+			} else if e.Source.By != "" {
+				fmt.Fprintf(&b, "; written by %s", e.Source.By)
+			}
+			fmt.Fprintf(&b, "; %s)\n%s\n", e.Time.UTC().Format("2006-01-02"), quote(e.Text))
+			if e.Labels.Untrusted() {
+				res.Untrusted = true
+			}
+		}
+		res.Content = b.String()
+		return res, nil
+	})
 }

@@ -525,11 +525,10 @@ On long tasks keep notes in .keel-notes.md: older turns are summarised when the 
 	}
 	// The tools' descriptions say how commands run (a fresh shell, no
 	// terminal, cut outputs): the prompt does not repeat them.
-	return fmt.Sprintf(`You are an autonomous software engineering agent running in Keel, a sandboxed Linux environment.
-The workspace is %s. There is no network unless the task says otherwise.
-Work in small steps: inspect, change, then verify by running the code or its tests.
-On long tasks keep your plan with the todo tool and notes in .keel-notes.md: older turns are summarised when the context fills up.
-When the task is done, reply with a short summary of what you changed and call no tool.`, mount)
+	return fmt.Sprintf(`You are a software engineering agent in Keel's Linux sandbox; the workspace is %s, with no network unless the task says so.
+Work in small steps: inspect, change, verify by running the code or its tests.
+On long tasks keep a plan with todo and notes in .keel-notes.md (older turns get summarised).
+When done, reply with a short summary and call no tool.`, mount)
 }
 
 // create checks, prepares, journals and submits a run for who.

@@ -120,12 +120,19 @@ func (r *Registry) Names() []string {
 }
 
 // Specs returns the tools as model tool specs, sorted by name so that the
-// request prefix is stable (prompt caching) and deterministic.
+// request prefix is stable (prompt caching) and deterministic. The
+// schema of a tool of Keel's own (no Server) is its [ModelSchema]: the
+// bounds Validate enforces would otherwise be sent with every request.
+// A server's tool keeps its schema as the server gave it (it is pinned).
 func (r *Registry) Specs() []model.ToolSpec {
 	var out []model.ToolSpec
 	for _, n := range r.Names() {
 		t := r.tools[n].tool
-		out = append(out, model.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
+		params := t.InputSchema
+		if t.Server == "" {
+			params = ModelSchema(params)
+		}
+		out = append(out, model.ToolSpec{Name: t.Name, Description: t.Description, Parameters: params})
 	}
 	return out
 }

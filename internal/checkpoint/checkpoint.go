@@ -501,7 +501,7 @@ func SinceStart(ctx context.Context, created *agent.RunCreated, events []journal
 	skip := func(p string) bool {
 		return created.StateDir == "" && (p == ".keel" || strings.HasPrefix(p, ".keel/"))
 	}
-	base := Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude, Since: created.Git.Time, Refs: created.Git.Refs}
+	base := Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude, Since: created.Git.Time, Refs: created.Git.Refs, RefsAll: created.Git.RefsAll}
 	sum := &Summary{}
 	upto := left(events)
 	if upto != nil {

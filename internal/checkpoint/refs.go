@@ -10,45 +10,103 @@ import (
 	"strings"
 )
 
-// maxRefs bounds the branches and tags [Refs] records.
+// maxRefs bounds the refs [Refs] records.
 const maxRefs = 2000
 
-// maxRefPatch bounds the diff shown for a branch or tag the run moved.
+// maxRefPatch bounds the diff shown for a ref the run moved.
 const maxRefPatch = 1 << 20
 
-// Refs returns the tips of the branches and tags of the repository at
-// dir (ref name: object), so that a later diff can tell which the run
-// made or moved ([Base].Refs). nil when git cannot list them, or there
-// are more than maxRefs.
-func Refs(ctx context.Context, dir string) map[string]string {
-	out, err := git(ctx, dir, nil, "for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/", "refs/tags/")
+// Refs returns the tips of the refs of the repository at dir (ref name:
+// object), so that a later diff can tell which the run made or moved
+// ([Base].Refs): branches, tags, the stash, remote-tracking refs, notes
+// and any other, but not replace refs (listed on their own). all is
+// false when there are more than maxRefs and only the branches and tags
+// are returned. nil when git cannot list them, or there are more than
+// maxRefs branches and tags.
+func Refs(ctx context.Context, dir string) (refs map[string]string, all bool) {
+	out, err := git(ctx, dir, nil, "for-each-ref", "--format=%(refname) %(objectname)", "refs/")
 	if err != nil {
-		return nil
+		return nil, false
 	}
-	refs := map[string]string{}
+	refs = map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if ref, obj, ok := strings.Cut(line, " "); ok {
+		if ref, obj, ok := strings.Cut(line, " "); ok && !strings.HasPrefix(ref, "refs/replace/") {
 			refs[ref] = obj
 		}
 	}
-	if len(refs) > maxRefs {
-		return nil
+	if len(refs) <= maxRefs {
+		return refs, true
 	}
-	return refs
+	refs = branchesAndTags(refs)
+	if len(refs) > maxRefs {
+		return nil, false
+	}
+	return refs, false
 }
 
-// refChanges lists the branches and tags of the
-// repository at dir that differ from start (see [Refs]): made, moved or
-// deleted since. commit is the start commit. Commits the run made on
-// the person's branch are there even when the work tree ends as it
-// started, and a later git push publishes them. Each change's path is
-// the ref under the repository's git directory as seen from dir (shown);
-// Note names the commits and how to undo it, Patch is the diff the ref
-// gained.
-func refChanges(ctx context.Context, dir, commit string, start map[string]string, shown string) ([]Change, error) {
-	now := Refs(ctx, dir)
+// branchesAndTags returns the branches and tags of refs.
+func branchesAndTags(refs map[string]string) map[string]string {
+	out := map[string]string{}
+	for ref, obj := range refs {
+		if strings.HasPrefix(ref, "refs/heads/") || strings.HasPrefix(ref, "refs/tags/") {
+			out[ref] = obj
+		}
+	}
+	return out
+}
+
+// refKind says what a ref is, in words, with its short name and how to
+// undo a change of it (to old, or its deletion when old is ""), and what
+// a person's later command does with it.
+func refKind(ref, old string) (kind, name, undo, later string) {
+	undo = "git update-ref -d " + ref
+	if old != "" {
+		undo = "git update-ref " + ref + " " + old
+	}
+	switch {
+	case strings.HasPrefix(ref, "refs/heads/"):
+		kind, name, later = "branch", strings.TrimPrefix(ref, "refs/heads/"), "a git push would publish them"
+		if old == "" {
+			undo = "git branch -D " + name
+		}
+	case strings.HasPrefix(ref, "refs/tags/"):
+		kind, name, later = "tag", strings.TrimPrefix(ref, "refs/tags/"), "a git push would publish them"
+		if old == "" {
+			undo = "git tag -d " + name
+		}
+	case ref == "refs/stash":
+		kind, name, later = "stash entry", "stash@{0}", "a later git stash pop applies its changes to your work tree as if they were yours"
+		undo = "git stash drop"
+	case strings.HasPrefix(ref, "refs/remotes/"):
+		kind, name, later = "remote-tracking ref", strings.TrimPrefix(ref, "refs/remotes/"), "git status, git pull and git merge take its commits as the remote's"
+		if r, _, ok := strings.Cut(name, "/"); ok && old != "" {
+			undo += " (or git fetch " + r + ")"
+		}
+	case strings.HasPrefix(ref, "refs/notes/"):
+		kind, name, later = "notes ref", strings.TrimPrefix(ref, "refs/notes/"), "git log shows these notes with the commits"
+	default:
+		kind, name, later = "ref", ref, "git commands that name it use its commits"
+	}
+	return kind, name, undo, later
+}
+
+// refChanges lists the refs of the repository at dir that differ from
+// start (see [Refs]): made, moved or deleted since; all says start holds
+// every kind of ref, else only branches and tags are compared. commit
+// is the start commit. Commits the run made on the person's branch are
+// there even when the work tree ends as it started, and a later git push
+// publishes them; a stash entry is applied by a later git stash pop, a
+// remote-tracking ref taken as the remote's. Each change's path is the
+// ref under the repository's git directory as seen from dir (shown);
+// Note names the commits, what a later command does with them and how
+// to undo it, Patch is the diff the ref gained.
+func refChanges(ctx context.Context, dir, commit string, start map[string]string, all bool, shown string) ([]Change, error) {
+	now, nowAll := Refs(ctx, dir)
 	if now == nil {
 		return nil, nil
+	}
+	if !all || !nowAll {
+		now, start = branchesAndTags(now), branchesAndTags(start)
 	}
 	olds := []string{commit}
 	for _, o := range start {
@@ -61,20 +119,19 @@ func refChanges(ctx context.Context, dir, commit string, start map[string]string
 		if had && old == obj {
 			continue
 		}
-		kind, name := "branch", strings.TrimPrefix(ref, "refs/heads/")
-		undo := fmt.Sprintf("git branch -D %s", name)
-		if strings.HasPrefix(ref, "refs/tags/") {
-			kind, name = "tag", strings.TrimPrefix(ref, "refs/tags/")
-			undo = fmt.Sprintf("git tag -d %s", name)
-		}
+		kind, name, undo, later := refKind(ref, map[bool]string{true: old}[had])
 		c := Change{Path: shown + ref, Status: Added}
 		var not []string
 		from := commit
 		if had {
 			c.Status, not, from = Modified, []string{old}, old
-			undo = fmt.Sprintf("git update-ref %s %s", ref, old)
 		} else {
 			not = olds
+		}
+		if ref == "refs/stash" {
+			// A stash entry is a commit whose first parent is the
+			// commit it was made on: its changes are the diff from there.
+			from = obj + "^1"
 		}
 		commits, err := newCommits(ctx, dir, obj, not)
 		if err != nil {
@@ -84,7 +141,7 @@ func refChanges(ctx context.Context, dir, commit string, start map[string]string
 		if had {
 			what = fmt.Sprintf("%s %s moved during the run: %s → %s", kind, name, short(old), short(obj))
 		}
-		c.Note = fmt.Sprintf("%s, %s; a git push would publish them; undo: %s", what, commits, undo)
+		c.Note = fmt.Sprintf("%s, %s; %s; undo: %s", what, commits, later, undo)
 		if d, err := git(ctx, dir, nil, "diff", "--no-ext-diff", "--no-textconv", "--no-color", from, obj, "--"); err == nil {
 			if len(d) > maxRefPatch {
 				d = append(d[:maxRefPatch:maxRefPatch], "\n(diff cut here)\n"...)
@@ -104,10 +161,14 @@ func refChanges(ctx context.Context, dir, commit string, start map[string]string
 	}
 	for ref, old := range start {
 		if _, ok := now[ref]; !ok {
-			name := strings.TrimPrefix(strings.TrimPrefix(ref, "refs/heads/"), "refs/tags/")
-			undo := fmt.Sprintf("git branch %s %s", name, old)
-			if strings.HasPrefix(ref, "refs/tags/") {
-				undo = fmt.Sprintf("git tag %s %s", name, old)
+			undo := "git update-ref " + ref + " " + old
+			switch {
+			case strings.HasPrefix(ref, "refs/heads/"):
+				undo = fmt.Sprintf("git branch %s %s", strings.TrimPrefix(ref, "refs/heads/"), old)
+			case strings.HasPrefix(ref, "refs/tags/"):
+				undo = fmt.Sprintf("git tag %s %s", strings.TrimPrefix(ref, "refs/tags/"), old)
+			case ref == "refs/stash":
+				undo = "git stash store " + old
 			}
 			found = append(found, Change{Path: shown + ref, Status: Deleted,
 				Note: fmt.Sprintf("deleted during the run (was %s); undo: %s", short(old), undo)})

@@ -222,11 +222,14 @@ type Base struct {
 	// the base ignore that changed since are listed too (Change.Ignored),
 	// with the hooks and config of the repository's .git directory.
 	Since time.Time
-	// Refs, when set, are the branches and tags at the start ([Refs]):
-	// the ones made, moved or deleted since are listed too, under the
-	// repository's git directory (.git/refs/heads/NAME), with the
-	// commits they gained.
-	Refs map[string]string
+	// Refs, when set, are the refs at the start ([Refs]): the ones made,
+	// moved or deleted since are listed too, under the repository's git
+	// directory (.git/refs/heads/NAME, .git/refs/stash), with the
+	// commits they gained. RefsAll says they are of every kind; else
+	// only branches and tags are compared (runs journaled before, and
+	// repositories with too many refs).
+	Refs    map[string]string
+	RefsAll bool
 }
 
 // entry is a file of a base tree: its mode and blob, and the directory
@@ -474,7 +477,7 @@ func diffFrom(ctx context.Context, dir string, base Base, upto *Upto, skip func(
 		out = append(out, ig...)
 	}
 	if base.Refs != nil {
-		rc, err := refChanges(ctx, dir, base.Commit, base.Refs, gitDirShown(ctx, dir))
+		rc, err := refChanges(ctx, dir, base.Commit, base.Refs, base.RefsAll, gitDirShown(ctx, dir))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -114,7 +114,8 @@ func ExampleRegister() {
 }
 
 // Every built-in tool's schema closes every object it describes
-// (additionalProperties: false), and the registry refuses arguments that
+// (additionalProperties: false; validation uses it, the model is not
+// shown it), and the registry refuses arguments that
 // could be read two ways: an unknown key, a duplicate key, or a key that
 // differs only in case from a property, so that the gate, the tool and
 // the approval a person reads all see the same values.
@@ -138,12 +139,12 @@ func TestArgumentsHaveOneReading(t *testing.T) {
 			closed(name, at+"/items", items)
 		}
 	}
-	for _, spec := range r.Specs() {
+	for _, name := range r.Names() {
 		var s map[string]any
-		if err := json.Unmarshal(spec.Parameters, &s); err != nil {
+		if err := json.Unmarshal(r.Tool(name).InputSchema, &s); err != nil {
 			t.Fatal(err)
 		}
-		closed(spec.Name, "", s)
+		closed(name, "", s)
 	}
 	for _, tt := range []struct{ tool, args, want string }{
 		{"bash", `{"command":"touch notes.txt","COMMAND":"rm -rf src"}`, "differ only in case"},
@@ -173,15 +174,15 @@ func TestArgumentsHaveOneReading(t *testing.T) {
 }
 
 // TestSpecsSize keeps the definitions of the built-in tools, which every
-// request carries, within a budget: name, description and compact
-// schema of each, 6,135 bytes in all when this budget was set (from
-// 12,100, then 8,900). A description that grows past it should say something the
-// model cannot learn from the tool's results.
+// request carries, within a budget: name, description and schema as the
+// model is shown it, 4,777 bytes in all when this budget was set (from
+// 12,100, then 8,900, then 6,135). A description that grows past it
+// should say something the model cannot learn from the tool's results.
 func TestSpecsSize(t *testing.T) {
 	t.Parallel()
 	r := tool.NewRegistry()
 	builtin.Register(r, nil)
-	const budget = 6_300
+	const budget = 4_850
 	total := 0
 	for _, s := range r.Specs() {
 		var schema bytes.Buffer

@@ -303,7 +303,8 @@ func GitStart(ctx context.Context, dir string) *agent.GitStart {
 	if err != nil {
 		return nil
 	}
-	g := &agent.GitStart{Commit: commit, Dirty: dirty, Origin: checkpoint.Origin(ctx, dir), Time: now, Refs: checkpoint.Refs(ctx, dir)}
+	g := &agent.GitStart{Commit: commit, Dirty: dirty, Origin: checkpoint.Origin(ctx, dir), Time: now}
+	g.Refs, g.RefsAll = checkpoint.Refs(ctx, dir)
 	if x, err := checkpoint.InfoExclude(ctx, dir); err == nil {
 		g.Exclude = &x
 	}

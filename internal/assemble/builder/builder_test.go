@@ -9,12 +9,14 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/service"
+	"github.com/keel-run/keel/tool"
 )
 
 // Bad context settings are usage errors naming the flag; good ones fix
@@ -158,6 +160,33 @@ func TestNetworkTools(t *testing.T) {
 			}
 			if !slices.Contains(names, "bash") {
 				t.Errorf("tools %v: no bash", names)
+			}
+		})
+	}
+}
+
+// memory_search is offered to a run offered memory entries, or one whose
+// run.created already lists it; memory_write to every run offered memory.
+func TestMemoryTools(t *testing.T) {
+	search := []agent.ToolInfo{{ToolSpec: model.ToolSpec{Name: "memory_search"}}}
+	for _, tt := range []struct {
+		name string
+		c    agent.RunCreated
+		want []string
+	}{
+		{"no memory", agent.RunCreated{}, nil},
+		{"no entry", agent.RunCreated{Recall: &agent.Recall{}}, []string{"memory_write"}},
+		{"an entry", agent.RunCreated{Recall: &agent.Recall{Entries: []agent.RecalledMemory{{ID: "m1"}}}}, []string{"memory_search", "memory_write"}},
+		{"entries over the budget", agent.RunCreated{Recall: &agent.Recall{Omitted: 2}}, []string{"memory_search", "memory_write"}},
+		{"journaled with it", agent.RunCreated{Recall: &agent.Recall{}, Tools: search}, []string{"memory_search", "memory_write"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.c
+			c.Principal, c.Workspace = "keel-cli", t.TempDir()
+			r := tool.NewRegistry()
+			AddMemoryTools(r, &c, nil)
+			if diff := cmp.Diff(tt.want, r.Names(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("tools (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package builder
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
@@ -34,9 +35,11 @@ func OfferMemory(ctx context.Context, store journal.Store, c *agent.RunCreated, 
 	return nil
 }
 
-// AddMemoryTools registers memory_search and memory_write in r for a
-// run that was offered memory (c.Recall), over store (nil: a registry
-// that only records the tools' definitions, never runs them).
+// AddMemoryTools registers memory_write in r for a run that was offered
+// memory (c.Recall), and memory_search when it was offered entries (or
+// its run.created lists the tool: a run created before it was left out
+// of runs with none), over store (nil: a registry that only records the
+// tools' definitions, never runs them).
 func AddMemoryTools(r *tool.Registry, c *agent.RunCreated, store journal.Store) {
 	if c.Recall == nil {
 		return
@@ -46,5 +49,7 @@ func AddMemoryTools(r *tool.Registry, c *agent.RunCreated, store journal.Store) 
 		ms = memory.New(store, nil)
 	}
 	sc, _ := MemoryScopes(c)
-	memory.AddTools(r, &memory.ToolParams{Store: ms, Scopes: sc})
+	search := len(c.Recall.Entries)+c.Recall.Omitted > 0 ||
+		slices.ContainsFunc(c.Tools, func(t agent.ToolInfo) bool { return t.Server == "" && t.Name == memory.SearchTool })
+	memory.AddTools(r, &memory.ToolParams{Store: ms, Scopes: sc, NoSearch: !search})
 }
