@@ -9,7 +9,9 @@ usage: grade-swebench.py SPEC.json TRAJECTORY.json WORKSPACE
    PYTHONPATH=src under /usr/bin/python3 (Debian's, with the task's
    debian_packages installed);
 3. checks that every FAIL_TO_PASS and PASS_TO_PASS id is reported PASSED
-   (ids are the first word after PASSED, as the SWE-bench log parser reads them).
+   (ids are the first word after PASSED, as the SWE-bench log parser reads them);
+4. takes the test patch out again, so that WORKSPACE's diff is as it was
+   (a second grading gives the same answer).
 Exit status 0 when the diff matches and the task is resolved.
 """
 import ast
@@ -31,8 +33,18 @@ def main():
     env = dict(os.environ, PYTHONPATH="src", PATH="/usr/sbin:/usr/bin:/sbin:/bin")
     subprocess.run(spec["test_files_reset_cmd"], shell=True, cwd=ws, check=True, env=env)
     subprocess.run(["git", "apply", "-"], input=spec["test_patch"], text=True, cwd=ws, check=True)
-    cmd = spec["test_cmd"].replace("pytest", "/usr/bin/python3 -m pytest", 1)
-    res = subprocess.run(cmd, shell=True, cwd=ws, capture_output=True, text=True, env=env)
+    try:
+        cmd = spec["test_cmd"].replace("pytest", "/usr/bin/python3 -m pytest", 1)
+        res = subprocess.run(cmd, shell=True, cwd=ws, capture_output=True, text=True, env=env)
+    finally:
+        # Leave the workspace as it was, so that a second grading
+        # compares the same diff: take the test patch out again, and
+        # put back what the workspace's own diff had in the test files
+        # the reset command reset.
+        subprocess.run(["git", "apply", "-R", "-"], input=spec["test_patch"], text=True, cwd=ws, check=True)
+        tests = [l[len("+++ b/"):] for l in spec["test_patch"].splitlines() if l.startswith("+++ b/")]
+        if diff and tests:
+            subprocess.run(["git", "apply"] + ["--include=" + t for t in tests] + ["-"], input=diff, text=True, cwd=ws, check=True)
     passed = {l.split()[1] for l in res.stdout.splitlines() if l.startswith("PASSED ")}
     want = spec["fail_to_pass"] + (ast.literal_eval(spec["pass_to_pass"]) if isinstance(spec["pass_to_pass"], str) else spec["pass_to_pass"])
     missing = [t for t in want if t not in passed]

@@ -40,6 +40,10 @@ func (s *Service) rewind(ctx context.Context, id string, to int64, who *Caller) 
 	}
 	res, ev, err := checkpoint.Rewind(ctx, s.rt.Store(), id, to, who.Name, who.ID)
 	switch {
+	case errors.Is(err, journal.ErrLocked):
+		// Said once, with who executes it (not the journal's and the
+		// checkpoint's words for the same fact).
+		return nil, conflict(api.CodeConflict, "run %s is executing%s: cancel it, or wait until it stops, to rewind its files", id, s.holder(ctx, id))
 	case errors.Is(err, checkpoint.ErrBusy):
 		return nil, conflict(api.CodeConflict, "run %s: %v", id, err)
 	case errors.Is(err, checkpoint.ErrOff):
@@ -57,6 +61,16 @@ func (s *Service) rewind(ctx context.Context, id string, to int64, who *Caller) 
 		return out, err
 	}
 	return out, nil
+}
+
+// holder says who holds run id's lease, " (pid 3225 on HOST)", or "".
+func (s *Service) holder(ctx context.Context, id string) string {
+	if l, ok := s.rt.Store().(journal.Locker); ok {
+		if h, err := l.Holder(ctx, id); err == nil && h != "" {
+			return " (" + h + ")"
+		}
+	}
+	return ""
 }
 
 // Rewind restores the files of run id as its newest checkpoint at or

@@ -241,7 +241,7 @@ func Rewind(ctx context.Context, store journal.Store, runID string, to int64, by
 	if l, ok := store.(journal.Locker); ok {
 		unlock, err := l.Lock(ctx, runID)
 		if errors.Is(err, journal.ErrLocked) {
-			return nil, nil, fmt.Errorf("%w: %v", ErrBusy, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrBusy, err)
 		}
 		if err != nil {
 			return nil, nil, err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/cli"
+	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
 	"github.com/keel-run/keel/sandbox/linux"
@@ -37,7 +38,9 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv("KEEL_TEST_CONFORMANCE_URL"); url != "" {
 		os.Exit(cli.Main(context.Background(), conformanceClientArgs(url), os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	// A TMPDIR of the tests' own: they fail when they leave anything
+	// there (a demo's workspace, a server's scratch file).
+	os.Exit(testenv.Main(m))
 }
 
 var trajectory = filepath.Join("..", "..", "testdata", "trajectories", "deepseek_chat_dev.traj.json")

@@ -288,8 +288,25 @@ func EndDiff(ctx context.Context, out io.Writer, src DiffSource, runID string, c
 		}
 		Changes(Esc(&b), changes, CheckpointsSince(from, to), true)
 	}
-	fmt.Fprintf(out, "\n%s", b.String())
-	if !strings.HasPrefix(b.String(), "no files changed") {
+	text := b.String()
+	if rest, ok := strings.CutPrefix(text, "no files changed"); ok && !ended(runID, events) {
+		// A run that paused (for an approval, say) before its first
+		// edit has changed nothing yet.
+		text = "no files changed yet" + rest
+	}
+	fmt.Fprintf(out, "\n%s", text)
+	if !strings.HasPrefix(text, "no files changed") {
 		fmt.Fprintf(out, "diff: keel runs diff %s\n", runID)
 	}
+}
+
+// ended reports whether run id, whose journal events reads, has ended
+// (completed, failed or canceled); false when it cannot be read.
+func ended(id string, events func() ([]journal.Event, error)) bool {
+	evs, err := events()
+	if err != nil {
+		return false
+	}
+	st, err := agent.Fold(id, evs)
+	return err == nil && st.Status.Terminal()
 }

@@ -1,12 +1,16 @@
 package tui
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
+	"github.com/keel-run/keel/journal"
 )
 
 // A file name with a newline must not forge a line of the list of
@@ -102,5 +106,43 @@ func TestChangesCountIgnoredApart(t *testing.T) {
 				t.Errorf("the ignored file is not listed:\n%s", b.String())
 			}
 		})
+	}
+}
+
+type noChanges struct{}
+
+func (noChanges) WorkspaceDiff(context.Context, string, *agent.RunCreated) (*checkpoint.Summary, error) {
+	return &checkpoint.Summary{}, nil
+}
+
+func (noChanges) CheckpointDiff(context.Context, string, []journal.Event, int64) ([]checkpoint.Change, int64, int64, error) {
+	return nil, 2, 2, nil
+}
+
+// A run that paused before its first edit (waiting for an approval, a
+// lead waiting for its children) has changed no files yet: the end note
+// says "yet"; a run that ended says "no files changed".
+func TestEndDiffPausedSaysYet(t *testing.T) {
+	at := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+	created, _ := json.Marshal(&agent.RunCreated{Task: "t", Model: "m", Workspace: "/w", MountPath: "/workspace"})
+	end := func(typ journal.Type) func() ([]journal.Event, error) {
+		p, _ := json.Marshal(&agent.RunEnded{Reason: "user"})
+		return func() ([]journal.Event, error) {
+			return []journal.Event{{RunID: "r1", Seq: 1, Time: at, Type: journal.RunCreated, Payload: created},
+				{RunID: "r1", Seq: 2, Time: at, Type: typ, Payload: p}}, nil
+		}
+	}
+	for _, tt := range []struct {
+		typ  journal.Type
+		want string
+	}{
+		{journal.RunPaused, "no files changed yet "},
+		{journal.RunCanceled, "no files changed since"},
+	} {
+		var b bytes.Buffer
+		EndDiff(t.Context(), &b, noChanges{}, "r1", &agent.RunCreated{Workspace: "/w"}, end(tt.typ))
+		if !strings.Contains(b.String(), tt.want) {
+			t.Errorf("%s: %q, want %q", tt.typ, b.String(), tt.want)
+		}
 	}
 }

@@ -426,7 +426,9 @@ func (p *Printer) Footer(runID string, o *agent.Outcome) {
 		msg := string(o.Status)
 		if o.End != nil {
 			msg += " (" + o.End.Reason
-			if o.End.Message != "" {
+			if by, ok := canceledBy(o); ok {
+				msg = string(o.Status) + " (" + by
+			} else if o.End.Message != "" {
 				msg += ": " + o.End.Message
 			}
 			msg += ")"
@@ -437,7 +439,11 @@ func (p *Printer) Footer(runID string, o *agent.Outcome) {
 		msg := ""
 		if o.End != nil {
 			msg = o.End.Reason
+			by, isBy := canceledBy(o)
 			switch {
+			case isBy:
+				// "canceled (by user)", not "canceled (user: canceled by user)".
+				msg = by
 			case o.End.Message == "" || o.Status == journal.StatusCompleted:
 			case p.modelError != "" && strings.HasPrefix(o.End.Message, p.modelError):
 				// The model error was just printed; what the end adds (a
@@ -465,7 +471,7 @@ func (p *Printer) Footer(runID string, o *agent.Outcome) {
 			}
 		case o.Status == journal.StatusPaused && p.Chat && o.End != nil && o.End.Reason == agent.ReasonInterrupted:
 			// The conversation's prompt goes on (converse says so).
-		case o.Status == journal.StatusPaused:
+		case o.Status == journal.StatusPaused, o.Status == journal.StatusCanceled && !p.Chat:
 			fmt.Fprintf(p.err, "keel: resume with: %s runs resume %s\n", p.Keel, runID)
 		}
 	}
@@ -475,6 +481,16 @@ func (p *Printer) Footer(runID string, o *agent.Outcome) {
 			fmt.Fprintln(p.out)
 		}
 	}
+}
+
+// canceledBy returns "by WHO" when o is a cancel by a person (reason
+// user, message "canceled by WHO"): the line says it once.
+func canceledBy(o *agent.Outcome) (string, bool) {
+	if o.Status != journal.StatusCanceled || o.End == nil || o.End.Reason != agent.ReasonUser {
+		return "", false
+	}
+	by, ok := strings.CutPrefix(o.End.Message, "canceled ")
+	return by, ok && strings.HasPrefix(by, "by ")
 }
 
 // said reports whether out, a run's output, is the model's answer the

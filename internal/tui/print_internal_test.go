@@ -176,3 +176,21 @@ func TestResumedSaysWhatChanged(t *testing.T) {
 		})
 	}
 }
+
+// A run a person canceled (Ctrl-C) ends with one line that says so once,
+// "canceled (by user)", not "canceled (user: canceled by user)", and how
+// to resume it (trial 6, F32).
+func TestCanceledLineSaysItOnce(t *testing.T) {
+	for _, quiet := range []bool{false, true} {
+		var errOut, out bytes.Buffer
+		p := &Printer{err: &errOut, out: &out, rows: view.NewReader(true), Keel: "keel", quiet: quiet}
+		p.Footer("r1", &agent.Outcome{Status: journal.StatusCanceled, State: &agent.State{}, End: &agent.RunEnded{Reason: agent.ReasonUser, Message: "canceled by user"}})
+		got := errOut.String()
+		if !strings.Contains(got, "keel: run r1 canceled (by user)") || strings.Contains(got, "user: canceled") {
+			t.Errorf("quiet %v: end lines:\n%s", quiet, got)
+		}
+		if !quiet && !strings.Contains(got, "keel: resume with: keel runs resume r1") {
+			t.Errorf("no resume hint:\n%s", got)
+		}
+	}
+}

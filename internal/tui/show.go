@@ -31,6 +31,13 @@ type timeline struct {
 	estimated int
 	settings  agent.Settings
 	opts      *ShowOptions
+	// n counts the events added; copied is how many of the first
+	// events a fork copied from its source (run.created included), and
+	// copiedStart the time of the first copied event after run.created:
+	// the copies keep their source's times, earlier than the fork's
+	// run.created, so their TIME counts from the first of them.
+	n, copied   int
+	copiedStart time.Time
 }
 
 func newTimeline(w io.Writer, o *ShowOptions) *timeline {
@@ -111,7 +118,14 @@ func (t *timeline) add(e *journal.Event) {
 	if r.Step > 0 {
 		stepCol = fmt.Sprint(r.Step)
 	}
-	fmt.Fprintf(t.tw, "%d\t+%s\t%s\t%s\t%s\n", e.Seq, r.Offset.Round(time.Millisecond), stepCol, e.Type, detail)
+	off := r.Offset
+	if t.n++; t.n > 1 && t.n <= t.copied {
+		if t.n == 2 {
+			t.copiedStart = e.Time
+		}
+		off = e.Time.Sub(t.copiedStart)
+	}
+	fmt.Fprintf(t.tw, "%d\t+%s\t%s\t%s\t%s\n", e.Seq, off.Round(time.Millisecond), stepCol, e.Type, detail)
 	// The output is printed under DETAIL, in the row's last cell, so
 	// that it does not widen the columns.
 	for _, l := range output {
@@ -224,10 +238,18 @@ func Show(w io.Writer, runID string, events []journal.Event, verr error, o *Show
 		if i := service.ForkStart(c, events); i < len(events) {
 			d = events[len(events)-1].Time.Sub(events[i].Time).Round(time.Millisecond)
 		}
-		fmt.Fprintf(w, "%d events · %d steps · %s tok (%s in, %s out, %s cached) · $%.4f · %s\n\n", len(events), st.Steps,
+		fmt.Fprintf(w, "%d events · %d steps · %s tok (%s in, %s out, %s cached) · $%.4f · %s\n", len(events), st.Steps,
 			num(st.Usage.Total()), num(st.Usage.InputTokens), num(st.Usage.OutputTokens), num(st.Usage.CachedInputTokens), st.Cost, d)
+		if n := service.ForkStart(c, events); n > 1 {
+			src, _, _ := strings.Cut(c.Labels[service.LabelForkOf], "@")
+			fmt.Fprintf(w, "events 2 to %d were copied from run %s with their times: their TIME counts from event 2\n", n, src)
+		}
+		fmt.Fprintln(w)
 	}
 	tl := newTimeline(w, o)
+	if st != nil {
+		tl.copied = service.ForkStart(st.Created, events)
+	}
 	fmt.Fprintln(tl.tw, "SEQ\tTIME\tSTEP\tEVENT\tDETAIL")
 	for i := range events {
 		tl.add(&events[i])

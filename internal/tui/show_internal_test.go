@@ -1,0 +1,67 @@
+package tui
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/mem"
+	"github.com/keel-run/keel/service"
+)
+
+// A fork's copied events keep their source's times, earlier than the
+// fork's own run.created: the timeline counts their TIME from the first
+// of them, never a negative offset ("+-5m50s"), and says where they
+// came from.
+func TestShowForkTimesNotNegative(t *testing.T) {
+	ctx := t.Context()
+	store := mem.New()
+	t0 := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+	payload := func(v any) json.RawMessage {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	created := &agent.RunCreated{Task: "t", Model: "test:none", Workspace: t.TempDir(), MountPath: "/workspace", Sandbox: "none"}
+	src, err := store.Append(ctx, "src", 0,
+		journal.Draft{Type: journal.RunCreated, Time: t0, Payload: payload(created)},
+		journal.Draft{Type: journal.RunPaused, Time: t0.Add(5 * time.Second), Payload: payload(&agent.RunEnded{Reason: "user"})},
+		journal.Draft{Type: journal.RunResumed, Time: t0.Add(7 * time.Second), Payload: payload(&agent.RunResumed{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := *created
+	fc.Labels = map[string]string{service.LabelForkOf: "src@3"}
+	now := t0.Add(6 * time.Minute)
+	drafts, err := service.ForkDrafts(src, &fc, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused, err := agent.NotStarted("fork", "src", 3, drafts, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := store.Append(ctx, "fork", 0, append(drafts, paused...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := Show(&out, "fork", events, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if strings.Contains(got, "+-") {
+		t.Errorf("negative offsets in the timeline:\n%s", got)
+	}
+	for _, want := range []string{"events 2 to 3 were copied from run src", "\n2    +0s ", "\n3    +2s ", "\n4    +0s "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the timeline lacks %q:\n%s", want, got)
+		}
+	}
+}
