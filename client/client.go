@@ -230,6 +230,14 @@ func (c *Client) Diff(ctx context.Context, id string, at int64) (*api.RunDiff, e
 	return &out, c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/diff", q, nil, &out)
 }
 
+// ProposedEdit returns what the edit_file or write_file call callID of
+// run id, waiting for approval, would change in its file now (empty for
+// a call of another tool).
+func (c *Client) ProposedEdit(ctx context.Context, id, callID string) (*api.ProposedEdit, error) {
+	var out api.ProposedEdit
+	return &out, c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(id)+"/approvals/"+url.PathEscape(callID)+"/diff", nil, nil, &out)
+}
+
 // Artifact returns the whole output file rel (".keel/artifacts/...") of
 // run id.
 func (c *Client) Artifact(ctx context.Context, id, rel string) ([]byte, error) {

@@ -37,3 +37,14 @@ func (h *Handler) decideHTTP(w http.ResponseWriter, r *http.Request, who *caller
 	writeJSON(w, http.StatusOK, run)
 	return nil
 }
+
+// proposedEdit is GET /v1/runs/{id}/approvals/{call}/diff: what an edit
+// waiting for approval would change (api.ProposedEdit).
+func (h *Handler) proposedEdit(w http.ResponseWriter, r *http.Request, who *caller) error {
+	pe, err := h.svc.ProposedEdit(r.Context(), who, r.PathValue("id"), r.PathValue("call"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, pe)
+	return nil
+}

@@ -14,8 +14,6 @@ import (
 	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/tool"
-	"github.com/keel-run/keel/tool/builtin/fs"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -470,35 +468,22 @@ func newFileDiff(c checkpoint.Change) fileDiff {
 }
 
 // proposedDiff is the diff an edit_file or write_file call waiting for
-// approval would make, read from the run's workspace now as the run's
-// file tools see it (a path its policy denies, or a link to one, is
-// refused, its content never read); nil for other tools.
+// approval would make (the service's EditOf: read from the run's
+// workspace now as the run's file tools see it); nil for other tools.
 func (h *Handler) proposedDiff(a api.Approval) *fileDiff {
-	if a.Tool != fs.WriteName && a.Tool != fs.EditName || a.Workspace == "" {
+	pe := h.svc.EditOf(context.Background(), a)
+	switch {
+	case pe.Problem != "":
+		d := &fileDiff{Problem: pe.Problem}
+		if pe.Diff != nil {
+			d.Path = visible.String(pe.Diff.Path)
+		}
+		return d
+	case pe.Diff == nil:
 		return nil
 	}
-	c, err := h.svc.Created(context.Background(), a.RunID)
-	if err != nil {
-		return &fileDiff{Problem: "the run cannot be read: " + err.Error()}
-	}
-	denied, err := agent.DeniedPaths(c)
-	if err != nil {
-		return &fileDiff{Problem: "the run's policy cannot be read: " + err.Error()}
-	}
-	ws, err := tool.NewWorkspace(c.Workspace, "", nil)
-	if err != nil {
-		return &fileDiff{Problem: "the workspace is not available: " + err.Error()}
-	}
-	defer ws.Close()
-	ws.Hide(denied)
-	path, before, after, problem, ok := fs.PreviewIn(ws, a.Tool, a.Arguments)
-	if !ok {
-		return nil
-	}
-	if problem != "" {
-		return &fileDiff{Path: visible.String(path), Problem: problem}
-	}
-	cs := checkpoint.SealSecrets([]checkpoint.Change{checkpoint.FileDiff(path, before, after)}, h.svc.RunSecrets(c))
-	d := newFileDiff(cs[0])
+	f := pe.Diff
+	d := newFileDiff(checkpoint.Change{Path: f.Path, Status: checkpoint.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed,
+		Denied: f.Denied, Hidden: f.Hidden, Rewritten: f.Rewritten, Ignored: f.Ignored, Files: f.Files, Autorun: f.Autorun, Link: f.Link, Note: f.Note, NULs: f.NULs, Later: f.Later})
 	return &d
 }

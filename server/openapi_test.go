@@ -112,7 +112,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"PolicyPart": policy.Part{}, "Grant": policy.Grant{}, "GrantList": api.GrantList{},
 		"Token": api.Token{}, "TokenList": api.TokenList{}, "CreateToken": api.CreateToken{}, "NewToken": api.NewToken{},
 		"Whoami": api.Whoami{}, "Event": journal.Event{}, "CostReport": api.CostReport{}, "CostRow": api.CostRow{},
-		"RewindRun": api.RewindRun{}, "Rewound": api.Rewound{}, "FileChange": api.FileChange{}, "RunDiff": api.RunDiff{}, "FileDiff": api.FileDiff{}, "RunTree": api.RunTree{}, "RunTreeSpend": api.RunTreeSpend{}, "RunTreeLeft": api.RunTreeLeft{},
+		"RewindRun": api.RewindRun{}, "Rewound": api.Rewound{}, "FileChange": api.FileChange{}, "RunDiff": api.RunDiff{}, "FileDiff": api.FileDiff{}, "ProposedEdit": api.ProposedEdit{}, "RunTree": api.RunTree{}, "RunTreeSpend": api.RunTreeSpend{}, "RunTreeLeft": api.RunTreeLeft{},
 		"AuthWait": api.AuthWait{}, "AuthWaitList": api.AuthWaitList{}, "AuthStarted": api.AuthStarted{},
 		"Connectors": api.Connectors{}, "Input": api.Input{}, "InputList": api.InputList{}, "AnswerInput": api.AnswerInput{},
 		"Delta":          api.Delta{},

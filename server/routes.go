@@ -23,6 +23,7 @@ var routes = []route{
 	{"GET", "/v1/approvals", api.ScopeRunsRead, (*Handler).listApprovals},
 	{"POST", "/v1/runs/{id}/approvals/{call}/approve", api.ScopeApprovalsWrite, (*Handler).approve},
 	{"POST", "/v1/runs/{id}/approvals/{call}/deny", api.ScopeApprovalsWrite, (*Handler).deny},
+	{"GET", "/v1/runs/{id}/approvals/{call}/diff", api.ScopeRunsRead, (*Handler).proposedEdit},
 
 	{"GET", "/v1/auth/waits", api.ScopeRunsRead, (*Handler).listAuthWaits},
 	{"POST", "/v1/runs/{id}/auth/{call}/connect", api.ScopeApprovalsWrite, (*Handler).startConnect},

@@ -49,6 +49,10 @@ func (x *Session) Runs(ctx context.Context, p *api.RunsParams) ([]api.Run, error
 	return x.svc.Runs(ctx, x.who, q)
 }
 
+func (x *Session) ProposedEdit(ctx context.Context, id, callID string) (*api.ProposedEdit, error) {
+	return ref(x.svc.ProposedEdit(ctx, x.who, id, callID))
+}
+
 func (x *Session) Approvals(ctx context.Context) ([]api.Approval, error) {
 	return x.svc.Approvals(ctx, x.who)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/internal/serve"
@@ -306,7 +307,13 @@ func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {
 // run prints an execution, until the run ends (tui.Follow over the
 // client), and exits as keel run does.
 func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int64, jsonOut, quiet, noWait bool) error {
-	code, err := tui.Follow(ctx, followed{cl}, id, &tui.FollowParams{Stdout: a.stdout, Stderr: a.stderr, URL: cl.URL(), From: from, JSON: jsonOut, Quiet: quiet, NoWait: noWait})
+	fp := &tui.FollowParams{Stdout: a.stdout, Stderr: a.stderr, URL: cl.URL(), From: from, JSON: jsonOut, Quiet: quiet, NoWait: noWait}
+	if a.inline() {
+		// At a terminal, the run's calls are asked as keel run asks a
+		// local run's, and decided through the server.
+		fp.Prompt = &a.prompt
+	}
+	code, err := tui.Follow(ctx, followed{cl}, id, fp)
 	if err == nil && code != 0 {
 		return &exitError{code}
 	}
@@ -315,6 +322,14 @@ func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int
 
 // followed is the team server as tui.Follow follows a run on it.
 type followed struct{ cl *client.Client }
+
+func (f followed) Decide(ctx context.Context, id, callID string, res *agent.ApprovalResolved) error {
+	return (&remote{Client: f.cl}).Decide(ctx, id, callID, res)
+}
+
+func (f followed) ProposedEdit(ctx context.Context, id, callID string) (*api.ProposedEdit, error) {
+	return f.cl.ProposedEdit(ctx, id, callID)
+}
 
 func (f followed) Events(ctx context.Context, id string, p *tui.EventsParams) iter.Seq2[journal.Event, error] {
 	return f.cl.Events(ctx, id, &client.EventsParams{From: p.From, NoFollow: p.NoFollow, UntilStopped: p.UntilStopped, OnDisconnect: p.OnDisconnect, OnDelta: p.OnDelta, GiveUp: p.GiveUp})

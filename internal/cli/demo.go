@@ -40,8 +40,11 @@ if the edit cannot be made or the tests still fail after it, the run
 fails, saying so.
 
 With --server, the demo runs on the team server, with the same policy: at
-a terminal the command asks you; with stdin not a terminal it stops there
-and exits 3 with the commands that approve or deny (--wait keeps waiting).`,
+a terminal the command asks you as above (the edit as a diff, y or n),
+decided through the server, while anyone else may decide it meanwhile
+(keel --server URL approve, the web UI); with stdin not a terminal it
+stops there and exits 3 with the commands that approve or deny (--wait
+keeps waiting).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), sb, keep, gate) },
 	}

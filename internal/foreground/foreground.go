@@ -174,7 +174,7 @@ func (x *Execution) Execute(ctx context.Context, runID string, ld *Loaded, messa
 	params.Team = team
 	params.OnWait = func(pending []agent.PendingApproval) {
 		ask(func() {
-			if inline && x.Prompt.DecideInline(ctx, created, pending, x.Person, x.Decide) {
+			if inline && x.Prompt.DecideInline(ctx, &tui.Asking{Created: created, By: x.Person, Decide: x.Decide, Keel: x.Keel}, pending) {
 				return // decided here: the run goes on
 			}
 			if x.StandIn != "" && !x.Inline && tui.ApproveAsStandIn(ctx, x.Stderr, created, pending, x.StandIn, x.Decide) {

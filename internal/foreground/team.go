@@ -24,7 +24,7 @@ func (x *Execution) childWait(ctx context.Context, store journal.Store, pending 
 		return
 	}
 	fmt.Fprintf(x.Stderr, "\nkeel: child agent %s (run %s) asks:\n", st.Created.Principal, st.RunID)
-	if inline && x.Prompt.DecideInline(ctx, st.Created, pending, x.Person, x.Decide) {
+	if inline && x.Prompt.DecideInline(ctx, &tui.Asking{Created: st.Created, By: x.Person, Decide: x.Decide, Keel: x.Keel}, pending) {
 		return
 	}
 	if ctx.Err() != nil {

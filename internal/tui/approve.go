@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/tool/builtin/fs"
 	"github.com/keel-run/keel/visible"
 )
@@ -102,17 +104,55 @@ func (pr *Prompt) Converse(ctx context.Context, runID, keel string, err error, i
 }
 
 // Decide records a decision on a call of a run, as keel approve and
-// keel deny do.
+// keel deny do. An error wrapping [ErrDecided] says that someone else
+// decided the call meanwhile.
 type Decide func(ctx context.Context, runID, callID string, res *agent.ApprovalResolved) error
+
+// ErrDecided is wrapped by a [Decide] error when the call no longer
+// waits: someone else decided it first. The question moves on.
+var ErrDecided = errors.New("decided meanwhile by someone else")
+
+// Asking says how [Prompt.DecideInline] shows the calls of a run and
+// records the answers. It is the same prompt for a run executed in this
+// process and for one on a team server (keel --server URL run or demo at
+// a terminal): only Decide (the service here, the API there) and Diff
+// differ.
+type Asking struct {
+	// Created is the run's creation.
+	Created *agent.RunCreated
+	// By is who decides at this terminal (a server records its token's
+	// person instead).
+	By string
+	// Decide records each answer.
+	Decide Decide
+	// Diff is what an edit waiting for approval would change, as the
+	// prompt shows it ("" for other calls; see [ProposedDiff]); nil reads
+	// the file from Created's workspace on this machine.
+	Diff func(ctx context.Context, p agent.PendingApproval) string
+	// Keel starts the commands of the hints ("keel" when empty; keel
+	// --server URL).
+	Keel string
+}
 
 // DecideInline asks the person about each pending approval and records
 // each answer as keel approve / keel deny would. It returns false when
 // the input ended before every call was decided (the run then waits for
-// a decision from elsewhere, as without a terminal).
-func (pr *Prompt) DecideInline(ctx context.Context, created *agent.RunCreated, pending []agent.PendingApproval, by string, decide Decide) bool {
+// a decision from elsewhere, as without a terminal), or ctx ended (the
+// person pressed Ctrl-C, or the call was decided elsewhere).
+func (pr *Prompt) DecideInline(ctx context.Context, a *Asking, pending []agent.PendingApproval) bool {
+	created, by, decide := a.Created, a.By, a.Decide
+	keel := a.Keel
+	if keel == "" {
+		keel = "keel"
+	}
 	for _, p := range pending {
 		fmt.Fprintf(pr.Err, "\nkeel: call %s (%s) needs your approval:\n", visible.String(p.CallID), p.Tool)
-		showPending(pr.Err, created, p)
+		showCall(pr.Err, p)
+		if a.Diff != nil {
+			fmt.Fprint(pr.Err, a.Diff(ctx, p))
+		} else {
+			fmt.Fprint(pr.Err, pendingDiff(created, p.Tool, p.Arguments))
+		}
 		for decided := false; !decided; {
 			q := "  approve? [y]es, [n]o, [r] always for this run, [a] always for this agent: "
 			pre := PrefixFor(p)
@@ -124,7 +164,7 @@ func (pr *Prompt) DecideInline(ctx context.Context, created *agent.RunCreated, p
 				return false // interrupted (Ctrl-C): the run stops, nothing to decide
 			}
 			if !ok {
-				fmt.Fprintf(pr.Err, "keel: no answer; decide with: keel approve %s %s   or   keel deny %s %s --reason TEXT\n", p.RunID, ShellWord(p.CallID), p.RunID, ShellWord(p.CallID))
+				fmt.Fprintf(pr.Err, "keel: no answer; decide with: %s approve %s %s   or   %s deny %s %s --reason TEXT\n", keel, p.RunID, ShellWord(p.CallID), keel, p.RunID, ShellWord(p.CallID))
 				return false
 			}
 			res := &agent.ApprovalResolved{Decision: policy.Allow, By: by}
@@ -153,7 +193,10 @@ func (pr *Prompt) DecideInline(ctx context.Context, created *agent.RunCreated, p
 				fmt.Fprintln(pr.Err, "  answer y, n, r or a")
 				continue
 			}
-			if err := decide(ctx, p.RunID, p.CallID, res); err != nil {
+			if err := decide(ctx, p.RunID, p.CallID, res); errors.Is(err, ErrDecided) {
+				fmt.Fprintf(pr.Err, "keel: call %s was %v\n", visible.String(p.CallID), ErrDecided)
+				break
+			} else if err != nil {
 				// A command that cannot be remembered (a compound one)
 				// is still asked about: say why and ask again.
 				fmt.Fprintf(pr.Err, "  keel: %v\n", err)
@@ -182,6 +225,13 @@ func (pr *Prompt) DecideInline(ctx context.Context, created *agent.RunCreated, p
 // showPending prints what a call waiting for approval would do: its
 // action, the parts that asked and why, and, for a file edit, its diff.
 func showPending(w io.Writer, created *agent.RunCreated, p agent.PendingApproval) {
+	showCall(w, p)
+	fmt.Fprint(w, pendingDiff(created, p.Tool, p.Arguments))
+}
+
+// showCall prints a call waiting for approval: its action, and the parts
+// that asked and why.
+func showCall(w io.Writer, p agent.PendingApproval) {
 	for _, line := range strings.Split(visible.String(p.Action), "\n") {
 		fmt.Fprintf(w, "    │ %s\n", line)
 	}
@@ -190,9 +240,6 @@ func showPending(w io.Writer, created *agent.RunCreated, p agent.PendingApproval
 		if part.Detail != "" {
 			fmt.Fprintf(w, "        (%s)\n", clip(visible.String(part.Detail), 160))
 		}
-	}
-	if d := pendingDiff(created, p.Tool, p.Arguments); d != "" {
-		fmt.Fprint(w, d)
 	}
 }
 
@@ -256,7 +303,29 @@ func editDiff(created *agent.RunCreated, toolName string, args json.RawMessage, 
 		root.Close()
 	}
 	cur, msg := fs.Preview(toolName, args, old)
-	c := checkpoint.FileDiff(rel, old, cur)
+	return showEdit(checkpoint.FileDiff(rel, old, cur), msg, limit, notes)
+}
+
+// ProposedDiff is the diff a team server says an edit waiting for
+// approval would make, as the prompt shows a local one ("" for a call
+// that edits no file).
+func ProposedDiff(pe *api.ProposedEdit) string {
+	if pe == nil || pe.Diff == nil && pe.Problem == "" {
+		return ""
+	}
+	var c checkpoint.Change
+	if f := pe.Diff; f != nil {
+		c = checkpoint.Change{Path: f.Path, Status: checkpoint.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed, Denied: f.Denied}
+	}
+	if c.Denied {
+		return "  (no diff: " + deniedNote + ")\n"
+	}
+	return showEdit(c, pe.Problem, maxDiffLines, true)
+}
+
+// showEdit is editDiff's text of the change c an edit would make, or of
+// msg, why it cannot be made.
+func showEdit(c checkpoint.Change, msg string, limit int, notes bool) string {
 	switch {
 	case !notes && (msg != "" || c.Binary || c.Patch == ""):
 		return ""

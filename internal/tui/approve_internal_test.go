@@ -53,8 +53,7 @@ func TestDecideInlinePrefix(t *testing.T) {
 	var out strings.Builder
 	pr := &Prompt{Err: &out, In: strings.NewReader("p\n")}
 	var got *agent.ApprovalResolved
-	ok := pr.DecideInline(context.Background(), &agent.RunCreated{}, []agent.PendingApproval{pendingBash("python reproduce_issue.py")}, "ann",
-		func(_ context.Context, _, _ string, res *agent.ApprovalResolved) error { got = res; return nil })
+	ok := pr.DecideInline(context.Background(), &Asking{Created: &agent.RunCreated{}, By: "ann", Decide: func(_ context.Context, _, _ string, res *agent.ApprovalResolved) error { got = res; return nil }}, []agent.PendingApproval{pendingBash("python reproduce_issue.py")})
 	if !ok || got == nil {
 		t.Fatalf("DecideInline = %v, decision %v\n%s", ok, got, out.String())
 	}

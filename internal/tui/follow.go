@@ -29,6 +29,12 @@ type Server interface {
 	Run(ctx context.Context, id string) (*api.Run, error)
 	// Cancel cancels run id; a run that has already ended is no error.
 	Cancel(ctx context.Context, id string) error
+	// Decide records a person's decision on call callID of run id, as
+	// keel approve and keel deny do.
+	Decide(ctx context.Context, id, callID string, res *agent.ApprovalResolved) error
+	// ProposedEdit returns what an edit call waiting for approval would
+	// change (the server reads its workspace).
+	ProposedEdit(ctx context.Context, id, callID string) (*api.ProposedEdit, error)
 }
 
 // EventsParams are the parameters of [Server.Events]: those of the Go
@@ -61,6 +67,13 @@ type FollowParams struct {
 	JSON, Quiet bool
 	// NoWait returns at the first wait for an approval, paused.
 	NoWait bool
+	// Prompt, when set, is the person at this terminal (stdin is one):
+	// each call the run waits for is asked there as a local run asks it
+	// (Prompt.DecideInline, the edit shown as a diff) and decided through
+	// the server, while anyone else may decide it meanwhile (the
+	// question then goes away, saying who decided). Without it, Follow
+	// says how to decide and waits.
+	Prompt *Prompt
 }
 
 // Follow prints run id's events from sequence number p.From on, as keel
@@ -86,6 +99,13 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 			return 130, nil
 		}
 		return 1, nil
+	}
+	// Approvals asked at this terminal show the call themselves.
+	var ask *asker
+	if fp.Prompt != nil && !noWait && !quiet && !jsonOut {
+		ask = newAsker(ctx, srv, fp, id)
+		defer ask.stop()
+		p.Inline = true
 	}
 	lost := false
 	live := NewRemoteLive(p)
@@ -175,8 +195,12 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 			return stop(st)
 		case e.Type == journal.RunPaused && st.Ended != nil && st.Ended.Reason == "shutdown":
 			fmt.Fprintf(fp.Stderr, "keel: the server shut down; run %s continues when it starts again (waiting; Ctrl-C leaves it paused)\n", id)
+		case e.Type == journal.ApprovalRequested && ask != nil:
+			ask.requested(st.Created)
 		case e.Type == journal.ApprovalRequested && !noWait && !quiet && !jsonOut:
 			promptApprovals(context.WithoutCancel(ctx), srv, fp, id, prompted)
+		case e.Type == journal.ApprovalResolved && ask != nil:
+			ask.resolved(&e)
 		}
 	}
 	if ctx.Err() == nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
@@ -56,6 +57,16 @@ func (f *fakeServer) Run(_ context.Context, id string) (*api.Run, error) {
 func (f *fakeServer) Cancel(_ context.Context, id string) error {
 	f.canceled = append(f.canceled, id)
 	return nil
+}
+
+// Decide and ProposedEdit are not used: these runs are followed with no
+// person at a terminal.
+func (f *fakeServer) Decide(context.Context, string, string, *agent.ApprovalResolved) error {
+	return errors.New("no decisions here")
+}
+
+func (f *fakeServer) ProposedEdit(context.Context, string, string) (*api.ProposedEdit, error) {
+	return nil, errors.New("no edits here")
 }
 
 func recorded(t *testing.T, name string) []journal.Event {

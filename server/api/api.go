@@ -520,6 +520,18 @@ type Approval struct {
 	CreatedBy  string `json:"created_by,omitempty"`
 }
 
+// ProposedEdit is the answer to GET
+// /v1/runs/{id}/approvals/{call}/diff: the change an edit_file or
+// write_file call waiting for approval would make to its file as the
+// run's file tools see it now (a path the run's policy denies is Denied,
+// its content not read; the run's secrets are sealed). Problem, instead,
+// says why the edit would fail, as the tool would. Both are empty for a
+// call of another tool.
+type ProposedEdit struct {
+	Diff    *FileDiff `json:"diff,omitempty"`
+	Problem string    `json:"problem,omitempty"`
+}
+
 // ApprovalList is the body of GET /v1/approvals.
 type ApprovalList struct {
 	Approvals []Approval `json:"approvals"`
