@@ -57,7 +57,12 @@ func (x *executor) setup(ctx context.Context) error {
 			&RunEnded{Reason: ReasonSetup, Message: "the sandbox could not run the setup script: " + err.Error()},
 		})
 	}
-	sf := &SetupFinished{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Limit: res.Limit, Output: out.View(), Artifact: out.Artifact(), DurationMS: x.since(start)}
+	// The script's output is journaled and shown (API, web UI): the
+	// run's secrets are hidden from it as from a call's result, and
+	// from its whole output.
+	r := tool.Result{Content: x.secrets.hide(out.View()), Artifact: out.Artifact()}
+	x.hideInArtifact(&r)
+	sf := &SetupFinished{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Limit: res.Limit, Output: r.Content, Artifact: r.Artifact, DurationMS: x.since(start)}
 	if res.ExitCode != 0 || res.TimedOut {
 		msg := fmt.Sprintf("the setup script failed with exit code %d", res.ExitCode)
 		switch {

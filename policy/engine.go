@@ -630,9 +630,12 @@ func (e *Engine) requests(c *Call) ([]request, int, string) {
 			f := &facts{Facts: parts[i].Facts}
 			f.autorun, f.hides = persistence(cmd, f.Written, env.Mount, c.Autorun)
 			// Files whose names the words do not show (git checkout
-			// other, git stash pop) may be any file: one that runs on its
-			// own or instructions included.
-			f.autorun = f.autorun || f.AnyFile != ""
+			// other, git stash pop), or a write whose target the
+			// analysis cannot name (a pattern, a variable, a
+			// substitution: >> AGENT?.md, f=.envrc; > $f, trial 7, P12)
+			// may be any file: one that runs on its own or instructions
+			// included.
+			f.autorun = f.autorun || f.AnyFile != "" || len(f.Unresolved) > 0
 			p := Part{Text: cmd.Text, Via: cmd.Via}
 			if cmd.Prog < len(cmd.Words) {
 				p.Command = cmd.Words[cmd.Prog]

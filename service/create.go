@@ -217,6 +217,14 @@ func (s *Service) prepareAdmitted(ctx context.Context, who *Caller, req *CreateR
 	}
 	c.Workspace = ws
 	stamp(c, a)
+	if c.ForeignSecrets && c.Setup != "" {
+		// The setup script is the creator's code, run before the gate
+		// with the sandbox's environment: with the operator's secrets
+		// it would show them to its creator (its output) or plant
+		// configuration (~/.gitconfig) that a later, inert-looking
+		// call runs with them (docs/security.md).
+		return nil, nil, forbidden("setup: a setup script runs before the gate, with the run's secrets; this run would hold the server operator's secrets (%s), and only an admin gives such a run a setup script: drop setup, or ask for the secret with secret_hosts (keel --server URL run --secret-for-host NAME=HOST), which the sandbox never holds", strings.Join(c.SecretEnv, ", "))
+	}
 	return c, a, nil
 }
 

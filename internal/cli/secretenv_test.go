@@ -257,3 +257,51 @@ func TestServerSecretEnvForeignCreator(t *testing.T) {
 		}
 	}
 }
+
+// A setup script is the run's creator's code and runs before the gate
+// with the sandbox's environment: a token without the admin scope may
+// not give one to a run holding the operator's secret, which would show
+// the value in setup.finished or plant ~/.gitconfig for a later inert
+// call (trial 7, P9). The operator's own run's setup output is stripped
+// of the value.
+func TestServerSecretEnvForeignSetup(t *testing.T) {
+	db := setup(t)
+	secret := canary(t, "kcS")
+	t.Setenv(exfilSecretName, secret)
+	traj := writeTrajectory(t, "nothing", nil, nil)
+	s := startServe(t, "--secret-env", exfilSecretName, "--replay-dir", filepath.Dir(traj))
+	code, tok, errOut := keel(t, "--server", s.url, "tokens", "create", "--name", "bob", "--scope", "runs:write", "--agent", "keel-cli")
+	if code != 0 {
+		t.Fatalf("tokens create = %d %s", code, errOut)
+	}
+	tok = strings.TrimSpace(tok)
+	for _, setup := range []string{
+		`printenv ` + exfilSecretName + ` | sed 's/./&./g'`,
+		`printf '[core]\n\tfsmonitor = /tmp/x.sh\n' > ~/.gitconfig`,
+	} {
+		code, _, errOut = keel(t, "--server", s.url, "--token", tok, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(),
+			"--secret-env", exfilSecretName, "--setup", setup, "--no-wait", "-q")
+		if code == 0 || code == 3 || !strings.Contains(errOut, "only an admin gives such a run a setup script") {
+			t.Errorf("bob's run with setup %q = %d\n%s", setup, code, errOut)
+		}
+	}
+	// Without the operator's secret his setup runs.
+	if code, _, errOut := keel(t, "--server", s.url, "--token", tok, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(), "--setup", "echo ready", "-q"); code != 0 {
+		t.Errorf("bob's run with setup, no secret = %d\n%s", code, errOut)
+	}
+
+	// The operator's run: the setup runs, its output without the value.
+	if code, _, errOut := keel(t, "--server", s.url, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(), "--secret-env", exfilSecretName,
+		"--setup", "printenv "+exfilSecretName+"; echo done", "-q"); code != 0 {
+		t.Fatalf("the operator's run = %d\n%s", code, errOut)
+	}
+	id, st := lastRun(t, db)
+	if st.Setup == nil || st.Setup.ExitCode != 0 || !strings.Contains(st.Setup.Output, "done") || strings.Contains(st.Setup.Output, secret) {
+		t.Errorf("the operator's run %s: setup %+v", id, st.Setup)
+	}
+	for _, f := range []string{db, db + "-wal"} {
+		if b, _ := os.ReadFile(f); bytes.Contains(b, []byte(secret)) {
+			t.Errorf("the secret is in %s", f)
+		}
+	}
+}

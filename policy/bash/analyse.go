@@ -57,9 +57,13 @@ func (l *locator) analyse(c *Command, cwd string) *Facts {
 		case !r.Literal && r.Write:
 			f.Writes = true
 			f.Dyn("writes to a file only known at run time: " + r.Target)
+			f.Unresolved = appendNew(f.Unresolved, r.Target)
 		case !r.Literal:
 			f.Dyn("reads a file only known at run time: " + r.Target)
 		default:
+			if r.Pattern && r.Write {
+				f.Unresolved = appendNew(f.Unresolved, r.Target)
+			}
 			l.note(f, cwd, r.Target, r.Write)
 		}
 	}
@@ -163,6 +167,7 @@ func (l *locator) analyse(c *Command, cwd string) *Facts {
 	type pathArg struct {
 		word string
 		glob int
+		dyn  bool // only known at run time
 	}
 	var positional []pathArg
 	dynWrite := false
@@ -172,6 +177,7 @@ func (l *locator) analyse(c *Command, cwd string) *Facts {
 		if !lit {
 			f.Writes = true
 			f.Dyn("writes to a file only known at run time: " + word)
+			f.Unresolved = appendNew(f.Unresolved, word)
 			return
 		}
 		l.note(f, cwd, path, true)
@@ -186,6 +192,9 @@ func (l *locator) analyse(c *Command, cwd string) *Facts {
 				if !lits[i] {
 					f.Dyn("dd " + k + "= names a file only known at run time")
 					f.Writes = f.Writes || k == "of"
+					if k == "of" {
+						f.Unresolved = appendNew(f.Unresolved, a)
+					}
 					continue
 				}
 				l.note(f, cwd, v, k == "of")
@@ -227,10 +236,11 @@ func (l *locator) analyse(c *Command, cwd string) *Facts {
 			if !statOnly[name] {
 				f.Dyn("an argument only known at run time: " + a)
 				dynWrite = true
+				positional = append(positional, pathArg{a, -1, true})
 			}
 			continue
 		}
-		positional = append(positional, pathArg{a, globs[i]})
+		positional = append(positional, pathArg{a, globs[i], false})
 	}
 	writesAll := writeAll[name] || inPlace || name == "mv"
 	if dynWrite && (writesAll || writeLast[name]) {
@@ -247,6 +257,12 @@ func (l *locator) analyse(c *Command, cwd string) *Facts {
 			write = i == 1
 		case name == "find":
 			write = slices.Contains(args, "-delete")
+		}
+		if a.dyn {
+			if write {
+				f.Unresolved = appendNew(f.Unresolved, a.word)
+			}
+			continue
 		}
 		l.noteWord(f, cwd, a.word, a.glob, write)
 	}

@@ -28,7 +28,7 @@ func TestAnalyse(t *testing.T) {
 		}},
 		{"a directory only known at run time", "cd $D; touch x", []bash.Facts{
 			{Dynamic: true, Why: "an argument only known at run time: $D"},
-			{Written: []string{"x"}, WritesOutside: []string{"x"}, Writes: true},
+			{Written: []string{"x"}, WritesOutside: []string{"x"}, Writes: true, Unresolved: []string{"x"}},
 		}},
 		{"code", "python3 -c 'print(1)'", []bash.Facts{
 			{Code: true, Why: "python3 runs code given on its command line"},
@@ -479,5 +479,78 @@ func TestAnalyseGitUnchecked(t *testing.T) {
 		if got != tt.opaque {
 			t.Errorf("Analyse(%q): a git part opaque = %v, want %v: %+v", tt.line, got, tt.opaque, parts)
 		}
+	}
+}
+
+// A write whose target the analysis cannot name, a pattern or a word
+// only known at run time, is listed in Unresolved, in every way a
+// command writes (fresh-user trial 7, P12): it may be any file. A
+// literal target, a pattern only read, a variable only read or a
+// source only known at run time are not.
+func TestUnresolvedWrites(t *testing.T) {
+	t.Parallel()
+	env := bash.Env{Mount: "/workspace", Scratch: []string{"/tmp"}, System: []string{"/usr"}}
+	for _, tt := range []struct {
+		line string
+		want []string // Unresolved of all parts
+	}{
+		{`echo rule >> AGENT?.md`, []string{"AGENT?.md"}},
+		{`echo rule >> KEEL.m?`, []string{"KEEL.m?"}},
+		{`echo rule >> [K]EEL.md`, []string{"[K]EEL.md"}},
+		{`echo rule > .envr?`, []string{".envr?"}},
+		{`echo rule >> conftest.p*`, []string{"conftest.p*"}},
+		{`echo '*' >> .gitignor?`, []string{".gitignor?"}},
+		{`echo x > {KEEL,X}.md`, []string{"{KEEL,X}.md"}},
+		{`echo x >> ~+/KEEL.md`, []string{"~+/KEEL.md"}},
+		{`echo x >> $PWD/KEEL.md`, []string{"$PWD/KEEL.md"}},
+		{`f=.envrc; echo x > $f`, []string{"$f"}},
+		{`f=KEEL.md; echo x >> "$f"`, []string{`"$f"`}},
+		{`d=.; printf x > $d/conftest.py`, []string{"$d/conftest.py"}},
+		{`echo x >> "$(echo KEEL.md)"`, []string{`"$(echo KEEL.md)"`}},
+		{"echo x >> `echo KEEL.md`", []string{"`echo KEEL.md`"}},
+		{`echo x &> $f`, []string{"$f"}},
+		{`echo x >| $f`, []string{"$f"}},
+		{`echo x 1<>$f`, []string{"$f"}},
+		{`sed -i "1i rule" AGENT?.md`, []string{"AGENT?.md"}},
+		{`sed -i.bak "1i rule" $f`, []string{"$f"}},
+		{`perl -pi -e 's/a/b/' KEE?.md`, []string{"KEE?.md"}},
+		{`tee -a KEE?.md < n.txt`, []string{"KEE?.md"}},
+		{`echo x | tee "$f"`, []string{`"$f"`}},
+		{`cp n.md KEE?.md`, []string{"KEE?.md"}},
+		{`cp n.md $f`, []string{"$f"}},
+		{`mv n.md ${f}`, []string{"${f}"}},
+		{`install -m 644 n.md $d/.envrc`, []string{"$d/.envrc"}},
+		{`ln -s n.md $f`, []string{"$f"}},
+		{`cp -t $d n.md`, []string{"$d"}},
+		{`cp --target-directory=$d n.md`, []string{"--target-directory=$d"}},
+		{`sort -o $f n.txt`, []string{"$f"}},
+		{`dd if=n.md of=$f`, []string{"of=$f"}},
+		{`touch $f`, []string{"$f"}},
+		{`cd $d && echo x > KEEL.md`, []string{"KEEL.md"}},
+		{`cd "$(pwd)"; cp n.md AGENTS.md`, []string{"AGENTS.md"}},
+		{`for f in *.md; do echo x >> $f; done`, []string{"$f"}},
+		// Named, read, or only the source unknown.
+		{`echo x >> KEEL.md`, nil},
+		{`echo x > '*.md'`, nil},
+		{`cat AGENT?.md > /tmp/out`, nil},
+		{`cat $f > out.txt`, nil},
+		{`cp $f notes.txt`, nil},
+		{`grep -l x *.py`, nil},
+		{`echo x > /dev/null 2>&1`, nil},
+		{`eval 'echo x >> KE'EL.md`, nil},
+	} {
+		t.Run(tt.line, func(t *testing.T) {
+			parts, _, _, err := bash.Analyse(tt.line, env, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range parts {
+				got = append(got, p.Facts.Unresolved...)
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Analyse(%q) unresolved writes (-want +got):\n%s", tt.line, diff)
+			}
+		})
 	}
 }

@@ -51,6 +51,12 @@ type Facts struct {
 	// command line (a file's content, its input, a push's commits); ""
 	// when it sends only what its words show.
 	Sends string
+	// Unresolved are the targets of writes the analysis cannot name, as
+	// written: a pattern (> AGENT?.md, sed -i x KEE?.md), a word only
+	// known at run time (> $f, cp a "$(echo d)"), a relative path in a
+	// directory only known at run time (cd $d && echo > KEEL.md). Any
+	// file may be among them.
+	Unresolved []string
 	// AnyFile says why the part may write files of the workspace whose
 	// names its words do not show ("" when Written lists all it writes):
 	// git checkout other, git stash pop, git apply p.diff write the files
@@ -155,6 +161,9 @@ func (l *locator) noteWord(f *Facts, cwd, word string, glob int, write bool) {
 		if dir == "" {
 			dir = "."
 		}
+		if write {
+			f.Unresolved = appendNew(f.Unresolved, word)
+		}
 		word = dir
 	}
 	l.note(f, cwd, word, write)
@@ -207,6 +216,9 @@ func (l *locator) note(f *Facts, cwd, word string, write bool) {
 		}
 	} else {
 		p = word
+		if write {
+			f.Unresolved = appendNew(f.Unresolved, word)
+		}
 	}
 	if write {
 		f.Writes = true

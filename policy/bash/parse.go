@@ -78,6 +78,9 @@ type Redirect struct {
 	Literal bool
 	// Write is set for operators that write the target.
 	Write bool
+	// Pattern reports whether a literal Target has an unquoted pattern
+	// character (> AGENT?.md): bash writes the one file it matches.
+	Pattern bool
 	// Text is the redirection as written ("2>&1", "> out.log").
 	Text string
 }
@@ -334,7 +337,8 @@ func (w *walker) redirects(rs []*syntax.Redirect) []Redirect {
 		switch r.Op {
 		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll, syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob, syntax.RdrInOut:
 			red.Write = true
-			red.Target, red.Literal = w.wordValue(r.Word)
+			i := w.word(r.Word)
+			red.Target, red.Literal, red.Pattern = i.val, i.lit, i.lit && i.glob >= 0
 		case syntax.RdrIn:
 			red.Target, red.Literal = w.wordValue(r.Word)
 		case syntax.DplIn, syntax.DplOut:
