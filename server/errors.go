@@ -38,6 +38,7 @@ var statusOf = map[string]int{
 	api.CodeConflict:        http.StatusConflict,
 	api.CodeRunCompleted:    http.StatusConflict,
 	api.CodeNoApproval:      http.StatusConflict,
+	api.CodeNoInput:         http.StatusConflict,
 	service.CodeRunEnded:    http.StatusConflict,
 	api.CodeTooLarge:        http.StatusRequestEntityTooLarge,
 	api.CodeCorrupt:         http.StatusInternalServerError,

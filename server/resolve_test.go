@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/server/api"
 )
@@ -37,7 +38,7 @@ func TestRunIDPrefixes(t *testing.T) {
 	if _, err := e.admin.Run(ctx, id[:4]); err == nil || !strings.Contains(err.Error(), "matches 2 runs") {
 		t.Errorf("an ambiguous prefix: %v, want the candidates", err)
 	}
-	if _, err := e.admin.Run(ctx, "zzzzzzzz"); err == nil || !strings.Contains(err.Error(), "404") && !strings.Contains(err.Error(), "not_found") {
+	if _, err := e.admin.Run(ctx, "zzzzzzzz"); !client.IsCode(err, api.CodeNotFound) {
 		t.Errorf("an unknown prefix: %v, want not found", err)
 	}
 	// The web UI's page of a run, by the form it shows.

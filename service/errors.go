@@ -22,7 +22,14 @@ type Error struct {
 	cause error
 }
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+// Error returns the message alone: it is what a person reads, in every
+// front end; programs branch on Code.
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return e.Code
+	}
+	return e.Message
+}
 
 // Unwrap returns the refusal a front end may word in its own terms, if
 // any.

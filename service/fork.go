@@ -149,7 +149,7 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 		seq = int64(len(events))
 	}
 	if seq < 1 || seq > int64(len(events)) {
-		return "", nil, nil, badRequest("seq %d: run %s has events 1 to %d", req.Seq, src, len(events))
+		return "", nil, nil, badRequest("%v", &checkpoint.RangeError{Run: src, Seq: req.Seq, Last: int64(len(events))})
 	}
 	events = events[:seq]
 	st, err := agent.Fold(src, events)

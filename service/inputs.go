@@ -41,7 +41,7 @@ func (s *Service) answer(ctx context.Context, runID, id string, req *api.AnswerI
 	err := s.rt.AnswerInput(ctx, runID, id, a)
 	switch {
 	case errors.Is(err, agent.ErrNoInput):
-		return api.Run{}, conflict(api.CodeNoApproval, "run %s does not wait for input %s (it was answered already, or never asked)", runID, id)
+		return api.Run{}, conflict(api.CodeNoInput, "run %s does not wait for input %s (it was answered already, or never asked)", runID, id)
 	case errors.Is(err, agent.ErrBadAnswer):
 		return api.Run{}, badRequest("%v", err)
 	case err != nil:

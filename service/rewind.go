@@ -39,7 +39,10 @@ func (s *Service) rewind(ctx context.Context, id string, to int64, who *Caller) 
 		return nil, err
 	}
 	res, ev, err := checkpoint.Rewind(ctx, s.rt.Store(), id, to, who.Name, who.ID)
+	var re *checkpoint.RangeError
 	switch {
+	case errors.As(err, &re):
+		return nil, badRequest("%v", re)
 	case errors.Is(err, journal.ErrLocked):
 		// Said once, with who executes it (not the journal's and the
 		// checkpoint's words for the same fact).

@@ -174,6 +174,9 @@ func indexStatuses(want []journal.Status) []journal.Status {
 // workspace roots.
 func (s *Service) resume(ctx context.Context, id string, req *api.ResumeRun, who *Caller) (api.Run, error) {
 	message := req.Message
+	if err := CheckResume(req); err != nil {
+		return api.Run{}, err
+	}
 	run, err := s.run(ctx, id, 0)
 	if err != nil {
 		return run, err
@@ -193,7 +196,7 @@ func (s *Service) resume(ctx context.Context, id string, req *api.ResumeRun, who
 	}
 	switch {
 	case run.Status == string(journal.StatusCompleted) && strings.TrimSpace(message) == "":
-		return run, conflict(api.CodeRunCompleted, "run %s has completed: send a message to follow up, or fork it to continue from an earlier event", id)
+		return run, CompletedError(id)
 	case run.Executing:
 		return run, conflict(api.CodeConflict, "run %s is executing", id)
 	case len(run.Pending) > 0:
@@ -382,6 +385,25 @@ type Changes struct {
 	Limits        *agent.Limits
 	Settings      *agent.Settings
 	ContextWindow int
+}
+
+// CompletedError is the refusal to resume completed run id without a
+// message, whoever resumes it (the API, keel runs resume on the
+// journal). It wraps agent.ErrRunCompleted.
+func CompletedError(id string) error {
+	return &Error{Code: api.CodeRunCompleted, cause: agent.ErrRunCompleted,
+		Message: fmt.Sprintf("run %s has completed, so there is nothing to resume: follow it up with a message, or fork it to continue from an earlier event", id)}
+}
+
+// CheckResume checks what req asks that does not depend on the run (its
+// limits and settings), with the refusals of ResumeChanges: every front
+// end checks it before it looks at the run, so a bad value is refused
+// first, the same way, whatever state the run is in.
+func CheckResume(req *api.ResumeRun) error {
+	r := *req
+	r.ContextWindow = 0
+	_, err := ResumeChanges(&agent.State{Settings: agent.DefaultSettings()}, &r)
+	return err
 }
 
 // ResumeChanges checks the limits, settings and context window req asks

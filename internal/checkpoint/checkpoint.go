@@ -230,6 +230,16 @@ scan:
 // ErrBusy is returned by Rewind for a run that a process executes.
 var ErrBusy = errors.New("the run is executing")
 
+// RangeError is Rewind's error for an event the run does not have.
+type RangeError struct {
+	Run       string
+	Seq, Last int64
+}
+
+func (e *RangeError) Error() string {
+	return fmt.Sprintf("event %d: run %s has events 1 to %d", e.Seq, e.Run, e.Last)
+}
+
 // Rewind restores the files of run runID's workspace to its newest
 // checkpoint at or before event to, and journals workspace.restored
 // (with who rewound). The run must not be executing: it takes the
@@ -254,7 +264,7 @@ func Rewind(ctx context.Context, store journal.Store, runID string, to int64, by
 	}
 	last := events[len(events)-1].Seq
 	if to < 1 || to > last {
-		return nil, nil, fmt.Errorf("event %d: run %s has events 1 to %d", to, runID, last)
+		return nil, nil, &RangeError{Run: runID, Seq: to, Last: last}
 	}
 	st, err := agent.Fold(runID, events)
 	if err != nil {

@@ -231,6 +231,9 @@ func (a *app) decide(cmd *cobra.Command, runID, callID string, dec policy.Effect
 		return err
 	}
 	defer b.Close()
+	if err := a.checkRuns(); err != nil {
+		return err
+	}
 	all, err := b.Approvals(ctx)
 	if err != nil {
 		return err

@@ -166,7 +166,7 @@ anchored hash at the anchored event: any change at or before it shows.`,
 			}
 			rep, err := b.VerifyAudit(ctx, &api.VerifyAudit{Runs: args})
 			if err != nil {
-				return serviceError(err)
+				return err
 			}
 			rows := make([]auditRow, 0, len(rep.Journals))
 			for _, j := range rep.Journals {

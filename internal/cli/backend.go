@@ -172,9 +172,8 @@ func only(cmd *cobra.Command, supported ...string) error {
 }
 
 // withBackend calls fn with the backend of cmd (see open, with
-// remoteFlags) and closes it. The refusals of the local service are
-// reported as the command line reports them (serviceError); a server's
-// are printed with their code.
+// remoteFlags) and closes it. The refusals of the local service and of a
+// server are reported alike, by Main (failure).
 func (a *app) withBackend(cmd *cobra.Command, fn func(ctx context.Context, b backend) error, remoteFlags ...string) error {
 	return a.withBackendAs(cmd, "", fn, remoteFlags...)
 }
@@ -187,9 +186,5 @@ func (a *app) withBackendAs(cmd *cobra.Command, by string, fn func(ctx context.C
 		return err
 	}
 	defer b.Close()
-	err = fn(ctx, b)
-	if _, ok := b.(*local); ok {
-		err = serviceError(err)
-	}
-	return err
+	return fn(ctx, b)
 }

@@ -84,7 +84,7 @@ func (a *app) converse(ctx context.Context, x *foreground.Execution, runID strin
 		Rewind: func(ctx context.Context, to int64) (r *api.Rewound, err error) {
 			err = a.session(ctx, l.store, "", func(l *local) (err error) {
 				r, err = l.Rewind(ctx, runID, to)
-				return serviceError(err)
+				return err
 			})
 			return r, err
 		},

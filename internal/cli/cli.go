@@ -20,7 +20,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
@@ -101,15 +100,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "keel: canceled")
 		return 130
 	default:
-		fmt.Fprintln(stderr, "keel:", a.notFound(err))
-		var ue *usageError
-		var aue *assemble.UsageError
-		// cobra's own "unknown command" (keel lsit) is found before any
-		// of our checks run.
-		if errors.As(err, &ue) || errors.As(err, &aue) || strings.HasPrefix(err.Error(), "unknown command ") {
-			return 2
-		}
-		return 1
+		text, code := a.failure(err)
+		fmt.Fprintln(stderr, "keel:", text)
+		return code
 	}
 }
 

@@ -185,7 +185,7 @@ func TestUsageErrors(t *testing.T) {
 		{"mount path not clean", []string{"run", "--model", "replay:" + trajectory, "--workspace", ws, "--mount-path", "/workspace/../etc", "task"}, 2, "clean path"},
 		{"empty allowed host", []string{"run", "--model", "replay:" + trajectory, "--workspace", ws, "--allow-host", "", "task"}, 2, "not a host name"},
 		{"bad allowed host", []string{"run", "--model", "replay:" + trajectory, "--workspace", ws, "--allow-host", "bad host!", "task"}, 2, "not a host name"},
-		{"unknown run", []string{"runs", "show", "nosuchrun"}, 1, "no run \"nosuchrun\""},
+		{"unknown run", []string{"runs", "show", "nosuchrun"}, 2, "no run \"nosuchrun\""},
 		{"schedule without model", []string{"schedules", "create", "nightly", "--cron", "0 3 * * *", "--task", "tidy", "--workspace", ws}, 2, "pass --model"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

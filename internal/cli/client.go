@@ -263,7 +263,7 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	run, err := cl.CreateRun(context.WithoutCancel(ctx), req)
 	if err != nil {
 		// As keel run says it: a refused request is a usage error.
-		return serviceError(err)
+		return err
 	}
 	return a.follow(ctx, cl, run.ID, 1, jsonOut, quiet, noWait)
 }

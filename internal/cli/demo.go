@@ -74,7 +74,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	runID, execErr := a.createAndExecute(ctx, func(ctx context.Context, svc *service.Service) (*agent.RunCreated, error) {
 		c, err := svc.Prepare(ctx, service.Local(a.person("")), &service.CreateRun{CreateRun: api.CreateRun{Demo: true, Sandbox: sbKind}})
 		created = c
-		return c, serviceError(err)
+		return c, err
 	}, live, false, false)
 	if created != nil {
 		ws := created.Workspace

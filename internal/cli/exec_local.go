@@ -31,7 +31,7 @@ func (l *local) Decide(ctx context.Context, runID, callID string, res *agent.App
 	case errors.Is(err, agent.ErrNoApproval):
 		return fmt.Errorf("call %s of run %s has no pending approval: decided already, or never asked (see keel approvals list --run %s)", callID, runID, runID)
 	}
-	return serviceError(err)
+	return err
 }
 
 // Continue executes the run in this process: after a decision only if

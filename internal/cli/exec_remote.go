@@ -10,6 +10,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 func (r *remote) Decide(ctx context.Context, runID, callID string, res *agent.ApprovalResolved) error {
@@ -74,7 +75,7 @@ func resumeRequest(f *runFlags, message string) (*api.ResumeRun, error) {
 	}
 	req.ContextWindow = f.ctx.window
 	if f.changed == nil {
-		return req, nil
+		return req, service.CheckResume(req)
 	}
 	var s api.Settings
 	set := false
@@ -99,5 +100,7 @@ func resumeRequest(f *runFlags, message string) (*api.ResumeRun, error) {
 	if set {
 		req.Settings = &s
 	}
-	return req, nil
+	// Checked here, before the run is looked at (locally or on the
+	// server), as the service checks it first.
+	return req, service.CheckResume(req)
 }

@@ -111,7 +111,7 @@ func TestGrantsUngrantRestore(t *testing.T) {
 	if code, out, errOut := keel(t, "agents", "ungrant", "--db", db, identity.LocalAgent, grant, "--reason", "too broad"); code != 0 || !strings.Contains(out, "removed") {
 		t.Fatalf("ungrant = %d %s %s", code, out, errOut)
 	}
-	if code, _, errOut := keel(t, "agents", "ungrant", "--db", db, identity.LocalAgent, grant); code != 1 || !strings.Contains(errOut, "no standing approval") {
+	if code, _, errOut := keel(t, "agents", "ungrant", "--db", db, identity.LocalAgent, grant); code != 2 || !strings.Contains(errOut, "no standing approval") {
 		t.Errorf("second ungrant = %d %s", code, errOut)
 	}
 	os.WriteFile(filepath.Join(ws, "old.log"), []byte("x"), 0o644)

@@ -140,7 +140,7 @@ func TestFollowUpMessage(t *testing.T) {
 		t.Fatalf("first run: %s %+v", st.Status, st.Ended)
 	}
 	code, _, errOut := keel(t, "runs", "resume", "--db", db, id)
-	if code == 0 || !strings.Contains(errOut, "give --message") {
+	if code != 1 || !strings.Contains(errOut, "runs resume "+id+" --message TEXT") {
 		t.Errorf("resume of a completed run without a message = %d\n%s", code, errOut)
 	}
 	const msg = "also write more.txt"

@@ -514,7 +514,7 @@ func secretHostError(err error) error {
 	if errors.As(err, &e) {
 		return usagef("--secret-for-host %s=%s: %s", e.Name, e.Host, e.Problem)
 	}
-	return serviceError(err)
+	return err
 }
 
 // envName is the shape of an environment variable's name.

@@ -99,21 +99,6 @@ func (a *app) resolveRunArgs(cmd *cobra.Command, args []string) error {
 // names no run (and is long enough to be a prefix).
 var errRunNotFound = errors.New("no such run")
 
-// notFound is the error Main prints for err, a journal's "run not found"
-// of a command given a RUN that names none: "no run REF" instead of the
-// storage's wording.
-func (a *app) notFound(err error) error {
-	if !errors.Is(err, journal.ErrNotFound) || len(a.missingRuns) == 0 {
-		return err
-	}
-	for _, ref := range a.missingRuns {
-		if strings.Contains(err.Error(), ref) {
-			return fmt.Errorf("no run %q (`keel runs list` shows the runs)", ref)
-		}
-	}
-	return err
-}
-
 // runRefBackend resolves run references (runsBackend's part).
 type runRefBackend interface {
 	ResolveRun(ctx context.Context, ref string) (string, error)
@@ -200,7 +185,8 @@ func (r *remote) ResolveRun(ctx context.Context, ref string) (string, error) {
 	case client.IsCode(err, api.CodeNotFound):
 		return "", fmt.Errorf("%w: no run %q on the server", journal.ErrNotFound, ref)
 	case errors.As(err, &ae) && ae.Code == api.CodeInvalidRequest:
-		return "", fmt.Errorf("%w: %s", journal.ErrAmbiguousRun, ae.Message)
+		// The server's message says "ambiguous run id" itself.
+		return "", fmt.Errorf("%w: %s", journal.ErrAmbiguousRun, strings.TrimPrefix(ae.Message, "ambiguous run id: "))
 	case err != nil:
 		return "", err
 	}

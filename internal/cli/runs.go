@@ -116,7 +116,7 @@ func (a *app) runsListCmd() *cobra.Command {
 				// both forms) and says which runs nothing executes.
 				runs, err := b.Runs(ctx, &client.RunsParams{Status: status, Limit: limit})
 				if err != nil {
-					return serviceError(err)
+					return err
 				}
 				rows := make([]runRow, 0, len(runs))
 				for _, x := range runs {
@@ -178,7 +178,7 @@ func (a *app) runsShowCmd() *cobra.Command {
 				}
 				o := &tui.ShowOptions{Full: full, Artifact: func(c *agent.RunCreated, rel string) ([]byte, error) {
 					data, err := b.Artifact(ctx, args[0], rel)
-					return data, serviceError(err)
+					return data, err
 				}, Events: func(id string) ([]journal.Event, error) { return b.Events(ctx, id) }}
 				if follow && len(events) > 0 && !tui.Stopped(events) {
 					o.Follow = func(row func(e *journal.Event)) ([]journal.Event, error) {
@@ -284,7 +284,11 @@ change is journaled.`,
 				return err
 			}
 			defer b.Close()
-			return b.Continue(ctx, args[0], &continuation{f: &f, message: message})
+			err = b.Continue(ctx, args[0], &continuation{f: &f, message: message})
+			if errorCode(err) == api.CodeRunCompleted && message == "" {
+				return fmt.Errorf("%w (%s runs resume %s --message TEXT)", err, b.Keel(), args[0])
+			}
+			return err
 		},
 	}
 	registerResumeFlags(cmd.Flags(), &f, &message)
@@ -365,11 +369,11 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	// through the API.
 	ch, err := service.ResumeChanges(st, req)
 	if err != nil {
-		return serviceError(err)
+		return err
 	}
 	if st.Status == journal.StatusCompleted {
 		if message == "" {
-			return &completedError{runID}
+			return service.CompletedError(runID)
 		}
 		fmt.Fprintf(a.stderr, "keel: run %s completed; it continues with your message as a follow-up\n", runID)
 	}
@@ -385,16 +389,6 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	defer run.Close()
 	return execute(ctx, a.execution(rt, run, live, f.json, f.quiet), runID, ld, message)
 }
-
-// completedError refuses to resume a completed run without a message. It
-// wraps agent.ErrRunCompleted.
-type completedError struct{ runID string }
-
-func (e *completedError) Error() string {
-	return fmt.Sprintf("run %s already completed; nothing to resume (to continue it with a follow-up, give --message TEXT)", e.runID)
-}
-
-func (e *completedError) Unwrap() error { return agent.ErrRunCompleted }
 
 // runAsNow returns the run's run.created payload with the execution
 // settings it has now (a resume may have replaced them).

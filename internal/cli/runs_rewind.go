@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/tui"
@@ -66,7 +65,7 @@ EVENT). A run that a process executes is refused.`,
 				if err != nil {
 					return err
 				}
-				tui.Rewound(a.stdout, args[0], r)
+				tui.Rewound(a.stdout, b.Keel(), args[0], r)
 				return nil
 			}, "to")
 		},
@@ -247,26 +246,19 @@ func (l *local) Fork(ctx context.Context, id string, req *api.ForkRun) (*api.Run
 	}
 	run, err := l.Session.Fork(ctx, id, req)
 	if err != nil {
-		return nil, nil, serviceError(err)
+		return nil, nil, err
 	}
 	return forkedOf(ctx, l, id, req.Seq, run)
 }
 
 // Rewind asks the server.
 func (r *remote) Rewind(ctx context.Context, id string, to int64) (*api.Rewound, error) {
-	res, err := r.Client.Rewind(ctx, id, to)
-	if client.IsCode(err, api.CodeInvalidRequest) {
-		return nil, &usageError{err} // no checkpoint there, say
-	}
-	return res, err
+	return r.Client.Rewind(ctx, id, to)
 }
 
 // Fork asks the server for the fork; the server starts it if asked.
 func (r *remote) Fork(ctx context.Context, id string, req *api.ForkRun) (*api.Run, *service.Forked, error) {
 	run, err := r.Client.Fork(ctx, id, req)
-	if client.IsCode(err, api.CodeInvalidRequest) {
-		return nil, nil, &usageError{err}
-	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -274,7 +274,7 @@ func TestClientRunAndUsage(t *testing.T) {
 		t.Errorf("unsupported flag: exit %d, %q", code, errOut)
 	}
 	code, _, errOut = keel(t, "--server", s.url, "--token", "keel_bogus_x", "runs", "list")
-	if code != 1 || !strings.Contains(errOut, "unauthenticated") {
+	if code != 1 || !strings.Contains(errOut, "invalid or revoked API token") {
 		t.Errorf("bad token: exit %d, %q", code, errOut)
 	}
 	code, _, errOut = keel(t, "--server", s.url, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "--policy", "default", "--no-wait", "fix it")

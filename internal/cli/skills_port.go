@@ -61,7 +61,7 @@ stored if the export's chain does not verify.`,
 			ctx := cmd.Context()
 			x, err := skillhost.ReadExport(args[0])
 			if err != nil {
-				return serviceError(err)
+				return err
 			}
 			abs, err := filepath.Abs(ws)
 			if err != nil {

@@ -75,7 +75,7 @@ baseline is kept as rejected with its numbers.`,
 			defer store.Close()
 			cand, cmp, err := a.skillHost(store).Evaluate(ctx, args[0], &skillhost.Case{Recording: recording, Repo: repo, MountPath: mount, Covers: covers, Env: env})
 			if err != nil {
-				return serviceError(err)
+				return err
 			}
 			for _, c := range cmp.Cases {
 				fmt.Fprintf(a.stdout, "case %s\n  baseline: %d commands, %d failed, %d tests passed, achieved %v, %d bytes of output\n  with skill: %d commands, %d failed, %d tests passed, achieved %v, %d bytes of output\n",

@@ -95,7 +95,7 @@ func TestSkillsServer(t *testing.T) {
 	if !strings.Contains(out, "installed lint-py sha256:") || !strings.Contains(out, filepath.Join(ws, skill.LockFile)) {
 		t.Errorf("skills install --server:\n%s", out)
 	}
-	if out := run(1, append(admin, "skills", "install", pub.URL, "bad-digest", "--workspace", ws)...); !strings.Contains(out, "refused") || !strings.Contains(out, "nothing was installed") {
+	if out := run(2, append(admin, "skills", "install", pub.URL, "bad-digest", "--workspace", ws)...); !strings.Contains(out, "refused") || !strings.Contains(out, "nothing was installed") {
 		t.Errorf("a wrong digest through the server:\n%s", out)
 	}
 	if _, err := os.Stat(filepath.Join(home, "skill-store", "bad-digest")); !os.IsNotExist(err) {
@@ -132,7 +132,7 @@ func TestSkillsServer(t *testing.T) {
 	if out := run(1, append(wendy, "skills", "install", pub.URL, "lint-py", "--workspace", ws)...); !strings.Contains(out, "admin") {
 		t.Errorf("skills install with a token that is not an admin's:\n%s", out)
 	}
-	if out := run(1, append(wendy, "skills", "list", "--workspace", "/")...); !strings.Contains(out, "workspace roots") {
+	if out := run(2, append(wendy, "skills", "list", "--workspace", "/")...); !strings.Contains(out, "workspace roots") {
 		t.Errorf("skills list of a directory outside the roots:\n%s", out)
 	}
 

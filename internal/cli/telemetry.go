@@ -126,7 +126,7 @@ mixed, or unpriced (no price known for the model: set one under
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
 				rep, err := b.Cost(ctx, by, since)
 				if err != nil {
-					return serviceError(err)
+					return err
 				}
 				if jsonOut {
 					enc := json.NewEncoder(a.stdout)

@@ -12,8 +12,9 @@ import (
 )
 
 // Rewound prints what a rewind of run runID did (keel runs rewind, keel
-// chat's /undo) to out, with how to undo it.
-func Rewound(out io.Writer, runID string, r *api.Rewound) {
+// chat's /undo) to out, with how to undo it: keel is the command that
+// acts where the rewind did (keel, keel --db FILE, keel --server URL).
+func Rewound(out io.Writer, keel, runID string, r *api.Rewound) {
 	w := Esc(out)
 	fmt.Fprintf(w, "run %s: files restored to the checkpoint of event %d (%s), journaled as event %d\n", runID, r.To, Short(r.Tree), r.Seq)
 	switch {
@@ -36,7 +37,7 @@ func Rewound(out io.Writer, runID string, r *api.Rewound) {
 	if r.MoreFiles > 0 {
 		fmt.Fprintf(w, "  ... and %d more\n", r.MoreFiles)
 	}
-	fmt.Fprintf(w, "undo: keel runs rewind %s --to %d\n", runID, r.Seq-1)
+	fmt.Fprintf(w, "undo: %s runs rewind %s --to %d\n", keel, runID, r.Seq-1)
 }
 
 // Checkpoints prints keel runs checkpoints to out: the workspace

@@ -35,6 +35,8 @@ const (
 	CodeRunCompleted = "run_completed"
 	// CodeNoApproval: the call has no pending approval (409).
 	CodeNoApproval = "no_approval"
+	// CodeNoInput: the run does not wait for that input (409).
+	CodeNoInput = "no_input"
 	// CodeCorrupt: the run's journal fails its hash chain or does not
 	// fold (500); the journal is reported, never repaired.
 	CodeCorrupt = "journal_corrupt"
@@ -64,8 +66,15 @@ type Error struct {
 	Status int `json:"status"`
 }
 
-// Error implements error: "CODE: MESSAGE".
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+// Error implements error with the message alone (the code when there is
+// none): the message is what a person reads; programs branch on Code
+// (errors.As).
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return e.Code
+	}
+	return e.Message
+}
 
 // Limits stop a run (see agent.Limits).
 //

@@ -1,0 +1,143 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/keel-run/keel/journal"
+)
+
+// The same bad command line fails the same way in the local and the
+// --server form: one exit status and one message, the service's, with
+// no API code glued to it. Both forms work on one journal (keel serve
+// on the test's KEEL_HOME), so the runs and names are the same; only
+// the hints differ, by the --server URL they name.
+func TestLocalAndServerErrorsSame(t *testing.T) {
+	setup(t)
+	ws := demoProject(t)
+	gitRepo(t, ws)
+	if code, out, errOut := keel(t, "run", "--model", "scripted:demo", "--workspace", ws, "-q", "fix it"); code != 0 {
+		t.Fatalf("keel run = %d\n%s%s", code, out, errOut)
+	}
+	db := filepath.Join(os.Getenv("KEEL_HOME"), "keel.db")
+	done, _ := lastRun(t, db)
+	if code, out, errOut := keel(t, "runs", "fork", done, "--at", "2", "--no-start"); code != 0 {
+		t.Fatalf("keel runs fork = %d\n%s%s", code, out, errOut)
+	}
+	// Two runs whose ids start alike: a prefix of both is ambiguous.
+	var ids []string
+	store := openDB(t, filepath.Join(os.Getenv("KEEL_HOME"), "keel.db"))
+	runs, err := store.Runs(t.Context(), nil)
+	store.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		if !journal.IsSystem(r.RunID) {
+			ids = append(ids, r.RunID)
+		}
+	}
+	if len(ids) != 2 {
+		t.Fatalf("runs %v, want 2", ids)
+	}
+	n := 0
+	for n < len(ids[0]) && ids[0][n] == ids[1][n] {
+		n++
+	}
+	ambiguous := ids[0][:min(n, 6)]
+
+	allow := filepath.Join(t.TempDir(), "allow.toml")
+	if err := os.WriteFile(allow, []byte("version = 1\ncedar = '@id(\"all\") permit(principal, action, resource);'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sched := []string{"--every", "24h", "--task", "tidy", "--model", "scripted:demo", "--workspace", ws}
+	trig := []string{"--on-agent", "bot", "--on", "completed", "--task", "check", "--model", "scripted:demo", "--workspace", ws}
+	for _, args := range [][]string{
+		append([]string{"schedules", "create", "dup"}, append(sched, "--policy", allow)...),
+		append([]string{"triggers", "create", "dup"}, append(trig, "--policy", allow)...),
+	} {
+		if code, out, errOut := keel(t, args...); code != 0 {
+			t.Fatalf("keel %v = %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	s := startServe(t)
+
+	const unknown = "01zzzzzz"
+	cases := []struct {
+		args []string
+		code int
+	}{
+		// A run id that names no run.
+		{[]string{"runs", "show", unknown}, 2},
+		{[]string{"audit", "verify", unknown}, 2},
+		{[]string{"runs", "resume", unknown}, 2},
+		{[]string{"runs", "rewind", unknown, "--to", "2"}, 2},
+		{[]string{"runs", "fork", unknown, "--at", "2", "--no-start"}, 2},
+		{[]string{"approve", unknown, "c1"}, 2},
+		{[]string{"deny", unknown, "c1", "--reason", "no"}, 2},
+		{[]string{"inputs", "answer", unknown, "input-1", "--decline"}, 2},
+		{[]string{"deny", ambiguous, "c1", "--reason", "no"}, 2},
+		// A flag's value is checked before the run's state.
+		{[]string{"runs", "resume", done, "--max-steps", "-1"}, 2},
+		{[]string{"runs", "resume", done, "--max-steps", "-1", "--message", "hi"}, 2},
+		{[]string{"runs", "resume", unknown, "--max-steps", "-1"}, 2},
+		// The run's state.
+		{[]string{"runs", "resume", done}, 1},
+		{[]string{"runs", "rewind", done, "--to", "99"}, 2},
+		{[]string{"runs", "fork", done, "--at", "99", "--no-start"}, 2},
+		{[]string{"approve", done, "c1"}, 2},
+		{[]string{"inputs", "answer", done, "input-1", "--decline"}, 2},
+		// Schedules and triggers the service refuses.
+		{append([]string{"schedules", "create", "s1"}, append(sched, "--policy", allow, "--max-steps", "-1")...), 2},
+		{append([]string{"schedules", "create", "dup"}, append(sched, "--policy", allow)...), 2},
+		{append([]string{"schedules", "create", "s1"}, sched...), 2},
+		{append([]string{"triggers", "create", "t1"}, append(trig, "--policy", allow, "--max-steps", "-1")...), 2},
+		{append([]string{"triggers", "create", "dup"}, append(trig, "--policy", allow)...), 2},
+		{[]string{"triggers", "create", "loop", "--on-agent", "keel-cli", "--on", "completed", "--task", "again", "--model", "scripted:demo", "--workspace", ws, "--policy", allow}, 2},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			lcode, lout, lerr := keel(t, c.args...)
+			rcode, rout, rerr := keel(t, append([]string{"--server", s.url}, c.args...)...)
+			lerr, rerr = withoutLog(lerr), withoutLog(rerr)
+			// Every command a hint names acts where the command did.
+			if n := strings.Count(rerr, "keel --server "+s.url+" "); n != strings.Count(lerr, "keel ") {
+				t.Errorf("the server form's hints name keel --server URL %d times, the local form's keel %d times:\n%s", n, strings.Count(lerr, "keel "), rerr)
+			}
+			rerr = strings.ReplaceAll(rerr, "keel --server "+s.url+" ", "keel ")
+			t.Logf("local %d %q\nserver %d %q", lcode, lerr, rcode, rerr)
+			if lcode != c.code || rcode != c.code {
+				t.Errorf("exit status local %d, server %d, want %d", lcode, rcode, c.code)
+			}
+			if lerr != rerr {
+				t.Errorf("stderr differs:\nlocal:  %q\nserver: %q", lerr, rerr)
+			}
+			if lout != "" || rout != "" {
+				t.Errorf("stdout: local %q, server %q", lout, rout)
+			}
+		})
+	}
+
+	// The server form's undo hint of a rewind names the server (the
+	// fork put back the files of event 2: the newest checkpoint has
+	// others).
+	seqs := checkpointSeqs(t, done)
+	code, out, errOut := keel(t, "--server", s.url, "runs", "rewind", done, "--to", strings.Fields(seqs[len(seqs)-1])[0])
+	if code != 0 || !strings.Contains(out, "undo: keel --server "+s.url+" runs rewind "+done+" --to ") {
+		t.Errorf("keel --server URL runs rewind = %d\n%s%s", code, out, errOut)
+	}
+}
+
+// withoutLog is stderr without the log's lines (warnings of slow steps on
+// a loaded machine).
+func withoutLog(s string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		if !strings.HasPrefix(line, "time=") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
