@@ -270,6 +270,31 @@ func AutorunWhy(rel string) string {
 	return ""
 }
 
+// ExecutesWhy returns why the file at rel (a workspace-relative path) is
+// code that runs when a person runs the project, though its name does
+// not say so ("" when it is not): Python's compiled bytecode (a .pyc in
+// __pycache__ runs in place of its source when the stamp matches, which
+// its writer sets), an installed package in a site-packages or
+// dist-packages directory (a virtual environment's), and the programs
+// of node_modules/.bin that npm scripts and npx run. Such files hide in
+// directories git ignores.
+func ExecutesWhy(rel string) string {
+	rel = strings.TrimPrefix(path.Clean("/"+rel), "/")
+	segs := strings.Split(rel, "/")
+	switch {
+	case strings.HasSuffix(rel, ".pyc"):
+		return "Python runs compiled bytecode in place of its source file on import"
+	case len(segs) >= 3 && segs[len(segs)-2] == ".bin" && segs[len(segs)-3] == "node_modules":
+		return "npm scripts and npx run it"
+	}
+	for _, s := range segs[:len(segs)-1] {
+		if s == "site-packages" || s == "dist-packages" {
+			return "Python runs it when the project imports the installed package"
+		}
+	}
+	return ""
+}
+
 // gitControlWhy says why a file under a .git directory of the workspace
 // (the root's or a nested repository's, a submodule's or a worktree's)
 // makes git run a program or read another configuration ("" when it
@@ -314,7 +339,7 @@ func autorun(rel string) (run, hides bool) {
 	if gitHistory(rel) {
 		return false, true
 	}
-	return AutorunWhy(rel) != "", false
+	return AutorunWhy(rel) != "" || ExecutesWhy(rel) != "", false
 }
 
 // autorunListed reports whether the file at abs is one of list

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,7 +47,7 @@ func ignoredChanges(dir string, still ignoredPaths, since, until time.Time, skip
 		path  string
 		added bool
 	}
-	var auto, other []hit
+	var auto, exec, other []hit
 	visit := func(rel string, fi fs.FileInfo) {
 		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 || changeTime(fi).Before(since) || skip != nil && skip(rel) {
 			return
@@ -57,9 +58,12 @@ func ignoredChanges(dir string, still ignoredPaths, since, until time.Time, skip
 		}
 		born, ok := birthTime(filepath.Join(dir, filepath.FromSlash(rel)))
 		h := hit{rel, ok && !born.Before(since)}
-		if policy.AutorunWhy(rel) != "" {
+		switch {
+		case policy.AutorunWhy(rel) != "":
 			auto = append(auto, h)
-		} else {
+		case policy.ExecutesWhy(rel) != "":
+			exec = append(exec, h)
+		default:
 			other = append(other, h)
 		}
 	}
@@ -104,6 +108,7 @@ func ignoredChanges(dir string, still ignoredPaths, since, until time.Time, skip
 	}
 	byPath := func(h []hit) { sort.Slice(h, func(i, j int) bool { return h[i].path < h[j].path }) }
 	byPath(auto)
+	byPath(exec)
 	byPath(other)
 	var out []Change
 	for i, h := range auto {
@@ -118,6 +123,37 @@ func ignoredChanges(dir string, still ignoredPaths, since, until time.Time, skip
 		}
 		out = append(out, c)
 	}
+	// Code that runs though its name does not say so (a .pyc, an
+	// installed package, node_modules/.bin): one the run changed is
+	// listed whole, as it hides a payload in a file the person already
+	// runs (a forged __pycache__/a.cpython-311.pyc, a package's
+	// __init__.py); new ones by name when few, else counted with the
+	// others of their top directory, marked as code that runs.
+	var added []hit
+	for _, h := range exec {
+		if h.added {
+			added = append(added, h)
+			continue
+		}
+		if len(out) >= 2*maxAutorunListed {
+			other = append(other, h)
+			continue
+		}
+		c, err := wholeFile(dir, h.path, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.Autorun = policy.ExecutesWhy(h.path)
+		out = append(out, c)
+	}
+	if len(added) <= maxIgnoredListed {
+		for _, h := range added {
+			out = append(out, Change{Path: h.path, Status: Added, Ignored: true, Autorun: policy.ExecutesWhy(h.path)})
+		}
+	} else {
+		other = append(other, added...)
+	}
+	byPath(other)
 	if len(other) <= maxIgnoredListed {
 		for _, h := range other {
 			out = append(out, Change{Path: h.path, Status: addedOr(h.added), Ignored: true})
@@ -125,8 +161,10 @@ func ignoredChanges(dir string, still ignoredPaths, since, until time.Time, skip
 		return out, later, nil
 	}
 	// Too many to list: counted by top directory ("./" for the files at
-	// the top).
+	// the top), saying how many of them are code that runs.
 	groups := map[string]*Change{}
+	runs := map[string]int{}
+	why := map[string]string{}
 	for _, h := range other {
 		top, _, nested := strings.Cut(h.path, "/")
 		if !nested {
@@ -141,8 +179,17 @@ func ignoredChanges(dir string, still ignoredPaths, since, until time.Time, skip
 		if !h.added {
 			g.Status = Modified
 		}
+		if w := cmp.Or(policy.AutorunWhy(h.path), policy.ExecutesWhy(h.path)); w != "" {
+			runs[g.Path]++
+			if why[g.Path] == "" {
+				why[g.Path] = w
+			}
+		}
 	}
 	for _, g := range groups {
+		if n := runs[g.Path]; n > 0 {
+			g.Autorun = fmt.Sprintf("%d of them are code that runs (%s, and the like)", n, why[g.Path])
+		}
 		out = append(out, *g)
 	}
 	return out, later, nil

@@ -492,7 +492,7 @@ func diffFrom(ctx context.Context, dir string, base Base, upto *Upto, skip func(
 	sort.Strings(later)
 	for i := range out {
 		if out[i].Autorun == "" && out[i].Files == 0 {
-			out[i].Autorun = policy.AutorunWhy(out[i].Path)
+			out[i].Autorun = cmp.Or(policy.AutorunWhy(out[i].Path), policy.ExecutesWhy(out[i].Path))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })

@@ -408,6 +408,12 @@ func PrefixFor(p agent.PendingApproval) string {
 		if len(w) < 2 || strings.Contains(w[0], "=") || part.Clipped {
 			return ""
 		}
+		// A wrapper (timeout, env, nice, xargs...) is not the program, and
+		// a grant cannot be stored for a part that sets variables,
+		// redirects or reads its arguments from a pipe: no offer.
+		if len(part.Via) > 0 || len(part.Assigns) > 0 || len(part.Redirects) > 0 || part.Input {
+			return ""
+		}
 		n := 1
 		if subcommandRunners[w[0]] && len(w) > 2 && !strings.HasPrefix(w[1], "-") {
 			n = 2

@@ -40,6 +40,19 @@ func TestPrefixFor(t *testing.T) {
 			t.Errorf("PrefixFor(%q) = %q, want %q", tt.parts, got, tt.want)
 		}
 	}
+	// Fresh-user trial 7, P8: [p] offered the wrapper ('timeout',
+	// 'env'), and the env grant could not be stored.
+	for _, part := range []policy.Part{
+		{Text: "timeout 60 python3 a.py", Command: "python3", Via: []string{"timeout"}},
+		{Text: "env PYTHONPATH=. python3 a.py", Command: "python3", Via: []string{"env"}, Assigns: []string{"PYTHONPATH"}},
+		{Text: "python3 a.py > out.log", Command: "python3", Redirects: []string{"> out.log"}},
+	} {
+		p := agent.PendingApproval{RunID: "r1"}
+		p.CallID, p.Tool, p.Parts = "c1", "bash", []policy.Part{part}
+		if got := PrefixFor(p); got != "" {
+			t.Errorf("PrefixFor(%q) = %q, want no offer", part.Text, got)
+		}
+	}
 	p := pendingBash("python a.py")
 	p.Tool = "write_file"
 	if got := PrefixFor(p); got != "" {

@@ -113,7 +113,11 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 			continue
 		}
 		if c.Files > 0 {
-			fmt.Fprintf(w, "  %s %s (%d files %s, written since the run started; not listed)\n", c.Status, name, c.Files, ignoredWhere(c))
+			runs := ""
+			if c.Autorun != "" {
+				runs = "; " + c.Autorun
+			}
+			fmt.Fprintf(w, "  %s %s (%d files %s, written since the run started; not listed%s)\n", c.Status, name, c.Files, ignoredWhere(c), runs)
 			continue
 		}
 		var notes []string
