@@ -101,6 +101,11 @@ type RunCreated struct {
 	// token created did); "" when none is. The run reads untrusted input
 	// from its start.
 	MemoryUntrusted string `json:"memory_untrusted,omitempty"`
+	// TaskUntrusted says why the task is untrusted: a child's task was
+	// written by a parent that had read untrusted input, which may have
+	// dictated it; "" when it is not. The run reads untrusted input from
+	// its start, and its own children inherit the mark.
+	TaskUntrusted string `json:"task_untrusted,omitempty"`
 	// Recall is the memory offered to the run from the memory stores of
 	// its scopes (see [Recall]); nil when none was.
 	Recall *Recall `json:"recall,omitempty"`

@@ -147,6 +147,9 @@ func (s *State) foldCreatedFlow(c *RunCreated) {
 	if c.MemoryUntrusted != "" && s.Flow.Untrusted == nil {
 		s.Flow.Untrusted = &FlowMark{Seq: 1, Why: c.MemoryUntrusted}
 	}
+	if c.TaskUntrusted != "" && s.Flow.Untrusted == nil {
+		s.Flow.Untrusted = &FlowMark{Seq: 1, Why: c.TaskUntrusted}
+	}
 	if c.Labels["keel.trigger"] != "" && s.Flow.Untrusted == nil {
 		s.Flow.Untrusted = &FlowMark{Seq: 1, Why: "the payload of trigger " + c.Labels["keel.trigger"]}
 	}

@@ -393,6 +393,16 @@ func (x *executor) childCreated(call string, in *spawnArgs, d *AgentDef, slice L
 	// The child acts as an identity of its own below its parent's.
 	c.Principal = SubPrincipal(cr.Principal, d.Name)
 	c.Setup, c.SetupNetwork, c.Git, c.Recall = "", nil, nil, nil
+	// A parent that has read untrusted input wrote the task from a
+	// context the injection is part of: the child starts untrusted
+	// (trial 7, P5), as the parent reads the child's result after it
+	// (ToolFinished.Label). A parent's own untrusted task is in its
+	// flow already, so a grandchild inherits the mark.
+	x.mu.Lock()
+	if m := x.st.Flow.Untrusted; m != nil {
+		c.TaskUntrusted = fmt.Sprintf("the task from parent %s (call %s), which had read untrusted input: %s", x.runID, call, m)
+	}
+	x.mu.Unlock()
 	return &c
 }
 

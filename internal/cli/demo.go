@@ -134,8 +134,7 @@ func (a *app) demoShow(ctx context.Context, src demoSource, runID, keel string) 
 		fmt.Fprint(a.stdout, head)
 		fmt.Fprintln(a.stdout, "(git is not installed: compare textstats.py yourself)")
 	} else if sum, err := src.WorkspaceDiff(ctx, runID, created); err != nil {
-		fmt.Fprint(a.stdout, head)
-		fmt.Fprintf(a.stdout, "(diff failed: %v)\n", err)
+		fmt.Fprintf(a.stderr, "keel demo: no diff: %v (%s runs diff %s shows it)\n", err, keel, runID)
 	} else if tui.Reviewed(sum.Changes) > 0 {
 		fmt.Fprint(a.stdout, head)
 		got := func(context.Context, string, *agent.RunCreated) (*checkpoint.Summary, error) { return sum, nil }

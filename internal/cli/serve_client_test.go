@@ -557,7 +557,7 @@ func TestClientDemoStdinNotTerminal(t *testing.T) {
 		}
 	}
 	if strings.Contains(out, "== diff made") {
-		t.Errorf("a paused demo prints a diff section though nothing changed:\n%s", out)
+		t.Errorf("a paused demo prints a diff section though nothing changed:\n%s\nstderr:\n%s", out, errOut)
 	}
 }
 
