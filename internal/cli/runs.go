@@ -373,6 +373,9 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	}
 	if st.Status == journal.StatusCompleted {
 		if message == "" {
+			if f.handoff {
+				return &handoffCompleted{runID}
+			}
 			return service.CompletedError(runID)
 		}
 		fmt.Fprintf(a.stderr, "keel: run %s completed; it continues with your message as a follow-up\n", runID)
@@ -389,6 +392,17 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	defer run.Close()
 	return execute(ctx, a.execution(rt, run, live, f.json, f.quiet), runID, ld, message)
 }
+
+// handoffCompleted refuses to hand off a completed run without a
+// message (it says "hand off", not "resume"). It wraps
+// agent.ErrRunCompleted.
+type handoffCompleted struct{ runID string }
+
+func (e *handoffCompleted) Error() string {
+	return fmt.Sprintf("run %s already completed; nothing to hand off (to continue it with a follow-up in a fresh context, give --message TEXT)", e.runID)
+}
+
+func (e *handoffCompleted) Unwrap() error { return agent.ErrRunCompleted }
 
 // runAsNow returns the run's run.created payload with the execution
 // settings it has now (a resume may have replaced them).
