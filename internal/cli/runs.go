@@ -112,6 +112,8 @@ func (a *app) runsListCmd() *cobra.Command {
 				return usagef("--limit %d: want 0 (all runs) or more", limit)
 			}
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				// The service checks the statuses (a bad one: exit 2 in
+				// both forms) and says which runs nothing executes.
 				runs, err := b.Runs(ctx, &client.RunsParams{Status: status, Limit: limit})
 				if err != nil {
 					return err
@@ -119,7 +121,7 @@ func (a *app) runsListCmd() *cobra.Command {
 				rows := make([]runRow, 0, len(runs))
 				for _, x := range runs {
 					s := journal.RunSummary{RunID: x.ID, Created: x.Created, Updated: x.Updated, LastSeq: x.Events, LastType: journal.Type(x.LastType), Status: journal.Status(x.Status)}
-					row := runRow{RunSummary: s, Shown: b.shown(ctx, x.ID, x.Status), Steps: x.Steps, Cost: x.Cost, Task: x.Task}
+					row := runRow{RunSummary: s, Shown: service.RunStatus(&x), Steps: x.Steps, Cost: x.Cost, Task: x.Task}
 					if x.Task == "" && x.Error != "" {
 						row.Err = x.Error // its journal could not be read
 					}
@@ -129,7 +131,7 @@ func (a *app) runsListCmd() *cobra.Command {
 			}, "status", "limit", "json")
 		},
 	}
-	cmd.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses (running, paused, completed, failed, canceled)")
+	cmd.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses, as the table shows them (running, queued, interrupted, paused, completed, failed, canceled)")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs (0: all)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
 	return cmd
