@@ -20,12 +20,7 @@ func (h *Handler) listRuns(w http.ResponseWriter, r *http.Request, who *caller) 
 	var status []journal.Status
 	for _, s := range q["status"] {
 		for _, v := range strings.Split(s, ",") {
-			switch st := journal.Status(strings.TrimSpace(v)); st {
-			case journal.StatusRunning, journal.StatusPaused, journal.StatusCompleted, journal.StatusFailed, journal.StatusCanceled:
-				status = append(status, st)
-			default:
-				return badRequest("status %q: want running, paused, completed, failed or canceled", v)
-			}
+			status = append(status, journal.Status(strings.TrimSpace(v))) // checked by the service
 		}
 	}
 	limit := 0

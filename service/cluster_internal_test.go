@@ -116,7 +116,9 @@ func TestLimitedListReadsAPage(t *testing.T) {
 		{nil, 3, []string{ids[39], ids[38], ids[37]}},
 		{[]journal.Status{journal.StatusPaused}, 3, []string{ids[4], ids[3], ids[2]}},
 		{[]journal.Status{journal.StatusPaused}, 10, []string{ids[4], ids[3], ids[2], ids[1], ids[0]}},
-		{[]journal.Status{journal.StatusRunning}, 1, []string{ids[39]}},
+		// The others never started and nothing executes them: queued.
+		{[]journal.Status{StatusQueued}, 1, []string{ids[39]}},
+		{[]journal.Status{journal.StatusRunning}, 1, nil},
 	} {
 		runs, err := h.runs(ctx, tc.status, tc.limit)
 		if err != nil {

@@ -30,7 +30,58 @@ func (s *Service) run(ctx context.Context, id string, knownSeq int64) (api.Run, 
 		return r, err
 	}
 	r.Queued, r.Executing, r.Error = s.pool.state(id)
+	if r.Status == string(journal.StatusRunning) && !r.Queued && !r.Executing && s.pool.dispatcher == nil {
+		r.Idle = s.idle(ctx, id, r.LastType)
+	}
 	return r, nil
+}
+
+// The statuses a run is shown with, besides the journal's, for a run the
+// journal says is running but that nothing executes (api.Run.Idle).
+const (
+	StatusQueued      journal.Status = "queued"
+	StatusInterrupted journal.Status = "interrupted"
+)
+
+// Statuses are the statuses runs are listed with and filtered by.
+var Statuses = []journal.Status{journal.StatusRunning, StatusQueued, StatusInterrupted, journal.StatusPaused,
+	journal.StatusCompleted, journal.StatusFailed, journal.StatusCanceled}
+
+// RunStatus is run's status as runs are listed (and filtered): its Idle
+// state, else the journal's.
+func RunStatus(r *api.Run) string {
+	if r.Idle != "" {
+		return r.Idle
+	}
+	return r.Status
+}
+
+// idle says whether run id, running in its journal, is executed by
+// nobody: no process holds its lease (a store without leases cannot
+// tell: ""). It is queued when its journal holds nothing after its
+// run.created (lastType), else interrupted.
+func (s *Service) idle(ctx context.Context, id, lastType string) string {
+	lk, ok := s.rt.Store().(journal.Locker)
+	if !ok {
+		return ""
+	}
+	if h, err := lk.Holder(ctx, id); err != nil || h != "" {
+		return ""
+	}
+	if lastType == string(journal.RunCreated) {
+		return string(StatusQueued)
+	}
+	return string(StatusInterrupted)
+}
+
+// checkStatuses refuses a status runs are not listed with.
+func checkStatuses(status []journal.Status) error {
+	for _, st := range status {
+		if !slices.Contains(Statuses, st) {
+			return badRequest("status %q: want running, queued, interrupted, paused, completed, failed or canceled", st)
+		}
+	}
+	return nil
 }
 
 // runs lists runs newest first, with statuses among status (all if
@@ -88,7 +139,7 @@ func (s *Service) runsFrom(ctx context.Context, status []journal.Status, limit, 
 			}
 			r = api.Run{ID: rs.RunID, Status: string(rs.Status), Created: rs.Created, Updated: rs.Updated, Events: rs.LastSeq, Error: e.Message}
 		}
-		if len(status) > 0 && !slices.Contains(status, journal.Status(r.Status)) {
+		if len(status) > 0 && !slices.Contains(status, journal.Status(RunStatus(&r))) {
 			continue
 		}
 		out = append(out, r)
@@ -102,10 +153,19 @@ func (s *Service) runsFrom(ctx context.Context, status []journal.Status, limit, 
 // a decision is indexed as running but may still be paused (waiting for
 // another decision), so asking for paused runs must include running ones.
 func indexStatuses(want []journal.Status) []journal.Status {
-	if slices.Contains(want, journal.StatusPaused) && !slices.Contains(want, journal.StatusRunning) {
-		return append(slices.Clone(want), journal.StatusRunning)
+	var out []journal.Status
+	for _, st := range want {
+		if st == StatusQueued || st == StatusInterrupted {
+			st = journal.StatusRunning // idle runs are running in the journal
+		}
+		if !slices.Contains(out, st) {
+			out = append(out, st)
+		}
 	}
-	return want
+	if slices.Contains(out, journal.StatusPaused) && !slices.Contains(out, journal.StatusRunning) {
+		out = append(out, journal.StatusRunning)
+	}
+	return out
 }
 
 // resume queues a paused, failed or canceled run for who, with req's
@@ -437,8 +497,10 @@ func (s *Service) Run(ctx context.Context, who *Caller, id string) (api.Run, err
 
 // ListRuns selects the runs [Service.Runs] lists.
 type ListRuns struct {
-	// Status keeps the runs whose folded status is one of these (all if
-	// empty).
+	// Status keeps the runs whose status is one of these (all if
+	// empty): the journal's, or for a running run that nothing
+	// executes its Idle state ([Statuses], [RunStatus]); another is
+	// refused.
 	Status []journal.Status
 	// Limit bounds the list (all if 0).
 	Limit int
@@ -448,6 +510,12 @@ type ListRuns struct {
 func (s *Service) Runs(ctx context.Context, who *Caller, p *ListRuns) ([]api.Run, error) {
 	if p == nil {
 		p = &ListRuns{}
+	}
+	if err := checkStatuses(p.Status); err != nil {
+		return nil, err
+	}
+	if p.Limit < 0 {
+		return nil, badRequest("limit %d: want 0 (all runs) or more", p.Limit)
 	}
 	return s.runs(ctx, p.Status, p.Limit)
 }

@@ -108,7 +108,7 @@ func (c *summaries) get(ctx context.Context, id string, knownSeq int64) (api.Run
 // event, unless the pool's view of the run (queued, executing, its last
 // error) is part of it.
 func (c *summaries) encode(r *api.Run) ([]byte, error) {
-	if r.Queued || r.Executing || r.Error != "" || r.Events == 0 {
+	if r.Queued || r.Executing || r.Idle != "" || r.Error != "" || r.Events == 0 {
 		return json.Marshal(r)
 	}
 	c.mu.Lock()

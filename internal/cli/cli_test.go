@@ -91,6 +91,16 @@ func TestDemo(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "completed") {
 		t.Errorf("runs list = %d:\n%s", code, out)
 	}
+	// A handoff of the completed run says "hand off", not "resume"
+	// (trial 6, F24).
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) == 2 {
+		hcode, _, herr := keel(t, "runs", "handoff", strings.Fields(lines[1])[0])
+		if hcode == 0 || !strings.Contains(herr, "nothing to hand off") || strings.Contains(herr, "resume") {
+			t.Errorf("runs handoff of a completed run = %d:\n%s", hcode, herr)
+		}
+	} else {
+		t.Errorf("runs list:\n%s", out)
+	}
 	// --keep=false removed its workspace (named in the header).
 	m := regexp.MustCompile(`workspace (\S+) → /workspace`).FindStringSubmatch(errOut)
 	if m == nil {

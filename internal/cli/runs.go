@@ -112,6 +112,8 @@ func (a *app) runsListCmd() *cobra.Command {
 				return usagef("--limit %d: want 0 (all runs) or more", limit)
 			}
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				// The service checks the statuses (a bad one: exit 2 in
+				// both forms) and says which runs nothing executes.
 				runs, err := b.Runs(ctx, &client.RunsParams{Status: status, Limit: limit})
 				if err != nil {
 					return err
@@ -119,7 +121,7 @@ func (a *app) runsListCmd() *cobra.Command {
 				rows := make([]runRow, 0, len(runs))
 				for _, x := range runs {
 					s := journal.RunSummary{RunID: x.ID, Created: x.Created, Updated: x.Updated, LastSeq: x.Events, LastType: journal.Type(x.LastType), Status: journal.Status(x.Status)}
-					row := runRow{RunSummary: s, Shown: b.shown(ctx, x.ID, x.Status), Steps: x.Steps, Cost: x.Cost, Task: x.Task}
+					row := runRow{RunSummary: s, Shown: service.RunStatus(&x), Steps: x.Steps, Cost: x.Cost, Task: x.Task}
 					if x.Task == "" && x.Error != "" {
 						row.Err = x.Error // its journal could not be read
 					}
@@ -129,7 +131,7 @@ func (a *app) runsListCmd() *cobra.Command {
 			}, "status", "limit", "json")
 		},
 	}
-	cmd.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses (running, paused, completed, failed, canceled)")
+	cmd.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses, as the table shows them (running, queued, interrupted, paused, completed, failed, canceled)")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs (0: all)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
 	return cmd
@@ -371,6 +373,9 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	}
 	if st.Status == journal.StatusCompleted {
 		if message == "" {
+			if f.handoff {
+				return &handoffCompleted{runID}
+			}
 			return service.CompletedError(runID)
 		}
 		fmt.Fprintf(a.stderr, "keel: run %s completed; it continues with your message as a follow-up\n", runID)
@@ -387,6 +392,17 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 	defer run.Close()
 	return execute(ctx, a.execution(rt, run, live, f.json, f.quiet), runID, ld, message)
 }
+
+// handoffCompleted refuses to hand off a completed run without a
+// message (it says "hand off", not "resume"). It wraps
+// agent.ErrRunCompleted.
+type handoffCompleted struct{ runID string }
+
+func (e *handoffCompleted) Error() string {
+	return fmt.Sprintf("run %s already completed; nothing to hand off (to continue it with a follow-up in a fresh context, give --message TEXT)", e.runID)
+}
+
+func (e *handoffCompleted) Unwrap() error { return agent.ErrRunCompleted }
 
 // runAsNow returns the run's run.created payload with the execution
 // settings it has now (a resume may have replaced them).

@@ -23,8 +23,9 @@ import (
 // RunRow is one run of keel runs list.
 type RunRow struct {
 	journal.RunSummary
-	// Shown is the status as a person reads it: a running run that
-	// nobody executes is interrupted.
+	// Shown is the status as a person reads it and filters by
+	// (service.RunStatus): a running run that nobody executes is queued
+	// or interrupted.
 	Shown string
 	Steps int
 	Cost  float64
@@ -33,12 +34,27 @@ type RunRow struct {
 	Err string
 }
 
-// Runs prints keel runs list: JSON lines of the summaries, or a table.
+// runJSON is a line of keel runs list --json: the table's columns, the
+// status as the table shows it.
+type runJSON struct {
+	journal.RunSummary
+	Steps int     `json:"steps"`
+	Cost  float64 `json:"cost"`
+	Task  string  `json:"task"`
+	Err   string  `json:"error,omitempty"`
+}
+
+// Runs prints keel runs list: JSON lines of the summaries (with the
+// table's status, steps, cost and task), or a table.
 func Runs(w io.Writer, runs []RunRow, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, r := range runs {
-			if err := enc.Encode(r.RunSummary); err != nil {
+			line := runJSON{RunSummary: r.RunSummary, Steps: r.Steps, Cost: r.Cost, Task: r.Task, Err: r.Err}
+			if r.Shown != "" {
+				line.Status = journal.Status(r.Shown)
+			}
+			if err := enc.Encode(line); err != nil {
 				return err
 			}
 		}

@@ -268,6 +268,15 @@ type Run struct {
 	// for a worker.
 	Executing bool `json:"executing,omitempty"`
 	Queued    bool `json:"queued,omitempty"`
+	// Idle is set on a run whose journal says running but that nothing
+	// executes (no process holds its lease, and this server neither
+	// executes nor queues it): "queued" when it has not started (a run
+	// that a schedule fired on a journal no keel scheduler or server
+	// executes yet), "interrupted" when its execution stopped without
+	// journaling it (a crash, a kill: keel runs resume continues it).
+	// keel runs list shows it as the run's status, and the status
+	// filter of GET /v1/runs takes it.
+	Idle string `json:"idle,omitempty"`
 	// Error is the server's last failure to execute the run (for
 	// example a missing API key), if any.
 	Error string `json:"error,omitempty"`
@@ -287,7 +296,9 @@ type Run struct {
 // RunsParams are the query of GET /v1/runs. The zero value lists every
 // run.
 type RunsParams struct {
-	// Status keeps runs whose folded status is one of these.
+	// Status keeps runs whose status is one of these: running, queued,
+	// interrupted, paused, completed, failed, canceled (a run that is
+	// Idle has that status instead of running).
 	Status []string
 	// Limit caps the number of runs; 0 means all.
 	Limit int
