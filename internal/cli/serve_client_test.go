@@ -549,15 +549,15 @@ func TestClientDemoStdinNotTerminal(t *testing.T) {
 	if code != 3 || !strings.Contains(errOut, "decide with: keel --server "+s.url+" approve ") {
 		t.Fatalf("keel --server demo, stdin not a terminal = %d, want 3 with the approve hint\n%s", code, errOut)
 	}
-	// Its stdout is the local demo's: the timeline, and no diff section
-	// for a run that changed nothing yet (fresh-user trial 8, F4).
+	// Its stdout is the local demo's: the timeline (fresh-user trial 8,
+	// F4).
 	for _, want := range []string{"== timeline (keel --server " + s.url + " runs show ", "approval.requested", "hash chain verified", "The model in this demo was scripted"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("keel --server demo's stdout lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "== diff made") {
-		t.Errorf("a paused demo prints a diff section though nothing changed:\n%s\nstderr:\n%s", out, errOut)
+	if strings.Contains(out, "M textstats.py") {
+		t.Errorf("a paused demo shows textstats.py changed:\n%s\nstderr:\n%s", out, errOut)
 	}
 }
 
