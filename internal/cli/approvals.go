@@ -66,6 +66,18 @@ func pendingListCmd[A, T any](a *app, short string, list func(b backend, ctx con
 		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				if run != "" {
+					// --run takes what a RUN argument takes: a prefix, "last".
+					id, err := resolveRunRef(ctx, b.(runRefBackend), run)
+					if errors.Is(err, errRunNotFound) {
+						a.missingRuns = append(a.missingRuns, run)
+						return fmt.Errorf("%s: %w", run, errRunNotFound)
+					}
+					if err != nil {
+						return err
+					}
+					run = id
+				}
 				all, err := list(b, ctx)
 				if err != nil {
 					return err
@@ -80,7 +92,7 @@ func pendingListCmd[A, T any](a *app, short string, list func(b backend, ctx con
 			}, "run", "json")
 		},
 	}
-	cmd.Flags().StringVar(&run, "run", "", "only this run")
+	cmd.Flags().StringVar(&run, "run", "", "only this run (an id, a unique prefix of one, or \"last\")")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
 	return cmd
 }

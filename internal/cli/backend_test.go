@@ -252,3 +252,40 @@ func TestCancelBothForms(t *testing.T) {
 		}
 	}
 }
+
+// approvals list --run takes what a RUN argument takes (a unique prefix,
+// the web UI's short form) and refuses a run that does not exist, as
+// every RUN argument does; it listed nothing for both.
+func TestApprovalsListRunRef(t *testing.T) {
+	db := setup(t)
+	if code, _, errOut := keel(t, "agents", "list", "--db", db, "--create-db"); code != 0 {
+		t.Fatal(errOut)
+	}
+	store := openDB(t, db)
+	id := pausedRun(t, store, time.Now, "rm waiting.txt", 0)
+	store.Close()
+	for _, ref := range []string{id, id[:8], id[:4] + "…" + id[len(id)-6:]} {
+		code, out, errOut := keel(t, "approvals", "list", "--db", db, "--run", ref)
+		if code != 0 || !strings.Contains(out, "waiting.txt") {
+			t.Errorf("approvals list --run %s = %d\n%s%s", ref, code, out, errOut)
+		}
+	}
+	code, out, errOut := keel(t, "approvals", "list", "--db", db, "--run", "01zzzzzzzz")
+	if code != 2 || !strings.Contains(errOut, `no run "01zzzzzzzz"`) {
+		t.Errorf("approvals list --run of no run = %d\n%s%s", code, out, errOut)
+	}
+}
+
+// No help shows a default that typing it back is refused: limits are 0
+// (no limit) or more, so "(default -1)" must never appear.
+func TestLimitFlagDefaultsCanBeTyped(t *testing.T) {
+	for _, args := range [][]string{{"run"}, {"runs", "resume"}, {"runs", "fork"}, {"schedules", "create"}, {"triggers", "create"}, {"eval", "run"}} {
+		code, out, errOut := keel(t, append(args, "--help")...)
+		if code != 0 {
+			t.Fatalf("%v --help = %d %s", args, code, errOut)
+		}
+		if strings.Contains(out, "(default -") {
+			t.Errorf("%v --help shows a negative default:\n%s", args, out)
+		}
+	}
+}

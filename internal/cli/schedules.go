@@ -15,6 +15,7 @@ import (
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // schedulesBackend is what the schedule commands need of a journal or a
@@ -98,8 +99,8 @@ func (f *unattendedRunFlags) bind(fs *pflag.FlagSet, what string) {
 	fs.StringVar(&f.policy, "policy", "", "policy file of the runs (TOML; default: the server's; another needs an admin token), or default (Keel's)")
 	fs.StringVar(&f.setup, "setup", "", "setup script run in the sandbox before each run")
 	fs.StringVar(&f.timeout, "timeout", "", "wall time of one execution of a run (\"30m\")")
-	fs.IntVar(&f.maxSteps, "max-steps", -1, "model calls of a run (default: Keel's)")
-	fs.Float64Var(&f.maxCost, "max-cost", -1, "model cost of a run in US dollars (default: Keel's)")
+	fs.IntVar(&f.maxSteps, "max-steps", service.DefaultMaxSteps, "model calls of a run (0: no limit)")
+	fs.Float64Var(&f.maxCost, "max-cost", service.DefaultMaxCost, "model cost of a run in US dollars (0: no limit)")
 	fs.StringArrayVar(&f.network, "allow-host", nil, "host the runs' commands may reach (repeatable)")
 	fs.StringArrayVar(&f.env, "env", nil, "KEY=VALUE in the runs' environment (repeatable; journaled: for a secret use --secret-env)")
 	fs.StringArrayVar(&f.secretEnv, "secret-env", nil, "NAME of a variable of the environment of the process that fires the schedule (keel serve or keel scheduler, which must offer it with --secret-env NAME) passed into the runs as a secret (repeatable)")
