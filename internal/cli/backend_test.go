@@ -289,3 +289,25 @@ func TestLimitFlagDefaultsCanBeTyped(t *testing.T) {
 		}
 	}
 }
+
+// A local fire makes a run nothing in this process executes: the command
+// says so and how it runs (trial 8, F15), and runs list shows it queued.
+func TestLocalScheduleTriggerSaysQueued(t *testing.T) {
+	db := setup(t)
+	ws := demoProject(t)
+	allow := filepath.Join(t.TempDir(), "allow.toml")
+	if err := os.WriteFile(allow, []byte("version = 1\ncedar = '@id(\"all\") permit(principal, action, resource);'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := keel(t, "schedules", "create", "--db", db, "--create-db", "nightly", "--every", "24h", "--task", "tidy",
+		"--model", "scripted:demo", "--workspace", ws, "--policy", allow); code != 0 {
+		t.Fatal(errOut)
+	}
+	code, out, errOut := keel(t, "schedules", "trigger", "--db", db, "nightly")
+	if code != 0 || !strings.Contains(out, "fired") || !strings.Contains(errOut, "is queued: keel scheduler on this journal executes it") {
+		t.Fatalf("schedules trigger = %d\n%s%s", code, out, errOut)
+	}
+	if code, out, _ := keel(t, "runs", "list", "--db", db, "--status", "queued"); code != 0 || strings.Count(out, "\n") != 2 {
+		t.Errorf("runs list --status queued:\n%s", out)
+	}
+}

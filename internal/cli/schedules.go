@@ -291,7 +291,14 @@ refused.`,
 				if err != nil {
 					return err
 				}
-				return tui.Fires(a.stdout, []api.Fire{*f})
+				if err := tui.Fires(a.stdout, []api.Fire{*f}); err != nil {
+					return err
+				}
+				if _, ok := b.(*local); ok && f.RunID != "" && f.Outcome == "fired" {
+					// Nothing in this process executes it (a server does).
+					fmt.Fprintf(a.stderr, "keel: run %s is queued: keel scheduler on this journal executes it (or %s runs resume %s)\n", f.RunID, a.keelFor(), f.RunID)
+				}
+				return nil
 			}, "overlap")
 		},
 	}
