@@ -41,8 +41,6 @@ func (s *Service) CreateTrigger(ctx context.Context, who *Caller, p *api.CreateT
 	}
 	if p.On != nil {
 		def.On = &trigger.On{Agent: p.On.Agent, Events: p.On.Events}
-	} else if s.opts.Sealer == nil {
-		return api.NewTrigger{}, unavailable("webhook triggers keep their signing secret sealed in the vault, and this server has no vault key: make one with keel auth key generate on its machine (or set KEEL_VAULT_KEY_FILE), then restart keel serve")
 	}
 	def.Created = s.opts.Clock().UTC()
 	if err := trigger.Check(def); err != nil {
@@ -51,6 +49,10 @@ func (s *Service) CreateTrigger(ctx context.Context, who *Caller, p *api.CreateT
 	u, err := s.admitUnattended(ctx, who, "trigger "+p.Name, &p.Run, p.Notify)
 	if err != nil {
 		return api.NewTrigger{}, err
+	}
+	if p.On == nil && s.opts.Sealer == nil {
+		// After the request's own checks, which a person fixes first.
+		return api.NewTrigger{}, unavailable("webhook triggers keep their signing secret sealed in the vault, and this journal has no vault key: make one with keel auth key generate on the journal's machine (or set KEEL_VAULT_KEY_FILE); a keel serve started before needs a restart to use it")
 	}
 	def.Agent, def.OnBehalfOf, def.Run = u.agent, u.onBehalfOf, u.run
 	def.Owner, def.CreatedBy = ownerOf(who), who.Name

@@ -311,3 +311,24 @@ func TestLocalScheduleTriggerSaysQueued(t *testing.T) {
 		t.Errorf("runs list --status queued:\n%s", out)
 	}
 }
+
+// A local webhook trigger on a journal without a vault key: the request's
+// own mistakes are reported first (exit 2), then the missing key in
+// words true without a server (trial 8, F14).
+func TestLocalWebhookTriggerWithoutVaultKey(t *testing.T) {
+	db := setup(t)
+	ws := demoProject(t)
+	allow := filepath.Join(t.TempDir(), "allow.toml")
+	if err := os.WriteFile(allow, []byte("version = 1\ncedar = '@id(\"all\") permit(principal, action, resource);'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"triggers", "create", "--db", db, "--create-db", "hook", "--task", "hello", "--model", "scripted:demo", "--workspace", ws, "--policy", allow}
+	code, _, errOut := keel(t, append(args, "--max-steps", "-1")...)
+	if code != 2 || !strings.Contains(errOut, "limits.max_steps -1") {
+		t.Errorf("bad limit = %d %q, want 2 and the limit's message", code, errOut)
+	}
+	code, _, errOut = keel(t, args...)
+	if code == 0 || !strings.Contains(errOut, "this journal has no vault key") || strings.Contains(errOut, "this server") {
+		t.Errorf("no vault key = %d %q", code, errOut)
+	}
+}
