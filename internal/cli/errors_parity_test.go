@@ -85,6 +85,8 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"runs", "resume", unknown, "--max-steps", "-1"}, 2},
 		// The run's state.
 		{[]string{"runs", "resume", done}, 1},
+		// No run in this directory (the test's): the hint names the form.
+		{[]string{"runs", "show", "last"}, 2},
 		{[]string{"runs", "rewind", done, "--to", "99"}, 2},
 		{[]string{"runs", "fork", done, "--at", "99", "--no-start"}, 2},
 		{[]string{"approve", done, "c1"}, 2},

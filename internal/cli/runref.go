@@ -146,9 +146,10 @@ func inWorkspace(dir, workspace string) bool {
 	return workspace != "" && realpath.Within(dir, realpath.Resolve(workspace))
 }
 
-// noRunHere is LastRun's error when no run worked in dir.
-func noRunHere(dir string) error {
-	return usagef("no run in this workspace (%s): `keel runs list` shows every run, by id", dir)
+// noRunHere is LastRun's error when no run worked in dir; keel is the
+// command of this invocation (with its --server or --db).
+func noRunHere(dir, keel string) error {
+	return usagef("no run in this workspace (%s): `%s runs list` shows every run, by id", dir, keel)
 }
 
 func (l *local) ResolveRun(ctx context.Context, ref string) (string, error) {
@@ -175,7 +176,7 @@ func (l *local) LastRun(ctx context.Context, dir string) (string, error) {
 			return r.RunID, nil
 		}
 	}
-	return "", noRunHere(dir)
+	return "", noRunHere(dir, l.a.keelFor())
 }
 
 func (r *remote) ResolveRun(ctx context.Context, ref string) (string, error) {
@@ -205,5 +206,5 @@ func (r *remote) LastRun(ctx context.Context, dir string) (string, error) {
 			return x.ID, nil
 		}
 	}
-	return "", noRunHere(dir)
+	return "", noRunHere(dir, r.a.keelFor())
 }
