@@ -331,6 +331,35 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// A queued run (only run.created) started with limits of its own (keel
+// runs resume --max-steps N on a fired, never-started run) obeys them and
+// journals them in run.resumed, as a resume of a started run does; they
+// were dropped.
+func TestFirstExecutionWithLimits(t *testing.T) {
+	e := newEnv(t)
+	var turns []model.Message
+	for i := 0; i < 20; i++ {
+		turns = append(turns, calls(tc(fmt.Sprint("c", i), "echo", `{"text":"x"}`)))
+	}
+	id := e.create(&agent.RunCreated{Limits: agent.Limits{MaxSteps: 500}})
+	p := e.params(&script{turns: turns})
+	p.Limits = &agent.Limits{MaxSteps: 3}
+	out, err := e.rt.Execute(context.Background(), id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != journal.StatusFailed || out.End.Reason != "max_steps" || out.State.Steps != 3 {
+		t.Errorf("got %v %s after %d steps, want failed max_steps after 3", out.Status, out.End.Reason, out.State.Steps)
+	}
+	evs, err := e.store.Read(context.Background(), id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) < 2 || evs[1].Type != journal.RunResumed || !strings.Contains(string(evs[1].Payload), `"max_steps":3`) {
+		t.Errorf("second event %s %s, want run.resumed with the limits", evs[1].Type, evs[1].Payload)
+	}
+}
+
 func TestCompletionMarker(t *testing.T) {
 	e := newEnv(t)
 	code := 0

@@ -465,11 +465,16 @@ func (rt *Runtime) Execute(ctx context.Context, runID string, p *ExecParams) (*O
 	if x.p.Policy == nil {
 		x.p.Policy = policy.AllowAll
 	}
-	if st.LastType != journal.RunCreated && !(p.Continue && st.Status == journal.StatusRunning) {
-		settings := p.Settings
-		if settings != nil && *settings == st.Settings {
-			settings = nil // unchanged: nothing to journal
-		}
+	settings := p.Settings
+	if settings != nil && *settings == st.Settings {
+		settings = nil // unchanged: nothing to journal
+	}
+	// A run's first execution journals nothing of its own, unless it is
+	// given limits or settings other than run.created's (a queued run
+	// started by keel runs resume --max-steps N): those are journaled as
+	// a resume's are, so that they apply and a later fold sees them.
+	start := st.LastType == journal.RunCreated
+	if !start && !(p.Continue && st.Status == journal.StatusRunning) || start && (p.Limits != nil || settings != nil) {
 		var interrupted []string
 		if t := st.LastTurn(); t != nil {
 			for _, c := range t.Calls {

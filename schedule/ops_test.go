@@ -322,3 +322,19 @@ func TestTaskTemplatePlain(t *testing.T) {
 		}
 	}
 }
+
+// A manual fire sees the ends of runs no scheduler recorded (a run a
+// person resumed and finished while no keel scheduler ran): it is not
+// skipped as overlapping a run that ended.
+func TestTriggerAfterUnrecordedEnd(t *testing.T) {
+	t.Parallel()
+	s, _, clk, _ := newTest(t, time.Hour)
+	create(t, s, Schedule{Name: "nightly", Spec: Spec{Cron: "0 2 * * *", TimeZone: "Europe/Berlin"}, Task: "tidy"})
+	if f, err := s.Trigger(t.Context(), "nightly", "ada", ""); err != nil || f.Outcome != OutcomeFired {
+		t.Fatalf("trigger = %+v %v", f, err)
+	}
+	clk.Add(2 * time.Hour) // the run has completed; no tick since
+	if f, err := s.Trigger(t.Context(), "nightly", "ada", ""); err != nil || f.Outcome != OutcomeFired {
+		t.Errorf("trigger after the run ended = %+v %v, want fired", f, err)
+	}
+}

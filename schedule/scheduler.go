@@ -354,6 +354,12 @@ func (s *Scheduler) Trigger(ctx context.Context, ref, by string, overlap Overlap
 	if err != nil {
 		return nil, err
 	}
+	// The overlap policy looks at runs that have not ended: record the
+	// ends no scheduler saw (a run a person resumed and finished while
+	// no keel scheduler ran).
+	if err := s.recordEnds(ctx, sc, false); err != nil {
+		return nil, err
+	}
 	now := s.clock().UTC()
 	f := &Fire{Key: "manual:" + newULID(now), Source: SourceManual, Nominal: now, Due: now, By: by}
 	return s.fire(ctx, sc, f, overlap)
@@ -372,6 +378,9 @@ func (s *Scheduler) Backfill(ctx context.Context, ref string, from, to time.Time
 	}
 	if overlap == "" {
 		overlap = OverlapBufferAll
+	}
+	if err := s.recordEnds(ctx, sc, false); err != nil {
+		return nil, err
 	}
 	if !to.After(from) {
 		return nil, fmt.Errorf("%w: a backfill's end must be after its start", ErrInvalid)

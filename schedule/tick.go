@@ -317,6 +317,12 @@ func (s *Scheduler) process(ctx context.Context, id string, upTo time.Time) erro
 // again runs that were recorded but not created (a crash between the
 // record and the run).
 func (s *Scheduler) reconcile(ctx context.Context, sc *sched) error {
+	return s.recordEnds(ctx, sc, true)
+}
+
+// recordEnds records the ends of the open fires' runs; with dispatch,
+// it also starts again runs recorded but not created (reconcile).
+func (s *Scheduler) recordEnds(ctx context.Context, sc *sched, dispatch bool) error {
 	sc.mu.Lock()
 	open := make([]Fire, 0, len(sc.st.open))
 	for _, f := range sc.st.open {
@@ -327,6 +333,9 @@ func (s *Scheduler) reconcile(ctx context.Context, sc *sched) error {
 	for i := range open {
 		f := &open[i]
 		status, err := s.runner.Status(ctx, f.RunID)
+		if errors.Is(err, journal.ErrNotFound) && !dispatch {
+			continue
+		}
 		if errors.Is(err, journal.ErrNotFound) {
 			since := f.At
 			if !f.Started.IsZero() {
