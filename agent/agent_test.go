@@ -360,6 +360,35 @@ func TestFirstExecutionWithLimits(t *testing.T) {
 	}
 }
 
+// What the sandbox reports from its own goroutines may arrive after the
+// run's last step (the end of a connection under load): appended after
+// run.completed, it keeps the run readable and completed; the fold said
+// the journal was corrupt.
+func TestSandboxEventsAfterCompletion(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(&agent.RunCreated{})
+	out, err := e.rt.Execute(context.Background(), id, e.params(&script{turns: []model.Message{answer("done")}}))
+	if err != nil || out.Status != journal.StatusCompleted {
+		t.Fatalf("Execute = %+v %v", out, err)
+	}
+	for _, d := range []journal.Draft{
+		{Type: journal.SandboxEgress, Time: time.Now(), Payload: []byte(`{"phase":"end","host":"example.com","port":80,"allowed":true,"bytes_out":5}`)},
+		{Type: journal.SandboxQuarantine, Time: time.Now(), Payload: []byte(`{"path":".git/hooks/pre-commit","action":"moved","reason":"planted"}`)},
+	} {
+		st, _, err := e.rt.Load(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.store.Append(context.Background(), id, st.LastSeq, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _, err := e.rt.Load(context.Background(), id)
+	if err != nil || st.Status != journal.StatusCompleted {
+		t.Errorf("Load after late sandbox events = %v %v, want completed", st.Status, err)
+	}
+}
+
 func TestCompletionMarker(t *testing.T) {
 	e := newEnv(t)
 	code := 0

@@ -365,8 +365,11 @@ type Snapshot struct {
 
 // workspaceEvent reports the event types that record the workspace's
 // files, not the conversation.
+// workspaceEvent reports the events that may follow run.completed: the
+// workspace's files, and what the sandbox saw (an egress decision or a
+// quarantine reported after the last step), see [journal.KeepsStatus].
 func workspaceEvent(t journal.Type) bool {
-	return t == journal.WorkspaceCheckpoint || t == journal.WorkspaceRestored
+	return journal.KeepsStatus(t)
 }
 
 func allDone(t *Turn) bool {

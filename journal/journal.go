@@ -138,11 +138,17 @@ func StatusOf(t Type) Status {
 }
 
 // KeepsStatus reports the event types that do not change a run's status
-// (the workspace's files, not the conversation): a store's index keeps
-// the status a run had before them, so that a completed run whose files
-// were rewound stays completed.
+// (the workspace's files, not the conversation; what the sandbox saw,
+// which its proxy and git guard report from their own goroutines and may
+// arrive after the run's last step): a store's index keeps the status a
+// run had before them, so that a completed run whose files were rewound,
+// or whose last connection's end was reported late, stays completed.
 func KeepsStatus(t Type) bool {
-	return t == WorkspaceCheckpoint || t == WorkspaceRestored
+	switch t {
+	case WorkspaceCheckpoint, WorkspaceRestored, SandboxEgress, SandboxQuarantine:
+		return true
+	}
+	return false
 }
 
 // TailStatus returns the status of a run after events of types are

@@ -328,7 +328,9 @@ func TestServeConnectInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("connect in the browser: %v\n%s", err, f.s.stderr)
 	}
-	connected, _ = chromedp.Run(ctx, chromedp.Text(css(`#connected`)))
+	// Its text, once there (read at once after WaitVisible, it was empty
+	// once under load).
+	connected, _ = chromedp.Run(ctx, chromedp.Poll[string](`(document.querySelector('#connected') || {}).textContent || ''`))
 	if err := chromedp.Do(ctx,
 		chromedp.Click(css(`a.resumed`)),
 		chromedp.WaitVisible(css(`#timeline tr.ev.end.completed`)),
