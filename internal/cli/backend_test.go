@@ -105,10 +105,7 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 
 	// A schedule and a run trigger whose runs never ask (so they need no
 	// notification sink), made on the journal.
-	allow := filepath.Join(t.TempDir(), "allow.toml")
-	if err := os.WriteFile(allow, []byte("version = 1\ncedar = '@id(\"all\") permit(principal, action, resource);'\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	allow := allowAllPolicy(t)
 	mustKeel("schedules", "create", "--db", db, "nightly", "--cron", "0 3 * * *", "--time-zone", "Europe/Berlin", "--task", "tidy {{.Time}}",
 		"--model", "scripted:demo", "--workspace", ws, "--policy", allow)
 	mustKeel("schedules", "pause", "--db", db, "nightly", "--reason", "not\tyet")
@@ -295,10 +292,7 @@ func TestLimitFlagDefaultsCanBeTyped(t *testing.T) {
 func TestLocalScheduleTriggerSaysQueued(t *testing.T) {
 	db := setup(t)
 	ws := demoProject(t)
-	allow := filepath.Join(t.TempDir(), "allow.toml")
-	if err := os.WriteFile(allow, []byte("version = 1\ncedar = '@id(\"all\") permit(principal, action, resource);'\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	allow := allowAllPolicy(t)
 	if code, _, errOut := keel(t, "schedules", "create", "--db", db, "--create-db", "nightly", "--every", "24h", "--task", "tidy",
 		"--model", "scripted:demo", "--workspace", ws, "--policy", allow); code != 0 {
 		t.Fatal(errOut)
@@ -318,10 +312,7 @@ func TestLocalScheduleTriggerSaysQueued(t *testing.T) {
 func TestLocalWebhookTriggerWithoutVaultKey(t *testing.T) {
 	db := setup(t)
 	ws := demoProject(t)
-	allow := filepath.Join(t.TempDir(), "allow.toml")
-	if err := os.WriteFile(allow, []byte("version = 1\ncedar = '@id(\"all\") permit(principal, action, resource);'\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	allow := allowAllPolicy(t)
 	args := []string{"triggers", "create", "--db", db, "--create-db", "hook", "--task", "hello", "--model", "scripted:demo", "--workspace", ws, "--policy", allow}
 	code, _, errOut := keel(t, append(args, "--max-steps", "-1")...)
 	if code != 2 || !strings.Contains(errOut, "limits.max_steps -1") {

@@ -48,10 +48,7 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 	}
 	ambiguous := ids[0][:min(n, 6)]
 
-	allow := filepath.Join(t.TempDir(), "allow.toml")
-	if err := os.WriteFile(allow, []byte("version = 1\ncedar = '@id(\"all\") permit(principal, action, resource);'\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	allow := allowAllPolicy(t)
 	sched := []string{"--every", "24h", "--task", "tidy", "--model", "scripted:demo", "--workspace", ws}
 	trig := []string{"--on-agent", "bot", "--on", "completed", "--task", "check", "--model", "scripted:demo", "--workspace", ws}
 	for _, args := range [][]string{

@@ -55,10 +55,7 @@ func TestSecondServeOnSQLiteRefused(t *testing.T) {
 func TestScheduleFireRefusedUnderServe(t *testing.T) {
 	db := setup(t)
 	ws := t.TempDir()
-	allow := filepath.Join(t.TempDir(), "allow.toml")
-	if err := os.WriteFile(allow, []byte("version = 1\ncedar = '@id(\"all\") permit(principal, action, resource);'\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	allow := allowAllPolicy(t)
 	srv := startServe(t)
 	if code, _, errOut := keel(t, "schedules", "create", "--db", db, "nightly", "--cron", "0 3 * * *", "--task", "tidy",
 		"--model", "scripted:demo", "--workspace", ws, "--policy", allow); code != 0 {
@@ -95,10 +92,7 @@ func TestScheduleCreateQuietAboutSkills(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bad, "SKILL.md"), []byte("no front matter\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	allow := filepath.Join(t.TempDir(), "allow.toml")
-	if err := os.WriteFile(allow, []byte("version = 1\ncedar = '@id(\"all\") permit(principal, action, resource);'\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	allow := allowAllPolicy(t)
 	code, _, errOut := keel(t, "schedules", "create", "--db", db, "--create-db", "nightly", "--cron", "0 3 * * *", "--task", "tidy",
 		"--model", "scripted:demo", "--workspace", t.TempDir(), "--policy", allow)
 	if code != 0 || strings.Contains(errOut, "level=") || strings.Contains(errOut, "skill") {
