@@ -432,6 +432,10 @@ func Diff(ctx context.Context, events []journal.Event, seq int64) (changes []Cha
 	if err != nil {
 		return nil, 0, 0, err
 	}
+	if seq < first.Seq {
+		// Before the first checkpoint: nothing to compare.
+		return nil, 0, 0, fmt.Errorf("%w at or before event %d", ErrNone, seq)
+	}
 	cp, _, _, err := AtEvent(events, seq)
 	if err != nil {
 		return nil, 0, 0, err
