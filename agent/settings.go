@@ -71,7 +71,7 @@ func (s *Settings) Validate() error {
 	case s.MaxOutputTokens < 0:
 		return fmt.Errorf("max output tokens %d: want 0 (provider default) or more", s.MaxOutputTokens)
 	case s.ModelIdleTimeout < 0:
-		return fmt.Errorf("model idle timeout %s: want a positive duration", time.Duration(s.ModelIdleTimeout))
+		return fmt.Errorf("model idle timeout %s: want 0 (the provider adapter's default) or more", time.Duration(s.ModelIdleTimeout))
 	case s.ModelStallRetries < 0:
 		return fmt.Errorf("model stall retries %d: want 0 or more", s.ModelStallRetries)
 	}

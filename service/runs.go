@@ -427,17 +427,18 @@ func ResumeChanges(st *agent.State, req *api.ResumeRun) (Changes, error) {
 			name string
 			v    string
 			to   *agent.Duration
-			neg  bool
 		}{
-			{"command_timeout", rs.CommandTimeout, &set.CommandTimeout, false},
-			{"command_idle_timeout", rs.CommandIdleTimeout, &set.CommandIdleTimeout, true},
-			{"model_idle_timeout", rs.ModelIdleTimeout, &set.ModelIdleTimeout, false},
+			{"command_timeout", rs.CommandTimeout, &set.CommandTimeout},
+			{"command_idle_timeout", rs.CommandIdleTimeout, &set.CommandIdleTimeout},
+			{"model_idle_timeout", rs.ModelIdleTimeout, &set.ModelIdleTimeout},
 		} {
 			if d.v == "" {
 				continue
 			}
+			// A value out of range (a negative timeout) is refused by
+			// Validate below, in the words keel run uses for it.
 			v, err := time.ParseDuration(d.v)
-			if err != nil || v < 0 && !d.neg {
+			if err != nil {
 				return ch, badRequest("settings.%s %q: want a Go duration such as 90s", d.name, d.v)
 			}
 			*d.to = agent.Duration(v)

@@ -110,6 +110,10 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"runs", "resume", done, "--max-steps", "-1"}, 2},
 		{[]string{"runs", "resume", done, "--max-steps", "-1", "--message", "hi"}, 2},
 		{[]string{"runs", "resume", unknown, "--max-steps", "-1"}, 2},
+		// A negative timeout is a Go duration, out of range: said as
+		// keel run says it (fresh-user trial 9, N11).
+		{[]string{"runs", "resume", done, "--command-timeout", "-5s"}, 2},
+		{[]string{"runs", "resume", unknown, "--model-idle-timeout", "-1s"}, 2},
 		// The run's state.
 		{[]string{"runs", "resume", done}, 1},
 		// No run in this directory (the test's): the hint names the form.

@@ -153,12 +153,21 @@ func (pr *Prompt) DecideInline(ctx context.Context, a *Asking, pending []agent.P
 		} else {
 			fmt.Fprint(pr.Err, pendingDiff(created, p.Tool, p.Arguments))
 		}
+		// Only the answers the gate accepts are offered: [r] and [a]
+		// when the call can be remembered at all, [p] when its prefix
+		// can.
+		remember := Remembers(p, nil) == nil
+		pre := PrefixFor(p)
+		q, hint := "  approve? [y]es, [n]o: ", "  answer y or n"
+		switch {
+		case pre != "":
+			q = "  approve? [y]es, [n]o, [r] always for this run, [p] every command starting '" + pre + "' for this run, [a] always for this agent: "
+			hint = "  answer y, n, r, p or a"
+		case remember:
+			q = "  approve? [y]es, [n]o, [r] always for this run, [a] always for this agent: "
+			hint = "  answer y, n, r or a"
+		}
 		for decided := false; !decided; {
-			q := "  approve? [y]es, [n]o, [r] always for this run, [a] always for this agent: "
-			pre := PrefixFor(p)
-			if pre != "" {
-				q = "  approve? [y]es, [n]o, [r] always for this run, [p] every command starting '" + pre + "' for this run, [a] always for this agent: "
-			}
 			ans, ok := pr.Ask(ctx, q)
 			if !ok && ctx.Err() != nil {
 				return false // interrupted (Ctrl-C): the run stops, nothing to decide
@@ -168,15 +177,20 @@ func (pr *Prompt) DecideInline(ctx context.Context, a *Asking, pending []agent.P
 				return false
 			}
 			res := &agent.ApprovalResolved{Decision: policy.Allow, By: by}
-			switch strings.ToLower(strings.TrimSpace(ans)) {
+			switch a := strings.ToLower(strings.TrimSpace(ans)); a {
 			case "y", "yes":
-			case "r", "run":
+			case "r", "run", "a", "agent":
+				if !remember {
+					fmt.Fprintln(pr.Err, hint)
+					continue
+				}
 				res.Remember = policy.ScopeRun
-			case "a", "agent":
-				res.Remember = policy.ScopeAgent
+				if a == "a" || a == "agent" {
+					res.Remember = policy.ScopeAgent
+				}
 			case "p", "prefix":
 				if pre == "" {
-					fmt.Fprintln(pr.Err, "  answer y, n, r or a")
+					fmt.Fprintln(pr.Err, hint)
 					continue
 				}
 				res.Remember, res.Prefix = policy.ScopeRun, strings.Fields(pre)
@@ -190,16 +204,19 @@ func (pr *Prompt) DecideInline(ctx context.Context, a *Asking, pending []agent.P
 				}
 				res.Decision, res.Reason = policy.Deny, reason
 			default:
-				fmt.Fprintln(pr.Err, "  answer y, n, r or a")
+				fmt.Fprintln(pr.Err, hint)
 				continue
 			}
 			if err := decide(ctx, p.RunID, p.CallID, res); errors.Is(err, ErrDecided) {
 				fmt.Fprintf(pr.Err, "keel: call %s was %v\n", visible.String(p.CallID), ErrDecided)
 				break
+			} else if errors.Is(err, agent.ErrApprovalExpired) {
+				fmt.Fprintf(pr.Err, "keel: call %s: %s\n", visible.String(p.CallID), notRecorded(err))
+				break
 			} else if err != nil {
-				// A command that cannot be remembered (a compound one)
-				// is still asked about: say why and ask again.
-				fmt.Fprintf(pr.Err, "  keel: %v\n", err)
+				// A call the gate will not remember after all is still
+				// asked about: say why, in its words, and ask again.
+				fmt.Fprintf(pr.Err, "  keel: %s\n", notRecorded(err))
 				continue
 			}
 			decided = true
@@ -404,14 +421,15 @@ func PrefixFor(p agent.PendingApproval) string {
 	}
 	pre := ""
 	for _, part := range p.Parts {
-		w := strings.Fields(part.Text)
-		if len(w) < 2 || strings.Contains(w[0], "=") || part.Clipped {
+		// The literal words the gate matches (none for a part only known
+		// at run time), never the text as written.
+		w := part.Words
+		if len(w) < 2 || part.Clipped {
 			return ""
 		}
-		// A wrapper (timeout, env, nice, xargs...) is not the program, and
-		// a grant cannot be stored for a part that sets variables,
-		// redirects or reads its arguments from a pipe: no offer.
-		if len(part.Via) > 0 || len(part.Assigns) > 0 || len(part.Redirects) > 0 || part.Input {
+		// A wrapper (timeout, env, nice, xargs...) is not the program:
+		// no offer.
+		if len(part.Via) > 0 {
 			return ""
 		}
 		n := 1
@@ -424,7 +442,40 @@ func PrefixFor(p agent.PendingApproval) string {
 		}
 		pre = this
 	}
+	// Offered only when the gate would remember it: the same function
+	// that refuses a grant (a part that redirects, sets variables or
+	// reads its arguments from a pipe) decides the offer.
+	if Remembers(p, strings.Fields(pre)) != nil {
+		return ""
+	}
 	return pre
+}
+
+// Remembers returns nil when an approval of p can be remembered for the
+// run (with prefix, when non-empty), and otherwise the gate's reason, as
+// [policy.GrantsFor] gives it when the decision is recorded: a terminal
+// offers only the answers the gate then accepts.
+func Remembers(p agent.PendingApproval, prefix []string) error {
+	_, err := policy.GrantsFor(p.RunID+"/"+p.CallID, policy.ScopeRun, p.Tool, &policy.Decision{Parts: p.Parts}, prefix)
+	return err
+}
+
+// notRecorded says why an answer was not recorded, in a person's words:
+// the gate's reason without the chain of operations around it (run and
+// call ids, package prefixes).
+func notRecorded(err error) string {
+	for _, sentinel := range []error{policy.ErrNotRememberable, policy.ErrBadPrefix, agent.ErrApprovalExpired} {
+		if !errors.Is(err, sentinel) {
+			continue
+		}
+		msg := err.Error()
+		i := strings.Index(msg, sentinel.Error())
+		if i < 0 {
+			break
+		}
+		return strings.TrimPrefix(strings.TrimPrefix(msg[i:], "policy: "), "agent: ")
+	}
+	return "the answer was not recorded: " + err.Error()
 }
 
 // prefixHint is the --prefix of the approve line PrintPending shows.
