@@ -358,15 +358,21 @@ func firstUnchanged(events []journal.Event, seq int64) *agent.Snapshot {
 	return nil
 }
 
-// ForkFiles gives the fork of a run (created from its events, up to
-// event seq) its files: the source's newest checkpoint at or before seq,
-// written into workspace (the source's own workspace, restored in place,
-// or a new directory). It returns the workspace.restored payload to
-// journal in the fork, with To the source's event of that checkpoint,
-// and the number of tool calls finished after the checkpoint (up to
-// seq), whose effects the files lack.
+// ForkFiles gives the fork of a run at event seq (events are all of the
+// source's, those after seq too) its files: those "at event seq" as [AtEvent] finds them for
+// a rewind and a diff at the same event, written into workspace (the
+// source's own workspace, restored in place, or a new directory). One
+// case differs: when seq is within a step whose other calls finished
+// after it, the fork runs those calls itself, so its files are [At]'s
+// checkpoint, without their effects. It returns the workspace.restored
+// payload to journal in the fork, with To the source's event of that
+// checkpoint (Asked, Missing as a rewind's), and the number of tool calls
+// finished up to seq whose effects the files lack.
 func ForkFiles(ctx context.Context, events []journal.Event, seq int64, source, workspace, by string) (*agent.WorkspaceRestored, int, error) {
-	cp, after, err := At(events, seq)
+	cp, later, after, err := AtEvent(events, seq)
+	if err == nil && later > 0 {
+		cp, after, err = At(events, seq)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -374,7 +380,10 @@ func ForkFiles(ctx context.Context, events []journal.Event, seq int64, source, w
 	if err != nil {
 		return nil, 0, err
 	}
-	r := &agent.WorkspaceRestored{To: cp.Seq, Tree: cp.Tree, Commit: cp.Commit, Store: cp.Store, By: by}
+	r := &agent.WorkspaceRestored{To: cp.Seq, Tree: cp.Tree, Commit: cp.Commit, Store: cp.Store, By: by, Missing: after}
+	if cp.Seq != seq {
+		r.Asked = seq
+	}
 	if SameDir(source, workspace) {
 		before, files, err := src.Restore(ctx, cp.Tree)
 		if err != nil {
@@ -414,14 +423,20 @@ func Prune(ctx context.Context, dir string, grace time.Duration, drop func(runID
 }
 
 // Diff returns what run's files changed from its first checkpoint to
-// its newest one at or before event seq (the whole run: seq of its
-// newest event), with the two checkpoints' events.
+// the files "at event seq" (the whole run: seq of its newest event), as
+// [AtEvent] finds them for a rewind to the same event: for a
+// tool.finished, the checkpoint of its step, which has its effect. It
+// returns the two checkpoints' events.
 func Diff(ctx context.Context, events []journal.Event, seq int64) (changes []Change, from, to int64, err error) {
 	first, _, err := At(events, firstCheckpoint(events))
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	cp, _, err := At(events, seq)
+	if seq < first.Seq {
+		// Before the first checkpoint: nothing to compare.
+		return nil, 0, 0, fmt.Errorf("%w at or before event %d", ErrNone, seq)
+	}
+	cp, _, _, err := AtEvent(events, seq)
 	if err != nil {
 		return nil, 0, 0, err
 	}

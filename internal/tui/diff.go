@@ -245,7 +245,11 @@ func Diff(ctx context.Context, out io.Writer, src DiffSource, id string, events 
 		if err != nil {
 			return err
 		}
-		Changes(Esc(out), changes, fmt.Sprintf("since the checkpoint of event %d, at the checkpoint of event %d", from, to), stat)
+		where := fmt.Sprintf("since the checkpoint of event %d, at the checkpoint of event %d", from, to)
+		if to > at {
+			where += fmt.Sprintf(" (the end of event %d's step: the files as a rewind to event %d gives them)", at, at)
+		}
+		Changes(Esc(out), changes, where, stat)
 		return nil
 	}
 	created, err := agent.Created(events)
