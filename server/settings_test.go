@@ -86,7 +86,7 @@ func TestResumeRaisesLimitWhileExecutionEnds(t *testing.T) {
 		}
 	})
 	e.models.set("test:two", modeltest.NewScripted([]modeltest.Turn{
-		modeltest.Calls("look", modeltest.Call("c1", "list_directory", map[string]string{"path": "."})),
+		modeltest.Calls("look", modeltest.Call("c1", "read_file", map[string]string{"path": "."})),
 		modeltest.Text("done")}, nil))
 	c := &agent.RunCreated{Task: "look", Model: "test:two", Workspace: t.TempDir(), MountPath: "/workspace", Sandbox: "none",
 		Principal: identity.LocalAgent, Limits: agent.Limits{MaxSteps: 1, MaxTokens: 1e6}}
