@@ -621,6 +621,22 @@ func SinceStart(ctx context.Context, created *agent.RunCreated, events []journal
 	if err != nil {
 		return nil, err
 	}
+	if len(events) > 0 {
+		// Only what the run did: its snapshots tell the files that
+		// differed from the commit when it started, and those changed
+		// while it did nothing. A run without them (checkpoints off,
+		// pruned) is shown against the commit alone.
+		if o, err := whoChanged(ctx, events); err == nil && o != nil && o.first.Store != "" {
+			told := *sum
+			err := attribute(ctx, created, &told, o)
+			switch {
+			case err == nil:
+				sum = &told
+			case !errors.Is(err, ErrMissing):
+				return nil, err
+			}
+		}
+	}
 	if sum.Changes, err = Mask(created, sum.Changes); err != nil {
 		return nil, err
 	}
@@ -638,6 +654,55 @@ type Summary struct {
 	// by hand), sorted: Changes show those the run changed as it left
 	// them (Change.Later) and leave out the others.
 	Later []string
+	// From is the event of the run's first checkpoint, the files it
+	// started with, when Before and Outside were told by its
+	// checkpoints; 0: the run has none (checkpoints off, pruned), and
+	// every file that differs from the start commit is listed.
+	From int64
+	// Before names the files that already differed from the start
+	// commit when the run started (uncommitted or untracked: a person's
+	// work, an earlier run's) and that the run left as it found them:
+	// not its changes, left out of Changes. Sorted.
+	Before []string
+	// Outside names the files that changed only while the run did
+	// nothing that changes files (paused, or waiting for a person's
+	// approval or answer: by a person or another run, or by a rewind):
+	// not its changes, left out of Changes (Change.Outside marks those
+	// the run changed too). Sorted.
+	Outside []string
+}
+
+// BeforeNote says which files differed from the start commit when the
+// run started and were left as they were ([Summary]'s Before): "" when
+// none.
+func BeforeNote(before []string) string {
+	if len(before) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d file(s) already differed from the start commit when the run started (uncommitted or untracked) and the run left them as they were: not counted as the run's: %s", len(before), names(before))
+}
+
+// OutsideNote says which files changed while the run did nothing
+// ([Summary]'s Outside): "" when none.
+func OutsideNote(outside []string) string {
+	if len(outside) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d file(s) changed while the run was paused or waiting (by a person, another run or a rewind), not by the run: not counted as the run's: %s", len(outside), names(outside))
+}
+
+// names lists up to 10 paths, quoted as git quotes them.
+func names(paths []string) string {
+	const shown = 10
+	out := make([]string, 0, shown)
+	for _, p := range paths[:min(len(paths), shown)] {
+		out = append(out, QuotePath(p))
+	}
+	more := ""
+	if len(paths) > shown {
+		more = fmt.Sprintf(" and %d more", len(paths)-shown)
+	}
+	return strings.Join(out, ", ") + more
 }
 
 // LaterNote says which files changed after a run ([Summary]'s Later,
@@ -647,17 +712,8 @@ func LaterNote(at int64, later []string) string {
 	if len(later) == 0 {
 		return ""
 	}
-	const shown = 10
-	names := make([]string, 0, shown)
-	for _, p := range later[:min(len(later), shown)] {
-		names = append(names, QuotePath(p))
-	}
-	more := ""
-	if len(later) > shown {
-		more = fmt.Sprintf(" and %d more", len(later)-shown)
-	}
-	return fmt.Sprintf("%d file(s) changed in the workspace after the run's last checkpoint (event %d), by another run or by hand: not counted as the run's (a file the run changed is shown as the run left it): %s%s",
-		len(later), at, strings.Join(names, ", "), more)
+	return fmt.Sprintf("%d file(s) changed in the workspace after the run's last checkpoint (event %d), by another run or by hand: not counted as the run's (a file the run changed is shown as the run left it): %s",
+		len(later), at, names(later))
 }
 
 // runLeft is where a run left its files: its newest checkpoint (event
