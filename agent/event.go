@@ -237,6 +237,12 @@ type MCPServer struct {
 	URL     string   `json:"url,omitempty"`
 	// Env adds KEY=VALUE entries to a stdio server's environment.
 	Env []string `json:"env,omitempty"`
+	// SecretEnv names the run's secret variables (RunCreated.SecretEnv,
+	// SecretHosts) a stdio server gets in its environment: only those
+	// the operator gave it. The others are not in its environment: a
+	// server is code from the workspace, which a run may have changed,
+	// and it runs before any call is decided.
+	SecretEnv []string `json:"secret_env,omitempty"`
 	// Tools, when non-empty, are the only tools of the server offered
 	// (by the server's names).
 	Tools []string `json:"tools,omitempty"`

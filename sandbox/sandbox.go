@@ -45,6 +45,10 @@ type Cmd struct {
 	Dir string
 	// Env adds KEY=VALUE entries on top of the sandbox environment.
 	Env []string
+	// Unset names variables of the sandbox environment ([Spec].Env)
+	// this command does not get, such as the run's secrets for a
+	// stdio MCP server the operator did not give them.
+	Unset []string
 	// Stdin, when non-nil, is the command's standard input instead of
 	// EOF, for interactive processes such as a language kernel. An
 	// *os.File is handed to the command as it is; any other reader is

@@ -384,7 +384,10 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 			if d.Substituted != "" {
 				e.Substituted = strings.Split(d.Substituted, ", ")
 			}
-			_ = rec.Record(context.Background(), journal.SandboxEgress, e)
+			// A connection made before the execution is bound (a stdio
+			// MCP server starting while the run is assembled) is
+			// journaled when it starts.
+			_ = rec.RecordOrKeep(context.Background(), journal.SandboxEgress, e)
 		}, OnQuarantine: func(q linux.Quarantine) {
 			// The git guard moved a planted file out of the way, made a
 			// directory readable, or could not make something safe:

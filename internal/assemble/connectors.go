@@ -108,7 +108,7 @@ func (a *Assembler) connectMCP(ctx context.Context, w *Run, c *agent.RunCreated)
 				return err
 			}
 		}
-		cl, err := mcp.Connect(ctx, mcp.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Tools: s.Tools}, opts)
+		cl, err := mcp.Connect(ctx, mcp.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Unset: withheldSecrets(c, s), Tools: s.Tools}, opts)
 		if err != nil {
 			return err
 		}
@@ -125,6 +125,27 @@ func (a *Assembler) connectMCP(ctx context.Context, w *Run, c *agent.RunCreated)
 		}
 	}
 	return nil
+}
+
+// withheldSecrets are the run's secret variables stdio server s does
+// not get: all but those its configuration gives it (secret_env). A
+// server is code in the workspace, which the run (or an earlier one)
+// may have changed, and it starts before any call is decided: with a
+// secret in its environment, a planted module next to its script (a
+// json.py beside server.py) would send it with no question.
+func withheldSecrets(c *agent.RunCreated, s agent.MCPServer) []string {
+	var out []string
+	for _, n := range c.SecretEnv {
+		if !slices.Contains(s.SecretEnv, n) {
+			out = append(out, n)
+		}
+	}
+	for _, h := range c.SecretHosts {
+		if !slices.Contains(s.SecretEnv, h.Name) {
+			out = append(out, h.Name)
+		}
+	}
+	return out
 }
 
 // mcpReadOnly are the host paths the run's stdio servers need bound.

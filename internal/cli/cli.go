@@ -187,7 +187,7 @@ hash-chained journal (SQLite by default), so a run survives crashes and can
 be resumed, inspected and audited.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       Version,
+		Version:       versionString(),
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			if err := finiteFlags(cmd); err != nil {
 				return err
@@ -212,7 +212,7 @@ be resumed, inspected and audited.`,
 	root.PersistentFlags().StringVar(&a.token, "token", "", "API token for --server (default $KEEL_TOKEN, else the one keel serve saved in $KEEL_HOME/server-token)")
 	root.AddCommand(a.serveCmd(), a.tokensCmd(), a.mcpCmd(), a.authCmd(), a.costCmd())
 	root.AddCommand(a.workerCmd(), a.memoryCmd(), a.skillsCmd())
-	root.AddCommand(a.schedulesCmd(), a.triggersCmd(), a.schedulerCmd(), a.evalCmd())
+	root.AddCommand(a.schedulesCmd(), a.triggersCmd(), a.schedulerCmd(), a.evalCmd(), a.versionCmd())
 	a.clientMode(root)
 	plainUsage(root)
 	unknownSubcommands(root)

@@ -190,6 +190,7 @@ type SQLDatabase struct {
 //	command = ["node", "/opt/mcp/everything/dist/index.js", "stdio"]
 //	read_only = ["/opt/mcp"]                  # host paths the server needs in the sandbox
 //	env = { LOG_LEVEL = "warn" }
+//	secret_env = ["API_TOKEN"]                # the run's secrets it gets (default: none)
 //	tools = ["echo", "get-sum"]               # only these (default: all)
 //
 //	[[mcp.servers]]
@@ -210,6 +211,10 @@ type MCPServer struct {
 	Env      map[string]string `toml:"env"`
 	Tools    []string          `toml:"tools"`
 	ReadOnly []string          `toml:"read_only"`
+	// SecretEnv names the run's secret variables (--secret-env,
+	// --secret-for-host) a stdio server gets in its environment; it
+	// gets none of them otherwise.
+	SecretEnv []string `toml:"secret_env"`
 	// Authorization of an HTTP server that asks for it (MCP
 	// authorization through the vault): the vault provider to use, or
 	// the client a provider registered on first contact uses (a

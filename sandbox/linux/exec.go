@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,7 +109,7 @@ func (s *Sandbox) run(ctx context.Context, c *sandbox.Cmd, ph phase) (*sandbox.R
 	req := &execRequest{
 		Args:    c.Args,
 		Dir:     s.dir(c.Dir),
-		Env:     s.env(c.Env, ph),
+		Env:     s.env(c.Env, c.Unset, ph),
 		Rlimits: s.rlimits(lim),
 	}
 
@@ -391,13 +392,17 @@ func (s *Sandbox) dir(d string) string {
 }
 
 // env builds a command's environment: the non-interactive base, the
-// spec's, the command's, and the proxy settings when the phase has an
-// allowlist. A later KEY replaces an earlier one.
-func (s *Sandbox) env(extra []string, ph phase) []string {
+// spec's (without the variables unset names), the command's, and the
+// proxy settings when the phase has an allowlist. A later KEY replaces
+// an earlier one.
+func (s *Sandbox) env(extra, unset []string, ph phase) []string {
 	all := sandbox.BaseEnv(Home)
-	all = append(all, s.spec.Env...)
 	// Placeholders, never the values, of the secrets for hosts.
-	all = append(all, s.hostSecrets.env()...)
+	for _, kv := range slices.Concat(s.spec.Env, s.hostSecrets.env()) {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(unset, k) {
+			all = append(all, kv)
+		}
+	}
 	all = append(all, extra...)
 	if len(ph.network.Allow) > 0 {
 		s.proxyMu.Lock()

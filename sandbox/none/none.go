@@ -57,6 +57,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -184,7 +185,11 @@ func (s *Sandbox) hostDir(dir string) string {
 // entries win.
 func (s *Sandbox) env(cmd *sandbox.Cmd) []string {
 	env := sandbox.BaseEnv(s.home)
-	env = append(env, s.spec.Env...)
+	for _, kv := range s.spec.Env {
+		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(cmd.Unset, k) {
+			env = append(env, kv)
+		}
+	}
 	env = append(env, cmd.Env...)
 	return dedupEnv(env)
 }

@@ -69,6 +69,7 @@ func TestExec(t *testing.T) {
 		{"dir under the mount path", sandbox.Cmd{Args: []string{"pwd"}, Dir: "/work/sub"}, sandbox.Result{}, filepath.Join(dir, "sub") + "\n"},
 		{"relative dir", sandbox.Cmd{Args: []string{"pwd"}, Dir: "sub"}, sandbox.Result{}, filepath.Join(dir, "sub") + "\n"},
 		{"env layering", sandbox.Cmd{Args: []string{"sh", "-c", `echo "$FOO $BAR $PAGER"`}, Env: []string{"BAR=cmd", "PAGER=mine"}}, sandbox.Result{}, "spec cmd mine\n"},
+		{"env unset", sandbox.Cmd{Args: []string{"sh", "-c", `echo "${FOO-none} $BAR"`}, Env: []string{"BAR=cmd"}, Unset: []string{"FOO", "BAR"}}, sandbox.Result{}, "none cmd\n"},
 		{"stdin is /dev/null", sandbox.Cmd{Args: []string{"readlink", "/proc/self/fd/0"}}, sandbox.Result{}, "/dev/null\n"},
 		{"own session", sandbox.Cmd{Args: []string{"sh", "-c", `ps -o sid= -p $$ | tr -d ' '; echo $$`}}, sandbox.Result{}, ""},
 		{"not found", sandbox.Cmd{Args: []string{"no-such-program-xyz"}}, sandbox.Result{ExitCode: 127}, "keel: no-such-program-xyz: command not found\n"},

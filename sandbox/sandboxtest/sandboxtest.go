@@ -439,6 +439,12 @@ func testEnv(t *testing.T, newFn NewFunc) {
 	if strings.Contains(out, "do-not-leak") {
 		t.Errorf("a host secret reached the command's environment:\n%s", out)
 	}
+	// Unset withholds variables of the spec (a run's secrets from a
+	// stdio MCP server), not the command's own.
+	_, out = run(t, sb, sandbox.Cmd{Args: []string{"env"}, Env: []string{"CMD_ONLY=x"}, Unset: []string{"SPEC_ONLY", "OVERRIDE", "CMD_ONLY"}})
+	if strings.Contains(out, "SPEC_ONLY=") || strings.Contains(out, "OVERRIDE=") || !strings.Contains(out, "CMD_ONLY=x") || !strings.Contains(out, "PAGER=spec-pager") {
+		t.Errorf("env with Unset SPEC_ONLY, OVERRIDE, CMD_ONLY (the command's own):\n%s", out)
+	}
 }
 
 // checkPrivateHome checks that HOME inside is set, writable, and not the

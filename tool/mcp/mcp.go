@@ -62,6 +62,10 @@ type Server struct {
 	URL     string
 	// Env adds KEY=VALUE entries to a stdio server's environment.
 	Env []string
+	// Unset names variables of the sandbox's environment a stdio server
+	// does not get ([sandbox.Cmd].Unset): the run's secrets, unless the
+	// operator gave them to this server.
+	Unset []string
 	// Tools, when non-empty, are the only tools offered (server names).
 	Tools []string
 }
@@ -248,7 +252,7 @@ func (c *Client) connect(ctx context.Context) error {
 		if c.opts.Sandbox == nil {
 			return fmt.Errorf("mcp server %s: a stdio server needs the run's sandbox", c.srv.Name)
 		}
-		proc, err = startProcess(c.opts.Sandbox, c.opts.Dir, c.srv.Command, c.srv.Env)
+		proc, err = startProcess(c.opts.Sandbox, c.opts.Dir, c.srv.Command, c.srv.Env, c.srv.Unset)
 		if err != nil {
 			return fmt.Errorf("mcp server %s: %w", c.srv.Name, err)
 		}
@@ -956,7 +960,7 @@ type process struct {
 	err error
 }
 
-func startProcess(sb sandbox.Sandbox, dir string, argv, env []string) (*process, error) {
+func startProcess(sb sandbox.Sandbox, dir string, argv, env, unset []string) (*process, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -968,6 +972,7 @@ func startProcess(sb sandbox.Sandbox, dir string, argv, env []string) (*process,
 		Args:    argv,
 		Dir:     dir,
 		Env:     env,
+		Unset:   unset,
 		Stdin:   inR,
 		Stdout:  outW,
 		Stderr:  p.stderr,

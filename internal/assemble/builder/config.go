@@ -33,6 +33,9 @@ type ConnectorFlags struct {
 	// MCP are NAME=COMMAND... or NAME=URL; SQL NAME=DSN; OpenAPI
 	// NAME=DOCUMENT.
 	MCP, SQL, OpenAPI []string
+	// MCPSecretEnv are NAME=VAR[,VAR...]: the run's secret variables
+	// the stdio server NAME gets (it gets none otherwise).
+	MCPSecretEnv []string
 	// SQLWrites and SQLAsUser apply to the databases of SQL.
 	SQLWrites, SQLAsUser bool
 	// None leaves out the configuration's connectors.
@@ -65,7 +68,7 @@ func (cs *Connectors) MCPServers(f *ConnectorFlags) ([]agent.MCPServer, error) {
 			continue
 		}
 		for _, c := range cfg.MCP.Servers {
-			s := agent.MCPServer{Name: c.Name, Command: c.Command, URL: c.URL, Tools: c.Tools, ReadOnly: c.ReadOnly}
+			s := agent.MCPServer{Name: c.Name, Command: c.Command, URL: c.URL, Tools: c.Tools, ReadOnly: c.ReadOnly, SecretEnv: c.SecretEnv}
 			keys := make([]string, 0, len(c.Env))
 			for k := range c.Env {
 				keys = append(keys, k)
@@ -100,6 +103,23 @@ func (cs *Connectors) MCPServers(f *ConnectorFlags) ([]agent.MCPServer, error) {
 			return nil, usagef("--mcp: %v", err)
 		}
 		put(s)
+	}
+	for _, v := range f.MCPSecretEnv {
+		name, vars, ok := strings.Cut(v, "=")
+		i := slices.IndexFunc(out, func(s agent.MCPServer) bool { return s.Name == name })
+		if !ok || vars == "" || i < 0 {
+			return nil, usagef("--mcp-secret-env %q: want NAME=VAR[,VAR...] with NAME an MCP server of the run", v)
+		}
+		for _, n := range strings.Split(vars, ",") {
+			if !slices.Contains(out[i].SecretEnv, n) {
+				out[i].SecretEnv = append(out[i].SecretEnv, n)
+			}
+		}
+	}
+	for _, s := range out {
+		if len(s.SecretEnv) > 0 && len(s.Command) == 0 {
+			return nil, usagef("mcp server %s: secret_env is for a stdio server (a command); a server over HTTP runs outside the sandbox", s.Name)
+		}
 	}
 	return out, nil
 }
