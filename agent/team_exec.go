@@ -192,6 +192,18 @@ func (x *executor) registry(name string) *tool.Registry {
 	return x.p.Tools
 }
 
+// retired reports whether name is a tool that still runs for the runs
+// offered it but is offered to no new run ([tool.Tool.Unlisted]): a
+// definition written when it was offered may still name it, and the
+// child simply does not get it.
+func (x *executor) retired(name string) bool {
+	if x.p.Tools == nil {
+		return false
+	}
+	t := x.p.Tools.Tool(name)
+	return t != nil && t.Unlisted
+}
+
 // definition returns what a spawn asks for: the named definition of the
 // run's definitions with the inline fields over it.
 func (x *executor) definition(in *spawnArgs) (*AgentDef, error) {
@@ -313,7 +325,7 @@ func (x *executor) spawnCheck(call string, args json.RawMessage) (map[string]any
 	for _, t := range cr.Tools {
 		names = append(names, t.Name)
 	}
-	if m := missing(names, d.Tools); len(m) > 0 {
+	if m := slices.DeleteFunc(missing(names, d.Tools), x.retired); len(m) > 0 {
 		return facts, fmt.Sprintf("the child asks for tools its parent does not have: %s", strings.Join(m, ", "))
 	}
 	if m := missing(cr.Network, d.Network); len(m) > 0 {

@@ -22,7 +22,7 @@ var probes = []Case{
 	{Name: "echo > notes.txt", Tool: "bash", Args: json.RawMessage(`{"command":"echo hi > notes.txt"}`)},
 	{Name: "python3 -m pytest", Tool: "bash", Args: json.RawMessage(`{"command":"python3 -m pytest -q tests/"}`)},
 	{Name: "read_file README.md", Tool: "read_file", Args: json.RawMessage(`{"path":"README.md"}`)},
-	{Name: "list_directory .", Tool: "list_directory", Args: json.RawMessage(`{"path":"."}`)},
+	{Name: "read_file .", Tool: "read_file", Args: json.RawMessage(`{"path":"."}`)},
 	{Name: "search_files TODO", Tool: "search_files", Args: json.RawMessage(`{"pattern":"TODO"}`), Paths: []string{"."}},
 	{Name: "write_file src/app.py", Tool: "write_file", Args: json.RawMessage(`{"path":"src/app.py","content":"print(1)"}`)},
 	{Name: "edit_file src/app.py", Tool: "edit_file", Args: json.RawMessage(`{"path":"src/app.py","old_string":"1","new_string":"2"}`)},

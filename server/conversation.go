@@ -429,14 +429,15 @@ type fileDiff struct {
 	Link, Note string
 	NULs       int
 	// Later: the file changed again after the run (shown as the run
-	// left it).
-	Later bool
+	// left it); Outside: it also changed while the run was paused or
+	// waiting (its diff includes that).
+	Later, Outside bool
 }
 
 func newFileDiff(c checkpoint.Change) fileDiff {
 	d := fileDiff{Path: visible.String(c.Path), Status: string(c.Status), Binary: c.Binary, Added: c.Added, Removed: c.Removed, Hidden: c.Hidden,
 		Rewritten: c.Rewritten, Ignored: c.Ignored, Files: c.Files, Autorun: visible.String(c.Autorun),
-		Link: visible.String(c.Link), Note: visible.String(c.Note), NULs: c.NULs, Later: c.Later}
+		Link: visible.String(c.Link), Note: visible.String(c.Note), NULs: c.NULs, Later: c.Later, Outside: c.Outside}
 	if c.Ignored {
 		d.IgnoredWhere = "ignored by git"
 		if c.Path == ".git" || strings.HasPrefix(c.Path, ".git/") {

@@ -51,15 +51,21 @@ func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, who *caller) e
 		if err != nil {
 			return err
 		}
-		sum, err := checkpoint.SinceStart(ctx, c, events)
+		sum, err := checkpoint.Changed(ctx, c, events)
 		var he *checkpoint.HistoryError
 		switch {
 		case errors.As(err, &he) && he.From > 0:
 			changes, out.From, out.To, out.Damaged = he.Changes, he.From, he.To, he.Cause.Error()
+		case c.Git == nil && errors.Is(err, checkpoint.ErrNone):
+			out.NoCheckpoint = true
+			writeJSON(w, http.StatusOK, out)
+			return nil
 		case err != nil:
 			return badRequest("diff of run %s: %v", id, err)
 		default:
+			sum = sum.Seal(h.svc.RunSecrets(c))
 			changes, out.Checkpoint, out.Later = sum.Changes, sum.At, sum.Later
+			out.From, out.Before, out.Outside = sum.From, sum.Before, sum.Outside
 		}
 	}
 	if c, err := agent.Created(events); err == nil {
@@ -67,7 +73,7 @@ func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, who *caller) e
 	}
 	for _, c := range changes {
 		out.Files = append(out.Files, api.FileDiff{Path: c.Path, Status: string(c.Status), Binary: c.Binary, Patch: c.Patch, Added: c.Added, Removed: c.Removed, Denied: c.Denied, Hidden: c.Hidden,
-			Rewritten: c.Rewritten, Ignored: c.Ignored, Files: c.Files, Autorun: c.Autorun, Link: c.Link, Note: c.Note, NULs: c.NULs, Later: c.Later})
+			Rewritten: c.Rewritten, Ignored: c.Ignored, Files: c.Files, Autorun: c.Autorun, Link: c.Link, Note: c.Note, NULs: c.NULs, Later: c.Later, Outside: c.Outside})
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

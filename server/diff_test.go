@@ -103,7 +103,7 @@ func TestDiffIgnoredAutorunAndRewritten(t *testing.T) {
 	}
 	body := e.page("/ui/runs/" + run.ID)
 	for _, want := range []string{"runs on its own: Python runs its import lines on start", "ignored by git, written since the run started", "git history rewritten",
-		"changed again after the run: shown as the run left it", "as it left them (its last checkpoint, event", "1 file(s) changed in the workspace after the run&#39;s last checkpoint"} {
+		"changed again after the run: shown as the run left it", "as the run left them: its last checkpoint, event", "1 file(s) changed in the workspace after the run&#39;s last checkpoint"} {
 		if !strings.Contains(body, want) {
 			i := strings.Index(body, `id="files"`)
 			t.Errorf("the files panel lacks %q:\n%s", want, body[max(i, 0):min(len(body), max(i, 0)+3000)])

@@ -86,7 +86,7 @@ func TestResumeRaisesLimitWhileExecutionEnds(t *testing.T) {
 		}
 	})
 	e.models.set("test:two", modeltest.NewScripted([]modeltest.Turn{
-		modeltest.Calls("look", modeltest.Call("c1", "list_directory", map[string]string{"path": "."})),
+		modeltest.Calls("look", modeltest.Call("c1", "read_file", map[string]string{"path": "."})),
 		modeltest.Text("done")}, nil))
 	c := &agent.RunCreated{Task: "look", Model: "test:two", Workspace: t.TempDir(), MountPath: "/workspace", Sandbox: "none",
 		Principal: identity.LocalAgent, Limits: agent.Limits{MaxSteps: 1, MaxTokens: 1e6}}
@@ -138,7 +138,7 @@ func TestResumeRefusesBadChanges(t *testing.T) {
 	}{
 		{"negative steps", api.ResumeRun{Limits: &api.Limits{MaxSteps: new(-1)}}, "want 0 (no limit) or more"},
 		{"bad timeout", api.ResumeRun{Limits: &api.Limits{Timeout: "soon"}}, "limits.timeout"},
-		{"bad command timeout", api.ResumeRun{Settings: &api.Settings{CommandTimeout: "-5s"}}, "command_timeout"},
+		{"bad command timeout", api.ResumeRun{Settings: &api.Settings{CommandTimeout: "-5s"}}, "command timeout"},
 		{"no concurrency", api.ResumeRun{Settings: &api.Settings{Concurrency: &zero}}, "concurrency"},
 		{"tiny window", api.ResumeRun{ContextWindow: 10}, "context_window"},
 	} {

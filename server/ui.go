@@ -109,6 +109,9 @@ type page struct {
 	Items     []item
 	Files     []fileDiff
 	FilesNote string
+	// FilesCounted counts the Files that are the run's change (not files
+	// git ignores, which are listed uncounted).
+	FilesCounted int
 	// LastCheckpoint is the run's newest checkpoint event (0: none);
 	// Completed its newest run.completed event (0: none).
 	LastCheckpoint int64
@@ -518,7 +521,7 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 			p.Inputs = append(p.Inputs, newUIInput(service.InputView(in)))
 		}
 	}
-	p.Files, p.FilesNote = h.runFiles(ctx, events)
+	p.Files, p.FilesCounted, p.FilesNote = h.runFiles(ctx, events)
 	if t, err := h.svc.Tree(ctx, who, id); err == nil && (len(t.Children) > 0 || t.Parent != "") {
 		p.Tree = &t
 	}
@@ -583,61 +586,46 @@ func (h *Handler) uiTree(w http.ResponseWriter, r *http.Request, who *caller) er
 	return h.fragment(w, "tree", &page{Run: api.Run{ID: t.ID}, Tree: &t})
 }
 
-// runFiles returns the files a run changed, from its first checkpoint to
-// its newest (or, for a run without checkpoints, its workspace now
-// against the git commit it started on), and what they are compared
-// with.
-func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileDiff, string) {
+// runFiles returns the files a run changed (checkpoint.Changed, as keel
+// runs diff and keel run's summary tell them), how many of them count
+// as the run's change (not files git ignores), and what they are
+// compared with, with the notes on what is not the run's.
+func (h *Handler) runFiles(ctx context.Context, events []journal.Event) ([]fileDiff, int, string) {
+	if len(events) == 0 {
+		return nil, 0, ""
+	}
+	c, err := agent.Created(events)
+	if err != nil {
+		return nil, 0, "the run's start cannot be read: " + err.Error()
+	}
 	var changes []checkpoint.Change
 	var note string
-	if len(events) == 0 {
-		return nil, ""
-	}
-	var cs []checkpoint.Change
-	var from, to int64
-	err := checkpoint.ErrNone
-	if c, cerr := agent.Created(events); cerr != nil || c.Git == nil {
-		// A run with a starting commit is shown as keel runs diff shows
-		// it: its workspace against that commit under the start's ignore
-		// rules (the checkpoints follow the rules of each moment).
-		cs, from, to, err = checkpoint.Diff(ctx, events, events[len(events)-1].Seq)
-	}
+	sum, err := checkpoint.Changed(ctx, c, events)
+	var he *checkpoint.HistoryError
 	switch {
-	case err == nil:
-		changes, note = cs, fmt.Sprintf("from the checkpoint of event %d to that of event %d", from, to)
-	case errors.Is(err, checkpoint.ErrNone):
-		c, cerr := agent.Created(events)
-		if cerr != nil || c.Git == nil {
-			return nil, "no workspace checkpoints and no git commit to compare with"
-		}
-		sum, err := checkpoint.SinceStart(ctx, c, events)
-		var he *checkpoint.HistoryError
-		if errors.As(err, &he) && he.From > 0 {
-			changes, note = he.Changes, fmt.Sprintf("%v: shown instead, from the run's own checkpoints: the checkpoint of event %d to that of event %d", he.Cause, he.From, he.To)
-			break
-		}
-		if err != nil {
-			return nil, "the workspace cannot be compared: " + err.Error()
-		}
-		changes = sum.Changes
-		note = "the workspace now against commit " + c.Git.Commit[:min(12, len(c.Git.Commit))]
-		if sum.At > 0 {
-			note = fmt.Sprintf("commit %s to the run's files as it left them (its last checkpoint, event %d)", c.Git.Commit[:min(12, len(c.Git.Commit))], sum.At)
-		}
-		if n := checkpoint.LaterNote(sum.At, sum.Later); n != "" {
-			note += ". " + n
-		}
+	case errors.As(err, &he) && he.From > 0:
+		changes, note = he.Changes, fmt.Sprintf("%v: shown instead, from the run's own checkpoints: the checkpoint of event %d to that of event %d", he.Cause, he.From, he.To)
+	case errors.Is(err, checkpoint.ErrNone) && c.Git == nil:
+		return nil, 0, "no workspace checkpoints and no git commit to compare with"
+	case err != nil:
+		return nil, 0, "the workspace cannot be compared: " + err.Error()
 	default:
-		return nil, "the checkpoints cannot be read: " + err.Error()
+		sum = sum.Seal(h.svc.RunSecrets(c))
+		changes = sum.Changes
+		note = "Changed " + sum.What(c) + "."
+		if ignored := checkpoint.Unreviewed(changes); ignored > 0 {
+			note += fmt.Sprintf(" %d file(s) git ignores were written too (build output, caches: listed, not counted).", ignored)
+		}
+		for _, n := range sum.Notes(c) {
+			note += " Note: " + n + "."
+		}
 	}
-	if c, err := agent.Created(events); err == nil {
-		changes = checkpoint.SealSecrets(changes, h.svc.RunSecrets(c))
-	}
+	changes = checkpoint.SealSecrets(changes, h.svc.RunSecrets(c))
 	out := make([]fileDiff, 0, len(changes))
 	for _, c := range changes {
 		out = append(out, newFileDiff(c))
 	}
-	return out, note
+	return out, checkpoint.Reviewed(changes), note
 }
 
 // uiFiles is the run page's files panel alone (refreshed as the run

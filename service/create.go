@@ -533,9 +533,9 @@ On long tasks keep notes in .keel-notes.md: older turns are summarised when the 
 	}
 	// The tools' descriptions say how commands run (a fresh shell, no
 	// terminal, cut outputs): the prompt does not repeat them.
-	return fmt.Sprintf(`You are a software engineering agent in Keel's Linux sandbox; the workspace is %s, with no network unless the task says so.
-Work in small steps: inspect, change, verify by running the code or its tests.
-On long tasks keep a plan with todo and notes in .keel-notes.md (older turns get summarised).
+	return fmt.Sprintf(`You are a coding agent in Keel's Linux sandbox: workspace %s, no network unless the task says so.
+Work in small steps; verify changes by running the code or its tests.
+On long tasks keep a plan (todo) and notes in .keel-notes.md: older turns get summarised.
 When done, reply with a short summary and call no tool.`, mount)
 }
 

@@ -101,8 +101,8 @@ const ReasonForked = agent.ReasonForked
 // run, a fresh copy of the demo project (as for a new demo); else the
 // source's, but only if the forker started the source run or is the
 // command line on the journal's machine (a fork never silently shares
-// another person's workspace). Its files are the source's newest
-// checkpoint at or before the fork point, restored in place or written
+// another person's workspace). Its files are those at the fork point, as a
+// rewind to it gives them (checkpoint.ForkFiles), restored in place or written
 // into the fork's own workspace, which must then be new (the fork makes
 // it, not its parents) or empty: a fork's files are exactly those its
 // workspace.restored names. A fork point with no checkpoint works on the
@@ -151,6 +151,7 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	if seq < 1 || seq > int64(len(events)) {
 		return "", nil, nil, badRequest("%v", &checkpoint.RangeError{Run: src, Seq: req.Seq, Last: int64(len(events))})
 	}
+	all := events // the files at the fork point may be a later checkpoint's
 	events = events[:seq]
 	st, err := agent.Fold(src, events)
 	if err != nil {
@@ -220,9 +221,10 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	if err != nil {
 		return "", nil, nil, err
 	}
-	// The fork's files: the source's newest checkpoint at the fork point,
-	// written into the fork's workspace (journaled in the fork).
-	files, _, err := checkpoint.ForkFiles(ctx, events, seq, st.Created.Workspace, ws, who.Name)
+	// The fork's files: the source's files at the fork point, as a
+	// rewind there gives them, written into the fork's workspace
+	// (journaled in the fork).
+	files, _, err := checkpoint.ForkFiles(ctx, all, seq, st.Created.Workspace, ws, who.Name)
 	switch {
 	case errors.Is(err, checkpoint.ErrNone):
 	case err != nil:
@@ -346,9 +348,11 @@ func (s *Service) notStarted(id, src string, seq int64, drafts []journal.Draft) 
 // tell the person who made it.
 type Forked struct {
 	// Files is the checkpoint event of the source whose files the fork
-	// has (0: none, the source had no checkpoint); After counts the
-	// source's tool calls finished between that checkpoint and the fork
-	// point, whose effects the files lack.
+	// has (0: none, the source had no checkpoint): the files at the fork
+	// point as checkpoint.AtEvent finds them for a rewind and a diff,
+	// which is after the fork point for a tool.finished (the checkpoint
+	// of its step). After counts the source's tool calls finished up to
+	// the fork point whose effects the files lack.
 	Files int64
 	After int
 	// Completed: the fork point completes the source (the fork follows
@@ -378,13 +382,15 @@ func ForkOf(fork, src []journal.Event, at int64) (*Forked, error) {
 	out := &Forked{Completed: st.Status == journal.StatusCompleted}
 	if n < len(fork) && fork[n].Type == journal.WorkspaceRestored {
 		if v, err := agent.Decode(&fork[n]); err == nil {
-			out.Files = v.(*agent.WorkspaceRestored).To
+			r := v.(*agent.WorkspaceRestored)
+			out.Files, out.After = r.To, r.Missing
+			if r.Missing == 0 && r.Asked == 0 && r.To < at && at <= int64(len(src)) {
+				// A fork journaled before Missing was: count as it did.
+				_, out.After, _ = checkpoint.At(src, at)
+			}
 		}
 		n++
 	}
 	out.Made = int64(n)
-	if out.Files > 0 && at <= int64(len(src)) {
-		_, out.After, _ = checkpoint.At(src, at)
-	}
 	return out, nil
 }

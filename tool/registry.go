@@ -109,11 +109,14 @@ func (r *Registry) Tool(name string) *Tool {
 	return nil
 }
 
-// Names returns the registered tool names, sorted.
+// Names returns the names of the tools offered to new runs (every
+// registered tool but the [Tool.Unlisted] ones), sorted.
 func (r *Registry) Names() []string {
 	names := make([]string, 0, len(r.tools))
-	for n := range r.tools {
-		names = append(names, n)
+	for n, e := range r.tools {
+		if !e.tool.Unlisted {
+			names = append(names, n)
+		}
 	}
 	slices.Sort(names)
 	return names

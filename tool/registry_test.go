@@ -74,3 +74,31 @@ func TestSchemaErrorsInPlainWords(t *testing.T) {
 		}
 	}
 }
+
+// An unlisted tool is offered to no new run (Names, Specs) and still
+// validates and runs for a run whose run.created offered it.
+func TestUnlistedTool(t *testing.T) {
+	t.Parallel()
+	r := tool.NewRegistry()
+	h := func(context.Context, *tool.Request) (*tool.Result, error) { return tool.Text("ran"), nil }
+	r.Add(&tool.Tool{Name: "new", InputSchema: json.RawMessage(`{"type":"object"}`)}, h)
+	r.Add(&tool.Tool{Name: "old", Unlisted: true, InputSchema: json.RawMessage(`{"type":"object"}`)}, h)
+	if got := r.Names(); len(got) != 1 || got[0] != "new" {
+		t.Errorf("Names = %v, want [new]", got)
+	}
+	if got := r.Specs(); len(got) != 1 || got[0].Name != "new" {
+		t.Errorf("Specs = %v, want new only", got)
+	}
+	if r.Tool("old") == nil {
+		t.Error("Tool(old) = nil")
+	}
+	if _, res := r.Validate(model.ToolCall{ID: "c", Name: "old", Arguments: `{}`}); res != nil {
+		t.Errorf("Validate(old) = %q", res.Content)
+	}
+	if res, err := r.Run(t.Context(), "old", &tool.Request{}); err != nil || res.Content != "ran" {
+		t.Errorf("Run(old) = %+v, %v", res, err)
+	}
+	if _, res := r.Validate(model.ToolCall{ID: "c", Name: "gone", Arguments: `{}`}); res == nil || strings.Contains(res.Content, "old") {
+		t.Errorf("an unknown tool's error names the unlisted one: %+v", res)
+	}
+}

@@ -64,6 +64,11 @@ type Tool struct {
 	InputSchema json.RawMessage
 	// Effect is the tool's effect class.
 	Effect Effect
+	// Unlisted keeps a retired tool working for the runs that were
+	// offered it (their run.created lists it, their journals call it)
+	// while no new run is: [Registry.Specs] and [Registry.Names] leave
+	// it out, [Registry.Tool], Validate and Run still find it.
+	Unlisted bool
 	// Idempotent declares that running a call twice has the same effect
 	// as running it once, so an interrupted call may be re-run on resume
 	// even when Effect is not ReadOnly.

@@ -358,15 +358,21 @@ func firstUnchanged(events []journal.Event, seq int64) *agent.Snapshot {
 	return nil
 }
 
-// ForkFiles gives the fork of a run (created from its events, up to
-// event seq) its files: the source's newest checkpoint at or before seq,
-// written into workspace (the source's own workspace, restored in place,
-// or a new directory). It returns the workspace.restored payload to
-// journal in the fork, with To the source's event of that checkpoint,
-// and the number of tool calls finished after the checkpoint (up to
-// seq), whose effects the files lack.
+// ForkFiles gives the fork of a run at event seq (events are all of the
+// source's, those after seq too) its files: those "at event seq" as [AtEvent] finds them for
+// a rewind and a diff at the same event, written into workspace (the
+// source's own workspace, restored in place, or a new directory). One
+// case differs: when seq is within a step whose other calls finished
+// after it, the fork runs those calls itself, so its files are [At]'s
+// checkpoint, without their effects. It returns the workspace.restored
+// payload to journal in the fork, with To the source's event of that
+// checkpoint (Asked, Missing as a rewind's), and the number of tool calls
+// finished up to seq whose effects the files lack.
 func ForkFiles(ctx context.Context, events []journal.Event, seq int64, source, workspace, by string) (*agent.WorkspaceRestored, int, error) {
-	cp, after, err := At(events, seq)
+	cp, later, after, err := AtEvent(events, seq)
+	if err == nil && later > 0 {
+		cp, after, err = At(events, seq)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -374,7 +380,10 @@ func ForkFiles(ctx context.Context, events []journal.Event, seq int64, source, w
 	if err != nil {
 		return nil, 0, err
 	}
-	r := &agent.WorkspaceRestored{To: cp.Seq, Tree: cp.Tree, Commit: cp.Commit, Store: cp.Store, By: by}
+	r := &agent.WorkspaceRestored{To: cp.Seq, Tree: cp.Tree, Commit: cp.Commit, Store: cp.Store, By: by, Missing: after}
+	if cp.Seq != seq {
+		r.Asked = seq
+	}
 	if SameDir(source, workspace) {
 		before, files, err := src.Restore(ctx, cp.Tree)
 		if err != nil {
@@ -414,14 +423,20 @@ func Prune(ctx context.Context, dir string, grace time.Duration, drop func(runID
 }
 
 // Diff returns what run's files changed from its first checkpoint to
-// its newest one at or before event seq (the whole run: seq of its
-// newest event), with the two checkpoints' events.
+// the files "at event seq" (the whole run: seq of its newest event), as
+// [AtEvent] finds them for a rewind to the same event: for a
+// tool.finished, the checkpoint of its step, which has its effect. It
+// returns the two checkpoints' events.
 func Diff(ctx context.Context, events []journal.Event, seq int64) (changes []Change, from, to int64, err error) {
 	first, _, err := At(events, firstCheckpoint(events))
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	cp, _, err := At(events, seq)
+	if seq < first.Seq {
+		// Before the first checkpoint: nothing to compare.
+		return nil, 0, 0, fmt.Errorf("%w at or before event %d", ErrNone, seq)
+	}
+	cp, _, _, err := AtEvent(events, seq)
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -536,6 +551,22 @@ func SinceStart(ctx context.Context, created *agent.RunCreated, events []journal
 	if err != nil {
 		return nil, err
 	}
+	if len(events) > 0 {
+		// Only what the run did: its snapshots tell the files that
+		// differed from the commit when it started, and those changed
+		// while it did nothing. A run without them (checkpoints off,
+		// pruned) is shown against the commit alone.
+		if o, err := whoChanged(ctx, events); err == nil && o != nil && o.first.Store != "" {
+			told := *sum
+			err := attribute(ctx, created, &told, o)
+			switch {
+			case err == nil:
+				sum = &told
+			case !errors.Is(err, ErrMissing):
+				return nil, err
+			}
+		}
+	}
 	if sum.Changes, err = Mask(created, sum.Changes); err != nil {
 		return nil, err
 	}
@@ -553,6 +584,55 @@ type Summary struct {
 	// by hand), sorted: Changes show those the run changed as it left
 	// them (Change.Later) and leave out the others.
 	Later []string
+	// From is the event of the run's first checkpoint, the files it
+	// started with, when Before and Outside were told by its
+	// checkpoints; 0: the run has none (checkpoints off, pruned), and
+	// every file that differs from the start commit is listed.
+	From int64
+	// Before names the files that already differed from the start
+	// commit when the run started (uncommitted or untracked: a person's
+	// work, an earlier run's) and that the run left as it found them:
+	// not its changes, left out of Changes. Sorted.
+	Before []string
+	// Outside names the files that changed only while the run did
+	// nothing that changes files (paused, or waiting for a person's
+	// approval or answer: by a person or another run, or by a rewind):
+	// not its changes, left out of Changes (Change.Outside marks those
+	// the run changed too). Sorted.
+	Outside []string
+}
+
+// BeforeNote says which files differed from the start commit when the
+// run started and were left as they were ([Summary]'s Before): "" when
+// none.
+func BeforeNote(before []string) string {
+	if len(before) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d file(s) already differed from the start commit when the run started (uncommitted or untracked) and the run left them as they were: not counted as the run's: %s", len(before), names(before))
+}
+
+// OutsideNote says which files changed while the run did nothing
+// ([Summary]'s Outside): "" when none.
+func OutsideNote(outside []string) string {
+	if len(outside) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d file(s) changed while the run was paused or waiting (by a person, another run or a rewind), not by the run: not counted as the run's: %s", len(outside), names(outside))
+}
+
+// names lists up to 10 paths, quoted as git quotes them.
+func names(paths []string) string {
+	const shown = 10
+	out := make([]string, 0, shown)
+	for _, p := range paths[:min(len(paths), shown)] {
+		out = append(out, QuotePath(p))
+	}
+	more := ""
+	if len(paths) > shown {
+		more = fmt.Sprintf(" and %d more", len(paths)-shown)
+	}
+	return strings.Join(out, ", ") + more
 }
 
 // LaterNote says which files changed after a run ([Summary]'s Later,
@@ -562,17 +642,8 @@ func LaterNote(at int64, later []string) string {
 	if len(later) == 0 {
 		return ""
 	}
-	const shown = 10
-	names := make([]string, 0, shown)
-	for _, p := range later[:min(len(later), shown)] {
-		names = append(names, QuotePath(p))
-	}
-	more := ""
-	if len(later) > shown {
-		more = fmt.Sprintf(" and %d more", len(later)-shown)
-	}
-	return fmt.Sprintf("%d file(s) changed in the workspace after the run's last checkpoint (event %d), by another run or by hand: not counted as the run's (a file the run changed is shown as the run left it): %s%s",
-		len(later), at, strings.Join(names, ", "), more)
+	return fmt.Sprintf("%d file(s) changed in the workspace after the run's last checkpoint (event %d), by another run or by hand: not counted as the run's (a file the run changed is shown as the run left it): %s",
+		len(later), at, names(later))
 }
 
 // runLeft is where a run left its files: its newest checkpoint (event

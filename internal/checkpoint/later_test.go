@@ -66,7 +66,8 @@ func TestSinceStartLeavesOutLaterChanges(t *testing.T) {
 	}
 	add(journal.RunCreated, created.Git.Time, created)
 	snap()
-	// The run.
+	// The run: a tool call (a checkpoint follows the run's own calls).
+	add(journal.ToolStarted, time.Now(), &agent.ToolStarted{CallID: "c1", Tool: "bash"})
 	write(t, dir, "a.py", "a = 2\n")
 	write(t, dir, "new.py", "print('run')\n")
 	write(t, dir, "build/run.log", "run\n")
@@ -108,11 +109,11 @@ func TestSinceStartLeavesOutLaterChanges(t *testing.T) {
 	if diff := cmp.Diff([]string{"a.py", "b.py", "build/later.log", "later.py", "new.py"}, sum.Later); diff != "" {
 		t.Errorf("Later (-want +got):\n%s", diff)
 	}
-	if sum.At != 3 {
-		t.Errorf("At = %d, want 3 (the run's last checkpoint)", sum.At)
+	if sum.At != 4 {
+		t.Errorf("At = %d, want 4 (the run's last checkpoint)", sum.At)
 	}
 	note := checkpoint.LaterNote(sum.At, sum.Later)
-	for _, w := range []string{"5 file(s) changed", "event 3", "later.py"} {
+	for _, w := range []string{"5 file(s) changed", "event 4", "later.py"} {
 		if !strings.Contains(note, w) {
 			t.Errorf("LaterNote lacks %q: %s", w, note)
 		}

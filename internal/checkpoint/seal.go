@@ -92,3 +92,33 @@ func spacedScan(set *redact.Secrets, joined string) []redact.Match {
 }
 
 var hexRun = lazy.Regexp(`[0-9a-fA-F]{20,}`)
+
+// Seal returns s with the secrets' values sealed ([SealSecrets]) in its
+// changes and in the names of the files it leaves out (Before, Outside,
+// Later): a file a run named after a secret is named with the
+// placeholder wherever a summary names it. s is not modified.
+func (s *Summary) Seal(secrets []agent.Secret) *Summary {
+	if len(secrets) == 0 {
+		return s
+	}
+	out := *s
+	out.Changes = SealSecrets(s.Changes, secrets)
+	out.Before, out.Outside, out.Later = sealPaths(s.Before, secrets), sealPaths(s.Outside, secrets), sealPaths(s.Later, secrets)
+	return &out
+}
+
+// sealPaths is paths with the secrets' values sealed.
+func sealPaths(paths []string, secrets []agent.Secret) []string {
+	if len(paths) == 0 {
+		return paths
+	}
+	cs := make([]Change, len(paths))
+	for i, p := range paths {
+		cs[i].Path = p
+	}
+	out := make([]string, len(paths))
+	for i, c := range SealSecrets(cs, secrets) {
+		out[i] = c.Path
+	}
+	return out
+}

@@ -209,6 +209,10 @@ type Change struct {
 	// Later is set when the file changed again after the run (by another
 	// run, by hand; see [SinceStart]): Patch shows it as the run left it.
 	Later bool
+	// Outside is set for a file the run changed that also changed while
+	// the run did nothing (paused, or waiting for a person: by a person
+	// or another run): Patch includes that change too.
+	Outside bool
 }
 
 // Base is what a diff compares a work tree with: a commit, and the

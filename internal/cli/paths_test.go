@@ -44,7 +44,7 @@ func TestDeniedPathHoldsOnEveryRoute(t *testing.T) {
 	}
 	routes := []fcall{
 		{"read_file", map[string]any{"path": "secrets/key.txt"}},
-		{"list_directory", map[string]any{"path": ".", "depth": 3}},
+		{"read_file", map[string]any{"path": "config"}},
 		{"search_files", map[string]any{"pattern": "CANARY"}},
 		{"edit_file", map[string]any{"path": "secrets/key.txt", "old_string": "CANARY", "new_string": "x"}},
 		{"python", map[string]any{"code": "import glob\nfor p in glob.glob('/workspace/**', recursive=True):\n    try: print(p, open(p).read())\n    except Exception as e: print(p, e)"}},
@@ -61,7 +61,7 @@ func TestDeniedPathHoldsOnEveryRoute(t *testing.T) {
 		// rename, and the file tools know the file by its identity.
 		sh("X=conf; mv ${X}ig cfg2; echo mv $?"),
 		{"read_file", map[string]any{"path": "cfg2/prod.env"}},
-		{"list_directory", map[string]any{"path": "cfg2"}},
+		{"read_file", map[string]any{"path": "cfg2"}},
 		{"search_files", map[string]any{"pattern": "CANARY", "path": "cfg2"}},
 		sh("X=conf; mv cfg2 ${X}ig 2>/dev/null; cat config/app.env"),
 		sh("cat src/app.py"),

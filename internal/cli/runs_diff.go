@@ -78,7 +78,7 @@ func (a *app) workspaceDiff(store journal.Store) func(ctx context.Context, id st
 		if err != nil {
 			return nil, err
 		}
-		sum, err := checkpoint.SinceStart(ctx, created, events)
+		sum, err := checkpoint.Changed(ctx, created, events)
 		var he *checkpoint.HistoryError
 		if errors.As(err, &he) {
 			he.Changes = a.sealDiff(id, created, he.Changes)
@@ -86,8 +86,11 @@ func (a *app) workspaceDiff(store journal.Store) func(ctx context.Context, id st
 		if err != nil {
 			return nil, fmt.Errorf("diff of run %s: %w", id, err)
 		}
-		sum.Changes = a.sealDiff(id, created, sum.Changes)
-		return sum, nil
+		secrets, missing := created.SecretValues(a.getenv)
+		if len(missing) > 0 && len(sum.Changes)+len(sum.Before)+len(sum.Outside)+len(sum.Later) > 0 {
+			fmt.Fprintf(a.stderr, "keel: note: run %s's secret %s is not set in this environment: this diff cannot hide its value\n", id, strings.Join(missing, ", "))
+		}
+		return sum.Seal(secrets), nil
 	}
 }
 
@@ -103,8 +106,8 @@ func (a *app) sealDiff(id string, created *agent.RunCreated, changes []checkpoin
 	return checkpoint.SealSecrets(changes, secrets)
 }
 
-// WorkspaceDiff compares the run's workspace with its starting commit
-// on this machine.
+// WorkspaceDiff returns what the run changed, on this machine
+// (checkpoint.Changed).
 func (l *local) WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) (*checkpoint.Summary, error) {
 	return l.a.workspaceDiff(l.store)(ctx, id, created)
 }
@@ -130,7 +133,10 @@ func (r *remote) WorkspaceDiff(ctx context.Context, id string, _ *agent.RunCreat
 	if d.Damaged != "" {
 		return nil, &checkpoint.HistoryError{Cause: errors.New(d.Damaged), Changes: fileDiffs(d), From: d.From, To: d.To}
 	}
-	return &checkpoint.Summary{Changes: fileDiffs(d), At: d.Checkpoint, Later: d.Later}, nil
+	if d.NoCheckpoint {
+		return nil, checkpoint.ErrNone
+	}
+	return &checkpoint.Summary{Changes: fileDiffs(d), At: d.Checkpoint, Later: d.Later, From: d.From, Before: d.Before, Outside: d.Outside}, nil
 }
 
 // CheckpointDiff asks the server, which has the run's checkpoints.
@@ -149,7 +155,7 @@ func fileDiffs(d *api.RunDiff) []checkpoint.Change {
 	out := make([]checkpoint.Change, 0, len(d.Files))
 	for _, f := range d.Files {
 		out = append(out, checkpoint.Change{Path: f.Path, Status: checkpoint.Status(f.Status), Binary: f.Binary, Patch: f.Patch, Added: f.Added, Removed: f.Removed, Denied: f.Denied, Hidden: f.Hidden,
-			Rewritten: f.Rewritten, Ignored: f.Ignored, Files: f.Files, Autorun: f.Autorun, Link: f.Link, Note: f.Note, NULs: f.NULs, Later: f.Later})
+			Rewritten: f.Rewritten, Ignored: f.Ignored, Files: f.Files, Autorun: f.Autorun, Link: f.Link, Note: f.Note, NULs: f.NULs, Later: f.Later, Outside: f.Outside})
 	}
 	return out
 }

@@ -133,6 +133,8 @@ event that completes RUN, the fork follows it up with --message (with
 			switch {
 			case fk.Files == 0:
 				fmt.Fprintf(w, "keel: run %s has no workspace checkpoint at or before event %d: the fork works on the files as they are now\n", args[0], at)
+			case fk.Files > at:
+				fmt.Fprintf(w, "keel: event %d is in a step whose checkpoint is event %d: the files are those of that checkpoint, with the effect of the calls up to event %d (as runs rewind --to %d and runs diff --at %d give them)\n", at, fk.Files, at, at, at)
 			case fk.After > 0:
 				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d; %d tool call(s) finished between it and event %d, whose effects they lack\n", fk.Files, fk.After, at)
 			default:

@@ -125,6 +125,19 @@ func TestRewindAndFork(t *testing.T) {
 	if d := cmp.Diff(after, files(t, ws)); d != "" {
 		t.Errorf("rewound to the edit's result (-after the run +now):\n%s", d)
 	}
+	// Trial 10, N26: runs diff --at and runs fork --at the same event
+	// give the same files as the rewind (they gave the checkpoint before
+	// the edit, without it).
+	if code, out, errOut := keel(t, "runs", "diff", "--at", edited, id); code != 0 || !strings.Contains(out, "M textstats.py +1 -1") {
+		t.Errorf("runs diff --at %s (the edit's tool.finished) = %d: %s\n%s", edited, code, errOut, out)
+	}
+	atEdit := filepath.Join(t.TempDir(), "fork-at-edit")
+	if code, _, errOut := keel(t, "runs", "fork", id, "--at", edited, "--workspace", atEdit, "--no-start"); code != 0 || !strings.Contains(errOut, "event "+edited+" is in a step whose checkpoint is event ") {
+		t.Errorf("runs fork --at %s (the edit's tool.finished) = %d: %s", edited, code, errOut)
+	}
+	if got := files(t, atEdit)["textstats.py"]; got != after["textstats.py"] {
+		t.Errorf("the fork at the edit's result lacks the edit:\n%s", got)
+	}
 	if code, out, _ := keel(t, "runs", "list"); code != 0 || !strings.Contains(out, id+"  completed") {
 		t.Errorf("a rewound run is no longer completed:\n%s", out)
 	}
@@ -303,8 +316,10 @@ func TestForkDurationIsItsOwn(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("keel runs show = %d\n%s", code, errOut)
 	}
-	if m := regexp.MustCompile(`(?m)^2 events · .* · (\S+)$`).FindStringSubmatch(out); m == nil || m[1] != "0s" {
-		t.Errorf("the fork's header (want a duration of 0s: it has only the copied run.created and its own pause):\n%s", out)
+	// Event 1 precedes the first checkpoint with nothing between: the
+	// fork gets those files (workspace.restored), as a rewind would.
+	if m := regexp.MustCompile(`(?m)^3 events · .* · (\S+)$`).FindStringSubmatch(out); m == nil || m[1] != "0s" {
+		t.Errorf("the fork's header (want a duration of 0s: it has only the copied run.created, its files and its own pause):\n%s", out)
 	}
 	// keel runs list puts the fork first, as the newest run: it was made
 	// now, not an hour ago with its source.

@@ -282,7 +282,7 @@ func TestClientRunAndUsage(t *testing.T) {
 		// The default policy does not ask for edits: the demo completes.
 		t.Errorf("keel --server run = %d\n%s", code, errOut)
 	}
-	for _, want := range []string{"step 1", "list_directory", "completed (answer)"} {
+	for _, want := range []string{"step 1", "read_file", "completed (answer)"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("progress lacks %q:\n%s", want, errOut)
 		}

@@ -109,7 +109,7 @@ const buggyLine = "    return len(text.split(\" \"))"
 
 var script = []model.Message{
 	{Content: "[scripted] I will look at the project first.", ToolCalls: []model.ToolCall{
-		call("demo_1", "list_directory", `{"path": "."}`),
+		call("demo_1", "read_file", `{"path": "."}`),
 	}},
 	{Content: "[scripted] Read the code and run the tests to see the failure.", ToolCalls: []model.ToolCall{
 		call("demo_2", "read_file", `{"path": "textstats.py"}`),

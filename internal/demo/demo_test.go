@@ -14,7 +14,7 @@ import (
 // after a person's deny, with an answer saying so.
 func TestScriptClaimsOnlyWhatHappened(t *testing.T) {
 	t.Parallel()
-	tools := []model.ToolSpec{{Name: "bash"}, {Name: "edit_file"}, {Name: "list_directory"}, {Name: "read_file"}}
+	tools := []model.ToolSpec{{Name: "bash"}, {Name: "edit_file"}, {Name: "read_file"}}
 	listing := "README.md 120 B\ntest_textstats.py 900 B\ntextstats.py 250 B"
 	source := "     6\t    return len(text.split(\" \"))"
 	// conversation answers the first n turns with the given results.

@@ -13,13 +13,14 @@ import (
 )
 
 // RunDiff prints the changes of the run made by created, as diff
-// finds them: a list of files with their added and removed lines, then
-// (unless stat) their diffs.
+// finds them (checkpoint.Changed, here or on a team server): a list of
+// files with their added and removed lines, the notes on what is not the
+// run's, then (unless stat) their diffs.
 func RunDiff(ctx context.Context, out io.Writer, diff func(context.Context, string, *agent.RunCreated) (*checkpoint.Summary, error), runID string, created *agent.RunCreated, stat bool) error {
-	if created.Git == nil {
+	sum, err := diff(ctx, runID, created)
+	if created.Git == nil && errors.Is(err, checkpoint.ErrNone) {
 		return fmt.Errorf("run %s has nothing to compare with: it recorded no git commit at its start (its workspace %s was not the top of a git repository with a commit) and no workspace checkpoint (checkpoints off, or the run predates them); keel runs diff %s --at EVENT lists its file edits", runID, created.Workspace, runID)
 	}
-	sum, err := diff(ctx, runID, created)
 	w := escWriter{out}
 	var he *checkpoint.HistoryError
 	if errors.As(err, &he) && he.From > 0 {
@@ -32,50 +33,20 @@ func RunDiff(ctx context.Context, out io.Writer, diff func(context.Context, stri
 	if err != nil {
 		return err
 	}
-	short := created.Git.Commit[:min(12, len(created.Git.Commit))]
-	changes := sum.Changes
-	what := fmt.Sprintf("since %s in %s", short, created.Workspace)
-	if sum.At > 0 {
-		what += fmt.Sprintf(" (as the run left them: its last checkpoint, event %d)", sum.At)
-	}
-	later := checkpoint.LaterNote(sum.At, sum.Later)
-	if len(changes) == 0 {
-		fmt.Fprintf(w, "no files changed %s\n", what)
-		if later != "" {
-			fmt.Fprintf(w, "note: %s\n", later)
-		}
-		return nil
-	}
-	Changes(w, changes, what, true)
-	if later != "" {
-		fmt.Fprintf(w, "note: %s\n", later)
-	}
-	if len(created.Git.Dirty) > 0 {
-		fmt.Fprintf(w, "note: %d file(s) had uncommitted changes when the run started; their diff includes them: %s\n", len(created.Git.Dirty), strings.Join(created.Git.Dirty, ", "))
+	Changes(w, sum.Changes, sum.What(created), true)
+	for _, n := range sum.Notes(created) {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	if !stat {
-		printPatches(w, changes)
+		printPatches(w, sum.Changes)
 	}
 	return nil
-}
-
-// reviewed reports whether c is a change a person reviews as the run's:
-// not a file git ignores (build output, caches), unless it runs on its
-// own or is hidden only by rules the run wrote.
-func reviewed(c checkpoint.Change) bool {
-	return !(c.Ignored || c.Files > 0) || c.Autorun != "" || c.Hidden
 }
 
 // Reviewed counts the changes a person reviews as the run's (Changes
 // lists the others apart, uncounted).
 func Reviewed(changes []checkpoint.Change) int {
-	n := 0
-	for _, c := range changes {
-		if reviewed(c) {
-			n++
-		}
-	}
-	return n
+	return checkpoint.Reviewed(changes)
 }
 
 // Changes prints the list of changed files (with what, "since
@@ -91,7 +62,7 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 	added, removed, files, ignored := 0, 0, 0, 0
 	for _, c := range changes {
 		added, removed = added+c.Added, removed+c.Removed
-		if reviewed(c) {
+		if c.Reviewed() {
 			files++
 		} else {
 			ignored += max(c.Files, 1)
@@ -126,6 +97,9 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 		}
 		if c.Later {
 			notes = append(notes, "changed again after the run: shown as the run left it")
+		}
+		if c.Outside {
+			notes = append(notes, OutsideChangeNote)
 		}
 		if c.Hidden {
 			notes = append(notes, hiddenNote)
@@ -178,6 +152,10 @@ func ignoredWhere(c checkpoint.Change) string {
 	return "ignored by git"
 }
 
+// OutsideChangeNote marks a file the run changed that also changed
+// while it was paused or waiting (checkpoint.Change.Outside).
+const OutsideChangeNote = "also changed while the run was paused or waiting (by a person or another run): its diff includes that"
+
 // hiddenNote marks a file git ignores only by rules the run wrote.
 const hiddenNote = "hidden from git: ignored only by rules written during the run"
 
@@ -213,10 +191,10 @@ func printPatches(w io.Writer, changes []checkpoint.Change) {
 // DiffSource is where a run's changes are read: this machine, or the
 // team server that has the run's workspace and checkpoints.
 type DiffSource interface {
-	// WorkspaceDiff compares run id's workspace with the git commit it
-	// started on, as the run left it when no process executes it
-	// (created is its run.created, with Git set; see
-	// checkpoint.SinceStart).
+	// WorkspaceDiff returns what run id changed (created is its
+	// run.created; see checkpoint.Changed): its workspace against the git
+	// commit it started on, as the run left it when no process executes
+	// it, or its first checkpoint against its newest.
 	WorkspaceDiff(ctx context.Context, id string, created *agent.RunCreated) (*checkpoint.Summary, error)
 	// CheckpointDiff compares run id's first workspace checkpoint with
 	// its newest one at or before event at (events are its journal), and
@@ -245,52 +223,32 @@ func Diff(ctx context.Context, out io.Writer, src DiffSource, id string, events 
 		if err != nil {
 			return err
 		}
-		Changes(Esc(out), changes, fmt.Sprintf("since the checkpoint of event %d, at the checkpoint of event %d", from, to), stat)
+		where := fmt.Sprintf("since the checkpoint of event %d, at the checkpoint of event %d", from, to)
+		if to > at {
+			where += fmt.Sprintf(" (the end of event %d's step: the files as a rewind to event %d gives them)", at, at)
+		}
+		Changes(Esc(out), changes, where, stat)
 		return nil
 	}
 	created, err := agent.Created(events)
 	if err != nil {
 		return err
 	}
-	if created.Git == nil {
-		// No git commit to compare with (a workspace that is not a git
-		// repository, a fork into a new directory): the run's own
-		// checkpoints say what it changed.
-		changes, from, to, err := src.CheckpointDiff(ctx, id, events, events[len(events)-1].Seq)
-		if err == nil {
-			Changes(Esc(out), changes, CheckpointsSince(from, to), stat)
-			return nil
-		}
-		if !errors.Is(err, checkpoint.ErrNone) {
-			return err
-		}
-	}
 	return RunDiff(ctx, out, src.WorkspaceDiff, id, created, stat)
 }
 
 // EndDiff prints, at the end of keel run, the files the run changed (to
-// out, with the progress) and how to see their diff: against the git
-// commit it started on, or, without one, between its first and newest
-// checkpoints (nothing when it has none). diff is the source's
-// WorkspaceDiff, changes its CheckpointDiff; events are read only
-// without a git commit.
+// out, with the progress) and how to see their diff, as the source's
+// WorkspaceDiff tells (checkpoint.Changed; nothing for a run without a
+// git commit or checkpoints); events are read to tell whether the run
+// ended.
 func EndDiff(ctx context.Context, out io.Writer, src DiffSource, runID string, created *agent.RunCreated, events func() ([]journal.Event, error)) {
 	var b strings.Builder
-	if created.Git != nil {
-		if err := RunDiff(ctx, &b, src.WorkspaceDiff, runID, created, true); err != nil {
+	if err := RunDiff(ctx, &b, src.WorkspaceDiff, runID, created, true); err != nil {
+		if created.Git != nil {
 			fmt.Fprintf(out, "keel: %v\n", err)
-			return
 		}
-	} else {
-		evs, err := events()
-		if err != nil || len(evs) == 0 {
-			return
-		}
-		changes, from, to, err := src.CheckpointDiff(ctx, runID, evs, evs[len(evs)-1].Seq)
-		if err != nil {
-			return
-		}
-		Changes(Esc(&b), changes, CheckpointsSince(from, to), true)
+		return
 	}
 	text := b.String()
 	if rest, ok := strings.CutPrefix(text, "no files changed"); ok && !ended(runID, events) {

@@ -7,14 +7,13 @@ import (
 	"path"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/tool/builtin/fs"
 )
 
 // CheckpointsSince is what a diff between a run's checkpoints covers.
-func CheckpointsSince(from, to int64) string {
-	return fmt.Sprintf("since the run's first checkpoint (event %d; no git commit was recorded at its start), at the checkpoint of event %d", from, to)
-}
+func CheckpointsSince(from, to int64) string { return checkpoint.CheckpointsSince(from, to) }
 
 // EditsUpTo prints the file edits of run runID (its events) up to event
 // seq at: each write_file and edit_file call that succeeded, with its

@@ -421,6 +421,9 @@ type FileChange struct {
 // event at, events From and To. NoCheckpoint says the run has no
 // checkpoint at or before at (Files is then empty).
 type RunDiff struct {
+	// From is the event of the run's first checkpoint compared (without
+	// at: 0 when the run has none and is compared with its start commit
+	// alone); To, with at, the newest checkpoint at or before it.
 	From         int64      `json:"from,omitempty"`
 	To           int64      `json:"to,omitempty"`
 	NoCheckpoint bool       `json:"no_checkpoint,omitempty"`
@@ -438,6 +441,14 @@ type RunDiff struct {
 	// another run, by hand): Files show those the run changed as it left
 	// them and leave out the others.
 	Later []string `json:"later,omitempty"`
+	// Before, without at, names the files that already differed from the
+	// start commit when the run started (uncommitted or untracked) and
+	// that the run left as they were: not its changes, not in Files.
+	Before []string `json:"before,omitempty"`
+	// Outside, without at, names the files that changed only while the
+	// run was paused or waiting for a person (by a person, another run
+	// or a rewind): not its changes, not in Files.
+	Outside []string `json:"outside,omitempty"`
 }
 
 // FileDiff is one changed file of a RunDiff: Status "A", "M", "D" or
@@ -489,6 +500,10 @@ type FileDiff struct {
 	// Later is set when the file changed again after the run (by another
 	// run, by hand): Patch shows it as the run left it.
 	Later bool `json:"later,omitempty"`
+	// Outside is set for a file the run changed that also changed while
+	// the run was paused or waiting (by a person or another run): Patch
+	// includes that change too.
+	Outside bool `json:"outside,omitempty"`
 }
 
 // Approval is a tool call waiting for a person's decision.

@@ -1,17 +1,19 @@
 // Package builtin registers Keel's built-in tools in one call:
 //
 //	bash            run a command in the sandbox          ([shell])
-//	read_file       read a text file, line-numbered       ([fs])
+//	read_file       read a text file, line-numbered, or   ([fs])
+//	                list a directory
 //	write_file      create or replace a file atomically   ([fs])
 //	edit_file       replace exact text in a file          ([fs])
-//	list_directory  list a directory                      ([fs])
 //	search_files    regex search, .gitignore-aware        ([fs])
 //	fetch_url       HTTP GET of an allowlisted URL        ([web])
 //	http_request    an API request, credentials injected  ([httpreq])
 //	python          persistent Python interpreter          ([python])
 //	todo            the model's plan                       ([todo])
 //
-// Each tool's package documents its arguments and can register it alone.
+// The file tools also register list_directory, retired and unlisted: it
+// runs for the runs that were offered it, and no new run is. Each tool's
+// package documents its arguments and can register it alone.
 package builtin
 
 import (

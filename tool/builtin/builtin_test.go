@@ -20,7 +20,7 @@ func TestRegister(t *testing.T) {
 	t.Parallel()
 	r := tool.NewRegistry()
 	builtin.Register(r, nil)
-	want := []string{"bash", "edit_file", "fetch_url", "http_request", "list_directory", "python", "read_file", "search_files", "todo", "write_file"}
+	want := []string{"bash", "edit_file", "fetch_url", "http_request", "python", "read_file", "search_files", "todo", "write_file"}
 	if diff := cmp.Diff(want, r.Names()); diff != "" {
 		t.Errorf("Names (-want +got):\n%s", diff)
 	}
@@ -31,8 +31,8 @@ func TestRegister(t *testing.T) {
 	}
 	r2 := tool.NewRegistry()
 	builtin.Register(r2, &builtin.Options{NoShell: true, NoWeb: true, NoHTTP: true, NoPython: true, NoTodo: true})
-	if got := len(r2.Names()); got != 5 {
-		t.Errorf("without shell and web: %d tools, want 5", got)
+	if got := len(r2.Names()); got != 4 {
+		t.Errorf("without shell and web: %d tools, want 4", got)
 	}
 }
 
@@ -60,7 +60,7 @@ func TestToolcallMalformedArgs(t *testing.T) {
 		{model.ToolCall{ID: "c3", Name: "read_file", Arguments: `["a.txt"]`}, "the arguments of read_file must be a JSON object, got an array; received: [\"a.txt\"]"},
 		{model.ToolCall{ID: "c5", Name: "edit_file", Arguments: huge}, "more bytes]"},
 		{model.ToolCall{ID: "c6", Name: "edit_file", Arguments: `{"path":"a.txt"}`}, "do not match its schema"},
-		{model.ToolCall{ID: "c7", Name: "edit", Arguments: `{}`}, `unknown tool "edit"; the available tools are: bash, edit_file, fetch_url, http_request, list_directory, python, read_file, search_files, todo, write_file`},
+		{model.ToolCall{ID: "c7", Name: "edit", Arguments: `{}`}, `unknown tool "edit"; the available tools are: bash, edit_file, fetch_url, http_request, python, read_file, search_files, todo, write_file`},
 		{model.ToolCall{ID: "c4", Name: "read_file", Arguments: `{"path":"a.txt"}`}, ""},
 	}
 	for _, c := range calls {
@@ -105,7 +105,6 @@ func ExampleRegister() {
 	// edit_file workspace_write
 	// fetch_url external
 	// http_request external
-	// list_directory read_only
 	// python external
 	// read_file read_only
 	// search_files read_only
@@ -175,14 +174,14 @@ func TestArgumentsHaveOneReading(t *testing.T) {
 
 // TestSpecsSize keeps the definitions of the built-in tools, which every
 // request carries, within a budget: name, description and schema as the
-// model is shown it, 4,777 bytes in all when this budget was set (from
-// 12,100, then 8,900, then 6,135). A description that grows past it
+// model is shown it, 4,216 bytes in all when this budget was set (from
+// 12,100, then 8,900, then 6,135, then 4,777). A description that grows past it
 // should say something the model cannot learn from the tool's results.
 func TestSpecsSize(t *testing.T) {
 	t.Parallel()
 	r := tool.NewRegistry()
 	builtin.Register(r, nil)
-	const budget = 4_850
+	const budget = 4_250
 	total := 0
 	for _, s := range r.Specs() {
 		var schema bytes.Buffer

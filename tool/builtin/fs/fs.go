@@ -1,5 +1,7 @@
-// Package fs provides Keel's file tools: read_file, write_file,
-// edit_file, list_directory and search_files. They run on the host side,
+// Package fs provides Keel's file tools: read_file (which lists a
+// directory), write_file, edit_file and search_files, and, unlisted,
+// list_directory, retired: it runs for the runs that were offered it
+// (see [tool.Tool.Unlisted]). They run on the host side,
 // in Go, over the run's [tool.Workspace], never through the shell.
 //
 // Every path goes through [tool.Workspace.Resolve] (reads) or
@@ -21,7 +23,7 @@
 //	read_file      {"path": string, "offset"?: integer ≥ 1, "limit"?: integer ≥ 1}
 //	write_file     {"path": string, "content": string}
 //	edit_file      {"path": string, "old_string": string, "new_string": string, "replace_all"?: boolean}
-//	list_directory {"path"?: string, "depth"?: integer 1-10}
+//	list_directory {"path"?: string, "depth"?: integer 1-10} (unlisted)
 //	search_files   {"pattern": string, "path"?: string, "glob"?: string}
 package fs
 
@@ -42,7 +44,7 @@ const (
 	ReadName   = "read_file"      // read a text file, line-numbered
 	WriteName  = "write_file"     // create or replace a file atomically
 	EditName   = "edit_file"      // replace exact text in a file
-	ListName   = "list_directory" // list a directory
+	ListName   = "list_directory" // list a directory (unlisted)
 	SearchName = "search_files"   // regex search of file contents
 )
 
@@ -51,7 +53,7 @@ const (
 	DefaultReadLines      = 2000     // lines per read_file page
 	DefaultMaxLineChars   = 2000     // characters shown of one line
 	DefaultMaxEditBytes   = 10 << 20 // largest file edit_file loads
-	DefaultMaxListEntries = 500      // entries list_directory shows
+	DefaultMaxListEntries = 500      // entries a listing shows
 	DefaultMaxMatches     = 200      // matching lines search_files shows
 	DefaultMaxSearchBytes = 10 << 20 // largest file search_files reads
 )
@@ -69,7 +71,7 @@ type Options struct {
 	// MaxEditBytes is the largest file edit_file loads; default
 	// [DefaultMaxEditBytes] (10 MiB).
 	MaxEditBytes int64
-	// MaxListEntries bounds list_directory's listing; default
+	// MaxListEntries bounds a directory's listing; default
 	// [DefaultMaxListEntries].
 	MaxListEntries int
 	// MaxMatches bounds the matching lines search_files shows (it still

@@ -20,9 +20,12 @@ var listDescription string
 // MaxListDepth is the deepest list_directory goes.
 const MaxListDepth = 10
 
+// listTool is list_directory, retired: read_file lists a directory. It
+// stays registered, unlisted, for the runs that were offered it.
 func listTool() *tool.Tool {
 	return &tool.Tool{
 		Name:        ListName,
+		Unlisted:    true,
 		Description: strings.TrimSpace(listDescription),
 		InputSchema: json.RawMessage(fmt.Sprintf(`{
   "type": "object",
@@ -69,7 +72,14 @@ func (l *lister) handle(ctx context.Context, req *tool.Request) (*tool.Result, e
 	if !fi.IsDir() {
 		return tool.Errorf("%s is not a directory (a file of %s bytes); use read_file to read it", shown, commas(fi.Size())), nil
 	}
-	w := &listWalk{ws: ws, max: l.opts.MaxListEntries, budget: maxChars(req.Env) - 200}
+	return listDir(ctx, req, ws, rel, shown, depth, l.opts.MaxListEntries)
+}
+
+// listDir lists the directory rel of ws (shown as shown) depth levels
+// deep, at most max entries: list_directory's result, and read_file's
+// for a directory.
+func listDir(ctx context.Context, req *tool.Request, ws *tool.Workspace, rel, shown string, depth, max int) (*tool.Result, error) {
+	w := &listWalk{ws: ws, max: max, budget: maxChars(req.Env) - 200}
 	if err := w.walk(ctx, rel, 0, depth); err != nil {
 		return nil, err
 	}
@@ -80,7 +90,11 @@ func (l *lister) handle(ctx context.Context, req *tool.Request) (*tool.Result, e
 		return tool.Text(shown + " is empty"), nil
 	}
 	if w.more > 0 {
-		fmt.Fprintf(&w.b, "[… %d more entries not shown; list a subdirectory or use a smaller depth]\n", w.more)
+		hint := "list a subdirectory or use a smaller depth"
+		if depth == 1 {
+			hint = "list a subdirectory, or use bash (ls, find) to filter"
+		}
+		fmt.Fprintf(&w.b, "[… %d more entries not shown; %s]\n", w.more, hint)
 	}
 	return tool.Text(w.b.String()), nil
 }

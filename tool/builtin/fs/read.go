@@ -68,7 +68,7 @@ func openRegular(root *os.Root, rel, shown string) (*os.File, os.FileInfo, *tool
 	switch {
 	case fi.IsDir():
 		f.Close()
-		return nil, nil, tool.Errorf("%s is a directory; use list_directory to see what it contains", shown)
+		return nil, nil, tool.Errorf("%s is a directory; read_file lists what it contains", shown)
 	case !fi.Mode().IsRegular():
 		f.Close()
 		return nil, nil, tool.Errorf("%s is not a regular file (%s); the file tools read and write regular files only", shown, modeKind(fi.Mode()))
@@ -120,6 +120,8 @@ func (r *reader) handle(ctx context.Context, req *tool.Request) (*tool.Result, e
 		root = ws.State()
 	} else if rel, err = ws.Resolve(in.Path); err != nil {
 		return tool.Errorf("cannot read %s: %s", shown, describeErr(err)), nil
+	} else if fi, err := root.Stat(rel); err == nil && fi.IsDir() {
+		return listDir(ctx, req, ws, rel, shown, 1, r.opts.MaxListEntries)
 	}
 	f, fi, res := openRegular(root, rel, shown)
 	if res != nil {
