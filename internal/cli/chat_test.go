@@ -100,6 +100,13 @@ func startTerminal(t *testing.T, cmd *exec.Cmd) *terminal {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return watchTerminal(t, cmd, f)
+}
+
+// watchTerminal records what cmd, started on the terminal whose
+// controlling side is f, prints there.
+func watchTerminal(t *testing.T, cmd *exec.Cmd, f *os.File) *terminal {
+	t.Helper()
 	term := &terminal{t: t, f: f, more: make(chan struct{}, 1), done: make(chan struct{})}
 	go func() {
 		defer close(term.done)

@@ -80,7 +80,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	ctx, cancel := signalContext(ctx, a.prompt.Take)
+	ctx, cancel := signalContext(ctx, a.prompt.Take, a.prompt.Restore)
 	defer cancel()
 	defer debugProfile(a.getenv)()
 	err := root.ExecuteContext(ctx)
@@ -126,10 +126,11 @@ func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(fo
 
 // signalContext cancels ctx with agent.ErrUserCanceled on the first
 // SIGINT, SIGTERM or SIGHUP (the terminal closed); a second signal exits
-// at once. A SIGINT that take takes (a conversation interrupting its
-// turn, internal/tui) does neither. SIGHUP is left alone when it is
+// at once, after restore (the terminal's echo back on). A SIGINT that
+// take takes (a conversation interrupting its turn, internal/tui) does
+// neither. SIGHUP is left alone when it is
 // ignored (`nohup keel run`): signal.Notify would stop ignoring it.
-func signalContext(parent context.Context, take func() bool) (context.Context, context.CancelFunc) {
+func signalContext(parent context.Context, take func() bool, restore func()) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	ch := make(chan os.Signal, 2)
 	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
@@ -169,6 +170,9 @@ func signalContext(parent context.Context, take func() bool) (context.Context, c
 		}
 		select {
 		case <-ch:
+			if restore != nil {
+				restore() // the terminal as it was (echo on)
+			}
 			os.Exit(130)
 		case <-done:
 		}

@@ -189,6 +189,11 @@ func (x *Execution) Execute(ctx context.Context, runID string, ld *Loaded, messa
 	p.Inline = inline
 	x.Prompt.Attach(p)
 	defer x.Prompt.Attach(nil)
+	if x.Inline && !x.Chat {
+		// What the person types while the run prints does not land in
+		// its output (a conversation's turn does the same).
+		defer x.Prompt.Quiet()()
+	}
 	stopLive := p.StartLive()
 	out, err := rt.Execute(ctx, runID, params)
 	stopLive()

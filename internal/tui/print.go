@@ -311,8 +311,11 @@ func (p *Printer) modelFailed(r *view.Row) {
 
 func (p *Printer) gateDecided(r *view.Row) {
 	x := r.Payload.(*agent.GateDecided)
-	if x.Effect == "allow" || x.Effect == "ask" && p.Inline {
-		return // allowed, or asked at this terminal (the question says why)
+	if x.Effect == "allow" || x.Effect == "deny" || x.Effect == "ask" && p.Inline {
+		// Allowed; denied (the call's result says it, with the reason:
+		// "✗ CALL: the policy denied this call: REASON"); or asked at
+		// this terminal (the question says why).
+		return
 	}
 	fmt.Fprintf(p.err, "  %s %s: %s\n", x.Effect, r.Call, firstLine(x.Reason))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/tool"
 )
 
 // The running total on each step line includes the summary calls of
@@ -192,5 +193,37 @@ func TestCanceledLineSaysItOnce(t *testing.T) {
 		if !quiet && !strings.Contains(got, "keel: resume with: keel runs resume r1") {
 			t.Errorf("no resume hint:\n%s", got)
 		}
+	}
+}
+
+// A call the policy denies is said once, by its result, with the reason
+// (fresh-user trial 10: without a terminal, a "deny CALL: REASON" line
+// came first and the result repeated the same reason).
+func TestDenialSaidOnce(t *testing.T) {
+	var errOut, out bytes.Buffer
+	p := &Printer{err: &errOut, out: &out, rows: view.NewReader(true), Keel: "keel"}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seq := int64(0)
+	emit := func(typ journal.Type, v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		p.Event(journal.Event{RunID: "r1", Seq: seq, Time: at, Type: typ, Payload: b})
+	}
+	const reason = ".git/hooks/pre-commit: path is protected (REASON-MARK)"
+	emit(journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant,
+		ToolCalls: []model.ToolCall{{ID: "c1", Name: "write_file", Arguments: `{"path":".git/hooks/pre-commit","content":"x"}`}}}})
+	d := &agent.GateDecided{CallID: "c1", Tool: "write_file"}
+	d.Effect, d.Reason = "deny", reason
+	emit(journal.GateDecided, d)
+	emit(journal.ToolFinished, &agent.ToolFinished{CallID: "c1", Tool: "write_file", Synthetic: true, Result: tool.Result{IsError: true, Content: "the policy denied this call: " + reason}})
+	got := errOut.String()
+	if n := strings.Count(got, "REASON-MARK"); n != 1 {
+		t.Errorf("the denial's reason is printed %d times, want once:\n%s", n, got)
+	}
+	if !strings.Contains(got, "✗ write_file .git/hooks/pre-commit: the policy denied this call: "+reason) {
+		t.Errorf("the denied call's result is not said:\n%s", got)
 	}
 }

@@ -27,12 +27,18 @@ func (pr *Prompt) input() *terminalInput {
 }
 
 // echo turns the terminal's echo of typed input on or off (quiet), and
-// notes it: a line read while it is off was typed during a turn.
+// notes it: a line read while it is off was typed during a turn. When it
+// goes off, the person's lines are read from then on (lines), so that a
+// line typed meanwhile is known as typed ahead, never taken for the
+// answer to a question asked later.
 func (pr *Prompt) echo(on bool) {
 	pr.quiet.Store(!on)
 	t := pr.input()
 	if t == nil {
 		return
+	}
+	if !on {
+		pr.lines()
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -52,5 +58,24 @@ func (pr *Prompt) echo(on bool) {
 	}
 	if next.Lflag != cur.Lflag {
 		_ = unix.IoctlSetTermios(t.fd, unix.TCSETS, &next)
+	}
+}
+
+// Quiet turns the terminal's echo off while a run executes in front of
+// the person outside a conversation (keel run, keel runs resume, keel
+// demo), as a conversation's turn does: what they type meanwhile does
+// not land in the middle of the run's output, and a line typed then is
+// no answer to a question asked later (Ask). The returned function turns
+// the echo back on.
+func (pr *Prompt) Quiet() (restore func()) {
+	pr.echo(false)
+	return func() { pr.echo(true) }
+}
+
+// Restore turns the terminal's echo back on, as it was before Keel
+// turned it off: for a process that exits at once (a third Ctrl-C).
+func (pr *Prompt) Restore() {
+	if pr.quiet.Load() {
+		pr.echo(true)
 	}
 }

@@ -35,10 +35,17 @@ func IsTerminal(w io.Writer) bool {
 }
 
 // sameTerminal reports whether a and b are one terminal (keel run's
-// stdout and stderr, neither redirected).
+// stdout and stderr, neither redirected), seen through an escWriter (the
+// command line's stderr).
 func sameTerminal(a, b io.Writer) bool {
-	fa, ok := a.(*os.File)
-	fb, ok2 := b.(*os.File)
+	unwrap := func(w io.Writer) io.Writer {
+		if e, ok := w.(escWriter); ok {
+			return e.w
+		}
+		return w
+	}
+	fa, ok := unwrap(a).(*os.File)
+	fb, ok2 := unwrap(b).(*os.File)
 	if !ok || !ok2 || !IsTerminal(fa) || !IsTerminal(fb) {
 		return false
 	}
