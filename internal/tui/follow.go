@@ -142,6 +142,9 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 	// stream that follows the run (?until=stopped ends after the next
 	// stop the stream sends).
 	prevHash := ""
+	// note says, at the first model call whose usage Keel estimated, what
+	// keel run says then.
+	var note func(journal.Event)
 	if from > 1 {
 		for e, err := range srv.Events(ctx, id, &EventsParams{NoFollow: true, GiveUp: followGiveUp}) {
 			if err != nil {
@@ -189,6 +192,13 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 		case e.Seq >= from || jsonOut:
 			live.Event(&e)
 			p.Event(e)
+			if !jsonOut && e.Seq >= from {
+				// What a local execution says of usage Keel estimated.
+				if note == nil {
+					note = EstimatedUsageNote(p.Err(), st.Created.Model, nil)
+				}
+				note(e)
+			}
 		default:
 			// The run's history: learn its calls and steps without
 			// printing them, as a local resume does, so that later lines
