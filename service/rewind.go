@@ -35,7 +35,11 @@ func (s *Service) rewind(ctx context.Context, id string, to int64, who *Caller) 
 	}
 	demo := c.Labels[LabelDemo] != ""
 	a := &admission{who: who, demo: demo, demoWorkspace: demo}
-	if _, err := s.admit(ctx, a, c, true); err != nil {
+	// Checked as a resume is, but not set up: a rewind puts files back
+	// and executes nothing, and setting the run up would hold its
+	// workspace beside the execution that holds it now (keel chat's
+	// /undo: a false "another run is executing in this workspace").
+	if _, err := s.admit(ctx, a, c, false); err != nil {
 		return nil, err
 	}
 	res, ev, err := checkpoint.Rewind(ctx, s.rt.Store(), id, to, who.Name, who.ID)
