@@ -295,6 +295,13 @@ func (c *Client) RevokeAgent(ctx context.Context, name, reason string) (*api.Age
 	return &out, c.do(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(name)+"/revoke", nil, &api.Revoke{Reason: reason}, &out)
 }
 
+// RestoreAgent undoes the revocation of agent name, a built-in agent or
+// a sub-agent, with reason.
+func (c *Client) RestoreAgent(ctx context.Context, name, reason string) (*api.Agent, error) {
+	var out api.Agent
+	return &out, c.do(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(name)+"/restore", nil, &api.Revoke{Reason: reason}, &out)
+}
+
 // Grants returns agent name's standing approvals (approvals remembered
 // with remember "agent"), oldest first.
 func (c *Client) Grants(ctx context.Context, name string) (*api.GrantList, error) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -102,11 +103,28 @@ func ChainHash(prevHex string, e *Event) (string, error) {
 	if _, err := hex.Decode(prev[:], []byte(prevHex)); err != nil {
 		return "", fmt.Errorf("journal: bad prev hash %q", prevHex)
 	}
-	b := make([]byte, 0, sha256.Size+canonicalSize(e))
-	b = appendCanonical(append(b, prev[:]...), e)
+	n := sha256.Size + canonicalSize(e)
+	bp := hashBufs.Get().(*[]byte)
+	b := *bp
+	if cap(b) < n {
+		b = make([]byte, 0, n)
+	}
+	b = appendCanonical(append(b[:0], prev[:]...), e)
 	sum := sha256.Sum256(b)
+	if cap(b) <= maxHashBuf {
+		*bp = b
+		hashBufs.Put(bp)
+	}
 	return hex.EncodeToString(sum[:]), nil
 }
+
+// hashBufs keeps the buffers ChainHash writes an event's canonical form
+// into (every append and every verified event hashes one), up to
+// maxHashBuf bytes each: a larger one (a long tool result) is left to
+// the collector.
+var hashBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxHashBuf = 64 << 10
 
 // Seal fills e.PrevHash and e.Hash for an event that follows prevHex
 // (use [GenesisHash] for the first event). It compacts e.Payload first, so

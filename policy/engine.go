@@ -332,8 +332,12 @@ func (e *Engine) Decide(_ context.Context, c *Call) Decision {
 			p.Detail = r.facts.Sends
 		} else if r.facts.Opaque != "" && p.Effect != Allow {
 			p.Detail = r.facts.Opaque
-		} else if r.facts.AnyFile != "" && p.Effect != Allow {
-			p.Detail = r.facts.AnyFile
+		}
+		if r.facts.AnyFile != "" && p.Effect != Allow && !strings.Contains(p.Detail, r.facts.AnyFile) {
+			// What the part writes whose names its words do not show (an
+			// archive extracted after untrusted input), also when it runs
+			// code Keel cannot read.
+			p.Detail = strings.TrimPrefix(p.Detail+"; "+r.facts.AnyFile, "; ")
 		}
 		if p.Effect != Allow && slices.ContainsFunc(p.Policies, func(id string) bool { return slices.Contains(flowPolicies, id) }) {
 			// Say what flows: the secret and its encoding, the untrusted

@@ -275,8 +275,10 @@ func AutorunWhy(rel string) string {
 // not say so ("" when it is not): Python's compiled bytecode (a .pyc in
 // __pycache__ runs in place of its source when the stamp matches, which
 // its writer sets), an installed package in a site-packages or
-// dist-packages directory (a virtual environment's), and the programs
-// of node_modules/.bin that npm scripts and npx run. Such files hide in
+// dist-packages directory (a virtual environment's), the programs
+// of node_modules/.bin that npm scripts and npx run, and the code of a
+// node_modules package (its modules, its package.json, whose install
+// scripts npm runs and whose main file node loads). Such files hide in
 // directories git ignores.
 func ExecutesWhy(rel string) string {
 	rel = strings.TrimPrefix(path.Clean("/"+rel), "/")
@@ -287,12 +289,32 @@ func ExecutesWhy(rel string) string {
 	case len(segs) >= 3 && segs[len(segs)-2] == ".bin" && segs[len(segs)-3] == "node_modules":
 		return "npm scripts and npx run it"
 	}
+	if i := slices.Index(segs, "node_modules"); i >= 0 && i < len(segs)-2 && nodeCode(segs[len(segs)-1]) {
+		if segs[len(segs)-1] == "package.json" {
+			return "npm runs the install scripts its package.json names, and node loads the main file it names"
+		}
+		return "node runs it when the project requires the package (npm runs its install scripts)"
+	}
 	for _, s := range segs[:len(segs)-1] {
 		if s == "site-packages" || s == "dist-packages" {
 			return "Python runs it when the project imports the installed package"
 		}
 	}
 	return ""
+}
+
+// nodeCode reports whether a file of a node_modules package, by its
+// name, is code node or npm may run: a module (.js, .mjs, .cjs), a
+// native addon (.node), WebAssembly, package.json (its scripts, its
+// main file) or a file with no extension (a program its bin names).
+func nodeCode(base string) bool {
+	switch path.Ext(base) {
+	case ".js", ".mjs", ".cjs", ".jsx", ".node", ".wasm":
+		return true
+	case "":
+		return !strings.HasPrefix(base, ".") && base != "LICENSE" && base != "README" && base != "AUTHORS" && base != "CHANGELOG"
+	}
+	return base == "package.json"
 }
 
 // gitControlWhy says why a file under a .git directory of the workspace

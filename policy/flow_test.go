@@ -222,6 +222,21 @@ func TestDefaultFlowRules(t *testing.T) {
 		{"a node package above an MCP server's script after untrusted input", policy.Call{Tool: "write_file", Effect: "workspace_write", Paths: []string{"node_modules/left-pad/index.js"}, Flow: untrusted,
 			Autorun: []string{"/workspace/tools/srv.js", "/workspace/node_modules/**/*"}, Arguments: json.RawMessage(`{"path":"node_modules/left-pad/index.js","content":"x"}`)},
 			policy.Ask, "runs on its own"},
+		// A package's code: node runs it when the project requires the
+		// package, npm its install scripts (the project's own, not only
+		// an MCP server's).
+		{"a node package's main file after untrusted input", policy.Call{Tool: "write_file", Effect: "workspace_write", Paths: []string{"node_modules/left-pad/index.js"}, Flow: untrusted,
+			Arguments: json.RawMessage(`{"path":"node_modules/left-pad/index.js","content":"x"}`)},
+			policy.Ask, "runs on its own"},
+		{"a scoped node package's package.json by redirect after untrusted input", policy.Call{Tool: "bash", Sandbox: "linux", Flow: untrusted,
+			Arguments: json.RawMessage(`{"command":"mkdir -p node_modules/@acme/util && echo '{\"scripts\":{\"postinstall\":\"sh x.sh\"}}' > node_modules/@acme/util/package.json"}`)},
+			policy.Ask, "runs on its own"},
+		{"a node package's README after untrusted input", policy.Call{Tool: "write_file", Effect: "workspace_write", Paths: []string{"node_modules/left-pad/README.md"}, Flow: untrusted,
+			Arguments: json.RawMessage(`{"path":"node_modules/left-pad/README.md","content":"x"}`)},
+			policy.Allow, ""},
+		{"a node package's main file without untrusted input", policy.Call{Tool: "write_file", Effect: "workspace_write", Paths: []string{"node_modules/left-pad/index.js"},
+			Arguments: json.RawMessage(`{"path":"node_modules/left-pad/index.js","content":"x"}`)},
+			policy.Allow, ""},
 		{"a module elsewhere after untrusted input", policy.Call{Tool: "write_file", Effect: "workspace_write", Paths: []string{"lib/json.py"}, Flow: untrusted,
 			Autorun: []string{"/workspace/srv/mcp.py", "/workspace/srv/**/*.py"}, Arguments: json.RawMessage(`{"path":"lib/json.py","content":"x"}`)},
 			policy.Allow, ""},

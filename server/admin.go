@@ -41,6 +41,19 @@ func (h *Handler) revokeAgent(w http.ResponseWriter, r *http.Request, who *calle
 	return nil
 }
 
+func (h *Handler) restoreAgent(w http.ResponseWriter, r *http.Request, who *caller) error {
+	var req api.Revoke
+	if err := decode(r, &req, true); err != nil {
+		return err
+	}
+	a, err := h.svc.RestoreAgent(r.Context(), who, r.PathValue("id"), req.Reason)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, a)
+	return nil
+}
+
 func (h *Handler) listGrants(w http.ResponseWriter, r *http.Request, who *caller) error {
 	list, err := h.svc.Grants(r.Context(), who, r.PathValue("id"))
 	if err != nil {

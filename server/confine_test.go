@@ -512,4 +512,16 @@ func TestRefusedDemoLeavesNoWorkspace(t *testing.T) {
 	if left := list(); len(left) > 0 {
 		t.Errorf("the refused demo run left its copy of the demo project: %v", left)
 	}
+	// Restored through the API, it makes demo runs again; restoring it
+	// twice is refused.
+	if ag, err := e.admin.RestoreAgent(ctx, identity.DemoAgent, "demos again"); err != nil || ag.Revoked || ag.RestoredAt == nil {
+		t.Fatalf("RestoreAgent = %+v, %v", ag, err)
+	}
+	_, err = e.admin.RestoreAgent(ctx, identity.DemoAgent, "")
+	wantAPIError(t, err, api.CodeInvalidRequest, "is not revoked")
+	run, err := e.admin.CreateRun(ctx, &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitStop(run.ID, 1)
 }

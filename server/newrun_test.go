@@ -125,4 +125,17 @@ func TestPolicyThatDeniesEverythingRefused(t *testing.T) {
 		t.Errorf("the run's policy is %q, want api:policy.cedar", c.Policy.Name)
 	}
 	e.waitStop(run.ID, 1)
+	// Named by its file (a client's --policy FILE), a policy is read as
+	// keel run reads that file, refused and recorded under its name.
+	_, err = e.admin.CreateRun(t.Context(), &api.CreateRun{Task: "t", Model: "test:idle", Workspace: ws, Policy: "this is not cedar", PolicyFile: "/home/ann/team.cedar"})
+	wantAPIError(t, err, api.CodeInvalidRequest, "/home/ann/team.cedar:")
+	run, err = e.admin.CreateRun(t.Context(), &api.CreateRun{Task: "t", Model: "test:idle", Workspace: ws,
+		Policy: `@id("all") permit (principal, action, resource);`, PolicyFile: "/home/ann/team.cedar"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := created(t, e, run.ID); c.Policy.Name != "/home/ann/team.cedar" {
+		t.Errorf("the run's policy is %q, want its file's name", c.Policy.Name)
+	}
+	e.waitStop(run.ID, 1)
 }

@@ -34,6 +34,7 @@ var routes = []route{
 	{"GET", "/v1/agents", api.ScopeRunsRead, (*Handler).listAgents},
 	{"POST", "/v1/agents", api.ScopeAdmin, (*Handler).createAgent},
 	{"POST", "/v1/agents/{id}/revoke", api.ScopeAdmin, (*Handler).revokeAgent},
+	{"POST", "/v1/agents/{id}/restore", api.ScopeAdmin, (*Handler).restoreAgent},
 	{"GET", "/v1/agents/{id}/grants", api.ScopeRunsRead, (*Handler).listGrants},
 	{"POST", "/v1/agents/{id}/grants/{grant}/revoke", api.ScopeApprovalsWrite, (*Handler).revokeGrant},
 

@@ -261,6 +261,10 @@ func TestErrorShape(t *testing.T) {
 		{"no such token", "POST", "/v1/tokens/nope/revoke", "", 404, api.CodeNotFound},
 		{"bad scope", "POST", "/v1/tokens", `{"name": "x", "scopes": ["root"]}`, 400, api.CodeInvalidRequest},
 		{"unknown agent", "POST", "/v1/agents/nobody/revoke", "", 404, api.CodeNotFound},
+		{"restore unknown agent", "POST", "/v1/agents/nobody/restore", "", 404, api.CodeNotFound},
+		{"restore agent not revoked", "POST", "/v1/agents/keel-cli/restore", "", 400, api.CodeInvalidRequest},
+		{"policy file of no text", "POST", "/v1/runs", `{"task": "x", "policy": "default", "policy_file": "p.toml"}`, 400, api.CodeInvalidRequest},
+		{"policy file named as Keel's", "POST", "/v1/runs", `{"task": "x", "policy": "permit (principal, action, resource);", "policy_file": "keel:default"}`, 400, api.CodeInvalidRequest},
 		{"bad agent kind", "POST", "/v1/agents", `{"name": "x", "kind": "robot"}`, 400, api.CodeInvalidRequest},
 		{"bad remember", "POST", "/v1/runs/x/approvals/c/approve", `{"remember": "forever"}`, 404, api.CodeNotFound},
 	} {

@@ -48,17 +48,27 @@ func (s *Service) agents(ctx context.Context) ([]api.Agent, error) {
 	return out, nil
 }
 
-// identityError maps the directory's errors to API errors.
-func identityError(err error) error {
+// identityError maps the directory's errors about agent name to API
+// errors, in one wording whatever the operation: the directory's own
+// text names its package and the operation ("identity: revoke ...").
+func identityError(err error, name string) error {
 	switch {
 	case errors.Is(err, identity.ErrUnknown):
-		return notFound("%s", strings.TrimPrefix(err.Error(), "identity: "))
-	case errors.Is(err, identity.ErrExists), errors.Is(err, identity.ErrRevokedAgent):
-		return conflict(api.CodeConflict, "%s", strings.TrimPrefix(err.Error(), "identity: "))
+		return noAgent(name)
+	case errors.Is(err, identity.ErrExists):
+		return conflict(api.CodeConflict, "agent %q already exists", name)
+	case errors.Is(err, identity.ErrRevokedAgent):
+		return conflict(api.CodeConflict, "agent %q is revoked already", name)
 	case errors.Is(err, identity.ErrInvalid):
-		return badRequest("%s", strings.TrimPrefix(err.Error(), "identity: "))
+		return badRequest("%s", strings.ReplaceAll(err.Error(), "identity: ", ""))
 	}
 	return err
+}
+
+// noAgent is the refusal of an operation on agent name, which the
+// directory does not have.
+func noAgent(name string) error {
+	return notFound("no agent %q", name)
 }
 
 func (s *Service) newAgent(ctx context.Context, req *api.CreateAgent, who *Caller) (api.Agent, error) {
@@ -68,7 +78,7 @@ func (s *Service) newAgent(ctx context.Context, req *api.CreateAgent, who *Calle
 	}
 	a, err := s.opts.Directory.Create(ctx, p)
 	if err != nil {
-		return api.Agent{}, identityError(err)
+		return api.Agent{}, identityError(err, req.Name)
 	}
 	if err := s.record(ctx, who, action{Action: "agent.create", Target: a.Name, Detail: string(a.Kind)}); err != nil {
 		return api.Agent{}, err
@@ -91,7 +101,7 @@ func (s *Service) newAgent(ctx context.Context, req *api.CreateAgent, who *Calle
 func (s *Service) revoke(ctx context.Context, name, reason string, who *Caller) (api.Agent, error) {
 	a, err := s.opts.Directory.Revoke(ctx, name, &identity.RevokeParams{By: who.Name, Reason: reason})
 	if err != nil {
-		return api.Agent{}, identityError(err)
+		return api.Agent{}, identityError(err, name)
 	}
 	if err := s.record(ctx, who, action{Action: "agent.revoke", Target: name, Detail: reason}); err != nil {
 		return api.Agent{}, err
@@ -110,11 +120,34 @@ func (s *Service) revoke(ctx context.Context, name, reason string, who *Caller) 
 	return agentView(a), nil
 }
 
+// restore undoes the revocation of agent name, a built-in agent or a
+// sub-agent (identity.Directory.Restore): it may act again from its next
+// gate decision, without its standing approvals from before.
+func (s *Service) restore(ctx context.Context, name, reason string, who *Caller) (api.Agent, error) {
+	a, err := s.opts.Directory.Get(ctx, name)
+	if err != nil {
+		return api.Agent{}, identityError(err, name)
+	}
+	switch {
+	case !a.Builtin && a.Parent == "":
+		return api.Agent{}, badRequest("agent %q was created, so its revocation is permanent: only a revoked built-in agent or sub-agent can be restored (create a new agent instead)", name)
+	case !a.Revoked:
+		return api.Agent{}, badRequest("agent %q is not revoked: only a revoked built-in agent or sub-agent can be restored", name)
+	}
+	if a, err = s.opts.Directory.Restore(ctx, name, &identity.RestoreParams{By: who.Name, Reason: reason}); err != nil {
+		return api.Agent{}, identityError(err, name)
+	}
+	if err := s.record(ctx, who, action{Action: "agent.restore", Target: name, Detail: reason}); err != nil {
+		return api.Agent{}, err
+	}
+	return agentView(a), nil
+}
+
 // grants returns agent name's standing approvals.
 func (s *Service) grants(ctx context.Context, name string) (api.GrantList, error) {
 	a, err := s.opts.Directory.Get(ctx, name)
 	if err != nil {
-		return api.GrantList{}, identityError(err)
+		return api.GrantList{}, identityError(err, name)
 	}
 	out := api.GrantList{Agent: a.Name, Grants: a.Grants}
 	if out.Grants == nil {
@@ -136,7 +169,7 @@ func (s *Service) ungrant(ctx context.Context, name, grant, reason string, who *
 		return list, notFound("agent %s has no standing approval %s (it was revoked already, or never given)", name, visible.String(grant))
 	}
 	if err := s.opts.Directory.Ungrant(ctx, name, grant, &identity.UngrantParams{By: who.Name, Reason: reason}); err != nil {
-		return api.GrantList{}, identityError(err)
+		return api.GrantList{}, identityError(err, name)
 	}
 	d := grant
 	if reason != "" {
@@ -189,10 +222,10 @@ func (s *Service) checkAgents(ctx context.Context, agents []string) error {
 	for _, name := range agents {
 		a, err := s.opts.Directory.Get(ctx, name)
 		if err != nil {
-			return identityError(err)
+			return identityError(err, name)
 		}
 		if a.Revoked {
-			return conflict(api.CodeConflict, "agent %s is revoked", name)
+			return badRequest("agent %q is revoked: a token cannot act for it", name)
 		}
 	}
 	return nil
@@ -210,6 +243,13 @@ func (s *Service) CreateAgent(ctx context.Context, who *Caller, req *api.CreateA
 // decision.
 func (s *Service) RevokeAgent(ctx context.Context, who *Caller, name, reason string) (api.Agent, error) {
 	return s.revoke(ctx, name, reason, who)
+}
+
+// RestoreAgent undoes the revocation of agent name, a built-in agent or
+// a sub-agent (an admin's operation); a created agent's revocation is
+// permanent.
+func (s *Service) RestoreAgent(ctx context.Context, who *Caller, name, reason string) (api.Agent, error) {
+	return s.restore(ctx, name, reason, who)
 }
 
 // Grants lists the standing approvals of agent name.
@@ -256,7 +296,9 @@ func (s *Service) CreateToken(ctx context.Context, who *Caller, req *api.CreateT
 
 // RevokeToken revokes API token id and returns it as listed.
 func (s *Service) RevokeToken(ctx context.Context, who *Caller, id string) (api.Token, error) {
-	if err := s.tokens.Revoke(ctx, id, who.Name); err != nil {
+	if err := s.tokens.Revoke(ctx, id, who.Name); errors.Is(err, token.ErrNotFound) {
+		return api.Token{}, noToken(id)
+	} else if err != nil {
 		return api.Token{}, err
 	}
 	if err := s.record(ctx, who, action{Action: "token.revoke", Target: id}); err != nil {
@@ -271,5 +313,11 @@ func (s *Service) RevokeToken(ctx context.Context, who *Caller, id string) (api.
 			return t, nil
 		}
 	}
-	return api.Token{}, notFound("no such token %s", id)
+	return api.Token{}, noToken(id)
+}
+
+// noToken is the refusal of an operation on API token id, which does
+// not exist.
+func noToken(id string) error {
+	return notFound("no token %q", id)
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
@@ -282,7 +284,7 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 	}
 	eng := local.Policy
 	if eng == nil {
-		if eng, err = s.policyOf(ctx, req.Policy); err != nil {
+		if eng, err = s.policyOf(ctx, req.Policy, req.PolicyFile); err != nil {
 			return nil, err
 		}
 	}
@@ -344,9 +346,15 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 // policyOf returns the policy a request names: "" or "server" the
 // service's, "default" Keel's default, "demo" the demo's, else a policy
 // source (an admin's client sends its file's content: Keel's TOML policy
-// file, or bare Cedar rules as in a .cedar file), whose own test cases
-// must pass.
-func (s *Service) policyOf(ctx context.Context, name string) (*policy.Engine, error) {
+// file, or bare Cedar rules as in a .cedar file, and the file's name as
+// file), whose own test cases must pass.
+func (s *Service) policyOf(ctx context.Context, name, file string) (*policy.Engine, error) {
+	switch name {
+	case "", "server", "default", "demo":
+		if file != "" {
+			return nil, badRequest("policy_file %q names the file of a policy's text, and policy %q is no text", file, name)
+		}
+	}
 	switch name {
 	case "", "server":
 		return s.opts.Policy, nil
@@ -355,23 +363,49 @@ func (s *Service) policyOf(ctx context.Context, name string) (*policy.Engine, er
 	case "demo":
 		return DemoPolicy(), nil
 	}
-	eng, err := parseAPIPolicy(name)
+	if err := checkPolicyFile(file); err != nil {
+		return nil, err
+	}
+	eng, err := parseAPIPolicy(name, file)
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
 	if err := eng.CheckCases(ctx); err != nil {
-		return nil, badRequest("policy: %v", err)
+		return nil, badRequest("policy %s: %v", eng.Name(), err)
 	}
 	return eng, nil
 }
 
-// parseAPIPolicy compiles a policy a request holds: Keel's TOML policy
-// format (docs/policy.md), or bare Cedar rules (what a .cedar file
-// holds, named api:policy.cedar so that the run's record parses the
-// same way). Text that sets version or cedar as TOML keys is a TOML
-// file, and its error is TOML's; otherwise the text that does not parse
-// as TOML is read as Cedar, and a failure is Cedar's.
-func parseAPIPolicy(src string) (*policy.Engine, error) {
+// checkPolicyFile refuses a policy file name that could pass for
+// another (Keel's own policies are named keel:..., a request's text
+// without a file api:policy) or that is not a name to print.
+func checkPolicyFile(file string) error {
+	switch {
+	case file == "":
+		return nil
+	case len(file) > 1024:
+		return badRequest("policy_file: %d bytes, want at most 1024", len(file))
+	case !utf8.ValidString(file) || strings.IndexFunc(file, unicode.IsControl) >= 0:
+		return badRequest("policy_file %q: want a file name without control characters", file)
+	case strings.HasPrefix(file, "keel:") || strings.HasPrefix(file, "api:"):
+		return badRequest("policy_file %q: names starting with keel: or api: are Keel's", file)
+	}
+	return nil
+}
+
+// parseAPIPolicy compiles a policy a request holds. Named by its file,
+// it is read as keel run --policy FILE reads that file (policy.Parse:
+// a name ending in .cedar is bare Cedar rules, any other Keel's TOML
+// format). Without one, the text is Keel's TOML policy format
+// (docs/policy.md) or bare Cedar rules (what a .cedar file holds, named
+// api:policy.cedar so that the run's record parses the same way): text
+// that sets version or cedar as TOML keys is a TOML file, and its error
+// is TOML's; otherwise the text that does not parse as TOML is read as
+// Cedar, and a failure is Cedar's.
+func parseAPIPolicy(src, file string) (*policy.Engine, error) {
+	if file != "" {
+		return policy.Parse(file, []byte(src))
+	}
 	eng, err := policy.Parse("api:policy", []byte(src))
 	if err == nil || hasTOMLPolicyKey(src) {
 		return eng, err

@@ -207,6 +207,10 @@ func (x *Session) RevokeAgent(ctx context.Context, name, reason string) (*api.Ag
 	return ref(x.svc.RevokeAgent(ctx, x.who, name, reason))
 }
 
+func (x *Session) RestoreAgent(ctx context.Context, name, reason string) (*api.Agent, error) {
+	return ref(x.svc.RestoreAgent(ctx, x.who, name, reason))
+}
+
 func (x *Session) Grants(ctx context.Context, name string) (*api.GrantList, error) {
 	return ref(x.svc.Grants(ctx, x.who, name))
 }

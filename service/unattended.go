@@ -161,7 +161,7 @@ func (s *Service) admitUnattended(ctx context.Context, who *Caller, what string,
 	if err != nil {
 		return nil, err
 	}
-	eng, err := s.policyOf(ctx, req.Policy)
+	eng, err := s.policyOf(ctx, req.Policy, req.PolicyFile)
 	if err != nil {
 		return nil, err
 	}

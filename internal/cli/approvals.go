@@ -68,11 +68,7 @@ func pendingListCmd[A, T any](a *app, short string, list func(b backend, ctx con
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
 				if run != "" {
 					// --run takes what a RUN argument takes: a prefix, "last".
-					id, err := resolveRunRef(ctx, b.(runRefBackend), run)
-					if errors.Is(err, errRunNotFound) {
-						a.missingRuns = append(a.missingRuns, run)
-						return fmt.Errorf("%s: %w", run, errRunNotFound)
-					}
+					id, err := a.runFlag(ctx, b.(runRefBackend), run)
 					if err != nil {
 						return err
 					}

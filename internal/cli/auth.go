@@ -219,6 +219,13 @@ at its next execution (keel runs resume, or at once under keel serve).`,
 				cp.Provider = args[0]
 			}
 			return a.withVault(ctx, func(store journal.Store, v *credential.Vault) error {
+				if cp.RunID != "" {
+					id, err := a.runFlag(ctx, &local{a: a, store: store}, cp.RunID)
+					if err != nil {
+						return err
+					}
+					cp.RunID = id
+				}
 				c, err := connect.Connect(ctx, agent.NewRuntime(store, nil), v, &cp, &connect.Flow{Device: device, Port: port, Out: a.stdout, By: a.person("")})
 				if errors.Is(err, connect.ErrNoWait) || errors.Is(err, connect.ErrNoProvider) {
 					return &usageError{err}
@@ -259,6 +266,9 @@ func (a *app) clientAuthConnect(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	ctx := cmd.Context()
+	if run, err = a.runFlag(ctx, &remote{Client: c, a: a}, run); err != nil {
+		return err
+	}
 	if call == "" || len(args) == 1 {
 		r, err := c.Run(ctx, run)
 		if err != nil {

@@ -228,6 +228,10 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 		if err != nil {
 			return usagef("--policy: %v", err)
 		}
+		// Named as keel run --policy names it: refusals name the file.
+		if req.PolicyFile, err = filepath.Abs(pf); err != nil {
+			return usagef("--policy: %v", err)
+		}
 		req.Policy = string(b)
 	}
 	if fs.Changed("completion-marker") {

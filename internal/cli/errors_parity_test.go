@@ -48,6 +48,13 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 	}
 	ambiguous := ids[0][:min(n, 6)]
 
+	// A demo run waiting for its edit's approval (keel-demo, the shared
+	// agent of every demo run).
+	if code, out, errOut := keel(t, "demo", "--no-wait"); code != 3 {
+		t.Fatalf("keel demo --no-wait = %d\n%s%s", code, out, errOut)
+	}
+	demoRun, _ := lastRun(t, db)
+
 	allow := allowAllPolicy(t)
 	sched := []string{"--every", "24h", "--task", "tidy", "--model", "scripted:demo", "--workspace", ws}
 	trig := []string{"--on-agent", "bot", "--on", "completed", "--task", "check", "--model", "scripted:demo", "--workspace", ws}
@@ -58,6 +65,12 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		if code, out, errOut := keel(t, args...); code != 0 {
 			t.Fatalf("keel %v = %d\n%s%s", args, code, out, errOut)
 		}
+	}
+	// A policy file that does not parse: both forms name it (trial 9,
+	// F16: the service named the text it was sent api:policy).
+	badPolicy := filepath.Join(t.TempDir(), "bad.cedar")
+	if err := os.WriteFile(badPolicy, []byte("this is not cedar\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	s := startServe(t)
 
@@ -75,7 +88,24 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"approve", unknown, "c1"}, 2},
 		{[]string{"deny", unknown, "c1", "--reason", "no"}, 2},
 		{[]string{"inputs", "answer", unknown, "input-1", "--decline"}, 2},
+		{[]string{"inputs", "answer", unknown, "input-1", "--set", "a=b"}, 2},
+		{[]string{"auth", "connect", "--run", unknown}, 2},
 		{[]string{"deny", ambiguous, "c1", "--reason", "no"}, 2},
+		// An agent, a standing approval or a token that names nothing;
+		// an agent that exists already.
+		{[]string{"agents", "show", "nosuch"}, 2},
+		{[]string{"agents", "grants", "nosuch"}, 2},
+		{[]string{"agents", "revoke", "nosuch"}, 2},
+		{[]string{"agents", "restore", "nosuch"}, 2},
+		{[]string{"agents", "ungrant", "nosuch", "g1"}, 2},
+		{[]string{"agents", "ungrant", "keel-cli", "g1"}, 2},
+		{[]string{"tokens", "revoke", "nosuch"}, 2},
+		{[]string{"tokens", "create", "--name", "ci", "--agent", "nosuch"}, 2},
+		{[]string{"agents", "create", "keel-cli"}, 1},
+		{[]string{"agents", "restore", "keel-cli"}, 2},
+		// An answer without its flag, whatever the run and the input.
+		{[]string{"inputs", "answer", unknown, "input-1"}, 2},
+		{[]string{"inputs", "answer", done, "input-1"}, 2},
 		// A flag's value is checked before the run's state.
 		{[]string{"runs", "resume", done, "--max-steps", "-1"}, 2},
 		{[]string{"runs", "resume", done, "--max-steps", "-1", "--message", "hi"}, 2},
@@ -92,10 +122,15 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"runs", "fork", done, "--at", "99", "--no-start"}, 2},
 		{[]string{"approve", done, "c1"}, 2},
 		{[]string{"inputs", "answer", done, "input-1", "--decline"}, 2},
+		{[]string{"inputs", "answer", done, "input-1", "--set", "a=b"}, 2},
+		{[]string{"inputs", "answer", done, "input-1", "--accept"}, 2},
+		{[]string{"approve", demoRun, "demo_4", "--remember", "agent"}, 2},
 		// Schedules and triggers the service refuses.
 		{append([]string{"schedules", "create", "s1"}, append(sched, "--policy", allow, "--max-steps", "-1")...), 2},
 		{append([]string{"schedules", "create", "dup"}, append(sched, "--policy", allow)...), 2},
 		{append([]string{"schedules", "create", "s1"}, sched...), 2},
+		{append([]string{"schedules", "create", "s1"}, append(sched, "--policy", badPolicy)...), 2},
+		{append([]string{"triggers", "create", "t1"}, append(trig, "--policy", badPolicy)...), 2},
 		{append([]string{"triggers", "create", "t1"}, append(trig, "--policy", allow, "--max-steps", "-1")...), 2},
 		{append([]string{"triggers", "create", "dup"}, append(trig, "--policy", allow)...), 2},
 		{[]string{"triggers", "create", "loop", "--on-agent", "keel-cli", "--on", "completed", "--task", "again", "--model", "scripted:demo", "--workspace", ws, "--policy", allow}, 2},
@@ -121,6 +156,13 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 				t.Errorf("stdout: local %q, server %q", lout, rout)
 			}
 		})
+	}
+
+	for _, form := range [][]string{nil, {"--server", s.url}} {
+		args := append(form, append([]string{"schedules", "create", "s1"}, append(sched, "--policy", badPolicy)...)...)
+		if code, _, errOut := keel(t, args...); code != 2 || !strings.Contains(errOut, badPolicy+":") || strings.Contains(errOut, "api:") {
+			t.Errorf("keel %v = %d %q, want 2 and the file named", form, code, errOut)
+		}
 	}
 
 	// The server form's undo hint of a rewind names the server (the

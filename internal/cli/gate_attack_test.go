@@ -141,7 +141,7 @@ func TestGrantsUngrantRestore(t *testing.T) {
 		t.Fatal("create bot")
 	}
 	keel(t, "agents", "revoke", "--db", db, "bot")
-	if code, _, errOut := keel(t, "agents", "restore", "--db", db, "bot"); code != 1 || !strings.Contains(errOut, "create a new agent") {
+	if code, _, errOut := keel(t, "agents", "restore", "--db", db, "bot"); code != 2 || !strings.Contains(errOut, "create a new agent") {
 		t.Errorf("restore of a created agent = %d %s", code, errOut)
 	}
 }

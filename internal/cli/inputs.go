@@ -28,15 +28,16 @@ more, to the same question when keel runs resume runs the call again.`}
 	})
 	var sets []string
 	var content, by string
-	var decline, cancel bool
+	var accept, decline, cancel bool
 	answer := &cobra.Command{
 		Use:   "answer RUN INPUT",
-		Short: "Answer a question: accept with --set NAME=VALUE or --content JSON, or --decline / --cancel",
+		Short: "Answer a question: accept with --set NAME=VALUE or --content JSON (or --accept a URL), or --decline / --cancel",
 		Long: `Answer input request INPUT of run RUN (keel inputs list shows them). A
 form is accepted with its fields, --set NAME=VALUE (repeatable; values of
 boolean, number and integer fields are parsed as such) or --content with
 the whole JSON object; it must match the form's schema. A URL request is
-accepted once you opened the URL. --decline and --cancel refuse.
+accepted with --accept once you opened the URL. --decline and --cancel
+refuse.
 
 The answer is journaled (never type a secret into a form). The execution
 that waits for it continues; if none does (its process stopped), resume
@@ -44,29 +45,44 @@ the run with keel runs resume RUN.`,
 		Args:        cobra.ExactArgs(2),
 		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// The answer's flags first, whatever the run and the input.
+			form := len(sets) > 0 || content != ""
 			ans := &api.AnswerInput{Action: "accept"}
 			switch {
+			case !form && !accept && !decline && !cancel:
+				return usagef("give the answer: --set NAME=VALUE or --content JSON for a form, --accept for a URL request you opened, or --decline or --cancel")
 			case decline && cancel:
 				return usagef("--decline or --cancel, not both")
+			case (decline || cancel) && (form || accept):
+				return usagef("--decline and --cancel take no --set, --content or --accept")
+			case accept && form:
+				return usagef("--accept accepts a URL request; a form's answer is its --set or --content")
 			case decline || cancel:
-				if len(sets) > 0 || content != "" {
-					return usagef("--decline and --cancel take no --set or --content")
-				}
 				ans.Action = map[bool]string{true: "decline", false: "cancel"}[decline]
 			}
 			// A server records its token's person as who answered.
 			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
+				if err := a.checkRuns(); err != nil {
+					return err
+				}
 				if ans.Action == "accept" {
 					pending, err := b.Inputs(ctx)
 					if err != nil {
 						return err
 					}
-					i := slices.IndexFunc(pending, func(in api.Input) bool { return in.RunID == args[0] && in.ID == args[1] })
-					if i < 0 {
-						return usagef("run %s does not wait for input %s (see %s inputs list)", args[0], args[1], a.keelCmd())
-					}
-					if ans.Content, err = answerContent(&pending[i], sets, content); err != nil {
-						return err
+					// An input the run does not wait for is refused by
+					// the backend, as a --decline of it is.
+					if i := slices.IndexFunc(pending, func(in api.Input) bool { return in.RunID == args[0] && in.ID == args[1] }); i >= 0 {
+						in := &pending[i]
+						switch {
+						case in.Mode == "url" && form:
+							return usagef("input %s of run %s asks you to open a URL, not to fill a form: accept it with --accept once you opened it", args[1], args[0])
+						case in.Mode != "url" && accept:
+							return usagef("input %s of run %s is a form: answer it with --set NAME=VALUE or --content JSON", args[1], args[0])
+						}
+						if ans.Content, err = answerContent(in, sets, content); err != nil {
+							return err
+						}
 					}
 				}
 				if _, err := b.AnswerInput(ctx, args[0], args[1], ans); err != nil {
@@ -74,11 +90,12 @@ the run with keel runs resume RUN.`,
 				}
 				fmt.Fprintf(tui.Esc(a.stdout), "%s input %s of run %s\n", map[string]string{"accept": "answered", "decline": "declined", "cancel": "canceled"}[ans.Action], args[1], args[0])
 				return nil
-			}, "set", "content", "decline", "cancel")
+			}, "set", "content", "accept", "decline", "cancel")
 		},
 	}
 	answer.Flags().StringArrayVar(&sets, "set", nil, "a form field: NAME=VALUE (repeatable)")
 	answer.Flags().StringVar(&content, "content", "", "the whole answer as a JSON object")
+	answer.Flags().BoolVar(&accept, "accept", false, "accept a URL request (once you opened its URL)")
 	answer.Flags().BoolVar(&decline, "decline", false, "decline to answer")
 	answer.Flags().BoolVar(&cancel, "cancel", false, "cancel the question")
 	answer.Flags().StringVar(&by, "by", "", "who answers (default: $USER; on a server, the token's person)")

@@ -95,6 +95,18 @@ func (a *app) resolveRunArgs(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
+// runFlag resolves ref, the value of a --run flag, as a RUN argument
+// is resolved: a prefix, the web UI's short form, "last"; one that
+// names no run is reported as a RUN argument's is (Main says "no run").
+func (a *app) runFlag(ctx context.Context, b runRefBackend, ref string) (string, error) {
+	id, err := resolveRunRef(ctx, b, ref)
+	if errors.Is(err, errRunNotFound) {
+		a.missingRuns = append(a.missingRuns, ref)
+		return "", fmt.Errorf("%s: %w", ref, errRunNotFound)
+	}
+	return id, err
+}
+
 // errRunNotFound is resolveRunRef's error for a run reference that
 // names no run (and is long enough to be a prefix).
 var errRunNotFound = errors.New("no such run")

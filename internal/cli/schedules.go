@@ -128,6 +128,10 @@ func (f *unattendedRunFlags) request(fs *pflag.FlagSet) (api.CreateRun, error) {
 		if err != nil {
 			return r, usagef("--policy: %v", err)
 		}
+		// Named as keel run --policy names it: refusals name the file.
+		if r.PolicyFile, err = filepath.Abs(f.policy); err != nil {
+			return r, usagef("--policy: %v", err)
+		}
 		r.Policy = string(b)
 	}
 	if fs.Changed("max-steps") {

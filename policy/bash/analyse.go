@@ -83,6 +83,17 @@ func (l *locator) analyse(c *Command, cwd string) *Facts {
 			f.Why = why
 		}
 	}
+	if why, dir := archiveExtract(name, args); why != "" {
+		// The archive may hold any file, one that runs on its own or
+		// instructions included (it may come from the untrusted input).
+		d := cwd
+		if dir != "" {
+			d, _ = l.abs(cwd, dir)
+		}
+		if d == "" || under(d, l.mount) || under(l.mount, d) {
+			f.AnyFile = why
+		}
+	}
 	// Network.
 	if netAlways[name] {
 		f.Network = true

@@ -59,6 +59,77 @@ func treeWriter(name string, args []string) bool {
 	return false
 }
 
+// archiveExtract says why a command extracts an archive, writing files
+// whose names its words do not show ("" when it does not), and the
+// directory it extracts into as its words give it ("" for the working
+// directory): tar -x, bsdtar -x, unzip (not -l, -p, -t, -v, -c, -Z,
+// -z), cpio -i, 7z x, unrar x, python -m zipfile -e and python -m
+// tarfile -e.
+func archiveExtract(name string, args []string) (why, dir string) {
+	optDir := func(opts ...string) string {
+		for i, a := range args {
+			for _, o := range opts {
+				if a == o && i+1 < len(args) {
+					return args[i+1]
+				}
+				if v, ok := strings.CutPrefix(a, o+"="); ok && strings.HasPrefix(o, "--") {
+					return v
+				}
+				if v, ok := strings.CutPrefix(a, o); ok && v != "" && !strings.HasPrefix(o, "--") {
+					return v
+				}
+			}
+		}
+		return ""
+	}
+	switch name {
+	case "tar", "bsdtar":
+		if !treeWriter("tar", args) || slices.ContainsFunc(args, func(a string) bool {
+			return shortOpt(a, 'O') || longOpt(a, []string{"--to-stdout"})
+		}) {
+			return "", ""
+		}
+		return name + " extracts an archive, whose file names its words do not show", optDir("-C", "--directory")
+	case "unzip":
+		for _, a := range args {
+			if a == "--" {
+				break
+			}
+			if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.ContainsAny(a[1:], "lptvcZz") {
+				return "", ""
+			}
+		}
+		return "unzip extracts an archive, whose file names its words do not show", optDir("-d")
+	case "cpio":
+		if slices.ContainsFunc(args, func(a string) bool { return shortOpt(a, 'i') || longOpt(a, []string{"--extract"}) }) &&
+			!slices.ContainsFunc(args, func(a string) bool { return shortOpt(a, 't') || longOpt(a, []string{"--list"}) }) {
+			return "cpio extracts an archive, whose file names its words do not show", optDir("-D", "--directory")
+		}
+	case "7z", "7za", "7zr", "unrar":
+		if len(args) > 0 && (args[0] == "x" || args[0] == "e") {
+			return name + " extracts an archive, whose file names its words do not show", ""
+		}
+	}
+	if interpreterName(name) == "python" {
+		for i := 0; i+1 < len(args); i++ {
+			if args[i] == "-m" && (args[i+1] == "zipfile" || args[i+1] == "tarfile") {
+				rest := args[i+2:]
+				for j, a := range rest {
+					if a == "-e" || a == "--extract" {
+						d := ""
+						if j+2 < len(rest) {
+							d = rest[j+2]
+						}
+						return "python -m " + args[i+1] + " extracts an archive, whose file names its words do not show", d
+					}
+				}
+				return "", ""
+			}
+		}
+	}
+	return "", ""
+}
+
 // gitControlWrite says how a part of a command line may write a file git
 // reads as configuration or hooks, or the place of a git directory ("" when
 // it does not): a path it writes, or a word of a writing program, with

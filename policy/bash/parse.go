@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -176,8 +177,21 @@ func (p *parser) record(cmd Command) {
 	}
 }
 
+// parsers keeps bash parsers (a few kilobytes of state each) for reuse:
+// the gate parses every bash call, and each script nested in one. A
+// parser may be reused once its Parse returned; the file it returned
+// does not depend on it.
+var parsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
+
+// parseBash parses src as a bash script.
+func parseBash(src string) (*syntax.File, error) {
+	sp := parsers.Get().(*syntax.Parser)
+	defer parsers.Put(sp)
+	return sp.Parse(strings.NewReader(src), "")
+}
+
 func (p *parser) parse(src string, via []string, depth, subst int) error {
-	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+	f, err := parseBash(src)
 	if err != nil {
 		return fmt.Errorf("policy: parse bash: %w", err)
 	}

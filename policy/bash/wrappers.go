@@ -41,7 +41,7 @@ func (w *walker) alias(cmd *Command, i int) {
 	for _, b := range bodies {
 		// Parse first, so that a body that does not parse is reported on
 		// the alias command itself.
-		if _, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(b), ""); err != nil {
+		if _, err := parseBash(b); err != nil {
 			bad = append(bad, b)
 		}
 	}

@@ -155,6 +155,13 @@ type CreateRun struct {
 	// Policy names or holds the run's tool-call policy (empty or
 	// "server": the server's). Any other policy needs an admin token.
 	Policy string `json:"policy,omitempty"`
+	// PolicyFile names the file whose text Policy holds (a client's
+	// --policy FILE): refusals and the run's record name it, and it
+	// says the format as keel run --policy FILE reads a file (a name
+	// ending in .cedar: bare Cedar rules; any other: Keel's TOML policy
+	// format). Empty: the text is named api:policy and read as TOML,
+	// else as Cedar.
+	PolicyFile string `json:"policy_file,omitempty"`
 	// CompletionMarker overrides the default completion marker line; nil
 	// keeps the default, "" disables it.
 	CompletionMarker *string `json:"completion_marker,omitempty"`
@@ -713,7 +720,8 @@ type CreateAgent struct {
 	Connectors *Connectors `json:"connectors,omitempty"`
 }
 
-// Revoke is the body of POST .../revoke; it may be empty.
+// Revoke is the body of POST .../revoke and of POST
+// /v1/agents/{id}/restore: why; it may be empty.
 type Revoke struct {
 	Reason string `json:"reason,omitempty"`
 }
