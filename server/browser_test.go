@@ -173,14 +173,65 @@ func TestBrowserRunPage(t *testing.T) {
 	if edited == "" {
 		t.Fatal("no checkpoint names textstats.py")
 	}
+	// A person's file made after the run: the rewind would delete it,
+	// and the confirmation says so first (trial 10, N24: the button
+	// deleted it at once, with no undo).
+	later := filepath.Join(ws, "notes.txt")
+	if err := os.WriteFile(later, []byte("a person's notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	err = chromedp.Do(ctx,
 		testenv.ClickLive(`#conversation .files-note.checkpoint button.rewind[data-to="`+first+`"]`),
-		chromedp.WaitVisible(q(`#conversation .files-note.restored`)),
+		chromedp.WaitVisible(q(`#rewind-plan`)),
 	)
 	if err != nil {
 		t.Fatalf("rewind: %v", err)
 	}
+	if d := text(t, ctx, `#rewind-plan`); !strings.Contains(d, "M textstats.py") || !strings.Contains(d, "D notes.txt changed after the run's last checkpoint") {
+		t.Errorf("the rewind's confirmation: %q", d)
+	}
+	if _, err := os.Stat(later); err != nil {
+		t.Fatalf("the confirmation changed the files: %v", err)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(q(`#rewind-confirm`)),
+		chromedp.WaitVisible(q(`#rewind-undo`)),
+		chromedp.WaitVisible(q(`#conversation .files-note.restored`)),
+	)
+	if err != nil {
+		t.Fatalf("confirm the rewind: %v", err)
+	}
 	b, _ := os.ReadFile(filepath.Join(ws, "textstats.py"))
+	if !strings.Contains(string(b), `text.split(" ")`) {
+		t.Errorf("after the rewind the workspace still has the edit:\n%s", b)
+	}
+	if d := text(t, ctx, `#rewound`); !strings.Contains(d, "D notes.txt") || !strings.Contains(d, "Undo this rewind") {
+		t.Errorf("the rewind's account: %q", d)
+	}
+	// Its undo puts the person's file back; rewind again for the rest.
+	err = chromedp.Do(ctx,
+		chromedp.Click(q(`#rewind-undo`)),
+		chromedp.WaitVisible(chromedp.Search(`//section[@id="rewound"]//code[.="A notes.txt"]`)),
+	)
+	if err != nil {
+		t.Fatalf("undo the rewind: %v", err)
+	}
+	if b, err := os.ReadFile(later); err != nil || string(b) != "a person's notes\n" {
+		t.Errorf("the undo did not restore the person's file: %q, %v", b, err)
+	}
+	if err := os.Remove(later); err != nil {
+		t.Fatal(err)
+	}
+	err = chromedp.Do(ctx,
+		testenv.ClickLive(`#conversation .files-note.checkpoint button.rewind[data-to="`+first+`"]`),
+		chromedp.WaitVisible(q(`#rewind-confirm`)),
+		chromedp.Click(q(`#rewind-confirm`)),
+		chromedp.WaitVisible(q(`#rewind-undo`)),
+	)
+	if err != nil {
+		t.Fatalf("rewind again: %v", err)
+	}
+	b, _ = os.ReadFile(filepath.Join(ws, "textstats.py"))
 	if !strings.Contains(string(b), `text.split(" ")`) {
 		t.Errorf("after the rewind the workspace still has the edit:\n%s", b)
 	}

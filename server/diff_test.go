@@ -110,3 +110,59 @@ func TestDiffIgnoredAutorunAndRewritten(t *testing.T) {
 		}
 	}
 }
+
+// The web UI's files say what keel run's summary says (fresh-user trial
+// 10, N1, N4, N19): files that differed from the commit before the run
+// are not the run's and are named in a note, files git ignores are
+// listed and not counted, and the API's diff names the same.
+func TestFilesPanelIsTheRunsOwn(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	e := newEnv(t, &envOptions{checkpoints: true})
+	ctx := t.Context()
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, ".gitignore"), []byte("build/\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("one\n"), 0o644)
+	gitIn(t, ws, "init", "-q")
+	gitIn(t, ws, "add", "-A")
+	gitIn(t, ws, "commit", "-q", "-m", "base")
+	// Before the run: a person's uncommitted edit and untracked file.
+	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("one\nmine\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "untracked-before.txt"), []byte("mine\n"), 0o644)
+	e.models.set("test:own", modeltest.NewScripted([]modeltest.Turn{
+		modeltest.Calls("write", modeltest.Call("w1", "write_file", map[string]any{"path": "hello.txt", "content": "hi\n"}),
+			modeltest.Call("w2", "write_file", map[string]any{"path": "build/out.log", "content": "log\n"})),
+		modeltest.Text("done"),
+	}, nil))
+	run, err := e.admin.CreateRun(ctx, &api.CreateRun{Task: "t", Model: "test:own", Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := e.waitStop(run.ID, 1); end.Type != "run.completed" {
+		t.Fatalf("the run stopped with %s: %s", end.Type, end.Payload)
+	}
+	d, err := e.admin.Diff(ctx, run.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range d.Files {
+		got = append(got, f.Status+" "+f.Path)
+	}
+	if strings.Join(got, ",") != "A build/out.log,A hello.txt" || strings.Join(d.Before, ",") != "notes.txt,untracked-before.txt" || d.From == 0 {
+		t.Errorf("diff: files %v, before %v, from %d; want build/out.log and hello.txt, notes.txt and untracked-before.txt before", got, d.Before, d.From)
+	}
+	body := e.page("/ui/runs/" + run.ID)
+	i := strings.Index(body, `id="files"`)
+	panel := body[max(i, 0):min(len(body), max(i, 0)+3000)]
+	for _, want := range []string{`Files changed <span class="count">1</span>`, "1 file(s) git ignores were written too",
+		"2 file(s) already differed from the start commit when the run started", "untracked-before.txt"} {
+		if !strings.Contains(panel, want) {
+			t.Errorf("the files panel lacks %q:\n%s", want, panel)
+		}
+	}
+	if strings.Contains(panel, `data-path="notes.txt"`) || strings.Contains(panel, `data-path="untracked-before.txt"`) {
+		t.Errorf("the files panel lists a file the run did not change:\n%s", panel)
+	}
+}

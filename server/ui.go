@@ -116,6 +116,10 @@ type page struct {
 	// Completed its newest run.completed event (0: none).
 	LastCheckpoint int64
 	Completed      int64
+	// RewindPlan, on the run page, asks to confirm a rewind; Rewound
+	// says what a rewind just did, with its undo.
+	RewindPlan *rewindPlan
+	Rewound    *rewound
 	// Form holds what a form on the page sent when it failed, to show
 	// it again; FormName names the form.
 	Form     map[string]string
@@ -200,6 +204,10 @@ type summaryView struct {
 	FormName       string
 	LastCheckpoint int64
 	Completed      int64
+	// RewindPlan, on the run page, asks to confirm a rewind; Rewound
+	// says what a rewind just did, with its undo.
+	RewindPlan *rewindPlan
+	Rewound    *rewound
 }
 
 // ForkAt is the event the Fork form offers: the newest, or for a
@@ -478,6 +486,9 @@ func (h *Handler) uiRun(w http.ResponseWriter, r *http.Request, who *caller) err
 	if err != nil {
 		return err
 	}
+	if seq, err := strconv.ParseInt(r.URL.Query().Get("rewound"), 10, 64); err == nil {
+		p.Rewound = h.rewoundAt(r.Context(), r.PathValue("id"), seq)
+	}
 	h.render(w, http.StatusOK, "run", p)
 	return nil
 }
@@ -661,17 +672,95 @@ func (h *Handler) formFailed(w http.ResponseWriter, r *http.Request, who *caller
 	return nil
 }
 
+// uiRewind rewinds a run's files in two steps, as a person would want
+// before files are replaced: without confirm it changes nothing and
+// shows the run page with what the rewind would change (the files, and
+// which of them changed after the run's last checkpoint: someone's later
+// work); with confirm it rewinds and shows the run page with what it
+// did and a button that undoes it.
 func (h *Handler) uiRewind(w http.ResponseWriter, r *http.Request, who *caller) error {
 	to, err := strconv.ParseInt(r.PostFormValue("to"), 10, 64)
 	if err != nil {
 		return h.formFailed(w, r, who, "rewind", badRequest("event %q is not a number", r.PostFormValue("to")))
 	}
-	res, err := h.svc.Rewind(r.Context(), who, r.PathValue("id"), to)
+	id := r.PathValue("id")
+	if r.PostFormValue("confirm") != "1" {
+		plan, err := h.svc.RewindPlan(r.Context(), who, id, to)
+		if err != nil {
+			return h.formFailed(w, r, who, "rewind", err)
+		}
+		p, err := h.runPage(r.Context(), who, id)
+		if err != nil {
+			return err
+		}
+		p.RewindPlan = newRewindPlan(to, plan)
+		h.render(w, http.StatusOK, "run", p)
+		return nil
+	}
+	res, err := h.svc.Rewind(r.Context(), who, id, to)
 	if err != nil {
 		return h.formFailed(w, r, who, "rewind", err)
 	}
-	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(r.PathValue("id"))+"#i"+strconv.FormatInt(res.Seq, 10), http.StatusSeeOther)
+	seq := strconv.FormatInt(res.Seq, 10)
+	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(id)+"?rewound="+seq+"#i"+seq, http.StatusSeeOther)
 	return nil
+}
+
+// rewindPlan is the run page's confirmation of a rewind: the event
+// asked, what the rewind restores (Note) and the files it would change.
+type rewindPlan struct {
+	Asked int64
+	Note  string
+	Files []api.PlannedChange
+	// After counts the files that changed after the run's last
+	// checkpoint.
+	After int
+}
+
+func newRewindPlan(asked int64, p *api.RewindPlan) *rewindPlan {
+	out := &rewindPlan{Asked: asked, Files: p.Files}
+	for _, f := range p.Files {
+		if f.After {
+			out.After++
+		}
+	}
+	switch {
+	case p.Asked > 0 && p.To > p.Asked:
+		out.Note = fmt.Sprintf("Event %d is in a step whose checkpoint is event %d: the files would be those of that checkpoint, with the effect of the calls up to event %d.", p.Asked, p.To, p.Asked)
+	case p.Asked > 0 && p.Missing > 0:
+		out.Note = fmt.Sprintf("The files would be those of the checkpoint of event %d, without the effects of %d calls that finished after it.", p.To, p.Missing)
+	default:
+		out.Note = fmt.Sprintf("The files would be those of the checkpoint of event %d.", p.To)
+	}
+	return out
+}
+
+// rewound is the run page's account of a rewind just made (the
+// workspace.restored event Seq), with its undo: a rewind to the event
+// before it.
+type rewound struct {
+	Seq, To, Undo int64
+	By            string
+	Files         []agent.FileChange
+	More          int
+}
+
+// rewoundAt reads the rewind journaled as event seq of run id (nil when
+// that event is not one).
+func (h *Handler) rewoundAt(ctx context.Context, id string, seq int64) *rewound {
+	if seq < 2 {
+		return nil
+	}
+	evs, err := h.rt.Store().Read(ctx, id, seq)
+	if err != nil || len(evs) == 0 || evs[0].Seq != seq || evs[0].Type != journal.WorkspaceRestored {
+		return nil
+	}
+	v, err := agent.Decode(&evs[0])
+	if err != nil {
+		return nil
+	}
+	r := v.(*agent.WorkspaceRestored)
+	return &rewound{Seq: seq, To: r.To, Undo: seq - 1, By: r.By, Files: r.Files, More: r.MoreFiles}
 }
 
 // uiStream is the timeline's live feed: Server-Sent Events whose "row"

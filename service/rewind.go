@@ -15,50 +15,12 @@ import (
 // as its agent, in a workspace under a root), and journals it in the run
 // (workspace.restored) and in the API's action log.
 func (s *Service) rewind(ctx context.Context, id string, to int64, who *Caller) (*api.Rewound, error) {
-	if journal.IsSystem(id) {
-		return nil, notFound("no such run %s", id)
-	}
-	run, err := s.run(ctx, id, 0)
-	if err != nil {
-		return nil, err
-	}
-	// An execution that journaled its stop is finishing: wait for it.
-	if run, err = s.untilIdle(ctx, run); err != nil {
-		return nil, err
-	}
-	if run.Executing || run.Queued {
-		return nil, conflict(api.CodeConflict, "run %s is executing: cancel it, or wait until it stops, to rewind its files", id)
-	}
-	c, err := s.sums.created(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	demo := c.Labels[LabelDemo] != ""
-	a := &admission{who: who, demo: demo, demoWorkspace: demo}
-	// Checked as a resume is, but not set up: a rewind puts files back
-	// and executes nothing, and setting the run up would hold its
-	// workspace beside the execution that holds it now (keel chat's
-	// /undo: a false "another run is executing in this workspace").
-	if _, err := s.admit(ctx, a, c, false); err != nil {
+	if err := s.rewindable(ctx, id, who); err != nil {
 		return nil, err
 	}
 	res, ev, err := checkpoint.Rewind(ctx, s.rt.Store(), id, to, who.Name, who.ID)
-	var re *checkpoint.RangeError
-	switch {
-	case errors.As(err, &re):
-		return nil, badRequest("%v", re)
-	case errors.Is(err, journal.ErrLocked):
-		// Said once, with who executes it (not the journal's and the
-		// checkpoint's words for the same fact).
-		return nil, conflict(api.CodeConflict, "run %s is executing%s: cancel it, or wait until it stops, to rewind its files", id, s.holder(ctx, id))
-	case errors.Is(err, checkpoint.ErrBusy):
-		return nil, conflict(api.CodeConflict, "run %s: %v", id, err)
-	case errors.Is(err, checkpoint.ErrOff):
-		return nil, badRequest("run %s has no checkpoints to rewind to: %v", id, checkpoint.ErrOff)
-	case errors.Is(err, checkpoint.ErrNone):
-		return nil, badRequest("run %s has %v: it ran without checkpoints (before they existed, or without git on the server)", id, err)
-	case err != nil:
-		return nil, badRequest("run %s: rewind to event %d: %v", id, to, err)
+	if err := s.rewindErr(ctx, id, to, err); err != nil {
+		return nil, err
 	}
 	out := &api.Rewound{Seq: ev.Seq, To: res.To, Tree: res.Tree, Before: res.Before, MoreFiles: res.MoreFiles, Asked: res.Asked, Later: res.Later, Missing: res.Missing}
 	for _, f := range res.Files {
@@ -66,6 +28,87 @@ func (s *Service) rewind(ctx context.Context, id string, to int64, who *Caller) 
 	}
 	if err := s.record(ctx, who, action{Action: "run.rewind", RunID: id, Detail: "to event " + strconv.FormatInt(res.To, 10)}); err != nil {
 		return out, err
+	}
+	return out, nil
+}
+
+// rewindable checks that who may rewind run id's files now: checked as
+// a resume is (who may act as its agent, in a workspace under a root),
+// and not while it executes.
+func (s *Service) rewindable(ctx context.Context, id string, who *Caller) error {
+	if journal.IsSystem(id) {
+		return notFound("no such run %s", id)
+	}
+	run, err := s.run(ctx, id, 0)
+	if err != nil {
+		return err
+	}
+	// An execution that journaled its stop is finishing: wait for it.
+	if run, err = s.untilIdle(ctx, run); err != nil {
+		return err
+	}
+	if run.Executing || run.Queued {
+		return conflict(api.CodeConflict, "run %s is executing: cancel it, or wait until it stops, to rewind its files", id)
+	}
+	c, err := s.sums.created(ctx, id)
+	if err != nil {
+		return err
+	}
+	demo := c.Labels[LabelDemo] != ""
+	a := &admission{who: who, demo: demo, demoWorkspace: demo}
+	// Checked as a resume is, but not set up: a rewind puts files back
+	// and executes nothing, and setting the run up would hold its
+	// workspace beside the execution that holds it now (keel chat's
+	// /undo: a false "another run is executing in this workspace").
+	_, err = s.admit(ctx, a, c, false)
+	return err
+}
+
+// rewindErr says a rewind's (or its plan's) error in the API's words.
+func (s *Service) rewindErr(ctx context.Context, id string, to int64, err error) error {
+	var re *checkpoint.RangeError
+	switch {
+	case errors.As(err, &re):
+		return badRequest("%v", re)
+	case errors.Is(err, journal.ErrLocked):
+		// Said once, with who executes it (not the journal's and the
+		// checkpoint's words for the same fact).
+		return conflict(api.CodeConflict, "run %s is executing%s: cancel it, or wait until it stops, to rewind its files", id, s.holder(ctx, id))
+	case errors.Is(err, checkpoint.ErrBusy):
+		return conflict(api.CodeConflict, "run %s: %v", id, err)
+	case errors.Is(err, checkpoint.ErrOff):
+		return badRequest("run %s has no checkpoints to rewind to: %v", id, checkpoint.ErrOff)
+	case errors.Is(err, checkpoint.ErrNone):
+		return badRequest("run %s has %v: it ran without checkpoints (before they existed, or without git on the server)", id, err)
+	case err != nil:
+		return badRequest("run %s: rewind to event %d: %v", id, to, err)
+	}
+	return nil
+}
+
+// RewindPlan says what a rewind of run id's files to event to would
+// change, changing nothing, for who (checked as [Service.Rewind] is): a
+// front end shows it for the person to confirm. Files changed since the
+// run's newest checkpoint (a person's work after the run) are marked.
+func (s *Service) RewindPlan(ctx context.Context, who *Caller, id string, to int64) (*api.RewindPlan, error) {
+	if err := s.rewindable(ctx, id, who); err != nil {
+		return nil, err
+	}
+	events, err := journal.ReadVerified(ctx, s.rt.Store(), id)
+	if err != nil {
+		return nil, err
+	}
+	p, err := checkpoint.PlanRewind(ctx, events, to)
+	if err := s.rewindErr(ctx, id, to, err); err != nil {
+		return nil, err
+	}
+	out := &api.RewindPlan{To: p.To, Asked: p.Asked, Later: p.Later, Missing: p.Missing}
+	after := map[string]bool{}
+	for _, f := range p.After {
+		after[f] = true
+	}
+	for _, f := range p.Files {
+		out.Files = append(out.Files, api.PlannedChange{Path: f.Path, Status: string(f.Status), After: after[f.Path]})
 	}
 	return out, nil
 }

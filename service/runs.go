@@ -184,41 +184,37 @@ func (s *Service) resume(ctx context.Context, id string, req *api.ResumeRun, who
 	if run, err = s.untilIdle(ctx, run); err != nil {
 		return run, err
 	}
-	if journal.Status(run.Status).Terminal() && run.Parent != "" {
-		// A child agent that ended belongs to its parent (agent.ErrChildEnded).
-		st, _, err := s.rt.Load(ctx, id)
-		if err != nil {
-			return run, err
-		}
-		if err := agent.CheckResumable(st); err != nil {
-			return run, conflict(api.CodeConflict, "%s", err.Error())
-		}
-	}
-	switch {
-	case run.Status == string(journal.StatusCompleted) && strings.TrimSpace(message) == "":
-		return run, CompletedError(id)
-	case run.Executing:
-		return run, conflict(api.CodeConflict, "run %s is executing", id)
-	case len(run.Pending) > 0:
-		return run, conflict(api.CodeConflict, "run %s waits for %d approval(s); approve or deny them", id, len(run.Pending))
-	}
-	ch, err := s.resumeChange(ctx, id, req)
+	st, _, err := s.rt.Load(ctx, id)
 	if err != nil {
 		return run, err
 	}
+	plan, err := PlanResume(st, req)
+	if err != nil {
+		return run, err
+	}
+	if run.Executing {
+		return run, conflict(api.CodeConflict, "run %s is executing", id)
+	}
+	ch := change{limits: plan.Limits, settings: plan.Settings, contextWindow: plan.ContextWindow}
 	c, err := s.sums.created(ctx, id)
 	if err != nil {
 		return run, err
 	}
 	demo := c.Labels[LabelDemo] != ""
 	a := &admission{who: who, demo: demo, demoWorkspace: demo}
-	if _, err := s.admit(ctx, a, c, true); err != nil {
+	// A resume that attaches executes nothing: the run is not set up.
+	if _, err := s.admit(ctx, a, c, !plan.Attach); err != nil {
 		return run, err
 	}
 	if len(c.SecretEnv) > 0 && !c.ForeignSecrets && !a.admin() {
 		// The gate decides this run as one whose output only people who
 		// may hold its secrets read; a message of another would read it.
 		return run, forbidden("run %s holds the server operator's secrets (%s) and an admin made it: only an admin continues it; fork it to continue as yourself (the fork asks before it shows them)", id, strings.Join(c.SecretEnv, ", "))
+	}
+	if plan.Attach {
+		// Nothing to journal, nothing to execute: the run waits for a
+		// person, and the caller attaches to the wait (see ResumePlan).
+		return run, nil
 	}
 	queued, queuedChange := message, ch
 	if s.pool.dispatcher != nil {
@@ -363,21 +359,6 @@ func (s *Service) untilIdle(ctx context.Context, run api.Run) (api.Run, error) {
 	return run, nil
 }
 
-// resumeChange checks the limits, settings and context window a resume
-// asks for and returns them applied to the run's own: what the run has
-// from now on (journaled in run.resumed, as `keel runs resume` locally).
-func (s *Service) resumeChange(ctx context.Context, id string, req *api.ResumeRun) (change, error) {
-	if req.Limits == nil && req.Settings == nil && req.ContextWindow == 0 {
-		return change{}, nil
-	}
-	st, _, err := s.rt.Load(ctx, id)
-	if err != nil {
-		return change{}, err
-	}
-	c, err := ResumeChanges(st, req)
-	return change{limits: c.Limits, settings: c.Settings, contextWindow: c.ContextWindow}, err
-}
-
 // Changes are what a resume changes of a run from now on (see
 // agent.ExecParams; journaled in run.resumed): nil or zero fields change
 // nothing.
@@ -393,6 +374,49 @@ type Changes struct {
 func CompletedError(id string) error {
 	return &Error{Code: api.CodeRunCompleted, cause: agent.ErrRunCompleted,
 		Message: fmt.Sprintf("run %s has completed, so there is nothing to resume: follow it up with a message, or fork it to continue from an earlier event", id)}
+}
+
+// ResumePlan is what a resume does with a run, decided in one place for
+// every front end (the API and the web UI through [Service.Resume], keel
+// runs resume on the journal).
+type ResumePlan struct {
+	// Changes are the limits, settings and context window the run has
+	// from now on (journaled in run.resumed).
+	Changes
+	// Attach: the run waits for a person's decision on its calls, and
+	// the resume brings nothing (no message, no limit, setting or
+	// context window other than the run's own). Nothing is journaled
+	// and nothing executes: the front end attaches to the wait, as keel
+	// run does when a run asks. At a terminal it asks about the calls
+	// (the edit as a diff, approve or deny) and goes on with the run once
+	// they are decided; elsewhere it says what the run waits for and
+	// exits as keel run does for a paused run (3). A resume that brings
+	// something journals it (run.resumed, the message) and the run
+	// pauses again at the same calls.
+	Attach bool
+}
+
+// PlanResume checks a resume of run st with req and returns what it
+// does, with every front end's refusals in one order: req's own values
+// (CheckResume), a child agent that ended (it belongs to its parent), a
+// completed run without a message, then req's values against the run
+// (ResumeChanges). Whether another process executes the run is the
+// caller's to check (it holds the run's lease or pool).
+func PlanResume(st *agent.State, req *api.ResumeRun) (ResumePlan, error) {
+	if err := CheckResume(req); err != nil {
+		return ResumePlan{}, err
+	}
+	if err := agent.CheckResumable(st); err != nil {
+		return ResumePlan{}, conflict(api.CodeConflict, "%s", err.Error())
+	}
+	if st.Status == journal.StatusCompleted && strings.TrimSpace(req.Message) == "" {
+		return ResumePlan{}, CompletedError(st.RunID)
+	}
+	ch, err := ResumeChanges(st, req)
+	if err != nil {
+		return ResumePlan{}, err
+	}
+	return ResumePlan{Changes: ch, Attach: len(st.Pending()) > 0 && req.Message == "" && ch == (Changes{})}, nil
 }
 
 // CheckResume checks what req asks that does not depend on the run (its
@@ -427,19 +451,24 @@ func ResumeChanges(st *agent.State, req *api.ResumeRun) (Changes, error) {
 			name string
 			v    string
 			to   *agent.Duration
+			// want says the values allowed when some are not ("": any).
+			want string
+			ok   func(time.Duration) bool
 		}{
-			{"command_timeout", rs.CommandTimeout, &set.CommandTimeout},
-			{"command_idle_timeout", rs.CommandIdleTimeout, &set.CommandIdleTimeout},
-			{"model_idle_timeout", rs.ModelIdleTimeout, &set.ModelIdleTimeout},
+			{"command_timeout", rs.CommandTimeout, &set.CommandTimeout, "a positive duration such as 90s", func(v time.Duration) bool { return v > 0 }},
+			{"command_idle_timeout", rs.CommandIdleTimeout, &set.CommandIdleTimeout, "", nil},
+			{"model_idle_timeout", rs.ModelIdleTimeout, &set.ModelIdleTimeout, "0 (the provider adapter's default) or more, such as 90s", func(v time.Duration) bool { return v >= 0 }},
 		} {
 			if d.v == "" {
 				continue
 			}
-			// A value out of range (a negative timeout) is refused by
-			// Validate below, in the words keel run uses for it.
 			v, err := time.ParseDuration(d.v)
 			if err != nil {
 				return ch, badRequest("settings.%s %q: want a Go duration such as 90s", d.name, d.v)
+			}
+			if d.ok != nil && !d.ok(v) {
+				// A Go duration out of range: say which range.
+				return ch, badRequest("settings.%s %q: want %s", d.name, d.v, d.want)
 			}
 			*d.to = agent.Duration(v)
 		}

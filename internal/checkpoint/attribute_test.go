@@ -31,6 +31,9 @@ type runLog struct {
 	prev    *agent.Snapshot
 	last    int64
 	created *agent.RunCreated
+	// unlisted journals checkpoints without their files (as one of
+	// more than agent.MaxCheckpointFiles files does in part).
+	unlisted bool
 }
 
 func newRunLog(t *testing.T, ws string, git bool) *runLog {
@@ -83,6 +86,9 @@ func (l *runLog) snap() {
 	}
 	if cp == nil || (l.prev != nil && cp.Tree == l.prev.Tree) {
 		return
+	}
+	if l.unlisted && len(cp.Files) > 0 {
+		cp.Files, cp.MoreFiles = cp.Files[:0], len(cp.Files)
 	}
 	l.add(journal.WorkspaceCheckpoint, cp)
 	l.prev = &agent.Snapshot{Seq: l.last, Tree: cp.Tree, Commit: cp.Commit, Store: cp.Store}
@@ -177,6 +183,21 @@ func TestChangedIsTheRunsOwn(t *testing.T) {
 			want: want{changes: []string{"A hello.txt"}, before: []string{"untracked-before.txt"}},
 		},
 		{
+			name: "still executing: the workspace now, less what it started with",
+			git:  true,
+			pre: func(t *testing.T, ws string) {
+				write(t, ws, "untracked-before.txt", "mine\n")
+				write(t, ws, "notes.txt", "person\n")
+			},
+			run: func(t *testing.T, l *runLog) {
+				l.snap()
+				l.tool("write", func() { write(t, l.ws, "hello.txt", "hi\n") })
+				l.add(journal.ToolStarted, &agent.ToolStarted{CallID: "now", Tool: "bash"})
+				write(t, l.ws, "now.txt", "in progress\n")
+			},
+			want: want{changes: []string{"A hello.txt", "A now.txt"}, before: []string{"notes.txt", "untracked-before.txt"}},
+		},
+		{
 			name: "the run edits a file a person had modified: only the run's edit",
 			git:  true,
 			pre:  func(t *testing.T, ws string) { write(t, ws, "notes.txt", "one\nperson\n") },
@@ -206,6 +227,21 @@ func TestChangedIsTheRunsOwn(t *testing.T) {
 			},
 			want: want{changes: []string{"A first.txt", "A y.txt"}, outside: []string{"notes.txt", "other.txt"},
 				notes: []string{"2 file(s) changed while the run was paused or waiting", "notes.txt, other.txt"}},
+		},
+		{
+			name: "paused; checkpoints that do not list their files: the store tells",
+			git:  true,
+			run: func(t *testing.T, l *runLog) {
+				l.unlisted = true
+				l.snap()
+				l.tool("first", func() { write(t, l.ws, "first.txt", "run\n") })
+				l.add(journal.RunPaused, &agent.RunEnded{Reason: agent.ReasonApproval})
+				write(t, l.ws, "other.txt", "other run\n")
+				l.add(journal.RunResumed, &agent.RunResumed{})
+				l.snap()
+				l.add(journal.RunCompleted, &agent.RunEnded{Reason: agent.ReasonAnswer})
+			},
+			want: want{changes: []string{"A first.txt"}, outside: []string{"other.txt"}},
 		},
 		{
 			name: "waiting at the terminal for an approval: a person's edit is not the run's",

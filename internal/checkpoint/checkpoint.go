@@ -325,6 +325,76 @@ func Rewind(ctx context.Context, store journal.Store, runID string, to int64, by
 	return r, &evs[len(evs)-1], nil
 }
 
+// Plan is what a rewind to an event would change, computed without
+// changing anything ([PlanRewind]): a person confirms it first.
+type Plan struct {
+	// To is the checkpoint's event a rewind would restore; Asked, Later
+	// and Missing are as [Rewind]'s workspace.restored has them.
+	To      int64
+	Asked   int64
+	Later   int
+	Missing int
+	// Files are the files the rewind would change.
+	Files []FileChange
+	// After are the paths among Files that changed since the run's
+	// newest checkpoint: a person's or another run's work after the run
+	// left its files, which the rewind would undo too.
+	After []string
+}
+
+// PlanRewind returns what [Rewind] to event to would change in the
+// workspace of the run of events (all of them), resolving the event
+// with [AtEvent] as Rewind does. It snapshots the workspace into the
+// run's store (no ref, no journal event) and writes no file of it.
+func PlanRewind(ctx context.Context, events []journal.Event, to int64) (*Plan, error) {
+	last := events[len(events)-1].Seq
+	if to < 1 || to > last {
+		return nil, &RangeError{Run: events[0].RunID, Seq: to, Last: last}
+	}
+	st, err := agent.Fold(events[0].RunID, events)
+	if err != nil {
+		return nil, err
+	}
+	cp, later, missing, err := AtEvent(events, to)
+	if err != nil {
+		return nil, err
+	}
+	g, err := OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	if !g.Has(ctx, cp.Tree) {
+		return nil, fmt.Errorf("%w: %s", ErrMissing, cp.Tree)
+	}
+	now, err := g.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{To: cp.Seq, Later: later, Missing: missing}
+	if cp.Seq != to {
+		p.Asked = to
+	}
+	if p.Files, err = g.Changes(ctx, now, cp.Tree); err != nil {
+		return nil, err
+	}
+	if st.Checkpoint != nil && st.Checkpoint.Store == cp.Store && st.Checkpoint.Tree != now && g.Has(ctx, st.Checkpoint.Tree) {
+		since, err := g.Changes(ctx, st.Checkpoint.Tree, now)
+		if err != nil {
+			return nil, err
+		}
+		changed := map[string]bool{}
+		for _, f := range since {
+			changed[f.Path] = true
+		}
+		for _, f := range p.Files {
+			if changed[f.Path] {
+				p.After = append(p.After, f.Path)
+			}
+		}
+	}
+	return p, nil
+}
+
 func draft(t journal.Type, v any) journal.Draft {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -269,7 +269,7 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 		// As keel run says it: a refused request is a usage error.
 		return err
 	}
-	return a.follow(ctx, cl, run.ID, 1, jsonOut, quiet, noWait)
+	return a.follow(ctx, cl, run.ID, &tui.FollowParams{From: 1, JSON: jsonOut, Quiet: quiet, NoWait: noWait})
 }
 
 func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {
@@ -292,7 +292,7 @@ func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	fmt.Fprintf(a.stderr, "keel demo: run %s on %s; watch it at %s/ui/runs/%s\n", run.ID, cl.URL(), cl.URL(), run.ID)
-	followErr := a.follow(ctx, cl, run.ID, 1, false, false, !g.waiting())
+	followErr := a.follow(ctx, cl, run.ID, &tui.FollowParams{From: 1, NoWait: !g.waiting()})
 	var exit *exitError
 	if followErr != nil && !errors.As(followErr, &exit) {
 		return followErr
@@ -310,8 +310,8 @@ func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {
 // follow prints run id's events from sequence number from on, as keel
 // run prints an execution, until the run ends (tui.Follow over the
 // client), and exits as keel run does.
-func (a *app) follow(ctx context.Context, cl *client.Client, id string, from int64, jsonOut, quiet, noWait bool) error {
-	fp := &tui.FollowParams{Stdout: a.stdout, Stderr: a.stderr, URL: cl.URL(), From: from, JSON: jsonOut, Quiet: quiet, NoWait: noWait}
+func (a *app) follow(ctx context.Context, cl *client.Client, id string, fp *tui.FollowParams) error {
+	fp.Stdout, fp.Stderr, fp.URL = a.stdout, a.stderr, cl.URL()
 	if a.inline() {
 		// At a terminal, the run's calls are asked as keel run asks a
 		// local run's, and decided through the server.

@@ -165,6 +165,23 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		}
 	}
 
+	// A decision executes the demo run on: both forms say what keel run
+	// says of a scripted model's usage (trial 9, N4).
+	if code, out, errOut := keel(t, "demo", "--no-wait"); code != 3 {
+		t.Fatalf("keel demo --no-wait = %d\n%s%s", code, out, errOut)
+	}
+	demoRun2, _ := lastRun(t, db)
+	const usageNote = "keel: a scripted model has no token usage"
+	for _, c := range []struct {
+		run  string
+		form []string
+	}{{demoRun, []string{"--server", s.url}}, {demoRun2, nil}} {
+		code, _, errOut := keel(t, append(c.form, "deny", c.run, "demo_4", "--reason", "no")...)
+		if code != 0 || strings.Count(errOut, usageNote) != 1 {
+			t.Errorf("keel %v deny = %d, want 0 and the usage note once:\n%s", c.form, code, errOut)
+		}
+	}
+
 	// The server form's undo hint of a rewind names the server (the
 	// fork put back the files of event 2: the newest checkpoint has
 	// others).

@@ -7,6 +7,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
@@ -30,7 +31,7 @@ func (r *remote) Decide(ctx context.Context, runID, callID string, res *agent.Ap
 // event after it (the server continues the run by itself); otherwise it
 // asks the server to resume the run first.
 func (r *remote) Continue(ctx context.Context, runID string, c *continuation) error {
-	from := c.after + 1
+	fp := &tui.FollowParams{From: c.after + 1, JSON: c.f.json, Quiet: c.f.quiet, NoWait: !c.f.gate.waiting(), Message: c.message}
 	if c.after == 0 {
 		req, err := resumeRequest(c.f, c.message)
 		if err != nil {
@@ -42,10 +43,15 @@ func (r *remote) Continue(ctx context.Context, runID string, c *continuation) er
 		if err != nil {
 			return err
 		}
-		if _, err := r.Client.Resume(context.WithoutCancel(ctx), runID, req); err != nil {
+		run, err := r.Client.Resume(context.WithoutCancel(ctx), runID, req)
+		if err != nil {
 			return err
 		}
-		from = before.Events + 1
+		fp.From = before.Events + 1
+		// The run waits for a person and nothing executes it: the
+		// resume attached to the wait (service.ResumePlan), or what it
+		// brought is journaled already.
+		fp.Waiting = run.Status == string(journal.StatusPaused) && len(run.Pending) > 0 && !run.Queued && !run.Executing
 	} else if run, err := r.Client.Run(ctx, runID); err == nil && run.Status == string(journal.StatusPaused) &&
 		!run.Executing && !run.Queued && len(run.Pending) == 0 && run.Events == c.after {
 		// The server recorded the decision but does not execute the run:
@@ -56,7 +62,7 @@ func (r *remote) Continue(ctx context.Context, runID string, c *continuation) er
 	}
 	// Stop at an approval as the local form does: --no-wait, --wait, else
 	// whether stdin is a terminal.
-	return r.a.follow(ctx, r.Client, runID, from, c.f.json, c.f.quiet, !c.f.gate.waiting())
+	return r.a.follow(ctx, r.Client, runID, fp)
 }
 
 func (r *remote) ContinuesLater(runID string) string {

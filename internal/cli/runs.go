@@ -274,6 +274,12 @@ another process executes is refused, and the message is not journaled.
 Every later request carries the message verbatim, like the task, also
 after compaction.
 
+A run waiting for approval with nothing brought (no message, no flag
+that changes the run) is left as it is: at a terminal its calls are
+asked (the edit as a diff, y or n) and the run goes on once they are
+decided; otherwise the command says what the run waits for and exits 3.
+Nothing is journaled. The same with --server.
+
 The run keeps the settings it was created with (limits, environment,
 allowlist, policy, sandbox limits, timeouts, concurrency, result size,
 model retries); a flag given here changes that one from now on, and the
@@ -361,27 +367,32 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		return err
 	}
 	st := ld.State
-	if err := agent.CheckResumable(st); err != nil {
+	// What the resume does, checked and decided as for a resume through
+	// the API.
+	plan, err := service.PlanResume(st, req)
+	if err != nil {
+		if f.handoff && errors.Is(err, agent.ErrRunCompleted) {
+			return &handoffCompleted{runID}
+		}
 		return err
 	}
+	ch := plan.Changes
 	if f.ctx.window > 0 {
 		if err := assemble.CheckContextWindow(st.Created, f.ctx.window, false); err != nil {
 			return err
 		}
 	}
-	// What the flags given change, checked and applied as for a resume
-	// through the API.
-	ch, err := service.ResumeChanges(st, req)
-	if err != nil {
-		return err
+	if plan.Attach && !f.handoff && f.gate.ifLastSeq == 0 && !f.gate.waiting() {
+		// The run waits for a person, nobody here answers, and the
+		// resume brings nothing: say what it waits for, as the server
+		// form does, and journal nothing.
+		out, err := a.terminal(f.json, f.quiet, nil).Attach(ctx, store, runID, ld)
+		if err != nil {
+			return err
+		}
+		return exitOf(out)
 	}
 	if st.Status == journal.StatusCompleted {
-		if message == "" {
-			if f.handoff {
-				return &handoffCompleted{runID}
-			}
-			return service.CompletedError(runID)
-		}
 		fmt.Fprintf(a.stderr, "keel: run %s completed; it continues with your message as a follow-up\n", runID)
 	}
 	live := &liveOptions{Params: assemble.Params{APIKey: f.apiKey, APIKeyEnv: f.apiKeyEnv}, handoff: f.handoff, contextWindow: ch.ContextWindow, gate: f.gate,

@@ -10,6 +10,7 @@ import (
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/internal/foreground"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -93,8 +94,14 @@ func (a *app) execution(rt *agent.Runtime, run *assemble.Run, live *liveOptions,
 	return &foreground.Execution{Runtime: rt, Run: run, Wire: a.assembler().Wire(&live.Params),
 		Handoff: live.handoff, ContextWindow: live.contextWindow, Limits: live.limits, Settings: live.settings,
 		IfLastSeq: live.gate.ifLastSeq, Wait: live.gate.waiting(), Chat: live.chat, StandIn: live.standIn,
-		Terminal: &foreground.Terminal{Stdout: a.stdout, Stderr: a.stderr, Term: a.term, JSON: jsonOut, Quiet: quiet,
-			Prompt: &a.prompt, Inline: a.inline(), Keel: a.keelCmd(), Person: a.person(""), Decide: decide}}
+		Terminal: a.terminal(jsonOut, quiet, decide)}
+}
+
+// terminal is where a run executed (or attached to) in this process
+// shows itself, with decide recording the person's decisions.
+func (a *app) terminal(jsonOut, quiet bool, decide tui.Decide) *foreground.Terminal {
+	return &foreground.Terminal{Stdout: a.stdout, Stderr: a.stderr, Term: a.term, JSON: jsonOut, Quiet: quiet,
+		Prompt: &a.prompt, Inline: a.inline(), Keel: a.keelCmd(), Person: a.person(""), Decide: decide}
 }
 
 // execute executes runID (as ld holds it; nil: read it) with the
@@ -104,6 +111,11 @@ func execute(ctx context.Context, x *foreground.Execution, runID string, ld *for
 	if err != nil {
 		return err
 	}
+	return exitOf(out)
+}
+
+// exitOf is keel run's exit status for how an execution left its run.
+func exitOf(out *agent.Outcome) error {
 	switch out.Status {
 	case journal.StatusCompleted:
 		return nil

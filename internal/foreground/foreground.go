@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 
 	"github.com/keel-run/keel/agent"
@@ -211,23 +210,37 @@ func (x *Execution) Execute(ctx context.Context, runID string, ld *Loaded, messa
 		}
 		x.leadHint(created, out.Status)
 	}
-	if pending := out.State.Pending(); message != "" && len(pending) > 0 && unread(out.State, message) {
-		ids := make([]string, len(pending))
-		for i, pa := range pending {
-			ids[i] = pa.CallID
-		}
-		fmt.Fprintf(x.Stderr, "keel: your message is journaled; the model reads it once %s %s decided (keel approve|deny %s CALL)\n",
-			strings.Join(ids, ", "), map[bool]string{true: "is", false: "are"}[len(ids) == 1], runID)
-	}
+	p.Unread(runID, out.State, message)
 	return out, nil
 }
 
-// unread reports whether message is the newest message of st and comes
-// after its newest turn: the model has not read it yet.
-func unread(st *agent.State, message string) bool {
-	n := len(st.Messages)
-	t := st.LastTurn()
-	return n > 0 && st.Messages[n-1].Content == message && (t == nil || t.Index < n-1)
+// Attach prints run runID, as ld holds it, for a resume that attached to
+// the run's wait for a person (service.ResumePlan) with nobody at this
+// terminal to ask: keel run's header, with JSON the run's events, and
+// the footer saying what the run waits for and how to decide, as keel
+// --server URL runs resume prints a team server's run (tui.Follow). It
+// executes and journals nothing. Another process executing the run is a
+// *BusyError.
+func (t *Terminal) Attach(ctx context.Context, store journal.Store, runID string, ld *Loaded) (*agent.Outcome, error) {
+	if l, ok := store.(journal.Locker); ok {
+		if h, err := l.Holder(ctx, runID); err == nil && h != "" {
+			return nil, Busy(ctx, store, runID)
+		}
+	}
+	p := tui.NewPrinter(t.Stderr, t.Stdout, t.JSON, t.Quiet)
+	p.Keel = t.Keel
+	st := ld.State
+	p.Header(runID, st.Created, nil)
+	if t.JSON {
+		for _, e := range ld.Events {
+			p.Event(e)
+		}
+	} else {
+		p.Prime(ld.Events)
+	}
+	out := &agent.Outcome{Status: st.Status, End: st.Ended, State: st}
+	p.Footer(runID, out)
+	return out, nil
 }
 
 // BusyError reports that another process executes a run: one readable

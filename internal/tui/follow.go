@@ -67,6 +67,16 @@ type FollowParams struct {
 	JSON, Quiet bool
 	// NoWait returns at the first wait for an approval, paused.
 	NoWait bool
+	// Waiting: the run waits for a person's decision on its calls and
+	// nothing executes it (a resume that attached to the wait,
+	// service.ResumePlan): Follow prints the events stored from From on,
+	// then, if the run still waits, returns paused (NoWait) or asks (or
+	// says how to decide) and follows the run as it goes on.
+	Waiting bool
+	// Message is the person's message sent with a resume: when the run
+	// stops waiting for approvals before the model read it, Follow says
+	// so, as a local resume does.
+	Message string
 	// Prompt, when set, is the person at this terminal (stdin is one):
 	// each call the run waits for is asked there as a local run asks it
 	// (Prompt.DecideInline, the edit shown as a diff) and decided through
@@ -90,6 +100,7 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 	prompted := map[string]bool{}
 	stop := func(st *agent.State) (int, error) {
 		p.Footer(id, &agent.Outcome{Status: st.Status, End: st.Ended, State: st})
+		p.Unread(id, st, fp.Message)
 		switch st.Status {
 		case journal.StatusCompleted:
 			return 0, nil
@@ -131,6 +142,9 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 	// stream that follows the run (?until=stopped ends after the next
 	// stop the stream sends).
 	prevHash := ""
+	// note says, at the first model call whose usage Keel estimated, what
+	// keel run says then.
+	var note func(journal.Event)
 	if from > 1 {
 		for e, err := range srv.Events(ctx, id, &EventsParams{NoFollow: true, GiveUp: followGiveUp}) {
 			if err != nil {
@@ -159,18 +173,17 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 			}
 		}
 	}
-	for e, err := range srv.Events(ctx, id, &EventsParams{From: st.LastSeq + 1, UntilStopped: noWait, OnDisconnect: onDisconnect, OnDelta: onDelta, GiveUp: followGiveUp}) {
-		if err != nil {
-			return 0, err
-		}
+	// handle folds and prints event e of the followed stream; it
+	// returns true with keel run's exit status when following ends.
+	handle := func(e journal.Event) (bool, int, error) {
 		if prevHash != "" {
 			if e.PrevHash != prevHash {
-				return 0, &journal.CorruptError{RunID: id, Seq: e.Seq, Reason: "the event does not link to the one before it"}
+				return true, 0, &journal.CorruptError{RunID: id, Seq: e.Seq, Reason: "the event does not link to the one before it"}
 			}
 			prevHash = ""
 		}
 		if err := st.Apply(&e); err != nil {
-			return 0, err
+			return true, 0, err
 		}
 		if e.Seq == 1 {
 			p.Header(id, st.Created, nil)
@@ -179,6 +192,13 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 		case e.Seq >= from || jsonOut:
 			live.Event(&e)
 			p.Event(e)
+			if !jsonOut && e.Seq >= from {
+				// What a local execution says of usage Keel estimated.
+				if note == nil {
+					note = EstimatedUsageNote(p.Err(), st.Created.Model, nil)
+				}
+				note(e)
+			}
 		default:
 			// The run's history: learn its calls and steps without
 			// printing them, as a local resume does, so that later lines
@@ -186,21 +206,58 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 			p.Prime([]journal.Event{e})
 		}
 		if e.Seq < from {
-			continue
+			return false, 0, nil
 		}
+		// A run.paused of a run that still waits for calls (a resume
+		// that brought a message or a change) asks them as their
+		// approval.requested did.
+		asks := e.Type == journal.ApprovalRequested || e.Type == journal.RunPaused && len(st.Pending()) > 0
 		switch {
 		case st.Status.Terminal():
-			return stop(st)
+			code, err := stop(st)
+			return true, code, err
 		case e.Type == journal.RunPaused && st.Ended != nil && st.Ended.Reason == "revoked":
-			return stop(st)
+			code, err := stop(st)
+			return true, code, err
 		case e.Type == journal.RunPaused && st.Ended != nil && st.Ended.Reason == "shutdown":
 			fmt.Fprintf(fp.Stderr, "keel: the server shut down; run %s continues when it starts again (waiting; Ctrl-C leaves it paused)\n", id)
-		case e.Type == journal.ApprovalRequested && ask != nil:
+		case asks && ask != nil:
 			ask.requested(st.Created)
-		case e.Type == journal.ApprovalRequested && !noWait && !quiet && !jsonOut:
+		case asks && !noWait && !quiet && !jsonOut:
 			promptApprovals(context.WithoutCancel(ctx), srv, fp, id, prompted)
 		case e.Type == journal.ApprovalResolved && ask != nil:
 			ask.resolved(&e)
+		}
+		return false, 0, nil
+	}
+	if fp.Waiting {
+		// The run waits and nothing executes it: what is stored is all
+		// there is until someone decides.
+		for e, err := range srv.Events(ctx, id, &EventsParams{From: st.LastSeq + 1, NoFollow: true, GiveUp: followGiveUp}) {
+			if err != nil {
+				return 0, err
+			}
+			if done, code, err := handle(e); done {
+				return code, err
+			}
+		}
+		if st.Status == journal.StatusPaused && len(st.Pending()) > 0 {
+			switch {
+			case noWait:
+				return stop(st)
+			case ask != nil:
+				ask.requested(st.Created)
+			case !quiet && !jsonOut:
+				promptApprovals(context.WithoutCancel(ctx), srv, fp, id, prompted)
+			}
+		}
+	}
+	for e, err := range srv.Events(ctx, id, &EventsParams{From: st.LastSeq + 1, UntilStopped: noWait, OnDisconnect: onDisconnect, OnDelta: onDelta, GiveUp: followGiveUp}) {
+		if err != nil {
+			return 0, err
+		}
+		if done, code, err := handle(e); done {
+			return code, err
 		}
 	}
 	if ctx.Err() == nil {

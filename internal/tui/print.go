@@ -127,6 +127,35 @@ func (p *Printer) Header(runID string, c *agent.RunCreated, w *assemble.Run) {
 	}
 }
 
+// Unread says, when run runID (folded in st) waits for calls to be
+// decided before the model reads message (a person's message sent with
+// a resume), that the message is journaled and when it is read. It says
+// nothing for "" or a message the model has read.
+func (p *Printer) Unread(runID string, st *agent.State, message string) {
+	pending := st.Pending()
+	if message == "" || len(pending) == 0 || !unread(st, message) {
+		return
+	}
+	ids := make([]string, len(pending))
+	for i, pa := range pending {
+		ids[i] = pa.CallID
+	}
+	keel := p.Keel
+	if keel == "" {
+		keel = "keel"
+	}
+	fmt.Fprintf(p.err, "keel: your message is journaled; the model reads it once %s %s decided (%s approve|deny %s CALL)\n",
+		strings.Join(ids, ", "), map[bool]string{true: "is", false: "are"}[len(ids) == 1], keel, runID)
+}
+
+// unread reports whether message is the newest message of st and comes
+// after its newest turn: the model has not read it yet.
+func unread(st *agent.State, message string) bool {
+	n := len(st.Messages)
+	t := st.LastTurn()
+	return n > 0 && st.Messages[n-1].Content == message && (t == nil || t.Index < n-1)
+}
+
 // noPrice says that model spec has no price, and the config.toml table
 // that gives it one: the key its price is looked up by (a recording's
 // model for a replay, the model's name without its provider otherwise).

@@ -415,6 +415,26 @@ type Rewound struct {
 	Missing int   `json:"missing,omitempty"`
 }
 
+// RewindPlan is what a rewind to an event would change, before it is
+// made: To, Asked, Later and Missing as [Rewound] would have them, and
+// the files.
+type RewindPlan struct {
+	To      int64           `json:"to"`
+	Asked   int64           `json:"asked,omitempty"`
+	Later   int             `json:"later,omitempty"`
+	Missing int             `json:"missing,omitempty"`
+	Files   []PlannedChange `json:"files,omitempty"`
+}
+
+// PlannedChange is one file a rewind would change ("A", "M" or "D");
+// After is set when the file changed since the run's newest checkpoint
+// (work done after the run left its files, which the rewind undoes too).
+type PlannedChange struct {
+	Path   string `json:"path"`
+	Status string `json:"status"`
+	After  bool   `json:"after,omitempty"`
+}
+
 // FileChange is one file a rewind changed.
 type FileChange struct {
 	Path   string `json:"path"`
