@@ -357,10 +357,18 @@ func totalsOf(t *testing.T, evs []journal.Event) runTotals {
 
 func checkTrace(t *testing.T, runID string, spans []jSpan, tot runTotals, input, output int64) {
 	t.Helper()
+	// Export is at least once: a span the killed process sent but had not
+	// recorded as acknowledged is sent again by the resume, and the
+	// collector stores both copies. Count each span once.
 	ids := map[string]bool{}
+	var distinct []jSpan
 	for _, s := range spans {
+		if !ids[s.SpanID] {
+			distinct = append(distinct, s)
+		}
 		ids[s.SpanID] = true
 	}
+	spans = distinct
 	var chats, tools int
 	var in, out int64
 	var root *jSpan
