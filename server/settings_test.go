@@ -138,7 +138,7 @@ func TestResumeRefusesBadChanges(t *testing.T) {
 	}{
 		{"negative steps", api.ResumeRun{Limits: &api.Limits{MaxSteps: new(-1)}}, "want 0 (no limit) or more"},
 		{"bad timeout", api.ResumeRun{Limits: &api.Limits{Timeout: "soon"}}, "limits.timeout"},
-		{"bad command timeout", api.ResumeRun{Settings: &api.Settings{CommandTimeout: "-5s"}}, "command timeout"},
+		{"bad command timeout", api.ResumeRun{Settings: &api.Settings{CommandTimeout: "-5s"}}, `settings.command_timeout "-5s": want a positive duration`},
 		{"no concurrency", api.ResumeRun{Settings: &api.Settings{Concurrency: &zero}}, "concurrency"},
 		{"tiny window", api.ResumeRun{ContextWindow: 10}, "context_window"},
 	} {

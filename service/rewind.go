@@ -56,7 +56,11 @@ func (s *Service) rewindable(ctx context.Context, id string, who *Caller) error 
 	}
 	demo := c.Labels[LabelDemo] != ""
 	a := &admission{who: who, demo: demo, demoWorkspace: demo}
-	_, err = s.admit(ctx, a, c, true)
+	// Checked as a resume is, but not set up: a rewind puts files back
+	// and executes nothing, and setting the run up would hold its
+	// workspace beside the execution that holds it now (keel chat's
+	// /undo: a false "another run is executing in this workspace").
+	_, err = s.admit(ctx, a, c, false)
 	return err
 }
 

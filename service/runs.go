@@ -22,6 +22,12 @@ func (s *Service) run(ctx context.Context, id string, knownSeq int64) (api.Run, 
 	if journal.IsSystem(id) {
 		return api.Run{}, notFound("no such run %s", id)
 	}
+	// The pool's view first, then the journal's: an execution that ends
+	// between the two reads has its last events in the summary, so a
+	// run shown idle and completed has nothing after what is shown (an
+	// event stream ends on that; the other order could end it before a
+	// follow-up's events).
+	queued, executing, lastErr := s.pool.state(id)
 	r, err := s.sums.get(ctx, id, knownSeq)
 	if errors.Is(err, journal.ErrNotFound) {
 		return r, notFound("no such run %s", id)
@@ -29,7 +35,7 @@ func (s *Service) run(ctx context.Context, id string, knownSeq int64) (api.Run, 
 	if err != nil {
 		return r, err
 	}
-	r.Queued, r.Executing, r.Error = s.pool.state(id)
+	r.Queued, r.Executing, r.Error = queued, executing, lastErr
 	if r.Status == string(journal.StatusRunning) && !r.Queued && !r.Executing && s.pool.dispatcher == nil {
 		r.Idle = s.idle(ctx, id, r.LastType)
 	}

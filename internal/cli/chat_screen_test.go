@@ -142,25 +142,39 @@ func TestChatScreen(t *testing.T) {
 	t.Run("typed ahead and Ctrl-C", func(t *testing.T) {
 		pol := filepath.Join(t.TempDir(), "all.cedar")
 		os.WriteFile(pol, []byte(`@id("all") permit(principal, action, resource);`+"\n"), 0o644)
-		term, cmd := start(t, &sleepyServer{}, t.TempDir(), "--policy", pol)
+		srv := &sleepyServer{}
+		term, cmd := start(t, srv, t.TempDir(), "--policy", pol)
 		term.send("please wait a while")
 		term.expect("│ sleeper-")
 		term.send("what now?") // typed while the command runs
 		term.expect("│ sleeper-")
 		term.f.Write([]byte{3})
-		if got := term.expect("you> what now?"); !strings.Contains(got, "interrupting") {
-			t.Errorf("no interruption before the typed line:\n%s", got)
+		// After Ctrl-C the person has control: the line typed ahead is
+		// shown, not sent (fresh-user trial 10, N11).
+		got := term.expect("you> ")
+		if !strings.Contains(got, "interrupting") || !strings.Contains(got, "keel: not sent (typed before you interrupted): what now?") {
+			t.Errorf("after Ctrl-C, no interruption and no notice of the line not sent:\n%s", got)
 		}
+		term.send("go on")
 		if got := term.expect("you> "); !strings.Contains(got, "Answer 3.") {
-			t.Errorf("the line typed during the turn was not the next message:\n%s", got)
+			t.Errorf("the message typed after the interruption got no answer:\n%s", got)
 		}
 		lines := finish(t, term, cmd)
 		for _, l := range lines {
 			if spinnerLine(l) {
 				t.Errorf("a status line is left on the screen: %q\n%s", l, strings.Join(lines, "\n"))
 			}
-			if strings.Contains(l, "what now?") && !strings.HasPrefix(l, "you> what now?") {
+			if strings.Contains(l, "what now?") && !strings.HasPrefix(l, "keel: not sent") {
 				t.Errorf("the typed line landed in other output: %q", l)
+			}
+		}
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		for _, req := range srv.requests {
+			for _, m := range req {
+				if strings.Contains(m, "what now?") {
+					t.Errorf("the line typed before the interruption was sent to the model: %s", m)
+				}
 			}
 		}
 	})

@@ -349,6 +349,11 @@ func TestChatCommands(t *testing.T) {
 				t.Errorf("after %q, no %q:\n%s", tt.send, w, got)
 			}
 		}
+		// The chat's own run holds its workspace: /undo warns of no
+		// other run there (fresh-user trial 10, N2).
+		if strings.HasPrefix(tt.send, "/") && strings.Contains(got, "WARNING") {
+			t.Errorf("after %q, a warning:\n%s", tt.send, got)
+		}
 	}
 	term.send("/exit")
 	<-term.done

@@ -80,6 +80,7 @@ func (pr *Prompt) Converse(ctx context.Context, runID, keel string, err error, i
 		}
 		if interrupted {
 			fmt.Fprintln(pr.Err, "keel: interrupted; the model is told when your next message goes on")
+			pr.dropAhead()
 		}
 		pr.AtPrompt()
 		m, ok := pr.Message(ctx, "you> ")

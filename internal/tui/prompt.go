@@ -258,6 +258,24 @@ func (pr *Prompt) drain() {
 	}
 }
 
+// dropAhead drops the lines typed before the person interrupted a turn:
+// by pressing Ctrl-C they took control back, and a line queued for the
+// next message is not sent unasked. Each is shown, to type again.
+func (pr *Prompt) dropAhead() {
+	pr.drain()
+	kept := pr.held[:0]
+	for _, l := range pr.held {
+		if l.err != nil {
+			kept = append(kept, l) // the end of input stays
+			continue
+		}
+		if t := strings.TrimRight(l.s, "\r\n"); strings.TrimSpace(t) != "" {
+			fmt.Fprintf(pr.Err, "keel: not sent (typed before you interrupted): %s\n", visible.String(t))
+		}
+	}
+	pr.held = kept
+}
+
 // answer returns the line l as Ask and Message do.
 func (pr *Prompt) answer(l line) (s string, ok bool) {
 	if l.err != nil && (l.s == "" || !errors.Is(l.err, io.EOF)) {
