@@ -676,6 +676,7 @@ func (g *guard) quarantine(stamp, p, reason string) Quarantine {
 	dst := path.Join(base, p)
 	err := mkdirAllLike(g.root, path.Dir(dst), ".keel")
 	if err == nil {
+		ignoreKeel(g.root)
 		err = g.root.Rename(p, dst)
 		if denied(err) && g.ownerWrite(p) {
 			err = g.root.Rename(p, dst)
@@ -694,6 +695,17 @@ func (g *guard) quarantine(stamp, p, reason string) Quarantine {
 		f.Close()
 	}
 	return q
+}
+
+// ignoreKeel makes git ignore the workspace's .keel directory, made to
+// hold a quarantine: a .gitignore in it that ignores everything, so
+// that the person's git status does not list .keel/ (git status lists
+// no directory whose files are all ignored). An existing one is kept.
+func ignoreKeel(root *os.Root) {
+	if f, err := root.OpenFile(path.Join(".keel", ".gitignore"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
+		fmt.Fprint(f, "# Keel's quarantine of files the sandbox wrote (see REASONS in each): not part of the project.\n*\n")
+		f.Close()
+	}
 }
 
 // ownerWrite gives Keel's user write and search permission on the

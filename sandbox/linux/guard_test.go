@@ -236,6 +236,17 @@ func TestGuardCheck(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("quarantined (-want +got):\n%s\nwarnings: %v", diff, warns)
 			}
+			// Trial 10, N18: the quarantine is not listed by the
+			// person's git status (.keel/ holds only ignored files).
+			if b, err := os.ReadFile(filepath.Join(ws, ".keel/.gitignore")); len(qs) > 0 && (err != nil || !strings.HasSuffix(string(b), "\n*\n")) {
+				t.Errorf(".keel/.gitignore after a quarantine = %q, %v; want it to ignore everything", b, err)
+			}
+			if _, err := exec.LookPath("git"); err == nil && len(qs) > 0 {
+				out, err := exec.Command("git", "-C", ws, "status", "--porcelain", "--untracked-files=normal", "--", ".keel").CombinedOutput()
+				if err == nil && len(out) > 0 {
+					t.Errorf("git status lists the quarantine:\n%s", out)
+				}
+			}
 			if again, _ := g.check(); len(again) != 0 {
 				t.Errorf("a second check quarantined %v", again)
 			}
