@@ -171,6 +171,12 @@ type GitStart struct {
 	// run's diff lists it (checkpoint.Base.Since). Absent in runs
 	// journaled before it was recorded.
 	Time time.Time `json:"time,omitzero"`
+	// Since is the workspace's file-system clock once the start was read
+	// (checkpoint.StartClock), exact: a file whose change time is not
+	// before it was written since, and one written before has an
+	// earlier change time. Absent when it could not be read, and in runs
+	// journaled before it was recorded: Time, less a slack, then.
+	Since time.Time `json:"since,omitzero"`
 	// Refs are the repository's refs then (ref name: object;
 	// checkpoint.Refs): the run's diff lists those it made, moved or
 	// deleted, with their commits, even when the work tree ends as it
@@ -181,6 +187,14 @@ type GitStart struct {
 	// runs journaled before it was recorded.
 	Refs    map[string]string `json:"refs,omitempty"`
 	RefsAll bool              `json:"refs_all,omitempty"`
+	// Control is the sha256 (hex) of each file of the repository's .git
+	// directory that makes git run programs (config, hooks, a rebase's
+	// todo) then, by its path under that directory: the run's diff lists
+	// those whose content differs (checkpoint.GitControl). Absent when
+	// the .git directory is not in the workspace, and in runs journaled
+	// before it was recorded (their diff compares change times with
+	// Time).
+	Control map[string]string `json:"control,omitempty"`
 }
 
 // ToolInfo is a tool as recorded at run creation.

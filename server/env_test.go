@@ -21,6 +21,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/internal/testenv"
@@ -333,10 +334,7 @@ func (b *testBuilder) Complete(ctx context.Context, c *agent.RunCreated, _ *serv
 	reg := tool.NewRegistry()
 	builtin.Register(reg, &builtin.Options{NoWeb: true})
 	c.Tools = agent.ToolInfos(reg)
-	now := time.Now().UTC()
-	if commit, dirty, err := checkpoint.Start(ctx, c.Workspace); err == nil {
-		c.Git = &agent.GitStart{Commit: commit, Dirty: dirty, Time: now}
-	}
+	c.Git = builder.GitStart(ctx, c.Workspace)
 	return nil
 }
 

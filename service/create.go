@@ -520,6 +520,10 @@ func (s *Service) prepareDemo(ctx context.Context, sb string) (*agent.RunCreated
 		Limits: agent.Limits{MaxSteps: 20}, Workspace: ws, MountPath: "/workspace", Sandbox: cmp.Or(sb, s.sandboxKind()),
 		Principal: identity.DemoAgent, CompletionMarker: DefaultCompletionMarker,
 		Labels: map[string]string{LabelDemo: demo.Label},
+		// The demo's tests would leave Python's bytecode caches in the
+		// project; a change summary lists such files (they run on their
+		// own) beside the one-line fix, three files changed for one.
+		Env: []string{"PYTHONDONTWRITEBYTECODE=1"},
 	}
 	c, err = s.finish(ctx, c, DemoPolicy(), &CreateRun{}, "scripted:demo")
 	if err != nil {

@@ -596,7 +596,10 @@ func SinceStart(ctx context.Context, created *agent.RunCreated, events []journal
 	skip := func(p string) bool {
 		return created.StateDir == "" && (p == ".keel" || strings.HasPrefix(p, ".keel/"))
 	}
-	base := Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude, Since: created.Git.Time, Refs: created.Git.Refs, RefsAll: created.Git.RefsAll}
+	base := Base{Commit: created.Git.Commit, Exclude: created.Git.Exclude, Since: created.Git.Time, Refs: created.Git.Refs, RefsAll: created.Git.RefsAll, Control: created.Git.Control}
+	if !created.Git.Since.IsZero() {
+		base.Since, base.SinceExact = created.Git.Since, true
+	}
 	sum := &Summary{}
 	upto := left(events)
 	if upto != nil {

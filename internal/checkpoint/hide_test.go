@@ -47,7 +47,7 @@ func TestDiffGitlink(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		since := time.Now()
+		base := runStart(t, dir, commit)
 		sub := filepath.Join(dir, "sub")
 		if err := os.Mkdir(sub, 0o755); err != nil {
 			t.Fatal(err)
@@ -61,7 +61,7 @@ func TestDiffGitlink(t *testing.T) {
 		if st := gitOut(t, dir, "status", "--porcelain"); st != "" {
 			t.Fatalf("git status is not clean: %q", st)
 		}
-		changes, err := checkpoint.DiffFrom(t.Context(), dir, checkpoint.Base{Commit: commit, Since: since}, nil)
+		changes, err := checkpoint.DiffFrom(t.Context(), dir, base, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,4 +250,20 @@ func TestSinceStartDamagedHistory(t *testing.T) {
 	if _, err := checkpoint.SinceStart(t.Context(), created, nil); !errors.As(err, &he) || he.From != 0 || !strings.Contains(err.Error(), "history was damaged") {
 		t.Errorf("without events: %v", err)
 	}
+}
+
+// runStart is the base of a run starting now on commit in the repository
+// at dir, as a run records it (agent.GitStart): the file system's start
+// clock and the digests of .git's config and hooks.
+func runStart(t *testing.T, dir, commit string) checkpoint.Base {
+	t.Helper()
+	since, ok := checkpoint.StartClock(dir)
+	if !ok {
+		t.Fatal("StartClock: no clock")
+	}
+	control, err := checkpoint.GitControl(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checkpoint.Base{Commit: commit, Since: since, SinceExact: true, Control: control}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -42,7 +44,6 @@ const clockSlack = 20 * time.Millisecond
 // and, when until is set, leaves out those changed after it (later, by
 // path: not the run's changes).
 func ignoredChanges(dir string, still ignoredPaths, since, until time.Time, skip func(string) bool) (_ []Change, later []string, _ error) {
-	since = since.Add(-clockSlack)
 	type hit struct {
 		path  string
 		added bool
@@ -218,43 +219,35 @@ func wholeFile(dir, rel string, added bool) (Change, error) {
 	return c, nil
 }
 
-// gitAutorun lists the files of the repository's own .git directory
-// (when it is in the work tree at dir) that make git run programs and
-// changed since: its config and its hooks.
-func gitAutorun(ctx context.Context, dir string, since time.Time) ([]Change, error) {
+// gitControlDir is the repository's own git directory (its common
+// directory) when it is inside the work tree at dir, and its path
+// relative to dir; "" when it is elsewhere (a run cannot write it).
+func gitControlDir(ctx context.Context, dir string) (rg, top string, err error) {
 	out, err := git(ctx, dir, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
 	gd := strings.TrimSpace(string(out))
 	real, err1 := filepath.EvalSymlinks(dir)
 	rg, err2 := filepath.EvalSymlinks(gd)
 	if err1 != nil || err2 != nil {
-		return nil, nil
+		return "", "", nil
 	}
-	top, err := filepath.Rel(real, rg)
+	top, err = filepath.Rel(real, rg)
 	if err != nil || !filepath.IsLocal(top) {
-		return nil, nil // not in the work tree: the run cannot write it
+		return "", "", nil
 	}
-	since = since.Add(-clockSlack)
-	var found []Change
-	add := func(name, sub string, fi fs.FileInfo) error {
-		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 || changeTime(fi).Before(since) {
-			return nil
-		}
-		born, ok := birthTime(name)
-		rel := path.Join(filepath.ToSlash(top), sub)
-		c, err := wholeFile(dir, rel, ok && !born.Before(since))
-		if err != nil {
-			return err
-		}
-		c.Autorun = policy.AutorunWhy(path.Join(".git", sub))
-		found = append(found, c)
-		return nil
-	}
+	return rg, top, nil
+}
+
+// controlFiles calls fn with each file of git directory rg that makes
+// git run programs: its config, a rebase's or sequencer's todo, and its
+// hooks (not *.sample: git runs none), by its path under rg. It stops
+// after maxAutorunListed hooks.
+func controlFiles(rg string, fn func(name, sub string, fi fs.FileInfo) error) error {
 	if fi, err := os.Lstat(filepath.Join(rg, "config")); err == nil {
-		if err := add(filepath.Join(rg, "config"), "config", fi); err != nil {
-			return nil, err
+		if err := fn(filepath.Join(rg, "config"), "config", fi); err != nil {
+			return err
 		}
 	}
 	// A rebase, am, cherry-pick or revert in progress: the person's
@@ -263,14 +256,15 @@ func gitAutorun(ctx context.Context, dir string, since time.Time) ([]Change, err
 		for _, n := range []string{"git-rebase-todo", "todo", "strategy", "opts"} {
 			name := filepath.Join(rg, s, n)
 			if fi, err := os.Lstat(name); err == nil {
-				if err := add(name, s+"/"+n, fi); err != nil {
-					return nil, err
+				if err := fn(name, s+"/"+n, fi); err != nil {
+					return err
 				}
 			}
 		}
 	}
 	hooks := filepath.Join(rg, "hooks")
-	err = filepath.WalkDir(hooks, func(name string, e fs.DirEntry, err error) error {
+	n := 0
+	return filepath.WalkDir(hooks, func(name string, e fs.DirEntry, err error) error {
 		if err != nil {
 			if name == hooks || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 				return nil
@@ -288,10 +282,99 @@ func gitAutorun(ctx context.Context, dir string, since time.Time) ([]Change, err
 		if err != nil {
 			return err
 		}
-		if len(found) > maxAutorunListed {
+		if n++; n > maxAutorunListed {
 			return filepath.SkipAll
 		}
-		return add(name, filepath.ToSlash(rel), fi)
+		return fn(name, filepath.ToSlash(rel), fi)
+	})
+}
+
+// controlDigest is the digest of a control file's content (of a
+// symbolic link's target for a link).
+func controlDigest(name string, fi fs.FileInfo) (string, error) {
+	var b []byte
+	var err error
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		var t string
+		t, err = os.Readlink(name)
+		b = []byte("link " + t)
+	} else {
+		b, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// GitControl returns the digest of each file of the repository's own
+// .git directory that makes git run programs (see [controlFiles]), by
+// its path under that directory, as a run starts (agent.GitStart.Control):
+// the run's diff then lists those whose content differs, whatever their
+// change times say. nil when the git directory is not in the work tree.
+func GitControl(ctx context.Context, dir string) (map[string]string, error) {
+	rg, _, err := gitControlDir(ctx, dir)
+	if err != nil || rg == "" {
+		return nil, err
+	}
+	out := map[string]string{}
+	err = controlFiles(rg, func(name, sub string, fi fs.FileInfo) error {
+		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		d, err := controlDigest(name, fi)
+		if err != nil {
+			return err
+		}
+		out[sub] = d
+		return nil
+	})
+	return out, err
+}
+
+// gitAutorun lists the files of the repository's own .git directory
+// (when it is in the work tree at dir) that make git run programs and
+// changed since the run started: its config and its hooks. With start
+// (the digests of [GitControl] at the start), a file changed when its
+// content differs; without (runs journaled before they were recorded),
+// when its change time is after since.
+func gitAutorun(ctx context.Context, dir string, since time.Time, start map[string]string) ([]Change, error) {
+	rg, top, err := gitControlDir(ctx, dir)
+	if err != nil || rg == "" {
+		return nil, err
+	}
+	var found []Change
+	err = controlFiles(rg, func(name, sub string, fi fs.FileInfo) error {
+		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		var added bool
+		if start != nil {
+			d, err := controlDigest(name, fi)
+			if err != nil {
+				return err
+			}
+			was, ok := start[sub]
+			if ok && was == d {
+				return nil
+			}
+			added = !ok
+		} else {
+			if changeTime(fi).Before(since) {
+				return nil
+			}
+			born, ok := birthTime(name)
+			added = ok && !born.Before(since)
+		}
+		rel := path.Join(filepath.ToSlash(top), sub)
+		c, err := wholeFile(dir, rel, added)
+		if err != nil {
+			return err
+		}
+		c.Autorun = policy.AutorunWhy(path.Join(".git", sub))
+		found = append(found, c)
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -323,7 +406,6 @@ func replaceRefs(ctx context.Context, dir string, since time.Time) ([]Change, er
 			}
 		}
 	}
-	since = since.Add(-clockSlack)
 	var found []Change
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		ref, obj, ok := strings.Cut(line, " ")

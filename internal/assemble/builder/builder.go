@@ -305,8 +305,14 @@ func GitStart(ctx context.Context, dir string) *agent.GitStart {
 	}
 	g := &agent.GitStart{Commit: commit, Dirty: dirty, Origin: checkpoint.Origin(ctx, dir), Time: now}
 	g.Refs, g.RefsAll = checkpoint.Refs(ctx, dir)
+	if c, err := checkpoint.GitControl(ctx, dir); err == nil {
+		g.Control = c
+	}
 	if x, err := checkpoint.InfoExclude(ctx, dir); err == nil {
 		g.Exclude = &x
+	}
+	if t, ok := checkpoint.StartClock(dir); ok {
+		g.Since = t.UTC()
 	}
 	return g
 }
