@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/internal/config"
+	"github.com/keel-run/keel/internal/knobs"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	_ "github.com/keel-run/keel/journal/sqlite" // registers the sqlite backend
@@ -82,7 +83,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	ctx, cancel := signalContext(ctx, a.prompt.Take, a.prompt.Restore)
 	defer cancel()
-	defer debugProfile(a.getenv)()
+	defer knobs.Profile(a.getenv)()
 	err := root.ExecuteContext(ctx)
 	var ee *exitError
 	switch {
@@ -348,7 +349,12 @@ func (a *app) openStore(ctx context.Context) (journal.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open journal %s: %w", redact.DSN(p), err)
 	}
-	return a.debugStore(s)
+	k, err := knobs.Parse(a.getenv("KEEL_DEBUG"))
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return k.Store(s), nil
 }
 
 // withStore opens the journal (see openStore), calls fn with it and

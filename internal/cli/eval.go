@@ -12,6 +12,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/eval"
 	"github.com/keel-run/keel/internal/evalrun"
+	"github.com/keel-run/keel/internal/knobs"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/service"
@@ -219,7 +220,7 @@ func (a *app) evalReportCmd() *cobra.Command {
 // newEvalExec returns the executor of an evaluation's trials in this
 // process (evalrun.Exec) and what ends it.
 func (a *app) newEvalExec(ctx context.Context, store journal.Store, eng *policy.Engine, sbKind string, approve policy.Effect) (*evalrun.Exec, func(), error) {
-	k, err := parseDebug(a.getenv("KEEL_DEBUG"))
+	k, err := knobs.Parse(a.getenv("KEEL_DEBUG"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -229,6 +230,6 @@ func (a *app) newEvalExec(ctx context.Context, store journal.Store, eng *policy.
 	}
 	b := newBuilder(a, store, slog.New(slog.DiscardHandler))
 	svc := service.New(rt, &service.Options{Builder: b, NoExecution: true})
-	x := &evalrun.Exec{Service: svc, Builder: b, Policy: eng, Sandbox: sbKind, Approve: approve, Person: a.person(""), Fault: k.evalFault}
+	x := &evalrun.Exec{Service: svc, Builder: b, Policy: eng, Sandbox: sbKind, Approve: approve, Person: a.person(""), Fault: k.EvalFault}
 	return x, func() { _ = svc.Shutdown(context.WithoutCancel(ctx)); flush() }, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/assemble/builder"
 	"github.com/keel-run/keel/internal/foreground"
+	"github.com/keel-run/keel/internal/knobs"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 )
@@ -45,8 +46,8 @@ type liveOptions struct {
 func (a *app) process() *builder.Process {
 	p := &builder.Process{Home: a.home, Journal: a.dbPath(), Config: a.cfg, Project: a.project, Getenv: a.getenv, Notes: a.stderr,
 		Version: Version, Metrics: a.metrics, OpenJournal: a.openStore, OpenVault: a.openVault}
-	if k, err := parseDebug(a.getenv("KEEL_DEBUG")); err == nil && k.egressRoots != "" {
-		if b, err := os.ReadFile(k.egressRoots); err == nil {
+	if k, err := knobs.Parse(a.getenv("KEEL_DEBUG")); err == nil && k.EgressRoots != "" {
+		if b, err := os.ReadFile(k.EgressRoots); err == nil {
 			p.EgressRoots = x509.NewCertPool()
 			p.EgressRoots.AppendCertsFromPEM(b)
 		}

@@ -1,4 +1,8 @@
-package cli
+// Package knobs reads KEEL_DEBUG, the one variable of Keel's unstable
+// test and diagnosis toggles (crash injection for the crash-safety
+// harness, profiles, injected evaluation faults, test roots for the
+// egress proxy). Only front ends call it; libraries take options.
+package knobs
 
 import (
 	"context"
@@ -15,9 +19,9 @@ import (
 	"github.com/keel-run/keel/journal"
 )
 
-// debugKnobs are unstable test toggles read from KEEL_DEBUG, a
+// Knobs are unstable test toggles read from KEEL_DEBUG, a
 // comma-separated list of key=value (docs/architecture.md, "Conventions":
-// one knob variable, read only here). Known keys:
+// one knob variable, parsed only here). Known keys:
 //
 //	crash_after_event=N   SIGKILL this process right after the append that
 //	                      stores event N of a run (the crash-safety harness)
@@ -37,17 +41,19 @@ import (
 //	                      secrets for hosts (--secret-for-host) against the
 //	                      certificates of this PEM file instead of the
 //	                      system's roots (a local TLS server in tests)
-type debugKnobs struct {
-	egressRoots      string
-	crashAfterEvent  int64
-	crashAfterAppend int64
-	cpuProfile       string
-	memProfile       string
-	evalFault        evalrun.Fault
+type Knobs struct {
+	EgressRoots      string
+	CrashAfterEvent  int64
+	CrashAfterAppend int64
+	CPUProfile       string
+	MemProfile       string
+	EvalFault        evalrun.Fault
 }
 
-func parseDebug(s string) (debugKnobs, error) {
-	var k debugKnobs
+// Parse reads the knobs of s, KEEL_DEBUG's value; an unknown key or a
+// bad value is an error.
+func Parse(s string) (Knobs, error) {
+	var k Knobs
 	for kv := range strings.SplitSeq(s, ",") {
 		kv = strings.TrimSpace(kv)
 		if kv == "" {
@@ -60,35 +66,35 @@ func parseDebug(s string) (debugKnobs, error) {
 			if err != nil || n < 1 {
 				return k, fmt.Errorf("KEEL_DEBUG: crash_after_event=%q: want a positive event number", val)
 			}
-			k.crashAfterEvent = n
+			k.CrashAfterEvent = n
 		case "crash_after_append":
 			n, err := strconv.ParseInt(val, 10, 64)
 			if err != nil || n < 1 {
 				return k, fmt.Errorf("KEEL_DEBUG: crash_after_append=%q: want a positive number of appends", val)
 			}
-			k.crashAfterAppend = n
+			k.CrashAfterAppend = n
 		case "cpu_profile":
 			if val == "" {
 				return k, fmt.Errorf("KEEL_DEBUG: cpu_profile needs a file name")
 			}
-			k.cpuProfile = val
+			k.CPUProfile = val
 		case "eval_fault":
 			kind, n, _ := strings.Cut(val, "@")
 			at, err := strconv.Atoi(n)
 			if (kind != "provider" && kind != "sandbox") || err != nil || at < 1 {
 				return k, fmt.Errorf("KEEL_DEBUG: eval_fault=%q: want provider@N or sandbox@N", val)
 			}
-			k.evalFault = evalrun.Fault{Kind: kind, At: at}
+			k.EvalFault = evalrun.Fault{Kind: kind, At: at}
 		case "egress_roots":
 			if val == "" {
 				return k, fmt.Errorf("KEEL_DEBUG: egress_roots needs a file name")
 			}
-			k.egressRoots = val
+			k.EgressRoots = val
 		case "mem_profile":
 			if val == "" {
 				return k, fmt.Errorf("KEEL_DEBUG: mem_profile needs a file name")
 			}
-			k.memProfile = val
+			k.MemProfile = val
 		default:
 			return k, fmt.Errorf("KEEL_DEBUG: unknown knob %q", key)
 		}
@@ -96,16 +102,16 @@ func parseDebug(s string) (debugKnobs, error) {
 	return k, nil
 }
 
-// debugProfile starts the profiles KEEL_DEBUG asks for, if any, and
-// returns the function that stops and writes them.
-func debugProfile(getenv func(string) string) func() {
-	k, err := parseDebug(getenv("KEEL_DEBUG"))
+// Profile starts the profiles KEEL_DEBUG (read with getenv) asks for,
+// if any, and returns the function that stops and writes them.
+func Profile(getenv func(string) string) func() {
+	k, err := Parse(getenv("KEEL_DEBUG"))
 	if err != nil {
 		return func() {} // a bad value is reported where the journal opens
 	}
 	stopCPU := func() {}
-	if k.cpuProfile != "" {
-		if f, err := os.Create(k.cpuProfile); err == nil {
+	if k.CPUProfile != "" {
+		if f, err := os.Create(k.CPUProfile); err == nil {
 			if err := pprof.StartCPUProfile(f); err != nil {
 				f.Close()
 			} else {
@@ -113,7 +119,7 @@ func debugProfile(getenv func(string) string) func() {
 			}
 		}
 	}
-	if k.memProfile == "" {
+	if k.MemProfile == "" {
 		return stopCPU
 	}
 	// Sample finely enough to see a run's per-step allocations; set
@@ -121,7 +127,7 @@ func debugProfile(getenv func(string) string) func() {
 	runtime.MemProfileRate = 64 << 10
 	return func() {
 		stopCPU()
-		f, err := os.Create(k.memProfile)
+		f, err := os.Create(k.MemProfile)
 		if err != nil {
 			return
 		}
@@ -131,20 +137,13 @@ func debugProfile(getenv func(string) string) func() {
 	}
 }
 
-// debugStore applies KEEL_DEBUG to the journal store s.
-func (a *app) debugStore(s journal.Store) (journal.Store, error) {
-	v := a.getenv("KEEL_DEBUG")
-	if v == "" {
-		return s, nil
+// Store is s with the knobs of k that act on a journal store applied:
+// crash_after_event and crash_after_append; s itself when k has none.
+func (k Knobs) Store(s journal.Store) journal.Store {
+	if k.CrashAfterEvent > 0 || k.CrashAfterAppend > 0 {
+		return &crashStore{Store: s, after: k.CrashAfterEvent, appends: k.CrashAfterAppend}
 	}
-	k, err := parseDebug(v)
-	if err != nil {
-		return nil, err
-	}
-	if k.crashAfterEvent > 0 || k.crashAfterAppend > 0 {
-		return &crashStore{Store: s, after: k.crashAfterEvent, appends: k.crashAfterAppend}, nil
-	}
-	return s, nil
+	return s
 }
 
 // crashStore kills the process, as kill -9 would, right after the append
