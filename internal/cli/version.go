@@ -13,10 +13,20 @@ import (
 // tree had uncommitted changes), and the Go version: what a bug report
 // needs to name the build.
 func versionString() string {
-	s := Version
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return s + " (" + runtime.Version() + ")"
+		info = nil
+	}
+	return describeBuild(Version, info)
+}
+
+// describeBuild is versionString for given build information (nil when
+// the binary carries none). A binary installed with `go install
+// module@version` names that version; one built without version control
+// stamping says so, since "dev" alone names no build.
+func describeBuild(version string, info *debug.BuildInfo) string {
+	if info == nil {
+		return version + " (" + runtime.Version() + ")"
 	}
 	var rev, modified string
 	for _, kv := range info.Settings {
@@ -33,9 +43,12 @@ func versionString() string {
 		rev = rev[:12]
 	}
 	if rev != "" {
-		return fmt.Sprintf("%s (commit %s%s, %s)", s, rev, modified, info.GoVersion)
+		return fmt.Sprintf("%s (commit %s%s, %s)", version, rev, modified, info.GoVersion)
 	}
-	return fmt.Sprintf("%s (%s)", s, info.GoVersion)
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return fmt.Sprintf("%s (module %s, %s)", version, v, info.GoVersion)
+	}
+	return fmt.Sprintf("%s (commit unknown: built without version control stamping, as with -buildvcs=false or outside a git checkout; %s)", version, info.GoVersion)
 }
 
 func (a *app) versionCmd() *cobra.Command {
