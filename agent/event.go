@@ -263,6 +263,15 @@ type MCPServer struct {
 	// ReadOnly are host paths a stdio server needs to see inside the
 	// sandbox (its installation), bound read-only.
 	ReadOnly []string `json:"read_only,omitempty"`
+	// Files are the SHA-256 digests of what a stdio server runs from the
+	// workspace (a script, the modules beside it, node_modules, a
+	// virtual environment: by root, see tool/mcp), taken when Keel
+	// first started it for the run. A later execution does not start it
+	// with other files before a person approves them.
+	Files map[string]string `json:"files,omitempty"`
+	// FileDigests are the digests of each of those files, when there are
+	// at most 200: a question about changed files names them.
+	FileDigests map[string]string `json:"file_digests,omitempty"`
 }
 
 // Limits stop a run. Zero fields mean no limit.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -139,7 +140,7 @@ func (x *executor) runTools(ctx context.Context, ids []string) error {
 		j := &job{c: c, done: make(chan struct{})}
 		if t := x.p.Tools.Tool(c.Name); t != nil && !teamTool(c.Name) {
 			j.sc.write = t.Effect != tool.ReadOnly
-			j.sc.whole = t.Scope == nil
+			j.sc.whole = t.Scope == nil || t.Exclusive
 		}
 		if c.Decision != nil {
 			j.sc.paths = c.Decision.Paths
@@ -196,6 +197,11 @@ func (x *executor) runOne(ctx context.Context, c *Call) error {
 	untrusted := x.st.Untrusted()
 	x.mu.Unlock()
 	req := &tool.Request{RunID: x.runID, CallID: c.ID, Arguments: args, Principal: cr.Principal, OnBehalfOf: cr.OnBehalfOf, MaxScopes: scopeBound(cr), Env: x.p.Env, Untrusted: untrusted}
+	if c.Approval != nil && c.Resolved != nil && c.Resolved.Decision == policy.Allow && c.Resolved.By != ByTimeout {
+		// What the person who approved the call saw (an MCP server's
+		// files it may start with).
+		req.Approved = c.Approval.State
+	}
 	if res == nil && ctx.Err() == nil {
 		if ar := x.authorize(ctx, c, req); ar != nil {
 			// A person must authorize first: the call waits, unstarted.
@@ -307,6 +313,9 @@ func (x *executor) stale(c *Call, req *tool.Request) *tool.Result {
 	now := t.State(req)
 	if now == c.Approval.State {
 		return nil
+	}
+	if strings.HasPrefix(c.Approval.State, "mcp-files:") {
+		return &tool.Result{IsError: true, Content: "not called: the files its MCP server runs from the workspace changed after this call asked for approval, so the approval no longer applies to them. A new call is decided, and asked, afresh."}
 	}
 	var in struct {
 		Path string `json:"path"`

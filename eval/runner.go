@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -442,13 +443,29 @@ func safeName(s string) string { return unsafeChars().ReplaceAllString(s, "_") }
 // diff, as in a submitted patch.
 const PatchCommand = "git add -A -N . && git -c core.quotepath=off diff"
 
+// checkDir is the workspace directory of the checks' files.
+const checkDir = ".keel-eval"
+
 // DefaultCheckTimeout bounds a Run check that sets no timeout.
 const DefaultCheckTimeout = 10 * time.Minute
 
 // RunChecks runs c's checks in the workspace ws (host path) through sh,
 // in order, every one of them.
 // The error is the sandbox's (a check that could not run).
+//
+// The workspace is the agent's: whatever it left in .keel-eval/ (a
+// reward.txt written in advance, a link to a file of the host) is
+// removed before the first check, and the checks' files are written
+// through an [os.Root] of the workspace, which no link leaves.
 func RunChecks(ctx context.Context, c *Case, ws string, sh Shell) ([]CheckResult, error) {
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	if err := root.RemoveAll(checkDir); err != nil {
+		return nil, fmt.Errorf("eval: remove the workspace's %s: %w", checkDir, err)
+	}
 	var out []CheckResult
 	for i := range c.Checks {
 		ch := &c.Checks[i]
@@ -456,12 +473,11 @@ func RunChecks(ctx context.Context, c *Case, ws string, sh Shell) ([]CheckResult
 		switch {
 		case ch.Run != "":
 			if len(ch.Files) > 0 {
-				dir := filepath.Join(ws, ".keel-eval")
-				if err := os.MkdirAll(dir, 0o755); err != nil {
+				if err := root.MkdirAll(checkDir, 0o755); err != nil {
 					return out, err
 				}
 				for name, content := range ch.Files {
-					if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+					if err := root.WriteFile(path.Join(checkDir, name), []byte(content), 0o644); err != nil {
 						return out, err
 					}
 				}

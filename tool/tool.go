@@ -103,6 +103,11 @@ type Tool struct {
 	// an MCP tool's annotations (as hints). Values are strings, booleans,
 	// integers and lists of strings.
 	Facts func(args json.RawMessage) map[string]any
+	// Exclusive makes a call of the tool run apart from every call of
+	// its turn that writes (as a tool without Scope does), whatever its
+	// Scope says: a stdio MCP server's tool, which may start the server
+	// from workspace files that must not change while it starts.
+	Exclusive bool
 	// Hold, when set, is asked by the gate before every call: a non-empty
 	// answer (why, with what changed) makes the call wait for a person's
 	// approval whatever the policy allows. MCP tools use it for a tool
@@ -145,6 +150,11 @@ type Request struct {
 	MaxScopes map[string][]string
 	// Env is the run's environment; never nil.
 	Env *Env
+	// Approved is the [Tool].State recorded when a person was asked to
+	// approve this call, when a person approved it ("" when the policy
+	// allowed the call, a remembered approval did, or the approval's
+	// deadline passed): what the person saw and agreed to.
+	Approved string
 	// Untrusted is set when the run had seen untrusted input (a fetched
 	// page, an external tool's result, an untrusted memory entry) when
 	// the call was decided: what the call writes derives from it.

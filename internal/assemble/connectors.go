@@ -99,8 +99,16 @@ func (a *Assembler) connectMCP(ctx context.Context, w *Run, c *agent.RunCreated)
 		// runs is held too.
 		pinned = a.previousPins(ctx, c.MCP)
 	}
-	for _, s := range c.MCP {
-		opts := &mcp.Options{Sandbox: w.sb, Network: w.Env.Network, CallTimeout: w.Env.CommandTimeout, Elicit: w.elicit}
+	if len(c.Tools) == 0 {
+		// The files of each server's first start are set below: in a
+		// copy, never in a slice another run's payload may share.
+		c.MCP = slices.Clone(c.MCP)
+	}
+	for i, s := range c.MCP {
+		opts := &mcp.Options{Sandbox: w.sb, Network: w.Env.Network, CallTimeout: w.Env.CommandTimeout, Elicit: w.elicit,
+			// What a stdio server runs from the workspace, held against
+			// the files the run first started it with.
+			Workspace: w.Env.Workspace, Files: s.Files, FileDigests: s.FileDigests}
 		if s.URL != "" {
 			// A server that answers 401 is authorized through the vault.
 			var err error
@@ -108,11 +116,19 @@ func (a *Assembler) connectMCP(ctx context.Context, w *Run, c *agent.RunCreated)
 				return err
 			}
 		}
-		cl, err := mcp.Connect(ctx, mcp.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Unset: withheldSecrets(c, s), Tools: s.Tools}, opts)
+		cl, err := mcp.Connect(ctx, mcp.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Unset: withheldSecrets(c, s), SecretEnv: s.SecretEnv, Tools: s.Tools}, opts)
 		if err != nil {
 			return err
 		}
 		w.mcp = append(w.mcp, cl)
+		if len(c.Tools) == 0 && s.Files == nil {
+			// A new run (not journaled yet): the files of this first
+			// start are the run's.
+			c.MCP[i].Files, c.MCP[i].FileDigests = cl.Files(), cl.FileDigests()
+		}
+		if cl.Files() != nil && s.Files != nil && !cl.Started() {
+			a.notef("keel: mcp server %s was not started: the files it runs from the workspace changed since the run first started it; its first call asks a person\n", s.Name)
+		}
 		regs, notes := cl.Register(w.Tools, pinned)
 		for _, n := range notes {
 			a.notef("keel: %s\n", n)

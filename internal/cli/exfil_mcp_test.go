@@ -125,21 +125,116 @@ func TestExfiltrationStdioMCPServer(t *testing.T) {
 
 	t.Run("planted module, restart in the run", func(t *testing.T) {
 		// P7: the run holding the secret plants json.py, crashes the
-		// server, and calls it again; every question is answered yes.
+		// server, and calls it again; every question is answered yes
+		// (the restart with changed files asks, and is approved).
 		db := setup(t)
 		ws := newWS(t)
 		s := canary(t, "kcS")
 		l.reset("")
 		traj := writeTrajectory(t, "add numbers", []fcall{plant}, []fcall{add(1, 13)}, []fcall{add(1, 2)}, nil)
 		args := append(append([]string{"run", "--db", db, "--model", "replay:" + traj, "--workspace", ws, "--policy", allowAllPolicy(t), "--no-wait", "-q"}, hosts...), server...)
-		if code, _, errOut := keel(t, append(args, exfilSecretArgs(t, s)...)...); code != 0 {
-			t.Fatalf("keel run = %d\n%s", code, errOut)
+		if code, _, errOut := keel(t, append(args, exfilSecretArgs(t, s)...)...); code != 3 {
+			t.Fatalf("keel run = %d, want 3 (the restart waits for a person)\n%s", code, errOut)
+		}
+		id, _ := lastRun(t, db)
+		if code, _, errOut := keel(t, "approve", "--db", db, id, "--by", "ops", "-q"); code != 0 {
+			t.Fatalf("approve = %d\n%s", code, errOut)
 		}
 		if l.arrived(t, s, false) {
 			t.Errorf("the secret reached the listener: the restarted server that imports the planted json.py had it")
 		}
 		if _, res := results(t, db); len(res) != 3 || !strings.Contains(res[2], "no secret") {
 			t.Errorf("results %q, want the restarted server's answer without the secret", res)
+		}
+	})
+
+	// heldFor returns the reason of the approval the run asks for call
+	// id ("" when it asks none).
+	heldFor := func(t *testing.T, db, runID, id string) string {
+		st, _ := loadRun(t, db, runID)
+		for _, turn := range st.Turns {
+			for _, c := range turn.Calls {
+				if c.ID == id && c.Approval != nil {
+					return c.Approval.Reason
+				}
+			}
+		}
+		return ""
+	}
+	given := []string{"--mcp-secret-env", "local=" + exfilSecretName}
+
+	t.Run("secret given to the server, planted module, restart in the run", func(t *testing.T) {
+		// The operator gave the server the secret. The run plants
+		// json.py, crashes the server and calls it again, with every
+		// call allowed by its policy: the server is not started again
+		// with the planted module before a person approves, and the
+		// question names the module.
+		db := setup(t)
+		ws := newWS(t)
+		s := canary(t, "kcS")
+		l.reset("")
+		traj := writeTrajectory(t, "add numbers", []fcall{plant}, []fcall{add(1, 13)}, []fcall{add(1, 2)}, nil)
+		args := append(append(append([]string{"run", "--db", db, "--model", "replay:" + traj, "--workspace", ws, "--policy", allowAllPolicy(t), "--no-wait", "-q"}, hosts...), server...), given...)
+		code, _, errOut := keel(t, append(args, exfilSecretArgs(t, s)...)...)
+		if l.arrived(t, s, false) {
+			t.Fatalf("the secret reached the listener: the server restarted with the planted json.py")
+		}
+		if code != 3 {
+			t.Fatalf("keel run = %d, want 3 (waits for a person)\n%s", code, errOut)
+		}
+		id, st := lastRun(t, db)
+		var last string
+		for _, turn := range st.Turns {
+			for _, c := range turn.Calls {
+				last = c.ID
+			}
+		}
+		why := heldFor(t, db, id, last)
+		if !strings.Contains(why, "json.py (new)") || !strings.Contains(why, exfilSecretName) {
+			t.Errorf("the restart asks %q, want the planted json.py and the secret named", why)
+		}
+	})
+
+	t.Run("secret given to the server, planted module, resume", func(t *testing.T) {
+		// The run plants json.py and then waits for a person (its
+		// policy asks about commands); approved, it resumes in another
+		// process, which starts its servers again: not this one, whose
+		// files changed since the run started it. Its next call asks;
+		// nobody approves it, nothing leaves. Approved, the server
+		// starts with the files the person saw.
+		db := setup(t)
+		ws := newWS(t)
+		s := canary(t, "kcS")
+		l.reset("")
+		traj := writeTrajectory(t, "add numbers", []fcall{plant}, []fcall{{"bash", map[string]any{"command": "true"}}}, []fcall{add(1, 2)}, nil)
+		args := append(append(append([]string{"run", "--db", db, "--model", "replay:" + traj, "--workspace", ws, "--policy", askShell(t), "--no-wait", "-q"}, hosts...), server...), given...)
+		code, _, errOut := keel(t, append(args, exfilSecretArgs(t, s)...)...)
+		if code != 3 {
+			t.Fatalf("keel run = %d, want 3 (waits for a person)\n%s", code, errOut)
+		}
+		id, _ := lastRun(t, db)
+		code, _, errOut = keel(t, "approve", "--db", db, id, "--by", "ops", "-q")
+		if l.arrived(t, s, false) {
+			t.Fatalf("the secret reached the listener: the resumed run started the server with the planted json.py")
+		}
+		if code != 3 {
+			t.Fatalf("approve = %d, want 3 (waits for a person again)\n%s", code, errOut)
+		}
+		_, st := lastRun(t, db)
+		var last string
+		for _, turn := range st.Turns {
+			for _, c := range turn.Calls {
+				last = c.ID
+			}
+		}
+		if why := heldFor(t, db, id, last); !strings.Contains(why, "json.py (new)") {
+			t.Fatalf("the call after the resume asks %q, want the planted json.py named", why)
+		}
+		if code, _, errOut := keel(t, "approve", "--db", db, id, last, "--by", "ops", "-q"); code != 0 {
+			t.Fatalf("approve = %d\n%s", code, errOut)
+		}
+		if !l.arrived(t, s, false) {
+			t.Errorf("approved, the server did not start with the files the person saw")
 		}
 	})
 

@@ -66,6 +66,10 @@ type Server struct {
 	// does not get ([sandbox.Cmd].Unset): the run's secrets, unless the
 	// operator gave them to this server.
 	Unset []string
+	// SecretEnv names the run's secrets the operator gave a stdio server
+	// (those not in Unset): an approval to start it with changed files
+	// names them.
+	SecretEnv []string
 	// Tools, when non-empty, are the only tools offered (server names).
 	Tools []string
 }
@@ -99,6 +103,20 @@ type Options struct {
 	// Auth, when set (and OAuth is not), authorizes an HTTP server with
 	// tokens from Keel's credential vault ([Auth]).
 	Auth *Auth
+	// Workspace, when set, is the run's workspace, a stdio server's
+	// working directory: the files a server runs from it are taken by
+	// digest when Keel first starts it, and a later start with other
+	// files waits for a person's approval (files.go).
+	Workspace *tool.Workspace
+	// Files are the digests of a stdio server's files journaled when
+	// the run first started it ([Client.Files]); nil: the files of the
+	// first start in this process. When the files differ from them,
+	// Connect does not start the server: its tools are registered from
+	// their pins and the first call asks a person.
+	Files map[string]string
+	// FileDigests are the digests of single files journaled with Files
+	// ([Client.FileDigests]), to name the files that changed.
+	FileDigests map[string]string
 	// Elicit, when set, answers the server's requests for a person's
 	// input during a tool call (elicitation, and the input requests of
 	// multi-round-trip calls): the client then advertises the capability.
@@ -141,6 +159,11 @@ type Client struct {
 	accepted map[string]string // server tool name → pin approved in this process
 	closed   bool
 	inflight []*inflight // calls in progress, oldest first
+	// roots are what a stdio server runs from the workspace; started
+	// the digests of the files it was last started with (or, before
+	// the first start in this process, those journaled).
+	roots   []root
+	started *fileSet
 	// timeouts counts the calls in a row that got no answer within
 	// CallTimeout (an answer resets it): a stdio server is stopped at
 	// the first (and started again for the next call); a server over
@@ -190,6 +213,17 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Client, error) {
 	}
 	if c.opts.Auth != nil && (c.opts.OAuth != nil || c.opts.Auth.Vault == nil) {
 		return nil, fmt.Errorf("mcp server %s: give OAuth or Auth with a vault, not both", srv.Name)
+	}
+	if len(srv.Command) > 0 && c.opts.Workspace != nil {
+		c.roots = serverRoots(srv.Command, c.opts.Workspace)
+		if len(c.roots) > 0 && c.opts.Files != nil {
+			c.started = journaled(c.roots, c.opts.Files, c.opts.FileDigests)
+			if now := fingerprint(c.opts.Workspace, c.roots); now.sum() != c.started.sum() {
+				// Changed since the run first started it: not started
+				// before a person approves (the first call asks).
+				return c, nil
+			}
+		}
 	}
 	if err := c.connect(ctx); err != nil {
 		if ar := tool.AuthRequired(err); c.opts.Auth != nil && ar != nil {
@@ -252,6 +286,20 @@ func (c *Client) connect(ctx context.Context) error {
 		if c.opts.Sandbox == nil {
 			return fmt.Errorf("mcp server %s: a stdio server needs the run's sandbox", c.srv.Name)
 		}
+		if len(c.roots) > 0 {
+			now := fingerprint(c.opts.Workspace, c.roots)
+			c.mu.Lock()
+			if c.started == nil {
+				c.started = now // the first start: what later starts are held against
+			} else if now.sum() == c.started.sum() {
+				c.started = now // the same files, known one by one from now on
+			}
+			same := now.sum() == c.started.sum()
+			c.mu.Unlock()
+			if !same {
+				return fmt.Errorf("mcp server %s: %w", c.srv.Name, errFilesChanged)
+			}
+		}
 		proc, err = startProcess(c.opts.Sandbox, c.opts.Dir, c.srv.Command, c.srv.Env, c.srv.Unset)
 		if err != nil {
 			return fmt.Errorf("mcp server %s: %w", c.srv.Name, err)
@@ -304,6 +352,14 @@ func (c *Client) connect(ctx context.Context) error {
 		}
 		return fmt.Errorf("mcp server %s: list tools: %w", c.srv.Name, err)
 	}
+	var after *fileSet
+	if proc != nil && len(c.roots) > 0 {
+		// Its files as it runs them: those it was started with, and
+		// what it wrote itself while starting (Python's __pycache__).
+		// No command of the run ran meanwhile: a call of the server's
+		// tools runs apart from every call that writes (Exclusive).
+		after = fingerprint(c.opts.Workspace, c.roots)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -314,11 +370,18 @@ func (c *Client) connect(ctx context.Context) error {
 		return errClosed
 	}
 	c.session, c.proc, c.live = cs, proc, tools
+	if after != nil {
+		c.started = after
+	}
 	c.setWaiting(nil)
 	return nil
 }
 
 var errClosed = errors.New("mcp: client closed")
+
+// errFilesChanged refuses to start a stdio server whose files changed
+// since it was started, unless a person approved them ([Client.mayStart]).
+var errFilesChanged = errors.New("its files changed since Keel started it, and no person approved the change")
 
 func (c *Client) httpClient() *http.Client {
 	base := c.opts.HTTPClient
@@ -454,7 +517,7 @@ type Pinned struct {
 // for a new run): a tool whose definition no longer matches its pin is
 // held until a person approves a call of it.
 func (c *Client) Register(r *tool.Registry, pinned map[string]Pinned) ([]Registered, []string) {
-	if c.AuthRequired() != nil {
+	if c.AuthRequired() != nil || c.notStarted() {
 		return c.registerPinned(r, pinned)
 	}
 	c.mu.Lock()
@@ -497,6 +560,9 @@ func (c *Client) Register(r *tool.Registry, pinned map[string]Pinned) ([]Registe
 			}
 		}
 		kt.Hold = c.holder(remote, want, old)
+		if len(c.roots) > 0 {
+			kt.State, kt.Exclusive = c.filesState, true
+		}
 		kt.Pin = want
 		err = r.TryAdd(kt, c.handler(remote, want))
 		if err != nil && want != pin {
@@ -625,20 +691,25 @@ func annotationFacts(a *sdk.ToolAnnotations) map[string]any {
 // approved the new one in this process.
 func (c *Client) holder(remote, pin string, old shown) func() string {
 	return func() string {
+		files := c.filesHold()
 		c.mu.Lock()
 		t := c.live[remote]
 		accepted := c.accepted[remote]
 		c.mu.Unlock()
 		if t == nil {
-			return "" // the call fails with "no longer offered"
+			return files // the call fails with "no longer offered"
 		}
 		now := Pin(t)
 		if now == pin || now == accepted {
-			return ""
+			return files
 		}
 		cur := shown{Description: c.describe(t)}
 		cur.InputSchema, _ = json.Marshal(t.InputSchema)
-		return holdReason(c.srv.Name, remote, pin, now, old, cur)
+		why := holdReason(c.srv.Name, remote, pin, now, old, cur)
+		if files != "" {
+			why = files + "; and " + why
+		}
+		return why
 	}
 }
 
@@ -687,6 +758,9 @@ func (c *Client) handler(remote, pin string) tool.Handler {
 			note := ""
 			if proc != nil {
 				note = proc.note()
+			}
+			if r := c.mayStart(req); r != nil {
+				return r, nil
 			}
 			if err := c.reconnect(ctx); err != nil {
 				return tool.Errorf("the MCP server %s is not running and could not be restarted: %v", c.srv.Name, err), nil

@@ -379,7 +379,11 @@ func (c *Client) registerPinned(r *tool.Registry, pinned map[string]Pinned) ([]R
 	for _, name := range names {
 		p := pinned[name]
 		if p.Description == "" || len(p.InputSchema) == 0 {
-			notes = append(notes, fmt.Sprintf("mcp server %s: tool %s left out until the server is authorized (its approved definition is not journaled)", c.srv.Name, name))
+			until := "the server is authorized"
+			if c.notStarted() {
+				until = "the server starts"
+			}
+			notes = append(notes, fmt.Sprintf("mcp server %s: tool %s left out until %s (its approved definition is not journaled)", c.srv.Name, name, until))
 			continue
 		}
 		old := shown{Description: p.Description, InputSchema: p.InputSchema}
@@ -392,8 +396,11 @@ func (c *Client) registerPinned(r *tool.Registry, pinned map[string]Pinned) ([]R
 				if remote := c.remoteFor(name); remote != "" {
 					return c.holder(remote, p.Pin, old)()
 				}
-				return ""
+				return c.filesHold()
 			},
+		}
+		if len(c.roots) > 0 {
+			kt.State, kt.Exclusive = c.filesState, true
 		}
 		if err := r.TryAdd(kt, c.pinnedHandler(name, p.Pin)); err != nil {
 			notes = append(notes, fmt.Sprintf("mcp server %s: tool %s left out: %v", c.srv.Name, name, err))
@@ -431,9 +438,15 @@ func (c *Client) pinnedHandler(name, pin string) tool.Handler {
 		connected := c.session != nil
 		c.mu.Unlock()
 		if !connected {
+			if r := c.mayStart(req); r != nil {
+				return r, nil
+			}
 			if err := c.reconnect(withCaller(ctx, req)); err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
+				}
+				if len(c.srv.Command) > 0 {
+					return tool.Errorf("the MCP server %s could not be started: %v", c.srv.Name, err), nil
 				}
 				return tool.Errorf("the MCP server %s could not be reached with its authorization: %v", c.srv.Name, err), nil
 			}

@@ -1,0 +1,112 @@
+package mcp
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/keel-run/keel/tool"
+)
+
+// What a stdio server runs from the workspace, for each way of starting
+// one: a change to any of it changes the digest, a change elsewhere does
+// not.
+func TestServerRootsCoverWhatRuns(t *testing.T) {
+	files := map[string]string{
+		"srv/index.js":                             "require('./lib')",
+		"srv/lib.js":                               "module.exports = 1",
+		"srv/package.json":                         "{}",
+		"package.json":                             "{}",
+		"node_modules/dep/index.js":                "module.exports = 2",
+		"node_modules/dep/package.json":            "{}",
+		"node_modules/.bin/tool":                   "#!/usr/bin/env node",
+		"py/server.py":                             "import helper",
+		"py/helper.py":                             "X = 1",
+		"py/pkg/__pycache__/m.cpython.pyc":         "\x00",
+		".venv/pyvenv.cfg":                         "home = /usr/bin",
+		".venv/lib/python3/site-packages/evil.pth": "import os",
+		"README.md":                                "docs",
+		"data/notes.txt":                           "not code",
+	}
+	for _, c := range []struct {
+		name    string
+		argv    []string
+		changes []string // each changes the digest
+		same    []string // none does
+	}{
+		{"node script", []string{"node", "/workspace/srv/index.js"}, []string{"srv/index.js", "srv/lib.js", "srv/package.json", "package.json", "node_modules/dep/index.js"}, []string{"README.md", "py/helper.py"}},
+		{"python script", []string{"python3", "py/server.py", "--root", "/workspace/data"}, []string{"py/server.py", "py/helper.py", "py/pkg/__pycache__/m.cpython.pyc"}, []string{"README.md", "data/notes.txt", "srv/lib.js"}},
+		{"virtual environment", []string{".venv/bin/python", "-m", "mcp_srv"}, []string{".venv/lib/python3/site-packages/evil.pth", "py/helper.py"}, []string{"README.md", "srv/lib.js"}},
+		{"npx", []string{"npx", "-y", "dep"}, []string{"node_modules/dep/index.js", "package.json"}, []string{"README.md", "py/helper.py"}},
+		{"a package's bin", []string{"node_modules/.bin/tool"}, []string{"node_modules/.bin/tool", "node_modules/dep/package.json"}, []string{"README.md"}},
+		{"outside the workspace", []string{"node", "/opt/mcp/index.js"}, nil, []string{"srv/index.js", "README.md"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, content := range files {
+				p := filepath.Join(dir, name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ws, err := tool.NewWorkspace(dir, "/workspace", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.Close()
+			roots := serverRoots(c.argv, ws)
+			if len(c.changes) == 0 && len(roots) != 0 {
+				t.Errorf("roots %v for a server outside the workspace", roots)
+			}
+			for _, f := range append(append([]string(nil), c.changes...), c.same...) {
+				before := fingerprint(ws, roots)
+				if err := os.WriteFile(filepath.Join(dir, f), []byte("changed by the run"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				after := fingerprint(ws, roots)
+				changed := before.sum() != after.sum()
+				want := false
+				for _, g := range c.changes {
+					want = want || g == f
+				}
+				if changed != want {
+					t.Errorf("%s changed: digest changed %v, want %v (roots %v)", f, changed, want, roots)
+				}
+				if want && len(changes(before, after)) == 0 {
+					t.Errorf("%s changed: no change named", f)
+				}
+			}
+		})
+	}
+}
+
+// The digests of a server in a node_modules tree of 5,000 files of 4 KiB
+// (20 MiB), taken at each start of the server and at each call's gate
+// decision while a start is pending.
+func BenchmarkFingerprint(b *testing.B) {
+	dir := b.TempDir()
+	content := make([]byte, 4096)
+	for i := range 5000 {
+		p := filepath.Join(dir, "node_modules", fmt.Sprintf("p%d", i/50), fmt.Sprintf("f%d.js", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, content, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ws, err := tool.NewWorkspace(dir, "/workspace", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws.Close()
+	roots := serverRoots([]string{"node", "node_modules/p0/f0.js"}, ws)
+	b.ResetTimer()
+	for b.Loop() {
+		fingerprint(ws, roots)
+	}
+}
