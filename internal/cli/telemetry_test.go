@@ -146,7 +146,7 @@ exporters:
 		}
 	})
 	j := &jaeger{otlp: fmt.Sprintf("http://127.0.0.1:%d", otlp), query: fmt.Sprintf("http://127.0.0.1:%d", qhttp), metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", mport)}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := testenv.Patience(t)
 	for {
 		// Jaeger starts its query API before its receiver, and a port
 		// taken by another process accepts a bare connection: ask the
@@ -249,7 +249,7 @@ func (j *jaeger) accepted(t *testing.T) int {
 // acceptedAtLeast polls accepted until it reaches n (or a deadline).
 func (j *jaeger) acceptedAtLeast(t *testing.T, n int) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testenv.Patience(t)
 	for {
 		got := j.accepted(t)
 		if got >= n || time.Now().After(deadline) {
@@ -303,7 +303,7 @@ func (s *jSpan) intTag(k string) int64 {
 // it holds at least want distinct ones (or the deadline passes).
 func (j *jaeger) traceSpans(t *testing.T, id string, want int) []jSpan {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testenv.Patience(t)
 	var spans []jSpan
 	for {
 		spans = spans[:0]

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keel-run/keel/internal/testenv"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/sandbox/egress/egresstest"
@@ -222,7 +223,7 @@ func TestHostDeathKillsSandbox(t *testing.T) {
 		t.Fatalf("helper said %q, %v", line, err)
 	}
 	// "ready" comes just before the shell execs into the marked command.
-	for deadline := time.Now().Add(10 * time.Second); !hostHasProcess(marker); time.Sleep(time.Millisecond) {
+	for deadline := testenv.Patience(t); !hostHasProcess(marker); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
 			t.Fatalf("the sandboxed command %s never appeared on the host", marker)
@@ -230,7 +231,7 @@ func TestHostDeathKillsSandbox(t *testing.T) {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testenv.Patience(t)
 	for hostHasProcess(marker) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the sandboxed command survived the death of its Keel process")

@@ -191,21 +191,30 @@ func startEverythingHTTP(t testing.TB, dir string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		cmd.Wait()
+		<-exited
 	})
-	deadline := time.Now().Add(20 * time.Second)
+	// Node's start takes seconds on a loaded machine: wait for it to
+	// listen while it runs; fail at once if it exits.
+	deadline := testenv.Patience(t)
 	for {
 		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
 		if err == nil {
 			conn.Close()
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server-everything (HTTP) did not listen: %s", logs.String())
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("server-everything (HTTP) exited before it listened (%v): %s", err, logs.String())
+		case <-time.After(50 * time.Millisecond):
 		}
-		time.Sleep(50 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatal("server-everything (HTTP) did not listen")
+		}
 	}
 	return fmt.Sprintf("http://localhost:%d/mcp", port)
 }
