@@ -165,6 +165,9 @@ func only(cmd *cobra.Command, supported ...string) error {
 			bad = append(bad, "--"+f.Name)
 		}
 	})
+	if slices.Contains(bad, "--by") {
+		return usagef("with --server, --by cannot be used: the server records the person your token names")
+	}
 	if len(bad) > 0 {
 		return usagef("with --server, %s cannot be used: the server's own settings apply", strings.Join(bad, ", "))
 	}

@@ -463,12 +463,19 @@ func TestGitPlantQuarantinedAndJournaled(t *testing.T) {
 
 // SIGINT, SIGTERM and SIGHUP (the terminal closed) in the middle of a run
 // cancel it cleanly: exit status 130, the run canceled, every tool call
-// with its result; `keel runs resume` then completes it.
+// with its result; `keel runs resume` then completes it. Two signals at
+// once (a supervisor signalling the process group, two quick Ctrl-Cs)
+// close it as cleanly: the second does not exit before the record.
 func TestSignalsCancelCleanly(t *testing.T) {
 	setup(t)
 	unignoreHangup()
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
-		t.Run(sig.String(), func(t *testing.T) {
+	for _, sigs := range [][]syscall.Signal{{syscall.SIGINT}, {syscall.SIGTERM}, {syscall.SIGHUP}, {syscall.SIGINT, syscall.SIGTERM}} {
+		sig := sigs[0]
+		name := sig.String()
+		if len(sigs) > 1 {
+			name += "+" + sigs[1].String()
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel() // a journal and a workspace of its own
 			ws := t.TempDir()
 			db := filepath.Join(t.TempDir(), "sig.db")
@@ -482,11 +489,13 @@ func TestSignalsCancelCleanly(t *testing.T) {
 			}
 			defer cmd.Process.Kill()
 			id := waitForEvent(t, db, 20)
-			cmd.Process.Signal(sig)
+			for _, s := range sigs {
+				cmd.Process.Signal(s)
+			}
 			err := cmd.Wait()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 130 {
-				t.Fatalf("after %s: %v, want exit status 130\nstderr:\n%s\nlast events:\n%s", sig, err, stderr.String(), lastEvents(t, db, id, 8))
+				t.Fatalf("after %s: %v, want exit status 130\nstderr:\n%s\nlast events:\n%s", name, err, stderr.String(), lastEvents(t, db, id, 8))
 			}
 			_, st := lastRun(t, db)
 			if st.Status != journal.StatusCanceled {

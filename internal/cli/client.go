@@ -168,7 +168,7 @@ func (f *flagValues) integer(name string) int {
 func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
 	if err := only(cmd, "model", "workspace", "mount-path", "env", "secret-env", "secret-for-host", "secret-in-body", "setup", "task-file", "system", "system-file", "json", "quiet",
-		"max-steps", "max-tokens", "max-cost", "timeout", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait",
+		"max-steps", "max-tokens", "max-cost", "timeout", "max-tool-calls", "max-children", "max-depth", "label", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait",
 		"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills"); err != nil {
 		return err
 	}
@@ -255,6 +255,17 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	req.Limits = api.Limits{MaxSteps: &maxSteps, MaxTokens: &maxTokens, MaxCost: &maxCost, Timeout: timeout.String()}
+	// The limits a local run leaves at 0 (no limit) unless given: sent
+	// only when given, so the server checks them as it checks the API's.
+	for name, p := range map[string]**int{"max-tool-calls": &req.Limits.MaxToolCalls, "max-children": &req.Limits.MaxChildren, "max-depth": &req.Limits.MaxDepth} {
+		if fs.Changed(name) {
+			v := fv.integer(name)
+			*p = &v
+		}
+	}
+	if req.Labels, err = parseLabels(fv.strs("label")); err != nil {
+		return err
+	}
 	jsonOut, quiet, noWait := fv.boolean("json"), fv.boolean("quiet"), fv.noWait()
 	if fv.err != nil {
 		return fmt.Errorf("keel run --server: %w", fv.err)

@@ -114,6 +114,11 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		// keel run says it (fresh-user trial 9, N11).
 		{[]string{"runs", "resume", done, "--command-timeout", "-5s"}, 2},
 		{[]string{"runs", "resume", unknown, "--model-idle-timeout", "-1s"}, 2},
+		// The limits and labels of keel run are the run's, sent to the
+		// server and checked there as locally (report 13, P19 and P1).
+		{[]string{"run", "--model", "scripted:demo", "--workspace", ws, "--max-tool-calls", "-1", "x"}, 2},
+		{[]string{"run", "--model", "scripted:demo", "--workspace", ws, "--max-depth", "-2", "x"}, 2},
+		{[]string{"run", "--model", "scripted:demo", "--workspace", ws, "--label", "keel.x=1", "x"}, 2},
 		// The run's state.
 		{[]string{"runs", "resume", done}, 1},
 		// No run in this directory (the test's): the hint names the form.
