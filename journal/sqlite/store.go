@@ -139,17 +139,19 @@ func (s *Store) append(ctx context.Context, runID string, after int64, deferred 
 // appendTx stores drafts in one BEGIN IMMEDIATE transaction of w,
 // rolled back on any error.
 func (s *Store) appendTx(ctx context.Context, w *writer, runID string, after int64, drafts []journal.Draft) (_ []journal.Event, err error) {
-	if err := w.exec(ctx, w.begin); err != nil {
-		return nil, dbError(fmt.Sprintf("append run %s", runID), err)
-	}
 	committed := false
 	defer func() {
 		if !committed {
-			// A failed COMMIT may have ended the transaction already;
-			// ROLLBACK then fails and changes nothing.
+			// Also after a failed BEGIN: the driver reports the
+			// context's end even for a statement that ran. Without a
+			// transaction (or after a failed COMMIT that ended it),
+			// ROLLBACK fails and changes nothing.
 			w.exec(context.Background(), w.rollback)
 		}
 	}()
+	if err := w.exec(ctx, w.begin); err != nil {
+		return nil, dbError(fmt.Sprintf("append run %s", runID), err)
+	}
 	last, prev, err := s.head(ctx, w, runID)
 	if err != nil {
 		return nil, err
@@ -181,7 +183,10 @@ func (s *Store) appendTx(ctx context.Context, w *writer, runID string, after int
 	if err != nil {
 		return nil, dbError(fmt.Sprintf("append run %s: update index", runID), err)
 	}
-	if err := w.exec(ctx, w.commit); err != nil {
+	// Not interrupted by ctx: the driver would report the context's end
+	// for a COMMIT that took effect. It waits for no lock (BEGIN
+	// IMMEDIATE took it).
+	if err := w.exec(context.WithoutCancel(ctx), w.commit); err != nil {
 		return nil, dbError(fmt.Sprintf("append run %s: commit", runID), err)
 	}
 	committed = true
