@@ -366,9 +366,9 @@ type layout struct {
 }
 
 // reserve returns the room kept for the elision marker (which names the
-// artifact) and the binary note.
+// artifact, with searchAdvice) and the binary note.
 func (o *Output) reserve() int {
-	return 230 + len(safeName(o.runID, "run")) + len(safeName(o.callID, "call"))
+	return 230 + len(searchAdvice) + len(safeName(o.runID, "run")) + len(safeName(o.callID, "call"))
 }
 
 func (o *Output) maxLine() int { return max(80, min(2000, o.maxChars/5)) }
@@ -591,11 +591,16 @@ func (o *Output) format(l layout) string {
 	return string(b)
 }
 
+// searchAdvice follows the name of the file with the whole output in a
+// cut view: the tools' descriptions do not say it, so that every request
+// does not carry it; the model reads it when it applies.
+const searchAdvice = "; search it, do not re-run"
+
 // whereNote says where the whole output is.
 func (o *Output) whereNote() string {
 	switch {
 	case o.artRel != "":
-		return "full output: " + o.artRel
+		return "full output: " + o.artRel + searchAdvice
 	case o.artErr != nil:
 		return "the full output could not be saved: " + artifactErrText(o.artErr)
 	case !o.closed:

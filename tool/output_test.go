@@ -91,7 +91,7 @@ func TestOutputFlood(t *testing.T) {
 	if o.Artifact() != wantArt {
 		t.Errorf("Artifact() = %q, want %q", o.Artifact(), wantArt)
 	}
-	if !strings.Contains(v, "bytes elided of 50,000,000 total; full output: "+wantArt+" …]") {
+	if !strings.Contains(v, "bytes elided of 50,000,000 total; full output: "+wantArt+"; search it, do not re-run …]") {
 		t.Errorf("view lacks the elision marker: %q", markerLine(v))
 	}
 	if o.Bytes() != int64(len(src)) {
@@ -157,7 +157,7 @@ func TestOutputWholeButLong(t *testing.T) {
 	v := checkView(t, o, 1000)
 	head, tail, _ := strings.Cut(v, markerLine(v))
 	shownBytes := len(head) + len(tail)
-	want := fmt.Sprintf("[… %d lines, %s bytes elided of 3,600 total; full output: .keel/artifacts/r/c.out …]\n",
+	want := fmt.Sprintf("[… %d lines, %s bytes elided of 3,600 total; full output: .keel/artifacts/r/c.out; search it, do not re-run …]\n",
 		400-strings.Count(head+tail, "\n"), formatCount(int64(3600-shownBytes)))
 	if got := markerLine(v); got != want {
 		t.Errorf("marker = %q, want %q", got, want)
@@ -195,7 +195,7 @@ func TestOutputLongLine(t *testing.T) {
 			if o.Artifact() == "" {
 				t.Errorf("a clipped view has no artifact")
 			}
-			if tt.whole && !strings.Contains(v, "[long lines clipped; full output: .keel/artifacts/r/c.out]") {
+			if tt.whole && !strings.Contains(v, "[long lines clipped; full output: .keel/artifacts/r/c.out; search it, do not re-run]") {
 				t.Errorf("view = %q, want the clipped note", v)
 			}
 			got, _ := os.ReadFile(filepath.Join(ws.Root(), o.Artifact()))

@@ -115,39 +115,24 @@ func (s *Store) initSchema(ctx context.Context) error {
 	return nil
 }
 
-// queries are the statements of the hot paths, prepared once per Store
-// (database/sql re-prepares them per connection as needed and reuses them
-// inside transactions via Tx.StmtContext).
+// queries are the read statements of the hot paths, prepared once per
+// Store (database/sql re-prepares them per connection as needed and
+// reuses them inside transactions via Tx.StmtContext). Appends have
+// their own (writer.go).
 type queries struct {
-	head, insertEvent, upsertRun *sql.Stmt // on the writer
-	readEvents, runExists        *sql.Stmt // on the readers
+	readEvents, runExists *sql.Stmt // on the readers
 }
 
-func prepare(ctx context.Context, w, r *sql.DB) (*queries, error) {
+func prepare(ctx context.Context, r *sql.DB) (*queries, error) {
 	q := &queries{}
 	for _, p := range []struct {
-		db  *sql.DB
 		dst **sql.Stmt
 		sql string
 	}{
-		// The runs index's head and the events table's, in one row
-		// (NULLs for a new run): one statement per append instead of two.
-		{w, &q.head, `
-SELECT r.last_seq, r.last_hash, e.seq, e.hash
-FROM (SELECT 1) AS one
-LEFT JOIN runs AS r ON r.run_id = ?1
-LEFT JOIN (SELECT seq, hash FROM events WHERE run_id = ?1 ORDER BY seq DESC LIMIT 1) AS e`},
-		{w, &q.insertEvent, `INSERT INTO events (run_id, seq, type, time, payload, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?)`},
-		{w, &q.upsertRun, `
-INSERT INTO runs (run_id, created, updated, last_seq, last_type, last_hash, status)
-VALUES (?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (run_id) DO UPDATE SET
-	updated = excluded.updated, last_seq = excluded.last_seq, last_type = excluded.last_type,
-	last_hash = excluded.last_hash, status = CASE WHEN ? THEN runs.status ELSE excluded.status END`},
-		{r, &q.readEvents, `SELECT seq, type, time, payload, prev_hash, hash FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq`},
-		{r, &q.runExists, `SELECT count(*) FROM runs WHERE run_id = ?`},
+		{&q.readEvents, `SELECT seq, type, time, payload, prev_hash, hash FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq`},
+		{&q.runExists, `SELECT count(*) FROM runs WHERE run_id = ?`},
 	} {
-		st, err := p.db.PrepareContext(ctx, p.sql)
+		st, err := r.PrepareContext(ctx, p.sql)
 		if err != nil {
 			q.close()
 			return nil, err
@@ -159,7 +144,7 @@ ON CONFLICT (run_id) DO UPDATE SET
 
 func (q *queries) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{q.head, q.insertEvent, q.upsertRun, q.readEvents, q.runExists} {
+	for _, st := range []*sql.Stmt{q.readEvents, q.runExists} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -137,8 +137,10 @@ type Store struct {
 
 	// wmu serialises appends (they share the one writer connection
 	// anyway) so that deferred names the run of the newest append
-	// committed without an fsync since the newest one with, if any.
+	// committed without an fsync since the newest one with, if any; it
+	// also guards wr, the appends' statements.
 	wmu      sync.Mutex
+	wr       *writer
 	deferred string
 	stats    struct{ Syncs, Deferred atomic.Int64 }
 
@@ -266,7 +268,7 @@ func open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	r.SetMaxOpenConns(o.MaxReaders)
 	r.SetMaxIdleConns(o.MaxReaders)
 	s.r = r
-	if s.q, err = prepare(ctx, w, r); err != nil {
+	if s.q, err = prepare(ctx, r); err != nil {
 		r.Close()
 		w.Close()
 		return nil, dbError("open "+path, err)
@@ -324,7 +326,7 @@ func (s *Store) Close() error {
 	first := false
 	s.closeOnce.Do(func() {
 		first = true
-		s.closeErr = errors.Join(s.closeVersion(), s.q.close(), s.r.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.closeVersion(), s.q.close(), s.closeWriter(), s.r.Close(), s.w.Close())
 	})
 	if !first {
 		return nil

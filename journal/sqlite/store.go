@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"strconv"
 	"strings"
 
 	sqlite3 "modernc.org/sqlite/lib"
@@ -64,7 +65,7 @@ func (s *Store) Sync(ctx context.Context) error {
 }
 
 // append stores drafts in one transaction, committed without an fsync
-// when deferred.
+// when deferred, through the writer's statements (writer.go).
 func (s *Store) append(ctx context.Context, runID string, after int64, deferred bool, drafts []journal.Draft) ([]journal.Event, error) {
 	if err := backend.CheckRunID(runID); err != nil {
 		return nil, err
@@ -76,59 +77,53 @@ func (s *Store) append(ctx context.Context, runID string, after int64, deferred 
 		return nil, dbError(fmt.Sprintf("append run %s", runID), err)
 	}
 	defer conn.Close()
-	if deferred {
-		// PRAGMA synchronous cannot change inside a transaction: it is
-		// set on the writer connection around this one, and put back
-		// before any other write can use the connection (one that
-		// cannot be put back is discarded, and a new one opens FULL).
-		if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
-			return nil, dbError(fmt.Sprintf("append run %s", runID), err)
+	var (
+		events []journal.Event
+		bad    bool // the connection must be discarded
+	)
+	rawErr := conn.Raw(func(dc any) error {
+		w, err := s.writerOn(ctx, dc)
+		if err != nil {
+			return dbError(fmt.Sprintf("append run %s", runID), err)
 		}
-		defer func() {
-			if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous=FULL"); err != nil {
-				conn.Raw(func(any) error { return driver.ErrBadConn })
+		if deferred {
+			// PRAGMA synchronous cannot change inside a transaction: it
+			// is set on the writer connection around this one, and put
+			// back before any other write can use the connection (one
+			// that cannot be put back is discarded, and a new one opens
+			// FULL).
+			if err := w.synchronous(ctx, SyncNormal); err != nil {
+				return dbError(fmt.Sprintf("append run %s", runID), err)
 			}
-		}()
-	}
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, dbError(fmt.Sprintf("append run %s", runID), err)
-	}
-	defer tx.Rollback() // a no-op after Commit
-	last, prev, err := s.head(ctx, tx, runID)
-	if err != nil {
-		return nil, err
-	}
-	if after != last {
-		return nil, fmt.Errorf("journal/sqlite: append run %s after %d: newest event is %d: %w", runID, after, last, journal.ErrConflict)
-	}
-	events, err := backend.Seal(runID, after, prev, drafts)
-	if err != nil {
-		return nil, err
-	}
-	ins := tx.StmtContext(ctx, s.q.insertEvent)
-	for i := range events {
-		e := &events[i]
-		if _, err := ins.ExecContext(ctx, e.RunID, e.Seq, string(e.Type), e.Time.Format(journal.TimeFormat), []byte(e.Payload), e.PrevHash, e.Hash); err != nil {
-			if sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT {
-				// Unreachable while the index agrees with the events
-				// table (checked in head); kept so a duplicate is never
-				// reported as anything but a conflict.
-				err = fmt.Errorf("%w: %w", journal.ErrConflict, err)
-			}
-			return nil, dbError(fmt.Sprintf("append run %s event %d", runID, e.Seq), err)
+			defer func() {
+				if err := w.synchronous(context.WithoutCancel(ctx), SyncFull); err != nil {
+					bad = true
+				}
+			}()
 		}
+		events, err = s.appendTx(ctx, w, runID, after, drafts)
+		if err != nil && ctx.Err() != nil {
+			// The context's end may have interrupted a statement, and
+			// database/sql then closes the connection (modernc's
+			// IsValid) without knowing of the writer's statements,
+			// which would keep the closed database open: finalize
+			// them now; the next append prepares them again.
+			s.wr.close()
+			s.wr = nil
+		}
+		return err
+	})
+	if bad {
+		// Leave no statement of this Store on the connection
+		// database/sql is told to close.
+		conn.Raw(func(any) error {
+			s.wr.close()
+			s.wr = nil
+			return driver.ErrBadConn
+		})
 	}
-	tail := &events[len(events)-1]
-	status, keep := tailStatus(events)
-	_, err = tx.StmtContext(ctx, s.q.upsertRun).ExecContext(ctx,
-		runID, events[0].Time.Format(journal.TimeFormat), tail.Time.Format(journal.TimeFormat),
-		tail.Seq, string(tail.Type), tail.Hash, string(status), keep)
-	if err != nil {
-		return nil, dbError(fmt.Sprintf("append run %s: update index", runID), err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, dbError(fmt.Sprintf("append run %s: commit", runID), err)
+	if rawErr != nil {
+		return nil, rawErr
 	}
 	if deferred {
 		s.deferred = runID
@@ -141,33 +136,125 @@ func (s *Store) append(ctx context.Context, runID string, after int64, deferred 
 	return events, nil
 }
 
+// appendTx stores drafts in one BEGIN IMMEDIATE transaction of w,
+// rolled back on any error.
+func (s *Store) appendTx(ctx context.Context, w *writer, runID string, after int64, drafts []journal.Draft) (_ []journal.Event, err error) {
+	committed := false
+	defer func() {
+		if !committed {
+			// Also after a failed BEGIN: the driver reports the
+			// context's end even for a statement that ran. Without a
+			// transaction (or after a failed COMMIT that ended it),
+			// ROLLBACK fails and changes nothing.
+			w.exec(context.Background(), w.rollback)
+		}
+	}()
+	if err := w.exec(ctx, w.begin); err != nil {
+		return nil, dbError(fmt.Sprintf("append run %s", runID), err)
+	}
+	last, prev, err := s.head(ctx, w, runID)
+	if err != nil {
+		return nil, err
+	}
+	if after != last {
+		return nil, fmt.Errorf("journal/sqlite: append run %s after %d: newest event is %d: %w", runID, after, last, journal.ErrConflict)
+	}
+	events, err := backend.Seal(runID, after, prev, drafts)
+	if err != nil {
+		return nil, err
+	}
+	for i := range events {
+		e := &events[i]
+		if err := w.exec(ctx, w.insert, e.RunID, e.Seq, string(e.Type), e.Time.Format(journal.TimeFormat), []byte(e.Payload), e.PrevHash, e.Hash); err != nil {
+			if sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT {
+				// Unreachable while the index agrees with the events
+				// table (checked in head); kept so a duplicate is never
+				// reported as anything but a conflict.
+				err = fmt.Errorf("%w: %w", journal.ErrConflict, err)
+			}
+			return nil, dbError(fmt.Sprintf("append run %s event %d", runID, e.Seq), err)
+		}
+	}
+	tail := &events[len(events)-1]
+	status, keep := tailStatus(events)
+	err = w.exec(ctx, w.upsert,
+		runID, events[0].Time.Format(journal.TimeFormat), tail.Time.Format(journal.TimeFormat),
+		tail.Seq, string(tail.Type), tail.Hash, string(status), keep)
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("append run %s: update index", runID), err)
+	}
+	// Not interrupted by ctx: the driver would report the context's end
+	// for a COMMIT that took effect. It waits for no lock (BEGIN
+	// IMMEDIATE took it).
+	if err := w.exec(context.WithoutCancel(ctx), w.commit); err != nil {
+		return nil, dbError(fmt.Sprintf("append run %s: commit", runID), err)
+	}
+	committed = true
+	return events, nil
+}
+
 // head returns the sequence number and hash of run's newest event (0 and
 // the genesis hash for a new run), checking that the events table and the
 // runs index agree.
-func (s *Store) head(ctx context.Context, tx *sql.Tx, runID string) (int64, string, error) {
-	var (
-		idxSeq, evSeq   sql.NullInt64
-		idxHash, evHash sql.NullString
-	)
-	if err := tx.StmtContext(ctx, s.q.head).QueryRowContext(ctx, runID).Scan(&idxSeq, &idxHash, &evSeq, &evHash); err != nil {
+func (s *Store) head(ctx context.Context, w *writer, runID string) (int64, string, error) {
+	is, ih, es, eh, err := w.queryHead(ctx, runID)
+	if err != nil {
 		return 0, "", dbError(fmt.Sprintf("append run %s: read index and newest event", runID), err)
 	}
-	indexed := idxSeq.Valid
+	idxSeq, ok1 := headInt(is)
+	evSeq, ok2 := headInt(es)
+	idxHash, evHash := headText(ih), headText(eh)
+	if !ok1 || !ok2 {
+		return 0, "", &journal.CorruptError{RunID: runID, Seq: max(idxSeq, evSeq) + 1, Reason: fmt.Sprintf(
+			"the newest sequence number of the runs index (%v) or of the events table (%v) is not an integer", is, es)}
+	}
+	indexed := is != nil
 	if !indexed {
-		idxHash.String = journal.GenesisHash
+		idxHash = journal.GenesisHash
 	}
-	if !evSeq.Valid {
-		evHash.String = journal.GenesisHash
+	if es == nil {
+		evHash = journal.GenesisHash
 	}
-	if idxSeq.Int64 != evSeq.Int64 || idxHash.String != evHash.String {
-		bad := min(idxSeq.Int64, evSeq.Int64) + 1
-		if idxSeq.Int64 == evSeq.Int64 {
-			bad = evSeq.Int64
+	if idxSeq != evSeq || idxHash != evHash {
+		bad := min(idxSeq, evSeq) + 1
+		if idxSeq == evSeq {
+			bad = evSeq
 		}
 		return 0, "", &journal.CorruptError{RunID: runID, Seq: bad, Reason: fmt.Sprintf(
-			"the runs index ends at event %d (indexed %t) but the events table ends at event %d, or their hashes differ", idxSeq.Int64, indexed, evSeq.Int64)}
+			"the runs index ends at event %d (indexed %t) but the events table ends at event %d, or their hashes differ", idxSeq, indexed, evSeq)}
 	}
-	return evSeq.Int64, evHash.String, nil
+	return evSeq, evHash, nil
+}
+
+// headInt is a sequence number of the head row as database/sql's
+// NullInt64 scans it: NULL is 0, text must hold an integer.
+func headInt(v any) (int64, bool) {
+	switch v := v.(type) {
+	case nil:
+		return 0, true
+	case int64:
+		return v, true
+	case string:
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, err == nil
+	case []byte:
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// headText is a hash of the head row as its text ("" for NULL).
+func headText(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	}
+	return fmt.Sprint(v)
 }
 
 // Read implements [journal.Store.Read]: the rows of run with seq >= from,

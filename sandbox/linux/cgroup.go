@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -154,6 +155,14 @@ type runGroup struct {
 	v2   string
 	uid  int // owner given to v2 cgroup.procs files (delegation), -1 for none
 	seq  atomic.Uint64
+
+	// next are the groups of a command not started yet, created ahead
+	// (empty, no limits; see prepareNext): the next newCommand takes
+	// them, and their mkdirs are no longer part of that command's start.
+	// Every command still gets groups of its own, never used before.
+	nextMu    sync.Mutex
+	next      *cmdGroup
+	preparing bool
 }
 
 // v1Used lists the v1 controllers a run uses, in a fixed order.
@@ -314,6 +323,48 @@ type cmdGroup struct {
 // Processes gets one extra task: the spawner thread sits in the v1
 // group while it forks.
 func (r *runGroup) newCommand(l sandbox.Limits) (*cmdGroup, error) {
+	r.nextMu.Lock()
+	c := r.next
+	r.next = nil
+	r.nextMu.Unlock()
+	if c == nil {
+		var err error
+		if c, err = r.makeGroups(); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.setLimits(l); err != nil {
+		c.remove()
+		return nil, err
+	}
+	return c, nil
+}
+
+// prepareNext creates the next command's groups in the background
+// (tracked by wg, which the sandbox waits for before it removes the
+// run's groups), unless they exist or are being created.
+func (r *runGroup) prepareNext(wg *sync.WaitGroup) {
+	r.nextMu.Lock()
+	defer r.nextMu.Unlock()
+	if r.next != nil || r.preparing {
+		return
+	}
+	r.preparing = true
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := r.makeGroups()
+		r.nextMu.Lock()
+		defer r.nextMu.Unlock()
+		r.preparing = false
+		if err == nil {
+			r.next = c
+		}
+	}()
+}
+
+// makeGroups creates the (empty) groups of one command.
+func (r *runGroup) makeGroups() (*cmdGroup, error) {
 	name := "c" + strconv.FormatUint(r.seq.Add(1), 10)
 	c := &cmdGroup{run: r, v1: map[string]string{}}
 	for ctl, dir := range r.v1 {
@@ -337,10 +388,6 @@ func (r *runGroup) newCommand(l sandbox.Limits) (*cmdGroup, error) {
 				return nil, fmt.Errorf("sandbox/linux: delegate %s: %w", d, err)
 			}
 		}
-	}
-	if err := c.setLimits(l); err != nil {
-		c.remove()
-		return nil, err
 	}
 	return c, nil
 }

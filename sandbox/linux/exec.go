@@ -134,6 +134,7 @@ func (s *Sandbox) run(ctx context.Context, c *sandbox.Cmd, ph phase) (*sandbox.R
 		if cg, err = s.rg.newCommand(lim); err != nil {
 			return nil, err
 		}
+		s.rg.prepareNext(&s.bg)
 	}
 	var toClose, readers []*os.File
 	cleanup := func() {

@@ -470,6 +470,9 @@ func (s *Sandbox) start(protected []string) error {
 			}
 			files = append(files, tasks...)
 			cfg.RunTasks = len(tasks)
+			// The first command's groups are made while the init
+			// starts (Close waits for them).
+			rg.prepareNext(&s.bg)
 		}
 	}
 	if err := s.ctl.Send(&msg{Op: opConfig, Config: cfg}, files...); err != nil {

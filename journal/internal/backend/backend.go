@@ -65,12 +65,14 @@ func Seal(runID string, after int64, prevHash string, drafts []journal.Draft) ([
 		if err := checkDraft(&d); err != nil {
 			return nil, fmt.Errorf("journal: append to run %s: draft %d: %w", runID, i, err)
 		}
+		// journal.Seal compacts the payload into bytes of its own:
+		// the event never shares the draft's.
 		e := journal.Event{
 			RunID:   runID,
 			Seq:     after + 1 + int64(i),
 			Type:    d.Type,
 			Time:    d.Time,
-			Payload: bytes.Clone(d.Payload),
+			Payload: d.Payload,
 		}
 		if err := journal.Seal(prev, &e); err != nil {
 			return nil, fmt.Errorf("journal: append to run %s: draft %d: %w", runID, i, err)

@@ -94,7 +94,7 @@ func New(opts *Options) (*tool.Tool, tool.Handler) {
 		idle = o.IdleTimeout.String()
 	}
 	if err := descTmpl().Execute(&desc, map[string]any{
-		"DefaultTimeout": DefaultCommandTimeout.String() + " by default",
+		"DefaultTimeout": DefaultCommandTimeout.String(),
 		"MaxTimeoutMS":   o.MaxTimeout.Milliseconds(),
 		"Idle":           idle,
 	}); err != nil {
