@@ -183,3 +183,39 @@ func TestRewindUndoIsExact(t *testing.T) {
 		t.Errorf("undone (-after the run +got):\n%s", d)
 	}
 }
+
+// CloneAt works in a directory that holds what the sandbox made when a
+// fork was checked (its .keel), and leaves it: the repository is cloned
+// aside and moved in.
+func TestCloneAtBesideKeel(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	ctx := t.Context()
+	src := repo(t, map[string]string{"a.txt": "one\n"})
+	start := checkpoint.StartOf(ctx, src)
+	if start == nil {
+		t.Fatal("StartOf: no start")
+	}
+	dir := filepath.Join(t.TempDir(), "fork")
+	if err := os.MkdirAll(filepath.Join(dir, ".keel"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.CloneAt(ctx, src, dir, start); err != nil {
+		t.Fatal(err)
+	}
+	if got := checkpoint.StartOf(ctx, dir); got == nil || got.Commit != start.Commit {
+		t.Fatalf("StartOf(the clone) = %+v, want commit %s", got, start.Commit)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if d := cmp.Diff([]string{".git", ".keel"}, names); d != "" {
+		t.Errorf("the clone's directory (-want +got):\n%s", d)
+	}
+}

@@ -100,7 +100,10 @@ Without --workspace the fork works in RUN's workspace, whose files are
 restored in place (the files it replaces are kept in the checkpoint store:
 keel runs rewind RUN --to N brings them back). With --workspace DIR (a
 new or empty directory) the files are written there and RUN's workspace is
-left alone. Decisions on calls that had not finished by EVENT, and
+left alone; when RUN started in a git repository, DIR is a copy of that
+repository (git clone, objects copied) with HEAD detached at RUN's start
+commit and the files on top, so git works there and keel runs diff
+compares with the same commit. Decisions on calls that had not finished by EVENT, and
 approvals remembered for RUN, are not carried over. --no-start journals
 the fork paused (reason forked) for a later keel runs resume. At the
 event that completes RUN, the fork follows it up with --message (with
@@ -147,6 +150,9 @@ event that completes RUN, the fork follows it up with --message (with
 				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d; %d tool call(s) finished between it and event %d, whose effects they lack\n", fk.Files, fk.After, at)
 			default:
 				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d\n", fk.Files)
+			}
+			if fk.NoRepo {
+				fmt.Fprintf(w, "keel: %s is not a git repository: the repository of run %s could not be copied at its start commit (see the log), so git commands in the fork fail and keel runs diff compares with its first checkpoint\n", run.Workspace, args[0])
 			}
 			switch {
 			case noStart && fk.Completed:
