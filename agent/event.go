@@ -601,6 +601,10 @@ type WorkspaceRestored struct {
 	Asked   int64 `json:"asked,omitempty"`
 	Later   int   `json:"later,omitempty"`
 	Missing int   `json:"missing,omitempty"`
+	// Kept are the files a rewind left as they were, though the
+	// checkpoint has them otherwise: only hands outside the run (a
+	// person, another run) changed them since it.
+	Kept []string `json:"kept,omitempty"`
 }
 
 func marshal(v any) json.RawMessage {

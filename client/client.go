@@ -213,9 +213,9 @@ func (c *Client) Fork(ctx context.Context, id string, req *api.ForkRun) (*api.Ru
 
 // Rewind restores the files of run id as its newest workspace checkpoint
 // at or before event to had them.
-func (c *Client) Rewind(ctx context.Context, id string, to int64) (*api.Rewound, error) {
+func (c *Client) Rewind(ctx context.Context, id string, req *api.RewindRun) (*api.Rewound, error) {
 	var out api.Rewound
-	return &out, c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/rewind", nil, &api.RewindRun{To: to}, &out)
+	return &out, c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(id)+"/rewind", nil, req, &out)
 }
 
 // Diff returns the files run id changed: its workspace now against the

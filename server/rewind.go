@@ -11,7 +11,7 @@ func (h *Handler) rewindRun(w http.ResponseWriter, r *http.Request, who *caller)
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	out, err := h.svc.Rewind(r.Context(), who, r.PathValue("id"), req.To)
+	out, err := h.svc.Rewind(r.Context(), who, r.PathValue("id"), &req)
 	if err != nil {
 		return err
 	}

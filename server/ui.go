@@ -697,7 +697,9 @@ func (h *Handler) uiRewind(w http.ResponseWriter, r *http.Request, who *caller) 
 		h.render(w, http.StatusOK, "run", p)
 		return nil
 	}
-	res, err := h.svc.Rewind(r.Context(), who, id, to)
+	// Confirmed: the files the plan marked as changed both by the run
+	// and outside it are put back too (the person saw them listed).
+	res, err := h.svc.Rewind(r.Context(), who, id, &api.RewindRun{To: to, Force: r.PostFormValue("force") == "1"})
 	if err != nil {
 		return h.formFailed(w, r, who, "rewind", err)
 	}
@@ -707,21 +709,23 @@ func (h *Handler) uiRewind(w http.ResponseWriter, r *http.Request, who *caller) 
 }
 
 // rewindPlan is the run page's confirmation of a rewind: the event
-// asked, what the rewind restores (Note) and the files it would change.
+// asked, what the rewind restores (Note), the files it would change and
+// those it leaves as they are (Kept: changed only outside the run).
 type rewindPlan struct {
 	Asked int64
 	Note  string
 	Files []api.PlannedChange
-	// After counts the files that changed after the run's last
-	// checkpoint.
-	After int
+	Kept  []api.PlannedChange
+	// Both counts the files changed both by the run and outside it: the
+	// confirmation forces the rewind.
+	Both int
 }
 
 func newRewindPlan(asked int64, p *api.RewindPlan) *rewindPlan {
-	out := &rewindPlan{Asked: asked, Files: p.Files}
+	out := &rewindPlan{Asked: asked, Files: p.Files, Kept: p.Kept}
 	for _, f := range p.Files {
-		if f.After {
-			out.After++
+		if f.Both {
+			out.Both++
 		}
 	}
 	switch {
@@ -743,6 +747,9 @@ type rewound struct {
 	By            string
 	Files         []agent.FileChange
 	More          int
+	// Kept are the files it left as they were (changed only outside
+	// the run since the checkpoint).
+	Kept []string
 }
 
 // rewoundAt reads the rewind journaled as event seq of run id (nil when
@@ -751,16 +758,20 @@ func (h *Handler) rewoundAt(ctx context.Context, id string, seq int64) *rewound 
 	if seq < 2 {
 		return nil
 	}
-	evs, err := h.rt.Store().Read(ctx, id, seq)
-	if err != nil || len(evs) == 0 || evs[0].Seq != seq || evs[0].Type != journal.WorkspaceRestored {
+	evs, err := h.rt.Store().Read(ctx, id, 1)
+	if err != nil || int64(len(evs)) < seq || evs[seq-1].Seq != seq || evs[seq-1].Type != journal.WorkspaceRestored {
 		return nil
 	}
-	v, err := agent.Decode(&evs[0])
+	v, err := agent.Decode(&evs[seq-1])
 	if err != nil {
 		return nil
 	}
 	r := v.(*agent.WorkspaceRestored)
-	return &rewound{Seq: seq, To: r.To, Undo: seq - 1, By: r.By, Files: r.Files, More: r.MoreFiles}
+	undo := checkpoint.UndoOf(evs, seq)
+	if undo == 0 {
+		undo = seq - 1
+	}
+	return &rewound{Seq: seq, To: r.To, Undo: undo, By: r.By, Files: r.Files, More: r.MoreFiles, Kept: r.Kept}
 }
 
 // uiStream is the timeline's live feed: Server-Sent Events whose "row"

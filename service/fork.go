@@ -208,8 +208,23 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 		return "", nil, nil, unshared
 	}
 	created.Workspace = ws
+	cloned := false
 	if !checkpoint.SameDir(ws, st.Created.Workspace) {
 		created.Git = nil
+		if st.Created.Git != nil && cpErr == nil {
+			// A working copy of the source's repository at its start
+			// commit, the checkpoint's files written on top below.
+			if cerr := checkpoint.CloneAt(ctx, st.Created.Workspace, ws, st.Created.Git); cerr != nil {
+				s.logger.Warn("the fork's workspace gets the files without the repository", "run", src, "workspace", ws, "err", cerr)
+			} else {
+				cloned = true
+				defer func() {
+					if err != nil {
+						os.RemoveAll(filepath.Join(ws, ".git"))
+					}
+				}()
+			}
+		}
 	}
 	created.Labels = map[string]string{}
 	for k, v := range st.Created.Labels {
@@ -217,13 +232,10 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	}
 	created.Labels[LabelForkOf] = fmt.Sprintf("%s@%d", src, seq)
 	stamp(&created, a)
-	drafts, err := ForkDrafts(events, &created, s.opts.Clock())
-	if err != nil {
-		return "", nil, nil, err
-	}
 	// The fork's files: the source's files at the fork point, as a
 	// rewind there gives them, written into the fork's workspace
 	// (journaled in the fork).
+	var restored *journal.Draft
 	files, _, err := checkpoint.ForkFiles(ctx, all, seq, st.Created.Workspace, ws, who.Name)
 	switch {
 	case errors.Is(err, checkpoint.ErrNone):
@@ -234,7 +246,22 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 		if err != nil {
 			return "", nil, nil, err
 		}
-		drafts = append(drafts, journal.Draft{Type: journal.WorkspaceRestored, Time: s.opts.Clock(), Payload: p})
+		restored = &journal.Draft{Type: journal.WorkspaceRestored, Time: s.opts.Clock(), Payload: p}
+	}
+	if cloned {
+		// Its diff compares with the source's start commit; the files
+		// that differed from it then are the source's.
+		if g := checkpoint.StartOf(ctx, ws); g != nil && g.Commit == st.Created.Git.Commit {
+			g.Dirty, g.Origin = st.Created.Git.Dirty, st.Created.Git.Origin
+			created.Git = g
+		}
+	}
+	drafts, err := ForkDrafts(events, &created, s.opts.Clock())
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if restored != nil {
+		drafts = append(drafts, *restored)
 	}
 	id = strings.ToLower(ulid.Make().String())
 	if !req.Start || !s.executes() {
@@ -361,6 +388,10 @@ type Forked struct {
 	// Made is the fork's last event when it was made: its copied events
 	// and the restoring of its files.
 	Made int64
+	// NoRepo: the source ran in a git repository but the fork, in a
+	// workspace of its own, is none (the repository could not be copied
+	// at the source's start commit: checkpoint.CloneAt).
+	NoRepo bool
 }
 
 // ForkOf reads fork, the events of a fork of the run whose events are
@@ -380,10 +411,21 @@ func ForkOf(fork, src []journal.Event, at int64) (*Forked, error) {
 		return nil, err
 	}
 	out := &Forked{Completed: st.Status == journal.StatusCompleted}
+	if len(src) > 0 && created != nil && created.Git == nil {
+		if v, err := agent.Decode(&src[0]); err == nil {
+			if sc, ok := v.(*agent.RunCreated); ok && sc.Git != nil && !checkpoint.SameDir(sc.Workspace, created.Workspace) {
+				out.NoRepo = true
+			}
+		}
+	}
+	if n >= len(fork) || fork[n].Type != journal.WorkspaceRestored {
+		out.NoRepo = false // no files written: the fork works on DIR's
+	}
 	if n < len(fork) && fork[n].Type == journal.WorkspaceRestored {
 		if v, err := agent.Decode(&fork[n]); err == nil {
 			r := v.(*agent.WorkspaceRestored)
 			out.Files, out.After = r.To, r.Missing
+			out.NoRepo = out.NoRepo && r.To > 0
 			if r.Missing == 0 && r.Asked == 0 && r.To < at && at <= int64(len(src)) {
 				// A fork journaled before Missing was: count as it did.
 				_, out.After, _ = checkpoint.At(src, at)

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/mem"
+	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
@@ -228,5 +232,132 @@ func TestForkRefusesBadLimitsFirst(t *testing.T) {
 	fork, err := svc.Fork(ctx, me, src, &api.ForkRun{Seq: 2, Start: true, Workspace: dir, Limits: &api.Limits{MaxSteps: &ten}})
 	if err != nil || runs() != n+1 {
 		t.Fatalf("fork with limits: %+v, %v", fork, err)
+	}
+}
+
+// gitIn runs git in dir for a test, with its own identity.
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// A fork into a new directory of a run in a git repository is a working
+// copy of that repository at the run's start commit, the checkpoint's
+// files on top: git works in it and its diff compares with the same
+// commit (fresh-user report 12, N7/B6: it had no .git, the agent's git
+// commands failed, and keel runs diff said no commit was recorded). It
+// is a copy of its own: the source's branches, configuration and remote
+// are not shared.
+func TestForkIntoNewDirectoryIsARepository(t *testing.T) {
+	if !checkpoint.Available() {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	ctx := t.Context()
+	rt := agent.NewRuntime(mem.New(), nil)
+	svc := service.New(rt, nil)
+	defer svc.Shutdown(context.WithoutCancel(ctx))
+	ws, store := t.TempDir(), filepath.Join(t.TempDir(), "checkpoints")
+	writeFile := func(name, s string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitIn(t, ws, "init", "-q")
+	writeFile("a.txt", "one\n")
+	writeFile(".gitignore", "*.log\n")
+	gitIn(t, ws, "add", ".")
+	gitIn(t, ws, "commit", "-qm", "start")
+	commit := strings.TrimSpace(gitIn(t, ws, "rev-parse", "HEAD"))
+	start := checkpoint.StartOf(ctx, ws)
+	if start == nil || start.Commit != commit {
+		t.Fatalf("StartOf = %+v, want commit %s", start, commit)
+	}
+	id, err := rt.Create(ctx, &agent.RunCreated{Task: "t", Model: "test:none", Workspace: ws, MountPath: "/workspace", Sandbox: "none",
+		StateDir: filepath.Join(t.TempDir(), "state"), Git: start, Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(policy.Default())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook, release := checkpoint.Hook(store, ws)
+	defer release()
+	seq := int64(1)
+	add := func(typ journal.Type, v any) {
+		t.Helper()
+		p, _ := json.Marshal(v)
+		if _, err := rt.Store().Append(ctx, id, seq, journal.Draft{Type: typ, Time: time.Now(), Payload: p}); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+	}
+	var prev *agent.Snapshot
+	snap := func() {
+		t.Helper()
+		cp, err := hook(ctx, id, prev)
+		if err != nil || cp == nil {
+			t.Fatalf("checkpoint: %+v, %v", cp, err)
+		}
+		add(journal.WorkspaceCheckpoint, cp)
+		prev = &agent.Snapshot{Seq: seq, Tree: cp.Tree, Commit: cp.Commit, Store: cp.Store}
+	}
+	snap()
+	add(journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c1", Name: "bash", Arguments: "{}"}}}})
+	add(journal.GateDecided, &agent.GateDecided{CallID: "c1", Tool: "bash", Decision: policy.Decision{Effect: policy.Allow}})
+	add(journal.ToolStarted, &agent.ToolStarted{CallID: "c1", Tool: "bash"})
+	writeFile("a.txt", "two\n")
+	writeFile("b.txt", "new\n")
+	add(journal.ToolFinished, &agent.ToolFinished{CallID: "c1", Tool: "bash"})
+	snap()
+	at := seq // the second checkpoint
+	add(journal.RunCompleted, &agent.RunEnded{Reason: agent.ReasonAnswer})
+	// Meanwhile the source moves on: a commit on its branch.
+	gitIn(t, ws, "commit", "-qam", "later")
+
+	dir := filepath.Join(t.TempDir(), "fork")
+	fork, err := svc.Fork(ctx, service.Local("ada"), id, &api.ForkRun{Seq: at, Workspace: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(gitIn(t, dir, "rev-parse", "HEAD")); got != commit {
+		t.Errorf("the fork's HEAD = %s, want the source's start commit %s", got, commit)
+	}
+	if got := gitIn(t, dir, "status", "--porcelain"); got != " M a.txt\n?? b.txt\n" {
+		t.Errorf("git status in the fork:\n%s", got)
+	}
+	if got := gitIn(t, dir, "diff", "--", "a.txt"); !strings.Contains(got, "-one\n+two\n") {
+		t.Errorf("git diff in the fork:\n%s", got)
+	}
+	if got := gitIn(t, dir, "remote"); got != "" {
+		t.Errorf("the fork's remotes: %q, want none (the source had none; not the source's directory)", got)
+	}
+	if got := strings.TrimSpace(gitIn(t, dir, "rev-parse", "refs/heads/main")); got != commit {
+		t.Errorf("the fork's main = %s, want it as at the source's start, %s", got, commit)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".git", "objects", "info", "alternates")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the fork borrows the source's objects: %v", err)
+	}
+	c := created(t, ctx, rt, fork.ID)
+	if c.Git == nil || c.Git.Commit != commit {
+		t.Fatalf("the fork's git start = %+v, want commit %s", c.Git, commit)
+	}
+	events, err := rt.Store().Read(ctx, fork.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := checkpoint.Changed(ctx, c, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ch := range sum.Changes {
+		got = append(got, string(ch.Status)+" "+ch.Path)
+	}
+	if strings.Join(got, ", ") != "M a.txt, A b.txt" {
+		t.Errorf("the fork's changes since the start commit: %v, want M a.txt, A b.txt", got)
 	}
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/keel-run/keel/internal/checkpoint"
@@ -14,15 +15,17 @@ import (
 // before event to had them, for who, checked as a resume is (who may act
 // as its agent, in a workspace under a root), and journals it in the run
 // (workspace.restored) and in the API's action log.
-func (s *Service) rewind(ctx context.Context, id string, to int64, who *Caller) (*api.Rewound, error) {
+func (s *Service) rewind(ctx context.Context, id string, req *api.RewindRun, who *Caller) (*api.Rewound, error) {
 	if err := s.rewindable(ctx, id, who); err != nil {
 		return nil, err
 	}
-	res, ev, err := checkpoint.Rewind(ctx, s.rt.Store(), id, to, who.Name, who.ID)
+	to := req.To
+	rw, err := checkpoint.Rewind(ctx, s.rt.Store(), id, to, checkpoint.RewindOptions{By: who.Name, Token: who.ID, Force: req.Force})
 	if err := s.rewindErr(ctx, id, to, err); err != nil {
 		return nil, err
 	}
-	out := &api.Rewound{Seq: ev.Seq, To: res.To, Tree: res.Tree, Before: res.Before, MoreFiles: res.MoreFiles, Asked: res.Asked, Later: res.Later, Missing: res.Missing}
+	res := rw.Restored
+	out := &api.Rewound{Seq: rw.Event.Seq, To: res.To, Tree: res.Tree, Before: res.Before, MoreFiles: res.MoreFiles, Asked: res.Asked, Later: res.Later, Missing: res.Missing, Undo: rw.Undo, Kept: rw.Kept}
 	for _, f := range res.Files {
 		out.Files = append(out.Files, api.FileChange{Path: f.Path, Status: f.Status})
 	}
@@ -67,9 +70,12 @@ func (s *Service) rewindable(ctx context.Context, id string, who *Caller) error 
 // rewindErr says a rewind's (or its plan's) error in the API's words.
 func (s *Service) rewindErr(ctx context.Context, id string, to int64, err error) error {
 	var re *checkpoint.RangeError
+	var ce *checkpoint.ConflictError
 	switch {
 	case errors.As(err, &re):
 		return badRequest("%v", re)
+	case errors.As(err, &ce):
+		return conflict(api.CodeConflict, "run %s: nothing rewound: %v; to put back the run's version of them too, rewind with force (keel runs rewind %s --to %d --force)", id, ce, id, to)
 	case errors.Is(err, journal.ErrLocked):
 		// Said once, with who executes it (not the journal's and the
 		// checkpoint's words for the same fact).
@@ -88,8 +94,10 @@ func (s *Service) rewindErr(ctx context.Context, id string, to int64, err error)
 
 // RewindPlan says what a rewind of run id's files to event to would
 // change, changing nothing, for who (checked as [Service.Rewind] is): a
-// front end shows it for the person to confirm. Files changed since the
-// run's newest checkpoint (a person's work after the run) are marked.
+// front end shows it for the person to confirm. Files changed outside
+// the run since the checkpoint (a person's work after the run) are
+// listed apart, as the rewind leaves them (Kept), or marked (Both) when
+// the run changed them too.
 func (s *Service) RewindPlan(ctx context.Context, who *Caller, id string, to int64) (*api.RewindPlan, error) {
 	if err := s.rewindable(ctx, id, who); err != nil {
 		return nil, err
@@ -103,12 +111,11 @@ func (s *Service) RewindPlan(ctx context.Context, who *Caller, id string, to int
 		return nil, err
 	}
 	out := &api.RewindPlan{To: p.To, Asked: p.Asked, Later: p.Later, Missing: p.Missing}
-	after := map[string]bool{}
-	for _, f := range p.After {
-		after[f] = true
-	}
 	for _, f := range p.Files {
-		out.Files = append(out.Files, api.PlannedChange{Path: f.Path, Status: string(f.Status), After: after[f.Path]})
+		out.Files = append(out.Files, api.PlannedChange{Path: f.Path, Status: string(f.Status), Both: slices.Contains(p.Both, f.Path)})
+	}
+	for _, f := range p.Kept {
+		out.Kept = append(out.Kept, api.PlannedChange{Path: f.Path, Status: string(f.Status)})
 	}
 	return out, nil
 }
@@ -124,7 +131,10 @@ func (s *Service) holder(ctx context.Context, id string) string {
 }
 
 // Rewind restores the files of run id as its newest checkpoint at or
-// before event to had them, for who (see [Service.rewind]).
-func (s *Service) Rewind(ctx context.Context, who *Caller, id string, to int64) (*api.Rewound, error) {
-	return s.rewind(ctx, id, to, who)
+// before event req.To had them, for who (see [Service.rewind]): the
+// files the run changed since; those changed only outside the run are
+// left as they are, and those changed by both make it refuse unless
+// req.Force (checkpoint.Rewind).
+func (s *Service) Rewind(ctx context.Context, who *Caller, id string, req *api.RewindRun) (*api.Rewound, error) {
+	return s.rewind(ctx, id, req, who)
 }

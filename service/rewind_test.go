@@ -6,6 +6,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal/mem"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
 )
 
@@ -23,7 +24,7 @@ func TestRewindOfExecutingRunSaysItOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unlock()
-	_, err = svc.Rewind(ctx, service.Local("ada"), id, 2)
+	_, err = svc.Rewind(ctx, service.Local("ada"), id, &api.RewindRun{To: 2})
 	e, _ := service.Classify(err)
 	if e == nil || strings.Count(e.Message, "executing") != 1 || strings.Contains(e.Message, "journal:") || strings.Count(e.Message, id) != 1 ||
 		!strings.Contains(e.Message, "(this process)") || !strings.Contains(e.Message, "cancel it") {

@@ -79,8 +79,8 @@ func (x *Session) Artifact(ctx context.Context, id, rel string) ([]byte, error) 
 	return x.svc.Artifact(ctx, x.who, id, rel)
 }
 
-func (x *Session) Rewind(ctx context.Context, id string, to int64) (*api.Rewound, error) {
-	return x.svc.Rewind(ctx, x.who, id, to)
+func (x *Session) Rewind(ctx context.Context, id string, req *api.RewindRun) (*api.Rewound, error) {
+	return x.svc.Rewind(ctx, x.who, id, req)
 }
 
 func (x *Session) Fork(ctx context.Context, id string, req *api.ForkRun) (*api.Run, error) {

@@ -189,11 +189,21 @@ func AtEvent(events []journal.Event, seq int64) (cp *agent.Snapshot, later, miss
 	if err != nil || after == 0 {
 		return cp, 0, 0, err
 	}
+	// From the last call finished up to seq: seq itself may say that
+	// their step ended (a run.completed, a model's next answer).
+	var done int64
+	for i := range events {
+		if e := &events[i]; e.Seq > seq {
+			break
+		} else if e.Type == journal.ToolFinished {
+			done = e.Seq
+		}
+	}
 	changed := true
 scan:
 	for i := range events {
 		e := &events[i]
-		if e.Seq <= seq {
+		if e.Seq <= done {
 			continue
 		}
 		switch e.Type {
@@ -205,7 +215,9 @@ scan:
 			p := v.(*agent.WorkspaceCheckpoint)
 			return &agent.Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}, later, 0, nil
 		case journal.ToolFinished:
-			later++
+			if e.Seq > seq {
+				later++
+			}
 		case journal.ToolStarted, journal.GateDecided, journal.ApprovalRequested, journal.ApprovalResolved,
 			journal.AuthRequired, journal.AuthResolved, journal.InputRequested, journal.InputAnswered,
 			journal.SandboxEgress, journal.SandboxQuarantine:
@@ -240,49 +252,78 @@ func (e *RangeError) Error() string {
 	return fmt.Sprintf("event %d: run %s has events 1 to %d", e.Seq, e.Run, e.Last)
 }
 
+// Rewound is what [Rewind] did: the workspace.restored it journaled
+// (Event; Restored its payload), the event that undoes it (Undo: the
+// run's snapshot of the files it replaced), and the files it left as
+// they were because only hands outside the run changed them since the
+// checkpoint (Kept, sorted).
+type Rewound struct {
+	Restored *agent.WorkspaceRestored
+	Event    *journal.Event
+	Undo     int64
+	Kept     []string
+}
+
 // Rewind restores the files of run runID's workspace to its newest
 // checkpoint at or before event to, and journals workspace.restored
-// (with who rewound). The run must not be executing: it takes the
-// run's lease when the store has leases, and appends only after the
-// event it read. The snapshot of the files it replaced is kept in the
-// run's ref and named in the event (Before), so that a rewind can be
-// undone by rewinding to the event of the restore's predecessor.
-func Rewind(ctx context.Context, store journal.Store, runID string, to int64, by, token string) (*agent.WorkspaceRestored, *journal.Event, error) {
+// (with who rewound). It puts back what the run changed since that
+// checkpoint, and leaves as they are the files only hands outside the
+// run changed since (a file a person wrote after the run, say):
+// [changedSince] tells them from the run's journal. A file changed by
+// both is put back only with o.Force; otherwise nothing is changed and
+// the error is a *[ConflictError] naming them. The run must not be
+// executing: it takes the run's lease when the store has leases, and
+// appends only after the event it read. The snapshot of the files it
+// replaced is kept in the run's ref and named in the event (Before), so
+// that a rewind can be undone by rewinding to Rewound.Undo.
+func Rewind(ctx context.Context, store journal.Store, runID string, to int64, o RewindOptions) (*Rewound, error) {
 	if l, ok := store.(journal.Locker); ok {
 		unlock, err := l.Lock(ctx, runID)
 		if errors.Is(err, journal.ErrLocked) {
-			return nil, nil, fmt.Errorf("%w: %w", ErrBusy, err)
+			return nil, fmt.Errorf("%w: %w", ErrBusy, err)
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		defer unlock()
 	}
 	events, err := journal.ReadVerified(ctx, store, runID)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	last := events[len(events)-1].Seq
 	if to < 1 || to > last {
-		return nil, nil, &RangeError{Run: runID, Seq: to, Last: last}
+		return nil, &RangeError{Run: runID, Seq: to, Last: last}
 	}
 	st, err := agent.Fold(runID, events)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cp, later, missing, err := AtEvent(events, to)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	g, err := OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	before, files, err := g.Restore(ctx, cp.Tree)
+	var kept []string
+	before, tree, files, err := g.RestoreSome(ctx, cp.Tree, func(before string, changed []FileChange) ([]string, error) {
+		who, err := changedSince(ctx, g, events, cp, before)
+		if err != nil {
+			return nil, err
+		}
+		keep, both := who.sortOut(changed)
+		if len(both) > 0 && !o.Force {
+			return nil, &ConflictError{To: cp.Seq, Paths: both}
+		}
+		kept = keep
+		return keep, nil
+	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	r := &agent.WorkspaceRestored{To: cp.Seq, Tree: cp.Tree, Before: before, Store: cp.Store, By: by, Token: token, Later: later, Missing: missing}
+	r := &agent.WorkspaceRestored{To: cp.Seq, Tree: tree, Before: before, Store: cp.Store, By: o.By, Token: o.Token, Later: later, Missing: missing, Kept: kept}
 	if cp.Seq != to {
 		r.Asked = to
 	}
@@ -292,37 +333,37 @@ func Rewind(ctx context.Context, store journal.Store, runID string, to int64, by
 	// just before the restore: rewinding to it undoes the rewind. Both
 	// stay in the run's chain until the run is pruned.
 	var drafts []journal.Draft
-	parent := ""
+	parent, undo := "", int64(0)
 	if st.Checkpoint != nil && st.Checkpoint.Store == cp.Store {
-		parent = st.Checkpoint.Commit
+		parent, undo = st.Checkpoint.Commit, st.Checkpoint.Seq
 	}
 	if st.Checkpoint == nil || st.Checkpoint.Tree != before || st.Checkpoint.Store != cp.Store {
 		b := &agent.WorkspaceCheckpoint{Tree: before, Store: cp.Store}
 		if st.Checkpoint != nil && st.Checkpoint.Store == cp.Store {
 			changed, err := g.Changes(ctx, st.Checkpoint.Tree, before)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			b.Files, b.MoreFiles = bound(changed)
 		}
 		if b.Commit, err = g.Keep(ctx, Ref(runID), before, parent, fmt.Sprintf("run %s: before the rewind to event %d", runID, cp.Seq)); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		parent = b.Commit
+		parent, undo = b.Commit, last+1
 		drafts = append(drafts, draft(journal.WorkspaceCheckpoint, b))
 	}
-	if r.Commit, err = g.Keep(ctx, Ref(runID), cp.Tree, parent, fmt.Sprintf("run %s: rewound to event %d", runID, cp.Seq)); err != nil {
-		return nil, nil, err
+	if r.Commit, err = g.Keep(ctx, Ref(runID), tree, parent, fmt.Sprintf("run %s: rewound to event %d", runID, cp.Seq)); err != nil {
+		return nil, err
 	}
 	drafts = append(drafts, draft(journal.WorkspaceRestored, r))
 	evs, err := store.Append(context.WithoutCancel(ctx), runID, last, drafts...)
 	if err != nil {
 		if errors.Is(err, journal.ErrConflict) {
-			return nil, nil, fmt.Errorf("%w: it moved on while its files were restored (%v)", ErrBusy, err)
+			return nil, fmt.Errorf("%w: it moved on while its files were restored (%v)", ErrBusy, err)
 		}
-		return nil, nil, err
+		return nil, err
 	}
-	return r, &evs[len(evs)-1], nil
+	return &Rewound{Restored: r, Event: &evs[len(evs)-1], Undo: undo, Kept: kept}, nil
 }
 
 // Plan is what a rewind to an event would change, computed without
@@ -334,18 +375,23 @@ type Plan struct {
 	Asked   int64
 	Later   int
 	Missing int
-	// Files are the files the rewind would change.
+	// Files are the files the rewind would change, forced.
 	Files []FileChange
-	// After are the paths among Files that changed since the run's
-	// newest checkpoint: a person's or another run's work after the run
-	// left its files, which the rewind would undo too.
-	After []string
+	// Both are the paths among Files that changed since the checkpoint
+	// both by the run and outside it (by hand, another run): the rewind
+	// puts them back only when forced ([ConflictError]).
+	Both []string
+	// Kept are the files that differ from the checkpoint but that only
+	// hands outside the run changed since: the rewind leaves them as
+	// they are.
+	Kept []FileChange
 }
 
 // PlanRewind returns what [Rewind] to event to would change in the
 // workspace of the run of events (all of them), resolving the event
-// with [AtEvent] as Rewind does. It snapshots the workspace into the
-// run's store (no ref, no journal event) and writes no file of it.
+// with [AtEvent] and telling who changed the files as Rewind does. It
+// snapshots the workspace into the run's store (no ref, no journal
+// event) and writes no file of it.
 func PlanRewind(ctx context.Context, events []journal.Event, to int64) (*Plan, error) {
 	last := events[len(events)-1].Seq
 	if to < 1 || to > last {
@@ -374,22 +420,19 @@ func PlanRewind(ctx context.Context, events []journal.Event, to int64) (*Plan, e
 	if cp.Seq != to {
 		p.Asked = to
 	}
-	if p.Files, err = g.Changes(ctx, now, cp.Tree); err != nil {
+	changes, err := g.Changes(ctx, now, cp.Tree)
+	if err != nil {
 		return nil, err
 	}
-	if st.Checkpoint != nil && st.Checkpoint.Store == cp.Store && st.Checkpoint.Tree != now && g.Has(ctx, st.Checkpoint.Tree) {
-		since, err := g.Changes(ctx, st.Checkpoint.Tree, now)
-		if err != nil {
-			return nil, err
-		}
-		changed := map[string]bool{}
-		for _, f := range since {
-			changed[f.Path] = true
-		}
-		for _, f := range p.Files {
-			if changed[f.Path] {
-				p.After = append(p.After, f.Path)
-			}
+	who, err := changedSince(ctx, g, events, cp, now)
+	if err != nil {
+		return nil, err
+	}
+	keep, both := who.sortOut(changes)
+	p.Files, p.Both = without(changes, keep), both
+	for _, f := range changes {
+		if slices.Contains(keep, f.Path) {
+			p.Kept = append(p.Kept, f)
 		}
 	}
 	return p, nil

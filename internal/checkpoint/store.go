@@ -463,26 +463,48 @@ func (c *Checkpoints) Keep(ctx context.Context, ref, tree, parent, message strin
 // snapshots the workspace as it is, and returns that tree (so the
 // restore can itself be undone) and the files that changed.
 func (c *Checkpoints) Restore(ctx context.Context, tree string) (before string, changed []FileChange, err error) {
+	before, _, changed, err = c.RestoreSome(ctx, tree, nil)
+	return before, changed, err
+}
+
+// RestoreSome is [Restore] with keep, when set, told the snapshot of the
+// workspace as it is (before) and the files restoring tree would
+// change: the paths it returns are left as the workspace has them (an
+// error from keep restores nothing). It returns the tree the workspace
+// then has (tree, with the kept paths as before has them) and the
+// files that changed.
+func (c *Checkpoints) RestoreSome(ctx context.Context, tree string, keep func(before string, changed []FileChange) ([]string, error)) (before, restored string, changed []FileChange, err error) {
 	if !c.Has(ctx, tree) {
-		return "", nil, fmt.Errorf("%w: %s", ErrMissing, tree)
+		return "", "", nil, fmt.Errorf("%w: %s", ErrMissing, tree)
 	}
 	unlock, err := c.lock(ctx)
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	defer unlock()
 	// A full snapshot: read-tree below removes the files of the store's
 	// index that the tree lacks, so the index must be the workspace's.
 	if before, err = c.full(ctx); err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	if changed, err = c.Changes(ctx, before, tree); err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
-	if _, err := c.git(ctx, nil, "read-tree", "--reset", "-u", tree); err != nil {
-		return before, nil, err
+	restored = tree
+	if keep != nil {
+		kept, err := keep(before, changed)
+		if err != nil {
+			return before, "", nil, err
+		}
+		if restored, err = c.compose(ctx, tree, before, kept); err != nil {
+			return before, "", nil, err
+		}
+		changed = without(changed, kept)
 	}
-	return before, changed, nil
+	if _, err := c.git(ctx, nil, "read-tree", "--reset", "-u", restored); err != nil {
+		return before, "", nil, err
+	}
+	return before, restored, changed, nil
 }
 
 // Materialize writes the files of tree into dir, an empty or missing

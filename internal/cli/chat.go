@@ -81,9 +81,9 @@ func (a *app) converse(ctx context.Context, x *foreground.Execution, runID strin
 	l := &local{a: a, store: x.Runtime.Store()}
 	cmds := x.Commands(runID, &foreground.ChatParams{
 		Diff: func(ctx context.Context, stat bool) error { return a.runsDiff(ctx, l, runID, 0, stat) },
-		Rewind: func(ctx context.Context, to int64) (r *api.Rewound, err error) {
+		Rewind: func(ctx context.Context, to int64, force bool) (r *api.Rewound, err error) {
 			err = a.session(ctx, l.store, "", func(l *local) (err error) {
-				r, err = l.Rewind(ctx, runID, to)
+				r, err = l.Rewind(ctx, runID, &api.RewindRun{To: to, Force: force})
 				return err
 			})
 			return r, err

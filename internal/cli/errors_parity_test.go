@@ -187,11 +187,16 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		}
 	}
 
-	// The server form's undo hint of a rewind names the server (the
-	// fork put back the files of event 2: the newest checkpoint has
-	// others).
+	// The server form's undo hint of a rewind names the server. (The
+	// fork above put back the files of event 2 in place: another run's
+	// change, which a rewind of this run leaves alone; a fork at its
+	// newest checkpoint gives the run's files back, which a rewind to
+	// its first then replaces.)
 	seqs := checkpointSeqs(t, done)
-	code, out, errOut := keel(t, "--server", s.url, "runs", "rewind", done, "--to", strings.Fields(seqs[len(seqs)-1])[0])
+	if code, _, errOut := keel(t, "runs", "fork", done, "--at", strings.Fields(seqs[len(seqs)-1])[0], "--no-start"); code != 0 {
+		t.Fatalf("keel runs fork in place = %d\n%s", code, errOut)
+	}
+	code, out, errOut := keel(t, "--server", s.url, "runs", "rewind", done, "--to", strings.Fields(seqs[0])[0])
 	if code != 0 || !strings.Contains(out, "undo: keel --server "+s.url+" runs rewind "+done+" --to ") {
 		t.Errorf("keel --server URL runs rewind = %d\n%s%s", code, out, errOut)
 	}

@@ -25,7 +25,9 @@ func (a *app) checkpointStore() string { return assemble.CheckpointStore(a.home)
 type rewindBackend interface {
 	// Rewind restores the files of run id as its newest checkpoint at or
 	// before event to had them (journaled).
-	Rewind(ctx context.Context, id string, to int64) (*api.Rewound, error)
+	// Files changed since only outside the run are left as they are;
+	// those changed by both need req.Force.
+	Rewind(ctx context.Context, id string, req *api.RewindRun) (*api.Rewound, error)
 	// Fork makes a new run of the events of run id up to event req.Seq,
 	// with the files of that point (service.Service.Fork): the server
 	// starts it when asked, this process's journal never does (the
@@ -36,17 +38,22 @@ type rewindBackend interface {
 func (a *app) runsRewindCmd() *cobra.Command {
 	var to int64
 	var by string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "rewind RUN --to EVENT",
 		Short: "Restore a run's workspace files as they were at an event (journaled)",
-		Long: `Rewind puts the files of the run's workspace back as the run's newest
+		Long: `Rewind puts the files the run changed since EVENT back as the run's newest
 workspace checkpoint at or before EVENT recorded them (keel runs
-checkpoints RUN lists them): changed files get their content back, files
-made since are removed, removed ones come back. Files the workspace's
+checkpoints RUN lists them): files it changed get their content back,
+files it made are removed, files it removed come back. Files changed
+since only outside the run (by hand, by another run: after the run, or
+while it was paused) are left as they are and listed. A file changed
+both by the run and outside it is put back only with --force: without
+it the rewind changes nothing and names them. Files the workspace's
 .gitignore ignores are left alone. The rewind is journaled
 (workspace.restored, with who rewound), after a checkpoint of the files
-it replaces when they differ from the run's newest one: a rewind is undone
-by rewinding to the event just before it (the command prints it).
+it replaces when they differ from the run's newest one: the command
+prints the rewind that undoes it.
 
 The conversation is not changed: to go on from that point with the model
 not knowing what came after, fork the run there (keel runs fork RUN --at
@@ -61,16 +68,17 @@ EVENT). A run that a process executes is refused.`,
 				return usagef("--to EVENT is required (an event's sequence number; keel runs checkpoints %s lists the checkpoints)", args[0])
 			}
 			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
-				r, err := b.Rewind(ctx, args[0], to)
+				r, err := b.Rewind(ctx, args[0], &api.RewindRun{To: to, Force: force})
 				if err != nil {
 					return err
 				}
 				tui.Rewound(a.stdout, b.Keel(), args[0], r)
 				return nil
-			}, "to")
+			}, "to", "force")
 		},
 	}
 	cmd.Flags().Int64Var(&to, "to", 0, "the event whose files to restore (its sequence number)")
+	cmd.Flags().BoolVar(&force, "force", false, "put back also the files changed both by the run and outside it since EVENT")
 	cmd.Flags().StringVar(&by, "by", "", "who rewinds (default: $USER)")
 	return cmd
 }
@@ -92,7 +100,10 @@ Without --workspace the fork works in RUN's workspace, whose files are
 restored in place (the files it replaces are kept in the checkpoint store:
 keel runs rewind RUN --to N brings them back). With --workspace DIR (a
 new or empty directory) the files are written there and RUN's workspace is
-left alone. Decisions on calls that had not finished by EVENT, and
+left alone; when RUN started in a git repository, DIR is a copy of that
+repository (git clone, objects copied) with HEAD detached at RUN's start
+commit and the files on top, so git works there and keel runs diff
+compares with the same commit. Decisions on calls that had not finished by EVENT, and
 approvals remembered for RUN, are not carried over. --no-start journals
 the fork paused (reason forked) for a later keel runs resume. At the
 event that completes RUN, the fork follows it up with --message (with
@@ -139,6 +150,9 @@ event that completes RUN, the fork follows it up with --message (with
 				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d; %d tool call(s) finished between it and event %d, whose effects they lack\n", fk.Files, fk.After, at)
 			default:
 				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d\n", fk.Files)
+			}
+			if fk.NoRepo {
+				fmt.Fprintf(w, "keel: %s is not a git repository: the repository of run %s could not be copied at its start commit (see the log), so git commands in the fork fail and keel runs diff compares with its first checkpoint\n", run.Workspace, args[0])
 			}
 			switch {
 			case noStart && fk.Completed:
@@ -254,8 +268,8 @@ func (l *local) Fork(ctx context.Context, id string, req *api.ForkRun) (*api.Run
 }
 
 // Rewind asks the server.
-func (r *remote) Rewind(ctx context.Context, id string, to int64) (*api.Rewound, error) {
-	return r.Client.Rewind(ctx, id, to)
+func (r *remote) Rewind(ctx context.Context, id string, req *api.RewindRun) (*api.Rewound, error) {
+	return r.Client.Rewind(ctx, id, req)
 }
 
 // Fork asks the server for the fork; the server starts it if asked.

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -447,4 +448,128 @@ func runState(t *testing.T, db, id string) *agent.State {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// keel runs rewind leaves a file written by hand after the run alone and
+// says so; one the run and a person both changed needs --force; the undo
+// line restores exactly, without a warning (fresh-user report 12, B5 and
+// N6).
+func TestRewindLeavesHandEdits(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	db := setup(t)
+	ws := demoProject(t)
+	before := files(t, ws)
+	if code, _, errOut := keel(t, "run", "--model", "scripted:demo", "--workspace", ws, "-q", "fix it"); code != 0 {
+		t.Fatalf("keel run = %d: %s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	after := files(t, ws)
+	first := strings.Fields(checkpointSeqs(t, id)[0])[0]
+	notes := filepath.Join(ws, "MYNOTES.txt")
+	if err := os.WriteFile(notes, []byte("my own edit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := keel(t, "runs", "rewind", id, "--to", first)
+	if code != 0 || !strings.Contains(out, "left as they are: 1 file(s) changed since then only outside the run") || !strings.Contains(out, "  MYNOTES.txt") ||
+		!strings.Contains(out, "M textstats.py") || strings.Contains(out, "D MYNOTES.txt") {
+		t.Fatalf("runs rewind = %d: %s\n%s", code, errOut, out)
+	}
+	if b, err := os.ReadFile(notes); err != nil || string(b) != "my own edit\n" {
+		t.Errorf("MYNOTES.txt after the rewind = %q, %v", b, err)
+	}
+	if got := files(t, ws)["textstats.py"]; got != before["textstats.py"] {
+		t.Errorf("textstats.py not rewound:\n%s", got)
+	}
+	undo := regexp.MustCompile(`undo: keel runs rewind \S+ --to (\d+)`).FindStringSubmatch(out)
+	if undo == nil {
+		t.Fatalf("no undo line:\n%s", out)
+	}
+	code, out, errOut = keel(t, "runs", "rewind", id, "--to", undo[1])
+	if code != 0 || strings.Contains(out, "without the effects") || strings.Contains(out, "event "+undo[1]+":") {
+		t.Errorf("the undo = %d, want the checkpoint itself, no warning: %s\n%s", code, errOut, out)
+	}
+	want := maps.Clone(after)
+	want["MYNOTES.txt"] = "my own edit\n"
+	if d := cmp.Diff(want, files(t, ws)); d != "" {
+		t.Errorf("undone (-want +got):\n%s", d)
+	}
+	// A person edits the file the run fixed: both changed it.
+	if err := os.WriteFile(filepath.Join(ws, "textstats.py"), []byte(after["textstats.py"]+"# mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = keel(t, "runs", "rewind", id, "--to", first)
+	if code == 0 || !strings.Contains(errOut, "textstats.py") || !strings.Contains(errOut, "--force") || !strings.Contains(errOut, "nothing rewound") {
+		t.Errorf("rewind over a file changed by both = %d, want it refused naming textstats.py and --force: %s", code, errOut)
+	}
+	if got := files(t, ws)["textstats.py"]; got != after["textstats.py"]+"# mine\n" {
+		t.Errorf("the refused rewind changed textstats.py:\n%s", got)
+	}
+	if code, _, errOut := keel(t, "runs", "rewind", id, "--to", first, "--force"); code != 0 {
+		t.Fatalf("runs rewind --force = %d: %s", code, errOut)
+	}
+	if got := files(t, ws); got["textstats.py"] != before["textstats.py"] || got["MYNOTES.txt"] != "my own edit\n" {
+		t.Errorf("after --force: textstats.py %q, MYNOTES.txt %q", got["textstats.py"], got["MYNOTES.txt"])
+	}
+}
+
+// gitCmd runs git in dir for a test, with its own identity.
+func gitCmd(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// keel runs fork --workspace DIR of a run in a git repository makes DIR
+// a working copy of it at the run's start commit: the fork's git works
+// and its diff compares with that commit (fresh-user report 12, N7/B6).
+func TestForkIntoNewDirectoryKeepsGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	db := setup(t)
+	ws := demoProject(t)
+	gitCmd(t, ws, "init", "-q")
+	gitCmd(t, ws, "add", ".")
+	gitCmd(t, ws, "commit", "-qm", "start")
+	commit := strings.TrimSpace(gitCmd(t, ws, "rev-parse", "HEAD"))
+	if code, _, errOut := keel(t, "run", "--model", "scripted:demo", "--workspace", ws, "-q", "fix it"); code != 0 {
+		t.Fatalf("keel run = %d: %s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	rows := checkpointSeqs(t, id)
+	last := strings.Fields(rows[len(rows)-1])[0]
+	dir := filepath.Join(t.TempDir(), "fork")
+	code, out, errOut := keel(t, "runs", "fork", id, "--at", last, "--workspace", dir, "--no-start")
+	if code != 0 || strings.Contains(errOut, "not a git repository") {
+		t.Fatalf("runs fork = %d: %s", code, errOut)
+	}
+	fork := strings.TrimSpace(out)
+	// The sandbox made .keel in dir when the fork was checked, before
+	// the repository was copied in beside it.
+	if _, err := os.Stat(filepath.Join(dir, ".keel")); err != nil {
+		t.Logf("no .keel in the fork (a sandbox that makes none): %v", err)
+	}
+	if got := strings.TrimSpace(gitCmd(t, dir, "rev-parse", "HEAD")); got != commit {
+		t.Errorf("the fork's HEAD = %s, want the run's start commit %s", got, commit)
+	}
+	if got := gitCmd(t, dir, "status", "--porcelain"); got != " M textstats.py\n" {
+		t.Errorf("git status in the fork:\n%s", got)
+	}
+	code, out, errOut = keel(t, "runs", "diff", fork, "--stat")
+	if code != 0 || !strings.Contains(out, commit[:12]) || !strings.Contains(out, "M textstats.py +1 -1") || strings.Contains(out, "no git commit") {
+		t.Errorf("runs diff of the fork = %d: %s\n%s", code, errOut, out)
+	}
 }

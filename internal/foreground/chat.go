@@ -19,15 +19,17 @@ import (
 // the run's diff printed (keel runs diff), and its files put back as
 // they were at an event (keel runs rewind, through the service).
 type ChatParams struct {
-	Diff   func(ctx context.Context, stat bool) error
-	Rewind func(ctx context.Context, to int64) (*api.Rewound, error)
+	Diff func(ctx context.Context, stat bool) error
+	// Rewind rewinds the run's files to event to (service.Service.Rewind),
+	// forced or not.
+	Rewind func(ctx context.Context, to int64, force bool) (*api.Rewound, error)
 }
 
 // chatCommands are keel chat's commands, as /help lists them (/help and
 // /exit are the prompt's own).
 var chatCommands = []tui.Command{
 	{Name: "diff", Usage: "[--stat]", Help: "the files this run changed, with their diff (keel runs diff)"},
-	{Name: "undo", Help: "put the files back as they were before your last message; again: one message further back (the model is told)"},
+	{Name: "undo", Usage: "[--force]", Help: "put the files the run changed back as they were before your last message, leaving your own edits; again: one message further back (the model is told); --force: also files both you and the run changed"},
 	{Name: "cost", Help: "the steps, tokens and cost of this run so far"},
 	{Name: "model", Help: "the model of this run"},
 }
@@ -61,7 +63,11 @@ func (x *Execution) Commands(id string, cp *ChatParams, tell func(string)) []tui
 		"diff": func(ctx context.Context, arg string) error {
 			return cp.Diff(ctx, arg == "--stat")
 		},
-		"undo": func(ctx context.Context, _ string) error {
+		"undo": func(ctx context.Context, arg string) error {
+			force := arg == "--force"
+			if arg != "" && !force {
+				return fmt.Errorf("/undo takes no argument but --force (got %q)", visible.String(arg))
+			}
 			st, events, err := state(ctx)
 			if err != nil {
 				return err
@@ -102,13 +108,17 @@ func (x *Execution) Commands(id string, cp *ChatParams, tell func(string)) []tui
 					return nil
 				}
 			}
-			r, err := cp.Rewind(ctx, turns[i].seq)
+			r, err := cp.Rewind(ctx, turns[i].seq, force)
 			if err != nil {
+				if !force && strings.Contains(err.Error(), "--force") {
+					return fmt.Errorf("%v\n(here: /undo --force)", err)
+				}
 				return err
 			}
 			if !series {
-				redo = r.Seq - 1
+				redo = tui.RewindUndo(r)
 			}
+			tui.RewoundKept(x.Stderr, r.Kept)
 			undone = turns[i].seq
 			before := turns[i].what
 			if i > 0 {

@@ -27,8 +27,9 @@ func Rewound(out io.Writer, keel, runID string, r *api.Rewound) {
 	case r.Asked > 0:
 		fmt.Fprintf(w, "event %d: the newest checkpoint at or before it is event %d (no file changed between them)\n", r.Asked, r.To)
 	}
+	RewoundKept(w, r.Kept)
 	if len(r.Files) == 0 && r.MoreFiles == 0 {
-		fmt.Fprintf(w, "no file changed: the workspace already had those files\n")
+		fmt.Fprintf(w, "no file changed: the workspace already had the run's files of that point\n")
 		return
 	}
 	for _, f := range r.Files {
@@ -37,7 +38,33 @@ func Rewound(out io.Writer, keel, runID string, r *api.Rewound) {
 	if r.MoreFiles > 0 {
 		fmt.Fprintf(w, "  ... and %d more\n", r.MoreFiles)
 	}
-	fmt.Fprintf(w, "undo: %s runs rewind %s --to %d\n", keel, runID, r.Seq-1)
+	fmt.Fprintf(w, "undo: %s runs rewind %s --to %d\n", keel, runID, RewindUndo(r))
+}
+
+// RewoundKept says which files a rewind left as they were (changed only
+// outside the run since the checkpoint); nothing when none.
+func RewoundKept(out io.Writer, kept []string) {
+	if len(kept) == 0 {
+		return
+	}
+	w := Esc(out)
+	fmt.Fprintf(w, "left as they are: %d file(s) changed since then only outside the run (by hand, or by another run):\n", len(kept))
+	for i, p := range kept {
+		if i == 10 {
+			fmt.Fprintf(w, "  ... and %d more\n", len(kept)-i)
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", p)
+	}
+}
+
+// RewindUndo is the event to rewind to to undo rewind r: the one it
+// names, or (from a server that does not) the event before it.
+func RewindUndo(r *api.Rewound) int64 {
+	if r.Undo > 0 {
+		return r.Undo
+	}
+	return r.Seq - 1
 }
 
 // Checkpoints prints keel runs checkpoints to out: the workspace

@@ -391,6 +391,11 @@ type RewindRun struct {
 	// To is an event of the run: its files are restored as the newest
 	// workspace checkpoint at or before it recorded them.
 	To int64 `json:"to"`
+	// Force puts back also the files changed since that checkpoint both
+	// by the run and outside it (by hand, by another run): without it
+	// such a rewind is refused (409), naming them. Files changed only
+	// outside the run are left as they are either way.
+	Force bool `json:"force,omitempty"`
 }
 
 // Rewound is the answer to POST /v1/runs/{id}/rewind.
@@ -413,6 +418,13 @@ type Rewound struct {
 	Asked   int64 `json:"asked,omitempty"`
 	Later   int   `json:"later,omitempty"`
 	Missing int   `json:"missing,omitempty"`
+	// Undo is the event whose files are those the rewind replaced:
+	// rewinding to it undoes the rewind.
+	Undo int64 `json:"undo,omitempty"`
+	// Kept are the files the rewind left as they were, though the
+	// checkpoint has them otherwise: only hands outside the run (a
+	// person, another run) changed them since it.
+	Kept []string `json:"kept,omitempty"`
 }
 
 // RewindPlan is what a rewind to an event would change, before it is
@@ -424,15 +436,19 @@ type RewindPlan struct {
 	Later   int             `json:"later,omitempty"`
 	Missing int             `json:"missing,omitempty"`
 	Files   []PlannedChange `json:"files,omitempty"`
+	// Kept are the files that differ from the checkpoint but that only
+	// hands outside the run changed since it: the rewind leaves them.
+	Kept []PlannedChange `json:"kept,omitempty"`
 }
 
 // PlannedChange is one file a rewind would change ("A", "M" or "D");
-// After is set when the file changed since the run's newest checkpoint
-// (work done after the run left its files, which the rewind undoes too).
+// Both is set when the run and hands outside it (a person, another run)
+// both changed it since the checkpoint: the rewind puts it back only
+// when forced, undoing both.
 type PlannedChange struct {
 	Path   string `json:"path"`
 	Status string `json:"status"`
-	After  bool   `json:"after,omitempty"`
+	Both   bool   `json:"both,omitempty"`
 }
 
 // FileChange is one file a rewind changed.

@@ -296,25 +296,9 @@ func (b *Builder) offer(ctx context.Context, c *agent.RunCreated, noMemory, noSk
 }
 
 // GitStart records the commit a run starts on, when its workspace is
-// the top of a git repository with a commit.
+// the top of a git repository with a commit (checkpoint.StartOf).
 func GitStart(ctx context.Context, dir string) *agent.GitStart {
-	now := time.Now().UTC()
-	commit, dirty, err := checkpoint.Start(ctx, dir)
-	if err != nil {
-		return nil
-	}
-	g := &agent.GitStart{Commit: commit, Dirty: dirty, Origin: checkpoint.Origin(ctx, dir), Time: now}
-	g.Refs, g.RefsAll = checkpoint.Refs(ctx, dir)
-	if c, err := checkpoint.GitControl(ctx, dir); err == nil {
-		g.Control = c
-	}
-	if x, err := checkpoint.InfoExclude(ctx, dir); err == nil {
-		g.Exclude = &x
-	}
-	if t, ok := checkpoint.StartClock(dir); ok {
-		g.Since = t.UTC()
-	}
-	return g
+	return checkpoint.StartOf(ctx, dir)
 }
 
 // apiText returns an error's text for an API client: without advice about
