@@ -3,6 +3,7 @@ package tui
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -78,4 +79,52 @@ func TestTypedWithoutEnterIsNotGlued(t *testing.T) {
 	if !strings.Contains(errOut.String(), "keel: not sent (typed without Enter while the run worked): hello typed while streaming") {
 		t.Errorf("no notice of the text not sent:\n%s", errOut.String())
 	}
+}
+
+// After an interrupted turn, the chat says once that the model is told
+// at the next message, not again before every prompt after a command
+// (fresh-user trial 12, N10).
+func TestInterruptedSaidOnce(t *testing.T) {
+	errOut := &lockedBuffer{}
+	prompts := make(chan struct{}, 8)
+	in, typed := io.Pipe()
+	pr := &Prompt{Err: promptWatch{errOut, prompts}, In: in}
+	n := 0
+	cmds := []Command{{Name: "cost", Help: "what the run spent", Do: func(context.Context, string) error { n++; return nil }}}
+	exec := func(context.Context, string) error {
+		t.Error("a command was sent to the model")
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pr.Converse(context.Background(), "run1", "keel", nil, true, func(error) bool { return true }, cmds, exec)
+	}()
+	for _, l := range []string{"/cost\n", "/cost\n"} {
+		<-prompts // typed at the prompt, after what comes before it
+		io.WriteString(typed, l)
+	}
+	<-prompts
+	typed.Close()
+	<-done
+	if n != 2 {
+		t.Errorf("/cost ran %d times, want 2:\n%s", n, errOut.String())
+	}
+	if c := strings.Count(errOut.String(), "keel: interrupted;"); c != 1 {
+		t.Errorf("the interruption is said %d times, want once:\n%s", c, errOut.String())
+	}
+}
+
+// promptWatch writes to w and signals each prompt written.
+type promptWatch struct {
+	w       io.Writer
+	prompts chan<- struct{}
+}
+
+func (p promptWatch) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if bytes.HasSuffix(b, []byte("you> ")) {
+		p.prompts <- struct{}{}
+	}
+	return n, err
 }
