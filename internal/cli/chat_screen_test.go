@@ -307,3 +307,29 @@ func TestChatRaisesALimit(t *testing.T) {
 		t.Errorf("user messages journaled %q, want what now? and and now? (not the one typed at the limit)", users)
 	}
 }
+
+// keel chat without a task checks its command line before it asks for
+// the task: a bad --policy is said at once, and nothing typed is lost
+// (fresh-user trial 12, N15); --policy demo names keel demo's policy, as
+// the API and the web UI do.
+func TestChatChecksFlagsBeforeTheTask(t *testing.T) {
+	db := setup(t)
+	chat := func(extra ...string) (int, string) {
+		args, _ := json.Marshal(append([]string{"chat", "--db", db, "--model", "scripted:demo", "--sandbox", "none", "--workspace", t.TempDir()}, extra...))
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args))
+		cmd.Stdin = strings.NewReader("fix the failing test\n")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cmd.Run()
+		return cmd.ProcessState.ExitCode(), stderr.String()
+	}
+	code, errOut := chat("--policy", "nosuch.toml")
+	if code != 2 || strings.Contains(errOut, "type the task") || !strings.Contains(errOut, "--policy: read nosuch.toml: no such file or directory (a policy file; the built-in policies are default and demo)") {
+		t.Errorf("keel chat --policy nosuch.toml = %d, want 2 before the task is asked:\n%s", code, errOut)
+	}
+	code, errOut = chat("--policy", "demo")
+	if strings.Contains(errOut, "--policy") || !strings.Contains(errOut, "type the task") {
+		t.Errorf("keel chat --policy demo = %d:\n%s", code, errOut)
+	}
+}
