@@ -41,5 +41,5 @@ func (s *Service) Cost(ctx context.Context, who *Caller, by, since string) (*api
 func costRow(r *cost.CostRow) api.CostRow {
 	return api.CostRow{Key: r.Key, Runs: r.Runs, Calls: r.Calls, InputTokens: r.Usage.InputTokens, OutputTokens: r.Usage.OutputTokens,
 		CachedInputTokens: r.Usage.CachedInputTokens, CacheWriteTokens: r.Usage.CacheWriteTokens, CostUSD: r.Cost,
-		ProviderCostUSD: r.ProviderCost, EstimatedCostUSD: r.EstimatedCost, UnpricedCalls: r.UnpricedCalls, Source: r.Source}
+		ProviderCostUSD: r.ProviderCost, EstimatedCostUSD: r.EstimatedCost, UnpricedCalls: r.UnpricedCalls, OfflineCalls: r.OfflineCalls, Source: r.Source}
 }

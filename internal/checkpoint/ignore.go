@@ -97,17 +97,32 @@ func hiddenFiles(ctx context.Context, dir string, files map[string]entry, exclud
 	if err != nil {
 		return nil, still, err
 	}
+	// git lists a directory it does not ignore as a whole and also each
+	// of its files that a pattern ignores (`*.py[cod]` in __pycache__/):
+	// each file once.
+	seen := map[string]bool{}
+	file := func(p string, isHidden bool) {
+		if seen[p] {
+			return
+		}
+		seen[p] = true
+		if isHidden {
+			hidden = append(hidden, p)
+		} else {
+			still.files = append(still.files, p)
+		}
+	}
 	for _, p := range now {
 		if was[p] {
 			if strings.HasSuffix(p, "/") {
 				still.dirs = append(still.dirs, p)
 			} else {
-				still.files = append(still.files, p)
+				file(p, false)
 			}
 			continue
 		}
 		if !strings.HasSuffix(p, "/") {
-			hidden = append(hidden, p)
+			file(p, true)
 			continue
 		}
 		// A directory git ignores as a whole now: its files, as the
@@ -143,11 +158,7 @@ func hiddenFiles(ctx context.Context, dir string, files map[string]entry, exclud
 			return nil, still, err
 		}
 		for _, f := range inside {
-			if !m[f] {
-				hidden = append(hidden, f)
-			} else {
-				still.files = append(still.files, f)
-			}
+			file(f, !m[f])
 		}
 	}
 	return hidden, still, nil

@@ -49,7 +49,12 @@ func ignoredChanges(dir string, still ignoredPaths, since, until time.Time, skip
 		added bool
 	}
 	var auto, exec, other []hit
+	visited := map[string]bool{} // a file of still.files in one of still.dirs too
 	visit := func(rel string, fi fs.FileInfo) {
+		if visited[rel] {
+			return
+		}
+		visited[rel] = true
 		if !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 || changeTime(fi).Before(since) || skip != nil && skip(rel) {
 			return
 		}

@@ -218,3 +218,35 @@ func TestStartClockSeparates(t *testing.T) {
 		}
 	}
 }
+
+// A file git ignores by a name pattern in a directory it does not ignore
+// (`*.py[cod]` and `pkg/__pycache__/`) is listed once: git lists such a
+// directory and each of its files (fresh-user trial 12, N5: a .pyc was
+// listed twice and counted twice).
+func TestIgnoredFileInDirectoryListedOnce(t *testing.T) {
+	dir := repo(t, map[string]string{
+		".gitignore": "*.py[cod]\n",
+		"pkg/mod.py": "x = 1\n",
+	})
+	write(t, dir, "pkg/__pycache__/mod.cpython-311.pyc", "old\n")
+	write(t, dir, "pkg/__pycache__/other.cpython-311.pyc", "old\n")
+	commit, _, err := checkpoint.Start(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "pkg/__pycache__/mod.cpython-311.pyc", "new\n")
+	changes, err := checkpoint.DiffFrom(t.Context(), dir, checkpoint.Base{Commit: commit, Since: time.Now().Add(-time.Hour)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range changes {
+		if c.Path != ".git/config" {
+			got = append(got, c.Path)
+		}
+	}
+	want := []string{"pkg/__pycache__/mod.cpython-311.pyc", "pkg/__pycache__/other.cpython-311.pyc"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("DiffFrom (-want +got):\n%s", d)
+	}
+}

@@ -52,9 +52,11 @@ func (s *Summary) Notes(created *agent.RunCreated) []string {
 
 // Reviewed reports whether c is a change a person reviews as the run's:
 // not a file git ignores (build output, caches), unless it runs on its
-// own or is hidden only by rules the run wrote.
+// own or is hidden only by rules the run wrote. A directory standing for
+// many ignored files (Files) is not one: it counts as its files, apart,
+// also when some of them are code that runs (its line says so).
 func (c Change) Reviewed() bool {
-	return !(c.Ignored || c.Files > 0) || c.Autorun != "" || c.Hidden
+	return c.Files == 0 && (!c.Ignored || c.Autorun != "" || c.Hidden)
 }
 
 // Reviewed counts the changes a person reviews as the run's (the others

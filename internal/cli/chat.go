@@ -24,7 +24,7 @@ typed), and after each answer reads the next message from the terminal and
 continues the same run with it (journaled as a user message, read verbatim
 by every later model call). An empty line is ignored; Ctrl-D or /exit ends
 the conversation. A line starting with / is a command, never sent to the
-model: /help lists them (/diff, /undo, /cost, /model); // sends a message
+model: /help lists them (/diff, /undo, /cost, /model, /limit); // sends a message
 starting with /. The run stays in the journal: keel runs resume RUN
 --message TEXT continues it later.
 
@@ -89,10 +89,16 @@ func (a *app) converse(ctx context.Context, x *foreground.Execution, runID strin
 			return r, err
 		},
 	}, func(s string) { note = s })
+	given := x.Limits // what /limit sets counts for one execution
 	return a.prompt.Converse(ctx, runID, a.keelCmd(), err, interrupted, goesOn, cmds, func(ctx context.Context, m string) error {
+		if why := x.AtLimit(ctx, runID); why != "" {
+			fmt.Fprintf(a.stderr, "keel: %s\n", why)
+			return &exitError{1}
+		}
 		if note != "" {
 			m, note = note+"\n\n"+m, ""
 		}
+		defer func() { x.Limits = given }()
 		return execute(ctx, x, runID, nil, m)
 	})
 }

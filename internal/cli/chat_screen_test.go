@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
 )
 
 // screen renders what a program wrote to a terminal, for the control
@@ -246,5 +249,87 @@ func TestChatPipedAnswersOnStdout(t *testing.T) {
 	}
 	if got := stdout.String(); got != "Answer 1.\nAnswer 2.\n" {
 		t.Errorf("stdout = %q, want both answers\nstderr:\n%s", got, stderr.String())
+	}
+}
+
+// keel chat goes on after a step limit: its end says to raise the limit
+// with /limit; a message typed before that is not sent (nor journaled),
+// since the run would stop again at once; after /limit the next message
+// goes on under the new limit (fresh-user trial 12, N9: every message
+// failed at once, and the chat offered no way to raise the limit).
+func TestChatRaisesALimit(t *testing.T) {
+	db := setup(t)
+	srv := httptest.NewServer(&chatServer{})
+	defer srv.Close()
+	args, _ := json.Marshal([]string{"chat", "--db", db, "--model", "openai-compatible:chat-test@" + srv.URL + "/v1",
+		"--sandbox", "none", "--workspace", t.TempDir(), "--max-steps", "1", "Look around"})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args))
+	cmd.Stdin = strings.NewReader("what now?\nagain\n/limit --max-steps 0\n/limit --max-steps 3\nand now?\n")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Run()
+	errOut := stderr.String()
+	for _, want := range []string{
+		"keel: to go on, raise the limit: /limit --max-steps 2, then type your next message",
+		"keel: not sent: run ",
+		`/limit --max-steps "0": want a number of model calls above 0`,
+		"keel: /limit: --max-steps 3 from your next message on",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("keel chat's stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if got := stdout.String(); got != "Answer 1.\nAnswer 2.\n" {
+		t.Errorf("stdout = %q, want the answer to the task and to the message after /limit\nstderr:\n%s", got, errOut)
+	}
+	id, st := lastRun(t, db)
+	if st.Status != journal.StatusCompleted {
+		t.Errorf("run %s is %s, want completed", id, st.Status)
+	}
+	code, out, _ := keel(t, "--db", db, "runs", "show", id, "--json")
+	if code != 0 {
+		t.Fatal(out)
+	}
+	var users []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e journal.Event
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue
+		}
+		if v, err := agent.Decode(&e); err == nil {
+			if m, ok := v.(*agent.UserMessage); ok {
+				users = append(users, m.Content)
+			}
+		}
+	}
+	if strings.Join(users, "|") != "what now?|and now?" {
+		t.Errorf("user messages journaled %q, want what now? and and now? (not the one typed at the limit)", users)
+	}
+}
+
+// keel chat without a task checks its command line before it asks for
+// the task: a bad --policy is said at once, and nothing typed is lost
+// (fresh-user trial 12, N15); --policy demo names keel demo's policy, as
+// the API and the web UI do.
+func TestChatChecksFlagsBeforeTheTask(t *testing.T) {
+	db := setup(t)
+	chat := func(extra ...string) (int, string) {
+		args, _ := json.Marshal(append([]string{"chat", "--db", db, "--model", "scripted:demo", "--sandbox", "none", "--workspace", t.TempDir()}, extra...))
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args))
+		cmd.Stdin = strings.NewReader("fix the failing test\n")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cmd.Run()
+		return cmd.ProcessState.ExitCode(), stderr.String()
+	}
+	code, errOut := chat("--policy", "nosuch.toml")
+	if code != 2 || strings.Contains(errOut, "type the task") || !strings.Contains(errOut, "--policy: read nosuch.toml: no such file or directory (a policy file; the built-in policies are default and demo)") {
+		t.Errorf("keel chat --policy nosuch.toml = %d, want 2 before the task is asked:\n%s", code, errOut)
+	}
+	code, errOut = chat("--policy", "demo")
+	if strings.Contains(errOut, "--policy") || !strings.Contains(errOut, "type the task") {
+		t.Errorf("keel chat --policy demo = %d:\n%s", code, errOut)
 	}
 }

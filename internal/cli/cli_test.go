@@ -151,6 +151,33 @@ func TestDemoDeniedEditIsNotClaimed(t *testing.T) {
 	}
 }
 
+// keel demo --keep=false keeps the workspace of a run that waits for a
+// person (--no-wait, or Ctrl-C at the question), says so, and the run
+// can be approved and goes on there (fresh-user trial 12, N14: the
+// workspace was removed, and keel approve then failed).
+func TestDemoKeepFalseKeepsAPausedRunsWorkspace(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	db := setup(t)
+	code, out, errOut := keel(t, "demo", "--no-wait", "--keep=false")
+	if code != 3 {
+		t.Fatalf("keel demo --no-wait --keep=false = %d, want 3 at the approval\n%s%s", code, out, errOut)
+	}
+	m := regexp.MustCompile(`workspace (\S+) → /workspace`).FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("no workspace in the demo's header:\n%s", errOut)
+	}
+	if _, err := os.Stat(filepath.Join(m[1], "textstats.py")); err != nil || !strings.Contains(errOut, "is paused, so its workspace stays in "+m[1]) {
+		t.Fatalf("the paused demo's workspace: %v\n%s", err, errOut)
+	}
+	id, _ := lastRun(t, db)
+	code, out, errOut = keel(t, "approve", id, "demo_4")
+	if _, st := lastRun(t, db); code != 0 || st.Status != journal.StatusCompleted {
+		t.Errorf("approve = %d, run %s; want 0 and completed\n%s%s", code, st.Status, out, errOut)
+	}
+}
+
 // The scripted demo model on any other workspace (a real repository, as
 // a server's runs:write token could ask for) changes nothing and fails,
 // saying why, instead of a fake completed run.

@@ -49,7 +49,7 @@ keeps waiting).`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), sb, keep, gate) },
 	}
 	cmd.Flags().StringVar(&sb, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
-	cmd.Flags().BoolVar(&keep, "keep", true, "keep the demo workspace (a new directory in the system's temporary directory, named at the end) after the run; --keep=false removes it")
+	cmd.Flags().BoolVar(&keep, "keep", true, "keep the demo workspace (a new directory in the system's temporary directory, named at the end) after the run; --keep=false removes it once the run ended (a run paused at its approval keeps it)")
 	registerWaitFlags(cmd.Flags(), &gate)
 	return cmd
 }
@@ -76,6 +76,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 		created = c
 		return c, err
 	}, live, false, false)
+	remove := false
 	if created != nil {
 		ws := created.Workspace
 		// A demo whose run was not journaled keeps nothing.
@@ -83,7 +84,12 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 			// Whatever the outcome, say where the project stays.
 			defer fmt.Fprintf(a.stderr, "keel demo: the demo workspace stays in %s (remove it with: rm -rf %s; keel demo --keep=false removes it at the end)\n", ws, ws)
 		} else {
-			defer os.RemoveAll(ws)
+			remove = true
+			defer func() {
+				if remove {
+					os.RemoveAll(ws)
+				}
+			}()
 		}
 	}
 	if runID == "" {
@@ -97,6 +103,21 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 		return err
 	}
 	defer store.Close()
+	if remove {
+		// A run that waits for a person (Ctrl-C at the question,
+		// --no-wait) goes on in its workspace when it is decided:
+		// --keep=false removes it only after a run that ended.
+		events, err := store.Read(ctx, runID, 1)
+		types := make([]journal.Type, len(events))
+		for i, e := range events {
+			types[i] = e.Type
+		}
+		if s, _ := journal.TailStatus(types...); err == nil && !s.Terminal() {
+			remove = false
+			ws := created.Workspace
+			defer fmt.Fprintf(a.stderr, "keel demo: run %s is %s, so its workspace stays in %s for the decision (keel approve, keel deny) and the rest of the run; --keep=false removes a demo's workspace only after its run ended (remove it with: rm -rf %s)\n", runID, s, ws, ws)
+		}
+	}
 	if err := a.demoShow(ctx, &local{a: a, store: store}, runID, "keel --db "+redact.DSN(a.dbPath())); err != nil {
 		return err
 	}

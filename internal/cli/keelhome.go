@@ -56,6 +56,9 @@ func policyFileError(named string, err error) error {
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
+		if errors.Is(pe.Err, fs.ErrNotExist) && !strings.ContainsRune(named, '/') {
+			return fmt.Errorf("read %s: %w (a policy file; the built-in policies are default and demo)", named, pe.Err)
+		}
 		return fmt.Errorf("read %s: %w", named, pe.Err)
 	}
 	return fmt.Errorf("read %s: %w", named, err)

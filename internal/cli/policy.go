@@ -15,6 +15,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/service"
 )
 
 // gateFlags are the flags of `keel run` that configure the gate.
@@ -32,7 +33,7 @@ type gateFlags struct {
 
 func (g *gateFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&g.policy, "policy", "", "policy file deciding every tool call (TOML or .cedar; default: Keel's laptop-safe policy, see 'keel policy default')")
+	fl.StringVar(&g.policy, "policy", "", "policy file deciding every tool call (TOML or .cedar; default: Keel's laptop-safe policy, see 'keel policy default'), or a built-in one: default, demo (asks before each edit)")
 	fl.StringVar(&g.agent, "agent", identity.LocalAgent, "agent (principal) the run executes as (see 'keel agents')")
 	fl.StringVar(&g.onBehalfOf, "on-behalf-of", "", "user an assistant agent acts for")
 	fl.StringVar(&g.approvalTimeout, "approval-timeout", "", "how long an approval may wait before --approval-default applies, e.g. 30m (default: the policy file's, else forever)")
@@ -68,8 +69,8 @@ func (g *gateFlags) waitingOn(stdin *os.File) bool {
 // built-in default; anything else is a file, whose own test cases must
 // pass.
 func loadPolicy(flag string) (*policy.Engine, error) {
-	if flag == "" || flag == "default" {
-		return policy.Default(), nil
+	if e := builtinPolicy(flag); e != nil {
+		return e, nil
 	}
 	abs, err := filepath.Abs(flag)
 	if err != nil {
@@ -87,6 +88,19 @@ func loadPolicy(flag string) (*policy.Engine, error) {
 		return nil, usagef("--policy %s (run `keel policy test %s`): %v", flag, flag, err)
 	}
 	return e, nil
+}
+
+// builtinPolicy is the policy a --policy value names that is no file,
+// as the API and the web UI name them: "" and "default" Keel's default,
+// "demo" keel demo's (it asks before each edit); nil for a file.
+func builtinPolicy(flag string) *policy.Engine {
+	switch flag {
+	case "", "default":
+		return policy.Default()
+	case "demo":
+		return service.DemoPolicy()
+	}
+	return nil
 }
 
 // engine returns the run's policy (--policy) and its approval settings
@@ -212,8 +226,8 @@ Exit status: 0 allow, 1 deny, 4 ask.`,
 // loadPolicyNoTests compiles a policy without running its test cases (for
 // checking a policy that is being written).
 func loadPolicyNoTests(flag string) (*policy.Engine, error) {
-	if flag == "" || flag == "default" {
-		return policy.Default(), nil
+	if e := builtinPolicy(flag); e != nil {
+		return e, nil
 	}
 	b, err := readPolicyFile(flag)
 	if err != nil {

@@ -221,12 +221,10 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 			system = rec.System()
 		}
 	}
-	if strings.TrimSpace(task) == "" && f.interactive {
-		if task, err = a.firstMessage(ctx); err != nil {
-			return err
-		}
-	}
-	if strings.TrimSpace(task) == "" {
+	// keel chat asks for a task it was not given once the command line
+	// is known to be good (below): a bad flag is said before the person
+	// types, not after, losing what they typed.
+	if strings.TrimSpace(task) == "" && !f.interactive {
 		return usagef("no task: give TASK as an argument or --task-file")
 	}
 	ws, err := filepath.Abs(f.workspace)
@@ -305,6 +303,11 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 	// where the agent's commands can change it.
 	if err := a.assembler().CheckWorkspace(ws); err != nil {
 		return err
+	}
+	if strings.TrimSpace(req.Task) == "" {
+		if req.Task, err = a.firstMessage(ctx); err != nil {
+			return err
+		}
 	}
 	_, err = a.createAndExecute(ctx, func(ctx context.Context, svc *service.Service) (*agent.RunCreated, error) {
 		c, err := svc.Prepare(ctx, service.Local(a.person("")), req)

@@ -567,6 +567,10 @@ func TestTraceKilledRunIsOneTrace(t *testing.T) {
 
 // keel cost groups the journal's model calls; a run's figures equal the
 // sums of its model.responded events, and say where the tokens came from.
+// Replayed calls spent nothing: their tokens are counted, the cost the
+// recording journaled is not, and the report says so (fresh-user trial
+// 12, N19: offline runs were reported as spend, and the scripted model's
+// calls as calls to price).
 func TestCostCommand(t *testing.T) {
 	db := setup(t)
 	traj := crashFixture(t)
@@ -592,14 +596,17 @@ func TestCostCommand(t *testing.T) {
 		calls += st.Steps
 		cost += st.Cost
 	}
-	if len(rep.Rows) != 2 || rep.Rows[0].Runs != 1 || rep.Total.Runs != 2 || rep.Total.Calls != calls || fmt.Sprintf("%.9f", rep.Total.CostUSD) != fmt.Sprintf("%.9f", cost) || rep.Total.InputTokens == 0 || rep.Since == nil {
-		t.Errorf("report %+v; the journal has %d calls costing %v", rep, calls, cost)
+	if len(rep.Rows) != 2 || rep.Rows[0].Runs != 1 || rep.Total.Runs != 2 || rep.Total.Calls != calls || rep.Total.InputTokens == 0 || rep.Since == nil {
+		t.Errorf("report %+v; the journal has %d calls", rep, calls)
 	}
-	if rep.Total.Source == "" {
-		t.Error("no source")
+	if rep.Total.CostUSD != 0 || rep.Total.OfflineCalls != calls || rep.Total.UnpricedCalls != 0 || rep.Total.Source != "offline" {
+		t.Errorf("replayed calls (journaled cost %v): total %+v, want cost 0, %d offline calls, source offline", cost, rep.Total, calls)
+	}
+	if code, _, errOut := keel(t, "demo", "--keep=false"); code != 0 {
+		t.Fatalf("demo = %d\n%s", code, errOut)
 	}
 	code, out, _ = keel(t, "cost")
-	if code != 0 || !strings.Contains(out, "keel-cli") || !strings.Contains(out, "SOURCE") {
+	if code != 0 || !strings.Contains(out, "keel-cli") || !strings.Contains(out, "SOURCE") || !strings.Contains(out, "replayed a recording or were the scripted demo model's: nothing was spent") || strings.Contains(out, "have no price") {
 		t.Errorf("keel cost = %d:\n%s", code, out)
 	}
 	if code, _, errOut := keel(t, "cost", "--by", "weather"); code != 2 {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/tui"
@@ -32,6 +34,7 @@ var chatCommands = []tui.Command{
 	{Name: "undo", Usage: "[--force]", Help: "put the files the run changed back as they were before your last message, leaving your own edits; again: one message further back (the model is told); --force: also files both you and the run changed"},
 	{Name: "cost", Help: "the steps, tokens and cost of this run so far"},
 	{Name: "model", Help: "the model of this run"},
+	{Name: "limit", Usage: "--max-steps N | --max-tokens N | --max-cost USD | --timeout DURATION", Help: "raise a limit of this run from your next message on (as keel runs resume --max-steps N does)"},
 }
 
 // ChatCommands are keel chat's commands before its run exists (before
@@ -171,11 +174,94 @@ func (x *Execution) Commands(id string, cp *ChatParams, tell func(string)) []tui
 			return nil
 		},
 	}
+	do["limit"] = func(ctx context.Context, arg string) error {
+		st, _, err := state(ctx)
+		if err != nil {
+			return err
+		}
+		l := st.Limits
+		if x.Limits != nil {
+			l = *x.Limits // an earlier /limit not used yet
+		}
+		what, err := setLimit(&l, arg)
+		if err != nil {
+			return err
+		}
+		x.Limits = &l
+		fmt.Fprintf(x.Stderr, "keel: /limit: %s from your next message on (the run made %d model call(s), %s tokens, $%.4f so far)\n", what, st.Steps, agent.Num(st.Usage.Total()), st.Cost)
+		return nil
+	}
 	cmds := ChatCommands()
 	for i := range cmds {
 		cmds[i].Do = do[cmds[i].Name]
 	}
 	return cmds
+}
+
+// setLimit sets in l the limit arg names ("--max-steps 10"; also
+// "max-steps 10", "--max-steps=10"), and says what it set.
+func setLimit(l *agent.Limits, arg string) (string, error) {
+	name, value, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(arg), "--"), "=")
+	if !ok {
+		f := strings.Fields(arg)
+		if len(f) != 2 {
+			return "", errors.New("/limit takes one limit and its value: /limit --max-steps N, --max-tokens N, --max-cost USD or --timeout DURATION")
+		}
+		name, value = strings.TrimPrefix(f[0], "--"), f[1]
+	}
+	bad := func(want string) error { return fmt.Errorf("/limit --%s %q: want %s", name, value, want) }
+	switch name {
+	case "max-steps":
+		n, err := strconv.Atoi(value)
+		if err != nil || n <= 0 {
+			return "", bad("a number of model calls above 0")
+		}
+		l.MaxSteps = n
+	case "max-tokens":
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil || n <= 0 {
+			return "", bad("a number of tokens above 0")
+		}
+		l.MaxTokens = n
+	case "max-cost":
+		c, err := strconv.ParseFloat(strings.TrimPrefix(value, "$"), 64)
+		if err != nil || c <= 0 || math.IsInf(c, 0) || math.IsNaN(c) {
+			return "", bad("US dollars above 0, such as 2.50")
+		}
+		l.MaxCost = c
+	case "timeout":
+		d, err := time.ParseDuration(value)
+		if err != nil || d <= 0 {
+			return "", bad("a duration above 0, such as 30m")
+		}
+		l.Timeout = agent.Duration(d)
+	default:
+		return "", fmt.Errorf("/limit: no limit %q: --max-steps, --max-tokens, --max-cost or --timeout", "--"+name)
+	}
+	return "--" + name + " " + value, nil
+}
+
+// AtLimit says why a message cannot go on with run id now, "" when it
+// can: the run stopped at its step, token or cost limit and no /limit
+// raised it (the message would be journaled, and the run stop again at
+// once).
+func (x *Execution) AtLimit(ctx context.Context, id string) string {
+	if x.Limits != nil {
+		return ""
+	}
+	events, err := x.Runtime.Store().Read(ctx, id, 1)
+	if err != nil {
+		return ""
+	}
+	st, err := agent.Fold(id, events)
+	if err != nil || st.Status != journal.StatusFailed || st.Ended == nil {
+		return ""
+	}
+	switch st.Ended.Reason {
+	case agent.ReasonMaxSteps, agent.ReasonMaxTokens, agent.ReasonMaxCost:
+		return fmt.Sprintf("not sent: run %s stopped at its limit (%s); %s", id, st.Ended.Message, tui.ChatLimitHint(st.Ended.Reason, st))
+	}
+	return ""
 }
 
 // quoteMessage is a person's message as /undo names it: its first line,

@@ -104,6 +104,7 @@ func (x *Execution) Execute(ctx context.Context, runID string, ld *Loaded, messa
 	// stream there); with stdin piped, a chat's answers go to stdout as
 	// keel run's do.
 	p.Chat = x.Chat && x.Inline
+	p.Converse = x.Chat
 	p.Keel = x.Keel
 	// These reads ignore a stop (Ctrl-C) that comes meanwhile, as
 	// Execute's own load does: its first step then records it, and the

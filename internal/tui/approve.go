@@ -74,13 +74,15 @@ func (pr *Prompt) Command(ctx context.Context, m string, cmds []Command) {
 func (pr *Prompt) Converse(ctx context.Context, runID, keel string, err error, interrupted bool, goesOn func(error) bool, cmds []Command, exec func(ctx context.Context, message string) error) error {
 	fmt.Fprintf(pr.Err, "keel: chat: your next message for run %s (empty line: nothing; /help lists commands; Ctrl-D or /exit ends; Ctrl-C interrupts a turn)\n", runID)
 	defer pr.intr.set(nil)
+	told := false // the interruption was said (once, not at every prompt)
 	for ctx.Err() == nil {
 		if err != nil && !interrupted && !goesOn(err) {
 			return err // paused, canceled, or the runtime failed
 		}
-		if interrupted {
+		if interrupted && !told {
 			fmt.Fprintln(pr.Err, "keel: interrupted; the model is told when your next message goes on")
 			pr.dropAhead()
+			told = true
 		}
 		pr.AtPrompt()
 		m, ok := pr.Message(ctx, "you> ")
@@ -100,6 +102,7 @@ func (pr *Prompt) Converse(ctx context.Context, runID, keel string, err error, i
 			continue
 		}
 		interrupted, err = pr.Turn(ctx, func(ctx context.Context) error { return exec(ctx, m) })
+		told = false
 	}
 	return err
 }

@@ -23,6 +23,9 @@ func Cost(w io.Writer, rep *api.CostReport) {
 	}
 	row(&rep.Total)
 	tw.Flush()
+	if rep.Total.OfflineCalls > 0 {
+		fmt.Fprintf(w, "%d model calls replayed a recording or were the scripted demo model's: nothing was spent, their cost is not counted (their tokens are)\n", rep.Total.OfflineCalls)
+	}
 	if rep.Total.UnpricedCalls > 0 {
 		fmt.Fprintf(w, "%d model calls have no price (cost 0): add [prices.\"MODEL\"] to config.toml; the journal keeps their tokens\n", rep.Total.UnpricedCalls)
 	}

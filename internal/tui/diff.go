@@ -59,18 +59,25 @@ func Changes(w io.Writer, changes []checkpoint.Change, what string, stat bool) {
 	// Files git ignores (build output, caches) are counted apart: they
 	// are not what a person reviews as the run's change, unless they run
 	// on their own or are hidden by rules the run wrote.
-	added, removed, files, ignored := 0, 0, 0, 0
+	added, removed, files, ignored, runs := 0, 0, 0, 0, 0
 	for _, c := range changes {
 		added, removed = added+c.Added, removed+c.Removed
-		if c.Reviewed() {
+		switch {
+		case c.Reviewed():
 			files++
-		} else {
+			if c.Ignored {
+				runs++
+			}
+		default:
 			ignored += max(c.Files, 1)
 		}
 	}
 	also := ""
+	if runs > 0 {
+		also = fmt.Sprintf(", %d of them ignored by git but code that runs on its own", runs)
+	}
 	if ignored > 0 {
-		also = fmt.Sprintf("; %d file(s) git ignores were written too (build output, caches: listed, not counted)", ignored)
+		also += fmt.Sprintf("; %d file(s) git ignores were written too (build output, caches: listed, not counted)", ignored)
 	}
 	if files == 0 {
 		fmt.Fprintf(w, "no files changed %s%s\n", what, also)

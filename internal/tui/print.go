@@ -52,6 +52,9 @@ type Printer struct {
 	// chat: a conversation (keel chat): answers are printed whole on
 	// stderr as they come, not again on stdout.
 	Chat bool
+	// Converse: the execution is a turn of a conversation (keel chat,
+	// also with stdin piped), whose /limit raises a limit.
+	Converse bool
 	// oneTerm: stdout is the terminal stderr is on (keel run at a
 	// terminal): as in a conversation, the answer is printed whole on
 	// stderr as it comes, and not again on stdout.
@@ -407,6 +410,31 @@ var limitFlag = map[string]string{"max_steps": "--max-steps", "max_tokens": "--m
 var healthStop = map[string]bool{"repeated_calls": true, "format_errors": true, "output_limit": true, "empty_answers": true,
 	"invalid_calls": true, "response_too_large": true}
 
+// ChatLimitHint says how a conversation goes on with a run stopped by
+// the limit reason: its /limit command with the value continueHint
+// names, then the next message.
+func ChatLimitHint(reason string, st *agent.State) string {
+	if reason == "timeout" {
+		return fmt.Sprintf("the wall-time limit (%s) counts one turn: your next message goes on (/limit --timeout DURATION sets a longer one)", time.Duration(st.Limits.Timeout))
+	}
+	return fmt.Sprintf("to go on, raise the limit: /limit %s %s, then type your next message", limitFlag[reason], limitValue(reason, st))
+}
+
+// limitValue is the value continueHint names to raise the limit reason.
+func limitValue(reason string, st *agent.State) string {
+	l := st.Limits
+	switch reason {
+	case "max_steps":
+		return strconv.Itoa(2 * max(l.MaxSteps, st.Steps))
+	case "max_tokens":
+		return strconv.FormatInt(2*max(l.MaxTokens, st.Usage.Total()), 10)
+	case "max_cost":
+		c := 2 * max(l.MaxCost, st.Cost)
+		return strconv.FormatFloat(math.Ceil(c*100)/100, 'f', -1, 64)
+	}
+	return "N"
+}
+
 // continueHint says how to go on with a run stopped by the limit reason:
 // resuming (or handing off) under the same step, token or cost limit
 // would stop again at once, so it names the flag and a doubled value; the
@@ -414,22 +442,13 @@ var healthStop = map[string]bool{"repeated_calls": true, "format_errors": true, 
 func continueHint(keel, runID, reason string, st *agent.State) string {
 	l := st.Limits
 	flag := limitFlag[reason]
-	value := "N"
+	if reason == "timeout" {
+		return fmt.Sprintf("the wall-time limit (%s) counts one execution: go on with %s runs resume %s (or a longer %s)", time.Duration(l.Timeout), keel, runID, flag)
+	}
 	// Twice the larger of the limit and what is used: a run can pass a
 	// token or cost limit by a whole model call, and a value below the
 	// usage would stop the resumed run at once.
-	switch reason {
-	case "max_steps":
-		value = strconv.Itoa(2 * max(l.MaxSteps, st.Steps))
-	case "max_tokens":
-		value = strconv.FormatInt(2*max(l.MaxTokens, st.Usage.Total()), 10)
-	case "max_cost":
-		c := 2 * max(l.MaxCost, st.Cost)
-		value = strconv.FormatFloat(math.Ceil(c*100)/100, 'f', -1, 64)
-	case "timeout":
-		return fmt.Sprintf("the wall-time limit (%s) counts one execution: go on with %s runs resume %s (or a longer %s)", time.Duration(l.Timeout), keel, runID, flag)
-	}
-	return fmt.Sprintf("to go on, raise the limit: %s runs resume %s %s %s", keel, runID, flag, value)
+	return fmt.Sprintf("to go on, raise the limit: %s runs resume %s %s %s", keel, runID, flag, limitValue(reason, st))
 }
 
 // Footer prints how an execution of runID ended (o), what to do next,
@@ -442,7 +461,11 @@ func (p *Printer) Footer(runID string, o *agent.Outcome) {
 	switch {
 	case p.json || o.Status != journal.StatusFailed || o.End == nil:
 	case limitFlag[o.End.Reason] != "":
-		defer fmt.Fprintf(p.err, "keel: %s\n", continueHint(p.Keel, runID, o.End.Reason, st))
+		hint := continueHint(p.Keel, runID, o.End.Reason, st)
+		if p.Converse {
+			hint = ChatLimitHint(o.End.Reason, st)
+		}
+		defer fmt.Fprintf(p.err, "keel: %s\n", hint)
 	case o.End.RetryAt != nil:
 		// The provider limited the rate for longer than the retries
 		// wait: say until when, and how to go on then.

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,9 @@ type Prompt struct {
 	// middle of the answer: a line typed then is the next message.
 	term  *terminalInput
 	quiet atomic.Bool
+	// pushes counts the ends of turns whose unfinished line the
+	// terminal was made to hand over (pushPartial).
+	pushes atomic.Int64
 }
 
 // Attach makes p the printer of the turn running now (nil: none):
@@ -121,7 +125,10 @@ func (pr *Prompt) Turn(ctx context.Context, do func(context.Context) error) (int
 	})
 	defer pr.intr.set(nil)
 	pr.echo(false)
-	defer pr.echo(true)
+	defer func() {
+		pr.echo(true)
+		pr.pushPartial()
+	}()
 	err = do(tctx)
 	return errors.Is(context.Cause(tctx), agent.ErrInterrupted) && ctx.Err() == nil, err
 }
@@ -144,11 +151,14 @@ func (pr *Prompt) AtPrompt() {
 }
 
 // line is one line the person typed, or the end of input; ahead marks
-// a line typed during a turn (the echo off).
+// a line typed during a turn (the echo off); partial, text typed during
+// a turn without Enter (never a message: the person did not see it at
+// the prompt).
 type line struct {
-	s     string
-	err   error
-	ahead bool
+	s       string
+	err     error
+	ahead   bool
+	partial bool
 }
 
 // lines returns the person's lines, read from stdin by one goroutine
@@ -160,13 +170,17 @@ func (pr *Prompt) lines() <-chan line {
 		if pr.In != nil {
 			in = pr.In
 		}
-		r := bufio.NewReader(in)
 		ch := make(chan line, 16)
 		pr.lineCh = ch
+		if pr.input() != nil {
+			go pr.readTerminal(in, ch)
+			return
+		}
+		r := bufio.NewReader(in)
 		go func() {
 			for {
 				s, err := r.ReadString('\n')
-				ch <- line{s, err, pr.quiet.Load()}
+				ch <- line{s: s, err: err, ahead: pr.quiet.Load()}
 				if err != nil {
 					close(ch)
 					return
@@ -175,6 +189,47 @@ func (pr *Prompt) lines() <-chan line {
 		}()
 	})
 	return pr.lineCh
+}
+
+// readTerminal sends the lines the person types at the terminal in to
+// ch, as lines does. What the terminal hands over without a newline
+// after the end of a turn (pushPartial) is text typed during the turn
+// without Enter: it is sent as a partial line, so that it is never glued
+// to the front of the next line typed at the prompt, unseen (the echo
+// was off when it was typed).
+func (pr *Prompt) readTerminal(in io.Reader, ch chan<- line) {
+	buf := make([]byte, 4096)
+	var acc []byte
+	var taken int64 // pushes whose partial line was sent
+	for {
+		n, err := in.Read(buf)
+		acc = append(acc, buf[:n]...)
+		for {
+			i := bytes.IndexByte(acc, '\n')
+			if i < 0 {
+				break
+			}
+			ch <- line{s: string(acc[:i+1]), ahead: pr.quiet.Load()}
+			acc = acc[i+1:]
+		}
+		if p := pr.pushes.Load(); len(acc) > 0 && err == nil && p > taken {
+			taken = p
+			ch <- line{s: string(acc), ahead: true, partial: true}
+			acc = nil
+		}
+		if err != nil {
+			ch <- line{s: string(acc), err: err, ahead: pr.quiet.Load()}
+			close(ch)
+			return
+		}
+	}
+}
+
+// unsent says that text typed during a turn without Enter is not sent.
+func (pr *Prompt) unsent(l line) {
+	if t := strings.TrimSpace(l.s); t != "" {
+		fmt.Fprintf(pr.Err, "keel: not sent (typed without Enter while the run worked): %s\n", visible.String(t))
+	}
 }
 
 // Ask prints a question and reads the answer, one line; ok is false at
@@ -216,6 +271,10 @@ func (pr *Prompt) Ask(ctx context.Context, prompt string) (s string, ok bool) {
 // echo it), else the next line typed.
 func (pr *Prompt) Message(ctx context.Context, prompt string) (s string, ok bool) {
 	pr.drain()
+	for len(pr.held) > 0 && pr.held[0].partial {
+		pr.unsent(pr.held[0])
+		pr.held = pr.held[1:]
+	}
 	if len(pr.held) > 0 {
 		l := pr.held[0]
 		pr.held = pr.held[1:]
@@ -227,15 +286,23 @@ func (pr *Prompt) Message(ctx context.Context, prompt string) (s string, ok bool
 		return pr.answer(l)
 	}
 	fmt.Fprint(pr.Err, prompt)
-	select {
-	case l, ok := <-pr.lines():
-		if !ok {
-			return pr.answer(line{err: io.EOF})
+	for {
+		select {
+		case l, ok := <-pr.lines():
+			if !ok {
+				return pr.answer(line{err: io.EOF})
+			}
+			if l.partial {
+				fmt.Fprintln(pr.Err)
+				pr.unsent(l)
+				fmt.Fprint(pr.Err, prompt)
+				continue
+			}
+			return pr.answer(l)
+		case <-ctx.Done():
+			fmt.Fprintln(pr.Err)
+			return "", false
 		}
-		return pr.answer(l)
-	case <-ctx.Done():
-		fmt.Fprintln(pr.Err)
-		return "", false
 	}
 }
 
@@ -267,6 +334,10 @@ func (pr *Prompt) dropAhead() {
 	for _, l := range pr.held {
 		if l.err != nil {
 			kept = append(kept, l) // the end of input stays
+			continue
+		}
+		if l.partial {
+			pr.unsent(l)
 			continue
 		}
 		if t := strings.TrimRight(l.s, "\r\n"); strings.TrimSpace(t) != "" {

@@ -20,8 +20,15 @@ type terminalInput struct {
 func (pr *Prompt) input() *terminalInput {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if pr.term == nil && pr.In == nil && IsTerminal(os.Stdin) {
-		pr.term = &terminalInput{fd: int(os.Stdin.Fd())}
+	if pr.term != nil {
+		return pr.term
+	}
+	f, ok := pr.In.(*os.File)
+	if pr.In == nil {
+		f, ok = os.Stdin, true
+	}
+	if ok && IsTerminal(f) {
+		pr.term = &terminalInput{fd: int(f.Fd())}
 	}
 	return pr.term
 }
@@ -58,6 +65,32 @@ func (pr *Prompt) echo(on bool) {
 	}
 	if next.Lflag != cur.Lflag {
 		_ = unix.IoctlSetTermios(t.fd, unix.TCSETS, &next)
+	}
+}
+
+// pushPartial makes the terminal hand over what the person typed
+// during a turn without pressing Enter: the echo was off, so they do not
+// see it at the prompt, and in the terminal's line buffer it would be
+// the unseen start of the next line they type (a "/help" sent to the
+// model as "hello/help"). Turning the terminal's line mode off and on
+// again ends that unfinished line (Linux's n_tty hands it to the reader
+// as a line of its own); readTerminal sends it as a partial line.
+func (pr *Prompt) pushPartial() {
+	t := pr.input()
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur, err := unix.IoctlGetTermios(t.fd, unix.TCGETS)
+	if err != nil || cur.Lflag&unix.ICANON == 0 {
+		return
+	}
+	pr.pushes.Add(1)
+	raw := *cur
+	raw.Lflag &^= unix.ICANON
+	if unix.IoctlSetTermios(t.fd, unix.TCSETS, &raw) == nil {
+		_ = unix.IoctlSetTermios(t.fd, unix.TCSETS, cur)
 	}
 }
 

@@ -5,8 +5,10 @@ import "time"
 // CostRow is the model cost of one group of runs (GET /v1/cost): the sum
 // of the costs journaled with each model call. Source says where the
 // token counts come from: "provider" (reported by the provider),
-// "estimate" (Keel's estimate: the provider reported none), "mixed", or
-// "unpriced" (no price known for the model; the cost is 0).
+// "estimate" (Keel's estimate: the provider reported none), "mixed",
+// "unpriced" (no price known for the model; the cost is 0), or "offline"
+// (every call answered by a recording or the scripted model: nothing was
+// spent). OfflineCalls counts such calls; their cost is not counted.
 type CostRow struct {
 	Key               string  `json:"key"`
 	Runs              int     `json:"runs"`
@@ -19,6 +21,7 @@ type CostRow struct {
 	ProviderCostUSD   float64 `json:"provider_cost_usd"`
 	EstimatedCostUSD  float64 `json:"estimated_cost_usd"`
 	UnpricedCalls     int     `json:"unpriced_calls"`
+	OfflineCalls      int     `json:"offline_calls,omitempty"`
 	Source            string  `json:"source"`
 }
 

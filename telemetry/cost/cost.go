@@ -34,9 +34,15 @@ type CostRow struct {
 	ProviderCost  float64     `json:"provider_cost_usd"`
 	EstimatedCost float64     `json:"estimated_cost_usd"`
 	UnpricedCalls int         `json:"unpriced_calls,omitempty"`
+	// OfflineCalls counts calls answered by a recording (a replay) or
+	// the scripted demo model: no provider was called, nothing was
+	// spent. Their tokens are counted, their cost is not (a recording's
+	// journaled cost is what the recorded run spent).
+	OfflineCalls int `json:"offline_calls,omitempty"`
 	// Source says where the figure comes from: "provider" (usage the
 	// provider reported), "estimate" (Keel's token estimate: the provider
-	// reported none), "mixed", or "unpriced" (no price known).
+	// reported none), "mixed", "unpriced" (no price known), or "offline"
+	// (every call a replay's or the scripted model's).
 	Source string `json:"source"`
 }
 
@@ -102,14 +108,21 @@ func (a *CostAccumulator) Add(runID string, events []journal.Event) error {
 				}
 			}
 		case *agent.ModelResponded:
-			a.call(runID, c, ModelLabel(spec, p.Model), p.Usage, p.Cost, p.UsageEstimated)
+			a.call(runID, c, ModelLabel(spec, p.Model), p.Usage, p.Cost, p.UsageEstimated, offline(spec, c))
 		case *agent.ContextCompacted:
 			if p.Usage.Total() > 0 || p.Cost > 0 {
-				a.call(runID, c, ModelLabel(spec, p.Model), p.Usage, p.Cost, false)
+				a.call(runID, c, ModelLabel(spec, p.Model), p.Usage, p.Cost, false, offline(spec, c))
 			}
 		}
 	}
 	return nil
+}
+
+// offline reports whether the calls of a run with model spec (created
+// by c) call no provider: a replay of a recording (not recorded-then-
+// live, whose later calls are a live model's) or the scripted model.
+func offline(spec model.Spec, c *agent.RunCreated) bool {
+	return spec.Provider == "scripted" || spec.Provider == "replay" && (c == nil || c.Live == "")
 }
 
 func (a *CostAccumulator) keys(c *agent.RunCreated, runID, modelName string) []string {
@@ -142,12 +155,18 @@ func (a *CostAccumulator) keys(c *agent.RunCreated, runID, modelName string) []s
 	return nil
 }
 
-func (a *CostAccumulator) call(runID string, c *agent.RunCreated, modelName string, u model.Usage, cost float64, estimated bool) {
-	unpriced := cost == 0 && u.Total() > 0
+func (a *CostAccumulator) call(runID string, c *agent.RunCreated, modelName string, u model.Usage, cost float64, estimated, off bool) {
+	unpriced := cost == 0 && u.Total() > 0 && !off
+	if off {
+		cost = 0
+	}
 	add := func(r *CostRow) {
 		r.Calls++
 		r.Usage = r.Usage.Add(u)
 		r.Cost += cost
+		if off {
+			r.OfflineCalls++
+		}
 		if estimated {
 			r.EstimatedCost += cost
 		} else {
@@ -196,6 +215,8 @@ func (a *CostAccumulator) Report(since time.Time) *CostReport {
 
 func source(r *CostRow) string {
 	switch {
+	case r.OfflineCalls == r.Calls && r.Calls > 0:
+		return SourceOffline
 	case r.UnpricedCalls == r.Calls && r.Calls > 0:
 		return "unpriced"
 	case r.EstimatedCost > 0 && r.ProviderCost > 0, r.UnpricedCalls > 0:
@@ -275,6 +296,9 @@ const (
 	SourceEstimate = "estimate"
 	// SourceMixed: a sum of both kinds.
 	SourceMixed = "mixed"
+	// SourceOffline: every call was a replay's or the scripted model's:
+	// nothing was spent.
+	SourceOffline = "offline"
 )
 
 // ModelLabel names a model in reports and metrics: the provider-reported

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -80,5 +82,59 @@ func TestWedgedServerIsNoLongerCalled(t *testing.T) {
 	cmu.Unlock()
 	if n > 2 {
 		t.Errorf("the server was called %d times, want at most 2 (none after the second timeout)", n)
+	}
+}
+
+// wedgingServer is a stdio MCP server in Python with one tool, work: the
+// first process to be called never answers (it sleeps, reading nothing,
+// as a wedged server does, and leaves a mark in the workspace); a later
+// process answers "fresh".
+const wedgingServer = `import sys, json, os, time
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    i, meth = m.get("id"), m.get("method")
+    if meth == "initialize":
+        send({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "w", "version": "1"}}})
+    elif meth == "tools/list":
+        send({"jsonrpc": "2.0", "id": i, "result": {"tools": [{"name": "work", "inputSchema": {"type": "object"}}]}})
+    elif meth == "tools/call":
+        if not os.path.exists("/workspace/wedged"):
+            open("/workspace/wedged", "w").close()
+            time.sleep(3600)
+        send({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "fresh"}]}})
+    elif i is not None:
+        send({"jsonrpc": "2.0", "id": i, "error": {"code": -32601, "message": "unknown method"}})
+`
+
+// A stdio server that leaves a call unanswered is stopped and started
+// again for the next call, which it answers: the wedged process does not
+// hold the run's later calls (issue 29, item 11).
+func TestWedgedStdioServerIsRestarted(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	e := newEnv(t, nil, nil)
+	if err := os.WriteFile(filepath.Join(e.ws.Root(), "srv.py"), []byte(wedgingServer), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := mcp.Connect(t.Context(), mcp.Server{Name: "w", Command: []string{"/usr/bin/python3", "/workspace/srv.py"}},
+		&mcp.Options{Sandbox: e.sb, CallTimeout: 2 * time.Second, StartTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := tool.NewRegistry()
+	if _, err := c.Register(r, nil); err != nil {
+		t.Fatal(err)
+	}
+	res := call(t, r, e.env, "c1", "w__work", "{}")
+	if !res.IsError || !strings.Contains(res.Content, "no answer within 2s") || !strings.Contains(res.Content, "Keel stopped the server (it did not answer in time) and starts it again for the next call") {
+		t.Fatalf("the unanswered call = %q", res.Content)
+	}
+	if res := call(t, r, e.env, "c2", "w__work", "{}"); res.IsError || !strings.Contains(res.Content, "fresh") {
+		t.Errorf("the call after the restart = %q, want the restarted server's answer", res.Content)
 	}
 }
