@@ -251,6 +251,7 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"GET /ui/runs", api.ScopeRunsRead, h.uiRuns},
 		{"POST /ui/runs/demo", api.ScopeRunsWrite, h.uiDemo},
 		{"POST /ui/runs/new", api.ScopeRunsWrite, h.uiNewRun},
+		{"GET /ui/runs/new", api.ScopeRunsRead, h.uiNewRunForm},
 		{"GET /ui/runs/{id}", api.ScopeRunsRead, h.uiRun},
 		{"GET /ui/runs/{id}/stream", api.ScopeRunsRead, h.uiStream},
 		{"GET /ui/runs/{id}/artifacts/{path...}", api.ScopeRunsRead, h.uiArtifact},
@@ -398,7 +399,11 @@ func (h *Handler) uiRuns(w http.ResponseWriter, r *http.Request, who *caller) er
 	if r.URL.Query().Get("fragment") != "" {
 		return h.fragment(w, "runrows", &page{Runs: shown})
 	}
-	h.render(w, http.StatusOK, "runs", h.runsPage(r, who, shown, filter))
+	p := h.runsPage(r, who, shown, filter)
+	if r.URL.Query().Get("new") != "" {
+		p.FormName = "new" // opens the New-run form
+	}
+	h.render(w, http.StatusOK, "runs", p)
 	return nil
 }
 
@@ -422,11 +427,19 @@ func (h *Handler) uiDemo(w http.ResponseWriter, r *http.Request, who *caller) er
 	return nil
 }
 
+// uiNewRunForm answers a reload of a refused New-run form's page (the
+// browser's address is then /ui/runs/new): the runs page, with the form
+// open.
+func (h *Handler) uiNewRunForm(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	http.Redirect(w, r, "/ui/runs?new=1#new-run", http.StatusSeeOther)
+	return nil
+}
+
 func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) error {
-	req := &api.CreateRun{Task: r.PostFormValue("task"), Model: strings.TrimSpace(r.PostFormValue("model")),
+	req := &api.CreateRun{Task: formText(r.PostFormValue("task")), Model: strings.TrimSpace(r.PostFormValue("model")),
 		Workspace: strings.TrimSpace(r.PostFormValue("workspace")), MountPath: strings.TrimSpace(r.PostFormValue("mount_path")),
 		Agent:   strings.TrimSpace(r.PostFormValue("agent")),
-		Sandbox: r.PostFormValue("sandbox"), Setup: strings.TrimSpace(r.PostFormValue("setup")),
+		Sandbox: r.PostFormValue("sandbox"), Setup: strings.TrimSpace(formText(r.PostFormValue("setup"))),
 		Policy: strings.TrimSpace(r.PostFormValue("policy")), Env: formLines(r.PostFormValue("env")),
 		Network: strings.FieldsFunc(r.PostFormValue("network"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) })}
 	if s := strings.TrimSpace(r.PostFormValue("max_steps")); s != "" {
@@ -469,6 +482,10 @@ func (h *Handler) newRunFailed(w http.ResponseWriter, r *http.Request, who *call
 	h.render(w, e.status, "runs", p)
 	return nil
 }
+
+// formText is a text area's value with the line breaks browsers send
+// as CRLF (the HTML form encoding) turned back into newlines.
+func formText(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
 
 // formLines returns the non-empty lines of a text area, trimmed.
 func formLines(s string) []string {
