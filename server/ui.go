@@ -63,11 +63,15 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 		"seg":        url.PathEscape,
 		"costGroups": func() []string { return cost.CostGroups },
 		"proposed":   proposed,
+		"md":         func(s string) template.HTML { return markdown(clip(s, convTextChars)) },
 		"summaryOf": func(p *page) *summaryView {
-			return &summaryView{Run: p.Run, Elsewhere: p.Elsewhere, CanWrite: p.CanWrite, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed}
+			return &summaryView{Run: p.Run, Elsewhere: p.Elsewhere, CanWrite: p.CanWrite, CanDecide: p.CanDecide, Who: p.Who, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed}
 		},
 		"withForm": func(a api.Approval, s *summaryView) approvalView {
 			v := approvalView{A: a}
+			if s != nil {
+				v.CanDecide, v.Who = s.CanDecide, s.Who
+			}
 			if s != nil && s.FormName == "decide" && s.Form["call"] == a.CallID {
 				v.Reason = s.Form["reason"]
 			}
@@ -96,6 +100,11 @@ type page struct {
 	Flash      *flash
 	CanWrite   bool
 	IsAdmin    bool
+	// CanDecide: the token may decide approvals and edit memory
+	// (approvals:write).
+	CanDecide bool
+	// Back, on an error page, is the page the request came from.
+	Back string
 	// Choices is what the new-run form offers (the runs page).
 	Choices *choices
 
@@ -139,11 +148,10 @@ type page struct {
 	Fires     []api.Fire
 	// Memory are the memory page's entries (MemoryAll: superseded and
 	// forgotten ones too), or an entry's versions (MemoryID the one
-	// asked for); CanDecide lets the token edit and forget them.
+	// asked for).
 	Memory    []api.MemoryEntry
 	MemoryAll bool
 	MemoryID  string
-	CanDecide bool
 	// Skills are the skills page's skills of SkillWorkspace ("" for
 	// the server's own), Candidates the agent-written candidates; Skill
 	// a skill's page.
@@ -200,6 +208,8 @@ type summaryView struct {
 	// server does not continue it and where it goes on.
 	Elsewhere      string
 	CanWrite       bool
+	CanDecide      bool
+	Who            *caller
 	Form           map[string]string
 	FormName       string
 	LastCheckpoint int64
@@ -233,6 +243,9 @@ func (s *summaryView) Field(name, key string) string {
 type approvalView struct {
 	A      api.Approval
 	Reason string
+	// CanDecide: the viewer's token may decide it; Who is the viewer.
+	CanDecide bool
+	Who       *caller
 }
 
 // registerUI adds the web UI's routes to mux.
@@ -344,6 +357,13 @@ func (h *Handler) uiEndpoint(scope string, serve func(http.ResponseWriter, *http
 func (h *Handler) uiError(w http.ResponseWriter, r *http.Request, who *caller, e *apiError) {
 	p := h.newPage(r.Context(), who, "Error", "")
 	p.Flash = &flash{"bad", e.msg}
+	// A form of a run's (its approvals, inputs, actions) that failed
+	// links back to the run it came from.
+	path := r.URL.Path
+	if id := r.PathValue("id"); id != "" && e.status != http.StatusNotFound && (strings.HasPrefix(path, "/ui/approvals/") ||
+		strings.HasPrefix(path, "/ui/inputs/") || r.Method == http.MethodPost && strings.HasPrefix(path, "/ui/runs/")) {
+		p.Back = "/ui/runs/" + url.PathEscape(id)
+	}
 	h.render(w, e.status, "error", p)
 }
 
@@ -353,6 +373,7 @@ func (h *Handler) newPage(ctx context.Context, who *caller, title, nav string) *
 	if who != nil {
 		p.CanWrite = token.HasScope(&who.Token, api.ScopeRunsWrite)
 		p.IsAdmin = token.HasScope(&who.Token, api.ScopeAdmin)
+		p.CanDecide = token.HasScope(&who.Token, api.ScopeApprovalsWrite)
 		if list, err := h.svc.Approvals(ctx, who); err == nil {
 			p.Inbox = len(list)
 		}
@@ -819,7 +840,8 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 				return
 			}
 			var b bytes.Buffer
-			view := &summaryView{Run: run, Elsewhere: h.elsewhere(ctx, run), CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite), LastCheckpoint: lastCheckpoint, Completed: completed}
+			view := &summaryView{Run: run, Elsewhere: h.elsewhere(ctx, run), CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite),
+				CanDecide: token.HasScope(&who.Token, api.ScopeApprovalsWrite), Who: who, LastCheckpoint: lastCheckpoint, Completed: completed}
 			if err := h.ui.t.ExecuteTemplate(&b, "summary", view); err == nil && !bytes.Equal(b.Bytes(), last) {
 				_ = out.send("", "summary", b.Bytes())
 				last = b.Bytes()
@@ -949,7 +971,7 @@ func (h *Handler) uiApprovals(w http.ResponseWriter, r *http.Request, who *calle
 		return err
 	}
 	if r.URL.Query().Get("fragment") != "" {
-		return h.fragment(w, "inbox", &page{Approvals: list, AuthWaits: auths})
+		return h.fragment(w, "inbox", &page{Approvals: list, AuthWaits: auths, Who: who, CanDecide: token.HasScope(&who.Token, api.ScopeApprovalsWrite)})
 	}
 	p := h.newPage(r.Context(), who, "Approvals", "approvals")
 	p.Approvals, p.AuthWaits = list, auths
