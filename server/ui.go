@@ -129,6 +129,9 @@ type page struct {
 	// says what a rewind just did, with its undo.
 	RewindPlan *rewindPlan
 	Rewound    *rewound
+	// Created is the run page's run.created: the settings it was made
+	// with (environment, hosts, setup, policy).
+	Created *agent.RunCreated
 	// Form holds what a form on the page sent when it failed, to show
 	// it again; FormName names the form.
 	Form     map[string]string
@@ -564,6 +567,11 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 		}
 	}
 	p.Next = int64(len(events)) + 1
+	if len(events) > 0 {
+		if v, err := agent.Decode(&events[0]); err == nil {
+			p.Created, _ = v.(*agent.RunCreated)
+		}
+	}
 	p.Elsewhere = h.elsewhere(ctx, run)
 	if st, _, err := h.rt.Load(ctx, id); err == nil {
 		for _, in := range st.PendingInputs() {

@@ -77,3 +77,25 @@ func TestRunPageTaskRendered(t *testing.T) {
 		t.Errorf("the header's task is not rendered; want %s in\n%s", want, page)
 	}
 }
+
+// The run page shows the settings a run was created with: its policy,
+// allowed hosts, environment (secrets by name only) and setup script,
+// which only runs show --json showed (fresh-user trial 12, N21).
+func TestRunPageShowsSettings(t *testing.T) {
+	e := newEnv(t, nil)
+	id := e.journalRun(&agent.RunCreated{Task: "t", Model: "test:none", Workspace: t.TempDir(), MountPath: "/workspace",
+		Env: []string{"PYTHONPATH=/testbed/src"}, SecretEnv: []string{"API_KEY"}, Network: []string{"pypi.org"},
+		Setup: "echo setup-ran", Policy: &agent.PolicyRef{Name: "team.toml", SHA256: "b3a0a00a557d0123"}})
+	page := e.page("/ui/runs/" + id)
+	_, settings, ok := strings.Cut(page, `id="settings"`)
+	if !ok {
+		t.Fatalf("the run page has no settings section")
+	}
+	settings, _, _ = strings.Cut(settings, "</details>")
+	for _, want := range []string{"<code>team.toml</code> · sha256 <code>b3a0a00a557d…</code>", "<code>pypi.org</code>",
+		"<code>PYTHONPATH=/testbed/src</code>", "<code>API_KEY</code> (secret, value not shown)", `<pre class="action">echo setup-ran</pre>`} {
+		if !strings.Contains(settings, want) {
+			t.Errorf("the settings lack %s:\n%s", want, settings)
+		}
+	}
+}
