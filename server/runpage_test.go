@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestRunDurationIsWorkingTime(t *testing.T) {
 	steps := []journal.Draft{
 		at(2*time.Second, journal.ModelResponded, answer),
 		at(2*time.Second, journal.RunCompleted, &agent.RunEnded{Reason: "answer"}),
-		at(time.Hour, journal.WorkspaceRestored, &agent.WorkspaceRestored{To: 1, Tree: "0000", Store: "none"}),
+		at(time.Hour, journal.WorkspaceRestored, &agent.WorkspaceRestored{To: 1, Tree: "0000", Store: filepath.Join(t.TempDir(), "store")}),
 	}
 	if _, err := e.store.Append(t.Context(), id, 1, steps...); err != nil {
 		t.Fatal(err)
