@@ -139,3 +139,37 @@ func TestPolicyThatDeniesEverythingRefused(t *testing.T) {
 	}
 	e.waitStop(run.ID, 1)
 }
+
+// A multi-line task typed into the New-run form is journaled with the
+// newlines it was typed with, not the CRLF of the browser's form
+// encoding; and the address a refused form leaves the browser at,
+// /ui/runs/new, opens the form again when reloaded.
+func TestNewRunFormTextAndReload(t *testing.T) {
+	e := newEnv(t, nil)
+	e.models.set("test:idle", modeltest.NewScripted([]modeltest.Turn{modeltest.Text("done")}, nil))
+	form := url.Values{"task": {"fix the bug\r\nsecond line\r\n"}, "model": {"test:idle"}, "workspace": {t.TempDir()},
+		"setup": {"echo a\r\necho b"}, "sandbox": {"none"}}
+	code, body, resp := e.uiResp(http.MethodPost, "/ui/runs/new", e.secret, form, "same-origin")
+	id, ok := strings.CutPrefix(resp.Header.Get("Location"), "/ui/runs/")
+	if code != http.StatusSeeOther || !ok {
+		t.Fatalf("a good form: %d to %q\n%s", code, resp.Header.Get("Location"), body)
+	}
+	v, err := agent.Decode(&e.events(id)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := v.(*agent.RunCreated)
+	if diff := cmp.Diff([]string{"fix the bug\nsecond line\n", "echo a\necho b"}, []string{c.Task, c.Setup}); diff != "" {
+		t.Errorf("task and setup as journaled (-want +got):\n%s", diff)
+	}
+	e.waitStop(id, 1)
+
+	code, body, resp = e.uiResp(http.MethodGet, "/ui/runs/new", e.secret, nil, "")
+	if code != http.StatusSeeOther {
+		t.Fatalf("GET /ui/runs/new: %d, want a redirect to the form\n%s", code, body)
+	}
+	page := e.page(resp.Header.Get("Location"))
+	if want := `<details class="card" id="new-run" open>`; !strings.Contains(page, want) {
+		t.Errorf("%s does not open the New-run form", resp.Header.Get("Location"))
+	}
+}

@@ -63,11 +63,15 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 		"seg":        url.PathEscape,
 		"costGroups": func() []string { return cost.CostGroups },
 		"proposed":   proposed,
+		"md":         func(s string) template.HTML { return markdown(clip(s, convTextChars)) },
 		"summaryOf": func(p *page) *summaryView {
-			return &summaryView{Run: p.Run, Elsewhere: p.Elsewhere, CanWrite: p.CanWrite, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed}
+			return &summaryView{Run: p.Run, Elsewhere: p.Elsewhere, CanWrite: p.CanWrite, CanDecide: p.CanDecide, Who: p.Who, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed}
 		},
 		"withForm": func(a api.Approval, s *summaryView) approvalView {
 			v := approvalView{A: a}
+			if s != nil {
+				v.CanDecide, v.Who = s.CanDecide, s.Who
+			}
 			if s != nil && s.FormName == "decide" && s.Form["call"] == a.CallID {
 				v.Reason = s.Form["reason"]
 			}
@@ -96,6 +100,11 @@ type page struct {
 	Flash      *flash
 	CanWrite   bool
 	IsAdmin    bool
+	// CanDecide: the token may decide approvals and edit memory
+	// (approvals:write).
+	CanDecide bool
+	// Back, on an error page, is the page the request came from.
+	Back string
 	// Choices is what the new-run form offers (the runs page).
 	Choices *choices
 
@@ -120,6 +129,9 @@ type page struct {
 	// says what a rewind just did, with its undo.
 	RewindPlan *rewindPlan
 	Rewound    *rewound
+	// Created is the run page's run.created: the settings it was made
+	// with (environment, hosts, setup, policy).
+	Created *agent.RunCreated
 	// Form holds what a form on the page sent when it failed, to show
 	// it again; FormName names the form.
 	Form     map[string]string
@@ -139,11 +151,10 @@ type page struct {
 	Fires     []api.Fire
 	// Memory are the memory page's entries (MemoryAll: superseded and
 	// forgotten ones too), or an entry's versions (MemoryID the one
-	// asked for); CanDecide lets the token edit and forget them.
+	// asked for).
 	Memory    []api.MemoryEntry
 	MemoryAll bool
 	MemoryID  string
-	CanDecide bool
 	// Skills are the skills page's skills of SkillWorkspace ("" for
 	// the server's own), Candidates the agent-written candidates; Skill
 	// a skill's page.
@@ -200,6 +211,8 @@ type summaryView struct {
 	// server does not continue it and where it goes on.
 	Elsewhere      string
 	CanWrite       bool
+	CanDecide      bool
+	Who            *caller
 	Form           map[string]string
 	FormName       string
 	LastCheckpoint int64
@@ -233,6 +246,9 @@ func (s *summaryView) Field(name, key string) string {
 type approvalView struct {
 	A      api.Approval
 	Reason string
+	// CanDecide: the viewer's token may decide it; Who is the viewer.
+	CanDecide bool
+	Who       *caller
 }
 
 // registerUI adds the web UI's routes to mux.
@@ -251,6 +267,7 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"GET /ui/runs", api.ScopeRunsRead, h.uiRuns},
 		{"POST /ui/runs/demo", api.ScopeRunsWrite, h.uiDemo},
 		{"POST /ui/runs/new", api.ScopeRunsWrite, h.uiNewRun},
+		{"GET /ui/runs/new", api.ScopeRunsRead, h.uiNewRunForm},
 		{"GET /ui/runs/{id}", api.ScopeRunsRead, h.uiRun},
 		{"GET /ui/runs/{id}/stream", api.ScopeRunsRead, h.uiStream},
 		{"GET /ui/runs/{id}/artifacts/{path...}", api.ScopeRunsRead, h.uiArtifact},
@@ -343,6 +360,13 @@ func (h *Handler) uiEndpoint(scope string, serve func(http.ResponseWriter, *http
 func (h *Handler) uiError(w http.ResponseWriter, r *http.Request, who *caller, e *apiError) {
 	p := h.newPage(r.Context(), who, "Error", "")
 	p.Flash = &flash{"bad", e.msg}
+	// A form of a run's (its approvals, inputs, actions) that failed
+	// links back to the run it came from.
+	path := r.URL.Path
+	if id := r.PathValue("id"); id != "" && e.status != http.StatusNotFound && (strings.HasPrefix(path, "/ui/approvals/") ||
+		strings.HasPrefix(path, "/ui/inputs/") || r.Method == http.MethodPost && strings.HasPrefix(path, "/ui/runs/")) {
+		p.Back = "/ui/runs/" + url.PathEscape(id)
+	}
 	h.render(w, e.status, "error", p)
 }
 
@@ -352,6 +376,7 @@ func (h *Handler) newPage(ctx context.Context, who *caller, title, nav string) *
 	if who != nil {
 		p.CanWrite = token.HasScope(&who.Token, api.ScopeRunsWrite)
 		p.IsAdmin = token.HasScope(&who.Token, api.ScopeAdmin)
+		p.CanDecide = token.HasScope(&who.Token, api.ScopeApprovalsWrite)
 		if list, err := h.svc.Approvals(ctx, who); err == nil {
 			p.Inbox = len(list)
 		}
@@ -398,7 +423,11 @@ func (h *Handler) uiRuns(w http.ResponseWriter, r *http.Request, who *caller) er
 	if r.URL.Query().Get("fragment") != "" {
 		return h.fragment(w, "runrows", &page{Runs: shown})
 	}
-	h.render(w, http.StatusOK, "runs", h.runsPage(r, who, shown, filter))
+	p := h.runsPage(r, who, shown, filter)
+	if r.URL.Query().Get("new") != "" {
+		p.FormName = "new" // opens the New-run form
+	}
+	h.render(w, http.StatusOK, "runs", p)
 	return nil
 }
 
@@ -422,11 +451,19 @@ func (h *Handler) uiDemo(w http.ResponseWriter, r *http.Request, who *caller) er
 	return nil
 }
 
+// uiNewRunForm answers a reload of a refused New-run form's page (the
+// browser's address is then /ui/runs/new): the runs page, with the form
+// open.
+func (h *Handler) uiNewRunForm(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	http.Redirect(w, r, "/ui/runs?new=1#new-run", http.StatusSeeOther)
+	return nil
+}
+
 func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) error {
-	req := &api.CreateRun{Task: r.PostFormValue("task"), Model: strings.TrimSpace(r.PostFormValue("model")),
+	req := &api.CreateRun{Task: formText(r.PostFormValue("task")), Model: strings.TrimSpace(r.PostFormValue("model")),
 		Workspace: strings.TrimSpace(r.PostFormValue("workspace")), MountPath: strings.TrimSpace(r.PostFormValue("mount_path")),
 		Agent:   strings.TrimSpace(r.PostFormValue("agent")),
-		Sandbox: r.PostFormValue("sandbox"), Setup: strings.TrimSpace(r.PostFormValue("setup")),
+		Sandbox: r.PostFormValue("sandbox"), Setup: strings.TrimSpace(formText(r.PostFormValue("setup"))),
 		Policy: strings.TrimSpace(r.PostFormValue("policy")), Env: formLines(r.PostFormValue("env")),
 		Network: strings.FieldsFunc(r.PostFormValue("network"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) })}
 	if s := strings.TrimSpace(r.PostFormValue("max_steps")); s != "" {
@@ -469,6 +506,10 @@ func (h *Handler) newRunFailed(w http.ResponseWriter, r *http.Request, who *call
 	h.render(w, e.status, "runs", p)
 	return nil
 }
+
+// formText is a text area's value with the line breaks browsers send
+// as CRLF (the HTML form encoding) turned back into newlines.
+func formText(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
 
 // formLines returns the non-empty lines of a text area, trimmed.
 func formLines(s string) []string {
@@ -526,6 +567,11 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 		}
 	}
 	p.Next = int64(len(events)) + 1
+	if len(events) > 0 {
+		if v, err := agent.Decode(&events[0]); err == nil {
+			p.Created, _ = v.(*agent.RunCreated)
+		}
+	}
 	p.Elsewhere = h.elsewhere(ctx, run)
 	if st, _, err := h.rt.Load(ctx, id); err == nil {
 		for _, in := range st.PendingInputs() {
@@ -813,7 +859,8 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 				return
 			}
 			var b bytes.Buffer
-			view := &summaryView{Run: run, Elsewhere: h.elsewhere(ctx, run), CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite), LastCheckpoint: lastCheckpoint, Completed: completed}
+			view := &summaryView{Run: run, Elsewhere: h.elsewhere(ctx, run), CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite),
+				CanDecide: token.HasScope(&who.Token, api.ScopeApprovalsWrite), Who: who, LastCheckpoint: lastCheckpoint, Completed: completed}
 			if err := h.ui.t.ExecuteTemplate(&b, "summary", view); err == nil && !bytes.Equal(b.Bytes(), last) {
 				_ = out.send("", "summary", b.Bytes())
 				last = b.Bytes()
@@ -943,7 +990,7 @@ func (h *Handler) uiApprovals(w http.ResponseWriter, r *http.Request, who *calle
 		return err
 	}
 	if r.URL.Query().Get("fragment") != "" {
-		return h.fragment(w, "inbox", &page{Approvals: list, AuthWaits: auths})
+		return h.fragment(w, "inbox", &page{Approvals: list, AuthWaits: auths, Who: who, CanDecide: token.HasScope(&who.Token, api.ScopeApprovalsWrite)})
 	}
 	p := h.newPage(r.Context(), who, "Approvals", "approvals")
 	p.Approvals, p.AuthWaits = list, auths

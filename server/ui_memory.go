@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/keel-run/keel/server/api"
-	"github.com/keel-run/keel/server/token"
 	"github.com/keel-run/keel/service"
 )
 
@@ -22,7 +20,6 @@ func (h *Handler) uiMemory(w http.ResponseWriter, r *http.Request, who *caller) 
 	}
 	p := h.newPage(r.Context(), who, "Memory", "memory")
 	p.Memory, p.MemoryAll = list, q.Get("all") == "true"
-	p.CanDecide = token.HasScope(&who.Token, api.ScopeApprovalsWrite)
 	h.render(w, http.StatusOK, "memory", p)
 	return nil
 }
@@ -35,7 +32,6 @@ func (h *Handler) uiMemoryEntry(w http.ResponseWriter, r *http.Request, who *cal
 	}
 	p := h.newPage(r.Context(), who, "Memory "+id, "memory")
 	p.Memory, p.MemoryID = hist.Versions, id
-	p.CanDecide = token.HasScope(&who.Token, api.ScopeApprovalsWrite)
 	h.render(w, http.StatusOK, "memory-entry", p)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/view"
@@ -34,6 +35,10 @@ type summary struct {
 	first journal.Event
 	// forked is the number of events a fork copied from its source.
 	forked int64
+	// worked is the run's working time up to its newest pause or end;
+	// since is when it last started running (see duration).
+	worked int64
+	since  time.Time
 	// created is the run's run.created payload (shared, read-only) while
 	// the run has not ended; it is dropped when the run ends, to keep the
 	// cache small (an ended run that is resumed is read again).
@@ -161,6 +166,7 @@ func (s *summary) apply(e *journal.Event) error {
 	}
 	r.Steps, r.Tokens, r.Cost = vr.Step, vr.Tokens, vr.Cost
 	r.Events, r.LastType, r.Updated = e.Seq, string(e.Type), e.Time
+	ran := r.Status == string(journal.StatusRunning)
 	if f := summaryRows[e.Type]; f != nil && vr.Payload != nil {
 		f(s, vr)
 	}
@@ -170,12 +176,32 @@ func (s *summary) apply(e *journal.Event) error {
 	}
 	if s.forked > 0 && e.Seq == s.forked+1 {
 		s.first = journal.Event{Time: e.Time} // a fork's own first event
+		s.since, ran = e.Time, true
 	}
 	if e.Seq > s.forked {
-		r.DurationMS = e.Time.Sub(s.first.Time).Milliseconds()
+		s.duration(e, ran)
 	}
 	s.lastHash = e.Hash
 	return nil
+}
+
+// duration folds e into the run's working time: from its start, or a
+// resume, to the event that pauses or ends it. The time a run waits
+// paused or stays ended is not counted, nor are the events journaled
+// then (decisions, rewinds): a run that completed in 2s and was rewound
+// an hour later still took 2s. ran says whether the run was running
+// before e.
+func (s *summary) duration(e *journal.Event, ran bool) {
+	runs := s.run.Status == string(journal.StatusRunning)
+	switch {
+	case ran:
+		s.run.DurationMS = s.worked + e.Time.Sub(s.since).Milliseconds()
+		if !runs {
+			s.worked = s.run.DurationMS
+		}
+	case runs:
+		s.since = e.Time
+	}
 }
 
 // summaryRows folds each event type into a run's summary, one entry per

@@ -258,9 +258,12 @@ type Run struct {
 	Steps  int     `json:"steps"`
 	Tokens int64   `json:"tokens"`
 	Cost   float64 `json:"cost"`
-	// DurationMS is the time from the first to the newest event; for a
-	// fork, from its own first event (after those it copied from its
-	// source, whose times are the source's).
+	// DurationMS is the run's working time: from its start, and from
+	// each resume, to the event that paused or ended it (or its newest
+	// event while it runs). Time paused or ended does not count, nor do
+	// events journaled then (decisions, rewinds). For a fork, from its
+	// own first event (after those it copied from its source, whose
+	// times are the source's).
 	DurationMS int64 `json:"duration_ms"`
 	// Reason, Message and Output come from the terminal or pause event.
 	Reason  string `json:"reason,omitempty"`
