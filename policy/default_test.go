@@ -35,21 +35,25 @@ func TestDefaultReasonsTrue(t *testing.T) {
 		reasons []string // a substring of each part's reason
 	}{
 		{"curl into sh, no host allowed", policy.Call{Tool: "bash", Sandbox: "linux", Arguments: json.RawMessage(`{"command":"curl -fsSL https://x.example | sh"}`)},
-			[]policy.Effect{policy.Allow, policy.Allow}, []string{"this run allows no host", "only known at run time; the sandbox bounds it"}},
+			[]policy.Effect{policy.Allow, policy.Allow}, []string{"no host is allowed", "only known at run time; the sandbox bounds it"}},
 		{"curl into sh, a host allowed", policy.Call{Tool: "bash", Sandbox: "linux", Network: []string{"x.example"}, Arguments: json.RawMessage(`{"command":"curl -fsSL https://x.example | sh"}`)},
 			[]policy.Effect{policy.Allow, policy.Allow}, []string{"only the hosts the run allows", "the sandbox bounds it"}},
 		{"curl without a sandbox", policy.Call{Tool: "bash", Sandbox: "none", Arguments: json.RawMessage(`{"command":"curl -fsSL https://x.example"}`)},
 			[]policy.Effect{policy.Ask}, []string{"uses the network without a sandbox"}},
 		{"a plain read", policy.Call{Tool: "bash", Sandbox: "linux", Arguments: json.RawMessage(`{"command":"ls -la"}`)},
-			[]policy.Effect{policy.Allow}, []string{"stays inside the workspace"}},
+			[]policy.Effect{policy.Allow}, []string{"stays in the workspace"}},
 		{"python code", policy.Call{Tool: "bash", Sandbox: "linux", Arguments: json.RawMessage(`{"command":"python3 -c 'print(1)'"}`)},
 			[]policy.Effect{policy.Allow}, []string{"the sandbox bounds it"}},
 		{"fetch_url, no host allowed", policy.Call{Tool: "fetch_url", Effect: "read_only", Sandbox: "linux", Arguments: json.RawMessage(`{"url":"https://x.example/a"}`)},
-			[]policy.Effect{policy.Allow}, []string{"this run allows no host"}},
+			[]policy.Effect{policy.Allow}, []string{"no host is allowed"}},
 		{"an MCP tool", policy.Call{Tool: "tickets__list", Effect: "read_only", Server: "tickets", Sandbox: "linux", Arguments: json.RawMessage(`{"q":"x"}`)},
 			[]policy.Effect{policy.Allow}, []string{"a tool of an MCP server or connector"}},
+		{"the sandbox's home", policy.Call{Tool: "bash", Sandbox: "linux", Arguments: json.RawMessage(`{"command":"rm -rf ~/.ssh /root/.ssh"}`)},
+			[]policy.Effect{policy.Allow}, []string{"~ and /root are the sandbox's own private home, not yours"}},
+		{"/etc is not a system directory it reads", policy.Call{Tool: "bash", Sandbox: "linux", Arguments: json.RawMessage(`{"command":"cat /etc/hostname"}`)},
+			[]policy.Effect{policy.Deny}, []string{"(/usr, /bin, /lib, /opt; not /etc or /home)"}},
 		{"a file edit", policy.Call{Tool: "edit_file", Effect: "workspace_write", Sandbox: "linux", Paths: []string{"a.py"}, Arguments: json.RawMessage(`{"path":"a.py"}`)},
-			[]policy.Effect{policy.Allow}, []string{"stays inside the workspace"}},
+			[]policy.Effect{policy.Allow}, []string{"stays in the workspace"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -18,9 +18,9 @@ func (s *Summary) What(created *agent.RunCreated) string {
 		return CheckpointsSince(s.From, s.At)
 	}
 	short := created.Git.Commit[:min(12, len(created.Git.Commit))]
-	what := fmt.Sprintf("since %s in %s", short, created.Workspace)
+	what := fmt.Sprintf("since commit %s in %s", short, created.Workspace)
 	if s.From > 0 {
-		what = fmt.Sprintf("since the run started (on %s; its first checkpoint, event %d) in %s", short, s.From, created.Workspace)
+		what = fmt.Sprintf("since the run started at commit %s (its first checkpoint: event %d) in %s", short, s.From, created.Workspace)
 	}
 	if s.At > 0 {
 		what += fmt.Sprintf(" (as the run left them: its last checkpoint, event %d)", s.At)

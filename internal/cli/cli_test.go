@@ -86,6 +86,21 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(errOut, "OK") && !strings.Contains(errOut, "exit 0") {
 		t.Errorf("the final test run should pass:\n%s", errOut)
 	}
+	// A fresh home: the default journal is created, saying where.
+	if !strings.Contains(errOut, "keel.db did not exist: created a new journal there") {
+		t.Errorf("the demo created its journal silently:\n%s", errOut)
+	}
+	// Each thing is said once: the ask (no "keel approve" hint: the
+	// stand-in decides), the files changed (the start named as a commit,
+	// not as a checkpoint), the answer (live, and under the timeline's
+	// output).
+	answer := "empty text are counted correctly; all tests pass."
+	for want, n := range map[string]int{"the demo asks a person before the agent edits a file": 1, "approval needed": 0,
+		"1 file(s) changed since the run started at commit ": 1, "(its first checkpoint: event 2)": 1, answer: 2} {
+		if got := strings.Count(out+errOut, want); got != n {
+			t.Errorf("demo output says %q %d times, want %d\nstdout:\n%s\nstderr:\n%s", want, got, n, out, errOut)
+		}
+	}
 	// The run is in the default journal.
 	code, out, _ = keel(t, "runs", "list")
 	if code != 0 || !strings.Contains(out, "completed") {
@@ -128,6 +143,11 @@ func TestDemoDeniedEditIsNotClaimed(t *testing.T) {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
 	db := setup(t)
+	// Its help says what --no-wait changes for the demo, not keel run's
+	// default.
+	if code, out, _ := keel(t, "demo", "--help"); code != 0 || !strings.Contains(out, "exit 3 instead of approving as a stand-in") || strings.Contains(out, "default when stdin is not a terminal") {
+		t.Errorf("keel demo --help = %d:\n%s", code, out)
+	}
 	code, out, errOut := keel(t, "demo", "--no-wait")
 	if code != 3 || !strings.Contains(errOut, "keel deny") {
 		t.Fatalf("keel demo --no-wait = %d, want 3 at the approval\n%s%s", code, out, errOut)

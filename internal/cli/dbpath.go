@@ -23,9 +23,10 @@ var createsJournal = map[string]bool{
 }
 
 // checkJournalPath decides what to do when the journal p (a plain path,
-// not a DSN) does not exist: the default path is created silently (the
-// first use of Keel), the config file's db like --db; --create-db and the commands
-// of createsJournal create it and say so; anything else is a usage error.
+// not a DSN) does not exist: the default path (the first use of Keel),
+// --create-db and the commands of createsJournal create it and say so;
+// the config file's db is treated like --db; anything else is a usage
+// error.
 // It returns whether p must be created.
 func (a *app) checkJournalPath(p string) (create bool, err error) {
 	from := a.journalFrom()
@@ -38,10 +39,9 @@ func (a *app) checkJournalPath(p string) (create bool, err error) {
 		return false, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return false, fmt.Errorf("journal %s: %w", p, err)
-	case a.db == "" && (a.cfg == nil || a.cfg.DB == ""):
-		// The default journal: the first use of Keel creates it.
-		return true, nil
-	case a.createDB || createsJournal[a.cmdPath]:
+	case a.db == "" && (a.cfg == nil || a.cfg.DB == ""), a.createDB || createsJournal[a.cmdPath]:
+		// The default journal: the first use of Keel creates it, saying
+		// where (a mistyped KEEL_HOME shows here).
 		fmt.Fprintf(a.stderr, "keel: %s did not exist: created a new journal there\n", p)
 		return true, nil
 	}

@@ -58,9 +58,13 @@ func TestMistypedDBPath(t *testing.T) {
 		t.Fatalf("agents revoke in a mistyped --db = %d\n%s%s", code, out, errOut)
 	}
 
-	// The default journal (KEEL_HOME/keel.db) comes to be on first use.
-	if code, out, errOut := keel(t, "runs", "list"); code != 0 || errOut != "" {
+	// The default journal (KEEL_HOME/keel.db) comes to be on first use,
+	// saying where (a mistyped KEEL_HOME shows), once.
+	if code, out, errOut := keel(t, "runs", "list"); code != 0 || !strings.Contains(errOut, "keel.db did not exist: created a new journal there") {
 		t.Fatalf("runs list on a new KEEL_HOME = %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := keel(t, "runs", "list"); code != 0 || errOut != "" {
+		t.Fatalf("runs list again = %d\n%s%s", code, out, errOut)
 	}
 }
 

@@ -51,6 +51,7 @@ keeps waiting).`,
 	cmd.Flags().StringVar(&sb, "sandbox", "", "sandbox backend: linux (default) or none (NO isolation)")
 	cmd.Flags().BoolVar(&keep, "keep", true, "keep the demo workspace (a new directory in the system's temporary directory, named at the end) after the run; --keep=false removes it once the run ended (a run paused at its approval keeps it)")
 	registerWaitFlags(cmd.Flags(), &gate)
+	cmd.Flags().Lookup("no-wait").Usage = "on an approval, pause the run and exit 3 instead of approving as a stand-in when stdin is not a terminal"
 	return cmd
 }
 
@@ -64,7 +65,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 	// terminal you decide; otherwise (a script, a pipe) the demo approves
 	// as a stand-in, showing what it approved, unless --no-wait stops it
 	// at the approval.
-	live := &liveOptions{gate: gate}
+	live := &liveOptions{gate: gate, demo: true}
 	if !gate.wait && !gate.noWait && !a.inline() {
 		live.gate.wait, live.standIn = true, "keel demo (stand-in)"
 	}
@@ -133,8 +134,8 @@ type demoSource interface {
 }
 
 // demoShow prints on stdout what the demo's run did, in both forms
-// alike: its timeline, the diff it made (when it changed a file a person
-// reviews: a paused or denied demo changed none), and how to run a real
+// alike: its timeline, the files it changed with their diff (none for a
+// paused or denied demo), and how to run a real
 // model. keel is the command that reaches the run (keel --db FILE, keel
 // --server URL), for the hints.
 func (a *app) demoShow(ctx context.Context, src demoSource, runID, keel string) error {
@@ -156,7 +157,9 @@ func (a *app) demoShow(ctx context.Context, src demoSource, runID, keel string) 
 		fmt.Fprintln(a.stdout, "(git is not installed: compare textstats.py yourself)")
 	} else if sum, err := src.WorkspaceDiff(ctx, runID, created); err != nil {
 		fmt.Fprintf(a.stderr, "keel demo: no diff: %v (%s runs diff %s shows it)\n", err, keel, runID)
-	} else if tui.Reviewed(sum.Changes) > 0 {
+	} else {
+		// The only word on the files: the run's own closing summary is
+		// left to this (liveOptions.demo).
 		fmt.Fprint(a.stdout, head)
 		got := func(context.Context, string, *agent.RunCreated) (*checkpoint.Summary, error) { return sum, nil }
 		if err := tui.RunDiff(ctx, a.stdout, got, runID, created, false); err != nil {

@@ -564,6 +564,10 @@ func TestMCPCallKeelServe(t *testing.T) {
 	}{
 		{name: "saved token", args: []string{"--tool", "list_approvals"}, out: `"approvals": []`, inErr: "using the API token keel serve saved"},
 		{name: "tool error", args: []string{"--tool", "run_status", "--args", `{"run_id":"nope"}`}, code: 1, out: `no run "nope"`},
+		// A call the server cannot take is a usage error (exit 2), named as typed.
+		{name: "unknown argument", args: []string{"--tool", "run_status", "--args", `{"run":"x"}`}, code: 2,
+			inErr: `the arguments of run_status do not match its schema: unknown argument "run" (run_status takes {run_id})`},
+		{name: "no such tool", args: []string{"--tool", "nope"}, code: 2, inErr: `the server offers no tool "nope" (its tools: answer_approval,`},
 		{name: "--token", home: true, args: []string{"--token", tok, "--tool", "list_approvals"}, out: `"approvals": []`, inErr: "5 tools"},
 		{name: "bad token", home: true, args: []string{"--token", "keel_wrong"}, code: 1, inErr: "the server refused the token"},
 		{name: "no token", home: true, code: 1, inErr: "pass the server's own token with --token"},
@@ -581,7 +585,7 @@ func TestMCPCallKeelServe(t *testing.T) {
 			if code != tt.code || !strings.Contains(out, tt.out) || !strings.Contains(errOut, tt.inErr) {
 				t.Errorf("exit %d, want %d; stdout %q (want %q); stderr %q (want %q)", code, tt.code, out, tt.out, errOut, tt.inErr)
 			}
-			if strings.Contains(errOut, "mcp server server") || strings.Contains(errOut, "--allow-host") {
+			if strings.Contains(errOut, "mcp server server") || strings.Contains(errOut, "server__") || strings.Contains(errOut, "--allow-host") {
 				t.Errorf("stderr names no real server or flag: %q", errOut)
 			}
 		})

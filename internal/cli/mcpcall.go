@@ -78,6 +78,9 @@ func (a *app) mcpCall(ctx context.Context, rawURL string, f *mcpCallFlags) error
 	if errors.Is(err, mcpcall.ErrToolFailed) {
 		return &exitError{1}
 	}
+	if bad := (*mcpcall.BadCall)(nil); errors.As(err, &bad) {
+		return &usageError{err}
+	}
 	return err
 }
 

@@ -368,7 +368,7 @@ func (a *app) createAndExecute(ctx context.Context, prepare func(context.Context
 	} else {
 		err = execute(ctx, x, runID, nil, "")
 	}
-	if !jsonOut && !quiet {
+	if !jsonOut && !quiet && !live.demo {
 		// What the run changed matters most when Ctrl-C ended it: read
 		// it all the same, within closingTimeout.
 		ctx, cancel := closingContext(ctx)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/x509"
+	"io"
 	"log/slog"
 	"os"
 
@@ -39,6 +40,9 @@ type liveOptions struct {
 	// standIn, when set, approves what the run asks while stdin is not
 	// a terminal, as this name, after showing it (keel demo).
 	standIn string
+	// demo: keel demo, whose report (timeline, output, diff) follows the
+	// run: the run's own closing diff and answer would say it twice.
+	demo bool
 }
 
 // process is this process's configuration of runs, as the flags,
@@ -92,10 +96,14 @@ func (a *app) execution(rt *agent.Runtime, run *assemble.Run, live *liveOptions,
 	decide := func(ctx context.Context, runID, callID string, res *agent.ApprovalResolved) error {
 		return a.session(ctx, rt.Store(), res.By, func(l *local) error { return l.Decide(ctx, runID, callID, res) })
 	}
-	return &foreground.Execution{Runtime: rt, Run: run, Wire: a.assembler().Wire(&live.Params),
+	x := &foreground.Execution{Runtime: rt, Run: run, Wire: a.assembler().Wire(&live.Params),
 		Handoff: live.handoff, ContextWindow: live.contextWindow, Limits: live.limits, Settings: live.settings,
 		IfLastSeq: live.gate.ifLastSeq, Wait: live.gate.waiting(), Chat: live.chat, StandIn: live.standIn,
 		Terminal: a.terminal(jsonOut, quiet, decide)}
+	if live.demo {
+		x.Stdout = io.Discard
+	}
+	return x
 }
 
 // terminal is where a run executed (or attached to) in this process

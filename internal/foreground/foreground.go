@@ -187,7 +187,9 @@ func (x *Execution) Execute(ctx context.Context, runID string, ld *Loaded, messa
 		})
 	}
 	params.Trace = agent.ChainTrace(params.Trace, p.CallContext)
-	p.Inline = inline
+	// The stand-in shows the question as a person would see it: the
+	// printer does not announce it first, nor how to decide.
+	p.Inline = inline || x.StandIn != "" && x.Wait && !x.Inline && !x.JSON
 	x.Prompt.Attach(p)
 	defer x.Prompt.Attach(nil)
 	if x.Inline && !x.Chat {

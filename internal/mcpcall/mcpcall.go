@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,6 +55,12 @@ type Call struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 }
+
+// BadCall is the error of a call the server cannot take as asked: a
+// tool it does not offer, arguments its schema refuses.
+type BadCall struct{ error }
+
+func (e *BadCall) Unwrap() error { return e.error }
 
 // ErrToolFailed is returned when the tool's result is an error (its
 // content is printed).
@@ -113,12 +121,22 @@ func (f *Call) Run(ctx context.Context) error {
 		return nil
 	}
 	name := serverName + "__" + f.Tool
-	if r.Tool(name) == nil {
-		return fmt.Errorf("the server offers no tool %q", f.Tool)
+	t := r.Tool(name)
+	if t == nil {
+		return &BadCall{fmt.Errorf("the server offers no tool %q (its tools: %s)", f.Tool, strings.Join(c.Tools(), ", "))}
 	}
 	args, bad := r.Validate(model.ToolCall{ID: "call", Name: name, Arguments: f.Args})
 	if bad != nil {
-		return fmt.Errorf("%s", bad.Content)
+		// Said with the name as typed, and what the tool takes.
+		var schema struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		_ = json.Unmarshal(t.InputSchema, &schema)
+		takes := "no arguments"
+		if len(schema.Properties) > 0 {
+			takes = "{" + strings.Join(slices.Sorted(maps.Keys(schema.Properties)), ", ") + "}"
+		}
+		return &BadCall{fmt.Errorf("%s (%s takes %s)", strings.ReplaceAll(bad.Content, name, f.Tool), f.Tool, takes)}
 	}
 	w, err := tool.NewWorkspace(ws, "/workspace", nil)
 	if err != nil {

@@ -284,11 +284,8 @@ func (p *Printer) modelResponded(r *view.Row) {
 	if p.live != nil {
 		p.live.model = false
 	}
-	fmt.Fprintf(p.err, "step %d · %s tok", r.Step, num(x.Usage.Total()))
-	if x.Usage.CachedInputTokens > 0 {
-		fmt.Fprintf(p.err, " (%s cached)", num(x.Usage.CachedInputTokens))
-	}
-	fmt.Fprintf(p.err, " · %s · total %s tok $%.4f\n", ms(x.DurationMS), num(r.Tokens), r.Cost)
+	// The step's text, then its line, as a streamed answer shows them
+	// (docs/interactive.md): each line closes the step above it.
 	whole := p.Chat || p.oneTerm && len(x.Message.ToolCalls) == 0
 	p.answer = ""
 	if t := strings.TrimSpace(x.Message.Content); t != "" && !streamed {
@@ -297,6 +294,11 @@ func (p *Printer) modelResponded(r *view.Row) {
 		}
 		fmt.Fprintln(p.err, indent(t))
 	}
+	fmt.Fprintf(p.err, "step %d · %s tok", r.Step, num(x.Usage.Total()))
+	if x.Usage.CachedInputTokens > 0 {
+		fmt.Fprintf(p.err, " (%s cached)", num(x.Usage.CachedInputTokens))
+	}
+	fmt.Fprintf(p.err, " · %s · total %s tok $%.4f\n", ms(x.DurationMS), num(r.Tokens), r.Cost)
 	if streamed || whole {
 		p.answer = x.Message.Content
 	}

@@ -227,3 +227,16 @@ func TestDenialSaidOnce(t *testing.T) {
 		t.Errorf("the denied call's result is not said:\n%s", got)
 	}
 }
+
+// A step's text comes before its step line, as docs/interactive.md shows
+// and a streamed answer prints it: each step line closes its step.
+func TestStepLineFollowsText(t *testing.T) {
+	var stderr, stdout bytes.Buffer
+	p := NewPrinter(&stderr, &stdout, false, false)
+	b, _ := json.Marshal(&agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, Content: "I will look first."}})
+	p.Event(journal.Event{RunID: "r1", Seq: 2, Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Type: journal.ModelResponded, Payload: b})
+	text, step := strings.Index(stderr.String(), "I will look first."), strings.Index(stderr.String(), "step 1 ·")
+	if text < 0 || step < 0 || text > step {
+		t.Errorf("want the text, then the step line:\n%s", stderr.String())
+	}
+}
