@@ -405,7 +405,9 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		return err
 	}
 	defer run.Close()
-	return execute(ctx, a.execution(rt, run, live, f.json, f.quiet), runID, ld, message)
+	x := a.execution(rt, run, live, f.json, f.quiet)
+	x.Attached = plan.Attach // asked (or waited for) before anything is journaled
+	return execute(ctx, x, runID, ld, message)
 }
 
 // handoffCompleted refuses to hand off a completed run without a
