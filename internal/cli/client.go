@@ -269,7 +269,21 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 		// As keel run says it: a refused request is a usage error.
 		return err
 	}
-	return a.follow(ctx, cl, run.ID, &tui.FollowParams{From: 1, JSON: jsonOut, Quiet: quiet, NoWait: noWait})
+	followErr := a.follow(ctx, cl, run.ID, &tui.FollowParams{From: 1, JSON: jsonOut, Quiet: quiet, NoWait: noWait})
+	if !jsonOut && !quiet {
+		// What the run changed, as keel run prints it at its end (also
+		// when Ctrl-C ended the following).
+		ctx, cancel := closingContext(ctx)
+		defer cancel()
+		r := &remote{Client: cl, a: a}
+		events := func() ([]journal.Event, error) { return r.Events(ctx, run.ID) }
+		if evs, err := events(); err == nil {
+			if created, err := agent.Created(evs); err == nil {
+				tui.EndDiff(ctx, a.stderr, r, run.ID, created, events, r.Keel())
+			}
+		}
+	}
+	return followErr
 }
 
 func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {

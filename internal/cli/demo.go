@@ -12,7 +12,6 @@ import (
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
 )
@@ -97,7 +96,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 		return err
 	}
 	defer store.Close()
-	if err := a.demoShow(ctx, &local{a: a, store: store}, runID, "keel --db "+redact.DSN(a.dbPath())); err != nil {
+	if err := a.demoShow(ctx, &local{a: a, store: store}, runID, a.keelCmd()); err != nil {
 		return err
 	}
 	return execErr
