@@ -207,7 +207,7 @@ func (a *app) runsShowCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON lines")
 	cmd.Flags().BoolVar(&full, "full", false, "print each command's whole output (from the stored artifact when the result was truncated), not its last 20 lines")
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow a live run, printing events as they happen, until it ends or pauses")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow a live run, printing events as they happen, until it ends or pauses (a run waiting for an approval has paused)")
 	return cmd
 }
 
