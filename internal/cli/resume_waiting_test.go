@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keel-run/keel/internal/testrun"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -27,7 +28,7 @@ func TestResumeWaitingRunBothForms(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	store := openDB(t, db)
-	waiting := pausedRun(t, store, time.Now, "rm old.log", 0)
+	waiting := testrun.Paused(t, store, time.Now, "rm old.log", 0)
 	store.Close()
 	events := func(id string) int {
 		t.Helper()
