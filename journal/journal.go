@@ -137,6 +137,15 @@ func StatusOf(t Type) Status {
 	return StatusRunning
 }
 
+// Stops reports whether an event of type t leaves its run stopped:
+// paused (run.paused, approval.requested, auth.required) or ended.
+// Following a run until it stops (keel runs show --follow, the API's
+// ?until=stopped) ends after such an event and the rest of its batch.
+func Stops(t Type) bool {
+	s := StatusOf(t)
+	return s == StatusPaused || s.Terminal()
+}
+
 // KeepsStatus reports the event types that do not change a run's status
 // (the workspace's files, not the conversation; what the sandbox saw,
 // which its proxy and git guard report from their own goroutines and may

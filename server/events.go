@@ -253,7 +253,7 @@ func (h *Handler) followEvents(ctx context.Context, out *sse, id string, from in
 				}
 				waiting = true
 			}
-			if !untilStopped || !stops(e.Type) {
+			if !untilStopped || !journal.Stops(e.Type) {
 				return false, nil
 			}
 			// A stop may be one of several events appended at once
@@ -271,7 +271,7 @@ func (h *Handler) followEvents(ctx context.Context, out *sse, id string, from in
 			}
 			sent = last.Seq
 			out.flush()
-			if stops(last.Type) {
+			if journal.Stops(last.Type) {
 				end(string(journal.StatusOf(last.Type)))
 				return true, nil
 			}
@@ -293,11 +293,4 @@ func (h *Handler) followEvents(ctx context.Context, out *sse, id string, from in
 		}
 	}
 	return h.follow(ctx, out, id, from, guard, f)
-}
-
-// stops reports whether an event of type t leaves the run stopped:
-// paused (run.paused, approval.requested) or ended.
-func stops(t journal.Type) bool {
-	st := journal.StatusOf(t)
-	return st == journal.StatusPaused || st.Terminal()
 }

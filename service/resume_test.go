@@ -6,60 +6,12 @@ import (
 	"testing"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/testrun"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/mem"
-	"github.com/keel-run/keel/model/modeltest"
-	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
-	"github.com/keel-run/keel/tool"
 )
-
-// askRm asks a person before any call of the tool rm.
-const askRm = `
-@id("all") permit(principal, action, resource);
-@id("rm") @ask @reason("deleting files needs a person")
-forbid(principal, action, resource) when { resource has name && resource.name == "rm" };
-`
-
-// waitingRun creates a run that waits for the approval of its call c1
-// (rm) and returns its id.
-func waitingRun(t *testing.T, rt *agent.Runtime) string {
-	t.Helper()
-	reg := tool.NewRegistry()
-	tool.Add(reg, &tool.Tool{Name: "rm", Description: "remove", Effect: tool.External}, func(context.Context, *tool.Request, struct {
-		Path string `json:"path"`
-	}) (*tool.Result, error) {
-		t.Error("the call ran")
-		return tool.Text("ran"), nil
-	})
-	var infos []agent.ToolInfo
-	for _, sp := range reg.Specs() {
-		infos = append(infos, agent.ToolInfo{ToolSpec: sp, Effect: "external"})
-	}
-	pol, err := policy.Parse("ask.cedar", []byte(askRm))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &agent.RunCreated{Task: "clean up", Model: "test:none", Tools: infos, Workspace: t.TempDir(), MountPath: "/workspace", Sandbox: "none",
-		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(pol)}
-	id, err := rt.Create(t.Context(), rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := tool.NewWorkspace(rc.Workspace, "/workspace", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	m := modeltest.NewScripted([]modeltest.Turn{modeltest.Calls("", modeltest.Call("c1", "rm", map[string]string{"path": "old.log"}))}, nil)
-	out, err := rt.Execute(t.Context(), id, &agent.ExecParams{Wiring: agent.Wiring{Model: m, Tools: reg, Env: &tool.Env{Workspace: w}}})
-	if err != nil || out.Status != journal.StatusPaused || len(out.State.Pending()) != 1 {
-		t.Fatalf("Execute = %+v %v", out, err)
-	}
-	return id
-}
 
 // A resume of a run that waits for a person's decision is decided in
 // one place for every front end (fresh-user trial 9, N11: the command
@@ -71,7 +23,7 @@ func waitingRun(t *testing.T, rt *agent.Runtime) string {
 func TestResumeOfWaitingRun(t *testing.T) {
 	ctx := t.Context()
 	rt := agent.NewRuntime(mem.New(), nil)
-	id := waitingRun(t, rt)
+	id := testrun.Paused(t, rt.Store(), nil, "rm old.log", 0)
 	st, _, err := rt.Load(ctx, id)
 	if err != nil {
 		t.Fatal(err)

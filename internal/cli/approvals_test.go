@@ -11,17 +11,9 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/audit"
+	"github.com/keel-run/keel/internal/testrun"
 	"github.com/keel-run/keel/journal"
 )
-
-// askRmPolicy asks a person before any rm; everything else is allowed in
-// the workspace.
-const askRmPolicy = `
-@id("all") permit(principal, action, resource);
-@id("rm") @ask @reason("deleting files needs a person")
-forbid(principal, action, resource) when { resource has name && resource.name == "rm" };
-@id("outside") forbid(principal, action, resource) when { context.outside };
-`
 
 // approvalSetup writes the policy (outside the workspace) and a recording
 // that asks once, and returns the workspace, database, trajectory and
@@ -31,7 +23,7 @@ func approvalSetup(t *testing.T) (ws, db, traj, pol string) {
 	ws = t.TempDir()
 	db = filepath.Join(t.TempDir(), "keel.db")
 	pol = filepath.Join(t.TempDir(), "ask.cedar")
-	if err := os.WriteFile(pol, []byte(askRmPolicy), 0o644); err != nil {
+	if err := os.WriteFile(pol, []byte(testrun.AskRm), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	traj = writeTrajectory(t, "clean up",

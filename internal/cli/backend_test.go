@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,57 +9,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/testrun"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/memory"
-	"github.com/keel-run/keel/model/modeltest"
-	"github.com/keel-run/keel/policy"
-	"github.com/keel-run/keel/tool"
 )
-
-// pausedRun creates a run of the keel-cli agent that asks for approval
-// of the bash command cmd at the time clock gives, with a deadline of
-// timeout (0: none), and returns its id.
-func pausedRun(t *testing.T, store journal.Store, clock func() time.Time, cmd string, timeout time.Duration) string {
-	t.Helper()
-	rt := agent.NewRuntime(store, &agent.RuntimeOptions{Clock: clock})
-	reg := tool.NewRegistry()
-	tool.Add(reg, &tool.Tool{Name: "bash", Description: "run", Effect: tool.External}, func(context.Context, *tool.Request, struct {
-		Command string `json:"command"`
-	}) (*tool.Result, error) {
-		t.Error("the call ran")
-		return tool.Text("ran"), nil
-	})
-	var infos []agent.ToolInfo
-	for _, sp := range reg.Specs() {
-		infos = append(infos, agent.ToolInfo{ToolSpec: sp, Effect: "external"})
-	}
-	pol, err := policy.Parse("ask.cedar", []byte(askRmPolicy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &agent.RunCreated{Task: "clean\tup " + cmd, Tools: infos, Workspace: t.TempDir(), MountPath: "/workspace", Principal: identity.LocalAgent,
-		Policy: agent.NewPolicyRef(pol)}
-	if timeout > 0 {
-		rc.Approval = &agent.ApprovalSettings{Timeout: agent.Duration(timeout)}
-	}
-	id, err := rt.Create(t.Context(), rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := tool.NewWorkspace(rc.Workspace, "/workspace", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	m := modeltest.NewScripted([]modeltest.Turn{modeltest.Calls("", modeltest.Call("c1", "bash", map[string]string{"command": cmd}))}, nil)
-	out, err := rt.Execute(t.Context(), id, &agent.ExecParams{Wiring: agent.Wiring{Model: m, Tools: reg, Env: &tool.Env{Workspace: w}}})
-	if err != nil || out.Status != journal.StatusPaused {
-		t.Fatalf("Execute = %+v %v", out, err)
-	}
-	return id
-}
 
 // Every command written once against a backend prints the same, to the
 // byte, on the local journal and through a team server on that journal:
@@ -82,10 +35,10 @@ func TestLocalAndServerOutputSame(t *testing.T) {
 	// An approval asked for more than a year ago, long expired; one
 	// remembered for the agent; one waiting with no deadline.
 	old := time.Now().AddDate(-1, 0, -3)
-	expired := pausedRun(t, store, func() time.Time { return old }, "rm old.log", time.Hour)
-	granted := pausedRun(t, store, time.Now, "rm 'a\tb'", 0)
+	expired := testrun.Paused(t, store, func() time.Time { return old }, "rm old.log", time.Hour)
+	granted := testrun.Paused(t, store, time.Now, "rm 'a\tb'", 0)
 	mustKeel("approve", "--db", db, granted, "c1", "--remember", "agent", "--no-resume")
-	waiting := pausedRun(t, store, time.Now, "rm \x1b[2Jx", 0)
+	waiting := testrun.Paused(t, store, time.Now, "rm \x1b[2Jx", 0)
 	note, err := memory.New(store, nil).Write(t.Context(), &memory.WriteParams{Scope: memory.TeamScope, Text: "tests run with\tmake \x1b[31mcheck", Source: memory.Source{By: "ann"}})
 	if err != nil {
 		t.Fatal(err)
@@ -217,8 +170,8 @@ func TestCancelBothForms(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	store := openDB(t, db)
-	localRun := pausedRun(t, store, time.Now, "rm a", 0)
-	serverRun := pausedRun(t, store, time.Now, "rm b", 0)
+	localRun := testrun.Paused(t, store, time.Now, "rm a", 0)
+	serverRun := testrun.Paused(t, store, time.Now, "rm b", 0)
 	store.Close()
 	_, tok, _ := keel(t, "tokens", "create", "--db", db, "--name", "root", "--scope", "admin")
 	s := startServe(t)
@@ -259,7 +212,7 @@ func TestApprovalsListRunRef(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	store := openDB(t, db)
-	id := pausedRun(t, store, time.Now, "rm waiting.txt", 0)
+	id := testrun.Paused(t, store, time.Now, "rm waiting.txt", 0)
 	store.Close()
 	for _, ref := range []string{id, id[:8], id[:4] + "…" + id[len(id)-6:]} {
 		code, out, errOut := keel(t, "approvals", "list", "--db", db, "--run", ref)

@@ -154,10 +154,12 @@ func TestDemoDeniedEditIsNotClaimed(t *testing.T) {
 	}
 	// Paused: the timeline; textstats.py is not changed yet (files git
 	// ignores that run on their own, __pycache__, may be listed).
-	if !strings.Contains(out, "== timeline (") || !strings.Contains(out, "hash chain verified") || strings.Contains(out, "M textstats.py") {
+	// Its hint is what the person types: keel, not keel --db with
+	// KEEL_HOME's default journal.
+	id, _ := lastRun(t, db)
+	if !strings.Contains(out, "== timeline (keel runs show "+id+")") || !strings.Contains(out, "hash chain verified") || strings.Contains(out, "M textstats.py") {
 		t.Errorf("keel demo --no-wait's stdout: want the timeline and textstats.py unchanged:\n%s", out)
 	}
-	id, _ := lastRun(t, db)
 	code, out, errOut = keel(t, "deny", id, "demo_4", "--reason", "not now")
 	id, st := lastRun(t, db)
 	// A person's no ends the demo as an answer saying what did not

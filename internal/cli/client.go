@@ -165,11 +165,18 @@ func (f *flagValues) integer(name string) int {
 	return v
 }
 
+// clientRunFlags are the flags of keel run that keel --server URL run
+// sends with the run.
+var clientRunFlags = []string{"model", "workspace", "mount-path", "env", "secret-env", "secret-for-host", "secret-in-body", "setup", "task-file", "system", "system-file", "json", "quiet",
+	"max-steps", "max-tokens", "max-cost", "timeout", "max-tool-calls", "max-children", "max-depth", "label", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait",
+	"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills"}
+
 func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
-	if err := only(cmd, "model", "workspace", "mount-path", "env", "secret-env", "secret-for-host", "secret-in-body", "setup", "task-file", "system", "system-file", "json", "quiet",
-		"max-steps", "max-tokens", "max-cost", "timeout", "max-tool-calls", "max-children", "max-depth", "label", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait",
-		"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills"); err != nil {
+	if err := only(cmd, clientRunFlags...); err != nil {
+		return err
+	}
+	if err := a.clientRunDefaults(cmd); err != nil {
 		return err
 	}
 	fv := &flagValues{fs: fs}
@@ -280,7 +287,43 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 		// As keel run says it: a refused request is a usage error.
 		return err
 	}
-	return a.follow(ctx, cl, run.ID, &tui.FollowParams{From: 1, JSON: jsonOut, Quiet: quiet, NoWait: noWait})
+	followErr := a.follow(ctx, cl, run.ID, &tui.FollowParams{From: 1, JSON: jsonOut, Quiet: quiet, NoWait: noWait})
+	if !jsonOut && !quiet {
+		// What the run changed, as keel run prints it at its end (also
+		// when Ctrl-C ended the following).
+		ctx, cancel := closingContext(ctx)
+		defer cancel()
+		r := &remote{Client: cl, a: a}
+		events := func() ([]journal.Event, error) { return r.Events(ctx, run.ID) }
+		if evs, err := events(); err == nil {
+			if created, err := agent.Created(evs); err == nil {
+				tui.EndDiff(ctx, a.stderr, r, run.ID, created, events, r.Keel())
+			}
+		}
+	}
+	return followErr
+}
+
+// clientRunDefaults applies the config files' [run] defaults (runDefaults)
+// to the flags of keel --server URL run, as keel run does: those the
+// server takes are sent with the run; of the others, it says that they
+// are not.
+func (a *app) clientRunDefaults(cmd *cobra.Command) error {
+	ws, _ := cmd.Flags().GetString("workspace")
+	rs, err := a.runDefaults(cmd, &runFlags{workspace: ws})
+	if err != nil {
+		return err
+	}
+	var notSent []string
+	cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if src := rs.source[f.Name]; f.Changed && src != fromFlag && !slices.Contains(clientRunFlags, f.Name) {
+			notSent = append(notSent, f.Name+" ("+src+")")
+		}
+	})
+	if len(notSent) > 0 {
+		fmt.Fprintf(a.stderr, "keel: with --server, these defaults of your config files are not sent: the server's own settings apply: %s\n", strings.Join(notSent, ", "))
+	}
+	return nil
 }
 
 func (a *app) clientDemo(cmd *cobra.Command, _ []string) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/testenv"
+	"github.com/keel-run/keel/internal/testrun"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 )
@@ -131,7 +132,7 @@ func TestClusterTwoBuilds(t *testing.T) {
 	pg := testenv.Postgres(t)
 	tp := testenv.Temporal(t)
 	pol := filepath.Join(t.TempDir(), "ask-rm.cedar")
-	if err := os.WriteFile(pol, []byte(askRmPolicy), 0o644); err != nil {
+	if err := os.WriteFile(pol, []byte(testrun.AskRm), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	srv := []string{"serve", "--addr", "127.0.0.1:0", "--workspace-root", os.TempDir(), "--db", pg, "--temporal", tp, "--adopt", "2s", "--policy", pol}

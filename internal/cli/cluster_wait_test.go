@@ -15,6 +15,7 @@ import (
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/cluster"
 	"github.com/keel-run/keel/internal/testenv"
+	"github.com/keel-run/keel/internal/testrun"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 )
@@ -68,7 +69,7 @@ func TestClusterWaitingRuns(t *testing.T) {
 	pg := testenv.Postgres(t)
 	tp := testenv.Temporal(t)
 	pol := filepath.Join(t.TempDir(), "ask-rm.cedar")
-	if err := os.WriteFile(pol, []byte(askRmPolicy), 0o644); err != nil {
+	if err := os.WriteFile(pol, []byte(testrun.AskRm), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	srv := []string{"--log-level", "warn", "--db", pg, "--temporal", tp, "--adopt", "5s", "--policy", pol}

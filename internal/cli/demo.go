@@ -12,7 +12,6 @@ import (
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
 )
@@ -119,7 +118,7 @@ func (a *app) demo(ctx context.Context, sbFlag string, keep bool, gate gateFlags
 			defer fmt.Fprintf(a.stderr, "keel demo: run %s is %s, so its workspace stays in %s for the decision (keel approve, keel deny) and the rest of the run; --keep=false removes a demo's workspace only after its run ended (remove it with: rm -rf %s)\n", runID, s, ws, ws)
 		}
 	}
-	if err := a.demoShow(ctx, &local{a: a, store: store}, runID, "keel --db "+redact.DSN(a.dbPath())); err != nil {
+	if err := a.demoShow(ctx, &local{a: a, store: store}, runID, a.keelCmd()); err != nil {
 		return err
 	}
 	return execErr

@@ -14,6 +14,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/internal/testrun"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/policy"
@@ -165,7 +166,7 @@ func TestLateApprovalRefused(t *testing.T) {
 	for _, sp := range reg.Specs() {
 		infos = append(infos, agent.ToolInfo{ToolSpec: sp, Effect: "external"})
 	}
-	pol, err := policy.Parse("ask.cedar", []byte(askRmPolicy))
+	pol, err := policy.Parse("ask.cedar", []byte(testrun.AskRm))
 	if err != nil {
 		t.Fatal(err)
 	}

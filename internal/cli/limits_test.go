@@ -106,3 +106,27 @@ func TestConfigDBTypoRefused(t *testing.T) {
 		t.Errorf("%s was created", missing)
 	}
 }
+
+// keel --server URL run applies the [run] defaults of config.toml as keel
+// run does (fresh-user trial 13, P11: the server form ignored them, and
+// a run configured for 2 steps and $7 ran with the server's 500 and
+// $50).
+func TestServerRunTakesConfigDefaults(t *testing.T) {
+	db := setup(t)
+	if err := os.WriteFile(filepath.Join(os.Getenv("KEEL_HOME"), "config.toml"), []byte("[run]\nmax_steps = 2\nmax_cost = 7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t)
+	var limits []agent.Limits
+	for _, form := range [][]string{nil, {"--server", s.url}} {
+		code, _, errOut := keel(t, append(form, "run", "--model", "scripted:demo", "--workspace", demoProject(t), "-q", "fix it")...)
+		if code != 1 || !strings.Contains(errOut, "max_steps") {
+			t.Errorf("keel %v run = %d, want 1 at the configured step limit\n%s", form, code, errOut)
+		}
+		_, st := lastRun(t, db)
+		limits = append(limits, st.Limits)
+	}
+	if limits[0].MaxSteps != 2 || limits[0].MaxCost != 7 || limits[0] != limits[1] {
+		t.Errorf("limits journaled: local %+v, server %+v; want max_steps 2 and max_cost 7 in both", limits[0], limits[1])
+	}
+}

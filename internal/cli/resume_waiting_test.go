@@ -5,10 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/keel-run/keel/internal/testrun"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -26,7 +28,7 @@ func TestResumeWaitingRunBothForms(t *testing.T) {
 		t.Fatal(errOut)
 	}
 	store := openDB(t, db)
-	waiting := pausedRun(t, store, time.Now, "rm old.log", 0)
+	waiting := testrun.Paused(t, store, time.Now, "rm old.log", 0)
 	store.Close()
 	events := func(id string) int {
 		t.Helper()
@@ -129,13 +131,30 @@ func TestResumeWaitingRunBothForms(t *testing.T) {
 // At a terminal, keel runs resume of a run that waits for approval asks
 // about the call in both forms (the edit as a diff, the y/n question of
 // tui.Prompt.DecideInline), then goes on with the run to its end as keel
-// run does; the server form records the answer through the server.
+// run does; the server form records the answer through the server. Both
+// ask before they journal anything (the local form journaled run.resumed
+// and run.paused before it asked), and both journal the same events.
 func TestResumeWaitingRunAsksAtTerminal(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed: .ci/run installs it")
 	}
 	db := setup(t)
 	s := startServe(t)
+	types := func(id string) []string {
+		t.Helper()
+		store := openDB(t, db)
+		defer store.Close()
+		evs, err := store.Read(t.Context(), id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range evs {
+			out = append(out, string(e.Type))
+		}
+		return out
+	}
+	var journaled [][]string
 	for _, form := range [][]string{nil, {"--server", s.url}} {
 		t.Run(strings.Join(append([]string{"form"}, form...), " "), func(t *testing.T) {
 			code, _, errOut := keel(t, append(form, "demo", "--no-wait")...)
@@ -144,6 +163,7 @@ func TestResumeWaitingRunAsksAtTerminal(t *testing.T) {
 				t.Fatalf("keel demo --no-wait = %d\n%s", code, errOut)
 			}
 			id := m[1]
+			before := types(id)
 			args, _ := json.Marshal(append(form, "runs", "resume", id))
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args), "TERM=xterm")
@@ -153,6 +173,9 @@ func TestResumeWaitingRunAsksAtTerminal(t *testing.T) {
 				if !strings.Contains(ask, want) {
 					t.Errorf("the question lacks %q:\n%s", want, ask)
 				}
+			}
+			if now := types(id); len(now) != len(before) {
+				t.Errorf("journaled before the question: %v", now[len(before):])
 			}
 			term.send("y")
 			term.expect("completed")
@@ -164,6 +187,10 @@ func TestResumeWaitingRunAsksAtTerminal(t *testing.T) {
 			if st.Status != journal.StatusCompleted {
 				t.Errorf("run %s is %s, want completed", id, st.Status)
 			}
+			journaled = append(journaled, types(id)[len(before):])
 		})
+	}
+	if len(journaled) == 2 && !slices.Equal(journaled[0], journaled[1]) {
+		t.Errorf("the resumes journaled\nlocal:  %v\nserver: %v", journaled[0], journaled[1])
 	}
 }

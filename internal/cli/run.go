@@ -373,7 +373,7 @@ func (a *app) createAndExecute(ctx context.Context, prepare func(context.Context
 		// it all the same, within closingTimeout.
 		ctx, cancel := closingContext(ctx)
 		defer cancel()
-		tui.EndDiff(ctx, a.stderr, &local{a: a, store: store}, runID, created, func() ([]journal.Event, error) { return store.Read(ctx, runID, 1) })
+		tui.EndDiff(ctx, a.stderr, &local{a: a, store: store}, runID, created, func() ([]journal.Event, error) { return store.Read(ctx, runID, 1) }, a.keelCmd())
 	}
 	return runID, err
 }

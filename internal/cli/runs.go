@@ -207,7 +207,7 @@ func (a *app) runsShowCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the events as JSON lines")
 	cmd.Flags().BoolVar(&full, "full", false, "print each command's whole output (from the stored artifact when the result was truncated), not its last 20 lines")
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow a live run, printing events as they happen, until it ends or pauses")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow a live run, printing events as they happen, until it ends or pauses (a run waiting for an approval has paused)")
 	return cmd
 }
 
@@ -405,7 +405,9 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		return err
 	}
 	defer run.Close()
-	return execute(ctx, a.execution(rt, run, live, f.json, f.quiet), runID, ld, message)
+	x := a.execution(rt, run, live, f.json, f.quiet)
+	x.Attached = plan.Attach // asked (or waited for) before anything is journaled
+	return execute(ctx, x, runID, ld, message)
 }
 
 // handoffCompleted refuses to hand off a completed run without a

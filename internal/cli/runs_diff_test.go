@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -92,6 +93,37 @@ func TestRunsDiff(t *testing.T) {
 }
 
 // gitRepo commits everything in dir as a new repository's first commit.
+// keel run ends with the files the run changed and how to see their
+// diff in both forms: keel --server URL run printed none of it.
+func TestRunEndSummaryBothForms(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	setup(t)
+	s := startServe(t)
+	server := "keel --server " + s.url + " "
+	var summaries []string
+	for _, form := range [][]string{nil, {"--server", s.url}} {
+		ws := demoProject(t)
+		gitRepo(t, ws)
+		code, _, errOut := keel(t, append(form, "run", "--model", "scripted:demo", "--workspace", ws, "fix it")...)
+		i := strings.Index(errOut, "file(s) changed since")
+		if code != 0 || i < 0 {
+			t.Fatalf("keel %v run = %d: want the changed files at the end\n%s", form, code, errOut)
+		}
+		sum := withoutLog(errOut[strings.LastIndex(errOut[:i], "\n")+1:])
+		sum = strings.ReplaceAll(strings.ReplaceAll(sum, server, "keel "), ws, "WS")
+		sum = regexp.MustCompile(`runs diff \S+`).ReplaceAllString(sum, "runs diff RUN")
+		summaries = append(summaries, regexp.MustCompile(`on [0-9a-f]{12}`).ReplaceAllString(sum, "on COMMIT"))
+	}
+	if !strings.Contains(summaries[0], "M textstats.py +1 -1") || !strings.Contains(summaries[0], "diff: keel runs diff RUN") {
+		t.Errorf("the local summary lacks the file or the hint:\n%s", summaries[0])
+	}
+	if summaries[0] != summaries[1] {
+		t.Errorf("the summaries differ:\nlocal:\n%s\nserver:\n%s", summaries[0], summaries[1])
+	}
+}
+
 func gitRepo(t *testing.T, dir string) {
 	t.Helper()
 	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.name=t", "-c", "user.email=t@t.invalid", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "base"}} {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -161,6 +163,37 @@ func TestRunsShowFollow(t *testing.T) {
 	// --json --follow of a stopped run prints its events and ends.
 	if code, lines, _ := keel(t, "runs", "show", "--json", "--follow", id); code != 0 || strings.Count(lines, "\n") != len(events) {
 		t.Errorf("runs show --json --follow = %d, %d lines, want %d", code, strings.Count(lines, "\n"), len(events))
+	}
+}
+
+// keel runs show --follow of a run waiting for approval ends as the help
+// says ("until it ends or pauses") in both forms: it followed the run
+// until someone decided (fresh-user trial 13, P13).
+func TestRunsShowFollowWaitingRun(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: .ci/run installs it")
+	}
+	setup(t)
+	s := startServe(t)
+	code, _, errOut := keel(t, "demo", "--no-wait")
+	m := regexp.MustCompile(`keel approve (\S+) demo_4`).FindStringSubmatch(errOut)
+	if code != 3 || m == nil {
+		t.Fatalf("keel demo --no-wait = %d\n%s", code, errOut)
+	}
+	var outs []string
+	for _, form := range [][]string{nil, {"--server", s.url}} {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		var out, errBuf strings.Builder
+		code := cli.Main(ctx, append(form, "runs", "show", m[1], "--follow"), &out, &errBuf)
+		stopped := ctx.Err() != nil
+		cancel()
+		if stopped || code != 0 || !strings.Contains(out.String(), "approval.requested") {
+			t.Errorf("keel %v runs show --follow of a waiting run = %d (still following after 2 minutes: %v)\n%s%s", form, code, stopped, out.String(), errBuf.String())
+		}
+		outs = append(outs, out.String())
+	}
+	if len(outs) == 2 && outs[0] != outs[1] {
+		t.Errorf("the forms differ:\nlocal:\n%s\nserver:\n%s", outs[0], outs[1])
 	}
 }
 

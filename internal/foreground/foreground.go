@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
@@ -71,6 +72,12 @@ type Execution struct {
 	// StandIn, when set, approves what the run asks while nobody is at
 	// the terminal, as this name, after showing it (keel demo).
 	StandIn string
+	// Attached: a resume that attached to the run's wait for a person
+	// (service.ResumePlan.Attach). With Wait, the calls are decided
+	// first (asked at the terminal, or waited for) and nothing is
+	// journaled until they are, as keel --server URL runs resume does;
+	// undecided, the run stays paused as it was.
+	Attached bool
 	*Terminal
 }
 
@@ -137,6 +144,27 @@ func (x *Execution) Execute(ctx context.Context, runID string, ld *Loaded, messa
 		// printing them again, so that lines name their tools and the
 		// step counter goes on.
 		p.Prime(evs)
+	}
+	if x.Attached && x.Wait && !x.Handoff && x.IfLastSeq == 0 && message == "" && len(st.Pending()) > 0 {
+		decided, err := x.decideFirst(ctx, runID, st, x.Inline && !x.JSON)
+		if errors.Is(err, agent.ErrRunBusy) {
+			return nil, Busy(rctx, rt.Store(), runID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !decided {
+			// Ctrl-C: nothing journaled, the run stays as it was.
+			fmt.Fprintf(x.Stderr, "keel: run %s stays paused\n", runID)
+			out := &agent.Outcome{Status: st.Status, End: st.Ended, State: st}
+			p.Footer(runID, out)
+			return out, nil
+		}
+		// Execute goes on from the journal as the decisions left it.
+		if ld, err = Load(rctx, rt.Store(), runID); err != nil {
+			return nil, err
+		}
+		st, evs = ld.State, ld.Events
 	}
 	params := &agent.ExecParams{Wiring: x.Run.Wiring, OnEvent: p.Event, Handoff: x.Handoff, ContextWindow: x.ContextWindow,
 		Wait: x.Wait, IfLastSeq: x.IfLastSeq, Limits: x.Limits, Settings: x.Settings, Message: message}
@@ -215,6 +243,58 @@ func (x *Execution) Execute(ctx context.Context, runID string, ld *Loaded, messa
 	}
 	p.Unread(runID, out.State, message)
 	return out, nil
+}
+
+// decideFirst has the calls run st waits for decided before anything is
+// journaled: asked at this terminal (inline), else, or when the input
+// ends, said and waited for while anyone decides them (keel approve, the
+// API). It returns true once no call waits (or a deadline passed: the
+// execution applies its default), false when ctx ended first.
+func (x *Execution) decideFirst(ctx context.Context, runID string, st *agent.State, inline bool) (bool, error) {
+	pending := st.Pending()
+	var deadline *time.Time
+	for _, p := range pending {
+		if e := p.Expires; e != nil && (deadline == nil || e.Before(*deadline)) {
+			deadline = e
+		}
+	}
+	if deadline != nil && !time.Now().Before(*deadline) {
+		return true, nil
+	}
+	if inline && x.Prompt.DecideInline(ctx, &tui.Asking{Created: st.Created, By: x.Person, Decide: x.Decide, Keel: x.Keel}, pending) {
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return false, nil
+	}
+	tui.Waiting(x.Stderr, pending, "")
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if deadline != nil {
+		t := time.AfterFunc(time.Until(*deadline), cancel)
+		defer t.Stop()
+	}
+	for e, err := range journal.Follow(wctx, x.Runtime.Store(), runID, st.LastSeq+1, 0) {
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		if wctx.Err() != nil {
+			return true, nil // the deadline passed
+		}
+		if err != nil {
+			return false, err
+		}
+		if e.Type != journal.ApprovalResolved && e.Type != journal.AuthResolved {
+			return false, fmt.Errorf("run %s: %w (it continued meanwhile)", runID, agent.ErrRunBusy)
+		}
+		if err := st.Apply(&e); err != nil {
+			return false, err
+		}
+		if len(st.Pending()) == 0 {
+			return true, nil
+		}
+	}
+	return ctx.Err() == nil, nil
 }
 
 // Attach prints run runID, as ld holds it, for a resume that attached to

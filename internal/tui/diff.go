@@ -244,12 +244,13 @@ func Diff(ctx context.Context, out io.Writer, src DiffSource, id string, events 
 	return RunDiff(ctx, out, src.WorkspaceDiff, id, created, stat)
 }
 
-// EndDiff prints, at the end of keel run, the files the run changed (to
-// out, with the progress) and how to see their diff, as the source's
-// WorkspaceDiff tells (checkpoint.Changed; nothing for a run without a
-// git commit or checkpoints); events are read to tell whether the run
-// ended.
-func EndDiff(ctx context.Context, out io.Writer, src DiffSource, runID string, created *agent.RunCreated, events func() ([]journal.Event, error)) {
+// EndDiff prints, at the end of keel run (local or on a team server),
+// the files the run changed (to out, with the progress) and how to see
+// their diff (keel starts the command: keel --db PATH, keel --server
+// URL), as the source's WorkspaceDiff tells (checkpoint.Changed; nothing
+// for a run without a git commit or checkpoints); events are read to
+// tell whether the run ended.
+func EndDiff(ctx context.Context, out io.Writer, src DiffSource, runID string, created *agent.RunCreated, events func() ([]journal.Event, error), keel string) {
 	var b strings.Builder
 	if err := RunDiff(ctx, &b, src.WorkspaceDiff, runID, created, true); err != nil {
 		if created.Git != nil {
@@ -265,7 +266,7 @@ func EndDiff(ctx context.Context, out io.Writer, src DiffSource, runID string, c
 	}
 	fmt.Fprintf(out, "\n%s", text)
 	if !strings.HasPrefix(text, "no files changed") {
-		fmt.Fprintf(out, "diff: keel runs diff %s\n", runID)
+		fmt.Fprintf(out, "diff: %s runs diff %s\n", keel, runID)
 	}
 }
 

@@ -153,7 +153,7 @@ func TestEndDiffPausedSaysYet(t *testing.T) {
 		{journal.RunCanceled, "no files changed since"},
 	} {
 		var b bytes.Buffer
-		EndDiff(t.Context(), &b, noChanges{}, "r1", &agent.RunCreated{Workspace: "/w"}, end(tt.typ))
+		EndDiff(t.Context(), &b, noChanges{}, "r1", &agent.RunCreated{Workspace: "/w"}, end(tt.typ), "keel")
 		if !strings.Contains(b.String(), tt.want) {
 			t.Errorf("%s: %q, want %q", tt.typ, b.String(), tt.want)
 		}

@@ -182,18 +182,8 @@ func (t *timeline) readArtifact(rel string) ([]byte, error) {
 func Stopped(events []journal.Event) bool {
 	for i := len(events) - 1; i >= 0; i-- {
 		if !journal.KeepsStatus(events[i].Type) {
-			return StopsExecution(events[i].Type)
+			return journal.Stops(events[i].Type)
 		}
-	}
-	return false
-}
-
-// StopsExecution reports whether an event of type ty ends an execution
-// of a run: keel runs show --follow stops after it.
-func StopsExecution(ty journal.Type) bool {
-	switch ty {
-	case journal.RunPaused, journal.RunCompleted, journal.RunFailed, journal.RunCanceled:
-		return true
 	}
 	return false
 }
