@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/google/renameio/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/audit"
@@ -107,24 +108,17 @@ func writeOutput(path string, stdout io.Writer, write func(io.Writer) error) err
 	if path == "" || path == "-" {
 		return write(stdout)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	// Beside path (not in $TMPDIR), readable by its owner only, synced
+	// before it replaces path.
+	f, err := renameio.NewPendingFile(path, renameio.WithTempDir(filepath.Dir(path)), renameio.WithStaticPermissions(0o600))
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op after the rename
+	defer f.Cleanup() // a no-op after the rename
 	if err := write(f); err != nil {
-		f.Close()
 		return err
 	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return f.CloseAtomicallyReplace()
 }
 
 func (a *app) auditVerifyCmd() *cobra.Command {
@@ -168,9 +162,9 @@ anchored hash at the anchored event: any change at or before it shows.`,
 			if err != nil {
 				return err
 			}
-			rows := make([]auditRow, 0, len(rep.Journals))
+			rows := make([]tui.AuditRow, 0, len(rep.Journals))
 			for _, j := range rep.Journals {
-				rows = append(rows, auditRow{Report: audit.Report{RunID: j.ID, Kind: j.Kind, Events: j.Events, OK: j.OK, FirstBad: j.FirstBad, Reason: j.Reason,
+				rows = append(rows, tui.AuditRow{Report: audit.Report{RunID: j.ID, Kind: j.Kind, Events: j.Events, OK: j.OK, FirstBad: j.FirstBad, Reason: j.Reason,
 					Status: journal.Status(j.Status), Head: j.Head}, Shown: b.shown(ctx, j.ID, j.Status)})
 			}
 			bad, err := tui.Audit(a.stdout, rows, asJSON)
@@ -186,22 +180,9 @@ anchored hash at the anchored event: any change at or before it shows.`,
 				if err != nil {
 					return err
 				}
-				failed := 0
-				for _, c := range checks {
-					if !c.OK {
-						failed++
-					}
-					switch {
-					case asJSON:
-						if err := json.NewEncoder(a.stdout).Encode(c); err != nil {
-							return err
-						}
-					case !c.OK:
-						fmt.Fprintf(tui.Esc(a.stdout), "ANCHOR %s event %d: %s\n", c.RunID, c.Seq, c.Reason)
-					}
-				}
-				if !asJSON {
-					fmt.Fprintf(a.stdout, "%d of %d anchors hold (%s)\n", len(checks)-failed, len(checks), anchorFile)
+				failed, err := tui.Anchors(a.stdout, checks, anchorFile, asJSON)
+				if err != nil {
+					return err
 				}
 				bad += failed
 			}
@@ -224,9 +205,6 @@ type auditBackend interface {
 	// streams) when it is empty.
 	VerifyAudit(ctx context.Context, req *api.VerifyAudit) (*api.AuditReport, error)
 }
-
-// auditRow is one stream's audit (tui.AuditRow).
-type auditRow = tui.AuditRow
 
 func (a *app) auditExportCmd() *cobra.Command {
 	var all, unverified bool

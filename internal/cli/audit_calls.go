@@ -48,7 +48,7 @@ under which policy decision (and who approved it), and how it ended.`,
 				fmt.Fprintln(tw, "TIME\tRUN\tCALL\tAGENT\tFOR\tPROVIDER\tREQUEST\tSCOPES\tDECISION\tRESULT")
 				for _, c := range calls {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s %s\t%s\t%s\t%s\n", c.Time.Local().Format(time.DateTime), c.Run, c.Call, c.Agent,
-						orDash(c.User), c.Provider, c.Method, c.Resource, strings.Join(c.Scopes, " "), c.Decision, orDash(c.Result))
+						tui.OrDash(c.User), c.Provider, c.Method, c.Resource, strings.Join(c.Scopes, " "), c.Decision, tui.OrDash(c.Result))
 				}
 				return tw.Flush()
 			})

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/internal/knobs"
 	"github.com/keel-run/keel/internal/tui"
@@ -95,7 +96,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case stdoutClosed(err, stdout):
 		// keel runs list | head -1: the reader has all it wanted.
 		return 0
-	case errors.Is(context.Cause(ctx), errCanceledBySignal) && errors.Is(err, context.Canceled):
+	case errors.Is(context.Cause(ctx), agent.ErrUserCanceled) && errors.Is(err, context.Canceled):
 		// The error is the signal's stop itself, before a run could
 		// record it (the sandbox or an MCP server starting): canceled,
 		// not failed.
@@ -171,7 +172,7 @@ func signalContext(parent context.Context, stderr io.Writer, take func() bool, r
 				if s == os.Interrupt && take != nil && take() {
 					continue
 				}
-				cancel(errCanceledBySignal)
+				cancel(agent.ErrUserCanceled)
 				break wait
 			case <-done:
 				return

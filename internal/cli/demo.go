@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/internal/demo"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
@@ -150,22 +149,6 @@ func (a *app) demoShow(ctx context.Context, src demoSource, runID, keel string) 
 	if err != nil {
 		return err
 	}
-	head := fmt.Sprintf("\n== diff made in %s (%s runs diff %s) ==\n", created.Workspace, keel, runID)
-	if created.Git == nil {
-		fmt.Fprint(a.stdout, head)
-		fmt.Fprintln(a.stdout, "(git is not installed: compare textstats.py yourself)")
-	} else if sum, err := src.WorkspaceDiff(ctx, runID, created); err != nil {
-		fmt.Fprintf(a.stderr, "keel demo: no diff: %v (%s runs diff %s shows it)\n", err, keel, runID)
-	} else {
-		// The only word on the files: the run's own closing summary is
-		// left to this (liveOptions.demo).
-		fmt.Fprint(a.stdout, head)
-		got := func(context.Context, string, *agent.RunCreated) (*checkpoint.Summary, error) { return sum, nil }
-		if err := tui.RunDiff(ctx, a.stdout, got, runID, created, false); err != nil {
-			fmt.Fprintf(a.stdout, "(diff failed: %v)\n", err)
-		}
-	}
-	fmt.Fprintln(a.stdout, "\nThe model in this demo was scripted, not an AI model. Run a real one with:")
-	fmt.Fprintln(a.stdout, "  OPENAI_API_KEY=... keel run --model openai:gpt-4o --workspace DIR 'your task'")
+	tui.DemoEnd(ctx, a.stdout, a.stderr, src, runID, created, keel)
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/keel-run/keel/eval"
 	"github.com/keel-run/keel/internal/evalrun"
 	"github.com/keel-run/keel/internal/knobs"
+	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/service"
@@ -122,7 +123,7 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 	defer done()
 	fmt.Fprintf(a.stderr, "keel: eval %s: suite %s, %d cases × %d trials, model %s\n", ev.ID, ev.Suite.Name, len(ev.Suite.Cases), f.cfg.Trials, f.cfg.Model)
 	rep, err := ev.Run(ctx, store, x, func(t *eval.Trial) {
-		fmt.Fprintf(a.stderr, "keel: eval %s: %s #%d attempt %d: %s run %s", ev.ID, t.Case, t.Trial, t.Attempt, t.Verdict, orDash(t.RunID))
+		fmt.Fprintf(a.stderr, "keel: eval %s: %s #%d attempt %d: %s run %s", ev.ID, t.Case, t.Trial, t.Attempt, t.Verdict, tui.OrDash(t.RunID))
 		if t.Error != "" {
 			fmt.Fprintf(a.stderr, " (%s)", agent.Clip(t.Error, 160))
 		}

@@ -27,8 +27,6 @@ import (
 	"github.com/keel-run/keel/service"
 )
 
-var errCanceledBySignal = agent.ErrUserCanceled
-
 // DefaultCompletionMarker completes a run when a command's output starts
 // with this line (service.DefaultCompletionMarker).
 const DefaultCompletionMarker = service.DefaultCompletionMarker

@@ -118,10 +118,10 @@ func (a *app) runsListCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				rows := make([]runRow, 0, len(runs))
+				rows := make([]tui.RunRow, 0, len(runs))
 				for _, x := range runs {
 					s := journal.RunSummary{RunID: x.ID, Created: x.Created, Updated: x.Updated, LastSeq: x.Events, LastType: journal.Type(x.LastType), Status: journal.Status(x.Status)}
-					row := runRow{RunSummary: s, Shown: service.RunStatus(&x), Steps: x.Steps, Cost: x.Cost, Task: x.Task}
+					row := tui.RunRow{RunSummary: s, Shown: service.RunStatus(&x), Steps: x.Steps, Cost: x.Cost, Task: x.Task}
 					if x.Task == "" && x.Error != "" {
 						row.Err = x.Error // its journal could not be read
 					}
@@ -242,9 +242,6 @@ type runsBackend interface {
 	// WorkspaceDiff and CheckpointDiff: where keel runs diff reads.
 	tui.DiffSource
 }
-
-// runRow is one run of keel runs list (tui.RunRow).
-type runRow = tui.RunRow
 
 // verifyRun checks events (the whole journal of run) against its hash
 // chain and the store's index of the newest event.

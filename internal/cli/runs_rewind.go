@@ -139,27 +139,7 @@ event that completes RUN, the fork follows it up with --message (with
 			if err != nil {
 				return err
 			}
-			w := tui.Esc(a.stderr)
-			fmt.Fprintf(w, "keel: forked run %s at event %d as run %s in %s\n", args[0], at, run.ID, run.Workspace)
-			switch {
-			case fk.Files == 0:
-				fmt.Fprintf(w, "keel: run %s has no workspace checkpoint at or before event %d: the fork works on the files as they are now\n", args[0], at)
-			case fk.Files > at:
-				fmt.Fprintf(w, "keel: event %d is in a step whose checkpoint is event %d: the files are those of that checkpoint, with the effect of the calls up to event %d (as runs rewind --to %d and runs diff --at %d give them)\n", at, fk.Files, at, at, at)
-			case fk.After > 0:
-				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d; %d tool call(s) finished between it and event %d, whose effects they lack\n", fk.Files, fk.After, at)
-			default:
-				fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d\n", fk.Files)
-			}
-			if fk.NoRepo {
-				fmt.Fprintf(w, "keel: %s is not a git repository: the repository of run %s could not be copied at its start commit (see the log), so git commands in the fork fail and keel runs diff compares with its first checkpoint\n", run.Workspace, args[0])
-			}
-			switch {
-			case noStart && fk.Completed:
-				fmt.Fprintf(w, "keel: event %d completes run %s, so the fork is completed too; follow it up with: %s runs resume %s --message TEXT\n", at, args[0], b.Keel(), run.ID)
-			case noStart:
-				fmt.Fprintf(w, "keel: not started; start it with: %s runs resume %s\n", b.Keel(), run.ID)
-			}
+			tui.Forked(a.stderr, args[0], at, run, fk, noStart, b.Keel())
 			if noStart {
 				fmt.Fprintln(a.stdout, run.ID)
 				return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // Rewound prints what a rewind of run runID did (keel runs rewind, keel
@@ -123,4 +124,31 @@ func Bytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// Forked says what keel runs fork made: run, forked from src at event
+// at, and which files it has (fk); with noStart, how to start it (keel
+// is the command prefix of the hint).
+func Forked(stderr io.Writer, src string, at int64, run *api.Run, fk *service.Forked, noStart bool, keel string) {
+	w := Esc(stderr)
+	fmt.Fprintf(w, "keel: forked run %s at event %d as run %s in %s\n", src, at, run.ID, run.Workspace)
+	switch {
+	case fk.Files == 0:
+		fmt.Fprintf(w, "keel: run %s has no workspace checkpoint at or before event %d: the fork works on the files as they are now\n", src, at)
+	case fk.Files > at:
+		fmt.Fprintf(w, "keel: event %d is in a step whose checkpoint is event %d: the files are those of that checkpoint, with the effect of the calls up to event %d (as runs rewind --to %d and runs diff --at %d give them)\n", at, fk.Files, at, at, at)
+	case fk.After > 0:
+		fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d; %d tool call(s) finished between it and event %d, whose effects they lack\n", fk.Files, fk.After, at)
+	default:
+		fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d\n", fk.Files)
+	}
+	if fk.NoRepo {
+		fmt.Fprintf(w, "keel: %s is not a git repository: the repository of run %s could not be copied at its start commit (see the log), so git commands in the fork fail and keel runs diff compares with its first checkpoint\n", run.Workspace, src)
+	}
+	switch {
+	case noStart && fk.Completed:
+		fmt.Fprintf(w, "keel: event %d completes run %s, so the fork is completed too; follow it up with: %s runs resume %s --message TEXT\n", at, src, keel, run.ID)
+	case noStart:
+		fmt.Fprintf(w, "keel: not started; start it with: %s runs resume %s\n", keel, run.ID)
+	}
 }

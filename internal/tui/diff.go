@@ -280,3 +280,26 @@ func ended(id string, events func() ([]journal.Event, error)) bool {
 	st, err := agent.Fold(id, evs)
 	return err == nil && st.Status.Terminal()
 }
+
+// DemoEnd prints the end of keel demo (both forms): the files run runID
+// (created is its run.created) changed with their diff, from src, and how
+// to run a real model; keel is the command prefix of the hints.
+func DemoEnd(ctx context.Context, stdout, stderr io.Writer, src DiffSource, runID string, created *agent.RunCreated, keel string) {
+	head := fmt.Sprintf("\n== diff made in %s (%s runs diff %s) ==\n", created.Workspace, keel, runID)
+	if created.Git == nil {
+		fmt.Fprint(stdout, head)
+		fmt.Fprintln(stdout, "(git is not installed: compare textstats.py yourself)")
+	} else if sum, err := src.WorkspaceDiff(ctx, runID, created); err != nil {
+		fmt.Fprintf(stderr, "keel demo: no diff: %v (%s runs diff %s shows it)\n", err, keel, runID)
+	} else {
+		// The only word on the files: the run's own closing summary is
+		// left to this (liveOptions.demo).
+		fmt.Fprint(stdout, head)
+		got := func(context.Context, string, *agent.RunCreated) (*checkpoint.Summary, error) { return sum, nil }
+		if err := RunDiff(ctx, stdout, got, runID, created, false); err != nil {
+			fmt.Fprintf(stdout, "(diff failed: %v)\n", err)
+		}
+	}
+	fmt.Fprintln(stdout, "\nThe model in this demo was scripted, not an AI model. Run a real one with:")
+	fmt.Fprintln(stdout, "  OPENAI_API_KEY=... keel run --model openai:gpt-4o --workspace DIR 'your task'")
+}

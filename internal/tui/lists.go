@@ -250,6 +250,29 @@ func Audit(w io.Writer, rows []AuditRow, asJSON bool) (bad int, err error) {
 	return bad, nil
 }
 
+// Anchors prints the anchor checks of keel audit verify --anchor FILE
+// (JSON lines, or the failed ones and a count) and returns how many
+// failed.
+func Anchors(w io.Writer, checks []audit.AnchorReport, file string, asJSON bool) (failed int, err error) {
+	for _, c := range checks {
+		if !c.OK {
+			failed++
+		}
+		switch {
+		case asJSON:
+			if err := json.NewEncoder(w).Encode(c); err != nil {
+				return failed, err
+			}
+		case !c.OK:
+			fmt.Fprintf(Esc(w), "ANCHOR %s event %d: %s\n", c.RunID, c.Seq, c.Reason)
+		}
+	}
+	if !asJSON {
+		fmt.Fprintf(w, "%d of %d anchors hold (%s)\n", len(checks)-failed, len(checks), file)
+	}
+	return failed, nil
+}
+
 // Short is a hash's first 16 characters.
 func Short(h string) string {
 	if len(h) > 16 {
