@@ -179,6 +179,11 @@ func (s *summary) apply(e *journal.Event) error {
 		s.since, ran = e.Time, true
 	}
 	if e.Seq > s.forked {
+		if p, ok := vr.Payload.(*agent.RunEnded); ok && e.Type == journal.RunPaused && p.Reason == agent.ReasonForked {
+			// A fork made and not started: restoring its files was
+			// no work of the run.
+			ran = false
+		}
 		s.duration(e, ran)
 	}
 	s.lastHash = e.Hash
