@@ -147,7 +147,7 @@ func TestContextWindowFloor(t *testing.T) {
 		t.Fatalf("keel run --context-window %s = %d, want 1 (step limit)\n%s", m[1], code, errOut)
 	}
 	id, _ := lastRun(t, db)
-	if code, _, errOut := keel(t, "runs", "resume", id, "--context-window", "3000"); code != 2 || !strings.Contains(errOut, "pass --context-window "+m[1]) {
+	if code, _, errOut := keel(t, "runs", "resume", id, "--context-window", "3000"); code != 2 || !strings.Contains(errOut, m[1]) {
 		t.Errorf("runs resume --context-window 3000 = %d\n%s", code, errOut)
 	}
 }

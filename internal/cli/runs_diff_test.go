@@ -114,7 +114,7 @@ func TestRunEndSummaryBothForms(t *testing.T) {
 		sum := withoutLog(errOut[strings.LastIndex(errOut[:i], "\n")+1:])
 		sum = strings.ReplaceAll(strings.ReplaceAll(sum, server, "keel "), ws, "WS")
 		sum = regexp.MustCompile(`runs diff \S+`).ReplaceAllString(sum, "runs diff RUN")
-		summaries = append(summaries, regexp.MustCompile(`on [0-9a-f]{12}`).ReplaceAllString(sum, "on COMMIT"))
+		summaries = append(summaries, regexp.MustCompile(`(on|at commit) [0-9a-f]{12}`).ReplaceAllString(sum, "$1 COMMIT"))
 	}
 	if !strings.Contains(summaries[0], "M textstats.py +1 -1") || !strings.Contains(summaries[0], "diff: keel runs diff RUN") {
 		t.Errorf("the local summary lacks the file or the hint:\n%s", summaries[0])
