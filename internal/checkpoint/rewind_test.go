@@ -11,9 +11,6 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
-	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/model"
-	"github.com/keel-run/keel/policy"
 )
 
 // readAll reads every file of dir (not .git, not .keel) as path → content.
@@ -52,18 +49,12 @@ func finishedRun(t *testing.T) (*runLog, int64) {
 	l := newRunLog(t, ws, false)
 	l.snap()
 	first := l.last
-	call := func(id string, do func()) {
-		l.add(journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: id, Name: "bash", Arguments: "{}"}}}})
-		l.add(journal.GateDecided, &agent.GateDecided{CallID: id, Tool: "bash", Decision: policy.Decision{Effect: policy.Allow}})
-		l.tool(id, do)
-	}
-	call("edit", func() {
+	l.step("edit", func() {
 		write(t, ws, "a.txt", "a by the run\n")
 		write(t, ws, "b.txt", "made by the run\n")
 	})
-	call("look", func() {}) // cat: no checkpoint
-	l.add(journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, Content: "done"}})
-	l.add(journal.RunCompleted, &agent.RunEnded{Reason: agent.ReasonAnswer})
+	l.step("look", func() {}) // cat: no checkpoint
+	l.answer()
 	return l, first
 }
 
