@@ -210,3 +210,24 @@ func TestCloneAtBesideKeel(t *testing.T) {
 		t.Errorf("the clone's directory (-want +got):\n%s", d)
 	}
 }
+
+// CloneAt into a directory that is already a repository refuses, and
+// leaves that repository's .git as it was (it removed it).
+func TestCloneAtLeavesAnExistingRepository(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	ctx := t.Context()
+	src := repo(t, map[string]string{"a.txt": "one\n"})
+	start := checkpoint.StartOf(ctx, src)
+	if start == nil {
+		t.Fatal("StartOf: no start")
+	}
+	dir := repo(t, map[string]string{"mine.txt": "mine\n"})
+	if err := checkpoint.CloneAt(ctx, src, dir, start); err == nil {
+		t.Fatal("CloneAt into a repository: no error")
+	}
+	if got := checkpoint.StartOf(ctx, dir); got == nil || got.Commit == start.Commit {
+		t.Fatalf("StartOf(the repository) after the refused clone = %+v, want its own commit", got)
+	}
+}
