@@ -11,7 +11,7 @@
 // the arrival of one model request to the arrival of the next. A step's
 // overhead is that interval minus the bare wall of the step's command.
 //
-//	go run ./scripts/sidebyside -repo MIRROR -keel ./keel -crush ./crush -rounds 3
+//	go run ./internal/sidebyside -repo MIRROR -keel ./keel -crush ./crush -rounds 3
 //
 // It needs root (it runs everything in a network namespace of its own, with
 // only a loopback, as Keel's sandbox runs commands; and crush and bare run
