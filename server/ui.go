@@ -77,6 +77,13 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 			}
 			return v
 		},
+		"withAsker": func(w api.AuthWait, s *summaryView) authWaitView {
+			v := authWaitView{W: w}
+			if s != nil {
+				v.CanDecide, v.Who = s.CanDecide, s.Who
+			}
+			return v
+		},
 		"statusIs": func(r api.Run, s ...string) bool { return slices.Contains(s, r.Status) },
 		"spend":    treeSpend,
 		"left":     treeLeft,
@@ -205,6 +212,15 @@ type choices = service.Choices
 // summaryView is the run page's header: the run's facts, its approvals
 // and the actions that apply to its state (sent again over the stream
 // as the run changes). Form keeps what a failed form sent.
+// authWaitView is an authorization wait's card: the wait and whether
+// the viewer may answer it (approvals:write), as approvalView is an
+// approval's.
+type authWaitView struct {
+	W         api.AuthWait
+	CanDecide bool
+	Who       *caller
+}
+
 type summaryView struct {
 	Run api.Run
 	// Elsewhere, for a paused run waiting for nothing, says why this
