@@ -19,6 +19,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
+	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
@@ -136,9 +137,9 @@ type page struct {
 	// says what a rewind just did, with its undo.
 	RewindPlan *rewindPlan
 	Rewound    *rewound
-	// Created is the run page's run.created: the settings it was made
-	// with (environment, hosts, setup, policy).
-	Created *agent.RunCreated
+	// Settings are the settings the run page's run was created with
+	// (policy, hosts, environment, setup), as every view shows them.
+	Settings *view.Settings
 	// Form holds what a form on the page sent when it failed, to show
 	// it again; FormName names the form.
 	Form     map[string]string
@@ -585,7 +586,9 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 	p.Next = int64(len(events)) + 1
 	if len(events) > 0 {
 		if v, err := agent.Decode(&events[0]); err == nil {
-			p.Created, _ = v.(*agent.RunCreated)
+			if c, ok := v.(*agent.RunCreated); ok {
+				p.Settings = view.SettingsOf(c)
+			}
 		}
 	}
 	p.Elsewhere = h.elsewhere(ctx, run)
