@@ -525,3 +525,22 @@ func TestRefusedDemoLeavesNoWorkspace(t *testing.T) {
 	}
 	e.waitStop(run.ID, 1)
 }
+
+// The server's demo directory may be inside its protected home (keel
+// serve keeps demo workspaces in $KEEL_HOME/demos, not in the system's
+// temporary directory): its copies of the demo project are admitted,
+// and only they: a run created there is refused.
+func TestDemoDirInsideProtectedHome(t *testing.T) {
+	var demos string
+	e := newEnv(t, &envOptions{opts: func(o *service.Options) { demos = filepath.Join(o.Protected[0], "demos"); o.DemoDir = demos }})
+	run, err := e.admin.CreateRun(t.Context(), &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatalf("a demo run in %s: %v", demos, err)
+	}
+	if filepath.Dir(run.Workspace) != demos {
+		t.Errorf("the demo run's workspace is %s, want one in %s", run.Workspace, demos)
+	}
+	e.waitStop(run.ID, 1)
+	_, err = e.admin.CreateRun(t.Context(), &api.CreateRun{Task: "t", Model: "test:none", Workspace: run.Workspace})
+	wantAPIError(t, err, api.CodeInvalidRequest, "inside the server's own files")
+}

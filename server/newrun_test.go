@@ -173,3 +173,37 @@ func TestNewRunFormTextAndReload(t *testing.T) {
 		t.Errorf("%s does not open the New-run form", resp.Header.Get("Location"))
 	}
 }
+
+// A New-run form with several bad fields says every problem at once,
+// each at its field, and keeps what was typed: not one problem per try
+// (fresh-user trial 12, N11).
+func TestNewRunFormAllErrorsAtOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	form := url.Values{"task": {"  "}, "model": {"test:nosuch"}, "workspace": {"/etc"}, "mount_path": {"testbed"},
+		"env": {"A=1\r\nBADLINE\r\n"}, "policy": {"bad cedar (("}, "max_steps": {"seven"}}
+	code, body := e.uiDo(http.MethodPost, "/ui/runs/new", e.secret, form, "same-origin")
+	if code != http.StatusBadRequest {
+		t.Fatalf("a form with bad fields: %d, want 400\n%s", code, body)
+	}
+	for _, field := range []string{"model", "workspace", "mount_path", "env", "policy", "limits"} {
+		if !strings.Contains(body, `data-field="`+field+`"`) {
+			t.Errorf("the form does not mark field %s", field)
+		}
+	}
+	for _, want := range []string{"6 fields need a change", "not under one of this server&#39;s workspace roots", "must be absolute",
+		"env &#34;BADLINE&#34;: want KEY=VALUE", `want a number`, `value="seven"`, `value="/etc"`, ">bad cedar ((</textarea>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the refused form's page lacks %q", want)
+		}
+	}
+	// A known model without a task: the task is marked too.
+	e.models.set("test:idle", modeltest.NewScripted([]modeltest.Turn{modeltest.Text("done")}, nil))
+	form.Set("model", "test:idle")
+	if _, body := e.uiDo(http.MethodPost, "/ui/runs/new", e.secret, form, "same-origin"); !strings.Contains(body, `data-field="task"`) ||
+		strings.Contains(body, `data-field="model"`) {
+		t.Errorf("a missing task with a good model: want only the task marked, not the model\n%s", body)
+	}
+	if runs, err := e.admin.Runs(t.Context(), nil); err != nil || len(runs) != 0 {
+		t.Errorf("runs %v (%v), want none", runs, err)
+	}
+}

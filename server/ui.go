@@ -19,6 +19,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
+	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
@@ -77,6 +78,13 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 			}
 			return v
 		},
+		"withAsker": func(w api.AuthWait, s *summaryView) authWaitView {
+			v := authWaitView{W: w}
+			if s != nil {
+				v.CanDecide, v.Who = s.CanDecide, s.Who
+			}
+			return v
+		},
 		"statusIs": func(r api.Run, s ...string) bool { return slices.Contains(s, r.Status) },
 		"spend":    treeSpend,
 		"left":     treeLeft,
@@ -129,9 +137,12 @@ type page struct {
 	// says what a rewind just did, with its undo.
 	RewindPlan *rewindPlan
 	Rewound    *rewound
-	// Created is the run page's run.created: the settings it was made
-	// with (environment, hosts, setup, policy).
-	Created *agent.RunCreated
+	// FieldErrors are the problems of a refused form's fields, by the
+	// field's name (service.FieldError).
+	FieldErrors map[string]string
+	// Settings are the settings the run page's run was created with
+	// (policy, hosts, environment, setup), as every view shows them.
+	Settings *view.Settings
 	// Form holds what a form on the page sent when it failed, to show
 	// it again; FormName names the form.
 	Form     map[string]string
@@ -191,6 +202,10 @@ type page struct {
 type flash struct{ Kind, Text string }
 
 // Field returns what the form name sent for key, when that form failed.
+// FieldErr is the problem of field key of the page's refused form
+// (service.FieldError's names), "" if none.
+func (p *page) FieldErr(key string) string { return p.FieldErrors[key] }
+
 func (p *page) Field(name, key string) string {
 	if p.FormName != name {
 		return ""
@@ -205,6 +220,15 @@ type choices = service.Choices
 // summaryView is the run page's header: the run's facts, its approvals
 // and the actions that apply to its state (sent again over the stream
 // as the run changes). Form keeps what a failed form sent.
+// authWaitView is an authorization wait's card: the wait and whether
+// the viewer may answer it (approvals:write), as approvalView is an
+// approval's.
+type authWaitView struct {
+	W         api.AuthWait
+	CanDecide bool
+	Who       *caller
+}
+
 type summaryView struct {
 	Run api.Run
 	// Elsewhere, for a paused run waiting for nothing, says why this
@@ -466,14 +490,20 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 		Sandbox: r.PostFormValue("sandbox"), Setup: strings.TrimSpace(formText(r.PostFormValue("setup"))),
 		Policy: strings.TrimSpace(r.PostFormValue("policy")), Env: formLines(r.PostFormValue("env")),
 		Network: strings.FieldsFunc(r.PostFormValue("network"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) })}
+	var problems []service.FieldError
 	if s := strings.TrimSpace(r.PostFormValue("max_steps")); s != "" {
 		// Not a number is the form's to say; a negative one the
 		// service's, in the words every front end uses.
 		n, err := strconv.Atoi(s)
 		if err != nil {
-			return h.newRunFailed(w, r, who, badRequest("max steps %q: want a number (0: no limit)", s))
+			problems = append(problems, service.FieldError{Field: "limits", Message: fmt.Sprintf("max steps %q: want a number (0: no limit)", s)})
+		} else {
+			req.Limits.MaxSteps = &n
 		}
-		req.Limits.MaxSteps = &n
+	}
+	// Every field's problem at once, each at its field, not one per try.
+	if problems = append(h.svc.CheckFields(r.Context(), who, req), problems...); len(problems) > 0 {
+		return h.newRunFailed(w, r, who, badRequest("%s", fieldsText(problems)), problems...)
 	}
 	run, err := h.svc.Create(r.Context(), who, &service.CreateRun{CreateRun: *req})
 	if err != nil {
@@ -483,9 +513,22 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 	return nil
 }
 
+// fieldsText says the problems of a form's fields in one text.
+func fieldsText(problems []service.FieldError) string {
+	if len(problems) == 1 {
+		return problems[0].Message
+	}
+	msgs := make([]string, len(problems))
+	for i, p := range problems {
+		msgs[i] = p.Message
+	}
+	return fmt.Sprintf("%d fields need a change (each is marked): %s", len(problems), strings.Join(msgs, "; "))
+}
+
 // newRunFailed shows the runs page again with the New-run form open and
-// holding what was typed, and the error above it: nothing typed is lost.
-func (h *Handler) newRunFailed(w http.ResponseWriter, r *http.Request, who *caller, err error) error {
+// holding what was typed, and the error above it (and each field's
+// problem at the field): nothing typed is lost.
+func (h *Handler) newRunFailed(w http.ResponseWriter, r *http.Request, who *caller, err error, problems ...service.FieldError) error {
 	runs, lerr := h.svc.Runs(r.Context(), who, &service.ListRuns{Limit: 200})
 	if lerr != nil {
 		runs = nil
@@ -498,6 +541,12 @@ func (h *Handler) newRunFailed(w http.ResponseWriter, r *http.Request, who *call
 	}
 	p.Flash = &flash{"bad", e.msg}
 	p.FormName, p.Form = "new", map[string]string{}
+	for _, f := range problems {
+		if p.FieldErrors == nil {
+			p.FieldErrors = map[string]string{}
+		}
+		p.FieldErrors[f.Field] = f.Message
+	}
 	for k, v := range r.PostForm {
 		if len(v) > 0 {
 			p.Form[k] = v[0]
@@ -569,7 +618,9 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 	p.Next = int64(len(events)) + 1
 	if len(events) > 0 {
 		if v, err := agent.Decode(&events[0]); err == nil {
-			p.Created, _ = v.(*agent.RunCreated)
+			if c, ok := v.(*agent.RunCreated); ok {
+				p.Settings = view.SettingsOf(c)
+			}
 		}
 	}
 	p.Elsewhere = h.elsewhere(ctx, run)

@@ -70,10 +70,17 @@ type confinement struct {
 	// contain.
 	journal []string
 	replay  []string
+	// demoDir is Options.DemoDir, cleaned: the service's own copies of
+	// the demo project, each a directory right in it, may be inside a
+	// protected path (keel serve keeps them in Keel's home).
+	demoDir string
 }
 
 func newConfinement(o *Options) *confinement {
 	c := &confinement{}
+	if o.DemoDir != "" {
+		c.demoDir = filepath.Clean(o.DemoDir)
+	}
 	for _, r := range o.WorkspaceRoots {
 		if r == "" {
 			continue
@@ -137,11 +144,15 @@ func (c *confinement) checkWorkspace(dir string, needRoot bool) (string, error) 
 	if needRoot && !slices.ContainsFunc(c.resolvedRoots, func(r string) bool { return realpath.Within(real, r) }) {
 		return "", notUnder() // a symlink out of the roots
 	}
+	// A copy of the demo project the service made in its demo directory
+	// is the service's own, wherever that directory is: a demo run's
+	// workspace (or the journal's owner's choice), which needs no root.
+	ownDemo := !needRoot && c.demoDir != "" && filepath.Dir(real) == realpath.Resolve(c.demoDir)
 	for _, p := range c.protected {
 		if realpath.Within(p, real) {
 			return "", badRequest("workspace %s holds the server's own files (its home directory, journal or secrets); choose another directory", dir)
 		}
-		if realpath.Within(real, p) {
+		if realpath.Within(real, p) && !ownDemo {
 			return "", badRequest("workspace %s is inside the server's own files (its home directory); choose a directory outside it", dir)
 		}
 	}

@@ -92,7 +92,8 @@ type Options struct {
 	// workspaces of demo runs (a new directory keel-demo-NNN each, a
 	// fresh copy of the demo project), made when missing; "" means the
 	// system's temporary directory. It need not be under a workspace
-	// root.
+	// root, and may be inside a Protected path (keel serve's is
+	// $KEEL_HOME/demos): a copy right in it is the service's own.
 	DemoDir string
 	// Protected are paths no run's workspace may be, be inside, or
 	// contain, whoever asks: Keel's home directory, files holding the

@@ -124,6 +124,7 @@ const (
 	SourceProvider = cost.SourceProvider
 	SourceEstimate = cost.SourceEstimate
 	SourceMixed    = cost.SourceMixed
+	SourceOffline  = cost.SourceOffline
 )
 
 // Options change what a derivation includes.

@@ -59,7 +59,7 @@ func NewMetrics(snapshot func() Snapshot, now func() time.Time) *Metrics {
 		Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}}, []string{"tool"})
 	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keel_tokens_total", Help: "Model tokens by type (input, output, cached_input, cache_write; cached and cache-write tokens are part of input), model, agent and user acted for."},
 		[]string{"type", "model", "agent", "user"})
-	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keel_cost_usd_total", Help: "Model cost in US dollars by model, agent, user acted for and source (provider: provider-reported usage at Keel's prices; estimate: Keel's token estimate)."},
+	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keel_cost_usd_total", Help: "Model cost in US dollars by model, agent, user acted for and source (provider: provider-reported usage at Keel's prices; estimate: Keel's token estimate; offline: a replay's or the scripted model's calls, which spend nothing and count 0)."},
 		[]string{"model", "agent", "user", "source"})
 	m.gate = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "keel_gate_decisions_total", Help: "Gate decisions by effect (allow, ask, deny) and policy id."}, []string{"effect", "policy"})
 	m.approvalWait = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "keel_approval_wait_seconds", Help: "Time from an approval request to its decision.",
@@ -104,10 +104,10 @@ func (m *Metrics) observe(c *agent.RunCreated, spec model.Spec, e *journal.Event
 		m.steps.WithLabelValues(agentName).Inc()
 		name := cost.ModelLabel(spec, p.Model)
 		m.modelDuration.WithLabelValues(ProviderName(spec, p.Model), name).Observe(float64(p.DurationMS) / 1000)
-		m.usage(name, agentName, user, p.Usage, p.Cost, p.UsageEstimated)
+		m.usage(name, agentName, user, p.Usage, p.Cost, p.UsageEstimated, cost.Offline(spec, c))
 	case *agent.ContextCompacted:
 		if p.Usage.Total() > 0 {
-			m.usage(cost.ModelLabel(spec, p.Model), agentName, user, p.Usage, p.Cost, false)
+			m.usage(cost.ModelLabel(spec, p.Model), agentName, user, p.Usage, p.Cost, false, cost.Offline(spec, c))
 		}
 	case *agent.ToolFinished:
 		if !p.Synthetic {
@@ -133,7 +133,10 @@ func (m *Metrics) observe(c *agent.RunCreated, spec model.Spec, e *journal.Event
 	}
 }
 
-func (m *Metrics) usage(modelName, agentName, user string, u model.Usage, cost float64, estimated bool) {
+// usage counts one model call's tokens and cost; an offline call's
+// (cost.Offline: a replay's or the scripted model's) cost is no spend
+// and counts 0 under source offline, as keel cost counts it.
+func (m *Metrics) usage(modelName, agentName, user string, u model.Usage, cost float64, estimated, offline bool) {
 	for _, t := range []struct {
 		typ string
 		n   int64
@@ -143,7 +146,10 @@ func (m *Metrics) usage(modelName, agentName, user string, u model.Usage, cost f
 		}
 	}
 	src := SourceProvider
-	if estimated {
+	switch {
+	case offline:
+		src, cost = SourceOffline, 0
+	case estimated:
 		src = SourceEstimate
 	}
 	m.cost.WithLabelValues(modelName, agentName, user, src).Add(cost)

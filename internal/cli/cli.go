@@ -11,12 +11,10 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -83,7 +81,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	ctx, cancel := signalContext(ctx, stderr, a.prompt.Take, a.prompt.Restore)
+	ctx, cancel := tui.SignalContext(ctx, &tui.SignalOptions{Stderr: stderr, Take: a.prompt.Take, Restore: a.prompt.Restore})
 	defer cancel()
 	defer knobs.Profile(a.getenv)()
 	err := root.ExecuteContext(ctx)
@@ -111,7 +109,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // stdoutClosed reports whether err is a write to stdout that failed
 // because its reader went away (EPIPE: keel runs list | head). SIGPIPE
-// is caught (signalContext), so such writes fail instead of killing the
+// is caught (tui.SignalContext), so such writes fail instead of killing the
 // process; the command then ends quietly, as one killed by SIGPIPE would.
 func stdoutClosed(err error, stdout io.Writer) bool {
 	f, ok := stdout.(*os.File)
@@ -126,88 +124,6 @@ func stdoutClosed(err error, stdout io.Writer) bool {
 type usageError struct{ error }
 
 func usagef(format string, args ...any) error { return &usageError{fmt.Errorf(format, args...)} }
-
-// signalContext cancels ctx with agent.ErrUserCanceled on the first
-// SIGINT, SIGTERM or SIGHUP (the terminal closed). A SIGINT that take
-// takes (a conversation interrupting its turn, internal/tui) does not.
-// A second signal does not cut the cancel short: the open tool call is
-// being stopped and recorded and the run closed (locally
-// `run.canceled`, with --server the cancel request), and exiting then
-// would leave the run interrupted, or going on on the server, with
-// nothing said (a supervisor signalling the process group, or two
-// quick Ctrl-Cs, sends two). It says so, and only if the close has not
-// finished signalHurry later does keel exit, after restore (the
-// terminal's echo back on), saying what may be left open. SIGHUP is
-// left alone when it is ignored (`nohup keel run`): signal.Notify
-// would stop ignoring it.
-func signalContext(parent context.Context, stderr io.Writer, take func() bool, restore func()) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
-	ch := make(chan os.Signal, 2)
-	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
-	if !signal.Ignored(syscall.SIGHUP) {
-		sigs = append(sigs, syscall.SIGHUP)
-	}
-	signal.Notify(ch, sigs...)
-	// A closed pipe on stdout or stderr (keel run ... | head) must not kill
-	// the process mid-call: with SIGPIPE caught, writes to it fail with
-	// EPIPE instead and the run goes on to its end (or to Ctrl-C), every
-	// call with its result. The disposition is not inherited by commands.
-	pipe := make(chan os.Signal, 1)
-	signal.Notify(pipe, syscall.SIGPIPE)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-pipe:
-			case <-done:
-				return
-			}
-		}
-	}()
-	go func() {
-	wait:
-		for {
-			select {
-			case s := <-ch:
-				if s == os.Interrupt && take != nil && take() {
-					continue
-				}
-				cancel(agent.ErrUserCanceled)
-				break wait
-			case <-done:
-				return
-			}
-		}
-		select {
-		case <-ch:
-		case <-done:
-			return
-		}
-		fmt.Fprintln(stderr, "keel: closing the run first: its open tool call is stopped and recorded, and the run canceled (a moment)")
-		t := time.NewTimer(signalHurry)
-		defer t.Stop()
-		for {
-			select {
-			case <-ch:
-			case <-t.C:
-				if restore != nil {
-					restore() // the terminal as it was (echo on)
-				}
-				fmt.Fprintf(stderr, "keel: the run did not close within %s; it may be left interrupted (or going on, with --server): keel runs list shows it, keel runs cancel RUN closes it\n", signalHurry)
-				os.Exit(130)
-			case <-done:
-				return
-			}
-		}
-	}()
-	return ctx, func() { signal.Stop(ch); signal.Stop(pipe); close(done); cancel(nil) }
-}
-
-// signalHurry is how long keel waits, after a second signal, for the
-// run it cancels to close before it exits anyway. Stopping a tool call
-// takes at most its kill grace (seconds); this is for a close that
-// hangs (a server that does not answer).
-const signalHurry = 30 * time.Second
 
 func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{

@@ -258,7 +258,7 @@ func (a *app) serve(ctx context.Context, f *serveFlags) error {
 		vault = v
 	}
 	so := &service.Options{Builder: b, Workers: f.workers, Tokens: token.New(store, nil), Logger: logger,
-		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
+		WorkspaceRoots: roots, Protected: protected, JournalFiles: journalFiles, DemoDir: filepath.Join(a.home, "demos"), Sandbox: sbKind, AllowSandboxOverride: f.allowNoSandbox, Policy: defaultPolicy,
 		ReplayDirs: replayDirs, SecretEnv: f.secretEnv, SecretHosts: secretHosts, Getenv: a.getenv, DefaultModel: defaultModel, ModelBaseURLs: baseURLs, Settings: settings, NoCheckpoints: f.noCheckpoints,
 		Adopt: f.adoptInterval(a.dbPath()), Vault: vault, PublicURL: publicURL, Skills: a.skillHost(store), Evals: evalrun.Host{Home: a.home}}
 	if err := a.unattended(store, so, true); err != nil {

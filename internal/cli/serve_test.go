@@ -178,9 +178,10 @@ func TestServeKilledWhileWaitingForApproval(t *testing.T) {
 	}
 }
 
-// A demo run started through the API works in a new directory of the
-// system's temporary directory, not in the user's workspace root (it
-// used to be ROOT/.keel-demos, a hidden directory in their source tree).
+// A demo run started through the API works in a new directory of
+// $KEEL_HOME/demos, and goes on there to its end: not in the user's
+// workspace root (it used to be ROOT/.keel-demos, a hidden directory in
+// their source tree), nor in the system's temporary directory.
 func TestServeDemoOutsideWorkspaceRoot(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed: .ci/run installs it")
@@ -193,13 +194,26 @@ func TestServeDemoOutsideWorkspaceRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	untilStopped(t, c, run.ID, 1)
+	asked := untilStopped(t, c, run.ID, 1)
+	if _, err := c.Approve(t.Context(), run.ID, "demo_4", &api.Decide{Reason: "test"}); err != nil {
+		t.Fatalf("approve demo_4 (the run stopped at %s): %v", asked.Type, err)
+	}
+	untilStopped(t, c, run.ID, asked.Seq+1)
 	got, err := c.Run(t.Context(), run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dir, tmp := filepath.Dir(got.Workspace), os.TempDir(); dir != tmp || !strings.HasPrefix(filepath.Base(got.Workspace), "keel-demo-") {
-		t.Errorf("the demo run's workspace is %s, want a directory keel-demo-NNN in %s", got.Workspace, tmp)
+	// In the server's home, not the system's temporary directory, where
+	// a server left one per demo (fresh-user report 12, B15).
+	want := filepath.Join(os.Getenv("KEEL_HOME"), "demos")
+	if dir := filepath.Dir(got.Workspace); dir != want || !strings.HasPrefix(filepath.Base(got.Workspace), "keel-demo-") {
+		t.Errorf("the demo run's workspace is %s, want a directory keel-demo-NNN in %s", got.Workspace, want)
+	}
+	if got.Status != "completed" {
+		t.Errorf("the demo run is %s (%s: %s), want completed", got.Status, got.Reason, got.Message)
+	}
+	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "keel-demo-*")); len(left) > 0 {
+		t.Errorf("the server left demo workspaces in %s: %v", os.TempDir(), left)
 	}
 	if ents, err := os.ReadDir(root); err != nil || len(ents) > 0 {
 		t.Errorf("the workspace root holds %v (%v), want nothing", ents, err)

@@ -273,7 +273,7 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 		return 0, err
 	}
 	if run.Status == string(journal.StatusPaused) {
-		fmt.Fprintf(fp.Stderr, "keel: run %s stays paused on the server\n", id)
+		staysPaused(fp, run)
 		return 3, nil
 	}
 	if err := srv.Cancel(bg, id); err != nil {
@@ -281,6 +281,36 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 	}
 	fmt.Fprintf(fp.Stderr, "keel: canceled run %s on the server\n", id)
 	return 130, nil
+}
+
+// staysPaused says that run, left paused on the server by Ctrl-C, stays
+// paused, and how it goes on: the decision each waiting call needs (on
+// the command line with --server and in the web UI), else a resume.
+func staysPaused(fp *FollowParams, run *api.Run) {
+	w := Esc(fp.Stderr)
+	keel := "keel"
+	if fp.URL != "" {
+		keel = "keel --server " + fp.URL
+	}
+	fmt.Fprintf(w, "keel: run %s stays paused on the server\n", run.ID)
+	switch {
+	case len(run.Pending) > 0:
+		for _, ap := range run.Pending {
+			fmt.Fprintf(w, "keel: decide with: %s approve %s %s   or   %s deny %s %s --reason TEXT\n",
+				keel, run.ID, ShellWord(ap.CallID), keel, run.ID, ShellWord(ap.CallID))
+		}
+		if fp.URL != "" {
+			fmt.Fprintf(w, "keel: or in the web UI: %s/ui/approvals\n", fp.URL)
+		}
+	case len(run.AuthWaits) > 0:
+		if fp.URL != "" {
+			fmt.Fprintf(w, "keel: it waits for an authorization: connect it in the web UI, %s/ui/approvals\n", fp.URL)
+		}
+	case run.Executing || run.Queued:
+		// The server goes on with it by itself.
+	default:
+		fmt.Fprintf(w, "keel: resume with: %s runs resume %s\n", keel, run.ID)
+	}
 }
 
 // promptApprovals prints, once per call, what a run waits for and how to

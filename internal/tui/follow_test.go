@@ -21,6 +21,7 @@ import (
 type fakeServer struct {
 	events   []journal.Event
 	status   string
+	pending  []api.Approval
 	canceled []string
 	// stopAfter, when positive, ends the stream after that many events
 	// and cancels ctx (a Ctrl-C while the run goes on).
@@ -51,7 +52,7 @@ func (f *fakeServer) Events(_ context.Context, _ string, p *tui.EventsParams) it
 }
 
 func (f *fakeServer) Run(_ context.Context, id string) (*api.Run, error) {
-	return &api.Run{ID: id, Status: f.status}, nil
+	return &api.Run{ID: id, Status: f.status, Pending: f.pending}, nil
 }
 
 func (f *fakeServer) Cancel(_ context.Context, id string) error {
@@ -95,6 +96,7 @@ func TestFollow(t *testing.T) {
 		json         bool
 		stopAfter    int
 		status       string
+		pending      []api.Approval
 		wantCode     int
 		wantCanceled bool
 		wantErr      string
@@ -102,13 +104,19 @@ func TestFollow(t *testing.T) {
 		{name: "completed", from: 1, wantCode: 0, wantErr: "word_count"},
 		{name: "resumed from its history", from: 5, wantCode: 0},
 		{name: "json", from: 1, json: true, wantCode: 0},
-		{name: "ctrl-c while paused", from: 1, stopAfter: 3, status: "paused", wantCode: 3, wantErr: "stays paused on the server"},
+		{name: "ctrl-c while paused", from: 1, stopAfter: 3, status: "paused", wantCode: 3,
+			wantErr: "stays paused on the server\nkeel: resume with: keel --server http://keel.example runs resume " + id},
+		// Ctrl-C at the approval question (keel --server URL demo): how
+		// to decide, with --server URL, and where in the web UI.
+		{name: "ctrl-c while waiting", from: 1, stopAfter: 3, status: "paused", pending: []api.Approval{{RunID: id, CallID: "demo_4"}}, wantCode: 3,
+			wantErr: "stays paused on the server\nkeel: decide with: keel --server http://keel.example approve " + id + " demo_4   or   keel --server http://keel.example deny " + id +
+				" demo_4 --reason TEXT\nkeel: or in the web UI: http://keel.example/ui/approvals\n"},
 		{name: "ctrl-c while executing", from: 1, stopAfter: 3, status: "running", wantCode: 130, wantCanceled: true, wantErr: "canceled run " + id + " on the server"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			srv := &fakeServer{events: events, status: tt.status, stopAfter: tt.stopAfter, cancel: cancel}
+			srv := &fakeServer{events: events, status: tt.status, pending: tt.pending, stopAfter: tt.stopAfter, cancel: cancel}
 			var out, errOut bytes.Buffer
 			code, err := tui.Follow(ctx, srv, id, &tui.FollowParams{Stdout: &out, Stderr: &errOut, URL: "http://keel.example", From: tt.from, JSON: tt.json})
 			if err != nil || code != tt.wantCode {

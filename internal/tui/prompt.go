@@ -77,11 +77,11 @@ func (pr *Prompt) say(s string) {
 }
 
 // Take gives a SIGINT to the conversation, and reports whether it took
-// it (else the command is canceled): signalContext's take.
+// it (else the command is canceled): SignalContext's Take.
 func (pr *Prompt) Take() bool { return pr.intr.take() }
 
 // interrupts routes SIGINT: to the conversation's handler while one is
-// set, else to the command (signalContext cancels it). Safe for
+// set, else to the command (SignalContext cancels it). Safe for
 // concurrent use.
 type interrupts struct {
 	mu sync.Mutex

@@ -65,3 +65,32 @@ func TestShowForkTimesNotNegative(t *testing.T) {
 		}
 	}
 }
+
+// keel runs show's header says the settings a run was created with, as
+// the web UI's run page does: policy, allowed hosts, the environment's
+// names (never a value) and the setup script (fresh-user trial 12, N21).
+func TestShowSettings(t *testing.T) {
+	created := &agent.RunCreated{Task: "t", Model: "test:none", Workspace: t.TempDir(), MountPath: "/testbed", Sandbox: "linux",
+		Env: []string{"PYTHONPATH=/testbed/src", "TOKENISH=hunter2"}, SecretEnv: []string{"API_KEY"}, Network: []string{"pypi.org"},
+		Setup: "echo setup-ran\npip install -e .\n", Policy: &agent.PolicyRef{Name: "team.toml", SHA256: "b3a0a00a557d0123"}}
+	b, err := json.Marshal(created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := mem.New().Append(t.Context(), "r", 0, journal.Draft{Type: journal.RunCreated, Time: time.Now(), Payload: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := Show(&out, "r", events, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "task: t\npolicy team.toml (sha256 b3a0a00a557d) · allowed hosts: pypi.org\n" +
+		"environment: PYTHONPATH, TOKENISH, API_KEY (secret) (values not shown)\nsetup script:\n    echo setup-ran\n    pip install -e .\n"
+	if got := out.String(); !strings.Contains(got, want) {
+		t.Errorf("the header lacks\n%s\nin\n%s", want, got)
+	}
+	if strings.Contains(out.String(), "hunter2") || strings.Contains(out.String(), "/testbed/src") {
+		t.Errorf("the header shows an environment variable's value:\n%s", out.String())
+	}
+}

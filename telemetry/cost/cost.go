@@ -108,20 +108,22 @@ func (a *CostAccumulator) Add(runID string, events []journal.Event) error {
 				}
 			}
 		case *agent.ModelResponded:
-			a.call(runID, c, ModelLabel(spec, p.Model), p.Usage, p.Cost, p.UsageEstimated, offline(spec, c))
+			a.call(runID, c, ModelLabel(spec, p.Model), p.Usage, p.Cost, p.UsageEstimated, Offline(spec, c))
 		case *agent.ContextCompacted:
 			if p.Usage.Total() > 0 || p.Cost > 0 {
-				a.call(runID, c, ModelLabel(spec, p.Model), p.Usage, p.Cost, false, offline(spec, c))
+				a.call(runID, c, ModelLabel(spec, p.Model), p.Usage, p.Cost, false, Offline(spec, c))
 			}
 		}
 	}
 	return nil
 }
 
-// offline reports whether the calls of a run with model spec (created
+// Offline reports whether the calls of a run with model spec (created
 // by c) call no provider: a replay of a recording (not recorded-then-
 // live, whose later calls are a live model's) or the scripted model.
-func offline(spec model.Spec, c *agent.RunCreated) bool {
+// Their cost is no spend, whatever the recording says: every report of
+// spend (keel cost, /v1/cost, the metrics) decides by this.
+func Offline(spec model.Spec, c *agent.RunCreated) bool {
 	return spec.Provider == "scripted" || spec.Provider == "replay" && (c == nil || c.Live == "")
 }
 
