@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -115,5 +116,6 @@ func (a *app) mcpServer(ctx context.Context, wait time.Duration) (*sdk.Server, f
 		flush()
 		store.Close()
 	}
-	return mcpserver.Local(svc, service.Local(a.person("")), &mcpserver.LocalOptions{Wait: wait, LoadPolicy: loadPolicy}), done, nil
+	dir, _ := os.Getwd() // run_id "last": the newest run here, as for a RUN argument
+	return mcpserver.Local(svc, service.Local(a.person("")), &mcpserver.LocalOptions{Wait: wait, LoadPolicy: loadPolicy, Dir: dir}), done, nil
 }

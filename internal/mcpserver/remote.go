@@ -120,6 +120,13 @@ func (r *remote) client(req *sdk.CallToolRequest) (*client.Client, error) {
 	return client.New(r.base, &client.Options{Token: tok})
 }
 
+// resolve asks the server, which resolves ref by the same rule (without
+// a directory: "last" names no run there).
+func (r *remote) resolve(ctx context.Context, req *sdk.CallToolRequest, ref string) (string, error) {
+	run, err := r.run(ctx, req, ref)
+	return run.ID, err
+}
+
 func (r *remote) create(ctx context.Context, req *sdk.CallToolRequest, cr *service.CreateRun) (api.Run, error) {
 	cl, err := r.client(req)
 	if err != nil {
@@ -174,6 +181,17 @@ func (r *remote) decide(ctx context.Context, req *sdk.CallToolRequest, d *servic
 	cl, err := r.client(req)
 	if err != nil {
 		return api.Run{}, err
+	}
+	if d.CallID == "" {
+		// The API's path names the call: the one the run waits for, by
+		// the service's rule.
+		run, err := cl.Run(ctx, d.RunID)
+		if err != nil {
+			return api.Run{}, err
+		}
+		if d.CallID, err = service.ResolveCall(run.ID, "", run.Pending); err != nil {
+			return api.Run{}, err
+		}
 	}
 	var run *api.Run
 	if d.Effect == policy.Deny {
