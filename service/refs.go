@@ -107,6 +107,11 @@ func ResolveCall(runID, ref string, pending []api.Approval) (string, error) {
 			match = append(match, p.CallID)
 		}
 	}
+	// Not waiting for the call is the runtime's refusal (agent.ErrNoApproval), in
+	// words that name what the run waits for.
+	notWaiting := func(format string, args ...any) error {
+		return &Error{Code: api.CodeNoApproval, Message: fmt.Sprintf(format, args...), cause: agent.ErrNoApproval}
+	}
 	var list strings.Builder
 	for _, p := range pending {
 		fmt.Fprintf(&list, "\n  %s (%s)", visible.String(p.CallID), p.Tool)
@@ -115,15 +120,15 @@ func ResolveCall(runID, ref string, pending []api.Approval) (string, error) {
 	case len(match) == 1:
 		return match[0], nil
 	case len(pending) == 0 && ref == "":
-		return "", conflict(api.CodeNoApproval, "run %s waits for no approval", runID)
+		return "", notWaiting("run %s waits for no approval", runID)
 	case len(pending) == 0:
-		return "", conflict(api.CodeNoApproval, "run %s waits for no approval, so not for call %s: it was decided already, or never asked", runID, visible.String(ref))
+		return "", notWaiting("run %s waits for no approval, so not for call %s: it was decided already, or never asked", runID, visible.String(ref))
 	case ref == "":
 		return "", badRequest("run %s waits for %d approvals: name the call (its id, or the start of it):%s", runID, len(pending), list.String())
 	case len(match) > 1:
 		return "", badRequest("call %s of run %s is ambiguous: %d waiting calls start with it:%s", visible.String(ref), runID, len(match), list.String())
 	}
-	return "", conflict(api.CodeNoApproval, "run %s does not wait for call %s (decided already, or never asked); it waits for:%s", runID, visible.String(ref), list.String())
+	return "", notWaiting("run %s does not wait for call %s (decided already, or never asked); it waits for:%s", runID, visible.String(ref), list.String())
 }
 
 // NoReason is the refusal of a denial without a reason, in every front

@@ -48,7 +48,7 @@ func annotated(runs, annotations map[string]string) map[string]string {
 // resolveRunArgs replaces, in place, the arguments of cmd that name runs
 // with the whole ids they name, on the backend of this invocation (the
 // local journal, or the server with --server, which resolves prefixes
-// itself with the same rules: journal.ResolveRun).
+// itself with the same rule: service.ResolveRun).
 func (a *app) resolveRunArgs(cmd *cobra.Command, args []string) error {
 	which := cmd.Annotations[runArgsKey]
 	if which == "" || len(args) == 0 {
