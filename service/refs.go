@@ -86,6 +86,19 @@ func LastRun(ctx context.Context, store journal.Store, dir string) (string, erro
 	return "", notFound("no run in this workspace (%s)", dir)
 }
 
+// LastIn is [LastRun] over runs listed newest first (the API's list, for
+// a front end on a team server): the first that is not a child agent's
+// and whose workspace is dir or contains it; none is a not_found *Error.
+func LastIn(runs []api.Run, dir string) (string, error) {
+	dir = realpath.Resolve(dir)
+	for _, x := range runs {
+		if x.Parent == "" && InWorkspace(dir, x.Workspace) {
+			return x.ID, nil
+		}
+	}
+	return "", notFound("no run in this workspace (%s)", dir)
+}
+
 // InWorkspace reports whether dir (resolved) is workspace or lies in it.
 func InWorkspace(dir, workspace string) bool {
 	return workspace != "" && realpath.Within(dir, realpath.Resolve(workspace))

@@ -60,6 +60,18 @@ func TestResolveRun(t *testing.T) {
 	}
 }
 
+// A front end on a team server finds "last" in the server's list by the
+// same rule: the newest run, not a child's, working in the directory.
+func TestLastIn(t *testing.T) {
+	ws, other := t.TempDir(), t.TempDir()
+	runs := []api.Run{{ID: "child", Workspace: ws, Parent: "lead"}, {ID: "elsewhere", Workspace: other}, {ID: "lead", Workspace: ws}, {ID: "older", Workspace: ws}}
+	if id, err := service.LastIn(runs, ws); err != nil || id != "lead" {
+		t.Errorf("LastIn = %q, %v; want lead", id, err)
+	}
+	_, err := service.LastIn(runs, t.TempDir())
+	wantCode(t, err, api.CodeNotFound)
+}
+
 // A call is named alike in every front end (report 13, P12; report 12,
 // B11: the API and the MCP tools took whole call ids only, and said the
 // call had "no pending approval"): its id, a unique prefix, or nothing

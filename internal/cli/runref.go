@@ -166,16 +166,15 @@ func (r *remote) ResolveRun(ctx context.Context, ref string) (string, error) {
 }
 
 // LastRun lists the server's runs, newest first, for one whose
-// workspace is dir (a server on this machine).
+// workspace is dir (a server on this machine; service.LastIn).
 func (r *remote) LastRun(ctx context.Context, dir string) (string, error) {
 	runs, err := r.Client.Runs(ctx, nil)
 	if err != nil {
 		return "", err
 	}
-	for _, x := range runs {
-		if x.Parent == "" && service.InWorkspace(dir, x.Workspace) {
-			return x.ID, nil
-		}
+	id, err := service.LastIn(runs, dir)
+	if err != nil {
+		return "", noRunHere(dir, r.a.keelFor())
 	}
-	return "", noRunHere(dir, r.a.keelFor())
+	return id, nil
 }
