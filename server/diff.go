@@ -8,6 +8,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // runDiff is GET /v1/runs/{id}/diff: the files the run changed, as keel
@@ -22,8 +23,11 @@ func (h *Handler) runDiff(w http.ResponseWriter, r *http.Request, who *caller) e
 	var at int64
 	if s := r.URL.Query().Get("at"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 1 {
-			return badRequest("at %q: want an event's sequence number (1 or more)", s)
+		if err != nil {
+			return badRequest("at %q: want an event's sequence number, 1 or more", s)
+		}
+		if err := service.CheckSeq("at", n); err != nil {
+			return err
 		}
 		at = n
 	}

@@ -1,28 +1,23 @@
 package server
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
-	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/service"
 )
 
 // resolveRun replaces the {id} of a request to a run's route (the API's
 // /v1/runs/{id}/..., the web UI's pages and forms of a run) with the
-// whole id it names (journal.ResolveRun): a unique prefix, or the
-// shortened form the web UI shows, reach the same run as its id.
+// whole id it names (service.ResolveRun, every front end's rule): a
+// unique prefix, or the shortened form the web UI shows, reach the same
+// run as its id.
 func (h *Handler) resolveRun(r *http.Request) error {
 	if !strings.Contains(r.Pattern, "/runs/{id}") && !strings.Contains(r.Pattern, "/approvals/{id}/") && !strings.Contains(r.Pattern, "/inputs/{id}/") {
 		return nil
 	}
-	id, err := journal.ResolveRun(r.Context(), h.rt.Store(), r.PathValue("id"))
-	switch {
-	case errors.Is(err, journal.ErrAmbiguousRun):
-		return badRequest("%s", strings.TrimPrefix(err.Error(), "journal: "))
-	case errors.Is(err, journal.ErrNotFound):
-		return notFound("no run %q", r.PathValue("id"))
-	case err != nil:
+	id, err := service.ResolveRun(r.Context(), h.rt.Store(), r.PathValue("id"), "")
+	if err != nil {
 		return err
 	}
 	r.SetPathValue("id", id)

@@ -1060,16 +1060,7 @@ func (h *Handler) uiDecide(w http.ResponseWriter, r *http.Request, who *caller) 
 	case "allow-agent":
 		d, remember = policy.Allow, policy.ScopeAgent
 	case "deny":
-		d = policy.Deny
-		if strings.TrimSpace(r.PostFormValue("reason")) == "" {
-			// The model is told the reason: without one it can only guess
-			// what to do instead.
-			err := badRequest("a denial needs a reason: the model is told it, so that it can do something else; write it in the reason field")
-			if r.PostFormValue("from") == "run" {
-				return h.formFailed(w, r, who, "decide", err)
-			}
-			return err
-		}
+		d = policy.Deny // the service refuses it without a reason
 	default:
 		return badRequest("decision must be allow, allow-run, allow-agent or deny")
 	}

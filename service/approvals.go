@@ -45,6 +45,12 @@ func (s *Service) decide(ctx context.Context, runID, callID string, d policy.Eff
 	if err != nil {
 		return api.Run{}, err
 	}
+	if d == policy.Deny && strings.TrimSpace(req.Reason) == "" {
+		return api.Run{}, NoReason()
+	}
+	if callID, err = ResolveCall(runID, callID, before.Pending); err != nil {
+		return api.Run{}, err
+	}
 	switch req.Remember {
 	case "", policy.ScopeRun, policy.ScopeAgent:
 	default:
@@ -137,11 +143,14 @@ func (s *Service) Elsewhere(ctx context.Context, id string) string {
 
 // Decision is a person's decision on a call a run waits for.
 type Decision struct {
+	// RunID is the run's id; CallID names the call as [ResolveCall]
+	// takes it (its id, a unique prefix of it, or "" for the one call
+	// the run waits for).
 	RunID, CallID string
 	// Effect is policy.Allow or policy.Deny.
 	Effect policy.Effect
 	// Reason, Remember and Prefix are as the API's (a denial's reason
-	// is shown to the model; remember run|agent allows matching calls
+	// is shown to the model, and a denial needs one: [NoReason]; remember run|agent allows matching calls
 	// from now on, only the exact command or the stated word prefix).
 	api.Decide
 }

@@ -246,13 +246,18 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 	if name == "" {
 		return nil, badRequest("no model: name one (openai:MODEL, anthropic:MODEL, openai-compatible:MODEL@URL, replay:RECORDING, scripted:demo); this server has no default model")
 	}
+	if strings.TrimSpace(req.Task) == "" && !strings.HasPrefix(name, "replay:") {
+		// Said before anything of the model (its API key): only a
+		// recording brings a task of its own.
+		return nil, NoTask()
+	}
 	mi, err := s.opts.Builder.Model(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	task, system := cmp.Or(req.Task, mi.Task), cmp.Or(req.System, mi.System)
 	if strings.TrimSpace(task) == "" {
-		return nil, badRequest("no task")
+		return nil, NoTask()
 	}
 	sb := cmp.Or(req.Sandbox, s.sandboxKind())
 	if sb != "linux" && sb != "none" {

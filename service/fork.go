@@ -137,6 +137,11 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	if _, err := ApplyLimits(agent.Limits{}, req.Limits); err != nil {
 		return "", nil, nil, err
 	}
+	if req.Seq != 0 { // 0: the newest event
+		if err := CheckSeq("seq", req.Seq); err != nil {
+			return "", nil, nil, err
+		}
+	}
 	events, err := journal.ReadVerified(ctx, s.rt.Store(), src)
 	if errors.Is(err, journal.ErrNotFound) {
 		return "", nil, nil, notFound("no such run %s", src)

@@ -16,6 +16,9 @@ import (
 // as its agent, in a workspace under a root), and journals it in the run
 // (workspace.restored) and in the API's action log.
 func (s *Service) rewind(ctx context.Context, id string, req *api.RewindRun, who *Caller) (*api.Rewound, error) {
+	if err := CheckSeq("to", req.To); err != nil {
+		return nil, err
+	}
 	if err := s.rewindable(ctx, id, who); err != nil {
 		return nil, err
 	}

@@ -611,7 +611,7 @@ func (s *Service) Cancel(ctx context.Context, who *Caller, id string) (api.Run, 
 	}
 	switch journal.Status(run.Status) {
 	case journal.StatusCompleted:
-		return run, conflict(api.CodeRunCompleted, "run %s has completed; there is nothing to cancel", id)
+		return run, CancelCompletedError(id)
 	case journal.StatusCanceled:
 		return run, nil
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -183,39 +184,18 @@ func callArg(args []string) string {
 }
 
 // resolveCall returns the id of the call ref names among the approvals
-// run runID waits for: the call with that id, else the one whose id it
-// starts, else (ref "") the only one.
+// run runID waits for (service.ResolveCall, every front end's rule); a
+// refusal is a usage error, with where to see what waits when nothing
+// does.
 func resolveCall(runID, ref string, pending []api.Approval, keel string) (string, error) {
-	var match []string
-	for _, p := range pending {
-		if p.CallID == ref {
-			return ref, nil
-		}
-		if strings.HasPrefix(p.CallID, ref) {
-			match = append(match, p.CallID)
-		}
-	}
-	list := func() string {
-		var b strings.Builder
-		for _, p := range pending {
-			fmt.Fprintf(&b, "\n  %s (%s)", visible.String(p.CallID), p.Tool)
-		}
-		return b.String()
-	}
+	id, err := service.ResolveCall(runID, ref, pending)
 	switch {
-	case len(match) == 1:
-		return match[0], nil
-	case len(pending) == 0:
-		if ref == "" {
-			return "", usagef("run %s waits for no approval (%s approvals list shows those waiting)", runID, keel)
-		}
-		return "", usagef("run %s waits for no approval, so not for call %s (decided already, or never asked; %s approvals list shows those waiting)", runID, visible.String(ref), keel)
-	case ref == "":
-		return "", usagef("run %s waits for %d approvals: name the call (its id, or the start of it):%s", runID, len(pending), list())
-	case len(match) > 1:
-		return "", usagef("call %s of run %s is ambiguous: %d waiting calls start with it:%s", visible.String(ref), runID, len(match), list())
+	case err != nil && len(pending) == 0:
+		return "", usagef("%v (%s approvals list shows those waiting)", err, keel)
+	case err != nil:
+		return "", usagef("%v", err)
 	}
-	return "", usagef("run %s does not wait for call %s (decided already, or never asked); it waits for:%s", runID, visible.String(ref), list())
+	return id, nil
 }
 
 // decisionFlags are the flags of approve and deny that the server form

@@ -187,6 +187,9 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	}
 	req := &api.CreateRun{Task: task, Model: fv.str("model"), MountPath: fv.str("mount-path"), Env: fv.strs("env"), SecretEnv: fv.strs("secret-env"), Setup: fv.str("setup"),
 		System: fv.str("system"), Sandbox: fv.str("sandbox"), Network: fv.strs("allow-host"), OnBehalfOf: fv.str("on-behalf-of")}
+	if strings.TrimSpace(task) == "" && req.Model != "" && !strings.HasPrefix(req.Model, "replay:") {
+		return usagef("no task: give TASK as an argument or --task-file") // as keel run says it, before the server's model
+	}
 	for _, e := range fv.strs("secret-for-host") {
 		// NAME alone: the host the server's operator bound NAME to.
 		name, host, ok := strings.Cut(e, "=")

@@ -121,6 +121,21 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"run", "--model", "scripted:demo", "--workspace", ws, "--label", "keel.x=1", "x"}, 2},
 		// The run's state.
 		{[]string{"runs", "resume", done}, 1},
+		{[]string{"runs", "cancel", done}, 1},
+		// An event that is no event, in each command that takes one;
+		// the hints name the form (report 13, P6 and P9: runs diff
+		// --at 0 showed the whole diff, the server form's hints named
+		// the local commands).
+		{[]string{"runs", "diff", done, "--at", "0"}, 2},
+		{[]string{"runs", "diff", done, "--at", "-1", "--stat"}, 2},
+		{[]string{"runs", "rewind", done, "--to", "-1"}, 2},
+		{[]string{"runs", "rewind", done}, 2},
+		{[]string{"runs", "fork", done, "--at", "0"}, 2},
+		{[]string{"runs", "fork", done}, 2},
+		{[]string{"runs", "fork", done, "--at", "2", "--no-start", "--max-steps", "3"}, 2},
+		// No task: said before anything of the model, in one way
+		// (report 13, P14: the server form spoke of API keys).
+		{[]string{"run", "--model", "openai:gpt-4o", "--workspace", ws}, 2},
 		// No run in this directory (the test's): the hint names the form.
 		{[]string{"runs", "show", "last"}, 2},
 		{[]string{"runs", "rewind", done, "--to", "99"}, 2},

@@ -284,8 +284,10 @@ func (w *webUI) post(t *testing.T, path string, form url.Values) (string, string
 // Every front end that decides approvals decides the same way: a demo
 // run waiting for its edit is approved, or denied with a reason, through
 // keel approve|deny (locally and with --server), the API, the web UI's
-// approval card, and the MCP tool (locally and on the server); the
-// approval.resolved each journals is the same but for who decided.
+// approval card, and the MCP tool (locally and on the server), each
+// naming the run and the call by a prefix; the approval.resolved each
+// journals is the same but for who decided. Each refuses a denial
+// without a reason.
 func TestFrontEndsDecideTheSameApproval(t *testing.T) {
 	db := setup(t)
 	serve := startServe(t)
@@ -378,7 +380,19 @@ func TestFrontEndsDecideTheSameApproval(t *testing.T) {
 				if err != nil || r.Status != "paused" || len(r.Pending) != 1 {
 					t.Fatalf("demo run %+v %v", r, err)
 				}
-				if refusal := d.decide(t, run.ID, r.Pending[0].CallID, decision, "checked by a person"); refusal != "" {
+				// A denial without a reason is refused by each, and
+				// journals nothing (report 13, P5: the API recorded it).
+				if refusal := d.decide(t, run.ID, r.Pending[0].CallID, "deny", ""); refusal == "" {
+					t.Errorf("%s: a denial without a reason was not refused", d.name)
+				} else if r2, err := cl.Run(t.Context(), run.ID); err != nil || r2.Events != r.Events {
+					t.Errorf("%s: the refused denial journaled: %d events, then %d", d.name, r.Events, r2.Events)
+				}
+				// Each takes the run and the call by a unique prefix of
+				// their ids (report 13, P7 and P12: the local MCP tools
+				// took whole run ids only, the API, the web UI and MCP
+				// whole call ids only).
+				call := r.Pending[0].CallID
+				if refusal := d.decide(t, run.ID[:12], call[:len(call)-1], decision, "checked by a person"); refusal != "" {
 					t.Errorf("%s: %s", d.name, refusal)
 					continue
 				}

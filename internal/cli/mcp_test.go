@@ -564,6 +564,8 @@ func TestMCPCallKeelServe(t *testing.T) {
 	}{
 		{name: "saved token", args: []string{"--tool", "list_approvals"}, out: `"approvals": []`, inErr: "using the API token keel serve saved"},
 		{name: "tool error", args: []string{"--tool", "run_status", "--args", `{"run_id":"nope"}`}, code: 1, out: `no run "nope"`},
+		// Every tool's error is one (report 12, B11: answer_approval's exited 0).
+		{name: "answer_approval error", args: []string{"--tool", "answer_approval", "--args", `{"run_id":"nope","decision":"approve"}`}, code: 1, out: `no run "nope"`},
 		// A call the server cannot take is a usage error (exit 2), named as typed.
 		{name: "unknown argument", args: []string{"--tool", "run_status", "--args", `{"run":"x"}`}, code: 2,
 			inErr: `the arguments of run_status do not match its schema: unknown argument "run" (run_status takes {run_id})`},

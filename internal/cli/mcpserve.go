@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -78,12 +79,13 @@ acting with the caller's token.`,
 // in this process. done pauses the runs still executing and closes the
 // journal.
 func (a *app) mcpServer(ctx context.Context, wait time.Duration) (*sdk.Server, func(), error) {
+	dir, _ := os.Getwd() // run_id "last": the newest run here, as for a RUN argument
 	if srv := a.serverURL(); srv != "" {
 		cl, err := a.apiClient()
 		if err != nil {
 			return nil, nil, err
 		}
-		return mcpserver.Remote(srv, &mcpserver.RemoteOptions{Wait: wait, Client: cl}), func() {}, nil
+		return mcpserver.Remote(srv, &mcpserver.RemoteOptions{Wait: wait, Client: cl, Dir: dir}), func() {}, nil
 	}
 	store, err := a.openStore(ctx)
 	if err != nil {
@@ -115,5 +117,5 @@ func (a *app) mcpServer(ctx context.Context, wait time.Duration) (*sdk.Server, f
 		flush()
 		store.Close()
 	}
-	return mcpserver.Local(svc, service.Local(a.person("")), &mcpserver.LocalOptions{Wait: wait, LoadPolicy: loadPolicy}), done, nil
+	return mcpserver.Local(svc, service.Local(a.person("")), &mcpserver.LocalOptions{Wait: wait, LoadPolicy: loadPolicy, Dir: dir}), done, nil
 }

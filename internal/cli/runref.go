@@ -9,11 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // A command whose arguments name runs says which in its annotations:
@@ -28,9 +27,8 @@ var (
 )
 
 // lastRef is the RUN argument naming the newest run in this workspace
-// (the current directory, or a directory it is in), as `codex resume
-// --last` and `claude --continue` find one. Run ids never contain an l.
-const lastRef = "last"
+// (the current directory, or a directory it is in).
+const lastRef = service.LastRef
 
 // runRefHelp is what a command's help says about its RUN arguments.
 const runRefHelp = "RUN is a run id, a unique prefix of one (at least 4 characters; also the web UI's short form 01m9…whbcbs), or \"last\": the newest run in this workspace (the current directory)."
@@ -50,7 +48,7 @@ func annotated(runs, annotations map[string]string) map[string]string {
 // resolveRunArgs replaces, in place, the arguments of cmd that name runs
 // with the whole ids they name, on the backend of this invocation (the
 // local journal, or the server with --server, which resolves prefixes
-// itself with the same rules: journal.ResolveRun).
+// itself with the same rule: service.ResolveRun).
 func (a *app) resolveRunArgs(cmd *cobra.Command, args []string) error {
 	which := cmd.Annotations[runArgsKey]
 	if which == "" || len(args) == 0 {
@@ -117,8 +115,8 @@ type runRefBackend interface {
 	LastRun(ctx context.Context, dir string) (string, error)
 }
 
-// resolveRunRef returns the run id ref names, or a usage error saying
-// why it names none.
+// resolveRunRef returns the run id ref names (service.ResolveRun, every
+// front end's rule), or a usage error saying why it names none.
 func resolveRunRef(ctx context.Context, b runRefBackend, ref string) (string, error) {
 	if ref == lastRef {
 		dir, err := os.Getwd()
@@ -127,35 +125,16 @@ func resolveRunRef(ctx context.Context, b runRefBackend, ref string) (string, er
 		}
 		return b.LastRun(ctx, realpath.Resolve(dir))
 	}
-	if len(ref) > maxRunRef {
-		// Not echoed whole: it can be anything pasted.
-		return "", usagef("no run %q… (%d characters: a run id has 26)", clipRef(ref), len(ref))
-	}
 	id, err := b.ResolveRun(ctx, ref)
-	switch {
-	case errors.Is(err, journal.ErrAmbiguousRun):
-		return "", usagef("%s (%s)", strings.TrimPrefix(err.Error(), "journal: "), runRefHelp)
-	case errors.Is(err, journal.ErrNotFound) && len(strings.TrimSpace(ref)) < journal.MinRunPrefix:
-		return "", usagef("no run %q (%s)", ref, runRefHelp)
-	case errors.Is(err, journal.ErrNotFound):
+	switch code := errorCode(err); {
+	case code == api.CodeNotFound && len(ref) > service.MaxRunRef:
+		return "", usagef("%v", err)
+	case code == api.CodeInvalidRequest || code == api.CodeNotFound && len(strings.TrimSpace(ref)) < journal.MinRunPrefix:
+		return "", usagef("%v (%s)", err, runRefHelp)
+	case code == api.CodeNotFound:
 		return ref, errRunNotFound
 	}
 	return id, err
-}
-
-// maxRunRef is the longest RUN argument looked up: far longer than any
-// run id, short enough to quote in an error.
-const maxRunRef = 100
-
-// clipRef is the start of a RUN argument too long to quote whole.
-func clipRef(ref string) string {
-	r := []rune(ref)
-	return string(r[:min(len(r), 26)])
-}
-
-// inWorkspace reports whether dir is workspace or lies in it.
-func inWorkspace(dir, workspace string) bool {
-	return workspace != "" && realpath.Within(dir, realpath.Resolve(workspace))
 }
 
 // noRunHere is LastRun's error when no run worked in dir; keel is the
@@ -165,58 +144,37 @@ func noRunHere(dir, keel string) error {
 }
 
 func (l *local) ResolveRun(ctx context.Context, ref string) (string, error) {
-	return journal.ResolveRun(ctx, l.store, ref)
+	return service.ResolveRun(ctx, l.store, ref, "")
 }
 
-// LastRun reads the newest runs' run.created until one worked in dir.
+// LastRun is the newest run that worked in dir (service.LastRun).
 func (l *local) LastRun(ctx context.Context, dir string) (string, error) {
-	runs, err := l.store.Runs(ctx, nil)
-	if err != nil {
-		return "", err
+	id, err := service.LastRun(ctx, l.store, dir)
+	if errorCode(err) == api.CodeNotFound {
+		return "", noRunHere(dir, l.a.keelFor())
 	}
-	for _, r := range runs {
-		if journal.IsSystem(r.RunID) {
-			continue
-		}
-		evs, err := l.store.Read(ctx, r.RunID, 1)
-		if err != nil || len(evs) == 0 || evs[0].Type != journal.RunCreated {
-			continue
-		}
-		v, err := agent.Decode(&evs[0])
-		// A child agent's run is its lead's part, not a run of its own.
-		if c, ok := v.(*agent.RunCreated); err == nil && ok && c.Parent == nil && inWorkspace(dir, c.Workspace) {
-			return r.RunID, nil
-		}
-	}
-	return "", noRunHere(dir, l.a.keelFor())
+	return id, err
 }
 
+// ResolveRun asks the server, which resolves ref by the same rule.
 func (r *remote) ResolveRun(ctx context.Context, ref string) (string, error) {
 	run, err := r.Client.Run(ctx, ref)
-	var ae *api.Error
-	switch {
-	case client.IsCode(err, api.CodeNotFound):
-		return "", fmt.Errorf("%w: no run %q on the server", journal.ErrNotFound, ref)
-	case errors.As(err, &ae) && ae.Code == api.CodeInvalidRequest:
-		// The server's message says "ambiguous run id" itself.
-		return "", fmt.Errorf("%w: %s", journal.ErrAmbiguousRun, strings.TrimPrefix(ae.Message, "ambiguous run id: "))
-	case err != nil:
+	if err != nil {
 		return "", err
 	}
 	return run.ID, nil
 }
 
 // LastRun lists the server's runs, newest first, for one whose
-// workspace is dir (a server on this machine).
+// workspace is dir (a server on this machine; service.LastIn).
 func (r *remote) LastRun(ctx context.Context, dir string) (string, error) {
 	runs, err := r.Client.Runs(ctx, nil)
 	if err != nil {
 		return "", err
 	}
-	for _, x := range runs {
-		if x.Parent == "" && inWorkspace(dir, x.Workspace) {
-			return x.ID, nil
-		}
+	id, err := service.LastIn(runs, dir)
+	if err != nil {
+		return "", noRunHere(dir, r.a.keelFor())
 	}
-	return "", noRunHere(dir, r.a.keelFor())
+	return id, nil
 }

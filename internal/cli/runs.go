@@ -89,7 +89,7 @@ func (l *local) Cancel(ctx context.Context, runID string) (*api.Run, error) {
 	_, err = rt.Cancel(ctx, runID, l.Caller().Name)
 	switch {
 	case errors.Is(err, agent.ErrRunCompleted):
-		return nil, fmt.Errorf("run %s already completed; there is nothing to cancel", runID)
+		return nil, service.CancelCompletedError(runID)
 	case errors.Is(err, agent.ErrRunBusy):
 		return nil, foreground.Busy(ctx, store, runID)
 	case err != nil:

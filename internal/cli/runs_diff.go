@@ -42,6 +42,9 @@ lists its file edits (write_file, edit_file) up to EVENT instead.`,
 		Args:        cobra.ExactArgs(1),
 		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.eventFlag(cmd, "at", at, args[0], false); err != nil {
+				return err
+			}
 			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
 				return a.runsDiff(ctx, b, args[0], at, stat)
 			}, "at", "stat")

@@ -61,11 +61,8 @@ EVENT). A run that a process executes is refused.`,
 		Args:        cobra.ExactArgs(1),
 		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if to < 0 || (to == 0 && cmd.Flags().Changed("to")) {
-				return usagef("--to %d: want an event's sequence number, 1 or more (keel runs checkpoints %s lists the checkpoints)", to, args[0])
-			}
-			if to == 0 {
-				return usagef("--to EVENT is required (an event's sequence number; keel runs checkpoints %s lists the checkpoints)", args[0])
+			if err := a.eventFlag(cmd, "to", to, args[0], true); err != nil {
+				return err
 			}
 			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
 				r, err := b.Rewind(ctx, args[0], &api.RewindRun{To: to, Force: force})
@@ -113,18 +110,15 @@ event that completes RUN, the fork follows it up with --message (with
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			f.changed = cmd.Flags().Changed
-			if at < 0 || (at == 0 && cmd.Flags().Changed("at")) {
-				return usagef("--at %d: want an event's sequence number, 1 or more (keel runs checkpoints %s lists the checkpoints)", at, args[0])
-			}
-			if at == 0 {
-				return usagef("--at EVENT is required (an event's sequence number; keel runs checkpoints %s lists the checkpoints)", args[0])
+			if err := a.eventFlag(cmd, "at", at, args[0], true); err != nil {
+				return err
 			}
 			if message != "" && noStart {
 				return usagef("--message is sent when the fork starts: leave out --no-start, or resume the fork later with the message")
 			}
 			limits := f.resumeLimits()
 			if limits != nil && noStart {
-				return usagef("the limits apply when the fork starts: leave out --no-start, or give them to keel runs resume when you start the fork")
+				return usagef("the limits apply when the fork starts: leave out --no-start, or give them to %s runs resume when you start the fork", a.keelFor())
 			}
 			b, err := a.openAs(ctx, cmd, by, "at", "workspace", "message", "no-start", "json", "quiet", "no-wait", "wait",
 				"max-steps", "max-tokens", "max-cost", "timeout")
@@ -157,6 +151,22 @@ event that completes RUN, the fork follows it up with --message (with
 	cmd.Flags().StringVar(&by, "by", "", "who forks (default: $USER)")
 	registerResumeFlags(cmd.Flags(), &f, &message)
 	return cmd
+}
+
+// eventFlag checks --NAME EVENT of run (service.CheckSeq), a missing one
+// too if required; its hints name this invocation's form.
+func (a *app) eventFlag(cmd *cobra.Command, name string, seq int64, run string, required bool) error {
+	hint := fmt.Sprintf("%s runs checkpoints %s lists the checkpoints", a.keelFor(), run)
+	if !cmd.Flags().Changed(name) {
+		if required {
+			return usagef("--%s EVENT is required (an event's sequence number; %s)", name, hint)
+		}
+		return nil
+	}
+	if err := service.CheckSeq("--"+name, seq); err != nil {
+		return usagef("%v (%s)", err, hint)
+	}
+	return nil
 }
 
 func (a *app) runsCheckpointsCmd() *cobra.Command {

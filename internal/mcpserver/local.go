@@ -21,6 +21,10 @@ type LocalOptions struct {
 	// LoadPolicy compiles the policy file start_run names (as keel run
 	// --policy does); nil refuses start_run's policy.
 	LoadPolicy func(path string) (*policy.Engine, error)
+	// Dir is the directory the server works in (keel mcp serve's):
+	// run_id "last" names the newest run in it, as a RUN argument of
+	// the command line does there ("": "last" names no run).
+	Dir string
 }
 
 // Local returns Keel's MCP server on the journal of svc, acting as who
@@ -35,7 +39,7 @@ func Local(svc *service.Service, who *service.Caller, o *LocalOptions) *sdk.Serv
 	if o == nil {
 		o = &LocalOptions{}
 	}
-	l := &local{svc: svc, who: who}
+	l := &local{svc: svc, who: who, dir: o.Dir}
 	return newServer[*localStart](l, o.Wait, o.LoadPolicy, texts{
 		instructions: "Keel runs agents in a sandbox under a policy gate. Start a run with start_run, follow it with run_status and run_timeline, and answer the approvals it waits for with list_approvals and answer_approval.",
 		startRun:     "Start a Keel run: a task for an agent in a workspace (or the bundled demo). Returns when the run pauses for an approval, ends, or after the server's wait; the run keeps executing meanwhile.",
@@ -78,6 +82,11 @@ func (in *localStart) request(load func(string) (*policy.Engine, error)) (*servi
 type local struct {
 	svc *service.Service
 	who *service.Caller
+	dir string
+}
+
+func (l *local) resolve(ctx context.Context, _ *sdk.CallToolRequest, ref string) (string, error) {
+	return l.svc.ResolveRun(ctx, l.who, ref, l.dir)
 }
 
 func (l *local) create(ctx context.Context, _ *sdk.CallToolRequest, cr *service.CreateRun) (api.Run, error) {

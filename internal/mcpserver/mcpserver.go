@@ -39,6 +39,10 @@ const DefaultWait = 2 * time.Minute
 // backend is what Keel's tools act on. req is the MCP request (its
 // headers carry a remote caller's token).
 type backend interface {
+	// resolve returns the id of the run ref names, by the rule of every
+	// front end (service.ResolveRun): an id, a unique prefix, the web
+	// UI's short form, or "last" where the server knows a directory.
+	resolve(ctx context.Context, req *sdk.CallToolRequest, ref string) (string, error)
 	create(ctx context.Context, req *sdk.CallToolRequest, cr *service.CreateRun) (api.Run, error)
 	run(ctx context.Context, req *sdk.CallToolRequest, id string) (api.Run, error)
 	events(ctx context.Context, req *sdk.CallToolRequest, id string) ([]journal.Event, error)
@@ -102,16 +106,16 @@ func startSchema[In any]() *jsonschema.Schema {
 }
 
 type runIn struct {
-	RunID string `json:"run_id" jsonschema:"the run's id"`
+	RunID string `json:"run_id" jsonschema:"the run's id, or a unique prefix of it (at least 4 characters; also the web UI's short form 01m9…whbcbs)"`
 }
 
 type approvalsIn struct {
-	RunID string `json:"run_id,omitempty" jsonschema:"only this run"`
+	RunID string `json:"run_id,omitempty" jsonschema:"only this run (its id, or a unique prefix of it)"`
 }
 
 type answerIn struct {
-	RunID    string `json:"run_id" jsonschema:"the run's id"`
-	CallID   string `json:"call_id" jsonschema:"the waiting call's id (from list_approvals)"`
+	RunID    string `json:"run_id" jsonschema:"the run's id, or a unique prefix of it (at least 4 characters; also the web UI's short form 01m9…whbcbs)"`
+	CallID   string `json:"call_id,omitempty" jsonschema:"the waiting call's id (from list_approvals), or a unique prefix of it; may be left out when the run waits for one call"`
 	Decision string `json:"decision" jsonschema:"approve or deny"`
 	Reason   string `json:"reason,omitempty" jsonschema:"why (required to deny; shown to the model)"`
 }
@@ -188,8 +192,13 @@ func errResult(format string, args ...any) *sdk.CallToolResult {
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(format, args...)}}}
 }
 
-// status answers with run id's status, or the backend's error.
-func (t *tools[Start]) status(ctx context.Context, req *sdk.CallToolRequest, id string) (*sdk.CallToolResult, any, error) {
+// status answers with the status of the run ref names, or the
+// backend's error.
+func (t *tools[Start]) status(ctx context.Context, req *sdk.CallToolRequest, ref string) (*sdk.CallToolResult, any, error) {
+	id, err := t.b.resolve(ctx, req, ref)
+	if err != nil {
+		return errResult("%s", t.b.errText(err)), nil, nil
+	}
 	r, err := t.b.run(ctx, req, id)
 	if err != nil {
 		return errResult("%s", t.b.errText(err)), nil, nil
@@ -215,7 +224,11 @@ func (t *tools[Start]) runStatus(ctx context.Context, req *sdk.CallToolRequest, 
 }
 
 func (t *tools[Start]) runTimeline(ctx context.Context, req *sdk.CallToolRequest, in runIn) (*sdk.CallToolResult, any, error) {
-	evs, err := t.b.events(ctx, req, in.RunID)
+	id, err := t.b.resolve(ctx, req, in.RunID)
+	if err != nil {
+		return errResult("%s", t.b.errText(err)), nil, nil
+	}
+	evs, err := t.b.events(ctx, req, id)
 	if err != nil {
 		return errResult("%s", t.b.errText(err)), nil, nil
 	}
@@ -223,6 +236,13 @@ func (t *tools[Start]) runTimeline(ctx context.Context, req *sdk.CallToolRequest
 }
 
 func (t *tools[Start]) listApprovals(ctx context.Context, req *sdk.CallToolRequest, in approvalsIn) (*sdk.CallToolResult, any, error) {
+	if in.RunID != "" {
+		id, err := t.b.resolve(ctx, req, in.RunID)
+		if err != nil {
+			return errResult("%s", t.b.errText(err)), nil, nil
+		}
+		in.RunID = id
+	}
 	list, err := t.b.approvals(ctx, req)
 	if err != nil {
 		return errResult("%s", t.b.errText(err)), nil, nil
@@ -237,28 +257,29 @@ func (t *tools[Start]) listApprovals(ctx context.Context, req *sdk.CallToolReque
 	return textResult(map[string]any{"approvals": out}), nil, nil
 }
 
+// answerApproval decides as every front end does (service.Decide): the
+// service resolves the call (a prefix, or none when one waits) and
+// refuses a denial without a reason.
 func (t *tools[Start]) answerApproval(ctx context.Context, req *sdk.CallToolRequest, in answerIn) (*sdk.CallToolResult, any, error) {
-	d := &service.Decision{RunID: in.RunID, CallID: in.CallID, Decide: api.Decide{Reason: in.Reason}}
+	d := &service.Decision{CallID: in.CallID, Decide: api.Decide{Reason: in.Reason}}
 	switch in.Decision {
 	case "approve", "allow":
 		d.Effect = policy.Allow
 	case "deny":
 		d.Effect = policy.Deny
-		if strings.TrimSpace(in.Reason) == "" {
-			return errResult("a denial needs a reason (the model is shown it)"), nil, nil
-		}
 	default:
 		return errResult("decision %q: want approve or deny", in.Decision), nil, nil
 	}
-	if in.RunID == "" || in.CallID == "" {
-		return errResult("give run_id and call_id (see list_approvals)"), nil, nil
+	var err error
+	if d.RunID, err = t.b.resolve(ctx, req, in.RunID); err != nil {
+		return errResult("%s", t.b.errText(err)), nil, nil
 	}
 	run, err := t.b.decide(ctx, req, d)
 	if err != nil {
 		return errResult("%s", t.b.errText(err)), nil, nil
 	}
-	t.b.settle(ctx, req, in.RunID, run.Events+1, t.wait)
-	return t.status(ctx, req, in.RunID)
+	t.b.settle(ctx, req, d.RunID, run.Events+1, t.wait)
+	return t.status(ctx, req, d.RunID)
 }
 
 // tailText cuts s to its last n bytes (on a line boundary when it can),

@@ -29,6 +29,10 @@ type RemoteOptions struct {
 	// command line's client and token); nil means a client of base with
 	// the bearer token of each MCP request (keel serve's /mcp).
 	Client *client.Client
+	// Dir, with Client, is the directory keel mcp serve --server works
+	// in: run_id "last" names the newest run of the server there, as a
+	// RUN argument of keel --server URL does ("": "last" names no run).
+	Dir string
 }
 
 // Remote returns Keel's MCP server on the team server at base (or of
@@ -41,7 +45,7 @@ func Remote(base string, o *RemoteOptions) *sdk.Server {
 	if o == nil {
 		o = &RemoteOptions{}
 	}
-	r := &remote{base: base, cl: o.Client}
+	r := &remote{base: base, cl: o.Client, dir: o.Dir}
 	return newServer[*remoteStart](r, o.Wait, nil, texts{
 		instructions: "Keel runs agents in a sandbox under a policy gate on this team server. Start a run with start_run, follow it with run_status and run_timeline, and answer the approvals it waits for with list_approvals and answer_approval. Every call acts with your API token's rights.",
 		startRun:     "Start a run on the Keel server: a task for an agent in a workspace under the server's workspace roots (or the bundled demo). Returns when the run pauses for an approval, ends, or after a wait; the run keeps executing meanwhile.",
@@ -100,6 +104,7 @@ func (in *remoteStart) request(func(string) (*policy.Engine, error)) (*service.C
 type remote struct {
 	base string
 	cl   *client.Client
+	dir  string
 }
 
 // client returns the fixed client, or one with the token of the MCP
@@ -118,6 +123,21 @@ func (r *remote) client(req *sdk.CallToolRequest) (*client.Client, error) {
 		return nil, errors.New("no bearer token in the request")
 	}
 	return client.New(r.base, &client.Options{Token: tok})
+}
+
+// resolve asks the server, which resolves ref by the same rule; "last"
+// is the newest run in Dir, from the server's list, as keel --server URL
+// finds it (the server itself knows no directory).
+func (r *remote) resolve(ctx context.Context, req *sdk.CallToolRequest, ref string) (string, error) {
+	if ref == service.LastRef && r.cl != nil && r.dir != "" {
+		runs, err := r.cl.Runs(ctx, nil)
+		if err != nil {
+			return "", err
+		}
+		return service.LastIn(runs, r.dir)
+	}
+	run, err := r.run(ctx, req, ref)
+	return run.ID, err
 }
 
 func (r *remote) create(ctx context.Context, req *sdk.CallToolRequest, cr *service.CreateRun) (api.Run, error) {
@@ -174,6 +194,17 @@ func (r *remote) decide(ctx context.Context, req *sdk.CallToolRequest, d *servic
 	cl, err := r.client(req)
 	if err != nil {
 		return api.Run{}, err
+	}
+	if d.CallID == "" {
+		// The API's path names the call: the one the run waits for, by
+		// the service's rule.
+		run, err := cl.Run(ctx, d.RunID)
+		if err != nil {
+			return api.Run{}, err
+		}
+		if d.CallID, err = service.ResolveCall(run.ID, "", run.Pending); err != nil {
+			return api.Run{}, err
+		}
 	}
 	var run *api.Run
 	if d.Effect == policy.Deny {

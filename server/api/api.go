@@ -652,7 +652,8 @@ type AuthStarted struct {
 
 // Decide is the body of POST .../approve and .../deny; it may be empty.
 type Decide struct {
-	// Reason is shown to the model with a denial, and journaled.
+	// Reason is shown to the model with a denial, and journaled; a
+	// denial needs one.
 	Reason string `json:"reason,omitempty"`
 	// Remember ("run" or "agent", approvals only) also allows matching
 	// calls from now on, in this run or in every run of the agent: the

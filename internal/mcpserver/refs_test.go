@@ -1,0 +1,101 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/testrun"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/mem"
+	"github.com/keel-run/keel/service"
+)
+
+// Keel's MCP server on the local journal names runs and calls as every
+// other front end does (report 13, P7 and P12; report 12, B11): a
+// run's id, a unique prefix of it, the web UI's short form, or "last" in
+// the server's directory; a call's id, a unique prefix, or none when
+// one waits. A miss says so as the command line and the API do, as a
+// tool error; a denial without a reason is the service's refusal.
+func TestLocalToolsResolveRunsAndCalls(t *testing.T) {
+	ctx := t.Context()
+	rt := agent.NewRuntime(mem.New(), nil)
+	id := testrun.Paused(t, rt.Store(), nil, "rm old.log", 0)
+	st, _, err := rt.Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := service.New(rt, &service.Options{NoExecution: true})
+	defer svc.Shutdown(context.WithoutCancel(ctx))
+	srv := Local(svc, service.Local("ada"), &LocalOptions{Dir: st.Created.Workspace})
+	ct, sst := sdk.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, sst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	call := func(tool string, args map[string]any) (string, bool) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*sdk.TextContent); ok {
+				b.WriteString(tc.Text)
+			}
+		}
+		return b.String(), res.IsError
+	}
+	for _, ref := range []string{id, id[:10], id[:4] + "…" + id[len(id)-6:], "last"} {
+		text, isErr := call("run_status", map[string]any{"run_id": ref})
+		var got runStatus
+		if isErr || json.Unmarshal([]byte(text), &got) != nil || got.RunID != id || len(got.Waiting) != 1 {
+			t.Errorf("run_status %q = %s (error %v), want run %s waiting", ref, text, isErr, id)
+		}
+		if text, isErr := call("run_timeline", map[string]any{"run_id": ref}); isErr || !strings.Contains(text, "approval.requested") {
+			t.Errorf("run_timeline %q = %s (error %v)", ref, text, isErr)
+		}
+		if text, isErr := call("list_approvals", map[string]any{"run_id": ref}); isErr || !strings.Contains(text, `"call_id": "c1"`) {
+			t.Errorf("list_approvals %q = %s (error %v)", ref, text, isErr)
+		}
+	}
+	for ref, want := range map[string]string{"01zzzzzzzz": `no run "01zzzzzzzz"`, "01": `no run "01"`} {
+		if text, isErr := call("run_status", map[string]any{"run_id": ref}); !isErr || text != want {
+			t.Errorf("run_status %q = %q (error %v), want the error %q", ref, text, isErr, want)
+		}
+	}
+	for _, c := range []struct {
+		args map[string]any
+		want string
+	}{
+		{map[string]any{"run_id": id[:10], "call_id": "c1", "decision": "deny"}, "a denial needs a reason"},
+		{map[string]any{"run_id": id[:10], "call_id": "x", "decision": "deny", "reason": "no"}, "does not wait for call x"},
+	} {
+		if text, isErr := call("answer_approval", c.args); !isErr || !strings.Contains(text, c.want) {
+			t.Errorf("answer_approval %v = %q (error %v), want the error %q", c.args, text, isErr, c.want)
+		}
+	}
+	text, isErr := call("answer_approval", map[string]any{"run_id": id[:10], "decision": "deny", "reason": "keep the log"})
+	var got runStatus
+	if isErr || json.Unmarshal([]byte(text), &got) != nil || got.RunID != id || len(got.Waiting) != 0 {
+		t.Errorf("answer_approval without call_id = %s (error %v), want run %s decided", text, isErr, id)
+	}
+	evs, err := rt.Store().Read(ctx, id, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := evs[len(evs)-1]; last.Type != journal.ApprovalResolved || !strings.Contains(string(last.Payload), `"call_id":"c1"`) {
+		t.Errorf("newest event %s %s, want c1's approval.resolved", last.Type, last.Payload)
+	}
+}

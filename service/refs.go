@@ -1,0 +1,175 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/realpath"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
+)
+
+// How a person names a run and a call, the same in every front end (the
+// command line in both forms, the API's and the web UI's paths, Keel's
+// MCP tools in both forms): these resolvers are the one rule.
+
+// LastRef is the run reference naming the newest run in the caller's
+// workspace (the directory it works in), as `codex resume --last` and
+// `claude --continue` find one. Run ids never contain an l.
+const LastRef = "last"
+
+// MaxRunRef is the longest run reference looked up: far longer than any
+// run id, short enough to quote in an error.
+const MaxRunRef = 100
+
+// ResolveRun returns the id of the run ref names in store: its id, a
+// unique prefix of one (at least journal.MinRunPrefix characters), the
+// shortened form the web UI shows (01m9…whbcbs), or [LastRef]: the
+// newest run whose workspace is dir or contains it ([LastRun]; dir ""
+// says the caller has no directory, as over the API, and "last" names
+// nothing). A reference that names no run is a not_found *Error
+// ("no run "X""), an ambiguous one an invalid_request *Error listing
+// the runs it matches.
+func ResolveRun(ctx context.Context, store journal.Store, ref, dir string) (string, error) {
+	if ref == LastRef {
+		if dir == "" {
+			return "", notFound("no run %q: %q names the newest run in the caller's workspace, which only a command on the workspace's machine knows; give the run's id (or a unique prefix of it)", ref, LastRef)
+		}
+		return LastRun(ctx, store, dir)
+	}
+	if len(ref) > MaxRunRef {
+		// Not echoed whole: it can be anything pasted.
+		r := []rune(ref)
+		return "", notFound("no run %q… (%d characters: a run id has 26)", string(r[:min(len(r), 26)]), len(ref))
+	}
+	id, err := journal.ResolveRun(ctx, store, ref)
+	switch {
+	case errors.Is(err, journal.ErrAmbiguousRun):
+		return "", badRequest("%s", strings.TrimPrefix(err.Error(), "journal: "))
+	case errors.Is(err, journal.ErrNotFound):
+		return "", notFound("no run %q", ref)
+	}
+	return id, err
+}
+
+// ResolveRun is [ResolveRun] on the service's journal.
+func (s *Service) ResolveRun(ctx context.Context, who *Caller, ref, dir string) (string, error) {
+	return ResolveRun(ctx, s.rt.Store(), ref, dir)
+}
+
+// LastRun returns the newest run of store (not a child agent's, which
+// is its lead's part) whose workspace is dir or contains it; none is a
+// not_found *Error.
+func LastRun(ctx context.Context, store journal.Store, dir string) (string, error) {
+	runs, err := store.Runs(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	dir = realpath.Resolve(dir)
+	for _, r := range runs {
+		if journal.IsSystem(r.RunID) {
+			continue
+		}
+		evs, err := store.Read(ctx, r.RunID, 1)
+		if err != nil || len(evs) == 0 || evs[0].Type != journal.RunCreated {
+			continue
+		}
+		v, err := agent.Decode(&evs[0])
+		if c, ok := v.(*agent.RunCreated); err == nil && ok && c.Parent == nil && InWorkspace(dir, c.Workspace) {
+			return r.RunID, nil
+		}
+	}
+	return "", notFound("no run in this workspace (%s)", dir)
+}
+
+// LastIn is [LastRun] over runs listed newest first (the API's list, for
+// a front end on a team server): the first that is not a child agent's
+// and whose workspace is dir or contains it; none is a not_found *Error.
+func LastIn(runs []api.Run, dir string) (string, error) {
+	dir = realpath.Resolve(dir)
+	for _, x := range runs {
+		if x.Parent == "" && InWorkspace(dir, x.Workspace) {
+			return x.ID, nil
+		}
+	}
+	return "", notFound("no run in this workspace (%s)", dir)
+}
+
+// InWorkspace reports whether dir (resolved) is workspace or lies in it.
+func InWorkspace(dir, workspace string) bool {
+	return workspace != "" && realpath.Within(dir, realpath.Resolve(workspace))
+}
+
+// ResolveCall returns the id of the call ref names among pending, the
+// approvals run runID waits for: the call with that id, else the one
+// whose id it starts, else (ref "") the only one. Anything else is an
+// *Error naming the calls the run waits for: no_approval when the run
+// waits for no call ref names, invalid_request when ref names more than
+// one (or none is named and more than one waits).
+func ResolveCall(runID, ref string, pending []api.Approval) (string, error) {
+	var match []string
+	for _, p := range pending {
+		if p.CallID == ref {
+			return ref, nil
+		}
+		if strings.HasPrefix(p.CallID, ref) {
+			match = append(match, p.CallID)
+		}
+	}
+	// Not waiting for the call is the runtime's refusal (agent.ErrNoApproval), in
+	// words that name what the run waits for.
+	notWaiting := func(format string, args ...any) error {
+		return &Error{Code: api.CodeNoApproval, Message: fmt.Sprintf(format, args...), cause: agent.ErrNoApproval}
+	}
+	var list strings.Builder
+	for _, p := range pending {
+		fmt.Fprintf(&list, "\n  %s (%s)", visible.String(p.CallID), p.Tool)
+	}
+	switch {
+	case len(match) == 1:
+		return match[0], nil
+	case len(pending) == 0 && ref == "":
+		return "", notWaiting("run %s waits for no approval", runID)
+	case len(pending) == 0:
+		return "", notWaiting("run %s waits for no approval, so not for call %s: it was decided already, or never asked", runID, visible.String(ref))
+	case ref == "":
+		return "", badRequest("run %s waits for %d approvals: name the call (its id, or the start of it):%s", runID, len(pending), list.String())
+	case len(match) > 1:
+		return "", badRequest("call %s of run %s is ambiguous: %d waiting calls start with it:%s", visible.String(ref), runID, len(match), list.String())
+	}
+	return "", notWaiting("run %s does not wait for call %s (decided already, or never asked); it waits for:%s", runID, visible.String(ref), list.String())
+}
+
+// NoReason is the refusal of a denial without a reason, in every front
+// end: the model is told the reason, and without one it can only guess
+// what to do instead. Every decider gives one (a person at the terminal
+// who gives none is recorded as "denied at the terminal"; an
+// evaluation's rule and an approval's deadline say theirs).
+func NoReason() error {
+	return badRequest("a denial needs a reason: the model is told it, so that it can do something else")
+}
+
+// CheckSeq is the one check of an event named by its sequence number
+// (keel runs rewind --to, fork --at and diff --at; the API's to, seq and
+// at): name is how the caller named it.
+func CheckSeq(name string, seq int64) error {
+	if seq < 1 {
+		return badRequest("%s %d: want an event's sequence number, 1 or more", name, seq)
+	}
+	return nil
+}
+
+// CancelCompletedError is the refusal to cancel completed run id,
+// whoever cancels it (the API, keel runs cancel on the journal).
+func CancelCompletedError(id string) error {
+	return &Error{Code: api.CodeRunCompleted, cause: agent.ErrRunCompleted, Message: fmt.Sprintf("run %s has completed; there is nothing to cancel", id)}
+}
+
+// NoTask is the refusal of a run without a task (what the agent should
+// do), said before anything else of the model: only a recording
+// (replay:PATH) brings a task of its own.
+func NoTask() error { return badRequest("no task: give the run a task (what the agent should do)") }
