@@ -162,7 +162,7 @@ var codeExt = []string{".sh", ".bash", ".zsh", ".py", ".pth", ".js", ".mjs", ".c
 
 // ScriptRoots returns what a setup script (bash) runs from the
 // workspace ws, its working directory: every word of it that names a
-// file of the workspace (`scripts/setup.sh`, `/workspace/x.py`,
+// file of the workspace (`ci/setup.sh`, the same by the mount path,
 // `--file=ci/env.sh`, a pattern such as `setup.d/*.sh`, which counts as
 // every file it can match, new ones included), what running such a file
 // may load (as for a server: the modules beside a script, node_modules,
@@ -229,7 +229,8 @@ func names(ws *tool.Workspace, w, dir string, out *roots) {
 	}
 	var tries []string
 	if path.IsAbs(w) {
-		tries = append(tries, w, path.Join(ws.MountPath(), dir, w)) // "$(dirname "$0")/env.sh"
+		// Also by the file's own directory: $(dirname "$0") and a name.
+		tries = append(tries, w, path.Join(ws.MountPath(), dir, w))
 	} else {
 		tries = append(tries, path.Join(ws.MountPath(), w), path.Join(ws.MountPath(), dir, w))
 	}
