@@ -331,6 +331,12 @@ type SetupFinished struct {
 	Output     string `json:"output"`
 	Artifact   string `json:"artifact,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
+	// Files are the SHA-256 digests of what the script runs from the
+	// workspace, by root (a file, or a directory's modules: see
+	// tool/codefiles), as the script left them: what the next run's
+	// setup is held against. Empty when it runs none or Keel did not
+	// compare them.
+	Files map[string]string `json:"files,omitempty"`
 }
 
 // SandboxEgress is the payload of journal.SandboxEgress: one decision of

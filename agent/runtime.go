@@ -19,6 +19,7 @@ import (
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/tool"
+	"github.com/keel-run/keel/tool/codefiles"
 )
 
 // Sentinel errors of the runtime.
@@ -286,6 +287,11 @@ type Wiring struct {
 	// Team, if set, starts and follows the run's children (spawn_agent,
 	// wait_agents); nil: those calls get an error result.
 	Team Launcher
+	// CodeFiles, if set, keeps the digests of the workspace files Keel
+	// last started code from in the run's workspace (in this run or an
+	// earlier one): the setup script does not run when files it runs
+	// changed since (setup.go). nil: the setup is not compared.
+	CodeFiles *codefiles.Store
 }
 
 // WireFunc builds the live parts of one execution of the run that c

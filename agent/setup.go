@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/tool"
+	"github.com/keel-run/keel/tool/codefiles"
 )
 
 // setuper is implemented by sandboxes that can run the setup phase with
@@ -31,6 +33,13 @@ func (x *executor) setup(ctx context.Context) error {
 		return x.appendMany(ctx, []journal.Type{journal.SetupFinished, journal.RunFailed}, []any{
 			&SetupFinished{ExitCode: -1, Output: "no sandbox configured: the setup script cannot run"},
 			&RunEnded{Reason: ReasonSetup, Message: "no sandbox configured: the setup script cannot run"},
+		})
+	}
+	roots, refused := x.setupFiles()
+	if refused != "" {
+		return x.appendMany(ctx, []journal.Type{journal.SetupFinished, journal.RunFailed}, []any{
+			&SetupFinished{ExitCode: -1, Output: refused},
+			&RunEnded{Reason: ReasonSetup, Message: refused},
 		})
 	}
 	out := tool.NewOutput(x.p.Env.Workspace, x.runID, "setup", setupOutputChars)
@@ -63,6 +72,9 @@ func (x *executor) setup(ctx context.Context) error {
 	r := tool.Result{Content: x.secrets.hide(out.View()), Artifact: out.Artifact()}
 	x.hideInArtifact(&r)
 	sf := &SetupFinished{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Limit: res.Limit, Output: r.Content, Artifact: r.Artifact, DurationMS: x.since(start)}
+	if roots {
+		sf.Files = x.setupRan()
+	}
 	if res.ExitCode != 0 || res.TimedOut {
 		msg := fmt.Sprintf("the setup script failed with exit code %d", res.ExitCode)
 		switch {
@@ -154,4 +166,51 @@ func (r *Recorder) bind(x *executor) {
 	r.mu.Lock()
 	r.x = x
 	r.mu.Unlock()
+}
+
+// setupFiles compares what the setup script runs from the workspace
+// with the files Keel last started code from there ([Wiring].CodeFiles):
+// a run of the same workspace may have rewritten them (a hijacked model
+// planting code in ci/setup.sh, in a file it sources, in a module
+// it imports), and the script runs before the gate, with the sandbox's
+// environment and the setup's network. It returns whether the script
+// runs files of the workspace, and why it must not run ("" when it
+// may).
+func (x *executor) setupFiles() (bool, string) {
+	cf, ws := x.p.CodeFiles, x.p.Env.Workspace
+	if cf == nil || ws == nil {
+		return false, ""
+	}
+	roots := codefiles.ScriptRoots(x.st.Created.Setup, ws)
+	if len(roots) == 0 {
+		return false, ""
+	}
+	base, err := cf.Load(ws)
+	if err != nil {
+		return true, "the setup script was not run: Keel could not read the digests of the files it ran before: " + err.Error()
+	}
+	now := codefiles.Fingerprint(ws, roots)
+	was := codefiles.Since(base, now)
+	if was.Sum() == now.Sum() {
+		return true, ""
+	}
+	with := "the sandbox's environment"
+	if len(x.st.Created.SecretEnv) > 0 {
+		with += ", which holds the run's secrets " + strings.Join(x.st.Created.SecretEnv, ", ")
+	}
+	return true, fmt.Sprintf("the setup script was not run: files it runs from the workspace changed since Keel last ran code from them here, and a run may have written them: %s. The script runs before any call is decided, with %s. Read the changes; to run the setup with these files, trust them as they are (keel config trust --workspace %s, on the machine that runs the run), then start the run again.",
+		strings.Join(codefiles.Changes(was, now), ", "), with, ws.Root())
+}
+
+// setupRan records what the setup script ran from the workspace as it
+// left it: what the next run's setup is compared with. It returns the
+// digests by root, for setup.finished.
+func (x *executor) setupRan() map[string]string {
+	ws := x.p.Env.Workspace
+	roots := codefiles.ScriptRoots(x.st.Created.Setup, ws)
+	now := codefiles.Fingerprint(ws, roots)
+	if err := x.p.CodeFiles.Update(ws, roots, now); err != nil {
+		x.rt.logger.Warn("the digests of what the setup ran were not kept; the next setup is compared with older ones", "run_id", x.runID, "error", err)
+	}
+	return now.Roots
 }

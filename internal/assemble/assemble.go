@@ -425,6 +425,7 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 		w.closers = append(w.closers, func() error { release(); return nil })
 	}
 	w.MemoryWatch = MemoryWatch(StateDir(a.Home, c.Workspace), ws.Root(), c.Labels[createdByToken])
+	w.CodeFiles = a.codeFiles(c.Workspace)
 	w.Tools = newTools(set, w.vault, NetworkTools(c))
 	if a.MoreTools != nil {
 		closer, err := a.MoreTools(ctx, c, w.Tools, w.params)

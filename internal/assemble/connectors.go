@@ -2,6 +2,7 @@ package assemble
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 
 	"github.com/keel-run/keel/agent"
@@ -9,6 +10,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/redact"
+	"github.com/keel-run/keel/tool/codefiles"
 	"github.com/keel-run/keel/tool/mcp"
 	"github.com/keel-run/keel/tool/openapi"
 	"github.com/keel-run/keel/tool/sqlquery"
@@ -108,7 +110,7 @@ func (a *Assembler) connectMCP(ctx context.Context, w *Run, c *agent.RunCreated)
 		opts := &mcp.Options{Sandbox: w.sb, Network: w.Env.Network, CallTimeout: w.Env.CommandTimeout, Elicit: w.elicit,
 			// What a stdio server runs from the workspace, held against
 			// the files the run first started it with.
-			Workspace: w.Env.Workspace, Files: s.Files, FileDigests: s.FileDigests}
+			Workspace: w.Env.Workspace, Files: s.Files, FileDigests: s.FileDigests, Record: a.codeFiles(c.Workspace)}
 		if s.URL != "" {
 			// A server that answers 401 is authorized through the vault.
 			var err error
@@ -126,8 +128,12 @@ func (a *Assembler) connectMCP(ctx context.Context, w *Run, c *agent.RunCreated)
 			// start are the run's.
 			c.MCP[i].Files, c.MCP[i].FileDigests = cl.Files(), cl.FileDigests()
 		}
-		if cl.Files() != nil && s.Files != nil && !cl.Started() {
-			a.notef("keel: mcp server %s was not started: the files it runs from the workspace changed since the run first started it; its first call asks a person\n", s.Name)
+		if cl.Files() != nil && !cl.Started() {
+			since := "the run first started it"
+			if s.Files == nil {
+				since = "Keel last started code from them in this workspace (an earlier run may have written them)"
+			}
+			a.notef("keel: mcp server %s was not started: the files it runs from the workspace changed since %s; its first call asks a person\n", s.Name, since)
 		}
 		regs, notes := cl.Register(w.Tools, pinned)
 		for _, n := range notes {
@@ -259,4 +265,21 @@ func (a *Assembler) openJournal(ctx context.Context) (journal.Store, error) {
 		return a.OpenJournal(ctx)
 	}
 	return journal.Open(ctx, a.Journal)
+}
+
+// codeFiles is where Keel keeps, per workspace, the digests of the
+// files it last started code from (a setup script, a stdio MCP server):
+// in the workspace's state directory in its home, which no sandbox
+// sees. nil without a home.
+func (a *Assembler) codeFiles(ws string) *codefiles.Store {
+	if a.Home == "" {
+		return nil
+	}
+	return CodeFiles(a.Home, ws)
+}
+
+// CodeFiles is the record of the files Keel last started code from in
+// the workspace ws ([codefiles.Store]), in its state directory of home.
+func CodeFiles(home, ws string) *codefiles.Store {
+	return &codefiles.Store{File: filepath.Join(StateDir(home, ws), "code-files.json")}
 }

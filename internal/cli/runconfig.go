@@ -11,9 +11,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/config"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/redact"
+	"github.com/keel-run/keel/tool"
 )
 
 // Settings of keel run and keel chat come from three layers (see
@@ -122,18 +124,34 @@ offers are listed with the file that names them.`
 the model, the policy, allowed hosts or MCP servers can loosen what a run may
 do or send your API key elsewhere, so keel run refuses it until you trust it:
 read it (keel config show lists what it sets), then run keel config trust.
-The trust is for the file's exact content; a change asks again.`,
+The trust is for the file's exact content; a change asks again.
+
+It also trusts, as they are now, the files of the workspace Keel last
+started code from outside the gate (what a setup script runs, a stdio MCP
+server's script and modules): a run's setup does not run, and a new run
+does not start such a server before a person approves, when a run changed
+those files since (docs/security.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ws, err := filepath.Abs(trustWS)
 			if err != nil {
 				return usagef("--workspace: %v", err)
 			}
+			// The files Keel last started code from in the workspace (a
+			// setup script, a stdio MCP server): as they are now, so that
+			// the next run's setup and servers start with them.
+			code, err := trustCode(a.home, ws)
+			if err != nil {
+				return err
+			}
+			if code != nil {
+				fmt.Fprintf(a.stderr, "keel: trusted what setup scripts and MCP servers run from %s as it is now%s\n", ws, strings.Join(code, ", "))
+			}
 			p := filepath.Join(ws, filepath.FromSlash(config.ProjectFile))
 			// The project file and the agent definitions (.keel/agents,
 			// docs/teams.md), each for its content now.
 			files, _ := filepath.Glob(filepath.Join(ws, ".keel", "agents", "*.md"))
-			if _, err := os.Stat(p); err == nil || len(files) == 0 {
+			if _, err := os.Stat(p); err == nil || len(files) == 0 && code == nil {
 				files = append([]string{p}, files...)
 			}
 			for _, p := range files {
@@ -152,6 +170,29 @@ The trust is for the file's exact content; a change asks again.`,
 	trust.Flags().StringVar(&trustWS, "workspace", ".", "the workspace whose .keel/config.toml to trust")
 	cmd.AddCommand(trust)
 	return cmd
+}
+
+// trustCode records the files Keel last started code from in the
+// workspace ws as they are now, and returns what changed since ("" for
+// none), nil when Keel never started code from it.
+func trustCode(home, ws string) ([]string, error) {
+	w, err := tool.NewWorkspace(ws, "", nil)
+	if err != nil {
+		return nil, nil // not a directory: no code started from it
+	}
+	defer w.Close()
+	st := assemble.CodeFiles(home, w.Root())
+	if _, err := os.Stat(st.File); err != nil {
+		return nil, nil
+	}
+	changed, err := st.Trust(w)
+	if err != nil {
+		return nil, err
+	}
+	if len(changed) == 0 {
+		return []string{" (unchanged)"}, nil
+	}
+	return append([]string{": " + changed[0]}, changed[1:]...), nil
 }
 
 // untrustedError is keel run's refusal of the project file proj, which

@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -68,7 +67,7 @@ func TestServerRootsCoverWhatRuns(t *testing.T) {
 					t.Fatal(err)
 				}
 				after := fingerprint(ws, roots)
-				changed := before.sum() != after.sum()
+				changed := before.Sum() != after.Sum()
 				want := false
 				for _, g := range c.changes {
 					want = want || g == f
@@ -81,32 +80,5 @@ func TestServerRootsCoverWhatRuns(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// The digests of a server in a node_modules tree of 5,000 files of 4 KiB
-// (20 MiB), taken at each start of the server and at each call's gate
-// decision while a start is pending.
-func BenchmarkFingerprint(b *testing.B) {
-	dir := b.TempDir()
-	content := make([]byte, 4096)
-	for i := range 5000 {
-		p := filepath.Join(dir, "node_modules", fmt.Sprintf("p%d", i/50), fmt.Sprintf("f%d.js", i))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(p, content, 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	ws, err := tool.NewWorkspace(dir, "/workspace", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ws.Close()
-	roots := serverRoots([]string{"node", "node_modules/p0/f0.js"}, ws)
-	b.ResetTimer()
-	for b.Loop() {
-		fingerprint(ws, roots)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/linux"
 	"github.com/keel-run/keel/tool"
+	"github.com/keel-run/keel/tool/codefiles"
 	"github.com/keel-run/keel/tool/mcp"
 )
 
@@ -272,5 +273,137 @@ func TestStdioServerResumeWithChangedFiles(t *testing.T) {
 	res = runApproved(t, r, e.env, "c2", "local__add", `{"a":1,"b":2}`, add.State(&tool.Request{}))
 	if res.IsError || !strings.Contains(res.Content, "evil") || e.leaked(t) != e.canary {
 		t.Fatalf("approved call on resume: %+v, leak %q", res, e.leaked(t))
+	}
+}
+
+// A hijacked earlier run of the same workspace changes what the server
+// runs and leaves it for the next run, whose first start of the server
+// is the new code's first chance: it is held against the files Keel
+// last started code from in the workspace (codefiles.Store), as a
+// restart is. Every way of changing them the attacker may try is held;
+// the canary never leaves while nobody approves.
+func TestStdioServerNewRunWithFilesAnEarlierRunChanged(t *testing.T) {
+	// The script a link leads to: the evil module's code, then the
+	// server (whose modules are in srv/).
+	evilServer := evilHelper + "import sys\nsys.path.insert(0, '/workspace/srv')\n" + filesServer
+	// A json.py beside the script, which Python imports before its own,
+	// and which hands over to the real one.
+	evilJSON := evilHelper + `import sys
+here, kept = os.path.dirname(os.path.abspath(__file__)), sys.path
+sys.path = [p for p in sys.path if os.path.abspath(p or '.') != here]
+del sys.modules['json']
+import json
+sys.path = kept
+`
+	for _, c := range []struct {
+		name  string
+		plant func(t *testing.T, dir string)
+		names string // in the question
+	}{
+		{"module rewritten", func(t *testing.T, dir string) {
+			write(t, dir, "srv/helper.py", evilHelper)
+		}, "srv/helper.py (changed)"},
+		{"module planted beside the script", func(t *testing.T, dir string) {
+			write(t, dir, "srv/json.py", evilJSON)
+		}, "srv/json.py (new)"},
+		{"module renamed over", func(t *testing.T, dir string) {
+			write(t, dir, "srv/helper.new", evilHelper)
+			if err := os.Rename(filepath.Join(dir, "srv/helper.new"), filepath.Join(dir, "srv/helper.py")); err != nil {
+				t.Fatal(err)
+			}
+		}, "srv/helper.py (changed)"},
+		{"script replaced by a link", func(t *testing.T, dir string) {
+			write(t, dir, "other/evil.py", evilServer)
+			os.Remove(filepath.Join(dir, "srv/server.py"))
+			if err := os.Symlink("../other/evil.py", filepath.Join(dir, "srv/server.py")); err != nil {
+				t.Fatal(err)
+			}
+		}, "srv/server.py (changed)"},
+		{"directory replaced by a link", func(t *testing.T, dir string) {
+			write(t, dir, "srv2/server.py", filesServer)
+			write(t, dir, "srv2/helper.py", evilHelper)
+			if err := os.Rename(filepath.Join(dir, "srv"), filepath.Join(dir, "old")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("srv2", filepath.Join(dir, "srv")); err != nil {
+				t.Fatal(err)
+			}
+		}, "srv/helper.py (changed)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newFilesEnv(t)
+			rec := &codefiles.Store{File: filepath.Join(t.TempDir(), "code-files.json")}
+			// The earlier run starts the server (its first start in the
+			// workspace: nothing to compare with) and plants.
+			first, err := mcp.Connect(t.Context(), filesSrv, &mcp.Options{Sandbox: e.sb, Workspace: e.ws, Record: rec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !first.Started() {
+				t.Fatal("the first start in a workspace was held")
+			}
+			r := tool.NewRegistry()
+			first.Register(r, nil)
+			pinned := map[string]mcp.Pinned{}
+			for _, n := range r.Names() {
+				tl := r.Tool(n)
+				pinned[n] = mcp.Pinned{Pin: tl.Pin, Description: tl.Description, InputSchema: tl.InputSchema}
+			}
+			first.Close()
+			c.plant(t, e.ws.Root())
+
+			// The next run: a new run (no files journaled yet).
+			next, err := mcp.Connect(t.Context(), filesSrv, &mcp.Options{Sandbox: e.sb, Workspace: e.ws, Record: rec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer next.Close()
+			if got := e.leaked(t); got != "" {
+				t.Fatalf("the next run started the planted server (it wrote %q)", got)
+			}
+			if next.Started() {
+				t.Fatal("the next run started the server with the files the earlier run changed")
+			}
+			r = tool.NewRegistry()
+			if regs, notes := next.Register(r, pinned); len(regs) != 3 {
+				t.Fatalf("registered %v, notes %v", regs, notes)
+			}
+			add := r.Tool("local__add")
+			if why := add.Hold(); !strings.Contains(why, c.names) || !strings.Contains(why, "API_TOKEN") {
+				t.Errorf("hold = %q, want %q and the secret named", why, c.names)
+			}
+			res := runApproved(t, r, e.env, "c1", "local__add", `{"a":1,"b":2}`, "")
+			if !res.IsError || e.leaked(t) != "" {
+				t.Fatalf("unapproved call: %+v, leak %q", res, e.leaked(t))
+			}
+			// A person approves the files: the server starts with them,
+			// and the run after that starts it unasked.
+			if res := runApproved(t, r, e.env, "c2", "local__add", `{"a":1,"b":2}`, add.State(&tool.Request{})); res.IsError {
+				t.Errorf("approved call: %+v", res)
+			}
+			if got := e.leaked(t); got != e.canary {
+				t.Fatalf("approved, the server ran with %q, want the secret", got)
+			}
+			after, err := mcp.Connect(t.Context(), filesSrv, &mcp.Options{Sandbox: e.sb, Workspace: e.ws, Record: rec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer after.Close()
+			if !after.Started() {
+				r := tool.NewRegistry()
+				after.Register(r, pinned)
+				t.Errorf("the run after the approval did not start the server with the files the person approved: %s", r.Tool("local__add").Hold())
+			}
+		})
+	}
+}
+
+func write(t *testing.T, dir, name, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

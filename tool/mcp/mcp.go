@@ -49,6 +49,7 @@ import (
 	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin/web"
+	"github.com/keel-run/keel/tool/codefiles"
 )
 
 // Server describes how to reach one MCP server.
@@ -117,6 +118,12 @@ type Options struct {
 	// FileDigests are the digests of single files journaled with Files
 	// ([Client.FileDigests]), to name the files that changed.
 	FileDigests map[string]string
+	// Record, when set, keeps the digests of the files each start ran
+	// for the workspace, across runs: a new run (Files nil) does not
+	// start the server with files other than those an earlier run last
+	// started it (or other code) with before a person approves them, as
+	// for a restart.
+	Record *codefiles.Store
 	// Elicit, when set, answers the server's requests for a person's
 	// input during a tool call (elicitation, and the input requests of
 	// multi-round-trip calls): the client then advertises the capability.
@@ -218,9 +225,23 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Client, error) {
 		c.roots = serverRoots(srv.Command, c.opts.Workspace)
 		if len(c.roots) > 0 && c.opts.Files != nil {
 			c.started = journaled(c.roots, c.opts.Files, c.opts.FileDigests)
-			if now := fingerprint(c.opts.Workspace, c.roots); now.sum() != c.started.sum() {
+			if now := fingerprint(c.opts.Workspace, c.roots); now.Sum() != c.started.Sum() {
 				// Changed since the run first started it: not started
 				// before a person approves (the first call asks).
+				return c, nil
+			}
+		}
+		if len(c.roots) > 0 && c.opts.Files == nil && c.opts.Record != nil {
+			// The first start in a new run: held against the files Keel
+			// last started code from in this workspace, in an earlier
+			// run, which may have changed them for this one.
+			base, err := c.opts.Record.Load(c.opts.Workspace)
+			if err != nil {
+				return nil, fmt.Errorf("mcp server %s: %w", srv.Name, err)
+			}
+			now := fingerprint(c.opts.Workspace, c.roots)
+			if was := codefiles.Since(base, now); was.Sum() != now.Sum() {
+				c.started = was
 				return c, nil
 			}
 		}
@@ -291,10 +312,10 @@ func (c *Client) connect(ctx context.Context) error {
 			c.mu.Lock()
 			if c.started == nil {
 				c.started = now // the first start: what later starts are held against
-			} else if now.sum() == c.started.sum() {
+			} else if now.Sum() == c.started.Sum() {
 				c.started = now // the same files, known one by one from now on
 			}
-			same := now.sum() == c.started.sum()
+			same := now.Sum() == c.started.Sum()
 			c.mu.Unlock()
 			if !same {
 				return fmt.Errorf("mcp server %s: %w", c.srv.Name, errFilesChanged)
@@ -359,6 +380,10 @@ func (c *Client) connect(ctx context.Context) error {
 		// No command of the run ran meanwhile: a call of the server's
 		// tools runs apart from every call that writes (Exclusive).
 		after = fingerprint(c.opts.Workspace, c.roots)
+		// What the next run's first start is held against. Not kept
+		// (Keel's home not writable), the older record stays, and the
+		// next run asks about more, not less.
+		_ = c.opts.Record.Update(c.opts.Workspace, c.roots, after)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
