@@ -74,7 +74,7 @@ var bothForms = map[string]string{serverForm: "yes"}
 
 // localOnly are the commands that never touch a journal (they work on
 // files of this machine), so they run the same with --server.
-var localOnly = []string{"keel serve", "keel mcp call", "keel policy check", "keel policy default", "keel policy test", "keel sandbox info",
+var localOnly = []string{"keel serve", "keel mcp call", "keel policy check", "keel policy default", "keel policy test",
 	"keel model replay-task", "keel model serve-replay"}
 
 // clientMode makes the commands that have a server form talk to the team
@@ -99,7 +99,7 @@ func (a *app) clientMode(root *cobra.Command) {
 			// A command with no server form must not quietly use the
 			// local journal when a server is named.
 			f = func(*cobra.Command, []string) error {
-				return usagef("%s is not supported with --server (or KEEL_SERVER): it works on a local journal; run it on the server's machine without --server", path)
+				return usagef("%s is not supported with --server (or KEEL_SERVER): it works on this machine (its journal, files or sandbox), not the server's; run it on the server's machine without --server", path)
 			}
 			ok = true
 		}

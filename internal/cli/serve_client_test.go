@@ -115,6 +115,7 @@ func TestUnsupportedCommandsWithServer(t *testing.T) {
 		{"runs", "tokens", "01run"},
 		{"runs", "handoff", "01run"},
 		{"runs", "compare", "01run", trajectory},
+		{"sandbox", "info"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, _, errOut := keel(t, append([]string{"--server", fake.URL, "--token", "keel_x_y"}, args...)...)
