@@ -38,9 +38,9 @@ func (a *app) runsCancelCmd() *cobra.Command {
 		Long: `Cancel closes a run that nobody executes: a run paused for approval or by
 a revoked agent, or one interrupted by a crash. Every call of its open
 turn gets a result saying it did not run, then run.canceled records who
-canceled it. A run that another process executes (or waits in) is left
-alone: stop that process first (Ctrl-C leaves the run paused). With
---server, the server cancels it, also while it executes it.`,
+canceled it. A run that another process executes is left alone: Ctrl-C
+or SIGTERM to that process cancels it (at an approval prompt, Ctrl-C
+pauses it). With --server, the server cancels it, also while it executes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
@@ -359,7 +359,7 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		return err
 	}
 	defer flush()
-	ld, err := foreground.Load(ctx, store, runID)
+	ld, err := foreground.LoadIdle(ctx, store, runID, message)
 	if err != nil {
 		return err
 	}
