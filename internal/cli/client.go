@@ -169,7 +169,7 @@ func (f *flagValues) integer(name string) int {
 // sends with the run.
 var clientRunFlags = []string{"model", "workspace", "mount-path", "env", "secret-env", "secret-for-host", "secret-in-body", "setup", "task-file", "system", "system-file", "json", "quiet",
 	"max-steps", "max-tokens", "max-cost", "timeout", "max-tool-calls", "max-children", "max-depth", "label", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait",
-	"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills"}
+	"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills", "context-window"}
 
 func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
@@ -262,9 +262,9 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	req.Limits = api.Limits{MaxSteps: &maxSteps, MaxTokens: &maxTokens, MaxCost: &maxCost, Timeout: timeout.String()}
-	// The limits a local run leaves at 0 (no limit) unless given: sent
-	// only when given, so the server checks them as it checks the API's.
-	for name, p := range map[string]**int{"max-tool-calls": &req.Limits.MaxToolCalls, "max-children": &req.Limits.MaxChildren, "max-depth": &req.Limits.MaxDepth} {
+	// The limits a local run leaves at 0 (no limit) unless given, and the
+	// context window: sent only when given, checked as the API's are.
+	for name, p := range map[string]**int{"max-tool-calls": &req.Limits.MaxToolCalls, "max-children": &req.Limits.MaxChildren, "max-depth": &req.Limits.MaxDepth, "context-window": &req.ContextWindow} {
 		if fs.Changed(name) {
 			v := fv.integer(name)
 			*p = &v

@@ -364,8 +364,13 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		return err
 	}
 	st := ld.State
-	// What the resume does, checked and decided as for a resume through
-	// the API.
+	// A window too small first, naming the flag to pass; then what the
+	// resume does, checked and decided as for a resume through the API.
+	if f.ctx.window > 0 {
+		if err := assemble.CheckContextWindow(st.Created, f.ctx.window, false); err != nil {
+			return err
+		}
+	}
 	plan, err := service.PlanResume(st, req)
 	if err != nil {
 		if f.handoff && errors.Is(err, agent.ErrRunCompleted) {
@@ -374,11 +379,6 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		return err
 	}
 	ch := plan.Changes
-	if f.ctx.window > 0 {
-		if err := assemble.CheckContextWindow(st.Created, f.ctx.window, false); err != nil {
-			return err
-		}
-	}
 	if plan.Attach && !f.handoff && f.gate.ifLastSeq == 0 && !f.gate.waiting() {
 		// The run waits for a person, nobody here answers, and the
 		// resume brings nothing: say what it waits for, as the server

@@ -192,6 +192,11 @@ type CreateRun struct {
 	// run --propose-skills): it may propose skills from its work, tested
 	// in its sandbox, and ask a person to promote one (docs/skills.md).
 	ProposeSkills bool `json:"propose_skills,omitempty"`
+	// ContextWindow is the run's context window in tokens (keel run
+	// --context-window): absent or 0 the model family's, negative never
+	// compacts; one too small for the run's fixed part (system prompt,
+	// memory, tool schemas, task) is refused.
+	ContextWindow *int `json:"context_window,omitempty"`
 }
 
 // RunTreeSpend is one node's amounts on each axis of a budget.
