@@ -249,18 +249,10 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	// default when it was not given, and 0 for no limit (the server checks
 	// and applies them as for a local run).
 	maxSteps := fv.integer("max-steps")
-	maxTokens, err := fs.GetInt64("max-tokens")
-	if err != nil {
-		return err
-	}
-	maxCost, err := fs.GetFloat64("max-cost")
-	if err != nil {
-		return err
-	}
-	timeout, err := fs.GetDuration("timeout")
-	if err != nil {
-		return err
-	}
+	maxTokens, errT := fs.GetInt64("max-tokens")
+	maxCost, errC := fs.GetFloat64("max-cost")
+	timeout, errD := fs.GetDuration("timeout")
+	fv.err = errors.Join(fv.err, errT, errC, errD)
 	req.Limits = api.Limits{MaxSteps: &maxSteps, MaxTokens: &maxTokens, MaxCost: &maxCost, Timeout: timeout.String()}
 	// The limits a local run leaves at 0 (no limit) unless given, and the
 	// context window: sent only when given, checked as the API's are.
