@@ -9,96 +9,6 @@ import (
 	"github.com/keel-run/keel/journal"
 )
 
-// owners is who changed a run's files between its snapshots (its
-// workspace.checkpoint and workspace.restored events), as its journal
-// tells: a snapshot closes a window of the run's own acts when a tool
-// started or the setup script ran since the snapshot before it (a step
-// of the run, or one a crash interrupted); else the files changed while
-// the run did nothing that changes files: before an execution's first
-// step (while the run was paused, or waiting to be resumed: another
-// run, a person), while it waited for an approval, an answer or a
-// sign-in (a person at the keyboard), or by a rewind.
-type owners struct {
-	first, last *agent.Snapshot
-	// run and outside are the paths changed in the run's windows and
-	// in the others.
-	run, outside map[string]bool
-}
-
-// whoChanged reads the owners of a run's file changes from events (the
-// run's whole journal); nil when it has no snapshot.
-func whoChanged(ctx context.Context, events []journal.Event) (*owners, error) {
-	var o *owners
-	var g *Checkpoints
-	acted := false
-	for i := range events {
-		e := &events[i]
-		switch e.Type {
-		case journal.ToolStarted, journal.SetupFinished:
-			acted = true
-			continue
-		case journal.WorkspaceCheckpoint, journal.WorkspaceRestored:
-		default:
-			continue
-		}
-		v, err := agent.Decode(e)
-		if err != nil {
-			return nil, err
-		}
-		var snap agent.Snapshot
-		var listed []agent.FileChange
-		complete, mine := false, acted
-		switch p := v.(type) {
-		case *agent.WorkspaceCheckpoint:
-			snap = agent.Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
-			listed, complete = p.Files, len(p.Files) > 0 && p.MoreFiles == 0
-		case *agent.WorkspaceRestored:
-			// A rewind: a person's act on the files, not the run's.
-			snap = agent.Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
-			listed, complete, mine = p.Files, p.MoreFiles == 0, false
-		}
-		acted = false
-		if o == nil {
-			o = &owners{first: &snap, last: &snap, run: map[string]bool{}, outside: map[string]bool{}}
-			continue
-		}
-		prev := o.last
-		o.last = &snap
-		if prev.Tree == snap.Tree {
-			continue
-		}
-		paths := make([]string, 0, len(listed))
-		if complete && prev.Store == snap.Store {
-			for _, f := range listed {
-				paths = append(paths, f.Path)
-			}
-		} else {
-			// The event lists some of the files, or none (a snapshot
-			// of another store): the store tells.
-			if g == nil || g.Store() != snap.Store {
-				if g, err = OpenCheckpoints(ctx, snap.Store, ""); err != nil {
-					return nil, err
-				}
-			}
-			fc, err := g.Changes(ctx, prev.Tree, snap.Tree)
-			if err != nil {
-				return nil, err
-			}
-			for _, f := range fc {
-				paths = append(paths, f.Path)
-			}
-		}
-		for _, p := range paths {
-			if mine {
-				o.run[p] = true
-			} else {
-				o.outside[p] = true
-			}
-		}
-	}
-	return o, nil
-}
-
 // attribute splits sum's changes (of the run made by created, compared
 // with the commit it started on; Mask not yet applied) by who made
 // them, with o from the run's journal: a file that already differed
@@ -279,7 +189,7 @@ func Changed(ctx context.Context, created *agent.RunCreated, events []journal.Ev
 		return nil, err
 	}
 	sum := &Summary{Changes: changes, From: from, At: to}
-	o, err := whoChanged(ctx, events)
+	o, err := whoChanged(ctx, events, nil, nil, "")
 	if err != nil || o == nil {
 		return sum, err
 	}

@@ -266,6 +266,18 @@ func TestChangedIsTheRunsOwn(t *testing.T) {
 			want: want{outside: []string{"notes.txt"}},
 		},
 		{
+			name: "a person's edit while the run waits, after a step that changed nothing, is not the run's",
+			git:  true,
+			run: func(t *testing.T, l *runLog) {
+				l.snap()
+				l.step("w", func() { write(t, l.ws, "w.txt", "run\n") })
+				l.step("ls", func() {}) // no checkpoint: its step ends without one
+				l.wait("x", func() { write(t, l.ws, "notes.txt", "person\n") })
+				l.answer()
+			},
+			want: want{changes: []string{"A w.txt"}, outside: []string{"notes.txt"}},
+		},
+		{
 			name: "a run killed in a tool: the resumed execution's first checkpoint is the run's",
 			git:  true,
 			run: func(t *testing.T, l *runLog) {

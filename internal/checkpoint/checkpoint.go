@@ -269,7 +269,7 @@ type Rewound struct {
 // (with who rewound). It puts back what the run changed since that
 // checkpoint, and leaves as they are the files only hands outside the
 // run changed since (a file a person wrote after the run, say):
-// [changedSince] tells them from the run's journal. A file changed by
+// [whoChanged] tells them from the run's journal. A file changed by
 // both is put back only with o.Force; otherwise nothing is changed and
 // the error is a *[ConflictError] naming them. The run must not be
 // executing: it takes the run's lease when the store has leases, and
@@ -309,7 +309,7 @@ func Rewind(ctx context.Context, store journal.Store, runID string, to int64, o 
 	}
 	var kept []string
 	before, tree, files, err := g.RestoreSome(ctx, cp.Tree, func(before string, changed []FileChange) ([]string, error) {
-		who, err := changedSince(ctx, g, events, cp, before)
+		who, err := whoChanged(ctx, events, cp, g, before)
 		if err != nil {
 			return nil, err
 		}
@@ -424,7 +424,7 @@ func PlanRewind(ctx context.Context, events []journal.Event, to int64) (*Plan, e
 	if err != nil {
 		return nil, err
 	}
-	who, err := changedSince(ctx, g, events, cp, now)
+	who, err := whoChanged(ctx, events, cp, g, now)
 	if err != nil {
 		return nil, err
 	}
@@ -672,7 +672,7 @@ func SinceStart(ctx context.Context, created *agent.RunCreated, events []journal
 		// differed from the commit when it started, and those changed
 		// while it did nothing. A run without them (checkpoints off,
 		// pruned) is shown against the commit alone.
-		if o, err := whoChanged(ctx, events); err == nil && o != nil && o.first.Store != "" {
+		if o, err := whoChanged(ctx, events, nil, nil, ""); err == nil && o != nil && o.first.Store != "" {
 			told := *sum
 			err := attribute(ctx, created, &told, o)
 			switch {
@@ -712,8 +712,8 @@ type Summary struct {
 	Before []string
 	// Outside names the files that changed only while the run did
 	// nothing that changes files (paused, or waiting for a person's
-	// approval or answer: by a person or another run, or by a rewind):
-	// not its changes, left out of Changes (Change.Outside marks those
+	// approval: by a person or another run; a rewind's restore is the
+	// run's, [whoChanged]): not its changes, left out of Changes (Change.Outside marks those
 	// the run changed too). Sorted.
 	Outside []string
 }
@@ -734,7 +734,7 @@ func OutsideNote(outside []string) string {
 	if len(outside) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d file(s) changed while the run was paused or waiting (by a person, another run or a rewind), not by the run: not counted as the run's: %s", len(outside), names(outside))
+	return fmt.Sprintf("%d file(s) changed while the run was paused or waiting (by a person or another run), not by the run: not counted as the run's: %s", len(outside), names(outside))
 }
 
 // names lists up to 10 paths, quoted as git quotes them.

@@ -56,14 +56,14 @@ func CloneAt(ctx context.Context, src, dir string, start *agent.GitStart) (err e
 	if start == nil || start.Commit == "" {
 		return errors.New("checkpoint: no start commit to clone at")
 	}
+	if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+		return fmt.Errorf("%s already has a .git", dir) // not ours to remove
+	}
 	defer func() {
 		if err != nil {
 			os.RemoveAll(filepath.Join(dir, ".git"))
 		}
 	}()
-	if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
-		return fmt.Errorf("%s already has a .git", dir)
-	}
 	// Cloned beside what dir may hold already (the sandbox's .keel) and
 	// moved into place.
 	tmp, err := os.MkdirTemp(dir, ".keel-clone-")

@@ -35,13 +35,17 @@ func ctimeOf(t *testing.T, dir, name string) time.Time {
 // named. While the run may still be executing, the workspace as it is
 // now is its.
 func TestSinceStartLeavesOutLaterChanges(t *testing.T) {
+	scratch := t.TempDir() // files whose change times stand for the clock
+	// The start's time comes before git init writes .git/config (which
+	// is then "written since"), however long making the repository
+	// takes on a loaded machine.
+	start := ctimeOf(t, scratch, "start").Add(-time.Second)
 	dir := repo(t, map[string]string{"a.py": "a = 1\n", "b.py": "b = 1\n", ".gitignore": "build/\n"})
 	commit, _, err := checkpoint.Start(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	scratch := t.TempDir() // files whose change times stand for the clock
-	created := &agent.RunCreated{Workspace: dir, StateDir: t.TempDir(), Git: &agent.GitStart{Commit: commit, Time: ctimeOf(t, scratch, "start").Add(-time.Second)}}
+	created := &agent.RunCreated{Workspace: dir, StateDir: t.TempDir(), Git: &agent.GitStart{Commit: commit, Time: start}}
 	hook, release := checkpoint.Hook(filepath.Join(t.TempDir(), "store"), dir)
 	defer release()
 	var events []journal.Event

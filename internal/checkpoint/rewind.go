@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
 )
 
@@ -33,116 +32,16 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("%d file(s) changed since the checkpoint of event %d both by the run and outside it (by hand, or by another run): %s; the rewind would undo both", len(e.Paths), e.To, names(e.Paths))
 }
 
-// origins tells who changed which files since a checkpoint: the run
-// (its steps, and Keel's own rewinds of its files) or hands outside it.
-type origins struct{ run, hand map[string]bool }
-
-// stepEnd reports the events that end a step: a batch of tool calls
-// that changed files is followed by a checkpoint before any of them, so
-// calls whose step ended without one changed no file.
-func stepEnd(t journal.Type) bool {
-	switch t {
-	case journal.ModelResponded, journal.ModelFailed, journal.ContextCompacted, journal.UserMessage,
-		journal.RunCompleted, journal.RunFailed, journal.RunCanceled:
-		return true
-	}
-	return false
-}
-
-// changedSince reads from events (a run's whole journal) who changed the
-// files between its snapshot from and now, the tree of its workspace as
-// it is. A snapshot records the run's own changes when tool calls (or
-// the setup script) started since the one before and their step had not
-// ended when it was taken (an execution journals the snapshot of a batch
-// that changed files before anything else, so a step that ended without
-// one changed none; a batch cut short by a pause or a crash is the run's
-// too); a rewind's restore is Keel's, done on the run's files, and
-// counts as the run's; any other change is by hands outside the run:
-// while it was paused or waiting for a person, or after its newest
-// snapshot. Files of windows the store cannot compare are in neither.
-func changedSince(ctx context.Context, g *Checkpoints, events []journal.Event, from *agent.Snapshot, now string) (*origins, error) {
-	o := &origins{run: map[string]bool{}, hand: map[string]bool{}}
-	prev := *from
-	open := false
-	mark := func(snap agent.Snapshot, listed []agent.FileChange, complete, mine bool) error {
-		defer func() { prev = snap }()
-		if prev.Tree == snap.Tree {
-			return nil
-		}
-		var paths []string
-		switch {
-		case complete && prev.Store == snap.Store:
-			for _, f := range listed {
-				paths = append(paths, f.Path)
-			}
-		case prev.Store == g.Store() && snap.Store == g.Store() && g.Has(ctx, prev.Tree) && g.Has(ctx, snap.Tree):
-			fc, err := g.Changes(ctx, prev.Tree, snap.Tree)
-			if err != nil {
-				return err
-			}
-			for _, f := range fc {
-				paths = append(paths, f.Path)
-			}
-		}
-		for _, p := range paths {
-			if mine {
-				o.run[p] = true
-			} else {
-				o.hand[p] = true
-			}
-		}
-		return nil
-	}
-	for i := range events {
-		e := &events[i]
-		if e.Seq <= from.Seq {
-			continue
-		}
-		switch {
-		case e.Type == journal.ToolStarted || e.Type == journal.SetupFinished:
-			open = true
-			continue
-		case stepEnd(e.Type):
-			open = false
-			continue
-		case e.Type != journal.WorkspaceCheckpoint && e.Type != journal.WorkspaceRestored:
-			continue
-		}
-		v, err := agent.Decode(e)
-		if err != nil {
-			return nil, err
-		}
-		var err2 error
-		switch p := v.(type) {
-		case *agent.WorkspaceCheckpoint:
-			err2 = mark(agent.Snapshot{Seq: e.Seq, Tree: p.Tree, Store: p.Store}, p.Files, len(p.Files) > 0 && p.MoreFiles == 0, open)
-		case *agent.WorkspaceRestored:
-			// The listed files are from the files it replaced, which a
-			// checkpoint just before it has when they differed from the
-			// run's newest: the store tells.
-			err2 = mark(agent.Snapshot{Seq: e.Seq, Tree: p.Tree, Store: p.Store}, nil, false, true)
-		}
-		if err2 != nil {
-			return nil, err2
-		}
-		open = false
-	}
-	if err := mark(agent.Snapshot{Tree: now, Store: g.Store()}, nil, false, open); err != nil {
-		return nil, err
-	}
-	return o, nil
-}
-
 // sortOut splits changes, what restoring a checkpoint would change, by
 // who changed each file since it: keep, those changed only outside the
 // run (left as they are), and both, those changed by the run and outside
 // it. The rest are the run's to put back.
-func (o *origins) sortOut(changes []FileChange) (keep, both []string) {
+func (o *owners) sortOut(changes []FileChange) (keep, both []string) {
 	for _, f := range changes {
 		switch {
-		case o.hand[f.Path] && o.run[f.Path]:
+		case o.outside[f.Path] && o.run[f.Path]:
 			both = append(both, f.Path)
-		case o.hand[f.Path]:
+		case o.outside[f.Path]:
 			keep = append(keep, f.Path)
 		}
 	}

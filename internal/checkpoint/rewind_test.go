@@ -11,9 +11,6 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/internal/checkpoint"
-	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/model"
-	"github.com/keel-run/keel/policy"
 )
 
 // readAll reads every file of dir (not .git, not .keel) as path → content.
@@ -52,18 +49,12 @@ func finishedRun(t *testing.T) (*runLog, int64) {
 	l := newRunLog(t, ws, false)
 	l.snap()
 	first := l.last
-	call := func(id string, do func()) {
-		l.add(journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: id, Name: "bash", Arguments: "{}"}}}})
-		l.add(journal.GateDecided, &agent.GateDecided{CallID: id, Tool: "bash", Decision: policy.Decision{Effect: policy.Allow}})
-		l.tool(id, do)
-	}
-	call("edit", func() {
+	l.step("edit", func() {
 		write(t, ws, "a.txt", "a by the run\n")
 		write(t, ws, "b.txt", "made by the run\n")
 	})
-	call("look", func() {}) // cat: no checkpoint
-	l.add(journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, Content: "done"}})
-	l.add(journal.RunCompleted, &agent.RunEnded{Reason: agent.ReasonAnswer})
+	l.step("look", func() {}) // cat: no checkpoint
+	l.answer()
 	return l, first
 }
 
@@ -217,5 +208,26 @@ func TestCloneAtBesideKeel(t *testing.T) {
 	}
 	if d := cmp.Diff([]string{".git", ".keel"}, names); d != "" {
 		t.Errorf("the clone's directory (-want +got):\n%s", d)
+	}
+}
+
+// CloneAt into a directory that is already a repository refuses, and
+// leaves that repository's .git as it was (it removed it).
+func TestCloneAtLeavesAnExistingRepository(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: .ci/run installs it")
+	}
+	ctx := t.Context()
+	src := repo(t, map[string]string{"a.txt": "one\n"})
+	start := checkpoint.StartOf(ctx, src)
+	if start == nil {
+		t.Fatal("StartOf: no start")
+	}
+	dir := repo(t, map[string]string{"mine.txt": "mine\n"})
+	if err := checkpoint.CloneAt(ctx, src, dir, start); err == nil {
+		t.Fatal("CloneAt into a repository: no error")
+	}
+	if got := checkpoint.StartOf(ctx, dir); got == nil || got.Commit == start.Commit {
+		t.Fatalf("StartOf(the repository) after the refused clone = %+v, want its own commit", got)
 	}
 }

@@ -57,7 +57,7 @@ func TestGitChangeSummaryIsTheRunsOwn(t *testing.T) {
 	}
 	code, out, errOut := keel(t, "runs", "diff", "--db", db, "--stat", paused)
 	for _, want := range []string{"1 file(s) changed since the run started", "A keep.txt",
-		"2 file(s) changed while the run was paused or waiting (by a person, another run or a rewind), not by the run: not counted as the run's: notes.txt, other.txt",
+		"2 file(s) changed while the run was paused or waiting (by a person or another run), not by the run: not counted as the run's: notes.txt, other.txt",
 		"1 file(s) already differed from the start commit when the run started (uncommitted or untracked) and the run left them as they were: not counted as the run's: untracked-before.txt"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("runs diff --stat of the paused run = %d, lacks %q:\n%s%s", code, want, out, errOut)

@@ -98,6 +98,12 @@ func (s *Store) writerOn(ctx context.Context, dc any) (*writer, error) {
 
 // close finalizes the writer's statements.
 func (w *writer) close() error {
+	if w == nil {
+		// An append whose context ended has already closed and
+		// dropped the writer; putting synchronous back may then fail
+		// too, and the connection is discarded with no writer on it.
+		return nil
+	}
 	var errs []error
 	for _, p := range w.stmts() {
 		if *p != nil {

@@ -98,3 +98,14 @@ func TestAppendInterrupted(t *testing.T) {
 		t.Errorf("ReadVerified = %d events, %v", len(evs), err)
 	}
 }
+
+// TestWriterCloseAfterDrop: an append whose context ended drops the
+// Store's writer; when putting synchronous back then fails too, the
+// connection is discarded by closing a writer that is already gone, which
+// must not panic.
+func TestWriterCloseAfterDrop(t *testing.T) {
+	var w *writer
+	if err := w.close(); err != nil {
+		t.Fatalf("close of a dropped writer = %v, want nil", err)
+	}
+}
