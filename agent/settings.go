@@ -74,6 +74,8 @@ func (s *Settings) Validate() error {
 		return fmt.Errorf("model idle timeout %s: want 0 (the provider adapter's default) or more", time.Duration(s.ModelIdleTimeout))
 	case s.ModelStallRetries < 0:
 		return fmt.Errorf("model stall retries %d: want 0 or more", s.ModelStallRetries)
+	case s.ModelRetries < 0:
+		return fmt.Errorf("model retries %d: want 0 (none) or more", s.ModelRetries)
 	}
 	return nil
 }

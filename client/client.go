@@ -327,6 +327,12 @@ func (c *Client) VerifyAudit(ctx context.Context, req *api.VerifyAudit) (*api.Au
 	return &out, c.do(ctx, http.MethodPost, "/v1/audit/verify", nil, req, &out)
 }
 
+// CheckPolicy decides one call by the server's policy (nothing runs).
+func (c *Client) CheckPolicy(ctx context.Context, req *api.PolicyCheck) (*api.PolicyDecision, error) {
+	var out api.PolicyDecision
+	return &out, c.do(ctx, http.MethodPost, "/v1/policy/check", nil, req, &out)
+}
+
 // Whoami returns the caller's token.
 func (c *Client) Whoami(ctx context.Context) (*api.Whoami, error) {
 	var out api.Whoami

@@ -89,6 +89,21 @@ func (h *Handler) verifyAudit(w http.ResponseWriter, r *http.Request, who *calle
 	return nil
 }
 
+// checkPolicy answers POST /v1/policy/check: the server's policy's
+// decision on one call (nothing runs).
+func (h *Handler) checkPolicy(w http.ResponseWriter, r *http.Request, who *caller) error {
+	var req api.PolicyCheck
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	d, err := h.svc.CheckPolicy(r.Context(), who, &req)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, d)
+	return nil
+}
+
 func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request, who *caller) error {
 	list, err := h.svc.TokenList(r.Context(), who)
 	if err != nil {

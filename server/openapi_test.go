@@ -109,7 +109,7 @@ func TestOpenAPISchemasMatchTypes(t *testing.T) {
 		"Approval": api.Approval{}, "ApprovalList": api.ApprovalList{}, "Decide": api.Decide{},
 		"Agent": api.Agent{}, "AgentList": api.AgentList{}, "CreateAgent": api.CreateAgent{}, "Revoke": api.Revoke{},
 		"VerifyAudit": api.VerifyAudit{}, "AuditReport": api.AuditReport{}, "AuditProblem": api.AuditProblem{}, "AuditJournal": api.AuditJournal{},
-		"PolicyPart": policy.Part{}, "Grant": policy.Grant{}, "GrantList": api.GrantList{},
+		"PolicyPart": policy.Part{}, "PolicyCheck": api.PolicyCheck{}, "PolicyDecision": api.PolicyDecision{}, "Grant": policy.Grant{}, "GrantList": api.GrantList{},
 		"Token": api.Token{}, "TokenList": api.TokenList{}, "CreateToken": api.CreateToken{}, "NewToken": api.NewToken{},
 		"Whoami": api.Whoami{}, "Event": journal.Event{}, "CostReport": api.CostReport{}, "CostRow": api.CostRow{},
 		"RewindRun": api.RewindRun{}, "Rewound": api.Rewound{}, "FileChange": api.FileChange{}, "RunDiff": api.RunDiff{}, "FileDiff": api.FileDiff{}, "ProposedEdit": api.ProposedEdit{}, "RunTree": api.RunTree{}, "RunTreeSpend": api.RunTreeSpend{}, "RunTreeLeft": api.RunTreeLeft{},

@@ -40,6 +40,7 @@ var routes = []route{
 
 	{"POST", "/v1/audit/verify", api.ScopeRunsRead, (*Handler).verifyAudit},
 	{"GET", "/v1/cost", api.ScopeAdmin, (*Handler).cost},
+	{"POST", "/v1/policy/check", api.ScopeRunsRead, (*Handler).checkPolicy},
 
 	{"GET", "/v1/schedules", api.ScopeRunsRead, (*Handler).listSchedules},
 	{"POST", "/v1/schedules", api.ScopeRunsWrite, (*Handler).createSchedule},

@@ -140,6 +140,7 @@ func TestResumeRefusesBadChanges(t *testing.T) {
 		{"bad timeout", api.ResumeRun{Limits: &api.Limits{Timeout: "soon"}}, "limits.timeout"},
 		{"bad command timeout", api.ResumeRun{Settings: &api.Settings{CommandTimeout: "-5s"}}, `settings.command_timeout "-5s": want a positive duration`},
 		{"no concurrency", api.ResumeRun{Settings: &api.Settings{Concurrency: &zero}}, "concurrency"},
+		{"negative model retries", api.ResumeRun{Settings: &api.Settings{ModelRetries: new(-1)}}, "settings: model retries -1: want 0 (none) or more"},
 		{"tiny window", api.ResumeRun{ContextWindow: 10}, "context_window"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

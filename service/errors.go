@@ -57,6 +57,23 @@ func unavailable(format string, args ...any) error {
 
 func conflict(code, format string, args ...any) error { return errorf(code, format, args...) }
 
+// Executing is the refusal of a resume (with or without a person's
+// message) of run id while an execution holds it, in every front end.
+// by names the process that executes it when that is another than the
+// one asked ("another process (pid 4999 on vm)"): stopping that process
+// (Ctrl-C there) cancels the run; a server cancels a run it executes.
+// message says the resume brought a message, which is not journaled.
+func Executing(id, by string, message bool) *Error {
+	s := fmt.Sprintf("run %s is executing; wait for it to pause or end (runs list shows it), or cancel it (runs cancel)", id)
+	if by != "" {
+		s = fmt.Sprintf("run %s is being executed by %s; wait for it to pause or end (runs list shows it), or stop that process (Ctrl-C or SIGTERM there cancels the run)", id, by)
+	}
+	if message {
+		s += "; your message was NOT delivered: give it again then"
+	}
+	return &Error{Code: api.CodeConflict, Message: s}
+}
+
 // Classify maps an error of the service to its *Error. Errors of the
 // runtime and the journal that callers can act on keep their meaning;
 // anything else becomes "internal" (internal is true), and the caller

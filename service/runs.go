@@ -199,7 +199,7 @@ func (s *Service) resume(ctx context.Context, id string, req *api.ResumeRun, who
 		return run, err
 	}
 	if run.Executing {
-		return run, conflict(api.CodeConflict, "run %s is executing", id)
+		return run, Executing(id, "", message != "")
 	}
 	ch := change{limits: plan.Limits, settings: plan.Settings, contextWindow: plan.ContextWindow}
 	c, err := s.sums.created(ctx, id)
@@ -237,7 +237,7 @@ func (s *Service) resume(ctx context.Context, id string, req *api.ResumeRun, who
 		if _, err := s.rt.JournalResume(ctx, id, r); err != nil {
 			switch {
 			case errors.Is(err, agent.ErrRunBusy):
-				return run, conflict(api.CodeConflict, "run %s is executing", id)
+				return run, Executing(id, "", message != "")
 			case errors.Is(err, agent.ErrRunCompleted):
 				return run, conflict(api.CodeRunCompleted, "run %s has completed: send a message to follow up", id)
 			}
@@ -498,7 +498,7 @@ func ResumeChanges(st *agent.State, req *api.ResumeRun) (Changes, error) {
 	}
 	if w := req.ContextWindow; w != 0 {
 		if fl := agent.MinContextWindow(st.Created); w < fl.Min {
-			return ch, badRequest("context_window %d is too small for this run: want at least %d tokens", w, fl.Min)
+			return ch, badRequest("context_window %d is too small for this run: want at least %d tokens (keel runs resume --context-window %d)", w, fl.Min, fl.Min)
 		}
 		ch.ContextWindow = w
 	}

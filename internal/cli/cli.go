@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -145,6 +146,9 @@ be resumed, inspected and audited.`,
 			if f := cmd.Flag("db"); f != nil && f.Changed && a.db == "" {
 				// --db "$UNSET" must not fall back to the default journal.
 				return usagef("--db is empty: name a journal (a path or postgres://...), or leave the flag out for the default")
+			}
+			if f := cmd.Flag("db"); f != nil && f.Changed && a.serverURL() != "" && !slices.Contains(localOnly, a.cmdPath) {
+				return usagef("with --server (or KEEL_SERVER), --db cannot be used: the server's journal is the one read; drop --server to use %s", a.db)
 			}
 			if err := a.init(); err != nil {
 				return err

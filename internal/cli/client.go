@@ -74,7 +74,7 @@ var bothForms = map[string]string{serverForm: "yes"}
 
 // localOnly are the commands that never touch a journal (they work on
 // files of this machine), so they run the same with --server.
-var localOnly = []string{"keel serve", "keel mcp call", "keel policy check", "keel policy default", "keel policy test", "keel sandbox info",
+var localOnly = []string{"keel serve", "keel mcp call", "keel policy check", "keel policy default", "keel policy test",
 	"keel model replay-task", "keel model serve-replay"}
 
 // clientMode makes the commands that have a server form talk to the team
@@ -99,7 +99,7 @@ func (a *app) clientMode(root *cobra.Command) {
 			// A command with no server form must not quietly use the
 			// local journal when a server is named.
 			f = func(*cobra.Command, []string) error {
-				return usagef("%s is not supported with --server (or KEEL_SERVER): it works on a local journal; run it on the server's machine without --server", path)
+				return usagef("%s is not supported with --server (or KEEL_SERVER): it works on this machine (its journal, files or sandbox), not the server's; run it on the server's machine without --server", path)
 			}
 			ok = true
 		}
@@ -169,7 +169,7 @@ func (f *flagValues) integer(name string) int {
 // sends with the run.
 var clientRunFlags = []string{"model", "workspace", "mount-path", "env", "secret-env", "secret-for-host", "secret-in-body", "setup", "task-file", "system", "system-file", "json", "quiet",
 	"max-steps", "max-tokens", "max-cost", "timeout", "max-tool-calls", "max-children", "max-depth", "label", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait",
-	"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills"}
+	"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills", "context-window"}
 
 func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
@@ -252,22 +252,14 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	// default when it was not given, and 0 for no limit (the server checks
 	// and applies them as for a local run).
 	maxSteps := fv.integer("max-steps")
-	maxTokens, err := fs.GetInt64("max-tokens")
-	if err != nil {
-		return err
-	}
-	maxCost, err := fs.GetFloat64("max-cost")
-	if err != nil {
-		return err
-	}
-	timeout, err := fs.GetDuration("timeout")
-	if err != nil {
-		return err
-	}
+	maxTokens, errT := fs.GetInt64("max-tokens")
+	maxCost, errC := fs.GetFloat64("max-cost")
+	timeout, errD := fs.GetDuration("timeout")
+	fv.err = errors.Join(fv.err, errT, errC, errD)
 	req.Limits = api.Limits{MaxSteps: &maxSteps, MaxTokens: &maxTokens, MaxCost: &maxCost, Timeout: timeout.String()}
-	// The limits a local run leaves at 0 (no limit) unless given: sent
-	// only when given, so the server checks them as it checks the API's.
-	for name, p := range map[string]**int{"max-tool-calls": &req.Limits.MaxToolCalls, "max-children": &req.Limits.MaxChildren, "max-depth": &req.Limits.MaxDepth} {
+	// The limits a local run leaves at 0 (no limit) unless given, and the
+	// context window: sent only when given, checked as the API's are.
+	for name, p := range map[string]**int{"max-tool-calls": &req.Limits.MaxToolCalls, "max-children": &req.Limits.MaxChildren, "max-depth": &req.Limits.MaxDepth, "context-window": &req.ContextWindow} {
 		if fs.Changed(name) {
 			v := fv.integer(name)
 			*p = &v

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,9 +148,38 @@ func TestContextWindowFloor(t *testing.T) {
 		t.Fatalf("keel run --context-window %s = %d, want 1 (step limit)\n%s", m[1], code, errOut)
 	}
 	id, _ := lastRun(t, db)
-	if code, _, errOut := keel(t, "runs", "resume", id, "--context-window", "3000"); code != 2 || !strings.Contains(errOut, m[1]) {
-		t.Errorf("runs resume --context-window 3000 = %d\n%s", code, errOut)
+	if code, _, errOut := keel(t, "runs", "resume", id, "--context-window", "3000"); code != 2 || !strings.Contains(errOut, "pass --context-window "+m[1]+" or more") {
+		t.Errorf("runs resume --context-window 3000 = %d, want the flag to pass\n%s", code, errOut)
 	}
+	// keel --server URL run sends --context-window (the API's
+	// context_window), checked as locally.
+	s := startServe(t)
+	wsS := t.TempDir()
+	code, _, errOut = keel(t, "--server", s.url, "run", "--model", "replay:"+trajectory, "--workspace", wsS, "--mount-path", "/testbed", "--context-window", "3000", "-q")
+	if code != 2 || !strings.Contains(errOut, "--context-window 3000 is too small") {
+		t.Errorf("keel --server URL run --context-window 3000 = %d\n%s", code, errOut)
+	}
+	want := strconv.Itoa(atoi(t, m[1]) + 1000)
+	if code, _, errOut := keel(t, "--server", s.url, "run", "--model", "replay:"+trajectory, "--workspace", wsS, "--mount-path", "/testbed", "--context-window", want, "--max-steps", "1", "-q"); code != 1 {
+		t.Fatalf("keel --server URL run --context-window %s = %d, want 1 (step limit)\n%s", want, code, errOut)
+	}
+	runs, err := s.apiClient(t).Runs(t.Context(), nil)
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("runs: %v", err)
+	}
+	_, out, _ := keel(t, "--server", s.url, "runs", "show", runs[0].ID, "--json")
+	if !strings.Contains(out, `"window":`+want) {
+		t.Errorf("the server's run.created has not the window %s:\n%.2000s", want, out)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // The one-line result says which count is what: the lines the model saw

@@ -161,14 +161,20 @@ func TestFollowUpMessage(t *testing.T) {
 }
 
 // A message for a run that another process executes is refused loudly,
-// and nothing is journaled.
+// and nothing is journaled; the refusal comes alone, without a warning
+// that "another run" executes in the workspace: it is this run (fresh-user
+// report 13, P17).
 func TestMessageToBusyRunRefused(t *testing.T) {
 	ws, db, traj, pol := approvalSetup(t)
 	child(t, nil, "run", "--db", db, "--model", "replay:"+traj, "--workspace", ws, "--policy", pol, "--wait", "-q")
 	id, _ := waitForType(t, db, journal.ApprovalRequested)
 	code, _, errOut := keel(t, "runs", "resume", "--db", db, id, "--message", "hello")
-	if code != 1 || !strings.Contains(errOut, "your --message was NOT delivered") {
+	if code != 1 || !strings.Contains(errOut, "your message was NOT delivered") || strings.Contains(errOut, "WARNING") ||
+		!strings.Contains(errOut, "Ctrl-C or SIGTERM there cancels the run") {
 		t.Errorf("resume --message of a busy run = %d\n%s", code, errOut)
+	}
+	if code, _, errOut := keel(t, "runs", "resume", "--db", db, id); code != 1 || strings.Contains(errOut, "WARNING") || strings.Contains(errOut, "NOT delivered") {
+		t.Errorf("resume of a busy run = %d\n%s", code, errOut)
 	}
 	_, evs := loadRun(t, db, id)
 	if got := messageEvents(t, evs); len(got) != 0 {

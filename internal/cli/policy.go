@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
 )
 
@@ -147,16 +149,15 @@ func (a *app) policyDefaultCmd() *cobra.Command {
 }
 
 func (a *app) policyCheckCmd() *cobra.Command {
-	var file, principal, obo, tool, args, mount, sandbox, workspace string
+	var file, principal, obo, tool, args, mount, sandbox, workspace, untrusted string
 	var network, paths, holds []string
-	var untrusted string
 	var asJSON, unattended bool
 	cmd := &cobra.Command{
 		Use:   "check --tool TOOL --args JSON",
 		Short: "Decide one tool call offline and show every part's decision",
-		Long: `Check evaluates one call against a policy (default: Keel's) without running
-anything, and prints the decision of the call and of each of its parts: the
-simple commands of a bash command line, the paths of a file tool.
+		Long: `Check decides one call by a policy (default: Keel's; with --server, the team
+server's) without running anything, and prints the decision of the call and
+of each part: the simple commands of a bash command line, a file tool's paths.
 
   keel policy check --tool bash --args '{"command":"ls && rm -rf /"}'
   keel policy check --policy team.toml --principal ci-bot --tool bash --command 'git push origin main' --allow-host github.com
@@ -165,10 +166,6 @@ simple commands of a bash command line, the paths of a file tool.
 Exit status: 0 allow, 1 deny, 4 ask.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := loadPolicyNoTests(file)
-			if err != nil {
-				return err
-			}
 			if cmd.Flags().Changed("command") {
 				if args != "" {
 					return usagef("give --command or --args, not both")
@@ -179,29 +176,17 @@ Exit status: 0 allow, 1 deny, 4 ask.`,
 			if args == "" {
 				return usagef("give the call's arguments with --args JSON (or --command for bash)")
 			}
-			var obj map[string]any
-			if err := json.Unmarshal([]byte(args), &obj); err != nil {
+			if err := json.Unmarshal([]byte(args), new(map[string]any)); err != nil {
 				return usagef("--args: not a JSON object: %v", err)
 			}
-			c := policy.Case{Tool: tool, Args: json.RawMessage(args), Paths: paths, Principal: principal, OnBehalfOf: obo,
-				Network: network, Sandbox: sandbox, Mount: mount, Workspace: workspace, Holds: holds, Untrusted: untrusted, Unattended: unattended}
-			d := e.Decide(cmd.Context(), c.Call())
-			if asJSON {
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(d); err != nil {
-					return err
-				}
-			} else {
-				tui.Decision(a.stdout, e, &d)
+			req := &api.PolicyCheck{Tool: tool, Arguments: json.RawMessage(args), Paths: paths, Agent: principal, OnBehalfOf: obo, Network: network,
+				Sandbox: sandbox, MountPath: mount, Workspace: workspace, SecretEnv: holds, Untrusted: untrusted, Unattended: unattended}
+			d, err := a.decideCall(cmd, file, req)
+			if err != nil {
+				return err
 			}
-			switch d.Effect {
-			case policy.Allow:
-				return nil
-			case policy.Ask:
-				return &exitError{4}
-			}
-			return &exitError{1}
+			code, err := tui.Decision(a.stdout, d, asJSON)
+			return cmp.Or(err, error(&exitError{code}))
 		},
 	}
 	fl := cmd.Flags()
@@ -213,7 +198,7 @@ Exit status: 0 allow, 1 deny, 4 ask.`,
 	fl.String("command", "", "shorthand for --tool bash --args '{\"command\": ...}'")
 	fl.StringArrayVar(&paths, "path", nil, "resolved workspace path a file tool touches (repeatable; default: the args' path)")
 	fl.StringArrayVar(&network, "allow-host", nil, "the run's network allowlist (repeatable)")
-	fl.StringVar(&sandbox, "sandbox", "linux", "the run's sandbox backend")
+	fl.StringVar(&sandbox, "sandbox", "", "the run's sandbox backend (default linux; with --server, the server's)")
 	fl.StringVar(&mount, "mount-path", "/workspace", "the run's mount path")
 	fl.StringVar(&workspace, "workspace", "", "the run's workspace on the host: with --sandbox none, paths are resolved against it, not the mount path")
 	fl.StringArrayVar(&holds, "holds-secret", nil, "a secret variable the run's sandbox holds, as with keel run --secret-env (repeatable)")
@@ -221,6 +206,26 @@ Exit status: 0 allow, 1 deny, 4 ask.`,
 	fl.BoolVar(&unattended, "unattended", false, "the run is unattended (started by a schedule or trigger)")
 	fl.BoolVar(&asJSON, "json", false, "print the decision as JSON")
 	return cmd
+}
+
+// decideCall decides req by the policy --policy names (Keel's default
+// if none), or with --server by the server's policy.
+func (a *app) decideCall(cmd *cobra.Command, file string, req *api.PolicyCheck) (*api.PolicyDecision, error) {
+	if a.serverURL() == "" {
+		e, err := loadPolicyNoTests(file)
+		if err != nil {
+			return nil, err
+		}
+		return service.DecideCall(cmd.Context(), e, req)
+	}
+	if file != "" {
+		return nil, usagef("--policy names a policy on this machine; with --server, keel policy check asks the server's policy: drop --server (or KEEL_SERVER) to check the file")
+	}
+	cl, err := a.apiClient()
+	if err != nil {
+		return nil, err
+	}
+	return cl.CheckPolicy(cmd.Context(), req)
 }
 
 // loadPolicyNoTests compiles a policy without running its test cases (for

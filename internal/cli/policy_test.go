@@ -202,3 +202,35 @@ func TestNothingInsideCanChangePolicyOrJournal(t *testing.T) {
 	}
 
 }
+
+// keel --server URL policy check asks the team server's policy (fresh-user
+// report 12, N20): it answered with this machine's default policy, exit 0.
+func TestPolicyCheckWithServer(t *testing.T) {
+	setup(t)
+	pol := filepath.Join(t.TempDir(), "team.toml")
+	os.WriteFile(pol, []byte("version = 1\ncedar = '@id(\"everything\") permit(principal, action, resource);'\n"), 0o644)
+	s := startServe(t, "--policy", pol)
+	// Keel's default denies it; the server's policy allows it.
+	if code, out, errOut := keel(t, "policy", "check", "--command", "rm -rf /"); code != 1 || !strings.Contains(out, "DENY") {
+		t.Fatalf("local policy check = %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := keel(t, "--server", s.url, "policy", "check", "--command", "rm -rf /")
+	if code != 0 || !strings.Contains(out, "ALLOW") || !strings.Contains(out, "team.toml") || !strings.Contains(out, "everything") {
+		t.Errorf("policy check --server = %d, want the server's ALLOW by team.toml\n%s%s", code, out, errOut)
+	}
+	code, out, _ = keel(t, "--server", s.url, "policy", "check", "--json", "--tool", "write_file", "--args", `{"path":"x"}`)
+	var d struct {
+		Policy   string        `json:"policy"`
+		Decision policy.Effect `json:"decision"`
+		Parts    []policy.Part `json:"parts"`
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil || code != 0 || d.Decision != policy.Allow || !strings.HasSuffix(d.Policy, "team.toml") {
+		t.Errorf("policy check --server --json = %d %s (%v)", code, out, err)
+	}
+	// Bad arguments and a local policy file are refused, exit 2.
+	for _, args := range [][]string{{"--args", "[1]"}, {"--policy", pol, "--command", "ls"}} {
+		if code, _, errOut := keel(t, append([]string{"--server", s.url, "policy", "check"}, args...)...); code != 2 {
+			t.Errorf("policy check --server %v = %d, want 2: %s", args, code, errOut)
+		}
+	}
+}

@@ -38,9 +38,9 @@ func (a *app) runsCancelCmd() *cobra.Command {
 		Long: `Cancel closes a run that nobody executes: a run paused for approval or by
 a revoked agent, or one interrupted by a crash. Every call of its open
 turn gets a result saying it did not run, then run.canceled records who
-canceled it. A run that another process executes (or waits in) is left
-alone: stop that process first (Ctrl-C leaves the run paused). With
---server, the server cancels it, also while it executes it.`,
+canceled it. A run that another process executes is left alone: Ctrl-C
+or SIGTERM to that process cancels it (at an approval prompt, Ctrl-C
+pauses it). With --server, the server cancels it, also while it executes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withBackendAs(cmd, by, func(ctx context.Context, b backend) error {
@@ -359,13 +359,18 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		return err
 	}
 	defer flush()
-	ld, err := foreground.Load(ctx, store, runID)
+	ld, err := foreground.LoadIdle(ctx, store, runID, message)
 	if err != nil {
 		return err
 	}
 	st := ld.State
-	// What the resume does, checked and decided as for a resume through
-	// the API.
+	// A window too small first, naming the flag to pass; then what the
+	// resume does, checked and decided as for a resume through the API.
+	if f.ctx.window > 0 {
+		if err := assemble.CheckContextWindow(st.Created, f.ctx.window, false); err != nil {
+			return err
+		}
+	}
 	plan, err := service.PlanResume(st, req)
 	if err != nil {
 		if f.handoff && errors.Is(err, agent.ErrRunCompleted) {
@@ -374,11 +379,6 @@ func (a *app) resumeOn(ctx context.Context, store journal.Store, runID string, f
 		return err
 	}
 	ch := plan.Changes
-	if f.ctx.window > 0 {
-		if err := assemble.CheckContextWindow(st.Created, f.ctx.window, false); err != nil {
-			return err
-		}
-	}
 	if plan.Attach && !f.handoff && f.gate.ifLastSeq == 0 && !f.gate.waiting() {
 		// The run waits for a person, nobody here answers, and the
 		// resume brings nothing: say what it waits for, as the server

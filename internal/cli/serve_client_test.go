@@ -115,6 +115,7 @@ func TestUnsupportedCommandsWithServer(t *testing.T) {
 		{"runs", "tokens", "01run"},
 		{"runs", "handoff", "01run"},
 		{"runs", "compare", "01run", trajectory},
+		{"sandbox", "info"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, _, errOut := keel(t, append([]string{"--server", fake.URL, "--token", "keel_x_y"}, args...)...)
@@ -129,6 +130,11 @@ func TestUnsupportedCommandsWithServer(t *testing.T) {
 	}
 	if _, err := os.Stat(db); err == nil {
 		t.Errorf("a local journal %s was created", db)
+	}
+	// --db names a local journal: with --server it is refused, not
+	// silently ignored (fresh-user report 13, P16).
+	if code, _, errOut := keel(t, "--server", fake.URL, "--token", "keel_x_y", "runs", "list", "--db", filepath.Join(t.TempDir(), "nope.db")); code != 2 || !strings.Contains(errOut, "--db cannot be used") {
+		t.Errorf("runs list --db with --server: exit %d, %q", code, errOut)
 	}
 	// Commands that touch no journal still work.
 	if code, out, _ := keel(t, "--server", fake.URL, "policy", "default"); code != 0 || !strings.Contains(out, "[[tests]]") && !strings.Contains(out, "permit") {

@@ -22,6 +22,7 @@ import (
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/service"
 )
 
 // Terminal is where an execution shows itself and asks its questions.
@@ -88,6 +89,18 @@ type Execution struct {
 type Loaded struct {
 	State  *agent.State
 	Events []journal.Event
+}
+
+// LoadIdle is Load for a resume that brings message ("": none): a run
+// another process executes is a *BusyError before anything is read or
+// set up (whose workspace would be found in use, by this very run).
+func LoadIdle(ctx context.Context, store journal.Store, runID, message string) (*Loaded, error) {
+	if l, ok := store.(journal.Locker); ok {
+		if h, err := l.Holder(ctx, runID); err == nil && h != "" {
+			return nil, withMessage(Busy(ctx, store, runID), message)
+		}
+	}
+	return Load(ctx, store, runID)
 }
 
 // Load reads, verifies and folds runID's journal (once).
@@ -337,11 +350,7 @@ type BusyError struct {
 }
 
 func (e *BusyError) Error() string {
-	s := fmt.Sprintf("run %s is being executed by %s; wait for it to pause or end (keel runs list), or stop that process", e.RunID, e.Holder)
-	if e.Message {
-		s += "; your --message was NOT delivered: give it again then"
-	}
-	return s
+	return service.Executing(e.RunID, e.Holder, e.Message).Message
 }
 
 func (e *BusyError) Unwrap() error { return agent.ErrRunBusy }

@@ -119,12 +119,12 @@ func TestBusyErrorSaysTheMessageWasNotDelivered(t *testing.T) {
 	if !errors.Is(err, agent.ErrRunBusy) {
 		t.Errorf("%v does not wrap agent.ErrRunBusy", err)
 	}
-	for _, want := range []string{"run r1 is being executed by another process", "your --message was NOT delivered"} {
+	for _, want := range []string{"run r1 is being executed by another process", "your message was NOT delivered"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q lacks %q", err, want)
 		}
 	}
-	if err := withMessage(Busy(context.Background(), mem.New(), "r1"), ""); strings.Contains(err.Error(), "--message") {
+	if err := withMessage(Busy(context.Background(), mem.New(), "r1"), ""); strings.Contains(err.Error(), "NOT delivered") {
 		t.Errorf("no message given, yet: %v", err)
 	}
 }

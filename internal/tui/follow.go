@@ -124,7 +124,7 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 		switch {
 		case err != nil && !lost:
 			lost = true
-			fmt.Fprintf(fp.Stderr, "keel: lost the server (%s); reconnecting every second for up to %s — the run goes on on the server (Ctrl-C stops following)\n", Cell(agent.Clip(err.Error(), 200)), followGiveUp)
+			fmt.Fprintf(fp.Stderr, "keel: lost the server (%s); reconnecting every second for up to %s — the run goes on on the server, or, if the server stopped, when it starts again (Ctrl-C stops following)\n", Cell(agent.Clip(err.Error(), 200)), followGiveUp)
 		case err == nil && lost:
 			lost = false
 			live.Reconnected()
@@ -219,8 +219,10 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 		case e.Type == journal.RunPaused && st.Ended != nil && st.Ended.Reason == "revoked":
 			code, err := stop(st)
 			return true, code, err
-		case e.Type == journal.RunPaused && st.Ended != nil && st.Ended.Reason == "shutdown":
-			fmt.Fprintf(fp.Stderr, "keel: the server shut down; run %s continues when it starts again (waiting; Ctrl-C leaves it paused)\n", id)
+		case shutdown(st):
+			// Every server resumes, when it starts, the runs a shutdown
+			// paused (service.Start): follow the run on through it.
+			fmt.Fprintf(fp.Stderr, "keel: the server shut down; run %s goes on when it starts again (following it on; Ctrl-C stops following)\n", id)
 		case asks && ask != nil:
 			ask.requested(st.Created)
 		case asks && !noWait && !quiet && !jsonOut:
@@ -252,15 +254,24 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 			}
 		}
 	}
-	for e, err := range srv.Events(ctx, id, &EventsParams{From: st.LastSeq + 1, UntilStopped: noWait, OnDisconnect: onDisconnect, OnDelta: onDelta, GiveUp: followGiveUp}) {
-		if err != nil {
-			return 0, err
+	for {
+		for e, err := range srv.Events(ctx, id, &EventsParams{From: st.LastSeq + 1, UntilStopped: noWait, OnDisconnect: onDisconnect, OnDelta: onDelta, GiveUp: followGiveUp}) {
+			if err != nil {
+				return 0, err
+			}
+			if done, code, err := handle(e); done {
+				return code, err
+			}
 		}
-		if done, code, err := handle(e); done {
-			return code, err
+		if ctx.Err() != nil {
+			break
 		}
-	}
-	if ctx.Err() == nil {
+		if noWait && shutdown(st) {
+			// The stream ended at the pause of a shutdown
+			// (?until=stopped): the run is not stopped, follow it on as
+			// the restarted server resumes it.
+			continue
+		}
 		if noWait && st.Status == journal.StatusPaused {
 			return stop(st)
 		}
@@ -273,7 +284,11 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 		return 0, err
 	}
 	if run.Status == string(journal.StatusPaused) {
-		staysPaused(fp, run)
+		if run.Reason == agent.ReasonShutdown {
+			fmt.Fprintf(fp.Stderr, "keel: run %s goes on when the server starts again; follow it with: keel --server %s runs show %s --follow\n", id, fp.URL, id)
+		} else {
+			staysPaused(fp, run)
+		}
 		return 3, nil
 	}
 	if err := srv.Cancel(bg, id); err != nil {
@@ -311,6 +326,12 @@ func staysPaused(fp *FollowParams, run *api.Run) {
 	default:
 		fmt.Fprintf(w, "keel: resume with: %s runs resume %s\n", keel, run.ID)
 	}
+}
+
+// shutdown reports whether st is paused by a server's shutdown, which
+// the server resumes when it starts again.
+func shutdown(st *agent.State) bool {
+	return st.Status == journal.StatusPaused && st.Ended != nil && st.Ended.Reason == agent.ReasonShutdown && len(st.Pending()) == 0
 }
 
 // promptApprovals prints, once per call, what a run waits for and how to

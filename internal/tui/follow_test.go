@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"os"
 	"path/filepath"
@@ -27,10 +28,13 @@ type fakeServer struct {
 	// and cancels ctx (a Ctrl-C while the run goes on).
 	stopAfter int
 	cancel    context.CancelFunc
+	// streams counts the calls of Events.
+	streams int
 }
 
 func (f *fakeServer) Events(_ context.Context, _ string, p *tui.EventsParams) iter.Seq2[journal.Event, error] {
 	return func(yield func(journal.Event, error) bool) {
+		f.streams++
 		n := 0
 		for _, e := range f.events {
 			if e.Seq < max(p.From, 1) {
@@ -46,6 +50,9 @@ func (f *fakeServer) Events(_ context.Context, _ string, p *tui.EventsParams) it
 			}
 			if p.NoFollow && e.Seq == int64(len(f.events)) {
 				return
+			}
+			if p.UntilStopped && journal.Stops(e.Type) {
+				return // as the server's ?until=stopped ends
 			}
 		}
 	}
@@ -146,5 +153,53 @@ func TestFollowBrokenLink(t *testing.T) {
 	var ce *journal.CorruptError
 	if !errors.As(err, &ce) {
 		t.Fatalf("Follow = %v, want a corrupt journal", err)
+	}
+}
+
+// A run that a server's shutdown paused is resumed by the server when it
+// starts again: following it (with or without a person to ask) goes on
+// through the pause, as the restarted server resumes it, and ends as
+// the run ends, not with a "resume with" for what the server does
+// itself.
+func TestFollowAcrossServerRestart(t *testing.T) {
+	demo := recorded(t, "v0.1-demo.jsonl")
+	id := demo[0].RunID
+	// The demo, paused by a shutdown after its first tool call and
+	// resumed by the restarted server.
+	var events []journal.Event
+	prev := journal.GenesisHash
+	add := func(e journal.Event) {
+		e.Seq = int64(len(events) + 1)
+		if err := journal.Seal(prev, &e); err != nil {
+			t.Fatal(err)
+		}
+		prev = e.Hash
+		events = append(events, e)
+	}
+	for i, e := range demo {
+		if i == 5 {
+			at := demo[4].Time
+			add(journal.Event{RunID: id, Type: journal.RunPaused, Time: at, Payload: []byte(`{"reason":"shutdown","message":"the runtime shut down; resume the run to continue"}`)})
+			add(journal.Event{RunID: id, Type: journal.RunResumed, Time: at, Payload: []byte(`{}`)})
+		}
+		add(e)
+	}
+	for _, noWait := range []bool{true, false} {
+		t.Run(fmt.Sprintf("no-wait=%v", noWait), func(t *testing.T) {
+			srv := &fakeServer{events: events, status: "completed"}
+			var out, errOut bytes.Buffer
+			code, err := tui.Follow(t.Context(), srv, id, &tui.FollowParams{Stdout: &out, Stderr: &errOut, URL: "http://keel.example", From: 1, NoWait: noWait})
+			if err != nil || code != 0 {
+				t.Fatalf("Follow = %d, %v, want 0 (the run completed)\nstderr:\n%s", code, err, errOut.String())
+			}
+			for _, want := range []string{"the server shut down; run " + id + " goes on when it starts again", "completed"} {
+				if !strings.Contains(errOut.String(), want) {
+					t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+				}
+			}
+			if strings.Contains(errOut.String(), "resume with") {
+				t.Errorf("stderr tells to resume a run the server resumes itself:\n%s", errOut.String())
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -8,16 +9,31 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
 )
 
 // Decision prints keel policy check: the call's decision, the policy
-// that made it, and each part's decision.
-func Decision(out io.Writer, e *policy.Engine, d *policy.Decision) {
+// that made it (on this machine or the server's), and each part's
+// decision; as JSON with asJSON. It returns keel policy check's exit
+// status: 0 allow, 1 deny, 4 ask.
+func Decision(out io.Writer, d *api.PolicyDecision, asJSON bool) (int, error) {
+	code := 1
+	switch d.Effect {
+	case policy.Allow:
+		code = 0
+	case policy.Ask:
+		code = 4
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return code, enc.Encode(d)
+	}
 	w := Esc(out)
 	fmt.Fprintf(w, "%s  (%s)\n", strings.ToUpper(string(d.Effect)), d.Reason)
-	fmt.Fprintf(w, "policy %s · sha256 %s · %d rules\n", e.Name(), e.Hash()[:12], e.Len())
+	fmt.Fprintf(w, "policy %s · sha256 %s · %d rules\n", d.Policy, d.SHA256[:min(12, len(d.SHA256))], d.Rules)
 	if len(d.Parts) == 0 {
-		return
+		return code, nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PART\tDECISION\tPOLICIES\tTEXT\tREASON")
@@ -36,6 +52,7 @@ func Decision(out io.Writer, e *policy.Engine, d *policy.Decision) {
 	if d.PartsOmitted > 0 {
 		fmt.Fprintf(w, "... and %d more parts, not decided\n", d.PartsOmitted)
 	}
+	return code, nil
 }
 
 // PolicyTests counts what keel policy test found in its files.

@@ -192,6 +192,11 @@ type CreateRun struct {
 	// run --propose-skills): it may propose skills from its work, tested
 	// in its sandbox, and ask a person to promote one (docs/skills.md).
 	ProposeSkills bool `json:"propose_skills,omitempty"`
+	// ContextWindow is the run's context window in tokens (keel run
+	// --context-window): absent or 0 the model family's, negative never
+	// compacts; one too small for the run's fixed part (system prompt,
+	// memory, tool schemas, task) is refused.
+	ContextWindow *int `json:"context_window,omitempty"`
 }
 
 // RunTreeSpend is one node's amounts on each axis of a budget.
@@ -770,6 +775,45 @@ type Revoke struct {
 type VerifyAudit struct {
 	// Runs limits the check to these runs; empty checks every journal.
 	Runs []string `json:"runs,omitempty"`
+}
+
+// PolicyCheck is the body of POST /v1/policy/check: one tool call to
+// decide by the server's policy, as keel policy check decides one by a
+// policy on its machine. Nothing runs.
+type PolicyCheck struct {
+	// Tool is the tool's name; "" means bash.
+	Tool string `json:"tool,omitempty"`
+	// Arguments are the call's, a JSON object.
+	Arguments json.RawMessage `json:"arguments"`
+	// Paths are the workspace paths a file tool touches; empty: the
+	// arguments' path.
+	Paths []string `json:"paths,omitempty"`
+	// Agent makes the call ("" the local agent) on behalf of OnBehalfOf.
+	Agent      string `json:"agent,omitempty"`
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+	// Network is the run's host allowlist; Sandbox its backend ("" the
+	// server's); MountPath its mount path ("" /workspace); Workspace its
+	// directory on the server.
+	Network   []string `json:"network,omitempty"`
+	Sandbox   string   `json:"sandbox,omitempty"`
+	MountPath string   `json:"mount_path,omitempty"`
+	Workspace string   `json:"workspace,omitempty"`
+	// SecretEnv names the secret variables the run's sandbox holds.
+	SecretEnv []string `json:"secret_env,omitempty"`
+	// Untrusted says what brought untrusted input into the run before
+	// the call; Unattended, that nobody attends the run.
+	Untrusted  string `json:"untrusted,omitempty"`
+	Unattended bool   `json:"unattended,omitempty"`
+}
+
+// PolicyDecision answers POST /v1/policy/check: the server's policy
+// (its name, the SHA-256 of its source, its number of rules) and its
+// decision on the call.
+type PolicyDecision struct {
+	Policy string `json:"policy"`
+	SHA256 string `json:"sha256"`
+	Rules  int    `json:"rules"`
+	policy.Decision
 }
 
 // AuditReport is the result of an audit verification: every journal's

@@ -214,6 +214,9 @@ func (b *Builder) Complete(ctx context.Context, c *agent.RunCreated, req *servic
 		given, noOffer = l.Connectors, l.NoOffer
 	} else {
 		cf.NoMemory = req.NoMemory
+		if req.ContextWindow != nil {
+			cf.Window = *req.ContextWindow
+		}
 	}
 	cf.Creator = req.Creator()
 	if err := cf.Apply(b.Assembler, c, family); err != nil {
