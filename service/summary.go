@@ -108,6 +108,19 @@ func (c *summaries) get(ctx context.Context, id string, knownSeq int64) (api.Run
 	return s.copy(), nil
 }
 
+// WorkingTime is the working time of a run with these events (all of
+// them, from event 1), as its summary counts it (see duration): what
+// keel runs show prints, so that it and the API's duration_ms agree.
+func WorkingTime(events []journal.Event) (time.Duration, error) {
+	var s summary
+	for i := range events {
+		if err := s.apply(&events[i]); err != nil {
+			return 0, err
+		}
+	}
+	return time.Duration(s.run.DurationMS) * time.Millisecond, nil
+}
+
 // encode returns r's JSON, as encoding/json writes it. r is a summary
 // that get returned: its JSON is cached with the summary, until the next
 // event, unless the pool's view of the run (queued, executing, its last

@@ -226,11 +226,9 @@ func Show(w io.Writer, runID string, events []journal.Event, verr error, o *Show
 		for _, line := range view.SettingsOf(c).Lines() {
 			fmt.Fprintln(w, line)
 		}
-		// A fork's duration counts from its own first event.
-		d := time.Duration(0)
-		if i := service.ForkStart(c, events); i < len(events) {
-			d = events[len(events)-1].Time.Sub(events[i].Time).Round(time.Millisecond)
-		}
+		// The run's working time, as the API's duration_ms counts it
+		// (a fork's from its own first event).
+		d, _ := service.WorkingTime(events)
 		fmt.Fprintf(w, "%d events · %d steps · %s tok (%s in, %s out, %s cached) · $%.4f · %s\n", len(events), st.Steps,
 			num(st.Usage.Total()), num(st.Usage.InputTokens), num(st.Usage.OutputTokens), num(st.Usage.CachedInputTokens), st.Cost, d)
 		if n := service.ForkStart(c, events); n > 1 {
