@@ -221,8 +221,16 @@ func TestScheduleOfRevokedToken(t *testing.T) {
 	if err != nil || len(fires) != 1 || fires[0].Outcome != "failed" || !strings.Contains(fires[0].Reason, "revoked") {
 		t.Fatalf("the fire of a revoked token's schedule: %+v, %v", fires, err)
 	}
-	if _, err := e.admin.Run(ctx, fires[0].RunID); !client.IsCode(err, api.CodeNotFound) {
-		t.Errorf("its run exists: %v", err)
+	if fires[0].RunID != "" {
+		t.Errorf("the failed fire names run %s, which does not exist", fires[0].RunID)
+	}
+	// Trigger now says what happened: no run, the reason, a conflict
+	// (exit 1 on the command line), not "fired" with a run id.
+	if f, err := e.admin.TriggerSchedule(ctx, "hourly", nil); !client.IsCode(err, api.CodeConflict) || !strings.Contains(err.Error(), "could not create its run") || !strings.Contains(err.Error(), "revoked") {
+		t.Errorf("trigger now of a schedule whose runs cannot be created: %+v, %v", f, err)
+	}
+	if fs, _ := e.admin.Fires(ctx, "hourly", nil); len(fs) != 2 || fs[0].Outcome != "failed" || fs[1].Outcome != "failed" || fs[0].RunID != "" || fs[1].RunID != "" {
+		t.Errorf("fires after trigger now: %+v", fs)
 	}
 	// The schedule's sink hears of it once, however many fires fail
 	// after (one notification per lasting failure, linking the schedule).
@@ -238,15 +246,16 @@ func TestScheduleOfRevokedToken(t *testing.T) {
 	if err := e.svc.Notifier().Tick(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if fires, _ := e.admin.Fires(ctx, "hourly", nil); len(fires) != 3 {
-		t.Fatalf("%d fires, want 3", len(fires))
+	if fires, _ := e.admin.Fires(ctx, "hourly", nil); len(fires) != 4 {
+		t.Fatalf("%d fires, want 4", len(fires))
 	}
 	if hook.count() != 1 {
 		t.Fatalf("%d notifications of the failing schedule, want 1", hook.count())
 	}
 	got, _ := hook.got[0]["data"].(map[string]any)
 	if got["kind"] != "schedule_failed" || got["item"] != fires[0].Key || got["link"] != "https://keel.example.com/ui/schedules/hourly" ||
-		!strings.Contains(got["title"].(string), "schedule hourly cannot start its runs") {
+		!strings.Contains(got["title"].(string), "schedule hourly cannot start its runs") ||
+		got["run_id"] != nil || !strings.Contains(got["text"].(string), "(see keel schedules show hourly)") {
 		t.Errorf("the notification: %v", got)
 	}
 }

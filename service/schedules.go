@@ -224,6 +224,10 @@ func (s *Service) TriggerSchedule(ctx context.Context, who *Caller, ref string, 
 	if err != nil {
 		return api.Fire{}, err
 	}
+	if f != nil && f.Outcome == schedule.OutcomeFailed {
+		// Recorded, but nothing runs: say so on every front end.
+		return fireView(f), conflict(api.CodeConflict, "schedule %s: fire %s could not create its run (recorded as failed): %s", ref, f.Key, f.Reason)
+	}
 	return fireView(f), nil
 }
 
@@ -384,6 +388,9 @@ func runOf(raw json.RawMessage, task, agent, onBehalfOf string) api.CreateRun {
 func fireView(f *schedule.Fire) api.Fire {
 	out := api.Fire{Key: f.Key, Source: string(f.Source), Nominal: f.Nominal, Due: f.Due, At: f.At, Outcome: string(f.Outcome), RunID: f.RunID,
 		Reason: f.Reason, By: f.By, Canceled: f.Canceled, RunStatus: string(f.RunStatus)}
+	if f.Outcome == schedule.OutcomeFailed {
+		out.RunID = "" // the run it would have had does not exist
+	}
 	if late := f.Late.D().Round(time.Second); late > 0 {
 		out.Late = late.String()
 	}
