@@ -208,10 +208,18 @@ func (t *trig) apply(e *journal.Event) error {
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			return err
 		}
+		// The accepted delivery becomes failed: one delivery, one
+		// outcome, counted once.
 		if d := t.accepted[p.MessageID]; d != nil {
 			d.RunError = p.Reason
+			if d.Outcome == Accepted {
+				d.Outcome = Failed
+				if t.counts[string(Accepted)]--; t.counts[string(Accepted)] <= 0 {
+					delete(t.counts, string(Accepted))
+				}
+				t.counts[string(Failed)]++
+			}
 		}
-		t.counts["run_failed"]++
 	default:
 		return fmt.Errorf("unknown event type %s", e.Type)
 	}
@@ -475,6 +483,9 @@ func (h *Hub) start(ctx context.Context, t *trig, d *Delivery, contentType strin
 			h.logger.Warn("trigger: record run failure", "err", aerr)
 		}
 		d.RunError = reason
+		if d.Outcome == Accepted {
+			d.Outcome = Failed
+		}
 		return fmt.Errorf("trigger %s: %w", def.Name, err)
 	}
 	h.logger.Warn("trigger: start run", "trigger", def.Name, "run_id", d.RunID, "err", err)
