@@ -200,6 +200,9 @@ func Check(d *Schedule) error {
 	if err := checkName(d.Name); err != nil {
 		return err
 	}
+	if e := d.Spec.Every.D(); e > 0 && e < MinInterval {
+		return fmt.Errorf("%w: the interval %s is shorter than %s (a schedule fires at most once a minute)", ErrInvalid, e, MinInterval)
+	}
 	tm, err := d.Spec.compile(d.Created)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)

@@ -113,6 +113,12 @@ func TestSchedulesAPI(t *testing.T) {
 		t.Fatalf("an unknown sink: %v", err)
 	}
 	req.Notify = []string{"hook"}
+	// An interval has a floor, as the catch-up window has.
+	short := *req
+	short.Cron, short.TimeZone, short.Every = "", "", "1s"
+	if _, err := e.admin.CreateSchedule(ctx, &short); !client.IsCode(err, api.CodeInvalidRequest) || !strings.Contains(err.Error(), "the interval 1s is shorter than 1m0s") {
+		t.Fatalf("a schedule every second: %v", err)
+	}
 	s, err := e.admin.CreateSchedule(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +171,10 @@ func TestSchedulesAPI(t *testing.T) {
 		t.Fatalf("trigger now: %+v, %v", f, err)
 	}
 	e.waitType(f.RunID, journal.RunCompleted)
+	// A backfill's range is in the past: none of a year ahead fires.
+	if bf, err := e.admin.BackfillSchedule(ctx, "nightly", &api.Backfill{From: time.Date(2027, 12, 2, 0, 0, 0, 0, time.UTC), To: time.Date(2027, 12, 3, 0, 0, 0, 0, time.UTC)}); !client.IsCode(err, api.CodeInvalidRequest) || !strings.Contains(err.Error(), "in the past") || len(bf) != 0 {
+		t.Errorf("a backfill of next year: %+v, %v", bf, err)
+	}
 	bf, err := e.admin.BackfillSchedule(ctx, "nightly", &api.Backfill{From: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)})
 	if err != nil || len(bf) != 2 {
 		t.Fatalf("backfill: %+v, %v", bf, err)

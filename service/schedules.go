@@ -241,6 +241,9 @@ func (s *Service) BackfillSchedule(ctx context.Context, who *Caller, ref string,
 	if p.From.IsZero() || p.To.IsZero() {
 		return nil, badRequest("a backfill needs from and to")
 	}
+	if now := s.opts.Clock(); p.To.After(now) {
+		return nil, badRequest("a backfill's range must be in the past: its end %s is after now (%s)", p.To.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
 	var fires []*schedule.Fire
 	_, err = s.changeSchedule(ctx, who, ref, "schedule.backfill", func(id string) error {
 		if err := s.fireable(ctx, id); err != nil {
