@@ -288,6 +288,12 @@ func TestWebhookTriggerAPI(t *testing.T) {
 	if !strings.HasPrefix(nt.Secret, "whsec_") || nt.URL != "https://keel.example.com/v1/triggers/"+nt.ID {
 		t.Fatalf("new trigger: secret %q, url %q", nt.Secret, nt.URL)
 	}
+	// A run trigger watches an agent the directory has, as --agent must.
+	_, err = e.admin.CreateTrigger(ctx, &api.CreateTrigger{Name: "typo", Notify: []string{"hook"}, On: &api.RunEvents{Agent: "nosuch", Events: []string{"completed"}},
+		Run: api.CreateRun{Task: "x", Model: "test:done", Workspace: t.TempDir()}})
+	if !client.IsCode(err, api.CodeNotFound) || !strings.Contains(err.Error(), `no agent "nosuch"`) {
+		t.Errorf("a run trigger on an agent that does not exist: %v", err)
+	}
 	for _, id := range []string{trigger.DirectoryID, trigger.StreamPrefix + nt.ID} {
 		for _, ev := range e.events(id) {
 			if strings.Contains(string(ev.Payload), strings.TrimPrefix(nt.Secret, "whsec_")) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/schedule"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/trigger"
@@ -45,6 +46,14 @@ func (s *Service) CreateTrigger(ctx context.Context, who *Caller, p *api.CreateT
 	def.Created = s.opts.Clock().UTC()
 	if err := trigger.Check(def); err != nil {
 		return api.NewTrigger{}, triggerErr(err)
+	}
+	if def.On != nil {
+		// A typo would make a trigger that never fires.
+		if _, err := s.opts.Directory.Get(ctx, def.On.Agent); errors.Is(err, identity.ErrUnknown) {
+			return api.NewTrigger{}, noAgent(def.On.Agent)
+		} else if err != nil {
+			return api.NewTrigger{}, err
+		}
 	}
 	u, err := s.admitUnattended(ctx, who, "trigger "+p.Name, &p.Run, p.Notify)
 	if err != nil {
