@@ -38,7 +38,9 @@ const (
 	// KindScheduleFailed: a schedule's fire could not create its run
 	// (its creator's token was revoked, its workspace is gone...); the
 	// fires after it fail alike until a person acts. RunID is the run the
-	// fire would have created, ItemID the fire's key, Origin the schedule.
+	// fire would have created (it identifies the notification; messages
+	// leave it out: no such run exists), ItemID the fire's key, Origin
+	// the schedule.
 	KindScheduleFailed Kind = "schedule_failed"
 )
 
@@ -66,9 +68,10 @@ type Item struct {
 // Message is one notification as sinks send it: only Keel's own facts.
 type Message struct {
 	// ID is stable across retries (the webhook-id and Message-ID).
-	ID         string    `json:"id"`
-	Kind       Kind      `json:"kind"`
-	RunID      string    `json:"run_id"`
+	ID   string `json:"id"`
+	Kind Kind   `json:"kind"`
+	// RunID is the run ("" for schedule_failed: no run was created).
+	RunID      string    `json:"run_id,omitempty"`
 	Item       string    `json:"item,omitempty"`
 	Agent      string    `json:"agent,omitempty"`
 	OnBehalfOf string    `json:"on_behalf_of,omitempty"`
@@ -153,7 +156,8 @@ func message(it *Item, sink, link string) *Message {
 	case KindScheduleFailed:
 		name := strings.TrimPrefix(m.Origin, "schedule ")
 		m.Title = fmt.Sprintf("Keel: schedule %s cannot start its runs", name)
-		m.Text = fmt.Sprintf("Schedule %s of %s could not create the run of its fire %s, and its next fires will fail alike until the cause is fixed (see keel schedules fires %s).", name, who, m.Item, name)
+		m.RunID = ""
+		m.Text = fmt.Sprintf("Schedule %s of %s could not create the run of its fire %s, and its next fires will fail alike until the cause is fixed (see keel schedules show %s).", name, who, m.Item, name)
 	}
 	if link != "" {
 		m.Text += " Open it: " + link

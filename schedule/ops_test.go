@@ -207,6 +207,7 @@ func TestCreateRefused(t *testing.T) {
 		{"no task", Schedule{Name: "n", Spec: every(time.Hour)}},
 		{"bad template", Schedule{Name: "n", Spec: every(time.Hour), Task: "{{.Nope}}"}},
 		{"bad overlap", Schedule{Name: "n", Spec: every(time.Hour), Task: "x", Policy: Policy{Overlap: "sometimes"}}},
+		{"interval under a minute", Schedule{Name: "n", Spec: every(time.Second), Task: "x"}},
 		{"short window", Schedule{Name: "n", Spec: every(time.Hour), Task: "x", Policy: Policy{CatchupWindow: agent.Duration(time.Second)}}},
 		{"bad spec", Schedule{Name: "n", Task: "x"}},
 		{"cron that never fires", Schedule{Name: "n", Spec: Spec{Cron: "0 3 31 2 *"}, Task: "x"}},

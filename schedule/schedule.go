@@ -104,6 +104,11 @@ func ParseOverlap(s string) (Overlap, error) {
 // a year after a stop still fires (once, by the overlap policy).
 const DefaultCatchupWindow = 365 * 24 * time.Hour
 
+// MinInterval is the shortest interval (Spec.Every) a schedule is
+// created with: cron's resolution. Shorter ones would journal a record
+// per fire, mostly skipped, faster than a scheduler looks (every 5 s).
+const MinInterval = time.Minute
+
 // MinCatchupWindow is the shortest catch-up window accepted.
 const MinCatchupWindow = 10 * time.Second
 

@@ -200,6 +200,9 @@ func Check(d *Schedule) error {
 	if err := checkName(d.Name); err != nil {
 		return err
 	}
+	if e := d.Spec.Every.D(); e > 0 && e < MinInterval {
+		return fmt.Errorf("%w: the interval %s is shorter than %s (a schedule fires at most once a minute)", ErrInvalid, e, MinInterval)
+	}
 	tm, err := d.Spec.compile(d.Created)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
@@ -348,7 +351,9 @@ func (sc *sched) check(more func(st *state) error) func() error {
 }
 
 // Trigger fires a schedule now, outside its spec ("trigger now"), under
-// its overlap policy unless overlap is set.
+// its overlap policy unless overlap is set. It returns the fire's record
+// once its run was started: failed, with the reason, when the run could
+// not be created.
 func (s *Scheduler) Trigger(ctx context.Context, ref, by string, overlap Overlap) (*Fire, error) {
 	sc, err := s.get(ctx, ref)
 	if err != nil {
@@ -362,7 +367,16 @@ func (s *Scheduler) Trigger(ctx context.Context, ref, by string, overlap Overlap
 	}
 	now := s.clock().UTC()
 	f := &Fire{Key: "manual:" + newULID(now), Source: SourceManual, Nominal: now, Due: now, By: by}
-	return s.fire(ctx, sc, f, overlap)
+	rec, err := s.fire(ctx, sc, f, overlap)
+	if err != nil || rec == nil || !rec.ran() {
+		return rec, err
+	}
+	// Its run was started (or could not be): the record as it is now,
+	// failed with the reason when the run could not be created.
+	if cur, err := s.find(ctx, sc, f.Key); err == nil {
+		return cur, nil
+	}
+	return rec, nil
 }
 
 // MaxBackfill bounds the fires of one backfill.

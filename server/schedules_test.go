@@ -113,6 +113,12 @@ func TestSchedulesAPI(t *testing.T) {
 		t.Fatalf("an unknown sink: %v", err)
 	}
 	req.Notify = []string{"hook"}
+	// An interval has a floor, as the catch-up window has.
+	short := *req
+	short.Cron, short.TimeZone, short.Every = "", "", "1s"
+	if _, err := e.admin.CreateSchedule(ctx, &short); !client.IsCode(err, api.CodeInvalidRequest) || !strings.Contains(err.Error(), "the interval 1s is shorter than 1m0s") {
+		t.Fatalf("a schedule every second: %v", err)
+	}
 	s, err := e.admin.CreateSchedule(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +171,10 @@ func TestSchedulesAPI(t *testing.T) {
 		t.Fatalf("trigger now: %+v, %v", f, err)
 	}
 	e.waitType(f.RunID, journal.RunCompleted)
+	// A backfill's range is in the past: none of a year ahead fires.
+	if bf, err := e.admin.BackfillSchedule(ctx, "nightly", &api.Backfill{From: time.Date(2027, 12, 2, 0, 0, 0, 0, time.UTC), To: time.Date(2027, 12, 3, 0, 0, 0, 0, time.UTC)}); !client.IsCode(err, api.CodeInvalidRequest) || !strings.Contains(err.Error(), "in the past") || len(bf) != 0 {
+		t.Errorf("a backfill of next year: %+v, %v", bf, err)
+	}
 	bf, err := e.admin.BackfillSchedule(ctx, "nightly", &api.Backfill{From: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)})
 	if err != nil || len(bf) != 2 {
 		t.Fatalf("backfill: %+v, %v", bf, err)
@@ -221,8 +231,16 @@ func TestScheduleOfRevokedToken(t *testing.T) {
 	if err != nil || len(fires) != 1 || fires[0].Outcome != "failed" || !strings.Contains(fires[0].Reason, "revoked") {
 		t.Fatalf("the fire of a revoked token's schedule: %+v, %v", fires, err)
 	}
-	if _, err := e.admin.Run(ctx, fires[0].RunID); !client.IsCode(err, api.CodeNotFound) {
-		t.Errorf("its run exists: %v", err)
+	if fires[0].RunID != "" {
+		t.Errorf("the failed fire names run %s, which does not exist", fires[0].RunID)
+	}
+	// Trigger now says what happened: no run, the reason, a conflict
+	// (exit 1 on the command line), not "fired" with a run id.
+	if f, err := e.admin.TriggerSchedule(ctx, "hourly", nil); !client.IsCode(err, api.CodeConflict) || !strings.Contains(err.Error(), "could not create its run") || !strings.Contains(err.Error(), "revoked") {
+		t.Errorf("trigger now of a schedule whose runs cannot be created: %+v, %v", f, err)
+	}
+	if fs, _ := e.admin.Fires(ctx, "hourly", nil); len(fs) != 2 || fs[0].Outcome != "failed" || fs[1].Outcome != "failed" || fs[0].RunID != "" || fs[1].RunID != "" {
+		t.Errorf("fires after trigger now: %+v", fs)
 	}
 	// The schedule's sink hears of it once, however many fires fail
 	// after (one notification per lasting failure, linking the schedule).
@@ -238,15 +256,16 @@ func TestScheduleOfRevokedToken(t *testing.T) {
 	if err := e.svc.Notifier().Tick(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if fires, _ := e.admin.Fires(ctx, "hourly", nil); len(fires) != 3 {
-		t.Fatalf("%d fires, want 3", len(fires))
+	if fires, _ := e.admin.Fires(ctx, "hourly", nil); len(fires) != 4 {
+		t.Fatalf("%d fires, want 4", len(fires))
 	}
 	if hook.count() != 1 {
 		t.Fatalf("%d notifications of the failing schedule, want 1", hook.count())
 	}
 	got, _ := hook.got[0]["data"].(map[string]any)
 	if got["kind"] != "schedule_failed" || got["item"] != fires[0].Key || got["link"] != "https://keel.example.com/ui/schedules/hourly" ||
-		!strings.Contains(got["title"].(string), "schedule hourly cannot start its runs") {
+		!strings.Contains(got["title"].(string), "schedule hourly cannot start its runs") ||
+		got["run_id"] != nil || !strings.Contains(got["text"].(string), "(see keel schedules show hourly)") {
 		t.Errorf("the notification: %v", got)
 	}
 }
@@ -268,6 +287,12 @@ func TestWebhookTriggerAPI(t *testing.T) {
 	}
 	if !strings.HasPrefix(nt.Secret, "whsec_") || nt.URL != "https://keel.example.com/v1/triggers/"+nt.ID {
 		t.Fatalf("new trigger: secret %q, url %q", nt.Secret, nt.URL)
+	}
+	// A run trigger watches an agent the directory has, as --agent must.
+	_, err = e.admin.CreateTrigger(ctx, &api.CreateTrigger{Name: "typo", Notify: []string{"hook"}, On: &api.RunEvents{Agent: "nosuch", Events: []string{"completed"}},
+		Run: api.CreateRun{Task: "x", Model: "test:done", Workspace: t.TempDir()}})
+	if !client.IsCode(err, api.CodeNotFound) || !strings.Contains(err.Error(), `no agent "nosuch"`) {
+		t.Errorf("a run trigger on an agent that does not exist: %v", err)
 	}
 	for _, id := range []string{trigger.DirectoryID, trigger.StreamPrefix + nt.ID} {
 		for _, ev := range e.events(id) {

@@ -224,6 +224,10 @@ func (s *Service) TriggerSchedule(ctx context.Context, who *Caller, ref string, 
 	if err != nil {
 		return api.Fire{}, err
 	}
+	if f != nil && f.Outcome == schedule.OutcomeFailed {
+		// Recorded, but nothing runs: say so on every front end.
+		return fireView(f), conflict(api.CodeConflict, "schedule %s: fire %s could not create its run (recorded as failed): %s", ref, f.Key, f.Reason)
+	}
 	return fireView(f), nil
 }
 
@@ -236,6 +240,9 @@ func (s *Service) BackfillSchedule(ctx context.Context, who *Caller, ref string,
 	}
 	if p.From.IsZero() || p.To.IsZero() {
 		return nil, badRequest("a backfill needs from and to")
+	}
+	if now := s.opts.Clock(); p.To.After(now) {
+		return nil, badRequest("a backfill's range must be in the past: its end %s is after now", p.To.UTC().Format(time.RFC3339))
 	}
 	var fires []*schedule.Fire
 	_, err = s.changeSchedule(ctx, who, ref, "schedule.backfill", func(id string) error {
@@ -384,6 +391,9 @@ func runOf(raw json.RawMessage, task, agent, onBehalfOf string) api.CreateRun {
 func fireView(f *schedule.Fire) api.Fire {
 	out := api.Fire{Key: f.Key, Source: string(f.Source), Nominal: f.Nominal, Due: f.Due, At: f.At, Outcome: string(f.Outcome), RunID: f.RunID,
 		Reason: f.Reason, By: f.By, Canceled: f.Canceled, RunStatus: string(f.RunStatus)}
+	if f.Outcome == schedule.OutcomeFailed {
+		out.RunID = "" // the run it would have had does not exist
+	}
 	if late := f.Late.D().Round(time.Second); late > 0 {
 		out.Late = late.String()
 	}

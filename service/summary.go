@@ -12,7 +12,9 @@ import (
 	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/notify"
+	"github.com/keel-run/keel/schedule"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/trigger"
 )
 
 // summaries caches each run's [api.Run] summary, folded incrementally:
@@ -349,4 +351,20 @@ func (c *summaries) created(ctx context.Context, id string) (*agent.RunCreated, 
 		}
 	}
 	return created, nil
+}
+
+// StartedBy says what started a run when no person did, from its
+// labels: "schedule NAME (fire KEY)", "trigger NAME (message ID)", or ""
+// (the run page's origin, with the fire or delivery it came from).
+func StartedBy(labels map[string]string) string {
+	o := notify.Origin(labels)
+	switch {
+	case o == "":
+		return ""
+	case labels[schedule.LabelSchedule] != "" && labels[schedule.LabelFire] != "":
+		return o + " (fire " + labels[schedule.LabelFire] + ")"
+	case labels[schedule.LabelSchedule] == "" && labels[trigger.LabelMessage] != "":
+		return o + " (message " + labels[trigger.LabelMessage] + ")"
+	}
+	return o
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/schedule"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/trigger"
@@ -45,6 +46,14 @@ func (s *Service) CreateTrigger(ctx context.Context, who *Caller, p *api.CreateT
 	def.Created = s.opts.Clock().UTC()
 	if err := trigger.Check(def); err != nil {
 		return api.NewTrigger{}, triggerErr(err)
+	}
+	if def.On != nil {
+		// A typo would make a trigger that never fires.
+		if _, err := s.opts.Directory.Get(ctx, def.On.Agent); errors.Is(err, identity.ErrUnknown) {
+			return api.NewTrigger{}, noAgent(def.On.Agent)
+		} else if err != nil {
+			return api.NewTrigger{}, err
+		}
 	}
 	u, err := s.admitUnattended(ctx, who, "trigger "+p.Name, &p.Run, p.Notify)
 	if err != nil {
@@ -197,7 +206,8 @@ func (s *Service) Deliver(ctx context.Context, id string, header http.Header, bo
 	case errors.Is(err, schedule.ErrPermanent):
 		// The delivery was accepted and journaled; its run cannot be
 		// made (the sender's retries would fail the same way).
-		return api.TriggerAnswer{RunID: d.RunID, Outcome: string(d.Outcome)}, false, badRequest("the message was accepted, but its run cannot be created: %s", d.RunError)
+		// Not the sender's fault: a conflict with the trigger's setup.
+		return api.TriggerAnswer{Outcome: string(d.Outcome)}, false, conflict(api.CodeConflict, "the message was received (recorded as failed), but the trigger's run cannot be created: %s", d.RunError)
 	}
 	return api.TriggerAnswer{}, false, err
 }
@@ -225,6 +235,9 @@ func (s *Service) triggerView(st *trigger.Status) api.Trigger {
 func deliveryView(d *trigger.Delivery) api.Delivery {
 	out := api.Delivery{MessageID: d.MessageID, Outcome: string(d.Outcome), Reason: d.Reason, Received: d.Received, RunID: d.RunID,
 		SHA256: d.Digest, Size: d.Size, Remote: d.Remote, RunError: d.RunError, Cause: d.Cause}
+	if d.Outcome == trigger.Failed {
+		out.RunID = "" // the run it would have had does not exist
+	}
 	if !d.Timestamp.IsZero() {
 		ts := d.Timestamp
 		out.Timestamp = &ts

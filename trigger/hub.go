@@ -79,8 +79,11 @@ type trig struct {
 	s  *journal.Stream
 	mu sync.Mutex
 
-	def      *Trigger
-	paused   bool
+	def    *Trigger
+	paused bool
+	// pauses are the journaled paused spans, oldest first (to is zero
+	// while paused): a run that ends in one fires nothing.
+	pauses   []span
 	deleted  bool
 	accepted map[string]*Delivery // message id → accepted delivery
 	order    []*Delivery          // accepted, oldest first (for expiry)
@@ -161,8 +164,14 @@ func (t *trig) apply(e *journal.Event) error {
 		}
 		t.def = d
 	case Paused:
+		if !t.paused {
+			t.pauses = append(t.pauses, span{from: e.Time})
+		}
 		t.paused = true
 	case Resumed:
+		if t.paused && len(t.pauses) > 0 {
+			t.pauses[len(t.pauses)-1].to = e.Time
+		}
 		t.paused = false
 	case Deleted:
 		t.deleted = true
@@ -182,8 +191,13 @@ func (t *trig) apply(e *journal.Event) error {
 			}
 			t.accepted[d.MessageID] = d
 			t.order = append(t.order, d)
-			// Forget ids past the dedupe horizon.
+			// Forget ids past the dedupe horizon (a run trigger's keys
+			// at least as long as Watch looks back, or a restart would
+			// fire them again).
 			horizon := t.dedupe()
+			if t.def != nil && t.def.On != nil {
+				horizon = max(horizon, Horizon)
+			}
 			for len(t.order) > 0 && e.Time.Sub(t.order[0].Received) > horizon {
 				delete(t.accepted, t.order[0].MessageID)
 				t.order = t.order[1:]
@@ -194,10 +208,18 @@ func (t *trig) apply(e *journal.Event) error {
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			return err
 		}
+		// The accepted delivery becomes failed: one delivery, one
+		// outcome, counted once.
 		if d := t.accepted[p.MessageID]; d != nil {
 			d.RunError = p.Reason
+			if d.Outcome == Accepted {
+				d.Outcome = Failed
+				if t.counts[string(Accepted)]--; t.counts[string(Accepted)] <= 0 {
+					delete(t.counts, string(Accepted))
+				}
+				t.counts[string(Failed)]++
+			}
 		}
-		t.counts["run_failed"]++
 	default:
 		return fmt.Errorf("unknown event type %s", e.Type)
 	}
@@ -461,6 +483,9 @@ func (h *Hub) start(ctx context.Context, t *trig, d *Delivery, contentType strin
 			h.logger.Warn("trigger: record run failure", "err", aerr)
 		}
 		d.RunError = reason
+		if d.Outcome == Accepted {
+			d.Outcome = Failed
+		}
 		return fmt.Errorf("trigger %s: %w", def.Name, err)
 	}
 	h.logger.Warn("trigger: start run", "trigger", def.Name, "run_id", d.RunID, "err", err)

@@ -292,3 +292,26 @@ func TestRefusalsRateLimited(t *testing.T) {
 		t.Errorf("%d refusals journaled in a minute, want 5", st.Counts[ReasonSignature])
 	}
 }
+
+// TestRunCannotBeCreated: an accepted message whose run cannot be created
+// (its creator's token revoked) is one delivery with outcome failed,
+// counted once, on this hub and on a new one.
+func TestRunCannotBeCreated(t *testing.T) {
+	t.Parallel()
+	h, r, clk, secret, path := setup(t)
+	r.err = fmt.Errorf("%w: the API token that set this up was revoked", schedule.ErrPermanent)
+	d, err := h.Deliver(t.Context(), "deploy-failed", signed(t, secret, "msg_a", clk.Now(), payload), []byte(payload), "")
+	if !errors.Is(err, schedule.ErrPermanent) || d == nil || d.Outcome != "failed" || !strings.Contains(d.RunError, "revoked") {
+		t.Fatalf("Deliver = %+v, %v; want failed", d, err)
+	}
+	for _, hub := range []*Hub{h, New(openStore(t, path), r, h.secrets, &Options{Clock: clk.Now})} {
+		ds, err := hub.Deliveries(t.Context(), "deploy-failed", 0)
+		if err != nil || len(ds) != 1 || ds[0].Outcome != "failed" || !strings.Contains(ds[0].RunError, "revoked") {
+			t.Errorf("deliveries %+v, %v", ds, err)
+		}
+		st, err := hub.Get(t.Context(), "deploy-failed")
+		if err != nil || !cmp.Equal(st.Counts, map[string]int{"failed": 1}) {
+			t.Errorf("counts %v, %v; want one failed delivery", st.Counts, err)
+		}
+	}
+}

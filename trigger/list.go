@@ -13,8 +13,8 @@ type Status struct {
 	Trigger
 	Paused  bool `json:"paused,omitempty"`
 	Deleted bool `json:"deleted,omitempty"`
-	// Counts are the deliveries by outcome (accepted, duplicate) and by
-	// refusal reason, and run_failed.
+	// Counts are the deliveries by outcome (accepted, failed, duplicate)
+	// and by refusal reason.
 	Counts map[string]int `json:"counts"`
 }
 
@@ -78,6 +78,7 @@ func (h *Hub) Deliveries(ctx context.Context, ref string, last int) ([]*Delivery
 			var p runFailed
 			if json.Unmarshal(events[i].Payload, &p) == nil && accepted[p.MessageID] != nil {
 				accepted[p.MessageID].RunError = p.Reason
+				accepted[p.MessageID].Outcome = Failed
 			}
 		}
 	}

@@ -53,11 +53,20 @@ func checkOn(d *Trigger) error {
 	return nil
 }
 
+// span is a time interval; a zero to is open.
+type span struct{ from, to time.Time }
+
 // Watch fires the run triggers for the runs that ended since since
 // (Hub.Tick calls it with a horizon): each (trigger, ended run) is
 // journaled once, keyed by the run and its end, with its cause, and
-// starts one run whose id derives from that key.
+// starts one run whose id derives from that key. A trigger fires only
+// for runs that ended after it was created and not while it was paused
+// (both journaled), so what fires does not depend on when a server
+// started or looked.
 func (h *Hub) Watch(ctx context.Context, since time.Time) error {
+	// A run that ends after this can meet a trigger created after the
+	// listing below: it is looked at again on the next Watch.
+	listed := h.clock()
 	ids, err := h.dir.IDs(ctx)
 	if err != nil {
 		return err
@@ -69,7 +78,7 @@ func (h *Hub) Watch(ctx context.Context, since time.Time) error {
 			return err
 		}
 		t.mu.Lock()
-		on := t.def.On != nil && !t.paused
+		on := t.def.On != nil && !t.deleted
 		t.mu.Unlock()
 		if on {
 			trigs = append(trigs, t)
@@ -98,9 +107,11 @@ func (h *Hub) Watch(ctx context.Context, since time.Time) error {
 			errs = append(errs, err)
 			continue
 		}
-		h.mu.Lock()
-		h.watched[key] = true
-		h.mu.Unlock()
+		if r.Updated.Before(listed) {
+			h.mu.Lock()
+			h.watched[key] = true
+			h.mu.Unlock()
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -129,12 +140,13 @@ func (h *Hub) watchRun(ctx context.Context, trigs []*trig, r journal.RunSummary,
 	if r.Status == journal.StatusFailed {
 		event = EventFailed
 	}
+	end := last[0].Time
 	var errs []error
 	for _, t := range trigs {
 		t.mu.Lock()
-		def := t.def
+		def, paused := t.def, t.pausedAt(end)
 		t.mu.Unlock()
-		if def.On.Agent != created.Principal {
+		if def.On.Agent != created.Principal || end.Before(def.Created) || paused {
 			continue
 		}
 		ev := ""
@@ -146,11 +158,21 @@ func (h *Hub) watchRun(ctx context.Context, trigs []*trig, r journal.RunSummary,
 		default:
 			continue
 		}
-		if err := h.fireRun(ctx, t, def, r.RunID, key, ev, last[0].Time, ended.Output, depth+1); err != nil {
+		if err := h.fireRun(ctx, t, def, r.RunID, key, ev, end, ended.Output, depth+1); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// pausedAt says whether the trigger was paused at time at. t.mu held.
+func (t *trig) pausedAt(at time.Time) bool {
+	for _, p := range t.pauses {
+		if !at.Before(p.from) && (p.to.IsZero() || at.Before(p.to)) {
+			return true
+		}
+	}
+	return false
 }
 
 // fireRun journals and starts the run of trigger t caused by run cause.

@@ -125,6 +125,9 @@ const (
 	Accepted  Outcome = "accepted"
 	Duplicate Outcome = "duplicate" // a retry of an accepted message
 	Refused   Outcome = "refused"
+	// Failed is an accepted delivery whose run could not be created
+	// (RunError says why): it has no run.
+	Failed Outcome = "failed"
 )
 
 // Reasons a delivery is refused.
@@ -156,7 +159,7 @@ type Delivery struct {
 	Size   int    `json:"size,omitempty"`
 	// Remote is the sender's address as the server saw it.
 	Remote string `json:"remote,omitempty"`
-	// RunError is why an accepted delivery's run could not be created.
+	// RunError is why a failed delivery's run could not be created.
 	RunError string `json:"run_error,omitempty"`
 	// Cause is what fired a run trigger ("run 01j... completed").
 	Cause string `json:"cause,omitempty"`

@@ -57,7 +57,7 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 
 	allow := allowAllPolicy(t)
 	sched := []string{"--every", "24h", "--task", "tidy", "--model", "scripted:demo", "--workspace", ws}
-	trig := []string{"--on-agent", "bot", "--on", "completed", "--task", "check", "--model", "scripted:demo", "--workspace", ws}
+	trig := []string{"--on-agent", "keel-demo", "--on", "completed", "--task", "check", "--model", "scripted:demo", "--workspace", ws}
 	for _, args := range [][]string{
 		append([]string{"schedules", "create", "dup"}, append(sched, "--policy", allow)...),
 		append([]string{"triggers", "create", "dup"}, append(trig, "--policy", allow)...),
@@ -153,6 +153,8 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{append([]string{"triggers", "create", "t1"}, append(trig, "--policy", badPolicy)...), 2},
 		{append([]string{"triggers", "create", "t1"}, append(trig, "--policy", allow, "--max-steps", "-1")...), 2},
 		{append([]string{"triggers", "create", "dup"}, append(trig, "--policy", allow)...), 2},
+		{[]string{"triggers", "create", "typo", "--on-agent", "nosuch", "--on", "completed", "--task", "x", "--model", "scripted:demo", "--workspace", ws, "--policy", allow}, 2},
+		{append([]string{"schedules", "create", "s1"}, append(sched, "--policy", allow, "--every", "1s")...), 2},
 		{[]string{"triggers", "create", "loop", "--on-agent", "keel-cli", "--on", "completed", "--task", "again", "--model", "scripted:demo", "--workspace", ws, "--policy", allow}, 2},
 	}
 	for _, c := range cases {

@@ -223,6 +223,9 @@ func Show(w io.Writer, runID string, events []journal.Event, verr error, o *Show
 		}
 		fmt.Fprintf(w, "\nmodel %s · workspace %s → %s · sandbox %s\n", c.Model, c.Workspace, c.MountPath, c.Sandbox)
 		fmt.Fprintf(w, "task: %s\n", clip(oneLine(c.Task), 200))
+		if by := service.StartedBy(c.Labels); by != "" {
+			fmt.Fprintf(w, "started by: %s\n", clip(oneLine(by), 200))
+		}
 		for _, line := range view.SettingsOf(c).Lines() {
 			fmt.Fprintln(w, line)
 		}

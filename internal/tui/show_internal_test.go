@@ -94,3 +94,34 @@ func TestShowSettings(t *testing.T) {
 		t.Errorf("the header shows an environment variable's value:\n%s", out.String())
 	}
 }
+
+// keel runs show says what started a run that no person started, as the
+// API's origin and the web UI's run page do: the schedule and its fire,
+// the trigger and its message.
+func TestShowSaysWhatStartedTheRun(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{"keel.schedule": "askme", "keel.fire": "2026-12-07T06:00:00Z"}, "started by: schedule askme (fire 2026-12-07T06:00:00Z)\n"},
+		{map[string]string{"keel.trigger": "spy", "keel.message": "run:01abc@4"}, "started by: trigger spy (message run:01abc@4)\n"},
+		{nil, ""},
+	} {
+		b, err := json.Marshal(&agent.RunCreated{Task: "t", Model: "test:none", Workspace: "/w", MountPath: "/workspace", Sandbox: "none", Labels: tt.labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, err := mem.New().Append(t.Context(), "r", 0, journal.Draft{Type: journal.RunCreated, Time: t0, Payload: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if _, err := Show(&out, "r", events, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := out.String(); tt.want != "" && !strings.Contains(got, tt.want) || tt.want == "" && strings.Contains(got, "started by") {
+			t.Errorf("labels %v: want %q in\n%s", tt.labels, tt.want, got)
+		}
+	}
+}
