@@ -192,6 +192,11 @@ type CreateRun struct {
 	// run --propose-skills): it may propose skills from its work, tested
 	// in its sandbox, and ask a person to promote one (docs/skills.md).
 	ProposeSkills bool `json:"propose_skills,omitempty"`
+	// Team lets the run start child agents (spawn_agent, wait_agents,
+	// handoff) from the workspace's trusted agent definitions
+	// (.keel/agents/NAME.md) or inline ones, under its budget (keel run
+	// --team; docs/teams.md).
+	Team bool `json:"team,omitempty"`
 }
 
 // RunTreeSpend is one node's amounts on each axis of a budget.
