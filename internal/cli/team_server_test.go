@@ -14,6 +14,8 @@ import (
 // and from POST /v1/runs with "team": the server offers it the team
 // tools and the workspace's trusted definitions, and its pool runs the
 // child (newuser report 14, Q1). Without team, a run gets no team tools.
+// A prefix of the lead names it though its child's id starts with it
+// too (Q2).
 func TestTeamThroughTheServer(t *testing.T) {
 	db := setup(t)
 	lead := writeTrajectory(t, "lead a team",
@@ -37,6 +39,17 @@ func TestTeamThroughTheServer(t *testing.T) {
 	}
 	cl := s.apiClient(t)
 	ctx := t.Context()
+	// A prefix of the lead's id, which its child's id (LEAD.CALL) also
+	// starts with, names the lead on every front end (Q2).
+	prefix := ids[0][:len(ids[0])-1]
+	for _, args := range [][]string{{"runs", "show", "--json", prefix}, {"--server", s.url, "runs", "show", "--json", prefix}} {
+		if code, out, errOut := keel(t, args...); code != 0 || !strings.Contains(out, ids[0]) {
+			t.Errorf("keel %s = %d, want the lead %s\n%.300s%s", strings.Join(args, " "), code, ids[0], out, errOut)
+		}
+	}
+	if tree, err := cl.RunTree(ctx, prefix); err != nil || tree.ID != ids[0] {
+		t.Errorf("GET /v1/runs/PREFIX/tree: %+v %v, want the lead %s", tree, err, ids[0])
+	}
 	for _, team := range []bool{true, false} {
 		steps := 8
 		run, err := cl.CreateRun(ctx, &api.CreateRun{Task: "lead a team", Model: "replay:" + lead, Workspace: ws, Agent: "keel-cli", Team: team, Limits: api.Limits{MaxSteps: &steps}})
