@@ -19,7 +19,9 @@ var ErrAmbiguousRun = errors.New("journal: ambiguous run id")
 
 // ResolveRun returns the id of the run ref names in s: its whole id; a
 // prefix of it at least [MinRunPrefix] characters long that no other run
-// of s starts with; or the shortened form "PREFIX…SUFFIX" (also with
+// of s starts with, but for the run's own child agents (whose ids are
+// RUN.CALL: every prefix of a team lead's id is also one of its
+// children's, and names the lead); or the shortened form "PREFIX…SUFFIX" (also with
 // "..."), the way the web UI shows ids. Letters are compared without
 // regard to case; system streams (_keel.*) are never matched. An unknown
 // ref gives an error wrapping [ErrNotFound], an ambiguous one an error
@@ -66,6 +68,9 @@ func ResolveRun(ctx context.Context, s Store, ref string) (string, error) {
 	case len(match) == 0:
 		return "", fmt.Errorf("%w: no run id starts with %q", ErrNotFound, ref)
 	}
+	if lead, ok := leadOf(match); ok {
+		return lead, nil
+	}
 	shown := match
 	if len(shown) > 5 {
 		shown = shown[:5]
@@ -75,4 +80,21 @@ func ResolveRun(ctx context.Context, s Store, ref string) (string, error) {
 		more = fmt.Sprintf(" and %d more", len(match)-len(shown))
 	}
 	return "", fmt.Errorf("%w: %q matches %d runs (%s%s): give more of its id", ErrAmbiguousRun, ref, len(match), strings.Join(shown, ", "), more)
+}
+
+// leadOf returns the run among ids whose descendants (ID.CALL, at any
+// depth) all the others are, if there is one.
+func leadOf(ids []string) (string, bool) {
+	lead := ids[0]
+	for _, id := range ids[1:] {
+		if len(id) < len(lead) {
+			lead = id
+		}
+	}
+	for _, id := range ids {
+		if id != lead && !strings.HasPrefix(strings.ToLower(id), strings.ToLower(lead)+".") {
+			return "", false
+		}
+	}
+	return lead, true
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model/modeltest"
+	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
@@ -36,7 +37,7 @@ func TestServerResumeUsesRunSettings(t *testing.T) {
 	changed := created
 	changed.Concurrency = 9
 	c := &agent.RunCreated{Task: "wait", Model: "test:idle", Workspace: t.TempDir(), MountPath: "/workspace", Sandbox: "none",
-		Principal: identity.LocalAgent, Limits: agent.Limits{MaxSteps: 10}, Settings: &created}
+		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(policy.Default()), Limits: agent.Limits{MaxSteps: 10}, Settings: &created}
 	id := e.journalRun(c, draft(t, journal.RunResumed, &agent.RunResumed{Settings: &changed}),
 		draft(t, journal.RunPaused, &agent.RunEnded{Reason: "shutdown", Message: "paused"}))
 	if _, err := e.admin.Resume(t.Context(), id, &api.ResumeRun{}); err != nil {
@@ -89,7 +90,7 @@ func TestResumeRaisesLimitWhileExecutionEnds(t *testing.T) {
 		modeltest.Calls("look", modeltest.Call("c1", "read_file", map[string]string{"path": "."})),
 		modeltest.Text("done")}, nil))
 	c := &agent.RunCreated{Task: "look", Model: "test:two", Workspace: t.TempDir(), MountPath: "/workspace", Sandbox: "none",
-		Principal: identity.LocalAgent, Limits: agent.Limits{MaxSteps: 1, MaxTokens: 1e6}}
+		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(policy.Default()), Limits: agent.Limits{MaxSteps: 1, MaxTokens: 1e6}}
 	id := e.journalRun(c, draft(t, journal.RunPaused, &agent.RunEnded{Reason: "shutdown", Message: "paused"}))
 	ctx := t.Context()
 	if _, err := e.admin.Resume(ctx, id, nil); err != nil {

@@ -489,7 +489,8 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 		Agent:   strings.TrimSpace(r.PostFormValue("agent")),
 		Sandbox: r.PostFormValue("sandbox"), Setup: strings.TrimSpace(formText(r.PostFormValue("setup"))),
 		Policy: strings.TrimSpace(r.PostFormValue("policy")), Env: formLines(r.PostFormValue("env")),
-		Network: strings.FieldsFunc(r.PostFormValue("network"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) })}
+		Network: strings.FieldsFunc(r.PostFormValue("network"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) }),
+		Team:    r.PostFormValue("team") != ""}
 	var problems []service.FieldError
 	if s := strings.TrimSpace(r.PostFormValue("max_steps")); s != "" {
 		// Not a number is the form's to say; a negative one the

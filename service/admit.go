@@ -399,7 +399,7 @@ func demoExtras(req *api.CreateRun, local bool) []string {
 		{"workspace", req.Workspace != ""}, {"mount_path", req.MountPath != ""}, {"sandbox", req.Sandbox != "" && !local},
 		{"env", len(req.Env) > 0}, {"setup", req.Setup != ""}, {"network", len(req.Network) > 0}, {"system", req.System != ""},
 		{"limits", req.Limits != api.Limits{}}, {"policy", req.Policy != ""}, {"completion_marker", req.CompletionMarker != nil},
-		{"connectors", req.Connectors != nil}, {"no_connectors", req.NoConnectors},
+		{"connectors", req.Connectors != nil}, {"no_connectors", req.NoConnectors}, {"team", req.Team},
 	} {
 		if f.set {
 			set = append(set, f.name)

@@ -98,6 +98,7 @@ func (s *Service) decide(ctx context.Context, runID, callID string, d policy.Eff
 				// The decision is journaled; the process that started the
 				// run continues it.
 				s.logger.Info("not executing run", "run_id", runID, "err", err)
+				run.Elsewhere = notContinued(err, runID)
 				return run, rerr
 			}
 		}
@@ -136,9 +137,16 @@ func (s *Service) Elsewhere(ctx context.Context, id string) string {
 		return ""
 	}
 	if err := s.leftToStarter(c); err != nil {
-		return "this server does not continue this run: " + strings.ReplaceAll(err.Error(), "RUN", id)
+		return notContinued(err, id)
 	}
 	return ""
+}
+
+// notContinued is the one wording of leftToStarter's answer for run id,
+// on every front end (a decision's answer, a refused resume, the web
+// UI's run page).
+func notContinued(err error, id string) string {
+	return "this server does not continue this run: " + strings.ReplaceAll(err.Error(), "RUN", id)
 }
 
 // Decision is a person's decision on a call a run waits for.

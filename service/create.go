@@ -218,6 +218,11 @@ func (s *Service) prepareAdmitted(ctx context.Context, who *Caller, req *CreateR
 		return nil, nil, err
 	}
 	c.Workspace = ws
+	if req.Team {
+		if err := s.offerTeam(c); err != nil {
+			return nil, nil, err
+		}
+	}
 	stamp(c, a)
 	if c.ForeignSecrets && c.Setup != "" {
 		// The setup script is the creator's code, run before the gate
@@ -228,6 +233,27 @@ func (s *Service) prepareAdmitted(ctx context.Context, who *Caller, req *CreateR
 		return nil, nil, forbidden("setup: a setup script runs before the gate, with the run's secrets; this run would hold the server operator's secrets (%s), and only an admin gives such a run a setup script: drop setup, or ask for the secret with secret_hosts (keel --server URL run --secret-for-host NAME=HOST), which the sandbox never holds", strings.Join(c.SecretEnv, ", "))
 	}
 	return c, a, nil
+}
+
+// TeamBuilder is implemented by a builder whose runs may be teams
+// (api.CreateRun.Team): OfferTeam fixes in a new run, whose workspace
+// is checked, the agent definitions it may start and offers it the team
+// tools (when its tools are known). Errors wrapped in [ErrInvalid] are
+// the request's fault.
+type TeamBuilder interface {
+	OfferTeam(c *agent.RunCreated) error
+}
+
+// offerTeam makes the new run c a team's lead, for every front end alike.
+func (s *Service) offerTeam(c *agent.RunCreated) error {
+	tb, ok := s.opts.Builder.(TeamBuilder)
+	if !ok {
+		return badRequest("team: this server's runs cannot start child agents")
+	}
+	if err := tb.OfferTeam(c); err != nil {
+		return s.invalid(err)
+	}
+	return nil
 }
 
 // prepare turns a creation into run.created: the request, the service's

@@ -222,6 +222,14 @@ func (s *Service) resume(ctx context.Context, id string, req *api.ResumeRun, who
 		// person, and the caller attaches to the wait (see ResumePlan).
 		return run, nil
 	}
+	if !who.Local && s.executes() {
+		// The rule a decision follows (leftToStarter): a run a keel run
+		// started on this journal with another policy or sandbox is
+		// continued where it was started, not here.
+		if err := s.leftToStarter(c); err != nil {
+			return run, conflict(api.CodeConflict, "%s", notContinued(err, id))
+		}
+	}
 	queued, queuedChange := message, ch
 	if s.pool.dispatcher != nil {
 		// The workers execute the run: the resume, with the message and

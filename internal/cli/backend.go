@@ -75,6 +75,8 @@ func (l *local) Close() error {
 type remote struct {
 	*client.Client
 	a *app
+	// elsewhere is the last decision's api.Run.Elsewhere.
+	elsewhere string
 }
 
 func (r *remote) Close() error { return nil }

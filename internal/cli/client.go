@@ -169,7 +169,7 @@ func (f *flagValues) integer(name string) int {
 // sends with the run.
 var clientRunFlags = []string{"model", "workspace", "mount-path", "env", "secret-env", "secret-for-host", "secret-in-body", "setup", "task-file", "system", "system-file", "json", "quiet",
 	"max-steps", "max-tokens", "max-cost", "timeout", "max-tool-calls", "max-children", "max-depth", "label", "sandbox", "allow-host", "completion-marker", "policy", "agent", "on-behalf-of", "no-wait", "wait",
-	"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills", "context-window"}
+	"mcp", "sql", "openapi", "no-mcp", "checkpoints", "no-checkpoints", "no-memory", "no-skills", "propose-skills", "context-window", "team"}
 
 func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
@@ -215,7 +215,7 @@ func (a *app) clientRun(cmd *cobra.Command, args []string) error {
 		req.Connectors = conn
 	}
 	req.NoConnectors = fv.boolean("no-mcp")
-	req.NoMemory, req.NoSkills, req.ProposeSkills = fv.boolean("no-memory"), fv.boolean("no-skills"), fv.boolean("propose-skills")
+	req.NoMemory, req.NoSkills, req.ProposeSkills, req.Team = fv.boolean("no-memory"), fv.boolean("no-skills"), fv.boolean("propose-skills"), fv.boolean("team")
 	req.NoCheckpoints = fv.boolean("no-checkpoints") || fs.Changed("checkpoints") && !fv.boolean("checkpoints")
 	if fs.Changed("agent") {
 		// Otherwise the server picks: the token's agent, else its default.

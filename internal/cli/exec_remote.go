@@ -20,7 +20,8 @@ func (r *remote) Decide(ctx context.Context, runID, callID string, res *agent.Ap
 	if res.Decision == policy.Deny {
 		decide = r.Client.Deny
 	}
-	_, err := decide(context.WithoutCancel(ctx), runID, callID, req)
+	run, err := decide(context.WithoutCancel(ctx), runID, callID, req)
+	r.elsewhere = run.Elsewhere
 	if client.IsCode(err, api.CodeNoApproval) {
 		return fmt.Errorf("%w (see %s approvals list --run %s)", err, r.Keel(), runID)
 	}
@@ -52,12 +53,10 @@ func (r *remote) Continue(ctx context.Context, runID string, c *continuation) er
 		// resume attached to the wait (service.ResumePlan), or what it
 		// brought is journaled already.
 		fp.Waiting = run.Status == string(journal.StatusPaused) && len(run.Pending) > 0 && !run.Queued && !run.Executing
-	} else if run, err := r.Client.Run(ctx, runID); err == nil && run.Status == string(journal.StatusPaused) &&
-		!run.Executing && !run.Queued && len(run.Pending) == 0 && run.Events == c.after {
-		// The server recorded the decision but does not execute the run:
-		// a keel run started it on the server's journal with another
-		// policy, or without the server's sandbox.
-		fmt.Fprintf(r.a.stderr, "keel: the decision is recorded, but the server does not execute run %s: it was started outside the server (keel run on its journal) with another policy or sandbox; continue it where it was started: keel runs resume %s (without --server)\n", runID, runID)
+	} else if r.elsewhere != "" {
+		// The server recorded the decision but does not execute the run
+		// (service: leftToStarter), in the words of every front end.
+		fmt.Fprintf(r.a.stderr, "keel: the decision is recorded, but %s\n", r.elsewhere)
 		return &exitError{3}
 	}
 	// Stop at an approval as the local form does: --no-wait, --wait, else

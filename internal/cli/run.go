@@ -285,7 +285,7 @@ func (a *app) run(ctx context.Context, f *runFlags, args []string) error {
 			Context: &service.ContextParams{Window: f.ctx.window, Threshold: f.ctx.threshold, HandoffAfter: f.ctx.handoffAfter,
 				NotesFile: f.ctx.notesFile, ActionMode: f.ctx.actionMode, NoMemory: f.ctx.noMemory, MemoryBudget: f.ctx.memoryBudget}},
 	}
-	req.NoMemory, req.NoSkills, req.ProposeSkills = f.ctx.noMemory, f.ctx.noSkills, f.ctx.proposeSkills
+	req.NoMemory, req.NoSkills, req.ProposeSkills, req.Team = f.ctx.noMemory, f.ctx.noSkills, f.ctx.proposeSkills, f.team
 	if f.mountSet {
 		req.MountPath = f.mountPath
 	}
@@ -348,9 +348,7 @@ func (a *app) createAndExecute(ctx context.Context, prepare func(context.Context
 	defer run.Close()
 	created.Tools = run.ToolInfos()
 	if live.team {
-		if err := builder.OfferTeam(created, created.Workspace, a.home); err != nil {
-			return "", err
-		}
+		builder.AddTeamTools(created) // the service offered the team (CreateRun.Team)
 	}
 	runID, err := svc.Journal(ctx, service.Local(a.person("")), created, "")
 	if err != nil {

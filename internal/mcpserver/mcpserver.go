@@ -278,6 +278,14 @@ func (t *tools[Start]) answerApproval(ctx context.Context, req *sdk.CallToolRequ
 	if err != nil {
 		return errResult("%s", t.b.errText(err)), nil, nil
 	}
+	if run.Elsewhere != "" {
+		// Nothing here will move the run: answer at once.
+		res, out, err := t.status(ctx, req, d.RunID)
+		if err == nil && res != nil && !res.IsError {
+			res.Content = append([]sdk.Content{&sdk.TextContent{Text: "The decision is recorded, but " + run.Elsewhere}}, res.Content...)
+		}
+		return res, out, err
+	}
 	t.b.settle(ctx, req, d.RunID, run.Events+1, t.wait)
 	return t.status(ctx, req, d.RunID)
 }

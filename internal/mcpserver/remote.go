@@ -93,10 +93,11 @@ type remoteStart struct {
 	MaxCost   *float64 `json:"max_cost,omitempty"`
 	Timeout   string   `json:"timeout,omitempty"`
 	AllowHost []string `json:"allow_host,omitempty" jsonschema:"hosts the sandbox may reach"`
+	Team      bool     `json:"team,omitempty" jsonschema:"let the agent start child agents (spawn_agent, wait_agents) from the workspace's trusted .keel/agents definitions or inline ones, under this run's budget"`
 }
 
 func (in *remoteStart) request(func(string) (*policy.Engine, error)) (*service.CreateRun, error) {
-	return &service.CreateRun{CreateRun: api.CreateRun{Demo: in.Demo, Task: in.Task, Workspace: in.Workspace, Model: in.Model, Agent: in.Agent, Network: in.AllowHost,
+	return &service.CreateRun{CreateRun: api.CreateRun{Demo: in.Demo, Task: in.Task, Workspace: in.Workspace, Model: in.Model, Agent: in.Agent, Network: in.AllowHost, Team: in.Team,
 		Limits: api.Limits{MaxSteps: in.MaxSteps, MaxTokens: in.MaxTokens, MaxCost: in.MaxCost, Timeout: in.Timeout}}}, nil
 }
 

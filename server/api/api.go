@@ -197,6 +197,11 @@ type CreateRun struct {
 	// compacts; one too small for the run's fixed part (system prompt,
 	// memory, tool schemas, task) is refused.
 	ContextWindow *int `json:"context_window,omitempty"`
+	// Team lets the run start child agents (spawn_agent, wait_agents,
+	// handoff) from the workspace's trusted agent definitions
+	// (.keel/agents/NAME.md) or inline ones, under its budget (keel run
+	// --team; docs/teams.md).
+	Team bool `json:"team,omitempty"`
 }
 
 // RunTreeSpend is one node's amounts on each axis of a budget.
@@ -295,6 +300,11 @@ type Run struct {
 	// Error is the server's last failure to execute the run (for
 	// example a missing API key), if any.
 	Error string `json:"error,omitempty"`
+	// Elsewhere, in the answer to a decision, says why this server does
+	// not continue the run and where it goes on (a keel run started it
+	// on the server's journal with another policy or sandbox): the
+	// decision is recorded, and nothing here executes the run.
+	Elsewhere string `json:"elsewhere,omitempty"`
 	// ForkOf is "RUN@SEQ" for a run forked from another.
 	ForkOf string `json:"fork_of,omitempty"`
 	// Parent is the run that spawned this one, for a child agent

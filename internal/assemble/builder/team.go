@@ -123,8 +123,7 @@ func OfferTeam(c *agent.RunCreated, ws, home string) error {
 	if err != nil {
 		return err
 	}
-	c.Tools = append(c.Tools, agent.TeamTools()...)
-	slices.SortFunc(c.Tools, func(a, b agent.ToolInfo) int { return strings.Compare(a.Name, b.Name) })
+	AddTeamTools(c)
 	c.Agents = defs
 	if len(defs) > 0 {
 		var b strings.Builder
@@ -133,6 +132,31 @@ func OfferTeam(c *agent.RunCreated, ws, home string) error {
 			fmt.Fprintf(&b, "- %s: %s\n", d.Name, d.Description)
 		}
 		c.System += b.String()
+	}
+	return nil
+}
+
+// AddTeamTools adds the team tools to c's tools (sorted with the others)
+// unless it has them: a run whose tools are known only once it is wired
+// (keel run with connectors) gets them again after.
+func AddTeamTools(c *agent.RunCreated) {
+	if slices.ContainsFunc(c.Tools, func(t agent.ToolInfo) bool { return t.Name == agent.SpawnTool }) {
+		return
+	}
+	c.Tools = append(c.Tools, agent.TeamTools()...)
+	slices.SortFunc(c.Tools, func(a, b agent.ToolInfo) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// OfferTeam implements service.TeamBuilder (api.CreateRun.Team): the
+// definitions of the run's workspace trusted under this process's Keel
+// home, and the team tools. For a caller with a token, a definition
+// that does not parse or is not trusted is the request's fault.
+func (b *Builder) OfferTeam(c *agent.RunCreated) error {
+	if err := OfferTeam(c, c.Workspace, b.Assembler.Home); err != nil {
+		if b.Local {
+			return err
+		}
+		return invalid(err)
 	}
 	return nil
 }
