@@ -528,7 +528,12 @@ func resumeDetail(message string, ch change) string {
 // journal, with the executor's view of it (queued, executing, its last
 // error).
 func (s *Service) Run(ctx context.Context, who *Caller, id string) (api.Run, error) {
-	return s.run(ctx, id, 0)
+	r, err := s.run(ctx, id, 0)
+	if err == nil && len(r.Pending) > 0 {
+		r.Pending = slices.Clone(r.Pending)
+		err = s.hideApprovals(ctx, who, r.Pending)
+	}
+	return r, err
 }
 
 // ListRuns selects the runs [Service.Runs] lists.
@@ -553,7 +558,14 @@ func (s *Service) Runs(ctx context.Context, who *Caller, p *ListRuns) ([]api.Run
 	if p.Limit < 0 {
 		return nil, badRequest("limit %d: want 0 (all runs) or more", p.Limit)
 	}
-	return s.runs(ctx, p.Status, p.Limit)
+	list, err := s.runs(ctx, p.Status, p.Limit)
+	for i := range list {
+		if err == nil && len(list[i].Pending) > 0 {
+			list[i].Pending = slices.Clone(list[i].Pending)
+			err = s.hideApprovals(ctx, who, list[i].Pending)
+		}
+	}
+	return list, err
 }
 
 // EncodeRun returns r's JSON as encoding/json writes it, from the

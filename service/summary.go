@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -124,6 +125,9 @@ func (c *summaries) encode(r *api.Run) ([]byte, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !slices.EqualFunc(r.Pending, s.pending, func(a, b api.Approval) bool { return bytes.Equal(a.Arguments, b.Arguments) }) {
+		return json.Marshal(r) // as a caller may see it (hideApprovals)
+	}
 	if s.enc != nil && s.encSeq == r.Events {
 		return s.enc, nil
 	}
