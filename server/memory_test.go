@@ -206,7 +206,7 @@ func TestMemoryHiddenInRunEvents(t *testing.T) {
 		draft(t, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant,
 			ToolCalls: []model.ToolCall{{ID: "w2", Name: memory.WriteTool, Arguments: pending}}}}),
 		draft(t, journal.ApprovalRequested, &agent.ApprovalRequested{CallID: "w2", Tool: memory.WriteTool, Arguments: json.RawMessage(pending), Reason: "a person approves this"}),
-		draft(t, journal.RunPaused, &agent.RunEnded{Reason: "approval", Message: "waiting"}))
+		draft(t, journal.RunPaused, &agent.RunEnded{Reason: "approval", Message: "waiting; recalled: " + found.Text}))
 	// The entry the run wrote (after its call: the stream showed the
 	// call before the entry existed).
 	if _, err := ms.Write(ctx, &memory.WriteParams{Scope: memory.AgentScope("alpha"), Text: "SECRET-W tests run with pytest -q",
@@ -234,6 +234,14 @@ func TestMemoryHiddenInRunEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, p := range r.Pending {
+			b.Write(p.Arguments)
+		}
+		runs, err := c.Runs(ctx, nil)
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("runs = %v, %v", runs, err)
+		}
+		b.WriteString(r.Message + runs[0].Message + runs[0].Output)
+		for _, p := range runs[0].Pending {
 			b.Write(p.Arguments)
 		}
 		list, err := c.Approvals(ctx)

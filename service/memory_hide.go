@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/keel-run/keel/journal"
@@ -37,6 +38,16 @@ type hiddenMemory struct {
 // hiddenMemory returns the memory who may not see in run id, or nil
 // when it sees all of it.
 func (s *Service) hiddenMemory(ctx context.Context, who *Caller, id string) (*hiddenMemory, error) {
+	h, err := s.hiddenEntries(ctx, who)
+	if h == nil || err != nil {
+		return nil, err
+	}
+	return s.forRun(ctx, h, id), nil
+}
+
+// hiddenEntries returns the entries who may not see, for any run (nil
+// when who sees all memory).
+func (s *Service) hiddenEntries(ctx context.Context, who *Caller) (*hiddenMemory, error) {
 	if who.admin() {
 		return nil, nil
 	}
@@ -46,9 +57,6 @@ func (s *Service) hiddenMemory(ctx context.Context, who *Caller, id string) (*hi
 	}
 	h := &hiddenMemory{texts: map[string]string{}, ids: map[string]bool{},
 		sees: func(sc memory.Scope) bool { return s.seesMemory(who, sc) }}
-	if c, err := s.Created(ctx, id); err == nil && c != nil {
-		h.writes, _ = MemoryScopes(c.Principal, c.OnBehalfOf, c.Workspace)
-	}
 	for _, e := range list {
 		if s.seesMemory(who, e.Scope) || strings.TrimSpace(e.Text) == "" {
 			continue
@@ -57,6 +65,17 @@ func (s *Service) hiddenMemory(ctx context.Context, who *Caller, id string) (*hi
 		h.ids[e.ID] = true
 	}
 	return h, nil
+}
+
+// forRun returns h for run id (the scopes its memory_write calls
+// write to).
+func (s *Service) forRun(ctx context.Context, h *hiddenMemory, id string) *hiddenMemory {
+	r := *h
+	r.writes = memory.Scopes{}
+	if c, err := s.Created(ctx, id); err == nil && c != nil {
+		r.writes, _ = MemoryScopes(c.Principal, c.OnBehalfOf, c.Workspace)
+	}
+	return &r
 }
 
 // writeHidden reports whether the text of a memory_write call with
@@ -242,27 +261,54 @@ func (s *Service) MemoryHider(ctx context.Context, who *Caller, id string) func(
 // hideApprovals hides memory text in the arguments of approvals list
 // (see [Service.Events]).
 func (s *Service) hideApprovals(ctx context.Context, who *Caller, list []api.Approval) error {
-	if who.admin() {
-		return nil
+	all, err := s.hiddenEntries(ctx, who)
+	if all == nil || err != nil {
+		return err
 	}
 	for i := range list {
-		a := list[i].Arguments
-		if len(a) == 0 {
-			continue
-		}
-		h, err := s.hiddenMemory(ctx, who, list[i].RunID)
-		if err != nil {
-			return err
-		}
-		e := h.event(journal.Event{Payload: json.RawMessage(`{"tool":` + strconvQuote(list[i].Tool) + `,"arguments":` + string(a) + `}`)})
-		var v struct {
-			Arguments json.RawMessage `json:"arguments"`
-		}
-		if json.Unmarshal(e.Payload, &v) == nil && len(v.Arguments) > 0 {
-			list[i].Arguments = v.Arguments
+		list[i].Arguments = s.forRun(ctx, all, list[i].RunID).args(list[i].Tool, list[i].Arguments)
+	}
+	return nil
+}
+
+// args returns a call's arguments a with hidden memory replaced.
+func (h *hiddenMemory) args(tool string, a json.RawMessage) json.RawMessage {
+	if len(a) == 0 {
+		return a
+	}
+	e := h.event(journal.Event{Payload: json.RawMessage(`{"tool":` + strconvQuote(tool) + `,"arguments":` + string(a) + `}`)})
+	var v struct {
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if json.Unmarshal(e.Payload, &v) == nil && len(v.Arguments) > 0 {
+		return v.Arguments
+	}
+	return a
+}
+
+// hideRuns hides, in runs as who reads them, memory text in their
+// pending approvals, output and message (each a copy of the summary's).
+func (s *Service) hideRuns(ctx context.Context, who *Caller, runs []api.Run) error {
+	all, err := s.hiddenEntries(ctx, who)
+	if all == nil || err != nil || (len(all.ids) == 0 && !anyPending(runs)) {
+		return err
+	}
+	for i := range runs {
+		r := &runs[i]
+		r.Output, r.Message = all.text(r.Output), all.text(r.Message)
+		if len(r.Pending) > 0 {
+			h := s.forRun(ctx, all, r.ID)
+			r.Pending = slices.Clone(r.Pending)
+			for j := range r.Pending {
+				r.Pending[j].Arguments = h.args(r.Pending[j].Tool, r.Pending[j].Arguments)
+			}
 		}
 	}
 	return nil
+}
+
+func anyPending(runs []api.Run) bool {
+	return slices.ContainsFunc(runs, func(r api.Run) bool { return len(r.Pending) > 0 })
 }
 
 func strconvQuote(s string) string {

@@ -529,11 +529,12 @@ func resumeDetail(message string, ch change) string {
 // error).
 func (s *Service) Run(ctx context.Context, who *Caller, id string) (api.Run, error) {
 	r, err := s.run(ctx, id, 0)
-	if err == nil && len(r.Pending) > 0 {
-		r.Pending = slices.Clone(r.Pending)
-		err = s.hideApprovals(ctx, who, r.Pending)
+	if err != nil {
+		return r, err
 	}
-	return r, err
+	one := []api.Run{r}
+	err = s.hideRuns(ctx, who, one)
+	return one[0], err
 }
 
 // ListRuns selects the runs [Service.Runs] lists.
@@ -559,13 +560,10 @@ func (s *Service) Runs(ctx context.Context, who *Caller, p *ListRuns) ([]api.Run
 		return nil, badRequest("limit %d: want 0 (all runs) or more", p.Limit)
 	}
 	list, err := s.runs(ctx, p.Status, p.Limit)
-	for i := range list {
-		if err == nil && len(list[i].Pending) > 0 {
-			list[i].Pending = slices.Clone(list[i].Pending)
-			err = s.hideApprovals(ctx, who, list[i].Pending)
-		}
+	if err != nil {
+		return nil, err
 	}
-	return list, err
+	return list, s.hideRuns(ctx, who, list)
 }
 
 // EncodeRun returns r's JSON as encoding/json writes it, from the

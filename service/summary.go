@@ -125,7 +125,8 @@ func (c *summaries) encode(r *api.Run) ([]byte, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !slices.EqualFunc(r.Pending, s.pending, func(a, b api.Approval) bool { return bytes.Equal(a.Arguments, b.Arguments) }) {
+	if r.Output != s.run.Output || r.Message != s.run.Message ||
+		!slices.EqualFunc(r.Pending, s.pending, func(a, b api.Approval) bool { return bytes.Equal(a.Arguments, b.Arguments) }) {
 		return json.Marshal(r) // as a caller may see it (hideApprovals)
 	}
 	if s.enc != nil && s.encSeq == r.Events {
