@@ -202,6 +202,16 @@ func CheckName(name string) error {
 	return nil
 }
 
+// KeelsOwn reports whether name is in the form of Keel's own principals
+// ("keel", keel.*, keel-*, _keel*: keel.timeout, keel-scheduler,
+// keel-cli), which neither an agent nor a token may take: a person's or
+// an agent's doing must never look automatic. name is compared in
+// lower case.
+func KeelsOwn(name string) bool {
+	l := strings.ToLower(name)
+	return l == "keel" || strings.HasPrefix(l, "keel.") || strings.HasPrefix(l, "keel-") || strings.HasPrefix(l, "keel ") || strings.HasPrefix(l, "_keel")
+}
+
 // sync catches up with the stream (journal.Stream.Sync). Callers hold
 // d.mu.
 func (d *Directory) sync(ctx context.Context) error { return d.s.Sync(ctx) }
@@ -325,6 +335,9 @@ type CreateParams struct {
 func (d *Directory) Create(ctx context.Context, p *CreateParams) (*Agent, error) {
 	if err := CheckName(p.Name); err != nil {
 		return nil, err
+	}
+	if _, builtin := builtins[p.Name]; !builtin && KeelsOwn(p.Name) {
+		return nil, fmt.Errorf("%w: name %q looks like one of Keel's own principals (keel.*, keel-*), which runs, approvals and notifications name as Keel's doing; name the agent after its work", ErrInvalid, p.Name)
 	}
 	kind := p.Kind
 	if kind == "" {

@@ -44,6 +44,10 @@ func TestDirectoryLifecycle(t *testing.T) {
 		{"bad name", identity.CreateParams{Name: "Bad Name"}, identity.ErrInvalid},
 		{"empty name", identity.CreateParams{Name: ""}, identity.ErrInvalid},
 		{"bad kind", identity.CreateParams{Name: "x", Kind: "robot"}, identity.ErrInvalid},
+		// Keel's own principals' names, as token names refuse them.
+		{"keel.timeout", identity.CreateParams{Name: "keel.timeout"}, identity.ErrInvalid},
+		{"keel-scheduler", identity.CreateParams{Name: "keel-scheduler"}, identity.ErrInvalid},
+		{"keel", identity.CreateParams{Name: "keel"}, identity.ErrInvalid},
 	} {
 		if _, err := d.Create(ctx, &tt.p); !errors.Is(err, tt.want) {
 			t.Errorf("%s: Create = %v, want %v", tt.name, err, tt.want)

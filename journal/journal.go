@@ -86,6 +86,10 @@ type Event struct {
 	// PrevHash and Hash are lowercase hex SHA-256 digests.
 	PrevHash string `json:"prev_hash"`
 	Hash     string `json:"hash"`
+	// Redacted is set on an event as a reader was shown it, with parts
+	// of its payload it may not see replaced (never in a store): its Hash
+	// is the stored event's, so a reader checks only its links.
+	Redacted bool `json:"redacted,omitempty"`
 }
 
 // Draft is an event to append: the store assigns Seq, PrevHash and Hash.

@@ -5,6 +5,8 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+
+	"github.com/keel-run/keel/service"
 )
 
 // Evaluations (docs/eval.md): the results keel eval run kept on the
@@ -40,10 +42,10 @@ func evalK(r *http.Request) (int, error) {
 		return 0, nil
 	}
 	k, err := strconv.Atoi(s)
-	if err != nil || k < 0 {
-		return 0, badRequest("k %q: want a number >= 0", s)
+	if err != nil {
+		return 0, badRequest("k %q: want a number >= 0 (0: the trials)", s)
 	}
-	return k, nil
+	return k, service.CheckEvalK(k)
 }
 
 // The web UI's evaluations pages: the list, one evaluation's report

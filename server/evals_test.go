@@ -83,6 +83,9 @@ func TestEvals(t *testing.T) {
 			t.Errorf("eval %q: %v, want %s", tc.id, err, tc.code)
 		}
 	}
+	if code, body := e.raw(http.MethodGet, "/v1/evals/ev-new?k=-1", e.secret, ""); code != http.StatusBadRequest || !strings.Contains(body, `"k -1: want a number \u003e= 0 (0: the trials)"`) && !strings.Contains(body, `"k -1: want a number >= 0 (0: the trials)"`) {
+		t.Errorf("k=-1 = %d %s", code, body)
+	}
 	reader := e.client(e.newToken("reader", nil, api.ScopeRunsRead))
 	if _, err := reader.Evals(ctx); !isCode(err, api.CodeForbidden) {
 		t.Errorf("evals with a token that is not an admin's: %v", err)

@@ -97,8 +97,10 @@ func (h *Handler) runEvents(w http.ResponseWriter, r *http.Request, who *caller)
 	if tree {
 		return h.treeEvents(ctx, out, who, id, from, follow)
 	}
+	hide := h.svc.MemoryHider(ctx, who, id)
 	write := func(e *journal.Event) error {
-		b, err := json.Marshal(e)
+		shown := hide(*e)
+		b, err := json.Marshal(&shown)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -13,8 +14,10 @@ import (
 	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/memory"
+	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
+	"github.com/keel-run/keel/tool"
 )
 
 // Memory on a team server is per tenant: a token sees (and edits and
@@ -160,4 +163,118 @@ func eventsText(evs []journal.Event) string {
 		b.Write(e.Payload)
 	}
 	return b.String()
+}
+
+// The text of a memory entry a token may not see is not in what it
+// reads of the run that was offered, wrote or found it: the events
+// (verified by the client all the same), their tree stream, the run's
+// pending approvals, the approvals list and the run page. A token that
+// sees the scope, and an admin, read it all.
+func TestMemoryHiddenInRunEvents(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	if _, err := e.admin.CreateAgent(ctx, &api.CreateAgent{Name: "alpha"}); err != nil {
+		t.Fatal(err)
+	}
+	ms := memory.New(e.store, nil)
+	found, err := ms.Write(ctx, &memory.WriteParams{Scope: memory.AgentScope("alpha"), Text: "SECRET-S deploy with \"make ship\"",
+		Labels: agent.MemoryLabels{Integrity: memory.Trusted}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	team, err := ms.Write(ctx, &memory.WriteParams{Scope: memory.TeamScope, Text: "TEAM-VISIBLE use the staging host",
+		Labels: agent.MemoryLabels{Integrity: memory.Trusted}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	write := `{"text":"SECRET-W tests run with pytest -q"}`
+	pending := `{"text":"SECRET-A the admin password rotates on fridays","scope":"agent"}`
+	c := &agent.RunCreated{Task: "remember", Model: "test:none", Workspace: ws, MountPath: "/workspace", Sandbox: e.sandbox,
+		Principal: "alpha", Policy: agent.NewPolicyRef(e.policy), Limits: agent.Limits{MaxSteps: 10},
+		Recall: &agent.Recall{Scopes: []string{"agent:alpha", "team"}, Entries: []agent.RecalledMemory{
+			{ID: found.ID, Scope: "agent:alpha", Text: "SECRET-S deploy with"}, {ID: team.ID, Scope: "team", Text: team.Text, Full: true}}}}
+	calls := []model.ToolCall{{ID: "w1", Name: memory.WriteTool, Arguments: write}, {ID: "s1", Name: memory.SearchTool, Arguments: `{"query":"deploy"}`}}
+	id := e.journalRun(c,
+		draft(t, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, ToolCalls: calls},
+			MemoryUsed: []agent.MemoryUse{{ID: found.ID, How: "quoted", Term: "ship"}}}),
+		draft(t, journal.ToolStarted, &agent.ToolStarted{CallID: "w1", Tool: memory.WriteTool, Arguments: json.RawMessage(write)}),
+		draft(t, journal.ToolFinished, &agent.ToolFinished{CallID: "w1", Tool: memory.WriteTool, Result: tool.Result{Content: "kept as [memory:mem_x] in agent:alpha"}}),
+		draft(t, journal.ToolStarted, &agent.ToolStarted{CallID: "s1", Tool: memory.SearchTool, Arguments: json.RawMessage(`{"query":"deploy"}`)}),
+		draft(t, journal.ToolFinished, &agent.ToolFinished{CallID: "s1", Tool: memory.SearchTool,
+			Result: tool.Result{Content: "[memory:" + found.ID + "] " + found.Text + "\n[memory:" + team.ID + "] " + team.Text}}),
+		draft(t, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant,
+			ToolCalls: []model.ToolCall{{ID: "w2", Name: memory.WriteTool, Arguments: pending}}}}),
+		draft(t, journal.ApprovalRequested, &agent.ApprovalRequested{CallID: "w2", Tool: memory.WriteTool, Arguments: json.RawMessage(pending), Reason: "a person approves this"}),
+		draft(t, journal.RunPaused, &agent.RunEnded{Reason: "approval", Message: "waiting; recalled: " + found.Text}))
+	// The entry the run wrote (after its call: the stream showed the
+	// call before the entry existed).
+	if _, err := ms.Write(ctx, &memory.WriteParams{Scope: memory.AgentScope("alpha"), Text: "SECRET-W tests run with pytest -q",
+		Labels: agent.MemoryLabels{Integrity: memory.Trusted}, Source: memory.Source{Run: id, Call: "w1", Agent: "alpha"}}); err != nil {
+		t.Fatal(err)
+	}
+	secrets := []string{"SECRET-W", "SECRET-S", "SECRET-A", "ship"}
+
+	read := func(c *client.Client) string {
+		t.Helper()
+		var b strings.Builder
+		n := 0
+		for ev, err := range c.Events(ctx, id, &client.EventsParams{NoFollow: true}) {
+			if err != nil {
+				t.Fatalf("events: %v", err)
+			}
+			b.Write(ev.Payload)
+			n++
+		}
+		if n != 9 {
+			t.Errorf("%d events, want 9", n)
+		}
+		r, err := c.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range r.Pending {
+			b.Write(p.Arguments)
+		}
+		runs, err := c.Runs(ctx, nil)
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("runs = %v, %v", runs, err)
+		}
+		b.WriteString(r.Message + runs[0].Message + runs[0].Output)
+		for _, p := range runs[0].Pending {
+			b.Write(p.Arguments)
+		}
+		list, err := c.Approvals(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list {
+			b.Write(p.Arguments)
+		}
+		return b.String()
+	}
+	readerSecret := e.newToken("rita", nil, api.ScopeRunsRead)
+	got := read(e.client(readerSecret))
+	for _, s := range secrets {
+		if strings.Contains(got, s) {
+			t.Errorf("a token that may not see agent:alpha reads %q in the run:\n%s", s, got)
+		}
+	}
+	if !strings.Contains(got, "TEAM-VISIBLE") || !strings.Contains(got, "not yours to see") {
+		t.Errorf("the reader's view lacks the team entry or the notes:\n%s", got)
+	}
+	if code, body := e.raw(http.MethodGet, "/v1/runs/"+id+"/events?follow=false&tree=true", readerSecret, ""); code != http.StatusOK || strings.Contains(body, "SECRET") {
+		t.Errorf("tree stream = %d\n%s", code, body)
+	}
+	if code, body := e.uiGet("/ui/runs/"+id, readerSecret); code != http.StatusOK || strings.Contains(body, "SECRET") || !strings.Contains(body, "TEAM-VISIBLE") {
+		t.Errorf("run page = %d\n%s", code, body)
+	}
+	for name, c := range map[string]*client.Client{"the admin": e.admin, "alpha's token": e.bound("al", []string{"alpha"}, api.ScopeRunsRead)} {
+		got := read(c)
+		for _, s := range secrets {
+			if !strings.Contains(got, s) {
+				t.Errorf("%s does not read %q in the run", name, s)
+			}
+		}
+	}
 }

@@ -24,6 +24,7 @@ import (
 // token may not read are left out. Events are checked against their hash
 // chains as they are read.
 func (h *Handler) treeEvents(ctx context.Context, out *sse, who *caller, id string, from int64, follow bool) error {
+	hiders := map[string]func(journal.Event) journal.Event{} // by run (service.MemoryHider)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	guard := h.newTokenGuard(who)
@@ -153,7 +154,13 @@ func (h *Handler) treeEvents(ctx context.Context, out *sse, who *caller, id stri
 				end("error: " + h.streamError(it.err))
 				return nil
 			}
-			b, err := json.Marshal(&it.e)
+			hide := hiders[it.e.RunID]
+			if hide == nil {
+				hide = h.svc.MemoryHider(ctx, who, it.e.RunID)
+				hiders[it.e.RunID] = hide
+			}
+			shown := hide(it.e)
+			b, err := json.Marshal(&shown)
 			if err != nil {
 				return err
 			}

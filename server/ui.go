@@ -591,7 +591,7 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 	if err != nil {
 		return nil, err
 	}
-	events, err := h.rt.Store().Read(ctx, id, 1)
+	events, err := h.svc.Events(ctx, who, id, 1)
 	if err != nil {
 		return nil, err
 	}

@@ -227,6 +227,9 @@ func (s *Service) checkAgents(ctx context.Context, agents []string) error {
 		if a.Revoked {
 			return badRequest("agent %q is revoked: a token cannot act for it", name)
 		}
+		if a.Parent != "" {
+			return badRequest("a token cannot act as a sub-agent (%s): sub-agents act only inside their parent's runs", name)
+		}
 	}
 	return nil
 }
@@ -298,6 +301,8 @@ func (s *Service) CreateToken(ctx context.Context, who *Caller, req *api.CreateT
 func (s *Service) RevokeToken(ctx context.Context, who *Caller, id string) (api.Token, error) {
 	if err := s.tokens.Revoke(ctx, id, who.Name); errors.Is(err, token.ErrNotFound) {
 		return api.Token{}, noToken(id)
+	} else if errors.Is(err, token.ErrRevoked) {
+		return api.Token{}, conflict(api.CodeConflict, "%s", strings.TrimPrefix(err.Error(), "token: revoked already: "))
 	} else if err != nil {
 		return api.Token{}, err
 	}

@@ -166,7 +166,11 @@ type Decision struct {
 // Approvals returns every pending approval of every run that has not
 // ended, oldest request first, with Expired set.
 func (s *Service) Approvals(ctx context.Context, who *Caller) ([]api.Approval, error) {
-	return s.approvals(ctx)
+	list, err := s.approvals(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return list, s.hideApprovals(ctx, who, list)
 }
 
 // Decide records who's decision on a pending approval (the journal's

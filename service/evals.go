@@ -83,6 +83,16 @@ func (s *Service) Evals(ctx context.Context, who *Caller) (api.EvalList, error) 
 	return out, nil
 }
 
+// CheckEvalK checks the k of pass@k and pass^k (0: each case's
+// trials), as every front end takes it (GET /v1/evals/{id}?k=, keel
+// eval report --pass-k).
+func CheckEvalK(k int) error {
+	if k < 0 {
+		return badRequest("k %d: want a number >= 0 (0: the trials)", k)
+	}
+	return nil
+}
+
 // evalReport reads evaluation id and computes its report (pass@k and
 // pass^k for k, 0 for its trials per case).
 func (s *Service) evalReport(who *Caller, id string, k int) (*eval.Report, error) {
@@ -93,8 +103,8 @@ func (s *Service) evalReport(who *Caller, id string, k int) (*eval.Report, error
 	if !evalID().MatchString(id) {
 		return nil, badRequest("%q is not an evaluation id", id)
 	}
-	if k < 0 {
-		return nil, badRequest("k wants a number >= 0")
+	if err := CheckEvalK(k); err != nil {
+		return nil, err
 	}
 	res, err := h.EvalResult(id)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -536,7 +536,13 @@ func resumeDetail(message string, ch change) string {
 // journal, with the executor's view of it (queued, executing, its last
 // error).
 func (s *Service) Run(ctx context.Context, who *Caller, id string) (api.Run, error) {
-	return s.run(ctx, id, 0)
+	r, err := s.run(ctx, id, 0)
+	if err != nil {
+		return r, err
+	}
+	one := []api.Run{r}
+	err = s.hideRuns(ctx, who, one)
+	return one[0], err
 }
 
 // ListRuns selects the runs [Service.Runs] lists.
@@ -561,7 +567,11 @@ func (s *Service) Runs(ctx context.Context, who *Caller, p *ListRuns) ([]api.Run
 	if p.Limit < 0 {
 		return nil, badRequest("limit %d: want 0 (all runs) or more", p.Limit)
 	}
-	return s.runs(ctx, p.Status, p.Limit)
+	list, err := s.runs(ctx, p.Status, p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return list, s.hideRuns(ctx, who, list)
 }
 
 // EncodeRun returns r's JSON as encoding/json writes it, from the

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -139,6 +140,10 @@ func (c *summaries) encode(r *api.Run) ([]byte, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if r.Output != s.run.Output || r.Message != s.run.Message ||
+		!slices.EqualFunc(r.Pending, s.pending, func(a, b api.Approval) bool { return bytes.Equal(a.Arguments, b.Arguments) }) {
+		return json.Marshal(r) // as a caller may see it (hideApprovals)
+	}
 	if s.enc != nil && s.encSeq == r.Events {
 		return s.enc, nil
 	}

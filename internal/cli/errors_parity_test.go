@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/token"
 )
 
 // The same bad command line fails the same way in the local and the
@@ -72,6 +73,17 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 	if err := os.WriteFile(badPolicy, []byte("this is not cedar\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A revoked token: revoking it again says when it was (report 14,
+	// Q17).
+	tokStore := openDB(t, db)
+	gone, err := token.New(tokStore, nil).Create(t.Context(), &token.Params{Name: "gone", Scopes: []string{"runs:read"}, By: "ada"})
+	if err == nil {
+		err = token.New(tokStore, nil).Revoke(t.Context(), gone.ID, "ada")
+	}
+	tokStore.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := startServe(t)
 
 	const unknown = "01zzzzzz"
@@ -102,6 +114,12 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"tokens", "revoke", "nosuch"}, 2},
 		{[]string{"tokens", "create", "--name", "ci", "--agent", "nosuch"}, 2},
 		{[]string{"agents", "create", "keel-cli"}, 1},
+		// Names of Keel's own principals, a sub-agent for a token, a
+		// token revoked already (report 14, Q20, Q24, Q17).
+		{[]string{"agents", "create", "keel.timeout"}, 2},
+		{[]string{"agents", "create", "keel-scheduler"}, 2},
+		{[]string{"tokens", "create", "--name", "sub", "--scope", "runs:write", "--agent", "keel-cli/reader"}, 2},
+		{[]string{"tokens", "revoke", gone.ID}, 1},
 		{[]string{"agents", "restore", "keel-cli"}, 2},
 		// An answer without its flag, whatever the run and the input.
 		{[]string{"inputs", "answer", unknown, "input-1"}, 2},

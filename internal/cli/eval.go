@@ -142,7 +142,10 @@ func (a *app) evalRun(ctx context.Context, suitePath string, f *evalRunFlags) er
 
 // loadResult reads an evaluation's result: an id in $KEEL_HOME/evals or a
 // result.json file.
-func (a *app) loadResult(ref string) (*eval.Result, error) {
+func (a *app) loadResult(ref string, k int) (*eval.Result, error) {
+	if err := service.CheckEvalK(k); err != nil {
+		return nil, &usageError{err}
+	}
 	res, err := evalrun.LoadResult(a.home, ref)
 	return res, evalError(err)
 }
@@ -161,11 +164,11 @@ in asks, policy denials, invalid calls, cost, tokens, time and steps. A and
 B are evaluation ids ($KEEL_HOME/evals) or result.json files.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ra, err := a.loadResult(args[0])
+			ra, err := a.loadResult(args[0], k)
 			if err != nil {
 				return err
 			}
-			rb, err := a.loadResult(args[1])
+			rb, err := a.loadResult(args[1], k)
 			if err != nil {
 				return err
 			}
@@ -196,7 +199,7 @@ func (a *app) evalReportCmd() *cobra.Command {
 		Short: "Print an evaluation's report again (text, --json, --html FILE)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := a.loadResult(args[0])
+			res, err := a.loadResult(args[0], k)
 			if err != nil {
 				return err
 			}

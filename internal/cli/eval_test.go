@@ -100,6 +100,15 @@ passed = ["t::hello"]
 		t.Errorf("compare: exit %d\n%s\n%s", code, out, errOut)
 	}
 
+	// An unknown id and a negative k are said as the API says them
+	// (report 14, Q7 and Q19), exit 2.
+	if code, out, errOut := keel(t, "eval", "report", "nosuch"); code != 2 || out != "" || errOut != "keel: no evaluation nosuch\n" {
+		t.Errorf("report of an unknown id: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := keel(t, "eval", "report", "e1", "--pass-k", "-1"); code != 2 || errOut != "keel: k -1: want a number >= 0 (0: the trials)\n" {
+		t.Errorf("report --pass-k -1: exit %d\n%s", code, errOut)
+	}
+
 	code, out, errOut = keel(t, "runs", "replay", run)
 	if code != 0 || !strings.Contains(out, "no divergence") {
 		t.Errorf("runs replay: exit %d\n%s\n%s", code, out, errOut)

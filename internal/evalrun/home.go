@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/keel-run/keel/eval"
 )
@@ -62,6 +63,11 @@ func LoadResult(home, ref string) (*eval.Result, error) {
 		}
 	}
 	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) && !strings.ContainsRune(ref, filepath.Separator) && !strings.HasSuffix(ref, ".json") {
+		// An id, not a path: said as the API says it, without Keel's
+		// files.
+		return nil, refusef("no evaluation %s", ref)
+	}
 	if err != nil {
 		return nil, refusef("evaluation %s: %v", ref, err)
 	}

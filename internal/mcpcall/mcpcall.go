@@ -5,6 +5,7 @@
 package mcpcall
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -25,6 +27,7 @@ import (
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/mcp"
+	"github.com/keel-run/keel/visible"
 )
 
 // Call is one keel mcp call.
@@ -90,8 +93,10 @@ func (f *Call) Run(ctx context.Context) error {
 		return err
 	}
 	opts := &mcp.Options{Network: sandbox.Network{Allow: []string{u.Host}}, StartTimeout: time.Minute}
+	var tr *bearer
 	if f.Token != "" {
-		opts.HTTPClient = &http.Client{Transport: &bearer{origin: origin(u), token: f.Token, base: http.DefaultTransport}}
+		tr = &bearer{origin: origin(u), token: f.Token, base: http.DefaultTransport}
+		opts.HTTPClient = &http.Client{Transport: tr}
 	} else if opts.OAuth, err = f.oauth(); err != nil {
 		return err
 	}
@@ -105,7 +110,12 @@ func (f *Call) Run(ctx context.Context) error {
 		// The connection's error names the server as a run's would
 		// ("mcp server NAME (URL): ..."): here the URL alone says it.
 		msg := strings.TrimPrefix(err.Error(), fmt.Sprintf("mcp server %s (%s): ", serverName, f.URL))
-		if f.Token != "" && strings.Contains(msg, http.StatusText(http.StatusUnauthorized)) {
+		switch {
+		case tr != nil && tr.refusal() != "":
+			// What the server said of the token (Keel's: "this needs
+			// the runs:read scope; token ...", or why it is invalid).
+			msg = tr.refusal()
+		case f.Token != "" && strings.Contains(msg, http.StatusText(http.StatusUnauthorized)):
 			msg += " (the server refused the token)"
 		}
 		return fmt.Errorf("%s: %s", f.URL, msg)
@@ -236,6 +246,9 @@ func (f *Call) authorizationFetcher() auth.AuthorizationCodeFetcher {
 type bearer struct {
 	origin, token string
 	base          http.RoundTripper
+
+	mu      sync.Mutex
+	refused string // the text of the server's last 401 or 403
 }
 
 func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -244,7 +257,27 @@ func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	req = req.Clone(req.Context())
 	req.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(req)
+	resp, err := b.base.RoundTrip(req)
+	if err == nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		text := strings.TrimSpace(visible.String(string(body)))
+		if text == "" {
+			text = http.StatusText(resp.StatusCode)
+		}
+		b.mu.Lock()
+		b.refused = fmt.Sprintf("%s (HTTP %d)", text, resp.StatusCode)
+		b.mu.Unlock()
+	}
+	return resp, err
+}
+
+// refusal is the text of the server's last refusal of the token.
+func (b *bearer) refusal() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.refused
 }
 
 // origin is u's scheme, host and port.

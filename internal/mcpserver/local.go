@@ -102,7 +102,7 @@ func (l *local) events(ctx context.Context, _ *sdk.CallToolRequest, id string) (
 	if _, err := l.svc.Run(ctx, l.who, id); err != nil {
 		return nil, err
 	}
-	return l.svc.Runtime().Store().Read(ctx, id, 1)
+	return l.svc.Events(ctx, l.who, id, 1)
 }
 
 func (l *local) approvals(ctx context.Context, _ *sdk.CallToolRequest) ([]api.Approval, error) {

@@ -68,9 +68,6 @@ func Handler(tokens *token.Set, base string) http.Handler {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
 		}
-		if !token.HasScope(who, api.ScopeRunsRead) {
-			return nil, fmt.Errorf("%w: token %s lacks the %s scope", auth.ErrInvalidToken, who.ID, api.ScopeRunsRead)
-		}
 		// Keel's tokens live until revoked; each API call made with one
 		// is authenticated again. An admin token has every scope.
 		return &auth.TokenInfo{UserID: who.Name, Scopes: append(slices.Clone(who.Scopes), api.ScopeRunsRead), Expiration: time.Now().Add(time.Hour)}, nil
@@ -78,7 +75,21 @@ func Handler(tokens *token.Set, base string) http.Handler {
 	// A 401 says "Bearer scope=..." (RFC 6750). Keel's tokens are made
 	// with keel tokens create, not by an OAuth authorization server, so
 	// there is no protected resource metadata to point to.
-	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{Scopes: []string{api.ScopeRunsRead}})(h)
+	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{Scopes: []string{api.ScopeRunsRead}})(h)
+	// A valid token without runs:read is answered as the API answers it
+	// (403, "this needs the runs:read scope; token ID (NAME) has ..."),
+	// with RFC 6750's insufficient_scope challenge: not 401, as if it were
+	// invalid.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if kind, secret, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(kind, "bearer") {
+			if who, err := tokens.Authenticate(r.Context(), strings.TrimSpace(secret)); err == nil && !token.HasScope(who, api.ScopeRunsRead) {
+				w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer error=\"insufficient_scope\", scope=%q", api.ScopeRunsRead))
+				http.Error(w, fmt.Sprintf("this needs the %s scope; token %s (%s) has %s", api.ScopeRunsRead, who.ID, who.Name, strings.Join(who.Scopes, ", ")), http.StatusForbidden)
+				return
+			}
+		}
+		authed.ServeHTTP(w, r)
+	})
 }
 
 // remoteStart is start_run's input on a team server.

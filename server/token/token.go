@@ -46,6 +46,8 @@ var (
 	ErrBad = errors.New("token: invalid or revoked API token")
 	// ErrNotFound is returned when revoking an unknown token id.
 	ErrNotFound = errors.New("token: no such token")
+	// ErrRevoked is returned when revoking a revoked token again.
+	ErrRevoked = errors.New("token: revoked already")
 )
 
 // Scopes lists every token scope, in the order they are documented.
@@ -81,7 +83,8 @@ type Set struct {
 
 type tokenRec struct {
 	api.Token
-	hash string // hex SHA-256 of the whole token string
+	hash      string // hex SHA-256 of the whole token string
+	revokedBy string
 }
 
 // Options configures [New]. The zero value is valid.
@@ -141,9 +144,11 @@ func (t *Set) apply(e *journal.Event) error {
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			return err
 		}
-		if r := t.byID[p.ID]; r != nil {
+		if r := t.byID[p.ID]; r != nil && r.Revoked == nil {
+			// The first revocation is the one that counts (an older
+			// journal may hold a repeat).
 			tm := e.Time
-			r.Revoked = &tm
+			r.Revoked, r.revokedBy = &tm, p.By
 		}
 		close(t.revoked)
 		t.revoked = make(chan struct{})
@@ -188,7 +193,7 @@ func CheckName(name string) error {
 	if mixedScripts(l, 5) {
 		return fmt.Errorf("token: token name %q mixes Latin letters with letters of another script in its first characters (a look-alike); write it in one script", name)
 	}
-	if l == "keel" || strings.HasPrefix(l, "keel.") || strings.HasPrefix(l, "keel-") || strings.HasPrefix(l, "keel ") || strings.HasPrefix(l, "_keel") {
+	if identity.KeelsOwn(l) {
 		return fmt.Errorf("token: token name %q looks like one of Keel's own principals (keel.*, keel-*); name the person or system", name)
 	}
 	return nil
@@ -277,14 +282,23 @@ func (t *Set) Create(ctx context.Context, p *Params) (*api.NewToken, error) {
 }
 
 // Revoke revokes token id, recording by as the person who did it. It
-// returns [ErrNotFound] for an unknown id; revoking twice is not an
-// error.
+// returns [ErrNotFound] for an unknown id, and for a revoked one an
+// error wrapping [ErrRevoked] that says when and by whom: the first
+// revocation's time is kept, since it bounds what the token could do.
 func (t *Set) Revoke(ctx context.Context, id, by string) error {
 	_, err := t.s.Append(ctx, Revoked, &tokenRevoked{ID: id, By: by}, func() error {
 		t.mu.RLock()
 		defer t.mu.RUnlock()
-		if t.byID[id] == nil {
+		r := t.byID[id]
+		switch {
+		case r == nil:
 			return fmt.Errorf("%w: %s", ErrNotFound, id)
+		case r.Revoked != nil:
+			who := r.revokedBy
+			if who == "" {
+				who = "someone"
+			}
+			return fmt.Errorf("%w: token %s is revoked already (since %s, by %s)", ErrRevoked, id, r.Revoked.UTC().Format("2006-01-02 15:04:05 UTC"), visible.String(who))
 		}
 		return nil
 	})

@@ -3,6 +3,7 @@ package token_test
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -67,6 +68,17 @@ func TestTokensAcrossProcesses(t *testing.T) {
 	}
 	if err := cli.Revoke(ctx, "nosuch", "ada"); !errors.Is(err, token.ErrNotFound) {
 		t.Errorf("Revoke(unknown) = %v", err)
+	}
+	// Revoking again is refused, saying when and by whom; the first
+	// revocation's time stays (report 14, Q17).
+	elapsed.Add(int64(time.Hour))
+	err = srv.Revoke(ctx, tok.ID, "bob")
+	if !errors.Is(err, token.ErrRevoked) || !strings.Contains(err.Error(), "since 2026-01-02 03:04:05 UTC, by ada") {
+		t.Errorf("Revoke again = %v", err)
+	}
+	list, err := srv.List(ctx)
+	if err != nil || len(list) != 1 || list[0].Revoked == nil || !list[0].Revoked.Equal(t0) {
+		t.Errorf("after a second revoke: %+v, %v", list, err)
 	}
 	for _, tt := range []struct {
 		name   string
