@@ -117,15 +117,25 @@ func run() error {
 	}
 	defer os.Remove("/testbed")
 
-	rec := &recorder{h: replay.NewHandler(tr)}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	rec, url, stop, err := serve(tr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: rec}
-	go srv.Serve(ln)
-	defer srv.Close()
-	url := "http://" + ln.Addr().String() + "/v1"
+	defer stop()
+	// crush's bash tool requires a description beside the command: it
+	// gets the same recording with one added to every call.
+	crushRec, crushURL := rec, url
+	if o.crush != "" {
+		ctr, err := withDescriptions(o.traj, scratch)
+		if err != nil {
+			return err
+		}
+		var stop func()
+		if crushRec, crushURL, stop, err = serve(ctr); err != nil {
+			return err
+		}
+		defer stop()
+	}
 
 	contenders := []contender{{name: "bare"}}
 	if o.crush != "" {
@@ -147,7 +157,7 @@ func run() error {
 			case "bare":
 				res, err = runBare(ws, cmds)
 			case "crush":
-				res, err = runCrush(o.crush, ws, scratch, url, tr, rec)
+				res, err = runCrush(o.crush, ws, scratch, crushURL, tr, crushRec)
 			default:
 				res, err = runKeel(o.keel, c.args, ws, scratch, url, tr, rec)
 			}
@@ -167,6 +177,66 @@ func run() error {
 	}
 	report(os.Stdout, contenders, results, bare)
 	return nil
+}
+
+// serve serves tr's recorded responses on the loopback, timing requests.
+func serve(tr *replay.Trajectory) (*recorder, string, func(), error) {
+	rec := &recorder{h: replay.NewHandler(tr)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	srv := &http.Server{Handler: rec}
+	go srv.Serve(ln)
+	return rec, "http://" + ln.Addr().String() + "/v1", func() { srv.Close() }, nil
+}
+
+// withDescriptions writes a copy of the trajectory at path whose bash
+// calls (in the messages and in the recorded raw responses) carry a
+// description beside their command, and loads it.
+func withDescriptions(path, dir string) (*replay.Trajectory, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if fn, ok := v["function"].(map[string]any); ok && fn["name"] == "bash" {
+				if args, ok := fn["arguments"].(string); ok {
+					var in map[string]any
+					if json.Unmarshal([]byte(args), &in) == nil && in["description"] == nil {
+						in["description"] = "recorded command"
+						if nb, err := json.Marshal(in); err == nil {
+							fn["arguments"] = string(nb)
+						}
+					}
+				}
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(doc)
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	p := filepath.Join(dir, "crush.traj.json")
+	if err := os.WriteFile(p, out, 0o600); err != nil {
+		return nil, err
+	}
+	return replay.Load(p)
 }
 
 type contender struct {
