@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/keel-run/keel/journal"
 )
 
 // A stdio MCP server is code in the workspace that Keel starts in the
@@ -85,44 +83,6 @@ func TestExfiltrationStdioMCPServer(t *testing.T) {
 		return id, out
 	}
 
-	t.Run("planted module, next run", func(t *testing.T) {
-		// M7: a run with no secret plants json.py; the next run, which
-		// holds the secret, starts the server and calls it once.
-		db := setup(t)
-		ws := newWS(t)
-		s := canary(t, "kcS")
-		l.reset("")
-		traj := writeTrajectory(t, "tidy up", []fcall{plant}, nil)
-		if code, _, errOut := keel(t, append(append([]string{"run", "--db", db, "--model", "replay:" + traj, "--workspace", ws, "--no-wait", "-q"}, hosts...), server...)...); code != 0 {
-			t.Fatalf("planting run = %d\n%s", code, errOut)
-		}
-		traj = writeTrajectory(t, "add 1 and 2", []fcall{add(1, 2)}, nil)
-		args := append(append([]string{"run", "--db", db, "--model", "replay:" + traj, "--workspace", ws, "--no-wait", "-q"}, hosts...), server...)
-		code, _, errOut := keel(t, append(args, exfilSecretArgs(t, s)...)...)
-		if code != 0 && code != 3 {
-			t.Fatalf("keel run = %d\n%s", code, errOut)
-		}
-		if l.arrived(t, s, false) {
-			t.Errorf("the secret reached the listener: the server that imports the planted json.py had it")
-		}
-		id, res := results(t, db)
-		if len(res) != 1 || !strings.Contains(res[0], "no secret") {
-			t.Errorf("results %q, want the server's answer without the secret", res)
-		}
-		// The planted module's connection, made while the run was being
-		// assembled, is journaled.
-		_, evs := loadRun(t, db, id)
-		egress := 0
-		for _, e := range evs {
-			if e.Type == journal.SandboxEgress {
-				egress++
-			}
-		}
-		if egress == 0 {
-			t.Errorf("run %s has no sandbox.egress event for the server's connection", id)
-		}
-	})
-
 	t.Run("planted module, restart in the run", func(t *testing.T) {
 		// P7: the run holding the secret plants json.py, crashes the
 		// server, and calls it again; every question is answered yes
@@ -162,6 +122,41 @@ func TestExfiltrationStdioMCPServer(t *testing.T) {
 		return ""
 	}
 	given := []string{"--mcp-secret-env", "local=" + exfilSecretName}
+
+	t.Run("planted module, next run", func(t *testing.T) {
+		// M7: a run with no secret plants json.py; the next run, which
+		// holds the secret, would start the server with it. The server
+		// is held against the files the planting run started it with:
+		// its first call asks, naming the planted module, and with
+		// nobody to approve nothing starts and nothing leaves.
+		db := setup(t)
+		ws := newWS(t)
+		s := canary(t, "kcS")
+		l.reset("")
+		traj := writeTrajectory(t, "tidy up", []fcall{plant}, nil)
+		if code, _, errOut := keel(t, append(append([]string{"run", "--db", db, "--model", "replay:" + traj, "--workspace", ws, "--no-wait", "-q"}, hosts...), server...)...); code != 0 {
+			t.Fatalf("planting run = %d\n%s", code, errOut)
+		}
+		traj = writeTrajectory(t, "add 1 and 2", []fcall{add(1, 2)}, nil)
+		args := append(append([]string{"run", "--db", db, "--model", "replay:" + traj, "--workspace", ws, "--no-wait", "-q"}, hosts...), server...)
+		code, _, errOut := keel(t, append(args, exfilSecretArgs(t, s)...)...)
+		if l.arrived(t, s, false) {
+			t.Errorf("the secret reached the listener: the server that imports the planted json.py had it")
+		}
+		if code != 3 {
+			t.Fatalf("keel run = %d, want 3 (the held server's call waits for a person)\n%s", code, errOut)
+		}
+		id, st := lastRun(t, db)
+		var last string
+		for _, turn := range st.Turns {
+			for _, c := range turn.Calls {
+				last = c.ID
+			}
+		}
+		if why := heldFor(t, db, id, last); !strings.Contains(why, "json.py (new)") {
+			t.Errorf("the next run's call asks %q, want the planted json.py named", why)
+		}
+	})
 
 	t.Run("secret given to the server, planted module, restart in the run", func(t *testing.T) {
 		// The operator gave the server the secret. The run plants
