@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/keel-run/keel/agent"
 )
 
 // A stdio MCP server is code in the workspace that Keel starts in the
@@ -108,6 +110,16 @@ func TestExfiltrationStdioMCPServer(t *testing.T) {
 		}
 	})
 
+	// lastCallID returns the id of the run's newest call.
+	lastCallID := func(st *agent.State) string {
+		var last string
+		for _, turn := range st.Turns {
+			for _, c := range turn.Calls {
+				last = c.ID
+			}
+		}
+		return last
+	}
 	// heldFor returns the reason of the approval the run asks for call
 	// id ("" when it asks none).
 	heldFor := func(t *testing.T, db, runID, id string) string {
@@ -147,12 +159,7 @@ func TestExfiltrationStdioMCPServer(t *testing.T) {
 			t.Fatalf("keel run = %d, want 3 (the held server's call waits for a person)\n%s", code, errOut)
 		}
 		id, st := lastRun(t, db)
-		var last string
-		for _, turn := range st.Turns {
-			for _, c := range turn.Calls {
-				last = c.ID
-			}
-		}
+		last := lastCallID(st)
 		if why := heldFor(t, db, id, last); !strings.Contains(why, "json.py (new)") {
 			t.Errorf("the next run's call asks %q, want the planted json.py named", why)
 		}
@@ -178,12 +185,7 @@ func TestExfiltrationStdioMCPServer(t *testing.T) {
 			t.Fatalf("keel run = %d, want 3 (waits for a person)\n%s", code, errOut)
 		}
 		id, st := lastRun(t, db)
-		var last string
-		for _, turn := range st.Turns {
-			for _, c := range turn.Calls {
-				last = c.ID
-			}
-		}
+		last := lastCallID(st)
 		why := heldFor(t, db, id, last)
 		if !strings.Contains(why, "json.py (new)") || !strings.Contains(why, exfilSecretName) {
 			t.Errorf("the restart asks %q, want the planted json.py and the secret named", why)
@@ -216,12 +218,7 @@ func TestExfiltrationStdioMCPServer(t *testing.T) {
 			t.Fatalf("approve = %d, want 3 (waits for a person again)\n%s", code, errOut)
 		}
 		_, st := lastRun(t, db)
-		var last string
-		for _, turn := range st.Turns {
-			for _, c := range turn.Calls {
-				last = c.ID
-			}
-		}
+		last := lastCallID(st)
 		if why := heldFor(t, db, id, last); !strings.Contains(why, "json.py (new)") {
 			t.Fatalf("the call after the resume asks %q, want the planted json.py named", why)
 		}
@@ -257,12 +254,7 @@ func TestExfiltrationStdioMCPServer(t *testing.T) {
 			t.Fatalf("the next run = %d, want 3 (waits for a person)\n%s", code, errOut)
 		}
 		id, st := lastRun(t, db)
-		var last string
-		for _, turn := range st.Turns {
-			for _, c := range turn.Calls {
-				last = c.ID
-			}
-		}
+		last := lastCallID(st)
 		if why := heldFor(t, db, id, last); !strings.Contains(why, "json.py (new)") || !strings.Contains(why, exfilSecretName) {
 			t.Errorf("the next run's call asks %q, want the planted json.py and the secret named", why)
 		}
