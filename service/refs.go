@@ -144,6 +144,47 @@ func ResolveCall(runID, ref string, pending []api.Approval) (string, error) {
 	return "", notWaiting("run %s does not wait for call %s (decided already, or never asked); it waits for:%s", runID, visible.String(ref), list.String())
 }
 
+// ResolveInput returns the id of the input request ref names among
+// pending (the requests of every run, as [Service.Inputs] lists them)
+// for run runID: the request with that id, else the one whose id it
+// starts, else (ref "") the only one the run waits for. Anything else is
+// an *Error naming the requests the run waits for, by the rule of
+// [ResolveCall].
+func ResolveInput(runID, ref string, pending []api.Input) (string, error) {
+	var mine []api.Input
+	for _, p := range pending {
+		if p.RunID == runID {
+			mine = append(mine, p)
+		}
+	}
+	var match []string
+	for _, p := range mine {
+		if p.ID == ref {
+			return ref, nil
+		}
+		if strings.HasPrefix(p.ID, ref) {
+			match = append(match, p.ID)
+		}
+	}
+	var list strings.Builder
+	for _, p := range mine {
+		fmt.Fprintf(&list, "\n  %s (%s: %s)", visible.String(p.ID), p.Server, visible.String(p.Message))
+	}
+	switch {
+	case len(match) == 1:
+		return match[0], nil
+	case len(mine) == 0 && ref == "":
+		return "", conflict(api.CodeNoInput, "run %s waits for no input", runID)
+	case len(mine) == 0:
+		return "", conflict(api.CodeNoInput, "run %s does not wait for input %s (it was answered already, or never asked)", runID, visible.String(ref))
+	case ref == "":
+		return "", badRequest("run %s waits for %d inputs: name the input (its id, or the start of it):%s", runID, len(mine), list.String())
+	case len(match) > 1:
+		return "", badRequest("input %s of run %s is ambiguous: %d waiting inputs start with it:%s", visible.String(ref), runID, len(match), list.String())
+	}
+	return "", conflict(api.CodeNoInput, "run %s does not wait for input %s (answered already, or never asked); it waits for:%s", runID, visible.String(ref), list.String())
+}
+
 // NoReason is the refusal of a denial without a reason, in every front
 // end: the model is told the reason, and without one it can only guess
 // what to do instead. Every decider gives one (a person at the terminal

@@ -109,6 +109,38 @@ func TestResolveCall(t *testing.T) {
 	}
 }
 
+// An input request is named as a call is (ResolveCall's rule), among
+// the requests of its own run only.
+func TestResolveInput(t *testing.T) {
+	all := []api.Input{{RunID: "R", ID: "input-1", Server: "gh", Message: "which repo?"}, {RunID: "R", ID: "input-2", Server: "gh", Message: "which branch?"}, {RunID: "S", ID: "input-3", Server: "gh"}}
+	for _, c := range []struct {
+		name, ref       string
+		pending         []api.Input
+		want, code, msg string
+	}{
+		{"whole id", "input-2", all, "input-2", "", ""},
+		{"none given, one waits", "", all[1:], "input-2", "", ""},
+		{"none given, two wait", "", all, "", api.CodeInvalidRequest, "run R waits for 2 inputs: name the input (its id, or the start of it):\n  input-1 (gh: which repo?)\n  input-2 (gh: which branch?)"},
+		{"ambiguous", "input-", all, "", api.CodeInvalidRequest, "input input- of run R is ambiguous: 2 waiting inputs start with it"},
+		{"another run's", "input-3", all, "", api.CodeNoInput, "run R does not wait for input input-3 (answered already, or never asked); it waits for:\n  input-1"},
+		{"nothing waits", "", all[2:], "", api.CodeNoInput, "run R waits for no input"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := service.ResolveInput("R", c.ref, c.pending)
+			if c.code == "" {
+				if err != nil || got != c.want {
+					t.Fatalf("ResolveInput(%q) = %q, %v; want %q", c.ref, got, err, c.want)
+				}
+				return
+			}
+			wantCode(t, err, c.code)
+			if !strings.Contains(err.Error(), c.msg) {
+				t.Errorf("ResolveInput(%q): %v, want %q", c.ref, err, c.msg)
+			}
+		})
+	}
+}
+
 // A decision names its call as every front end does, and a denial
 // without a reason is refused whoever sends it (report 13, P5: the API
 // recorded one, which the command line, the web UI and MCP refuse);

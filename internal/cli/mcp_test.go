@@ -570,7 +570,7 @@ func TestMCPCallKeelServe(t *testing.T) {
 		{name: "unknown argument", args: []string{"--tool", "run_status", "--args", `{"run":"x"}`}, code: 2,
 			inErr: `the arguments of run_status do not match its schema: unknown argument "run" (run_status takes {run_id})`},
 		{name: "no such tool", args: []string{"--tool", "nope"}, code: 2, inErr: `the server offers no tool "nope" (its tools: answer_approval,`},
-		{name: "--token", home: true, args: []string{"--token", tok, "--tool", "list_approvals"}, out: `"approvals": []`, inErr: "5 tools"},
+		{name: "--token", home: true, args: []string{"--token", tok, "--tool", "list_approvals"}, out: `"approvals": []`, inErr: "10 tools"},
 		{name: "bad token", home: true, args: []string{"--token", "keel_wrong"}, code: 1, inErr: "invalid or revoked API token (HTTP 401)"},
 		{name: "no token", home: true, code: 1, inErr: "pass the server's own token with --token"},
 		{name: "KEEL_TOKEN for KEEL_SERVER", home: true, args: []string{"--tool", "list_approvals"}, out: `"approvals": []`},

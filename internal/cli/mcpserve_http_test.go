@@ -15,6 +15,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -96,7 +98,7 @@ func TestMCPServeOnServer(t *testing.T) {
 	for _, tl := range tools.Tools {
 		names = append(names, tl.Name)
 	}
-	if strings.Join(names, ",") != "answer_approval,list_approvals,run_status,run_timeline,start_run" {
+	if strings.Join(names, ",") != "answer_approval,answer_input,cancel_run,list_approvals,list_inputs,list_runs,resume_run,run_status,run_timeline,start_run" {
 		t.Errorf("tools: %v", names)
 	}
 	text, isErr := callText(t, s, "start_run", map[string]any{"demo": true})
@@ -143,6 +145,40 @@ func TestMCPServeOnServer(t *testing.T) {
 	run, err := cl.Run(t.Context(), st.RunID)
 	if err != nil || run.Status != "completed" {
 		t.Errorf("run: %+v %v", run, err)
+	}
+
+	// A second demo run: listed, canceled, resumed with a message and a
+	// limit, through the API as every front end does (report 15, R3).
+	text, isErr = callText(t, s, "start_run", map[string]any{"demo": true})
+	var second mcpStatus
+	if err := json.Unmarshal([]byte(text), &second); err != nil || isErr || second.Status != "paused" {
+		t.Fatalf("start_run: %v %s", err, text)
+	}
+	if text, isErr := callText(t, s, "list_runs", map[string]any{"status": []string{"paused"}}); isErr || !strings.Contains(text, second.RunID) || strings.Contains(text, st.RunID) {
+		t.Errorf("list_runs of paused runs: %s", text)
+	}
+	if text, isErr := callText(t, rs, "cancel_run", map[string]any{"run_id": second.RunID}); !isErr || !strings.Contains(text, "runs:write") {
+		t.Errorf("cancel_run with a read-only token: %v %s", isErr, text)
+	}
+	if text, isErr := callText(t, s, "cancel_run", map[string]any{"run_id": second.RunID[:10]}); isErr || !strings.Contains(text, `"canceled"`) {
+		t.Errorf("cancel_run: %v %s", isErr, text)
+	}
+	// The scripted demo does not go on after its edit was canceled: it
+	// fails, saying so; what matters here is that the resume executed.
+	text, isErr = callText(t, s, "resume_run", map[string]any{"run_id": second.RunID, "message": "carry on", "max_steps": 40})
+	if err := json.Unmarshal([]byte(text), &second); err != nil || isErr || second.Status == "canceled" {
+		t.Fatalf("resume_run: %v %s", err, text)
+	}
+	resumed, n := false, 0
+	for e, err := range cl.Events(t.Context(), second.RunID, &client.EventsParams{NoFollow: true}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		resumed = resumed || e.Type == journal.RunResumed && strings.Contains(string(e.Payload), `"max_steps":40`)
+	}
+	if !resumed {
+		t.Errorf("no run.resumed with max_steps 40 in the resumed run's %d events", n)
 	}
 }
 

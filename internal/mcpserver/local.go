@@ -41,7 +41,7 @@ func Local(svc *service.Service, who *service.Caller, o *LocalOptions) *sdk.Serv
 	}
 	l := &local{svc: svc, who: who, dir: o.Dir}
 	return newServer[*localStart](l, o.Wait, o.LoadPolicy, texts{
-		instructions: "Keel runs agents in a sandbox under a policy gate. Start a run with start_run, follow it with run_status and run_timeline, and answer the approvals it waits for with list_approvals and answer_approval.",
+		instructions: "Keel runs agents in a sandbox under a policy gate. Start a run with start_run, follow it with run_status and run_timeline, answer the approvals and questions it waits for with list_approvals, answer_approval, list_inputs and answer_input, and list_runs, cancel_run or resume_run (with a message or higher limits) as you need.",
 		startRun:     "Start a Keel run: a task for an agent in a workspace (or the bundled demo). Returns when the run pauses for an approval, ends, or after the server's wait; the run keeps executing meanwhile.",
 		wait:         "the server's wait",
 	})
@@ -140,4 +140,28 @@ func (l *local) errText(err error) string {
 		return e.Message
 	}
 	return err.Error()
+}
+
+func (l *local) list(ctx context.Context, _ *sdk.CallToolRequest, status []string, limit int) ([]api.Run, error) {
+	p := &service.ListRuns{Limit: limit}
+	for _, s := range status {
+		p.Status = append(p.Status, journal.Status(s))
+	}
+	return l.svc.Runs(ctx, l.who, p)
+}
+
+func (l *local) cancel(ctx context.Context, _ *sdk.CallToolRequest, id string) (api.Run, error) {
+	return l.svc.Cancel(ctx, l.who, id)
+}
+
+func (l *local) resume(ctx context.Context, _ *sdk.CallToolRequest, id string, r *api.ResumeRun) (api.Run, error) {
+	return l.svc.Resume(ctx, l.who, id, r)
+}
+
+func (l *local) inputs(ctx context.Context, _ *sdk.CallToolRequest) ([]api.Input, error) {
+	return l.svc.Inputs(ctx, l.who)
+}
+
+func (l *local) answer(ctx context.Context, _ *sdk.CallToolRequest, runID, id string, a *api.AnswerInput) (api.Run, error) {
+	return l.svc.Answer(ctx, l.who, runID, id, a)
 }

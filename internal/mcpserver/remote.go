@@ -47,7 +47,7 @@ func Remote(base string, o *RemoteOptions) *sdk.Server {
 	}
 	r := &remote{base: base, cl: o.Client, dir: o.Dir}
 	return newServer[*remoteStart](r, o.Wait, nil, texts{
-		instructions: "Keel runs agents in a sandbox under a policy gate on this team server. Start a run with start_run, follow it with run_status and run_timeline, and answer the approvals it waits for with list_approvals and answer_approval. Every call acts with your API token's rights.",
+		instructions: "Keel runs agents in a sandbox under a policy gate on this team server. Start a run with start_run, follow it with run_status and run_timeline, answer the approvals and questions it waits for with list_approvals, answer_approval, list_inputs and answer_input, and list_runs, cancel_run or resume_run (with a message or higher limits) as you need. Every call acts with your API token's rights.",
 		startRun:     "Start a run on the Keel server: a task for an agent in a workspace under the server's workspace roots (or the bundled demo). Returns when the run pauses for an approval, ends, or after a wait; the run keeps executing meanwhile.",
 		wait:         "a wait",
 	})
@@ -253,4 +253,46 @@ func (r *remote) errText(err error) string {
 		return e.Message
 	}
 	return err.Error()
+}
+
+func (r *remote) list(ctx context.Context, req *sdk.CallToolRequest, status []string, limit int) ([]api.Run, error) {
+	cl, err := r.client(req)
+	if err != nil {
+		return nil, err
+	}
+	return cl.Runs(ctx, &client.RunsParams{Status: status, Limit: limit})
+}
+
+func (r *remote) cancel(ctx context.Context, req *sdk.CallToolRequest, id string) (api.Run, error) {
+	return r.runCall(req, func(cl *client.Client) (*api.Run, error) { return cl.Cancel(ctx, id) })
+}
+
+func (r *remote) resume(ctx context.Context, req *sdk.CallToolRequest, id string, rr *api.ResumeRun) (api.Run, error) {
+	return r.runCall(req, func(cl *client.Client) (*api.Run, error) { return cl.Resume(ctx, id, rr) })
+}
+
+func (r *remote) inputs(ctx context.Context, req *sdk.CallToolRequest) ([]api.Input, error) {
+	cl, err := r.client(req)
+	if err != nil {
+		return nil, err
+	}
+	return cl.Inputs(ctx)
+}
+
+func (r *remote) answer(ctx context.Context, req *sdk.CallToolRequest, runID, id string, a *api.AnswerInput) (api.Run, error) {
+	return r.runCall(req, func(cl *client.Client) (*api.Run, error) { return cl.AnswerInput(ctx, runID, id, a) })
+}
+
+// runCall makes one API call that answers with a run, with the client of
+// req.
+func (r *remote) runCall(req *sdk.CallToolRequest, call func(*client.Client) (*api.Run, error)) (api.Run, error) {
+	cl, err := r.client(req)
+	if err != nil {
+		return api.Run{}, err
+	}
+	run, err := call(cl)
+	if err != nil {
+		return api.Run{}, err
+	}
+	return *run, nil
 }
