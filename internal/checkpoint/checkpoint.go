@@ -303,7 +303,7 @@ func Rewind(ctx context.Context, store journal.Store, runID string, to int64, o 
 	if err != nil {
 		return nil, err
 	}
-	g, err := OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
+	g, err := openStored(ctx, cp.Store, st.Created.Workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -405,7 +405,7 @@ func PlanRewind(ctx context.Context, events []journal.Event, to int64) (*Plan, e
 	if err != nil {
 		return nil, err
 	}
-	g, err := OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
+	g, err := openStored(ctx, cp.Store, st.Created.Workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -489,7 +489,7 @@ func ForkFiles(ctx context.Context, events []journal.Event, seq int64, source, w
 	if err != nil {
 		return nil, 0, err
 	}
-	src, err := OpenCheckpoints(ctx, cp.Store, source)
+	src, err := openStored(ctx, cp.Store, source)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -557,7 +557,7 @@ func Diff(ctx context.Context, events []journal.Event, seq int64) (changes []Cha
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	g, err := OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
+	g, err := ReadCheckpoints(ctx, cp.Store, st.Created.Workspace)
 	if err != nil {
 		return nil, 0, 0, err
 	}

@@ -81,6 +81,58 @@ func OpenCheckpoints(ctx context.Context, store, work string) (*Checkpoints, err
 	return c, nil
 }
 
+// noStoreError is the error of opening for reading a store that does
+// not exist (deleted, or kept on another machine): the run has no
+// checkpoint here (errors.Is matches [ErrNone], and [ErrMissing] for the
+// readers that go on without the snapshot).
+type noStoreError struct{ store string }
+
+func (e *noStoreError) Error() string {
+	return fmt.Sprintf("no workspace checkpoint: the checkpoint store %s does not exist (deleted, or kept on another machine)", e.store)
+}
+
+func (e *noStoreError) Is(target error) bool { return target == ErrNone || target == ErrMissing }
+
+// ReadCheckpoints returns the checkpoint store at store for the
+// workspace work to read snapshots from (a diff, a run's change
+// summary, the files of a replay): unlike [OpenCheckpoints] it creates
+// nothing, neither the store nor its files, and a store that does not
+// exist is an error that matches [ErrNone] (no checkpoints).
+func ReadCheckpoints(ctx context.Context, store, work string) (*Checkpoints, error) {
+	if _, err := exec.LookPath("git"); err != nil {
+		return nil, errors.New("checkpoint: checkpoints need git on PATH")
+	}
+	if _, err := os.Stat(filepath.Join(store, "HEAD")); err != nil {
+		return nil, &noStoreError{store: store}
+	}
+	if real, err := filepath.EvalSymlinks(work); err == nil {
+		work = real
+	}
+	sum := sha256.Sum256([]byte(work))
+	index := filepath.Join(store, "keel-index", hex.EncodeToString(sum[:12]))
+	return &Checkpoints{store: store, work: work, index: index, exclude: index + ".exclude"}, nil
+}
+
+// openStored is [OpenCheckpoints] of a store that must exist already,
+// for what restores or snapshots a run's recorded checkpoints (a
+// rewind, its plan, a fork's files): without the store they are gone,
+// and making an empty one would only hide that.
+func openStored(ctx context.Context, store, work string) (*Checkpoints, error) {
+	c, err := ReadCheckpoints(ctx, store, work)
+	var none *noStoreError
+	if errors.As(err, &none) {
+		// Not ErrNone: the run had checkpoints, which are gone.
+		return nil, fmt.Errorf("%w: the checkpoint store %s does not exist (deleted?)", ErrMissing, store)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := c.init(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // Available reports whether git is installed (checkpoints need it).
 func Available() bool {
 	_, err := exec.LookPath("git")

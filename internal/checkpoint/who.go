@@ -2,8 +2,7 @@ package checkpoint
 
 import (
 	"context"
-	"os"
-	"path/filepath"
+	"errors"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
@@ -90,12 +89,12 @@ func whoChanged(ctx context.Context, events []journal.Event, from *agent.Snapsho
 		if c, ok := stores[dir]; ok {
 			return c, nil
 		}
-		var c *Checkpoints
-		if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
-			var err error
-			if c, err = OpenCheckpoints(ctx, dir, ""); err != nil {
-				return nil, err
-			}
+		c, err := ReadCheckpoints(ctx, dir, "")
+		if errors.Is(err, ErrNone) {
+			c, err = nil, nil
+		}
+		if err != nil {
+			return nil, err
 		}
 		stores[dir] = c
 		return c, nil
