@@ -515,17 +515,22 @@ func (c *Checkpoints) Keep(ctx context.Context, ref, tree, parent, message strin
 // snapshots the workspace as it is, and returns that tree (so the
 // restore can itself be undone) and the files that changed.
 func (c *Checkpoints) Restore(ctx context.Context, tree string) (before string, changed []FileChange, err error) {
-	before, _, changed, err = c.RestoreSome(ctx, tree, nil)
+	before, _, changed, err = c.RestoreSome(ctx, tree, nil, nil)
 	return before, changed, err
 }
 
 // RestoreSome is [Restore] with keep, when set, told the snapshot of the
 // workspace as it is (before) and the files restoring tree would
 // change: the paths it returns are left as the workspace has them (an
-// error from keep restores nothing). It returns the tree the workspace
-// then has (tree, with the kept paths as before has them) and the
-// files that changed.
-func (c *Checkpoints) RestoreSome(ctx context.Context, tree string, keep func(before string, changed []FileChange) ([]string, error)) (before, restored string, changed []FileChange, err error) {
+// error from keep restores nothing). ready, when set, is told what will
+// be written (before, the tree the workspace will have, the files that
+// change) before any file is: a rewind journals its intent there, and
+// an error from ready writes nothing. Once ready returned, the files
+// are written whatever ctx does (a restore cut short by a cancel would
+// leave them half-written). It returns the tree the workspace then has
+// (tree, with the kept paths as before has them) and the files that
+// changed.
+func (c *Checkpoints) RestoreSome(ctx context.Context, tree string, keep func(before string, changed []FileChange) ([]string, error), ready func(before, restored string, changed []FileChange) error) (before, restored string, changed []FileChange, err error) {
 	if !c.Has(ctx, tree) {
 		return "", "", nil, fmt.Errorf("%w: %s", ErrMissing, tree)
 	}
@@ -553,7 +558,12 @@ func (c *Checkpoints) RestoreSome(ctx context.Context, tree string, keep func(be
 		}
 		changed = without(changed, kept)
 	}
-	if _, err := c.git(ctx, nil, "read-tree", "--reset", "-u", restored); err != nil {
+	if ready != nil {
+		if err := ready(before, restored, changed); err != nil {
+			return before, "", nil, err
+		}
+	}
+	if _, err := c.git(context.WithoutCancel(ctx), nil, "read-tree", "--reset", "-u", restored); err != nil {
 		return before, "", nil, err
 	}
 	return before, restored, changed, nil

@@ -159,7 +159,9 @@ func whoChanged(ctx context.Context, events []journal.Event, from *agent.Snapsho
 				delete(running, p.CallID)
 			}
 			continue
-		case e.Type == journal.SetupFinished:
+		case e.Type == journal.SetupFinished, e.Type == journal.WorkspaceRestoring:
+			// A rewind's intent: its writes are Keel's, the run's, up
+			// to the snapshot that says how far it got.
 			open = true
 			continue
 		case stepEnd(e.Type):
