@@ -96,6 +96,10 @@ func TestRewindCutShortIsVisibleAndClosed(t *testing.T) {
 	if !strings.Contains(out.String(), "unfinished rewind: the rewind of event") {
 		t.Errorf("keel runs show of the cut rewind does not say it is unfinished:\n%s", out.String())
 	}
+	out.Reset()
+	if err := tui.Checkpoints(&out, l.id, events); err != nil || !strings.Contains(out.String(), "rewinding to") {
+		t.Errorf("keel runs checkpoints of the cut rewind does not list it (%v):\n%s", err, out.String())
+	}
 
 	// The next rewind finds the files the first one wrote: it records
 	// that it finished, then rewinds (here: undoes it).
