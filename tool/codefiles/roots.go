@@ -84,8 +84,12 @@ func ServerRoots(argv, env []string, ws *tool.Workspace) []Root {
 	if len(argv) > 0 {
 		prog = path.Base(argv[0])
 	}
-	if shells[prog] {
-		for _, r := range ScriptRoots(strings.Join(argv[1:], "\n"), ws) {
+	shell := shells[prog]
+	if shell {
+		// Each argument is read as a setup script's words: a -c
+		// script's as well as a script file's name (whose text is
+		// read in turn).
+		for _, r := range ScriptRoots(strings.Join(argv, "\n"), ws) {
 			out.add(r)
 		}
 	}
@@ -124,6 +128,9 @@ func ServerRoots(argv, env []string, ws *tool.Workspace) []Root {
 		}
 	}
 	for i, a := range argv {
+		if shell {
+			break // a -c script is not a file name
+		}
 		if v, ok := strings.CutPrefix(a, "-"); ok {
 			if _, val, ok := strings.Cut(v, "="); ok {
 				a = val
