@@ -138,3 +138,82 @@ func TestCheckpointsWhileTheModelIsAsked(t *testing.T) {
 		t.Errorf("%d snapshots, want 3", snaps.calls)
 	}
 }
+
+// A rewind journaled (workspace.restoring) whose end was not (a crash
+// between the files and the journal) is closed by the next execution's
+// first snapshot: with the rewind's workspace.restored when the files
+// are the rewind's (it finished), else with a checkpoint of the files
+// as they are that says it did not finish, journaled even when they
+// are the newest checkpoint's (the rewind wrote nothing).
+func TestResumeSaysWhetherAnUnfinishedRewindFinished(t *testing.T) {
+	for _, finished := range []bool{true, false} {
+		t.Run(fmt.Sprint("finished=", finished), func(t *testing.T) {
+			e := newEnv(t)
+			snaps := &snapshots{dir: e.ws.Root()}
+			write := func(s string) {
+				t.Helper()
+				if err := os.WriteFile(filepath.Join(e.ws.Root(), "a.txt"), []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			id := e.create(&agent.RunCreated{})
+			write("one")
+			first, err := snaps.hook(t.Context(), id, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			write("two")
+			now, err := snaps.hook(t.Context(), id, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			intent := &agent.WorkspaceRestoring{To: 2, Tree: first.Tree, Before: now.Tree, Store: "test", By: "ada"}
+			if _, err := e.store.Append(t.Context(), id, 1,
+				journal.Draft{Type: journal.WorkspaceCheckpoint, Time: time.Now(), Payload: mustJSON(first)},
+				journal.Draft{Type: journal.WorkspaceCheckpoint, Time: time.Now(), Payload: mustJSON(now)},
+				journal.Draft{Type: journal.WorkspaceRestoring, Time: time.Now(), Payload: mustJSON(intent)}); err != nil {
+				t.Fatal(err)
+			}
+			st, err := agent.Fold(id, e.events(id))
+			if err != nil || st.Restoring == nil || st.Restoring.Seq != 4 {
+				t.Fatalf("fold of an intent without its end: %+v, %v; want it open (event 4)", st.Restoring, err)
+			}
+			if finished {
+				write("one") // the crash came after the files were written
+			}
+			p := e.params(&script{turns: []model.Message{answer("done")}})
+			p.Checkpoint = snaps.hook
+			if _, err := e.rt.Execute(t.Context(), id, p); err != nil {
+				t.Fatal(err)
+			}
+			evs := e.events(id)
+			k := 4 // the first snapshot after the intent
+			for k < len(evs) && !journal.KeepsStatus(evs[k].Type) {
+				k++
+			}
+			if k == len(evs) {
+				t.Fatal("no snapshot after the intent")
+			}
+			v, err := agent.Decode(&evs[k])
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch x := v.(type) {
+			case *agent.WorkspaceRestored:
+				if !finished || x.Recovered != 4 || x.Tree != first.Tree || x.To != 2 || x.By != "ada" {
+					t.Errorf("restored %+v; want it only for a finished rewind, recovered from event 4", x)
+				}
+			case *agent.WorkspaceCheckpoint:
+				if finished || x.Unfinished != 4 || x.Tree != now.Tree {
+					t.Errorf("checkpoint %+v; want it only for an unfinished rewind, of the files as they are, unfinished 4", x)
+				}
+			default:
+				t.Errorf("event %d = %s, want the snapshot that closes the rewind", k+1, evs[k].Type)
+			}
+			st, err = agent.Fold(id, evs)
+			if err != nil || st.Restoring != nil {
+				t.Errorf("after the execution: intent %+v, %v; want it closed", st.Restoring, err)
+			}
+		})
+	}
+}

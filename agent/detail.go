@@ -53,6 +53,7 @@ var payloads = map[journal.Type]func() Payload{
 	journal.ChildDelivered:      payload[ChildDelivered],
 	journal.WorkspaceCheckpoint: payload[WorkspaceCheckpoint],
 	journal.WorkspaceRestored:   payload[WorkspaceRestored],
+	journal.WorkspaceRestoring:  payload[WorkspaceRestoring],
 }
 
 // Types returns the event types of the table, sorted: every type
@@ -404,11 +405,26 @@ func Num(n int64) string {
 }
 
 func (x *WorkspaceCheckpoint) Detail() string {
-	return fmt.Sprintf("checkpoint %s: %s", shortTree(x.Tree), filesDetail(x.Files, x.MoreFiles))
+	d := fmt.Sprintf("checkpoint %s: %s", shortTree(x.Tree), filesDetail(x.Files, x.MoreFiles))
+	if x.Unfinished != 0 {
+		d += fmt.Sprintf(" (the rewind of event %d did not finish: the files are as this checkpoint has them)", x.Unfinished)
+	}
+	return d
 }
 
 func (x *WorkspaceRestored) Detail() string {
 	d := fmt.Sprintf("files restored to event %d (%s): %s", x.To, shortTree(x.Tree), filesDetail(x.Files, x.MoreFiles))
+	if x.By != "" {
+		d += " by " + x.By
+	}
+	if x.Recovered != 0 {
+		d += fmt.Sprintf(" (the rewind of event %d, found finished after it was cut short)", x.Recovered)
+	}
+	return d
+}
+
+func (x *WorkspaceRestoring) Detail() string {
+	d := fmt.Sprintf("rewinding files to event %d (%s): %s", x.To, shortTree(x.Tree), filesDetail(x.Files, x.MoreFiles))
 	if x.By != "" {
 		d += " by " + x.By
 	}

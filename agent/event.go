@@ -567,6 +567,10 @@ type WorkspaceCheckpoint struct {
 	MoreFiles int          `json:"more_files,omitempty"`
 	// DurationMS is how long the snapshot took.
 	DurationMS int64 `json:"duration_ms"`
+	// Unfinished is the workspace.restoring of a rewind that did not
+	// finish (cut short by a crash or a failed write): this checkpoint,
+	// the next of the files after it, records them as they are instead.
+	Unfinished int64 `json:"unfinished_rewind,omitempty"`
 }
 
 // MaxCheckpointFiles bounds the files listed in a checkpoint event.
@@ -611,7 +615,24 @@ type WorkspaceRestored struct {
 	// checkpoint has them otherwise: only hands outside the run (a
 	// person, another run) changed them since it.
 	Kept []string `json:"kept,omitempty"`
+	// Recovered is the workspace.restoring of a rewind cut short after
+	// it wrote the files but before it journaled this event: the next
+	// snapshot found the files as the rewind left them and journaled
+	// it then.
+	Recovered int64 `json:"recovered,omitempty"`
 }
+
+// WorkspaceRestoring is the payload of journal.WorkspaceRestoring: a
+// rewind's intent, journaled before it writes any file (as tool.started
+// is before a call runs). The fields are those of the
+// [WorkspaceRestored] that follows when the files are written (Tree:
+// the files it writes, Before: those it replaces). A crash or a failed
+// write between the two leaves the intent open ([State.Restoring]):
+// the next snapshot of the files closes it, with that
+// workspace.restored (Recovered) when the files are the rewind's, else
+// with a workspace.checkpoint that says it did not finish
+// (Unfinished).
+type WorkspaceRestoring WorkspaceRestored
 
 func marshal(v any) json.RawMessage {
 	b, err := json.Marshal(v)

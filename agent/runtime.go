@@ -928,10 +928,23 @@ func (x *executor) settle(ctx context.Context) error {
 		x.rt.logger.Warn("workspace checkpoint failed; the run goes on without it", "run_id", x.runID, "error", r.err)
 		return nil
 	}
-	if r.cp == nil || (prev != nil && r.cp.Tree == prev.Tree) {
+	x.mu.Lock()
+	open := x.st.Restoring != nil
+	x.mu.Unlock()
+	cp := r.cp
+	if open && prev != nil && (cp == nil || cp.Tree == prev.Tree) {
+		// A rewind's intent with no outcome (cut short): the files are
+		// still the newest checkpoint's, which is journaled again to
+		// say the rewind did not finish.
+		cp = &WorkspaceCheckpoint{Tree: prev.Tree, Commit: prev.Commit, Store: prev.Store}
+	}
+	if cp == nil || (!open && prev != nil && cp.Tree == prev.Tree) {
 		return nil
 	}
-	return x.append(ctx, journal.WorkspaceCheckpoint, r.cp)
+	x.mu.Lock()
+	typ, v := x.st.CloseRestoring(cp)
+	x.mu.Unlock()
+	return x.append(ctx, typ, v)
 }
 
 // syntheticResults reports whether an append is only results of calls

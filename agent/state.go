@@ -58,6 +58,11 @@ type State struct {
 	// workspace.checkpoint or workspace.restored event), nil before the
 	// first.
 	Checkpoint *Snapshot
+	// Restoring is the rewind whose intent was journaled
+	// (workspace.restoring) and whose outcome was not: no snapshot of
+	// the files followed it (a crash or a failed write came between);
+	// nil otherwise. [State.CloseRestoring] says what records it.
+	Restoring *Restoring
 	// Flow holds the events that first brought untrusted input and
 	// private or secret data into the run (flow.go).
 	Flow Flow
@@ -344,8 +349,12 @@ func (s *State) Apply(e *journal.Event) error {
 		s.Status = journal.StatusOf(e.Type)
 	case *WorkspaceCheckpoint:
 		s.Checkpoint = &Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
+		s.Restoring = nil
 	case *WorkspaceRestored:
 		s.Checkpoint = &Snapshot{Seq: e.Seq, Tree: p.Tree, Commit: p.Commit, Store: p.Store}
+		s.Restoring = nil
+	case *WorkspaceRestoring:
+		s.Restoring = &Restoring{Seq: e.Seq, WorkspaceRestoring: *p}
 	}
 	if err := s.applyContext(e, v); err != nil {
 		return err
@@ -353,6 +362,43 @@ func (s *State) Apply(e *journal.Event) error {
 	s.applyHealth(v)
 	s.LastSeq, s.LastType = e.Seq, e.Type
 	return nil
+}
+
+// Restoring is an open rewind intent ([State.Restoring]): its
+// workspace.restoring event (Seq) and payload.
+type Restoring struct {
+	Seq int64
+	WorkspaceRestoring
+}
+
+// Unfinished says, for a person, what an open rewind intent means and
+// what to do about it (keel runs show, a resume).
+func (r *Restoring) Unfinished(runID string) string {
+	return fmt.Sprintf("the rewind of event %d (to event %d) was journaled but not its end: the files may be as before it, partly or wholly rewound; the run's next snapshot (a resume, or keel runs rewind %s --to %d, which finishes it) records which", r.Seq, r.To, runID, r.To)
+}
+
+// CloseRestoring returns the event that closes the open rewind intent
+// (s.Restoring) once the files are known to be cp (a new snapshot of
+// them): the rewind's workspace.restored when cp has the tree the
+// rewind wrote (it finished; only its end was not journaled), else cp
+// marked as the files of a rewind that did not finish. It returns
+// cp's type and cp unchanged when no intent is open, and "" when cp is
+// nil.
+func (s *State) CloseRestoring(cp *WorkspaceCheckpoint) (journal.Type, any) {
+	switch r := s.Restoring; {
+	case cp == nil:
+		return "", nil
+	case r == nil:
+		return journal.WorkspaceCheckpoint, cp
+	case cp.Tree == r.Tree && cp.Store == r.Store:
+		done := WorkspaceRestored(r.WorkspaceRestoring)
+		done.Recovered = r.Seq
+		return journal.WorkspaceRestored, &done
+	default:
+		c := *cp
+		c.Unfinished = r.Seq
+		return journal.WorkspaceCheckpoint, &c
+	}
 }
 
 // Snapshot is a run's newest workspace snapshot (a checkpoint of its

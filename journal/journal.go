@@ -55,9 +55,12 @@ const (
 	// WorkspaceCheckpoint records a snapshot of the workspace's files
 	// (a tree in Keel's checkpoint store); WorkspaceRestored records that
 	// the files were put back as an earlier snapshot had them (a rewind,
-	// or the start of a fork).
+	// or the start of a fork). WorkspaceRestoring is a rewind's intent,
+	// journaled before it writes any file: the WorkspaceRestored that
+	// follows says it finished (docs/checkpoints.md).
 	WorkspaceCheckpoint Type = "workspace.checkpoint"
 	WorkspaceRestored   Type = "workspace.restored"
+	WorkspaceRestoring  Type = "workspace.restoring"
 	// InputRequested records a question a running call's MCP server asks
 	// a person (elicitation); InputAnswered the person's answer, which
 	// may be appended by another process while the call waits.
@@ -158,7 +161,7 @@ func Stops(t Type) bool {
 // or whose last connection's end was reported late, stays completed.
 func KeepsStatus(t Type) bool {
 	switch t {
-	case WorkspaceCheckpoint, WorkspaceRestored, SandboxEgress, SandboxQuarantine:
+	case WorkspaceCheckpoint, WorkspaceRestored, WorkspaceRestoring, SandboxEgress, SandboxQuarantine:
 		return true
 	}
 	return false

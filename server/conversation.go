@@ -199,6 +199,9 @@ var convRows = map[journal.Type]func(r *convRenderer, h *html, vr *view.Row) []i
 	journal.SandboxQuarantine: noteItem,
 	journal.ChildSpawned:      noteItem,
 	journal.ChildDelivered:    noteItem,
+	// A rewind's intent; its workspace.restored (or the checkpoint that
+	// says it did not finish) follows.
+	journal.WorkspaceRestoring: noteItem,
 	journal.WorkspaceCheckpoint: func(r *convRenderer, h *html, vr *view.Row) []item {
 		x := vr.Payload.(*agent.WorkspaceCheckpoint)
 		h.raw(`<div class="files-note checkpoint" data-seq="`)

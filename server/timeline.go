@@ -220,6 +220,7 @@ var timelineRows = map[journal.Type]func(r *rowRenderer, h *html, vr *view.Row, 
 	journal.SandboxQuarantine:   detailRow,
 	journal.WorkspaceCheckpoint: detailRow,
 	journal.WorkspaceRestored:   detailRow,
+	journal.WorkspaceRestoring:  detailRow,
 	journal.ChildSpawned:        detailRow,
 	journal.ChildDelivered:      detailRow,
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -286,8 +287,10 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 // source's: it makes it when it does not exist (not its parents, and
 // for a caller confined to the workspace roots only under one), and
 // refuses it when it holds files and the fork has a checkpoint's files
-// to write there (files would mix with them). made says it made dir;
-// what else is wrong with dir is left to the admission.
+// to write there (files would mix with them), or when it cannot be
+// listed (not a directory, a loop of links, no permission: whether it
+// holds files is unknown). made says it made dir; what else is wrong
+// with dir is left to the admission.
 func (s *Service) forkDir(dir string, a *admission, files bool) (made bool, err error) {
 	if !filepath.IsAbs(dir) {
 		return false, nil
@@ -296,8 +299,14 @@ func (s *Service) forkDir(dir string, a *admission, files bool) (made bool, err 
 	switch {
 	case err == nil && len(ents) > 0 && files:
 		return false, badRequest("workspace %s is not empty: name a new or empty directory for the fork's files (or the source's own workspace, to fork in it)", visible.String(dir))
-	case !errors.Is(err, fs.ErrNotExist):
+	case err == nil:
 		return false, nil
+	case errors.Is(err, syscall.ENOTDIR):
+		return false, badRequest("workspace %s is not a directory: name a new or empty directory for the fork's files (or the source's own workspace, to fork in it)", visible.String(dir))
+	case !errors.Is(err, fs.ErrNotExist):
+		// Whether dir holds files is unknown: the fork's files could
+		// mix with them, or fail half-way.
+		return false, badRequest("workspace %s cannot be read (%v): name a new or empty directory Keel can read for the fork's files", visible.String(dir), pathErr(err))
 	}
 	if err := ForkDir(dir); err != nil {
 		return false, badRequest("%v", err)
@@ -311,6 +320,16 @@ func (s *Service) forkDir(dir string, a *admission, files bool) (made bool, err 
 		return false, fmt.Errorf("service: fork workspace: %w", err)
 	}
 	return true, nil
+}
+
+// pathErr is err without the path a *fs.PathError repeats (the message
+// names it already).
+func pathErr(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // forkWorkspace sets the workspace of created, a fork of run src, as

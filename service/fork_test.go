@@ -151,6 +151,52 @@ func TestForkIntoItsOwnWorkspace(t *testing.T) {
 	}
 }
 
+// A fork into a directory whose reading fails for another reason than
+// its absence (a loop of symbolic links, a file) is refused with what is
+// wrong with it, and nothing is made: whether it holds files is unknown.
+func TestForkRefusesAWorkspaceItCannotRead(t *testing.T) {
+	ctx := t.Context()
+	rt := agent.NewRuntime(mem.New(), nil)
+	svc := service.New(rt, nil)
+	defer svc.Shutdown(context.WithoutCancel(ctx))
+	src, _ := forkSource(t, ctx, rt)
+	me := service.Local("ada")
+	dir := t.TempDir()
+	loop := filepath.Join(dir, "loop")
+	if err := os.Symlink(loop, loop); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := func() int {
+		t.Helper()
+		list, err := rt.Store().Runs(ctx, &journal.ListParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	before := n()
+	for ws, want := range map[string]string{
+		loop: "cannot be read (too many levels of symbolic links)",
+		file: "is not a directory",
+	} {
+		_, err := svc.Fork(ctx, me, src, &api.ForkRun{Seq: 2, Workspace: ws})
+		wantCode(t, err, api.CodeInvalidRequest)
+		if !strings.Contains(err.Error(), ws+" "+want) {
+			t.Errorf("fork into %s: %v; want it to say the workspace %s", ws, err, want)
+		}
+	}
+	if n() != before {
+		t.Error("a refused fork was journaled")
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "x" {
+		t.Errorf("the file named as the fork's workspace = %q, %v", b, err)
+	}
+}
+
 // A fork at the event that completes its source follows it up: not
 // started it is a completed run that waits for a message; started, it
 // needs one (a fork that would do nothing is refused, and nothing is

@@ -291,6 +291,7 @@ var summaryRows = map[journal.Type]func(*summary, *view.Row){
 	journal.SandboxQuarantine:   nil,
 	journal.WorkspaceCheckpoint: nil,
 	journal.WorkspaceRestored:   nil,
+	journal.WorkspaceRestoring:  nil,
 	journal.ChildSpawned:        nil,
 	journal.ChildDelivered:      nil,
 }

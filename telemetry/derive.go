@@ -288,6 +288,7 @@ var derivers = map[journal.Type]func(d *Deriver, e *journal.Event, p agent.Paylo
 	journal.SandboxQuarantine:   (*Deriver).sandboxQuarantine,
 	journal.WorkspaceCheckpoint: (*Deriver).other,
 	journal.WorkspaceRestored:   (*Deriver).other,
+	journal.WorkspaceRestoring:  (*Deriver).other,
 	journal.ChildSpawned:        (*Deriver).other,
 	journal.ChildDelivered:      (*Deriver).other,
 }

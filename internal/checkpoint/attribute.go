@@ -22,7 +22,7 @@ import (
 // are left as they are: only what the snapshots prove moves a file out
 // of the run's changes.
 func attribute(ctx context.Context, created *agent.RunCreated, sum *Summary, o *owners) error {
-	g, err := OpenCheckpoints(ctx, o.first.Store, created.Workspace)
+	g, err := ReadCheckpoints(ctx, o.first.Store, created.Workspace)
 	if err != nil {
 		return err
 	}

@@ -303,12 +303,22 @@ func Rewind(ctx context.Context, store journal.Store, runID string, to int64, o 
 	if err != nil {
 		return nil, err
 	}
-	g, err := OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
+	g, err := openStored(ctx, cp.Store, st.Created.Workspace)
 	if err != nil {
 		return nil, err
 	}
+	// Journal first: the intent (and the snapshot of the files it
+	// replaces) is journaled before any file is written, as tool.started
+	// is before a call runs; a failed append writes nothing. The end
+	// (workspace.restored) follows the files. A crash between the two
+	// leaves the intent open (agent.State.Restoring): keel runs show
+	// says so, and the run's next snapshot (a resume, the next rewind)
+	// records whether the files are the rewind's.
 	var kept []string
-	before, tree, files, err := g.RestoreSome(ctx, cp.Tree, func(before string, changed []FileChange) ([]string, error) {
+	var r *agent.WorkspaceRestored
+	undo := int64(0)
+	intent := last // the event the end is appended after
+	_, _, _, err = g.RestoreSome(ctx, cp.Tree, func(before string, changed []FileChange) ([]string, error) {
 		who, err := whoChanged(ctx, events, cp, g, before)
 		if err != nil {
 			return nil, err
@@ -319,49 +329,63 @@ func Rewind(ctx context.Context, store journal.Store, runID string, to int64, o 
 		}
 		kept = keep
 		return keep, nil
+	}, func(before, tree string, files []FileChange) error {
+		r = &agent.WorkspaceRestored{To: cp.Seq, Tree: tree, Before: before, Store: cp.Store, By: o.By, Token: o.Token, Later: later, Missing: missing, Kept: kept}
+		if cp.Seq != to {
+			r.Asked = to
+		}
+		r.Files, r.MoreFiles = bound(files)
+		// The files replaced, when the run's newest checkpoint does not
+		// have them (changed since by hand, say), get a checkpoint of
+		// their own just before the restore: rewinding to it undoes the
+		// rewind. Both stay in the run's chain until the run is pruned.
+		// The same snapshot closes an earlier rewind's open intent.
+		var drafts []journal.Draft
+		parent := ""
+		if st.Checkpoint != nil && st.Checkpoint.Store == cp.Store {
+			parent, undo = st.Checkpoint.Commit, st.Checkpoint.Seq
+		}
+		if st.Checkpoint == nil || st.Checkpoint.Tree != before || st.Checkpoint.Store != cp.Store || st.Restoring != nil {
+			b := &agent.WorkspaceCheckpoint{Tree: before, Store: cp.Store}
+			if st.Checkpoint != nil && st.Checkpoint.Store == cp.Store {
+				changed, err := g.Changes(ctx, st.Checkpoint.Tree, before)
+				if err != nil {
+					return err
+				}
+				b.Files, b.MoreFiles = bound(changed)
+			}
+			var err error
+			if b.Commit, err = g.Keep(ctx, Ref(runID), before, parent, fmt.Sprintf("run %s: before the rewind to event %d", runID, cp.Seq)); err != nil {
+				return err
+			}
+			parent, undo = b.Commit, last+1
+			typ, v := st.CloseRestoring(b)
+			drafts = append(drafts, draft(typ, v))
+		}
+		var err error
+		if r.Commit, err = g.Keep(ctx, Ref(runID), tree, parent, fmt.Sprintf("run %s: rewound to event %d", runID, cp.Seq)); err != nil {
+			return err
+		}
+		drafts = append(drafts, draft(journal.WorkspaceRestoring, (*agent.WorkspaceRestoring)(r)))
+		evs, err := store.Append(ctx, runID, last, drafts...)
+		if err != nil {
+			if errors.Is(err, journal.ErrConflict) {
+				return fmt.Errorf("%w: it moved on while its rewind was prepared; no file was changed (%v)", ErrBusy, err)
+			}
+			return fmt.Errorf("journaling the rewind failed, so no file was changed: %w", err)
+		}
+		intent = evs[len(evs)-1].Seq
+		return nil
 	})
 	if err != nil {
+		if r != nil && intent > last {
+			return nil, fmt.Errorf("the rewind journaled as event %d failed while it wrote the files, which may be partly rewound (keel runs rewind %s --to %d tries again): %w", intent, runID, to, err)
+		}
 		return nil, err
 	}
-	r := &agent.WorkspaceRestored{To: cp.Seq, Tree: tree, Before: before, Store: cp.Store, By: o.By, Token: o.Token, Later: later, Missing: missing, Kept: kept}
-	if cp.Seq != to {
-		r.Asked = to
-	}
-	r.Files, r.MoreFiles = bound(files)
-	// The files replaced, when the run's newest checkpoint does not have
-	// them (changed since by hand, say), get a checkpoint of their own
-	// just before the restore: rewinding to it undoes the rewind. Both
-	// stay in the run's chain until the run is pruned.
-	var drafts []journal.Draft
-	parent, undo := "", int64(0)
-	if st.Checkpoint != nil && st.Checkpoint.Store == cp.Store {
-		parent, undo = st.Checkpoint.Commit, st.Checkpoint.Seq
-	}
-	if st.Checkpoint == nil || st.Checkpoint.Tree != before || st.Checkpoint.Store != cp.Store {
-		b := &agent.WorkspaceCheckpoint{Tree: before, Store: cp.Store}
-		if st.Checkpoint != nil && st.Checkpoint.Store == cp.Store {
-			changed, err := g.Changes(ctx, st.Checkpoint.Tree, before)
-			if err != nil {
-				return nil, err
-			}
-			b.Files, b.MoreFiles = bound(changed)
-		}
-		if b.Commit, err = g.Keep(ctx, Ref(runID), before, parent, fmt.Sprintf("run %s: before the rewind to event %d", runID, cp.Seq)); err != nil {
-			return nil, err
-		}
-		parent, undo = b.Commit, last+1
-		drafts = append(drafts, draft(journal.WorkspaceCheckpoint, b))
-	}
-	if r.Commit, err = g.Keep(ctx, Ref(runID), tree, parent, fmt.Sprintf("run %s: rewound to event %d", runID, cp.Seq)); err != nil {
-		return nil, err
-	}
-	drafts = append(drafts, draft(journal.WorkspaceRestored, r))
-	evs, err := store.Append(context.WithoutCancel(ctx), runID, last, drafts...)
+	evs, err := store.Append(context.WithoutCancel(ctx), runID, intent, draft(journal.WorkspaceRestored, r))
 	if err != nil {
-		if errors.Is(err, journal.ErrConflict) {
-			return nil, fmt.Errorf("%w: it moved on while its files were restored (%v)", ErrBusy, err)
-		}
-		return nil, err
+		return nil, fmt.Errorf("the files were rewound, but journaling the end of the rewind (event %d) failed: the run shows it unfinished until its next snapshot records the files: %w", intent, err)
 	}
 	return &Rewound{Restored: r, Event: &evs[len(evs)-1], Undo: undo, Kept: kept}, nil
 }
@@ -405,7 +429,7 @@ func PlanRewind(ctx context.Context, events []journal.Event, to int64) (*Plan, e
 	if err != nil {
 		return nil, err
 	}
-	g, err := OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
+	g, err := openStored(ctx, cp.Store, st.Created.Workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -489,7 +513,7 @@ func ForkFiles(ctx context.Context, events []journal.Event, seq int64, source, w
 	if err != nil {
 		return nil, 0, err
 	}
-	src, err := OpenCheckpoints(ctx, cp.Store, source)
+	src, err := openStored(ctx, cp.Store, source)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -557,7 +581,7 @@ func Diff(ctx context.Context, events []journal.Event, seq int64) (changes []Cha
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	g, err := OpenCheckpoints(ctx, cp.Store, st.Created.Workspace)
+	g, err := ReadCheckpoints(ctx, cp.Store, st.Created.Workspace)
 	if err != nil {
 		return nil, 0, 0, err
 	}

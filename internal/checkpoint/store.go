@@ -81,6 +81,58 @@ func OpenCheckpoints(ctx context.Context, store, work string) (*Checkpoints, err
 	return c, nil
 }
 
+// noStoreError is the error of opening for reading a store that does
+// not exist (deleted, or kept on another machine): the run has no
+// checkpoint here (errors.Is matches [ErrNone], and [ErrMissing] for the
+// readers that go on without the snapshot).
+type noStoreError struct{ store string }
+
+func (e *noStoreError) Error() string {
+	return fmt.Sprintf("no workspace checkpoint: the checkpoint store %s does not exist (deleted, or kept on another machine)", e.store)
+}
+
+func (e *noStoreError) Is(target error) bool { return target == ErrNone || target == ErrMissing }
+
+// ReadCheckpoints returns the checkpoint store at store for the
+// workspace work to read snapshots from (a diff, a run's change
+// summary, the files of a replay): unlike [OpenCheckpoints] it creates
+// nothing, neither the store nor its files, and a store that does not
+// exist is an error that matches [ErrNone] (no checkpoints).
+func ReadCheckpoints(ctx context.Context, store, work string) (*Checkpoints, error) {
+	if _, err := exec.LookPath("git"); err != nil {
+		return nil, errors.New("checkpoint: checkpoints need git on PATH")
+	}
+	if _, err := os.Stat(filepath.Join(store, "HEAD")); err != nil {
+		return nil, &noStoreError{store: store}
+	}
+	if real, err := filepath.EvalSymlinks(work); err == nil {
+		work = real
+	}
+	sum := sha256.Sum256([]byte(work))
+	index := filepath.Join(store, "keel-index", hex.EncodeToString(sum[:12]))
+	return &Checkpoints{store: store, work: work, index: index, exclude: index + ".exclude"}, nil
+}
+
+// openStored is [OpenCheckpoints] of a store that must exist already,
+// for what restores or snapshots a run's recorded checkpoints (a
+// rewind, its plan, a fork's files): without the store they are gone,
+// and making an empty one would only hide that.
+func openStored(ctx context.Context, store, work string) (*Checkpoints, error) {
+	c, err := ReadCheckpoints(ctx, store, work)
+	var none *noStoreError
+	if errors.As(err, &none) {
+		// Not ErrNone: the run had checkpoints, which are gone.
+		return nil, fmt.Errorf("%w: the checkpoint store %s does not exist (deleted?)", ErrMissing, store)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := c.init(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // Available reports whether git is installed (checkpoints need it).
 func Available() bool {
 	_, err := exec.LookPath("git")
@@ -463,17 +515,22 @@ func (c *Checkpoints) Keep(ctx context.Context, ref, tree, parent, message strin
 // snapshots the workspace as it is, and returns that tree (so the
 // restore can itself be undone) and the files that changed.
 func (c *Checkpoints) Restore(ctx context.Context, tree string) (before string, changed []FileChange, err error) {
-	before, _, changed, err = c.RestoreSome(ctx, tree, nil)
+	before, _, changed, err = c.RestoreSome(ctx, tree, nil, nil)
 	return before, changed, err
 }
 
 // RestoreSome is [Restore] with keep, when set, told the snapshot of the
 // workspace as it is (before) and the files restoring tree would
 // change: the paths it returns are left as the workspace has them (an
-// error from keep restores nothing). It returns the tree the workspace
-// then has (tree, with the kept paths as before has them) and the
-// files that changed.
-func (c *Checkpoints) RestoreSome(ctx context.Context, tree string, keep func(before string, changed []FileChange) ([]string, error)) (before, restored string, changed []FileChange, err error) {
+// error from keep restores nothing). ready, when set, is told what will
+// be written (before, the tree the workspace will have, the files that
+// change) before any file is: a rewind journals its intent there, and
+// an error from ready writes nothing. Once ready returned, the files
+// are written whatever ctx does (a restore cut short by a cancel would
+// leave them half-written). It returns the tree the workspace then has
+// (tree, with the kept paths as before has them) and the files that
+// changed.
+func (c *Checkpoints) RestoreSome(ctx context.Context, tree string, keep func(before string, changed []FileChange) ([]string, error), ready func(before, restored string, changed []FileChange) error) (before, restored string, changed []FileChange, err error) {
 	if !c.Has(ctx, tree) {
 		return "", "", nil, fmt.Errorf("%w: %s", ErrMissing, tree)
 	}
@@ -501,7 +558,12 @@ func (c *Checkpoints) RestoreSome(ctx context.Context, tree string, keep func(be
 		}
 		changed = without(changed, kept)
 	}
-	if _, err := c.git(ctx, nil, "read-tree", "--reset", "-u", restored); err != nil {
+	if ready != nil {
+		if err := ready(before, restored, changed); err != nil {
+			return before, "", nil, err
+		}
+	}
+	if _, err := c.git(context.WithoutCancel(ctx), nil, "read-tree", "--reset", "-u", restored); err != nil {
 		return before, "", nil, err
 	}
 	return before, restored, changed, nil

@@ -2,8 +2,7 @@ package checkpoint
 
 import (
 	"context"
-	"os"
-	"path/filepath"
+	"errors"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
@@ -90,12 +89,12 @@ func whoChanged(ctx context.Context, events []journal.Event, from *agent.Snapsho
 		if c, ok := stores[dir]; ok {
 			return c, nil
 		}
-		var c *Checkpoints
-		if _, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil {
-			var err error
-			if c, err = OpenCheckpoints(ctx, dir, ""); err != nil {
-				return nil, err
-			}
+		c, err := ReadCheckpoints(ctx, dir, "")
+		if errors.Is(err, ErrNone) {
+			c, err = nil, nil
+		}
+		if err != nil {
+			return nil, err
 		}
 		stores[dir] = c
 		return c, nil
@@ -160,7 +159,9 @@ func whoChanged(ctx context.Context, events []journal.Event, from *agent.Snapsho
 				delete(running, p.CallID)
 			}
 			continue
-		case e.Type == journal.SetupFinished:
+		case e.Type == journal.SetupFinished, e.Type == journal.WorkspaceRestoring:
+			// A rewind's intent: its writes are Keel's, the run's, up
+			// to the snapshot that says how far it got.
 			open = true
 			continue
 		case stepEnd(e.Type):

@@ -346,7 +346,7 @@ func diffFrom(ctx context.Context, dir string, base Base, upto *Upto, skip func(
 	var left map[string]entry // the files of upto's checkpoint
 	var store *Checkpoints
 	if upto != nil {
-		if store, err = OpenCheckpoints(ctx, upto.Store, dir); err != nil {
+		if store, err = ReadCheckpoints(ctx, upto.Store, dir); err != nil {
 			return nil, nil, err
 		}
 		if left, err = store.files(ctx, upto.Tree); err != nil {

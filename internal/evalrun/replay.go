@@ -85,7 +85,7 @@ func restoreFiles(ctx context.Context, events []journal.Event, created *agent.Ru
 	if _, err := os.Stat(work); err != nil {
 		work = filepath.Dir(ws)
 	}
-	src, err := checkpoint.OpenCheckpoints(ctx, cp.Store, work)
+	src, err := checkpoint.ReadCheckpoints(ctx, cp.Store, work)
 	if err != nil {
 		return err
 	}

@@ -86,9 +86,17 @@ func Checkpoints(out io.Writer, runID string, events []journal.Event) error {
 		n++
 		switch p := v.(type) {
 		case *agent.WorkspaceCheckpoint:
-			fmt.Fprintf(tw, "%d\t%s\tcheckpoint\t%s\t%d\t%s\n", e.Seq, e.Time.Local().Format("15:04:05"), Short(p.Tree), p.DurationMS, Cell(fileList(p.Files, p.MoreFiles)))
+			kind := "checkpoint"
+			if p.Unfinished != 0 {
+				kind = fmt.Sprintf("checkpoint (rewind %d unfinished)", p.Unfinished)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", e.Seq, e.Time.Local().Format("15:04:05"), kind, Short(p.Tree), p.DurationMS, Cell(fileList(p.Files, p.MoreFiles)))
 		case *agent.WorkspaceRestored:
 			fmt.Fprintf(tw, "%d\t%s\trestored to %d\t%s\t\t%s\n", e.Seq, e.Time.Local().Format("15:04:05"), p.To, Short(p.Tree), Cell(fileList(p.Files, p.MoreFiles)))
+		case *agent.WorkspaceRestoring:
+			// The rewind's intent; its end (or the checkpoint that
+			// says it did not finish) follows.
+			fmt.Fprintf(tw, "%d\t%s\trewinding to %d\t%s\t\t%s\n", e.Seq, e.Time.Local().Format("15:04:05"), p.To, Short(p.Tree), Cell(fileList(p.Files, p.MoreFiles)))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -254,10 +254,27 @@ var printRows = map[journal.Type]func(*Printer, *view.Row){
 	journal.ContextCompacted:    func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "context compacted: %s\n", r.Payload.Detail()) },
 	journal.SandboxEgress:       (*Printer).egressLine,
 	journal.SandboxQuarantine:   func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "    %s\n", r.Payload.Detail()) },
-	journal.WorkspaceCheckpoint: nil, // keel runs show and diff list them
-	journal.WorkspaceRestored:   nil,
+	journal.WorkspaceCheckpoint: (*Printer).rewindOutcome, // keel runs show and diff list them
+	journal.WorkspaceRestored:   (*Printer).rewindOutcome,
+	journal.WorkspaceRestoring:  nil, // its outcome follows
 	journal.ChildSpawned:        func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "  child spawned: %s\n", r.Payload.Detail()) },
 	journal.ChildDelivered:      func(p *Printer, r *view.Row) { fmt.Fprintf(p.err, "  child delivered: %s\n", r.Payload.Detail()) },
+}
+
+// rewindOutcome says what a snapshot found of a rewind that was cut
+// short (journaled, its end not): finished, or not; a plain checkpoint
+// or restore says nothing (keel runs show and diff list them).
+func (p *Printer) rewindOutcome(r *view.Row) {
+	switch x := r.Payload.(type) {
+	case *agent.WorkspaceCheckpoint:
+		if x.Unfinished != 0 {
+			fmt.Fprintf(p.err, "keel: the rewind of event %d did not finish: the files are as checkpoint %d has them (rewind again to finish it)\n", x.Unfinished, r.Event.Seq)
+		}
+	case *agent.WorkspaceRestored:
+		if x.Recovered != 0 {
+			fmt.Fprintf(p.err, "keel: the rewind of event %d had finished (its end was not journaled): the files are those of event %d\n", x.Recovered, x.To)
+		}
+	}
 }
 
 // resumed says what a resume changed; a plain one (after a decision,

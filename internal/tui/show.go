@@ -96,6 +96,7 @@ var showRows = map[journal.Type]func(*timeline, *view.Row, string) (string, []st
 	journal.SandboxQuarantine:   nil,
 	journal.WorkspaceCheckpoint: nil,
 	journal.WorkspaceRestored:   nil,
+	journal.WorkspaceRestoring:  nil,
 	journal.ChildSpawned:        nil,
 	journal.ChildDelivered:      nil,
 }
@@ -234,6 +235,9 @@ func Show(w io.Writer, runID string, events []journal.Event, verr error, o *Show
 		d, _ := service.WorkingTime(events)
 		fmt.Fprintf(w, "%d events · %d steps · %s tok (%s in, %s out, %s cached) · $%.4f · %s\n", len(events), st.Steps,
 			num(st.Usage.Total()), num(st.Usage.InputTokens), num(st.Usage.OutputTokens), num(st.Usage.CachedInputTokens), st.Cost, d)
+		if st.Restoring != nil {
+			fmt.Fprintf(w, "unfinished rewind: %s\n", st.Restoring.Unfinished(runID))
+		}
 		if n := service.ForkStart(c, events); n > 1 {
 			src, _, _ := strings.Cut(c.Labels[service.LabelForkOf], "@")
 			fmt.Fprintf(w, "events 2 to %d were copied from run %s with their times: their TIME counts from event 2\n", n, src)

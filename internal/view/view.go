@@ -142,6 +142,7 @@ var rows = map[journal.Type]func(*Reader, *Row){
 	journal.SandboxQuarantine:   nil,
 	journal.WorkspaceCheckpoint: nil,
 	journal.WorkspaceRestored:   nil,
+	journal.WorkspaceRestoring:  nil,
 	journal.ChildSpawned:        nil,
 	journal.ChildDelivered:      nil,
 }

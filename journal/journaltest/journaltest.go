@@ -263,6 +263,7 @@ func checkKeepsStatus(ctx context.Context, s journal.Store) error {
 		{[]journal.Type{journal.ToolFinished, journal.WorkspaceCheckpoint, journal.RunCompleted}, journal.StatusCompleted},
 		{[]journal.Type{journal.WorkspaceCheckpoint, journal.WorkspaceRestored}, journal.StatusCompleted},
 		{[]journal.Type{journal.WorkspaceRestored}, journal.StatusCompleted},
+		{[]journal.Type{journal.WorkspaceRestoring, journal.WorkspaceRestored}, journal.StatusCompleted},
 		{[]journal.Type{journal.RunResumed, journal.WorkspaceCheckpoint}, journal.StatusRunning},
 	}
 	seq := int64(0)

@@ -35,7 +35,7 @@ func BenchmarkFingerprint(b *testing.B) {
 	// The files were written just now: count them as old enough to keep.
 	now = func() time.Time { return time.Now().Add(time.Hour) }
 	defer func() { now = time.Now }()
-	roots := ServerRoots([]string{"node", "node_modules/p0/f0.js"}, ws)
+	roots := ServerRoots([]string{"node", "node_modules/p0/f0.js"}, nil, ws)
 	b.Run("cold", func(b *testing.B) {
 		for b.Loop() {
 			clear(cache.m)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -60,23 +61,81 @@ func (out *roots) file(ws *tool.Workspace, rel string) {
 	}
 }
 
-// ServerRoots returns what a stdio server with argv runs from the
-// workspace ws (its working directory): every argument that names a
-// file in the workspace (the program itself included) and what running
-// it may load (see roots.file), and the workspace's node_modules for
-// npx.
-func ServerRoots(argv []string, ws *tool.Workspace) []Root {
+// shells are the programs whose arguments are a script (`sh -c
+// "python server.py"`) or name one (`bash start.sh`).
+var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true, "busybox": true}
+
+// uvProject are the files `uv run` makes the project's environment from
+// before it runs the command in it.
+var uvProject = []string{"pyproject.toml", "uv.lock", "setup.py", "setup.cfg", ".python-version"}
+
+// ServerRoots returns what a stdio server with argv and env (the
+// server's own KEY=VALUE entries) runs from the workspace ws (its
+// working directory): every argument that names a file in the workspace
+// (the program itself included) and what running it may load (see
+// roots.file); the workspace's node_modules for npx; for a shell (`sh
+// -c "python server.py"`, `bash start.sh`), what its script names, by
+// the word analysis of a setup script ([ScriptRoots]); for `uv run`,
+// the project's files and its virtual environment; and the workspace
+// directories and archives of PYTHONPATH and NODE_PATH in env.
+func ServerRoots(argv, env []string, ws *tool.Workspace) []Root {
 	var out roots
 	prog := ""
 	if len(argv) > 0 {
 		prog = path.Base(argv[0])
 	}
+	shell := shells[prog]
+	if shell {
+		// Each argument is read as a setup script's words: a -c
+		// script's as well as a script file's name (whose text is
+		// read in turn).
+		for _, r := range ScriptRoots(strings.Join(argv, "\n"), ws) {
+			out.add(r)
+		}
+	}
+	uv := (prog == "uv" || prog == "uvx") && len(argv) > 1 && (argv[1] == "run" || prog == "uvx")
+	if uv {
+		for _, f := range uvProject {
+			out.add(Root{File: f})
+		}
+		venv := ".venv"
+		if v := envValue(env, "UV_PROJECT_ENVIRONMENT"); v != "" {
+			if rel, err := ws.Rel(v); err == nil {
+				venv = rel
+			} else {
+				venv = ""
+			}
+		}
+		if venv != "" && venv != "." {
+			out.add(Root{Dir: venv}) // the environment it runs in
+		}
+	}
+	for _, p := range filepath.SplitList(envValue(env, "PYTHONPATH")) {
+		if p == "" {
+			p = "." // the working directory
+		}
+		if rel, err := ws.Rel(p); err == nil && rel != "" {
+			if fi, err := ws.FS().Lstat(rel); err == nil && !fi.IsDir() || err != nil && slices.Contains([]string{".zip", ".egg", ".whl"}, path.Ext(rel)) {
+				out.add(Root{File: rel}) // an archive Python imports from
+			} else {
+				out.add(Root{Dir: rel, Globs: append([]string{"*.pth", "*.zip"}, pyGlobs...)})
+			}
+		}
+	}
+	for _, p := range filepath.SplitList(envValue(env, "NODE_PATH")) {
+		if rel, err := ws.Rel(p); err == nil && rel != "" {
+			out.add(Root{Dir: rel}) // every file: packages, as node_modules
+		}
+	}
 	for i, a := range argv {
+		if shell {
+			break // a -c script is not a file name
+		}
 		if v, ok := strings.CutPrefix(a, "-"); ok {
 			if _, val, ok := strings.Cut(v, "="); ok {
 				a = val
 			} else {
-				if strings.HasPrefix(prog, "python") && a == "-m" && i > 0 {
+				if (strings.HasPrefix(prog, "python") || uv) && a == "-m" && i > 0 {
 					// A module run from the working directory, which
 					// Python puts first on its import path.
 					out.add(Root{Dir: ".", Globs: pyGlobs})
@@ -103,6 +162,18 @@ func ServerRoots(argv []string, ws *tool.Workspace) []Root {
 		out.file(ws, rel)
 	}
 	return out
+}
+
+// envValue is the value of key in env (KEY=VALUE entries; the last
+// wins, as for a process), "" when it has none.
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
 }
 
 // The bounds of a setup script's roots: how deep Keel follows the

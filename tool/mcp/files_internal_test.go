@@ -26,20 +26,32 @@ func TestServerRootsCoverWhatRuns(t *testing.T) {
 		".venv/pyvenv.cfg":                         "home = /usr/bin",
 		".venv/lib/python3/site-packages/evil.pth": "import os",
 		"README.md":                                "docs",
+		"pyproject.toml":                           "[project]",
+		"uv.lock":                                  "version = 1",
+		"deps.zip":                                 "PK",
+		"lib/pkgmod/__main__.py":                   "import helper",
+		"shared/util/index.js":                     "module.exports = 3",
+		"shared/util/package.json":                 "{}",
 		"data/notes.txt":                           "not code",
 	}
 	for _, c := range []struct {
 		name    string
 		argv    []string
+		env     []string // the server's own
 		changes []string // each changes the digest
 		same    []string // none does
 	}{
-		{"node script", []string{"node", "/workspace/srv/index.js"}, []string{"srv/index.js", "srv/lib.js", "srv/package.json", "package.json", "node_modules/dep/index.js"}, []string{"README.md", "py/helper.py"}},
-		{"python script", []string{"python3", "py/server.py", "--root", "/workspace/data"}, []string{"py/server.py", "py/helper.py", "py/pkg/__pycache__/m.cpython.pyc"}, []string{"README.md", "data/notes.txt", "srv/lib.js"}},
-		{"virtual environment", []string{".venv/bin/python", "-m", "mcp_srv"}, []string{".venv/lib/python3/site-packages/evil.pth", "py/helper.py"}, []string{"README.md", "srv/lib.js"}},
-		{"npx", []string{"npx", "-y", "dep"}, []string{"node_modules/dep/index.js", "package.json"}, []string{"README.md", "py/helper.py"}},
-		{"a package's bin", []string{"node_modules/.bin/tool"}, []string{"node_modules/.bin/tool", "node_modules/dep/package.json"}, []string{"README.md"}},
-		{"outside the workspace", []string{"node", "/opt/mcp/index.js"}, nil, []string{"srv/index.js", "README.md"}},
+		{"node script", []string{"node", "/workspace/srv/index.js"}, nil, []string{"srv/index.js", "srv/lib.js", "srv/package.json", "package.json", "node_modules/dep/index.js"}, []string{"README.md", "py/helper.py"}},
+		{"python script", []string{"python3", "py/server.py", "--root", "/workspace/data"}, nil, []string{"py/server.py", "py/helper.py", "py/pkg/__pycache__/m.cpython.pyc"}, []string{"README.md", "data/notes.txt", "srv/lib.js"}},
+		{"virtual environment", []string{".venv/bin/python", "-m", "mcp_srv"}, nil, []string{".venv/lib/python3/site-packages/evil.pth", "py/helper.py"}, []string{"README.md", "srv/lib.js"}},
+		{"npx", []string{"npx", "-y", "dep"}, nil, []string{"node_modules/dep/index.js", "package.json"}, []string{"README.md", "py/helper.py"}},
+		{"a package's bin", []string{"node_modules/.bin/tool"}, nil, []string{"node_modules/.bin/tool", "node_modules/dep/package.json"}, []string{"README.md"}},
+		{"sh -c", []string{"sh", "-c", "python py/server.py --root /workspace/data"}, nil, []string{"py/server.py", "py/helper.py"}, []string{"README.md", "data/notes.txt", "srv/lib.js"}},
+		{"bash -c", []string{"bash", "-lc", "exec node srv/index.js"}, nil, []string{"srv/index.js", "srv/lib.js", "srv/package.json", "package.json", "node_modules/dep/index.js"}, []string{"README.md", "py/helper.py"}},
+		{"uv run", []string{"uv", "run", "py/server.py"}, nil, []string{"py/server.py", "py/helper.py", "pyproject.toml", "uv.lock", ".venv/lib/python3/site-packages/evil.pth"}, []string{"README.md", "srv/lib.js"}},
+		{"python -m with PYTHONPATH", []string{"python3", "-m", "pkgmod"}, []string{"PYTHONPATH=/workspace/deps.zip:lib"}, []string{"deps.zip", "lib/pkgmod/__main__.py", "py/helper.py"}, []string{"README.md", "srv/lib.js"}},
+		{"node with NODE_PATH", []string{"node", "srv/index.js"}, []string{"NODE_PATH=/workspace/shared"}, []string{"srv/index.js", "shared/util/index.js", "shared/util/package.json"}, []string{"README.md", "py/helper.py"}},
+		{"outside the workspace", []string{"node", "/opt/mcp/index.js"}, nil, nil, []string{"srv/index.js", "README.md"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -57,7 +69,7 @@ func TestServerRootsCoverWhatRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ws.Close()
-			roots := serverRoots(c.argv, ws)
+			roots := serverRoots(c.argv, c.env, ws)
 			if len(c.changes) == 0 && len(roots) != 0 {
 				t.Errorf("roots %v for a server outside the workspace", roots)
 			}

@@ -222,7 +222,7 @@ func Connect(ctx context.Context, srv Server, opts *Options) (*Client, error) {
 		return nil, fmt.Errorf("mcp server %s: give OAuth or Auth with a vault, not both", srv.Name)
 	}
 	if len(srv.Command) > 0 && c.opts.Workspace != nil {
-		c.roots = serverRoots(srv.Command, c.opts.Workspace)
+		c.roots = serverRoots(srv.Command, srv.Env, c.opts.Workspace)
 		if len(c.roots) > 0 && c.opts.Files != nil {
 			c.started = journaled(c.roots, c.opts.Files, c.opts.FileDigests)
 			if now := fingerprint(c.opts.Workspace, c.roots); now.Sum() != c.started.Sum() {
