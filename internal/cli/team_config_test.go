@@ -3,6 +3,7 @@ package cli_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -73,5 +74,43 @@ func TestTeamChildrenBelongToTheirLead(t *testing.T) {
 	}
 	if _, after := loadRun(t, db, ids[1]); len(after) != len(before) {
 		t.Errorf("the child's journal grew from %d to %d events", len(before), len(after))
+	}
+}
+
+// A child agent is offered no memory (its run.created has no recall), so
+// it is offered none of the tools that exist only with memory: its lead
+// keeps them, and the child never meets "unknown tool" for a tool it was
+// offered.
+func TestTeamChildOfferedOnlyToolsItCanCall(t *testing.T) {
+	db := setup(t)
+	lead := writeTrajectory(t, "lead a team",
+		[]fcall{{agent.SpawnTool, map[string]any{"agent": "a", "task": "keep a note"}}},
+		nil,
+	)
+	child := writeTrajectory(t, "keep a note", []fcall{{"memory_write", map[string]any{"text": "the tests run with go test"}}}, nil)
+	ws := teamWorkspace(t, map[string]string{"a": child})
+	if code, _, errOut := keel(t, "run", "--model", "replay:"+lead, "--workspace", ws, "-q", "--team", "--propose-skills", "--max-steps", "8", "lead a team"); code != 0 {
+		t.Fatalf("team run = %d\n%s", code, errOut)
+	}
+	ids := teamRuns(t, db)
+	if len(ids) != 2 {
+		t.Fatalf("runs %v, want the lead and its child", ids)
+	}
+	offered := func(id string) []string {
+		st, _ := loadRun(t, db, id)
+		var names []string
+		for _, tl := range st.Created.Tools {
+			names = append(names, tl.Name)
+		}
+		return names
+	}
+	memoryTools := []string{"memory_write", "propose_skill", "promote_skill"}
+	for _, n := range memoryTools {
+		if l := offered(ids[0]); !slices.Contains(l, n) {
+			t.Errorf("the lead is not offered %s: %v", n, l)
+		}
+		if c := offered(ids[1]); slices.Contains(c, n) {
+			t.Errorf("the child is offered %s, which it cannot call: %v", n, c)
+		}
 	}
 }
