@@ -75,6 +75,15 @@ func TestTeamChildrenBelongToTheirLead(t *testing.T) {
 	if _, after := loadRun(t, db, ids[1]); len(after) != len(before) {
 		t.Errorf("the child's journal grew from %d to %d events", len(before), len(after))
 	}
+	// A fork of the child would be a run of no team (its parent link
+	// names a lead it is not part of): refused, naming the lead to fork.
+	code, _, errOut := keel(t, "runs", "fork", ids[1], "--at", "1")
+	if code == 0 || !strings.Contains(errOut, "is a child agent of run "+ids[0]) || !strings.Contains(errOut, "fork the team's lead, run "+ids[0]) {
+		t.Errorf("runs fork of a child = %d, want refused naming the lead\n%s", code, errOut)
+	}
+	if n := len(teamRuns(t, db)); n != 2 {
+		t.Errorf("a refused fork left %d runs, want 2", n)
+	}
 }
 
 // A child agent is offered no memory (its run.created has no recall), so
