@@ -123,3 +123,37 @@ func TestTeamChildOfferedOnlyToolsItCanCall(t *testing.T) {
 		}
 	}
 }
+
+// A team's runs are not frozen into an evaluation case: a case replays
+// one run's recording without a team, so the lead's spawn_agent would
+// not be offered and the children's work not done; a child's run is
+// its lead's part (Q23). Both are refused, saying why, and nothing is
+// written.
+func TestTeamRunsAreNotFrozen(t *testing.T) {
+	db := setup(t)
+	lead := writeTrajectory(t, "lead a team",
+		[]fcall{{agent.SpawnTool, map[string]any{"agent": "a", "task": "append a"}}},
+		nil,
+	)
+	ws := teamWorkspace(t, map[string]string{"a": writeTrajectory(t, "append a", []fcall{sh("echo a >> team.log")}, nil)})
+	if code, _, errOut := keel(t, "run", "--model", "replay:"+lead, "--workspace", ws, "-q", "--team", "--max-steps", "8", "lead a team"); code != 0 {
+		t.Fatalf("team run = %d\n%s", code, errOut)
+	}
+	ids := teamRuns(t, db)
+	if len(ids) != 2 {
+		t.Fatalf("runs %v, want the lead and its child", ids)
+	}
+	for i, want := range []string{
+		"run " + ids[0] + " led a team of child agents (1 child)",
+		"run " + ids[1] + " is a child agent of run " + ids[0],
+	} {
+		out := filepath.Join(t.TempDir(), "case")
+		code, stdout, errOut := keel(t, "eval", "freeze", ids[i], "-o", out, "--check", "grep -q a team.log", "--sandbox", "none")
+		if code != 2 || !strings.Contains(errOut, want) {
+			t.Errorf("eval freeze %s = %d, want 2 with %q\n%s%s", ids[i], code, want, stdout, errOut)
+		}
+		if _, err := os.Stat(filepath.Join(out, "case.toml")); err == nil {
+			t.Errorf("a refused freeze of %s wrote a case", ids[i])
+		}
+	}
+}
