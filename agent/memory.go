@@ -9,6 +9,22 @@ import (
 	"github.com/keel-run/keel/model"
 )
 
+// The tools a run is offered only with memory (RunCreated.Recall):
+// memory's own (docs/memory.md) and the skill proposal tools, which
+// need it too (docs/skills.md). A child agent's run.created has no
+// recall, so a child is offered none of them (docs/teams.md).
+const (
+	MemorySearchTool = "memory_search"
+	MemoryWriteTool  = "memory_write"
+	ProposeSkillTool = "propose_skill"
+	PromoteSkillTool = "promote_skill"
+)
+
+// recallTool reports whether t is offered only with memory.
+func recallTool(t ToolInfo) bool {
+	return t.Server == "" && (t.Name == MemorySearchTool || t.Name == MemoryWriteTool || t.Name == ProposeSkillTool || t.Name == PromoteSkillTool)
+}
+
 // Recall is the memory offered to a run (RunCreated.Recall): entries of
 // the memory stores the run's scopes see, chosen when the run was
 // created (an index of entries and the whole text of those relevant to

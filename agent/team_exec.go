@@ -357,8 +357,9 @@ func (x *executor) spawnCheck(call string, args json.RawMessage) (map[string]any
 }
 
 // childCreated derives the run.created of a child from its parent's and
-// its definition: the parent's tools, hosts and paths intersected with
-// what the definition asks, the slice as its limits.
+// its definition: the parent's tools (less those offered only with
+// memory, which a child is not offered), hosts and paths intersected
+// with what the definition asks, the slice as its limits.
 func (x *executor) childCreated(call string, in *spawnArgs, d *AgentDef, slice Limits) *RunCreated {
 	cr := x.st.Created
 	c := *cr
@@ -385,6 +386,11 @@ func (x *executor) childCreated(call string, in *spawnArgs, d *AgentDef, slice L
 			continue
 		}
 		if teamTool(t.Name) && !maySpawn(x.st.Limits, slice) {
+			continue
+		}
+		// A child is offered no memory (its recall is cleared below),
+		// so not the tools that need it: it could not call them.
+		if recallTool(t) {
 			continue
 		}
 		c.Tools = append(c.Tools, t)

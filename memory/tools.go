@@ -14,8 +14,8 @@ import (
 
 // Names of the memory tools.
 const (
-	SearchTool = "memory_search"
-	WriteTool  = "memory_write"
+	SearchTool = agent.MemorySearchTool
+	WriteTool  = agent.MemoryWriteTool
 )
 
 //go:embed search.md

@@ -14,6 +14,7 @@ import (
 	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
 	"github.com/keel-run/keel/visible"
 )
 
@@ -60,10 +61,25 @@ type convRenderer struct {
 	// each: they show as one note with a count).
 	last, egress, egressID string
 	egressN                int
+	// rewind and fork say which forms a checkpoint offers: the viewer's
+	// token may change runs, and (fork) the run is not a child agent's,
+	// which is forked through its lead.
+	rewind, fork bool
 }
 
+// newConvRenderer renders run runID's conversation, offering no form
+// (see convFor).
 func newConvRenderer(runID string) *convRenderer {
 	return &convRenderer{runID: runID, calls: map[string]*convCall{}}
+}
+
+// convFor renders run's conversation for viewer who, with the forms at
+// its checkpoints who may use.
+func convFor(run *api.Run, who *caller) *convRenderer {
+	r := newConvRenderer(run.ID)
+	r.rewind = token.HasScope(&who.Token, api.ScopeRunsWrite)
+	r.fork = r.rewind && run.Parent == ""
+	return r
 }
 
 // render returns the items event e adds or changes.
@@ -307,13 +323,21 @@ func endItem(r *convRenderer, h *html, vr *view.Row) []item {
 	return nil
 }
 
-// checkpointActions adds the rewind and fork forms of a checkpoint; the
-// page shows them only while nobody executes the run.
+// checkpointActions adds the rewind and fork forms of a checkpoint that
+// the viewer may use (r.rewind, r.fork); the page shows them only while
+// nobody executes the run.
 func (r *convRenderer) checkpointActions(h *html, seq int64) {
+	if !r.rewind && !r.fork {
+		return
+	}
 	run, s := url.PathEscape(r.runID), fmt.Sprint(seq)
-	h.raw(`<span class="cp-actions when-stopped writer">`)
-	h.raw(`<form method="post" action="/ui/runs/` + run + `/rewind"><input type="hidden" name="to" value="` + s + `"><button class="rewind" data-to="` + s + `" title="put the workspace files back as they were here (the conversation stays)">Rewind files to here</button></form>`)
-	h.raw(`<form method="post" action="/ui/runs/` + run + `/fork"><input type="hidden" name="seq" value="` + s + `"><input type="hidden" name="start" value="1"><button class="fork-here" data-seq="` + s + `" title="a new run from this point, with these files">Fork from here</button></form>`)
+	h.raw(`<span class="cp-actions when-stopped">`)
+	if r.rewind {
+		h.raw(`<form method="post" action="/ui/runs/` + run + `/rewind"><input type="hidden" name="to" value="` + s + `"><button class="rewind" data-to="` + s + `" title="put the workspace files back as they were here (the conversation stays)">Rewind files to here</button></form>`)
+	}
+	if r.fork {
+		h.raw(`<form method="post" action="/ui/runs/` + run + `/fork"><input type="hidden" name="seq" value="` + s + `"><input type="hidden" name="start" value="1"><button class="fork-here" data-seq="` + s + `" title="a new run from this point, with these files">Fork from here</button></form>`)
+	}
 	h.raw(`</span>`)
 }
 

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
 	"strings"
@@ -43,7 +44,15 @@ func TestReadOnlyTokenSeesNoDecideButtons(t *testing.T) {
 	}
 	form := url.Values{"call": {"c1"}, "decision": {"allow"}, "from": {"run"}}
 	code, body := e.uiDo(http.MethodPost, "/ui/approvals/"+url.PathEscape(run)+"/c1", alice, form, "same-origin")
-	if code != http.StatusForbidden || !strings.Contains(body, "lacks the approvals:write scope") ||
+	// The refusal is the API's, word for word (Q5).
+	_, apiBody := e.raw(http.MethodPost, "/v1/runs/"+url.PathEscape(run)+"/approvals/c1/approve", alice, "{}")
+	var apiErr struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(apiBody), &apiErr); err != nil || !strings.HasPrefix(apiErr.Error.Message, "this needs the approvals:write scope; token ") {
+		t.Fatalf("the API's refusal: %s (%v)", apiBody, err)
+	}
+	if code != http.StatusForbidden || !strings.Contains(html.UnescapeString(body), apiErr.Error.Message) ||
 		!strings.Contains(body, `<a href="/ui/runs/`+url.PathEscape(run)+`" id="back">`) {
 		t.Errorf("a decision posted by a runs:read token: %d, want 403 with a link back to the run\n%s", code, body)
 	}

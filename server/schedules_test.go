@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"encoding/json"
+	"errors"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -410,6 +412,18 @@ func TestSchedulePages(t *testing.T) {
 	form := url.Values{"name": {"nightly"}, "when": {"@daily"}, "task": {"tidy up"}, "model": {"test:done"}, "workspace": {ws}}
 	if code, body := e.uiDo(http.MethodPost, "/ui/schedules", e.secret, form, "same-origin"); code != http.StatusBadRequest || !strings.Contains(body, "nobody to answer") {
 		t.Fatalf("a schedule nobody would answer: %d %s", code, body)
+	}
+	// A negative max steps is refused in the API's words (Q5).
+	neg := -1
+	_, apiErr := e.admin.CreateSchedule(t.Context(), &api.CreateSchedule{Name: "nightly", Cron: "@daily", Notify: []string{"hook"},
+		Run: api.CreateRun{Task: "tidy up", Model: "test:done", Workspace: ws, Limits: api.Limits{MaxSteps: &neg}}})
+	var ae *api.Error
+	if !errors.As(apiErr, &ae) || !strings.Contains(ae.Message, "max_steps -1") {
+		t.Fatalf("the API's refusal of max steps -1: %v", apiErr)
+	}
+	negForm := url.Values{"name": {"nightly"}, "when": {"@daily"}, "task": {"tidy up"}, "model": {"test:done"}, "workspace": {ws}, "notify": {"hook"}, "max_steps": {"-1"}}
+	if code, body := e.uiDo(http.MethodPost, "/ui/schedules", e.secret, negForm, "same-origin"); code != http.StatusBadRequest || !strings.Contains(html.UnescapeString(body), ae.Message) {
+		t.Errorf("the form's max steps -1: %d, want 400 saying %q\n%s", code, ae.Message, body)
 	}
 	if code, body := e.uiGet("/ui/schedules", e.secret); code != http.StatusOK || !strings.Contains(body, `value="hook"`) || !strings.Contains(body, "No schedules yet.") {
 		t.Fatalf("the schedules page: %d\n%s", code, body)

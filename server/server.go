@@ -129,8 +129,8 @@ func (h *Handler) endpoint(rt route) http.Handler {
 				h.fail(w, r, err)
 				return
 			}
-			if !token.HasScope(&who.Token, rt.scope) {
-				writeError(w, &apiError{http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("this needs the %s scope; token %s (%s) has %s", rt.scope, who.ID, who.Name, strings.Join(who.Scopes, ", "))})
+			if err := service.NeedScope(&who.Token, rt.scope); err != nil {
+				h.fail(w, r, err)
 				return
 			}
 		}

@@ -363,8 +363,9 @@ func (h *Handler) uiEndpoint(scope string, serve func(http.ResponseWriter, *http
 			h.uiError(w, r, nil, e)
 			return
 		}
-		if !token.HasScope(&who.Token, scope) {
-			h.uiError(w, r, who, &apiError{http.StatusForbidden, api.CodeForbidden, "your token (" + who.Name + ") lacks the " + scope + " scope"})
+		if err := service.NeedScope(&who.Token, scope); err != nil {
+			e, _ := classify(err)
+			h.uiError(w, r, who, e)
 			return
 		}
 		err = h.resolveRun(r)
@@ -595,7 +596,7 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 	if err != nil {
 		return nil, err
 	}
-	rr, cr := newRowRenderer(id), newConvRenderer(id)
+	rr, cr := newRowRenderer(id), convFor(&run, who)
 	p := h.newPage(ctx, who, "Run "+shortID(id), "runs")
 	p.Run = run
 	at := map[string]int{}
@@ -882,11 +883,12 @@ func (h *Handler) rewoundAt(ctx context.Context, id string, seq int64) *rewound 
 func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) error {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	if _, err := h.svc.Run(ctx, who, id); err != nil {
+	run, err := h.svc.Run(ctx, who, id)
+	if err != nil {
 		return err
 	}
 	from, _ := strconv.ParseInt(r.URL.Query().Get("from"), 10, 64)
-	from, err := resumeFrom(r, from)
+	from, err = resumeFrom(r, from)
 	if err != nil {
 		return err
 	}
@@ -895,7 +897,7 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 	if err != nil {
 		return err
 	}
-	rr, cr := newRowRenderer(id), newConvRenderer(id)
+	rr, cr := newRowRenderer(id), convFor(&run, who)
 	// busy is closed when the run's place in the pool changes while the
 	// last summary sent showed it executing or queued; nil otherwise.
 	var busy <-chan struct{}

@@ -47,9 +47,11 @@ func (h *Handler) uiCreateSchedule(w http.ResponseWriter, r *http.Request, who *
 		}
 	}
 	if s := f("max_steps"); s != "" {
+		// Not a number is the form's to say (as the New-run form says
+		// it); a negative one the service's, in every front end's words.
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return badRequest("max steps %q: want a number >= 0", s)
+		if err != nil {
+			return badRequest("max steps %q: want a number (0: no limit)", s)
 		}
 		req.Run.Limits.MaxSteps = &n
 	}

@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
@@ -56,6 +57,16 @@ func unavailable(format string, args ...any) error {
 }
 
 func conflict(code, format string, args ...any) error { return errorf(code, format, args...) }
+
+// NeedScope refuses token tok what needs scope, in the words of every
+// front end that checks scopes (the API, the web UI, Keel's MCP tools
+// at /mcp); nil when tok has scope (an admin token has every scope).
+func NeedScope(tok *api.Token, scope string) error {
+	if token.HasScope(tok, scope) {
+		return nil
+	}
+	return forbidden("this needs the %s scope; token %s (%s) has %s", scope, tok.ID, tok.Name, strings.Join(tok.Scopes, ", "))
+}
 
 // Executing is the refusal of a resume (with or without a person's
 // message) of run id while an execution holds it, in every front end.

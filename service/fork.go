@@ -163,6 +163,9 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	if err != nil {
 		return "", nil, nil, err
 	}
+	if err := forkChild(src, st.Created); err != nil {
+		return "", nil, nil, err
+	}
 	if req.Limits != nil {
 		n, err := ApplyLimits(st.Limits, req.Limits)
 		if err != nil {
@@ -281,6 +284,18 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 		return "", nil, nil, fmt.Errorf("service: fork %s: %w", src, err)
 	}
 	return id, a, limits, nil
+}
+
+// forkChild refuses the fork of run src when it is a child agent's
+// (created is its run.created): the fork
+// would keep a parent link to a lead it is not part of, and no lead
+// would ever receive its result. Its team is forked through its lead.
+func forkChild(src string, created *agent.RunCreated) error {
+	p := created.Parent
+	if p == nil {
+		return nil
+	}
+	return conflict(api.CodeConflict, "run %s is a child agent of run %s: a fork of it would belong to no team and deliver to no lead; fork the team's lead, run %s, instead", src, p.Run, p.Root)
 }
 
 // forkDir prepares dir, the workspace named for a fork that is not its

@@ -195,6 +195,12 @@ func (x *Session) Cost(ctx context.Context, by, since string) (*api.CostReport, 
 	return x.svc.Cost(ctx, x.who, by, since)
 }
 
+// Evaluations.
+
+func (x *Session) Evals(ctx context.Context) (*api.EvalList, error) {
+	return ref(x.svc.Evals(ctx, x.who))
+}
+
 // Agents and tokens.
 
 func (x *Session) Agents(ctx context.Context) ([]api.Agent, error) { return x.svc.Agents(ctx, x.who) }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/keel-run/keel/client"
+	"github.com/keel-run/keel/internal/evalrun"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/service"
@@ -49,6 +50,7 @@ type backend interface {
 	memoryBackend
 	skillsBackend
 	costBackend
+	evalsBackend
 	// Close releases the journal (local) or nothing (remote).
 	Close() error
 }
@@ -128,7 +130,7 @@ func (l *local) serve(ctx context.Context, by string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	o := &service.Options{Builder: newBuilder(a, l.store, logger), NoExecution: true, Directory: l.directory(), Logger: logger,
-		WorkspaceRoots: a.cfg.Serve.WorkspaceRoots, Skills: a.skillHost(l.store)}
+		WorkspaceRoots: a.cfg.Serve.WorkspaceRoots, Skills: a.skillHost(l.store), Evals: evalrun.Host{Home: a.home}}
 	if m := a.cfg.Model; m != "" {
 		if s, err := model.ParseSpec(m); err == nil {
 			o.DefaultModel = s.String()

@@ -87,6 +87,7 @@ func (a *app) clientMode(root *cobra.Command) {
 		// keel auth: the server's vault.
 		"keel auth connect": a.clientAuthConnect,
 		"keel auth waits":   a.clientAuthWaits,
+		"keel eval report":  a.clientEvalReport,
 	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {

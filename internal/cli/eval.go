@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,12 +17,45 @@ import (
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/service"
+	"github.com/keel-run/keel/visible"
 )
 
 func (a *app) evalCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "eval", Short: "Evaluate agents on suites of cases: run trials, freeze runs into cases, compare configurations"}
-	cmd.AddCommand(a.evalRunCmd(), a.evalCompareCmd(), a.evalReportCmd(), a.evalFreezeCmd())
+	cmd.AddCommand(a.evalRunCmd(), a.evalListCmd(), a.evalCompareCmd(), a.evalReportCmd(), a.evalFreezeCmd())
+	return cmd
+}
+
+// evalsBackend is keel eval list's backend (see backend.go): the
+// evaluations of this machine's Keel home or, with --server, the
+// server's (an admin's). The other eval commands run or read files here.
+type evalsBackend interface {
+	Evals(ctx context.Context) (*api.EvalList, error)
+}
+
+// clientEvalReport refuses keel eval report with --server, saying where
+// the server's report is: the command reads this machine's results.
+func (a *app) clientEvalReport(_ *cobra.Command, args []string) error {
+	return usagef("keel eval report is not supported with --server (or KEEL_SERVER): it reads this machine's evaluations ($KEEL_HOME/evals, or a result.json file); the server's report of %[1]s is its web UI's page /ui/evals/%[1]s and GET /v1/evals/%[1]s, and keel --server URL eval list lists its evaluations", visible.String(args[0]))
+}
+
+func (a *app) evalListCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{Use: "list", Annotations: bothForms, Args: cobra.NoArgs,
+		Short: "List the evaluations kept ($KEEL_HOME/evals; with --server, the server's), newest first",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.withBackend(cmd, func(ctx context.Context, b backend) error {
+				list, err := b.Evals(ctx)
+				if err != nil {
+					return err
+				}
+				return tui.Evals(a.stdout, list, asJSON, time.Now())
+			}, "json")
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "write JSON lines")
 	return cmd
 }
 

@@ -139,8 +139,20 @@ passed = ["t::hello"]
 		t.Errorf("frozen case: exit %d\n%s\n%s", code, out, errOut)
 	}
 
-	// The same numbers on the server of this KEEL_HOME.
-	c := startServe(t).apiClient(t)
+	// The same numbers on the server of this KEEL_HOME, and keel eval
+	// list alike on both (Q7).
+	srv := startServe(t)
+	c := srv.apiClient(t)
+	code, listed, errOut := keel(t, "eval", "list")
+	if code != 0 || !strings.Contains(listed, "EVAL") || !strings.Contains(listed, "e1 ") || !strings.Contains(listed, "e2 ") || !strings.Contains(listed, "e3 ") {
+		t.Errorf("eval list: exit %d\n%s%s", code, listed, errOut)
+	}
+	if code, out, errOut := keel(t, "--server", srv.url, "eval", "list"); code != 0 || out != listed {
+		t.Errorf("--server eval list: exit %d\n%s%s\nwant the local list:\n%s", code, out, errOut, listed)
+	}
+	if code, _, errOut := keel(t, "--server", srv.url, "eval", "report", "e1"); code != 2 || !strings.Contains(errOut, "/ui/evals/e1") {
+		t.Errorf("--server eval report: exit %d, want 2 naming the server's report\n%s", code, errOut)
+	}
 	list, err := c.Evals(t.Context())
 	if err != nil || len(list.Evals) != 3 || len(list.Unreadable) != 0 {
 		t.Fatalf("GET /v1/evals: %+v, %v", list, err)

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -16,9 +15,7 @@ import (
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/internal/testrun"
 	"github.com/keel-run/keel/journal"
-	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/policy"
-	"github.com/keel-run/keel/tool"
 )
 
 // Arguments that could be read two ways never run: the approval, the
@@ -151,40 +148,8 @@ func TestGrantsUngrantRestore(t *testing.T) {
 // listing says the approval expired.
 func TestLateApprovalRefused(t *testing.T) {
 	db := setup(t)
-	ws := t.TempDir()
-	s := openDB(t, db)
 	past := time.Now().Add(-time.Hour)
-	rt := agent.NewRuntime(s, &agent.RuntimeOptions{Clock: func() time.Time { return past }})
-	reg := tool.NewRegistry()
-	tool.Add(reg, &tool.Tool{Name: "bash", Description: "run", Effect: tool.External}, func(context.Context, *tool.Request, struct {
-		Command string `json:"command"`
-	}) (*tool.Result, error) {
-		t.Error("the call ran")
-		return tool.Text("ran"), nil
-	})
-	var infos []agent.ToolInfo
-	for _, sp := range reg.Specs() {
-		infos = append(infos, agent.ToolInfo{ToolSpec: sp, Effect: "external"})
-	}
-	pol, err := policy.Parse("ask.cedar", []byte(testrun.AskRm))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := rt.Create(t.Context(), &agent.RunCreated{Task: "x", Tools: infos, Workspace: ws, MountPath: "/workspace", Principal: identity.LocalAgent,
-		Policy: agent.NewPolicyRef(pol), Approval: &agent.ApprovalSettings{Timeout: agent.Duration(2 * time.Second)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := tool.NewWorkspace(ws, "/workspace", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	m := modeltest.NewScripted([]modeltest.Turn{modeltest.Calls("", modeltest.Call("c1", "bash", map[string]string{"command": "rm x"}))}, nil)
-	out, err := rt.Execute(t.Context(), id, &agent.ExecParams{Wiring: agent.Wiring{Model: m, Tools: reg, Env: &tool.Env{Workspace: w}}})
-	if err != nil || out.Status != journal.StatusPaused {
-		t.Fatalf("Execute = %+v %v", out, err)
-	}
+	id := testrun.Paused(t, openDB(t, db), func() time.Time { return past }, "rm x", 2*time.Second)
 	code, list, _ := keel(t, "approvals", "list", "--db", db)
 	if code != 0 || !strings.Contains(list, "EXPIRED") {
 		t.Errorf("approvals list:\n%s", list)

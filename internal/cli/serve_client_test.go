@@ -116,6 +116,9 @@ func TestUnsupportedCommandsWithServer(t *testing.T) {
 		{"runs", "handoff", "01run"},
 		{"runs", "compare", "01run", trajectory},
 		{"sandbox", "info"},
+		{"eval", "report", "e1"},
+		{"eval", "compare", "e1", "e2"},
+		{"eval", "freeze", "01run", "-o", "case"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, _, errOut := keel(t, append([]string{"--server", fake.URL, "--token", "keel_x_y"}, args...)...)

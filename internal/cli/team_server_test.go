@@ -47,6 +47,17 @@ func TestTeamThroughTheServer(t *testing.T) {
 			t.Errorf("keel %s = %d, want the lead %s\n%.300s%s", strings.Join(args, " "), code, ids[0], out, errOut)
 		}
 	}
+	// A child is forked through its lead, on every front end (Q9).
+	refusal := "is a child agent of run " + ids[0] + ": a fork of it would belong to no team and deliver to no lead; fork the team's lead, run " + ids[0] + ", instead"
+	if code, _, errOut := keel(t, "--server", s.url, "runs", "fork", ids[1], "--at", "1"); code == 0 || !strings.Contains(errOut, refusal) {
+		t.Errorf("keel --server runs fork CHILD = %d, want refused naming the lead\n%s", code, errOut)
+	}
+	if _, err := cl.Fork(ctx, ids[1], &api.ForkRun{Seq: 1}); err == nil || !strings.Contains(err.Error(), refusal) {
+		t.Errorf("POST /v1/runs/CHILD/fork: %v, want refused naming the lead", err)
+	}
+	if n := len(teamRuns(t, db)); n != 2 {
+		t.Errorf("refused forks left %d runs, want 2", n)
+	}
 	if tree, err := cl.RunTree(ctx, prefix); err != nil || tree.ID != ids[0] {
 		t.Errorf("GET /v1/runs/PREFIX/tree: %+v %v, want the lead %s", tree, err, ids[0])
 	}

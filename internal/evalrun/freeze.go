@@ -50,6 +50,25 @@ type Frozen struct {
 	Verdict eval.Verdict
 }
 
+// freezeTeam refuses a run of a team: a case replays one run's
+// recording in one run, without a team, so a lead's spawn_agent calls
+// would not be offered there and its children's work not redone, and a
+// child's run is its lead's part (its starting files are the lead's
+// work at its spawn).
+func freezeTeam(st *agent.State) error {
+	if p := st.Created.Parent; p != nil {
+		return refusef("run %s is a child agent of run %s: a case is one run without a team, and a child's run is its lead's part; freeze a run without child agents", st.RunID, p.Run)
+	}
+	if n := len(st.Children); n > 0 {
+		children := "1 child"
+		if n > 1 {
+			children = fmt.Sprintf("%d children", n)
+		}
+		return refusef("run %s led a team of child agents (%s): a case replays one run without a team, so its spawn_agent calls would not be offered and its children's work not redone; freeze a run without child agents", st.RunID, children)
+	}
+	return nil
+}
+
 // Freeze writes Out/case.toml and Out/trajectory.json: the run's task,
 // system prompt, environment, setup and mount path; its workspace at its
 // start (the git commit it started from and, when it started from
@@ -57,7 +76,8 @@ type Frozen struct {
 // model answers and tool results as a recording; and the checks. The
 // checks run now on the run's files at its end (its newest checkpoint
 // over its starting commit, in a new directory), and the verdict is the
-// case's expect.
+// case's expect. A run of a team (a lead that started child agents, or
+// a child) is refused.
 func Freeze(ctx context.Context, p *FreezeParams) (*Frozen, error) {
 	out, err := filepath.Abs(p.Out)
 	if err != nil {
@@ -76,6 +96,9 @@ func Freeze(ctx context.Context, p *FreezeParams) (*Frozen, error) {
 		return nil, err
 	}
 	created := st.Created
+	if err := freezeTeam(st); err != nil {
+		return nil, err
+	}
 	if st.Ended == nil {
 		return nil, refusef("run %s has not ended (%s): freeze a finished run", id, st.Status)
 	}

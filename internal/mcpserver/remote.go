@@ -82,10 +82,12 @@ func Handler(tokens *token.Set, base string) http.Handler {
 	// invalid.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if kind, secret, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(kind, "bearer") {
-			if who, err := tokens.Authenticate(r.Context(), strings.TrimSpace(secret)); err == nil && !token.HasScope(who, api.ScopeRunsRead) {
-				w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer error=\"insufficient_scope\", scope=%q", api.ScopeRunsRead))
-				http.Error(w, fmt.Sprintf("this needs the %s scope; token %s (%s) has %s", api.ScopeRunsRead, who.ID, who.Name, strings.Join(who.Scopes, ", ")), http.StatusForbidden)
-				return
+			if who, err := tokens.Authenticate(r.Context(), strings.TrimSpace(secret)); err == nil {
+				if err := service.NeedScope(who, api.ScopeRunsRead); err != nil {
+					w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer error=\"insufficient_scope\", scope=%q", api.ScopeRunsRead))
+					http.Error(w, err.Error(), http.StatusForbidden)
+					return
+				}
 			}
 		}
 		authed.ServeHTTP(w, r)
