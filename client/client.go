@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/server/api"
 )
 
@@ -55,7 +56,10 @@ type Options struct {
 func New(baseURL string, opts *Options) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("client: server URL %q: want http://HOST:PORT or https://HOST", baseURL)
+		return nil, fmt.Errorf("client: server URL %q: want http://HOST:PORT or https://HOST", redact.URL(baseURL))
+	}
+	if part := redact.URLCredential(baseURL); part != "" {
+		return nil, fmt.Errorf("client: server URL %s carries a credential (%s): give it without; the client authenticates with Options.Token", redact.URL(baseURL), part)
 	}
 	c := &Client{base: u, hc: &http.Client{}, retry: time.Second}
 	if opts != nil {

@@ -3,6 +3,8 @@ package identity
 import (
 	"fmt"
 	"strings"
+
+	"github.com/keel-run/keel/redact"
 )
 
 // Connectors are the MCP servers, databases and APIs whose tools the runs
@@ -11,7 +13,8 @@ import (
 // agent's own (a stdio command or a URL; an OpenAPI document); SQL entries
 // name the server's databases only (their connection strings hold
 // passwords, which the directory never stores). Nothing here is a secret:
-// the directory is journaled.
+// the directory is journaled, so a URL that carries a credential is
+// refused ([redact.ConnectorURL]).
 type Connectors struct {
 	MCP     []string `json:"mcp,omitempty"`
 	SQL     []string `json:"sql,omitempty"`
@@ -21,7 +24,8 @@ type Connectors struct {
 // Check returns an error wrapping [ErrInvalid] unless every entry is
 // NAME or NAME=SPEC (NAME: 1 to 32 letters, digits, '-' and '_', without
 // "__" or a trailing '_', as tools are NAME__TOOL) and names are unique
-// per kind.
+// per kind, and no URL of a SPEC carries a credential
+// ([redact.ConnectorURL]: a password or a secret query parameter).
 func (c *Connectors) Check() error {
 	for _, l := range []struct {
 		kind    string
@@ -32,13 +36,16 @@ func (c *Connectors) Check() error {
 		for _, e := range l.entries {
 			name, spec, hasSpec := strings.Cut(e, "=")
 			if hasSpec && !l.spec {
-				return fmt.Errorf("%w: %s %q: name one of the server's databases (connection strings are kept in the server's config.toml)", ErrInvalid, l.kind, e)
+				return fmt.Errorf("%w: %s %q: name one of the server's databases (connection strings are kept in the server's config.toml)", ErrInvalid, l.kind, redactEntry(e))
 			}
 			if hasSpec && strings.TrimSpace(spec) == "" {
-				return fmt.Errorf("%w: %s %q: want NAME or NAME=SPEC", ErrInvalid, l.kind, e)
+				return fmt.Errorf("%w: %s %q: want NAME or NAME=SPEC", ErrInvalid, l.kind, redactEntry(e))
+			}
+			if err := redact.ConnectorURL(l.kind, strings.TrimSpace(spec)); err != nil {
+				return fmt.Errorf("%w: %s %s: %v", ErrInvalid, l.kind, name, err)
 			}
 			if err := checkConnectorName(name); err != nil {
-				return fmt.Errorf("%w: %s %q: %v", ErrInvalid, l.kind, e, err)
+				return fmt.Errorf("%w: %s %q: %v", ErrInvalid, l.kind, redactEntry(e), err)
 			}
 			if seen[name] {
 				return fmt.Errorf("%w: %s %s named twice", ErrInvalid, l.kind, name)
@@ -69,4 +76,32 @@ func (c *Connectors) clone() *Connectors {
 		return nil
 	}
 	return &Connectors{MCP: append([]string(nil), c.MCP...), SQL: append([]string(nil), c.SQL...), OpenAPI: append([]string(nil), c.OpenAPI...)}
+}
+
+// redactEntry returns a connector entry (NAME or NAME=SPEC) for a message
+// or a view: the SPEC as [redact.DSN] prints it (a URL without its
+// password and secret query parameters, a key=value connection string
+// without its password), the NAME as is.
+func redactEntry(e string) string {
+	name, spec, ok := strings.Cut(e, "=")
+	if !ok {
+		return e
+	}
+	return name + "=" + redact.DSN(spec)
+}
+
+// Redacted returns a copy of c for a view, each SPEC as [redact.DSN]
+// prints it: an entry journaled before the directory refused URLs with
+// credentials is shown without them.
+func (c *Connectors) Redacted() *Connectors {
+	if c == nil {
+		return nil
+	}
+	out := c.clone()
+	for _, l := range [][]string{out.MCP, out.SQL, out.OpenAPI} {
+		for i, e := range l {
+			l[i] = redactEntry(e)
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -217,5 +218,32 @@ func BenchmarkCheck(b *testing.B) {
 		if _, err := d.Check(b.Context(), "agentaa", ""); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestConnectorsCredentials: the directory refuses a connector URL that
+// carries a credential, naming the part, never the value; an entry
+// journaled before it did is shown without it.
+func TestConnectorsCredentials(t *testing.T) {
+	for _, c := range []*identity.Connectors{
+		{MCP: []string{"docs=https://bob:Canary6pw@mcp.example.com/mcp"}},
+		{MCP: []string{"docs=https://mcp.example.com/mcp?Token=Canary6pw"}},
+		{OpenAPI: []string{"api=https://api.example.com/openapi.json?x=1&api_key=Canary6pw"}},
+	} {
+		err := c.Check()
+		if !errors.Is(err, identity.ErrInvalid) || !strings.Contains(err.Error(), "carries a credential") || strings.Contains(err.Error(), "Canary6") {
+			t.Errorf("Check(%v) = %v, want ErrInvalid naming the credential, not its value", c, err)
+		}
+		r := c.Redacted()
+		if strings.Contains(strings.Join(append(append(r.MCP, r.SQL...), r.OpenAPI...), " "), "Canary6") {
+			t.Errorf("Redacted(%v) = %v", c, r)
+		}
+	}
+	ok := &identity.Connectors{MCP: []string{"docs=https://bob@mcp.example.com/mcp?x=1", "fs=node /srv/fs.js --token-file /run/t"}, SQL: []string{"shop"}}
+	if err := ok.Check(); err != nil {
+		t.Errorf("Check(%v) = %v", ok, err)
+	}
+	if r := ok.Redacted(); strings.Join(r.MCP, " ") != strings.Join(ok.MCP, " ") {
+		t.Errorf("Redacted changed %v to %v", ok.MCP, r.MCP)
 	}
 }

@@ -8,7 +8,10 @@
 //     query parameters, key=value pairs, quoted or escaped); the result
 //     still connects, with the password from PGPASSWORD or ~/.pgpass.
 //   - [URL] removes the password of a URL's user info and its query
-//     parameters whose names say they are secret, keeping the rest.
+//     parameters whose names say they are secret, keeping the rest;
+//     [URLCredential] names what it would remove, and [ConnectorURL]
+//     refuses a connector's URL that carries a credential (such URLs are
+//     journaled), saying how Keel authenticates instead.
 //   - [Resource] names what a URL reaches (scheme, host, path) without its
 //     user info, query or fragment, for events and messages about it.
 //   - [Text] replaces likely secrets in free text (key and token shapes,

@@ -276,3 +276,50 @@ func BenchmarkSecretsFind(b *testing.B) {
 		}
 	}
 }
+
+// TestURLCredential: the part named, never the value, and exactly when
+// URL would change s.
+func TestURLCredential(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"https://bob:Canary7pw@mcp.example.com/mcp?token=Canary7tok", `the password of its user info and its query parameter "token"`},
+		{"https://bob:Canary7?pw@mcp.example.com/mcp", "the password of its user info"},
+		{"https://bob@mcp.example.com/mcp?x=1&Access_Token=Canary7tok", `its query parameter "Access_Token"`},
+		{"https://mcp.example.com/mcp?api%5Fkey=Canary7tok", `its query parameter "api_key"`},
+		{"https://mcp.example.com/mcp?max_tokens=5#token=x", ""},
+		{"https://bob@mcp.example.com/mcp", ""},
+		{"node /srv/mcp.js --token=Canary7tok", ""},
+		{"https://mcp.example.com/a@b?sslmode=require", ""},
+	} {
+		got := redact.URLCredential(tt.in)
+		if got != tt.want {
+			t.Errorf("URLCredential(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if strings.Contains(got, "Canary7") {
+			t.Errorf("URLCredential(%q) = %q names the value", tt.in, got)
+		}
+		if (got == "") != (redact.URL(tt.in) == tt.in) {
+			t.Errorf("URLCredential(%q) = %q, but URL makes it %q", tt.in, got, redact.URL(tt.in))
+		}
+	}
+	for _, tt := range DSNForms {
+		if strings.Contains(tt.dsn, "://") && redact.URLCredential(tt.dsn) == "" {
+			t.Errorf("URLCredential(%q) finds no credential", tt.dsn)
+		}
+	}
+}
+
+func TestConnectorURL(t *testing.T) {
+	if err := redact.ConnectorURL("mcp", "https://mcp.example.com/mcp?x=1"); err != nil {
+		t.Errorf("a URL without a credential is refused: %v", err)
+	}
+	for kind, how := range map[string]string{"mcp": "keel auth connect mcp-NAME", "openapi": "token_env"} {
+		err := redact.ConnectorURL(kind, "https://bob:Canary7pw@api.example.com/x?token=Canary7tok")
+		if err == nil {
+			t.Fatalf("%s: a URL with a password and a token is accepted", kind)
+		}
+		if msg := err.Error(); strings.Contains(msg, "Canary7") || !strings.Contains(msg, "password of its user info") ||
+			!strings.Contains(msg, "https://bob@api.example.com/x") || !strings.Contains(msg, how) {
+			t.Errorf("%s: error %q: want the part named, the URL without its credentials and %q, never a value", kind, msg, how)
+		}
+	}
+}

@@ -21,7 +21,7 @@ import (
 func agentView(a *identity.Agent) api.Agent {
 	out := api.Agent{Name: a.Name, Kind: string(a.Kind), Description: a.Description, Created: a.Created, CreatedBy: a.CreatedBy,
 		Builtin: a.Builtin, Revoked: a.Revoked, RevokedBy: a.RevokedBy, RevokeReason: a.RevokeReason, Grants: len(a.Grants)}
-	if c := a.Connectors; c != nil {
+	if c := a.Connectors.Redacted(); c != nil {
 		out.Connectors = &api.Connectors{MCP: c.MCP, SQL: c.SQL, OpenAPI: c.OpenAPI}
 	}
 	if a.Revoked {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/mcp"
 )
@@ -46,5 +47,5 @@ func (a *Assembler) mcpAuth(w *Run, c *agent.RunCreated, s agent.MCPServer) (*mc
 // an earlier run to offer meanwhile.
 func mcpAuthError(s agent.MCPServer, ar *tool.AuthRequiredError) error {
 	return fmt.Errorf("mcp server %s (%s) needs an authorization before Keel can list its tools: %v\nauthorize it with: %s\nthen start the run again (later runs wait for a missing authorization at the call instead)",
-		s.Name, s.URL, ar, ar.Hint)
+		s.Name, redact.URL(s.URL), ar, ar.Hint)
 }

@@ -148,7 +148,10 @@ be resumed, inspected and audited.`,
 				return usagef("--db is empty: name a journal (a path or postgres://...), or leave the flag out for the default")
 			}
 			if f := cmd.Flag("db"); f != nil && f.Changed && a.serverURL() != "" && !slices.Contains(localOnly, a.cmdPath) {
-				return usagef("with --server (or KEEL_SERVER), --db cannot be used: the server's journal is the one read; drop --server to use %s", a.db)
+				return usagef("with --server (or KEEL_SERVER), --db cannot be used: the server's journal is the one read; drop --server to use %s", redact.DSN(a.db))
+			}
+			if part := redact.URLCredential(a.serverURL()); part != "" {
+				return usagef("the server URL %s (--server or KEEL_SERVER) carries a credential (%s): give it without; Keel authenticates to a team server with an API token (--token or KEEL_TOKEN)", redact.URL(a.serverURL()), part)
 			}
 			if err := a.init(); err != nil {
 				return err

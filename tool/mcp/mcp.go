@@ -45,6 +45,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/keel-run/keel/internal/lazy"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/tool"
@@ -329,10 +330,10 @@ func (c *Client) connect(ctx context.Context) error {
 	} else {
 		u, err := url.Parse(c.srv.URL)
 		if err != nil {
-			return fmt.Errorf("mcp server %s: URL %q: %v", c.srv.Name, c.srv.URL, err)
+			return fmt.Errorf("mcp server %s: URL %q: %v", c.srv.Name, redact.URL(c.srv.URL), c.hideURL(err))
 		}
 		if err := web.Allowed(c.opts.Network, u); err != nil {
-			return fmt.Errorf("mcp server %s: %s: %w (allow its host with --allow-host)", c.srv.Name, c.srv.URL, err)
+			return fmt.Errorf("mcp server %s: %s: %w (allow its host with --allow-host)", c.srv.Name, redact.URL(c.srv.URL), c.hideURL(err))
 		}
 		hc, oh := c.httpClient(), c.opts.OAuth
 		if c.opts.Auth != nil && oh == nil {
@@ -362,7 +363,7 @@ func (c *Client) connect(ctx context.Context) error {
 			proc.close()
 			return fmt.Errorf("mcp server %s (%s) did not start: %w%s", c.srv.Name, strings.Join(c.srv.Command, " "), err, proc.note())
 		}
-		return fmt.Errorf("mcp server %s (%s): %w", c.srv.Name, c.srv.URL, err)
+		return fmt.Errorf("mcp server %s (%s): %w", c.srv.Name, redact.URL(c.srv.URL), c.hideURL(err))
 	}
 	tools, err := listTools(ctx, cs)
 	if err != nil {
@@ -1161,3 +1162,31 @@ func (t *tail) String() string {
 	defer t.mu.Unlock()
 	return string(t.buf)
 }
+
+// hideURL returns err with the server's URL, as written or as net/url
+// prints it (password as "***"), shown as [redact.URL] prints it: a URL
+// journaled before connectors with credentials were refused may still
+// hold one. It unwraps to err.
+func (c *Client) hideURL(err error) error {
+	if err == nil || c.srv.URL == "" || redact.URLCredential(c.srv.URL) == "" {
+		return err
+	}
+	msg, shown := err.Error(), redact.URL(c.srv.URL)
+	forms := []string{c.srv.URL}
+	if u, perr := url.Parse(c.srv.URL); perr == nil && u.User != nil {
+		// net/url's and net/http's masked forms.
+		forms = append(forms, u.Redacted(), strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1))
+	}
+	for _, f := range forms {
+		msg = strings.ReplaceAll(msg, f, shown)
+	}
+	return &hiddenURLError{msg: msg, err: err}
+}
+
+type hiddenURLError struct {
+	msg string
+	err error
+}
+
+func (e *hiddenURLError) Error() string { return e.msg }
+func (e *hiddenURLError) Unwrap() error { return e.err }

@@ -364,3 +364,17 @@ func TestBadServers(t *testing.T) {
 		})
 	}
 }
+
+// TestConnectErrorHidesURLCredentials: a server URL with a password and a
+// token (a run journaled before Keel refused them, resumed) is printed
+// without them in every connection error, also in the error of the HTTP
+// transport, which masks the password only.
+func TestConnectErrorHidesURLCredentials(t *testing.T) {
+	u := "http://bob:Canary5pw@127.0.0.1:1/mcp?x=1&token=Canary5tok"
+	for _, opts := range []*mcp.Options{{}, {Network: sandbox.Network{Allow: []string{"127.0.0.1:1"}}}} {
+		_, err := mcp.Connect(t.Context(), mcp.Server{Name: "old", URL: u}, opts)
+		if err == nil || strings.Contains(err.Error(), "Canary5") || !strings.Contains(err.Error(), "http://bob@127.0.0.1:1/mcp?x=1") {
+			t.Errorf("Connect (network %v) = %v, want an error naming the URL without its credentials", opts.Network.Allow, err)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/keel-run/keel/credential"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/tool"
 	"github.com/keel-run/keel/tool/builtin/web"
 )
@@ -269,11 +270,11 @@ func (c *Client) bindProvider(ctx context.Context, chs []oauthex.Challenge, scop
 	}
 	if !slices.ContainsFunc(prm.AuthorizationServers, func(s string) bool { return sameIssuer(s, p.Issuer) }) {
 		return nil, fmt.Errorf("mcp server %s: provider %s (issuer %s) is not an authorization server of %s, whose metadata names %s: its tokens are not sent there",
-			c.srv.Name, p.Name, p.Issuer, c.srv.URL, strings.Join(prm.AuthorizationServers, ", "))
+			c.srv.Name, p.Name, p.Issuer, redact.URL(c.srv.URL), strings.Join(prm.AuthorizationServers, ", "))
 	}
 	if cov, err := a.Vault.ProviderFor(ctx, c.srv.URL); err != nil || cov.Name != p.Name {
 		return nil, fmt.Errorf("mcp server %s: provider %s's resources (%s) do not cover %s: its tokens are not sent there (add the resource %s)",
-			c.srv.Name, p.Name, strings.Join(p.Resources, ", "), c.srv.URL, prm.Resource)
+			c.srv.Name, p.Name, strings.Join(p.Resources, ", "), redact.URL(c.srv.URL), prm.Resource)
 	}
 	c.amu.Lock()
 	c.provider = p.Name
@@ -343,13 +344,13 @@ func (c *Client) addProvider(ctx context.Context, prm *oauthex.ProtectedResource
 			return nil, fmt.Errorf("authorization server %s: %w", issuer, err)
 		}
 		if asm != nil && !asm.ClientIDMetadataDocumentSupported {
-			return nil, fmt.Errorf("the authorization server %s of %s does not accept client ID metadata documents: give a pre-registered client_id", issuer, c.srv.URL)
+			return nil, fmt.Errorf("the authorization server %s of %s does not accept client ID metadata documents: give a pre-registered client_id", issuer, redact.URL(c.srv.URL))
 		}
 		clientID = a.ClientMetadataURL
 	}
 	if clientID == "" {
 		return nil, fmt.Errorf("%s is protected by the authorization server %s and Keel has no client there: set client_id (pre-registered) or client_metadata_url of [[mcp.servers]] %s, or register the provider yourself: keel auth providers add %s --issuer %s --client-id ID --resource %s",
-			c.srv.URL, issuer, c.srv.Name, ProviderName(c.srv.Name), issuer, prm.Resource)
+			redact.URL(c.srv.URL), issuer, c.srv.Name, ProviderName(c.srv.Name), issuer, prm.Resource)
 	}
 	scopes := a.Scopes
 	if len(scopes) == 0 {

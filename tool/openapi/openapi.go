@@ -39,6 +39,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/keel-run/keel/internal/lazy"
+	"github.com/keel-run/keel/redact"
 	"github.com/keel-run/keel/sandbox"
 	"github.com/keel-run/keel/sandbox/egress"
 	"github.com/keel-run/keel/tool"
@@ -141,10 +142,10 @@ func Load(ctx context.Context, o Options) (*API, error) {
 	l.IsExternalRefsAllowed = false
 	doc, err := l.LoadFromData(data)
 	if err != nil {
-		return nil, fmt.Errorf("openapi %s: %s is not a valid OpenAPI document: %v", o.Name, o.Document, err)
+		return nil, fmt.Errorf("openapi %s: %s is not a valid OpenAPI document: %v", o.Name, redact.URL(o.Document), err)
 	}
 	if err := doc.Validate(ctx, openapi3.DisableExamplesValidation()); err != nil {
-		return nil, fmt.Errorf("openapi %s: %s does not validate: %v", o.Name, o.Document, err)
+		return nil, fmt.Errorf("openapi %s: %s does not validate: %v", o.Name, redact.URL(o.Document), err)
 	}
 	a.doc = doc
 	if err := a.resolveBase(docURL); err != nil {
@@ -160,7 +161,7 @@ func (a *API) fetchDocument(ctx context.Context) ([]byte, *url.URL, error) {
 	o := a.opts
 	if u, err := url.Parse(o.Document); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
 		if err := web.Allowed(o.Network, u); err != nil {
-			return nil, nil, fmt.Errorf("openapi %s: %s: %w (allow its host with --allow-host)", o.Name, o.Document, err)
+			return nil, nil, fmt.Errorf("openapi %s: %s: %w (allow its host with --allow-host)", o.Name, redact.URL(o.Document), err)
 		}
 		ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
@@ -174,18 +175,18 @@ func (a *API) fetchDocument(ctx context.Context) ([]byte, *url.URL, error) {
 		}
 		resp, err := a.hc.Do(req)
 		if err != nil {
-			return nil, nil, fmt.Errorf("openapi %s: fetch %s: %v", o.Name, o.Document, err)
+			return nil, nil, fmt.Errorf("openapi %s: fetch %s: %s", o.Name, redact.URL(o.Document), redact.Text(err.Error()))
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return nil, nil, fmt.Errorf("openapi %s: fetch %s: %s", o.Name, o.Document, resp.Status)
+			return nil, nil, fmt.Errorf("openapi %s: fetch %s: %s", o.Name, redact.URL(o.Document), resp.Status)
 		}
 		b, err := io.ReadAll(io.LimitReader(resp.Body, MaxDocumentBytes+1))
 		if err != nil {
-			return nil, nil, fmt.Errorf("openapi %s: fetch %s: %v", o.Name, o.Document, err)
+			return nil, nil, fmt.Errorf("openapi %s: fetch %s: %v", o.Name, redact.URL(o.Document), err)
 		}
 		if len(b) > MaxDocumentBytes {
-			return nil, nil, fmt.Errorf("openapi %s: %s is larger than %d bytes", o.Name, o.Document, MaxDocumentBytes)
+			return nil, nil, fmt.Errorf("openapi %s: %s is larger than %d bytes", o.Name, redact.URL(o.Document), MaxDocumentBytes)
 		}
 		return b, resp.Request.URL, nil
 	}
@@ -199,7 +200,7 @@ func (a *API) fetchDocument(ctx context.Context) ([]byte, *url.URL, error) {
 		return nil, nil, fmt.Errorf("openapi %s: %v", o.Name, err)
 	}
 	if len(b) > MaxDocumentBytes {
-		return nil, nil, fmt.Errorf("openapi %s: %s is larger than %d bytes", o.Name, o.Document, MaxDocumentBytes)
+		return nil, nil, fmt.Errorf("openapi %s: %s is larger than %d bytes", o.Name, redact.URL(o.Document), MaxDocumentBytes)
 	}
 	return b, nil, nil
 }

@@ -131,6 +131,9 @@ func checkMCPServer(s *agent.MCPServer) error {
 	if (len(s.Command) == 0) == (s.URL == "") {
 		return fmt.Errorf("mcp server %s: give a command or a URL", s.Name)
 	}
+	if err := redact.ConnectorURL("mcp", s.URL); err != nil {
+		return fmt.Errorf("mcp server %s: %v", s.Name, err)
+	}
 	for _, p := range s.ReadOnly {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("mcp server %s: read_only path %q is not absolute", s.Name, p)
@@ -245,6 +248,11 @@ func (cs *Connectors) OpenAPIs(f *ConnectorFlags) ([]agent.OpenAPI, error) {
 			default:
 				return nil, usagef("%s: openapi %s: writes = %q: want ask or policy", cs.ConfigFile, c.Name, c.Writes)
 			}
+			for _, u := range []string{c.Document, c.BaseURL} {
+				if err := redact.ConnectorURL("openapi", u); err != nil {
+					return nil, usagef("%s: openapi %s: %v", cs.ConfigFile, c.Name, err)
+				}
+			}
 			put(agent.OpenAPI{Name: c.Name, Document: absDocument(c.Document), BaseURL: c.BaseURL, Tags: c.Tags, Operations: c.Operations,
 				TokenEnv: c.TokenEnv, WritesByPolicy: c.Writes == "policy", Provider: c.Provider})
 		}
@@ -256,6 +264,9 @@ func (cs *Connectors) OpenAPIs(f *ConnectorFlags) ([]agent.OpenAPI, error) {
 		}
 		if err := mcp.CheckName(name); err != nil {
 			return nil, usagef("--openapi: %v", err)
+		}
+		if err := redact.ConnectorURL("openapi", doc); err != nil {
+			return nil, usagef("--openapi %s: %v", name, err)
 		}
 		put(agent.OpenAPI{Name: name, Document: absDocument(doc), TokenEnv: tokenEnv(name)})
 	}
