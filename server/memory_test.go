@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/client"
@@ -157,6 +159,19 @@ func isCode(err error, code string) bool {
 	return errors.As(err, &ae) && ae.Code == code
 }
 
+// searchResult returns what memory_search answers query with, in a run
+// with scopes (the tool itself, on ms).
+func searchResult(t *testing.T, ms *memory.Store, scopes memory.Scopes, query string) string {
+	t.Helper()
+	reg := tool.NewRegistry()
+	memory.AddTools(reg, &memory.ToolParams{Store: ms, Scopes: scopes})
+	res, err := reg.Run(t.Context(), memory.SearchTool, &tool.Request{Arguments: []byte(`{"query":` + strconv.Quote(query) + `}`), Env: &tool.Env{}})
+	if err != nil || res.IsError {
+		t.Fatalf("memory_search %q = %+v, %v", query, res, err)
+	}
+	return res.Content
+}
+
 func eventsText(evs []journal.Event) string {
 	var b strings.Builder
 	for _, e := range evs {
@@ -182,7 +197,7 @@ func TestMemoryHiddenInRunEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	team, err := ms.Write(ctx, &memory.WriteParams{Scope: memory.TeamScope, Text: "TEAM-VISIBLE use the staging host",
+	team, err := ms.Write(ctx, &memory.WriteParams{Scope: memory.TeamScope, Text: "TEAM-VISIBLE deploy from the staging host",
 		Labels: agent.MemoryLabels{Integrity: memory.Trusted}})
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +217,7 @@ func TestMemoryHiddenInRunEvents(t *testing.T) {
 		draft(t, journal.ToolFinished, &agent.ToolFinished{CallID: "w1", Tool: memory.WriteTool, Result: tool.Result{Content: "kept as [memory:mem_x] in agent:alpha"}}),
 		draft(t, journal.ToolStarted, &agent.ToolStarted{CallID: "s1", Tool: memory.SearchTool, Arguments: json.RawMessage(`{"query":"deploy"}`)}),
 		draft(t, journal.ToolFinished, &agent.ToolFinished{CallID: "s1", Tool: memory.SearchTool,
-			Result: tool.Result{Content: "[memory:" + found.ID + "] " + found.Text + "\n[memory:" + team.ID + "] " + team.Text}}),
+			Result: tool.Result{Content: searchResult(t, ms, memory.Scopes{Agent: "alpha"}, "deploy")}}),
 		draft(t, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant,
 			ToolCalls: []model.ToolCall{{ID: "w2", Name: memory.WriteTool, Arguments: pending}}}}),
 		draft(t, journal.ApprovalRequested, &agent.ApprovalRequested{CallID: "w2", Tool: memory.WriteTool, Arguments: json.RawMessage(pending), Reason: "a person approves this"}),
@@ -276,5 +291,122 @@ func TestMemoryHiddenInRunEvents(t *testing.T) {
 				t.Errorf("%s does not read %q in the run", name, s)
 			}
 		}
+	}
+}
+
+// What a run shows of memory to a token that may not see it is decided
+// by what the run itself was offered, found or wrote, never by matching
+// text against other scopes (a new user's report: a token bound to an
+// agent could not read its own agent's memory_write, because another
+// agent's entry had the same words, and saw that entry's id; and any
+// run quoting a guessed text was redacted iff another tenant's memory
+// held it). Two agents hold the same text; beta's run writes it and
+// echoes alpha's other, hidden entry word for word: beta's token reads
+// the run whole, unmarked; a token that may not see agent:beta reads
+// beta's memory as a note naming no entry, and the echo (which no
+// memory of the run holds) as it is; no reader learns an id of an entry
+// it may not see.
+func TestMemoryHiddenByProvenance(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	for _, name := range []string{"alpha", "beta"} {
+		if _, err := e.admin.CreateAgent(ctx, &api.CreateAgent{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const text, other = "the build uses make", "the deploy key is kept in vault/ci-7"
+	ms := memory.New(e.store, nil)
+	var alphaIDs []string
+	for _, tx := range []string{text, other} {
+		en, err := ms.Write(ctx, &memory.WriteParams{Scope: memory.AgentScope("alpha"), Text: tx, Labels: agent.MemoryLabels{Integrity: memory.Trusted}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alphaIDs = append(alphaIDs, en.ID)
+	}
+	write := `{"text":"` + text + `"}`
+	echo := `{"command":"echo '` + other + `'"}`
+	c := &agent.RunCreated{Task: "note how the project builds", Model: "test:none", Workspace: t.TempDir(), MountPath: "/workspace", Sandbox: e.sandbox,
+		Principal: "beta", Policy: agent.NewPolicyRef(e.policy), Limits: agent.Limits{MaxSteps: 10}}
+	id := e.journalRun(c,
+		draft(t, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, Content: "noting: " + text,
+			ToolCalls: []model.ToolCall{{ID: "w1", Name: memory.WriteTool, Arguments: write}, {ID: "b1", Name: "bash", Arguments: echo}}}}),
+		draft(t, journal.ToolStarted, &agent.ToolStarted{CallID: "w1", Tool: memory.WriteTool, Arguments: json.RawMessage(write)}))
+	mine, err := ms.Write(ctx, &memory.WriteParams{Scope: memory.AgentScope("beta"), Text: text, Labels: agent.MemoryLabels{Integrity: memory.Trusted},
+		Source: memory.Source{Run: id, Call: "w1", Agent: "beta"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	more := []journal.Draft{
+		draft(t, journal.ToolFinished, &agent.ToolFinished{CallID: "w1", Tool: memory.WriteTool, Result: tool.Result{Content: "kept as [memory:" + mine.ID + "] in agent:beta (trusted, public)"}}),
+		draft(t, journal.ToolStarted, &agent.ToolStarted{CallID: "b1", Tool: "bash", Arguments: json.RawMessage(echo)}),
+		draft(t, journal.ToolFinished, &agent.ToolFinished{CallID: "b1", Tool: "bash", Result: tool.Result{Content: other + "\n"}}),
+		draft(t, journal.RunCompleted, &agent.RunEnded{Reason: agent.ReasonAnswer, Output: "kept: " + text})}
+	for i := range more {
+		more[i].Time = time.Now()
+	}
+	if _, err := e.store.Append(ctx, id, 3, more...); err != nil {
+		t.Fatal(err)
+	}
+
+	// read returns what c reads of the run: its events (verified by the
+	// client), and the run's output as listed and shown.
+	read := func(c *client.Client) (evs []journal.Event, all string) {
+		t.Helper()
+		var b strings.Builder
+		for ev, err := range c.Events(ctx, id, &client.EventsParams{NoFollow: true}) {
+			if err != nil {
+				t.Fatalf("events: %v", err)
+			}
+			evs = append(evs, ev)
+			b.Write(ev.Payload)
+		}
+		r, err := c.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := c.Runs(ctx, nil)
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("runs = %v, %v", runs, err)
+		}
+		b.WriteString(r.Output + "\n" + runs[0].Output)
+		return evs, b.String()
+	}
+	noIDs := func(who, all string, ids ...string) {
+		t.Helper()
+		for _, x := range ids {
+			if strings.Contains(all, x) {
+				t.Errorf("%s reads the id %s of an entry it may not see:\n%s", who, x, all)
+			}
+		}
+	}
+
+	evs, all := read(e.bound("bt", []string{"beta"}, api.ScopeRunsRead))
+	for _, ev := range evs {
+		if ev.Redacted {
+			t.Errorf("beta's token reads event %d (%s) of beta's run redacted: %s", ev.Seq, ev.Type, ev.Payload)
+		}
+	}
+	if strings.Count(all, text) < 5 || !strings.Contains(all, other) || !strings.Contains(all, mine.ID) || strings.Contains(all, "not yours to see") {
+		t.Errorf("beta's token does not read beta's run whole:\n%s", all)
+	}
+	noIDs("beta's token", all, alphaIDs...)
+
+	evs, all = read(e.client(e.newToken("ro", nil, api.ScopeRunsRead)))
+	if strings.Contains(all, text) || !strings.Contains(all, "[memory entry: not yours to see]") || !strings.Contains(all, "[memory:hidden] in agent:beta") {
+		t.Errorf("a token that may not see agent:beta reads beta's memory:\n%s", all)
+	}
+	if !strings.Contains(all, "echo '"+other+"'") || !strings.Contains(all, other+"\\n") {
+		t.Errorf("a text no memory of the run holds is hidden (an oracle for alpha's entry):\n%s", all)
+	}
+	noIDs("a token that may not see agent:beta", all, append(alphaIDs, mine.ID)...)
+	var marked []int64
+	for _, ev := range evs {
+		if ev.Redacted {
+			marked = append(marked, ev.Seq)
+		}
+	}
+	if want := []int64{2, 3, 4, 7}; !slices.Equal(marked, want) {
+		t.Errorf("events marked redacted: %v, want %v (those whose payload changed)", marked, want)
 	}
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"reflect"
 	"strings"
@@ -544,9 +545,42 @@ func TestVerifyAudit(t *testing.T) {
 	if !rep.OK || rep.Streams != 3 || rep.Events == 0 { // the run, tokens, actions
 		t.Errorf("VerifyAudit() = %+v", rep)
 	}
-	rep, err = e.admin.VerifyAudit(ctx, &api.VerifyAudit{Runs: []string{"nosuchrun"}})
-	if err != nil || rep.OK || len(rep.Problems) != 1 {
-		t.Errorf("VerifyAudit(unknown) = %+v, %v", rep, err)
+	// Runs are named as every route names them (a new user's report: a
+	// prefix, the UI's short form or a typo "failed" the audit, 200
+	// ok:false "no such journal"), system streams by their whole name.
+	other, err := e.admin.CreateRun(ctx, &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitStop(other.ID, 1)
+	common := 0
+	for common < len(run.ID) && run.ID[common] == other.ID[common] {
+		common++
+	}
+	reader := e.client(e.newToken("auditor", nil, api.ScopeRunsRead))
+	for _, ref := range []string{run.ID, run.ID[:common+1], run.ID[:4] + "…" + run.ID[len(run.ID)-6:], strings.ToUpper(run.ID[:common+2]), service.ActionStream} {
+		rep, err := reader.VerifyAudit(ctx, &api.VerifyAudit{Runs: []string{ref}})
+		want := run.ID
+		if ref == service.ActionStream {
+			want = ref
+		}
+		if err != nil || !rep.OK || len(rep.Journals) != 1 || rep.Journals[0].ID != want {
+			t.Errorf("VerifyAudit(%q) = %+v, %v; want %s verified", ref, rep, err, want)
+		}
+	}
+	for _, tt := range []struct {
+		ref, code, msg string
+	}{
+		{"nosuchrun", api.CodeNotFound, `no run "nosuchrun"`},
+		{run.ID[:common], api.CodeInvalidRequest, "matches 2 runs"},
+		{"_keel.nosuch", api.CodeNotFound, `no journal stream "_keel.nosuch"`},
+		{"_keel", api.CodeNotFound, `no run "_keel"`},
+	} {
+		rep, err := reader.VerifyAudit(ctx, &api.VerifyAudit{Runs: []string{run.ID, tt.ref}})
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Code != tt.code || !strings.Contains(ae.Message, tt.msg) {
+			t.Errorf("VerifyAudit(%q) = %+v, %v; want %s %q", tt.ref, rep, err, tt.code, tt.msg)
+		}
 	}
 }
 

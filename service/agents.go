@@ -193,9 +193,15 @@ func (s *Service) audit(ctx context.Context, ids []string) (*api.AuditReport, er
 			return nil, err
 		}
 	}
-	for _, id := range ids {
+	for _, ref := range ids {
+		id, err := ResolveJournal(ctx, store, ref)
+		if err != nil {
+			return nil, err
+		}
 		r, err := audit.Verify(ctx, store, id)
 		if errors.Is(err, journal.ErrNotFound) {
+			// Removed since it was resolved: as good as any other
+			// missing journal, a failed check.
 			r = audit.Report{RunID: id, Kind: "run", Reason: "no such journal"}
 		} else if err != nil {
 			return nil, err
@@ -265,9 +271,12 @@ func (s *Service) RevokeGrant(ctx context.Context, who *Caller, name, grant, rea
 	return s.ungrant(ctx, name, grant, reason, who)
 }
 
-// Audit verifies the runs ids (every run and system stream when empty).
-func (s *Service) Audit(ctx context.Context, who *Caller, ids []string) (*api.AuditReport, error) {
-	return s.audit(ctx, ids)
+// Audit verifies the journals refs name (every run and system stream
+// when empty), each as [ResolveJournal] resolves it: a reference that
+// names none is refused (not_found, or invalid_request when ambiguous)
+// before anything is checked, never reported as a failed check.
+func (s *Service) Audit(ctx context.Context, who *Caller, refs []string) (*api.AuditReport, error) {
+	return s.audit(ctx, refs)
 }
 
 // TokenList lists the API tokens (never their secrets).

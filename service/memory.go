@@ -35,6 +35,10 @@ func (s *Service) memoryStore() *memory.Store {
 type memoryState struct {
 	memOnce sync.Once
 	mem     *memory.Store
+	// held is what runs hold of memory, for the readers who may not
+	// see all of it (memory_hide.go).
+	heldOnce sync.Once
+	held     *heldMemories
 }
 
 // MemoryScopes returns the memory scopes a run of the agent for the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/keel-run/keel/agent"
@@ -54,6 +55,25 @@ func ResolveRun(ctx context.Context, store journal.Store, ref, dir string) (stri
 		return "", notFound("no run %q", ref)
 	}
 	return id, err
+}
+
+// ResolveJournal returns the journal ref names for an audit (keel audit
+// verify in both forms, POST /v1/audit/verify): a system stream by its
+// whole name, as keel audit verify --all lists it (_keel.identity), or
+// a run as [ResolveRun] names it (without "last", which only the
+// command line resolves). A system stream that does not exist is a
+// not_found *Error ("no journal stream X"); system streams are named
+// whole, never by a prefix.
+func ResolveJournal(ctx context.Context, store journal.Store, ref string) (string, error) {
+	if !journal.IsSystem(ref) {
+		return ResolveRun(ctx, store, ref, "")
+	}
+	if _, err := store.Read(ctx, ref, math.MaxInt64); errors.Is(err, journal.ErrNotFound) {
+		return "", notFound("no journal stream %q (system streams are named whole: `keel audit verify --all` lists them)", ref)
+	} else if err != nil {
+		return "", err
+	}
+	return ref, nil
 }
 
 // ResolveRun is [ResolveRun] on the service's journal.

@@ -125,19 +125,21 @@ func (a *app) auditVerifyCmd() *cobra.Command {
 	var all, asJSON bool
 	var anchorFile string
 	cmd := &cobra.Command{
-		Use:   "verify RUN... | --all",
+		Use:   "verify RUN|_keel.STREAM... | --all",
 		Short: "Check every event of runs (or all streams): report the first bad event",
 		Long: `Verify reads each run's events, recomputes every hash of its chain,
 compares its newest event with the journal's run index (events cut off or
 added behind Keel's back), and folds the events into a run. It reports the
-first bad event of each run. --all also checks the identity stream (agents,
-revocations, standing approvals). Exit status 1 if anything is bad.
+first bad event of each run. --all also checks the system streams (the
+identity directory, tokens, the API's log, memory, schedules...), which
+can also be named whole (keel audit verify _keel.identity). Exit status 1
+if anything is bad; a RUN that names no run is refused (exit 2).
 
 The chain does not show a rewrite by someone who can write the journal
 file and recomputes the hashes. --anchor FILE (from keel audit anchor,
 kept elsewhere) also checks that every anchored stream still has the
 anchored hash at the anchored event: any change at or before it shows.`,
-		Annotations: annotated(argsAreRuns, bothForms),
+		Annotations: annotated(argsAreJournals, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if all == (len(args) > 0) {

@@ -221,6 +221,73 @@ func TestMemoryServer(t *testing.T) {
 	}
 }
 
+// A run on keel serve wrote its agent's memory, in words another agent's
+// entry also holds (a new user's report): for a token that may not see
+// the run's memory, keel --server runs show (and --json) shows the run
+// with the text hidden and its hash chain verified, checking the
+// redacted events by their links (they reported the run CORRUPT, exit
+// 1); for the agent's own token nothing is hidden. keel audit verify
+// names system streams whole, locally and with --server.
+func TestRunsShowMemoryHiddenFromToken(t *testing.T) {
+	db := setup(t)
+	ctx := t.Context()
+	ws := t.TempDir()
+	const text = "the build uses make"
+	s, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := memory.New(s, nil)
+	other, err := ms.Write(ctx, &memory.WriteParams{Scope: memory.AgentScope("keel-cli"), Text: text, Source: memory.Source{By: "ann"}})
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := keel(t, "agents", "create", "bot"); code != 0 {
+		t.Fatalf("agents create = %d %s", code, errOut)
+	}
+	traj := writeTrajectory(t, "note how it builds", []fcall{{"memory_write", map[string]any{"text": text}}}, nil)
+	srv := startServe(t, "--replay-dir", filepath.Dir(traj))
+	tokens := map[string]string{}
+	for name, args := range map[string][]string{"ro": {"--scope", "runs:read"}, "wr": {"--scope", "runs:read,runs:write", "--agent", "bot"}} {
+		code, tok, errOut := keel(t, append([]string{"--server", srv.url, "tokens", "create", "--name", name}, args...)...)
+		if code != 0 {
+			t.Fatalf("tokens create = %d %s", code, errOut)
+		}
+		tokens[name] = strings.TrimSpace(tok)
+	}
+	run, err := srv.clientWith(t, tokens["wr"]).CreateRun(ctx, &api.CreateRun{Model: "replay:" + filepath.Base(traj), Workspace: ws, Agent: "bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	untilStopped(t, srv.apiClient(t), run.ID, 1)
+
+	code, out, errOut := keel(t, "--server", srv.url, "--token", tokens["ro"], "runs", "show", run.ID)
+	if code != 0 || strings.Contains(out, "CORRUPT") || strings.Contains(out, text) ||
+		!strings.Contains(out, "hash chain verified; 3 of them shown with memory hidden from your token") {
+		t.Errorf("runs show --server (a token that may not see agent:bot) = %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = keel(t, "--server", srv.url, "--token", tokens["ro"], "runs", "show", run.ID, "--json")
+	if code != 0 || strings.Contains(out, text) || strings.Count(out, `"redacted":true`) != 3 || strings.Contains(out, other.ID) {
+		t.Errorf("runs show --server --json (a token that may not see agent:bot) = %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = keel(t, "--server", srv.url, "--token", tokens["wr"], "runs", "show", run.ID, "--json")
+	if code != 0 || !strings.Contains(out, text) || strings.Contains(out, `"redacted"`) || strings.Contains(out, other.ID) {
+		t.Errorf("runs show --server --json (bot's token) = %d\n%s%s", code, out, errOut)
+	}
+
+	for _, argv := range [][]string{{"audit", "verify", "_keel.identity", run.ID[:10]}, {"--server", srv.url, "audit", "verify", "_keel.identity", run.ID[:10]}} {
+		code, out, errOut := keel(t, argv...)
+		if code != 0 || !strings.Contains(out, "2 of 2 streams verified") {
+			t.Errorf("keel %s = %d\n%s%s", strings.Join(argv, " "), code, out, errOut)
+		}
+		argv[len(argv)-2] = "_keel.nosuch"
+		if code, _, errOut := keel(t, argv...); code != 2 || !strings.Contains(errOut, `no journal stream "_keel.nosuch"`) {
+			t.Errorf("keel %s = %d %s", strings.Join(argv, " "), code, errOut)
+		}
+	}
+}
+
 // What a bash command fetched (curl, wget, git in the sandbox, through
 // the egress proxy to an allowed host) is untrusted input, like a
 // fetch_url result: the run counts it, and memory it writes afterwards is

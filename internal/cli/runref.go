@@ -16,14 +16,17 @@ import (
 )
 
 // A command whose arguments name runs says which in its annotations:
-// runArgs "1" (the first argument) or "*" (every argument). The root's
-// pre-run hook replaces each with the whole id it names (resolveRunArgs),
-// so every such command takes what `keel runs list` and the web UI show.
+// runArgs "1" (the first argument), "*" (every argument) or "journals"
+// (every argument, a run or a system stream named whole, as an audit
+// takes them: service.ResolveJournal). The root's pre-run hook replaces
+// each run reference with the whole id it names (resolveRunArgs), so
+// every such command takes what `keel runs list` and the web UI show.
 const runArgsKey = "keel.runArgs"
 
 var (
-	firstArgIsRun = map[string]string{runArgsKey: "1"}
-	argsAreRuns   = map[string]string{runArgsKey: "*"}
+	firstArgIsRun   = map[string]string{runArgsKey: "1"}
+	argsAreRuns     = map[string]string{runArgsKey: "*"}
+	argsAreJournals = map[string]string{runArgsKey: "journals"}
 )
 
 // lastRef is the RUN argument naming the newest run in this workspace
@@ -78,6 +81,9 @@ func (a *app) resolveRunArgs(cmd *cobra.Command, args []string) error {
 		b = &remote{Client: cl, a: a}
 	}
 	for i := range n {
+		if which == "journals" && journal.IsSystem(args[i]) {
+			continue // the service finds it (service.ResolveJournal)
+		}
 		id, err := resolveRunRef(ctx, b, args[i])
 		if errors.Is(err, errRunNotFound) {
 			// The command reports it (after its own flags), and Main

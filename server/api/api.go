@@ -783,7 +783,11 @@ type Revoke struct {
 
 // VerifyAudit is the body of POST /v1/audit/verify; it may be empty.
 type VerifyAudit struct {
-	// Runs limits the check to these runs; empty checks every journal.
+	// Runs limits the check to these journals; empty checks every one.
+	// Each is a run as every route names it (its id, a unique prefix,
+	// the web UI's short form) or a system stream by its whole name
+	// (_keel.identity): one that names none is refused (404, 400 when
+	// ambiguous) before anything is checked.
 	Runs []string `json:"runs,omitempty"`
 }
 
