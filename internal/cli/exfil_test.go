@@ -480,7 +480,9 @@ func runExfilRoute(t *testing.T, e exfilEnv, r exfilRoute) exfilOutcome {
 	}
 	ws := t.TempDir()
 	host := strings.TrimPrefix(l.base, "http://")
-	args := []string{"run", "--db", db, "--model", "replay:" + traj, "--workspace", ws, "--allow-host", host, "--allow-host", strings.TrimPrefix(l.tlsBase, "https://"),
+	// The route is about what leaves, not what survives a power cut: its
+	// journal does not fsync each append (sync=normal).
+	args := []string{"run", "--db", "sqlite://" + db + "?sync=normal", "--model", "replay:" + traj, "--workspace", ws, "--allow-host", host, "--allow-host", strings.TrimPrefix(l.tlsBase, "https://"),
 		"--mcp", "notes=" + l.base + "/mcp", "--openapi", "shop=" + doc, "--no-wait", "-q", "--secret-env", exfilSecretName}
 	code, _, errOut := keel(t, args...)
 	o := exfilOutcome{code: code}
