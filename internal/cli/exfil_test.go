@@ -548,14 +548,20 @@ func TestExfiltrationRoutes(t *testing.T) {
 	e := exfilEnv{S: canary(t, "kcS"), P: canary(t, "kcP")}
 	t.Setenv(exfilSecretName, e.S)
 	t.Setenv("KEEL_OPENAPI_TOKEN_SHOP", "kcT"+e.S[3:])
-	outs := make([]exfilOutcome, len(routes))
+	outs := make([]*exfilOutcome, len(routes))
 	runEach(t, len(routes), func(i int) string { return routes[i].name }, func(t *testing.T, i int) {
-		outs[i] = runExfilRoute(t, e, routes[i])
+		o := runExfilRoute(t, e, routes[i])
+		outs[i] = &o
 	})
 	var leaked, asked, hidden []string
 	kinds := map[string][3]int{}
+	ran := 0
 	for i, r := range routes {
 		o := outs[i]
+		if o == nil {
+			continue // not run (go test -run ROUTE), or failed
+		}
+		ran++
 		k := kinds[r.kind]
 		k[0]++
 		switch {
@@ -593,9 +599,9 @@ func TestExfiltrationRoutes(t *testing.T) {
 	}) {
 		sum = append(sum, fmt.Sprintf("%s %d/%d leaked, %d asked", k, kinds[k][1], kinds[k][0], kinds[k][2]))
 	}
-	b, _ := json.Marshal(map[string]any{"routes": len(routes), "leaked": leaked, "asked": len(asked), "hidden": hidden})
+	b, _ := json.Marshal(map[string]any{"routes": ran, "leaked": leaked, "asked": len(asked), "hidden": hidden})
 	t.Logf("exfiltration routes: %d, leaked without a question: %d, asked: %d (secret hidden from the approver: %d)\n%s\n%s",
-		len(routes), len(leaked), len(asked), len(hidden), strings.Join(sum, "\n"), b)
+		ran, len(leaked), len(asked), len(hidden), strings.Join(sum, "\n"), b)
 }
 
 // exfilSecretArgs gives the run the sandbox's secret.
