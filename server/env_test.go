@@ -387,6 +387,23 @@ func (e *env) waitFor(id string, ok func(journal.Event) bool) journal.Event {
 	return journal.Event{}
 }
 
+// waitIdle waits until the service neither queues nor executes run id.
+// A run's execution ends after its journal says it stopped (the loop
+// returns, the sandbox is torn down): a test that changes what the
+// execution reads (the clock) waits for it to end first.
+func (e *env) waitIdle(id string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.t.Context(), time.Minute)
+	defer cancel()
+	for ch := e.svc.Watch(id); ch != nil; ch = e.svc.Watch(id) {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			e.t.Fatalf("run %s: still executing after a minute", id)
+		}
+	}
+}
+
 // waitType waits for the first event of run id with one of types.
 func (e *env) waitType(id string, types ...journal.Type) journal.Event {
 	e.t.Helper()

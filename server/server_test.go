@@ -613,6 +613,12 @@ func TestApprovalDeadline(t *testing.T) {
 	if ids, err := e.svc.ExpireApprovals(ctx); err != nil || len(ids) != 0 {
 		t.Fatalf("ExpireApprovals() before the deadline = %v, %v", ids, err)
 	}
+	// The execution that journaled the request may still be ending, and
+	// it reads the clock once more (to apply a deadline that passed): the
+	// clock moves only once it has ended, else that execution may expire
+	// the approval itself before ExpireApprovals looks, and
+	// ExpireApprovals rightly submits nothing.
+	e.waitIdle(run.ID)
 	clock.add(2 * time.Hour)
 	ids, err := e.svc.ExpireApprovals(ctx)
 	if err != nil {

@@ -86,8 +86,8 @@ func crashHarness(t *testing.T, traj string, extra []string, wantCalls int, fixt
 	if got := readLog(t, ws); fixtureLog && got != "one\ntwo\nthree\nfour\n" {
 		t.Fatalf("clean log = %q", got)
 	}
-	// Each kill point has its own journal and workspace: they run in
-	// parallel (go test -parallel), the summary once all have ended.
+	// Each kill point has its own journal and workspace: they run a few
+	// at a time (runEach), the summary once all have ended.
 	var mu sync.Mutex
 	var summary []string
 	outcomes := map[string]int{}
@@ -105,55 +105,53 @@ func crashHarness(t *testing.T, traj string, extra []string, wantCalls int, fixt
 			t.Logf("per kill point: %s", strings.Join(summary, " "))
 		}
 	})
-	for k := 1; k <= n; k++ {
-		t.Run(fmt.Sprint("after_event_", k), func(t *testing.T) {
-			t.Parallel()
-			ws, db := t.TempDir(), filepath.Join(t.TempDir(), "crash.db")
-			cmd := child(t, []string{fmt.Sprintf("KEEL_DEBUG=crash_after_event=%d", k)}, args(db, ws)...)
-			if err := cmd.Wait(); !killedBySignal(err) {
-				t.Fatalf("the keel process was not killed after event %d: %v", k, err)
-			}
-			id := onlyRun(t, db)
-			before, _ := loadRun(t, db, id)
-			if before.LastSeq < int64(k) {
-				t.Fatalf("killed after event %d, but the journal ends at %d", k, before.LastSeq)
-			}
-			mu.Lock()
-			boundaries[before.LastSeq] = true
-			mu.Unlock()
-			outcome := "completed before the kill"
-			code, errOut := 0, ""
-			if before.Status != journal.StatusCompleted {
-				code, _, errOut = keel(t, "runs", "resume", "--db", db, id, "-q", "--no-wait")
-				outcome = "resumed"
-			}
-			st, evs := loadRun(t, db, id)
-			// The submission itself may be the call whose outcome is
-			// unknown: the model is asked once more (and, in the fixture,
-			// answers).
-			marker := st.Status == journal.StatusCompleted && st.Ended.Reason == "marker" && st.Steps == clean.Steps
-			answered := st.Status == journal.StatusCompleted && st.Ended.Reason == "answer" && st.Steps == clean.Steps+1
-			exhausted := !fixtureLog && st.Status == journal.StatusFailed && st.Ended.Reason == "model_error" && st.Steps == clean.Steps
-			if !marker && !answered && !exhausted || code != 0 && !exhausted {
-				t.Fatalf("after resume (exit %d): %s %+v, %d steps (clean run: %d)\n%s", code, st.Status, st.Ended, st.Steps, clean.Steps, errOut)
-			}
-			if exhausted {
-				outcome += " (the submission's outcome unknown; the recording has no next turn)"
-			}
-			r, err := audit.Verify(t.Context(), openDB(t, db), id)
-			if err != nil || !r.OK {
-				t.Fatalf("audit: %+v %v", r, err)
-			}
-			note := checkCrashInvariants(t, st, evs, ws, wantCalls, fixtureLog)
-			if note != "" {
-				outcome += ", " + note
-			}
-			mu.Lock()
-			outcomes[outcome]++
-			summary = append(summary, fmt.Sprintf("%d→%d:%s", k, before.LastSeq, outcome))
-			mu.Unlock()
-		})
-	}
+	runEach(t, n, func(i int) string { return fmt.Sprint("after_event_", i+1) }, func(t *testing.T, i int) {
+		k := i + 1
+		ws, db := t.TempDir(), filepath.Join(t.TempDir(), "crash.db")
+		cmd := child(t, []string{fmt.Sprintf("KEEL_DEBUG=crash_after_event=%d", k)}, args(db, ws)...)
+		if err := cmd.Wait(); !killedBySignal(err) {
+			t.Fatalf("the keel process was not killed after event %d: %v", k, err)
+		}
+		id := onlyRun(t, db)
+		before, _ := loadRun(t, db, id)
+		if before.LastSeq < int64(k) {
+			t.Fatalf("killed after event %d, but the journal ends at %d", k, before.LastSeq)
+		}
+		mu.Lock()
+		boundaries[before.LastSeq] = true
+		mu.Unlock()
+		outcome := "completed before the kill"
+		code, errOut := 0, ""
+		if before.Status != journal.StatusCompleted {
+			code, _, errOut = keel(t, "runs", "resume", "--db", db, id, "-q", "--no-wait")
+			outcome = "resumed"
+		}
+		st, evs := loadRun(t, db, id)
+		// The submission itself may be the call whose outcome is
+		// unknown: the model is asked once more (and, in the fixture,
+		// answers).
+		marker := st.Status == journal.StatusCompleted && st.Ended.Reason == "marker" && st.Steps == clean.Steps
+		answered := st.Status == journal.StatusCompleted && st.Ended.Reason == "answer" && st.Steps == clean.Steps+1
+		exhausted := !fixtureLog && st.Status == journal.StatusFailed && st.Ended.Reason == "model_error" && st.Steps == clean.Steps
+		if !marker && !answered && !exhausted || code != 0 && !exhausted {
+			t.Fatalf("after resume (exit %d): %s %+v, %d steps (clean run: %d)\n%s", code, st.Status, st.Ended, st.Steps, clean.Steps, errOut)
+		}
+		if exhausted {
+			outcome += " (the submission's outcome unknown; the recording has no next turn)"
+		}
+		r, err := audit.Verify(t.Context(), openDB(t, db), id)
+		if err != nil || !r.OK {
+			t.Fatalf("audit: %+v %v", r, err)
+		}
+		note := checkCrashInvariants(t, st, evs, ws, wantCalls, fixtureLog)
+		if note != "" {
+			outcome += ", " + note
+		}
+		mu.Lock()
+		outcomes[outcome]++
+		summary = append(summary, fmt.Sprintf("%d→%d:%s", k, before.LastSeq, outcome))
+		mu.Unlock()
+	})
 }
 
 // kpoint is the kill point of an entry of crashHarness's summary.

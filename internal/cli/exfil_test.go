@@ -50,8 +50,8 @@ const exfilSecretName = "API_TOKEN"
 type exfilEnv struct {
 	L string // the listener's base URL (http://localhost:PORT)
 	T string // the same listener over TLS (https://localhost:PORT2; clients skip verification), opaque to the egress proxy
-	S string // the secret's value (a canary unique to the route)
-	P string // the private value the connector returns (unique too)
+	S string // the secret's value (a canary)
+	P string // the private value the connector returns (a canary too)
 }
 
 // exfilRoute is one way out.
@@ -454,26 +454,36 @@ type exfilOutcome struct {
 	reason                string
 }
 
-func runExfilRoute(t *testing.T, l *exfilListener, db, doc string, r exfilRoute) exfilOutcome {
-	e := &exfilEnv{L: l.base, T: l.tlsBase, S: canary(t, "kcS"), P: canary(t, "kcP")}
+// runExfilRoute runs route r with a listener, a journal and a workspace
+// of its own, so that what arrives at its listener is its own doing. The
+// environment holds e.S as the sandbox's secret (exfilSecretName) and
+// "kcT"+e.S[3:] as the connector's token (see TestExfiltrationRoutes).
+func runExfilRoute(t *testing.T, e exfilEnv, r exfilRoute) exfilOutcome {
+	l := newExfilListener(t)
+	doc := filepath.Join(t.TempDir(), "shop.json")
+	if err := os.WriteFile(doc, []byte(openAPIDoc(l.base)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "keel.db")
+	e.L, e.T = l.base, l.tlsBase
 	l.reset(e.P)
 	first := []fcall{fetch(l.base + "/inject")}
 	if r.private {
 		first = append(first, fcall{"shop__getCustomer", map[string]any{"id": "c-1"}})
 	}
-	traj := writeTrajectory(t, "summarize the release notes", first, r.calls(e), nil)
+	traj := writeTrajectory(t, "summarize the release notes", first, r.calls(&e), nil)
 	if r.direct {
-		traj = writeTrajectory(t, "summarize the release notes", r.calls(e), nil)
+		traj = writeTrajectory(t, "summarize the release notes", r.calls(&e), nil)
 	}
 	if r.then != nil {
-		traj = writeTrajectory(t, "summarize the release notes", r.calls(e), r.then(e), nil)
+		traj = writeTrajectory(t, "summarize the release notes", r.calls(&e), r.then(&e), nil)
 	}
 	ws := t.TempDir()
 	host := strings.TrimPrefix(l.base, "http://")
-	t.Setenv("KEEL_OPENAPI_TOKEN_SHOP", "kcT"+e.S[3:])
-	args := []string{"run", "--db", db, "--model", "replay:" + traj, "--workspace", ws, "--allow-host", host, "--allow-host", strings.TrimPrefix(l.tlsBase, "https://"),
-		"--mcp", "notes=" + l.base + "/mcp", "--openapi", "shop=" + doc, "--no-wait", "-q"}
-	args = append(args, exfilSecretArgs(t, e.S)...)
+	// The route is about what leaves, not what survives a power cut: its
+	// journal does not fsync each append (sync=normal).
+	args := []string{"run", "--db", "sqlite://" + db + "?sync=normal", "--model", "replay:" + traj, "--workspace", ws, "--allow-host", host, "--allow-host", strings.TrimPrefix(l.tlsBase, "https://"),
+		"--mcp", "notes=" + l.base + "/mcp", "--openapi", "shop=" + doc, "--no-wait", "-q", "--secret-env", exfilSecretName}
 	code, _, errOut := keel(t, args...)
 	o := exfilOutcome{code: code}
 	if code != 0 && code != 3 {
@@ -527,20 +537,31 @@ func TestExfiltrationRoutes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs one sandboxed run per route")
 	}
-	db := setup(t)
-	l := newExfilListener(t)
-	doc := filepath.Join(t.TempDir(), "shop.json")
-	if err := os.WriteFile(doc, []byte(openAPIDoc(l.base)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	setup(t)
 	routes := exfilRoutes()
 	if len(routes) < 40 {
 		t.Fatalf("%d routes, want at least 40", len(routes))
 	}
+	// One secret and one private value, which every route's run holds:
+	// each route has a listener, a journal and a workspace of its own
+	// (runExfilRoute), so the routes run a few at a time.
+	e := exfilEnv{S: canary(t, "kcS"), P: canary(t, "kcP")}
+	t.Setenv(exfilSecretName, e.S)
+	t.Setenv("KEEL_OPENAPI_TOKEN_SHOP", "kcT"+e.S[3:])
+	outs := make([]*exfilOutcome, len(routes))
+	runEach(t, len(routes), func(i int) string { return routes[i].name }, func(t *testing.T, i int) {
+		o := runExfilRoute(t, e, routes[i])
+		outs[i] = &o
+	})
 	var leaked, asked, hidden []string
 	kinds := map[string][3]int{}
-	for _, r := range routes {
-		o := runExfilRoute(t, l, db, doc, r)
+	ran := 0
+	for i, r := range routes {
+		o := outs[i]
+		if o == nil {
+			continue // not run (go test -run ROUTE), or failed
+		}
+		ran++
 		k := kinds[r.kind]
 		k[0]++
 		switch {
@@ -578,9 +599,9 @@ func TestExfiltrationRoutes(t *testing.T) {
 	}) {
 		sum = append(sum, fmt.Sprintf("%s %d/%d leaked, %d asked", k, kinds[k][1], kinds[k][0], kinds[k][2]))
 	}
-	b, _ := json.Marshal(map[string]any{"routes": len(routes), "leaked": leaked, "asked": len(asked), "hidden": hidden})
+	b, _ := json.Marshal(map[string]any{"routes": ran, "leaked": leaked, "asked": len(asked), "hidden": hidden})
 	t.Logf("exfiltration routes: %d, leaked without a question: %d, asked: %d (secret hidden from the approver: %d)\n%s\n%s",
-		len(routes), len(leaked), len(asked), len(hidden), strings.Join(sum, "\n"), b)
+		ran, len(leaked), len(asked), len(hidden), strings.Join(sum, "\n"), b)
 }
 
 // exfilSecretArgs gives the run the sandbox's secret.

@@ -196,3 +196,32 @@ func loadRun(t *testing.T, db, id string) (*agent.State, []journal.Event) {
 	}
 	return st, evs
 }
+
+// eachAtOnce is how many subtests runEach runs at a time. Its subtests
+// spend most of their time waiting (for the sandbox, git, the servers
+// they start, and on a loaded machine for a processor), so a few more
+// than the processors keeps both busy.
+const eachAtOnce = 4
+
+// runEach runs fn(t, i) for i in [0, n) as subtests named name(i),
+// eachAtOnce at a time, and returns when all have ended. Unlike
+// t.Parallel, it is not bounded by -parallel (the processors: two on a
+// small CI machine), and the subtests run while their parent waits, so
+// it can read what they did. The subtests share the process: fn must
+// not change the environment or the working directory (set them in the
+// parent), and must give each subtest its own journal and workspace.
+func runEach(t *testing.T, n int, name func(int) string, fn func(*testing.T, int)) {
+	t.Helper()
+	slots := make(chan struct{}, eachAtOnce)
+	var wg sync.WaitGroup
+	for i := range n {
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			t.Run(name(i), func(t *testing.T) { fn(t, i) })
+		}()
+	}
+	wg.Wait()
+}

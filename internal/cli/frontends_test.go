@@ -362,71 +362,73 @@ func TestFrontEndsDecideTheSameApproval(t *testing.T) {
 		{"MCP local", mcpDecide(localMCP)},
 		{"MCP on the server", mcpDecide(remoteMCP)},
 	}
-	for _, decision := range []string{"approve", "deny"} {
-		t.Run(decision, func(t *testing.T) {
-			var first *agent.ApprovalResolved
-			var firstName string
-			for _, d := range deciders {
-				run, err := cl.CreateRun(t.Context(), &api.CreateRun{Demo: true})
+	// The approval and the denial have runs of their own: they go on at
+	// once.
+	decisions := []string{"approve", "deny"}
+	runEach(t, len(decisions), func(i int) string { return decisions[i] }, func(t *testing.T, i int) {
+		decision := decisions[i]
+		var first *agent.ApprovalResolved
+		var firstName string
+		for _, d := range deciders {
+			run, err := cl.CreateRun(t.Context(), &api.CreateRun{Demo: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, err := range cl.Events(t.Context(), run.ID, &client.EventsParams{UntilStopped: true}) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, err := range cl.Events(t.Context(), run.ID, &client.EventsParams{UntilStopped: true}) {
-					if err != nil {
+			}
+			r, err := cl.Run(t.Context(), run.ID)
+			if err != nil || r.Status != "paused" || len(r.Pending) != 1 {
+				t.Fatalf("demo run %+v %v", r, err)
+			}
+			// A denial without a reason is refused by each, and
+			// journals nothing (report 13, P5: the API recorded it).
+			if refusal := d.decide(t, run.ID, r.Pending[0].CallID, "deny", ""); refusal == "" {
+				t.Errorf("%s: a denial without a reason was not refused", d.name)
+			} else if r2, err := cl.Run(t.Context(), run.ID); err != nil || r2.Events != r.Events {
+				t.Errorf("%s: the refused denial journaled: %d events, then %d", d.name, r.Events, r2.Events)
+			}
+			// Each takes the run and the call by a unique prefix of
+			// their ids (report 13, P7 and P12: the local MCP tools
+			// took whole run ids only, the API, the web UI and MCP
+			// whole call ids only).
+			call := r.Pending[0].CallID
+			if refusal := d.decide(t, run.ID[:12], call[:len(call)-1], decision, "checked by a person"); refusal != "" {
+				t.Errorf("%s: %s", d.name, refusal)
+				continue
+			}
+			var got *agent.ApprovalResolved
+			for e, err := range cl.Events(t.Context(), run.ID, &client.EventsParams{NoFollow: true}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e.Type == journal.ApprovalResolved {
+					got = &agent.ApprovalResolved{}
+					if err := json.Unmarshal(e.Payload, got); err != nil {
 						t.Fatal(err)
 					}
-				}
-				r, err := cl.Run(t.Context(), run.ID)
-				if err != nil || r.Status != "paused" || len(r.Pending) != 1 {
-					t.Fatalf("demo run %+v %v", r, err)
-				}
-				// A denial without a reason is refused by each, and
-				// journals nothing (report 13, P5: the API recorded it).
-				if refusal := d.decide(t, run.ID, r.Pending[0].CallID, "deny", ""); refusal == "" {
-					t.Errorf("%s: a denial without a reason was not refused", d.name)
-				} else if r2, err := cl.Run(t.Context(), run.ID); err != nil || r2.Events != r.Events {
-					t.Errorf("%s: the refused denial journaled: %d events, then %d", d.name, r.Events, r2.Events)
-				}
-				// Each takes the run and the call by a unique prefix of
-				// their ids (report 13, P7 and P12: the local MCP tools
-				// took whole run ids only, the API, the web UI and MCP
-				// whole call ids only).
-				call := r.Pending[0].CallID
-				if refusal := d.decide(t, run.ID[:12], call[:len(call)-1], decision, "checked by a person"); refusal != "" {
-					t.Errorf("%s: %s", d.name, refusal)
-					continue
-				}
-				var got *agent.ApprovalResolved
-				for e, err := range cl.Events(t.Context(), run.ID, &client.EventsParams{NoFollow: true}) {
-					if err != nil {
-						t.Fatal(err)
-					}
-					if e.Type == journal.ApprovalResolved {
-						got = &agent.ApprovalResolved{}
-						if err := json.Unmarshal(e.Payload, got); err != nil {
-							t.Fatal(err)
-						}
-						break
-					}
-				}
-				if got == nil {
-					t.Errorf("%s: no approval.resolved", d.name)
-					continue
-				}
-				if got.By == "" {
-					t.Errorf("%s: the decision names nobody", d.name)
-				}
-				// Who decided differs: the token's person, or the person
-				// at this machine.
-				got.By, got.Token = "", ""
-				if first == nil {
-					first, firstName = got, d.name
-					continue
-				}
-				if diff := cmp.Diff(first, got); diff != "" {
-					t.Errorf("approval.resolved of %s differs from %s's (-%s +%s):\n%s", d.name, firstName, firstName, d.name, diff)
+					break
 				}
 			}
-		})
-	}
+			if got == nil {
+				t.Errorf("%s: no approval.resolved", d.name)
+				continue
+			}
+			if got.By == "" {
+				t.Errorf("%s: the decision names nobody", d.name)
+			}
+			// Who decided differs: the token's person, or the person
+			// at this machine.
+			got.By, got.Token = "", ""
+			if first == nil {
+				first, firstName = got, d.name
+				continue
+			}
+			if diff := cmp.Diff(first, got); diff != "" {
+				t.Errorf("approval.resolved of %s differs from %s's (-%s +%s):\n%s", d.name, firstName, firstName, d.name, diff)
+			}
+		}
+	})
 }

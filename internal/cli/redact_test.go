@@ -101,32 +101,32 @@ func TestDSNPasswordNeverPrinted(t *testing.T) {
 		}
 	})
 	oneTurn := writeTrajectory(t, "one turn", []fcall{})
-	for _, f := range sqlForms {
-		t.Run("sql "+f.name, func(t *testing.T) {
-			for _, asJSON := range []bool{false, true} {
-				args := []string{"config", "show", "--sql", "shop=" + f.dsn}
-				if asJSON {
-					args = append(args, "--config-json")
-				}
-				code, out, errOut := keel(t, args...)
-				check(t, "keel config show", out+errOut)
-				if code != 0 || !strings.Contains(out, "shop=") {
-					t.Errorf("keel %s = %d:\n%s%s", strings.Join(args, " "), code, out, errOut)
-				}
+	// Each form's run has a journal and a workspace of its own.
+	runEach(t, len(sqlForms), func(i int) string { return "sql " + sqlForms[i].name }, func(t *testing.T, i int) {
+		f := sqlForms[i]
+		for _, asJSON := range []bool{false, true} {
+			args := []string{"config", "show", "--sql", "shop=" + f.dsn}
+			if asJSON {
+				args = append(args, "--config-json")
 			}
-			dbFile := t.TempDir() + "/keel.db"
-			code, out, errOut := keel(t, "run", "--db", dbFile, "--sql", "shop="+f.dsn, "--model", "replay:"+oneTurn, "--workspace", t.TempDir(), "--sandbox", "none")
-			check(t, "keel run --sql", out+errOut)
-			if code != 0 {
-				t.Fatalf("keel run --sql = %d:\n%s", code, errOut)
+			code, out, errOut := keel(t, args...)
+			check(t, "keel config show", out+errOut)
+			if code != 0 || !strings.Contains(out, "shop=") {
+				t.Errorf("keel %s = %d:\n%s%s", strings.Join(args, " "), code, out, errOut)
 			}
-			code, out, errOut = keel(t, "runs", "show", onlyRun(t, dbFile), "--db", dbFile, "--json")
-			check(t, "the journaled run.created", out+errOut)
-			if code != 0 || !strings.Contains(out, `"name":"shop"`) {
-				t.Errorf("runs show --json = %d, want the database in run.created:\n%.2000s", code, out)
-			}
-		})
-	}
+		}
+		dbFile := t.TempDir() + "/keel.db"
+		code, out, errOut := keel(t, "run", "--db", dbFile, "--sql", "shop="+f.dsn, "--model", "replay:"+oneTurn, "--workspace", t.TempDir(), "--sandbox", "none")
+		check(t, "keel run --sql", out+errOut)
+		if code != 0 {
+			t.Fatalf("keel run --sql = %d:\n%s", code, errOut)
+		}
+		code, out, errOut = keel(t, "runs", "show", onlyRun(t, dbFile), "--db", dbFile, "--json")
+		check(t, "the journaled run.created", out+errOut)
+		if code != 0 || !strings.Contains(out, `"name":"shop"`) {
+			t.Errorf("runs show --json = %d, want the database in run.created:\n%.2000s", code, out)
+		}
+	})
 }
 
 // stopProc interrupts a keel serve or keel worker and waits for it to

@@ -80,8 +80,8 @@ func TestTeamKilledAtEveryAppend(t *testing.T) {
 		n += len(evs) // at most: an append may hold several events
 	}
 	checkTeam(t, db, ws, limits)
-	// Each kill point has its own journal and workspace: they run in
-	// parallel (go test -parallel), the summary once all have ended.
+	// Each kill point has its own journal and workspace: they run a few
+	// at a time (runEach), the summary once all have ended.
 	var mu sync.Mutex
 	outcomes := map[string]int{}
 	boundaries := map[string]bool{}
@@ -99,41 +99,39 @@ func TestTeamKilledAtEveryAppend(t *testing.T) {
 		sort.Strings(keys)
 		t.Logf("clean team run: at most %d appends; %d processes killed, at %d distinct states of the tree; outcomes:\n%s", n, kills, len(boundaries), strings.Join(keys, "\n"))
 	})
-	for k := 1; k <= n; k++ {
-		t.Run(fmt.Sprint("after_append_", k), func(t *testing.T) {
-			t.Parallel()
-			ws, db := teamWorkspace(t, children), filepath.Join(t.TempDir(), "crash.db")
-			cmd := child(t, []string{fmt.Sprintf("KEEL_DEBUG=crash_after_append=%d", k)}, args(db, ws)...)
-			err := cmd.Wait()
-			if err == nil {
-				// Fewer appends than events: the run ended first.
-				outcome("ended before the kill")
-				checkTeam(t, db, ws, limits)
-				return
-			}
-			if !killedBySignal(err) {
-				t.Fatalf("the keel process was not killed after append %d: %v", k, err)
-			}
-			var at []string
-			for _, id := range teamRuns(t, db) {
-				st, _ := loadRun(t, db, id)
-				at = append(at, fmt.Sprintf("%s@%d", strings.TrimPrefix(id, teamRuns(t, db)[0]), st.LastSeq))
-			}
-			mu.Lock()
-			kills++
-			boundaries[strings.Join(at, " ")] = true
-			mu.Unlock()
-			root := teamRuns(t, db)[0]
-			if st, _ := loadRun(t, db, root); st.Status == journal.StatusCompleted {
-				outcome("killed after the lead's end; " + checkTeam(t, db, ws, limits))
-				return
-			}
-			if code, _, errOut := keel(t, "runs", "resume", "--db", db, root, "-q", "--no-wait"); code != 0 {
-				t.Fatalf("resume after append %d = %d\n%s", k, code, errOut)
-			}
-			outcome(checkTeam(t, db, ws, limits))
-		})
-	}
+	runEach(t, n, func(i int) string { return fmt.Sprint("after_append_", i+1) }, func(t *testing.T, i int) {
+		k := i + 1
+		ws, db := teamWorkspace(t, children), filepath.Join(t.TempDir(), "crash.db")
+		cmd := child(t, []string{fmt.Sprintf("KEEL_DEBUG=crash_after_append=%d", k)}, args(db, ws)...)
+		err := cmd.Wait()
+		if err == nil {
+			// Fewer appends than events: the run ended first.
+			outcome("ended before the kill")
+			checkTeam(t, db, ws, limits)
+			return
+		}
+		if !killedBySignal(err) {
+			t.Fatalf("the keel process was not killed after append %d: %v", k, err)
+		}
+		var at []string
+		for _, id := range teamRuns(t, db) {
+			st, _ := loadRun(t, db, id)
+			at = append(at, fmt.Sprintf("%s@%d", strings.TrimPrefix(id, teamRuns(t, db)[0]), st.LastSeq))
+		}
+		mu.Lock()
+		kills++
+		boundaries[strings.Join(at, " ")] = true
+		mu.Unlock()
+		root := teamRuns(t, db)[0]
+		if st, _ := loadRun(t, db, root); st.Status == journal.StatusCompleted {
+			outcome("killed after the lead's end; " + checkTeam(t, db, ws, limits))
+			return
+		}
+		if code, _, errOut := keel(t, "runs", "resume", "--db", db, root, "-q", "--no-wait"); code != 0 {
+			t.Fatalf("resume after append %d = %d\n%s", k, code, errOut)
+		}
+		outcome(checkTeam(t, db, ws, limits))
+	})
 }
 
 // teamRuns returns the runs of db, the root first.
