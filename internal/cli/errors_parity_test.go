@@ -163,6 +163,15 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"inputs", "answer", done, "input-1", "--set", "a=b"}, 2},
 		{[]string{"inputs", "answer", done, "input-1", "--accept"}, 2},
 		{[]string{"approve", demoRun, "demo_4", "--remember", "agent"}, 2},
+		// A decision wrong in two ways: the service's first check, on
+		// every front end (report 15, Q4); a call that is not waiting,
+		// named in full or by a prefix (Q16).
+		{[]string{"deny", unknown, "c1"}, 2},
+		{[]string{"deny", demoRun, "nosuch"}, 2},
+		{[]string{"approve", demoRun, "nosuch", "--remember", "forever"}, 2},
+		{[]string{"approve", demoRun, "nosuch", "--prefix", "git"}, 2},
+		{[]string{"approve", demoRun, "nosuch"}, 2},
+		{[]string{"approve", demoRun, "demo_9"}, 2},
 		// Schedules and triggers the service refuses.
 		{append([]string{"schedules", "create", "s1"}, append(sched, "--policy", allow, "--max-steps", "-1")...), 2},
 		{append([]string{"schedules", "create", "dup"}, append(sched, "--policy", allow)...), 2},
