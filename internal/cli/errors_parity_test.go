@@ -172,6 +172,8 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"approve", demoRun, "nosuch", "--prefix", "git"}, 2},
 		{[]string{"approve", demoRun, "nosuch"}, 2},
 		{[]string{"approve", demoRun, "demo_9"}, 2},
+		{[]string{"auth", "connect", "--run", demoRun, "--call", "nosuch"}, 2},
+		{[]string{"auth", "connect", "--run", done}, 2},
 		// Schedules and triggers the service refuses.
 		{append([]string{"schedules", "create", "s1"}, append(sched, "--policy", allow, "--max-steps", "-1")...), 2},
 		{append([]string{"schedules", "create", "dup"}, append(sched, "--policy", allow)...), 2},
