@@ -109,6 +109,8 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"agents", "grants", "nosuch"}, 2},
 		{[]string{"agents", "revoke", "nosuch"}, 2},
 		{[]string{"agents", "restore", "nosuch"}, 2},
+		{[]string{"agents", "revoke", "keel-cli/nosuch"}, 2},
+		{[]string{"agents", "show", "keel-cli/nosuch"}, 2},
 		{[]string{"agents", "ungrant", "nosuch", "g1"}, 2},
 		{[]string{"agents", "ungrant", "keel-cli", "g1"}, 2},
 		{[]string{"tokens", "revoke", "nosuch"}, 2},
