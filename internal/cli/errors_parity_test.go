@@ -248,6 +248,14 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "undo: keel --server "+s.url+" runs rewind "+done+" --to ") {
 		t.Errorf("keel --server URL runs rewind = %d\n%s%s", code, out, errOut)
 	}
+	// Both forms say what became of the completed run: only its files
+	// went back (report 15, P10: "files restored to the checkpoint of
+	// event 2" read as if the run had gone back there).
+	const stays = "the run stays completed: only its files went back, not its conversation; a follow-up message continues it"
+	lcode, lout, lerr := keel(t, "runs", "rewind", done, "--to", strings.Fields(seqs[len(seqs)-1])[0])
+	if code != 0 || lcode != 0 || !strings.Contains(out, stays) || !strings.Contains(lout, stays) {
+		t.Errorf("runs rewind of a completed run: server %d %q, local %d %q%s; want both to say %q", code, out, lcode, lout, lerr, stays)
+	}
 }
 
 // withoutLog is stderr without the log's lines (warnings of slow steps on
