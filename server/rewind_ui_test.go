@@ -13,6 +13,7 @@ import (
 
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // The web UI's Rewind asks first, listing the files it would change,
@@ -96,6 +97,11 @@ func TestUIRewindConfirmsAndUndoes(t *testing.T) {
 	undo := regexp.MustCompile(`name="to" value="(\d+)"><input type="hidden" name="confirm" value="1"><button id="rewind-undo"`).FindStringSubmatch(body)
 	if code != http.StatusOK || undo == nil || !strings.Contains(body, "D a.txt") || !regexp.MustCompile(`id="rewind-kept"><li><code>notes.txt`).MatchString(body) {
 		t.Fatalf("the page after the rewind (%s) = %d, want what changed, what was left and an undo:\n%s", loc, code, body)
+	}
+	// What became of the run, as keel runs rewind says it (report 15,
+	// P10).
+	if !strings.Contains(body, `<p id="rewind-note">`+service.RewindNote("completed")) {
+		t.Errorf("the page after the rewind does not say the run stays completed:\n%s", body)
 	}
 	if code, _ := e.uiDo(http.MethodPost, "/ui/runs/"+run.ID+"/rewind", e.secret, url.Values{"to": {undo[1]}, "confirm": {"1"}}, "same-origin"); code != http.StatusSeeOther {
 		t.Fatalf("undo = %d", code)

@@ -579,7 +579,9 @@ func (h *Handler) uiRun(w http.ResponseWriter, r *http.Request, who *caller) err
 		return err
 	}
 	if seq, err := strconv.ParseInt(r.URL.Query().Get("rewound"), 10, 64); err == nil {
-		p.Rewound = h.rewoundAt(r.Context(), r.PathValue("id"), seq)
+		if p.Rewound = h.rewoundAt(r.Context(), r.PathValue("id"), seq); p.Rewound != nil {
+			p.Rewound.Note = service.RewindNote(p.Run.Status)
+		}
 	}
 	h.render(w, http.StatusOK, "run", p)
 	return nil
@@ -849,6 +851,8 @@ type rewound struct {
 	// Kept are the files it left as they were (changed only outside
 	// the run since the checkpoint).
 	Kept []string
+	// Note says what became of the run (service.RewindNote).
+	Note string
 }
 
 // rewoundAt reads the rewind journaled as event seq of run id (nil when

@@ -35,17 +35,83 @@ func agentView(a *identity.Agent) api.Agent {
 	return out
 }
 
-// agents lists the directory's agents.
+// agents lists the directory's agents and the sub-agents that acted in
+// a run (report 15, Q6: the child agents of a team were listed only once
+// revoked or given a standing approval).
 func (s *Service) agents(ctx context.Context) ([]api.Agent, error) {
 	list, err := s.opts.Directory.List(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]api.Agent, 0, len(list))
+	listed := map[string]bool{}
 	for i := range list {
 		out = append(out, agentView(&list[i]))
+		listed[list[i].Name] = true
 	}
+	acted, err := s.subAgentsActed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range acted {
+		if listed[name] {
+			continue
+		}
+		a, err := s.opts.Directory.Get(ctx, name)
+		if errors.Is(err, identity.ErrUnknown) {
+			continue // its parent agent is gone
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, agentView(a))
+	}
+	slices.SortFunc(out, func(a, b api.Agent) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// subAgentsActed returns the sub-agents ("PARENT/NAME") that runs of
+// this journal executed as, sorted.
+func (s *Service) subAgentsActed(ctx context.Context) ([]string, error) {
+	runs, err := s.runs(ctx, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range runs {
+		if strings.Contains(r.Agent, "/") && !slices.Contains(out, r.Agent) {
+			out = append(out, r.Agent)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// checkSubAgent refuses a sub-agent name that nothing knows: the
+// directory makes up any "PARENT/NAME" below an agent it has, so a
+// typo would be revoked (or shown) as if it were a child agent. A
+// sub-agent is known once the directory holds something of it (it was
+// revoked, or given a standing approval) or a run acted as it; other
+// names are refused as no agent, as every name that names nothing.
+func (s *Service) checkSubAgent(ctx context.Context, name string) error {
+	if !strings.Contains(name, "/") {
+		return nil
+	}
+	list, err := s.opts.Directory.List(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(list, func(a identity.Agent) bool { return a.Name == name }) {
+		return nil
+	}
+	acted, err := s.subAgentsActed(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(acted, name) {
+		return nil
+	}
+	return notFound("no agent %q: no run acted as this sub-agent (the agents list shows the child agents that did)", name)
 }
 
 // identityError maps the directory's errors about agent name to API
@@ -99,6 +165,9 @@ func (s *Service) newAgent(ctx context.Context, req *api.CreateAgent, who *Calle
 // (the executor's principal check), in this server and in every process
 // sharing the journal.
 func (s *Service) revoke(ctx context.Context, name, reason string, who *Caller) (api.Agent, error) {
+	if err := s.checkSubAgent(ctx, name); err != nil {
+		return api.Agent{}, err
+	}
 	a, err := s.opts.Directory.Revoke(ctx, name, &identity.RevokeParams{By: who.Name, Reason: reason})
 	if err != nil {
 		return api.Agent{}, identityError(err, name)
@@ -124,6 +193,9 @@ func (s *Service) revoke(ctx context.Context, name, reason string, who *Caller) 
 // sub-agent (identity.Directory.Restore): it may act again from its next
 // gate decision, without its standing approvals from before.
 func (s *Service) restore(ctx context.Context, name, reason string, who *Caller) (api.Agent, error) {
+	if err := s.checkSubAgent(ctx, name); err != nil {
+		return api.Agent{}, err
+	}
 	a, err := s.opts.Directory.Get(ctx, name)
 	if err != nil {
 		return api.Agent{}, identityError(err, name)
@@ -145,6 +217,9 @@ func (s *Service) restore(ctx context.Context, name, reason string, who *Caller)
 
 // grants returns agent name's standing approvals.
 func (s *Service) grants(ctx context.Context, name string) (api.GrantList, error) {
+	if err := s.checkSubAgent(ctx, name); err != nil {
+		return api.GrantList{}, err
+	}
 	a, err := s.opts.Directory.Get(ctx, name)
 	if err != nil {
 		return api.GrantList{}, identityError(err, name)

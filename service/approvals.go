@@ -41,28 +41,24 @@ func (s *Service) approvals(ctx context.Context) ([]api.Approval, error) {
 // approval.resolved names them) and, once the run waits for no other
 // approval, submits it for execution.
 func (s *Service) decide(ctx context.Context, runID, callID string, d policy.Effect, req *api.Decide, who *Caller) (api.Run, error) {
+	// One order on every front end (report 15, Q4): the request's own
+	// form, then the run, then the call it waits for, then what the
+	// request may do to this run. (Whether the caller may decide at all,
+	// a token's scope, is the door's check, before any of these.)
+	if err := CheckDecision(d, req); err != nil {
+		return api.Run{}, err
+	}
 	before, err := s.run(ctx, runID, 0)
 	if err != nil {
 		return api.Run{}, err
 	}
-	if d == policy.Deny && strings.TrimSpace(req.Reason) == "" {
-		return api.Run{}, NoReason()
-	}
 	if callID, err = ResolveCall(runID, callID, before.Pending); err != nil {
 		return api.Run{}, err
-	}
-	switch req.Remember {
-	case "", policy.ScopeRun, policy.ScopeAgent:
-	default:
-		return api.Run{}, badRequest("remember %q: want run or agent", req.Remember)
 	}
 	if req.Remember == policy.ScopeAgent && before.Agent == identity.DemoAgent {
 		// Every token may start demo runs: a standing approval of the
 		// demo's agent would skip the approval of everyone's demo.
 		return api.Run{}, badRequest("remember agent: %s is the shared agent of every demo run, so its approvals cannot be remembered for the agent (remember run applies to this run only)", identity.DemoAgent)
-	}
-	if len(req.Prefix) > 0 && req.Remember == "" {
-		return api.Run{}, badRequest("prefix needs remember run or agent")
 	}
 	res := &agent.ApprovalResolved{Decision: d, By: who.Name, Token: who.ID, Reason: req.Reason, Remember: req.Remember, Prefix: req.Prefix}
 	err = s.rt.Resolve(ctx, runID, callID, res)
@@ -147,6 +143,33 @@ func (s *Service) Elsewhere(ctx context.Context, id string) string {
 // UI's run page).
 func notContinued(err error, id string) string {
 	return "this server does not continue this run: " + strings.ReplaceAll(err.Error(), "RUN", id)
+}
+
+// CheckDecision is the check of a decision's own form, the first of
+// [Service.Decide]'s, before the run is looked at: a decision is allow
+// or deny, a denial has a reason ([NoReason]), remember is run or agent,
+// and a prefix comes with remember. A front end that must look at the
+// run itself before it asks the service (to name the one waiting call
+// when none is given) checks this first, so that every front end
+// refuses the same bad request with the same words.
+func CheckDecision(d policy.Effect, req *api.Decide) error {
+	switch d {
+	case policy.Allow, policy.Deny:
+	default:
+		return badRequest("decision %q: want approve or deny", d)
+	}
+	if d == policy.Deny && strings.TrimSpace(req.Reason) == "" {
+		return NoReason()
+	}
+	switch req.Remember {
+	case "", policy.ScopeRun, policy.ScopeAgent:
+	default:
+		return badRequest("remember %q: want run or agent", req.Remember)
+	}
+	if len(req.Prefix) > 0 && req.Remember == "" {
+		return badRequest("prefix needs remember run or agent")
+	}
+	return nil
 }
 
 // Decision is a person's decision on a call a run waits for.

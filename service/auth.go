@@ -11,6 +11,7 @@ import (
 	"github.com/keel-run/keel/credential"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/visible"
 )
 
 // CallbackPath is the server's redirect URL for authorizations, below
@@ -55,7 +56,7 @@ func (s *Service) beginConnect(ctx context.Context, runID, callID string, who *C
 	}
 	i := slices.IndexFunc(run.AuthWaits, func(a api.AuthWait) bool { return a.CallID == callID })
 	if i < 0 {
-		return nil, conflict(api.CodeConflict, "call %s of run %s waits for no authorization", callID, runID)
+		return nil, NoAuthWait(runID, callID)
 	}
 	aw := run.AuthWaits[i]
 	if aw.User != "" && aw.User != who.Name && !who.admin() {
@@ -70,6 +71,18 @@ func (s *Service) beginConnect(ctx context.Context, runID, callID string, who *C
 	rerr := s.record(ctx, who, action{Action: "auth.connect", RunID: runID, CallID: callID, Target: aw.Provider})
 	return &api.AuthStarted{URL: pend.URL, Expires: pend.Expires, RedirectURL: redirect, RunID: runID, CallID: callID,
 		Provider: aw.Provider, Agent: aw.Agent, User: aw.User, Scopes: aw.Scopes}, rerr
+}
+
+// NoAuthWait is the refusal to connect what call callID of run runID
+// waits for ("": any call of it) when it waits for no authorization, in
+// every front end (report 15, Q16: keel auth connect --run said it in
+// other words than the server): a conflict with the run's state (409),
+// as a call that waits for no approval or an input that is not asked.
+func NoAuthWait(runID, callID string) error {
+	if callID == "" {
+		return conflict(api.CodeConflict, "run %s waits for no authorization", runID)
+	}
+	return conflict(api.CodeConflict, "run %s waits for no authorization of call %s", runID, visible.String(callID))
 }
 
 // vaultError maps the vault's errors to the API's; messages of the

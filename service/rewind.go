@@ -139,5 +139,11 @@ func (s *Service) holder(ctx context.Context, id string) string {
 // left as they are, and those changed by both make it refuse unless
 // req.Force (checkpoint.Rewind).
 func (s *Service) Rewind(ctx context.Context, who *Caller, id string, req *api.RewindRun) (*api.Rewound, error) {
-	return s.rewind(ctx, id, req, who)
+	out, err := s.rewind(ctx, id, req, who)
+	if out != nil {
+		if run, rerr := s.run(ctx, id, 0); rerr == nil {
+			out.Note = RewindNote(run.Status)
+		}
+	}
+	return out, err
 }

@@ -20,7 +20,7 @@ import (
 // run returns run id's summary with the pool's view of it.
 func (s *Service) run(ctx context.Context, id string, knownSeq int64) (api.Run, error) {
 	if journal.IsSystem(id) {
-		return api.Run{}, notFound("no such run %s", id)
+		return api.Run{}, notFound("no run %q", id)
 	}
 	// The pool's view first, then the journal's: an execution that ends
 	// between the two reads has its last events in the summary, so a
@@ -30,7 +30,7 @@ func (s *Service) run(ctx context.Context, id string, knownSeq int64) (api.Run, 
 	queued, executing, lastErr := s.pool.state(id)
 	r, err := s.sums.get(ctx, id, knownSeq)
 	if errors.Is(err, journal.ErrNotFound) {
-		return r, notFound("no such run %s", id)
+		return r, notFound("no run %q", id)
 	}
 	if err != nil {
 		return r, err

@@ -162,9 +162,6 @@ func (a *app) denyCmd() *cobra.Command {
 		Args:        cobra.RangeArgs(1, 2),
 		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(d.reason) == "" {
-				return usagef("deny needs --reason: the model is told why")
-			}
 			return a.decide(cmd, args[0], callArg(args), policy.Deny, d)
 		},
 	}
@@ -204,15 +201,14 @@ var decisionFlags = []string{"reason", "remember", "prefix", "no-resume", "quiet
 
 func (a *app) decide(cmd *cobra.Command, runID, callID string, dec policy.Effect, d *decideFlags) error {
 	ctx := cmd.Context()
-	if d.remember != "" && d.remember != policy.ScopeRun && d.remember != policy.ScopeAgent {
-		return usagef("--remember %q: want run or agent", d.remember)
-	}
-	if d.prefix != "" && d.remember == "" {
-		return usagef("--prefix needs --remember run or --remember agent")
-	}
 	var prefix []string
 	if d.prefix != "" {
 		prefix = strings.Fields(d.prefix)
+	}
+	// The service's checks in the service's order (report 15, Q4): the
+	// decision's own form, the run, the call.
+	if err := service.CheckDecision(dec, &api.Decide{Reason: d.reason, Remember: d.remember, Prefix: prefix}); err != nil {
+		return err
 	}
 	b, err := a.openAs(ctx, cmd, d.by, decisionFlags...)
 	if err != nil {
@@ -232,12 +228,27 @@ func (a *app) decide(cmd *cobra.Command, runID, callID string, dec policy.Effect
 			pending = append(pending, p)
 		}
 	}
-	if callID, err = resolveCall(runID, callID, pending, b.Keel()); err != nil {
-		return err
+	if callID == "" {
+		// The API names the call: the one the run waits for, by the
+		// service's rule.
+		if callID, err = resolveCall(runID, callID, pending, b.Keel()); err != nil {
+			return err
+		}
 	}
+	// A call named is the service's to find among those the run waits
+	// for, after whatever the server checks first (a token's scope).
 	res := &agent.ApprovalResolved{Decision: dec, By: a.person(d.by), Reason: d.reason, Remember: d.remember, Prefix: prefix}
 	if err := b.Decide(ctx, runID, callID, res); err != nil {
+		if _, rerr := service.ResolveCall(runID, callID, pending); rerr != nil && errorCode(err) == api.CodeNoApproval {
+			// The call named is not among those waiting: as a run that
+			// names nothing, a usage error in both forms (report 15,
+			// Q16). (A deadline that passed is the run's state.)
+			_, err = resolveCall(runID, callID, pending, b.Keel())
+		}
 		return err
+	}
+	if id, err := service.ResolveCall(runID, callID, pending); err == nil {
+		callID = id // its whole id, as the service found it
 	}
 	// What the decision did, from the journal: the remembered approvals,
 	// the approvals the run still waits for, and the decision's event,

@@ -18,6 +18,8 @@ import (
 	"github.com/keel-run/keel/internal/connect"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // vaultClock is the vaults' clock (token expiry, refresh, leases); nil
@@ -227,7 +229,11 @@ at its next execution (keel runs resume, or at once under keel serve).`,
 					cp.RunID = id
 				}
 				c, err := connect.Connect(ctx, agent.NewRuntime(store, nil), v, &cp, &connect.Flow{Device: device, Port: port, Out: a.stdout, By: a.person("")})
-				if errors.Is(err, connect.ErrNoWait) || errors.Is(err, connect.ErrNoProvider) {
+				if errors.Is(err, connect.ErrNoWait) {
+					callID, _ := cmd.Flags().GetString("call")
+					return &usageError{service.NoAuthWait(cp.RunID, callID)}
+				}
+				if errors.Is(err, connect.ErrNoProvider) {
 					return &usageError{err}
 				}
 				if c != nil {
@@ -275,7 +281,7 @@ func (a *app) clientAuthConnect(cmd *cobra.Command, args []string) error {
 			return err
 		}
 		if call == "" && len(r.AuthWaits) == 0 {
-			return usagef("run %s waits for no authorization", run)
+			return &usageError{service.NoAuthWait(run, "")}
 		}
 		if call == "" {
 			call = r.AuthWaits[0].CallID
@@ -287,6 +293,11 @@ func (a *app) clientAuthConnect(cmd *cobra.Command, args []string) error {
 		}
 	}
 	st, err := c.StartConnect(ctx, run, call)
+	if errorCode(err) == api.CodeConflict {
+		// The call waits for no authorization (service.NoAuthWait): a
+		// name that names nothing here, as locally (exit 2).
+		return &usageError{err}
+	}
 	if err != nil {
 		return err
 	}

@@ -109,6 +109,8 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"agents", "grants", "nosuch"}, 2},
 		{[]string{"agents", "revoke", "nosuch"}, 2},
 		{[]string{"agents", "restore", "nosuch"}, 2},
+		{[]string{"agents", "revoke", "keel-cli/nosuch"}, 2},
+		{[]string{"agents", "show", "keel-cli/nosuch"}, 2},
 		{[]string{"agents", "ungrant", "nosuch", "g1"}, 2},
 		{[]string{"agents", "ungrant", "keel-cli", "g1"}, 2},
 		{[]string{"tokens", "revoke", "nosuch"}, 2},
@@ -163,6 +165,17 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"inputs", "answer", done, "input-1", "--set", "a=b"}, 2},
 		{[]string{"inputs", "answer", done, "input-1", "--accept"}, 2},
 		{[]string{"approve", demoRun, "demo_4", "--remember", "agent"}, 2},
+		// A decision wrong in two ways: the service's first check, on
+		// every front end (report 15, Q4); a call that is not waiting,
+		// named in full or by a prefix (Q16).
+		{[]string{"deny", unknown, "c1"}, 2},
+		{[]string{"deny", demoRun, "nosuch"}, 2},
+		{[]string{"approve", demoRun, "nosuch", "--remember", "forever"}, 2},
+		{[]string{"approve", demoRun, "nosuch", "--prefix", "git"}, 2},
+		{[]string{"approve", demoRun, "nosuch"}, 2},
+		{[]string{"approve", demoRun, "demo_9"}, 2},
+		{[]string{"auth", "connect", "--run", demoRun, "--call", "nosuch"}, 2},
+		{[]string{"auth", "connect", "--run", done}, 2},
 		// Schedules and triggers the service refuses.
 		{append([]string{"schedules", "create", "s1"}, append(sched, "--policy", allow, "--max-steps", "-1")...), 2},
 		{append([]string{"schedules", "create", "dup"}, append(sched, "--policy", allow)...), 2},
@@ -234,6 +247,14 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 	code, out, errOut := keel(t, "--server", s.url, "runs", "rewind", done, "--to", strings.Fields(seqs[0])[0])
 	if code != 0 || !strings.Contains(out, "undo: keel --server "+s.url+" runs rewind "+done+" --to ") {
 		t.Errorf("keel --server URL runs rewind = %d\n%s%s", code, out, errOut)
+	}
+	// Both forms say what became of the completed run: only its files
+	// went back (report 15, P10: "files restored to the checkpoint of
+	// event 2" read as if the run had gone back there).
+	const stays = "the run stays completed: only its files went back, not its conversation; a follow-up message continues it"
+	lcode, lout, lerr := keel(t, "runs", "rewind", done, "--to", strings.Fields(seqs[len(seqs)-1])[0])
+	if code != 0 || lcode != 0 || !strings.Contains(out, stays) || !strings.Contains(lout, stays) {
+		t.Errorf("runs rewind of a completed run: server %d %q, local %d %q%s; want both to say %q", code, out, lcode, lout, lerr, stays)
 	}
 }
 

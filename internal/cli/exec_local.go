@@ -28,8 +28,6 @@ func (l *local) Decide(ctx context.Context, runID, callID string, res *agent.App
 			}
 		}
 		return fmt.Errorf("too late: %w", err)
-	case errors.Is(err, agent.ErrNoApproval):
-		return fmt.Errorf("call %s of run %s has no pending approval: decided already, or never asked (see keel approvals list --run %s)", callID, runID, runID)
 	}
 	return err
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/tui"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
@@ -22,9 +21,6 @@ func (r *remote) Decide(ctx context.Context, runID, callID string, res *agent.Ap
 	}
 	run, err := decide(context.WithoutCancel(ctx), runID, callID, req)
 	r.elsewhere = run.Elsewhere
-	if client.IsCode(err, api.CodeNoApproval) {
-		return fmt.Errorf("%w (see %s approvals list --run %s)", err, r.Keel(), runID)
-	}
 	return err
 }
 

@@ -390,6 +390,19 @@ func TestFrontEndsDecideTheSameApproval(t *testing.T) {
 			} else if r2, err := cl.Run(t.Context(), run.ID); err != nil || r2.Events != r.Events {
 				t.Errorf("%s: the refused denial journaled: %d events, then %d", d.name, r.Events, r2.Events)
 			}
+			// A request wrong in two ways is refused for the first
+			// in the service's order by each (report 15, Q4: the
+			// command line named its --reason flag where the API
+			// looked at the call first): the decision's form, then
+			// the call.
+			for _, c := range []struct{ call, decision, reason, want string }{
+				{"nosuch", "deny", "", "a denial needs a reason: the model is told it"},
+				{"nosuch", "approve", "x", "does not wait for call nosuch (decided already, or never asked); it waits for:"},
+			} {
+				if refusal := d.decide(t, run.ID, c.call, c.decision, c.reason); !strings.Contains(refusal, c.want) {
+					t.Errorf("%s: %s of call %s = %q, want the refusal %q", d.name, c.decision, c.call, refusal, c.want)
+				}
+			}
 			// Each takes the run and the call by a unique prefix of
 			// their ids (report 13, P7 and P12: the local MCP tools
 			// took whole run ids only, the API, the web UI and MCP

@@ -83,3 +83,41 @@ func TestTeamThroughTheServer(t *testing.T) {
 		t.Errorf("demo with team: %v, want refused naming team", err)
 	}
 }
+
+// keel --server URL run --team (stdin not a terminal) of a team whose
+// child stops at an approval exits 3 as the local form does (pausedTeam),
+// naming the child, its call and how to decide, every command with
+// --server URL; the lead waits on the server, which goes on once the
+// child is decided (report 15, item 6: the server form waited without
+// a word, forever).
+func TestTeamChildApprovalThroughTheServer(t *testing.T) {
+	db := setup(t)
+	lead := writeTrajectory(t, "lead a team",
+		[]fcall{{agent.SpawnTool, map[string]any{"agent": "a", "task": "append a", "wait": false}}, {agent.SpawnTool, map[string]any{"agent": "b", "task": "write b", "wait": false}}},
+		[]fcall{{agent.WaitTool, map[string]any{}}},
+		nil,
+	)
+	a := writeTrajectory(t, "append a", []fcall{sh("echo a >> team.log")}, nil)
+	b := writeTrajectory(t, "write b", []fcall{{"write_file", map[string]any{"path": "b.txt", "content": "b\n"}}}, nil)
+	ws := teamWorkspace(t, map[string]string{"a": a, "b": b})
+	s := startServe(t, "--replay-dir", filepath.Dir(lead), "--replay-dir", filepath.Dir(a), "--replay-dir", filepath.Dir(b))
+	code, _, errOut := keel(t, "--server", s.url, "run", "--team", "--model", "replay:"+lead, "--workspace", ws, "--policy", askShell(t),
+		"--max-steps", "12", "--max-children", "2", "lead a team")
+	ids := teamRuns(t, db)
+	if code != 3 || len(ids) != 3 {
+		t.Fatalf("keel --server run --team with a child at an approval = %d, runs %v (want 3, the lead and two children)\n%s", code, ids, errOut)
+	}
+	leadID, child := ids[0], ids[0]+".call_0_0"
+	k := "keel --server " + s.url
+	for _, want := range []string{
+		"child agent keel-cli/a (run " + child + ") waits for a person to approve call call_0_0 (bash)",
+		"echo a >> team.log",
+		k + " approve " + child + " call_0_0",
+		k + " deny " + child + " call_0_0",
+		"the team waits for that on the server, which goes on with it once decided; follow it with: " + k + " runs show " + leadID + " --follow",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q\n%s", want, errOut)
+		}
+	}
+}

@@ -56,7 +56,7 @@ func (x *Execution) childrenWaits(ctx context.Context, store journal.Store, lead
 	}
 	walk(st, 0)
 	if len(paused) > 0 {
-		tui.ChildWaits(x.Stderr, x.Keel, lead, paused)
+		tui.ChildWaits(x.Stderr, x.Keel, lead, paused, false)
 	}
 }
 

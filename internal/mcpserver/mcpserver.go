@@ -331,6 +331,12 @@ func (t *tools[Start]) answerApproval(ctx context.Context, req *sdk.CallToolRequ
 	default:
 		return errResult("decision %q: want approve or deny", in.Decision), nil, nil
 	}
+	// The service's order (report 15, Q4): the decision's own form, the
+	// run, the call (which the backend on a team server may look up
+	// before the server sees the decision).
+	if err := service.CheckDecision(d.Effect, &d.Decide); err != nil {
+		return errResult("%s", t.b.errText(err)), nil, nil
+	}
 	var err error
 	if d.RunID, err = t.b.resolve(ctx, req, in.RunID); err != nil {
 		return errResult("%s", t.b.errText(err)), nil, nil

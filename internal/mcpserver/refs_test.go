@@ -3,15 +3,21 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/internal/testrun"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/mem"
+	"github.com/keel-run/keel/server"
+	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/server/token"
 	"github.com/keel-run/keel/service"
 )
 
@@ -97,5 +103,78 @@ func TestLocalToolsResolveRunsAndCalls(t *testing.T) {
 	}
 	if last := evs[len(evs)-1]; last.Type != journal.ApprovalResolved || !strings.Contains(string(last.Payload), `"call_id":"c1"`) {
 		t.Errorf("newest event %s %s, want c1's approval.resolved", last.Type, last.Payload)
+	}
+}
+
+// answer_approval without a call_id, on a run that waits for two calls,
+// decides neither: Keel's MCP server on the journal and on a team server
+// refuse it as every front end does (service.ResolveCall), naming both
+// waiting calls, and journal nothing (report 15, Q6/5).
+func TestAnswerApprovalTwoWaitingNamesBoth(t *testing.T) {
+	ctx := t.Context()
+	store, err := journal.Open(ctx, filepath.Join(t.TempDir(), "keel.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	rt := agent.NewRuntime(store, nil)
+	id := testrun.PausedCalls(t, store, "rm a.log", "rm b.log")
+	svc := service.New(rt, &service.Options{NoExecution: true})
+	defer svc.Shutdown(context.WithoutCancel(ctx))
+	admin, err := token.New(store, nil).Create(ctx, &token.Params{Name: "ada", Scopes: []string{api.ScopeAdmin}, By: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(server.NewHandler(svc, nil))
+	defer hs.Close()
+	cl, err := client.New(hs.URL, &client.Options{Token: admin.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, srv := range map[string]*sdk.Server{
+		"local":  Local(svc, service.Local("ada"), nil),
+		"remote": Remote(hs.URL, &RemoteOptions{Client: cl}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ct, sst := sdk.NewInMemoryTransports()
+			ss, err := srv.Connect(ctx, sst, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ss.Close()
+			cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			for _, args := range []map[string]any{
+				{"run_id": id, "decision": "approve"},
+				{"run_id": id, "call_id": "", "decision": "deny", "reason": "no"},
+			} {
+				res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "answer_approval", Arguments: args})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b strings.Builder
+				for _, c := range res.Content {
+					if tc, ok := c.(*sdk.TextContent); ok {
+						b.WriteString(tc.Text)
+					}
+				}
+				want := "run " + id + " waits for 2 approvals: name the call (its id, or the start of it):\n  c1 (bash)\n  c2 (bash)"
+				if !res.IsError || b.String() != want {
+					t.Errorf("answer_approval %v = %q (error %v), want the error %q", args, b.String(), res.IsError, want)
+				}
+			}
+			evs, err := store.Read(ctx, id, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range evs {
+				if e.Type == journal.ApprovalResolved {
+					t.Errorf("a call was decided: %s", e.Payload)
+				}
+			}
+		})
 	}
 }

@@ -5,12 +5,15 @@ package testrun
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/tool"
@@ -31,6 +34,18 @@ forbid(principal, action, resource) when { resource has name && resource.name ==
 // returns its id. The call never runs: a test that lets it run fails.
 func Paused(t testing.TB, store journal.Store, clock func() time.Time, cmd string, timeout time.Duration) string {
 	t.Helper()
+	return paused(t, store, clock, timeout, cmd)
+}
+
+// PausedCalls is [Paused] with a call for each of cmds, all asked in
+// one step: c1, c2 and so on, each waiting for a person's approval.
+func PausedCalls(t testing.TB, store journal.Store, cmds ...string) string {
+	t.Helper()
+	return paused(t, store, nil, 0, cmds...)
+}
+
+func paused(t testing.TB, store journal.Store, clock func() time.Time, timeout time.Duration, cmds ...string) string {
+	t.Helper()
 	rt := agent.NewRuntime(store, &agent.RuntimeOptions{Clock: clock})
 	reg := tool.NewRegistry()
 	tool.Add(reg, &tool.Tool{Name: "bash", Description: "run", Effect: tool.External}, func(context.Context, *tool.Request, struct {
@@ -47,7 +62,7 @@ func Paused(t testing.TB, store journal.Store, clock func() time.Time, cmd strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := &agent.RunCreated{Task: "clean\tup " + cmd, Tools: infos, Workspace: t.TempDir(), MountPath: "/workspace", Principal: identity.LocalAgent,
+	rc := &agent.RunCreated{Task: "clean\tup " + strings.Join(cmds, "; "), Tools: infos, Workspace: t.TempDir(), MountPath: "/workspace", Principal: identity.LocalAgent,
 		Policy: agent.NewPolicyRef(pol)}
 	if timeout > 0 {
 		rc.Approval = &agent.ApprovalSettings{Timeout: agent.Duration(timeout)}
@@ -61,9 +76,13 @@ func Paused(t testing.TB, store journal.Store, clock func() time.Time, cmd strin
 		t.Fatal(err)
 	}
 	defer w.Close()
-	m := modeltest.NewScripted([]modeltest.Turn{modeltest.Calls("", modeltest.Call("c1", "bash", map[string]string{"command": cmd}))}, nil)
+	var calls []model.ToolCall
+	for i, cmd := range cmds {
+		calls = append(calls, modeltest.Call(fmt.Sprintf("c%d", i+1), "bash", map[string]string{"command": cmd}))
+	}
+	m := modeltest.NewScripted([]modeltest.Turn{modeltest.Calls("", calls...)}, nil)
 	out, err := rt.Execute(context.Background(), id, &agent.ExecParams{Wiring: agent.Wiring{Model: m, Tools: reg, Env: &tool.Env{Workspace: w}}})
-	if err != nil || out.Status != journal.StatusPaused || len(out.State.Pending()) != 1 {
+	if err != nil || out.Status != journal.StatusPaused || len(out.State.Pending()) != len(cmds) {
 		t.Fatalf("Execute = %+v %v", out, err)
 	}
 	return id

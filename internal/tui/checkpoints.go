@@ -29,6 +29,9 @@ func Rewound(out io.Writer, keel, runID string, r *api.Rewound) {
 		fmt.Fprintf(w, "event %d: the newest checkpoint at or before it is event %d (no file changed between them)\n", r.Asked, r.To)
 	}
 	RewoundKept(w, r.Kept)
+	if r.Note != "" {
+		fmt.Fprintf(w, "%s\n", r.Note)
+	}
 	if len(r.Files) == 0 && r.MoreFiles == 0 {
 		fmt.Fprintf(w, "no file changed: the workspace already had the run's files of that point\n")
 		return

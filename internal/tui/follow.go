@@ -118,6 +118,24 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 		defer ask.stop()
 		p.Inline = true
 	}
+	// A team's lead waits on the server while a child waits for a
+	// person: without waiting here, that ends the follow as it ends keel
+	// run (childWatch).
+	var watch *childWatch
+	lctx := ctx
+	if noWait {
+		var stopLead context.CancelFunc
+		lctx, stopLead = context.WithCancel(ctx)
+		defer stopLead()
+		watch = newChildWatch(ctx, srv, stopLead)
+		defer watch.stop()
+	}
+	childStop := func(waiting []*agent.State) (int, error) {
+		if !jsonOut {
+			ChildWaits(fp.Stderr, "keel --server "+fp.URL, id, waiting, true)
+		}
+		return 3, nil
+	}
 	lost := false
 	live := NewRemoteLive(p)
 	onDisconnect := func(err error) {
@@ -156,6 +174,7 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 			if err := st.Apply(&e); err != nil {
 				return 0, err
 			}
+			watch.children(st)
 			if e.Seq == 1 {
 				p.Header(id, st.Created, nil)
 			}
@@ -185,6 +204,7 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 		if err := st.Apply(&e); err != nil {
 			return true, 0, err
 		}
+		watch.children(st)
 		if e.Seq == 1 {
 			p.Header(id, st.Created, nil)
 		}
@@ -255,13 +275,16 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 		}
 	}
 	for {
-		for e, err := range srv.Events(ctx, id, &EventsParams{From: st.LastSeq + 1, UntilStopped: noWait, OnDisconnect: onDisconnect, OnDelta: onDelta, GiveUp: followGiveUp}) {
+		for e, err := range srv.Events(lctx, id, &EventsParams{From: st.LastSeq + 1, UntilStopped: noWait, OnDisconnect: onDisconnect, OnDelta: onDelta, GiveUp: followGiveUp}) {
 			if err != nil {
 				return 0, err
 			}
 			if done, code, err := handle(e); done {
 				return code, err
 			}
+		}
+		if waiting := watch.waits(); len(waiting) > 0 && ctx.Err() == nil {
+			return childStop(waiting)
 		}
 		if ctx.Err() != nil {
 			break

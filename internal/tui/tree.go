@@ -64,8 +64,10 @@ func left(t *agent.Tree) string {
 // pending approvals, or their pause's reason), how to decide, and how
 // to continue the team: keel run --team, when a child stops for a
 // person and so does its lead. keel is the command prefix (keel --db
-// ...); lead the run to resume.
-func ChildWaits(w io.Writer, keel, lead string, children []*agent.State) {
+// ...); lead the run to resume. onServer: the lead runs on a team
+// server, which goes on with the child once it is decided (keel
+// --server URL run --team, [Follow]).
+func ChildWaits(w io.Writer, keel, lead string, children []*agent.State, onServer bool) {
 	w = Esc(w)
 	for _, st := range children {
 		who := st.Created.Principal
@@ -87,6 +89,10 @@ func ChildWaits(w io.Writer, keel, lead string, children []*agent.State) {
 			fmt.Fprintf(w, "  approve: %s approve %s %s [--remember run|agent]%s\n  deny:    %s deny %s %s --reason '...'\n",
 				keel, st.RunID, ShellWord(p.CallID), prefixHint(p), keel, st.RunID, ShellWord(p.CallID))
 		}
+	}
+	if onServer {
+		fmt.Fprintf(w, "keel: the team waits for that on the server, which goes on with it once decided; follow it with: %s runs show %s --follow\n", keel, lead)
+		return
 	}
 	fmt.Fprintf(w, "keel: the team waits for that; once decided, continue it with: %s runs resume %s\n", keel, lead)
 }

@@ -443,6 +443,9 @@ type Rewound struct {
 	// checkpoint has them otherwise: only hands outside the run (a
 	// person, another run) changed them since it.
 	Kept []string `json:"kept,omitempty"`
+	// Note says what became of the run: it keeps its status and its
+	// conversation; only its files went back (service.RewindNote).
+	Note string `json:"note,omitempty"`
 }
 
 // RewindPlan is what a rewind to an event would change, before it is
