@@ -435,8 +435,15 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 	w.vault = &lazyVault{a: a}
 	if !set.NoCheckpoints {
 		var release func()
-		w.Checkpoint, release = checkpoint.Hook(CheckpointStore(a.Home), ws.Root())
+		var warm func(context.Context)
+		w.Checkpoint, warm, release = checkpoint.WarmHook(CheckpointStore(a.Home), ws.Root())
 		w.closers = append(w.closers, func() error { release(); return nil })
+		if warm != nil {
+			// The execution's first snapshot is taken while the rest is
+			// assembled and the execution starts (after the sandbox's
+			// git guard has looked at the workspace).
+			go warm(context.WithoutCancel(ctx))
+		}
 	}
 	w.MemoryWatch = MemoryWatch(StateDir(a.Home, c.Workspace), ws.Root(), c.Labels[createdByToken])
 	w.CodeFiles = a.codeFiles(c.Workspace)
