@@ -650,7 +650,12 @@ func (x *executor) appendMany(ctx context.Context, types []journal.Type, payload
 // response, the gate's decisions and a workspace checkpoint, which the
 // tool starts of their turn follow (each start is durable before its
 // tool runs), or the run's end; and a result while another call of its
-// turn has none, whose start or result follows. A result that completes
+// turn has none, whose start or result follows; and a resume's
+// run.resumed without a person's message (a message is journaled in
+// the same append, and that append is durable), which only records
+// that an execution starts again (and the limits and settings it
+// changed): the first append of the execution that is durable makes it
+// durable too. A result that completes
 // its turn is durable before the model is asked again. Whatever ends an
 // execution is made durable before Execute returns ([executor.sync]).
 // Callers hold x.mu.
@@ -661,7 +666,7 @@ func (x *executor) deferrable(types []journal.Type, payloads []any) bool {
 	var results []string
 	for i, t := range types {
 		switch t {
-		case journal.ModelResponded, journal.GateDecided, journal.WorkspaceCheckpoint:
+		case journal.ModelResponded, journal.GateDecided, journal.WorkspaceCheckpoint, journal.RunResumed:
 		case journal.ToolFinished:
 			f, ok := payloads[i].(*ToolFinished)
 			if !ok {

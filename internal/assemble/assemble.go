@@ -262,6 +262,20 @@ func (a *Assembler) notef(format string, args ...any) {
 // Keel's directory home.
 func CheckpointStore(home string) string { return filepath.Join(home, "checkpoints") }
 
+// Prestart starts, in the background, the Linux sandbox's init of the
+// next run this process assembles, before the run is known: a command
+// about to execute a run (keel runs resume) calls it first, so that the
+// init (this program executed again, whose start-up costs as much as
+// the command's own) starts while the journal is opened, read and
+// folded. Assemble takes it, or starts its own for a run whose sandbox
+// differs; a process that assembles nothing leaves it to exit with the
+// process.
+func Prestart() {
+	if runtime.GOOS == "linux" {
+		linux.Prestart(nil)
+	}
+}
+
 // Assemble builds the model, sandbox, workspace and tools of an
 // execution of the run that c (its run.created payload, with the
 // settings the run has now) describes. p may be nil.
@@ -421,8 +435,15 @@ func (a *Assembler) Assemble(ctx context.Context, c *agent.RunCreated, p *Params
 	w.vault = &lazyVault{a: a}
 	if !set.NoCheckpoints {
 		var release func()
-		w.Checkpoint, release = checkpoint.Hook(CheckpointStore(a.Home), ws.Root())
+		var warm func(context.Context)
+		w.Checkpoint, warm, release = checkpoint.WarmHook(CheckpointStore(a.Home), ws.Root())
 		w.closers = append(w.closers, func() error { release(); return nil })
+		if warm != nil {
+			// The execution's first snapshot is taken while the rest is
+			// assembled and the execution starts (after the sandbox's
+			// git guard has looked at the workspace).
+			go warm(context.WithoutCancel(ctx))
+		}
 	}
 	w.MemoryWatch = MemoryWatch(StateDir(a.Home, c.Workspace), ws.Root(), c.Labels[createdByToken])
 	w.CodeFiles = a.codeFiles(c.Workspace)

@@ -46,8 +46,22 @@ func Ref(runID string) string { return "refs/keel/runs/" + runID }
 // takes full snapshots). Without git it returns nil (no checkpoints)
 // and a release that does nothing.
 func Hook(dir, workspace string) (hook func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error), release func()) {
+	hook, _, release = WarmHook(dir, workspace)
+	return hook, release
+}
+
+// WarmHook is [Hook] with warm, which opens the store, starts following
+// the workspace and takes the full snapshot the hook's first call would
+// take, ahead of it: called while the rest of an execution is prepared
+// (the sandbox's start, the journal's load), it leaves the first call
+// only the changes made since (none, usually), so the first step of an
+// execution, a resume's above all, does not wait for git. The first
+// call waits for a warm in progress; a warm that fails leaves the full
+// snapshot to it. Call warm once, before the hook's first call; it is
+// nil when hook is.
+func WarmHook(dir, workspace string) (hook func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error), warm func(ctx context.Context), release func()) {
 	if !Available() {
-		return nil, func() {}
+		return nil, nil, func() {}
 	}
 	var cp *Checkpoints
 	var mu sync.Mutex
@@ -60,20 +74,35 @@ func Hook(dir, workspace string) (hook func(ctx context.Context, runID string, p
 		}
 		unwatch = func() {}
 	}
-	return func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error) {
-		// Opened on first use; a failed open is tried again at the next
-		// snapshot rather than leaving the run without checkpoints.
+	// open opens the store on first use (mu held); a failed open is
+	// tried again at the next snapshot rather than leaving the run
+	// without checkpoints.
+	open := func(ctx context.Context) error {
+		if cp != nil {
+			return nil
+		}
+		c, err := OpenCheckpoints(ctx, dir, workspace)
+		if err != nil {
+			return err
+		}
+		cp = c
+		if unwatch == nil {
+			unwatch = cp.Watch()
+		}
+		return nil
+	}
+	warm = func(ctx context.Context) {
 		mu.Lock()
-		if cp == nil {
-			c, err := OpenCheckpoints(ctx, dir, workspace)
-			if err != nil {
-				mu.Unlock()
-				return nil, err
-			}
-			cp = c
-			if unwatch == nil {
-				unwatch = cp.Watch()
-			}
+		defer mu.Unlock()
+		if open(ctx) == nil {
+			_, _ = cp.Snapshot(ctx)
+		}
+	}
+	return func(ctx context.Context, runID string, prev *agent.Snapshot) (*agent.WorkspaceCheckpoint, error) {
+		mu.Lock()
+		if err := open(ctx); err != nil {
+			mu.Unlock()
+			return nil, err
 		}
 		mu.Unlock()
 		start := time.Now()
@@ -99,7 +128,7 @@ func Hook(dir, workspace string) (hook func(ctx context.Context, runID string, p
 		}
 		out.DurationMS = time.Since(start).Milliseconds()
 		return out, nil
-	}, release
+	}, warm, release
 }
 
 func bound(files []FileChange) ([]agent.FileChange, int) {

@@ -307,9 +307,14 @@ func TestTornWALTail(t *testing.T) {
 
 // BenchmarkResumeAfterKill measures how long a killed run takes to get
 // going again: from the start of a `keel runs resume` process to the
-// first action it journals after run.resumed (here the repaired call's
-// result: the run was killed right after a tool.started, so the resume
-// has a call to repair first). It reports p50 and p99 in milliseconds.
+// first action it journals after run.resumed (here the gate's decision
+// on the call of the model's response the killed process journaled
+// last, event 20, before it ran it). Everything a resume must do before
+// it acts is on that path: the process's start, the journal read,
+// verified and folded, the sandbox started (before run.resumed, so that
+// a sandbox that cannot start leaves the journal as it was) and the
+// execution's first workspace snapshot. It reports p50 and p99 in
+// milliseconds.
 func BenchmarkResumeAfterKill(b *testing.B) {
 	b.Setenv("KEEL_HOME", b.TempDir())
 	traj := crashFixture(b)

@@ -286,6 +286,11 @@ change is journaled.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			f.changed = cmd.Flags().Changed
+			if a.serverURL() == "" {
+				// The run executes in this process: its sandbox starts
+				// while the journal is read.
+				assemble.Prestart()
+			}
 			b, err := a.open(ctx, cmd, remoteResumeFlags...)
 			if err != nil {
 				return err

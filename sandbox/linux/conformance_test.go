@@ -3,6 +3,13 @@
 package linux_test
 
 import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -60,6 +67,37 @@ func newPrestarted(opts *linux.Options) sandboxtest.NewFunc {
 
 // prestartMu pairs each Prestart with its New across parallel tests.
 var prestartMu sync.Mutex
+
+// A prestarted init is placed in its run group while it starts (New
+// then only configures it), and a spare nobody takes leaves no group
+// behind.
+func TestPrestartedInitGroups(t *testing.T) {
+	prestartMu.Lock()
+	defer prestartMu.Unlock()
+	linux.PrestartNow(nil)
+	dirs, pid := linux.SpareGroups(), linux.SpareInitPid()
+	if len(dirs) == 0 {
+		if linux.HasCgroups() {
+			t.Fatal("the spare init has no run group")
+		}
+		t.Skip("no cgroups to place the init in on this machine")
+	}
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "init", "cgroup.procs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(strings.Fields(string(b)), strconv.Itoa(pid)) {
+			t.Errorf("%s/init holds %q, not the spare init %d", d, b, pid)
+		}
+	}
+	linux.DiscardSpare()
+	for _, d := range dirs {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("discarded spare's group %s: %v", d, err)
+		}
+	}
+}
 
 // A prestarted init is configured as one New starts: the same contract,
 // the same escapes refused.

@@ -233,6 +233,56 @@ type startedInit struct {
 	initErr  *tailBuffer
 	initDone chan struct{} // closed when the process has exited
 	key      initKey
+	// cg and rg are the host's cgroups and the init's run group, made
+	// and the init placed in it while the init starts (prestart); rg
+	// is nil when they were not (New then makes them as for an init
+	// it starts itself).
+	cg *cgroupHost
+	rg *runGroup
+}
+
+// discard ends an init nobody will configure, and removes its run
+// group once it has exited; the channel is closed when that is done.
+func (si *startedInit) discard() <-chan struct{} {
+	si.ctl.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-si.initDone
+		if si.rg != nil {
+			si.rg.remove()
+		}
+	}()
+	return done
+}
+
+// placeInit makes the run group of a prestarted init and moves the init
+// into it, as start does for an init it starts itself, so that New does
+// not wait for the cgroup file system (moving a process between cgroup
+// v1 groups waits for an RCU grace period, milliseconds on a busy
+// machine). Anything that fails is left to start, which tries again and
+// reports it; an init that cannot be placed is discarded.
+func (si *startedInit) placeInit() bool {
+	if !si.key.cgroups {
+		return true
+	}
+	cg := detectCgroups()
+	if cg.tracking() == "" {
+		return true
+	}
+	cg.sweepStale()
+	pid := si.cmd.Process.Pid
+	rg, err := newRunGroup(cg, fmt.Sprintf("keel-%d-%d", os.Getpid(), pid), si.key.delegate())
+	if err != nil {
+		return true
+	}
+	si.rg = rg
+	if err := rg.addInit(pid); err != nil {
+		si.discard()
+		return false
+	}
+	si.cg = cg
+	return true
 }
 
 // initKey is what an init is started with: the host identity its root
@@ -240,12 +290,24 @@ type startedInit struct {
 type initKey struct {
 	uid, gid int
 	root     bool
+	// cgroups: the sandbox uses cgroups where the machine has them
+	// (Options.NoCgroups unset).
+	cgroups bool
+}
+
+// delegate is the host uid the run group's cgroup v2 processes file is
+// given to (the sandbox's root, when Keel runs as root), or -1.
+func (k initKey) delegate() int {
+	if k.root {
+		return k.uid
+	}
+	return -1
 }
 
 // initKeyFor is the key of the init of a sandbox with opts.
 func initKeyFor(opts *Options) initKey {
 	root := os.Geteuid() == 0
-	k := initKey{uid: os.Geteuid(), gid: os.Getegid(), root: root}
+	k := initKey{uid: os.Geteuid(), gid: os.Getegid(), root: root, cgroups: opts == nil || !opts.NoCgroups}
 	if root {
 		uid := DefaultUID
 		if opts != nil && opts.UID > 0 {
@@ -339,11 +401,11 @@ func prestart(key initKey) {
 				return // one is ready
 			}
 		}
-		spare.si.ctl.Close()
+		spare.si.discard()
 		spare.si = nil
 	}
 	si, err := startInit(key)
-	if err == nil {
+	if err == nil && si.placeInit() {
 		spare.si = si
 	}
 }
@@ -359,7 +421,7 @@ func takeSpare(key initKey) *startedInit {
 	spare.si = nil
 	select {
 	case <-si.initDone:
-		si.ctl.Close()
+		si.discard()
 		return nil
 	default:
 		sparesTaken.Add(1)
@@ -444,36 +506,39 @@ func (s *Sandbox) start(protected []string) error {
 		s.mech.Identity = fmt.Sprintf("sandbox root is the invoking user (host uid %d), without capabilities", hostUID)
 	}
 
-	s.cg = &cgroupHost{v1: map[string]string{}}
-	if !s.opts.NoCgroups {
-		s.cg = detectCgroups()
-	}
-	delegate := -1
-	if root {
-		delegate = s.opts.UID
-	}
-	if s.cg.tracking() != "" {
-		s.cg.sweepStale()
-		name := fmt.Sprintf("keel-%d-%d", os.Getpid(), cmd.Process.Pid)
-		rg, err := newRunGroup(s.cg, name, delegate)
-		if err != nil {
-			s.mech.Warnings = append(s.mech.Warnings, err.Error())
-			s.cg = &cgroupHost{v1: map[string]string{}}
-		} else {
-			s.rg = rg
-			if err := rg.addInit(cmd.Process.Pid); err != nil {
-				return err
-			}
-			tasks, err := rg.initTasks()
-			if err != nil {
-				return err
-			}
-			files = append(files, tasks...)
-			cfg.RunTasks = len(tasks)
-			// The first command's groups are made while the init
-			// starts (Close waits for them).
-			rg.prepareNext(&s.bg)
+	if si.rg != nil {
+		// A prestarted init is in its run group already.
+		s.cg, s.rg = si.cg, si.rg
+	} else {
+		s.cg = &cgroupHost{v1: map[string]string{}}
+		if !s.opts.NoCgroups {
+			s.cg = detectCgroups()
 		}
+		if s.cg.tracking() != "" {
+			s.cg.sweepStale()
+			name := fmt.Sprintf("keel-%d-%d", os.Getpid(), cmd.Process.Pid)
+			rg, err := newRunGroup(s.cg, name, key.delegate())
+			if err != nil {
+				s.mech.Warnings = append(s.mech.Warnings, err.Error())
+				s.cg = &cgroupHost{v1: map[string]string{}}
+			} else {
+				s.rg = rg
+				if err := rg.addInit(cmd.Process.Pid); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if s.rg != nil {
+		tasks, err := s.rg.initTasks()
+		if err != nil {
+			return err
+		}
+		files = append(files, tasks...)
+		cfg.RunTasks = len(tasks)
+		// The first command's groups are made while the init
+		// starts (Close waits for them).
+		s.rg.prepareNext(&s.bg)
 	}
 	if err := s.ctl.Send(&msg{Op: opConfig, Config: cfg}, files...); err != nil {
 		return s.unavailableOr(err)
