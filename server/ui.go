@@ -66,7 +66,7 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 		"proposed":   proposed,
 		"md":         func(s string) template.HTML { return markdown(clip(s, convTextChars)) },
 		"summaryOf": func(p *page) *summaryView {
-			return &summaryView{Run: p.Run, Elsewhere: p.Elsewhere, CanWrite: p.CanWrite, CanDecide: p.CanDecide, Who: p.Who, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed}
+			return &summaryView{Run: p.Run, Elsewhere: p.Elsewhere, CanWrite: p.CanWrite, CanDecide: p.CanDecide, Who: p.Who, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed, LimitStop: p.LimitStop}
 		},
 		"withForm": func(a api.Approval, s *summaryView) approvalView {
 			v := approvalView{A: a}
@@ -133,6 +133,8 @@ type page struct {
 	// Completed its newest run.completed event (0: none).
 	LastCheckpoint int64
 	Completed      int64
+	// LimitStop: the run stopped at a limit (see limitStop).
+	LimitStop *limitStop
 	// RewindPlan, on the run page, asks to confirm a rewind; Rewound
 	// says what a rewind just did, with its undo.
 	RewindPlan *rewindPlan
@@ -241,10 +243,26 @@ type summaryView struct {
 	FormName       string
 	LastCheckpoint int64
 	Completed      int64
+	// LimitStop: the run stopped at a limit (see limitStop).
+	LimitStop *limitStop
 	// RewindPlan, on the run page, asks to confirm a rewind; Rewound
 	// says what a rewind just did, with its undo.
 	RewindPlan *rewindPlan
 	Rewound    *rewound
+}
+
+// limitStop is a run stopped at its step, token or cost limit, as the
+// Resume form says it: a resume under the same limit stops again at
+// once, so the form proposes Value (service.RaisedLimit) in the field of
+// the limit (Field, the name of api.Limits' field).
+type limitStop struct{ Field, Message, Value string }
+
+// LimitValue is the value the Resume form proposes for limit field.
+func (s *summaryView) LimitValue(field string) string {
+	if s.LimitStop == nil || s.LimitStop.Field != field {
+		return ""
+	}
+	return s.LimitStop.Value
 }
 
 // ForkAt is the event the Fork form offers: the newest, or for a
@@ -491,16 +509,9 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 		Policy: strings.TrimSpace(r.PostFormValue("policy")), Env: formLines(r.PostFormValue("env")),
 		Network: strings.FieldsFunc(r.PostFormValue("network"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) }),
 		Team:    r.PostFormValue("team") != ""}
-	var problems []service.FieldError
-	if s := strings.TrimSpace(r.PostFormValue("max_steps")); s != "" {
-		// Not a number is the form's to say; a negative one the
-		// service's, in the words every front end uses.
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			problems = append(problems, service.FieldError{Field: "limits", Message: fmt.Sprintf("max steps %q: want a number (0: no limit)", s)})
-		} else {
-			req.Limits.MaxSteps = &n
-		}
+	limits, problems := formLimits(r)
+	if limits != nil {
+		req.Limits = *limits
 	}
 	// Every field's problem at once, each at its field, not one per try.
 	if problems = append(h.svc.CheckFields(r.Context(), who, req), problems...); len(problems) > 0 {
@@ -512,6 +523,51 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 	return nil
+}
+
+// formLimits reads a form's limit fields (max_steps, max_tokens,
+// max_cost, timeout; empty: not given) into the limits the API takes,
+// nil when none is given. Not a number is the form's to say; a negative
+// value or a bad timeout the service's (service.ApplyLimits), in the
+// words every front end uses.
+func formLimits(r *http.Request) (*api.Limits, []service.FieldError) {
+	var l api.Limits
+	var problems []service.FieldError
+	given := false
+	bad := func(name, s, want string) {
+		problems = append(problems, service.FieldError{Field: "limits", Message: fmt.Sprintf("%s %q: want %s (0: no limit)", name, s, want)})
+	}
+	field := func(key string) string {
+		v := strings.TrimSpace(r.PostFormValue(key))
+		given = given || v != ""
+		return v
+	}
+	if s := field("max_steps"); s != "" {
+		if n, err := strconv.Atoi(s); err != nil {
+			bad("max steps", s, "a number")
+		} else {
+			l.MaxSteps = &n
+		}
+	}
+	if s := field("max_tokens"); s != "" {
+		if n, err := strconv.ParseInt(s, 10, 64); err != nil {
+			bad("max tokens", s, "a number")
+		} else {
+			l.MaxTokens = &n
+		}
+	}
+	if s := field("max_cost"); s != "" {
+		if c, err := strconv.ParseFloat(strings.TrimPrefix(s, "$"), 64); err != nil {
+			bad("max cost", s, "a number of US dollars")
+		} else {
+			l.MaxCost = &c
+		}
+	}
+	l.Timeout = field("timeout")
+	if !given {
+		return nil, problems
+	}
+	return &l, problems
 }
 
 // fieldsText says the problems of a form's fields in one text.
@@ -625,6 +681,7 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 		}
 	}
 	p.Elsewhere = h.elsewhere(ctx, run)
+	p.LimitStop = h.limitStop(ctx, run)
 	if st, _, err := h.rt.Load(ctx, id); err == nil {
 		for _, in := range st.PendingInputs() {
 			p.Inputs = append(p.Inputs, newUIInput(service.InputView(in)))
@@ -646,6 +703,24 @@ func (h *Handler) elsewhere(ctx context.Context, run api.Run) string {
 		return ""
 	}
 	return h.svc.Elsewhere(ctx, run.ID)
+}
+
+// limitStop says how run stopped at its step, token or cost limit, nil
+// when it did not.
+func (h *Handler) limitStop(ctx context.Context, run api.Run) *limitStop {
+	if run.Status != string(journal.StatusFailed) {
+		return nil
+	}
+	switch run.Reason {
+	case agent.ReasonMaxSteps, agent.ReasonMaxTokens, agent.ReasonMaxCost:
+	default:
+		return nil
+	}
+	st, _, err := h.rt.Load(ctx, run.ID)
+	if err != nil {
+		return nil
+	}
+	return &limitStop{Field: run.Reason, Message: run.Message, Value: service.RaisedLimit(run.Reason, st)}
 }
 
 // treeSpend says a node's spend in a few words.
@@ -911,7 +986,7 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 				return
 			}
 			var b bytes.Buffer
-			view := &summaryView{Run: run, Elsewhere: h.elsewhere(ctx, run), CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite),
+			view := &summaryView{Run: run, Elsewhere: h.elsewhere(ctx, run), LimitStop: h.limitStop(ctx, run), CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite),
 				CanDecide: token.HasScope(&who.Token, api.ScopeApprovalsWrite), Who: who, LastCheckpoint: lastCheckpoint, Completed: completed}
 			if err := h.ui.t.ExecuteTemplate(&b, "summary", view); err == nil && !bytes.Equal(b.Bytes(), last) {
 				_ = out.send("", "summary", b.Bytes())
@@ -1008,7 +1083,13 @@ func (h *Handler) uiCancel(w http.ResponseWriter, r *http.Request, who *caller) 
 }
 
 func (h *Handler) uiResume(w http.ResponseWriter, r *http.Request, who *caller) error {
-	if _, err := h.svc.Resume(r.Context(), who, r.PathValue("id"), &api.ResumeRun{Message: r.PostFormValue("message")}); err != nil {
+	// The limits go to the service as the API's do: it checks them
+	// (service.CheckResume) and journals them in run.resumed.
+	limits, problems := formLimits(r)
+	if len(problems) > 0 {
+		return h.formFailed(w, r, who, "resume", badRequest("%s", fieldsText(problems)))
+	}
+	if _, err := h.svc.Resume(r.Context(), who, r.PathValue("id"), &api.ResumeRun{Message: r.PostFormValue("message"), Limits: limits}); err != nil {
 		return h.formFailed(w, r, who, "resume", err)
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(r.PathValue("id")), http.StatusSeeOther)
