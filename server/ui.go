@@ -187,7 +187,10 @@ type page struct {
 	Tree      *api.RunTree
 	Agents    []api.Agent
 	AgentsErr string
-	Report    *api.AuditReport
+	// Grants are the Agents page's standing approvals, by agent (those
+	// with any).
+	Grants map[string][]policy.Grant
+	Report *api.AuditReport
 	// Cost is the cost page's report (CostBy its grouping).
 	Cost    *api.CostReport
 	CostBy  string
@@ -326,6 +329,8 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"GET /ui/agents", api.ScopeRunsRead, h.uiAgents},
 		{"POST /ui/agents", api.ScopeAdmin, h.uiCreateAgent},
 		{"POST /ui/agents/{name}/revoke", api.ScopeAdmin, h.uiRevokeAgent},
+		{"POST /ui/agents/{name}/restore", api.ScopeAdmin, h.uiRestoreAgent},
+		{"POST /ui/agents/{name}/grants/{grant}/revoke", api.ScopeApprovalsWrite, h.uiUngrant},
 		{"GET /ui/schedules", api.ScopeRunsRead, h.uiSchedules},
 		{"POST /ui/schedules", api.ScopeRunsWrite, h.uiCreateSchedule},
 		{"GET /ui/schedules/{id}", api.ScopeRunsRead, h.uiSchedule},
@@ -1188,7 +1193,45 @@ func (h *Handler) uiAgents(w http.ResponseWriter, r *http.Request, who *caller) 
 		p.AgentsErr = e.msg
 	}
 	p.Agents = list
+	// Each agent's standing approvals (an approval card's "Always for
+	// agent"), as GET /v1/agents/{id}/grants lists them.
+	for _, a := range list {
+		if a.Grants == 0 {
+			continue
+		}
+		g, err := h.svc.Grants(r.Context(), who, a.Name)
+		if err != nil {
+			e, _ := classify(err)
+			p.AgentsErr = e.msg
+			break
+		}
+		if p.Grants == nil {
+			p.Grants = map[string][]policy.Grant{}
+		}
+		p.Grants[a.Name] = g.Grants
+	}
 	h.render(w, http.StatusOK, "agents", p)
+	return nil
+}
+
+// uiRestoreAgent undoes the revocation of a built-in agent or a
+// sub-agent (the service's restore, as keel agents restore and POST
+// /v1/agents/{id}/restore).
+func (h *Handler) uiRestoreAgent(w http.ResponseWriter, r *http.Request, who *caller) error {
+	if _, err := h.svc.RestoreAgent(r.Context(), who, r.PathValue("name"), r.PostFormValue("reason")); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/agents", http.StatusSeeOther)
+	return nil
+}
+
+// uiUngrant revokes a standing approval of an agent (the service's, as
+// keel agents ungrant and POST /v1/agents/{id}/grants/{grant}/revoke).
+func (h *Handler) uiUngrant(w http.ResponseWriter, r *http.Request, who *caller) error {
+	if _, err := h.svc.RevokeGrant(r.Context(), who, r.PathValue("name"), r.PathValue("grant"), r.PostFormValue("reason")); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/agents", http.StatusSeeOther)
 	return nil
 }
 
