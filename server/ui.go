@@ -857,9 +857,9 @@ func (h *Handler) formFailed(w http.ResponseWriter, r *http.Request, who *caller
 // work); with confirm it rewinds and shows the run page with what it
 // did and a button that undoes it.
 func (h *Handler) uiRewind(w http.ResponseWriter, r *http.Request, who *caller) error {
-	to, err := strconv.ParseInt(r.PostFormValue("to"), 10, 64)
+	to, err := formSeq(r, "to")
 	if err != nil {
-		return h.formFailed(w, r, who, "rewind", badRequest("event %q is not a number", r.PostFormValue("to")))
+		return h.formFailed(w, r, who, "rewind", err)
 	}
 	id := r.PathValue("id")
 	if r.PostFormValue("confirm") != "1" {
@@ -1102,9 +1102,9 @@ func (h *Handler) uiResume(w http.ResponseWriter, r *http.Request, who *caller) 
 }
 
 func (h *Handler) uiFork(w http.ResponseWriter, r *http.Request, who *caller) error {
-	seq, err := strconv.ParseInt(r.PostFormValue("seq"), 10, 64)
+	seq, err := formSeq(r, "seq")
 	if err != nil {
-		return h.formFailed(w, r, who, "fork", badRequest("event %q is not a number", r.PostFormValue("seq")))
+		return h.formFailed(w, r, who, "fork", err)
 	}
 	// "start it" is checked by default; unchecked, the fork waits, paused
 	// and "not started", with a Start button.
@@ -1116,6 +1116,20 @@ func (h *Handler) uiFork(w http.ResponseWriter, r *http.Request, who *caller) er
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 	return nil
+}
+
+// formSeq reads a form's event field key, checked as the API checks its
+// (service.CheckSeqGiven): empty is required, not a default.
+func formSeq(r *http.Request, key string) (int64, error) {
+	s := strings.TrimSpace(r.PostFormValue(key))
+	if s == "" {
+		return 0, service.CheckSeqGiven(key, nil)
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, badRequest("event %q is not a number", s)
+	}
+	return n, service.CheckSeqGiven(key, &n)
 }
 
 func (h *Handler) uiApprovals(w http.ResponseWriter, r *http.Request, who *caller) error {
