@@ -74,7 +74,7 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 				v.CanDecide, v.Who = s.CanDecide, s.Who
 			}
 			if s != nil && s.FormName == "decide" && s.Form["call"] == a.CallID {
-				v.Reason = s.Form["reason"]
+				v.Reason, v.Prefix = s.Form["reason"], s.Form["prefix"]
 			}
 			return v
 		},
@@ -291,6 +291,8 @@ func (s *summaryView) Field(name, key string) string {
 type approvalView struct {
 	A      api.Approval
 	Reason string
+	// Prefix is the word prefix typed into it when its decision failed.
+	Prefix string
 	// CanDecide: the viewer's token may decide it; Who is the viewer.
 	CanDecide bool
 	Who       *caller
@@ -424,11 +426,15 @@ func (h *Handler) newPage(ctx context.Context, who *caller, title, nav string) *
 		p.CanWrite = token.HasScope(&who.Token, api.ScopeRunsWrite)
 		p.IsAdmin = token.HasScope(&who.Token, api.ScopeAdmin)
 		p.CanDecide = token.HasScope(&who.Token, api.ScopeApprovalsWrite)
-		if list, err := h.svc.Approvals(ctx, who); err == nil {
-			p.Inbox = len(list)
-		}
-		if list, err := h.svc.AuthWaits(ctx, who); err == nil {
-			p.Inbox += len(list)
+		// The count of what waits for a person, for a token that may list
+		// it (GET /v1/approvals and /v1/auth/waits need runs:read).
+		if token.HasScope(&who.Token, api.ScopeRunsRead) {
+			if list, err := h.svc.Approvals(ctx, who); err == nil {
+				p.Inbox = len(list)
+			}
+			if list, err := h.svc.AuthWaits(ctx, who); err == nil {
+				p.Inbox += len(list)
+			}
 		}
 	}
 	return p
@@ -1172,7 +1178,11 @@ func (h *Handler) uiDecide(w http.ResponseWriter, r *http.Request, who *caller) 
 	if c := r.PostFormValue("call"); c != call {
 		return badRequest("the form is for call %q but was posted for call %q; reload the inbox", visible.String(c), visible.String(call))
 	}
-	if _, err := h.svc.Decide(r.Context(), who, &service.Decision{RunID: id, CallID: call, Effect: d, Decide: api.Decide{Reason: r.PostFormValue("reason"), Remember: remember}}); err != nil {
+	// prefix: with an "Always", commands starting with these words (as
+	// keel approvals approve --prefix and the API's prefix); the service
+	// checks it.
+	prefix := strings.Fields(r.PostFormValue("prefix"))
+	if _, err := h.svc.Decide(r.Context(), who, &service.Decision{RunID: id, CallID: call, Effect: d, Decide: api.Decide{Reason: r.PostFormValue("reason"), Remember: remember, Prefix: prefix}}); err != nil {
 		if r.PostFormValue("from") == "run" {
 			r.SetPathValue("id", id)
 			return h.formFailed(w, r, who, "decide", err)
