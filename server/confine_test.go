@@ -112,7 +112,7 @@ func TestForkAndResumeCheckAsCreate(t *testing.T) {
 	local := e.journalRun(&agent.RunCreated{Task: "local", Model: "test:none", Workspace: ws, MountPath: "/workspace", Sandbox: "none",
 		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(policy.Default())},
 		draft(t, journal.RunPaused, &agent.RunEnded{Reason: "user"}))
-	_, err := writer.Fork(ctx, local, &api.ForkRun{Start: true})
+	_, err := writer.Fork(ctx, local, &api.ForkRun{Seq: 2, Start: true})
 	wantAPIError(t, err, api.CodeForbidden, "sandbox none")
 	_, err = writer.Resume(ctx, local, &api.ResumeRun{Message: "cat ~/.keel/server-token"})
 	wantAPIError(t, err, api.CodeForbidden, "sandbox none")
@@ -126,7 +126,7 @@ func TestForkAndResumeCheckAsCreate(t *testing.T) {
 		draft(t, journal.RunPaused, &agent.RunEnded{Reason: "user"}))
 	_, err = writer.Resume(ctx, loose, nil)
 	wantAPIError(t, err, api.CodeForbidden, "operator's policy")
-	_, err = writer.Fork(ctx, loose, nil)
+	_, err = writer.Fork(ctx, loose, &api.ForkRun{Seq: 2})
 	wantAPIError(t, err, api.CodeForbidden, "operator's policy")
 
 	// A run of the server's own settings: the fork's workspace is checked
@@ -148,19 +148,19 @@ func TestForkAndResumeCheckAsCreate(t *testing.T) {
 		{"a directory holding the journal", filepath.Dir(e.dir), "the server's own files"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := writer.Fork(ctx, ok, &api.ForkRun{Workspace: tt.workspace})
+			_, err := writer.Fork(ctx, ok, &api.ForkRun{Seq: 1, Workspace: tt.workspace})
 			wantAPIError(t, err, api.CodeInvalidRequest, tt.want)
 		})
 	}
 	if _, err := os.Stat(filepath.Join(outside, "fork")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the refused fork made a directory outside the roots: %v", err)
 	}
-	fork, err := writer.Fork(ctx, ok, &api.ForkRun{Workspace: t.TempDir()})
+	fork, err := writer.Fork(ctx, ok, &api.ForkRun{Seq: 1, Workspace: t.TempDir()})
 	if err != nil {
 		t.Fatalf("fork into a workspace under the root: %v", err)
 	}
 	// A new directory under a root: the fork makes it.
-	made, err := writer.Fork(ctx, ok, &api.ForkRun{Workspace: filepath.Join(ws, "new-fork")})
+	made, err := writer.Fork(ctx, ok, &api.ForkRun{Seq: 1, Workspace: filepath.Join(ws, "new-fork")})
 	if fi, serr := os.Stat(filepath.Join(ws, "new-fork")); err != nil || serr != nil || !fi.IsDir() {
 		t.Fatalf("fork into a new directory under the root: %v", err)
 	}
@@ -172,7 +172,7 @@ func TestForkAndResumeCheckAsCreate(t *testing.T) {
 	}
 	// Someone else's agent: refused.
 	other := e.bound("olga", []string{identity.DemoAgent}, api.ScopeRunsWrite)
-	_, err = other.Fork(ctx, ok, nil)
+	_, err = other.Fork(ctx, ok, &api.ForkRun{Seq: 1})
 	wantAPIError(t, err, api.CodeForbidden, "not as agent keel-cli")
 	_, err = other.Resume(ctx, ok, nil)
 	wantAPIError(t, err, api.CodeForbidden, "not as agent keel-cli")
@@ -498,7 +498,7 @@ func TestRefusedDemoLeavesNoWorkspace(t *testing.T) {
 	local := e.journalRun(&agent.RunCreated{Task: demo.Task, Model: "scripted:demo", Workspace: t.TempDir(), MountPath: "/workspace", Sandbox: "none",
 		Principal: identity.DemoAgent, Policy: agent.NewPolicyRef(service.DemoPolicy()), Labels: map[string]string{service.LabelDemo: demo.Label}},
 		draft(t, journal.RunPaused, &agent.RunEnded{Reason: "user"}))
-	_, err := e.admin.Fork(ctx, local, &api.ForkRun{})
+	_, err := e.admin.Fork(ctx, local, &api.ForkRun{Seq: 2})
 	wantAPIError(t, err, api.CodeForbidden, "sandbox none")
 	if left := list(); len(left) > 0 {
 		t.Errorf("the refused fork left its copy of the demo project: %v", left)

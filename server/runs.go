@@ -115,10 +115,19 @@ func (h *Handler) resumeRun(w http.ResponseWriter, r *http.Request, who *caller)
 
 func (h *Handler) forkRun(w http.ResponseWriter, r *http.Request, who *caller) error {
 	ctx := r.Context()
-	var req api.ForkRun
-	if err := decode(r, &req, true); err != nil {
+	// seq is read apart to tell absent from 0 (service.CheckSeqGiven).
+	var body struct {
+		api.ForkRun
+		Seq *int64 `json:"seq"`
+	}
+	if err := decode(r, &body, true); err != nil {
 		return err
 	}
+	if err := service.CheckSeqGiven("seq", body.Seq); err != nil {
+		return err
+	}
+	req := body.ForkRun
+	req.Seq = *body.Seq
 	run, err := h.svc.Fork(ctx, who, r.PathValue("id"), &req)
 	if err != nil {
 		return err

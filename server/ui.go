@@ -66,7 +66,7 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 		"proposed":   proposed,
 		"md":         func(s string) template.HTML { return markdown(clip(s, convTextChars)) },
 		"summaryOf": func(p *page) *summaryView {
-			return &summaryView{Run: p.Run, Elsewhere: p.Elsewhere, CanWrite: p.CanWrite, CanDecide: p.CanDecide, Who: p.Who, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed}
+			return &summaryView{Run: p.Run, Elsewhere: p.Elsewhere, CanWrite: p.CanWrite, CanDecide: p.CanDecide, Who: p.Who, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed, LimitStop: p.LimitStop}
 		},
 		"withForm": func(a api.Approval, s *summaryView) approvalView {
 			v := approvalView{A: a}
@@ -74,7 +74,7 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 				v.CanDecide, v.Who = s.CanDecide, s.Who
 			}
 			if s != nil && s.FormName == "decide" && s.Form["call"] == a.CallID {
-				v.Reason = s.Form["reason"]
+				v.Reason, v.Prefix = s.Form["reason"], s.Form["prefix"]
 			}
 			return v
 		},
@@ -133,6 +133,8 @@ type page struct {
 	// Completed its newest run.completed event (0: none).
 	LastCheckpoint int64
 	Completed      int64
+	// LimitStop: the run stopped at a limit (see limitStop).
+	LimitStop *limitStop
 	// RewindPlan, on the run page, asks to confirm a rewind; Rewound
 	// says what a rewind just did, with its undo.
 	RewindPlan *rewindPlan
@@ -185,7 +187,10 @@ type page struct {
 	Tree      *api.RunTree
 	Agents    []api.Agent
 	AgentsErr string
-	Report    *api.AuditReport
+	// Grants are the Agents page's standing approvals, by agent (those
+	// with any).
+	Grants map[string][]policy.Grant
+	Report *api.AuditReport
 	// Cost is the cost page's report (CostBy its grouping).
 	Cost    *api.CostReport
 	CostBy  string
@@ -241,10 +246,26 @@ type summaryView struct {
 	FormName       string
 	LastCheckpoint int64
 	Completed      int64
+	// LimitStop: the run stopped at a limit (see limitStop).
+	LimitStop *limitStop
 	// RewindPlan, on the run page, asks to confirm a rewind; Rewound
 	// says what a rewind just did, with its undo.
 	RewindPlan *rewindPlan
 	Rewound    *rewound
+}
+
+// limitStop is a run stopped at its step, token or cost limit, as the
+// Resume form says it: a resume under the same limit stops again at
+// once, so the form proposes Value (service.RaisedLimit) in the field of
+// the limit (Field, the name of api.Limits' field).
+type limitStop struct{ Field, Message, Value string }
+
+// LimitValue is the value the Resume form proposes for limit field.
+func (s *summaryView) LimitValue(field string) string {
+	if s.LimitStop == nil || s.LimitStop.Field != field {
+		return ""
+	}
+	return s.LimitStop.Value
 }
 
 // ForkAt is the event the Fork form offers: the newest, or for a
@@ -270,6 +291,8 @@ func (s *summaryView) Field(name, key string) string {
 type approvalView struct {
 	A      api.Approval
 	Reason string
+	// Prefix is the word prefix typed into it when its decision failed.
+	Prefix string
 	// CanDecide: the viewer's token may decide it; Who is the viewer.
 	CanDecide bool
 	Who       *caller
@@ -308,6 +331,8 @@ func (h *Handler) registerUI(mux *http.ServeMux) {
 		{"GET /ui/agents", api.ScopeRunsRead, h.uiAgents},
 		{"POST /ui/agents", api.ScopeAdmin, h.uiCreateAgent},
 		{"POST /ui/agents/{name}/revoke", api.ScopeAdmin, h.uiRevokeAgent},
+		{"POST /ui/agents/{name}/restore", api.ScopeAdmin, h.uiRestoreAgent},
+		{"POST /ui/agents/{name}/grants/{grant}/revoke", api.ScopeApprovalsWrite, h.uiUngrant},
 		{"GET /ui/schedules", api.ScopeRunsRead, h.uiSchedules},
 		{"POST /ui/schedules", api.ScopeRunsWrite, h.uiCreateSchedule},
 		{"GET /ui/schedules/{id}", api.ScopeRunsRead, h.uiSchedule},
@@ -402,11 +427,15 @@ func (h *Handler) newPage(ctx context.Context, who *caller, title, nav string) *
 		p.CanWrite = token.HasScope(&who.Token, api.ScopeRunsWrite)
 		p.IsAdmin = token.HasScope(&who.Token, api.ScopeAdmin)
 		p.CanDecide = token.HasScope(&who.Token, api.ScopeApprovalsWrite)
-		if list, err := h.svc.Approvals(ctx, who); err == nil {
-			p.Inbox = len(list)
-		}
-		if list, err := h.svc.AuthWaits(ctx, who); err == nil {
-			p.Inbox += len(list)
+		// The count of what waits for a person, for a token that may list
+		// it (GET /v1/approvals and /v1/auth/waits need runs:read).
+		if token.HasScope(&who.Token, api.ScopeRunsRead) {
+			if list, err := h.svc.Approvals(ctx, who); err == nil {
+				p.Inbox = len(list)
+			}
+			if list, err := h.svc.AuthWaits(ctx, who); err == nil {
+				p.Inbox += len(list)
+			}
 		}
 	}
 	return p
@@ -492,16 +521,9 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 		Policy: strings.TrimSpace(r.PostFormValue("policy")), Env: formLines(r.PostFormValue("env")),
 		Network: strings.FieldsFunc(r.PostFormValue("network"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) }),
 		Team:    r.PostFormValue("team") != ""}
-	var problems []service.FieldError
-	if s := strings.TrimSpace(r.PostFormValue("max_steps")); s != "" {
-		// Not a number is the form's to say; a negative one the
-		// service's, in the words every front end uses.
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			problems = append(problems, service.FieldError{Field: "limits", Message: fmt.Sprintf("max steps %q: want a number (0: no limit)", s)})
-		} else {
-			req.Limits.MaxSteps = &n
-		}
+	limits, problems := formLimits(r)
+	if limits != nil {
+		req.Limits = *limits
 	}
 	// Every field's problem at once, each at its field, not one per try.
 	if problems = append(h.svc.CheckFields(r.Context(), who, req), problems...); len(problems) > 0 {
@@ -513,6 +535,51 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 	return nil
+}
+
+// formLimits reads a form's limit fields (max_steps, max_tokens,
+// max_cost, timeout; empty: not given) into the limits the API takes,
+// nil when none is given. Not a number is the form's to say; a negative
+// value or a bad timeout the service's (service.ApplyLimits), in the
+// words every front end uses.
+func formLimits(r *http.Request) (*api.Limits, []service.FieldError) {
+	var l api.Limits
+	var problems []service.FieldError
+	given := false
+	bad := func(name, s, want string) {
+		problems = append(problems, service.FieldError{Field: "limits", Message: fmt.Sprintf("%s %q: want %s (0: no limit)", name, s, want)})
+	}
+	field := func(key string) string {
+		v := strings.TrimSpace(r.PostFormValue(key))
+		given = given || v != ""
+		return v
+	}
+	if s := field("max_steps"); s != "" {
+		if n, err := strconv.Atoi(s); err != nil {
+			bad("max steps", s, "a number")
+		} else {
+			l.MaxSteps = &n
+		}
+	}
+	if s := field("max_tokens"); s != "" {
+		if n, err := strconv.ParseInt(s, 10, 64); err != nil {
+			bad("max tokens", s, "a number")
+		} else {
+			l.MaxTokens = &n
+		}
+	}
+	if s := field("max_cost"); s != "" {
+		if c, err := strconv.ParseFloat(strings.TrimPrefix(s, "$"), 64); err != nil {
+			bad("max cost", s, "a number of US dollars")
+		} else {
+			l.MaxCost = &c
+		}
+	}
+	l.Timeout = field("timeout")
+	if !given {
+		return nil, problems
+	}
+	return &l, problems
 }
 
 // fieldsText says the problems of a form's fields in one text.
@@ -628,6 +695,7 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 		}
 	}
 	p.Elsewhere = h.elsewhere(ctx, run)
+	p.LimitStop = h.limitStop(ctx, run)
 	if st, _, err := h.rt.Load(ctx, id); err == nil {
 		for _, in := range st.PendingInputs() {
 			p.Inputs = append(p.Inputs, newUIInput(service.InputView(in)))
@@ -649,6 +717,24 @@ func (h *Handler) elsewhere(ctx context.Context, run api.Run) string {
 		return ""
 	}
 	return h.svc.Elsewhere(ctx, run.ID)
+}
+
+// limitStop says how run stopped at its step, token or cost limit, nil
+// when it did not.
+func (h *Handler) limitStop(ctx context.Context, run api.Run) *limitStop {
+	if run.Status != string(journal.StatusFailed) {
+		return nil
+	}
+	switch run.Reason {
+	case agent.ReasonMaxSteps, agent.ReasonMaxTokens, agent.ReasonMaxCost:
+	default:
+		return nil
+	}
+	st, _, err := h.rt.Load(ctx, run.ID)
+	if err != nil {
+		return nil
+	}
+	return &limitStop{Field: run.Reason, Message: run.Message, Value: service.RaisedLimit(run.Reason, st)}
 }
 
 // treeSpend says a node's spend in a few words.
@@ -780,9 +866,9 @@ func (h *Handler) formFailed(w http.ResponseWriter, r *http.Request, who *caller
 // work); with confirm it rewinds and shows the run page with what it
 // did and a button that undoes it.
 func (h *Handler) uiRewind(w http.ResponseWriter, r *http.Request, who *caller) error {
-	to, err := strconv.ParseInt(r.PostFormValue("to"), 10, 64)
+	to, err := formSeq(r, "to")
 	if err != nil {
-		return h.formFailed(w, r, who, "rewind", badRequest("event %q is not a number", r.PostFormValue("to")))
+		return h.formFailed(w, r, who, "rewind", err)
 	}
 	id := r.PathValue("id")
 	if r.PostFormValue("confirm") != "1" {
@@ -917,7 +1003,7 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 				return
 			}
 			var b bytes.Buffer
-			view := &summaryView{Run: run, Elsewhere: h.elsewhere(ctx, run), CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite),
+			view := &summaryView{Run: run, Elsewhere: h.elsewhere(ctx, run), LimitStop: h.limitStop(ctx, run), CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite),
 				CanDecide: token.HasScope(&who.Token, api.ScopeApprovalsWrite), Who: who, LastCheckpoint: lastCheckpoint, Completed: completed}
 			if err := h.ui.t.ExecuteTemplate(&b, "summary", view); err == nil && !bytes.Equal(b.Bytes(), last) {
 				_ = out.send("", "summary", b.Bytes())
@@ -1014,7 +1100,13 @@ func (h *Handler) uiCancel(w http.ResponseWriter, r *http.Request, who *caller) 
 }
 
 func (h *Handler) uiResume(w http.ResponseWriter, r *http.Request, who *caller) error {
-	if _, err := h.svc.Resume(r.Context(), who, r.PathValue("id"), &api.ResumeRun{Message: r.PostFormValue("message")}); err != nil {
+	// The limits go to the service as the API's do: it checks them
+	// (service.CheckResume) and journals them in run.resumed.
+	limits, problems := formLimits(r)
+	if len(problems) > 0 {
+		return h.formFailed(w, r, who, "resume", badRequest("%s", fieldsText(problems)))
+	}
+	if _, err := h.svc.Resume(r.Context(), who, r.PathValue("id"), &api.ResumeRun{Message: r.PostFormValue("message"), Limits: limits}); err != nil {
 		return h.formFailed(w, r, who, "resume", err)
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(r.PathValue("id")), http.StatusSeeOther)
@@ -1022,9 +1114,9 @@ func (h *Handler) uiResume(w http.ResponseWriter, r *http.Request, who *caller) 
 }
 
 func (h *Handler) uiFork(w http.ResponseWriter, r *http.Request, who *caller) error {
-	seq, err := strconv.ParseInt(r.PostFormValue("seq"), 10, 64)
+	seq, err := formSeq(r, "seq")
 	if err != nil {
-		return h.formFailed(w, r, who, "fork", badRequest("event %q is not a number", r.PostFormValue("seq")))
+		return h.formFailed(w, r, who, "fork", err)
 	}
 	// "start it" is checked by default; unchecked, the fork waits, paused
 	// and "not started", with a Start button.
@@ -1036,6 +1128,20 @@ func (h *Handler) uiFork(w http.ResponseWriter, r *http.Request, who *caller) er
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 	return nil
+}
+
+// formSeq reads a form's event field key, checked as the API checks its
+// (service.CheckSeqGiven): empty is required, not a default.
+func formSeq(r *http.Request, key string) (int64, error) {
+	s := strings.TrimSpace(r.PostFormValue(key))
+	if s == "" {
+		return 0, service.CheckSeqGiven(key, nil)
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, badRequest("event %q is not a number", s)
+	}
+	return n, service.CheckSeqGiven(key, &n)
 }
 
 func (h *Handler) uiApprovals(w http.ResponseWriter, r *http.Request, who *caller) error {
@@ -1078,7 +1184,11 @@ func (h *Handler) uiDecide(w http.ResponseWriter, r *http.Request, who *caller) 
 	if c := r.PostFormValue("call"); c != call {
 		return badRequest("the form is for call %q but was posted for call %q; reload the inbox", visible.String(c), visible.String(call))
 	}
-	if _, err := h.svc.Decide(r.Context(), who, &service.Decision{RunID: id, CallID: call, Effect: d, Decide: api.Decide{Reason: r.PostFormValue("reason"), Remember: remember}}); err != nil {
+	// prefix: with an "Always", commands starting with these words (as
+	// keel approvals approve --prefix and the API's prefix); the service
+	// checks it.
+	prefix := strings.Fields(r.PostFormValue("prefix"))
+	if _, err := h.svc.Decide(r.Context(), who, &service.Decision{RunID: id, CallID: call, Effect: d, Decide: api.Decide{Reason: r.PostFormValue("reason"), Remember: remember, Prefix: prefix}}); err != nil {
 		if r.PostFormValue("from") == "run" {
 			r.SetPathValue("id", id)
 			return h.formFailed(w, r, who, "decide", err)
@@ -1113,7 +1223,45 @@ func (h *Handler) uiAgents(w http.ResponseWriter, r *http.Request, who *caller) 
 		p.AgentsErr = e.msg
 	}
 	p.Agents = list
+	// Each agent's standing approvals (an approval card's "Always for
+	// agent"), as GET /v1/agents/{id}/grants lists them.
+	for _, a := range list {
+		if a.Grants == 0 {
+			continue
+		}
+		g, err := h.svc.Grants(r.Context(), who, a.Name)
+		if err != nil {
+			e, _ := classify(err)
+			p.AgentsErr = e.msg
+			break
+		}
+		if p.Grants == nil {
+			p.Grants = map[string][]policy.Grant{}
+		}
+		p.Grants[a.Name] = g.Grants
+	}
 	h.render(w, http.StatusOK, "agents", p)
+	return nil
+}
+
+// uiRestoreAgent undoes the revocation of a built-in agent or a
+// sub-agent (the service's restore, as keel agents restore and POST
+// /v1/agents/{id}/restore).
+func (h *Handler) uiRestoreAgent(w http.ResponseWriter, r *http.Request, who *caller) error {
+	if _, err := h.svc.RestoreAgent(r.Context(), who, r.PathValue("name"), r.PostFormValue("reason")); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/agents", http.StatusSeeOther)
+	return nil
+}
+
+// uiUngrant revokes a standing approval of an agent (the service's, as
+// keel agents ungrant and POST /v1/agents/{id}/grants/{grant}/revoke).
+func (h *Handler) uiUngrant(w http.ResponseWriter, r *http.Request, who *caller) error {
+	if _, err := h.svc.RevokeGrant(r.Context(), who, r.PathValue("name"), r.PathValue("grant"), r.PostFormValue("reason")); err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/ui/agents", http.StatusSeeOther)
 	return nil
 }
 

@@ -527,7 +527,7 @@ func (s *Service) finish(ctx context.Context, c *agent.RunCreated, eng *policy.E
 	}()
 	if _, err := s.opts.Directory.Check(ctx, c.Principal, c.OnBehalfOf); err != nil {
 		if errors.Is(err, policy.ErrRevoked) {
-			return nil, badRequest("agent %s cannot run: %v", c.Principal, err)
+			return nil, badRequest("agent %s cannot run: %v%s", c.Principal, err, s.restoreHint(ctx, c.Principal, err))
 		}
 		return nil, err
 	}
@@ -535,6 +535,24 @@ func (s *Service) finish(ctx context.Context, c *agent.RunCreated, eng *policy.E
 		return nil, err
 	}
 	return c, nil
+}
+
+// restoreHint says how to undo the revocation that keeps agent name from
+// running (err), as every front end can: a built-in agent (keel-demo,
+// keel-cli) or a sub-agent is restored; a created agent's revocation is
+// permanent. "" when the agent itself is not revoked.
+func (s *Service) restoreHint(ctx context.Context, name string, err error) string {
+	if !errors.Is(err, identity.ErrRevokedAgent) {
+		return ""
+	}
+	a, gerr := s.opts.Directory.Get(ctx, name)
+	switch {
+	case gerr != nil || !a.Revoked:
+		return ""
+	case a.Builtin || a.Parent != "":
+		return fmt.Sprintf("; an admin restores it: keel agents restore %s, POST /v1/agents/%s/restore, or Restore on the web UI's Agents page", name, name)
+	}
+	return "; a created agent's revocation is permanent: create another agent (keel agents create) for its runs"
 }
 
 // prepareDemo creates the demo run (the server's and keel demo's): a

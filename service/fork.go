@@ -138,10 +138,8 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	if _, err := ApplyLimits(agent.Limits{}, req.Limits); err != nil {
 		return "", nil, nil, err
 	}
-	if req.Seq != 0 { // 0: the newest event
-		if err := CheckSeq("seq", req.Seq); err != nil {
-			return "", nil, nil, err
-		}
+	if err := CheckSeq("seq", req.Seq); err != nil {
+		return "", nil, nil, err
 	}
 	events, err := journal.ReadVerified(ctx, s.rt.Store(), src)
 	if errors.Is(err, journal.ErrNotFound) {
@@ -151,10 +149,7 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 		return "", nil, nil, err
 	}
 	seq := req.Seq
-	if seq == 0 {
-		seq = int64(len(events))
-	}
-	if seq < 1 || seq > int64(len(events)) {
+	if seq > int64(len(events)) {
 		return "", nil, nil, badRequest("%v", &checkpoint.RangeError{Run: src, Seq: req.Seq, Last: int64(len(events))})
 	}
 	all := events // the files at the fork point may be a later checkpoint's

@@ -1,6 +1,8 @@
 package service
 
 import (
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/keel-run/keel/agent"
@@ -77,6 +79,26 @@ func ApplyLimits(base agent.Limits, l *api.Limits) (agent.Limits, error) {
 		out.Timeout = agent.Duration(d)
 	}
 	return out, nil
+}
+
+// RaisedLimit is the value that raises the limit a run stopped at
+// (reason max_steps, max_tokens or max_cost) enough to go on, as every
+// front end proposes it: twice the larger of the limit and what is used
+// (a run can pass a token or cost limit by a whole model call, and a
+// value below the usage would stop the resumed run at once). It is ""
+// for any other reason.
+func RaisedLimit(reason string, st *agent.State) string {
+	l := st.Limits
+	switch reason {
+	case agent.ReasonMaxSteps:
+		return strconv.Itoa(2 * max(l.MaxSteps, st.Steps))
+	case agent.ReasonMaxTokens:
+		return strconv.FormatInt(2*max(l.MaxTokens, st.Usage.Total()), 10)
+	case agent.ReasonMaxCost:
+		c := 2 * max(l.MaxCost, st.Cost)
+		return strconv.FormatFloat(math.Ceil(c*100)/100, 'f', -1, 64)
+	}
+	return ""
 }
 
 // Default resource limits of every sandboxed command: generous for

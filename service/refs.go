@@ -224,6 +224,17 @@ func CheckSeq(name string, seq int64) error {
 	return nil
 }
 
+// CheckSeqGiven is CheckSeq of an event a request may leave out (the
+// API's fork seq and rewind to, the web UI's forms): absent (nil) is
+// refused as required, as the command line's --at and --to are, never
+// taken to mean an event of Keel's choosing.
+func CheckSeqGiven(name string, seq *int64) error {
+	if seq == nil {
+		return badRequest("%s is required: an event's sequence number, 1 or more (the run's checkpoints list them)", name)
+	}
+	return CheckSeq(name, *seq)
+}
+
 // CancelCompletedError is the refusal to cancel completed run id,
 // whoever cancels it (the API, keel runs cancel on the journal).
 func CancelCompletedError(id string) error {

@@ -8,10 +8,10 @@
 package tui
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +21,7 @@ import (
 	"github.com/keel-run/keel/internal/assemble"
 	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/service"
 )
 
 // Printer streams a run's events as human lines to stderr, or as JSON
@@ -439,19 +440,10 @@ func ChatLimitHint(reason string, st *agent.State) string {
 	return fmt.Sprintf("to go on, raise the limit: /limit %s %s, then type your next message", limitFlag[reason], limitValue(reason, st))
 }
 
-// limitValue is the value continueHint names to raise the limit reason.
+// limitValue is the value continueHint names to raise the limit reason
+// (service.RaisedLimit).
 func limitValue(reason string, st *agent.State) string {
-	l := st.Limits
-	switch reason {
-	case "max_steps":
-		return strconv.Itoa(2 * max(l.MaxSteps, st.Steps))
-	case "max_tokens":
-		return strconv.FormatInt(2*max(l.MaxTokens, st.Usage.Total()), 10)
-	case "max_cost":
-		c := 2 * max(l.MaxCost, st.Cost)
-		return strconv.FormatFloat(math.Ceil(c*100)/100, 'f', -1, 64)
-	}
-	return "N"
+	return cmp.Or(service.RaisedLimit(reason, st), "N")
 }
 
 // continueHint says how to go on with a run stopped by the limit reason:

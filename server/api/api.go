@@ -378,9 +378,9 @@ type Settings struct {
 
 // ForkRun is the body of POST /v1/runs/{id}/fork.
 type ForkRun struct {
-	// Seq is the last event of the source run copied into the fork;
-	// 0 means the source's newest event.
-	Seq int64 `json:"seq,omitempty"`
+	// Seq is the last event of the source run copied into the fork
+	// (required: 1 or more, as keel runs fork --at).
+	Seq int64 `json:"seq"`
 	// Workspace, if set, replaces the source's workspace directory: the
 	// source's own, or a new or empty one for the fork's files (the
 	// fork makes it, not its parents; one holding files is refused when
