@@ -51,6 +51,10 @@ type admission struct {
 	// made for it: the workspace roots do not apply, and any token may
 	// act as the demo's agent there.
 	demoWorkspace bool
+	// existing is the id of the existing run the caller acts on (a
+	// resume, a follow-up, a rewind), "" for a new run or a fork: a
+	// demo run is its creator's (see mayContinue).
+	existing string
 	// overrides collects what an admin chose instead of the server's
 	// settings; the caller journals them.
 	overrides []string
@@ -228,6 +232,27 @@ func (a *admission) mayActAs(principal, onBehalfOf string) error {
 		return forbidden("a run acts on behalf of the person whose token starts it (%s), not %s", a.who.Name, onBehalfOf)
 	}
 	return nil
+}
+
+// mayContinue checks that the caller may change run id, made by c, an
+// existing run (resume it, send it a message, rewind its files, cancel
+// it). A demo run belongs to the person who created it: any token acts
+// as the shared demo agent, so the agent does not say whose run it is.
+// Others may read it and fork it (a fork gets a fresh copy of the demo
+// project), not change it; an admin may.
+func (a *admission) mayContinue(id string, c *agent.RunCreated) error {
+	if c.Labels[LabelDemo] == "" || a.admin() {
+		return nil
+	}
+	owner := c.Labels[LabelCreatedBy]
+	if owner != "" && a.who != nil && owner == a.who.Name {
+		return nil
+	}
+	by := "on the server's machine"
+	if owner != "" {
+		by = "by " + visible.String(owner)
+	}
+	return forbidden("run %s is a demo run started %s: only that person (or an admin) may resume, message, rewind or cancel it; fork it to work on your own copy of the demo project", id, by)
 }
 
 // sandboxKind returns the server's sandbox ("linux" unless Options say).
@@ -419,6 +444,11 @@ func demoExtras(req *api.CreateRun, local bool) []string {
 // With validate, the run is also set up as an execution would set it up
 // and torn down again (see validate).
 func (s *Service) admit(ctx context.Context, a *admission, c *agent.RunCreated, validate bool) (string, error) {
+	if a.existing != "" {
+		if err := a.mayContinue(a.existing, c); err != nil {
+			return "", err
+		}
+	}
 	if err := a.mayActAs(c.Principal, c.OnBehalfOf); err != nil {
 		return "", err
 	}
