@@ -496,7 +496,7 @@ func (s *Service) validate(ctx context.Context, c *agent.RunCreated) error {
 		if errors.Is(err, sandbox.ErrUnavailable) {
 			return errors.New("this server cannot sandbox commands (see its log)")
 		}
-		return badRequest("the run cannot be set up on this server: %s", apiText(err))
+		return badRequest("the run cannot be set up on this server: %s", APIText(err))
 	}
 	if c.Tools == nil {
 		c.Tools = agent.ToolInfos(w.Tools)
@@ -507,15 +507,29 @@ func (s *Service) validate(ctx context.Context, c *agent.RunCreated) error {
 	return nil
 }
 
-// apiText returns an error's text for a caller with a token: its first
-// line, without advice about the server process's flags, which the
-// caller cannot pass.
-func apiText(err error) string {
+// APIText returns an error's text for a caller with a token: without
+// advice about the server process's flags, which the caller cannot pass,
+// and on one line: its first line, with the lines of the cause when that
+// one ends at a colon (a connection error lists its attempts indented
+// below it).
+func APIText(err error) string {
 	str := err.Error()
 	if i := strings.Index(str, "; pass --"); i >= 0 {
 		str = str[:i]
 	}
-	return strings.TrimSpace(strings.SplitN(str, "\n", 2)[0])
+	first, rest, _ := strings.Cut(str, "\n")
+	out := strings.TrimSpace(first)
+	if !strings.HasSuffix(out, ":") {
+		return out
+	}
+	var cause []string
+	for _, l := range strings.Split(rest, "\n") {
+		if l == "" || l == strings.TrimLeft(l, " \t") {
+			break // not an indented line of the cause
+		}
+		cause = append(cause, strings.TrimSpace(l))
+	}
+	return strings.TrimSpace(out + " " + strings.Join(cause, "; "))
 }
 
 // executable checks, just before an execution, what no run may do in
