@@ -286,8 +286,8 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 		return nil, NoTask()
 	}
 	sb := cmp.Or(req.Sandbox, s.sandboxKind())
-	if sb != "linux" && sb != "none" {
-		return nil, badRequest("sandbox %q: want linux or none", sb)
+	if err := checkSandboxMount(sb, req.MountPath); err != nil {
+		return nil, err
 	}
 	ws := req.Workspace
 	if ws != "" {
@@ -302,8 +302,6 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 		mount = ws
 	case mount == "":
 		mount = "/workspace"
-	case !strings.HasPrefix(mount, "/"):
-		return nil, badRequest("mount_path %q must be absolute", mount)
 	}
 	if err := checkLabels(req.Labels); err != nil {
 		return nil, err
@@ -516,25 +514,47 @@ func (s *Service) finish(ctx context.Context, c *agent.RunCreated, eng *policy.E
 			c.Approval = local.Approval
 		}
 	}
-	if err := identity.CheckName(c.Principal); err != nil {
-		return nil, badRequest("agent: %v", err)
-	}
 	t0 := time.Now()
 	defer func() {
 		if d := time.Since(t0); d > 500*time.Millisecond {
 			s.logger.Warn("slow run preparation", "duration", d.Round(time.Millisecond).String())
 		}
 	}()
-	if _, err := s.opts.Directory.Check(ctx, c.Principal, c.OnBehalfOf); err != nil {
-		if errors.Is(err, policy.ErrRevoked) {
-			return nil, badRequest("agent %s cannot run: %v", c.Principal, err)
-		}
+	if err := checkAgent(ctx, s.opts.Directory, c.Principal, c.OnBehalfOf); err != nil {
 		return nil, err
 	}
 	if err := s.opts.Builder.Complete(ctx, c, req, family); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// checkSandboxMount checks a run's sandbox kind sb and its mount path
+// ("" the default), for a creation and a policy check alike.
+func checkSandboxMount(sb, mount string) error {
+	if sb != "linux" && sb != "none" {
+		return badRequest("sandbox %q: want linux or none", sb)
+	}
+	if mount != "" && !strings.HasPrefix(mount, "/") {
+		return badRequest("mount_path %q must be absolute", mount)
+	}
+	return nil
+}
+
+// checkAgent checks that agent principal may run for onBehalfOf by the
+// directory (known, not revoked, an assistant for someone, an employee
+// for nobody), for a creation and a policy check alike.
+func checkAgent(ctx context.Context, dir *identity.Directory, principal, onBehalfOf string) error {
+	if err := identity.CheckName(principal); err != nil {
+		return badRequest("agent: %v", err)
+	}
+	if _, err := dir.Check(ctx, principal, onBehalfOf); err != nil {
+		if errors.Is(err, policy.ErrRevoked) {
+			return badRequest("agent %s cannot run: %v", principal, err)
+		}
+		return err
+	}
+	return nil
 }
 
 // prepareDemo creates the demo run (the server's and keel demo's): a

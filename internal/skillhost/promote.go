@@ -20,8 +20,8 @@ import (
 
 // Tools of agent-written skills.
 const (
-	ProposeTool = "propose_skill"
-	PromoteTool = "promote_skill"
+	ProposeTool = skill.ProposeTool
+	PromoteTool = skill.PromoteTool
 )
 
 type proposeInput struct {
