@@ -279,3 +279,55 @@ func TestForkDurationIsItsOwn(t *testing.T) {
 		}
 	}
 }
+
+// A demo run is its creator's: any token may read it and fork it (to a
+// fresh copy of the demo project), but only its creator or an admin may
+// resume it, send it a message, rewind its files or cancel it, though
+// every token acts as the shared demo agent.
+func TestDemoRunIsItsCreators(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	bob := e.token("bob", api.ScopeRunsWrite)
+	dave := e.token("dave", api.ScopeRunsWrite)
+	carol := e.bound("carol", []string{identity.LocalAgent}, api.ScopeRunsWrite)
+
+	demoRun, err := bob.CreateRun(ctx, &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitStop(demoRun.ID, 1)
+	before := len(e.events(demoRun.ID))
+	const says = "is a demo run started by bob: only that person (or an admin) may resume, message, rewind or cancel it"
+	for name, c := range map[string]*client.Client{"dave": dave, "carol": carol} {
+		_, err := c.Resume(ctx, demoRun.ID, &api.ResumeRun{Message: "hi from " + name})
+		wantAPIError(t, err, api.CodeForbidden, says)
+		_, err = c.Resume(ctx, demoRun.ID, &api.ResumeRun{})
+		wantAPIError(t, err, api.CodeForbidden, says)
+		_, err = c.Rewind(ctx, demoRun.ID, &api.RewindRun{To: 2})
+		wantAPIError(t, err, api.CodeForbidden, says)
+		_, err = c.Cancel(ctx, demoRun.ID)
+		wantAPIError(t, err, api.CodeForbidden, says)
+		if _, err := c.Run(ctx, demoRun.ID); err != nil {
+			t.Errorf("%s may not read the demo run: %v", name, err)
+		}
+	}
+	if n := len(e.events(demoRun.ID)); n != before {
+		t.Fatalf("refused requests changed the demo run: %d events, want %d", n, before)
+	}
+	// Its fork is the forker's own, to continue.
+	fork, err := dave.Fork(ctx, demoRun.ID, &api.ForkRun{Seq: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dave.Cancel(ctx, fork.ID); err != nil {
+		t.Errorf("dave may not cancel his own fork of the demo: %v", err)
+	}
+	// The creator and an admin may.
+	if _, err := bob.Resume(ctx, demoRun.ID, &api.ResumeRun{Message: "go on"}); err != nil {
+		t.Errorf("the demo's creator may not resume it: %v", err)
+	}
+	e.waitStop(demoRun.ID, int64(before+1))
+	if _, err := e.admin.Cancel(ctx, demoRun.ID); err != nil {
+		t.Errorf("an admin may not cancel the demo run: %v", err)
+	}
+}

@@ -51,6 +51,10 @@ type admission struct {
 	// made for it: the workspace roots do not apply, and any token may
 	// act as the demo's agent there.
 	demoWorkspace bool
+	// existing is the id of the existing run the caller acts on (a
+	// resume, a follow-up, a rewind), "" for a new run or a fork: a
+	// demo run is its creator's (see mayContinue).
+	existing string
 	// overrides collects what an admin chose instead of the server's
 	// settings; the caller journals them.
 	overrides []string
@@ -228,6 +232,27 @@ func (a *admission) mayActAs(principal, onBehalfOf string) error {
 		return forbidden("a run acts on behalf of the person whose token starts it (%s), not %s", a.who.Name, onBehalfOf)
 	}
 	return nil
+}
+
+// mayContinue checks that the caller may change run id, made by c, an
+// existing run (resume it, send it a message, rewind its files, cancel
+// it). A demo run belongs to the person who created it: any token acts
+// as the shared demo agent, so the agent does not say whose run it is.
+// Others may read it and fork it (a fork gets a fresh copy of the demo
+// project), not change it; an admin may.
+func (a *admission) mayContinue(id string, c *agent.RunCreated) error {
+	if c.Labels[LabelDemo] == "" || a.admin() {
+		return nil
+	}
+	owner := c.Labels[LabelCreatedBy]
+	if owner != "" && a.who != nil && owner == a.who.Name {
+		return nil
+	}
+	by := "on the server's machine"
+	if owner != "" {
+		by = "by " + visible.String(owner)
+	}
+	return forbidden("run %s is a demo run started %s: only that person (or an admin) may resume, message, rewind or cancel it; fork it to work on your own copy of the demo project", id, by)
 }
 
 // sandboxKind returns the server's sandbox ("linux" unless Options say).
@@ -419,6 +444,11 @@ func demoExtras(req *api.CreateRun, local bool) []string {
 // With validate, the run is also set up as an execution would set it up
 // and torn down again (see validate).
 func (s *Service) admit(ctx context.Context, a *admission, c *agent.RunCreated, validate bool) (string, error) {
+	if a.existing != "" {
+		if err := a.mayContinue(a.existing, c); err != nil {
+			return "", err
+		}
+	}
 	if err := a.mayActAs(c.Principal, c.OnBehalfOf); err != nil {
 		return "", err
 	}
@@ -466,7 +496,7 @@ func (s *Service) validate(ctx context.Context, c *agent.RunCreated) error {
 		if errors.Is(err, sandbox.ErrUnavailable) {
 			return errors.New("this server cannot sandbox commands (see its log)")
 		}
-		return badRequest("the run cannot be set up on this server: %s", apiText(err))
+		return badRequest("the run cannot be set up on this server: %s", APIText(err))
 	}
 	if c.Tools == nil {
 		c.Tools = agent.ToolInfos(w.Tools)
@@ -477,15 +507,29 @@ func (s *Service) validate(ctx context.Context, c *agent.RunCreated) error {
 	return nil
 }
 
-// apiText returns an error's text for a caller with a token: its first
-// line, without advice about the server process's flags, which the
-// caller cannot pass.
-func apiText(err error) string {
+// APIText returns an error's text for a caller with a token: without
+// advice about the server process's flags, which the caller cannot pass,
+// and on one line: its first line, with the lines of the cause when that
+// one ends at a colon (a connection error lists its attempts indented
+// below it).
+func APIText(err error) string {
 	str := err.Error()
 	if i := strings.Index(str, "; pass --"); i >= 0 {
 		str = str[:i]
 	}
-	return strings.TrimSpace(strings.SplitN(str, "\n", 2)[0])
+	first, rest, _ := strings.Cut(str, "\n")
+	out := strings.TrimSpace(first)
+	if !strings.HasSuffix(out, ":") {
+		return out
+	}
+	var cause []string
+	for _, l := range strings.Split(rest, "\n") {
+		if l == "" || l == strings.TrimLeft(l, " \t") {
+			break // not an indented line of the cause
+		}
+		cause = append(cause, strings.TrimSpace(l))
+	}
+	return strings.TrimSpace(out + " " + strings.Join(cause, "; "))
 }
 
 // executable checks, just before an execution, what no run may do in

@@ -286,8 +286,8 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 		return nil, NoTask()
 	}
 	sb := cmp.Or(req.Sandbox, s.sandboxKind())
-	if sb != "linux" && sb != "none" {
-		return nil, badRequest("sandbox %q: want linux or none", sb)
+	if err := checkSandboxMount(sb, req.MountPath); err != nil {
+		return nil, err
 	}
 	ws := req.Workspace
 	if ws != "" {
@@ -302,8 +302,6 @@ func (s *Service) prepare(ctx context.Context, req *CreateRun) (*agent.RunCreate
 		mount = ws
 	case mount == "":
 		mount = "/workspace"
-	case !strings.HasPrefix(mount, "/"):
-		return nil, badRequest("mount_path %q must be absolute", mount)
 	}
 	if err := checkLabels(req.Labels); err != nil {
 		return nil, err
@@ -516,19 +514,13 @@ func (s *Service) finish(ctx context.Context, c *agent.RunCreated, eng *policy.E
 			c.Approval = local.Approval
 		}
 	}
-	if err := identity.CheckName(c.Principal); err != nil {
-		return nil, badRequest("agent: %v", err)
-	}
 	t0 := time.Now()
 	defer func() {
 		if d := time.Since(t0); d > 500*time.Millisecond {
 			s.logger.Warn("slow run preparation", "duration", d.Round(time.Millisecond).String())
 		}
 	}()
-	if _, err := s.opts.Directory.Check(ctx, c.Principal, c.OnBehalfOf); err != nil {
-		if errors.Is(err, policy.ErrRevoked) {
-			return nil, badRequest("agent %s cannot run: %v%s", c.Principal, err, s.restoreHint(ctx, c.Principal, err))
-		}
+	if err := checkAgent(ctx, s.opts.Directory, c.Principal, c.OnBehalfOf); err != nil {
 		return nil, err
 	}
 	if err := s.opts.Builder.Complete(ctx, c, req, family); err != nil {
@@ -537,15 +529,43 @@ func (s *Service) finish(ctx context.Context, c *agent.RunCreated, eng *policy.E
 	return c, nil
 }
 
+// checkSandboxMount checks a run's sandbox kind sb and its mount path
+// ("" the default), for a creation and a policy check alike.
+func checkSandboxMount(sb, mount string) error {
+	if sb != "linux" && sb != "none" {
+		return badRequest("sandbox %q: want linux or none", sb)
+	}
+	if mount != "" && !strings.HasPrefix(mount, "/") {
+		return badRequest("mount_path %q must be absolute", mount)
+	}
+	return nil
+}
+
+// checkAgent checks that agent principal may run for onBehalfOf by the
+// directory (known, not revoked, an assistant for someone, an employee
+// for nobody), for a creation and a policy check alike.
+func checkAgent(ctx context.Context, dir *identity.Directory, principal, onBehalfOf string) error {
+	if err := identity.CheckName(principal); err != nil {
+		return badRequest("agent: %v", err)
+	}
+	if _, err := dir.Check(ctx, principal, onBehalfOf); err != nil {
+		if errors.Is(err, policy.ErrRevoked) {
+			return badRequest("agent %s cannot run: %v%s", principal, err, restoreHint(ctx, dir, principal, err))
+		}
+		return err
+	}
+	return nil
+}
+
 // restoreHint says how to undo the revocation that keeps agent name from
 // running (err), as every front end can: a built-in agent (keel-demo,
 // keel-cli) or a sub-agent is restored; a created agent's revocation is
 // permanent. "" when the agent itself is not revoked.
-func (s *Service) restoreHint(ctx context.Context, name string, err error) string {
+func restoreHint(ctx context.Context, dir *identity.Directory, name string, err error) string {
 	if !errors.Is(err, identity.ErrRevokedAgent) {
 		return ""
 	}
-	a, gerr := s.opts.Directory.Get(ctx, name)
+	a, gerr := dir.Get(ctx, name)
 	switch {
 	case gerr != nil || !a.Revoked:
 		return ""

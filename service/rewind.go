@@ -61,7 +61,7 @@ func (s *Service) rewindable(ctx context.Context, id string, who *Caller) error 
 		return err
 	}
 	demo := c.Labels[LabelDemo] != ""
-	a := &admission{who: who, demo: demo, demoWorkspace: demo}
+	a := &admission{who: who, demo: demo, demoWorkspace: demo, existing: id}
 	// Checked as a resume is, but not set up: a rewind puts files back
 	// and executes nothing, and setting the run up would hold its
 	// workspace beside the execution that holds it now (keel chat's

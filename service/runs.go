@@ -207,7 +207,7 @@ func (s *Service) resume(ctx context.Context, id string, req *api.ResumeRun, who
 		return run, err
 	}
 	demo := c.Labels[LabelDemo] != ""
-	a := &admission{who: who, demo: demo, demoWorkspace: demo}
+	a := &admission{who: who, demo: demo, demoWorkspace: demo, existing: id}
 	// A resume that attaches executes nothing: the run is not set up.
 	if _, err := s.admit(ctx, a, c, !plan.Attach); err != nil {
 		return run, err
@@ -625,6 +625,13 @@ func (s *Service) Artifact(ctx context.Context, who *Caller, id, path string) ([
 func (s *Service) Cancel(ctx context.Context, who *Caller, id string) (api.Run, error) {
 	run, err := s.run(ctx, id, 0)
 	if err != nil {
+		return run, err
+	}
+	c, err := s.sums.created(ctx, id)
+	if err != nil {
+		return run, err
+	}
+	if err := (&admission{who: who}).mayContinue(id, c); err != nil {
 		return run, err
 	}
 	switch journal.Status(run.Status) {

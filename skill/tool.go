@@ -15,6 +15,12 @@ import (
 // UseTool is the tool that loads a skill's instructions.
 const UseTool = "use_skill"
 
+// The tools of agent-written skills (internal/skillhost runs them).
+const (
+	ProposeTool = agent.ProposeSkillTool
+	PromoteTool = agent.PromoteSkillTool
+)
+
 // Ready is what [Materialize] made of each offered skill: its verified
 // copy for the run, or why it cannot be used.
 type Ready struct {

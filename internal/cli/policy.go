@@ -216,6 +216,20 @@ func (a *app) decideCall(cmd *cobra.Command, file string, req *api.PolicyCheck) 
 		if err != nil {
 			return nil, err
 		}
+		var dir *identity.Directory
+		if cmp.Or(req.Agent, identity.LocalAgent) != identity.LocalAgent || req.OnBehalfOf != "" {
+			// Another agent, or someone to act for: the journal's
+			// directory says whether a run could.
+			store, err := a.openStore(cmd.Context())
+			if err != nil {
+				return nil, err
+			}
+			defer store.Close()
+			dir = identity.NewDirectory(store, nil)
+		}
+		if err := service.CheckCall(cmd.Context(), dir, req); err != nil {
+			return nil, err
+		}
 		return service.DecideCall(cmd.Context(), e, req)
 	}
 	if file != "" {

@@ -4,13 +4,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/keel-run/keel/audit"
+	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
 )
 
 func TestPolicyCommands(t *testing.T) {
@@ -232,5 +236,59 @@ func TestPolicyCheckWithServer(t *testing.T) {
 		if code, _, errOut := keel(t, append([]string{"--server", s.url, "policy", "check"}, args...)...); code != 2 {
 			t.Errorf("policy check --server %v = %d, want 2: %s", args, code, errOut)
 		}
+	}
+}
+
+// keel policy check (local, --server, POST /v1/policy/check) refuses a
+// call no run could make, with the words a run's creation uses, rather
+// than deciding it (report 15, R6); an API request without arguments
+// says what to give.
+func TestPolicyCheckRefusesWhatNoRunCouldMake(t *testing.T) {
+	setup(t)
+	pol := filepath.Join(t.TempDir(), "team.toml")
+	os.WriteFile(pol, []byte("version = 1\ncedar = '@id(\"everything\") permit(principal, action, resource);'\n"), 0o644)
+	s := startServe(t, "--policy", pol)
+	for _, tt := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--tool", "bogus", "--args", "{}"}, `tool "bogus": Keel has no such tool`},
+		{[]string{"--command", "ls", "--sandbox", "bogus"}, `sandbox "bogus": want linux or none`},
+		{[]string{"--command", "ls", "--mount-path", "rel"}, `mount_path "rel" must be absolute`},
+		{[]string{"--command", "ls", "--principal", "nosuchagent"}, `agent nosuchagent cannot run`},
+		{[]string{"--command", "ls", "--on-behalf-of", "bob"}, `acts as itself, not on behalf of "bob"`},
+	} {
+		for _, form := range [][]string{{"--policy", pol}, {"--server", s.url}} {
+			code, out, errOut := keel(t, append(append(form, "policy", "check"), tt.args...)...)
+			if code != 2 || !strings.Contains(errOut, tt.says) {
+				t.Errorf("policy check %v %v = %d, want 2 saying %q\n%s%s", form[0], tt.args, code, tt.says, out, errOut)
+			}
+		}
+	}
+	// What a run could call is decided: a connector's tool, a file tool.
+	for _, args := range [][]string{{"--tool", "shop__sql_query", "--args", `{"sql":"select 1"}`}, {"--tool", "read_file", "--args", `{"path":"x"}`}} {
+		if code, out, errOut := keel(t, append([]string{"--server", s.url, "policy", "check"}, args...)...); code != 0 {
+			t.Errorf("policy check --server %v = %d, want 0\n%s%s", args, code, out, errOut)
+		}
+	}
+	c := s.apiClient(t)
+	_, err := c.CheckPolicy(t.Context(), &api.PolicyCheck{Tool: "bash", Arguments: json.RawMessage(`{"command":"ls"}`), Agent: "nosuchagent"})
+	if !client.IsCode(err, api.CodeInvalidRequest) || !strings.Contains(err.Error(), "agent nosuchagent cannot run") {
+		t.Errorf("POST /v1/policy/check with an unknown agent: %v", err)
+	}
+	_, err = c.CheckPolicy(t.Context(), &api.PolicyCheck{})
+	if !client.IsCode(err, api.CodeInvalidRequest) || !strings.Contains(err.Error(), `arguments: missing: give the call's arguments, a JSON object (for bash {"command": "ls"})`) {
+		t.Errorf("POST /v1/policy/check with no arguments: %v", err)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, s.url+"/v1/policy/check", strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+s.savedToken(t))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "arguments: missing: give the call's arguments") {
+		t.Errorf("POST /v1/policy/check {} = %d %s", resp.StatusCode, body)
 	}
 }

@@ -254,6 +254,21 @@ func TestRewindAndForkWithServer(t *testing.T) {
 	first := strings.Fields(rows[0])[0]
 	file := filepath.Join(run.Workspace, "textstats.py")
 	edited := mustRead(t, file)
+	// The demo run is its creator's (here the admin's): another runs:write
+	// token may not rewind it, send it a message or cancel it.
+	other, err := c.CreateToken(t.Context(), &api.CreateToken{Name: "wr", Scopes: []string{api.ScopeRunsWrite}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"runs", "rewind", run.ID, "--to", first}, {"runs", "resume", run.ID, "--message", "hi from wr"}, {"runs", "cancel", run.ID}} {
+		code, out, errOut := keel(t, append([]string{"--server", s.url, "--token", other.Secret}, args...)...)
+		if code == 0 || !strings.Contains(errOut, "only that person (or an admin) may resume, message, rewind or cancel it") {
+			t.Errorf("%v by another token = %d, want refused:\n%s%s", args, code, out, errOut)
+		}
+	}
+	if b := mustRead(t, file); string(b) != string(edited) {
+		t.Fatalf("another token's refused rewind changed the demo's files:\n%s", b)
+	}
 	code, out, errOut := keel(t, "--server", s.url, "runs", "rewind", run.ID, "--to", first)
 	if code != 0 || !strings.Contains(out, "M textstats.py") {
 		t.Fatalf("rewind through the server = %d: %s\n%s", code, errOut, out)

@@ -20,8 +20,8 @@ import (
 
 // Tools of agent-written skills.
 const (
-	ProposeTool = agent.ProposeSkillTool
-	PromoteTool = agent.PromoteSkillTool
+	ProposeTool = skill.ProposeTool
+	PromoteTool = skill.PromoteTool
 )
 
 type proposeInput struct {

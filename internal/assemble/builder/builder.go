@@ -223,7 +223,7 @@ func (b *Builder) Complete(ctx context.Context, c *agent.RunCreated, req *servic
 		if req.Local != nil {
 			return err
 		}
-		return invalidf("the run's context settings: %s", apiText(err))
+		return invalidf("the run's context settings: %s", service.APIText(err))
 	}
 	if given != nil {
 		c.MCP, c.SQL, c.OpenAPI = given.MCP, given.SQL, given.OpenAPI
@@ -302,16 +302,6 @@ func (b *Builder) offer(ctx context.Context, c *agent.RunCreated, noMemory, noSk
 // the top of a git repository with a commit (checkpoint.StartOf).
 func GitStart(ctx context.Context, dir string) *agent.GitStart {
 	return checkpoint.StartOf(ctx, dir)
-}
-
-// apiText returns an error's text for an API client: without advice about
-// this process's flags, which the client cannot pass.
-func apiText(err error) string {
-	s := err.Error()
-	if i := strings.Index(s, "; pass --"); i >= 0 {
-		s = s[:i]
-	}
-	return strings.TrimSpace(strings.SplitN(s, "\n", 2)[0])
 }
 
 // invalid marks err as the request's fault.

@@ -10,6 +10,7 @@ import (
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // connectors sets the MCP servers, databases and APIs of a run the server
@@ -18,34 +19,21 @@ import (
 // [[openapi.apis]]); then, per kind, only those the request names. They are
 // journaled in run.created, so that every later execution, on any
 // server sharing the journal, reaches the same servers (with the same
-// pins).
+// pins). The shared demo agent, which every token may run, gets none
+// (as it gets no memory nor skills, see offer): the demo needs none, and
+// one that cannot be reached would refuse it.
 func (b *Builder) connectors(ctx context.Context, c *agent.RunCreated, req *api.CreateRun) error {
-	// The server's own, as keel run reads them from config.toml.
-	servers, err := b.Connectors.MCPServers(&ConnectorFlags{})
-	if err != nil {
-		return fmt.Errorf("the server's connectors: %w", err)
-	}
-	dbs, _, err := b.Connectors.SQLDatabases(&ConnectorFlags{})
-	if err != nil {
-		return fmt.Errorf("the server's connectors: %w", err)
-	}
-	apis, err := b.Connectors.OpenAPIs(&ConnectorFlags{})
-	if err != nil {
-		return fmt.Errorf("the server's connectors: %w", err)
-	}
-	ag, err := identity.NewDirectory(b.Store, nil).Get(ctx, c.Principal)
-	if err != nil && !errors.Is(err, identity.ErrUnknown) {
-		return err
-	}
-	if ag != nil && ag.Connectors != nil {
-		if servers, dbs, apis, err = b.agentConnectors(ag, servers, dbs, apis); err != nil {
+	var servers []agent.MCPServer
+	var dbs []agent.SQLDatabase
+	var apis []agent.OpenAPI
+	if c.Principal != identity.DemoAgent && !req.NoConnectors {
+		var err error
+		if servers, dbs, apis, err = b.ownConnectors(ctx, c); err != nil {
 			return err
 		}
 	}
-	if req.NoConnectors {
-		servers, dbs, apis = nil, nil, nil
-	}
 	if narrow := req.Connectors; narrow != nil {
+		var err error
 		name := func(kind string) func(string) error {
 			return func(n string) error {
 				if strings.Contains(n, "=") {
@@ -66,6 +54,32 @@ func (b *Builder) connectors(ctx context.Context, c *agent.RunCreated, req *api.
 	}
 	c.MCP, c.SQL, c.OpenAPI = servers, dbs, apis
 	return nil
+}
+
+// ownConnectors returns the connectors of run c's agent's directory
+// entry when it has some, else all of this process's config.toml.
+func (b *Builder) ownConnectors(ctx context.Context, c *agent.RunCreated) ([]agent.MCPServer, []agent.SQLDatabase, []agent.OpenAPI, error) {
+	// The server's own, as keel run reads them from config.toml.
+	servers, err := b.Connectors.MCPServers(&ConnectorFlags{})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("the server's connectors: %w", err)
+	}
+	dbs, _, err := b.Connectors.SQLDatabases(&ConnectorFlags{})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("the server's connectors: %w", err)
+	}
+	apis, err := b.Connectors.OpenAPIs(&ConnectorFlags{})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("the server's connectors: %w", err)
+	}
+	ag, err := identity.NewDirectory(b.Store, nil).Get(ctx, c.Principal)
+	if err != nil && !errors.Is(err, identity.ErrUnknown) {
+		return nil, nil, nil, err
+	}
+	if ag != nil && ag.Connectors != nil {
+		return b.agentConnectors(ag, servers, dbs, apis)
+	}
+	return servers, dbs, apis, nil
 }
 
 // keep returns the entries of have named in names (all of them when names
@@ -113,7 +127,7 @@ func (b *Builder) agentConnectors(ag *identity.Agent, servers []agent.MCPServer,
 		if own {
 			s, err := b.Connectors.MCPServers(&ConnectorFlags{None: true, MCP: []string{e}})
 			if err != nil {
-				return nil, nil, nil, invalidf("agent %s: mcp %s: %s", ag.Name, name, apiText(err))
+				return nil, nil, nil, invalidf("agent %s: mcp %s: %s", ag.Name, name, service.APIText(err))
 			}
 			outS = append(outS, s...)
 			continue
@@ -138,7 +152,7 @@ func (b *Builder) agentConnectors(ag *identity.Agent, servers []agent.MCPServer,
 		if own {
 			o, err := b.Connectors.OpenAPIs(&ConnectorFlags{None: true, OpenAPI: []string{e}})
 			if err != nil {
-				return nil, nil, nil, invalidf("agent %s: openapi %s: %s", ag.Name, name, apiText(err))
+				return nil, nil, nil, invalidf("agent %s: openapi %s: %s", ag.Name, name, service.APIText(err))
 			}
 			outA = append(outA, o...)
 			continue
