@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/keel-run/keel/audit"
 	"github.com/keel-run/keel/credential"
@@ -100,6 +101,11 @@ func (s *Service) newAgent(ctx context.Context, req *api.CreateAgent, who *Calle
 // sharing the journal.
 func (s *Service) revoke(ctx context.Context, name, reason string, who *Caller) (api.Agent, error) {
 	a, err := s.opts.Directory.Revoke(ctx, name, &identity.RevokeParams{By: who.Name, Reason: reason})
+	if errors.Is(err, identity.ErrRevokedAgent) {
+		if a, gerr := s.opts.Directory.Get(ctx, name); gerr == nil && a.Revoked {
+			return api.Agent{}, conflict(api.CodeConflict, "agent %q is revoked already (%s by %s)", name, a.RevokedAt.UTC().Format(time.RFC3339), visible.String(a.RevokedBy))
+		}
+	}
 	if err != nil {
 		return api.Agent{}, identityError(err, name)
 	}
@@ -166,7 +172,18 @@ func (s *Service) ungrant(ctx context.Context, name, grant, reason string, who *
 		return list, err
 	}
 	if !slices.ContainsFunc(list.Grants, func(g policy.Grant) bool { return g.ID == grant }) {
-		return list, notFound("agent %s has no standing approval %s (it was revoked already, or never given)", name, visible.String(grant))
+		r, ok, err := s.opts.Directory.Removed(ctx, name, grant)
+		if err != nil {
+			return list, err
+		}
+		if !ok {
+			return list, notFound("agent %s has no standing approval %s (agents grants %s lists its approvals)", name, visible.String(grant), name)
+		}
+		how := "revoked"
+		if r.Restore {
+			how = "cleared when the agent was restored"
+		}
+		return list, conflict(api.CodeConflict, "standing approval %s of agent %s was %s already (%s by %s)", visible.String(grant), name, how, r.At.UTC().Format(time.RFC3339), visible.String(r.By))
 	}
 	if err := s.opts.Directory.Ungrant(ctx, name, grant, &identity.UngrantParams{By: who.Name, Reason: reason}); err != nil {
 		return api.GrantList{}, identityError(err, name)

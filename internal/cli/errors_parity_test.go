@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/token"
 )
 
@@ -80,9 +82,32 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 	if err == nil {
 		err = token.New(tokStore, nil).Revoke(t.Context(), gone.ID, "ada")
 	}
+	// A standing approval given and removed: removing it again is a
+	// conflict that says when (report 15, R9).
+	if err == nil {
+		dir := identity.NewDirectory(tokStore, nil)
+		err = dir.Grant(t.Context(), "keel-cli", policy.Grant{ID: "g-gone", Scope: policy.ScopeAgent, Tool: "bash", Exact: "ls", By: "ada"})
+		if err == nil {
+			err = dir.Ungrant(t.Context(), "keel-cli", "g-gone", &identity.UngrantParams{By: "ada"})
+		}
+	}
 	tokStore.Close()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Changes made already: a paused schedule and trigger, ones not
+	// paused, a revoked agent (report 15, R9).
+	for _, args := range [][]string{
+		{"schedules", "pause", "dup"},
+		{"triggers", "pause", "dup"},
+		append([]string{"schedules", "create", "live"}, append(sched, "--policy", allow)...),
+		append([]string{"triggers", "create", "live"}, append(trig, "--policy", allow)...),
+		{"agents", "create", "tmpa"},
+		{"agents", "revoke", "tmpa", "--reason", "a"},
+	} {
+		if code, out, errOut := keel(t, args...); code != 0 {
+			t.Fatalf("keel %v = %d\n%s%s", args, code, out, errOut)
+		}
 	}
 	s := startServe(t)
 
@@ -121,6 +146,14 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"tokens", "create", "--name", "sub", "--scope", "runs:write", "--agent", "keel-cli/reader"}, 2},
 		{[]string{"tokens", "revoke", gone.ID}, 1},
 		{[]string{"agents", "restore", "keel-cli"}, 2},
+		// A change made already is a conflict, whatever the object
+		// (report 15, R9).
+		{[]string{"schedules", "pause", "dup"}, 1},
+		{[]string{"schedules", "resume", "live"}, 1},
+		{[]string{"triggers", "pause", "dup"}, 1},
+		{[]string{"triggers", "resume", "live"}, 1},
+		{[]string{"agents", "revoke", "tmpa", "--reason", "a"}, 1},
+		{[]string{"agents", "ungrant", "keel-cli", "g-gone"}, 1},
 		// An answer without its flag, whatever the run and the input.
 		{[]string{"inputs", "answer", unknown, "input-1"}, 2},
 		{[]string{"inputs", "answer", done, "input-1"}, 2},
