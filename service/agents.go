@@ -296,15 +296,16 @@ func (s *Service) TokenList(ctx context.Context, who *Caller) ([]api.Token, erro
 // returned once and stored only as a digest.
 func (s *Service) CreateToken(ctx context.Context, who *Caller, req *api.CreateToken) (*api.NewToken, error) {
 	if err := token.CheckName(strings.TrimSpace(req.Name)); err != nil {
-		return nil, badRequest("name: %s", strings.TrimPrefix(err.Error(), "server: "))
+		return nil, badRequest("name: %s", strings.TrimPrefix(err.Error(), "token: "))
 	}
-	if err := token.CheckScopes(req.Scopes); err != nil {
-		return nil, badRequest("%s", strings.TrimPrefix(err.Error(), "server: "))
+	scopes := TokenScopes(req.Scopes)
+	if err := token.CheckScopes(scopes); err != nil {
+		return nil, badRequest("%s", strings.TrimPrefix(err.Error(), "token: "))
 	}
 	if err := s.checkAgents(ctx, req.Agents); err != nil {
 		return nil, err
 	}
-	tok, err := s.tokens.Create(ctx, &token.Params{Name: req.Name, Scopes: req.Scopes, Agents: req.Agents, By: who.Name})
+	tok, err := s.tokens.Create(ctx, &token.Params{Name: req.Name, Scopes: scopes, Agents: req.Agents, By: who.Name})
 	if err != nil {
 		return nil, err
 	}
@@ -312,6 +313,26 @@ func (s *Service) CreateToken(ctx context.Context, who *Caller, req *api.CreateT
 		return tok, err
 	}
 	return tok, nil
+}
+
+// DefaultTokenScope is the scope of a token created without one, in every
+// front end: the least a token may do.
+const DefaultTokenScope = api.ScopeRunsRead
+
+// TokenScopes is the scopes a token is created with when scopes are
+// asked for: each once, in the order first given, surrounding spaces
+// trimmed; [DefaultTokenScope] when none is.
+func TokenScopes(scopes []string) []string {
+	var out []string
+	for _, sc := range scopes {
+		if sc = strings.TrimSpace(sc); !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	if len(out) == 0 {
+		return []string{DefaultTokenScope}
+	}
+	return out
 }
 
 // RevokeToken revokes API token id and returns it as listed.

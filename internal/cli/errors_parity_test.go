@@ -146,6 +146,8 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"tokens", "create", "--name", "sub", "--scope", "runs:write", "--agent", "keel-cli/reader"}, 2},
 		{[]string{"tokens", "revoke", gone.ID}, 1},
 		{[]string{"agents", "restore", "keel-cli"}, 2},
+		// An unknown scope, in the service's words (report 15, R10).
+		{[]string{"tokens", "create", "--name", "ok1", "--scope", "runs:reed"}, 2},
 		// A change made already is a conflict, whatever the object
 		// (report 15, R9).
 		{[]string{"schedules", "pause", "dup"}, 1},
