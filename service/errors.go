@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/keel-run/keel/agent"
 	"github.com/keel-run/keel/journal"
@@ -56,6 +57,30 @@ func unavailable(format string, args ...any) error {
 }
 
 func conflict(code, format string, args ...any) error { return errorf(code, format, args...) }
+
+// plain is the text of err, a refusal by one of Keel's libraries, as a
+// person reads it: from sentinel's text on when err wraps it (the
+// operation's own wrapping names internals: "agent: resolve approval of
+// run ..."), without the package names that start it ("policy: ").
+func plain(err, sentinel error) string {
+	s := err.Error()
+	if sentinel != nil {
+		if i := strings.Index(s, sentinel.Error()); i >= 0 {
+			s = s[i:]
+		}
+	}
+	for {
+		i := strings.Index(s, ": ")
+		if i < 0 || !libraries[s[:i]] {
+			return s
+		}
+		s = s[i+2:]
+	}
+}
+
+// libraries are the names Keel's libraries start their errors with.
+var libraries = map[string]bool{"agent": true, "policy": true, "telemetry": true, "cost": true, "token": true, "identity": true,
+	"schedule": true, "trigger": true, "journal": true, "memory": true, "server": true}
 
 // Executing is the refusal of a resume (with or without a person's
 // message) of run id while an execution holds it, in every front end.

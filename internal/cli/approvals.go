@@ -163,7 +163,7 @@ func (a *app) denyCmd() *cobra.Command {
 		Annotations: annotated(firstArgIsRun, bothForms),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(d.reason) == "" {
-				return usagef("deny needs --reason: the model is told why")
+				return usagef("%v: pass --reason TEXT", service.NoReason())
 			}
 			return a.decide(cmd, args[0], callArg(args), policy.Deny, d)
 		},

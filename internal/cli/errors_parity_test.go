@@ -3,6 +3,7 @@ package cli_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/service"
 )
 
 // The same bad command line fails the same way in the local and the
@@ -198,6 +200,12 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"inputs", "answer", done, "input-1", "--set", "a=b"}, 2},
 		{[]string{"inputs", "answer", done, "input-1", "--accept"}, 2},
 		{[]string{"approve", demoRun, "demo_4", "--remember", "agent"}, 2},
+		// Refusals in plain words, with no library's name before them
+		// (report 15, R16).
+		{[]string{"approve", demoRun, "demo_4", "--remember", "run", "--prefix", "python"}, 2},
+		{[]string{"cost", "--by", "bogus"}, 2},
+		{[]string{"cost", "--since", "yesterday"}, 2},
+		{[]string{"deny", demoRun, "demo_4"}, 2},
 		// Schedules and triggers the service refuses.
 		{append([]string{"schedules", "create", "s1"}, append(sched, "--policy", allow, "--max-steps", "-1")...), 2},
 		{append([]string{"schedules", "create", "dup"}, append(sched, "--policy", allow)...), 2},
@@ -227,10 +235,19 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 			if lerr != rerr {
 				t.Errorf("stderr differs:\nlocal:  %q\nserver: %q", lerr, rerr)
 			}
+			if m := libraryPrefix.FindString(lerr + rerr); m != "" {
+				t.Errorf("a library's name in the message (%q):\nlocal:  %q\nserver: %q", m, lerr, rerr)
+			}
 			if lout != "" || rout != "" {
 				t.Errorf("stdout: local %q, server %q", lout, rout)
 			}
 		})
+	}
+
+	// A denial without a reason says what the API, MCP and the web UI
+	// say (report 15, R16).
+	if _, _, errOut := keel(t, "deny", demoRun, "demo_4"); !strings.Contains(errOut, service.NoReason().Error()) {
+		t.Errorf("keel deny without --reason: %q, want the service's words %q", errOut, service.NoReason())
 	}
 
 	for _, form := range [][]string{nil, {"--server", s.url}} {
@@ -271,6 +288,11 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		t.Errorf("keel --server URL runs rewind = %d\n%s%s", code, out, errOut)
 	}
 }
+
+// libraryPrefix matches the name of one of Keel's libraries starting a
+// message or a part of one ("keel: agent: resolve approval ..."); a
+// policy file named after "policy: " is the file's name, not a library's.
+var libraryPrefix = regexp.MustCompile(`(^keel: |: )(agent|policy|telemetry|cost|token|identity|schedule|trigger|journal|memory|server|service): [a-z]`)
 
 // withoutLog is stderr without the log's lines (warnings of slow steps on
 // a loaded machine).
