@@ -536,7 +536,7 @@ func ResumeChanges(st *agent.State, req *api.ResumeRun) (Changes, error) {
 	}
 	if w := req.ContextWindow; w != 0 {
 		if fl := agent.MinContextWindow(st.Created); w < fl.Min {
-			return ch, badRequest("context_window %d is too small for this run: want at least %d tokens (keel runs resume --context-window %d)", w, fl.Min, fl.Min)
+			return ch, badRequest("%s", fl.TooSmall(fmt.Sprintf("--context-window %d", w)))
 		}
 		ch.ContextWindow = w
 	}

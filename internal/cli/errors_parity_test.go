@@ -174,6 +174,10 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"run", "--model", "scripted:demo", "--workspace", ws, "--max-tool-calls", "-1", "x"}, 2},
 		{[]string{"run", "--model", "scripted:demo", "--workspace", ws, "--max-depth", "-2", "x"}, 2},
 		{[]string{"run", "--model", "scripted:demo", "--workspace", ws, "--label", "keel.x=1", "x"}, 2},
+		// A context window too small, with the window that fits
+		// (report 15, R17: the server form dropped it).
+		{[]string{"run", "--model", "scripted:demo", "--workspace", ws, "--context-window", "10", "x"}, 2},
+		{[]string{"runs", "resume", done, "--context-window", "10"}, 2},
 		// The run's state.
 		{[]string{"runs", "resume", done}, 1},
 		{[]string{"runs", "cancel", done}, 1},
