@@ -203,7 +203,8 @@ func TestSchedulesAPI(t *testing.T) {
 	if err != nil || !p.Paused || p.PausedBy != "ada" || p.PausedReason != "maintenance" {
 		t.Fatalf("pause: %+v, %v", p, err)
 	}
-	if _, err := e.admin.PauseSchedule(ctx, "nightly", ""); !client.IsCode(err, api.CodeInvalidRequest) {
+	// A change made already is a conflict (report 15, R9).
+	if _, err := e.admin.PauseSchedule(ctx, "nightly", ""); !client.IsCode(err, api.CodeConflict) || !strings.Contains(err.Error(), "paused already (") {
 		t.Errorf("pausing twice: %v", err)
 	}
 	if p, err := e.admin.ResumeSchedule(ctx, "nightly"); err != nil || p.Paused {
