@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -191,6 +192,17 @@ type ContextFloor struct {
 	Task int
 	// Min is System + Tools + Task + [MinContextRoom].
 	Min int
+}
+
+// TooSmall is the one refusal of a context window smaller than f.Min, in
+// every front end (a run's create and resume, local or through the API):
+// what names the window ("--context-window 10", "the model family's
+// context window (8,192 tokens)"). Its advice is the caller's to take
+// (a flag or the API's context_window), so it does not follow "; ",
+// after which the API drops advice about the server process's flags.
+func (f ContextFloor) TooSmall(what string) string {
+	return fmt.Sprintf("%s is too small for this run: every request carries %s tokens that never leave it (system prompt and memory %s, tool schemas %s, task %s), and a window needs at least %s tokens more for the conversation and the answer: pass --context-window %d or more (context_window in the API; or a negative value to never compact)",
+		what, Num(int64(f.System+f.Tools+f.Task)), Num(int64(f.System)), Num(int64(f.Tools)), Num(int64(f.Task)), Num(MinContextRoom), f.Min)
 }
 
 // MinContextWindow returns the floor of the run created as c: a window

@@ -43,6 +43,7 @@ func (d *Directory) applyChange(e *journal.Event, bad func(string, ...any) error
 			return bad("agent.ungranted of grant %q that agent %q does not have", p.Grant, p.Name)
 		}
 		a.Grants = slices.Delete(a.Grants, i, i+1)
+		d.removed[[2]string{p.Name, p.Grant}] = Removal{At: e.Time, By: p.By}
 	case AgentRestored:
 		var p restoredPayload
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
@@ -53,6 +54,9 @@ func (d *Directory) applyChange(e *journal.Event, bad func(string, ...any) error
 			return bad("agent.restored for %q, which is not a revoked built-in agent or sub-agent", p.Name)
 		}
 		a.Revoked, a.RevokedAt, a.RevokedBy, a.RevokeReason = false, time.Time{}, "", ""
+		for _, g := range a.Grants {
+			d.removed[[2]string{p.Name, g.ID}] = Removal{At: e.Time, By: p.By, Restore: true}
+		}
 		a.Grants = nil
 		a.RestoredAt, a.RestoredBy = e.Time, p.By
 	}
@@ -86,6 +90,27 @@ func (d *Directory) Ungrant(ctx context.Context, name, grantID string, p *Ungran
 		}
 		return nil
 	})
+}
+
+// Removal says when and by whom a standing approval was removed.
+type Removal struct {
+	At time.Time
+	By string
+	// Restore says the restoration of its agent cleared it.
+	Restore bool
+}
+
+// Removed says whether agent name's standing approval grantID was
+// removed, and when and by whom: an id that [Directory.Ungrant] refuses
+// either never existed (ok false) or was removed already.
+func (d *Directory) Removed(ctx context.Context, name, grantID string) (Removal, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.sync(ctx); err != nil {
+		return Removal{}, false, err
+	}
+	r, ok := d.removed[[2]string{name, grantID}]
+	return r, ok, nil
 }
 
 // RestoreParams describe the restoration of a built-in agent.

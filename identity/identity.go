@@ -173,11 +173,14 @@ type Directory struct {
 
 	mu     sync.Mutex // guards agents; taken before the stream's lock
 	agents map[string]*Agent
+	// removed are the standing approvals removed (ungranted, or cleared
+	// by a restore), by agent name and grant id.
+	removed map[[2]string]Removal
 }
 
 // NewDirectory returns the directory stored in store.
 func NewDirectory(store journal.Store, opts *Options) *Directory {
-	d := &Directory{agents: map[string]*Agent{}}
+	d := &Directory{agents: map[string]*Agent{}, removed: map[[2]string]Removal{}}
 	var clock journal.Clock
 	if opts != nil {
 		clock = opts.Clock

@@ -58,8 +58,8 @@ func TestPauseAfterFailures(t *testing.T) {
 	if err := s.Pause(t.Context(), "flaky", "ada", "holiday"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Pause(t.Context(), "flaky", "ada", "again"); !errors.Is(err, ErrInvalid) {
-		t.Errorf("second pause: %v, want ErrInvalid", err)
+	if err := s.Pause(t.Context(), "flaky", "ada", "again"); !errors.Is(err, ErrState) {
+		t.Errorf("second pause: %v, want ErrState", err)
 	}
 }
 

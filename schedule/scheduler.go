@@ -78,6 +78,10 @@ var (
 	ErrNotFound = errors.New("schedule: no such schedule")
 	ErrInvalid  = errors.New("schedule: invalid schedule")
 	ErrDeleted  = errors.New("schedule: the schedule was deleted")
+	// ErrState is wrapped by the refusal of a change the schedule has
+	// made already: a pause of a paused schedule, a resume of one that is
+	// not paused.
+	ErrState    = errors.New("schedule: already in that state")
 	errRecorded = errors.New("schedule: fire recorded already")
 	errStale    = errors.New("schedule: state changed")
 )
@@ -295,7 +299,7 @@ func (s *Scheduler) Pause(ctx context.Context, ref, by, reason string) error {
 	}
 	_, err = sc.s.Append(ctx, Paused, &changed{By: by, Reason: reason}, sc.check(func(st *state) error {
 		if st.paused {
-			return fmt.Errorf("%w: schedule %s is paused already", ErrInvalid, st.def.Name)
+			return fmt.Errorf("%w: schedule %s is paused already (%s by %s)", ErrState, st.def.Name, st.pausedAt.UTC().Format(time.RFC3339), st.pausedBy)
 		}
 		return nil
 	}))
@@ -311,7 +315,7 @@ func (s *Scheduler) Resume(ctx context.Context, ref, by string) error {
 	}
 	_, err = sc.s.Append(ctx, Resumed, &changed{By: by}, sc.check(func(st *state) error {
 		if !st.paused {
-			return fmt.Errorf("%w: schedule %s is not paused", ErrInvalid, st.def.Name)
+			return fmt.Errorf("%w: schedule %s is not paused", ErrState, st.def.Name)
 		}
 		return nil
 	}))

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // runFilter is the runs dashboard's filter: a status, an agent and words
@@ -20,9 +22,7 @@ type runFilter struct {
 
 func (f *runFilter) keep(r api.Run) bool {
 	switch {
-	case f.Status == "executing" && !r.Executing,
-		f.Status == "waiting" && len(r.Pending) == 0,
-		f.Status != "" && f.Status != "executing" && f.Status != "waiting" && r.Status != f.Status,
+	case f.Status != "" && !service.MatchStatus(&r, journal.Status(f.Status)),
 		f.Agent != "" && r.Agent != f.Agent,
 		f.Q != "" && !strings.Contains(strings.ToLower(r.Task+" "+r.ID), strings.ToLower(f.Q)):
 		return false
@@ -109,12 +109,21 @@ func (c *runChart) svg() template.HTML {
 	return template.HTML(b.String())
 }
 
+// statusFilters are the statuses the runs page filters by: the service's.
+func statusFilters() []string {
+	out := make([]string, len(service.StatusFilters))
+	for i, st := range service.StatusFilters {
+		out[i] = string(st)
+	}
+	return out
+}
+
 // dashboard fills the runs page's filter from the request and returns
 // the runs it keeps.
 func dashboard(r *http.Request, runs []api.Run) ([]api.Run, runFilter) {
 	q := r.URL.Query()
 	f := runFilter{Status: q.Get("status"), Agent: q.Get("agent"), Q: strings.TrimSpace(q.Get("q")),
-		Statuses: []string{"running", "executing", "waiting", "paused", "completed", "failed", "canceled"}}
+		Statuses: statusFilters()}
 	seen := map[string]bool{}
 	out := []api.Run{}
 	for _, run := range runs {

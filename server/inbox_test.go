@@ -1,10 +1,12 @@
 package server_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -270,6 +272,34 @@ func TestTokenNames(t *testing.T) {
 		if _, err := e.admin.CreateToken(t.Context(), &api.CreateToken{Name: name, Scopes: []string{api.ScopeRunsRead}}); err != nil {
 			t.Errorf("CreateToken(%q) = %v", name, err)
 		}
+	}
+}
+
+// TestTokenScopes: a token asked for without a scope gets runs:read, as
+// keel tokens create does; a scope given twice is stored once; an unknown
+// scope is refused in plain words (report 15, R10 and R16).
+func TestTokenScopes(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, c := range []struct {
+		scopes, want []string
+	}{
+		{nil, []string{api.ScopeRunsRead}},
+		{[]string{api.ScopeRunsRead, api.ScopeRunsRead}, []string{api.ScopeRunsRead}},
+		{[]string{api.ScopeRunsWrite, " runs:read", api.ScopeRunsWrite}, []string{api.ScopeRunsWrite, api.ScopeRunsRead}},
+	} {
+		tok, err := e.admin.CreateToken(t.Context(), &api.CreateToken{Name: "ci", Scopes: c.scopes})
+		if err != nil {
+			t.Errorf("CreateToken(%q) = %v", c.scopes, err)
+			continue
+		}
+		if !slices.Equal(tok.Scopes, c.want) {
+			t.Errorf("CreateToken(%q): scopes %q, want %q", c.scopes, tok.Scopes, c.want)
+		}
+	}
+	_, err := e.admin.CreateToken(t.Context(), &api.CreateToken{Name: "ci", Scopes: []string{"runs:reed"}})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeInvalidRequest || !strings.HasPrefix(ae.Message, `unknown scope "runs:reed"`) {
+		t.Errorf("CreateToken(runs:reed) = %v, want invalid_request starting with unknown scope", err)
 	}
 }
 

@@ -99,6 +99,25 @@ func unattendedEnv(t *testing.T, n int) (*env, *fakeClock, *hookReceiver) {
 // the creator's rights; trigger now, backfill, pause, resume and delete
 // work; who may change a schedule is checked; unattended runs nobody
 // would answer are refused.
+// GET /v1/notifications?run= names a run as every route does: a prefix
+// is resolved, a run that does not exist is a 404, not an empty list
+// (report 15, R17).
+func TestNotificationsOfRun(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	run, err := e.admin.CreateRun(ctx, &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitStop(run.ID, 1)
+	if n, err := e.admin.Notifications(ctx, run.ID[:10], 0); err != nil || len(n) != 0 {
+		t.Errorf("notifications of a prefix of run %s: %+v, %v", run.ID, n, err)
+	}
+	if _, err := e.admin.Notifications(ctx, "01zzzzzzzz", 0); !client.IsCode(err, api.CodeNotFound) {
+		t.Errorf("notifications of no run: %v, want not_found", err)
+	}
+}
+
 func TestSchedulesAPI(t *testing.T) {
 	e, clk, _ := unattendedEnv(t, 10)
 	ctx := t.Context()
@@ -186,7 +205,8 @@ func TestSchedulesAPI(t *testing.T) {
 	if err != nil || !p.Paused || p.PausedBy != "ada" || p.PausedReason != "maintenance" {
 		t.Fatalf("pause: %+v, %v", p, err)
 	}
-	if _, err := e.admin.PauseSchedule(ctx, "nightly", ""); !client.IsCode(err, api.CodeInvalidRequest) {
+	// A change made already is a conflict (report 15, R9).
+	if _, err := e.admin.PauseSchedule(ctx, "nightly", ""); !client.IsCode(err, api.CodeConflict) || !strings.Contains(err.Error(), "paused already (") {
 		t.Errorf("pausing twice: %v", err)
 	}
 	if p, err := e.admin.ResumeSchedule(ctx, "nightly"); err != nil || p.Paused {

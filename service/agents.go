@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/keel-run/keel/audit"
 	"github.com/keel-run/keel/credential"
@@ -169,6 +170,11 @@ func (s *Service) revoke(ctx context.Context, name, reason string, who *Caller) 
 		return api.Agent{}, err
 	}
 	a, err := s.opts.Directory.Revoke(ctx, name, &identity.RevokeParams{By: who.Name, Reason: reason})
+	if errors.Is(err, identity.ErrRevokedAgent) {
+		if a, gerr := s.opts.Directory.Get(ctx, name); gerr == nil && a.Revoked {
+			return api.Agent{}, conflict(api.CodeConflict, "agent %q is revoked already (%s by %s)", name, a.RevokedAt.UTC().Format(time.RFC3339), visible.String(a.RevokedBy))
+		}
+	}
 	if err != nil {
 		return api.Agent{}, identityError(err, name)
 	}
@@ -241,7 +247,18 @@ func (s *Service) ungrant(ctx context.Context, name, grant, reason string, who *
 		return list, err
 	}
 	if !slices.ContainsFunc(list.Grants, func(g policy.Grant) bool { return g.ID == grant }) {
-		return list, notFound("agent %s has no standing approval %s (it was revoked already, or never given)", name, visible.String(grant))
+		r, ok, err := s.opts.Directory.Removed(ctx, name, grant)
+		if err != nil {
+			return list, err
+		}
+		if !ok {
+			return list, notFound("agent %s has no standing approval %s (agents grants %s lists its approvals)", name, visible.String(grant), name)
+		}
+		how := "revoked"
+		if r.Restore {
+			how = "cleared when the agent was restored"
+		}
+		return list, conflict(api.CodeConflict, "standing approval %s of agent %s was %s already (%s by %s)", visible.String(grant), name, how, r.At.UTC().Format(time.RFC3339), visible.String(r.By))
 	}
 	if err := s.opts.Directory.Ungrant(ctx, name, grant, &identity.UngrantParams{By: who.Name, Reason: reason}); err != nil {
 		return api.GrantList{}, identityError(err, name)
@@ -363,15 +380,16 @@ func (s *Service) TokenList(ctx context.Context, who *Caller) ([]api.Token, erro
 // returned once and stored only as a digest.
 func (s *Service) CreateToken(ctx context.Context, who *Caller, req *api.CreateToken) (*api.NewToken, error) {
 	if err := token.CheckName(strings.TrimSpace(req.Name)); err != nil {
-		return nil, badRequest("name: %s", strings.TrimPrefix(err.Error(), "server: "))
+		return nil, badRequest("name: %s", strings.TrimPrefix(err.Error(), "token: "))
 	}
-	if err := token.CheckScopes(req.Scopes); err != nil {
-		return nil, badRequest("%s", strings.TrimPrefix(err.Error(), "server: "))
+	scopes := TokenScopes(req.Scopes)
+	if err := token.CheckScopes(scopes); err != nil {
+		return nil, badRequest("%s", strings.TrimPrefix(err.Error(), "token: "))
 	}
 	if err := s.checkAgents(ctx, req.Agents); err != nil {
 		return nil, err
 	}
-	tok, err := s.tokens.Create(ctx, &token.Params{Name: req.Name, Scopes: req.Scopes, Agents: req.Agents, By: who.Name})
+	tok, err := s.tokens.Create(ctx, &token.Params{Name: req.Name, Scopes: scopes, Agents: req.Agents, By: who.Name})
 	if err != nil {
 		return nil, err
 	}
@@ -379,6 +397,26 @@ func (s *Service) CreateToken(ctx context.Context, who *Caller, req *api.CreateT
 		return tok, err
 	}
 	return tok, nil
+}
+
+// DefaultTokenScope is the scope of a token created without one, in every
+// front end: the least a token may do.
+const DefaultTokenScope = api.ScopeRunsRead
+
+// TokenScopes is the scopes a token is created with when scopes are
+// asked for: each once, in the order first given, surrounding spaces
+// trimmed; [DefaultTokenScope] when none is.
+func TokenScopes(scopes []string) []string {
+	var out []string
+	for _, sc := range scopes {
+		if sc = strings.TrimSpace(sc); !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	if len(out) == 0 {
+		return []string{DefaultTokenScope}
+	}
+	return out
 }
 
 // RevokeToken revokes API token id and returns it as listed.

@@ -62,8 +62,11 @@ func (s *Service) decide(ctx context.Context, runID, callID string, d policy.Eff
 	}
 	res := &agent.ApprovalResolved{Decision: d, By: who.Name, Token: who.ID, Reason: req.Reason, Remember: req.Remember, Prefix: req.Prefix}
 	err = s.rt.Resolve(ctx, runID, callID, res)
-	if errors.Is(err, policy.ErrBadPrefix) || errors.Is(err, policy.ErrNotRememberable) {
-		return api.Run{}, badRequest("%v", err)
+	if errors.Is(err, policy.ErrBadPrefix) {
+		return api.Run{}, badRequest("call %s of run %s: %s", callID, runID, plain(err, policy.ErrBadPrefix))
+	}
+	if errors.Is(err, policy.ErrNotRememberable) {
+		return api.Run{}, badRequest("call %s of run %s: %s", callID, runID, plain(err, policy.ErrNotRememberable))
 	}
 	if err != nil {
 		return api.Run{}, err

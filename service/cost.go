@@ -19,10 +19,10 @@ func (s *Service) Cost(ctx context.Context, who *Caller, by, since string) (*api
 	}
 	t, err := cost.ParseSince(since, s.opts.Clock())
 	if err != nil {
-		return nil, badRequest("%v", err)
+		return nil, badRequest("%s", plain(err, nil))
 	}
 	if _, err := cost.NewCostAccumulator(by); err != nil {
-		return nil, badRequest("%v", err)
+		return nil, badRequest("%s", plain(err, nil))
 	}
 	rep, err := cost.Costs(ctx, s.rt.Store(), &cost.CostParams{By: by, Since: t})
 	if err != nil {

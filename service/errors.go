@@ -68,6 +68,30 @@ func NeedScope(tok *api.Token, scope string) error {
 	return forbidden("this needs the %s scope; token %s (%s) has %s", scope, tok.ID, tok.Name, strings.Join(tok.Scopes, ", "))
 }
 
+// plain is the text of err, a refusal by one of Keel's libraries, as a
+// person reads it: from sentinel's text on when err wraps it (the
+// operation's own wrapping names internals: "agent: resolve approval of
+// run ..."), without the package names that start it ("policy: ").
+func plain(err, sentinel error) string {
+	s := err.Error()
+	if sentinel != nil {
+		if i := strings.Index(s, sentinel.Error()); i >= 0 {
+			s = s[i:]
+		}
+	}
+	for {
+		i := strings.Index(s, ": ")
+		if i < 0 || !libraries[s[:i]] {
+			return s
+		}
+		s = s[i+2:]
+	}
+}
+
+// libraries are the names Keel's libraries start their errors with.
+var libraries = map[string]bool{"agent": true, "policy": true, "telemetry": true, "cost": true, "token": true, "identity": true,
+	"schedule": true, "trigger": true, "journal": true, "memory": true, "server": true}
+
 // Executing is the refusal of a resume (with or without a person's
 // message) of run id while an execution holds it, in every front end.
 // by names the process that executes it when that is another than the

@@ -43,7 +43,7 @@ func (s *Service) answer(ctx context.Context, runID, id string, req *api.AnswerI
 	case errors.Is(err, agent.ErrNoInput):
 		return api.Run{}, conflict(api.CodeNoInput, "run %s does not wait for input %s (it was answered already, or never asked)", runID, id)
 	case errors.Is(err, agent.ErrBadAnswer):
-		return api.Run{}, badRequest("%v", err)
+		return api.Run{}, badRequest("%s", plain(err, agent.ErrBadAnswer))
 	case err != nil:
 		return api.Run{}, err
 	}

@@ -162,6 +162,15 @@ func (s *Service) Notifications(ctx context.Context, who *Caller, runID string, 
 	if last < 0 {
 		return nil, badRequest("last %d: want a number >= 0", last)
 	}
+	if runID != "" {
+		// A run is named as everywhere else: a prefix or the short
+		// form; one that names no run is not found, not an empty list.
+		id, err := s.ResolveRun(ctx, who, runID, "")
+		if err != nil {
+			return nil, err
+		}
+		runID = id
+	}
 	list, err := s.notifier.List(ctx, runID, last)
 	if err != nil {
 		return nil, err

@@ -53,6 +53,29 @@ const (
 var Statuses = []journal.Status{journal.StatusRunning, StatusQueued, StatusInterrupted, journal.StatusPaused,
 	journal.StatusCompleted, journal.StatusFailed, journal.StatusCanceled}
 
+// The filters of runs lists besides their statuses: runs a process
+// executes now, and runs waiting for a person's approval.
+const (
+	StatusExecuting journal.Status = "executing"
+	StatusWaiting   journal.Status = "waiting"
+)
+
+// StatusFilters are what runs lists are filtered by, in every front end:
+// [Statuses], then [StatusExecuting] and [StatusWaiting].
+var StatusFilters = append(slices.Clip(Statuses), StatusExecuting, StatusWaiting)
+
+// MatchStatus says whether run r is kept by status filter st (one of
+// [StatusFilters]).
+func MatchStatus(r *api.Run, st journal.Status) bool {
+	switch st {
+	case StatusExecuting:
+		return r.Executing
+	case StatusWaiting:
+		return len(r.Pending) > 0
+	}
+	return journal.Status(RunStatus(r)) == st
+}
+
 // RunStatus is run's status as runs are listed (and filtered): its Idle
 // state, else the journal's.
 func RunStatus(r *api.Run) string {
@@ -83,8 +106,12 @@ func (s *Service) idle(ctx context.Context, id, lastType string) string {
 // checkStatuses refuses a status runs are not listed with.
 func checkStatuses(status []journal.Status) error {
 	for _, st := range status {
-		if !slices.Contains(Statuses, st) {
-			return badRequest("status %q: want running, queued, interrupted, paused, completed, failed or canceled", st)
+		if !slices.Contains(StatusFilters, st) {
+			want := make([]string, len(StatusFilters))
+			for i, f := range StatusFilters {
+				want[i] = string(f)
+			}
+			return badRequest("status %q: want %s or %s", st, strings.Join(want[:len(want)-1], ", "), want[len(want)-1])
 		}
 	}
 	return nil
@@ -145,7 +172,7 @@ func (s *Service) runsFrom(ctx context.Context, status []journal.Status, limit, 
 			}
 			r = api.Run{ID: rs.RunID, Status: string(rs.Status), Created: rs.Created, Updated: rs.Updated, Events: rs.LastSeq, Error: e.Message}
 		}
-		if len(status) > 0 && !slices.Contains(status, journal.Status(RunStatus(&r))) {
+		if len(status) > 0 && !slices.ContainsFunc(status, func(st journal.Status) bool { return MatchStatus(&r, st) }) {
 			continue
 		}
 		out = append(out, r)
@@ -161,8 +188,11 @@ func (s *Service) runsFrom(ctx context.Context, status []journal.Status, limit, 
 func indexStatuses(want []journal.Status) []journal.Status {
 	var out []journal.Status
 	for _, st := range want {
-		if st == StatusQueued || st == StatusInterrupted {
-			st = journal.StatusRunning // idle runs are running in the journal
+		switch st {
+		case StatusQueued, StatusInterrupted, StatusExecuting:
+			st = journal.StatusRunning // idle and executing runs are running in the journal
+		case StatusWaiting:
+			st = journal.StatusPaused // a run waiting for approval is paused (or running, below)
 		}
 		if !slices.Contains(out, st) {
 			out = append(out, st)
@@ -506,7 +536,7 @@ func ResumeChanges(st *agent.State, req *api.ResumeRun) (Changes, error) {
 	}
 	if w := req.ContextWindow; w != 0 {
 		if fl := agent.MinContextWindow(st.Created); w < fl.Min {
-			return ch, badRequest("context_window %d is too small for this run: want at least %d tokens (keel runs resume --context-window %d)", w, fl.Min, fl.Min)
+			return ch, badRequest("%s", fl.TooSmall(fmt.Sprintf("--context-window %d", w)))
 		}
 		ch.ContextWindow = w
 	}

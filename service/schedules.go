@@ -101,6 +101,8 @@ func scheduleErr(err error) error {
 	switch {
 	case errors.Is(err, schedule.ErrInvalid):
 		return badRequest("%s", msg(schedule.ErrInvalid))
+	case errors.Is(err, schedule.ErrState):
+		return conflict(api.CodeConflict, "%s", msg(schedule.ErrState))
 	case errors.Is(err, schedule.ErrNotFound):
 		return notFound("no schedule %s", msg(schedule.ErrNotFound))
 	case errors.Is(err, schedule.ErrDeleted):

@@ -84,6 +84,8 @@ func triggerErr(err error) error {
 	switch {
 	case errors.Is(err, trigger.ErrInvalid):
 		return badRequest("%s", msg(trigger.ErrInvalid))
+	case errors.Is(err, trigger.ErrState):
+		return conflict(api.CodeConflict, "%s", msg(trigger.ErrState))
 	case errors.Is(err, trigger.ErrNotFound):
 		return notFound("no trigger %s", msg(trigger.ErrNotFound))
 	}

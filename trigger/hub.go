@@ -100,6 +100,10 @@ type trig struct {
 var (
 	ErrNotFound = errors.New("trigger: no such trigger")
 	ErrInvalid  = errors.New("trigger: invalid trigger")
+	// ErrState is wrapped by the refusal of a change the trigger has
+	// made already: a pause of a paused trigger, a resume of one that is
+	// not paused.
+	ErrState = errors.New("trigger: already in that state")
 	// ErrRefused wraps the error of a refused delivery; [RefusedError]
 	// says why.
 	ErrRefused = errors.New("trigger: delivery refused")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/keel-run/keel/journal"
 )
@@ -93,7 +94,7 @@ func (h *Hub) Deliveries(ctx context.Context, ref string, last int) ([]*Delivery
 func (h *Hub) Pause(ctx context.Context, ref, by, reason string) error {
 	return h.change(ctx, ref, Paused, &changed{By: by, Why: reason}, func(t *trig) error {
 		if t.paused {
-			return fmt.Errorf("%w: trigger %s is paused already", ErrInvalid, t.def.Name)
+			return fmt.Errorf("%w: trigger %s is paused already (since %s)", ErrState, t.def.Name, t.pauses[len(t.pauses)-1].from.UTC().Format(time.RFC3339))
 		}
 		return nil
 	})
@@ -103,7 +104,7 @@ func (h *Hub) Pause(ctx context.Context, ref, by, reason string) error {
 func (h *Hub) Resume(ctx context.Context, ref, by string) error {
 	return h.change(ctx, ref, Resumed, &changed{By: by}, func(t *trig) error {
 		if !t.paused {
-			return fmt.Errorf("%w: trigger %s is not paused", ErrInvalid, t.def.Name)
+			return fmt.Errorf("%w: trigger %s is not paused", ErrState, t.def.Name)
 		}
 		return nil
 	})

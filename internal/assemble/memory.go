@@ -26,8 +26,7 @@ func CheckContextWindow(c *agent.RunCreated, window int, fromFamily bool) error 
 	if fromFamily {
 		what = fmt.Sprintf("the model family's context window (%d tokens)", window)
 	}
-	return usagef("%s is too small for this run: every request carries %s tokens that never leave it (system prompt and memory %s, tool schemas %s, task %s), and a window needs at least %s tokens more for the conversation and the answer; pass --context-window %d or more (or a negative value to never compact)",
-		what, agent.Num(int64(fl.System+fl.Tools+fl.Task)), agent.Num(int64(fl.System)), agent.Num(int64(fl.Tools)), agent.Num(int64(fl.Task)), agent.Num(agent.MinContextRoom), fl.Min)
+	return usagef("%s", fl.TooSmall(what))
 }
 
 // DefaultMemoryBytes caps the memory files put in the system prompt

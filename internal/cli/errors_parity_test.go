@@ -3,11 +3,15 @@ package cli_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/keel-run/keel/identity"
 	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/policy"
 	"github.com/keel-run/keel/server/token"
+	"github.com/keel-run/keel/service"
 )
 
 // The same bad command line fails the same way in the local and the
@@ -80,9 +84,32 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 	if err == nil {
 		err = token.New(tokStore, nil).Revoke(t.Context(), gone.ID, "ada")
 	}
+	// A standing approval given and removed: removing it again is a
+	// conflict that says when (report 15, R9).
+	if err == nil {
+		dir := identity.NewDirectory(tokStore, nil)
+		err = dir.Grant(t.Context(), "keel-cli", policy.Grant{ID: "g-gone", Scope: policy.ScopeAgent, Tool: "bash", Exact: "ls", By: "ada"})
+		if err == nil {
+			err = dir.Ungrant(t.Context(), "keel-cli", "g-gone", &identity.UngrantParams{By: "ada"})
+		}
+	}
 	tokStore.Close()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Changes made already: a paused schedule and trigger, ones not
+	// paused, a revoked agent (report 15, R9).
+	for _, args := range [][]string{
+		{"schedules", "pause", "dup"},
+		{"triggers", "pause", "dup"},
+		append([]string{"schedules", "create", "live"}, append(sched, "--policy", allow)...),
+		append([]string{"triggers", "create", "live"}, append(trig, "--policy", allow)...),
+		{"agents", "create", "tmpa"},
+		{"agents", "revoke", "tmpa", "--reason", "a"},
+	} {
+		if code, out, errOut := keel(t, args...); code != 0 {
+			t.Fatalf("keel %v = %d\n%s%s", args, code, out, errOut)
+		}
 	}
 	s := startServe(t)
 
@@ -123,6 +150,16 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"tokens", "create", "--name", "sub", "--scope", "runs:write", "--agent", "keel-cli/reader"}, 2},
 		{[]string{"tokens", "revoke", gone.ID}, 1},
 		{[]string{"agents", "restore", "keel-cli"}, 2},
+		// An unknown scope, in the service's words (report 15, R10).
+		{[]string{"tokens", "create", "--name", "ok1", "--scope", "runs:reed"}, 2},
+		// A change made already is a conflict, whatever the object
+		// (report 15, R9).
+		{[]string{"schedules", "pause", "dup"}, 1},
+		{[]string{"schedules", "resume", "live"}, 1},
+		{[]string{"triggers", "pause", "dup"}, 1},
+		{[]string{"triggers", "resume", "live"}, 1},
+		{[]string{"agents", "revoke", "tmpa", "--reason", "a"}, 1},
+		{[]string{"agents", "ungrant", "keel-cli", "g-gone"}, 1},
 		// An answer without its flag, whatever the run and the input.
 		{[]string{"inputs", "answer", unknown, "input-1"}, 2},
 		{[]string{"inputs", "answer", done, "input-1"}, 2},
@@ -139,6 +176,10 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"run", "--model", "scripted:demo", "--workspace", ws, "--max-tool-calls", "-1", "x"}, 2},
 		{[]string{"run", "--model", "scripted:demo", "--workspace", ws, "--max-depth", "-2", "x"}, 2},
 		{[]string{"run", "--model", "scripted:demo", "--workspace", ws, "--label", "keel.x=1", "x"}, 2},
+		// A context window too small, with the window that fits
+		// (report 15, R17: the server form dropped it).
+		{[]string{"run", "--model", "scripted:demo", "--workspace", ws, "--context-window", "10", "x"}, 2},
+		{[]string{"runs", "resume", done, "--context-window", "10"}, 2},
 		// The run's state.
 		{[]string{"runs", "resume", done}, 1},
 		{[]string{"runs", "cancel", done}, 1},
@@ -176,6 +217,12 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		{[]string{"approve", demoRun, "demo_9"}, 2},
 		{[]string{"auth", "connect", "--run", demoRun, "--call", "nosuch"}, 2},
 		{[]string{"auth", "connect", "--run", done}, 2},
+		// Refusals in plain words, with no library's name before them
+		// (report 15, R16).
+		{[]string{"approve", demoRun, "demo_4", "--remember", "run", "--prefix", "python"}, 2},
+		{[]string{"cost", "--by", "bogus"}, 2},
+		{[]string{"cost", "--since", "yesterday"}, 2},
+		{[]string{"deny", demoRun, "demo_4"}, 2},
 		// Schedules and triggers the service refuses.
 		{append([]string{"schedules", "create", "s1"}, append(sched, "--policy", allow, "--max-steps", "-1")...), 2},
 		{append([]string{"schedules", "create", "dup"}, append(sched, "--policy", allow)...), 2},
@@ -205,10 +252,19 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 			if lerr != rerr {
 				t.Errorf("stderr differs:\nlocal:  %q\nserver: %q", lerr, rerr)
 			}
+			if m := libraryPrefix.FindString(lerr + rerr); m != "" {
+				t.Errorf("a library's name in the message (%q):\nlocal:  %q\nserver: %q", m, lerr, rerr)
+			}
 			if lout != "" || rout != "" {
 				t.Errorf("stdout: local %q, server %q", lout, rout)
 			}
 		})
+	}
+
+	// A denial without a reason says what the API, MCP and the web UI
+	// say (report 15, R16).
+	if _, _, errOut := keel(t, "deny", demoRun, "demo_4"); !strings.Contains(errOut, service.NoReason().Error()) {
+		t.Errorf("keel deny without --reason: %q, want the service's words %q", errOut, service.NoReason())
 	}
 
 	for _, form := range [][]string{nil, {"--server", s.url}} {
@@ -257,6 +313,11 @@ func TestLocalAndServerErrorsSame(t *testing.T) {
 		t.Errorf("runs rewind of a completed run: server %d %q, local %d %q%s; want both to say %q", code, out, lcode, lout, lerr, stays)
 	}
 }
+
+// libraryPrefix matches the name of one of Keel's libraries starting a
+// message or a part of one ("keel: agent: resolve approval ..."); a
+// policy file named after "policy: " is the file's name, not a library's.
+var libraryPrefix = regexp.MustCompile(`(^keel: |: )(agent|policy|telemetry|cost|token|identity|schedule|trigger|journal|memory|server|service): [a-z]`)
 
 // withoutLog is stderr without the log's lines (warnings of slow steps on
 // a loaded machine).

@@ -131,7 +131,7 @@ func (a *app) runsListCmd() *cobra.Command {
 			}, "status", "limit", "json")
 		},
 	}
-	cmd.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses, as the table shows them (running, queued, interrupted, paused, completed, failed, canceled)")
+	cmd.Flags().StringSliceVar(&status, "status", nil, "only runs with these statuses, as the table shows them (running, queued, interrupted, paused, completed, failed, canceled), or executing now (executing) or waiting for approval (waiting)")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs (0: all)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
 	return cmd

@@ -80,8 +80,17 @@ func TestRunsListStatusBothForms(t *testing.T) {
 		})
 	}
 	code, _, errOut := same(t, "runs", "list", "--status", "bogus")
-	if code != 2 || !strings.Contains(errOut, `status "bogus": want running, queued, interrupted, paused, completed, failed or canceled`) {
+	if code != 2 || !strings.Contains(errOut, `status "bogus": want running, queued, interrupted, paused, completed, failed, canceled, executing or waiting`) {
 		t.Errorf("runs list --status bogus = %d: %s", code, errOut)
+	}
+	// The web UI's filters too (report 15, R17): nothing executes here,
+	// and the runs that wait for approval are the paused ones that do.
+	for _, st := range []string{"executing", "waiting"} {
+		if code, out, errOut := same(t, "runs", "list", "--status", st); code != 0 {
+			t.Errorf("runs list --status %s = %d: %s%s", st, code, out, errOut)
+		} else if st == "executing" && strings.Count(strings.TrimSpace(out), "\n") != 0 {
+			t.Errorf("runs list --status executing: %q, want none", out)
+		}
 	}
 	_, out, _ := same(t, "runs", "list", "--json")
 	lines := strings.Split(strings.TrimSpace(out), "\n")

@@ -51,9 +51,6 @@ runs on it; a revocation takes effect there within a second. With
 			if err := token.CheckName(strings.TrimSpace(name)); err != nil {
 				return usagef("--name: %v", strings.TrimPrefix(err.Error(), "token: "))
 			}
-			if err := token.CheckScopes(scopes); err != nil {
-				return usagef("--scope: %v", strings.TrimPrefix(err.Error(), "token: "))
-			}
 			b, err := a.openAs(ctx, cmd, by, "name", "scope", "agent")
 			if err != nil {
 				return err
@@ -68,7 +65,7 @@ runs on it; a revocation takes effect there within a second. With
 		},
 	}
 	create.Flags().StringVar(&name, "name", "", "the person or system the token is for")
-	create.Flags().StringSliceVar(&scopes, "scope", []string{api.ScopeRunsRead}, "scopes: runs:read, runs:write (includes runs:read), approvals:write (includes runs:read), admin")
+	create.Flags().StringSliceVar(&scopes, "scope", nil, "scopes: runs:read, runs:write (includes runs:read), approvals:write (includes runs:read), metrics:read, admin (default runs:read)")
 	create.Flags().StringSliceVar(&agents, "agent", nil, "agents the token's runs may act as (repeatable; runs:write tokens need one to start runs other than the demo)")
 	create.Flags().StringVar(&by, "by", "", "who creates it (default: $USER)")
 	list := &cobra.Command{

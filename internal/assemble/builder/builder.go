@@ -11,6 +11,7 @@ package builder
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -222,6 +223,11 @@ func (b *Builder) Complete(ctx context.Context, c *agent.RunCreated, req *servic
 	if err := cf.Apply(b.Assembler, c, family); err != nil {
 		if req.Local != nil {
 			return err
+		}
+		if ue := (*assemble.UsageError)(nil); errors.As(err, &ue) {
+			// A refused setting, named as the command line names it
+			// (the same words in both forms).
+			return invalidf("%s", service.APIText(err))
 		}
 		return invalidf("the run's context settings: %s", service.APIText(err))
 	}
