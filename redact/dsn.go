@@ -191,3 +191,10 @@ func Resource(s string) string {
 	u.User, u.RawQuery, u.Fragment, u.ForceQuery = nil, "", "", false
 	return u.String()
 }
+
+// KeywordDSN reports whether s is a libpq keyword=value connection
+// string (host=h user=u password=p dbname=d) rather than a URL or a
+// file path.
+func KeywordDSN(s string) bool { return keywordDSN().MatchString(s) }
+
+var keywordDSN = onceRegexp(`(^|\s)(host|hostaddr|port|dbname|user|password|passfile|sslmode|service)\s*=`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -222,12 +223,7 @@ func (a *app) decide(cmd *cobra.Command, runID, callID string, dec policy.Effect
 	if err != nil {
 		return err
 	}
-	var pending []api.Approval
-	for _, p := range all {
-		if p.RunID == runID {
-			pending = append(pending, p)
-		}
-	}
+	pending := slices.DeleteFunc(all, func(p api.Approval) bool { return p.RunID != runID })
 	if callID == "" {
 		// The API names the call: the one the run waits for, by the
 		// service's rule.

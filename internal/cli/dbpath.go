@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/keel-run/keel/redact"
@@ -33,7 +32,7 @@ var createsJournal = map[string]bool{
 // It returns whether p must be created.
 func (a *app) checkJournalPath(p string) (create bool, err error) {
 	from := a.journalFrom()
-	if keywordDSN.MatchString(p) {
+	if redact.KeywordDSN(p) {
 		// Never a file of that name (its password in a file name), never
 		// the password in a message.
 		return false, usagef("%s %q is a key=value connection string, which Keel does not open: give the journal as postgres://USER@HOST:PORT/DB (the password in PGPASSWORD or ~/.pgpass) or as a file path", from, redact.DSN(p))
@@ -61,9 +60,6 @@ func (a *app) checkJournalPath(p string) (create bool, err error) {
 	}
 	return false, usagef("no journal at %s%s: check %s, or pass --create-db to start a new one there", p, hint, from)
 }
-
-// keywordDSN matches a libpq key=value connection string.
-var keywordDSN = regexp.MustCompile(`(^|\s)(host|hostaddr|port|dbname|user|password|passfile|sslmode|service)\s*=`)
 
 func baseNames(paths []string, max int) []string {
 	var out []string
