@@ -37,32 +37,7 @@ func TestLocalToolsResolveRunsAndCalls(t *testing.T) {
 	}
 	svc := service.New(rt, &service.Options{NoExecution: true})
 	defer svc.Shutdown(context.WithoutCancel(ctx))
-	srv := Local(svc, service.Local("ada"), &LocalOptions{Dir: st.Created.Workspace})
-	ct, sst := sdk.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, sst, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	call := func(tool string, args map[string]any) (string, bool) {
-		t.Helper()
-		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b strings.Builder
-		for _, c := range res.Content {
-			if tc, ok := c.(*sdk.TextContent); ok {
-				b.WriteString(tc.Text)
-			}
-		}
-		return b.String(), res.IsError
-	}
+	call := connect(t, Local(svc, service.Local("ada"), &LocalOptions{Dir: st.Created.Workspace}))
 	for _, ref := range []string{id, id[:10], id[:4] + "…" + id[len(id)-6:], "last"} {
 		text, isErr := call("run_status", map[string]any{"run_id": ref})
 		var got runStatus
@@ -136,34 +111,15 @@ func TestAnswerApprovalTwoWaitingNamesBoth(t *testing.T) {
 		"remote": Remote(hs.URL, &RemoteOptions{Client: cl}),
 	} {
 		t.Run(name, func(t *testing.T) {
-			ct, sst := sdk.NewInMemoryTransports()
-			ss, err := srv.Connect(ctx, sst, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ss.Close()
-			cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cs.Close()
+			call := connect(t, srv)
 			for _, args := range []map[string]any{
 				{"run_id": id, "decision": "approve"},
 				{"run_id": id, "call_id": "", "decision": "deny", "reason": "no"},
 			} {
-				res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "answer_approval", Arguments: args})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var b strings.Builder
-				for _, c := range res.Content {
-					if tc, ok := c.(*sdk.TextContent); ok {
-						b.WriteString(tc.Text)
-					}
-				}
+				text, isErr := call("answer_approval", args)
 				want := "run " + id + " waits for 2 approvals: name the call (its id, or the start of it):\n  c1 (bash)\n  c2 (bash)"
-				if !res.IsError || b.String() != want {
-					t.Errorf("answer_approval %v = %q (error %v), want the error %q", args, b.String(), res.IsError, want)
+				if !isErr || text != want {
+					t.Errorf("answer_approval %v = %q (error %v), want the error %q", args, text, isErr, want)
 				}
 			}
 			evs, err := store.Read(ctx, id, 1)
