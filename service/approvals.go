@@ -172,6 +172,11 @@ func CheckDecision(d policy.Effect, req *api.Decide) error {
 	if len(req.Prefix) > 0 && req.Remember == "" {
 		return badRequest("prefix needs remember run or agent")
 	}
+	if d == policy.Deny && req.Remember != "" {
+		// A remembered approval is a grant; there is no remembered
+		// denial (the policy's forbid rules are those).
+		return badRequest("remember %s is for approvals: a denial is not remembered (to refuse such calls from now on, add a forbid rule to the policy)", req.Remember)
+	}
 	return nil
 }
 

@@ -46,6 +46,7 @@ func TestDecideChecksInOneOrder(t *testing.T) {
 		{"prefix alone, wrong call", id, "c9", policy.Allow, api.Decide{Prefix: []string{"rm"}}, api.CodeInvalidRequest, "prefix needs remember run or agent"},
 		{"no run, wrong call", unknown, "c9", policy.Allow, api.Decide{}, api.CodeNotFound, "no run"},
 		{"wrong call", id, "c9", policy.Allow, api.Decide{}, api.CodeNoApproval, "run " + id + " does not wait for call c9"},
+		{"a remembered denial, wrong call", id, "c9", policy.Deny, api.Decide{Reason: "no", Remember: "run"}, api.CodeInvalidRequest, "remember run is for approvals: a denial is not remembered"},
 		{"not a decision", id, "c1", policy.Effect("maybe"), api.Decide{}, api.CodeInvalidRequest, `decision "maybe": want approve or deny`},
 	}
 	for _, c := range cases {
