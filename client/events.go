@@ -61,10 +61,9 @@ func (c *Client) Events(ctx context.Context, id string, p *EventsParams) iter.Se
 		o = *p
 	}
 	return func(yield func(journal.Event, error) bool) {
-		next := max(o.From, 1)
-		prev := ""
-		if next == 1 {
-			prev = journal.GenesisHash
+		chain := journal.Shown{RunID: id, Next: max(o.From, 1)}
+		if chain.Next == 1 {
+			chain.Prev = journal.GenesisHash
 		}
 		var downSince time.Time // zero while connected
 		for {
@@ -76,22 +75,17 @@ func (c *Client) Events(ctx context.Context, id string, p *EventsParams) iter.Se
 					}
 				}
 			}
-			done, err := c.streamOnce(ctx, id, &o, next, connected, func(e journal.Event) bool {
-				if e.Seq < next {
+			done, err := c.streamOnce(ctx, id, &o, chain.Next, connected, func(e journal.Event) bool {
+				if e.Seq < chain.Next {
 					return true // a replayed duplicate
 				}
-				link := prev
-				if link == "" {
-					link = e.PrevHash
-				}
-				// Parts of a redacted event's payload were hidden from
-				// this token (memory it may not see): its links are
-				// checked, not its content.
-				if _, err := journal.VerifyShown(id, link, next, []journal.Event{e}); err != nil {
+				// The server withholds the hashes of events that follow
+				// memory this token may not see: those are checked by
+				// their sequence numbers (journal.VerifyShown).
+				if err := chain.Add(&e); err != nil {
 					yield(journal.Event{}, err)
 					return false
 				}
-				next, prev = e.Seq+1, e.Hash
 				return yield(e, nil)
 			})
 			if done {
