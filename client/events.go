@@ -51,7 +51,9 @@ type EventsParams struct {
 // breaks it reconnects after [Options.Retry] with Last-Event-ID, so no
 // event is lost or repeated. Each event's hash link to the previous one
 // is checked (the first event's is checked against the genesis hash when
-// From is 1); a broken link ends the sequence with a
+// From is 1; events whose hashes the server withheld, as they commit to
+// memory this token may not see, by sequence number: journal.VerifyShown);
+// a broken link ends the sequence with a
 // *journal.CorruptError. Server errors (an unknown run, or a token
 // revoked while the stream is open: code unauthenticated) end it with an
 // *api.Error; when ctx is done it ends without an error.

@@ -327,6 +327,17 @@ func TestRunsShowMemoryHiddenFromToken(t *testing.T) {
 		t.Errorf("runs show --server --json (bot's token) = %d\n%s%s", code, out, errOut)
 	}
 
+	// The server's audit of the run is the token's check of the hidden
+	// part: it says the chain is whole, without a head that commits to
+	// the hidden text (an admin gets it).
+	head := stored[len(stored)-1].Hash
+	for name, tok := range map[string]string{"ro": tokens["ro"], "admin": srv.savedToken(t)} {
+		code, out, errOut := keel(t, "--server", srv.url, "--token", tok, "audit", "verify", run.ID, "--json")
+		if code != 0 || !strings.Contains(out, `"ok":true`) || strings.Contains(out, head) != (name == "admin") {
+			t.Errorf("audit verify --server --json (%s) = %d\n%s%s", name, code, out, errOut)
+		}
+	}
+
 	for _, argv := range [][]string{{"audit", "verify", "_keel.identity", run.ID[:10]}, {"--server", srv.url, "audit", "verify", "_keel.identity", run.ID[:10]}} {
 		code, out, errOut := keel(t, argv...)
 		if code != 0 || !strings.Contains(out, "2 of 2 streams verified") {
