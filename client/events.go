@@ -51,7 +51,9 @@ type EventsParams struct {
 // breaks it reconnects after [Options.Retry] with Last-Event-ID, so no
 // event is lost or repeated. Each event's hash link to the previous one
 // is checked (the first event's is checked against the genesis hash when
-// From is 1); a broken link ends the sequence with a
+// From is 1; events whose hashes the server withheld, as they commit to
+// memory this token may not see, by sequence number: journal.VerifyShown);
+// a broken link ends the sequence with a
 // *journal.CorruptError. Server errors (an unknown run, or a token
 // revoked while the stream is open: code unauthenticated) end it with an
 // *api.Error; when ctx is done it ends without an error.
@@ -61,10 +63,9 @@ func (c *Client) Events(ctx context.Context, id string, p *EventsParams) iter.Se
 		o = *p
 	}
 	return func(yield func(journal.Event, error) bool) {
-		next := max(o.From, 1)
-		prev := ""
-		if next == 1 {
-			prev = journal.GenesisHash
+		chain := journal.Shown{RunID: id, Next: max(o.From, 1)}
+		if chain.Next == 1 {
+			chain.Prev = journal.GenesisHash
 		}
 		var downSince time.Time // zero while connected
 		for {
@@ -76,22 +77,17 @@ func (c *Client) Events(ctx context.Context, id string, p *EventsParams) iter.Se
 					}
 				}
 			}
-			done, err := c.streamOnce(ctx, id, &o, next, connected, func(e journal.Event) bool {
-				if e.Seq < next {
+			done, err := c.streamOnce(ctx, id, &o, chain.Next, connected, func(e journal.Event) bool {
+				if e.Seq < chain.Next {
 					return true // a replayed duplicate
 				}
-				link := prev
-				if link == "" {
-					link = e.PrevHash
-				}
-				// Parts of a redacted event's payload were hidden from
-				// this token (memory it may not see): its links are
-				// checked, not its content.
-				if _, err := journal.VerifyShown(id, link, next, []journal.Event{e}); err != nil {
+				// The server withholds the hashes of events that follow
+				// memory this token may not see: those are checked by
+				// their sequence numbers (journal.VerifyShown).
+				if err := chain.Add(&e); err != nil {
 					yield(journal.Event{}, err)
 					return false
 				}
-				next, prev = e.Seq+1, e.Hash
 				return yield(e, nil)
 			})
 			if done {

@@ -187,29 +187,78 @@ func VerifyFrom(runID, prev string, first int64, events []Event) error {
 
 // VerifyShown is [VerifyFrom] for events as a server showed them to a
 // reader (a suffix of run's journal that starts at seq first and follows
-// an event whose hash is prev): an event marked [Event.Redacted] has
-// parts of its payload hidden from the reader, so only its links are
-// checked (its sequence number, its PrevHash, and its Hash, the stored
-// event's, as the next event's PrevHash), not its content. Every reader
-// of a server's events checks them with it. It returns how many events
-// were redacted. Never use it on a journal read from a store or a file:
-// there no event is redacted, and [Verify] checks every hash.
-func VerifyShown(runID, prev string, first int64, events []Event) (redacted int, err error) {
+// an event whose hash is prev; "" takes the first event's link as it
+// is). Where a reader may not see parts of a run (memory of another
+// scope), the server marks the events it changed [Event.Redacted] and
+// withholds the hashes of every event from the first that follows such
+// parts (PrevHash and Hash empty): each of them commits to the hidden
+// text, so a reader could test a guess of it against them. Each event
+// shown with its hashes is checked whole, as [VerifyFrom] does; an event
+// without them only by its run and sequence number, and none after it
+// may carry hashes (a redacted event never does). The server's audit
+// verifies the withheld ones. Every reader of a server's events checks
+// them with it. Never use it on a journal read from a store or a file:
+// there every hash is present, and [Verify] checks them all.
+func VerifyShown(runID, prev string, first int64, events []Event) (Shown, error) {
+	c := Shown{RunID: runID, Prev: prev, Next: first}
 	for i := range events {
-		e := events[i]
-		if e.Redacted {
-			// Check its place in the chain with a payload whose hash
-			// it carries: its own is the stored event's.
-			redacted++
-			e.Payload = json.RawMessage(`{}`)
-			e.Hash, _ = ChainHash(prev, &e) // a bad prev fails below
+		if err := c.Add(&events[i]); err != nil {
+			return c, err
 		}
-		if err := VerifyFrom(runID, prev, first+int64(i), []Event{e}); err != nil {
-			return redacted, err
-		}
-		prev = events[i].Hash
 	}
-	return redacted, nil
+	return c, nil
+}
+
+// Shown checks a server's events one at a time (see [VerifyShown]).
+type Shown struct {
+	RunID string
+	// Prev is the hash of the event before Next ("" unknown: the next
+	// event's link is taken as it is).
+	Prev string
+	// Next is the sequence number the next event must have.
+	Next int64
+	// Checked counts the events checked whole, Redacted those shown with
+	// parts hidden, Withheld those shown without their hashes, from seq
+	// FirstWithheld on.
+	Checked, Redacted, Withheld int
+	FirstWithheld               int64
+}
+
+// Add checks e, the event after those added before.
+func (c *Shown) Add(e *Event) error {
+	switch {
+	case e.RunID != c.RunID:
+		return &CorruptError{RunID: c.RunID, Seq: e.Seq, Reason: fmt.Sprintf("event belongs to run %q", e.RunID)}
+	case e.Seq != c.Next:
+		return &CorruptError{RunID: c.RunID, Seq: c.Next, Reason: fmt.Sprintf("sequence gap: found seq %d", e.Seq)}
+	}
+	if e.Redacted {
+		c.Redacted++
+	}
+	if e.Hash == "" && e.PrevHash == "" {
+		if c.Withheld == 0 {
+			c.FirstWithheld = e.Seq
+		}
+		c.Withheld++
+		c.Prev, c.Next = "", e.Seq+1
+		return nil
+	}
+	switch {
+	case e.Redacted:
+		return &CorruptError{RunID: c.RunID, Seq: e.Seq, Reason: "a redacted event carries hashes of the content it hides"}
+	case c.Withheld > 0:
+		return &CorruptError{RunID: c.RunID, Seq: e.Seq, Reason: "hashes shown after an event whose hashes were withheld"}
+	}
+	prev := c.Prev
+	if prev == "" {
+		prev = e.PrevHash
+	}
+	if err := VerifyFrom(c.RunID, prev, e.Seq, []Event{*e}); err != nil {
+		return err
+	}
+	c.Checked++
+	c.Prev, c.Next = e.Hash, e.Seq+1
+	return nil
 }
 
 // Clock returns the current time. Writers inject one so that tests and

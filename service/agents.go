@@ -368,7 +368,26 @@ func (s *Service) RevokeGrant(ctx context.Context, who *Caller, name, grant, rea
 // names none is refused (not_found, or invalid_request when ambiguous)
 // before anything is checked, never reported as a failed check.
 func (s *Service) Audit(ctx context.Context, who *Caller, refs []string) (*api.AuditReport, error) {
-	return s.audit(ctx, refs)
+	rep, err := s.audit(ctx, refs)
+	if err != nil || who.admin() {
+		return rep, err
+	}
+	// A run's head hash commits to every event, memory who may not see
+	// included: withheld, as in its events (memory_hide.go).
+	for i := range rep.Journals {
+		j := &rep.Journals[i]
+		if j.Kind != "run" || j.Head == "" {
+			continue
+		}
+		m, err := s.heldMemory(ctx, j.ID, 0)
+		if err != nil {
+			return nil, err
+		}
+		if s.hidden(who, m) != nil {
+			j.Head = ""
+		}
+	}
+	return rep, nil
 }
 
 // TokenList lists the API tokens (never their secrets).

@@ -472,9 +472,28 @@ func (s *Service) HideMemory(ctx context.Context, who *Caller, id string, evs []
 	}
 	out := make([]journal.Event, len(evs))
 	for i := range evs {
-		out[i] = h.event(evs[i])
+		out[i] = h.withhold(h.event(evs[i]))
 	}
 	return out, nil
+}
+
+// withhold returns e without its hashes when it is at or after the first
+// event that holds memory the reader may not see: the hash of that event
+// and of every event after it commits to the hidden text (the chain
+// links each to the one before), so a reader given any of them could
+// test a guess of the text offline (journal.VerifyShown checks the rest;
+// the server's audit verifies the whole chain).
+func (h *hiddenMemory) withhold(e journal.Event) journal.Event {
+	if h == nil {
+		return e
+	}
+	for _, it := range h.items {
+		if it.since <= e.Seq {
+			e.PrevHash, e.Hash = "", ""
+			break
+		}
+	}
+	return e
 }
 
 // MemoryHider returns a function that hides from an event of run id
@@ -487,17 +506,22 @@ func (s *Service) MemoryHider(ctx context.Context, who *Caller, id string) func(
 	held := s.heldRuns()
 	var m runMemory
 	var h *hiddenMemory
+	failed := false
 	return func(e journal.Event) journal.Event {
 		if m.seq < e.Seq {
 			var err error
 			if m, err = held.through(ctx, id, e.Seq, &e); err != nil {
 				m = runMemory{}
-				return journal.Event{RunID: e.RunID, Seq: e.Seq, Type: e.Type, Time: e.Time, Payload: json.RawMessage(`{}`),
-					PrevHash: e.PrevHash, Hash: e.Hash, Redacted: true}
+				failed = true
+			} else {
+				h = s.hidden(who, m)
 			}
-			h = s.hidden(who, m)
 		}
-		return h.event(e)
+		if failed {
+			// Unknown what it holds: hidden whole, from here on.
+			return journal.Event{RunID: e.RunID, Seq: e.Seq, Type: e.Type, Time: e.Time, Payload: json.RawMessage(`{}`), Redacted: true}
+		}
+		return h.withhold(h.event(e))
 	}
 }
 

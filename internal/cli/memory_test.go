@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/client"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/sqlite"
 	"github.com/keel-run/keel/memory"
@@ -262,18 +264,78 @@ func TestRunsShowMemoryHiddenFromToken(t *testing.T) {
 	}
 	untilStopped(t, srv.apiClient(t), run.ID, 1)
 
+	// The chain as stored (the admin's view, every hash), and the hash of
+	// the first hidden event recomputed from its true payload: what a
+	// reader who guessed the text would compute.
+	var stored []journal.Event
+	for e, err := range srv.apiClient(t).Events(ctx, run.ID, &client.EventsParams{NoFollow: true}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, e)
+	}
+	if err := journal.Verify(run.ID, stored); err != nil || len(stored) == 0 {
+		t.Fatalf("the admin's events (%d) = %v, want every hash", len(stored), err)
+	}
+	first := 0
+	for first < len(stored) && !strings.Contains(string(stored[first].Payload), text) {
+		first++
+	}
+	if first == len(stored) {
+		t.Fatalf("no event of the run holds %q", text)
+	}
+	guess, err := journal.ChainHash(stored[first-1].Hash, &stored[first])
+	if err != nil || guess != stored[first].Hash {
+		t.Fatalf("recomputed hash %s %v, want %s", guess, err, stored[first].Hash)
+	}
+	// No route by which the token gets events hands out a hash that
+	// commits to the hidden text: that of the hidden event or of any
+	// event after it.
+	for _, q := range []string{"follow=false", "follow=true", "tree=true&follow=false"} {
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.url+"/v1/runs/"+run.ID+"/events?"+q, nil)
+		req.Header.Set("Authorization", "Bearer "+tokens["ro"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || strings.Contains(string(body), text) || !strings.Contains(string(body), `"redacted":true`) {
+			t.Fatalf("events?%s = %d\n%s", q, resp.StatusCode, body)
+		}
+		for _, e := range stored[first:] {
+			if strings.Contains(string(body), e.Hash) {
+				t.Errorf("events?%s hands out the hash of event %d, which commits to the hidden text", q, e.Seq)
+			}
+		}
+		if !strings.Contains(string(body), stored[first-2].Hash) {
+			t.Errorf("events?%s lacks the hash of event %d, before the hidden text", q, first-1)
+		}
+	}
+
 	code, out, errOut := keel(t, "--server", srv.url, "--token", tokens["ro"], "runs", "show", run.ID)
-	if code != 0 || strings.Contains(out, "CORRUPT") || strings.Contains(out, text) ||
-		!strings.Contains(out, "hash chain verified; 3 of them shown with memory hidden from your token") {
-		t.Errorf("runs show --server (a token that may not see agent:bot) = %d\n%s%s", code, out, errOut)
+	want := fmt.Sprintf("hash chain verified through event %d; hashes of events %d to %d withheld", first, first+1, len(stored))
+	if code != 0 || strings.Contains(out, "CORRUPT") || strings.Contains(out, text) || !strings.Contains(out, want) {
+		t.Errorf("runs show --server (a token that may not see agent:bot) = %d, want %q\n%s%s", code, want, out, errOut)
 	}
 	code, out, errOut = keel(t, "--server", srv.url, "--token", tokens["ro"], "runs", "show", run.ID, "--json")
-	if code != 0 || strings.Contains(out, text) || strings.Count(out, `"redacted":true`) != 3 || strings.Contains(out, other.ID) {
+	if code != 0 || strings.Contains(out, text) || strings.Count(out, `"redacted":true`) != 3 || strings.Contains(out, other.ID) || strings.Contains(out, guess) {
 		t.Errorf("runs show --server --json (a token that may not see agent:bot) = %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = keel(t, "--server", srv.url, "--token", tokens["wr"], "runs", "show", run.ID, "--json")
 	if code != 0 || !strings.Contains(out, text) || strings.Contains(out, `"redacted"`) || strings.Contains(out, other.ID) {
 		t.Errorf("runs show --server --json (bot's token) = %d\n%s%s", code, out, errOut)
+	}
+
+	// The server's audit of the run is the token's check of the hidden
+	// part: it says the chain is whole, without a head that commits to
+	// the hidden text (an admin gets it).
+	head := stored[len(stored)-1].Hash
+	for name, tok := range map[string]string{"ro": tokens["ro"], "admin": srv.savedToken(t)} {
+		code, out, errOut := keel(t, "--server", srv.url, "--token", tok, "audit", "verify", run.ID, "--json")
+		if code != 0 || !strings.Contains(out, `"ok":true`) || strings.Contains(out, head) != (name == "admin") {
+			t.Errorf("audit verify --server --json (%s) = %d\n%s%s", name, code, out, errOut)
+		}
 	}
 
 	for _, argv := range [][]string{{"audit", "verify", "_keel.identity", run.ID[:10]}, {"--server", srv.url, "audit", "verify", "_keel.identity", run.ID[:10]}} {

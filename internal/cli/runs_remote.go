@@ -20,7 +20,8 @@ func (r *remote) Events(ctx context.Context, id string) ([]journal.Event, error)
 }
 
 // VerifyEvents checks the hash chain as the server showed it to this
-// token (the server checks its index): a redacted event by its links.
+// token (the server checks its index): events whose hashes it withheld
+// (they commit to memory the token may not see) by sequence number.
 func (r *remote) VerifyEvents(_ context.Context, id string, events []journal.Event) error {
 	_, err := journal.VerifyShown(id, journal.GenesisHash, 1, events)
 	return err

@@ -232,7 +232,10 @@ func Audit(w io.Writer, rows []AuditRow, asJSON bool) (bad int, err error) {
 		fmt.Fprintln(tw, "STREAM\tKIND\tEVENTS\tSTATUS\tRESULT")
 	}
 	for _, r := range rows {
-		res := "ok · head " + Short(r.Head)
+		res := "ok"
+		if r.Head != "" { // withheld from a token that may not see all its memory
+			res += " · head " + Short(r.Head)
+		}
 		if !r.OK {
 			bad++
 			res = fmt.Sprintf("BAD at event %d: %s", r.FirstBad, Cell(r.Reason))

@@ -298,10 +298,12 @@ func Show(w io.Writer, runID string, events []journal.Event, verr error, o *Show
 		fmt.Fprintf(w, "\njournal: does not fold: %v\n", ferr)
 		return false, nil
 	}
-	if n := redacted(events); n > 0 {
-		// The server hid memory this token may not see in n events:
-		// their links are checked, not their content.
-		fmt.Fprintf(w, "\njournal: %d events, hash chain verified; %d of them shown with memory hidden from your token (their links checked)\n", len(events), n)
+	if c, _ := journal.VerifyShown(runID, "", 1, events); c.Withheld > 0 {
+		// The server withheld the hashes that commit to memory this
+		// token may not see (journal.VerifyShown): its audit verifies
+		// them.
+		fmt.Fprintf(w, "\njournal: %d events, hash chain verified through event %d; hashes of events %d to %d withheld: they commit to memory hidden from your token (%d events shown with it hidden), and the server's audit verifies them (keel audit verify)\n",
+			len(events), c.FirstWithheld-1, c.FirstWithheld, c.Next-1, c.Redacted)
 		return true, nil
 	}
 	fmt.Fprintf(w, "\njournal: %d events, hash chain verified\n", len(events))
@@ -320,16 +322,4 @@ func showContext(w io.Writer, st *agent.State) {
 	if p := st.Plan(); p != nil {
 		fmt.Fprintf(w, "\nplan:\n%s\n", indent(agent.RenderPlan(p)))
 	}
-}
-
-// redacted counts the events a server showed with parts hidden
-// (journal.Event.Redacted).
-func redacted(events []journal.Event) int {
-	n := 0
-	for i := range events {
-		if events[i].Redacted {
-			n++
-		}
-	}
-	return n
 }
