@@ -134,6 +134,9 @@ func checkMCPServer(s *agent.MCPServer) error {
 	if err := redact.ConnectorURL("mcp", s.URL); err != nil {
 		return fmt.Errorf("mcp server %s: %v", s.Name, err)
 	}
+	if err := redact.ConnectorCommand(s.Command); err != nil {
+		return fmt.Errorf("mcp server %s: %v", s.Name, err)
+	}
 	for _, p := range s.ReadOnly {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("mcp server %s: read_only path %q is not absolute", s.Name, p)
