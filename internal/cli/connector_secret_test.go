@@ -157,6 +157,12 @@ func TestConnectorCredentialsRefused(t *testing.T) {
 		code, out, errOut = keel(t, run("t")...)
 		refused(t, "keel run with config.toml "+cfg, code, out, errOut, "config.toml", sp.want)
 	}
+	// A stdio server's env in config.toml is journaled too.
+	if err := os.WriteFile(filepath.Join(os.Getenv("KEEL_HOME"), "config.toml"), []byte("[[mcp.servers]]\nname = \"k\"\ncommand = [\"/usr/bin/tool\"]\nenv = { LOG_LEVEL = \"warn\", API_TOKEN = \""+canaryTok+"\" }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := keel(t, run("t")...)
+	refused(t, "keel run with a secret in a server's env", code, out, errOut, "the value of API_TOKEN", "secret_env")
 	os.Remove(filepath.Join(os.Getenv("KEEL_HOME"), "config.toml"))
 	if entries, _ := filepath.Glob("host=*"); len(entries) > 0 {
 		t.Errorf("a key=value --db made files %v (in the working directory)", entries)
@@ -189,7 +195,7 @@ func TestConnectorCredentialsRefused(t *testing.T) {
 	if _, err := c.CreateAgent(t.Context(), &api.CreateAgent{Name: "ok1", Kind: "employee", Connectors: &api.Connectors{MCP: []string{"docs=https://mcp.example.com/mcp?x=1;v=2&max_tokens=5", "fs=node /srv/fs.js --token-file /run/t"}}}); err != nil {
 		t.Errorf("POST /v1/agents with a URL without credentials: %v", err)
 	}
-	code, out, errOut := keel(t, "--server", s.url, "agents", "create", "sec2", "--mcp", "docs="+mcpURL)
+	code, out, errOut = keel(t, "--server", s.url, "agents", "create", "sec2", "--mcp", "docs="+mcpURL)
 	refused(t, "keel --server agents create", code, out, errOut, "password of its user info")
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", s.url+"/v1/agents", nil)
 	req.Header.Set("Authorization", "Bearer "+s.savedToken(t))
