@@ -254,7 +254,7 @@ func TestConnectorsCredentials(t *testing.T) {
 	if r := old.Redacted(); strings.Join(r.MCP, " | ") != "x=/usr/bin/tool --api-key=[REDACTED] -v | y=env API_KEY=[REDACTED] /usr/bin/tool" {
 		t.Errorf("Redacted(%v) = %q", old.MCP, r.MCP)
 	}
-	ok := &identity.Connectors{MCP: []string{"docs=https://mcp.example.com/mcp?x=1", "fs=node /srv/fs.js --token-file /run/t"}, SQL: []string{"shop"}}
+	ok := &identity.Connectors{MCP: []string{"docs=https://mcp.example.com/mcp?x=1", "fs=node /srv/fs.js --token-file /run/t", `gh=sh -c 'exec gh-mcp --token "$GH_TOKEN"'`}, SQL: []string{"shop"}}
 	if err := ok.Check(); err != nil {
 		t.Errorf("Check(%v) = %v", ok, err)
 	}

@@ -77,7 +77,9 @@ func ConnectorURL(kind, s string) error {
 // (--api-key=V, also API_KEY=V as env assigns it) or two (--token V), and
 // a URL argument that carries a credential ([URLCredential]); joined by
 // " and ", "" when there is none. An option naming where the secret is
-// (--token-file PATH, --password-env VAR) carries none. It names exactly
+// (--token-file PATH, --password-env VAR) or a value that is a variable
+// reference (--token "$API_TOKEN", expanded by a shell wrapper from the
+// server's secret_env) carries none. It names exactly
 // what [Command] masks.
 func CommandCredential(argv []string) string {
 	_, parts := commandCredentials(argv)
@@ -164,10 +166,10 @@ func commandCredentials(argv []string) ([]string, []string) {
 			continue
 		}
 		switch {
-		case hasValue && value != "":
+		case hasValue && value != "" && !varRef(value):
 			parts = append(parts, fmt.Sprintf("the value of %s", name))
 			set(i, name+"="+Mask)
-		case !hasValue && opt != name && i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-"):
+		case !hasValue && opt != name && i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") && !varRef(argv[i+1]):
 			parts = append(parts, fmt.Sprintf("the value of %s", name))
 			set(i+1, Mask)
 			i++
@@ -177,6 +179,12 @@ func commandCredentials(argv []string) ([]string, []string) {
 		return argv, nil
 	}
 	return out, parts
+}
+
+// varRef reports whether a value is a reference to a variable ($VAR,
+// ${VAR}), which a shell wrapper expands from the secret_env it is given.
+func varRef(v string) bool {
+	return strings.HasPrefix(v, "$") && len(v) > 1
 }
 
 // secretArgName reports whether a command line option or variable named

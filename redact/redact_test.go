@@ -399,6 +399,7 @@ func TestCommandCredential(t *testing.T) {
 		{"/usr/bin/tool --secret Canary7s --auth=Canary7a", "the value of --secret and the value of --auth", "/usr/bin/tool --secret [REDACTED] --auth=[REDACTED]"},
 		{"node /srv/fs.js --token-file /run/t --password-env PW --max-tokens 100 --token --verbose", "", ""},
 		{"node /srv/fs.js https://bob@h/x --key= --session-timeout 5", "", ""},
+		{`sh -c 'exec tool --token "$API_TOKEN" --api-key=${API_KEY}'`, "", ""},
 	} {
 		argv := redact.CommandWords(tt.line)
 		got := redact.CommandCredential(argv)
