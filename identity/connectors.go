@@ -25,7 +25,8 @@ type Connectors struct {
 // NAME or NAME=SPEC (NAME: 1 to 32 letters, digits, '-' and '_', without
 // "__" or a trailing '_', as tools are NAME__TOOL) and names are unique
 // per kind, and no URL of a SPEC carries a credential
-// ([redact.ConnectorURL]: a password or a secret query parameter).
+// ([redact.ConnectorURL]: user info, a fragment, a secret parameter) and
+// no stdio command carries one ([redact.ConnectorCommand]: --token V).
 func (c *Connectors) Check() error {
 	for _, l := range []struct {
 		kind    string
@@ -43,6 +44,11 @@ func (c *Connectors) Check() error {
 			}
 			if err := redact.ConnectorURL(l.kind, strings.TrimSpace(spec)); err != nil {
 				return fmt.Errorf("%w: %s %s: %v", ErrInvalid, l.kind, name, err)
+			}
+			if l.kind == "mcp" && hasSpec {
+				if err := redact.ConnectorCommand(redact.CommandWords(spec)); err != nil {
+					return fmt.Errorf("%w: %s %s: %v", ErrInvalid, l.kind, name, err)
+				}
 			}
 			if err := checkConnectorName(name); err != nil {
 				return fmt.Errorf("%w: %s %q: %v", ErrInvalid, l.kind, redactEntry(e), err)
@@ -79,18 +85,18 @@ func (c *Connectors) clone() *Connectors {
 }
 
 // redactEntry returns a connector entry (NAME or NAME=SPEC) for a message
-// or a view: the SPEC as [redact.DSN] prints it (a URL without its
-// password and secret query parameters, a key=value connection string
-// without its password), the NAME as is.
+// or a view: the SPEC as [redact.Spec] prints it (a URL without its
+// credentials, a key=value connection string without its password, a
+// command with the values of its secret options masked), the NAME as is.
 func redactEntry(e string) string {
 	name, spec, ok := strings.Cut(e, "=")
 	if !ok {
 		return e
 	}
-	return name + "=" + redact.DSN(spec)
+	return name + "=" + redact.Spec(spec)
 }
 
-// Redacted returns a copy of c for a view, each SPEC as [redact.DSN]
+// Redacted returns a copy of c for a view, each SPEC as [redact.Spec]
 // prints it: an entry journaled before the directory refused URLs with
 // credentials is shown without them.
 func (c *Connectors) Redacted() *Connectors {

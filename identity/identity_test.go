@@ -229,6 +229,15 @@ func TestConnectorsCredentials(t *testing.T) {
 		{MCP: []string{"docs=https://bob:Canary6pw@mcp.example.com/mcp"}},
 		{MCP: []string{"docs=https://mcp.example.com/mcp?Token=Canary6pw"}},
 		{OpenAPI: []string{"api=https://api.example.com/openapi.json?x=1&api_key=Canary6pw"}},
+		{MCP: []string{"docs=https://Canary6pw@mcp.example.com/mcp"}},
+		{MCP: []string{"docs=https://mcp.example.com/mcp?key=Canary6pw"}},
+		{MCP: []string{"docs=https://mcp.example.com/mcp#token=Canary6pw"}},
+		{MCP: []string{"docs=https://mcp.example.com/mcp;token=Canary6pw"}},
+		{OpenAPI: []string{"api=https://api.example.com/openapi.json#Canary6pw"}},
+		{MCP: []string{"x=/usr/bin/tool --password Canary6pw"}},
+		{MCP: []string{"x=/usr/bin/tool --api-key=Canary6pw"}},
+		{MCP: []string{"x=env API_KEY=Canary6pw /usr/bin/tool"}},
+		{MCP: []string{"x=/usr/bin/tool https://u:Canary6pw@h/x"}},
 	} {
 		err := c.Check()
 		if !errors.Is(err, identity.ErrInvalid) || !strings.Contains(err.Error(), "carries a credential") || strings.Contains(err.Error(), "Canary6") {
@@ -239,7 +248,13 @@ func TestConnectorsCredentials(t *testing.T) {
 			t.Errorf("Redacted(%v) = %v", c, r)
 		}
 	}
-	ok := &identity.Connectors{MCP: []string{"docs=https://bob@mcp.example.com/mcp?x=1", "fs=node /srv/fs.js --token-file /run/t"}, SQL: []string{"shop"}}
+	// A stored command is shown whole with its secret masked, not as
+	// "x=" (the rule of the refusal, not a DSN's).
+	old := &identity.Connectors{MCP: []string{"x=/usr/bin/tool --api-key=Canary6pw -v", "y=env API_KEY=Canary6pw /usr/bin/tool"}}
+	if r := old.Redacted(); strings.Join(r.MCP, " | ") != "x=/usr/bin/tool --api-key=[REDACTED] -v | y=env API_KEY=[REDACTED] /usr/bin/tool" {
+		t.Errorf("Redacted(%v) = %q", old.MCP, r.MCP)
+	}
+	ok := &identity.Connectors{MCP: []string{"docs=https://mcp.example.com/mcp?x=1", "fs=node /srv/fs.js --token-file /run/t", `gh=sh -c 'exec gh-mcp --token "$GH_TOKEN"'`}, SQL: []string{"shop"}}
 	if err := ok.Check(); err != nil {
 		t.Errorf("Check(%v) = %v", ok, err)
 	}

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 )
@@ -42,35 +43,91 @@ func DSN(dsn string) string {
 // first '?', '#' or '='), so a password holding '@', '?', '#' or ':' is
 // removed whole. An s without a password is returned unchanged.
 func URL(s string) string {
+	out, _ := urlCredentials(s)
+	return out
+}
+
+// urlCredentials returns the URL s without its credentials and names
+// each part removed (never its value), the one rule of [URL] and
+// [URLCredential]: the password of its user info, a user name that looks
+// like a token ([tokenLike]: then the whole user info), the query
+// parameters, path parameters (";token=") and fragment parameters
+// ("#access_token=") whose names say they are secret ([secretName]).
+// Parameters are separated by '&' or ';'.
+func urlCredentials(s string) (string, []string) {
 	m := urlScheme().FindStringIndex(s)
 	if m == nil {
-		return s
+		return s, nil
 	}
 	head, rest := s[:m[1]], s[m[1]:]
-	changed := false
+	var parts []string
 	if at := userinfoEnd(rest); at >= 0 {
-		if user, _, ok := strings.Cut(rest[:at], ":"); ok {
-			rest, changed = user+rest[at:], true
+		user, _, hasPw := strings.Cut(rest[:at], ":")
+		if du, err := url.PathUnescape(user); err == nil {
+			user = du
+		}
+		switch {
+		case tokenLike(user):
+			parts = append(parts, "its user name, which looks like a token")
+			rest = rest[at+1:]
+		case hasPw:
+			parts = append(parts, "the password of its user info")
+			rest = rest[:strings.IndexByte(rest, ':')] + rest[at:]
 		}
 	}
-	if q := strings.IndexByte(rest, '?'); q >= 0 {
-		query, frag, hasFrag := strings.Cut(rest[q+1:], "#")
-		kept := dropSecretParams(query)
-		if kept != query {
-			changed = true
-			rest = rest[:q]
-			if kept != "" {
-				rest += "?" + kept
+	path, query, frag := rest, "", ""
+	hasQuery, hasFrag := false, false
+	if i := strings.IndexByte(path, '#'); i >= 0 {
+		path, frag, hasFrag = path[:i], path[i+1:], true
+	}
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path, query, hasQuery = path[:i], path[i+1:], true
+	}
+	if strings.Contains(path, ";") {
+		segs := strings.Split(path, "/")
+		for i, seg := range segs {
+			name, params, ok := strings.Cut(seg, ";")
+			if !ok {
+				continue
 			}
-			if hasFrag {
-				rest += "#" + frag
+			kept, dropped := dropSecretParams(params)
+			for _, d := range dropped {
+				parts = append(parts, fmt.Sprintf("its path parameter %q", d))
+			}
+			if len(dropped) > 0 {
+				segs[i] = name
+				if kept != "" {
+					segs[i] += ";" + kept
+				}
 			}
 		}
+		path = strings.Join(segs, "/")
 	}
-	if !changed {
-		return s
+	if hasQuery {
+		kept, dropped := dropSecretParams(query)
+		for _, d := range dropped {
+			parts = append(parts, fmt.Sprintf("its query parameter %q", d))
+		}
+		query, hasQuery = kept, hasQuery && (kept != "" || len(dropped) == 0)
 	}
-	return head + rest
+	if hasFrag {
+		kept, dropped := dropSecretParams(frag)
+		for _, d := range dropped {
+			parts = append(parts, fmt.Sprintf("its fragment parameter %q", d))
+		}
+		frag, hasFrag = kept, hasFrag && (kept != "" || len(dropped) == 0)
+	}
+	if len(parts) == 0 {
+		return s, nil
+	}
+	out := head + path
+	if hasQuery {
+		out += "?" + query
+	}
+	if hasFrag {
+		out += "#" + frag
+	}
+	return out, parts
 }
 
 // userinfoEnd returns the index in rest (a URL after "scheme://") of the
@@ -96,22 +153,40 @@ func userinfoEnd(rest string) int {
 	return strings.LastIndexByte(rest[:end], '@')
 }
 
-// dropSecretParams returns the query q ("a=1&password=x") without the
-// parameters whose (percent-decoded) names say they are secret, the rest
-// as written and in its order.
-func dropSecretParams(q string) string {
-	parts := strings.Split(q, "&")
-	kept := parts[:0]
-	for _, p := range parts {
+// dropSecretParams returns the parameters q ("a=1&password=x", also
+// separated by ';') without those whose (percent-decoded) names say they
+// are secret, the rest as written, in their order and with their
+// separators; and the names it dropped, decoded.
+func dropSecretParams(q string) (string, []string) {
+	var b strings.Builder
+	var dropped []string
+	sep := ""
+	for len(q) > 0 || sep != "" {
+		p := q
+		next := ""
+		if i := strings.IndexAny(q, "&;"); i >= 0 {
+			p, next, q = q[:i], q[i:i+1], q[i+1:]
+		} else {
+			q = ""
+		}
 		k, _, _ := strings.Cut(p, "=")
 		if dk, err := url.QueryUnescape(k); err == nil {
 			k = dk
 		}
-		if !secretName(k) {
-			kept = append(kept, p)
+		if secretName(k) {
+			dropped = append(dropped, k)
+		} else {
+			if b.Len() > 0 {
+				b.WriteString(sep)
+			}
+			b.WriteString(p)
 		}
+		if next == "" {
+			break
+		}
+		sep = next
 	}
-	return strings.Join(kept, "&")
+	return b.String(), dropped
 }
 
 // keywordValue removes the secret pairs of a libpq keyword=value string,

@@ -25,6 +25,7 @@ package redact
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -40,6 +41,7 @@ var shapes = []func() *regexp.Regexp{
 	onceRegexp(`-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----`),
 	onceRegexp(`\b(?:sk|pk|rk)-[A-Za-z0-9_*-]{6,}`),
 	onceRegexp(`\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}`),
+	onceRegexp(`\bglpat-[A-Za-z0-9_-]{20,}`),
 	onceRegexp(`\bxox[abprs]-[A-Za-z0-9-]{10,}`),
 	onceRegexp(`\bAKIA[0-9A-Z]{16}\b`),
 	onceRegexp(`\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`),
@@ -91,12 +93,18 @@ func replaceAssignments(s string) string {
 	return b.String() + s[last:]
 }
 
-// secretName reports whether a parameter named k (a query parameter, a
-// libpq keyword, a variable; any letter case) holds a secret: password,
-// sslpassword, oauth_client_secret, any *token* or *api_key*, but not a
-// count of tokens (max_tokens).
+// secretName reports whether a parameter named k (a query, path or
+// fragment parameter, a libpq keyword, a variable, a command line option;
+// any letter case) holds a secret: any name holding password, passwd,
+// secret, token or api_key (sslpassword, oauth_client_secret,
+// X-Amz-Security-Token), but not a count of tokens (max_tokens); and the
+// whole names of [secretNames] (key, sig, auth, ...), which as parts of a
+// name mark no secret (sslkey, target_session_attrs).
 func secretName(k string) bool {
 	k = strings.ToLower(k)
+	if slices.Contains(secretNames, strings.ReplaceAll(k, "_", "-")) {
+		return true
+	}
 	k = strings.ReplaceAll(k, "tokens", "")
 	for _, w := range []string{"password", "passwd", "secret", "token", "apikey", "api_key", "api-key"} {
 		if strings.Contains(k, w) {
@@ -104,4 +112,13 @@ func secretName(k string) bool {
 		}
 	}
 	return false
+}
+
+// secretNames are the whole names (lower case, '_' read as '-') that mark
+// a secret: signed URLs (AWS, Google Cloud, Azure SAS), OAuth codes,
+// session ids and the short spellings of keys and passwords.
+var secretNames = []string{
+	"key", "sig", "signature", "x-amz-signature", "x-amz-credential", "x-goog-signature", "x-goog-credential",
+	"auth", "authorization", "code", "jwt", "session", "sessionid", "session-id", "bearer",
+	"pass", "pwd", "credential", "credentials", "private-key", "privatekey", "access-key", "accesskey",
 }

@@ -109,6 +109,10 @@ func TestURL(t *testing.T) {
 		{"https://u:secret@mcp.example.com/sse?x=1", "https://u@mcp.example.com/sse?x=1"},
 		{"https://mcp.example.com/sse?api_key=k1&x=1&Token=t#frag", "https://mcp.example.com/sse?x=1#frag"},
 		{"https://mcp.example.com/sse?access_token=t", "https://mcp.example.com/sse"},
+		{"https://mcp.example.com/sse;token=t;v=1?key=k&x=1;sig=s#access_token=a&state=1", "https://mcp.example.com/sse;v=1?x=1#state=1"},
+		{"https://mcp.example.com/sse#token=t", "https://mcp.example.com/sse"},
+		{"https://ghp_0123456789abcdefABCDEF0123456789@github.com/o/r?x=1", "https://github.com/o/r?x=1"},
+		{"https://bob@mcp.example.com/sse#frag", "https://bob@mcp.example.com/sse#frag"},
 		{"https://mcp.example.com/sse", "https://mcp.example.com/sse"},
 		{"not a url", "not a url"},
 	} {
@@ -285,8 +289,37 @@ func TestURLCredential(t *testing.T) {
 		{"https://bob:Canary7?pw@mcp.example.com/mcp", "the password of its user info"},
 		{"https://bob@mcp.example.com/mcp?x=1&Access_Token=Canary7tok", `its query parameter "Access_Token"`},
 		{"https://mcp.example.com/mcp?api%5Fkey=Canary7tok", `its query parameter "api_key"`},
-		{"https://mcp.example.com/mcp?max_tokens=5#token=x", ""},
+		{"https://mcp.example.com/mcp?max_tokens=5#token=Canary7tok", `its fragment parameter "token"`},
 		{"https://bob@mcp.example.com/mcp", ""},
+		// V2: the spellings of signed URLs, OAuth responses, sessions.
+		{"https://mcp.example.com/mcp?key=Canary7tok", `its query parameter "key"`},
+		{"https://mcp.example.com/mcp?KEY=Canary7tok", `its query parameter "KEY"`},
+		{"https://mcp.example.com/mcp?sv=2022&sig=Canary7tok", `its query parameter "sig"`},
+		{"https://mcp.example.com/mcp?signature=Canary7tok", `its query parameter "signature"`},
+		{"https://b.s3.amazonaws.com/o?X-Amz-Credential=Canary7cred&X-Amz-Signature=Canary7sig&X-Amz-Security-Token=Canary7tok", `its query parameter "X-Amz-Credential" and its query parameter "X-Amz-Signature" and its query parameter "X-Amz-Security-Token"`},
+		{"https://storage.googleapis.com/b/o?X-Goog-Credential=Canary7cred&X-Goog-Signature=Canary7sig", `its query parameter "X-Goog-Credential" and its query parameter "X-Goog-Signature"`},
+		{"https://mcp.example.com/mcp?auth=Canary7tok", `its query parameter "auth"`},
+		{"https://mcp.example.com/cb?code=Canary7tok&state=s", `its query parameter "code"`},
+		{"https://mcp.example.com/mcp?jwt=Canary7tok", `its query parameter "jwt"`},
+		{"https://mcp.example.com/mcp?session=Canary7tok", `its query parameter "session"`},
+		{"https://mcp.example.com/mcp?SessionId=Canary7tok", `its query parameter "SessionId"`},
+		{"https://mcp.example.com/mcp?bearer=Canary7tok", `its query parameter "bearer"`},
+		{"https://mcp.example.com/mcp?pass=Canary7pw", `its query parameter "pass"`},
+		{"https://mcp.example.com/mcp?pwd=Canary7pw", `its query parameter "pwd"`},
+		{"https://mcp.example.com/mcp?authorization=Canary7tok", `its query parameter "authorization"`},
+		{"https://mcp.example.com/mcp?%6Bey=Canary7tok", `its query parameter "key"`},
+		{"https://mcp.example.com/mcp?x=1;sig=Canary7tok", `its query parameter "sig"`},
+		{"https://mcp.example.com/mcp;token=Canary7tok", `its path parameter "token"`},
+		{"https://mcp.example.com/a;v=1;Key=Canary7tok/b", `its path parameter "Key"`},
+		{"https://mcp.example.com/mcp#token=Canary7tok", `its fragment parameter "token"`},
+		{"https://app.example.com/cb#access_token=Canary7tok&token_type=bearer&expires_in=3600", `its fragment parameter "access_token" and its fragment parameter "token_type"`},
+		{"https://ghp_Canary7tok0123456789abcdefABCDEF01@github.com/o/r", "its user name, which looks like a token"},
+		{"https://glpat-Canary7tok0123456789ab@gitlab.com/o/r", "its user name, which looks like a token"},
+		{"https://Canary7tk9Xq2Lm4Zp8Rt5Wv3@mcp.example.com/mcp", "its user name, which looks like a token"},
+		{"https://Canary7tk9Xq2Lm4Zp8Rt5Wv3:x-oauth-basic@github.com/o/r", "its user name, which looks like a token"},
+		// Not secrets: counts of tokens, parts of a name, plain users.
+		{"https://mcp.example.com/mcp?keyword=a&monkey=b&max_tokens=5&sslkey=/k&target_session_attrs=any#section-2", ""},
+		{"https://first.last@mcp.example.com/mcp;v=2", ""},
 		{"node /srv/mcp.js --token=Canary7tok", ""},
 		{"https://mcp.example.com/a@b?sslmode=require", ""},
 	} {
@@ -296,6 +329,9 @@ func TestURLCredential(t *testing.T) {
 		}
 		if strings.Contains(got, "Canary7") {
 			t.Errorf("URLCredential(%q) = %q names the value", tt.in, got)
+		}
+		if u := redact.URL(tt.in); tt.want != "" && strings.Contains(u, "Canary7") {
+			t.Errorf("URL(%q) = %q keeps the credential", tt.in, u)
 		}
 		if (got == "") != (redact.URL(tt.in) == tt.in) {
 			t.Errorf("URLCredential(%q) = %q, but URL makes it %q", tt.in, got, redact.URL(tt.in))
@@ -309,8 +345,28 @@ func TestURLCredential(t *testing.T) {
 }
 
 func TestConnectorURL(t *testing.T) {
-	if err := redact.ConnectorURL("mcp", "https://mcp.example.com/mcp?x=1"); err != nil {
+	if err := redact.ConnectorURL("mcp", "https://mcp.example.com/mcp?x=1;v=2&max_tokens=5"); err != nil {
 		t.Errorf("a URL without a credential is refused: %v", err)
+	}
+	// Any user info (a token as user name is how PATs are given) and any
+	// fragment (never sent; #Canary7 may be anything) are refused, never
+	// shown, besides what URLCredential names.
+	for _, tt := range []struct{ in, part, shown string }{
+		{"https://Canary7user@mcp.example.com/mcp", "its user info", "https://mcp.example.com/mcp"},
+		{"https://ghp_Canary7tok0123456789abcdefABCDEF01@mcp.example.com/mcp", "user name, which looks like a token", "https://mcp.example.com/mcp"},
+		{"https://api.example.com/openapi.json#Canary7frag", "a fragment", "https://api.example.com/openapi.json"},
+		{"https://mcp.example.com/mcp#token=Canary7tok", "a fragment", "https://mcp.example.com/mcp"},
+		{"https://mcp.example.com/mcp?x=1&key=Canary7tok", `its query parameter "key"`, "https://mcp.example.com/mcp?x=1"},
+		{"https://mcp.example.com/mcp;token=Canary7tok", `its path parameter "token"`, "https://mcp.example.com/mcp"},
+	} {
+		err := redact.ConnectorURL("mcp", tt.in)
+		if err == nil {
+			t.Errorf("ConnectorURL(%q) = nil, want it refused", tt.in)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, "Canary7") || !strings.Contains(msg, tt.part) || !strings.Contains(msg, "URL "+tt.shown+" carries") {
+			t.Errorf("ConnectorURL(%q) = %q: want %q named and %s shown, never a value", tt.in, msg, tt.part, tt.shown)
+		}
 	}
 	for kind, how := range map[string]string{"mcp": "keel auth connect mcp-NAME", "openapi": "token_env"} {
 		err := redact.ConnectorURL(kind, "https://bob:Canary7pw@api.example.com/x?token=Canary7tok")
@@ -318,8 +374,66 @@ func TestConnectorURL(t *testing.T) {
 			t.Fatalf("%s: a URL with a password and a token is accepted", kind)
 		}
 		if msg := err.Error(); strings.Contains(msg, "Canary7") || !strings.Contains(msg, "password of its user info") ||
-			!strings.Contains(msg, "https://bob@api.example.com/x") || !strings.Contains(msg, how) {
+			!strings.Contains(msg, "URL https://api.example.com/x carries") || !strings.Contains(msg, how) {
 			t.Errorf("%s: error %q: want the part named, the URL without its credentials and %q, never a value", kind, msg, how)
+		}
+	}
+}
+
+// TestCommandCredential: a stdio connector's command line with a secret
+// option's value (one or two words, env's NAME=VALUE) or a URL argument
+// with a credential is named (never the value) and masked, and refused
+// by ConnectorCommand with the way to pass a secret; options naming where
+// a secret is are not.
+func TestCommandCredential(t *testing.T) {
+	for _, tt := range []struct {
+		line, want, masked string
+	}{
+		{"node s.js --token Canary7tok", "the value of --token", "node s.js --token [REDACTED]"},
+		{"/usr/bin/tool --password Canary7pw -v", "the value of --password", "/usr/bin/tool --password [REDACTED] -v"},
+		{"/usr/bin/tool --api-key=Canary7tok", "the value of --api-key", "/usr/bin/tool --api-key=[REDACTED]"},
+		{"/usr/bin/tool -key Canary7tok", "the value of -key", "/usr/bin/tool -key [REDACTED]"},
+		{"env API_KEY=Canary7tok /usr/bin/tool", "the value of API_KEY", "env API_KEY=[REDACTED] /usr/bin/tool"},
+		{"/usr/bin/tool 'https://u:Canary7pw@h/x'", "a URL argument with the password of its user info", "/usr/bin/tool https://u@h/x"},
+		{"npx mcp-remote https://h/mcp?sig=Canary7tok", `a URL argument with its query parameter "sig"`, "npx mcp-remote https://h/mcp"},
+		{"/usr/bin/tool --secret Canary7s --auth=Canary7a", "the value of --secret and the value of --auth", "/usr/bin/tool --secret [REDACTED] --auth=[REDACTED]"},
+		{"node /srv/fs.js --token-file /run/t --password-env PW --max-tokens 100 --token --verbose", "", ""},
+		{"node /srv/fs.js https://bob@h/x --key= --session-timeout 5", "", ""},
+		{`sh -c 'exec tool --token "$API_TOKEN" --api-key=${API_KEY}'`, "", ""},
+	} {
+		argv := redact.CommandWords(tt.line)
+		got := redact.CommandCredential(argv)
+		if got != tt.want {
+			t.Errorf("CommandCredential(%q) = %q, want %q", tt.line, got, tt.want)
+		}
+		masked := strings.Join(redact.Command(argv), " ")
+		if tt.masked == "" {
+			tt.masked = strings.Join(argv, " ")
+		}
+		if masked != tt.masked || strings.Contains(masked, "Canary7") {
+			t.Errorf("Command(%q) = %q, want %q", tt.line, masked, tt.masked)
+		}
+		if (got == "") != slices.Equal(redact.Command(argv), argv) {
+			t.Errorf("CommandCredential(%q) = %q, but Command makes it %q", tt.line, got, masked)
+		}
+		err := redact.ConnectorCommand(argv)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("ConnectorCommand(%q) = %v, want it taken", tt.line, err)
+		case tt.want != "" && (err == nil || strings.Contains(err.Error(), "Canary7") || !strings.Contains(err.Error(), "--mcp-secret-env") || !strings.Contains(err.Error(), "secret_env")):
+			t.Errorf("ConnectorCommand(%q) = %v, want it refused naming --mcp-secret-env and secret_env, never the value", tt.line, err)
+		}
+		// A view of an entry journaled before shows it masked, whole.
+		if spec := redact.Spec(tt.line); spec != tt.masked && tt.want != "" {
+			t.Errorf("Spec(%q) = %q, want %q", tt.line, spec, tt.masked)
+		}
+	}
+	if got := redact.Spec("https://Canary7@h/x?key=Canary7#Canary7"); got != "https://h/x" {
+		t.Errorf("Spec of a URL = %q, want it without user info, key and fragment", got)
+	}
+	for _, spec := range []string{"https://h/x?key=k", "host=h password=p dbname=d", "node s.js --verbose"} {
+		if got, want := redact.Spec(spec), map[bool]string{true: redact.URL(spec), false: redact.DSN(spec)}[strings.Contains(spec, "://")]; got != want {
+			t.Errorf("Spec(%q) = %q, want %q", spec, got, want)
 		}
 	}
 }

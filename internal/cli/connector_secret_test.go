@@ -2,10 +2,13 @@ package cli_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -74,7 +77,7 @@ func TestConnectorCredentialsRefused(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"agents create --mcp user:pw@", []string{"agents", "create", "--db", db, "a1", "--mcp", "docs=" + mcpURL}, []string{"password of its user info", "keel auth connect mcp-NAME", "https://bob@mcp.example.com/mcp"}},
+		{"agents create --mcp user:pw@", []string{"agents", "create", "--db", db, "a1", "--mcp", "docs=" + mcpURL}, []string{"password of its user info", "keel auth connect mcp-NAME", "URL https://mcp.example.com/mcp carries"}},
 		{"agents create --mcp ?access_token=", []string{"agents", "create", "--db", db, "a2", "--mcp", "docs=" + tokURL}, []string{`query parameter "access_token"`}},
 		{"agents create --openapi ?api_key=", []string{"agents", "create", "--db", db, "a3", "--openapi", "api=" + apiDoc}, []string{`query parameter "api_key"`, "token_env"}},
 		{"run --mcp user:pw@", run("--mcp", "docs="+mcpURL, "t"), []string{"password of its user info", "keel auth connect"}},
@@ -100,6 +103,66 @@ func TestConnectorCredentialsRefused(t *testing.T) {
 		code, out, errOut := keel(t, run("t")...)
 		refused(t, "keel run with config.toml "+cfg, code, out, errOut, "config.toml", "carries a credential")
 	}
+	// V2: the other spellings of a credential in a connector, each
+	// refused by agents create (local and the API), run --mcp/--openapi
+	// and config.toml, never shown nor journaled.
+	spellings := []struct{ kind, spec, want string }{
+		{"mcp", "https://mcp.example.com/mcp?key=" + canaryTok, `query parameter "key"`},
+		{"mcp", "https://mcp.example.com/mcp?sv=2022-11-02&sig=" + canaryTok, `query parameter "sig"`},
+		{"mcp", "https://mcp.example.com/mcp?signature=" + canaryTok, `query parameter "signature"`},
+		{"mcp", "https://mcp.example.com/mcp?X-Amz-Credential=" + canaryTok, `query parameter "X-Amz-Credential"`},
+		{"mcp", "https://mcp.example.com/mcp?X-Amz-Signature=" + canaryTok, `query parameter "X-Amz-Signature"`},
+		{"mcp", "https://mcp.example.com/mcp?X-Amz-Security-Token=" + canaryTok, `query parameter "X-Amz-Security-Token"`},
+		{"mcp", "https://mcp.example.com/mcp?x-goog-signature=" + canaryTok, `query parameter "x-goog-signature"`},
+		{"mcp", "https://mcp.example.com/mcp?X-Goog-Credential=" + canaryTok, `query parameter "X-Goog-Credential"`},
+		{"mcp", "https://mcp.example.com/mcp?AUTH=" + canaryTok, `query parameter "AUTH"`},
+		{"mcp", "https://mcp.example.com/mcp?code=" + canaryTok, `query parameter "code"`},
+		{"mcp", "https://mcp.example.com/mcp?jwt=" + canaryTok, `query parameter "jwt"`},
+		{"mcp", "https://mcp.example.com/mcp?session=" + canaryTok, `query parameter "session"`},
+		{"mcp", "https://mcp.example.com/mcp?sessionid=" + canaryTok, `query parameter "sessionid"`},
+		{"mcp", "https://mcp.example.com/mcp?bearer=" + canaryTok, `query parameter "bearer"`},
+		{"mcp", "https://mcp.example.com/mcp?pass=" + canaryPW, `query parameter "pass"`},
+		{"mcp", "https://mcp.example.com/mcp?p%77d=" + canaryPW, `query parameter "pwd"`},
+		{"mcp", "https://mcp.example.com/mcp;token=" + canaryTok, `path parameter "token"`},
+		{"mcp", "https://mcp.example.com/mcp#token=" + canaryTok, "a fragment"},
+		{"mcp", "https://mcp.example.com/mcp#access_token=" + canaryTok + "&token_type=bearer", "a fragment"},
+		{"mcp", "https://" + canaryTok + "@mcp.example.com/mcp", "user info"},
+		{"openapi", "https://api.example.com/openapi.json#" + canaryTok, "a fragment"},
+		{"mcp", "/usr/bin/tool --token " + canaryTok, "the value of --token"},
+		{"mcp", "/usr/bin/tool --password " + canaryPW, "the value of --password"},
+		{"mcp", "/usr/bin/tool --api-key=" + canaryTok, "the value of --api-key"},
+		{"mcp", "env API_KEY=" + canaryTok + " /usr/bin/tool", "the value of API_KEY"},
+		{"mcp", "/usr/bin/tool https://u:" + canaryPW + "@h/x", "a URL argument with the password"},
+	}
+	for i, sp := range spellings {
+		os.Remove(filepath.Join(os.Getenv("KEEL_HOME"), "config.toml"))
+		name := fmt.Sprintf("s%d", i)
+		entry := "k=" + sp.spec
+		flag := "--" + sp.kind
+		code, out, errOut := keel(t, "agents", "create", "--db", db, name, flag, entry)
+		refused(t, "keel agents create "+flag+" "+entry, code, out, errOut, sp.want)
+		code, out, errOut = keel(t, run(flag, entry, "t")...)
+		refused(t, "keel run "+flag+" "+entry, code, out, errOut, sp.want)
+		cfg := "[[mcp.servers]]\nname = \"k\"\nurl = " + strconv.Quote(sp.spec) + "\n"
+		switch {
+		case sp.kind == "openapi":
+			cfg = "[[openapi.apis]]\nname = \"k\"\ndocument = " + strconv.Quote(sp.spec) + "\n"
+		case !strings.Contains(sp.spec, "://") || strings.HasPrefix(sp.spec, "/"):
+			words, _ := json.Marshal(strings.Fields(sp.spec))
+			cfg = "[[mcp.servers]]\nname = \"k\"\ncommand = " + string(words) + "\n"
+		}
+		if err := os.WriteFile(filepath.Join(os.Getenv("KEEL_HOME"), "config.toml"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut = keel(t, run("t")...)
+		refused(t, "keel run with config.toml "+cfg, code, out, errOut, "config.toml", sp.want)
+	}
+	// A stdio server's env in config.toml is journaled too.
+	if err := os.WriteFile(filepath.Join(os.Getenv("KEEL_HOME"), "config.toml"), []byte("[[mcp.servers]]\nname = \"k\"\ncommand = [\"/usr/bin/tool\"]\nenv = { LOG_LEVEL = \"warn\", API_TOKEN = \""+canaryTok+"\" }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := keel(t, run("t")...)
+	refused(t, "keel run with a secret in a server's env", code, out, errOut, "the value of API_TOKEN", "secret_env")
 	os.Remove(filepath.Join(os.Getenv("KEEL_HOME"), "config.toml"))
 	if entries, _ := filepath.Glob("host=*"); len(entries) > 0 {
 		t.Errorf("a key=value --db made files %v (in the working directory)", entries)
@@ -112,7 +175,15 @@ func TestConnectorCredentialsRefused(t *testing.T) {
 	// runs:read reader sees the credential.
 	s := startServe(t)
 	c := s.apiClient(t)
-	for _, conn := range []*api.Connectors{{MCP: []string{"docs=" + mcpURL}}, {MCP: []string{"docs=" + tokURL}}, {OpenAPI: []string{"api=" + apiDoc}}} {
+	conns := []*api.Connectors{{MCP: []string{"docs=" + mcpURL}}, {MCP: []string{"docs=" + tokURL}}, {OpenAPI: []string{"api=" + apiDoc}}}
+	for _, sp := range spellings {
+		if sp.kind == "openapi" {
+			conns = append(conns, &api.Connectors{OpenAPI: []string{"api=" + sp.spec}})
+		} else {
+			conns = append(conns, &api.Connectors{MCP: []string{"docs=" + sp.spec}})
+		}
+	}
+	for _, conn := range conns {
 		_, err := c.CreateAgent(t.Context(), &api.CreateAgent{Name: "sec1", Kind: "employee", Connectors: conn})
 		if err == nil || !strings.Contains(err.Error(), "carries a credential") {
 			t.Errorf("POST /v1/agents with %v: %v, want it refused", conn, err)
@@ -121,10 +192,10 @@ func TestConnectorCredentialsRefused(t *testing.T) {
 		}
 	}
 	// The same URL without its credentials is taken.
-	if _, err := c.CreateAgent(t.Context(), &api.CreateAgent{Name: "ok1", Kind: "employee", Connectors: &api.Connectors{MCP: []string{"docs=https://bob@mcp.example.com/mcp?x=1"}}}); err != nil {
+	if _, err := c.CreateAgent(t.Context(), &api.CreateAgent{Name: "ok1", Kind: "employee", Connectors: &api.Connectors{MCP: []string{"docs=https://mcp.example.com/mcp?x=1;v=2&max_tokens=5", "fs=node /srv/fs.js --token-file /run/t"}}}); err != nil {
 		t.Errorf("POST /v1/agents with a URL without credentials: %v", err)
 	}
-	code, out, errOut := keel(t, "--server", s.url, "agents", "create", "sec2", "--mcp", "docs="+mcpURL)
+	code, out, errOut = keel(t, "--server", s.url, "agents", "create", "sec2", "--mcp", "docs="+mcpURL)
 	refused(t, "keel --server agents create", code, out, errOut, "password of its user info")
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", s.url+"/v1/agents", nil)
 	req.Header.Set("Authorization", "Bearer "+s.savedToken(t))

@@ -134,6 +134,12 @@ func checkMCPServer(s *agent.MCPServer) error {
 	if err := redact.ConnectorURL("mcp", s.URL); err != nil {
 		return fmt.Errorf("mcp server %s: %v", s.Name, err)
 	}
+	if err := redact.ConnectorCommand(s.Command); err != nil {
+		return fmt.Errorf("mcp server %s: %v", s.Name, err)
+	}
+	if part := redact.CommandCredential(s.Env); part != "" {
+		return fmt.Errorf("mcp server %s: env %s carries a credential (%s), which Keel refuses, since a server's env is journaled and shown to every reader of the run: name the run's secret in secret_env instead (docs/mcp.md)", s.Name, strings.Join(redact.Command(s.Env), " "), part)
+	}
 	for _, p := range s.ReadOnly {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("mcp server %s: read_only path %q is not absolute", s.Name, p)
