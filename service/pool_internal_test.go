@@ -1,11 +1,17 @@
 package service
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/journal"
+	"github.com/keel-run/keel/journal/mem"
+	"github.com/keel-run/keel/server/api"
 )
 
 // A person's resume never turns into a job that does nothing or loses
@@ -47,5 +53,37 @@ func TestPoolKeepsAPersonsResume(t *testing.T) {
 	}
 	if err := p.resume("r2", "", change{}, who); err != nil || p.queue[0].limits.MaxSteps != 9 {
 		t.Errorf("a plain resume over a queued change = %v, queue %+v; want the change kept", err, p.queue)
+	}
+}
+
+// A resume that read a paused run as executing, when the execution ends
+// before the resume looks at the pool again, reads the run again: it
+// never refuses a run that stopped as executing (a person who saw the
+// run pause and resumed at once was told "run is executing").
+func TestUntilIdleReadsAgainWhenTheExecutionEnded(t *testing.T) {
+	ctx := context.Background()
+	store := mem.New()
+	rt := agent.NewRuntime(store, nil)
+	id, err := rt.Create(ctx, &agent.RunCreated{Task: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := json.Marshal(&agent.RunEnded{Reason: agent.ReasonApproval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Append(ctx, id, 1, journal.Draft{Type: journal.RunPaused, Time: time.Now(), Payload: payload}); err != nil {
+		t.Fatal(err)
+	}
+	s := New(rt, &Options{})
+	defer s.Shutdown(ctx)
+	// As read while the execution was ending: the pool no longer holds it.
+	stale := api.Run{ID: id, Status: string(journal.StatusPaused), Executing: true}
+	got, err := s.untilIdle(ctx, stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Executing || got.Status != string(journal.StatusPaused) {
+		t.Errorf("untilIdle = executing %v, status %s; want the run read again: idle, paused", got.Executing, got.Status)
 	}
 }

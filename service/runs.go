@@ -383,17 +383,17 @@ func jsonPayload(v any) ([]byte, error) {
 // is then.
 func (s *Service) untilIdle(ctx context.Context, run api.Run) (api.Run, error) {
 	for run.Executing && run.Status != string(journal.StatusRunning) {
-		ch := s.pool.watch(run.ID)
-		if ch == nil {
-			break
-		}
-		if s.idleWait != nil {
-			s.idleWait(run.ID)
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return run, ctx.Err()
+		// No channel: the execution ended since run was read; read it
+		// again rather than return it as executing.
+		if ch := s.pool.watch(run.ID); ch != nil {
+			if s.idleWait != nil {
+				s.idleWait(run.ID)
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return run, ctx.Err()
+			}
 		}
 		var err error
 		if run, err = s.run(ctx, run.ID, 0); err != nil {
