@@ -148,7 +148,8 @@ func loadSeccomp() error {
 
 // landlockRules are the file system rules: the sandbox's whole root
 // (already only what Keel mounted) readable and executable, the writable
-// places writable, device nodes usable. Network is left to the network
+// places writable, device nodes usable, and the init's program
+// executable. Network is left to the network
 // namespace; signals and abstract Unix sockets are scoped to the
 // sandbox's commands.
 func landlockRules(cfg *initConfig) []landlock.Rule {
@@ -162,6 +163,10 @@ func landlockRules(cfg *initConfig) []landlock.Rule {
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom").WithIoctlDev(),
 		landlock.RWFiles("/dev/tty").WithIoctlDev().IgnoreIfMissing(),
 		landlock.RWDirs("/dev/pts").WithIoctlDev().IgnoreIfMissing(),
+		// The init's own program, outside the root: the spawner starts a
+		// command with resource limits through it (package limitexec).
+		// No path in the sandbox leads to it.
+		landlock.ROFiles("/proc/self/exe"),
 	}
 	return rules
 }

@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/keel-run/keel/sandbox/linux/limitexec"
 	"golang.org/x/sys/unix"
 )
 
@@ -109,13 +111,32 @@ func (st *initState) start(job *spawnJob, tid []byte, runTasks []*os.File) {
 	}
 	attr := &syscall.ProcAttr{
 		Dir:   req.Dir,
-		Env:   req.Env,
 		Files: []uintptr{stdin.Fd(), stdout.Fd(), stderr.Fd()},
 		Sys:   sys,
 	}
-	restore := preForkLimits(req.Rlimits)
+	argv := req.Args
+	env := slices.DeleteFunc(slices.Clone(req.Env), func(kv string) bool {
+		return strings.HasPrefix(kv, limitexec.Env+"=") // the trampoline's alone
+	})
+	trampoline := needsTrampoline(req.Rlimits)
+	if trampoline {
+		// The command starts as the trampoline, which applies every
+		// limit to itself and executes the command in its place.
+		lims := make([]limitexec.Limit, len(req.Rlimits))
+		for i, r := range req.Rlimits {
+			lims[i] = limitexec.Limit{Resource: r.Resource, Cur: r.Cur, Max: r.Max}
+		}
+		argv = limitexec.Args(path, req.Args)
+		env = append(env, limitexec.Env+"="+limitexec.Encode(lims))
+		path = "/proc/self/exe"
+	}
+	attr.Env = env
+	restore := func() {}
+	if !trampoline {
+		restore = preForkLimits(req.Rlimits)
+	}
 	st.mu.Lock()
-	pid, err := syscall.ForkExec(path, req.Args, attr)
+	pid, err := syscall.ForkExec(path, argv, attr)
 	if err == nil {
 		st.procs[pid] = job.id
 	}
@@ -134,29 +155,60 @@ func (st *initState) start(job *spawnJob, tid []byte, runTasks []*os.File) {
 		}
 		return
 	}
-	for _, r := range req.Rlimits {
-		lim := unix.Rlimit{Cur: r.Cur, Max: r.Max}
-		var old unix.Rlimit
-		if err := unix.Prlimit(pid, r.Resource, nil, &old); err == nil {
-			lim.Max = min(lim.Max, old.Max)
-			lim.Cur = min(lim.Cur, lim.Max)
+	if !trampoline {
+		// The soft limits held from the fork; the hard ones now.
+		for _, r := range req.Rlimits {
+			lim := unix.Rlimit{Cur: r.Cur, Max: r.Max}
+			var old unix.Rlimit
+			if err := unix.Prlimit(pid, r.Resource, nil, &old); err == nil {
+				lim.Max = min(lim.Max, old.Max)
+				lim.Cur = min(lim.Cur, lim.Max)
+			}
+			_ = unix.Prlimit(pid, r.Resource, &lim, nil)
 		}
-		_ = unix.Prlimit(pid, r.Resource, &lim, nil)
 	}
 	_ = st.ctl.Send(&msg{Op: opStarted, ID: job.id, Pid: pid})
 }
 
-// preForkLimits lowers the init's own soft RLIMIT_FSIZE and RLIMIT_CPU to
-// the command's for the instant of the fork, so the child starts with
-// them (and so does anything it forks before the hard limits arrive by
-// prlimit). Both are harmless to the init: it writes no regular files,
-// and it absorbs SIGXCPU. The returned function restores them. Other
-// rlimits (open files, data size, processes) would disturb the init and
-// are applied to the child right after the fork only.
+// minForkOpenFiles is the smallest open-file limit lowered on the init
+// for the instant of a fork: below it, an init goroutine opening a file
+// meanwhile could find no free descriptor under the limit, so the
+// command goes through the trampoline instead.
+const minForkOpenFiles = 1024
+
+// needsTrampoline reports whether a command with rls starts through
+// package limitexec's trampoline (about one Go program's start, a few
+// milliseconds) rather than straight from the fork: when a limit must
+// hold from its first instruction that the init cannot take on for the
+// instant of the fork. Memory and processes (rlimits only without
+// cgroups) would stop the init's own runtime from growing its heap or
+// starting a thread; a small open-file limit would starve it.
+func needsTrampoline(rls []rlimit) bool {
+	for _, r := range rls {
+		switch r.Resource {
+		case unix.RLIMIT_DATA, unix.RLIMIT_NPROC:
+			return true
+		case unix.RLIMIT_NOFILE:
+			if r.Cur < minForkOpenFiles {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// preForkLimits lowers the init's own soft RLIMIT_FSIZE, RLIMIT_CPU and
+// RLIMIT_NOFILE to the command's for the instant of the fork, so the
+// command starts with them; its hard limits follow by prlimit (a command
+// that raised its soft limit meanwhile is lowered again). All three are
+// harmless to the init for that instant: it writes no regular files, it
+// absorbs SIGXCPU, and an open-file limit of at least
+// [minForkOpenFiles] is far above the descriptors it holds. The returned
+// function restores them.
 func preForkLimits(rls []rlimit) func() {
 	var saved []rlimit
 	for _, r := range rls {
-		if r.Resource != unix.RLIMIT_FSIZE && r.Resource != unix.RLIMIT_CPU {
+		if r.Resource != unix.RLIMIT_FSIZE && r.Resource != unix.RLIMIT_CPU && r.Resource != unix.RLIMIT_NOFILE {
 			continue
 		}
 		var old unix.Rlimit
