@@ -37,8 +37,8 @@ func TestServeNewcomerInBrowser(t *testing.T) {
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(link[1]),
-		chromedp.Click(css(`#sign-in`)),
-		chromedp.Click(css(`#start-demo`)),
+		testenv.ClickLive(`#sign-in`),
+		testenv.ClickLive(`#start-demo`),
 		chromedp.WaitVisible(css(`#conversation details.call.asked`)),
 	); err != nil {
 		t.Fatalf("sign in and start the demo: %v\n%s", err, s.stderr)
@@ -50,7 +50,7 @@ func TestServeNewcomerInBrowser(t *testing.T) {
 	runID := runURL[strings.LastIndex(runURL, "/")+1:]
 	card := `section.approval[data-run="` + runID + `"]`
 	if err := chromedp.Do(ctx,
-		chromedp.Click(css(`#nav-approvals`)),
+		testenv.ClickLive(`#nav-approvals`),
 		chromedp.WaitVisible(css(card)),
 		testenv.ClickLive(card+` button.approve`),
 		chromedp.WaitVisible(css(`#conversation .end.completed`)),

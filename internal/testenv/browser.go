@@ -61,7 +61,8 @@ func Browser(tb testing.TB) (context.Context, context.CancelFunc) {
 // selector) names is visible, then clicks it in the page itself
 // (element.click(), the query and the click in one evaluation). The web
 // UI replaces what it keeps live (a run page's conversation and header
-// as events arrive, a list's fragment every few seconds), so a node that
+// as events arrive, a list's fragment every few seconds), and a page
+// that follows a form's redirect is replaced as it loads, so a node that
 // chromedp.Click found may be replaced before its mouse click reaches it
 // ("Could not find node with given id").
 func ClickLive(sel string) chromedp.Action[chromedp.Void] {
