@@ -160,6 +160,29 @@ func commandCredentials(argv []string) ([]string, []string) {
 			}
 			continue
 		}
+		if hw, ok := secretHeader(w); ok {
+			// A header: NAME: VALUE in one word (as curl's -H and many
+			// servers' --header take it), or NAME: with the value in the
+			// words after it (a command line split at spaces).
+			if hw.value != "" {
+				if masked, secret := maskHeaderValue(hw.value); secret {
+					parts = append(parts, fmt.Sprintf("the value of the header %s", hw.name))
+					set(i, hw.prefix+hw.name+": "+masked)
+				}
+				continue
+			}
+			j := i + 1
+			for ; j < len(argv) && !strings.HasPrefix(argv[j], "-"); j++ {
+			}
+			if masked, secret := maskHeaderValue(strings.Join(argv[i+1:j], " ")); secret {
+				parts = append(parts, fmt.Sprintf("the value of the header %s", hw.name))
+				for k, m := range strings.Fields(masked) {
+					set(i+1+k, m)
+				}
+			}
+			i = j - 1
+			continue
+		}
 		name, value, hasValue := strings.Cut(w, "=")
 		opt := strings.TrimLeft(name, "-")
 		if !secretArgName(opt) {
@@ -179,6 +202,49 @@ func commandCredentials(argv []string) ([]string, []string) {
 		return argv, nil
 	}
 	return out, parts
+}
+
+// header is an argument that is an HTTP header line: prefix (an option
+// and '=', as in --header=NAME: VALUE), name and value (empty when the
+// value is in the next arguments).
+type header struct{ prefix, name, value string }
+
+// secretHeader reports whether argument w is a header whose name says
+// it carries a credential: Authorization, Proxy-Authorization, Cookie, or
+// a name [secretName] takes (X-Api-Key, X-Auth-Token).
+func secretHeader(w string) (header, bool) {
+	var h header
+	if opt, rest, ok := strings.Cut(w, "="); ok && strings.HasPrefix(opt, "-") {
+		h.prefix, w = opt+"=", rest
+	}
+	name, value, ok := strings.Cut(w, ":")
+	if !ok || name == "" || strings.ContainsAny(name, " \t/=\"'") {
+		return h, false
+	}
+	n := strings.ToLower(name)
+	if n != "cookie" && n != "proxy-authorization" && !secretName(n) {
+		return h, false
+	}
+	h.name, h.value = name, strings.TrimSpace(value)
+	return h, true
+}
+
+// maskHeaderValue returns a header's value with every word but its
+// authentication scheme (Bearer, Basic, ...) masked, and whether it held
+// a secret: a value that is only variable references ($TOKEN, which a
+// shell wrapper expands from the secret_env it is given) holds none.
+func maskHeaderValue(v string) (string, bool) {
+	words := strings.Fields(v)
+	secret := false
+	for i, w := range words {
+		switch {
+		case varRef(w):
+		case i == 0 && len(words) > 1 && slices.Contains([]string{"bearer", "basic", "token", "bot", "digest", "apikey"}, strings.ToLower(w)):
+		default:
+			words[i], secret = Mask, true
+		}
+	}
+	return strings.Join(words, " "), secret
 }
 
 // varRef reports whether a value is a reference to a variable ($VAR,

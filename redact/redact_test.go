@@ -400,6 +400,11 @@ func TestCommandCredential(t *testing.T) {
 		{"node /srv/fs.js --token-file /run/t --password-env PW --max-tokens 100 --token --verbose", "", ""},
 		{"node /srv/fs.js https://bob@h/x --key= --session-timeout 5", "", ""},
 		{`sh -c 'exec tool --token "$API_TOKEN" --api-key=${API_KEY}'`, "", ""},
+		{`npx mcp-remote https://h/mcp --header "Authorization: Bearer Canary7tok"`, "the value of the header Authorization", "npx mcp-remote https://h/mcp --header Authorization: Bearer [REDACTED]"},
+		{`npx mcp-remote https://h/mcp --header "X-Api-Key: Canary7tok" -v`, "the value of the header X-Api-Key", "npx mcp-remote https://h/mcp --header X-Api-Key: [REDACTED] -v"},
+		{`tool -H "Cookie: sid=Canary7tok"`, "the value of the header Cookie", "tool -H Cookie: [REDACTED]"},
+		{`npx mcp-remote https://h/mcp --header "Authorization: Bearer ${AUTH_TOKEN}"`, "", ""},
+		{`tool --header "Accept: application/json" --header "Content-Type: text/plain"`, "", ""},
 	} {
 		argv := redact.CommandWords(tt.line)
 		got := redact.CommandCredential(argv)
@@ -434,6 +439,32 @@ func TestCommandCredential(t *testing.T) {
 	for _, spec := range []string{"https://h/x?key=k", "host=h password=p dbname=d", "node s.js --verbose"} {
 		if got, want := redact.Spec(spec), map[bool]string{true: redact.URL(spec), false: redact.DSN(spec)}[strings.Contains(spec, "://")]; got != want {
 			t.Errorf("Spec(%q) = %q, want %q", spec, got, want)
+		}
+	}
+}
+
+// A header given as one argument (as a shell splits --header "NAME:
+// VALUE") carries its credential as the split form does.
+func TestCommandCredentialHeaderArgument(t *testing.T) {
+	for _, tt := range []struct {
+		argv   []string
+		want   string
+		masked []string
+	}{
+		{[]string{"npx", "mcp-remote", "--header", "Authorization: Bearer Canary7tok"}, "the value of the header Authorization",
+			[]string{"npx", "mcp-remote", "--header", "Authorization: Bearer [REDACTED]"}},
+		{[]string{"tool", "--header=Authorization:Basic Canary7tok"}, "the value of the header Authorization",
+			[]string{"tool", "--header=Authorization: Basic [REDACTED]"}},
+		{[]string{"tool", "--header", "Authorization: Bearer $TOKEN"}, "", nil},
+	} {
+		if got := redact.CommandCredential(tt.argv); got != tt.want {
+			t.Errorf("CommandCredential(%q) = %q, want %q", tt.argv, got, tt.want)
+		}
+		if tt.masked == nil {
+			tt.masked = tt.argv
+		}
+		if got := redact.Command(tt.argv); !slices.Equal(got, tt.masked) {
+			t.Errorf("Command(%q) = %q, want %q", tt.argv, got, tt.masked)
 		}
 	}
 }

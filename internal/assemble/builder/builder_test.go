@@ -78,6 +78,9 @@ func TestConnectorsMCPServers(t *testing.T) {
 		{"none", cs, ConnectorFlags{None: true, MCP: []string{"x=run me"}}, []agent.MCPServer{{Name: "x", Command: []string{"run", "me"}}}, ""},
 		{"no configuration", nil, ConnectorFlags{}, nil, ""},
 		{"no spec", cs, ConnectorFlags{MCP: []string{"x="}}, nil, `--mcp "x="`},
+		{"a scheme in capitals", nil, ConnectorFlags{MCP: []string{"fs=HTTPS://fs.example/mcp"}}, []agent.MCPServer{{Name: "fs", URL: "HTTPS://fs.example/mcp"}}, ""},
+		{"a credential behind a scheme in capitals", nil, ConnectorFlags{MCP: []string{"fs=HTTPS://u:Canary7pw@fs.example/mcp"}}, nil, "mcp server fs:"},
+		{"a header with a credential", nil, ConnectorFlags{MCP: []string{`fs=npx mcp-remote https://h/mcp --header "Authorization: Bearer Canary7tok"`}}, nil, "the value of the header Authorization"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := tt.cs.MCPServers(&tt.f)

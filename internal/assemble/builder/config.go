@@ -89,7 +89,7 @@ func (cs *Connectors) MCPServers(f *ConnectorFlags) ([]agent.MCPServer, error) {
 			return nil, usagef("--mcp %q: want NAME=COMMAND... or NAME=URL", v)
 		}
 		s := agent.MCPServer{Name: name}
-		if strings.HasPrefix(spec, "http://") || strings.HasPrefix(spec, "https://") {
+		if httpURL(spec) {
 			s.URL = spec
 		} else {
 			argv, err := shell.Fields(spec, func(string) string { return "" })
@@ -122,6 +122,14 @@ func (cs *Connectors) MCPServers(f *ConnectorFlags) ([]agent.MCPServer, error) {
 		}
 	}
 	return out, nil
+}
+
+// httpURL reports whether spec is an http or https URL, its scheme in
+// any case (schemes are case-insensitive): HTTPS://u:pw@h/mcp is a URL,
+// checked as one, never a command.
+func httpURL(spec string) bool {
+	scheme, _, ok := strings.Cut(spec, "://")
+	return ok && (strings.EqualFold(scheme, "http") || strings.EqualFold(scheme, "https"))
 }
 
 func checkMCPServer(s *agent.MCPServer) error {
