@@ -90,6 +90,14 @@ func seccompPolicy() (seccomp.Policy, error) {
 	for _, c := range socketConds {
 		withArgs = append(withArgs, seccomp.NameWithConditions{Name: "socket", Conditions: c})
 	}
+	// Setting another process's limits: commands run as the init's own
+	// uid, so prlimit --pid 1 could starve the init (its egress proxy,
+	// its git guard) or have it killed by a CPU limit. A process may
+	// still read any limits and set its own (pid 0, as setrlimit does).
+	withArgs = append(withArgs, seccomp.NameWithConditions{Name: "prlimit64", Conditions: seccomp.ArgumentConditions{
+		{Argument: 0, Operation: seccomp.NotEqual, Value: 0},
+		{Argument: 2, Operation: seccomp.NotEqual, Value: 0},
+	}})
 	// Faking terminal input (TIOCSTI) and the Linux console ioctl.
 	for _, req := range []uint64{unix.TIOCSTI, unix.TIOCLINUX} {
 		withArgs = append(withArgs, seccomp.NameWithConditions{Name: "ioctl", Conditions: seccomp.ArgumentConditions{

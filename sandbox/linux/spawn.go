@@ -155,17 +155,24 @@ func (st *initState) start(job *spawnJob, tid []byte, runTasks []*os.File) {
 		}
 		return
 	}
-	if !trampoline {
-		// The soft limits held from the fork; the hard ones now.
-		for _, r := range req.Rlimits {
-			lim := unix.Rlimit{Cur: r.Cur, Max: r.Max}
-			var old unix.Rlimit
-			if err := unix.Prlimit(pid, r.Resource, nil, &old); err == nil {
-				lim.Max = min(lim.Max, old.Max)
-				lim.Cur = min(lim.Cur, lim.Max)
+	if !trampoline && len(req.Rlimits) > 0 {
+		// The soft limits held from the fork; the hard ones now, from
+		// another thread: this one's seccomp filter refuses setting
+		// another process's limits, as it does to every command.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for _, r := range req.Rlimits {
+				lim := unix.Rlimit{Cur: r.Cur, Max: r.Max}
+				var old unix.Rlimit
+				if err := unix.Prlimit(pid, r.Resource, nil, &old); err == nil {
+					lim.Max = min(lim.Max, old.Max)
+					lim.Cur = min(lim.Cur, lim.Max)
+				}
+				_ = unix.Prlimit(pid, r.Resource, &lim, nil)
 			}
-			_ = unix.Prlimit(pid, r.Resource, &lim, nil)
-		}
+		}()
+		<-done
 	}
 	_ = st.ctl.Send(&msg{Op: opStarted, ID: job.id, Pid: pid})
 }

@@ -419,6 +419,15 @@ PY`,
 		// The init process.
 		{name: "signal_init", area: "init", want: []string{kindContained},
 			script: `kill -KILL 1; kill -TERM 1; kill -STOP 1; kill -INT 1; echo sent`, check: stillWorks},
+		// Commands run as the init's uid: lowering its limits would starve
+		// it (every later command failed) or have it killed (CPU).
+		{name: "limit_init", area: "init", want: []string{kindDenied},
+			script: `prlimit --pid 1 --nofile=8:8; prlimit --pid 1 --cpu=1:1; python3 -c 'import resource; resource.prlimit(1, resource.RLIMIT_NOFILE, (8, 8))'; echo done`,
+			check: func(t *testing.T, e *escapeEnv, res *sandbox.Result, out string) {
+				for range 3 {
+					stillWorks(t, e, res, out)
+				}
+			}},
 	}
 	return append(cases, gitCases()...)
 }
