@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -305,10 +306,14 @@ func (st *initState) reap() {
 // cgroup tracking: its session (which its direct child, pid, leads), every
 // process carrying its marker variable (a daemon that left the session),
 // and, when no other command is running, every process but the init.
-// With SIGKILL it waits until they are gone.
+// With SIGKILL it waits until they are gone, up to killWait: a killed
+// process blocked in the kernel (an exec reading its program from a
+// disk under heavy I/O) dies only when the kernel lets it, which took
+// more than the 500 rounds of 2 ms this loop once allowed.
 func (st *initState) signalTree(id uint64, pid, sig int) {
 	defer func() { _ = st.ctl.Send(&msg{Op: opSignaled, ID: id}) }()
-	for round := 0; round < 500; round++ {
+	deadline := time.Now().Add(killWait)
+	for time.Now().Before(deadline) {
 		members := st.treeMembers(id, pid)
 		_ = unix.Kill(-pid, syscall.Signal(sig))
 		for _, p := range members {
@@ -321,6 +326,10 @@ func (st *initState) signalTree(id uint64, pid, sig int) {
 		_ = unix.Nanosleep(&ts, nil)
 	}
 }
+
+// killWait bounds how long the init waits for a command's processes to
+// be gone after SIGKILL; the host waits a little longer for its answer.
+const killWait = 9 * time.Second
 
 // treeMembers lists the live processes that belong to command id.
 func (st *initState) treeMembers(id uint64, sid int) []int {
