@@ -90,6 +90,7 @@ func LastRun(ctx context.Context, store journal.Store, dir string) (string, erro
 		return "", err
 	}
 	dir = realpath.Resolve(dir)
+	newest, newestWS := "", ""
 	for _, r := range runs {
 		if journal.IsSystem(r.RunID) {
 			continue
@@ -99,11 +100,29 @@ func LastRun(ctx context.Context, store journal.Store, dir string) (string, erro
 			continue
 		}
 		v, err := agent.Decode(&evs[0])
-		if c, ok := v.(*agent.RunCreated); err == nil && ok && c.Parent == nil && InWorkspace(dir, c.Workspace) {
+		c, ok := v.(*agent.RunCreated)
+		if err != nil || !ok || c.Parent != nil {
+			continue
+		}
+		if InWorkspace(dir, c.Workspace) {
 			return r.RunID, nil
 		}
+		if newest == "" {
+			newest, newestWS = r.RunID, c.Workspace
+		}
 	}
-	return "", notFound("no run in this workspace (%s)", dir)
+	return "", noRunHere(dir, newest, newestWS)
+}
+
+// noRunHere is LastRun's and LastIn's refusal: no run worked in dir. It
+// names the newest run and where it worked, if there is one (a demo run
+// works in a directory of its own: `last` in the directory the demo was
+// started from finds none).
+func noRunHere(dir, newest, workspace string) error {
+	if newest == "" {
+		return notFound("no run in this workspace (%s)", dir)
+	}
+	return notFound("no run in this workspace (%s); the newest run, %s, worked in %s", dir, newest, workspace)
 }
 
 // LastIn is [LastRun] over runs listed newest first (the API's list, for
@@ -111,12 +130,19 @@ func LastRun(ctx context.Context, store journal.Store, dir string) (string, erro
 // and whose workspace is dir or contains it; none is a not_found *Error.
 func LastIn(runs []api.Run, dir string) (string, error) {
 	dir = realpath.Resolve(dir)
+	newest, newestWS := "", ""
 	for _, x := range runs {
-		if x.Parent == "" && InWorkspace(dir, x.Workspace) {
+		if x.Parent != "" {
+			continue
+		}
+		if InWorkspace(dir, x.Workspace) {
 			return x.ID, nil
 		}
+		if newest == "" {
+			newest, newestWS = x.ID, x.Workspace
+		}
 	}
-	return "", notFound("no run in this workspace (%s)", dir)
+	return "", noRunHere(dir, newest, newestWS)
 }
 
 // InWorkspace reports whether dir (resolved) is workspace or lies in it.

@@ -2,10 +2,12 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/keel-run/keel/agent"
+	"github.com/keel-run/keel/internal/realpath"
 	"github.com/keel-run/keel/internal/testrun"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/journal/mem"
@@ -29,6 +31,7 @@ func TestResolveRun(t *testing.T) {
 	}
 	rt := agent.NewRuntime(store, nil)
 	wsB := created(t, ctx, rt, b).Workspace
+	elsewhere := realpath.Resolve(t.TempDir())
 	for _, c := range []struct {
 		name, ref, dir, want, code, msg string
 	}{
@@ -41,7 +44,9 @@ func TestResolveRun(t *testing.T) {
 		{"too short", "01", "", "", api.CodeNotFound, `no run "01"`},
 		{"too long", a + strings.Repeat("x", 200), "", "", api.CodeNotFound, "(226 characters: a run id has 26)"},
 		{"last here", "last", wsB, b, "", ""},
-		{"last elsewhere", "last", t.TempDir(), "", api.CodeNotFound, "no run in this workspace"},
+		// It names the newest run and where it worked (a demo works in a
+		// directory of its own; fresh-user trial 17, F1).
+		{"last elsewhere", "last", elsewhere, "", api.CodeNotFound, fmt.Sprintf("no run in this workspace (%s); the newest run, %s, worked in %s", elsewhere, b, wsB)},
 		{"last without a directory", "last", "", "", api.CodeNotFound, "give the run's id"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -70,6 +75,9 @@ func TestLastIn(t *testing.T) {
 	}
 	_, err := service.LastIn(runs, t.TempDir())
 	wantCode(t, err, api.CodeNotFound)
+	if want := "the newest run, elsewhere, worked in " + other; !strings.Contains(err.Error(), want) {
+		t.Errorf("LastIn elsewhere: %v, want %q", err, want)
+	}
 }
 
 // A call is named alike in every front end (report 13, P12; report 12,

@@ -143,10 +143,16 @@ func resolveRunRef(ctx context.Context, b runRefBackend, ref string) (string, er
 	return id, err
 }
 
-// noRunHere is LastRun's error when no run worked in dir; keel is the
-// command of this invocation (with its --server or --db).
-func noRunHere(dir, keel string) error {
-	return usagef("no run in this workspace (%s): `%s runs list` shows every run, by id", dir, keel)
+// noRunHere is LastRun's error when no run worked in a directory: err
+// is the service's refusal (which names the newest run elsewhere); keel
+// is the command of this invocation (with its --server or --db).
+func noRunHere(err error, keel string) error {
+	msg := err.Error()
+	var se *service.Error
+	if errors.As(err, &se) {
+		msg = se.Message
+	}
+	return usagef("%s: `%s runs list` shows every run, by id", msg, keel)
 }
 
 func (l *local) ResolveRun(ctx context.Context, ref string) (string, error) {
@@ -157,7 +163,7 @@ func (l *local) ResolveRun(ctx context.Context, ref string) (string, error) {
 func (l *local) LastRun(ctx context.Context, dir string) (string, error) {
 	id, err := service.LastRun(ctx, l.store, dir)
 	if errorCode(err) == api.CodeNotFound {
-		return "", noRunHere(dir, l.a.keelFor())
+		return "", noRunHere(err, l.a.keelFor())
 	}
 	return id, err
 }
@@ -180,7 +186,7 @@ func (r *remote) LastRun(ctx context.Context, dir string) (string, error) {
 	}
 	id, err := service.LastIn(runs, dir)
 	if err != nil {
-		return "", noRunHere(dir, r.a.keelFor())
+		return "", noRunHere(err, r.a.keelFor())
 	}
 	return id, nil
 }
