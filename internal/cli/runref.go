@@ -143,16 +143,13 @@ func resolveRunRef(ctx context.Context, b runRefBackend, ref string) (string, er
 	return id, err
 }
 
-// noRunHere is LastRun's error when no run worked in a directory: err
-// is the service's refusal (which names the newest run elsewhere); keel
-// is the command of this invocation (with its --server or --db).
+// noRunHere is LastRun's error when no run worked in a directory: the
+// service's refusal, with how keel (this invocation's) lists every run.
 func noRunHere(err error, keel string) error {
-	msg := err.Error()
-	var se *service.Error
-	if errors.As(err, &se) {
-		msg = se.Message
+	if se := (*service.Error)(nil); errors.As(err, &se) {
+		err = errors.New(se.Message)
 	}
-	return usagef("%s: `%s runs list` shows every run, by id", msg, keel)
+	return usagef("%v: `%s runs list` shows every run, by id", err, keel)
 }
 
 func (l *local) ResolveRun(ctx context.Context, ref string) (string, error) {
