@@ -331,3 +331,36 @@ func TestDemoRunIsItsCreators(t *testing.T) {
 		t.Errorf("an admin may not cancel the demo run: %v", err)
 	}
 }
+
+// The fork of a demo run, made in a fresh directory of its own, is a
+// copy of the demo run's repository at its start commit, as every fork
+// in a directory of its own is (fresh-user trial 18, U1: it got a new
+// demo project with a repository of its own, at another commit, and was
+// said to be no repository at all).
+func TestDemoForkCopiesItsRepository(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	demoRun, err := e.admin.CreateRun(ctx, &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitStop(demoRun.ID, 1)
+	v, err := agent.Decode(&e.events(demoRun.ID)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := v.(*agent.RunCreated)
+	if src.Git == nil {
+		t.Fatal("the demo run recorded no git start")
+	}
+	fork, err := e.admin.Fork(ctx, demoRun.ID, &api.ForkRun{Seq: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fork.Workspace == src.Workspace {
+		t.Fatalf("the fork shares the demo's workspace %s", fork.Workspace)
+	}
+	if head := strings.TrimSpace(gitIn(t, fork.Workspace, "rev-parse", "HEAD")); head != src.Git.Commit {
+		t.Errorf("the fork's HEAD is %s, want the demo run's start commit %s", head, src.Git.Commit)
+	}
+}

@@ -215,7 +215,11 @@ func (s *Service) fork(ctx context.Context, src string, req *api.ForkRun, who *C
 	cloned := false
 	if !checkpoint.SameDir(ws, st.Created.Workspace) {
 		created.Git = nil
-		if st.Created.Git != nil && cpErr == nil {
+		// A fresh demo project holds the demo's files at its start
+		// already: its repository is the source's also before the
+		// first checkpoint.
+		freshDemo := a.demoWorkspace && req.Workspace == ""
+		if st.Created.Git != nil && (cpErr == nil || freshDemo) {
 			// A working copy of the source's repository at its start
 			// commit, the checkpoint's files written on top below.
 			if cerr := checkpoint.CloneAt(ctx, st.Created.Workspace, ws, st.Created.Git); cerr != nil {
@@ -359,9 +363,16 @@ func (s *Service) forkWorkspace(ctx context.Context, src string, created *agent.
 	}
 	switch {
 	case demo && !named:
-		// As a new demo run: a fresh copy of the demo project.
+		// As a new demo run: a fresh copy of the demo project, without
+		// its own repository: the fork gets the source's at its start
+		// commit, as every fork in a directory of its own does (the
+		// project's files stay if that copy fails).
 		ws, err := s.newDemoWorkspace()
 		if err != nil {
+			return nil, nil, err
+		}
+		if err := os.RemoveAll(filepath.Join(ws, ".git")); err != nil {
+			os.RemoveAll(ws)
 			return nil, nil, err
 		}
 		created.Workspace, a.demoWorkspace = ws, true

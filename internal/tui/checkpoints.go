@@ -154,7 +154,7 @@ func Forked(stderr io.Writer, src string, at int64, run *api.Run, fk *service.Fo
 		fmt.Fprintf(w, "keel: the files are those of the checkpoint of event %d\n", fk.Files)
 	}
 	if fk.NoRepo {
-		fmt.Fprintf(w, "keel: %s is not a git repository: the repository of run %s could not be copied at its start commit (see the log), so git commands in the fork fail and keel runs diff compares with its first checkpoint\n", run.Workspace, src)
+		fmt.Fprintf(w, "keel: %s is not a git repository: the repository of run %s could not be copied at its start commit (the log of the process that made the fork says why: keel serve's, for a fork through a server), so git commands in the fork fail and keel runs diff compares with its first checkpoint\n", run.Workspace, src)
 	}
 	switch {
 	case noStart && fk.Completed:
