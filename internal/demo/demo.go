@@ -213,7 +213,7 @@ func (*Model) Generate(ctx context.Context, req *model.Request) (*model.Response
 	if reason, ok := denied(k, req.Messages); ok {
 		// A person said no: the demo ends as a model would, saying
 		// what did not happen; no model error.
-		msg := model.Message{Role: model.RoleAssistant, Content: "[scripted] You denied the edit of textstats.py (" + reason + "), so the demo stops here: nothing changed, word_count still splits on single spaces, and the tests still fail. Run keel demo again and answer y to see the fix made and tested."}
+		msg := model.Message{Role: model.RoleAssistant, Content: "[scripted] You denied the edit of textstats.py (" + reason + "), so the demo stops here: nothing changed, word_count still splits on single spaces, and the tests still fail. Start the demo again (keel demo, or the web UI's Start the demo run) and approve the edit to see the fix made and tested."}
 		return &model.Response{Message: msg, Model: "scripted:demo", StopReason: stop(msg)}, nil
 	}
 	if why := check(k, req.Messages); why != "" {
