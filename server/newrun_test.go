@@ -12,6 +12,7 @@ import (
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/model/modeltest"
 	"github.com/keel-run/keel/server/api"
+	"github.com/keel-run/keel/service"
 )
 
 // The web UI's New-run form keeps what was typed when the server refuses
@@ -205,5 +206,54 @@ func TestNewRunFormAllErrorsAtOnce(t *testing.T) {
 	}
 	if runs, err := e.admin.Runs(t.Context(), nil); err != nil || len(runs) != 0 {
 		t.Errorf("runs %v (%v), want none", runs, err)
+	}
+}
+
+// The New-run form offers the operator's secrets by name (checked boxes
+// survive a refusal), a secret for a host adds its host to the allowed
+// ones, and a server that offers none says how an operator offers one.
+func TestNewRunFormSecrets(t *testing.T) {
+	e := newEnv(t, &envOptions{opts: func(o *service.Options) {
+		o.SecretEnv = []string{"API_KEY"}
+		o.SecretHosts = []agent.SecretHost{{Name: "GH_TOKEN", Host: "api.github.com"}}
+	}})
+	e.models.set("test:idle", modeltest.NewScripted([]modeltest.Turn{modeltest.Text("done")}, nil))
+	code, body := e.uiGet("/ui/runs", e.secret)
+	if code != http.StatusOK {
+		t.Fatalf("runs page: %d", code)
+	}
+	for _, want := range []string{`name="secret_env:API_KEY"`, `name="secret_host:GH_TOKEN=api.github.com"`, "Environment values are journaled"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the New-run form lacks %q", want)
+		}
+	}
+	form := url.Values{"task": {"t"}, "model": {"test:idle"}, "workspace": {t.TempDir()},
+		"secret_env:API_KEY": {"1"}, "secret_host:GH_TOKEN=api.github.com": {"1"}}
+	code, body = e.uiDo(http.MethodPost, "/ui/runs/new", e.secret, form, "same-origin")
+	if code != http.StatusBadRequest || !strings.Contains(body, "GH_TOKEN=api.github.com: needs the linux sandbox") {
+		t.Fatalf("a secret for a host in sandbox none: %d, want 400 naming it\n%s", code, body)
+	}
+	for _, want := range []string{`name="secret_env:API_KEY" value="1" checked`, `name="secret_host:GH_TOKEN=api.github.com" value="1" checked`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the refused form lost %q", want)
+		}
+	}
+	form.Del("secret_host:GH_TOKEN=api.github.com")
+	code, body, resp := e.uiResp(http.MethodPost, "/ui/runs/new", e.secret, form, "same-origin")
+	id, ok := strings.CutPrefix(resp.Header.Get("Location"), "/ui/runs/")
+	if code != http.StatusSeeOther || !ok {
+		t.Fatalf("a secret in the sandbox: %d to %q\n%s", code, resp.Header.Get("Location"), body)
+	}
+	v, err := agent.Decode(&e.events(id)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := v.(*agent.RunCreated); !cmp.Equal(c.SecretEnv, []string{"API_KEY"}) || len(c.Network) != 0 {
+		t.Errorf("run.created secret_env %q network %q, want [API_KEY] and no host", c.SecretEnv, c.Network)
+	}
+
+	none := newEnv(t, nil)
+	if _, body := none.uiGet("/ui/runs", none.secret); !strings.Contains(body, "This server offers none") || strings.Contains(body, `name="secret_env:`) {
+		t.Errorf("a server with no secrets: the form should say how an operator offers one\n%s", body)
 	}
 }

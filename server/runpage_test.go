@@ -94,7 +94,7 @@ func TestRunPageShowsSettings(t *testing.T) {
 	}
 	settings, _, _ = strings.Cut(settings, "</details>")
 	for _, want := range []string{"<code>team.toml</code> · sha256 <code>b3a0a00a557d</code>", "<code>pypi.org</code>",
-		"<code>PYTHONPATH</code> <code>API_KEY (secret)</code> (values not shown)", `<pre class="action">echo setup-ran</pre>`} {
+		"<code>PYTHONPATH</code> <code>API_KEY (secret)</code> (values not shown here; journaled, so readers of the run's events see them)", `<pre class="action">echo setup-ran</pre>`} {
 		if !strings.Contains(settings, want) {
 			t.Errorf("the settings lack %s:\n%s", want, settings)
 		}

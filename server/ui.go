@@ -521,6 +521,7 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 		Policy: strings.TrimSpace(r.PostFormValue("policy")), Env: formLines(r.PostFormValue("env")),
 		Network: strings.FieldsFunc(r.PostFormValue("network"), func(c rune) bool { return c == ',' || unicode.IsSpace(c) }),
 		Team:    r.PostFormValue("team") != ""}
+	formSecrets(r, req)
 	limits, problems := formLimits(r)
 	if limits != nil {
 		req.Limits = *limits
@@ -535,6 +536,29 @@ func (h *Handler) uiNewRun(w http.ResponseWriter, r *http.Request, who *caller) 
 	}
 	http.Redirect(w, r, "/ui/runs/"+url.PathEscape(run.ID), http.StatusSeeOther)
 	return nil
+}
+
+// formSecrets reads the New-run form's secrets, offered by name
+// (service.Choices): a box secret_env:NAME asks for NAME in the sandbox,
+// a box secret_host:NAME=HOST for NAME on requests to HOST, which the
+// run may then reach. Their values are the server's, never the form's.
+func formSecrets(r *http.Request, req *api.CreateRun) {
+	for k := range r.PostForm {
+		if r.PostFormValue(k) == "" {
+			continue
+		}
+		if name, ok := strings.CutPrefix(k, "secret_env:"); ok {
+			req.SecretEnv = append(req.SecretEnv, name)
+		} else if nh, ok := strings.CutPrefix(k, "secret_host:"); ok {
+			name, host, _ := strings.Cut(nh, "=")
+			req.SecretHosts = append(req.SecretHosts, api.SecretHost{Name: name, Host: host})
+			if !slices.Contains(req.Network, host) {
+				req.Network = append(req.Network, host)
+			}
+		}
+	}
+	slices.Sort(req.SecretEnv)
+	slices.SortFunc(req.SecretHosts, func(a, b api.SecretHost) int { return strings.Compare(a.Name+"="+a.Host, b.Name+"="+b.Host) })
 }
 
 // formLimits reads a form's limit fields (max_steps, max_tokens,

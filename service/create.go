@@ -695,6 +695,12 @@ func detail(text string, a *admission) string {
 // Choices are what a new run may choose from: models, workspaces, agents.
 type Choices struct {
 	Models, Workspaces, Agents []string
+	// SecretEnv names the variables the operator offers as secrets in
+	// the sandbox (Options.SecretEnv) and SecretHosts those offered as
+	// secrets for a host (Options.SecretHosts): the form offers them by
+	// name, never by value.
+	SecretEnv   []string
+	SecretHosts []agent.SecretHost
 }
 
 // maxChoices bounds each list of Choices.
@@ -737,6 +743,10 @@ func (s *Service) NewRunChoices(ctx context.Context, who *Caller) *Choices {
 				c.Agents = append(c.Agents, a.Name)
 			}
 		}
+	}
+	c.SecretEnv = slices.Clone(s.opts.SecretEnv)
+	for _, b := range s.opts.SecretHosts {
+		c.SecretHosts = append(c.SecretHosts, agent.SecretHost{Name: b.Name, Host: b.Host})
 	}
 	return c
 }
