@@ -199,9 +199,14 @@ var convRows = map[journal.Type]func(r *convRenderer, h *html, vr *view.Row) []i
 			r.calls[x.CallID] = c
 		}
 		c.result = x
-		c.state = "done"
-		if x.IsError {
+		switch {
+		case c.state == "denied" && x.Synthetic:
+			// The denial's own result: the call never ran, and stays
+			// labelled denied, not error, once the run goes on.
+		case x.IsError:
 			c.state = "failed"
+		default:
+			c.state = "done"
 		}
 		return []item{r.callItem(c)}
 	},
@@ -378,6 +383,8 @@ func (r *convRenderer) callItem(c *convCall) item {
 	h.text(clip(strings.TrimPrefix(agent.CallSummary(c.tool, c.args), c.tool+" "), 160))
 	h.raw(`</code> <span class="state">`)
 	switch {
+	case c.state == "denied":
+		h.text("denied")
 	case c.result != nil && c.result.Result.ExitCode != nil:
 		h.text(fmt.Sprintf("exit %d · %s", *c.result.Result.ExitCode, ms(c.result.DurationMS)))
 	case c.result != nil && c.result.IsError:
@@ -386,8 +393,6 @@ func (r *convRenderer) callItem(c *convCall) item {
 		h.text("ok · " + ms(c.result.DurationMS))
 	case c.state == "asked":
 		h.text("waiting for approval")
-	case c.state == "denied":
-		h.text("denied")
 	default:
 		h.text("running…")
 	}

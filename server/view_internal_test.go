@@ -10,6 +10,8 @@ import (
 	"github.com/keel-run/keel/internal/view"
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
+	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/tool"
 )
 
 // The web UI's timeline and conversation say how they show every event
@@ -158,5 +160,53 @@ func TestConversationCallNamedOnce(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("no %s in\n%s", want, b.String())
 		}
+	}
+}
+
+// A call a person denied stays labelled denied when its synthetic
+// result follows and the run goes on (fresh-user trial 18, U5: it became
+// "error"); a call that ran and failed is labelled error.
+func TestConversationDeniedStaysDenied(t *testing.T) {
+	ev := func(seq int64, typ journal.Type, x any) *journal.Event {
+		p, err := json.Marshal(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &journal.Event{RunID: "r1", Seq: seq, Type: typ, Time: time.Unix(seq, 0), Payload: p}
+	}
+	call := model.ToolCall{ID: "c1", Name: "edit_file", Arguments: `{"path":"t.py","old_string":"a","new_string":"b"}`}
+	for _, tt := range []struct {
+		name   string
+		events []*journal.Event
+		want   string
+	}{
+		{"denied by a person", []*journal.Event{
+			ev(2, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{call}}}),
+			ev(3, journal.ApprovalRequested, &agent.ApprovalRequested{CallID: "c1"}),
+			ev(4, journal.ApprovalResolved, &agent.ApprovalResolved{CallID: "c1", Decision: "deny", By: "root", Reason: "use a regex"}),
+			ev(5, journal.ToolFinished, &agent.ToolFinished{CallID: "c1", Tool: "edit_file", Result: tool.Result{Content: "denied", IsError: true}, Synthetic: true}),
+		}, `<span class="state">denied</span>`},
+		{"denied by the policy", []*journal.Event{
+			ev(2, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{call}}}),
+			ev(3, journal.GateDecided, &agent.GateDecided{CallID: "c1", Decision: policy.Decision{Effect: "deny", Reason: "forbidden"}}),
+			ev(4, journal.ToolFinished, &agent.ToolFinished{CallID: "c1", Tool: "edit_file", Result: tool.Result{Content: "denied", IsError: true}, Synthetic: true}),
+		}, `<span class="state">denied</span>`},
+		{"ran and failed", []*journal.Event{
+			ev(2, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{call}}}),
+			ev(3, journal.ToolFinished, &agent.ToolFinished{CallID: "c1", Tool: "edit_file", Result: tool.Result{Content: "no match", IsError: true}}),
+		}, `<span class="state">error · 0s</span>`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newConvRenderer("r1")
+			var last string
+			for _, e := range tt.events {
+				for _, it := range r.render(e) {
+					last = string(it.HTML)
+				}
+			}
+			if !strings.Contains(last, tt.want) {
+				t.Errorf("the call's block after its result:\n%s\nwant %s", last, tt.want)
+			}
+		})
 	}
 }
