@@ -11,6 +11,7 @@ import (
 	"github.com/keel-run/keel/journal"
 	"github.com/keel-run/keel/model"
 	"github.com/keel-run/keel/policy"
+	"github.com/keel-run/keel/server/api"
 	"github.com/keel-run/keel/tool"
 )
 
@@ -209,4 +210,50 @@ func TestConversationDeniedStaysDenied(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A run's status is one word: a paused run a process now executes (just
+// approved) is "executing", not "paused executing" (fresh-user trial 18,
+// U2); a queued one "queued"; a fork never started "paused not started".
+func TestStatusOneWord(t *testing.T) {
+	pages := newUIPages(nil)
+	for _, tt := range []struct {
+		name string
+		run  api.Run
+		want string
+	}{
+		{"approved, executing", api.Run{Status: "paused", Executing: true}, "executing"},
+		{"running, executing", api.Run{Status: "running", Executing: true}, "executing"},
+		{"queued", api.Run{Status: "paused", Queued: true}, "queued"},
+		{"paused", api.Run{Status: "paused"}, "paused"},
+		{"a fork not started", api.Run{Status: "paused", Reason: "forked"}, "paused not started"},
+		{"completed", api.Run{Status: "completed"}, "completed"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := pages.t.ExecuteTemplate(&b, "status", tt.run); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(strings.Fields(stripTags(b.String())), " "); got != tt.want {
+				t.Errorf("shown %q (%s), want %q", got, b.String(), tt.want)
+			}
+		})
+	}
+}
+
+func stripTags(s string) string {
+	var b strings.Builder
+	in := false
+	for _, r := range s {
+		switch {
+		case r == '<':
+			in = true
+		case r == '>':
+			in = false
+			b.WriteByte(' ')
+		case !in:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
