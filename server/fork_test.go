@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -103,6 +104,11 @@ func TestUnstartedForkWaits(t *testing.T) {
 	page := e.page("/ui/runs/" + unstarted)
 	if !strings.Contains(page, "not started") || !strings.Contains(page, `<button id="resume">Start</button>`) {
 		t.Errorf("the unstarted fork's page shows no \"not started\" and Start button:\n%s", page)
+	}
+	// Its source as a link and an id every RUN argument takes (trial
+	// 18, U6: "RUN@EVENT" was refused when pasted).
+	if want := fmt.Sprintf(`<dt>Forked from</dt><dd><a href="/ui/runs/%s"><code>%s</code></a> at event %d</dd>`, run.ID, run.ID, at); !strings.Contains(page, want) {
+		t.Errorf("the fork's page lacks %s", want)
 	}
 	started := ui(url.Values{"seq": {itoa(at)}, "start": {"1"}})
 	if ev := e.waitType(started, journal.ApprovalRequested); ev.Seq <= at {

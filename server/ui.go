@@ -57,6 +57,12 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 		},
 		"join":   strings.Join,
 		"action": approvalAction,
+		// forkOf splits a fork's "RUN@SEQ" (api.Run.ForkOf): the page
+		// links RUN, which every RUN argument takes, and says the event.
+		"forkOf": func(s string) []string {
+			run, seq, _ := strings.Cut(s, "@")
+			return []string{run, seq}
+		},
 		// vis shows invisible and reordering characters as escapes;
 		// seg escapes one URL path segment (a call id may hold "/", "?"
 		// or "#").

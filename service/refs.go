@@ -52,6 +52,12 @@ func ResolveRun(ctx context.Context, store journal.Store, ref, dir string) (stri
 	case errors.Is(err, journal.ErrAmbiguousRun):
 		return "", badRequest("%s", strings.TrimPrefix(err.Error(), "journal: "))
 	case errors.Is(err, journal.ErrNotFound):
+		if run, seq, ok := strings.Cut(ref, "@"); ok && run != "" && seq != "" {
+			// A fork's source as the views write it (api.Run.ForkOf).
+			if id, err := ResolveRun(ctx, store, run, dir); err == nil {
+				return "", notFound("no run %q: RUN@EVENT names event %s of run %s; give the run (%s), and the event where the command takes one (keel runs fork %s --at %s)", ref, seq, id, id, id, seq)
+			}
+		}
 		return "", notFound("no run %q", ref)
 	}
 	return id, err

@@ -42,6 +42,8 @@ func TestResolveRun(t *testing.T) {
 		{"ambiguous", a[:max(n, 4)], "", "", api.CodeInvalidRequest, "matches 2 runs"},
 		{"unknown", "01zzzzzzzz", "", "", api.CodeNotFound, `no run "01zzzzzzzz"`},
 		{"too short", "01", "", "", api.CodeNotFound, `no run "01"`},
+		{"a fork's source", b + "@21", "", "", api.CodeNotFound, fmt.Sprintf("give the run (%s), and the event where the command takes one (keel runs fork %s --at 21)", b, b)},
+		{"an event of no run", "01zzzzzzzz@21", "", "", api.CodeNotFound, `no run "01zzzzzzzz@21"`},
 		{"too long", a + strings.Repeat("x", 200), "", "", api.CodeNotFound, "(226 characters: a run id has 26)"},
 		{"last here", "last", wsB, b, "", ""},
 		// It names the newest run and where it worked (a demo works in a
