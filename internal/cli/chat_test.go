@@ -322,31 +322,39 @@ func TestChatCommands(t *testing.T) {
 	term := startTerminal(t, cmd)
 	term.expect("you> ")
 	for _, tt := range []struct {
-		send string
-		want []string
+		send          string
+		want, wantNot []string
 	}{
 		// Before the first message: no run yet.
-		{"/help", []string{"/diff [--stat]", "/undo", "/cost", "/model", "/exit"}},
-		{"/diff", []string{"/diff needs the run, which starts with your first message: type the task first"}},
-		{"Look at notes.txt", []string{"Answer 1."}},
-		{"/help", []string{"/diff [--stat]", "/undo", "/cost", "/model", "/exit"}},
-		{"/bogus arg", []string{"no command /bogus (nothing was sent to the model)"}},
-		{"please fix the typo in notes.txt", []string{"The edit is made."}},
-		{"/diff", []string{"-helo wrld", "+hello world"}},
-		{"/cost", []string{"· 3 steps · 630 tok (600 in, 30 out) · $0.0000 · model openai-compatible:chat-test"}},
-		{"/model", []string{"uses model openai-compatible:chat-test@"}},
+		{"/help", []string{"/diff [--stat]", "/undo", "/cost", "/model", "/exit"}, nil},
+		{"/diff", []string{"/diff needs the run, which starts with your first message: type the task first"}, nil},
+		{"Look at notes.txt", []string{"Answer 1."}, nil},
+		{"/help", []string{"/diff [--stat]", "/undo", "/cost", "/model", "/exit"}, nil},
+		{"/bogus arg", []string{"no command /bogus (nothing was sent to the model)"}, nil},
+		{"please fix the typo in notes.txt", []string{"The edit is made."}, nil},
+		{"/diff", []string{"-helo wrld", "+hello world"}, nil},
+		{"/cost", []string{"· 3 steps · 630 tok (600 in, 30 out) · $0.0000 · model openai-compatible:chat-test"}, nil},
+		{"/model", []string{"uses model openai-compatible:chat-test@"}, nil},
 		{"/undo", []string{`files put back as they were before your message "please fix the typo in notes.txt":`, "M notes.txt",
-			"/undo again goes one message further back; to put back what /undo took away: keel --db"}},
-		{"/undo", []string{"no file changed: the files were already as they were when the run started"}},
-		{"/undo", []string{"nothing more to undo: the files are as they were when the run started; to put back what /undo took away: keel --db"}},
-		{"what now?", []string{"Answer 4."}},
-		{"//help me", []string{"Answer 5."}},
+			"/undo again goes one message further back; to put back what /undo took away: keel --db"}, nil},
+		{"/undo", []string{"no file changed: the files were already as they were when the run started"}, nil},
+		{"/undo", []string{"nothing more to undo: the files are as they were when the run started; to put back what /undo took away: keel --db"}, nil},
+		{"what now?", []string{"Answer 4."}, nil},
+		// An /undo that took nothing away offers nothing to put back
+		// (fresh-user trial 18, U3).
+		{"/undo", []string{"no file changed: the files were already as they were before your message", "/undo again goes one message further back"}, []string{"to put back"}},
+		{"//help me", []string{"Answer 5."}, nil},
 	} {
 		term.send(tt.send)
 		got := term.expect("you> ")
 		for _, w := range tt.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("after %q, no %q:\n%s", tt.send, w, got)
+			}
+		}
+		for _, w := range tt.wantNot {
+			if strings.Contains(got, w) {
+				t.Errorf("after %q, %q:\n%s", tt.send, w, got)
 			}
 		}
 		// The chat's own run holds its workspace: /undo warns of no

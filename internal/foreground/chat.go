@@ -60,8 +60,11 @@ func (x *Execution) Commands(id string, cp *ChatParams, tell func(string)) []tui
 	// undone is the event of the turn the last /undo put the files back
 	// to (0: none), newest the newest turn then: while no message is
 	// typed, /undo goes one turn further back each time; redo is the
-	// event whose files the first /undo of such a series replaced.
+	// event whose files the first /undo of such a series replaced, and
+	// tookAway whether one of the series changed a file (else there is
+	// nothing to put back).
 	var undone, newest, redo int64
+	var tookAway bool
 	do := map[string]func(ctx context.Context, arg string) error{
 		"diff": func(ctx context.Context, arg string) error {
 			return cp.Diff(ctx, arg == "--stat")
@@ -107,7 +110,7 @@ func (x *Execution) Commands(id string, cp *ChatParams, tell func(string)) []tui
 					i--
 				}
 				if i < 0 {
-					fmt.Fprintf(x.Stderr, "keel: /undo: nothing more to undo: the files are as they were when the run started; to put back what /undo took away: %s runs rewind %s --to %d\n", x.Keel, id, redo)
+					fmt.Fprintf(x.Stderr, "keel: /undo: nothing more to undo: the files are as they were when the run started%s\n", putBack(tookAway, "; ", x.Keel, id, redo))
 					return nil
 				}
 			}
@@ -119,8 +122,9 @@ func (x *Execution) Commands(id string, cp *ChatParams, tell func(string)) []tui
 				return err
 			}
 			if !series {
-				redo = tui.RewindUndo(r)
+				redo, tookAway = tui.RewindUndo(r), false
 			}
+			tookAway = tookAway || len(r.Files) > 0 || r.MoreFiles > 0
 			tui.RewoundKept(x.Stderr, r.Kept)
 			undone = turns[i].seq
 			before := turns[i].what
@@ -146,11 +150,11 @@ func (x *Execution) Commands(id string, cp *ChatParams, tell func(string)) []tui
 			if r.Missing > 0 {
 				fmt.Fprintf(x.Stderr, "keel: /undo: the newest checkpoint before that is older: the effects of %d earlier call(s) are undone too\n", r.Missing)
 			}
-			more := "/undo again goes one message further back; "
-			if i == 0 {
-				more = ""
+			if i > 0 {
+				fmt.Fprintf(x.Stderr, "keel: /undo again goes one message further back%s\n", putBack(tookAway, "; ", x.Keel, id, redo))
+			} else if tookAway {
+				fmt.Fprintf(x.Stderr, "keel: %s\n", putBack(true, "", x.Keel, id, redo))
 			}
-			fmt.Fprintf(x.Stderr, "keel: %sto put back what /undo took away: %s runs rewind %s --to %d\n", more, x.Keel, id, redo)
 			return nil
 		},
 		"cost": func(ctx context.Context, _ string) error {
@@ -273,4 +277,13 @@ func quoteMessage(m string) string {
 		}
 	}
 	return strconv.Quote(agent.Clip(agent.OneLine(visible.String(m)), 60))
+}
+
+// putBack is /undo's hint to put back what a series of /undo took away
+// (after sep), or nothing when the series changed no file.
+func putBack(tookAway bool, sep, keel, run string, redo int64) string {
+	if !tookAway {
+		return ""
+	}
+	return fmt.Sprintf("%sto put back what /undo took away: %s runs rewind %s --to %d", sep, keel, run, redo)
 }
