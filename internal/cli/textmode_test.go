@@ -108,6 +108,14 @@ func TestTextModeFollowsPrompt(t *testing.T) {
 			if want := fmt.Sprintf("no token usage for %d of 2 steps", 2); code != 0 || strings.Contains(show, want) == tt.usage {
 				t.Errorf("runs show = %d, want %q: %v\n%s", code, want, !tt.usage, show)
 			}
+			if !tt.usage {
+				// A follow-up of the same run says it no more (trial 18,
+				// U8: once per turn of a chat).
+				code, _, errOut := keel(t, "runs", "resume", st.RunID, "--message", "once more")
+				if code != 0 || strings.Contains(errOut, note) {
+					t.Errorf("a follow-up = %d, stderr says %q again:\n%s", code, note, errOut)
+				}
+			}
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -182,7 +183,8 @@ func (x *Execution) Execute(ctx context.Context, runID string, ld *Loaded, messa
 	params := &agent.ExecParams{Wiring: x.Run.Wiring, OnEvent: p.Event, Handoff: x.Handoff, ContextWindow: x.ContextWindow,
 		Wait: x.Wait, IfLastSeq: x.IfLastSeq, Limits: x.Limits, Settings: x.Settings, Message: message}
 	if !x.JSON {
-		params.OnEvent = tui.EstimatedUsageNote(p.Err(), created.Model, params.OnEvent)
+		said := slices.ContainsFunc(evs, func(e journal.Event) bool { return tui.UsageEstimated(&e) })
+		params.OnEvent = tui.EstimatedUsageNote(p.Err(), created.Model, said, params.OnEvent)
 	}
 	// Execute goes on from this fold, reading only what was appended
 	// since (it verifies that against the newest hash read here).

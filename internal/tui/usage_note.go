@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -13,12 +14,13 @@ import (
 // the first model.responded of the execution whose usage Keel estimated
 // because the provider reported none (agent.ModelResponded.UsageEstimated):
 // the step lines' tokens and cost, and the token and cost limits, then
-// rest on estimates.
+// rest on estimates. said is whether the run had such a step before this
+// execution ([UsageEstimated]): then the note was said already, and is
+// not said again on each turn or resume (docs/interactive.md).
 //
 // modelSpec is the run's model: a scripted model (the demo) has no
 // provider to report usage, and the note says so.
-func EstimatedUsageNote(w io.Writer, modelSpec string, onEvent func(journal.Event)) func(journal.Event) {
-	said := false
+func EstimatedUsageNote(w io.Writer, modelSpec string, said bool, onEvent func(journal.Event)) func(journal.Event) {
 	return func(e journal.Event) {
 		if onEvent != nil {
 			onEvent(e)
@@ -37,4 +39,11 @@ func EstimatedUsageNote(w io.Writer, modelSpec string, onEvent func(journal.Even
 			}
 		}
 	}
+}
+
+// UsageEstimated reports whether e is a model.responded whose usage Keel
+// estimated, without decoding it (the field cannot appear unescaped in a
+// string of the payload).
+func UsageEstimated(e *journal.Event) bool {
+	return e.Type == journal.ModelResponded && bytes.Contains(e.Payload, []byte(`"usage_estimated":true`))
 }
