@@ -201,9 +201,10 @@ func (*Model) Generate(ctx context.Context, req *model.Request) (*model.Response
 			k++
 		}
 	}
-	if n := len(req.Messages); k >= len(script) && n > 0 && req.Messages[n-1].Role == model.RoleUser {
-		// A follow-up after the script: the demo says it has no more
-		// steps, quoting the person's message.
+	if n := len(req.Messages); k > 0 && n > 0 && req.Messages[n-1].Role == model.RoleUser && answered(req.Messages) {
+		// A follow-up after the script's answer (its last, or the one
+		// to a denied edit): the demo says it has no more steps, quoting
+		// the person's message.
 		msg := model.Message{Role: model.RoleAssistant, Content: fmt.Sprintf("[scripted] Follow-up received: %q. The demo script has no more steps; a real model would act on it now.", req.Messages[n-1].Content)}
 		return &model.Response{Message: msg, Model: "scripted:demo", StopReason: stop(msg)}, nil
 	}
@@ -231,6 +232,18 @@ func (*Model) Generate(ctx context.Context, req *model.Request) (*model.Response
 	}
 	msg.Role = model.RoleAssistant
 	return &model.Response{Message: msg, Model: "scripted:demo", StopReason: stop(msg)}, nil
+}
+
+// answered reports whether the newest assistant message of msgs is an
+// answer (no calls): the script ended there, and what follows it is a
+// follow-up, not a message within the script.
+func answered(msgs []model.Message) bool {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == model.RoleAssistant {
+			return len(msgs[i].ToolCalls) == 0
+		}
+	}
+	return false
 }
 
 func stop(m model.Message) string {

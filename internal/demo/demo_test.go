@@ -75,11 +75,23 @@ func TestScriptClaimsOnlyWhatHappened(t *testing.T) {
 					!strings.Contains(resp.Message.Content, "the tests still fail") || strings.Contains(resp.Message.Content, "all tests pass") {
 					t.Fatalf("after a person's deny = %+v, %v; want an answer saying nothing changed", resp, err)
 				}
+				// A follow-up is answered as after the whole script
+				// (trial 18, U7: it failed with a mismatch about an edit
+				// that never happened).
+				msgs = append(msgs, resp.Message, model.Message{Role: model.RoleUser, Content: "try again with split()"})
+				resp, err = demo.NewModel().Generate(t.Context(), &model.Request{Messages: msgs, Tools: tools})
+				if err != nil || !strings.Contains(resp.Message.Content, `Follow-up received: "try again with split()"`) {
+					t.Fatalf("a follow-up after the deny = %+v, %v; want the follow-up answer", resp, err)
+				}
 				return
 			}
 			if tt.wantErr == "" {
 				if err != nil || !strings.Contains(resp.Message.Content, "all tests pass") {
 					t.Fatalf("end of the script = %v, %v; want the claim that the tests pass", resp, err)
+				}
+				msgs = append(msgs, resp.Message, model.Message{Role: model.RoleUser, Content: "thanks"})
+				if resp, err = demo.NewModel().Generate(t.Context(), &model.Request{Messages: msgs, Tools: tools}); err != nil || !strings.Contains(resp.Message.Content, `Follow-up received: "thanks"`) {
+					t.Fatalf("a follow-up = %+v, %v; want the follow-up answer", resp, err)
 				}
 				return
 			}
