@@ -371,6 +371,17 @@ func (s *State) Used() Spend {
 
 // limitAction ends the run when one of its limits is reached by what it
 // used ([State.Used]); a child ends with [ReasonBudgetExhausted].
+// LimitReached reports the run limit s has reached, as the next step
+// would end the run on it (its end reason and message): a resume under
+// the same limits would stop again at once.
+func LimitReached(s *State) (reason, msg string, ok bool) {
+	a, ok := limitAction(s)
+	if !ok {
+		return "", "", false
+	}
+	return a.End.Reason, a.End.Message, true
+}
+
 func limitAction(s *State) (Action, bool) {
 	l, u := s.Limits, s.Used()
 	reason, msg := "", ""

@@ -98,3 +98,39 @@ func TestResumeOfWaitingRun(t *testing.T) {
 		t.Errorf("completed run: %v", err)
 	}
 }
+
+// A run a limit stopped is not resumed under limits it would stop at
+// again at once (the execution journaled run.resumed and failed again,
+// a message unread): every front end refuses it in one way, naming the
+// limit and a value that goes on; a raised or lifted limit goes on.
+func TestResumeStillAtLimit(t *testing.T) {
+	steps := func(n int) *api.Limits { return &api.Limits{MaxSteps: &n} }
+	stopped := &agent.State{RunID: "r1", Status: journal.StatusFailed, Steps: 2, Created: &agent.RunCreated{Task: "t"},
+		Limits: agent.Limits{MaxSteps: 2}, Settings: agent.DefaultSettings(), Ended: &agent.RunEnded{Reason: agent.ReasonMaxSteps}}
+	for _, c := range []struct {
+		name string
+		req  api.ResumeRun
+		want string // "": goes on
+	}{
+		{"nothing", api.ResumeRun{}, "run r1 stopped at a limit it would stop at again at once (step limit reached: 2 model calls): raise max_steps (--max-steps), to 4 for example, or give 0 to lift it"},
+		{"a message", api.ResumeRun{Message: "go on"}, "step limit reached: 2 model calls"},
+		{"the same limit", api.ResumeRun{Limits: steps(2)}, "step limit reached"},
+		{"a lower limit", api.ResumeRun{Limits: steps(1)}, "step limit reached"},
+		{"a raised limit", api.ResumeRun{Limits: steps(4)}, ""},
+		{"a lifted limit", api.ResumeRun{Limits: steps(0)}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := service.PlanResume(stopped, &c.req)
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			wantCode(t, err, api.CodeInvalidRequest)
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%v, want %q", err, c.want)
+			}
+		})
+	}
+}

@@ -460,7 +460,38 @@ func PlanResume(st *agent.State, req *api.ResumeRun) (ResumePlan, error) {
 	if err != nil {
 		return ResumePlan{}, err
 	}
+	if err := stillAtLimit(st, ch); err != nil {
+		return ResumePlan{}, err
+	}
 	return ResumePlan{Changes: ch, Attach: len(st.Pending()) > 0 && req.Message == "" && ch == (Changes{})}, nil
+}
+
+// limitFlags are the flags of keel runs resume that raise the limit of
+// an end reason.
+var limitFlags = map[string]string{agent.ReasonMaxSteps: "max_steps (--max-steps)", agent.ReasonMaxTokens: "max_tokens (--max-tokens)",
+	agent.ReasonMaxCost: "max_cost (--max-cost)", agent.ReasonMaxToolCalls: "max_tool_calls"}
+
+// stillAtLimit refuses the resume of a run a limit stopped that the
+// limits it would go on under (ch's, else its own) still stop: its
+// execution would journal a resume and end again at once, the message
+// unread. A raised limit, or a lifted one (0), goes on.
+func stillAtLimit(st *agent.State, ch Changes) error {
+	if st.Status != journal.StatusFailed || st.Ended == nil || limitFlags[st.Ended.Reason] == "" {
+		return nil
+	}
+	s := *st
+	if ch.Limits != nil {
+		s.Limits = *ch.Limits
+	}
+	reason, msg, ok := agent.LimitReached(&s)
+	if !ok {
+		return nil
+	}
+	raise := "raise " + limitFlags[reason]
+	if v := RaisedLimit(reason, st); v != "" {
+		raise += ", to " + v + " for example"
+	}
+	return badRequest("run %s stopped at a limit it would stop at again at once (%s): %s, or give 0 to lift it", st.RunID, msg, raise)
 }
 
 // CheckResume checks what req asks that does not depend on the run (its

@@ -41,6 +41,11 @@ func TestLimitStopSaysHowToGoOn(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
 	}
+	// Under the same limit it would stop at once: refused, saying so
+	// (nothing journaled).
+	if code, _, errOut := keel(t, "runs", "resume", id, "--message", "go on"); code != 2 || !strings.Contains(errOut, "raise max_steps (--max-steps), to 4 for example") {
+		t.Errorf("keel runs resume under the same limit = %d, want 2 saying how to raise it\n%s", code, errOut)
+	}
 	if code, _, errOut := keel(t, "runs", "resume", id, "--max-steps", "4"); code != 0 {
 		t.Fatalf("keel runs resume --max-steps 4 = %d\n%s", code, errOut)
 	}
