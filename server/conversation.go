@@ -74,11 +74,13 @@ func newConvRenderer(runID string) *convRenderer {
 }
 
 // convFor renders run's conversation for viewer who, with the forms at
-// its checkpoints who may use.
-func convFor(run *api.Run, who *caller) *convRenderer {
+// its checkpoints who may use (mayChange: who may change the run, as
+// service.MayChange says; forking needs only the scope).
+func convFor(run *api.Run, who *caller, mayChange bool) *convRenderer {
 	r := newConvRenderer(run.ID)
-	r.rewind = token.HasScope(&who.Token, api.ScopeRunsWrite)
-	r.fork = r.rewind && run.Parent == ""
+	write := token.HasScope(&who.Token, api.ScopeRunsWrite)
+	r.rewind = write && mayChange
+	r.fork = write && run.Parent == ""
 	return r
 }
 

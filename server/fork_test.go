@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -368,5 +369,44 @@ func TestDemoForkCopiesItsRepository(t *testing.T) {
 	}
 	if head := strings.TrimSpace(gitIn(t, fork.Workspace, "rev-parse", "HEAD")); head != src.Git.Commit {
 		t.Errorf("the fork's HEAD is %s, want the demo run's start commit %s", head, src.Git.Commit)
+	}
+}
+
+// The web UI offers a demo run's resume, message, cancel and rewind only
+// to those who may do them (its creator, an admin): another's page says
+// whose it is and keeps Fork (issue 22: the buttons were offered and the
+// service refused them).
+func TestDemoRunPageIsItsCreators(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := t.Context()
+	bobSecret := e.newToken("bob", nil, api.ScopeRunsWrite)
+	daveSecret := e.newToken("dave", nil, api.ScopeRunsWrite)
+	run, err := e.client(bobSecret).CreateRun(ctx, &api.CreateRun{Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitStop(run.ID, 1)
+	if _, err := e.admin.Cancel(ctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	changes := []string{`id="cancel"`, `id="resume"`, `id="send"`, `class="rewind"`, `id="rewind"`}
+	for _, tt := range []struct {
+		who, secret string
+		may         bool
+	}{{"bob", bobSecret, true}, {"dave", daveSecret, false}, {"admin", e.secret, true}} {
+		code, page := e.uiGet("/ui/runs/"+run.ID, tt.secret)
+		if code != http.StatusOK {
+			t.Fatalf("%s: run page %d", tt.who, code)
+		}
+		offered := slices.ContainsFunc(changes, func(c string) bool { return strings.Contains(page, c) })
+		if offered != tt.may || strings.Contains(page, `id="not-yours"`) == tt.may {
+			t.Errorf("%s: changes offered %v, want %v; says not-yours %v", tt.who, offered, tt.may, strings.Contains(page, `id="not-yours"`))
+		}
+		if !strings.Contains(page, `id="fork"`) {
+			t.Errorf("%s: no Fork", tt.who)
+		}
+		if !tt.may && !strings.Contains(page, "is a demo run started by bob: only that person (or an admin) may") {
+			t.Errorf("%s: the page does not say whose run it is", tt.who)
+		}
 	}
 }

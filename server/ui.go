@@ -72,7 +72,7 @@ func newUIPages(proposed func(api.Approval) *fileDiff) *uiPages {
 		"proposed":   proposed,
 		"md":         func(s string) template.HTML { return markdown(clip(s, convTextChars)) },
 		"summaryOf": func(p *page) *summaryView {
-			return &summaryView{Run: p.Run, Elsewhere: p.Elsewhere, CanWrite: p.CanWrite, CanDecide: p.CanDecide, Who: p.Who, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed, LimitStop: p.LimitStop}
+			return &summaryView{Run: p.Run, Elsewhere: p.Elsewhere, CanWrite: p.CanWrite, CanDecide: p.CanDecide, Who: p.Who, Form: p.Form, FormName: p.FormName, LastCheckpoint: p.LastCheckpoint, Completed: p.Completed, LimitStop: p.LimitStop, NotYours: p.NotYours}
 		},
 		"withForm": func(a api.Approval, s *summaryView) approvalView {
 			v := approvalView{A: a}
@@ -141,6 +141,9 @@ type page struct {
 	Completed      int64
 	// LimitStop: the run stopped at a limit (see limitStop).
 	LimitStop *limitStop
+	// NotYours says why the viewer may not change the run (another's
+	// demo run): its page offers no resume, cancel or rewind.
+	NotYours string
 	// RewindPlan, on the run page, asks to confirm a rewind; Rewound
 	// says what a rewind just did, with its undo.
 	RewindPlan *rewindPlan
@@ -254,6 +257,9 @@ type summaryView struct {
 	Completed      int64
 	// LimitStop: the run stopped at a limit (see limitStop).
 	LimitStop *limitStop
+	// NotYours says why the viewer may not change the run (another's
+	// demo run): its page offers no resume, cancel or rewind.
+	NotYours string
 	// RewindPlan, on the run page, asks to confirm a rewind; Rewound
 	// says what a rewind just did, with its undo.
 	RewindPlan *rewindPlan
@@ -695,9 +701,10 @@ func (h *Handler) runPage(ctx context.Context, who *caller, id string) (*page, e
 	if err != nil {
 		return nil, err
 	}
-	rr, cr := newRowRenderer(id), convFor(&run, who)
+	notYours := h.notYours(ctx, who, id)
+	rr, cr := newRowRenderer(id), convFor(&run, who, notYours == "")
 	p := h.newPage(ctx, who, "Run "+shortID(id), "runs")
-	p.Run = run
+	p.Run, p.NotYours = run, notYours
 	at := map[string]int{}
 	for i := range events {
 		p.Rows = append(p.Rows, rr.render(&events[i]))
@@ -1017,7 +1024,7 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 	if err != nil {
 		return err
 	}
-	rr, cr := newRowRenderer(id), convFor(&run, who)
+	rr, cr := newRowRenderer(id), convFor(&run, who, h.notYours(ctx, who, id) == "")
 	// busy is closed when the run's place in the pool changes while the
 	// last summary sent showed it executing or queued; nil otherwise.
 	var busy <-chan struct{}
@@ -1033,7 +1040,7 @@ func (h *Handler) uiStream(w http.ResponseWriter, r *http.Request, who *caller) 
 				return
 			}
 			var b bytes.Buffer
-			view := &summaryView{Run: run, Elsewhere: h.elsewhere(ctx, run), LimitStop: h.limitStop(ctx, run), CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite),
+			view := &summaryView{Run: run, Elsewhere: h.elsewhere(ctx, run), LimitStop: h.limitStop(ctx, run), NotYours: h.notYours(ctx, who, id), CanWrite: token.HasScope(&who.Token, api.ScopeRunsWrite),
 				CanDecide: token.HasScope(&who.Token, api.ScopeApprovalsWrite), Who: who, LastCheckpoint: lastCheckpoint, Completed: completed}
 			if err := h.ui.t.ExecuteTemplate(&b, "summary", view); err == nil && !bytes.Equal(b.Bytes(), last) {
 				_ = out.send("", "summary", b.Bytes())
@@ -1382,4 +1389,14 @@ type uiDelta struct {
 	Retry  string `json:"retry,omitempty"`
 	CallID string `json:"call_id,omitempty"`
 	Output string `json:"output,omitempty"`
+}
+
+// notYours says why who may not change run id (service.MayChange), ""
+// when it may.
+func (h *Handler) notYours(ctx context.Context, who *caller, id string) string {
+	if err := h.svc.MayChange(ctx, who, id); err != nil {
+		e, _ := classify(err)
+		return e.msg
+	}
+	return ""
 }

@@ -255,6 +255,19 @@ func (a *admission) mayContinue(id string, c *agent.RunCreated) error {
 	return forbidden("run %s is a demo run started %s: only that person (or an admin) may resume, message, rewind or cancel it; fork it to work on your own copy of the demo project", id, by)
 }
 
+// MayChange says why who may not change run id (resume it, send it a
+// message, rewind its files, cancel it), nil when it may as far as the
+// run's maker is concerned (a demo run is its creator's): the front ends
+// offer those actions only to a caller that may. The token's scopes are
+// the caller's to check.
+func (s *Service) MayChange(ctx context.Context, who *Caller, id string) error {
+	c, err := s.sums.created(ctx, id)
+	if err != nil {
+		return err
+	}
+	return (&admission{who: who}).mayContinue(id, c)
+}
+
 // sandboxKind returns the server's sandbox ("linux" unless Options say).
 func (s *Service) sandboxKind() string {
 	if s.opts.Sandbox == "" {
