@@ -131,6 +131,37 @@ func TestMCPServeOnServer(t *testing.T) {
 		t.Errorf("answer_approval with a read-only token: %v %s", isErr, text)
 	}
 
+	// start_run takes a policy as the API does: another than the
+	// server's needs an admin token.
+	wt, err := cl.CreateToken(t.Context(), &api.CreateToken{Name: "writer", Scopes: []string{api.ScopeRunsWrite}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := connect(wt.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	dir := t.TempDir()
+	withPolicy := map[string]any{"task": "t", "workspace": dir, "model": "scripted:demo", "policy": "default", "max_steps": 1}
+	if text, isErr := callText(t, ws, "start_run", withPolicy); !isErr || !strings.Contains(text, "admin") {
+		t.Errorf("start_run with a policy, not an admin: %v %s", isErr, text)
+	}
+	text, isErr = callText(t, s, "start_run", withPolicy)
+	var pst mcpStatus
+	if err := json.Unmarshal([]byte(text), &pst); err != nil || isErr {
+		t.Fatalf("start_run with a policy as an admin: %v %s", err, text)
+	}
+	for e, err := range cl.Events(t.Context(), pst.RunID, &client.EventsParams{NoFollow: true}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(e.Payload), `"name":"keel:default"`) {
+			t.Errorf("the run's policy: %s", e.Payload)
+		}
+		break
+	}
+
 	text, isErr = callText(t, s, "answer_approval", map[string]any{"run_id": st.RunID, "call_id": st.Waiting[0].CallID, "decision": "approve"})
 	if err := json.Unmarshal([]byte(text), &st); err != nil || isErr {
 		t.Fatalf("answer_approval: %v %s", err, text)

@@ -101,6 +101,7 @@ type remoteStart struct {
 	Workspace string   `json:"workspace,omitempty" jsonschema:"directory on the server's machine, under one of its workspace roots (required unless demo)"`
 	Model     string   `json:"model,omitempty" jsonschema:"model spec (default: the server's)"`
 	Agent     string   `json:"agent,omitempty" jsonschema:"the agent the run executes as (default: the token's)"`
+	Policy    string   `json:"policy,omitempty" jsonschema:"the run's tool-call policy: server (the default), default, demo, or a policy file's content; any but the server's needs an admin token"`
 	MaxSteps  *int     `json:"max_steps,omitempty"`
 	MaxTokens *int64   `json:"max_tokens,omitempty"`
 	MaxCost   *float64 `json:"max_cost,omitempty"`
@@ -110,7 +111,7 @@ type remoteStart struct {
 }
 
 func (in *remoteStart) request(func(string) (*policy.Engine, error)) (*service.CreateRun, error) {
-	return &service.CreateRun{CreateRun: api.CreateRun{Demo: in.Demo, Task: in.Task, Workspace: in.Workspace, Model: in.Model, Agent: in.Agent, Network: in.AllowHost, Team: in.Team,
+	return &service.CreateRun{CreateRun: api.CreateRun{Demo: in.Demo, Task: in.Task, Workspace: in.Workspace, Model: in.Model, Agent: in.Agent, Policy: in.Policy, Network: in.AllowHost, Team: in.Team,
 		Limits: api.Limits{MaxSteps: in.MaxSteps, MaxTokens: in.MaxTokens, MaxCost: in.MaxCost, Timeout: in.Timeout}}}, nil
 }
 
