@@ -388,12 +388,19 @@ func limitAction(s *State) (Action, bool) {
 	switch {
 	case l.MaxSteps > 0 && u.Steps >= l.MaxSteps:
 		reason, msg = ReasonMaxSteps, fmt.Sprintf("step limit reached: %d model calls", u.Steps)
+		if u.Steps > l.MaxSteps {
+			// A limit lowered below what the run had used.
+			msg += fmt.Sprintf(", over the limit of %d", l.MaxSteps)
+		}
 	case l.MaxTokens > 0 && u.Tokens >= l.MaxTokens:
 		reason, msg = ReasonMaxTokens, fmt.Sprintf("token limit reached: %d of %d tokens", u.Tokens, l.MaxTokens)
 	case l.MaxCost > 0 && u.Cost >= l.MaxCost:
 		reason, msg = ReasonMaxCost, fmt.Sprintf("cost limit reached: $%.4f of $%.4f", u.Cost, l.MaxCost)
 	case l.MaxToolCalls > 0 && u.ToolCalls >= l.MaxToolCalls:
 		reason, msg = ReasonMaxToolCalls, fmt.Sprintf("tool-call limit reached: %d tool calls", u.ToolCalls)
+		if u.ToolCalls > l.MaxToolCalls {
+			msg += fmt.Sprintf(", over the limit of %d", l.MaxToolCalls)
+		}
 	default:
 		return Action{}, false
 	}

@@ -573,8 +573,8 @@ func formSecrets(r *http.Request, req *api.CreateRun) {
 	slices.SortFunc(req.SecretHosts, func(a, b api.SecretHost) int { return strings.Compare(a.Name+"="+a.Host, b.Name+"="+b.Host) })
 }
 
-// formLimits reads a form's limit fields (max_steps, max_tokens,
-// max_cost, timeout; empty: not given) into the limits the API takes,
+// formLimits reads a form's limit fields (max_steps, max_tool_calls,
+// max_tokens, max_cost, timeout; empty: not given) into the limits the API takes,
 // nil when none is given. Not a number is the form's to say; a negative
 // value or a bad timeout the service's (service.ApplyLimits), in the
 // words every front end uses.
@@ -595,6 +595,13 @@ func formLimits(r *http.Request) (*api.Limits, []service.FieldError) {
 			bad("max steps", s, "a number")
 		} else {
 			l.MaxSteps = &n
+		}
+	}
+	if s := field("max_tool_calls"); s != "" {
+		if n, err := strconv.Atoi(s); err != nil {
+			bad("max tool calls", s, "a number")
+		} else {
+			l.MaxToolCalls = &n
 		}
 	}
 	if s := field("max_tokens"); s != "" {
@@ -763,7 +770,7 @@ func (h *Handler) limitStop(ctx context.Context, run api.Run) *limitStop {
 		return nil
 	}
 	switch run.Reason {
-	case agent.ReasonMaxSteps, agent.ReasonMaxTokens, agent.ReasonMaxCost:
+	case agent.ReasonMaxSteps, agent.ReasonMaxTokens, agent.ReasonMaxCost, agent.ReasonMaxToolCalls:
 	default:
 		return nil
 	}

@@ -82,7 +82,7 @@ func ApplyLimits(base agent.Limits, l *api.Limits) (agent.Limits, error) {
 }
 
 // RaisedLimit is the value that raises the limit a run stopped at
-// (reason max_steps, max_tokens or max_cost) enough to go on, as every
+// (reason max_steps, max_tokens, max_cost or max_tool_calls) enough to go on, as every
 // front end proposes it: twice the larger of the limit and what is used
 // (a run can pass a token or cost limit by a whole model call, and a
 // value below the usage would stop the resumed run at once). It is ""
@@ -92,6 +92,8 @@ func RaisedLimit(reason string, st *agent.State) string {
 	switch reason {
 	case agent.ReasonMaxSteps:
 		return strconv.Itoa(2 * max(l.MaxSteps, st.Steps))
+	case agent.ReasonMaxToolCalls:
+		return strconv.Itoa(2 * max(l.MaxToolCalls, st.Used().ToolCalls))
 	case agent.ReasonMaxTokens:
 		return strconv.FormatInt(2*max(l.MaxTokens, st.Usage.Total()), 10)
 	case agent.ReasonMaxCost:

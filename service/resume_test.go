@@ -115,7 +115,7 @@ func TestResumeStillAtLimit(t *testing.T) {
 		{"nothing", api.ResumeRun{}, "run r1 stopped at a limit it would stop at again at once (step limit reached: 2 model calls): raise max_steps (--max-steps), to 4 for example, or give 0 to lift it"},
 		{"a message", api.ResumeRun{Message: "go on"}, "step limit reached: 2 model calls"},
 		{"the same limit", api.ResumeRun{Limits: steps(2)}, "step limit reached"},
-		{"a lower limit", api.ResumeRun{Limits: steps(1)}, "step limit reached"},
+		{"a lower limit", api.ResumeRun{Limits: steps(1)}, "step limit reached: 2 model calls, over the limit of 1"},
 		{"a raised limit", api.ResumeRun{Limits: steps(4)}, ""},
 		{"a lifted limit", api.ResumeRun{Limits: steps(0)}, ""},
 	} {

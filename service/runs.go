@@ -469,7 +469,7 @@ func PlanResume(st *agent.State, req *api.ResumeRun) (ResumePlan, error) {
 // limitFlags are the flags of keel runs resume that raise the limit of
 // an end reason.
 var limitFlags = map[string]string{agent.ReasonMaxSteps: "max_steps (--max-steps)", agent.ReasonMaxTokens: "max_tokens (--max-tokens)",
-	agent.ReasonMaxCost: "max_cost (--max-cost)", agent.ReasonMaxToolCalls: "max_tool_calls"}
+	agent.ReasonMaxCost: "max_cost (--max-cost)", agent.ReasonMaxToolCalls: "max_tool_calls (--max-tool-calls)"}
 
 // stillAtLimit refuses the resume of a run a limit stopped that the
 // limits it would go on under (ch's, else its own) still stop: its
@@ -488,7 +488,7 @@ func stillAtLimit(st *agent.State, ch Changes) error {
 		return nil
 	}
 	raise := "raise " + limitFlags[reason]
-	if v := RaisedLimit(reason, st); v != "" {
+	if v := RaisedLimit(reason, &s); v != "" {
 		raise += ", to " + v + " for example"
 	}
 	return badRequest("run %s stopped at a limit it would stop at again at once (%s): %s, or give 0 to lift it", st.RunID, msg, raise)

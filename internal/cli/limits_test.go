@@ -54,6 +54,31 @@ func TestLimitStopSaysHowToGoOn(t *testing.T) {
 	}
 }
 
+// A run stopped by its tool-call limit says how to go on, and the
+// resume takes --max-tool-calls (new-user trial 19, R3: the refusal said
+// to raise it, and no flag did).
+func TestToolCallLimitStopSaysHowToGoOn(t *testing.T) {
+	db := setup(t)
+	traj := writeTrajectory(t, "three calls", []fcall{sh("true")}, []fcall{sh("true")}, []fcall{sh("true")}, nil)
+	code, _, errOut := keel(t, "run", "--model", "replay:"+traj, "--workspace", t.TempDir(), "--max-tool-calls", "2")
+	if code != 1 {
+		t.Fatalf("keel run --max-tool-calls 2 = %d, want 1\n%s", code, errOut)
+	}
+	id, _ := lastRun(t, db)
+	if want := "to go on, raise the limit: keel runs resume " + id + " --max-tool-calls 4"; !strings.Contains(errOut, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errOut)
+	}
+	if code, _, errOut := keel(t, "runs", "resume", id); code != 2 || !strings.Contains(errOut, "raise max_tool_calls (--max-tool-calls), to 4 for example") {
+		t.Errorf("keel runs resume under the same limit = %d, want 2\n%s", code, errOut)
+	}
+	if code, _, errOut := keel(t, "runs", "resume", id, "--max-tool-calls", "4"); code != 0 {
+		t.Fatalf("keel runs resume --max-tool-calls 4 = %d\n%s", code, errOut)
+	}
+	if _, st := lastRun(t, db); st.Ended == nil || st.Ended.Reason != "answer" {
+		t.Errorf("after the resume: %+v", st.Ended)
+	}
+}
+
 // A run stopped by loop detection says how to go on; a person's message
 // lets the model continue.
 func TestLoopStopSaysHowToGoOn(t *testing.T) {

@@ -311,7 +311,7 @@ change is journaled.`,
 // form takes: the limits and settings go to the server with the resume
 // (journaled there as locally); --api-key is the server's own.
 var remoteResumeFlags = []string{"message", "json", "quiet", "no-wait", "wait",
-	"max-steps", "max-tokens", "max-cost", "timeout", "context-window",
+	"max-steps", "max-tokens", "max-cost", "max-tool-calls", "timeout", "context-window",
 	"command-timeout", "command-idle-timeout", "concurrency", "max-result-chars", "max-output-tokens",
 	"model-idle-timeout", "model-stall-retries", "model-retries"}
 
@@ -339,6 +339,7 @@ func registerResumeFlags(fl *pflag.FlagSet, f *runFlags, message *string) {
 	fl.Int64Var(&f.maxTokens, "max-tokens", 0, "replace the run's token limit from now on (0: no limit; not given: the run's own)")
 	fl.Float64Var(&f.maxCost, "max-cost", 0, "replace the run's cost limit in US dollars from now on (0: no limit; not given: the run's own)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "replace the run's wall-time limit from now on (0: no limit; not given: the run's own)")
+	fl.IntVar(&f.maxToolCalls, "max-tool-calls", 0, "replace the run's tool-call limit from now on (0: no limit; not given: the run's own)")
 	registerWaitFlags(fl, &f.gate)
 }
 
@@ -440,17 +441,12 @@ func (f *runFlags) resumeLimits() *api.Limits {
 	}
 	var l api.Limits
 	given := false
-	if f.changed("max-steps") {
-		l.MaxSteps, given = &f.maxSteps, true
-	}
-	if f.changed("max-tokens") {
-		l.MaxTokens, given = &f.maxTokens, true
-	}
-	if f.changed("max-cost") {
-		l.MaxCost, given = &f.maxCost, true
-	}
-	if f.changed("timeout") {
-		l.Timeout, given = f.timeout.String(), true
+	for name, set := range map[string]func(){"max-steps": func() { l.MaxSteps = &f.maxSteps }, "max-tokens": func() { l.MaxTokens = &f.maxTokens },
+		"max-cost": func() { l.MaxCost = &f.maxCost }, "max-tool-calls": func() { l.MaxToolCalls = &f.maxToolCalls }, "timeout": func() { l.Timeout = f.timeout.String() }} {
+		if f.changed(name) {
+			set()
+			given = true
+		}
 	}
 	if !given {
 		return nil

@@ -34,7 +34,7 @@ var chatCommands = []tui.Command{
 	{Name: "undo", Usage: "[--force]", Help: "put the files the run changed back as they were before your last message, leaving your own edits; again: one message further back (the model is told); --force: also files both you and the run changed"},
 	{Name: "cost", Help: "the steps, tokens and cost of this run so far"},
 	{Name: "model", Help: "the model of this run"},
-	{Name: "limit", Usage: "--max-steps N | --max-tokens N | --max-cost USD | --timeout DURATION", Help: "raise a limit of this run from your next message on (as keel runs resume --max-steps N does)"},
+	{Name: "limit", Usage: "--max-steps N | --max-tokens N | --max-cost USD | --max-tool-calls N | --timeout DURATION", Help: "raise a limit of this run from your next message on (as keel runs resume --max-steps N does)"},
 }
 
 // ChatCommands are keel chat's commands before its run exists (before
@@ -221,6 +221,12 @@ func setLimit(l *agent.Limits, arg string) (string, error) {
 			return "", bad("a number of model calls above 0")
 		}
 		l.MaxSteps = n
+	case "max-tool-calls":
+		n, err := strconv.Atoi(value)
+		if err != nil || n <= 0 {
+			return "", bad("a number of tool calls above 0")
+		}
+		l.MaxToolCalls = n
 	case "max-tokens":
 		n, err := strconv.ParseInt(value, 10, 64)
 		if err != nil || n <= 0 {
@@ -240,7 +246,7 @@ func setLimit(l *agent.Limits, arg string) (string, error) {
 		}
 		l.Timeout = agent.Duration(d)
 	default:
-		return "", fmt.Errorf("/limit: no limit %q: --max-steps, --max-tokens, --max-cost or --timeout", "--"+name)
+		return "", fmt.Errorf("/limit: no limit %q: --max-steps, --max-tokens, --max-cost, --max-tool-calls or --timeout", "--"+name)
 	}
 	return "--" + name + " " + value, nil
 }
@@ -262,7 +268,7 @@ func (x *Execution) AtLimit(ctx context.Context, id string) string {
 		return ""
 	}
 	switch st.Ended.Reason {
-	case agent.ReasonMaxSteps, agent.ReasonMaxTokens, agent.ReasonMaxCost:
+	case agent.ReasonMaxSteps, agent.ReasonMaxTokens, agent.ReasonMaxCost, agent.ReasonMaxToolCalls:
 		return fmt.Sprintf("not sent: run %s stopped at its limit (%s); %s", id, st.Ended.Message, tui.ChatLimitHint(st.Ended.Reason, st))
 	}
 	return ""

@@ -424,7 +424,7 @@ func (p *Printer) Prime(events []journal.Event) {
 }
 
 // limitFlag maps a limit's end reason to the flag that raises it.
-var limitFlag = map[string]string{"max_steps": "--max-steps", "max_tokens": "--max-tokens", "max_cost": "--max-cost", "timeout": "--timeout"}
+var limitFlag = map[string]string{"max_steps": "--max-steps", "max_tokens": "--max-tokens", "max_cost": "--max-cost", "max_tool_calls": "--max-tool-calls", "timeout": "--timeout"}
 
 // healthStop are the end reasons of loop detection (agent/health.go).
 var healthStop = map[string]bool{"repeated_calls": true, "format_errors": true, "output_limit": true, "empty_answers": true,
