@@ -204,6 +204,9 @@ func (b *Builder) checkKeys(spec model.Spec) error {
 // Complete implements service.Builder: the context settings and memory
 // files, the connectors, the tools, the state directory and git state.
 func (b *Builder) Complete(ctx context.Context, c *agent.RunCreated, req *service.CreateRun, family string) error {
+	if err := checkSecretValues(c, b.Assembler.Getenv); err != nil {
+		return err
+	}
 	cf := ContextSettings{Threshold: agent.DefaultCompactThreshold, NotesFile: agent.DefaultNotesFile, ActionMode: "tools"}
 	var given *service.Connectors
 	budget, noOffer := 0, false
