@@ -177,6 +177,8 @@ func (s *Secrets) Find(text string) []Match {
 }
 
 // Hide returns text with every form of every value replaced by [Mask],
+// every line that holds a value once its blanks are taken out
+// ([Secrets.ScanSpaced]: od -c, xxd) replaced whole,
 // every run of base64, hex or base32 whose decoded bytes hold a value,
 // and every piece of at least [MinPartLen] bytes of a value of at least
 // twice that (as is), the way a value split over several lines or calls
@@ -191,7 +193,9 @@ func (s *Secrets) Hide(text string) string {
 			}
 		}
 	}
-	return s.hidePieces(text)
+	// Last: a line spelling a value spaced out holds none of the
+	// forms above once they are masked.
+	return s.hideSpaced(s.hidePieces(text))
 }
 
 // hideInside replaces each run of base64, hex or base32 whose decoded

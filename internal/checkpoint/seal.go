@@ -1,11 +1,9 @@
 package checkpoint
 
 import (
-	"encoding/hex"
 	"strings"
 
 	"github.com/keel-run/keel/agent"
-	"github.com/keel-run/keel/internal/lazy"
 	"github.com/keel-run/keel/redact"
 )
 
@@ -52,7 +50,7 @@ func sealSpaced(patch string, set *redact.Secrets, names []string) string {
 		if !strings.ContainsAny(l, " \t") {
 			continue
 		}
-		m := spacedScan(set, strings.Join(strings.Fields(l), ""))
+		m := set.ScanSpaced(l)
 		if len(m) == 0 {
 			continue
 		}
@@ -69,29 +67,6 @@ func sealSpaced(patch string, set *redact.Secrets, names []string) string {
 	}
 	return strings.Join(lines, "")
 }
-
-// spacedScan scans joined (a line without its blanks) and the bytes its
-// runs of hex digits decode to, from either parity.
-func spacedScan(set *redact.Secrets, joined string) []redact.Match {
-	if m := set.Scan(joined); len(m) > 0 {
-		return m
-	}
-	for _, run := range hexRun().FindAllString(joined, -1) {
-		for off := 0; off < 2 && off < len(run); off++ {
-			r := run[off:]
-			b, err := hex.DecodeString(r[:len(r)/2*2])
-			if err != nil {
-				continue
-			}
-			if m := set.Scan(string(b)); len(m) > 0 {
-				return m
-			}
-		}
-	}
-	return nil
-}
-
-var hexRun = lazy.Regexp(`[0-9a-fA-F]{20,}`)
 
 // Seal returns s with the secrets' values sealed ([SealSecrets]) in its
 // changes and in the names of the files it leaves out (Before, Outside,
