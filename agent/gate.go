@@ -214,24 +214,10 @@ func (x *executor) decide(ctx context.Context, decide policy.Policy, c *Call) *G
 	x.mu.Unlock()
 	t := reg.Tool(c.Name)
 	if t.Scope != nil {
-		for _, raw := range t.Scope(args) {
-			var rel string
-			var err error
-			if _, ok := x.p.Env.Workspace.ArtifactRel(raw); ok && t.Effect == tool.ReadOnly {
-				// A whole output Keel saved outside the workspace (named
-				// in a result): readable, and no workspace path.
-				continue
-			}
-			if t.Effect == tool.ReadOnly {
-				rel, err = x.p.Env.Workspace.Resolve(raw)
-			} else {
-				rel, err = x.p.Env.Workspace.ResolveWrite(raw)
-			}
-			if err != nil {
-				d.Decision = policy.Decision{Effect: policy.Deny, Policies: []string{"keel.workspace"}, Reason: err.Error()}
-				return d
-			}
-			d.Paths = append(d.Paths, rel)
+		var err error
+		if d.Paths, err = x.p.Env.Workspace.ResolveCall(t.Effect, t.Scope(args)); err != nil {
+			d.Decision = policy.Decision{Effect: policy.Deny, Policies: []string{PolicyWorkspace}, Reason: err.Error()}
+			return d
 		}
 	}
 	deny, teamFacts := x.teamDecide(c.ID, c.Name, args, d.Paths, t.Effect, t.Scope != nil)

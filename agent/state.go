@@ -446,6 +446,11 @@ func (d *GateDecided) Invalid() bool {
 // PolicyValidate is the policy id of decisions that reject malformed calls.
 const PolicyValidate = "keel.validate"
 
+// PolicyWorkspace is the policy id of decisions that refuse a file
+// tool's path the run's workspace refuses ([tool.Workspace.ResolveCall]:
+// outside the workspace, protected, hidden by the run's policy).
+const PolicyWorkspace = "keel.workspace"
+
 // PolicyCheck is the policy id of decisions that fail a call its tool
 // says cannot succeed as things are ([tool.Tool].Check), before a person
 // is asked: the call's result is the tool's error, as if it had run.

@@ -39,6 +39,9 @@ type Workspace struct {
 	// state and stateDir are the state directory (state.go), if any.
 	state    *os.Root
 	stateDir string
+	// lexical is a workspace with no directory ([NewLexicalWorkspace]):
+	// root is "", fs nil, and paths resolve by their text.
+	lexical bool
 }
 
 // ErrOutside is wrapped by errors for paths whose real location is outside
@@ -88,6 +91,34 @@ func NewWorkspace(dir, mountPath string, protected []string) (*Workspace, error)
 		return nil, fmt.Errorf("tool: workspace %s: %w", dir, err)
 	}
 	w := &Workspace{root: real, mount: path.Clean(mountPath), fs: r}
+	w.protect(protected)
+	return w, nil
+}
+
+// NewLexicalWorkspace returns a workspace mounted at mountPath (default
+// [sandbox.DefaultMountPath]; it must be absolute) with no directory
+// behind it, for deciding what a run's workspace would refuse where no
+// directory is at hand (keel policy check). Its paths resolve by their
+// text alone, as if the workspace held no symbolic link: a path that
+// leaves it (through ".." or an absolute path outside the mount path), a
+// protected path written and a hidden one are refused in the words of a
+// workspace [NewWorkspace] opened; nothing is read from the file system.
+// It has no [Workspace.FS] and no host paths.
+func NewLexicalWorkspace(mountPath string, protected []string) (*Workspace, error) {
+	if mountPath == "" {
+		mountPath = sandbox.DefaultMountPath
+	}
+	if !path.IsAbs(mountPath) {
+		return nil, fmt.Errorf("tool: workspace mount path %q is not absolute", mountPath)
+	}
+	w := &Workspace{mount: path.Clean(mountPath), lexical: true}
+	w.protect(protected)
+	return w, nil
+}
+
+// protect sets the workspace's protected paths: [sandbox.DefaultProtected]
+// and protected, cleaned, workspace-relative.
+func (w *Workspace) protect(protected []string) {
 	seen := map[string]bool{}
 	for _, p := range append(append([]string(nil), sandbox.DefaultProtected...), protected...) {
 		c := path.Clean(strings.TrimPrefix(filepath.ToSlash(p), "/"))
@@ -97,7 +128,6 @@ func NewWorkspace(dir, mountPath string, protected []string) (*Workspace, error)
 		seen[c] = true
 		w.protected = append(w.protected, c)
 	}
-	return w, nil
 }
 
 // Root returns the workspace's real host path.
@@ -114,6 +144,9 @@ func (w *Workspace) FS() *os.Root { return w.fs }
 func (w *Workspace) Close() error {
 	if w.state != nil {
 		w.state.Close()
+	}
+	if w.fs == nil {
+		return nil // a lexical workspace
 	}
 	return w.fs.Close()
 }
@@ -133,18 +166,29 @@ func (w *Workspace) Rel(p string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	rel, ok := lexicalRel(parts)
+	if !ok {
+		return "", fmt.Errorf("%s: %w", p, ErrOutside)
+	}
+	return rel, nil
+}
+
+// lexicalRel applies the components parts to the workspace root by their
+// text and returns the workspace-relative path reached, or false when a
+// ".." leaves the root.
+func lexicalRel(parts []string) (string, bool) {
 	var out []string
 	for _, part := range parts {
 		if part == ".." {
 			if len(out) == 0 {
-				return "", fmt.Errorf("%s: %w", p, ErrOutside)
+				return "", false
 			}
 			out = out[:len(out)-1]
 			continue
 		}
 		out = append(out, part)
 	}
-	return joinRel(out), nil
+	return joinRel(out), true
 }
 
 // split returns the components of p below the workspace root, uncleaned
@@ -161,6 +205,9 @@ func (w *Workspace) split(p string) ([]string, error) {
 		return parts, nil
 	}
 	for _, base := range []string{w.mount, w.root} {
+		if base == "" {
+			continue // a lexical workspace has no host root
+		}
 		if bp := components(base); hasPrefix(parts, bp) {
 			return parts[len(bp):], nil
 		}
@@ -241,6 +288,9 @@ func (w *Workspace) Hide(paths []string) {
 			continue
 		}
 		w.hidden = append(w.hidden, c)
+		if w.lexical {
+			continue // no files, no identities
+		}
 		real, err := w.resolve(strings.Split(c, "/"))
 		if err != nil || real == "." {
 			continue
@@ -306,6 +356,13 @@ const maxLinks = 40 // as Linux's MAXSYMLINKS
 // comes back in); only the final location must be inside. Absolute link
 // targets under the mount path mean the workspace, as inside the sandbox.
 func (w *Workspace) resolve(queue []string) (string, error) {
+	if w.lexical {
+		rel, ok := lexicalRel(queue)
+		if !ok {
+			return "", ErrOutside
+		}
+		return rel, nil
+	}
 	rootParts := components(w.root)
 	mountParts := components(w.mount)
 	cur := append([]string(nil), rootParts...) // absolute host components
@@ -487,6 +544,36 @@ func (w *Workspace) ResolveWrite(p string) (string, error) {
 		return "", fmt.Errorf("%s: %w (read-only for the agent)", p, ErrProtected)
 	}
 	return rel, nil
+}
+
+// ResolveCall resolves the paths raw (as the model wrote them: a tool's
+// [Tool].Scope of a call's arguments) that a call of a tool of effect e
+// touches, as a run's gate does before its policy decides: a read-only
+// tool's with [Workspace.Resolve] (an artifact of the state directory
+// named in a result is readable and no workspace path: left out), any
+// other's with [Workspace.ResolveWrite]. It returns the workspace-relative
+// paths in order, and at the first path refused the error of its refusal
+// with the paths resolved before it. keel policy check resolves its
+// call's paths here too, so that it refuses what a run refuses.
+func (w *Workspace) ResolveCall(e Effect, raw []string) ([]string, error) {
+	var out []string
+	for _, p := range raw {
+		if _, ok := w.ArtifactRel(p); ok && e == ReadOnly {
+			continue
+		}
+		var rel string
+		var err error
+		if e == ReadOnly {
+			rel, err = w.Resolve(p)
+		} else {
+			rel, err = w.ResolveWrite(p)
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, rel)
+	}
+	return out, nil
 }
 
 // HostPath returns the host path of a resolved workspace-relative path.

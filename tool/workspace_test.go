@@ -340,3 +340,63 @@ func TestWorkspaceHideByIdentity(t *testing.T) {
 		t.Errorf("Hidden: %v %v %v", w.Hidden("hard.env"), w.Hidden("v2/k"), w.Hidden("cfg2/app.env"))
 	}
 }
+
+// A lexical workspace (keel policy check without a directory) refuses
+// and resolves a call's paths in the words of a workspace with a
+// directory that holds no link (and has the directories named), for
+// reads and writes alike
+// (ResolveCall, the gate's).
+func TestLexicalWorkspaceResolvesAsADirectory(t *testing.T) {
+	dir := t.TempDir()
+	// A ".." after a directory that does not exist fails in a directory
+	// (no such file); a lexical workspace takes every directory to exist.
+	if err := os.Mkdir(filepath.Join(dir, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	real, err := NewWorkspace(dir, "/src", []string{"policy.toml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer real.Close()
+	lex, err := NewLexicalWorkspace("/src", []string{"policy.toml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lex.Close()
+	real.Hide([]string{"secrets"})
+	lex.Hide([]string{"secrets"})
+	for _, tt := range []struct {
+		path   string
+		effect Effect
+		want   string // the resolved path, or the error
+	}{
+		{"a/b.go", WorkspaceWrite, "a/b.go"},
+		{"/src/a/../b.go", ReadOnly, "b.go"},
+		{"/src", ReadOnly, "."},
+		{"/etc/passwd", ReadOnly, "/etc/passwd: path is outside the workspace (the workspace is /src)"},
+		{"/workspace/x", ReadOnly, "/workspace/x: path is outside the workspace (the workspace is /src)"},
+		{"/src/../etc/passwd", ReadOnly, "/src/../etc/passwd: path is outside the workspace"},
+		{"a/../../b", WorkspaceWrite, "a/../../b: path is outside the workspace"},
+		{".git/hooks/pre-commit", WorkspaceWrite, ".git/hooks/pre-commit: path is protected (git's hooks and configuration are read-only for the agent, for file tools and in the sandbox alike; a person changes them on the host)"},
+		{"sub/.GIT/objects/x", WorkspaceWrite, "sub/.GIT/objects/x: path is protected (git's metadata is read-only for file tools; change the repository with git through the bash tool)"},
+		{".git/config", ReadOnly, ".git/config"},
+		{".keel/config.toml", WorkspaceWrite, ".keel/config.toml: path is protected (read-only for the agent)"},
+		{"policy.toml", WorkspaceWrite, "policy.toml: path is protected (read-only for the agent)"},
+		{"secrets/key", ReadOnly, "secrets/key: path is forbidden by the run's policy"},
+		{".", WorkspaceWrite, ".: is the workspace root, not a file"},
+		{"", ReadOnly, "empty path"},
+	} {
+		for _, ws := range []*Workspace{real, lex} {
+			got, err := ws.ResolveCall(tt.effect, []string{"ok", tt.path})
+			s := strings.Join(got, ",")
+			if err != nil {
+				s = err.Error()
+			} else {
+				s = strings.TrimPrefix(s, "ok,")
+			}
+			if s != tt.want {
+				t.Errorf("lexical %v: ResolveCall(%s, %q) = %q, want %q", ws.lexical, tt.effect, tt.path, s, tt.want)
+			}
+		}
+	}
+}
