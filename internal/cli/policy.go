@@ -200,7 +200,7 @@ Exit status: 0 allow, 1 deny, 4 ask.`,
 	fl.StringArrayVar(&network, "allow-host", nil, "the run's network allowlist (repeatable)")
 	fl.StringVar(&sandbox, "sandbox", "", "the run's sandbox backend (default linux; with --server, the server's)")
 	fl.StringVar(&mount, "mount-path", "/workspace", "the run's mount path")
-	fl.StringVar(&workspace, "workspace", "", "the run's workspace on the host: with --sandbox none, paths are resolved against it, not the mount path")
+	fl.StringVar(&workspace, "workspace", "", "the run's workspace on the host: file tools' paths are resolved in it (links followed; without it, by their text), and with --sandbox none commands' paths too")
 	fl.StringArrayVar(&holds, "holds-secret", nil, "a secret variable the run's sandbox holds, as with keel run --secret-env (repeatable)")
 	fl.StringVar(&untrusted, "untrusted", "", "what brought untrusted input into the run before this call (for example \"fetch_url result of call 1\")")
 	fl.BoolVar(&unattended, "unattended", false, "the run is unattended (started by a schedule or trigger)")

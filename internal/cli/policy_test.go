@@ -222,7 +222,7 @@ func TestPolicyCheckWithServer(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "ALLOW") || !strings.Contains(out, "team.toml") || !strings.Contains(out, "everything") {
 		t.Errorf("policy check --server = %d, want the server's ALLOW by team.toml\n%s%s", code, out, errOut)
 	}
-	code, out, _ = keel(t, "--server", s.url, "policy", "check", "--json", "--tool", "write_file", "--args", `{"path":"x"}`)
+	code, out, _ = keel(t, "--server", s.url, "policy", "check", "--json", "--tool", "write_file", "--args", `{"path":"x","content":""}`)
 	var d struct {
 		Policy   string        `json:"policy"`
 		Decision policy.Effect `json:"decision"`
@@ -257,11 +257,33 @@ func TestPolicyCheckRefusesWhatNoRunCouldMake(t *testing.T) {
 		{[]string{"--command", "ls", "--mount-path", "rel"}, `mount_path "rel" must be absolute`},
 		{[]string{"--command", "ls", "--principal", "nosuchagent"}, `agent nosuchagent cannot run`},
 		{[]string{"--command", "ls", "--on-behalf-of", "bob"}, `acts as itself, not on behalf of "bob"`},
+		// Arguments a run's tool registry refuses (report R2).
+		{[]string{"--tool", "read_file", "--args", `{"pth":"x"}`}, `the arguments of read_file do not match its schema: unknown argument "pth"`},
+		{[]string{"--tool", "read_file", "--args", `{"path":"a","path":"b"}`}, `the arguments of read_file are ambiguous: the key "path" appears twice`},
 	} {
 		for _, form := range [][]string{{"--policy", pol}, {"--server", s.url}} {
 			code, out, errOut := keel(t, append(append(form, "policy", "check"), tt.args...)...)
 			if code != 2 || !strings.Contains(errOut, tt.says) {
 				t.Errorf("policy check %v %v = %d, want 2 saying %q\n%s%s", form[0], tt.args, code, tt.says, out, errOut)
+			}
+		}
+	}
+	// A path a run's workspace refuses is denied as the run denies it,
+	// by keel.workspace (report R2: ALLOW).
+	for _, tt := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--tool", "read_file", "--args", `{"path":"/etc/passwd"}`}, "/etc/passwd: path is outside the workspace (the workspace is /workspace)"},
+		{[]string{"--tool", "read_file", "--args", `{"path":"/workspace/../etc/passwd"}`}, "/workspace/../etc/passwd: path is outside the workspace"},
+		{[]string{"--tool", "write_file", "--args", `{"path":".git/hooks/pre-commit","content":"x"}`}, ".git/hooks/pre-commit: path is protected"},
+		{[]string{"--tool", "write_file", "--args", `{"path":".keel/config.toml","content":"x"}`}, ".keel/config.toml: path is protected"},
+	} {
+		for _, form := range [][]string{{"--policy", pol}, {"--server", s.url}} {
+			code, out, errOut := keel(t, append(append(form, "policy", "check", "--json"), tt.args...)...)
+			var d policy.Decision
+			if err := json.Unmarshal([]byte(out), &d); err != nil || code != 1 || d.Effect != policy.Deny || strings.Join(d.Policies, ",") != "keel.workspace" || !strings.Contains(d.Reason, tt.says) {
+				t.Errorf("policy check %v %v = %d, want 1, DENY by keel.workspace saying %q\n%s%s", form[0], tt.args, code, tt.says, out, errOut)
 			}
 		}
 	}
