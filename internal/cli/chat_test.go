@@ -31,6 +31,8 @@ import (
 type chatServer struct {
 	mu      sync.Mutex
 	answers int
+	// noUsage leaves out the usage chunk, as some providers do.
+	noUsage bool
 }
 
 func (s *chatServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -78,6 +80,10 @@ func (s *chatServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	chunk(map[string]any{}, finish)
+	if s.noUsage {
+		fmt.Fprint(w, "data: [DONE]\n\n")
+		return
+	}
 	b, _ := json.Marshal(map[string]any{"id": fmt.Sprintf("chatcmpl-keeltest%d", n), "object": "chat.completion.chunk", "created": 1727346180, "model": "chat-test",
 		"choices": []any{}, "usage": map[string]any{"prompt_tokens": 100 * n, "completion_tokens": 10, "total_tokens": 100*n + 10}})
 	fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", b)
@@ -392,5 +398,31 @@ func TestChatCommands(t *testing.T) {
 	if len(users) != 3 || users[0] != "please fix the typo in notes.txt" || !strings.HasPrefix(users[1], `[The person undid the file changes made since their message "please fix the typo in notes.txt"`) ||
 		!strings.HasSuffix(users[1], "\n\nwhat now?") || users[2] != "/help me" {
 		t.Errorf("user messages journaled: %q", users)
+	}
+}
+
+// A conversation with a provider that reports no usage says so once,
+// not at each turn (fresh-user trial 18, U8).
+func TestChatSaysEstimatedUsageOnce(t *testing.T) {
+	db := setup(t)
+	srv := httptest.NewServer(&chatServer{noUsage: true})
+	defer srv.Close()
+	args, _ := json.Marshal([]string{"chat", "--db", db, "--model", "openai-compatible:chat-test@" + srv.URL + "/v1", "--sandbox", "none", "--workspace", t.TempDir()})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "KEEL_TEST_MAIN="+string(args), "TERM=xterm")
+	term := startTerminal(t, cmd)
+	term.expect("you> ")
+	for _, msg := range []string{"hello", "and again", "once more"} {
+		term.send(msg)
+		term.expect("you> ")
+	}
+	term.send("/exit")
+	<-term.done
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("keel chat: %v", err)
+	}
+	const note = "the provider reported no token usage"
+	if n := strings.Count(term.text(), note); n != 1 {
+		t.Errorf("the chat said %q %d times, want once:\n%s", note, n, term.text())
 	}
 }

@@ -52,8 +52,10 @@ type app struct {
 	// none), whose MCP servers join the user's.
 	project *config.Config
 	// prompt is the person at the terminal (keel chat, inline
-	// approvals): their lines and their Ctrl-C in a conversation.
-	prompt tui.Prompt
+	// approvals): their lines and their Ctrl-C in a conversation;
+	// usageSaid whether the estimated-usage note was said to them.
+	prompt    tui.Prompt
+	usageSaid bool
 	// missingRuns are the RUN arguments that name no run (runref.go).
 	missingRuns []string
 }

@@ -110,7 +110,7 @@ func (a *app) execution(rt *agent.Runtime, run *assemble.Run, live *liveOptions,
 // shows itself, with decide recording the person's decisions.
 func (a *app) terminal(jsonOut, quiet bool, decide tui.Decide) *foreground.Terminal {
 	return &foreground.Terminal{Stdout: a.stdout, Stderr: a.stderr, Term: a.term, JSON: jsonOut, Quiet: quiet,
-		Prompt: &a.prompt, Inline: a.inline(), Keel: a.keelCmd(), Person: a.person(""), Decide: decide}
+		Prompt: &a.prompt, UsageSaid: &a.usageSaid, Inline: a.inline(), Keel: a.keelCmd(), Person: a.person(""), Decide: decide}
 }
 
 // execute executes runID (as ld holds it; nil: read it) with the

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"time"
 
@@ -40,6 +39,10 @@ type Terminal struct {
 	// terminal).
 	Prompt *tui.Prompt
 	Inline bool
+	// UsageSaid, shared by a process's executions, is whether the
+	// estimated-usage note was said (tui.EstimatedUsageNote): keel chat
+	// says it once, not at each turn. Nil: each execution says it.
+	UsageSaid *bool
 	// Keel is the command that reaches this journal (keel --db FILE),
 	// for the hints printed.
 	Keel string
@@ -183,8 +186,7 @@ func (x *Execution) Execute(ctx context.Context, runID string, ld *Loaded, messa
 	params := &agent.ExecParams{Wiring: x.Run.Wiring, OnEvent: p.Event, Handoff: x.Handoff, ContextWindow: x.ContextWindow,
 		Wait: x.Wait, IfLastSeq: x.IfLastSeq, Limits: x.Limits, Settings: x.Settings, Message: message}
 	if !x.JSON {
-		said := slices.ContainsFunc(evs, func(e journal.Event) bool { return tui.UsageEstimated(&e) })
-		params.OnEvent = tui.EstimatedUsageNote(p.Err(), created.Model, said, params.OnEvent)
+		params.OnEvent = tui.EstimatedUsageNote(p.Err(), created.Model, x.UsageSaid, params.OnEvent)
 	}
 	// Execute goes on from this fold, reading only what was appended
 	// since (it verifies that against the newest hash read here).

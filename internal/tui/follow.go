@@ -161,9 +161,8 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 	// stop the stream sends).
 	prevHash := ""
 	// note says, at the first model call whose usage Keel estimated, what
-	// keel run says then, unless the run's history had one (estimated).
+	// keel run says then.
 	var note func(journal.Event)
-	estimated := false
 	if from > 1 {
 		for e, err := range srv.Events(ctx, id, &EventsParams{NoFollow: true, GiveUp: followGiveUp}) {
 			if err != nil {
@@ -187,7 +186,6 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 				// lines name their tools and the step counter goes on.
 				p.Prime([]journal.Event{e})
 			}
-			estimated = estimated || UsageEstimated(&e)
 			prevHash = e.Hash
 			if e.Seq == from-1 {
 				break
@@ -217,7 +215,7 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 			if !jsonOut && e.Seq >= from {
 				// What a local execution says of usage Keel estimated.
 				if note == nil {
-					note = EstimatedUsageNote(p.Err(), st.Created.Model, estimated, nil)
+					note = EstimatedUsageNote(p.Err(), st.Created.Model, nil, nil)
 				}
 				note(e)
 			}
@@ -226,7 +224,6 @@ func Follow(ctx context.Context, srv Server, id string, fp *FollowParams) (int, 
 			// printing them, as a local resume does, so that later lines
 			// name their tools and the step counter goes on.
 			p.Prime([]journal.Event{e})
-			estimated = estimated || UsageEstimated(&e)
 		}
 		if e.Seq < from {
 			return false, 0, nil

@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -14,23 +13,26 @@ import (
 // the first model.responded of the execution whose usage Keel estimated
 // because the provider reported none (agent.ModelResponded.UsageEstimated):
 // the step lines' tokens and cost, and the token and cost limits, then
-// rest on estimates. said is whether the run had such a step before this
-// execution ([UsageEstimated]): then the note was said already, and is
-// not said again on each turn or resume (docs/interactive.md).
+// rest on estimates. said, shared by the executions of one process (nil:
+// this execution's own), is whether the note was said: keel chat says it
+// once, not at each turn (docs/interactive.md).
 //
 // modelSpec is the run's model: a scripted model (the demo) has no
 // provider to report usage, and the note says so.
-func EstimatedUsageNote(w io.Writer, modelSpec string, said bool, onEvent func(journal.Event)) func(journal.Event) {
+func EstimatedUsageNote(w io.Writer, modelSpec string, said *bool, onEvent func(journal.Event)) func(journal.Event) {
+	if said == nil {
+		said = new(bool)
+	}
 	return func(e journal.Event) {
 		if onEvent != nil {
 			onEvent(e)
 		}
-		if said || e.Type != journal.ModelResponded {
+		if *said || e.Type != journal.ModelResponded {
 			return
 		}
 		if v, err := agent.Decode(&e); err == nil {
 			if r, ok := v.(*agent.ModelResponded); ok && r.UsageEstimated {
-				said = true
+				*said = true
 				if strings.HasPrefix(modelSpec, "scripted:") {
 					fmt.Fprintln(w, "keel: a scripted model has no token usage; the tokens shown are Keel's estimates of what a real model would read and write")
 				} else {
@@ -39,11 +41,4 @@ func EstimatedUsageNote(w io.Writer, modelSpec string, said bool, onEvent func(j
 			}
 		}
 	}
-}
-
-// UsageEstimated reports whether e is a model.responded whose usage Keel
-// estimated, without decoding it (the field cannot appear unescaped in a
-// string of the payload).
-func UsageEstimated(e *journal.Event) bool {
-	return e.Type == journal.ModelResponded && bytes.Contains(e.Payload, []byte(`"usage_estimated":true`))
 }
