@@ -492,8 +492,15 @@ func draft(t testing.TB, typ journal.Type, v any) journal.Draft {
 // runtime replaces unsafe ones today; an older journal may hold them).
 func (e *env) askingRun(ws string, calls ...model.ToolCall) string {
 	e.t.Helper()
+	return e.askingRunLabeled(ws, nil, calls...)
+}
+
+// askingRunLabeled is askingRun with the run's labels (a run created
+// through the API has service.LabelCreatedBy).
+func (e *env) askingRunLabeled(ws string, labels map[string]string, calls ...model.ToolCall) string {
+	e.t.Helper()
 	c := &agent.RunCreated{Task: "change files", Model: "test:none", Workspace: ws, MountPath: "/workspace", Sandbox: e.sandbox,
-		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(e.policy), Limits: agent.Limits{MaxSteps: 10}}
+		Principal: identity.LocalAgent, Policy: agent.NewPolicyRef(e.policy), Limits: agent.Limits{MaxSteps: 10}, Labels: labels}
 	drafts := []journal.Draft{draft(e.t, journal.ModelResponded, &agent.ModelResponded{Message: model.Message{Role: model.RoleAssistant, ToolCalls: calls}})}
 	for _, c := range calls {
 		var args map[string]string

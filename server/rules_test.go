@@ -255,10 +255,12 @@ func TestCreateRequestRules(t *testing.T) {
 	}
 }
 
-// A run whose workspace fails the confinement check when it is executed
-// (its directory was swapped for a symlink into the server's files after
-// it was admitted) ends failed with reason setup and the cause journaled,
-// instead of sitting paused with nothing pending.
+// A run the server admitted whose workspace fails the confinement check
+// when it is executed (its directory was swapped for a symlink into the
+// server's files after it was admitted) ends failed with reason setup
+// and the cause journaled, instead of sitting paused with nothing
+// pending. (A run a local keel run started is left to it:
+// TestServerLeavesLocalRunsItMayNotExecute.)
 func TestUnconfinedWorkspaceFailsTheRun(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := t.Context()
@@ -266,7 +268,8 @@ func TestUnconfinedWorkspaceFailsTheRun(t *testing.T) {
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	id := e.askingRun(ws, modeltest.Call("w1", "write_file", map[string]string{"path": "README", "content": "a"}))
+	id := e.askingRunLabeled(ws, map[string]string{service.LabelCreatedBy: "ada"},
+		modeltest.Call("w1", "write_file", map[string]string{"path": "README", "content": "a"}))
 	asked := e.events(id)
 	if err := os.Remove(ws); err != nil {
 		t.Fatal(err)

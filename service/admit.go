@@ -570,7 +570,7 @@ func (s *Service) executable(c *agent.RunCreated) error {
 // outside the API (a keel run on the server's journal) and decides by
 // another policy than the server's. The decision stays journaled.
 func (s *Service) foreign(c *agent.RunCreated) error {
-	if c.Labels[LabelCreatedBy] != "" || c.Labels[LabelDemo] != "" {
+	if admitted(c) {
 		return nil
 	}
 	if c.Policy != nil && c.Policy.SHA256 == s.policyRef.SHA256 {
@@ -583,13 +583,21 @@ func (s *Service) foreign(c *agent.RunCreated) error {
 	return fmt.Errorf("%w: it decides by another policy (%s) than the server's (%s)", errNotAdmitted, name, s.policyRef.Name)
 }
 
+// admitted reports whether run c was created through the server's API
+// (or is a demo), and so was admitted by a server's checks; other runs
+// were started on the journal by another process (keel run).
+func admitted(c *agent.RunCreated) bool {
+	return c.Labels[LabelCreatedBy] != "" || c.Labels[LabelDemo] != ""
+}
+
 // errNotAdmitted marks a run created outside the server's API (a keel run
 // on its journal) that the API would not have admitted: the server leaves
 // it paused for the process that started it.
 var errNotAdmitted = errors.New("it was started outside this server (keel run on its journal) and is continued where it was started (keel runs resume RUN without --server)")
 
 // errUnconfined marks a run whose workspace fails the confinement check
-// at execution: the pool ends it failed (reason "setup").
+// at execution: the pool ends it failed (reason "setup") if the server
+// admitted it, and leaves it to its starter otherwise (leftToStarter).
 var errUnconfined = errors.New("its workspace is not allowed")
 
 // invalid maps an error of the Builder (or a Validator) to an API

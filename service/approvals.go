@@ -114,14 +114,44 @@ func (s *Service) decide(ctx context.Context, runID, callID string, d policy.Eff
 	return run, rerr
 }
 
-// leftToStarter says why this server leaves run c, once decided, to the
-// process that started it (nil: it executes the run itself).
+// leftToStarter says why this server leaves run c to the process that
+// started it (nil: it executes the run itself), after a decision, a
+// restart, an adoption or an approval's deadline: a run of another
+// policy or without the server's sandbox, or a run started outside the
+// API whose workspace the server may not use. Only a run the server
+// admitted and whose workspace fails the check since is the server's
+// own to end (the pool fails it with reason setup).
 func (s *Service) leftToStarter(c *agent.RunCreated) error {
 	err := s.foreign(c)
-	if xerr := s.executable(c); err == nil && xerr != nil && !errors.Is(xerr, errUnconfined) {
-		err = xerr // without the server's sandbox
+	if xerr := s.executable(c); err == nil && xerr != nil {
+		switch {
+		case !errors.Is(xerr, errUnconfined):
+			err = xerr // without the server's sandbox
+		case !admitted(c):
+			err = fmt.Errorf("%w; %w", xerr, errNotAdmitted)
+		}
 	}
 	return err
+}
+
+// leaves reports whether this server leaves run id, which it would
+// otherwise execute, to the process that started it (leftToStarter),
+// and logs why once per run. Nothing is journaled: the run stays as
+// that process left it (interrupted, or waiting for a person), for it
+// to continue (keel runs resume), which also applies an approval
+// deadline that passed meanwhile.
+func (s *Service) leaves(ctx context.Context, id string) bool {
+	c, err := s.sums.created(ctx, id)
+	if err != nil {
+		return false // the execution reports it
+	}
+	if err := s.leftToStarter(c); err != nil {
+		if _, logged := s.leftAlone.LoadOrStore(id, true); !logged {
+			s.logger.Info("not executing run: it is left to the process that started it", "run_id", id, "err", err)
+		}
+		return true
+	}
+	return false
 }
 
 // Elsewhere says, for a run paused with no call waiting, why this server

@@ -22,7 +22,9 @@ func TestAdoptionHandsAQuietRunOverOnce(t *testing.T) {
 	ctx := context.Background()
 	store := mem.New()
 	rt := agent.NewRuntime(store, nil)
-	id, err := rt.Create(ctx, &agent.RunCreated{Task: "t"})
+	// A run created through the API: the server does not leave it to
+	// another process (leftToStarter).
+	id, err := rt.Create(ctx, &agent.RunCreated{Task: "t", Labels: map[string]string{LabelCreatedBy: "ada"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,8 +45,13 @@ type pool struct {
 	// executable refuses runs this server must not execute at all (see
 	// Service.executable).
 	executable func(c *agent.RunCreated) error
-	logger     *slog.Logger
-	base       context.Context // cancelled with agent.ErrShutdown
+	// leftToStarter, if set, says why the server leaves a run it did not
+	// start to the process that did (see Service.leftToStarter): such a
+	// run is executed only by a person's resume, which checks for
+	// itself.
+	leftToStarter func(c *agent.RunCreated) error
+	logger        *slog.Logger
+	base          context.Context // cancelled with agent.ErrShutdown
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -361,6 +366,14 @@ func (p *pool) execute(ctx context.Context, j job) (*agent.Outcome, error) {
 		}
 		log.Error("load run", "err", err)
 		return nil, errors.New("the run's journal cannot be read (see the server log)")
+	}
+	if p.leftToStarter != nil && !j.resume {
+		if err := p.leftToStarter(created); err != nil {
+			// Nothing is journaled: the run stays as the process that
+			// started it left it, for that process to continue.
+			log.Info("not executing run: it is left to the process that started it", "err", err)
+			return nil, errors.New(notContinued(err, j.runID))
+		}
 	}
 	if err := p.executable(created); err != nil {
 		log.Warn("not executing run", "err", err)

@@ -255,6 +255,9 @@ type Service struct {
 	// policyLint is what policy.Engine.Lint finds in the service's
 	// policy (lintPolicy), found once.
 	policyLint func() []string
+	// leftAlone holds the ids of the runs this server leaves to the
+	// process that started them (leaves), so that it says so once.
+	leftAlone sync.Map
 
 	// idleWait, if set, is called when a resume starts waiting for an
 	// execution that is ending (tests).
@@ -334,6 +337,7 @@ func New(rt *agent.Runtime, opts *Options) *Service {
 	s.live = newLiveHub()
 	s.pool.live = s.live
 	s.pool.dispatcher = s.opts.Dispatcher
+	s.pool.leftToStarter = s.leftToStarter
 	s.pool.inert = !s.executes()
 	s.newUnattended()
 	return s
@@ -458,6 +462,9 @@ func (s *Service) orphans(ctx context.Context, before time.Time, skip func(id st
 		if !s.leaseFree(ctx, r.RunID) {
 			continue // another process executes it
 		}
+		if s.leaves(ctx, r.RunID) {
+			continue // before anything is journaled in it
+		}
 		ids = append(ids, r.RunID)
 	}
 	return ids, nil
@@ -498,6 +505,10 @@ func (s *Service) ExpireApprovals(ctx context.Context) ([]string, error) {
 		if a.Expires == nil || now.Before(*a.Expires) || slices.Contains(ids, a.RunID) {
 			continue
 		}
+		if s.leaves(ctx, a.RunID) {
+			// The process that continues it applies the deadline.
+			continue
+		}
 		if err := s.pool.submit(a.RunID); err != nil && !errors.Is(err, errCanceling) {
 			return ids, err
 		}
@@ -517,7 +528,7 @@ func (s *Service) ResumeAuthorized(ctx context.Context) ([]string, error) {
 	}
 	var ids []string
 	for _, r := range runs {
-		if r.LastType != journal.AuthResolved {
+		if r.LastType != journal.AuthResolved || s.leaves(ctx, r.RunID) {
 			continue
 		}
 		if err := s.pool.submit(r.RunID); err != nil && !errors.Is(err, errCanceling) {
