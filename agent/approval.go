@@ -195,7 +195,8 @@ func (rt *Runtime) Resolve(ctx context.Context, runID, callID string, d *Approva
 			if err != nil {
 				return fmt.Errorf("agent: resolve approval: %w", err)
 			}
-			return fmt.Errorf("agent: run %s call %s: %w (%s): the default decision, %s, was applied", runID, callID, ErrApprovalExpired, exp, dec)
+			// Without a second "agent:": the sentinel's words follow.
+			return fmt.Errorf("run %s call %s: %w (%s): the default decision, %s, was applied", runID, callID, ErrApprovalExpired, exp, dec)
 		}
 		p := *d
 		p.CallID = callID

@@ -27,7 +27,7 @@ func (l *local) Decide(ctx context.Context, runID, callID string, res *agent.App
 				}
 			}
 		}
-		return fmt.Errorf("too late: %w", err)
+		return fmt.Errorf("too late: %w; continue the run with keel runs resume %s", err, runID)
 	}
 	return err
 }

@@ -157,8 +157,9 @@ func TestLateApprovalRefused(t *testing.T) {
 		t.Errorf("approvals list:\n%s", list)
 	}
 	code, _, errOut := keel(t, "approve", "--db", db, id, "c1", "--no-resume")
-	if code != 1 || !strings.Contains(errOut, "too late") || !strings.Contains(errOut, "deny") {
-		t.Fatalf("late approve = %d %q", code, errOut)
+	if code != 1 || !strings.Contains(errOut, "too late") || !strings.Contains(errOut, "deny") ||
+		strings.Count(errOut, "agent:") > 1 || !strings.Contains(errOut, "continue the run with keel runs resume "+id) {
+		t.Fatalf("late approve = %d %q, want the default named once, no doubled prefix, and how to go on", code, errOut)
 	}
 	st, _ := loadRun(t, db, id)
 	if r := st.Turns[0].Calls[0].Resolved; r == nil || r.By != agent.ByTimeout || r.Decision != policy.Deny {
